@@ -1,0 +1,61 @@
+//===- StepAttrs.td - step dialect attributes --------------*- tablegen -*-===//
+
+#ifndef STEPC_DIALECT_STEP_IR_STEPATTRS_TD
+#define STEPC_DIALECT_STEP_IR_STEPATTRS_TD
+
+include "stepc/Dialect/Step/IR/StepDialect.td"
+include "mlir/IR/EnumAttr.td"
+
+def Step_InitKind : I32EnumAttr<"InitKind", "parameter initialiser", [
+    I32EnumAttrCase<"Zeros", 0, "zeros">,
+    I32EnumAttrCase<"Ones", 1, "ones">,
+    I32EnumAttrCase<"Normal", 2, "normal">,
+    I32EnumAttrCase<"ScaledNormal", 3, "scaled_normal">
+  ]> {
+  let cppNamespace = "::stepc::step";
+  let genSpecializedAttr = 0;
+}
+
+def Step_GeluApproximationAttr : I32EnumAttr<"GeluApproximation",
+    "GELU formula", [
+    I32EnumAttrCase<"None", 0, "none">,
+    I32EnumAttrCase<"Tanh", 1, "tanh">
+  ]> {
+  let cppNamespace = "::stepc::step";
+}
+
+def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
+  let mnemonic = "param";
+  let summary = "a trainable parameter: its name and initialiser";
+  let description = [{
+    Marks an argument of the loss function as a parameter. `name` is the
+    parameter's stable name (PyTorch's, e.g. `h.0.attn.c_attn.weight`): it keys
+    checkpoints, `ReadParam` and the comparison with PyTorch. The initialiser
+    is one of
+
+    - `zeros`, `ones`;
+    - `normal(std)`: N(0, std²);
+    - `scaled_normal(std, layers)`: N(0, (std / sqrt(2·layers))²), GPT-2's
+      initialiser for the projections that feed the residual stream.
+
+    ```mlir
+    %w: tensor<192x64xf32> {step.param = #step.param<"h.0.attn.c_attn.weight", normal(0.02)>}
+    %p: tensor<64x64xf32> {step.param = #step.param<"h.0.attn.c_proj.weight", scaled_normal(0.02, 2)>}
+    %b: tensor<64xf32> {step.param = #step.param<"h.0.attn.c_proj.bias", zeros>}
+    ```
+  }];
+  let parameters = (ins
+    StringRefParameter<"parameter name">:$name,
+    "InitKind":$init,
+    "llvm::APFloat":$std,
+    "int64_t":$layers
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The standard deviation the initialiser draws with (0 for zeros/ones).
+    double getEffectiveStd() const;
+  }];
+}
+
+#endif // STEPC_DIALECT_STEP_IR_STEPATTRS_TD

@@ -1,0 +1,59 @@
+//===- StepDialect.td - the step dialect -------------------*- tablegen -*-===//
+//
+// The `step` dialect: the model level of stepc. A model is a `func.func`
+// marked `step.loss` that returns the scalar loss; its arguments are
+// parameters (`step.param`) and inputs (`step.input`).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_DIALECT_STEP_IR_STEPDIALECT_TD
+#define STEPC_DIALECT_STEP_IR_STEPDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Step_Dialect : Dialect {
+  let name = "step";
+  let cppNamespace = "::stepc::step";
+  let summary = "Model-level ops for neural-network training steps";
+  let description = [{
+    The `step` dialect describes the forward computation of a model on
+    statically shaped builtin tensors. A model is a `func.func` carrying the
+    unit attribute `step.loss` and returning a scalar `tensor<f32>`. Each of its
+    arguments is either a parameter, marked
+    `step.param = #step.param<"name", init>`, or an input, marked
+    `step.input = "name"`. A parameter used twice (a tied embedding and head)
+    is one argument used twice.
+
+    ```mlir
+    func.func @loss(%wte: tensor<512x64xf32> {step.param = #step.param<"wte", normal(0.02)>},
+                    %tokens: tensor<8x64xi32> {step.input = "tokens"},
+                    %targets: tensor<8x64xi32> {step.input = "targets"})
+        -> tensor<f32> attributes {step.loss} {
+      %x = step.embedding %wte, %tokens : (tensor<512x64xf32>, tensor<8x64xi32>) -> tensor<8x64x64xf32>
+      %logits = step.matmul %x, %wte {transpose_b} : (tensor<8x64x64xf32>, tensor<512x64xf32>) -> tensor<8x64x512xf32>
+      %loss = step.cross_entropy %logits, %targets : (tensor<8x64x512xf32>, tensor<8x64xi32>) -> tensor<f32>
+      return %loss : tensor<f32>
+    }
+    ```
+
+    Composite ops (attention, norms, softmax, cross_entropy) stay composite
+    through the pipeline: they get fused forward and backward kernels.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 0;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Unit attribute marking the loss function of a model.
+    static constexpr llvm::StringLiteral kLossAttrName = "step.loss";
+    /// Argument attribute (a `#step.param`) marking a parameter.
+    static constexpr llvm::StringLiteral kParamAttrName = "step.param";
+    /// Argument attribute (a string) marking an input.
+    static constexpr llvm::StringLiteral kInputAttrName = "step.input";
+
+    void registerAttributes();
+  }];
+}
+
+#endif // STEPC_DIALECT_STEP_IR_STEPDIALECT_TD

@@ -1,0 +1,441 @@
+//===- StepOps.td - step dialect operations ----------------*- tablegen -*-===//
+//
+// Every op works on statically shaped builtin tensors. Ops whose result type
+// follows from their operands and attributes implement InferTypeOpInterface;
+// their shape rules live in `inferReturnTypes` (StepOps.cpp), so a builder
+// never needs a result type and a declared result type is checked against
+// the inferred one. `broadcast`, `reshape` and `convert` take their result
+// type from the IR: it is what they are asked to produce.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_DIALECT_STEP_IR_STEPOPS_TD
+#define STEPC_DIALECT_STEP_IR_STEPOPS_TD
+
+include "stepc/Dialect/Step/IR/StepDialect.td"
+include "stepc/Dialect/Step/IR/StepAttrs.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Step_FloatElement : AnyTypeOf<[F32, BF16, F16, F64]>;
+def Step_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16, F64]>;
+def Step_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Step_Tensor : StaticShapeTensorOf<[F32, BF16, F16, F64, I32, I64]>;
+
+class Step_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Step_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+
+/// An op whose result type `inferReturnTypes` computes.
+class Step_InferredOp<string mnemonic, list<Trait> traits = []>
+    : Step_Op<mnemonic, !listconcat(traits,
+        [InferTypeOpAdaptor])>;
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Step_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
+    : Step_Op<mnemonic, !listconcat(traits,
+        [SameOperandsAndResultType, Elementwise, InferTypeOpInterface])> {
+  let summary = "elementwise " # math;
+  let description = "Computes `" # math # "` elementwise.\n\n"
+    "```mlir\n%y = step." # mnemonic # " %x : tensor<8x64xf32>\n```";
+  let arguments = (ins Step_FloatTensor:$input);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Step_NegOp : Step_UnaryOp<"neg", "y = -x">;
+def Step_ExpOp : Step_UnaryOp<"exp", "y = exp(x)">;
+def Step_LogOp : Step_UnaryOp<"log", "y = log(x)">;
+def Step_TanhOp : Step_UnaryOp<"tanh", "y = tanh(x)">;
+def Step_ErfOp : Step_UnaryOp<"erf", "y = erf(x)">;
+def Step_SqrtOp : Step_UnaryOp<"sqrt", "y = sqrt(x)">;
+def Step_RsqrtOp : Step_UnaryOp<"rsqrt", "y = 1 / sqrt(x)">;
+def Step_SiluOp : Step_UnaryOp<"silu", "y = x * sigmoid(x)">;
+def Step_ReluOp : Step_UnaryOp<"relu", "y = max(x, 0)">;
+def Step_SigmoidOp : Step_UnaryOp<"sigmoid", "y = 1 / (1 + exp(-x))">;
+
+def Step_GeluOp : Step_Op<"gelu",
+    [SameOperandsAndResultType, Elementwise, InferTypeOpInterface]> {
+  let summary = "elementwise GELU, exact or tanh-approximated";
+  let description = [{
+    Exact (the default, PyTorch's `approximate='none'`):
+    `y = x/2 · (1 + erf(x/√2))`. With `approximate tanh` (GPT-2's):
+    `y = x/2 · (1 + tanh(√(2/π) · (x + 0.044715·x³)))`.
+
+    ```mlir
+    %y = step.gelu %x : tensor<8x64x256xf32>
+    %z = step.gelu %x approximate tanh : tensor<8x64x256xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input,
+                       OptionalAttr<Step_GeluApproximationAttr>:$approximate);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat =
+    "$input (`approximate` $approximate^)? attr-dict `:` type($input)";
+  let extraClassDeclaration = [{
+    /// True for the tanh approximation, false for the exact erf form.
+    bool isTanhApproximation() {
+      return getApproximate() == GeluApproximation::Tanh;
+    }
+  }];
+}
+
+class Step_BinaryOp<string mnemonic, string math, list<Trait> traits = []>
+    : Step_Op<mnemonic, !listconcat(traits,
+        [SameOperandsAndResultType, Elementwise, InferTypeOpInterface])> {
+  let summary = "elementwise " # math;
+  let description = "Computes `" # math # "` elementwise on operands of one "
+    "type. Broadcasting is explicit: use `step.broadcast`.\n\n"
+    "```mlir\n%z = step." # mnemonic # " %x, %y : tensor<8x64xf32>\n```";
+  let arguments = (ins Step_FloatTensor:$lhs, Step_FloatTensor:$rhs);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Step_AddOp : Step_BinaryOp<"add", "z = x + y", [Commutative]>;
+def Step_SubOp : Step_BinaryOp<"sub", "z = x - y">;
+def Step_MulOp : Step_BinaryOp<"mul", "z = x * y", [Commutative]>;
+def Step_DivOp : Step_BinaryOp<"div", "z = x / y">;
+
+//===----------------------------------------------------------------------===//
+// Constants, dtype, shape
+//===----------------------------------------------------------------------===//
+
+def Step_ConstantOp : Step_InferredOp<"constant", [ConstantLike]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ```mlir
+    %half = step.constant dense<0.5> : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Step_Tensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def Step_ConvertOp : Step_Op<"convert", [SameOperandsAndResultShape]> {
+  let summary = "element type conversion";
+  let description = [{
+    Converts each element to the result's element type (float to float
+    rounds to nearest even; integer to float is exact where representable).
+
+    ```mlir
+    %h = step.convert %x : tensor<8x64xf32> -> tensor<8x64xbf16>
+    ```
+  }];
+  let arguments = (ins Step_Tensor:$input);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Step_BroadcastOp : Step_Op<"broadcast"> {
+  let summary = "broadcast to a larger shape, NumPy style";
+  let description = [{
+    Aligns the operand's dimensions with the trailing dimensions of the
+    result; each operand dimension is either 1 or equal to the result's.
+
+    ```mlir
+    %b = step.broadcast %bias : tensor<64xf32> -> tensor<8x128x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_Tensor:$input);
+  let results = (outs Step_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Step_ReshapeOp : Step_Op<"reshape"> {
+  let summary = "reshape to a shape with as many elements";
+  let description = [{
+    Row-major reinterpretation of the operand's elements.
+
+    ```mlir
+    %y = step.reshape %x : tensor<8x128x64xf32> -> tensor<1024x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_Tensor:$input);
+  let results = (outs Step_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Step_TransposeOp : Step_InferredOp<"transpose"> {
+  let summary = "permute dimensions";
+  let description = [{
+    Result dimension `i` is operand dimension `permutation[i]`.
+
+    ```mlir
+    %y = step.transpose %x [0, 2, 1] : (tensor<8x128x64xf32>) -> tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins Step_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Step_Tensor:$result);
+  let assemblyFormat =
+    "$input $permutation attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_SliceOp : Step_InferredOp<"slice"> {
+  let summary = "a contiguous box of the operand";
+  let description = [{
+    Takes `sizes[i]` elements starting at `offsets[i]` along every dimension
+    `i` (unit stride).
+
+    ```mlir
+    %q = step.slice %qkv offsets [0, 0, 64] sizes [8, 128, 64]
+        : (tensor<8x128x192xf32>) -> tensor<8x128x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_Tensor:$input, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Step_Tensor:$result);
+  let assemblyFormat = "$input `offsets` $offsets `sizes` $sizes attr-dict "
+                       "`:` functional-type(operands, results)";
+}
+
+def Step_ConcatOp : Step_InferredOp<"concat"> {
+  let summary = "concatenate along one dimension";
+  let description = [{
+    ```mlir
+    %y = step.concat %a, %b dim 1
+        : (tensor<8x64xf32>, tensor<8x32xf32>) -> tensor<8x96xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Step_Tensor>:$inputs, I64Attr:$dim);
+  let results = (outs Step_Tensor:$result);
+  let assemblyFormat =
+    "$inputs `dim` $dim attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Step_ReduceOp<string mnemonic, string math>
+    : Step_InferredOp<mnemonic> {
+  let summary = math # " over the given dimensions";
+  let description = "Reduces `dims` (sorted, distinct) with " # math # "; with "
+    "`keep_dims` the reduced dimensions stay as size 1.\n\n"
+    "```mlir\n%y = step." # mnemonic # " %x dims [2] keep_dims\n"
+    "    : (tensor<8x128x64xf32>) -> tensor<8x128x1xf32>\n```";
+  let arguments = (ins Step_FloatTensor:$input, DenseI64ArrayAttr:$dims,
+                       UnitAttr:$keep_dims);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `dims` $dims (`keep_dims` $keep_dims^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_ReduceSumOp : Step_ReduceOp<"reduce_sum", "sum">;
+def Step_ReduceMaxOp : Step_ReduceOp<"reduce_max", "maximum">;
+def Step_ReduceMeanOp : Step_ReduceOp<"reduce_mean", "arithmetic mean">;
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def Step_MatmulOp : Step_InferredOp<"matmul"> {
+  let summary = "matrix product of a batch of rows and a matrix";
+  let description = [{
+    `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_a`), `rhs` is
+    `[K, N]` (`[N, K]` with `transpose_b`, the layout of PyTorch's
+    `nn.Linear.weight`); the result is `[..., M, N]`. Leading dimensions of
+    `lhs` are batch dimensions sharing the one `rhs`.
+
+    ```mlir
+    %y = step.matmul %x, %w transpose_b
+        : (tensor<8x128x64xf32>, tensor<256x64xf32>) -> tensor<8x128x256xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$lhs, Step_FloatTensor:$rhs,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs (`transpose_a` $transpose_a^)? "
+    "(`transpose_b` $transpose_b^)? attr-dict `:` "
+    "functional-type(operands, results)";
+}
+
+def Step_BatchMatmulOp : Step_InferredOp<"batch_matmul"> {
+  let summary = "batched matrix product";
+  let description = [{
+    `lhs` is `[B..., M, K]`, `rhs` is `[B..., K, N]` with the same batch
+    dimensions; `transpose_a` / `transpose_b` swap the last two dimensions of
+    the operand. The result is `[B..., M, N]`.
+
+    ```mlir
+    %s = step.batch_matmul %q, %k transpose_b
+        : (tensor<8x4x128x16xf32>, tensor<8x4x128x16xf32>) -> tensor<8x4x128x128xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$lhs, Step_FloatTensor:$rhs,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs (`transpose_a` $transpose_a^)? "
+    "(`transpose_b` $transpose_b^)? attr-dict `:` "
+    "functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Composite ops
+//===----------------------------------------------------------------------===//
+
+def Step_EmbeddingOp : Step_InferredOp<"embedding"> {
+  let summary = "gather rows of a table";
+  let description = [{
+    `result[i..., :] = table[ids[i...], :]` for a `[V, D]` table. An id
+    outside `[0, V)` is a runtime error.
+
+    ```mlir
+    %x = step.embedding %wte, %tokens
+        : (tensor<512x64xf32>, tensor<8x128xi32>) -> tensor<8x128x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$table, Step_IndexTensor:$ids);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat =
+    "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_LayerNormOp : Step_InferredOp<"layer_norm"> {
+  let summary = "layer normalisation over the last dimension";
+  let description = [{
+    `y = (x - mean(x)) / sqrt(var(x) + epsilon) · weight + bias` over the last
+    dimension `D`, with the biased variance (PyTorch's `nn.LayerNorm`).
+    `weight` and `bias` are `[D]`.
+
+    ```mlir
+    %y = step.layer_norm %x, %w, %b
+        : (tensor<8x128x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<8x128x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, Step_FloatTensor:$weight,
+                       Step_FloatTensor:$bias,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight `,` $bias attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_RmsNormOp : Step_InferredOp<"rms_norm"> {
+  let summary = "RMS normalisation over the last dimension";
+  let description = [{
+    `y = x / sqrt(mean(x²) + epsilon) · weight` over the last dimension `D`
+    (Llama's `RMSNorm`). `weight` is `[D]`.
+
+    ```mlir
+    %y = step.rms_norm %x, %w {epsilon = 1.0e-06 : f64}
+        : (tensor<8x256x128xf32>, tensor<128xf32>) -> tensor<8x256x128xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, Step_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_SoftmaxOp : Step_InferredOp<"softmax"> {
+  let summary = "softmax along one dimension";
+  let description = [{
+    `y = exp(x - max(x)) / sum(exp(x - max(x)))` along `dim`.
+
+    ```mlir
+    %p = step.softmax %x dim 2 : (tensor<8x128x512xf32>) -> tensor<8x128x512xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat =
+    "$input `dim` $dim attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_AttentionOp : Step_InferredOp<"attention"> {
+  let summary = "scaled dot-product attention with grouped-query heads";
+  let description = [{
+    Layout (llm.c's): `query` is `[B, T, Hq·Dh]`, `key` and `value` are
+    `[B, T, Hkv·Dh]`, heads side by side along the last dimension (head `h`
+    owns channels `[h·Dh, (h+1)·Dh)`). Query head `h` attends with key/value
+    head `h / (Hq/Hkv)`, so `Hq` must be a multiple of `Hkv` (`Hkv = Hq` is
+    multi-head attention, `Hkv = 1` multi-query). For each head:
+
+    `out = softmax(scale · Q Kᵀ + mask) V`
+
+    with `scale = 1/sqrt(Dh)` unless given, and with `causal` the mask hides
+    key positions after the query position. The result is `[B, T, Hq·Dh]`.
+
+    ```mlir
+    %o = step.attention %q, %k, %v heads 4 kv_heads 2 head_dim 32 causal
+        : (tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>)
+        -> tensor<8x256x128xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$query, Step_FloatTensor:$key,
+                       Step_FloatTensor:$value,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$query `,` $key `,` $value `heads` $num_heads "
+    "`kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? "
+    "attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// The softmax scale: `scale` if set, else 1/sqrt(head_dim).
+    double getEffectiveScale();
+  }];
+}
+
+def Step_RotaryOp : Step_InferredOp<"rotary"> {
+  let summary = "rotary position embedding";
+  let description = [{
+    Rotates each head of a `[B, T, H·Dh]` tensor by its position `t` along
+    dimension 1 (Meta's Llama convention, adjacent pairs):
+
+    ```
+    θ_i = theta^(-2i/Dh),   i = 0 .. Dh/2 - 1
+    y[2i]   = x[2i] · cos(t·θ_i) - x[2i+1] · sin(t·θ_i)
+    y[2i+1] = x[2i] · sin(t·θ_i) + x[2i+1] · cos(t·θ_i)
+    ```
+
+    `head_dim` must be even.
+
+    ```mlir
+    %q2 = step.rotary %q head_dim 32 : (tensor<8x256x128xf32>) -> tensor<8x256x128xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `head_dim` $head_dim attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy"> {
+  let summary = "mean softmax cross-entropy over all positions";
+  let description = [{
+    `loss = mean over i... of (logsumexp(logits[i..., :]) - logits[i..., targets[i...]])`
+    for `logits` `[..., V]` and integer `targets` `[...]`; a target outside
+    `[0, V)` is a runtime error. The loss is a scalar, f32 for f32/bf16/f16
+    logits (the loss is always accumulated in at least f32), f64 for f64.
+
+    ```mlir
+    %loss = step.cross_entropy %logits, %targets
+        : (tensor<8x128x512xf32>, tensor<8x128xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$logits, Step_IndexTensor:$targets);
+  let results = (outs 0DTensorOf<[F32, F64]>:$result);
+  let assemblyFormat =
+    "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // STEPC_DIALECT_STEP_IR_STEPOPS_TD

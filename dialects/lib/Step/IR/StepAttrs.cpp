@@ -1,0 +1,131 @@
+//===- StepAttrs.cpp - step dialect attributes ----------------------------===//
+
+#include "stepc/Dialect/Step/IR/StepAttrs.h"
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+using namespace mlir;
+using namespace stepc::step;
+
+#include "stepc/Dialect/Step/IR/StepEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "stepc/Dialect/Step/IR/StepAttrs.cpp.inc"
+
+void StepDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "stepc/Dialect/Step/IR/StepAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// ParamAttr
+//===----------------------------------------------------------------------===//
+
+/// The shortest decimal form of `value` that reads back exactly, always with
+/// a '.' so that MLIR's lexer takes it for a float.
+static std::string formatExactFloat(double value) {
+  char buffer[40];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value)
+      break;
+  }
+  std::string text = buffer;
+  if (text.find('.') == std::string::npos) {
+    size_t exponent = text.find('e');
+    text.insert(exponent == std::string::npos ? text.size() : exponent, ".0");
+  }
+  return text;
+}
+
+// Syntax: #step.param<"name", zeros | ones | normal(std) |
+//                             scaled_normal(std, layers)>
+Attribute ParamAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name;
+  if (parser.parseLess() || parser.parseString(&name) || parser.parseComma())
+    return {};
+  SMLoc kindLoc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return {};
+  std::optional<InitKind> kind = symbolizeInitKind(keyword);
+  if (!kind) {
+    parser.emitError(kindLoc, "unknown initialiser '")
+        << keyword << "', expected zeros, ones, normal or scaled_normal";
+    return {};
+  }
+  double std = 0.0;
+  int64_t layers = 0;
+  if (*kind == InitKind::Normal || *kind == InitKind::ScaledNormal) {
+    if (parser.parseLParen() || parser.parseFloat(std))
+      return {};
+    if (*kind == InitKind::ScaledNormal &&
+        (parser.parseComma() || parser.parseInteger(layers)))
+      return {};
+    if (parser.parseRParen())
+      return {};
+  }
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ParamAttr>(loc, parser.getContext(), name, *kind,
+                                      llvm::APFloat(std), layers);
+}
+
+void ParamAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printer.printString(getName());
+  printer << ", " << stringifyInitKind(getInit());
+  switch (getInit()) {
+  case InitKind::Zeros:
+  case InitKind::Ones:
+    break;
+  case InitKind::Normal:
+    printer << "(" << formatExactFloat(getStd().convertToDouble()) << ")";
+    break;
+  case InitKind::ScaledNormal:
+    printer << "(" << formatExactFloat(getStd().convertToDouble()) << ", "
+            << getLayers() << ")";
+    break;
+  }
+  printer << ">";
+}
+
+LogicalResult
+ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                  StringRef name, InitKind init, llvm::APFloat std,
+                  int64_t layers) {
+  if (name.empty())
+    return emitError() << "expects a non-empty parameter name";
+  bool drawsRandom = init == InitKind::Normal || init == InitKind::ScaledNormal;
+  double stdValue = std.convertToDouble();
+  if (drawsRandom && !(stdValue > 0.0 && std::isfinite(stdValue)))
+    return emitError() << "expects a positive finite standard deviation, got "
+                       << stdValue;
+  if (init == InitKind::ScaledNormal && layers < 1)
+    return emitError() << "expects scaled_normal layers >= 1, got " << layers;
+  return success();
+}
+
+double ParamAttr::getEffectiveStd() const {
+  switch (getInit()) {
+  case InitKind::Zeros:
+  case InitKind::Ones:
+    return 0.0;
+  case InitKind::Normal:
+    return getStd().convertToDouble();
+  case InitKind::ScaledNormal:
+    return getStd().convertToDouble() /
+           std::sqrt(2.0 * static_cast<double>(getLayers()));
+  }
+  return 0.0;
+}

@@ -1,0 +1,119 @@
+//===- StepDialect.cpp - step dialect registration and verification -------===//
+
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepAttrs.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using namespace stepc::step;
+
+#include "stepc/Dialect/Step/IR/StepDialect.cpp.inc"
+
+void StepDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "stepc/Dialect/Step/IR/StepOps.cpp.inc"
+      >();
+}
+
+/// True for a ranked tensor with a static shape.
+static bool isStaticTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape();
+}
+
+LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attribute) {
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitError() << "'" << attribute.getName()
+                           << "' is only valid on function arguments";
+  Type type = function.getArgumentTypes()[argIndex];
+  if (attribute.getName() == kParamAttrName) {
+    if (!isa<ParamAttr>(attribute.getValue()))
+      return op->emitError() << "expects '" << kParamAttrName << "' on argument #"
+                             << argIndex << " to be a #step.param, got "
+                             << attribute.getValue();
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape() ||
+        !isa<FloatType>(tensor.getElementType()))
+      return op->emitError() << "expects parameter argument #" << argIndex
+                             << " to be a statically shaped float tensor, got "
+                             << type;
+    return success();
+  }
+  if (attribute.getName() == kInputAttrName) {
+    auto name = dyn_cast<StringAttr>(attribute.getValue());
+    if (!name || name.getValue().empty())
+      return op->emitError() << "expects '" << kInputAttrName
+                             << "' on argument #" << argIndex
+                             << " to be a non-empty string, got "
+                             << attribute.getValue();
+    if (!isStaticTensor(type))
+      return op->emitError() << "expects input argument #" << argIndex
+                             << " to be a statically shaped tensor, got "
+                             << type;
+    return success();
+  }
+  return op->emitError() << "unknown step argument attribute '"
+                         << attribute.getName() << "'";
+}
+
+/// Checks a function marked `step.loss`: one scalar float result, every
+/// argument exactly one of parameter or input, names unique.
+static LogicalResult verifyLossFunction(FunctionOpInterface function) {
+  ArrayRef<Type> results = function.getResultTypes();
+  auto loss = results.size() == 1 ? dyn_cast<RankedTensorType>(results[0])
+                                  : RankedTensorType();
+  if (!loss || loss.getRank() != 0 || !isa<FloatType>(loss.getElementType()))
+    return function.emitOpError()
+           << "expects a loss function to return one scalar float tensor, got "
+           << results.size() << " result(s)"
+           << (results.size() == 1 ? " of type " : "")
+           << (results.size() == 1 ? results[0] : Type());
+  if (function.isExternal())
+    return function.emitOpError() << "expects a loss function to have a body";
+
+  llvm::StringMap<unsigned> paramNames, inputNames;
+  for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
+    Location loc = function.getArgument(i).getLoc();
+    auto param = function.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
+    auto input = function.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName);
+    if (static_cast<bool>(param) == static_cast<bool>(input))
+      return emitError(loc) << "expects argument #" << i
+                            << " of a loss function to be marked either '"
+                            << StepDialect::kParamAttrName << "' or '"
+                            << StepDialect::kInputAttrName << "'";
+    auto &names = param ? paramNames : inputNames;
+    StringRef name = param ? param.getName() : input.getValue();
+    auto [it, inserted] = names.try_emplace(name, i);
+    if (!inserted)
+      return emitError(loc) << "expects unique " << (param ? "parameter" : "input")
+                            << " names, '" << name << "' names arguments #"
+                            << it->second << " and #" << i;
+  }
+  return success();
+}
+
+LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attribute) {
+  if (attribute.getName() != kLossAttrName)
+    return op->emitError() << "unknown step attribute '" << attribute.getName()
+                           << "'";
+  if (!isa<UnitAttr>(attribute.getValue()))
+    return op->emitError() << "expects '" << kLossAttrName
+                           << "' to be a unit attribute";
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitError() << "expects '" << kLossAttrName
+                           << "' on a function, got '" << op->getName() << "'";
+  return verifyLossFunction(function);
+}

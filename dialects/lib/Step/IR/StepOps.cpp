@@ -1,0 +1,538 @@
+//===- StepOps.cpp - step dialect operations ------------------------------===//
+//
+// Shape rules of every op. Ops with InferTypeOpInterface check their operands
+// in `inferReturnTypes`, which runs when a builder omits the result type and
+// when a parsed op is verified (its declared result type must equal the
+// inferred one). Each check carries a label (`matmul_c2`) naming the
+// `-verify-diagnostics` test in test/Dialect/Step/invalid.mlir that covers it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallBitVector.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace stepc::step;
+
+#define GET_OP_CLASSES
+#include "stepc/Dialect/Step/IR/StepOps.cpp.inc"
+
+namespace {
+
+/// Emits "'step.<op>' op <message>" at `loc` when there is one, and fails.
+template <typename OpT, typename... Args>
+LogicalResult opError(std::optional<Location> loc, Args &&...args) {
+  return emitOptionalError(loc, "'", OpT::getOperationName(), "' op ",
+                           std::forward<Args>(args)...);
+}
+
+/// The operand's type as a ranked tensor (ODS constraints guarantee it on
+/// verified IR; a builder handing anything else gets a failure, not a crash).
+RankedTensorType tensorOf(Value value) {
+  return value ? dyn_cast<RankedTensorType>(value.getType())
+               : RankedTensorType();
+}
+
+/// A tensor of `shape` with `elementType`.
+RankedTensorType tensor(ArrayRef<int64_t> shape, Type elementType) {
+  return RankedTensorType::get(shape, elementType);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  auto value = dyn_cast_or_null<ElementsAttr>(adaptor.getValueAttr());
+  auto type = value ? dyn_cast<RankedTensorType>(value.getType()) : nullptr;
+  // constant_c1
+  if (!type || !type.hasStaticShape())
+    return opError<ConstantOp>(loc, "expects a statically shaped tensor value");
+  types.push_back(type);
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+//===----------------------------------------------------------------------===//
+// ConvertOp, BroadcastOp, ReshapeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType input = getInput().getType(), result = getType();
+  // broadcast_c1
+  if (input.getElementType() != result.getElementType())
+    return emitOpError() << "expects the same element type, got "
+                         << input.getElementType() << " and "
+                         << result.getElementType();
+  // broadcast_c2
+  if (input.getRank() > result.getRank())
+    return emitOpError() << "expects the result rank (" << result.getRank()
+                         << ") to be at least the operand rank ("
+                         << input.getRank() << ")";
+  int64_t offset = result.getRank() - input.getRank();
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    int64_t from = input.getDimSize(i), to = result.getDimSize(i + offset);
+    // broadcast_c3
+    if (from != 1 && from != to)
+      return emitOpError() << "cannot broadcast operand dimension " << i
+                           << " of size " << from << " to result dimension "
+                           << i + offset << " of size " << to;
+  }
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType input = getInput().getType(), result = getType();
+  // reshape_c1
+  if (input.getElementType() != result.getElementType())
+    return emitOpError() << "expects the same element type, got "
+                         << input.getElementType() << " and "
+                         << result.getElementType();
+  // reshape_c2
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError() << "expects as many elements in the result ("
+                         << result.getNumElements() << ") as in the operand ("
+                         << input.getNumElements() << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// TransposeOp, SliceOp, ConcatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<TransposeOp>(loc, "expects a ranked tensor operand");
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  // transpose_c1
+  if (static_cast<int64_t>(perm.size()) != input.getRank())
+    return opError<TransposeOp>(loc, "expects a permutation of ", input.getRank(),
+                                " dimensions, got ", perm.size());
+  llvm::SmallBitVector seen(perm.size());
+  SmallVector<int64_t> shape;
+  for (int64_t dim : perm) {
+    // transpose_c2
+    if (dim < 0 || dim >= input.getRank() || seen.test(dim))
+      return opError<TransposeOp>(loc, "expects a permutation of [0, ",
+                                  input.getRank(), "), got dimension ", dim,
+                                  " out of range or repeated");
+    seen.set(dim);
+    shape.push_back(input.getDimSize(dim));
+  }
+  types.push_back(tensor(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<SliceOp>(loc, "expects a ranked tensor operand");
+  ArrayRef<int64_t> offsets = adaptor.getOffsets(), sizes = adaptor.getSizes();
+  // slice_c1
+  if (static_cast<int64_t>(offsets.size()) != input.getRank() ||
+      static_cast<int64_t>(sizes.size()) != input.getRank())
+    return opError<SliceOp>(loc, "expects ", input.getRank(),
+                            " offsets and sizes, got ", offsets.size(), " and ",
+                            sizes.size());
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    // slice_c2
+    if (offsets[i] < 0 || sizes[i] < 1 ||
+        offsets[i] > input.getDimSize(i) - sizes[i])
+      return opError<SliceOp>(loc, "slice [", offsets[i], ", ",
+                              offsets[i] + sizes[i], ") of dimension ", i,
+                              " is empty or outside [0, ", input.getDimSize(i),
+                              ")");
+  }
+  types.push_back(tensor(sizes, input.getElementType()));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  ValueRange inputs = adaptor.getInputs();
+  // concat_c1
+  if (inputs.empty())
+    return opError<ConcatOp>(loc, "expects at least one operand");
+  RankedTensorType first = tensorOf(inputs.front());
+  if (!first)
+    return opError<ConcatOp>(loc, "expects ranked tensor operands");
+  int64_t dim = adaptor.getDim();
+  // concat_c2
+  if (dim < 0 || dim >= first.getRank())
+    return opError<ConcatOp>(loc, "expects dim in [0, ", first.getRank(),
+                             "), got ", dim);
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [index, value] : llvm::enumerate(inputs.drop_front())) {
+    RankedTensorType type = tensorOf(value);
+    // concat_c3
+    if (!type || type.getElementType() != first.getElementType() ||
+        type.getRank() != first.getRank())
+      return opError<ConcatOp>(loc, "expects operands of one element type and "
+                                    "rank, operand #",
+                               index + 1, " is ", Type(type), ", operand #0 is ",
+                               Type(first));
+    for (int64_t i = 0; i < first.getRank(); ++i) {
+      // concat_c4
+      if (i != dim && type.getDimSize(i) != first.getDimSize(i))
+        return opError<ConcatOp>(loc, "expects operands to agree outside dim ",
+                                 dim, ", operand #", index + 1,
+                                 " has size ", type.getDimSize(i),
+                                 " in dimension ", i, " where operand #0 has ",
+                                 first.getDimSize(i));
+    }
+    shape[dim] += type.getDimSize(dim);
+  }
+  types.push_back(tensor(shape, first.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// reduce_c1 / reduce_c2: `dims` sorted, distinct and in range.
+template <typename OpT>
+static LogicalResult inferReduction(std::optional<Location> loc,
+                                    typename OpT::Adaptor adaptor,
+                                    SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<OpT>(loc, "expects a ranked tensor operand");
+  ArrayRef<int64_t> dims = adaptor.getDims();
+  // reduce_c1
+  if (dims.empty())
+    return opError<OpT>(loc, "expects at least one dimension to reduce");
+  for (auto [i, dim] : llvm::enumerate(dims)) {
+    // reduce_c2
+    if (dim < 0 || dim >= input.getRank() || (i > 0 && dims[i - 1] >= dim))
+      return opError<OpT>(loc, "expects dims sorted, distinct and in [0, ",
+                          input.getRank(), "), got ", dim, " at position ", i);
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    if (!llvm::is_contained(dims, i))
+      shape.push_back(input.getDimSize(i));
+    else if (adaptor.getKeepDims())
+      shape.push_back(1);
+  }
+  types.push_back(tensor(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  return inferReduction<ReduceSumOp>(loc, adaptor, types);
+}
+
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  return inferReduction<ReduceMaxOp>(loc, adaptor, types);
+}
+
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  return inferReduction<ReduceMeanOp>(loc, adaptor, types);
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp, BatchMatmulOp
+//===----------------------------------------------------------------------===//
+
+/// The (rows, columns) of the matrix in the last two dims, transposed if asked.
+static std::pair<int64_t, int64_t> matrixDims(RankedTensorType type,
+                                              bool transpose) {
+  int64_t rows = type.getDimSize(type.getRank() - 2);
+  int64_t cols = type.getDimSize(type.getRank() - 1);
+  return transpose ? std::make_pair(cols, rows) : std::make_pair(rows, cols);
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  RankedTensorType lhs = tensorOf(adaptor.getLhs()), rhs = tensorOf(adaptor.getRhs());
+  if (!lhs || !rhs)
+    return opError<MatmulOp>(loc, "expects ranked tensor operands");
+  // matmul_c1
+  if (lhs.getRank() < 2)
+    return opError<MatmulOp>(loc, "expects lhs of rank >= 2, got ", Type(lhs));
+  // matmul_c2
+  if (rhs.getRank() != 2)
+    return opError<MatmulOp>(loc, "expects rhs of rank 2, got ", Type(rhs),
+                             " (use step.batch_matmul for batched rhs)");
+  // matmul_c3
+  if (lhs.getElementType() != rhs.getElementType())
+    return opError<MatmulOp>(loc, "expects operands of one element type, got ",
+                             lhs.getElementType(), " and ", rhs.getElementType());
+  auto [m, k] = matrixDims(lhs, adaptor.getTransposeA());
+  auto [k2, n] = matrixDims(rhs, adaptor.getTransposeB());
+  // matmul_c4
+  if (k != k2)
+    return opError<MatmulOp>(loc, "expects contracting dimensions to match, got ",
+                             k, " (lhs) and ", k2, " (rhs)");
+  SmallVector<int64_t> shape(lhs.getShape().drop_back(2));
+  shape.append({m, n});
+  types.push_back(tensor(shape, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult BatchMatmulOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &types) {
+  RankedTensorType lhs = tensorOf(adaptor.getLhs()), rhs = tensorOf(adaptor.getRhs());
+  if (!lhs || !rhs)
+    return opError<BatchMatmulOp>(loc, "expects ranked tensor operands");
+  // batch_matmul_c1
+  if (lhs.getRank() < 3 || lhs.getRank() != rhs.getRank())
+    return opError<BatchMatmulOp>(loc, "expects operands of one rank >= 3, got ",
+                                  Type(lhs), " and ", Type(rhs));
+  // batch_matmul_c2
+  if (lhs.getElementType() != rhs.getElementType())
+    return opError<BatchMatmulOp>(loc, "expects operands of one element type, got ",
+                                  lhs.getElementType(), " and ",
+                                  rhs.getElementType());
+  // batch_matmul_c3
+  if (lhs.getShape().drop_back(2) != rhs.getShape().drop_back(2))
+    return opError<BatchMatmulOp>(loc, "expects equal batch dimensions, got ",
+                                  Type(lhs), " and ", Type(rhs));
+  auto [m, k] = matrixDims(lhs, adaptor.getTransposeA());
+  auto [k2, n] = matrixDims(rhs, adaptor.getTransposeB());
+  // batch_matmul_c4
+  if (k != k2)
+    return opError<BatchMatmulOp>(loc,
+                                  "expects contracting dimensions to match, got ",
+                                  k, " (lhs) and ", k2, " (rhs)");
+  SmallVector<int64_t> shape(lhs.getShape().drop_back(2));
+  shape.append({m, n});
+  types.push_back(tensor(shape, lhs.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// EmbeddingOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  RankedTensorType table = tensorOf(adaptor.getTable()), ids = tensorOf(adaptor.getIds());
+  if (!table || !ids)
+    return opError<EmbeddingOp>(loc, "expects ranked tensor operands");
+  // embedding_c1
+  if (table.getRank() != 2)
+    return opError<EmbeddingOp>(loc, "expects a table of rank 2 [V, D], got ",
+                                Type(table));
+  SmallVector<int64_t> shape(ids.getShape());
+  shape.push_back(table.getDimSize(1));
+  types.push_back(tensor(shape, table.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Norms and softmax
+//===----------------------------------------------------------------------===//
+
+/// norm_c1 / norm_c2: `vector` is a [D] tensor of the input's element type,
+/// where D is the input's last dimension.
+template <typename OpT>
+static LogicalResult checkNormVector(std::optional<Location> loc,
+                                     RankedTensorType input, Value vector,
+                                     StringRef role) {
+  RankedTensorType type = tensorOf(vector);
+  // norm_c1
+  if (input.getRank() < 1)
+    return opError<OpT>(loc, "expects an operand of rank >= 1, got ", Type(input));
+  int64_t d = input.getDimSize(input.getRank() - 1);
+  // norm_c2
+  if (!type || type.getRank() != 1 || type.getDimSize(0) != d ||
+      type.getElementType() != input.getElementType())
+    return opError<OpT>(loc, "expects ", role, " of type ",
+                        Type(tensor({d}, input.getElementType())), ", got ",
+                        Type(type));
+  return success();
+}
+
+/// norm_c3: a positive epsilon.
+template <typename OpT>
+static LogicalResult checkEpsilon(std::optional<Location> loc, double epsilon) {
+  if (!(epsilon > 0.0))
+    return opError<OpT>(loc, "expects a positive epsilon, got ", epsilon);
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<LayerNormOp>(loc, "expects a ranked tensor operand");
+  if (failed(checkNormVector<LayerNormOp>(loc, input, adaptor.getWeight(), "weight")) ||
+      failed(checkNormVector<LayerNormOp>(loc, input, adaptor.getBias(), "bias")) ||
+      failed(checkEpsilon<LayerNormOp>(loc, adaptor.getEpsilon().convertToDouble())))
+    return failure();
+  types.push_back(input);
+  return success();
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<RmsNormOp>(loc, "expects a ranked tensor operand");
+  if (failed(checkNormVector<RmsNormOp>(loc, input, adaptor.getWeight(), "weight")) ||
+      failed(checkEpsilon<RmsNormOp>(loc, adaptor.getEpsilon().convertToDouble())))
+    return failure();
+  types.push_back(input);
+  return success();
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<SoftmaxOp>(loc, "expects a ranked tensor operand");
+  int64_t dim = adaptor.getDim();
+  // softmax_c1
+  if (dim < 0 || dim >= input.getRank())
+    return opError<SoftmaxOp>(loc, "expects dim in [0, ", input.getRank(),
+                              "), got ", dim);
+  types.push_back(input);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp, RotaryOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  RankedTensorType q = tensorOf(adaptor.getQuery()), k = tensorOf(adaptor.getKey()),
+                   v = tensorOf(adaptor.getValue());
+  if (!q || !k || !v)
+    return opError<AttentionOp>(loc, "expects ranked tensor operands");
+  int64_t heads = adaptor.getNumHeads(), kvHeads = adaptor.getNumKvHeads(),
+          headDim = adaptor.getHeadDim();
+  // attention_c1
+  if (q.getRank() != 3 || k.getRank() != 3)
+    return opError<AttentionOp>(loc, "expects query, key and value of rank 3 "
+                                     "[B, T, heads*head_dim], got ",
+                                Type(q), " and ", Type(k));
+  // attention_c2
+  if (k != v)
+    return opError<AttentionOp>(loc, "expects key and value of one type, got ",
+                                Type(k), " and ", Type(v));
+  // attention_c3
+  if (q.getElementType() != k.getElementType())
+    return opError<AttentionOp>(loc, "expects operands of one element type, got ",
+                                q.getElementType(), " and ", k.getElementType());
+  // attention_c4
+  if (heads % kvHeads != 0)
+    return opError<AttentionOp>(loc, "expects heads (", heads,
+                                ") to be a multiple of kv_heads (", kvHeads, ")");
+  // attention_c5
+  if (q.getDimSize(2) != heads * headDim)
+    return opError<AttentionOp>(loc, "expects query channels ", q.getDimSize(2),
+                                " to equal heads * head_dim = ", heads * headDim);
+  // attention_c6
+  if (k.getDimSize(2) != kvHeads * headDim)
+    return opError<AttentionOp>(loc, "expects key/value channels ", k.getDimSize(2),
+                                " to equal kv_heads * head_dim = ",
+                                kvHeads * headDim);
+  // attention_c7
+  if (q.getDimSize(0) != k.getDimSize(0))
+    return opError<AttentionOp>(loc, "expects one batch size, got ",
+                                q.getDimSize(0), " (query) and ", k.getDimSize(0),
+                                " (key)");
+  // attention_c8
+  if (adaptor.getCausal() && q.getDimSize(1) != k.getDimSize(1))
+    return opError<AttentionOp>(loc, "expects one sequence length for causal "
+                                     "attention, got ",
+                                q.getDimSize(1), " (query) and ", k.getDimSize(1),
+                                " (key)");
+  // attention_c9
+  if (std::optional<llvm::APFloat> scale = adaptor.getScale();
+      scale && !(scale->convertToDouble() > 0.0))
+    return opError<AttentionOp>(loc, "expects a positive scale, got ",
+                                scale->convertToDouble());
+  types.push_back(q);
+  return success();
+}
+
+double AttentionOp::getEffectiveScale() {
+  if (std::optional<llvm::APFloat> scale = getScale())
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(getHeadDim()));
+}
+
+LogicalResult RotaryOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<RotaryOp>(loc, "expects a ranked tensor operand");
+  int64_t headDim = adaptor.getHeadDim();
+  // rotary_c1
+  if (input.getRank() != 3)
+    return opError<RotaryOp>(loc, "expects an operand of rank 3 "
+                                  "[B, T, heads*head_dim], got ",
+                             Type(input));
+  // rotary_c2
+  if (headDim % 2 != 0 || input.getDimSize(2) % headDim != 0)
+    return opError<RotaryOp>(loc, "expects an even head_dim dividing ",
+                             input.getDimSize(2), ", got ", headDim);
+  // rotary_c3
+  if (!(adaptor.getTheta().convertToDouble() > 0.0))
+    return opError<RotaryOp>(loc, "expects a positive theta, got ",
+                             adaptor.getTheta().convertToDouble());
+  types.push_back(input);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
+  RankedTensorType logits = tensorOf(adaptor.getLogits()),
+                   targets = tensorOf(adaptor.getTargets());
+  if (!logits || !targets)
+    return opError<CrossEntropyOp>(loc, "expects ranked tensor operands");
+  // cross_entropy_c1
+  if (logits.getRank() < 1 ||
+      targets.getShape() != logits.getShape().drop_back())
+    return opError<CrossEntropyOp>(loc, "expects targets of shape [...] for "
+                                        "logits [..., V], got ",
+                                   Type(targets), " for ", Type(logits));
+  Type lossType = logits.getElementType().isF64() ? Type(Float64Type::get(context))
+                                                  : Type(Float32Type::get(context));
+  types.push_back(tensor({}, lossType));
+  return success();
+}

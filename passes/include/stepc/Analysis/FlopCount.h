@@ -1,0 +1,28 @@
+//===- FlopCount.h - per-op FLOP rules --------------------------*- C++ -*-===//
+
+#ifndef STEPC_ANALYSIS_FLOPCOUNT_H
+#define STEPC_ANALYSIS_FLOPCOUNT_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <cstdint>
+
+namespace stepc {
+
+/// FLOPs of one op under the model-FLOPs convention (REFERENCE.md).
+struct OpFlops {
+  /// Forward FLOPs: 2·M·N·K per matrix product.
+  int64_t forward = 0;
+  /// Backward FLOPs: twice the forward (one product per operand gradient).
+  int64_t backward = 0;
+};
+
+/// Returns the model FLOPs of `op`. Ops the convention does not count
+/// (elementwise, norms, softmax, loss, shape ops) give zero; an op with no
+/// rule at all is an error reported at its location.
+mlir::FailureOr<OpFlops> getModelFlops(mlir::Operation *op);
+
+} // namespace stepc
+
+#endif // STEPC_ANALYSIS_FLOPCOUNT_H

@@ -1,0 +1,79 @@
+//===- FlopCount.cpp - per-op FLOP rules ----------------------------------===//
+//
+// One table: ops with a rule, in alphabetical order; then the explicit list
+// of ops the model-FLOPs convention does not count; anything else is an
+// error, so a new op cannot be silently left out of the report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Analysis/FlopCount.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+/// Forward FLOPs of a (batched) product of [M, K] and [K, N] matrices.
+static int64_t productFlops(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  return 2 * batch * m * n * k;
+}
+
+/// Forward plus a backward of twice the forward.
+static OpFlops withBackward(int64_t forward) { return {forward, 2 * forward}; }
+
+/// The product of the dimensions before the last two.
+static int64_t batchSize(RankedTensorType type) {
+  int64_t batch = 1;
+  for (int64_t dim : type.getShape().drop_back(2))
+    batch *= dim;
+  return batch;
+}
+
+/// M, N, K of a product whose result is `result` and whose lhs is `lhs`.
+template <typename OpT>
+static OpFlops productRule(OpT op) {
+  RankedTensorType lhs = op.getLhs().getType(), result = op.getType();
+  int64_t k = lhs.getDimSize(lhs.getRank() - (op.getTransposeA() ? 2 : 1));
+  int64_t m = result.getDimSize(result.getRank() - 2);
+  int64_t n = result.getDimSize(result.getRank() - 1);
+  return withBackward(productFlops(batchSize(result), m, n, k));
+}
+
+FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
+  return llvm::TypeSwitch<Operation *, FailureOr<OpFlops>>(op)
+      // attention: QKᵀ is [Tq, Dh]·[Dh, Tk] and AV is [Tq, Tk]·[Tk, Dh] per
+      // batch and query head, over the full score matrix (causal or not).
+      .Case([](AttentionOp attention) {
+        RankedTensorType q = attention.getQuery().getType();
+        RankedTensorType k = attention.getKey().getType();
+        int64_t batch = q.getDimSize(0) * attention.getNumHeads();
+        int64_t tq = q.getDimSize(1), tk = k.getDimSize(1);
+        int64_t headDim = attention.getHeadDim();
+        int64_t scores = productFlops(batch, tq, tk, headDim);
+        int64_t weighted = productFlops(batch, tq, headDim, tk);
+        return FailureOr<OpFlops>(withBackward(scores + weighted));
+      })
+      // batch_matmul: 2·batch·M·N·K.
+      .Case([](BatchMatmulOp matmul) {
+        return FailureOr<OpFlops>(productRule(matmul));
+      })
+      // matmul: 2·batch·M·N·K, the leading lhs dims sharing one rhs.
+      .Case([](MatmulOp matmul) {
+        return FailureOr<OpFlops>(productRule(matmul));
+      })
+      // Not counted by the convention: elementwise, norms, softmax, loss,
+      // gathers and shape ops.
+      .Case<AddOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
+            CrossEntropyOp, DivOp, EmbeddingOp, ErfOp, ExpOp, GeluOp,
+            LayerNormOp, LogOp, MulOp, NegOp, ReduceMaxOp, ReduceMeanOp,
+            ReduceSumOp, ReluOp, ReshapeOp, RmsNormOp, RotaryOp, RsqrtOp,
+            SigmoidOp, SiluOp, SliceOp, SoftmaxOp, SqrtOp, SubOp, TanhOp,
+            TransposeOp, func::ReturnOp>(
+          [](Operation *) { return FailureOr<OpFlops>(OpFlops{}); })
+      .Default([](Operation *unknown) -> FailureOr<OpFlops> {
+        return unknown->emitOpError() << "has no FLOP rule";
+      });
+}

@@ -1,0 +1,31 @@
+// Status macros for the runtime. Abseil's LTS 20220623 ships none, so they
+// are defined once here (DESIGN.md §6).
+
+#ifndef STEPC_RUNTIME_STATUS_MACROS_H_
+#define STEPC_RUNTIME_STATUS_MACROS_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#define STEPC_STATUS_CONCAT_INNER_(a, b) a##b
+#define STEPC_STATUS_CONCAT_(a, b) STEPC_STATUS_CONCAT_INNER_(a, b)
+
+// Returns from the enclosing function if `expr` (an absl::Status) is not OK.
+#define STEPC_RETURN_IF_ERROR(expr)                          \
+  do {                                                       \
+    ::absl::Status stepc_status_ = (expr);                   \
+    if (!stepc_status_.ok()) return stepc_status_;           \
+  } while (0)
+
+// `STEPC_ASSIGN_OR_RETURN(auto x, F());` assigns the value of the
+// absl::StatusOr `F()` to `x`, or returns its error.
+#define STEPC_ASSIGN_OR_RETURN(lhs, expr)                                    \
+  STEPC_ASSIGN_OR_RETURN_IMPL_(                                              \
+      STEPC_STATUS_CONCAT_(stepc_statusor_, __LINE__), lhs, expr)
+
+#define STEPC_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \
+  auto statusor = (expr);                                 \
+  if (!statusor.ok()) return std::move(statusor).status(); \
+  lhs = std::move(statusor).value()
+
+#endif  // STEPC_RUNTIME_STATUS_MACROS_H_

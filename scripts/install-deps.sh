@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages stepc needs, skipping any already installed.
+# Every entry point (make build/test/demo, .ci/run) calls this first.
+set -euo pipefail
+
+# What each package is for (DESIGN.md §6):
+#   MLIR/LLVM 19: the dialect, passes, stepc-opt; llvm-19-tools brings FileCheck, lit.
+#   libabsl-dev: statuses and containers; libgtest-dev: unit tests.
+#   cmake, ninja-build, ccache: the build; python3: lit and the model generator.
+packages=(
+  cmake ninja-build ccache g++ python3
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  libabsl-dev libgtest-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

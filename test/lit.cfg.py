@@ -1,0 +1,20 @@
+# lit configuration for stepc.
+import os
+
+import lit.formats
+
+config.name = "stepc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.stepc_obj_root, "test")
+
+# Tools: ours first, then FileCheck / not / count from LLVM 19.
+config.environment["PATH"] = os.pathsep.join(
+    [config.stepc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%stepc_src", config.stepc_src_root))
+config.substitutions.append(("%stepc_obj", config.stepc_obj_root))
+config.substitutions.append(("%examples", os.path.join(config.stepc_src_root, "examples")))
