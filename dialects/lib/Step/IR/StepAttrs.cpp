@@ -110,7 +110,7 @@ ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
   double stdValue = std.convertToDouble();
   if (drawsRandom && !(stdValue > 0.0 && std::isfinite(stdValue)))
     return emitError() << "expects a positive finite standard deviation, got "
-                       << stdValue;
+                       << formatExactFloat(stdValue);
   if (init == InitKind::ScaledNormal && layers < 1)
     return emitError() << "expects scaled_normal layers >= 1, got " << layers;
   return success();

@@ -34,7 +34,7 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
                                                     NamedAttribute attribute) {
   auto function = dyn_cast<FunctionOpInterface>(op);
   if (!function)
-    return op->emitError() << "'" << attribute.getName()
+    return op->emitError() << "'" << attribute.getName().getValue()
                            << "' is only valid on function arguments";
   Type type = function.getArgumentTypes()[argIndex];
   if (attribute.getName() == kParamAttrName) {
@@ -64,7 +64,7 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   return op->emitError() << "unknown step argument attribute '"
-                         << attribute.getName() << "'";
+                         << attribute.getName().getValue() << "'";
 }
 
 /// Checks a function marked `step.loss`: one scalar float result, every
@@ -106,8 +106,8 @@ static LogicalResult verifyLossFunction(FunctionOpInterface function) {
 LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attribute) {
   if (attribute.getName() != kLossAttrName)
-    return op->emitError() << "unknown step attribute '" << attribute.getName()
-                           << "'";
+    return op->emitError() << "unknown step attribute '"
+                           << attribute.getName().getValue() << "'";
   if (!isa<UnitAttr>(attribute.getValue()))
     return op->emitError() << "expects '" << kLossAttrName
                            << "' to be a unit attribute";

@@ -22,6 +22,24 @@
 using namespace mlir;
 using namespace stepc::step;
 
+namespace {
+
+/// Runs `OpT`'s shape rules on `op` (emitting their error at the op) and
+/// checks the declared result type against the inferred one.
+template <typename OpT>
+LogicalResult verifyInferredResultType(OpT op) {
+  SmallVector<Type, 1> inferred;
+  if (failed(OpT::inferReturnTypes(op.getContext(), op.getLoc(),
+                                   typename OpT::Adaptor(op), inferred)))
+    return failure();
+  if (TypeRange(inferred) != op->getResultTypes())
+    return op.emitOpError() << "expects result type " << inferred.front()
+                            << ", got " << op->getResultTypes().front();
+  return success();
+}
+
+} // namespace
+
 #define GET_OP_CLASSES
 #include "stepc/Dialect/Step/IR/StepOps.cpp.inc"
 

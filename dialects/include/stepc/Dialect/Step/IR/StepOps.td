@@ -32,10 +32,18 @@ def Step_Tensor : StaticShapeTensorOf<[F32, BF16, F16, F64, I32, I64]>;
 class Step_Op<string mnemonic, list<Trait> traits = []>
     : Op<Step_Dialect, mnemonic, !listconcat(traits, [Pure])>;
 
-/// An op whose result type `inferReturnTypes` computes.
+/// An op whose result type `inferReturnTypes` computes. Its verifier runs
+/// the same rules, so a bad op gets one precise error instead of the
+/// interface's generic "failed to infer returned types".
 class Step_InferredOp<string mnemonic, list<Trait> traits = []>
-    : Step_Op<mnemonic, !listconcat(traits,
-        [InferTypeOpAdaptor])>;
+    : Step_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor])> {
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return verifyInferredResultType(*this);
+    }
+  }];
+}
 
 //===----------------------------------------------------------------------===//
 // Elementwise

@@ -1,0 +1,138 @@
+// Errors in parameter/input markings and in the loss function contract
+// (StepAttrs.cpp, StepDialect.cpp).
+// RUN: stepc-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{unknown initialiser 'uniform', expected zeros, ones, normal or scaled_normal}}
+func.func @param_unknown_init(%w: tensor<4xf32> {step.param = #step.param<"w", uniform(0.1)>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects a positive finite standard deviation, got -0.02}}
+func.func @param_std(%w: tensor<4xf32> {step.param = #step.param<"w", normal(-0.02)>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects scaled_normal layers >= 1, got 0}}
+func.func @param_layers(%w: tensor<4xf32> {step.param = #step.param<"w", scaled_normal(0.02, 0)>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects a non-empty parameter name}}
+func.func @param_name(%w: tensor<4xf32> {step.param = #step.param<"", zeros>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects 'step.param' on argument #0 to be a #step.param, got "w"}}
+func.func @param_not_param_attr(%w: tensor<4xf32> {step.param = "w"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects parameter argument #0 to be a statically shaped float tensor, got 'tensor<4xi32>'}}
+func.func @param_integer(%w: tensor<4xi32> {step.param = #step.param<"w", zeros>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects parameter argument #0 to be a statically shaped float tensor, got 'tensor<?xf32>'}}
+func.func @param_dynamic(%w: tensor<?xf32> {step.param = #step.param<"w", zeros>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects 'step.input' on argument #0 to be a non-empty string, got 3 : i64}}
+func.func @input_not_string(%t: tensor<4xi32> {step.input = 3}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects input argument #0 to be a statically shaped tensor, got 'tensor<*xi32>'}}
+func.func @input_unranked(%t: tensor<*xi32> {step.input = "tokens"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown step argument attribute 'step.parm'}}
+func.func @arg_attr_typo(%w: tensor<4xf32> {step.parm = #step.param<"w", zeros>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown step attribute 'step.los'}}
+func.func @op_attr_typo() attributes {step.los} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects 'step.loss' to be a unit attribute}}
+func.func @loss_not_unit() -> tensor<f32> attributes {step.loss = 1 : i32} {
+  %0 = step.constant dense<0.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{expects 'step.loss' on a function, got 'builtin.module'}}
+module attributes {step.loss} {
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op expects a loss function to return one scalar float tensor, got 1 result(s) of type 'tensor<2xf32>'}}
+func.func @loss_not_scalar(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> tensor<2xf32> attributes {step.loss} {
+  return %w : tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op expects a loss function to return one scalar float tensor, got 0 result(s)}}
+func.func @loss_no_result() attributes {step.loss} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op expects a loss function to have a body}}
+func.func private @loss_external(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> tensor<f32> attributes {step.loss}
+
+// -----
+
+func.func @loss_unmarked_arg(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>},
+                             // expected-error @+1 {{expects argument #1 of a loss function to be marked either 'step.param' or 'step.input'}}
+                             %x: tensor<2xf32>) -> tensor<f32> attributes {step.loss} {
+  %0 = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_both_marks(
+    // expected-error @+1 {{expects argument #0 of a loss function to be marked either 'step.param' or 'step.input'}}
+    %w: tensor<2xf32> {step.param = #step.param<"w", zeros>, step.input = "w"}) -> tensor<f32> attributes {step.loss} {
+  %0 = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+func.func @loss_duplicate_names(%a: tensor<2xf32> {step.param = #step.param<"w", zeros>},
+                                // expected-error @+1 {{expects unique parameter names, 'w' names arguments #0 and #1}}
+                                %b: tensor<2xf32> {step.param = #step.param<"w", ones>}) -> tensor<f32> attributes {step.loss} {
+  %0 = step.reduce_sum %a dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}

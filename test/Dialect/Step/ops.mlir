@@ -1,0 +1,159 @@
+// Round trip of every step op: parse, print, parse again, and once more
+// through the generic form.
+// RUN: stepc-opt %s | stepc-opt | FileCheck %s
+// RUN: stepc-opt %s --mlir-print-op-generic | stepc-opt | FileCheck %s
+
+// CHECK-LABEL: func.func @unary
+func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK: %[[NEG:.*]] = step.neg %{{.*}} : tensor<4x8xf32>
+  %0 = step.neg %x : tensor<4x8xf32>
+  // CHECK: %[[EXP:.*]] = step.exp %[[NEG]] : tensor<4x8xf32>
+  %1 = step.exp %0 : tensor<4x8xf32>
+  // CHECK: step.log %[[EXP]] : tensor<4x8xf32>
+  %2 = step.log %1 : tensor<4x8xf32>
+  // CHECK: step.tanh
+  %3 = step.tanh %2 : tensor<4x8xf32>
+  // CHECK: step.erf
+  %4 = step.erf %3 : tensor<4x8xf32>
+  // CHECK: step.sqrt
+  %5 = step.sqrt %4 : tensor<4x8xf32>
+  // CHECK: step.rsqrt
+  %6 = step.rsqrt %5 : tensor<4x8xf32>
+  // CHECK: step.silu
+  %7 = step.silu %6 : tensor<4x8xf32>
+  // CHECK: step.relu
+  %8 = step.relu %7 : tensor<4x8xf32>
+  // CHECK: step.sigmoid
+  %9 = step.sigmoid %8 : tensor<4x8xf32>
+  // CHECK: step.gelu %{{.*}} : tensor<4x8xf32>
+  %10 = step.gelu %9 : tensor<4x8xf32>
+  // CHECK: step.gelu %{{.*}} approximate tanh : tensor<4x8xf32>
+  %11 = step.gelu %10 approximate tanh : tensor<4x8xf32>
+  return %11 : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @binary
+// CHECK-SAME: (%[[A:.*]]: tensor<2x3xbf16>, %[[B:.*]]: tensor<2x3xbf16>)
+func.func @binary(%a: tensor<2x3xbf16>, %b: tensor<2x3xbf16>) -> tensor<2x3xbf16> {
+  // CHECK: %[[ADD:.*]] = step.add %[[A]], %[[B]] : tensor<2x3xbf16>
+  %0 = step.add %a, %b : tensor<2x3xbf16>
+  // CHECK: %[[SUB:.*]] = step.sub %[[ADD]], %[[B]] : tensor<2x3xbf16>
+  %1 = step.sub %0, %b : tensor<2x3xbf16>
+  // CHECK: %[[MUL:.*]] = step.mul %[[SUB]], %[[A]] : tensor<2x3xbf16>
+  %2 = step.mul %1, %a : tensor<2x3xbf16>
+  // CHECK: step.div %[[MUL]], %[[B]] : tensor<2x3xbf16>
+  %3 = step.div %2, %b : tensor<2x3xbf16>
+  return %3 : tensor<2x3xbf16>
+}
+
+// CHECK-LABEL: func.func @constant_convert
+func.func @constant_convert() -> (tensor<2x2xbf16>, tensor<3xf32>) {
+  // CHECK: step.constant dense<5.000000e-01> : tensor<2x2xf32>
+  %0 = step.constant dense<0.5> : tensor<2x2xf32>
+  // CHECK: step.convert %{{.*}} : tensor<2x2xf32> -> tensor<2x2xbf16>
+  %1 = step.convert %0 : tensor<2x2xf32> -> tensor<2x2xbf16>
+  // CHECK: step.constant dense<[1, 2, 3]> : tensor<3xi32>
+  %2 = step.constant dense<[1, 2, 3]> : tensor<3xi32>
+  // CHECK: step.convert %{{.*}} : tensor<3xi32> -> tensor<3xf32>
+  %3 = step.convert %2 : tensor<3xi32> -> tensor<3xf32>
+  return %1, %3 : tensor<2x2xbf16>, tensor<3xf32>
+}
+
+// CHECK-LABEL: func.func @shape
+func.func @shape(%x: tensor<8x1x64xf32>, %y: tensor<8x4x32xf32>) -> tensor<4x96x8xf32> {
+  // CHECK: step.broadcast %{{.*}} : tensor<8x1x64xf32> -> tensor<2x8x4x64xf32>
+  %0 = step.broadcast %x : tensor<8x1x64xf32> -> tensor<2x8x4x64xf32>
+  // CHECK: step.reshape %{{.*}} : tensor<2x8x4x64xf32> -> tensor<16x4x64xf32>
+  %1 = step.reshape %0 : tensor<2x8x4x64xf32> -> tensor<16x4x64xf32>
+  // CHECK: step.slice %{{.*}} offsets [8, 0, 0] sizes [8, 4, 64] : (tensor<16x4x64xf32>) -> tensor<8x4x64xf32>
+  %2 = step.slice %1 offsets [8, 0, 0] sizes [8, 4, 64] : (tensor<16x4x64xf32>) -> tensor<8x4x64xf32>
+  // CHECK: step.concat %{{.*}}, %{{.*}} dim 2 : (tensor<8x4x64xf32>, tensor<8x4x32xf32>) -> tensor<8x4x96xf32>
+  %3 = step.concat %2, %y dim 2 : (tensor<8x4x64xf32>, tensor<8x4x32xf32>) -> tensor<8x4x96xf32>
+  // CHECK: step.transpose %{{.*}} [1, 2, 0] : (tensor<8x4x96xf32>) -> tensor<4x96x8xf32>
+  %4 = step.transpose %3 [1, 2, 0] : (tensor<8x4x96xf32>) -> tensor<4x96x8xf32>
+  return %4 : tensor<4x96x8xf32>
+}
+
+// CHECK-LABEL: func.func @reductions
+func.func @reductions(%x: tensor<2x3x4xf32>) -> (tensor<3xf32>, tensor<2x3x1xf32>, tensor<2x4xf32>) {
+  // CHECK: step.reduce_sum %{{.*}} dims [0, 2] : (tensor<2x3x4xf32>) -> tensor<3xf32>
+  %0 = step.reduce_sum %x dims [0, 2] : (tensor<2x3x4xf32>) -> tensor<3xf32>
+  // CHECK: step.reduce_max %{{.*}} dims [2] keep_dims : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+  %1 = step.reduce_max %x dims [2] keep_dims : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+  // CHECK: step.reduce_mean %{{.*}} dims [1] : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
+  %2 = step.reduce_mean %x dims [1] : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
+  return %0, %1, %2 : tensor<3xf32>, tensor<2x3x1xf32>, tensor<2x4xf32>
+}
+
+// CHECK-LABEL: func.func @matmuls
+func.func @matmuls(%x: tensor<2x5x8xf32>, %w: tensor<16x8xf32>, %v: tensor<8x16xf32>,
+                   %a: tensor<3x4x5x8xf32>, %b: tensor<3x4x5x8xf32>)
+    -> (tensor<2x5x16xf32>, tensor<2x8x16xf32>, tensor<3x4x5x5xf32>, tensor<3x4x8x8xf32>) {
+  // CHECK: step.matmul %{{.*}}, %{{.*}} transpose_b : (tensor<2x5x8xf32>, tensor<16x8xf32>) -> tensor<2x5x16xf32>
+  %0 = step.matmul %x, %w transpose_b : (tensor<2x5x8xf32>, tensor<16x8xf32>) -> tensor<2x5x16xf32>
+  // CHECK: step.matmul %{{.*}}, %{{.*}} transpose_a : (tensor<2x5x8xf32>, tensor<5x16xf32>) -> tensor<2x8x16xf32>
+  %m = step.slice %v offsets [0, 0] sizes [5, 16] : (tensor<8x16xf32>) -> tensor<5x16xf32>
+  %1 = step.matmul %x, %m transpose_a : (tensor<2x5x8xf32>, tensor<5x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.batch_matmul %{{.*}}, %{{.*}} transpose_b : (tensor<3x4x5x8xf32>, tensor<3x4x5x8xf32>) -> tensor<3x4x5x5xf32>
+  %2 = step.batch_matmul %a, %b transpose_b : (tensor<3x4x5x8xf32>, tensor<3x4x5x8xf32>) -> tensor<3x4x5x5xf32>
+  // CHECK: step.batch_matmul %{{.*}}, %{{.*}} transpose_a : (tensor<3x4x5x8xf32>, tensor<3x4x5x8xf32>) -> tensor<3x4x8x8xf32>
+  %3 = step.batch_matmul %a, %b transpose_a : (tensor<3x4x5x8xf32>, tensor<3x4x5x8xf32>) -> tensor<3x4x8x8xf32>
+  return %0, %1, %2, %3 : tensor<2x5x16xf32>, tensor<2x8x16xf32>, tensor<3x4x5x5xf32>, tensor<3x4x8x8xf32>
+}
+
+// CHECK-LABEL: func.func @composites
+func.func @composites(%table: tensor<32x16xf32>, %ids: tensor<2x8xi32>,
+                      %w: tensor<16xf32>, %b: tensor<16xf32>,
+                      %k: tensor<2x8x8xf32>, %targets: tensor<2x8xi64>) -> tensor<f32> {
+  // CHECK: %[[X:.*]] = step.embedding %{{.*}}, %{{.*}} : (tensor<32x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  %x = step.embedding %table, %ids : (tensor<32x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  // CHECK: step.layer_norm %[[X]], %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %0 = step.layer_norm %x, %w, %b : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.rms_norm %{{.*}}, %{{.*}} {epsilon = 9.9999999999999995E-7 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %1 = step.rms_norm %0, %w {epsilon = 1.0e-06 : f64} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.rotary %{{.*}} head_dim 4 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %2 = step.rotary %1 head_dim 4 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.rotary %{{.*}} head_dim 4 {theta = 5.000000e+05 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %3 = step.rotary %k head_dim 4 {theta = 500000.0 : f64} : (tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  // CHECK: step.attention %{{.*}}, %{{.*}}, %{{.*}} heads 4 kv_heads 2 head_dim 4 causal : (tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x16xf32>
+  %4 = step.attention %2, %3, %k heads 4 kv_heads 2 head_dim 4 causal : (tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.attention %{{.*}}, %{{.*}}, %{{.*}} heads 4 kv_heads 4 head_dim 4 {scale = 1.250000e-01 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %5 = step.attention %4, %4, %4 heads 4 kv_heads 4 head_dim 4 {scale = 0.125 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.softmax %{{.*}} dim 2 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %6 = step.softmax %5 dim 2 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<f32>
+  %7 = step.cross_entropy %6, %targets : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<f32>
+  return %7 : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @loss
+// CHECK-SAME: {step.param = #step.param<"wte", normal(0.02)>}
+// CHECK-SAME: {step.param = #step.param<"h.0.attn.c_proj.weight", scaled_normal(0.02, 2)>}
+// CHECK-SAME: {step.param = #step.param<"ln.weight", ones>}
+// CHECK-SAME: {step.param = #step.param<"ln.bias", zeros>}
+// CHECK-SAME: {step.input = "tokens"}
+// CHECK-SAME: attributes {step.loss}
+func.func @loss(%wte: tensor<32x16xf32> {step.param = #step.param<"wte", normal(0.02)>},
+                %proj: tensor<16x16xf32> {step.param = #step.param<"h.0.attn.c_proj.weight", scaled_normal(0.02, 2)>},
+                %lnw: tensor<16xf32> {step.param = #step.param<"ln.weight", ones>},
+                %lnb: tensor<16xf32> {step.param = #step.param<"ln.bias", zeros>},
+                %tokens: tensor<2x8xi32> {step.input = "tokens"},
+                %targets: tensor<2x8xi32> {step.input = "targets"}) -> tensor<f32> attributes {step.loss} {
+  %x = step.embedding %wte, %tokens : (tensor<32x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  %h = step.layer_norm %x, %lnw, %lnb : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %p = step.matmul %h, %proj transpose_b : (tensor<2x8x16xf32>, tensor<16x16xf32>) -> tensor<2x8x16xf32>
+  %logits = step.matmul %p, %wte transpose_b : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> tensor<2x8x32xf32>
+  %loss = step.cross_entropy %logits, %targets : (tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// A standard deviation that needs all 17 digits survives the round trip.
+// CHECK-LABEL: func.func @exact_std
+// CHECK-SAME: normal(0.012345678901234568)
+// CHECK-SAME: normal(1.0)
+// CHECK-SAME: normal(1.0e-05)
+func.func @exact_std(%a: tensor<2xf32> {step.param = #step.param<"a", normal(0.012345678901234568)>},
+                     %b: tensor<2xf32> {step.param = #step.param<"b", normal(1.0)>},
+                     %c: tensor<2xf32> {step.param = #step.param<"c", normal(0.00001)>}) {
+  return
+}
