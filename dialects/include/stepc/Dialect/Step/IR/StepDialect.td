@@ -31,7 +31,7 @@ def Step_Dialect : Dialect {
                     %targets: tensor<8x64xi32> {step.input = "targets"})
         -> tensor<f32> attributes {step.loss} {
       %x = step.embedding %wte, %tokens : (tensor<512x64xf32>, tensor<8x64xi32>) -> tensor<8x64x64xf32>
-      %logits = step.matmul %x, %wte {transpose_b} : (tensor<8x64x64xf32>, tensor<512x64xf32>) -> tensor<8x64x512xf32>
+      %logits = step.matmul %x, %wte transpose_b : (tensor<8x64x64xf32>, tensor<512x64xf32>) -> tensor<8x64x512xf32>
       %loss = step.cross_entropy %logits, %targets : (tensor<8x64x512xf32>, tensor<8x64xi32>) -> tensor<f32>
       return %loss : tensor<f32>
     }
