@@ -63,8 +63,43 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
                              << type;
     return success();
   }
+  if (attribute.getName() == kStateAttrName) {
+    auto name = dyn_cast<StringAttr>(attribute.getValue());
+    if (!name || name.getValue().empty())
+      return op->emitError() << "expects '" << kStateAttrName << "' on argument #"
+                             << argIndex << " to be a non-empty string";
+    if (!isStaticTensor(type))
+      return op->emitError() << "expects state argument #" << argIndex
+                             << " to be a statically shaped tensor, got " << type;
+    return success();
+  }
+  if (attribute.getName() == kHyperAttrName) {
+    auto name = dyn_cast<StringAttr>(attribute.getValue());
+    if (!name || (name.getValue() != "lr" && name.getValue() != "step"))
+      return op->emitError() << "expects '" << kHyperAttrName << "' on argument #"
+                             << argIndex << " to be \"lr\" or \"step\"";
+    auto scalar = dyn_cast<RankedTensorType>(type);
+    if (!scalar || scalar.getRank() != 0 || !isa<FloatType>(scalar.getElementType()))
+      return op->emitError() << "expects hyperparameter argument #" << argIndex
+                             << " to be a scalar float tensor, got " << type;
+    return success();
+  }
   return op->emitError() << "unknown step argument attribute '"
                          << attribute.getName().getValue() << "'";
+}
+
+LogicalResult StepDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attribute) {
+  if (attribute.getName() != kResultAttrName)
+    return op->emitError() << "unknown step result attribute '"
+                           << attribute.getName().getValue() << "'";
+  auto name = dyn_cast<StringAttr>(attribute.getValue());
+  if (!name || name.getValue().empty())
+    return op->emitError() << "expects '" << kResultAttrName << "' on result #"
+                           << resultIndex << " to be a non-empty string";
+  return success();
 }
 
 /// Checks a function marked `step.loss`: one scalar float result, every
@@ -105,6 +140,13 @@ static LogicalResult verifyLossFunction(FunctionOpInterface function) {
 
 LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attribute) {
+  if (attribute.getName() == kGradientAttrName ||
+      attribute.getName() == kTrainStepAttrName) {
+    if (!isa<UnitAttr>(attribute.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitError() << "expects '" << attribute.getName().getValue()
+                             << "' to be a unit attribute on a function";
+    return success();
+  }
   if (attribute.getName() != kLossAttrName)
     return op->emitError() << "unknown step attribute '"
                            << attribute.getName().getValue() << "'";

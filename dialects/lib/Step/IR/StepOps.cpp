@@ -17,6 +17,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
 
+#include "ShapeRules.h"
+
 #include <cmath>
 
 using namespace mlir;
@@ -40,31 +42,11 @@ LogicalResult verifyInferredResultType(OpT op) {
 
 } // namespace
 
+#include "stepc/Dialect/Step/IR/StepInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "stepc/Dialect/Step/IR/StepOps.cpp.inc"
 
-namespace {
-
-/// Emits "'step.<op>' op <message>" at `loc` when there is one, and fails.
-template <typename OpT, typename... Args>
-LogicalResult opError(std::optional<Location> loc, Args &&...args) {
-  return emitOptionalError(loc, "'", OpT::getOperationName(), "' op ",
-                           std::forward<Args>(args)...);
-}
-
-/// The operand's type as a ranked tensor (ODS constraints guarantee it on
-/// verified IR; a builder handing anything else gets a failure, not a crash).
-RankedTensorType tensorOf(Value value) {
-  return value ? dyn_cast<RankedTensorType>(value.getType())
-               : RankedTensorType();
-}
-
-/// A tensor of `shape` with `elementType`.
-RankedTensorType tensor(ArrayRef<int64_t> shape, Type elementType) {
-  return RankedTensorType::get(shape, elementType);
-}
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // ConstantOp
@@ -183,6 +165,31 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return success();
 }
 
+LogicalResult PadOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<PadOp>(loc, "expects a ranked tensor operand");
+  ArrayRef<int64_t> low = adaptor.getLow(), high = adaptor.getHigh();
+  // pad_c1
+  if (static_cast<int64_t>(low.size()) != input.getRank() ||
+      static_cast<int64_t>(high.size()) != input.getRank())
+    return opError<PadOp>(loc, "expects ", input.getRank(),
+                          " low and high paddings, got ", low.size(), " and ",
+                          high.size());
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < input.getRank(); ++i) {
+    // pad_c2
+    if (low[i] < 0 || high[i] < 0)
+      return opError<PadOp>(loc, "expects non-negative paddings, got ", low[i],
+                            " and ", high[i], " in dimension ", i);
+    shape.push_back(low[i] + input.getDimSize(i) + high[i]);
+  }
+  types.push_back(tensor(shape, input.getElementType()));
+  return success();
+}
+
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {
@@ -226,35 +233,6 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
-
-/// reduce_c1 / reduce_c2: `dims` sorted, distinct and in range.
-template <typename OpT>
-static LogicalResult inferReduction(std::optional<Location> loc,
-                                    typename OpT::Adaptor adaptor,
-                                    SmallVectorImpl<Type> &types) {
-  RankedTensorType input = tensorOf(adaptor.getInput());
-  if (!input)
-    return opError<OpT>(loc, "expects a ranked tensor operand");
-  ArrayRef<int64_t> dims = adaptor.getDims();
-  // reduce_c1
-  if (dims.empty())
-    return opError<OpT>(loc, "expects at least one dimension to reduce");
-  for (auto [i, dim] : llvm::enumerate(dims)) {
-    // reduce_c2
-    if (dim < 0 || dim >= input.getRank() || (i > 0 && dims[i - 1] >= dim))
-      return opError<OpT>(loc, "expects dims sorted, distinct and in [0, ",
-                          input.getRank(), "), got ", dim, " at position ", i);
-  }
-  SmallVector<int64_t> shape;
-  for (int64_t i = 0; i < input.getRank(); ++i) {
-    if (!llvm::is_contained(dims, i))
-      shape.push_back(input.getDimSize(i));
-    else if (adaptor.getKeepDims())
-      shape.push_back(1);
-  }
-  types.push_back(tensor(shape, input.getElementType()));
-  return success();
-}
 
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
@@ -372,34 +350,6 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 // Norms and softmax
 //===----------------------------------------------------------------------===//
 
-/// norm_c1 / norm_c2: `vector` is a [D] tensor of the input's element type,
-/// where D is the input's last dimension.
-template <typename OpT>
-static LogicalResult checkNormVector(std::optional<Location> loc,
-                                     RankedTensorType input, Value vector,
-                                     StringRef role) {
-  RankedTensorType type = tensorOf(vector);
-  // norm_c1
-  if (input.getRank() < 1)
-    return opError<OpT>(loc, "expects an operand of rank >= 1, got ", Type(input));
-  int64_t d = input.getDimSize(input.getRank() - 1);
-  // norm_c2
-  if (!type || type.getRank() != 1 || type.getDimSize(0) != d ||
-      type.getElementType() != input.getElementType())
-    return opError<OpT>(loc, "expects ", role, " of type ",
-                        Type(tensor({d}, input.getElementType())), ", got ",
-                        Type(type));
-  return success();
-}
-
-/// norm_c3: a positive epsilon.
-template <typename OpT>
-static LogicalResult checkEpsilon(std::optional<Location> loc, double epsilon) {
-  if (!(epsilon > 0.0))
-    return opError<OpT>(loc, "expects a positive epsilon, got ", epsilon);
-  return success();
-}
-
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
@@ -449,55 +399,9 @@ LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  RankedTensorType q = tensorOf(adaptor.getQuery()), k = tensorOf(adaptor.getKey()),
-                   v = tensorOf(adaptor.getValue());
-  if (!q || !k || !v)
-    return opError<AttentionOp>(loc, "expects ranked tensor operands");
-  int64_t heads = adaptor.getNumHeads(), kvHeads = adaptor.getNumKvHeads(),
-          headDim = adaptor.getHeadDim();
-  // attention_c1
-  if (q.getRank() != 3 || k.getRank() != 3)
-    return opError<AttentionOp>(loc, "expects query, key and value of rank 3 "
-                                     "[B, T, heads*head_dim], got ",
-                                Type(q), " and ", Type(k));
-  // attention_c2
-  if (k != v)
-    return opError<AttentionOp>(loc, "expects key and value of one type, got ",
-                                Type(k), " and ", Type(v));
-  // attention_c3
-  if (q.getElementType() != k.getElementType())
-    return opError<AttentionOp>(loc, "expects operands of one element type, got ",
-                                q.getElementType(), " and ", k.getElementType());
-  // attention_c4
-  if (heads % kvHeads != 0)
-    return opError<AttentionOp>(loc, "expects heads (", heads,
-                                ") to be a multiple of kv_heads (", kvHeads, ")");
-  // attention_c5
-  if (q.getDimSize(2) != heads * headDim)
-    return opError<AttentionOp>(loc, "expects query channels ", q.getDimSize(2),
-                                " to equal heads * head_dim = ", heads * headDim);
-  // attention_c6
-  if (k.getDimSize(2) != kvHeads * headDim)
-    return opError<AttentionOp>(loc, "expects key/value channels ", k.getDimSize(2),
-                                " to equal kv_heads * head_dim = ",
-                                kvHeads * headDim);
-  // attention_c7
-  if (q.getDimSize(0) != k.getDimSize(0))
-    return opError<AttentionOp>(loc, "expects one batch size, got ",
-                                q.getDimSize(0), " (query) and ", k.getDimSize(0),
-                                " (key)");
-  // attention_c8
-  if (adaptor.getCausal() && q.getDimSize(1) != k.getDimSize(1))
-    return opError<AttentionOp>(loc, "expects one sequence length for causal "
-                                     "attention, got ",
-                                q.getDimSize(1), " (query) and ", k.getDimSize(1),
-                                " (key)");
-  // attention_c9
-  if (std::optional<llvm::APFloat> scale = adaptor.getScale();
-      scale && !(scale->convertToDouble() > 0.0))
-    return opError<AttentionOp>(loc, "expects a positive scale, got ",
-                                scale->convertToDouble());
-  types.push_back(q);
+  if (failed(checkAttention<AttentionOp>(loc, adaptor)))
+    return failure();
+  types.push_back(adaptor.getQuery().getType());
   return success();
 }
 

@@ -35,4 +35,62 @@ def StepReport : Pass<"step-report", "mlir::ModuleOp"> {
   ];
 }
 
+def StepAutodiff : Pass<"step-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff of each loss function";
+  let description = [{
+    For every function `@f` marked `step.loss`, adds `@f_grad`, marked
+    `step.gradient`, with the same arguments and the results
+
+    `(loss, d loss/d p_0, ..., d loss/d p_n)`
+
+    for the parameters `p_i` in argument order (results named `loss` and
+    `grad.<param name>` by `step.result`). The forward ops are copied, then
+    each op's VJP (`AutodiffOpInterface`, dialects/lib/Step/Autodiff/) is
+    applied in reverse order, seeded with `d loss = 1`; the cotangents of a
+    value used several times are added; a parameter the loss does not depend
+    on gets zeros; integer operands get none. An op on the path from a
+    parameter to the loss without a rule is an error at its location.
+
+    ```mlir
+    func.func @loss(%w {step.param = ...}, %x {step.input = "x"}) -> tensor<f32>
+    // becomes, in addition,
+    func.func @loss_grad(%w {step.param = ...}, %x {step.input = "x"})
+        -> (tensor<f32> {step.result = "loss"}, tensor<..> {step.result = "grad.w"})
+    ```
+  }];
+}
+
+def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
+  let summary = "Append global-norm clipping and AdamW: the training step";
+  let description = [{
+    For every `@f_grad` marked `step.gradient`, adds `@f_train_step`, marked
+    `step.train_step`:
+
+    ```
+    (params..., exp_avg..., exp_avg_sq..., inputs..., lr, step)
+      -> (loss, grad_norm, params'..., exp_avg'..., exp_avg_sq'...)
+    norm  = sqrt(Σ_i Σ g_i²)                         pre-clip global norm
+    scale = min(1, max_grad_norm / (norm + 1e-6))    (1 when clipping is off)
+    p_i', m_i', v_i' = adamw(p_i, g_i, m_i, v_i, lr, step, scale)
+    ```
+
+    with weight decay only on parameters of rank >= 2 (none on biases, norm
+    vectors). `lr` and `step` (counted from 1) are runtime scalars (argument
+    marks `step.hyper = "lr"` / `"step"`), so a schedule never recompiles.
+    The moments are arguments marked `step.state = "exp_avg.<name>"` /
+    `"exp_avg_sq.<name>"` and results named alike (`step.result`); each new
+    parameter and moment may be written over its old buffer (in-place update,
+    docs/design/training-step.md).
+  }];
+  let options = [
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW β1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.95", "AdamW β2">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW ε">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.1",
+           "decoupled weight decay on parameters of rank >= 2">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"1.0",
+           "global-norm clipping threshold (0 disables clipping)">
+  ];
+}
+
 #endif // STEPC_TRANSFORMS_PASSES_TD

@@ -44,6 +44,7 @@ def Step_Dialect : Dialect {
   let hasConstantMaterializer = 0;
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Unit attribute marking the loss function of a model.
     static constexpr llvm::StringLiteral kLossAttrName = "step.loss";
@@ -51,6 +52,17 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kParamAttrName = "step.param";
     /// Argument attribute (a string) marking an input.
     static constexpr llvm::StringLiteral kInputAttrName = "step.input";
+    /// Argument attribute (a string) marking optimizer state, e.g.
+    /// "exp_avg.wte".
+    static constexpr llvm::StringLiteral kStateAttrName = "step.state";
+    /// Argument attribute marking a runtime hyperparameter: "lr" or "step".
+    static constexpr llvm::StringLiteral kHyperAttrName = "step.hyper";
+    /// Result attribute (a string) naming a result, e.g. "grad.wte".
+    static constexpr llvm::StringLiteral kResultAttrName = "step.result";
+    /// Unit attribute marking a function built by step-autodiff.
+    static constexpr llvm::StringLiteral kGradientAttrName = "step.gradient";
+    /// Unit attribute marking a function built by step-optimizer.
+    static constexpr llvm::StringLiteral kTrainStepAttrName = "step.train_step";
 
     void registerAttributes();
   }];

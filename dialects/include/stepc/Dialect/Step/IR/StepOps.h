@@ -12,6 +12,7 @@
 
 #include "stepc/Dialect/Step/IR/StepAttrs.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "stepc/Dialect/Step/IR/StepOps.h.inc"

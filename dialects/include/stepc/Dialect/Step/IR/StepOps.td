@@ -14,6 +14,7 @@
 
 include "stepc/Dialect/Step/IR/StepDialect.td"
 include "stepc/Dialect/Step/IR/StepAttrs.td"
+include "stepc/Dialect/Step/IR/StepInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -31,6 +32,9 @@ def Step_Tensor : StaticShapeTensorOf<[F32, BF16, F16, F64, I32, I64]>;
 
 class Step_Op<string mnemonic, list<Trait> traits = []>
     : Op<Step_Dialect, mnemonic, !listconcat(traits, [Pure])>;
+
+/// A forward op with a reverse-mode rule (dialects/lib/Step/Autodiff/).
+def Step_Differentiable : DeclareOpInterfaceMethods<Step_AutodiffOpInterface>;
 
 /// An op whose result type `inferReturnTypes` computes. Its verifier runs
 /// the same rules, so a bad op gets one precise error instead of the
@@ -51,7 +55,8 @@ class Step_InferredOp<string mnemonic, list<Trait> traits = []>
 
 class Step_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
     : Step_Op<mnemonic, !listconcat(traits,
-        [SameOperandsAndResultType, Elementwise, InferTypeOpInterface])> {
+        [SameOperandsAndResultType, Elementwise, InferTypeOpInterface,
+         Step_Differentiable])> {
   let summary = "elementwise " # math;
   let description = "Computes `" # math # "` elementwise.\n\n"
     "```mlir\n%y = step." # mnemonic # " %x : tensor<8x64xf32>\n```";
@@ -72,7 +77,8 @@ def Step_ReluOp : Step_UnaryOp<"relu", "y = max(x, 0)">;
 def Step_SigmoidOp : Step_UnaryOp<"sigmoid", "y = 1 / (1 + exp(-x))">;
 
 def Step_GeluOp : Step_Op<"gelu",
-    [SameOperandsAndResultType, Elementwise, InferTypeOpInterface]> {
+    [SameOperandsAndResultType, Elementwise, InferTypeOpInterface,
+     Step_Differentiable]> {
   let summary = "elementwise GELU, exact or tanh-approximated";
   let description = [{
     Exact (the default, PyTorch's `approximate='none'`):
@@ -99,7 +105,8 @@ def Step_GeluOp : Step_Op<"gelu",
 
 class Step_BinaryOp<string mnemonic, string math, list<Trait> traits = []>
     : Step_Op<mnemonic, !listconcat(traits,
-        [SameOperandsAndResultType, Elementwise, InferTypeOpInterface])> {
+        [SameOperandsAndResultType, Elementwise, InferTypeOpInterface,
+         Step_Differentiable])> {
   let summary = "elementwise " # math;
   let description = "Computes `" # math # "` elementwise on operands of one "
     "type. Broadcasting is explicit: use `step.broadcast`.\n\n"
@@ -113,12 +120,14 @@ def Step_AddOp : Step_BinaryOp<"add", "z = x + y", [Commutative]>;
 def Step_SubOp : Step_BinaryOp<"sub", "z = x - y">;
 def Step_MulOp : Step_BinaryOp<"mul", "z = x * y", [Commutative]>;
 def Step_DivOp : Step_BinaryOp<"div", "z = x / y">;
+def Step_MaximumOp : Step_BinaryOp<"maximum", "z = max(x, y)", [Commutative]>;
+def Step_MinimumOp : Step_BinaryOp<"minimum", "z = min(x, y)", [Commutative]>;
 
 //===----------------------------------------------------------------------===//
 // Constants, dtype, shape
 //===----------------------------------------------------------------------===//
 
-def Step_ConstantOp : Step_InferredOp<"constant", [ConstantLike]> {
+def Step_ConstantOp : Step_InferredOp<"constant", [ConstantLike, Step_Differentiable]> {
   let summary = "a constant tensor";
   let description = [{
     ```mlir
@@ -131,7 +140,7 @@ def Step_ConstantOp : Step_InferredOp<"constant", [ConstantLike]> {
   let hasFolder = 1;
 }
 
-def Step_ConvertOp : Step_Op<"convert", [SameOperandsAndResultShape]> {
+def Step_ConvertOp : Step_Op<"convert", [Step_Differentiable, SameOperandsAndResultShape]> {
   let summary = "element type conversion";
   let description = [{
     Converts each element to the result's element type (float to float
@@ -146,7 +155,7 @@ def Step_ConvertOp : Step_Op<"convert", [SameOperandsAndResultShape]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Step_BroadcastOp : Step_Op<"broadcast"> {
+def Step_BroadcastOp : Step_Op<"broadcast", [Step_Differentiable]> {
   let summary = "broadcast to a larger shape, NumPy style";
   let description = [{
     Aligns the operand's dimensions with the trailing dimensions of the
@@ -162,7 +171,7 @@ def Step_BroadcastOp : Step_Op<"broadcast"> {
   let hasVerifier = 1;
 }
 
-def Step_ReshapeOp : Step_Op<"reshape"> {
+def Step_ReshapeOp : Step_Op<"reshape", [Step_Differentiable]> {
   let summary = "reshape to a shape with as many elements";
   let description = [{
     Row-major reinterpretation of the operand's elements.
@@ -177,7 +186,7 @@ def Step_ReshapeOp : Step_Op<"reshape"> {
   let hasVerifier = 1;
 }
 
-def Step_TransposeOp : Step_InferredOp<"transpose"> {
+def Step_TransposeOp : Step_InferredOp<"transpose", [Step_Differentiable]> {
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -192,7 +201,7 @@ def Step_TransposeOp : Step_InferredOp<"transpose"> {
     "$input $permutation attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_SliceOp : Step_InferredOp<"slice"> {
+def Step_SliceOp : Step_InferredOp<"slice", [Step_Differentiable]> {
   let summary = "a contiguous box of the operand";
   let description = [{
     Takes `sizes[i]` elements starting at `offsets[i]` along every dimension
@@ -210,7 +219,25 @@ def Step_SliceOp : Step_InferredOp<"slice"> {
                        "`:` functional-type(operands, results)";
 }
 
-def Step_ConcatOp : Step_InferredOp<"concat"> {
+def Step_PadOp : Step_InferredOp<"pad", [Step_Differentiable]> {
+  let summary = "pad with zeros";
+  let description = [{
+    Adds `low[i]` zeros before and `high[i]` zeros after dimension `i`: the
+    transpose of `step.slice`, hence its gradient.
+
+    ```mlir
+    %d = step.pad %dq low [0, 0, 64] high [0, 0, 64]
+        : (tensor<8x128x64xf32>) -> tensor<8x128x192xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `low` $low `high` $high attr-dict "
+                       "`:` functional-type(operands, results)";
+}
+
+def Step_ConcatOp : Step_InferredOp<"concat", [Step_Differentiable]> {
   let summary = "concatenate along one dimension";
   let description = [{
     ```mlir
@@ -229,7 +256,7 @@ def Step_ConcatOp : Step_InferredOp<"concat"> {
 //===----------------------------------------------------------------------===//
 
 class Step_ReduceOp<string mnemonic, string math>
-    : Step_InferredOp<mnemonic> {
+    : Step_InferredOp<mnemonic, [Step_Differentiable]> {
   let summary = math # " over the given dimensions";
   let description = "Reduces `dims` (sorted, distinct) with " # math # "; with "
     "`keep_dims` the reduced dimensions stay as size 1.\n\n"
@@ -250,7 +277,7 @@ def Step_ReduceMeanOp : Step_ReduceOp<"reduce_mean", "arithmetic mean">;
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def Step_MatmulOp : Step_InferredOp<"matmul"> {
+def Step_MatmulOp : Step_InferredOp<"matmul", [Step_Differentiable]> {
   let summary = "matrix product of a batch of rows and a matrix";
   let description = [{
     `lhs` is `[..., M, K]` (`[..., K, M]` with `transpose_a`), `rhs` is
@@ -271,7 +298,7 @@ def Step_MatmulOp : Step_InferredOp<"matmul"> {
     "functional-type(operands, results)";
 }
 
-def Step_BatchMatmulOp : Step_InferredOp<"batch_matmul"> {
+def Step_BatchMatmulOp : Step_InferredOp<"batch_matmul", [Step_Differentiable]> {
   let summary = "batched matrix product";
   let description = [{
     `lhs` is `[B..., M, K]`, `rhs` is `[B..., K, N]` with the same batch
@@ -295,7 +322,7 @@ def Step_BatchMatmulOp : Step_InferredOp<"batch_matmul"> {
 // Composite ops
 //===----------------------------------------------------------------------===//
 
-def Step_EmbeddingOp : Step_InferredOp<"embedding"> {
+def Step_EmbeddingOp : Step_InferredOp<"embedding", [Step_Differentiable]> {
   let summary = "gather rows of a table";
   let description = [{
     `result[i..., :] = table[ids[i...], :]` for a `[V, D]` table. An id
@@ -312,7 +339,7 @@ def Step_EmbeddingOp : Step_InferredOp<"embedding"> {
     "$table `,` $ids attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_LayerNormOp : Step_InferredOp<"layer_norm"> {
+def Step_LayerNormOp : Step_InferredOp<"layer_norm", [Step_Differentiable]> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     `y = (x - mean(x)) / sqrt(var(x) + epsilon) · weight + bias` over the last
@@ -332,7 +359,7 @@ def Step_LayerNormOp : Step_InferredOp<"layer_norm"> {
                        "functional-type(operands, results)";
 }
 
-def Step_RmsNormOp : Step_InferredOp<"rms_norm"> {
+def Step_RmsNormOp : Step_InferredOp<"rms_norm", [Step_Differentiable]> {
   let summary = "RMS normalisation over the last dimension";
   let description = [{
     `y = x / sqrt(mean(x²) + epsilon) · weight` over the last dimension `D`
@@ -350,7 +377,7 @@ def Step_RmsNormOp : Step_InferredOp<"rms_norm"> {
                        "functional-type(operands, results)";
 }
 
-def Step_SoftmaxOp : Step_InferredOp<"softmax"> {
+def Step_SoftmaxOp : Step_InferredOp<"softmax", [Step_Differentiable]> {
   let summary = "softmax along one dimension";
   let description = [{
     `y = exp(x - max(x)) / sum(exp(x - max(x)))` along `dim`.
@@ -365,7 +392,7 @@ def Step_SoftmaxOp : Step_InferredOp<"softmax"> {
     "$input `dim` $dim attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_AttentionOp : Step_InferredOp<"attention"> {
+def Step_AttentionOp : Step_InferredOp<"attention", [Step_Differentiable]> {
   let summary = "scaled dot-product attention with grouped-query heads";
   let description = [{
     Layout (llm.c's): `query` is `[B, T, Hq·Dh]`, `key` and `value` are
@@ -401,7 +428,7 @@ def Step_AttentionOp : Step_InferredOp<"attention"> {
   }];
 }
 
-def Step_RotaryOp : Step_InferredOp<"rotary"> {
+def Step_RotaryOp : Step_InferredOp<"rotary", [Step_Differentiable]> {
   let summary = "rotary position embedding";
   let description = [{
     Rotates each head of a `[B, T, H·Dh]` tensor by its position `t` along
@@ -413,7 +440,8 @@ def Step_RotaryOp : Step_InferredOp<"rotary"> {
     y[2i+1] = x[2i] · sin(t·θ_i) + x[2i+1] · cos(t·θ_i)
     ```
 
-    `head_dim` must be even.
+    `head_dim` must be even. With `inverse` the rotation is by `-t·θ_i`: the
+    transpose of the forward rotation, hence its gradient.
 
     ```mlir
     %q2 = step.rotary %q head_dim 32 : (tensor<8x256x128xf32>) -> tensor<8x256x128xf32>
@@ -421,13 +449,14 @@ def Step_RotaryOp : Step_InferredOp<"rotary"> {
   }];
   let arguments = (ins Step_FloatTensor:$input,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
-                       DefaultValuedAttr<F64Attr, "10000.0">:$theta);
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta,
+                       UnitAttr:$inverse);
   let results = (outs Step_FloatTensor:$result);
-  let assemblyFormat = "$input `head_dim` $head_dim attr-dict `:` "
-                       "functional-type(operands, results)";
+  let assemblyFormat = "$input `head_dim` $head_dim (`inverse` $inverse^)? "
+                       "attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy"> {
+def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy", [Step_Differentiable]> {
   let summary = "mean softmax cross-entropy over all positions";
   let description = [{
     `loss = mean over i... of (logsumexp(logits[i..., :]) - logits[i..., targets[i...]])`
@@ -445,5 +474,7 @@ def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy"> {
   let assemblyFormat =
     "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
 }
+
+include "stepc/Dialect/Step/IR/StepGradOps.td"
 
 #endif // STEPC_DIALECT_STEP_IR_STEPOPS_TD

@@ -1,0 +1,242 @@
+//===- StepGradOps.td - backward and optimizer ops ---------*- tablegen -*-===//
+//
+// Ops that autodiff and the optimizer emit. Composite forward ops get
+// composite backward ops (one fused kernel each on the back ends, as llm.c
+// and cuDNN have), not a decomposition into dozens of primitives. These ops
+// have no rule of their own: differentiating twice is a diagnostic.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_DIALECT_STEP_IR_STEPGRADOPS_TD
+#define STEPC_DIALECT_STEP_IR_STEPGRADOPS_TD
+
+class Step_ActivationGradOp<string mnemonic, string math>
+    : Step_Op<mnemonic, [SameOperandsAndResultType, Elementwise,
+                         InferTypeOpInterface]> {
+  let summary = "gradient of " # math;
+  let description = "`dx = dy · f'(x)` for `f(x) = " # math # "`.\n\n"
+    "```mlir\n%dx = step." # mnemonic # " %dy, %x : tensor<8x64xf32>\n```";
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$input);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
+}
+
+def Step_SiluGradOp : Step_ActivationGradOp<"silu_grad", "x · sigmoid(x)">;
+def Step_ReluGradOp : Step_ActivationGradOp<"relu_grad", "max(x, 0)">;
+
+def Step_GeluGradOp : Step_Op<"gelu_grad",
+    [SameOperandsAndResultType, Elementwise, InferTypeOpInterface]> {
+  let summary = "gradient of GELU";
+  let description = [{
+    `dx = dy · gelu'(x)` for the exact or, with `approximate tanh`, the tanh
+    form of `step.gelu`.
+
+    ```mlir
+    %dx = step.gelu_grad %dy, %x : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$input,
+                       OptionalAttr<Step_GeluApproximationAttr>:$approximate);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input (`approximate` $approximate^)? "
+                       "attr-dict `:` type($result)";
+  let extraClassDeclaration = [{
+    /// True for the tanh approximation, false for the exact erf form.
+    bool isTanhApproximation() {
+      return getApproximate() == GeluApproximation::Tanh;
+    }
+  }];
+}
+
+def Step_ReduceMaxGradOp : Step_InferredOp<"reduce_max_grad"> {
+  let summary = "gradient of reduce_max";
+  let description = [{
+    Routes `grad` (shaped like the reduce_max result) to the maxima of
+    `input`, split evenly among ties (PyTorch's `amax`).
+
+    ```mlir
+    %dx = step.reduce_max_grad %dy, %x dims [1]
+        : (tensor<8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$input,
+                       DenseI64ArrayAttr:$dims, UnitAttr:$keep_dims);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input `dims` $dims (`keep_dims` $keep_dims^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_SoftmaxGradOp : Step_InferredOp<"softmax_grad"> {
+  let summary = "gradient of softmax from its output";
+  let description = [{
+    `dx = y · (dy - sum(dy · y))` along `dim`, where `y` is the softmax output.
+
+    ```mlir
+    %dx = step.softmax_grad %dy, %y dim 2
+        : (tensor<8x128x512xf32>, tensor<8x128x512xf32>) -> tensor<8x128x512xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$output,
+                       I64Attr:$dim);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $output `dim` $dim attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_LayerNormGradOp : Step_InferredOp<"layer_norm_grad"> {
+  let summary = "gradient of layer_norm";
+  let description = [{
+    With `x̂ = (x - μ)·r`, `r = 1/sqrt(σ² + ε)` over the last dimension `D`
+    (recomputed from `input`), `g = dy · weight`:
+
+    `dx = r · (g - mean(g) - x̂ · mean(g · x̂))`,
+    `dweight = Σ dy · x̂`, `dbias = Σ dy` (sums over all leading dims).
+
+    ```mlir
+    %dx, %dw, %db = step.layer_norm_grad %dy, %x, %w
+        : (tensor<8x128x64xf32>, tensor<8x128x64xf32>, tensor<64xf32>)
+        -> (tensor<8x128x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$input,
+                       Step_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Step_FloatTensor:$input_grad,
+                      Step_FloatTensor:$weight_grad,
+                      Step_FloatTensor:$bias_grad);
+  let assemblyFormat = "$grad `,` $input `,` $weight attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_RmsNormGradOp : Step_InferredOp<"rms_norm_grad"> {
+  let summary = "gradient of rms_norm";
+  let description = [{
+    With `r = 1/sqrt(mean(x²) + ε)` over the last dimension (recomputed),
+    `g = dy · weight`:
+
+    `dx = r · g - x · r³ · mean(g · x)`, `dweight = Σ dy · x · r`.
+
+    ```mlir
+    %dx, %dw = step.rms_norm_grad %dy, %x, %w
+        : (tensor<8x256x128xf32>, tensor<8x256x128xf32>, tensor<128xf32>)
+        -> (tensor<8x256x128xf32>, tensor<128xf32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$input,
+                       Step_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Step_FloatTensor:$input_grad,
+                      Step_FloatTensor:$weight_grad);
+  let assemblyFormat = "$grad `,` $input `,` $weight attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_AttentionGradOp : Step_InferredOp<"attention_grad"> {
+  let summary = "gradient of attention";
+  let description = [{
+    Per head, with `P = softmax(scale·QKᵀ + mask)` recomputed (flash-style),
+    `dO` the output cotangent:
+
+    `dV = Pᵀ dO`, `dP = dO Vᵀ`, `dS = P ∘ (dP - rowsum(dO ∘ O))`,
+    `dQ = scale · dS K`, `dK = scale · dSᵀ Q`,
+
+    with key/value gradients summed over the query heads sharing them.
+    Operands and attributes are those of the forward `step.attention`.
+
+    ```mlir
+    %dq, %dk, %dv = step.attention_grad %do, %q, %k, %v heads 4 kv_heads 2 head_dim 32 causal
+        : (tensor<8x256x128xf32>, tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>)
+        -> (tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$query,
+                       Step_FloatTensor:$key, Step_FloatTensor:$value,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
+  let results = (outs Step_FloatTensor:$query_grad, Step_FloatTensor:$key_grad,
+                      Step_FloatTensor:$value_grad);
+  let assemblyFormat = "$grad `,` $query `,` $key `,` $value `heads` $num_heads "
+    "`kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? "
+    "attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// The softmax scale: `scale` if set, else 1/sqrt(head_dim).
+    double getEffectiveScale();
+  }];
+}
+
+def Step_CrossEntropyGradOp : Step_InferredOp<"cross_entropy_grad"> {
+  let summary = "gradient of cross_entropy";
+  let description = [{
+    `dlogits = dloss · (softmax(logits) - onehot(targets)) / N` for the `N`
+    positions of the mean.
+
+    ```mlir
+    %dl = step.cross_entropy_grad %dloss, %logits, %targets
+        : (tensor<f32>, tensor<8x128x512xf32>, tensor<8x128xi32>) -> tensor<8x128x512xf32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[F32, F64]>:$grad, Step_FloatTensor:$logits,
+                       Step_IndexTensor:$targets);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $logits `,` $targets attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_EmbeddingGradOp : Step_InferredOp<"embedding_grad"> {
+  let summary = "gradient of embedding: scatter-add into the table";
+  let description = [{
+    `dtable[v, :] = Σ over i... with ids[i...] = v of grad[i..., :]`, for a
+    table of `num_embeddings` rows; repeated ids accumulate.
+
+    ```mlir
+    %dwte = step.embedding_grad %dx, %tokens num_embeddings 512
+        : (tensor<8x128x64xf32>, tensor<8x128xi32>) -> tensor<512x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_IndexTensor:$ids,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_embeddings);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $ids `num_embeddings` $num_embeddings "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_AdamwOp : Step_InferredOp<"adamw"> {
+  let summary = "one AdamW update of a parameter";
+  let description = [{
+    PyTorch's `torch.optim.AdamW` for one tensor, with the gradient scaled
+    first (`grad_scale` carries the clipping coefficient); `lr`, `step` (t,
+    counted from 1) and `grad_scale` are runtime scalars:
+
+    ```
+    g  = grad · grad_scale
+    p  = p · (1 - lr · weight_decay)              decoupled weight decay
+    m' = β1 · m + (1 - β1) · g
+    v' = β2 · v + (1 - β2) · g²
+    p' = p - lr / (1 - β1^t) · m' / (sqrt(v' / (1 - β2^t)) + ε)
+    ```
+
+    Results are the new parameter, m and v; a back end updates them in
+    place (the operands are donated).
+
+    ```mlir
+    %p2, %m2, %v2 = step.adamw %p, %g, %m, %v, %lr, %t, %scale
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64}
+        : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>,
+           tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$param, Step_FloatTensor:$grad,
+                       Step_FloatTensor:$m, Step_FloatTensor:$v,
+                       0DTensorOf<[F32, F64]>:$lr, 0DTensorOf<[F32, F64]>:$step,
+                       0DTensorOf<[F32, F64]>:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       F64Attr:$weight_decay);
+  let results = (outs Step_FloatTensor:$new_param, Step_FloatTensor:$new_m,
+                      Step_FloatTensor:$new_v);
+  let assemblyFormat = "$param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` "
+                       "$grad_scale attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // STEPC_DIALECT_STEP_IR_STEPGRADOPS_TD

@@ -1,0 +1,25 @@
+//===- LossGrad.cpp - VJPs of cross_entropy and embedding -----------------===//
+
+#include "GradBuilder.h"
+
+using namespace mlir;
+using namespace stepc::step;
+
+// cross_entropy: dlogits = dloss · (softmax(logits) - onehot(targets)) / N;
+// targets are integers: no gradient.
+LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange dloss,
+                                       SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<CrossEntropyGradOp>(getLoc(), dloss[0], getLogits(), getTargets()));
+  grads.push_back(nullptr);
+  return success();
+}
+
+// embedding: dtable[v] = Σ_{i: ids[i] = v} dy[i] (scatter-add, repeated ids
+// accumulate); ids are integers: no gradient.
+LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
+  int64_t rows = getTable().getType().getDimSize(0);
+  grads.push_back(b.create<EmbeddingGradOp>(getLoc(), dy[0], getIds(),
+                                            b.getI64IntegerAttr(rows)));
+  grads.push_back(nullptr);
+  return success();
+}

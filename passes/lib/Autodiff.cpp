@@ -1,0 +1,139 @@
+//===- Autodiff.cpp - reverse-mode autodiff of loss functions -------------===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPAUTODIFF
+#include "stepc/Transforms/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+/// A zero tensor of `type`.
+Value zeros(OpBuilder &b, Location loc, Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(tensor, b.getFloatAttr(tensor.getElementType(), 0.0)));
+}
+
+bool isFloatTensor(Value value) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+/// Builds `<name>_grad` next to `loss`; fails with a diagnostic on an op
+/// without a rule.
+LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
+  OpBuilder b(loss);
+  b.setInsertionPointAfter(loss);
+  Location loc = loss.getLoc();
+
+  SmallVector<unsigned> paramIndices;
+  SmallVector<Type> resultTypes(loss.getResultTypes());
+  SmallVector<Attribute> resultAttrs{
+      b.getDictionaryAttr(b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("loss")))};
+  for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
+    auto param = loss.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
+    if (!param)
+      continue;
+    paramIndices.push_back(i);
+    resultTypes.push_back(loss.getArgumentTypes()[i]);
+    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+        StepDialect::kResultAttrName, b.getStringAttr("grad." + param.getName()))));
+  }
+
+  auto grad = b.create<func::FuncOp>(
+      loc, (loss.getSymName() + "_grad").str(),
+      b.getFunctionType(loss.getArgumentTypes(), resultTypes));
+  if (ArrayAttr argAttrs = loss.getAllArgAttrs())
+    grad.setAllArgAttrs(argAttrs);
+  grad.setAllResultAttrs(resultAttrs);
+  grad->setAttr(StepDialect::kGradientAttrName, b.getUnitAttr());
+  symbols.insert(grad);
+
+  // Forward: a copy of the loss function's body.
+  IRMapping mapping;
+  loss.getBody().cloneInto(&grad.getBody(), mapping);
+  Block &body = grad.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Value lossValue = ret.getOperand(0);
+  b.setInsertionPoint(ret);
+
+  // Backward: cotangents in reverse order, seeded with d loss = 1.
+  DenseMap<Value, Value> cotangents;
+  auto lossType = cast<RankedTensorType>(lossValue.getType());
+  cotangents[lossValue] = b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
+
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    forward.push_back(&op);
+  for (Operation *op : llvm::reverse(forward)) {
+    SmallVector<Value> resultGrads;
+    bool needed = false;
+    for (Value result : op->getResults()) {
+      Value ct = cotangents.lookup(result);
+      needed |= static_cast<bool>(ct);
+      resultGrads.push_back(ct);
+    }
+    if (!needed)
+      continue;
+    auto rule = dyn_cast<AutodiffOpInterface>(op);
+    if (!rule)
+      return op->emitOpError() << "has no autodiff rule";
+    b.setInsertionPoint(ret);
+    SmallVector<Value> operandGrads;
+    if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
+      return failure();
+    if (operandGrads.size() != op->getNumOperands())
+      return op->emitOpError() << "autodiff rule returned " << operandGrads.size()
+                               << " cotangents for " << op->getNumOperands()
+                               << " operands";
+    for (auto [operand, ct] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!ct || !isFloatTensor(operand))
+        continue;
+      Value &sum = cotangents[operand];
+      sum = sum ? b.create<AddOp>(op->getLoc(), sum, ct).getResult() : ct;
+    }
+  }
+
+  SmallVector<Value> results{lossValue};
+  for (unsigned i : paramIndices) {
+    Value arg = body.getArgument(i);
+    Value ct = cotangents.lookup(arg);
+    results.push_back(ct ? ct : zeros(b, loc, arg.getType()));
+  }
+  b.create<func::ReturnOp>(ret.getLoc(), results);
+  ret.erase();
+  return success();
+}
+
+struct StepAutodiffPass : public stepc::impl::StepAutodiffBase<StepAutodiffPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<func::FuncOp> losses;
+    for (auto function : module.getOps<func::FuncOp>())
+      if (function->hasAttr(StepDialect::kLossAttrName))
+        losses.push_back(function);
+    if (losses.empty()) {
+      module.emitError() << "no function is marked '" << StepDialect::kLossAttrName << "'";
+      return signalPassFailure();
+    }
+    for (func::FuncOp loss : losses)
+      if (failed(differentiate(loss, symbols)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

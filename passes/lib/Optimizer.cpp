@@ -1,0 +1,206 @@
+//===- Optimizer.cpp - global-norm clipping and AdamW ---------------------===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPOPTIMIZER
+#include "stepc/Transforms/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+struct OptimizerOptions {
+  double beta1, beta2, epsilon, weightDecay, maxGradNorm;
+};
+
+NamedAttribute named(OpBuilder &b, StringRef key, StringRef value) {
+  return b.getNamedAttr(key, b.getStringAttr(value));
+}
+
+/// A scalar constant of `type` (a 0-d float tensor).
+Value scalar(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+}
+
+/// Σ g² over every element of `g`, as a scalar of `scalarType`.
+Value sumOfSquares(OpBuilder &b, Location loc, Value g, RankedTensorType scalarType) {
+  Value squares = b.create<MulOp>(loc, g, g);
+  auto type = cast<RankedTensorType>(g.getType());
+  if (type.getRank() > 0) {
+    SmallVector<int64_t> all;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      all.push_back(i);
+    squares = b.create<ReduceSumOp>(loc, squares, b.getDenseI64ArrayAttr(all), nullptr);
+  }
+  if (squares.getType() != scalarType)
+    squares = b.create<ConvertOp>(loc, scalarType, squares);
+  return squares;
+}
+
+LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
+                             const OptimizerOptions &options) {
+  OpBuilder b(grad);
+  b.setInsertionPointAfter(grad);
+  Location loc = grad.getLoc();
+  auto lossType = dyn_cast<RankedTensorType>(grad.getResultTypes().front());
+  if (!lossType || lossType.getRank() != 0)
+    return grad.emitOpError() << "expects a scalar loss as the first result";
+
+  // Signature: params, exp_avg, exp_avg_sq, inputs, lr, step.
+  SmallVector<unsigned> params, inputs;
+  SmallVector<std::string> names;
+  for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
+    if (auto param = grad.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
+      params.push_back(i);
+      names.push_back(param.getName().str());
+    } else {
+      inputs.push_back(i);
+    }
+  }
+  if (grad.getNumResults() != params.size() + 1)
+    return grad.emitOpError() << "expects the loss and one gradient per parameter";
+
+  ArrayRef<Type> argTypes = grad.getArgumentTypes();
+  SmallVector<Type> newArgs, newResults{lossType, lossType};
+  SmallVector<Attribute> argAttrs, resultAttrs{
+      b.getDictionaryAttr(named(b, StepDialect::kResultAttrName, "loss")),
+      b.getDictionaryAttr(named(b, StepDialect::kResultAttrName, "grad_norm"))};
+  for (unsigned i : params) {
+    newArgs.push_back(argTypes[i]);
+    argAttrs.push_back(grad.getArgAttrDict(i));
+  }
+  for (StringRef prefix : {"exp_avg.", "exp_avg_sq."})
+    for (auto [i, name] : llvm::zip(params, names)) {
+      newArgs.push_back(argTypes[i]);
+      argAttrs.push_back(b.getDictionaryAttr(
+          named(b, StepDialect::kStateAttrName, (prefix + name).str())));
+    }
+  for (unsigned i : inputs) {
+    newArgs.push_back(argTypes[i]);
+    argAttrs.push_back(grad.getArgAttrDict(i));
+  }
+  for (StringRef hyper : {"lr", "step"}) {
+    newArgs.push_back(lossType);
+    argAttrs.push_back(b.getDictionaryAttr(named(b, StepDialect::kHyperAttrName, hyper)));
+  }
+  for (StringRef prefix : {"param.", "exp_avg.", "exp_avg_sq."})
+    for (auto [i, name] : llvm::zip(params, names)) {
+      newResults.push_back(argTypes[i]);
+      resultAttrs.push_back(b.getDictionaryAttr(
+          named(b, StepDialect::kResultAttrName, (prefix + name).str())));
+    }
+
+  StringRef base = grad.getSymName();
+  base.consume_back("_grad");
+  auto step = b.create<func::FuncOp>(loc, (base + "_train_step").str(),
+                                     b.getFunctionType(newArgs, newResults));
+  step.setAllArgAttrs(argAttrs);
+  step.setAllResultAttrs(resultAttrs);
+  step->setAttr(StepDialect::kTrainStepAttrName, b.getUnitAttr());
+  symbols.insert(step);
+
+  // The gradient function's body, its arguments mapped to the new ones.
+  Block *entry = step.addEntryBlock();
+  size_t n = params.size();
+  IRMapping mapping;
+  for (auto [k, i] : llvm::enumerate(params))
+    mapping.map(grad.getArgument(i), entry->getArgument(k));
+  for (auto [k, i] : llvm::enumerate(inputs))
+    mapping.map(grad.getArgument(i), entry->getArgument(3 * n + k));
+  b.setInsertionPointToEnd(entry);
+  auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
+  for (Operation &op : grad.getBody().front().without_terminator())
+    b.clone(op, mapping);
+  Value loss = mapping.lookup(gradReturn.getOperand(0));
+  SmallVector<Value> grads;
+  for (unsigned k = 0; k < n; ++k)
+    grads.push_back(mapping.lookup(gradReturn.getOperand(k + 1)));
+  Value lr = entry->getArgument(3 * n + inputs.size());
+  Value stepNumber = entry->getArgument(3 * n + inputs.size() + 1);
+
+  // norm = sqrt(Σ_i Σ g_i²); scale = min(1, max_norm / (norm + 1e-6))
+  Value total = scalar(b, loc, lossType, 0.0);
+  for (Value g : grads)
+    total = b.create<AddOp>(loc, total, sumOfSquares(b, loc, g, lossType));
+  Value norm = b.create<SqrtOp>(loc, total);
+  Value scale = scalar(b, loc, lossType, 1.0);
+  if (options.maxGradNorm > 0.0) {
+    Value coef = b.create<DivOp>(
+        loc, scalar(b, loc, lossType, options.maxGradNorm),
+        b.create<AddOp>(loc, norm, scalar(b, loc, lossType, 1e-6)));
+    scale = b.create<MinimumOp>(loc, coef, scale);
+  }
+
+  SmallVector<Value> newParams, newM, newV;
+  for (unsigned k = 0; k < n; ++k) {
+    Value param = entry->getArgument(k);
+    Value g = grads[k];
+    Value scaleK = scale, lrK = lr, stepK = stepNumber;
+    auto elem = cast<RankedTensorType>(param.getType()).getElementType();
+    auto scalarType = RankedTensorType::get({}, elem);
+    if (scalarType != lossType) {
+      scaleK = b.create<ConvertOp>(loc, scalarType, scale);
+      lrK = b.create<ConvertOp>(loc, scalarType, lr);
+      stepK = b.create<ConvertOp>(loc, scalarType, stepNumber);
+    }
+    double decay = cast<RankedTensorType>(param.getType()).getRank() >= 2
+                       ? options.weightDecay
+                       : 0.0;
+    auto update = b.create<AdamwOp>(
+        loc, param, g, entry->getArgument(n + k), entry->getArgument(2 * n + k),
+        lrK, stepK, scaleK, b.getF64FloatAttr(options.beta1),
+        b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
+        b.getF64FloatAttr(decay));
+    newParams.push_back(update.getNewParam());
+    newM.push_back(update.getNewM());
+    newV.push_back(update.getNewV());
+  }
+  SmallVector<Value> results{loss, norm};
+  llvm::append_range(results, newParams);
+  llvm::append_range(results, newM);
+  llvm::append_range(results, newV);
+  b.create<func::ReturnOp>(loc, results);
+  return success();
+}
+
+struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPass> {
+  using StepOptimizerBase::StepOptimizerBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<func::FuncOp> grads;
+    for (auto function : module.getOps<func::FuncOp>())
+      if (function->hasAttr(StepDialect::kGradientAttrName))
+        grads.push_back(function);
+    if (grads.empty()) {
+      module.emitError() << "no function is marked '" << StepDialect::kGradientAttrName
+                         << "' (run step-autodiff first)";
+      return signalPassFailure();
+    }
+    if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && epsilon > 0 &&
+          weightDecay >= 0 && maxGradNorm >= 0)) {
+      module.emitError() << "invalid step-optimizer options: betas must be in "
+                            "[0, 1), epsilon positive, weight-decay and "
+                            "max-grad-norm non-negative";
+      return signalPassFailure();
+    }
+    OptimizerOptions options{beta1, beta2, epsilon, weightDecay, maxGradNorm};
+    for (func::FuncOp grad : grads)
+      if (failed(buildTrainStep(grad, symbols, options)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
