@@ -1,0 +1,43 @@
+//===- Eval.h - per-family evaluation of step ops ---------------*- C++ -*-===//
+//
+// Private to the interpreter. Each family file evaluates its ops: operands
+// in, results out (pre-shaped by the result types), exact in double.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_DIALECT_STEP_INTERPRETER_EVAL_H
+#define STEPC_DIALECT_STEP_INTERPRETER_EVAL_H
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/Step/Interpreter/Interpreter.h"
+
+namespace stepc::interp {
+
+using Operands = llvm::ArrayRef<const Tensor *>;
+using Results = llvm::MutableArrayRef<Tensor>;
+
+/// Elementwise unary/binary ops and their activation gradients.
+mlir::LogicalResult evalElementwise(mlir::Operation *op, Operands in, Results out);
+/// Constants, convert, broadcast, reshape, transpose, slice, pad, concat,
+/// reductions and reduce_max_grad.
+mlir::LogicalResult evalShape(mlir::Operation *op, Operands in, Results out);
+/// matmul, batch_matmul.
+mlir::LogicalResult evalMatmul(mlir::Operation *op, Operands in, Results out);
+/// layer_norm, rms_norm, softmax and their gradients.
+mlir::LogicalResult evalNorm(mlir::Operation *op, Operands in, Results out);
+/// attention, rotary and attention_grad.
+mlir::LogicalResult evalAttention(mlir::Operation *op, Operands in, Results out);
+/// cross_entropy, embedding and their gradients; adamw.
+mlir::LogicalResult evalLoss(mlir::Operation *op, Operands in, Results out);
+
+/// Product of `shape[begin, end)`.
+inline int64_t product(llvm::ArrayRef<int64_t> shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= shape[i];
+  return n;
+}
+
+} // namespace stepc::interp
+
+#endif // STEPC_DIALECT_STEP_INTERPRETER_EVAL_H

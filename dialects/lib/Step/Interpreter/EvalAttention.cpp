@@ -1,0 +1,151 @@
+//===- EvalAttention.cpp - attention, attention_grad, rotary --------------===//
+//
+// Plain per-(batch, head, query) loops; the probabilities are recomputed in
+// the backward pass, as the flash-attention kernels will do.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Eval.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace stepc::interp;
+using namespace stepc::step;
+
+namespace {
+
+/// Shapes and attributes of one attention op.
+struct AttentionShape {
+  int64_t batch, tq, tk, heads, kvHeads, headDim;
+  bool causal;
+  double scale;
+
+  /// Offset of (b, t, head) in a [B, T, H·Dh] tensor with `h` heads.
+  int64_t at(int64_t b, int64_t t, int64_t t_len, int64_t h, int64_t head) const {
+    return ((b * t_len + t) * h + head) * headDim;
+  }
+  /// Key positions query `t` sees.
+  int64_t visible(int64_t t) const { return causal ? t + 1 : tk; }
+};
+
+template <typename OpT>
+AttentionShape shapeOf(OpT op, const Tensor &q, const Tensor &k) {
+  return {q.shape[0],          q.shape[1],        k.shape[1],
+          op.getNumHeads(),    op.getNumKvHeads(), op.getHeadDim(),
+          op.getCausal(),      op.getEffectiveScale()};
+}
+
+/// p[j] = softmax_j(scale · q_t·k_j) over the visible keys.
+void probabilities(const AttentionShape &s, const Tensor &q, const Tensor &k,
+                   int64_t b, int64_t h, int64_t t, std::vector<double> &p) {
+  int64_t kvh = h / (s.heads / s.kvHeads), n = s.visible(t);
+  const double *qt = &q.data[s.at(b, t, s.tq, s.heads, h)];
+  double max = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double *kj = &k.data[s.at(b, j, s.tk, s.kvHeads, kvh)];
+    double dot = 0;
+    for (int64_t c = 0; c < s.headDim; ++c)
+      dot += qt[c] * kj[c];
+    p[j] = s.scale * dot;
+    max = std::fmax(max, p[j]);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    p[j] = std::exp(p[j] - max);
+    sum += p[j];
+  }
+  for (int64_t j = 0; j < n; ++j)
+    p[j] /= sum;
+}
+
+// O = P V per head
+void attention(const AttentionShape &s, const Tensor &q, const Tensor &k,
+               const Tensor &v, Tensor &o) {
+  std::vector<double> p(s.tk);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t t = 0; t < s.tq; ++t) {
+        probabilities(s, q, k, b, h, t, p);
+        int64_t kvh = h / (s.heads / s.kvHeads);
+        double *ot = &o.data[s.at(b, t, s.tq, s.heads, h)];
+        for (int64_t j = 0; j < s.visible(t); ++j) {
+          const double *vj = &v.data[s.at(b, j, s.tk, s.kvHeads, kvh)];
+          for (int64_t c = 0; c < s.headDim; ++c)
+            ot[c] += p[j] * vj[c];
+        }
+      }
+}
+
+// dV += Pᵀ dO; dP = dO Vᵀ; dS = P ∘ (dP - Σ P∘dP); dQ = scale·dS K; dK += scale·dSᵀ Q
+void attentionGrad(const AttentionShape &s, const Tensor &dO, const Tensor &q,
+                   const Tensor &k, const Tensor &v, Tensor &dq, Tensor &dk, Tensor &dv) {
+  std::vector<double> p(s.tk), dp(s.tk);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t t = 0; t < s.tq; ++t) {
+        probabilities(s, q, k, b, h, t, p);
+        int64_t kvh = h / (s.heads / s.kvHeads), n = s.visible(t);
+        int64_t qo = s.at(b, t, s.tq, s.heads, h);
+        const double *dot = &dO.data[qo], *qt = &q.data[qo];
+        double rowDot = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t kv = s.at(b, j, s.tk, s.kvHeads, kvh);
+          double acc = 0;
+          for (int64_t c = 0; c < s.headDim; ++c) {
+            acc += dot[c] * v.data[kv + c];
+            dv.data[kv + c] += p[j] * dot[c];
+          }
+          dp[j] = acc;
+          rowDot += p[j] * acc;
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t kv = s.at(b, j, s.tk, s.kvHeads, kvh);
+          double ds = p[j] * (dp[j] - rowDot) * s.scale;
+          for (int64_t c = 0; c < s.headDim; ++c) {
+            dq.data[qo + c] += ds * k.data[kv + c];
+            dk.data[kv + c] += ds * qt[c];
+          }
+        }
+      }
+}
+
+// Pairs (2i, 2i+1) of each head rotate by t·θ_i, θ_i = theta^(-2i/Dh);
+// `inverse` rotates by -t·θ_i.
+void rotary(const Tensor &x, int64_t headDim, double theta, bool inverse, Tensor &y) {
+  int64_t batch = x.shape[0], len = x.shape[1], width = x.shape[2];
+  double sign = inverse ? -1.0 : 1.0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < len; ++t)
+      for (int64_t base = 0; base < width; base += headDim)
+        for (int64_t i = 0; i < headDim / 2; ++i) {
+          double angle = sign * t * std::pow(theta, -2.0 * i / headDim);
+          double c = std::cos(angle), sn = std::sin(angle);
+          int64_t p = (b * len + t) * width + base + 2 * i;
+          double x0 = x.data[p], x1 = x.data[p + 1];
+          y.data[p] = x0 * c - x1 * sn;
+          y.data[p + 1] = x0 * sn + x1 * c;
+        }
+}
+
+} // namespace
+
+LogicalResult stepc::interp::evalAttention(Operation *op, Operands in, Results out) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](AttentionGradOp a) {
+        attentionGrad(shapeOf(a, *in[1], *in[2]), *in[0], *in[1], *in[2], *in[3],
+                      out[0], out[1], out[2]);
+        return success();
+      })
+      .Case([&](AttentionOp a) {
+        attention(shapeOf(a, *in[0], *in[1]), *in[0], *in[1], *in[2], out[0]);
+        return success();
+      })
+      .Case([&](RotaryOp r) {
+        rotary(*in[0], r.getHeadDim(), r.getTheta().convertToDouble(), r.getInverse(),
+               out[0]);
+        return success();
+      })
+      .Default([](Operation *other) { return other->emitOpError() << "is not attention"; });
+}

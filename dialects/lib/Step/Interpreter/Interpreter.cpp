@@ -1,0 +1,133 @@
+//===- Interpreter.cpp - dispatch, rounding, tensors ----------------------===//
+
+#include "stepc/Dialect/Step/Interpreter/Interpreter.h"
+
+#include "Eval.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::interp;
+using namespace stepc::step;
+
+Tensor Tensor::zeros(ArrayRef<int64_t> shape) {
+  Tensor t;
+  t.shape.assign(shape.begin(), shape.end());
+  t.data.assign(product(shape, 0, shape.size()), 0.0);
+  return t;
+}
+
+Tensor Tensor::zerosLike(Type type) {
+  return zeros(cast<RankedTensorType>(type).getShape());
+}
+
+SmallVector<int64_t> Tensor::strides() const {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (int64_t i = rank() - 2; i >= 0; --i)
+    s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+/// Rounds to bfloat16, nearest even (NaN stays NaN).
+static double roundToBF16(double value) {
+  float f = static_cast<float>(value);
+  if (std::isnan(f))
+    return f;
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  bits &= 0xFFFF0000u;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+void Interpreter::round(Tensor &tensor, Type elementType) const {
+  if (exactF64)
+    return;
+  if (elementType.isF32()) {
+    for (double &x : tensor.data)
+      x = static_cast<float>(x);
+  } else if (elementType.isBF16()) {
+    for (double &x : tensor.data)
+      x = roundToBF16(x);
+  } else if (elementType.isF16()) {
+    for (double &x : tensor.data)
+      x = static_cast<double>(static_cast<_Float16>(x));
+  }
+}
+
+/// The family that evaluates `op`: one table, every step op in it.
+static LogicalResult (*familyOf(Operation *op))(Operation *, Operands, Results) {
+  using Fn = LogicalResult (*)(Operation *, Operands, Results);
+  return llvm::TypeSwitch<Operation *, Fn>(op)
+      .Case<AddOp, DivOp, ErfOp, ExpOp, GeluGradOp, GeluOp, LogOp, MaximumOp,
+            MinimumOp, MulOp, NegOp, ReluGradOp, ReluOp, RsqrtOp, SigmoidOp,
+            SiluGradOp, SiluOp, SqrtOp, SubOp, TanhOp>(
+          [](Operation *) { return &evalElementwise; })
+      .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, PadOp, ReduceMaxGradOp,
+            ReduceMaxOp, ReduceMeanOp, ReduceSumOp, ReshapeOp, SliceOp,
+            TransposeOp>([](Operation *) { return &evalShape; })
+      .Case<BatchMatmulOp, MatmulOp>([](Operation *) { return &evalMatmul; })
+      .Case<LayerNormGradOp, LayerNormOp, RmsNormGradOp, RmsNormOp,
+            SoftmaxGradOp, SoftmaxOp>([](Operation *) { return &evalNorm; })
+      .Case<AttentionGradOp, AttentionOp, RotaryOp>(
+          [](Operation *) { return &evalAttention; })
+      .Case<AdamwOp, CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp,
+            EmbeddingOp>([](Operation *) { return &evalLoss; })
+      .Default([](Operation *) -> Fn { return nullptr; });
+}
+
+FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
+                                                ArrayRef<Tensor> args) const {
+  if (function.isExternal())
+    return function.emitOpError() << "has no body to interpret";
+  if (args.size() != function.getNumArguments())
+    return function.emitOpError() << "expects " << function.getNumArguments()
+                                  << " arguments, got " << args.size();
+  DenseMap<Value, Tensor> values;
+  for (auto [i, arg] : llvm::enumerate(function.getArguments())) {
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (ArrayRef<int64_t>(args[i].shape) != type.getShape() ||
+        args[i].numel() != type.getNumElements())
+      return emitError(arg.getLoc()) << "argument #" << i << " expects shape "
+                                     << type << ", got "
+                                     << args[i].numel() << " values";
+    Tensor t = args[i];
+    round(t, type.getElementType());
+    values[arg] = std::move(t);
+  }
+
+  for (Operation &op : function.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      std::vector<Tensor> results;
+      for (Value v : ret.getOperands())
+        results.push_back(values.lookup(v));
+      return results;
+    }
+    auto eval = familyOf(&op);
+    if (!eval)
+      return op.emitOpError() << "cannot be interpreted";
+    SmallVector<const Tensor *> operands;
+    for (Value v : op.getOperands()) {
+      auto it = values.find(v);
+      if (it == values.end())
+        return op.emitOpError() << "uses a value defined outside the function body";
+      operands.push_back(&it->second);
+    }
+    SmallVector<Tensor> results;
+    for (Type type : op.getResultTypes())
+      results.push_back(Tensor::zerosLike(type));
+    if (failed(eval(&op, operands, results)))
+      return failure();
+    for (auto [value, tensor] : llvm::zip(op.getResults(), results)) {
+      round(tensor, cast<RankedTensorType>(value.getType()).getElementType());
+      values[value] = std::move(tensor);
+    }
+  }
+  return function.emitOpError() << "has no return";
+}

@@ -1,0 +1,355 @@
+//===- stepc-interp.cpp - run step functions on the reference interpreter -===//
+//
+//   stepc-interp MODEL.mlir [--grad | --train-step] [--inputs=DIR]
+//       [--output=DIR] [--seed=S] [--f64] [--lr=X] [--step=N] [--steps=N]
+//   stepc-interp MODEL.mlir --grad-check [--tolerance=T] [--samples=K]
+//
+// Arguments come from DIR/<name>.npy (parameter, input, state or
+// hyperparameter name), else are drawn: parameters from their initialiser,
+// integer inputs uniformly below the bound their uses imply, float inputs
+// from N(0, 1), optimizer state as zeros, lr and step from the flags.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/Step/Interpreter/Interpreter.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <cmath>
+#include <random>
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::interp;
+using namespace stepc::step;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required);
+static cl::opt<std::string> functionName("function", cl::desc("Function to run (default: "
+                                         "the loss, gradient or train step function)"));
+static cl::opt<bool> gradMode("grad", cl::desc("Run step-autodiff and evaluate the gradient function"));
+static cl::opt<bool> trainMode("train-step", cl::desc("Run step-autodiff and step-optimizer and "
+                                                      "evaluate the training step"));
+static cl::opt<bool> gradCheck("grad-check", cl::desc("Compare autodiff gradients with central "
+                                                      "finite differences in f64"));
+static cl::opt<std::string> inputsDir("inputs", cl::desc("Directory of <argument name>.npy files"));
+static cl::opt<std::string> outputDir("output", cl::desc("Directory for <result name>.npy files"));
+static cl::opt<unsigned> seed("seed", cl::desc("Seed for drawn arguments"), cl::init(0));
+static cl::opt<bool> exactF64("f64", cl::desc("Evaluate everything in double, unrounded"));
+static cl::opt<double> lrFlag("lr", cl::desc("Learning rate argument"), cl::init(1e-3));
+static cl::opt<unsigned> stepFlag("step", cl::desc("Step-number argument (from 1)"), cl::init(1));
+static cl::opt<unsigned> steps("steps", cl::desc("Training steps to run, feeding parameters and "
+                                                 "state back (with --train-step)"), cl::init(1));
+static cl::opt<double> tolerance("tolerance", cl::desc("Largest relative error --grad-check accepts"),
+                                 cl::init(1e-6));
+static cl::opt<unsigned> samples("samples", cl::desc("Elements checked per parameter by "
+                                                     "--grad-check (all if fewer)"), cl::init(64));
+static cl::opt<double> jitter("jitter", cl::desc("Add N(0, jitter^2) to drawn parameters"),
+                              cl::init(0.0));
+static cl::opt<std::string> optimizerOptions(
+    "optimizer-options", cl::desc("Options for step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),
+    cl::init(""));
+
+namespace {
+
+/// The name an argument is looked up by in --inputs.
+std::string argumentName(func::FuncOp f, unsigned i) {
+  if (auto p = f.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
+    return p.getName().str();
+  for (StringRef key : {StepDialect::kInputAttrName, StepDialect::kStateAttrName,
+                        StepDialect::kHyperAttrName})
+    if (auto s = f.getArgAttrOfType<StringAttr>(i, key))
+      return s.getValue().str();
+  return "arg" + std::to_string(i);
+}
+
+std::string resultName(func::FuncOp f, unsigned i) {
+  if (auto s = f.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName))
+    return s.getValue().str();
+  return "result" + std::to_string(i);
+}
+
+/// The exclusive upper bound of an integer argument implied by its uses
+/// (embedding table rows, cross_entropy classes), or 0 if none.
+int64_t idBound(Value arg) {
+  int64_t bound = 0;
+  for (Operation *user : arg.getUsers()) {
+    if (auto e = dyn_cast<EmbeddingOp>(user))
+      bound = std::max(bound, e.getTable().getType().getDimSize(0));
+    if (auto c = dyn_cast<CrossEntropyOp>(user))
+      bound = std::max(bound, c.getLogits().getType().getShape().back());
+  }
+  return bound;
+}
+
+FailureOr<std::vector<Tensor>> prepareArguments(func::FuncOp f) {
+  std::vector<Tensor> args;
+  for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i) {
+    auto type = cast<RankedTensorType>(f.getArgumentTypes()[i]);
+    std::string name = argumentName(f, i);
+    std::mt19937_64 rng(seed * 1000003ull + i);
+    if (!inputsDir.empty()) {
+      SmallString<256> path(inputsDir);
+      llvm::sys::path::append(path, name + ".npy");
+      if (llvm::sys::fs::exists(path)) {
+        std::string error;
+        FailureOr<Tensor> t = readNpy(std::string(path), error);
+        if (failed(t))
+          return emitError(f.getLoc()) << error;
+        if (ArrayRef<int64_t>(t->shape) != type.getShape())
+          return emitError(f.getArgument(i).getLoc())
+                 << "'" << path << "' does not have the shape of " << type;
+        args.push_back(std::move(*t));
+        continue;
+      }
+    }
+    Tensor t = Tensor::zerosLike(type);
+    if (auto p = f.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
+      std::normal_distribution<double> normal(0.0, p.getEffectiveStd());
+      std::normal_distribution<double> noise(0.0, 1.0);
+      for (double &x : t.data) {
+        x = p.getInit() == InitKind::Ones ? 1.0
+            : p.getInit() == InitKind::Zeros ? 0.0
+                                             : normal(rng);
+        x += jitter * noise(rng);
+      }
+    } else if (auto hyper = f.getArgAttrOfType<StringAttr>(i, StepDialect::kHyperAttrName)) {
+      t.data[0] = hyper.getValue() == "lr" ? lrFlag : static_cast<double>(stepFlag);
+    } else if (f.getArgAttr(i, StepDialect::kStateAttrName)) {
+      // Optimizer state starts at zero.
+    } else if (isa<IntegerType>(type.getElementType())) {
+      int64_t bound = idBound(f.getArgument(i));
+      if (bound == 0)
+        return emitError(f.getArgument(i).getLoc())
+               << "cannot draw integer argument '" << name
+               << "': no use implies a bound; give " << name << ".npy in --inputs";
+      std::uniform_int_distribution<int64_t> uniform(0, bound - 1);
+      for (double &x : t.data)
+        x = static_cast<double>(uniform(rng));
+    } else {
+      std::normal_distribution<double> normal(0.0, 1.0);
+      for (double &x : t.data)
+        x = normal(rng);
+    }
+    args.push_back(std::move(t));
+  }
+  return args;
+}
+
+double l2(const Tensor &t) {
+  double s = 0;
+  for (double x : t.data)
+    s += x * x;
+  return std::sqrt(s);
+}
+
+/// Finds the function marked `attr` (the first), or by --function.
+func::FuncOp findFunction(ModuleOp module, StringRef attr) {
+  for (auto f : module.getOps<func::FuncOp>())
+    if (functionName.empty() ? f->hasAttr(attr) : f.getSymName() == functionName)
+      return f;
+  return {};
+}
+
+LogicalResult writeResults(func::FuncOp f, ArrayRef<Tensor> results) {
+  if (outputDir.empty())
+    return success();
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return emitError(f.getLoc()) << "cannot create '" << outputDir << "': " << ec.message();
+  for (auto [i, t] : llvm::enumerate(results)) {
+    SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, resultName(f, i) + ".npy");
+    std::string error;
+    Type elem = cast<RankedTensorType>(f.getResultTypes()[i]).getElementType();
+    if (failed(writeNpy(std::string(path), t, elem, exactF64, error)))
+      return emitError(f.getLoc()) << error;
+  }
+  return success();
+}
+
+void printSummary(func::FuncOp f, ArrayRef<Tensor> results, int64_t stepIndex) {
+  llvm::json::OStream json(llvm::outs());
+  json.object([&] {
+    json.attribute("function", f.getSymName());
+    if (stepIndex >= 0)
+      json.attribute("step", stepIndex);
+    for (auto [i, t] : llvm::enumerate(results)) {
+      if (t.numel() == 1)
+        json.attribute(resultName(f, i), t.data[0]);
+      else if (stepIndex < 0)
+        json.attribute(resultName(f, i) + ".l2", l2(t));
+    }
+  });
+  llvm::outs() << "\n";
+}
+
+/// Runs the training step --steps times, feeding `param.X`, `exp_avg.X`,
+/// `exp_avg_sq.X` results back into the arguments of the same names.
+LogicalResult train(func::FuncOp f, const Interpreter &interp, std::vector<Tensor> args) {
+  llvm::StringMap<unsigned> argIndex;
+  for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i)
+    argIndex[argumentName(f, i)] = i;
+  FailureOr<std::vector<Tensor>> results;
+  for (unsigned s = 0; s < steps; ++s) {
+    results = interp.run(f, args);
+    if (failed(results))
+      return failure();
+    printSummary(f, *results, s + 1);
+    for (auto [i, t] : llvm::enumerate(*results)) {
+      StringRef name = resultName(f, i);
+      name.consume_front("param.");
+      auto it = argIndex.find(name);
+      if (it != argIndex.end() && name != "loss")
+        args[it->second] = t;
+    }
+    for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i)
+      if (auto hyper = f.getArgAttrOfType<StringAttr>(i, StepDialect::kHyperAttrName);
+          hyper && hyper.getValue() == "step")
+        args[i].data[0] += 1.0;
+  }
+  return writeResults(f, *results);
+}
+
+/// Fourth-order central differences against the gradient function, in f64:
+/// f' ≈ (-f(x+2h) + 8f(x+h) - 8f(x-h) + f(x-2h)) / 12h, whose truncation
+/// error O(h⁴) allows an h large enough to keep rounding error near 1e-13.
+LogicalResult checkGradients(ModuleOp module) {
+  func::FuncOp loss = findFunction(module, StepDialect::kLossAttrName);
+  func::FuncOp grad;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr(StepDialect::kGradientAttrName))
+      grad = f;
+  if (!loss || !grad)
+    return module.emitError() << "--grad-check needs a loss function";
+  Interpreter interp(/*exactF64=*/true);
+  FailureOr<std::vector<Tensor>> args = prepareArguments(loss);
+  if (failed(args))
+    return failure();
+  FailureOr<std::vector<Tensor>> analytic = interp.run(grad, *args);
+  if (failed(analytic))
+    return failure();
+  const double h = 1e-3;
+  double worst = 0;
+  int64_t checked = 0;
+  llvm::json::OStream json(llvm::outs(), 2);
+  json.objectBegin();
+  json.attributeBegin("params");
+  json.objectBegin();
+  unsigned gradIndex = 1;
+  for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
+    auto p = loss.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
+    if (!p)
+      continue;
+    const Tensor &ad = (*analytic)[gradIndex++];
+    Tensor &x = (*args)[i];
+    std::vector<int64_t> elements(x.numel());
+    for (int64_t k = 0; k < x.numel(); ++k)
+      elements[k] = k;
+    std::mt19937_64 rng(seed + i);
+    if (elements.size() > samples) {
+      std::shuffle(elements.begin(), elements.end(), rng);
+      elements.resize(samples);
+    }
+    double maxDiff = 0, scale = 0;
+    for (int64_t k : elements) {
+      double saved = x.data[k], f[4];
+      const double offsets[4] = {2 * h, h, -h, -2 * h};
+      for (int s = 0; s < 4; ++s) {
+        x.data[k] = saved + offsets[s];
+        FailureOr<std::vector<Tensor>> value = interp.run(loss, *args);
+        if (failed(value))
+          return failure();
+        f[s] = (*value)[0].data[0];
+      }
+      x.data[k] = saved;
+      double fd = (-f[0] + 8 * f[1] - 8 * f[2] + f[3]) / (12 * h);
+      maxDiff = std::max(maxDiff, std::fabs(fd - ad.data[k]));
+      scale = std::max({scale, std::fabs(fd), std::fabs(ad.data[k])});
+      ++checked;
+    }
+    double rel = scale > 0 ? maxDiff / scale : maxDiff;
+    worst = std::max(worst, rel);
+    json.attribute(p.getName(), rel);
+  }
+  json.objectEnd();
+  json.attributeEnd();
+  json.attribute("checked_elements", checked);
+  json.attribute("tolerance", tolerance.getValue());
+  json.attribute("max_rel_err", worst);
+  json.objectEnd();
+  llvm::outs() << "\n";
+  if (!(worst <= tolerance))
+    return module.emitError() << "gradient check failed: relative error " << worst
+                              << " exceeds " << tolerance.getValue();
+  return success();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "stepc reference interpreter\n");
+
+  DialectRegistry registry;
+  registry.insert<StepDialect, func::FuncDialect, arith::ArithDialect>();
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  if (gradMode || trainMode || gradCheck)
+    pm.addPass(createStepAutodiff());
+  if (trainMode) {
+    auto optimizer = createStepOptimizer();
+    if (failed(optimizer->initializeOptions(optimizerOptions, [](const Twine &msg) {
+          llvm::errs() << "stepc-interp: bad --optimizer-options: " << msg << "\n";
+          return failure();
+        })))
+      return 1;
+    pm.addPass(std::move(optimizer));
+  }
+  if (failed(pm.run(*module)))
+    return 1;
+
+  if (gradCheck)
+    return failed(checkGradients(*module)) ? 1 : 0;
+
+  StringRef marker = trainMode  ? StepDialect::kTrainStepAttrName
+                     : gradMode ? StepDialect::kGradientAttrName
+                                : StepDialect::kLossAttrName;
+  func::FuncOp f = findFunction(*module, marker);
+  if (!f) {
+    module->emitError() << "no function "
+                        << (functionName.empty() ? "marked '" + marker.str() + "'"
+                                                 : "named '" + functionName + "'");
+    return 1;
+  }
+  Interpreter interp(exactF64);
+  FailureOr<std::vector<Tensor>> args = prepareArguments(f);
+  if (failed(args))
+    return 1;
+  if (trainMode)
+    return failed(train(f, interp, std::move(*args))) ? 1 : 0;
+  FailureOr<std::vector<Tensor>> results = interp.run(f, *args);
+  if (failed(results))
+    return 1;
+  printSummary(f, *results, -1);
+  return failed(writeResults(f, *results)) ? 1 : 0;
+}
