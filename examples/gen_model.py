@@ -138,13 +138,14 @@ class FunctionWriter:
 
     def cross_entropy(self, logits, targets, hint):
         return self.emit(hint, [], f"step.cross_entropy {logits.name}, {targets.name} "
-                                   f": ({logits.type}, {targets.type}) -> {{out}}", dtype="f32")
+                                   f": ({logits.type}, {targets.type}) -> {{out}}",
+                         dtype="f64" if self.dtype == "f64" else "f32")
 
     def render(self, header, loss):
         args = ",\n    ".join(self.args)
-        lines = [header, f"func.func @loss(\n    {args})\n    -> tensor<f32> attributes {{step.loss}} {{"]
+        lines = [header, f"func.func @loss(\n    {args})\n    -> {loss.type} attributes {{step.loss}} {{"]
         lines += self.body
-        lines += [f"  return {loss.name} : tensor<f32>", "}", ""]
+        lines += [f"  return {loss.name} : {loss.type}", "}", ""]
         return "\n".join(lines)
 
 

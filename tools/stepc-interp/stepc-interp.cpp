@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -227,14 +228,10 @@ LogicalResult train(func::FuncOp f, const Interpreter &interp, std::vector<Tenso
 /// Fourth-order central differences against the gradient function, in f64:
 /// f' ≈ (-f(x+2h) + 8f(x+h) - 8f(x-h) + f(x-2h)) / 12h, whose truncation
 /// error O(h⁴) allows an h large enough to keep rounding error near 1e-13.
-LogicalResult checkGradients(ModuleOp module) {
-  func::FuncOp loss = findFunction(module, StepDialect::kLossAttrName);
-  func::FuncOp grad;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (f->hasAttr(StepDialect::kGradientAttrName))
-      grad = f;
-  if (!loss || !grad)
-    return module.emitError() << "--grad-check needs a loss function";
+/// The error of a parameter is max |ad - fd| over the checked elements,
+/// relative to the largest of them in magnitude.
+FailureOr<double> checkFunction(func::FuncOp loss, func::FuncOp grad,
+                                llvm::json::OStream &json, int64_t &checked) {
   Interpreter interp(/*exactF64=*/true);
   FailureOr<std::vector<Tensor>> args = prepareArguments(loss);
   if (failed(args))
@@ -244,11 +241,6 @@ LogicalResult checkGradients(ModuleOp module) {
     return failure();
   const double h = 1e-3;
   double worst = 0;
-  int64_t checked = 0;
-  llvm::json::OStream json(llvm::outs(), 2);
-  json.objectBegin();
-  json.attributeBegin("params");
-  json.objectBegin();
   unsigned gradIndex = 1;
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
     auto p = loss.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
@@ -283,7 +275,30 @@ LogicalResult checkGradients(ModuleOp module) {
     }
     double rel = scale > 0 ? maxDiff / scale : maxDiff;
     worst = std::max(worst, rel);
-    json.attribute(p.getName(), rel);
+    json.attribute((loss.getSymName() + ":" + p.getName()).str(), rel);
+  }
+  return worst;
+}
+
+/// Checks every loss function of the module against its `<name>_grad`.
+LogicalResult checkGradients(ModuleOp module) {
+  SymbolTable symbols(module);
+  double worst = 0;
+  int64_t checked = 0;
+  llvm::json::OStream json(llvm::outs(), 2);
+  json.objectBegin();
+  json.attributeBegin("params");
+  json.objectBegin();
+  for (auto loss : module.getOps<func::FuncOp>()) {
+    if (!loss->hasAttr(StepDialect::kLossAttrName))
+      continue;
+    auto grad = symbols.lookup<func::FuncOp>((loss.getSymName() + "_grad").str());
+    if (!grad)
+      return loss.emitOpError() << "has no gradient function";
+    FailureOr<double> rel = checkFunction(loss, grad, json, checked);
+    if (failed(rel))
+      return failure();
+    worst = std::max(worst, *rel);
   }
   json.objectEnd();
   json.attributeEnd();

@@ -157,3 +157,57 @@ func.func @exact_std(%a: tensor<2xf32> {step.param = #step.param<"a", normal(0.0
                      %c: tensor<2xf32> {step.param = #step.param<"c", normal(0.00001)>}) {
   return
 }
+
+// CHECK-LABEL: func.func @forward_extras
+func.func @forward_extras(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>, %x: tensor<1x4x8xf32>)
+    -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<3x6xf32>, tensor<1x4x8xf32>) {
+  // CHECK: step.maximum %{{.*}}, %{{.*}} : tensor<2x3xf32>
+  %0 = step.maximum %a, %b : tensor<2x3xf32>
+  // CHECK: step.minimum %{{.*}}, %{{.*}} : tensor<2x3xf32>
+  %1 = step.minimum %a, %b : tensor<2x3xf32>
+  // CHECK: step.pad %{{.*}} low [1, 0] high [0, 3] : (tensor<2x3xf32>) -> tensor<3x6xf32>
+  %2 = step.pad %a low [1, 0] high [0, 3] : (tensor<2x3xf32>) -> tensor<3x6xf32>
+  // CHECK: step.rotary %{{.*}} head_dim 4 inverse : (tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %3 = step.rotary %x head_dim 4 inverse : (tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  return %0, %1, %2, %3 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<3x6xf32>, tensor<1x4x8xf32>
+}
+
+// CHECK-LABEL: func.func @backward_ops
+func.func @backward_ops(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>,
+                        %k: tensor<2x8x8xf32>, %ids: tensor<2x8xi32>, %dl: tensor<f32>,
+                        %dm: tensor<2x8xf32>) {
+  // CHECK: step.gelu_grad %{{.*}}, %{{.*}} approximate tanh : tensor<2x8x16xf32>
+  %0 = step.gelu_grad %dy, %x approximate tanh : tensor<2x8x16xf32>
+  // CHECK: step.silu_grad %{{.*}}, %{{.*}} : tensor<2x8x16xf32>
+  %1 = step.silu_grad %dy, %x : tensor<2x8x16xf32>
+  // CHECK: step.relu_grad %{{.*}}, %{{.*}} : tensor<2x8x16xf32>
+  %2 = step.relu_grad %dy, %x : tensor<2x8x16xf32>
+  // CHECK: step.reduce_max_grad %{{.*}}, %{{.*}} dims [2] : (tensor<2x8xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %3 = step.reduce_max_grad %dm, %x dims [2] : (tensor<2x8xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.softmax_grad %{{.*}}, %{{.*}} dim 2 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %4 = step.softmax_grad %dy, %x dim 2 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.layer_norm_grad {{.*}} -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  %5:3 = step.layer_norm_grad %dy, %x, %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK: step.rms_norm_grad {{.*}} -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  %6:2 = step.rms_norm_grad %dy, %x, %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>)
+  // CHECK: step.attention_grad {{.*}} heads 4 kv_heads 2 head_dim 4 causal {{.*}} -> (tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  %7:3 = step.attention_grad %dy, %x, %k, %k heads 4 kv_heads 2 head_dim 4 causal : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  // CHECK: step.cross_entropy_grad {{.*}} : (tensor<f32>, tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  %8 = step.cross_entropy_grad %dl, %x, %ids : (tensor<f32>, tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  // CHECK: step.embedding_grad %{{.*}}, %{{.*}} num_embeddings 32 : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<32x16xf32>
+  %9 = step.embedding_grad %dy, %ids num_embeddings 32 : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<32x16xf32>
+  // CHECK: step.adamw {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64}
+  %10:3 = step.adamw %w, %w, %w, %w, %dl, %dl, %dl {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: {step.state = "exp_avg.w"}
+// CHECK-SAME: {step.hyper = "lr"}
+// CHECK-SAME: {step.result = "loss"}
+// CHECK-SAME: attributes {step.train_step}
+func.func @train_step(%w: tensor<4xf32> {step.param = #step.param<"w", zeros>},
+                      %m: tensor<4xf32> {step.state = "exp_avg.w"},
+                      %lr: tensor<f32> {step.hyper = "lr"}) -> (tensor<f32> {step.result = "loss"}) attributes {step.train_step} {
+  return %lr : tensor<f32>
+}
