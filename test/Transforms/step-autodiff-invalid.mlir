@@ -1,0 +1,25 @@
+// RUN: stepc-opt %s -split-input-file -step-autodiff -verify-diagnostics
+
+// An op on the path from a parameter to the loss without a rule.
+func.func @loss(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> tensor<f32> attributes {step.loss} {
+  // expected-error @+1 {{'arith.addf' op has no autodiff rule}}
+  %0 = arith.addf %w, %w : tensor<2xf32>
+  %1 = step.reduce_sum %0 dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// Backward ops have no rules of their own: no second derivatives.
+func.func @loss(%x: tensor<2xf32> {step.param = #step.param<"x", normal(1.0)>}) -> tensor<f32> attributes {step.loss} {
+  // expected-error @+1 {{'step.relu_grad' op has no autodiff rule}}
+  %0 = step.relu_grad %x, %x : tensor<2xf32>
+  %1 = step.reduce_sum %0 dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{no function is marked 'step.loss'}}
+module {
+}
