@@ -7,10 +7,12 @@ set -euo pipefail
 #   MLIR/LLVM 19: the dialect, passes, stepc-opt; llvm-19-tools brings FileCheck, lit.
 #   libabsl-dev: statuses and containers; libgtest-dev: unit tests.
 #   cmake, ninja-build, ccache: the build; python3: lit and the model generator.
+#   python3-torch, python3-numpy: the numerical oracle (scripts/torch_check.py).
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libabsl-dev libgtest-dev
+  python3-torch python3-numpy
 )
 
 missing=()

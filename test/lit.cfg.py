@@ -18,3 +18,9 @@ config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%stepc_src", config.stepc_src_root))
 config.substitutions.append(("%stepc_obj", config.stepc_obj_root))
 config.substitutions.append(("%examples", os.path.join(config.stepc_src_root, "examples")))
+
+# The numerical oracle: Debian's python3-torch under /usr/bin/python3
+# (installed by scripts/install-deps.sh; a missing torch fails the tests).
+torch_python = "/usr/bin/python3"
+config.substitutions.append(("%torch_python", torch_python))
+config.environment["STEPC_INTERP"] = os.path.join(config.stepc_tools_dir, "stepc-interp")
