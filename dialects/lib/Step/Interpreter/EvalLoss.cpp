@@ -16,9 +16,13 @@ namespace {
 FailureOr<int64_t> rowIndex(Operation *op, const Tensor &ids, int64_t i, int64_t rows,
                             StringRef what) {
   double id = ids.data[i];
-  if (!(id >= 0 && id < rows) || id != std::floor(id))
+  if (id != std::floor(id))
     return op->emitOpError() << what << " " << id << " at position " << i
-                             << " is outside [0, " << rows << ")";
+                             << " is not an integer";
+  if (!(id >= 0 && id < rows))
+    return op->emitOpError() << what << " " << static_cast<int64_t>(id)
+                             << " at position " << i << " is outside [0, "
+                             << rows << ")";
   return static_cast<int64_t>(id);
 }
 
