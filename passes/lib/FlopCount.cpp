@@ -68,7 +68,8 @@ FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
       // gathers and shape ops.
       .Case<AddOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
             CrossEntropyOp, DivOp, EmbeddingOp, ErfOp, ExpOp, GeluOp,
-            LayerNormOp, LogOp, MulOp, NegOp, ReduceMaxOp, ReduceMeanOp,
+            LayerNormOp, LogOp, MaximumOp, MinimumOp, MulOp, NegOp, PadOp,
+            ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReluOp, ReshapeOp, RmsNormOp, RotaryOp, RsqrtOp,
             SigmoidOp, SiluOp, SliceOp, SoftmaxOp, SqrtOp, SubOp, TanhOp,
             TransposeOp, func::ReturnOp>(
