@@ -148,17 +148,38 @@ def draw(shapes, a, rng):
     return params, tokens, targets
 
 
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"torch_check: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
+
+
 def run_stepc(backend, model, inputs, lr, out):
-    if backend != "interp":
-        sys.exit(f"torch_check: backend '{backend}' is not available yet")
-    exe = os.environ.get("STEPC_INTERP", os.path.join(ROOT, "build", "bin", "stepc-interp"))
-    for mode in ("--grad", "--train-step"):
-        cmd = [exe, model, mode, f"--inputs={inputs}", f"--output={out}", f"--lr={lr}",
-               "--step=1"]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"torch_check: {' '.join(cmd)} failed:\n{r.stderr}")
-    return lambda name: np.load(os.path.join(out, name + ".npy")).astype(np.float64)
+    """Runs one step; returns name -> array for loss, grad_norm, grad.*,
+    param.*, exp_avg.*, exp_avg_sq.*."""
+    bindir = os.environ.get("STEPC_BIN", os.path.join(ROOT, "build", "bin"))
+    load = lambda name: np.load(os.path.join(out, name + ".npy")).astype(np.float64)
+    if backend == "interp":
+        for mode in ("--grad", "--train-step"):
+            run([os.path.join(bindir, "stepc-interp"), model, mode, f"--inputs={inputs}",
+                 f"--output={out}", f"--lr={lr}", "--step=1"])
+        return load
+    # cpu: compile step.so, run one step at a constant lr on the same weights
+    # and batch. The compiled step returns no gradients; after one step
+    # exp_avg = (1 - β1)·g·clip_scale exactly, so g is read back from it.
+    so = os.path.join(os.path.dirname(model), "step.so")
+    run([os.path.join(bindir, "stepc"), model, "-o", so])
+    os.makedirs(out, exist_ok=True)
+    run([os.path.join(bindir, "stepc-run"), so, f"--init-npy={inputs}", f"--batch-npy={inputs}",
+         "--steps=1", "--warmup=0", "--min-lr-ratio=1", f"--lr={lr}", f"--save-npy={out}"])
+    norm = float(load("grad_norm"))
+    scale = min(1.0, MAX_NORM / (norm + 1e-6))
+
+    def get(name):
+        if name.startswith("grad."):
+            return load("exp_avg." + name[len("grad."):]) / ((1 - BETAS[0]) * scale)
+        return load(name)
+    return get
 
 
 def run_torch(a, shapes, params, tokens, targets, lr, grads_from=None):

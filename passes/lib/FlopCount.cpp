@@ -78,3 +78,32 @@ FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
         return unknown->emitOpError() << "has no FLOP rule";
       });
 }
+
+/// (batch·heads, Tq, Tk, Dh) of an attention op or its gradient.
+template <typename OpT>
+static int64_t attentionProduct(OpT op) {
+  RankedTensorType q = op.getQuery().getType(), k = op.getKey().getType();
+  return productFlops(q.getDimSize(0) * op.getNumHeads(), q.getDimSize(1),
+                      k.getDimSize(1), op.getHeadDim());
+}
+
+FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
+  return llvm::TypeSwitch<Operation *, FailureOr<int64_t>>(op)
+      // attention: QKᵀ and AV.
+      .Case([](AttentionOp a) { return FailureOr<int64_t>(2 * attentionProduct(a)); })
+      // attention_grad: QKᵀ again, dV = PᵀdO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q.
+      .Case([](AttentionGradOp a) { return FailureOr<int64_t>(5 * attentionProduct(a)); })
+      .Case([](BatchMatmulOp m) { return FailureOr<int64_t>(productRule(m).forward); })
+      .Case([](MatmulOp m) { return FailureOr<int64_t>(productRule(m).forward); })
+      .Case<AdamwOp, AddOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
+            CrossEntropyGradOp, CrossEntropyOp, DivOp, EmbeddingGradOp, EmbeddingOp,
+            ErfOp, ExpOp, GeluGradOp, GeluOp, LayerNormGradOp, LayerNormOp, LogOp,
+            MaximumOp, MinimumOp, MulOp, NegOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
+            ReduceMeanOp, ReduceSumOp, ReluGradOp, ReluOp, ReshapeOp, RmsNormGradOp,
+            RmsNormOp, RotaryOp, RsqrtOp, SigmoidOp, SiluGradOp, SiluOp, SliceOp,
+            SoftmaxGradOp, SoftmaxOp, SqrtOp, SubOp, TanhOp, TransposeOp,
+            func::ReturnOp>([](Operation *) { return FailureOr<int64_t>(0); })
+      .Default([](Operation *unknown) -> FailureOr<int64_t> {
+        return unknown->emitOpError() << "has no FLOP rule";
+      });
+}

@@ -23,6 +23,13 @@ struct OpFlops {
 /// rule at all is an error reported at its location.
 mlir::FailureOr<OpFlops> getModelFlops(mlir::Operation *op);
 
+/// FLOPs `op` executes in a training step (recompute counted): products as
+/// 2·M·N·K, attention as its QKᵀ and AV over the full score matrix, and
+/// attention_grad as its five products (QKᵀ recomputed, dV, dP, dQ, dK).
+/// Elementwise and memory-bound ops count zero; an op with no rule is an
+/// error at its location.
+mlir::FailureOr<int64_t> getExecutedFlops(mlir::Operation *op);
+
 } // namespace stepc
 
 #endif // STEPC_ANALYSIS_FLOPCOUNT_H

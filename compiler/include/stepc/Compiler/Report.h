@@ -1,0 +1,25 @@
+//===- Report.h - what the compiler knows before anything runs ----*- C++ -*-===//
+
+#ifndef STEPC_COMPILER_REPORT_H
+#define STEPC_COMPILER_REPORT_H
+
+#include "stepc/Analysis/MemoryPlan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/JSON.h"
+
+namespace stepc {
+
+/// The compile-time report of a training step (`stepc --report`): FLOPs
+/// (model and executed), parameter, optimizer-state and planned peak bytes,
+/// saved activations (total and per transformer block), kernels per step.
+/// `loss` is the model's loss function, `step` its training step (whose
+/// first ops are the loss function's, in order), `plan` the step's memory.
+mlir::FailureOr<llvm::json::Object> buildReport(mlir::func::FuncOp loss,
+                                                mlir::func::FuncOp step,
+                                                const MemoryPlan &plan,
+                                                llvm::StringRef target);
+
+} // namespace stepc
+
+#endif // STEPC_COMPILER_REPORT_H

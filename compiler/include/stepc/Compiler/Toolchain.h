@@ -1,0 +1,20 @@
+//===- Toolchain.h - invoking the host C++ compiler ---------------*- C++ -*-===//
+
+#ifndef STEPC_COMPILER_TOOLCHAIN_H
+#define STEPC_COMPILER_TOOLCHAIN_H
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace stepc {
+
+/// Compiles generated C++ `source` into the shared object `output`, linked
+/// against the CPU kernel library. The compiler is $CXX or `c++`. On failure
+/// the error carries the command and the compiler's diagnostics, and the
+/// source is kept next to `output` (`<output>.cpp`) for inspection.
+llvm::Error compileCpuSharedObject(const std::string &source, const std::string &output);
+
+} // namespace stepc
+
+#endif // STEPC_COMPILER_TOOLCHAIN_H

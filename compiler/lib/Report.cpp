@@ -1,0 +1,150 @@
+//===- Report.cpp - what the compiler knows before anything runs ----------===//
+
+#include "stepc/Compiler/Report.h"
+#include "stepc/Analysis/FlopCount.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+int64_t bytesOf(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
+}
+
+/// "h.3" for "h.3.attn.c_attn.weight", "layers.2" for "layers.2.ffn_norm";
+/// empty for parameters outside the repeated blocks.
+std::string blockOf(StringRef name) {
+  for (StringRef prefix : {"h.", "layers."}) {
+    if (!name.starts_with(prefix))
+      continue;
+    StringRef rest = name.drop_front(prefix.size());
+    size_t dot = rest.find('.');
+    StringRef index = rest.take_front(dot);
+    if (!index.empty() && llvm::all_of(index, [](char c) { return llvm::isDigit(c); }))
+      return (prefix + index).str();
+  }
+  return "";
+}
+
+} // namespace
+
+FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
+                                                 const MemoryPlan &plan, StringRef target) {
+  llvm::json::Object report;
+  int64_t modelFlops = 0, executed = 0, tokens = 0, kernels = 0;
+  WalkResult walk = loss.walk([&](Operation *op) {
+    if (op == loss.getOperation())
+      return WalkResult::advance();
+    FailureOr<OpFlops> flops = getModelFlops(op);
+    if (failed(flops))
+      return WalkResult::interrupt();
+    modelFlops += flops->forward + flops->backward;
+    if (auto ce = dyn_cast<CrossEntropyOp>(op))
+      tokens += ce.getTargets().getType().getNumElements();
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  Block &body = step.getBody().front();
+  for (Operation &op : body) {
+    FailureOr<int64_t> flops = getExecutedFlops(&op);
+    if (failed(flops))
+      return failure();
+    executed += *flops;
+    kernels += !isa<ReshapeOp, func::ReturnOp>(op);
+  }
+
+  int64_t params = 0, paramBytes = 0, stateBytes = 0, inputBytes = 0;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    int64_t bytes = bytesOf(step.getArgumentTypes()[i]);
+    if (step.getArgAttr(i, StepDialect::kParamAttrName)) {
+      params += cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
+      paramBytes += bytes;
+    } else if (step.getArgAttr(i, StepDialect::kStateAttrName)) {
+      stateBytes += bytes;
+    } else {
+      inputBytes += bytes;
+    }
+  }
+
+  // Saved activations: arena buffers defined by the forward ops (the first
+  // ops of the step, copied from the loss function in order) and read after
+  // them. Each is attributed to the block of the latest-first-used parameter
+  // it depends on (embeddings before the blocks, the head after them).
+  int64_t forwardOps = std::distance(loss.getBody().front().begin(),
+                                     loss.getBody().front().end()) - 1;
+  DenseMap<Operation *, int64_t> index;
+  int64_t n = 0;
+  for (Operation &op : body)
+    index[&op] = n++;
+  DenseMap<Value, std::pair<int64_t, std::string>> origin; // (rank, block)
+  for (BlockArgument arg : body.getArguments()) {
+    auto param = step.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), StepDialect::kParamAttrName);
+    int64_t first = n;
+    for (Operation *user : arg.getUsers())
+      first = std::min(first, index[user]);
+    origin[arg] = param ? std::make_pair(first, blockOf(param.getName()))
+                        : std::make_pair(int64_t(-1), std::string());
+  }
+  std::map<std::string, int64_t> savedByBlock;
+  DenseSet<int64_t> counted;
+  int64_t saved = 0;
+  int64_t position = 0;
+  for (Operation &op : body) {
+    if (position++ >= forwardOps)
+      break;
+    std::pair<int64_t, std::string> from{-1, ""};
+    for (Value operand : op.getOperands())
+      if (origin.count(operand) && origin[operand].first > from.first)
+        from = origin[operand];
+    for (Value result : op.getResults()) {
+      origin[result] = from;
+      bool usedLater = llvm::any_of(result.getUsers(), [&](Operation *user) {
+        return !isa<func::ReturnOp>(user) && index[user] >= forwardOps;
+      });
+      auto buffer = plan.bufferOf.find(result);
+      if (!usedLater || buffer == plan.bufferOf.end() || !counted.insert(buffer->second).second)
+        continue;
+      int64_t bytes = bytesOf(result.getType());
+      saved += bytes;
+      savedByBlock[from.second.empty() ? "outside blocks" : from.second] += bytes;
+    }
+  }
+  llvm::json::Object perBlock;
+  int64_t blockTotal = 0, blocks = 0;
+  for (auto &[name, bytes] : savedByBlock) {
+    perBlock[name] = bytes;
+    if (name != "outside blocks") {
+      blockTotal += bytes;
+      ++blocks;
+    }
+  }
+
+  report["function"] = step.getSymName().str();
+  report["target"] = target.str();
+  report["params"] = params;
+  report["param_bytes"] = paramBytes;
+  report["optimizer_state_bytes"] = stateBytes;
+  report["input_bytes"] = inputBytes;
+  report["model_flops_per_step"] = modelFlops;
+  report["executed_flops_per_step"] = executed;
+  report["tokens_per_step"] = tokens;
+  report["arena_bytes"] = plan.arenaBytes;
+  report["live_bytes_peak"] = plan.liveBytesPeak;
+  report["planned_peak_bytes"] = plan.arenaBytes + paramBytes + stateBytes + inputBytes;
+  report["saved_activation_bytes"] = saved;
+  report["saved_activation_bytes_per_block"] = blocks ? blockTotal / blocks : 0;
+  report["saved_activation_bytes_by_block"] = std::move(perBlock);
+  report["kernels_per_step"] = kernels;
+  report["in_place_buffers"] = plan.inPlaceCount;
+  return report;
+}

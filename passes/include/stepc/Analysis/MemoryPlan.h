@@ -1,0 +1,52 @@
+//===- MemoryPlan.h - static buffer assignment of a training step -*- C++ -*-===//
+
+#ifndef STEPC_ANALYSIS_MEMORYPLAN_H
+#define STEPC_ANALYSIS_MEMORYPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <cstdint>
+
+namespace stepc {
+
+/// Where each value of a function lives: a function argument (persistent
+/// state or an input the runtime provides), or an arena buffer at an offset
+/// fixed at compile time.
+struct MemoryPlan {
+  /// One arena buffer: several values may share it (reshape aliases,
+  /// elementwise results written over a dying operand).
+  struct Buffer {
+    int64_t bytes = 0;
+    int64_t offset = 0;
+    /// Op indices (in the function's order) of the first definition and the
+    /// last use of any value in the buffer.
+    int64_t firstDef = 0, lastUse = 0;
+  };
+  llvm::SmallVector<Buffer> buffers;
+  /// Buffer index of each value in the arena.
+  llvm::DenseMap<mlir::Value, int64_t> bufferOf;
+  /// Function argument a value aliases (reshape of an argument, adamw results
+  /// written in place over their parameter and moments).
+  llvm::DenseMap<mlir::Value, unsigned> argumentOf;
+  /// Bytes of the arena (the planned peak of transient memory).
+  int64_t arenaBytes = 0;
+  /// The largest sum of live buffer sizes at any op: a lower bound no
+  /// placement can beat; arenaBytes >= liveBytesPeak.
+  int64_t liveBytesPeak = 0;
+  /// Values whose buffer took over an operand's (in-place).
+  int64_t inPlaceCount = 0;
+};
+
+/// Alignment of every arena buffer.
+constexpr int64_t kArenaAlignment = 64;
+
+/// Plans `function` (a single block): liveness over the op order, aliasing,
+/// in-place reuse for elementwise ops whose operand dies there, then
+/// greedy-by-size placement of the buffers.
+MemoryPlan planMemory(mlir::func::FuncOp function);
+
+} // namespace stepc
+
+#endif // STEPC_ANALYSIS_MEMORYPLAN_H

@@ -1,0 +1,145 @@
+//===- MemoryPlan.cpp - static buffer assignment of a training step -------===//
+//
+// 1. Aliases: a reshape shares its operand's storage; step.adamw writes its
+//    results over its parameter and moment arguments (in-place update).
+// 2. Buffers: every other result gets a buffer, except that an elementwise
+//    op takes over an operand's buffer when that buffer is not an argument,
+//    has the result's size, and is last used by this op (out[i] = f(a[i])
+//    reads a[i] before writing out[i]).
+// 3. Liveness: a buffer lives from its first definition to the last use of
+//    any value in it (returned values live to the end).
+// 4. Placement: buffers by decreasing size, each at the lowest 64-byte
+//    aligned offset that overlaps no placed buffer whose lifetime overlaps
+//    (TFLite's greedy-by-size). Offsets are fixed at compile time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Analysis/MemoryPlan.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+static int64_t bytesOf(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  int64_t bits = type.getElementTypeBitWidth();
+  return type.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+static int64_t alignUp(int64_t x) {
+  return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+MemoryPlan stepc::planMemory(func::FuncOp function) {
+  MemoryPlan plan;
+  Block &body = function.getBody().front();
+  DenseMap<Operation *, int64_t> index;
+  int64_t n = 0;
+  for (Operation &op : body)
+    index[&op] = n++;
+
+  for (BlockArgument arg : body.getArguments())
+    plan.argumentOf[arg] = arg.getArgNumber();
+
+  auto lastUseOf = [&](Value v) {
+    int64_t last = -1;
+    for (Operation *user : v.getUsers())
+      last = std::max(last, isa<func::ReturnOp>(user) ? n : index[user]);
+    return last;
+  };
+  auto newBuffer = [&](Value v, int64_t def) {
+    plan.buffers.push_back({alignUp(bytesOf(v)), 0, def, std::max(def, lastUseOf(v))});
+    plan.bufferOf[v] = plan.buffers.size() - 1;
+  };
+  auto extend = [&](int64_t buffer, Value v) {
+    plan.buffers[buffer].lastUse = std::max(plan.buffers[buffer].lastUse, lastUseOf(v));
+    plan.bufferOf[v] = buffer;
+  };
+
+  for (Operation &op : body) {
+    int64_t at = index[&op];
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      Value in = reshape.getInput();
+      if (plan.argumentOf.count(in))
+        plan.argumentOf[reshape.getResult()] = plan.argumentOf[in];
+      else
+        extend(plan.bufferOf[in], reshape.getResult());
+      continue;
+    }
+    if (auto adamw = dyn_cast<AdamwOp>(op)) {
+      Value targets[3] = {adamw.getParam(), adamw.getM(), adamw.getV()};
+      for (auto [result, target] : llvm::zip(adamw.getResults(), targets)) {
+        if (plan.argumentOf.count(target))
+          plan.argumentOf[result] = plan.argumentOf[target];
+        else
+          newBuffer(result, at);
+      }
+      continue;
+    }
+    for (Value result : op.getResults()) {
+      int64_t reused = -1;
+      if (op.hasTrait<OpTrait::Elementwise>()) {
+        for (Value operand : op.getOperands()) {
+          auto it = plan.bufferOf.find(operand);
+          if (it == plan.bufferOf.end() || plan.argumentOf.count(operand))
+            continue;
+          MemoryPlan::Buffer &b = plan.buffers[it->second];
+          if (b.lastUse == at && b.bytes == alignUp(bytesOf(result))) {
+            reused = it->second;
+            break;
+          }
+        }
+      }
+      if (reused >= 0) {
+        extend(reused, result);
+        ++plan.inPlaceCount;
+      } else {
+        newBuffer(result, at);
+      }
+    }
+  }
+
+  // Greedy by size.
+  SmallVector<int64_t> order(plan.buffers.size());
+  std::iota(order.begin(), order.end(), 0);
+  llvm::stable_sort(order, [&](int64_t a, int64_t b) {
+    return plan.buffers[a].bytes > plan.buffers[b].bytes;
+  });
+  SmallVector<int64_t> placed;
+  for (int64_t id : order) {
+    MemoryPlan::Buffer &b = plan.buffers[id];
+    SmallVector<std::pair<int64_t, int64_t>> busy;
+    for (int64_t other : placed) {
+      const MemoryPlan::Buffer &o = plan.buffers[other];
+      if (o.firstDef <= b.lastUse && b.firstDef <= o.lastUse)
+        busy.push_back({o.offset, o.offset + o.bytes});
+    }
+    llvm::sort(busy);
+    int64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + b.bytes <= lo)
+        break;
+      offset = std::max(offset, hi);
+    }
+    b.offset = offset;
+    plan.arenaBytes = std::max(plan.arenaBytes, offset + b.bytes);
+    placed.push_back(id);
+  }
+
+  // The live-set peak, for the report and the test that the placement is
+  // never below it.
+  for (int64_t at = 0; at <= n; ++at) {
+    int64_t live = 0;
+    for (const MemoryPlan::Buffer &b : plan.buffers)
+      if (b.firstDef <= at && at <= b.lastUse)
+        live += b.bytes;
+    plan.liveBytesPeak = std::max(plan.liveBytesPeak, live);
+  }
+  return plan;
+}

@@ -1,0 +1,49 @@
+// Training data: token files (nanoGPT's flat uint16, llm.c's headered
+// uint16), text corpora under a character tokenizer, and batch sampling.
+
+#ifndef STEPC_RUNTIME_DATA_H_
+#define STEPC_RUNTIME_DATA_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace stepc {
+
+class TokenData {
+ public:
+  // A token file: flat little-endian uint16 (nanoGPT), or llm.c's format
+  // (256 int32 header, magic 20240520, version 1, token count; then uint16).
+  // DataLoss for a truncated file, NotFound for a missing one.
+  static absl::StatusOr<TokenData> FromTokenFile(const std::string& path);
+  // Text under a character tokenizer: ids are the ranks of the distinct
+  // bytes of the text.
+  static TokenData FromText(const std::string& text);
+
+  // Checks every id is below `vocab` and that a [batch, seq] window fits.
+  absl::Status Validate(int64_t vocab, int64_t batch, int64_t seq) const;
+  // Fills tokens/targets ([batch, seq], targets shifted by one) from `batch`
+  // windows at offsets drawn from (seed, step): the same global batch for a
+  // given seed and step, whoever asks.
+  void Sample(uint64_t seed, int64_t step, int64_t batch, int64_t seq,
+              std::vector<int32_t>& tokens, std::vector<int32_t>& targets) const;
+
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  // Distinct symbols (the character vocabulary; 0 for token files).
+  int64_t alphabet() const { return static_cast<int64_t>(alphabet_.size()); }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::vector<int32_t> tokens_;
+  std::string alphabet_;
+  std::string source_;
+};
+
+// The corpus stepc-run trains on by default (examples/data/, compiled in).
+const std::string& EmbeddedCorpus();
+
+}  // namespace stepc
+
+#endif  // STEPC_RUNTIME_DATA_H_

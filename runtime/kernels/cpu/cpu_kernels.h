@@ -1,0 +1,104 @@
+/* cpu_kernels.h - the library kernels compiled step.so calls on the CPU.
+ *
+ * Compiled once with the runtime (libstepc_kernels_cpu.so); only the
+ * schedule and the elementwise loops are generated per model. f32 data,
+ * i32 ids, row-major; reductions accumulate in double. OpenMP splits work
+ * across cores; GEMMs go to OpenBLAS (its OpenMP build, so the two share one
+ * thread pool).
+ */
+#ifndef STEPC_CPU_KERNELS_H_
+#define STEPC_CPU_KERNELS_H_
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* C[p] = op_a(A[p]) @ op_b(B[p], or B shared) for `batch` [M,K]x[K,N] products. */
+void stepc_cpu_matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
+                      int64_t n, int64_t k, int transpose_a, int transpose_b, int shared_rhs);
+
+void stepc_cpu_fill(float *out, int64_t n, float value);
+/* NumPy broadcast of in (rank in_rank) to out (rank out_rank), right-aligned. */
+void stepc_cpu_broadcast(const float *in, const int64_t *in_shape, int in_rank, float *out,
+                         const int64_t *out_shape, int out_rank);
+/* out[i0..] = in[permuted index]; out dim d is in dim perm[d]. */
+void stepc_cpu_transpose(const float *in, const int64_t *in_shape, int rank,
+                         const int64_t *perm, float *out);
+/* Copies the box `box` from src (at src_offsets) into dst (at dst_offsets). */
+void stepc_cpu_copy_box(const float *src, const int64_t *src_shape, const int64_t *src_offsets,
+                        float *dst, const int64_t *dst_shape, const int64_t *dst_offsets,
+                        const int64_t *box, int rank);
+/* kind 0 sum, 1 max, 2 mean over the dims with reduce_mask[d] != 0. */
+void stepc_cpu_reduce(const float *in, const int64_t *shape, int rank, const int *reduce_mask,
+                      int kind, float *out);
+void stepc_cpu_reduce_max_grad(const float *dy, const float *x, const int64_t *shape, int rank,
+                               const int *reduce_mask, float *dx);
+
+void stepc_cpu_layer_norm(const float *x, const float *w, const float *b, int64_t rows,
+                          int64_t d, double eps, float *y);
+void stepc_cpu_layer_norm_grad(const float *dy, const float *x, const float *w, int64_t rows,
+                               int64_t d, double eps, float *dx, float *dw, float *db);
+void stepc_cpu_rms_norm(const float *x, const float *w, int64_t rows, int64_t d, double eps,
+                        float *y);
+void stepc_cpu_rms_norm_grad(const float *dy, const float *x, const float *w, int64_t rows,
+                             int64_t d, double eps, float *dx, float *dw);
+/* Softmax along a dim of length n, with `outer` lines before and `inner` after. */
+void stepc_cpu_softmax(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
+void stepc_cpu_softmax_grad(const float *dy, const float *y, int64_t outer, int64_t n,
+                            int64_t inner, float *dx);
+
+void stepc_cpu_attention(const float *q, const float *k, const float *v, int64_t batch,
+                         int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                         int64_t head_dim, int causal, double scale, float *out);
+void stepc_cpu_attention_grad(const float *dout, const float *q, const float *k,
+                              const float *v, int64_t batch, int64_t tq, int64_t tk,
+                              int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
+                              double scale, float *dq, float *dk, float *dv);
+void stepc_cpu_rotary(const float *x, int64_t batch, int64_t len, int64_t width,
+                      int64_t head_dim, double theta, int inverse, float *y);
+
+/* Return 0, or the 1-based position of the first id outside [0, bound). */
+int64_t stepc_cpu_cross_entropy(const float *logits, const int32_t *targets, int64_t n,
+                                int64_t classes, float *loss);
+int64_t stepc_cpu_cross_entropy_grad(const float *dloss, const float *logits,
+                                     const int32_t *targets, int64_t n, int64_t classes,
+                                     float *dlogits);
+int64_t stepc_cpu_embedding(const float *table, const int32_t *ids, int64_t n, int64_t rows,
+                            int64_t d, float *out);
+int64_t stepc_cpu_embedding_grad(const float *dy, const int32_t *ids, int64_t n, int64_t rows,
+                                 int64_t d, float *dtable);
+
+void stepc_cpu_adamw(float *param, const float *grad, float *m, float *v, int64_t n,
+                     const float *lr, const float *step, const float *grad_scale, double beta1,
+                     double beta2, double eps, double weight_decay);
+
+/* Elementwise math used by the generated loops. */
+static inline float stepc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float stepc_gelu(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+static inline float stepc_gelu_tanh(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.79788456080286535f * (x + 0.044715f * x * x * x)));
+}
+static inline float stepc_gelu_grad(float dy, float x) {
+  return dy * (0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
+               x * 0.39894228040143268f * expf(-0.5f * x * x));
+}
+static inline float stepc_gelu_tanh_grad(float dy, float x) {
+  float t = tanhf(0.79788456080286535f * (x + 0.044715f * x * x * x));
+  return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.79788456080286535f *
+                                       (1.0f + 3.0f * 0.044715f * x * x));
+}
+static inline float stepc_silu_grad(float dy, float x) {
+  float s = stepc_sigmoid(x);
+  return dy * s * (1.0f + x * (1.0f - s));
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STEPC_CPU_KERNELS_H_ */

@@ -1,0 +1,149 @@
+// Layout kernels: fill, broadcast, transpose, box copies (slice, pad,
+// concat) and reductions. Index arithmetic by strides; parallel over the
+// output.
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "runtime/kernels/cpu/cpu_kernels.h"
+
+namespace {
+
+std::vector<int64_t> Strides(const int64_t* shape, int rank) {
+  std::vector<int64_t> s(rank, 1);
+  for (int d = rank - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  return s;
+}
+
+int64_t Numel(const int64_t* shape, int rank) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  return n;
+}
+
+}  // namespace
+
+extern "C" void stepc_cpu_fill(float* out, int64_t n, float value) {
+#pragma omp parallel for simd
+  for (int64_t i = 0; i < n; ++i) out[i] = value;
+}
+
+extern "C" void stepc_cpu_broadcast(const float* in, const int64_t* in_shape, int in_rank,
+                                    float* out, const int64_t* out_shape, int out_rank) {
+  std::vector<int64_t> in_strides = Strides(in_shape, in_rank);
+  // Stride of each output dim into the input (0 where broadcast).
+  std::vector<int64_t> src(out_rank, 0);
+  int offset = out_rank - in_rank;
+  for (int d = 0; d < in_rank; ++d)
+    src[d + offset] = in_shape[d] == 1 ? 0 : in_strides[d];
+  int64_t inner = out_shape[out_rank - 1], rows = Numel(out_shape, out_rank) / inner;
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rem = r, pos = 0;
+    for (int d = out_rank - 2; d >= 0; --d) {
+      pos += (rem % out_shape[d]) * src[d];
+      rem /= out_shape[d];
+    }
+    float* o = out + r * inner;
+    int64_t step = src[out_rank - 1];
+    for (int64_t j = 0; j < inner; ++j) o[j] = in[pos + j * step];
+  }
+}
+
+extern "C" void stepc_cpu_transpose(const float* in, const int64_t* in_shape, int rank,
+                                    const int64_t* perm, float* out) {
+  std::vector<int64_t> in_strides = Strides(in_shape, rank), out_shape(rank), src(rank);
+  for (int d = 0; d < rank; ++d) {
+    out_shape[d] = in_shape[perm[d]];
+    src[d] = in_strides[perm[d]];
+  }
+  int64_t n = Numel(out_shape.data(), rank);
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, pos = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      pos += (rem % out_shape[d]) * src[d];
+      rem /= out_shape[d];
+    }
+    out[i] = in[pos];
+  }
+}
+
+extern "C" void stepc_cpu_copy_box(const float* src, const int64_t* src_shape,
+                                   const int64_t* src_offsets, float* dst,
+                                   const int64_t* dst_shape, const int64_t* dst_offsets,
+                                   const int64_t* box, int rank) {
+  std::vector<int64_t> ss = Strides(src_shape, rank), ds = Strides(dst_shape, rank);
+  int64_t inner = box[rank - 1], rows = Numel(box, rank) / inner;
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rem = r, s = src_offsets[rank - 1], t = dst_offsets[rank - 1];
+    for (int d = rank - 2; d >= 0; --d) {
+      int64_t i = rem % box[d];
+      rem /= box[d];
+      s += (i + src_offsets[d]) * ss[d];
+      t += (i + dst_offsets[d]) * ds[d];
+    }
+    std::memcpy(dst + t, src + s, inner * sizeof(float));
+  }
+}
+
+namespace {
+
+// Position of input index `i` in the reduced output (kept dims in order).
+int64_t ReducedPosition(int64_t i, const int64_t* shape, int rank, const int* mask) {
+  int64_t pos = 0, mult = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    int64_t idx = i % shape[d];
+    i /= shape[d];
+    if (!mask[d]) {
+      pos += idx * mult;
+      mult *= shape[d];
+    }
+  }
+  return pos;
+}
+
+int64_t ReducedCount(const int64_t* shape, int rank, const int* mask, bool kept) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d)
+    if ((mask[d] == 0) == kept) n *= shape[d];
+  return n;
+}
+
+}  // namespace
+
+extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank,
+                                 const int* mask, int kind, float* out) {
+  int64_t n = Numel(shape, rank), outs = ReducedCount(shape, rank, mask, true);
+  int64_t count = ReducedCount(shape, rank, mask, false);
+  std::vector<double> acc(outs, kind == 1 ? -std::numeric_limits<double>::infinity() : 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t p = ReducedPosition(i, shape, rank, mask);
+    acc[p] = kind == 1 ? std::fmax(acc[p], in[i]) : acc[p] + in[i];
+  }
+  for (int64_t p = 0; p < outs; ++p)
+    out[p] = static_cast<float>(kind == 2 ? acc[p] / count : acc[p]);
+}
+
+extern "C" void stepc_cpu_reduce_max_grad(const float* dy, const float* x,
+                                          const int64_t* shape, int rank, const int* mask,
+                                          float* dx) {
+  int64_t n = Numel(shape, rank), outs = ReducedCount(shape, rank, mask, true);
+  std::vector<float> max(outs, -std::numeric_limits<float>::infinity());
+  std::vector<int64_t> ties(outs, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t p = ReducedPosition(i, shape, rank, mask);
+    max[p] = std::fmax(max[p], x[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t p = ReducedPosition(i, shape, rank, mask);
+    ties[p] += x[i] == max[p];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t p = ReducedPosition(i, shape, rank, mask);
+    dx[i] = x[i] == max[p] ? dy[p] / ties[p] : 0.0f;
+  }
+}

@@ -1,0 +1,56 @@
+#include "runtime/module.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+
+namespace stepc {
+
+absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return absl::NotFoundError(absl::StrCat("no such module: '", path, "'"));
+  std::unique_ptr<Module> module(new Module());
+  module->path_ = path;
+  // A relative name without a slash would be searched on the library path.
+  std::string open = path.find('/') == std::string::npos ? "./" + path : path;
+  // RTLD_NODELETE: step.so pulls in libgomp, whose worker threads outlive
+  // the module; unmapping it under them would crash at exit.
+  module->handle_ = dlopen(open.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!module->handle_)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot load '", path, "' as a shared object: ", dlerror()));
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v1)>(
+      dlsym(module->handle_, "stepc_module_info_v1"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v1)>(
+      dlsym(module->handle_, "stepc_train_step_v1"));
+  if (!info || !module->step_)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", path, "' is not a stepc module of ABI version ", STEPC_ABI_VERSION,
+        " (no stepc_module_info_v1/stepc_train_step_v1): rebuild it with this stepc"));
+  module->info_ = info();
+  if (!module->info_ || module->info_->abi_version != STEPC_ABI_VERSION)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", path, "' was built for ABI version ",
+        module->info_ ? module->info_->abi_version : -1, "; this runtime expects ",
+        STEPC_ABI_VERSION, ": rebuild it with this stepc"));
+  if (std::strcmp(module->info_->target, "cpu") != 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", path, "' targets '", module->info_->target, "'; this runtime runs 'cpu'"));
+  return module;
+}
+
+Module::~Module() {
+  if (handle_) dlclose(handle_);
+}
+
+int Module::FindArg(const std::string& name) const {
+  for (int i = 0; i < info_->num_args; ++i)
+    if (name == info_->args[i].name) return i;
+  return -1;
+}
+
+}  // namespace stepc

@@ -1,0 +1,44 @@
+// A compiled training step (step.so), loaded and checked.
+
+#ifndef STEPC_RUNTIME_MODULE_H_
+#define STEPC_RUNTIME_MODULE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/stepc_abi.h"
+
+namespace stepc {
+
+class Module {
+ public:
+  // Loads `path`: NotFound if it does not exist, InvalidArgument if it is not
+  // a shared object, FailedPrecondition if it is not a stepc module of this
+  // runtime's ABI version.
+  static absl::StatusOr<std::unique_ptr<Module>> Load(const std::string& path);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const stepc_module_info& info() const { return *info_; }
+  const std::string& path() const { return path_; }
+  // Index of the argument named `name`, or -1.
+  int FindArg(const std::string& name) const;
+  // Runs one step; see stepc_train_step_v1.
+  int Run(void* const* args, char* arena, float* loss, float* grad_norm, char* error,
+          size_t error_len) const {
+    return step_(args, arena, loss, grad_norm, error, error_len);
+  }
+
+ private:
+  Module() = default;
+  std::string path_;
+  void* handle_ = nullptr;
+  const stepc_module_info* info_ = nullptr;
+  decltype(&stepc_train_step_v1) step_ = nullptr;
+};
+
+}  // namespace stepc
+
+#endif  // STEPC_RUNTIME_MODULE_H_

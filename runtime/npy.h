@@ -1,0 +1,30 @@
+// NumPy .npy files (format 1.0/2.0, little-endian, C order), read into and
+// written from doubles. Shared by the runtime (stepc-run --init-npy/--save-npy)
+// and the reference interpreter. Hand-written: Debian ships no C++ npy
+// library, and the format is a short header.
+
+#ifndef STEPC_RUNTIME_NPY_H_
+#define STEPC_RUNTIME_NPY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stepc::npy {
+
+struct Array {
+  std::vector<int64_t> shape;
+  std::vector<double> data;
+};
+
+// Element type to write.
+enum class Dtype { kF4, kF8, kI4, kI8 };
+
+// Reads f4/f8/i4/i8/u2/u4 arrays; false with a message naming the file.
+bool Read(const std::string& path, Array& out, std::string& error);
+bool Write(const std::string& path, const std::vector<int64_t>& shape, const double* data,
+           size_t count, Dtype dtype, std::string& error);
+
+}  // namespace stepc::npy
+
+#endif  // STEPC_RUNTIME_NPY_H_

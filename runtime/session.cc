@@ -1,0 +1,154 @@
+#include "runtime/session.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/init.h"
+
+namespace stepc {
+namespace {
+
+int64_t Numel(const stepc_arg_info& a) {
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; ++d) n *= a.shape[d];
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Module> module) {
+  std::unique_ptr<Session> s(new Session(std::move(module)));
+  const stepc_module_info& info = s->module_->info();
+  s->floats_.resize(info.num_args);
+  s->ints_.resize(info.num_args);
+  s->args_.resize(info.num_args);
+  for (int i = 0; i < info.num_args; ++i) {
+    const stepc_arg_info& a = info.args[i];
+    if (a.dtype == STEPC_F32) {
+      s->floats_[i].assign(Numel(a), 0.0f);
+      s->args_[i] = s->floats_[i].data();
+    } else if (a.dtype == STEPC_I32) {
+      s->ints_[i].assign(Numel(a), 0);
+      s->args_[i] = s->ints_[i].data();
+    } else {
+      return absl::UnimplementedError(
+          absl::StrCat("argument '", a.name, "' has a dtype the CPU runtime does not hold"));
+    }
+  }
+  // The arena ends exactly at a PROT_NONE page: a kernel writing past its
+  // planned end faults at once instead of corrupting memory.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t bytes = (static_cast<size_t>(info.arena_bytes) + page - 1) / page * page;
+  s->mapping_bytes_ = bytes + page;
+  void* map = mmap(nullptr, s->mapping_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot map an arena of ", info.arena_bytes, " bytes"));
+  s->mapping_ = static_cast<char*>(map);
+  if (mprotect(s->mapping_ + bytes, page, PROT_NONE) != 0)
+    return absl::InternalError("cannot protect the arena's guard page");
+  s->arena_ = s->mapping_ + bytes - info.arena_bytes;  // arena_bytes is a multiple of 64
+  return s;
+}
+
+Session::~Session() {
+  if (mapping_) munmap(mapping_, mapping_bytes_);
+}
+
+absl::StatusOr<int> Session::Arg(const std::string& name) const {
+  int i = module_->FindArg(name);
+  if (i < 0)
+    return absl::NotFoundError(absl::StrCat("the module has no argument named '", name, "'"));
+  return i;
+}
+
+absl::Status Session::InitParams(uint64_t seed) {
+  const stepc_module_info& info = module_->info();
+  for (int i = 0; i < info.num_args; ++i) {
+    const stepc_arg_info& a = info.args[i];
+    if (a.kind == STEPC_ARG_PARAM)
+      FillInitial(seed, a.name, static_cast<stepc_init>(a.init), a.init_std,
+                  absl::MakeSpan(floats_[i]));
+    else if (a.kind == STEPC_ARG_EXP_AVG || a.kind == STEPC_ARG_EXP_AVG_SQ)
+      std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
+  }
+  steps_ = 0;
+  return absl::OkStatus();
+}
+
+absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t> values) {
+  absl::StatusOr<int> i = Arg(name);
+  if (!i.ok()) return i.status();
+  const stepc_arg_info& a = module_->info().args[*i];
+  if (a.kind != STEPC_ARG_INPUT || a.dtype != STEPC_I32)
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not an integer input"));
+  if (static_cast<int64_t>(values.size()) != Numel(a))
+    return absl::InvalidArgumentError(absl::StrCat("input '", name, "' expects ", Numel(a),
+                                                   " values (the compiled batch), got ",
+                                                   values.size()));
+  for (size_t k = 0; k < values.size(); ++k)
+    if (a.id_bound > 0 && (values[k] < 0 || values[k] >= a.id_bound))
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "': id ", values[k],
+                                                     " at position ", k, " is outside [0, ",
+                                                     a.id_bound, ")"));
+  std::copy(values.begin(), values.end(), ints_[*i].begin());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> Session::Step(float lr) {
+  if (!(lr >= 0.0f) || !std::isfinite(lr))
+    return absl::InvalidArgumentError(absl::StrCat("learning rate ", lr, " is not a finite value >= 0"));
+  const stepc_module_info& info = module_->info();
+  for (int i = 0; i < info.num_args; ++i) {
+    if (info.args[i].kind == STEPC_ARG_LR) floats_[i][0] = lr;
+    if (info.args[i].kind == STEPC_ARG_STEP) floats_[i][0] = static_cast<float>(steps_ + 1);
+  }
+  StepResult result;
+  char error[512] = {0};
+  if (module_->Run(args_.data(), arena_, &result.loss, &result.grad_norm, error, sizeof(error)))
+    return absl::InvalidArgumentError(absl::StrCat("step ", steps_ + 1, " failed: ", error));
+  ++steps_;
+  return result;
+}
+
+absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) const {
+  absl::StatusOr<int> i = Arg(name);
+  if (!i.ok()) return i.status();
+  if (module_->info().args[*i].dtype != STEPC_F32)
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
+  return floats_[*i];
+}
+
+absl::Status Session::WriteParam(const std::string& name, absl::Span<const float> values) {
+  absl::StatusOr<int> i = Arg(name);
+  if (!i.ok()) return i.status();
+  if (module_->info().args[*i].dtype != STEPC_F32)
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
+  if (values.size() != floats_[*i].size())
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' holds ", floats_[*i].size(),
+                                                   " values, got ", values.size()));
+  std::copy(values.begin(), values.end(), floats_[*i].begin());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> Session::Shape(const std::string& name) const {
+  absl::StatusOr<int> i = Arg(name);
+  if (!i.ok()) return i.status();
+  const stepc_arg_info& a = module_->info().args[*i];
+  return std::vector<int64_t>(a.shape, a.shape + a.rank);
+}
+
+int64_t Session::planned_bytes() const {
+  int64_t bytes = module_->info().arena_bytes;
+  for (const auto& f : floats_) bytes += f.size() * sizeof(float);
+  for (const auto& v : ints_) bytes += v.size() * sizeof(int32_t);
+  return bytes;
+}
+
+}  // namespace stepc

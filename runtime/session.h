@@ -1,0 +1,66 @@
+// One rank's training state: parameters, AdamW moments, the transient arena
+// (with a guard page after it), and the step.
+
+#ifndef STEPC_RUNTIME_SESSION_H_
+#define STEPC_RUNTIME_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/module.h"
+
+namespace stepc {
+
+struct StepResult {
+  float loss = 0;
+  float grad_norm = 0;
+};
+
+class Session {
+ public:
+  static absl::StatusOr<std::unique_ptr<Session>> Create(std::shared_ptr<const Module> module);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Draws every parameter from its initialiser. Deterministic in (seed,
+  // parameter name, element index) alone: the same model on any number of
+  // ranks. Zeroes the moments and the step count.
+  absl::Status InitParams(uint64_t seed);
+  // Copies an integer input (e.g. "tokens", "targets") for the next Step.
+  absl::Status SetInput(const std::string& name, absl::Span<const int32_t> values);
+  // One training step at learning rate `lr`; counts steps from 1.
+  absl::StatusOr<StepResult> Step(float lr);
+
+  // A float argument (parameter or moment, e.g. "exp_avg.wte") by name.
+  absl::StatusOr<std::vector<float>> ReadParam(const std::string& name) const;
+  absl::Status WriteParam(const std::string& name, absl::Span<const float> values);
+  // Shape of the argument `name`.
+  absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const;
+
+  const Module& module() const { return *module_; }
+  int64_t steps_done() const { return steps_; }
+  // Bytes the session holds: arena, parameters, moments, inputs.
+  int64_t planned_bytes() const;
+
+ private:
+  explicit Session(std::shared_ptr<const Module> module) : module_(std::move(module)) {}
+  absl::StatusOr<int> Arg(const std::string& name) const;
+
+  std::shared_ptr<const Module> module_;
+  std::vector<std::vector<float>> floats_;   // per argument (empty if integer)
+  std::vector<std::vector<int32_t>> ints_;   // per argument (empty if float)
+  std::vector<void*> args_;
+  char* mapping_ = nullptr;
+  size_t mapping_bytes_ = 0;
+  char* arena_ = nullptr;
+  int64_t steps_ = 0;
+};
+
+}  // namespace stepc
+
+#endif  // STEPC_RUNTIME_SESSION_H_

@@ -1,0 +1,72 @@
+/* stepc_abi.h - the C ABI between a compiled step.so and the runtime.
+ *
+ * step.so exports `stepc_module_info` (what it holds) and `stepc_train_step`
+ * (one training step). The runtime checks `abi_version` before anything else:
+ * a step.so from another ABI is refused with a status, never called.
+ */
+#ifndef STEPC_ABI_H_
+#define STEPC_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STEPC_ABI_VERSION 1
+
+/* What an argument of the training step is. */
+enum stepc_arg_kind {
+  STEPC_ARG_PARAM = 0,      /* trainable parameter, updated in place */
+  STEPC_ARG_EXP_AVG = 1,    /* AdamW first moment, updated in place */
+  STEPC_ARG_EXP_AVG_SQ = 2, /* AdamW second moment, updated in place */
+  STEPC_ARG_INPUT = 3,      /* batch input (token ids, targets) */
+  STEPC_ARG_LR = 4,         /* learning rate, a scalar */
+  STEPC_ARG_STEP = 5        /* step number from 1, a scalar */
+};
+
+enum stepc_dtype { STEPC_F32 = 0, STEPC_F64 = 1, STEPC_BF16 = 2, STEPC_I32 = 3, STEPC_I64 = 4 };
+
+/* Parameter initialisers (std is the effective standard deviation). */
+enum stepc_init { STEPC_INIT_ZEROS = 0, STEPC_INIT_ONES = 1, STEPC_INIT_NORMAL = 2 };
+
+typedef struct {
+  const char *name; /* parameter name, input name, or state name */
+  int32_t kind;     /* stepc_arg_kind */
+  int32_t dtype;    /* stepc_dtype */
+  int32_t rank;
+  const int64_t *shape;
+  int32_t init;     /* stepc_init, parameters only */
+  double init_std;  /* parameters only */
+  int64_t id_bound; /* integer inputs: ids must be in [0, id_bound) */
+} stepc_arg_info;
+
+typedef struct {
+  int32_t abi_version; /* STEPC_ABI_VERSION */
+  const char *target;  /* "cpu" or "cuda" */
+  int32_t num_args;
+  const stepc_arg_info *args;
+  int64_t arena_bytes;          /* the transient arena the step needs */
+  int64_t model_flops_per_step; /* REFERENCE.md convention */
+  int64_t executed_flops_per_step;
+  int64_t tokens_per_step;
+  const char *report_json; /* the compiler's report (stepc --report) */
+} stepc_module_info;
+
+/* Exported by step.so. */
+const stepc_module_info *stepc_module_info_v1(void);
+
+/* Runs one step. `args[i]` points to argument i's buffer (see
+ * stepc_module_info.args); parameters and moments are updated in place.
+ * `arena` holds arena_bytes, 64-byte aligned. Writes the loss and pre-clip
+ * gradient norm. Returns 0, or nonzero with a message in `error` (for
+ * instance a token id outside the vocabulary). */
+int stepc_train_step_v1(void *const *args, char *arena, float *loss,
+                        float *grad_norm, char *error, size_t error_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STEPC_ABI_H_ */

@@ -1,0 +1,223 @@
+// stepc-run: trains a compiled step.so.
+//
+//   stepc-run step.so [--data tokens.bin | --corpus FILE] [--steps N] [--lr X]
+//       [--warmup K] [--seed S] [--log-every K] [--metrics FILE.jsonl]
+//       [--plot FILE.svg] [--init-npy DIR] [--batch-npy DIR] [--save-npy DIR]
+//
+// With neither --data nor --corpus it trains on the embedded corpus
+// (examples/data/sonnets.txt) under a character tokenizer.
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/data.h"
+#include "runtime/npy.h"
+#include "runtime/session.h"
+#include "runtime/status_macros.h"
+#include "tools/stepc-run/loss_plot.h"
+
+ABSL_FLAG(std::string, data, "", "token file: flat uint16 (nanoGPT) or llm.c's .bin");
+ABSL_FLAG(std::string, corpus, "", "text file, trained on under a character tokenizer");
+ABSL_FLAG(int64_t, steps, 200, "training steps");
+ABSL_FLAG(double, lr, 1e-3, "peak learning rate");
+ABSL_FLAG(int64_t, warmup, 10, "linear warmup steps (then cosine decay)");
+ABSL_FLAG(double, min_lr_ratio, 0.1, "final learning rate as a fraction of --lr");
+ABSL_FLAG(uint64_t, seed, 0, "seed for parameters and batches");
+ABSL_FLAG(int64_t, log_every, 10, "print a progress line every K steps");
+ABSL_FLAG(std::string, metrics, "", "write one JSON line per step here");
+ABSL_FLAG(std::string, plot, "", "write the loss curve here (SVG)");
+ABSL_FLAG(std::string, init_npy, "", "load parameters from DIR/<name>.npy");
+ABSL_FLAG(std::string, batch_npy, "", "train on DIR/tokens.npy, DIR/targets.npy every step");
+ABSL_FLAG(std::string, save_npy, "",
+          "write parameters, moments, loss and grad_norm after the last step to DIR");
+
+namespace stepc {
+namespace {
+
+// Warmup from 0 to lr over `warmup` steps, then cosine to lr·min_ratio.
+double LearningRate(int64_t step, int64_t steps, int64_t warmup, double lr, double min_ratio) {
+  if (warmup > 0 && step <= warmup) return lr * step / warmup;
+  if (steps <= warmup) return lr;
+  double progress = double(step - warmup) / double(steps - warmup);
+  double cosine = 0.5 * (1.0 + std::cos(3.141592653589793 * progress));
+  return lr * (min_ratio + (1.0 - min_ratio) * cosine);
+}
+
+// Peak resident memory of this process (VmHWM), in bytes.
+int64_t MeasuredPeakBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return 0;
+}
+
+absl::StatusOr<npy::Array> ReadArray(const std::string& dir, const std::string& name) {
+  npy::Array array;
+  std::string error;
+  if (!npy::Read(dir + "/" + name + ".npy", array, error)) return absl::NotFoundError(error);
+  return array;
+}
+
+absl::Status LoadParams(Session& session, const std::string& dir) {
+  const stepc_module_info& info = session.module().info();
+  for (int i = 0; i < info.num_args; ++i) {
+    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
+    STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, info.args[i].name));
+    std::vector<float> values(array.data.begin(), array.data.end());
+    STEPC_RETURN_IF_ERROR(session.WriteParam(info.args[i].name, values));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SaveState(const Session& session, const std::string& dir, StepResult last) {
+  const stepc_module_info& info = session.module().info();
+  std::string error;
+  auto write = [&](const std::string& name, const std::vector<int64_t>& shape,
+                   const std::vector<double>& data) -> absl::Status {
+    if (!npy::Write(dir + "/" + name + ".npy", shape, data.data(), data.size(), npy::Dtype::kF4,
+                    error))
+      return absl::PermissionDeniedError(error);
+    return absl::OkStatus();
+  };
+  for (int i = 0; i < info.num_args; ++i) {
+    const stepc_arg_info& a = info.args[i];
+    if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
+    STEPC_ASSIGN_OR_RETURN(std::vector<float> values, session.ReadParam(a.name));
+    std::string name = a.kind == STEPC_ARG_PARAM ? absl::StrCat("param.", a.name) : a.name;
+    STEPC_RETURN_IF_ERROR(write(name, std::vector<int64_t>(a.shape, a.shape + a.rank),
+                                std::vector<double>(values.begin(), values.end())));
+  }
+  STEPC_RETURN_IF_ERROR(write("loss", {}, {last.loss}));
+  return write("grad_norm", {}, {last.grad_norm});
+}
+
+absl::Status Run(const std::string& path) {
+  STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> loaded, Module::Load(path));
+  std::shared_ptr<const Module> module(std::move(loaded));
+  const stepc_module_info& info = module->info();
+  STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(module));
+  STEPC_RETURN_IF_ERROR(session->InitParams(absl::GetFlag(FLAGS_seed)));
+  if (!absl::GetFlag(FLAGS_init_npy).empty())
+    STEPC_RETURN_IF_ERROR(LoadParams(*session, absl::GetFlag(FLAGS_init_npy)));
+
+  STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session->Shape("tokens"));
+  if (shape.size() != 2)
+    return absl::InvalidArgumentError("the model's 'tokens' input is not [batch, seq]");
+  const int64_t batch = shape[0], seq = shape[1];
+  const int64_t vocab = info.args[module->FindArg("tokens")].id_bound;
+
+  std::vector<int32_t> tokens, targets;
+  TokenData data;
+  const std::string batch_dir = absl::GetFlag(FLAGS_batch_npy);
+  if (!batch_dir.empty()) {
+    STEPC_ASSIGN_OR_RETURN(npy::Array t, ReadArray(batch_dir, "tokens"));
+    STEPC_ASSIGN_OR_RETURN(npy::Array g, ReadArray(batch_dir, "targets"));
+    tokens.assign(t.data.begin(), t.data.end());
+    targets.assign(g.data.begin(), g.data.end());
+  } else {
+    if (!absl::GetFlag(FLAGS_data).empty()) {
+      STEPC_ASSIGN_OR_RETURN(data, TokenData::FromTokenFile(absl::GetFlag(FLAGS_data)));
+    } else if (!absl::GetFlag(FLAGS_corpus).empty()) {
+      std::ifstream in(absl::GetFlag(FLAGS_corpus), std::ios::binary);
+      if (!in)
+        return absl::NotFoundError(
+            absl::StrCat("cannot open corpus '", absl::GetFlag(FLAGS_corpus), "'"));
+      data = TokenData::FromText(std::string(std::istreambuf_iterator<char>(in), {}));
+    } else {
+      data = TokenData::FromText(EmbeddedCorpus());
+    }
+    STEPC_RETURN_IF_ERROR(data.Validate(vocab, batch, seq));
+  }
+
+  std::ofstream metrics;
+  if (!absl::GetFlag(FLAGS_metrics).empty()) {
+    metrics.open(absl::GetFlag(FLAGS_metrics));
+    if (!metrics)
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot write metrics to '", absl::GetFlag(FLAGS_metrics), "'"));
+  }
+  const int64_t steps = absl::GetFlag(FLAGS_steps), log_every = absl::GetFlag(FLAGS_log_every);
+  if (steps < 1) return absl::InvalidArgumentError("--steps must be at least 1");
+  std::printf("stepc-run: %s | planned %.1f MB | batch %lld x %lld | %s | %lld steps\n",
+              path.c_str(), session->planned_bytes() / 1e6,
+              static_cast<long long>(batch), static_cast<long long>(seq),
+              batch_dir.empty() ? data.source().c_str() : batch_dir.c_str(),
+              static_cast<long long>(steps));
+  std::vector<float> losses;
+  StepResult last;
+  for (int64_t step = 1; step <= steps; ++step) {
+    if (batch_dir.empty())
+      data.Sample(absl::GetFlag(FLAGS_seed), step, batch, seq, tokens, targets);
+    STEPC_RETURN_IF_ERROR(session->SetInput("tokens", tokens));
+    STEPC_RETURN_IF_ERROR(session->SetInput("targets", targets));
+    double lr = LearningRate(step, steps, absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_lr),
+                             absl::GetFlag(FLAGS_min_lr_ratio));
+    auto start = std::chrono::steady_clock::now();
+    STEPC_ASSIGN_OR_RETURN(last, session->Step(static_cast<float>(lr)));
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    losses.push_back(last.loss);
+    double tokens_per_s = info.tokens_per_step / seconds;
+    double gflops = info.model_flops_per_step / seconds / 1e9;
+    if (metrics.is_open())
+      metrics << absl::StrFormat(
+          "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
+          "\"tokens_per_s\": %.1f, \"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, "
+          "\"measured_peak_bytes\": %d}\n",
+          step, last.loss, lr, last.grad_norm, tokens_per_s, gflops, session->planned_bytes(),
+          MeasuredPeakBytes());
+    if (step % log_every == 0 || step == 1 || step == steps)
+      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.2f GFLOP/s\n",
+                  static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
+                  last.grad_norm, tokens_per_s, gflops);
+    if (!std::isfinite(last.loss))
+      return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
+  }
+  std::fflush(stdout);
+  if (!absl::GetFlag(FLAGS_plot).empty())
+    STEPC_RETURN_IF_ERROR(WriteLossPlot(absl::GetFlag(FLAGS_plot), losses,
+                                        absl::StrCat("stepc-run ", path)));
+  if (!absl::GetFlag(FLAGS_save_npy).empty())
+    STEPC_RETURN_IF_ERROR(SaveState(*session, absl::GetFlag(FLAGS_save_npy), last));
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace stepc
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("stepc-run step.so [flags]: train a compiled step");
+  // Flags are spelled with dashes (--log-every); Abseil names them with
+  // underscores.
+  std::vector<std::string> spelled(argv, argv + argc);
+  std::vector<char*> args;
+  for (std::string& arg : spelled) {
+    if (arg.rfind("--", 0) == 0)
+      for (size_t i = 2; i < arg.size() && arg[i] != '='; ++i)
+        if (arg[i] == '-') arg[i] = '_';
+    args.push_back(arg.data());
+  }
+  std::vector<char*> positional = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (positional.size() != 2) {
+    std::fprintf(stderr, "stepc-run: error: expects one step.so (see --help)\n");
+    return 2;
+  }
+  absl::Status status = stepc::Run(positional[1]);
+  if (!status.ok()) {
+    std::fprintf(stderr, "stepc-run: error: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}

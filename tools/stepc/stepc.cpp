@@ -1,0 +1,187 @@
+//===- stepc.cpp - the stepc compiler driver ------------------------------===//
+//
+//   stepc MODEL.mlir -o step.so [--target=cpu|cuda] [--report=FILE.json]
+//         [--emit=so|mlir|source] [--dump-after=PASS|all] [--batch=B]
+//
+// Pipeline: verify → step-autodiff → step-optimizer → memory plan → emit
+// C++ → host compiler → step.so (versioned C ABI, runtime/stepc_abi.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Analysis/MemoryPlan.h"
+#include "stepc/Compiler/CpuEmitter.h"
+#include "stepc/Compiler/Report.h"
+#include "stepc/Compiler/Toolchain.h"
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "mlir/Support/FileUtilities.h"
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required);
+static cl::opt<std::string> outputFile("o", cl::desc("Output file (step.so, or the IR/source "
+                                                     "with --emit)"),
+                                       cl::value_desc("file"), cl::init("step.so"));
+static cl::opt<std::string> target("target", cl::desc("Target: cpu, or cuda (the default once "
+                                                      "the CUDA back end lands)"),
+                                   cl::init("cpu"));
+static cl::opt<std::string> reportFile("report", cl::desc("Write the compile-time report (JSON)"),
+                                       cl::value_desc("file.json"));
+static cl::opt<std::string> emit("emit", cl::desc("What to produce: so (default), mlir (the "
+                                                  "training step IR), source (the C++)"),
+                                 cl::init("so"));
+static cl::opt<std::string> dumpAfter("dump-after", cl::desc("Print the IR after this pass "
+                                                             "(step-autodiff, step-optimizer, "
+                                                             "all) to stderr"));
+static cl::opt<int64_t> batch("batch", cl::desc("Batch size; must equal the model's until "
+                                                "rebinding lands"),
+                              cl::init(0));
+static cl::opt<std::string> optimizerOptions("optimizer-options",
+                                             cl::desc("Options of step-optimizer, e.g. "
+                                                      "'beta2=0.99 weight-decay=0'"),
+                                             cl::init(""));
+
+static int fail(const Twine &message) {
+  llvm::errs() << "stepc: error: " << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "stepc: compile a model's training step\n");
+  if (target == "cuda")
+    return fail("--target=cuda is not available yet: the CUDA back end has not landed; "
+                "use --target=cpu");
+  if (target != "cpu")
+    return fail("unknown --target '" + target + "' (expected cpu or cuda)");
+  if (emit != "so" && emit != "mlir" && emit != "source")
+    return fail("unknown --emit '" + emit + "' (expected so, mlir or source)");
+
+  DialectRegistry registry;
+  registry.insert<StepDialect, func::FuncDialect, arith::ArithDialect>();
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string error;
+  if (!openInputFile(inputFile, &error))
+    return fail(error);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  SmallVector<func::FuncOp> losses;
+  for (auto f : module->getOps<func::FuncOp>())
+    if (f->hasAttr(StepDialect::kLossAttrName))
+      losses.push_back(f);
+  if (losses.size() != 1) {
+    module->emitError() << "expects exactly one function marked 'step.loss', found "
+                        << losses.size();
+    return 1;
+  }
+  func::FuncOp loss = losses.front();
+  bool hasParams = false;
+  for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
+    hasParams |= static_cast<bool>(loss.getArgAttr(i, StepDialect::kParamAttrName));
+  if (!hasParams) {
+    loss.emitOpError() << "has no parameters (no argument marked 'step.param'): nothing to train";
+    return 1;
+  }
+  if (batch > 0) {
+    for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
+      if (loss.getArgAttr(i, StepDialect::kInputAttrName)) {
+        auto type = cast<RankedTensorType>(loss.getArgumentTypes()[i]);
+        if (type.getRank() > 0 && type.getDimSize(0) != batch) {
+          emitError(loss.getArgument(i).getLoc())
+              << "--batch=" << batch << " does not match the model's batch of "
+              << type.getDimSize(0)
+              << "; regenerate the model with examples/gen_model.py --batch " << batch;
+          return 1;
+        }
+      }
+  }
+
+  PassManager pm(&context);
+  pm.addPass(createStepAutodiff());
+  auto optimizer = createStepOptimizer();
+  if (failed(optimizer->initializeOptions(optimizerOptions, [](const Twine &msg) {
+        llvm::errs() << "stepc: error: bad --optimizer-options: " << msg << "\n";
+        return failure();
+      })))
+    return 1;
+  pm.addPass(std::move(optimizer));
+  if (!dumpAfter.empty()) {
+    context.disableMultithreading();
+    pm.enableIRPrinting(
+        [](Pass *, Operation *) { return false; },
+        [](Pass *pass, Operation *) {
+          return dumpAfter == "all" || pass->getArgument() == dumpAfter;
+        },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+  }
+  if (failed(pm.run(*module)))
+    return 1;
+
+  func::FuncOp step;
+  for (auto f : module->getOps<func::FuncOp>())
+    if (f->hasAttr(StepDialect::kTrainStepAttrName))
+      step = f;
+  MemoryPlan plan = planMemory(step);
+  FailureOr<llvm::json::Object> report = buildReport(loss, step, plan, target);
+  if (failed(report))
+    return 1;
+  std::string reportJson;
+  {
+    llvm::raw_string_ostream os(reportJson);
+    os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(*report)));
+  }
+  if (!reportFile.empty()) {
+    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(reportFile, &error);
+    if (!out)
+      return fail(error);
+    out->os() << reportJson << "\n";
+    out->keep();
+  }
+
+  if (emit == "mlir") {
+    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
+    if (!out)
+      return fail(error);
+    module->print(out->os());
+    out->keep();
+    return 0;
+  }
+  ModuleSummary summary;
+  summary.modelFlops = *report->getInteger("model_flops_per_step");
+  summary.executedFlops = *report->getInteger("executed_flops_per_step");
+  summary.tokens = *report->getInteger("tokens_per_step");
+  summary.reportJson = reportJson;
+  FailureOr<std::string> source = emitCpuSource(step, plan, summary);
+  if (failed(source))
+    return 1;
+  if (emit == "source") {
+    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
+    if (!out)
+      return fail(error);
+    out->os() << *source;
+    out->keep();
+    return 0;
+  }
+  if (llvm::Error err = compileCpuSharedObject(*source, outputFile))
+    return fail(llvm::toString(std::move(err)));
+  return 0;
+}
