@@ -23,4 +23,4 @@ config.substitutions.append(("%examples", os.path.join(config.stepc_src_root, "e
 # (installed by scripts/install-deps.sh; a missing torch fails the tests).
 torch_python = "/usr/bin/python3"
 config.substitutions.append(("%torch_python", torch_python))
-config.environment["STEPC_INTERP"] = os.path.join(config.stepc_tools_dir, "stepc-interp")
+config.environment["STEPC_BIN"] = config.stepc_tools_dir

@@ -107,9 +107,9 @@ int main(int argc, char **argv) {
         auto type = cast<RankedTensorType>(loss.getArgumentTypes()[i]);
         if (type.getRank() > 0 && type.getDimSize(0) != batch) {
           emitError(loss.getArgument(i).getLoc())
-              << "--batch=" << batch << " does not match the model's batch of "
+              << "--batch=" << batch.getValue() << " does not match the model's batch of "
               << type.getDimSize(0)
-              << "; regenerate the model with examples/gen_model.py --batch " << batch;
+              << "; regenerate the model with examples/gen_model.py --batch " << batch.getValue();
           return 1;
         }
       }
