@@ -1,11 +1,14 @@
-// Causal grouped-query attention, memory-efficient: one query row of scores
-// at a time (no T×T buffer); the backward pass recomputes the probabilities.
+// Causal grouped-query attention. The probabilities of one (batch, head)
+// live in a per-thread [T, T] tile and are recomputed in the backward pass:
+// nothing of size B·H·T² is kept.
 // Layout [B, T, H·Dh] (llm.c's). Work splits over (batch, KV head): every
 // thread owns the key/value rows it accumulates into, so no atomics.
 
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include <cblas.h>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
 
@@ -20,30 +23,39 @@ struct Shape {
   int64_t Visible(int64_t t) const { return causal ? t + 1 : tk; }
 };
 
-// p[j] = softmax_j(scale · q·k_j) over the visible keys.
-void Probabilities(const Shape& s, const float* q, const float* k, int64_t b, int64_t h,
-                   int64_t kvh, int64_t t, float* p) {
-  const float* qt = q + s.Q(b, t, h);
-  int64_t n = s.Visible(t);
-  float max = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) {
-    const float* kj = k + s.K(b, j, kvh);
-    float dot = 0;
-    for (int64_t c = 0; c < s.hd; ++c) dot += qt[c] * kj[c];
-    p[j] = s.scale * dot;
-    max = std::fmax(max, p[j]);
+}  // namespace
+
+namespace {
+
+// S = scale · Q_bh K_bkvᵀ, masked, then softmax per row, into p [tq, tk]
+// (masked entries exactly 0).
+void ProbabilityTile(const Shape& s, const float* q, const float* k, int64_t b, int64_t h,
+                     int64_t kvh, float* p) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.tq, s.tk, s.hd, s.scale,
+              q + s.Q(b, 0, h), s.heads * s.hd, k + s.K(b, 0, kvh), s.kv_heads * s.hd, 0.0f, p,
+              s.tk);
+  for (int64_t t = 0; t < s.tq; ++t) {
+    float* row = p + t * s.tk;
+    int64_t n = s.Visible(t);
+    float max = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) max = std::fmax(max, row[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = std::exp(row[j] - max);
+      sum += row[j];
+    }
+    float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+    for (int64_t j = n; j < s.tk; ++j) row[j] = 0.0f;
   }
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    p[j] = std::exp(p[j] - max);
-    sum += p[j];
-  }
-  float inv = static_cast<float>(1.0 / sum);
-  for (int64_t j = 0; j < n; ++j) p[j] *= inv;
 }
 
 }  // namespace
 
+// Per (batch, head): P = softmax(scale·QKᵀ + mask) in a per-thread [Tq, Tk]
+// tile (never all heads at once, never kept for backward), O = P V. The
+// products are OpenBLAS calls on strided head views (nested in the OpenMP
+// loop, they run single-threaded).
 extern "C" void stepc_cpu_attention(const float* q, const float* k, const float* v,
                                     int64_t batch, int64_t tq, int64_t tk, int64_t heads,
                                     int64_t kv_heads, int64_t head_dim, int causal,
@@ -52,23 +64,21 @@ extern "C" void stepc_cpu_attention(const float* q, const float* k, const float*
   int64_t group = heads / kv_heads;
 #pragma omp parallel
   {
-    std::vector<float> p(tk);
+    std::vector<float> p(tq * tk);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t t = 0; t < tq; ++t) {
-          Probabilities(s, q, k, b, h, h / group, t, p.data());
-          float* o = out + s.Q(b, t, h);
-          std::memset(o, 0, head_dim * sizeof(float));
-          for (int64_t j = 0; j < s.Visible(t); ++j) {
-            const float* vj = v + s.K(b, j, h / group);
-            for (int64_t c = 0; c < head_dim; ++c) o[c] += p[j] * vj[c];
-          }
-        }
+      for (int64_t h = 0; h < heads; ++h) {
+        ProbabilityTile(s, q, k, b, h, h / group, p.data());
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, head_dim, tk, 1.0f, p.data(),
+                    tk, v + s.K(b, 0, h / group), kv_heads * head_dim, 0.0f,
+                    out + s.Q(b, 0, h), heads * head_dim);
+      }
   }
 }
 
-// dV += Pᵀ dO; dP = dO Vᵀ; dS = P ∘ (dP - Σ P∘dP); dQ = scale·dS K; dK += scale·dSᵀ Q
+// Per (batch, KV head), for each query head of the group, with P recomputed:
+// dV += Pᵀ dO; dP = dO Vᵀ; dS = scale · P ∘ (dP - rowsum(P ∘ dP));
+// dQ = dS K; dK += dSᵀ Q. A thread owns its KV head's dK, dV: no atomics.
 extern "C" void stepc_cpu_attention_grad(const float* dout, const float* q, const float* k,
                                          const float* v, int64_t batch, int64_t tq,
                                          int64_t tk, int64_t heads, int64_t kv_heads,
@@ -76,43 +86,38 @@ extern "C" void stepc_cpu_attention_grad(const float* dout, const float* q, cons
                                          float* dq, float* dk, float* dv) {
   Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal != 0, static_cast<float>(scale)};
   int64_t group = heads / kv_heads;
+  const int64_t ldq = heads * head_dim, ldk = kv_heads * head_dim;
   std::memset(dk, 0, batch * tk * kv_heads * head_dim * sizeof(float));
   std::memset(dv, 0, batch * tk * kv_heads * head_dim * sizeof(float));
 #pragma omp parallel
   {
-    std::vector<float> p(tk), dp(tk);
+    std::vector<float> p(tq * tk), dp(tq * tk);
 #pragma omp for collapse(2)
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t kvh = 0; kvh < kv_heads; ++kvh)
-        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+          ProbabilityTile(s, q, k, b, h, kvh, p.data());
+          const float* dO = dout + s.Q(b, 0, h);
+          float* dvb = dv + s.K(b, 0, kvh);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, tk, head_dim, tq, 1.0f, p.data(),
+                      tk, dO, ldq, 1.0f, dvb, ldk);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, head_dim, 1.0f, dO, ldq,
+                      v + s.K(b, 0, kvh), ldk, 0.0f, dp.data(), tk);
           for (int64_t t = 0; t < tq; ++t) {
-            Probabilities(s, q, k, b, h, kvh, t, p.data());
+            float* pr = p.data() + t * tk;
+            float* dr = dp.data() + t * tk;
             int64_t n = s.Visible(t);
-            const float *dot = dout + s.Q(b, t, h), *qt = q + s.Q(b, t, h);
             double row = 0;
-            for (int64_t j = 0; j < n; ++j) {
-              const float* vj = v + s.K(b, j, kvh);
-              float* dvj = dv + s.K(b, j, kvh);
-              float acc = 0;
-              for (int64_t c = 0; c < head_dim; ++c) {
-                acc += dot[c] * vj[c];
-                dvj[c] += p[j] * dot[c];
-              }
-              dp[j] = acc;
-              row += static_cast<double>(p[j]) * acc;
-            }
-            float* dqt = dq + s.Q(b, t, h);
-            std::memset(dqt, 0, head_dim * sizeof(float));
-            for (int64_t j = 0; j < n; ++j) {
-              float ds = p[j] * (dp[j] - static_cast<float>(row)) * s.scale;
-              const float* kj = k + s.K(b, j, kvh);
-              float* dkj = dk + s.K(b, j, kvh);
-              for (int64_t c = 0; c < head_dim; ++c) {
-                dqt[c] += ds * kj[c];
-                dkj[c] += ds * qt[c];
-              }
-            }
+            for (int64_t j = 0; j < n; ++j) row += static_cast<double>(pr[j]) * dr[j];
+            float r = static_cast<float>(row);
+            for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - r) * s.scale;
+            for (int64_t j = n; j < tk; ++j) dr[j] = 0.0f;
           }
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, head_dim, tk, 1.0f,
+                      dp.data(), tk, k + s.K(b, 0, kvh), ldk, 0.0f, dq + s.Q(b, 0, h), ldq);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, tk, head_dim, tq, 1.0f, dp.data(),
+                      tk, q + s.Q(b, 0, h), ldq, 1.0f, dk + s.K(b, 0, kvh), ldk);
+        }
   }
 }
 

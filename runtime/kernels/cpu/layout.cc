@@ -119,13 +119,45 @@ extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank
                                  const int* mask, int kind, float* out) {
   int64_t n = Numel(shape, rank), outs = ReducedCount(shape, rank, mask, true);
   int64_t count = ReducedCount(shape, rank, mask, false);
+  // Fast paths: the reduced dims are a prefix (a bias gradient: column sums
+  // over rows) or a suffix (row sums).
+  int first_kept = 0, last_kept = rank - 1;
+  while (first_kept < rank && mask[first_kept]) ++first_kept;
+  while (last_kept >= 0 && mask[last_kept]) --last_kept;
+  bool prefix = true, suffix = true;
+  for (int d = first_kept; d < rank; ++d) prefix &= !mask[d];
+  for (int d = 0; d <= last_kept; ++d) suffix &= !mask[d];
+  auto finish = [&](double acc) {
+    return static_cast<float>(kind == 2 ? acc / count : acc);
+  };
+  if (prefix) {
+    int64_t rows = count, cols = outs;
+#pragma omp parallel for
+    for (int64_t j = 0; j < cols; ++j) {
+      double acc = kind == 1 ? -INFINITY : 0.0;
+      for (int64_t r = 0; r < rows; ++r)
+        acc = kind == 1 ? std::fmax(acc, in[r * cols + j]) : acc + in[r * cols + j];
+      out[j] = finish(acc);
+    }
+    return;
+  }
+  if (suffix) {
+    int64_t rows = outs, cols = count;
+#pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r) {
+      double acc = kind == 1 ? -INFINITY : 0.0;
+      for (int64_t j = 0; j < cols; ++j)
+        acc = kind == 1 ? std::fmax(acc, in[r * cols + j]) : acc + in[r * cols + j];
+      out[r] = finish(acc);
+    }
+    return;
+  }
   std::vector<double> acc(outs, kind == 1 ? -std::numeric_limits<double>::infinity() : 0.0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t p = ReducedPosition(i, shape, rank, mask);
     acc[p] = kind == 1 ? std::fmax(acc[p], in[i]) : acc[p] + in[i];
   }
-  for (int64_t p = 0; p < outs; ++p)
-    out[p] = static_cast<float>(kind == 2 ? acc[p] / count : acc[p]);
+  for (int64_t p = 0; p < outs; ++p) out[p] = finish(acc[p]);
 }
 
 extern "C" void stepc_cpu_reduce_max_grad(const float* dy, const float* x,
