@@ -43,7 +43,7 @@ llvm::Error stepc::compileCpuSharedObject(const std::string &source,
                                    "-fopenmp", "-fPIC",      "-shared",    "-w",
                                    "-I" + include, "-I" + kernels, sourcePath, "-o",
                                    output,    "-L" + libDir, "-lstepc_kernels_cpu",
-                                   "-Wl,-rpath," + libDir};
+                                   "-lmvec",  "-Wl,-rpath," + libDir};
   llvm::SmallString<128> log;
   llvm::sys::fs::createTemporaryFile("stepc-cxx", "log", log);
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),

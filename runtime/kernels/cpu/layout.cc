@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include <omp.h>
+
 #include "runtime/kernels/cpu/cpu_kernels.h"
 
 namespace {
@@ -131,12 +133,30 @@ extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank
     return static_cast<float>(kind == 2 ? acc / count : acc);
   };
   if (prefix) {
-    int64_t rows = count, cols = outs;
-#pragma omp parallel for
+    // Row blocks per thread, each accumulating contiguous rows into its own
+    // partial sums (vectorisable), then one combine.
+    const int64_t rows = count, cols = outs;
+    const double init = kind == 1 ? -INFINITY : 0.0;
+    std::vector<double> partial;
+#pragma omp parallel
+    {
+#pragma omp single
+      partial.assign(static_cast<size_t>(omp_get_num_threads()) * cols, init);
+      double* acc = partial.data() + static_cast<size_t>(omp_get_thread_num()) * cols;
+#pragma omp for
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = in + r * cols;
+        if (kind == 1)
+          for (int64_t j = 0; j < cols; ++j) acc[j] = std::fmax(acc[j], row[j]);
+        else
+          for (int64_t j = 0; j < cols; ++j) acc[j] += row[j];
+      }
+    }
+    const int64_t threads = static_cast<int64_t>(partial.size()) / cols;
     for (int64_t j = 0; j < cols; ++j) {
-      double acc = kind == 1 ? -INFINITY : 0.0;
-      for (int64_t r = 0; r < rows; ++r)
-        acc = kind == 1 ? std::fmax(acc, in[r * cols + j]) : acc + in[r * cols + j];
+      double acc = init;
+      for (int64_t t = 0; t < threads; ++t)
+        acc = kind == 1 ? std::fmax(acc, partial[t * cols + j]) : acc + partial[t * cols + j];
       out[j] = finish(acc);
     }
     return;
