@@ -150,6 +150,21 @@ LogicalResult checkAttention(std::optional<Location> loc, AdaptorT adaptor) {
 }
 
 
+/// cross_entropy_c1: `logits` [..., V] and `targets` [...]; returns logits.
+template <typename OpT, typename AdaptorT>
+FailureOr<RankedTensorType> checkCrossEntropy(std::optional<Location> loc,
+                                              AdaptorT adaptor) {
+  RankedTensorType logits = tensorOf(adaptor.getLogits()),
+                   targets = tensorOf(adaptor.getTargets());
+  if (!logits || !targets)
+    return opError<OpT>(loc, "expects ranked tensor operands");
+  if (logits.getRank() < 1 ||
+      targets.getShape() != logits.getShape().drop_back())
+    return opError<OpT>(loc, "expects targets of shape [...] for logits [..., V], got ",
+                        Type(targets), " for ", Type(logits));
+  return logits;
+}
+
 } // namespace stepc::step
 
 #endif // STEPC_DIALECT_STEP_IR_SHAPERULES_H

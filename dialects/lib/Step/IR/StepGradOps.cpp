@@ -108,17 +108,10 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
                                                    std::optional<Location> loc,
                                                    Adaptor adaptor,
                                                    SmallVectorImpl<Type> &types) {
-  RankedTensorType logits = tensorOf(adaptor.getLogits()),
-                   targets = tensorOf(adaptor.getTargets());
-  if (!logits || !targets)
-    return opError<CrossEntropyGradOp>(loc, "expects ranked tensor operands");
-  // cross_entropy_c1
-  if (logits.getRank() < 1 ||
-      targets.getShape() != logits.getShape().drop_back())
-    return opError<CrossEntropyGradOp>(loc, "expects targets of shape [...] for "
-                                            "logits [..., V], got ",
-                                       Type(targets), " for ", Type(logits));
-  types.push_back(logits);
+  FailureOr<RankedTensorType> logits = checkCrossEntropy<CrossEntropyGradOp>(loc, adaptor);
+  if (failed(logits))
+    return failure();
+  types.push_back(*logits);
   return success();
 }
 

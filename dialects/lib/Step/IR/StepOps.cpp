@@ -443,17 +443,10 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
                                                std::optional<Location> loc,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &types) {
-  RankedTensorType logits = tensorOf(adaptor.getLogits()),
-                   targets = tensorOf(adaptor.getTargets());
-  if (!logits || !targets)
-    return opError<CrossEntropyOp>(loc, "expects ranked tensor operands");
-  // cross_entropy_c1
-  if (logits.getRank() < 1 ||
-      targets.getShape() != logits.getShape().drop_back())
-    return opError<CrossEntropyOp>(loc, "expects targets of shape [...] for "
-                                        "logits [..., V], got ",
-                                   Type(targets), " for ", Type(logits));
-  Type lossType = logits.getElementType().isF64() ? Type(Float64Type::get(context))
+  FailureOr<RankedTensorType> logits = checkCrossEntropy<CrossEntropyOp>(loc, adaptor);
+  if (failed(logits))
+    return failure();
+  Type lossType = logits->getElementType().isF64() ? Type(Float64Type::get(context))
                                                   : Type(Float32Type::get(context));
   types.push_back(tensor({}, lossType));
   return success();

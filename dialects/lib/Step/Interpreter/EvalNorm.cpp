@@ -12,18 +12,23 @@ using namespace stepc::step;
 
 namespace {
 
+/// Mean and 1/sqrt(σ² + ε) of a row of d values (biased variance).
+std::pair<double, double> rowStats(const double *xr, int64_t d, double eps) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < d; ++i)
+    mean += xr[i];
+  mean /= d;
+  for (int64_t i = 0; i < d; ++i)
+    var += (xr[i] - mean) * (xr[i] - mean);
+  return {mean, 1.0 / std::sqrt(var / d + eps)};
+}
+
 // y = (x - μ)·r·w + b, r = 1/sqrt(σ² + ε) per row of D (biased variance)
 void layerNorm(const Tensor &x, const Tensor &w, const Tensor &b, double eps, Tensor &y) {
   int64_t d = x.shape.back(), rows = x.numel() / d;
   for (int64_t r = 0; r < rows; ++r) {
     const double *xr = &x.data[r * d];
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < d; ++i)
-      mean += xr[i];
-    mean /= d;
-    for (int64_t i = 0; i < d; ++i)
-      var += (xr[i] - mean) * (xr[i] - mean);
-    double rstd = 1.0 / std::sqrt(var / d + eps);
+    auto [mean, rstd] = rowStats(xr, d, eps);
     for (int64_t i = 0; i < d; ++i)
       y.data[r * d + i] = (xr[i] - mean) * rstd * w.data[i] + b.data[i];
   }
@@ -36,13 +41,7 @@ void layerNormGrad(const Tensor &dy, const Tensor &x, const Tensor &w, double ep
   std::vector<double> xhat(d), g(d);
   for (int64_t r = 0; r < rows; ++r) {
     const double *xr = &x.data[r * d], *dyr = &dy.data[r * d];
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < d; ++i)
-      mean += xr[i];
-    mean /= d;
-    for (int64_t i = 0; i < d; ++i)
-      var += (xr[i] - mean) * (xr[i] - mean);
-    double rstd = 1.0 / std::sqrt(var / d + eps);
+    auto [mean, rstd] = rowStats(xr, d, eps);
     double meanG = 0, meanGX = 0;
     for (int64_t i = 0; i < d; ++i) {
       xhat[i] = (xr[i] - mean) * rstd;
