@@ -3,7 +3,7 @@
 //   stepc MODEL.mlir -o step.so [--target=cpu|cuda] [--report=FILE.json]
 //         [--emit=so|mlir|source] [--dump-after=PASS|all] [--batch=B]
 //
-// Pipeline: verify → step-autodiff → step-optimizer → memory plan → emit
+// Pipeline: verify → [step-rebind-batch] → step-autodiff → step-optimizer → memory plan → emit
 // C++ → host compiler → step.so (versioned C ABI, runtime/stepc_abi.h).
 //
 //===----------------------------------------------------------------------===//
@@ -48,8 +48,8 @@ static cl::opt<std::string> emit("emit", cl::desc("What to produce: so (default)
 static cl::opt<std::string> dumpAfter("dump-after", cl::desc("Print the IR after this pass "
                                                              "(step-autodiff, step-optimizer, "
                                                              "all) to stderr"));
-static cl::opt<int64_t> batch("batch", cl::desc("Batch size; must equal the model's until "
-                                                "rebinding lands"),
+static cl::opt<int64_t> batch("batch", cl::desc("Rebind the model to this batch size "
+                                                "(step-rebind-batch)"),
                               cl::init(0));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
@@ -101,21 +101,11 @@ int main(int argc, char **argv) {
     loss.emitOpError() << "has no parameters (no argument marked 'step.param'): nothing to train";
     return 1;
   }
-  if (batch > 0) {
-    for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
-      if (loss.getArgAttr(i, StepDialect::kInputAttrName)) {
-        auto type = cast<RankedTensorType>(loss.getArgumentTypes()[i]);
-        if (type.getRank() > 0 && type.getDimSize(0) != batch) {
-          emitError(loss.getArgument(i).getLoc())
-              << "--batch=" << batch.getValue() << " does not match the model's batch of "
-              << type.getDimSize(0)
-              << "; regenerate the model with examples/gen_model.py --batch " << batch.getValue();
-          return 1;
-        }
-      }
-  }
-
+  if (batch.getNumOccurrences() && batch < 1)
+    return fail("--batch must be at least 1, got " + std::to_string(batch.getValue()));
   PassManager pm(&context);
+  if (batch > 0)
+    pm.addPass(createStepRebindBatch(StepRebindBatchOptions{batch}));
   pm.addPass(createStepAutodiff());
   auto optimizer = createStepOptimizer();
   if (failed(optimizer->initializeOptions(optimizerOptions, [](const Twine &msg) {

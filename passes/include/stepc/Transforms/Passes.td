@@ -35,6 +35,28 @@ def StepReport : Pass<"step-report", "mlir::ModuleOp"> {
   ];
 }
 
+def StepRebindBatch : Pass<"step-rebind-batch", "mlir::ModuleOp"> {
+  let summary = "Change the batch size a loss function is written for";
+  let description = [{
+    Shapes are static, so the batch size is part of the model. This pass
+    rebinds it: dimension 0 of every input (`step.input`, which must agree
+    on it) becomes `batch`, and every op's result type is recomputed in
+    order — by shape inference, or for `broadcast`, `reshape` and `convert`
+    (whose result type is explicit) by scaling their leading dimension the
+    way their operand's changed. Parameters are untouched. A model whose
+    shapes do not follow (a constant sized by the batch, say) is an error at
+    the op that no longer verifies.
+
+    ```mlir
+    // --step-rebind-batch=batch=2 on tokens: tensor<8x64xi32> ...
+    %x = step.embedding %wte, %tokens : (tensor<512x64xf32>, tensor<2x64xi32>) -> tensor<2x64x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"batch", "batch", "int64_t", /*default=*/"0", "the new batch size">
+  ];
+}
+
 def StepAutodiff : Pass<"step-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode autodiff of each loss function";
   let description = [{

@@ -1,0 +1,127 @@
+//===- RebindBatch.cpp - change the batch size of a loss function ---------===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPREBINDBATCH
+#include "stepc/Transforms/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+/// `type` with its leading dimension scaled by newBatch/oldBatch, when that
+/// is whole; unchanged otherwise.
+RankedTensorType scaleLeading(RankedTensorType type, int64_t oldBatch, int64_t newBatch) {
+  if (type.getRank() == 0 || (type.getDimSize(0) * newBatch) % oldBatch != 0)
+    return type;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] = shape[0] * newBatch / oldBatch;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+LogicalResult rebind(func::FuncOp loss, int64_t newBatch) {
+  int64_t oldBatch = 0;
+  for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
+    if (!loss.getArgAttr(i, StepDialect::kInputAttrName))
+      continue;
+    auto type = cast<RankedTensorType>(loss.getArgumentTypes()[i]);
+    if (type.getRank() == 0 || (oldBatch && type.getDimSize(0) != oldBatch))
+      return emitError(loss.getArgument(i).getLoc())
+             << "cannot rebind the batch: inputs disagree on dimension 0";
+    oldBatch = type.getDimSize(0);
+  }
+  if (!oldBatch)
+    return loss.emitOpError() << "has no inputs whose batch could be rebound";
+  if (oldBatch == newBatch)
+    return success();
+
+  Block &body = loss.getBody().front();
+  SmallVector<Type> argTypes;
+  for (BlockArgument arg : body.getArguments()) {
+    if (loss.getArgAttr(arg.getArgNumber(), StepDialect::kInputAttrName)) {
+      auto type = cast<RankedTensorType>(arg.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] = newBatch;
+      arg.setType(RankedTensorType::get(shape, type.getElementType()));
+    }
+    argTypes.push_back(arg.getType());
+  }
+  loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes, loss.getResultTypes()));
+
+  for (Operation &op : body.without_terminator()) {
+    if (auto convert = dyn_cast<ConvertOp>(op)) {
+      auto in = convert.getInput().getType();
+      convert.getResult().setType(
+          RankedTensorType::get(in.getShape(), convert.getType().getElementType()));
+      continue;
+    }
+    if (isa<BroadcastOp, ReshapeOp>(op)) {
+      auto in = cast<RankedTensorType>(op.getOperand(0).getType());
+      auto out = cast<RankedTensorType>(op.getResult(0).getType());
+      // A broadcast that adds the batch dimension, or any op whose operand's
+      // leading dimension was scaled.
+      bool added = isa<BroadcastOp>(op) && in.getRank() < out.getRank() &&
+                   out.getDimSize(0) == oldBatch;
+      op.getResult(0).setType(added ? scaleLeading(out, oldBatch, newBatch)
+                              : in.getNumElements() != out.getNumElements() &&
+                                      isa<ReshapeOp>(op)
+                                  ? scaleLeading(out, oldBatch, newBatch)
+                              : isa<BroadcastOp>(op) && in.getRank() == out.getRank()
+                                  ? RankedTensorType::get(
+                                        [&] {
+                                          SmallVector<int64_t> s(out.getShape());
+                                          if (in.getDimSize(0) != 1)
+                                            s[0] = in.getDimSize(0);
+                                          return s;
+                                        }(),
+                                        out.getElementType())
+                                  : out);
+      continue;
+    }
+    if (auto slice = dyn_cast<SliceOp>(op)) {
+      // A slice over the whole leading dimension keeps covering all of it.
+      int64_t rows = slice.getInput().getType().getDimSize(0);
+      SmallVector<int64_t> sizes(slice.getSizes());
+      if (!sizes.empty() && slice.getOffsets()[0] == 0 && sizes[0] * newBatch == rows * oldBatch)
+        sizes[0] = rows;
+      slice.setSizes(sizes);
+    }
+    auto infer = dyn_cast<InferTypeOpInterface>(op);
+    if (!infer)
+      return op.emitOpError() << "has no shape rule: cannot rebind the batch";
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(op.getContext(), op.getLoc(), op.getOperands(),
+                                      op.getAttrDictionary(), op.getPropertiesStorage(),
+                                      op.getRegions(), types)))
+      return failure();
+    for (auto [result, type] : llvm::zip(op.getResults(), types))
+      result.setType(type);
+  }
+  return verify(loss);
+}
+
+struct StepRebindBatchPass : public stepc::impl::StepRebindBatchBase<StepRebindBatchPass> {
+  using StepRebindBatchBase::StepRebindBatchBase;
+
+  void runOnOperation() override {
+    if (batch < 1) {
+      getOperation().emitError() << "step-rebind-batch expects batch >= 1, got "
+                                 << batch.getValue();
+      return signalPassFailure();
+    }
+    for (auto function : getOperation().getOps<func::FuncOp>())
+      if (function->hasAttr(StepDialect::kLossAttrName) && failed(rebind(function, batch)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace

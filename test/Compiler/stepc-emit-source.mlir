@@ -1,0 +1,59 @@
+// The CPU emitter: composite ops call library kernels at planned arena
+// offsets, elementwise ops become loops, reshapes are free, AdamW updates the
+// parameter and moment arguments in place, ids are checked with the op's
+// location.
+// RUN: stepc %s --emit=source -o - | FileCheck %s
+
+// CHECK: #include "stepc_abi.h"
+// CHECK: static const stepc_arg_info kArgs[] = {
+// CHECK-NEXT: {"w", STEPC_ARG_PARAM, STEPC_F32, 2, shape0, STEPC_INIT_NORMAL, 2.000000e-02, 0},
+// CHECK-NEXT: {"b", STEPC_ARG_PARAM, STEPC_F32, 1, shape1, STEPC_INIT_ZEROS, 0.000000e+00, 0},
+// CHECK-NEXT: {"exp_avg.w", STEPC_ARG_EXP_AVG,
+// CHECK-NEXT: {"exp_avg.b", STEPC_ARG_EXP_AVG,
+// CHECK-NEXT: {"exp_avg_sq.w", STEPC_ARG_EXP_AVG_SQ,
+// CHECK-NEXT: {"exp_avg_sq.b", STEPC_ARG_EXP_AVG_SQ,
+// CHECK-NEXT: {"tokens", STEPC_ARG_INPUT, STEPC_I32, 2, shape6, STEPC_INIT_ZEROS, 0.000000e+00, 16},
+// CHECK-NEXT: {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, shape7, STEPC_INIT_ZEROS, 0.000000e+00, 16},
+// CHECK-NEXT: {"lr", STEPC_ARG_LR,
+// CHECK-NEXT: {"step", STEPC_ARG_STEP,
+// CHECK: extern "C" int stepc_train_step_v1(
+// CHECK: float *a0 = (float *)args[0];
+// CHECK: int32_t *a6 = (int32_t *)args[6];
+// CHECK: float *b0 = (float *)(arena + {{[0-9]+}});
+// CHECK: // step.embedding {{.*}}stepc-emit-source.mlir:[[@LINE+29]]:
+// CHECK-NEXT: if (int64_t bad = stepc_cpu_embedding(a0, a6, 8, 16, 4, b0))
+// CHECK-NEXT: return stepc_fail(error, error_len, "{{.*}}stepc-emit-source.mlir:[[@LINE+27]]:{{[0-9]+}}: 'step.embedding' id", a6[bad - 1], bad - 1, 16);
+// CHECK: // step.broadcast
+// CHECK-NEXT: stepc_cpu_broadcast(a1,
+// CHECK: // step.add
+// CHECK-NEXT: for (int64_t i = 0; i < 32; ++i) b{{[0-9]+}}[i] = b{{[0-9]+}}[i] + b{{[0-9]+}}[i];
+// CHECK: // step.gelu
+// CHECK-NEXT: stepc_gelu(
+// CHECK: // step.matmul
+// CHECK-NEXT: stepc_cpu_matmul(b{{[0-9]+}}, a0, b{{[0-9]+}}, 2, 4, 16, 4, 0, 1, 1);
+// CHECK: // step.cross_entropy
+// CHECK: // step.cross_entropy_grad
+// Backward of the head: dX = dC @ W, dW = dCᵀ X on the flattened batch.
+// CHECK: stepc_cpu_matmul(b{{[0-9]+}}, a0, b{{[0-9]+}}, 2, 4, 4, 16, 0, 0, 1);
+// CHECK: stepc_cpu_matmul(b{{[0-9]+}}, b{{[0-9]+}}, b{{[0-9]+}}, 1, 16, 4, 8, 1, 0, 1);
+// CHECK: // step.gelu_grad
+// CHECK: // step.reduce_sum
+// CHECK: // step.embedding_grad
+// In place: the parameter and moment arguments, lr and step arguments.
+// CHECK: stepc_cpu_adamw(a0, b{{[0-9]+}}, a2, a4, 64, a8, a9, b{{[0-9]+}}, 9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01);
+// CHECK: stepc_cpu_adamw(a1, b{{[0-9]+}}, a3, a5, 4, a8, a9, b{{[0-9]+}}, 9.000000e-01, 9.500000e-01, 1.000000e-08, 0.000000e+00);
+// CHECK: *loss = b{{[0-9]+}}[0];
+// CHECK-NEXT: *grad_norm = b{{[0-9]+}}[0];
+// CHECK-NEXT: return 0;
+func.func @loss(%w: tensor<16x4xf32> {step.param = #step.param<"w", normal(0.02)>},
+                %b: tensor<4xf32> {step.param = #step.param<"b", zeros>},
+                %tokens: tensor<2x4xi32> {step.input = "tokens"},
+                %targets: tensor<2x4xi32> {step.input = "targets"}) -> tensor<f32> attributes {step.loss} {
+  %x = step.embedding %w, %tokens : (tensor<16x4xf32>, tensor<2x4xi32>) -> tensor<2x4x4xf32>
+  %bb = step.broadcast %b : tensor<4xf32> -> tensor<2x4x4xf32>
+  %y = step.add %x, %bb : tensor<2x4x4xf32>
+  %g = step.gelu %y : tensor<2x4x4xf32>
+  %logits = step.matmul %g, %w transpose_b : (tensor<2x4x4xf32>, tensor<16x4xf32>) -> tensor<2x4x16xf32>
+  %l = step.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
