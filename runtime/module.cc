@@ -23,14 +23,21 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   if (!module->handle_)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load '", path, "' as a shared object: ", dlerror()));
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v1)>(
-      dlsym(module->handle_, "stepc_module_info_v1"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v1)>(
-      dlsym(module->handle_, "stepc_train_step_v1"));
-  if (!info || !module->step_)
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v2)>(
+      dlsym(module->handle_, "stepc_module_info_v2"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v2)>(
+      dlsym(module->handle_, "stepc_train_step_v2"));
+  if (!info || !module->step_) {
+    // Earlier ABIs named their entry points after their version.
+    for (int version = STEPC_ABI_VERSION - 1; version >= 1; --version)
+      if (dlsym(module->handle_, absl::StrCat("stepc_module_info_v", version).c_str()))
+        return absl::FailedPreconditionError(absl::StrCat(
+            "'", path, "' was built for ABI version ", version, "; this runtime expects ",
+            STEPC_ABI_VERSION, ": rebuild it with this stepc"));
     return absl::FailedPreconditionError(absl::StrCat(
         "'", path, "' is not a stepc module of ABI version ", STEPC_ABI_VERSION,
-        " (no stepc_module_info_v1/stepc_train_step_v1): rebuild it with this stepc"));
+        " (no stepc_module_info_v2/stepc_train_step_v2): rebuild it with this stepc"));
+  }
   module->info_ = info();
   if (!module->info_ || module->info_->abi_version != STEPC_ABI_VERSION)
     return absl::FailedPreconditionError(absl::StrCat(

@@ -111,7 +111,8 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
   }
   StepResult result;
   char error[512] = {0};
-  if (module_->Run(args_.data(), arena_, &result.loss, &result.grad_norm, error, sizeof(error)))
+  if (module_->Run(args_.data(), arena_, collectives_, &result.loss, &result.grad_norm, error,
+                   sizeof(error)))
     return absl::InvalidArgumentError(absl::StrCat("step ", steps_ + 1, " failed: ", error));
   ++steps_;
   return result;

@@ -59,6 +59,7 @@ class Session {
   size_t mapping_bytes_ = 0;
   char* arena_ = nullptr;
   int64_t steps_ = 0;
+  const stepc_collectives* collectives_ = nullptr;
 };
 
 }  // namespace stepc

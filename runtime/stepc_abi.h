@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 1
+#define STEPC_ABI_VERSION 2
 
 /* What an argument of the training step is. */
 enum stepc_arg_kind {
@@ -42,6 +42,23 @@ typedef struct {
   int64_t id_bound; /* integer inputs: ids must be in [0, id_bound) */
 } stepc_arg_info;
 
+/* Collectives over the ranks of a data-parallel step, provided by the
+ * runtime (MPI on CPUs). Each returns 0, or nonzero on failure. `count` is
+ * the number of floats per rank. */
+typedef struct {
+  void *ctx;
+  int32_t rank, size;
+  /* data[0..count) = Σ over ranks, in place. */
+  int (*all_reduce_sum)(void *ctx, float *data, int64_t count);
+} stepc_collectives;
+
+/* One collective of the step, in execution order. */
+enum stepc_collective_kind { STEPC_ALL_REDUCE = 0 };
+typedef struct {
+  int32_t kind;
+  int64_t count; /* floats per rank */
+} stepc_collective_info;
+
 typedef struct {
   int32_t abi_version; /* STEPC_ABI_VERSION */
   const char *target;  /* "cpu" or "cuda" */
@@ -52,18 +69,23 @@ typedef struct {
   int64_t executed_flops_per_step;
   int64_t tokens_per_step;
   const char *report_json; /* the compiler's report (stepc --report) */
+  int32_t world_size;      /* ranks the step was compiled for (1: unsharded) */
+  const char *sharding;    /* "none" or "ddp:N" */
+  int32_t num_collectives;
+  const stepc_collective_info *collectives; /* per-rank sequence, in order */
 } stepc_module_info;
 
-/* Exported by step.so. */
-const stepc_module_info *stepc_module_info_v1(void);
+/* Exported by step.so; the names carry the ABI version. */
+const stepc_module_info *stepc_module_info_v2(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args); parameters and moments are updated in place.
- * `arena` holds arena_bytes, 64-byte aligned. Writes the loss and pre-clip
- * gradient norm. Returns 0, or nonzero with a message in `error` (for
- * instance a token id outside the vocabulary). */
-int stepc_train_step_v1(void *const *args, char *arena, float *loss,
-                        float *grad_norm, char *error, size_t error_len);
+ * `arena` holds arena_bytes, 64-byte aligned. `collectives` serves a sharded
+ * step (may be NULL for world_size 1). Writes the loss (the global mean) and
+ * pre-clip gradient norm. Returns 0, or nonzero with a message in `error`
+ * (for instance a token id outside the vocabulary, a failed collective). */
+int stepc_train_step_v2(void *const *args, char *arena, const stepc_collectives *collectives,
+                        float *loss, float *grad_norm, char *error, size_t error_len);
 
 #ifdef __cplusplus
 }

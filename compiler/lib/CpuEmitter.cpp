@@ -11,6 +11,7 @@
 #include "stepc/Compiler/CpuEmitter.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -103,6 +104,8 @@ private:
   llvm::raw_string_ostream pre{preText}, body{bodyText};
   int constants = 0;
   int kernels = 0;
+  /// (kind, floats per rank) of each collective, in order.
+  SmallVector<std::pair<std::string, int64_t>> collectives;
 };
 
 LogicalResult Emitter::emitElementwise(Operation *op) {
@@ -266,6 +269,20 @@ LogicalResult Emitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](ConstantOp c) { return emitConstant(c); })
+          // all_reduce(sum): a copy, then the runtime's in-place reduction.
+          .Case([&](mesh::AllReduceOp r) -> LogicalResult {
+            if (r.getReduction() != mesh::ReductionKind::Sum)
+              return r.emitOpError() << "the CPU back end reduces with sum only";
+            collectives.push_back({"STEPC_ALL_REDUCE", typeOf(r.getInput()).getNumElements()});
+            b << "  memcpy(" << ptr(r.getResult()) << ", " << ptr(r.getInput()) << ", "
+              << numel(r.getInput()) << " * sizeof(float));\n"
+              << "  if (collectives->all_reduce_sum(collectives->ctx, " << ptr(r.getResult())
+              << ", " << numel(r.getInput()) << "))\n    return stepc_fail_text(error, error_len, "
+              << cString(where(op) + ": mesh.all_reduce #" + std::to_string(collectives.size()) +
+                         " failed")
+              << ");\n";
+            return success();
+          })
           .Case([&](ConvertOp c) {
             loop(c, "(float)" + ptr(c.getInput()) + "[i]");
             return success();
@@ -446,11 +463,20 @@ std::string Emitter::metadata(const ModuleSummary &summary) {
                         kind, type.getElementType().isF32() ? "STEPC_F32" : "STEPC_I32",
                         type.getRank(), i, init, stddev, bound);
   }
-  os << "};\n\nstatic const stepc_module_info kInfo = {\n"
+  os << "};\n\n";
+  if (!collectives.empty()) {
+    os << "static const stepc_collective_info kCollectives[] = {\n";
+    for (auto &[kind, count] : collectives)
+      os << "  {" << kind << ", " << count << "},\n";
+    os << "};\n\n";
+  }
+  os << "static const stepc_module_info kInfo = {\n"
      << "  STEPC_ABI_VERSION, \"cpu\", " << n << ", kArgs, " << plan.arenaBytes << ", "
      << summary.modelFlops << ", " << summary.executedFlops << ", " << summary.tokens << ",\n  "
-     << cString(summary.reportJson) << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v1(void) { return &kInfo; }\n";
+     << cString(summary.reportJson) << ", " << summary.worldSize << ", "
+     << cString(summary.sharding) << ", " << collectives.size() << ", "
+     << (collectives.empty() ? "0" : "kCollectives") << "};\n\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v2(void) { return &kInfo; }\n";
   return text;
 }
 
@@ -483,9 +509,15 @@ FailureOr<std::string> Emitter::run(const ModuleSummary &summary) {
      << "                      long long position, long long bound) {\n"
      << "  snprintf(error, len, \"%s %lld at position %lld is outside [0, %lld)\", what, id,\n"
      << "           position, bound);\n  return 1;\n}\n\n"
+     << "static int stepc_fail_text(char *error, size_t len, const char *text) {\n"
+     << "  snprintf(error, len, \"%s\", text);\n  return 1;\n}\n\n"
      << pre.str() << "\n" << metadata(summary) << "\n"
-     << "extern \"C\" int stepc_train_step_v1(void *const *args, char *arena, float *loss,\n"
-     << "                                     float *grad_norm, char *error, size_t error_len) {\n";
+     << "extern \"C\" int stepc_train_step_v2(void *const *args, char *arena,\n"
+     << "                                   const stepc_collectives *collectives, float *loss,\n"
+     << "                                   float *grad_norm, char *error, size_t error_len) {\n";
+  os << "  if (kInfo.world_size > 1 && (!collectives || collectives->size != kInfo.world_size))\n"
+     << "    return stepc_fail_text(error, error_len, \"a sharded step needs collectives over "
+     << "its world size\");\n";
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
     os << "  " << (typeOf(step.getArgument(i)).getElementType().isF32() ? "float" : "int32_t")
        << " *a" << i << " = (" << (typeOf(step.getArgument(i)).getElementType().isF32()

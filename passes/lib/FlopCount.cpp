@@ -10,6 +10,7 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -102,7 +103,7 @@ FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
             ReduceMeanOp, ReduceSumOp, ReluGradOp, ReluOp, ReshapeOp, RmsNormGradOp,
             RmsNormOp, RotaryOp, RsqrtOp, SigmoidOp, SiluGradOp, SiluOp, SliceOp,
             SoftmaxGradOp, SoftmaxOp, SqrtOp, SubOp, TanhOp, TransposeOp,
-            func::ReturnOp>([](Operation *) { return FailureOr<int64_t>(0); })
+            func::ReturnOp, mesh::AllReduceOp>([](Operation *) { return FailureOr<int64_t>(0); })
       .Default([](Operation *unknown) -> FailureOr<int64_t> {
         return unknown->emitOpError() << "has no FLOP rule";
       });

@@ -18,6 +18,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -73,7 +75,7 @@ int main(int argc, char **argv) {
     return fail("unknown --emit '" + emit + "' (expected so, mlir or source)");
 
   DialectRegistry registry;
-  registry.insert<StepDialect, func::FuncDialect, arith::ArithDialect>();
+  registry.insert<StepDialect, func::FuncDialect, arith::ArithDialect, mesh::MeshDialect>();
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);

@@ -17,6 +17,9 @@ struct ModuleSummary {
   int64_t executedFlops = 0;
   int64_t tokens = 0;
   std::string reportJson;
+  /// Ranks the step runs on, and how ("none", "ddp:N").
+  int64_t worldSize = 1;
+  std::string sharding = "none";
 };
 
 /// Writes the C++ of `step` (a function marked step.train_step) for the
