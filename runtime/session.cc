@@ -21,8 +21,11 @@ int64_t Numel(const stepc_arg_info& a) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Module> module) {
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(
+    std::shared_ptr<const Module> module, std::shared_ptr<Communicator> communicator) {
   std::unique_ptr<Session> s(new Session(std::move(module)));
+  s->communicator_ = communicator ? std::move(communicator) : MakeLocalCommunicator();
+  if (absl::Status world = s->CheckWorld(); !world.ok()) return world;
   const stepc_module_info& info = s->module_->info();
   s->floats_.resize(info.num_args);
   s->ints_.resize(info.num_args);
@@ -55,6 +58,32 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const M
     return absl::InternalError("cannot protect the arena's guard page");
   s->arena_ = s->mapping_ + bytes - info.arena_bytes;  // arena_bytes is a multiple of 64
   return s;
+}
+
+// Before any step: the world the module was compiled for, and the same
+// collective sequence on every rank (a mismatch would deadlock or corrupt).
+absl::Status Session::CheckWorld() const {
+  const stepc_module_info& info = module_->info();
+  if (info.world_size != communicator_->size())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", module_->path(), "' was compiled for ", info.world_size, " rank(s) (--shard=",
+        info.sharding, ") but this run has ", communicator_->size()));
+  uint64_t hash = 0xCBF29CE484222325ull;
+  auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
+  for (const char* c = info.sharding; *c; ++c) mix(static_cast<unsigned char>(*c));
+  for (int i = 0; i < info.num_collectives; ++i) {
+    mix(static_cast<uint64_t>(info.collectives[i].kind));
+    mix(static_cast<uint64_t>(info.collectives[i].count));
+  }
+  absl::StatusOr<std::vector<uint64_t>> all = communicator_->AllGather(hash);
+  if (!all.ok()) return all.status();
+  for (size_t r = 0; r < all->size(); ++r)
+    if ((*all)[r] != hash)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r, " runs a different step (collective sequence hash ", (*all)[r],
+          ", rank ", communicator_->rank(), " has ", hash, "): every rank must load the same "
+          "step.so"));
+  return absl::OkStatus();
 }
 
 Session::~Session() {
@@ -111,9 +140,13 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
   }
   StepResult result;
   char error[512] = {0};
-  if (module_->Run(args_.data(), arena_, collectives_, &result.loss, &result.grad_norm, error,
-                   sizeof(error)))
+  if (module_->Run(args_.data(), arena_, communicator_->table(), &result.loss,
+                   &result.grad_norm, error, sizeof(error))) {
+    if (!communicator_->last_error().ok())
+      return absl::UnavailableError(absl::StrCat("step ", steps_ + 1, " failed: ", error, ": ",
+                                                 communicator_->last_error().message()));
     return absl::InvalidArgumentError(absl::StrCat("step ", steps_ + 1, " failed: ", error));
+  }
   ++steps_;
   return result;
 }

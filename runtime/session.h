@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "runtime/communicator.h"
 #include "runtime/module.h"
 
 namespace stepc {
@@ -22,7 +23,12 @@ struct StepResult {
 
 class Session {
  public:
-  static absl::StatusOr<std::unique_ptr<Session>> Create(std::shared_ptr<const Module> module);
+  // A session of rank `communicator->rank()`; the module must have been
+  // compiled for the communicator's world size, and every rank must run the
+  // same collective sequence (compared before the first step).
+  static absl::StatusOr<std::unique_ptr<Session>> Create(
+      std::shared_ptr<const Module> module,
+      std::shared_ptr<Communicator> communicator = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -43,12 +49,14 @@ class Session {
   absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const;
 
   const Module& module() const { return *module_; }
+  Communicator& communicator() const { return *communicator_; }
   int64_t steps_done() const { return steps_; }
   // Bytes the session holds: arena, parameters, moments, inputs.
   int64_t planned_bytes() const;
 
  private:
   explicit Session(std::shared_ptr<const Module> module) : module_(std::move(module)) {}
+  absl::Status CheckWorld() const;
   absl::StatusOr<int> Arg(const std::string& name) const;
 
   std::shared_ptr<const Module> module_;
@@ -59,7 +67,7 @@ class Session {
   size_t mapping_bytes_ = 0;
   char* arena_ = nullptr;
   int64_t steps_ = 0;
-  const stepc_collectives* collectives_ = nullptr;
+  std::shared_ptr<Communicator> communicator_;
 };
 
 }  // namespace stepc

@@ -9,12 +9,14 @@ set -euo pipefail
 #   cmake, ninja-build, ccache: the build; python3: lit and the model generator.
 #   python3-torch, python3-numpy: the numerical oracle (scripts/torch_check.py).
 #   libopenblas-openmp-dev: CPU GEMMs, the OpenMP build (one thread pool).
+#   openmpi-bin, libopenmpi-dev: launching ranks (mpirun) and CPU collectives.
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libabsl-dev libgtest-dev
   python3-torch python3-numpy
   libopenblas-openmp-dev
+  openmpi-bin libopenmpi-dev
 )
 
 missing=()

@@ -24,3 +24,9 @@ config.substitutions.append(("%examples", os.path.join(config.stepc_src_root, "e
 torch_python = "/usr/bin/python3"
 config.substitutions.append(("%torch_python", torch_python))
 config.environment["STEPC_BIN"] = config.stepc_tools_dir
+
+# Multi-rank runs on loopback, as root in CI (DESIGN.md §6); one OpenMP
+# thread per rank so that 4 ranks do not oversubscribe 2 cores 4-fold.
+config.substitutions.append(("%mpirun",
+    "env OMP_NUM_THREADS=1 timeout 300 mpirun --allow-run-as-root --oversubscribe "
+    "--mca pml ob1 --mca btl self,vader --mca oob_tcp_if_include lo"))

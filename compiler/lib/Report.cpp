@@ -4,6 +4,7 @@
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -55,7 +56,12 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
   if (walk.wasInterrupted())
     return failure();
   Block &body = step.getBody().front();
+  int64_t allReduces = 0, allReduceBytes = 0;
   for (Operation &op : body) {
+    if (auto r = dyn_cast<mesh::AllReduceOp>(op)) {
+      ++allReduces;
+      allReduceBytes += bytesOf(r.getInput().getType());
+    }
     FailureOr<int64_t> flops = getExecutedFlops(&op);
     if (failed(flops))
       return failure();
@@ -146,5 +152,7 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
   report["saved_activation_bytes_by_block"] = std::move(perBlock);
   report["kernels_per_step"] = kernels;
   report["in_place_buffers"] = plan.inPlaceCount;
+  report["collectives_per_step"] = allReduces;
+  report["collective_bytes_per_step"] = llvm::json::Object{{"all_reduce", allReduceBytes}};
   return report;
 }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/communicator.h"
 #include "runtime/data.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
@@ -103,11 +105,20 @@ absl::Status SaveState(const Session& session, const std::string& dir, StepResul
   return write("grad_norm", {}, {last.grad_norm});
 }
 
-absl::Status Run(const std::string& path) {
+// Rows [rank·rows, (rank+1)·rows) of a [world·rows, seq] batch.
+std::vector<int32_t> RankSlice(const std::vector<int32_t>& global, int rank, int64_t rows,
+                               int64_t seq) {
+  return std::vector<int32_t>(global.begin() + rank * rows * seq,
+                              global.begin() + (rank + 1) * rows * seq);
+}
+
+absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> loaded, Module::Load(path));
   std::shared_ptr<const Module> module(std::move(loaded));
   const stepc_module_info& info = module->info();
-  STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(module));
+  STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(module, comm));
+  const int rank = comm->rank(), world = comm->size();
+  const bool lead = rank == 0;
   STEPC_RETURN_IF_ERROR(session->InitParams(absl::GetFlag(FLAGS_seed)));
   if (!absl::GetFlag(FLAGS_init_npy).empty())
     STEPC_RETURN_IF_ERROR(LoadParams(*session, absl::GetFlag(FLAGS_init_npy)));
@@ -115,7 +126,8 @@ absl::Status Run(const std::string& path) {
   STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session->Shape("tokens"));
   if (shape.size() != 2)
     return absl::InvalidArgumentError("the model's 'tokens' input is not [batch, seq]");
-  const int64_t batch = shape[0], seq = shape[1];
+  // Each rank computes on `batch` rows of the global batch of world·batch.
+  const int64_t batch = shape[0], seq = shape[1], global_batch = batch * world;
   const int64_t vocab = info.args[module->FindArg("tokens")].id_bound;
 
   std::vector<int32_t> tokens, targets;
@@ -126,6 +138,11 @@ absl::Status Run(const std::string& path) {
     STEPC_ASSIGN_OR_RETURN(npy::Array g, ReadArray(batch_dir, "targets"));
     tokens.assign(t.data.begin(), t.data.end());
     targets.assign(g.data.begin(), g.data.end());
+    if (world > 1 && static_cast<int64_t>(tokens.size()) == global_batch * seq &&
+        tokens.size() == targets.size()) {
+      tokens = RankSlice(tokens, rank, batch, seq);
+      targets = RankSlice(targets, rank, batch, seq);
+    }
   } else {
     if (!absl::GetFlag(FLAGS_data).empty()) {
       STEPC_ASSIGN_OR_RETURN(data, TokenData::FromTokenFile(absl::GetFlag(FLAGS_data)));
@@ -138,11 +155,11 @@ absl::Status Run(const std::string& path) {
     } else {
       data = TokenData::FromText(EmbeddedCorpus());
     }
-    STEPC_RETURN_IF_ERROR(data.Validate(vocab, batch, seq));
+    STEPC_RETURN_IF_ERROR(data.Validate(vocab, global_batch, seq));
   }
 
   std::ofstream metrics;
-  if (!absl::GetFlag(FLAGS_metrics).empty()) {
+  if (lead && !absl::GetFlag(FLAGS_metrics).empty()) {
     metrics.open(absl::GetFlag(FLAGS_metrics));
     if (!metrics)
       return absl::PermissionDeniedError(
@@ -150,16 +167,25 @@ absl::Status Run(const std::string& path) {
   }
   const int64_t steps = absl::GetFlag(FLAGS_steps), log_every = absl::GetFlag(FLAGS_log_every);
   if (steps < 1) return absl::InvalidArgumentError("--steps must be at least 1");
-  std::printf("stepc-run: %s | planned %.1f MB | batch %lld x %lld | %s | %lld steps\n",
-              path.c_str(), session->planned_bytes() / 1e6,
-              static_cast<long long>(batch), static_cast<long long>(seq),
-              batch_dir.empty() ? data.source().c_str() : batch_dir.c_str(),
-              static_cast<long long>(steps));
+  if (lead)
+    std::printf("stepc-run: %s | planned %.1f MB | batch %lld x %lld | %s | %lld steps%s\n",
+                path.c_str(), session->planned_bytes() / 1e6,
+                static_cast<long long>(global_batch), static_cast<long long>(seq),
+                batch_dir.empty() ? data.source().c_str() : batch_dir.c_str(),
+                static_cast<long long>(steps),
+                world > 1 ? absl::StrCat(" | ", world, " ranks (", info.sharding, ")").c_str()
+                          : "");
   std::vector<float> losses;
   StepResult last;
   for (int64_t step = 1; step <= steps; ++step) {
-    if (batch_dir.empty())
-      data.Sample(absl::GetFlag(FLAGS_seed), step, batch, seq, tokens, targets);
+    if (batch_dir.empty()) {
+      // The global batch of this step, the same on every rank; keep our rows.
+      data.Sample(absl::GetFlag(FLAGS_seed), step, global_batch, seq, tokens, targets);
+      if (world > 1) {
+        tokens = RankSlice(tokens, rank, batch, seq);
+        targets = RankSlice(targets, rank, batch, seq);
+      }
+    }
     STEPC_RETURN_IF_ERROR(session->SetInput("tokens", tokens));
     STEPC_RETURN_IF_ERROR(session->SetInput("targets", targets));
     double lr = LearningRate(step, steps, absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_lr),
@@ -169,8 +195,8 @@ absl::Status Run(const std::string& path) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     losses.push_back(last.loss);
-    double tokens_per_s = info.tokens_per_step / seconds;
-    double gflops = info.model_flops_per_step / seconds / 1e9;
+    double tokens_per_s = double(info.tokens_per_step) * world / seconds;
+    double gflops = double(info.model_flops_per_step) * world / seconds / 1e9;
     if (metrics.is_open())
       metrics << absl::StrFormat(
           "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
@@ -178,7 +204,7 @@ absl::Status Run(const std::string& path) {
           "\"measured_peak_bytes\": %d}\n",
           step, last.loss, lr, last.grad_norm, tokens_per_s, gflops, session->planned_bytes(),
           MeasuredPeakBytes());
-    if (step % log_every == 0 || step == 1 || step == steps)
+    if (lead && (step % log_every == 0 || step == 1 || step == steps))
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.2f GFLOP/s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
                   last.grad_norm, tokens_per_s, gflops);
@@ -186,11 +212,16 @@ absl::Status Run(const std::string& path) {
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
   }
   std::fflush(stdout);
-  if (!absl::GetFlag(FLAGS_plot).empty())
+  if (lead && !absl::GetFlag(FLAGS_plot).empty())
     STEPC_RETURN_IF_ERROR(WriteLossPlot(absl::GetFlag(FLAGS_plot), losses,
                                         absl::StrCat("stepc-run ", path)));
-  if (!absl::GetFlag(FLAGS_save_npy).empty())
-    STEPC_RETURN_IF_ERROR(SaveState(*session, absl::GetFlag(FLAGS_save_npy), last));
+  if (!absl::GetFlag(FLAGS_save_npy).empty()) {
+    // Rank 0 writes DIR; other ranks DIR.rank<r> (replicas, for checks).
+    std::string dir = absl::GetFlag(FLAGS_save_npy);
+    if (!lead) dir = absl::StrCat(dir, ".rank", rank);
+    std::filesystem::create_directories(dir);
+    STEPC_RETURN_IF_ERROR(SaveState(*session, dir, last));
+  }
   return absl::OkStatus();
 }
 
@@ -199,6 +230,12 @@ absl::Status Run(const std::string& path) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("stepc-run step.so [flags]: train a compiled step");
+  // Under mpirun/srun, ranks come from MPI; otherwise this is a world of one.
+  absl::StatusOr<bool> mpi = stepc::MpiInitIfLaunched(&argc, &argv);
+  if (!mpi.ok()) {
+    std::fprintf(stderr, "stepc-run: error: %s\n", std::string(mpi.status().message()).c_str());
+    return 1;
+  }
   // Flags are spelled with dashes (--log-every); Abseil names them with
   // underscores.
   std::vector<std::string> spelled(argv, argv + argc);
@@ -214,10 +251,29 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "stepc-run: error: expects one step.so (see --help)\n");
     return 2;
   }
-  absl::Status status = stepc::Run(positional[1]);
+  std::shared_ptr<stepc::Communicator> comm;
+  if (*mpi) {
+    absl::StatusOr<std::unique_ptr<stepc::Communicator>> world = stepc::MakeMpiWorldCommunicator();
+    if (!world.ok()) {
+      std::fprintf(stderr, "stepc-run: error: %s\n", std::string(world.status().message()).c_str());
+      stepc::MpiAbort(1);
+    }
+    comm = std::move(*world);
+  } else {
+    comm = stepc::MakeLocalCommunicator();
+  }
+  absl::Status status = stepc::Run(positional[1], comm);
   if (!status.ok()) {
+    if (comm->size() > 1) {
+      std::fprintf(stderr, "stepc-run: rank %d: error: %s\n", comm->rank(),
+                   std::string(status.message()).c_str());
+      std::fflush(stderr);
+      stepc::MpiAbort(1);  // the other ranks must not wait in a collective
+    }
     std::fprintf(stderr, "stepc-run: error: %s\n", std::string(status.message()).c_str());
+    if (*mpi) stepc::MpiFinalize();
     return 1;
   }
+  if (*mpi) stepc::MpiFinalize();
   return 0;
 }

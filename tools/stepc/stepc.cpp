@@ -53,6 +53,10 @@ static cl::opt<std::string> dumpAfter("dump-after", cl::desc("Print the IR after
 static cl::opt<int64_t> batch("batch", cl::desc("Rebind the model to this batch size "
                                                 "(step-rebind-batch)"),
                               cl::init(0));
+static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none, or ddp:N (the global "
+                                                   "batch split over N data-parallel ranks; "
+                                                   "fsdp:N and hsdp:RxS are not available yet)"),
+                                  cl::init("none"));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
@@ -105,10 +109,31 @@ int main(int argc, char **argv) {
   }
   if (batch.getNumOccurrences() && batch < 1)
     return fail("--batch must be at least 1, got " + std::to_string(batch.getValue()));
+
+  // --shard: data parallelism splits the global batch across ranks.
+  int64_t ranks = 1;
+  StringRef shardSpec = shard.getValue();
+  if (shardSpec.starts_with("fsdp:") || shardSpec.starts_with("hsdp:"))
+    return fail("--shard=" + shard + " is not available yet: only ddp:N is implemented");
+  if (shardSpec != "none") {
+    if (!shardSpec.consume_front("ddp:") || shardSpec.getAsInteger(10, ranks) || ranks < 1)
+      return fail("bad --shard '" + shard + "' (expected none or ddp:N with N >= 1)");
+  }
+  int64_t globalBatch = batch > 0 ? batch.getValue() : 0;
+  if (!globalBatch)
+    for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
+      if (loss.getArgAttr(i, StepDialect::kInputAttrName))
+        globalBatch = cast<RankedTensorType>(loss.getArgumentTypes()[i]).getDimSize(0);
+  if (ranks > 1 && globalBatch % ranks != 0)
+    return fail("the global batch " + std::to_string(globalBatch) + " does not divide across " +
+                std::to_string(ranks) + " data-parallel ranks");
+  int64_t rankBatch = ranks > 1 ? globalBatch / ranks : batch.getValue();
   PassManager pm(&context);
-  if (batch > 0)
-    pm.addPass(createStepRebindBatch(StepRebindBatchOptions{batch}));
+  if (rankBatch > 0)
+    pm.addPass(createStepRebindBatch(StepRebindBatchOptions{rankBatch}));
   pm.addPass(createStepAutodiff());
+  if (ranks > 1)
+    pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{ranks}));
   auto optimizer = createStepOptimizer();
   if (failed(optimizer->initializeOptions(optimizerOptions, [](const Twine &msg) {
         llvm::errs() << "stepc: error: bad --optimizer-options: " << msg << "\n";
@@ -162,6 +187,8 @@ int main(int argc, char **argv) {
   summary.executedFlops = *report->getInteger("executed_flops_per_step");
   summary.tokens = *report->getInteger("tokens_per_step");
   summary.reportJson = reportJson;
+  summary.worldSize = ranks;
+  summary.sharding = ranks > 1 ? shard.getValue() : "none";
   FailureOr<std::string> source = emitCpuSource(step, plan, summary);
   if (failed(source))
     return 1;

@@ -3,6 +3,7 @@
 #ifndef STEPC_TRANSFORMS_PASSES_H
 #define STEPC_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -82,6 +82,32 @@ def StepAutodiff : Pass<"step-autodiff", "mlir::ModuleOp"> {
   }];
 }
 
+def StepShardDataParallel : Pass<"step-shard-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Make each gradient function data parallel over N ranks (DDP)";
+  let description = [{
+    Each rank runs the gradient function on its slice of the global batch
+    (rebind the batch to B/N first, `step-rebind-batch`). This pass adds the
+    mesh `@world` of N ranks and, before the function returns, replaces the
+    loss and every gradient g by its mean over the ranks:
+
+    `g ← all_reduce_sum(g) · (1/N)`
+
+    (SUM then scale: the gradient of the global-batch mean loss for equal
+    shards; a backend's AVG is never trusted). Everything after — clipping on
+    the global norm, AdamW — then runs on identical values on every rank.
+    Collectives are `mesh.all_reduce` from MLIR's upstream mesh dialect.
+
+    ```mlir
+    %r = mesh.all_reduce %g on @world mesh_axes = [0] : tensor<64x64xf32> -> tensor<64x64xf32>
+    %m = step.mul %r, %inv : tensor<64x64xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::mesh::MeshDialect"];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1", "data-parallel ranks">
+  ];
+}
+
 def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
   let summary = "Append global-norm clipping and AdamW: the training step";
   let description = [{

@@ -1,0 +1,40 @@
+#include "runtime/communicator.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace stepc {
+
+Communicator::Communicator() {
+  table_.ctx = this;
+  table_.rank = 0;
+  table_.size = 1;
+  table_.all_reduce_sum = &Communicator::AllReduceThunk;
+}
+
+int Communicator::AllReduceThunk(void* ctx, float* data, int64_t count) {
+  auto* self = static_cast<Communicator*>(ctx);
+  self->last_error_ = self->AllReduceSum(data, count);
+  return self->last_error_.ok() ? 0 : 1;
+}
+
+namespace {
+
+class LocalCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  absl::Status AllReduceSum(float*, int64_t) override { return absl::OkStatus(); }
+  absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) override {
+    return std::vector<uint64_t>{value};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> MakeLocalCommunicator() {
+  return std::make_unique<LocalCommunicator>();
+}
+
+}  // namespace stepc

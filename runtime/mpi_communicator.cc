@@ -1,0 +1,90 @@
+// The MPI communicator: MPI_COMM_WORLD with MPI_ERRORS_RETURN, so a failed
+// call becomes a status naming the call instead of aborting the library.
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/communicator.h"
+
+// Turns an MPI error code into a status with the call, file and line.
+#define STEPC_MPI_RETURN_IF_ERROR(call)                                          \
+  do {                                                                           \
+    int stepc_mpi_rc_ = (call);                                                  \
+    if (stepc_mpi_rc_ != MPI_SUCCESS) {                                          \
+      char stepc_mpi_text_[MPI_MAX_ERROR_STRING];                                \
+      int stepc_mpi_len_ = 0;                                                    \
+      MPI_Error_string(stepc_mpi_rc_, stepc_mpi_text_, &stepc_mpi_len_);         \
+      return absl::UnavailableError(absl::StrCat(#call, " failed at ", __FILE__, \
+                                                 ":", __LINE__, ": ",            \
+                                                 stepc_mpi_text_));              \
+    }                                                                            \
+  } while (0)
+
+namespace stepc {
+namespace {
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  absl::Status AllReduceSum(float* data, int64_t count) override {
+    // MPI counts are int: reduce in chunks below 2^31.
+    const int64_t chunk = int64_t{1} << 30;
+    for (int64_t at = 0; at < count; at += chunk)
+      STEPC_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, data + at,
+                                              static_cast<int>(std::min(chunk, count - at)),
+                                              MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) override {
+    std::vector<uint64_t> all(size_);
+    STEPC_MPI_RETURN_IF_ERROR(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1,
+                                            MPI_UINT64_T, MPI_COMM_WORLD));
+    return all;
+  }
+
+ private:
+  int rank_, size_;
+};
+
+bool Launched() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> MpiInitIfLaunched(int* argc, char*** argv) {
+  if (!Launched()) return false;
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Init(argc, argv));
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  return true;
+}
+
+void MpiFinalize() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
+void MpiAbort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiWorldCommunicator() {
+  int rank = 0, size = 1;
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  std::unique_ptr<Communicator> comm = std::make_unique<MpiCommunicator>(rank, size);
+  return comm;
+}
+
+}  // namespace stepc

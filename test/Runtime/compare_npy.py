@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Compares the .npy files of two directories (as stepc-run --save-npy writes).
+
+    compare_npy.py A B [--tolerance T | --exact]
+
+For every A/<name>.npy, B/<name>.npy must exist with the same shape, and
+max |a - b| / max |b| <= T (or a == b bit for bit with --exact). Prints the
+worst tensor; exits 1 on a mismatch.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+p = argparse.ArgumentParser()
+p.add_argument("a")
+p.add_argument("b")
+p.add_argument("--tolerance", type=float, default=1e-6)
+p.add_argument("--exact", action="store_true")
+p.add_argument("--only", default="", help="compare the files whose names start with this")
+args = p.parse_args()
+names = sorted(f for f in os.listdir(args.a) if f.endswith(".npy") and f.startswith(args.only))
+worst, worst_name = 0.0, None
+for name in names:
+    a = np.load(os.path.join(args.a, name)).astype(np.float64)
+    b = np.load(os.path.join(args.b, name)).astype(np.float64)
+    if a.shape != b.shape:
+        sys.exit(f"FAIL {name}: shapes {a.shape} and {b.shape}")
+    if args.exact:
+        err = 0.0 if np.array_equal(a, b) else float("inf")
+    else:
+        scale = np.max(np.abs(b))
+        err = float(np.max(np.abs(a - b)) / scale) if scale > 0 else float(np.max(np.abs(a)))
+    if err >= worst:
+        worst, worst_name = err, name
+limit = 0.0 if args.exact else args.tolerance
+ok = len(names) > 0 and worst <= limit
+print(f"{'ok' if ok else 'FAIL'}: {len(names)} tensors, worst {worst_name} {worst:.3g} "
+      f"({'bit-identical required' if args.exact else f'tolerance {limit:g}'})")
+sys.exit(0 if ok else 1)
