@@ -1,5 +1,6 @@
 #include "runtime/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,21 @@ Communicator::Communicator() {
   table_.rank = 0;
   table_.size = 1;
   table_.all_reduce_sum = &Communicator::AllReduceThunk;
+  table_.all_gather = &Communicator::AllGatherThunk;
+  table_.reduce_scatter_sum = &Communicator::ReduceScatterThunk;
+}
+
+int Communicator::AllGatherThunk(void* ctx, const float* send, float* recv, int64_t count) {
+  auto* self = static_cast<Communicator*>(ctx);
+  self->last_error_ = self->AllGather(send, recv, count);
+  return self->last_error_.ok() ? 0 : 1;
+}
+
+int Communicator::ReduceScatterThunk(void* ctx, const float* send, float* recv,
+                                     int64_t count) {
+  auto* self = static_cast<Communicator*>(ctx);
+  self->last_error_ = self->ReduceScatterSum(send, recv, count);
+  return self->last_error_.ok() ? 0 : 1;
 }
 
 int Communicator::AllReduceThunk(void* ctx, float* data, int64_t count) {
@@ -26,6 +42,14 @@ class LocalCommunicator : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   absl::Status AllReduceSum(float*, int64_t) override { return absl::OkStatus(); }
+  absl::Status AllGather(const float* send, float* recv, int64_t count) override {
+    std::copy(send, send + count, recv);
+    return absl::OkStatus();
+  }
+  absl::Status ReduceScatterSum(const float* send, float* recv, int64_t count) override {
+    std::copy(send, send + count, recv);
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) override {
     return std::vector<uint64_t>{value};
   }

@@ -22,6 +22,10 @@ class Communicator {
   virtual int size() const = 0;
   // data[0..count) = Σ over ranks, in place.
   virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
+  // recv = the concatenation of every rank's send (count floats each).
+  virtual absl::Status AllGather(const float* send, float* recv, int64_t count) = 0;
+  // recv = Σ over ranks of rank r's block r of send (count floats each).
+  virtual absl::Status ReduceScatterSum(const float* send, float* recv, int64_t count) = 0;
   // Every rank's `value`, in rank order.
   virtual absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) = 0;
 
@@ -35,6 +39,8 @@ class Communicator {
 
  private:
   static int AllReduceThunk(void* ctx, float* data, int64_t count);
+  static int AllGatherThunk(void* ctx, const float* send, float* recv, int64_t count);
+  static int ReduceScatterThunk(void* ctx, const float* send, float* recv, int64_t count);
   stepc_collectives table_;
   absl::Status last_error_;
 };

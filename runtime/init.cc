@@ -24,19 +24,20 @@ double Unit(uint64_t bits) { return (static_cast<double>(bits >> 11) + 1.0) * 0x
 }  // namespace
 
 void FillInitial(uint64_t seed, std::string_view name, stepc_init init, double std,
-                 absl::Span<float> out) {
+                 absl::Span<float> out, uint64_t offset) {
   if (init != STEPC_INIT_NORMAL) {
     std::fill(out.begin(), out.end(), init == STEPC_INIT_ONES ? 1.0f : 0.0f);
     return;
   }
   const uint64_t key = SplitMix64(seed ^ Fnv1a(name));
   const double two_pi = 6.283185307179586;
-  for (size_t k = 0; k < out.size(); ++k) {
+  for (size_t i = 0; i < out.size(); ++i) {
     // Box–Muller on the pair (2·⌊k/2⌋, 2·⌊k/2⌋+1): cos for even k, sin for odd.
+    const uint64_t k = offset + i;
     uint64_t pair = k / 2;
     double u1 = Unit(SplitMix64(key + 2 * pair)), u2 = Unit(SplitMix64(key + 2 * pair + 1));
     double r = std::sqrt(-2.0 * std::log(u1)), angle = two_pi * u2;
-    out[k] = static_cast<float>(std * r * (k % 2 == 0 ? std::cos(angle) : std::sin(angle)));
+    out[i] = static_cast<float>(std * r * (k % 2 == 0 ? std::cos(angle) : std::sin(angle)));
   }
 }
 

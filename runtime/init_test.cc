@@ -27,6 +27,9 @@ TEST(InitParams, ElementsDependOnlyOnSeedNameAndIndex) {
   FillInitial(1, "wte", STEPC_INIT_NORMAL, 1.0, absl::MakeSpan(whole));
   FillInitial(1, "wte", STEPC_INIT_NORMAL, 1.0, absl::MakeSpan(shard));
   for (int k = 0; k < 4; ++k) EXPECT_EQ(whole[k], shard[k]);
+  std::vector<float> tail(6);
+  FillInitial(1, "wte", STEPC_INIT_NORMAL, 1.0, absl::MakeSpan(tail), /*offset=*/4);
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(whole[4 + k], tail[k]) << k;  // a shard's draw
   std::vector<float> other(10), reseeded(10);
   FillInitial(1, "wpe", STEPC_INIT_NORMAL, 1.0, absl::MakeSpan(other));
   FillInitial(2, "wte", STEPC_INIT_NORMAL, 1.0, absl::MakeSpan(reseeded));

@@ -3,10 +3,13 @@
 
 #include <mpi.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/communicator.h"
+#include "runtime/status_macros.h"
 
 // Turns an MPI error code into a status with the call, file and line.
 #define STEPC_MPI_RETURN_IF_ERROR(call)                                          \
@@ -25,6 +28,14 @@
 namespace stepc {
 namespace {
 
+// MPI counts are ints.
+absl::StatusOr<int> Count(int64_t count) {
+  if (count > INT32_MAX)
+    return absl::OutOfRangeError(absl::StrCat("a collective of ", count,
+                                              " floats per rank exceeds MPI's int count"));
+  return static_cast<int>(count);
+}
+
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {}
@@ -38,6 +49,20 @@ class MpiCommunicator : public Communicator {
       STEPC_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, data + at,
                                               static_cast<int>(std::min(chunk, count - at)),
                                               MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    return absl::OkStatus();
+  }
+
+  absl::Status AllGather(const float* send, float* recv, int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(int n, Count(count));
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD));
+    return absl::OkStatus();
+  }
+
+  absl::Status ReduceScatterSum(const float* send, float* recv, int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(int n, Count(count));
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
     return absl::OkStatus();
   }
 

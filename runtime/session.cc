@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -97,13 +99,32 @@ absl::StatusOr<int> Session::Arg(const std::string& name) const {
   return i;
 }
 
+bool Session::Sharded(int i) const {
+  const stepc_arg_info& a = module_->info().args[i];
+  return std::string_view(module_->info().sharding).rfind("fsdp:", 0) == 0 &&
+         a.kind <= STEPC_ARG_EXP_AVG_SQ && a.rank >= 1;
+}
+
+int64_t Session::ValidRows(int i) const {
+  const stepc_arg_info& a = module_->info().args[i];
+  if (!Sharded(i)) return a.rank >= 1 ? a.shape[0] : 1;
+  int64_t first = communicator_->rank() * a.shape[0];
+  return std::max<int64_t>(0, std::min<int64_t>(a.shape[0], a.global_dim0 - first));
+}
+
 absl::Status Session::InitParams(uint64_t seed) {
   const stepc_module_info& info = module_->info();
   for (int i = 0; i < info.num_args; ++i) {
     const stepc_arg_info& a = info.args[i];
-    if (a.kind == STEPC_ARG_PARAM)
+    if (a.kind == STEPC_ARG_PARAM) {
+      // A shard draws the elements the whole tensor has at its rows; padding
+      // rows are zero.
+      const int64_t row = a.rank >= 1 ? Numel(a) / a.shape[0] : 1;
+      const int64_t offset = Sharded(i) ? communicator_->rank() * a.shape[0] * row : 0;
+      std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
       FillInitial(seed, a.name, static_cast<stepc_init>(a.init), a.init_std,
-                  absl::MakeSpan(floats_[i]));
+                  absl::MakeSpan(floats_[i]).subspan(0, ValidRows(i) * row), offset);
+    }
     else if (a.kind == STEPC_ARG_EXP_AVG || a.kind == STEPC_ARG_EXP_AVG_SQ)
       std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
   }
@@ -154,9 +175,16 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
 absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) const {
   absl::StatusOr<int> i = Arg(name);
   if (!i.ok()) return i.status();
-  if (module_->info().args[*i].dtype != STEPC_F32)
+  const stepc_arg_info& a = module_->info().args[*i];
+  if (a.dtype != STEPC_F32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
-  return floats_[*i];
+  if (!Sharded(*i)) return floats_[*i];
+  std::vector<float> all(floats_[*i].size() * communicator_->size());
+  if (absl::Status s = communicator_->AllGather(floats_[*i].data(), all.data(), floats_[*i].size());
+      !s.ok())
+    return s;
+  all.resize(a.global_dim0 * (Numel(a) / a.shape[0]));  // drop the padding rows
+  return all;
 }
 
 absl::Status Session::WriteParam(const std::string& name, absl::Span<const float> values) {
@@ -164,10 +192,16 @@ absl::Status Session::WriteParam(const std::string& name, absl::Span<const float
   if (!i.ok()) return i.status();
   if (module_->info().args[*i].dtype != STEPC_F32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
-  if (values.size() != floats_[*i].size())
-    return absl::InvalidArgumentError(absl::StrCat("'", name, "' holds ", floats_[*i].size(),
-                                                   " values, got ", values.size()));
-  std::copy(values.begin(), values.end(), floats_[*i].begin());
+  const stepc_arg_info& a = module_->info().args[*i];
+  const int64_t row = a.rank >= 1 ? Numel(a) / a.shape[0] : 1;
+  const int64_t whole = Sharded(*i) ? a.global_dim0 * row : Numel(a);
+  if (static_cast<int64_t>(values.size()) != whole)
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' holds ", whole, " values, got ", values.size()));
+  std::fill(floats_[*i].begin(), floats_[*i].end(), 0.0f);
+  const int64_t first = Sharded(*i) ? communicator_->rank() * a.shape[0] * row : 0;
+  std::copy(values.begin() + first, values.begin() + first + ValidRows(*i) * row,
+            floats_[*i].begin());
   return absl::OkStatus();
 }
 
@@ -176,6 +210,15 @@ absl::StatusOr<std::vector<int64_t>> Session::Shape(const std::string& name) con
   if (!i.ok()) return i.status();
   const stepc_arg_info& a = module_->info().args[*i];
   return std::vector<int64_t>(a.shape, a.shape + a.rank);
+}
+
+absl::StatusOr<std::vector<int64_t>> Session::GlobalShape(const std::string& name) const {
+  absl::StatusOr<int> i = Arg(name);
+  if (!i.ok()) return i.status();
+  const stepc_arg_info& a = module_->info().args[*i];
+  std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+  if (Sharded(*i)) shape[0] = a.global_dim0;
+  return shape;
 }
 
 int64_t Session::planned_bytes() const {

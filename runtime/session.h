@@ -42,11 +42,15 @@ class Session {
   // One training step at learning rate `lr`; counts steps from 1.
   absl::StatusOr<StepResult> Step(float lr);
 
-  // A float argument (parameter or moment, e.g. "exp_avg.wte") by name.
+  // A float argument (parameter or moment, e.g. "exp_avg.wte") by name, the
+  // whole tensor: a sharded one is gathered from every rank, so under fsdp
+  // every rank must call ReadParam for the same names in the same order.
   absl::StatusOr<std::vector<float>> ReadParam(const std::string& name) const;
+  // Writes the whole tensor; a sharded rank keeps its rows.
   absl::Status WriteParam(const std::string& name, absl::Span<const float> values);
-  // Shape of the argument `name`.
+  // Shape of the argument `name` as this rank holds it, and as a whole.
   absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const;
+  absl::StatusOr<std::vector<int64_t>> GlobalShape(const std::string& name) const;
 
   const Module& module() const { return *module_; }
   Communicator& communicator() const { return *communicator_; }
@@ -57,6 +61,9 @@ class Session {
  private:
   explicit Session(std::shared_ptr<const Module> module) : module_(std::move(module)) {}
   absl::Status CheckWorld() const;
+  // Whether argument i is a dim-0 shard (fsdp), and its rows in this rank.
+  bool Sharded(int i) const;
+  int64_t ValidRows(int i) const;
   absl::StatusOr<int> Arg(const std::string& name) const;
 
   std::shared_ptr<const Module> module_;

@@ -40,6 +40,10 @@ typedef struct {
   int32_t init;     /* stepc_init, parameters only */
   double init_std;  /* parameters only */
   int64_t id_bound; /* integer inputs: ids must be in [0, id_bound) */
+  /* Sharded along dim 0 (fsdp): the unsharded dim 0; shape[0] is the shard's
+   * rows, rank r holding global rows [r·shape[0], (r+1)·shape[0]) ∩
+   * [0, global_dim0), the rest zero padding. Equal to shape[0] if unsharded. */
+  int64_t global_dim0;
 } stepc_arg_info;
 
 /* Collectives over the ranks of a data-parallel step, provided by the
@@ -50,10 +54,14 @@ typedef struct {
   int32_t rank, size;
   /* data[0..count) = Σ over ranks, in place. */
   int (*all_reduce_sum)(void *ctx, float *data, int64_t count);
+  /* recv[r·count .. (r+1)·count) = send of rank r. */
+  int (*all_gather)(void *ctx, const float *send, float *recv, int64_t count);
+  /* recv[0..count) = Σ over ranks of send[rank·count .. (rank+1)·count). */
+  int (*reduce_scatter_sum)(void *ctx, const float *send, float *recv, int64_t count);
 } stepc_collectives;
 
 /* One collective of the step, in execution order. */
-enum stepc_collective_kind { STEPC_ALL_REDUCE = 0 };
+enum stepc_collective_kind { STEPC_ALL_REDUCE = 0, STEPC_ALL_GATHER = 1, STEPC_REDUCE_SCATTER = 2 };
 typedef struct {
   int32_t kind;
   int64_t count; /* floats per rank */
@@ -70,7 +78,7 @@ typedef struct {
   int64_t tokens_per_step;
   const char *report_json; /* the compiler's report (stepc --report) */
   int32_t world_size;      /* ranks the step was compiled for (1: unsharded) */
-  const char *sharding;    /* "none" or "ddp:N" */
+  const char *sharding;    /* "none", "ddp:N" or "fsdp:N" */
   int32_t num_collectives;
   const stepc_collective_info *collectives; /* per-rank sequence, in order */
 } stepc_module_info;

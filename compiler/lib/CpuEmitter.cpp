@@ -269,6 +269,30 @@ LogicalResult Emitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](ConstantOp c) { return emitConstant(c); })
+          .Case([&](mesh::AllGatherOp g) -> LogicalResult {
+            int64_t count = typeOf(g.getInput()).getNumElements();
+            collectives.push_back({"STEPC_ALL_GATHER", count});
+            b << "  if (collectives->all_gather(collectives->ctx, " << ptr(g.getInput()) << ", "
+              << ptr(g.getResult()) << ", " << count
+              << "))\n    return stepc_fail_text(error, error_len, "
+              << cString(where(op) + ": mesh.all_gather #" + std::to_string(collectives.size()) +
+                         " failed")
+              << ");\n";
+            return success();
+          })
+          .Case([&](mesh::ReduceScatterOp r) -> LogicalResult {
+            if (r.getReduction() != mesh::ReductionKind::Sum)
+              return r.emitOpError() << "the CPU back end reduces with sum only";
+            int64_t count = typeOf(r.getResult()).getNumElements();
+            collectives.push_back({"STEPC_REDUCE_SCATTER", count});
+            b << "  if (collectives->reduce_scatter_sum(collectives->ctx, " << ptr(r.getInput())
+              << ", " << ptr(r.getResult()) << ", " << count
+              << "))\n    return stepc_fail_text(error, error_len, "
+              << cString(where(op) + ": mesh.reduce_scatter #" +
+                         std::to_string(collectives.size()) + " failed")
+              << ");\n";
+            return success();
+          })
           // all_reduce(sum): a copy, then the runtime's in-place reduction.
           .Case([&](mesh::AllReduceOp r) -> LogicalResult {
             if (r.getReduction() != mesh::ReductionKind::Sum)
@@ -436,6 +460,9 @@ std::string Emitter::metadata(const ModuleSummary &summary) {
     std::string name, kind = "STEPC_ARG_INPUT", init = "STEPC_INIT_ZEROS";
     double stddev = 0;
     int64_t bound = 0;
+    int64_t globalRows = type.getRank() > 0 ? type.getDimSize(0) : 1;
+    if (auto rows = step.getArgAttrOfType<IntegerAttr>(i, StepDialect::kShardOfAttrName))
+      globalRows = rows.getInt();
     if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
       name = p.getName().str();
       kind = "STEPC_ARG_PARAM";
@@ -447,6 +474,13 @@ std::string Emitter::metadata(const ModuleSummary &summary) {
       name = s.getValue().str();
       kind = StringRef(name).starts_with("exp_avg_sq.") ? "STEPC_ARG_EXP_AVG_SQ"
                                                         : "STEPC_ARG_EXP_AVG";
+      // A moment is sharded like its parameter.
+      StringRef param = StringRef(name).split('.').second;
+      for (unsigned j = 0; j < n; ++j)
+        if (auto p = step.getArgAttrOfType<ParamAttr>(j, StepDialect::kParamAttrName);
+            p && p.getName() == param)
+          if (auto rows = step.getArgAttrOfType<IntegerAttr>(j, StepDialect::kShardOfAttrName))
+            globalRows = rows.getInt();
     } else if (auto h = step.getArgAttrOfType<StringAttr>(i, StepDialect::kHyperAttrName)) {
       name = h.getValue().str();
       kind = name == "lr" ? "STEPC_ARG_LR" : "STEPC_ARG_STEP";
@@ -459,9 +493,10 @@ std::string Emitter::metadata(const ModuleSummary &summary) {
           bound = std::max(bound, c.getLogits().getType().getShape().back());
       }
     }
-    os << llvm::formatv("  {{{0}, {1}, {2}, {3}, shape{4}, {5}, {6:e}, {7}},\n", cString(name),
-                        kind, type.getElementType().isF32() ? "STEPC_F32" : "STEPC_I32",
-                        type.getRank(), i, init, stddev, bound);
+    os << llvm::formatv("  {{{0}, {1}, {2}, {3}, shape{4}, {5}, {6:e}, {7}, {8}},\n",
+                        cString(name), kind,
+                        type.getElementType().isF32() ? "STEPC_F32" : "STEPC_I32",
+                        type.getRank(), i, init, stddev, bound, globalRows);
   }
   os << "};\n\n";
   if (!collectives.empty()) {

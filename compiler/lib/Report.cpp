@@ -56,11 +56,15 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
   if (walk.wasInterrupted())
     return failure();
   Block &body = step.getBody().front();
-  int64_t allReduces = 0, allReduceBytes = 0;
+  int64_t collectives = 0;
+  std::map<std::string, int64_t> collectiveBytes;
   for (Operation &op : body) {
-    if (auto r = dyn_cast<mesh::AllReduceOp>(op)) {
-      ++allReduces;
-      allReduceBytes += bytesOf(r.getInput().getType());
+    if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::ReduceScatterOp>(op)) {
+      ++collectives;
+      // Bytes each rank contributes.
+      collectiveBytes[op.getName().stripDialect().str()] +=
+          bytesOf(isa<mesh::AllGatherOp>(op) ? op.getOperand(0).getType()
+                                             : op.getResult(0).getType());
     }
     FailureOr<int64_t> flops = getExecutedFlops(&op);
     if (failed(flops))
@@ -152,7 +156,10 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
   report["saved_activation_bytes_by_block"] = std::move(perBlock);
   report["kernels_per_step"] = kernels;
   report["in_place_buffers"] = plan.inPlaceCount;
-  report["collectives_per_step"] = allReduces;
-  report["collective_bytes_per_step"] = llvm::json::Object{{"all_reduce", allReduceBytes}};
+  report["collectives_per_step"] = collectives;
+  llvm::json::Object byKind;
+  for (auto &[kind, bytes] : collectiveBytes)
+    byKind[kind] = bytes;
+  report["collective_bytes_per_step"] = std::move(byKind);
   return report;
 }

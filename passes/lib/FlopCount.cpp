@@ -103,7 +103,8 @@ FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
             ReduceMeanOp, ReduceSumOp, ReluGradOp, ReluOp, ReshapeOp, RmsNormGradOp,
             RmsNormOp, RotaryOp, RsqrtOp, SigmoidOp, SiluGradOp, SiluOp, SliceOp,
             SoftmaxGradOp, SoftmaxOp, SqrtOp, SubOp, TanhOp, TransposeOp,
-            func::ReturnOp, mesh::AllReduceOp>([](Operation *) { return FailureOr<int64_t>(0); })
+            func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(
+          [](Operation *) { return FailureOr<int64_t>(0); })
       .Default([](Operation *unknown) -> FailureOr<int64_t> {
         return unknown->emitOpError() << "has no FLOP rule";
       });

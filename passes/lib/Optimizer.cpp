@@ -4,6 +4,7 @@
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
@@ -21,6 +22,8 @@ namespace {
 
 struct OptimizerOptions {
   double beta1, beta2, epsilon, weightDecay, maxGradNorm;
+  /// Mesh over whose ranks the gradients are sharded ("" if not).
+  std::string mesh;
 };
 
 NamedAttribute named(OpBuilder &b, StringRef key, StringRef value) {
@@ -133,6 +136,12 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   Value total = scalar(b, loc, lossType, 0.0);
   for (Value g : grads)
     total = b.create<AddOp>(loc, total, sumOfSquares(b, loc, g, lossType));
+  // Sharded gradients: each rank holds part of every gradient, so the
+  // squares are summed over the ranks (padding rows are zero).
+  if (!options.mesh.empty())
+    total = b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,
+                                        ArrayRef<mesh::MeshAxis>{0}, total,
+                                        mesh::ReductionKind::Sum);
   Value norm = b.create<SqrtOp>(loc, total);
   Value scale = scalar(b, loc, lossType, 1.0);
   if (options.maxGradNorm > 0.0) {
@@ -196,7 +205,7 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
                             "max-grad-norm non-negative";
       return signalPassFailure();
     }
-    OptimizerOptions options{beta1, beta2, epsilon, weightDecay, maxGradNorm};
+    OptimizerOptions options{beta1, beta2, epsilon, weightDecay, maxGradNorm, mesh};
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();

@@ -6,14 +6,14 @@
 
 // CHECK: #include "stepc_abi.h"
 // CHECK: static const stepc_arg_info kArgs[] = {
-// CHECK-NEXT: {"w", STEPC_ARG_PARAM, STEPC_F32, 2, shape0, STEPC_INIT_NORMAL, 2.000000e-02, 0},
-// CHECK-NEXT: {"b", STEPC_ARG_PARAM, STEPC_F32, 1, shape1, STEPC_INIT_ZEROS, 0.000000e+00, 0},
+// CHECK-NEXT: {"w", STEPC_ARG_PARAM, STEPC_F32, 2, shape0, STEPC_INIT_NORMAL, 2.000000e-02, 0, 16},
+// CHECK-NEXT: {"b", STEPC_ARG_PARAM, STEPC_F32, 1, shape1, STEPC_INIT_ZEROS, 0.000000e+00, 0, 4},
 // CHECK-NEXT: {"exp_avg.w", STEPC_ARG_EXP_AVG,
 // CHECK-NEXT: {"exp_avg.b", STEPC_ARG_EXP_AVG,
 // CHECK-NEXT: {"exp_avg_sq.w", STEPC_ARG_EXP_AVG_SQ,
 // CHECK-NEXT: {"exp_avg_sq.b", STEPC_ARG_EXP_AVG_SQ,
-// CHECK-NEXT: {"tokens", STEPC_ARG_INPUT, STEPC_I32, 2, shape6, STEPC_INIT_ZEROS, 0.000000e+00, 16},
-// CHECK-NEXT: {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, shape7, STEPC_INIT_ZEROS, 0.000000e+00, 16},
+// CHECK-NEXT: {"tokens", STEPC_ARG_INPUT, STEPC_I32, 2, shape6, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2},
+// CHECK-NEXT: {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, shape7, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2},
 // CHECK-NEXT: {"lr", STEPC_ARG_LR,
 // CHECK-NEXT: {"step", STEPC_ARG_STEP,
 // CHECK: extern "C" int stepc_train_step_v2(

@@ -97,9 +97,9 @@ absl::Status SaveState(const Session& session, const std::string& dir, StepResul
     const stepc_arg_info& a = info.args[i];
     if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
     STEPC_ASSIGN_OR_RETURN(std::vector<float> values, session.ReadParam(a.name));
+    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(a.name));
     std::string name = a.kind == STEPC_ARG_PARAM ? absl::StrCat("param.", a.name) : a.name;
-    STEPC_RETURN_IF_ERROR(write(name, std::vector<int64_t>(a.shape, a.shape + a.rank),
-                                std::vector<double>(values.begin(), values.end())));
+    STEPC_RETURN_IF_ERROR(write(name, shape, std::vector<double>(values.begin(), values.end())));
   }
   STEPC_RETURN_IF_ERROR(write("loss", {}, {last.loss}));
   return write("grad_norm", {}, {last.grad_norm});

@@ -53,10 +53,16 @@ static cl::opt<std::string> dumpAfter("dump-after", cl::desc("Print the IR after
 static cl::opt<int64_t> batch("batch", cl::desc("Rebind the model to this batch size "
                                                 "(step-rebind-batch)"),
                               cl::init(0));
-static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none, or ddp:N (the global "
-                                                   "batch split over N data-parallel ranks; "
-                                                   "fsdp:N and hsdp:RxS are not available yet)"),
+static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (the global batch "
+                                                   "split over N ranks, gradients all-reduced); "
+                                                   "fsdp:N (also parameters, gradients and "
+                                                   "optimizer state sharded along dim 0); "
+                                                   "hsdp:RxS is not available yet"),
                                   cl::init("none"));
+static cl::opt<bool> fsdpReshard("fsdp-reshard", cl::desc("With fsdp: gather parameters again "
+                                                          "for backward (ZeRO-3, default) or keep "
+                                                          "them from forward (false: ZeRO-2)"),
+                                 cl::init(true));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
@@ -113,11 +119,13 @@ int main(int argc, char **argv) {
   // --shard: data parallelism splits the global batch across ranks.
   int64_t ranks = 1;
   StringRef shardSpec = shard.getValue();
-  if (shardSpec.starts_with("fsdp:") || shardSpec.starts_with("hsdp:"))
-    return fail("--shard=" + shard + " is not available yet: only ddp:N is implemented");
+  if (shardSpec.starts_with("hsdp:"))
+    return fail("--shard=" + shard + " is not available yet: ddp:N and fsdp:N are implemented");
+  bool fsdp = shardSpec.starts_with("fsdp:");
   if (shardSpec != "none") {
-    if (!shardSpec.consume_front("ddp:") || shardSpec.getAsInteger(10, ranks) || ranks < 1)
-      return fail("bad --shard '" + shard + "' (expected none or ddp:N with N >= 1)");
+    if (!(shardSpec.consume_front("ddp:") || shardSpec.consume_front("fsdp:")) ||
+        shardSpec.getAsInteger(10, ranks) || ranks < 1)
+      return fail("bad --shard '" + shard + "' (expected none, ddp:N or fsdp:N with N >= 1)");
   }
   int64_t globalBatch = batch > 0 ? batch.getValue() : 0;
   if (!globalBatch)
@@ -132,10 +140,15 @@ int main(int argc, char **argv) {
   if (rankBatch > 0)
     pm.addPass(createStepRebindBatch(StepRebindBatchOptions{rankBatch}));
   pm.addPass(createStepAutodiff());
-  if (ranks > 1)
+  if (ranks > 1 && !fsdp)
     pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{ranks}));
+  if (ranks > 1 && fsdp)
+    pm.addPass(createStepShardFully(StepShardFullyOptions{ranks, fsdpReshard}));
   auto optimizer = createStepOptimizer();
-  if (failed(optimizer->initializeOptions(optimizerOptions, [](const Twine &msg) {
+  std::string optimizerFlags = optimizerOptions.getValue();
+  if (ranks > 1 && fsdp)
+    optimizerFlags += " mesh=world";
+  if (failed(optimizer->initializeOptions(optimizerFlags, [](const Twine &msg) {
         llvm::errs() << "stepc: error: bad --optimizer-options: " << msg << "\n";
         return failure();
       })))

@@ -73,6 +73,14 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
                              << " to be a statically shaped tensor, got " << type;
     return success();
   }
+  if (attribute.getName() == kShardOfAttrName) {
+    auto rows = dyn_cast<IntegerAttr>(attribute.getValue());
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!rows || rows.getInt() < 1 || !tensor || tensor.getRank() < 1)
+      return op->emitError() << "expects '" << kShardOfAttrName << "' on argument #"
+                             << argIndex << " to be a positive row count of a tensor of rank >= 1";
+    return success();
+  }
   if (attribute.getName() == kHyperAttrName) {
     auto name = dyn_cast<StringAttr>(attribute.getValue());
     if (!name || (name.getValue() != "lr" && name.getValue() != "step"))

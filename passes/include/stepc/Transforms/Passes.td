@@ -108,6 +108,35 @@ def StepShardDataParallel : Pass<"step-shard-data-parallel", "mlir::ModuleOp"> {
   ];
 }
 
+def StepShardFully : Pass<"step-shard-fully", "mlir::ModuleOp"> {
+  let summary = "Shard parameters, gradients and optimizer state over N ranks (FSDP)";
+  let description = [{
+    ZeRO-3 on the gradient function, each rank on its slice of the global
+    batch (`step-rebind-batch` first). A parameter `p` of shape `[d0, ...]`
+    becomes this rank's shard `[s, ...]`, `s = ceil(d0/N)` (the last rank's
+    rows past `d0` are zero padding; argument attribute `step.shard_of = d0`).
+    Before its first forward use it is all-gathered (and sliced back to
+    `d0` rows); with `reshard` (the default) it is gathered again before its
+    first backward use, so the full parameter need not live from forward to
+    backward (`reshard=false` is ZeRO-2's behaviour). Each gradient is padded
+    to `N·s` rows, reduce-scattered and scaled by 1/N; the loss is averaged
+    over the ranks. A tied parameter stays one sharded tensor. The optimizer
+    then runs on shards (`step-optimizer` with `mesh=world` sums the clipping
+    norm over the ranks).
+
+    ```mlir
+    %full = mesh.all_gather %w on @world mesh_axes = [0] gather_axis = 0 : tensor<96x64xf32> -> tensor<192x64xf32>
+    %gs = mesh.reduce_scatter %g on @world mesh_axes = [0] scatter_axis = 0 : tensor<192x64xf32> -> tensor<96x64xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::mesh::MeshDialect"];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1", "ranks sharing each parameter">,
+    Option<"reshard", "reshard", "bool", /*default=*/"true",
+           "gather parameters again for backward (ZeRO-3) instead of keeping them (ZeRO-2)">
+  ];
+}
+
 def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
   let summary = "Append global-norm clipping and AdamW: the training step";
   let description = [{
@@ -137,7 +166,9 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.1",
            "decoupled weight decay on parameters of rank >= 2">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"1.0",
-           "global-norm clipping threshold (0 disables clipping)">
+           "global-norm clipping threshold (0 disables clipping)">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "mesh whose ranks hold gradient shards: the squared norm is summed over it">
   ];
 }
 

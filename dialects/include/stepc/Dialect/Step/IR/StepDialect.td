@@ -57,6 +57,9 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kStateAttrName = "step.state";
     /// Argument attribute marking a runtime hyperparameter: "lr" or "step".
     static constexpr llvm::StringLiteral kHyperAttrName = "step.hyper";
+    /// Argument attribute (an integer): the argument is a dim-0 shard of a
+    /// tensor of this many rows (step-shard-fully).
+    static constexpr llvm::StringLiteral kShardOfAttrName = "step.shard_of";
     /// Result attribute (a string) naming a result, e.g. "grad.wte".
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
     /// Unit attribute marking a function built by step-autodiff.

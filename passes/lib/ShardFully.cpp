@@ -1,0 +1,174 @@
+//===- ShardFully.cpp - fully sharded data parallelism (FSDP, ZeRO-3) -----===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPSHARDFULLY
+#include "stepc/Transforms/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+constexpr llvm::StringLiteral kMeshName = "world";
+
+RankedTensorType withRows(RankedTensorType type, int64_t rows) {
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] = rows;
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+Value splat(OpBuilder &b, Location loc, Type type, double value) {
+  auto t = cast<RankedTensorType>(type);
+  return b.create<ConstantOp>(loc,
+                              DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), value)));
+}
+
+/// The full parameter, gathered from the shards: all_gather, then the rows
+/// past d0 (padding) dropped.
+Value gather(OpBuilder &b, Location loc, Value shard, int64_t ranks, int64_t rows) {
+  auto type = cast<RankedTensorType>(shard.getType());
+  Value full = b.create<mesh::AllGatherOp>(loc, withRows(type, type.getDimSize(0) * ranks),
+                                           kMeshName, ArrayRef<mesh::MeshAxis>{0}, shard,
+                                           APInt(64, 0));
+  if (rows == type.getDimSize(0) * ranks)
+    return full;
+  SmallVector<int64_t> offsets(type.getRank(), 0), sizes(withRows(type, rows).getShape());
+  return b.create<SliceOp>(loc, full, b.getDenseI64ArrayAttr(offsets),
+                           b.getDenseI64ArrayAttr(sizes));
+}
+
+LogicalResult shard(func::FuncOp grad, int64_t forwardOps, int64_t ranks, bool reshard) {
+  Block &body = grad.getBody().front();
+  DenseMap<Operation *, int64_t> index;
+  int64_t n = 0;
+  for (Operation &op : body)
+    index[&op] = n++;
+  OpBuilder b(grad.getContext());
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+  SmallVector<Type> argTypes(grad.getArgumentTypes());
+  DenseMap<unsigned, int64_t> rowsOf; // param argument -> d0
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (!grad.getArgAttr(i, StepDialect::kParamAttrName) || type.getRank() == 0)
+      continue;
+    int64_t rows = type.getDimSize(0), shardRows = (rows + ranks - 1) / ranks;
+    rowsOf[i] = rows;
+    SmallVector<OpOperand *> forward, backward;
+    for (OpOperand &use : arg.getUses()) {
+      if (isa<func::ReturnOp>(use.getOwner()))
+        continue;
+      (index[use.getOwner()] < forwardOps || !reshard ? forward : backward).push_back(&use);
+    }
+    arg.setType(withRows(type, shardRows));
+    argTypes[i] = arg.getType();
+    grad.setArgAttr(i, StepDialect::kShardOfAttrName, b.getI64IntegerAttr(rows));
+    // One gather at the function start for the forward (and, without
+    // resharding, every) use; another just before the first backward use.
+    b.setInsertionPointToStart(&body);
+    Value full = gather(b, grad.getLoc(), arg, ranks, rows);
+    for (OpOperand *use : forward)
+      use->set(full);
+    if (!backward.empty()) {
+      Operation *first = backward.front()->getOwner();
+      for (OpOperand *use : backward)
+        if (index[use->getOwner()] < index[first])
+          first = use->getOwner();
+      b.setInsertionPoint(first);
+      Value again = gather(b, first->getLoc(), arg, ranks, rows);
+      for (OpOperand *use : backward)
+        use->set(again);
+    }
+  }
+  grad.setFunctionType(FunctionType::get(grad.getContext(), argTypes, grad.getResultTypes()));
+
+  // Results: the loss averaged over the ranks; each gradient padded,
+  // reduce-scattered to this rank's rows and scaled by 1/N.
+  b.setInsertionPoint(ret);
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  SmallVector<unsigned> params;
+  for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i)
+    if (grad.getArgAttr(i, StepDialect::kParamAttrName))
+      params.push_back(i);
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    auto type = cast<RankedTensorType>(v.getType());
+    Location loc = ret.getLoc();
+    Value mean;
+    if (k == 0 || !rowsOf.count(params[k - 1])) {
+      Value sum = b.create<mesh::AllReduceOp>(loc, type, kMeshName, ArrayRef<mesh::MeshAxis>{0},
+                                              v, mesh::ReductionKind::Sum);
+      mean = b.create<MulOp>(loc, sum, splat(b, loc, type, 1.0 / ranks));
+    } else {
+      int64_t rows = rowsOf[params[k - 1]], shardRows = (rows + ranks - 1) / ranks;
+      Value padded = v;
+      if (shardRows * ranks != rows) {
+        SmallVector<int64_t> low(type.getRank(), 0), high(type.getRank(), 0);
+        high[0] = shardRows * ranks - rows;
+        padded = b.create<PadOp>(loc, v, b.getDenseI64ArrayAttr(low), b.getDenseI64ArrayAttr(high));
+      }
+      auto shardType = withRows(type, shardRows);
+      Value scattered = b.create<mesh::ReduceScatterOp>(
+          loc, shardType, kMeshName, ArrayRef<mesh::MeshAxis>{0}, padded,
+          mesh::ReductionKind::Sum, APInt(64, 0));
+      mean = b.create<MulOp>(loc, scattered, splat(b, loc, shardType, 1.0 / ranks));
+    }
+    results.push_back(mean);
+    resultTypes.push_back(mean.getType());
+  }
+  ret.getOperandsMutable().assign(results);
+  grad.setFunctionType(FunctionType::get(grad.getContext(), argTypes, resultTypes));
+  return success();
+}
+
+struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFullyPass> {
+  using StepShardFullyBase::StepShardFullyBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (ranks < 1) {
+      module.emitError() << "step-shard-fully expects ranks >= 1, got " << ranks.getValue();
+      return signalPassFailure();
+    }
+    SymbolTable symbols(module);
+    OpBuilder b(module.getBodyRegion());
+    b.setInsertionPointToStart(module.getBody());
+    b.create<mesh::MeshOp>(module.getLoc(), kMeshName, ArrayRef<int64_t>{ranks.getValue()});
+    bool any = false;
+    for (auto grad : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+      if (!grad->hasAttr(StepDialect::kGradientAttrName))
+        continue;
+      any = true;
+      // The forward ops are the loss function's, copied first and in order.
+      StringRef name = grad.getSymName();
+      name.consume_back("_grad");
+      auto loss = symbols.lookup<func::FuncOp>(name);
+      if (!loss) {
+        grad.emitOpError() << "has no loss function '" << name << "'";
+        return signalPassFailure();
+      }
+      int64_t forwardOps =
+          std::distance(loss.getBody().front().begin(), loss.getBody().front().end()) - 1;
+      if (failed(shard(grad, forwardOps, ranks, reshard)))
+        return signalPassFailure();
+    }
+    if (!any) {
+      module.emitError() << "no function is marked '" << StepDialect::kGradientAttrName
+                         << "' (run step-autodiff first)";
+      return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
