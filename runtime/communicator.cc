@@ -16,22 +16,23 @@ Communicator::Communicator() {
   table_.reduce_scatter_sum = &Communicator::ReduceScatterThunk;
 }
 
-int Communicator::AllGatherThunk(void* ctx, const float* send, float* recv, int64_t count) {
+int Communicator::AllGatherThunk(void* ctx, int32_t axes, const float* send, float* recv,
+                                 int64_t count) {
   auto* self = static_cast<Communicator*>(ctx);
-  self->last_error_ = self->AllGather(send, recv, count);
+  self->last_error_ = self->AllGather(axes, send, recv, count);
   return self->last_error_.ok() ? 0 : 1;
 }
 
-int Communicator::ReduceScatterThunk(void* ctx, const float* send, float* recv,
+int Communicator::ReduceScatterThunk(void* ctx, int32_t axes, const float* send, float* recv,
                                      int64_t count) {
   auto* self = static_cast<Communicator*>(ctx);
-  self->last_error_ = self->ReduceScatterSum(send, recv, count);
+  self->last_error_ = self->ReduceScatterSum(axes, send, recv, count);
   return self->last_error_.ok() ? 0 : 1;
 }
 
-int Communicator::AllReduceThunk(void* ctx, float* data, int64_t count) {
+int Communicator::AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t count) {
   auto* self = static_cast<Communicator*>(ctx);
-  self->last_error_ = self->AllReduceSum(data, count);
+  self->last_error_ = self->AllReduceSum(axes, data, count);
   return self->last_error_.ok() ? 0 : 1;
 }
 
@@ -41,12 +42,13 @@ class LocalCommunicator : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  absl::Status AllReduceSum(float*, int64_t) override { return absl::OkStatus(); }
-  absl::Status AllGather(const float* send, float* recv, int64_t count) override {
+  absl::Status SetMesh(int, int) override { return absl::OkStatus(); }
+  absl::Status AllReduceSum(int, float*, int64_t) override { return absl::OkStatus(); }
+  absl::Status AllGather(int, const float* send, float* recv, int64_t count) override {
     std::copy(send, send + count, recv);
     return absl::OkStatus();
   }
-  absl::Status ReduceScatterSum(const float* send, float* recv, int64_t count) override {
+  absl::Status ReduceScatterSum(int, const float* send, float* recv, int64_t count) override {
     std::copy(send, send + count, recv);
     return absl::OkStatus();
   }

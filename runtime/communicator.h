@@ -14,18 +14,27 @@
 
 namespace stepc {
 
+// Collectives span mesh axes, as a bit mask: kAxis0 (across replica groups
+// in hsdp; the whole world for a 1-axis mesh), kAxis1 (within a group), or
+// both.
+constexpr int kAxis0 = 1, kAxis1 = 2, kAllAxes = 3;
+
 class Communicator {
  public:
   Communicator();
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // data[0..count) = Σ over ranks, in place.
-  virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
-  // recv = the concatenation of every rank's send (count floats each).
-  virtual absl::Status AllGather(const float* send, float* recv, int64_t count) = 0;
-  // recv = Σ over ranks of rank r's block r of send (count floats each).
-  virtual absl::Status ReduceScatterSum(const float* send, float* recv, int64_t count) = 0;
+  // Arranges the ranks as a [groups, per_group] mesh (rank = g·per_group + i);
+  // a collective over all ranks. Before it, the mesh is [size, 1].
+  virtual absl::Status SetMesh(int groups, int per_group) = 0;
+  // data[0..count) = Σ over the ranks of `axes`, in place.
+  virtual absl::Status AllReduceSum(int axes, float* data, int64_t count) = 0;
+  // recv = the concatenation of the sends along `axes` (count floats each).
+  virtual absl::Status AllGather(int axes, const float* send, float* recv, int64_t count) = 0;
+  // recv = Σ along `axes` of each rank's block at this rank's index.
+  virtual absl::Status ReduceScatterSum(int axes, const float* send, float* recv,
+                                        int64_t count) = 0;
   // Every rank's `value`, in rank order.
   virtual absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) = 0;
 
@@ -38,9 +47,11 @@ class Communicator {
   const absl::Status& last_error() const { return last_error_; }
 
  private:
-  static int AllReduceThunk(void* ctx, float* data, int64_t count);
-  static int AllGatherThunk(void* ctx, const float* send, float* recv, int64_t count);
-  static int ReduceScatterThunk(void* ctx, const float* send, float* recv, int64_t count);
+  static int AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t count);
+  static int AllGatherThunk(void* ctx, int32_t axes, const float* send, float* recv,
+                            int64_t count);
+  static int ReduceScatterThunk(void* ctx, int32_t axes, const float* send, float* recv,
+                                int64_t count);
   stepc_collectives table_;
   absl::Status last_error_;
 };

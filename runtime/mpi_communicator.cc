@@ -38,31 +38,66 @@ absl::StatusOr<int> Count(int64_t count) {
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {
+    comms_[kAxis0] = comms_[kAllAxes] = MPI_COMM_WORLD;
+    comms_[kAxis1] = MPI_COMM_SELF;
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;  // MPI freed them
+    for (MPI_Comm* c : {&comms_[kAxis0], &comms_[kAxis1]})
+      if (*c != MPI_COMM_WORLD && *c != MPI_COMM_SELF) MPI_Comm_free(c);
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  absl::Status AllReduceSum(float* data, int64_t count) override {
+  absl::Status SetMesh(int groups, int per_group) override {
+    if (groups * per_group != size_)
+      return absl::InvalidArgumentError(absl::StrCat("a mesh of ", groups, "x", per_group,
+                                                     " does not hold ", size_, " ranks"));
+    if (per_group == 1) return absl::OkStatus();  // [N, 1]: axis 0 is the world
+    // Axis 0 joins the ranks with the same index in their groups; axis 1 the
+    // ranks of one group.
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Comm_split(MPI_COMM_WORLD, rank_ % per_group, rank_, &comms_[kAxis0]));
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Comm_split(MPI_COMM_WORLD, rank_ / per_group, rank_, &comms_[kAxis1]));
+    for (MPI_Comm c : {comms_[kAxis0], comms_[kAxis1]})
+      STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<MPI_Comm> Comm(int axes) const {
+    if (axes < kAxis0 || axes > kAllAxes)
+      return absl::InvalidArgumentError(absl::StrCat("bad mesh axes mask ", axes));
+    return comms_[axes];
+  }
+
+  absl::Status AllReduceSum(int axes, float* data, int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
     // MPI counts are int: reduce in chunks below 2^31.
     const int64_t chunk = int64_t{1} << 30;
     for (int64_t at = 0; at < count; at += chunk)
       STEPC_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, data + at,
                                               static_cast<int>(std::min(chunk, count - at)),
-                                              MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+                                              MPI_FLOAT, MPI_SUM, comm));
     return absl::OkStatus();
   }
 
-  absl::Status AllGather(const float* send, float* recv, int64_t count) override {
+  absl::Status AllGather(int axes, const float* send, float* recv, int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
     STEPC_ASSIGN_OR_RETURN(int n, Count(count));
-    STEPC_MPI_RETURN_IF_ERROR(
-        MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, MPI_COMM_WORLD));
+    STEPC_MPI_RETURN_IF_ERROR(MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm));
     return absl::OkStatus();
   }
 
-  absl::Status ReduceScatterSum(const float* send, float* recv, int64_t count) override {
+  absl::Status ReduceScatterSum(int axes, const float* send, float* recv,
+                                int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
     STEPC_ASSIGN_OR_RETURN(int n, Count(count));
     STEPC_MPI_RETURN_IF_ERROR(
-        MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm));
     return absl::OkStatus();
   }
 
@@ -75,6 +110,7 @@ class MpiCommunicator : public Communicator {
 
  private:
   int rank_, size_;
+  MPI_Comm comms_[4];  // indexed by axes mask
 };
 
 bool Launched() {

@@ -28,6 +28,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   std::unique_ptr<Session> s(new Session(std::move(module)));
   s->communicator_ = communicator ? std::move(communicator) : MakeLocalCommunicator();
   if (absl::Status world = s->CheckWorld(); !world.ok()) return world;
+  const stepc_module_info& mesh = s->module_->info();
+  if (mesh.world_size > 1)
+    if (absl::Status m = s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]);
+        !m.ok())
+      return m;
   const stepc_module_info& info = s->module_->info();
   s->floats_.resize(info.num_args);
   s->ints_.resize(info.num_args);
@@ -75,6 +80,7 @@ absl::Status Session::CheckWorld() const {
   for (const char* c = info.sharding; *c; ++c) mix(static_cast<unsigned char>(*c));
   for (int i = 0; i < info.num_collectives; ++i) {
     mix(static_cast<uint64_t>(info.collectives[i].kind));
+    mix(static_cast<uint64_t>(info.collectives[i].axes));
     mix(static_cast<uint64_t>(info.collectives[i].count));
   }
   absl::StatusOr<std::vector<uint64_t>> all = communicator_->AllGather(hash);
@@ -101,14 +107,29 @@ absl::StatusOr<int> Session::Arg(const std::string& name) const {
 
 bool Session::Sharded(int i) const {
   const stepc_arg_info& a = module_->info().args[i];
-  return std::string_view(module_->info().sharding).rfind("fsdp:", 0) == 0 &&
+  std::string_view sharding = module_->info().sharding;
+  return (sharding.rfind("fsdp:", 0) == 0 || sharding.rfind("hsdp:", 0) == 0) &&
          a.kind <= STEPC_ARG_EXP_AVG_SQ && a.rank >= 1;
+}
+
+// Shards live along the last mesh axis: the world for fsdp, the group for hsdp.
+int Session::ShardIndex() const {
+  const stepc_module_info& info = module_->info();
+  return info.mesh_axes == 2 ? communicator_->rank() % info.mesh_shape[1]
+                             : communicator_->rank();
+}
+
+int Session::ShardAxes() const { return module_->info().mesh_axes == 2 ? kAxis1 : kAxis0; }
+
+int Session::ShardCount() const {
+  const stepc_module_info& info = module_->info();
+  return info.mesh_axes == 2 ? info.mesh_shape[1] : info.world_size;
 }
 
 int64_t Session::ValidRows(int i) const {
   const stepc_arg_info& a = module_->info().args[i];
   if (!Sharded(i)) return a.rank >= 1 ? a.shape[0] : 1;
-  int64_t first = communicator_->rank() * a.shape[0];
+  int64_t first = ShardIndex() * a.shape[0];
   return std::max<int64_t>(0, std::min<int64_t>(a.shape[0], a.global_dim0 - first));
 }
 
@@ -120,7 +141,7 @@ absl::Status Session::InitParams(uint64_t seed) {
       // A shard draws the elements the whole tensor has at its rows; padding
       // rows are zero.
       const int64_t row = a.rank >= 1 ? Numel(a) / a.shape[0] : 1;
-      const int64_t offset = Sharded(i) ? communicator_->rank() * a.shape[0] * row : 0;
+      const int64_t offset = Sharded(i) ? ShardIndex() * a.shape[0] * row : 0;
       std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
       FillInitial(seed, a.name, static_cast<stepc_init>(a.init), a.init_std,
                   absl::MakeSpan(floats_[i]).subspan(0, ValidRows(i) * row), offset);
@@ -179,8 +200,9 @@ absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) c
   if (a.dtype != STEPC_F32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
   if (!Sharded(*i)) return floats_[*i];
-  std::vector<float> all(floats_[*i].size() * communicator_->size());
-  if (absl::Status s = communicator_->AllGather(floats_[*i].data(), all.data(), floats_[*i].size());
+  std::vector<float> all(floats_[*i].size() * ShardCount());
+  if (absl::Status s = communicator_->AllGather(ShardAxes(), floats_[*i].data(), all.data(),
+                                                floats_[*i].size());
       !s.ok())
     return s;
   all.resize(a.global_dim0 * (Numel(a) / a.shape[0]));  // drop the padding rows
@@ -199,7 +221,7 @@ absl::Status Session::WriteParam(const std::string& name, absl::Span<const float
     return absl::InvalidArgumentError(
         absl::StrCat("'", name, "' holds ", whole, " values, got ", values.size()));
   std::fill(floats_[*i].begin(), floats_[*i].end(), 0.0f);
-  const int64_t first = Sharded(*i) ? communicator_->rank() * a.shape[0] * row : 0;
+  const int64_t first = Sharded(*i) ? ShardIndex() * a.shape[0] * row : 0;
   std::copy(values.begin() + first, values.begin() + first + ValidRows(*i) * row,
             floats_[*i].begin());
   return absl::OkStatus();

@@ -64,6 +64,9 @@ class Session {
   // Whether argument i is a dim-0 shard (fsdp), and its rows in this rank.
   bool Sharded(int i) const;
   int64_t ValidRows(int i) const;
+  int ShardIndex() const;
+  int ShardAxes() const;
+  int ShardCount() const;
   absl::StatusOr<int> Arg(const std::string& name) const;
 
   std::shared_ptr<const Module> module_;

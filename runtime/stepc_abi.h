@@ -40,30 +40,36 @@ typedef struct {
   int32_t init;     /* stepc_init, parameters only */
   double init_std;  /* parameters only */
   int64_t id_bound; /* integer inputs: ids must be in [0, id_bound) */
-  /* Sharded along dim 0 (fsdp): the unsharded dim 0; shape[0] is the shard's
-   * rows, rank r holding global rows [r·shape[0], (r+1)·shape[0]) ∩
-   * [0, global_dim0), the rest zero padding. Equal to shape[0] if unsharded. */
+  /* Sharded along dim 0 (fsdp, hsdp): the unsharded dim 0; shape[0] is the
+   * shard's rows, the rank at shard index i (its position along the shard
+   * axis) holding global rows [i·shape[0], (i+1)·shape[0]) ∩ [0, global_dim0),
+   * the rest zero padding. Equal to shape[0] if unsharded. */
   int64_t global_dim0;
 } stepc_arg_info;
 
 /* Collectives over the ranks of a data-parallel step, provided by the
- * runtime (MPI on CPUs). Each returns 0, or nonzero on failure. `count` is
- * the number of floats per rank. */
+ * runtime (MPI on CPUs). The ranks form a mesh of 1 or 2 axes (hsdp: axis 0
+ * the R replica groups, axis 1 the S ranks sharing a shard); `axes` is a
+ * bit mask of the mesh axes a collective spans (1: axis 0, 2: axis 1,
+ * 3: both). Each returns 0, or nonzero on failure. `count` is the number of
+ * floats per rank. */
 typedef struct {
   void *ctx;
   int32_t rank, size;
-  /* data[0..count) = Σ over ranks, in place. */
-  int (*all_reduce_sum)(void *ctx, float *data, int64_t count);
-  /* recv[r·count .. (r+1)·count) = send of rank r. */
-  int (*all_gather)(void *ctx, const float *send, float *recv, int64_t count);
-  /* recv[0..count) = Σ over ranks of send[rank·count .. (rank+1)·count). */
-  int (*reduce_scatter_sum)(void *ctx, const float *send, float *recv, int64_t count);
+  /* data[0..count) = Σ over the ranks of the axes, in place. */
+  int (*all_reduce_sum)(void *ctx, int32_t axes, float *data, int64_t count);
+  /* recv[i·count .. (i+1)·count) = send of the i-th rank along the axes. */
+  int (*all_gather)(void *ctx, int32_t axes, const float *send, float *recv, int64_t count);
+  /* recv[0..count) = Σ over the ranks of block i of their send, i this rank's index. */
+  int (*reduce_scatter_sum)(void *ctx, int32_t axes, const float *send, float *recv,
+                            int64_t count);
 } stepc_collectives;
 
 /* One collective of the step, in execution order. */
 enum stepc_collective_kind { STEPC_ALL_REDUCE = 0, STEPC_ALL_GATHER = 1, STEPC_REDUCE_SCATTER = 2 };
 typedef struct {
   int32_t kind;
+  int32_t axes;  /* mesh-axis bit mask */
   int64_t count; /* floats per rank */
 } stepc_collective_info;
 
@@ -78,7 +84,9 @@ typedef struct {
   int64_t tokens_per_step;
   const char *report_json; /* the compiler's report (stepc --report) */
   int32_t world_size;      /* ranks the step was compiled for (1: unsharded) */
-  const char *sharding;    /* "none", "ddp:N" or "fsdp:N" */
+  const char *sharding;    /* "none", "ddp:N", "fsdp:N" or "hsdp:RxS" */
+  int32_t mesh_axes;       /* 1, or 2 for hsdp */
+  int32_t mesh_shape[2];   /* ranks along each axis ([N, 1] for 1 axis) */
   int32_t num_collectives;
   const stepc_collective_info *collectives; /* per-rank sequence, in order */
 } stepc_module_info;

@@ -104,8 +104,15 @@ private:
   llvm::raw_string_ostream pre{preText}, body{bodyText};
   int constants = 0;
   int kernels = 0;
-  /// (kind, floats per rank) of each collective, in order.
-  SmallVector<std::pair<std::string, int64_t>> collectives;
+  /// (kind, axes mask, floats per rank) of each collective, in order.
+  SmallVector<std::tuple<std::string, int, int64_t>> collectives;
+  /// The bit mask of mesh axes (axis k -> bit k).
+  static int axesMask(ArrayRef<int16_t> axes) {
+    int mask = 0;
+    for (int16_t a : axes)
+      mask |= 1 << a;
+    return mask;
+  }
 };
 
 LogicalResult Emitter::emitElementwise(Operation *op) {
@@ -271,8 +278,10 @@ LogicalResult Emitter::emitOp(Operation *op) {
           .Case([&](ConstantOp c) { return emitConstant(c); })
           .Case([&](mesh::AllGatherOp g) -> LogicalResult {
             int64_t count = typeOf(g.getInput()).getNumElements();
-            collectives.push_back({"STEPC_ALL_GATHER", count});
-            b << "  if (collectives->all_gather(collectives->ctx, " << ptr(g.getInput()) << ", "
+            int axes = axesMask(g.getMeshAxes());
+            collectives.push_back({"STEPC_ALL_GATHER", axes, count});
+            b << "  if (collectives->all_gather(collectives->ctx, " << axes << ", "
+              << ptr(g.getInput()) << ", "
               << ptr(g.getResult()) << ", " << count
               << "))\n    return stepc_fail_text(error, error_len, "
               << cString(where(op) + ": mesh.all_gather #" + std::to_string(collectives.size()) +
@@ -284,8 +293,10 @@ LogicalResult Emitter::emitOp(Operation *op) {
             if (r.getReduction() != mesh::ReductionKind::Sum)
               return r.emitOpError() << "the CPU back end reduces with sum only";
             int64_t count = typeOf(r.getResult()).getNumElements();
-            collectives.push_back({"STEPC_REDUCE_SCATTER", count});
-            b << "  if (collectives->reduce_scatter_sum(collectives->ctx, " << ptr(r.getInput())
+            int axes = axesMask(r.getMeshAxes());
+            collectives.push_back({"STEPC_REDUCE_SCATTER", axes, count});
+            b << "  if (collectives->reduce_scatter_sum(collectives->ctx, " << axes << ", "
+              << ptr(r.getInput())
               << ", " << ptr(r.getResult()) << ", " << count
               << "))\n    return stepc_fail_text(error, error_len, "
               << cString(where(op) + ": mesh.reduce_scatter #" +
@@ -297,10 +308,12 @@ LogicalResult Emitter::emitOp(Operation *op) {
           .Case([&](mesh::AllReduceOp r) -> LogicalResult {
             if (r.getReduction() != mesh::ReductionKind::Sum)
               return r.emitOpError() << "the CPU back end reduces with sum only";
-            collectives.push_back({"STEPC_ALL_REDUCE", typeOf(r.getInput()).getNumElements()});
+            int axes = axesMask(r.getMeshAxes());
+            collectives.push_back({"STEPC_ALL_REDUCE", axes, typeOf(r.getInput()).getNumElements()});
             b << "  memcpy(" << ptr(r.getResult()) << ", " << ptr(r.getInput()) << ", "
               << numel(r.getInput()) << " * sizeof(float));\n"
-              << "  if (collectives->all_reduce_sum(collectives->ctx, " << ptr(r.getResult())
+              << "  if (collectives->all_reduce_sum(collectives->ctx, " << axes << ", "
+              << ptr(r.getResult())
               << ", " << numel(r.getInput()) << "))\n    return stepc_fail_text(error, error_len, "
               << cString(where(op) + ": mesh.all_reduce #" + std::to_string(collectives.size()) +
                          " failed")
@@ -501,16 +514,18 @@ std::string Emitter::metadata(const ModuleSummary &summary) {
   os << "};\n\n";
   if (!collectives.empty()) {
     os << "static const stepc_collective_info kCollectives[] = {\n";
-    for (auto &[kind, count] : collectives)
-      os << "  {" << kind << ", " << count << "},\n";
+    for (auto &[kind, axes, count] : collectives)
+      os << "  {" << kind << ", " << axes << ", " << count << "},\n";
     os << "};\n\n";
   }
   os << "static const stepc_module_info kInfo = {\n"
      << "  STEPC_ABI_VERSION, \"cpu\", " << n << ", kArgs, " << plan.arenaBytes << ", "
      << summary.modelFlops << ", " << summary.executedFlops << ", " << summary.tokens << ",\n  "
      << cString(summary.reportJson) << ", " << summary.worldSize << ", "
-     << cString(summary.sharding) << ", " << collectives.size() << ", "
-     << (collectives.empty() ? "0" : "kCollectives") << "};\n\n"
+     << cString(summary.sharding) << ", " << summary.meshShape.size() << ", {"
+     << summary.meshShape[0] << ", " << (summary.meshShape.size() > 1 ? summary.meshShape[1] : 1)
+     << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
+     << "};\n\n"
      << "extern \"C\" const stepc_module_info *stepc_module_info_v2(void) { return &kInfo; }\n";
   return text;
 }

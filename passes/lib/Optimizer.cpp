@@ -22,8 +22,10 @@ namespace {
 
 struct OptimizerOptions {
   double beta1, beta2, epsilon, weightDecay, maxGradNorm;
-  /// Mesh over whose ranks the gradients are sharded ("" if not).
+  /// Mesh over whose ranks the gradients are sharded ("" if not), and the
+  /// axis they are sharded along.
   std::string mesh;
+  int64_t meshAxis = 0;
 };
 
 NamedAttribute named(OpBuilder &b, StringRef key, StringRef value) {
@@ -140,7 +142,9 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // squares are summed over the ranks (padding rows are zero).
   if (!options.mesh.empty())
     total = b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,
-                                        ArrayRef<mesh::MeshAxis>{0}, total,
+                                        ArrayRef<mesh::MeshAxis>{
+                                            static_cast<mesh::MeshAxis>(options.meshAxis)},
+                                        total,
                                         mesh::ReductionKind::Sum);
   Value norm = b.create<SqrtOp>(loc, total);
   Value scale = scalar(b, loc, lossType, 1.0);
@@ -205,7 +209,7 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
                             "max-grad-norm non-negative";
       return signalPassFailure();
     }
-    OptimizerOptions options{beta1, beta2, epsilon, weightDecay, maxGradNorm, mesh};
+    OptimizerOptions options{beta1, beta2, epsilon, weightDecay, maxGradNorm, mesh, meshAxis};
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();

@@ -33,13 +33,22 @@ Value splat(OpBuilder &b, Location loc, Type type, double value) {
                               DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), value)));
 }
 
+/// Where shards live: mesh axis 0 of a 1-axis mesh (fsdp), axis 1 of the
+/// R x S mesh (hsdp, axis 0 being the replica groups).
+struct Layout {
+  int64_t ranks, replicas;
+  mesh::MeshAxis shardAxis() const { return replicas > 1 ? 1 : 0; }
+};
+
 /// The full parameter, gathered from the shards: all_gather, then the rows
 /// past d0 (padding) dropped.
-Value gather(OpBuilder &b, Location loc, Value shard, int64_t ranks, int64_t rows) {
+Value gather(OpBuilder &b, Location loc, Value shard, Layout layout, int64_t rows) {
   auto type = cast<RankedTensorType>(shard.getType());
+  int64_t ranks = layout.ranks;
   Value full = b.create<mesh::AllGatherOp>(loc, withRows(type, type.getDimSize(0) * ranks),
-                                           kMeshName, ArrayRef<mesh::MeshAxis>{0}, shard,
-                                           APInt(64, 0));
+                                           kMeshName,
+                                           ArrayRef<mesh::MeshAxis>{layout.shardAxis()},
+                                           shard, APInt(64, 0));
   if (rows == type.getDimSize(0) * ranks)
     return full;
   SmallVector<int64_t> offsets(type.getRank(), 0), sizes(withRows(type, rows).getShape());
@@ -47,7 +56,8 @@ Value gather(OpBuilder &b, Location loc, Value shard, int64_t ranks, int64_t row
                            b.getDenseI64ArrayAttr(sizes));
 }
 
-LogicalResult shard(func::FuncOp grad, int64_t forwardOps, int64_t ranks, bool reshard) {
+LogicalResult shard(func::FuncOp grad, int64_t forwardOps, Layout layout, bool reshard) {
+  const int64_t ranks = layout.ranks, world = layout.ranks * layout.replicas;
   Block &body = grad.getBody().front();
   DenseMap<Operation *, int64_t> index;
   int64_t n = 0;
@@ -77,7 +87,7 @@ LogicalResult shard(func::FuncOp grad, int64_t forwardOps, int64_t ranks, bool r
     // One gather at the function start for the forward (and, without
     // resharding, every) use; another just before the first backward use.
     b.setInsertionPointToStart(&body);
-    Value full = gather(b, grad.getLoc(), arg, ranks, rows);
+    Value full = gather(b, grad.getLoc(), arg, layout, rows);
     for (OpOperand *use : forward)
       use->set(full);
     if (!backward.empty()) {
@@ -86,7 +96,7 @@ LogicalResult shard(func::FuncOp grad, int64_t forwardOps, int64_t ranks, bool r
         if (index[use->getOwner()] < index[first])
           first = use->getOwner();
       b.setInsertionPoint(first);
-      Value again = gather(b, first->getLoc(), arg, ranks, rows);
+      Value again = gather(b, first->getLoc(), arg, layout, rows);
       for (OpOperand *use : backward)
         use->set(again);
     }
@@ -106,10 +116,13 @@ LogicalResult shard(func::FuncOp grad, int64_t forwardOps, int64_t ranks, bool r
     auto type = cast<RankedTensorType>(v.getType());
     Location loc = ret.getLoc();
     Value mean;
+    SmallVector<mesh::MeshAxis> allAxes{0};
+    if (layout.replicas > 1)
+      allAxes.push_back(1);
     if (k == 0 || !rowsOf.count(params[k - 1])) {
-      Value sum = b.create<mesh::AllReduceOp>(loc, type, kMeshName, ArrayRef<mesh::MeshAxis>{0},
-                                              v, mesh::ReductionKind::Sum);
-      mean = b.create<MulOp>(loc, sum, splat(b, loc, type, 1.0 / ranks));
+      Value sum = b.create<mesh::AllReduceOp>(loc, type, kMeshName, allAxes, v,
+                                              mesh::ReductionKind::Sum);
+      mean = b.create<MulOp>(loc, sum, splat(b, loc, type, 1.0 / world));
     } else {
       int64_t rows = rowsOf[params[k - 1]], shardRows = (rows + ranks - 1) / ranks;
       Value padded = v;
@@ -120,9 +133,14 @@ LogicalResult shard(func::FuncOp grad, int64_t forwardOps, int64_t ranks, bool r
       }
       auto shardType = withRows(type, shardRows);
       Value scattered = b.create<mesh::ReduceScatterOp>(
-          loc, shardType, kMeshName, ArrayRef<mesh::MeshAxis>{0}, padded,
+          loc, shardType, kMeshName, ArrayRef<mesh::MeshAxis>{layout.shardAxis()}, padded,
           mesh::ReductionKind::Sum, APInt(64, 0));
-      mean = b.create<MulOp>(loc, scattered, splat(b, loc, shardType, 1.0 / ranks));
+      // hsdp: the groups hold replicas of each shard's gradient; sum them.
+      if (layout.replicas > 1)
+        scattered = b.create<mesh::AllReduceOp>(loc, shardType, kMeshName,
+                                                ArrayRef<mesh::MeshAxis>{0}, scattered,
+                                                mesh::ReductionKind::Sum);
+      mean = b.create<MulOp>(loc, scattered, splat(b, loc, shardType, 1.0 / world));
     }
     results.push_back(mean);
     resultTypes.push_back(mean.getType());
@@ -137,14 +155,18 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (ranks < 1) {
-      module.emitError() << "step-shard-fully expects ranks >= 1, got " << ranks.getValue();
+    if (ranks < 1 || replicas < 1) {
+      module.emitError() << "step-shard-fully expects ranks and replicas >= 1, got "
+                         << ranks.getValue() << " and " << replicas.getValue();
       return signalPassFailure();
     }
+    SmallVector<int64_t> meshShape{ranks.getValue()};
+    if (replicas > 1)
+      meshShape = {replicas.getValue(), ranks.getValue()};
     SymbolTable symbols(module);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
-    b.create<mesh::MeshOp>(module.getLoc(), kMeshName, ArrayRef<int64_t>{ranks.getValue()});
+    b.create<mesh::MeshOp>(module.getLoc(), kMeshName, meshShape);
     bool any = false;
     for (auto grad : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (!grad->hasAttr(StepDialect::kGradientAttrName))
@@ -160,7 +182,7 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
       }
       int64_t forwardOps =
           std::distance(loss.getBody().front().begin(), loss.getBody().front().end()) - 1;
-      if (failed(shard(grad, forwardOps, ranks, reshard)))
+      if (failed(shard(grad, forwardOps, Layout{ranks, replicas}, reshard)))
         return signalPassFailure();
     }
     if (!any) {

@@ -271,9 +271,11 @@ int main(int argc, char** argv) {
       stepc::MpiAbort(1);  // the other ranks must not wait in a collective
     }
     std::fprintf(stderr, "stepc-run: error: %s\n", std::string(status.message()).c_str());
+    comm.reset();
     if (*mpi) stepc::MpiFinalize();
     return 1;
   }
+  comm.reset();  // its sub-communicators go before MPI does
   if (*mpi) stepc::MpiFinalize();
   return 0;
 }

@@ -119,13 +119,23 @@ int main(int argc, char **argv) {
   // --shard: data parallelism splits the global batch across ranks.
   int64_t ranks = 1;
   StringRef shardSpec = shard.getValue();
-  if (shardSpec.starts_with("hsdp:"))
-    return fail("--shard=" + shard + " is not available yet: ddp:N and fsdp:N are implemented");
-  bool fsdp = shardSpec.starts_with("fsdp:");
+  bool fsdp = shardSpec.starts_with("fsdp:") || shardSpec.starts_with("hsdp:");
+  int64_t replicas = 1, perGroup = 1;
   if (shardSpec != "none") {
-    if (!(shardSpec.consume_front("ddp:") || shardSpec.consume_front("fsdp:")) ||
-        shardSpec.getAsInteger(10, ranks) || ranks < 1)
-      return fail("bad --shard '" + shard + "' (expected none, ddp:N or fsdp:N with N >= 1)");
+    bool ok;
+    if (shardSpec.consume_front("hsdp:")) {
+      auto [r, s] = shardSpec.split('x');
+      ok = !r.getAsInteger(10, replicas) && !s.getAsInteger(10, perGroup) && replicas >= 1 &&
+           perGroup >= 1;
+      ranks = replicas * perGroup;
+    } else {
+      ok = (shardSpec.consume_front("ddp:") || shardSpec.consume_front("fsdp:")) &&
+           !shardSpec.getAsInteger(10, ranks) && ranks >= 1;
+      perGroup = ranks;
+    }
+    if (!ok)
+      return fail("bad --shard '" + shard +
+                  "' (expected none, ddp:N, fsdp:N or hsdp:RxS with N, R, S >= 1)");
   }
   int64_t globalBatch = batch > 0 ? batch.getValue() : 0;
   if (!globalBatch)
@@ -143,11 +153,11 @@ int main(int argc, char **argv) {
   if (ranks > 1 && !fsdp)
     pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{ranks}));
   if (ranks > 1 && fsdp)
-    pm.addPass(createStepShardFully(StepShardFullyOptions{ranks, fsdpReshard}));
+    pm.addPass(createStepShardFully(StepShardFullyOptions{perGroup, replicas, fsdpReshard}));
   auto optimizer = createStepOptimizer();
   std::string optimizerFlags = optimizerOptions.getValue();
   if (ranks > 1 && fsdp)
-    optimizerFlags += " mesh=world";
+    optimizerFlags += replicas > 1 ? " mesh=world mesh-axis=1" : " mesh=world";
   if (failed(optimizer->initializeOptions(optimizerFlags, [](const Twine &msg) {
         llvm::errs() << "stepc: error: bad --optimizer-options: " << msg << "\n";
         return failure();
@@ -202,6 +212,9 @@ int main(int argc, char **argv) {
   summary.reportJson = reportJson;
   summary.worldSize = ranks;
   summary.sharding = ranks > 1 ? shard.getValue() : "none";
+  summary.meshShape = {ranks};
+  if (replicas > 1)
+    summary.meshShape = {replicas, perGroup};
   FailureOr<std::string> source = emitCpuSource(step, plan, summary);
   if (failed(source))
     return 1;

@@ -20,6 +20,8 @@ struct ModuleSummary {
   /// Ranks the step runs on, and how ("none", "ddp:N").
   int64_t worldSize = 1;
   std::string sharding = "none";
+  /// Ranks along each mesh axis ({N} for ddp/fsdp, {R, S} for hsdp).
+  llvm::SmallVector<int64_t, 2> meshShape{1};
 };
 
 /// Writes the C++ of `step` (a function marked step.train_step) for the

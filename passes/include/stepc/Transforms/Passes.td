@@ -132,6 +132,9 @@ def StepShardFully : Pass<"step-shard-fully", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::mesh::MeshDialect"];
   let options = [
     Option<"ranks", "ranks", "int64_t", /*default=*/"1", "ranks sharing each parameter">,
+    Option<"replicas", "replicas", "int64_t", /*default=*/"1",
+           "hsdp: replica groups of `ranks` ranks each; gradient shards are "
+           "all-reduced across the groups">,
     Option<"reshard", "reshard", "bool", /*default=*/"true",
            "gather parameters again for backward (ZeRO-3) instead of keeping them (ZeRO-2)">
   ];
@@ -168,7 +171,9 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"1.0",
            "global-norm clipping threshold (0 disables clipping)">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
-           "mesh whose ranks hold gradient shards: the squared norm is summed over it">
+           "mesh whose ranks hold gradient shards: the squared norm is summed over it">,
+    Option<"meshAxis", "mesh-axis", "int64_t", /*default=*/"0",
+           "the mesh axis along which gradients are sharded">
   ];
 }
 
