@@ -14,26 +14,48 @@ Communicator::Communicator() {
   table_.all_reduce_sum = &Communicator::AllReduceThunk;
   table_.all_gather = &Communicator::AllGatherThunk;
   table_.reduce_scatter_sum = &Communicator::ReduceScatterThunk;
+  table_.wait = &Communicator::WaitThunk;
+}
+
+int Communicator::Keep(absl::StatusOr<int> request, int32_t* out) {
+  last_error_ = request.status();
+  if (!request.ok()) return 1;
+  *out = *request;
+  return 0;
+}
+
+int Communicator::AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t count,
+                                 int32_t* request) {
+  auto* self = static_cast<Communicator*>(ctx);
+  return self->Keep(self->StartAllReduceSum(axes, data, count), request);
 }
 
 int Communicator::AllGatherThunk(void* ctx, int32_t axes, const float* send, float* recv,
-                                 int64_t count) {
+                                 int64_t count, int32_t* request) {
   auto* self = static_cast<Communicator*>(ctx);
-  self->last_error_ = self->AllGather(axes, send, recv, count);
-  return self->last_error_.ok() ? 0 : 1;
+  return self->Keep(self->StartAllGather(axes, send, recv, count), request);
 }
 
 int Communicator::ReduceScatterThunk(void* ctx, int32_t axes, const float* send, float* recv,
-                                     int64_t count) {
+                                     int64_t count, int32_t* request) {
   auto* self = static_cast<Communicator*>(ctx);
-  self->last_error_ = self->ReduceScatterSum(axes, send, recv, count);
+  return self->Keep(self->StartReduceScatterSum(axes, send, recv, count), request);
+}
+
+int Communicator::WaitThunk(void* ctx, int32_t request) {
+  auto* self = static_cast<Communicator*>(ctx);
+  self->last_error_ = self->Wait(request);
   return self->last_error_.ok() ? 0 : 1;
 }
 
-int Communicator::AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t count) {
-  auto* self = static_cast<Communicator*>(ctx);
-  self->last_error_ = self->AllReduceSum(axes, data, count);
-  return self->last_error_.ok() ? 0 : 1;
+absl::Status Communicator::AllReduceSum(int axes, float* data, int64_t count) {
+  absl::StatusOr<int> request = StartAllReduceSum(axes, data, count);
+  return request.ok() ? Wait(*request) : request.status();
+}
+
+absl::Status Communicator::AllGather(int axes, const float* send, float* recv, int64_t count) {
+  absl::StatusOr<int> request = StartAllGather(axes, send, recv, count);
+  return request.ok() ? Wait(*request) : request.status();
 }
 
 namespace {
@@ -43,15 +65,18 @@ class LocalCommunicator : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   absl::Status SetMesh(int, int) override { return absl::OkStatus(); }
-  absl::Status AllReduceSum(int, float*, int64_t) override { return absl::OkStatus(); }
-  absl::Status AllGather(int, const float* send, float* recv, int64_t count) override {
+  absl::StatusOr<int> StartAllReduceSum(int, float*, int64_t) override { return 0; }
+  absl::StatusOr<int> StartAllGather(int, const float* send, float* recv,
+                                     int64_t count) override {
     std::copy(send, send + count, recv);
-    return absl::OkStatus();
+    return 0;
   }
-  absl::Status ReduceScatterSum(int, const float* send, float* recv, int64_t count) override {
+  absl::StatusOr<int> StartReduceScatterSum(int, const float* send, float* recv,
+                                            int64_t count) override {
     std::copy(send, send + count, recv);
-    return absl::OkStatus();
+    return 0;
   }
+  absl::Status Wait(int) override { return absl::OkStatus(); }
   absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) override {
     return std::vector<uint64_t>{value};
   }

@@ -28,13 +28,20 @@ class Communicator {
   // Arranges the ranks as a [groups, per_group] mesh (rank = g·per_group + i);
   // a collective over all ranks. Before it, the mesh is [size, 1].
   virtual absl::Status SetMesh(int groups, int per_group) = 0;
+  // The collectives start asynchronously and return a request for Wait;
+  // the buffers must stay untouched until then.
   // data[0..count) = Σ over the ranks of `axes`, in place.
-  virtual absl::Status AllReduceSum(int axes, float* data, int64_t count) = 0;
+  virtual absl::StatusOr<int> StartAllReduceSum(int axes, float* data, int64_t count) = 0;
   // recv = the concatenation of the sends along `axes` (count floats each).
-  virtual absl::Status AllGather(int axes, const float* send, float* recv, int64_t count) = 0;
+  virtual absl::StatusOr<int> StartAllGather(int axes, const float* send, float* recv,
+                                             int64_t count) = 0;
   // recv = Σ along `axes` of each rank's block at this rank's index.
-  virtual absl::Status ReduceScatterSum(int axes, const float* send, float* recv,
-                                        int64_t count) = 0;
+  virtual absl::StatusOr<int> StartReduceScatterSum(int axes, const float* send, float* recv,
+                                                    int64_t count) = 0;
+  virtual absl::Status Wait(int request) = 0;
+  // Blocking forms.
+  absl::Status AllReduceSum(int axes, float* data, int64_t count);
+  absl::Status AllGather(int axes, const float* send, float* recv, int64_t count);
   // Every rank's `value`, in rank order.
   virtual absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) = 0;
 
@@ -47,11 +54,14 @@ class Communicator {
   const absl::Status& last_error() const { return last_error_; }
 
  private:
-  static int AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t count);
+  static int AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t count,
+                            int32_t* request);
   static int AllGatherThunk(void* ctx, int32_t axes, const float* send, float* recv,
-                            int64_t count);
+                            int64_t count, int32_t* request);
   static int ReduceScatterThunk(void* ctx, int32_t axes, const float* send, float* recv,
-                                int64_t count);
+                                int64_t count, int32_t* request);
+  static int WaitThunk(void* ctx, int32_t request);
+  int Keep(absl::StatusOr<int> request, int32_t* out);
   stepc_collectives table_;
   absl::Status last_error_;
 };

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/communicator.h"
@@ -74,30 +75,41 @@ class MpiCommunicator : public Communicator {
     return comms_[axes];
   }
 
-  absl::Status AllReduceSum(int axes, float* data, int64_t count) override {
-    STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
-    // MPI counts are int: reduce in chunks below 2^31.
-    const int64_t chunk = int64_t{1} << 30;
-    for (int64_t at = 0; at < count; at += chunk)
-      STEPC_MPI_RETURN_IF_ERROR(MPI_Allreduce(MPI_IN_PLACE, data + at,
-                                              static_cast<int>(std::min(chunk, count - at)),
-                                              MPI_FLOAT, MPI_SUM, comm));
-    return absl::OkStatus();
-  }
-
-  absl::Status AllGather(int axes, const float* send, float* recv, int64_t count) override {
+  absl::StatusOr<int> StartAllReduceSum(int axes, float* data, int64_t count) override {
     STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
     STEPC_ASSIGN_OR_RETURN(int n, Count(count));
-    STEPC_MPI_RETURN_IF_ERROR(MPI_Allgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm));
-    return absl::OkStatus();
-  }
-
-  absl::Status ReduceScatterSum(int axes, const float* send, float* recv,
-                                int64_t count) override {
-    STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
-    STEPC_ASSIGN_OR_RETURN(int n, Count(count));
+    MPI_Request request;
     STEPC_MPI_RETURN_IF_ERROR(
-        MPI_Reduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm));
+        MPI_Iallreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, comm, &request));
+    return Track(request);
+  }
+
+  absl::StatusOr<int> StartAllGather(int axes, const float* send, float* recv,
+                                     int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
+    STEPC_ASSIGN_OR_RETURN(int n, Count(count));
+    MPI_Request request;
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Iallgather(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm, &request));
+    return Track(request);
+  }
+
+  absl::StatusOr<int> StartReduceScatterSum(int axes, const float* send, float* recv,
+                                            int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
+    STEPC_ASSIGN_OR_RETURN(int n, Count(count));
+    MPI_Request request;
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Ireduce_scatter_block(send, recv, n, MPI_FLOAT, MPI_SUM, comm, &request));
+    return Track(request);
+  }
+
+  absl::Status Wait(int request) override {
+    if (request < 0 || request >= static_cast<int>(requests_.size()) ||
+        requests_[request] == MPI_REQUEST_NULL)
+      return absl::InvalidArgumentError(absl::StrCat("no pending collective ", request));
+    STEPC_MPI_RETURN_IF_ERROR(MPI_Wait(&requests_[request], MPI_STATUS_IGNORE));
+    free_.push_back(request);
     return absl::OkStatus();
   }
 
@@ -109,8 +121,22 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  // A request id for Wait; ids of completed requests are reused.
+  int Track(MPI_Request request) {
+    if (!free_.empty()) {
+      int id = free_.back();
+      free_.pop_back();
+      requests_[id] = request;
+      return id;
+    }
+    requests_.push_back(request);
+    return static_cast<int>(requests_.size()) - 1;
+  }
+
   int rank_, size_;
   MPI_Comm comms_[4];  // indexed by axes mask
+  std::vector<MPI_Request> requests_;
+  std::vector<int> free_;
 };
 
 bool Launched() {

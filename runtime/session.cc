@@ -202,7 +202,7 @@ absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) c
   if (!Sharded(*i)) return floats_[*i];
   std::vector<float> all(floats_[*i].size() * ShardCount());
   if (absl::Status s = communicator_->AllGather(ShardAxes(), floats_[*i].data(), all.data(),
-                                                floats_[*i].size());
+                                                static_cast<int64_t>(floats_[*i].size()));
       !s.ok())
     return s;
   all.resize(a.global_dim0 * (Numel(a) / a.shape[0]));  // drop the padding rows

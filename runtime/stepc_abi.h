@@ -51,18 +51,26 @@ typedef struct {
  * runtime (MPI on CPUs). The ranks form a mesh of 1 or 2 axes (hsdp: axis 0
  * the R replica groups, axis 1 the S ranks sharing a shard); `axes` is a
  * bit mask of the mesh axes a collective spans (1: axis 0, 2: axis 1,
- * 3: both). Each returns 0, or nonzero on failure. `count` is the number of
- * floats per rank. */
+ * 3: both). `count` is the number of floats per rank.
+ *
+ * Collectives are asynchronous: a start call returns a request id, and
+ * `wait` completes it; step.so issues each collective where the schedule
+ * places it and waits just before the first use of its result, keeping the
+ * buffers involved untouched in between, so communication overlaps the
+ * compute in between. Each returns 0, or nonzero on failure. */
 typedef struct {
   void *ctx;
   int32_t rank, size;
   /* data[0..count) = Σ over the ranks of the axes, in place. */
-  int (*all_reduce_sum)(void *ctx, int32_t axes, float *data, int64_t count);
+  int (*all_reduce_sum)(void *ctx, int32_t axes, float *data, int64_t count,
+                        int32_t *request);
   /* recv[i·count .. (i+1)·count) = send of the i-th rank along the axes. */
-  int (*all_gather)(void *ctx, int32_t axes, const float *send, float *recv, int64_t count);
+  int (*all_gather)(void *ctx, int32_t axes, const float *send, float *recv, int64_t count,
+                    int32_t *request);
   /* recv[0..count) = Σ over the ranks of block i of their send, i this rank's index. */
   int (*reduce_scatter_sum)(void *ctx, int32_t axes, const float *send, float *recv,
-                            int64_t count);
+                            int64_t count, int32_t *request);
+  int (*wait)(void *ctx, int32_t request);
 } stepc_collectives;
 
 /* One collective of the step, in execution order. */

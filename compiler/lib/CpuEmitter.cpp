@@ -94,6 +94,26 @@ private:
          << ", " << ptr(ids) << "[bad - 1], bad - 1, " << bound << ");\n";
   }
   LogicalResult emitOp(Operation *op);
+  /// A fresh request variable for the collective producing `result`,
+  /// waited for before the first use of `result`.
+  std::string startRequest(Value result) {
+    std::string name = "rq" + std::to_string(requests++);
+    body << "  int32_t " << name << ";\n";
+    pending[result] = name;
+    return name;
+  }
+  /// Waits for the collectives producing `op`'s operands.
+  void waitFor(Operation *op) {
+    for (Value operand : op->getOperands()) {
+      auto it = pending.find(operand);
+      if (it == pending.end())
+        continue;
+      body << "  if (collectives->wait(collectives->ctx, " << it->second
+           << "))\n    return stepc_fail_text(error, error_len, "
+           << cString(where(op) + ": waiting for a collective failed") << ");\n";
+      pending.erase(it);
+    }
+  }
   LogicalResult emitElementwise(Operation *op);
   LogicalResult emitConstant(ConstantOp op);
   std::string metadata(const ModuleSummary &summary);
@@ -104,6 +124,9 @@ private:
   llvm::raw_string_ostream pre{preText}, body{bodyText};
   int constants = 0;
   int kernels = 0;
+  int requests = 0;
+  /// Collective results not yet waited for, and their request variables.
+  DenseMap<Value, std::string> pending;
   /// (kind, axes mask, floats per rank) of each collective, in order.
   SmallVector<std::tuple<std::string, int, int64_t>> collectives;
   /// The bit mask of mesh axes (axis k -> bit k).
@@ -189,6 +212,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
       return op->emitOpError() << "the CPU back end supports f32 and i32 tensors, got "
                                << v.getType();
   }
+  waitFor(op);
   if (isa<ReshapeOp, func::ReturnOp>(op))
     return success();
   ++kernels;
@@ -280,9 +304,10 @@ LogicalResult Emitter::emitOp(Operation *op) {
             int64_t count = typeOf(g.getInput()).getNumElements();
             int axes = axesMask(g.getMeshAxes());
             collectives.push_back({"STEPC_ALL_GATHER", axes, count});
+            std::string request = startRequest(g.getResult());
             b << "  if (collectives->all_gather(collectives->ctx, " << axes << ", "
               << ptr(g.getInput()) << ", "
-              << ptr(g.getResult()) << ", " << count
+              << ptr(g.getResult()) << ", " << count << ", &" << request
               << "))\n    return stepc_fail_text(error, error_len, "
               << cString(where(op) + ": mesh.all_gather #" + std::to_string(collectives.size()) +
                          " failed")
@@ -295,9 +320,10 @@ LogicalResult Emitter::emitOp(Operation *op) {
             int64_t count = typeOf(r.getResult()).getNumElements();
             int axes = axesMask(r.getMeshAxes());
             collectives.push_back({"STEPC_REDUCE_SCATTER", axes, count});
+            std::string request = startRequest(r.getResult());
             b << "  if (collectives->reduce_scatter_sum(collectives->ctx, " << axes << ", "
               << ptr(r.getInput())
-              << ", " << ptr(r.getResult()) << ", " << count
+              << ", " << ptr(r.getResult()) << ", " << count << ", &" << request
               << "))\n    return stepc_fail_text(error, error_len, "
               << cString(where(op) + ": mesh.reduce_scatter #" +
                          std::to_string(collectives.size()) + " failed")
@@ -310,11 +336,13 @@ LogicalResult Emitter::emitOp(Operation *op) {
               return r.emitOpError() << "the CPU back end reduces with sum only";
             int axes = axesMask(r.getMeshAxes());
             collectives.push_back({"STEPC_ALL_REDUCE", axes, typeOf(r.getInput()).getNumElements()});
+            std::string request = startRequest(r.getResult());
             b << "  memcpy(" << ptr(r.getResult()) << ", " << ptr(r.getInput()) << ", "
               << numel(r.getInput()) << " * sizeof(float));\n"
               << "  if (collectives->all_reduce_sum(collectives->ctx, " << axes << ", "
               << ptr(r.getResult())
-              << ", " << numel(r.getInput()) << "))\n    return stepc_fail_text(error, error_len, "
+              << ", " << numel(r.getInput()) << ", &" << request
+              << "))\n    return stepc_fail_text(error, error_len, "
               << cString(where(op) + ": mesh.all_reduce #" + std::to_string(collectives.size()) +
                          " failed")
               << ");\n";

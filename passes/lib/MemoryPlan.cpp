@@ -7,7 +7,9 @@
 //    has the result's size, and is last used by this op (out[i] = f(a[i])
 //    reads a[i] before writing out[i]).
 // 3. Liveness: a buffer lives from its first definition to the last use of
-//    any value in it (returned values live to the end).
+//    any value in it (returned values live to the end); the operand of a
+//    collective is in use until the collective is waited for, at the first
+//    use of its result.
 // 4. Placement: buffers by decreasing size, each at the lowest 64-byte
 //    aligned offset that overlaps no placed buffer whose lifetime overlaps
 //    (TFLite's greedy-by-size). Offsets are fixed at compile time.
@@ -47,10 +49,22 @@ MemoryPlan stepc::planMemory(func::FuncOp function) {
   for (BlockArgument arg : body.getArguments())
     plan.argumentOf[arg] = arg.getArgNumber();
 
+  // A collective runs asynchronously from its op to the first use of its
+  // result (where step.so waits for it): its operand is in use until then.
+  auto waitIndex = [&](Operation *collective) {
+    int64_t wait = n;
+    for (Operation *user : collective->getResult(0).getUsers())
+      wait = std::min(wait, isa<func::ReturnOp>(user) ? n : index[user]);
+    return wait;
+  };
   auto lastUseOf = [&](Value v) {
     int64_t last = -1;
-    for (Operation *user : v.getUsers())
-      last = std::max(last, isa<func::ReturnOp>(user) ? n : index[user]);
+    for (Operation *user : v.getUsers()) {
+      int64_t at = isa<func::ReturnOp>(user) ? n : index[user];
+      if (user->getDialect() && user->getDialect()->getNamespace() == "mesh")
+        at = std::max(at, waitIndex(user));
+      last = std::max(last, at);
+    }
     return last;
   };
   auto newBuffer = [&](Value v, int64_t def) {
