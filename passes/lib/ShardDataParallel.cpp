@@ -20,9 +20,88 @@ namespace {
 
 constexpr llvm::StringLiteral kMeshName = "world";
 
+int64_t bytesOf(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
+}
+
 struct StepShardDataParallelPass
     : public stepc::impl::StepShardDataParallelBase<StepShardDataParallelPass> {
   using StepShardDataParallelBase::StepShardDataParallelBase;
+
+  /// The mean over the ranks of `v`: SUM, then · 1/N.
+  Value mean(OpBuilder &b, Location loc, Value sum) {
+    auto type = cast<RankedTensorType>(sum.getType());
+    Value inv = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 1.0 / ranks)));
+    return b.create<MulOp>(loc, sum, inv);
+  }
+
+  Value allReduce(OpBuilder &b, Location loc, Value v) {
+    return b.create<mesh::AllReduceOp>(loc, v.getType(), kMeshName, ArrayRef<mesh::MeshAxis>{0},
+                                       v, mesh::ReductionKind::Sum);
+  }
+
+  /// Replaces the loss and gradients returned by `grad` with their means
+  /// over the ranks; gradients smaller than bucket-bytes are flattened and
+  /// concatenated in the order they become final, one all-reduce a bucket.
+  void bucketAndReduce(OpBuilder &b, func::FuncOp grad) {
+    auto ret = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
+    Location loc = ret.getLoc();
+    b.setInsertionPoint(ret);
+    SmallVector<Value> results(ret.getOperands());
+    results[0] = mean(b, loc, allReduce(b, loc, results[0]));
+    // Gradients in the order their defining ops run (arguments first).
+    SmallVector<unsigned> order;
+    for (unsigned i = 1; i < results.size(); ++i)
+      order.push_back(i);
+    auto position = [](Value v) -> Operation * { return v.getDefiningOp(); };
+    llvm::stable_sort(order, [&](unsigned x, unsigned y) {
+      Operation *a = position(results[x]), *c = position(results[y]);
+      return a && c ? a->isBeforeInBlock(c) : !a && c;
+    });
+    SmallVector<SmallVector<unsigned>> buckets;
+    int64_t filled = 0;
+    bool open = false; // whether buckets.back() takes more small gradients
+    for (unsigned i : order) {
+      int64_t bytes = bytesOf(results[i]);
+      if (bucketBytes <= 0 || bytes >= bucketBytes) {
+        buckets.push_back({i});
+        open = false;
+        continue;
+      }
+      if (!open || filled + bytes > bucketBytes) {
+        buckets.push_back({});
+        filled = 0;
+        open = true;
+      }
+      buckets.back().push_back(i);
+      filled += bytes;
+    }
+    for (ArrayRef<unsigned> bucket : buckets) {
+      if (bucket.size() == 1) {
+        results[bucket[0]] = mean(b, loc, allReduce(b, loc, results[bucket[0]]));
+        continue;
+      }
+      SmallVector<Value> flats;
+      for (unsigned i : bucket) {
+        auto type = cast<RankedTensorType>(results[i].getType());
+        auto flat = RankedTensorType::get({type.getNumElements()}, type.getElementType());
+        flats.push_back(b.create<ReshapeOp>(loc, flat, results[i]));
+      }
+      Value all = b.create<ConcatOp>(loc, flats, b.getI64IntegerAttr(0));
+      Value sum = mean(b, loc, allReduce(b, loc, all));
+      int64_t offset = 0;
+      for (unsigned i : bucket) {
+        auto type = cast<RankedTensorType>(results[i].getType());
+        Value part = b.create<SliceOp>(loc, sum, b.getDenseI64ArrayAttr({offset}),
+                                       b.getDenseI64ArrayAttr({type.getNumElements()}));
+        results[i] = b.create<ReshapeOp>(loc, type, part);
+        offset += type.getNumElements();
+      }
+    }
+    ret.getOperandsMutable().assign(results);
+  }
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -43,23 +122,8 @@ struct StepShardDataParallelPass
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
     b.create<mesh::MeshOp>(module.getLoc(), kMeshName, ArrayRef<int64_t>{ranks.getValue()});
-    for (func::FuncOp grad : grads) {
-      auto ret = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
-      b.setInsertionPoint(ret);
-      SmallVector<Value> results;
-      // loss and every gradient: mean over the ranks = SUM, then · 1/N.
-      for (Value v : ret.getOperands()) {
-        auto type = cast<RankedTensorType>(v.getType());
-        Value sum = b.create<mesh::AllReduceOp>(ret.getLoc(), type, kMeshName,
-                                                ArrayRef<mesh::MeshAxis>{0}, v,
-                                                mesh::ReductionKind::Sum);
-        Value inv = b.create<ConstantOp>(
-            ret.getLoc(), DenseElementsAttr::get(
-                              type, b.getFloatAttr(type.getElementType(), 1.0 / ranks)));
-        results.push_back(b.create<MulOp>(ret.getLoc(), sum, inv));
-      }
-      ret.getOperandsMutable().assign(results);
-    }
+    for (func::FuncOp grad : grads)
+      bucketAndReduce(b, grad);
   }
 };
 

@@ -164,6 +164,8 @@ int main(int argc, char **argv) {
       })))
     return 1;
   pm.addPass(std::move(optimizer));
+  if (ranks > 1)
+    pm.addPass(createStepScheduleCollectives());
   if (!dumpAfter.empty()) {
     context.disableMultithreading();
     pm.enableIRPrinting(

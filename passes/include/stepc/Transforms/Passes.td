@@ -88,7 +88,9 @@ def StepShardDataParallel : Pass<"step-shard-data-parallel", "mlir::ModuleOp"> {
     Each rank runs the gradient function on its slice of the global batch
     (rebind the batch to B/N first, `step-rebind-batch`). This pass adds the
     mesh `@world` of N ranks and, before the function returns, replaces the
-    loss and every gradient g by its mean over the ranks:
+    loss and every gradient g by its mean over the ranks (small gradients are
+    flattened and concatenated into buckets of about `bucket-bytes`, one
+    all-reduce per bucket, in the order the gradients become final):
 
     `g ← all_reduce_sum(g) · (1/N)`
 
@@ -104,7 +106,10 @@ def StepShardDataParallel : Pass<"step-shard-data-parallel", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["mlir::mesh::MeshDialect"];
   let options = [
-    Option<"ranks", "ranks", "int64_t", /*default=*/"1", "data-parallel ranks">
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1", "data-parallel ranks">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"4194304",
+           "gradients smaller than this share one all-reduce per bucket of about "
+           "this size (0: one all-reduce per gradient)">
   ];
 }
 
@@ -138,6 +143,29 @@ def StepShardFully : Pass<"step-shard-fully", "mlir::ModuleOp"> {
     Option<"reshard", "reshard", "bool", /*default=*/"true",
            "gather parameters again for backward (ZeRO-3) instead of keeping them (ZeRO-2)">
   ];
+}
+
+def StepScheduleCollectives : Pass<"step-schedule-collectives", "mlir::ModuleOp"> {
+  let summary = "Place collectives so that communication overlaps compute";
+  let description = [{
+    On every function with collectives (collectives are asynchronous: each
+    is waited for at the first use of its result):
+
+    - parameter all-gathers are prefetched: the gather of the k-th parameter
+      (in order of first use) is issued just before the first use of the
+      (k-1)-th, i.e. while the previous layer computes; the slice that drops
+      padding rows moves down to its first user, so it does not force the
+      wait early;
+    - gradient reductions (reduce-scatter, all-reduce, with the pad, reshape
+      and concat feeding them) are issued as soon as their operands are
+      final, right after the op defining the last of them.
+
+    ```mlir
+    // before: gather(w1) at the top of the step, waited for at once
+    // after:  gather(w1) issued before layer 0's first use of w0
+    ```
+  }];
+  let dependentDialects = ["mlir::mesh::MeshDialect"];
 }
 
 def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {

@@ -1,0 +1,121 @@
+//===- ScheduleCollectives.cpp - overlap communication with compute -------===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPSCHEDULECOLLECTIVES
+#include "stepc/Transforms/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+bool isCollective(Operation *op) {
+  return isa<mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(op);
+}
+
+/// The first op (in block order) using `v`, looking through a padding slice.
+Operation *firstUser(Value v) {
+  Operation *first = nullptr;
+  for (Operation *user : v.getUsers()) {
+    Operation *at = user;
+    if (isa<SliceOp>(user))
+      for (Operation *u : user->getResult(0).getUsers())
+        at = at == user || u->isBeforeInBlock(at) ? u : at;
+    if (!first || at->isBeforeInBlock(first))
+      first = at;
+  }
+  return first;
+}
+
+// gather(p_k) issued before the first use of gather(p_{k-1}).
+void prefetchGathers(Block &body) {
+  SmallVector<std::pair<Operation *, mesh::AllGatherOp>> gathers;
+  for (auto gather : body.getOps<mesh::AllGatherOp>())
+    if (isa<BlockArgument>(gather.getInput()))
+      if (Operation *use = firstUser(gather.getResult()))
+        gathers.push_back({use, gather});
+  llvm::stable_sort(gathers, [](auto &a, auto &b) { return a.first->isBeforeInBlock(b.first); });
+  // The padding slices move down to their first user, so that the wait sits
+  // at the real use.
+  for (auto &[use, gather] : gathers)
+    for (Operation *user : llvm::make_early_inc_range(gather.getResult().getUsers()))
+      if (auto slice = dyn_cast<SliceOp>(user))
+        if (Operation *first = firstUser(slice.getResult()))
+          slice->moveBefore(first);
+  for (size_t k = 0; k < gathers.size(); ++k) {
+    Operation *at = k == 0 ? &body.front() : gathers[k - 1].first;
+    // Never after one of its own users (a slice sunk before the same op).
+    for (Operation *user : gathers[k].second->getUsers())
+      if (user->isBeforeInBlock(at))
+        at = user;
+    if (at != gathers[k].second.getOperation())
+      gathers[k].second->moveBefore(at);
+  }
+}
+
+/// The op after which all of `op`'s operands are defined (null: the block
+/// start).
+Operation *latestDefinition(Operation *op) {
+  Operation *latest = nullptr;
+  for (Value operand : op->getOperands())
+    if (Operation *def = operand.getDefiningOp())
+      if (!latest || latest->isBeforeInBlock(def))
+        latest = def;
+  return latest;
+}
+
+// Reductions (and the pad/reshape/concat feeding them) right after their
+// operands are final.
+void issueReductionsEarly(Block &body) {
+  SmallVector<Operation *> early;
+  for (Operation &op : body) {
+    bool feedsReduction = llvm::any_of(op.getUsers(), [](Operation *u) {
+      return isa<mesh::AllReduceOp, mesh::ReduceScatterOp>(u) ||
+             (isa<ConcatOp, ReshapeOp>(u) &&
+              llvm::any_of(u->getUsers(), [](Operation *w) {
+                return isa<mesh::AllReduceOp>(w) ||
+                       (isa<ConcatOp>(w) &&
+                        llvm::any_of(w->getUsers(),
+                                     [](Operation *x) { return isa<mesh::AllReduceOp>(x); }));
+              }));
+    });
+    bool reduction = isa<mesh::AllReduceOp, mesh::ReduceScatterOp>(op) &&
+                     !llvm::any_of(op.getOperands(), [](Value v) {
+                       return v.getDefiningOp() && isCollective(v.getDefiningOp());
+                     });
+    if (reduction || (isa<PadOp, ReshapeOp, ConcatOp>(op) && feedsReduction))
+      early.push_back(&op);
+  }
+  for (Operation *op : early) {
+    Operation *latest = latestDefinition(op);
+    if (!latest)
+      op->moveBefore(&body.front());
+    else if (latest->getNextNode() != op)
+      op->moveAfter(latest);
+  }
+}
+
+struct StepScheduleCollectivesPass
+    : public stepc::impl::StepScheduleCollectivesBase<StepScheduleCollectivesPass> {
+  void runOnOperation() override {
+    for (auto function : getOperation().getOps<func::FuncOp>()) {
+      if (function.isExternal())
+        continue;
+      Block &body = function.getBody().front();
+      if (llvm::none_of(body, [](Operation &op) { return isCollective(&op); }))
+        continue;
+      prefetchGathers(body);
+      issueReductionsEarly(body);
+    }
+  }
+};
+
+} // namespace
