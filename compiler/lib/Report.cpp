@@ -5,6 +5,7 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -38,8 +39,33 @@ std::string blockOf(StringRef name) {
 
 } // namespace
 
+/// Ranks a collective spans: the product of its mesh axes' sizes.
+static int64_t ranksOf(Operation *collective) {
+  auto meshName = collective->getAttrOfType<FlatSymbolRefAttr>("mesh");
+  auto axes = collective->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
+  auto mesh = meshName ? SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(collective, meshName)
+                       : mesh::MeshOp();
+  if (!mesh || !axes)
+    return 1;
+  int64_t n = 1;
+  for (int16_t axis : axes.asArrayRef())
+    n *= mesh.getShape()[axis];
+  return n;
+}
+
+/// Bytes each rank sends with ring algorithms: all-reduce 2(n-1)/n of the
+/// tensor, all-gather and reduce-scatter (n-1) shards.
+static double wireBytes(Operation *op, int64_t n) {
+  if (isa<mesh::AllReduceOp>(op))
+    return 2.0 * (n - 1) / n * bytesOf(op->getOperand(0).getType());
+  if (isa<mesh::AllGatherOp>(op))
+    return double(n - 1) * bytesOf(op->getOperand(0).getType());
+  return double(n - 1) * bytesOf(op->getResult(0).getType());
+}
+
 FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
-                                                 const MemoryPlan &plan, StringRef target) {
+                                                 const MemoryPlan &plan, StringRef target,
+                                                 const CommModel &comm) {
   llvm::json::Object report;
   int64_t modelFlops = 0, executed = 0, tokens = 0, kernels = 0;
   WalkResult walk = loss.walk([&](Operation *op) {
@@ -161,5 +187,38 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
   for (auto &[kind, bytes] : collectiveBytes)
     byKind[kind] = bytes;
   report["collective_bytes_per_step"] = std::move(byKind);
+
+  // Each collective runs from its op to the first use of its result; the
+  // compute in between hides it. Exposed = Σ max(0, comm − hidden), one
+  // link, collectives not contending.
+  if (comm.linkGBps > 0) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : body)
+      ops.push_back(&op);
+    SmallVector<int64_t> flops;
+    for (Operation *op : ops)
+      flops.push_back(*getExecutedFlops(op));
+    DenseMap<Operation *, size_t> at;
+    for (auto [i, op] : llvm::enumerate(ops))
+      at[op] = i;
+    double total = 0, exposed = 0;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      if (!isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::ReduceScatterOp>(op))
+        continue;
+      double seconds = wireBytes(op, ranksOf(op)) / (comm.linkGBps * 1e9);
+      size_t wait = ops.size();
+      for (Operation *user : op->getResult(0).getUsers())
+        wait = std::min(wait, at[user]);
+      double hidden = 0;
+      for (size_t j = i + 1; j < wait; ++j)
+        hidden += flops[j] / (comm.computeGflops * 1e9);
+      total += seconds;
+      exposed += std::max(0.0, seconds - hidden);
+    }
+    report["link_gbps"] = comm.linkGBps;
+    report["compute_gflops"] = comm.computeGflops;
+    report["predicted_comm_seconds"] = total;
+    report["predicted_exposed_comm_seconds"] = exposed;
+  }
   return report;
 }

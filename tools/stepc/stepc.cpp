@@ -63,6 +63,13 @@ static cl::opt<bool> fsdpReshard("fsdp-reshard", cl::desc("With fsdp: gather par
                                                           "for backward (ZeRO-3, default) or keep "
                                                           "them from forward (false: ZeRO-2)"),
                                  cl::init(true));
+static cl::opt<double> linkGBps("link-gbps", cl::desc("Predict the exposed communication time "
+                                                     "in the report for this per-rank bus "
+                                                     "bandwidth (GB/s)"),
+                                cl::init(0.0));
+static cl::opt<double> computeGflops("compute-gflops", cl::desc("Compute rate the prediction "
+                                                                "assumes (GFLOP/s)"),
+                                     cl::init(100.0));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
@@ -183,7 +190,10 @@ int main(int argc, char **argv) {
     if (f->hasAttr(StepDialect::kTrainStepAttrName))
       step = f;
   MemoryPlan plan = planMemory(step);
-  FailureOr<llvm::json::Object> report = buildReport(loss, step, plan, target);
+  if (linkGBps < 0 || computeGflops <= 0)
+    return fail("--link-gbps must be >= 0 and --compute-gflops > 0");
+  FailureOr<llvm::json::Object> report =
+      buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
   if (failed(report))
     return 1;
   std::string reportJson;

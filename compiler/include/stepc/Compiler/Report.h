@@ -15,10 +15,19 @@ namespace stepc {
 /// saved activations (total and per transformer block), kernels per step.
 /// `loss` is the model's loss function, `step` its training step (whose
 /// first ops are the loss function's, in order), `plan` the step's memory.
+/// A link and compute rate to predict the exposed communication time with.
+struct CommModel {
+  /// Bus bandwidth per rank, GB/s; 0: no prediction.
+  double linkGBps = 0;
+  /// Sustained compute, GFLOP/s, for the work a collective can hide behind.
+  double computeGflops = 100;
+};
+
 mlir::FailureOr<llvm::json::Object> buildReport(mlir::func::FuncOp loss,
                                                 mlir::func::FuncOp step,
                                                 const MemoryPlan &plan,
-                                                llvm::StringRef target);
+                                                llvm::StringRef target,
+                                                const CommModel &comm = {});
 
 } // namespace stepc
 
