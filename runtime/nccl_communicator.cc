@@ -1,0 +1,190 @@
+#include "runtime/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/status_macros.h"
+
+// Native error codes become statuses naming the call, file and line.
+#define STEPC_CUDA_RETURN_IF_ERROR(call)                                            \
+  do {                                                                              \
+    cudaError_t stepc_cuda_rc_ = (call);                                            \
+    if (stepc_cuda_rc_ != cudaSuccess)                                              \
+      return absl::InternalError(absl::StrCat(#call, " failed at ", __FILE__, ":",  \
+                                              __LINE__, ": ",                       \
+                                              cudaGetErrorString(stepc_cuda_rc_))); \
+  } while (0)
+
+#define STEPC_NCCL_RETURN_IF_ERROR(call)                                            \
+  do {                                                                              \
+    ncclResult_t stepc_nccl_rc_ = (call);                                           \
+    if (stepc_nccl_rc_ != ncclSuccess)                                              \
+      return absl::UnavailableError(absl::StrCat(#call, " failed at ", __FILE__,    \
+                                                 ":", __LINE__, ": ",               \
+                                                 ncclGetErrorString(stepc_nccl_rc_))); \
+  } while (0)
+
+#define STEPC_MPI_CHECK(call)                                                       \
+  do {                                                                              \
+    if ((call) != MPI_SUCCESS)                                                      \
+      return absl::UnavailableError(absl::StrCat(#call, " failed at ", __FILE__,    \
+                                                 ":", __LINE__));                   \
+  } while (0)
+
+namespace stepc {
+namespace {
+
+class NcclCommunicator : public Communicator {
+ public:
+  NcclCommunicator(int rank, int size, cudaStream_t compute)
+      : rank_(rank), size_(size), compute_(compute) {}
+  ~NcclCommunicator() override {
+    for (ncclComm_t c : comms_)
+      if (c) ncclCommDestroy(c);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Init() {
+    int devices = 0;
+    STEPC_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&devices));
+    if (devices == 0) return absl::FailedPreconditionError("no CUDA device for NCCL");
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    STEPC_CUDA_RETURN_IF_ERROR(cudaSetDevice((local ? std::atoi(local) : rank_) % devices));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return SetMesh(size_, 1);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  // One NCCL communicator per mask: axis 0, axis 1, both; each bootstrapped
+  // by rank 0 of its MPI sub-communicator broadcasting the unique id.
+  absl::Status SetMesh(int groups, int per_group) override {
+    if (groups * per_group != size_)
+      return absl::InvalidArgumentError(absl::StrCat("a mesh of ", groups, "x", per_group,
+                                                     " does not hold ", size_, " ranks"));
+    for (ncclComm_t& c : comms_)
+      if (c) {
+        ncclCommDestroy(c);
+        c = nullptr;
+      }
+    struct Axis {
+      int mask, color, key;
+    };
+    const Axis axes[] = {{kAxis0, rank_ % per_group, rank_},
+                         {kAxis1, rank_ / per_group, rank_},
+                         {kAllAxes, 0, rank_}};
+    for (const Axis& axis : axes) {
+      MPI_Comm sub;
+      STEPC_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, axis.color, axis.key, &sub));
+      int sub_rank = 0, sub_size = 1;
+      MPI_Comm_rank(sub, &sub_rank);
+      MPI_Comm_size(sub, &sub_size);
+      ncclUniqueId id;
+      if (sub_rank == 0) STEPC_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+      STEPC_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, sub));
+      MPI_Comm_free(&sub);
+      STEPC_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comms_[axis.mask], sub_size, id, sub_rank));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int> StartAllReduceSum(int axes, float* data, int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(ncclComm_t comm, Comm(axes));
+    STEPC_RETURN_IF_ERROR(AfterCompute());
+    STEPC_NCCL_RETURN_IF_ERROR(
+        ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream_));
+    return Record();
+  }
+
+  absl::StatusOr<int> StartAllGather(int axes, const float* send, float* recv,
+                                     int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(ncclComm_t comm, Comm(axes));
+    STEPC_RETURN_IF_ERROR(AfterCompute());
+    STEPC_NCCL_RETURN_IF_ERROR(ncclAllGather(send, recv, count, ncclFloat32, comm, stream_));
+    return Record();
+  }
+
+  absl::StatusOr<int> StartReduceScatterSum(int axes, const float* send, float* recv,
+                                            int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(ncclComm_t comm, Comm(axes));
+    STEPC_RETURN_IF_ERROR(AfterCompute());
+    STEPC_NCCL_RETURN_IF_ERROR(
+        ncclReduceScatter(send, recv, count, ncclFloat32, ncclSum, comm, stream_));
+    return Record();
+  }
+
+  // The compute stream waits for the collective; the host does not.
+  absl::Status Wait(int request) override {
+    if (request < 0 || request >= static_cast<int>(events_.size()))
+      return absl::InvalidArgumentError(absl::StrCat("no pending collective ", request));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(compute_, events_[request], 0));
+    free_.push_back(request);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) override {
+    std::vector<uint64_t> all(size_);
+    STEPC_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T,
+                                  MPI_COMM_WORLD));
+    return all;
+  }
+
+ private:
+  absl::StatusOr<ncclComm_t> Comm(int axes) const {
+    if (axes < kAxis0 || axes > kAllAxes || !comms_[axes])
+      return absl::InvalidArgumentError(absl::StrCat("bad mesh axes mask ", axes));
+    return comms_[axes];
+  }
+
+  // The communication stream starts after the compute enqueued so far.
+  absl::Status AfterCompute() {
+    cudaEvent_t ready;
+    STEPC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(ready, compute_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, ready, 0));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaEventDestroy(ready));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int> Record() {
+    int id;
+    if (!free_.empty()) {
+      id = free_.back();
+      free_.pop_back();
+    } else {
+      cudaEvent_t e;
+      STEPC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+      id = static_cast<int>(events_.size()) - 1;
+    }
+    STEPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[id], stream_));
+    return id;
+  }
+
+  int rank_, size_;
+  cudaStream_t compute_ = nullptr, stream_ = nullptr;
+  ncclComm_t comms_[4] = {nullptr, nullptr, nullptr, nullptr};  // by axes mask
+  std::vector<cudaEvent_t> events_;
+  std::vector<int> free_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(void* compute_stream) {
+  int rank = 0, size = 1;
+  STEPC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  STEPC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  auto comm = std::make_unique<NcclCommunicator>(rank, size,
+                                                 static_cast<cudaStream_t>(compute_stream));
+  STEPC_RETURN_IF_ERROR(comm->Init());
+  return std::unique_ptr<Communicator>(std::move(comm));
+}
+
+}  // namespace stepc
