@@ -127,7 +127,7 @@ struct StepAutodiffPass : public stepc::impl::StepAutodiffBase<StepAutodiffPass>
       if (function->hasAttr(StepDialect::kLossAttrName))
         losses.push_back(function);
     if (losses.empty()) {
-      module.emitError() << "no function is marked '" << StepDialect::kLossAttrName << "'";
+      emitError(module.getLoc()) << "no function is marked '" << StepDialect::kLossAttrName << "'";
       return signalPassFailure();
     }
     for (func::FuncOp loss : losses)

@@ -198,13 +198,13 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
       if (function->hasAttr(StepDialect::kGradientAttrName))
         grads.push_back(function);
     if (grads.empty()) {
-      module.emitError() << "no function is marked '" << StepDialect::kGradientAttrName
+      emitError(module.getLoc()) << "no function is marked '" << StepDialect::kGradientAttrName
                          << "' (run step-autodiff first)";
       return signalPassFailure();
     }
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && epsilon > 0 &&
           weightDecay >= 0 && maxGradNorm >= 0)) {
-      module.emitError() << "invalid step-optimizer options: betas must be in "
+      emitError(module.getLoc()) << "invalid step-optimizer options: betas must be in "
                             "[0, 1), epsilon positive, weight-decay and "
                             "max-grad-norm non-negative";
       return signalPassFailure();

@@ -114,7 +114,7 @@ struct StepRebindBatchPass : public stepc::impl::StepRebindBatchBase<StepRebindB
 
   void runOnOperation() override {
     if (batch < 1) {
-      getOperation().emitError() << "step-rebind-batch expects batch >= 1, got "
+      emitError(getOperation().getLoc()) << "step-rebind-batch expects batch >= 1, got "
                                  << batch.getValue();
       return signalPassFailure();
     }

@@ -106,7 +106,7 @@ struct StepShardDataParallelPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (ranks < 1) {
-      module.emitError() << "step-shard-data-parallel expects ranks >= 1, got "
+      emitError(module.getLoc()) << "step-shard-data-parallel expects ranks >= 1, got "
                          << ranks.getValue();
       return signalPassFailure();
     }
@@ -115,7 +115,7 @@ struct StepShardDataParallelPass
       if (f->hasAttr(StepDialect::kGradientAttrName))
         grads.push_back(f);
     if (grads.empty()) {
-      module.emitError() << "no function is marked '" << StepDialect::kGradientAttrName
+      emitError(module.getLoc()) << "no function is marked '" << StepDialect::kGradientAttrName
                          << "' (run step-autodiff first)";
       return signalPassFailure();
     }

@@ -156,7 +156,7 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (ranks < 1 || replicas < 1) {
-      module.emitError() << "step-shard-fully expects ranks and replicas >= 1, got "
+      emitError(module.getLoc()) << "step-shard-fully expects ranks and replicas >= 1, got "
                          << ranks.getValue() << " and " << replicas.getValue();
       return signalPassFailure();
     }
@@ -186,7 +186,7 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
         return signalPassFailure();
     }
     if (!any) {
-      module.emitError() << "no function is marked '" << StepDialect::kGradientAttrName
+      emitError(module.getLoc()) << "no function is marked '" << StepDialect::kGradientAttrName
                          << "' (run step-autodiff first)";
       return signalPassFailure();
     }

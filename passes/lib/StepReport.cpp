@@ -87,7 +87,7 @@ struct StepReportPass : public stepc::impl::StepReportBase<StepReportPass> {
         losses.push_back(function);
     });
     if (losses.empty()) {
-      getOperation().emitError()
+      emitError(getOperation().getLoc())
           << "no function is marked '" << StepDialect::kLossAttrName << "'";
       return signalPassFailure();
     }
@@ -95,7 +95,7 @@ struct StepReportPass : public stepc::impl::StepReportBase<StepReportPass> {
     std::string error;
     std::unique_ptr<llvm::ToolOutputFile> file = openOutputFile(output, &error);
     if (!file) {
-      getOperation().emitError() << "cannot open report file '" << output
+      emitError(getOperation().getLoc()) << "cannot open report file '" << output
                                  << "': " << error;
       return signalPassFailure();
     }

@@ -308,7 +308,7 @@ LogicalResult checkGradients(ModuleOp module) {
   json.objectEnd();
   llvm::outs() << "\n";
   if (!(worst <= tolerance))
-    return module.emitError() << "gradient check failed: relative error " << worst
+    return emitError(module.getLoc()) << "gradient check failed: relative error " << worst
                               << " exceeds " << tolerance.getValue();
   return success();
 }
@@ -351,7 +351,7 @@ int main(int argc, char **argv) {
                                 : StepDialect::kLossAttrName;
   func::FuncOp f = findFunction(*module, marker);
   if (!f) {
-    module->emitError() << "no function "
+    emitError(module->getLoc()) << "no function "
                         << (functionName.empty() ? "marked '" + marker.str() + "'"
                                                  : "named '" + functionName + "'");
     return 1;

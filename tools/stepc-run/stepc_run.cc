@@ -167,6 +167,11 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   }
   const int64_t steps = absl::GetFlag(FLAGS_steps), log_every = absl::GetFlag(FLAGS_log_every);
   if (steps < 1) return absl::InvalidArgumentError("--steps must be at least 1");
+  if (log_every < 1) return absl::InvalidArgumentError("--log-every must be at least 1");
+  if (!(absl::GetFlag(FLAGS_lr) >= 0) || absl::GetFlag(FLAGS_warmup) < 0 ||
+      !(absl::GetFlag(FLAGS_min_lr_ratio) >= 0 && absl::GetFlag(FLAGS_min_lr_ratio) <= 1))
+    return absl::InvalidArgumentError(
+        "--lr must be >= 0, --warmup >= 0 and --min-lr-ratio in [0, 1]");
   if (lead)
     std::printf("stepc-run: %s | planned %.1f MB | batch %lld x %lld | %s | %lld steps%s\n",
                 path.c_str(), session->planned_bytes() / 1e6,

@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     if (f->hasAttr(StepDialect::kLossAttrName))
       losses.push_back(f);
   if (losses.size() != 1) {
-    module->emitError() << "expects exactly one function marked 'step.loss', found "
+    emitError(module->getLoc()) << "expects exactly one function marked 'step.loss', found "
                         << losses.size();
     return 1;
   }
