@@ -22,4 +22,22 @@ __global__ void RowAttentionCheck(const float* scores, const float* v, int t, in
   lse[row] = RowFinish(st, acc, dh, out + row * dh);
 }
 
+__global__ void CrossEntropyRowCheck(const float* logits, const int* targets, int v,
+                                     float scale, float* dlogits, float* losses) {
+  const int row = blockIdx.x;
+  RowState st = RowStart();
+  RowFold(st, logits + row * v, v);
+  const float lse = RowLse(st);
+  losses[row] = lse - logits[row * v + targets[row]];
+  CrossEntropyRowGrad(logits + row * v, v, targets[row], lse, scale, dlogits + row * v);
+}
+
+__global__ void LayerNormRowCheck(const float* x, const float* w, const float* b, int d,
+                                  float* y) {
+  const int row = blockIdx.x;
+  Welford stats = WelfordStart();
+  for (int i = 0; i < d; ++i) WelfordAdd(stats, x[row * d + i]);
+  LayerNormRow(x + row * d, w, b, d, 1e-5f, WelfordMerge(stats, WelfordStart()), y + row * d);
+}
+
 }  // namespace stepc::tile

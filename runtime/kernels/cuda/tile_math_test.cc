@@ -158,5 +158,98 @@ TEST(OnlineSoftmax, TileSizeDoesNotChangeTheResult) {
   EXPECT_NEAR(reference_lse, std::log(sum), 1e-5);
 }
 
+// Evaluates `text`'s function @f on `args` with the interpreter (f64).
+std::vector<interp::Tensor> Interpret(const std::string& text,
+                                      std::vector<interp::Tensor> args) {
+  mlir::DialectRegistry registry;
+  registry.insert<step::StepDialect, mlir::func::FuncDialect>();
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  EXPECT_TRUE(module) << text;
+  if (!module) return {};
+  auto results = interp::Interpreter(true).run(module->lookupSymbol<mlir::func::FuncOp>("f"), args);
+  EXPECT_TRUE(mlir::succeeded(results));
+  return mlir::succeeded(results) ? *results : std::vector<interp::Tensor>{};
+}
+
+interp::Tensor Tensor(const std::vector<float>& x, std::vector<int64_t> shape) {
+  interp::Tensor t;
+  t.shape.assign(shape.begin(), shape.end());
+  t.data.assign(x.begin(), x.end());
+  return t;
+}
+
+TEST(FusedCrossEntropy, MatchesTheInterpreterInOnePassPerRow) {
+  const int rows = 6, v = 37;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  std::vector<float> logits(rows * v);
+  for (float& x : logits) x = normal(rng);
+  std::vector<float> targets = {0, 36, 5, 5, 20, 1};
+  const std::string l = "tensor<6x37xf32>", t = "tensor<6xi32>";
+  auto expected = Interpret(
+      "func.func @f(%l: " + l + ", %t: " + t + ", %d: tensor<f32>) -> (tensor<f32>, " + l + ") {\n"
+      "  %loss = step.cross_entropy %l, %t : (" + l + ", " + t + ") -> tensor<f32>\n"
+      "  %g = step.cross_entropy_grad %d, %l, %t : (tensor<f32>, " + l + ", " + t + ") -> " + l + "\n"
+      "  return %loss, %g : tensor<f32>, " + l + "\n}\n",
+      {Tensor(logits, {rows, v}), Tensor(targets, {rows}), Tensor({1.0f}, {})});
+  ASSERT_EQ(expected.size(), 2u);
+  double loss = 0;
+  std::vector<float> grad(rows * v);
+  for (int r = 0; r < rows; ++r) {
+    // Two "threads" fold halves of the row, then merge.
+    RowState a = RowStart(), b = RowStart();
+    RowFold(a, &logits[r * v], v / 2);
+    RowFold(b, &logits[r * v + v / 2], v - v / 2);
+    const float lse = RowLse(RowMerge(a, b));
+    const int target = static_cast<int>(targets[r]);
+    loss += lse - logits[r * v + target];
+    CrossEntropyRowGrad(&logits[r * v], v, target, lse, 1.0f / rows, &grad[r * v]);
+  }
+  EXPECT_NEAR(loss / rows, expected[0].data[0], 1e-5 * std::fabs(expected[0].data[0]));
+  EXPECT_LT(RelErr(grad, expected[1].data), 1e-5);
+}
+
+TEST(LayerNormRows, WelfordMergeAndGradientMatchTheInterpreter) {
+  const int rows = 5, d = 48;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(1.0f, 2.0f);
+  auto draw = [&](int n) {
+    std::vector<float> x(n);
+    for (float& e : x) e = normal(rng);
+    return x;
+  };
+  std::vector<float> x = draw(rows * d), w = draw(d), bias = draw(d), dy = draw(rows * d);
+  const std::string X = "tensor<5x48xf32>", V = "tensor<48xf32>";
+  auto expected = Interpret(
+      "func.func @f(%x: " + X + ", %w: " + V + ", %b: " + V + ", %dy: " + X + ") -> (" + X +
+      ", " + X + ", " + V + ", " + V + ") {\n"
+      "  %y = step.layer_norm %x, %w, %b : (" + X + ", " + V + ", " + V + ") -> " + X + "\n"
+      "  %g:3 = step.layer_norm_grad %dy, %x, %w : (" + X + ", " + X + ", " + V + ") -> (" + X +
+      ", " + V + ", " + V + ")\n"
+      "  return %y, %g#0, %g#1, %g#2 : " + X + ", " + X + ", " + V + ", " + V + "\n}\n",
+      {Tensor(x, {rows, d}), Tensor(w, {d}), Tensor(bias, {d}), Tensor(dy, {rows, d})});
+  ASSERT_EQ(expected.size(), 4u);
+  std::vector<float> y(rows * d), dx(rows * d), dw(d, 0.0f), db(d, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    // Eight "lanes" of six values each, merged as a shuffle tree would.
+    Welford lanes[8];
+    for (int lane = 0; lane < 8; ++lane) {
+      lanes[lane] = WelfordStart();
+      for (int i = lane * 6; i < lane * 6 + 6; ++i) WelfordAdd(lanes[lane], x[r * d + i]);
+    }
+    for (int stride = 4; stride >= 1; stride /= 2)
+      for (int lane = 0; lane < stride; ++lane)
+        lanes[lane] = WelfordMerge(lanes[lane], lanes[lane + stride]);
+    const float rstd = LayerNormRow(&x[r * d], w.data(), bias.data(), d, 1e-5f, lanes[0], &y[r * d]);
+    LayerNormRowGrad(&dy[r * d], &x[r * d], w.data(), d, lanes[0].mean, rstd, &dx[r * d],
+                     dw.data(), db.data());
+  }
+  EXPECT_LT(RelErr(y, expected[0].data), 1e-5);
+  EXPECT_LT(RelErr(dx, expected[1].data), 1e-5);
+  EXPECT_LT(RelErr(dw, expected[2].data), 1e-5);
+  EXPECT_LT(RelErr(db, expected[3].data), 1e-5);
+}
+
 }  // namespace
 }  // namespace stepc::tile
