@@ -18,8 +18,6 @@ using namespace stepc::step;
 
 namespace {
 
-constexpr llvm::StringLiteral kMeshName = "world";
-
 int64_t bytesOf(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
   return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
@@ -38,7 +36,7 @@ struct StepShardDataParallelPass
   }
 
   Value allReduce(OpBuilder &b, Location loc, Value v) {
-    return b.create<mesh::AllReduceOp>(loc, v.getType(), kMeshName, ArrayRef<mesh::MeshAxis>{0},
+    return b.create<mesh::AllReduceOp>(loc, v.getType(), kWorldMeshName, ArrayRef<mesh::MeshAxis>{0},
                                        v, mesh::ReductionKind::Sum);
   }
 
@@ -121,7 +119,7 @@ struct StepShardDataParallelPass
     }
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
-    b.create<mesh::MeshOp>(module.getLoc(), kMeshName, ArrayRef<int64_t>{ranks.getValue()});
+    b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, ArrayRef<int64_t>{ranks.getValue()});
     for (func::FuncOp grad : grads)
       bucketAndReduce(b, grad);
   }

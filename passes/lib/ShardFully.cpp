@@ -19,8 +19,6 @@ using namespace stepc::step;
 
 namespace {
 
-constexpr llvm::StringLiteral kMeshName = "world";
-
 RankedTensorType withRows(RankedTensorType type, int64_t rows) {
   SmallVector<int64_t> shape(type.getShape());
   shape[0] = rows;
@@ -46,7 +44,7 @@ Value gather(OpBuilder &b, Location loc, Value shard, Layout layout, int64_t row
   auto type = cast<RankedTensorType>(shard.getType());
   int64_t ranks = layout.ranks;
   Value full = b.create<mesh::AllGatherOp>(loc, withRows(type, type.getDimSize(0) * ranks),
-                                           kMeshName,
+                                           kWorldMeshName,
                                            ArrayRef<mesh::MeshAxis>{layout.shardAxis()},
                                            shard, APInt(64, 0));
   if (rows == type.getDimSize(0) * ranks)
@@ -120,7 +118,7 @@ LogicalResult shard(func::FuncOp grad, int64_t forwardOps, Layout layout, bool r
     if (layout.replicas > 1)
       allAxes.push_back(1);
     if (k == 0 || !rowsOf.count(params[k - 1])) {
-      Value sum = b.create<mesh::AllReduceOp>(loc, type, kMeshName, allAxes, v,
+      Value sum = b.create<mesh::AllReduceOp>(loc, type, kWorldMeshName, allAxes, v,
                                               mesh::ReductionKind::Sum);
       mean = b.create<MulOp>(loc, sum, splat(b, loc, type, 1.0 / world));
     } else {
@@ -133,11 +131,11 @@ LogicalResult shard(func::FuncOp grad, int64_t forwardOps, Layout layout, bool r
       }
       auto shardType = withRows(type, shardRows);
       Value scattered = b.create<mesh::ReduceScatterOp>(
-          loc, shardType, kMeshName, ArrayRef<mesh::MeshAxis>{layout.shardAxis()}, padded,
+          loc, shardType, kWorldMeshName, ArrayRef<mesh::MeshAxis>{layout.shardAxis()}, padded,
           mesh::ReductionKind::Sum, APInt(64, 0));
       // hsdp: the groups hold replicas of each shard's gradient; sum them.
       if (layout.replicas > 1)
-        scattered = b.create<mesh::AllReduceOp>(loc, shardType, kMeshName,
+        scattered = b.create<mesh::AllReduceOp>(loc, shardType, kWorldMeshName,
                                                 ArrayRef<mesh::MeshAxis>{0}, scattered,
                                                 mesh::ReductionKind::Sum);
       mean = b.create<MulOp>(loc, scattered, splat(b, loc, shardType, 1.0 / world));
@@ -166,7 +164,7 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
     SymbolTable symbols(module);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
-    b.create<mesh::MeshOp>(module.getLoc(), kMeshName, meshShape);
+    b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, meshShape);
     bool any = false;
     for (auto grad : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (!grad->hasAttr(StepDialect::kGradientAttrName))

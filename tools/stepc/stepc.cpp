@@ -164,7 +164,7 @@ int main(int argc, char **argv) {
   auto optimizer = createStepOptimizer();
   std::string optimizerFlags = optimizerOptions.getValue();
   if (ranks > 1 && fsdp)
-    optimizerFlags += replicas > 1 ? " mesh=world mesh-axis=1" : " mesh=world";
+    optimizerFlags += (" mesh=" + kWorldMeshName + (replicas > 1 ? " mesh-axis=1" : "")).str();
   if (failed(optimizer->initializeOptions(optimizerFlags, [](const Twine &msg) {
         llvm::errs() << "stepc: error: bad --optimizer-options: " << msg << "\n";
         return failure();
@@ -174,6 +174,15 @@ int main(int argc, char **argv) {
   if (ranks > 1)
     pm.addPass(createStepScheduleCollectives());
   if (!dumpAfter.empty()) {
+    static const char *const kPasses[] = {"all",           "step-rebind-batch",
+                                          "step-autodiff", "step-shard-data-parallel",
+                                          "step-shard-fully", "step-optimizer",
+                                          "step-schedule-collectives"};
+    if (!llvm::is_contained(kPasses, StringRef(dumpAfter)))
+      return fail("unknown --dump-after '" + dumpAfter +
+                  "' (expected all or one of the pipeline's passes: step-rebind-batch, "
+                  "step-autodiff, step-shard-data-parallel, step-shard-fully, "
+                  "step-optimizer, step-schedule-collectives)");
     context.disableMultithreading();
     pm.enableIRPrinting(
         [](Pass *, Operation *) { return false; },

@@ -11,6 +11,10 @@
 
 namespace stepc {
 
+/// The device mesh the sharding passes create and the optimizer's `mesh`
+/// option names: `mesh.mesh @world`.
+constexpr llvm::StringLiteral kWorldMeshName = "world";
+
 #define GEN_PASS_DECL
 #include "stepc/Transforms/Passes.h.inc"
 
