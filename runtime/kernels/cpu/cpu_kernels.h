@@ -86,27 +86,8 @@ __attribute__((simd("notinbranch"))) float erff(float);
 __attribute__((simd("notinbranch"))) float tanhf(float);
 #endif
 
-/* Elementwise math used by the generated loops. */
-static inline float stepc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float stepc_gelu(float x) {
-  return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-}
-static inline float stepc_gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286535f * (x + 0.044715f * x * x * x)));
-}
-static inline float stepc_gelu_grad(float dy, float x) {
-  return dy * (0.5f * (1.0f + erff(x * 0.70710678118654752f)) +
-               x * 0.39894228040143268f * expf(-0.5f * x * x));
-}
-static inline float stepc_gelu_tanh_grad(float dy, float x) {
-  float t = tanhf(0.79788456080286535f * (x + 0.044715f * x * x * x));
-  return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * 0.79788456080286535f *
-                                       (1.0f + 3.0f * 0.044715f * x * x));
-}
-static inline float stepc_silu_grad(float dy, float x) {
-  float s = stepc_sigmoid(x);
-  return dy * s * (1.0f + x * (1.0f - s));
-}
+/* Elementwise math used by the generated loops (shared with CUDA). */
+#include "../elementwise_math.h"
 
 #ifdef __cplusplus
 }

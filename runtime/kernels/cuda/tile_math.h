@@ -11,10 +11,12 @@
 
 #include <math.h>
 
+#ifndef STEPC_HD
 #if defined(__CUDACC__)
 #define STEPC_HD __host__ __device__ __forceinline__
 #else
-#define STEPC_HD inline
+#define STEPC_HD static inline
+#endif
 #endif
 
 namespace stepc::tile {

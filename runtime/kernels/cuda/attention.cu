@@ -1,0 +1,314 @@
+// Flash attention, forward and backward, on [B, T, H·Dh] (step.attention):
+// a thread per query (forward, dQ) or key (dK, dV) row, key/query tiles
+// staged in shared memory, the online softmax and the backward row terms of
+// tile_math.h (the math flash_attention_host.h runs on the host and
+// tile_math_test checks against the interpreter). The probability matrix is
+// never stored: the forward saves the log-sum-exp, the backward recomputes
+// P from it. Causal tiles above the diagonal are skipped. Grouped-query: a
+// query head h reads kv head h / (H / KVH). q, k, v may be bf16 (mixed
+// precision); the math is f32. The head dim is padded up to a compile-time
+// kDh (32, 64, 128, 256) with zeros.
+
+#include <cstdio>
+
+#include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/tile_math.h"
+
+namespace stepc::cuda {
+namespace {
+
+struct AttentionArgs {
+  int64_t batch, tq, tk, heads, kv_heads, dh;
+  int causal;
+  float scale;
+  int out_type;
+  __host__ __device__ int64_t QRow(int64_t b, int64_t i, int64_t h) const { return ((b * tq + i) * heads + h) * dh; }
+  __host__ __device__ int64_t KRow(int64_t b, int64_t j, int64_t h) const {
+    return ((b * tk + j) * kv_heads + h) * dh;
+  }
+  __host__ __device__ int64_t Stat(int64_t b, int64_t h, int64_t i) const { return (b * heads + h) * tq + i; }
+};
+
+constexpr int kQ = kAttentionQueryTile, kK = kAttentionKeyTile;
+
+// Stages rows [r0, r0 + kK) of a [.., rows, heads·dh] tensor's head h into
+// smem[kK][kDh] as f32, zero outside.
+template <typename T, int kDh>
+__device__ void StageTile(const T* src, int64_t b, int64_t r0, int64_t rows, int64_t h,
+                          int64_t heads, int64_t dh, float* smem) {
+  for (int e = threadIdx.x; e < kK * kDh; e += blockDim.x) {
+    const int r = e / kDh, c = e % kDh;
+    const int64_t row = r0 + r;
+    smem[e] = row < rows && c < dh ? Load(src, ((b * rows + row) * heads + h) * dh + c) : 0.0f;
+  }
+}
+
+// Output and log-sum-exp of each query row (out: out_type; lse may be null).
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kQ) ForwardKernel(const T* q, const T* k, const T* v,
+                                                    AttentionArgs a, void* out, float* lse) {
+  extern __shared__ float smem[];
+  float* ks = smem;
+  float* vs = smem + kK * kDh;
+  const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
+  const int64_t kvh = h / (a.heads / a.kv_heads);
+  const int64_t q0 = blockIdx.x * (int64_t)kQ, i = q0 + threadIdx.x;
+  const bool active = i < a.tq;
+  float qr[kDh], acc[kDh], s[kK];
+  for (int c = 0; c < kDh; ++c) {
+    qr[c] = active && c < a.dh ? Load(q, a.QRow(b, i, h) + c) * a.scale : 0.0f;
+    acc[c] = 0.0f;
+  }
+  tile::RowState st = tile::RowStart();
+  const int64_t q1 = min(a.tq, q0 + kQ);
+  const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
+  for (int64_t k0 = 0; k0 < k_end; k0 += kK) {
+    __syncthreads();
+    StageTile<T, kDh>(k, b, k0, a.tk, kvh, a.kv_heads, a.dh, ks);
+    StageTile<T, kDh>(v, b, k0, a.tk, kvh, a.kv_heads, a.dh, vs);
+    __syncthreads();
+    if (!active) continue;
+    const tile::TileMask mask =
+        a.causal ? tile::CausalTile(q0, q1, k0, k0 + kK) : tile::TileMask::kFull;
+    for (int j = 0; j < kK; ++j) {
+      float dot = 0.0f;
+      for (int c = 0; c < kDh; ++c) dot += qr[c] * ks[j * kDh + c];
+      const bool visible = k0 + j < a.tk && (mask == tile::TileMask::kFull ||
+                                             !a.causal || tile::CausalVisible(i, k0 + j));
+      s[j] = visible ? dot : -INFINITY;
+    }
+    tile::RowUpdate(st, s, kK, vs, kDh, kDh, acc);
+  }
+  if (!active) return;
+  const float row_lse = tile::RowFinish(st, acc, kDh, acc);
+  for (int c = 0; c < a.dh; ++c) StoreAs(out, a.out_type, a.QRow(b, i, h) + c, acc[c]);
+  if (lse) lse[a.Stat(b, h, i)] = row_lse;
+}
+
+// D = rowsum(dO ∘ O), a thread per (b, h, i).
+template <typename T>
+__global__ void DeltaKernel(const T* dout, const float* out, AttentionArgs a, float* delta) {
+  const int64_t rows = a.batch * a.heads * a.tq;
+  for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
+       r += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = r % a.tq, h = (r / a.tq) % a.heads, b = r / (a.tq * a.heads);
+    float d = 0.0f;
+    for (int64_t c = 0; c < a.dh; ++c)
+      d += Load(dout, a.QRow(b, i, h) + c) * out[a.QRow(b, i, h) + c];
+    delta[r] = d;
+  }
+}
+
+// dQ_i = scale Σ_j dS_ij K_j, dS = P (dP - D), P = exp(S - lse), dP = dO_i · V_j.
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kQ) QueryGradKernel(const T* dout, const T* q, const T* k,
+                                                      const T* v, AttentionArgs a,
+                                                      const float* lse, const float* delta,
+                                                      void* dq) {
+  extern __shared__ float smem[];
+  float* ks = smem;
+  float* vs = smem + kK * kDh;
+  const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
+  const int64_t kvh = h / (a.heads / a.kv_heads);
+  const int64_t q0 = blockIdx.x * (int64_t)kQ, i = q0 + threadIdx.x;
+  const bool active = i < a.tq;
+  float qr[kDh], dor[kDh], acc[kDh];
+  for (int c = 0; c < kDh; ++c) {
+    qr[c] = active && c < a.dh ? Load(q, a.QRow(b, i, h) + c) : 0.0f;
+    dor[c] = active && c < a.dh ? Load(dout, a.QRow(b, i, h) + c) : 0.0f;
+    acc[c] = 0.0f;
+  }
+  const float row_lse = active ? lse[a.Stat(b, h, i)] : 0.0f;
+  const float row_delta = active ? delta[a.Stat(b, h, i)] : 0.0f;
+  const int64_t q1 = min(a.tq, q0 + kQ);
+  const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
+  for (int64_t k0 = 0; k0 < k_end; k0 += kK) {
+    __syncthreads();
+    StageTile<T, kDh>(k, b, k0, a.tk, kvh, a.kv_heads, a.dh, ks);
+    StageTile<T, kDh>(v, b, k0, a.tk, kvh, a.kv_heads, a.dh, vs);
+    __syncthreads();
+    if (!active) continue;
+    for (int j = 0; j < kK; ++j) {
+      const int64_t key = k0 + j;
+      if (key >= a.tk || (a.causal && !tile::CausalVisible(i, key))) continue;
+      float dot = 0.0f, dp = 0.0f;
+      for (int c = 0; c < kDh; ++c) {
+        dot += qr[c] * ks[j * kDh + c];
+        dp += dor[c] * vs[j * kDh + c];
+      }
+      const float p = tile::ProbFromLse(a.scale * dot, row_lse);
+      const float ds = tile::ScoreGrad(p, dp, row_delta) * a.scale;
+      for (int c = 0; c < kDh; ++c) acc[c] += ds * ks[j * kDh + c];
+    }
+  }
+  if (!active) return;
+  for (int c = 0; c < a.dh; ++c) StoreAs(dq, a.out_type, a.QRow(b, i, h) + c, acc[c]);
+}
+
+// dV_j = Σ_i P_ij dO_i and dK_j = scale Σ_i dS_ij Q_i over the query heads
+// of kv head (blockIdx.y % KVH): a thread per key row, query tiles staged.
+template <typename T, int kDh>
+__global__ void __launch_bounds__(kQ) KeyValueGradKernel(const T* dout, const T* q, const T* k,
+                                                         const T* v, AttentionArgs a,
+                                                         const float* lse, const float* delta,
+                                                         void* dk, void* dv) {
+  extern __shared__ float smem[];
+  float* qs = smem;
+  float* dos = smem + kK * kDh;
+  float* lses = smem + 2 * kK * kDh;
+  float* deltas = lses + kK;
+  const int64_t b = blockIdx.y / a.kv_heads, kvh = blockIdx.y % a.kv_heads;
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t j0 = blockIdx.x * (int64_t)kQ, j = j0 + threadIdx.x;
+  const bool active = j < a.tk;
+  float kr[kDh], vr[kDh], dkr[kDh], dvr[kDh];
+  for (int c = 0; c < kDh; ++c) {
+    kr[c] = active && c < a.dh ? Load(k, a.KRow(b, j, kvh) + c) : 0.0f;
+    vr[c] = active && c < a.dh ? Load(v, a.KRow(b, j, kvh) + c) : 0.0f;
+    dkr[c] = dvr[c] = 0.0f;
+  }
+  // Query tiles before the block's first key see none of its keys.
+  const int64_t q_begin = a.causal ? j0 / kK * kK : 0;
+  for (int64_t g = 0; g < group; ++g) {
+    const int64_t h = kvh * group + g;
+    for (int64_t i0 = q_begin; i0 < a.tq; i0 += kK) {
+      __syncthreads();
+      StageTile<T, kDh>(q, b, i0, a.tq, h, a.heads, a.dh, qs);
+      StageTile<T, kDh>(dout, b, i0, a.tq, h, a.heads, a.dh, dos);
+      for (int r = threadIdx.x; r < kK; r += blockDim.x) {
+        lses[r] = i0 + r < a.tq ? lse[a.Stat(b, h, i0 + r)] : 0.0f;
+        deltas[r] = i0 + r < a.tq ? delta[a.Stat(b, h, i0 + r)] : 0.0f;
+      }
+      __syncthreads();
+      if (!active) continue;
+      for (int r = 0; r < kK; ++r) {
+        const int64_t i = i0 + r;
+        if (i >= a.tq || (a.causal && !tile::CausalVisible(i, j))) continue;
+        float dot = 0.0f, dp = 0.0f;
+        for (int c = 0; c < kDh; ++c) {
+          dot += qs[r * kDh + c] * kr[c];
+          dp += dos[r * kDh + c] * vr[c];
+        }
+        const float p = tile::ProbFromLse(a.scale * dot, lses[r]);
+        const float ds = tile::ScoreGrad(p, dp, deltas[r]) * a.scale;
+        for (int c = 0; c < kDh; ++c) {
+          dvr[c] += p * dos[r * kDh + c];
+          dkr[c] += ds * qs[r * kDh + c];
+        }
+      }
+    }
+  }
+  if (!active) return;
+  for (int c = 0; c < a.dh; ++c) {
+    StoreAs(dk, a.out_type, a.KRow(b, j, kvh) + c, dkr[c]);
+    StoreAs(dv, a.out_type, a.KRow(b, j, kvh) + c, dvr[c]);
+  }
+}
+
+// Dynamic shared memory above 48 KiB must be allowed once per kernel.
+template <typename Kernel>
+cudaError_t AllowSharedMemory(Kernel kernel, int64_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+template <typename T, int kDh>
+int Forward(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
+            const AttentionArgs& a, void* out, float* lse) {
+  const Grid2 grid = AttentionForwardGrid(a.batch, a.tq, a.heads);
+  const int64_t shared = AttentionSharedBytes(kDh, sizeof(float));
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(ForwardKernel<T, kDh>, shared));
+  ForwardKernel<T, kDh><<<dim3(grid.x, grid.y), kQ, shared, ctx->stream>>>(
+      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), a, out, lse);
+  return STEPC_LAUNCHED(ctx, "ForwardKernel(attention)");
+}
+
+template <typename T, int kDh>
+int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k, const void* v,
+             AttentionArgs a, char* scratch, void* dq, void* dk, void* dv) {
+  const AttentionGradPlan plan = PlanAttentionGrad(a.batch, a.tq, a.heads, a.dh);
+  float* out = reinterpret_cast<float*>(scratch);
+  float* lse = reinterpret_cast<float*>(scratch + AlignUp(plan.out_floats * 4, kScratchAlignment));
+  float* delta = reinterpret_cast<float*>(reinterpret_cast<char*>(lse) +
+                                          AlignUp(plan.lse_floats * 4, kScratchAlignment));
+  const int out_type = a.out_type;
+  a.out_type = STEPC_CUDA_F32;
+  if (int rc = Forward<T, kDh>(ctx, q, k, v, a, out, lse)) return rc;
+  DeltaKernel<T><<<ElementwiseBlocks(plan.delta_floats), kThreads, 0, ctx->stream>>>(
+      static_cast<const T*>(dout), out, a, delta);
+  if (int rc = STEPC_LAUNCHED(ctx, "DeltaKernel(attention)")) return rc;
+  a.out_type = out_type;
+  const T* dO = static_cast<const T*>(dout);
+  const T *Q = static_cast<const T*>(q), *K = static_cast<const T*>(k),
+          *V = static_cast<const T*>(v);
+  const Grid2 qgrid = AttentionForwardGrid(a.batch, a.tq, a.heads);
+  const int64_t shared = AttentionSharedBytes(kDh, sizeof(float));
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(QueryGradKernel<T, kDh>, shared));
+  QueryGradKernel<T, kDh><<<dim3(qgrid.x, qgrid.y), kQ, shared, ctx->stream>>>(dO, Q, K, V, a,
+                                                                               lse, delta, dq);
+  if (int rc = STEPC_LAUNCHED(ctx, "QueryGradKernel(attention)")) return rc;
+  const Grid2 kgrid = AttentionKeyGrid(a.batch, a.tk, a.kv_heads);
+  const int64_t kv_shared = shared + 2 * kK * sizeof(float);
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(KeyValueGradKernel<T, kDh>, kv_shared));
+  KeyValueGradKernel<T, kDh><<<dim3(kgrid.x, kgrid.y), kQ, kv_shared, ctx->stream>>>(
+      dO, Q, K, V, a, lse, delta, dk, dv);
+  return STEPC_LAUNCHED(ctx, "KeyValueGradKernel(attention)");
+}
+
+// Calls F<T, kDh> for the element type and the smallest padded head dim.
+template <template <typename, int> class F, typename... Args>
+int Dispatch(stepc_cuda_ctx* ctx, int in_type, int64_t dh, Args... args) {
+  if (dh > kAttentionMaxHeadDim) {
+    char why[96];
+    snprintf(why, sizeof(why), "head dim %lld is above %d", (long long)dh, kAttentionMaxHeadDim);
+    return Fail(ctx, "stepc_cuda_attention", __FILE__, __LINE__, why);
+  }
+  const bool bf16 = in_type == STEPC_CUDA_BF16;
+#define STEPC_DH(n)                                                           \
+  if (dh <= n)                                                                \
+    return bf16 ? F<__nv_bfloat16, n>::Run(ctx, args...) : F<float, n>::Run(ctx, args...);
+  STEPC_DH(32)
+  STEPC_DH(64)
+  STEPC_DH(128)
+  STEPC_DH(256)
+#undef STEPC_DH
+  return 1;
+}
+
+template <typename T, int kDh>
+struct ForwardOp {
+  static int Run(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
+                 AttentionArgs a, void* out) {
+    return Forward<T, kDh>(ctx, q, k, v, a, out, nullptr);
+  }
+};
+template <typename T, int kDh>
+struct BackwardOp {
+  static int Run(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k,
+                 const void* v, AttentionArgs a, char* scratch, void* dq, void* dk, void* dv) {
+    return Backward<T, kDh>(ctx, dout, q, k, v, a, scratch, dq, dk, dv);
+  }
+};
+
+}  // namespace
+}  // namespace stepc::cuda
+
+using namespace stepc::cuda;
+
+extern "C" int stepc_cuda_attention(stepc_cuda_ctx* ctx, const void* q, const void* k,
+                                    const void* v, int in_type, int64_t batch, int64_t tq,
+                                    int64_t tk, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                    int causal, double scale, void* out, int out_type) {
+  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a, out);
+}
+
+extern "C" int stepc_cuda_attention_grad(stepc_cuda_ctx* ctx, const void* dout, const void* q,
+                                         const void* k, const void* v, int in_type,
+                                         int64_t batch, int64_t tq, int64_t tk, int64_t heads,
+                                         int64_t kv_heads, int64_t head_dim, int causal,
+                                         double scale, char* scratch, void* dq, void* dk,
+                                         void* dv, int out_type) {
+  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a, scratch, dq, dk, dv);
+}

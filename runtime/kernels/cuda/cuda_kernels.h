@@ -1,0 +1,134 @@
+/* cuda_kernels.h - the library kernels a compiled CUDA step.so calls.
+ *
+ * Compiled once with nvcc for sm_90a into libstepc_kernels_cuda.a and linked
+ * into every CUDA step.so; only the schedule and the elementwise kernels are
+ * generated per model. Every launcher enqueues on ctx->stream (nothing
+ * synchronises, so the whole step can be captured as a CUDA graph) and
+ * returns 0, or nonzero with "call failed at file:line: reason" in
+ * ctx->error. Data are row-major; floats are f32 unless a `type` argument
+ * says bf16; reductions accumulate in f32 (or f64 where noted) in a fixed
+ * order, so results do not depend on scheduling, except embedding_grad
+ * (atomic adds). Scratch pointers are arena slices the compiler sized with
+ * launch_config.h.
+ */
+#ifndef STEPC_CUDA_KERNELS_H_
+#define STEPC_CUDA_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What every launcher needs. `status` is device memory: a failed id check
+ * writes [check site, position, id, bound] there (first failure wins) and the
+ * runtime reports it after the step. */
+typedef struct stepc_cuda_ctx {
+  cudaStream_t stream;
+  void *gemm_workspace; /* kGemmWorkspaceBytes of device memory */
+  int32_t *status;
+  char *error;
+  size_t error_len;
+} stepc_cuda_ctx;
+
+/* Element types of the operands that may be bf16 (mixed precision). */
+enum stepc_cuda_type { STEPC_CUDA_F32 = 0, STEPC_CUDA_BF16 = 1 };
+
+int stepc_cuda_fill(stepc_cuda_ctx *ctx, float *out, int64_t n, float value);
+int stepc_cuda_broadcast(stepc_cuda_ctx *ctx, const float *in, const int64_t *in_shape,
+                         int in_rank, float *out, const int64_t *out_shape, int out_rank);
+int stepc_cuda_transpose(stepc_cuda_ctx *ctx, const float *in, const int64_t *in_shape, int rank,
+                         const int64_t *perm, float *out);
+int stepc_cuda_copy_box(stepc_cuda_ctx *ctx, const float *src, const int64_t *src_shape,
+                        const int64_t *src_offsets, float *dst, const int64_t *dst_shape,
+                        const int64_t *dst_offsets, const int64_t *box, int rank);
+/* kind 0 sum, 1 max, 2 mean over the dims with reduce_mask[d] != 0;
+ * scratch: PlanReduce(outputs, reduced).scratch_floats. */
+int stepc_cuda_reduce(stepc_cuda_ctx *ctx, const float *in, const int64_t *shape, int rank,
+                      const int *reduce_mask, int kind, float *scratch, float *out);
+int stepc_cuda_reduce_max_grad(stepc_cuda_ctx *ctx, const float *dy, const float *x,
+                               const int64_t *shape, int rank, const int *reduce_mask,
+                               float *dx);
+
+int stepc_cuda_layer_norm(stepc_cuda_ctx *ctx, const float *x, const float *w, const float *b,
+                          int64_t rows, int64_t d, double eps, float *y);
+/* scratch: PlanNormGrad(rows, d).scratch_floats. */
+int stepc_cuda_layer_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float *x,
+                               const float *w, int64_t rows, int64_t d, double eps,
+                               float *scratch, float *dx, float *dw, float *db);
+int stepc_cuda_rms_norm(stepc_cuda_ctx *ctx, const float *x, const float *w, int64_t rows,
+                        int64_t d, double eps, float *y);
+int stepc_cuda_rms_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float *x,
+                             const float *w, int64_t rows, int64_t d, double eps,
+                             float *scratch, float *dx, float *dw);
+int stepc_cuda_softmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
+                       int64_t inner, float *y);
+int stepc_cuda_softmax_grad(stepc_cuda_ctx *ctx, const float *dy, const float *y, int64_t outer,
+                            int64_t n, int64_t inner, float *dx);
+int stepc_cuda_rotary(stepc_cuda_ctx *ctx, const float *x, int64_t batch, int64_t len,
+                      int64_t width, int64_t head_dim, double theta, int inverse, float *y);
+
+/* Flash attention on [B, T, H·Dh] (step.attention): q, k, v of `in_type`,
+ * the output of `out_type`. head_dim <= kAttentionMaxHeadDim. */
+int stepc_cuda_attention(stepc_cuda_ctx *ctx, const void *q, const void *k, const void *v,
+                         int in_type, int64_t batch, int64_t tq, int64_t tk, int64_t heads,
+                         int64_t kv_heads, int64_t head_dim, int causal, double scale,
+                         void *out, int out_type);
+/* Recomputes the forward's output and log-sum-exp into scratch
+ * (AttentionGradScratchBytes), then dQ (a thread per query row) and dK, dV
+ * (a thread per key row, summing the query heads of its group): no atomics. */
+int stepc_cuda_attention_grad(stepc_cuda_ctx *ctx, const void *dout, const void *q,
+                              const void *k, const void *v, int in_type, int64_t batch,
+                              int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                              int64_t head_dim, int causal, double scale, char *scratch,
+                              void *dq, void *dk, void *dv, int out_type);
+
+/* Mean over n rows of logsumexp(row) - row[target]; `site` names the op in
+ * the status of an out-of-range target. scratch: n floats. */
+int stepc_cuda_cross_entropy(stepc_cuda_ctx *ctx, const float *logits, const int32_t *targets,
+                             int64_t n, int64_t classes, float *scratch, float *loss,
+                             int32_t site);
+/* dlogits = dloss · (softmax - onehot) / n, recomputed from the row's
+ * log-sum-exp: no probability buffer. */
+int stepc_cuda_cross_entropy_grad(stepc_cuda_ctx *ctx, const float *dloss, const float *logits,
+                                  const int32_t *targets, int64_t n, int64_t classes,
+                                  float *dlogits, int32_t site);
+int stepc_cuda_embedding(stepc_cuda_ctx *ctx, const float *table, const int32_t *ids, int64_t n,
+                         int64_t rows, int64_t d, float *out, int32_t site);
+int stepc_cuda_embedding_grad(stepc_cuda_ctx *ctx, const float *dy, const int32_t *ids,
+                              int64_t n, int64_t rows, int64_t d, float *dtable, int32_t site);
+
+/* One tensor of a multi-tensor AdamW launch. */
+typedef struct {
+  float *param;
+  const float *grad;
+  float *m, *v;
+  int64_t n;
+} stepc_adamw_tensor;
+/* torch.optim.AdamW on grad · grad_scale for `count` tensors sharing the
+ * hyperparameters, in launches of kAdamwTensorsPerLaunch. lr, step and
+ * grad_scale are device scalars. */
+int stepc_cuda_adamw(stepc_cuda_ctx *ctx, const stepc_adamw_tensor *tensors, int count,
+                     const float *lr, const float *step, const float *grad_scale, double beta1,
+                     double beta2, double eps, double weight_decay);
+
+/* C[p] = op_a(A[p]) @ op_b(B[p], or B shared) (+ bias[n] per column) for
+ * `batch` [M,K]x[K,N] products through cuBLASLt: A and B of `in_type`, C of
+ * `out_type`, f32 accumulation. The algorithm is chosen by cuBLASLt's
+ * heuristic on the first call of each shape and kept (the first step runs
+ * before graph capture). */
+int stepc_cuda_matmul(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c, int64_t batch,
+                      int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
+                      int shared_rhs, int in_type, int out_type, const float *bias);
+
+/* Frees the cuBLASLt handle and cached plans (the runtime calls it before
+ * unloading a module; optional). */
+void stepc_cuda_release(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STEPC_CUDA_KERNELS_H_ */

@@ -1,0 +1,180 @@
+// GEMMs through cuBLASLt. Row-major C = op(A)·op(B) is column-major
+// Cᵀ = op(B)ᵀ·op(A)ᵀ, so B goes in cuBLASLt's first slot. Each shape gets
+// one plan (descriptors and the heuristic's first algorithm), made on its
+// first call (the first step, before any graph capture) and reused; a bias
+// rides in the BIAS epilogue (cuBLASLt adds it per row of the column-major
+// result: per output feature). f32 data use f32 compute (no TF32: the fp32
+// target is checked against the CPU at 1e-4); bf16 operands accumulate in f32.
+
+#include <cublasLt.h>
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "runtime/kernels/cuda/common.cuh"
+
+namespace stepc::cuda {
+namespace {
+
+struct GemmKey {
+  int64_t batch, m, n, k;
+  int transpose_a, transpose_b, shared_rhs, in_type, out_type, bias;
+  bool operator==(const GemmKey& o) const { return std::memcmp(this, &o, sizeof(o)) == 0; }
+};
+
+struct GemmPlan {
+  GemmKey key;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo;
+};
+
+struct GemmState {
+  std::mutex mu;
+  cublasLtHandle_t handle = nullptr;
+  std::vector<GemmPlan> plans;
+};
+
+GemmState& State() {
+  static GemmState* state = new GemmState();
+  return *state;
+}
+
+int LtFail(stepc_cuda_ctx* ctx, const char* call, int line, cublasStatus_t rc) {
+  return Fail(ctx, call, __FILE__, line, cublasLtGetStatusString(rc));
+}
+
+#define STEPC_LT_TRY(ctx, call)                                      \
+  do {                                                               \
+    cublasStatus_t stepc_lt_rc_ = (call);                            \
+    if (stepc_lt_rc_ != CUBLAS_STATUS_SUCCESS)                       \
+      return LtFail(ctx, #call, __LINE__, stepc_lt_rc_);             \
+  } while (0)
+
+cudaDataType_t DataType(int type) { return type == STEPC_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// A column-major rows x cols matrix, `batch` of them `stride` elements apart.
+int Layout(stepc_cuda_ctx* ctx, cublasLtMatrixLayout_t* out, int type, int64_t rows, int64_t cols,
+           int64_t batch, int64_t stride) {
+  STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(out, DataType(type), rows, cols, rows));
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    STEPC_LT_TRY(ctx, cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                       &count, sizeof(count)));
+    STEPC_LT_TRY(ctx, cublasLtMatrixLayoutSetAttribute(
+                          *out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                          sizeof(stride)));
+  }
+  return 0;
+}
+
+int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* plan) {
+  plan->key = key;
+  STEPC_LT_TRY(ctx, cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t first = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t second = key.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &first,
+                                                   sizeof(first)));
+  STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &second,
+                                                   sizeof(second)));
+  if (key.bias) {
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                     &epilogue, sizeof(epilogue)));
+    cudaDataType_t bias_type = CUDA_R_32F;
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op,
+                                                     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                     &bias_type, sizeof(bias_type)));
+  }
+  const int64_t m = key.m, n = key.n, k = key.k;
+  // Slot one: B as stored (row-major [K,N], or [N,K] transposed) read column-major.
+  if (int rc = Layout(ctx, &plan->a, key.in_type, key.transpose_b ? k : n,
+                      key.transpose_b ? n : k, key.batch, key.shared_rhs ? 0 : k * n))
+    return rc;
+  if (int rc = Layout(ctx, &plan->b, key.in_type, key.transpose_a ? m : k,
+                      key.transpose_a ? k : m, key.batch, m * k))
+    return rc;
+  if (int rc = Layout(ctx, &plan->c, key.out_type, n, m, key.batch, m * n)) return rc;
+  cublasLtMatmulPreference_t pref;
+  STEPC_LT_TRY(ctx, cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t workspace = kGemmWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                       sizeof(workspace));
+  cublasLtMatmulHeuristicResult_t result;
+  int found = 0;
+  cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(s.handle, plan->op, plan->a, plan->b,
+                                                     plan->c, plan->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (rc != CUBLAS_STATUS_SUCCESS) return LtFail(ctx, "cublasLtMatmulAlgoGetHeuristic", __LINE__, rc);
+  if (found == 0) {
+    char why[160];
+    snprintf(why, sizeof(why), "no algorithm for batch %lld of %lldx%lldx%lld (types %d->%d)",
+             (long long)key.batch, (long long)m, (long long)n, (long long)k, key.in_type,
+             key.out_type);
+    return Fail(ctx, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__, why);
+  }
+  plan->algo = result.algo;
+  return 0;
+}
+
+int FindPlan(stepc_cuda_ctx* ctx, const GemmKey& key, const GemmPlan** out) {
+  GemmState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.handle) STEPC_LT_TRY(ctx, cublasLtCreate(&s.handle));
+  for (const GemmPlan& p : s.plans)
+    if (p.key == key) {
+      *out = &p;
+      return 0;
+    }
+  GemmPlan plan;
+  if (int rc = MakePlan(ctx, s, key, &plan)) return rc;
+  s.plans.push_back(plan);
+  *out = &s.plans.back();
+  return 0;
+}
+
+}  // namespace
+}  // namespace stepc::cuda
+
+using namespace stepc::cuda;
+
+extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
+                                 int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
+                                 int transpose_b, int shared_rhs, int in_type, int out_type,
+                                 const float* bias) {
+  // Shared B and untransposed A: the batch is more rows of one product.
+  if (shared_rhs && !transpose_a) {
+    m *= batch;
+    batch = 1;
+  }
+  GemmKey key;
+  std::memset(&key, 0, sizeof(key));
+  key = GemmKey{batch, m, n, k, transpose_a, transpose_b, shared_rhs, in_type, out_type,
+                bias ? 1 : 0};
+  const GemmPlan* plan = nullptr;
+  if (int rc = FindPlan(ctx, key, &plan)) return rc;
+  if (bias)
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof(bias)));
+  const float one = 1.0f, zero = 0.0f;
+  STEPC_LT_TRY(ctx, cublasLtMatmul(State().handle, plan->op, &one, b, plan->a, a, plan->b, &zero,
+                                   c, plan->c, c, plan->c, &plan->algo, ctx->gemm_workspace,
+                                   kGemmWorkspaceBytes, ctx->stream));
+  return 0;
+}
+
+extern "C" void stepc_cuda_release(void) {
+  GemmState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (GemmPlan& p : s.plans) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.op);
+  }
+  s.plans.clear();
+  if (s.handle) cublasLtDestroy(s.handle);
+  s.handle = nullptr;
+}

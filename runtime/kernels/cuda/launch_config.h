@@ -1,0 +1,134 @@
+// launch_config.h - how the CUDA kernels are launched and how much scratch
+// each needs, as plain host C++ shared by the compiler (which sizes the
+// arena's scratch region at compile time) and the kernel library (which
+// launches with the same numbers). No CUDA here: tested on any host
+// (launch_config_test.cc).
+
+#ifndef STEPC_RUNTIME_KERNELS_CUDA_LAUNCH_CONFIG_H_
+#define STEPC_RUNTIME_KERNELS_CUDA_LAUNCH_CONFIG_H_
+
+#include <algorithm>
+#include <cstdint>
+
+namespace stepc::cuda {
+
+// Threads per block of the elementwise and row kernels.
+constexpr int kThreads = 256;
+// Blocks that fill an H100/H200 (132 SMs) about twice: enough to hide latency.
+constexpr int64_t kTargetBlocks = 264;
+// A grid-stride kernel never needs more blocks than this.
+constexpr int64_t kMaxBlocks = 65535;
+// cuBLASLt's workspace (NVIDIA recommends 32 MiB on Hopper).
+constexpr int64_t kGemmWorkspaceBytes = 32ll << 20;
+// Every scratch slice starts on this boundary (cuBLASLt wants 16 B; vector
+// loads like it too).
+constexpr int64_t kScratchAlignment = 256;
+// Tensors one multi-tensor AdamW launch updates (its table is a kernel
+// argument: 32 entries of 40 bytes stay far below the 4 KiB limit).
+constexpr int kAdamwTensorsPerLaunch = 32;
+// Flash attention: query rows per block (one thread each) and key rows per
+// shared-memory tile; the largest head dimension the kernels take.
+constexpr int kAttentionQueryTile = 64;
+constexpr int kAttentionKeyTile = 32;
+constexpr int kAttentionMaxHeadDim = 256;
+
+constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int64_t AlignUp(int64_t bytes, int64_t to) { return CeilDiv(bytes, to) * to; }
+
+// Blocks of kThreads for a grid-stride loop over n elements.
+constexpr int64_t ElementwiseBlocks(int64_t n) {
+  return std::max<int64_t>(1, std::min(CeilDiv(n, kThreads), kMaxBlocks));
+}
+
+// A reduction of `reduced` elements into each of `outputs` values. Blocks
+// hold 32 outputs (one per lane: coalesced when outputs are contiguous) times
+// 8 partial sums; when there are too few outputs to fill the GPU, the reduced
+// range is split into `chunks` whose partials (scratch: chunks · outputs
+// floats) a second kernel sums in a fixed order, so results are deterministic.
+struct ReducePlan {
+  int64_t output_tiles = 1;
+  int64_t chunks = 1;
+  int64_t scratch_floats = 0;
+};
+constexpr int kReduceLanes = 32, kReduceRows = 8;
+
+constexpr ReducePlan PlanReduce(int64_t outputs, int64_t reduced) {
+  ReducePlan p;
+  p.output_tiles = std::max<int64_t>(1, CeilDiv(outputs, kReduceLanes));
+  // Each chunk gets at least 1024 elements of every output's range.
+  int64_t want = std::max<int64_t>(1, CeilDiv(kTargetBlocks, p.output_tiles));
+  p.chunks = std::max<int64_t>(1, std::min({want, CeilDiv(reduced, 1024), int64_t{1024}}));
+  p.scratch_floats = p.chunks > 1 ? p.chunks * outputs : 0;
+  return p;
+}
+
+// LayerNorm / RMSNorm backward over `rows` rows of width d: the per-row
+// statistics (mean, rstd: 2 floats a row) and the weight/bias gradient
+// partials, reduced like PlanReduce's with rows as the reduced range.
+struct NormGradPlan {
+  ReducePlan columns;
+  int64_t stats_floats = 0;
+  int64_t scratch_floats = 0;
+};
+
+constexpr NormGradPlan PlanNormGrad(int64_t rows, int64_t d) {
+  NormGradPlan p;
+  p.columns = PlanReduce(d, rows);
+  p.stats_floats = 2 * rows;
+  // Two partial tables (weight and bias), each chunks · d.
+  p.scratch_floats = p.stats_floats + 2 * p.columns.scratch_floats;
+  return p;
+}
+
+// Cross-entropy: the loss of each row, summed in a fixed order.
+constexpr int64_t CrossEntropyScratchFloats(int64_t rows) { return rows; }
+
+// Attention backward recomputes the forward: its output and log-sum-exp,
+// and the row terms D = rowsum(dO ∘ O).
+struct AttentionGradPlan {
+  int64_t out_floats = 0, lse_floats = 0, delta_floats = 0;
+};
+constexpr AttentionGradPlan PlanAttentionGrad(int64_t batch, int64_t tq, int64_t heads,
+                                              int64_t head_dim) {
+  AttentionGradPlan p;
+  p.out_floats = batch * tq * heads * head_dim;
+  p.lse_floats = batch * heads * tq;
+  p.delta_floats = batch * heads * tq;
+  return p;
+}
+constexpr int64_t AttentionGradScratchBytes(int64_t batch, int64_t tq, int64_t heads,
+                                            int64_t head_dim) {
+  AttentionGradPlan p = PlanAttentionGrad(batch, tq, heads, head_dim);
+  return AlignUp(p.out_floats * 4, kScratchAlignment) +
+         AlignUp(p.lse_floats * 4, kScratchAlignment) +
+         AlignUp(p.delta_floats * 4, kScratchAlignment);
+}
+
+// Grid of the flash-attention forward: (query tiles, batch · heads).
+struct Grid2 {
+  int64_t x = 1, y = 1;
+};
+constexpr Grid2 AttentionForwardGrid(int64_t batch, int64_t tq, int64_t heads) {
+  return Grid2{CeilDiv(tq, kAttentionQueryTile), batch * heads};
+}
+// The key/value backward runs a block per key tile of each kv head.
+constexpr Grid2 AttentionKeyGrid(int64_t batch, int64_t tk, int64_t kv_heads) {
+  return Grid2{CeilDiv(tk, kAttentionQueryTile), batch * kv_heads};
+}
+// Shared memory of a forward block: one key and one value tile.
+constexpr int64_t AttentionSharedBytes(int64_t head_dim, int64_t element_bytes) {
+  return 2 * kAttentionKeyTile * head_dim * element_bytes;
+}
+
+// The multi-tensor AdamW: launches for n tensors, and blocks per launch
+// (enough for the largest tensor, bounded).
+constexpr int64_t AdamwLaunches(int64_t tensors) {
+  return CeilDiv(tensors, kAdamwTensorsPerLaunch);
+}
+constexpr int64_t AdamwBlocksPerTensor(int64_t largest) {
+  return std::max<int64_t>(1, std::min<int64_t>(CeilDiv(largest, kThreads * 4), 1024));
+}
+
+}  // namespace stepc::cuda
+
+#endif  // STEPC_RUNTIME_KERNELS_CUDA_LAUNCH_CONFIG_H_

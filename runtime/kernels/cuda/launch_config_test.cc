@@ -1,0 +1,100 @@
+// Launch configuration and scratch sizing of the CUDA kernels: the numbers
+// the compiler sizes the arena with must be the ones the kernels use.
+
+#include "runtime/kernels/cuda/launch_config.h"
+
+#include <gtest/gtest.h>
+
+namespace stepc::cuda {
+namespace {
+
+TEST(LaunchConfig, ElementwiseBlocksCoverAndAreBounded) {
+  EXPECT_EQ(ElementwiseBlocks(0), 1);
+  EXPECT_EQ(ElementwiseBlocks(1), 1);
+  EXPECT_EQ(ElementwiseBlocks(kThreads), 1);
+  EXPECT_EQ(ElementwiseBlocks(kThreads + 1), 2);
+  // A grid-stride loop covers any n with the bounded grid.
+  EXPECT_EQ(ElementwiseBlocks(int64_t{1} << 40), kMaxBlocks);
+}
+
+TEST(LaunchConfig, ReduceSplitsOnlyWhenOutputsCannotFillTheGpu) {
+  // Bias gradient of gpt2-124m: [8·1024, 768] -> [768]: 24 tiles, chunks fill the rest.
+  ReducePlan bias = PlanReduce(768, 8192);
+  EXPECT_EQ(bias.output_tiles, 24);
+  EXPECT_EQ(bias.chunks, 8);  // ceil(8192 / 1024): every chunk at least 1024 rows
+  EXPECT_EQ(bias.scratch_floats, 8 * 768);
+  // A full reduction (the gradient norm of wte) splits into the most chunks.
+  ReducePlan full = PlanReduce(1, 50257 * 768);
+  EXPECT_EQ(full.output_tiles, 1);
+  EXPECT_EQ(full.chunks, kTargetBlocks);
+  EXPECT_EQ(full.scratch_floats, kTargetBlocks);
+  // Many outputs: one chunk, no scratch.
+  ReducePlan rows = PlanReduce(8192, 768);
+  EXPECT_EQ(rows.chunks, 1);
+  EXPECT_EQ(rows.scratch_floats, 0);
+  // Small reductions never split below 1024 elements a chunk.
+  EXPECT_EQ(PlanReduce(1, 1000).chunks, 1);
+  EXPECT_EQ(PlanReduce(1, 5000).chunks, 5);
+}
+
+TEST(LaunchConfig, ChunksCoverTheReducedRange) {
+  for (int64_t outputs : {1, 7, 32, 33, 768, 5000})
+    for (int64_t reduced : {1, 1023, 1024, 1025, 100000, 38597376}) {
+      ReducePlan p = PlanReduce(outputs, reduced);
+      const int64_t per_chunk = CeilDiv(reduced, p.chunks);
+      EXPECT_GE(per_chunk * p.chunks, reduced) << outputs << " " << reduced;
+      EXPECT_LT(per_chunk * (p.chunks - 1), reduced) << "an empty chunk";
+      EXPECT_EQ(p.output_tiles * kReduceLanes >= outputs, true);
+    }
+}
+
+TEST(LaunchConfig, NormGradScratchHoldsStatsAndBothPartialTables) {
+  NormGradPlan p = PlanNormGrad(8192, 768);
+  EXPECT_EQ(p.stats_floats, 2 * 8192);
+  EXPECT_EQ(p.scratch_floats, 2 * 8192 + 2 * p.columns.scratch_floats);
+  EXPECT_EQ(p.columns.chunks, PlanReduce(768, 8192).chunks);
+}
+
+TEST(LaunchConfig, AttentionGradScratchIsAlignedSlices) {
+  // gpt-small: B=4, T=64, H=4, Dh=16.
+  AttentionGradPlan p = PlanAttentionGrad(4, 64, 4, 16);
+  EXPECT_EQ(p.out_floats, 4 * 64 * 4 * 16);
+  EXPECT_EQ(p.lse_floats, 4 * 4 * 64);
+  EXPECT_EQ(p.delta_floats, 4 * 4 * 64);
+  EXPECT_EQ(AttentionGradScratchBytes(4, 64, 4, 16), (16384 + 1024 + 1024) * 4);
+  // Odd sizes round each slice up.
+  EXPECT_EQ(AttentionGradScratchBytes(1, 3, 1, 5), 256 * 3);
+}
+
+TEST(LaunchConfig, AttentionGridsTileQueriesAndKeys) {
+  Grid2 f = AttentionForwardGrid(8, 1024, 12);
+  EXPECT_EQ(f.x, 1024 / kAttentionQueryTile);
+  EXPECT_EQ(f.y, 96);
+  Grid2 ragged = AttentionForwardGrid(1, 65, 2);
+  EXPECT_EQ(ragged.x, 2);
+  Grid2 kv = AttentionKeyGrid(2, 100, 1);  // MQA: one kv head
+  EXPECT_EQ(kv.x, 2);
+  EXPECT_EQ(kv.y, 2);
+  EXPECT_EQ(AttentionSharedBytes(64, 4), 2 * kAttentionKeyTile * 64 * 4);
+  // The largest head dim needs the opt-in above 48 KiB.
+  EXPECT_GT(AttentionSharedBytes(kAttentionMaxHeadDim, 4), 48 * 1024);
+}
+
+TEST(LaunchConfig, AdamwLaunchesAndBlocks) {
+  EXPECT_EQ(AdamwLaunches(148), 5);  // gpt2-124m's 148 tensors
+  EXPECT_EQ(AdamwLaunches(32), 1);
+  EXPECT_EQ(AdamwLaunches(1), 1);
+  EXPECT_EQ(AdamwBlocksPerTensor(1), 1);
+  EXPECT_EQ(AdamwBlocksPerTensor(38597376), 1024);
+  EXPECT_EQ(AdamwBlocksPerTensor(4 * kThreads * 3), 3);
+}
+
+TEST(LaunchConfig, AlignUp) {
+  EXPECT_EQ(AlignUp(0, 256), 0);
+  EXPECT_EQ(AlignUp(1, 256), 256);
+  EXPECT_EQ(AlignUp(256, 256), 256);
+  EXPECT_EQ(AlignUp(257, 256), 512);
+}
+
+}  // namespace
+}  // namespace stepc::cuda

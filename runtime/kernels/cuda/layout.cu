@@ -1,0 +1,255 @@
+// Layout kernels: fill, broadcast, transpose, box copies (slice, pad,
+// concat) and reductions; a thread per output element, index arithmetic by
+// strides. Also the library's error formatting.
+
+#include <cstdio>
+
+#include "runtime/kernels/cuda/common.cuh"
+
+namespace stepc::cuda {
+
+int Fail(stepc_cuda_ctx* ctx, const char* call, const char* file, int line, const char* why) {
+  if (ctx->error && ctx->error_len)
+    snprintf(ctx->error, ctx->error_len, "%s failed at %s:%d: %s", call, file, line, why);
+  return 1;
+}
+
+int Launched(stepc_cuda_ctx* ctx, const char* kernel, const char* file, int line) {
+  cudaError_t rc = cudaGetLastError();
+  return rc == cudaSuccess ? 0 : Fail(ctx, kernel, file, line, cudaGetErrorString(rc));
+}
+
+namespace {
+
+bool MakeDims(const int64_t* shape, int rank, Dims* d) {
+  if (rank > kMaxRank) return false;
+  d->rank = rank;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    d->size[i] = shape[i];
+    d->stride[i] = stride;
+    stride *= shape[i];
+  }
+  return true;
+}
+
+int64_t Numel(const int64_t* shape, int rank) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= shape[i];
+  return n;
+}
+
+int RankTooHigh(stepc_cuda_ctx* ctx, const char* call, int rank) {
+  char why[64];
+  snprintf(why, sizeof(why), "rank %d is above %d", rank, kMaxRank);
+  return Fail(ctx, call, __FILE__, __LINE__, why);
+}
+
+// The offset, in a tensor with strides `to`, of linear index i over `over`.
+__device__ __forceinline__ int64_t Offset(int64_t i, const Dims& over, const int64_t* to) {
+  int64_t offset = 0;
+  for (int d = over.rank - 1; d >= 0; --d) {
+    offset += (i % over.size[d]) * to[d];
+    i /= over.size[d];
+  }
+  return offset;
+}
+
+__global__ void FillKernel(float* out, int64_t n, float value) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = value;
+}
+
+// out[i] = in[Offset(i over out's dims, with `src` strides)].
+__global__ void GatherKernel(const float* in, float* out, int64_t n, Dims over, Dims src) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = in[Offset(i, over, src.stride)];
+}
+
+// dst[dst_base + Offset(i, box, dst strides)] = src[src_base + Offset(i, box, src strides)].
+__global__ void CopyBoxKernel(const float* src, int64_t src_base, Dims src_strides, float* dst,
+                              int64_t dst_base, Dims dst_strides, Dims box, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dst[dst_base + Offset(i, box, dst_strides.stride)] =
+        src[src_base + Offset(i, box, src_strides.stride)];
+}
+
+// Stage one of a reduction: block (32 lanes = outputs, 8 rows = partial
+// sums), grid (output tiles, chunks).
+__global__ void ReduceKernel(const float* in, Dims kept, Dims reduced, int64_t outputs,
+                             int64_t total, int64_t per_chunk, int kind, float scale,
+                             float* out) {
+  __shared__ float part[kReduceRows][kReduceLanes];
+  const int64_t o = blockIdx.x * (int64_t)kReduceLanes + threadIdx.x;
+  const int64_t begin = blockIdx.y * per_chunk, end = min(total, begin + per_chunk);
+  float acc = kind == 1 ? -INFINITY : 0.0f;
+  if (o < outputs) {
+    const int64_t base = Offset(o, kept, kept.stride);
+    for (int64_t r = begin + threadIdx.y; r < end; r += kReduceRows) {
+      float x = in[base + Offset(r, reduced, reduced.stride)];
+      acc = kind == 1 ? fmaxf(acc, x) : acc + x;
+    }
+  }
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && o < outputs) {
+    for (int y = 1; y < kReduceRows; ++y)
+      acc = kind == 1 ? fmaxf(acc, part[y][threadIdx.x]) : acc + part[y][threadIdx.x];
+    out[blockIdx.y * outputs + o] = kind == 1 ? acc : acc * scale;
+  }
+}
+
+__global__ void FinishChunksKernel(const float* partial, int64_t chunks, int64_t outputs,
+                                   int kind, float scale, float* out) {
+  for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < outputs;
+       o += (int64_t)gridDim.x * blockDim.x) {
+    float acc = kind == 1 ? -INFINITY : 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      float x = partial[c * outputs + o];
+      acc = kind == 1 ? fmaxf(acc, x) : acc + x;
+    }
+    out[o] = kind == 1 ? acc : acc * scale;
+  }
+}
+
+// A thread per output: max, ties, then the split gradient (as the CPU kernel).
+__global__ void ReduceMaxGradKernel(const float* dy, const float* x, Dims kept, Dims reduced,
+                                    int64_t outputs, int64_t total, float* dx) {
+  for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < outputs;
+       o += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t base = Offset(o, kept, kept.stride);
+    float max = -INFINITY;
+    for (int64_t r = 0; r < total; ++r)
+      max = fmaxf(max, x[base + Offset(r, reduced, reduced.stride)]);
+    int64_t ties = 0;
+    for (int64_t r = 0; r < total; ++r) ties += x[base + Offset(r, reduced, reduced.stride)] == max;
+    for (int64_t r = 0; r < total; ++r) {
+      int64_t at = base + Offset(r, reduced, reduced.stride);
+      dx[at] = x[at] == max ? dy[o] / ties : 0.0f;
+    }
+  }
+}
+
+// Splits a shape into the kept and reduced dims (sizes, and their strides in
+// the input).
+void SplitDims(const int64_t* shape, int rank, const int* mask, Dims* kept, Dims* reduced) {
+  Dims all;
+  MakeDims(shape, rank, &all);
+  for (int d = 0; d < rank; ++d) {
+    Dims* to = mask[d] ? reduced : kept;
+    to->size[to->rank] = shape[d];
+    to->stride[to->rank] = all.stride[d];
+    ++to->rank;
+  }
+}
+
+int64_t Count(const Dims& d) {
+  int64_t n = 1;
+  for (int i = 0; i < d.rank; ++i) n *= d.size[i];
+  return n;
+}
+
+}  // namespace
+
+int FinishChunks(stepc_cuda_ctx* ctx, const float* partial, int64_t chunks, int64_t outputs,
+                 int kind, float scale, float* out) {
+  FinishChunksKernel<<<ElementwiseBlocks(outputs), kThreads, 0, ctx->stream>>>(
+      partial, chunks, outputs, kind, scale, out);
+  return STEPC_LAUNCHED(ctx, "FinishChunksKernel");
+}
+
+}  // namespace stepc::cuda
+
+using namespace stepc::cuda;
+
+extern "C" int stepc_cuda_fill(stepc_cuda_ctx* ctx, float* out, int64_t n, float value) {
+  FillKernel<<<ElementwiseBlocks(n), kThreads, 0, ctx->stream>>>(out, n, value);
+  return STEPC_LAUNCHED(ctx, "FillKernel");
+}
+
+extern "C" int stepc_cuda_broadcast(stepc_cuda_ctx* ctx, const float* in,
+                                    const int64_t* in_shape, int in_rank, float* out,
+                                    const int64_t* out_shape, int out_rank) {
+  Dims over, in_dims, src;
+  if (!MakeDims(out_shape, out_rank, &over) || !MakeDims(in_shape, in_rank, &in_dims))
+    return RankTooHigh(ctx, "stepc_cuda_broadcast", out_rank);
+  src.rank = out_rank;
+  const int shift = out_rank - in_rank;
+  for (int d = 0; d < in_rank; ++d)
+    src.stride[d + shift] = in_shape[d] == 1 ? 0 : in_dims.stride[d];
+  const int64_t n = Numel(out_shape, out_rank);
+  GatherKernel<<<ElementwiseBlocks(n), kThreads, 0, ctx->stream>>>(in, out, n, over, src);
+  return STEPC_LAUNCHED(ctx, "GatherKernel(broadcast)");
+}
+
+extern "C" int stepc_cuda_transpose(stepc_cuda_ctx* ctx, const float* in,
+                                    const int64_t* in_shape, int rank, const int64_t* perm,
+                                    float* out) {
+  Dims in_dims, over, src;
+  if (!MakeDims(in_shape, rank, &in_dims)) return RankTooHigh(ctx, "stepc_cuda_transpose", rank);
+  int64_t out_shape[kMaxRank];
+  for (int d = 0; d < rank; ++d) out_shape[d] = in_shape[perm[d]];
+  MakeDims(out_shape, rank, &over);
+  src.rank = rank;
+  for (int d = 0; d < rank; ++d) src.stride[d] = in_dims.stride[perm[d]];
+  const int64_t n = Numel(in_shape, rank);
+  GatherKernel<<<ElementwiseBlocks(n), kThreads, 0, ctx->stream>>>(in, out, n, over, src);
+  return STEPC_LAUNCHED(ctx, "GatherKernel(transpose)");
+}
+
+extern "C" int stepc_cuda_copy_box(stepc_cuda_ctx* ctx, const float* src,
+                                   const int64_t* src_shape, const int64_t* src_offsets,
+                                   float* dst, const int64_t* dst_shape,
+                                   const int64_t* dst_offsets, const int64_t* box, int rank) {
+  Dims s, d, b;
+  if (!MakeDims(src_shape, rank, &s) || !MakeDims(dst_shape, rank, &d) ||
+      !MakeDims(box, rank, &b))
+    return RankTooHigh(ctx, "stepc_cuda_copy_box", rank);
+  int64_t src_base = 0, dst_base = 0;
+  for (int i = 0; i < rank; ++i) {
+    src_base += src_offsets[i] * s.stride[i];
+    dst_base += dst_offsets[i] * d.stride[i];
+  }
+  const int64_t n = Numel(box, rank);
+  if (n == 0) return 0;
+  CopyBoxKernel<<<ElementwiseBlocks(n), kThreads, 0, ctx->stream>>>(src, src_base, s, dst,
+                                                                    dst_base, d, b, n);
+  return STEPC_LAUNCHED(ctx, "CopyBoxKernel");
+}
+
+extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int64_t* shape,
+                                 int rank, const int* reduce_mask, int kind, float* scratch,
+                                 float* out) {
+  if (rank > kMaxRank) return RankTooHigh(ctx, "stepc_cuda_reduce", rank);
+  Dims kept, reduced;
+  SplitDims(shape, rank, reduce_mask, &kept, &reduced);
+  const int64_t outputs = Count(kept), total = Count(reduced);
+  const ReducePlan plan = PlanReduce(outputs, total);
+  const float scale = kind == 2 ? 1.0f / static_cast<float>(total) : 1.0f;
+  const int64_t per_chunk = CeilDiv(total, plan.chunks);
+  dim3 grid(plan.output_tiles, plan.chunks), block(kReduceLanes, kReduceRows);
+  if (plan.chunks == 1) {
+    ReduceKernel<<<grid, block, 0, ctx->stream>>>(in, kept, reduced, outputs, total, per_chunk,
+                                                  kind, scale, out);
+    return STEPC_LAUNCHED(ctx, "ReduceKernel");
+  }
+  ReduceKernel<<<grid, block, 0, ctx->stream>>>(in, kept, reduced, outputs, total, per_chunk,
+                                                kind, 1.0f, scratch);
+  if (int rc = STEPC_LAUNCHED(ctx, "ReduceKernel")) return rc;
+  return FinishChunks(ctx, scratch, plan.chunks, outputs, kind, scale, out);
+}
+
+extern "C" int stepc_cuda_reduce_max_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
+                                          const int64_t* shape, int rank,
+                                          const int* reduce_mask, float* dx) {
+  if (rank > kMaxRank) return RankTooHigh(ctx, "stepc_cuda_reduce_max_grad", rank);
+  Dims kept, reduced;
+  SplitDims(shape, rank, reduce_mask, &kept, &reduced);
+  const int64_t outputs = Count(kept);
+  ReduceMaxGradKernel<<<ElementwiseBlocks(outputs), kThreads, 0, ctx->stream>>>(
+      dy, x, kept, reduced, outputs, Count(reduced), dx);
+  return STEPC_LAUNCHED(ctx, "ReduceMaxGradKernel");
+}

@@ -1,0 +1,153 @@
+// Cross-entropy (fused: one block per row, the online max/sum of tile_math.h,
+// no probability buffer), embedding forward and backward. Ids are checked on
+// the device: the first one out of range is written to ctx->status.
+
+#include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/tile_math.h"
+
+namespace stepc::cuda {
+namespace {
+
+// The log-sum-exp of a row, the same in every thread of the block.
+__device__ float BlockRowLse(const float* x, int64_t n) {
+  __shared__ float ms[kThreads / 32], ls[kThreads / 32];
+  __shared__ float result;
+  tile::RowState st = tile::RowStart();
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) tile::RowFold(st, x + j, 1);
+  for (int o = 16; o > 0; o >>= 1) {
+    tile::RowState other{__shfl_xor_sync(0xffffffffu, st.m, o),
+                         __shfl_xor_sync(0xffffffffu, st.l, o)};
+    st = tile::RowMerge(st, other);
+  }
+  if (threadIdx.x % 32 == 0) {
+    ms[threadIdx.x / 32] = st.m;
+    ls[threadIdx.x / 32] = st.l;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tile::RowState all = tile::RowStart();
+    for (int w = 0; w < kThreads / 32; ++w) all = tile::RowMerge(all, tile::RowState{ms[w], ls[w]});
+    result = tile::RowLse(all);
+  }
+  __syncthreads();
+  return result;
+}
+
+__device__ __forceinline__ bool GoodId(int32_t id, int64_t bound) { return id >= 0 && id < bound; }
+
+__global__ void CrossEntropyRowsKernel(const float* logits, const int32_t* targets,
+                                       int64_t classes, float* row_loss, int32_t* status,
+                                       int32_t site) {
+  const int64_t row = blockIdx.x;
+  const float* x = logits + row * classes;
+  const float lse = BlockRowLse(x, classes);
+  if (threadIdx.x == 0) {
+    const int32_t t = targets[row];
+    if (!GoodId(t, classes)) {
+      ReportBadId(status, site, row, t, classes);
+      row_loss[row] = 0.0f;
+    } else {
+      row_loss[row] = lse - x[t];
+    }
+  }
+}
+
+// loss = Σ row_loss / n, summed in f64 in a fixed order by one block.
+__global__ void MeanKernel(const float* row_loss, int64_t n, float* loss) {
+  __shared__ double part[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *loss = static_cast<float>(part[0] / n);
+}
+
+__global__ void CrossEntropyGradKernel(const float* dloss, const float* logits,
+                                       const int32_t* targets, int64_t n, int64_t classes,
+                                       float* dlogits, int32_t* status, int32_t site) {
+  const int64_t row = blockIdx.x;
+  const float* x = logits + row * classes;
+  const float lse = BlockRowLse(x, classes);
+  const int32_t t = targets[row];
+  if (!GoodId(t, classes)) {
+    if (threadIdx.x == 0) ReportBadId(status, site, row, t, classes);
+    return;
+  }
+  const float scale = *dloss / static_cast<float>(n);
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    dlogits[row * classes + j] = scale * (expf(x[j] - lse) - (j == t ? 1.0f : 0.0f));
+}
+
+__global__ void EmbeddingKernel(const float* table, const int32_t* ids, int64_t n, int64_t rows,
+                                int64_t d, float* out, int32_t* status, int32_t site) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n * d;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = e / d, c = e % d;
+    const int32_t id = ids[i];
+    if (!GoodId(id, rows)) {
+      if (c == 0) ReportBadId(status, site, i, id, rows);
+      out[e] = 0.0f;
+    } else {
+      out[e] = table[id * d + c];
+    }
+  }
+}
+
+__global__ void EmbeddingGradKernel(const float* dy, const int32_t* ids, int64_t n, int64_t rows,
+                                    int64_t d, float* dtable, int32_t* status, int32_t site) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n * d;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t i = e / d, c = e % d;
+    const int32_t id = ids[i];
+    if (!GoodId(id, rows)) {
+      if (c == 0) ReportBadId(status, site, i, id, rows);
+      continue;
+    }
+    atomicAdd(dtable + id * d + c, dy[e]);
+  }
+}
+
+}  // namespace
+}  // namespace stepc::cuda
+
+using namespace stepc::cuda;
+
+extern "C" int stepc_cuda_cross_entropy(stepc_cuda_ctx* ctx, const float* logits,
+                                        const int32_t* targets, int64_t n, int64_t classes,
+                                        float* scratch, float* loss, int32_t site) {
+  CrossEntropyRowsKernel<<<n, kThreads, 0, ctx->stream>>>(logits, targets, classes, scratch,
+                                                          ctx->status, site);
+  if (int rc = STEPC_LAUNCHED(ctx, "CrossEntropyRowsKernel")) return rc;
+  MeanKernel<<<1, kThreads, 0, ctx->stream>>>(scratch, n, loss);
+  return STEPC_LAUNCHED(ctx, "MeanKernel");
+}
+
+extern "C" int stepc_cuda_cross_entropy_grad(stepc_cuda_ctx* ctx, const float* dloss,
+                                             const float* logits, const int32_t* targets,
+                                             int64_t n, int64_t classes, float* dlogits,
+                                             int32_t site) {
+  CrossEntropyGradKernel<<<n, kThreads, 0, ctx->stream>>>(dloss, logits, targets, n, classes,
+                                                          dlogits, ctx->status, site);
+  return STEPC_LAUNCHED(ctx, "CrossEntropyGradKernel");
+}
+
+extern "C" int stepc_cuda_embedding(stepc_cuda_ctx* ctx, const float* table, const int32_t* ids,
+                                    int64_t n, int64_t rows, int64_t d, float* out,
+                                    int32_t site) {
+  EmbeddingKernel<<<ElementwiseBlocks(n * d), kThreads, 0, ctx->stream>>>(table, ids, n, rows, d,
+                                                                          out, ctx->status, site);
+  return STEPC_LAUNCHED(ctx, "EmbeddingKernel");
+}
+
+extern "C" int stepc_cuda_embedding_grad(stepc_cuda_ctx* ctx, const float* dy,
+                                         const int32_t* ids, int64_t n, int64_t rows, int64_t d,
+                                         float* dtable, int32_t site) {
+  STEPC_CUDA_TRY(ctx, cudaMemsetAsync(dtable, 0, rows * d * sizeof(float), ctx->stream));
+  EmbeddingGradKernel<<<ElementwiseBlocks(n * d), kThreads, 0, ctx->stream>>>(
+      dy, ids, n, rows, d, dtable, ctx->status, site);
+  return STEPC_LAUNCHED(ctx, "EmbeddingGradKernel");
+}
