@@ -23,10 +23,10 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   if (!module->handle_)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load '", path, "' as a shared object: ", dlerror()));
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v2)>(
-      dlsym(module->handle_, "stepc_module_info_v2"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v2)>(
-      dlsym(module->handle_, "stepc_train_step_v2"));
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v3)>(
+      dlsym(module->handle_, "stepc_module_info_v3"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v3)>(
+      dlsym(module->handle_, "stepc_train_step_v3"));
   if (!info || !module->step_) {
     // Earlier ABIs named their entry points after their version.
     for (int version = STEPC_ABI_VERSION - 1; version >= 1; --version)
@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
             STEPC_ABI_VERSION, ": rebuild it with this stepc"));
     return absl::FailedPreconditionError(absl::StrCat(
         "'", path, "' is not a stepc module of ABI version ", STEPC_ABI_VERSION,
-        " (no stepc_module_info_v2/stepc_train_step_v2): rebuild it with this stepc"));
+        " (no stepc_module_info_v3/stepc_train_step_v3): rebuild it with this stepc"));
   }
   module->info_ = info();
   if (!module->info_ || module->info_->abi_version != STEPC_ABI_VERSION)
@@ -44,11 +44,14 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
         "'", path, "' was built for ABI version ",
         module->info_ ? module->info_->abi_version : -1, "; this runtime expects ",
         STEPC_ABI_VERSION, ": rebuild it with this stepc"));
-  if (std::strcmp(module->info_->target, "cpu") != 0)
+  if (std::strcmp(module->info_->target, "cpu") != 0 &&
+      std::strcmp(module->info_->target, "cuda") != 0)
     return absl::FailedPreconditionError(absl::StrCat(
-        "'", path, "' targets '", module->info_->target, "'; this runtime runs 'cpu'"));
+        "'", path, "' targets '", module->info_->target, "'; this runtime runs 'cpu' and 'cuda'"));
   return module;
 }
+
+bool Module::is_cuda() const { return std::strcmp(info_->target, "cuda") == 0; }
 
 Module::~Module() {
   if (handle_) dlclose(handle_);

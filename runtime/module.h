@@ -25,10 +25,12 @@ class Module {
   const std::string& path() const { return path_; }
   // Index of the argument named `name`, or -1.
   int FindArg(const std::string& name) const;
-  // Runs one step; see stepc_train_step_v2.
-  int Run(void* const* args, char* arena, const stepc_collectives* collectives, float* loss,
-          float* grad_norm, char* error, size_t error_len) const {
-    return step_(args, arena, collectives, loss, grad_norm, error, error_len);
+  bool is_cuda() const;
+  // Runs one step; see stepc_train_step_v3.
+  int Run(void* const* args, char* arena, const stepc_collectives* collectives,
+          const stepc_device* device, float* loss, float* grad_norm, char* error,
+          size_t error_len) const {
+    return step_(args, arena, collectives, device, loss, grad_norm, error, error_len);
   }
 
  private:
@@ -36,7 +38,7 @@ class Module {
   std::string path_;
   void* handle_ = nullptr;
   const stepc_module_info* info_ = nullptr;
-  decltype(&stepc_train_step_v2) step_ = nullptr;
+  decltype(&stepc_train_step_v3) step_ = nullptr;
 };
 
 }  // namespace stepc

@@ -34,6 +34,19 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
         !m.ok())
       return m;
   const stepc_module_info& info = s->module_->info();
+  if (s->module_->is_cuda()) {
+    absl::StatusOr<std::unique_ptr<Device>> device = MakeCudaDevice();
+    if (!device.ok()) return device.status();
+    s->device_ = std::move(*device);
+    if (info.world_size > 1) {
+      absl::StatusOr<std::unique_ptr<Communicator>> nccl = s->device_->MakeCommunicator();
+      if (!nccl.ok()) return nccl.status();
+      s->communicator_ = std::move(*nccl);
+      if (absl::Status m = s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]);
+          !m.ok())
+        return m;
+    }
+  }
   s->floats_.resize(info.num_args);
   s->ints_.resize(info.num_args);
   s->args_.resize(info.num_args);
@@ -47,8 +60,18 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
       s->args_[i] = s->ints_[i].data();
     } else {
       return absl::UnimplementedError(
-          absl::StrCat("argument '", a.name, "' has a dtype the CPU runtime does not hold"));
+          absl::StrCat("argument '", a.name, "' has a dtype the runtime does not hold"));
     }
+  }
+  if (s->device_) {
+    std::vector<int64_t> bytes(info.num_args);
+    for (int i = 0; i < info.num_args; ++i) bytes[i] = s->ArgBytes(i);
+    if (absl::Status a = s->device_->Allocate(bytes, info.arena_bytes); !a.ok()) return a;
+    for (int i = 0; i < info.num_args; ++i) s->args_[i] = s->device_->arg(i);
+    s->arena_ = s->device_->arena();
+    s->host_newer_.assign(info.num_args, true);
+    s->device_newer_.assign(info.num_args, false);
+    return s;
   }
   // The arena ends exactly at a PROT_NONE page: a kernel writing past its
   // planned end faults at once instead of corrupting memory.
@@ -96,6 +119,34 @@ absl::Status Session::CheckWorld() const {
 
 Session::~Session() {
   if (mapping_) munmap(mapping_, mapping_bytes_);
+}
+
+int64_t Session::ArgBytes(int i) const {
+  return Numel(module_->info().args[i]) * 4;  // f32 and i32 arguments
+}
+
+absl::Status Session::Upload() {
+  for (size_t i = 0; i < host_newer_.size(); ++i) {
+    if (!host_newer_[i]) continue;
+    const void* host = floats_[i].empty() ? static_cast<const void*>(ints_[i].data())
+                                          : static_cast<const void*>(floats_[i].data());
+    if (absl::Status s = device_->CopyIn(i, host, ArgBytes(i)); !s.ok()) return s;
+    host_newer_[i] = false;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::Download(int i) const {
+  if (!device_ || !device_newer_[i]) return absl::OkStatus();
+  void* host = floats_[i].empty() ? static_cast<void*>(const_cast<int32_t*>(ints_[i].data()))
+                                  : static_cast<void*>(const_cast<float*>(floats_[i].data()));
+  if (absl::Status s = device_->CopyOut(i, host, ArgBytes(i)); !s.ok()) return s;
+  device_newer_[i] = false;
+  return absl::OkStatus();
+}
+
+std::string Session::DescribeDevice() const {
+  return device_ ? "cuda (" + device_->Describe() + ")" : "cpu";
 }
 
 absl::StatusOr<int> Session::Arg(const std::string& name) const {
@@ -150,6 +201,10 @@ absl::Status Session::InitParams(uint64_t seed) {
       std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
   }
   steps_ = 0;
+  if (device_) {
+    host_newer_.assign(info.num_args, true);
+    device_newer_.assign(info.num_args, false);
+  }
   return absl::OkStatus();
 }
 
@@ -169,6 +224,7 @@ absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t
                                                      " at position ", k, " is outside [0, ",
                                                      a.id_bound, ")"));
   std::copy(values.begin(), values.end(), ints_[*i].begin());
+  if (device_) host_newer_[*i] = true;
   return absl::OkStatus();
 }
 
@@ -180,9 +236,23 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
     if (info.args[i].kind == STEPC_ARG_LR) floats_[i][0] = lr;
     if (info.args[i].kind == STEPC_ARG_STEP) floats_[i][0] = static_cast<float>(steps_ + 1);
   }
+  if (device_) {
+    for (int i = 0; i < info.num_args; ++i)
+      if (info.args[i].kind == STEPC_ARG_LR || info.args[i].kind == STEPC_ARG_STEP)
+        host_newer_[i] = true;
+    if (absl::Status s = Upload(); !s.ok()) return s;
+    absl::StatusOr<StepResult> result = device_->Run(*module_, communicator_->table());
+    if (!result.ok())
+      return absl::Status(result.status().code(),
+                          absl::StrCat("step ", steps_ + 1, " failed: ", result.status().message()));
+    for (int i = 0; i < info.num_args; ++i)
+      if (info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ) device_newer_[i] = true;
+    ++steps_;
+    return *result;
+  }
   StepResult result;
   char error[512] = {0};
-  if (module_->Run(args_.data(), arena_, communicator_->table(), &result.loss,
+  if (module_->Run(args_.data(), arena_, communicator_->table(), nullptr, &result.loss,
                    &result.grad_norm, error, sizeof(error))) {
     if (!communicator_->last_error().ok())
       return absl::UnavailableError(absl::StrCat("step ", steps_ + 1, " failed: ", error, ": ",
@@ -199,7 +269,11 @@ absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) c
   const stepc_arg_info& a = module_->info().args[*i];
   if (a.dtype != STEPC_F32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
+  if (absl::Status d = Download(*i); !d.ok()) return d;
   if (!Sharded(*i)) return floats_[*i];
+  if (device_ && communicator_->size() > 1)
+    return absl::UnimplementedError(absl::StrCat(
+        "reading the sharded '", name, "' of a multi-GPU session is not supported yet"));
   std::vector<float> all(floats_[*i].size() * ShardCount());
   if (absl::Status s = communicator_->AllGather(ShardAxes(), floats_[*i].data(), all.data(),
                                                 static_cast<int64_t>(floats_[*i].size()));
@@ -224,6 +298,10 @@ absl::Status Session::WriteParam(const std::string& name, absl::Span<const float
   const int64_t first = Sharded(*i) ? ShardIndex() * a.shape[0] * row : 0;
   std::copy(values.begin() + first, values.begin() + first + ValidRows(*i) * row,
             floats_[*i].begin());
+  if (device_) {
+    host_newer_[*i] = true;
+    device_newer_[*i] = false;
+  }
   return absl::OkStatus();
 }
 

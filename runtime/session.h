@@ -12,20 +12,19 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/communicator.h"
+#include "runtime/device.h"
 #include "runtime/module.h"
 
 namespace stepc {
-
-struct StepResult {
-  float loss = 0;
-  float grad_norm = 0;
-};
 
 class Session {
  public:
   // A session of rank `communicator->rank()`; the module must have been
   // compiled for the communicator's world size, and every rank must run the
-  // same collective sequence (compared before the first step).
+  // same collective sequence (compared before the first step). A CUDA
+  // module's buffers live on this rank's GPU (host copies mirror them), and
+  // a multi-rank CUDA step replaces `communicator` by NCCL on the GPU's
+  // stream.
   static absl::StatusOr<std::unique_ptr<Session>> Create(
       std::shared_ptr<const Module> module,
       std::shared_ptr<Communicator> communicator = nullptr);
@@ -57,6 +56,8 @@ class Session {
   int64_t steps_done() const { return steps_; }
   // Bytes the session holds: arena, parameters, moments, inputs.
   int64_t planned_bytes() const;
+  // "cpu", or the CUDA device and how its steps launch (graph or eager).
+  std::string DescribeDevice() const;
 
  private:
   explicit Session(std::shared_ptr<const Module> module) : module_(std::move(module)) {}
@@ -68,6 +69,10 @@ class Session {
   int ShardAxes() const;
   int ShardCount() const;
   absl::StatusOr<int> Arg(const std::string& name) const;
+  // CUDA: copies host values the device lacks, or device values the host lacks.
+  absl::Status Upload();
+  absl::Status Download(int i) const;
+  int64_t ArgBytes(int i) const;
 
   std::shared_ptr<const Module> module_;
   std::vector<std::vector<float>> floats_;   // per argument (empty if integer)
@@ -78,6 +83,9 @@ class Session {
   char* arena_ = nullptr;
   int64_t steps_ = 0;
   std::shared_ptr<Communicator> communicator_;
+  std::unique_ptr<Device> device_;          // null on the CPU
+  std::vector<bool> host_newer_;            // per argument, CUDA only
+  mutable std::vector<bool> device_newer_;  // per argument, CUDA only
 };
 
 }  // namespace stepc

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 2
+#define STEPC_ABI_VERSION 3
 
 /* What an argument of the training step is. */
 enum stepc_arg_kind {
@@ -97,19 +97,40 @@ typedef struct {
   int32_t mesh_shape[2];   /* ranks along each axis ([N, 1] for 1 axis) */
   int32_t num_collectives;
   const stepc_collective_info *collectives; /* per-rank sequence, in order */
+  /* CUDA: the ops whose ids the device checks ("file:line:col: 'op' target"),
+   * indexed by the site a failed check reports (1-based). */
+  int32_t num_check_sites;
+  const char *const *check_sites;
+  const char *precision; /* "fp32" or "bf16" */
 } stepc_module_info;
 
+/* What a CUDA step runs on (NULL for the CPU target). The step enqueues
+ * everything on `stream` without synchronising (so the runtime can capture
+ * it as a CUDA graph): at its end it copies the loss and gradient norm to
+ * the `loss`/`grad_norm` pointers (pinned host memory) and the device
+ * status to `host_status` (pinned, 4 ints: 0, or the check site, position,
+ * id and bound of the first id out of range). The arena then holds the
+ * scratch, the status word and the cuBLASLt workspace after the planned
+ * buffers; it is 256-byte aligned. */
+typedef struct {
+  void *stream; /* cudaStream_t */
+  int32_t *host_status;
+} stepc_device;
+
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v2(void);
+const stepc_module_info *stepc_module_info_v3(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
- * stepc_module_info.args); parameters and moments are updated in place.
- * `arena` holds arena_bytes, 64-byte aligned. `collectives` serves a sharded
- * step (may be NULL for world_size 1). Writes the loss (the global mean) and
- * pre-clip gradient norm. Returns 0, or nonzero with a message in `error`
- * (for instance a token id outside the vocabulary, a failed collective). */
-int stepc_train_step_v2(void *const *args, char *arena, const stepc_collectives *collectives,
-                        float *loss, float *grad_norm, char *error, size_t error_len);
+ * stepc_module_info.args; device memory for the CUDA target); parameters
+ * and moments are updated in place. `arena` holds arena_bytes, 64-byte
+ * aligned. `collectives` serves a sharded step (may be NULL for world_size
+ * 1); `device` a CUDA step (NULL on the CPU). Writes the loss (the global
+ * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
+ * or nonzero with a message in `error` (for instance a token id outside the
+ * vocabulary, a failed collective or kernel launch). */
+int stepc_train_step_v3(void *const *args, char *arena, const stepc_collectives *collectives,
+                        const stepc_device *device, float *loss, float *grad_norm, char *error,
+                        size_t error_len);
 
 #ifdef __cplusplus
 }

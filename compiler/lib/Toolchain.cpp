@@ -1,10 +1,11 @@
-//===- Toolchain.cpp - invoking the host C++ compiler ---------------------===//
+//===- Toolchain.cpp - invoking the host C++ and CUDA compilers ----------===//
 
 #include "stepc/Compiler/Toolchain.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -12,16 +13,18 @@
 
 using namespace stepc;
 
-// Where the runtime headers and the kernel library are: compiled in by
+// Where the runtime headers and the kernel libraries are: compiled in by
 // CMake, overridable for an installed tree.
 static std::string dirFromEnv(const char *var, const char *fallback) {
   const char *value = std::getenv(var);
   return value && *value ? value : fallback;
 }
 
-llvm::Error stepc::compileCpuSharedObject(const std::string &source,
-                                          const std::string &output) {
-  std::string sourcePath = output + ".cpp";
+/// Writes `source` to `sourcePath`, runs `args` (args[0] the program) and
+/// removes the source on success; on failure keeps it and reports the
+/// command and the compiler's output.
+static llvm::Error runCompiler(const std::string &source, const std::string &sourcePath,
+                               const std::vector<std::string> &args, const char *what) {
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(sourcePath, ec);
@@ -30,27 +33,13 @@ llvm::Error stepc::compileCpuSharedObject(const std::string &source,
                                      ec.message().c_str());
     os << source;
   }
-  const char *cxxEnv = std::getenv("CXX");
-  std::string cxxName = cxxEnv && *cxxEnv ? cxxEnv : "c++";
-  llvm::ErrorOr<std::string> cxx = llvm::sys::findProgramByName(cxxName);
-  if (!cxx)
-    return llvm::createStringError(cxx.getError(), "no C++ compiler: '%s' is not on PATH",
-                                   cxxName.c_str());
-  std::string include = dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR);
-  std::string kernels = dirFromEnv("STEPC_KERNELS_INCLUDE_DIR", STEPC_KERNELS_INCLUDE_DIR);
-  std::string libDir = dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR);
-  std::vector<std::string> args = {*cxx,      "-std=c++17",  "-O3",        "-march=native",
-                                   "-fopenmp", "-fPIC",      "-shared",    "-w",
-                                   "-I" + include, "-I" + kernels, sourcePath, "-o",
-                                   output,    "-L" + libDir, "-lstepc_kernels_cpu",
-                                   "-lmvec",  "-Wl,-rpath," + libDir};
   llvm::SmallString<128> log;
-  llvm::sys::fs::createTemporaryFile("stepc-cxx", "log", log);
+  llvm::sys::fs::createTemporaryFile("stepc-cc", "log", log);
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
                                                 llvm::StringRef(log)};
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::string error;
-  int rc = llvm::sys::ExecuteAndWait(*cxx, argv, std::nullopt, redirects, 0, 0, &error);
+  int rc = llvm::sys::ExecuteAndWait(args[0], argv, std::nullopt, redirects, 0, 0, &error);
   auto diagnostics = llvm::MemoryBuffer::getFile(log);
   std::string text = diagnostics ? (*diagnostics)->getBuffer().str() : "";
   llvm::sys::fs::remove(log);
@@ -59,11 +48,69 @@ llvm::Error stepc::compileCpuSharedObject(const std::string &source,
     for (const std::string &a : args)
       command += a + " ";
     return llvm::createStringError(std::errc::io_error,
-                                   "the C++ compiler failed (exit %d%s%s): %s\n%s"
+                                   "the %s failed (exit %d%s%s): %s\n%s"
                                    "the generated source is kept at %s",
-                                   rc, error.empty() ? "" : ", ", error.c_str(),
+                                   what, rc, error.empty() ? "" : ", ", error.c_str(),
                                    command.c_str(), text.c_str(), sourcePath.c_str());
   }
   llvm::sys::fs::remove(sourcePath);
   return llvm::Error::success();
+}
+
+static llvm::Expected<std::string> findProgram(const char *envVar, const std::string &fallback) {
+  const char *env = std::getenv(envVar);
+  std::string name = env && *env ? env : fallback;
+  llvm::ErrorOr<std::string> path = llvm::sys::findProgramByName(name);
+  if (!path)
+    return llvm::createStringError(path.getError(), "'%s' is not on PATH (set $%s)",
+                                   name.c_str(), envVar);
+  return *path;
+}
+
+llvm::Error stepc::compileCpuSharedObject(const std::string &source,
+                                          const std::string &output) {
+  llvm::Expected<std::string> cxx = findProgram("CXX", "c++");
+  if (!cxx)
+    return llvm::createStringError(std::errc::no_such_file_or_directory,
+                                   "no C++ compiler: %s",
+                                   llvm::toString(cxx.takeError()).c_str());
+  std::string include = dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR);
+  std::string kernels = include + "/kernels/cpu";
+  std::string libDir = dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR);
+  std::string sourcePath = output + ".cpp";
+  return runCompiler(source, sourcePath,
+                     {*cxx, "-std=c++17", "-O3", "-march=native", "-fopenmp", "-fPIC",
+                      "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", output,
+                      "-L" + libDir, "-lstepc_kernels_cpu", "-lmvec", "-Wl,-rpath," + libDir},
+                     "C++ compiler");
+}
+
+llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std::string &output,
+                                           const std::string &arch) {
+  llvm::Expected<std::string> nvcc = findProgram("NVCC", *STEPC_NVCC ? STEPC_NVCC : "nvcc");
+  if (!nvcc)
+    return llvm::createStringError(std::errc::no_such_file_or_directory,
+                                   "no CUDA compiler for --target=cuda: %s",
+                                   llvm::toString(nvcc.takeError()).c_str());
+  std::string include = dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR);
+  std::string kernels = include + "/kernels/cuda";
+  std::string libDir = dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR);
+  std::string library = libDir + "/libstepc_kernels_cuda.a";
+  if (!llvm::sys::fs::exists(library))
+    return llvm::createStringError(std::errc::no_such_file_or_directory,
+                                   "the CUDA kernel library '%s' is missing: this stepc was "
+                                   "built without nvcc",
+                                   library.c_str());
+  // The toolkit's libraries sit beside its bin/ (lib64 or lib).
+  llvm::SmallString<128> root(llvm::sys::path::parent_path(llvm::sys::path::parent_path(*nvcc)));
+  std::string cudaLib = (root + "/lib64").str();
+  if (!llvm::sys::fs::exists(cudaLib))
+    cudaLib = (root + "/lib").str();
+  std::string sourcePath = output + ".cu";
+  return runCompiler(source, sourcePath,
+                     {*nvcc, "-std=c++17", "-O3", "-arch=" + arch, "-Xcompiler", "-fPIC",
+                      "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", output,
+                      library, "-L" + cudaLib, "-lcublasLt", "-lcudart",
+                      "-Xlinker", "-rpath," + cudaLib},
+                     "CUDA compiler");
 }

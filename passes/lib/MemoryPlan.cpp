@@ -104,7 +104,10 @@ MemoryPlan stepc::planMemory(func::FuncOp function) {
           if (it == plan.bufferOf.end() || plan.argumentOf.count(operand))
             continue;
           MemoryPlan::Buffer &b = plan.buffers[it->second];
-          if (b.lastUse == at && b.bytes == alignUp(bytesOf(result))) {
+          // Same type, so element i of the result overwrites exactly element
+          // i of the operand (a GPU thread reads it before writing it); a
+          // narrowing convert would overwrite its neighbours.
+          if (b.lastUse == at && operand.getType() == result.getType()) {
             reused = it->second;
             break;
           }

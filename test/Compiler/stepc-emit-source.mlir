@@ -2,7 +2,7 @@
 // offsets, elementwise ops become loops, reshapes are free, AdamW updates the
 // parameter and moment arguments in place, ids are checked with the op's
 // location.
-// RUN: stepc %s --emit=source -o - | FileCheck %s
+// RUN: stepc --target=cpu %s --emit=source -o - | FileCheck %s
 
 // CHECK: #include "stepc_abi.h"
 // CHECK: static const stepc_arg_info kArgs[] = {

@@ -1,15 +1,18 @@
 //===- stepc.cpp - the stepc compiler driver ------------------------------===//
 //
-//   stepc MODEL.mlir -o step.so [--target=cpu|cuda] [--report=FILE.json]
-//         [--emit=so|mlir|source] [--dump-after=PASS|all] [--batch=B]
+//   stepc MODEL.mlir -o step.so [--target=cuda|cpu] [--arch=sm_90a]
+//         [--precision=fp32|bf16] [--report=FILE.json] [--emit=so|mlir|source]
+//         [--dump-after=PASS|all] [--batch=B] [--shard=...]
 //
-// Pipeline: verify → [step-rebind-batch] → step-autodiff → step-optimizer → memory plan → emit
-// C++ → host compiler → step.so (versioned C ABI, runtime/stepc_abi.h).
+// Pipeline: verify → [step-rebind-batch] → step-autodiff → [sharding] →
+// step-optimizer → [step-schedule-collectives] → [step-mixed-precision] →
+// memory plan → emit C++ (CPU) or CUDA C++ → host compiler or nvcc → step.so
+// (versioned C ABI, runtime/stepc_abi.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "stepc/Analysis/MemoryPlan.h"
-#include "stepc/Compiler/CpuEmitter.h"
+#include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Compiler/Toolchain.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
@@ -39,9 +42,16 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), 
 static cl::opt<std::string> outputFile("o", cl::desc("Output file (step.so, or the IR/source "
                                                      "with --emit)"),
                                        cl::value_desc("file"), cl::init("step.so"));
-static cl::opt<std::string> target("target", cl::desc("Target: cpu, or cuda (the default once "
-                                                      "the CUDA back end lands)"),
-                                   cl::init("cpu"));
+static cl::opt<std::string> target("target", cl::desc("Target: cuda (an NVIDIA GPU, the "
+                                                      "default) or cpu"),
+                                   cl::init("cuda"));
+static cl::opt<std::string> arch("arch", cl::desc("GPU architecture of --target=cuda"),
+                                 cl::init("sm_90a"));
+static cl::opt<std::string> precision("precision", cl::desc("fp32, or bf16: GEMMs and attention "
+                                                            "in bf16 with f32 master parameters, "
+                                                            "optimizer state, loss and "
+                                                            "reductions (step-mixed-precision)"),
+                                      cl::init("fp32"));
 static cl::opt<std::string> reportFile("report", cl::desc("Write the compile-time report (JSON)"),
                                        cl::value_desc("file.json"));
 static cl::opt<std::string> emit("emit", cl::desc("What to produce: so (default), mlir (the "
@@ -83,11 +93,15 @@ static int fail(const Twine &message) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "stepc: compile a model's training step\n");
-  if (target == "cuda")
-    return fail("--target=cuda is not available yet: the CUDA back end has not landed; "
-                "use --target=cpu");
-  if (target != "cpu")
-    return fail("unknown --target '" + target + "' (expected cpu or cuda)");
+  if (target != "cpu" && target != "cuda")
+    return fail("unknown --target '" + target + "' (expected cuda or cpu)");
+  if (precision != "fp32" && precision != "bf16")
+    return fail("unknown --precision '" + precision + "' (expected fp32 or bf16)");
+  if (target == "cpu" && precision == "bf16" && emit != "mlir")
+    return fail("--precision=bf16 needs --target=cuda: the CPU back end computes in f32 "
+                "(--emit=mlir shows the bf16 step, which stepc-interp runs)");
+  if (target == "cuda" && !StringRef(arch).starts_with("sm_"))
+    return fail("bad --arch '" + arch + "' (expected an sm_XY name such as sm_90a)");
   if (emit != "so" && emit != "mlir" && emit != "source")
     return fail("unknown --emit '" + emit + "' (expected so, mlir or source)");
 
@@ -173,16 +187,18 @@ int main(int argc, char **argv) {
   pm.addPass(std::move(optimizer));
   if (ranks > 1)
     pm.addPass(createStepScheduleCollectives());
+  if (precision == "bf16")
+    pm.addPass(createStepMixedPrecision());
   if (!dumpAfter.empty()) {
     static const char *const kPasses[] = {"all",           "step-rebind-batch",
                                           "step-autodiff", "step-shard-data-parallel",
                                           "step-shard-fully", "step-optimizer",
-                                          "step-schedule-collectives"};
+                                          "step-schedule-collectives", "step-mixed-precision"};
     if (!llvm::is_contained(kPasses, StringRef(dumpAfter)))
       return fail("unknown --dump-after '" + dumpAfter +
                   "' (expected all or one of the pipeline's passes: step-rebind-batch, "
                   "step-autodiff, step-shard-data-parallel, step-shard-fully, "
-                  "step-optimizer, step-schedule-collectives)");
+                  "step-optimizer, step-schedule-collectives, step-mixed-precision)");
     context.disableMultithreading();
     pm.enableIRPrinting(
         [](Pass *, Operation *) { return false; },
@@ -236,7 +252,9 @@ int main(int argc, char **argv) {
   summary.meshShape = {ranks};
   if (replicas > 1)
     summary.meshShape = {replicas, perGroup};
-  FailureOr<std::string> source = emitCpuSource(step, plan, summary);
+  summary.precision = precision.getValue();
+  FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, summary)
+                                                   : emitCpuSource(step, plan, summary);
   if (failed(source))
     return 1;
   if (emit == "source") {
@@ -247,7 +265,9 @@ int main(int argc, char **argv) {
     out->keep();
     return 0;
   }
-  if (llvm::Error err = compileCpuSharedObject(*source, outputFile))
+  if (llvm::Error err = target == "cuda"
+                            ? compileCudaSharedObject(*source, outputFile, arch.getValue())
+                            : compileCpuSharedObject(*source, outputFile))
     return fail(llvm::toString(std::move(err)));
   return 0;
 }

@@ -1,4 +1,4 @@
-//===- Toolchain.h - invoking the host C++ compiler ---------------*- C++ -*-===//
+//===- Toolchain.h - invoking the host C++ and CUDA compilers -----*- C++ -*-===//
 
 #ifndef STEPC_COMPILER_TOOLCHAIN_H
 #define STEPC_COMPILER_TOOLCHAIN_H
@@ -14,6 +14,13 @@ namespace stepc {
 /// the error carries the command and the compiler's diagnostics, and the
 /// source is kept next to `output` (`<output>.cpp`) for inspection.
 llvm::Error compileCpuSharedObject(const std::string &source, const std::string &output);
+
+/// Compiles generated CUDA C++ into `output` with nvcc for `arch` (sm_90a),
+/// linked against the CUDA kernel library, cuBLASLt and the CUDA runtime.
+/// nvcc is $NVCC, the one stepc was built with, or `nvcc` on PATH. Errors
+/// as above (the source is kept as `<output>.cu`).
+llvm::Error compileCudaSharedObject(const std::string &source, const std::string &output,
+                                    const std::string &arch);
 
 } // namespace stepc
 

@@ -205,4 +205,29 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def StepMixedPrecision : Pass<"step-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Compute GEMMs and attention in bf16, everything else in f32";
+  let description = [{
+    Mixed precision on the training step (a function marked
+    `step.train_step`, so after `step-optimizer`): every `matmul`,
+    `batch_matmul`, `attention` and `attention_grad` — forward and backward —
+    reads bf16 copies of its f32 operands (one `convert` per value, made at
+    its first such use and shared by the later ones) and its results are
+    converted back to f32 at once. Parameters stay f32 (the master copy),
+    as do the AdamW moments, the loss, every reduction, norm and
+    elementwise op, and the gradients the optimizer sees; the GEMMs still
+    accumulate in f32 (the CUDA back end asks cuBLASLt for f32 compute and
+    writes the widened result directly, so the converts after a GEMM cost
+    nothing). This is what `torch.autocast(dtype=torch.bfloat16)` does to a
+    model with f32 parameters.
+
+    ```mlir
+    %xb = step.convert %x : tensor<8x64x64xf32> -> tensor<8x64x64xbf16>
+    %wb = step.convert %w : tensor<192x64xf32> -> tensor<192x64xbf16>
+    %yb = step.matmul %xb, %wb transpose_b : (tensor<8x64x64xbf16>, tensor<192x64xbf16>) -> tensor<8x64x192xbf16>
+    %y = step.convert %yb : tensor<8x64x192xbf16> -> tensor<8x64x192xf32>
+    ```
+  }];
+}
+
 #endif // STEPC_TRANSFORMS_PASSES_TD

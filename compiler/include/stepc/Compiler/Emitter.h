@@ -1,0 +1,47 @@
+//===- Emitter.h - source code of a training step, per target ----*- C++ -*-===//
+
+#ifndef STEPC_COMPILER_EMITTER_H
+#define STEPC_COMPILER_EMITTER_H
+
+#include "stepc/Analysis/MemoryPlan.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <string>
+
+namespace stepc {
+
+/// What step.so's metadata carries besides the argument table.
+struct ModuleSummary {
+  int64_t modelFlops = 0;
+  int64_t executedFlops = 0;
+  int64_t tokens = 0;
+  std::string reportJson;
+  /// Ranks the step runs on, and how ("none", "ddp:N").
+  int64_t worldSize = 1;
+  std::string sharding = "none";
+  /// Ranks along each mesh axis ({N} for ddp/fsdp, {R, S} for hsdp).
+  llvm::SmallVector<int64_t, 2> meshShape{1};
+  /// "fp32", or "bf16" (step-mixed-precision ran).
+  std::string precision = "fp32";
+};
+
+/// Writes the C++ of `step` (a function marked step.train_step) for the
+/// CPU: the step as a sequence of library-kernel calls (runtime/kernels/cpu)
+/// and generated elementwise loops over buffers at the offsets of `plan`,
+/// plus the metadata table of the ABI (runtime/stepc_abi.h). Unsupported
+/// element types are errors at the op.
+mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const MemoryPlan &plan,
+                                           const ModuleSummary &summary);
+
+/// Writes the CUDA C++ of `step`: library kernels (runtime/kernels/cuda),
+/// cuBLASLt GEMMs with bias epilogues and fused output conversion,
+/// generated elementwise kernels, a multi-tensor AdamW, all enqueued on one
+/// stream; the arena grows by the status word, cuBLASLt's workspace and the
+/// largest scratch any kernel needs (launch_config.h).
+mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const MemoryPlan &plan,
+                                            const ModuleSummary &summary);
+
+} // namespace stepc
+
+#endif // STEPC_COMPILER_EMITTER_H

@@ -1,0 +1,598 @@
+//===- CudaEmitter.cpp - CUDA C++ source for the CUDA target -------------===//
+//
+// The step becomes one host function that enqueues everything on one
+// stream: library kernels (runtime/kernels/cuda/cuda_kernels.h), cuBLASLt
+// GEMMs, one generated kernel per distinct elementwise signature, and a
+// multi-tensor AdamW for each run of step.adamw ops with the same
+// hyperparameters. Fusions decided before emission (planFusions):
+//   - a bf16 GEMM or attention whose result only feeds a convert to f32
+//     writes f32 directly (the convert disappears);
+//   - add(GEMM, broadcast(bias[N])) becomes cuBLASLt's BIAS epilogue.
+// A fusion needs the fused result's buffer disjoint from the kernel's
+// inputs and no kernel in between (the plan may give a buffer to another
+// value until its first definition).
+// The arena grows past the plan: [status 256 B][cuBLASLt workspace][scratch].
+//
+//===----------------------------------------------------------------------===//
+
+#include "SourceEmitter.h"
+
+#include "runtime/kernels/cuda/launch_config.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+namespace lc = stepc::cuda;
+
+namespace {
+
+std::string typeCode(Type element) {
+  return element.isBF16() ? "STEPC_CUDA_BF16" : "STEPC_CUDA_F32";
+}
+
+/// The single user of `v`, if it has exactly one use.
+Operation *soleUser(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
+
+class CudaEmitter : public SourceEmitter {
+public:
+  CudaEmitter(func::FuncOp step, const MemoryPlan &plan) : SourceEmitter(step, plan, "cuda") {}
+
+private:
+  void planFusions() override;
+  LogicalResult checkTypes(Operation *op) override;
+  LogicalResult emitOp(Operation *op) override;
+  void finishBody() override { flushAdamw(); }
+  void prologue(raw_ostream &os) override;
+  void stepBegin(raw_ostream &os) override;
+  void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override;
+  std::string copyStatement(const std::string &dst, const std::string &src,
+                            int64_t bytes) override {
+    return "STEPC_CUDA(cudaMemcpyAsync(" + dst + ", " + src + ", " + std::to_string(bytes) +
+           ", cudaMemcpyDeviceToDevice, stream), \"all_reduce copy\");";
+  }
+  int64_t arenaBytes() override { return scratchOffset() + lc::AlignUp(std::max<int64_t>(scratchBytes, 1), lc::kScratchAlignment); }
+
+  int64_t statusOffset() const { return lc::AlignUp(plan.arenaBytes, lc::kScratchAlignment); }
+  int64_t workspaceOffset() const { return statusOffset() + lc::kScratchAlignment; }
+  int64_t scratchOffset() const { return workspaceOffset() + lc::kGemmWorkspaceBytes; }
+  void needScratch(int64_t bytes) { scratchBytes = std::max(scratchBytes, bytes); }
+
+  /// `STEPC_TRY(call, "site")` for a library call.
+  void call(Operation *op, const std::string &text) {
+    body << "  STEPC_TRY(" << text << ", "
+         << cString(where(op) + ": '" + op->getName().getStringRef().str() + "'") << ");\n";
+  }
+  /// A new check site for an op whose ids the device checks.
+  int checkSite(Operation *op, StringRef what) {
+    checkSites.push_back(where(op) + ": '" + op->getName().getStringRef().str() + "' " +
+                         what.str());
+    return static_cast<int>(checkSites.size());
+  }
+  /// Whether `later` may be computed by the kernel of `first` (nothing runs
+  /// in between but reshapes and ops already fused away).
+  bool adjacent(Operation *first, Operation *later);
+  /// The f32 convert a bf16 `result` may be written as directly, or null.
+  ConvertOp widening(Value result, ArrayRef<Value> inputs, Operation *producer);
+  LogicalResult emitElementwise(Operation *op);
+  LogicalResult emitConstant(ConstantOp op);
+  LogicalResult emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta, bool tb,
+                           bool sharedRhs);
+  void flushAdamw();
+
+  int64_t scratchBytes = 0;
+  /// Ops computed by another op's kernel, and what a GEMM or attention
+  /// writes instead of its own result (the convert's, the add's).
+  llvm::DenseSet<Operation *> fused;
+  DenseMap<Value, Value> writesTo;
+  /// Bias of a GEMM with the BIAS epilogue.
+  DenseMap<Operation *, Value> biasOf;
+  /// Generated elementwise kernels by signature.
+  llvm::StringMap<std::string> elementwiseKernels;
+  SmallVector<AdamwOp> adamwRun;
+};
+
+LogicalResult CudaEmitter::checkTypes(Operation *op) {
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp, ReshapeOp,
+                   func::ReturnOp>(op);
+  for (Value v : values) {
+    Type elem = typeOf(v).getElementType();
+    if (elem.isF32() || elem.isInteger(32) || (elem.isBF16() && mixed))
+      continue;
+    if (elem.isBF16())
+      return op->emitOpError()
+             << "takes bf16 only in GEMMs, attention and converts on the CUDA target "
+                "(step-mixed-precision keeps everything else f32), got "
+             << v.getType();
+    return op->emitOpError() << "the CUDA back end supports f32, bf16 and i32 tensors, got "
+                             << v.getType();
+  }
+  return success();
+}
+
+bool CudaEmitter::adjacent(Operation *first, Operation *later) {
+  if (first->getBlock() != later->getBlock() || !first->isBeforeInBlock(later))
+    return false;
+  for (Operation *op = first->getNextNode(); op && op != later; op = op->getNextNode())
+    if (!isa<ReshapeOp>(op) && !fused.count(op))
+      return false;
+  return true;
+}
+
+ConvertOp CudaEmitter::widening(Value result, ArrayRef<Value> inputs, Operation *producer) {
+  auto convert = dyn_cast_or_null<ConvertOp>(soleUser(result));
+  if (!convert || !typeOf(result).getElementType().isBF16() ||
+      !convert.getType().getElementType().isF32() || !adjacent(producer, convert))
+    return nullptr;
+  for (Value in : inputs)
+    if (!disjoint(convert, in))
+      return nullptr;
+  return convert;
+}
+
+void CudaEmitter::planFusions() {
+  for (Operation &op : step.getBody().front()) {
+    if (!isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(op))
+      continue;
+    SmallVector<Value> inputs(op.getOperands());
+    // Widen every result in the kernel, or none (one output type).
+    SmallVector<ConvertOp> converts;
+    for (Value r : op.getResults())
+      if (ConvertOp c = widening(r, inputs, &op))
+        converts.push_back(c);
+    if (!converts.empty() && converts.size() == op.getNumResults())
+      for (auto [r, c] : llvm::zip(op.getResults(), converts)) {
+        fused.insert(c);
+        writesTo[r] = c.getResult();
+      }
+    if (!isa<MatmulOp>(op))
+      continue;
+    // add(GEMM, broadcast(bias)) with bias [N] along the last dim.
+    Value out = writesTo.lookup(op.getResult(0));
+    if (!out)
+      out = op.getResult(0);
+    auto add = dyn_cast_or_null<AddOp>(soleUser(out));
+    if (!add || !typeOf(out).getElementType().isF32())
+      continue;
+    Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
+    auto broadcast = other.getDefiningOp<BroadcastOp>();
+    if (!broadcast || !other.hasOneUse())
+      continue;
+    RankedTensorType biasType = broadcast.getInput().getType();
+    if (biasType.getRank() != 1 || biasType.getDimSize(0) != typeOf(out).getShape().back() ||
+        !biasType.getElementType().isF32())
+      continue;
+    fused.insert(broadcast);
+    bool ok = adjacent(&op, add) && disjoint(add, broadcast.getInput());
+    for (Value in : inputs)
+      ok = ok && disjoint(add, in);
+    if (!ok) {
+      fused.erase(broadcast);
+      continue;
+    }
+    fused.insert(add);
+    writesTo[out] = add.getResult();
+    if (out != op.getResult(0))
+      writesTo[op.getResult(0)] = add.getResult();
+    biasOf[&op] = broadcast.getInput();
+  }
+}
+
+void CudaEmitter::prologue(raw_ostream &os) {
+  os << "#include \"stepc_abi.h\"\n#include \"cuda_kernels.h\"\n#include \"launch_config.h\"\n"
+     << "#include \"../elementwise_math.h\"\n\n"
+     << "#include <cuda_bf16.h>\n#include <cuda_runtime.h>\n#include <stdio.h>\n\n"
+     << "// Prefixes the failing op's location to the message a call left.\n"
+     << "static int stepc_fail_at(char *error, size_t len, const char *site) {\n"
+     << "  char detail[512];\n  snprintf(detail, sizeof(detail), \"%s\", error);\n"
+     << "  snprintf(error, len, \"%s: %s\", site, detail);\n  return 1;\n}\n"
+     << "#define STEPC_TRY(call, site) \\\n"
+     << "  do { if (call) return stepc_fail_at(error, error_len, site); } while (0)\n"
+     << "#define STEPC_CUDA(call, site) \\\n"
+     << "  do { cudaError_t rc_ = (call); if (rc_ != cudaSuccess) { \\\n"
+     << "    snprintf(error, error_len, \"%s failed at %s:%d: %s\", #call, __FILE__, __LINE__, \\\n"
+     << "             cudaGetErrorString(rc_)); \\\n"
+     << "    return stepc_fail_at(error, error_len, site); } } while (0)\n"
+     << "#define STEPC_LAUNCHED(site) STEPC_CUDA(cudaGetLastError(), site)\n\n"
+     << "static inline unsigned stepc_blocks(int64_t n) {\n"
+     << "  return (unsigned)stepc::cuda::ElementwiseBlocks(n);\n}\n\n";
+}
+
+void CudaEmitter::stepBegin(raw_ostream &os) {
+  os << "  if (!device || !device->stream || !device->host_status)\n    "
+     << failWith("a CUDA step needs a device: a stream and pinned status memory") << "\n"
+     << "  cudaStream_t stream = (cudaStream_t)device->stream;\n"
+     << "  stepc_cuda_ctx ctx_ = {stream, arena + " << workspaceOffset() << ", (int32_t *)(arena + "
+     << statusOffset() << "), error, error_len};\n"
+     << "  stepc_cuda_ctx *ctx = &ctx_;\n"
+     << "  char *scratch = arena + " << scratchOffset() << ";\n"
+     << "  (void)scratch;\n"
+     << "  STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), \"step start\");\n";
+}
+
+void CudaEmitter::stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) {
+  os << "  STEPC_CUDA(cudaMemcpyAsync(loss, " << loss
+     << ", sizeof(float), cudaMemcpyDeviceToHost, stream), \"loss\");\n"
+     << "  STEPC_CUDA(cudaMemcpyAsync(grad_norm, " << norm
+     << ", sizeof(float), cudaMemcpyDeviceToHost, stream), \"grad_norm\");\n"
+     << "  STEPC_CUDA(cudaMemcpyAsync(device->host_status, ctx->status, 4 * sizeof(int32_t), "
+        "cudaMemcpyDeviceToHost, stream), \"status\");\n";
+}
+
+LogicalResult CudaEmitter::emitElementwise(Operation *op) {
+  auto load = [&](unsigned i) {
+    Type t = typeOf(op->getOperand(i)).getElementType();
+    std::string at = "p" + std::to_string(i) + "[i]";
+    return t.isBF16() ? "__bfloat162float(" + at + ")" : t.isF32() ? at : "(float)" + at;
+  };
+  auto x = [](unsigned i) { return "x" + std::to_string(i); };
+  std::optional<std::string> expr = elementwiseExpr(op, x);
+  if (!expr)
+    return failure();
+  Type outType = typeOf(op->getResult(0)).getElementType();
+  std::string store = outType.isBF16()  ? "__float2bfloat16(" + *expr + ")"
+                      : outType.isF32() ? *expr
+                                        : "(int32_t)(" + *expr + ")";
+  std::string params, loads;
+  for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+    params += "const " + cType(typeOf(op->getOperand(i)).getElementType()) + " *p" +
+              std::to_string(i) + ", ";
+    loads += "    const float x" + std::to_string(i) + " = " + load(i) + ";\n";
+  }
+  std::string signature = params + cType(outType) + " *out|" + loads + store;
+  std::string &name = elementwiseKernels[signature];
+  if (name.empty()) {
+    name = "stepc_elementwise" + std::to_string(elementwiseKernels.size() - 1);
+    pre << "// " << op->getName() << "\n__global__ void " << name << "(" << params << cType(outType)
+        << " *out, int64_t n) {\n"
+        << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;\n"
+        << "       i += (int64_t)gridDim.x * blockDim.x) {\n"
+        << loads << "    out[i] = " << store << ";\n  }\n}\n\n";
+  }
+  Value out = op->getResult(0);
+  int64_t n = typeOf(out).getNumElements();
+  body << "  " << name << "<<<stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream>>>(";
+  for (Value operand : op->getOperands())
+    body << ptr(operand) << ", ";
+  body << ptr(out) << ", " << n << ");\n  STEPC_LAUNCHED("
+       << cString(where(op) + ": '" + op->getName().getStringRef().str() + "'") << ");\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  if (!dense)
+    return op.emitOpError() << "the CUDA back end supports dense constants only";
+  Value out = op.getResult();
+  bool isFloat = isa<FloatType>(dense.getElementType());
+  if (dense.isSplat() && dense.getElementType().isF32()) {
+    call(op, llvm::formatv("stepc_cuda_fill(ctx, {0}, {1}, {2:e}f)", ptr(out),
+                           dense.getNumElements(),
+                           dense.getSplatValue<APFloat>().convertToDouble()));
+    return success();
+  }
+  if (!dense.getElementType().isF32() && !dense.getElementType().isInteger(32))
+    return op.emitOpError() << "the CUDA back end supports f32 and i32 constants";
+  // A device table and a kernel that copies it (capturable in a graph).
+  std::string name = "c" + std::to_string(constants++);
+  std::string type = isFloat ? "float" : "int32_t";
+  int64_t n = dense.getNumElements();
+  pre << "__device__ const " << type << " " << name << "[] = {";
+  for (int64_t i = 0; i < n; ++i) {
+    if (i)
+      pre << ", ";
+    if (isFloat)
+      pre << llvm::formatv("{0:e}",
+                           (dense.isSplat() ? dense.getSplatValue<APFloat>()
+                                            : dense.getValues<APFloat>()[i])
+                               .convertToDouble())
+                 .str()
+          << "f";
+    else
+      pre << (dense.isSplat() ? dense.getSplatValue<APInt>() : dense.getValues<APInt>()[i])
+                 .getSExtValue();
+  }
+  pre << "};\n__global__ void " << name << "_copy(" << type << " *out) {\n"
+      << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
+      << "; i += (int64_t)gridDim.x * blockDim.x) out[i] = " << name << "[i];\n}\n";
+  body << "  " << name << "_copy<<<stepc_blocks(" << n << "), " << lc::kThreads
+       << ", 0, stream>>>(" << ptr(out) << ");\n  STEPC_LAUNCHED("
+       << cString(where(op) + ": 'step.constant'") << ");\n";
+  return success();
+}
+
+LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta,
+                                      bool tb, bool sharedRhs) {
+  RankedTensorType lhsType = typeOf(lhs), out = typeOf(result);
+  int64_t k = lhsType.getDimSize(lhsType.getRank() - (ta ? 2 : 1));
+  int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
+  int64_t batch = out.getNumElements() / (m * n);
+  Value target = writesTo.lookup(result);
+  if (!target)
+    target = result;
+  // The add's type if the epilogue writes it, else the convert's or ours.
+  Value typed = target;
+  Value bias = biasOf.lookup(op);
+  call(op, llvm::formatv("stepc_cuda_matmul(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+                         "{9}, {10}, {11}, {12})",
+                         ptr(lhs), ptr(rhs), ptr(target), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0,
+                         sharedRhs ? 1 : 0, typeCode(lhsType.getElementType()),
+                         typeCode(typeOf(typed).getElementType()), bias ? ptr(bias) : "0"));
+  return success();
+}
+
+/// Whether two updates can share a launch: same lr, step, scale and
+/// hyperparameters.
+static bool sameHyper(AdamwOp f, AdamwOp a) {
+  return f.getLr() == a.getLr() && f.getStep() == a.getStep() &&
+         f.getGradScale() == a.getGradScale() && f.getBeta1() == a.getBeta1() &&
+         f.getBeta2() == a.getBeta2() && f.getEpsilon() == a.getEpsilon() &&
+         f.getWeightDecay() == a.getWeightDecay();
+}
+
+// A run of consecutive updates touch disjoint tensors, so they may be
+// regrouped: one launch per set of hyperparameters (decayed matrices, and
+// undecayed biases and norms, interleave in the step).
+void CudaEmitter::flushAdamw() {
+  while (!adamwRun.empty()) {
+    AdamwOp first = adamwRun.front();
+    SmallVector<AdamwOp> group, rest;
+    for (AdamwOp a : adamwRun)
+      (sameHyper(first, a) ? group : rest).push_back(a);
+    std::string table = "adamw" + std::to_string(constants++);
+    body << "  // multi-tensor AdamW over " << group.size() << " tensors\n"
+         << "  const stepc_adamw_tensor " << table << "[] = {\n";
+    for (AdamwOp a : group)
+      body << "    {" << ptr(a.getParam()) << ", " << ptr(a.getGrad()) << ", " << ptr(a.getM())
+           << ", " << ptr(a.getV()) << ", " << typeOf(a.getParam()).getNumElements() << "},\n";
+    body << "  };\n";
+    call(first, llvm::formatv("stepc_cuda_adamw(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6:e}, "
+                              "{7:e}, {8:e})",
+                              table, group.size(), ptr(first.getLr()), ptr(first.getStep()),
+                              ptr(first.getGradScale()), first.getBeta1().convertToDouble(),
+                              first.getBeta2().convertToDouble(),
+                              first.getEpsilon().convertToDouble(),
+                              first.getWeightDecay().convertToDouble()));
+    adamwRun = std::move(rest);
+  }
+}
+
+LogicalResult CudaEmitter::emitOp(Operation *op) {
+  if (auto a = dyn_cast<AdamwOp>(op)) {
+    adamwRun.push_back(a);
+    return success();
+  }
+  flushAdamw();
+  if (fused.count(op)) {
+    body << "  // (computed by the kernel that produces its operand)\n";
+    return success();
+  }
+  if (op->hasTrait<OpTrait::Elementwise>() && succeeded(emitElementwise(op)))
+    return success();
+  auto shape = [&](Value v) { return array(typeOf(v).getShape()); };
+  auto rank = [&](Value v) { return typeOf(v).getRank(); };
+  auto lastDim = [&](Value v) { return typeOf(v).getShape().back(); };
+  auto rows = [&](Value v) { return typeOf(v).getNumElements() / lastDim(v); };
+  auto reduceMask = [&](ArrayRef<int64_t> dims, int64_t r) {
+    SmallVector<int> mask(r, 0);
+    for (int64_t d : dims)
+      mask[d] = 1;
+    return intArray(mask);
+  };
+  auto zeros = [&](int64_t r) { return array(SmallVector<int64_t>(r, 0)); };
+  auto output = [&](Value v) {
+    Value to = writesTo.lookup(v);
+    return to ? to : v;
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](AttentionOp a) {
+        RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
+        Value out = output(a.getResult());
+        call(op, llvm::formatv("stepc_cuda_attention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                               "{7}, {8}, {9}, {10}, {11:e}, {12}, {13})",
+                               ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+                               typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
+                               k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(),
+                               a.getHeadDim(), a.getCausal() ? 1 : 0, a.getEffectiveScale(),
+                               ptr(out), typeCode(typeOf(out).getElementType())));
+        return success();
+      })
+      .Case([&](AttentionGradOp a) {
+        RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
+        needScratch(lc::AttentionGradScratchBytes(q.getDimSize(0), q.getDimSize(1),
+                                                  a.getNumHeads(), a.getHeadDim()));
+        Value dq = output(a.getQueryGrad());
+        call(op, llvm::formatv("stepc_cuda_attention_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                               "{6}, {7}, {8}, {9}, {10}, {11}, {12:e}, scratch, {13}, {14}, "
+                               "{15}, {16})",
+                               ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()),
+                               ptr(a.getValue()), typeCode(q.getElementType()),
+                               q.getDimSize(0), q.getDimSize(1), k.getDimSize(1),
+                               a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                               a.getCausal() ? 1 : 0, a.getEffectiveScale(), ptr(dq),
+                               ptr(output(a.getKeyGrad())), ptr(output(a.getValueGrad())),
+                               typeCode(typeOf(dq).getElementType())));
+        return success();
+      })
+      .Case([&](MatmulOp m) {
+        return emitMatmul(op, m.getLhs(), m.getRhs(), m.getResult(), m.getTransposeA(),
+                          m.getTransposeB(), /*sharedRhs=*/true);
+      })
+      .Case([&](BatchMatmulOp m) {
+        return emitMatmul(op, m.getLhs(), m.getRhs(), m.getResult(), m.getTransposeA(),
+                          m.getTransposeB(), /*sharedRhs=*/false);
+      })
+      .Case([&](BroadcastOp o) {
+        call(op, llvm::formatv("stepc_cuda_broadcast(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
+                               ptr(o.getInput()), shape(o.getInput()), rank(o.getInput()),
+                               ptr(o), shape(o), rank(o)));
+        return success();
+      })
+      .Case([&](ConcatOp c) {
+        int64_t offset = 0, r = c.getType().getRank();
+        for (Value in : c.getInputs()) {
+          SmallVector<int64_t> at(r, 0);
+          at[c.getDim()] = offset;
+          offset += typeOf(in).getDimSize(c.getDim());
+          call(op, llvm::formatv("stepc_cuda_copy_box(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                                 "{7})",
+                                 ptr(in), shape(in), zeros(r), ptr(c), shape(c), array(at),
+                                 shape(in), r));
+        }
+        return success();
+      })
+      .Case([&](ConstantOp c) { return emitConstant(c); })
+      .Case([&](CrossEntropyOp c) {
+        int64_t v = lastDim(c.getLogits()), n = rows(c.getLogits());
+        needScratch(lc::CrossEntropyScratchFloats(n) * 4);
+        call(op, llvm::formatv("stepc_cuda_cross_entropy(ctx, {0}, {1}, {2}, {3}, (float "
+                               "*)scratch, {4}, {5})",
+                               ptr(c.getLogits()), ptr(c.getTargets()), n, v, ptr(c),
+                               checkSite(op, "target")));
+        return success();
+      })
+      .Case([&](CrossEntropyGradOp c) {
+        call(op, llvm::formatv("stepc_cuda_cross_entropy_grad(ctx, {0}, {1}, {2}, {3}, {4}, "
+                               "{5}, {6})",
+                               ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getTargets()),
+                               rows(c.getLogits()), lastDim(c.getLogits()), ptr(c),
+                               checkSite(op, "target")));
+        return success();
+      })
+      .Case([&](EmbeddingOp e) {
+        call(op, llvm::formatv("stepc_cuda_embedding(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6})",
+                               ptr(e.getTable()), ptr(e.getIds()),
+                               typeOf(e.getIds()).getNumElements(),
+                               e.getTable().getType().getDimSize(0), lastDim(e), ptr(e),
+                               checkSite(op, "id")));
+        return success();
+      })
+      .Case([&](EmbeddingGradOp e) {
+        call(op, llvm::formatv("stepc_cuda_embedding_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                               "{6})",
+                               ptr(e.getGrad()), ptr(e.getIds()),
+                               typeOf(e.getIds()).getNumElements(), e.getNumEmbeddings(),
+                               lastDim(e), ptr(e), checkSite(op, "id")));
+        return success();
+      })
+      .Case([&](LayerNormOp l) {
+        call(op, llvm::formatv("stepc_cuda_layer_norm(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6})",
+                               ptr(l.getInput()), ptr(l.getWeight()), ptr(l.getBias()),
+                               rows(l.getInput()), lastDim(l.getInput()),
+                               l.getEpsilon().convertToDouble(), ptr(l)));
+        return success();
+      })
+      .Case([&](LayerNormGradOp l) {
+        needScratch(lc::PlanNormGrad(rows(l.getInput()), lastDim(l.getInput())).scratch_floats *
+                    4);
+        call(op, llvm::formatv("stepc_cuda_layer_norm_grad(ctx, {0}, {1}, {2}, {3}, {4}, "
+                               "{5:e}, (float *)scratch, {6}, {7}, {8})",
+                               ptr(l.getGrad()), ptr(l.getInput()), ptr(l.getWeight()),
+                               rows(l.getInput()), lastDim(l.getInput()),
+                               l.getEpsilon().convertToDouble(), ptr(l.getInputGrad()),
+                               ptr(l.getWeightGrad()), ptr(l.getBiasGrad())));
+        return success();
+      })
+      .Case([&](PadOp p) {
+        int64_t r = p.getType().getRank();
+        call(op, llvm::formatv("stepc_cuda_fill(ctx, {0}, {1}, 0.0f)", ptr(p),
+                               typeOf(p).getNumElements()));
+        call(op, llvm::formatv("stepc_cuda_copy_box(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
+                               ptr(p.getInput()), shape(p.getInput()), zeros(r), ptr(p),
+                               shape(p), array(p.getLow()), shape(p.getInput()), r));
+        return success();
+      })
+      .Case([&](ReduceMaxGradOp r) {
+        int64_t rk = r.getInput().getType().getRank();
+        call(op, llvm::formatv("stepc_cuda_reduce_max_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
+                               ptr(r.getGrad()), ptr(r.getInput()), shape(r.getInput()), rk,
+                               reduceMask(r.getDims(), rk), ptr(r)));
+        return success();
+      })
+      .Case<ReduceMaxOp, ReduceMeanOp, ReduceSumOp>([&](auto r) {
+        int kind = isa<ReduceSumOp>(op) ? 0 : isa<ReduceMaxOp>(op) ? 1 : 2;
+        RankedTensorType in = r.getInput().getType();
+        int64_t outputs = typeOf(r.getResult()).getNumElements();
+        needScratch(lc::PlanReduce(outputs, in.getNumElements() / std::max<int64_t>(outputs, 1))
+                        .scratch_floats *
+                    4);
+        call(op, llvm::formatv("stepc_cuda_reduce(ctx, {0}, {1}, {2}, {3}, {4}, (float "
+                               "*)scratch, {5})",
+                               ptr(r.getInput()), shape(r.getInput()), in.getRank(),
+                               reduceMask(r.getDims(), in.getRank()), kind, ptr(r)));
+        return success();
+      })
+      .Case([&](RmsNormOp l) {
+        call(op, llvm::formatv("stepc_cuda_rms_norm(ctx, {0}, {1}, {2}, {3}, {4:e}, {5})",
+                               ptr(l.getInput()), ptr(l.getWeight()), rows(l.getInput()),
+                               lastDim(l.getInput()), l.getEpsilon().convertToDouble(), ptr(l)));
+        return success();
+      })
+      .Case([&](RmsNormGradOp l) {
+        needScratch(lc::PlanNormGrad(rows(l.getInput()), lastDim(l.getInput())).scratch_floats *
+                    4);
+        call(op, llvm::formatv("stepc_cuda_rms_norm_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, "
+                               "(float *)scratch, {6}, {7})",
+                               ptr(l.getGrad()), ptr(l.getInput()), ptr(l.getWeight()),
+                               rows(l.getInput()), lastDim(l.getInput()),
+                               l.getEpsilon().convertToDouble(), ptr(l.getInputGrad()),
+                               ptr(l.getWeightGrad())));
+        return success();
+      })
+      .Case([&](RotaryOp r) {
+        RankedTensorType t = r.getType();
+        call(op, llvm::formatv("stepc_cuda_rotary(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6}, {7})",
+                               ptr(r.getInput()), t.getDimSize(0), t.getDimSize(1),
+                               t.getDimSize(2), r.getHeadDim(), r.getTheta().convertToDouble(),
+                               r.getInverse() ? 1 : 0, ptr(r)));
+        return success();
+      })
+      .Case([&](SliceOp sl) {
+        int64_t r = sl.getType().getRank();
+        call(op, llvm::formatv("stepc_cuda_copy_box(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
+                               ptr(sl.getInput()), shape(sl.getInput()),
+                               array(sl.getOffsets()), ptr(sl), shape(sl), zeros(r), shape(sl),
+                               r));
+        return success();
+      })
+      .Case<SoftmaxGradOp, SoftmaxOp>([&](auto sm) {
+        ArrayRef<int64_t> dims = sm.getType().getShape();
+        int64_t d = sm.getDim(), outer = 1, inner = 1;
+        for (int64_t i = 0; i < d; ++i)
+          outer *= dims[i];
+        for (size_t i = d + 1; i < dims.size(); ++i)
+          inner *= dims[i];
+        if constexpr (std::is_same_v<decltype(sm), SoftmaxOp>)
+          call(op, llvm::formatv("stepc_cuda_softmax(ctx, {0}, {1}, {2}, {3}, {4})",
+                                 ptr(sm.getInput()), outer, dims[d], inner, ptr(sm)));
+        else
+          call(op, llvm::formatv("stepc_cuda_softmax_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
+                                 ptr(sm.getGrad()), ptr(sm.getOutput()), outer, dims[d], inner,
+                                 ptr(sm)));
+        return success();
+      })
+      .Case([&](TransposeOp t) {
+        call(op, llvm::formatv("stepc_cuda_transpose(ctx, {0}, {1}, {2}, {3}, {4})",
+                               ptr(t.getInput()), shape(t.getInput()), rank(t.getInput()),
+                               array(t.getPermutation()), ptr(t)));
+        return success();
+      })
+      .Default([&](Operation *other) {
+        return other->emitOpError() << "has no CUDA lowering";
+      });
+}
+
+} // namespace
+
+FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan &plan,
+                                             const ModuleSummary &summary) {
+  return CudaEmitter(step, plan).run(summary);
+}

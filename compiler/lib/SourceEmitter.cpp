@@ -1,0 +1,329 @@
+//===- SourceEmitter.cpp - what the CPU and CUDA emitters share ----------===//
+
+#include "SourceEmitter.h"
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+RankedTensorType stepc::typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+std::string stepc::cString(StringRef text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string stepc::where(Operation *op) {
+  std::string text;
+  if (auto loc = dyn_cast<FileLineColLoc>(op->getLoc()))
+    text = llvm::formatv("{0}:{1}:{2}", loc.getFilename().getValue(), loc.getLine(),
+                         loc.getColumn());
+  return text;
+}
+
+std::string SourceEmitter::cType(Type element) {
+  if (element.isF32())
+    return "float";
+  if (element.isBF16())
+    return "__nv_bfloat16";
+  return "int32_t";
+}
+
+std::string SourceEmitter::ptr(Value v) {
+  auto arg = plan.argumentOf.find(v);
+  if (arg != plan.argumentOf.end())
+    return "a" + std::to_string(arg->second);
+  return "((" + cType(typeOf(v).getElementType()) + " *)b" +
+         std::to_string(plan.bufferOf.lookup(v)) + ")";
+}
+
+std::string SourceEmitter::array(ArrayRef<int64_t> values) {
+  std::string name = "k" + std::to_string(constants++);
+  pre << "static const int64_t " << name << "[] = {";
+  if (values.empty())
+    pre << "0";
+  llvm::interleaveComma(values, pre);
+  pre << "};\n";
+  return name;
+}
+
+std::string SourceEmitter::intArray(ArrayRef<int> values) {
+  std::string name = "k" + std::to_string(constants++);
+  pre << "static const int " << name << "[] = {";
+  llvm::interleaveComma(values, pre);
+  pre << "};\n";
+  return name;
+}
+
+bool SourceEmitter::disjoint(Value a, Value b) {
+  auto argA = plan.argumentOf.find(a), argB = plan.argumentOf.find(b);
+  bool inArgA = argA != plan.argumentOf.end(), inArgB = argB != plan.argumentOf.end();
+  if (inArgA || inArgB)
+    return !(inArgA && inArgB && argA->second == argB->second);
+  const MemoryPlan::Buffer &x = plan.buffers[plan.bufferOf.lookup(a)];
+  const MemoryPlan::Buffer &y = plan.buffers[plan.bufferOf.lookup(b)];
+  return x.offset + x.bytes <= y.offset || y.offset + y.bytes <= x.offset;
+}
+
+std::optional<std::string>
+SourceEmitter::elementwiseExpr(Operation *op, const std::function<std::string(unsigned)> &in) {
+  return llvm::TypeSwitch<Operation *, std::optional<std::string>>(op)
+      .Case([&](AddOp) { return in(0) + " + " + in(1); })
+      .Case([&](ConvertOp) { return in(0); })
+      .Case([&](DivOp) { return in(0) + " / " + in(1); })
+      .Case([&](ErfOp) { return "erff(" + in(0) + ")"; })
+      .Case([&](ExpOp) { return "expf(" + in(0) + ")"; })
+      .Case([&](GeluGradOp g) {
+        return std::string(g.isTanhApproximation() ? "stepc_gelu_tanh_grad("
+                                                   : "stepc_gelu_grad(") +
+               in(0) + ", " + in(1) + ")";
+      })
+      .Case([&](GeluOp g) {
+        return std::string(g.isTanhApproximation() ? "stepc_gelu_tanh(" : "stepc_gelu(") +
+               in(0) + ")";
+      })
+      .Case([&](LogOp) { return "logf(" + in(0) + ")"; })
+      .Case([&](MaximumOp) { return "fmaxf(" + in(0) + ", " + in(1) + ")"; })
+      .Case([&](MinimumOp) { return "fminf(" + in(0) + ", " + in(1) + ")"; })
+      .Case([&](MulOp) { return in(0) + " * " + in(1); })
+      .Case([&](NegOp) { return "-" + in(0); })
+      .Case([&](ReluGradOp) { return in(1) + " > 0.0f ? " + in(0) + " : 0.0f"; })
+      .Case([&](ReluOp) { return in(0) + " > 0.0f ? " + in(0) + " : 0.0f"; })
+      .Case([&](RsqrtOp) { return "1.0f / sqrtf(" + in(0) + ")"; })
+      .Case([&](SigmoidOp) { return "stepc_sigmoid(" + in(0) + ")"; })
+      .Case([&](SiluGradOp) { return "stepc_silu_grad(" + in(0) + ", " + in(1) + ")"; })
+      .Case([&](SiluOp) { return in(0) + " * stepc_sigmoid(" + in(0) + ")"; })
+      .Case([&](SqrtOp) { return "sqrtf(" + in(0) + ")"; })
+      .Case([&](SubOp) { return in(0) + " - " + in(1); })
+      .Case([&](TanhOp) { return "tanhf(" + in(0) + ")"; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+std::string SourceEmitter::startRequest(Value result) {
+  std::string name = "rq" + std::to_string(requests++);
+  body << "  int32_t " << name << ";\n";
+  pending[result] = name;
+  return name;
+}
+
+void SourceEmitter::waitFor(Operation *op) {
+  for (Value operand : op->getOperands()) {
+    auto it = pending.find(operand);
+    if (it == pending.end())
+      continue;
+    body << "  if (collectives->wait(collectives->ctx, " << it->second << "))\n    "
+         << failWith(where(op) + ": waiting for a collective failed") << "\n";
+    pending.erase(it);
+  }
+}
+
+static int axesMask(ArrayRef<int16_t> axes) {
+  int mask = 0;
+  for (int16_t a : axes)
+    mask |= 1 << a;
+  return mask;
+}
+
+std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
+  // Start the collective; `call` is the table entry and its arguments.
+  auto start = [&](StringRef kind, StringRef name, int axes, int64_t count, Value result,
+                   const std::string &args) {
+    collectives.push_back({kind.str(), axes, count});
+    std::string request = startRequest(result);
+    body << "  if (collectives->" << name << "(collectives->ctx, " << axes << ", " << args
+         << ", " << count << ", &" << request << "))\n    "
+         << failWith(where(op) + ": " + op->getName().getStringRef().str() + " #" +
+                     std::to_string(collectives.size()) + " failed")
+         << "\n";
+  };
+  auto notSum = [&](mesh::ReductionKind kind) -> std::optional<LogicalResult> {
+    if (kind == mesh::ReductionKind::Sum)
+      return std::nullopt;
+    return LogicalResult(op->emitOpError() << "the " << target << " back end reduces with sum only");
+  };
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](mesh::AllGatherOp g) -> std::optional<LogicalResult> {
+        start("STEPC_ALL_GATHER", "all_gather", axesMask(g.getMeshAxes()),
+              typeOf(g.getInput()).getNumElements(), g.getResult(),
+              ptr(g.getInput()) + ", " + ptr(g.getResult()));
+        return success();
+      })
+      .Case([&](mesh::ReduceScatterOp r) -> std::optional<LogicalResult> {
+        if (auto bad = notSum(r.getReduction()))
+          return bad;
+        start("STEPC_REDUCE_SCATTER", "reduce_scatter_sum", axesMask(r.getMeshAxes()),
+              typeOf(r.getResult()).getNumElements(), r.getResult(),
+              ptr(r.getInput()) + ", " + ptr(r.getResult()));
+        return success();
+      })
+      // all_reduce(sum): a copy, then the runtime's in-place reduction.
+      .Case([&](mesh::AllReduceOp r) -> std::optional<LogicalResult> {
+        if (auto bad = notSum(r.getReduction()))
+          return bad;
+        int64_t count = typeOf(r.getInput()).getNumElements();
+        body << "  " << copyStatement(ptr(r.getResult()), ptr(r.getInput()), count * 4) << "\n";
+        start("STEPC_ALL_REDUCE", "all_reduce_sum", axesMask(r.getMeshAxes()), count,
+              r.getResult(), ptr(r.getResult()));
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+std::string SourceEmitter::metadata() {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  unsigned n = step.getNumArguments();
+  for (unsigned i = 0; i < n; ++i)
+    os << "static const int64_t shape" << i << "[] = {"
+       << llvm::join(llvm::map_range(typeOf(step.getArgument(i)).getShape(),
+                                     [](int64_t d) { return std::to_string(d); }),
+                     ", ")
+       << (typeOf(step.getArgument(i)).getRank() == 0 ? "0" : "") << "};\n";
+  os << "static const stepc_arg_info kArgs[] = {\n";
+  for (unsigned i = 0; i < n; ++i) {
+    RankedTensorType type = typeOf(step.getArgument(i));
+    std::string name, kind = "STEPC_ARG_INPUT", init = "STEPC_INIT_ZEROS";
+    double stddev = 0;
+    int64_t bound = 0;
+    int64_t globalRows = type.getRank() > 0 ? type.getDimSize(0) : 1;
+    if (auto rows = step.getArgAttrOfType<IntegerAttr>(i, StepDialect::kShardOfAttrName))
+      globalRows = rows.getInt();
+    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
+      name = p.getName().str();
+      kind = "STEPC_ARG_PARAM";
+      init = p.getInit() == InitKind::Ones    ? "STEPC_INIT_ONES"
+             : p.getInit() == InitKind::Zeros ? "STEPC_INIT_ZEROS"
+                                              : "STEPC_INIT_NORMAL";
+      stddev = p.getEffectiveStd();
+    } else if (auto s = step.getArgAttrOfType<StringAttr>(i, StepDialect::kStateAttrName)) {
+      name = s.getValue().str();
+      kind = StringRef(name).starts_with("exp_avg_sq.") ? "STEPC_ARG_EXP_AVG_SQ"
+                                                        : "STEPC_ARG_EXP_AVG";
+      // A moment is sharded like its parameter.
+      StringRef param = StringRef(name).split('.').second;
+      for (unsigned j = 0; j < n; ++j)
+        if (auto p = step.getArgAttrOfType<ParamAttr>(j, StepDialect::kParamAttrName);
+            p && p.getName() == param)
+          if (auto rows = step.getArgAttrOfType<IntegerAttr>(j, StepDialect::kShardOfAttrName))
+            globalRows = rows.getInt();
+    } else if (auto h = step.getArgAttrOfType<StringAttr>(i, StepDialect::kHyperAttrName)) {
+      name = h.getValue().str();
+      kind = name == "lr" ? "STEPC_ARG_LR" : "STEPC_ARG_STEP";
+    } else if (auto in = step.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName)) {
+      name = in.getValue().str();
+      for (Operation *user : step.getArgument(i).getUsers()) {
+        if (auto e = dyn_cast<EmbeddingOp>(user))
+          bound = std::max(bound, e.getTable().getType().getDimSize(0));
+        if (auto c = dyn_cast<CrossEntropyOp>(user))
+          bound = std::max(bound, c.getLogits().getType().getShape().back());
+      }
+    }
+    os << llvm::formatv("  {{{0}, {1}, {2}, {3}, shape{4}, {5}, {6:e}, {7}, {8}},\n",
+                        cString(name), kind,
+                        type.getElementType().isF32() ? "STEPC_F32" : "STEPC_I32",
+                        type.getRank(), i, init, stddev, bound, globalRows);
+  }
+  os << "};\n\n";
+  if (!collectives.empty()) {
+    os << "static const stepc_collective_info kCollectives[] = {\n";
+    for (auto &[kind, axes, count] : collectives)
+      os << "  {" << kind << ", " << axes << ", " << count << "},\n";
+    os << "};\n\n";
+  }
+  if (!checkSites.empty()) {
+    os << "static const char *const kCheckSites[] = {\n";
+    for (const std::string &site : checkSites)
+      os << "  " << cString(site) << ",\n";
+    os << "};\n\n";
+  }
+  os << "static const stepc_module_info kInfo = {\n"
+     << "  STEPC_ABI_VERSION, " << cString(target) << ", " << n << ", kArgs, " << arenaBytes()
+     << ", " << summary.modelFlops << ", " << summary.executedFlops << ", " << summary.tokens
+     << ",\n  " << cString(summary.reportJson) << ", " << summary.worldSize << ", "
+     << cString(summary.sharding) << ", " << summary.meshShape.size() << ", {"
+     << summary.meshShape[0] << ", " << (summary.meshShape.size() > 1 ? summary.meshShape[1] : 1)
+     << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
+     << ", " << checkSites.size() << ", " << (checkSites.empty() ? "0" : "kCheckSites") << ", "
+     << cString(summary.precision) << "};\n\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v3(void) { return &kInfo; }\n";
+  return text;
+}
+
+FailureOr<std::string> SourceEmitter::run(const ModuleSummary &s) {
+  summary = s;
+  Block &block = step.getBody().front();
+  planFusions();
+  for (Operation &op : block) {
+    if (failed(checkTypes(&op)))
+      return failure();
+    waitFor(&op);
+    if (isa<ReshapeOp, func::ReturnOp>(op))
+      continue;
+    ++kernels;
+    body << "  // " << op.getName() << " " << where(&op) << "\n";
+    if (std::optional<LogicalResult> done = emitCollective(&op)) {
+      if (failed(*done))
+        return failure();
+      continue;
+    }
+    if (failed(emitOp(&op)))
+      return failure();
+  }
+  finishBody();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  std::string lossExpr, normExpr;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
+    if (name && name.getValue() == "loss")
+      lossExpr = ptr(v);
+    else if (name && name.getValue() == "grad_norm")
+      normExpr = ptr(v);
+    else if (!plan.argumentOf.count(v))
+      return step.emitOpError() << "result #" << i
+                                << " is neither the loss, the norm, nor updated in place";
+  }
+  if (lossExpr.empty() || normExpr.empty())
+    return step.emitOpError() << "expects results named 'loss' and 'grad_norm'";
+
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << "// Generated by stepc for the " << target << " target; do not edit.\n";
+  prologue(os);
+  os << "static int stepc_fail_text(char *error, size_t len, const char *text) {\n"
+     << "  snprintf(error, len, \"%s\", text);\n  return 1;\n}\n\n"
+     << pre.str() << "\n"
+     << metadata() << "\n"
+     << "extern \"C\" int stepc_train_step_v3(void *const *args, char *arena,\n"
+     << "                                   const stepc_collectives *collectives,\n"
+     << "                                   const stepc_device *device, float *loss,\n"
+     << "                                   float *grad_norm, char *error, size_t error_len) {\n"
+     << "  if (kInfo.world_size > 1 && (!collectives || collectives->size != kInfo.world_size))\n"
+     << "    " << failWith("a sharded step needs collectives over its world size") << "\n";
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    std::string type = cType(typeOf(step.getArgument(i)).getElementType());
+    os << "  " << type << " *a" << i << " = (" << type << " *)args[" << i << "];\n";
+  }
+  for (size_t id = 0; id < plan.buffers.size(); ++id)
+    os << "  char *b" << id << " = arena + " << plan.buffers[id].offset << ";\n";
+  stepBegin(os);
+  os << body.str();
+  stepEnd(os, lossExpr, normExpr);
+  os << "  return 0;\n}\n";
+  return out;
+}

@@ -1,0 +1,109 @@
+//===- SourceEmitter.h - what the CPU and CUDA emitters share -----*- C++ -*-===//
+//
+// A training step becomes one C++ function over buffers at the memory
+// plan's offsets. The base class owns what does not depend on the target:
+// naming buffers, constant tables, the collectives (asynchronous start, wait
+// before first use), the elementwise math, the ABI's metadata and the
+// function around the body. A target subclass lowers each op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_COMPILER_LIB_SOURCEEMITTER_H
+#define STEPC_COMPILER_LIB_SOURCEEMITTER_H
+
+#include "stepc/Compiler/Emitter.h"
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace stepc {
+
+mlir::RankedTensorType typeOf(mlir::Value v);
+/// A C string literal of `text`.
+std::string cString(llvm::StringRef text);
+/// "file:line:col" of an op, for runtime error messages.
+std::string where(mlir::Operation *op);
+
+class SourceEmitter {
+public:
+  SourceEmitter(mlir::func::FuncOp step, const MemoryPlan &plan, llvm::StringRef target)
+      : step(step), plan(plan), target(target) {}
+  virtual ~SourceEmitter() = default;
+
+  mlir::FailureOr<std::string> run(const ModuleSummary &summary);
+
+protected:
+  // ---- Target hooks.
+  /// Before the first op: decide fusions over the whole step.
+  virtual void planFusions() {}
+  /// Rejects element types the target cannot run.
+  virtual mlir::LogicalResult checkTypes(mlir::Operation *op) = 0;
+  /// Lowers one op (its collectives already waited for).
+  virtual mlir::LogicalResult emitOp(mlir::Operation *op) = 0;
+  /// After the last op (flush anything batched).
+  virtual void finishBody() {}
+  /// Includes and helpers at the top of the file.
+  virtual void prologue(llvm::raw_ostream &os) = 0;
+  /// Statements at the start and end of the step function.
+  virtual void stepBegin(llvm::raw_ostream &os) = 0;
+  virtual void stepEnd(llvm::raw_ostream &os, const std::string &loss,
+                       const std::string &norm) = 0;
+  /// A statement copying `bytes` from src to dst (all_reduce's input).
+  virtual std::string copyStatement(const std::string &dst, const std::string &src,
+                                    int64_t bytes) = 0;
+  /// C type of an element type.
+  virtual std::string cType(mlir::Type element);
+  /// Bytes of the whole arena (the plan's, plus what the target adds).
+  virtual int64_t arenaBytes() { return plan.arenaBytes; }
+
+  // ---- Shared helpers.
+  /// The C expression of a value's storage, typed.
+  std::string ptr(mlir::Value v);
+  /// A static array of int64 (int) values; returns its name.
+  std::string array(llvm::ArrayRef<int64_t> values);
+  std::string intArray(llvm::ArrayRef<int> values);
+  /// "return <failure with text>;" for a plain message.
+  std::string failWith(const std::string &text) {
+    return "return stepc_fail_text(error, error_len, " + cString(text) + ");";
+  }
+  /// The float expression of an elementwise op given its operands' float
+  /// expressions (x0, x1), or nullopt if it is not one.
+  static std::optional<std::string>
+  elementwiseExpr(mlir::Operation *op, const std::function<std::string(unsigned)> &in);
+  /// Lowers a mesh collective (start, request); nullopt if `op` is not one.
+  std::optional<mlir::LogicalResult> emitCollective(mlir::Operation *op);
+  /// Whether two values' storage is disjoint (a kernel may write one while
+  /// reading the other).
+  bool disjoint(mlir::Value a, mlir::Value b);
+  /// Extra fields of the module info (check sites).
+  std::vector<std::string> checkSites;
+
+  mlir::func::FuncOp step;
+  const MemoryPlan &plan;
+  std::string target;
+  std::string preText, bodyText;
+  llvm::raw_string_ostream pre{preText}, body{bodyText};
+  int constants = 0;
+  int kernels = 0;
+  ModuleSummary summary;
+
+private:
+  void waitFor(mlir::Operation *op);
+  std::string startRequest(mlir::Value result);
+  std::string metadata();
+  int requests = 0;
+  /// Collective results not yet waited for, and their request variables.
+  llvm::DenseMap<mlir::Value, std::string> pending;
+  /// (kind, axes mask, floats per rank) of each collective, in order.
+  llvm::SmallVector<std::tuple<std::string, int, int64_t>> collectives;
+};
+
+} // namespace stepc
+
+#endif // STEPC_COMPILER_LIB_SOURCEEMITTER_H

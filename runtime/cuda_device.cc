@@ -1,0 +1,215 @@
+// The CUDA device: one cudaMalloc for every argument and the arena, a compute
+// stream, pinned memory for what a step reports (loss, norm, the device's id
+// check), and the step run through a GraphRunner (captured as a CUDA graph
+// after its first run, then replayed). Every CUDA error is a status naming
+// the call, file and line. Built into libstepc_runtime_cuda.so.
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/device.h"
+#include "runtime/graph_runner.h"
+#include "runtime/kernels/cuda/launch_config.h"
+#include "runtime/nccl_communicator.h"
+
+#define STEPC_CUDA_OR_RETURN(call)                                                       \
+  do {                                                                                   \
+    cudaError_t stepc_rc_ = (call);                                                      \
+    if (stepc_rc_ != cudaSuccess)                                                        \
+      return absl::InternalError(absl::StrCat(#call, " failed at ", __FILE__, ":", __LINE__, \
+                                              ": ", cudaGetErrorString(stepc_rc_)));     \
+  } while (0)
+
+namespace stepc {
+namespace {
+
+// What a step reports, in pinned host memory the step copies into.
+struct Reported {
+  float loss;
+  float grad_norm;
+  int32_t status[4];
+};
+
+class CudaDevice;
+
+// Drives one step of one module for the graph runner.
+class CudaLauncher : public StepLauncher {
+ public:
+  CudaLauncher(CudaDevice& device, const Module& module, const stepc_collectives* collectives)
+      : device_(device), module_(module), collectives_(collectives) {}
+  absl::Status Enqueue() override;
+  absl::Status BeginCapture() override;
+  absl::Status EndCapture(bool keep) override;
+  absl::Status Replay() override;
+  void DropGraph() override;
+
+ private:
+  CudaDevice& device_;
+  const Module& module_;
+  const stepc_collectives* collectives_;
+};
+
+class CudaDevice : public Device {
+ public:
+  ~CudaDevice() override {
+    DropGraph();
+    if (block_) cudaFree(block_);
+    if (reported_) cudaFreeHost(reported_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  absl::Status Open() {
+    int devices = 0;
+    STEPC_CUDA_OR_RETURN(cudaGetDeviceCount(&devices));
+    if (devices == 0) return absl::FailedPreconditionError("no CUDA device is visible");
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!local) local = std::getenv("SLURM_LOCALID");
+    STEPC_CUDA_OR_RETURN(cudaSetDevice((local ? std::atoi(local) : 0) % devices));
+    STEPC_CUDA_OR_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    STEPC_CUDA_OR_RETURN(cudaMallocHost(&reported_, sizeof(Reported)));
+    const char* graphs = std::getenv("STEPC_CUDA_GRAPHS");
+    graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0);
+    return absl::OkStatus();
+  }
+
+  absl::Status Allocate(const std::vector<int64_t>& arg_bytes, int64_t arena_bytes) override {
+    using cuda::AlignUp;
+    int64_t total = AlignUp(arena_bytes, 256);
+    for (int64_t b : arg_bytes) total += AlignUp(b, 256);
+    STEPC_CUDA_OR_RETURN(cudaMalloc(&block_, total));
+    bytes_ = total;
+    char* at = static_cast<char*>(block_);
+    arena_ = at;
+    at += AlignUp(arena_bytes, 256);
+    for (int64_t b : arg_bytes) {
+      args_.push_back(at);
+      at += AlignUp(b, 256);
+    }
+    STEPC_CUDA_OR_RETURN(cudaMemsetAsync(block_, 0, total, stream_));
+    STEPC_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+  void* arg(int i) const override { return args_[i]; }
+  char* arena() const override { return arena_; }
+  int64_t allocated_bytes() const override { return bytes_; }
+
+  absl::Status CopyIn(int i, const void* host, int64_t bytes) override {
+    STEPC_CUDA_OR_RETURN(cudaMemcpyAsync(args_[i], host, bytes, cudaMemcpyHostToDevice, stream_));
+    STEPC_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+  absl::Status CopyOut(int i, void* host, int64_t bytes) override {
+    STEPC_CUDA_OR_RETURN(cudaMemcpyAsync(host, args_[i], bytes, cudaMemcpyDeviceToHost, stream_));
+    STEPC_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<StepResult> Run(const Module& module,
+                                 const stepc_collectives* collectives) override {
+    if (!runner_)
+      // A multi-rank step runs eagerly: its collectives are not captured yet.
+      runner_ = std::make_unique<GraphRunner>(graphs_enabled_ && module.info().world_size == 1);
+    CudaLauncher launcher(*this, module, collectives);
+    const uint64_t binding = reinterpret_cast<uintptr_t>(collectives) ^
+                             reinterpret_cast<uintptr_t>(&module);
+    if (absl::Status s = runner_->Run(launcher, binding); !s.ok()) return s;
+    STEPC_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    const int32_t* st = reported_->status;
+    if (st[0] != 0) {
+      const stepc_module_info& info = module.info();
+      const char* site = st[0] <= info.num_check_sites ? info.check_sites[st[0] - 1] : "an op";
+      return absl::InvalidArgumentError(absl::StrCat(site, " ", st[2], " at position ", st[1],
+                                                     " is outside [0, ", st[3], ")"));
+    }
+    return StepResult{reported_->loss, reported_->grad_norm};
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator() override {
+#ifdef STEPC_WITH_NCCL
+    return MakeNcclCommunicator(stream_);
+#else
+    return absl::UnimplementedError("this CUDA runtime was built without NCCL");
+#endif
+  }
+
+  std::string Describe() const override {
+    if (!runner_) return "no step run yet";
+    if (runner_->mode() == GraphRunner::Mode::kEager)
+      return runner_->fallback_reason().empty()
+                 ? std::string("eager launches (CUDA graphs off)")
+                 : absl::StrCat("eager launches (graph capture failed: ",
+                                runner_->fallback_reason(), ")");
+    return absl::StrCat("CUDA graph: captured ", runner_->captures(), "x, replayed ",
+                        runner_->replays(), "x");
+  }
+
+  void DropGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+    exec_ = nullptr;
+    graph_ = nullptr;
+  }
+
+  cudaStream_t stream_ = nullptr;
+  Reported* reported_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+
+ private:
+  void* block_ = nullptr;
+  char* arena_ = nullptr;
+  int64_t bytes_ = 0;
+  std::vector<void*> args_;
+  bool graphs_enabled_ = true;
+  std::unique_ptr<GraphRunner> runner_;
+};
+
+absl::Status CudaLauncher::Enqueue() {
+  stepc_device dev{device_.stream_, device_.reported_->status};
+  char error[512] = {0};
+  std::vector<void*> args(module_.info().num_args);
+  for (int i = 0; i < module_.info().num_args; ++i) args[i] = device_.arg(i);
+  if (module_.Run(args.data(), device_.arena(), collectives_, &dev, &device_.reported_->loss,
+                  &device_.reported_->grad_norm, error, sizeof(error)))
+    return absl::InternalError(error);
+  return absl::OkStatus();
+}
+
+absl::Status CudaLauncher::BeginCapture() {
+  STEPC_CUDA_OR_RETURN(cudaStreamBeginCapture(device_.stream_, cudaStreamCaptureModeThreadLocal));
+  return absl::OkStatus();
+}
+
+absl::Status CudaLauncher::EndCapture(bool keep) {
+  cudaGraph_t graph = nullptr;
+  STEPC_CUDA_OR_RETURN(cudaStreamEndCapture(device_.stream_, &graph));
+  if (!keep) {
+    if (graph) cudaGraphDestroy(graph);
+    return absl::OkStatus();
+  }
+  device_.graph_ = graph;
+  STEPC_CUDA_OR_RETURN(cudaGraphInstantiate(&device_.exec_, graph, 0));
+  return absl::OkStatus();
+}
+
+absl::Status CudaLauncher::Replay() {
+  STEPC_CUDA_OR_RETURN(cudaGraphLaunch(device_.exec_, device_.stream_));
+  return absl::OkStatus();
+}
+
+void CudaLauncher::DropGraph() { device_.DropGraph(); }
+
+}  // namespace
+}  // namespace stepc
+
+extern "C" stepc::Device* stepc_make_cuda_device_v1(char* error, size_t error_len) {
+  auto device = std::make_unique<stepc::CudaDevice>();
+  if (absl::Status s = device->Open(); !s.ok()) {
+    std::snprintf(error, error_len, "%s", std::string(s.message()).c_str());
+    return nullptr;
+  }
+  return device.release();
+}

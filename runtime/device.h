@@ -1,0 +1,56 @@
+// Where a session's buffers live when they are not host memory: a CUDA GPU.
+// The interface keeps the session free of CUDA; the implementation
+// (cuda_device.cc) is libstepc_runtime_cuda.so, loaded on demand when a
+// session runs a CUDA step.so, so the runtime builds and runs CPU steps on
+// machines without the CUDA toolkit.
+
+#ifndef STEPC_RUNTIME_DEVICE_H_
+#define STEPC_RUNTIME_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/communicator.h"
+#include "runtime/module.h"
+
+namespace stepc {
+
+struct StepResult {
+  float loss = 0;
+  float grad_norm = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  // One allocation for every argument (`arg_bytes` each) and the arena.
+  virtual absl::Status Allocate(const std::vector<int64_t>& arg_bytes, int64_t arena_bytes) = 0;
+  virtual void* arg(int i) const = 0;
+  virtual char* arena() const = 0;
+  virtual int64_t allocated_bytes() const = 0;
+  // Synchronous copies of argument i.
+  virtual absl::Status CopyIn(int i, const void* host, int64_t bytes) = 0;
+  virtual absl::Status CopyOut(int i, void* host, int64_t bytes) = 0;
+  // One step of `module` (its arguments already copied in).
+  virtual absl::StatusOr<StepResult> Run(const Module& module,
+                                         const stepc_collectives* collectives) = 0;
+  // The NCCL communicator of a multi-rank CUDA step (on this device's stream).
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator() = 0;
+  // "CUDA graph: captured once, replayed N" or why steps run eagerly.
+  virtual std::string Describe() const = 0;
+};
+
+// Loads libstepc_runtime_cuda.so (beside libstepc_runtime.so) and opens the
+// GPU of this rank (local rank modulo the visible devices).
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice();
+
+}  // namespace stepc
+
+// The entry point libstepc_runtime_cuda.so exports: a new device, or null
+// with a message in `error`.
+extern "C" stepc::Device* stepc_make_cuda_device_v1(char* error, size_t error_len);
+
+#endif  // STEPC_RUNTIME_DEVICE_H_
