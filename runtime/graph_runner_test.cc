@@ -75,7 +75,7 @@ TEST(GraphRunner, NewBindingRecaptures) {
   EXPECT_EQ(r.captures(), 2);
   EXPECT_EQ(l.graphs, 1);
   EXPECT_EQ(l.steps_run, 4);
-  EXPECT_EQ(l.log[4], "drop");
+  EXPECT_EQ(l.log[5], "drop");
 }
 
 TEST(GraphRunner, FailedCaptureFallsBackToEagerAndSaysWhy) {

@@ -168,7 +168,7 @@ def run_stepc(backend, model, inputs, lr, out):
     # and batch. The compiled step returns no gradients; after one step
     # exp_avg = (1 - β1)·g·clip_scale exactly, so g is read back from it.
     so = os.path.join(os.path.dirname(model), "step.so")
-    run([os.path.join(bindir, "stepc"), model, "-o", so])
+    run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"])
     os.makedirs(out, exist_ok=True)
     run([os.path.join(bindir, "stepc-run"), so, f"--init-npy={inputs}", f"--batch-npy={inputs}",
          "--steps=1", "--warmup=0", "--min-lr-ratio=1", f"--lr={lr}", f"--save-npy={out}"])

@@ -35,7 +35,7 @@ import torch_check  # noqa: E402
 def stepc_step_seconds(bindir, model, steps):
     with tempfile.TemporaryDirectory() as tmp:
         so, metrics = os.path.join(tmp, "step.so"), os.path.join(tmp, "m.jsonl")
-        subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so], check=True)
+        subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"], check=True)
         subprocess.run([os.path.join(bindir, "stepc-run"), so, f"--steps={steps}",
                         f"--metrics={metrics}", f"--log-every={steps}"], check=True,
                        capture_output=True)

@@ -2,7 +2,7 @@
 // (runtime/stepc_runtime.h): load a compiled step.so, initialise, feed
 // batches, step. Any language with a C FFI can do the same.
 //
-//   stepc examples/gpt-small/model.mlir -o step.so
+//   stepc examples/gpt-small/model.mlir -o step.so --target=cpu
 //   build/bin/embed_train step.so [steps]
 //
 // The batches here are a toy task (predict the next id of a counting

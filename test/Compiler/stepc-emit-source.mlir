@@ -16,34 +16,34 @@
 // CHECK-NEXT: {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, shape7, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2},
 // CHECK-NEXT: {"lr", STEPC_ARG_LR,
 // CHECK-NEXT: {"step", STEPC_ARG_STEP,
-// CHECK: extern "C" int stepc_train_step_v2(
+// CHECK: extern "C" int stepc_train_step_v3(
 // CHECK: float *a0 = (float *)args[0];
 // CHECK: int32_t *a6 = (int32_t *)args[6];
-// CHECK: float *b0 = (float *)(arena + {{[0-9]+}});
+// CHECK: char *b0 = arena + {{[0-9]+}};
 // CHECK: // step.embedding {{.*}}stepc-emit-source.mlir:[[@LINE+29]]:
-// CHECK-NEXT: if (int64_t bad = stepc_cpu_embedding(a0, a6, 8, 16, 4, b0))
+// CHECK-NEXT: if (int64_t bad = stepc_cpu_embedding(a0, a6, 8, 16, 4, ((float *)b0)))
 // CHECK-NEXT: return stepc_fail(error, error_len, "{{.*}}stepc-emit-source.mlir:[[@LINE+27]]:{{[0-9]+}}: 'step.embedding' id", a6[bad - 1], bad - 1, 16);
 // CHECK: // step.broadcast
 // CHECK-NEXT: stepc_cpu_broadcast(a1,
 // CHECK: // step.add
-// CHECK-NEXT: for (int64_t i = 0; i < 32; ++i) b{{[0-9]+}}[i] = b{{[0-9]+}}[i] + b{{[0-9]+}}[i];
+// CHECK-NEXT: for (int64_t i = 0; i < 32; ++i) ((float *)b{{[0-9]+}})[i] = ((float *)b{{[0-9]+}})[i] + ((float *)b{{[0-9]+}})[i];
 // CHECK: // step.gelu
 // CHECK-NEXT: stepc_gelu(
 // CHECK: // step.matmul
-// CHECK-NEXT: stepc_cpu_matmul(b{{[0-9]+}}, a0, b{{[0-9]+}}, 2, 4, 16, 4, 0, 1, 1);
+// CHECK-NEXT: stepc_cpu_matmul(((float *)b{{[0-9]+}}), a0, ((float *)b{{[0-9]+}}), 2, 4, 16, 4, 0, 1, 1);
 // CHECK: // step.cross_entropy
 // CHECK: // step.cross_entropy_grad
 // Backward of the head: dX = dC @ W, dW = dCᵀ X on the flattened batch.
-// CHECK: stepc_cpu_matmul(b{{[0-9]+}}, a0, b{{[0-9]+}}, 2, 4, 4, 16, 0, 0, 1);
-// CHECK: stepc_cpu_matmul(b{{[0-9]+}}, b{{[0-9]+}}, b{{[0-9]+}}, 1, 16, 4, 8, 1, 0, 1);
+// CHECK: stepc_cpu_matmul(((float *)b{{[0-9]+}}), a0, ((float *)b{{[0-9]+}}), 2, 4, 4, 16, 0, 0, 1);
+// CHECK: stepc_cpu_matmul(((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 1, 16, 4, 8, 1, 0, 1);
 // CHECK: // step.gelu_grad
 // CHECK: // step.reduce_sum
 // CHECK: // step.embedding_grad
 // In place: the parameter and moment arguments, lr and step arguments.
-// CHECK: stepc_cpu_adamw(a0, b{{[0-9]+}}, a2, a4, 64, a8, a9, b{{[0-9]+}}, 9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01);
-// CHECK: stepc_cpu_adamw(a1, b{{[0-9]+}}, a3, a5, 4, a8, a9, b{{[0-9]+}}, 9.000000e-01, 9.500000e-01, 1.000000e-08, 0.000000e+00);
-// CHECK: *loss = b{{[0-9]+}}[0];
-// CHECK-NEXT: *grad_norm = b{{[0-9]+}}[0];
+// CHECK: stepc_cpu_adamw(a0, ((float *)b{{[0-9]+}}), a2, a4, 64, a8, a9, ((float *)b{{[0-9]+}}), 9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01);
+// CHECK: stepc_cpu_adamw(a1, ((float *)b{{[0-9]+}}), a3, a5, 4, a8, a9, ((float *)b{{[0-9]+}}), 9.000000e-01, 9.500000e-01, 1.000000e-08, 0.000000e+00);
+// CHECK: *loss = ((float *)b{{[0-9]+}})[0];
+// CHECK-NEXT: *grad_norm = ((float *)b{{[0-9]+}})[0];
 // CHECK-NEXT: return 0;
 func.func @loss(%w: tensor<16x4xf32> {step.param = #step.param<"w", normal(0.02)>},
                 %b: tensor<4xf32> {step.param = #step.param<"b", zeros>},
