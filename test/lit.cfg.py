@@ -30,3 +30,11 @@ config.environment["STEPC_BIN"] = config.stepc_tools_dir
 config.substitutions.append(("%mpirun",
     "env OMP_NUM_THREADS=1 timeout 300 mpirun --allow-run-as-root --oversubscribe "
     "--mca pml ob1 --mca btl self,vader --mca oob_tcp_if_include lo"))
+
+# `nvcc`: the CUDA target builds here (CUDA step.so files compile and link).
+# `gpu`: a GPU is present (scripts/gpu-check.sh's machine); tests that need
+# one say REQUIRES: gpu, tests of running without one UNSUPPORTED: gpu.
+if config.stepc_have_cuda:
+    config.available_features.add("nvcc")
+if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
+    config.available_features.add("gpu")

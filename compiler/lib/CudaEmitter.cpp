@@ -37,12 +37,13 @@ std::string typeCode(Type element) {
   return element.isBF16() ? "STEPC_CUDA_BF16" : "STEPC_CUDA_F32";
 }
 
-/// The single user of `v`, if it has exactly one use.
-Operation *soleUser(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
-
 class CudaEmitter : public SourceEmitter {
 public:
-  CudaEmitter(func::FuncOp step, const MemoryPlan &plan) : SourceEmitter(step, plan, "cuda") {}
+  CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions)
+      : SourceEmitter(step, plan, "cuda"), writesTo(fusions.writesTo), biasOf(fusions.biasOf) {
+    for (auto [fusedOp, kernel] : fusions.computedBy)
+      fused.insert(fusedOp);
+  }
 
 private:
   void planFusions() override;
@@ -75,11 +76,6 @@ private:
                          what.str());
     return static_cast<int>(checkSites.size());
   }
-  /// Whether `later` may be computed by the kernel of `first` (nothing runs
-  /// in between but reshapes and ops already fused away).
-  bool adjacent(Operation *first, Operation *later);
-  /// The f32 convert a bf16 `result` may be written as directly, or null.
-  ConvertOp widening(Value result, ArrayRef<Value> inputs, Operation *producer);
   LogicalResult emitElementwise(Operation *op);
   LogicalResult emitConstant(ConstantOp op);
   LogicalResult emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta, bool tb,
@@ -87,6 +83,8 @@ private:
   void flushAdamw();
 
   int64_t scratchBytes = 0;
+  /// An op whose fused result overlaps its inputs (a planning bug), if any.
+  Operation *overlapping = nullptr;
   /// Ops computed by another op's kernel, and what a GEMM or attention
   /// writes instead of its own result (the convert's, the add's).
   llvm::DenseSet<Operation *> fused;
@@ -118,72 +116,21 @@ LogicalResult CudaEmitter::checkTypes(Operation *op) {
   return success();
 }
 
-bool CudaEmitter::adjacent(Operation *first, Operation *later) {
-  if (first->getBlock() != later->getBlock() || !first->isBeforeInBlock(later))
-    return false;
-  for (Operation *op = first->getNextNode(); op && op != later; op = op->getNextNode())
-    if (!isa<ReshapeOp>(op) && !fused.count(op))
-      return false;
-  return true;
-}
-
-ConvertOp CudaEmitter::widening(Value result, ArrayRef<Value> inputs, Operation *producer) {
-  auto convert = dyn_cast_or_null<ConvertOp>(soleUser(result));
-  if (!convert || !typeOf(result).getElementType().isBF16() ||
-      !convert.getType().getElementType().isF32() || !adjacent(producer, convert))
-    return nullptr;
-  for (Value in : inputs)
-    if (!disjoint(convert, in))
-      return nullptr;
-  return convert;
-}
-
+// Every fused result must sit apart from its kernel's inputs: planMemory
+// guarantees it for the groups it was given; a violation is a compiler bug.
 void CudaEmitter::planFusions() {
-  for (Operation &op : step.getBody().front()) {
-    if (!isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(op))
-      continue;
-    SmallVector<Value> inputs(op.getOperands());
-    // Widen every result in the kernel, or none (one output type).
-    SmallVector<ConvertOp> converts;
-    for (Value r : op.getResults())
-      if (ConvertOp c = widening(r, inputs, &op))
-        converts.push_back(c);
-    if (!converts.empty() && converts.size() == op.getNumResults())
-      for (auto [r, c] : llvm::zip(op.getResults(), converts)) {
-        fused.insert(c);
-        writesTo[r] = c.getResult();
-      }
-    if (!isa<MatmulOp>(op))
-      continue;
-    // add(GEMM, broadcast(bias)) with bias [N] along the last dim.
-    Value out = writesTo.lookup(op.getResult(0));
-    if (!out)
-      out = op.getResult(0);
-    auto add = dyn_cast_or_null<AddOp>(soleUser(out));
-    if (!add || !typeOf(out).getElementType().isF32())
-      continue;
-    Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
-    auto broadcast = other.getDefiningOp<BroadcastOp>();
-    if (!broadcast || !other.hasOneUse())
-      continue;
-    RankedTensorType biasType = broadcast.getInput().getType();
-    if (biasType.getRank() != 1 || biasType.getDimSize(0) != typeOf(out).getShape().back() ||
-        !biasType.getElementType().isF32())
-      continue;
-    fused.insert(broadcast);
-    bool ok = adjacent(&op, add) && disjoint(add, broadcast.getInput());
-    for (Value in : inputs)
-      ok = ok && disjoint(add, in);
-    if (!ok) {
-      fused.erase(broadcast);
-      continue;
+  for (Operation &op : step.getBody().front())
+    for (Value r : op.getResults()) {
+      Value to = writesTo.lookup(r);
+      if (!to)
+        continue;
+      SmallVector<Value> inputs(op.getOperands());
+      if (Value bias = biasOf.lookup(&op))
+        inputs.push_back(bias);
+      for (Value in : inputs)
+        if (!disjoint(to, in))
+          overlapping = &op;
     }
-    fused.insert(add);
-    writesTo[out] = add.getResult();
-    if (out != op.getResult(0))
-      writesTo[op.getResult(0)] = add.getResult();
-    biasOf[&op] = broadcast.getInput();
-  }
 }
 
 void CudaEmitter::prologue(raw_ostream &os) {
@@ -366,6 +313,9 @@ void CudaEmitter::flushAdamw() {
 }
 
 LogicalResult CudaEmitter::emitOp(Operation *op) {
+  if (overlapping == op)
+    return op->emitOpError() << "internal error: a result fused into this op's kernel overlaps "
+                                "its inputs in the memory plan";
   if (auto a = dyn_cast<AdamwOp>(op)) {
     adamwRun.push_back(a);
     return success();
@@ -375,7 +325,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
     body << "  // (computed by the kernel that produces its operand)\n";
     return success();
   }
-  if (op->hasTrait<OpTrait::Elementwise>() && succeeded(emitElementwise(op)))
+  if ((op->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(op)) &&
+      succeeded(emitElementwise(op)))
     return success();
   auto shape = [&](Value v) { return array(typeOf(v).getShape()); };
   auto rank = [&](Value v) { return typeOf(v).getRank(); };
@@ -592,7 +543,72 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
 
 } // namespace
 
+/// The single user of `v`, if it has exactly one use.
+static Operation *soleUserOf(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
+
+/// Whether `later` may be computed by the kernel of `first`: nothing runs
+/// in between but reshapes and ops already fused into it.
+static bool adjacent(Operation *first, Operation *later, const ComputedBy &computedBy) {
+  if (first->getBlock() != later->getBlock() || !first->isBeforeInBlock(later))
+    return false;
+  for (Operation *op = first->getNextNode(); op && op != later; op = op->getNextNode())
+    if (!isa<ReshapeOp>(op) && !computedBy.count(op))
+      return false;
+  return true;
+}
+
+CudaFusions stepc::planCudaFusions(func::FuncOp step) {
+  CudaFusions f;
+  for (Operation &op : step.getBody().front()) {
+    if (!isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(op))
+      continue;
+    // Widen every bf16 result in the kernel, or none (one output type).
+    SmallVector<ConvertOp> converts;
+    for (Value r : op.getResults()) {
+      auto convert = dyn_cast_or_null<ConvertOp>(soleUserOf(r));
+      if (convert && cast<RankedTensorType>(r.getType()).getElementType().isBF16() &&
+          convert.getType().getElementType().isF32() && adjacent(&op, convert, f.computedBy))
+        converts.push_back(convert);
+    }
+    if (!converts.empty() && converts.size() == op.getNumResults())
+      for (auto [r, c] : llvm::zip(op.getResults(), converts)) {
+        f.computedBy[c] = &op;
+        f.writesTo[r] = c.getResult();
+      }
+    if (!isa<MatmulOp>(op))
+      continue;
+    // add(GEMM, broadcast(bias)) with an f32 bias [N] along the last dim.
+    Value out = f.writesTo.lookup(op.getResult(0));
+    if (!out)
+      out = op.getResult(0);
+    auto add = dyn_cast_or_null<AddOp>(soleUserOf(out));
+    auto outType = cast<RankedTensorType>(out.getType());
+    if (!add || !outType.getElementType().isF32())
+      continue;
+    Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
+    auto broadcast = other.getDefiningOp<BroadcastOp>();
+    if (!broadcast || !other.hasOneUse())
+      continue;
+    RankedTensorType biasType = broadcast.getInput().getType();
+    if (biasType.getRank() != 1 || biasType.getDimSize(0) != outType.getShape().back() ||
+        !biasType.getElementType().isF32())
+      continue;
+    f.computedBy[broadcast] = &op;
+    if (!adjacent(&op, add, f.computedBy)) {
+      f.computedBy.erase(broadcast);
+      continue;
+    }
+    f.computedBy[add] = &op;
+    f.writesTo[out] = add.getResult();
+    if (out != op.getResult(0))
+      f.writesTo[op.getResult(0)] = add.getResult();
+    f.biasOf[&op] = broadcast.getInput();
+  }
+  return f;
+}
+
 FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan &plan,
+                                             const CudaFusions &fusions,
                                              const ModuleSummary &summary) {
-  return CudaEmitter(step, plan).run(summary);
+  return CudaEmitter(step, plan, fusions).run(summary);
 }

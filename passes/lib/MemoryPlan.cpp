@@ -38,13 +38,22 @@ static int64_t alignUp(int64_t x) {
   return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
-MemoryPlan stepc::planMemory(func::FuncOp function) {
+MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy) {
   MemoryPlan plan;
   Block &body = function.getBody().front();
   DenseMap<Operation *, int64_t> index;
   int64_t n = 0;
   for (Operation &op : body)
     index[&op] = n++;
+  // The [first, last] op index of each fused group, for each member.
+  DenseMap<Operation *, std::pair<int64_t, int64_t>> group;
+  for (auto [fusedOp, kernel] : computedBy) {
+    auto &span = group.try_emplace(kernel, index[kernel], index[kernel]).first->second;
+    span.first = std::min(span.first, index[fusedOp]);
+    span.second = std::max(span.second, index[fusedOp]);
+  }
+  for (auto [fusedOp, kernel] : computedBy)
+    group[fusedOp] = group[kernel];
 
   for (BlockArgument arg : body.getArguments())
     plan.argumentOf[arg] = arg.getArgNumber();
@@ -63,6 +72,8 @@ MemoryPlan stepc::planMemory(func::FuncOp function) {
       int64_t at = isa<func::ReturnOp>(user) ? n : index[user];
       if (user->getDialect() && user->getDialect()->getNamespace() == "mesh")
         at = std::max(at, waitIndex(user));
+      if (auto span = group.find(user); span != group.end())
+        at = std::max(at, span->second.second);
       last = std::max(last, at);
     }
     return last;
@@ -78,6 +89,8 @@ MemoryPlan stepc::planMemory(func::FuncOp function) {
 
   for (Operation &op : body) {
     int64_t at = index[&op];
+    if (auto span = group.find(&op); span != group.end())
+      at = span->second.first;
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
       Value in = reshape.getInput();
       if (plan.argumentOf.count(in))

@@ -61,6 +61,10 @@ static cl::opt<unsigned> samples("samples", cl::desc("Elements checked per param
                                                      "--grad-check (all if fewer)"), cl::init(64));
 static cl::opt<double> jitter("jitter", cl::desc("Add N(0, jitter^2) to drawn parameters"),
                               cl::init(0.0));
+static cl::opt<std::string> precision("precision",
+                                      cl::desc("With --train-step: fp32, or bf16 "
+                                               "(step-mixed-precision, as stepc --precision)"),
+                                      cl::init("fp32"));
 static cl::opt<std::string> optimizerOptions(
     "optimizer-options", cl::desc("Options for step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),
     cl::init(""));
@@ -339,6 +343,12 @@ int main(int argc, char **argv) {
         })))
       return 1;
     pm.addPass(std::move(optimizer));
+    if (precision == "bf16")
+      pm.addPass(createStepMixedPrecision());
+  }
+  if (precision != "fp32" && precision != "bf16") {
+    llvm::errs() << "stepc-interp: unknown --precision '" << precision << "'\n";
+    return 1;
   }
   if (failed(pm.run(*module)))
     return 1;

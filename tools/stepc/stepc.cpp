@@ -214,7 +214,12 @@ int main(int argc, char **argv) {
   for (auto f : module->getOps<func::FuncOp>())
     if (f->hasAttr(StepDialect::kTrainStepAttrName))
       step = f;
-  MemoryPlan plan = planMemory(step);
+  // The CUDA back end's fusions shape the memory plan (a fused group's
+  // buffers stay apart), so they are decided first.
+  CudaFusions fusions;
+  if (target == "cuda")
+    fusions = planCudaFusions(step);
+  MemoryPlan plan = planMemory(step, fusions.computedBy);
   if (linkGBps < 0 || computeGflops <= 0)
     return fail("--link-gbps must be >= 0 and --compute-gflops > 0");
   FailureOr<llvm::json::Object> report =
@@ -253,7 +258,7 @@ int main(int argc, char **argv) {
   if (replicas > 1)
     summary.meshShape = {replicas, perGroup};
   summary.precision = precision.getValue();
-  FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, summary)
+  FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, fusions, summary)
                                                    : emitCpuSource(step, plan, summary);
   if (failed(source))
     return 1;

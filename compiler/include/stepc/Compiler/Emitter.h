@@ -34,12 +34,28 @@ struct ModuleSummary {
 mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const MemoryPlan &plan,
                                            const ModuleSummary &summary);
 
+/// What the CUDA back end computes inside other ops' kernels, decided before
+/// the memory plan (which must keep a fused group's buffers apart):
+/// a bf16 GEMM or attention whose results only feed converts to f32 writes
+/// f32 directly; add(GEMM, broadcast(bias[N])) is cuBLASLt's BIAS epilogue.
+struct CudaFusions {
+  /// Fused op -> the op whose kernel computes it (for planMemory).
+  ComputedBy computedBy;
+  /// A kernel result -> the value the kernel writes instead (the convert's,
+  /// the add's).
+  llvm::DenseMap<mlir::Value, mlir::Value> writesTo;
+  /// The bias of a GEMM with the BIAS epilogue.
+  llvm::DenseMap<mlir::Operation *, mlir::Value> biasOf;
+};
+CudaFusions planCudaFusions(mlir::func::FuncOp step);
+
 /// Writes the CUDA C++ of `step`: library kernels (runtime/kernels/cuda),
-/// cuBLASLt GEMMs with bias epilogues and fused output conversion,
-/// generated elementwise kernels, a multi-tensor AdamW, all enqueued on one
-/// stream; the arena grows by the status word, cuBLASLt's workspace and the
-/// largest scratch any kernel needs (launch_config.h).
+/// cuBLASLt GEMMs with the `fusions`, generated elementwise kernels, a
+/// multi-tensor AdamW, all enqueued on one stream; the arena grows by the
+/// status word, cuBLASLt's workspace and the largest scratch any kernel needs
+/// (launch_config.h). `plan` must have been made with fusions.computedBy.
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const MemoryPlan &plan,
+                                            const CudaFusions &fusions,
                                             const ModuleSummary &summary);
 
 } // namespace stepc

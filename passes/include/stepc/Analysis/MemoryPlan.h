@@ -42,10 +42,17 @@ struct MemoryPlan {
 /// Alignment of every arena buffer.
 constexpr int64_t kArenaAlignment = 64;
 
+/// Ops a back end computes in another op's kernel (a GEMM epilogue, say):
+/// each fused op maps to the op whose kernel computes it.
+using ComputedBy = llvm::DenseMap<mlir::Operation *, mlir::Operation *>;
+
 /// Plans `function` (a single block): liveness over the op order, aliasing,
 /// in-place reuse for elementwise ops whose operand dies there, then
-/// greedy-by-size placement of the buffers.
-MemoryPlan planMemory(mlir::func::FuncOp function);
+/// greedy-by-size placement of the buffers. A kernel and the ops fused into
+/// it (`computedBy`) run as one: their results are defined at the group's
+/// first op and their operands stay live to its last, so no buffer of the
+/// group is handed to another value in between.
+MemoryPlan planMemory(mlir::func::FuncOp function, const ComputedBy &computedBy = {});
 
 } // namespace stepc
 

@@ -1,0 +1,94 @@
+// The CUDA emitter on a small model: library kernels with the op's location,
+// the bias riding in the GEMM epilogue (no broadcast, no add kernel), one
+// generated kernel per elementwise signature, ids checked on the device at
+// named sites, a multi-tensor AdamW per hyperparameter set, the arena grown
+// past the plan by the status word, cuBLASLt's 32 MiB workspace and the
+// scratch; the loss, norm and status copied back at the end.
+// RUN: stepc %s --emit=source -o - | FileCheck %s
+// RUN: stepc %s --emit=source --precision=bf16 -o - | FileCheck %s --check-prefix=BF16
+
+// CHECK: #include "cuda_kernels.h"
+// CHECK: __global__ void stepc_elementwise{{[0-9]+}}(const float *p0, const float *p1, float *out, int64_t n) {
+// CHECK-NEXT: for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+// CHECK-NEXT: i += (int64_t)gridDim.x * blockDim.x) {
+// CHECK-NEXT: const float x0 = p0[i];
+// CHECK-NEXT: const float x1 = p1[i];
+// CHECK-NEXT: out[i] = x0 + x1;
+// CHECK: static const char *const kCheckSites[] = {
+// CHECK-NEXT: "{{.*}}emit-source.mlir:83:8: 'step.embedding' id",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:92:8: 'step.cross_entropy' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:92:8: 'step.cross_entropy_grad' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:83:8: 'step.embedding_grad' id",
+// CHECK: STEPC_ABI_VERSION, "cuda", 19, kArgs, 33557504,
+// CHECK: 4, kCheckSites, "fp32"};
+// CHECK: extern "C" int stepc_train_step_v3(
+// CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
+// CHECK: char *scratch = arena + 33556736;
+// CHECK: STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), "step start");
+// CHECK: // step.embedding
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 1), "{{.*}}emit-source.mlir:83:8: 'step.embedding'");
+// The projection: GEMM + bias epilogue; its broadcast and add are gone.
+// CHECK: // step.matmul
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((float *)b{{[0-9]+}}), a1, ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_F32, STEPC_CUDA_F32, a2),
+// CHECK-NEXT: // step.broadcast
+// CHECK-NEXT: // (computed by the kernel that produces its operand)
+// CHECK-NEXT: // step.add
+// CHECK-NEXT: // (computed by the kernel that produces its operand)
+// CHECK: stepc_cuda_attention(ctx, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32)
+// CHECK: // step.gelu
+// CHECK-NEXT: stepc_elementwise{{[0-9]+}}<<<stepc_blocks(32), 256, 0, stream>>>(
+// CHECK-NEXT: STEPC_LAUNCHED("{{.*}}: 'step.gelu'");
+// CHECK: // step.cross_entropy
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy(ctx, ((float *)b{{[0-9]+}}), a16, 8, 16, (float *)scratch, ((float *)b{{[0-9]+}}), 2),
+// CHECK: // step.cross_entropy_grad
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy_grad(ctx, {{.*}}, 8, 16, ((float *)b{{[0-9]+}}), 3),
+// CHECK: stepc_cuda_attention_grad(ctx, {{.*}}, STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, scratch,
+// CHECK: stepc_cuda_layer_norm_grad(ctx, {{.*}}, 8, 4, 1.000000e-05, (float *)scratch,
+// CHECK: stepc_cuda_embedding_grad(ctx, {{.*}}, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 4)
+// Decayed matrices in one launch, undecayed vectors in another.
+// CHECK: // multi-tensor AdamW over 2 tensors
+// CHECK-NEXT: const stepc_adamw_tensor [[T:adamw[0-9]+]][] = {
+// CHECK-NEXT: {a0, ((float *)b{{[0-9]+}}), a5, a10, 64},
+// CHECK-NEXT: {a1, ((float *)b{{[0-9]+}}), a6, a11, 16},
+// CHECK: stepc_cuda_adamw(ctx, [[T]], 2, a17, a18, {{.*}}, 9.000000e-01, 9.500000e-01, 1.000000e-08, 1.000000e-01)
+// CHECK: // multi-tensor AdamW over 3 tensors
+// CHECK: stepc_cuda_adamw(ctx, adamw{{[0-9]+}}, 3, a17, a18, {{.*}}, 0.000000e+00)
+// CHECK: cudaMemcpyAsync(loss,
+// CHECK: cudaMemcpyAsync(grad_norm,
+// CHECK: cudaMemcpyAsync(device->host_status, ctx->status, 4 * sizeof(int32_t)
+
+// bf16: operands narrowed by generated converts; the GEMM reads bf16 and
+// writes f32 (its widening convert is gone) through the bias epilogue.
+// BF16: __global__ void stepc_elementwise{{[0-9]+}}(const float *p0, __nv_bfloat16 *out, int64_t n) {
+// BF16: out[i] = __float2bfloat16(x0);
+// BF16: "bf16"};
+// BF16: // step.matmul
+// BF16-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_BF16, STEPC_CUDA_F32, a2),
+// BF16-NEXT: // step.convert
+// BF16-NEXT: // (computed by the kernel that produces its operand)
+// BF16-NEXT: // step.broadcast
+// BF16-NEXT: // (computed by the kernel that produces its operand)
+// BF16-NEXT: // step.add
+// BF16-NEXT: // (computed by the kernel that produces its operand)
+// BF16: stepc_cuda_attention(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), STEPC_CUDA_BF16, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32)
+// BF16: stepc_cuda_attention_grad(ctx,
+// BF16-SAME: STEPC_CUDA_BF16,
+func.func @loss(%wte: tensor<16x4xf32> {step.param = #step.param<"wte", normal(0.02)>},
+                %w: tensor<4x4xf32> {step.param = #step.param<"w", normal(0.02)>},
+                %b: tensor<4xf32> {step.param = #step.param<"b", zeros>},
+                %g: tensor<4xf32> {step.param = #step.param<"ln.w", ones>},
+                %beta: tensor<4xf32> {step.param = #step.param<"ln.b", zeros>},
+                %tokens: tensor<2x4xi32> {step.input = "tokens"},
+                %targets: tensor<2x4xi32> {step.input = "targets"}) -> tensor<f32> attributes {step.loss} {
+  %x = step.embedding %wte, %tokens : (tensor<16x4xf32>, tensor<2x4xi32>) -> tensor<2x4x4xf32>
+  %h = step.layer_norm %x, %g, %beta : (tensor<2x4x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
+  %p = step.matmul %h, %w transpose_b : (tensor<2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x4x4xf32>
+  %bb = step.broadcast %b : tensor<4xf32> -> tensor<2x4x4xf32>
+  %y = step.add %p, %bb : tensor<2x4x4xf32>
+  %a = step.attention %y, %y, %y heads 2 kv_heads 2 head_dim 2 causal : (tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %z = step.gelu %a : tensor<2x4x4xf32>
+  %r = step.add %z, %x : tensor<2x4x4xf32>
+  %logits = step.matmul %r, %wte transpose_b : (tensor<2x4x4xf32>, tensor<16x4xf32>) -> tensor<2x4x16xf32>
+  %l = step.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
