@@ -1,0 +1,401 @@
+// Every CUDA library kernel against the CPU library kernel of the same op
+// (runtime/kernels/cpu, itself checked against the interpreter and PyTorch)
+// on random data: GEMMs in all transpose and batching forms, f32 and bf16,
+// with the bias epilogue; layout ops; chunked reductions; norms; softmax;
+// rotary; cross-entropy and embeddings with the device id check; flash
+// attention (causal or not, grouped-query, ragged tiles, bf16); the
+// multi-tensor AdamW. Needs a GPU: ctest label `gpu` (scripts/gpu-check.sh).
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/cuda/cuda_kernels.h"
+#include "runtime/kernels/cuda/launch_config.h"
+
+namespace {
+
+using Floats = std::vector<float>;
+
+Floats Random(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  Floats v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+// Rounds to bf16 (nearest even), as the device conversion does.
+float RoundBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  u &= 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// max |a - b| / max(max |b|, 1e-6)
+double RelError(const Floats& a, const Floats& b) {
+  double err = 0, ref = 1e-6;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::fabs(double(a[i]) - b[i]));
+    ref = std::max(ref, std::fabs(double(b[i])));
+  }
+  return err / ref;
+}
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+      GTEST_SKIP() << "no CUDA device";
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    ctx_.stream = stream_;
+    ctx_.gemm_workspace = Alloc(stepc::cuda::kGemmWorkspaceBytes);
+    ctx_.status = static_cast<int32_t*>(Alloc(16));
+    ctx_.error = error_;
+    ctx_.error_len = sizeof(error_);
+  }
+  void TearDown() override {
+    for (void* p : owned_) cudaFree(p);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  void* Alloc(size_t bytes) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 4)), cudaSuccess);
+    cudaMemset(p, 0, std::max<size_t>(bytes, 4));
+    owned_.push_back(p);
+    return p;
+  }
+  template <typename T>
+  T* Up(const std::vector<T>& host) {
+    T* p = static_cast<T*>(Alloc(host.size() * sizeof(T)));
+    cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return p;
+  }
+  // bf16 copy on the device of `host`.
+  __nv_bfloat16* UpBf16(const Floats& host) {
+    std::vector<__nv_bfloat16> h(host.size());
+    for (size_t i = 0; i < host.size(); ++i) h[i] = __float2bfloat16(host[i]);
+    return Up(h);
+  }
+  float* Zeros(size_t n) { return static_cast<float*>(Alloc(n * 4)); }
+  Floats Down(const float* p, size_t n) {
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+    Floats h(n);
+    cudaMemcpy(h.data(), p, n * 4, cudaMemcpyDeviceToHost);
+    return h;
+  }
+  std::vector<int32_t> Status() {
+    cudaStreamSynchronize(stream_);
+    std::vector<int32_t> s(4);
+    cudaMemcpy(s.data(), ctx_.status, 16, cudaMemcpyDeviceToHost);
+    return s;
+  }
+
+  cudaStream_t stream_ = nullptr;
+  stepc_cuda_ctx ctx_{};
+  char error_[512] = {0};
+  std::vector<void*> owned_;
+};
+
+TEST_F(CudaKernels, MatmulEveryFormMatchesTheCpu) {
+  const int64_t batch = 3, m = 37, n = 21, k = 45;
+  for (int ta : {0, 1})
+    for (int tb : {0, 1})
+      for (int shared : {0, 1}) {
+        Floats a = Random(batch * m * k, 1), b = Random((shared ? 1 : batch) * k * n, 2);
+        Floats want(batch * m * n);
+        stepc_cpu_matmul(a.data(), b.data(), want.data(), batch, m, n, k, ta, tb, shared);
+        float* c = Zeros(want.size());
+        ASSERT_EQ(stepc_cuda_matmul(&ctx_, Up(a), Up(b), c, batch, m, n, k, ta, tb, shared,
+                                    STEPC_CUDA_F32, STEPC_CUDA_F32, nullptr),
+                  0)
+            << error_;
+        EXPECT_LT(RelError(Down(c, want.size()), want), 1e-5)
+            << "ta " << ta << " tb " << tb << " shared " << shared;
+      }
+}
+
+TEST_F(CudaKernels, MatmulBf16WithBiasEpilogue) {
+  const int64_t batch = 4, m = 64, n = 96, k = 128;
+  Floats a = Random(batch * m * k, 3), b = Random(n * k, 4), bias = Random(n, 5);
+  Floats ar(a), br(b);
+  for (float& x : ar) x = RoundBf16(x);
+  for (float& x : br) x = RoundBf16(x);
+  Floats want(batch * m * n);
+  stepc_cpu_matmul(ar.data(), br.data(), want.data(), batch, m, n, k, 0, 1, 1);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i % n];
+  float* c = Zeros(want.size());
+  ASSERT_EQ(stepc_cuda_matmul(&ctx_, UpBf16(a), UpBf16(b), c, batch, m, n, k, 0, 1, 1,
+                              STEPC_CUDA_BF16, STEPC_CUDA_F32, Up(bias)),
+            0)
+      << error_;
+  // Same rounded inputs, f32 accumulation: only summation order differs.
+  EXPECT_LT(RelError(Down(c, want.size()), want), 1e-4);
+}
+
+TEST_F(CudaKernels, LayoutOps) {
+  const int64_t in_shape[] = {3, 1, 5}, out_shape[] = {2, 3, 4, 5};
+  Floats x = Random(15, 6), want(120), got;
+  stepc_cpu_broadcast(x.data(), in_shape, 3, want.data(), out_shape, 4);
+  float* y = Zeros(120);
+  ASSERT_EQ(stepc_cuda_broadcast(&ctx_, Up(x), in_shape, 3, y, out_shape, 4), 0) << error_;
+  EXPECT_EQ(Down(y, 120), want);
+
+  const int64_t shape[] = {2, 3, 4, 5}, perm[] = {2, 0, 3, 1};
+  Floats t = Random(120, 7), tw(120);
+  stepc_cpu_transpose(t.data(), shape, 4, perm, tw.data());
+  float* ty = Zeros(120);
+  ASSERT_EQ(stepc_cuda_transpose(&ctx_, Up(t), shape, 4, perm, ty), 0) << error_;
+  EXPECT_EQ(Down(ty, 120), tw);
+
+  const int64_t dst_shape[] = {4, 6, 7}, src_shape[] = {3, 5, 6}, box[] = {2, 3, 4};
+  const int64_t src_off[] = {1, 2, 1}, dst_off[] = {2, 0, 3};
+  Floats s = Random(90, 8), d = Random(168, 9), dw = d;
+  stepc_cpu_copy_box(s.data(), src_shape, src_off, dw.data(), dst_shape, dst_off, box, 3);
+  float* dd = Up(d);
+  ASSERT_EQ(stepc_cuda_copy_box(&ctx_, Up(s), src_shape, src_off, dd, dst_shape, dst_off, box, 3),
+            0)
+      << error_;
+  EXPECT_EQ(Down(dd, 168), dw);
+}
+
+TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
+  struct Case {
+    std::vector<int64_t> shape;
+    std::vector<int> mask;
+  };
+  const Case cases[] = {
+      {{8192, 96}, {1, 0}},          // bias gradient: chunks over rows
+      {{1 << 20}, {1}},              // full reduction: many chunks
+      {{7, 300, 5}, {0, 1, 0}},      // middle dim
+      {{64, 33}, {0, 1}},            // rows
+      {{4, 6, 8}, {1, 0, 1}},        // two dims
+  };
+  for (const Case& c : cases)
+    for (int kind : {0, 1, 2}) {
+      const int rank = c.shape.size();
+      int64_t n = 1, outs = 1;
+      for (int d = 0; d < rank; ++d) {
+        n *= c.shape[d];
+        if (!c.mask[d]) outs *= c.shape[d];
+      }
+      Floats x = Random(n, 10 + kind), want(outs);
+      stepc_cpu_reduce(x.data(), c.shape.data(), rank, c.mask.data(), kind, want.data());
+      float* out = Zeros(outs);
+      float* scratch = Zeros(std::max<int64_t>(1, stepc::cuda::PlanReduce(outs, n / outs).scratch_floats));
+      ASSERT_EQ(stepc_cuda_reduce(&ctx_, Up(x), c.shape.data(), rank, c.mask.data(), kind,
+                                  scratch, out),
+                0)
+          << error_;
+      EXPECT_LT(RelError(Down(out, outs), want), 2e-5) << "kind " << kind << " n " << n;
+    }
+  const int64_t shape[] = {6, 10};
+  const int mask[] = {0, 1};
+  Floats x = Random(60, 20), dy = Random(6, 21), want(60);
+  x[13] = x[12] = 9.0f;  // a tie splits the gradient
+  stepc_cpu_reduce_max_grad(dy.data(), x.data(), shape, 2, mask, want.data());
+  float* dx = Zeros(60);
+  ASSERT_EQ(stepc_cuda_reduce_max_grad(&ctx_, Up(dy), Up(x), shape, 2, mask, dx), 0) << error_;
+  EXPECT_LT(RelError(Down(dx, 60), want), 1e-6);
+}
+
+TEST_F(CudaKernels, NormsForwardAndBackward) {
+  for (int64_t d : {64, 100, 768}) {
+    const int64_t rows = 301;
+    Floats x = Random(rows * d, 30, 2.0f), w = Random(d, 31), b = Random(d, 32),
+           dy = Random(rows * d, 33);
+    float *X = Up(x), *W = Up(w), *B = Up(b), *DY = Up(dy);
+    float* scratch = Zeros(stepc::cuda::PlanNormGrad(rows, d).scratch_floats);
+    Floats y(rows * d), dx(rows * d), dw(d), db(d);
+    stepc_cpu_layer_norm(x.data(), w.data(), b.data(), rows, d, 1e-5, y.data());
+    stepc_cpu_layer_norm_grad(dy.data(), x.data(), w.data(), rows, d, 1e-5, dx.data(),
+                              dw.data(), db.data());
+    float *Y = Zeros(rows * d), *DX = Zeros(rows * d), *DW = Zeros(d), *DB = Zeros(d);
+    ASSERT_EQ(stepc_cuda_layer_norm(&ctx_, X, W, B, rows, d, 1e-5, Y), 0) << error_;
+    ASSERT_EQ(stepc_cuda_layer_norm_grad(&ctx_, DY, X, W, rows, d, 1e-5, scratch, DX, DW, DB), 0)
+        << error_;
+    EXPECT_LT(RelError(Down(Y, rows * d), y), 1e-5);
+    EXPECT_LT(RelError(Down(DX, rows * d), dx), 1e-4);
+    EXPECT_LT(RelError(Down(DW, d), dw), 1e-5);
+    EXPECT_LT(RelError(Down(DB, d), db), 1e-5);
+
+    stepc_cpu_rms_norm(x.data(), w.data(), rows, d, 1e-6, y.data());
+    stepc_cpu_rms_norm_grad(dy.data(), x.data(), w.data(), rows, d, 1e-6, dx.data(), dw.data());
+    ASSERT_EQ(stepc_cuda_rms_norm(&ctx_, X, W, rows, d, 1e-6, Y), 0) << error_;
+    ASSERT_EQ(stepc_cuda_rms_norm_grad(&ctx_, DY, X, W, rows, d, 1e-6, scratch, DX, DW), 0)
+        << error_;
+    EXPECT_LT(RelError(Down(Y, rows * d), y), 1e-5);
+    EXPECT_LT(RelError(Down(DX, rows * d), dx), 1e-4);
+    EXPECT_LT(RelError(Down(DW, d), dw), 1e-5);
+  }
+}
+
+TEST_F(CudaKernels, SoftmaxAndRotary) {
+  const int64_t outer = 5, n = 33, inner = 7;
+  Floats x = Random(outer * n * inner, 40, 3.0f), dy = Random(outer * n * inner, 41);
+  Floats y(x.size()), dx(x.size());
+  stepc_cpu_softmax(x.data(), outer, n, inner, y.data());
+  stepc_cpu_softmax_grad(dy.data(), y.data(), outer, n, inner, dx.data());
+  float *Y = Zeros(y.size()), *DX = Zeros(dx.size());
+  ASSERT_EQ(stepc_cuda_softmax(&ctx_, Up(x), outer, n, inner, Y), 0) << error_;
+  ASSERT_EQ(stepc_cuda_softmax_grad(&ctx_, Up(dy), Up(y), outer, n, inner, DX), 0) << error_;
+  EXPECT_LT(RelError(Down(Y, y.size()), y), 1e-5);
+  EXPECT_LT(RelError(Down(DX, dx.size()), dx), 1e-5);
+
+  const int64_t batch = 2, len = 9, width = 24, head_dim = 8;
+  Floats r = Random(batch * len * width, 42), rw(r.size());
+  for (int inverse : {0, 1}) {
+    stepc_cpu_rotary(r.data(), batch, len, width, head_dim, 10000.0, inverse, rw.data());
+    float* R = Zeros(r.size());
+    ASSERT_EQ(stepc_cuda_rotary(&ctx_, Up(r), batch, len, width, head_dim, 10000.0, inverse, R),
+              0)
+        << error_;
+    EXPECT_LT(RelError(Down(R, r.size()), rw), 1e-5);
+  }
+}
+
+TEST_F(CudaKernels, CrossEntropyAndEmbeddingWithIdChecks) {
+  const int64_t n = 77, classes = 1000, d = 48;
+  Floats logits = Random(n * classes, 50, 3.0f);
+  std::vector<int32_t> targets(n);
+  for (int64_t i = 0; i < n; ++i) targets[i] = (i * 37) % classes;
+  float want = 0;
+  stepc_cpu_cross_entropy(logits.data(), targets.data(), n, classes, &want);
+  float *L = Up(logits), *loss = Zeros(1), *scratch = Zeros(n);
+  int32_t* T = Up(targets);
+  ASSERT_EQ(stepc_cuda_cross_entropy(&ctx_, L, T, n, classes, scratch, loss, 1), 0) << error_;
+  EXPECT_NEAR(Down(loss, 1)[0], want, 1e-5 * std::fabs(want));
+  Floats dlogits(n * classes);
+  const float dloss = 0.7f;
+  stepc_cpu_cross_entropy_grad(&dloss, logits.data(), targets.data(), n, classes, dlogits.data());
+  float* DL = Zeros(dlogits.size());
+  ASSERT_EQ(stepc_cuda_cross_entropy_grad(&ctx_, Up(Floats{dloss}), L, T, n, classes, DL, 2), 0);
+  EXPECT_LT(RelError(Down(DL, dlogits.size()), dlogits), 1e-5);
+  EXPECT_EQ(Status()[0], 0);
+
+  const int64_t rows = 50;
+  Floats table = Random(rows * d, 51), dy = Random(n * d, 52), out(n * d), dtable(rows * d);
+  std::vector<int32_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = (i * 7) % rows;  // repeated ids
+  stepc_cpu_embedding(table.data(), ids.data(), n, rows, d, out.data());
+  stepc_cpu_embedding_grad(dy.data(), ids.data(), n, rows, d, dtable.data());
+  int32_t* I = Up(ids);
+  float *O = Zeros(out.size()), *DT = Zeros(dtable.size());
+  ASSERT_EQ(stepc_cuda_embedding(&ctx_, Up(table), I, n, rows, d, O, 3), 0) << error_;
+  ASSERT_EQ(stepc_cuda_embedding_grad(&ctx_, Up(dy), I, n, rows, d, DT, 4), 0) << error_;
+  EXPECT_EQ(Down(O, out.size()), out);
+  EXPECT_LT(RelError(Down(DT, dtable.size()), dtable), 1e-6);
+
+  // An id out of range: the first failing site, its position, id and bound.
+  ids[5] = rows + 3;
+  ASSERT_EQ(stepc_cuda_embedding(&ctx_, Up(table), Up(ids), n, rows, d, O, 9), 0);
+  EXPECT_EQ(Status(), (std::vector<int32_t>{9, 5, int32_t(rows + 3), int32_t(rows)}));
+}
+
+struct AttentionCase {
+  int64_t batch, t, heads, kv_heads, dh;
+  int causal;
+};
+
+class CudaAttention : public CudaKernels,
+                      public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(CudaAttention, ForwardAndBackwardMatchTheCpu) {
+  const AttentionCase c = GetParam();
+  const double scale = 1.0 / std::sqrt(double(c.dh));
+  const int64_t qn = c.batch * c.t * c.heads * c.dh, kn = c.batch * c.t * c.kv_heads * c.dh;
+  Floats q = Random(qn, 60), k = Random(kn, 61), v = Random(kn, 62), dout = Random(qn, 63);
+  for (bool bf16 : {false, true}) {
+    Floats qr(q), kr(k), vr(v), dr(dout);
+    if (bf16)
+      for (Floats* f : {&qr, &kr, &vr, &dr})
+        for (float& x : *f) x = RoundBf16(x);
+    Floats out(qn), dq(qn), dk(kn), dv(kn);
+    stepc_cpu_attention(qr.data(), kr.data(), vr.data(), c.batch, c.t, c.t, c.heads, c.kv_heads,
+                        c.dh, c.causal, scale, out.data());
+    stepc_cpu_attention_grad(dr.data(), qr.data(), kr.data(), vr.data(), c.batch, c.t, c.t,
+                             c.heads, c.kv_heads, c.dh, c.causal, scale, dq.data(), dk.data(),
+                             dv.data());
+    const void *Q = bf16 ? (void*)UpBf16(q) : Up(q), *K = bf16 ? (void*)UpBf16(k) : Up(k),
+               *V = bf16 ? (void*)UpBf16(v) : Up(v), *D = bf16 ? (void*)UpBf16(dout) : Up(dout);
+    const int type = bf16 ? STEPC_CUDA_BF16 : STEPC_CUDA_F32;
+    float *O = Zeros(qn), *DQ = Zeros(qn), *DK = Zeros(kn), *DV = Zeros(kn);
+    char* scratch = static_cast<char*>(
+        Alloc(stepc::cuda::AttentionGradScratchBytes(c.batch, c.t, c.heads, c.dh)));
+    ASSERT_EQ(stepc_cuda_attention(&ctx_, Q, K, V, type, c.batch, c.t, c.t, c.heads, c.kv_heads,
+                                   c.dh, c.causal, scale, O, STEPC_CUDA_F32),
+              0)
+        << error_;
+    ASSERT_EQ(stepc_cuda_attention_grad(&ctx_, D, Q, K, V, type, c.batch, c.t, c.t, c.heads,
+                                        c.kv_heads, c.dh, c.causal, scale, scratch, DQ, DK, DV,
+                                        STEPC_CUDA_F32),
+              0)
+        << error_;
+    EXPECT_LT(RelError(Down(O, qn), out), 1e-5) << "bf16 " << bf16;
+    EXPECT_LT(RelError(Down(DQ, qn), dq), 1e-4) << "bf16 " << bf16;
+    EXPECT_LT(RelError(Down(DK, kn), dk), 1e-4) << "bf16 " << bf16;
+    EXPECT_LT(RelError(Down(DV, kn), dv), 1e-4) << "bf16 " << bf16;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Values(AttentionCase{2, 64, 4, 4, 16, 1},   // gpt-small
+                                           AttentionCase{1, 70, 4, 2, 64, 1},   // GQA, ragged
+                                           AttentionCase{2, 33, 3, 1, 32, 0},   // MQA, full
+                                           AttentionCase{1, 130, 2, 2, 128, 1}, // Llama head
+                                           AttentionCase{1, 1, 2, 2, 40, 1}));  // T = 1
+
+TEST_F(CudaKernels, MultiTensorAdamwMatchesTheCpuPerTensor) {
+  const int count = 40;  // two launches
+  std::vector<Floats> p, g, m, v;
+  std::vector<stepc_adamw_tensor> tensors;
+  std::vector<float*> P, M, V;
+  for (int i = 0; i < count; ++i) {
+    const int64_t n = 1 + 997 * i;
+    p.push_back(Random(n, 70 + i));
+    g.push_back(Random(n, 170 + i));
+    m.push_back(Random(n, 270 + i, 0.1f));
+    v.push_back(Random(n, 370 + i, 0.1f));
+    for (float& x : v.back()) x = std::fabs(x);
+    P.push_back(Up(p[i]));
+    M.push_back(Up(m[i]));
+    V.push_back(Up(v[i]));
+    tensors.push_back({P[i], Up(g[i]), M[i], V[i], n});
+  }
+  const float lr = 3e-4f, step = 7.0f, scale = 0.5f;
+  ASSERT_EQ(stepc_cuda_adamw(&ctx_, tensors.data(), count, Up(Floats{lr}), Up(Floats{step}),
+                             Up(Floats{scale}), 0.9, 0.95, 1e-8, 0.1),
+            0)
+      << error_;
+  for (int i = 0; i < count; ++i) {
+    stepc_cpu_adamw(p[i].data(), g[i].data(), m[i].data(), v[i].data(), p[i].size(), &lr, &step,
+                    &scale, 0.9, 0.95, 1e-8, 0.1);
+    EXPECT_LT(RelError(Down(P[i], p[i].size()), p[i]), 1e-6) << "tensor " << i;
+    EXPECT_LT(RelError(Down(M[i], m[i].size()), m[i]), 1e-6) << "tensor " << i;
+    EXPECT_LT(RelError(Down(V[i], v[i].size()), v[i]), 1e-6) << "tensor " << i;
+  }
+}
+
+TEST_F(CudaKernels, LaunchErrorsAreStatusesNamingTheCall) {
+  // A head dim above the kernels' limit: refused before any launch.
+  ASSERT_NE(stepc_cuda_attention(&ctx_, nullptr, nullptr, nullptr, STEPC_CUDA_F32, 1, 4, 4, 1, 1,
+                                 512, 1, 1.0, nullptr, STEPC_CUDA_F32),
+            0);
+  EXPECT_NE(std::string(error_).find("head dim 512 is above 256"), std::string::npos) << error_;
+  const int64_t deep[9] = {1, 1, 1, 1, 1, 1, 1, 1, 2};
+  ASSERT_NE(stepc_cuda_transpose(&ctx_, nullptr, deep, 9, deep, nullptr), 0);
+  EXPECT_NE(std::string(error_).find("rank 9 is above 8"), std::string::npos) << error_;
+}
+
+}  // namespace
