@@ -5,6 +5,7 @@
 // the call, file and line. Built into libstepc_runtime_cuda.so.
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +14,6 @@
 #include "runtime/device.h"
 #include "runtime/graph_runner.h"
 #include "runtime/kernels/cuda/launch_config.h"
-#include "runtime/nccl_communicator.h"
 
 #define STEPC_CUDA_OR_RETURN(call)                                                       \
   do {                                                                                   \
@@ -127,12 +127,29 @@ class CudaDevice : public Device {
     return StepResult{reported_->loss, reported_->grad_norm};
   }
 
+  // NCCL lives in libstepc_runtime_nccl.so beside this library, loaded
+  // only for a multi-GPU step.
   absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator() override {
-#ifdef STEPC_WITH_NCCL
-    return MakeNcclCommunicator(stream_);
-#else
-    return absl::UnimplementedError("this CUDA runtime was built without NCCL");
-#endif
+    Dl_info self;
+    std::string dir = ".";
+    if (dladdr(reinterpret_cast<void*>(&stepc_make_cuda_device_v1), &self) && self.dli_fname) {
+      std::string path = self.dli_fname;
+      dir = path.substr(0, path.find_last_of('/'));
+    }
+    const std::string library = dir + "/libstepc_runtime_nccl.so";
+    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!handle)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a multi-GPU step needs NCCL: cannot load '", library, "': ", dlerror()));
+    using Make = Communicator* (*)(void*, char*, size_t);
+    auto make = reinterpret_cast<Make>(dlsym(handle, "stepc_make_nccl_communicator_v1"));
+    if (!make)
+      return absl::FailedPreconditionError(
+          absl::StrCat("'", library, "' has no stepc_make_nccl_communicator_v1"));
+    char error[512] = {0};
+    Communicator* comm = make(stream_, error, sizeof(error));
+    if (!comm) return absl::UnavailableError(error);
+    return std::unique_ptr<Communicator>(comm);
   }
 
   std::string Describe() const override {

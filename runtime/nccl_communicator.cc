@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -188,3 +189,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(void* compute
 }
 
 }  // namespace stepc
+
+// What libstepc_runtime_cuda.so loads (dlopen) for a multi-GPU step, so
+// that single-GPU runs never need libnccl.
+extern "C" stepc::Communicator* stepc_make_nccl_communicator_v1(void* compute_stream,
+                                                                char* error,
+                                                                size_t error_len) {
+  absl::StatusOr<std::unique_ptr<stepc::Communicator>> comm =
+      stepc::MakeNcclCommunicator(compute_stream);
+  if (!comm.ok()) {
+    std::snprintf(error, error_len, "%s", std::string(comm.status().message()).c_str());
+    return nullptr;
+  }
+  return comm->release();
+}

@@ -216,6 +216,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     if (!std::isfinite(last.loss))
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
   }
+  if (lead && info.target == std::string("cuda"))
+    std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);
   if (lead && !absl::GetFlag(FLAGS_plot).empty())
     STEPC_RETURN_IF_ERROR(WriteLossPlot(absl::GetFlag(FLAGS_plot), losses,

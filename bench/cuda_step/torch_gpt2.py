@@ -1,0 +1,95 @@
+"""The peer of the CUDA benchmark: GPT-2 124M (examples/gpt2-124m: the same
+shapes, exact GELU, tied head) under torch.compile with bf16 autocast, fused
+AdamW and PyTorch's flash attention, on random tokens, in the same run on the
+same GPU as stepc (scripts/gpu-check.sh). Prints one JSON object: tokens/s
+(median over the timed steps), step times and the loss.
+
+Usage: python3 bench/cuda_step/torch_gpt2.py --batch B [--steps N] [--warmup W]
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.mlp_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=50257, ctx=1024, d=768, layers=12, heads=12):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(ctx, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, idx, targets):
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    a = p.parse_args()
+    torch.manual_seed(0)
+    model = GPT().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1,
+                            fused=True)
+    step = torch.compile(model)
+    idx = torch.randint(0, 50257, (a.batch, a.seq), device="cuda")
+    targets = torch.randint(0, 50257, (a.batch, a.seq), device="cuda")
+    times, loss = [], None
+    compile_start = time.time()
+    for i in range(a.warmup + a.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step(idx, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        if i >= a.warmup:
+            times.append(time.perf_counter() - t0)
+        elif i == a.warmup - 1:
+            compile_seconds = time.time() - compile_start
+    median = statistics.median(times)
+    print(json.dumps({"framework": f"torch {torch.__version__} torch.compile bf16 autocast",
+                      "batch": a.batch, "seq": a.seq, "steps_timed": len(times),
+                      "step_seconds_median": median,
+                      "tokens_per_s": a.batch * a.seq / median,
+                      "warmup_seconds": compile_seconds, "final_loss": float(loss)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Prepares everything scripts/gpu-check.sh runs on the GPU machine, which has
+# CUDA, PyTorch, CMake and ninja but no MLIR, Abseil or OpenMPI, and no
+# network: built here, carried there (device `carry: ["build/gpu-bundle"]`).
+#   bin/    stepc-run, cuda_kernels_test
+#   lib/    the runtime, its CUDA device layer, and the non-system libraries
+#           they need (Abseil, OpenMPI, ...); CUDA's own come from the machine
+#   steps/  CUDA step.so files (sm_90a): gpt-small fp32 and bf16, gpt2-124m
+#           bf16 at batch 8..64 (gpu-check runs the largest that fits), with
+#           their compile-time reports
+#   ref/    the CPU target's results on the same data and seed: parameters and
+#           moments after 1 step, the losses of 20 steps
+# Usage: scripts/gpu-bundle.sh [DIR]  (default build/gpu-bundle; needs `make build`)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+bundle=${1:-$build/gpu-bundle}
+for f in "$build/bin/stepc" "$build/bin/stepc-run" "$build/bin/cuda_kernels_test" \
+         "$build/lib/libstepc_runtime_cuda.so"; do
+  [ -e "$f" ] || { echo "gpu-bundle: $f is missing: run 'make build' where nvcc is present" >&2; exit 1; }
+done
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/steps" "$bundle/ref"
+cp "$build/bin/stepc-run" "$build/bin/cuda_kernels_test" "$bundle/bin/"
+cp "$build/lib/libstepc_runtime.so" "$build/lib/libstepc_runtime_cuda.so" "$bundle/lib/"
+ldd "$bundle"/bin/* "$bundle"/lib/*.so | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
+    libcuda*|libcudart*|libcublas*|libnccl*|libstepc*) ;;
+    *) cp -L "$lib" "$bundle/lib/" ;;
+  esac
+done
+
+stepc="$build/bin/stepc"
+echo "gpu-bundle: compiling CUDA step.so files (sm_90a)"
+"$stepc" examples/gpt-small/model.mlir -o "$bundle/steps/gpt-small.so" \
+  --report="$bundle/steps/gpt-small.json"
+"$stepc" examples/gpt-small/model.mlir -o "$bundle/steps/gpt-small-bf16.so" --precision=bf16
+for b in 8 16 32 64; do
+  "$stepc" examples/gpt2-124m/model.mlir --batch=$b --precision=bf16 \
+    -o "$bundle/steps/gpt2-124m-bf16-b$b.so" --report="$bundle/steps/gpt2-124m-bf16-b$b.json"
+done
+
+echo "gpu-bundle: CPU references"
+ref=$(mktemp -d)
+"$stepc" examples/gpt-small/model.mlir --target=cpu -o "$ref/gpt-small-cpu.so"
+"$build/bin/stepc-run" "$ref/gpt-small-cpu.so" --steps 1 --save-npy "$bundle/ref/step1" >/dev/null
+"$build/bin/stepc-run" "$ref/gpt-small-cpu.so" --steps 20 --metrics "$bundle/ref/cpu20.jsonl" \
+  >/dev/null
+rm -rf "$ref"
+du -sh "$bundle"

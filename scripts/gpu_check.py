@@ -1,0 +1,198 @@
+"""The steps of scripts/gpu-check.sh (which sets up the library path).
+
+Each step runs with a time limit and records its figures in
+OUT/gpu-check.json as soon as it ends, so a failure later keeps what came
+before; the exit status is nonzero if any check failed.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+PEAK_BF16 = 989e12  # H100/H200 SXM dense bf16, FLOP/s
+
+
+def run(cmd, log, timeout, env=None):
+    """Runs cmd, appending its output to log; returns (rc, output, seconds)."""
+    start = time.time()
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout, env=env)
+        rc, text = p.returncode, p.stdout
+    except subprocess.TimeoutExpired as e:
+        rc, text = 124, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    seconds = time.time() - start
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(cmd)}\n{text}\n[exit {rc} after {seconds:.1f} s]\n\n")
+    print(f"gpu-check: {' '.join(os.path.basename(c) for c in cmd[:2])} -> exit {rc} "
+          f"({seconds:.1f} s)", flush=True)
+    return rc, text, seconds
+
+
+def jsonl(path):
+    return [json.loads(l) for l in open(path) if l.strip()]
+
+
+def load_npy(d):
+    return {os.path.basename(f)[:-4]: np.load(f) for f in glob.glob(os.path.join(d, "*.npy"))}
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--bundle", required=True)
+    a.add_argument("--out", required=True)
+    args = a.parse_args()
+    b, out = args.bundle, args.out
+    os.makedirs(out, exist_ok=True)
+    log = os.path.join(out, "gpu-check.log")
+    open(log, "w").close()
+    tmp = tempfile.mkdtemp(prefix="stepc-gpu-")
+    run_bin = os.path.join(b, "bin", "stepc-run")
+    result = {"ok": True}
+
+    def save():
+        with open(os.path.join(out, "gpu-check.json"), "w") as f:
+            json.dump(result, f, indent=1)
+
+    def fail(key, why):
+        result[key] = dict(result.get(key, {}), passed=False, error=why)
+        result["ok"] = False
+        save()
+
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        _, text, _ = run([smi, "--query-gpu=name,memory.total,driver_version",
+                          "--format=csv,noheader,nounits"], log, 30)
+        parts = [x.strip() for x in text.strip().splitlines()[0].split(",")] if text.strip() else []
+        if len(parts) == 3:
+            result["gpu"] = {"name": parts[0], "memory_mib": int(float(parts[1])),
+                             "driver": parts[2]}
+    save()
+
+    # 1. Every kernel against the CPU.
+    rc, text, s = run([os.path.join(b, "bin", "cuda_kernels_test"),
+                       f"--gtest_output=json:{os.path.join(out, 'cuda_kernels_test.json')}"],
+                      log, 240)
+    # All skipped means no GPU was seen: not a pass.
+    result["cuda_kernels_test"] = {"passed": rc == 0 and "[  SKIPPED ]" not in text,
+                                   "seconds": round(s, 1),
+                                   "summary": [l for l in text.splitlines() if "PASSED" in l
+                                               or "FAILED" in l][-5:]}
+    result["ok"] &= result["cuda_kernels_test"]["passed"]
+    save()
+
+    # 2. Parity with the CPU target (same data, seed, schedule).
+    gs, gs16 = os.path.join(b, "steps", "gpt-small.so"), os.path.join(b, "steps", "gpt-small-bf16.so")
+    rc, text, _ = run([run_bin, gs, "--steps", "1", "--save-npy", os.path.join(tmp, "gpu1")], log, 120)
+    if rc != 0:
+        fail("parity_fp32", text[-500:])
+    else:
+        cpu, gpu = load_npy(os.path.join(b, "ref", "step1")), load_npy(os.path.join(tmp, "gpu1"))
+        worst, where = 0.0, ""
+        for name, ref in cpu.items():
+            if not name.startswith("exp_avg.") :
+                continue
+            got = gpu[name]
+            rel = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30))
+            if rel > worst:
+                worst, where = rel, name
+        loss_rel = abs(float(gpu["loss"]) - float(cpu["loss"])) / abs(float(cpu["loss"]))
+        result["parity_fp32"] = {"gradient_max_rel_error": worst, "worst_tensor": where,
+                                 "loss_rel_error": loss_rel, "tolerance": 1e-4,
+                                 "passed": worst < 1e-4 and loss_rel < 1e-4}
+        result["ok"] &= result["parity_fp32"]["passed"]
+    save()
+    rc, text, _ = run([run_bin, gs16, "--steps", "20", "--metrics", os.path.join(tmp, "bf16.jsonl")],
+                      log, 120)
+    if rc != 0:
+        fail("parity_bf16", text[-500:])
+    else:
+        cpu20 = jsonl(os.path.join(b, "ref", "cpu20.jsonl"))[-1]["loss"]
+        gpu20 = jsonl(os.path.join(tmp, "bf16.jsonl"))[-1]["loss"]
+        rel = abs(gpu20 - cpu20) / cpu20
+        result["parity_bf16"] = {"cpu_fp32_loss_step20": cpu20, "gpu_bf16_loss_step20": gpu20,
+                                 "rel_diff": rel, "tolerance": 0.01, "passed": rel < 0.01}
+        result["ok"] &= rel < 0.01
+    save()
+
+    # 3. Train gpt-small 100 steps.
+    train = os.path.join(out, "gpt-small-train.jsonl")
+    rc, text, s = run([run_bin, gs, "--steps", "100", "--metrics", train, "--plot",
+                       os.path.join(out, "gpt-small-loss.svg")], log, 180)
+    if rc != 0:
+        fail("train_gpt_small", text[-500:])
+    else:
+        m = jsonl(train)
+        result["train_gpt_small"] = {
+            "steps": len(m), "first_loss": m[0]["loss"], "final_loss": m[-1]["loss"],
+            "median_tokens_per_s": float(np.median([x["tokens_per_s"] for x in m[5:]])),
+            "device": next((l for l in text.splitlines() if "device" in l), ""),
+            "passed": m[-1]["loss"] < m[0]["loss"] * 0.6}
+        result["ok"] &= result["train_gpt_small"]["passed"]
+    save()
+
+    # 4. gpt2-124m bf16: the largest compiled batch whose planned bytes fit.
+    memory = result.get("gpu", {}).get("memory_mib", 0) * 2**20
+    batches = sorted(int(f.split("-b")[-1][:-3]) for f in glob.glob(os.path.join(b, "steps", "gpt2-124m-bf16-b*.so")))
+    chosen = batches[0] if batches else None
+    for bb in batches:
+        rep = json.load(open(os.path.join(b, "steps", f"gpt2-124m-bf16-b{bb}.json")))
+        need = rep["planned_peak_bytes"] + (32 << 20)
+        if memory == 0 or need < 0.9 * memory:
+            chosen = bb
+    bench = {"batch": chosen, "seq": 1024, "batches_compiled": batches}
+    if chosen is not None:
+        so = os.path.join(b, "steps", f"gpt2-124m-bf16-b{chosen}.so")
+        rep = json.load(open(so[:-3] + ".json"))
+        metrics = os.path.join(tmp, "gpt2.jsonl")
+        rc, text, _ = run([run_bin, so, "--steps", "30", "--warmup", "5", "--metrics", metrics,
+                           "--log-every", "5"], log, 300)
+        if rc == 0:
+            m = jsonl(metrics)[5:]
+            tps = float(np.median([x["tokens_per_s"] for x in m]))
+            steps_per_s = tps / rep["tokens_per_step"]
+            bench["stepc"] = {"tokens_per_s": tps,
+                              "mfu": rep["model_flops_per_step"] * steps_per_s / PEAK_BF16,
+                              "model_flops_per_step": rep["model_flops_per_step"],
+                              "planned_peak_bytes": rep["planned_peak_bytes"],
+                              "final_loss": m[-1]["loss"],
+                              "device": next((l for l in text.splitlines() if "device" in l), "")}
+        else:
+            bench["stepc"] = {"error": text[-800:]}
+            result["ok"] = False
+        rc, text, _ = run([sys.executable, "bench/cuda_step/torch_gpt2.py", "--batch", str(chosen),
+                           "--steps", "20", "--warmup", "5"], log, 420)
+        if rc == 0:
+            t = json.loads(text.strip().splitlines()[-1])
+            t["mfu"] = rep["model_flops_per_step"] * t["tokens_per_s"] / rep["tokens_per_step"] / PEAK_BF16
+            bench["torch_compile"] = t
+            if "tokens_per_s" in bench.get("stepc", {}):
+                bench["stepc_vs_torch_compile"] = bench["stepc"]["tokens_per_s"] / t["tokens_per_s"]
+        else:
+            bench["torch_compile"] = {"error": text[-800:]}
+        bench["goal"] = "stepc MFU >= 0.50 and >= 1.1x torch.compile tokens/s"
+    result["bench_gpt2_124m_bf16"] = bench
+    save()
+
+    # 5. NCCL, where the machine has an MPI launcher.
+    nccl = os.path.join(b, "bin", "nccl_communicator_test")
+    if os.path.exists(nccl) and shutil.which("mpirun"):
+        rc, _, _ = run(["mpirun", "--allow-run-as-root", "-np", "1", nccl], log, 120)
+        result["nccl_communicator_test"] = {"passed": rc == 0}
+    else:
+        result["nccl_communicator_test"] = {"skipped": "no NCCL test or no mpirun in the bundle"}
+    save()
+    print(json.dumps(result, indent=1))
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
