@@ -90,7 +90,8 @@ llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std:
   llvm::Expected<std::string> nvcc = findProgram("NVCC", *STEPC_NVCC ? STEPC_NVCC : "nvcc");
   if (!nvcc)
     return llvm::createStringError(std::errc::no_such_file_or_directory,
-                                   "no CUDA compiler for --target=cuda: %s",
+                                   "no CUDA compiler for --target=cuda (the default): %s; "
+                                   "--target=cpu builds for this machine's CPU",
                                    llvm::toString(nvcc.takeError()).c_str());
   std::string include = dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR);
   std::string kernels = include + "/kernels/cuda";
@@ -99,7 +100,7 @@ llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std:
   if (!llvm::sys::fs::exists(library))
     return llvm::createStringError(std::errc::no_such_file_or_directory,
                                    "the CUDA kernel library '%s' is missing: this stepc was "
-                                   "built without nvcc",
+                                   "built without nvcc (--target=cpu builds for the CPU)",
                                    library.c_str());
   // The toolkit's libraries sit beside its bin/ (lib64 or lib).
   llvm::SmallString<128> root(llvm::sys::path::parent_path(llvm::sys::path::parent_path(*nvcc)));
