@@ -144,7 +144,7 @@ def main():
     chosen = batches[0] if batches else None
     for bb in batches:
         rep = json.load(open(os.path.join(b, "steps", f"gpt2-124m-bf16-b{bb}.json")))
-        need = rep["planned_peak_bytes"] + (32 << 20)
+        need = rep.get("target_planned_peak_bytes", rep["planned_peak_bytes"] + (1 << 30))
         if memory == 0 or need < 0.9 * memory:
             chosen = bb
     bench = {"batch": chosen, "seq": 1024, "batches_compiled": batches}
@@ -161,7 +161,7 @@ def main():
             bench["stepc"] = {"tokens_per_s": tps,
                               "mfu": rep["model_flops_per_step"] * steps_per_s / PEAK_BF16,
                               "model_flops_per_step": rep["model_flops_per_step"],
-                              "planned_peak_bytes": rep["planned_peak_bytes"],
+                              "planned_peak_bytes": rep.get("target_planned_peak_bytes"),
                               "final_loss": m[-1]["loss"],
                               "device": next((l for l in text.splitlines() if "device" in l), "")}
         else:

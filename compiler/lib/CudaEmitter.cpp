@@ -39,6 +39,8 @@ std::string typeCode(Type element) {
 
 class CudaEmitter : public SourceEmitter {
 public:
+  /// The arena the emitted step needs (after run).
+  int64_t totalArenaBytes() { return arenaBytes(); }
   CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions)
       : SourceEmitter(step, plan, "cuda"), writesTo(fusions.writesTo), biasOf(fusions.biasOf) {
     for (auto [fusedOp, kernel] : fusions.computedBy)
@@ -611,4 +613,12 @@ FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan
                                              const CudaFusions &fusions,
                                              const ModuleSummary &summary) {
   return CudaEmitter(step, plan, fusions).run(summary);
+}
+
+FailureOr<int64_t> stepc::cudaArenaBytes(func::FuncOp step, const MemoryPlan &plan,
+                                         const CudaFusions &fusions) {
+  CudaEmitter emitter(step, plan, fusions);
+  if (failed(emitter.run(ModuleSummary())))
+    return failure();
+  return emitter.totalArenaBytes();
 }

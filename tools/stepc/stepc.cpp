@@ -226,6 +226,16 @@ int main(int argc, char **argv) {
       buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
   if (failed(report))
     return 1;
+  // A CUDA step's arena also holds cuBLASLt's workspace and the kernels'
+  // scratch: known now, before anything runs.
+  if (target == "cuda") {
+    FailureOr<int64_t> arena = cudaArenaBytes(step, plan, fusions);
+    if (failed(arena))
+      return 1;
+    report->try_emplace("target_arena_bytes", *arena);
+    report->try_emplace("target_planned_peak_bytes",
+                        *report->getInteger("planned_peak_bytes") - plan.arenaBytes + *arena);
+  }
   std::string reportJson;
   {
     llvm::raw_string_ostream os(reportJson);

@@ -58,6 +58,11 @@ mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const Memor
                                             const CudaFusions &fusions,
                                             const ModuleSummary &summary);
 
+/// The arena a CUDA step needs: the plan's buffers, the status word,
+/// cuBLASLt's workspace and the scratch (what emitCudaSource records).
+mlir::FailureOr<int64_t> cudaArenaBytes(mlir::func::FuncOp step, const MemoryPlan &plan,
+                                        const CudaFusions &fusions);
+
 } // namespace stepc
 
 #endif // STEPC_COMPILER_EMITTER_H
