@@ -24,7 +24,8 @@ namespace {
 
 class CpuEmitter : public SourceEmitter {
 public:
-  CpuEmitter(func::FuncOp step, const MemoryPlan &plan) : SourceEmitter(step, plan, "cpu") {}
+  CpuEmitter(func::FuncOp step, const MemoryPlan &plan, const ElementwiseFusion &elementwise)
+      : SourceEmitter(step, plan, "cpu", elementwise) {}
 
 private:
   LogicalResult checkTypes(Operation *op) override {
@@ -39,6 +40,21 @@ private:
     return success();
   }
   LogicalResult emitOp(Operation *op) override;
+  /// One loop over the group's elements: values in registers, outputs
+  /// stored at the end of each iteration.
+  LogicalResult emitGroup(const ElementwiseGroup &group) override {
+    GroupCode code = groupCode(
+        group, [&](unsigned k) { return ptr(group.inputs[k]) + "[i]"; },
+        [](Type t, std::string e) { return t.isF32() ? e : "(float)(int32_t)(" + e + ")"; });
+    if (group.numElements >= 4096)
+      body << "#pragma omp parallel for simd\n";
+    body << "  for (int64_t i = 0; i < " << group.numElements << "; ++i) {\n"
+         << code.statements;
+    for (auto [out, reg] : llvm::zip(group.outputs, code.outputRegisters))
+      body << "    " << ptr(out) << "[i] = " << reg << ";\n";
+    body << "  }\n";
+    return success();
+  }
   LogicalResult emitConstant(ConstantOp op);
   void prologue(raw_ostream &os) override {
     os << "#include \"stepc_abi.h\"\n#include \"cpu_kernels.h\"\n\n"
@@ -322,6 +338,7 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 } // namespace
 
 FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const MemoryPlan &plan,
+                                            const ElementwiseFusion &elementwise,
                                             const ModuleSummary &summary) {
-  return CpuEmitter(step, plan).run(summary);
+  return CpuEmitter(step, plan, elementwise).run(summary);
 }

@@ -41,8 +41,9 @@ class CudaEmitter : public SourceEmitter {
 public:
   /// The arena the emitted step needs (after run).
   int64_t totalArenaBytes() { return arenaBytes(); }
-  CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions)
-      : SourceEmitter(step, plan, "cuda"), writesTo(fusions.writesTo), biasOf(fusions.biasOf) {
+  CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions,
+              const ElementwiseFusion &elementwise)
+      : SourceEmitter(step, plan, "cuda", elementwise), writesTo(fusions.writesTo), biasOf(fusions.biasOf) {
     for (auto [fusedOp, kernel] : fusions.computedBy)
       fused.insert(fusedOp);
   }
@@ -79,6 +80,11 @@ private:
     return static_cast<int>(checkSites.size());
   }
   LogicalResult emitElementwise(Operation *op);
+  LogicalResult emitGroup(const ElementwiseGroup &group) override;
+  /// Declares (once per distinct text) and launches an elementwise kernel.
+  void launchElementwise(Operation *site, const std::string &params,
+                         const std::string &statements, ArrayRef<Value> args, int64_t n,
+                         StringRef what);
   LogicalResult emitConstant(ConstantOp op);
   LogicalResult emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta, bool tb,
                            bool sharedRhs);
@@ -176,43 +182,88 @@ void CudaEmitter::stepEnd(raw_ostream &os, const std::string &loss, const std::s
         "cudaMemcpyDeviceToHost, stream), \"status\");\n";
 }
 
+/// The load of element i of kernel parameter `name` as a float.
+static std::string loadAs(Type t, const std::string &name) {
+  std::string at = name + "[i]";
+  return t.isBF16() ? "__bfloat162float(" + at + ")" : t.isF32() ? at : "(float)" + at;
+}
+
+/// `value` stored as element type t.
+static std::string storeAs(Type t, const std::string &value) {
+  return t.isBF16() ? "__float2bfloat16(" + value + ")"
+         : t.isF32() ? value
+                     : "(int32_t)(" + value + ")";
+}
+
+void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
+                                    const std::string &statements, ArrayRef<Value> args,
+                                    int64_t n, StringRef what) {
+  std::string signature = params + "|" + statements;
+  std::string &name = elementwiseKernels[signature];
+  if (name.empty()) {
+    name = "stepc_elementwise" + std::to_string(elementwiseKernels.size() - 1);
+    pre << "// " << what << "\n__global__ void " << name << "(" << params << "int64_t n) {\n"
+        << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;\n"
+        << "       i += (int64_t)gridDim.x * blockDim.x) {\n"
+        << statements << "  }\n}\n\n";
+  }
+  body << "  " << name << "<<<stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream>>>(";
+  for (Value v : args)
+    body << ptr(v) << ", ";
+  body << n << ");\n  STEPC_LAUNCHED("
+       << cString(where(site) + ": '" + site->getName().getStringRef().str() + "'") << ");\n";
+}
+
 LogicalResult CudaEmitter::emitElementwise(Operation *op) {
-  auto load = [&](unsigned i) {
-    Type t = typeOf(op->getOperand(i)).getElementType();
-    std::string at = "p" + std::to_string(i) + "[i]";
-    return t.isBF16() ? "__bfloat162float(" + at + ")" : t.isF32() ? at : "(float)" + at;
-  };
   auto x = [](unsigned i) { return "x" + std::to_string(i); };
   std::optional<std::string> expr = elementwiseExpr(op, x);
   if (!expr)
     return failure();
-  Type outType = typeOf(op->getResult(0)).getElementType();
-  std::string store = outType.isBF16()  ? "__float2bfloat16(" + *expr + ")"
-                      : outType.isF32() ? *expr
-                                        : "(int32_t)(" + *expr + ")";
-  std::string params, loads;
+  std::string params, statements;
   for (unsigned i = 0; i < op->getNumOperands(); ++i) {
-    params += "const " + cType(typeOf(op->getOperand(i)).getElementType()) + " *p" +
-              std::to_string(i) + ", ";
-    loads += "    const float x" + std::to_string(i) + " = " + load(i) + ";\n";
+    Type t = typeOf(op->getOperand(i)).getElementType();
+    params += "const " + cType(t) + " *p" + std::to_string(i) + ", ";
+    statements += "    const float x" + std::to_string(i) + " = " +
+                  loadAs(t, "p" + std::to_string(i)) + ";\n";
   }
-  std::string signature = params + cType(outType) + " *out|" + loads + store;
-  std::string &name = elementwiseKernels[signature];
-  if (name.empty()) {
-    name = "stepc_elementwise" + std::to_string(elementwiseKernels.size() - 1);
-    pre << "// " << op->getName() << "\n__global__ void " << name << "(" << params << cType(outType)
-        << " *out, int64_t n) {\n"
-        << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;\n"
-        << "       i += (int64_t)gridDim.x * blockDim.x) {\n"
-        << loads << "    out[i] = " << store << ";\n  }\n}\n\n";
-  }
-  Value out = op->getResult(0);
-  int64_t n = typeOf(out).getNumElements();
-  body << "  " << name << "<<<stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream>>>(";
-  for (Value operand : op->getOperands())
-    body << ptr(operand) << ", ";
-  body << ptr(out) << ", " << n << ");\n  STEPC_LAUNCHED("
-       << cString(where(op) + ": '" + op->getName().getStringRef().str() + "'") << ");\n";
+  Type outType = typeOf(op->getResult(0)).getElementType();
+  params += cType(outType) + " *out, ";
+  statements += "    out[i] = " + storeAs(outType, *expr) + ";\n";
+  SmallVector<Value> args(op->getOperands());
+  args.push_back(op->getResult(0));
+  launchElementwise(op, params, statements, args, typeOf(op->getResult(0)).getNumElements(),
+                    op->getName().getStringRef());
+  return success();
+}
+
+// Values in registers; bf16 and i32 results rounded as if stored, so a fused
+// group computes exactly what the unfused ops would.
+LogicalResult CudaEmitter::emitGroup(const ElementwiseGroup &group) {
+  std::string params;
+  for (auto [k, in] : llvm::enumerate(group.inputs))
+    params += "const " + cType(typeOf(in).getElementType()) + " *p" + std::to_string(k) + ", ";
+  for (auto [k, out] : llvm::enumerate(group.outputs))
+    params += cType(typeOf(out).getElementType()) + " *o" + std::to_string(k) + ", ";
+  GroupCode code = groupCode(
+      group,
+      [&](unsigned k) {
+        return loadAs(typeOf(group.inputs[k]).getElementType(), "p" + std::to_string(k));
+      },
+      [](Type t, std::string e) {
+        if (t.isBF16())
+          return "__bfloat162float(__float2bfloat16(" + e + "))";
+        return t.isF32() ? e : "(float)(int32_t)(" + e + ")";
+      });
+  std::string statements = code.statements;
+  for (auto [k, out] : llvm::enumerate(group.outputs))
+    statements += "    o" + std::to_string(k) + "[i] = " +
+                  storeAs(typeOf(out).getElementType(), code.outputRegisters[k]) + ";\n";
+  SmallVector<Value> args(group.inputs);
+  llvm::append_range(args, group.outputs);
+  std::string what = "fused";
+  for (Operation *op : group.ops)
+    what += " " + op->getName().getStringRef().drop_front(5).str();
+  launchElementwise(group.ops.front(), params, statements, args, group.numElements, what);
   return success();
 }
 
@@ -611,13 +662,15 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
 
 FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan &plan,
                                              const CudaFusions &fusions,
+                                             const ElementwiseFusion &elementwise,
                                              const ModuleSummary &summary) {
-  return CudaEmitter(step, plan, fusions).run(summary);
+  return CudaEmitter(step, plan, fusions, elementwise).run(summary);
 }
 
 FailureOr<int64_t> stepc::cudaArenaBytes(func::FuncOp step, const MemoryPlan &plan,
-                                         const CudaFusions &fusions) {
-  CudaEmitter emitter(step, plan, fusions);
+                                         const CudaFusions &fusions,
+                                         const ElementwiseFusion &elementwise) {
+  CudaEmitter emitter(step, plan, fusions, elementwise);
   if (failed(emitter.run(ModuleSummary())))
     return failure();
   return emitter.totalArenaBytes();

@@ -115,6 +115,40 @@ SourceEmitter::elementwiseExpr(Operation *op, const std::function<std::string(un
       .Default([](Operation *) { return std::nullopt; });
 }
 
+bool stepc::isFusableElementwise(Operation *op) { return SourceEmitter::isFusableElementwise(op); }
+
+bool SourceEmitter::isFusableElementwise(Operation *op) {
+  if (!op->hasTrait<OpTrait::Elementwise>() && !isa<ConvertOp>(op))
+    return false;
+  return elementwiseExpr(op, [](unsigned) { return std::string("x"); }).has_value();
+}
+
+SourceEmitter::GroupCode
+SourceEmitter::groupCode(const ElementwiseGroup &group,
+                         const std::function<std::string(unsigned)> &load,
+                         const std::function<std::string(Type, std::string)> &round) {
+  GroupCode code;
+  DenseMap<Value, std::string> registers;
+  for (Operation *op : group.ops) {
+    auto in = [&](unsigned k) {
+      Value operand = op->getOperand(k);
+      auto reg = registers.find(throughReshapes(operand));
+      if (reg != registers.end())
+        return reg->second;
+      return load(llvm::find(group.inputs, operand) - group.inputs.begin());
+    };
+    std::string name = "v" + std::to_string(registers.size());
+    Value result = op->getResult(0);
+    code.statements += "    const float " + name + " = " +
+                       round(typeOf(result).getElementType(), *elementwiseExpr(op, in)) +
+                       ";  // " + op->getName().getStringRef().str() + "\n";
+    registers[result] = name;
+  }
+  for (Value out : group.outputs)
+    code.outputRegisters.push_back(registers.lookup(out));
+  return code;
+}
+
 std::string SourceEmitter::startRequest(Value result) {
   std::string name = "rq" + std::to_string(requests++);
   body << "  int32_t " << name << ";\n";
@@ -275,6 +309,19 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &s) {
     waitFor(&op);
     if (isa<ReshapeOp, func::ReturnOp>(op))
       continue;
+    if (auto member = elementwise.groupOf.find(&op); member != elementwise.groupOf.end()) {
+      const ElementwiseGroup &group = elementwise.groups[member->second];
+      if (group.ops.front() != &op)
+        continue;  // computed by the group's loop or kernel
+      for (Operation *member : group.ops)
+        waitFor(member);  // the loop reads every member's operands
+      ++kernels;
+      body << "  // fused: " << group.ops.size() << " elementwise ops from " << where(&op)
+           << "\n";
+      if (failed(emitGroup(group)))
+        return failure();
+      continue;
+    }
     ++kernels;
     body << "  // " << op.getName() << " " << where(&op) << "\n";
     if (std::optional<LogicalResult> done = emitCollective(&op)) {

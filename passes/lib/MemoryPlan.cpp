@@ -38,7 +38,8 @@ static int64_t alignUp(int64_t x) {
   return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
-MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy) {
+MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy,
+                             const DenseSet<Value> &unstored) {
   MemoryPlan plan;
   Block &body = function.getBody().front();
   DenseMap<Operation *, int64_t> index;
@@ -95,9 +96,9 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
       Value in = reshape.getInput();
       if (plan.argumentOf.count(in))
         plan.argumentOf[reshape.getResult()] = plan.argumentOf[in];
-      else
+      else if (plan.bufferOf.count(in))
         extend(plan.bufferOf[in], reshape.getResult());
-      continue;
+      continue;  // else a reshape of an unstored value: nothing to hold
     }
     if (auto adamw = dyn_cast<AdamwOp>(op)) {
       Value targets[3] = {adamw.getParam(), adamw.getM(), adamw.getV()};
@@ -109,7 +110,13 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
       }
       continue;
     }
+    // In a fused group, operands are in use to the group's end.
+    int64_t operandsEnd = at;
+    if (auto span = group.find(&op); span != group.end())
+      operandsEnd = span->second.second;
     for (Value result : op.getResults()) {
+      if (unstored.contains(result))
+        continue;
       int64_t reused = -1;
       if (op.hasTrait<OpTrait::Elementwise>()) {
         for (Value operand : op.getOperands()) {
@@ -120,7 +127,7 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
           // Same type, so element i of the result overwrites exactly element
           // i of the operand (a GPU thread reads it before writing it); a
           // narrowing convert would overwrite its neighbours.
-          if (b.lastUse == at && operand.getType() == result.getType()) {
+          if (b.lastUse == operandsEnd && operand.getType() == result.getType()) {
             reused = it->second;
             break;
           }

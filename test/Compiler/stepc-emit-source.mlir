@@ -20,15 +20,20 @@
 // CHECK: float *a0 = (float *)args[0];
 // CHECK: int32_t *a6 = (int32_t *)args[6];
 // CHECK: char *b0 = arena + {{[0-9]+}};
-// CHECK: // step.embedding {{.*}}stepc-emit-source.mlir:[[@LINE+29]]:
+// CHECK: // step.embedding {{.*}}stepc-emit-source.mlir:[[@LINE+34]]:
 // CHECK-NEXT: if (int64_t bad = stepc_cpu_embedding(a0, a6, 8, 16, 4, ((float *)b0)))
-// CHECK-NEXT: return stepc_fail(error, error_len, "{{.*}}stepc-emit-source.mlir:[[@LINE+27]]:{{[0-9]+}}: 'step.embedding' id", a6[bad - 1], bad - 1, 16);
+// CHECK-NEXT: return stepc_fail(error, error_len, "{{.*}}stepc-emit-source.mlir:[[@LINE+32]]:{{[0-9]+}}: 'step.embedding' id", a6[bad - 1], bad - 1, 16);
 // CHECK: // step.broadcast
 // CHECK-NEXT: stepc_cpu_broadcast(a1,
-// CHECK: // step.add
-// CHECK-NEXT: for (int64_t i = 0; i < 32; ++i) ((float *)b{{[0-9]+}})[i] = ((float *)b{{[0-9]+}})[i] + ((float *)b{{[0-9]+}})[i];
-// CHECK: // step.gelu
-// CHECK-NEXT: stepc_gelu(
+// The bias add and GELU are one loop; the add's result is kept (GELU's
+// backward reads it), written over the embedding's dying buffer.
+// CHECK: // fused: 2 elementwise ops from
+// CHECK-NEXT: for (int64_t i = 0; i < 32; ++i) {
+// CHECK-NEXT: const float v0 = ((float *)b0)[i] + ((float *)b{{[0-9]+}})[i];  // step.add
+// CHECK-NEXT: const float v1 = stepc_gelu(v0);  // step.gelu
+// CHECK-NEXT: ((float *)b0)[i] = v0;
+// CHECK-NEXT: ((float *)b{{[0-9]+}})[i] = v1;
+// CHECK-NEXT: }
 // CHECK: // step.matmul
 // CHECK-NEXT: stepc_cpu_matmul(((float *)b{{[0-9]+}}), a0, ((float *)b{{[0-9]+}}), 2, 4, 16, 4, 0, 1, 1);
 // CHECK: // step.cross_entropy

@@ -80,6 +80,10 @@ static cl::opt<double> linkGBps("link-gbps", cl::desc("Predict the exposed commu
 static cl::opt<double> computeGflops("compute-gflops", cl::desc("Compute rate the prediction "
                                                                 "assumes (GFLOP/s)"),
                                      cl::init(100.0));
+static cl::opt<bool> fuseElementwise("fuse-elementwise",
+                                     cl::desc("Fuse runs of elementwise ops into one loop or "
+                                              "kernel (default on)"),
+                                     cl::init(true));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
@@ -219,7 +223,12 @@ int main(int argc, char **argv) {
   CudaFusions fusions;
   if (target == "cuda")
     fusions = planCudaFusions(step);
-  MemoryPlan plan = planMemory(step, fusions.computedBy);
+  ElementwiseFusion elementwise;
+  if (fuseElementwise)
+    elementwise = planElementwiseFusion(step, fusions.computedBy, [&](Operation *op) {
+      return isFusableElementwise(op);
+    });
+  MemoryPlan plan = planMemory(step, fusions.computedBy, elementwise.interior);
   if (linkGBps < 0 || computeGflops <= 0)
     return fail("--link-gbps must be >= 0 and --compute-gflops > 0");
   FailureOr<llvm::json::Object> report =
@@ -229,7 +238,7 @@ int main(int argc, char **argv) {
   // A CUDA step's arena also holds cuBLASLt's workspace and the kernels'
   // scratch: known now, before anything runs.
   if (target == "cuda") {
-    FailureOr<int64_t> arena = cudaArenaBytes(step, plan, fusions);
+    FailureOr<int64_t> arena = cudaArenaBytes(step, plan, fusions, elementwise);
     if (failed(arena))
       return 1;
     report->try_emplace("target_arena_bytes", *arena);
@@ -268,8 +277,8 @@ int main(int argc, char **argv) {
   if (replicas > 1)
     summary.meshShape = {replicas, perGroup};
   summary.precision = precision.getValue();
-  FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, fusions, summary)
-                                                   : emitCpuSource(step, plan, summary);
+  FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, fusions, elementwise, summary)
+                                                   : emitCpuSource(step, plan, elementwise, summary);
   if (failed(source))
     return 1;
   if (emit == "source") {

@@ -4,6 +4,7 @@
 #define STEPC_COMPILER_EMITTER_H
 
 #include "stepc/Analysis/MemoryPlan.h"
+#include "stepc/Compiler/Fusion.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -26,12 +27,18 @@ struct ModuleSummary {
   std::string precision = "fp32";
 };
 
+/// Whether both back ends can compute `op` inside a fused elementwise group
+/// (elementwise math with a lowering; converts).
+bool isFusableElementwise(mlir::Operation *op);
+
 /// Writes the C++ of `step` (a function marked step.train_step) for the
 /// CPU: the step as a sequence of library-kernel calls (runtime/kernels/cpu)
-/// and generated elementwise loops over buffers at the offsets of `plan`,
+/// and generated elementwise loops (one per fused group of `elementwise`)
+/// over buffers at the offsets of `plan`,
 /// plus the metadata table of the ABI (runtime/stepc_abi.h). Unsupported
 /// element types are errors at the op.
 mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const MemoryPlan &plan,
+                                           const ElementwiseFusion &elementwise,
                                            const ModuleSummary &summary);
 
 /// What the CUDA back end computes inside other ops' kernels, decided before
@@ -56,12 +63,14 @@ CudaFusions planCudaFusions(mlir::func::FuncOp step);
 /// (launch_config.h). `plan` must have been made with fusions.computedBy.
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const MemoryPlan &plan,
                                             const CudaFusions &fusions,
+                                            const ElementwiseFusion &elementwise,
                                             const ModuleSummary &summary);
 
 /// The arena a CUDA step needs: the plan's buffers, the status word,
 /// cuBLASLt's workspace and the scratch (what emitCudaSource records).
 mlir::FailureOr<int64_t> cudaArenaBytes(mlir::func::FuncOp step, const MemoryPlan &plan,
-                                        const CudaFusions &fusions);
+                                        const CudaFusions &fusions,
+                                        const ElementwiseFusion &elementwise);
 
 } // namespace stepc
 

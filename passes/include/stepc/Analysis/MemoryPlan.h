@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
@@ -52,7 +53,12 @@ using ComputedBy = llvm::DenseMap<mlir::Operation *, mlir::Operation *>;
 /// it (`computedBy`) run as one: their results are defined at the group's
 /// first op and their operands stay live to its last, so no buffer of the
 /// group is handed to another value in between.
-MemoryPlan planMemory(mlir::func::FuncOp function, const ComputedBy &computedBy = {});
+/// `unstored` values (kept in registers inside a fused kernel) get no buffer,
+/// nor do reshapes of them. A fused elementwise result may still take over
+/// an operand's buffer whose last use is the group's end: the kernel reads
+/// element i of every input before it stores element i of any output.
+MemoryPlan planMemory(mlir::func::FuncOp function, const ComputedBy &computedBy = {},
+                      const llvm::DenseSet<mlir::Value> &unstored = {});
 
 } // namespace stepc
 
