@@ -130,19 +130,14 @@ class CudaDevice : public Device {
   // NCCL lives in libstepc_runtime_nccl.so beside this library, loaded
   // only for a multi-GPU step.
   absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator() override {
-    Dl_info self;
-    std::string dir = ".";
-    if (dladdr(reinterpret_cast<void*>(&stepc_make_cuda_device_v1), &self) && self.dli_fname) {
-      std::string path = self.dli_fname;
-      dir = path.substr(0, path.find_last_of('/'));
-    }
-    const std::string library = dir + "/libstepc_runtime_nccl.so";
-    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!handle)
+    const std::string library = "libstepc_runtime_nccl.so";
+    absl::StatusOr<void*> handle =
+        OpenBeside(reinterpret_cast<void*>(&stepc_make_cuda_device_v1), library);
+    if (!handle.ok())
       return absl::FailedPreconditionError(absl::StrCat(
-          "a multi-GPU step needs NCCL: cannot load '", library, "': ", dlerror()));
+          "a multi-GPU step needs NCCL: cannot load ", library, ": ", handle.status().message()));
     using Make = Communicator* (*)(void*, char*, size_t);
-    auto make = reinterpret_cast<Make>(dlsym(handle, "stepc_make_nccl_communicator_v1"));
+    auto make = reinterpret_cast<Make>(dlsym(*handle, "stepc_make_nccl_communicator_v1"));
     if (!make)
       return absl::FailedPreconditionError(
           absl::StrCat("'", library, "' has no stepc_make_nccl_communicator_v1"));

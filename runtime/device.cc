@@ -8,22 +8,31 @@
 
 namespace stepc {
 
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice() {
-  // Beside this library: the runtime's own directory.
+absl::StatusOr<void*> OpenBeside(const void* symbol, const std::string& library) {
   Dl_info self;
   std::string dir = ".";
-  if (dladdr(reinterpret_cast<void*>(&MakeCudaDevice), &self) && self.dli_fname) {
+  if (dladdr(symbol, &self) && self.dli_fname) {
     std::string path = self.dli_fname;
     dir = path.substr(0, path.find_last_of('/'));
   }
-  const std::string library = dir + "/libstepc_runtime_cuda.so";
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (!handle)
+  const std::string path = dir + "/" + library;
+  // RTLD_NODELETE: CUDA and NCCL keep threads that outlive a dlclose.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!handle) return absl::FailedPreconditionError(dlerror());
+  return handle;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice() {
+  const std::string library = "libstepc_runtime_cuda.so";
+  absl::StatusOr<void*> handle = OpenBeside(reinterpret_cast<void*>(&MakeCudaDevice), library);
+  if (!handle.ok())
     return absl::FailedPreconditionError(absl::StrCat(
-        "this step.so targets CUDA but the runtime cannot load its CUDA device layer (", dlerror(),
+        "this step.so targets CUDA but the runtime cannot load its CUDA device layer (",
+        handle.status().message(),
         "): the runtime was built without the CUDA toolkit, or the CUDA libraries are missing"));
+  void* loaded = *handle;
   auto make = reinterpret_cast<decltype(&stepc_make_cuda_device_v1)>(
-      dlsym(handle, "stepc_make_cuda_device_v1"));
+      dlsym(loaded, "stepc_make_cuda_device_v1"));
   if (!make)
     return absl::FailedPreconditionError(
         absl::StrCat("'", library, "' has no stepc_make_cuda_device_v1"));

@@ -43,6 +43,10 @@ class Device {
   virtual std::string Describe() const = 0;
 };
 
+// Opens `library` from the directory of the shared object holding `symbol`
+// (the runtime's optional layers live beside it).
+absl::StatusOr<void*> OpenBeside(const void* symbol, const std::string& library);
+
 // Loads libstepc_runtime_cuda.so (beside libstepc_runtime.so) and opens the
 // GPU of this rank (local rank modulo the visible devices).
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice();

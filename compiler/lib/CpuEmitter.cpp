@@ -308,18 +308,13 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case<SoftmaxGradOp, SoftmaxOp>([&](auto sm) {
-            ArrayRef<int64_t> dims = sm.getType().getShape();
-            int64_t d = sm.getDim(), outer = 1, inner = 1;
-            for (int64_t i = 0; i < d; ++i)
-              outer *= dims[i];
-            for (size_t i = d + 1; i < dims.size(); ++i)
-              inner *= dims[i];
+            auto [outer, length, inner] = linesAlong(sm.getType(), sm.getDim());
             if constexpr (std::is_same_v<decltype(sm), SoftmaxOp>)
               b << llvm::formatv("  stepc_cpu_softmax({0}, {1}, {2}, {3}, {4});\n",
-                                 ptr(sm.getInput()), outer, dims[d], inner, ptr(sm));
+                                 ptr(sm.getInput()), outer, length, inner, ptr(sm));
             else
               b << llvm::formatv("  stepc_cpu_softmax_grad({0}, {1}, {2}, {3}, {4}, {5});\n",
-                                 ptr(sm.getGrad()), ptr(sm.getOutput()), outer, dims[d],
+                                 ptr(sm.getGrad()), ptr(sm.getOutput()), outer, length,
                                  inner, ptr(sm));
             return success();
           })

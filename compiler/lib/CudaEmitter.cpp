@@ -568,18 +568,13 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case<SoftmaxGradOp, SoftmaxOp>([&](auto sm) {
-        ArrayRef<int64_t> dims = sm.getType().getShape();
-        int64_t d = sm.getDim(), outer = 1, inner = 1;
-        for (int64_t i = 0; i < d; ++i)
-          outer *= dims[i];
-        for (size_t i = d + 1; i < dims.size(); ++i)
-          inner *= dims[i];
+        auto [outer, length, inner] = linesAlong(sm.getType(), sm.getDim());
         if constexpr (std::is_same_v<decltype(sm), SoftmaxOp>)
           call(op, llvm::formatv("stepc_cuda_softmax(ctx, {0}, {1}, {2}, {3}, {4})",
-                                 ptr(sm.getInput()), outer, dims[d], inner, ptr(sm)));
+                                 ptr(sm.getInput()), outer, length, inner, ptr(sm)));
         else
           call(op, llvm::formatv("stepc_cuda_softmax_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
-                                 ptr(sm.getGrad()), ptr(sm.getOutput()), outer, dims[d], inner,
+                                 ptr(sm.getGrad()), ptr(sm.getOutput()), outer, length, inner,
                                  ptr(sm)));
         return success();
       })

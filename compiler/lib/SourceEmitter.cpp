@@ -37,6 +37,16 @@ std::string stepc::where(Operation *op) {
   return text;
 }
 
+std::tuple<int64_t, int64_t, int64_t> stepc::linesAlong(RankedTensorType type, int64_t dim) {
+  ArrayRef<int64_t> dims = type.getShape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < dim; ++i)
+    outer *= dims[i];
+  for (size_t i = dim + 1; i < dims.size(); ++i)
+    inner *= dims[i];
+  return {outer, dims[dim], inner};
+}
+
 std::string SourceEmitter::cType(Type element) {
   if (element.isF32())
     return "float";

@@ -30,6 +30,8 @@ mlir::RankedTensorType typeOf(mlir::Value v);
 std::string cString(llvm::StringRef text);
 /// "file:line:col" of an op, for runtime error messages.
 std::string where(mlir::Operation *op);
+/// A tensor as lines along `dim`: (elements before it, its length, after).
+std::tuple<int64_t, int64_t, int64_t> linesAlong(mlir::RankedTensorType type, int64_t dim);
 
 class SourceEmitter {
 public:
