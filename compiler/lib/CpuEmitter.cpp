@@ -121,18 +121,10 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
       return success();
     }
   }
-  auto shape = [&](Value v) { return array(typeOf(v).getShape()); };
+  auto shape = [&](Value v) { return shapeArray(v); };
   auto rank = [&](Value v) { return std::to_string(typeOf(v).getRank()); };
   auto numel = [&](Value v) { return std::to_string(typeOf(v).getNumElements()); };
-  auto lastDim = [&](Value v) { return typeOf(v).getShape().back(); };
-  auto rows = [&](Value v) { return typeOf(v).getNumElements() / lastDim(v); };
-  auto reduceMask = [&](ArrayRef<int64_t> dims, int64_t r) {
-    SmallVector<int> mask(r, 0);
-    for (int64_t d : dims)
-      mask[d] = 1;
-    return intArray(mask);
-  };
-  auto zeros = [&](int64_t r) { return array(SmallVector<int64_t>(r, 0)); };
+  auto zeros = [&](int64_t r) { return zerosArray(r); };
   std::string s;
   llvm::raw_string_ostream &b = body;
   LogicalResult result =

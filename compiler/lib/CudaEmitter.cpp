@@ -381,17 +381,9 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
   if ((op->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(op)) &&
       succeeded(emitElementwise(op)))
     return success();
-  auto shape = [&](Value v) { return array(typeOf(v).getShape()); };
+  auto shape = [&](Value v) { return shapeArray(v); };
   auto rank = [&](Value v) { return typeOf(v).getRank(); };
-  auto lastDim = [&](Value v) { return typeOf(v).getShape().back(); };
-  auto rows = [&](Value v) { return typeOf(v).getNumElements() / lastDim(v); };
-  auto reduceMask = [&](ArrayRef<int64_t> dims, int64_t r) {
-    SmallVector<int> mask(r, 0);
-    for (int64_t d : dims)
-      mask[d] = 1;
-    return intArray(mask);
-  };
-  auto zeros = [&](int64_t r) { return array(SmallVector<int64_t>(r, 0)); };
+  auto zeros = [&](int64_t r) { return zerosArray(r); };
   auto output = [&](Value v) {
     Value to = writesTo.lookup(v);
     return to ? to : v;

@@ -81,6 +81,13 @@ std::string SourceEmitter::intArray(ArrayRef<int> values) {
   return name;
 }
 
+std::string SourceEmitter::reduceMask(ArrayRef<int64_t> dims, int64_t rank) {
+  SmallVector<int> mask(rank, 0);
+  for (int64_t d : dims)
+    mask[d] = 1;
+  return intArray(mask);
+}
+
 bool SourceEmitter::disjoint(Value a, Value b) {
   auto argA = plan.argumentOf.find(a), argB = plan.argumentOf.find(b);
   bool inArgA = argA != plan.argumentOf.end(), inArgB = argB != plan.argumentOf.end();

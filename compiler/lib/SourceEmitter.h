@@ -77,6 +77,14 @@ protected:
   /// A static array of int64 (int) values; returns its name.
   std::string array(llvm::ArrayRef<int64_t> values);
   std::string intArray(llvm::ArrayRef<int> values);
+  /// Static arrays of a value's shape, of `rank` zeros, and of the 0/1 mask
+  /// of reduced dims.
+  std::string shapeArray(mlir::Value v) { return array(typeOf(v).getShape()); }
+  std::string zerosArray(int64_t rank) { return array(llvm::SmallVector<int64_t>(rank, 0)); }
+  std::string reduceMask(llvm::ArrayRef<int64_t> dims, int64_t rank);
+  /// The last dim, and the rows before it.
+  static int64_t lastDim(mlir::Value v) { return typeOf(v).getShape().back(); }
+  static int64_t rows(mlir::Value v) { return typeOf(v).getNumElements() / lastDim(v); }
   /// "return <failure with text>;" for a plain message.
   std::string failWith(const std::string &text) {
     return "return stepc_fail_text(error, error_len, " + cString(text) + ");";
