@@ -24,8 +24,9 @@ namespace {
 
 class CpuEmitter : public SourceEmitter {
 public:
-  CpuEmitter(func::FuncOp step, const MemoryPlan &plan, const ElementwiseFusion &elementwise)
-      : SourceEmitter(step, plan, "cpu", elementwise) {}
+  CpuEmitter(func::FuncOp step, const MemoryPlan &plan, const ElementwiseFusion &elementwise,
+             const ComputedBy &computedBy)
+      : SourceEmitter(step, plan, "cpu", elementwise, computedBy) {}
 
 private:
   LogicalResult checkTypes(Operation *op) override {
@@ -327,5 +328,9 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const MemoryPlan &plan,
                                             const ElementwiseFusion &elementwise,
                                             const ModuleSummary &summary) {
-  return CpuEmitter(step, plan, elementwise).run(summary);
+  ComputedBy computedBy;
+  for (const ElementwiseGroup &group : elementwise.groups)
+    for (Operation *op : llvm::drop_begin(group.ops))
+      computedBy[op] = group.ops.front();
+  return CpuEmitter(step, plan, elementwise, computedBy).run(summary);
 }

@@ -43,7 +43,9 @@ public:
   int64_t totalArenaBytes() { return arenaBytes(); }
   CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions,
               const ElementwiseFusion &elementwise)
-      : SourceEmitter(step, plan, "cuda", elementwise), writesTo(fusions.writesTo), biasOf(fusions.biasOf) {
+      : SourceEmitter(step, plan, "cuda", elementwise, fusions.computedBy),
+        writesTo(fusions.writesTo),
+        biasOf(fusions.biasOf), epilogueOf(fusions.epilogueOf) {
     for (auto [fusedOp, kernel] : fusions.computedBy)
       fused.insert(fusedOp);
   }
@@ -99,6 +101,8 @@ private:
   DenseMap<Value, Value> writesTo;
   /// Bias of a GEMM with the BIAS epilogue.
   DenseMap<Operation *, Value> biasOf;
+  /// GELU epilogue kind and aux value of a GEMM.
+  DenseMap<Operation *, std::pair<int, Value>> epilogueOf;
   /// Generated elementwise kernels by signature.
   llvm::StringMap<std::string> elementwiseKernels;
   SmallVector<AdamwOp> adamwRun;
@@ -135,6 +139,8 @@ void CudaEmitter::planFusions() {
       SmallVector<Value> inputs(op.getOperands());
       if (Value bias = biasOf.lookup(&op))
         inputs.push_back(bias);
+      if (auto [epilogue, aux] = epilogueOf.lookup(&op); aux)
+        inputs.push_back(aux);
       for (Value in : inputs)
         if (!disjoint(to, in))
           overlapping = &op;
@@ -321,11 +327,15 @@ LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value
   // The add's type if the epilogue writes it, else the convert's or ours.
   Value typed = target;
   Value bias = biasOf.lookup(op);
+  auto [epilogue, aux] = epilogueOf.lookup(op);
+  static const char *const kEpilogues[] = {"STEPC_EPILOGUE_NONE", "STEPC_EPILOGUE_GELU",
+                                           "STEPC_EPILOGUE_DGELU"};
   call(op, llvm::formatv("stepc_cuda_matmul(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-                         "{9}, {10}, {11}, {12})",
+                         "{9}, {10}, {11}, {12}, {13}, {14})",
                          ptr(lhs), ptr(rhs), ptr(target), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0,
                          sharedRhs ? 1 : 0, typeCode(lhsType.getElementType()),
-                         typeCode(typeOf(typed).getElementType()), bias ? ptr(bias) : "0"));
+                         typeCode(typeOf(typed).getElementType()), bias ? ptr(bias) : "0",
+                         kEpilogues[epilogue], aux ? ptr(aux) : "0"));
   return success();
 }
 
@@ -586,14 +596,21 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
 /// The single user of `v`, if it has exactly one use.
 static Operation *soleUserOf(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
 
-/// Whether `later` may be computed by the kernel of `first`: nothing runs
-/// in between but reshapes and ops already fused into it.
-static bool adjacent(Operation *first, Operation *later, const ComputedBy &computedBy) {
+/// Whether `later` may be computed by the kernel of `first`: everything it
+/// reads exists when that kernel runs (block arguments, values defined
+/// before `first`, and values of `first`'s own group). The memory plan keeps
+/// the group's buffers apart from whatever runs in between.
+static bool canFuseInto(Operation *first, Operation *later, const ComputedBy &computedBy) {
   if (first->getBlock() != later->getBlock() || !first->isBeforeInBlock(later))
     return false;
-  for (Operation *op = first->getNextNode(); op && op != later; op = op->getNextNode())
-    if (!isa<ReshapeOp>(op) && !computedBy.count(op))
+  for (Value operand : later->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (!def || def == first || def->isBeforeInBlock(first))
+      continue;
+    auto kernel = computedBy.find(def);
+    if (kernel == computedBy.end() || kernel->second != first)
       return false;
+  }
   return true;
 }
 
@@ -607,7 +624,7 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
     for (Value r : op.getResults()) {
       auto convert = dyn_cast_or_null<ConvertOp>(soleUserOf(r));
       if (convert && cast<RankedTensorType>(r.getType()).getElementType().isBF16() &&
-          convert.getType().getElementType().isF32() && adjacent(&op, convert, f.computedBy))
+          convert.getType().getElementType().isF32() && canFuseInto(&op, convert, f.computedBy))
         converts.push_back(convert);
     }
     if (!converts.empty() && converts.size() == op.getNumResults())
@@ -634,7 +651,7 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
         !biasType.getElementType().isF32())
       continue;
     f.computedBy[broadcast] = &op;
-    if (!adjacent(&op, add, f.computedBy)) {
+    if (!canFuseInto(&op, add, f.computedBy)) {
       f.computedBy.erase(broadcast);
       continue;
     }
@@ -643,6 +660,35 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
     if (out != op.getResult(0))
       f.writesTo[op.getResult(0)] = add.getResult();
     f.biasOf[&op] = broadcast.getInput();
+  }
+  // Second sweep: GELU epilogues on what each GEMM now writes.
+  for (Operation &op : step.getBody().front()) {
+    if (!isa<MatmulOp>(op))
+      continue;
+    Value out = f.writesTo.lookup(op.getResult(0));
+    if (!out)
+      out = op.getResult(0);
+    auto type = cast<RankedTensorType>(out.getType());
+    if (!type.getElementType().isF32() || type.getShape().back() % 8 != 0)
+      continue;
+    for (Operation *user : out.getUsers()) {
+      auto gelu = dyn_cast<GeluOp>(user);
+      if (gelu && gelu.isTanhApproximation() && canFuseInto(&op, gelu, f.computedBy)) {
+        f.computedBy[gelu] = &op;
+        f.writesTo[op.getResult(0)] = gelu.getResult();
+        f.epilogueOf[&op] = {/*STEPC_EPILOGUE_GELU*/ 1, out};
+        break;
+      }
+    }
+    if (f.epilogueOf.count(&op))
+      continue;
+    auto grad = dyn_cast_or_null<GeluGradOp>(soleUserOf(out));
+    if (grad && grad.isTanhApproximation() && grad.getGrad() == out && !f.biasOf.count(&op) &&
+        canFuseInto(&op, grad, f.computedBy)) {
+      f.computedBy[grad] = &op;
+      f.writesTo[op.getResult(0)] = grad.getResult();
+      f.epilogueOf[&op] = {/*STEPC_EPILOGUE_DGELU*/ 2, grad.getInput()};
+    }
   }
   return f;
 }

@@ -324,14 +324,15 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &s) {
     if (failed(checkTypes(&op)))
       return failure();
     waitFor(&op);
+    // A kernel reads its fused ops' operands too (a gathered bias, say).
+    for (Operation *member : membersOf.lookup(&op))
+      waitFor(member);
     if (isa<ReshapeOp, func::ReturnOp>(op))
       continue;
     if (auto member = elementwise.groupOf.find(&op); member != elementwise.groupOf.end()) {
       const ElementwiseGroup &group = elementwise.groups[member->second];
       if (group.ops.front() != &op)
         continue;  // computed by the group's loop or kernel
-      for (Operation *member : group.ops)
-        waitFor(member);  // the loop reads every member's operands
       ++kernels;
       body << "  // fused: " << group.ops.size() << " elementwise ops from " << where(&op)
            << "\n";

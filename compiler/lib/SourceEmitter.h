@@ -35,9 +35,14 @@ std::tuple<int64_t, int64_t, int64_t> linesAlong(mlir::RankedTensorType type, in
 
 class SourceEmitter {
 public:
+  /// `computedBy`: every op another op's kernel computes (elementwise
+  /// groups, and on CUDA the GEMM epilogues).
   SourceEmitter(mlir::func::FuncOp step, const MemoryPlan &plan, llvm::StringRef target,
-                const ElementwiseFusion &elementwise)
-      : step(step), plan(plan), target(target), elementwise(elementwise) {}
+                const ElementwiseFusion &elementwise, const ComputedBy &computedBy)
+      : step(step), plan(plan), target(target), elementwise(elementwise) {
+    for (auto [member, kernel] : computedBy)
+      membersOf[kernel].push_back(member);
+  }
   virtual ~SourceEmitter() = default;
 
   mlir::FailureOr<std::string> run(const ModuleSummary &summary);
@@ -126,6 +131,9 @@ private:
   std::string startRequest(mlir::Value result);
   std::string metadata();
   int requests = 0;
+  /// The ops computed by each kernel op's kernel (their operands' collectives
+  /// are waited for before it).
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>> membersOf;
   /// Collective results not yet waited for, and their request variables.
   llvm::DenseMap<mlir::Value, std::string> pending;
   /// (kind, axes mask, floats per rank) of each collective, in order.

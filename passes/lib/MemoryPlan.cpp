@@ -55,6 +55,13 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
   }
   for (auto [fusedOp, kernel] : computedBy)
     group[fusedOp] = group[kernel];
+  // In place only inside elementwise kernels (they read element i before
+  // writing it); a GEMM epilogue must not write over what it reads.
+  auto mayWriteInPlace = [&](Operation &op) {
+    auto kernel = computedBy.find(&op);
+    Operation *k = kernel == computedBy.end() ? &op : kernel->second;
+    return k->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(k);
+  };
 
   for (BlockArgument arg : body.getArguments())
     plan.argumentOf[arg] = arg.getArgNumber();
@@ -118,7 +125,7 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
       if (unstored.contains(result))
         continue;
       int64_t reused = -1;
-      if (op.hasTrait<OpTrait::Elementwise>()) {
+      if (op.hasTrait<OpTrait::Elementwise>() && mayWriteInPlace(op)) {
         for (Value operand : op.getOperands()) {
           auto it = plan.bufferOf.find(operand);
           if (it == plan.bufferOf.end() || plan.argumentOf.count(operand))

@@ -38,7 +38,7 @@
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 1), "{{.*}}emit-source.mlir:92:8: 'step.embedding'");
 // The projection: GEMM + bias epilogue; its broadcast and add are gone.
 // CHECK: // step.matmul
-// CHECK-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((float *)b{{[0-9]+}}), a1, ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_F32, STEPC_CUDA_F32, a2),
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((float *)b{{[0-9]+}}), a1, ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_F32, STEPC_CUDA_F32, a2, STEPC_EPILOGUE_NONE, 0),
 // CHECK-NEXT: // step.broadcast
 // CHECK-NEXT: // (computed by the kernel that produces its operand)
 // CHECK-NEXT: // step.add
@@ -72,7 +72,7 @@
 // BF16: out[i] = __float2bfloat16(x0);
 // BF16: "bf16"};
 // BF16: // step.matmul
-// BF16-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_BF16, STEPC_CUDA_F32, a2),
+// BF16-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_BF16, STEPC_CUDA_F32, a2, STEPC_EPILOGUE_NONE, 0),
 // BF16-NEXT: // step.convert
 // BF16-NEXT: // (computed by the kernel that produces its operand)
 // BF16-NEXT: // step.broadcast

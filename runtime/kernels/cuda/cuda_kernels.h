@@ -114,14 +114,25 @@ int stepc_cuda_adamw(stepc_cuda_ctx *ctx, const stepc_adamw_tensor *tensors, int
                      const float *lr, const float *step, const float *grad_scale, double beta1,
                      double beta2, double eps, double weight_decay);
 
+/* What a GEMM's epilogue does after acc = op_a(A) @ op_b(B) (+ bias). The
+ * GELU is the tanh approximation (cuBLASLt's); f32 output, N % 8 == 0. */
+enum stepc_cuda_epilogue {
+  STEPC_EPILOGUE_NONE = 0,
+  STEPC_EPILOGUE_GELU = 1,  /* aux = acc (+ bias); C = gelu_tanh(aux) */
+  STEPC_EPILOGUE_DGELU = 2  /* C = acc · gelu_tanh'(aux) */
+};
+
 /* C[p] = op_a(A[p]) @ op_b(B[p], or B shared) (+ bias[n] per column) for
- * `batch` [M,K]x[K,N] products through cuBLASLt: A and B of `in_type`, C of
- * `out_type`, f32 accumulation. The algorithm is chosen by cuBLASLt's
- * heuristic on the first call of each shape and kept (the first step runs
- * before graph capture). */
+ * `batch` [M,K]x[K,N] products through cuBLASLt, then `epilogue` (with
+ * `aux`, [M,N] like C): A and B of `in_type`, C of `out_type`, f32
+ * accumulation. The algorithm is chosen by cuBLASLt's heuristic on the
+ * first call of each shape and kept (the first step runs before graph
+ * capture); a bias or GELU epilogue cuBLASLt has no algorithm for runs as a
+ * plain GEMM followed by our own kernel, with the same result. */
 int stepc_cuda_matmul(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c, int64_t batch,
                       int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
-                      int shared_rhs, int in_type, int out_type, const float *bias);
+                      int shared_rhs, int in_type, int out_type, const float *bias,
+                      int epilogue, void *aux);
 
 /* Frees the cuBLASLt handle and cached plans (the runtime calls it before
  * unloading a module; optional). */

@@ -118,7 +118,8 @@ TEST_F(CudaKernels, MatmulEveryFormMatchesTheCpu) {
         stepc_cpu_matmul(a.data(), b.data(), want.data(), batch, m, n, k, ta, tb, shared);
         float* c = Zeros(want.size());
         ASSERT_EQ(stepc_cuda_matmul(&ctx_, Up(a), Up(b), c, batch, m, n, k, ta, tb, shared,
-                                    STEPC_CUDA_F32, STEPC_CUDA_F32, nullptr),
+                                    STEPC_CUDA_F32, STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_NONE,
+                                    nullptr),
                   0)
             << error_;
         EXPECT_LT(RelError(Down(c, want.size()), want), 1e-5)
@@ -137,11 +138,48 @@ TEST_F(CudaKernels, MatmulBf16WithBiasEpilogue) {
   for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i % n];
   float* c = Zeros(want.size());
   ASSERT_EQ(stepc_cuda_matmul(&ctx_, UpBf16(a), UpBf16(b), c, batch, m, n, k, 0, 1, 1,
-                              STEPC_CUDA_BF16, STEPC_CUDA_F32, Up(bias)),
+                              STEPC_CUDA_BF16, STEPC_CUDA_F32, Up(bias), STEPC_EPILOGUE_NONE,
+                              nullptr),
             0)
       << error_;
   // Same rounded inputs, f32 accumulation: only summation order differs.
   EXPECT_LT(RelError(Down(c, want.size()), want), 1e-4);
+}
+
+// GELU (tanh) with the pre-activation kept, and its gradient: cuBLASLt's
+// GELU_AUX_BIAS and DGELU epilogues, or our fallback kernel, against the
+// CPU's arithmetic.
+TEST_F(CudaKernels, MatmulGeluEpilogues) {
+  const int64_t m = 48, n = 64, k = 40;
+  Floats a = Random(m * k, 80), b = Random(n * k, 81), bias = Random(n, 82);
+  Floats pre(m * n), want(m * n);
+  stepc_cpu_matmul(a.data(), b.data(), pre.data(), 1, m, n, k, 0, 1, 1);
+  for (int64_t e = 0; e < m * n; ++e) {
+    pre[e] += bias[e % n];
+    want[e] = stepc_gelu_tanh(pre[e]);
+  }
+  float *c = Zeros(m * n), *aux = Zeros(m * n);
+  ASSERT_EQ(stepc_cuda_matmul(&ctx_, Up(a), Up(b), c, 1, m, n, k, 0, 1, 1, STEPC_CUDA_F32,
+                              STEPC_CUDA_F32, Up(bias), STEPC_EPILOGUE_GELU, aux),
+            0)
+      << error_;
+  EXPECT_LT(RelError(Down(aux, m * n), pre), 1e-5);
+  EXPECT_LT(RelError(Down(c, m * n), want), 1e-4);  // cuBLASLt's tanh may differ in ulps
+
+  Floats dy = Random(m * k, 83), w = Random(k * n, 84), grad(m * n);
+  stepc_cpu_matmul(dy.data(), w.data(), grad.data(), 1, m, n, k, 0, 0, 1);
+  for (int64_t e = 0; e < m * n; ++e) grad[e] = stepc_gelu_tanh_grad(grad[e], pre[e]);
+  float* dx = Zeros(m * n);
+  ASSERT_EQ(stepc_cuda_matmul(&ctx_, Up(dy), Up(w), dx, 1, m, n, k, 0, 0, 1, STEPC_CUDA_F32,
+                              STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_DGELU, Up(pre)),
+            0)
+      << error_;
+  EXPECT_LT(RelError(Down(dx, m * n), grad), 1e-4);
+  // N not divisible by 8: refused, with the reason.
+  EXPECT_NE(stepc_cuda_matmul(&ctx_, Up(a), Up(b), c, 1, m, 6, k, 0, 1, 1, STEPC_CUDA_F32,
+                              STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_GELU, aux),
+            0);
+  EXPECT_NE(std::string(error_).find("N divisible by 8"), std::string::npos) << error_;
 }
 
 TEST_F(CudaKernels, LayoutOps) {

@@ -3,8 +3,11 @@
 // one plan (descriptors and the heuristic's first algorithm), made on its
 // first call (the first step, before any graph capture) and reused; a bias
 // rides in the BIAS epilogue (cuBLASLt adds it per row of the column-major
-// result: per output feature). f32 data use f32 compute (no TF32: the fp32
-// target is checked against the CPU at 1e-4); bf16 operands accumulate in f32.
+// result: per output feature), a GELU in GELU_AUX(_BIAS) (the
+// pre-activation kept in aux for the backward), a GELU gradient in DGELU.
+// An epilogue cuBLASLt offers no algorithm for falls back to the plain GEMM
+// and our kernel. f32 data use f32 compute (no TF32: the fp32 target is
+// checked against the CPU at 1e-4); bf16 operands accumulate in f32.
 
 #include <cublasLt.h>
 
@@ -14,13 +17,14 @@
 #include <vector>
 
 #include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/elementwise_math.h"
 
 namespace stepc::cuda {
 namespace {
 
 struct GemmKey {
   int64_t batch, m, n, k;
-  int transpose_a, transpose_b, shared_rhs, in_type, out_type, bias;
+  int transpose_a, transpose_b, shared_rhs, in_type, out_type, bias, epilogue, pad;
   bool operator==(const GemmKey& o) const { return std::memcmp(this, &o, sizeof(o)) == 0; }
 };
 
@@ -29,6 +33,7 @@ struct GemmPlan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo;
+  bool supported = true;  // false: no algorithm with this epilogue
 };
 
 struct GemmState {
@@ -79,10 +84,25 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
                                                    sizeof(first)));
   STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &second,
                                                    sizeof(second)));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (key.epilogue == STEPC_EPILOGUE_GELU)
+    epilogue = key.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  else if (key.epilogue == STEPC_EPILOGUE_DGELU)
+    epilogue = CUBLASLT_EPILOGUE_DGELU;
+  else if (key.bias)
+    epilogue = CUBLASLT_EPILOGUE_BIAS;
+  STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                   &epilogue, sizeof(epilogue)));
+  if (key.epilogue != STEPC_EPILOGUE_NONE) {
+    // aux is [M, N] row-major: column-major N x M, leading dimension N.
+    int64_t ld = key.n, stride = key.m * key.n;
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                     &ld, sizeof(ld)));
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(
+                          plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride,
+                          sizeof(stride)));
+  }
   if (key.bias) {
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                     &epilogue, sizeof(epilogue)));
     cudaDataType_t bias_type = CUDA_R_32F;
     STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op,
                                                      CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
@@ -107,7 +127,14 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
   cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(s.handle, plan->op, plan->a, plan->b,
                                                      plan->c, plan->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (rc != CUBLAS_STATUS_SUCCESS) return LtFail(ctx, "cublasLtMatmulAlgoGetHeuristic", __LINE__, rc);
+  const bool fancy = key.bias || key.epilogue != STEPC_EPILOGUE_NONE;
+  if (rc == CUBLAS_STATUS_NOT_SUPPORTED && fancy) found = 0;
+  else if (rc != CUBLAS_STATUS_SUCCESS)
+    return LtFail(ctx, "cublasLtMatmulAlgoGetHeuristic", __LINE__, rc);
+  if (found == 0 && fancy) {
+    plan->supported = false;  // the caller falls back to the plain GEMM
+    return 0;
+  }
   if (found == 0) {
     char why[160];
     snprintf(why, sizeof(why), "no algorithm for batch %lld of %lldx%lldx%lld (types %d->%d)",
@@ -140,10 +167,64 @@ int FindPlan(stepc_cuda_ctx* ctx, const GemmKey& key, const GemmPlan** out) {
 
 using namespace stepc::cuda;
 
+namespace stepc::cuda {
+namespace {
+
+// The fallbacks of the epilogues, as kernels over the row-major [rows, n]
+// result: c += bias; aux = c, c = gelu(c); c *= gelu'(aux).
+__global__ void EpilogueKernel(float* c, const float* bias, float* aux, int64_t rows, int64_t n,
+                               int epilogue) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * n;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    float x = c[e] + (bias ? bias[e % n] : 0.0f);
+    if (epilogue == STEPC_EPILOGUE_GELU) {
+      aux[e] = x;
+      x = stepc_gelu_tanh(x);
+    } else if (epilogue == STEPC_EPILOGUE_DGELU) {
+      x = stepc_gelu_tanh_grad(x, aux[e]);
+    }
+    c[e] = x;
+  }
+}
+
+int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey key,
+           const float* bias, void* aux) {
+  const GemmPlan* plan = nullptr;
+  if (int rc = FindPlan(ctx, key, &plan)) return rc;
+  if (!plan->supported) {
+    // cuBLASLt has no algorithm with this epilogue: plain GEMM, then ours.
+    GemmKey plain = key;
+    plain.bias = 0;
+    plain.epilogue = STEPC_EPILOGUE_NONE;
+    if (int rc = Matmul(ctx, a, b, c, plain, nullptr, nullptr)) return rc;
+    const int64_t rows = key.batch * key.m;
+    EpilogueKernel<<<ElementwiseBlocks(rows * key.n), kThreads, 0, ctx->stream>>>(
+        static_cast<float*>(c), bias, static_cast<float*>(aux), rows, key.n, key.epilogue);
+    return STEPC_LAUNCHED(ctx, "EpilogueKernel");
+  }
+  if (bias)
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof(bias)));
+  if (aux)
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(
+                          plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  const float one = 1.0f, zero = 0.0f;
+  STEPC_LT_TRY(ctx, cublasLtMatmul(State().handle, plan->op, &one, b, plan->a, a, plan->b, &zero,
+                                   c, plan->c, c, plan->c, &plan->algo, ctx->gemm_workspace,
+                                   kGemmWorkspaceBytes, ctx->stream));
+  return 0;
+}
+
+}  // namespace
+}  // namespace stepc::cuda
+
 extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                  int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                                  int transpose_b, int shared_rhs, int in_type, int out_type,
-                                 const float* bias) {
+                                 const float* bias, int epilogue, void* aux) {
+  if (epilogue != STEPC_EPILOGUE_NONE && (out_type != STEPC_CUDA_F32 || !aux || n % 8 != 0))
+    return Fail(ctx, "stepc_cuda_matmul", __FILE__, __LINE__,
+                "a GELU epilogue needs an f32 result, an aux buffer and N divisible by 8");
   // Shared B and untransposed A: the batch is more rows of one product.
   if (shared_rhs && !transpose_a) {
     m *= batch;
@@ -151,18 +232,18 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
   }
   GemmKey key;
   std::memset(&key, 0, sizeof(key));
-  key = GemmKey{batch, m, n, k, transpose_a, transpose_b, shared_rhs, in_type, out_type,
-                bias ? 1 : 0};
-  const GemmPlan* plan = nullptr;
-  if (int rc = FindPlan(ctx, key, &plan)) return rc;
-  if (bias)
-    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &bias, sizeof(bias)));
-  const float one = 1.0f, zero = 0.0f;
-  STEPC_LT_TRY(ctx, cublasLtMatmul(State().handle, plan->op, &one, b, plan->a, a, plan->b, &zero,
-                                   c, plan->c, c, plan->c, &plan->algo, ctx->gemm_workspace,
-                                   kGemmWorkspaceBytes, ctx->stream));
-  return 0;
+  key.batch = batch;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.transpose_a = transpose_a;
+  key.transpose_b = transpose_b;
+  key.shared_rhs = shared_rhs;
+  key.in_type = in_type;
+  key.out_type = out_type;
+  key.bias = bias ? 1 : 0;
+  key.epilogue = epilogue;
+  return Matmul(ctx, a, b, c, key, bias, aux);
 }
 
 extern "C" void stepc_cuda_release(void) {

@@ -44,7 +44,9 @@ mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const Memory
 /// What the CUDA back end computes inside other ops' kernels, decided before
 /// the memory plan (which must keep a fused group's buffers apart):
 /// a bf16 GEMM or attention whose results only feed converts to f32 writes
-/// f32 directly; add(GEMM, broadcast(bias[N])) is cuBLASLt's BIAS epilogue.
+/// f32 directly; add(GEMM, broadcast(bias[N])) is cuBLASLt's BIAS epilogue;
+/// a tanh GELU of a GEMM's result is its GELU_AUX epilogue (the
+/// pre-activation kept for the backward), gelu_grad(GEMM, x) its DGELU.
 struct CudaFusions {
   /// Fused op -> the op whose kernel computes it (for planMemory).
   ComputedBy computedBy;
@@ -53,6 +55,9 @@ struct CudaFusions {
   llvm::DenseMap<mlir::Value, mlir::Value> writesTo;
   /// The bias of a GEMM with the BIAS epilogue.
   llvm::DenseMap<mlir::Operation *, mlir::Value> biasOf;
+  /// A GEMM's GELU epilogue (runtime's stepc_cuda_epilogue) and its aux
+  /// value (the pre-activation: written by GELU, read by DGELU).
+  llvm::DenseMap<mlir::Operation *, std::pair<int, mlir::Value>> epilogueOf;
 };
 CudaFusions planCudaFusions(mlir::func::FuncOp step);
 
