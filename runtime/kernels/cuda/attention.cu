@@ -47,7 +47,7 @@ __device__ void StageTile(const T* src, int64_t b, int64_t r0, int64_t rows, int
 template <typename T, int kDh>
 __global__ void __launch_bounds__(kQ) ForwardKernel(const T* q, const T* k, const T* v,
                                                     AttentionArgs a, void* out, float* lse) {
-  extern __shared__ float smem[];
+  STEPC_DYNAMIC_SHARED(float, smem);
   float* ks = smem;
   float* vs = smem + kK * kDh;
   const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kQ) QueryGradKernel(const T* dout, const T* q,
                                                       const T* v, AttentionArgs a,
                                                       const float* lse, const float* delta,
                                                       void* dq) {
-  extern __shared__ float smem[];
+  STEPC_DYNAMIC_SHARED(float, smem);
   float* ks = smem;
   float* vs = smem + kK * kDh;
   const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kQ) KeyValueGradKernel(const T* dout, const T*
                                                          const T* v, AttentionArgs a,
                                                          const float* lse, const float* delta,
                                                          void* dk, void* dv) {
-  extern __shared__ float smem[];
+  STEPC_DYNAMIC_SHARED(float, smem);
   float* qs = smem;
   float* dos = smem + kK * kDh;
   float* lses = smem + 2 * kK * kDh;
@@ -218,7 +218,7 @@ int Forward(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
   const Grid2 grid = AttentionForwardGrid(a.batch, a.tq, a.heads);
   const int64_t shared = AttentionSharedBytes(kDh, sizeof(float));
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(ForwardKernel<T, kDh>, shared));
-  ForwardKernel<T, kDh><<<dim3(grid.x, grid.y), kQ, shared, ctx->stream>>>(
+  STEPC_LAUNCH(dim3(grid.x, grid.y), kQ, shared, ctx->stream, ForwardKernel<T, kDh>)(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), a, out, lse);
   return STEPC_LAUNCHED(ctx, "ForwardKernel(attention)");
 }
@@ -234,7 +234,7 @@ int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k
   const int out_type = a.out_type;
   a.out_type = STEPC_CUDA_F32;
   if (int rc = Forward<T, kDh>(ctx, q, k, v, a, out, lse)) return rc;
-  DeltaKernel<T><<<ElementwiseBlocks(plan.delta_floats), kThreads, 0, ctx->stream>>>(
+  STEPC_LAUNCH(ElementwiseBlocks(plan.delta_floats), kThreads, 0, ctx->stream, DeltaKernel<T>)(
       static_cast<const T*>(dout), out, a, delta);
   if (int rc = STEPC_LAUNCHED(ctx, "DeltaKernel(attention)")) return rc;
   a.out_type = out_type;
@@ -244,13 +244,13 @@ int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k
   const Grid2 qgrid = AttentionForwardGrid(a.batch, a.tq, a.heads);
   const int64_t shared = AttentionSharedBytes(kDh, sizeof(float));
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(QueryGradKernel<T, kDh>, shared));
-  QueryGradKernel<T, kDh><<<dim3(qgrid.x, qgrid.y), kQ, shared, ctx->stream>>>(dO, Q, K, V, a,
+  STEPC_LAUNCH(dim3(qgrid.x, qgrid.y), kQ, shared, ctx->stream, QueryGradKernel<T, kDh>)(dO, Q, K, V, a,
                                                                                lse, delta, dq);
   if (int rc = STEPC_LAUNCHED(ctx, "QueryGradKernel(attention)")) return rc;
   const Grid2 kgrid = AttentionKeyGrid(a.batch, a.tk, a.kv_heads);
   const int64_t kv_shared = shared + 2 * kK * sizeof(float);
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(KeyValueGradKernel<T, kDh>, kv_shared));
-  KeyValueGradKernel<T, kDh><<<dim3(kgrid.x, kgrid.y), kQ, kv_shared, ctx->stream>>>(
+  STEPC_LAUNCH(dim3(kgrid.x, kgrid.y), kQ, kv_shared, ctx->stream, KeyValueGradKernel<T, kDh>)(
       dO, Q, K, V, a, lse, delta, dk, dv);
   return STEPC_LAUNCHED(ctx, "KeyValueGradKernel(attention)");
 }

@@ -14,7 +14,11 @@
 #ifndef STEPC_CUDA_KERNELS_H_
 #define STEPC_CUDA_KERNELS_H_
 
+#ifdef STEPC_CUDA_EMULATION
+#include "runtime/kernels/cuda/emulation.h"
+#else
 #include <cuda_runtime_api.h>
+#endif
 #include <stddef.h>
 #include <stdint.h>
 

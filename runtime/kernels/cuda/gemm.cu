@@ -198,7 +198,7 @@ int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey k
     plain.epilogue = STEPC_EPILOGUE_NONE;
     if (int rc = Matmul(ctx, a, b, c, plain, nullptr, nullptr)) return rc;
     const int64_t rows = key.batch * key.m;
-    EpilogueKernel<<<ElementwiseBlocks(rows * key.n), kThreads, 0, ctx->stream>>>(
+    STEPC_LAUNCH(ElementwiseBlocks(rows * key.n), kThreads, 0, ctx->stream, EpilogueKernel)(
         static_cast<float*>(c), bias, static_cast<float*>(aux), rows, key.n, key.epilogue);
     return STEPC_LAUNCHED(ctx, "EpilogueKernel");
   }

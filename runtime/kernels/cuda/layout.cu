@@ -156,7 +156,7 @@ int64_t Count(const Dims& d) {
 
 int FinishChunks(stepc_cuda_ctx* ctx, const float* partial, int64_t chunks, int64_t outputs,
                  int kind, float scale, float* out) {
-  FinishChunksKernel<<<ElementwiseBlocks(outputs), kThreads, 0, ctx->stream>>>(
+  STEPC_LAUNCH(ElementwiseBlocks(outputs), kThreads, 0, ctx->stream, FinishChunksKernel)(
       partial, chunks, outputs, kind, scale, out);
   return STEPC_LAUNCHED(ctx, "FinishChunksKernel");
 }
@@ -166,7 +166,7 @@ int FinishChunks(stepc_cuda_ctx* ctx, const float* partial, int64_t chunks, int6
 using namespace stepc::cuda;
 
 extern "C" int stepc_cuda_fill(stepc_cuda_ctx* ctx, float* out, int64_t n, float value) {
-  FillKernel<<<ElementwiseBlocks(n), kThreads, 0, ctx->stream>>>(out, n, value);
+  STEPC_LAUNCH(ElementwiseBlocks(n), kThreads, 0, ctx->stream, FillKernel)(out, n, value);
   return STEPC_LAUNCHED(ctx, "FillKernel");
 }
 
@@ -181,7 +181,7 @@ extern "C" int stepc_cuda_broadcast(stepc_cuda_ctx* ctx, const float* in,
   for (int d = 0; d < in_rank; ++d)
     src.stride[d + shift] = in_shape[d] == 1 ? 0 : in_dims.stride[d];
   const int64_t n = Numel(out_shape, out_rank);
-  GatherKernel<<<ElementwiseBlocks(n), kThreads, 0, ctx->stream>>>(in, out, n, over, src);
+  STEPC_LAUNCH(ElementwiseBlocks(n), kThreads, 0, ctx->stream, GatherKernel)(in, out, n, over, src);
   return STEPC_LAUNCHED(ctx, "GatherKernel(broadcast)");
 }
 
@@ -196,7 +196,7 @@ extern "C" int stepc_cuda_transpose(stepc_cuda_ctx* ctx, const float* in,
   src.rank = rank;
   for (int d = 0; d < rank; ++d) src.stride[d] = in_dims.stride[perm[d]];
   const int64_t n = Numel(in_shape, rank);
-  GatherKernel<<<ElementwiseBlocks(n), kThreads, 0, ctx->stream>>>(in, out, n, over, src);
+  STEPC_LAUNCH(ElementwiseBlocks(n), kThreads, 0, ctx->stream, GatherKernel)(in, out, n, over, src);
   return STEPC_LAUNCHED(ctx, "GatherKernel(transpose)");
 }
 
@@ -215,7 +215,7 @@ extern "C" int stepc_cuda_copy_box(stepc_cuda_ctx* ctx, const float* src,
   }
   const int64_t n = Numel(box, rank);
   if (n == 0) return 0;
-  CopyBoxKernel<<<ElementwiseBlocks(n), kThreads, 0, ctx->stream>>>(src, src_base, s, dst,
+  STEPC_LAUNCH(ElementwiseBlocks(n), kThreads, 0, ctx->stream, CopyBoxKernel)(src, src_base, s, dst,
                                                                     dst_base, d, b, n);
   return STEPC_LAUNCHED(ctx, "CopyBoxKernel");
 }
@@ -232,11 +232,11 @@ extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int
   const int64_t per_chunk = CeilDiv(total, plan.chunks);
   dim3 grid(plan.output_tiles, plan.chunks), block(kReduceLanes, kReduceRows);
   if (plan.chunks == 1) {
-    ReduceKernel<<<grid, block, 0, ctx->stream>>>(in, kept, reduced, outputs, total, per_chunk,
+    STEPC_LAUNCH(grid, block, 0, ctx->stream, ReduceKernel)(in, kept, reduced, outputs, total, per_chunk,
                                                   kind, scale, out);
     return STEPC_LAUNCHED(ctx, "ReduceKernel");
   }
-  ReduceKernel<<<grid, block, 0, ctx->stream>>>(in, kept, reduced, outputs, total, per_chunk,
+  STEPC_LAUNCH(grid, block, 0, ctx->stream, ReduceKernel)(in, kept, reduced, outputs, total, per_chunk,
                                                 kind, 1.0f, scratch);
   if (int rc = STEPC_LAUNCHED(ctx, "ReduceKernel")) return rc;
   return FinishChunks(ctx, scratch, plan.chunks, outputs, kind, scale, out);
@@ -249,7 +249,7 @@ extern "C" int stepc_cuda_reduce_max_grad(stepc_cuda_ctx* ctx, const float* dy, 
   Dims kept, reduced;
   SplitDims(shape, rank, reduce_mask, &kept, &reduced);
   const int64_t outputs = Count(kept);
-  ReduceMaxGradKernel<<<ElementwiseBlocks(outputs), kThreads, 0, ctx->stream>>>(
+  STEPC_LAUNCH(ElementwiseBlocks(outputs), kThreads, 0, ctx->stream, ReduceMaxGradKernel)(
       dy, x, kept, reduced, outputs, Count(reduced), dx);
   return STEPC_LAUNCHED(ctx, "ReduceMaxGradKernel");
 }

@@ -119,10 +119,10 @@ using namespace stepc::cuda;
 extern "C" int stepc_cuda_cross_entropy(stepc_cuda_ctx* ctx, const float* logits,
                                         const int32_t* targets, int64_t n, int64_t classes,
                                         float* scratch, float* loss, int32_t site) {
-  CrossEntropyRowsKernel<<<n, kThreads, 0, ctx->stream>>>(logits, targets, classes, scratch,
+  STEPC_LAUNCH(n, kThreads, 0, ctx->stream, CrossEntropyRowsKernel)(logits, targets, classes, scratch,
                                                           ctx->status, site);
   if (int rc = STEPC_LAUNCHED(ctx, "CrossEntropyRowsKernel")) return rc;
-  MeanKernel<<<1, kThreads, 0, ctx->stream>>>(scratch, n, loss);
+  STEPC_LAUNCH(1, kThreads, 0, ctx->stream, MeanKernel)(scratch, n, loss);
   return STEPC_LAUNCHED(ctx, "MeanKernel");
 }
 
@@ -130,7 +130,7 @@ extern "C" int stepc_cuda_cross_entropy_grad(stepc_cuda_ctx* ctx, const float* d
                                              const float* logits, const int32_t* targets,
                                              int64_t n, int64_t classes, float* dlogits,
                                              int32_t site) {
-  CrossEntropyGradKernel<<<n, kThreads, 0, ctx->stream>>>(dloss, logits, targets, n, classes,
+  STEPC_LAUNCH(n, kThreads, 0, ctx->stream, CrossEntropyGradKernel)(dloss, logits, targets, n, classes,
                                                           dlogits, ctx->status, site);
   return STEPC_LAUNCHED(ctx, "CrossEntropyGradKernel");
 }
@@ -138,7 +138,7 @@ extern "C" int stepc_cuda_cross_entropy_grad(stepc_cuda_ctx* ctx, const float* d
 extern "C" int stepc_cuda_embedding(stepc_cuda_ctx* ctx, const float* table, const int32_t* ids,
                                     int64_t n, int64_t rows, int64_t d, float* out,
                                     int32_t site) {
-  EmbeddingKernel<<<ElementwiseBlocks(n * d), kThreads, 0, ctx->stream>>>(table, ids, n, rows, d,
+  STEPC_LAUNCH(ElementwiseBlocks(n * d), kThreads, 0, ctx->stream, EmbeddingKernel)(table, ids, n, rows, d,
                                                                           out, ctx->status, site);
   return STEPC_LAUNCHED(ctx, "EmbeddingKernel");
 }
@@ -147,7 +147,7 @@ extern "C" int stepc_cuda_embedding_grad(stepc_cuda_ctx* ctx, const float* dy,
                                          const int32_t* ids, int64_t n, int64_t rows, int64_t d,
                                          float* dtable, int32_t site) {
   STEPC_CUDA_TRY(ctx, cudaMemsetAsync(dtable, 0, rows * d * sizeof(float), ctx->stream));
-  EmbeddingGradKernel<<<ElementwiseBlocks(n * d), kThreads, 0, ctx->stream>>>(
+  STEPC_LAUNCH(ElementwiseBlocks(n * d), kThreads, 0, ctx->stream, EmbeddingGradKernel)(
       dy, ids, n, rows, d, dtable, ctx->status, site);
   return STEPC_LAUNCHED(ctx, "EmbeddingGradKernel");
 }

@@ -131,7 +131,7 @@ int NormColumns(stepc_cuda_ctx* ctx, const float* dy, const float* x, int64_t ro
   float* part_b = part_w + plan.columns.scratch_floats;
   const bool chunked = plan.columns.chunks > 1;
   dim3 grid(plan.columns.output_tiles, plan.columns.chunks), block(kReduceLanes, kReduceRows);
-  NormColumnsKernel<<<grid, block, 0, ctx->stream>>>(dy, x, stats, rows, d,
+  STEPC_LAUNCH(grid, block, 0, ctx->stream, NormColumnsKernel)(dy, x, stats, rows, d,
                                                      CeilDiv(rows, plan.columns.chunks),
                                                      chunked ? part_w : dw,
                                                      db ? (chunked ? part_b : db) : nullptr);
@@ -195,14 +195,14 @@ using namespace stepc::cuda;
 extern "C" int stepc_cuda_layer_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                      const float* b, int64_t rows, int64_t d, double eps,
                                      float* y) {
-  LayerNormKernel<<<RowBlocks(rows), kThreads, 0, ctx->stream>>>(x, w, b, rows, d, (float)eps, y);
+  STEPC_LAUNCH(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormKernel)(x, w, b, rows, d, (float)eps, y);
   return STEPC_LAUNCHED(ctx, "LayerNormKernel");
 }
 
 extern "C" int stepc_cuda_layer_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
                                           const float* w, int64_t rows, int64_t d, double eps,
                                           float* scratch, float* dx, float* dw, float* db) {
-  LayerNormGradKernel<<<RowBlocks(rows), kThreads, 0, ctx->stream>>>(dy, x, w, rows, d,
+  STEPC_LAUNCH(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormGradKernel)(dy, x, w, rows, d,
                                                                      (float)eps, scratch, dx);
   if (int rc = STEPC_LAUNCHED(ctx, "LayerNormGradKernel")) return rc;
   return NormColumns(ctx, dy, x, rows, d, scratch, dw, db);
@@ -210,14 +210,14 @@ extern "C" int stepc_cuda_layer_norm_grad(stepc_cuda_ctx* ctx, const float* dy, 
 
 extern "C" int stepc_cuda_rms_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                    int64_t rows, int64_t d, double eps, float* y) {
-  RmsNormKernel<<<RowBlocks(rows), kThreads, 0, ctx->stream>>>(x, w, rows, d, (float)eps, y);
+  STEPC_LAUNCH(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormKernel)(x, w, rows, d, (float)eps, y);
   return STEPC_LAUNCHED(ctx, "RmsNormKernel");
 }
 
 extern "C" int stepc_cuda_rms_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
                                         const float* w, int64_t rows, int64_t d, double eps,
                                         float* scratch, float* dx, float* dw) {
-  RmsNormGradKernel<<<RowBlocks(rows), kThreads, 0, ctx->stream>>>(dy, x, w, rows, d,
+  STEPC_LAUNCH(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormGradKernel)(dy, x, w, rows, d,
                                                                    (float)eps, scratch, dx);
   if (int rc = STEPC_LAUNCHED(ctx, "RmsNormGradKernel")) return rc;
   return NormColumns(ctx, dy, x, rows, d, scratch, dw, nullptr);
@@ -225,14 +225,14 @@ extern "C" int stepc_cuda_rms_norm_grad(stepc_cuda_ctx* ctx, const float* dy, co
 
 extern "C" int stepc_cuda_softmax(stepc_cuda_ctx* ctx, const float* x, int64_t outer, int64_t n,
                                   int64_t inner, float* y) {
-  SoftmaxKernel<<<ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream>>>(x, outer, n,
+  STEPC_LAUNCH(ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream, SoftmaxKernel)(x, outer, n,
                                                                                 inner, y);
   return STEPC_LAUNCHED(ctx, "SoftmaxKernel");
 }
 
 extern "C" int stepc_cuda_softmax_grad(stepc_cuda_ctx* ctx, const float* dy, const float* y,
                                        int64_t outer, int64_t n, int64_t inner, float* dx) {
-  SoftmaxGradKernel<<<ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream>>>(
+  STEPC_LAUNCH(ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream, SoftmaxGradKernel)(
       dy, y, outer, n, inner, dx);
   return STEPC_LAUNCHED(ctx, "SoftmaxGradKernel");
 }
@@ -240,7 +240,7 @@ extern "C" int stepc_cuda_softmax_grad(stepc_cuda_ctx* ctx, const float* dy, con
 extern "C" int stepc_cuda_rotary(stepc_cuda_ctx* ctx, const float* x, int64_t batch, int64_t len,
                                  int64_t width, int64_t head_dim, double theta, int inverse,
                                  float* y) {
-  RotaryKernel<<<ElementwiseBlocks(batch * len * width / 2), kThreads, 0, ctx->stream>>>(
+  STEPC_LAUNCH(ElementwiseBlocks(batch * len * width / 2), kThreads, 0, ctx->stream, RotaryKernel)(
       x, batch, len, width, head_dim, (float)theta, inverse ? -1.0f : 1.0f, y);
   return STEPC_LAUNCHED(ctx, "RotaryKernel");
 }

@@ -50,7 +50,7 @@ extern "C" int stepc_cuda_adamw(stepc_cuda_ctx* ctx, const stepc_adamw_tensor* t
       largest = largest > tensors[first + i].n ? largest : tensors[first + i].n;
     }
     dim3 grid(AdamwBlocksPerTensor(largest), here);
-    AdamwKernel<<<grid, kThreads, 0, ctx->stream>>>(table, lr, step, grad_scale, (float)beta1,
+    STEPC_LAUNCH(grid, kThreads, 0, ctx->stream, AdamwKernel)(table, lr, step, grad_scale, (float)beta1,
                                                     (float)beta2, (float)eps,
                                                     (float)weight_decay);
     if (int rc = STEPC_LAUNCHED(ctx, "AdamwKernel")) return rc;

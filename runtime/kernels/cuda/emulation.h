@@ -1,0 +1,153 @@
+// emulation.h - just enough of CUDA to run the library's kernels on the
+// host, so that CI (which has no GPU) executes the kernel code itself —
+// index arithmetic, tiling, shared-memory staging, warp shuffles, barriers,
+// atomics — against the CPU kernels (cuda_kernels_emulated_test). Every
+// CUDA thread of a block is a host thread; __syncthreads and warp shuffles
+// are barriers among them; blocks run one after another. Not a simulator of
+// performance or of the memory model; GEMMs (cuBLASLt) are not emulated.
+// Compiled only with STEPC_CUDA_EMULATION defined (never into step.so).
+
+#ifndef STEPC_RUNTIME_KERNELS_CUDA_EMULATION_H_
+#define STEPC_RUNTIME_KERNELS_CUDA_EMULATION_H_
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <type_traits>
+
+// ---- Qualifiers.
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+// Block-shared arrays: one copy, blocks run one at a time.
+#define __shared__ static
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+namespace stepc::emu {
+struct ThreadState {
+  dim3 thread, block, block_dim, grid_dim;
+};
+ThreadState& Self();
+void SyncThreads();
+float ShuffleXor(float value, int lane_mask);
+void* DynamicShared();
+float AtomicAdd(float* address, float value);
+int AtomicCas(int* address, int compare, int value);
+// Runs `body` as every thread of every block of the grid.
+void Run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body);
+
+template <typename... Params>
+struct Launcher {
+  dim3 grid, block;
+  size_t shared;
+  void (*kernel)(Params...);
+  template <typename... Args>
+  void operator()(Args&&... args) const {
+    std::function<void()> body = [&] { kernel(static_cast<Params>(args)...); };
+    Run(grid, block, shared, body);
+  }
+};
+template <typename... Params>
+Launcher<Params...> Launch(dim3 grid, dim3 block, size_t shared, void (*kernel)(Params...)) {
+  return Launcher<Params...>{grid, block, shared, kernel};
+}
+}  // namespace stepc::emu
+
+#define threadIdx (::stepc::emu::Self().thread)
+#define blockIdx (::stepc::emu::Self().block)
+#define blockDim (::stepc::emu::Self().block_dim)
+#define gridDim (::stepc::emu::Self().grid_dim)
+
+inline void __syncthreads() { ::stepc::emu::SyncThreads(); }
+inline float __shfl_xor_sync(unsigned, float value, int lane_mask) {
+  return ::stepc::emu::ShuffleXor(value, lane_mask);
+}
+inline float atomicAdd(float* address, float value) {
+  return ::stepc::emu::AtomicAdd(address, value);
+}
+inline int atomicCAS(int* address, int compare, int value) {
+  return ::stepc::emu::AtomicCas(address, compare, value);
+}
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+template <typename A, typename B>
+inline std::common_type_t<A, B> min(A a, B b) { return a < b ? a : b; }
+template <typename A, typename B>
+inline std::common_type_t<A, B> max(A a, B b) { return a < b ? b : a; }
+
+// ---- bf16, rounded to nearest even as the device does.
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __nv_bfloat16 __float2bfloat16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  return __nv_bfloat16{static_cast<uint16_t>(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 h) {
+  uint32_t u = static_cast<uint32_t>(h.bits) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// ---- The runtime API the library and its test use; device memory is host memory.
+typedef void* cudaStream_t;
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaMemcpyKind {
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3
+};
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline const char* cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+template <typename Kernel>
+inline cudaError_t cudaFuncSetAttribute(Kernel, cudaFuncAttribute, int) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = std::malloc(bytes);
+  return *p ? cudaSuccess : cudaErrorInvalidValue;
+}
+inline cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  std::memcpy(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) {
+  *s = reinterpret_cast<cudaStream_t>(1);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+#define STEPC_LAUNCH(grid, block, shared, stream, ...) \
+  ::stepc::emu::Launch(dim3(grid), dim3(block), shared, __VA_ARGS__)
+#define STEPC_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(::stepc::emu::DynamicShared())
+
+#endif  // STEPC_RUNTIME_KERNELS_CUDA_EMULATION_H_
