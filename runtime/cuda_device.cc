@@ -4,7 +4,11 @@
 // after its first run, then replayed). Every CUDA error is a status naming
 // the call, file and line. Built into libstepc_runtime_cuda.so.
 
+#ifdef STEPC_CUDA_EMULATION
+#include "runtime/kernels/cuda/emulation.h"
+#else
 #include <cuda_runtime.h>
+#endif
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -69,7 +73,7 @@ class CudaDevice : public Device {
     if (!local) local = std::getenv("SLURM_LOCALID");
     STEPC_CUDA_OR_RETURN(cudaSetDevice((local ? std::atoi(local) : 0) % devices));
     STEPC_CUDA_OR_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    STEPC_CUDA_OR_RETURN(cudaMallocHost(&reported_, sizeof(Reported)));
+    STEPC_CUDA_OR_RETURN(cudaMallocHost(reinterpret_cast<void**>(&reported_), sizeof(Reported)));
     const char* graphs = std::getenv("STEPC_CUDA_GRAPHS");
     graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0);
     return absl::OkStatus();

@@ -22,8 +22,9 @@ absl::StatusOr<void*> OpenBeside(const void* symbol, const std::string& library)
   return handle;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice() {
-  const std::string library = "libstepc_runtime_cuda.so";
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(bool emulated) {
+  const std::string library =
+      emulated ? "libstepc_runtime_cuda_emulated.so" : "libstepc_runtime_cuda.so";
   absl::StatusOr<void*> handle = OpenBeside(reinterpret_cast<void*>(&MakeCudaDevice), library);
   if (!handle.ok())
     return absl::FailedPreconditionError(absl::StrCat(

@@ -48,8 +48,10 @@ class Device {
 absl::StatusOr<void*> OpenBeside(const void* symbol, const std::string& library);
 
 // Loads libstepc_runtime_cuda.so (beside libstepc_runtime.so) and opens the
-// GPU of this rank (local rank modulo the visible devices).
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice();
+// GPU of this rank (local rank modulo the visible devices); `emulated`:
+// libstepc_runtime_cuda_emulated.so, the same layer over host memory, for
+// step.so files built for the host emulation of CUDA (tests).
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(bool emulated = false);
 
 }  // namespace stepc
 

@@ -44,14 +44,19 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
         "'", path, "' was built for ABI version ",
         module->info_ ? module->info_->abi_version : -1, "; this runtime expects ",
         STEPC_ABI_VERSION, ": rebuild it with this stepc"));
-  if (std::strcmp(module->info_->target, "cpu") != 0 &&
-      std::strcmp(module->info_->target, "cuda") != 0)
+  if (std::strcmp(module->info_->target, "cpu") != 0 && !module->is_cuda())
     return absl::FailedPreconditionError(absl::StrCat(
         "'", path, "' targets '", module->info_->target, "'; this runtime runs 'cpu' and 'cuda'"));
   return module;
 }
 
-bool Module::is_cuda() const { return std::strcmp(info_->target, "cuda") == 0; }
+bool Module::is_cuda() const {
+  return std::strcmp(info_->target, "cuda") == 0 || is_cuda_emulation();
+}
+
+bool Module::is_cuda_emulation() const {
+  return std::strcmp(info_->target, "cuda-emulation") == 0;
+}
 
 Module::~Module() {
   if (handle_) dlclose(handle_);

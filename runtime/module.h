@@ -25,7 +25,9 @@ class Module {
   const std::string& path() const { return path_; }
   // Index of the argument named `name`, or -1.
   int FindArg(const std::string& name) const;
+  // A CUDA step (for a GPU, or built for the host emulation of CUDA).
   bool is_cuda() const;
+  bool is_cuda_emulation() const;
   // Runs one step; see stepc_train_step_v3.
   int Run(void* const* args, char* arena, const stepc_collectives* collectives,
           const stepc_device* device, float* loss, float* grad_norm, char* error,

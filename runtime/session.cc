@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
       return m;
   const stepc_module_info& info = s->module_->info();
   if (s->module_->is_cuda()) {
-    absl::StatusOr<std::unique_ptr<Device>> device = MakeCudaDevice();
+    absl::StatusOr<std::unique_ptr<Device>> device =
+        MakeCudaDevice(s->module_->is_cuda_emulation());
     if (!device.ok()) return device.status();
     s->device_ = std::move(*device);
     if (info.world_size > 1) {

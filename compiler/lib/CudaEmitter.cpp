@@ -63,6 +63,7 @@ private:
     return "STEPC_CUDA(cudaMemcpyAsync(" + dst + ", " + src + ", " + std::to_string(bytes) +
            ", cudaMemcpyDeviceToDevice, stream), \"all_reduce copy\");";
   }
+  std::string targetExpression() override { return "STEPC_TARGET"; }
   int64_t arenaBytes() override { return scratchOffset() + lc::AlignUp(std::max<int64_t>(scratchBytes, 1), lc::kScratchAlignment); }
 
   int64_t statusOffset() const { return lc::AlignUp(plan.arenaBytes, lc::kScratchAlignment); }
@@ -150,7 +151,12 @@ void CudaEmitter::planFusions() {
 void CudaEmitter::prologue(raw_ostream &os) {
   os << "#include \"stepc_abi.h\"\n#include \"cuda_kernels.h\"\n#include \"launch_config.h\"\n"
      << "#include \"../elementwise_math.h\"\n\n"
-     << "#include <cuda_bf16.h>\n#include <cuda_runtime.h>\n#include <stdio.h>\n\n"
+     << "#include <stdio.h>\n\n"
+     << "// Built by nvcc for a GPU, or by the host compiler for the host emulation\n"
+     << "// of CUDA (stepc --cuda-emulation: tests without a GPU).\n"
+     << "#ifdef STEPC_CUDA_EMULATION\n#define STEPC_TARGET \"cuda-emulation\"\n#else\n"
+     << "#include <cuda_bf16.h>\n#include <cuda_runtime.h>\n#define STEPC_TARGET \"cuda\"\n"
+     << "#endif\n\n"
      << "// Prefixes the failing op's location to the message a call left.\n"
      << "static int stepc_fail_at(char *error, size_t len, const char *site) {\n"
      << "  char detail[512];\n  snprintf(detail, sizeof(detail), \"%s\", error);\n"
@@ -213,7 +219,8 @@ void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
         << "       i += (int64_t)gridDim.x * blockDim.x) {\n"
         << statements << "  }\n}\n\n";
   }
-  body << "  " << name << "<<<stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream>>>(";
+  body << "  STEPC_LAUNCH(stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream, " << name
+       << ")(";
   for (Value v : args)
     body << ptr(v) << ", ";
   body << n << ");\n  STEPC_LAUNCHED("
@@ -309,8 +316,8 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
   pre << "};\n__global__ void " << name << "_copy(" << type << " *out) {\n"
       << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
       << "; i += (int64_t)gridDim.x * blockDim.x) out[i] = " << name << "[i];\n}\n";
-  body << "  " << name << "_copy<<<stepc_blocks(" << n << "), " << lc::kThreads
-       << ", 0, stream>>>(" << ptr(out) << ");\n  STEPC_LAUNCHED("
+  body << "  STEPC_LAUNCH(stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream, " << name
+       << "_copy)(" << ptr(out) << ");\n  STEPC_LAUNCHED("
        << cString(where(op) + ": 'step.constant'") << ");\n";
   return success();
 }

@@ -304,7 +304,7 @@ std::string SourceEmitter::metadata() {
     os << "};\n\n";
   }
   os << "static const stepc_module_info kInfo = {\n"
-     << "  STEPC_ABI_VERSION, " << cString(target) << ", " << n << ", kArgs, " << arenaBytes()
+     << "  STEPC_ABI_VERSION, " << targetExpression() << ", " << n << ", kArgs, " << arenaBytes()
      << ", " << summary.modelFlops << ", " << summary.executedFlops << ", " << summary.tokens
      << ",\n  " << cString(summary.reportJson) << ", " << summary.worldSize << ", "
      << cString(summary.sharding) << ", " << summary.meshShape.size() << ", {"

@@ -73,6 +73,8 @@ protected:
                                     int64_t bytes) = 0;
   /// C type of an element type.
   virtual std::string cType(mlir::Type element);
+  /// The C expression of the module info's target name.
+  virtual std::string targetExpression() { return cString(target); }
   /// Bytes of the whole arena (the plan's, plus what the target adds).
   virtual int64_t arenaBytes() { return plan.arenaBytes; }
 

@@ -115,3 +115,26 @@ llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std:
                       "-Xlinker", "-rpath," + cudaLib},
                      "CUDA compiler");
 }
+
+llvm::Error stepc::compileCudaEmulatedSharedObject(const std::string &source,
+                                                   const std::string &output) {
+  llvm::Expected<std::string> cxx = findProgram("CXX", "c++");
+  if (!cxx)
+    return llvm::createStringError(std::errc::no_such_file_or_directory, "no C++ compiler: %s",
+                                   llvm::toString(cxx.takeError()).c_str());
+  std::string include = dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR);
+  std::string root = llvm::sys::path::parent_path(include).str();
+  std::string libDir = dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR);
+  std::string library = libDir + "/libstepc_kernels_cuda_emulated.a";
+  if (!llvm::sys::fs::exists(library))
+    return llvm::createStringError(std::errc::no_such_file_or_directory,
+                                   "the emulated CUDA kernel library '%s' is missing",
+                                   library.c_str());
+  std::string sourcePath = output + ".cu";
+  return runCompiler(source, sourcePath,
+                     {*cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w",
+                      "-DSTEPC_CUDA_EMULATION", "-I" + root, "-I" + include,
+                      "-I" + include + "/kernels/cuda", "-x", "c++", sourcePath, "-x", "none",
+                      "-o", output, library, "-lpthread"},
+                     "C++ compiler (CUDA emulation)");
+}

@@ -216,7 +216,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     if (!std::isfinite(last.loss))
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
   }
-  if (lead && info.target == std::string("cuda"))
+  if (lead && session->module().is_cuda())
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);
   if (lead && !absl::GetFlag(FLAGS_plot).empty())

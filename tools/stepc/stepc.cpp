@@ -80,6 +80,11 @@ static cl::opt<double> linkGBps("link-gbps", cl::desc("Predict the exposed commu
 static cl::opt<double> computeGflops("compute-gflops", cl::desc("Compute rate the prediction "
                                                                 "assumes (GFLOP/s)"),
                                      cl::init(100.0));
+static cl::opt<bool> cudaEmulation("cuda-emulation",
+                                   cl::desc("With --target=cuda: build step.so for the host "
+                                            "emulation of CUDA (every kernel on host threads; "
+                                            "slow: for testing without a GPU)"),
+                                   cl::init(false));
 static cl::opt<bool> fuseElementwise("fuse-elementwise",
                                      cl::desc("Fuse runs of elementwise ops into one loop or "
                                               "kernel (default on)"),
@@ -104,6 +109,8 @@ int main(int argc, char **argv) {
   if (target == "cpu" && precision == "bf16" && emit != "mlir")
     return fail("--precision=bf16 needs --target=cuda: the CPU back end computes in f32 "
                 "(--emit=mlir shows the bf16 step, which stepc-interp runs)");
+  if (cudaEmulation && target != "cuda")
+    return fail("--cuda-emulation needs --target=cuda");
   if (target == "cuda" && !StringRef(arch).starts_with("sm_"))
     return fail("bad --arch '" + arch + "' (expected an sm_XY name such as sm_90a)");
   if (emit != "so" && emit != "mlir" && emit != "source")
@@ -289,9 +296,10 @@ int main(int argc, char **argv) {
     out->keep();
     return 0;
   }
-  if (llvm::Error err = target == "cuda"
-                            ? compileCudaSharedObject(*source, outputFile, arch.getValue())
-                            : compileCpuSharedObject(*source, outputFile))
+  if (llvm::Error err =
+          target == "cpu"  ? compileCpuSharedObject(*source, outputFile)
+          : cudaEmulation ? compileCudaEmulatedSharedObject(*source, outputFile)
+                          : compileCudaSharedObject(*source, outputFile, arch.getValue()))
     return fail(llvm::toString(std::move(err)));
   return 0;
 }

@@ -218,7 +218,7 @@ int Forward(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
   const Grid2 grid = AttentionForwardGrid(a.batch, a.tq, a.heads);
   const int64_t shared = AttentionSharedBytes(kDh, sizeof(float));
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(ForwardKernel<T, kDh>, shared));
-  STEPC_LAUNCH(dim3(grid.x, grid.y), kQ, shared, ctx->stream, ForwardKernel<T, kDh>)(
+  STEPC_LAUNCH_COOPERATIVE(dim3(grid.x, grid.y), kQ, shared, ctx->stream, ForwardKernel<T, kDh>)(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), a, out, lse);
   return STEPC_LAUNCHED(ctx, "ForwardKernel(attention)");
 }
@@ -244,13 +244,13 @@ int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k
   const Grid2 qgrid = AttentionForwardGrid(a.batch, a.tq, a.heads);
   const int64_t shared = AttentionSharedBytes(kDh, sizeof(float));
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(QueryGradKernel<T, kDh>, shared));
-  STEPC_LAUNCH(dim3(qgrid.x, qgrid.y), kQ, shared, ctx->stream, QueryGradKernel<T, kDh>)(dO, Q, K, V, a,
+  STEPC_LAUNCH_COOPERATIVE(dim3(qgrid.x, qgrid.y), kQ, shared, ctx->stream, QueryGradKernel<T, kDh>)(dO, Q, K, V, a,
                                                                                lse, delta, dq);
   if (int rc = STEPC_LAUNCHED(ctx, "QueryGradKernel(attention)")) return rc;
   const Grid2 kgrid = AttentionKeyGrid(a.batch, a.tk, a.kv_heads);
   const int64_t kv_shared = shared + 2 * kK * sizeof(float);
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(KeyValueGradKernel<T, kDh>, kv_shared));
-  STEPC_LAUNCH(dim3(kgrid.x, kgrid.y), kQ, kv_shared, ctx->stream, KeyValueGradKernel<T, kDh>)(
+  STEPC_LAUNCH_COOPERATIVE(dim3(kgrid.x, kgrid.y), kQ, kv_shared, ctx->stream, KeyValueGradKernel<T, kDh>)(
       dO, Q, K, V, a, lse, delta, dk, dv);
   return STEPC_LAUNCHED(ctx, "KeyValueGradKernel(attention)");
 }

@@ -10,9 +10,6 @@
 #else
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-// A kernel launch, spelt so that emulation.h can run it on the host.
-#define STEPC_LAUNCH(grid, block, shared, stream, ...) __VA_ARGS__<<<grid, block, shared, stream>>>
-#define STEPC_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
 
 #include <cstdint>

@@ -18,6 +18,12 @@
 #include "runtime/kernels/cuda/emulation.h"
 #else
 #include <cuda_runtime_api.h>
+/* A kernel launch, spelt so that emulation.h can run it on the host; a
+ * cooperative kernel's threads meet (__syncthreads, warp shuffles), which the
+ * emulation needs to know to give each its own host thread. */
+#define STEPC_LAUNCH(grid, block, shared, stream, ...) __VA_ARGS__<<<grid, block, shared, stream>>>
+#define STEPC_LAUNCH_COOPERATIVE STEPC_LAUNCH
+#define STEPC_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #endif
 #include <stddef.h>
 #include <stdint.h>

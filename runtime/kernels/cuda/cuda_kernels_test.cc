@@ -7,7 +7,7 @@
 // multi-tensor AdamW. Built twice: for the GPU (ctest label `gpu`,
 // scripts/gpu-check.sh), and with STEPC_CUDA_EMULATION for the host, where
 // the same kernels run on host threads (emulation.h) in every CI run —
-// everything but cuBLASLt's GEMMs.
+// the GEMMs there are the emulation's, not cuBLASLt's.
 
 #ifndef STEPC_CUDA_EMULATION
 #include <cuda_bf16.h>
@@ -113,7 +113,7 @@ class CudaKernels : public ::testing::Test {
   std::vector<void*> owned_;
 };
 
-#ifndef STEPC_CUDA_EMULATION  // cuBLASLt runs on a GPU only
+// (Emulated: the host GEMM behind stepc --cuda-emulation, not cuBLASLt.)
 TEST_F(CudaKernels, MatmulEveryFormMatchesTheCpu) {
   const int64_t batch = 3, m = 37, n = 21, k = 45;
   for (int ta : {0, 1})
@@ -187,8 +187,6 @@ TEST_F(CudaKernels, MatmulGeluEpilogues) {
             0);
   EXPECT_NE(std::string(error_).find("N divisible by 8"), std::string::npos) << error_;
 }
-
-#endif  // STEPC_CUDA_EMULATION
 
 TEST_F(CudaKernels, LayoutOps) {
   const int64_t in_shape[] = {3, 1, 5}, out_shape[] = {2, 3, 4, 5};

@@ -1,144 +1,211 @@
-// The host threads behind emulation.h: a block's threads run concurrently
-// and meet at barriers that threads leave when they return (as exited GPU
-// threads stop counting at __syncthreads); a warp's 32 threads exchange
-// values for shuffles through their own barrier.
+// The execution behind emulation.h, on the calling host thread. Independent
+// threads (STEPC_LAUNCH) run one after another. A cooperative block's
+// threads are fibers (ucontext) switched by a small scheduler: a fiber that
+// reaches __syncthreads or a warp shuffle waits at its barrier until every
+// thread still running in the block (or warp) has arrived — threads that
+// returned stop counting, as exited GPU threads do. A block whose fibers all
+// wait at different barriers is a deadlock the kernel would have on a GPU:
+// reported, then aborted.
 
 #include "runtime/kernels/cuda/emulation.h"
 
+#include <ucontext.h>
+
 #include <algorithm>
-#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 namespace stepc::emu {
 namespace {
 
-// A reusable barrier whose participants may leave; the last to arrive runs
-// `completion` before anyone is released.
-class Barrier {
- public:
-  explicit Barrier(int count, std::function<void()> completion = nullptr)
-      : count_(count), completion_(std::move(completion)) {}
+// A barrier among the running threads of a group (a block, or a warp).
+struct Barrier {
+  int participants = 0;
+  int arrived = 0;
+  long generation = 0;
   void Arrive() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const long generation = generation_;
-    if (++arrived_ == count_) {
-      Release();
-      return;
-    }
-    cv_.wait(lock, [&] { return generation_ != generation; });
+    if (++arrived == participants) Release();
   }
   void Leave() {
-    std::unique_lock<std::mutex> lock(mu_);
-    --count_;
-    if (count_ > 0 && arrived_ == count_) Release();
+    --participants;
+    if (participants > 0 && arrived == participants) Release();
   }
-  void Reset(int count) {
-    std::unique_lock<std::mutex> lock(mu_);
-    count_ = count;
-    arrived_ = 0;
-  }
-
- private:
   void Release() {
-    if (completion_) completion_();
-    arrived_ = 0;
-    ++generation_;
-    cv_.notify_all();
+    arrived = 0;
+    ++generation;
   }
-  std::function<void()> completion_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int count_, arrived_ = 0;
-  long generation_ = 0;
+};
+
+struct Fiber {
+  ucontext_t context;
+  std::unique_ptr<char[]> stack;
+  ThreadState state;
+  int linear = 0;
+  bool finished = false;
+  Barrier* waiting = nullptr;  // the barrier it waits at, if any
+  long waited_generation = 0;
 };
 
 struct Warp {
-  explicit Warp(int lanes) : barrier(lanes) {}
   float slots[32] = {};
   Barrier barrier;
 };
 
-struct BlockContext {
-  std::unique_ptr<Barrier> block;
-  std::vector<std::unique_ptr<Warp>> warps;
+struct Block {
+  Barrier barrier;
+  std::vector<Warp> warps;
+  std::vector<Fiber> fibers;
+  ucontext_t scheduler;
+  Fiber* current = nullptr;
+  const std::function<void()>* body = nullptr;
 };
 
+constexpr size_t kFiberStack = 256 << 10;
+
 thread_local ThreadState self;
-thread_local BlockContext* context = nullptr;
-thread_local int linear = 0;
+thread_local Block* running = nullptr;  // the cooperative block, if any
 std::vector<char> shared_memory;
-std::mutex atomics;
+
+void Wait(Barrier& barrier) {
+  Fiber* f = running->current;
+  const long generation = barrier.generation;
+  barrier.Arrive();
+  if (barrier.generation != generation) return;  // the last to arrive
+  f->waiting = &barrier;
+  f->waited_generation = generation;
+  swapcontext(&f->context, &running->scheduler);
+}
+
+void FiberMain() {
+  Block* block = running;
+  (*block->body)();
+  Fiber* f = block->current;
+  f->finished = true;
+  block->warps[f->linear / 32].barrier.Leave();
+  block->barrier.Leave();
+  // Returning resumes uc_link: the scheduler.
+}
+
+void RequireCooperative(const char* what) {
+  if (running) return;
+  std::fprintf(stderr,
+               "emulation: a kernel launched with STEPC_LAUNCH uses %s; launch it with "
+               "STEPC_LAUNCH_COOPERATIVE\n",
+               what);
+  std::abort();
+}
+
+void RunCooperativeBlock(Block& block, int threads) {
+  block.barrier = Barrier{threads};
+  for (size_t w = 0; w < block.warps.size(); ++w) {
+    block.warps[w].barrier = Barrier{std::min<int>(32, threads - 32 * int(w))};
+  }
+  for (int t = 0; t < threads; ++t) {
+    Fiber& f = block.fibers[t];
+    f.finished = false;
+    f.waiting = nullptr;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = kFiberStack;
+    f.context.uc_link = &block.scheduler;
+    makecontext(&f.context, FiberMain, 0);
+  }
+  for (int live = threads; live > 0;) {
+    bool progress = false;
+    live = 0;
+    for (Fiber& f : block.fibers) {
+      if (f.finished) continue;
+      if (f.waiting && f.waiting->generation == f.waited_generation) {
+        ++live;
+        continue;
+      }
+      f.waiting = nullptr;
+      block.current = &f;
+      self = f.state;
+      swapcontext(&block.scheduler, &f.context);
+      progress = true;
+      if (!f.finished) ++live;
+    }
+    if (live > 0 && !progress) {
+      std::fprintf(stderr, "emulation: deadlock: the threads of block (%u, %u, %u) wait at "
+                   "different barriers\n", self.block.x, self.block.y, self.block.z);
+      std::abort();
+    }
+  }
+}
 
 }  // namespace
 
 ThreadState& Self() { return self; }
 
-void SyncThreads() { context->block->Arrive(); }
+void SyncThreads() {
+  RequireCooperative("__syncthreads");
+  Wait(running->barrier);
+}
 
 float ShuffleXor(float value, int lane_mask) {
-  Warp& warp = *context->warps[linear / 32];
-  const int lane = linear % 32;
+  RequireCooperative("a warp shuffle");
+  Warp& warp = running->warps[running->current->linear / 32];
+  const int lane = running->current->linear % 32;
   warp.slots[lane] = value;
-  warp.barrier.Arrive();
+  Wait(warp.barrier);
   const float other = warp.slots[lane ^ lane_mask];
-  warp.barrier.Arrive();
+  Wait(warp.barrier);
   return other;
 }
 
 void* DynamicShared() { return shared_memory.data(); }
 
 float AtomicAdd(float* address, float value) {
-  std::lock_guard<std::mutex> lock(atomics);
-  const float old = *address;
+  const float old = *address;  // one host thread runs every emulated thread
   *address = old + value;
   return old;
 }
 
 int AtomicCas(int* address, int compare, int value) {
-  std::lock_guard<std::mutex> lock(atomics);
   const int old = *address;
   if (old == compare) *address = value;
   return old;
 }
 
-// One host thread per CUDA thread of a block, for the whole launch: they
-// run the blocks in turn, meeting at the end of each (where the last one
-// re-arms the block's barriers and clears its shared memory).
-void Run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body) {
+void Run(dim3 grid, dim3 block, size_t shared_bytes, bool cooperative,
+         const std::function<void()>& body) {
   const int threads = block.x * block.y * block.z;
   const long blocks = long(grid.x) * grid.y * grid.z;
   shared_memory.assign(shared_bytes + 16, 0);
-  BlockContext ctx;
-  ctx.block = std::make_unique<Barrier>(threads);
-  for (int w = 0; w < threads; w += 32)
-    ctx.warps.push_back(std::make_unique<Warp>(std::min(32, threads - w)));
-  Barrier end_of_block(threads, [&] {
-    ctx.block->Reset(threads);
-    for (size_t w = 0; w < ctx.warps.size(); ++w)
-      ctx.warps[w]->barrier.Reset(std::min<int>(32, threads - 32 * int(w)));
-    std::fill(shared_memory.begin(), shared_memory.end(), 0);
-  });
-  std::vector<std::thread> pool;
-  pool.reserve(threads);
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      context = &ctx;
-      linear = t;
-      self.thread = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-      self.block_dim = block;
-      self.grid_dim = grid;
-      for (long b = 0; b < blocks; ++b) {
-        self.block = dim3(b % grid.x, (b / grid.x) % grid.y, b / (long(grid.x) * grid.y));
+  auto state = [&](long b, int t) {
+    ThreadState s;
+    s.thread = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+    s.block = dim3(b % grid.x, (b / grid.x) % grid.y, b / (long(grid.x) * grid.y));
+    s.block_dim = block;
+    s.grid_dim = grid;
+    return s;
+  };
+  if (!cooperative) {
+    for (long b = 0; b < blocks; ++b)
+      for (int t = 0; t < threads; ++t) {
+        self = state(b, t);
         body();
-        ctx.warps[t / 32]->barrier.Leave();
-        ctx.block->Leave();
-        end_of_block.Arrive();
       }
-    });
-  for (std::thread& t : pool) t.join();
+    return;
+  }
+  Block ctx;
+  ctx.body = &body;
+  ctx.warps.resize((threads + 31) / 32);
+  ctx.fibers.resize(threads);
+  for (int t = 0; t < threads; ++t) {
+    ctx.fibers[t].stack.reset(new char[kFiberStack]);
+    ctx.fibers[t].linear = t;
+  }
+  running = &ctx;
+  for (long b = 0; b < blocks; ++b) {
+    for (int t = 0; t < threads; ++t) ctx.fibers[t].state = state(b, t);
+    std::fill(shared_memory.begin(), shared_memory.end(), 0);
+    RunCooperativeBlock(ctx, threads);
+  }
+  running = nullptr;
 }
 
 }  // namespace stepc::emu

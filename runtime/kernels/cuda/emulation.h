@@ -42,23 +42,27 @@ float ShuffleXor(float value, int lane_mask);
 void* DynamicShared();
 float AtomicAdd(float* address, float value);
 int AtomicCas(int* address, int compare, int value);
-// Runs `body` as every thread of every block of the grid.
-void Run(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()>& body);
+// Runs `body` as every thread of every block of the grid: on host threads
+// that meet at barriers if `cooperative`, else one after another on this one.
+void Run(dim3 grid, dim3 block, size_t shared_bytes, bool cooperative,
+         const std::function<void()>& body);
 
 template <typename... Params>
 struct Launcher {
   dim3 grid, block;
   size_t shared;
+  bool cooperative;
   void (*kernel)(Params...);
   template <typename... Args>
   void operator()(Args&&... args) const {
     std::function<void()> body = [&] { kernel(static_cast<Params>(args)...); };
-    Run(grid, block, shared, body);
+    Run(grid, block, shared, cooperative, body);
   }
 };
 template <typename... Params>
-Launcher<Params...> Launch(dim3 grid, dim3 block, size_t shared, void (*kernel)(Params...)) {
-  return Launcher<Params...>{grid, block, shared, kernel};
+Launcher<Params...> Launch(dim3 grid, dim3 block, size_t shared, bool cooperative,
+                           void (*kernel)(Params...)) {
+  return Launcher<Params...>{grid, block, shared, cooperative, kernel};
 }
 }  // namespace stepc::emu
 
@@ -102,7 +106,7 @@ inline float __bfloat162float(__nv_bfloat16 h) {
 
 // ---- The runtime API the library and its test use; device memory is host memory.
 typedef void* cudaStream_t;
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorNotSupported = 801 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToDevice = 1,
@@ -110,7 +114,10 @@ enum cudaMemcpyKind {
   cudaMemcpyDeviceToDevice = 3
 };
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
-inline const char* cudaGetErrorString(cudaError_t) { return "emulated CUDA error"; }
+inline const char* cudaGetErrorString(cudaError_t e) {
+  return e == cudaErrorNotSupported ? "operation not supported by the host emulation"
+                                    : "emulated CUDA error";
+}
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
   std::memset(p, value, bytes);
   return cudaSuccess;
@@ -139,6 +146,34 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemc
   std::memcpy(dst, src, bytes);
   return cudaSuccess;
 }
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                                   cudaStream_t = nullptr) {
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+inline cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
+// Launches run at once, so there is nothing to capture: capture is refused
+// and the runtime runs steps eagerly (its fallback path).
+typedef void* cudaGraph_t;
+typedef void* cudaGraphExec_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeThreadLocal = 1 };
+constexpr unsigned cudaStreamNonBlocking = 1;
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  return cudaErrorNotSupported;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) { return cudaErrorNotSupported; }
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t*, cudaGraph_t, unsigned long long) {
+  return cudaErrorNotSupported;
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return cudaErrorNotSupported; }
+inline cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = reinterpret_cast<cudaStream_t>(1);
+  return cudaSuccess;
+}
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) {
   *s = reinterpret_cast<cudaStream_t>(1);
   return cudaSuccess;
@@ -147,7 +182,9 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 #define STEPC_LAUNCH(grid, block, shared, stream, ...) \
-  ::stepc::emu::Launch(dim3(grid), dim3(block), shared, __VA_ARGS__)
+  ::stepc::emu::Launch(dim3(grid), dim3(block), shared, false, __VA_ARGS__)
+#define STEPC_LAUNCH_COOPERATIVE(grid, block, shared, stream, ...) \
+  ::stepc::emu::Launch(dim3(grid), dim3(block), shared, true, __VA_ARGS__)
 #define STEPC_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(::stepc::emu::DynamicShared())
 
 #endif  // STEPC_RUNTIME_KERNELS_CUDA_EMULATION_H_

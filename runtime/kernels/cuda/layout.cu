@@ -232,11 +232,11 @@ extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int
   const int64_t per_chunk = CeilDiv(total, plan.chunks);
   dim3 grid(plan.output_tiles, plan.chunks), block(kReduceLanes, kReduceRows);
   if (plan.chunks == 1) {
-    STEPC_LAUNCH(grid, block, 0, ctx->stream, ReduceKernel)(in, kept, reduced, outputs, total, per_chunk,
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, ReduceKernel)(in, kept, reduced, outputs, total, per_chunk,
                                                   kind, scale, out);
     return STEPC_LAUNCHED(ctx, "ReduceKernel");
   }
-  STEPC_LAUNCH(grid, block, 0, ctx->stream, ReduceKernel)(in, kept, reduced, outputs, total, per_chunk,
+  STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, ReduceKernel)(in, kept, reduced, outputs, total, per_chunk,
                                                 kind, 1.0f, scratch);
   if (int rc = STEPC_LAUNCHED(ctx, "ReduceKernel")) return rc;
   return FinishChunks(ctx, scratch, plan.chunks, outputs, kind, scale, out);

@@ -119,10 +119,10 @@ using namespace stepc::cuda;
 extern "C" int stepc_cuda_cross_entropy(stepc_cuda_ctx* ctx, const float* logits,
                                         const int32_t* targets, int64_t n, int64_t classes,
                                         float* scratch, float* loss, int32_t site) {
-  STEPC_LAUNCH(n, kThreads, 0, ctx->stream, CrossEntropyRowsKernel)(logits, targets, classes, scratch,
+  STEPC_LAUNCH_COOPERATIVE(n, kThreads, 0, ctx->stream, CrossEntropyRowsKernel)(logits, targets, classes, scratch,
                                                           ctx->status, site);
   if (int rc = STEPC_LAUNCHED(ctx, "CrossEntropyRowsKernel")) return rc;
-  STEPC_LAUNCH(1, kThreads, 0, ctx->stream, MeanKernel)(scratch, n, loss);
+  STEPC_LAUNCH_COOPERATIVE(1, kThreads, 0, ctx->stream, MeanKernel)(scratch, n, loss);
   return STEPC_LAUNCHED(ctx, "MeanKernel");
 }
 
@@ -130,7 +130,7 @@ extern "C" int stepc_cuda_cross_entropy_grad(stepc_cuda_ctx* ctx, const float* d
                                              const float* logits, const int32_t* targets,
                                              int64_t n, int64_t classes, float* dlogits,
                                              int32_t site) {
-  STEPC_LAUNCH(n, kThreads, 0, ctx->stream, CrossEntropyGradKernel)(dloss, logits, targets, n, classes,
+  STEPC_LAUNCH_COOPERATIVE(n, kThreads, 0, ctx->stream, CrossEntropyGradKernel)(dloss, logits, targets, n, classes,
                                                           dlogits, ctx->status, site);
   return STEPC_LAUNCHED(ctx, "CrossEntropyGradKernel");
 }

@@ -131,7 +131,7 @@ int NormColumns(stepc_cuda_ctx* ctx, const float* dy, const float* x, int64_t ro
   float* part_b = part_w + plan.columns.scratch_floats;
   const bool chunked = plan.columns.chunks > 1;
   dim3 grid(plan.columns.output_tiles, plan.columns.chunks), block(kReduceLanes, kReduceRows);
-  STEPC_LAUNCH(grid, block, 0, ctx->stream, NormColumnsKernel)(dy, x, stats, rows, d,
+  STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel)(dy, x, stats, rows, d,
                                                      CeilDiv(rows, plan.columns.chunks),
                                                      chunked ? part_w : dw,
                                                      db ? (chunked ? part_b : db) : nullptr);
@@ -195,14 +195,14 @@ using namespace stepc::cuda;
 extern "C" int stepc_cuda_layer_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                      const float* b, int64_t rows, int64_t d, double eps,
                                      float* y) {
-  STEPC_LAUNCH(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormKernel)(x, w, b, rows, d, (float)eps, y);
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormKernel)(x, w, b, rows, d, (float)eps, y);
   return STEPC_LAUNCHED(ctx, "LayerNormKernel");
 }
 
 extern "C" int stepc_cuda_layer_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
                                           const float* w, int64_t rows, int64_t d, double eps,
                                           float* scratch, float* dx, float* dw, float* db) {
-  STEPC_LAUNCH(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormGradKernel)(dy, x, w, rows, d,
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormGradKernel)(dy, x, w, rows, d,
                                                                      (float)eps, scratch, dx);
   if (int rc = STEPC_LAUNCHED(ctx, "LayerNormGradKernel")) return rc;
   return NormColumns(ctx, dy, x, rows, d, scratch, dw, db);
@@ -210,14 +210,14 @@ extern "C" int stepc_cuda_layer_norm_grad(stepc_cuda_ctx* ctx, const float* dy, 
 
 extern "C" int stepc_cuda_rms_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                    int64_t rows, int64_t d, double eps, float* y) {
-  STEPC_LAUNCH(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormKernel)(x, w, rows, d, (float)eps, y);
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormKernel)(x, w, rows, d, (float)eps, y);
   return STEPC_LAUNCHED(ctx, "RmsNormKernel");
 }
 
 extern "C" int stepc_cuda_rms_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
                                         const float* w, int64_t rows, int64_t d, double eps,
                                         float* scratch, float* dx, float* dw) {
-  STEPC_LAUNCH(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormGradKernel)(dy, x, w, rows, d,
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormGradKernel)(dy, x, w, rows, d,
                                                                    (float)eps, scratch, dx);
   if (int rc = STEPC_LAUNCHED(ctx, "RmsNormGradKernel")) return rc;
   return NormColumns(ctx, dy, x, rows, d, scratch, dw, nullptr);

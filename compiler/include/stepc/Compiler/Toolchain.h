@@ -22,6 +22,11 @@ llvm::Error compileCpuSharedObject(const std::string &source, const std::string 
 llvm::Error compileCudaSharedObject(const std::string &source, const std::string &output,
                                     const std::string &arch);
 
+/// Compiles generated CUDA C++ with the host C++ compiler for the host
+/// emulation of CUDA (runtime/kernels/cuda/emulation.h): every kernel on
+/// host threads, slow, for testing the CUDA back end where no GPU is.
+llvm::Error compileCudaEmulatedSharedObject(const std::string &source, const std::string &output);
+
 } // namespace stepc
 
 #endif // STEPC_COMPILER_TOOLCHAIN_H
