@@ -8,6 +8,7 @@
 // RUN: stepc %s --emit=source --precision=bf16 -o - | FileCheck %s --check-prefix=BF16
 
 // CHECK: #include "cuda_kernels.h"
+// CHECK: #define STEPC_TARGET "cuda"
 // GELU and the residual add: one kernel, GELU's value never stored.
 // CHECK: // fused gelu add
 // CHECK-NEXT: __global__ void stepc_elementwise{{[0-9]+}}(const float *p0, const float *p1, float *o0, int64_t n) {
@@ -24,18 +25,18 @@
 // CHECK-NEXT: const float x1 = p1[i];
 // CHECK-NEXT: out[i] = stepc_gelu_grad(x0, x1);
 // CHECK: static const char *const kCheckSites[] = {
-// CHECK-NEXT: "{{.*}}emit-source.mlir:92:8: 'step.embedding' id",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:101:8: 'step.cross_entropy' target",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:101:8: 'step.cross_entropy_grad' target",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:92:8: 'step.embedding_grad' id",
-// CHECK: STEPC_ABI_VERSION, "cuda", 19, kArgs, 33557504,
+// CHECK-NEXT: "{{.*}}emit-source.mlir:93:8: 'step.embedding' id",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:102:8: 'step.cross_entropy' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:102:8: 'step.cross_entropy_grad' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:93:8: 'step.embedding_grad' id",
+// CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33557504,
 // CHECK: 4, kCheckSites, "fp32"};
 // CHECK: extern "C" int stepc_train_step_v3(
 // CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
 // CHECK: char *scratch = arena + 33556736;
 // CHECK: STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), "step start");
 // CHECK: // step.embedding
-// CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 1), "{{.*}}emit-source.mlir:92:8: 'step.embedding'");
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 1), "{{.*}}emit-source.mlir:93:8: 'step.embedding'");
 // The projection: GEMM + bias epilogue; its broadcast and add are gone.
 // CHECK: // step.matmul
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((float *)b{{[0-9]+}}), a1, ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_F32, STEPC_CUDA_F32, a2, STEPC_EPILOGUE_NONE, 0),
@@ -45,7 +46,7 @@
 // CHECK-NEXT: // (computed by the kernel that produces its operand)
 // CHECK: stepc_cuda_attention(ctx, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32)
 // CHECK: // fused: 2 elementwise ops from {{.*}}emit-source.mlir:[[GELU:[0-9]+]]:8
-// CHECK-NEXT: stepc_elementwise{{[0-9]+}}<<<stepc_blocks(32), 256, 0, stream>>>(
+// CHECK-NEXT: STEPC_LAUNCH(stepc_blocks(32), 256, 0, stream, stepc_elementwise{{[0-9]+}})(
 // CHECK-NEXT: STEPC_LAUNCHED("{{.*}}:[[GELU]]:8: 'step.gelu'");
 // CHECK: // step.cross_entropy
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy(ctx, ((float *)b{{[0-9]+}}), a16, 8, 16, (float *)scratch, ((float *)b{{[0-9]+}}), 2),
