@@ -134,6 +134,9 @@ class CudaDevice : public Device {
   // NCCL lives in libstepc_runtime_nccl.so beside this library, loaded
   // only for a multi-GPU step.
   absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator() override {
+#ifdef STEPC_CUDA_EMULATION
+    return std::unique_ptr<Communicator>();  // host memory: MPI serves
+#endif
     const std::string library = "libstepc_runtime_nccl.so";
     absl::StatusOr<void*> handle =
         OpenBeside(reinterpret_cast<void*>(&stepc_make_cuda_device_v1), library);

@@ -37,7 +37,9 @@ class Device {
   // One step of `module` (its arguments already copied in).
   virtual absl::StatusOr<StepResult> Run(const Module& module,
                                          const stepc_collectives* collectives) = 0;
-  // The NCCL communicator of a multi-rank CUDA step (on this device's stream).
+  // The NCCL communicator of a multi-rank CUDA step (on this device's
+  // stream); null: keep the host's (the emulation, whose device memory is
+  // host memory, runs its collectives over MPI).
   virtual absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator() = 0;
   // "CUDA graph: captured once, replayed N" or why steps run eagerly.
   virtual std::string Describe() const = 0;

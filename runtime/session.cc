@@ -42,10 +42,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
     if (info.world_size > 1) {
       absl::StatusOr<std::unique_ptr<Communicator>> nccl = s->device_->MakeCommunicator();
       if (!nccl.ok()) return nccl.status();
-      s->communicator_ = std::move(*nccl);
-      if (absl::Status m = s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]);
-          !m.ok())
-        return m;
+      if (*nccl) {
+        s->communicator_ = std::move(*nccl);
+        if (absl::Status m = s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]);
+            !m.ok())
+          return m;
+      }
     }
   }
   s->floats_.resize(info.num_args);
@@ -272,7 +274,7 @@ absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) c
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
   if (absl::Status d = Download(*i); !d.ok()) return d;
   if (!Sharded(*i)) return floats_[*i];
-  if (device_ && communicator_->size() > 1)
+  if (device_ && !module_->is_cuda_emulation() && communicator_->size() > 1)
     return absl::UnimplementedError(absl::StrCat(
         "reading the sharded '", name, "' of a multi-GPU session is not supported yet"));
   std::vector<float> all(floats_[*i].size() * ShardCount());
