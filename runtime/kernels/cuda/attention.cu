@@ -1,4 +1,6 @@
 // Flash attention, forward and backward, on [B, T, H·Dh] (step.attention):
+// the scalar kernels (f32 math on CUDA cores; every f32 case, and bf16 head
+// dims the tensor-core kernels of attention_tc.cu do not take):
 // a thread per query (forward, dQ) or key (dK, dV) row, key/query tiles
 // staged in shared memory, the online softmax and the backward row terms of
 // tile_math.h (the math flash_attention_host.h runs on the host and
@@ -11,23 +13,15 @@
 
 #include <cstdio>
 
-#include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/attention.cuh"
 #include "runtime/kernels/cuda/tile_math.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
 
 namespace stepc::cuda {
 namespace {
-
-struct AttentionArgs {
-  int64_t batch, tq, tk, heads, kv_heads, dh;
-  int causal;
-  float scale;
-  int out_type;
-  __host__ __device__ int64_t QRow(int64_t b, int64_t i, int64_t h) const { return ((b * tq + i) * heads + h) * dh; }
-  __host__ __device__ int64_t KRow(int64_t b, int64_t j, int64_t h) const {
-    return ((b * tk + j) * kv_heads + h) * dh;
-  }
-  __host__ __device__ int64_t Stat(int64_t b, int64_t h, int64_t i) const { return (b * heads + h) * tq + i; }
-};
 
 constexpr int kQ = kAttentionQueryTile, kK = kAttentionKeyTile;
 
@@ -212,9 +206,23 @@ cudaError_t AllowSharedMemory(Kernel kernel, int64_t bytes) {
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
+// bf16 inputs with a head dim (padded) of 32, 64 or 128 run on tensor cores,
+// unless STEPC_ATTENTION=scalar asks for the scalar kernels.
+template <typename T, int kDh>
+constexpr bool kTensorCores = std::is_same_v<T, __nv_bfloat16> && TensorCoreHeadDim(kDh);
+bool ScalarForced() {
+  const char* choice = std::getenv("STEPC_ATTENTION");
+  return choice && std::strcmp(choice, "scalar") == 0;
+}
+
 template <typename T, int kDh>
 int Forward(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
             const AttentionArgs& a, void* out, float* lse) {
+  if constexpr (kTensorCores<T, kDh>)
+    if (!ScalarForced())
+      return TensorCoreForward<kDh>(ctx, static_cast<const __nv_bfloat16*>(q),
+                                    static_cast<const __nv_bfloat16*>(k),
+                                    static_cast<const __nv_bfloat16*>(v), a, out, lse);
   const Grid2 grid = AttentionForwardGrid(a.batch, a.tq, a.heads);
   const int64_t shared = AttentionSharedBytes(kDh, sizeof(float));
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(ForwardKernel<T, kDh>, shared));
@@ -238,6 +246,13 @@ int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k
       static_cast<const T*>(dout), out, a, delta);
   if (int rc = STEPC_LAUNCHED(ctx, "DeltaKernel(attention)")) return rc;
   a.out_type = out_type;
+  if constexpr (kTensorCores<T, kDh>)
+    if (!ScalarForced())
+      return TensorCoreBackward<kDh>(ctx, static_cast<const __nv_bfloat16*>(dout),
+                                     static_cast<const __nv_bfloat16*>(q),
+                                     static_cast<const __nv_bfloat16*>(k),
+                                     static_cast<const __nv_bfloat16*>(v), a, lse, delta, dq, dk,
+                                     dv);
   const T* dO = static_cast<const T*>(dout);
   const T *Q = static_cast<const T*>(q), *K = static_cast<const T*>(k),
           *V = static_cast<const T*>(v);

@@ -145,6 +145,11 @@ void SyncThreads() {
   Wait(running->barrier);
 }
 
+void SyncWarp() {
+  RequireCooperative("a warp-collective operation");
+  Wait(running->warps[running->current->linear / 32].barrier);
+}
+
 float ShuffleXor(float value, int lane_mask) {
   RequireCooperative("a warp shuffle");
   Warp& warp = running->warps[running->current->linear / 32];

@@ -120,6 +120,27 @@ constexpr int64_t AttentionSharedBytes(int64_t head_dim, int64_t element_bytes) 
   return 2 * kAttentionKeyTile * head_dim * element_bytes;
 }
 
+// Tensor-core attention (bf16, WMMA 16x16x16): 64 query (or key) rows a
+// block of 4 warps, 64-row tiles of the other side, staged in shared memory.
+constexpr int kTensorCoreRows = 64;
+constexpr int kTensorCoreThreads = 128;
+constexpr bool TensorCoreHeadDim(int64_t padded) {
+  return padded == 32 || padded == 64 || padded == 128;
+}
+// Shared bytes: bf16 tiles of [64, dh], f32/bf16 score tiles of [64, 64],
+// f32 accumulators of [64, dh], two f32 row statistics.
+constexpr int64_t TensorCoreForwardShared(int64_t dh) {
+  return 3 * 64 * dh * 2 + 64 * 64 * 4 + 64 * 64 * 2 + 64 * dh * 4 + 2 * 64 * 4;
+}
+constexpr int64_t TensorCoreQueryGradShared(int64_t dh) {
+  return 4 * 64 * dh * 2 + 2 * 64 * 64 * 4 + 64 * 64 * 2 + 64 * dh * 4 + 2 * 64 * 4;
+}
+constexpr int64_t TensorCoreKeyValueGradShared(int64_t dh) {
+  return 4 * 64 * dh * 2 + 2 * 64 * 64 * 4 + 2 * 64 * 64 * 2 + 2 * 64 * dh * 4 + 2 * 64 * 4;
+}
+// Hopper's shared memory per block (227 KiB with the opt-in).
+constexpr int64_t kMaxSharedBytes = 227 * 1024;
+
 // The multi-tensor AdamW: launches for n tensors, and blocks per launch
 // (enough for the largest tensor, bounded).
 constexpr int64_t AdamwLaunches(int64_t tensors) {

@@ -80,6 +80,21 @@ TEST(LaunchConfig, AttentionGridsTileQueriesAndKeys) {
   EXPECT_GT(AttentionSharedBytes(kAttentionMaxHeadDim, 4), 48 * 1024);
 }
 
+TEST(LaunchConfig, TensorCoreAttentionFitsInSharedMemory) {
+  EXPECT_TRUE(TensorCoreHeadDim(64));
+  EXPECT_TRUE(TensorCoreHeadDim(128));
+  EXPECT_FALSE(TensorCoreHeadDim(256));  // the scalar kernels take it
+  for (int64_t dh : {32, 64, 128}) {
+    EXPECT_LE(TensorCoreForwardShared(dh), kMaxSharedBytes) << dh;
+    EXPECT_LE(TensorCoreQueryGradShared(dh), kMaxSharedBytes) << dh;
+    EXPECT_LE(TensorCoreKeyValueGradShared(dh), kMaxSharedBytes) << dh;
+    // Every region is a multiple of 128 bytes, so each stays aligned for WMMA.
+    EXPECT_EQ(TensorCoreForwardShared(dh) % 128, 0);
+  }
+  EXPECT_EQ(TensorCoreForwardShared(128), 107008);
+  EXPECT_EQ(TensorCoreKeyValueGradShared(128), 180736);
+}
+
 TEST(LaunchConfig, AdamwLaunchesAndBlocks) {
   EXPECT_EQ(AdamwLaunches(148), 5);  // gpt2-124m's 148 tensors
   EXPECT_EQ(AdamwLaunches(32), 1);

@@ -1,0 +1,43 @@
+// attention.cuh - what the two attention implementations share: the shape
+// arguments, and the tensor-core kernels' entry points (attention_tc.cu),
+// which attention.cu calls for bf16 inputs with a head dim of 32, 64 or 128.
+
+#ifndef STEPC_RUNTIME_KERNELS_CUDA_ATTENTION_CUH_
+#define STEPC_RUNTIME_KERNELS_CUDA_ATTENTION_CUH_
+
+#include "runtime/kernels/cuda/common.cuh"
+
+namespace stepc::cuda {
+
+// [B, T, H·Dh] operands: row offsets of query head h and kv head h, and the
+// index of a query row's statistic (lse, D) in [B, H, Tq].
+struct AttentionArgs {
+  int64_t batch, tq, tk, heads, kv_heads, dh;
+  int causal;
+  float scale;
+  int out_type;
+  __host__ __device__ int64_t QRow(int64_t b, int64_t i, int64_t h) const {
+    return ((b * tq + i) * heads + h) * dh;
+  }
+  __host__ __device__ int64_t KRow(int64_t b, int64_t j, int64_t h) const {
+    return ((b * tk + j) * kv_heads + h) * dh;
+  }
+  __host__ __device__ int64_t Stat(int64_t b, int64_t h, int64_t i) const {
+    return (b * heads + h) * tq + i;
+  }
+};
+
+// Tensor cores (WMMA, bf16 in, f32 accumulation): the forward writes out
+// (of a.out_type) and lse (may be null); the backward dQ, and dK and dV,
+// from the saved lse and D = rowsum(dO ∘ O).
+template <int kDh>
+int TensorCoreForward(stepc_cuda_ctx* ctx, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                      const __nv_bfloat16* v, const AttentionArgs& a, void* out, float* lse);
+template <int kDh>
+int TensorCoreBackward(stepc_cuda_ctx* ctx, const __nv_bfloat16* dout, const __nv_bfloat16* q,
+                       const __nv_bfloat16* k, const __nv_bfloat16* v, const AttentionArgs& a,
+                       const float* lse, const float* delta, void* dq, void* dk, void* dv);
+
+}  // namespace stepc::cuda
+
+#endif  // STEPC_RUNTIME_KERNELS_CUDA_ATTENTION_CUH_
