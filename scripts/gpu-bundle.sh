@@ -10,10 +10,18 @@
 #           their compile-time reports
 #   ref/    the CPU target's results on the same data and seed: parameters and
 #           moments after 1 step, the losses of 20 steps
-# Usage: scripts/gpu-bundle.sh [DIR]  (default build/gpu-bundle; needs `make build`)
+# Usage: scripts/gpu-bundle.sh [--emulated] [DIR]  (default build/gpu-bundle;
+# needs `make build`). --emulated builds the gpt-small step.so files for the
+# host emulation of CUDA instead (no gpt2-124m): `gpu-check.sh` then runs
+# its parity and training checks on this machine, which tests the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
+emulated=""
+if [ "${1:-}" = "--emulated" ]; then
+  emulated="--cuda-emulation"
+  shift
+fi
 bundle=${1:-$build/gpu-bundle}
 for f in "$build/bin/stepc" "$build/bin/stepc-run" "$build/bin/cuda_kernels_test" \
          "$build/lib/libstepc_runtime_cuda.so"; do
@@ -33,10 +41,12 @@ done
 
 stepc="$build/bin/stepc"
 echo "gpu-bundle: compiling CUDA step.so files (sm_90a)"
-"$stepc" examples/gpt-small/model.mlir -o "$bundle/steps/gpt-small.so" \
+"$stepc" examples/gpt-small/model.mlir -o "$bundle/steps/gpt-small.so" $emulated \
   --report="$bundle/steps/gpt-small.json"
-"$stepc" examples/gpt-small/model.mlir -o "$bundle/steps/gpt-small-bf16.so" --precision=bf16
-for b in 8 16 32 64; do
+"$stepc" examples/gpt-small/model.mlir -o "$bundle/steps/gpt-small-bf16.so" --precision=bf16 \
+  $emulated
+[ -n "$emulated" ] && cp "$build/lib/libstepc_runtime_cuda_emulated.so" "$bundle/lib/"
+for b in $([ -n "$emulated" ] || echo 8 16 32 64); do
   "$stepc" examples/gpt2-124m/model.mlir --batch=$b --precision=bf16 \
     -o "$bundle/steps/gpt2-124m-bf16-b$b.so" --report="$bundle/steps/gpt2-124m-bf16-b$b.json"
 done

@@ -15,6 +15,9 @@
 # The GPU machine has no MLIR, Abseil or OpenMPI and no network, so the
 # binaries come prebuilt from `scripts/gpu-bundle.sh` (run it here, carry
 # build/gpu-bundle). On a machine that can build, a missing bundle is made.
+# Without a GPU, `scripts/gpu-bundle.sh --emulated` and
+# `scripts/gpu-check.sh --train-steps 5` run the checks on the host emulation
+# of CUDA (the script's own test; no benchmark).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-check}
@@ -37,4 +40,4 @@ PY
 )
 export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${wheels}:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
-exec python3 scripts/gpu_check.py --bundle "$bundle" --out "$out"
+exec python3 scripts/gpu_check.py --bundle "$bundle" --out "$out" "$@"
