@@ -96,6 +96,22 @@ __device__ void AccumulateTimes(const bf16* p, const bf16* v, float* acc) {
   }
 }
 
+// The saved statistics of query rows [i0, i0 + 64) of head h (0 past Tq).
+__device__ void StageRowStats(const AttentionArgs& a, int64_t b, int64_t h, int64_t i0,
+                              const float* lse, const float* delta, float* row_lse,
+                              float* row_delta) {
+  for (int r = threadIdx.x; r < kR; r += blockDim.x) {
+    const bool valid = i0 + r < a.tq;
+    row_lse[r] = valid ? lse[a.Stat(b, h, i0 + r)] : 0.0f;
+    row_delta[r] = valid ? delta[a.Stat(b, h, i0 + r)] : 0.0f;
+  }
+}
+
+// Zeroes an accumulator tile.
+__device__ void Zero(float* tile, int count) {
+  for (int e = threadIdx.x; e < count; e += blockDim.x) tile[e] = 0.0f;
+}
+
 __device__ __forceinline__ bool Visible(const AttentionArgs& a, int64_t i, int64_t j) {
   return i < a.tq && j < a.tk && (!a.causal || j <= i);
 }
@@ -118,7 +134,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
   Stage<kDh>(q, b, q0, a.tq, h, a.heads, a.dh, qs);
-  for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) o[e] = 0.0f;
+  Zero(o, kR * kDh);
   for (int r = threadIdx.x; r < kR; r += blockDim.x) {
     m[r] = -INFINITY;
     l[r] = 0.0f;
@@ -204,11 +220,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
   Stage<kDh>(q, b, q0, a.tq, h, a.heads, a.dh, qs);
   Stage<kDh>(dout, b, q0, a.tq, h, a.heads, a.dh, dos);
-  for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) acc[e] = 0.0f;
-  for (int r = threadIdx.x; r < kR; r += blockDim.x) {
-    row_lse[r] = q0 + r < a.tq ? lse[a.Stat(b, h, q0 + r)] : 0.0f;
-    row_delta[r] = q0 + r < a.tq ? delta[a.Stat(b, h, q0 + r)] : 0.0f;
-  }
+  Zero(acc, kR * kDh);
+  StageRowStats(a, b, h, q0, lse, delta, row_lse, row_delta);
   const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
   for (int64_t k0 = 0; k0 < k_end; k0 += kR) {
     __syncthreads();
@@ -253,7 +266,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int64_t j0 = blockIdx.x * (int64_t)kR;
   Stage<kDh>(k, b, j0, a.tk, kvh, a.kv_heads, a.dh, ks);
   Stage<kDh>(v, b, j0, a.tk, kvh, a.kv_heads, a.dh, vs);
-  for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) dk_acc[e] = dv_acc[e] = 0.0f;
+  Zero(dk_acc, kR * kDh);
+  Zero(dv_acc, kR * kDh);
   // Query tiles before the block's first key see none of its keys.
   const int64_t q_begin = a.causal ? j0 : 0;
   for (int64_t g = 0; g < group; ++g) {
@@ -262,10 +276,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       __syncthreads();
       Stage<kDh>(q, b, i0, a.tq, h, a.heads, a.dh, qs);
       Stage<kDh>(dout, b, i0, a.tq, h, a.heads, a.dh, dos);
-      for (int r = threadIdx.x; r < kR; r += blockDim.x) {
-        row_lse[r] = i0 + r < a.tq ? lse[a.Stat(b, h, i0 + r)] : 0.0f;
-        row_delta[r] = i0 + r < a.tq ? delta[a.Stat(b, h, i0 + r)] : 0.0f;
-      }
+      StageRowStats(a, b, h, i0, lse, delta, row_lse, row_delta);
       __syncthreads();
       RowsTimesTransposed<kDh>(qs, ks, s);    // S[q][k]
       RowsTimesTransposed<kDh>(dos, vs, dp);  // dP[q][k]

@@ -415,7 +415,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            AttentionCase{1, 70, 4, 2, 64, 1},   // GQA, ragged
                                            AttentionCase{2, 33, 3, 1, 32, 0},   // MQA, full
                                            AttentionCase{1, 130, 2, 2, 128, 1}, // Llama head
-                                           AttentionCase{1, 1, 2, 2, 40, 1}));  // T = 1
+                                           AttentionCase{1, 1, 2, 2, 40, 1},    // T = 1
+                                           AttentionCase{1, 40, 2, 1, 256, 1}));  // widest head
 
 TEST_F(CudaKernels, MultiTensorAdamwMatchesTheCpuPerTensor) {
   const int count = 40;  // two launches
