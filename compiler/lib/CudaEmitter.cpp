@@ -39,8 +39,9 @@ std::string typeCode(Type element) {
 
 class CudaEmitter : public SourceEmitter {
 public:
-  /// The arena the emitted step needs (after run).
+  /// The arena the emitted step needs, and its launches (after run).
   int64_t totalArenaBytes() { return arenaBytes(); }
+  int64_t totalLaunches() const { return launches; }
   CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions,
               const ElementwiseFusion &elementwise)
       : SourceEmitter(step, plan, "cuda", elementwise, fusions.computedBy),
@@ -73,6 +74,7 @@ private:
 
   /// `STEPC_TRY(call, "site")` for a library call.
   void call(Operation *op, const std::string &text) {
+    ++launches;
     body << "  STEPC_TRY(" << text << ", "
          << cString(where(op) + ": '" + op->getName().getStringRef().str() + "'") << ");\n";
   }
@@ -94,6 +96,9 @@ private:
   void flushAdamw();
 
   int64_t scratchBytes = 0;
+  /// Kernel launches and library calls a step makes (each library call
+  /// launches one to three kernels or a cuBLASLt GEMM).
+  int64_t launches = 0;
   /// An op whose fused result overlaps its inputs (a planning bug), if any.
   Operation *overlapping = nullptr;
   /// Ops computed by another op's kernel, and what a GEMM or attention
@@ -219,6 +224,7 @@ void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
         << "       i += (int64_t)gridDim.x * blockDim.x) {\n"
         << statements << "  }\n}\n\n";
   }
+  ++launches;
   body << "  STEPC_LAUNCH(stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream, " << name
        << ")(";
   for (Value v : args)
@@ -316,6 +322,7 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
   pre << "};\n__global__ void " << name << "_copy(" << type << " *out) {\n"
       << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
       << "; i += (int64_t)gridDim.x * blockDim.x) out[i] = " << name << "[i];\n}\n";
+  ++launches;
   body << "  STEPC_LAUNCH(stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream, " << name
        << "_copy)(" << ptr(out) << ");\n  STEPC_LAUNCHED("
        << cString(where(op) + ": 'step.constant'") << ");\n";
@@ -707,11 +714,11 @@ FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan
   return CudaEmitter(step, plan, fusions, elementwise).run(summary);
 }
 
-FailureOr<int64_t> stepc::cudaArenaBytes(func::FuncOp step, const MemoryPlan &plan,
-                                         const CudaFusions &fusions,
-                                         const ElementwiseFusion &elementwise) {
+FailureOr<CudaStepShape> stepc::cudaStepShape(func::FuncOp step, const MemoryPlan &plan,
+                                              const CudaFusions &fusions,
+                                              const ElementwiseFusion &elementwise) {
   CudaEmitter emitter(step, plan, fusions, elementwise);
   if (failed(emitter.run(ModuleSummary())))
     return failure();
-  return emitter.totalArenaBytes();
+  return CudaStepShape{emitter.totalArenaBytes(), emitter.totalLaunches()};
 }

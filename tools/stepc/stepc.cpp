@@ -245,12 +245,13 @@ int main(int argc, char **argv) {
   // A CUDA step's arena also holds cuBLASLt's workspace and the kernels'
   // scratch: known now, before anything runs.
   if (target == "cuda") {
-    FailureOr<int64_t> arena = cudaArenaBytes(step, plan, fusions, elementwise);
-    if (failed(arena))
+    FailureOr<CudaStepShape> shape = cudaStepShape(step, plan, fusions, elementwise);
+    if (failed(shape))
       return 1;
-    report->try_emplace("target_arena_bytes", *arena);
-    report->try_emplace("target_planned_peak_bytes",
-                        *report->getInteger("planned_peak_bytes") - plan.arenaBytes + *arena);
+    report->try_emplace("target_arena_bytes", shape->arenaBytes);
+    report->try_emplace("target_planned_peak_bytes", *report->getInteger("planned_peak_bytes") -
+                                                         plan.arenaBytes + shape->arenaBytes);
+    report->try_emplace("target_launches_per_step", shape->launches);
   }
   std::string reportJson;
   {

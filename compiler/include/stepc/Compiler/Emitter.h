@@ -71,11 +71,16 @@ mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const Memor
                                             const ElementwiseFusion &elementwise,
                                             const ModuleSummary &summary);
 
-/// The arena a CUDA step needs: the plan's buffers, the status word,
-/// cuBLASLt's workspace and the scratch (what emitCudaSource records).
-mlir::FailureOr<int64_t> cudaArenaBytes(mlir::func::FuncOp step, const MemoryPlan &plan,
-                                        const CudaFusions &fusions,
-                                        const ElementwiseFusion &elementwise);
+/// What a CUDA step is, as emitCudaSource writes it: its arena (the plan's
+/// buffers, the status word, cuBLASLt's workspace and the scratch) and the
+/// kernel launches and library calls it makes per step.
+struct CudaStepShape {
+  int64_t arenaBytes = 0;
+  int64_t launches = 0;
+};
+mlir::FailureOr<CudaStepShape> cudaStepShape(mlir::func::FuncOp step, const MemoryPlan &plan,
+                                             const CudaFusions &fusions,
+                                             const ElementwiseFusion &elementwise);
 
 } // namespace stepc
 
