@@ -46,7 +46,8 @@ public:
               const ElementwiseFusion &elementwise)
       : SourceEmitter(step, plan, "cuda", elementwise, fusions.computedBy),
         writesTo(fusions.writesTo),
-        biasOf(fusions.biasOf), epilogueOf(fusions.epilogueOf) {
+        biasOf(fusions.biasOf), epilogueOf(fusions.epilogueOf),
+        savedForwardOf(fusions.savedForwardOf) {
     for (auto [fusedOp, kernel] : fusions.computedBy)
       fused.insert(fusedOp);
   }
@@ -65,11 +66,14 @@ private:
            ", cudaMemcpyDeviceToDevice, stream), \"all_reduce copy\");";
   }
   std::string targetExpression() override { return "STEPC_TARGET"; }
-  int64_t arenaBytes() override { return scratchOffset() + lc::AlignUp(std::max<int64_t>(scratchBytes, 1), lc::kScratchAlignment); }
+  int64_t arenaBytes() override { return savedOffset() + savedBytes; }
 
   int64_t statusOffset() const { return lc::AlignUp(plan.arenaBytes, lc::kScratchAlignment); }
   int64_t workspaceOffset() const { return statusOffset() + lc::kScratchAlignment; }
   int64_t scratchOffset() const { return workspaceOffset() + lc::kGemmWorkspaceBytes; }
+  int64_t savedOffset() const {
+    return scratchOffset() + lc::AlignUp(std::max<int64_t>(scratchBytes, 1), lc::kScratchAlignment);
+  }
   void needScratch(int64_t bytes) { scratchBytes = std::max(scratchBytes, bytes); }
 
   /// `STEPC_TRY(call, "site")` for a library call.
@@ -109,6 +113,11 @@ private:
   DenseMap<Operation *, Value> biasOf;
   /// GELU epilogue kind and aux value of a GEMM.
   DenseMap<Operation *, std::pair<int, Value>> epilogueOf;
+  /// Saved forwards: the backward's forward, and each saved forward's lse
+  /// offset in the saved region (after the scratch).
+  DenseMap<Operation *, Operation *> savedForwardOf;
+  DenseMap<Operation *, int64_t> lseOffsetOf;
+  int64_t savedBytes = 0;
   /// Generated elementwise kernels by signature.
   llvm::StringMap<std::string> elementwiseKernels;
   SmallVector<AdamwOp> adamwRun;
@@ -186,7 +195,8 @@ void CudaEmitter::stepBegin(raw_ostream &os) {
      << statusOffset() << "), error, error_len};\n"
      << "  stepc_cuda_ctx *ctx = &ctx_;\n"
      << "  char *scratch = arena + " << scratchOffset() << ";\n"
-     << "  (void)scratch;\n"
+     << "  char *saved = arena + " << savedOffset() << ";  // saved attention lse\n"
+     << "  (void)scratch;\n  (void)saved;\n"
      << "  STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), \"step start\");\n";
 }
 
@@ -416,28 +426,42 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       .Case([&](AttentionOp a) {
         RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
         Value out = output(a.getResult());
+        std::string lse = "0";
+        if (llvm::is_contained(llvm::make_second_range(savedForwardOf), op)) {
+          lseOffsetOf[op] = savedBytes;
+          lse = "(float *)(saved + " + std::to_string(savedBytes) + ")";
+          savedBytes += lc::AttentionLseBytes(q.getDimSize(0), q.getDimSize(1), a.getNumHeads());
+        }
         call(op, llvm::formatv("stepc_cuda_attention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                               "{7}, {8}, {9}, {10}, {11:e}, {12}, {13})",
+                               "{7}, {8}, {9}, {10}, {11:e}, {12}, {13}, {14})",
                                ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
                                typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
                                k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(),
                                a.getHeadDim(), a.getCausal() ? 1 : 0, a.getEffectiveScale(),
-                               ptr(out), typeCode(typeOf(out).getElementType())));
+                               ptr(out), typeCode(typeOf(out).getElementType()), lse));
         return success();
       })
       .Case([&](AttentionGradOp a) {
         RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
+        Operation *fwd = savedForwardOf.lookup(op);
         needScratch(lc::AttentionGradScratchBytes(q.getDimSize(0), q.getDimSize(1),
-                                                  a.getNumHeads(), a.getHeadDim()));
+                                                  a.getNumHeads(), a.getHeadDim(),
+                                                  /*saved=*/fwd != nullptr));
+        std::string saved = "0, 0, 0";
+        if (fwd) {
+          Value out = output(fwd->getResult(0));
+          saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) +
+                  ", (float *)(saved + " + std::to_string(lseOffsetOf.lookup(fwd)) + ")";
+        }
         Value dq = output(a.getQueryGrad());
         call(op, llvm::formatv("stepc_cuda_attention_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
                                "{6}, {7}, {8}, {9}, {10}, {11}, {12:e}, scratch, {13}, {14}, "
-                               "{15}, {16})",
+                               "{15}, {16}, {17})",
                                ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()),
                                ptr(a.getValue()), typeCode(q.getElementType()),
                                q.getDimSize(0), q.getDimSize(1), k.getDimSize(1),
                                a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                               a.getCausal() ? 1 : 0, a.getEffectiveScale(), ptr(dq),
+                               a.getCausal() ? 1 : 0, a.getEffectiveScale(), saved, ptr(dq),
                                ptr(output(a.getKeyGrad())), ptr(output(a.getValueGrad())),
                                typeCode(typeOf(dq).getElementType())));
         return success();
@@ -674,6 +698,30 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
     if (out != op.getResult(0))
       f.writesTo[op.getResult(0)] = add.getResult();
     f.biasOf[&op] = broadcast.getInput();
+  }
+  // The backward of an attention reads its forward's output (kept alive)
+  // and log-sum-exp (saved in the arena) instead of recomputing them.
+  SmallVector<AttentionOp> forwards;
+  for (Operation &op : step.getBody().front()) {
+    if (auto fwd = dyn_cast<AttentionOp>(op)) {
+      forwards.push_back(fwd);
+      continue;
+    }
+    auto grad = dyn_cast<AttentionGradOp>(op);
+    if (!grad)
+      continue;
+    for (AttentionOp fwd : forwards) {
+      if (fwd.getQuery() != grad.getQuery() || fwd.getKey() != grad.getKey() ||
+          fwd.getValue() != grad.getValue() || fwd.getNumHeads() != grad.getNumHeads() ||
+          fwd.getNumKvHeads() != grad.getNumKvHeads() || fwd.getHeadDim() != grad.getHeadDim() ||
+          fwd.getCausal() != grad.getCausal() ||
+          fwd.getEffectiveScale() != grad.getEffectiveScale())
+        continue;
+      Value out = f.writesTo.lookup(fwd.getResult());
+      f.keepAlive[out ? out : fwd.getResult()] = grad;
+      f.savedForwardOf[grad] = fwd;
+      break;
+    }
   }
   // Second sweep: GELU epilogues on what each GEMM now writes.
   for (Operation &op : step.getBody().front()) {

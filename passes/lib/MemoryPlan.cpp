@@ -39,7 +39,8 @@ static int64_t alignUp(int64_t x) {
 }
 
 MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy,
-                             const DenseSet<Value> &unstored) {
+                             const DenseSet<Value> &unstored,
+                             const DenseMap<Value, Operation *> &keepAlive) {
   MemoryPlan plan;
   Block &body = function.getBody().front();
   DenseMap<Operation *, int64_t> index;
@@ -76,6 +77,8 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
   };
   auto lastUseOf = [&](Value v) {
     int64_t last = -1;
+    if (Operation *until = keepAlive.lookup(v))
+      last = index[until];
     for (Operation *user : v.getUsers()) {
       int64_t at = isa<func::ReturnOp>(user) ? n : index[user];
       if (user->getDialect() && user->getDialect()->getNamespace() == "mesh")

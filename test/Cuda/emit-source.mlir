@@ -25,18 +25,19 @@
 // CHECK-NEXT: const float x1 = p1[i];
 // CHECK-NEXT: out[i] = stepc_gelu_grad(x0, x1);
 // CHECK: static const char *const kCheckSites[] = {
-// CHECK-NEXT: "{{.*}}emit-source.mlir:93:8: 'step.embedding' id",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:102:8: 'step.cross_entropy' target",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:102:8: 'step.cross_entropy_grad' target",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:93:8: 'step.embedding_grad' id",
-// CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33557504,
+// CHECK-NEXT: "{{.*}}emit-source.mlir:96:8: 'step.embedding' id",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:105:8: 'step.cross_entropy' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:105:8: 'step.cross_entropy_grad' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:96:8: 'step.embedding_grad' id",
+// CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33557248,
 // CHECK: 4, kCheckSites, "fp32"};
 // CHECK: extern "C" int stepc_train_step_v3(
 // CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
 // CHECK: char *scratch = arena + 33556736;
+// CHECK-NEXT: char *saved = arena + 33556992;  // saved attention lse
 // CHECK: STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), "step start");
 // CHECK: // step.embedding
-// CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 1), "{{.*}}emit-source.mlir:93:8: 'step.embedding'");
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 1), "{{.*}}emit-source.mlir:96:8: 'step.embedding'");
 // The projection: GEMM + bias epilogue; its broadcast and add are gone.
 // CHECK: // step.matmul
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((float *)b{{[0-9]+}}), a1, ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_F32, STEPC_CUDA_F32, a2, STEPC_EPILOGUE_NONE, 0),
@@ -44,7 +45,9 @@
 // CHECK-NEXT: // (computed by the kernel that produces its operand)
 // CHECK-NEXT: // step.add
 // CHECK-NEXT: // (computed by the kernel that produces its operand)
-// CHECK: stepc_cuda_attention(ctx, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32)
+// The forward saves its log-sum-exp; the backward reads it and the forward's
+// output instead of recomputing them.
+// CHECK: stepc_cuda_attention(ctx, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b[[OUT:[0-9]+]]), STEPC_CUDA_F32, (float *)(saved + 0))
 // CHECK: // fused: 2 elementwise ops from {{.*}}emit-source.mlir:[[GELU:[0-9]+]]:8
 // CHECK-NEXT: STEPC_LAUNCH(stepc_blocks(32), 256, 0, stream, stepc_elementwise{{[0-9]+}})(
 // CHECK-NEXT: STEPC_LAUNCHED("{{.*}}:[[GELU]]:8: 'step.gelu'");
@@ -52,7 +55,7 @@
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy(ctx, ((float *)b{{[0-9]+}}), a16, 8, 16, (float *)scratch, ((float *)b{{[0-9]+}}), 2),
 // CHECK: // step.cross_entropy_grad
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy_grad(ctx, {{.*}}, 8, 16, ((float *)b{{[0-9]+}}), 3),
-// CHECK: stepc_cuda_attention_grad(ctx, {{.*}}, STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, scratch,
+// CHECK: stepc_cuda_attention_grad(ctx, {{.*}}, STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, scratch, ((float *)b[[OUT]]), STEPC_CUDA_F32, (float *)(saved + 0),
 // CHECK: stepc_cuda_layer_norm_grad(ctx, {{.*}}, 8, 4, 1.000000e-05, (float *)scratch,
 // CHECK: stepc_cuda_embedding_grad(ctx, {{.*}}, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 4)
 // Decayed matrices in one launch, undecayed vectors in another.
@@ -80,7 +83,7 @@
 // BF16-NEXT: // (computed by the kernel that produces its operand)
 // BF16-NEXT: // step.add
 // BF16-NEXT: // (computed by the kernel that produces its operand)
-// BF16: stepc_cuda_attention(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), STEPC_CUDA_BF16, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32)
+// BF16: stepc_cuda_attention(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), STEPC_CUDA_BF16, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, (float *)(saved + 0))
 // BF16: stepc_cuda_attention_grad(ctx,
 // BF16-SAME: STEPC_CUDA_BF16,
 func.func @loss(%wte: tensor<16x4xf32> {step.param = #step.param<"wte", normal(0.02)>},

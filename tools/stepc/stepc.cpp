@@ -235,7 +235,8 @@ int main(int argc, char **argv) {
     elementwise = planElementwiseFusion(step, fusions.computedBy, [&](Operation *op) {
       return isFusableElementwise(op);
     });
-  MemoryPlan plan = planMemory(step, fusions.computedBy, elementwise.interior);
+  MemoryPlan plan =
+      planMemory(step, fusions.computedBy, elementwise.interior, fusions.keepAlive);
   if (linkGBps < 0 || computeGflops <= 0)
     return fail("--link-gbps must be >= 0 and --compute-gflops > 0");
   FailureOr<llvm::json::Object> report =

@@ -80,15 +80,15 @@ __global__ void __launch_bounds__(kQ) ForwardKernel(const T* q, const T* k, cons
 }
 
 // D = rowsum(dO ∘ O), a thread per (b, h, i).
-template <typename T>
-__global__ void DeltaKernel(const T* dout, const float* out, AttentionArgs a, float* delta) {
+template <typename T, typename TOut>
+__global__ void DeltaKernel(const T* dout, const TOut* out, AttentionArgs a, float* delta) {
   const int64_t rows = a.batch * a.heads * a.tq;
   for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < rows;
        r += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = r % a.tq, h = (r / a.tq) % a.heads, b = r / (a.tq * a.heads);
     float d = 0.0f;
     for (int64_t c = 0; c < a.dh; ++c)
-      d += Load(dout, a.QRow(b, i, h) + c) * out[a.QRow(b, i, h) + c];
+      d += Load(dout, a.QRow(b, i, h) + c) * Load(out, a.QRow(b, i, h) + c);
     delta[r] = d;
   }
 }
@@ -231,19 +231,37 @@ int Forward(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
   return STEPC_LAUNCHED(ctx, "ForwardKernel(attention)");
 }
 
+// The forward's output and log-sum-exp: saved by the forward, or recomputed.
+struct SavedForward {
+  const void* out;
+  int out_type;
+  const float* lse;
+};
+
 template <typename T, int kDh>
 int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k, const void* v,
-             AttentionArgs a, char* scratch, void* dq, void* dk, void* dv) {
+             AttentionArgs a, char* scratch, SavedForward saved, void* dq, void* dk, void* dv) {
   const AttentionGradPlan plan = PlanAttentionGrad(a.batch, a.tq, a.heads, a.dh);
-  float* out = reinterpret_cast<float*>(scratch);
-  float* lse = reinterpret_cast<float*>(scratch + AlignUp(plan.out_floats * 4, kScratchAlignment));
-  float* delta = reinterpret_cast<float*>(reinterpret_cast<char*>(lse) +
-                                          AlignUp(plan.lse_floats * 4, kScratchAlignment));
+  float* delta = reinterpret_cast<float*>(scratch);
   const int out_type = a.out_type;
-  a.out_type = STEPC_CUDA_F32;
-  if (int rc = Forward<T, kDh>(ctx, q, k, v, a, out, lse)) return rc;
-  STEPC_LAUNCH(ElementwiseBlocks(plan.delta_floats), kThreads, 0, ctx->stream, DeltaKernel<T>)(
-      static_cast<const T*>(dout), out, a, delta);
+  if (!saved.out || !saved.lse) {
+    float* out = reinterpret_cast<float*>(scratch + AlignUp(plan.delta_floats * 4, kScratchAlignment));
+    float* lse = reinterpret_cast<float*>(reinterpret_cast<char*>(out) +
+                                          AlignUp(plan.out_floats * 4, kScratchAlignment));
+    a.out_type = STEPC_CUDA_F32;
+    if (int rc = Forward<T, kDh>(ctx, q, k, v, a, out, lse)) return rc;
+    saved = SavedForward{out, STEPC_CUDA_F32, lse};
+  }
+  const float* lse = saved.lse;
+  if (saved.out_type == STEPC_CUDA_BF16)
+    STEPC_LAUNCH(ElementwiseBlocks(plan.delta_floats), kThreads, 0, ctx->stream,
+                 DeltaKernel<T, __nv_bfloat16>)(static_cast<const T*>(dout),
+                                                static_cast<const __nv_bfloat16*>(saved.out), a,
+                                                delta);
+  else
+    STEPC_LAUNCH(ElementwiseBlocks(plan.delta_floats), kThreads, 0, ctx->stream,
+                 DeltaKernel<T, float>)(static_cast<const T*>(dout),
+                                        static_cast<const float*>(saved.out), a, delta);
   if (int rc = STEPC_LAUNCHED(ctx, "DeltaKernel(attention)")) return rc;
   a.out_type = out_type;
   if constexpr (kTensorCores<T, kDh>)
@@ -293,15 +311,16 @@ int Dispatch(stepc_cuda_ctx* ctx, int in_type, int64_t dh, Args... args) {
 template <typename T, int kDh>
 struct ForwardOp {
   static int Run(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
-                 AttentionArgs a, void* out) {
-    return Forward<T, kDh>(ctx, q, k, v, a, out, nullptr);
+                 AttentionArgs a, void* out, float* lse) {
+    return Forward<T, kDh>(ctx, q, k, v, a, out, lse);
   }
 };
 template <typename T, int kDh>
 struct BackwardOp {
   static int Run(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k,
-                 const void* v, AttentionArgs a, char* scratch, void* dq, void* dk, void* dv) {
-    return Backward<T, kDh>(ctx, dout, q, k, v, a, scratch, dq, dk, dv);
+                 const void* v, AttentionArgs a, char* scratch, SavedForward saved, void* dq,
+                 void* dk, void* dv) {
+    return Backward<T, kDh>(ctx, dout, q, k, v, a, scratch, saved, dq, dk, dv);
   }
 };
 
@@ -313,17 +332,20 @@ using namespace stepc::cuda;
 extern "C" int stepc_cuda_attention(stepc_cuda_ctx* ctx, const void* q, const void* k,
                                     const void* v, int in_type, int64_t batch, int64_t tq,
                                     int64_t tk, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                                    int causal, double scale, void* out, int out_type) {
+                                    int causal, double scale, void* out, int out_type,
+                                    float* lse) {
   AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
-  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a, out);
+  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a, out, lse);
 }
 
 extern "C" int stepc_cuda_attention_grad(stepc_cuda_ctx* ctx, const void* dout, const void* q,
                                          const void* k, const void* v, int in_type,
                                          int64_t batch, int64_t tq, int64_t tk, int64_t heads,
                                          int64_t kv_heads, int64_t head_dim, int causal,
-                                         double scale, char* scratch, void* dq, void* dk,
-                                         void* dv, int out_type) {
+                                         double scale, char* scratch, const void* saved_out,
+                                         int saved_out_type, const float* saved_lse, void* dq,
+                                         void* dk, void* dv, int out_type) {
   AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
-  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a, scratch, dq, dk, dv);
+  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a, scratch,
+                              SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv);
 }

@@ -81,19 +81,23 @@ int stepc_cuda_rotary(stepc_cuda_ctx *ctx, const float *x, int64_t batch, int64_
                       int64_t width, int64_t head_dim, double theta, int inverse, float *y);
 
 /* Flash attention on [B, T, H·Dh] (step.attention): q, k, v of `in_type`,
- * the output of `out_type`. head_dim <= kAttentionMaxHeadDim. */
+ * the output of `out_type`; the log-sum-exp of each row ([B, H, T]) to `lse`
+ * unless null (saved for the backward). head_dim <= kAttentionMaxHeadDim. */
 int stepc_cuda_attention(stepc_cuda_ctx *ctx, const void *q, const void *k, const void *v,
                          int in_type, int64_t batch, int64_t tq, int64_t tk, int64_t heads,
                          int64_t kv_heads, int64_t head_dim, int causal, double scale,
-                         void *out, int out_type);
-/* Recomputes the forward's output and log-sum-exp into scratch
- * (AttentionGradScratchBytes), then dQ (a thread per query row) and dK, dV
- * (a thread per key row, summing the query heads of its group): no atomics. */
+                         void *out, int out_type, float *lse);
+/* The backward from the forward's output (`saved_out`, of `saved_out_type`)
+ * and log-sum-exp (`saved_lse`) when the forward kept them, else recomputed
+ * into scratch (AttentionGradScratchBytes(..., saved)); then dQ, and dK and
+ * dV summed over the query heads of their group: no atomics. */
 int stepc_cuda_attention_grad(stepc_cuda_ctx *ctx, const void *dout, const void *q,
                               const void *k, const void *v, int in_type, int64_t batch,
                               int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
                               int64_t head_dim, int causal, double scale, char *scratch,
-                              void *dq, void *dk, void *dv, int out_type);
+                              const void *saved_out, int saved_out_type,
+                              const float *saved_lse, void *dq, void *dk, void *dv,
+                              int out_type);
 
 /* Mean over n rows of logsumexp(row) - row[target]; `site` names the op in
  * the status of an out-of-range target. scratch: n floats. */

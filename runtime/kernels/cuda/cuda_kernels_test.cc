@@ -390,17 +390,29 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchTheCpu) {
                *V = bf16 ? (void*)UpBf16(v) : Up(v), *D = bf16 ? (void*)UpBf16(dout) : Up(dout);
     const int type = bf16 ? STEPC_CUDA_BF16 : STEPC_CUDA_F32;
     float *O = Zeros(qn), *DQ = Zeros(qn), *DK = Zeros(kn), *DV = Zeros(kn);
+    float* lse = Zeros(c.batch * c.heads * c.t);
     char* scratch = static_cast<char*>(
         Alloc(stepc::cuda::AttentionGradScratchBytes(c.batch, c.t, c.heads, c.dh)));
     ASSERT_EQ(stepc_cuda_attention(&ctx_, Q, K, V, type, c.batch, c.t, c.t, c.heads, c.kv_heads,
-                                   c.dh, c.causal, scale, O, STEPC_CUDA_F32),
+                                   c.dh, c.causal, scale, O, STEPC_CUDA_F32, lse),
               0)
         << error_;
+    // The backward recomputing the forward, and from the forward's saved
+    // output and log-sum-exp: the same gradients.
     ASSERT_EQ(stepc_cuda_attention_grad(&ctx_, D, Q, K, V, type, c.batch, c.t, c.t, c.heads,
-                                        c.kv_heads, c.dh, c.causal, scale, scratch, DQ, DK, DV,
-                                        STEPC_CUDA_F32),
+                                        c.kv_heads, c.dh, c.causal, scale, scratch, nullptr, 0,
+                                        nullptr, DQ, DK, DV, STEPC_CUDA_F32),
               0)
         << error_;
+    float *SQ = Zeros(qn), *SK = Zeros(kn), *SV = Zeros(kn);
+    ASSERT_EQ(stepc_cuda_attention_grad(&ctx_, D, Q, K, V, type, c.batch, c.t, c.t, c.heads,
+                                        c.kv_heads, c.dh, c.causal, scale, scratch, O,
+                                        STEPC_CUDA_F32, lse, SQ, SK, SV, STEPC_CUDA_F32),
+              0)
+        << error_;
+    EXPECT_EQ(Down(SQ, qn), Down(DQ, qn));
+    EXPECT_EQ(Down(SK, kn), Down(DK, kn));
+    EXPECT_EQ(Down(SV, kn), Down(DV, kn));
     const std::string what = std::string(bf16 ? "bf16" : "f32") + (mode.scalar ? " scalar" : "");
     EXPECT_LT(RelError(Down(O, qn), out), mode.out_tol) << what;
     EXPECT_LT(RelError(Down(DQ, qn), dq), mode.grad_tol) << what;
@@ -452,7 +464,7 @@ TEST_F(CudaKernels, MultiTensorAdamwMatchesTheCpuPerTensor) {
 TEST_F(CudaKernels, LaunchErrorsAreStatusesNamingTheCall) {
   // A head dim above the kernels' limit: refused before any launch.
   ASSERT_NE(stepc_cuda_attention(&ctx_, nullptr, nullptr, nullptr, STEPC_CUDA_F32, 1, 4, 4, 1, 1,
-                                 512, 1, 1.0, nullptr, STEPC_CUDA_F32),
+                                 512, 1, 1.0, nullptr, STEPC_CUDA_F32, nullptr),
             0);
   EXPECT_NE(std::string(error_).find("head dim 512 is above 256"), std::string::npos) << error_;
   const int64_t deep[9] = {1, 1, 1, 1, 1, 1, 1, 1, 2};

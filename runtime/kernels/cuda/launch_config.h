@@ -83,25 +83,31 @@ constexpr NormGradPlan PlanNormGrad(int64_t rows, int64_t d) {
 // Cross-entropy: the loss of each row, summed in a fixed order.
 constexpr int64_t CrossEntropyScratchFloats(int64_t rows) { return rows; }
 
-// Attention backward recomputes the forward: its output and log-sum-exp,
-// and the row terms D = rowsum(dO ∘ O).
+// Attention backward: the row terms D = rowsum(dO ∘ O), and, unless the
+// forward saved them (`saved`: its output kept alive and its log-sum-exp in
+// the arena), the recomputed output and log-sum-exp. Slices in that order.
 struct AttentionGradPlan {
-  int64_t out_floats = 0, lse_floats = 0, delta_floats = 0;
+  int64_t delta_floats = 0, out_floats = 0, lse_floats = 0;
 };
 constexpr AttentionGradPlan PlanAttentionGrad(int64_t batch, int64_t tq, int64_t heads,
                                               int64_t head_dim) {
   AttentionGradPlan p;
+  p.delta_floats = batch * heads * tq;
   p.out_floats = batch * tq * heads * head_dim;
   p.lse_floats = batch * heads * tq;
-  p.delta_floats = batch * heads * tq;
   return p;
 }
 constexpr int64_t AttentionGradScratchBytes(int64_t batch, int64_t tq, int64_t heads,
-                                            int64_t head_dim) {
+                                            int64_t head_dim, bool saved = false) {
   AttentionGradPlan p = PlanAttentionGrad(batch, tq, heads, head_dim);
-  return AlignUp(p.out_floats * 4, kScratchAlignment) +
-         AlignUp(p.lse_floats * 4, kScratchAlignment) +
-         AlignUp(p.delta_floats * 4, kScratchAlignment);
+  const int64_t delta = AlignUp(p.delta_floats * 4, kScratchAlignment);
+  if (saved) return delta;
+  return delta + AlignUp(p.out_floats * 4, kScratchAlignment) +
+         AlignUp(p.lse_floats * 4, kScratchAlignment);
+}
+// The log-sum-exp a forward saves for its backward.
+constexpr int64_t AttentionLseBytes(int64_t batch, int64_t tq, int64_t heads) {
+  return AlignUp(batch * heads * tq * 4, kScratchAlignment);
 }
 
 // Grid of the flash-attention forward: (query tiles, batch · heads).

@@ -62,8 +62,12 @@ TEST(LaunchConfig, AttentionGradScratchIsAlignedSlices) {
   EXPECT_EQ(p.lse_floats, 4 * 4 * 64);
   EXPECT_EQ(p.delta_floats, 4 * 4 * 64);
   EXPECT_EQ(AttentionGradScratchBytes(4, 64, 4, 16), (16384 + 1024 + 1024) * 4);
+  // With the forward's output and lse saved, only D.
+  EXPECT_EQ(AttentionGradScratchBytes(4, 64, 4, 16, /*saved=*/true), 1024 * 4);
+  EXPECT_EQ(AttentionLseBytes(4, 64, 4), 1024 * 4);
   // Odd sizes round each slice up.
   EXPECT_EQ(AttentionGradScratchBytes(1, 3, 1, 5), 256 * 3);
+  EXPECT_EQ(AttentionLseBytes(1, 3, 1), 256);
 }
 
 TEST(LaunchConfig, AttentionGridsTileQueriesAndKeys) {

@@ -58,6 +58,11 @@ struct CudaFusions {
   /// A GEMM's GELU epilogue (runtime's stepc_cuda_epilogue) and its aux
   /// value (the pre-activation: written by GELU, read by DGELU).
   llvm::DenseMap<mlir::Operation *, std::pair<int, mlir::Value>> epilogueOf;
+  /// attention_grad -> the attention of the same q, k, v, whose output and
+  /// log-sum-exp it reads instead of recomputing them; and the values that
+  /// must therefore stay alive until the op (for planMemory).
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> savedForwardOf;
+  llvm::DenseMap<mlir::Value, mlir::Operation *> keepAlive;
 };
 CudaFusions planCudaFusions(mlir::func::FuncOp step);
 

@@ -57,8 +57,11 @@ using ComputedBy = llvm::DenseMap<mlir::Operation *, mlir::Operation *>;
 /// nor do reshapes of them. A fused elementwise result may still take over
 /// an operand's buffer whose last use is the group's end: the kernel reads
 /// element i of every input before it stores element i of any output.
+/// `keepAlive`: values a back end reads later than their uses say (up to
+/// and including the op given).
 MemoryPlan planMemory(mlir::func::FuncOp function, const ComputedBy &computedBy = {},
-                      const llvm::DenseSet<mlir::Value> &unstored = {});
+                      const llvm::DenseSet<mlir::Value> &unstored = {},
+                      const llvm::DenseMap<mlir::Value, mlir::Operation *> &keepAlive = {});
 
 } // namespace stepc
 
