@@ -23,7 +23,7 @@
  * emulation needs to know to give each its own host thread. */
 #define STEPC_LAUNCH(grid, block, shared, stream, ...) __VA_ARGS__<<<grid, block, shared, stream>>>
 #define STEPC_LAUNCH_COOPERATIVE STEPC_LAUNCH
-#define STEPC_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
+#define STEPC_DYNAMIC_SHARED(type, name) extern __shared__ __align__(128) type name[]
 #endif
 #include <stddef.h>
 #include <stdint.h>
