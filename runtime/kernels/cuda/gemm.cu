@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/gemm_layout.h"
 #include "runtime/kernels/elementwise_math.h"
 
 namespace stepc::cuda {
@@ -60,10 +61,11 @@ int LtFail(stepc_cuda_ctx* ctx, const char* call, int line, cublasStatus_t rc) {
 
 cudaDataType_t DataType(int type) { return type == STEPC_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-// A column-major rows x cols matrix, `batch` of them `stride` elements apart.
-int Layout(stepc_cuda_ctx* ctx, cublasLtMatrixLayout_t* out, int type, int64_t rows, int64_t cols,
-           int64_t batch, int64_t stride) {
-  STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(out, DataType(type), rows, cols, rows));
+// A column-major operand, `batch` of them.
+int Layout(stepc_cuda_ctx* ctx, cublasLtMatrixLayout_t* out, int type, const ColumnMajor& m,
+           int64_t batch) {
+  STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(out, DataType(type), m.rows, m.cols, m.ld));
+  const int64_t stride = m.batch_stride;
   if (batch > 1) {
     int32_t count = static_cast<int32_t>(batch);
     STEPC_LT_TRY(ctx, cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
@@ -78,8 +80,11 @@ int Layout(stepc_cuda_ctx* ctx, cublasLtMatrixLayout_t* out, int type, int64_t r
 int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* plan) {
   plan->key = key;
   STEPC_LT_TRY(ctx, cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t first = key.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t second = key.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const ColumnMajorGemm problem = ToColumnMajor(GemmShape{
+      key.batch, key.m, key.n, key.k, key.transpose_a != 0, key.transpose_b != 0,
+      key.shared_rhs != 0});
+  cublasOperation_t first = problem.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t second = problem.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &first,
                                                    sizeof(first)));
   STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &second,
@@ -109,14 +114,9 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
                                                      &bias_type, sizeof(bias_type)));
   }
   const int64_t m = key.m, n = key.n, k = key.k;
-  // Slot one: B as stored (row-major [K,N], or [N,K] transposed) read column-major.
-  if (int rc = Layout(ctx, &plan->a, key.in_type, key.transpose_b ? k : n,
-                      key.transpose_b ? n : k, key.batch, key.shared_rhs ? 0 : k * n))
-    return rc;
-  if (int rc = Layout(ctx, &plan->b, key.in_type, key.transpose_a ? m : k,
-                      key.transpose_a ? k : m, key.batch, m * k))
-    return rc;
-  if (int rc = Layout(ctx, &plan->c, key.out_type, n, m, key.batch, m * n)) return rc;
+  if (int rc = Layout(ctx, &plan->a, key.in_type, problem.first, problem.batch)) return rc;
+  if (int rc = Layout(ctx, &plan->b, key.in_type, problem.second, problem.batch)) return rc;
+  if (int rc = Layout(ctx, &plan->c, key.out_type, problem.result, problem.batch)) return rc;
   cublasLtMatmulPreference_t pref;
   STEPC_LT_TRY(ctx, cublasLtMatmulPreferenceCreate(&pref));
   uint64_t workspace = kGemmWorkspaceBytes;

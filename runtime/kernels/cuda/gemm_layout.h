@@ -1,0 +1,59 @@
+// gemm_layout.h - how a row-major GEMM of the step becomes cuBLASLt's
+// column-major problem, as plain C++ so that the mapping is tested on any
+// host (gemm_layout_test.cc runs the column-major problem literally) and is
+// the one both the cuBLASLt path (gemm.cu) and the host emulation's GEMM
+// (emulated/gemm.cc) execute.
+//
+// Row-major C[M,N] = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B's
+// memory goes in cuBLASLt's first slot, A's in the second, and C is an
+// N x M column-major matrix with leading dimension N.
+
+#ifndef STEPC_RUNTIME_KERNELS_CUDA_GEMM_LAYOUT_H_
+#define STEPC_RUNTIME_KERNELS_CUDA_GEMM_LAYOUT_H_
+
+#include <cstdint>
+
+namespace stepc::cuda {
+
+// A row-major GEMM of the step: `batch` products [M,K]x[K,N], A (and B
+// unless shared) one after another.
+struct GemmShape {
+  int64_t batch, m, n, k;
+  bool transpose_a, transpose_b, shared_rhs;
+};
+
+// One operand slot of a column-major problem: a rows x cols matrix, element
+// (r, c) at r + c·ld, `batch_stride` elements to the next product; used as
+// its transpose when `transposed`.
+struct ColumnMajor {
+  int64_t rows, cols, ld, batch_stride;
+  bool transposed;
+};
+
+// D = op(first) · op(second), `batch` times.
+struct ColumnMajorGemm {
+  ColumnMajor first, second, result;
+  int64_t batch;
+};
+
+inline ColumnMajorGemm ToColumnMajor(GemmShape g) {
+  // Shared B and untransposed A: the batch is more rows of one product.
+  if (g.shared_rhs && !g.transpose_a) {
+    g.m *= g.batch;
+    g.batch = 1;
+  }
+  ColumnMajorGemm p;
+  p.batch = g.batch;
+  // B stored row-major [K,N] is column-major [N,K]: already Bᵀ; a row-major
+  // [N,K] (transpose_b) is column-major [K,N], transposed back.
+  p.first = ColumnMajor{g.transpose_b ? g.k : g.n, g.transpose_b ? g.n : g.k,
+                        g.transpose_b ? g.k : g.n, g.shared_rhs ? 0 : g.k * g.n, g.transpose_b};
+  p.second = ColumnMajor{g.transpose_a ? g.m : g.k, g.transpose_a ? g.k : g.m,
+                         g.transpose_a ? g.m : g.k, g.m * g.k, g.transpose_a};
+  p.result = ColumnMajor{g.n, g.m, g.n, g.m * g.n, false};
+  return p;
+}
+
+}  // namespace stepc::cuda
+
+#endif  // STEPC_RUNTIME_KERNELS_CUDA_GEMM_LAYOUT_H_
