@@ -54,8 +54,11 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
     span.first = std::min(span.first, index[fusedOp]);
     span.second = std::max(span.second, index[fusedOp]);
   }
-  for (auto [fusedOp, kernel] : computedBy)
-    group[fusedOp] = group[kernel];
+  for (auto [fusedOp, kernel] : computedBy) {
+    // A copy first: inserting fusedOp may move the kernel's entry.
+    const std::pair<int64_t, int64_t> span = group.lookup(kernel);
+    group[fusedOp] = span;
+  }
   // In place only inside elementwise kernels (they read element i before
   // writing it); a GEMM epilogue must not write over what it reads.
   auto mayWriteInPlace = [&](Operation &op) {
