@@ -4,7 +4,8 @@
 // atomics — against the CPU kernels (cuda_kernels_emulated_test). Every
 // CUDA thread of a block is a host thread; __syncthreads and warp shuffles
 // are barriers among them; blocks run one after another. Not a simulator of
-// performance or of the memory model; GEMMs (cuBLASLt) are not emulated.
+// performance or of the memory model; GEMMs (cuBLASLt) are replaced by a
+// host GEMM; streams run work at once or record it for CUDA graphs.
 // Compiled only with STEPC_CUDA_EMULATION defined (never into step.so).
 
 #ifndef STEPC_RUNTIME_KERNELS_CUDA_EMULATION_H_
@@ -16,7 +17,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <tuple>
 #include <type_traits>
+#include <vector>
 
 // ---- Qualifiers.
 #define __global__
@@ -32,7 +35,26 @@ struct dim3 {
   dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
+typedef void* cudaStream_t;
+
 namespace stepc::emu {
+// A stream: work runs at once, or, while the stream is being captured, is
+// recorded (kernel arguments copied, as a CUDA graph does) for replay.
+struct Stream {
+  bool capturing = false;
+  std::vector<std::function<void()>> recorded;
+};
+struct Graph {
+  std::vector<std::function<void()>> work;
+};
+inline void Enqueue(cudaStream_t stream, std::function<void()> work) {
+  auto* s = static_cast<Stream*>(stream);
+  if (s && s->capturing)
+    s->recorded.push_back(std::move(work));
+  else
+    work();
+}
+
 struct ThreadState {
   dim3 thread, block, block_dim, grid_dim;
 };
@@ -53,17 +75,25 @@ struct Launcher {
   dim3 grid, block;
   size_t shared;
   bool cooperative;
+  cudaStream_t stream;
   void (*kernel)(Params...);
   template <typename... Args>
   void operator()(Args&&... args) const {
-    std::function<void()> body = [&] { kernel(static_cast<Params>(args)...); };
-    Run(grid, block, shared, cooperative, body);
+    // The arguments are copied at launch, as a captured graph keeps them.
+    std::tuple<std::decay_t<Params>...> copied(static_cast<Params>(args)...);
+    const Launcher self = *this;
+    Enqueue(stream, [self, copied]() mutable {
+      std::function<void()> body = [&] {
+        std::apply([&](auto&... p) { self.kernel(p...); }, copied);
+      };
+      Run(self.grid, self.block, self.shared, self.cooperative, body);
+    });
   }
 };
 template <typename... Params>
 Launcher<Params...> Launch(dim3 grid, dim3 block, size_t shared, bool cooperative,
-                           void (*kernel)(Params...)) {
-  return Launcher<Params...>{grid, block, shared, cooperative, kernel};
+                           cudaStream_t stream, void (*kernel)(Params...)) {
+  return Launcher<Params...>{grid, block, shared, cooperative, stream, kernel};
 }
 }  // namespace stepc::emu
 
@@ -167,7 +197,6 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
 }  // namespace nvcuda::wmma
 
 // ---- The runtime API the library and its test use; device memory is host memory.
-typedef void* cudaStream_t;
 enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorNotSupported = 801 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaMemcpyKind {
@@ -180,8 +209,8 @@ inline const char* cudaGetErrorString(cudaError_t e) {
   return e == cudaErrorNotSupported ? "operation not supported by the host emulation"
                                     : "emulated CUDA error";
 }
-inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
-  std::memset(p, value, bytes);
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s = nullptr) {
+  ::stepc::emu::Enqueue(s, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 template <typename Kernel>
@@ -209,44 +238,66 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemc
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
-                                   cudaStream_t = nullptr) {
-  std::memmove(dst, src, bytes);
+                                   cudaStream_t s = nullptr) {
+  ::stepc::emu::Enqueue(s, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 inline cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
 inline cudaError_t cudaFreeHost(void* p) { return cudaFree(p); }
-// Launches run at once, so there is nothing to capture: capture is refused
-// and the runtime runs steps eagerly (its fallback path).
+// Graphs: capture records a stream's work (emulation.h's Stream), an
+// instantiated graph is that record, a launch replays it.
 typedef void* cudaGraph_t;
 typedef void* cudaGraphExec_t;
 enum cudaStreamCaptureMode { cudaStreamCaptureModeThreadLocal = 1 };
 constexpr unsigned cudaStreamNonBlocking = 1;
-inline cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
-  return cudaErrorNotSupported;
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode) {
+  auto* stream = static_cast<::stepc::emu::Stream*>(s);
+  if (!stream || stream->capturing) return cudaErrorInvalidValue;
+  stream->capturing = true;
+  stream->recorded.clear();
+  return cudaSuccess;
 }
-inline cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t*) { return cudaErrorNotSupported; }
-inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t*, cudaGraph_t, unsigned long long) {
-  return cudaErrorNotSupported;
+inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  auto* stream = static_cast<::stepc::emu::Stream*>(s);
+  if (!stream || !stream->capturing) return cudaErrorInvalidValue;
+  stream->capturing = false;
+  *graph = new ::stepc::emu::Graph{std::move(stream->recorded)};
+  stream->recorded.clear();
+  return cudaSuccess;
 }
-inline cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return cudaErrorNotSupported; }
-inline cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
-inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                        unsigned long long) {
+  *exec = new ::stepc::emu::Graph(*static_cast<::stepc::emu::Graph*>(graph));
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+  for (auto& work : static_cast<::stepc::emu::Graph*>(exec)->work) work();
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+  delete static_cast<::stepc::emu::Graph*>(g);
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t g) {
+  delete static_cast<::stepc::emu::Graph*>(g);
+  return cudaSuccess;
+}
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  *s = reinterpret_cast<cudaStream_t>(1);
+  *s = new ::stepc::emu::Stream();
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamCreate(cudaStream_t* s) {
-  *s = reinterpret_cast<cudaStream_t>(1);
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete static_cast<::stepc::emu::Stream*>(s);
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 #define STEPC_LAUNCH(grid, block, shared, stream, ...) \
-  ::stepc::emu::Launch(dim3(grid), dim3(block), shared, false, __VA_ARGS__)
+  ::stepc::emu::Launch(dim3(grid), dim3(block), shared, false, stream, __VA_ARGS__)
 #define STEPC_LAUNCH_COOPERATIVE(grid, block, shared, stream, ...) \
-  ::stepc::emu::Launch(dim3(grid), dim3(block), shared, true, __VA_ARGS__)
+  ::stepc::emu::Launch(dim3(grid), dim3(block), shared, true, stream, __VA_ARGS__)
 #define STEPC_DYNAMIC_SHARED(type, name) type* name = static_cast<type*>(::stepc::emu::DynamicShared())
 
 #endif  // STEPC_RUNTIME_KERNELS_CUDA_EMULATION_H_

@@ -46,6 +46,8 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
   };
   const int64_t depth = p.first.transposed ? p.first.rows : p.first.cols;
   float* auxf = static_cast<float*>(aux);
+  // On the stream: run now, or recorded while it is captured.
+  stepc::emu::Enqueue(ctx->stream, [=] {
   for (int64_t q = 0; q < p.batch; ++q)
     for (int64_t i = 0; i < p.result.rows; ++i)
       for (int64_t j = 0; j < p.result.cols; ++j) {
@@ -62,6 +64,7 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
         }
         Write(c, out_type, d, acc);
       }
+  });
   return 0;
 }
 
