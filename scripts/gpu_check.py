@@ -91,36 +91,55 @@ def main():
 
     # 2. Parity with the CPU target (same data, seed, schedule).
     gs, gs16 = os.path.join(b, "steps", "gpt-small.so"), os.path.join(b, "steps", "gpt-small-bf16.so")
-    rc, text, _ = run([run_bin, gs, "--steps", "1", "--save-npy", os.path.join(tmp, "gpu1")], log, 120)
-    if rc != 0:
-        fail("parity_fp32", text[-500:])
-    else:
-        cpu, gpu = load_npy(os.path.join(b, "ref", "step1")), load_npy(os.path.join(tmp, "gpu1"))
+    def fp32_parity(tag, env=None):
+        out_dir = os.path.join(tmp, "gpu1" + tag)
+        rc, text, _ = run([run_bin, gs, "--steps", "1", "--save-npy", out_dir], log, 120, env)
+        if rc != 0:
+            return {"passed": False, "error": text[-500:]}
+        cpu, gpu = load_npy(os.path.join(b, "ref", "step1")), load_npy(out_dir)
         worst, where = 0.0, ""
         for name, ref in cpu.items():
-            if not name.startswith("exp_avg.") :
+            if not name.startswith("exp_avg."):
                 continue
-            got = gpu[name]
-            rel = float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-30))
+            rel = float(np.max(np.abs(gpu[name] - ref)) / max(np.max(np.abs(ref)), 1e-30))
             if rel > worst:
                 worst, where = rel, name
         loss_rel = abs(float(gpu["loss"]) - float(cpu["loss"])) / abs(float(cpu["loss"]))
-        result["parity_fp32"] = {"gradient_max_rel_error": worst, "worst_tensor": where,
-                                 "loss_rel_error": loss_rel, "tolerance": 1e-4,
-                                 "passed": worst < 1e-4 and loss_rel < 1e-4}
-        result["ok"] &= result["parity_fp32"]["passed"]
-    save()
-    rc, text, _ = run([run_bin, gs16, "--steps", "20", "--metrics", os.path.join(tmp, "bf16.jsonl")],
-                      log, 120)
-    if rc != 0:
-        fail("parity_bf16", text[-500:])
-    else:
+        return {"gradient_max_rel_error": worst, "worst_tensor": where,
+                "loss_rel_error": loss_rel, "tolerance": 1e-4,
+                "passed": worst < 1e-4 and loss_rel < 1e-4}
+
+    def bf16_parity(tag, env=None):
+        metrics = os.path.join(tmp, "bf16" + tag + ".jsonl")
+        rc, text, _ = run([run_bin, gs16, "--steps", "20", "--metrics", metrics], log, 120, env)
+        if rc != 0:
+            return {"passed": False, "error": text[-500:]}
         cpu20 = jsonl(os.path.join(b, "ref", "cpu20.jsonl"))[-1]["loss"]
-        gpu20 = jsonl(os.path.join(tmp, "bf16.jsonl"))[-1]["loss"]
+        gpu20 = jsonl(metrics)[-1]["loss"]
         rel = abs(gpu20 - cpu20) / cpu20
-        result["parity_bf16"] = {"cpu_fp32_loss_step20": cpu20, "gpu_bf16_loss_step20": gpu20,
-                                 "rel_diff": rel, "tolerance": 0.01, "passed": rel < 0.01}
-        result["ok"] &= rel < 0.01
+        return {"cpu_fp32_loss_step20": cpu20, "gpu_bf16_loss_step20": gpu20, "rel_diff": rel,
+                "tolerance": 0.01, "passed": rel < 0.01}
+
+    # A failure is rerun without CUDA graphs, and (bf16) on the scalar
+    # attention kernels, so the JSON already says which part to look at.
+    def with_env(**extra):
+        env = dict(os.environ)
+        env.update(extra)
+        return env
+
+    result["parity_fp32"] = fp32_parity("")
+    if not result["parity_fp32"]["passed"]:
+        result["parity_fp32"]["without_graphs"] = fp32_parity("-nographs",
+                                                              with_env(STEPC_CUDA_GRAPHS="0"))
+    result["ok"] &= result["parity_fp32"]["passed"]
+    save()
+    result["parity_bf16"] = bf16_parity("")
+    if not result["parity_bf16"]["passed"]:
+        result["parity_bf16"]["scalar_attention"] = bf16_parity(
+            "-scalar", with_env(STEPC_ATTENTION="scalar"))
+        result["parity_bf16"]["without_graphs"] = bf16_parity("-nographs",
+                                                              with_env(STEPC_CUDA_GRAPHS="0"))
+    result["ok"] &= result["parity_bf16"]["passed"]
     save()
 
     # 3. Train gpt-small 100 steps.

@@ -262,6 +262,9 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
   auto* stream = static_cast<::stepc::emu::Stream*>(s);
   if (!stream || !stream->capturing) return cudaErrorInvalidValue;
   stream->capturing = false;
+  // A step records work; nothing recorded means the work ran elsewhere (a
+  // step.so built against another emulation): refuse, the runtime goes eager.
+  if (stream->recorded.empty()) return cudaErrorNotSupported;
   *graph = new ::stepc::emu::Graph{std::move(stream->recorded)};
   stream->recorded.clear();
   return cudaSuccess;
