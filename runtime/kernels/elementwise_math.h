@@ -6,13 +6,7 @@
 
 #include <math.h>
 
-#ifndef STEPC_HD
-#if defined(__CUDACC__)
-#define STEPC_HD __host__ __device__ __forceinline__
-#else
-#define STEPC_HD static inline
-#endif
-#endif
+#include "host_device.h"
 
 STEPC_HD float stepc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 STEPC_HD float stepc_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }

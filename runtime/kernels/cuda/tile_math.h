@@ -11,13 +11,7 @@
 
 #include <math.h>
 
-#ifndef STEPC_HD
-#if defined(__CUDACC__)
-#define STEPC_HD __host__ __device__ __forceinline__
-#else
-#define STEPC_HD static inline
-#endif
-#endif
+#include "../host_device.h"
 
 namespace stepc::tile {
 
