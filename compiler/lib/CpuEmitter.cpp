@@ -125,7 +125,6 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
   auto shape = [&](Value v) { return shapeArray(v); };
   auto rank = [&](Value v) { return std::to_string(typeOf(v).getRank()); };
   auto numel = [&](Value v) { return std::to_string(typeOf(v).getNumElements()); };
-  auto zeros = [&](int64_t r) { return zerosArray(r); };
   std::string s;
   llvm::raw_string_ostream &b = body;
   LogicalResult result =
@@ -183,15 +182,8 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](ConcatOp c) {
-            int64_t offset = 0, r = c.getType().getRank();
-            for (Value in : c.getInputs()) {
-              SmallVector<int64_t> at(r, 0);
-              at[c.getDim()] = offset;
-              offset += typeOf(in).getDimSize(c.getDim());
-              b << "  stepc_cpu_copy_box(" << ptr(in) << ", " << shape(in) << ", "
-                << zeros(r) << ", " << ptr(c) << ", " << shape(c) << ", " << array(at)
-                << ", " << shape(in) << ", " << r << ");\n";
-            }
+            for (auto [in, at] : llvm::zip(c.getInputs(), concatOffsets(c)))
+              b << "  stepc_cpu_copy_box(" << boxCopyArgs(in, {}, c, at, in) << ");\n";
             return success();
           })
           .Case([&](ConstantOp c) { return emitConstant(c); })
@@ -248,11 +240,9 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](PadOp p) {
-            int64_t r = p.getType().getRank();
             b << "  stepc_cpu_fill(" << ptr(p) << ", " << numel(p) << ", 0.0f);\n";
-            b << "  stepc_cpu_copy_box(" << ptr(p.getInput()) << ", " << shape(p.getInput())
-              << ", " << zeros(r) << ", " << ptr(p) << ", " << shape(p) << ", "
-              << array(p.getLow()) << ", " << shape(p.getInput()) << ", " << r << ");\n";
+            b << "  stepc_cpu_copy_box(" << boxCopyArgs(p.getInput(), {}, p, p.getLow(), p.getInput())
+              << ");\n";
             return success();
           })
           .Case([&](ReduceMaxGradOp r) {
@@ -294,10 +284,8 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](SliceOp sl) {
-            int64_t r = sl.getType().getRank();
-            b << "  stepc_cpu_copy_box(" << ptr(sl.getInput()) << ", " << shape(sl.getInput())
-              << ", " << array(sl.getOffsets()) << ", " << ptr(sl) << ", " << shape(sl)
-              << ", " << zeros(r) << ", " << shape(sl) << ", " << r << ");\n";
+            b << "  stepc_cpu_copy_box("
+              << boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) << ");\n";
             return success();
           })
           .Case<SoftmaxGradOp, SoftmaxOp>([&](auto sm) {

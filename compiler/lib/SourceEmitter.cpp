@@ -88,6 +88,30 @@ std::string SourceEmitter::reduceMask(ArrayRef<int64_t> dims, int64_t rank) {
   return intArray(mask);
 }
 
+std::string SourceEmitter::boxCopyArgs(Value src, ArrayRef<int64_t> srcAt, Value dst,
+                                       ArrayRef<int64_t> dstAt, Value box) {
+  int64_t rank = typeOf(box).getRank();
+  auto at = [&](ArrayRef<int64_t> offsets) {
+    return offsets.empty() ? zerosArray(rank) : array(offsets);
+  };
+  return llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}", ptr(src), shapeArray(src),
+                       at(srcAt), ptr(dst), shapeArray(dst), at(dstAt), shapeArray(box), rank)
+      .str();
+}
+
+SmallVector<SmallVector<int64_t>> SourceEmitter::concatOffsets(Operation *op) {
+  auto concat = cast<ConcatOp>(op);
+  SmallVector<SmallVector<int64_t>> offsets;
+  int64_t offset = 0;
+  for (Value in : concat.getInputs()) {
+    SmallVector<int64_t> at(concat.getType().getRank(), 0);
+    at[concat.getDim()] = offset;
+    offset += typeOf(in).getDimSize(concat.getDim());
+    offsets.push_back(at);
+  }
+  return offsets;
+}
+
 bool SourceEmitter::disjoint(Value a, Value b) {
   auto argA = plan.argumentOf.find(a), argB = plan.argumentOf.find(b);
   bool inArgA = argA != plan.argumentOf.end(), inArgB = argB != plan.argumentOf.end();

@@ -89,6 +89,12 @@ protected:
   std::string shapeArray(mlir::Value v) { return array(typeOf(v).getShape()); }
   std::string zerosArray(int64_t rank) { return array(llvm::SmallVector<int64_t>(rank, 0)); }
   std::string reduceMask(llvm::ArrayRef<int64_t> dims, int64_t rank);
+  /// The arguments of a box copy (the kernels' copy_box): the box of
+  /// `box`'s shape from `src` at `srcAt` to `dst` at `dstAt` (empty: zeros).
+  std::string boxCopyArgs(mlir::Value src, llvm::ArrayRef<int64_t> srcAt, mlir::Value dst,
+                          llvm::ArrayRef<int64_t> dstAt, mlir::Value box);
+  /// Where each input of a concat starts in its result.
+  static llvm::SmallVector<llvm::SmallVector<int64_t>> concatOffsets(mlir::Operation *concat);
   /// The last dim, and the rows before it.
   static int64_t lastDim(mlir::Value v) { return typeOf(v).getShape().back(); }
   static int64_t rows(mlir::Value v) { return typeOf(v).getNumElements() / lastDim(v); }

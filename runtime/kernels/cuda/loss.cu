@@ -82,18 +82,23 @@ __global__ void CrossEntropyGradKernel(const float* dloss, const float* logits,
     dlogits[row * classes + j] = scale * (expf(x[j] - lse) - (j == t ? 1.0f : 0.0f));
 }
 
+// The table row of element e of an [n, d] embedding, or -1 for an id out of
+// range (reported once per position, by its first column).
+__device__ __forceinline__ int64_t TableRow(const int32_t* ids, int64_t e, int64_t d,
+                                            int64_t rows, int32_t* status, int32_t site) {
+  const int64_t i = e / d;
+  const int32_t id = ids[i];
+  if (GoodId(id, rows)) return id;
+  if (e % d == 0) ReportBadId(status, site, i, id, rows);
+  return -1;
+}
+
 __global__ void EmbeddingKernel(const float* table, const int32_t* ids, int64_t n, int64_t rows,
                                 int64_t d, float* out, int32_t* status, int32_t site) {
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n * d;
        e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t i = e / d, c = e % d;
-    const int32_t id = ids[i];
-    if (!GoodId(id, rows)) {
-      if (c == 0) ReportBadId(status, site, i, id, rows);
-      out[e] = 0.0f;
-    } else {
-      out[e] = table[id * d + c];
-    }
+    const int64_t row = TableRow(ids, e, d, rows, status, site);
+    out[e] = row < 0 ? 0.0f : table[row * d + e % d];
   }
 }
 
@@ -101,13 +106,8 @@ __global__ void EmbeddingGradKernel(const float* dy, const int32_t* ids, int64_t
                                     int64_t d, float* dtable, int32_t* status, int32_t site) {
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n * d;
        e += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t i = e / d, c = e % d;
-    const int32_t id = ids[i];
-    if (!GoodId(id, rows)) {
-      if (c == 0) ReportBadId(status, site, i, id, rows);
-      continue;
-    }
-    atomicAdd(dtable + id * d + c, dy[e]);
+    const int64_t row = TableRow(ids, e, d, rows, status, site);
+    if (row >= 0) atomicAdd(dtable + row * d + e % d, dy[e]);
   }
 }
 
