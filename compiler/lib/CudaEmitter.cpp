@@ -126,6 +126,20 @@ private:
 LogicalResult CudaEmitter::checkTypes(Operation *op) {
   SmallVector<Value> values(op->getOperands());
   llvm::append_range(values, op->getResults());
+  // What the kernels take, checked here so that the error has a location.
+  for (Value v : values)
+    if (typeOf(v).getRank() > lc::kMaxTensorRank)
+      return op->emitOpError() << "the CUDA back end takes tensors of rank at most "
+                               << lc::kMaxTensorRank << ", got " << v.getType();
+  int64_t headDim = 0;
+  if (auto a = dyn_cast<AttentionOp>(op))
+    headDim = a.getHeadDim();
+  if (auto a = dyn_cast<AttentionGradOp>(op))
+    headDim = a.getHeadDim();
+  if (headDim > lc::kAttentionMaxHeadDim)
+    return op->emitOpError() << "head_dim " << headDim
+                             << " is above the CUDA attention kernels' "
+                             << lc::kAttentionMaxHeadDim;
   bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp, ReshapeOp,
                    func::ReturnOp>(op);
   for (Value v : values) {
@@ -417,7 +431,6 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
     return success();
   auto shape = [&](Value v) { return shapeArray(v); };
   auto rank = [&](Value v) { return typeOf(v).getRank(); };
-  auto zeros = [&](int64_t r) { return zerosArray(r); };
   auto output = [&](Value v) {
     Value to = writesTo.lookup(v);
     return to ? to : v;
@@ -481,16 +494,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](ConcatOp c) {
-        int64_t offset = 0, r = c.getType().getRank();
-        for (Value in : c.getInputs()) {
-          SmallVector<int64_t> at(r, 0);
-          at[c.getDim()] = offset;
-          offset += typeOf(in).getDimSize(c.getDim());
-          call(op, llvm::formatv("stepc_cuda_copy_box(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                                 "{7})",
-                                 ptr(in), shape(in), zeros(r), ptr(c), shape(c), array(at),
-                                 shape(in), r));
-        }
+        for (auto [in, at] : llvm::zip(c.getInputs(), concatOffsets(c)))
+          call(op, "stepc_cuda_copy_box(ctx, " + boxCopyArgs(in, {}, c, at, in) + ")");
         return success();
       })
       .Case([&](ConstantOp c) { return emitConstant(c); })
@@ -546,12 +551,10 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](PadOp p) {
-        int64_t r = p.getType().getRank();
         call(op, llvm::formatv("stepc_cuda_fill(ctx, {0}, {1}, 0.0f)", ptr(p),
                                typeOf(p).getNumElements()));
-        call(op, llvm::formatv("stepc_cuda_copy_box(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
-                               ptr(p.getInput()), shape(p.getInput()), zeros(r), ptr(p),
-                               shape(p), array(p.getLow()), shape(p.getInput()), r));
+        call(op, "stepc_cuda_copy_box(ctx, " +
+                     boxCopyArgs(p.getInput(), {}, p, p.getLow(), p.getInput()) + ")");
         return success();
       })
       .Case([&](ReduceMaxGradOp r) {
@@ -600,11 +603,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](SliceOp sl) {
-        int64_t r = sl.getType().getRank();
-        call(op, llvm::formatv("stepc_cuda_copy_box(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7})",
-                               ptr(sl.getInput()), shape(sl.getInput()),
-                               array(sl.getOffsets()), ptr(sl), shape(sl), zeros(r), shape(sl),
-                               r));
+        call(op, "stepc_cuda_copy_box(ctx, " +
+                     boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) + ")");
         return success();
       })
       .Case<SoftmaxGradOp, SoftmaxOp>([&](auto sm) {

@@ -49,7 +49,7 @@ __device__ __forceinline__ void StoreAs(void* p, int type, int64_t i, float x) {
 }
 
 // Shapes travel to kernels by value; ranks above kMaxRank are refused.
-constexpr int kMaxRank = 8;
+constexpr int kMaxRank = kMaxTensorRank;
 struct Dims {
   int rank = 0;
   int64_t size[kMaxRank] = {};

@@ -32,6 +32,9 @@ constexpr int kAttentionQueryTile = 64;
 constexpr int kAttentionKeyTile = 32;
 constexpr int kAttentionMaxHeadDim = 256;
 
+// Layout kernels take shapes of at most this rank (passed by value).
+constexpr int kMaxTensorRank = 8;
+
 constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t AlignUp(int64_t bytes, int64_t to) { return CeilDiv(bytes, to) * to; }
 
