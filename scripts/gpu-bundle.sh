@@ -31,6 +31,12 @@ rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/steps" "$bundle/ref"
 cp "$build/bin/stepc-run" "$build/bin/cuda_kernels_test" "$bundle/bin/"
 cp "$build/lib/libstepc_runtime.so" "$build/lib/libstepc_runtime_cuda.so" "$bundle/lib/"
+# NCCL's communicator and its test, where NCCL was found (libnccl itself comes
+# from the GPU machine: its toolkit or PyTorch's wheel).
+if [ -e "$build/bin/nccl_communicator_test" ]; then
+  cp "$build/bin/nccl_communicator_test" "$bundle/bin/"
+  cp "$build/lib/libstepc_runtime_nccl.so" "$bundle/lib/"
+fi
 ldd "$bundle"/bin/* "$bundle"/lib/*.so | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*) ;;

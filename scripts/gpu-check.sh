@@ -9,7 +9,7 @@
 #   4. gpt2-124m, T=1024, bf16, the largest compiled batch that fits: tokens/s
 #      and MFU (989 TFLOP/s dense bf16), next to the same model under PyTorch
 #      torch.compile in bf16 in the same run;
-#   5. the NCCL communicator test when MPI and NCCL are there.
+#   5. the NCCL communicator test (one rank) when NCCL was built.
 # Every figure lands in $OUT/gpu-check.json (default build/gpu-check).
 #
 # The GPU machine has no MLIR, Abseil or OpenMPI and no network, so the
