@@ -115,7 +115,7 @@ LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
 }
 
 LogicalResult CpuEmitter::emitOp(Operation *op) {
-  if (op->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(op)) {
+  if (isFusableElementwise(op)) {
     auto in = [&](unsigned i) { return ptr(op->getOperand(i)) + "[i]"; };
     if (std::optional<std::string> expr = elementwiseExpr(op, in)) {
       loop(op->getResult(0), *expr);

@@ -426,7 +426,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
     body << "  // (computed by the kernel that produces its operand)\n";
     return success();
   }
-  if ((op->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(op)) &&
+  if (isFusableElementwise(op) &&
       succeeded(emitElementwise(op)))
     return success();
   auto shape = [&](Value v) { return shapeArray(v); };

@@ -124,44 +124,24 @@ bool SourceEmitter::disjoint(Value a, Value b) {
 
 std::optional<std::string>
 SourceEmitter::elementwiseExpr(Operation *op, const std::function<std::string(unsigned)> &in) {
-  return llvm::TypeSwitch<Operation *, std::optional<std::string>>(op)
-      .Case([&](AddOp) { return in(0) + " + " + in(1); })
-      .Case([&](ConvertOp) { return in(0); })
-      .Case([&](DivOp) { return in(0) + " / " + in(1); })
-      .Case([&](ErfOp) { return "erff(" + in(0) + ")"; })
-      .Case([&](ExpOp) { return "expf(" + in(0) + ")"; })
-      .Case([&](GeluGradOp g) {
-        return std::string(g.isTanhApproximation() ? "stepc_gelu_tanh_grad("
-                                                   : "stepc_gelu_grad(") +
-               in(0) + ", " + in(1) + ")";
-      })
-      .Case([&](GeluOp g) {
-        return std::string(g.isTanhApproximation() ? "stepc_gelu_tanh(" : "stepc_gelu(") +
-               in(0) + ")";
-      })
-      .Case([&](LogOp) { return "logf(" + in(0) + ")"; })
-      .Case([&](MaximumOp) { return "fmaxf(" + in(0) + ", " + in(1) + ")"; })
-      .Case([&](MinimumOp) { return "fminf(" + in(0) + ", " + in(1) + ")"; })
-      .Case([&](MulOp) { return in(0) + " * " + in(1); })
-      .Case([&](NegOp) { return "-" + in(0); })
-      .Case([&](ReluGradOp) { return in(1) + " > 0.0f ? " + in(0) + " : 0.0f"; })
-      .Case([&](ReluOp) { return in(0) + " > 0.0f ? " + in(0) + " : 0.0f"; })
-      .Case([&](RsqrtOp) { return "1.0f / sqrtf(" + in(0) + ")"; })
-      .Case([&](SigmoidOp) { return "stepc_sigmoid(" + in(0) + ")"; })
-      .Case([&](SiluGradOp) { return "stepc_silu_grad(" + in(0) + ", " + in(1) + ")"; })
-      .Case([&](SiluOp) { return in(0) + " * stepc_sigmoid(" + in(0) + ")"; })
-      .Case([&](SqrtOp) { return "sqrtf(" + in(0) + ")"; })
-      .Case([&](SubOp) { return in(0) + " - " + in(1); })
-      .Case([&](TanhOp) { return "tanhf(" + in(0) + ")"; })
-      .Default([](Operation *) { return std::nullopt; });
+  if (isa<ConvertOp>(op))
+    return in(0); // registers are float; the store rounds
+  auto math = dyn_cast<ScalarMathOpInterface>(op);
+  if (!math)
+    return std::nullopt;
+  // The op's helper in elementwise_math.h, in float, then its flags.
+  std::string call = math.getScalarHelper().str() + "<float>(";
+  for (unsigned k = 0, e = op->getNumOperands(); k < e; ++k)
+    call += (k ? ", " : "") + in(k);
+  for (int flag : math.getScalarFlags())
+    call += ", " + std::to_string(flag);
+  return call + ")";
 }
 
 bool stepc::isFusableElementwise(Operation *op) { return SourceEmitter::isFusableElementwise(op); }
 
 bool SourceEmitter::isFusableElementwise(Operation *op) {
-  if (!op->hasTrait<OpTrait::Elementwise>() && !isa<ConvertOp>(op))
-    return false;
-  return elementwiseExpr(op, [](unsigned) { return std::string("x"); }).has_value();
+  return isa<ConvertOp, ScalarMathOpInterface>(op);
 }
 
 SourceEmitter::GroupCode

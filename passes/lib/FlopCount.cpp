@@ -44,6 +44,9 @@ static OpFlops productRule(OpT op) {
 }
 
 FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
+  // Elementwise math is not counted by the convention.
+  if (isa<ScalarMathOpInterface>(op))
+    return OpFlops{};
   return llvm::TypeSwitch<Operation *, FailureOr<OpFlops>>(op)
       // attention: QKᵀ is [Tq, Dh]·[Dh, Tk] and AV is [Tq, Tk]·[Tk, Dh] per
       // batch and query head, over the full score matrix (causal or not).
@@ -65,14 +68,11 @@ FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
       .Case([](MatmulOp matmul) {
         return FailureOr<OpFlops>(productRule(matmul));
       })
-      // Not counted by the convention: elementwise, norms, softmax, loss,
-      // gathers and shape ops.
-      .Case<AddOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
-            CrossEntropyOp, DivOp, EmbeddingOp, ErfOp, ExpOp, GeluOp,
-            LayerNormOp, LogOp, MaximumOp, MinimumOp, MulOp, NegOp, PadOp,
-            ReduceMaxOp, ReduceMeanOp,
-            ReduceSumOp, ReluOp, ReshapeOp, RmsNormOp, RotaryOp, RsqrtOp,
-            SigmoidOp, SiluOp, SliceOp, SoftmaxOp, SqrtOp, SubOp, TanhOp,
+      // Not counted by the convention: norms, softmax, loss, gathers and
+      // shape ops.
+      .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, CrossEntropyOp,
+            EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
+            ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
             TransposeOp, func::ReturnOp>(
           [](Operation *) { return FailureOr<OpFlops>(OpFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<OpFlops> {
@@ -89,6 +89,9 @@ static int64_t attentionProduct(OpT op) {
 }
 
 FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
+  // Only products are counted; elementwise math is not.
+  if (isa<ScalarMathOpInterface>(op))
+    return 0;
   return llvm::TypeSwitch<Operation *, FailureOr<int64_t>>(op)
       // attention: QKᵀ and AV.
       .Case([](AttentionOp a) { return FailureOr<int64_t>(2 * attentionProduct(a)); })
@@ -96,13 +99,11 @@ FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
       .Case([](AttentionGradOp a) { return FailureOr<int64_t>(5 * attentionProduct(a)); })
       .Case([](BatchMatmulOp m) { return FailureOr<int64_t>(productRule(m).forward); })
       .Case([](MatmulOp m) { return FailureOr<int64_t>(productRule(m).forward); })
-      .Case<AdamwOp, AddOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
-            CrossEntropyGradOp, CrossEntropyOp, DivOp, EmbeddingGradOp, EmbeddingOp,
-            ErfOp, ExpOp, GeluGradOp, GeluOp, LayerNormGradOp, LayerNormOp, LogOp,
-            MaximumOp, MinimumOp, MulOp, NegOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
-            ReduceMeanOp, ReduceSumOp, ReluGradOp, ReluOp, ReshapeOp, RmsNormGradOp,
-            RmsNormOp, RotaryOp, RsqrtOp, SigmoidOp, SiluGradOp, SiluOp, SliceOp,
-            SoftmaxGradOp, SoftmaxOp, SqrtOp, SubOp, TanhOp, TransposeOp,
+      .Case<AdamwOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
+            CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,
+            LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
+            ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
+            RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TransposeOp,
             func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<int64_t>(0); })
       .Default([](Operation *unknown) -> FailureOr<int64_t> {

@@ -28,7 +28,8 @@ RankedTensorType scaleLeading(RankedTensorType type, int64_t oldBatch, int64_t n
   return RankedTensorType::get(shape, type.getElementType());
 }
 
-LogicalResult rebind(func::FuncOp loss, int64_t newBatch) {
+/// Rebinds `loss` to `globalBatch` (0: its own) split over `ranks`.
+LogicalResult rebind(func::FuncOp loss, int64_t globalBatch, int64_t ranks) {
   int64_t oldBatch = 0;
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
     if (!loss.getArgAttr(i, StepDialect::kInputAttrName))
@@ -41,6 +42,13 @@ LogicalResult rebind(func::FuncOp loss, int64_t newBatch) {
   }
   if (!oldBatch)
     return loss.emitOpError() << "has no inputs whose batch could be rebound";
+  if (!globalBatch)
+    globalBatch = oldBatch;
+  if (globalBatch % ranks != 0)
+    return loss.emitOpError() << "the global batch " << globalBatch
+                              << " does not divide across " << ranks
+                              << " data-parallel ranks";
+  int64_t newBatch = globalBatch / ranks;
   if (oldBatch == newBatch)
     return success();
 
@@ -113,13 +121,15 @@ struct StepRebindBatchPass : public stepc::impl::StepRebindBatchBase<StepRebindB
   using StepRebindBatchBase::StepRebindBatchBase;
 
   void runOnOperation() override {
-    if (batch < 1) {
-      emitError(getOperation().getLoc()) << "step-rebind-batch expects batch >= 1, got "
-                                 << batch.getValue();
+    if (batch < 0 || ranks < 1) {
+      emitError(getOperation().getLoc())
+          << "step-rebind-batch expects batch >= 0 and ranks >= 1, got batch "
+          << batch.getValue() << " and ranks " << ranks.getValue();
       return signalPassFailure();
     }
     for (auto function : getOperation().getOps<func::FuncOp>())
-      if (function->hasAttr(StepDialect::kLossAttrName) && failed(rebind(function, batch)))
+      if (function->hasAttr(StepDialect::kLossAttrName) &&
+          failed(rebind(function, batch, ranks)))
         return signalPassFailure();
   }
 };

@@ -29,8 +29,8 @@
 // backward reads it), written over the embedding's dying buffer.
 // CHECK: // fused: 2 elementwise ops from
 // CHECK-NEXT: for (int64_t i = 0; i < 32; ++i) {
-// CHECK-NEXT: const float v0 = ((float *)b0)[i] + ((float *)b{{[0-9]+}})[i];  // step.add
-// CHECK-NEXT: const float v1 = stepc_gelu(v0);  // step.gelu
+// CHECK-NEXT: const float v0 = stepc_add<float>(((float *)b0)[i], ((float *)b{{[0-9]+}})[i]);  // step.add
+// CHECK-NEXT: const float v1 = stepc_gelu<float>(v0, 0);  // step.gelu
 // CHECK-NEXT: ((float *)b0)[i] = v0;
 // CHECK-NEXT: ((float *)b{{[0-9]+}})[i] = v1;
 // CHECK-NEXT: }

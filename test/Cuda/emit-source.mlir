@@ -14,8 +14,8 @@
 // CHECK-NEXT: __global__ void stepc_elementwise{{[0-9]+}}(const float *p0, const float *p1, float *o0, int64_t n) {
 // CHECK-NEXT: for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
 // CHECK-NEXT: i += (int64_t)gridDim.x * blockDim.x) {
-// CHECK-NEXT: const float v0 = stepc_gelu(p0[i]);  // step.gelu
-// CHECK-NEXT: const float v1 = v0 + p1[i];  // step.add
+// CHECK-NEXT: const float v0 = stepc_gelu<float>(p0[i], 0);  // step.gelu
+// CHECK-NEXT: const float v1 = stepc_add<float>(v0, p1[i]);  // step.add
 // CHECK-NEXT: o0[i] = v1;
 // An unfused op: a kernel of its own.
 // CHECK: __global__ void stepc_elementwise{{[0-9]+}}(const float *p0, const float *p1, float *out, int64_t n) {
@@ -23,7 +23,7 @@
 // CHECK-NEXT: i += (int64_t)gridDim.x * blockDim.x) {
 // CHECK-NEXT: const float x0 = p0[i];
 // CHECK-NEXT: const float x1 = p1[i];
-// CHECK-NEXT: out[i] = stepc_gelu_grad(x0, x1);
+// CHECK-NEXT: out[i] = stepc_gelu_grad<float>(x0, x1, 0);
 // CHECK: static const char *const kCheckSites[] = {
 // CHECK-NEXT: "{{.*}}emit-source.mlir:96:8: 'step.embedding' id",
 // CHECK-NEXT: "{{.*}}emit-source.mlir:105:8: 'step.cross_entropy' target",

@@ -20,7 +20,7 @@
 // CHECK: stepc_cuda_adamw
 // EXACT-NOT: STEPC_EPILOGUE_GELU
 // EXACT-NOT: STEPC_EPILOGUE_DGELU
-// EXACT: stepc_gelu(
+// EXACT: stepc_gelu<float>(
 func.func @loss(%wte: tensor<16x4xf32> {step.param = #step.param<"wte", normal(0.02)>},
                 %w1: tensor<8x4xf32> {step.param = #step.param<"fc.w", normal(0.02)>},
                 %b1: tensor<8xf32> {step.param = #step.param<"fc.b", zeros>},

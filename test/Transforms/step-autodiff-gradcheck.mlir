@@ -52,6 +52,22 @@ func.func @silu(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0)>}
   return %s : tensor<f64>
 }
 
+// softplus, around 0 (log1p(exp(x))) and beyond the threshold of 20 (x)
+func.func @softplus(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %w_out: tensor<3x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %y = step.softplus %x : tensor<3x4xf64>
+  %l = step.mul %y, %w_out : tensor<3x4xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<3x4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+func.func @softplus_wide(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(30.0)>},
+    %w_out: tensor<3x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %y = step.softplus %x : tensor<3x4xf64>
+  %l = step.mul %y, %w_out : tensor<3x4xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<3x4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+
 // relu
 func.func @relu(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0)>},
     %w_out: tensor<3x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/Step/Interpreter/Interpreter.h"
@@ -39,35 +40,38 @@ using namespace stepc::interp;
 using namespace stepc::step;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required);
+/// stepc-interp's own flags: `--help` shows these, not LLVM's.
+static cl::OptionCategory interpCategory("stepc-interp options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required, cl::cat(interpCategory));
 static cl::opt<std::string> functionName("function", cl::desc("Function to run (default: "
-                                         "the loss, gradient or train step function)"));
-static cl::opt<bool> gradMode("grad", cl::desc("Run step-autodiff and evaluate the gradient function"));
+                                         "the loss, gradient or train step function)"), cl::cat(interpCategory));
+static cl::opt<bool> gradMode("grad", cl::desc("Run step-autodiff and evaluate the gradient function"), cl::cat(interpCategory));
 static cl::opt<bool> trainMode("train-step", cl::desc("Run step-autodiff and step-optimizer and "
-                                                      "evaluate the training step"));
+                                                      "evaluate the training step"), cl::cat(interpCategory));
 static cl::opt<bool> gradCheck("grad-check", cl::desc("Compare autodiff gradients with central "
-                                                      "finite differences in f64"));
-static cl::opt<std::string> inputsDir("inputs", cl::desc("Directory of <argument name>.npy files"));
-static cl::opt<std::string> outputDir("output", cl::desc("Directory for <result name>.npy files"));
-static cl::opt<unsigned> seed("seed", cl::desc("Seed for drawn arguments"), cl::init(0));
-static cl::opt<bool> exactF64("f64", cl::desc("Evaluate everything in double, unrounded"));
-static cl::opt<double> lrFlag("lr", cl::desc("Learning rate argument"), cl::init(1e-3));
-static cl::opt<unsigned> stepFlag("step", cl::desc("Step-number argument (from 1)"), cl::init(1));
+                                                      "finite differences in f64"), cl::cat(interpCategory));
+static cl::opt<std::string> inputsDir("inputs", cl::desc("Directory of <argument name>.npy files"), cl::cat(interpCategory));
+static cl::opt<std::string> outputDir("output", cl::desc("Directory for <result name>.npy files"), cl::cat(interpCategory));
+static cl::opt<unsigned> seed("seed", cl::desc("Seed for drawn arguments"), cl::init(0), cl::cat(interpCategory));
+static cl::opt<bool> exactF64("f64", cl::desc("Evaluate everything in double, unrounded"), cl::cat(interpCategory));
+static cl::opt<double> lrFlag("lr", cl::desc("Learning rate argument"), cl::init(1e-3), cl::cat(interpCategory));
+static cl::opt<unsigned> stepFlag("step", cl::desc("Step-number argument (from 1)"), cl::init(1), cl::cat(interpCategory));
 static cl::opt<unsigned> steps("steps", cl::desc("Training steps to run, feeding parameters and "
-                                                 "state back (with --train-step)"), cl::init(1));
+                                                 "state back (with --train-step)"), cl::init(1), cl::cat(interpCategory));
 static cl::opt<double> tolerance("tolerance", cl::desc("Largest relative error --grad-check accepts"),
-                                 cl::init(1e-6));
+                                 cl::init(1e-6), cl::cat(interpCategory));
 static cl::opt<unsigned> samples("samples", cl::desc("Elements checked per parameter by "
-                                                     "--grad-check (all if fewer)"), cl::init(64));
+                                                     "--grad-check (all if fewer)"), cl::init(64), cl::cat(interpCategory));
 static cl::opt<double> jitter("jitter", cl::desc("Add N(0, jitter^2) to drawn parameters"),
-                              cl::init(0.0));
+                              cl::init(0.0), cl::cat(interpCategory));
 static cl::opt<std::string> precision("precision",
                                       cl::desc("With --train-step: fp32, or bf16 "
                                                "(step-mixed-precision, as stepc --precision)"),
-                                      cl::init("fp32"));
+                                      cl::init("fp32"), cl::cat(interpCategory));
 static cl::opt<std::string> optimizerOptions(
     "optimizer-options", cl::desc("Options for step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),
-    cl::init(""));
+    cl::init(""), cl::cat(interpCategory));
 
 namespace {
 
@@ -321,6 +325,7 @@ LogicalResult checkGradients(ModuleOp module) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(interpCategory);
   cl::ParseCommandLineOptions(argc, argv, "stepc reference interpreter\n");
 
   DialectRegistry registry;
@@ -332,23 +337,22 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  PassManager pm(&context);
-  if (gradMode || trainMode || gradCheck)
-    pm.addPass(createStepAutodiff());
-  if (trainMode) {
-    auto optimizer = createStepOptimizer();
-    if (failed(optimizer->initializeOptions(optimizerOptions, [](const Twine &msg) {
-          llvm::errs() << "stepc-interp: bad --optimizer-options: " << msg << "\n";
-          return failure();
-        })))
-      return 1;
-    pm.addPass(std::move(optimizer));
-    if (precision == "bf16")
-      pm.addPass(createStepMixedPrecision());
-  }
   if (precision != "fp32" && precision != "bf16") {
     llvm::errs() << "stepc-interp: unknown --precision '" << precision << "'\n";
     return 1;
+  }
+  PassManager pm(&context);
+  if (gradMode || trainMode || gradCheck) {
+    // The passes stepc runs, up to the gradient or the whole training step.
+    StepcPipelineOptions options;
+    options.until = trainMode ? "train-step" : "autodiff";
+    options.precision = precision.getValue();
+    options.optimizerOptions = optimizerOptions.getValue();
+    if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
+          llvm::errs() << "stepc-interp: " << message << "\n";
+          return failure();
+        })))
+      return 1;
   }
   if (failed(pm.run(*module)))
     return 1;

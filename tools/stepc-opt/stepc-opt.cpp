@@ -1,5 +1,6 @@
 //===- stepc-opt.cpp - mlir-opt with the step dialect and stepc passes ----===//
 
+#include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Transforms/Passes.h"
 
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
                   mlir::mesh::MeshDialect>();
   mlir::registerTransformsPasses(); // canonicalize, cse, ...
   stepc::registerStepcPasses();
+  stepc::registerStepcPipeline(); // --stepc-pipeline="target=cpu shard=fsdp:2"
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "stepc optimizer driver\n", registry));
 }

@@ -15,11 +15,16 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/flags/internal/program_name.h"
+#include "absl/flags/internal/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/communicator.h"
@@ -237,6 +242,23 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("stepc-run step.so [flags]: train a compiled step");
+  // --help lists this file's flags (Abseil would look for a file named after
+  // the program, stepc-run, and find none).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "stepc_run.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  // Abseil (20220623) exits 1 after --help; asking for help is not an error.
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      absl::flags_internal::SetProgramInvocationName(argv[0]);
+      absl::flags_internal::FlagsHelp(std::cout, "stepc_run.",
+                                      absl::flags_internal::HelpFormat::kHumanReadable,
+                                      absl::ProgramUsageMessage());
+      return 0;
+    }
   // Under mpirun/srun, ranks come from MPI; otherwise this is a world of one.
   absl::StatusOr<bool> mpi = stepc::MpiInitIfLaunched(&argc, &argv);
   if (!mpi.ok()) {

@@ -13,6 +13,7 @@
 
 #include "stepc/Analysis/MemoryPlan.h"
 #include "stepc/Compiler/Emitter.h"
+#include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Compiler/Toolchain.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
@@ -27,6 +28,8 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -38,61 +41,81 @@ using namespace stepc;
 using namespace stepc::step;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required);
+/// stepc's own flags: `stepc --help` shows these, not LLVM's.
+static cl::OptionCategory stepcCategory("stepc options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
+                                      cl::cat(stepcCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file (step.so, or the IR/source "
                                                      "with --emit)"),
-                                       cl::value_desc("file"), cl::init("step.so"));
+                                       cl::value_desc("file"), cl::init("step.so"),
+    cl::cat(stepcCategory));
 static cl::opt<std::string> target("target", cl::desc("Target: cuda (an NVIDIA GPU, the "
                                                       "default) or cpu"),
-                                   cl::init("cuda"));
+                                   cl::init("cuda"),
+    cl::cat(stepcCategory));
 static cl::opt<std::string> arch("arch", cl::desc("GPU architecture of --target=cuda"),
-                                 cl::init("sm_90a"));
+                                 cl::init("sm_90a"),
+    cl::cat(stepcCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32, or bf16: GEMMs and attention "
                                                             "in bf16 with f32 master parameters, "
                                                             "optimizer state, loss and "
                                                             "reductions (step-mixed-precision)"),
-                                      cl::init("fp32"));
+                                      cl::init("fp32"),
+    cl::cat(stepcCategory));
 static cl::opt<std::string> reportFile("report", cl::desc("Write the compile-time report (JSON)"),
-                                       cl::value_desc("file.json"));
+                                       cl::value_desc("file.json"),
+    cl::cat(stepcCategory));
 static cl::opt<std::string> emit("emit", cl::desc("What to produce: so (default), mlir (the "
                                                   "training step IR), source (the C++)"),
-                                 cl::init("so"));
+                                 cl::init("so"),
+    cl::cat(stepcCategory));
 static cl::opt<std::string> dumpAfter("dump-after", cl::desc("Print the IR after this pass "
-                                                             "(step-autodiff, step-optimizer, "
-                                                             "all) to stderr"));
+                                                             "(any registered pass, e.g. "
+                                                             "step-autodiff; or all) to stderr"),
+    cl::cat(stepcCategory));
 static cl::opt<int64_t> batch("batch", cl::desc("Rebind the model to this batch size "
                                                 "(step-rebind-batch)"),
-                              cl::init(0));
+                              cl::init(0),
+    cl::cat(stepcCategory));
 static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (the global batch "
                                                    "split over N ranks, gradients all-reduced); "
                                                    "fsdp:N (also parameters, gradients and "
                                                    "optimizer state sharded along dim 0); "
-                                                   "hsdp:RxS is not available yet"),
-                                  cl::init("none"));
+                                                   "hsdp:RxS (sharded within groups of S, "
+                                                   "replicated across R)"),
+                                  cl::init("none"),
+    cl::cat(stepcCategory));
 static cl::opt<bool> fsdpReshard("fsdp-reshard", cl::desc("With fsdp: gather parameters again "
                                                           "for backward (ZeRO-3, default) or keep "
                                                           "them from forward (false: ZeRO-2)"),
-                                 cl::init(true));
+                                 cl::init(true),
+    cl::cat(stepcCategory));
 static cl::opt<double> linkGBps("link-gbps", cl::desc("Predict the exposed communication time "
                                                      "in the report for this per-rank bus "
                                                      "bandwidth (GB/s)"),
-                                cl::init(0.0));
+                                cl::init(0.0),
+    cl::cat(stepcCategory));
 static cl::opt<double> computeGflops("compute-gflops", cl::desc("Compute rate the prediction "
                                                                 "assumes (GFLOP/s)"),
-                                     cl::init(100.0));
+                                     cl::init(100.0),
+    cl::cat(stepcCategory));
 static cl::opt<bool> cudaEmulation("cuda-emulation",
                                    cl::desc("With --target=cuda: build step.so for the host "
                                             "emulation of CUDA (every kernel on host threads; "
                                             "slow: for testing without a GPU)"),
-                                   cl::init(false));
+                                   cl::init(false),
+    cl::cat(stepcCategory));
 static cl::opt<bool> fuseElementwise("fuse-elementwise",
                                      cl::desc("Fuse runs of elementwise ops into one loop or "
                                               "kernel (default on)"),
-                                     cl::init(true));
+                                     cl::init(true),
+    cl::cat(stepcCategory));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
-                                             cl::init(""));
+                                             cl::init(""),
+    cl::cat(stepcCategory));
 
 static int fail(const Twine &message) {
   llvm::errs() << "stepc: error: " << message << "\n";
@@ -101,6 +124,9 @@ static int fail(const Twine &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  registerStepcPasses();
+  registerTransformsPasses();
+  cl::HideUnrelatedOptions(stepcCategory);
   cl::ParseCommandLineOptions(argc, argv, "stepc: compile a model's training step\n");
   if (target != "cpu" && target != "cuda")
     return fail("unknown --target '" + target + "' (expected cuda or cpu)");
@@ -115,13 +141,13 @@ int main(int argc, char **argv) {
     return fail("bad --arch '" + arch + "' (expected an sm_XY name such as sm_90a)");
   if (emit != "so" && emit != "mlir" && emit != "source")
     return fail("unknown --emit '" + emit + "' (expected so, mlir or source)");
+  std::string error;
 
   DialectRegistry registry;
   registry.insert<StepDialect, func::FuncDialect, arith::ArithDialect, mesh::MeshDialect>();
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  std::string error;
   if (!openInputFile(inputFile, &error))
     return fail(error);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
@@ -147,79 +173,47 @@ int main(int argc, char **argv) {
   }
   if (batch.getNumOccurrences() && batch < 1)
     return fail("--batch must be at least 1, got " + std::to_string(batch.getValue()));
+  FailureOr<ShardSpec> shardSpec = parseShardSpec(shard, error);
+  if (failed(shardSpec))
+    return fail(error);
+  if (!dumpAfter.empty() && dumpAfter != "all" && !PassInfo::lookup(dumpAfter))
+    return fail("unknown --dump-after '" + dumpAfter +
+                "' (expected all or a registered pass, e.g. step-autodiff; "
+                "stepc-opt --help lists them)");
 
-  // --shard: data parallelism splits the global batch across ranks.
-  int64_t ranks = 1;
-  StringRef shardSpec = shard.getValue();
-  bool fsdp = shardSpec.starts_with("fsdp:") || shardSpec.starts_with("hsdp:");
-  int64_t replicas = 1, perGroup = 1;
-  if (shardSpec != "none") {
-    bool ok;
-    if (shardSpec.consume_front("hsdp:")) {
-      auto [r, s] = shardSpec.split('x');
-      ok = !r.getAsInteger(10, replicas) && !s.getAsInteger(10, perGroup) && replicas >= 1 &&
-           perGroup >= 1;
-      ranks = replicas * perGroup;
-    } else {
-      ok = (shardSpec.consume_front("ddp:") || shardSpec.consume_front("fsdp:")) &&
-           !shardSpec.getAsInteger(10, ranks) && ranks >= 1;
-      perGroup = ranks;
-    }
-    if (!ok)
-      return fail("bad --shard '" + shard +
-                  "' (expected none, ddp:N, fsdp:N or hsdp:RxS with N, R, S >= 1)");
-  }
-  int64_t globalBatch = batch > 0 ? batch.getValue() : 0;
-  if (!globalBatch)
-    for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
-      if (loss.getArgAttr(i, StepDialect::kInputAttrName))
-        globalBatch = cast<RankedTensorType>(loss.getArgumentTypes()[i]).getDimSize(0);
-  if (ranks > 1 && globalBatch % ranks != 0)
-    return fail("the global batch " + std::to_string(globalBatch) + " does not divide across " +
-                std::to_string(ranks) + " data-parallel ranks");
-  int64_t rankBatch = ranks > 1 ? globalBatch / ranks : batch.getValue();
+  // The IR passes, exactly as `stepc-opt --stepc-pipeline` runs them.
+  StepcPipelineOptions options;
+  options.target = target.getValue();
+  options.shard = shard.getValue();
+  options.batch = batch.getValue();
+  options.precision = precision.getValue();
+  options.fsdpReshard = fsdpReshard.getValue();
+  options.optimizerOptions = optimizerOptions.getValue();
   PassManager pm(&context);
-  if (rankBatch > 0)
-    pm.addPass(createStepRebindBatch(StepRebindBatchOptions{rankBatch}));
-  pm.addPass(createStepAutodiff());
-  if (ranks > 1 && !fsdp)
-    pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{ranks}));
-  if (ranks > 1 && fsdp)
-    pm.addPass(createStepShardFully(StepShardFullyOptions{perGroup, replicas, fsdpReshard}));
-  auto optimizer = createStepOptimizer();
-  std::string optimizerFlags = optimizerOptions.getValue();
-  if (ranks > 1 && fsdp)
-    optimizerFlags += (" mesh=" + kWorldMeshName + (replicas > 1 ? " mesh-axis=1" : "")).str();
-  if (failed(optimizer->initializeOptions(optimizerFlags, [](const Twine &msg) {
-        llvm::errs() << "stepc: error: bad --optimizer-options: " << msg << "\n";
+  if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
+        fail(message);
         return failure();
       })))
     return 1;
-  pm.addPass(std::move(optimizer));
-  if (ranks > 1)
-    pm.addPass(createStepScheduleCollectives());
-  if (precision == "bf16")
-    pm.addPass(createStepMixedPrecision());
+  bool dumped = false;
   if (!dumpAfter.empty()) {
-    static const char *const kPasses[] = {"all",           "step-rebind-batch",
-                                          "step-autodiff", "step-shard-data-parallel",
-                                          "step-shard-fully", "step-optimizer",
-                                          "step-schedule-collectives", "step-mixed-precision"};
-    if (!llvm::is_contained(kPasses, StringRef(dumpAfter)))
-      return fail("unknown --dump-after '" + dumpAfter +
-                  "' (expected all or one of the pipeline's passes: step-rebind-batch, "
-                  "step-autodiff, step-shard-data-parallel, step-shard-fully, "
-                  "step-optimizer, step-schedule-collectives, step-mixed-precision)");
     context.disableMultithreading();
     pm.enableIRPrinting(
         [](Pass *, Operation *) { return false; },
-        [](Pass *pass, Operation *) {
-          return dumpAfter == "all" || pass->getArgument() == dumpAfter;
+        [&](Pass *pass, Operation *) {
+          bool print = dumpAfter == "all" || pass->getArgument() == dumpAfter;
+          dumped |= print;
+          return print;
         },
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
   }
   if (failed(pm.run(*module)))
     return 1;
+  if (!dumpAfter.empty() && !dumped)
+    llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
+                 << "': the pass is not in this pipeline (stepc-opt "
+                    "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
+  int64_t ranks = shardSpec->ranks();
 
   func::FuncOp step;
   for (auto f : module->getOps<func::FuncOp>())
@@ -272,6 +266,7 @@ int main(int argc, char **argv) {
     if (!out)
       return fail(error);
     module->print(out->os());
+    out->os() << "\n";
     out->keep();
     return 0;
   }
@@ -283,8 +278,8 @@ int main(int argc, char **argv) {
   summary.worldSize = ranks;
   summary.sharding = ranks > 1 ? shard.getValue() : "none";
   summary.meshShape = {ranks};
-  if (replicas > 1)
-    summary.meshShape = {replicas, perGroup};
+  if (shardSpec->replicas > 1)
+    summary.meshShape = {shardSpec->replicas, shardSpec->perGroup};
   summary.precision = precision.getValue();
   FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, fusions, elementwise, summary)
                                                    : emitCpuSource(step, plan, elementwise, summary);

@@ -86,11 +86,12 @@ __attribute__((simd("notinbranch"))) float erff(float);
 __attribute__((simd("notinbranch"))) float tanhf(float);
 #endif
 
-/* Elementwise math used by the generated loops (shared with CUDA). */
-#include "../elementwise_math.h"
-
 #ifdef __cplusplus
 }
 #endif
+
+/* Elementwise math used by the generated loops (shared with CUDA and the
+ * interpreter; C++ templates, so outside the extern "C" block). */
+#include "../elementwise_math.h"
 
 #endif /* STEPC_CPU_KERNELS_H_ */

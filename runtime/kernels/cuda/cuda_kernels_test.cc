@@ -164,7 +164,7 @@ TEST_F(CudaKernels, MatmulGeluEpilogues) {
   stepc_cpu_matmul(a.data(), b.data(), pre.data(), 1, m, n, k, 0, 1, 1);
   for (int64_t e = 0; e < m * n; ++e) {
     pre[e] += bias[e % n];
-    want[e] = stepc_gelu_tanh(pre[e]);
+    want[e] = stepc_gelu(pre[e], 1);
   }
   float *c = Zeros(m * n), *aux = Zeros(m * n);
   ASSERT_EQ(stepc_cuda_matmul(&ctx_, Up(a), Up(b), c, 1, m, n, k, 0, 1, 1, STEPC_CUDA_F32,
@@ -176,7 +176,7 @@ TEST_F(CudaKernels, MatmulGeluEpilogues) {
 
   Floats dy = Random(m * k, 83), w = Random(k * n, 84), grad(m * n);
   stepc_cpu_matmul(dy.data(), w.data(), grad.data(), 1, m, n, k, 0, 0, 1);
-  for (int64_t e = 0; e < m * n; ++e) grad[e] = stepc_gelu_tanh_grad(grad[e], pre[e]);
+  for (int64_t e = 0; e < m * n; ++e) grad[e] = stepc_gelu_grad(grad[e], pre[e], 1);
   float* dx = Zeros(m * n);
   ASSERT_EQ(stepc_cuda_matmul(&ctx_, Up(dy), Up(w), dx, 1, m, n, k, 0, 0, 1, STEPC_CUDA_F32,
                               STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_DGELU, Up(pre)),

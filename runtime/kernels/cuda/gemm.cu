@@ -179,9 +179,9 @@ __global__ void EpilogueKernel(float* c, const float* bias, float* aux, int64_t 
     float x = c[e] + (bias ? bias[e % n] : 0.0f);
     if (epilogue == STEPC_EPILOGUE_GELU) {
       aux[e] = x;
-      x = stepc_gelu_tanh(x);
+      x = stepc_gelu(x, 1);
     } else if (epilogue == STEPC_EPILOGUE_DGELU) {
-      x = stepc_gelu_tanh_grad(x, aux[e]);
+      x = stepc_gelu_grad(x, aux[e], 1);
     }
     c[e] = x;
   }

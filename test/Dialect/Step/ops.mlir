@@ -25,6 +25,8 @@ func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %8 = step.relu %7 : tensor<4x8xf32>
   // CHECK: step.sigmoid
   %9 = step.sigmoid %8 : tensor<4x8xf32>
+  // CHECK: step.softplus %{{.*}} : tensor<4x8xf32>
+  %softplus = step.softplus %8 : tensor<4x8xf32>
   // CHECK: step.gelu %{{.*}} : tensor<4x8xf32>
   %10 = step.gelu %9 : tensor<4x8xf32>
   // CHECK: step.gelu %{{.*}} approximate tanh : tensor<4x8xf32>

@@ -110,6 +110,13 @@ LogicalResult SiluOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Valu
   return success();
 }
 
+// d softplus(x) = dy · sigmoid(x)
+LogicalResult SoftplusOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
+  Value s = b.create<SigmoidOp>(getLoc(), getInput());
+  grads.push_back(GradBuilder(b, getLoc()).mul(dy[0], s));
+  return success();
+}
+
 // d √x = dy / (2y)
 LogicalResult SqrtOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   GradBuilder g(b, getLoc());

@@ -18,6 +18,8 @@
 #include "llvm/ADT/SmallBitVector.h"
 
 #include "ShapeRules.h"
+// The scalar helpers ScalarMathOpInterface::evalScalar calls (in double).
+#include "runtime/kernels/elementwise_math.h"
 
 #include <cmath>
 

@@ -61,14 +61,13 @@ void Interpreter::round(Tensor &tensor, Type elementType) const {
   }
 }
 
-/// The family that evaluates `op`: one table, every step op in it.
+/// The family that evaluates `op`: elementwise math by its interface, every
+/// other step op in one table.
 static LogicalResult (*familyOf(Operation *op))(Operation *, Operands, Results) {
   using Fn = LogicalResult (*)(Operation *, Operands, Results);
+  if (isa<ScalarMathOpInterface>(op))
+    return &evalElementwise;
   return llvm::TypeSwitch<Operation *, Fn>(op)
-      .Case<AddOp, DivOp, ErfOp, ExpOp, GeluGradOp, GeluOp, LogOp, MaximumOp,
-            MinimumOp, MulOp, NegOp, ReluGradOp, ReluOp, RsqrtOp, SigmoidOp,
-            SiluGradOp, SiluOp, SqrtOp, SubOp, TanhOp>(
-          [](Operation *) { return &evalElementwise; })
       .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, PadOp, ReduceMaxGradOp,
             ReduceMaxOp, ReduceMeanOp, ReduceSumOp, ReshapeOp, SliceOp,
             TransposeOp>([](Operation *) { return &evalShape; })

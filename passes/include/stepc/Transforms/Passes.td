@@ -43,7 +43,9 @@ def StepRebindBatch : Pass<"step-rebind-batch", "mlir::ModuleOp"> {
     on it) becomes `batch`, and every op's result type is recomputed in
     order — by shape inference, or for `broadcast`, `reshape` and `convert`
     (whose result type is explicit) by scaling their leading dimension the
-    way their operand's changed. Parameters are untouched. A model whose
+    way their operand's changed. With `ranks`, the batch is the global one
+    and each rank's step gets `batch / ranks` (an error naming both numbers
+    when it does not divide). Parameters are untouched. A model whose
     shapes do not follow (a constant sized by the batch, say) is an error at
     the op that no longer verifies.
 
@@ -53,7 +55,11 @@ def StepRebindBatch : Pass<"step-rebind-batch", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"batch", "batch", "int64_t", /*default=*/"0", "the new batch size">
+    Option<"batch", "batch", "int64_t", /*default=*/"0",
+           "the new (global) batch size; 0 keeps the model's">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1",
+           "data-parallel ranks the global batch is split over: each rank's "
+           "step is rebound to batch / ranks, which must be whole">
   ];
 }
 

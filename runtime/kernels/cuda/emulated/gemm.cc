@@ -58,9 +58,9 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
         if (bias) acc += bias[i];  // a row of the column-major result: a feature
         if (epilogue == STEPC_EPILOGUE_GELU) {
           auxf[d] = acc;
-          acc = stepc_gelu_tanh(acc);
+          acc = stepc_gelu(acc, 1);
         } else if (epilogue == STEPC_EPILOGUE_DGELU) {
-          acc = stepc_gelu_tanh_grad(acc, auxf[d]);
+          acc = stepc_gelu_grad(acc, auxf[d], 1);
         }
         Write(c, out_type, d, acc);
       }

@@ -11,8 +11,7 @@
 #define STEPC_DIALECT_STEP_IR_STEPGRADOPS_TD
 
 class Step_ActivationGradOp<string mnemonic, string math>
-    : Step_Op<mnemonic, [SameOperandsAndResultType, Elementwise,
-                         InferTypeOpInterface]> {
+    : Step_ScalarMathOp<mnemonic, 2> {
   let summary = "gradient of " # math;
   let description = "`dx = dy · f'(x)` for `f(x) = " # math # "`.\n\n"
     "```mlir\n%dx = step." # mnemonic # " %dy, %x : tensor<8x64xf32>\n```";
@@ -24,8 +23,8 @@ class Step_ActivationGradOp<string mnemonic, string math>
 def Step_SiluGradOp : Step_ActivationGradOp<"silu_grad", "x · sigmoid(x)">;
 def Step_ReluGradOp : Step_ActivationGradOp<"relu_grad", "max(x, 0)">;
 
-def Step_GeluGradOp : Step_Op<"gelu_grad",
-    [SameOperandsAndResultType, Elementwise, InferTypeOpInterface]> {
+def Step_GeluGradOp : Step_ScalarMathOp<"gelu_grad", 2, [],
+                                        "isTanhApproximation() ? 1 : 0"> {
   let summary = "gradient of GELU";
   let description = [{
     `dx = dy · gelu'(x)` for the exact or, with `approximate tanh`, the tanh
@@ -45,7 +44,7 @@ def Step_GeluGradOp : Step_Op<"gelu_grad",
     bool isTanhApproximation() {
       return getApproximate() == GeluApproximation::Tanh;
     }
-  }];
+  }] # Step_ScalarMathDecl<"gelu_grad", "isTanhApproximation() ? 1 : 0">.value;
 }
 
 def Step_ReduceMaxGradOp : Step_InferredOp<"reduce_max_grad"> {

@@ -27,4 +27,35 @@ def Step_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
   ];
 }
 
+def Step_ScalarMathOpInterface : OpInterface<"ScalarMathOpInterface"> {
+  let cppNamespace = "::stepc::step";
+  let description = [{
+    An elementwise op whose math on one element is a helper of
+    runtime/kernels/elementwise_math.h, templated on the scalar type and
+    named in the op's ODS (`Step_ScalarMath`): `stepc_<op>(operands...,
+    flags...)`. The interpreter evaluates it in double through
+    `evalScalar`; both back ends print a call to it in float; the FLOP
+    rules, fusion and the emitters key off this interface, never a list of
+    op names. Adding an elementwise op is its ODS def and its helper.
+  }];
+  let methods = [
+    StaticInterfaceMethod<[{
+        The helper's name in elementwise_math.h.
+      }],
+      "::llvm::StringRef", "getScalarHelper">,
+    InterfaceMethod<[{
+        Integer arguments the helper takes after the operands (the op's
+        attributes, such as gelu's tanh form).
+      }],
+      "::llvm::SmallVector<int>", "getScalarFlags">,
+    InterfaceMethod<[{
+        Computes `result[i] = helper(operands[0][i], ..., flags...)` for
+        `i < n` in double (the reference interpreter).
+      }],
+      "void", "evalScalar",
+      (ins "::llvm::ArrayRef<const double *>":$operands, "double *":$result,
+           "int64_t":$n)>
+  ];
+}
+
 #endif // STEPC_DIALECT_STEP_IR_STEPINTERFACES_TD

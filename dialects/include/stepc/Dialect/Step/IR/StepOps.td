@@ -53,10 +53,43 @@ class Step_InferredOp<string mnemonic, list<Trait> traits = []>
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class Step_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
+/// The ScalarMathOpInterface methods of an elementwise op whose element math
+/// is `stepc_<mnemonic>` of runtime/kernels/elementwise_math.h, called with
+/// the `arity` operands and then `flags` (C++ int expressions of the op's
+/// attributes, comma-separated).
+class Step_ScalarMathDecl<string mnemonic, string flags = ""> {
+  string value = [{
+    /// The helper of runtime/kernels/elementwise_math.h for one element.
+    static ::llvm::StringRef getScalarHelper() { return "stepc_}] # mnemonic # [{"; }
+    ::llvm::SmallVector<int> getScalarFlags() { return {}] # flags # [{}; }
+    void evalScalar(::llvm::ArrayRef<const double *> operands, double *result,
+                    int64_t n);
+  }];
+}
+class Step_ScalarMathDef<string mnemonic, int arity, string flags = ""> {
+  string value = [{
+    void $cppClass::evalScalar(::llvm::ArrayRef<const double *> x, double *result,
+                               int64_t n) {
+      for (int64_t i = 0; i < n; ++i)
+        result[i] = ::stepc_}] # mnemonic # [{<double>(}]
+      # !if(!eq(arity, 1), "x[0][i]", "x[0][i], x[1][i]")
+      # !if(!empty(flags), "", ", " # flags) # [{);
+    }
+  }];
+}
+
+/// An elementwise op computed by its scalar helper.
+class Step_ScalarMathOp<string mnemonic, int arity, list<Trait> traits = [],
+                        string flags = "">
     : Step_Op<mnemonic, !listconcat(traits,
         [SameOperandsAndResultType, Elementwise, InferTypeOpInterface,
-         Step_Differentiable])> {
+         Step_ScalarMathOpInterface])> {
+  let extraClassDeclaration = Step_ScalarMathDecl<mnemonic, flags>.value;
+  let extraClassDefinition = Step_ScalarMathDef<mnemonic, arity, flags>.value;
+}
+
+class Step_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
+    : Step_ScalarMathOp<mnemonic, 1, !listconcat(traits, [Step_Differentiable])> {
   let summary = "elementwise " # math;
   let description = "Computes `" # math # "` elementwise.\n\n"
     "```mlir\n%y = step." # mnemonic # " %x : tensor<8x64xf32>\n```";
@@ -75,10 +108,10 @@ def Step_RsqrtOp : Step_UnaryOp<"rsqrt", "y = 1 / sqrt(x)">;
 def Step_SiluOp : Step_UnaryOp<"silu", "y = x * sigmoid(x)">;
 def Step_ReluOp : Step_UnaryOp<"relu", "y = max(x, 0)">;
 def Step_SigmoidOp : Step_UnaryOp<"sigmoid", "y = 1 / (1 + exp(-x))">;
+def Step_SoftplusOp : Step_UnaryOp<"softplus", "y = log(1 + exp(x))">;
 
-def Step_GeluOp : Step_Op<"gelu",
-    [SameOperandsAndResultType, Elementwise, InferTypeOpInterface,
-     Step_Differentiable]> {
+def Step_GeluOp : Step_ScalarMathOp<"gelu", 1, [Step_Differentiable],
+                                    "isTanhApproximation() ? 1 : 0"> {
   let summary = "elementwise GELU, exact or tanh-approximated";
   let description = [{
     Exact (the default, PyTorch's `approximate='none'`):
@@ -100,13 +133,11 @@ def Step_GeluOp : Step_Op<"gelu",
     bool isTanhApproximation() {
       return getApproximate() == GeluApproximation::Tanh;
     }
-  }];
+  }] # Step_ScalarMathDecl<"gelu", "isTanhApproximation() ? 1 : 0">.value;
 }
 
 class Step_BinaryOp<string mnemonic, string math, list<Trait> traits = []>
-    : Step_Op<mnemonic, !listconcat(traits,
-        [SameOperandsAndResultType, Elementwise, InferTypeOpInterface,
-         Step_Differentiable])> {
+    : Step_ScalarMathOp<mnemonic, 2, !listconcat(traits, [Step_Differentiable])> {
   let summary = "elementwise " # math;
   let description = "Computes `" # math # "` elementwise on operands of one "
     "type. Broadcasting is explicit: use `step.broadcast`.\n\n"

@@ -1,0 +1,81 @@
+//===- Pipeline.h - the passes of a training step, as a library ---*- C++ -*-===//
+//
+// One definition of what `stepc` runs on a model, used by `stepc`,
+// `stepc-interp` and, registered as `--stepc-pipeline="..."`, by
+// `stepc-opt`: `stepc-opt --stepc-pipeline="target=cpu shard=fsdp:2"` runs
+// exactly the IR passes `stepc --target=cpu --shard=fsdp:2` runs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_COMPILER_PIPELINE_H
+#define STEPC_COMPILER_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace stepc {
+
+/// The most ranks a --shard may name (checked before any arithmetic on
+/// them, so no product overflows).
+constexpr int64_t kMaxRanks = int64_t{1} << 20;
+
+/// A parsed --shard: none | ddp:N | fsdp:N | hsdp:RxS.
+struct ShardSpec {
+  enum class Kind { None, Ddp, Fsdp, Hsdp };
+  Kind kind = Kind::None;
+  /// R of hsdp (replica groups), else 1.
+  int64_t replicas = 1;
+  /// Ranks sharing one copy of the step's state: N, or S of hsdp.
+  int64_t perGroup = 1;
+
+  int64_t ranks() const { return replicas * perGroup; }
+  /// Whether parameters, gradients and optimizer state are sharded.
+  bool shardsParameters() const { return kind == Kind::Fsdp || kind == Kind::Hsdp; }
+};
+
+/// Parses a --shard value; on failure `error` says what was expected.
+mlir::FailureOr<ShardSpec> parseShardSpec(llvm::StringRef text, std::string &error);
+
+/// The options of the pipeline (stepc's flags of the same names).
+struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOptions> {
+  Option<std::string> target{*this, "target", llvm::cl::desc("cuda or cpu"),
+                             llvm::cl::init("cuda")};
+  Option<std::string> shard{*this, "shard",
+                            llvm::cl::desc("none, ddp:N, fsdp:N or hsdp:RxS"),
+                            llvm::cl::init("none")};
+  Option<int64_t> batch{*this, "batch",
+                        llvm::cl::desc("The global batch (0: the model's own)"),
+                        llvm::cl::init(0)};
+  Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
+                                llvm::cl::init("fp32")};
+  Option<bool> fsdpReshard{*this, "fsdp-reshard",
+                           llvm::cl::desc("With fsdp: gather parameters again for "
+                                          "backward (ZeRO-3) or keep them (ZeRO-2)"),
+                           llvm::cl::init(true)};
+  Option<std::string> optimizerOptions{
+      *this, "optimizer-options",
+      llvm::cl::desc("Options of step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),
+      llvm::cl::init("")};
+  Option<std::string> until{*this, "until",
+                            llvm::cl::desc("Stop after: autodiff (the gradient "
+                                           "function) or train-step (the default)"),
+                            llvm::cl::init("train-step")};
+};
+
+/// Checks `options` and appends the step's passes to `pm`:
+///   [step-rebind-batch] → step-autodiff → [step-shard-data-parallel |
+///   step-shard-fully] → step-optimizer → [step-schedule-collectives] →
+///   [step-mixed-precision].
+/// A bad option is reported through `emitError` and adds nothing.
+mlir::LogicalResult
+buildStepcPipeline(mlir::OpPassManager &pm, const StepcPipelineOptions &options,
+                   llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> emitError);
+
+/// Registers `stepc-pipeline` (for stepc-opt and --dump-after).
+void registerStepcPipeline();
+
+} // namespace stepc
+
+#endif // STEPC_COMPILER_PIPELINE_H

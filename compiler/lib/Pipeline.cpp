@@ -1,0 +1,101 @@
+//===- Pipeline.cpp - the passes of a training step -----------------------===//
+
+#include "stepc/Compiler/Pipeline.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+using namespace stepc;
+
+FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
+  ShardSpec spec;
+  // One count: 1 <= n <= kMaxRanks (getAsInteger rejects what int64 cannot hold).
+  auto count = [](StringRef digits, int64_t &n) {
+    return !digits.getAsInteger(10, n) && n >= 1 && n <= kMaxRanks;
+  };
+  StringRef rest = text;
+  bool ok = true;
+  if (rest == "none") {
+    return spec;
+  } else if (rest.consume_front("hsdp:")) {
+    spec.kind = ShardSpec::Kind::Hsdp;
+    auto [r, s] = rest.split('x');
+    ok = count(r, spec.replicas) && count(s, spec.perGroup) &&
+         spec.replicas <= kMaxRanks / spec.perGroup;
+  } else if (rest.consume_front("ddp:") || rest.consume_front("fsdp:")) {
+    spec.kind = text.starts_with("ddp:") ? ShardSpec::Kind::Ddp : ShardSpec::Kind::Fsdp;
+    ok = count(rest, spec.perGroup);
+  } else {
+    ok = false;
+  }
+  if (ok)
+    return spec;
+  error = ("bad --shard '" + text +
+           "' (expected none, ddp:N, fsdp:N or hsdp:RxS with N, R, S >= 1 and at most " +
+           Twine(kMaxRanks) + " ranks)")
+              .str();
+  return failure();
+}
+
+LogicalResult
+stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options,
+                          function_ref<LogicalResult(const Twine &)> emitError) {
+  if (options.target != "cpu" && options.target != "cuda")
+    return emitError("unknown target '" + options.target + "' (expected cuda or cpu)");
+  if (options.precision != "fp32" && options.precision != "bf16")
+    return emitError("unknown precision '" + options.precision + "' (expected fp32 or bf16)");
+  if (options.until != "autodiff" && options.until != "train-step")
+    return emitError("unknown until '" + options.until + "' (expected autodiff or train-step)");
+  if (options.batch < 0)
+    return emitError("the batch must be at least 1, got " + Twine(options.batch.getValue()));
+  std::string error;
+  FailureOr<ShardSpec> shard = parseShardSpec(options.shard, error);
+  if (failed(shard))
+    return emitError(error);
+
+  // Each rank's step sees its share of the global batch.
+  if (options.batch > 0 || shard->ranks() > 1)
+    pm.addPass(createStepRebindBatch(StepRebindBatchOptions{options.batch, shard->ranks()}));
+  pm.addPass(createStepAutodiff());
+  if (options.until == "autodiff")
+    return success();
+  if (shard->ranks() > 1 && !shard->shardsParameters())
+    pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{shard->ranks()}));
+  if (shard->ranks() > 1 && shard->shardsParameters())
+    pm.addPass(createStepShardFully(
+        StepShardFullyOptions{shard->perGroup, shard->replicas, options.fsdpReshard}));
+
+  std::unique_ptr<Pass> optimizer = createStepOptimizer();
+  std::string optimizerFlags = options.optimizerOptions;
+  // Sharded state is updated shard by shard; the clipping norm spans the mesh.
+  if (shard->ranks() > 1 && shard->shardsParameters())
+    optimizerFlags +=
+        (" mesh=" + kWorldMeshName + (shard->replicas > 1 ? " mesh-axis=1" : "")).str();
+  if (failed(optimizer->initializeOptions(optimizerFlags, [&](const Twine &message) {
+        return emitError("bad optimizer-options: " + message);
+      })))
+    return failure();
+  pm.addPass(std::move(optimizer));
+  if (shard->ranks() > 1)
+    pm.addPass(createStepScheduleCollectives());
+  if (options.precision == "bf16")
+    pm.addPass(createStepMixedPrecision());
+  return success();
+}
+
+void stepc::registerStepcPipeline() {
+  registerPassPipeline(
+      "stepc-pipeline",
+      "The IR passes of stepc's training step (options as stepc's flags)",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> emitError) {
+        StepcPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        return buildStepcPipeline(pm, options, emitError);
+      },
+      [](function_ref<void(const detail::PassOptions &)> printOptions) {
+        printOptions(StepcPipelineOptions());
+      });
+}
