@@ -32,6 +32,8 @@ demo: build
 docs: build
 	cp $(BUILD_DIR)/docs/Dialects/StepDialect.md docs/dialect/StepDialect.md
 	cp $(BUILD_DIR)/docs/Passes/StepcPasses.md docs/passes/StepcPasses.md
+	cp $(BUILD_DIR)/docs/Dialects/StepKDialect.md docs/dialect/StepKDialect.md
+	cp $(BUILD_DIR)/docs/Passes/StepcCompilerPasses.md docs/passes/StepcCompilerPasses.md
 
 # Regenerates every shipped model from examples/gen_model.py.
 examples:

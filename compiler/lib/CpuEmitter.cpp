@@ -24,9 +24,8 @@ namespace {
 
 class CpuEmitter : public SourceEmitter {
 public:
-  CpuEmitter(func::FuncOp step, const MemoryPlan &plan, const ElementwiseFusion &elementwise,
-             const ComputedBy &computedBy)
-      : SourceEmitter(step, plan, "cpu", elementwise, computedBy) {}
+  CpuEmitter(func::FuncOp step, const MemoryPlan &plan)
+      : SourceEmitter(step, plan, "cpu", /*computedBy=*/{}) {}
 
 private:
   LogicalResult checkTypes(Operation *op) override {
@@ -41,17 +40,17 @@ private:
     return success();
   }
   LogicalResult emitOp(Operation *op) override;
-  /// One loop over the group's elements: values in registers, outputs
+  /// One loop over the kernel's elements: values in registers, results
   /// stored at the end of each iteration.
-  LogicalResult emitGroup(const ElementwiseGroup &group) override {
+  LogicalResult emitFused(stepk::FusedOp fused) override {
     GroupCode code = groupCode(
-        group, [&](unsigned k) { return ptr(group.inputs[k]) + "[i]"; },
+        fused, [&](unsigned k) { return ptr(fused.getInputs()[k]) + "[i]"; },
         [](Type t, std::string e) { return t.isF32() ? e : "(float)(int32_t)(" + e + ")"; });
-    if (group.numElements >= 4096)
+    if (fused.getNumElements() >= 4096)
       body << "#pragma omp parallel for simd\n";
-    body << "  for (int64_t i = 0; i < " << group.numElements << "; ++i) {\n"
+    body << "  for (int64_t i = 0; i < " << fused.getNumElements() << "; ++i) {\n"
          << code.statements;
-    for (auto [out, reg] : llvm::zip(group.outputs, code.outputRegisters))
+    for (auto [out, reg] : llvm::zip(fused.getResults(), code.outputRegisters))
       body << "    " << ptr(out) << "[i] = " << reg << ";\n";
     body << "  }\n";
     return success();
@@ -314,11 +313,6 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 } // namespace
 
 FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const MemoryPlan &plan,
-                                            const ElementwiseFusion &elementwise,
                                             const ModuleSummary &summary) {
-  ComputedBy computedBy;
-  for (const ElementwiseGroup &group : elementwise.groups)
-    for (Operation *op : llvm::drop_begin(group.ops))
-      computedBy[op] = group.ops.front();
-  return CpuEmitter(step, plan, elementwise, computedBy).run(summary);
+  return CpuEmitter(step, plan).run(summary);
 }

@@ -42,9 +42,8 @@ public:
   /// The arena the emitted step needs, and its launches (after run).
   int64_t totalArenaBytes() { return arenaBytes(); }
   int64_t totalLaunches() const { return launches; }
-  CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions,
-              const ElementwiseFusion &elementwise)
-      : SourceEmitter(step, plan, "cuda", elementwise, fusions.computedBy),
+  CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions)
+      : SourceEmitter(step, plan, "cuda", fusions.computedBy),
         writesTo(fusions.writesTo),
         biasOf(fusions.biasOf), epilogueOf(fusions.epilogueOf),
         savedForwardOf(fusions.savedForwardOf) {
@@ -89,7 +88,7 @@ private:
     return static_cast<int>(checkSites.size());
   }
   LogicalResult emitElementwise(Operation *op);
-  LogicalResult emitGroup(const ElementwiseGroup &group) override;
+  LogicalResult emitFused(stepk::FusedOp fused) override;
   /// Declares (once per distinct text) and launches an elementwise kernel.
   void launchElementwise(Operation *site, const std::string &params,
                          const std::string &statements, ArrayRef<Value> args, int64_t n,
@@ -281,16 +280,17 @@ LogicalResult CudaEmitter::emitElementwise(Operation *op) {
 
 // Values in registers; bf16 and i32 results rounded as if stored, so a fused
 // group computes exactly what the unfused ops would.
-LogicalResult CudaEmitter::emitGroup(const ElementwiseGroup &group) {
+LogicalResult CudaEmitter::emitFused(stepk::FusedOp fused) {
+  ValueRange inputs = fused.getInputs(), outputs = fused.getResults();
   std::string params;
-  for (auto [k, in] : llvm::enumerate(group.inputs))
+  for (auto [k, in] : llvm::enumerate(inputs))
     params += "const " + cType(typeOf(in).getElementType()) + " *p" + std::to_string(k) + ", ";
-  for (auto [k, out] : llvm::enumerate(group.outputs))
+  for (auto [k, out] : llvm::enumerate(outputs))
     params += cType(typeOf(out).getElementType()) + " *o" + std::to_string(k) + ", ";
   GroupCode code = groupCode(
-      group,
+      fused,
       [&](unsigned k) {
-        return loadAs(typeOf(group.inputs[k]).getElementType(), "p" + std::to_string(k));
+        return loadAs(typeOf(inputs[k]).getElementType(), "p" + std::to_string(k));
       },
       [](Type t, std::string e) {
         if (t.isBF16())
@@ -298,15 +298,20 @@ LogicalResult CudaEmitter::emitGroup(const ElementwiseGroup &group) {
         return t.isF32() ? e : "(float)(int32_t)(" + e + ")";
       });
   std::string statements = code.statements;
-  for (auto [k, out] : llvm::enumerate(group.outputs))
+  for (auto [k, out] : llvm::enumerate(outputs))
     statements += "    o" + std::to_string(k) + "[i] = " +
                   storeAs(typeOf(out).getElementType(), code.outputRegisters[k]) + ";\n";
-  SmallVector<Value> args(group.inputs);
-  llvm::append_range(args, group.outputs);
+  SmallVector<Value> args(inputs);
+  llvm::append_range(args, outputs);
   std::string what = "fused";
-  for (Operation *op : group.ops)
-    what += " " + op->getName().getStringRef().drop_front(5).str();
-  launchElementwise(group.ops.front(), params, statements, args, group.numElements, what);
+  Operation *site = nullptr;
+  for (Operation &op : fused.getBody().front().without_terminator()) {
+    if (isa<ReshapeOp>(op))
+      continue;
+    site = site ? site : &op;
+    what += " " + op.getName().getStringRef().drop_front(5).str();
+  }
+  launchElementwise(site, params, statements, args, fused.getNumElements(), what);
   return success();
 }
 
@@ -757,15 +762,13 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
 
 FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan &plan,
                                              const CudaFusions &fusions,
-                                             const ElementwiseFusion &elementwise,
                                              const ModuleSummary &summary) {
-  return CudaEmitter(step, plan, fusions, elementwise).run(summary);
+  return CudaEmitter(step, plan, fusions).run(summary);
 }
 
 FailureOr<CudaStepShape> stepc::cudaStepShape(func::FuncOp step, const MemoryPlan &plan,
-                                              const CudaFusions &fusions,
-                                              const ElementwiseFusion &elementwise) {
-  CudaEmitter emitter(step, plan, fusions, elementwise);
+                                              const CudaFusions &fusions) {
+  CudaEmitter emitter(step, plan, fusions);
   if (failed(emitter.run(ModuleSummary())))
     return failure();
   return CudaStepShape{emitter.totalArenaBytes(), emitter.totalLaunches()};

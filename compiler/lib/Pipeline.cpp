@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - the passes of a training step -----------------------===//
 
 #include "stepc/Compiler/Pipeline.h"
+#include "stepc/Compiler/Passes.h"
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -81,6 +82,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepScheduleCollectives());
   if (options.precision == "bf16")
     pm.addPass(createStepMixedPrecision());
+  // Target lowering: the kernels the back end launches.
+  if (options.fuseElementwise)
+    pm.addPass(createStepFuseElementwise(StepFuseElementwiseOptions{options.target}));
   return success();
 }
 

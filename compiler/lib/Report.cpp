@@ -96,7 +96,7 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
     if (failed(flops))
       return failure();
     executed += *flops;
-    kernels += !isa<ReshapeOp, func::ReturnOp>(op);
+    kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
   }
 
   int64_t params = 0, paramBytes = 0, stateBytes = 0, inputBytes = 0;
@@ -116,12 +116,19 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
   // ops of the step, copied from the loss function in order) and read after
   // them. Each is attributed to the block of the latest-first-used parameter
   // it depends on (embeddings before the blocks, the head after them).
-  int64_t forwardOps = std::distance(loss.getBody().front().begin(),
-                                     loss.getBody().front().end()) - 1;
   DenseMap<Operation *, int64_t> index;
   int64_t n = 0;
   for (Operation &op : body)
     index[&op] = n++;
+  // The forward ends at the op computing the loss (fusion may have merged
+  // forward ops, so the loss function's op count is not a position here).
+  int64_t forwardOps = std::distance(loss.getBody().front().begin(),
+                                     loss.getBody().front().end()) - 1;
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+    if (auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
+        name && name.getValue() == "loss" && v.getDefiningOp())
+      forwardOps = index[v.getDefiningOp()] + 1;
   DenseMap<Value, std::pair<int64_t, std::string>> origin; // (rank, block)
   for (BlockArgument arg : body.getArguments()) {
     auto param = step.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), StepDialect::kParamAttrName);

@@ -138,35 +138,33 @@ SourceEmitter::elementwiseExpr(Operation *op, const std::function<std::string(un
   return call + ")";
 }
 
-bool stepc::isFusableElementwise(Operation *op) { return SourceEmitter::isFusableElementwise(op); }
-
-bool SourceEmitter::isFusableElementwise(Operation *op) {
-  return isa<ConvertOp, ScalarMathOpInterface>(op);
-}
-
 SourceEmitter::GroupCode
-SourceEmitter::groupCode(const ElementwiseGroup &group,
+SourceEmitter::groupCode(stepk::FusedOp fused,
                          const std::function<std::string(unsigned)> &load,
                          const std::function<std::string(Type, std::string)> &round) {
   GroupCode code;
-  DenseMap<Value, std::string> registers;
-  for (Operation *op : group.ops) {
-    auto in = [&](unsigned k) {
-      Value operand = op->getOperand(k);
-      auto reg = registers.find(throughReshapes(operand));
-      if (reg != registers.end())
-        return reg->second;
-      return load(llvm::find(group.inputs, operand) - group.inputs.begin());
-    };
-    std::string name = "v" + std::to_string(registers.size());
-    Value result = op->getResult(0);
+  // The expression of each body value: an input's load, a register, or (a
+  // reshape) its input's.
+  DenseMap<Value, std::string> exprOf;
+  Block &body = fused.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    exprOf[arg] = load(arg.getArgNumber());
+  int registers = 0;
+  for (Operation &op : body.without_terminator()) {
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      exprOf[reshape.getResult()] = exprOf.lookup(reshape.getInput());
+      continue;
+    }
+    auto in = [&](unsigned k) { return exprOf.lookup(op.getOperand(k)); };
+    std::string name = "v" + std::to_string(registers++);
+    Value result = op.getResult(0);
     code.statements += "    const float " + name + " = " +
-                       round(typeOf(result).getElementType(), *elementwiseExpr(op, in)) +
-                       ";  // " + op->getName().getStringRef().str() + "\n";
-    registers[result] = name;
+                       round(typeOf(result).getElementType(), *elementwiseExpr(&op, in)) +
+                       ";  // " + op.getName().getStringRef().str() + "\n";
+    exprOf[result] = name;
   }
-  for (Value out : group.outputs)
-    code.outputRegisters.push_back(registers.lookup(out));
+  for (Value out : fused.getYield().getValues())
+    code.outputRegisters.push_back(exprOf.lookup(out));
   return code;
 }
 
@@ -325,22 +323,26 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &s) {
   Block &block = step.getBody().front();
   planFusions();
   for (Operation &op : block) {
-    if (failed(checkTypes(&op)))
+    // A fused kernel's types are its members'.
+    if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
+      for (Operation &member : fused.getBody().front().without_terminator())
+        if (failed(checkTypes(&member)))
+          return failure();
+    } else if (failed(checkTypes(&op))) {
       return failure();
+    }
     waitFor(&op);
     // A kernel reads its fused ops' operands too (a gathered bias, say).
     for (Operation *member : membersOf.lookup(&op))
       waitFor(member);
     if (isa<ReshapeOp, func::ReturnOp>(op))
       continue;
-    if (auto member = elementwise.groupOf.find(&op); member != elementwise.groupOf.end()) {
-      const ElementwiseGroup &group = elementwise.groups[member->second];
-      if (group.ops.front() != &op)
-        continue;  // computed by the group's loop or kernel
+    if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
       ++kernels;
-      body << "  // fused: " << group.ops.size() << " elementwise ops from " << where(&op)
-           << "\n";
-      if (failed(emitGroup(group)))
+      int64_t ops = llvm::count_if(fused.getBody().front().without_terminator(),
+                                   [](Operation &member) { return !isa<ReshapeOp>(member); });
+      body << "  // fused: " << ops << " elementwise ops from " << where(&op) << "\n";
+      if (failed(emitFused(fused)))
         return failure();
       continue;
     }

@@ -12,7 +12,7 @@
 #define STEPC_COMPILER_LIB_SOURCEEMITTER_H
 
 #include "stepc/Compiler/Emitter.h"
-#include "stepc/Compiler/Fusion.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
@@ -35,20 +35,17 @@ std::tuple<int64_t, int64_t, int64_t> linesAlong(mlir::RankedTensorType type, in
 
 class SourceEmitter {
 public:
-  /// `computedBy`: every op another op's kernel computes (elementwise
-  /// groups, and on CUDA the GEMM epilogues).
+  /// `computedBy`: every op another op's kernel computes (on CUDA the GEMM
+  /// epilogues).
   SourceEmitter(mlir::func::FuncOp step, const MemoryPlan &plan, llvm::StringRef target,
-                const ElementwiseFusion &elementwise, const ComputedBy &computedBy)
-      : step(step), plan(plan), target(target), elementwise(elementwise) {
+                const ComputedBy &computedBy)
+      : step(step), plan(plan), target(target) {
     for (auto [member, kernel] : computedBy)
       membersOf[kernel].push_back(member);
   }
   virtual ~SourceEmitter() = default;
 
   mlir::FailureOr<std::string> run(const ModuleSummary &summary);
-
-  /// Whether `op` is elementwise math an emitter can put in a fused group.
-  static bool isFusableElementwise(mlir::Operation *op);
 
 protected:
   // ---- Target hooks.
@@ -66,8 +63,8 @@ protected:
   virtual void stepBegin(llvm::raw_ostream &os) = 0;
   virtual void stepEnd(llvm::raw_ostream &os, const std::string &loss,
                        const std::string &norm) = 0;
-  /// Emits a fused elementwise group (at its first op).
-  virtual mlir::LogicalResult emitGroup(const ElementwiseGroup &group) = 0;
+  /// Emits a fused elementwise kernel.
+  virtual mlir::LogicalResult emitFused(stepk::FusedOp fused) = 0;
   /// A statement copying `bytes` from src to dst (all_reduce's input).
   virtual std::string copyStatement(const std::string &dst, const std::string &src,
                                     int64_t bytes) = 0;
@@ -106,14 +103,14 @@ protected:
   /// expressions (x0, x1), or nullopt if it is not one.
   static std::optional<std::string>
   elementwiseExpr(mlir::Operation *op, const std::function<std::string(unsigned)> &in);
-  /// A group's per-element statements ("const float vK = ...;"), reading
-  /// input k with load(k) and rounding a result of element type t with
-  /// round(t, expr); and the register holding each output.
+  /// A fused kernel's per-element statements ("const float vK = ...;"),
+  /// reading input k with load(k) and rounding a result of element type t
+  /// with round(t, expr); and the register holding each result.
   struct GroupCode {
     std::string statements;
     llvm::SmallVector<std::string> outputRegisters;
   };
-  static GroupCode groupCode(const ElementwiseGroup &group,
+  static GroupCode groupCode(stepk::FusedOp fused,
                              const std::function<std::string(unsigned)> &load,
                              const std::function<std::string(mlir::Type, std::string)> &round);
   /// Lowers a mesh collective (start, request); nullopt if `op` is not one.
@@ -127,7 +124,6 @@ protected:
   mlir::func::FuncOp step;
   const MemoryPlan &plan;
   std::string target;
-  const ElementwiseFusion &elementwise;
   std::string preText, bodyText;
   llvm::raw_string_ostream pre{preText}, body{bodyText};
   int constants = 0;

@@ -43,10 +43,34 @@ static OpFlops productRule(OpT op) {
   return withBackward(productFlops(batchSize(result), m, n, k));
 }
 
+namespace stepc {
+static OpFlops operator+(OpFlops a, OpFlops b) {
+  return {a.forward + b.forward, a.backward + b.backward};
+}
+} // namespace stepc
+
+/// The sum of `rule` over the ops of `op`'s regions (a kernel such as
+/// stepk.fused computes exactly its body).
+template <typename T, typename Rule>
+static FailureOr<T> sumOverBody(Operation *op, T zero, Rule rule) {
+  T sum = zero;
+  for (Region &region : op->getRegions())
+    for (Operation &inner : region.getOps()) {
+      FailureOr<T> flops = rule(&inner);
+      if (failed(flops))
+        return failure();
+      sum = sum + *flops;
+    }
+  return sum;
+}
+
 FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
-  // Elementwise math is not counted by the convention.
-  if (isa<ScalarMathOpInterface>(op))
+  // Elementwise math is not counted by the convention; terminators compute
+  // nothing; a kernel with a body counts its body.
+  if (isa<ScalarMathOpInterface>(op) || op->hasTrait<OpTrait::IsTerminator>())
     return OpFlops{};
+  if (op->getNumRegions())
+    return sumOverBody(op, OpFlops{}, getModelFlops);
   return llvm::TypeSwitch<Operation *, FailureOr<OpFlops>>(op)
       // attention: QKᵀ is [Tq, Dh]·[Dh, Tk] and AV is [Tq, Tk]·[Tk, Dh] per
       // batch and query head, over the full score matrix (causal or not).
@@ -90,8 +114,10 @@ static int64_t attentionProduct(OpT op) {
 
 FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
   // Only products are counted; elementwise math is not.
-  if (isa<ScalarMathOpInterface>(op))
+  if (isa<ScalarMathOpInterface>(op) || op->hasTrait<OpTrait::IsTerminator>())
     return 0;
+  if (op->getNumRegions())
+    return sumOverBody(op, int64_t{0}, getExecutedFlops);
   return llvm::TypeSwitch<Operation *, FailureOr<int64_t>>(op)
       // attention: QKᵀ and AV.
       .Case([](AttentionOp a) { return FailureOr<int64_t>(2 * attentionProduct(a)); })

@@ -3,7 +3,8 @@
 // 1. Aliases: a reshape shares its operand's storage; step.adamw writes its
 //    results over its parameter and moment arguments (in-place update).
 // 2. Buffers: every other result gets a buffer, except that an elementwise
-//    op takes over an operand's buffer when that buffer is not an argument,
+//    op or kernel (stepk.fused) takes over an operand's buffer when that
+//    buffer is not an argument,
 //    has the result's size, and is last used by this op (out[i] = f(a[i])
 //    reads a[i] before writing out[i]).
 // 3. Liveness: a buffer lives from its first definition to the last use of
@@ -18,6 +19,7 @@
 
 #include "stepc/Analysis/MemoryPlan.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKTraits.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -64,7 +66,8 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
   auto mayWriteInPlace = [&](Operation &op) {
     auto kernel = computedBy.find(&op);
     Operation *k = kernel == computedBy.end() ? &op : kernel->second;
-    return k->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(k);
+    return k->hasTrait<OpTrait::Elementwise>() || k->hasTrait<ElementByElement>() ||
+           isa<ConvertOp>(k);
   };
 
   for (BlockArgument arg : body.getArguments())
@@ -131,7 +134,8 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
       if (unstored.contains(result))
         continue;
       int64_t reused = -1;
-      if (op.hasTrait<OpTrait::Elementwise>() && mayWriteInPlace(op)) {
+      if ((op.hasTrait<OpTrait::Elementwise>() || op.hasTrait<ElementByElement>()) &&
+          mayWriteInPlace(op)) {
         for (Value operand : op.getOperands()) {
           auto it = plan.bufferOf.find(operand);
           if (it == plan.bufferOf.end() || plan.argumentOf.count(operand))

@@ -14,6 +14,7 @@
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 #include "stepc/Dialect/Step/Interpreter/Interpreter.h"
 #include "stepc/Transforms/Passes.h"
 
@@ -329,7 +330,7 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "stepc reference interpreter\n");
 
   DialectRegistry registry;
-  registry.insert<StepDialect, func::FuncDialect, arith::ArithDialect>();
+  registry.insert<StepDialect, stepk::StepKDialect, func::FuncDialect, arith::ArithDialect>();
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -348,6 +349,7 @@ int main(int argc, char **argv) {
     options.until = trainMode ? "train-step" : "autodiff";
     options.precision = precision.getValue();
     options.optimizerOptions = optimizerOptions.getValue();
+    options.fuseElementwise = false; // the reference runs op by op
     if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
           llvm::errs() << "stepc-interp: " << message << "\n";
           return failure();

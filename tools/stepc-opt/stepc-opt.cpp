@@ -1,5 +1,6 @@
 //===- stepc-opt.cpp - mlir-opt with the step dialect and stepc passes ----===//
 
+#include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Transforms/Passes.h"
@@ -15,11 +16,12 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<stepc::step::StepDialect, mlir::func::FuncDialect,
+  registry.insert<stepc::step::StepDialect, stepc::stepk::StepKDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
                   mlir::mesh::MeshDialect>();
   mlir::registerTransformsPasses(); // canonicalize, cse, ...
   stepc::registerStepcPasses();
+  stepc::registerStepcCompilerPasses();
   stepc::registerStepcPipeline(); // --stepc-pipeline="target=cpu shard=fsdp:2"
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "stepc optimizer driver\n", registry));

@@ -13,6 +13,7 @@
 
 #include "stepc/Analysis/MemoryPlan.h"
 #include "stepc/Compiler/Emitter.h"
+#include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Compiler/Toolchain.h"
@@ -125,6 +126,7 @@ static int fail(const Twine &message) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerStepcPasses();
+  registerStepcCompilerPasses();
   registerTransformsPasses();
   cl::HideUnrelatedOptions(stepcCategory);
   cl::ParseCommandLineOptions(argc, argv, "stepc: compile a model's training step\n");
@@ -144,7 +146,8 @@ int main(int argc, char **argv) {
   std::string error;
 
   DialectRegistry registry;
-  registry.insert<StepDialect, func::FuncDialect, arith::ArithDialect, mesh::MeshDialect>();
+  registry.insert<StepDialect, stepk::StepKDialect, func::FuncDialect, arith::ArithDialect,
+                  mesh::MeshDialect>();
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -189,6 +192,7 @@ int main(int argc, char **argv) {
   options.precision = precision.getValue();
   options.fsdpReshard = fsdpReshard.getValue();
   options.optimizerOptions = optimizerOptions.getValue();
+  options.fuseElementwise = fuseElementwise.getValue();
   PassManager pm(&context);
   if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
         fail(message);
@@ -219,18 +223,12 @@ int main(int argc, char **argv) {
   for (auto f : module->getOps<func::FuncOp>())
     if (f->hasAttr(StepDialect::kTrainStepAttrName))
       step = f;
-  // The CUDA back end's fusions shape the memory plan (a fused group's
-  // buffers stay apart), so they are decided first.
+  // The CUDA back end's GEMM epilogues shape the memory plan (a fused
+  // group's buffers stay apart), so they are decided first.
   CudaFusions fusions;
   if (target == "cuda")
     fusions = planCudaFusions(step);
-  ElementwiseFusion elementwise;
-  if (fuseElementwise)
-    elementwise = planElementwiseFusion(step, fusions.computedBy, [&](Operation *op) {
-      return isFusableElementwise(op);
-    });
-  MemoryPlan plan =
-      planMemory(step, fusions.computedBy, elementwise.interior, fusions.keepAlive);
+  MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/{}, fusions.keepAlive);
   if (linkGBps < 0 || computeGflops <= 0)
     return fail("--link-gbps must be >= 0 and --compute-gflops > 0");
   FailureOr<llvm::json::Object> report =
@@ -240,7 +238,7 @@ int main(int argc, char **argv) {
   // A CUDA step's arena also holds cuBLASLt's workspace and the kernels'
   // scratch: known now, before anything runs.
   if (target == "cuda") {
-    FailureOr<CudaStepShape> shape = cudaStepShape(step, plan, fusions, elementwise);
+    FailureOr<CudaStepShape> shape = cudaStepShape(step, plan, fusions);
     if (failed(shape))
       return 1;
     report->try_emplace("target_arena_bytes", shape->arenaBytes);
@@ -281,8 +279,8 @@ int main(int argc, char **argv) {
   if (shardSpec->replicas > 1)
     summary.meshShape = {shardSpec->replicas, shardSpec->perGroup};
   summary.precision = precision.getValue();
-  FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, fusions, elementwise, summary)
-                                                   : emitCpuSource(step, plan, elementwise, summary);
+  FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, fusions, summary)
+                                                   : emitCpuSource(step, plan, summary);
   if (failed(source))
     return 1;
   if (emit == "source") {

@@ -4,7 +4,6 @@
 #define STEPC_COMPILER_EMITTER_H
 
 #include "stepc/Analysis/MemoryPlan.h"
-#include "stepc/Compiler/Fusion.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -27,18 +26,17 @@ struct ModuleSummary {
   std::string precision = "fp32";
 };
 
-/// Whether both back ends can compute `op` inside a fused elementwise group
-/// (elementwise math with a lowering; converts).
+/// Whether both back ends can compute `op` element by element inside a
+/// stepk.fused kernel (ScalarMathOpInterface ops and converts).
 bool isFusableElementwise(mlir::Operation *op);
 
 /// Writes the C++ of `step` (a function marked step.train_step) for the
 /// CPU: the step as a sequence of library-kernel calls (runtime/kernels/cpu)
-/// and generated elementwise loops (one per fused group of `elementwise`)
+/// and generated elementwise loops (one per stepk.fused op or lone op)
 /// over buffers at the offsets of `plan`,
 /// plus the metadata table of the ABI (runtime/stepc_abi.h). Unsupported
 /// element types are errors at the op.
 mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const MemoryPlan &plan,
-                                           const ElementwiseFusion &elementwise,
                                            const ModuleSummary &summary);
 
 /// What the CUDA back end computes inside other ops' kernels, decided before
@@ -73,7 +71,6 @@ CudaFusions planCudaFusions(mlir::func::FuncOp step);
 /// (launch_config.h). `plan` must have been made with fusions.computedBy.
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const MemoryPlan &plan,
                                             const CudaFusions &fusions,
-                                            const ElementwiseFusion &elementwise,
                                             const ModuleSummary &summary);
 
 /// What a CUDA step is, as emitCudaSource writes it: its arena (the plan's
@@ -84,8 +81,7 @@ struct CudaStepShape {
   int64_t launches = 0;
 };
 mlir::FailureOr<CudaStepShape> cudaStepShape(mlir::func::FuncOp step, const MemoryPlan &plan,
-                                             const CudaFusions &fusions,
-                                             const ElementwiseFusion &elementwise);
+                                             const CudaFusions &fusions);
 
 } // namespace stepc
 

@@ -58,6 +58,10 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
       *this, "optimizer-options",
       llvm::cl::desc("Options of step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),
       llvm::cl::init("")};
+  Option<bool> fuseElementwise{*this, "fuse-elementwise",
+                               llvm::cl::desc("Fuse runs of elementwise ops into "
+                                              "stepk.fused kernels (step-fuse-elementwise)"),
+                               llvm::cl::init(true)};
   Option<std::string> until{*this, "until",
                             llvm::cl::desc("Stop after: autodiff (the gradient "
                                            "function) or train-step (the default)"),
@@ -67,7 +71,7 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
 /// Checks `options` and appends the step's passes to `pm`:
 ///   [step-rebind-batch] → step-autodiff → [step-shard-data-parallel |
 ///   step-shard-fully] → step-optimizer → [step-schedule-collectives] →
-///   [step-mixed-precision].
+///   [step-mixed-precision] → [step-fuse-elementwise].
 /// A bad option is reported through `emitError` and adds nothing.
 mlir::LogicalResult
 buildStepcPipeline(mlir::OpPassManager &pm, const StepcPipelineOptions &options,

@@ -3,12 +3,15 @@
 #include "stepc/Dialect/Step/Interpreter/Interpreter.h"
 
 #include "Eval.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 #include <cstring>
+
+#include <functional>
 
 using namespace mlir;
 using namespace stepc;
@@ -101,16 +104,10 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
     values[arg] = std::move(t);
   }
 
-  for (Operation &op : function.getBody().front()) {
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      std::vector<Tensor> results;
-      for (Value v : ret.getOperands())
-        results.push_back(values.lookup(v));
-      return results;
-    }
-    auto eval = familyOf(&op);
-    if (!eval)
-      return op.emitOpError() << "cannot be interpreted";
+  // One op: its results from its operands' values. A stepk.fused kernel
+  // evaluates its body, each member rounded as if stored (as the back ends
+  // round registers), and yields its results.
+  std::function<LogicalResult(Operation &)> evalOp = [&](Operation &op) -> LogicalResult {
     SmallVector<const Tensor *> operands;
     for (Value v : op.getOperands()) {
       auto it = values.find(v);
@@ -118,6 +115,20 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
         return op.emitOpError() << "uses a value defined outside the function body";
       operands.push_back(&it->second);
     }
+    if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
+      Block &body = fused.getBody().front();
+      for (auto [arg, tensor] : llvm::zip(body.getArguments(), operands))
+        values[arg] = *tensor;
+      for (Operation &member : body.without_terminator())
+        if (failed(evalOp(member)))
+          return failure();
+      for (auto [result, yielded] : llvm::zip(fused.getResults(), fused.getYield().getValues()))
+        values[result] = values.lookup(yielded);
+      return success();
+    }
+    auto eval = familyOf(&op);
+    if (!eval)
+      return op.emitOpError() << "cannot be interpreted";
     SmallVector<Tensor> results;
     for (Type type : op.getResultTypes())
       results.push_back(Tensor::zerosLike(type));
@@ -127,6 +138,17 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
       round(tensor, cast<RankedTensorType>(value.getType()).getElementType());
       values[value] = std::move(tensor);
     }
+    return success();
+  };
+  for (Operation &op : function.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      std::vector<Tensor> results;
+      for (Value v : ret.getOperands())
+        results.push_back(values.lookup(v));
+      return results;
+    }
+    if (failed(evalOp(op)))
+      return failure();
   }
   return function.emitOpError() << "has no return";
 }

@@ -1,0 +1,207 @@
+//===- FuseElementwise.cpp - runs of elementwise ops as stepk.fused -------===//
+//
+// A run is extended op by op in program order; it ends at an op that cannot
+// join (not elementwise, another element count, taken by a GEMM epilogue,
+// the run full). A closed run of two or more ops becomes one stepk.fused op
+// at the position of its last member: its inputs are the values the run
+// reads from outside (in first-use order), its results the members' values
+// used after it (in definition order); reshapes between members that the
+// run reads are cloned into the body, those read after it move behind it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Compiler/Emitter.h"
+#include "stepc/Compiler/Passes.h"
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "mlir/IR/IRMapping.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPFUSEELEMENTWISE
+#include "stepc/Compiler/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+
+bool stepc::isFusableElementwise(Operation *op) {
+  return isa<step::ConvertOp, step::ScalarMathOpInterface>(op);
+}
+
+namespace {
+
+/// A run of elementwise ops to fuse.
+struct Run {
+  SmallVector<Operation *> ops;
+  /// Operands from outside the run, in first-use order.
+  SmallVector<Value> inputs;
+  /// Results with a use outside the run, in definition order.
+  SmallVector<Value> outputs;
+  int64_t numElements = 0;
+};
+
+int64_t numElements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+
+/// `v` with reshapes looked through (a reshape is the same elements).
+Value throughReshapes(Value v) {
+  while (auto reshape = v.getDefiningOp<step::ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
+/// Whether `v` (or a reshape of it) is used by an op outside `members`.
+bool usedOutside(Value v, const DenseSet<Operation *> &members) {
+  for (Operation *user : v.getUsers()) {
+    if (auto reshape = dyn_cast<step::ReshapeOp>(user)) {
+      if (usedOutside(reshape.getResult(), members))
+        return true;
+    } else if (!members.count(user)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// The runs of `step`, ops in `taken` excluded.
+SmallVector<Run> findRuns(func::FuncOp step, const ComputedBy &taken, unsigned maxOps,
+                          unsigned maxInputs) {
+  SmallVector<Run> runs;
+  Run open;
+  DenseSet<Operation *> members;
+  auto inputsWith = [&](Operation *op) {
+    SmallVector<Value> inputs(open.inputs);
+    for (Value operand : op->getOperands()) {
+      Value v = throughReshapes(operand);
+      if ((!v.getDefiningOp() || !members.count(v.getDefiningOp())) &&
+          !llvm::is_contained(inputs, operand))
+        inputs.push_back(operand);
+    }
+    return inputs;
+  };
+  auto close = [&]() {
+    if (open.ops.size() >= 2) {
+      for (Operation *op : open.ops)
+        for (Value r : op->getResults())
+          if (usedOutside(r, members))
+            open.outputs.push_back(r);
+      runs.push_back(std::move(open));
+    }
+    open = Run();
+    members.clear();
+  };
+  for (Operation &op : step.getBody().front()) {
+    if (isa<step::ReshapeOp>(op))
+      continue;
+    bool joins = !taken.count(&op) && op.getNumResults() == 1 && isFusableElementwise(&op);
+    if (!joins) {
+      close();
+      continue;
+    }
+    int64_t n = numElements(op.getResult(0));
+    if (!open.ops.empty() &&
+        (n != open.numElements || open.ops.size() >= maxOps || inputsWith(&op).size() > maxInputs))
+      close();
+    open.inputs = inputsWith(&op);
+    open.ops.push_back(&op);
+    members.insert(&op);
+    open.numElements = n;
+  }
+  close();
+  return runs;
+}
+
+/// Replaces `run` by one stepk.fused op; `replaced` maps the outputs of
+/// runs fused before (inputs of later runs) to the fused results.
+void fuse(Run run, DenseMap<Value, Value> &replaced) {
+  for (Value &in : run.inputs)
+    if (Value now = replaced.lookup(in))
+      in = now;
+  Operation *first = run.ops.front(), *last = run.ops.back();
+  DenseSet<Operation *> members(run.ops.begin(), run.ops.end());
+  OpBuilder b(last->getContext());
+  b.setInsertionPointAfter(last);
+  SmallVector<Type> types;
+  for (Value out : run.outputs)
+    types.push_back(out.getType());
+  auto fused = b.create<stepk::FusedOp>(first->getLoc(), types, run.inputs);
+  Block *body = new Block();
+  fused.getBody().push_back(body);
+  IRMapping map;
+  for (Value in : run.inputs)
+    map.map(in, body->addArgument(in.getType(), in.getLoc()));
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  // A member's operand is an input, a member's result, or a reshape chain
+  // of one (cloned into the body).
+  std::function<void(Value)> mapOperand = [&](Value v) {
+    if (map.contains(v))
+      return;
+    auto reshape = v.getDefiningOp<step::ReshapeOp>();
+    mapOperand(reshape.getInput());
+    inner.clone(*reshape, map);
+  };
+  for (Operation *op : run.ops) {
+    for (Value operand : op->getOperands())
+      mapOperand(operand);
+    inner.clone(*op, map);
+  }
+  SmallVector<Value> yielded;
+  for (Value out : run.outputs)
+    yielded.push_back(map.lookup(out));
+  inner.create<stepk::YieldOp>(last->getLoc(), yielded);
+
+  for (auto [output, result] : llvm::zip(run.outputs, fused.getResults())) {
+    Value out = output;
+    replaced[out] = result;
+    out.replaceUsesWithIf(result, [&](OpOperand &use) { return !members.count(use.getOwner()); });
+  }
+  // Reshapes of the run's results read later move behind the fused op, in
+  // order; then the members and the reshapes only they read go.
+  SmallVector<Operation *> between;
+  for (Operation *op = first; op != fused.getOperation(); op = op->getNextNode())
+    between.push_back(op);
+  DenseSet<Operation *> moving{fused};
+  SmallVector<Operation *> moved;
+  for (Operation *op : between)
+    if (auto reshape = dyn_cast<step::ReshapeOp>(op))
+      if (Operation *def = reshape.getInput().getDefiningOp(); def && moving.count(def)) {
+        moving.insert(op);
+        moved.push_back(op);
+      }
+  Operation *after = fused;
+  for (Operation *op : moved) {
+    op->moveAfter(after);
+    after = op;
+  }
+  for (Operation *op : llvm::reverse(between))
+    if (members.count(op) || (!moving.count(op) && isa<step::ReshapeOp>(op) && op->use_empty()))
+      op->erase();
+  for (Operation *op : llvm::reverse(moved))
+    if (op->use_empty())
+      op->erase();
+}
+
+struct StepFuseElementwisePass
+    : public stepc::impl::StepFuseElementwiseBase<StepFuseElementwisePass> {
+  using StepFuseElementwiseBase::StepFuseElementwiseBase;
+  void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      emitError(getOperation().getLoc())
+          << "step-fuse-elementwise: unknown target '" << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    for (auto step : getOperation().getOps<func::FuncOp>()) {
+      if (!step->hasAttr(step::StepDialect::kTrainStepAttrName))
+        continue;
+      // On CUDA, cuBLASLt's epilogues take their ops first.
+      ComputedBy taken;
+      if (target == "cuda")
+        taken = planCudaFusions(step).computedBy;
+      DenseMap<Value, Value> replaced;
+      for (Run &run : findRuns(step, taken, maxOps, maxInputs))
+        fuse(std::move(run), replaced);
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,81 @@
+//===- StepKOps.td - the stepk kernel-level dialect --------*- tablegen -*-===//
+//
+// The `stepk` dialect: what a back end launches. A target-lowering pass
+// rewrites a training step's `step` ops into the kernels that compute them;
+// the emitters print these ops. Today: fused elementwise kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_DIALECT_STEPK_IR_STEPKOPS_TD
+#define STEPC_DIALECT_STEPK_IR_STEPKOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def StepK_Dialect : Dialect {
+  let name = "stepk";
+  let cppNamespace = "::stepc::stepk";
+  let summary = "Kernel-level ops: what a stepc back end launches";
+  let description = [{
+    Past target lowering, a training step is a sequence of kernels. An op of
+    this dialect is one kernel launch (or one loop nest on the CPU) whose
+    operands and results are the buffers the memory plan places; what it
+    computes is written in `step` ops inside it, so the interpreter, the
+    FLOP rules and both emitters read one description.
+  }];
+}
+
+/// Reads element i of every operand before writing element i of any result
+/// (stepc/Dialect/StepK/IR/StepKTraits.h).
+def StepK_ElementByElement : NativeOpTrait<"ElementByElement"> {
+  let cppNamespace = "::stepc";
+}
+
+class StepK_Op<string mnemonic, list<Trait> traits = []>
+    : Op<StepK_Dialect, mnemonic, traits>;
+
+def StepK_FusedOp : StepK_Op<"fused",
+    [IsolatedFromAbove, Pure, StepK_ElementByElement]> {
+  let summary = "one kernel computing a run of elementwise ops";
+  let description = [{
+    Element `i` of every result is computed from element `i` of every input
+    by the body, a block of elementwise `step` ops (those with
+    `ScalarMathOpInterface`), `step.convert` and `step.reshape`, values in
+    registers; only the results (values used after the run) reach memory.
+    Every input and result has the same number of elements. The CPU back
+    end emits one loop, the CUDA back end one kernel.
+    `step-fuse-elementwise` forms these ops.
+
+    ```mlir
+    %h, %g = stepk.fused %x, %b : (tensor<8x256xf32>, tensor<8x256xf32>) -> (tensor<8x256xf32>, tensor<8x256xf32>) {
+    ^bb0(%x0: tensor<8x256xf32>, %b0: tensor<8x256xf32>):
+      %0 = step.add %x0, %b0 : tensor<8x256xf32>
+      %1 = step.gelu %0 : tensor<8x256xf32>
+      stepk.yield %0, %1 : tensor<8x256xf32>, tensor<8x256xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+    "$inputs attr-dict `:` functional-type($inputs, $results) $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Elements each input and result holds (one loop trip or GPU thread
+    /// each).
+    int64_t getNumElements();
+    /// The yield of the body.
+    YieldOp getYield();
+  }];
+}
+
+def StepK_YieldOp : StepK_Op<"yield",
+    [Pure, ReturnLike, Terminator, HasParent<"FusedOp">]> {
+  let summary = "the values a fused kernel stores";
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+}
+
+#endif // STEPC_DIALECT_STEPK_IR_STEPKOPS_TD

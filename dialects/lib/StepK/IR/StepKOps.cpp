@@ -1,0 +1,58 @@
+//===- StepKOps.cpp - the stepk kernel-level dialect ----------------------===//
+
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::stepk;
+
+#include "stepc/Dialect/StepK/IR/StepKDialect.cpp.inc"
+
+void StepKDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "stepc/Dialect/StepK/IR/StepKOps.cpp.inc"
+      >();
+}
+
+int64_t FusedOp::getNumElements() {
+  return cast<RankedTensorType>(getResult(0).getType()).getNumElements();
+}
+
+YieldOp FusedOp::getYield() { return cast<YieldOp>(getBody().front().getTerminator()); }
+
+LogicalResult FusedOp::verify() {
+  if (getNumResults() == 0)
+    return emitOpError() << "expects at least one result";
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "expects one body argument per input, got "
+                         << body.getNumArguments() << " for " << getInputs().size();
+  for (auto [input, arg] : llvm::zip(getInputs(), body.getArguments()))
+    if (input.getType() != arg.getType())
+      return emitOpError() << "body argument #" << arg.getArgNumber() << " has type "
+                           << arg.getType() << ", its input " << input.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError() << "expects its body to end in 'stepk.yield'";
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getValues().getTypes()
+                         << " but its results are " << getResultTypes();
+  int64_t n = getNumElements();
+  SmallVector<Value> values(getInputs());
+  llvm::append_range(values, getResults());
+  for (Value v : values)
+    if (cast<RankedTensorType>(v.getType()).getNumElements() != n)
+      return emitOpError() << "expects every input and result to hold " << n
+                           << " elements, got " << v.getType();
+  for (Operation &op : body.without_terminator())
+    if (!isa<step::ScalarMathOpInterface, step::ConvertOp, step::ReshapeOp>(op))
+      return op.emitOpError() << "cannot be computed element by element in 'stepk.fused'";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "stepc/Dialect/StepK/IR/StepKOps.cpp.inc"

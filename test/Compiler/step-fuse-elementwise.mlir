@@ -1,0 +1,104 @@
+// RUN: stepc-opt %s -split-input-file -step-fuse-elementwise | FileCheck %s --check-prefixes=CHECK,CPU
+// RUN: stepc-opt %s -split-input-file -step-fuse-elementwise=target=cuda | FileCheck %s --check-prefixes=CHECK,CUDA
+// RUN: stepc-opt %s -split-input-file -step-fuse-elementwise=max-ops=2 | FileCheck %s --check-prefix=MAX2
+
+// A run of three: the add's and the gelu's results are used after the run
+// (results of the kernel); the mul's only inside it (a register).
+// CHECK-LABEL: func.func @run_of_three
+// CHECK: %[[F:.*]]:2 = stepk.fused %arg0, %arg1, %arg2 : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>)
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<8x16xf32>, %[[Y:.*]]: tensor<8x16xf32>, %[[Z:.*]]: tensor<8x16xf32>):
+// CHECK-NEXT: %[[A:.*]] = step.add %[[X]], %[[Y]]
+// CHECK-NEXT: %[[M:.*]] = step.mul %[[A]], %[[Z]]
+// CHECK-NEXT: %[[G:.*]] = step.gelu %[[M]]
+// CHECK-NEXT: stepk.yield %[[A]], %[[G]]
+// CHECK: step.reduce_sum %[[F]]#0
+// CHECK: step.reduce_sum %[[F]]#1
+// Two ops at most a kernel: the gelu starts a run of one, left alone.
+// MAX2-LABEL: func.func @run_of_three
+// MAX2: stepk.fused
+// MAX2: stepk.yield
+// MAX2-NEXT: }
+// MAX2-NEXT: step.gelu
+func.func @run_of_three(%x: tensor<8x16xf32>, %y: tensor<8x16xf32>, %z: tensor<8x16xf32>) -> (tensor<f32>, tensor<f32>) attributes {step.train_step} {
+  %a = step.add %x, %y : tensor<8x16xf32>
+  %m = step.mul %a, %z : tensor<8x16xf32>
+  %g = step.gelu %m : tensor<8x16xf32>
+  %s0 = step.reduce_sum %a dims [0, 1] : (tensor<8x16xf32>) -> tensor<f32>
+  %s1 = step.reduce_sum %g dims [0, 1] : (tensor<8x16xf32>) -> tensor<f32>
+  return %s0, %s1 : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// Must not fire: the second op has another element count, so each op is a
+// run of one.
+// CHECK-LABEL: func.func @element_count_mismatch
+// CHECK-NOT: stepk.fused
+func.func @element_count_mismatch(%x: tensor<8x16xf32>, %v: tensor<16xf32>) -> (tensor<8x16xf32>, tensor<16xf32>) attributes {step.train_step} {
+  %e = step.exp %x : tensor<8x16xf32>
+  %n = step.neg %v : tensor<16xf32>
+  return %e, %n : tensor<8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Must not fire: a non-elementwise op between the two ends the run.
+// CHECK-LABEL: func.func @broken_by_a_reduction
+// CHECK-NOT: stepk.fused
+func.func @broken_by_a_reduction(%x: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>) attributes {step.train_step} {
+  %e = step.exp %x : tensor<8x16xf32>
+  %s = step.reduce_sum %e dims [1] : (tensor<8x16xf32>) -> tensor<8xf32>
+  %t = step.tanh %e : tensor<8x16xf32>
+  return %t, %s : tensor<8x16xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Only training steps are lowered: a loss function is left as written.
+// CHECK-LABEL: func.func @not_a_step
+// CHECK-NOT: stepk.fused
+func.func @not_a_step(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %e = step.exp %x : tensor<8x16xf32>
+  %t = step.tanh %e : tensor<8x16xf32>
+  return %t : tensor<8x16xf32>
+}
+
+// -----
+
+// Reshapes do not break a run: one read inside the run is cloned into the
+// body; one of a result, read after the run, moves behind the kernel.
+// CHECK-LABEL: func.func @through_reshapes
+// CHECK: %[[F:.*]]:2 = stepk.fused %arg0, %arg1 : (tensor<8x16xf32>, tensor<128xf32>) -> (tensor<8x16xf32>, tensor<128xf32>)
+// CHECK: %[[E:.*]] = step.exp
+// CHECK-NEXT: %[[R:.*]] = step.reshape %[[E]] : tensor<8x16xf32> -> tensor<128xf32>
+// CHECK-NEXT: %[[S:.*]] = step.sub %[[R]], %{{.*}} : tensor<128xf32>
+// CHECK-NEXT: stepk.yield %[[E]], %[[S]]
+// CHECK-NEXT: }
+// CHECK-NEXT: step.reshape %[[F]]#0 : tensor<8x16xf32> -> tensor<16x8xf32>
+func.func @through_reshapes(%x: tensor<8x16xf32>, %y: tensor<128xf32>) -> (tensor<16x8xf32>, tensor<128xf32>) attributes {step.train_step} {
+  %e = step.exp %x : tensor<8x16xf32>
+  %later = step.reshape %e : tensor<8x16xf32> -> tensor<16x8xf32>
+  %r = step.reshape %e : tensor<8x16xf32> -> tensor<128xf32>
+  %s = step.sub %r, %y : tensor<128xf32>
+  return %later, %s : tensor<16x8xf32>, tensor<128xf32>
+}
+
+// -----
+
+// A bias add after a GEMM: cuBLASLt's BIAS epilogue computes it on CUDA, so
+// there it ends the run and stays with the GEMM; on the CPU it joins.
+// CHECK-LABEL: func.func @bias_epilogue
+// CHECK: step.matmul
+// CPU: stepk.fused
+// CPU: step.add
+// CPU-NEXT: step.gelu
+// CUDA-NOT: stepk.fused
+// CUDA: step.add
+// CUDA-NEXT: step.gelu
+func.func @bias_epilogue(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> attributes {step.train_step} {
+  %h = step.matmul %x, %w transpose_b : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %bb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
+  %a = step.add %h, %bb : tensor<8x32xf32>
+  %g = step.gelu %a : tensor<8x32xf32>
+  return %g : tensor<8x32xf32>
+}

@@ -1,0 +1,45 @@
+// RUN: stepc-opt %s -split-input-file -verify-diagnostics
+
+func.func @fused_element_counts(%x: tensor<8x16xf32>, %y: tensor<16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'stepk.fused' op expects every input and result to hold 128 elements, got 'tensor<16xf32>'}}
+  %0 = stepk.fused %x, %y : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32> {
+  ^bb0(%a: tensor<8x16xf32>, %b: tensor<16xf32>):
+    stepk.yield %a : tensor<8x16xf32>
+  }
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @fused_not_elementwise(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %0 = stepk.fused %x : (tensor<8x16xf32>) -> tensor<8x16xf32> {
+  ^bb0(%a: tensor<8x16xf32>):
+    // expected-error @+1 {{'step.softmax' op cannot be computed element by element in 'stepk.fused'}}
+    %s = step.softmax %a dim 1 : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    stepk.yield %s : tensor<8x16xf32>
+  }
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @fused_yield_types(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'stepk.fused' op yields 'tensor<128xf32>' but its results are 'tensor<8x16xf32>'}}
+  %0 = stepk.fused %x : (tensor<8x16xf32>) -> tensor<8x16xf32> {
+  ^bb0(%a: tensor<8x16xf32>):
+    %r = step.reshape %a : tensor<8x16xf32> -> tensor<128xf32>
+    stepk.yield %r : tensor<128xf32>
+  }
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+func.func @fused_arguments(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{'stepk.fused' op expects one body argument per input, got 0 for 1}}
+  %0 = stepk.fused %x : (tensor<8x16xf32>) -> tensor<8x16xf32> {
+    %c = step.constant dense<1.0> : tensor<8x16xf32>
+    stepk.yield %c : tensor<8x16xf32>
+  }
+  return %0 : tensor<8x16xf32>
+}
