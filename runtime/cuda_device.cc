@@ -4,28 +4,18 @@
 // after its first run, then replayed). Every CUDA error is a status naming
 // the call, file and line. Built into libstepc_runtime_cuda.so.
 
-#ifdef STEPC_CUDA_EMULATION
-#include "runtime/kernels/cuda/emulation.h"
-#else
-#include <cuda_runtime.h>
-#endif
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/cuda_status.h"
 #include "runtime/device.h"
 #include "runtime/graph_runner.h"
 #include "runtime/kernels/cuda/launch_config.h"
+#include "runtime/local_device.h"
 
-#define STEPC_CUDA_OR_RETURN(call)                                                       \
-  do {                                                                                   \
-    cudaError_t stepc_rc_ = (call);                                                      \
-    if (stepc_rc_ != cudaSuccess)                                                        \
-      return absl::InternalError(absl::StrCat(#call, " failed at ", __FILE__, ":", __LINE__, \
-                                              ": ", cudaGetErrorString(stepc_rc_)));     \
-  } while (0)
 
 namespace stepc {
 namespace {
@@ -67,13 +57,11 @@ class CudaDevice : public Device {
 
   absl::Status Open() {
     int devices = 0;
-    STEPC_CUDA_OR_RETURN(cudaGetDeviceCount(&devices));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&devices));
     if (devices == 0) return absl::FailedPreconditionError("no CUDA device is visible");
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (!local) local = std::getenv("SLURM_LOCALID");
-    STEPC_CUDA_OR_RETURN(cudaSetDevice((local ? std::atoi(local) : 0) % devices));
-    STEPC_CUDA_OR_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    STEPC_CUDA_OR_RETURN(cudaMallocHost(reinterpret_cast<void**>(&reported_), sizeof(Reported)));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(LocalDeviceOrdinal(devices)));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&reported_), sizeof(Reported)));
     const char* graphs = std::getenv("STEPC_CUDA_GRAPHS");
     graphs_enabled_ = !(graphs && std::strcmp(graphs, "0") == 0);
     return absl::OkStatus();
@@ -83,7 +71,7 @@ class CudaDevice : public Device {
     using cuda::AlignUp;
     int64_t total = AlignUp(arena_bytes, 256);
     for (int64_t b : arg_bytes) total += AlignUp(b, 256);
-    STEPC_CUDA_OR_RETURN(cudaMalloc(&block_, total));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaMalloc(&block_, total));
     bytes_ = total;
     char* at = static_cast<char*>(block_);
     arena_ = at;
@@ -92,8 +80,8 @@ class CudaDevice : public Device {
       args_.push_back(at);
       at += AlignUp(b, 256);
     }
-    STEPC_CUDA_OR_RETURN(cudaMemsetAsync(block_, 0, total, stream_));
-    STEPC_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(block_, 0, total, stream_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
   }
   void* arg(int i) const override { return args_[i]; }
@@ -101,13 +89,13 @@ class CudaDevice : public Device {
   int64_t allocated_bytes() const override { return bytes_; }
 
   absl::Status CopyIn(int i, const void* host, int64_t bytes) override {
-    STEPC_CUDA_OR_RETURN(cudaMemcpyAsync(args_[i], host, bytes, cudaMemcpyHostToDevice, stream_));
-    STEPC_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(args_[i], host, bytes, cudaMemcpyHostToDevice, stream_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
   }
   absl::Status CopyOut(int i, void* host, int64_t bytes) override {
-    STEPC_CUDA_OR_RETURN(cudaMemcpyAsync(host, args_[i], bytes, cudaMemcpyDeviceToHost, stream_));
-    STEPC_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, args_[i], bytes, cudaMemcpyDeviceToHost, stream_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     return absl::OkStatus();
   }
 
@@ -120,7 +108,7 @@ class CudaDevice : public Device {
     const uint64_t binding = reinterpret_cast<uintptr_t>(collectives) ^
                              reinterpret_cast<uintptr_t>(&module);
     if (absl::Status s = runner_->Run(launcher, binding); !s.ok()) return s;
-    STEPC_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     const int32_t* st = reported_->status;
     if (st[0] != 0) {
       const stepc_module_info& info = module.info();
@@ -198,24 +186,24 @@ absl::Status CudaLauncher::Enqueue() {
 }
 
 absl::Status CudaLauncher::BeginCapture() {
-  STEPC_CUDA_OR_RETURN(cudaStreamBeginCapture(device_.stream_, cudaStreamCaptureModeThreadLocal));
+  STEPC_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(device_.stream_, cudaStreamCaptureModeThreadLocal));
   return absl::OkStatus();
 }
 
 absl::Status CudaLauncher::EndCapture(bool keep) {
   cudaGraph_t graph = nullptr;
-  STEPC_CUDA_OR_RETURN(cudaStreamEndCapture(device_.stream_, &graph));
+  STEPC_CUDA_RETURN_IF_ERROR(cudaStreamEndCapture(device_.stream_, &graph));
   if (!keep) {
     if (graph) cudaGraphDestroy(graph);
     return absl::OkStatus();
   }
   device_.graph_ = graph;
-  STEPC_CUDA_OR_RETURN(cudaGraphInstantiate(&device_.exec_, graph, 0));
+  STEPC_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&device_.exec_, graph, 0));
   return absl::OkStatus();
 }
 
 absl::Status CudaLauncher::Replay() {
-  STEPC_CUDA_OR_RETURN(cudaGraphLaunch(device_.exec_, device_.stream_));
+  STEPC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(device_.exec_, device_.stream_));
   return absl::OkStatus();
 }
 

@@ -10,21 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/communicator.h"
+#include "runtime/mpi_status.h"
 #include "runtime/status_macros.h"
-
-// Turns an MPI error code into a status with the call, file and line.
-#define STEPC_MPI_RETURN_IF_ERROR(call)                                          \
-  do {                                                                           \
-    int stepc_mpi_rc_ = (call);                                                  \
-    if (stepc_mpi_rc_ != MPI_SUCCESS) {                                          \
-      char stepc_mpi_text_[MPI_MAX_ERROR_STRING];                                \
-      int stepc_mpi_len_ = 0;                                                    \
-      MPI_Error_string(stepc_mpi_rc_, stepc_mpi_text_, &stepc_mpi_len_);         \
-      return absl::UnavailableError(absl::StrCat(#call, " failed at ", __FILE__, \
-                                                 ":", __LINE__, ": ",            \
-                                                 stepc_mpi_text_));              \
-    }                                                                            \
-  } while (0)
 
 namespace stepc {
 namespace {

@@ -9,33 +9,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/cuda_status.h"
+#include "runtime/local_device.h"
+#include "runtime/mpi_status.h"
+#include "runtime/nccl_status.h"
 #include "runtime/status_macros.h"
-
-// Native error codes become statuses naming the call, file and line.
-#define STEPC_CUDA_RETURN_IF_ERROR(call)                                            \
-  do {                                                                              \
-    cudaError_t stepc_cuda_rc_ = (call);                                            \
-    if (stepc_cuda_rc_ != cudaSuccess)                                              \
-      return absl::InternalError(absl::StrCat(#call, " failed at ", __FILE__, ":",  \
-                                              __LINE__, ": ",                       \
-                                              cudaGetErrorString(stepc_cuda_rc_))); \
-  } while (0)
-
-#define STEPC_NCCL_RETURN_IF_ERROR(call)                                            \
-  do {                                                                              \
-    ncclResult_t stepc_nccl_rc_ = (call);                                           \
-    if (stepc_nccl_rc_ != ncclSuccess)                                              \
-      return absl::UnavailableError(absl::StrCat(#call, " failed at ", __FILE__,    \
-                                                 ":", __LINE__, ": ",               \
-                                                 ncclGetErrorString(stepc_nccl_rc_))); \
-  } while (0)
-
-#define STEPC_MPI_CHECK(call)                                                       \
-  do {                                                                              \
-    if ((call) != MPI_SUCCESS)                                                      \
-      return absl::UnavailableError(absl::StrCat(#call, " failed at ", __FILE__,    \
-                                                 ":", __LINE__));                   \
-  } while (0)
 
 namespace stepc {
 namespace {
@@ -55,8 +33,8 @@ class NcclCommunicator : public Communicator {
     int devices = 0;
     STEPC_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&devices));
     if (devices == 0) return absl::FailedPreconditionError("no CUDA device for NCCL");
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    STEPC_CUDA_RETURN_IF_ERROR(cudaSetDevice((local ? std::atoi(local) : rank_) % devices));
+    // The GPU the CUDA device layer chose (cuda_device.cc): one rule.
+    STEPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(LocalDeviceOrdinal(devices)));
     STEPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     return SetMesh(size_, 1);
   }
@@ -83,13 +61,13 @@ class NcclCommunicator : public Communicator {
                          {kAllAxes, 0, rank_}};
     for (const Axis& axis : axes) {
       MPI_Comm sub;
-      STEPC_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, axis.color, axis.key, &sub));
+      STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_split(MPI_COMM_WORLD, axis.color, axis.key, &sub));
       int sub_rank = 0, sub_size = 1;
       MPI_Comm_rank(sub, &sub_rank);
       MPI_Comm_size(sub, &sub_size);
       ncclUniqueId id;
       if (sub_rank == 0) STEPC_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
-      STEPC_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, sub));
+      STEPC_MPI_RETURN_IF_ERROR(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, sub));
       MPI_Comm_free(&sub);
       STEPC_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comms_[axis.mask], sub_size, id, sub_rank));
     }
@@ -132,7 +110,7 @@ class NcclCommunicator : public Communicator {
 
   absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) override {
     std::vector<uint64_t> all(size_);
-    STEPC_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T,
+    STEPC_MPI_RETURN_IF_ERROR(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T,
                                   MPI_COMM_WORLD));
     return all;
   }
@@ -180,8 +158,8 @@ class NcclCommunicator : public Communicator {
 
 absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(void* compute_stream) {
   int rank = 0, size = 1;
-  STEPC_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  STEPC_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_size(MPI_COMM_WORLD, &size));
   auto comm = std::make_unique<NcclCommunicator>(rank, size,
                                                  static_cast<cudaStream_t>(compute_stream));
   STEPC_RETURN_IF_ERROR(comm->Init());

@@ -1,4 +1,5 @@
 #include "runtime/session.h"
+#include "runtime/status_macros.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -27,26 +28,18 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
     std::shared_ptr<const Module> module, std::shared_ptr<Communicator> communicator) {
   std::unique_ptr<Session> s(new Session(std::move(module)));
   s->communicator_ = communicator ? std::move(communicator) : MakeLocalCommunicator();
-  if (absl::Status world = s->CheckWorld(); !world.ok()) return world;
+  STEPC_RETURN_IF_ERROR(s->CheckWorld());
   const stepc_module_info& mesh = s->module_->info();
   if (mesh.world_size > 1)
-    if (absl::Status m = s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]);
-        !m.ok())
-      return m;
+    STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]));
   const stepc_module_info& info = s->module_->info();
   if (s->module_->is_cuda()) {
-    absl::StatusOr<std::unique_ptr<Device>> device =
-        MakeCudaDevice(s->module_->is_cuda_emulation());
-    if (!device.ok()) return device.status();
-    s->device_ = std::move(*device);
+    STEPC_ASSIGN_OR_RETURN(s->device_, MakeCudaDevice(s->module_->is_cuda_emulation()));
     if (info.world_size > 1) {
-      absl::StatusOr<std::unique_ptr<Communicator>> nccl = s->device_->MakeCommunicator();
-      if (!nccl.ok()) return nccl.status();
-      if (*nccl) {
-        s->communicator_ = std::move(*nccl);
-        if (absl::Status m = s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]);
-            !m.ok())
-          return m;
+      STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> nccl, s->device_->MakeCommunicator());
+      if (nccl) {
+        s->communicator_ = std::move(nccl);
+        STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]));
       }
     }
   }
@@ -69,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   if (s->device_) {
     std::vector<int64_t> bytes(info.num_args);
     for (int i = 0; i < info.num_args; ++i) bytes[i] = s->ArgBytes(i);
-    if (absl::Status a = s->device_->Allocate(bytes, info.arena_bytes); !a.ok()) return a;
+    STEPC_RETURN_IF_ERROR(s->device_->Allocate(bytes, info.arena_bytes));
     for (int i = 0; i < info.num_args; ++i) s->args_[i] = s->device_->arg(i);
     s->arena_ = s->device_->arena();
     s->host_newer_.assign(info.num_args, true);
@@ -109,12 +102,11 @@ absl::Status Session::CheckWorld() const {
     mix(static_cast<uint64_t>(info.collectives[i].axes));
     mix(static_cast<uint64_t>(info.collectives[i].count));
   }
-  absl::StatusOr<std::vector<uint64_t>> all = communicator_->AllGather(hash);
-  if (!all.ok()) return all.status();
-  for (size_t r = 0; r < all->size(); ++r)
-    if ((*all)[r] != hash)
+  STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, communicator_->AllGather(hash));
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != hash)
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", r, " runs a different step (collective sequence hash ", (*all)[r],
+          "rank ", r, " runs a different step (collective sequence hash ", all[r],
           ", rank ", communicator_->rank(), " has ", hash, "): every rank must load the same "
           "step.so"));
   return absl::OkStatus();
@@ -133,7 +125,7 @@ absl::Status Session::Upload() {
     if (!host_newer_[i]) continue;
     const void* host = floats_[i].empty() ? static_cast<const void*>(ints_[i].data())
                                           : static_cast<const void*>(floats_[i].data());
-    if (absl::Status s = device_->CopyIn(i, host, ArgBytes(i)); !s.ok()) return s;
+    STEPC_RETURN_IF_ERROR(device_->CopyIn(i, host, ArgBytes(i)));
     host_newer_[i] = false;
   }
   return absl::OkStatus();
@@ -143,7 +135,7 @@ absl::Status Session::Download(int i) const {
   if (!device_ || !device_newer_[i]) return absl::OkStatus();
   void* host = floats_[i].empty() ? static_cast<void*>(const_cast<int32_t*>(ints_[i].data()))
                                   : static_cast<void*>(const_cast<float*>(floats_[i].data()));
-  if (absl::Status s = device_->CopyOut(i, host, ArgBytes(i)); !s.ok()) return s;
+  STEPC_RETURN_IF_ERROR(device_->CopyOut(i, host, ArgBytes(i)));
   device_newer_[i] = false;
   return absl::OkStatus();
 }
@@ -212,9 +204,8 @@ absl::Status Session::InitParams(uint64_t seed) {
 }
 
 absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t> values) {
-  absl::StatusOr<int> i = Arg(name);
-  if (!i.ok()) return i.status();
-  const stepc_arg_info& a = module_->info().args[*i];
+  STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
+  const stepc_arg_info& a = module_->info().args[i];
   if (a.kind != STEPC_ARG_INPUT || a.dtype != STEPC_I32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not an integer input"));
   if (static_cast<int64_t>(values.size()) != Numel(a))
@@ -226,8 +217,8 @@ absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "': id ", values[k],
                                                      " at position ", k, " is outside [0, ",
                                                      a.id_bound, ")"));
-  std::copy(values.begin(), values.end(), ints_[*i].begin());
-  if (device_) host_newer_[*i] = true;
+  std::copy(values.begin(), values.end(), ints_[i].begin());
+  if (device_) host_newer_[i] = true;
   return absl::OkStatus();
 }
 
@@ -243,7 +234,7 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
     for (int i = 0; i < info.num_args; ++i)
       if (info.args[i].kind == STEPC_ARG_LR || info.args[i].kind == STEPC_ARG_STEP)
         host_newer_[i] = true;
-    if (absl::Status s = Upload(); !s.ok()) return s;
+    STEPC_RETURN_IF_ERROR(Upload());
     absl::StatusOr<StepResult> result = device_->Run(*module_, communicator_->table());
     if (!result.ok())
       return absl::Status(result.status().code(),
@@ -267,60 +258,54 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
 }
 
 absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) const {
-  absl::StatusOr<int> i = Arg(name);
-  if (!i.ok()) return i.status();
-  const stepc_arg_info& a = module_->info().args[*i];
+  STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
+  const stepc_arg_info& a = module_->info().args[i];
   if (a.dtype != STEPC_F32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
-  if (absl::Status d = Download(*i); !d.ok()) return d;
-  if (!Sharded(*i)) return floats_[*i];
+  STEPC_RETURN_IF_ERROR(Download(i));
+  if (!Sharded(i)) return floats_[i];
   if (device_ && !module_->is_cuda_emulation() && communicator_->size() > 1)
     return absl::UnimplementedError(absl::StrCat(
         "reading the sharded '", name, "' of a multi-GPU session is not supported yet"));
-  std::vector<float> all(floats_[*i].size() * ShardCount());
-  if (absl::Status s = communicator_->AllGather(ShardAxes(), floats_[*i].data(), all.data(),
-                                                static_cast<int64_t>(floats_[*i].size()));
-      !s.ok())
-    return s;
+  std::vector<float> all(floats_[i].size() * ShardCount());
+  STEPC_RETURN_IF_ERROR(communicator_->AllGather(ShardAxes(), floats_[i].data(), all.data(),
+                                                 static_cast<int64_t>(floats_[i].size())));
   all.resize(a.global_dim0 * (Numel(a) / a.shape[0]));  // drop the padding rows
   return all;
 }
 
 absl::Status Session::WriteParam(const std::string& name, absl::Span<const float> values) {
-  absl::StatusOr<int> i = Arg(name);
-  if (!i.ok()) return i.status();
-  if (module_->info().args[*i].dtype != STEPC_F32)
+  STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
+  if (module_->info().args[i].dtype != STEPC_F32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
-  const stepc_arg_info& a = module_->info().args[*i];
+  const stepc_arg_info& a = module_->info().args[i];
   const int64_t row = a.rank >= 1 ? Numel(a) / a.shape[0] : 1;
-  const int64_t whole = Sharded(*i) ? a.global_dim0 * row : Numel(a);
+  const int64_t whole = Sharded(i) ? a.global_dim0 * row : Numel(a);
   if (static_cast<int64_t>(values.size()) != whole)
     return absl::InvalidArgumentError(
         absl::StrCat("'", name, "' holds ", whole, " values, got ", values.size()));
-  std::fill(floats_[*i].begin(), floats_[*i].end(), 0.0f);
-  const int64_t first = Sharded(*i) ? ShardIndex() * a.shape[0] * row : 0;
-  std::copy(values.begin() + first, values.begin() + first + ValidRows(*i) * row,
-            floats_[*i].begin());
+  std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
+  const int64_t first = Sharded(i) ? ShardIndex() * a.shape[0] * row : 0;
+  std::copy(values.begin() + first, values.begin() + first + ValidRows(i) * row,
+            floats_[i].begin());
   if (device_) {
-    host_newer_[*i] = true;
-    device_newer_[*i] = false;
+    host_newer_[i] = true;
+    device_newer_[i] = false;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int64_t>> Session::Shape(const std::string& name) const {
-  absl::StatusOr<int> i = Arg(name);
-  if (!i.ok()) return i.status();
-  const stepc_arg_info& a = module_->info().args[*i];
+  STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
+  const stepc_arg_info& a = module_->info().args[i];
   return std::vector<int64_t>(a.shape, a.shape + a.rank);
 }
 
 absl::StatusOr<std::vector<int64_t>> Session::GlobalShape(const std::string& name) const {
-  absl::StatusOr<int> i = Arg(name);
-  if (!i.ok()) return i.status();
-  const stepc_arg_info& a = module_->info().args[*i];
+  STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
+  const stepc_arg_info& a = module_->info().args[i];
   std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-  if (Sharded(*i)) shape[0] = a.global_dim0;
+  if (Sharded(i)) shape[0] = a.global_dim0;
   return shape;
 }
 

@@ -6,6 +6,20 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace stepc {
+
+// The status of a failed native call (CUDA, NCCL, MPI): "<call> failed at
+// <file>:<line>: <detail>". Each API's STEPC_<API>_RETURN_IF_ERROR
+// (cuda_status.h, nccl_status.h, mpi_status.h) builds on this one.
+inline absl::Status NativeCallError(absl::StatusCode code, const char* call, const char* file,
+                                    int line, absl::string_view detail) {
+  return absl::Status(code, absl::StrCat(call, " failed at ", file, ":", line, ": ", detail));
+}
+
+}  // namespace stepc
 
 #define STEPC_STATUS_CONCAT_INNER_(a, b) a##b
 #define STEPC_STATUS_CONCAT_(a, b) STEPC_STATUS_CONCAT_INNER_(a, b)

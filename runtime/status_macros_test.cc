@@ -51,5 +51,14 @@ TEST(StatusMacros, AssignOrReturnMovesValuesAndPropagatesErrors) {
   EXPECT_EQ(Sum(false, true).status().code(), absl::StatusCode::kNotFound);
 }
 
+// What every native API's STEPC_<API>_RETURN_IF_ERROR reports: the call,
+// where it was made, and the library's own text, under the given code.
+TEST(StatusMacros, NativeCallErrorNamesCallFileAndLine) {
+  absl::Status s = NativeCallError(absl::StatusCode::kUnavailable, "ncclAllReduce(...)",
+                                   "runtime/x.cc", 42, "unhandled system error");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "ncclAllReduce(...) failed at runtime/x.cc:42: unhandled system error");
+}
+
 }  // namespace
 }  // namespace stepc
