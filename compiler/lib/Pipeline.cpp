@@ -46,8 +46,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     return emitError("unknown target '" + options.target + "' (expected cuda or cpu)");
   if (options.precision != "fp32" && options.precision != "bf16")
     return emitError("unknown precision '" + options.precision + "' (expected fp32 or bf16)");
-  if (options.until != "autodiff" && options.until != "train-step")
-    return emitError("unknown until '" + options.until + "' (expected autodiff or train-step)");
+  if (options.until != "autodiff" && options.until != "train-step" && options.until != "kernels")
+    return emitError("unknown until '" + options.until +
+                     "' (expected autodiff, train-step or kernels)");
   if (options.batch < 0)
     return emitError("the batch must be at least 1, got " + Twine(options.batch.getValue()));
   std::string error;
@@ -82,7 +83,11 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepScheduleCollectives());
   if (options.precision == "bf16")
     pm.addPass(createStepMixedPrecision());
+  if (options.until == "train-step")
+    return success();
   // Target lowering: the kernels the back end launches.
+  if (options.target == "cuda")
+    pm.addPass(createStepFuseGemmEpilogues());
   if (options.fuseElementwise)
     pm.addPass(createStepFuseElementwise(StepFuseElementwiseOptions{options.target}));
   return success();

@@ -8,6 +8,7 @@
 
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -64,7 +65,18 @@ static FailureOr<T> sumOverBody(Operation *op, T zero, Rule rule) {
   return sum;
 }
 
+/// M, N, K and batch of a stepk.gemm: 2·batch·M·N·K (its epilogue is free).
+static int64_t gemmFlops(stepk::GemmOp gemm) {
+  auto lhs = cast<RankedTensorType>(gemm.getLhs().getType());
+  auto result = cast<RankedTensorType>(gemm.getResult().getType());
+  int64_t k = lhs.getDimSize(lhs.getRank() - (gemm.getTransposeA() ? 2 : 1));
+  return productFlops(batchSize(result), result.getDimSize(result.getRank() - 2),
+                      result.getShape().back(), k);
+}
+
 FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
+  if (auto gemm = dyn_cast<stepk::GemmOp>(op))
+    return withBackward(gemmFlops(gemm));
   // Elementwise math is not counted by the convention; terminators compute
   // nothing; a kernel with a body counts its body.
   if (isa<ScalarMathOpInterface>(op) || op->hasTrait<OpTrait::IsTerminator>())
@@ -113,6 +125,8 @@ static int64_t attentionProduct(OpT op) {
 }
 
 FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
+  if (auto gemm = dyn_cast<stepk::GemmOp>(op))
+    return gemmFlops(gemm);
   // Only products are counted; elementwise math is not.
   if (isa<ScalarMathOpInterface>(op) || op->hasTrait<OpTrait::IsTerminator>())
     return 0;

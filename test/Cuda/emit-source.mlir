@@ -38,13 +38,13 @@
 // CHECK: STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), "step start");
 // CHECK: // step.embedding
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 1), "{{.*}}emit-source.mlir:96:8: 'step.embedding'");
-// The projection: GEMM + bias epilogue; its broadcast and add are gone.
-// CHECK: // step.matmul
+// The projection: GEMM + bias epilogue (one stepk.gemm); its broadcast and
+// add are gone from the IR.
+// CHECK: // stepk.gemm
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((float *)b{{[0-9]+}}), a1, ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_F32, STEPC_CUDA_F32, a2, STEPC_EPILOGUE_NONE, 0),
-// CHECK-NEXT: // step.broadcast
-// CHECK-NEXT: // (computed by the kernel that produces its operand)
-// CHECK-NEXT: // step.add
-// CHECK-NEXT: // (computed by the kernel that produces its operand)
+// CHECK-NOT: // step.broadcast
+// CHECK-NOT: // step.add
+// (the epilogue computes them)
 // The forward saves its log-sum-exp; the backward reads it and the forward's
 // output instead of recomputing them.
 // CHECK: stepc_cuda_attention(ctx, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b[[OUT:[0-9]+]]), STEPC_CUDA_F32, (float *)(saved + 0))
@@ -75,14 +75,14 @@
 // BF16: __global__ void stepc_elementwise{{[0-9]+}}(const float *p0, __nv_bfloat16 *out, int64_t n) {
 // BF16: out[i] = __float2bfloat16(x0);
 // BF16: "bf16"};
-// BF16: // step.matmul
+// BF16: // stepk.gemm
 // BF16-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_BF16, STEPC_CUDA_F32, a2, STEPC_EPILOGUE_NONE, 0),
-// BF16-NEXT: // step.convert
-// BF16-NEXT: // (computed by the kernel that produces its operand)
-// BF16-NEXT: // step.broadcast
-// BF16-NEXT: // (computed by the kernel that produces its operand)
-// BF16-NEXT: // step.add
-// BF16-NEXT: // (computed by the kernel that produces its operand)
+// BF16-NEXT: // step.convert {{.*}}emit-source.mlir:101:8
+// (the next op is the attention input's narrowing, line 101; the
+// projection's ops of lines 98-100 are all inside the stepk.gemm)
+// (the widening convert, the bias broadcast and the add are the GEMM's
+// epilogue, gone from the IR; the attention's widening is still a side
+// table of the emitter)
 // BF16: stepc_cuda_attention(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), STEPC_CUDA_BF16, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, (float *)(saved + 0))
 // BF16: stepc_cuda_attention_grad(ctx,
 // BF16-SAME: STEPC_CUDA_BF16,

@@ -7,14 +7,9 @@
 // RUN: sed 's/gelu %h approximate "tanh"/gelu %h/' %s > %t.exact.mlir
 // RUN: stepc %t.exact.mlir --emit=source -o - | FileCheck %s --check-prefix=EXACT
 
-// CHECK: // step.matmul {{.*}}gelu-epilogue.mlir:[[@LINE+21]]:
+// CHECK: // stepk.gemm {{.*}}gelu-epilogue.mlir:[[@LINE+16]]:
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, {{.*}}, a1, ((float *)b[[GELU:[0-9]+]]), 2, 4, 8, 4, 0, 1, 1, STEPC_CUDA_F32, STEPC_CUDA_F32, a2, STEPC_EPILOGUE_GELU, ((float *)b[[PRE:[0-9]+]])),
-// CHECK-NEXT: // step.broadcast
-// CHECK-NEXT: // (computed by the kernel that produces its operand)
-// CHECK-NEXT: // step.add
-// CHECK-NEXT: // (computed by the kernel that produces its operand)
-// CHECK-NEXT: // step.gelu
-// CHECK-NEXT: // (computed by the kernel that produces its operand)
+// CHECK-NOT: // step.gelu
 // CHECK: STEPC_TRY(stepc_cuda_matmul(ctx, {{.*}}, a3, ((float *)b{{[0-9]+}}), 2, 4, 8, 4, 0, 0, 1, STEPC_CUDA_F32, STEPC_CUDA_F32, 0, STEPC_EPILOGUE_DGELU, ((float *)b[[PRE]])),
 // CHECK-NOT: stepc_gelu
 // CHECK: stepc_cuda_adamw

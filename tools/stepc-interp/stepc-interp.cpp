@@ -349,7 +349,6 @@ int main(int argc, char **argv) {
     options.until = trainMode ? "train-step" : "autodiff";
     options.precision = precision.getValue();
     options.optimizerOptions = optimizerOptions.getValue();
-    options.fuseElementwise = false; // the reference runs op by op
     if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
           llvm::errs() << "stepc-interp: " << message << "\n";
           return failure();

@@ -43,3 +43,27 @@ func.func @fused_arguments(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   }
   return %0 : tensor<8x16xf32>
 }
+
+// -----
+
+func.func @gemm_epilogue_name(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op has unknown epilogue 'relu' (expected none, gelu or dgelu)}}
+  %0 = stepk.gemm %x, %w {epilogue = "relu", shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func @gemm_gelu_needs_pre(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op returns the pre-activation exactly with the gelu epilogue}}
+  %0 = stepk.gemm %x, %w {epilogue = "gelu", shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func @gemm_bias_dim(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<16xf32>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op expects a bias of the result's last dim (32), got 'tensor<16xf32>'}}
+  %0 = stepk.gemm %x, %w bias %b {shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>, tensor<16xf32>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}

@@ -40,7 +40,9 @@ mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const Memory
                                            const ModuleSummary &summary);
 
 /// What the CUDA back end computes inside other ops' kernels, decided before
-/// the memory plan (which must keep a fused group's buffers apart):
+/// the memory plan (which must keep a fused group's buffers apart). The GEMM
+/// decisions are folded into stepk.gemm ops by step-fuse-gemm-epilogues;
+/// what remains a side table is attention's (widening, saved forward):
 /// a bf16 GEMM or attention whose results only feed converts to f32 writes
 /// f32 directly; add(GEMM, broadcast(bias[N])) is cuBLASLt's BIAS epilogue;
 /// a tanh GELU of a GEMM's result is its GELU_AUX epilogue (the

@@ -55,4 +55,36 @@ def StepFuseElementwise : Pass<"step-fuse-elementwise", "mlir::ModuleOp"> {
   ];
 }
 
+def StepFuseGemmEpilogues : Pass<"step-fuse-gemm-epilogues", "mlir::ModuleOp"> {
+  let summary = "Fold bias, GELU and widening into GEMMs (stepk.gemm, CUDA)";
+  let description = [{
+    In each training step, what cuBLASLt computes in a GEMM's epilogue
+    joins the GEMM as one `stepk.gemm`:
+
+      convert_f32(A·B)            => gemm(A, B) -> f32        (bf16 operands)
+      A·B + broadcast(b)          => gemm(A, B) bias b        (BIAS)
+      gelu_tanh(A·B [+ b])        => gemm ... epilogue "gelu" (GELU_AUX[_BIAS]:
+                                     also returns the pre-activation)
+      gelu_tanh_grad(A·B, x)      => gemm ... aux x epilogue "dgelu" (DGELU)
+
+    A fold needs the fused op to be the GEMM result's sole user (the GELU may
+    share it: its pre-activation stays a result), an f32 bias of the last
+    dim, and everything the epilogue reads to exist where the GEMM runs. The
+    stepk.gemm sits at the GEMM's position; the folded ops go. The CUDA
+    pipeline runs it before `step-fuse-elementwise`.
+
+    ```mlir
+    // before
+    %h = step.matmul %x, %w transpose_b : (tensor<8x64xf32>, tensor<256x64xf32>) -> tensor<8x256xf32>
+    %bb = step.broadcast %b : tensor<256xf32> -> tensor<8x256xf32>
+    %a = step.add %h, %bb : tensor<8x256xf32>
+    %g = step.gelu %a approximate tanh : tensor<8x256xf32>
+    // after
+    %g, %a = stepk.gemm %x, %w bias %b {epilogue = "gelu", shared_rhs, transpose_b}
+        : (tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> (tensor<8x256xf32>, tensor<8x256xf32>)
+    ```
+  }];
+  let dependentDialects = ["::stepc::stepk::StepKDialect"];
+}
+
 #endif // STEPC_COMPILER_PASSES_TD

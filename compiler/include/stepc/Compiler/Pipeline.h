@@ -63,15 +63,18 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
                                               "stepk.fused kernels (step-fuse-elementwise)"),
                                llvm::cl::init(true)};
   Option<std::string> until{*this, "until",
-                            llvm::cl::desc("Stop after: autodiff (the gradient "
-                                           "function) or train-step (the default)"),
-                            llvm::cl::init("train-step")};
+                            llvm::cl::desc("Stop after: autodiff (the gradient function), "
+                                           "train-step (the target-independent training "
+                                           "step) or kernels (lowered for the target: the "
+                                           "default)"),
+                            llvm::cl::init("kernels")};
 };
 
 /// Checks `options` and appends the step's passes to `pm`:
 ///   [step-rebind-batch] → step-autodiff → [step-shard-data-parallel |
 ///   step-shard-fully] → step-optimizer → [step-schedule-collectives] →
-///   [step-mixed-precision] → [step-fuse-elementwise].
+///   [step-mixed-precision] → target lowering: [step-fuse-gemm-epilogues
+///   (cuda)] → [step-fuse-elementwise].
 /// A bad option is reported through `emitError` and adds nothing.
 mlir::LogicalResult
 buildStepcPipeline(mlir::OpPassManager &pm, const StepcPipelineOptions &options,

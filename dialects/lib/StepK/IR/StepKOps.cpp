@@ -54,5 +54,30 @@ LogicalResult FusedOp::verify() {
   return success();
 }
 
+LogicalResult GemmOp::verify() {
+  StringRef epilogue = getEpilogue();
+  if (epilogue != "none" && epilogue != "gelu" && epilogue != "dgelu")
+    return emitOpError() << "has unknown epilogue '" << epilogue
+                         << "' (expected none, gelu or dgelu)";
+  if ((epilogue == "gelu") != static_cast<bool>(getPreActivation()))
+    return emitOpError() << "returns the pre-activation exactly with the gelu epilogue";
+  if ((epilogue == "dgelu") != static_cast<bool>(getAux()))
+    return emitOpError() << "reads aux exactly with the dgelu epilogue";
+  auto result = cast<RankedTensorType>(getResult().getType());
+  if (result.getRank() < 2)
+    return emitOpError() << "expects a result of rank >= 2, got " << result;
+  if (Value bias = getBias()) {
+    auto type = cast<RankedTensorType>(bias.getType());
+    if (type.getRank() != 1 || type.getDimSize(0) != result.getShape().back())
+      return emitOpError() << "expects a bias of the result's last dim ("
+                           << result.getShape().back() << "), got " << type;
+  }
+  for (Value v : {getAux(), getPreActivation()})
+    if (v && cast<RankedTensorType>(v.getType()).getShape() != result.getShape())
+      return emitOpError() << "expects aux and pre_activation shaped like the result, got "
+                           << v.getType();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "stepc/Dialect/StepK/IR/StepKOps.cpp.inc"

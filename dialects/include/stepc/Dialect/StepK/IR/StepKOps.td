@@ -71,6 +71,39 @@ def StepK_FusedOp : StepK_Op<"fused",
   }];
 }
 
+def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "one GEMM with its epilogue (cuBLASLt on CUDA)";
+  let description = [{
+    `result = epilogue(op(lhs) · op(rhs) + bias)` converted to the result's
+    element type, in one library call: `op` transposes the last two dims
+    where `transpose_a` / `transpose_b` say; `shared_rhs` is `step.matmul`'s
+    form (every leading lhs dim shares one rhs matrix), else the operands
+    are batched alike (`step.batch_matmul`). `bias` (rank 1, the result's
+    last dim) is broadcast along the rows. Epilogues (tanh GELU only):
+    `"gelu"` also returns the pre-activation (`pre_activation`, what the
+    backward reads; cuBLASLt's GELU_AUX), `"dgelu"` multiplies by the GELU
+    derivative at `aux` (the pre-activation; cuBLASLt's DGELU).
+    `step-fuse-gemm-epilogues` forms these ops from `step.matmul`,
+    `step.convert`, `step.add` of a broadcast, `step.gelu` and
+    `step.gelu_grad`.
+
+    ```mlir
+    %h, %pre = stepk.gemm %x, %w bias %b {epilogue = "gelu", shared_rhs, transpose_b}
+        : (tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> (tensor<8x256xf32>, tensor<8x256xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs,
+                       Optional<AnyRankedTensor>:$bias, Optional<AnyRankedTensor>:$aux,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b, UnitAttr:$shared_rhs,
+                       DefaultValuedStrAttr<StrAttr, "none">:$epilogue);
+  let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$pre_activation);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`bias` $bias^)? (`aux` $aux^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def StepK_YieldOp : StepK_Op<"yield",
     [Pure, ReturnLike, Terminator, HasParent<"FusedOp">]> {
   let summary = "the values a fused kernel stores";
