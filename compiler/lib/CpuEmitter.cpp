@@ -313,6 +313,6 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 } // namespace
 
 FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const MemoryPlan &plan,
-                                            const ModuleSummary &summary) {
-  return CpuEmitter(step, plan).run(summary);
+                                            const SummarizeFn &summarize) {
+  return CpuEmitter(step, plan).run(summarize);
 }

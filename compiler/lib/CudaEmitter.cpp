@@ -39,9 +39,6 @@ std::string typeCode(Type element) {
 
 class CudaEmitter : public SourceEmitter {
 public:
-  /// The arena the emitted step needs, and its launches (after run).
-  int64_t totalArenaBytes() { return arenaBytes(); }
-  int64_t totalLaunches() const { return launches; }
   CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions)
       : SourceEmitter(step, plan, "cuda", fusions.computedBy),
         writesTo(fusions.writesTo), savedForwardOf(fusions.savedForwardOf) {
@@ -69,6 +66,7 @@ private:
   }
   std::string targetExpression() override { return "STEPC_TARGET"; }
   int64_t arenaBytes() override { return savedOffset() + savedBytes; }
+  int64_t launchCount() const override { return launches; }
 
   int64_t statusOffset() const { return lc::AlignUp(plan.arenaBytes, lc::kScratchAlignment); }
   int64_t workspaceOffset() const { return statusOffset() + lc::kScratchAlignment; }
@@ -779,14 +777,6 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
 
 FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan &plan,
                                              const CudaFusions &fusions,
-                                             const ModuleSummary &summary) {
-  return CudaEmitter(step, plan, fusions).run(summary);
-}
-
-FailureOr<CudaStepShape> stepc::cudaStepShape(func::FuncOp step, const MemoryPlan &plan,
-                                              const CudaFusions &fusions) {
-  CudaEmitter emitter(step, plan, fusions);
-  if (failed(emitter.run(ModuleSummary())))
-    return failure();
-  return CudaStepShape{emitter.totalArenaBytes(), emitter.totalLaunches()};
+                                             const SummarizeFn &summarize) {
+  return CudaEmitter(step, plan, fusions).run(summarize);
 }

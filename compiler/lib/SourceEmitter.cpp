@@ -318,8 +318,7 @@ std::string SourceEmitter::metadata() {
   return text;
 }
 
-FailureOr<std::string> SourceEmitter::run(const ModuleSummary &s) {
-  summary = s;
+FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
   Block &block = step.getBody().front();
   planFusions();
   for (Operation &op : block) {
@@ -371,6 +370,11 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &s) {
   }
   if (lossExpr.empty() || normExpr.empty())
     return step.emitOpError() << "expects results named 'loss' and 'grad_norm'";
+  // The body fixed the arena and the launches; the metadata names them.
+  FailureOr<ModuleSummary> summarized = summarize(StepShape{arenaBytes(), launchCount()});
+  if (failed(summarized))
+    return failure();
+  summary = std::move(*summarized);
 
   std::string out;
   llvm::raw_string_ostream os(out);

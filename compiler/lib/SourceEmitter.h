@@ -45,7 +45,9 @@ public:
   }
   virtual ~SourceEmitter() = default;
 
-  mlir::FailureOr<std::string> run(const ModuleSummary &summary);
+  /// Emits the body, asks `summarize` for the metadata given the step's
+  /// shape (known once the body is written), and returns the source.
+  mlir::FailureOr<std::string> run(const SummarizeFn &summarize);
 
 protected:
   // ---- Target hooks.
@@ -74,6 +76,8 @@ protected:
   virtual std::string targetExpression() { return cString(target); }
   /// Bytes of the whole arena (the plan's, plus what the target adds).
   virtual int64_t arenaBytes() { return plan.arenaBytes; }
+  /// Kernel launches and library calls per step.
+  virtual int64_t launchCount() const { return kernels; }
 
   // ---- Shared helpers.
   /// The C expression of a value's storage, typed.

@@ -235,30 +235,54 @@ int main(int argc, char **argv) {
       buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
   if (failed(report))
     return 1;
-  // A CUDA step's arena also holds cuBLASLt's workspace and the kernels'
-  // scratch: known now, before anything runs.
-  if (target == "cuda") {
-    FailureOr<CudaStepShape> shape = cudaStepShape(step, plan, fusions);
-    if (failed(shape))
+  // The step is emitted once: its body fixes the target's arena (on CUDA
+  // also cuBLASLt's workspace and the kernels' scratch) and launches, which
+  // the report names before anything runs; the metadata embeds the report.
+  auto summarize = [&](const StepShape &shape) -> FailureOr<ModuleSummary> {
+    if (target == "cuda") {
+      report->try_emplace("target_arena_bytes", shape.arenaBytes);
+      report->try_emplace("target_planned_peak_bytes",
+                          *report->getInteger("planned_peak_bytes") - plan.arenaBytes +
+                              shape.arenaBytes);
+      report->try_emplace("target_launches_per_step", shape.launches);
+    }
+    ModuleSummary summary;
+    {
+      llvm::raw_string_ostream os(summary.reportJson);
+      os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(*report)));
+    }
+    summary.modelFlops = *report->getInteger("model_flops_per_step");
+    summary.executedFlops = *report->getInteger("executed_flops_per_step");
+    summary.tokens = *report->getInteger("tokens_per_step");
+    summary.worldSize = ranks;
+    summary.sharding = ranks > 1 ? shard.getValue() : "none";
+    summary.meshShape = {ranks};
+    if (shardSpec->replicas > 1)
+      summary.meshShape = {shardSpec->replicas, shardSpec->perGroup};
+    summary.precision = precision.getValue();
+    if (!reportFile.empty()) {
+      std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(reportFile, &error);
+      if (!out) {
+        fail(error);
+        return failure();
+      }
+      out->os() << summary.reportJson << "\n";
+      out->keep();
+    }
+    return summary;
+  };
+  // --emit=mlir on the CPU needs no emission (the report has no target
+  // fields there; a bf16 step can be shown though the CPU cannot run it).
+  FailureOr<std::string> source = std::string();
+  if (emit == "mlir" && target == "cpu") {
+    if (failed(summarize(StepShape{plan.arenaBytes, 0})))
       return 1;
-    report->try_emplace("target_arena_bytes", shape->arenaBytes);
-    report->try_emplace("target_planned_peak_bytes", *report->getInteger("planned_peak_bytes") -
-                                                         plan.arenaBytes + shape->arenaBytes);
-    report->try_emplace("target_launches_per_step", shape->launches);
+  } else {
+    source = target == "cuda" ? emitCudaSource(step, plan, fusions, summarize)
+                              : emitCpuSource(step, plan, summarize);
   }
-  std::string reportJson;
-  {
-    llvm::raw_string_ostream os(reportJson);
-    os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(*report)));
-  }
-  if (!reportFile.empty()) {
-    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(reportFile, &error);
-    if (!out)
-      return fail(error);
-    out->os() << reportJson << "\n";
-    out->keep();
-  }
-
+  if (failed(source))
+    return 1;
   if (emit == "mlir") {
     std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
     if (!out)
@@ -268,21 +292,6 @@ int main(int argc, char **argv) {
     out->keep();
     return 0;
   }
-  ModuleSummary summary;
-  summary.modelFlops = *report->getInteger("model_flops_per_step");
-  summary.executedFlops = *report->getInteger("executed_flops_per_step");
-  summary.tokens = *report->getInteger("tokens_per_step");
-  summary.reportJson = reportJson;
-  summary.worldSize = ranks;
-  summary.sharding = ranks > 1 ? shard.getValue() : "none";
-  summary.meshShape = {ranks};
-  if (shardSpec->replicas > 1)
-    summary.meshShape = {shardSpec->replicas, shardSpec->perGroup};
-  summary.precision = precision.getValue();
-  FailureOr<std::string> source = target == "cuda" ? emitCudaSource(step, plan, fusions, summary)
-                                                   : emitCpuSource(step, plan, summary);
-  if (failed(source))
-    return 1;
   if (emit == "source") {
     std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
     if (!out)

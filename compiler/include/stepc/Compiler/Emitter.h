@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
+#include <functional>
 #include <string>
 
 namespace stepc {
@@ -26,6 +27,17 @@ struct ModuleSummary {
   std::string precision = "fp32";
 };
 
+/// What an emitted step is: its arena (on CUDA the plan's buffers, the
+/// status word, cuBLASLt's workspace, the scratch and the saved
+/// log-sum-exps) and the kernel launches and library calls it makes per step.
+struct StepShape {
+  int64_t arenaBytes = 0;
+  int64_t launches = 0;
+};
+/// Called once an emitter has written the step's body (which fixes its
+/// shape) for the metadata step.so carries (which names it: the report).
+using SummarizeFn = std::function<mlir::FailureOr<ModuleSummary>(const StepShape &)>;
+
 /// Whether both back ends can compute `op` element by element inside a
 /// stepk.fused kernel (ScalarMathOpInterface ops and converts).
 bool isFusableElementwise(mlir::Operation *op);
@@ -37,7 +49,7 @@ bool isFusableElementwise(mlir::Operation *op);
 /// plus the metadata table of the ABI (runtime/stepc_abi.h). Unsupported
 /// element types are errors at the op.
 mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const MemoryPlan &plan,
-                                           const ModuleSummary &summary);
+                                           const SummarizeFn &summarize);
 
 /// What the CUDA back end computes inside other ops' kernels, decided before
 /// the memory plan (which must keep a fused group's buffers apart). The GEMM
@@ -73,17 +85,7 @@ CudaFusions planCudaFusions(mlir::func::FuncOp step);
 /// (launch_config.h). `plan` must have been made with fusions.computedBy.
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const MemoryPlan &plan,
                                             const CudaFusions &fusions,
-                                            const ModuleSummary &summary);
-
-/// What a CUDA step is, as emitCudaSource writes it: its arena (the plan's
-/// buffers, the status word, cuBLASLt's workspace and the scratch) and the
-/// kernel launches and library calls it makes per step.
-struct CudaStepShape {
-  int64_t arenaBytes = 0;
-  int64_t launches = 0;
-};
-mlir::FailureOr<CudaStepShape> cudaStepShape(mlir::func::FuncOp step, const MemoryPlan &plan,
-                                             const CudaFusions &fusions);
+                                            const SummarizeFn &summarize);
 
 } // namespace stepc
 
