@@ -21,6 +21,7 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKTraits.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -87,7 +88,7 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
       last = index[until];
     for (Operation *user : v.getUsers()) {
       int64_t at = isa<func::ReturnOp>(user) ? n : index[user];
-      if (user->getDialect() && user->getDialect()->getNamespace() == "mesh")
+      if (isa<mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(user))
         at = std::max(at, waitIndex(user));
       if (auto span = group.find(user); span != group.end())
         at = std::max(at, span->second.second);

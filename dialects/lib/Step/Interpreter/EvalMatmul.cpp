@@ -1,6 +1,10 @@
 //===- EvalMatmul.cpp - matmul and batch_matmul ---------------------------===//
 
 #include "Eval.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
+
+// The GEMM epilogues' GELU and its gradient, the helpers the back ends run.
+#include "runtime/kernels/elementwise_math.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -48,11 +52,37 @@ LogicalResult evalProduct(OpT op, Operands in, Results out, bool sharedRhs) {
   return success();
 }
 
+/// A stepk.gemm: the product, then its epilogue on each element (bias,
+/// tanh GELU keeping the pre-activation, or the GELU gradient at `aux`),
+/// rounded once to the result type as the library call stores it.
+LogicalResult evalGemm(stepc::stepk::GemmOp gemm, Operands in, Results out) {
+  if (failed(evalProduct(gemm, in, out, gemm.getSharedRhs())))
+    return failure();
+  std::vector<double> &c = out[0].data;
+  unsigned next = 2;
+  if (gemm.getBias()) {
+    const std::vector<double> &bias = in[next++]->data;
+    for (size_t e = 0; e < c.size(); ++e)
+      c[e] += bias[e % bias.size()];
+  }
+  if (gemm.getEpilogue() == "gelu") {
+    out[1].data = c;
+    for (double &x : c)
+      x = stepc_gelu<double>(x, /*tanh_form=*/1);
+  } else if (gemm.getEpilogue() == "dgelu") {
+    const std::vector<double> &aux = in[next]->data;
+    for (size_t e = 0; e < c.size(); ++e)
+      c[e] = stepc_gelu_grad<double>(c[e], aux[e], /*tanh_form=*/1);
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult stepc::interp::evalMatmul(Operation *op, Operands in, Results out) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](BatchMatmulOp mm) { return evalProduct(mm, in, out, false); })
       .Case([&](MatmulOp mm) { return evalProduct(mm, in, out, true); })
+      .Case([&](stepc::stepk::GemmOp gemm) { return evalGemm(gemm, in, out); })
       .Default([](Operation *other) { return other->emitOpError() << "is not a matmul"; });
 }

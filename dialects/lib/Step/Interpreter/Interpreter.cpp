@@ -74,7 +74,7 @@ static LogicalResult (*familyOf(Operation *op))(Operation *, Operands, Results) 
       .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, PadOp, ReduceMaxGradOp,
             ReduceMaxOp, ReduceMeanOp, ReduceSumOp, ReshapeOp, SliceOp,
             TransposeOp>([](Operation *) { return &evalShape; })
-      .Case<BatchMatmulOp, MatmulOp>([](Operation *) { return &evalMatmul; })
+      .Case<BatchMatmulOp, MatmulOp, stepk::GemmOp>([](Operation *) { return &evalMatmul; })
       .Case<LayerNormGradOp, LayerNormOp, RmsNormGradOp, RmsNormOp,
             SoftmaxGradOp, SoftmaxOp>([](Operation *) { return &evalNorm; })
       .Case<AttentionGradOp, AttentionOp, RotaryOp>(
