@@ -174,6 +174,10 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
                                isa<MatmulOp>(op) ? 1 : 0);
             return success();
           })
+          .Case([&](stepk::CallOp c) {
+            b << "  stepc_cpu_" << c.getCallee() << "(" << libraryArgs(c) << ");\n";
+            return success();
+          })
           .Case([&](BroadcastOp o) {
             b << "  stepc_cpu_broadcast(" << ptr(o.getInput()) << ", " << shape(o.getInput())
               << ", " << rank(o.getInput()) << ", " << ptr(o) << ", " << shape(o) << ", "
@@ -222,22 +226,6 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
                      e.getIds(), "id", v);
             return success();
           })
-          .Case([&](LayerNormGradOp l) {
-            b << llvm::formatv("  stepc_cpu_layer_norm_grad({0}, {1}, {2}, {3}, {4}, {5:e}, "
-                               "{6}, {7}, {8});\n",
-                               ptr(l.getGrad()), ptr(l.getInput()), ptr(l.getWeight()),
-                               rows(l.getInput()), lastDim(l.getInput()),
-                               l.getEpsilon().convertToDouble(), ptr(l.getInputGrad()),
-                               ptr(l.getWeightGrad()), ptr(l.getBiasGrad()));
-            return success();
-          })
-          .Case([&](LayerNormOp l) {
-            b << llvm::formatv("  stepc_cpu_layer_norm({0}, {1}, {2}, {3}, {4}, {5:e}, {6});\n",
-                               ptr(l.getInput()), ptr(l.getWeight()), ptr(l.getBias()),
-                               rows(l.getInput()), lastDim(l.getInput()),
-                               l.getEpsilon().convertToDouble(), ptr(l));
-            return success();
-          })
           .Case([&](PadOp p) {
             b << "  stepc_cpu_fill(" << ptr(p) << ", " << numel(p) << ", 0.0f);\n";
             b << "  stepc_cpu_copy_box(" << boxCopyArgs(p.getInput(), {}, p, p.getLow(), p.getInput())
@@ -259,43 +247,9 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
               << ptr(r) << ");\n";
             return success();
           })
-          .Case([&](RmsNormGradOp l) {
-            b << llvm::formatv("  stepc_cpu_rms_norm_grad({0}, {1}, {2}, {3}, {4}, {5:e}, "
-                               "{6}, {7});\n",
-                               ptr(l.getGrad()), ptr(l.getInput()), ptr(l.getWeight()),
-                               rows(l.getInput()), lastDim(l.getInput()),
-                               l.getEpsilon().convertToDouble(), ptr(l.getInputGrad()),
-                               ptr(l.getWeightGrad()));
-            return success();
-          })
-          .Case([&](RmsNormOp l) {
-            b << llvm::formatv("  stepc_cpu_rms_norm({0}, {1}, {2}, {3}, {4:e}, {5});\n",
-                               ptr(l.getInput()), ptr(l.getWeight()), rows(l.getInput()),
-                               lastDim(l.getInput()), l.getEpsilon().convertToDouble(), ptr(l));
-            return success();
-          })
-          .Case([&](RotaryOp r) {
-            RankedTensorType t = r.getType();
-            b << llvm::formatv("  stepc_cpu_rotary({0}, {1}, {2}, {3}, {4}, {5:e}, {6}, {7});\n",
-                               ptr(r.getInput()), t.getDimSize(0), t.getDimSize(1),
-                               t.getDimSize(2), r.getHeadDim(),
-                               r.getTheta().convertToDouble(), r.getInverse() ? 1 : 0, ptr(r));
-            return success();
-          })
           .Case([&](SliceOp sl) {
             b << "  stepc_cpu_copy_box("
               << boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) << ");\n";
-            return success();
-          })
-          .Case<SoftmaxGradOp, SoftmaxOp>([&](auto sm) {
-            auto [outer, length, inner] = linesAlong(sm.getType(), sm.getDim());
-            if constexpr (std::is_same_v<decltype(sm), SoftmaxOp>)
-              b << llvm::formatv("  stepc_cpu_softmax({0}, {1}, {2}, {3}, {4});\n",
-                                 ptr(sm.getInput()), outer, length, inner, ptr(sm));
-            else
-              b << llvm::formatv("  stepc_cpu_softmax_grad({0}, {1}, {2}, {3}, {4}, {5});\n",
-                                 ptr(sm.getGrad()), ptr(sm.getOutput()), outer, length,
-                                 inner, ptr(sm));
             return success();
           })
           .Case([&](TransposeOp t) {

@@ -496,6 +496,16 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                           g.getTransposeB(), g.getSharedRhs(), g.getBias(), epilogue,
                           epilogue == 1 ? g.getPreActivation() : g.getAux());
       })
+      .Case([&](stepk::CallOp c) {
+        std::optional<int64_t> scratch = c.getScratchBytes();
+        if (scratch)
+          needScratch(*scratch);
+        // Errors name the op the call computes.
+        call(&c.getBody().front().front(),
+             "stepc_cuda_" + c.getCallee().str() + "(ctx, " +
+                 libraryArgs(c, scratch ? "(float *)scratch" : "") + ")");
+        return success();
+      })
       .Case([&](MatmulOp m) {
         return emitMatmul(op, m.getLhs(), m.getRhs(), m.getResult(), m.getTransposeA(),
                           m.getTransposeB(), /*sharedRhs=*/true);
@@ -549,24 +559,6 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                                lastDim(e), ptr(e), checkSite(op, "id")));
         return success();
       })
-      .Case([&](LayerNormOp l) {
-        call(op, llvm::formatv("stepc_cuda_layer_norm(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6})",
-                               ptr(l.getInput()), ptr(l.getWeight()), ptr(l.getBias()),
-                               rows(l.getInput()), lastDim(l.getInput()),
-                               l.getEpsilon().convertToDouble(), ptr(l)));
-        return success();
-      })
-      .Case([&](LayerNormGradOp l) {
-        needScratch(lc::PlanNormGrad(rows(l.getInput()), lastDim(l.getInput())).scratch_floats *
-                    4);
-        call(op, llvm::formatv("stepc_cuda_layer_norm_grad(ctx, {0}, {1}, {2}, {3}, {4}, "
-                               "{5:e}, (float *)scratch, {6}, {7}, {8})",
-                               ptr(l.getGrad()), ptr(l.getInput()), ptr(l.getWeight()),
-                               rows(l.getInput()), lastDim(l.getInput()),
-                               l.getEpsilon().convertToDouble(), ptr(l.getInputGrad()),
-                               ptr(l.getWeightGrad()), ptr(l.getBiasGrad())));
-        return success();
-      })
       .Case([&](PadOp p) {
         call(op, llvm::formatv("stepc_cuda_fill(ctx, {0}, {1}, 0.0f)", ptr(p),
                                typeOf(p).getNumElements()));
@@ -594,45 +586,9 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                                reduceMask(r.getDims(), in.getRank()), kind, ptr(r)));
         return success();
       })
-      .Case([&](RmsNormOp l) {
-        call(op, llvm::formatv("stepc_cuda_rms_norm(ctx, {0}, {1}, {2}, {3}, {4:e}, {5})",
-                               ptr(l.getInput()), ptr(l.getWeight()), rows(l.getInput()),
-                               lastDim(l.getInput()), l.getEpsilon().convertToDouble(), ptr(l)));
-        return success();
-      })
-      .Case([&](RmsNormGradOp l) {
-        needScratch(lc::PlanNormGrad(rows(l.getInput()), lastDim(l.getInput())).scratch_floats *
-                    4);
-        call(op, llvm::formatv("stepc_cuda_rms_norm_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, "
-                               "(float *)scratch, {6}, {7})",
-                               ptr(l.getGrad()), ptr(l.getInput()), ptr(l.getWeight()),
-                               rows(l.getInput()), lastDim(l.getInput()),
-                               l.getEpsilon().convertToDouble(), ptr(l.getInputGrad()),
-                               ptr(l.getWeightGrad())));
-        return success();
-      })
-      .Case([&](RotaryOp r) {
-        RankedTensorType t = r.getType();
-        call(op, llvm::formatv("stepc_cuda_rotary(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6}, {7})",
-                               ptr(r.getInput()), t.getDimSize(0), t.getDimSize(1),
-                               t.getDimSize(2), r.getHeadDim(), r.getTheta().convertToDouble(),
-                               r.getInverse() ? 1 : 0, ptr(r)));
-        return success();
-      })
       .Case([&](SliceOp sl) {
         call(op, "stepc_cuda_copy_box(ctx, " +
                      boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) + ")");
-        return success();
-      })
-      .Case<SoftmaxGradOp, SoftmaxOp>([&](auto sm) {
-        auto [outer, length, inner] = linesAlong(sm.getType(), sm.getDim());
-        if constexpr (std::is_same_v<decltype(sm), SoftmaxOp>)
-          call(op, llvm::formatv("stepc_cuda_softmax(ctx, {0}, {1}, {2}, {3}, {4})",
-                                 ptr(sm.getInput()), outer, length, inner, ptr(sm)));
-        else
-          call(op, llvm::formatv("stepc_cuda_softmax_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
-                                 ptr(sm.getGrad()), ptr(sm.getOutput()), outer, length, inner,
-                                 ptr(sm)));
         return success();
       })
       .Case([&](TransposeOp t) {

@@ -88,6 +88,7 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   // Target lowering: the kernels the back end launches.
   if (options.target == "cuda")
     pm.addPass(createStepFuseGemmEpilogues());
+  pm.addPass(createStepLowerLibraryCalls(StepLowerLibraryCallsOptions{options.target}));
   if (options.fuseElementwise)
     pm.addPass(createStepFuseElementwise(StepFuseElementwiseOptions{options.target}));
   return success();

@@ -168,6 +168,23 @@ SourceEmitter::groupCode(stepk::FusedOp fused,
   return code;
 }
 
+std::string SourceEmitter::libraryArgs(stepk::CallOp call, const std::string &scratch) {
+  SmallVector<std::string> args;
+  for (Value in : call.getInputs())
+    args.push_back(ptr(in));
+  for (Attribute scalar : call.getScalars()) {
+    if (auto i = dyn_cast<IntegerAttr>(scalar))
+      args.push_back(std::to_string(i.getInt()));
+    else
+      args.push_back(llvm::formatv("{0:e}", cast<FloatAttr>(scalar).getValueAsDouble()).str());
+  }
+  if (!scratch.empty())
+    args.push_back(scratch);
+  for (Value out : call.getResults())
+    args.push_back(ptr(out));
+  return llvm::join(args, ", ");
+}
+
 std::string SourceEmitter::startRequest(Value result) {
   std::string name = "rq" + std::to_string(requests++);
   body << "  int32_t " << name << ";\n";
@@ -322,9 +339,9 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
   Block &block = step.getBody().front();
   planFusions();
   for (Operation &op : block) {
-    // A fused kernel's types are its members'.
-    if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
-      for (Operation &member : fused.getBody().front().without_terminator())
+    // A kernel with a body (stepk.fused, stepk.call) has its members' types.
+    if (op.getNumRegions() == 1) {
+      for (Operation &member : op.getRegion(0).front().without_terminator())
         if (failed(checkTypes(&member)))
           return failure();
     } else if (failed(checkTypes(&op))) {
@@ -346,7 +363,9 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
       continue;
     }
     ++kernels;
-    body << "  // " << op.getName() << " " << where(&op) << "\n";
+    // A library call is named after the op it computes.
+    Operation *named = isa<stepk::CallOp>(op) ? &op.getRegion(0).front().front() : &op;
+    body << "  // " << named->getName() << " " << where(&op) << "\n";
     if (std::optional<LogicalResult> done = emitCollective(&op)) {
       if (failed(*done))
         return failure();

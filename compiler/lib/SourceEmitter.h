@@ -117,6 +117,10 @@ protected:
   static GroupCode groupCode(stepk::FusedOp fused,
                              const std::function<std::string(unsigned)> &load,
                              const std::function<std::string(mlir::Type, std::string)> &round);
+  /// The arguments of a library call both targets share: inputs, scalars,
+  /// `scratch` (when the kernel takes one and the target passes it),
+  /// results.
+  std::string libraryArgs(stepk::CallOp call, const std::string &scratch = "");
   /// Lowers a mesh collective (start, request); nullopt if `op` is not one.
   std::optional<mlir::LogicalResult> emitCollective(mlir::Operation *op);
   /// Whether two values' storage is disjoint (a kernel may write one while

@@ -67,3 +67,15 @@ func.func @gemm_bias_dim(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor
   %0 = stepk.gemm %x, %w bias %b {shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>, tensor<16xf32>) -> tensor<8x32xf32>
   return %0 : tensor<8x32xf32>
 }
+
+// -----
+
+func.func @call_scalars(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  // expected-error @+1 {{'stepk.call' op expects integer and float scalars, got "eight"}}
+  %0 = stepk.call "softmax"(%x) {scalars = [2, "eight", 4]} : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  ^bb0(%a: tensor<2x8x4xf32>):
+    %y = step.softmax %a dim 1 : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+    stepk.yield %y : tensor<2x8x4xf32>
+  }
+  return %0 : tensor<2x8x4xf32>
+}

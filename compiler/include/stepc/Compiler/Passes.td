@@ -87,4 +87,32 @@ def StepFuseGemmEpilogues : Pass<"step-fuse-gemm-epilogues", "mlir::ModuleOp"> {
   let dependentDialects = ["::stepc::stepk::StepKDialect"];
 }
 
+def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
+  let summary = "Lower composite ops to calls of the kernel library (stepk.call)";
+  let description = [{
+    In each training step, an op the runtime's kernel library computes in
+    one call becomes a `stepk.call` holding it: the callee, the scalar
+    arguments in the signature's order and (target cuda) the scratch the
+    kernel needs, from one table (`compiler/lib/LowerLibraryCalls.cpp`)
+    that both back ends print from. Covered: layer_norm, rms_norm, softmax,
+    rotary and their gradients. Other ops stay as they are.
+
+    ```mlir
+    // before
+    %y = step.softmax %x dim 2 : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
+    // after
+    %y = stepk.call "softmax"(%x) {scalars = [512, 64, 1]} : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32> {
+    ^bb0(%a: tensor<8x64x64xf32>):
+      %0 = step.softmax %a dim 2 : (tensor<8x64x64xf32>) -> tensor<8x64x64xf32>
+      stepk.yield %0 : tensor<8x64x64xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::stepc::stepk::StepKDialect"];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu or cuda (whose kernels may need scratch)">
+  ];
+}
+
 #endif // STEPC_COMPILER_PASSES_TD

@@ -104,9 +104,9 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
     values[arg] = std::move(t);
   }
 
-  // One op: its results from its operands' values. A stepk.fused kernel
-  // evaluates its body, each member rounded as if stored (as the back ends
-  // round registers), and yields its results.
+  // One op: its results from its operands' values. A kernel with a body
+  // (stepk.fused, stepk.call) evaluates it, each member rounded as if stored
+  // (as the back ends round registers), and yields its results.
   std::function<LogicalResult(Operation &)> evalOp = [&](Operation &op) -> LogicalResult {
     SmallVector<const Tensor *> operands;
     for (Value v : op.getOperands()) {
@@ -115,14 +115,15 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
         return op.emitOpError() << "uses a value defined outside the function body";
       operands.push_back(&it->second);
     }
-    if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
-      Block &body = fused.getBody().front();
+    if (isa<stepk::FusedOp, stepk::CallOp>(op)) {
+      Block &body = op.getRegion(0).front();
       for (auto [arg, tensor] : llvm::zip(body.getArguments(), operands))
         values[arg] = *tensor;
       for (Operation &member : body.without_terminator())
         if (failed(evalOp(member)))
           return failure();
-      for (auto [result, yielded] : llvm::zip(fused.getResults(), fused.getYield().getValues()))
+      auto yield = cast<stepk::YieldOp>(body.getTerminator());
+      for (auto [result, yielded] : llvm::zip(op.getResults(), yield.getValues()))
         values[result] = values.lookup(yielded);
       return success();
     }

@@ -24,23 +24,45 @@ int64_t FusedOp::getNumElements() {
 
 YieldOp FusedOp::getYield() { return cast<YieldOp>(getBody().front().getTerminator()); }
 
+/// What every kernel with a body checks: one block argument per input, of
+/// its type, and a yield of the results' types.
+static LogicalResult verifyKernelBody(Operation *op, ValueRange inputs, Region &region) {
+  Block &body = region.front();
+  if (body.getNumArguments() != inputs.size())
+    return op->emitOpError() << "expects one body argument per input, got "
+                             << body.getNumArguments() << " for " << inputs.size();
+  for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))
+    if (input.getType() != arg.getType())
+      return op->emitOpError() << "body argument #" << arg.getArgNumber() << " has type "
+                               << arg.getType() << ", its input " << input.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return op->emitOpError() << "expects its body to end in 'stepk.yield'";
+  if (yield.getValues().getTypes() != op->getResultTypes())
+    return op->emitOpError() << "yields " << yield.getValues().getTypes()
+                             << " but its results are " << op->getResultTypes();
+  return success();
+}
+
+YieldOp CallOp::getYield() { return cast<YieldOp>(getBody().front().getTerminator()); }
+
+LogicalResult CallOp::verify() {
+  if (getCallee().empty())
+    return emitOpError() << "expects a callee";
+  for (Attribute scalar : getScalars())
+    if (!isa<IntegerAttr, FloatAttr>(scalar))
+      return emitOpError() << "expects integer and float scalars, got " << scalar;
+  if (getScratchBytes() && *getScratchBytes() < 0)
+    return emitOpError() << "expects scratch_bytes >= 0, got " << *getScratchBytes();
+  return verifyKernelBody(*this, getInputs(), getBody());
+}
+
 LogicalResult FusedOp::verify() {
   if (getNumResults() == 0)
     return emitOpError() << "expects at least one result";
+  if (failed(verifyKernelBody(*this, getInputs(), getBody())))
+    return failure();
   Block &body = getBody().front();
-  if (body.getNumArguments() != getInputs().size())
-    return emitOpError() << "expects one body argument per input, got "
-                         << body.getNumArguments() << " for " << getInputs().size();
-  for (auto [input, arg] : llvm::zip(getInputs(), body.getArguments()))
-    if (input.getType() != arg.getType())
-      return emitOpError() << "body argument #" << arg.getArgNumber() << " has type "
-                           << arg.getType() << ", its input " << input.getType();
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
-  if (!yield)
-    return emitOpError() << "expects its body to end in 'stepk.yield'";
-  if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError() << "yields " << yield.getValues().getTypes()
-                         << " but its results are " << getResultTypes();
   int64_t n = getNumElements();
   SmallVector<Value> values(getInputs());
   llvm::append_range(values, getResults());

@@ -104,8 +104,43 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
+  let summary = "one call of a library kernel";
+  let description = [{
+    A kernel of the runtime's library (`runtime/kernels/{cpu,cuda}/`),
+    called as `stepc_<target>_<callee>(inputs..., scalars..., [scratch,]
+    results...)` (CUDA prepends its context): the signature both targets
+    share. What it computes is its body, the `step` op it lowers (which the
+    interpreter and the FLOP rules read). `scalars` are the integer and float
+    arguments in signature order; `scratch_bytes` the scratch the CUDA
+    kernel needs (the arena's scratch region holds the largest).
+    `step-lower-library-calls` forms these ops from one table.
+
+    ```mlir
+    %y = stepk.call "layer_norm"(%x, %w, %b) {scalars = [512, 64, 1.0e-05]}
+        : (tensor<8x64x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<8x64x64xf32> {
+    ^bb0(%x0: tensor<8x64x64xf32>, %w0: tensor<64xf32>, %b0: tensor<64xf32>):
+      %0 = step.layer_norm %x0, %w0, %b0 : (tensor<8x64x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<8x64x64xf32>
+      stepk.yield %0 : tensor<8x64x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$callee, Variadic<AnyRankedTensor>:$inputs,
+                       ArrayAttr:$scalars,
+                       OptionalAttr<I64Attr>:$scratch_bytes);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+    "$callee `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The yield of the body.
+    YieldOp getYield();
+  }];
+}
+
 def StepK_YieldOp : StepK_Op<"yield",
-    [Pure, ReturnLike, Terminator, HasParent<"FusedOp">]> {
+    [Pure, ReturnLike, Terminator, ParentOneOf<["FusedOp", "CallOp"]>]> {
   let summary = "the values a fused kernel stores";
   let arguments = (ins Variadic<AnyRankedTensor>:$values);
   let assemblyFormat = "$values attr-dict `:` type($values)";

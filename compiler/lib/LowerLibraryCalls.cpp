@@ -1,0 +1,144 @@
+//===- LowerLibraryCalls.cpp - composite ops as stepk.call ----------------===//
+//
+// One table, in alphabetical order: for each op the kernel library computes
+// in one call, the callee and the scalar arguments in the order both
+// targets' signatures take them (`stepc_cpu_<callee>` and
+// `stepc_cuda_<callee>` in runtime/kernels/{cpu,cuda}): inputs, scalars,
+// [CUDA scratch], results. Ops not in the table are left to the emitters.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Compiler/Passes.h"
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "runtime/kernels/cuda/launch_config.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <optional>
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPLOWERLIBRARYCALLS
+#include "stepc/Compiler/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+/// How one op is called.
+struct LibraryCall {
+  StringRef callee;
+  /// Integer and float arguments, in signature order.
+  SmallVector<Attribute> scalars;
+  /// The CUDA kernel takes a scratch pointer (of this many bytes).
+  std::optional<int64_t> scratchBytes;
+};
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+/// The last dim of `v`, and the rows before it.
+int64_t lastDim(Value v) { return typeOf(v).getShape().back(); }
+int64_t rows(Value v) { return typeOf(v).getNumElements() / lastDim(v); }
+
+/// The table. `norm`: (rows, d, eps) of a norm and its gradient; `lines`:
+/// (outer, length, inner) of a softmax along `dim`.
+std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
+  Builder b(op->getContext());
+  auto i64 = [&](int64_t v) -> Attribute { return b.getI64IntegerAttr(v); };
+  auto f64 = [&](double v) -> Attribute { return b.getF64FloatAttr(v); };
+  auto norm = [&](Value x, APFloat eps) {
+    return SmallVector<Attribute>{i64(rows(x)), i64(lastDim(x)), f64(eps.convertToDouble())};
+  };
+  auto normGradScratch = [&](Value x) -> std::optional<int64_t> {
+    if (!cuda)
+      return std::nullopt;
+    return cuda::PlanNormGrad(rows(x), lastDim(x)).scratch_floats * 4;
+  };
+  auto lines = [&](RankedTensorType type, int64_t dim) {
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= type.getDimSize(d);
+    for (int64_t d = dim + 1; d < type.getRank(); ++d)
+      inner *= type.getDimSize(d);
+    return SmallVector<Attribute>{i64(outer), i64(type.getDimSize(dim)), i64(inner)};
+  };
+  return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
+      .Case([&](LayerNormGradOp l) {
+        return LibraryCall{"layer_norm_grad", norm(l.getInput(), l.getEpsilon()),
+                           normGradScratch(l.getInput())};
+      })
+      .Case([&](LayerNormOp l) {
+        return LibraryCall{"layer_norm", norm(l.getInput(), l.getEpsilon()), std::nullopt};
+      })
+      .Case([&](RmsNormGradOp l) {
+        return LibraryCall{"rms_norm_grad", norm(l.getInput(), l.getEpsilon()),
+                           normGradScratch(l.getInput())};
+      })
+      .Case([&](RmsNormOp l) {
+        return LibraryCall{"rms_norm", norm(l.getInput(), l.getEpsilon()), std::nullopt};
+      })
+      .Case([&](RotaryOp r) {
+        RankedTensorType t = r.getType();
+        return LibraryCall{"rotary",
+                           {i64(t.getDimSize(0)), i64(t.getDimSize(1)), i64(t.getDimSize(2)),
+                            i64(r.getHeadDim()), f64(r.getTheta().convertToDouble()),
+                            i64(r.getInverse() ? 1 : 0)},
+                           std::nullopt};
+      })
+      .Case([&](SoftmaxGradOp s) {
+        return LibraryCall{"softmax_grad", lines(s.getType(), s.getDim()), std::nullopt};
+      })
+      .Case([&](SoftmaxOp s) {
+        return LibraryCall{"softmax", lines(s.getType(), s.getDim()), std::nullopt};
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Replaces `op` by a stepk.call of `call` whose body is `op`.
+void lower(Operation *op, const LibraryCall &call) {
+  OpBuilder b(op);
+  Builder attrs(op->getContext());
+  auto kernel = b.create<stepk::CallOp>(
+      op->getLoc(), op->getResultTypes(), attrs.getStringAttr(call.callee), op->getOperands(),
+      attrs.getArrayAttr(call.scalars),
+      call.scratchBytes ? attrs.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr());
+  Block *body = new Block();
+  kernel.getBody().push_back(body);
+  IRMapping map;
+  for (Value in : op->getOperands())
+    map.map(in, body->addArgument(in.getType(), in.getLoc()));
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  Operation *clone = inner.clone(*op, map);
+  inner.create<stepk::YieldOp>(op->getLoc(), clone->getResults());
+  op->replaceAllUsesWith(kernel.getResults());
+  op->erase();
+}
+
+struct StepLowerLibraryCallsPass
+    : public stepc::impl::StepLowerLibraryCallsBase<StepLowerLibraryCallsPass> {
+  using StepLowerLibraryCallsBase::StepLowerLibraryCallsBase;
+  void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      emitError(getOperation().getLoc()) << "step-lower-library-calls: unknown target '"
+                                         << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    for (auto step : getOperation().getOps<func::FuncOp>()) {
+      if (!step->hasAttr(StepDialect::kTrainStepAttrName))
+        continue;
+      SmallVector<std::pair<Operation *, LibraryCall>> calls;
+      for (Operation &op : step.getBody().front())
+        if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))
+          calls.push_back({&op, std::move(*call)});
+      for (auto &[op, call] : calls)
+        lower(op, call);
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,43 @@
+// RUN: stepc-opt %s -split-input-file -step-lower-library-calls | FileCheck %s --check-prefixes=CHECK,CPU
+// RUN: stepc-opt %s -split-input-file -step-lower-library-calls=target=cuda | FileCheck %s --check-prefixes=CHECK,CUDA
+
+// A norm and its gradient: (rows, d, eps), and on CUDA the gradient's
+// scratch (PlanNormGrad: the statistics and the column partial sums).
+// CHECK-LABEL: func.func @layer_norm
+// CHECK: %[[Y:.*]] = stepk.call "layer_norm"(%arg0, %arg1, %arg2) {scalars = [16, 32, 1.000000e-05]}
+// CHECK-NEXT: ^bb0(
+// CHECK-NEXT: step.layer_norm
+// CHECK-NEXT: stepk.yield
+// CPU: stepk.call "layer_norm_grad"(%arg3, %arg0, %arg1) {scalars = [16, 32, 1.000000e-05]}
+// CUDA: stepk.call "layer_norm_grad"(%arg3, %arg0, %arg1) {scalars = [16, 32, 1.000000e-05], scratch_bytes = {{[0-9]+}} : i64}
+func.func @layer_norm(%x: tensor<16x32xf32>, %w: tensor<32xf32>, %b: tensor<32xf32>, %dy: tensor<16x32xf32>) -> (tensor<16x32xf32>, tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>) attributes {step.train_step} {
+  %y = step.layer_norm %x, %w, %b : (tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<16x32xf32>
+  %dx, %dw, %db = step.layer_norm_grad %dy, %x, %w : (tensor<16x32xf32>, tensor<16x32xf32>, tensor<32xf32>) -> (tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>)
+  return %y, %dx, %dw, %db : tensor<16x32xf32>, tensor<16x32xf32>, tensor<32xf32>, tensor<32xf32>
+}
+
+// -----
+
+// A softmax along the middle dim: (outer, length, inner).
+// CHECK-LABEL: func.func @softmax
+// CHECK: stepk.call "softmax"(%arg0) {scalars = [2, 8, 4]}
+func.func @softmax(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> attributes {step.train_step} {
+  %y = step.softmax %x dim 1 : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  return %y : tensor<2x8x4xf32>
+}
+
+// -----
+
+// Must not fire: ops outside the table, and functions that are not a step.
+// CHECK-LABEL: func.func @not_in_table
+// CHECK-NOT: stepk.call
+// CHECK-LABEL: func.func @not_a_step
+// CHECK-NOT: stepk.call
+func.func @not_in_table(%x: tensor<8x16xf32>) -> tensor<8xf32> attributes {step.train_step} {
+  %s = step.reduce_sum %x dims [1] : (tensor<8x16xf32>) -> tensor<8xf32>
+  return %s : tensor<8xf32>
+}
+func.func @not_a_step(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  %y = step.softmax %x dim 1 : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+  return %y : tensor<2x8x4xf32>
+}
