@@ -175,7 +175,13 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](stepk::CallOp c) {
-            b << "  stepc_cpu_" << c.getCallee() << "(" << libraryArgs(c) << ");\n";
+            std::string text = "stepc_cpu_" + c.getCallee().str() + "(" + libraryArgs(c) + ")";
+            // A kernel that checks ids returns the first bad position + 1.
+            if (std::optional<StringRef> what = c.getIdCheck())
+              checkIds(&c.getBody().front().front(), text, c.getInputs()[*c.getIdOperand()],
+                       *what, *c.getIdBound());
+            else
+              b << "  " << text << ";\n";
             return success();
           })
           .Case([&](BroadcastOp o) {
@@ -190,42 +196,6 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](ConstantOp c) { return emitConstant(c); })
-          .Case([&](CrossEntropyGradOp c) {
-            int64_t v = lastDim(c.getLogits());
-            checkIds(op,
-                     llvm::formatv("stepc_cpu_cross_entropy_grad({0}, {1}, {2}, {3}, {4}, {5})",
-                                   ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getTargets()),
-                                   rows(c.getLogits()), v, ptr(c)),
-                     c.getTargets(), "target", v);
-            return success();
-          })
-          .Case([&](CrossEntropyOp c) {
-            int64_t v = lastDim(c.getLogits());
-            checkIds(op,
-                     llvm::formatv("stepc_cpu_cross_entropy({0}, {1}, {2}, {3}, {4})",
-                                   ptr(c.getLogits()), ptr(c.getTargets()),
-                                   rows(c.getLogits()), v, ptr(c)),
-                     c.getTargets(), "target", v);
-            return success();
-          })
-          .Case([&](EmbeddingGradOp e) {
-            int64_t v = e.getNumEmbeddings();
-            checkIds(op,
-                     llvm::formatv("stepc_cpu_embedding_grad({0}, {1}, {2}, {3}, {4}, {5})",
-                                   ptr(e.getGrad()), ptr(e.getIds()), numel(e.getIds()), v,
-                                   lastDim(e), ptr(e)),
-                     e.getIds(), "id", v);
-            return success();
-          })
-          .Case([&](EmbeddingOp e) {
-            int64_t v = e.getTable().getType().getDimSize(0);
-            checkIds(op,
-                     llvm::formatv("stepc_cpu_embedding({0}, {1}, {2}, {3}, {4}, {5})",
-                                   ptr(e.getTable()), ptr(e.getIds()), numel(e.getIds()), v,
-                                   lastDim(e), ptr(e)),
-                     e.getIds(), "id", v);
-            return success();
-          })
           .Case([&](PadOp p) {
             b << "  stepc_cpu_fill(" << ptr(p) << ", " << numel(p) << ", 0.0f);\n";
             b << "  stepc_cpu_copy_box(" << boxCopyArgs(p.getInput(), {}, p, p.getLow(), p.getInput())

@@ -500,10 +500,13 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         std::optional<int64_t> scratch = c.getScratchBytes();
         if (scratch)
           needScratch(*scratch);
-        // Errors name the op the call computes.
-        call(&c.getBody().front().front(),
-             "stepc_cuda_" + c.getCallee().str() + "(ctx, " +
-                 libraryArgs(c, scratch ? "(float *)scratch" : "") + ")");
+        // Errors name the op the call computes; a kernel that checks ids
+        // records the first bad one under its check site, passed last.
+        Operation *site = &c.getBody().front().front();
+        std::string args = libraryArgs(c, scratch ? "(float *)scratch" : "");
+        if (std::optional<StringRef> what = c.getIdCheck())
+          args += ", " + std::to_string(checkSite(site, *what));
+        call(site, "stepc_cuda_" + c.getCallee().str() + "(ctx, " + args + ")");
         return success();
       })
       .Case([&](MatmulOp m) {
@@ -526,39 +529,6 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](ConstantOp c) { return emitConstant(c); })
-      .Case([&](CrossEntropyOp c) {
-        int64_t v = lastDim(c.getLogits()), n = rows(c.getLogits());
-        needScratch(lc::CrossEntropyScratchFloats(n) * 4);
-        call(op, llvm::formatv("stepc_cuda_cross_entropy(ctx, {0}, {1}, {2}, {3}, (float "
-                               "*)scratch, {4}, {5})",
-                               ptr(c.getLogits()), ptr(c.getTargets()), n, v, ptr(c),
-                               checkSite(op, "target")));
-        return success();
-      })
-      .Case([&](CrossEntropyGradOp c) {
-        call(op, llvm::formatv("stepc_cuda_cross_entropy_grad(ctx, {0}, {1}, {2}, {3}, {4}, "
-                               "{5}, {6})",
-                               ptr(c.getGrad()), ptr(c.getLogits()), ptr(c.getTargets()),
-                               rows(c.getLogits()), lastDim(c.getLogits()), ptr(c),
-                               checkSite(op, "target")));
-        return success();
-      })
-      .Case([&](EmbeddingOp e) {
-        call(op, llvm::formatv("stepc_cuda_embedding(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6})",
-                               ptr(e.getTable()), ptr(e.getIds()),
-                               typeOf(e.getIds()).getNumElements(),
-                               e.getTable().getType().getDimSize(0), lastDim(e), ptr(e),
-                               checkSite(op, "id")));
-        return success();
-      })
-      .Case([&](EmbeddingGradOp e) {
-        call(op, llvm::formatv("stepc_cuda_embedding_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
-                               "{6})",
-                               ptr(e.getGrad()), ptr(e.getIds()),
-                               typeOf(e.getIds()).getNumElements(), e.getNumEmbeddings(),
-                               lastDim(e), ptr(e), checkSite(op, "id")));
-        return success();
-      })
       .Case([&](PadOp p) {
         call(op, llvm::formatv("stepc_cuda_fill(ctx, {0}, {1}, 0.0f)", ptr(p),
                                typeOf(p).getNumElements()));

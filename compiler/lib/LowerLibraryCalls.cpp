@@ -38,6 +38,10 @@ struct LibraryCall {
   SmallVector<Attribute> scalars;
   /// The CUDA kernel takes a scratch pointer (of this many bytes).
   std::optional<int64_t> scratchBytes;
+  /// The kernel checks input `idOperand`'s ids below `idBound`, calling
+  /// them `idCheck` in the error.
+  StringRef idCheck = {};
+  int64_t idOperand = 0, idBound = 0;
 };
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
@@ -68,6 +72,31 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
     return SmallVector<Attribute>{i64(outer), i64(type.getDimSize(dim)), i64(inner)};
   };
   return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
+      .Case([&](CrossEntropyGradOp c) {
+        Value logits = c.getLogits();
+        return LibraryCall{"cross_entropy_grad", {i64(rows(logits)), i64(lastDim(logits))},
+                           std::nullopt, "target", 2, lastDim(logits)};
+      })
+      .Case([&](CrossEntropyOp c) {
+        Value logits = c.getLogits();
+        std::optional<int64_t> scratch;
+        if (cuda)
+          scratch = cuda::CrossEntropyScratchFloats(rows(logits)) * 4;
+        return LibraryCall{"cross_entropy", {i64(rows(logits)), i64(lastDim(logits))}, scratch,
+                           "target", 1, lastDim(logits)};
+      })
+      .Case([&](EmbeddingGradOp e) {
+        int64_t ids = typeOf(e.getIds()).getNumElements();
+        return LibraryCall{"embedding_grad",
+                           {i64(ids), i64(e.getNumEmbeddings()), i64(lastDim(e))},
+                           std::nullopt, "id", 1, e.getNumEmbeddings()};
+      })
+      .Case([&](EmbeddingOp e) {
+        int64_t ids = typeOf(e.getIds()).getNumElements();
+        int64_t vocab = e.getTable().getType().getDimSize(0);
+        return LibraryCall{"embedding", {i64(ids), i64(vocab), i64(lastDim(e))}, std::nullopt,
+                           "id", 1, vocab};
+      })
       .Case([&](LayerNormGradOp l) {
         return LibraryCall{"layer_norm_grad", norm(l.getInput(), l.getEpsilon()),
                            normGradScratch(l.getInput())};
@@ -106,7 +135,10 @@ void lower(Operation *op, const LibraryCall &call) {
   auto kernel = b.create<stepk::CallOp>(
       op->getLoc(), op->getResultTypes(), attrs.getStringAttr(call.callee), op->getOperands(),
       attrs.getArrayAttr(call.scalars),
-      call.scratchBytes ? attrs.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr());
+      call.scratchBytes ? attrs.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr(),
+      call.idCheck.empty() ? StringAttr() : attrs.getStringAttr(call.idCheck),
+      call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idOperand),
+      call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idBound));
   Block *body = new Block();
   kernel.getBody().push_back(body);
   IRMapping map;

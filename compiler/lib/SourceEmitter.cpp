@@ -297,11 +297,14 @@ std::string SourceEmitter::metadata() {
       kind = name == "lr" ? "STEPC_ARG_LR" : "STEPC_ARG_STEP";
     } else if (auto in = step.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName)) {
       name = in.getValue().str();
-      for (Operation *user : step.getArgument(i).getUsers()) {
-        if (auto e = dyn_cast<EmbeddingOp>(user))
-          bound = std::max(bound, e.getTable().getType().getDimSize(0));
-        if (auto c = dyn_cast<CrossEntropyOp>(user))
-          bound = std::max(bound, c.getLogits().getType().getShape().back());
+      // The bound the runtime checks the input against: the tightest a
+      // kernel that reads it as ids checks (an embedding's rows, a
+      // cross-entropy's classes).
+      for (OpOperand &use : step.getArgument(i).getUses()) {
+        auto call = dyn_cast<stepk::CallOp>(use.getOwner());
+        if (call && call.getIdCheck() &&
+            static_cast<int64_t>(use.getOperandNumber()) == *call.getIdOperand())
+          bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
       }
     }
     os << llvm::formatv("  {{{0}, {1}, {2}, {3}, shape{4}, {5}, {6:e}, {7}, {8}},\n",

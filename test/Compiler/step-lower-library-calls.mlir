@@ -41,3 +41,19 @@ func.func @not_a_step(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
   %y = step.softmax %x dim 1 : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
   return %y : tensor<2x8x4xf32>
 }
+
+// -----
+
+// Kernels that check ids carry what they check: the embedding its ids
+// against the table's rows, the cross-entropy its targets against the
+// classes (on CUDA also its scratch, one float per row).
+// CHECK-LABEL: func.func @ids
+// CHECK: stepk.call "embedding"(%arg0, %arg1) {id_bound = 16 : i64, id_check = "id", id_operand = 1 : i64, scalars = [8, 16, 4]}
+// CPU: stepk.call "cross_entropy"(%{{.*}}, %arg2) {id_bound = 16 : i64, id_check = "target", id_operand = 1 : i64, scalars = [8, 16]}
+// CUDA: stepk.call "cross_entropy"(%{{.*}}, %arg2) {id_bound = 16 : i64, id_check = "target", id_operand = 1 : i64, scalars = [8, 16], scratch_bytes = 32 : i64}
+func.func @ids(%wte: tensor<16x4xf32>, %tokens: tensor<2x4xi32>, %targets: tensor<2x4xi32>) -> tensor<f32> attributes {step.train_step} {
+  %x = step.embedding %wte, %tokens : (tensor<16x4xf32>, tensor<2x4xi32>) -> tensor<2x4x4xf32>
+  %logits = step.matmul %x, %wte transpose_b : (tensor<2x4x4xf32>, tensor<16x4xf32>) -> tensor<2x4x16xf32>
+  %loss = step.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -97,11 +97,16 @@ std::string resultName(func::FuncOp f, unsigned i) {
 /// (embedding table rows, cross_entropy classes), or 0 if none.
 int64_t idBound(Value arg) {
   int64_t bound = 0;
-  for (Operation *user : arg.getUsers()) {
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
     if (auto e = dyn_cast<EmbeddingOp>(user))
       bound = std::max(bound, e.getTable().getType().getDimSize(0));
     if (auto c = dyn_cast<CrossEntropyOp>(user))
       bound = std::max(bound, c.getLogits().getType().getShape().back());
+    // A lowered step: the library call that checks these ids says.
+    auto call = dyn_cast<stepk::CallOp>(user);
+    if (call && call.getIdCheck() && use.getOperandNumber() == *call.getIdOperand())
+      bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
   }
   return bound;
 }

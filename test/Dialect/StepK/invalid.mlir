@@ -79,3 +79,15 @@ func.func @call_scalars(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
   }
   return %0 : tensor<2x8x4xf32>
 }
+
+// -----
+
+func.func @call_id_check(%t: tensor<16x4xf32>, %ids: tensor<8xi32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'stepk.call' op expects id_check, id_operand and id_bound together}}
+  %0 = stepk.call "embedding"(%t, %ids) {id_check = "id", scalars = [8, 16, 4]} : (tensor<16x4xf32>, tensor<8xi32>) -> tensor<8x4xf32> {
+  ^bb0(%a: tensor<16x4xf32>, %b: tensor<8xi32>):
+    %y = step.embedding %a, %b : (tensor<16x4xf32>, tensor<8xi32>) -> tensor<8x4xf32>
+    stepk.yield %y : tensor<8x4xf32>
+  }
+  return %0 : tensor<8x4xf32>
+}

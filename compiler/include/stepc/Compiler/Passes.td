@@ -94,8 +94,10 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     one call becomes a `stepk.call` holding it: the callee, the scalar
     arguments in the signature's order and (target cuda) the scratch the
     kernel needs, from one table (`compiler/lib/LowerLibraryCalls.cpp`)
-    that both back ends print from. Covered: layer_norm, rms_norm, softmax,
-    rotary and their gradients. Other ops stay as they are.
+    that both back ends print from, with the ids the kernel checks (an
+    embedding's ids, a cross-entropy's targets). Covered: cross_entropy,
+    embedding, layer_norm, rms_norm, softmax, rotary and their gradients.
+    Other ops stay as they are.
 
     ```mlir
     // before

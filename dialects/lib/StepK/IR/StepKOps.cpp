@@ -54,6 +54,11 @@ LogicalResult CallOp::verify() {
       return emitOpError() << "expects integer and float scalars, got " << scalar;
   if (getScratchBytes() && *getScratchBytes() < 0)
     return emitOpError() << "expects scratch_bytes >= 0, got " << *getScratchBytes();
+  bool check = getIdCheck().has_value();
+  if (getIdOperand().has_value() != check || getIdBound().has_value() != check)
+    return emitOpError() << "expects id_check, id_operand and id_bound together";
+  if (check && (*getIdOperand() >= getInputs().size() || *getIdBound() < 1))
+    return emitOpError() << "expects id_operand to name an input and id_bound >= 1";
   return verifyKernelBody(*this, getInputs(), getBody());
 }
 

@@ -112,8 +112,13 @@ def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
     results...)` (CUDA prepends its context): the signature both targets
     share. What it computes is its body, the `step` op it lowers (which the
     interpreter and the FLOP rules read). `scalars` are the integer and float
-    arguments in signature order; `scratch_bytes` the scratch the CUDA
-    kernel needs (the arena's scratch region holds the largest).
+    arguments in signature order; `scratch_bytes`, when present, says the
+    CUDA kernel takes a scratch pointer and how much it uses (the arena's
+    scratch region holds the largest). `id_check` (with `id_operand` and
+    `id_bound`) says the kernel checks that input's integer ids against
+    `[0, id_bound)` and what to call them in the error ("id", "target"): the
+    CPU kernel returns the first bad position, the CUDA kernel records it
+    under a check site passed last.
     `step-lower-library-calls` forms these ops from one table.
 
     ```mlir
@@ -127,7 +132,10 @@ def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
   }];
   let arguments = (ins StrAttr:$callee, Variadic<AnyRankedTensor>:$inputs,
                        ArrayAttr:$scalars,
-                       OptionalAttr<I64Attr>:$scratch_bytes);
+                       OptionalAttr<I64Attr>:$scratch_bytes,
+                       OptionalAttr<StrAttr>:$id_check,
+                       OptionalAttr<I64Attr>:$id_operand,
+                       OptionalAttr<I64Attr>:$id_bound);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat =
