@@ -20,10 +20,16 @@ static std::string dirFromEnv(const char *var, const char *fallback) {
   return value && *value ? value : fallback;
 }
 
-/// Writes `source` to `sourcePath`, runs `args` (args[0] the program) and
-/// removes the source on success; on failure keeps it and reports the
-/// command and the compiler's output.
+/// Where a compiler writes step.so before it is renamed into place: a failed
+/// build never touches a previous step.so at `output`.
+static std::string partialPath(const std::string &output) { return output + ".partial"; }
+
+/// Writes `source` to `sourcePath`, runs `args` (args[0] the program, which
+/// writes partialPath(output)), and on success renames its output to
+/// `output` and removes the source; on failure keeps the source, removes the
+/// partial output and reports the command and the compiler's output.
 static llvm::Error runCompiler(const std::string &source, const std::string &sourcePath,
+                               const std::string &output,
                                const std::vector<std::string> &args, const char *what) {
   {
     std::error_code ec;
@@ -44,6 +50,7 @@ static llvm::Error runCompiler(const std::string &source, const std::string &sou
   std::string text = diagnostics ? (*diagnostics)->getBuffer().str() : "";
   llvm::sys::fs::remove(log);
   if (rc != 0) {
+    llvm::sys::fs::remove(partialPath(output));
     std::string command;
     for (const std::string &a : args)
       command += a + " ";
@@ -53,6 +60,9 @@ static llvm::Error runCompiler(const std::string &source, const std::string &sou
                                    what, rc, error.empty() ? "" : ", ", error.c_str(),
                                    command.c_str(), text.c_str(), sourcePath.c_str());
   }
+  if (std::error_code ec = llvm::sys::fs::rename(partialPath(output), output))
+    return llvm::createStringError(ec, "cannot move the built step into '%s': %s",
+                                   output.c_str(), ec.message().c_str());
   llvm::sys::fs::remove(sourcePath);
   return llvm::Error::success();
 }
@@ -78,9 +88,9 @@ llvm::Error stepc::compileCpuSharedObject(const std::string &source,
   std::string kernels = include + "/kernels/cpu";
   std::string libDir = dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR);
   std::string sourcePath = output + ".cpp";
-  return runCompiler(source, sourcePath,
+  return runCompiler(source, sourcePath, output,
                      {*cxx, "-std=c++17", "-O3", "-march=native", "-fopenmp", "-fPIC",
-                      "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", output,
+                      "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", partialPath(output),
                       "-L" + libDir, "-lstepc_kernels_cpu", "-lmvec", "-Wl,-rpath," + libDir},
                      "C++ compiler");
 }
@@ -108,9 +118,9 @@ llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std:
   if (!llvm::sys::fs::exists(cudaLib))
     cudaLib = (root + "/lib").str();
   std::string sourcePath = output + ".cu";
-  return runCompiler(source, sourcePath,
+  return runCompiler(source, sourcePath, output,
                      {*nvcc, "-std=c++17", "-O3", "-arch=" + arch, "-Xcompiler", "-fPIC",
-                      "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", output,
+                      "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", partialPath(output),
                       library, "-L" + cudaLib, "-lcublasLt", "-lcudart",
                       "-Xlinker", "-rpath," + cudaLib},
                      "CUDA compiler");
@@ -131,10 +141,10 @@ llvm::Error stepc::compileCudaEmulatedSharedObject(const std::string &source,
                                    "the emulated CUDA kernel library '%s' is missing",
                                    library.c_str());
   std::string sourcePath = output + ".cu";
-  return runCompiler(source, sourcePath,
+  return runCompiler(source, sourcePath, output,
                      {*cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w",
                       "-DSTEPC_CUDA_EMULATION", "-I" + root, "-I" + include,
                       "-I" + include + "/kernels/cuda", "-x", "c++", sourcePath, "-x", "none",
-                      "-o", output, library, "-lpthread"},
+                      "-o", partialPath(output), library, "-lpthread"},
                      "C++ compiler (CUDA emulation)");
 }

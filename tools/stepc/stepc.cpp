@@ -32,10 +32,12 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Support/FileUtilities.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace stepc;
@@ -123,6 +125,54 @@ static int fail(const Twine &message) {
   return 1;
 }
 
+/// Writes `text` to `path` ("-": stdout) through a temporary file in the
+/// same directory, renamed into place: a failed write never leaves a
+/// truncated file or touches the previous one.
+static LogicalResult writeOutput(StringRef path, StringRef text) {
+  if (path == "-") {
+    llvm::outs() << text;
+    return success();
+  }
+  // A device or pipe (/dev/null, a FIFO) is written in place: renaming over
+  // it would replace it.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status) &&
+      !llvm::sys::fs::is_regular_file(status) && !llvm::sys::fs::is_directory(status)) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return failure(fail("cannot write '" + path + "': " + ec.message()));
+    os << text;
+    os.close();
+    if (os.has_error()) {
+      std::string message = os.error().message();
+      os.clear_error();
+      return failure(fail("cannot write '" + path + "': " + message));
+    }
+    return success();
+  }
+  SmallString<256> temp;
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(path + ".tmp-%%%%%%", fd, temp))
+    return failure(fail("cannot write '" + path + "': " + ec.message()));
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << text;
+    os.close();
+    if (os.has_error()) {
+      std::string message = os.error().message();
+      os.clear_error();
+      llvm::sys::fs::remove(temp);
+      return failure(fail("cannot write '" + path + "': " + message));
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
+    llvm::sys::fs::remove(temp);
+    return failure(fail("cannot write '" + path + "': " + ec.message()));
+  }
+  return success();
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerStepcPasses();
@@ -153,6 +203,10 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   if (!openInputFile(inputFile, &error))
     return fail(error);
+  // Never write over the model being compiled.
+  bool same = false;
+  if (outputFile != "-" && !llvm::sys::fs::equivalent(inputFile, outputFile, same) && same)
+    return fail("the output '" + outputFile + "' is the input model; choose another -o");
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
   if (!module)
     return 1;
@@ -229,8 +283,10 @@ int main(int argc, char **argv) {
   if (target == "cuda")
     fusions = planCudaFusions(step);
   MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/{}, fusions.keepAlive);
-  if (linkGBps < 0 || computeGflops <= 0)
-    return fail("--link-gbps must be >= 0 and --compute-gflops > 0");
+  if (!std::isfinite(linkGBps) || !std::isfinite(computeGflops) || linkGBps < 0 ||
+      computeGflops <= 0)
+    return fail("--link-gbps must be a finite value >= 0 and --compute-gflops a finite "
+                "value > 0");
   FailureOr<llvm::json::Object> report =
       buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
   if (failed(report))
@@ -260,15 +316,8 @@ int main(int argc, char **argv) {
     if (shardSpec->replicas > 1)
       summary.meshShape = {shardSpec->replicas, shardSpec->perGroup};
     summary.precision = precision.getValue();
-    if (!reportFile.empty()) {
-      std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(reportFile, &error);
-      if (!out) {
-        fail(error);
-        return failure();
-      }
-      out->os() << summary.reportJson << "\n";
-      out->keep();
-    }
+    if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
+      return failure();
     return summary;
   };
   // --emit=mlir on the CPU needs no emission (the report has no target
@@ -284,22 +333,14 @@ int main(int argc, char **argv) {
   if (failed(source))
     return 1;
   if (emit == "mlir") {
-    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
-    if (!out)
-      return fail(error);
-    module->print(out->os());
-    out->os() << "\n";
-    out->keep();
-    return 0;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os);
+    os << "\n";
+    return failed(writeOutput(outputFile, text)) ? 1 : 0;
   }
-  if (emit == "source") {
-    std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
-    if (!out)
-      return fail(error);
-    out->os() << *source;
-    out->keep();
-    return 0;
-  }
+  if (emit == "source")
+    return failed(writeOutput(outputFile, *source)) ? 1 : 0;
   if (llvm::Error err =
           target == "cpu"  ? compileCpuSharedObject(*source, outputFile)
           : cudaEmulation ? compileCudaEmulatedSharedObject(*source, outputFile)
