@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stepc/Compiler/Emitter.h"
+#include "LoweringUtils.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -185,14 +186,9 @@ struct StepFuseElementwisePass
     : public stepc::impl::StepFuseElementwiseBase<StepFuseElementwisePass> {
   using StepFuseElementwiseBase::StepFuseElementwiseBase;
   void runOnOperation() override {
-    if (target != "cpu" && target != "cuda") {
-      emitError(getOperation().getLoc())
-          << "step-fuse-elementwise: unknown target '" << target << "' (expected cpu or cuda)";
+    if (failed(checkTarget(getOperation(), "step-fuse-elementwise", target)))
       return signalPassFailure();
-    }
-    for (auto step : getOperation().getOps<func::FuncOp>()) {
-      if (!step->hasAttr(step::StepDialect::kTrainStepAttrName))
-        continue;
+    for (func::FuncOp step : trainingSteps(getOperation())) {
       // On CUDA, cuBLASLt's epilogues take their ops first.
       ComputedBy taken;
       if (target == "cuda")

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stepc/Compiler/Emitter.h"
+#include "LoweringUtils.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -78,9 +79,7 @@ struct StepFuseGemmEpiloguesPass
     : public stepc::impl::StepFuseGemmEpiloguesBase<StepFuseGemmEpiloguesPass> {
   using StepFuseGemmEpiloguesBase::StepFuseGemmEpiloguesBase;
   void runOnOperation() override {
-    for (auto step : getOperation().getOps<func::FuncOp>()) {
-      if (!step->hasAttr(StepDialect::kTrainStepAttrName))
-        continue;
+    for (func::FuncOp step : trainingSteps(getOperation())) {
       CudaFusions fusions = planCudaFusions(step);
       SmallVector<Operation *> gemms;
       for (Operation &op : step.getBody().front())

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LoweringUtils.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -155,14 +156,9 @@ struct StepLowerLibraryCallsPass
     : public stepc::impl::StepLowerLibraryCallsBase<StepLowerLibraryCallsPass> {
   using StepLowerLibraryCallsBase::StepLowerLibraryCallsBase;
   void runOnOperation() override {
-    if (target != "cpu" && target != "cuda") {
-      emitError(getOperation().getLoc()) << "step-lower-library-calls: unknown target '"
-                                         << target << "' (expected cpu or cuda)";
+    if (failed(checkTarget(getOperation(), "step-lower-library-calls", target)))
       return signalPassFailure();
-    }
-    for (auto step : getOperation().getOps<func::FuncOp>()) {
-      if (!step->hasAttr(StepDialect::kTrainStepAttrName))
-        continue;
+    for (func::FuncOp step : trainingSteps(getOperation())) {
       SmallVector<std::pair<Operation *, LibraryCall>> calls;
       for (Operation &op : step.getBody().front())
         if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))

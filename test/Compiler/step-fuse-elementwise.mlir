@@ -1,6 +1,8 @@
 // RUN: stepc-opt %s -split-input-file -step-fuse-elementwise | FileCheck %s --check-prefixes=CHECK,CPU
 // RUN: stepc-opt %s -split-input-file -step-fuse-elementwise=target=cuda | FileCheck %s --check-prefixes=CHECK,CUDA
 // RUN: stepc-opt %s -split-input-file -step-fuse-elementwise=max-ops=2 | FileCheck %s --check-prefix=MAX2
+// RUN: not stepc-opt %s -step-fuse-elementwise=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+// TARGET: error: step-fuse-elementwise: unknown target 'tpu' (expected cpu or cuda)
 
 // A run of three: the add's and the gelu's results are used after the run
 // (results of the kernel); the mul's only inside it (a register).

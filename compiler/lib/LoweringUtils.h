@@ -1,0 +1,35 @@
+//===- LoweringUtils.h - what the target-lowering passes share ---*- C++ -*-===//
+
+#ifndef STEPC_COMPILER_LIB_LOWERINGUTILS_H
+#define STEPC_COMPILER_LIB_LOWERINGUTILS_H
+
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace stepc {
+
+/// The functions a lowering pass rewrites: the training steps (marked
+/// step.train_step) of `module`.
+inline llvm::SmallVector<mlir::func::FuncOp> trainingSteps(mlir::ModuleOp module) {
+  llvm::SmallVector<mlir::func::FuncOp> steps;
+  for (auto f : module.getOps<mlir::func::FuncOp>())
+    if (f->hasAttr(step::StepDialect::kTrainStepAttrName))
+      steps.push_back(f);
+  return steps;
+}
+
+/// Checks a pass's `target` option: cpu or cuda, else an error naming the
+/// pass.
+inline mlir::LogicalResult checkTarget(mlir::ModuleOp module, llvm::StringRef pass,
+                                       llvm::StringRef target) {
+  if (target == "cpu" || target == "cuda")
+    return mlir::success();
+  return mlir::emitError(module.getLoc())
+         << pass << ": unknown target '" << target << "' (expected cpu or cuda)";
+}
+
+} // namespace stepc
+
+#endif // STEPC_COMPILER_LIB_LOWERINGUTILS_H
