@@ -202,30 +202,9 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
               << ");\n";
             return success();
           })
-          .Case([&](ReduceMaxGradOp r) {
-            int64_t rk = r.getInput().getType().getRank();
-            b << "  stepc_cpu_reduce_max_grad(" << ptr(r.getGrad()) << ", " << ptr(r.getInput())
-              << ", " << shape(r.getInput()) << ", " << rk << ", "
-              << reduceMask(r.getDims(), rk) << ", " << ptr(r) << ");\n";
-            return success();
-          })
-          .Case<ReduceMaxOp, ReduceMeanOp, ReduceSumOp>([&](auto r) {
-            int kind = isa<ReduceSumOp>(op) ? 0 : isa<ReduceMaxOp>(op) ? 1 : 2;
-            int64_t rk = r.getInput().getType().getRank();
-            b << "  stepc_cpu_reduce(" << ptr(r.getInput()) << ", " << shape(r.getInput())
-              << ", " << rk << ", " << reduceMask(r.getDims(), rk) << ", " << kind << ", "
-              << ptr(r) << ");\n";
-            return success();
-          })
           .Case([&](SliceOp sl) {
             b << "  stepc_cpu_copy_box("
               << boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) << ");\n";
-            return success();
-          })
-          .Case([&](TransposeOp t) {
-            b << "  stepc_cpu_transpose(" << ptr(t.getInput()) << ", " << shape(t.getInput())
-              << ", " << rank(t.getInput()) << ", " << array(t.getPermutation()) << ", "
-              << ptr(t) << ");\n";
             return success();
           })
           .Default([&](Operation *other) {

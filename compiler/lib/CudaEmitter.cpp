@@ -536,35 +536,9 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                      boxCopyArgs(p.getInput(), {}, p, p.getLow(), p.getInput()) + ")");
         return success();
       })
-      .Case([&](ReduceMaxGradOp r) {
-        int64_t rk = r.getInput().getType().getRank();
-        call(op, llvm::formatv("stepc_cuda_reduce_max_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
-                               ptr(r.getGrad()), ptr(r.getInput()), shape(r.getInput()), rk,
-                               reduceMask(r.getDims(), rk), ptr(r)));
-        return success();
-      })
-      .Case<ReduceMaxOp, ReduceMeanOp, ReduceSumOp>([&](auto r) {
-        int kind = isa<ReduceSumOp>(op) ? 0 : isa<ReduceMaxOp>(op) ? 1 : 2;
-        RankedTensorType in = r.getInput().getType();
-        int64_t outputs = typeOf(r.getResult()).getNumElements();
-        needScratch(lc::PlanReduce(outputs, in.getNumElements() / std::max<int64_t>(outputs, 1))
-                        .scratch_floats *
-                    4);
-        call(op, llvm::formatv("stepc_cuda_reduce(ctx, {0}, {1}, {2}, {3}, {4}, (float "
-                               "*)scratch, {5})",
-                               ptr(r.getInput()), shape(r.getInput()), in.getRank(),
-                               reduceMask(r.getDims(), in.getRank()), kind, ptr(r)));
-        return success();
-      })
       .Case([&](SliceOp sl) {
         call(op, "stepc_cuda_copy_box(ctx, " +
                      boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) + ")");
-        return success();
-      })
-      .Case([&](TransposeOp t) {
-        call(op, llvm::formatv("stepc_cuda_transpose(ctx, {0}, {1}, {2}, {3}, {4})",
-                               ptr(t.getInput()), shape(t.getInput()), rank(t.getInput()),
-                               array(t.getPermutation()), ptr(t)));
         return success();
       })
       .Default([&](Operation *other) {

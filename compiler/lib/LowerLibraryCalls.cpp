@@ -64,6 +64,15 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       return std::nullopt;
     return cuda::PlanNormGrad(rows(x), lastDim(x)).scratch_floats * 4;
   };
+  // Static arrays (a shape, a permutation: int64; a mask of reduced dims:
+  // int), printed as constant tables the call points to.
+  auto shape = [&](Value v) -> Attribute { return b.getDenseI64ArrayAttr(typeOf(v).getShape()); };
+  auto mask = [&](ArrayRef<int64_t> dims, int64_t rank) -> Attribute {
+    SmallVector<int32_t> m(rank, 0);
+    for (int64_t d : dims)
+      m[d] = 1;
+    return b.getDenseI32ArrayAttr(m);
+  };
   auto lines = [&](RankedTensorType type, int64_t dim) {
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < dim; ++d)
@@ -105,6 +114,27 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       .Case([&](LayerNormOp l) {
         return LibraryCall{"layer_norm", norm(l.getInput(), l.getEpsilon()), std::nullopt};
       })
+      .Case([&](ReduceMaxGradOp r) {
+        int64_t rank = typeOf(r.getInput()).getRank();
+        return LibraryCall{"reduce_max_grad",
+                           {shape(r.getInput()), i64(rank), mask(r.getDims(), rank)},
+                           std::nullopt};
+      })
+      .Case<ReduceMaxOp, ReduceMeanOp, ReduceSumOp>([&](auto r) {
+        Value in = r.getInput();
+        int64_t rank = typeOf(in).getRank();
+        int64_t kind = isa<ReduceSumOp>(op) ? 0 : isa<ReduceMaxOp>(op) ? 1 : 2;
+        std::optional<int64_t> scratch;
+        if (cuda) {
+          int64_t outputs = typeOf(r.getResult()).getNumElements();
+          scratch = cuda::PlanReduce(outputs, typeOf(in).getNumElements() /
+                                                  std::max<int64_t>(outputs, 1))
+                        .scratch_floats *
+                    4;
+        }
+        return LibraryCall{"reduce", {shape(in), i64(rank), mask(r.getDims(), rank), i64(kind)},
+                           scratch};
+      })
       .Case([&](RmsNormGradOp l) {
         return LibraryCall{"rms_norm_grad", norm(l.getInput(), l.getEpsilon()),
                            normGradScratch(l.getInput())};
@@ -125,6 +155,12 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       })
       .Case([&](SoftmaxOp s) {
         return LibraryCall{"softmax", lines(s.getType(), s.getDim()), std::nullopt};
+      })
+      .Case([&](TransposeOp t) {
+        return LibraryCall{"transpose",
+                           {shape(t.getInput()), i64(typeOf(t.getInput()).getRank()),
+                            b.getDenseI64ArrayAttr(t.getPermutation())},
+                           std::nullopt};
       })
       .Default([](Operation *) { return std::nullopt; });
 }

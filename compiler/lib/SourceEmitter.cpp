@@ -175,8 +175,12 @@ std::string SourceEmitter::libraryArgs(stepk::CallOp call, const std::string &sc
   for (Attribute scalar : call.getScalars()) {
     if (auto i = dyn_cast<IntegerAttr>(scalar))
       args.push_back(std::to_string(i.getInt()));
+    else if (auto f = dyn_cast<FloatAttr>(scalar))
+      args.push_back(llvm::formatv("{0:e}", f.getValueAsDouble()).str());
+    else if (auto a = dyn_cast<DenseI64ArrayAttr>(scalar))
+      args.push_back(array(a.asArrayRef()));
     else
-      args.push_back(llvm::formatv("{0:e}", cast<FloatAttr>(scalar).getValueAsDouble()).str());
+      args.push_back(intArray(cast<DenseI32ArrayAttr>(scalar).asArrayRef()));
   }
   if (!scratch.empty())
     args.push_back(scratch);

@@ -33,9 +33,9 @@ func.func @softmax(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> attributes {step.
 // CHECK-NOT: stepk.call
 // CHECK-LABEL: func.func @not_a_step
 // CHECK-NOT: stepk.call
-func.func @not_in_table(%x: tensor<8x16xf32>) -> tensor<8xf32> attributes {step.train_step} {
-  %s = step.reduce_sum %x dims [1] : (tensor<8x16xf32>) -> tensor<8xf32>
-  return %s : tensor<8xf32>
+func.func @not_in_table(%x: tensor<16xf32>) -> tensor<8x16xf32> attributes {step.train_step} {
+  %b = step.broadcast %x : tensor<16xf32> -> tensor<8x16xf32>
+  return %b : tensor<8x16xf32>
 }
 func.func @not_a_step(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
   %y = step.softmax %x dim 1 : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
@@ -56,4 +56,19 @@ func.func @ids(%wte: tensor<16x4xf32>, %tokens: tensor<2x4xi32>, %targets: tenso
   %logits = step.matmul %x, %wte transpose_b : (tensor<2x4x4xf32>, tensor<16x4xf32>) -> tensor<2x4x16xf32>
   %loss = step.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
+}
+
+// -----
+
+// Static arrays are scalars too: a reduction's input shape and mask of
+// reduced dims, and a transpose's permutation (on CUDA the reduction also
+// takes scratch for its partial sums).
+// CHECK-LABEL: func.func @arrays
+// CPU: stepk.call "reduce"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3, array<i32: 1, 0, 1>, 0]}
+// CUDA: stepk.call "reduce"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3, array<i32: 1, 0, 1>, 0], scratch_bytes = {{[0-9]+}} : i64}
+// CHECK: stepk.call "transpose"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3, array<i64: 2, 0, 1>]}
+func.func @arrays(%x: tensor<2x8x4xf32>) -> (tensor<8xf32>, tensor<4x2x8xf32>) attributes {step.train_step} {
+  %s = step.reduce_sum %x dims [0, 2] : (tensor<2x8x4xf32>) -> tensor<8xf32>
+  %t = step.transpose %x [2, 0, 1] : (tensor<2x8x4xf32>) -> tensor<4x2x8xf32>
+  return %s, %t : tensor<8xf32>, tensor<4x2x8xf32>
 }

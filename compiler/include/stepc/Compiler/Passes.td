@@ -96,8 +96,9 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     kernel needs, from one table (`compiler/lib/LowerLibraryCalls.cpp`)
     that both back ends print from, with the ids the kernel checks (an
     embedding's ids, a cross-entropy's targets). Covered: cross_entropy,
-    embedding, layer_norm, rms_norm, softmax, rotary and their gradients.
-    Other ops stay as they are.
+    embedding, layer_norm, rms_norm, softmax, rotary and their gradients,
+    the reductions (sum, max, mean, max's gradient) and transpose. Other
+    ops stay as they are.
 
     ```mlir
     // before

@@ -50,8 +50,9 @@ LogicalResult CallOp::verify() {
   if (getCallee().empty())
     return emitOpError() << "expects a callee";
   for (Attribute scalar : getScalars())
-    if (!isa<IntegerAttr, FloatAttr>(scalar))
-      return emitOpError() << "expects integer and float scalars, got " << scalar;
+    if (!isa<IntegerAttr, FloatAttr, DenseI64ArrayAttr, DenseI32ArrayAttr>(scalar))
+      return emitOpError() << "expects integer, float and integer-array scalars, got "
+                           << scalar;
   if (getScratchBytes() && *getScratchBytes() < 0)
     return emitOpError() << "expects scratch_bytes >= 0, got " << *getScratchBytes();
   bool check = getIdCheck().has_value();

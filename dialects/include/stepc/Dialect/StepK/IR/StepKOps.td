@@ -111,8 +111,9 @@ def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
     called as `stepc_<target>_<callee>(inputs..., scalars..., [scratch,]
     results...)` (CUDA prepends its context): the signature both targets
     share. What it computes is its body, the `step` op it lowers (which the
-    interpreter and the FLOP rules read). `scalars` are the integer and float
-    arguments in signature order; `scratch_bytes`, when present, says the
+    interpreter and the FLOP rules read). `scalars` are the integer, float
+    and static-array arguments (i64 arrays: shapes, permutations; i32
+    arrays: masks) in signature order; `scratch_bytes`, when present, says the
     CUDA kernel takes a scratch pointer and how much it uses (the arena's
     scratch region holds the largest). `id_check` (with `id_operand` and
     `id_bound`) says the kernel checks that input's integer ids against
