@@ -130,6 +130,12 @@ struct StepAutodiffPass : public stepc::impl::StepAutodiffBase<StepAutodiffPass>
       emitError(module.getLoc()) << "no function is marked '" << StepDialect::kLossAttrName << "'";
       return signalPassFailure();
     }
+    // Differentiating twice would add a second gradient of each loss.
+    for (auto function : module.getOps<func::FuncOp>())
+      if (function->hasAttr(StepDialect::kGradientAttrName)) {
+        function.emitOpError() << "is already a gradient function: step-autodiff runs once";
+        return signalPassFailure();
+      }
     for (func::FuncOp loss : losses)
       if (failed(differentiate(loss, symbols)))
         return signalPassFailure();

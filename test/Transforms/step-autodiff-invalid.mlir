@@ -23,3 +23,16 @@ func.func @loss(%x: tensor<2xf32> {step.param = #step.param<"x", normal(1.0)>}) 
 // expected-error @+1 {{no function is marked 'step.loss'}}
 module {
 }
+
+// -----
+
+// Differentiating twice is an error (it would add a second gradient).
+func.func @twice(%x: tensor<4xf32> {step.param = #step.param<"x", normal(1.0)>}) -> tensor<f32> attributes {step.loss} {
+  %s = step.reduce_sum %x dims [0] : (tensor<4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+// expected-error @+1 {{'func.func' op is already a gradient function: step-autodiff runs once}}
+func.func @twice_grad(%x: tensor<4xf32>) -> tensor<f32> attributes {step.gradient} {
+  %s = step.reduce_sum %x dims [0] : (tensor<4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}

@@ -347,6 +347,10 @@ int main(int argc, char **argv) {
     llvm::errs() << "stepc-interp: unknown --precision '" << precision << "'\n";
     return 1;
   }
+  if (steps < 1) {
+    llvm::errs() << "stepc-interp: --steps must be at least 1\n";
+    return 1;
+  }
   PassManager pm(&context);
   if (gradMode || trainMode || gradCheck) {
     // The passes stepc runs, up to the gradient or the whole training step.

@@ -136,3 +136,10 @@ func.func @loss_duplicate_names(%a: tensor<2xf32> {step.param = #step.param<"w",
   %0 = step.reduce_sum %a dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// expected-error @+1 {{expects parameter argument #0 to have every dim >= 1 and at most 2^40 elements, got 'tensor<0x4xf32>'}}
+func.func @param_empty(%w: tensor<0x4xf32> {step.param = #step.param<"w", normal(0.02)>}) {
+  return
+}

@@ -235,7 +235,7 @@ func.func @embedding_c1(%t: tensor<4x8x2xf32>, %ids: tensor<3xi32>) {
 // -----
 
 func.func @embedding_float_ids(%t: tensor<4x8xf32>, %ids: tensor<3xf32>) {
-  // expected-error @+1 {{'step.embedding' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  // expected-error @+1 {{'step.embedding' op operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values with every dim >= 1 and at most 2^40 elements}}
   %0 = step.embedding %t, %ids : (tensor<4x8xf32>, tensor<3xf32>) -> tensor<3x8xf32>
   return
 }
@@ -395,7 +395,7 @@ func.func @elementwise_types(%x: tensor<2xf32>, %y: tensor<3xf32>) {
 // -----
 
 func.func @dynamic_shape(%x: tensor<?xf32>) {
-  // expected-error @+1 {{'step.exp' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float values, but got 'tensor<?xf32>'}}
+  // expected-error @+1 {{'step.exp' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float values with every dim >= 1 and at most 2^40 elements, but got 'tensor<?xf32>'}}
   %0 = step.exp %x : tensor<?xf32>
   return
 }
@@ -403,7 +403,7 @@ func.func @dynamic_shape(%x: tensor<?xf32>) {
 // -----
 
 func.func @integer_math(%x: tensor<4xi32>) {
-  // expected-error @+1 {{'step.tanh' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'step.tanh' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float values with every dim >= 1 and at most 2^40 elements, but got 'tensor<4xi32>'}}
   %0 = step.tanh %x : tensor<4xi32>
   return
 }
@@ -422,4 +422,22 @@ func.func @unknown_op(%x: tensor<4xf32>) {
   // expected-error @+1 {{custom op 'step.frobnicate' is unknown}}
   %0 = step.frobnicate %x : tensor<4xf32>
   return
+}
+
+// -----
+
+// Empty tensors are rejected where they appear (a division by zero later).
+func.func @tensor_empty(%x: tensor<2x4xf32>) -> tensor<8x0xf32> {
+  // expected-error @+1 {{'step.reshape' op result #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float or 32-bit signless integer or 64-bit signless integer values with every dim >= 1 and at most 2^40 elements, but got 'tensor<8x0xf32>'}}
+  %0 = step.reshape %x : tensor<2x4xf32> -> tensor<8x0xf32>
+  return %0 : tensor<8x0xf32>
+}
+
+// -----
+
+// So are shapes whose element count would overflow the byte and FLOP counts.
+func.func @tensor_huge(%x: tensor<4294967296x4294967296xf32>) -> tensor<4294967296x4294967296xf32> {
+  // expected-error @+1 {{'step.exp' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float values with every dim >= 1 and at most 2^40 elements, but got 'tensor<4294967296x4294967296xf32>'}}
+  %0 = step.exp %x : tensor<4294967296x4294967296xf32>
+  return %0 : tensor<4294967296x4294967296xf32>
 }

@@ -28,6 +28,26 @@ static bool isStaticTensor(Type type) {
   return tensor && tensor.hasStaticShape();
 }
 
+bool stepc::step::isSupportedShape(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return false;
+  int64_t elements = 1;
+  for (int64_t dim : tensor.getShape()) {
+    if (dim < 1 || dim > kMaxTensorElements / elements)
+      return false;
+    elements *= dim;
+  }
+  return true;
+}
+
+/// The error for an argument whose shape stepc cannot compile.
+static LogicalResult unsupportedShape(Operation *op, StringRef role, unsigned argIndex,
+                                      Type type) {
+  return op->emitError() << "expects " << role << " argument #" << argIndex
+                         << " to have every dim >= 1 and at most 2^40 elements, got " << type;
+}
+
 LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned regionIndex,
                                                     unsigned argIndex,
@@ -48,6 +68,8 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitError() << "expects parameter argument #" << argIndex
                              << " to be a statically shaped float tensor, got "
                              << type;
+    if (!isSupportedShape(type))
+      return unsupportedShape(op, "parameter", argIndex, type);
     return success();
   }
   if (attribute.getName() == kInputAttrName) {
@@ -61,6 +83,8 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitError() << "expects input argument #" << argIndex
                              << " to be a statically shaped tensor, got "
                              << type;
+    if (!isSupportedShape(type))
+      return unsupportedShape(op, "input", argIndex, type);
     return success();
   }
   if (attribute.getName() == kStateAttrName) {

@@ -7,4 +7,17 @@
 
 #include "stepc/Dialect/Step/IR/StepDialect.h.inc"
 
+namespace stepc::step {
+
+/// The most elements a tensor may hold (2^40): byte counts and the FLOPs of
+/// a product of such tensors' dims stay far inside int64.
+constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
+
+/// Whether `type` is a tensor shape stepc compiles: ranked, static, every
+/// dim >= 1 (no empty tensors) and at most kMaxTensorElements elements
+/// (checked without overflow).
+bool isSupportedShape(mlir::Type type);
+
+} // namespace stepc::step
+
 #endif // STEPC_DIALECT_STEP_IR_STEPDIALECT_H

@@ -26,9 +26,17 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 //===----------------------------------------------------------------------===//
 
 def Step_FloatElement : AnyTypeOf<[F32, BF16, F16, F64]>;
-def Step_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16, F64]>;
-def Step_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
-def Step_Tensor : StaticShapeTensorOf<[F32, BF16, F16, F64, I32, I64]>;
+/// A statically shaped tensor stepc compiles: every dim >= 1, at most 2^40
+/// elements (isSupportedShape), so no size or FLOP count overflows.
+class Step_TensorOf<list<Type> types>
+    : ConfinedType<StaticShapeTensorOf<types>,
+                   [CPred<"::stepc::step::isSupportedShape($_self)">],
+                   StaticShapeTensorOf<types>.summary #
+                   " with every dim >= 1 and at most 2^40 elements",
+                   "::mlir::RankedTensorType">;
+def Step_FloatTensor : Step_TensorOf<[F32, BF16, F16, F64]>;
+def Step_IndexTensor : Step_TensorOf<[I32, I64]>;
+def Step_Tensor : Step_TensorOf<[F32, BF16, F16, F64, I32, I64]>;
 
 class Step_Op<string mnemonic, list<Trait> traits = []>
     : Op<Step_Dialect, mnemonic, !listconcat(traits, [Pure])>;
