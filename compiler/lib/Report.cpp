@@ -8,6 +8,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <map>
 
@@ -74,7 +75,10 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
     FailureOr<OpFlops> flops = getModelFlops(op);
     if (failed(flops))
       return WalkResult::interrupt();
-    modelFlops += flops->forward + flops->backward;
+    if (llvm::AddOverflow(modelFlops, flops->forward + flops->backward, modelFlops)) {
+      op->emitOpError() << "brings the step's model FLOPs beyond 2^63 - 1";
+      return WalkResult::interrupt();
+    }
     if (auto ce = dyn_cast<CrossEntropyOp>(op))
       tokens += ce.getTargets().getType().getNumElements();
     return WalkResult::advance();
@@ -95,7 +99,8 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
     FailureOr<int64_t> flops = getExecutedFlops(&op);
     if (failed(flops))
       return failure();
-    executed += *flops;
+    if (llvm::AddOverflow(executed, *flops, executed))
+      return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
   }
 

@@ -14,17 +14,31 @@
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
 
+/// FLOPs are counted in 128 bits and checked against int64 once per op
+/// (getModelFlops, getExecutedFlops): tensors hold at most 2^40 elements, so
+/// no product of an op's dims overflows here, but its FLOPs may exceed
+/// int64, which is an error at the op, never a negative count.
+using Wide = __int128;
+struct WideFlops {
+  Wide forward = 0, backward = 0;
+};
+static WideFlops operator+(WideFlops a, WideFlops b) {
+  return {a.forward + b.forward, a.backward + b.backward};
+}
+
 /// Forward FLOPs of a (batched) product of [M, K] and [K, N] matrices.
-static int64_t productFlops(int64_t batch, int64_t m, int64_t n, int64_t k) {
-  return 2 * batch * m * n * k;
+static Wide productFlops(int64_t batch, int64_t m, int64_t n, int64_t k) {
+  return Wide{2} * batch * m * n * k;
 }
 
 /// Forward plus a backward of twice the forward.
-static OpFlops withBackward(int64_t forward) { return {forward, 2 * forward}; }
+static WideFlops withBackward(Wide forward) { return {forward, 2 * forward}; }
 
 /// The product of the dimensions before the last two.
 static int64_t batchSize(RankedTensorType type) {
@@ -36,19 +50,13 @@ static int64_t batchSize(RankedTensorType type) {
 
 /// M, N, K of a product whose result is `result` and whose lhs is `lhs`.
 template <typename OpT>
-static OpFlops productRule(OpT op) {
+static WideFlops productRule(OpT op) {
   RankedTensorType lhs = op.getLhs().getType(), result = op.getType();
   int64_t k = lhs.getDimSize(lhs.getRank() - (op.getTransposeA() ? 2 : 1));
   int64_t m = result.getDimSize(result.getRank() - 2);
   int64_t n = result.getDimSize(result.getRank() - 1);
   return withBackward(productFlops(batchSize(result), m, n, k));
 }
-
-namespace stepc {
-static OpFlops operator+(OpFlops a, OpFlops b) {
-  return {a.forward + b.forward, a.backward + b.backward};
-}
-} // namespace stepc
 
 /// The sum of `rule` over the ops of `op`'s regions (a kernel such as
 /// stepk.fused computes exactly its body).
@@ -66,7 +74,7 @@ static FailureOr<T> sumOverBody(Operation *op, T zero, Rule rule) {
 }
 
 /// M, N, K and batch of a stepk.gemm: 2·batch·M·N·K (its epilogue is free).
-static int64_t gemmFlops(stepk::GemmOp gemm) {
+static Wide gemmFlops(stepk::GemmOp gemm) {
   auto lhs = cast<RankedTensorType>(gemm.getLhs().getType());
   auto result = cast<RankedTensorType>(gemm.getResult().getType());
   int64_t k = lhs.getDimSize(lhs.getRank() - (gemm.getTransposeA() ? 2 : 1));
@@ -74,16 +82,16 @@ static int64_t gemmFlops(stepk::GemmOp gemm) {
                       result.getShape().back(), k);
 }
 
-FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
+static FailureOr<WideFlops> modelFlops(Operation *op) {
   if (auto gemm = dyn_cast<stepk::GemmOp>(op))
     return withBackward(gemmFlops(gemm));
   // Elementwise math is not counted by the convention; terminators compute
   // nothing; a kernel with a body counts its body.
   if (isa<ScalarMathOpInterface>(op) || op->hasTrait<OpTrait::IsTerminator>())
-    return OpFlops{};
+    return WideFlops{};
   if (op->getNumRegions())
-    return sumOverBody(op, OpFlops{}, getModelFlops);
-  return llvm::TypeSwitch<Operation *, FailureOr<OpFlops>>(op)
+    return sumOverBody(op, WideFlops{}, modelFlops);
+  return llvm::TypeSwitch<Operation *, FailureOr<WideFlops>>(op)
       // attention: QKᵀ is [Tq, Dh]·[Dh, Tk] and AV is [Tq, Tk]·[Tk, Dh] per
       // batch and query head, over the full score matrix (causal or not).
       .Case([](AttentionOp attention) {
@@ -92,17 +100,17 @@ FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
         int64_t batch = q.getDimSize(0) * attention.getNumHeads();
         int64_t tq = q.getDimSize(1), tk = k.getDimSize(1);
         int64_t headDim = attention.getHeadDim();
-        int64_t scores = productFlops(batch, tq, tk, headDim);
-        int64_t weighted = productFlops(batch, tq, headDim, tk);
-        return FailureOr<OpFlops>(withBackward(scores + weighted));
+        Wide scores = productFlops(batch, tq, tk, headDim);
+        Wide weighted = productFlops(batch, tq, headDim, tk);
+        return FailureOr<WideFlops>(withBackward(scores + weighted));
       })
       // batch_matmul: 2·batch·M·N·K.
       .Case([](BatchMatmulOp matmul) {
-        return FailureOr<OpFlops>(productRule(matmul));
+        return FailureOr<WideFlops>(productRule(matmul));
       })
       // matmul: 2·batch·M·N·K, the leading lhs dims sharing one rhs.
       .Case([](MatmulOp matmul) {
-        return FailureOr<OpFlops>(productRule(matmul));
+        return FailureOr<WideFlops>(productRule(matmul));
       })
       // Not counted by the convention: norms, softmax, loss, gathers and
       // shape ops.
@@ -110,43 +118,67 @@ FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
             TransposeOp, func::ReturnOp>(
-          [](Operation *) { return FailureOr<OpFlops>(OpFlops{}); })
-      .Default([](Operation *unknown) -> FailureOr<OpFlops> {
+          [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
+      .Default([](Operation *unknown) -> FailureOr<WideFlops> {
         return unknown->emitOpError() << "has no FLOP rule";
       });
 }
 
 /// (batch·heads, Tq, Tk, Dh) of an attention op or its gradient.
 template <typename OpT>
-static int64_t attentionProduct(OpT op) {
+static Wide attentionProduct(OpT op) {
   RankedTensorType q = op.getQuery().getType(), k = op.getKey().getType();
   return productFlops(q.getDimSize(0) * op.getNumHeads(), q.getDimSize(1),
                       k.getDimSize(1), op.getHeadDim());
 }
 
-FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
+static FailureOr<Wide> executedFlops(Operation *op) {
   if (auto gemm = dyn_cast<stepk::GemmOp>(op))
     return gemmFlops(gemm);
   // Only products are counted; elementwise math is not.
   if (isa<ScalarMathOpInterface>(op) || op->hasTrait<OpTrait::IsTerminator>())
-    return 0;
+    return Wide{0};
   if (op->getNumRegions())
-    return sumOverBody(op, int64_t{0}, getExecutedFlops);
-  return llvm::TypeSwitch<Operation *, FailureOr<int64_t>>(op)
+    return sumOverBody(op, Wide{0}, executedFlops);
+  return llvm::TypeSwitch<Operation *, FailureOr<Wide>>(op)
       // attention: QKᵀ and AV.
-      .Case([](AttentionOp a) { return FailureOr<int64_t>(2 * attentionProduct(a)); })
+      .Case([](AttentionOp a) { return FailureOr<Wide>(2 * attentionProduct(a)); })
       // attention_grad: QKᵀ again, dV = PᵀdO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q.
-      .Case([](AttentionGradOp a) { return FailureOr<int64_t>(5 * attentionProduct(a)); })
-      .Case([](BatchMatmulOp m) { return FailureOr<int64_t>(productRule(m).forward); })
-      .Case([](MatmulOp m) { return FailureOr<int64_t>(productRule(m).forward); })
+      .Case([](AttentionGradOp a) { return FailureOr<Wide>(5 * attentionProduct(a)); })
+      .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
+      .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case<AdamwOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
             CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,
             LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
             RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TransposeOp,
             func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(
-          [](Operation *) { return FailureOr<int64_t>(0); })
-      .Default([](Operation *unknown) -> FailureOr<int64_t> {
+          [](Operation *) { return FailureOr<Wide>(0); })
+      .Default([](Operation *unknown) -> FailureOr<Wide> {
         return unknown->emitOpError() << "has no FLOP rule";
       });
+}
+
+/// `flops` as an int64, or an error at `op` when it does not fit.
+static FailureOr<int64_t> narrow(Operation *op, Wide flops) {
+  if (flops > std::numeric_limits<int64_t>::max())
+    return op->emitOpError() << "has a FLOP count beyond 2^63 - 1 (stepc counts in int64)";
+  return static_cast<int64_t>(flops);
+}
+
+FailureOr<OpFlops> stepc::getModelFlops(Operation *op) {
+  FailureOr<WideFlops> flops = modelFlops(op);
+  if (failed(flops))
+    return failure();
+  // The sum must fit too: the report adds forward and backward.
+  if (failed(narrow(op, flops->forward + flops->backward)))
+    return failure();
+  return OpFlops{static_cast<int64_t>(flops->forward), static_cast<int64_t>(flops->backward)};
+}
+
+FailureOr<int64_t> stepc::getExecutedFlops(Operation *op) {
+  FailureOr<Wide> flops = executedFlops(op);
+  if (failed(flops))
+    return failure();
+  return narrow(op, *flops);
 }
