@@ -23,20 +23,15 @@ using namespace stepc::step;
 
 namespace {
 
-/// Whether `v` exists where `op` runs: a block argument or defined before.
-bool availableAt(Value v, Operation *op) {
-  Operation *def = v.getDefiningOp();
-  return !def || def->isBeforeInBlock(op);
-}
-
-/// Rewrites `op` and the ops `fusions` folds into it as one stepk.gemm.
-/// Returns false (changing nothing) when an operand of the folded ops is
-/// not yet computed where the GEMM runs. `replaced` maps the values earlier
-/// folds replaced (a forward GELU's pre-activation, which a backward DGELU
-/// reads) to their stepk.gemm results.
+/// Rewrites `op` and the ops `fusions` folds into it as one stepk.gemm at
+/// the GEMM's position (planCudaFusions folds only what the epilogue can
+/// read there: the bias and DGELU's pre-activation exist before the GEMM;
+/// the verifier after the pass would catch a violation). `replaced` maps
+/// the values earlier folds replaced (a forward GELU's pre-activation,
+/// which a backward DGELU reads) to their stepk.gemm results.
 /// The folded ops and the GEMM are appended to `dead`, erased once every
 /// fold is done (so no value in `replaced` is freed and reused meanwhile).
-bool fold(Operation *op, const CudaFusions &fusions, DenseMap<Value, Value> &replaced,
+void fold(Operation *op, const CudaFusions &fusions, DenseMap<Value, Value> &replaced,
           SmallVectorImpl<Operation *> &dead) {
   auto current = [&](Value v) {
     Value now = v ? replaced.lookup(v) : Value();
@@ -49,8 +44,6 @@ bool fold(Operation *op, const CudaFusions &fusions, DenseMap<Value, Value> &rep
   Value bias = current(fusions.biasOf.lookup(op));
   auto [epilogue, stale] = fusions.epilogueOf.lookup(op);
   Value aux = current(stale);
-  if ((bias && !availableAt(bias, op)) || (epilogue == 2 && !availableAt(aux, op)))
-    return false;
   OpBuilder b(op);
   bool shared = isa<MatmulOp>(op);
   bool ta = shared ? cast<MatmulOp>(op).getTransposeA() : cast<BatchMatmulOp>(op).getTransposeA();
@@ -72,7 +65,6 @@ bool fold(Operation *op, const CudaFusions &fusions, DenseMap<Value, Value> &rep
     aux.replaceAllUsesWith(gemm.getPreActivation());
     replaced[aux] = gemm.getPreActivation();
   }
-  return true;
 }
 
 struct StepFuseGemmEpiloguesPass

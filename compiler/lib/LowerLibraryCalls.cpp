@@ -107,12 +107,12 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         return LibraryCall{"embedding", {i64(ids), i64(vocab), i64(lastDim(e))}, std::nullopt,
                            "id", 1, vocab};
       })
-      .Case([&](LayerNormGradOp l) {
-        return LibraryCall{"layer_norm_grad", norm(l.getInput(), l.getEpsilon()),
-                           normGradScratch(l.getInput())};
-      })
-      .Case([&](LayerNormOp l) {
-        return LibraryCall{"layer_norm", norm(l.getInput(), l.getEpsilon()), std::nullopt};
+      // layer_norm, rms_norm and their gradients (callee: the op's name):
+      // (rows, d, eps); a gradient on CUDA also takes scratch.
+      .Case<LayerNormGradOp, LayerNormOp, RmsNormGradOp, RmsNormOp>([&](auto l) {
+        bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
+        return LibraryCall{op->getName().stripDialect(), norm(l.getInput(), l.getEpsilon()),
+                           grad ? normGradScratch(l.getInput()) : std::nullopt};
       })
       .Case([&](ReduceMaxGradOp r) {
         int64_t rank = typeOf(r.getInput()).getRank();
@@ -134,13 +134,6 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         }
         return LibraryCall{"reduce", {shape(in), i64(rank), mask(r.getDims(), rank), i64(kind)},
                            scratch};
-      })
-      .Case([&](RmsNormGradOp l) {
-        return LibraryCall{"rms_norm_grad", norm(l.getInput(), l.getEpsilon()),
-                           normGradScratch(l.getInput())};
-      })
-      .Case([&](RmsNormOp l) {
-        return LibraryCall{"rms_norm", norm(l.getInput(), l.getEpsilon()), std::nullopt};
       })
       .Case([&](RotaryOp r) {
         RankedTensorType t = r.getType();

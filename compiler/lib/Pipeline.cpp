@@ -50,7 +50,8 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     return emitError("unknown until '" + options.until +
                      "' (expected autodiff, train-step or kernels)");
   if (options.batch < 0)
-    return emitError("the batch must be at least 1, got " + Twine(options.batch.getValue()));
+    return emitError("the batch must be >= 0 (0: the model's own), got " +
+                     Twine(options.batch.getValue()));
   std::string error;
   FailureOr<ShardSpec> shard = parseShardSpec(options.shard, error);
   if (failed(shard))

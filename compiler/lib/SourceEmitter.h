@@ -35,8 +35,8 @@ std::tuple<int64_t, int64_t, int64_t> linesAlong(mlir::RankedTensorType type, in
 
 class SourceEmitter {
 public:
-  /// `computedBy`: every op another op's kernel computes (on CUDA the GEMM
-  /// epilogues).
+  /// `computedBy`: every op another op's kernel computes (on CUDA, a
+  /// convert widening an attention's bf16 result).
   SourceEmitter(mlir::func::FuncOp step, const MemoryPlan &plan, llvm::StringRef target,
                 const ComputedBy &computedBy)
       : step(step), plan(plan), target(target) {

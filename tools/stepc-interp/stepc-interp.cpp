@@ -44,26 +44,39 @@ namespace cl = llvm::cl;
 /// stepc-interp's own flags: `--help` shows these, not LLVM's.
 static cl::OptionCategory interpCategory("stepc-interp options");
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required, cl::cat(interpCategory));
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), cl::Required,
+                                      cl::cat(interpCategory));
 static cl::opt<std::string> functionName("function", cl::desc("Function to run (default: "
-                                         "the loss, gradient or train step function)"), cl::cat(interpCategory));
-static cl::opt<bool> gradMode("grad", cl::desc("Run step-autodiff and evaluate the gradient function"), cl::cat(interpCategory));
+                                         "the loss, gradient or train step function)"),
+                                         cl::cat(interpCategory));
+static cl::opt<bool> gradMode("grad", cl::desc("Run step-autodiff and evaluate the gradient function"),
+                              cl::cat(interpCategory));
 static cl::opt<bool> trainMode("train-step", cl::desc("Run step-autodiff and step-optimizer and "
-                                                      "evaluate the training step"), cl::cat(interpCategory));
+                                                      "evaluate the training step"),
+                               cl::cat(interpCategory));
 static cl::opt<bool> gradCheck("grad-check", cl::desc("Compare autodiff gradients with central "
-                                                      "finite differences in f64"), cl::cat(interpCategory));
-static cl::opt<std::string> inputsDir("inputs", cl::desc("Directory of <argument name>.npy files"), cl::cat(interpCategory));
-static cl::opt<std::string> outputDir("output", cl::desc("Directory for <result name>.npy files"), cl::cat(interpCategory));
-static cl::opt<unsigned> seed("seed", cl::desc("Seed for drawn arguments"), cl::init(0), cl::cat(interpCategory));
-static cl::opt<bool> exactF64("f64", cl::desc("Evaluate everything in double, unrounded"), cl::cat(interpCategory));
-static cl::opt<double> lrFlag("lr", cl::desc("Learning rate argument"), cl::init(1e-3), cl::cat(interpCategory));
-static cl::opt<unsigned> stepFlag("step", cl::desc("Step-number argument (from 1)"), cl::init(1), cl::cat(interpCategory));
+                                                      "finite differences in f64"),
+                               cl::cat(interpCategory));
+static cl::opt<std::string> inputsDir("inputs", cl::desc("Directory of <argument name>.npy files"),
+                                      cl::cat(interpCategory));
+static cl::opt<std::string> outputDir("output", cl::desc("Directory for <result name>.npy files"),
+                                      cl::cat(interpCategory));
+static cl::opt<unsigned> seed("seed", cl::desc("Seed for drawn arguments"), cl::init(0),
+                              cl::cat(interpCategory));
+static cl::opt<bool> exactF64("f64", cl::desc("Evaluate everything in double, unrounded"),
+                              cl::cat(interpCategory));
+static cl::opt<double> lrFlag("lr", cl::desc("Learning rate argument"), cl::init(1e-3),
+                              cl::cat(interpCategory));
+static cl::opt<unsigned> stepFlag("step", cl::desc("Step-number argument (from 1)"), cl::init(1),
+                                  cl::cat(interpCategory));
 static cl::opt<unsigned> steps("steps", cl::desc("Training steps to run, feeding parameters and "
-                                                 "state back (with --train-step)"), cl::init(1), cl::cat(interpCategory));
+                                                 "state back (with --train-step)"), cl::init(1),
+                               cl::cat(interpCategory));
 static cl::opt<double> tolerance("tolerance", cl::desc("Largest relative error --grad-check accepts"),
                                  cl::init(1e-6), cl::cat(interpCategory));
 static cl::opt<unsigned> samples("samples", cl::desc("Elements checked per parameter by "
-                                                     "--grad-check (all if fewer)"), cl::init(64), cl::cat(interpCategory));
+                                                     "--grad-check (all if fewer)"), cl::init(64),
+                                 cl::cat(interpCategory));
 static cl::opt<double> jitter("jitter", cl::desc("Add N(0, jitter^2) to drawn parameters"),
                               cl::init(0.0), cl::cat(interpCategory));
 static cl::opt<std::string> precision("precision",

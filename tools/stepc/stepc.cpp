@@ -52,73 +52,60 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"), 
 static cl::opt<std::string> outputFile("o", cl::desc("Output file (step.so, or the IR/source "
                                                      "with --emit)"),
                                        cl::value_desc("file"), cl::init("step.so"),
-    cl::cat(stepcCategory));
+                                       cl::cat(stepcCategory));
 static cl::opt<std::string> target("target", cl::desc("Target: cuda (an NVIDIA GPU, the "
                                                       "default) or cpu"),
-                                   cl::init("cuda"),
-    cl::cat(stepcCategory));
+                                   cl::init("cuda"), cl::cat(stepcCategory));
 static cl::opt<std::string> arch("arch", cl::desc("GPU architecture of --target=cuda"),
-                                 cl::init("sm_90a"),
-    cl::cat(stepcCategory));
+                                 cl::init("sm_90a"), cl::cat(stepcCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32, or bf16: GEMMs and attention "
                                                             "in bf16 with f32 master parameters, "
                                                             "optimizer state, loss and "
                                                             "reductions (step-mixed-precision)"),
-                                      cl::init("fp32"),
-    cl::cat(stepcCategory));
+                                      cl::init("fp32"), cl::cat(stepcCategory));
 static cl::opt<std::string> reportFile("report", cl::desc("Write the compile-time report (JSON)"),
-                                       cl::value_desc("file.json"),
-    cl::cat(stepcCategory));
+                                       cl::value_desc("file.json"), cl::cat(stepcCategory));
 static cl::opt<std::string> emit("emit", cl::desc("What to produce: so (default), mlir (the "
                                                   "training step IR), source (the C++)"),
-                                 cl::init("so"),
-    cl::cat(stepcCategory));
+                                 cl::init("so"), cl::cat(stepcCategory));
 static cl::opt<std::string> dumpAfter("dump-after", cl::desc("Print the IR after this pass "
                                                              "(any registered pass, e.g. "
                                                              "step-autodiff; or all) to stderr"),
-    cl::cat(stepcCategory));
+                                      cl::cat(stepcCategory));
 static cl::opt<int64_t> batch("batch", cl::desc("Rebind the model to this batch size "
                                                 "(step-rebind-batch)"),
-                              cl::init(0),
-    cl::cat(stepcCategory));
+                              cl::init(0), cl::cat(stepcCategory));
 static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (the global batch "
                                                    "split over N ranks, gradients all-reduced); "
                                                    "fsdp:N (also parameters, gradients and "
                                                    "optimizer state sharded along dim 0); "
                                                    "hsdp:RxS (sharded within groups of S, "
                                                    "replicated across R)"),
-                                  cl::init("none"),
-    cl::cat(stepcCategory));
+                                  cl::init("none"), cl::cat(stepcCategory));
 static cl::opt<bool> fsdpReshard("fsdp-reshard", cl::desc("With fsdp: gather parameters again "
                                                           "for backward (ZeRO-3, default) or keep "
                                                           "them from forward (false: ZeRO-2)"),
-                                 cl::init(true),
-    cl::cat(stepcCategory));
+                                 cl::init(true), cl::cat(stepcCategory));
 static cl::opt<double> linkGBps("link-gbps", cl::desc("Predict the exposed communication time "
                                                      "in the report for this per-rank bus "
                                                      "bandwidth (GB/s)"),
-                                cl::init(0.0),
-    cl::cat(stepcCategory));
+                                cl::init(0.0), cl::cat(stepcCategory));
 static cl::opt<double> computeGflops("compute-gflops", cl::desc("Compute rate the prediction "
                                                                 "assumes (GFLOP/s)"),
-                                     cl::init(100.0),
-    cl::cat(stepcCategory));
+                                     cl::init(100.0), cl::cat(stepcCategory));
 static cl::opt<bool> cudaEmulation("cuda-emulation",
                                    cl::desc("With --target=cuda: build step.so for the host "
                                             "emulation of CUDA (every kernel on host threads; "
                                             "slow: for testing without a GPU)"),
-                                   cl::init(false),
-    cl::cat(stepcCategory));
+                                   cl::init(false), cl::cat(stepcCategory));
 static cl::opt<bool> fuseElementwise("fuse-elementwise",
                                      cl::desc("Fuse runs of elementwise ops into one loop or "
                                               "kernel (default on)"),
-                                     cl::init(true),
-    cl::cat(stepcCategory));
+                                     cl::init(true), cl::cat(stepcCategory));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
-                                             cl::init(""),
-    cl::cat(stepcCategory));
+                                             cl::init(""), cl::cat(stepcCategory));
 
 static int fail(const Twine &message) {
   llvm::errs() << "stepc: error: " << message << "\n";
@@ -193,6 +180,10 @@ int main(int argc, char **argv) {
     return fail("bad --arch '" + arch + "' (expected an sm_XY name such as sm_90a)");
   if (emit != "so" && emit != "mlir" && emit != "source")
     return fail("unknown --emit '" + emit + "' (expected so, mlir or source)");
+  if (!std::isfinite(linkGBps) || !std::isfinite(computeGflops) || linkGBps < 0 ||
+      computeGflops <= 0)
+    return fail("--link-gbps must be a finite value >= 0 and --compute-gflops a finite "
+                "value > 0");
   std::string error;
 
   DialectRegistry registry;
@@ -283,10 +274,6 @@ int main(int argc, char **argv) {
   if (target == "cuda")
     fusions = planCudaFusions(step);
   MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/{}, fusions.keepAlive);
-  if (!std::isfinite(linkGBps) || !std::isfinite(computeGflops) || linkGBps < 0 ||
-      computeGflops <= 0)
-    return fail("--link-gbps must be a finite value >= 0 and --compute-gflops a finite "
-                "value > 0");
   FailureOr<llvm::json::Object> report =
       buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
   if (failed(report))

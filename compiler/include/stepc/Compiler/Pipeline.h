@@ -74,13 +74,14 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
 ///   [step-rebind-batch] → step-autodiff → [step-shard-data-parallel |
 ///   step-shard-fully] → step-optimizer → [step-schedule-collectives] →
 ///   [step-mixed-precision] → target lowering: [step-fuse-gemm-epilogues
-///   (cuda)] → [step-fuse-elementwise].
+///   (cuda)] → step-lower-library-calls → [step-fuse-elementwise]
+/// (`until` stops after autodiff or before target lowering).
 /// A bad option is reported through `emitError` and adds nothing.
 mlir::LogicalResult
 buildStepcPipeline(mlir::OpPassManager &pm, const StepcPipelineOptions &options,
                    llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> emitError);
 
-/// Registers `stepc-pipeline` (for stepc-opt and --dump-after).
+/// Registers `stepc-pipeline` (for stepc-opt).
 void registerStepcPipeline();
 
 } // namespace stepc

@@ -117,8 +117,12 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
     }
     if (isa<stepk::FusedOp, stepk::CallOp>(op)) {
       Block &body = op.getRegion(0).front();
-      for (auto [arg, tensor] : llvm::zip(body.getArguments(), operands))
-        values[arg] = *tensor;
+      // By value: inserting into `values` may move the tensors `operands`
+      // points to.
+      for (auto [arg, input] : llvm::zip(body.getArguments(), op.getOperands())) {
+        Tensor t = values.lookup(input);
+        values[arg] = std::move(t);
+      }
       for (Operation &member : body.without_terminator())
         if (failed(evalOp(member)))
           return failure();
