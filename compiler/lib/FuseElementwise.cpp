@@ -126,6 +126,9 @@ void fuse(Run run, DenseMap<Value, Value> &replaced) {
   for (Value out : run.outputs)
     types.push_back(out.getType());
   auto fused = b.create<stepk::FusedOp>(first->getLoc(), types, run.inputs);
+  // A run may span phases (a recomputed op and the backward op reading it):
+  // the kernel starts in its first member's.
+  step::copyPhase(first, fused);
   Block *body = new Block();
   fused.getBody().push_back(body);
   IRMapping map;

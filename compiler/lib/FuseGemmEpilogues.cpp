@@ -55,6 +55,7 @@ void fold(Operation *op, const CudaFusions &fusions, DenseMap<Value, Value> &rep
   auto gemm = b.create<stepk::GemmOp>(op->getLoc(), written.getType(), pre, op->getOperand(0),
                                       op->getOperand(1), bias, epilogue == 2 ? aux : Value(),
                                       ta, tb, shared, name);
+  step::copyPhase(op, gemm);
   for (auto [member, kernel] : fusions.computedBy)
     if (kernel == op)
       dead.push_back(member);

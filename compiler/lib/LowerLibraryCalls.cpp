@@ -169,6 +169,7 @@ void lower(Operation *op, const LibraryCall &call) {
       call.idCheck.empty() ? StringAttr() : attrs.getStringAttr(call.idCheck),
       call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idOperand),
       call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idBound));
+  step::copyPhase(op, kernel);
   Block *body = new Block();
   kernel.getBody().push_back(body);
   IRMapping map;

@@ -4,10 +4,20 @@
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Transforms/Passes.h"
 
+#include "runtime/kernels/cuda/launch_config.h"
+
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringSwitch.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace stepc;
+
+/// What the CUDA step adds to the arena before any kernel scratch: the
+/// status word and cuBLASLt's workspace (CudaEmitter's arena layout).
+static constexpr int64_t kCudaArenaExtraBytes =
+    stepc::cuda::kScratchAlignment + stepc::cuda::kGemmWorkspaceBytes;
 
 FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   ShardSpec spec;
@@ -39,6 +49,28 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   return failure();
 }
 
+FailureOr<int64_t> stepc::parseByteSize(StringRef text) {
+  StringRef digits = text.take_while([](char c) { return c >= '0' && c <= '9'; });
+  StringRef unit = text.drop_front(digits.size());
+  uint64_t count = 0;
+  if (digits.empty() || digits.getAsInteger(10, count))
+    return failure();
+  uint64_t scale = StringSwitch<uint64_t>(unit)
+                       .Cases("", "B", 1)
+                       .Case("KB", 1000)
+                       .Case("MB", 1000 * 1000)
+                       .Case("GB", 1000 * 1000 * 1000)
+                       .Case("TB", uint64_t{1000} * 1000 * 1000 * 1000)
+                       .Case("KiB", uint64_t{1} << 10)
+                       .Case("MiB", uint64_t{1} << 20)
+                       .Case("GiB", uint64_t{1} << 30)
+                       .Case("TiB", uint64_t{1} << 40)
+                       .Default(0);
+  if (scale == 0 || count > uint64_t(std::numeric_limits<int64_t>::max()) / scale)
+    return failure();
+  return int64_t(count * scale);
+}
+
 LogicalResult
 stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options,
                           function_ref<LogicalResult(const Twine &)> emitError) {
@@ -52,6 +84,17 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   if (options.batch < 0)
     return emitError("the batch must be >= 0 (0: the model's own), got " +
                      Twine(options.batch.getValue()));
+  int64_t budget = 0;
+  if (!options.memoryBudget.empty()) {
+    FailureOr<int64_t> bytes = parseByteSize(options.memoryBudget);
+    if (failed(bytes) || *bytes == 0)
+      return emitError("bad memory budget '" + options.memoryBudget +
+                       "' (expected a positive byte count such as 536870912, 512MB or 2GiB)");
+    budget = *bytes;
+  }
+  std::string remat = options.remat.empty() ? (budget ? "auto" : "none") : options.remat.getValue();
+  if (remat != "none" && remat != "block" && remat != "selective" && remat != "auto")
+    return emitError("unknown remat '" + remat + "' (expected none, block, selective or auto)");
   std::string error;
   FailureOr<ShardSpec> shard = parseShardSpec(options.shard, error);
   if (failed(shard))
@@ -84,6 +127,13 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepScheduleCollectives());
   if (options.precision == "bf16")
     pm.addPass(createStepMixedPrecision());
+  // The budget is a contract: checked (and met, by recomputation) here on
+  // the step's plan, and again by stepc on the back end's final plan.
+  if (remat != "none" || budget > 0)
+    pm.addPass(createStepRemat(StepRematOptions{
+        remat, budget,
+        /*extraBytes=*/options.target == "cuda" ? kCudaArenaExtraBytes : 0,
+        /*flopsPerByte=*/options.target == "cuda" ? 200.0 : 20.0}));
   if (options.until == "train-step")
     return success();
   // Target lowering: the kernels the back end launches.

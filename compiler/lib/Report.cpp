@@ -2,6 +2,7 @@
 
 #include "stepc/Compiler/Report.h"
 #include "stepc/Analysis/FlopCount.h"
+#include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -10,6 +11,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <functional>
 #include <map>
 
 using namespace mlir;
@@ -21,21 +23,6 @@ namespace {
 int64_t bytesOf(Type type) {
   auto t = cast<RankedTensorType>(type);
   return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
-}
-
-/// "h.3" for "h.3.attn.c_attn.weight", "layers.2" for "layers.2.ffn_norm";
-/// empty for parameters outside the repeated blocks.
-std::string blockOf(StringRef name) {
-  for (StringRef prefix : {"h.", "layers."}) {
-    if (!name.starts_with(prefix))
-      continue;
-    StringRef rest = name.drop_front(prefix.size());
-    size_t dot = rest.find('.');
-    StringRef index = rest.take_front(dot);
-    if (!index.empty() && llvm::all_of(index, [](char c) { return llvm::isDigit(c); }))
-      return (prefix + index).str();
-  }
-  return "";
 }
 
 } // namespace
@@ -117,54 +104,30 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
     }
   }
 
-  // Saved activations: arena buffers defined by the forward ops (the first
-  // ops of the step, copied from the loss function in order) and read after
-  // them. Each is attributed to the block of the latest-first-used parameter
-  // it depends on (embeddings before the blocks, the head after them).
-  DenseMap<Operation *, int64_t> index;
-  int64_t n = 0;
+  // Saved activations: arena buffers holding values of forward ops that a
+  // backward (or recomputing) op reads, each attributed to its block.
   for (Operation &op : body)
-    index[&op] = n++;
-  // The forward ends at the op computing the loss (fusion may have merged
-  // forward ops, so the loss function's op count is not a position here).
-  int64_t forwardOps = std::distance(loss.getBody().front().begin(),
-                                     loss.getBody().front().end()) - 1;
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-    if (auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
-        name && name.getValue() == "loss" && v.getDefiningOp())
-      forwardOps = index[v.getDefiningOp()] + 1;
-  DenseMap<Value, std::pair<int64_t, std::string>> origin; // (rank, block)
-  for (BlockArgument arg : body.getArguments()) {
-    auto param = step.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), StepDialect::kParamAttrName);
-    int64_t first = n;
-    for (Operation *user : arg.getUsers())
-      first = std::min(first, index[user]);
-    origin[arg] = param ? std::make_pair(first, blockOf(param.getName()))
-                        : std::make_pair(int64_t(-1), std::string());
-  }
+    if (!isa<func::ReturnOp>(op) && !getPhase(&op))
+      return op.emitOpError() << "has no step.phase (a pass dropped it)";
+  DenseMap<Value, std::string> blockOf = attributeBlocks(step);
   std::map<std::string, int64_t> savedByBlock;
   DenseSet<int64_t> counted;
   int64_t saved = 0;
-  int64_t position = 0;
   for (Operation &op : body) {
-    if (position++ >= forwardOps)
-      break;
-    std::pair<int64_t, std::string> from{-1, ""};
-    for (Value operand : op.getOperands())
-      if (origin.count(operand) && origin[operand].first > from.first)
-        from = origin[operand];
+    if (getPhase(&op) != Phase::Forward)
+      continue;
     for (Value result : op.getResults()) {
-      origin[result] = from;
-      bool usedLater = llvm::any_of(result.getUsers(), [&](Operation *user) {
-        return !isa<func::ReturnOp>(user) && index[user] >= forwardOps;
+      bool readLater = llvm::any_of(result.getUsers(), [&](Operation *user) {
+        std::optional<Phase> phase = getPhase(user);
+        return phase == Phase::Backward || phase == Phase::Recompute;
       });
       auto buffer = plan.bufferOf.find(result);
-      if (!usedLater || buffer == plan.bufferOf.end() || !counted.insert(buffer->second).second)
+      if (!readLater || buffer == plan.bufferOf.end() || !counted.insert(buffer->second).second)
         continue;
       int64_t bytes = bytesOf(result.getType());
       saved += bytes;
-      savedByBlock[from.second.empty() ? "outside blocks" : from.second] += bytes;
+      const std::string &block = blockOf[result];
+      savedByBlock[block.empty() ? "outside blocks" : block] += bytes;
     }
   }
   llvm::json::Object perBlock;
@@ -193,6 +156,25 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
   report["saved_activation_bytes_per_block"] = blocks ? blockTotal / blocks : 0;
   report["saved_activation_bytes_by_block"] = std::move(perBlock);
   report["kernels_per_step"] = kernels;
+  // Recomputation (step-remat): the copies' kinds and FLOPs.
+  llvm::json::Object recomputedByKind;
+  std::map<std::string, int64_t> recomputed;
+  int64_t recomputeFlops = 0;
+  for (Operation &op : body) {
+    if (getPhase(&op) != Phase::Recompute)
+      continue;
+    recomputeFlops += *getExecutedFlops(&op);
+    std::string kind = op.getName().getStringRef().str();
+    if (auto call = op.getAttrOfType<StringAttr>("callee"))
+      kind = call.getValue().str();
+    ++recomputed[kind];
+  }
+  for (auto &[kind, count] : recomputed)
+    recomputedByKind[kind] = count;
+  report["recomputed_ops_by_kind"] = std::move(recomputedByKind);
+  report["recompute_flops_per_step"] = recomputeFlops;
+  report["executed_over_model_flops"] =
+      modelFlops > 0 ? double(executed) / double(modelFlops) : 0.0;
   report["in_place_buffers"] = plan.inPlaceCount;
   report["collectives_per_step"] = collectives;
   llvm::json::Object byKind;

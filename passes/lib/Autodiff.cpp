@@ -67,6 +67,8 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
   Block &body = grad.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value lossValue = ret.getOperand(0);
+  for (Operation &op : body.without_terminator())
+    setPhase(&op, Phase::Forward);
   b.setInsertionPoint(ret);
 
   // Backward: cotangents in reverse order, seeded with d loss = 1.
@@ -115,6 +117,7 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
   }
   b.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
+  setMissingPhases(body, Phase::Backward);
   return success();
 }
 

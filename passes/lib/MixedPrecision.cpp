@@ -45,6 +45,7 @@ void narrow(func::FuncOp step) {
       if (!copy) {
         b.setInsertionPoint(op);
         copy = b.create<ConvertOp>(op->getLoc(), withElement(v.getType(), bf16), v);
+        copyPhase(op, copy.getDefiningOp());
       }
       operand.set(copy);
     }
@@ -53,6 +54,7 @@ void narrow(func::FuncOp step) {
       Type wide = r.getType();
       r.setType(withElement(wide, bf16));
       auto back = b.create<ConvertOp>(op->getLoc(), wide, r);
+      copyPhase(op, back);
       r.replaceAllUsesExcept(back, back);
     }
   }

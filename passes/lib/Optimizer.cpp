@@ -184,6 +184,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   llvm::append_range(results, newM);
   llvm::append_range(results, newV);
   b.create<func::ReturnOp>(loc, results);
+  setMissingPhases(*entry, Phase::Optimizer);
   return success();
 }
 

@@ -99,6 +99,7 @@ struct StepShardDataParallelPass
       }
     }
     ret.getOperandsMutable().assign(results);
+    setMissingPhases(grad.getBody().front(), Phase::Collective);
   }
 
   void runOnOperation() override {

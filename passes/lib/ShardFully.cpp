@@ -54,7 +54,7 @@ Value gather(OpBuilder &b, Location loc, Value shard, Layout layout, int64_t row
                            b.getDenseI64ArrayAttr(sizes));
 }
 
-LogicalResult shard(func::FuncOp grad, int64_t forwardOps, Layout layout, bool reshard) {
+LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
   const int64_t ranks = layout.ranks, world = layout.ranks * layout.replicas;
   Block &body = grad.getBody().front();
   DenseMap<Operation *, int64_t> index;
@@ -77,7 +77,8 @@ LogicalResult shard(func::FuncOp grad, int64_t forwardOps, Layout layout, bool r
     for (OpOperand &use : arg.getUses()) {
       if (isa<func::ReturnOp>(use.getOwner()))
         continue;
-      (index[use.getOwner()] < forwardOps || !reshard ? forward : backward).push_back(&use);
+      bool inForward = getPhase(use.getOwner()) == Phase::Forward;
+      (inForward || !reshard ? forward : backward).push_back(&use);
     }
     arg.setType(withRows(type, shardRows));
     argTypes[i] = arg.getType();
@@ -145,6 +146,7 @@ LogicalResult shard(func::FuncOp grad, int64_t forwardOps, Layout layout, bool r
   }
   ret.getOperandsMutable().assign(results);
   grad.setFunctionType(FunctionType::get(grad.getContext(), argTypes, resultTypes));
+  setMissingPhases(body, Phase::Collective);
   return success();
 }
 
@@ -161,7 +163,6 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
     SmallVector<int64_t> meshShape{ranks.getValue()};
     if (replicas > 1)
       meshShape = {replicas.getValue(), ranks.getValue()};
-    SymbolTable symbols(module);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
     b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, meshShape);
@@ -170,17 +171,7 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
       if (!grad->hasAttr(StepDialect::kGradientAttrName))
         continue;
       any = true;
-      // The forward ops are the loss function's, copied first and in order.
-      StringRef name = grad.getSymName();
-      name.consume_back("_grad");
-      auto loss = symbols.lookup<func::FuncOp>(name);
-      if (!loss) {
-        grad.emitOpError() << "has no loss function '" << name << "'";
-        return signalPassFailure();
-      }
-      int64_t forwardOps =
-          std::distance(loss.getBody().front().begin(), loss.getBody().front().end()) - 1;
-      if (failed(shard(grad, forwardOps, Layout{ranks, replicas}, reshard)))
+      if (failed(shard(grad, Layout{ranks, replicas}, reshard)))
         return signalPassFailure();
     }
     if (!any) {

@@ -5,14 +5,14 @@
 // RUN: not stepc-opt %s --step-mixed-precision 2>&1 | FileCheck %s --check-prefix=ORDER
 
 // CHECK-LABEL: func.func @loss_train_step
-// CHECK: %[[XB:.*]] = step.convert %{{.*}} : tensor<2x4x4xf32> -> tensor<2x4x4xbf16>
-// CHECK: %[[WB:.*]] = step.convert %arg0 : tensor<4x4xf32> -> tensor<4x4xbf16>
-// CHECK: %[[YB:.*]] = step.matmul %[[XB]], %[[WB]] transpose_b : (tensor<2x4x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4x4xbf16>
-// CHECK-NEXT: %{{.*}} = step.convert %[[YB]] : tensor<2x4x4xbf16> -> tensor<2x4x4xf32>
-// CHECK: step.cross_entropy %{{.*}} : (tensor<2x4x4xf32>, tensor<2x4xi32>) -> tensor<f32>
+// CHECK: %[[XB:.*]] = step.convert %{{.*}} {{.*}}: tensor<2x4x4xf32> -> tensor<2x4x4xbf16>
+// CHECK: %[[WB:.*]] = step.convert %arg0 {{.*}}: tensor<4x4xf32> -> tensor<4x4xbf16>
+// CHECK: %[[YB:.*]] = step.matmul %[[XB]], %[[WB]] transpose_b {{.*}}: (tensor<2x4x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4x4xbf16>
+// CHECK-NEXT: %{{.*}} = step.convert %[[YB]] {{.*}}: tensor<2x4x4xbf16> -> tensor<2x4x4xf32>
+// CHECK: step.cross_entropy %{{.*}} {{.*}}: (tensor<2x4x4xf32>, tensor<2x4xi32>) -> tensor<f32>
 // The backward GEMMs reuse the forward's copy of w.
-// CHECK: step.matmul %{{.*}}, %[[WB]] : (tensor<2x4x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4x4xbf16>
-// CHECK: step.adamw %arg0, %{{[0-9]+}}, {{.*}} : (tensor<4x4xf32>, tensor<4x4xf32>,
+// CHECK: step.matmul %{{.*}}, %[[WB]] {{.*}}: (tensor<2x4x4xbf16>, tensor<4x4xbf16>) -> tensor<2x4x4xbf16>
+// CHECK: step.adamw %arg0, %{{[0-9]+}}, {{.*}} {{.*}}: (tensor<4x4xf32>, tensor<4x4xf32>,
 // CHECK-NOT: step.adamw {{.*}}bf16
 // ORDER: error: step-mixed-precision needs a training step
 func.func @loss(%w: tensor<4x4xf32> {step.param = #step.param<"w", normal(0.02)>},

@@ -16,14 +16,14 @@
 // CHECK: %[[COEF:.*]] = step.div
 // CHECK: %[[SCALE:.*]] = step.minimum %[[COEF]]
 // Weight decay only on the matrix.
-// CHECK: step.adamw %[[W]], %{{.*}}, %[[MW]], %[[VW]], %[[LR]], %[[T]], %[[SCALE]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64}
-// CHECK: step.adamw %[[B]], %{{.*}}, %[[MB]], %[[VB]], %[[LR]], %[[T]], %[[SCALE]] {{.*}} weight_decay = 0.000000e+00 : f64}
+// CHECK: step.adamw %[[W]], %{{.*}}, %[[MW]], %[[VW]], %[[LR]], %[[T]], %[[SCALE]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, epsilon = 1.000000e-08 : f64, {{.*}}weight_decay = 1.000000e-01 : f64}
+// CHECK: step.adamw %[[B]], %{{.*}}, %[[MB]], %[[VB]], %[[LR]], %[[T]], %[[SCALE]] {{.*}} weight_decay = 0.000000e+00 {{.*}}: f64}
 // CHECK: return %{{.*}}, %[[NORM]],
 
 // Options reach the update; max-grad-norm=0 turns clipping off.
 // OPTS-LABEL: func.func @loss_train_step
 // OPTS-NOT: step.minimum
-// OPTS: step.adamw {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64}
+// OPTS: step.adamw {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, epsilon = 1.000000e-08 : f64, {{.*}}weight_decay = 0.000000e+00 : f64}
 func.func @loss(%w: tensor<3x2xf32> {step.param = #step.param<"w", normal(0.02)>},
                 %b: tensor<3xf32> {step.param = #step.param<"b", zeros>},
                 %x: tensor<4x2xf32> {step.input = "x"}) -> tensor<f32> attributes {step.loss} {

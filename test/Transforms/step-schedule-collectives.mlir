@@ -12,10 +12,10 @@
 // CHECK-NEXT: %[[G1B:.*]] = mesh.all_gather %arg1
 // CHECK-NEXT: step.matmul %{{.*}}, %[[G1]] transpose_b
 // CHECK: %[[G0B:.*]] = mesh.all_gather %arg0
-// CHECK-NEXT: step.matmul %{{.*}}, %[[G1B]] :
+// CHECK-NEXT: step.matmul %{{.*}}, %[[G1B]] {{.*}}:
 // CHECK-NEXT: %[[DW1:.*]] = step.matmul {{.*}} transpose_a
 // CHECK-NEXT: mesh.reduce_scatter %[[DW1]]
-// CHECK: step.matmul %{{.*}}, %[[G0B]] :
+// CHECK: step.matmul %{{.*}}, %[[G0B]] {{.*}}:
 // CHECK: %[[DW0:.*]] = step.matmul {{.*}} transpose_a
 // CHECK-NEXT: mesh.reduce_scatter %[[DW0]]
 // CHECK: step.adamw

@@ -98,6 +98,18 @@ static cl::opt<bool> cudaEmulation("cuda-emulation",
                                             "emulation of CUDA (every kernel on host threads; "
                                             "slow: for testing without a GPU)"),
                                    cl::init(false), cl::cat(stepcCategory));
+static cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("Planned peak bytes per rank the step must fit, e.g. 536870912, 512MB, 2GiB: "
+             "parameters, optimizer state, inputs, activations (and on cuda the cuBLASLt "
+             "workspace). An unmeetable budget is an error naming the smallest feasible one"),
+    cl::value_desc("bytes"), cl::cat(stepcCategory));
+static cl::opt<std::string> remat(
+    "remat",
+    cl::desc("Rematerialisation: none; block (keep block inputs, recompute the rest); "
+             "selective (recompute what needs no matmul or attention); auto (the default "
+             "with --memory-budget: the least recompute that fits)"),
+    cl::cat(stepcCategory));
 static cl::opt<bool> fuseElementwise("fuse-elementwise",
                                      cl::desc("Fuse runs of elementwise ops into one loop or "
                                               "kernel (default on)"),
@@ -238,6 +250,8 @@ int main(int argc, char **argv) {
   options.fsdpReshard = fsdpReshard.getValue();
   options.optimizerOptions = optimizerOptions.getValue();
   options.fuseElementwise = fuseElementwise.getValue();
+  options.remat = remat.getValue();
+  options.memoryBudget = memoryBudget.getValue();
   PassManager pm(&context);
   if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
         fail(message);
@@ -263,6 +277,8 @@ int main(int argc, char **argv) {
                  << "': the pass is not in this pipeline (stepc-opt "
                     "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
   int64_t ranks = shardSpec->ranks();
+  // parseByteSize succeeded in buildStepcPipeline.
+  int64_t budgetBytes = memoryBudget.empty() ? 0 : *parseByteSize(memoryBudget);
 
   func::FuncOp step;
   for (auto f : module->getOps<func::FuncOp>())
@@ -289,6 +305,21 @@ int main(int argc, char **argv) {
                               shape.arenaBytes);
       report->try_emplace("target_launches_per_step", shape.launches);
     }
+    // The budget is checked once more on the back end's own plan (the pass
+    // checked the target-independent one): never a silent overrun.
+    if (budgetBytes > 0) {
+      int64_t peak = *report->getInteger(target == "cuda" ? "target_planned_peak_bytes"
+                                                          : "planned_peak_bytes");
+      report->try_emplace("memory_budget_bytes", budgetBytes);
+      if (peak > budgetBytes) {
+        step.emitError() << "the " << target.getValue() << " back end's plan needs " << peak
+                         << " bytes per rank, over the memory budget of " << budgetBytes
+                         << " bytes (raise --memory-budget or choose another --remat)";
+        return failure();
+      }
+    }
+    report->try_emplace("remat", options.remat.empty() ? (budgetBytes ? "auto" : "none")
+                                                       : options.remat.getValue());
     ModuleSummary summary;
     {
       llvm::raw_string_ostream os(summary.reportJson);

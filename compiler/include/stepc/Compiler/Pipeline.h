@@ -38,6 +38,11 @@ struct ShardSpec {
 /// Parses a --shard value; on failure `error` says what was expected.
 mlir::FailureOr<ShardSpec> parseShardSpec(llvm::StringRef text, std::string &error);
 
+/// Parses a byte count: digits with an optional unit, B, KB/MB/GB/TB
+/// (powers of 1000) or KiB/MiB/GiB/TiB (powers of 1024), e.g. "512MB",
+/// "2GiB"; fails on anything else or a count beyond int64.
+mlir::FailureOr<int64_t> parseByteSize(llvm::StringRef text);
+
 /// The options of the pipeline (stepc's flags of the same names).
 struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOptions> {
   Option<std::string> target{*this, "target", llvm::cl::desc("cuda or cpu"),
@@ -62,6 +67,15 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
                                llvm::cl::desc("Fuse runs of elementwise ops into "
                                               "stepk.fused kernels (step-fuse-elementwise)"),
                                llvm::cl::init(true)};
+  Option<std::string> remat{*this, "remat",
+                            llvm::cl::desc("Rematerialisation: none, block, selective or auto "
+                                           "(the default when a memory budget is given)"),
+                            llvm::cl::init("")};
+  Option<std::string> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Planned peak bytes per rank the step must fit (e.g. 512MB, 2GiB): "
+                     "parameters, optimizer state, inputs, arena and the CUDA workspace"),
+      llvm::cl::init("")};
   Option<std::string> until{*this, "until",
                             llvm::cl::desc("Stop after: autodiff (the gradient function), "
                                            "train-step (the target-independent training "
@@ -73,7 +87,7 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
 /// Checks `options` and appends the step's passes to `pm`:
 ///   [step-rebind-batch] → step-autodiff → [step-shard-data-parallel |
 ///   step-shard-fully] → step-optimizer → [step-schedule-collectives] →
-///   [step-mixed-precision] → target lowering: [step-fuse-gemm-epilogues
+///   [step-mixed-precision] → [step-remat] → target lowering: [step-fuse-gemm-epilogues
 ///   (cuda)] → step-lower-library-calls → [step-fuse-elementwise]
 /// (`until` stops after autodiff or before target lowering).
 /// A bad option is reported through `emitError` and adds nothing.

@@ -179,6 +179,11 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be a unit attribute on a function";
     return success();
   }
+  if (attribute.getName() == kPhaseAttrName) {
+    if (!isa<PhaseAttr>(attribute.getValue()))
+      return op->emitError() << "expects '" << kPhaseAttrName << "' to be a #step.phase";
+    return success();
+  }
   if (attribute.getName() != kLossAttrName)
     return op->emitError() << "unknown step attribute '"
                            << attribute.getName().getValue() << "'";
@@ -190,4 +195,25 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
     return op->emitError() << "expects '" << kLossAttrName
                            << "' on a function, got '" << op->getName() << "'";
   return verifyLossFunction(function);
+}
+
+std::optional<Phase> stepc::step::getPhase(Operation *op) {
+  if (auto phase = op->getAttrOfType<PhaseAttr>(StepDialect::kPhaseAttrName))
+    return phase.getValue();
+  return std::nullopt;
+}
+
+void stepc::step::setPhase(Operation *op, Phase phase) {
+  op->setAttr(StepDialect::kPhaseAttrName, PhaseAttr::get(op->getContext(), phase));
+}
+
+void stepc::step::setMissingPhases(Block &block, Phase phase) {
+  for (Operation &op : block)
+    if (!op.hasTrait<OpTrait::IsTerminator>() && !op.hasAttr(StepDialect::kPhaseAttrName))
+      setPhase(&op, phase);
+}
+
+void stepc::step::copyPhase(Operation *from, Operation *to) {
+  if (Attribute phase = from->getAttr(StepDialect::kPhaseAttrName))
+    to->setAttr(StepDialect::kPhaseAttrName, phase);
 }

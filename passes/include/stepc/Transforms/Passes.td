@@ -236,4 +236,54 @@ def StepMixedPrecision : Pass<"step-mixed-precision", "mlir::ModuleOp"> {
   }];
 }
 
+def StepRemat : Pass<"step-remat", "mlir::ModuleOp"> {
+  let summary = "Recompute forward values in the backward to meet a memory budget";
+  let description = [{
+    Rematerialisation on the training step (a function marked
+    `step.train_step`). A *candidate* is a value of a forward op
+    (`#step.phase<forward>`) that a backward op reads: by default it stays
+    in memory from the forward to the backward. A recomputed candidate is
+    instead computed again, by a copy of its op (`#step.phase<recompute>`)
+    placed before its first backward reader, from kept candidates,
+    arguments and other recomputed values; forward values no backward op
+    reads are recomputed with it when it needs them. On the CPU target the
+    copy computes the same bits, so losses and parameters are unchanged.
+
+    - `mode=block`: keep only each block's inputs (values a later block
+      reads) and everything outside the blocks; recompute the rest (torch
+      `checkpoint` around every block).
+    - `mode=selective`: recompute the values whose recomputation needs no
+      matmul or attention, keep the rest (Megatron's selective
+      recomputation); a recomputed value's nearest kept candidates stay kept,
+      so no chain of recomputation grows across blocks.
+    - `mode=auto`: order the candidates by recompute cost per byte freed
+      (FLOPs + `flops-per-byte` × bytes written, the memory-bound ops costed
+      by bytes), accept them greedily under the same chain rule, and take the
+      shortest prefix of that order whose planned peak (step-level
+      `planMemory` + argument bytes + `extra-bytes`) fits `budget`, found by
+      bisection.
+
+    With `budget` > 0, a peak above the budget is an error that names the
+    smallest peak found and what occupies it (arguments, arena), whatever
+    the mode. Bisection and the chain rule make `auto` a heuristic:
+    docs/design/remat.md measures its gap to the exhaustive optimum.
+
+    ```mlir
+    // mode=block: the GELU of block 0, recomputed before its backward reader
+    %g = step.gelu %fc {step.phase = #step.phase<recompute>} : tensor<8x64x256xf32>
+    %dW = step.matmul %dy, %g transpose_a {step.phase = #step.phase<backward>} : ...
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+           "none, block, selective or auto">,
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "bytes the planned peak may reach per rank (0: no budget)">,
+    Option<"extraBytes", "extra-bytes", "int64_t", /*default=*/"0",
+           "bytes the back end adds to the plan (the CUDA GEMM workspace)">,
+    Option<"flopsPerByte", "flops-per-byte", "double", /*default=*/"20.0",
+           "cost of one byte written, in FLOPs (the machine balance)">
+  ];
+}
+
 #endif // STEPC_TRANSFORMS_PASSES_TD

@@ -24,6 +24,31 @@ def Step_GeluApproximationAttr : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::stepc::step";
 }
 
+def Step_Phase : I32EnumAttr<"Phase", "part of a training step an op belongs to", [
+    I32EnumAttrCase<"Forward", 0, "forward">,
+    I32EnumAttrCase<"Backward", 1, "backward">,
+    I32EnumAttrCase<"Optimizer", 2, "optimizer">,
+    I32EnumAttrCase<"Collective", 3, "collective">,
+    I32EnumAttrCase<"Recompute", 4, "recompute">
+  ]> {
+  let cppNamespace = "::stepc::step";
+  let genSpecializedAttr = 0;
+}
+
+def Step_PhaseAttr : EnumAttr<Step_Dialect, Step_Phase, "phase"> {
+  let summary = "the part of the training step an op belongs to";
+  let description = [{
+    Set on every op of a gradient or training-step function as
+    `step.phase = #step.phase<...>`: `forward` (copied from the loss
+    function), `backward` (built by step-autodiff), `optimizer` (clipping and
+    AdamW), `collective` (communication a sharding pass inserted, with its
+    padding and scaling) and `recompute` (a forward op step-remat copied into
+    the backward). Passes, the report and the memory decisions read it, never
+    op positions; an op that replaces others carries their phase.
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
   let mnemonic = "param";
   let summary = "a trainable parameter: its name and initialiser";

@@ -17,4 +17,17 @@
 #define GET_OP_CLASSES
 #include "stepc/Dialect/Step/IR/StepOps.h.inc"
 
+namespace stepc::step {
+
+/// The phase of `op` (its `step.phase`), or none if it has none.
+std::optional<Phase> getPhase(mlir::Operation *op);
+void setPhase(mlir::Operation *op, Phase phase);
+/// Gives `phase` to every op of `block` (not nested) that has none: how a
+/// pass marks the ops it created.
+void setMissingPhases(mlir::Block &block, Phase phase);
+/// Gives `to` the phase of `from`, if `from` has one.
+void copyPhase(mlir::Operation *from, mlir::Operation *to);
+
+} // namespace stepc::step
+
 #endif // STEPC_DIALECT_STEP_IR_STEPOPS_H
