@@ -95,6 +95,10 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   std::string remat = options.remat.empty() ? (budget ? "auto" : "none") : options.remat.getValue();
   if (remat != "none" && remat != "block" && remat != "selective" && remat != "auto")
     return emitError("unknown remat '" + remat + "' (expected none, block, selective or auto)");
+  // auto chooses against a budget: without one it would silently do nothing.
+  if (remat == "auto" && budget == 0)
+    return emitError("remat 'auto' needs a memory budget (--memory-budget=BYTES); "
+                     "block and selective need none");
   std::string error;
   FailureOr<ShardSpec> shard = parseShardSpec(options.shard, error);
   if (failed(shard))
