@@ -11,7 +11,6 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/MathExtras.h"
 
-#include <functional>
 #include <map>
 
 using namespace mlir;
@@ -20,10 +19,7 @@ using namespace stepc::step;
 
 namespace {
 
-int64_t bytesOf(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
-}
+int64_t bytesOf(Type type) { return tensorBytes(type); }
 
 } // namespace
 

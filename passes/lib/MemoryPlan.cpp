@@ -31,11 +31,7 @@ using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
 
-static int64_t bytesOf(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  int64_t bits = type.getElementTypeBitWidth();
-  return type.getNumElements() * std::max<int64_t>(bits / 8, 1);
-}
+static int64_t bytesOf(Value value) { return tensorBytes(value.getType()); }
 
 static int64_t alignUp(int64_t x) {
   return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;

@@ -18,10 +18,7 @@ using namespace stepc::step;
 
 namespace {
 
-int64_t bytesOf(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  return t.getNumElements() * std::max<int64_t>(t.getElementTypeBitWidth() / 8, 1);
-}
+int64_t bytesOf(Value v) { return tensorBytes(v.getType()); }
 
 struct StepShardDataParallelPass
     : public stepc::impl::StepShardDataParallelBase<StepShardDataParallelPass> {

@@ -28,6 +28,11 @@ static bool isStaticTensor(Type type) {
   return tensor && tensor.hasStaticShape();
 }
 
+int64_t stepc::step::tensorBytes(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return tensor.getNumElements() * std::max<int64_t>(tensor.getElementTypeBitWidth() / 8, 1);
+}
+
 bool stepc::step::isSupportedShape(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape())

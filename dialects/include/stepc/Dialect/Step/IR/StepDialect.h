@@ -18,6 +18,10 @@ constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
 /// (checked without overflow).
 bool isSupportedShape(mlir::Type type);
 
+/// Bytes a ranked tensor of `type` occupies (sub-byte elements count as one
+/// byte each, as stored).
+int64_t tensorBytes(mlir::Type type);
+
 } // namespace stepc::step
 
 #endif // STEPC_DIALECT_STEP_IR_STEPDIALECT_H
