@@ -34,10 +34,7 @@ using namespace stepc::step;
 
 namespace {
 
-int64_t bytesOf(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1);
-}
+int64_t bytesOf(Value v) { return tensorBytes(v.getType()); }
 
 bool isForwardValue(Value v) {
   Operation *def = v.getDefiningOp();
@@ -184,9 +181,7 @@ Peak plannedPeak(func::FuncOp step, const DenseSet<Value> &candidates,
   func::FuncOp copy = rematerialisedCopy(step, candidates, recompute);
   Peak peak;
   for (Type type : copy.getArgumentTypes())
-    if (auto tensor = dyn_cast<RankedTensorType>(type))
-      peak.arguments +=
-          tensor.getNumElements() * std::max<int64_t>(tensor.getElementTypeBitWidth() / 8, 1);
+    peak.arguments += tensorBytes(type);
   peak.arena = planMemory(copy).arenaBytes;
   peak.extra = extraBytes;
   copy->erase();
@@ -336,6 +331,11 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
     if (mode != "none" && mode != "block" && mode != "selective" && mode != "auto") {
       emitError(getOperation().getLoc())
           << "unknown remat mode '" << mode << "' (expected none, block, selective or auto)";
+      return signalPassFailure();
+    }
+    if (mode == "auto" && budget == 0) {
+      emitError(getOperation().getLoc())
+          << "step-remat mode=auto needs a budget (block and selective need none)";
       return signalPassFailure();
     }
     if (budget < 0 || extraBytes < 0 || !(flopsPerByte >= 0)) {

@@ -261,7 +261,8 @@ def StepRemat : Pass<"step-remat", "mlir::ModuleOp"> {
       by bytes), accept them greedily under the same chain rule, and take the
       shortest prefix of that order whose planned peak (step-level
       `planMemory` + argument bytes + `extra-bytes`) fits `budget`, found by
-      bisection.
+      bisection; block's choice instead when it fits at fewer recompute
+      FLOPs. Needs a budget.
 
     With `budget` > 0, a peak above the budget is an error that names the
     smallest peak found and what occupies it (arguments, arena), whatever
