@@ -162,35 +162,43 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
   llvm::stable_sort(order, [&](int64_t a, int64_t b) {
     return plan.buffers[a].bytes > plan.buffers[b].bytes;
   });
+  // Placed buffers in increasing offset, so the first gap is found in one
+  // pass over those whose lifetimes overlap (no sort per buffer).
   SmallVector<int64_t> placed;
   for (int64_t id : order) {
     MemoryPlan::Buffer &b = plan.buffers[id];
-    SmallVector<std::pair<int64_t, int64_t>> busy;
+    int64_t offset = 0;
     for (int64_t other : placed) {
       const MemoryPlan::Buffer &o = plan.buffers[other];
-      if (o.firstDef <= b.lastUse && b.firstDef <= o.lastUse)
-        busy.push_back({o.offset, o.offset + o.bytes});
-    }
-    llvm::sort(busy);
-    int64_t offset = 0;
-    for (auto [lo, hi] : busy) {
-      if (offset + b.bytes <= lo)
+      if (o.firstDef > b.lastUse || b.firstDef > o.lastUse)
+        continue;
+      if (offset + b.bytes <= o.offset)
         break;
-      offset = std::max(offset, hi);
+      offset = std::max(offset, o.offset + o.bytes);
     }
     b.offset = offset;
     plan.arenaBytes = std::max(plan.arenaBytes, offset + b.bytes);
-    placed.push_back(id);
+    auto at = llvm::upper_bound(placed, offset, [&](int64_t value, int64_t other) {
+      return value < plan.buffers[other].offset;
+    });
+    placed.insert(at, id);
   }
 
   // The live-set peak, for the report and the test that the placement is
-  // never below it.
-  for (int64_t at = 0; at <= n; ++at) {
-    int64_t live = 0;
-    for (const MemoryPlan::Buffer &b : plan.buffers)
-      if (b.firstDef <= at && at <= b.lastUse)
-        live += b.bytes;
-    plan.liveBytesPeak = std::max(plan.liveBytesPeak, live);
+  // never below it: a sweep over the buffers' [firstDef, lastUse] intervals.
+  SmallVector<std::pair<int64_t, int64_t>> events; // (op index, +bytes | -bytes)
+  for (const MemoryPlan::Buffer &b : plan.buffers) {
+    events.push_back({b.firstDef, b.bytes});
+    events.push_back({b.lastUse + 1, -b.bytes});
+  }
+  llvm::sort(events);
+  int64_t live = 0;
+  for (auto [at, delta] : events) {
+    live += delta;
+    if (live > plan.liveBytesPeak) {
+      plan.liveBytesPeak = live;
+      plan.liveBytesPeakAt = at;
+    }
   }
   return plan;
 }

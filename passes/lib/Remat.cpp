@@ -51,6 +51,17 @@ Value storageOf(Value v) {
   return v;
 }
 
+/// What computing `op` again costs: its FLOPs plus `flopsPerByte` per byte it
+/// writes (a reshape writes nothing), so memory-bound ops are costed by bytes.
+double opCost(Operation *op, double flopsPerByte) {
+  FailureOr<int64_t> flops = getExecutedFlops(op);
+  double cost = succeeded(flops) ? double(*flops) : 0.0;
+  if (!isa<ReshapeOp>(op))
+    for (Value r : op->getResults())
+      cost += flopsPerByte * double(bytesOf(r));
+  return cost;
+}
+
 /// The forward values the backward reads, with what recomputing each costs.
 struct Candidates {
   /// In program order.
@@ -93,11 +104,7 @@ Candidates findCandidates(func::FuncOp step, double flopsPerByte) {
     std::function<void(Operation *)> visit = [&](Operation *op) {
       if (!visited.insert(op).second)
         return;
-      FailureOr<int64_t> flops = getExecutedFlops(op);
-      cost += (succeeded(flops) ? double(*flops) : 0.0);
-      if (!isa<ReshapeOp>(op))
-        for (Value r : op->getResults())
-          cost += flopsPerByte * double(bytesOf(r));
+      cost += opCost(op, flopsPerByte);
       product |= isa<MatmulOp, BatchMatmulOp, AttentionOp>(op);
       for (Value w : op->getOperands()) {
         if (!isForwardValue(w))
@@ -157,8 +164,7 @@ void applyRemat(func::FuncOp step, const DenseSet<Value> &candidates,
 
 /// A detached copy of `step` with `recompute` applied (the caller erases it).
 func::FuncOp rematerialisedCopy(func::FuncOp step, const DenseSet<Value> &candidates,
-                                const DenseSet<Value> &recompute) {
-  IRMapping map;
+                                const DenseSet<Value> &recompute, IRMapping &map) {
   auto copy = cast<func::FuncOp>(step->clone(map));
   DenseSet<Value> copiedCandidates, copiedRecompute;
   for (Value v : candidates)
@@ -169,36 +175,55 @@ func::FuncOp rematerialisedCopy(func::FuncOp step, const DenseSet<Value> &candid
   return copy;
 }
 
-/// The planned per-rank peak of `step` with `recompute` applied, measured on
-/// a copy: arguments + the planner's arena + what the back end adds.
-struct Peak {
+/// A choice of recomputed values, measured on a copy of the step with it
+/// applied: the planned per-rank peak (arguments + the planner's arena + what
+/// the back end adds) and the recompute cost (Σ opCost over the copies).
+struct Evaluation {
   int64_t arguments = 0, arena = 0, extra = 0;
-  int64_t total() const { return arguments + arena + extra; }
+  double cost = 0;
+  /// The kept candidates whose buffers are live where the most bytes are
+  /// (the op at which the live buffers' sizes sum highest).
+  SmallVector<Value> liveAtPeak;
+  int64_t peak() const { return arguments + arena + extra; }
 };
 
-Peak plannedPeak(func::FuncOp step, const DenseSet<Value> &candidates,
-                 const DenseSet<Value> &recompute, int64_t extraBytes) {
-  func::FuncOp copy = rematerialisedCopy(step, candidates, recompute);
-  Peak peak;
-  for (Type type : copy.getArgumentTypes())
-    peak.arguments += tensorBytes(type);
-  peak.arena = planMemory(copy).arenaBytes;
-  peak.extra = extraBytes;
-  copy->erase();
-  return peak;
+/// The kept candidates (of the original step) live at the busiest op of
+/// `plan`, a plan of `copy` (`map`: original -> copy values).
+SmallVector<Value> candidatesLiveAtPeak(const MemoryPlan &plan, ArrayRef<Value> candidates,
+                                        const DenseSet<Value> &recompute,
+                                        const IRMapping &map) {
+  int64_t at = plan.liveBytesPeakAt;
+  SmallVector<Value> result;
+  for (Value v : candidates) {
+    if (recompute.contains(v))
+      continue;
+    auto buffer = plan.bufferOf.find(map.lookup(v));
+    if (buffer == plan.bufferOf.end())
+      continue;
+    const MemoryPlan::Buffer &b = plan.buffers[buffer->second];
+    if (b.firstDef <= at && at <= b.lastUse)
+      result.push_back(v);
+  }
+  return result;
 }
 
-/// FLOPs the copies of `recompute` execute, counted on a copy of the step.
-int64_t recomputeCost(func::FuncOp step, const DenseSet<Value> &candidates,
-                      const DenseSet<Value> &recompute) {
-  func::FuncOp copy = rematerialisedCopy(step, candidates, recompute);
-  int64_t flops = 0;
+Evaluation evaluate(func::FuncOp step, ArrayRef<Value> candidates,
+                    const DenseSet<Value> &recompute, int64_t extraBytes, double flopsPerByte) {
+  IRMapping map;
+  DenseSet<Value> candidateSet(candidates.begin(), candidates.end());
+  func::FuncOp copy = rematerialisedCopy(step, candidateSet, recompute, map);
+  Evaluation e;
+  for (Type type : copy.getArgumentTypes())
+    e.arguments += tensorBytes(type);
+  MemoryPlan plan = planMemory(copy);
+  e.arena = plan.arenaBytes;
+  e.liveAtPeak = candidatesLiveAtPeak(plan, candidates, recompute, map);
+  e.extra = extraBytes;
   for (Operation &op : copy.getBody().front())
     if (getPhase(&op) == Phase::Recompute)
-      if (FailureOr<int64_t> f = getExecutedFlops(&op); succeeded(f))
-        flops += *f;
+      e.cost += opCost(&op, flopsPerByte);
   copy->erase();
-  return flops;
+  return e;
 }
 
 /// Candidates in increasing cost per byte, accepted under the chain rule: a
@@ -250,84 +275,262 @@ DenseSet<Value> blockRecompute(const Candidates &c) {
   return recompute;
 }
 
+/// The most evaluations refine() spends (each plans a copy of the step).
+constexpr int kRefineEvaluations = 64;
+/// Candidates the greedy scores by a plan each per step.
+constexpr size_t kScored = 6;
+/// The greedy's costliest choices the exchange step re-solves without.
+constexpr size_t kExchanges = 4;
+/// The most candidates search=exhaustive accepts (2^n evaluations).
+constexpr size_t kExhaustiveCandidates = 16;
+
 struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
   using StepRematBase::StepRematBase;
 
+  Evaluation evaluateChoice(func::FuncOp step, const Candidates &c,
+                            const DenseSet<Value> &recompute) {
+    return evaluate(step, c.values, recompute, extraBytes, flopsPerByte);
+  }
+
+  /// Keeps again what `recompute` need not recompute to fit: members tried
+  /// costliest first, each dropped if the step still fits without it.
+  void refine(func::FuncOp step, const Candidates &c, DenseSet<Value> &recompute,
+              int64_t limit) {
+    SmallVector<Value> members(recompute.begin(), recompute.end());
+    llvm::sort(members, [&](Value a, Value b) {
+      double ca = c.cost.lookup(a), cb = c.cost.lookup(b);
+      return ca != cb ? ca > cb
+                      : llvm::find(c.values, a) < llvm::find(c.values, b); // deterministic
+    });
+    int tries = 0;
+    for (Value v : members) {
+      if (c.cost.lookup(v) <= 0 || tries++ >= kRefineEvaluations)
+        break;
+      recompute.erase(v);
+      if (evaluateChoice(step, c, recompute).peak() > limit)
+        recompute.insert(v);
+    }
+  }
+
+  /// The peak-driven greedy from `greedy` (`banned` never recomputed):
+  /// while the plan is over `limit`, scores the kScored cheapest-per-byte
+  /// kept candidates live at the plan's busiest op by what recomputing each
+  /// really saves (peak bytes, planned) per unit of cost it adds, and
+  /// recomputes the best ones: the most useful first, then the next while
+  /// their summed savings stay under half the remaining excess (fewer plans
+  /// on deep steps). A candidate that saves nothing alone still goes when
+  /// none saves anything (a plateau: the next peak is behind it); when some
+  /// candidate alone makes the plan fit, the cheapest such one ends it
+  /// (unless `endAlone` is false).
+  DenseSet<Value> greedyFrom(func::FuncOp step, const Candidates &c, DenseSet<Value> greedy,
+                             int64_t limit, Value banned = {}, bool endAlone = true) {
+    for (Evaluation e = evaluateChoice(step, c, greedy); e.peak() > limit;
+         e = evaluateChoice(step, c, greedy)) {
+      SmallVector<Value> live = e.liveAtPeak;
+      llvm::erase(live, banned);
+      if (live.empty())
+        break;
+      llvm::stable_sort(live, [&](Value a, Value b) {
+        return c.cost.lookup(a) / double(bytesOf(a)) < c.cost.lookup(b) / double(bytesOf(b));
+      });
+      live.truncate(std::min<size_t>(live.size(), kScored));
+      struct Scored {
+        Value value;
+        int64_t saved;
+        double score;
+        double cost;
+      };
+      SmallVector<Scored> scored;
+      for (Value v : live) {
+        greedy.insert(v);
+        Evaluation with = evaluateChoice(step, c, greedy);
+        greedy.erase(v);
+        // Savings past the excess are worth nothing.
+        int64_t saved = e.peak() - with.peak();
+        double useful = double(std::min(saved, e.peak() - limit));
+        scored.push_back({v, saved, useful / std::max(with.cost - e.cost, 1.0), with.cost});
+      }
+      // The last step: the cheapest candidate that alone makes it fit.
+      const Scored *last = nullptr;
+      for (const Scored &s : scored)
+        if (e.peak() - s.saved <= limit && (!last || s.cost < last->cost))
+          last = &s;
+      if (last && endAlone) {
+        greedy.insert(last->value);
+        break;
+      }
+      llvm::stable_sort(scored, [](const Scored &a, const Scored &b) { return a.score > b.score; });
+      int64_t excess = e.peak() - limit, expected = 0;
+      for (const Scored &s : scored) {
+        if (&s != &scored.front() && (s.saved <= 0 || 2 * (expected + s.saved) > excess))
+          break;
+        greedy.insert(s.value);
+        expected += s.saved;
+      }
+    }
+    return greedy;
+  }
+
+  /// auto: see greedyFrom. The greedy's costliest choices are then each
+  /// banned in turn and the rest re-solved (an exchange step: one costly
+  /// value may be worth two cheap ones), keeping any cheaper fit.
+  std::optional<DenseSet<Value>> searchGreedy(func::FuncOp step, const Candidates &c,
+                                               int64_t limit) {
+    SmallVector<DenseSet<Value>> fits;
+    DenseSet<Value> greedy = greedyFrom(step, c, {}, limit);
+    Evaluation found = evaluateChoice(step, c, greedy);
+    // The same without ending on one value: several small ones may be cheaper.
+    if (DenseSet<Value> small = greedyFrom(step, c, {}, limit, {}, /*endAlone=*/false);
+        small != greedy) {
+      Evaluation e = evaluateChoice(step, c, small);
+      if (e.peak() <= limit && (found.peak() > limit || e.cost < found.cost)) {
+        greedy = std::move(small);
+        found = e;
+      }
+    }
+    if (found.peak() <= limit) {
+      SmallVector<Value> costliest(greedy.begin(), greedy.end());
+      llvm::sort(costliest, [&](Value a, Value b) {
+        return c.cost.lookup(a) > c.cost.lookup(b) ||
+               (c.cost.lookup(a) == c.cost.lookup(b) &&
+                llvm::find(c.values, a) < llvm::find(c.values, b));
+      });
+      costliest.truncate(std::min<size_t>(costliest.size(), kExchanges));
+      for (Value v : costliest) {
+        DenseSet<Value> without = greedy;
+        without.erase(v);
+        for (bool endAlone : {true, false}) {
+          DenseSet<Value> other = greedyFrom(step, c, without, limit, v, endAlone);
+          Evaluation e = evaluateChoice(step, c, other);
+          if (e.peak() <= limit && e.cost < found.cost) {
+            greedy = std::move(other);
+            found = e;
+          }
+        }
+      }
+      fits.push_back(std::move(greedy));
+    }
+    if (DenseSet<Value> block = blockRecompute(c);
+        evaluateChoice(step, c, block).peak() <= limit)
+      fits.push_back(std::move(block));
+    // And the reverse: everything recomputed, then kept again while it fits.
+    if (DenseSet<Value> all(c.values.begin(), c.values.end());
+        evaluateChoice(step, c, all).peak() <= limit)
+      fits.push_back(std::move(all));
+    std::optional<DenseSet<Value>> best;
+    double bestCost = 0;
+    for (DenseSet<Value> &r : fits) {
+      refine(step, c, r, limit);
+      double cost = evaluateChoice(step, c, r).cost;
+      if (!best || cost < bestCost) {
+        best = std::move(r);
+        bestCost = cost;
+      }
+    }
+    return best;
+  }
+
+  /// The optimum over every subset of the candidates (for small steps: the
+  /// yardstick of the greedy search's optimality gap).
+  FailureOr<std::optional<DenseSet<Value>>> searchExhaustive(func::FuncOp step,
+                                                             const Candidates &c) {
+    if (c.values.size() > kExhaustiveCandidates)
+      return emitError(step.getLoc())
+             << "step-remat search=exhaustive takes at most " << kExhaustiveCandidates
+             << " candidates, this step has " << c.values.size();
+    std::optional<DenseSet<Value>> best;
+    double bestCost = 0;
+    for (uint64_t mask = 0; mask < (uint64_t{1} << c.values.size()); ++mask) {
+      DenseSet<Value> r;
+      for (auto [i, v] : llvm::enumerate(c.values))
+        if (mask >> i & 1)
+          r.insert(v);
+      Evaluation e = evaluateChoice(step, c, r);
+      if (e.peak() <= budget && (!best || e.cost < bestCost)) {
+        best = std::move(r);
+        bestCost = e.cost;
+      }
+    }
+    return best;
+  }
+
   LogicalResult rematerialise(func::FuncOp step) {
     Candidates c = findCandidates(step, flopsPerByte);
-    auto peakOf = [&](const DenseSet<Value> &r) {
-      return plannedPeak(step, c.set, r, extraBytes);
-    };
-    auto prefix = [](ArrayRef<Value> order, size_t k) {
-      return DenseSet<Value>(order.begin(), order.begin() + k);
-    };
     DenseSet<Value> recompute;
-    std::string chosen = mode;
     if (mode == "block") {
       recompute = blockRecompute(c);
     } else if (mode == "selective") {
       SmallVector<Value> order =
           greedyOrder(c, [&](Value v) { return !c.needsProduct.contains(v); });
-      recompute = prefix(order, order.size());
-    } else if (mode == "auto" && budget > 0 && peakOf({}).total() > budget) {
-      // The shortest prefix of the greedy order that fits (bisection: the
-      // peak falls, not strictly, as the prefix grows), or block
-      // checkpointing if that fits at a lower recompute cost.
-      SmallVector<Value> order = greedyOrder(c, [](Value) { return true; });
-      std::optional<DenseSet<Value>> greedy;
-      if (peakOf(prefix(order, order.size())).total() <= budget) {
-        size_t lo = 0, hi = order.size();
-        while (hi - lo > 1) {
-          size_t mid = lo + (hi - lo) / 2;
-          (peakOf(prefix(order, mid)).total() <= budget ? hi : lo) = mid;
-        }
-        greedy = prefix(order, hi);
+      recompute.insert(order.begin(), order.end());
+    } else if (mode == "auto" && evaluateChoice(step, c, {}).peak() > budget) {
+      std::optional<DenseSet<Value>> found;
+      if (search == "exhaustive") {
+        FailureOr<std::optional<DenseSet<Value>>> exact = searchExhaustive(step, c);
+        if (failed(exact))
+          return failure();
+        found = std::move(*exact);
+      } else {
+        found = searchGreedy(step, c, budget);
       }
-      DenseSet<Value> block = blockRecompute(c);
-      bool blockFits = peakOf(block).total() <= budget;
-      if (greedy && (!blockFits || recomputeCost(step, c.set, *greedy) <=
-                                       recomputeCost(step, c.set, block))) {
-        recompute = std::move(*greedy);
-      } else if (blockFits) {
-        recompute = std::move(block);
-        chosen = "block";
-      }
+      if (found)
+        recompute = std::move(*found);
     }
 
-    if (budget > 0) {
-      Peak peak = peakOf(recompute);
-      if (peak.total() > budget) {
-        // Name the smallest peak any mode reaches.
-        Peak best = peak;
-        std::string bestMode = chosen;
-        SmallVector<Value> all = greedyOrder(c, [](Value) { return true; });
-        for (auto [name, r] : {std::make_pair("auto", prefix(all, all.size())),
-                               std::make_pair("block", blockRecompute(c))}) {
-          Peak p = peakOf(r);
-          if (p.total() < best.total()) {
-            best = p;
-            bestMode = name;
-          }
-        }
-        InFlightDiagnostic diag = emitError(step.getLoc())
-                                  << "memory budget of " << budget.getValue()
-                                  << " bytes per rank is infeasible with --remat=" << mode
-                                  << " (planned peak " << peak.total()
-                                  << " bytes); the smallest feasible budget is "
-                                  << best.total() << " bytes (--remat=" << bestMode
-                                  << "): arguments (parameters, optimizer state, inputs) "
-                                  << best.arguments << " bytes, activation arena "
-                                  << best.arena << " bytes";
-        if (best.extra)
-          diag << ", back-end workspace " << best.extra << " bytes";
-        return failure();
+    Evaluation chosen = evaluateChoice(step, c, recompute);
+    if (budget > 0 && chosen.peak() > budget) {
+      // Name the smallest budget the search meets: the lowest peak of every
+      // candidate recomputed, block, and the greedy driven as low as it
+      // goes, then bisection between that and the budget asked for.
+      Evaluation best = chosen;
+      for (const DenseSet<Value> &r : {DenseSet<Value>(c.values.begin(), c.values.end()),
+                                       blockRecompute(c), greedyFrom(step, c, {}, 0)}) {
+        Evaluation e = evaluateChoice(step, c, r);
+        if (e.peak() < best.peak())
+          best = e;
       }
+      for (int64_t lo = budget; best.peak() - lo > std::max<int64_t>(1, best.peak() / 1000);) {
+        int64_t mid = lo + (best.peak() - lo) / 2;
+        std::optional<DenseSet<Value>> r = searchGreedy(step, c, mid);
+        if (r)
+          best = evaluateChoice(step, c, *r);
+        else
+          lo = mid;
+      }
+      InFlightDiagnostic diag = emitError(step.getLoc())
+                                << "memory budget of " << budget.getValue()
+                                << " bytes per rank is infeasible with --remat=" << mode
+                                << " (planned peak " << chosen.peak()
+                                << " bytes); the smallest feasible budget stepc finds is "
+                                << best.peak()
+                                << " bytes (--remat=auto): arguments (parameters, optimizer "
+                                   "state, inputs) "
+                                << best.arguments << " bytes, activation arena " << best.arena
+                                << " bytes";
+      if (best.extra)
+        diag << ", back-end workspace " << best.extra << " bytes";
+      return failure();
     }
+    Builder b(step.getContext());
+    step->setAttr(StepDialect::kRematAttrName,
+                  b.getDictionaryAttr({
+                      b.getNamedAttr("mode", b.getStringAttr(mode)),
+                      b.getNamedAttr("budget", b.getI64IntegerAttr(budget)),
+                      b.getNamedAttr("candidates", b.getI64IntegerAttr(c.values.size())),
+                      b.getNamedAttr("recomputed", b.getI64IntegerAttr(recompute.size())),
+                      b.getNamedAttr("planned_peak", b.getI64IntegerAttr(chosen.peak())),
+                      b.getNamedAttr("cost", b.getI64IntegerAttr(int64_t(chosen.cost))),
+                  }));
     applyRemat(step, c.set, recompute);
     return success();
   }
 
   void runOnOperation() override {
+    if (search != "greedy" && search != "exhaustive") {
+      emitError(getOperation().getLoc())
+          << "unknown step-remat search '" << search << "' (expected greedy or exhaustive)";
+      return signalPassFailure();
+    }
     if (mode != "none" && mode != "block" && mode != "selective" && mode != "auto") {
       emitError(getOperation().getLoc())
           << "unknown remat mode '" << mode << "' (expected none, block, selective or auto)";

@@ -184,6 +184,12 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be a unit attribute on a function";
     return success();
   }
+  if (attribute.getName() == kRematAttrName) {
+    if (!isa<DictionaryAttr>(attribute.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitError() << "expects '" << kRematAttrName
+                             << "' to be a dictionary on a function";
+    return success();
+  }
   if (attribute.getName() == kPhaseAttrName) {
     if (!isa<PhaseAttr>(attribute.getValue()))
       return op->emitError() << "expects '" << kPhaseAttrName << "' to be a #step.phase";

@@ -36,6 +36,8 @@ struct MemoryPlan {
   /// The largest sum of live buffer sizes at any op: a lower bound no
   /// placement can beat; arenaBytes >= liveBytesPeak.
   int64_t liveBytesPeak = 0;
+  /// The op index at which the live buffers first sum to liveBytesPeak.
+  int64_t liveBytesPeakAt = 0;
   /// Values whose buffer took over an operand's (in-place).
   int64_t inPlaceCount = 0;
 };

@@ -256,18 +256,25 @@ def StepRemat : Pass<"step-remat", "mlir::ModuleOp"> {
       matmul or attention, keep the rest (Megatron's selective
       recomputation); a recomputed value's nearest kept candidates stay kept,
       so no chain of recomputation grows across blocks.
-    - `mode=auto`: order the candidates by recompute cost per byte freed
-      (FLOPs + `flops-per-byte` × bytes written, the memory-bound ops costed
-      by bytes), accept them greedily under the same chain rule, and take the
-      shortest prefix of that order whose planned peak (step-level
-      `planMemory` + argument bytes + `extra-bytes`) fits `budget`, found by
-      bisection; block's choice instead when it fits at fewer recompute
-      FLOPs. Needs a budget.
+    - `mode=auto`: the least recompute cost the search finds whose planned
+      peak (step-level `planMemory` + argument bytes + `extra-bytes`) fits
+      `budget`. Cost: FLOPs + `flops-per-byte` × bytes written (memory-bound
+      ops costed by bytes). The search: a peak-driven greedy (recompute what
+      is live at the plan's busiest op and saves the most peak bytes per
+      cost, each option planned) with an exchange step, block
+      checkpointing, and everything recomputed, each refined by keeping
+      values again while the plan fits; the cheapest wins. Needs a budget.
+      `search=exhaustive` instead tries every subset of at most 16
+      candidates: the optimum the greedy search is tested against
+      (test/Transforms/remat-optimality.test).
 
-    With `budget` > 0, a peak above the budget is an error that names the
-    smallest peak found and what occupies it (arguments, arena), whatever
-    the mode. Bisection and the chain rule make `auto` a heuristic:
-    docs/design/remat.md measures its gap to the exhaustive optimum.
+    With `budget` > 0, a peak above the budget is an error, whatever the
+    mode, that names the smallest budget the search meets and what occupies
+    it (arguments, arena, back-end workspace). The greedy search is a
+    heuristic: docs/design/remat.md gives its measured gap to the optimum.
+    The decision is recorded on the step as `step.remat = {budget,
+    candidates, cost, mode, planned_peak, recomputed}` (bytes; cost in
+    FLOPs + flops-per-byte × bytes written).
 
     ```mlir
     // mode=block: the GELU of block 0, recomputed before its backward reader
@@ -283,7 +290,10 @@ def StepRemat : Pass<"step-remat", "mlir::ModuleOp"> {
     Option<"extraBytes", "extra-bytes", "int64_t", /*default=*/"0",
            "bytes the back end adds to the plan (the CUDA GEMM workspace)">,
     Option<"flopsPerByte", "flops-per-byte", "double", /*default=*/"20.0",
-           "cost of one byte written, in FLOPs (the machine balance)">
+           "cost of one byte written, in FLOPs (the machine balance)">,
+    Option<"search", "search", "std::string", /*default=*/"\"greedy\"",
+           "how auto searches: greedy, or exhaustive (every subset of at most 16 "
+           "candidates: the optimum the greedy search is measured against)">
   ];
 }
 

@@ -68,6 +68,8 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kTrainStepAttrName = "step.train_step";
     /// Op attribute (a `#step.phase`): the part of the step the op is in.
     static constexpr llvm::StringLiteral kPhaseAttrName = "step.phase";
+    /// Function attribute (a dictionary): what step-remat decided.
+    static constexpr llvm::StringLiteral kRematAttrName = "step.remat";
 
     void registerAttributes();
   }];
