@@ -15,6 +15,7 @@
 #include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
+#include "stepc/Compiler/Pareto.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Compiler/Toolchain.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
@@ -110,6 +111,12 @@ static cl::opt<std::string> remat(
              "selective (recompute what needs no matmul or attention); auto (the default "
              "with --memory-budget: the least recompute that fits)"),
     cl::cat(stepcCategory));
+static cl::opt<std::string> reportPareto(
+    "report-pareto",
+    cl::desc("Also compile the step at 16 memory budgets, 25% to 100% of its planned peak "
+             "without remat (--remat=auto), and write the budget -> planned peak -> executed "
+             "FLOPs table to PREFIX.json and its chart to PREFIX.svg"),
+    cl::value_desc("PREFIX"), cl::cat(stepcCategory));
 static cl::opt<bool> fuseElementwise("fuse-elementwise",
                                      cl::desc("Fuse runs of elementwise ops into one loop or "
                                               "kernel (default on)"),
@@ -252,6 +259,13 @@ int main(int argc, char **argv) {
   options.fuseElementwise = fuseElementwise.getValue();
   options.remat = remat.getValue();
   options.memoryBudget = memoryBudget.getValue();
+  if (!reportPareto.empty()) {
+    std::string json, svg;
+    if (failed(sweepMemoryBudgets(*module, options, json, svg)) ||
+        failed(writeOutput(reportPareto + ".json", json)) ||
+        failed(writeOutput(reportPareto + ".svg", svg)))
+      return 1;
+  }
   PassManager pm(&context);
   if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
         fail(message);

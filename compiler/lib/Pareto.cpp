@@ -1,0 +1,154 @@
+//===- Pareto.cpp - memory budget vs recompute, over a sweep --------------===//
+
+#include "stepc/Compiler/Pareto.h"
+#include "stepc/Analysis/FlopCount.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+
+#include <optional>
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+/// One compilation of the sweep.
+struct Point {
+  int64_t budget = 0;
+  bool feasible = false;
+  int64_t plannedPeak = 0;
+  double executedOverModel = 0;
+};
+
+/// The step of `model` compiled with `budget` under remat=auto, or none if
+/// the budget is infeasible (its diagnostic swallowed). Model FLOPs are
+/// counted on the loss function.
+FailureOr<std::optional<Point>> compileAt(ModuleOp model, const StepcPipelineOptions &base,
+                                          int64_t budget) {
+  OwningOpRef<ModuleOp> copy = model.clone();
+  StepcPipelineOptions options;
+  options.copyOptionValuesFrom(base);
+  options.until = "train-step";
+  options.remat = "auto";
+  options.memoryBudget = std::to_string(budget);
+  PassManager pm(model.getContext());
+  std::string error;
+  if (failed(buildStepcPipeline(pm, options, [&](const Twine &message) {
+        error = message.str();
+        return failure();
+      })))
+    return emitError(model.getLoc()) << error;
+  bool infeasible = false;
+  {
+    ScopedDiagnosticHandler quiet(model.getContext(), [&](Diagnostic &d) {
+      infeasible |= d.getSeverity() == DiagnosticSeverity::Error;
+      return success();
+    });
+    if (failed(pm.run(*copy)) && !infeasible)
+      return failure();
+  }
+  if (infeasible)
+    return std::optional<Point>();
+  Point point{budget, true};
+  int64_t modelFlops = 0, executed = 0;
+  for (auto f : copy->getOps<func::FuncOp>()) {
+    if (f->hasAttr(StepDialect::kLossAttrName))
+      for (Operation &op : f.getBody().front())
+        if (FailureOr<OpFlops> flops = getModelFlops(&op); succeeded(flops))
+          modelFlops += flops->forward + flops->backward;
+    if (!f->hasAttr(StepDialect::kTrainStepAttrName))
+      continue;
+    for (Operation &op : f.getBody().front())
+      if (FailureOr<int64_t> flops = getExecutedFlops(&op); succeeded(flops))
+        executed += *flops;
+    auto decision = f->getAttrOfType<DictionaryAttr>(StepDialect::kRematAttrName);
+    if (!decision)
+      return f.emitOpError() << "has no step.remat decision";
+    point.plannedPeak = cast<IntegerAttr>(decision.get("planned_peak")).getInt();
+  }
+  point.executedOverModel = modelFlops ? double(executed) / double(modelFlops) : 0.0;
+  return std::optional<Point>(point);
+}
+
+/// Budget (x, MB) against executed / model FLOPs (y), feasible points joined.
+std::string chart(ArrayRef<Point> points, int64_t unconstrained) {
+  const double w = 720, h = 400, left = 70, right = 20, top = 40, bottom = 50;
+  double xmax = double(unconstrained) / 1e6, ymin = 1.0, ymax = 1.0;
+  for (const Point &p : points)
+    if (p.feasible)
+      ymax = std::max(ymax, p.executedOverModel);
+  ymax = std::max(ymax + 0.05, ymin + 0.1);
+  auto x = [&](int64_t bytes) { return left + (w - left - right) * (double(bytes) / 1e6) / xmax; };
+  auto y = [&](double v) { return top + (h - top - bottom) * (ymax - v) / (ymax - ymin); };
+  std::string svg, line;
+  llvm::raw_string_ostream os(svg);
+  os << llvm::formatv("<svg xmlns='http://www.w3.org/2000/svg' width='{0}' height='{1}' "
+                      "font-family='sans-serif' font-size='12'>\n"
+                      "<rect width='100%' height='100%' fill='white'/>\n"
+                      "<text x='{2}' y='24' font-size='15'>executed / model FLOPs against "
+                      "the memory budget (step-remat auto)</text>\n",
+                      w, h, left);
+  os << llvm::formatv("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n"
+                      "<line x1='{0}' y1='{3}' x2='{0}' y2='{1}' stroke='black'/>\n",
+                      left, h - bottom, w - right, top);
+  os << llvm::formatv("<text x='{0}' y='{1}'>0 MB</text><text x='{2}' y='{1}' "
+                      "text-anchor='end'>{3:F1} MB</text>\n",
+                      left, h - bottom + 18, w - right, xmax);
+  os << llvm::formatv("<text x='4' y='{0}'>{1:F2}</text><text x='4' y='{2}'>{3:F2}</text>\n",
+                      y(ymax) + 4, ymax, y(ymin) + 4, ymin);
+  for (const Point &p : points) {
+    if (!p.feasible) {
+      os << llvm::formatv("<text x='{0}' y='{1}' fill='#cb181d' text-anchor='middle'>x</text>\n",
+                          x(p.budget), h - bottom - 6);
+      continue;
+    }
+    line += llvm::formatv("{0:F1},{1:F1} ", x(p.budget), y(p.executedOverModel)).str();
+    os << llvm::formatv("<circle cx='{0:F1}' cy='{1:F1}' r='3' fill='#08519c'/>\n",
+                        x(p.budget), y(p.executedOverModel));
+  }
+  os << "<polyline fill='none' stroke='#08519c' stroke-width='2' points='" << line << "'/>\n"
+     << llvm::formatv("<text x='{0}' y='{1}' fill='#cb181d'>x: infeasible budget</text>\n",
+                      w - right - 140, top + 14)
+     << "</svg>\n";
+  return svg;
+}
+
+} // namespace
+
+LogicalResult stepc::sweepMemoryBudgets(ModuleOp model, const StepcPipelineOptions &options,
+                                        std::string &json, std::string &svg) {
+  // The unconstrained peak: a budget nothing exceeds recomputes nothing.
+  FailureOr<std::optional<Point>> free = compileAt(model, options, int64_t{1} << 62);
+  if (failed(free) || !*free)
+    return failure();
+  int64_t unconstrained = (*free)->plannedPeak;
+  SmallVector<Point> points;
+  constexpr int kPoints = 16;
+  for (int i = kPoints; i >= 1; --i) {
+    int64_t budget = unconstrained / 4 + (unconstrained - unconstrained / 4) * (i - 1) / (kPoints - 1);
+    FailureOr<std::optional<Point>> p = compileAt(model, options, budget);
+    if (failed(p))
+      return failure();
+    points.push_back(*p ? **p : Point{budget, false});
+  }
+  llvm::json::Array rows;
+  for (const Point &p : points) {
+    llvm::json::Object row{{"budget_bytes", p.budget}, {"feasible", p.feasible}};
+    if (p.feasible) {
+      row["planned_peak_bytes"] = p.plannedPeak;
+      row["executed_over_model_flops"] = p.executedOverModel;
+    }
+    rows.push_back(std::move(row));
+  }
+  llvm::json::Object table{{"unconstrained_peak_bytes", unconstrained},
+                           {"points", std::move(rows)}};
+  json = llvm::formatv("{0:2}", llvm::json::Value(std::move(table))).str() + "\n";
+  svg = chart(points, unconstrained);
+  return success();
+}
