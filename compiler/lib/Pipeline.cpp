@@ -112,9 +112,11 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     return success();
   if (shard->ranks() > 1 && !shard->shardsParameters())
     pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{shard->ranks()}));
+  // Under a memory budget, keeping or re-gathering each parameter for the
+  // backward is step-remat's decision, made with the activations'.
   if (shard->ranks() > 1 && shard->shardsParameters())
-    pm.addPass(createStepShardFully(
-        StepShardFullyOptions{shard->perGroup, shard->replicas, options.fsdpReshard}));
+    pm.addPass(createStepShardFully(StepShardFullyOptions{
+        shard->perGroup, shard->replicas, options.fsdpReshard && budget == 0}));
 
   std::unique_ptr<Pass> optimizer = createStepOptimizer();
   std::string optimizerFlags = options.optimizerOptions;
@@ -137,7 +139,8 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepRemat(StepRematOptions{
         remat, budget,
         /*extraBytes=*/options.target == "cuda" ? kCudaArenaExtraBytes : 0,
-        /*flopsPerByte=*/options.target == "cuda" ? 200.0 : 20.0}));
+        /*flopsPerByte=*/options.target == "cuda" ? 200.0 : 20.0,
+        /*flopsPerCommByte=*/options.target == "cuda" ? 2000.0 : 200.0, "greedy"}));
   if (options.until == "train-step")
     return success();
   // Target lowering: the kernels the back end launches.

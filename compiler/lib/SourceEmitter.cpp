@@ -381,6 +381,16 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
     if (failed(emitOp(&op)))
       return failure();
   }
+  // A collective nothing reads is still waited for before the step returns
+  // (in start order: the same source every time).
+  SmallVector<std::pair<unsigned, std::string>> unread;
+  for (auto &[value, name] : pending)
+    unread.push_back({std::stoul(name.substr(2)), name});
+  llvm::sort(unread);
+  for (auto &[number, name] : unread)
+    body << "  if (collectives->wait(collectives->ctx, " << name << "))\n    "
+         << failWith("a collective nothing reads failed") << "\n";
+  pending.clear();
   finishBody();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   std::string lossExpr, normExpr;

@@ -79,6 +79,11 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
     return wait;
   };
   auto lastUseOf = [&](Value v) {
+    // A collective's result nothing reads is written until step.so waits for
+    // it at the end.
+    if (v.use_empty() && isa_and_nonnull<mesh::AllGatherOp, mesh::AllReduceOp,
+                                         mesh::ReduceScatterOp>(v.getDefiningOp()))
+      return n;
     int64_t last = -1;
     if (Operation *until = keepAlive.lookup(v))
       last = index[until];

@@ -18,6 +18,7 @@
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -36,9 +37,20 @@ namespace {
 
 int64_t bytesOf(Value v) { return tensorBytes(v.getType()); }
 
+/// Whether `op` gathers a sharded parameter (fsdp): an all_gather of an
+/// argument, or the slice dropping its padding rows.
+bool gathersParameter(Operation *op) {
+  if (!op || getPhase(op) != Phase::Collective || !isa<mesh::AllGatherOp, SliceOp>(op))
+    return false;
+  Value in = op->getOperand(0);
+  return isa<BlockArgument>(in) || gathersParameter(in.getDefiningOp());
+}
+
+/// Whether `v` can be computed again in the backward: a forward value or a
+/// gathered parameter (computing it again is gathering it again).
 bool isForwardValue(Value v) {
   Operation *def = v.getDefiningOp();
-  return def && getPhase(def) == Phase::Forward;
+  return def && (getPhase(def) == Phase::Forward || gathersParameter(def));
 }
 
 /// The value whose storage `v` is: through forward reshapes.
@@ -51,14 +63,22 @@ Value storageOf(Value v) {
   return v;
 }
 
-/// What computing `op` again costs: its FLOPs plus `flopsPerByte` per byte it
-/// writes (a reshape writes nothing), so memory-bound ops are costed by bytes.
-double opCost(Operation *op, double flopsPerByte) {
+/// The machine balance the cost model charges: FLOPs per byte written, and
+/// per byte received by a collective.
+struct CostModel {
+  double flopsPerByte, flopsPerCommByte;
+};
+
+/// What computing `op` again costs: its FLOPs plus the bytes it writes (a
+/// reshape writes nothing) at the machine balance, so memory-bound ops are
+/// costed by bytes, and a gather by the bytes it receives.
+double opCost(Operation *op, const CostModel &model) {
   FailureOr<int64_t> flops = getExecutedFlops(op);
   double cost = succeeded(flops) ? double(*flops) : 0.0;
+  double perByte = isa<mesh::AllGatherOp>(op) ? model.flopsPerCommByte : model.flopsPerByte;
   if (!isa<ReshapeOp>(op))
     for (Value r : op->getResults())
-      cost += flopsPerByte * double(bytesOf(r));
+      cost += perByte * double(bytesOf(r));
   return cost;
 }
 
@@ -78,7 +98,7 @@ struct Candidates {
   DenseMap<Value, std::string> blockOf;
 };
 
-Candidates findCandidates(func::FuncOp step, double flopsPerByte) {
+Candidates findCandidates(func::FuncOp step, const CostModel &model) {
   Candidates c;
   c.blockOf = attributeBlocks(step);
   Block &body = step.getBody().front();
@@ -104,7 +124,7 @@ Candidates findCandidates(func::FuncOp step, double flopsPerByte) {
     std::function<void(Operation *)> visit = [&](Operation *op) {
       if (!visited.insert(op).second)
         return;
-      cost += opCost(op, flopsPerByte);
+      cost += opCost(op, model);
       product |= isa<MatmulOp, BatchMatmulOp, AttentionOp>(op);
       for (Value w : op->getOperands()) {
         if (!isForwardValue(w))
@@ -160,6 +180,14 @@ void applyRemat(func::FuncOp step, const DenseSet<Value> &candidates,
     for (OpOperand &use : op->getOpOperands())
       if (!kept(use.get()))
         use.set(materialize(use.get(), op));
+  // A gather whose readers now all read its copy is communication for
+  // nothing: erase it (last first, so its slice goes before it).
+  SmallVector<Operation *> ops;
+  for (Operation &op : step.getBody().front())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops))
+    if (op->use_empty() && gathersParameter(op))
+      op->erase();
 }
 
 /// A detached copy of `step` with `recompute` applied (the caller erases it).
@@ -208,7 +236,8 @@ SmallVector<Value> candidatesLiveAtPeak(const MemoryPlan &plan, ArrayRef<Value> 
 }
 
 Evaluation evaluate(func::FuncOp step, ArrayRef<Value> candidates,
-                    const DenseSet<Value> &recompute, int64_t extraBytes, double flopsPerByte) {
+                    const DenseSet<Value> &recompute, int64_t extraBytes,
+                    const CostModel &model) {
   IRMapping map;
   DenseSet<Value> candidateSet(candidates.begin(), candidates.end());
   func::FuncOp copy = rematerialisedCopy(step, candidateSet, recompute, map);
@@ -221,7 +250,7 @@ Evaluation evaluate(func::FuncOp step, ArrayRef<Value> candidates,
   e.extra = extraBytes;
   for (Operation &op : copy.getBody().front())
     if (getPhase(&op) == Phase::Recompute)
-      e.cost += opCost(&op, flopsPerByte);
+      e.cost += opCost(&op, model);
   copy->erase();
   return e;
 }
@@ -287,9 +316,11 @@ constexpr size_t kExhaustiveCandidates = 16;
 struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
   using StepRematBase::StepRematBase;
 
+  CostModel costModel() const { return {flopsPerByte, flopsPerCommByte}; }
+
   Evaluation evaluateChoice(func::FuncOp step, const Candidates &c,
                             const DenseSet<Value> &recompute) {
-    return evaluate(step, c.values, recompute, extraBytes, flopsPerByte);
+    return evaluate(step, c.values, recompute, extraBytes, costModel());
   }
 
   /// Keeps again what `recompute` need not recompute to fit: members tried
@@ -455,13 +486,15 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
   }
 
   LogicalResult rematerialise(func::FuncOp step) {
-    Candidates c = findCandidates(step, flopsPerByte);
+    Candidates c = findCandidates(step, costModel());
     DenseSet<Value> recompute;
     if (mode == "block") {
       recompute = blockRecompute(c);
     } else if (mode == "selective") {
       SmallVector<Value> order =
-          greedyOrder(c, [&](Value v) { return !c.needsProduct.contains(v); });
+          greedyOrder(c, [&](Value v) {
+            return !c.needsProduct.contains(v) && !gathersParameter(v.getDefiningOp());
+          });
       recompute.insert(order.begin(), order.end());
     } else if (mode == "auto" && evaluateChoice(step, c, {}).peak() > budget) {
       std::optional<DenseSet<Value>> found;
@@ -541,9 +574,10 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
           << "step-remat mode=auto needs a budget (block and selective need none)";
       return signalPassFailure();
     }
-    if (budget < 0 || extraBytes < 0 || !(flopsPerByte >= 0)) {
+    if (budget < 0 || extraBytes < 0 || !(flopsPerByte >= 0) || !(flopsPerCommByte >= 0)) {
       emitError(getOperation().getLoc())
-          << "step-remat expects budget, extra-bytes and flops-per-byte >= 0";
+          << "step-remat expects budget, extra-bytes, flops-per-byte and flops-per-comm-byte "
+             ">= 0";
       return signalPassFailure();
     }
     bool found = false;

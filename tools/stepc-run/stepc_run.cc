@@ -121,6 +121,9 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> loaded, Module::Load(path));
   std::shared_ptr<const Module> module(std::move(loaded));
   const stepc_module_info& info = module->info();
+  // The process before the session holds anything: what measured_peak_bytes
+  // is compared with the plan above.
+  const int64_t baseline_bytes = MeasuredPeakBytes();
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(module, comm));
   const int rank = comm->rank(), world = comm->size();
   const bool lead = rank == 0;
@@ -211,9 +214,9 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
       metrics << absl::StrFormat(
           "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
           "\"tokens_per_s\": %.1f, \"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, "
-          "\"measured_peak_bytes\": %d}\n",
+          "\"measured_peak_bytes\": %d, \"baseline_bytes\": %d}\n",
           step, last.loss, lr, last.grad_norm, tokens_per_s, gflops, session->planned_bytes(),
-          MeasuredPeakBytes());
+          MeasuredPeakBytes(), baseline_bytes);
     if (lead && (step % log_every == 0 || step == 1 || step == steps))
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.2f GFLOP/s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,

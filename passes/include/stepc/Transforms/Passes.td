@@ -249,6 +249,14 @@ def StepRemat : Pass<"step-remat", "mlir::ModuleOp"> {
     reads are recomputed with it when it needs them. On the CPU target the
     copy computes the same bits, so losses and parameters are unchanged.
 
+    Under fsdp a gathered parameter (an `all_gather` of a parameter shard
+    and the slice dropping its padding) is a candidate too: kept from the
+    forward to the backward, or gathered again (its copy) before its first
+    backward reader, costed by the bytes it receives (`flops-per-comm-byte`).
+    The same search weighs it against recomputing activations; `stepc`
+    with a memory budget has step-shard-fully keep every gathered parameter
+    (reshard=false) and leaves the re-gathers to this pass.
+
     - `mode=block`: keep only each block's inputs (values a later block
       reads) and everything outside the blocks; recompute the rest (torch
       `checkpoint` around every block).
@@ -291,6 +299,8 @@ def StepRemat : Pass<"step-remat", "mlir::ModuleOp"> {
            "bytes the back end adds to the plan (the CUDA GEMM workspace)">,
     Option<"flopsPerByte", "flops-per-byte", "double", /*default=*/"20.0",
            "cost of one byte written, in FLOPs (the machine balance)">,
+    Option<"flopsPerCommByte", "flops-per-comm-byte", "double", /*default=*/"200.0",
+           "cost of one byte a re-gather receives, in FLOPs">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"",
            "how auto searches: greedy, or exhaustive (every subset of at most 16 "
            "candidates: the optimum the greedy search is measured against)">
