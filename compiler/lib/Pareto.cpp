@@ -2,6 +2,7 @@
 
 #include "stepc/Compiler/Pareto.h"
 #include "stepc/Analysis/FlopCount.h"
+#include "stepc/Analysis/ModelReport.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -58,10 +59,12 @@ FailureOr<std::optional<Point>> compileAt(ModuleOp model, const StepcPipelineOpt
   Point point{budget, true};
   int64_t modelFlops = 0, executed = 0;
   for (auto f : copy->getOps<func::FuncOp>()) {
-    if (f->hasAttr(StepDialect::kLossAttrName))
-      for (Operation &op : f.getBody().front())
-        if (FailureOr<OpFlops> flops = getModelFlops(&op); succeeded(flops))
-          modelFlops += flops->forward + flops->backward;
+    if (f->hasAttr(StepDialect::kLossAttrName)) {
+      FailureOr<ModelReport> model = analyzeModel(f);
+      if (failed(model))
+        return failure();
+      modelFlops = model->modelFlops;
+    }
     if (!f->hasAttr(StepDialect::kTrainStepAttrName))
       continue;
     for (Operation &op : f.getBody().front())

@@ -2,6 +2,7 @@
 
 #include "stepc/Compiler/Report.h"
 #include "stepc/Analysis/FlopCount.h"
+#include "stepc/Analysis/ModelReport.h"
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
@@ -51,23 +52,11 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
                                                  const MemoryPlan &plan, StringRef target,
                                                  const CommModel &comm) {
   llvm::json::Object report;
-  int64_t modelFlops = 0, executed = 0, tokens = 0, kernels = 0;
-  WalkResult walk = loss.walk([&](Operation *op) {
-    if (op == loss.getOperation())
-      return WalkResult::advance();
-    FailureOr<OpFlops> flops = getModelFlops(op);
-    if (failed(flops))
-      return WalkResult::interrupt();
-    if (llvm::AddOverflow(modelFlops, flops->forward + flops->backward, modelFlops)) {
-      op->emitOpError() << "brings the step's model FLOPs beyond 2^63 - 1";
-      return WalkResult::interrupt();
-    }
-    if (auto ce = dyn_cast<CrossEntropyOp>(op))
-      tokens += ce.getTargets().getType().getNumElements();
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
+  FailureOr<ModelReport> model = analyzeModel(loss);
+  if (failed(model))
     return failure();
+  const int64_t modelFlops = model->modelFlops, tokens = model->tokens;
+  int64_t executed = 0, kernels = 0;
   Block &body = step.getBody().front();
   int64_t collectives = 0;
   std::map<std::string, int64_t> collectiveBytes;

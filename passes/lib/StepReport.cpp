@@ -1,6 +1,6 @@
 //===- StepReport.cpp - the model report ----------------------------------===//
 
-#include "stepc/Analysis/FlopCount.h"
+#include "stepc/Analysis/ModelReport.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/Passes.h"
 
@@ -19,63 +19,6 @@ using namespace stepc;
 using namespace stepc::step;
 
 namespace {
-
-/// True if `value` reaches a matmul operand, directly or through ops that
-/// only change its type or layout.
-bool feedsMatmul(Value value) {
-  for (Operation *user : value.getUsers()) {
-    if (isa<MatmulOp, BatchMatmulOp>(user))
-      return true;
-    if (isa<ConvertOp, ReshapeOp, TransposeOp>(user) &&
-        feedsMatmul(user->getResult(0)))
-      return true;
-  }
-  return false;
-}
-
-/// Everything the report says about one loss function.
-struct ModelReport {
-  int64_t params = 0;
-  int64_t paramTensors = 0;
-  int64_t paramBytes = 0;
-  int64_t matmulParams = 0;
-  int64_t forwardFlops = 0;
-  int64_t modelFlops = 0;
-  /// Positions the loss averages over (the cross_entropy targets).
-  int64_t tokens = 0;
-};
-
-FailureOr<ModelReport> reportFunction(func::FuncOp function) {
-  ModelReport report;
-  for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
-    if (!function.getArgAttr(i, StepDialect::kParamAttrName))
-      continue;
-    BlockArgument arg = function.getArgument(i);
-    auto type = cast<RankedTensorType>(arg.getType());
-    int64_t elements = type.getNumElements();
-    report.params += elements;
-    report.paramTensors += 1;
-    report.paramBytes +=
-        elements * static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
-    if (feedsMatmul(arg))
-      report.matmulParams += elements;
-  }
-  WalkResult walk = function.walk([&](Operation *op) {
-    if (op == function.getOperation())
-      return WalkResult::advance();
-    FailureOr<OpFlops> flops = getModelFlops(op);
-    if (failed(flops))
-      return WalkResult::interrupt();
-    if (auto loss = dyn_cast<CrossEntropyOp>(op))
-      report.tokens += loss.getTargets().getType().getNumElements();
-    report.forwardFlops += flops->forward;
-    report.modelFlops += flops->forward + flops->backward;
-    return WalkResult::advance();
-  });
-  if (walk.wasInterrupted())
-    return failure();
-  return report;
-}
 
 struct StepReportPass : public stepc::impl::StepReportBase<StepReportPass> {
   using StepReportBase::StepReportBase;
@@ -100,7 +43,7 @@ struct StepReportPass : public stepc::impl::StepReportBase<StepReportPass> {
       return signalPassFailure();
     }
     for (func::FuncOp function : losses) {
-      FailureOr<ModelReport> report = reportFunction(function);
+      FailureOr<ModelReport> report = analyzeModel(function);
       if (failed(report))
         return signalPassFailure();
       llvm::json::OStream json(file->os(), /*IndentSize=*/2);

@@ -1,0 +1,57 @@
+//===- ModelReport.cpp - what a loss function computes --------------------===//
+
+#include "stepc/Analysis/ModelReport.h"
+#include "stepc/Analysis/FlopCount.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+/// True if `value` reaches a matmul operand, directly or through ops that
+/// only change its type or layout.
+static bool feedsMatmul(Value value) {
+  for (Operation *user : value.getUsers()) {
+    if (isa<MatmulOp, BatchMatmulOp>(user))
+      return true;
+    if (isa<ConvertOp, ReshapeOp, TransposeOp>(user) && feedsMatmul(user->getResult(0)))
+      return true;
+  }
+  return false;
+}
+
+FailureOr<ModelReport> stepc::analyzeModel(func::FuncOp loss) {
+  ModelReport report;
+  for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
+    if (!loss.getArgAttr(i, StepDialect::kParamAttrName))
+      continue;
+    BlockArgument arg = loss.getArgument(i);
+    int64_t elements = cast<RankedTensorType>(arg.getType()).getNumElements();
+    report.params += elements;
+    report.paramTensors += 1;
+    report.paramBytes += tensorBytes(arg.getType());
+    if (feedsMatmul(arg))
+      report.matmulParams += elements;
+  }
+  WalkResult walk = loss.walk([&](Operation *op) {
+    if (op == loss.getOperation())
+      return WalkResult::advance();
+    FailureOr<OpFlops> flops = getModelFlops(op);
+    if (failed(flops))
+      return WalkResult::interrupt();
+    if (llvm::AddOverflow(report.forwardFlops, flops->forward, report.forwardFlops) ||
+        llvm::AddOverflow(report.modelFlops, flops->forward + flops->backward,
+                          report.modelFlops)) {
+      op->emitOpError() << "brings the step's model FLOPs beyond 2^63 - 1";
+      return WalkResult::interrupt();
+    }
+    if (auto ce = dyn_cast<CrossEntropyOp>(op))
+      report.tokens += ce.getTargets().getType().getNumElements();
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return report;
+}
