@@ -1,7 +1,9 @@
 //===- Remat.cpp - recompute forward values under a memory budget ---------===//
 //
 // A candidate is a forward value a backward op reads (reshapes see through
-// to the value they alias). Recomputing a set R of candidates rewrites each
+// to the value they alias), or under fsdp a gathered parameter the backward
+// reads (recomputing it is gathering it again). Recomputing a set R of
+// candidates rewrites each
 // backward read of one into a read of a copy of its op, made (with the copies
 // it needs) just before the first backward op that reads it. Every other
 // forward value a copy reads is kept if it is a candidate outside R, else
