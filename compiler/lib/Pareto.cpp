@@ -128,8 +128,11 @@ LogicalResult stepc::sweepMemoryBudgets(ModuleOp model, const StepcPipelineOptio
                                         std::string &json, std::string &svg) {
   // The unconstrained peak: a budget nothing exceeds recomputes nothing.
   FailureOr<std::optional<Point>> free = compileAt(model, options, int64_t{1} << 62);
-  if (failed(free) || !*free)
+  if (failed(free))
     return failure();
+  if (!*free)
+    return emitError(model.getLoc()) << "--report-pareto: the step does not compile without "
+                                        "a memory budget";
   int64_t unconstrained = (*free)->plannedPeak;
   SmallVector<Point> points;
   constexpr int kPoints = 16;

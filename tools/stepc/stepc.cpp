@@ -259,13 +259,11 @@ int main(int argc, char **argv) {
   options.fuseElementwise = fuseElementwise.getValue();
   options.remat = remat.getValue();
   options.memoryBudget = memoryBudget.getValue();
-  if (!reportPareto.empty()) {
-    std::string json, svg;
-    if (failed(sweepMemoryBudgets(*module, options, json, svg)) ||
-        failed(writeOutput(reportPareto + ".json", json)) ||
-        failed(writeOutput(reportPareto + ".svg", svg)))
-      return 1;
-  }
+  // The sweep compiles the model as written, after the step itself has
+  // compiled (so its errors are the model's, reported once, not a row).
+  OwningOpRef<ModuleOp> asWritten;
+  if (!reportPareto.empty())
+    asWritten = module->clone();
   PassManager pm(&context);
   if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
         fail(message);
@@ -286,6 +284,13 @@ int main(int argc, char **argv) {
   }
   if (failed(pm.run(*module)))
     return 1;
+  if (asWritten) {
+    std::string json, svg;
+    if (failed(sweepMemoryBudgets(*asWritten, options, json, svg)) ||
+        failed(writeOutput(reportPareto + ".json", json)) ||
+        failed(writeOutput(reportPareto + ".svg", svg)))
+      return 1;
+  }
   if (!dumpAfter.empty() && !dumped)
     llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
                  << "': the pass is not in this pipeline (stepc-opt "
