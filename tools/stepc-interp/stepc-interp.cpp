@@ -350,6 +350,9 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<StepDialect, stepk::StepKDialect, func::FuncDialect, arith::ArithDialect>();
   MLIRContext context(registry);
+  // A diagnostic names its source location; a dump of the whole op (often the
+  // whole model) after it helps no user.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);

@@ -209,6 +209,9 @@ int main(int argc, char **argv) {
   registry.insert<StepDialect, stepk::StepKDialect, func::FuncDialect, arith::ArithDialect,
                   mesh::MeshDialect>();
   MLIRContext context(registry);
+  // A diagnostic names its source location; a dump of the whole op (often the
+  // whole model) after it helps no user.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   if (!openInputFile(inputFile, &error))
