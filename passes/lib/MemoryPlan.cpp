@@ -11,9 +11,10 @@
 //    any value in it (returned values live to the end); the operand of a
 //    collective is in use until the collective is waited for, at the first
 //    use of its result.
-// 4. Placement: buffers by decreasing size, each at the lowest 64-byte
-//    aligned offset that overlaps no placed buffer whose lifetime overlaps
-//    (TFLite's greedy-by-size). Offsets are fixed at compile time.
+// 4. Placement (planMemory; planLiveness stops at 3): buffers by decreasing
+//    size, each at the lowest 64-byte aligned offset that overlaps no placed
+//    buffer whose lifetime overlaps (TFLite's greedy-by-size). Offsets are
+//    fixed at compile time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,9 +38,9 @@ static int64_t alignUp(int64_t x) {
   return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
-MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy,
-                             const DenseSet<Value> &unstored,
-                             const DenseMap<Value, Operation *> &keepAlive) {
+MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computedBy,
+                               const DenseSet<Value> &unstored,
+                               const DenseMap<Value, Operation *> &keepAlive) {
   MemoryPlan plan;
   Block &body = function.getBody().front();
   DenseMap<Operation *, int64_t> index;
@@ -161,6 +162,29 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
     }
   }
 
+  // The live-set peak (no placement is below it): a sweep over the buffers'
+  // [firstDef, lastUse] intervals.
+  SmallVector<std::pair<int64_t, int64_t>> events; // (op index, +bytes | -bytes)
+  for (const MemoryPlan::Buffer &b : plan.buffers) {
+    events.push_back({b.firstDef, b.bytes});
+    events.push_back({b.lastUse + 1, -b.bytes});
+  }
+  llvm::sort(events);
+  int64_t live = 0;
+  for (auto [at, delta] : events) {
+    live += delta;
+    if (live > plan.liveBytesPeak) {
+      plan.liveBytesPeak = live;
+      plan.liveBytesPeakAt = at;
+    }
+  }
+  return plan;
+}
+
+MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy,
+                             const DenseSet<Value> &unstored,
+                             const DenseMap<Value, Operation *> &keepAlive) {
+  MemoryPlan plan = planLiveness(function, computedBy, unstored, keepAlive);
   // Greedy by size.
   SmallVector<int64_t> order(plan.buffers.size());
   std::iota(order.begin(), order.end(), 0);
@@ -187,23 +211,6 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
       return value < plan.buffers[other].offset;
     });
     placed.insert(at, id);
-  }
-
-  // The live-set peak, for the report and the test that the placement is
-  // never below it: a sweep over the buffers' [firstDef, lastUse] intervals.
-  SmallVector<std::pair<int64_t, int64_t>> events; // (op index, +bytes | -bytes)
-  for (const MemoryPlan::Buffer &b : plan.buffers) {
-    events.push_back({b.firstDef, b.bytes});
-    events.push_back({b.lastUse + 1, -b.bytes});
-  }
-  llvm::sort(events);
-  int64_t live = 0;
-  for (auto [at, delta] : events) {
-    live += delta;
-    if (live > plan.liveBytesPeak) {
-      plan.liveBytesPeak = live;
-      plan.liveBytesPeakAt = at;
-    }
   }
   return plan;
 }

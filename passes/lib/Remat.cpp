@@ -25,6 +25,7 @@
 #include "mlir/IR/IRMapping.h"
 
 #include <functional>
+#include <map>
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPREMAT
@@ -206,8 +207,9 @@ func::FuncOp rematerialisedCopy(func::FuncOp step, const DenseSet<Value> &candid
 }
 
 /// A choice of recomputed values, measured on a copy of the step with it
-/// applied: the planned per-rank peak (arguments + the planner's arena + what
-/// the back end adds) and the recompute cost (Σ opCost over the copies).
+/// applied: the planned per-rank peak (arguments + the planner's arena, or
+/// its live-set lower bound while searching, + what the back end adds) and
+/// the recompute cost (Σ opCost over the copies).
 struct Evaluation {
   int64_t arguments = 0, arena = 0, extra = 0;
   double cost = 0;
@@ -237,17 +239,19 @@ SmallVector<Value> candidatesLiveAtPeak(const MemoryPlan &plan, ArrayRef<Value> 
   return result;
 }
 
+/// `placed`: the arena the planner places; else the live-set peak, its
+/// lower bound (equal but for fragmentation), in time linear in the step.
 Evaluation evaluate(func::FuncOp step, ArrayRef<Value> candidates,
                     const DenseSet<Value> &recompute, int64_t extraBytes,
-                    const CostModel &model) {
+                    const CostModel &model, bool placed) {
   IRMapping map;
   DenseSet<Value> candidateSet(candidates.begin(), candidates.end());
   func::FuncOp copy = rematerialisedCopy(step, candidateSet, recompute, map);
   Evaluation e;
   for (Type type : copy.getArgumentTypes())
     e.arguments += tensorBytes(type);
-  MemoryPlan plan = planMemory(copy);
-  e.arena = plan.arenaBytes;
+  MemoryPlan plan = placed ? planMemory(copy) : planLiveness(copy);
+  e.arena = placed ? plan.arenaBytes : plan.liveBytesPeak;
   e.liveAtPeak = candidatesLiveAtPeak(plan, candidates, recompute, map);
   e.extra = extraBytes;
   for (Operation &op : copy.getBody().front())
@@ -312,6 +316,10 @@ constexpr int kRefineEvaluations = 64;
 constexpr size_t kScored = 6;
 /// The greedy's costliest choices the exchange step re-solves without.
 constexpr size_t kExchanges = 4;
+/// Steps with at most this many candidates are searched on placed plans.
+constexpr size_t kPlacedSearchCandidates = 64;
+/// The searches searchFitting runs before giving up on fragmentation.
+constexpr int kFragmentationRounds = 4;
 /// The most candidates search=exhaustive accepts (2^n evaluations).
 constexpr size_t kExhaustiveCandidates = 16;
 
@@ -320,9 +328,47 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
 
   CostModel costModel() const { return {flopsPerByte, flopsPerCommByte}; }
 
+  /// Whether evaluateChoice places plans (small steps; searchFitting's
+  /// fallback).
+  bool placeWhileSearching = false;
+
+  /// Ranks choices during the search: the live-set peak, linear in the step
+  /// (the placement is quadratic in buffers, and the search plans hundreds
+  /// of choices), unless `placeWhileSearching`.
   Evaluation evaluateChoice(func::FuncOp step, const Candidates &c,
                             const DenseSet<Value> &recompute) {
-    return evaluate(step, c.values, recompute, extraBytes, costModel());
+    return evaluate(step, c.values, recompute, extraBytes, costModel(), placeWhileSearching);
+  }
+
+  /// The plan the back end will use: what the budget is checked against.
+  Evaluation placeChoice(func::FuncOp step, const Candidates &c,
+                         const DenseSet<Value> &recompute) {
+    return evaluate(step, c.values, recompute, extraBytes, costModel(), /*placed=*/true);
+  }
+
+  /// searchGreedy ranks by live-set peaks; when the placed plan of what it
+  /// finds is over `limit` (fragmentation), it searches again with the limit
+  /// lowered by the overshoot. If that fails too, `placedFallback` searches
+  /// once more ranking by placed plans (slower; it matters on small steps,
+  /// where fragmentation is a larger share).
+  std::optional<DenseSet<Value>> searchFitting(func::FuncOp step, const Candidates &c,
+                                               int64_t limit, bool placedFallback) {
+    int64_t target = limit;
+    for (int round = 0; round < kFragmentationRounds; ++round) {
+      std::optional<DenseSet<Value>> found = searchGreedy(step, c, target);
+      if (!found)
+        break;
+      int64_t peak = placeChoice(step, c, *found).peak();
+      if (peak <= limit)
+        return found;
+      target -= peak - limit;
+    }
+    if (!placedFallback || placeWhileSearching)
+      return std::nullopt;
+    placeWhileSearching = true;
+    std::optional<DenseSet<Value>> found = searchGreedy(step, c, limit);
+    placeWhileSearching = false;
+    return found;
   }
 
   /// Keeps again what `recompute` need not recompute to fit: members tried
@@ -347,11 +393,12 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
 
   /// The peak-driven greedy from `greedy` (`banned` never recomputed):
   /// while the plan is over `limit`, scores the kScored cheapest-per-byte
-  /// kept candidates live at the plan's busiest op by what recomputing each
-  /// really saves (peak bytes, planned) per unit of cost it adds, and
-  /// recomputes the best ones: the most useful first, then the next while
-  /// their summed savings stay under half the remaining excess (fewer plans
-  /// on deep steps). A candidate that saves nothing alone still goes when
+  /// classes of kept candidates live at the plan's busiest op (a class: the
+  /// candidates of one cost and size, the same value in every layer) by
+  /// what recomputing one really saves (peak bytes, planned) per unit of
+  /// cost it adds, and recomputes the best ones: the most useful first,
+  /// then more while their summed savings stay under half the remaining
+  /// excess (so the plans per step do not grow with depth). A candidate that saves nothing alone still goes when
   /// none saves anything (a plateau: the next peak is behind it); when some
   /// candidate alone makes the plan fit, the cheapest such one ends it
   /// (unless `endAlone` is false).
@@ -366,22 +413,37 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
       llvm::stable_sort(live, [&](Value a, Value b) {
         return c.cost.lookup(a) / double(bytesOf(a)) < c.cost.lookup(b) / double(bytesOf(b));
       });
-      live.truncate(std::min<size_t>(live.size(), kScored));
+      // Candidates alike in cost and size (the same value in another layer)
+      // form one class, scored by one plan: a deep step repeats its layers,
+      // and scoring each copy would make the search quadratic in depth.
+      SmallVector<SmallVector<Value>> classes;
+      std::map<std::pair<double, int64_t>, size_t> classOf;
+      for (Value v : live) {
+        // (Small steps, searched on placed plans, score every candidate.)
+        std::pair<double, int64_t> key = {c.cost.lookup(v), bytesOf(v)};
+        if (placeWhileSearching)
+          key = {double(classes.size()), -1};
+        auto [it, added] = classOf.try_emplace(key, classes.size());
+        if (added)
+          classes.emplace_back();
+        classes[it->second].push_back(v);
+      }
+      classes.truncate(std::min<size_t>(classes.size(), kScored));
       struct Scored {
-        Value value;
+        ArrayRef<Value> members;
         int64_t saved;
         double score;
         double cost;
       };
       SmallVector<Scored> scored;
-      for (Value v : live) {
-        greedy.insert(v);
+      for (ArrayRef<Value> members : classes) {
+        greedy.insert(members.front());
         Evaluation with = evaluateChoice(step, c, greedy);
-        greedy.erase(v);
+        greedy.erase(members.front());
         // Savings past the excess are worth nothing.
         int64_t saved = e.peak() - with.peak();
         double useful = double(std::min(saved, e.peak() - limit));
-        scored.push_back({v, saved, useful / std::max(with.cost - e.cost, 1.0), with.cost});
+        scored.push_back({members, saved, useful / std::max(with.cost - e.cost, 1.0), with.cost});
       }
       // The last step: the cheapest candidate that alone makes it fit.
       const Scored *last = nullptr;
@@ -389,16 +451,24 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
         if (e.peak() - s.saved <= limit && (!last || s.cost < last->cost))
           last = &s;
       if (last && endAlone) {
-        greedy.insert(last->value);
+        greedy.insert(last->members.front());
         break;
       }
+      // The most useful first, then more (of its class, then of the next
+      // ones) while their expected savings stay under half the excess.
       llvm::stable_sort(scored, [](const Scored &a, const Scored &b) { return a.score > b.score; });
       int64_t excess = e.peak() - limit, expected = 0;
+      bool first = true;
       for (const Scored &s : scored) {
-        if (&s != &scored.front() && (s.saved <= 0 || 2 * (expected + s.saved) > excess))
+        for (Value v : s.members) {
+          if (!first && (s.saved <= 0 || 2 * (expected + s.saved) > excess))
+            break;
+          greedy.insert(v);
+          expected += s.saved;
+          first = false;
+        }
+        if (s.saved <= 0 || 2 * (expected + s.saved) > excess)
           break;
-        greedy.insert(s.value);
-        expected += s.saved;
       }
     }
     return greedy;
@@ -478,7 +548,7 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
       for (auto [i, v] : llvm::enumerate(c.values))
         if (mask >> i & 1)
           r.insert(v);
-      Evaluation e = evaluateChoice(step, c, r);
+      Evaluation e = placeChoice(step, c, r);
       if (e.peak() <= budget && (!best || e.cost < bestCost)) {
         best = std::move(r);
         bestCost = e.cost;
@@ -489,6 +559,9 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
 
   LogicalResult rematerialise(func::FuncOp step) {
     Candidates c = findCandidates(step, costModel());
+    // A small step is searched on placed plans: they are cheap there, and
+    // fragmentation is a larger share of its peak.
+    placeWhileSearching = c.values.size() <= kPlacedSearchCandidates;
     DenseSet<Value> recompute;
     if (mode == "block") {
       recompute = blockRecompute(c);
@@ -498,7 +571,7 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
             return !c.needsProduct.contains(v) && !gathersParameter(v.getDefiningOp());
           });
       recompute.insert(order.begin(), order.end());
-    } else if (mode == "auto" && evaluateChoice(step, c, {}).peak() > budget) {
+    } else if (mode == "auto" && placeChoice(step, c, {}).peak() > budget) {
       std::optional<DenseSet<Value>> found;
       if (search == "exhaustive") {
         FailureOr<std::optional<DenseSet<Value>>> exact = searchExhaustive(step, c);
@@ -506,13 +579,13 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
           return failure();
         found = std::move(*exact);
       } else {
-        found = searchGreedy(step, c, budget);
+        found = searchFitting(step, c, budget, /*placedFallback=*/true);
       }
       if (found)
         recompute = std::move(*found);
     }
 
-    Evaluation chosen = evaluateChoice(step, c, recompute);
+    Evaluation chosen = placeChoice(step, c, recompute);
     if (budget > 0 && chosen.peak() > budget) {
       // Name the smallest budget the search meets: the lowest peak of every
       // candidate recomputed, block, and the greedy driven as low as it
@@ -520,15 +593,15 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
       Evaluation best = chosen;
       for (const DenseSet<Value> &r : {DenseSet<Value>(c.values.begin(), c.values.end()),
                                        blockRecompute(c), greedyFrom(step, c, {}, 0)}) {
-        Evaluation e = evaluateChoice(step, c, r);
+        Evaluation e = placeChoice(step, c, r);
         if (e.peak() < best.peak())
           best = e;
       }
       for (int64_t lo = budget; best.peak() - lo > std::max<int64_t>(1, best.peak() / 1000);) {
         int64_t mid = lo + (best.peak() - lo) / 2;
-        std::optional<DenseSet<Value>> r = searchGreedy(step, c, mid);
+        std::optional<DenseSet<Value>> r = searchFitting(step, c, mid, /*placedFallback=*/false);
         if (r)
-          best = evaluateChoice(step, c, *r);
+          best = placeChoice(step, c, *r);
         else
           lo = mid;
       }

@@ -61,9 +61,20 @@ using ComputedBy = llvm::DenseMap<mlir::Operation *, mlir::Operation *>;
 /// element i of every input before it stores element i of any output.
 /// `keepAlive`: values a back end reads later than their uses say (up to
 /// and including the op given).
-MemoryPlan planMemory(mlir::func::FuncOp function, const ComputedBy &computedBy = {},
-                      const llvm::DenseSet<mlir::Value> &unstored = {},
-                      const llvm::DenseMap<mlir::Value, mlir::Operation *> &keepAlive = {});
+MemoryPlan planMemory(mlir::func::FuncOp function, const ComputedBy &computedBy = ComputedBy(),
+                      const llvm::DenseSet<mlir::Value> &unstored = llvm::DenseSet<mlir::Value>(),
+                      const llvm::DenseMap<mlir::Value, mlir::Operation *> &keepAlive =
+                          llvm::DenseMap<mlir::Value, mlir::Operation *>());
+
+/// Steps 1-3 of planMemory without the placement: the buffers, their
+/// lifetimes and the live-set peak, in time linear in the ops (offsets and
+/// arenaBytes stay 0). The placement almost always reaches the live peak, so
+/// a search trying many variants of a step (step-remat) ranks them by it and
+/// places only what it keeps.
+MemoryPlan planLiveness(mlir::func::FuncOp function, const ComputedBy &computedBy = ComputedBy(),
+                        const llvm::DenseSet<mlir::Value> &unstored = llvm::DenseSet<mlir::Value>(),
+                        const llvm::DenseMap<mlir::Value, mlir::Operation *> &keepAlive =
+                          llvm::DenseMap<mlir::Value, mlir::Operation *>());
 
 } // namespace stepc
 
