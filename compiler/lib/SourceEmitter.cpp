@@ -285,20 +285,18 @@ std::string SourceEmitter::metadata() {
              : p.getInit() == InitKind::Zeros ? "STEPC_INIT_ZEROS"
                                               : "STEPC_INIT_NORMAL";
       stddev = p.getEffectiveStd();
-    } else if (auto s = step.getArgAttrOfType<StringAttr>(i, StepDialect::kStateAttrName)) {
-      name = s.getValue().str();
-      kind = StringRef(name).starts_with("exp_avg_sq.") ? "STEPC_ARG_EXP_AVG_SQ"
-                                                        : "STEPC_ARG_EXP_AVG";
+    } else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName)) {
+      name = s.getQualifiedName();
+      kind = s.getMoment() == Moment::ExpAvgSq ? "STEPC_ARG_EXP_AVG_SQ" : "STEPC_ARG_EXP_AVG";
       // A moment is sharded like its parameter.
-      StringRef param = StringRef(name).split('.').second;
       for (unsigned j = 0; j < n; ++j)
         if (auto p = step.getArgAttrOfType<ParamAttr>(j, StepDialect::kParamAttrName);
-            p && p.getName() == param)
+            p && p.getName() == s.getParam())
           if (auto rows = step.getArgAttrOfType<IntegerAttr>(j, StepDialect::kShardOfAttrName))
             globalRows = rows.getInt();
-    } else if (auto h = step.getArgAttrOfType<StringAttr>(i, StepDialect::kHyperAttrName)) {
-      name = h.getValue().str();
-      kind = name == "lr" ? "STEPC_ARG_LR" : "STEPC_ARG_STEP";
+    } else if (auto h = step.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName)) {
+      name = stringifyHyper(h.getValue()).str();
+      kind = h.getValue() == Hyper::Lr ? "STEPC_ARG_LR" : "STEPC_ARG_STEP";
     } else if (auto in = step.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName)) {
       name = in.getValue().str();
       // The bound the runtime checks the input against: the tightest a

@@ -85,19 +85,20 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     newArgs.push_back(argTypes[i]);
     argAttrs.push_back(grad.getArgAttrDict(i));
   }
-  for (StringRef prefix : {"exp_avg.", "exp_avg_sq."})
+  for (Moment moment : {Moment::ExpAvg, Moment::ExpAvgSq})
     for (auto [i, name] : llvm::zip(params, names)) {
       newArgs.push_back(argTypes[i]);
-      argAttrs.push_back(b.getDictionaryAttr(
-          named(b, StepDialect::kStateAttrName, (prefix + name).str())));
+      argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+          StepDialect::kStateAttrName, StateAttr::get(b.getContext(), moment, name))));
     }
   for (unsigned i : inputs) {
     newArgs.push_back(argTypes[i]);
     argAttrs.push_back(grad.getArgAttrDict(i));
   }
-  for (StringRef hyper : {"lr", "step"}) {
+  for (Hyper hyper : {Hyper::Lr, Hyper::Step}) {
     newArgs.push_back(lossType);
-    argAttrs.push_back(b.getDictionaryAttr(named(b, StepDialect::kHyperAttrName, hyper)));
+    argAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(StepDialect::kHyperAttrName, HyperAttr::get(b.getContext(), hyper))));
   }
   for (StringRef prefix : {"param.", "exp_avg.", "exp_avg_sq."})
     for (auto [i, name] : llvm::zip(params, names)) {

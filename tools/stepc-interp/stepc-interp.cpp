@@ -93,10 +93,12 @@ namespace {
 std::string argumentName(func::FuncOp f, unsigned i) {
   if (auto p = f.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
     return p.getName().str();
-  for (StringRef key : {StepDialect::kInputAttrName, StepDialect::kStateAttrName,
-                        StepDialect::kHyperAttrName})
-    if (auto s = f.getArgAttrOfType<StringAttr>(i, key))
-      return s.getValue().str();
+  if (auto s = f.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
+    return s.getQualifiedName();
+  if (auto h = f.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName))
+    return stringifyHyper(h.getValue()).str();
+  if (auto s = f.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName))
+    return s.getValue().str();
   return "arg" + std::to_string(i);
 }
 
@@ -155,8 +157,8 @@ FailureOr<std::vector<Tensor>> prepareArguments(func::FuncOp f) {
                                              : normal(rng);
         x += jitter * noise(rng);
       }
-    } else if (auto hyper = f.getArgAttrOfType<StringAttr>(i, StepDialect::kHyperAttrName)) {
-      t.data[0] = hyper.getValue() == "lr" ? lrFlag : static_cast<double>(stepFlag);
+    } else if (auto hyper = f.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName)) {
+      t.data[0] = hyper.getValue() == Hyper::Lr ? lrFlag : static_cast<double>(stepFlag);
     } else if (f.getArgAttr(i, StepDialect::kStateAttrName)) {
       // Optimizer state starts at zero.
     } else if (isa<IntegerType>(type.getElementType())) {
@@ -245,8 +247,8 @@ LogicalResult train(func::FuncOp f, const Interpreter &interp, std::vector<Tenso
         args[it->second] = t;
     }
     for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i)
-      if (auto hyper = f.getArgAttrOfType<StringAttr>(i, StepDialect::kHyperAttrName);
-          hyper && hyper.getValue() == "step")
+      if (auto hyper = f.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName);
+          hyper && hyper.getValue() == Hyper::Step)
         args[i].data[0] += 1.0;
   }
   return writeResults(f, *results);

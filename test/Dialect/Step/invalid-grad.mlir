@@ -106,22 +106,37 @@ func.func @adamw_c3(%p: tensor<4xf32>, %s: tensor<f32>) {
 
 // -----
 
-// expected-error @+1 {{expects 'step.hyper' on argument #0 to be "lr" or "step"}}
-func.func @hyper_name(%lr: tensor<f32> {step.hyper = "momentum"}) {
+// expected-error @+1 {{expects 'step.hyper' on argument #0 to be a #step.hyper}}
+func.func @hyper_name(%lr: tensor<f32> {step.hyper = "lr"}) {
+  return
+}
+
+// -----
+
+// expected-error @+2 {{expected ::stepc::step::Hyper to be one of: lr, step}}
+// expected-error @+1 {{failed to parse Step_HyperAttr parameter 'value'}}
+func.func @hyper_kind(%lr: tensor<f32> {step.hyper = #step.hyper<momentum>}) {
   return
 }
 
 // -----
 
 // expected-error @+1 {{expects hyperparameter argument #0 to be a scalar float tensor, got 'tensor<2xf32>'}}
-func.func @hyper_shape(%lr: tensor<2xf32> {step.hyper = "lr"}) {
+func.func @hyper_shape(%lr: tensor<2xf32> {step.hyper = #step.hyper<lr>}) {
   return
 }
 
 // -----
 
-// expected-error @+1 {{expects 'step.state' on argument #0 to be a non-empty string}}
-func.func @state_name(%m: tensor<2xf32> {step.state = ""}) {
+// expected-error @+1 {{expects 'step.state' on argument #0 to be a #step.state}}
+func.func @state_string(%m: tensor<2xf32> {step.state = "exp_avg.w"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{expects the name of the parameter the state belongs to}}
+func.func @state_name(%m: tensor<2xf32> {step.state = #step.state<exp_avg, "">}) {
   return
 }
 

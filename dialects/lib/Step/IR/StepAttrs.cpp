@@ -129,3 +129,18 @@ double ParamAttr::getEffectiveStd() const {
   }
   return 0.0;
 }
+
+//===----------------------------------------------------------------------===//
+// StateAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult StateAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
+                                Moment moment, StringRef param) {
+  if (param.empty())
+    return emitError() << "expects the name of the parameter the state belongs to";
+  return success();
+}
+
+std::string StateAttr::getQualifiedName() const {
+  return (stringifyMoment(getMoment()) + "." + getParam()).str();
+}

@@ -93,10 +93,9 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   if (attribute.getName() == kStateAttrName) {
-    auto name = dyn_cast<StringAttr>(attribute.getValue());
-    if (!name || name.getValue().empty())
+    if (!isa<StateAttr>(attribute.getValue()))
       return op->emitError() << "expects '" << kStateAttrName << "' on argument #"
-                             << argIndex << " to be a non-empty string";
+                             << argIndex << " to be a #step.state";
     if (!isStaticTensor(type))
       return op->emitError() << "expects state argument #" << argIndex
                              << " to be a statically shaped tensor, got " << type;
@@ -111,10 +110,9 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   if (attribute.getName() == kHyperAttrName) {
-    auto name = dyn_cast<StringAttr>(attribute.getValue());
-    if (!name || (name.getValue() != "lr" && name.getValue() != "step"))
+    if (!isa<HyperAttr>(attribute.getValue()))
       return op->emitError() << "expects '" << kHyperAttrName << "' on argument #"
-                             << argIndex << " to be \"lr\" or \"step\"";
+                             << argIndex << " to be a #step.hyper";
     auto scalar = dyn_cast<RankedTensorType>(type);
     if (!scalar || scalar.getRank() != 0 || !isa<FloatType>(scalar.getElementType()))
       return op->emitError() << "expects hyperparameter argument #" << argIndex

@@ -190,9 +190,11 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
 
     with weight decay only on parameters of rank >= 2 (none on biases, norm
     vectors). `lr` and `step` (counted from 1) are runtime scalars (argument
-    marks `step.hyper = "lr"` / `"step"`), so a schedule never recompiles.
-    The moments are arguments marked `step.state = "exp_avg.<name>"` /
-    `"exp_avg_sq.<name>"` and results named alike (`step.result`); each new
+    marks `step.hyper = #step.hyper<lr>` / `#step.hyper<step>`), so a
+    schedule never recompiles. The moments are arguments marked
+    `step.state = #step.state<exp_avg, "<name>">` / `<exp_avg_sq, ...>`
+    (typed: no consumer parses a name) and results named
+    `exp_avg.<name>` / `exp_avg_sq.<name>` (`step.result`); each new
     parameter and moment may be written over its old buffer (in-place update,
     docs/design/training-step.md).
   }];

@@ -83,4 +83,56 @@ def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
   }];
 }
 
+def Step_Moment : I32EnumAttr<"Moment", "an AdamW moment", [
+    I32EnumAttrCase<"ExpAvg", 0, "exp_avg">,
+    I32EnumAttrCase<"ExpAvgSq", 1, "exp_avg_sq">
+  ]> {
+  let cppNamespace = "::stepc::step";
+  let genSpecializedAttr = 0;
+}
+
+def Step_StateAttr : AttrDef<Step_Dialect, "State"> {
+  let mnemonic = "state";
+  let summary = "optimizer state: which moment, of which parameter";
+  let description = [{
+    Marks an argument of a training step as optimizer state, typed: the
+    moment and the name of the parameter it belongs to (so a consumer never
+    parses a name). Its external name (checkpoints, `--inputs`, the runtime's
+    argument table) is `<moment>.<param>`, PyTorch's optimizer state key.
+
+    ```mlir
+    %m: tensor<64x64xf32> {step.state = #step.state<exp_avg, "h.0.mlp.c_fc.weight">}
+    %v: tensor<64x64xf32> {step.state = #step.state<exp_avg_sq, "h.0.mlp.c_fc.weight">}
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Step_Moment>:$moment,
+    StringRefParameter<"parameter name">:$param
+  );
+  let assemblyFormat = "`<` $moment `,` $param `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// `<moment>.<param>`, e.g. "exp_avg.wte".
+    std::string getQualifiedName() const;
+  }];
+}
+
+def Step_Hyper : I32EnumAttr<"Hyper", "a runtime hyperparameter", [
+    I32EnumAttrCase<"Lr", 0, "lr">,
+    I32EnumAttrCase<"Step", 1, "step">
+  ]> {
+  let cppNamespace = "::stepc::step";
+  let genSpecializedAttr = 0;
+}
+
+def Step_HyperAttr : EnumAttr<Step_Dialect, Step_Hyper, "hyper"> {
+  let summary = "a runtime hyperparameter argument: the learning rate or the step number";
+  let description = [{
+    `step.hyper = #step.hyper<lr>` marks the scalar the runtime sets to the
+    scheduled learning rate each step, `#step.hyper<step>` the one it sets to
+    the step number (from 1, for Adam's bias correction).
+  }];
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // STEPC_DIALECT_STEP_IR_STEPATTRS_TD

@@ -52,10 +52,9 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kParamAttrName = "step.param";
     /// Argument attribute (a string) marking an input.
     static constexpr llvm::StringLiteral kInputAttrName = "step.input";
-    /// Argument attribute (a string) marking optimizer state, e.g.
-    /// "exp_avg.wte".
+    /// Argument attribute (a `#step.state`) marking optimizer state.
     static constexpr llvm::StringLiteral kStateAttrName = "step.state";
-    /// Argument attribute marking a runtime hyperparameter: "lr" or "step".
+    /// Argument attribute (a `#step.hyper`) marking a runtime hyperparameter.
     static constexpr llvm::StringLiteral kHyperAttrName = "step.hyper";
     /// Argument attribute (an integer): the argument is a dim-0 shard of a
     /// tensor of this many rows (step-shard-fully).
