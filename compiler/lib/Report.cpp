@@ -48,23 +48,21 @@ static double wireBytes(Operation *op, int64_t n) {
   return double(n - 1) * bytesOf(op->getResult(0).getType());
 }
 
-FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
-                                                 const MemoryPlan &plan, StringRef target,
-                                                 const CommModel &comm) {
-  llvm::json::Object report;
+FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
+                                         const MemoryPlan &plan, StringRef target,
+                                         const CommModel &comm) {
+  StepReport report;
   FailureOr<ModelReport> model = analyzeModel(loss);
   if (failed(model))
     return failure();
   const int64_t modelFlops = model->modelFlops, tokens = model->tokens;
   int64_t executed = 0, kernels = 0;
   Block &body = step.getBody().front();
-  int64_t collectives = 0;
-  std::map<std::string, int64_t> collectiveBytes;
   for (Operation &op : body) {
     if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::ReduceScatterOp>(op)) {
-      ++collectives;
+      ++report.collectivesPerStep;
       // Bytes each rank contributes.
-      collectiveBytes[op.getName().stripDialect().str()] +=
+      report.collectiveBytesPerStep[op.getName().stripDialect().str()] +=
           bytesOf(isa<mesh::AllGatherOp>(op) ? op.getOperand(0).getType()
                                              : op.getResult(0).getType());
     }
@@ -95,9 +93,7 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
     if (!isa<func::ReturnOp>(op) && !getPhase(&op))
       return op.emitOpError() << "has no step.phase (a pass dropped it)";
   DenseMap<Value, std::string> blockOf = attributeBlocks(step);
-  std::map<std::string, int64_t> savedByBlock;
   DenseSet<int64_t> counted;
-  int64_t saved = 0;
   for (Operation &op : body) {
     if (getPhase(&op) != Phase::Forward)
       continue;
@@ -110,62 +106,43 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
       if (!readLater || buffer == plan.bufferOf.end() || !counted.insert(buffer->second).second)
         continue;
       int64_t bytes = bytesOf(result.getType());
-      saved += bytes;
+      report.savedActivationBytes += bytes;
       const std::string &block = blockOf[result];
-      savedByBlock[block.empty() ? "outside blocks" : block] += bytes;
+      report.savedActivationBytesByBlock[block.empty() ? "outside blocks" : block] += bytes;
     }
   }
-  llvm::json::Object perBlock;
   int64_t blockTotal = 0, blocks = 0;
-  for (auto &[name, bytes] : savedByBlock) {
-    perBlock[name] = bytes;
+  for (auto &[name, bytes] : report.savedActivationBytesByBlock)
     if (name != "outside blocks") {
       blockTotal += bytes;
       ++blocks;
     }
-  }
 
-  report["function"] = step.getSymName().str();
-  report["target"] = target.str();
-  report["params"] = params;
-  report["param_bytes"] = paramBytes;
-  report["optimizer_state_bytes"] = stateBytes;
-  report["input_bytes"] = inputBytes;
-  report["model_flops_per_step"] = modelFlops;
-  report["executed_flops_per_step"] = executed;
-  report["tokens_per_step"] = tokens;
-  report["arena_bytes"] = plan.arenaBytes;
-  report["live_bytes_peak"] = plan.liveBytesPeak;
-  report["planned_peak_bytes"] = plan.arenaBytes + paramBytes + stateBytes + inputBytes;
-  report["saved_activation_bytes"] = saved;
-  report["saved_activation_bytes_per_block"] = blocks ? blockTotal / blocks : 0;
-  report["saved_activation_bytes_by_block"] = std::move(perBlock);
-  report["kernels_per_step"] = kernels;
+  report.function = step.getSymName().str();
+  report.target = target.str();
+  report.params = params;
+  report.paramBytes = paramBytes;
+  report.optimizerStateBytes = stateBytes;
+  report.inputBytes = inputBytes;
+  report.modelFlopsPerStep = modelFlops;
+  report.executedFlopsPerStep = executed;
+  report.tokensPerStep = tokens;
+  report.arenaBytes = plan.arenaBytes;
+  report.liveBytesPeak = plan.liveBytesPeak;
+  report.plannedPeakBytes = plan.arenaBytes + paramBytes + stateBytes + inputBytes;
+  report.savedActivationBytesPerBlock = blocks ? blockTotal / blocks : 0;
+  report.kernelsPerStep = kernels;
+  report.inPlaceBuffers = plan.inPlaceCount;
   // Recomputation (step-remat): the copies' kinds and FLOPs.
-  llvm::json::Object recomputedByKind;
-  std::map<std::string, int64_t> recomputed;
-  int64_t recomputeFlops = 0;
   for (Operation &op : body) {
     if (getPhase(&op) != Phase::Recompute)
       continue;
-    recomputeFlops += *getExecutedFlops(&op);
+    report.recomputeFlopsPerStep += *getExecutedFlops(&op);
     std::string kind = op.getName().getStringRef().str();
     if (auto call = op.getAttrOfType<StringAttr>("callee"))
       kind = call.getValue().str();
-    ++recomputed[kind];
+    ++report.recomputedOpsByKind[kind];
   }
-  for (auto &[kind, count] : recomputed)
-    recomputedByKind[kind] = count;
-  report["recomputed_ops_by_kind"] = std::move(recomputedByKind);
-  report["recompute_flops_per_step"] = recomputeFlops;
-  report["executed_over_model_flops"] =
-      modelFlops > 0 ? double(executed) / double(modelFlops) : 0.0;
-  report["in_place_buffers"] = plan.inPlaceCount;
-  report["collectives_per_step"] = collectives;
-  llvm::json::Object byKind;
-  for (auto &[kind, bytes] : collectiveBytes)
-    byKind[kind] = bytes;
-  report["collective_bytes_per_step"] = std::move(byKind);
 
   // Each collective runs from its op to the first use of its result; the
   // compute in between hides it. Exposed = Σ max(0, comm − hidden), one
@@ -194,10 +171,59 @@ FailureOr<llvm::json::Object> stepc::buildReport(func::FuncOp loss, func::FuncOp
       total += seconds;
       exposed += std::max(0.0, seconds - hidden);
     }
-    report["link_gbps"] = comm.linkGBps;
-    report["compute_gflops"] = comm.computeGflops;
-    report["predicted_comm_seconds"] = total;
-    report["predicted_exposed_comm_seconds"] = exposed;
+    report.linkGbps = comm.linkGBps;
+    report.computeGflops = comm.computeGflops;
+    report.predictedCommSeconds = total;
+    report.predictedExposedCommSeconds = exposed;
   }
   return report;
+}
+
+static llvm::json::Object toJsonObject(const std::map<std::string, int64_t> &counts) {
+  llvm::json::Object object;
+  for (auto &[key, count] : counts)
+    object[key] = count;
+  return object;
+}
+
+llvm::json::Object StepReport::toJson() const {
+  llvm::json::Object json{
+      {"function", function},
+      {"target", target},
+      {"params", params},
+      {"param_bytes", paramBytes},
+      {"optimizer_state_bytes", optimizerStateBytes},
+      {"input_bytes", inputBytes},
+      {"model_flops_per_step", modelFlopsPerStep},
+      {"executed_flops_per_step", executedFlopsPerStep},
+      {"executed_over_model_flops", executedOverModelFlops()},
+      {"tokens_per_step", tokensPerStep},
+      {"arena_bytes", arenaBytes},
+      {"live_bytes_peak", liveBytesPeak},
+      {"planned_peak_bytes", plannedPeakBytes},
+      {"saved_activation_bytes", savedActivationBytes},
+      {"saved_activation_bytes_per_block", savedActivationBytesPerBlock},
+      {"saved_activation_bytes_by_block", toJsonObject(savedActivationBytesByBlock)},
+      {"kernels_per_step", kernelsPerStep},
+      {"in_place_buffers", inPlaceBuffers},
+      {"recomputed_ops_by_kind", toJsonObject(recomputedOpsByKind)},
+      {"recompute_flops_per_step", recomputeFlopsPerStep},
+      {"collectives_per_step", collectivesPerStep},
+      {"collective_bytes_per_step", toJsonObject(collectiveBytesPerStep)},
+  };
+  if (!remat.empty())
+    json["remat"] = remat;
+  auto optional = [&](llvm::StringRef key, const auto &value) {
+    if (value)
+      json[key] = *value;
+  };
+  optional("link_gbps", linkGbps);
+  optional("compute_gflops", computeGflops);
+  optional("predicted_comm_seconds", predictedCommSeconds);
+  optional("predicted_exposed_comm_seconds", predictedExposedCommSeconds);
+  optional("memory_budget_bytes", memoryBudgetBytes);
+  optional("target_arena_bytes", targetArenaBytes);
+  optional("target_planned_peak_bytes", targetPlannedPeakBytes);
+  optional("target_launches_per_step", targetLaunchesPerStep);
+  return json;
 }

@@ -126,6 +126,9 @@ static cl::opt<std::string> optimizerOptions("optimizer-options",
                                                       "'beta2=0.99 weight-decay=0'"),
                                              cl::init(""), cl::cat(stepcCategory));
 
+/// Compilations stepc tries to fit --memory-budget on the back end's plan.
+constexpr int kBudgetAttempts = 4;
+
 static int fail(const Twine &message) {
   llvm::errs() << "stepc: error: " << message << "\n";
   return 1;
@@ -267,108 +270,145 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> asWritten;
   if (!reportPareto.empty())
     asWritten = module->clone();
-  PassManager pm(&context);
-  if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
-        fail(message);
-        return failure();
-      })))
-    return 1;
-  bool dumped = false;
-  if (!dumpAfter.empty()) {
-    context.disableMultithreading();
-    pm.enableIRPrinting(
-        [](Pass *, Operation *) { return false; },
-        [&](Pass *pass, Operation *) {
-          bool print = dumpAfter == "all" || pass->getArgument() == dumpAfter;
-          dumped |= print;
-          return print;
-        },
-        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
-  }
-  if (failed(pm.run(*module)))
-    return 1;
-  if (asWritten) {
-    std::string json, svg;
-    if (failed(sweepMemoryBudgets(*asWritten, options, json, svg)) ||
-        failed(writeOutput(reportPareto + ".json", json)) ||
-        failed(writeOutput(reportPareto + ".svg", svg)))
-      return 1;
-  }
-  if (!dumpAfter.empty() && !dumped)
-    llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
-                 << "': the pass is not in this pipeline (stepc-opt "
-                    "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
   int64_t ranks = shardSpec->ranks();
   // parseByteSize succeeded in buildStepcPipeline.
   int64_t budgetBytes = memoryBudget.empty() ? 0 : *parseByteSize(memoryBudget);
-
-  func::FuncOp step;
-  for (auto f : module->getOps<func::FuncOp>())
-    if (f->hasAttr(StepDialect::kTrainStepAttrName))
-      step = f;
-  // The CUDA back end's GEMM epilogues shape the memory plan (a fused
-  // group's buffers stay apart), so they are decided first.
-  CudaFusions fusions;
-  if (target == "cuda")
-    fusions = planCudaFusions(step);
-  MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/{}, fusions.keepAlive);
-  FailureOr<llvm::json::Object> report =
-      buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
-  if (failed(report))
-    return 1;
-  // The step is emitted once: its body fixes the target's arena (on CUDA
-  // also cuBLASLt's workspace and the kernels' scratch) and launches, which
-  // the report names before anything runs; the metadata embeds the report.
-  auto summarize = [&](const StepShape &shape) -> FailureOr<ModuleSummary> {
-    if (target == "cuda") {
-      report->try_emplace("target_arena_bytes", shape.arenaBytes);
-      report->try_emplace("target_planned_peak_bytes",
-                          *report->getInteger("planned_peak_bytes") - plan.arenaBytes +
-                              shape.arenaBytes);
-      report->try_emplace("target_launches_per_step", shape.launches);
-    }
-    // The budget is checked once more on the back end's own plan (the pass
-    // checked the target-independent one): never a silent overrun.
-    if (budgetBytes > 0) {
-      int64_t peak = *report->getInteger(target == "cuda" ? "target_planned_peak_bytes"
-                                                          : "planned_peak_bytes");
-      report->try_emplace("memory_budget_bytes", budgetBytes);
-      if (peak > budgetBytes) {
-        step.emitError() << "the " << target.getValue() << " back end's plan needs " << peak
-                         << " bytes per rank, over the memory budget of " << budgetBytes
-                         << " bytes (raise --memory-budget or choose another --remat)";
-        return failure();
-      }
-    }
-    report->try_emplace("remat", options.remat.empty() ? (budgetBytes ? "auto" : "none")
-                                                       : options.remat.getValue());
-    ModuleSummary summary;
-    {
-      llvm::raw_string_ostream os(summary.reportJson);
-      os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object(*report)));
-    }
-    summary.modelFlops = *report->getInteger("model_flops_per_step");
-    summary.executedFlops = *report->getInteger("executed_flops_per_step");
-    summary.tokens = *report->getInteger("tokens_per_step");
-    summary.worldSize = ranks;
-    summary.sharding = ranks > 1 ? shard.getValue() : "none";
-    summary.meshShape = {ranks};
-    if (shardSpec->replicas > 1)
-      summary.meshShape = {shardSpec->replicas, shardSpec->perGroup};
-    summary.precision = precision.getValue();
-    if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
-      return failure();
-    return summary;
-  };
-  // --emit=mlir on the CPU needs no emission (the report has no target
-  // fields there; a bf16 step can be shown though the CPU cannot run it).
+  // step-remat plans the step before target lowering; the back end's plan
+  // (its fused kernels' buffers kept apart, its scratch) can need a little
+  // more. With remat=auto the step is then compiled again from the model as
+  // written, the pass's budget lowered by the overshoot, until it fits.
+  bool retryUnderBudget = budgetBytes > 0 && (remat.empty() || remat == "auto");
+  OwningOpRef<ModuleOp> retrySource;
+  if (retryUnderBudget)
+    retrySource = module->clone();
+  int64_t passBudget = budgetBytes;
   FailureOr<std::string> source = std::string();
-  if (emit == "mlir" && target == "cpu") {
-    if (failed(summarize(StepShape{plan.arenaBytes, 0})))
+  func::FuncOp step;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt > 0) {
+      module = retrySource->clone();
+      loss = *llvm::find_if(module->getOps<func::FuncOp>(), [](func::FuncOp f) {
+        return f->hasAttr(StepDialect::kLossAttrName);
+      });
+      options.memoryBudget = std::to_string(passBudget);
+    }
+    PassManager pm(&context);
+    if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
+          fail(message);
+          return failure();
+        })))
       return 1;
-  } else {
-    source = target == "cuda" ? emitCudaSource(step, plan, fusions, summarize)
-                              : emitCpuSource(step, plan, summarize);
+    bool dumped = false;
+    if (!dumpAfter.empty()) {
+      context.disableMultithreading();
+      pm.enableIRPrinting(
+          [](Pass *, Operation *) { return false; },
+          [&](Pass *pass, Operation *) {
+            bool print = dumpAfter == "all" || pass->getArgument() == dumpAfter;
+            dumped |= print;
+            return print;
+          },
+          /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+    }
+    if (failed(pm.run(*module))) {
+      if (attempt > 0)
+        llvm::errs() << "stepc: note: the " << target << " back end's plan needs "
+                     << budgetBytes - passBudget
+                     << " bytes more than step-remat plans, so step-remat was given "
+                     << passBudget << " of the " << budgetBytes << " bytes\n";
+      return 1;
+    }
+    if (asWritten) {
+      std::string json, svg;
+      if (failed(sweepMemoryBudgets(*asWritten, options, json, svg)) ||
+          failed(writeOutput(reportPareto + ".json", json)) ||
+          failed(writeOutput(reportPareto + ".svg", svg)))
+        return 1;
+      asWritten = nullptr;
+    }
+    if (!dumpAfter.empty() && !dumped)
+      llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
+                   << "': the pass is not in this pipeline (stepc-opt "
+                      "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
+
+    for (auto f : module->getOps<func::FuncOp>())
+      if (f->hasAttr(StepDialect::kTrainStepAttrName))
+        step = f;
+    // The CUDA back end's GEMM epilogues shape the memory plan (a fused
+    // group's buffers stay apart), so they are decided first.
+    CudaFusions fusions;
+    if (target == "cuda")
+      fusions = planCudaFusions(step);
+    MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/{}, fusions.keepAlive);
+    FailureOr<StepReport> report =
+        buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
+    if (failed(report))
+      return 1;
+    // The step is emitted once: its body fixes the target's arena (on CUDA
+    // also cuBLASLt's workspace and the kernels' scratch) and launches, which
+    // the report names before anything runs; the metadata embeds the report.
+    int64_t overshoot = 0;
+    auto summarize = [&](const StepShape &shape) -> FailureOr<ModuleSummary> {
+      int64_t peak = report->plannedPeakBytes;
+      if (target == "cuda") {
+        report->targetArenaBytes = shape.arenaBytes;
+        peak = report->plannedPeakBytes - plan.arenaBytes + shape.arenaBytes;
+        report->targetPlannedPeakBytes = peak;
+        report->targetLaunchesPerStep = shape.launches;
+      }
+      // The budget is checked once more on the back end's own plan (the
+      // pass checked the target-independent one): never a silent overrun.
+      if (budgetBytes > 0) {
+        report->memoryBudgetBytes = budgetBytes;
+        if (peak > budgetBytes && retryUnderBudget && attempt < kBudgetAttempts - 1) {
+          overshoot = peak - budgetBytes;
+          return failure();
+        }
+        if (peak > budgetBytes) {
+          step.emitError() << "the " << target.getValue() << " back end's plan needs " << peak
+                           << " bytes per rank, over the memory budget of " << budgetBytes
+                           << " bytes (raise --memory-budget or choose another --remat)";
+          return failure();
+        }
+      }
+      report->remat = options.remat.empty() ? (budgetBytes ? "auto" : "none")
+                                            : options.remat.getValue();
+      ModuleSummary summary;
+      {
+        llvm::raw_string_ostream os(summary.reportJson);
+        os << llvm::formatv("{0:2}", llvm::json::Value(report->toJson()));
+      }
+      summary.modelFlops = report->modelFlopsPerStep;
+      summary.executedFlops = report->executedFlopsPerStep;
+      summary.tokens = report->tokensPerStep;
+      summary.worldSize = ranks;
+      summary.sharding = ranks > 1 ? shard.getValue() : "none";
+      summary.meshShape = {ranks};
+      if (shardSpec->replicas > 1)
+        summary.meshShape = {shardSpec->replicas, shardSpec->perGroup};
+      summary.precision = precision.getValue();
+      if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
+        return failure();
+      return summary;
+    };
+    // --emit=mlir on the CPU needs no emission (the report has no target
+    // fields there; a bf16 step can be shown though the CPU cannot run it).
+    source = std::string();
+    if (emit == "mlir" && target == "cpu") {
+      if (failed(summarize(StepShape{plan.arenaBytes, 0})))
+        source = failure();
+    } else {
+      source = target == "cuda" ? emitCudaSource(step, plan, fusions, summarize)
+                                : emitCpuSource(step, plan, summarize);
+    }
+    if (succeeded(source) || overshoot == 0)
+      break;
+    // Below what the pass planned (not its budget: its plan may sit under it).
+    int64_t passPlanned = passBudget;
+    if (auto decision = step->getAttrOfType<DictionaryAttr>(StepDialect::kRematAttrName))
+      if (auto planned = dyn_cast_or_null<IntegerAttr>(decision.get("planned_peak")))
+        passPlanned = std::min(passPlanned, planned.getInt());
+    passBudget = passPlanned - overshoot;
   }
   if (failed(source))
     return 1;

@@ -8,13 +8,12 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/JSON.h"
 
+#include <map>
+#include <optional>
+#include <string>
+
 namespace stepc {
 
-/// The compile-time report of a training step (`stepc --report`): FLOPs
-/// (model and executed), parameter, optimizer-state and planned peak bytes,
-/// saved activations (total and per transformer block), kernels per step.
-/// `loss` is the model's loss function, `step` its training step (whose
-/// first ops are the loss function's, in order), `plan` the step's memory.
 /// A link and compute rate to predict the exposed communication time with.
 struct CommModel {
   /// Bus bandwidth per rank, GB/s; 0: no prediction.
@@ -23,11 +22,48 @@ struct CommModel {
   double computeGflops = 100;
 };
 
-mlir::FailureOr<llvm::json::Object> buildReport(mlir::func::FuncOp loss,
-                                                mlir::func::FuncOp step,
-                                                const MemoryPlan &plan,
-                                                llvm::StringRef target,
-                                                const CommModel &comm = {});
+/// Everything `stepc --report` says about a step, filled once and
+/// serialised at the end (`toJson`); the JSON keys are its fields in
+/// snake_case.
+struct StepReport {
+  std::string function, target;
+  int64_t params = 0, paramBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  int64_t modelFlopsPerStep = 0, executedFlopsPerStep = 0, tokensPerStep = 0;
+  int64_t arenaBytes = 0, liveBytesPeak = 0;
+  /// Arguments (parameters, optimizer state, inputs) + the arena.
+  int64_t plannedPeakBytes = 0;
+  int64_t savedActivationBytes = 0, savedActivationBytesPerBlock = 0;
+  /// Per transformer block ("outside blocks" for the rest).
+  std::map<std::string, int64_t> savedActivationBytesByBlock;
+  int64_t kernelsPerStep = 0, inPlaceBuffers = 0;
+  /// step-remat's copies: how many of each op (or library call), their FLOPs.
+  std::map<std::string, int64_t> recomputedOpsByKind;
+  int64_t recomputeFlopsPerStep = 0;
+  int64_t collectivesPerStep = 0;
+  /// Bytes each rank contributes, per collective kind.
+  std::map<std::string, int64_t> collectiveBytesPerStep;
+  /// Set when a CommModel link rate is given.
+  std::optional<double> linkGbps, computeGflops, predictedCommSeconds,
+      predictedExposedCommSeconds;
+  /// Set by the driver: the remat mode and budget, and (cuda) the back
+  /// end's own arena, peak and launches.
+  std::string remat;
+  std::optional<int64_t> memoryBudgetBytes, targetArenaBytes, targetPlannedPeakBytes,
+      targetLaunchesPerStep;
+
+  double executedOverModelFlops() const {
+    return modelFlopsPerStep > 0 ? double(executedFlopsPerStep) / double(modelFlopsPerStep)
+                                 : 0.0;
+  }
+  llvm::json::Object toJson() const;
+};
+
+/// Fills a StepReport: `loss` is the model's loss function, `step` its
+/// training step, `plan` the step's memory. An op without a FLOP rule, or a
+/// sum beyond int64, is an error at the op.
+mlir::FailureOr<StepReport> buildReport(mlir::func::FuncOp loss, mlir::func::FuncOp step,
+                                        const MemoryPlan &plan, llvm::StringRef target,
+                                        const CommModel &comm = {});
 
 } // namespace stepc
 
