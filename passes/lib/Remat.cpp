@@ -17,6 +17,7 @@
 #include "stepc/Analysis/MemoryPlan.h"
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -183,6 +184,13 @@ void applyRemat(func::FuncOp step, const DenseSet<Value> &candidates,
     for (OpOperand &use : op->getOpOperands())
       if (!kept(use.get()))
         use.set(materialize(use.get(), op));
+  // Re-gathers are prefetched one ahead, like the forward's gathers, so the
+  // plans the search measures hold each gathered parameter that long.
+  SmallVector<mesh::AllGatherOp> regathers;
+  for (auto gather : step.getBody().front().getOps<mesh::AllGatherOp>())
+    if (getPhase(gather) == Phase::Recompute && isa<BlockArgument>(gather.getInput()))
+      regathers.push_back(gather);
+  prefetchOneAhead(regathers, /*start=*/nullptr);
   // A gather whose readers now all read its copy is communication for
   // nothing: erase it (last first, so its slice goes before it).
   SmallVector<Operation *> ops;

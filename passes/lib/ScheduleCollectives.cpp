@@ -1,5 +1,6 @@
 //===- ScheduleCollectives.cpp - overlap communication with compute -------===//
 
+#include "stepc/Transforms/CollectiveSchedule.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/Passes.h"
 
@@ -37,28 +38,18 @@ Operation *firstUser(Value v) {
 
 // gather(p_k) issued before the first use of gather(p_{k-1}).
 void prefetchGathers(Block &body) {
-  SmallVector<std::pair<Operation *, mesh::AllGatherOp>> gathers;
+  SmallVector<mesh::AllGatherOp> gathers;
   for (auto gather : body.getOps<mesh::AllGatherOp>())
-    if (isa<BlockArgument>(gather.getInput()))
-      if (Operation *use = firstUser(gather.getResult()))
-        gathers.push_back({use, gather});
-  llvm::stable_sort(gathers, [](auto &a, auto &b) { return a.first->isBeforeInBlock(b.first); });
+    if (isa<BlockArgument>(gather.getInput()) && firstUser(gather.getResult()))
+      gathers.push_back(gather);
   // The padding slices move down to their first user, so that the wait sits
   // at the real use.
-  for (auto &[use, gather] : gathers)
+  for (mesh::AllGatherOp gather : gathers)
     for (Operation *user : llvm::make_early_inc_range(gather.getResult().getUsers()))
       if (auto slice = dyn_cast<SliceOp>(user))
         if (Operation *first = firstUser(slice.getResult()))
           slice->moveBefore(first);
-  for (size_t k = 0; k < gathers.size(); ++k) {
-    Operation *at = k == 0 ? &body.front() : gathers[k - 1].first;
-    // Never after one of its own users (a slice sunk before the same op).
-    for (Operation *user : gathers[k].second->getUsers())
-      if (user->isBeforeInBlock(at))
-        at = user;
-    if (at != gathers[k].second.getOperation())
-      gathers[k].second->moveBefore(at);
-  }
+  prefetchOneAhead(gathers, &body.front());
 }
 
 /// The op after which all of `op`'s operands are defined (null: the block
@@ -119,3 +110,22 @@ struct StepScheduleCollectivesPass
 };
 
 } // namespace
+
+void stepc::prefetchOneAhead(ArrayRef<mesh::AllGatherOp> gathers, Operation *start) {
+  SmallVector<std::pair<Operation *, mesh::AllGatherOp>> ordered;
+  for (mesh::AllGatherOp gather : gathers)
+    if (Operation *use = firstUser(gather.getResult()))
+      ordered.push_back({use, gather});
+  llvm::stable_sort(ordered, [](auto &a, auto &b) { return a.first->isBeforeInBlock(b.first); });
+  for (size_t k = 0; k < ordered.size(); ++k) {
+    Operation *at = k == 0 ? start : ordered[k - 1].first;
+    if (!at)
+      continue;
+    // Never after one of its own users (a slice sunk before the same op).
+    for (Operation *user : ordered[k].second->getUsers())
+      if (user->isBeforeInBlock(at))
+        at = user;
+    if (at != ordered[k].second.getOperation())
+      ordered[k].second->moveBefore(at);
+  }
+}
