@@ -1,17 +1,34 @@
 // The C API (stepc_runtime.h) over Module and Session: statuses become
-// codes and messages; nothing throws or exits.
+// codes and messages; nothing throws or exits, whatever the caller passes.
+//
+// Handles are checked, not trusted: every session ever created stays in a
+// registry, and destroying one frees the session but keeps its small handle
+// (marked dead) so that its address is never reused. NULL, a destroyed
+// handle or a pointer this library never returned is an error (or, for
+// destroy, nothing), never a crash on our side.
 
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <string>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "runtime/session.h"
 #include "runtime/stepc_runtime.h"
 
 struct stepc_session {
-  std::unique_ptr<stepc::Session> session;
+  std::unique_ptr<stepc::Session> session;  // null once destroyed
 };
 
 namespace {
+
+std::mutex registry_mutex;
+absl::flat_hash_set<const stepc_session*>& Registry() {
+  static auto* registry = new absl::flat_hash_set<const stepc_session*>();
+  return *registry;
+}
 
 int Report(const absl::Status& status, char* error, size_t len) {
   if (status.ok()) return 0;
@@ -22,63 +39,134 @@ int Report(const absl::Status& status, char* error, size_t len) {
   return static_cast<int>(status.code());
 }
 
+// The live session behind `s`, or an error naming what is wrong with it.
+absl::StatusOr<stepc::Session*> Live(stepc_session* s) {
+  if (!s) return absl::InvalidArgumentError("session is NULL");
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  if (!Registry().contains(s))
+    return absl::InvalidArgumentError("not a session created by stepc_session_create");
+  if (!s->session) return absl::FailedPreconditionError("the session was destroyed");
+  return s->session.get();
+}
+
+absl::Status NotNull(const void* p, const char* what) {
+  return p ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat(what, " is NULL"));
+}
+
+// Runs `body` (returning absl::Status) with every exception turned into an
+// error code.
+template <typename Body>
+int Guarded(char* error, size_t len, Body body) {
+  try {
+    return Report(body(), error, len);
+  } catch (const std::exception& e) {
+    return Report(absl::InternalError(absl::StrCat("unexpected failure: ", e.what())), error,
+                  len);
+  } catch (...) {
+    return Report(absl::InternalError("unexpected failure"), error, len);
+  }
+}
+
 }  // namespace
 
 extern "C" stepc_session* stepc_session_create(const char* path, char* error, size_t len) {
-  absl::StatusOr<std::unique_ptr<stepc::Module>> module = stepc::Module::Load(path);
-  if (!module.ok()) {
-    Report(module.status(), error, len);
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<stepc::Session>> session =
-      stepc::Session::Create(std::shared_ptr<const stepc::Module>(std::move(*module)));
-  if (!session.ok()) {
-    Report(session.status(), error, len);
-    return nullptr;
-  }
-  return new stepc_session{std::move(*session)};
+  stepc_session* created = nullptr;
+  Guarded(error, len, [&]() -> absl::Status {
+    if (!path) return absl::InvalidArgumentError("module path is NULL");
+    absl::StatusOr<std::unique_ptr<stepc::Module>> module = stepc::Module::Load(path);
+    if (!module.ok()) return module.status();
+    absl::StatusOr<std::unique_ptr<stepc::Session>> session =
+        stepc::Session::Create(std::shared_ptr<const stepc::Module>(std::move(*module)));
+    if (!session.ok()) return session.status();
+    created = new stepc_session{std::move(*session)};
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    Registry().insert(created);
+    return absl::OkStatus();
+  });
+  return created;
 }
 
-extern "C" void stepc_session_destroy(stepc_session* s) { delete s; }
+extern "C" void stepc_session_destroy(stepc_session* s) {
+  if (!s) return;
+  std::unique_ptr<stepc::Session> doomed;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    if (!Registry().contains(s)) return;
+    doomed = std::move(s->session);  // the handle stays, dead
+  }
+  try {
+    doomed.reset();
+  } catch (...) {
+  }
+}
 
 extern "C" int stepc_session_init_params(stepc_session* s, uint64_t seed, char* error,
                                          size_t len) {
-  return Report(s->session->InitParams(seed), error, len);
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    return (*session)->InitParams(seed);
+  });
 }
 
 extern "C" int stepc_session_set_input(stepc_session* s, const char* name,
                                        const int32_t* values, size_t count, char* error,
                                        size_t len) {
-  return Report(s->session->SetInput(name, absl::MakeConstSpan(values, count)), error, len);
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
+    if (count > 0)
+      if (absl::Status ok = NotNull(values, "values"); !ok.ok()) return ok;
+    return (*session)->SetInput(name, absl::MakeConstSpan(values, count));
+  });
 }
 
 extern "C" int stepc_session_step(stepc_session* s, float lr, float* loss, float* grad_norm,
                                   char* error, size_t len) {
-  absl::StatusOr<stepc::StepResult> r = s->session->Step(lr);
-  if (!r.ok()) return Report(r.status(), error, len);
-  *loss = r->loss;
-  *grad_norm = r->grad_norm;
-  return 0;
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (!loss || !grad_norm) return absl::InvalidArgumentError("loss or grad_norm is NULL");
+    absl::StatusOr<stepc::StepResult> r = (*session)->Step(lr);
+    if (!r.ok()) return r.status();
+    *loss = r->loss;
+    *grad_norm = r->grad_norm;
+    return absl::OkStatus();
+  });
 }
 
 extern "C" int stepc_session_read_param(stepc_session* s, const char* name, float* out,
                                         size_t count, char* error, size_t len) {
-  absl::StatusOr<std::vector<float>> values = s->session->ReadParam(name);
-  if (!values.ok()) return Report(values.status(), error, len);
-  if (values->size() != count)
-    return Report(absl::InvalidArgumentError("count does not match the tensor's size"), error,
-                  len);
-  std::memcpy(out, values->data(), count * sizeof(float));
-  return 0;
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(name, "parameter name"); !ok.ok()) return ok;
+    absl::StatusOr<std::vector<float>> values = (*session)->ReadParam(name);
+    if (!values.ok()) return values.status();
+    if (values->size() != count)
+      return absl::InvalidArgumentError(absl::StrCat("'", name, "' holds ", values->size(),
+                                                     " values, count is ", count));
+    if (count > 0)
+      if (absl::Status ok = NotNull(out, "out"); !ok.ok()) return ok;
+    std::memcpy(out, values->data(), count * sizeof(float));
+    return absl::OkStatus();
+  });
 }
 
 extern "C" int stepc_session_input_shape(stepc_session* s, const char* name, int64_t* batch,
                                          int64_t* seq, char* error, size_t len) {
-  absl::StatusOr<std::vector<int64_t>> shape = s->session->Shape(name);
-  if (!shape.ok()) return Report(shape.status(), error, len);
-  if (shape->size() != 2)
-    return Report(absl::InvalidArgumentError("the input is not [batch, seq]"), error, len);
-  *batch = (*shape)[0];
-  *seq = (*shape)[1];
-  return 0;
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
+    if (!batch || !seq) return absl::InvalidArgumentError("batch or seq is NULL");
+    absl::StatusOr<std::vector<int64_t>> shape = (*session)->Shape(name);
+    if (!shape.ok()) return shape.status();
+    if (shape->size() != 2)
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is not [batch, seq]"));
+    *batch = (*shape)[0];
+    *seq = (*shape)[1];
+    return absl::OkStatus();
+  });
 }

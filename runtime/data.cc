@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -11,6 +12,7 @@ namespace stepc {
 namespace {
 
 constexpr int32_t kLlmcMagic = 20240520;
+constexpr size_t kLlmcHeaderBytes = 1024;
 
 uint64_t Mix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -22,24 +24,52 @@ uint64_t Mix(uint64_t x) {
 }  // namespace
 
 absl::StatusOr<TokenData> TokenData::FromTokenFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return absl::NotFoundError(absl::StrCat("cannot open data file '", path, "'"));
+  // A directory, a device (/dev/zero) or a pipe has no size to check.
+  if (!std::filesystem::is_regular_file(path, ec))
+    return absl::InvalidArgumentError(
+        absl::StrCat("data file '", path, "' is not a regular file"));
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("cannot read data file '", path, "'"));
+  if (size > kMaxTokenFileBytes)
+    return absl::InvalidArgumentError(absl::StrCat("data file '", path, "' is ", size,
+                                                   " bytes; at most ", kMaxTokenFileBytes,
+                                                   " are read"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open data file '", path, "'"));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes(size, '\0');
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(size)))
+    return absl::DataLossError(absl::StrCat("cannot read data file '", path, "'"));
   TokenData data;
   data.source_ = path;
   size_t begin = 0, count = bytes.size() / 2;
   int32_t header[3] = {0, 0, 0};
-  if (bytes.size() >= 1024) std::memcpy(header, bytes.data(), sizeof(header));
+  if (bytes.size() >= sizeof(header)) std::memcpy(header, bytes.data(), sizeof(header));
   if (header[0] == kLlmcMagic) {
+    if (bytes.size() < kLlmcHeaderBytes)
+      return absl::DataLossError(absl::StrCat("'", path, "' is truncated: it starts with llm.c's ",
+                                              "magic but is shorter than its 1024-byte header"));
     if (header[1] != 1)
       return absl::InvalidArgumentError(absl::StrCat(
           "'", path, "' is an llm.c token file of version ", header[1], "; only 1 is read"));
-    begin = 1024;
+    if (header[2] < 0)
+      return absl::DataLossError(absl::StrCat("'", path, "' has a corrupt llm.c header: ",
+                                              "token count ", header[2]));
+    begin = kLlmcHeaderBytes;
     count = static_cast<size_t>(header[2]);
-    if (bytes.size() < begin + 2 * count)
+    if ((bytes.size() - begin) / 2 < count)
       return absl::DataLossError(absl::StrCat("'", path, "' is truncated: its header promises ",
                                               count, " tokens, it holds ",
                                               (bytes.size() - begin) / 2));
+  } else if (bytes.size() >= kLlmcHeaderBytes && header[2] >= 0 &&
+             bytes.size() == kLlmcHeaderBytes + 2 * static_cast<size_t>(header[2])) {
+    // Shaped exactly like an llm.c file (header + the count it declares)
+    // but with another magic: not raw tokens.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "' looks like an llm.c token file but its magic is ", header[0],
+        " (expected ", kLlmcMagic, ")"));
   } else if (bytes.size() % 2 != 0) {
     return absl::DataLossError(absl::StrCat("'", path, "' is truncated: ", bytes.size(),
                                             " bytes is not a whole number of uint16 tokens"));
@@ -53,9 +83,9 @@ absl::StatusOr<TokenData> TokenData::FromTokenFile(const std::string& path) {
   return data;
 }
 
-TokenData TokenData::FromText(const std::string& text) {
+TokenData TokenData::FromText(const std::string& text, const std::string& source) {
   TokenData data;
-  data.source_ = "text";
+  data.source_ = source;
   std::string alphabet = text;
   std::sort(alphabet.begin(), alphabet.end());
   alphabet.erase(std::unique(alphabet.begin(), alphabet.end()), alphabet.end());
@@ -73,6 +103,11 @@ absl::Status TokenData::Validate(int64_t vocab, int64_t batch, int64_t seq) cons
     return absl::InvalidArgumentError(absl::StrCat(
         "'", source_, "' holds ", size(), " tokens; a sequence of ", seq,
         " needs at least ", seq + 1, " (the model was compiled for batch ", batch, ")"));
+  if (!alphabet_.empty() && alphabet() > vocab)
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_, " has ", alphabet(), " distinct characters (its character vocabulary); the "
+        "model's vocabulary is ", vocab, ": use a corpus of at most ", vocab,
+        " distinct characters or a model with a larger vocabulary"));
   for (int64_t i = 0; i < size(); ++i)
     if (tokens_[i] >= vocab)
       return absl::InvalidArgumentError(absl::StrCat("'", source_, "': token id ", tokens_[i],

@@ -12,15 +12,21 @@
 
 namespace stepc {
 
+// The largest token file read (16 GiB: 8G tokens), so a wrong path never
+// reads without bound.
+constexpr uintmax_t kMaxTokenFileBytes = uintmax_t{16} << 30;
+
 class TokenData {
  public:
   // A token file: flat little-endian uint16 (nanoGPT), or llm.c's format
   // (256 int32 header, magic 20240520, version 1, token count; then uint16).
-  // DataLoss for a truncated file, NotFound for a missing one.
+  // DataLoss for a truncated or corrupt file, NotFound for a missing one,
+  // InvalidArgument for what is not a regular file, is larger than
+  // kMaxTokenFileBytes, or is shaped like an llm.c file with another magic.
   static absl::StatusOr<TokenData> FromTokenFile(const std::string& path);
   // Text under a character tokenizer: ids are the ranks of the distinct
-  // bytes of the text.
-  static TokenData FromText(const std::string& text);
+  // bytes of the text. `source` names it in errors (the corpus file).
+  static TokenData FromText(const std::string& text, const std::string& source = "text");
 
   // Checks every id is below `vocab` and that a [batch, seq] window fits.
   absl::Status Validate(int64_t vocab, int64_t batch, int64_t seq) const;
@@ -31,6 +37,7 @@ class TokenData {
               std::vector<int32_t>& tokens, std::vector<int32_t>& targets) const;
 
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  int32_t token(int64_t i) const { return tokens_[i]; }
   // Distinct symbols (the character vocabulary; 0 for token files).
   int64_t alphabet() const { return static_cast<int64_t>(alphabet_.size()); }
   const std::string& source() const { return source_; }

@@ -1,18 +1,62 @@
 #include "runtime/module.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 
 namespace stepc {
+namespace {
+
+// dlopen maps a shared object's segments by its headers: a truncated file
+// maps pages past its end, and touching them is a bus error, not an error
+// dlopen reports. So the headers are checked against the file first.
+absl::Status CheckWholeElf(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a regular file"));
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  Elf64_Ehdr header;
+  if (ec || !in.read(reinterpret_cast<char*>(&header), sizeof(header)) ||
+      std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a shared object (no ELF header)"));
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_type != ET_DYN ||
+      header.e_phentsize != sizeof(Elf64_Phdr))
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is not a 64-bit shared object"));
+  auto beyond = [&](uint64_t offset, uint64_t bytes) {
+    return offset > size || bytes > size - offset;
+  };
+  if (beyond(header.e_phoff, uint64_t{header.e_phnum} * sizeof(Elf64_Phdr)) ||
+      beyond(header.e_shoff, uint64_t{header.e_shnum} * header.e_shentsize))
+    return absl::DataLossError(absl::StrCat("'", path, "' is truncated (", size,
+                                            " bytes; its ELF headers reach further)"));
+  in.seekg(static_cast<std::streamoff>(header.e_phoff));
+  for (int i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment;
+    if (!in.read(reinterpret_cast<char*>(&segment), sizeof(segment)))
+      return absl::DataLossError(absl::StrCat("'", path, "' is truncated"));
+    if (segment.p_type == PT_LOAD && beyond(segment.p_offset, segment.p_filesz))
+      return absl::DataLossError(absl::StrCat("'", path, "' is truncated (", size,
+                                              " bytes; a segment ends at byte ",
+                                              segment.p_offset + segment.p_filesz, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     return absl::NotFoundError(absl::StrCat("no such module: '", path, "'"));
+  if (absl::Status whole = CheckWholeElf(path); !whole.ok()) return whole;
   std::unique_ptr<Module> module(new Module());
   module->path_ = path;
   // A relative name without a slash would be searched on the library path.

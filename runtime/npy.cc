@@ -1,7 +1,9 @@
 #include "runtime/npy.h"
 
-#include <cctype>
+#include "runtime/atomic_file.h"
+
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -9,7 +11,7 @@ namespace stepc::npy {
 namespace {
 
 /// The value of `key` in the header dict, up to the next ',' or '}' (or the
-/// closing ')' for the shape tuple).
+/// closing ')' for the shape tuple); empty if absent or malformed.
 std::string headerField(const std::string &header, const std::string &key) {
   size_t at = header.find("'" + key + "'");
   if (at == std::string::npos)
@@ -18,22 +20,61 @@ std::string headerField(const std::string &header, const std::string &key) {
   if (colon == std::string::npos)
     return "";
   size_t begin = header.find_first_not_of(' ', colon + 1);
-  size_t end = header[begin] == '('
-                   ? header.find(')', begin) + 1
-                   : header.find_first_of(",}", begin);
-  return header.substr(begin, end - begin);
+  if (begin == std::string::npos)
+    return "";
+  size_t end = header[begin] == '(' ? header.find(')', begin) : header.find_first_of(",}", begin);
+  if (end == std::string::npos)
+    return "";
+  return header.substr(begin, end - begin + (header[begin] == '('));
+}
+
+/// Parses "(d0, d1, ...)" (or "(d0,)", "()"): every d a decimal integer
+/// >= 0 and the product at most kMaxElements; false otherwise.
+bool parseShape(const std::string &text, std::vector<int64_t> &shape, int64_t &count) {
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')')
+    return false;
+  shape.clear();
+  count = 1;
+  std::string inner = text.substr(1, text.size() - 2);
+  std::stringstream items(inner);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    size_t b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
+    if (b == std::string::npos) {
+      if (items.eof())
+        break; // the trailing comma of "(3,)"
+      return false;
+    }
+    item = item.substr(b, e - b + 1);
+    if (item.size() > 13 || item.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    int64_t d = std::stoll(item);
+    if (d > kMaxElements || (d > 0 && count > kMaxElements / d))
+      return false;
+    count *= d;
+    shape.push_back(d);
+  }
+  return true;
 }
 
 }  // namespace
 
 bool Read(const std::string &path, Array &t, std::string &error) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    error = std::filesystem::exists(path, ec) ? "'" + path + "' is not a regular file"
+                                              : "cannot open '" + path + "'";
+    return false;
+  }
+  const uintmax_t fileBytes = std::filesystem::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  if (!in || ec) {
     error = "cannot open '" + path + "'";
     return false;
   }
   char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0) {
+  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0 ||
+      (magic[6] != 1 && magic[6] != 2 && magic[6] != 3)) {
     error = "'" + path + "' is not a .npy file";
     return false;
   }
@@ -46,6 +87,10 @@ bool Read(const std::string &path, Array &t, std::string &error) {
   }
   for (int i = lenSize - 1; i >= 0; --i)
     headerLen = headerLen * 256 + lenBytes[i];
+  if (headerLen > fileBytes) {
+    error = "'" + path + "' has a truncated header";
+    return false;
+  }
   std::string header(headerLen, ' ');
   if (!in.read(header.data(), headerLen)) {
     error = "'" + path + "' has a truncated header";
@@ -55,22 +100,16 @@ bool Read(const std::string &path, Array &t, std::string &error) {
   std::string order = headerField(header, "fortran_order");
   std::string shapeText = headerField(header, "shape");
   if (order != "False") {
-    error = "'" + path + "' is not in C order";
+    error = "'" + path + "' is not in C order (fortran_order " +
+            (order.empty() ? "missing" : order) + ")";
     return false;
   }
-  t.shape.clear();
-  std::string digits;
-  for (char c : shapeText) {
-    if (std::isdigit(static_cast<unsigned char>(c))) {
-      digits += c;
-    } else if (!digits.empty()) {
-      t.shape.push_back(std::stoll(digits));
-      digits.clear();
-    }
+  int64_t count = 0;
+  if (!parseShape(shapeText, t.shape, count)) {
+    error = "'" + path + "' has an invalid shape " + (shapeText.empty() ? "(none)" : shapeText) +
+            " (dimensions must be integers >= 0, at most 2^40 elements)";
+    return false;
   }
-  int64_t count = 1;
-  for (int64_t d : t.shape)
-    count *= d;
   size_t width = 0;
   if (descr == "'<f4'" || descr == "'<i4'" || descr == "'<u4'")
     width = 4;
@@ -79,7 +118,16 @@ bool Read(const std::string &path, Array &t, std::string &error) {
   else if (descr == "'<u2'")
     width = 2;
   else {
-    error = "'" + path + "' has unsupported dtype " + descr;
+    error = "'" + path + "' has unsupported dtype " + (descr.empty() ? "(none)" : descr) +
+            " (expected <f4, <f8, <i4, <i8, <u2 or <u4)";
+    return false;
+  }
+  t.dtype = descr.substr(2, 2);
+  const uintmax_t dataBytes = fileBytes - 8 - lenSize - headerLen;
+  if (static_cast<uintmax_t>(count) * width != dataBytes) {
+    error = "'" + path + "' holds " + std::to_string(dataBytes) + " data bytes; its shape " +
+            shapeText + " of " + descr + " needs " + std::to_string(count * width) +
+            (static_cast<uintmax_t>(count) * width > dataBytes ? " (truncated)" : "");
     return false;
   }
   std::vector<char> bytes(count * width);
@@ -135,11 +183,10 @@ bool Write(const std::string &path, const std::vector<int64_t> &shape, const dou
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) {
-    error = "cannot write '" + path + "'";
+  AtomicFile file;
+  if (!file.Open(path, error))
     return false;
-  }
+  std::ostream &out = file.stream();
   out.write("\x93NUMPY\x01\x00", 8);
   uint16_t len = static_cast<uint16_t>(header.size());
   char lenBytes[2] = {static_cast<char>(len & 0xFF), static_cast<char>(len >> 8)};
@@ -160,11 +207,7 @@ bool Write(const std::string &path, const std::vector<int64_t> &shape, const dou
       out.write(reinterpret_cast<const char *>(&v), 8);
     }
   }
-  if (!out) {
-    error = "failed writing '" + path + "'";
-    return false;
-  }
-  return true;
+  return file.Commit(error);
 }
 
 }  // namespace stepc::npy

@@ -96,7 +96,18 @@ absl::Status Session::CheckWorld() const {
         info.sharding, ") but this run has ", communicator_->size()));
   uint64_t hash = 0xCBF29CE484222325ull;
   auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
-  for (const char* c = info.sharding; *c; ++c) mix(static_cast<unsigned char>(*c));
+  // The same model, batch and optimizer (the args table and the compile
+  // report, which names the pipeline options) and the same collectives.
+  auto mix_text = [&mix](const char* text) {
+    for (const char* c = text ? text : ""; *c; ++c) mix(static_cast<unsigned char>(*c));
+    mix(0xFF);
+  };
+  mix_text(info.sharding);
+  mix_text(info.report_json);
+  for (int i = 0; i < info.num_args; ++i) {
+    mix_text(info.args[i].name);
+    for (int d = 0; d < info.args[i].rank; ++d) mix(static_cast<uint64_t>(info.args[i].shape[d]));
+  }
   for (int i = 0; i < info.num_collectives; ++i) {
     mix(static_cast<uint64_t>(info.collectives[i].kind));
     mix(static_cast<uint64_t>(info.collectives[i].axes));
@@ -106,9 +117,9 @@ absl::Status Session::CheckWorld() const {
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r] != hash)
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", r, " runs a different step (collective sequence hash ", all[r],
-          ", rank ", communicator_->rank(), " has ", hash, "): every rank must load the same "
-          "step.so"));
+          "rank ", r, " runs a different step than rank ", communicator_->rank(),
+          " (model, batch, optimizer options or collective sequence differ: hash ", all[r],
+          " vs ", hash, "): every rank must load the same step.so"));
   return absl::OkStatus();
 }
 
@@ -196,6 +207,7 @@ absl::Status Session::InitParams(uint64_t seed) {
       std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
   }
   steps_ = 0;
+  initialized_ = true;
   if (device_) {
     host_newer_.assign(info.num_args, true);
     device_newer_.assign(info.num_args, false);
@@ -218,6 +230,7 @@ absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t
                                                      " at position ", k, " is outside [0, ",
                                                      a.id_bound, ")"));
   std::copy(values.begin(), values.end(), ints_[i].begin());
+  inputs_set_.insert(i);
   if (device_) host_newer_[i] = true;
   return absl::OkStatus();
 }
@@ -226,6 +239,13 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
   if (!(lr >= 0.0f) || !std::isfinite(lr))
     return absl::InvalidArgumentError(absl::StrCat("learning rate ", lr, " is not a finite value >= 0"));
   const stepc_module_info& info = module_->info();
+  if (!initialized_)
+    return absl::FailedPreconditionError(
+        "no parameters yet: initialise them (InitParams) before the first step");
+  for (int i = 0; i < info.num_args; ++i)
+    if (info.args[i].kind == STEPC_ARG_INPUT && !inputs_set_.contains(i))
+      return absl::FailedPreconditionError(
+          absl::StrCat("input '", info.args[i].name, "' was never set (SetInput)"));
   for (int i = 0; i < info.num_args; ++i) {
     if (info.args[i].kind == STEPC_ARG_LR) floats_[i][0] = lr;
     if (info.args[i].kind == STEPC_ARG_STEP) floats_[i][0] = static_cast<float>(steps_ + 1);

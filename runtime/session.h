@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/communicator.h"
@@ -82,6 +83,9 @@ class Session {
   size_t mapping_bytes_ = 0;
   char* arena_ = nullptr;
   int64_t steps_ = 0;
+  // A step needs initialised parameters and every input set once.
+  bool initialized_ = false;
+  absl::flat_hash_set<int> inputs_set_;
   std::shared_ptr<Communicator> communicator_;
   std::unique_ptr<Device> device_;          // null on the CPU
   std::vector<bool> host_newer_;            // per argument, CUDA only

@@ -1,6 +1,11 @@
 /* stepc_runtime.h - the C API for embedding the stepc runtime in a host
  * trainer (any language with a C FFI). Every call returns 0 on success or a
- * nonzero status code (absl::StatusCode) with a message in `error`. */
+ * nonzero status code (absl::StatusCode) with a message in `error` (if
+ * `error` is not NULL and `error_len` > 0). Nothing throws or exits: a NULL
+ * argument, a destroyed session or a pointer stepc_session_create never
+ * returned is an error code; destroying NULL, twice or an unknown pointer
+ * does nothing. A session must have its parameters initialised and every
+ * input set before its first step. */
 #ifndef STEPC_RUNTIME_H_
 #define STEPC_RUNTIME_H_
 

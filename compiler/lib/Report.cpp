@@ -213,6 +213,8 @@ llvm::json::Object StepReport::toJson() const {
   };
   if (!remat.empty())
     json["remat"] = remat;
+  if (!compileOptions.empty())
+    json["compile_options"] = compileOptions;
   auto optional = [&](llvm::StringRef key, const auto &value) {
     if (value)
       json[key] = *value;

@@ -369,6 +369,16 @@ int main(int argc, char **argv) {
     llvm::errs() << "stepc-interp: --steps must be at least 1\n";
     return 1;
   }
+  if (!std::isfinite(lrFlag) || lrFlag < 0 || !std::isfinite(jitter) || jitter < 0 ||
+      !std::isfinite(tolerance) || tolerance <= 0) {
+    llvm::errs() << "stepc-interp: --lr and --jitter must be finite and >= 0, --tolerance "
+                    "finite and > 0\n";
+    return 1;
+  }
+  if (!inputsDir.empty() && !llvm::sys::fs::is_directory(inputsDir)) {
+    llvm::errs() << "stepc-interp: --inputs '" << inputsDir << "' is not a directory\n";
+    return 1;
+  }
   PassManager pm(&context);
   if (gradMode || trainMode || gradCheck) {
     // The passes stepc runs, up to the gradient or the whole training step.

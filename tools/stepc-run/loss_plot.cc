@@ -1,5 +1,7 @@
 #include "tools/stepc-run/loss_plot.h"
 
+#include "runtime/atomic_file.h"
+
 #include <algorithm>
 #include <fstream>
 
@@ -26,9 +28,10 @@ absl::Status WriteLossPlot(const std::string& path, const std::vector<float>& lo
     absl::StrAppend(&raw, absl::StrFormat("%.1f,%.1f ", x(i), y(losses[i])));
     absl::StrAppend(&smooth, absl::StrFormat("%.1f,%.1f ", x(i), y(avg)));
   }
-  std::ofstream out(path);
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write '", path, "'"));
-  out << absl::StrFormat(
+  AtomicFile file;
+  std::string error;
+  if (!file.Open(path, error)) return absl::PermissionDeniedError(error);
+  file.stream() << absl::StrFormat(
       "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' "
       "font-family='sans-serif' font-size='12'>\n"
       "<rect width='100%%' height='100%%' fill='white'/>\n"
@@ -43,7 +46,7 @@ absl::Status WriteLossPlot(const std::string& path, const std::vector<float>& lo
       w, h, left, title, left, h - bottom, w - right, h - bottom, left, top, left, h - bottom,
       4.0, y(hi) + 4, hi, 4.0, y(lo) + 4, lo, left, h - bottom + 18, w - right,
       h - bottom + 18, losses.size(), raw, smooth, w - right - 200, top + 14);
-  return out ? absl::OkStatus() : absl::DataLossError(absl::StrCat("failed writing '", path, "'"));
+  return file.Commit(error) ? absl::OkStatus() : absl::DataLossError(error);
 }
 
 }  // namespace stepc

@@ -26,7 +26,9 @@
 #include "absl/flags/internal/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "runtime/atomic_file.h"
 #include "runtime/communicator.h"
 #include "runtime/data.h"
 #include "runtime/npy.h"
@@ -51,6 +53,9 @@ ABSL_FLAG(std::string, save_npy, "",
 
 namespace stepc {
 namespace {
+
+// Whether --warmup was on the command line (main sets it).
+bool warmup_given = false;
 
 // Warmup from 0 to lr over `warmup` steps, then cosine to lr·min_ratio.
 double LearningRate(int64_t step, int64_t steps, int64_t warmup, double lr, double min_ratio) {
@@ -77,15 +82,60 @@ absl::StatusOr<npy::Array> ReadArray(const std::string& dir, const std::string& 
   return array;
 }
 
+// Rows [rank·rows, (rank+1)·rows) of a [world·rows, seq] batch.
+std::vector<int32_t> RankSlice(const std::vector<int32_t>& global, int rank, int64_t rows,
+                               int64_t seq) {
+  return std::vector<int32_t>(global.begin() + rank * rows * seq,
+                              global.begin() + (rank + 1) * rows * seq);
+}
+
 absl::Status LoadParams(Session& session, const std::string& dir) {
   const stepc_module_info& info = session.module().info();
   for (int i = 0; i < info.num_args; ++i) {
     if (info.args[i].kind != STEPC_ARG_PARAM) continue;
-    STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, info.args[i].name));
+    const std::string name = info.args[i].name;
+    STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, name));
+    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(name));
+    if (array.shape != shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", dir, "/", name, ".npy' has shape [", absl::StrJoin(array.shape, ", "),
+          "]; parameter '", name, "' is [", absl::StrJoin(shape, ", "), "]"));
+    for (size_t k = 0; k < array.data.size(); ++k)
+      if (!std::isfinite(array.data[k]))
+        return absl::InvalidArgumentError(absl::StrCat("'", dir, "/", name, ".npy' holds ",
+                                                       array.data[k], " at element ", k));
     std::vector<float> values(array.data.begin(), array.data.end());
-    STEPC_RETURN_IF_ERROR(session.WriteParam(info.args[i].name, values));
+    STEPC_RETURN_IF_ERROR(session.WriteParam(name, values));
   }
   return absl::OkStatus();
+}
+
+// Token ids from an integer .npy of exactly `rows` x `seq` (or, under
+// sharding, the global batch of which this rank takes its rows).
+absl::StatusOr<std::vector<int32_t>> ReadIds(const std::string& dir, const std::string& name,
+                                             int64_t rows, int64_t seq, int rank, int world) {
+  STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, name));
+  const std::string path = absl::StrCat(dir, "/", name, ".npy");
+  if (array.dtype[0] == 'f')
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "' holds floats (", array.dtype, "); token ids must be an integer array"));
+  const std::vector<int64_t> local = {rows, seq}, global = {rows * world, seq};
+  if (array.shape != local && array.shape != global)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "' has shape [", absl::StrJoin(array.shape, ", "), "]; the step takes [",
+        rows * world, ", ", seq, "]", world > 1 ? absl::StrCat(" (or this rank's [", rows, ", ",
+                                                               seq, "])")
+                                               : ""));
+  std::vector<int32_t> ids;
+  ids.reserve(array.data.size());
+  for (double v : array.data) {
+    if (v < 0 || v > INT32_MAX)
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path, "' holds the token id ", v, " (ids are >= 0)"));
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  if (array.shape == global && world > 1) ids = RankSlice(ids, rank, rows, seq);
+  return ids;
 }
 
 absl::Status SaveState(const Session& session, const std::string& dir, StepResult last) {
@@ -110,14 +160,80 @@ absl::Status SaveState(const Session& session, const std::string& dir, StepResul
   return write("grad_norm", {}, {last.grad_norm});
 }
 
-// Rows [rank·rows, (rank+1)·rows) of a [world·rows, seq] batch.
-std::vector<int32_t> RankSlice(const std::vector<int32_t>& global, int rank, int64_t rows,
-                               int64_t seq) {
-  return std::vector<int32_t>(global.begin() + rank * rows * seq,
-                              global.begin() + (rank + 1) * rows * seq);
+// Every flag is checked, and every output's directory, before anything is
+// loaded or written: a bad invocation changes no file.
+absl::Status ValidateFlags() {
+  if (absl::GetFlag(FLAGS_steps) < 1)
+    return absl::InvalidArgumentError("--steps must be at least 1");
+  if (absl::GetFlag(FLAGS_log_every) < 1)
+    return absl::InvalidArgumentError("--log-every must be at least 1");
+  if (!(absl::GetFlag(FLAGS_lr) >= 0) || !std::isfinite(absl::GetFlag(FLAGS_lr)) ||
+      absl::GetFlag(FLAGS_warmup) < 0 ||
+      !(absl::GetFlag(FLAGS_min_lr_ratio) >= 0 && absl::GetFlag(FLAGS_min_lr_ratio) <= 1))
+    return absl::InvalidArgumentError(
+        "--lr must be finite and >= 0, --warmup >= 0 and --min-lr-ratio in [0, 1]");
+  int sources = !absl::GetFlag(FLAGS_data).empty() + !absl::GetFlag(FLAGS_corpus).empty() +
+                !absl::GetFlag(FLAGS_batch_npy).empty();
+  if (sources > 1)
+    return absl::InvalidArgumentError("give at most one of --data, --corpus and --batch-npy");
+  std::error_code ec;
+  for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--metrics",
+                                                                      absl::GetFlag(FLAGS_metrics)},
+                                   {"--plot", absl::GetFlag(FLAGS_plot)}}) {
+    if (path.empty()) continue;
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (std::filesystem::is_directory(path, ec))
+      return absl::InvalidArgumentError(absl::StrCat(flag, " '", path, "' is a directory"));
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " '", path, "': no directory '", parent.string(), "'"));
+  }
+  const std::string save = absl::GetFlag(FLAGS_save_npy);
+  if (!save.empty()) {
+    // Its nearest existing ancestor must be a directory.
+    std::filesystem::path at = std::filesystem::absolute(save, ec);
+    while (!at.empty() && !std::filesystem::exists(at, ec) && at != at.parent_path())
+      at = at.parent_path();
+    if (!std::filesystem::is_directory(at, ec))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--save-npy '", save, "': '", at.string(), "' is not a directory"));
+  }
+  return absl::OkStatus();
 }
 
+// Under MPI every rank must train the same run: a rank with other flags or
+// data would wait forever in a collective, or silently diverge.
+absl::Status AgreeOnRun(Communicator& comm, const TokenData& data, const std::string& batch_dir) {
+  uint64_t hash = 0xCBF29CE484222325ull;
+  auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
+  auto mix_text = [&](const std::string& text) {
+    for (unsigned char c : text) mix(c);
+    mix(0xFF);
+  };
+  mix(static_cast<uint64_t>(absl::GetFlag(FLAGS_steps)));
+  mix(static_cast<uint64_t>(absl::GetFlag(FLAGS_warmup)));
+  mix(absl::GetFlag(FLAGS_seed));
+  mix_text(absl::StrCat(absl::GetFlag(FLAGS_lr), "/", absl::GetFlag(FLAGS_min_lr_ratio)));
+  mix_text(absl::GetFlag(FLAGS_init_npy));
+  mix_text(batch_dir);
+  mix(static_cast<uint64_t>(data.size()));
+  for (int64_t i = 0; i < data.size(); i += std::max<int64_t>(1, data.size() / 4096))
+    mix(static_cast<uint64_t>(data.token(i)));
+  STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, comm.AllGather(hash));
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r] != hash)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r, " was started with other training flags or data than rank ", comm.rank(),
+          " (--steps, --warmup, --lr, --min-lr-ratio, --seed, --init-npy, --batch-npy and the "
+          "tokens must agree)"));
+  return absl::OkStatus();
+}
+
+// A JSON number, or null for what JSON cannot hold (NaN, infinities).
+std::string Json(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
+
 absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
+  STEPC_RETURN_IF_ERROR(ValidateFlags());
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> loaded, Module::Load(path));
   std::shared_ptr<const Module> module(std::move(loaded));
   const stepc_module_info& info = module->info();
@@ -142,44 +258,46 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   TokenData data;
   const std::string batch_dir = absl::GetFlag(FLAGS_batch_npy);
   if (!batch_dir.empty()) {
-    STEPC_ASSIGN_OR_RETURN(npy::Array t, ReadArray(batch_dir, "tokens"));
-    STEPC_ASSIGN_OR_RETURN(npy::Array g, ReadArray(batch_dir, "targets"));
-    tokens.assign(t.data.begin(), t.data.end());
-    targets.assign(g.data.begin(), g.data.end());
-    if (world > 1 && static_cast<int64_t>(tokens.size()) == global_batch * seq &&
-        tokens.size() == targets.size()) {
-      tokens = RankSlice(tokens, rank, batch, seq);
-      targets = RankSlice(targets, rank, batch, seq);
-    }
+    STEPC_ASSIGN_OR_RETURN(tokens, ReadIds(batch_dir, "tokens", batch, seq, rank, world));
+    STEPC_ASSIGN_OR_RETURN(targets, ReadIds(batch_dir, "targets", batch, seq, rank, world));
   } else {
     if (!absl::GetFlag(FLAGS_data).empty()) {
       STEPC_ASSIGN_OR_RETURN(data, TokenData::FromTokenFile(absl::GetFlag(FLAGS_data)));
     } else if (!absl::GetFlag(FLAGS_corpus).empty()) {
-      std::ifstream in(absl::GetFlag(FLAGS_corpus), std::ios::binary);
-      if (!in)
-        return absl::NotFoundError(
-            absl::StrCat("cannot open corpus '", absl::GetFlag(FLAGS_corpus), "'"));
-      data = TokenData::FromText(std::string(std::istreambuf_iterator<char>(in), {}));
+      const std::string corpus = absl::GetFlag(FLAGS_corpus);
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(corpus, ec))
+        return absl::NotFoundError(absl::StrCat(
+            "corpus '", corpus, "' ",
+            std::filesystem::exists(corpus, ec) ? "is not a regular file" : "does not exist"));
+      if (std::filesystem::file_size(corpus, ec) > kMaxTokenFileBytes / 2)
+        return absl::InvalidArgumentError(absl::StrCat("corpus '", corpus, "' is larger than ",
+                                                       kMaxTokenFileBytes / 2, " bytes"));
+      std::ifstream in(corpus, std::ios::binary);
+      if (!in) return absl::NotFoundError(absl::StrCat("cannot open corpus '", corpus, "'"));
+      data = TokenData::FromText(std::string(std::istreambuf_iterator<char>(in), {}), corpus);
     } else {
-      data = TokenData::FromText(EmbeddedCorpus());
+      data = TokenData::FromText(EmbeddedCorpus(), "the embedded corpus");
     }
     STEPC_RETURN_IF_ERROR(data.Validate(vocab, global_batch, seq));
   }
+  if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, data, batch_dir));
 
-  std::ofstream metrics;
-  if (lead && !absl::GetFlag(FLAGS_metrics).empty()) {
-    metrics.open(absl::GetFlag(FLAGS_metrics));
-    if (!metrics)
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot write metrics to '", absl::GetFlag(FLAGS_metrics), "'"));
-  }
   const int64_t steps = absl::GetFlag(FLAGS_steps), log_every = absl::GetFlag(FLAGS_log_every);
-  if (steps < 1) return absl::InvalidArgumentError("--steps must be at least 1");
-  if (log_every < 1) return absl::InvalidArgumentError("--log-every must be at least 1");
-  if (!(absl::GetFlag(FLAGS_lr) >= 0) || absl::GetFlag(FLAGS_warmup) < 0 ||
-      !(absl::GetFlag(FLAGS_min_lr_ratio) >= 0 && absl::GetFlag(FLAGS_min_lr_ratio) <= 1))
-    return absl::InvalidArgumentError(
-        "--lr must be >= 0, --warmup >= 0 and --min-lr-ratio in [0, 1]");
+  const int64_t warmup = absl::GetFlag(FLAGS_warmup);
+  AtomicFile metrics;
+  std::string error;
+  if (lead && !absl::GetFlag(FLAGS_metrics).empty() &&
+      !metrics.Open(absl::GetFlag(FLAGS_metrics), error))
+    return absl::PermissionDeniedError(error);
+  // (Only a --warmup asked for: the default outlasting a short test run is
+  // not news.)
+  if (lead && warmup > steps && warmup_given)
+    std::fprintf(stderr,
+                 "stepc-run: warning: --warmup %lld is longer than --steps %lld: the learning "
+                 "rate only reaches %.3g of --lr\n",
+                 static_cast<long long>(warmup), static_cast<long long>(steps),
+                 double(steps) / double(warmup));
   if (lead)
     std::printf("stepc-run: %s | planned %.1f MB | batch %lld x %lld | %s | %lld steps%s\n",
                 path.c_str(), session->planned_bytes() / 1e6,
@@ -201,7 +319,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     }
     STEPC_RETURN_IF_ERROR(session->SetInput("tokens", tokens));
     STEPC_RETURN_IF_ERROR(session->SetInput("targets", targets));
-    double lr = LearningRate(step, steps, absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_lr),
+    double lr = LearningRate(step, steps, warmup, absl::GetFlag(FLAGS_lr),
                              absl::GetFlag(FLAGS_min_lr_ratio));
     auto start = std::chrono::steady_clock::now();
     STEPC_ASSIGN_OR_RETURN(last, session->Step(static_cast<float>(lr)));
@@ -210,23 +328,30 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     losses.push_back(last.loss);
     double tokens_per_s = double(info.tokens_per_step) * world / seconds;
     double gflops = double(info.model_flops_per_step) * world / seconds / 1e9;
+    const bool finite = std::isfinite(last.loss) && std::isfinite(last.grad_norm);
     if (metrics.is_open())
-      metrics << absl::StrFormat(
-          "{\"step\": %d, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
+      metrics.stream() << absl::StrFormat(
+          "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
           "\"tokens_per_s\": %.1f, \"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, "
-          "\"measured_peak_bytes\": %d, \"baseline_bytes\": %d}\n",
-          step, last.loss, lr, last.grad_norm, tokens_per_s, gflops, session->planned_bytes(),
-          MeasuredPeakBytes(), baseline_bytes);
-    if (lead && (step % log_every == 0 || step == 1 || step == steps))
+          "\"measured_peak_bytes\": %d, \"baseline_bytes\": %d%s}\n",
+          step, Json(last.loss), lr, Json(last.grad_norm), tokens_per_s, gflops,
+          session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
+          finite ? "" : ", \"nonfinite\": true");
+    if (lead && (step % log_every == 0 || step == 1 || step == steps || !finite))
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.2f GFLOP/s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
                   last.grad_norm, tokens_per_s, gflops);
-    if (!std::isfinite(last.loss))
+    if (!std::isfinite(last.loss)) {
+      // The metrics up to the failure are kept: they show how it diverged.
+      if (metrics.is_open() && !metrics.Commit(error))
+        return absl::DataLossError(error);
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
+    }
   }
   if (lead && session->module().is_cuda())
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);
+  if (metrics.is_open() && !metrics.Commit(error)) return absl::DataLossError(error);
   if (lead && !absl::GetFlag(FLAGS_plot).empty())
     STEPC_RETURN_IF_ERROR(WriteLossPlot(absl::GetFlag(FLAGS_plot), losses,
                                         absl::StrCat("stepc-run ", path)));
@@ -234,7 +359,11 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     // Rank 0 writes DIR; other ranks DIR.rank<r> (replicas, for checks).
     std::string dir = absl::GetFlag(FLAGS_save_npy);
     if (!lead) dir = absl::StrCat(dir, ".rank", rank);
-    std::filesystem::create_directories(dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir, ec))
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create the --save-npy directory '", dir, "'"));
     STEPC_RETURN_IF_ERROR(SaveState(*session, dir, last));
   }
   return absl::OkStatus();
@@ -273,6 +402,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> spelled(argv, argv + argc);
   std::vector<char*> args;
   for (std::string& arg : spelled) {
+    if (arg.rfind("--warmup", 0) == 0) stepc::warmup_given = true;
     if (arg.rfind("--", 0) == 0)
       for (size_t i = 2; i < arg.size() && arg[i] != '='; ++i)
         if (arg[i] == '-') arg[i] = '_';
@@ -294,7 +424,14 @@ int main(int argc, char** argv) {
   } else {
     comm = stepc::MakeLocalCommunicator();
   }
-  absl::Status status = stepc::Run(positional[1], comm);
+  // Nothing thrown below (a std::bad_alloc, a filesystem error) escapes as
+  // an abort: it is an error like any other.
+  absl::Status status;
+  try {
+    status = stepc::Run(positional[1], comm);
+  } catch (const std::exception& e) {
+    status = absl::InternalError(absl::StrCat("unexpected failure: ", e.what()));
+  }
   if (!status.ok()) {
     if (comm->size() > 1) {
       std::fprintf(stderr, "stepc-run: rank %d: error: %s\n", comm->rank(),

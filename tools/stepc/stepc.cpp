@@ -373,6 +373,10 @@ int main(int argc, char **argv) {
       }
       report->remat = options.remat.empty() ? (budgetBytes ? "auto" : "none")
                                             : options.remat.getValue();
+      {
+        llvm::raw_string_ostream os(report->compileOptions);
+        options.print(os);
+      }
       ModuleSummary summary;
       {
         llvm::raw_string_ostream os(summary.reportJson);

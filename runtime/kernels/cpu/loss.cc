@@ -77,25 +77,3 @@ extern "C" int64_t stepc_cpu_embedding_grad(const float* dy, const int32_t* ids,
   return 0;
 }
 
-// torch.optim.AdamW (single-tensor path) on grad · grad_scale.
-extern "C" void stepc_cpu_adamw(float* param, const float* grad, float* m, float* v,
-                                int64_t n, const float* lr_ptr, const float* step_ptr,
-                                const float* scale_ptr, double beta1, double beta2, double eps,
-                                double weight_decay) {
-  const float lr = *lr_ptr, scale = *scale_ptr;
-  const double t = *step_ptr;
-  const float decay = static_cast<float>(1.0 - lr * weight_decay);
-  const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
-  const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
-  const float e = static_cast<float>(eps);
-#pragma omp parallel for simd
-  for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i] * scale;
-    float mi = m[i] * b1 + (1.0f - b1) * g;
-    float vi = v[i] * b2 + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = param[i] * decay - step_size * mi / (std::sqrt(vi) / bc2_sqrt + e);
-  }
-}

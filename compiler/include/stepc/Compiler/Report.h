@@ -48,6 +48,9 @@ struct StepReport {
   /// Set by the driver: the remat mode and budget, and (cuda) the back
   /// end's own arena, peak and launches.
   std::string remat;
+  /// The pipeline options the step was compiled with (its optimizer's
+  /// hyperparameters among them): ranks check they agree before a step.
+  std::string compileOptions;
   std::optional<int64_t> memoryBudgetBytes, targetArenaBytes, targetPlannedPeakBytes,
       targetLaunchesPerStep;
 

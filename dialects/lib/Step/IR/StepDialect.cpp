@@ -169,6 +169,13 @@ static LogicalResult verifyLossFunction(FunctionOpInterface function) {
       return emitError(loc) << "expects unique " << (param ? "parameter" : "input")
                             << " names, '" << name << "' names arguments #"
                             << it->second << " and #" << i;
+    // The runtime finds both kinds by name: one name, one argument.
+    auto &others = param ? inputNames : paramNames;
+    if (auto other = others.find(name); other != others.end())
+      return emitError(loc) << "expects parameter and input names to differ, '" << name
+                            << "' names " << (param ? "input" : "parameter") << " #"
+                            << other->second << " and " << (param ? "parameter" : "input")
+                            << " #" << i;
   }
   return success();
 }

@@ -1,0 +1,39 @@
+// Output files that appear whole or not at all: written to a temporary file
+// beside the target, flushed to disk and renamed over it on Commit. An
+// AtomicFile destroyed without a successful Commit removes its temporary
+// file, so a failed run never truncates or half-writes an existing output.
+
+#ifndef STEPC_RUNTIME_ATOMIC_FILE_H_
+#define STEPC_RUNTIME_ATOMIC_FILE_H_
+
+#include <fstream>
+#include <string>
+
+namespace stepc {
+
+class AtomicFile {
+ public:
+  AtomicFile() = default;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile();
+
+  // Creates the temporary file for `path`; false with a message naming
+  // `path` if its directory is missing or not writable, or `path` is a
+  // directory.
+  bool Open(const std::string& path, std::string& error);
+  std::ostream& stream() { return out_; }
+  bool is_open() const { return out_.is_open(); }
+  // Flushes, fsyncs and renames over the target; false (target untouched)
+  // with a message if any write failed.
+  bool Commit(std::string& error);
+
+ private:
+  std::string path_, temp_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
+}  // namespace stepc
+
+#endif  // STEPC_RUNTIME_ATOMIC_FILE_H_

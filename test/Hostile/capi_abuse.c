@@ -1,0 +1,154 @@
+/* Abuses the C API (stepc_runtime.h) the ways a host program can get it
+ * wrong: NULLs everywhere, calls out of order, destroyed and foreign handles,
+ * wrong sizes. Each case must return an error code with a message (or, for
+ * destroy, do nothing): prints "ok CASE" or "FAIL CASE: why" per case and
+ * exits 1 if any failed. A crash is the failure this exists to catch.
+ *
+ *   capi_abuse STEP.so DIRECTORY TEXT_FILE */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/stepc_runtime.h"
+
+static int failures = 0;
+static char error[256];
+
+/* `rc` must be nonzero with a message naming `expect` (NULL: any message). */
+static void expect_error(const char *name, int rc, const char *expect) {
+  if (rc == 0) {
+    printf("FAIL %s: returned 0\n", name);
+    ++failures;
+  } else if (error[0] == '\0' || (expect && !strstr(error, expect))) {
+    printf("FAIL %s: rc %d, message '%s' (expected it to mention '%s')\n", name, rc, error,
+           expect ? expect : "anything");
+    ++failures;
+  } else {
+    printf("ok %s: %s\n", name, error);
+  }
+  error[0] = '\0';
+}
+
+static void expect_ok(const char *name, int rc) {
+  if (rc != 0) {
+    printf("FAIL %s: rc %d: %s\n", name, rc, error);
+    ++failures;
+  } else {
+    printf("ok %s\n", name);
+  }
+  error[0] = '\0';
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: capi_abuse STEP.so DIRECTORY TEXT_FILE\n");
+    return 2;
+  }
+  const char *so = argv[1];
+  float loss = 0, norm = 0, out[4];
+  int64_t batch = 0, seq = 0;
+  int32_t ids[4] = {0, 1, 2, 3};
+
+  expect_error("create-null-path", stepc_session_create(NULL, error, sizeof error) ? 0 : 1, "NULL");
+  expect_error("create-missing", stepc_session_create("no/such/step.so", error, sizeof error) ? 0 : 1,
+               "no/such/step.so");
+  expect_error("create-directory", stepc_session_create(argv[2], error, sizeof error) ? 0 : 1, argv[2]);
+  expect_error("create-text-file", stepc_session_create(argv[3], error, sizeof error) ? 0 : 1, argv[3]);
+  /* No error buffer at all: still no crash. */
+  if (stepc_session_create("no/such/step.so", NULL, 0) != NULL) {
+    printf("FAIL create-no-error-buffer: returned a session\n");
+    ++failures;
+  } else {
+    printf("ok create-no-error-buffer\n");
+  }
+  /* A one-byte buffer holds only the terminator. */
+  char tiny[1] = {'x'};
+  stepc_session_create("no/such/step.so", tiny, 1);
+  if (tiny[0] != '\0') {
+    printf("FAIL create-tiny-error-buffer: not terminated\n");
+    ++failures;
+  } else {
+    printf("ok create-tiny-error-buffer\n");
+  }
+
+  stepc_session *s = stepc_session_create(so, error, sizeof error);
+  if (!s) {
+    printf("FAIL create: %s\n", error);
+    return 1;
+  }
+  expect_error("step-before-init", stepc_session_step(s, 1e-3f, &loss, &norm, error, sizeof error),
+               "InitParams");
+  expect_ok("init", stepc_session_init_params(s, 0, error, sizeof error));
+  expect_error("step-before-inputs", stepc_session_step(s, 1e-3f, &loss, &norm, error, sizeof error),
+               "never set");
+  expect_error("init-null-session", stepc_session_init_params(NULL, 0, error, sizeof error), "NULL");
+  expect_error("set-input-null-session", stepc_session_set_input(NULL, "tokens", ids, 4, error, sizeof error),
+               "NULL");
+  expect_error("set-input-null-name", stepc_session_set_input(s, NULL, ids, 4, error, sizeof error), "NULL");
+  expect_error("set-input-null-values", stepc_session_set_input(s, "tokens", NULL, 4, error, sizeof error),
+               "NULL");
+  expect_error("set-input-wrong-count", stepc_session_set_input(s, "tokens", ids, 4, error, sizeof error),
+               "tokens");
+  expect_error("set-input-unknown", stepc_session_set_input(s, "tokenz", ids, 4, error, sizeof error),
+               "tokenz");
+  expect_error("set-input-empty", stepc_session_set_input(s, "tokens", NULL, 0, error, sizeof error),
+               "tokens");
+  expect_error("input-shape-null-batch", stepc_session_input_shape(s, "tokens", NULL, &seq, error, sizeof error),
+               "NULL");
+  expect_error("input-shape-unknown", stepc_session_input_shape(s, "nope", &batch, &seq, error, sizeof error),
+               "nope");
+  expect_ok("input-shape", stepc_session_input_shape(s, "tokens", &batch, &seq, error, sizeof error));
+  /* A whole batch of an out-of-range id. */
+  static int32_t big[1 << 20];
+  size_t n = (size_t)(batch * seq);
+  if (n > sizeof big / sizeof big[0]) n = sizeof big / sizeof big[0];
+  for (size_t i = 0; i < n; ++i) big[i] = 1 << 30;
+  expect_error("set-input-id-out-of-range", stepc_session_set_input(s, "tokens", big, n, error, sizeof error),
+               "outside");
+  for (size_t i = 0; i < n; ++i) big[i] = -1;
+  expect_error("set-input-negative-id", stepc_session_set_input(s, "targets", big, n, error, sizeof error),
+               "outside");
+  for (size_t i = 0; i < n; ++i) big[i] = 1;
+  expect_ok("set-tokens", stepc_session_set_input(s, "tokens", big, n, error, sizeof error));
+  expect_ok("set-targets", stepc_session_set_input(s, "targets", big, n, error, sizeof error));
+  expect_error("step-null-loss", stepc_session_step(s, 1e-3f, NULL, &norm, error, sizeof error), "NULL");
+  expect_error("step-nan-lr", stepc_session_step(s, NAN, &loss, &norm, error, sizeof error), "learning rate");
+  expect_error("step-negative-lr", stepc_session_step(s, -1.0f, &loss, &norm, error, sizeof error),
+               "learning rate");
+  expect_error("step-infinite-lr", stepc_session_step(s, INFINITY, &loss, &norm, error, sizeof error),
+               "learning rate");
+  expect_ok("step", stepc_session_step(s, 1e-3f, &loss, &norm, error, sizeof error));
+  expect_error("read-param-unknown", stepc_session_read_param(s, "nope", out, 4, error, sizeof error), "nope");
+  expect_error("read-param-null-name", stepc_session_read_param(s, NULL, out, 4, error, sizeof error), "NULL");
+  expect_error("read-param-wrong-count", stepc_session_read_param(s, "wte", out, 4, error, sizeof error),
+               "wte");
+  expect_error("read-param-null-out", stepc_session_read_param(s, "wte", NULL, 4, error, sizeof error), NULL);
+
+  /* A pointer the library never returned. */
+  struct { void *p[8]; } foreign = {{0}};
+  stepc_session *fake = (stepc_session *)&foreign;
+  expect_error("step-foreign-handle", stepc_session_step(fake, 1e-3f, &loss, &norm, error, sizeof error),
+               "not a session");
+  stepc_session_destroy(fake);
+  printf("ok destroy-foreign-handle\n");
+
+  stepc_session_destroy(s);
+  expect_error("step-after-destroy", stepc_session_step(s, 1e-3f, &loss, &norm, error, sizeof error),
+               "destroyed");
+  expect_error("init-after-destroy", stepc_session_init_params(s, 0, error, sizeof error), "destroyed");
+  expect_error("read-after-destroy", stepc_session_read_param(s, "wte", out, 4, error, sizeof error),
+               "destroyed");
+  stepc_session_destroy(s);
+  printf("ok destroy-twice\n");
+  stepc_session_destroy(NULL);
+  printf("ok destroy-null\n");
+  /* A second session after the first was destroyed works normally. */
+  stepc_session *again = stepc_session_create(so, error, sizeof error);
+  expect_ok("create-after-destroy", again ? 0 : 1);
+  if (again) {
+    expect_ok("init-again", stepc_session_init_params(again, 0, error, sizeof error));
+    expect_error("old-handle-stays-dead", stepc_session_init_params(s, 0, error, sizeof error), "destroyed");
+    stepc_session_destroy(again);
+  }
+  return failures ? 1 : 0;
+}

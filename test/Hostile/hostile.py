@@ -1,0 +1,572 @@
+#!/usr/bin/env python3
+"""The hostile-input suite: hundreds of bad inputs to every tool, each outcome
+classified.
+
+    hostile.py --bin BUILD/bin --examples SRC/examples --work DIR [--mpirun CMD]
+               [--only PREFIX] [-v]
+
+Every case is a command that must fail with an error (or, for a few, succeed)
+and the text its error must contain: the file, flag, op or tensor at fault.
+An outcome is one of
+
+  ok         the expected exit, and the message names the culprit
+  crash      a signal, an abort, an uncaught exception, an LLVM fatal error
+  hang       no exit within the case's timeout
+  data loss  a file that existed before (the model, a previous output) was
+             changed or removed
+  silent     exit 0 where an error was due
+  unclear    an error whose message does not name the culprit
+  wrong      an error where success was due
+
+and the suite passes only if every case is ok. Cases are generated, not
+listed one by one: each *class* of bad input (a zero-sized dimension, a
+truncated model, a malformed flag value, a corrupt data file, an abused
+C API call) is applied at every place it can occur.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+CRASH_MARKERS = ("terminate called", "LLVM ERROR", "Assertion", "Segmentation fault",
+                 "AddressSanitizer", "runtime error:", "Stack dump", "core dumped",
+                 "PLEASE submit a bug report")
+
+
+class Case:
+    def __init__(self, tool, name, argv, mentions, expect="error", protect=(), timeout=60,
+                 env=None):
+        self.tool, self.name, self.argv = tool, name, [str(a) for a in argv]
+        self.mentions = [mentions] if isinstance(mentions, str) else list(mentions)
+        self.expect, self.protect, self.timeout, self.env = expect, list(protect), timeout, env
+
+
+def digest(path):
+    if not os.path.exists(path):
+        return None
+    if os.path.isdir(path):
+        return "dir:" + ",".join(sorted(os.listdir(path)))
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def run(case):
+    before = {p: digest(p) for p in case.protect}
+    env = dict(os.environ, **(case.env or {}))
+    try:
+        p = subprocess.run(case.argv, capture_output=True, text=True, errors="replace",
+                           timeout=case.timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return "hang", ""
+    out = p.stdout + p.stderr
+    if any(digest(path) != d for path, d in before.items()):
+        return "data loss", out
+    if p.returncode < 0 or p.returncode >= 128 or any(m in out for m in CRASH_MARKERS):
+        return "crash", out
+    if case.expect == "ok":
+        return ("ok" if p.returncode == 0 else "wrong"), out
+    if p.returncode == 0:
+        return "silent", out
+    if not any(m in out for m in case.mentions):
+        return "unclear", out
+    return "ok", out
+
+
+# --- the compiler: models broken at every place -----------------------------
+
+TYPE = re.compile(r"tensor<((?:\d+x)+)(f32|i32)>")
+
+
+def model_mutations(text):
+    """(name, broken text, what its error must name) for each class at each site."""
+    body = text.index("func.func")
+    # Every dimension of every tensor type, made zero, negative, huge.
+    sites = [m for m in TYPE.finditer(text)]
+    for k, m in enumerate(sites):
+        dims = m.group(1)
+        first = dims.split("x")[0]
+        start = m.start(1)
+        for label, value in (("zero", "0"), ("negative", "-1"), ("huge", "99999999999999999999"),
+                             ("overflow", "4294967296x4294967296x4294967296")):
+            yield (f"dim-{label}-{k}", text[:start] + value + text[start + len(first):],
+                   ("bad.mlir:",))
+    # Truncated anywhere in the body.
+    for k in range(24):
+        cut = body + (len(text) - body) * k // 24
+        yield f"truncated-{k}", text[:cut], ("bad.mlir:",)
+    # Each op renamed to one that does not exist; each op's result type broken.
+    for k, m in enumerate(re.finditer(r"= (step\.\w+)", text)):
+        yield (f"unknown-op-{k}", text[:m.start(1)] + m.group(1) + "_nope" + text[m.end(1):],
+               ("bad.mlir:",))
+    for k, m in enumerate(re.finditer(r"-> tensor<[^>]*>", text[body:])):
+        s = body + m.start()
+        yield (f"result-type-{k}", text[:s] + "-> tensor<3x5xf32>" + text[s + len(m.group()):],
+               ("bad.mlir:",))
+    # Element types swapped.
+    for k, m in enumerate(re.finditer(r"xf32>", text)):
+        if k % 3:
+            continue
+        yield f"element-type-{k}", text[:m.start()] + "xi1>" + text[m.end():], ("bad.mlir:",)
+    # Whole-model faults.
+    yield "no-loss-function", text.replace("attributes {step.loss}", ""), ("step.loss",)
+    yield "no-parameters", re.sub(r"\{step\.param = #step\.param<[^}]*>\}", "", text), \
+        ("bad.mlir:", "no parameters")
+    yield "param-named-like-input", text.replace('"h.0.fc.weight"', '"tokens"'), \
+        ("bad.mlir:", "tokens")
+    yield "duplicate-param-name", text.replace('"h.1.fc.weight"', '"h.0.fc.weight"'), \
+        ("bad.mlir:", "h.0.fc.weight")
+    yield "empty-file", "", ("bad.mlir", "step.loss")
+    yield "binary-garbage", "\x00\x01\x02\xff" * 64, ("bad.mlir",)
+    # (stepc-opt may compile several loss functions; stepc takes exactly one.)
+    yield "two-loss-functions", text + text.replace("@loss", "@loss2"), ("step.loss", "bad.mlir")
+
+
+def compiler_cases(bin_dir, work, model):
+    with open(model) as f:
+        text = f.read()
+    out = os.path.join(work, "previous-output.mlir")
+    with open(out, "w") as f:
+        f.write("// an earlier output that a failed compile must leave alone\n")
+    for name, broken, mentions in model_mutations(text):
+        path = os.path.join(work, "models", name, "bad.mlir")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", errors="surrogateescape") as f:
+            f.write(broken)
+        yield Case("stepc-opt", name, [f"{bin_dir}/stepc-opt", path,
+                                       "--stepc-pipeline=target=cpu until=train-step"],
+                   mentions, protect=[path],
+                   expect="ok" if name == "two-loss-functions" else "error")
+        yield Case("stepc", name, [f"{bin_dir}/stepc", "--target=cpu", path, "--emit=mlir",
+                                   "-o", out], mentions, protect=[path, out])
+
+
+def stepc_flag_cases(bin_dir, work, model):
+    out = os.path.join(work, "flags-output.so")
+    with open(out, "w") as f:
+        f.write("an earlier step.so\n")
+    base = [f"{bin_dir}/stepc", "--target=cpu", model, "--emit=mlir", "-o", out]
+    bad = {
+        "--shard": ["fsdp:0", "fsdp:-1", "ddp:", "tp:2", "fsdp:3", "fsdp:2x2", "hsdp:2",
+                    "hsdp:0x2", "hsdp:4294967296x4294967296", "hsdp:2x9223372036854775807",
+                    "fsdp:99999999999999999999", "fsdp:1e3", "FSDP:2", "fsdp:2,", " "],
+        "--batch": ["0", "-1", "3", "abc", "99999999999999999999", "1e3"],
+        "--memory-budget": ["abc", "-5", "1", "10QB", "nanGB", "1e3", "99999999999999999999TB",
+                            "0x10", "MB"],
+        "--remat": ["everything", "BLOCK", "auto "],
+        "--precision": ["fp16", "bf32", ""],
+        "--target": ["tpu", "CPU", ""],
+        "--emit": ["exe", "llvm", ""],
+        "--link-gbps": ["nan", "inf", "-1", "abc"],
+        "--compute-gflops": ["0", "-1", "nan", "inf"],
+        "--optimizer-options": ["beta1=2", "beta1=abc", "garbage=1", "beta2=-1", "lr",
+                                "weight-decay=nan", "epsilon=0"],
+        "--dump-after": ["no-such-pass"],
+    }
+    for flag, values in bad.items():
+        for k, value in enumerate(values):
+            mentions = [flag.lstrip("-"), value] if value.strip() else [flag.lstrip("-")]
+            if flag == "--batch" and value == "3":
+                argv = base + ["--shard=fsdp:2", f"{flag}={value}"]
+                mentions = ["batch", "3"]
+            elif flag == "--memory-budget" and value == "1":
+                mentions = ["memory budget", "infeasible"]
+                argv = base + [f"{flag}={value}"]
+            else:
+                argv = base + [f"{flag}={value}"]
+            if flag == "--shard" and value == "fsdp:3":
+                mentions = ["3"]
+            if flag == "--optimizer-options":
+                mentions = ["optimizer", "beta", "weight", "epsilon", value.split("=")[0]]
+            yield Case("stepc", f"flag{flag}={value!r}", argv, mentions, protect=[model, out])
+    missing_dir = os.path.join(work, "no", "such", "dir", "out.so")
+    yield Case("stepc", "output-in-missing-directory",
+               [f"{bin_dir}/stepc", "--target=cpu", model, "-o", missing_dir], ["out.so", "no/such"],
+               protect=[model])
+    yield Case("stepc", "output-is-the-input",
+               [f"{bin_dir}/stepc", "--target=cpu", model, "--emit=mlir", "-o", model],
+               ["input", model], protect=[model])
+    yield Case("stepc", "report-into-directory", base + [f"--report={work}"], [work],
+               protect=[model, out])
+    yield Case("stepc", "missing-input", [f"{bin_dir}/stepc", "--target=cpu",
+                                          os.path.join(work, "nope.mlir"), "-o", out],
+               ["nope.mlir"], protect=[out])
+    yield Case("stepc", "input-is-directory", [f"{bin_dir}/stepc", "--target=cpu", work, "-o", out],
+               [work], protect=[out])
+    yield Case("stepc", "unknown-flag", base + ["--no-such-flag"], ["no-such-flag"],
+               protect=[model, out])
+    yield Case("stepc", "no-input", [f"{bin_dir}/stepc"], ["input", "model", "positional"])
+    yield Case("stepc-opt", "unknown-pipeline-option",
+               [f"{bin_dir}/stepc-opt", model, "--stepc-pipeline=target=cpu frobnicate=1"],
+               ["frobnicate"], protect=[model])
+
+
+# --- the runtime: stepc-run's flags and files --------------------------------
+
+def npy(path, shape, dtype="<i4", fortran=False, data=None, header_extra=""):
+    count = 1
+    for d in shape:
+        count *= d
+    dims = "(" + "".join(f"{d}," for d in shape) + ")"
+    header = (f"{{'descr': '{dtype}', 'fortran_order': {fortran}, 'shape': {dims}, "
+              f"{header_extra}}}")
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    width = int(dtype[2:]) if dtype[2:].isdigit() else 4
+    payload = data if data is not None else b"\x00" * (count * width)
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + payload)
+
+
+def llmc(path, magic=20240520, version=1, count=None, tokens=1000, value=1, truncate=0):
+    header = [0] * 256
+    header[0], header[1] = magic, version
+    header[2] = tokens if count is None else count
+    blob = struct.pack("<256i", *header) + struct.pack("<H", value) * tokens
+    with open(path, "wb") as f:
+        f.write(blob[:len(blob) - truncate] if truncate else blob)
+
+
+def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
+    run_ = [f"{bin_dir}/stepc-run", so, "--steps", "1"]
+    d = os.path.join(work, "runtime")
+    os.makedirs(d, exist_ok=True)
+    env = {"OMP_NUM_THREADS": "1"}
+
+    def case(name, extra, mentions, protect=(), expect="error", argv=None, timeout=60):
+        return Case("stepc-run", name, (argv or run_) + extra, mentions, expect=expect,
+                    protect=protect, env=env, timeout=timeout)
+
+    # The module itself.
+    with open(so, "rb") as f:
+        blob = f.read()
+    for k, size in enumerate([0, 3, 64, 1000, 4096, len(blob) // 4, len(blob) // 2,
+                              len(blob) - 4096, len(blob) - 1]):
+        path = os.path.join(d, f"truncated-{k}.so")
+        with open(path, "wb") as f:
+            f.write(blob[:size])
+        yield case(f"truncated-so-{size}", [], [path], argv=[f"{bin_dir}/stepc-run", path])
+    text = os.path.join(d, "text.so")
+    with open(text, "w") as f:
+        f.write("not a shared object\n" * 100)
+    yield case("text-as-so", [], [text], argv=[f"{bin_dir}/stepc-run", text])
+    yield case("directory-as-so", [], [d], argv=[f"{bin_dir}/stepc-run", d])
+    yield case("missing-so", [], ["nope.so"], argv=[f"{bin_dir}/stepc-run", os.path.join(d, "nope.so")])
+    libm = "/lib/x86_64-linux-gnu/libm.so.6"
+    if os.path.exists(libm):
+        yield case("foreign-so", [], [libm, "stepc"], argv=[f"{bin_dir}/stepc-run", libm])
+    yield case("no-so", [], ["step.so"], argv=[f"{bin_dir}/stepc-run"])
+    yield case("two-so", [], ["step.so"], argv=[f"{bin_dir}/stepc-run", so, so])
+
+    # Flag values.
+    for flag, values in {"--steps": ["0", "-1", "abc", "1.5", "99999999999999999999"],
+                         "--lr": ["nan", "-1", "inf", "abc", "-inf"],
+                         "--warmup": ["-1", "abc"],
+                         "--min-lr-ratio": ["2", "-0.1", "nan"],
+                         "--log-every": ["0", "-3"],
+                         "--seed": ["-1", "abc"]}.items():
+        for value in values:
+            yield case(f"flag{flag}={value}", [f"{flag}={value}"], [flag.lstrip("-").replace("-", "_"),
+                                                                    flag.lstrip("-"), value])
+    yield case("unknown-flag", ["--no-such-flag=1"], ["no_such_flag", "no-such-flag"])
+    yield case("two-data-sources", ["--data", so, "--corpus", so], ["--data", "--corpus"])
+
+    # Outputs: validated before anything is written; existing files survive.
+    keep = os.path.join(d, "keep.jsonl")
+    with open(keep, "w") as f:
+        f.write('{"kept": true}\n')
+    yield case("metrics-kept-on-bad-flag", ["--metrics", keep, "--lr", "-1"], ["lr"], protect=[keep])
+    yield case("metrics-kept-on-bad-data", ["--metrics", keep, "--data", os.path.join(d, "nope.bin")],
+               ["nope.bin"], protect=[keep])
+    yield case("metrics-into-directory", ["--metrics", d], ["metrics", d])
+    yield case("metrics-in-missing-dir", ["--metrics", os.path.join(d, "no/such/m.jsonl")],
+               ["metrics", "no/such"])
+    yield case("plot-into-directory", ["--plot", d], ["plot", d])
+    yield case("plot-in-missing-dir", ["--plot", os.path.join(d, "no/such/p.svg")], ["plot", "no/such"])
+    regular = os.path.join(d, "regular-file")
+    with open(regular, "w") as f:
+        f.write("x")
+    yield case("save-npy-under-file", ["--save-npy", os.path.join(regular, "sub")],
+               ["save-npy", "regular-file"], protect=[regular])
+    yield case("save-npy-is-file", ["--save-npy", regular], ["save-npy", "regular-file"],
+               protect=[regular])
+
+    # Token files.
+    def data_case(name, writer, mentions):
+        path = os.path.join(d, f"{name}.bin")
+        writer(path)
+        return case(f"data-{name}", ["--data", path], mentions + [path])
+
+    yield case("data-missing", ["--data", os.path.join(d, "nope.bin")], ["nope.bin"])
+    yield case("data-directory", ["--data", d], [d])
+    yield case("data-dev-zero", ["--data", "/dev/zero"], ["/dev/zero"], timeout=30)
+    yield case("data-dev-null", ["--data", "/dev/null"], ["/dev/null"])
+    yield data_case("empty", lambda p: open(p, "wb").close(), [])
+    yield data_case("odd-bytes", lambda p: open(p, "wb").write(b"\x01\x00" * 500 + b"\x01"), [])
+    yield data_case("too-short", lambda p: open(p, "wb").write(b"\x01\x00" * 3), [])
+    yield data_case("out-of-vocab", lambda p: open(p, "wb").write(struct.pack("<H", vocab) * 4000),
+                    [str(vocab)])
+    yield data_case("llmc-version-2", lambda p: llmc(p, version=2), ["version"])
+    yield data_case("llmc-negative-count", lambda p: llmc(p, count=-5), ["-5"])
+    yield data_case("llmc-huge-count", lambda p: llmc(p, count=2**31 - 1), ["truncated"])
+    yield data_case("llmc-truncated", lambda p: llmc(p, truncate=3), ["truncated"])
+    yield data_case("llmc-header-only", lambda p: llmc(p, tokens=0, count=0), ["tokens"])
+    yield data_case("llmc-wrong-magic", lambda p: llmc(p, magic=20240521), ["magic"])
+    yield data_case("llmc-short-header", lambda p: open(p, "wb").write(struct.pack("<3i", 20240520, 1, 5)),
+                    ["truncated", "header"])
+    yield data_case("llmc-out-of-vocab", lambda p: llmc(p, value=vocab), [str(vocab)])
+
+    # Corpora.
+    wide = os.path.join(d, "wide.txt")
+    with open(wide, "wb") as f:
+        f.write(bytes(range(256)) * 40)
+    # (A model of 32 token ids: the corpora have more distinct characters.)
+    yield case("corpus-too-many-characters", ["--corpus", wide], [wide, "distinct characters"],
+               argv=[f"{bin_dir}/stepc-run", small_so, "--steps", "1"])
+    yield case("embedded-corpus-too-many-characters", [], ["embedded corpus", "distinct characters"],
+               argv=[f"{bin_dir}/stepc-run", small_so, "--steps", "1"])
+    yield case("corpus-missing", ["--corpus", os.path.join(d, "nope.txt")], ["nope.txt"])
+    yield case("corpus-directory", ["--corpus", d], [d])
+    yield case("corpus-dev-zero", ["--corpus", "/dev/zero"], ["/dev/zero"], timeout=30)
+    short = os.path.join(d, "short.txt")
+    with open(short, "w") as f:
+        f.write("ab")
+    yield case("corpus-too-short", ["--corpus", short], [short])
+
+    # Batches and parameters as .npy files.
+    def npy_dir(name, tokens=None, targets=None):
+        path = os.path.join(d, "npy", name)
+        os.makedirs(path, exist_ok=True)
+        npy(os.path.join(path, "tokens.npy"), (batch, seq)) if tokens is None else tokens(
+            os.path.join(path, "tokens.npy"))
+        npy(os.path.join(path, "targets.npy"), (batch, seq)) if targets is None else targets(
+            os.path.join(path, "targets.npy"))
+        return path
+
+    bad_npys = {
+        "float-ids": (lambda p: npy(p, (batch, seq), "<f4"), ["float"]),
+        "f8-ids": (lambda p: npy(p, (batch, seq), "<f8"), ["float"]),
+        "transposed": (lambda p: npy(p, (seq, batch)), [f"[{seq}, {batch}]"]),
+        "one-dim": (lambda p: npy(p, (batch * seq,)), ["shape"]),
+        "extra-dim": (lambda p: npy(p, (batch, seq, 1)), ["shape"]),
+        "fortran": (lambda p: npy(p, (batch, seq), fortran=True), ["C order"]),
+        "negative-dim": (lambda p: npy(p, (batch, -seq)), ["shape"]),
+        "huge-shape": (lambda p: npy(p, (2**40, 2**40), data=b""), ["shape"]),
+        "huge-but-valid-shape": (lambda p: npy(p, (2**20, 2**19), data=b""), ["holds", "needs"]),
+        "truncated-data": (lambda p: npy(p, (batch, seq), data=b"\x00" * 10), ["truncated"]),
+        "extra-data": (lambda p: npy(p, (batch, seq), data=b"\x00" * (4 * batch * seq + 4)), ["holds"]),
+        "bad-magic": (lambda p: open(p, "wb").write(b"NOTNUMPY" + b"\x00" * 100), ["not a .npy"]),
+        "empty-file": (lambda p: open(p, "wb").close(), ["not a .npy"]),
+        "bool-dtype": (lambda p: npy(p, (batch, seq), "|b1"), ["dtype"]),
+        "big-endian": (lambda p: npy(p, (batch, seq), ">i4"), ["dtype"]),
+        "no-shape": (lambda p: open(p, "wb").write(
+            b"\x93NUMPY\x01\x00" + struct.pack("<H", 54) + b"{'descr': '<i4', 'fortran_order': False, }".ljust(53) + b"\n"),
+            ["shape"]),
+        "header-overrun": (lambda p: open(p, "wb").write(b"\x93NUMPY\x01\x00\xff\xff{'descr'"),
+                           ["header"]),
+        "negative-ids": (lambda p: npy(p, (batch, seq), data=struct.pack(f"<{batch * seq}i",
+                                                                           *([-1] * batch * seq))),
+                         ["-1"]),
+        "out-of-vocab-ids": (lambda p: npy(p, (batch, seq), data=struct.pack(
+            f"<{batch * seq}i", *([vocab] * batch * seq))), [str(vocab)]),
+    }
+    for name, (writer, mentions) in bad_npys.items():
+        path = npy_dir(f"tokens-{name}", tokens=writer)
+        yield case(f"batch-npy-tokens-{name}", ["--batch-npy", path], mentions + ["tokens.npy"])
+        path = npy_dir(f"targets-{name}", targets=writer)
+        yield case(f"batch-npy-targets-{name}", ["--batch-npy", path], mentions + ["targets.npy"])
+    yield case("batch-npy-missing-dir", ["--batch-npy", os.path.join(d, "nope")], ["nope"])
+    path = os.path.join(d, "npy", "no-targets")
+    os.makedirs(path, exist_ok=True)
+    npy(os.path.join(path, "tokens.npy"), (batch, seq))
+    yield case("batch-npy-no-targets", ["--batch-npy", path], ["targets.npy"])
+    yield case("batch-npy-ok", ["--batch-npy", npy_dir("fine")], [], expect="ok")
+
+    # --init-npy: every parameter's file checked (shape, finiteness).
+    init = os.path.join(d, "init")
+    subprocess.run(run_ + ["--save-npy", init], check=True, capture_output=True,
+                   env=dict(os.environ, **env))
+    yield case("init-npy-missing-dir", ["--init-npy", os.path.join(d, "nope")], ["nope"])
+    yield case("init-npy-wrong-names", ["--init-npy", init], [".npy"])  # files are param.<name>
+    params = sorted(f[len("param."):-4] for f in os.listdir(init) if f.startswith("param."))
+    for k, name in enumerate(params[:6]):
+        src = os.path.join(init, f"param.{name}.npy")
+        for label, mutate in (("nan", "nan"), ("transposed", "transpose"), ("missing", "missing"),
+                              ("truncated", "truncate")):
+            target = os.path.join(d, f"init-{label}-{k}")
+            if os.path.exists(target):
+                shutil.rmtree(target)
+            os.makedirs(target)
+            for p in params:
+                shutil.copy(os.path.join(init, f"param.{p}.npy"), os.path.join(target, f"{p}.npy"))
+            dst = os.path.join(target, f"{name}.npy")
+            with open(src, "rb") as f:
+                raw = f.read()
+            header_len = struct.unpack("<H", raw[8:10])[0]
+            header = raw[10:10 + header_len].decode()
+            data = raw[10 + header_len:]
+            shape = tuple(int(x) for x in re.findall(r"\d+", header.split("shape")[1].split(")")[0]))
+            if mutate == "nan":
+                npy(dst, shape, "<f4", data=struct.pack("<f", float("nan")) + data[4:])
+                mentions = [name, "nan"]
+            elif mutate == "transpose":
+                if len(shape) < 2 or shape[0] == shape[1]:
+                    npy(dst, shape + (1,), "<f4", data=data)
+                else:
+                    npy(dst, (shape[1], shape[0]) + shape[2:], "<f4", data=data)
+                mentions = [name, "shape"]
+            elif mutate == "missing":
+                os.remove(dst)
+                mentions = [name]
+            else:
+                with open(dst, "wb") as f:
+                    f.write(raw[:len(raw) // 2])
+                mentions = [name, "truncated", "holds"]
+            yield case(f"init-npy-{label}-{name}", ["--init-npy", target], mentions)
+
+
+def interp_cases(bin_dir, work, model):
+    out = os.path.join(work, "interp-out")
+    os.makedirs(out, exist_ok=True)
+    regular = os.path.join(work, "interp-regular")
+    with open(regular, "w") as f:
+        f.write("x")
+    base = [f"{bin_dir}/stepc-interp", model]
+    yield Case("stepc-interp", "steps-zero", base + ["--train-step", "--steps=0", f"--output={out}"],
+               ["steps"])
+    yield Case("stepc-interp", "output-is-file", base + [f"--output={regular}"], [regular],
+               protect=[regular])
+    yield Case("stepc-interp", "inputs-missing", base + [f"--inputs={work}/nope"], ["nope"])
+    yield Case("stepc-interp", "bad-precision", base + ["--train-step", "--precision=fp8"], ["fp8"])
+    yield Case("stepc-interp", "bad-function", base + ["--function=nope"], ["nope"])
+    yield Case("stepc-interp", "bad-optimizer-options",
+               base + ["--train-step", "--optimizer-options=beta1=7"], ["beta1", "optimizer"])
+    yield Case("stepc-interp", "lr-nan", base + ["--train-step", "--lr=nan"], ["lr", "nan"])
+    yield Case("stepc-interp", "missing-model", [f"{bin_dir}/stepc-interp", f"{work}/nope.mlir"],
+               ["nope.mlir"])
+    with open(model) as f:
+        text = f.read()
+    for k, (name, broken, mentions) in enumerate(model_mutations(text)):
+        if k % 9:
+            continue
+        path = os.path.join(work, "models", name, "bad.mlir")
+        yield Case("stepc-interp", name, [f"{bin_dir}/stepc-interp", path], mentions,
+                   protect=[path])
+
+
+def capi_cases(bin_dir, work, so):
+    """The C API abuser runs as one process; each of its cases is one row."""
+    d = os.path.join(work, "capi")
+    os.makedirs(d, exist_ok=True)
+    text = os.path.join(d, "text.so")
+    with open(text, "w") as f:
+        f.write("not a module\n")
+    try:
+        p = subprocess.run([f"{bin_dir}/capi_abuse", so, d, text], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    except subprocess.TimeoutExpired:
+        return [("capi", "capi_abuse", "hang", "")]
+    rows = []
+    for line in p.stdout.splitlines():
+        m = re.match(r"(ok|FAIL) (\S+?):?( |$)(.*)", line)
+        if m:
+            rows.append(("capi", m.group(2), "ok" if m.group(1) == "ok" else "unclear", line))
+    if p.returncode < 0 or p.returncode >= 128 or any(x in p.stderr for x in CRASH_MARKERS):
+        rows.append(("capi", "capi_abuse-exit", "crash", p.stderr[-2000:]))
+    elif p.returncode not in (0, 1):
+        rows.append(("capi", "capi_abuse-exit", "wrong", p.stderr[-2000:]))
+    return rows
+
+
+def mpi_cases(bin_dir, work, mpirun, so, so2, so_other):
+    if not mpirun:
+        return
+    runner = f"{bin_dir}/stepc-run"
+    base = mpirun.split()
+    yield Case("mpi", "ranks-different-steps",
+               base + ["-np", "1", runner, so2, "--steps", "2", ":", "-np", "1", runner, so2, "--steps", "3"],
+               ["--steps", "other training flags"], timeout=120)
+    yield Case("mpi", "ranks-different-seed",
+               base + ["-np", "1", runner, so2, "--steps", "1", "--seed", "1", ":", "-np", "1", runner, so2,
+                       "--steps", "1"], ["seed", "other training flags"], timeout=120)
+    yield Case("mpi", "ranks-different-optimizer",
+               base + ["-np", "1", runner, so2, "--steps", "1", ":", "-np", "1", runner, so_other, "--steps", "1"],
+               ["different step"], timeout=120)
+    yield Case("mpi", "world-too-small", base + ["-np", "1", runner, so2, "--steps", "1"],
+               ["2 rank", "compiled for"], timeout=120)
+    yield Case("mpi", "world-too-large", base + ["-np", "3", runner, so2, "--steps", "1"],
+               ["compiled for"], timeout=120)
+    yield Case("mpi", "unsharded-on-two-ranks", base + ["-np", "2", runner, so, "--steps", "1"],
+               ["compiled for"], timeout=120)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--examples", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--mpirun", default="")
+    ap.add_argument("--only", default="")
+    ap.add_argument("-v", action="store_true")
+    args = ap.parse_args()
+    bin_dir, work = args.bin, os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+    model = os.path.join(work, "model.mlir")
+    shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Transforms",
+                             "Inputs", "remat-mlp.mlir"), model)
+    gpt = os.path.join(args.examples, "gpt-small", "model.mlir")
+    so = os.path.join(work, "gpt.so")
+    so2 = os.path.join(work, "gpt-fsdp2.so")
+    so_other = os.path.join(work, "gpt-fsdp2-beta.so")
+    for out, extra in ((so, []), (so2, ["--shard=fsdp:2"]),
+                       (so_other, ["--shard=fsdp:2", "--optimizer-options=beta1=0.8"])):
+        subprocess.run([f"{bin_dir}/stepc", "--target=cpu", gpt, "-o", out] + extra, check=True)
+    subprocess.run([f"{bin_dir}/stepc", "--target=cpu", gpt, "--emit=mlir", "-o", "/dev/null",
+                    f"--report={work}/gpt.json"], check=True)
+    with open(f"{work}/gpt.json") as f:
+        tokens = json.load(f)["tokens_per_step"]
+    batch, seq = 8, tokens // 8
+    vocab = int(re.search(r"tensor<(\d+)x\d+xf32> \{step.param = #step.param<\"wte\"",
+                          open(gpt).read()).group(1))
+
+    cases = []
+    cases += compiler_cases(bin_dir, work, model)
+    cases += stepc_flag_cases(bin_dir, work, model)
+    small_so = os.path.join(work, "mlp.so")
+    subprocess.run([f"{bin_dir}/stepc", "--target=cpu", model, "-o", small_so], check=True)
+    cases += runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab)
+    cases += interp_cases(bin_dir, work, model)
+    cases += mpi_cases(bin_dir, work, args.mpirun, so, so2, so_other)
+    results = []
+    for case in cases:
+        if args.only and not f"{case.tool}/{case.name}".startswith(args.only):
+            continue
+        outcome, out = run(case)
+        results.append((case.tool, case.name, outcome, out))
+    if not args.only or args.only.startswith("capi"):
+        results += capi_cases(bin_dir, work, so)
+
+    classes = ["ok", "crash", "hang", "data loss", "silent", "unclear", "wrong"]
+    tools = sorted({r[0] for r in results})
+    print(f"{'tool':14}" + "".join(f"{c:>11}" for c in classes))
+    for tool in tools:
+        counts = [sum(1 for r in results if r[0] == tool and r[2] == c) for c in classes]
+        print(f"{tool:14}" + "".join(f"{n:>11}" for n in counts))
+    totals = [sum(1 for r in results if r[2] == c) for c in classes]
+    print(f"{'total':14}" + "".join(f"{n:>11}" for n in totals))
+    bad = [r for r in results if r[2] != "ok"]
+    for tool, name, outcome, out in bad:
+        print(f"\n{outcome.upper()}: {tool} {name}\n  " + out.strip()[-600:].replace("\n", "\n  "))
+    if args.v:
+        for tool, name, outcome, out in results:
+            print(f"{outcome:8} {tool} {name}: {out.strip().splitlines()[-1] if out.strip() else ''}")
+    print(f"\n{len(results)} cases, {len(results) - len(bad)} ok, {len(bad)} not")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
