@@ -7,7 +7,7 @@ BUILD_DIR ?= build
 JOBS ?= 2
 GENERATOR := Ninja
 
-.PHONY: all deps configure build test demo docs examples clean
+.PHONY: all deps configure build test test-sanitize fuzz demo docs examples clean
 
 all: build
 
@@ -24,6 +24,19 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE gpu
+
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (GCC,
+# its own build directory; LLVM/MLIR and the step.so files stay plain).
+SANITIZE_DIR ?= build-sanitize
+test-sanitize: deps
+	cmake -S . -B $(SANITIZE_DIR) -G $(GENERATOR) -DCMAKE_BUILD_TYPE=Release -DSTEPC_SANITIZE=ON
+	cmake --build $(SANITIZE_DIR) -j $(JOBS)
+	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE gpu
+
+# The libFuzzer targets, 1M inputs each (scripts/fuzz.sh RUNS for fewer).
+fuzz: deps
+	scripts/fuzz.sh
 
 demo: build
 	@scripts/demo.sh $(BUILD_DIR)

@@ -42,6 +42,11 @@ absl::StatusOr<TokenData> TokenData::FromTokenFile(const std::string& path) {
   std::string bytes(size, '\0');
   if (!in.read(bytes.data(), static_cast<std::streamsize>(size)))
     return absl::DataLossError(absl::StrCat("cannot read data file '", path, "'"));
+  return FromTokenBytes(bytes, path);
+}
+
+absl::StatusOr<TokenData> TokenData::FromTokenBytes(std::string_view bytes,
+                                                    const std::string& path) {
   TokenData data;
   data.source_ = path;
   size_t begin = 0, count = bytes.size() / 2;

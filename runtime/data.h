@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,8 @@ class TokenData {
   // InvalidArgument for what is not a regular file, is larger than
   // kMaxTokenFileBytes, or is shaped like an llm.c file with another magic.
   static absl::StatusOr<TokenData> FromTokenFile(const std::string& path);
+  // The same from a token file's bytes (`path` names it in errors).
+  static absl::StatusOr<TokenData> FromTokenBytes(std::string_view bytes, const std::string& path);
   // Text under a character tokenizer: ids are the ranks of the distinct
   // bytes of the text. `source` names it in errors (the corpus file).
   static TokenData FromText(const std::string& text, const std::string& source = "text");

@@ -67,13 +67,31 @@ bool Read(const std::string &path, Array &t, std::string &error) {
     return false;
   }
   const uintmax_t fileBytes = std::filesystem::file_size(path, ec);
-  std::ifstream in(path, std::ios::binary);
-  if (!in || ec) {
-    error = "cannot open '" + path + "'";
+  if (ec || fileBytes > static_cast<uintmax_t>(kMaxElements) * 8 + (1 << 20)) {
+    error = "'" + path + "' is larger than any array this reads";
     return false;
   }
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(fileBytes, '\0');
+  if (!in || !in.read(bytes.data(), static_cast<std::streamsize>(fileBytes))) {
+    error = "cannot read '" + path + "'";
+    return false;
+  }
+  return ReadBytes(bytes, path, t, error);
+}
+
+bool ReadBytes(std::string_view bytes, const std::string &path, Array &t, std::string &error) {
+  const uintmax_t fileBytes = bytes.size();
+  size_t at = 0;
+  auto take = [&](char *out, size_t n) {
+    if (bytes.size() - at < n)
+      return false;
+    std::memcpy(out, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
   char magic[8];
-  if (!in.read(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0 ||
+  if (!take(magic, 8) || std::memcmp(magic, "\x93NUMPY", 6) != 0 ||
       (magic[6] != 1 && magic[6] != 2 && magic[6] != 3)) {
     error = "'" + path + "' is not a .npy file";
     return false;
@@ -81,21 +99,18 @@ bool Read(const std::string &path, Array &t, std::string &error) {
   uint32_t headerLen = 0;
   unsigned char lenBytes[4] = {0, 0, 0, 0};
   int lenSize = magic[6] == 1 ? 2 : 4;
-  if (!in.read(reinterpret_cast<char *>(lenBytes), lenSize)) {
+  if (!take(reinterpret_cast<char *>(lenBytes), lenSize)) {
     error = "'" + path + "' has a truncated header";
     return false;
   }
   for (int i = lenSize - 1; i >= 0; --i)
     headerLen = headerLen * 256 + lenBytes[i];
-  if (headerLen > fileBytes) {
+  if (headerLen > fileBytes - at) {
     error = "'" + path + "' has a truncated header";
     return false;
   }
   std::string header(headerLen, ' ');
-  if (!in.read(header.data(), headerLen)) {
-    error = "'" + path + "' has a truncated header";
-    return false;
-  }
+  take(header.data(), headerLen);
   std::string descr = headerField(header, "descr");
   std::string order = headerField(header, "fortran_order");
   std::string shapeText = headerField(header, "shape");
@@ -130,15 +145,10 @@ bool Read(const std::string &path, Array &t, std::string &error) {
             (static_cast<uintmax_t>(count) * width > dataBytes ? " (truncated)" : "");
     return false;
   }
-  std::vector<char> bytes(count * width);
-  if (!in.read(bytes.data(), bytes.size())) {
-    error = "'" + path + "' is truncated: expected " + std::to_string(count) +
-            " values";
-    return false;
-  }
+  const char *data = bytes.data() + at;
   t.data.resize(count);
   for (int64_t i = 0; i < count; ++i) {
-    const char *p = bytes.data() + i * width;
+    const char *p = data + i * width;
     if (descr == "'<f4'") {
       float v;
       std::memcpy(&v, p, 4);

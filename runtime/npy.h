@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace stepc::npy {
@@ -30,6 +31,8 @@ enum class Dtype { kF4, kF8, kI4, kI8 };
 // anything else: not a regular file, a malformed header or shape, a data
 // size that differs from what the shape needs (checked before allocating).
 bool Read(const std::string& path, Array& out, std::string& error);
+// The same from the bytes of a file (`path` names it in errors).
+bool ReadBytes(std::string_view bytes, const std::string& path, Array& out, std::string& error);
 // Writes atomically: a temporary file beside `path`, renamed over it on
 // success; on failure `path` is untouched.
 bool Write(const std::string& path, const std::vector<int64_t>& shape, const double* data,

@@ -27,8 +27,20 @@ if [ ! -x "$bundle/bin/stepc-run" ]; then
   echo "gpu-check: no bundle at $bundle: building one"
   make build && scripts/gpu-bundle.sh "$bundle" || { echo "gpu-check: cannot build" >&2; exit 1; }
 fi
+# The first Python that has numpy (the PATH's python3 may be a bare one).
+py=""
+for candidate in ${STEPC_PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3 python; do
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c "import numpy" 2>/dev/null; then
+    py=$candidate
+    break
+  fi
+done
+if [ -z "$py" ]; then
+  echo "gpu-check: no Python with numpy found (set STEPC_PYTHON)" >&2
+  exit 1
+fi
 # CUDA's libraries: the toolkit's, else the pip wheels PyTorch brings.
-wheels=$(python3 - <<'PY' 2>/dev/null
+wheels=$("$py" - <<'PY' 2>/dev/null
 import glob, os
 try:
     import nvidia
@@ -40,4 +52,4 @@ PY
 )
 export LD_LIBRARY_PATH="$PWD/$bundle/lib:/usr/local/cuda/lib64:${wheels}:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
-exec python3 scripts/gpu_check.py --bundle "$bundle" --out "$out" "$@"
+exec "$py" scripts/gpu_check.py --bundle "$bundle" --out "$out" "$@"

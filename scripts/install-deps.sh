@@ -10,6 +10,7 @@ set -euo pipefail
 #   python3-torch, python3-numpy: the numerical oracle (scripts/torch_check.py).
 #   libopenblas-openmp-dev: CPU GEMMs, the OpenMP build (one thread pool).
 #   openmpi-bin, libopenmpi-dev: launching ranks (mpirun) and CPU collectives.
+#   clang, libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh).
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
@@ -17,6 +18,7 @@ packages=(
   python3-torch python3-numpy
   libopenblas-openmp-dev
   openmpi-bin libopenmpi-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -127,8 +127,12 @@ LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,
       grad.getShape().drop_back() != ids.getShape())
     return opError<EmbeddingGradOp>(loc, "expects a gradient of shape [ids..., D], got ",
                                     Type(grad), " for ids ", Type(ids));
-  types.push_back(tensor({adaptor.getNumEmbeddings(),
-                          grad.getDimSize(grad.getRank() - 1)},
+  // (A count past int64 would become a negative dimension.)
+  const uint64_t rows = adaptor.getNumEmbeddings();
+  if (rows < 1 || rows > (uint64_t{1} << 40))
+    return opError<EmbeddingGradOp>(loc, "expects num_embeddings in [1, 2^40], got ",
+                                    std::to_string(rows));
+  types.push_back(tensor({static_cast<int64_t>(rows), grad.getDimSize(grad.getRank() - 1)},
                          grad.getElementType()));
   return success();
 }
