@@ -25,7 +25,7 @@ namespace {
 class CpuEmitter : public SourceEmitter {
 public:
   CpuEmitter(func::FuncOp step, const MemoryPlan &plan)
-      : SourceEmitter(step, plan, "cpu", /*computedBy=*/{}) {}
+      : SourceEmitter(step, plan, "cpu", /*computedBy=*/ComputedBy()) {}
 
 private:
   LogicalResult checkTypes(Operation *op) override {

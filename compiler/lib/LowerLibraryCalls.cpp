@@ -99,7 +99,9 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         int64_t ids = typeOf(e.getIds()).getNumElements();
         return LibraryCall{"embedding_grad",
                            {i64(ids), i64(e.getNumEmbeddings()), i64(lastDim(e))},
-                           std::nullopt, "id", 1, e.getNumEmbeddings()};
+                           std::nullopt, "id", 1,
+                           // (verified to be in [1, 2^40])
+                           static_cast<int64_t>(e.getNumEmbeddings())};
       })
       .Case([&](EmbeddingOp e) {
         int64_t ids = typeOf(e.getIds()).getNumElements();

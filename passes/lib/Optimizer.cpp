@@ -67,6 +67,13 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   SmallVector<std::string> names;
   for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
     if (auto param = grad.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
+      // AdamW keeps parameters and moments in f32 (or f64): master weights.
+      Type element = cast<ShapedType>(grad.getArgumentTypes()[i]).getElementType();
+      if (!element.isF32() && !element.isF64())
+        return emitError(grad.getArgument(i).getLoc())
+               << "parameter '" << param.getName() << "' is " << element
+               << ": parameters are trained in f32 or f64 (write the model in f32 and compile "
+                  "with --precision=bf16 to compute in bf16)";
       params.push_back(i);
       names.push_back(param.getName().str());
     } else {

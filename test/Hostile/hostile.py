@@ -201,6 +201,22 @@ def stepc_flag_cases(bin_dir, work, model):
     yield Case("stepc", "unknown-flag", base + ["--no-such-flag"], ["no-such-flag"],
                protect=[model, out])
     yield Case("stepc", "no-input", [f"{bin_dir}/stepc"], ["input", "model", "positional"])
+    yield Case("stepc-opt", "output-device-full", [f"{bin_dir}/stepc-opt", model, "-o", "/dev/full"],
+               ["/dev/full"], protect=[model])
+    yield Case("stepc", "output-device-full", [f"{bin_dir}/stepc", "--target=cpu", model,
+                                               "--emit=mlir", "-o", "/dev/full"], ["/dev/full"],
+               protect=[model])
+    bf16 = os.path.join(work, "bf16-param.mlir")
+    with open(bf16, "w") as f:
+        f.write('func.func @loss(%w: tensor<4x4xbf16> {step.param = #step.param<"w", normal(0.02)>},\n'
+                '    %x: tensor<2x4xi32> {step.input = "tokens"}, %t: tensor<2x4xi32> {step.input = "targets"})\n'
+                '    -> tensor<f32> attributes {step.loss} {\n'
+                '  %e = step.embedding %w, %x : (tensor<4x4xbf16>, tensor<2x4xi32>) -> tensor<2x4x4xbf16>\n'
+                '  %f = step.convert %e : tensor<2x4x4xbf16> -> tensor<2x4x4xf32>\n'
+                '  %l = step.cross_entropy %f, %t : (tensor<2x4x4xf32>, tensor<2x4xi32>) -> tensor<f32>\n'
+                '  return %l : tensor<f32>\n}\n')
+    yield Case("stepc", "bf16-parameter", [f"{bin_dir}/stepc", "--target=cpu", bf16, "--emit=mlir",
+                                           "-o", out], ["parameter 'w'"], protect=[bf16, out])
     yield Case("stepc-opt", "unknown-pipeline-option",
                [f"{bin_dir}/stepc-opt", model, "--stepc-pipeline=target=cpu frobnicate=1"],
                ["frobnicate"], protect=[model])

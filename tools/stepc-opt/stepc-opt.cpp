@@ -13,8 +13,28 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/Support/ErrorHandling.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+/// The -o file, for the one fatal error MlirOptMain leaves to LLVM: a write
+/// that fails when the output is closed ("IO failure on output stream").
+static std::string outputFile = "-";
 
 int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-o" && i + 1 < argc)
+      outputFile = argv[i + 1];
+    else if (arg.rfind("-o=", 0) == 0 || arg.rfind("--o=", 0) == 0)
+      outputFile = arg.substr(arg.find('=') + 1);
+  }
+  llvm::install_fatal_error_handler([](void *, const char *reason, bool) {
+    std::fprintf(stderr, "stepc-opt: error: %s (writing '%s')\n", reason, outputFile.c_str());
+    std::_Exit(1);
+  });
   mlir::DialectRegistry registry;
   registry.insert<stepc::step::StepDialect, stepc::stepk::StepKDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,

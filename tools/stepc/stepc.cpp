@@ -339,7 +339,7 @@ int main(int argc, char **argv) {
     CudaFusions fusions;
     if (target == "cuda")
       fusions = planCudaFusions(step);
-    MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/{}, fusions.keepAlive);
+    MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/DenseSet<Value>(), fusions.keepAlive);
     FailureOr<StepReport> report =
         buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
     if (failed(report))
