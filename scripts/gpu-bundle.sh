@@ -29,11 +29,19 @@ for f in "$build/bin/stepc" "$build/bin/stepc-run" "$build/bin/cuda_kernels_test
 done
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/steps" "$bundle/ref"
-cp "$build/bin/stepc-run" "$build/bin/cuda_kernels_test" "$bundle/bin/"
+cp "$build/bin/stepc-run" "$bundle/bin/"
+if [ -n "$emulated" ]; then
+  # The script's self-test on the host: the kernels' host emulation stands in
+  # for the GPU test, and there is no NCCL check; gpu_check.py reads the mark.
+  cp "$build/bin/cuda_kernels_emulated_test" "$bundle/bin/cuda_kernels_test"
+  touch "$bundle/EMULATED"
+else
+  cp "$build/bin/cuda_kernels_test" "$bundle/bin/"
+fi
 cp "$build/lib/libstepc_runtime.so" "$build/lib/libstepc_runtime_cuda.so" "$bundle/lib/"
 # NCCL's communicator and its test, where NCCL was found (libnccl itself comes
 # from the GPU machine: its toolkit or PyTorch's wheel).
-if [ -e "$build/bin/nccl_communicator_test" ]; then
+if [ -z "$emulated" ] && [ -e "$build/bin/nccl_communicator_test" ]; then
   cp "$build/bin/nccl_communicator_test" "$bundle/bin/"
   cp "$build/lib/libstepc_runtime_nccl.so" "$bundle/lib/"
 fi
