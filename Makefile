@@ -31,7 +31,7 @@ SANITIZE_DIR ?= build-sanitize
 test-sanitize: deps
 	cmake -S . -B $(SANITIZE_DIR) -G $(GENERATOR) -DCMAKE_BUILD_TYPE=Release -DSTEPC_SANITIZE=ON
 	cmake --build $(SANITIZE_DIR) -j $(JOBS)
-	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:allow_user_poisoning=0 \
+	cd $(SANITIZE_DIR) && ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:allow_user_poisoning=0:handle_segv=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -LE gpu
 
 # The libFuzzer targets, 1M inputs each (scripts/fuzz.sh RUNS for fewer).

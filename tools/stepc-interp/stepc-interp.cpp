@@ -240,7 +240,9 @@ LogicalResult train(func::FuncOp f, const Interpreter &interp, std::vector<Tenso
       return failure();
     printSummary(f, *results, s + 1);
     for (auto [i, t] : llvm::enumerate(*results)) {
-      StringRef name = resultName(f, i);
+      // (Own the name: a StringRef into the temporary would dangle.)
+      const std::string owned = resultName(f, i);
+      StringRef name = owned;
       name.consume_front("param.");
       auto it = argIndex.find(name);
       if (it != argIndex.end() && name != "loss")
