@@ -103,6 +103,15 @@ TokenData TokenData::FromText(const std::string& text, const std::string& source
   return data;
 }
 
+uint64_t TokenData::Fingerprint() const {
+  uint64_t hash = 0xCBF29CE484222325ull;
+  auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
+  mix(tokens_.size());
+  for (int32_t t : tokens_) mix(static_cast<uint32_t>(t));
+  for (char c : alphabet_) mix(static_cast<unsigned char>(c));
+  return hash;
+}
+
 absl::Status TokenData::Validate(int64_t vocab, int64_t batch, int64_t seq) const {
   if (size() < seq + 1)
     return absl::InvalidArgumentError(absl::StrCat(

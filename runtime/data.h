@@ -43,6 +43,11 @@ class TokenData {
   int32_t token(int64_t i) const { return tokens_[i]; }
   // Distinct symbols (the character vocabulary; 0 for token files).
   int64_t alphabet() const { return static_cast<int64_t>(alphabet_.size()); }
+  // The character vocabulary: byte `vocabulary()[i]` is id i (empty for
+  // token files).
+  const std::string& vocabulary() const { return alphabet_; }
+  // A hash of every token (and the vocabulary): equal data, equal hash.
+  uint64_t Fingerprint() const;
   const std::string& source() const { return source_; }
 
  private:

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
 #include "runtime/device.h"
 #include "runtime/module.h"
@@ -48,6 +49,23 @@ class Session {
   absl::StatusOr<std::vector<float>> ReadParam(const std::string& name) const;
   // Writes the whole tensor; a sharded rank keeps its rows.
   absl::Status WriteParam(const std::string& name, absl::Span<const float> values);
+  // Checkpoints (checkpoint.cc; the layout is in checkpoint.h). Both are
+  // collective: every rank calls them with the same directory.
+  // SaveCheckpoint writes parameters, moments and the step count, with
+  // `trainer_json` (a JSON object: the trainer's schedule, data position,
+  // vocabulary) kept verbatim, to `dir` atomically: `dir` is replaced whole
+  // or left as it was. Each rank writes only the rows it owns.
+  absl::Status SaveCheckpoint(const std::string& dir,
+                              const std::string& trainer_json = "{}") const;
+  // Loads a checkpoint of the same model written at any world size and
+  // sharding; each rank takes its rows. Every piece's checksum is verified;
+  // on any error (another model: the tensor is named; a corrupt or missing
+  // shard) the session is unchanged. Returns what the checkpoint says of
+  // itself, the trainer's state included.
+  absl::StatusOr<CheckpointInfo> LoadCheckpoint(const std::string& dir);
+  // Hash of the state tensors' names, roles and global shapes: equal for
+  // every sharding of one model.
+  std::string ModelHash() const;
   // Shape of the argument `name` as this rank holds it, and as a whole.
   absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const;
   absl::StatusOr<std::vector<int64_t>> GlobalShape(const std::string& name) const;

@@ -3,6 +3,8 @@
 //   stepc-run step.so [--data tokens.bin | --corpus FILE] [--steps N] [--lr X]
 //       [--warmup K] [--seed S] [--log-every K] [--metrics FILE.jsonl]
 //       [--plot FILE.svg] [--init-npy DIR] [--batch-npy DIR] [--save-npy DIR]
+//       [--checkpoint-dir DIR [--save-every K] [--keep N]] [--resume DIR]
+//       [--threads N]
 //
 // With neither --data nor --corpus it trains on the embedded corpus
 // (examples/data/sonnets.txt) under a character tokenizer.
@@ -18,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -28,8 +31,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 #include "runtime/atomic_file.h"
+#include "runtime/checkpoint.h"
 #include "runtime/communicator.h"
+#include "runtime/cpu_threads.h"
 #include "runtime/data.h"
 #include "runtime/npy.h"
 #include "runtime/session.h"
@@ -50,12 +56,78 @@ ABSL_FLAG(std::string, init_npy, "", "load parameters from DIR/<name>.npy");
 ABSL_FLAG(std::string, batch_npy, "", "train on DIR/tokens.npy, DIR/targets.npy every step");
 ABSL_FLAG(std::string, save_npy, "",
           "write parameters, moments, loss and grad_norm after the last step to DIR");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "write checkpoints to DIR/step-NNNNNNNN (every --save-every steps and after the last)");
+ABSL_FLAG(int64_t, save_every, 0, "checkpoint every K steps (0: only after the last)");
+ABSL_FLAG(int64_t, keep, 0, "keep only the newest N checkpoints (0: all)");
+ABSL_FLAG(std::string, resume, "",
+          "continue from a checkpoint: DIR itself, or the newest DIR/step-NNNNNNNN; schedule "
+          "flags not given default to the checkpoint's");
+ABSL_FLAG(int32_t, threads, 0,
+          "CPU threads per rank (0: OMP_NUM_THREADS if set, else the cores divided among the "
+          "ranks on this node)");
 
 namespace stepc {
 namespace {
 
-// Whether --warmup was on the command line (main sets it).
-bool warmup_given = false;
+using json = nlohmann::json;
+
+// The flags on the command line, by their Abseil names (main sets it).
+absl::flat_hash_set<std::string> given_flags;
+
+// What decides the learning rate and the batches of every step: from the
+// flags, or from the checkpoint a run resumes.
+struct Schedule {
+  int64_t steps;
+  double lr;
+  int64_t warmup;
+  double min_lr_ratio;
+  uint64_t seed;
+};
+
+Schedule FlagSchedule() {
+  return {absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_lr), absl::GetFlag(FLAGS_warmup),
+          absl::GetFlag(FLAGS_min_lr_ratio), absl::GetFlag(FLAGS_seed)};
+}
+
+json ScheduleJson(const Schedule& s) {
+  return {{"steps", s.steps}, {"lr", s.lr}, {"warmup", s.warmup},
+          {"min_lr_ratio", s.min_lr_ratio}, {"seed", s.seed}};
+}
+
+// The schedule a resumed run follows: the checkpoint's, but for the flags
+// given on the command line (a longer --steps extends a run). A given flag
+// that differs from the checkpoint is said out loud: the run no longer
+// repeats the one that wrote it.
+absl::StatusOr<Schedule> ResumedSchedule(const json& trainer, const std::string& path,
+                                         bool lead) {
+  Schedule s = FlagSchedule();
+  if (!trainer.contains("schedule") || !trainer["schedule"].is_object())
+    return s;  // written by another trainer: the flags decide
+  const json& saved = trainer["schedule"];
+  auto take = [&](const char* flag, auto& value) -> absl::Status {
+    using T = std::decay_t<decltype(value)>;
+    if (!saved.contains(flag) || !saved[flag].is_number())
+      return absl::DataLossError(
+          absl::StrCat("checkpoint '", path, "': its schedule lacks '", flag, "'"));
+    const T stored = saved[flag].get<T>();
+    if (!given_flags.contains(flag)) {
+      value = stored;
+    } else if (value != stored && lead) {
+      std::fprintf(stderr, "stepc-run: note: --%s differs from the checkpoint's (%s): the "
+                   "resumed run follows the flag\n", flag, saved[flag].dump().c_str());
+    }
+    return absl::OkStatus();
+  };
+  STEPC_RETURN_IF_ERROR(take("steps", s.steps));
+  STEPC_RETURN_IF_ERROR(take("lr", s.lr));
+  STEPC_RETURN_IF_ERROR(take("warmup", s.warmup));
+  STEPC_RETURN_IF_ERROR(take("min_lr_ratio", s.min_lr_ratio));
+  STEPC_RETURN_IF_ERROR(take("seed", s.seed));
+  if (s.steps < 1 || !(s.lr >= 0) || s.warmup < 0 || !(s.min_lr_ratio >= 0 && s.min_lr_ratio <= 1))
+    return absl::DataLossError(absl::StrCat("checkpoint '", path, "' holds an invalid schedule"));
+  return s;
+}
 
 // Warmup from 0 to lr over `warmup` steps, then cosine to lr·min_ratio.
 double LearningRate(int64_t step, int64_t steps, int64_t warmup, double lr, double min_ratio) {
@@ -188,33 +260,48 @@ absl::Status ValidateFlags() {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, " '", path, "': no directory '", parent.string(), "'"));
   }
-  const std::string save = absl::GetFlag(FLAGS_save_npy);
-  if (!save.empty()) {
+  for (const auto& [flag, dir] :
+       {std::pair<const char*, std::string>{"--save-npy", absl::GetFlag(FLAGS_save_npy)},
+        {"--checkpoint-dir", absl::GetFlag(FLAGS_checkpoint_dir)}}) {
+    if (dir.empty()) continue;
     // Its nearest existing ancestor must be a directory.
-    std::filesystem::path at = std::filesystem::absolute(save, ec);
+    std::filesystem::path at = std::filesystem::absolute(dir, ec);
     while (!at.empty() && !std::filesystem::exists(at, ec) && at != at.parent_path())
       at = at.parent_path();
     if (!std::filesystem::is_directory(at, ec))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--save-npy '", save, "': '", at.string(), "' is not a directory"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, " '", dir, "': '", at.string(), "' is not a directory"));
   }
+  if (absl::GetFlag(FLAGS_save_every) < 0 || absl::GetFlag(FLAGS_keep) < 0)
+    return absl::InvalidArgumentError("--save-every and --keep must be >= 0");
+  if (absl::GetFlag(FLAGS_save_every) > 0 && absl::GetFlag(FLAGS_checkpoint_dir).empty())
+    return absl::InvalidArgumentError("--save-every needs --checkpoint-dir");
+  if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 4096)
+    return absl::InvalidArgumentError("--threads must be in [0, 4096]");
+  if (!absl::GetFlag(FLAGS_resume).empty() && !absl::GetFlag(FLAGS_init_npy).empty())
+    return absl::InvalidArgumentError(
+        "give one of --resume and --init-npy (a checkpoint holds the parameters)");
   return absl::OkStatus();
 }
 
 // Under MPI every rank must train the same run: a rank with other flags or
 // data would wait forever in a collective, or silently diverge.
-absl::Status AgreeOnRun(Communicator& comm, const TokenData& data, const std::string& batch_dir) {
+absl::Status AgreeOnRun(Communicator& comm, const Schedule& schedule, const TokenData& data,
+                        const std::string& batch_dir) {
   uint64_t hash = 0xCBF29CE484222325ull;
   auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
   auto mix_text = [&](const std::string& text) {
     for (unsigned char c : text) mix(c);
     mix(0xFF);
   };
-  mix(static_cast<uint64_t>(absl::GetFlag(FLAGS_steps)));
-  mix(static_cast<uint64_t>(absl::GetFlag(FLAGS_warmup)));
-  mix(absl::GetFlag(FLAGS_seed));
-  mix_text(absl::StrCat(absl::GetFlag(FLAGS_lr), "/", absl::GetFlag(FLAGS_min_lr_ratio)));
+  mix(static_cast<uint64_t>(schedule.steps));
+  mix(static_cast<uint64_t>(schedule.warmup));
+  mix(schedule.seed);
+  mix_text(absl::StrCat(schedule.lr, "/", schedule.min_lr_ratio));
   mix_text(absl::GetFlag(FLAGS_init_npy));
+  mix_text(absl::GetFlag(FLAGS_resume));
+  mix_text(absl::GetFlag(FLAGS_checkpoint_dir));
+  mix(static_cast<uint64_t>(absl::GetFlag(FLAGS_save_every)));
   mix_text(batch_dir);
   mix(static_cast<uint64_t>(data.size()));
   for (int64_t i = 0; i < data.size(); i += std::max<int64_t>(1, data.size() / 4096))
@@ -224,16 +311,42 @@ absl::Status AgreeOnRun(Communicator& comm, const TokenData& data, const std::st
     if (all[r] != hash)
       return absl::FailedPreconditionError(absl::StrCat(
           "rank ", r, " was started with other training flags or data than rank ", comm.rank(),
-          " (--steps, --warmup, --lr, --min-lr-ratio, --seed, --init-npy, --batch-npy and the "
-          "tokens must agree)"));
+          " (--steps, --warmup, --lr, --min-lr-ratio, --seed, --init-npy, --batch-npy, --resume, "
+          "--checkpoint-dir, --save-every and the tokens must agree)"));
   return absl::OkStatus();
 }
 
 // A JSON number, or null for what JSON cannot hold (NaN, infinities).
 std::string Json(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
 
+// What the checkpoint records of the data: its identity, and the
+// character vocabulary (so a resumed run or a sampler decodes the same ids).
+json DataJson(const TokenData& data, const std::vector<int32_t>& tokens,
+              const std::vector<int32_t>& targets, const std::string& batch_dir) {
+  uint64_t fingerprint = data.Fingerprint();
+  if (!batch_dir.empty()) {
+    fingerprint = 0xCBF29CE484222325ull;
+    for (const std::vector<int32_t>* v : {&tokens, &targets})
+      for (int32_t t : *v) fingerprint = (fingerprint ^ static_cast<uint32_t>(t)) * 0x100000001B3ull;
+  }
+  std::vector<int> vocabulary;
+  for (unsigned char c : data.vocabulary()) vocabulary.push_back(c);
+  return {{"source", batch_dir.empty() ? data.source() : batch_dir},
+          {"tokens", batch_dir.empty() ? data.size() : static_cast<int64_t>(tokens.size())},
+          {"fingerprint", absl::StrFormat("%016x", fingerprint)},
+          {"vocabulary", vocabulary}};
+}
+
 absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   STEPC_RETURN_IF_ERROR(ValidateFlags());
+  // Before step.so brings the OpenMP runtime: --threads, else an explicit
+  // OMP_NUM_THREADS, else the cores divided among this node's ranks.
+  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
+                      : std::getenv("OMP_NUM_THREADS") ? 0
+                                                       : DefaultCpuThreads();
+  if (threads > 0) UseCpuThreads(threads);
+  const std::string shown_threads = threads > 0 ? std::to_string(threads)
+                                                : std::string(std::getenv("OMP_NUM_THREADS"));
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> loaded, Module::Load(path));
   std::shared_ptr<const Module> module(std::move(loaded));
   const stepc_module_info& info = module->info();
@@ -243,7 +356,20 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(module, comm));
   const int rank = comm->rank(), world = comm->size();
   const bool lead = rank == 0;
-  STEPC_RETURN_IF_ERROR(session->InitParams(absl::GetFlag(FLAGS_seed)));
+
+  // A resumed run takes its schedule (and seed, hence its batches) from the
+  // checkpoint; its tensors are loaded once the data is known to match.
+  Schedule schedule = FlagSchedule();
+  std::string resume_dir;
+  CheckpointInfo resumed;
+  json resumed_trainer;
+  if (!absl::GetFlag(FLAGS_resume).empty()) {
+    STEPC_ASSIGN_OR_RETURN(resume_dir, FindLatestCheckpoint(absl::GetFlag(FLAGS_resume)));
+    STEPC_ASSIGN_OR_RETURN(resumed, ReadCheckpointInfo(resume_dir));
+    resumed_trainer = json::parse(resumed.trainer_json, nullptr, false);
+    STEPC_ASSIGN_OR_RETURN(schedule, ResumedSchedule(resumed_trainer, resume_dir, lead));
+  }
+  STEPC_RETURN_IF_ERROR(session->InitParams(schedule.seed));
   if (!absl::GetFlag(FLAGS_init_npy).empty())
     STEPC_RETURN_IF_ERROR(LoadParams(*session, absl::GetFlag(FLAGS_init_npy)));
 
@@ -281,10 +407,33 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     }
     STEPC_RETURN_IF_ERROR(data.Validate(vocab, global_batch, seq));
   }
-  if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, data, batch_dir));
+  const json data_json = DataJson(data, tokens, targets, batch_dir);
+  if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, schedule, data, batch_dir));
 
-  const int64_t steps = absl::GetFlag(FLAGS_steps), log_every = absl::GetFlag(FLAGS_log_every);
-  const int64_t warmup = absl::GetFlag(FLAGS_warmup);
+  int64_t first_step = 1;
+  if (!resume_dir.empty()) {
+    // Other data would make the resumed run another run: refuse it.
+    if (resumed_trainer.is_object() && resumed_trainer.contains("data") &&
+        resumed_trainer["data"].is_object() &&
+        resumed_trainer["data"].value("fingerprint", "") != data_json["fingerprint"])
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint '", resume_dir, "' was trained on ",
+          resumed_trainer["data"].value("source", "other data"), " (",
+          resumed_trainer["data"].value("tokens", int64_t{0}), " tokens); this run reads ",
+          data_json["source"].get<std::string>(), " (", data_json["tokens"].get<int64_t>(),
+          " tokens): resume with the same --data, --corpus or --batch-npy"));
+    STEPC_RETURN_IF_ERROR(session->LoadCheckpoint(resume_dir).status());
+    first_step = session->steps_done() + 1;
+    if (lead)
+      std::printf("stepc-run: resumed %s at step %lld (written by %s, %d rank%s)\n",
+                  resume_dir.c_str(), static_cast<long long>(session->steps_done()),
+                  resumed.sharding.c_str(), resumed.world_size, resumed.world_size > 1 ? "s" : "");
+  }
+
+  const int64_t steps = schedule.steps, log_every = absl::GetFlag(FLAGS_log_every);
+  const int64_t warmup = schedule.warmup;
+  const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  const int64_t save_every = absl::GetFlag(FLAGS_save_every);
   AtomicFile metrics;
   std::string error;
   if (lead && !absl::GetFlag(FLAGS_metrics).empty() &&
@@ -292,26 +441,30 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     return absl::PermissionDeniedError(error);
   // (Only a --warmup asked for: the default outlasting a short test run is
   // not news.)
-  if (lead && warmup > steps && warmup_given)
+  if (lead && warmup > steps && given_flags.contains("warmup"))
     std::fprintf(stderr,
                  "stepc-run: warning: --warmup %lld is longer than --steps %lld: the learning "
                  "rate only reaches %.3g of --lr\n",
                  static_cast<long long>(warmup), static_cast<long long>(steps),
                  double(steps) / double(warmup));
   if (lead)
-    std::printf("stepc-run: %s | planned %.1f MB | batch %lld x %lld | %s | %lld steps%s\n",
+    std::printf("stepc-run: %s | planned %.1f MB | batch %lld x %lld | %s | %lld steps%s%s\n",
                 path.c_str(), session->planned_bytes() / 1e6,
                 static_cast<long long>(global_batch), static_cast<long long>(seq),
                 batch_dir.empty() ? data.source().c_str() : batch_dir.c_str(),
                 static_cast<long long>(steps),
                 world > 1 ? absl::StrCat(" | ", world, " ranks (", info.sharding, ")").c_str()
-                          : "");
+                          : "",
+                module->is_cuda() ? "" : absl::StrCat(" | ", shown_threads, " threads").c_str());
+  if (lead && first_step > steps)
+    std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing left to train\n",
+                static_cast<long long>(first_step - 1), static_cast<long long>(steps));
   std::vector<float> losses;
   StepResult last;
-  for (int64_t step = 1; step <= steps; ++step) {
+  for (int64_t step = first_step; step <= steps; ++step) {
     if (batch_dir.empty()) {
       // The global batch of this step, the same on every rank; keep our rows.
-      data.Sample(absl::GetFlag(FLAGS_seed), step, global_batch, seq, tokens, targets);
+      data.Sample(schedule.seed, step, global_batch, seq, tokens, targets);
       if (world > 1) {
         tokens = RankSlice(tokens, rank, batch, seq);
         targets = RankSlice(targets, rank, batch, seq);
@@ -319,8 +472,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     }
     STEPC_RETURN_IF_ERROR(session->SetInput("tokens", tokens));
     STEPC_RETURN_IF_ERROR(session->SetInput("targets", targets));
-    double lr = LearningRate(step, steps, warmup, absl::GetFlag(FLAGS_lr),
-                             absl::GetFlag(FLAGS_min_lr_ratio));
+    double lr = LearningRate(step, steps, warmup, schedule.lr, schedule.min_lr_ratio);
     auto start = std::chrono::steady_clock::now();
     STEPC_ASSIGN_OR_RETURN(last, session->Step(static_cast<float>(lr)));
     double seconds =
@@ -337,15 +489,32 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
           step, Json(last.loss), lr, Json(last.grad_norm), tokens_per_s, gflops,
           session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
           finite ? "" : ", \"nonfinite\": true");
-    if (lead && (step % log_every == 0 || step == 1 || step == steps || !finite))
+    if (lead && (step % log_every == 0 || step == first_step || step == steps || !finite))
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.2f GFLOP/s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
                   last.grad_norm, tokens_per_s, gflops);
+    std::fflush(stdout);  // a killed run still shows how far it got
     if (!std::isfinite(last.loss)) {
       // The metrics up to the failure are kept: they show how it diverged.
       if (metrics.is_open() && !metrics.Commit(error))
         return absl::DataLossError(error);
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
+    }
+    if (!checkpoint_dir.empty() && ((save_every > 0 && step % save_every == 0) || step == steps)) {
+      auto saving = std::chrono::steady_clock::now();
+      const std::string dir = CheckpointDirForStep(checkpoint_dir, step);
+      const json trainer = {{"trainer", "stepc-run"},
+                            {"schedule", ScheduleJson(schedule)},
+                            {"data", data_json},
+                            {"last", {{"loss", Json(last.loss)}, {"grad_norm", Json(last.grad_norm)}}}};
+      STEPC_RETURN_IF_ERROR(session->SaveCheckpoint(dir, trainer.dump()));
+      if (lead && absl::GetFlag(FLAGS_keep) > 0)
+        STEPC_RETURN_IF_ERROR(
+            PruneCheckpoints(checkpoint_dir, static_cast<int>(absl::GetFlag(FLAGS_keep))));
+      if (lead)
+        std::printf("stepc-run: checkpoint %s (%.2f s)\n", dir.c_str(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - saving)
+                        .count());
     }
   }
   if (lead && session->module().is_cuda())
@@ -402,10 +571,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> spelled(argv, argv + argc);
   std::vector<char*> args;
   for (std::string& arg : spelled) {
-    if (arg.rfind("--warmup", 0) == 0) stepc::warmup_given = true;
-    if (arg.rfind("--", 0) == 0)
-      for (size_t i = 2; i < arg.size() && arg[i] != '='; ++i)
+    if (arg.rfind("--", 0) == 0) {
+      size_t i = 2;
+      for (; i < arg.size() && arg[i] != '='; ++i)
         if (arg[i] == '-') arg[i] = '_';
+      stepc::given_flags.insert(arg.substr(2, i - 2));
+    }
     args.push_back(arg.data());
   }
   std::vector<char*> positional = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

@@ -1,0 +1,53 @@
+// Checkpoints: a directory holding one rank's shards per file and one
+// metadata file, written atomically and checksummed, loadable at any world
+// size and sharding of the same model (see docs/training.md).
+//
+//   DIR/checkpoint.json          format, step, model hash, sharding, global
+//                                shapes, shard files, the trainer's state
+//   DIR/shard-RRRRR-of-WWWWW.bin one writing rank's rows of every tensor:
+//                                magic, index (name, global rows, offset,
+//                                CRC-32 per piece), then the float32 rows
+//
+// Session::SaveCheckpoint and Session::LoadCheckpoint (checkpoint.cc) are
+// the entry points; this header holds what they share with their callers.
+
+#ifndef STEPC_RUNTIME_CHECKPOINT_H_
+#define STEPC_RUNTIME_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace stepc {
+
+// What a checkpoint says besides its tensors.
+struct CheckpointInfo {
+  int64_t step = 0;          // steps done when it was written
+  std::string model_hash;    // of the state tensors' names, roles and global shapes
+  std::string sharding;      // of the run that wrote it ("none", "fsdp:4", ...)
+  int world_size = 1;
+  std::string trainer_json;  // the trainer's own state, a JSON object ("{}" if none)
+};
+
+// The metadata file of the checkpoint at `dir`: NotFound if there is none,
+// DataLoss if it is unreadable or not a stepc checkpoint.
+absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir);
+
+// The newest complete checkpoint under `dir`: `dir` itself if it holds a
+// checkpoint.json, else its subdirectory step-NNNNNNNN with the highest
+// step that does (a partial one, left by a crash, is never chosen).
+// NotFound if there is none.
+absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir);
+
+// The directory stepc-run writes the checkpoint of `step` to, under `root`.
+std::string CheckpointDirForStep(const std::string& root, int64_t step);
+
+// Removes all but the newest `keep` complete checkpoints under `root`, and
+// the partial ones (a crash's leftovers) older than the newest.
+absl::Status PruneCheckpoints(const std::string& root, int keep);
+
+}  // namespace stepc
+
+#endif  // STEPC_RUNTIME_CHECKPOINT_H_

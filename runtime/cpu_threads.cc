@@ -1,0 +1,50 @@
+#include "runtime/cpu_threads.h"
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/numbers.h"
+
+namespace stepc {
+
+int LocalRanksFromEnvironment() {
+  // SLURM_NTASKS_PER_NODE may read "2(x3)": its leading number counts.
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE",
+                          "SLURM_NTASKS_PER_NODE"}) {
+    const char* text = std::getenv(var);
+    if (!text) continue;
+    std::string digits(text, text + std::strspn(text, "0123456789"));
+    int ranks = 0;
+    if (absl::SimpleAtoi(digits, &ranks) && ranks >= 1) return ranks;
+  }
+  return 1;
+}
+
+int DefaultCpuThreads() {
+  const long online = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  cpu_set_t mask;
+  long usable = online;
+  if (sched_getaffinity(0, sizeof(mask), &mask) == 0) usable = std::max(1, CPU_COUNT(&mask));
+  if (usable < online) return static_cast<int>(usable);  // bound by the launcher
+  return static_cast<int>(std::max(1L, usable / LocalRanksFromEnvironment()));
+}
+
+void UseCpuThreads(int threads) {
+  threads = std::max(1, threads);
+  const std::string text = std::to_string(threads);
+  setenv("OMP_NUM_THREADS", text.c_str(), /*overwrite=*/1);
+  setenv("OPENBLAS_NUM_THREADS", text.c_str(), 1);
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+    set(threads);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+    set(threads);
+}
+
+}  // namespace stepc
