@@ -7,6 +7,7 @@
 // handle or a pointer this library never returned is an error (or, for
 // destroy, nothing), never a crash on our side.
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -167,6 +168,112 @@ extern "C" int stepc_session_input_shape(stepc_session* s, const char* name, int
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is not [batch, seq]"));
     *batch = (*shape)[0];
     *seq = (*shape)[1];
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_write_param(stepc_session* s, const char* name, const float* values,
+                                         size_t count, char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(name, "parameter name"); !ok.ok()) return ok;
+    if (count > 0)
+      if (absl::Status ok = NotNull(values, "values"); !ok.ok()) return ok;
+    return (*session)->WriteParam(name, absl::MakeConstSpan(values, count));
+  });
+}
+
+namespace {
+
+// The module argument of the index-th state tensor, or -1.
+int StateArg(const stepc::Session& session, int32_t index) {
+  const stepc_module_info& info = session.module().info();
+  for (int i = 0, seen = 0; i < info.num_args; ++i)
+    if (info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ && seen++ == index) return i;
+  return -1;
+}
+
+}  // namespace
+
+extern "C" int stepc_session_num_tensors(stepc_session* s, int32_t* count, char* error,
+                                         size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(count, "count"); !ok.ok()) return ok;
+    const stepc_module_info& info = (*session)->module().info();
+    *count = 0;
+    for (int i = 0; i < info.num_args; ++i) *count += info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ;
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_tensor_info(stepc_session* s, int32_t index, const char** name,
+                                         int32_t* role, int32_t* rank, int64_t shape[8],
+                                         char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (!name || !role || !rank || !shape)
+      return absl::InvalidArgumentError("name, role, rank or shape is NULL");
+    const int i = StateArg(**session, index);
+    if (i < 0) return absl::OutOfRangeError(absl::StrCat("no state tensor ", index));
+    const stepc_arg_info& a = (*session)->module().info().args[i];
+    absl::StatusOr<std::vector<int64_t>> whole = (*session)->GlobalShape(a.name);
+    if (!whole.ok()) return whole.status();
+    if (whole->size() > 8)
+      return absl::OutOfRangeError(absl::StrCat("'", a.name, "' has more than 8 dimensions"));
+    *name = a.name;
+    *role = a.kind;
+    *rank = static_cast<int32_t>(whole->size());
+    std::copy(whole->begin(), whole->end(), shape);
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_steps_done(stepc_session* s, int64_t* steps, char* error,
+                                        size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(steps, "steps"); !ok.ok()) return ok;
+    *steps = (*session)->steps_done();
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_save_checkpoint(stepc_session* s, const char* dir,
+                                             const char* trainer_json, char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(dir, "checkpoint directory"); !ok.ok()) return ok;
+    return (*session)->SaveCheckpoint(dir, trainer_json ? trainer_json : "{}");
+  });
+}
+
+extern "C" int stepc_session_load_checkpoint(stepc_session* s, const char* dir, int64_t* step,
+                                             char* trainer_json, size_t trainer_json_len,
+                                             char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(dir, "checkpoint directory"); !ok.ok()) return ok;
+    // The trainer state must fit before anything is loaded.
+    if (trainer_json) {
+      absl::StatusOr<stepc::CheckpointInfo> info = stepc::ReadCheckpointInfo(dir);
+      if (!info.ok()) return info.status();
+      if (info->trainer_json.size() + 1 > trainer_json_len)
+        return absl::OutOfRangeError(absl::StrCat(
+            "the checkpoint's trainer state needs ", info->trainer_json.size() + 1,
+            " bytes; trainer_json_len is ", trainer_json_len));
+    }
+    absl::StatusOr<stepc::CheckpointInfo> loaded = (*session)->LoadCheckpoint(dir);
+    if (!loaded.ok()) return loaded.status();
+    if (step) *step = loaded->step;
+    if (trainer_json)
+      std::memcpy(trainer_json, loaded->trainer_json.c_str(), loaded->trainer_json.size() + 1);
     return absl::OkStatus();
   });
 }

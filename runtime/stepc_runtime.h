@@ -32,6 +32,37 @@ int stepc_session_step(stepc_session *session, float lr, float *loss, float *gra
 /* Copies the float tensor `name` (a parameter or moment) into `out`. */
 int stepc_session_read_param(stepc_session *session, const char *name, float *out,
                              size_t count, char *error, size_t error_len);
+/* Writes the whole float tensor `name` (a parameter or moment) from
+ * `values` (count must be its number of elements). */
+int stepc_session_write_param(stepc_session *session, const char *name, const float *values,
+                              size_t count, char *error, size_t error_len);
+
+/* The state tensors (parameters, then their AdamW moments): how many, and
+ * the i-th's name (valid while the session lives), role (0 parameter,
+ * 1 exp_avg, 2 exp_avg_sq), rank and whole shape (up to 8 dimensions are
+ * written to `shape`). */
+int stepc_session_num_tensors(stepc_session *session, int32_t *count, char *error,
+                              size_t error_len);
+int stepc_session_tensor_info(stepc_session *session, int32_t index, const char **name,
+                              int32_t *role, int32_t *rank, int64_t shape[8], char *error,
+                              size_t error_len);
+/* Steps taken (or loaded from a checkpoint) so far. */
+int stepc_session_steps_done(stepc_session *session, int64_t *steps, char *error,
+                             size_t error_len);
+
+/* Checkpoints (docs/training.md): parameters, moments and the step count,
+ * with `trainer_json` (a JSON object of the host's own state, or NULL)
+ * kept verbatim; written to `dir` atomically and checksummed. Loading
+ * accepts a checkpoint of the same model from any sharding, verifies every
+ * checksum and leaves the session unchanged on any error; `step` (may be
+ * NULL) receives its step count and `trainer_json` (may be NULL) its
+ * trainer state, which must fit in `trainer_json_len` bytes with its NUL. */
+int stepc_session_save_checkpoint(stepc_session *session, const char *dir,
+                                  const char *trainer_json, char *error, size_t error_len);
+int stepc_session_load_checkpoint(stepc_session *session, const char *dir, int64_t *step,
+                                  char *trainer_json, size_t trainer_json_len, char *error,
+                                  size_t error_len);
+
 /* Batch shape [batch, seq] of input `name`. */
 int stepc_session_input_shape(stepc_session *session, const char *name, int64_t *batch,
                               int64_t *seq, char *error, size_t error_len);

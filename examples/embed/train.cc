@@ -1,41 +1,43 @@
 // A host trainer embedding the stepc runtime through its C API
 // (runtime/stepc_runtime.h): load a compiled step.so, initialise, feed
-// batches, step. Any language with a C FFI can do the same.
+// batches, step, checkpoint and resume. Any language with a C FFI can do
+// the same.
 //
 //   stepc examples/gpt-small/model.mlir -o step.so --target=cpu
-//   build/bin/embed_train step.so [steps]
+//   build/bin/embed_train step.so [steps] [checkpoint-dir]
+//
+// With a checkpoint directory it also trains the first half, saves, loads
+// the checkpoint into a fresh session, trains the second half, and checks
+// that every tensor equals the straight run's bit for bit.
 //
 // The batches here are a toy task (predict the next id of a counting
 // sequence) so that the example needs no data file.
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "runtime/stepc_runtime.h"
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s step.so [steps]\n", argv[0]);
-    return 2;
-  }
-  const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
-  char error[512];
-  stepc_session* session = stepc_session_create(argv[1], error, sizeof(error));
-  if (!session) {
-    std::fprintf(stderr, "error: %s\n", error);
-    return 1;
-  }
+namespace {
+
+char error[512];
+
+bool Fail(stepc_session* session) {
+  std::fprintf(stderr, "error: %s\n", error);
+  stepc_session_destroy(session);
+  return false;
+}
+
+// Steps [first, last] of the toy task; prints each loss.
+bool Train(stepc_session* session, int first, int last, float* first_loss, float* loss) {
   int64_t batch = 0, seq = 0;
-  if (stepc_session_input_shape(session, "tokens", &batch, &seq, error, sizeof(error)) ||
-      stepc_session_init_params(session, /*seed=*/42, error, sizeof(error))) {
-    std::fprintf(stderr, "error: %s\n", error);
-    stepc_session_destroy(session);
-    return 1;
-  }
+  if (stepc_session_input_shape(session, "tokens", &batch, &seq, error, sizeof(error)))
+    return false;
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
-  float first = 0, loss = 0, norm = 0;
-  for (int step = 1; step <= steps; ++step) {
+  float norm = 0;
+  for (int step = first; step <= last; ++step) {
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t t = 0; t < seq; ++t) {
         tokens[b * seq + t] = static_cast<int32_t>((b * 7 + t + step) % 64);
@@ -45,15 +47,80 @@ int main(int argc, char** argv) {
                                 sizeof(error)) ||
         stepc_session_set_input(session, "targets", targets.data(), targets.size(), error,
                                 sizeof(error)) ||
-        stepc_session_step(session, 3e-3f, &loss, &norm, error, sizeof(error))) {
-      std::fprintf(stderr, "error: %s\n", error);
-      stepc_session_destroy(session);
-      return 1;
-    }
-    if (step == 1) first = loss;
-    std::printf("step %d loss %.4f grad_norm %.4f\n", step, loss, norm);
+        stepc_session_step(session, 3e-3f, loss, &norm, error, sizeof(error)))
+      return false;
+    if (step == 1) *first_loss = *loss;
+    std::printf("step %d loss %.4f grad_norm %.4f\n", step, *loss, norm);
   }
+  return true;
+}
+
+// Whether every state tensor of `a` and `b` is bit-identical; counts them.
+bool SameTensors(stepc_session* a, stepc_session* b, int32_t* count) {
+  if (stepc_session_num_tensors(a, count, error, sizeof(error))) return false;
+  for (int32_t i = 0; i < *count; ++i) {
+    const char* name = nullptr;
+    int32_t role = 0, rank = 0;
+    int64_t shape[8];
+    if (stepc_session_tensor_info(a, i, &name, &role, &rank, shape, error, sizeof(error)))
+      return false;
+    size_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= static_cast<size_t>(shape[d]);
+    std::vector<float> x(n), y(n);
+    if (stepc_session_read_param(a, name, x.data(), n, error, sizeof(error)) ||
+        stepc_session_read_param(b, name, y.data(), n, error, sizeof(error)))
+      return false;
+    if (std::memcmp(x.data(), y.data(), n * sizeof(float)) != 0) {
+      std::snprintf(error, sizeof(error), "'%s' differs after the resume", name);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s step.so [steps] [checkpoint-dir]\n", argv[0]);
+    return 2;
+  }
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
+  const char* checkpoint = argc > 3 ? argv[3] : nullptr;
+  stepc_session* session = stepc_session_create(argv[1], error, sizeof(error));
+  if (!session) {
+    std::fprintf(stderr, "error: %s\n", error);
+    return 1;
+  }
+  float first = 0, loss = 0;
+  if (stepc_session_init_params(session, /*seed=*/42, error, sizeof(error)) ||
+      !Train(session, 1, steps, &first, &loss))
+    return Fail(session), 1;
   std::printf("loss %.4f -> %.4f\n", first, loss);
+  if (checkpoint) {
+    // Half, save, a new session from the checkpoint, the other half.
+    stepc_session* half = stepc_session_create(argv[1], error, sizeof(error));
+    float ignored = 0, resumed_loss = 0;
+    int64_t step = 0;
+    char trainer[256];
+    if (!half || stepc_session_init_params(half, 42, error, sizeof(error)) ||
+        !Train(half, 1, steps / 2, &ignored, &resumed_loss) ||
+        stepc_session_save_checkpoint(half, checkpoint, "{\"host\": \"embed_train\"}", error,
+                                      sizeof(error)))
+      return Fail(half), stepc_session_destroy(session), 1;
+    stepc_session_destroy(half);
+    stepc_session* resumed = stepc_session_create(argv[1], error, sizeof(error));
+    int32_t tensors = 0;
+    if (!resumed ||
+        stepc_session_load_checkpoint(resumed, checkpoint, &step, trainer, sizeof(trainer),
+                                      error, sizeof(error)) ||
+        !Train(resumed, static_cast<int>(step) + 1, steps, &ignored, &resumed_loss) ||
+        !SameTensors(session, resumed, &tensors))
+      return Fail(resumed), stepc_session_destroy(session), 1;
+    std::printf("resumed at step %lld (%s): %d tensors bit-identical to the straight run\n",
+                static_cast<long long>(step), trainer, tensors);
+    stepc_session_destroy(resumed);
+  }
   stepc_session_destroy(session);
   return loss < first ? 0 : 1;
 }
