@@ -12,6 +12,7 @@ set -euo pipefail
 #   openmpi-bin, libopenmpi-dev: launching ranks (mpirun) and CPU collectives.
 #   clang, libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh).
 #   nlohmann-json3-dev, zlib1g-dev: checkpoint metadata and checksums.
+#   pkg-config: the install test builds against the installed stepc.pc.
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
@@ -20,7 +21,7 @@ packages=(
   libopenblas-openmp-dev
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev
-  nlohmann-json3-dev zlib1g-dev
+  nlohmann-json3-dev zlib1g-dev pkg-config
 )
 
 missing=()

@@ -15,9 +15,39 @@ using namespace stepc;
 
 // Where the runtime headers and the kernel libraries are: compiled in by
 // CMake, overridable for an installed tree.
-static std::string dirFromEnv(const char *var, const char *fallback) {
+/// The prefix stepc is installed under (`cmake --install`: PREFIX/bin/stepc
+/// beside PREFIX/include/stepc/runtime and PREFIX/lib), or "" when it runs
+/// from its build tree.
+static std::string installPrefix() {
+  static const std::string prefix = [] {
+    static int anchor;
+    std::string exe = llvm::sys::fs::getMainExecutable(nullptr, &anchor);
+    llvm::SmallString<256> root(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+    llvm::SmallString<256> abi(root);
+    llvm::sys::path::append(abi, "include", "stepc", "runtime", "stepc_abi.h");
+    return llvm::sys::fs::exists(abi) ? std::string(root) : std::string();
+  }();
+  return prefix;
+}
+
+/// A directory step.so is built against: $VAR if set, else the installed
+/// layout's `installed` under the prefix, else the build tree's `fallback`.
+static std::string dirFromEnv(const char *var, const char *fallback, const char *installed) {
   const char *value = std::getenv(var);
-  return value && *value ? value : fallback;
+  if (value && *value)
+    return value;
+  if (!installPrefix().empty())
+    return installPrefix() + "/" + installed;
+  return fallback;
+}
+
+static std::string runtimeIncludeDir() {
+  return dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR,
+                    "include/stepc/runtime");
+}
+
+static std::string libraryDir() {
+  return dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR, "lib");
 }
 
 /// Where a compiler writes step.so before it is renamed into place: a failed
@@ -84,9 +114,9 @@ llvm::Error stepc::compileCpuSharedObject(const std::string &source,
     return llvm::createStringError(std::errc::no_such_file_or_directory,
                                    "no C++ compiler: %s",
                                    llvm::toString(cxx.takeError()).c_str());
-  std::string include = dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR);
+  std::string include = runtimeIncludeDir();
   std::string kernels = include + "/kernels/cpu";
-  std::string libDir = dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR);
+  std::string libDir = libraryDir();
   std::string sourcePath = output + ".cpp";
   return runCompiler(source, sourcePath, output,
                      {*cxx, "-std=c++17", "-O3", "-march=native", "-fopenmp", "-fPIC",
@@ -103,9 +133,9 @@ llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std:
                                    "no CUDA compiler for --target=cuda (the default): %s; "
                                    "--target=cpu builds for this machine's CPU",
                                    llvm::toString(nvcc.takeError()).c_str());
-  std::string include = dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR);
+  std::string include = runtimeIncludeDir();
   std::string kernels = include + "/kernels/cuda";
-  std::string libDir = dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR);
+  std::string libDir = libraryDir();
   std::string library = libDir + "/libstepc_kernels_cuda.a";
   if (!llvm::sys::fs::exists(library))
     return llvm::createStringError(std::errc::no_such_file_or_directory,
@@ -132,9 +162,9 @@ llvm::Error stepc::compileCudaEmulatedSharedObject(const std::string &source,
   if (!cxx)
     return llvm::createStringError(std::errc::no_such_file_or_directory, "no C++ compiler: %s",
                                    llvm::toString(cxx.takeError()).c_str());
-  std::string include = dirFromEnv("STEPC_RUNTIME_INCLUDE_DIR", STEPC_RUNTIME_INCLUDE_DIR);
+  std::string include = runtimeIncludeDir();
   std::string root = llvm::sys::path::parent_path(include).str();
-  std::string libDir = dirFromEnv("STEPC_LIBRARY_DIR", STEPC_LIBRARY_DIR);
+  std::string libDir = libraryDir();
   std::string library = libDir + "/libstepc_kernels_cuda_emulated.a";
   if (!llvm::sys::fs::exists(library))
     return llvm::createStringError(std::errc::no_such_file_or_directory,
