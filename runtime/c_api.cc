@@ -277,3 +277,15 @@ extern "C" int stepc_session_load_checkpoint(stepc_session* s, const char* dir, 
     return absl::OkStatus();
   });
 }
+
+extern "C" int stepc_session_eval(stepc_session* s, float* loss, char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(loss, "loss"); !ok.ok()) return ok;
+    absl::StatusOr<float> value = (*session)->Eval();
+    if (!value.ok()) return value.status();
+    *loss = *value;
+    return absl::OkStatus();
+  });
+}

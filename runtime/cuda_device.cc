@@ -109,14 +109,30 @@ class CudaDevice : public Device {
                              reinterpret_cast<uintptr_t>(&module);
     if (absl::Status s = runner_->Run(launcher, binding); !s.ok()) return s;
     STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-    const int32_t* st = reported_->status;
-    if (st[0] != 0) {
-      const stepc_module_info& info = module.info();
-      const char* site = st[0] <= info.num_check_sites ? info.check_sites[st[0] - 1] : "an op";
-      return absl::InvalidArgumentError(absl::StrCat(site, " ", st[2], " at position ", st[1],
-                                                     " is outside [0, ", st[3], ")"));
-    }
+    STEPC_RETURN_IF_ERROR(CheckStatus(module));
     return StepResult{reported_->loss, reported_->grad_norm};
+  }
+
+  // The first id out of range the step's device checks found, as an error.
+  absl::Status CheckStatus(const Module& module) const {
+    const int32_t* st = reported_->status;
+    if (st[0] == 0) return absl::OkStatus();
+    const stepc_module_info& info = module.info();
+    const char* site = st[0] <= info.num_check_sites ? info.check_sites[st[0] - 1] : "an op";
+    return absl::InvalidArgumentError(absl::StrCat(site, " ", st[2], " at position ", st[1],
+                                                   " is outside [0, ", st[3], ")"));
+  }
+
+  absl::StatusOr<float> RunEval(const Module& module,
+                                const stepc_collectives* collectives) override {
+    stepc_device dev{stream_, reported_->status};
+    char error[512] = {0};
+    if (module.RunEval(args_.data(), arena_,
+                       collectives, &dev, &reported_->loss, error, sizeof(error)))
+      return absl::InternalError(error);
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    STEPC_RETURN_IF_ERROR(CheckStatus(module));
+    return reported_->loss;
   }
 
   // NCCL lives in libstepc_runtime_nccl.so beside this library, loaded

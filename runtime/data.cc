@@ -112,6 +112,17 @@ uint64_t TokenData::Fingerprint() const {
   return hash;
 }
 
+TokenData TokenData::HoldOut(double fraction) {
+  TokenData held;
+  const int64_t keep = size() - static_cast<int64_t>(static_cast<double>(size()) * fraction);
+  held.tokens_.assign(tokens_.begin() + keep, tokens_.end());
+  tokens_.resize(keep);
+  held.alphabet_ = alphabet_;
+  held.source_ = absl::StrCat("the last ", fraction, " of ", source_);
+  source_ = absl::StrCat("the first ", 1 - fraction, " of ", source_);
+  return held;
+}
+
 absl::Status TokenData::Validate(int64_t vocab, int64_t batch, int64_t seq) const {
   if (size() < seq + 1)
     return absl::InvalidArgumentError(absl::StrCat(

@@ -39,6 +39,11 @@ class TokenData {
   void Sample(uint64_t seed, int64_t step, int64_t batch, int64_t seq,
               std::vector<int32_t>& tokens, std::vector<int32_t>& targets) const;
 
+  // Moves the last `fraction` (0 < fraction < 1) of the tokens into the
+  // returned data (a validation split, nanoGPT-style: the text's end), which
+  // shares this data's vocabulary; `source` names it in errors.
+  TokenData HoldOut(double fraction);
+
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
   int32_t token(int64_t i) const { return tokens_[i]; }
   // Distinct symbols (the character vocabulary; 0 for token files).

@@ -67,11 +67,13 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   if (!module->handle_)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load '", path, "' as a shared object: ", dlerror()));
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v3)>(
-      dlsym(module->handle_, "stepc_module_info_v3"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v3)>(
-      dlsym(module->handle_, "stepc_train_step_v3"));
-  if (!info || !module->step_) {
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v4)>(
+      dlsym(module->handle_, "stepc_module_info_v4"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v4)>(
+      dlsym(module->handle_, "stepc_train_step_v4"));
+  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v4)>(
+      dlsym(module->handle_, "stepc_eval_step_v4"));
+  if (!info || !module->step_ || !module->eval_) {
     // Earlier ABIs named their entry points after their version.
     for (int version = STEPC_ABI_VERSION - 1; version >= 1; --version)
       if (dlsym(module->handle_, absl::StrCat("stepc_module_info_v", version).c_str()))

@@ -28,11 +28,16 @@ class Module {
   // A CUDA step (for a GPU, or built for the host emulation of CUDA).
   bool is_cuda() const;
   bool is_cuda_emulation() const;
-  // Runs one step; see stepc_train_step_v3.
+  // Runs one step; see stepc_train_step_v4.
   int Run(void* const* args, char* arena, const stepc_collectives* collectives,
           const stepc_device* device, float* loss, float* grad_norm, char* error,
           size_t error_len) const {
     return step_(args, arena, collectives, device, loss, grad_norm, error, error_len);
+  }
+  // The loss alone; see stepc_eval_step_v4.
+  int RunEval(void* const* args, char* arena, const stepc_collectives* collectives,
+              const stepc_device* device, float* loss, char* error, size_t error_len) const {
+    return eval_(args, arena, collectives, device, loss, error, error_len);
   }
 
  private:
@@ -40,7 +45,8 @@ class Module {
   std::string path_;
   void* handle_ = nullptr;
   const stepc_module_info* info_ = nullptr;
-  decltype(&stepc_train_step_v3) step_ = nullptr;
+  decltype(&stepc_train_step_v4) step_ = nullptr;
+  decltype(&stepc_eval_step_v4) eval_ = nullptr;
 };
 
 }  // namespace stepc

@@ -59,10 +59,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
           absl::StrCat("argument '", a.name, "' has a dtype the runtime does not hold"));
     }
   }
+  // The training and the forward-only step share one arena, each at its
+  // end (so the guard page follows either).
+  const int64_t arena_bytes = std::max(info.arena_bytes, info.eval_arena_bytes);
   if (s->device_) {
     std::vector<int64_t> bytes(info.num_args);
     for (int i = 0; i < info.num_args; ++i) bytes[i] = s->ArgBytes(i);
-    STEPC_RETURN_IF_ERROR(s->device_->Allocate(bytes, info.arena_bytes));
+    STEPC_RETURN_IF_ERROR(s->device_->Allocate(bytes, arena_bytes));
     for (int i = 0; i < info.num_args; ++i) s->args_[i] = s->device_->arg(i);
     s->arena_ = s->device_->arena();
     s->host_newer_.assign(info.num_args, true);
@@ -72,7 +75,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   // The arena ends exactly at a PROT_NONE page: a kernel writing past its
   // planned end faults at once instead of corrupting memory.
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  size_t bytes = (static_cast<size_t>(info.arena_bytes) + page - 1) / page * page;
+  size_t bytes = (static_cast<size_t>(arena_bytes) + page - 1) / page * page;
   s->mapping_bytes_ = bytes + page;
   void* map = mmap(nullptr, s->mapping_bytes_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -83,6 +86,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   if (mprotect(s->mapping_ + bytes, page, PROT_NONE) != 0)
     return absl::InternalError("cannot protect the arena's guard page");
   s->arena_ = s->mapping_ + bytes - info.arena_bytes;  // arena_bytes is a multiple of 64
+  s->eval_arena_ = s->mapping_ + bytes - info.eval_arena_bytes;
   return s;
 }
 
@@ -277,6 +281,35 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
   return result;
 }
 
+absl::StatusOr<float> Session::Eval() {
+  const stepc_module_info& info = module_->info();
+  if (!initialized_)
+    return absl::FailedPreconditionError(
+        "no parameters yet: initialise or load them before evaluating");
+  for (int i = 0; i < info.num_args; ++i)
+    if (info.args[i].kind == STEPC_ARG_INPUT && !inputs_set_.contains(i))
+      return absl::FailedPreconditionError(
+          absl::StrCat("input '", info.args[i].name, "' was never set (SetInput)"));
+  if (device_) {
+    STEPC_RETURN_IF_ERROR(Upload());
+    absl::StatusOr<float> loss = device_->RunEval(*module_, communicator_->table());
+    if (!loss.ok())
+      return absl::Status(loss.status().code(),
+                          absl::StrCat("evaluation failed: ", loss.status().message()));
+    return *loss;
+  }
+  float loss = 0;
+  char error[512] = {0};
+  if (module_->RunEval(args_.data(), eval_arena_, communicator_->table(), nullptr, &loss, error,
+                       sizeof(error))) {
+    if (!communicator_->last_error().ok())
+      return absl::UnavailableError(absl::StrCat("evaluation failed: ", error, ": ",
+                                                 communicator_->last_error().message()));
+    return absl::InvalidArgumentError(absl::StrCat("evaluation failed: ", error));
+  }
+  return loss;
+}
+
 absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) const {
   STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
   const stepc_arg_info& a = module_->info().args[i];
@@ -330,7 +363,7 @@ absl::StatusOr<std::vector<int64_t>> Session::GlobalShape(const std::string& nam
 }
 
 int64_t Session::planned_bytes() const {
-  int64_t bytes = module_->info().arena_bytes;
+  int64_t bytes = std::max(module_->info().arena_bytes, module_->info().eval_arena_bytes);
   for (const auto& f : floats_) bytes += f.size() * sizeof(float);
   for (const auto& v : ints_) bytes += v.size() * sizeof(int32_t);
   return bytes;

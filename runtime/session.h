@@ -43,6 +43,11 @@ class Session {
   // One training step at learning rate `lr`; counts steps from 1.
   absl::StatusOr<StepResult> Step(float lr);
 
+  // The loss of the inputs set (SetInput) under the current parameters, by
+  // the forward-only step: no gradient, no update, the step count unchanged.
+  // Collective under sharding, like Step.
+  absl::StatusOr<float> Eval();
+
   // A float argument (parameter or moment, e.g. "exp_avg.wte") by name, the
   // whole tensor: a sharded one is gathered from every rank, so under fsdp
   // every rank must call ReadParam for the same names in the same order.
@@ -100,6 +105,7 @@ class Session {
   char* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
   char* arena_ = nullptr;
+  char* eval_arena_ = nullptr;  // the forward-only step's (same mapping)
   int64_t steps_ = 0;
   // A step needs initialised parameters and every input set once.
   bool initialized_ = false;

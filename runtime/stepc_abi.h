@@ -1,7 +1,8 @@
 /* stepc_abi.h - the C ABI between a compiled step.so and the runtime.
  *
- * step.so exports `stepc_module_info` (what it holds) and `stepc_train_step`
- * (one training step). The runtime checks `abi_version` before anything else:
+ * step.so exports `stepc_module_info` (what it holds), `stepc_train_step`
+ * (one training step) and `stepc_eval_step` (the loss alone: no gradient,
+ * no update). The runtime checks `abi_version` before anything else:
  * a step.so from another ABI is refused with a status, never called.
  */
 #ifndef STEPC_ABI_H_
@@ -14,7 +15,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 3
+#define STEPC_ABI_VERSION 4
 
 /* What an argument of the training step is. */
 enum stepc_arg_kind {
@@ -102,6 +103,8 @@ typedef struct {
   int32_t num_check_sites;
   const char *const *check_sites;
   const char *precision; /* "fp32" or "bf16" */
+  /* The arena stepc_eval_step needs (its own plan, at the same base). */
+  int64_t eval_arena_bytes;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues
@@ -118,7 +121,7 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v3(void);
+const stepc_module_info *stepc_module_info_v4(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
@@ -128,9 +131,16 @@ const stepc_module_info *stepc_module_info_v3(void);
  * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
  * or nonzero with a message in `error` (for instance a token id outside the
  * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v3(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_train_step_v4(void *const *args, char *arena, const stepc_collectives *collectives,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len);
+
+/* The forward-only step on the same arguments: writes the loss (the global
+ * mean, as the training step's) and changes no argument. `arena` holds
+ * eval_arena_bytes. Under sharding it runs its own collectives (fsdp's
+ * parameter gathers, the loss's all-reduce) on every rank. */
+int stepc_eval_step_v4(void *const *args, char *arena, const stepc_collectives *collectives,
+                       const stepc_device *device, float *loss, char *error, size_t error_len);
 
 #ifdef __cplusplus
 }

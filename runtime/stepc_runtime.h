@@ -29,6 +29,9 @@ int stepc_session_set_input(stepc_session *session, const char *name, const int3
                             size_t count, char *error, size_t error_len);
 int stepc_session_step(stepc_session *session, float lr, float *loss, float *grad_norm,
                        char *error, size_t error_len);
+/* The loss of the inputs set, by the forward-only step: no gradient, no
+ * update (the parameters, moments and step count are unchanged). */
+int stepc_session_eval(stepc_session *session, float *loss, char *error, size_t error_len);
 /* Copies the float tensor `name` (a parameter or moment) into `out`. */
 int stepc_session_read_param(stepc_session *session, const char *name, float *out,
                              size_t count, char *error, size_t error_len);

@@ -66,7 +66,9 @@ private:
   }
   void stepBegin(raw_ostream &) override {}
   void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override {
-    os << "  *loss = " << loss << "[0];\n  *grad_norm = " << norm << "[0];\n";
+    os << "  *loss = " << loss << "[0];\n";
+    if (!norm.empty())  // the eval entry has none
+      os << "  *grad_norm = " << norm << "[0];\n";
   }
   std::string copyStatement(const std::string &dst, const std::string &src,
                             int64_t bytes) override {
@@ -216,6 +218,14 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 } // namespace
 
 FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const MemoryPlan &plan,
-                                            const SummarizeFn &summarize) {
-  return CpuEmitter(step, plan).run(summarize);
+                                            const SummarizeFn &summarize,
+                                            const EvalEntry &eval) {
+  CpuEmitter emitter(step, plan);
+  if (eval.step) {
+    FailureOr<SourceEmitter::EvalFragment> fragment = CpuEmitter(eval.step, *eval.plan).runEval();
+    if (failed(fragment))
+      return failure();
+    emitter.setEval(*fragment);
+  }
+  return emitter.run(summarize);
 }

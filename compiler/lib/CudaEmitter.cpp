@@ -211,10 +211,11 @@ void CudaEmitter::stepBegin(raw_ostream &os) {
 
 void CudaEmitter::stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) {
   os << "  STEPC_CUDA(cudaMemcpyAsync(loss, " << loss
-     << ", sizeof(float), cudaMemcpyDeviceToHost, stream), \"loss\");\n"
-     << "  STEPC_CUDA(cudaMemcpyAsync(grad_norm, " << norm
-     << ", sizeof(float), cudaMemcpyDeviceToHost, stream), \"grad_norm\");\n"
-     << "  STEPC_CUDA(cudaMemcpyAsync(device->host_status, ctx->status, 4 * sizeof(int32_t), "
+     << ", sizeof(float), cudaMemcpyDeviceToHost, stream), \"loss\");\n";
+  if (!norm.empty())  // the eval entry has none
+    os << "  STEPC_CUDA(cudaMemcpyAsync(grad_norm, " << norm
+       << ", sizeof(float), cudaMemcpyDeviceToHost, stream), \"grad_norm\");\n";
+  os << "  STEPC_CUDA(cudaMemcpyAsync(device->host_status, ctx->status, 4 * sizeof(int32_t), "
         "cudaMemcpyDeviceToHost, stream), \"status\");\n";
 }
 
@@ -237,7 +238,10 @@ void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
   std::string signature = params + "|" + statements;
   std::string &name = elementwiseKernels[signature];
   if (name.empty()) {
-    name = "stepc_elementwise" + std::to_string(elementwiseKernels.size() - 1);
+    // (nvcc's launch stubs do not tell a namespace's kernel from a global one
+    // of the same signature: the eval entry's kernels get their own names.)
+    name = (evalEntry ? "stepc_eval_elementwise" : "stepc_elementwise") +
+           std::to_string(elementwiseKernels.size() - 1);
     pre << "// " << what << "\n__global__ void " << name << "(" << params << "int64_t n) {\n"
         << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;\n"
         << "       i += (int64_t)gridDim.x * blockDim.x) {\n"
@@ -677,6 +681,15 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
 
 FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan &plan,
                                              const CudaFusions &fusions,
-                                             const SummarizeFn &summarize) {
-  return CudaEmitter(step, plan, fusions).run(summarize);
+                                             const SummarizeFn &summarize,
+                                             const EvalEntry &eval) {
+  CudaEmitter emitter(step, plan, fusions);
+  if (eval.step) {
+    FailureOr<SourceEmitter::EvalFragment> fragment =
+        CudaEmitter(eval.step, *eval.plan, *eval.fusions).runEval();
+    if (failed(fragment))
+      return failure();
+    emitter.setEval(*fragment);
+  }
+  return emitter.run(summarize);
 }

@@ -143,6 +143,8 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
         /*flopsPerCommByte=*/options.target == "cuda" ? 2000.0 : 200.0, "greedy"}));
   if (options.until == "train-step")
     return success();
+  // The forward-only entry (evaluation), lowered with the step.
+  pm.addPass(createStepEvalStep());
   // Target lowering: the kernels the back end launches.
   if (options.target == "cuda")
     pm.addPass(createStepFuseGemmEpilogues());

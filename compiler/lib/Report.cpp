@@ -227,5 +227,6 @@ llvm::json::Object StepReport::toJson() const {
   optional("target_arena_bytes", targetArenaBytes);
   optional("target_planned_peak_bytes", targetPlannedPeakBytes);
   optional("target_launches_per_step", targetLaunchesPerStep);
+  optional("eval_arena_bytes", evalArenaBytes);
   return json;
 }

@@ -335,12 +335,12 @@ std::string SourceEmitter::metadata() {
      << summary.meshShape[0] << ", " << (summary.meshShape.size() > 1 ? summary.meshShape[1] : 1)
      << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
      << ", " << checkSites.size() << ", " << (checkSites.empty() ? "0" : "kCheckSites") << ", "
-     << cString(summary.precision) << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v3(void) { return &kInfo; }\n";
+     << cString(summary.precision) << ", " << evalArenaBytes << "};\n\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v4(void) { return &kInfo; }\n";
   return text;
 }
 
-FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
+LogicalResult SourceEmitter::emitBody() {
   Block &block = step.getBody().front();
   planFusions();
   for (Operation &op : block) {
@@ -390,7 +390,53 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
          << failWith("a collective nothing reads failed") << "\n";
   pending.clear();
   finishBody();
-  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  return success();
+}
+
+/// The function's head: the argument and arena buffer names.
+void SourceEmitter::bufferNames(raw_ostream &os) {
+  os << "  if (kInfo.world_size > 1 && (!collectives || collectives->size != kInfo.world_size))\n"
+     << "    " << failWith("a sharded step needs collectives over its world size") << "\n";
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    std::string type = cType(typeOf(step.getArgument(i)).getElementType());
+    os << "  " << type << " *a" << i << " = (" << type << " *)args[" << i << "];\n";
+  }
+  for (size_t id = 0; id < plan.buffers.size(); ++id)
+    os << "  char *b" << id << " = arena + " << plan.buffers[id].offset << ";\n";
+}
+
+FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
+  evalEntry = true;
+  if (failed(emitBody()))
+    return failure();
+  auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+  auto name = step.getResultAttrOfType<StringAttr>(0, StepDialect::kResultAttrName);
+  if (ret.getNumOperands() != 1 || !name || name.getValue() != "loss")
+    return step.emitOpError() << "expects one result, named 'loss' (a step.eval_step)";
+  EvalFragment fragment;
+  fragment.arenaBytes = arenaBytes();
+  fragment.checkSites = checkSites;
+  llvm::raw_string_ostream os(fragment.text);
+  // Its own namespace: its constant tables and kernels keep their names.
+  os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
+     << "namespace stepc_eval {\n\n"
+     << pre.str() << "\n"
+     << "extern \"C\" int stepc_eval_step_v4(void *const *args, char *arena,\n"
+     << "                                  const stepc_collectives *collectives,\n"
+     << "                                  const stepc_device *device, float *loss,\n"
+     << "                                  char *error, size_t error_len) {\n";
+  bufferNames(os);
+  stepBegin(os);
+  os << body.str();
+  stepEnd(os, ptr(ret.getOperand(0)), "");
+  os << "  return 0;\n}\n\n}  // namespace stepc_eval\n";
+  return fragment;
+}
+
+FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
+  if (failed(emitBody()))
+    return failure();
+  auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   std::string lossExpr, normExpr;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
@@ -405,7 +451,7 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
   if (lossExpr.empty() || normExpr.empty())
     return step.emitOpError() << "expects results named 'loss' and 'grad_norm'";
   // The body fixed the arena and the launches; the metadata names them.
-  FailureOr<ModuleSummary> summarized = summarize(StepShape{arenaBytes(), launchCount()});
+  FailureOr<ModuleSummary> summarized = summarize(StepShape{arenaBytes(), launchCount(), evalArenaBytes});
   if (failed(summarized))
     return failure();
   summary = std::move(*summarized);
@@ -418,21 +464,14 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
      << "  snprintf(error, len, \"%s\", text);\n  return 1;\n}\n\n"
      << pre.str() << "\n"
      << metadata() << "\n"
-     << "extern \"C\" int stepc_train_step_v3(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v4(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
-     << "                                   float *grad_norm, char *error, size_t error_len) {\n"
-     << "  if (kInfo.world_size > 1 && (!collectives || collectives->size != kInfo.world_size))\n"
-     << "    " << failWith("a sharded step needs collectives over its world size") << "\n";
-  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
-    std::string type = cType(typeOf(step.getArgument(i)).getElementType());
-    os << "  " << type << " *a" << i << " = (" << type << " *)args[" << i << "];\n";
-  }
-  for (size_t id = 0; id < plan.buffers.size(); ++id)
-    os << "  char *b" << id << " = arena + " << plan.buffers[id].offset << ";\n";
+     << "                                   float *grad_norm, char *error, size_t error_len) {\n";
+  bufferNames(os);
   stepBegin(os);
   os << body.str();
   stepEnd(os, lossExpr, normExpr);
   os << "  return 0;\n}\n";
-  return out;
+  return out + evalText;
 }

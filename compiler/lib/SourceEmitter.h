@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace stepc {
 
@@ -46,8 +47,26 @@ public:
   virtual ~SourceEmitter() = default;
 
   /// Emits the body, asks `summarize` for the metadata given the step's
-  /// shape (known once the body is written), and returns the source.
+  /// shape (known once the body is written), and returns the source (with
+  /// the eval entry given to setEval appended).
   mlir::FailureOr<std::string> run(const SummarizeFn &summarize);
+
+  /// The forward-only entry (stepc_eval_step_v4) of a function marked
+  /// step.eval_step: source to append to its training step's, its arena and
+  /// the id-check sites it numbers (1-based).
+  struct EvalFragment {
+    std::string text;
+    int64_t arenaBytes = 0;
+    std::vector<std::string> checkSites;
+  };
+  mlir::FailureOr<EvalFragment> runEval();
+  /// Appends `eval` to this step's source and describes it in the metadata;
+  /// this step's check sites are numbered after the eval entry's.
+  void setEval(const EvalFragment &eval) {
+    evalText = eval.text;
+    evalArenaBytes = eval.arenaBytes;
+    checkSites = eval.checkSites;
+  }
 
 protected:
   // ---- Target hooks.
@@ -136,9 +155,15 @@ protected:
   llvm::raw_string_ostream pre{preText}, body{bodyText};
   int constants = 0;
   int kernels = 0;
+  /// Whether this is the forward-only entry (runEval).
+  bool evalEntry = false;
   ModuleSummary summary;
 
 private:
+  /// Lowers every op of the body into `body` (and `pre`).
+  mlir::LogicalResult emitBody();
+  /// Declares the argument and arena buffers at the top of the function.
+  void bufferNames(llvm::raw_ostream &os);
   void waitFor(mlir::Operation *op);
   std::string startRequest(mlir::Value result);
   std::string metadata();
@@ -148,6 +173,8 @@ private:
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>> membersOf;
   /// Collective results not yet waited for, and their request variables.
   llvm::DenseMap<mlir::Value, std::string> pending;
+  std::string evalText;
+  int64_t evalArenaBytes = 0;
   /// (kind, axes mask, floats per rank) of each collective, in order.
   llvm::SmallVector<std::tuple<std::string, int, int64_t>> collectives;
 };

@@ -6,7 +6,9 @@
 //   stepc examples/gpt-small/model.mlir -o step.so --target=cpu
 //   build/bin/embed_train step.so [steps] [checkpoint-dir]
 //
-// With a checkpoint directory it also trains the first half, saves, loads
+// Before training it evaluates step 1's batch with the forward-only step,
+// which must give the loss step 1 reports. With a checkpoint directory it
+// also trains the first half, saves, loads
 // the checkpoint into a fresh session, trains the second half, and checks
 // that every tensor equals the straight run's bit for bit.
 //
@@ -30,23 +32,28 @@ bool Fail(stepc_session* session) {
   return false;
 }
 
-// Steps [first, last] of the toy task; prints each loss.
-bool Train(stepc_session* session, int first, int last, float* first_loss, float* loss) {
+// Sets the toy task's batch of `step`.
+bool SetBatch(stepc_session* session, int step) {
   int64_t batch = 0, seq = 0;
   if (stepc_session_input_shape(session, "tokens", &batch, &seq, error, sizeof(error)))
     return false;
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seq; ++t) {
+      tokens[b * seq + t] = static_cast<int32_t>((b * 7 + t + step) % 64);
+      targets[b * seq + t] = static_cast<int32_t>((b * 7 + t + step + 1) % 64);
+    }
+  return !stepc_session_set_input(session, "tokens", tokens.data(), tokens.size(), error,
+                                  sizeof(error)) &&
+         !stepc_session_set_input(session, "targets", targets.data(), targets.size(), error,
+                                  sizeof(error));
+}
+
+// Steps [first, last] of the toy task; prints each loss.
+bool Train(stepc_session* session, int first, int last, float* first_loss, float* loss) {
   float norm = 0;
   for (int step = first; step <= last; ++step) {
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t t = 0; t < seq; ++t) {
-        tokens[b * seq + t] = static_cast<int32_t>((b * 7 + t + step) % 64);
-        targets[b * seq + t] = static_cast<int32_t>((b * 7 + t + step + 1) % 64);
-      }
-    if (stepc_session_set_input(session, "tokens", tokens.data(), tokens.size(), error,
-                                sizeof(error)) ||
-        stepc_session_set_input(session, "targets", targets.data(), targets.size(), error,
-                                sizeof(error)) ||
+    if (!SetBatch(session, step) ||
         stepc_session_step(session, 3e-3f, loss, &norm, error, sizeof(error)))
       return false;
     if (step == 1) *first_loss = *loss;
@@ -92,10 +99,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", error);
     return 1;
   }
-  float first = 0, loss = 0;
+  float first = 0, loss = 0, evaluated = 0;
+  // The forward-only step on step 1's batch: the loss step 1 then reports.
   if (stepc_session_init_params(session, /*seed=*/42, error, sizeof(error)) ||
+      !SetBatch(session, 1) || stepc_session_eval(session, &evaluated, error, sizeof(error)) ||
       !Train(session, 1, steps, &first, &loss))
     return Fail(session), 1;
+  std::printf("eval before step 1: loss %.4f, %s step 1's\n", evaluated,
+              evaluated == first ? "bit-identical to" : "DIFFERENT from");
   std::printf("loss %.4f -> %.4f\n", first, loss);
   if (checkpoint) {
     // Half, save, a new session from the checkpoint, the other half.
@@ -122,5 +133,5 @@ int main(int argc, char** argv) {
     stepc_session_destroy(resumed);
   }
   stepc_session_destroy(session);
-  return loss < first ? 0 : 1;
+  return loss < first && evaluated == first ? 0 : 1;
 }

@@ -17,12 +17,13 @@ p.add_argument("b")
 p.add_argument("--tolerance", type=float, default=1e-6)
 p.add_argument("--exact", action="store_true")
 p.add_argument("--from", dest="first", type=int, default=1)
+p.add_argument("--key", default="loss", help="the metric compared (loss, val_loss)")
 args = p.parse_args()
 
 
 def losses(path):
     with open(path) as f:
-        return {r["step"]: r["loss"] for r in map(json.loads, filter(str.strip, f))}
+        return {r["step"]: r[args.key] for r in map(json.loads, filter(str.strip, f)) if args.key in r}
 
 
 a, b = losses(args.a), losses(args.b)

@@ -63,6 +63,13 @@ ABSL_FLAG(int64_t, keep, 0, "keep only the newest N checkpoints (0: all)");
 ABSL_FLAG(std::string, resume, "",
           "continue from a checkpoint: DIR itself, or the newest DIR/step-NNNNNNNN; schedule "
           "flags not given default to the checkpoint's");
+ABSL_FLAG(std::string, val_data, "", "validation token file (as --data) for --eval-every");
+ABSL_FLAG(double, val_fraction, 0,
+          "hold out the last fraction of the training tokens for validation (0: none)");
+ABSL_FLAG(int64_t, eval_every, 0,
+          "evaluate the validation loss before the first step, every K steps and after the "
+          "last (0: only after the last, when there is validation data)");
+ABSL_FLAG(int64_t, eval_batches, 10, "validation batches per evaluation (the same each time)");
 ABSL_FLAG(int32_t, threads, 0,
           "CPU threads per rank (0: OMP_NUM_THREADS if set, else the cores divided among the "
           "ranks on this node)");
@@ -278,6 +285,20 @@ absl::Status ValidateFlags() {
     return absl::InvalidArgumentError("--save-every needs --checkpoint-dir");
   if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 4096)
     return absl::InvalidArgumentError("--threads must be in [0, 4096]");
+  if (absl::GetFlag(FLAGS_eval_every) < 0 || absl::GetFlag(FLAGS_eval_batches) < 1)
+    return absl::InvalidArgumentError("--eval-every must be >= 0 and --eval-batches >= 1");
+  if (!(absl::GetFlag(FLAGS_val_fraction) >= 0 && absl::GetFlag(FLAGS_val_fraction) < 1))
+    return absl::InvalidArgumentError("--val-fraction must be in [0, 1)");
+  if (absl::GetFlag(FLAGS_val_fraction) > 0 && !absl::GetFlag(FLAGS_val_data).empty())
+    return absl::InvalidArgumentError("give one of --val-data and --val-fraction");
+  if ((absl::GetFlag(FLAGS_val_fraction) > 0 || !absl::GetFlag(FLAGS_val_data).empty()) &&
+      !absl::GetFlag(FLAGS_batch_npy).empty())
+    return absl::InvalidArgumentError(
+        "--val-data and --val-fraction need token data (--data, --corpus or the embedded "
+        "corpus), not --batch-npy");
+  if (absl::GetFlag(FLAGS_eval_every) > 0 && absl::GetFlag(FLAGS_val_fraction) == 0 &&
+      absl::GetFlag(FLAGS_val_data).empty())
+    return absl::InvalidArgumentError("--eval-every needs --val-data or --val-fraction");
   if (!absl::GetFlag(FLAGS_resume).empty() && !absl::GetFlag(FLAGS_init_npy).empty())
     return absl::InvalidArgumentError(
         "give one of --resume and --init-npy (a checkpoint holds the parameters)");
@@ -329,6 +350,9 @@ json DataJson(const TokenData& data, const std::vector<int32_t>& tokens,
     for (const std::vector<int32_t>* v : {&tokens, &targets})
       for (int32_t t : *v) fingerprint = (fingerprint ^ static_cast<uint32_t>(t)) * 0x100000001B3ull;
   }
+  // Another split trains on other tokens.
+  fingerprint = (fingerprint ^ std::hash<double>()(absl::GetFlag(FLAGS_val_fraction))) *
+                0x100000001B3ull;
   std::vector<int> vocabulary;
   for (unsigned char c : data.vocabulary()) vocabulary.push_back(c);
   return {{"source", batch_dir.empty() ? data.source() : batch_dir},
@@ -409,6 +433,35 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   }
   const json data_json = DataJson(data, tokens, targets, batch_dir);
   if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, schedule, data, batch_dir));
+  // Validation data: a held-out tail of the training tokens, or a file.
+  TokenData val;
+  const bool validate = absl::GetFlag(FLAGS_val_fraction) > 0 || !absl::GetFlag(FLAGS_val_data).empty();
+  if (absl::GetFlag(FLAGS_val_fraction) > 0) {
+    val = data.HoldOut(absl::GetFlag(FLAGS_val_fraction));
+    STEPC_RETURN_IF_ERROR(data.Validate(vocab, global_batch, seq));
+  } else if (!absl::GetFlag(FLAGS_val_data).empty()) {
+    STEPC_ASSIGN_OR_RETURN(val, TokenData::FromTokenFile(absl::GetFlag(FLAGS_val_data)));
+  }
+  if (validate) STEPC_RETURN_IF_ERROR(val.Validate(vocab, global_batch, seq));
+  // The mean loss of the same --eval-batches validation batches each time.
+  const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
+  auto evaluate = [&]() -> absl::StatusOr<double> {
+    std::vector<int32_t> val_tokens, val_targets;
+    double sum = 0;
+    const int64_t batches = absl::GetFlag(FLAGS_eval_batches);
+    for (int64_t j = 1; j <= batches; ++j) {
+      val.Sample(schedule.seed ^ 0x5EEDull, j, global_batch, seq, val_tokens, val_targets);
+      if (world > 1) {
+        val_tokens = RankSlice(val_tokens, rank, batch, seq);
+        val_targets = RankSlice(val_targets, rank, batch, seq);
+      }
+      STEPC_RETURN_IF_ERROR(session->SetInput("tokens", val_tokens));
+      STEPC_RETURN_IF_ERROR(session->SetInput("targets", val_targets));
+      STEPC_ASSIGN_OR_RETURN(const float loss, session->Eval());
+      sum += loss;
+    }
+    return sum / static_cast<double>(batches);
+  };
 
   int64_t first_step = 1;
   if (!resume_dir.empty()) {
@@ -461,6 +514,24 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
                 static_cast<long long>(first_step - 1), static_cast<long long>(steps));
   std::vector<float> losses;
   StepResult last;
+  auto report_eval = [&](int64_t step) -> absl::Status {
+    auto start = std::chrono::steady_clock::now();
+    STEPC_ASSIGN_OR_RETURN(const double val_loss, evaluate());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (metrics.is_open())
+      metrics.stream() << absl::StrFormat("{\"step\": %d, \"val_loss\": %s, \"eval_batches\": %d}\n",
+                                          step, Json(val_loss), absl::GetFlag(FLAGS_eval_batches));
+    if (lead) {
+      std::printf("eval %5lld/%lld | val_loss %.4f | %lld batches, %.2f s\n",
+                  static_cast<long long>(step), static_cast<long long>(steps), val_loss,
+                  static_cast<long long>(absl::GetFlag(FLAGS_eval_batches)), seconds);
+      std::fflush(stdout);
+    }
+    return absl::OkStatus();
+  };
+  if (validate && eval_every > 0 && first_step <= steps)
+    STEPC_RETURN_IF_ERROR(report_eval(first_step - 1));
   for (int64_t step = first_step; step <= steps; ++step) {
     if (batch_dir.empty()) {
       // The global batch of this step, the same on every rank; keep our rows.
@@ -500,6 +571,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
         return absl::DataLossError(error);
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
     }
+    if (validate && ((eval_every > 0 && step % eval_every == 0) || step == steps))
+      STEPC_RETURN_IF_ERROR(report_eval(step));
     if (!checkpoint_dir.empty() && ((save_every > 0 && step % save_every == 0) || step == steps)) {
       auto saving = std::chrono::steady_clock::now();
       const std::string dir = CheckpointDirForStep(checkpoint_dir, step);

@@ -331,15 +331,31 @@ int main(int argc, char **argv) {
                    << "': the pass is not in this pipeline (stepc-opt "
                       "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
 
-    for (auto f : module->getOps<func::FuncOp>())
+    func::FuncOp evalStep;
+    for (auto f : module->getOps<func::FuncOp>()) {
       if (f->hasAttr(StepDialect::kTrainStepAttrName))
         step = f;
+      if (f->hasAttr(StepDialect::kEvalStepAttrName))
+        evalStep = f;
+    }
     // The CUDA back end's GEMM epilogues shape the memory plan (a fused
     // group's buffers stay apart), so they are decided first.
-    CudaFusions fusions;
-    if (target == "cuda")
+    CudaFusions fusions, evalFusions;
+    if (target == "cuda") {
       fusions = planCudaFusions(step);
+      if (evalStep)
+        evalFusions = planCudaFusions(evalStep);
+    }
     MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/DenseSet<Value>(), fusions.keepAlive);
+    // The forward-only entry has its own plan (no gradients, no saved
+    // activations: a smaller arena).
+    std::optional<MemoryPlan> evalPlan;
+    EvalEntry eval;
+    if (evalStep) {
+      evalPlan = planMemory(evalStep, evalFusions.computedBy, DenseSet<Value>(),
+                            evalFusions.keepAlive);
+      eval = EvalEntry{evalStep, &*evalPlan, &evalFusions};
+    }
     FailureOr<StepReport> report =
         buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
     if (failed(report))
@@ -350,6 +366,8 @@ int main(int argc, char **argv) {
     int64_t overshoot = 0;
     auto summarize = [&](const StepShape &shape) -> FailureOr<ModuleSummary> {
       int64_t peak = report->plannedPeakBytes;
+      if (shape.evalArenaBytes > 0)
+        report->evalArenaBytes = shape.evalArenaBytes;
       if (target == "cuda") {
         report->targetArenaBytes = shape.arenaBytes;
         peak = report->plannedPeakBytes - plan.arenaBytes + shape.arenaBytes;
@@ -402,8 +420,8 @@ int main(int argc, char **argv) {
       if (failed(summarize(StepShape{plan.arenaBytes, 0})))
         source = failure();
     } else {
-      source = target == "cuda" ? emitCudaSource(step, plan, fusions, summarize)
-                                : emitCpuSource(step, plan, summarize);
+      source = target == "cuda" ? emitCudaSource(step, plan, fusions, summarize, eval)
+                                : emitCpuSource(step, plan, summarize, eval);
     }
     if (succeeded(source) || overshoot == 0)
       break;

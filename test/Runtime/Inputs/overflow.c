@@ -8,9 +8,9 @@ static const stepc_arg_info kArgs[] = {
     {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, kShape, 0, 0.0, 8},
 };
 static const stepc_module_info kInfo = {STEPC_ABI_VERSION, "cpu", 2, kArgs, 64, 0, 0, 4, "{}",
-                                         1, "none", 1, {1, 1}, 0, 0, 0, 0, "fp32"};
-const stepc_module_info *stepc_module_info_v3(void) { return &kInfo; }
-int stepc_train_step_v3(void *const *args, char *arena, const stepc_collectives *c,
+                                         1, "none", 1, {1, 1}, 0, 0, 0, 0, "fp32", 0};
+const stepc_module_info *stepc_module_info_v4(void) { return &kInfo; }
+int stepc_train_step_v4(void *const *args, char *arena, const stepc_collectives *c,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len) {
   volatile float *slots = (volatile float *)arena;
@@ -19,4 +19,8 @@ int stepc_train_step_v3(void *const *args, char *arena, const stepc_collectives 
   *loss = 0;
   *grad_norm = 0;
   return 0;
+}
+int stepc_eval_step_v4(void *const *args, char *arena, const stepc_collectives *c,
+                       const stepc_device *device, float *loss, char *error, size_t error_len) {
+  return 1;
 }

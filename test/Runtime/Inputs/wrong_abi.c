@@ -1,10 +1,14 @@
 /* A shared object that claims to be a stepc module of another ABI version. */
 #include "stepc_abi.h"
 
-static const stepc_module_info kInfo = {999, "cpu", 0, 0, 0, 0, 0, 0, "", 1, "none", 1, {1, 1}, 0, 0, 0, 0, "fp32"};
-const stepc_module_info *stepc_module_info_v3(void) { return &kInfo; }
-int stepc_train_step_v3(void *const *args, char *arena, const stepc_collectives *c,
+static const stepc_module_info kInfo = {999, "cpu", 0, 0, 0, 0, 0, 0, "", 1, "none", 1, {1, 1}, 0, 0, 0, 0, "fp32", 0};
+const stepc_module_info *stepc_module_info_v4(void) { return &kInfo; }
+int stepc_train_step_v4(void *const *args, char *arena, const stepc_collectives *c,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len) {
+  return 1;
+}
+int stepc_eval_step_v4(void *const *args, char *arena, const stepc_collectives *c,
+                       const stepc_device *device, float *loss, char *error, size_t error_len) {
   return 1;
 }

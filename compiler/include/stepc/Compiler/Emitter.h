@@ -33,10 +33,22 @@ struct ModuleSummary {
 struct StepShape {
   int64_t arenaBytes = 0;
   int64_t launches = 0;
+  /// The forward-only entry's arena (0: none emitted).
+  int64_t evalArenaBytes = 0;
 };
 /// Called once an emitter has written the step's body (which fixes its
 /// shape) for the metadata step.so carries (which names it: the report).
 using SummarizeFn = std::function<mlir::FailureOr<ModuleSummary>(const StepShape &)>;
+
+struct CudaFusions;
+/// The forward-only step (step-eval-step's function) emitted beside the
+/// training step as stepc_eval_step_v4, with its own memory plan (and on
+/// CUDA its own fusions); `step` null: none.
+struct EvalEntry {
+  mlir::func::FuncOp step;
+  const MemoryPlan *plan = nullptr;
+  const CudaFusions *fusions = nullptr;
+};
 
 /// Whether both back ends can compute `op` element by element inside a
 /// stepk.fused kernel (ScalarMathOpInterface ops and converts).
@@ -49,7 +61,8 @@ bool isFusableElementwise(mlir::Operation *op);
 /// plus the metadata table of the ABI (runtime/stepc_abi.h). Unsupported
 /// element types are errors at the op.
 mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const MemoryPlan &plan,
-                                           const SummarizeFn &summarize);
+                                           const SummarizeFn &summarize,
+                                           const EvalEntry &eval);
 
 /// What the CUDA back end computes inside other ops' kernels, decided before
 /// the memory plan (which must keep a fused group's buffers apart). The GEMM
@@ -85,7 +98,8 @@ CudaFusions planCudaFusions(mlir::func::FuncOp step);
 /// (launch_config.h). `plan` must have been made with fusions.computedBy.
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const MemoryPlan &plan,
                                             const CudaFusions &fusions,
-                                            const SummarizeFn &summarize);
+                                            const SummarizeFn &summarize,
+                                            const EvalEntry &eval);
 
 } // namespace stepc
 

@@ -53,6 +53,8 @@ struct StepReport {
   std::string compileOptions;
   std::optional<int64_t> memoryBudgetBytes, targetArenaBytes, targetPlannedPeakBytes,
       targetLaunchesPerStep;
+  /// The forward-only step's arena (its own plan, sharing the step's).
+  std::optional<int64_t> evalArenaBytes;
 
   double executedOverModelFlops() const {
     return modelFlopsPerStep > 0 ? double(executedFlopsPerStep) / double(modelFlopsPerStep)

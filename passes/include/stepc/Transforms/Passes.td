@@ -213,6 +213,34 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def StepEvalStep : Pass<"step-eval-step", "mlir::ModuleOp"> {
+  let summary = "Add the forward-only step: the loss of the training step, nothing else";
+  let description = [{
+    For every `@f_train_step` marked `step.train_step`, adds `@f_eval_step`,
+    marked `step.eval_step`: the same arguments (so a runtime passes both
+    the same buffers), one result, the loss, and only the ops the loss
+    depends on:
+
+    ```
+    eval_step(args...) = loss(train_step(args...))
+                       = the backward slice of the loss in train_step
+    ```
+
+    The slice is the forward (`#step.phase<forward>`) and the collectives
+    that feed it: under fsdp the parameters' forward gathers, under ddp the
+    loss's all-reduce. Gradients, recomputation and the optimizer are not in
+    it, so the step's state is never written. The function is planned and
+    emitted on its own (its own, smaller arena).
+
+    ```mlir
+    // before: func @loss_train_step(...) -> (loss, grad_norm, params'...)
+    // after, also:
+    func.func @loss_eval_step(<the same arguments>) -> (tensor<f32> {step.result = "loss"})
+        attributes {step.eval_step}
+    ```
+  }];
+}
+
 def StepMixedPrecision : Pass<"step-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Compute GEMMs and attention in bf16, everything else in f32";
   let description = [{

@@ -65,6 +65,8 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kGradientAttrName = "step.gradient";
     /// Unit attribute marking a function built by step-optimizer.
     static constexpr llvm::StringLiteral kTrainStepAttrName = "step.train_step";
+    /// Unit attribute marking the forward-only step built by step-eval-step.
+    static constexpr llvm::StringLiteral kEvalStepAttrName = "step.eval_step";
     /// Op attribute (a `#step.phase`): the part of the step the op is in.
     static constexpr llvm::StringLiteral kPhaseAttrName = "step.phase";
     /// Function attribute (a dictionary): what step-remat decided.
