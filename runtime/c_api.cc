@@ -289,3 +289,37 @@ extern "C" int stepc_session_eval(stepc_session* s, float* loss, char* error, si
     return absl::OkStatus();
   });
 }
+
+extern "C" int stepc_session_eval_logits(stepc_session* s, float* loss, float* logits,
+                                         size_t count, char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (!loss || !logits) return absl::InvalidArgumentError("loss or logits is NULL");
+    const int64_t want = (*session)->module().logits_count();
+    if (want == 0) return absl::FailedPreconditionError("the module returns no logits");
+    if (count != static_cast<size_t>(want))
+      return absl::InvalidArgumentError(
+          absl::StrCat("the logits hold ", want, " values, count is ", count));
+    std::vector<float> values;
+    absl::StatusOr<float> value = (*session)->Eval(&values);
+    if (!value.ok()) return value.status();
+    *loss = *value;
+    std::memcpy(logits, values.data(), count * sizeof(float));
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_logits_shape(stepc_session* s, int32_t* rank, int64_t shape[8],
+                                          char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (!rank || !shape) return absl::InvalidArgumentError("rank or shape is NULL");
+    const stepc_module_info& info = (*session)->module().info();
+    if (info.logits_rank > 8) return absl::OutOfRangeError("the logits have more than 8 dims");
+    *rank = info.logits_rank;
+    std::copy(info.logits_shape, info.logits_shape + info.logits_rank, shape);
+    return absl::OkStatus();
+  });
+}

@@ -123,12 +123,12 @@ class CudaDevice : public Device {
                                                    " is outside [0, ", st[3], ")"));
   }
 
-  absl::StatusOr<float> RunEval(const Module& module,
-                                const stepc_collectives* collectives) override {
+  absl::StatusOr<float> RunEval(const Module& module, const stepc_collectives* collectives,
+                                float* logits) override {
     stepc_device dev{stream_, reported_->status};
     char error[512] = {0};
-    if (module.RunEval(args_.data(), arena_,
-                       collectives, &dev, &reported_->loss, error, sizeof(error)))
+    if (module.RunEval(args_.data(), arena_, collectives, &dev, &reported_->loss, logits, error,
+                       sizeof(error)))
       return absl::InternalError(error);
     STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     STEPC_RETURN_IF_ERROR(CheckStatus(module));

@@ -37,9 +37,10 @@ class Device {
   // One step of `module` (its arguments already copied in).
   virtual absl::StatusOr<StepResult> Run(const Module& module,
                                          const stepc_collectives* collectives) = 0;
-  // The forward-only step (stepc_eval_step_v4), launched eagerly.
-  virtual absl::StatusOr<float> RunEval(const Module& module,
-                                        const stepc_collectives* collectives) = 0;
+  // The forward-only step (stepc_eval_step_v4), launched eagerly; the
+  // logits land in `logits` (host memory) unless it is null.
+  virtual absl::StatusOr<float> RunEval(const Module& module, const stepc_collectives* collectives,
+                                        float* logits) = 0;
   // The NCCL communicator of a multi-rank CUDA step (on this device's
   // stream); null: keep the host's (the emulation, whose device memory is
   // host memory, runs its collectives over MPI).

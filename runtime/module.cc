@@ -108,6 +108,13 @@ Module::~Module() {
   if (handle_) dlclose(handle_);
 }
 
+int64_t Module::logits_count() const {
+  if (info_->logits_rank <= 0) return 0;
+  int64_t n = 1;
+  for (int d = 0; d < info_->logits_rank; ++d) n *= info_->logits_shape[d];
+  return n;
+}
+
 int Module::FindArg(const std::string& name) const {
   for (int i = 0; i < info_->num_args; ++i)
     if (name == info_->args[i].name) return i;

@@ -281,8 +281,15 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
   return result;
 }
 
-absl::StatusOr<float> Session::Eval() {
+absl::StatusOr<float> Session::Eval(std::vector<float>* logits) {
   const stepc_module_info& info = module_->info();
+  if (logits) {
+    if (module_->logits_count() == 0)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", module_->path(), "' returns no logits (its loss is not one f32 cross-entropy)"));
+    logits->resize(module_->logits_count());
+  }
+  float* out = logits ? logits->data() : nullptr;
   if (!initialized_)
     return absl::FailedPreconditionError(
         "no parameters yet: initialise or load them before evaluating");
@@ -292,7 +299,7 @@ absl::StatusOr<float> Session::Eval() {
           absl::StrCat("input '", info.args[i].name, "' was never set (SetInput)"));
   if (device_) {
     STEPC_RETURN_IF_ERROR(Upload());
-    absl::StatusOr<float> loss = device_->RunEval(*module_, communicator_->table());
+    absl::StatusOr<float> loss = device_->RunEval(*module_, communicator_->table(), out);
     if (!loss.ok())
       return absl::Status(loss.status().code(),
                           absl::StrCat("evaluation failed: ", loss.status().message()));
@@ -300,8 +307,8 @@ absl::StatusOr<float> Session::Eval() {
   }
   float loss = 0;
   char error[512] = {0};
-  if (module_->RunEval(args_.data(), eval_arena_, communicator_->table(), nullptr, &loss, error,
-                       sizeof(error))) {
+  if (module_->RunEval(args_.data(), eval_arena_, communicator_->table(), nullptr, &loss, out,
+                       error, sizeof(error))) {
     if (!communicator_->last_error().ok())
       return absl::UnavailableError(absl::StrCat("evaluation failed: ", error, ": ",
                                                  communicator_->last_error().message()));

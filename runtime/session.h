@@ -45,8 +45,10 @@ class Session {
 
   // The loss of the inputs set (SetInput) under the current parameters, by
   // the forward-only step: no gradient, no update, the step count unchanged.
-  // Collective under sharding, like Step.
-  absl::StatusOr<float> Eval();
+  // Collective under sharding, like Step. With `logits`, also this rank's
+  // logits (Module::info().logits_shape; FailedPrecondition if the module
+  // has none).
+  absl::StatusOr<float> Eval(std::vector<float>* logits = nullptr);
 
   // A float argument (parameter or moment, e.g. "exp_avg.wte") by name, the
   // whole tensor: a sharded one is gathered from every rank, so under fsdp

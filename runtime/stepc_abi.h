@@ -105,6 +105,10 @@ typedef struct {
   const char *precision; /* "fp32" or "bf16" */
   /* The arena stepc_eval_step needs (its own plan, at the same base). */
   int64_t eval_arena_bytes;
+  /* The logits stepc_eval_step can return (this rank's rows, f32; rank 0:
+   * the model's loss is not one cross-entropy, and there are none). */
+  int32_t logits_rank;
+  const int64_t *logits_shape;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues
@@ -136,11 +140,15 @@ int stepc_train_step_v4(void *const *args, char *arena, const stepc_collectives 
                         size_t error_len);
 
 /* The forward-only step on the same arguments: writes the loss (the global
- * mean, as the training step's) and changes no argument. `arena` holds
- * eval_arena_bytes. Under sharding it runs its own collectives (fsdp's
- * parameter gathers, the loss's all-reduce) on every rank. */
+ * mean, as the training step's) and, if `logits` is not NULL and the module
+ * has logits (logits_rank > 0), copies them there (host memory, this
+ * rank's rows); changes no argument. `arena` holds eval_arena_bytes. Under
+ * sharding it runs its own collectives (fsdp's parameter gathers, the
+ * loss's all-reduce) on every rank; a CUDA eval has completed on return
+ * only after the stream is synchronised. */
 int stepc_eval_step_v4(void *const *args, char *arena, const stepc_collectives *collectives,
-                       const stepc_device *device, float *loss, char *error, size_t error_len);
+                       const stepc_device *device, float *loss, float *logits, char *error,
+                       size_t error_len);
 
 #ifdef __cplusplus
 }

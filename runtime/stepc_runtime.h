@@ -32,6 +32,14 @@ int stepc_session_step(stepc_session *session, float lr, float *loss, float *gra
 /* The loss of the inputs set, by the forward-only step: no gradient, no
  * update (the parameters, moments and step count are unchanged). */
 int stepc_session_eval(stepc_session *session, float *loss, char *error, size_t error_len);
+/* The same, also copying the logits (`count` floats: the product of
+ * stepc_session_logits_shape's dims) into `logits`: what a sampler reads. */
+int stepc_session_eval_logits(stepc_session *session, float *loss, float *logits, size_t count,
+                              char *error, size_t error_len);
+/* The logits' shape ([batch, seq, vocab] for a language model); rank 0 if
+ * the model's loss is not one f32 cross-entropy (no logits). */
+int stepc_session_logits_shape(stepc_session *session, int32_t *rank, int64_t shape[8],
+                               char *error, size_t error_len);
 /* Copies the float tensor `name` (a parameter or moment) into `out`. */
 int stepc_session_read_param(stepc_session *session, const char *name, float *out,
                              size_t count, char *error, size_t error_len);

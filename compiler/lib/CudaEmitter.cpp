@@ -59,6 +59,11 @@ private:
   void prologue(raw_ostream &os) override;
   void stepBegin(raw_ostream &os) override;
   void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override;
+  std::string copyToHost(const std::string &dst, const std::string &src,
+                         int64_t bytes) override {
+    return "STEPC_CUDA(cudaMemcpyAsync(" + dst + ", " + src + ", " + std::to_string(bytes) +
+           ", cudaMemcpyDeviceToHost, stream), \"logits\");";
+  }
   std::string copyStatement(const std::string &dst, const std::string &src,
                             int64_t bytes) override {
     return "STEPC_CUDA(cudaMemcpyAsync(" + dst + ", " + src + ", " + std::to_string(bytes) +

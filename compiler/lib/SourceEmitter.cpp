@@ -327,6 +327,11 @@ std::string SourceEmitter::metadata() {
       os << "  " << cString(site) << ",\n";
     os << "};\n\n";
   }
+  if (!evalLogitsShape.empty())
+    os << "static const int64_t kLogitsShape[] = {"
+       << llvm::join(llvm::map_range(evalLogitsShape, [](int64_t d) { return std::to_string(d); }),
+                     ", ")
+       << "};\n\n";
   os << "static const stepc_module_info kInfo = {\n"
      << "  STEPC_ABI_VERSION, " << targetExpression() << ", " << n << ", kArgs, " << arenaBytes()
      << ", " << summary.modelFlops << ", " << summary.executedFlops << ", " << summary.tokens
@@ -335,7 +340,8 @@ std::string SourceEmitter::metadata() {
      << summary.meshShape[0] << ", " << (summary.meshShape.size() > 1 ? summary.meshShape[1] : 1)
      << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
      << ", " << checkSites.size() << ", " << (checkSites.empty() ? "0" : "kCheckSites") << ", "
-     << cString(summary.precision) << ", " << evalArenaBytes << "};\n\n"
+     << cString(summary.precision) << ", " << evalArenaBytes << ", " << evalLogitsShape.size()
+     << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << "};\n\n"
      << "extern \"C\" const stepc_module_info *stepc_module_info_v4(void) { return &kInfo; }\n";
   return text;
 }
@@ -410,12 +416,21 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   if (failed(emitBody()))
     return failure();
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
-  auto name = step.getResultAttrOfType<StringAttr>(0, StepDialect::kResultAttrName);
-  if (ret.getNumOperands() != 1 || !name || name.getValue() != "loss")
-    return step.emitOpError() << "expects one result, named 'loss' (a step.eval_step)";
+  auto resultName = [&](unsigned i) {
+    auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
+    return name ? name.getValue() : StringRef();
+  };
+  unsigned n = ret.getNumOperands();
+  if (n < 1 || n > 2 || resultName(0) != "loss" || (n == 2 && resultName(1) != "logits"))
+    return step.emitOpError() << "expects results named 'loss' and optionally 'logits' "
+                                 "(a step.eval_step)";
   EvalFragment fragment;
   fragment.arenaBytes = arenaBytes();
   fragment.checkSites = checkSites;
+  if (n == 2) {
+    ArrayRef<int64_t> shape = typeOf(ret.getOperand(1)).getShape();
+    fragment.logitsShape.assign(shape.begin(), shape.end());
+  }
   llvm::raw_string_ostream os(fragment.text);
   // Its own namespace: its constant tables and kernels keep their names.
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
@@ -424,10 +439,14 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
      << "extern \"C\" int stepc_eval_step_v4(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
-     << "                                  char *error, size_t error_len) {\n";
+     << "                                  float *logits, char *error, size_t error_len) {\n";
   bufferNames(os);
   stepBegin(os);
   os << body.str();
+  if (n == 2)
+    os << "  if (logits) " << copyToHost("logits", ptr(ret.getOperand(1)),
+                                         typeOf(ret.getOperand(1)).getNumElements() * 4)
+       << "\n";
   stepEnd(os, ptr(ret.getOperand(0)), "");
   os << "  return 0;\n}\n\n}  // namespace stepc_eval\n";
   return fragment;

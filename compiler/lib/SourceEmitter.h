@@ -58,6 +58,8 @@ public:
     std::string text;
     int64_t arenaBytes = 0;
     std::vector<std::string> checkSites;
+    /// The logits it returns (empty: none).
+    std::vector<int64_t> logitsShape;
   };
   mlir::FailureOr<EvalFragment> runEval();
   /// Appends `eval` to this step's source and describes it in the metadata;
@@ -65,6 +67,7 @@ public:
   void setEval(const EvalFragment &eval) {
     evalText = eval.text;
     evalArenaBytes = eval.arenaBytes;
+    evalLogitsShape = eval.logitsShape;
     checkSites = eval.checkSites;
   }
 
@@ -86,6 +89,9 @@ protected:
                        const std::string &norm) = 0;
   /// Emits a fused elementwise kernel.
   virtual mlir::LogicalResult emitFused(stepk::FusedOp fused) = 0;
+  /// A statement copying `bytes` of device memory at src to host memory.
+  virtual std::string copyToHost(const std::string &dst, const std::string &src,
+                                 int64_t bytes) = 0;
   /// A statement copying `bytes` from src to dst (all_reduce's input).
   virtual std::string copyStatement(const std::string &dst, const std::string &src,
                                     int64_t bytes) = 0;
@@ -175,6 +181,7 @@ private:
   llvm::DenseMap<mlir::Value, std::string> pending;
   std::string evalText;
   int64_t evalArenaBytes = 0;
+  std::vector<int64_t> evalLogitsShape;
   /// (kind, axes mask, floats per rank) of each collective, in order.
   llvm::SmallVector<std::tuple<std::string, int, int64_t>> collectives;
 };

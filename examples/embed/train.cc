@@ -15,6 +15,8 @@
 // The batches here are a toy task (predict the next id of a counting
 // sequence) so that the example needs no data file.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -107,6 +109,32 @@ int main(int argc, char** argv) {
     return Fail(session), 1;
   std::printf("eval before step 1: loss %.4f, %s step 1's\n", evaluated,
               evaluated == first ? "bit-identical to" : "DIFFERENT from");
+  // The logits of the same forward: their cross-entropy is the loss.
+  int32_t rank = 0;
+  int64_t shape[8];
+  if (stepc_session_logits_shape(session, &rank, shape, error, sizeof(error)) || rank != 3)
+    return Fail(session), 1;
+  std::vector<float> logits(shape[0] * shape[1] * shape[2]);
+  float again = 0;
+  if (!SetBatch(session, 1) ||
+      stepc_session_eval_logits(session, &again, logits.data(), logits.size(), error,
+                                sizeof(error)))
+    return Fail(session), 1;
+  double total = 0;
+  for (int64_t b = 0; b < shape[0]; ++b)
+    for (int64_t t = 0; t < shape[1]; ++t) {
+      const float* row = logits.data() + (b * shape[1] + t) * shape[2];
+      double top = row[0], sum = 0;
+      for (int64_t v = 0; v < shape[2]; ++v) top = std::max<double>(top, row[v]);
+      for (int64_t v = 0; v < shape[2]; ++v) sum += std::exp(row[v] - top);
+      const int64_t target = (b * 7 + t + 1 + 1) % 64;  // step 1's targets
+      total += std::log(sum) + top - row[target];
+    }
+  const double recomputed = total / double(shape[0] * shape[1]);
+  std::printf("logits [%lld, %lld, %lld]: their cross-entropy %.6f, the loss %.6f (%s)\n",
+              static_cast<long long>(shape[0]), static_cast<long long>(shape[1]),
+              static_cast<long long>(shape[2]), recomputed, again,
+              std::fabs(recomputed - again) <= 1e-5 * std::fabs(again) ? "agree" : "DIFFER");
   std::printf("loss %.4f -> %.4f\n", first, loss);
   if (checkpoint) {
     // Half, save, a new session from the checkpoint, the other half.

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,6 +35,25 @@ std::optional<unsigned> lossResult(func::FuncOp step) {
   return std::nullopt;
 }
 
+/// The logits of the one cross-entropy the loss depends on, if they are
+/// f32; null if there is none, or several.
+Value lossLogits(Value loss) {
+  SmallVector<CrossEntropyOp> found;
+  llvm::SetVector<Operation *> seen;
+  SmallVector<Value> work{loss};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def))
+      continue;
+    if (auto ce = dyn_cast<CrossEntropyOp>(def))
+      found.push_back(ce);
+    llvm::append_range(work, def->getOperands());
+  }
+  if (found.size() != 1 || !found[0].getLogits().getType().getElementType().isF32())
+    return Value();
+  return found[0].getLogits();
+}
+
 struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -57,17 +77,24 @@ struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass>
       eval->setAttr(StepDialect::kEvalStepAttrName, UnitAttr::get(&getContext()));
       symbols.insert(eval, std::next(Block::iterator(step)));
 
-      // The new return: the loss alone.
+      // The new return: the loss, and the logits when the loss is one f32
+      // cross-entropy's (what a sampler reads).
       Block &body = eval.getBody().front();
       auto ret = cast<func::ReturnOp>(body.getTerminator());
       Value lossValue = ret.getOperand(*loss);
       OpBuilder b(ret);
-      b.create<func::ReturnOp>(ret.getLoc(), lossValue);
-      ret.erase();
-      eval.setFunctionType(
-          FunctionType::get(&getContext(), eval.getArgumentTypes(), {lossValue.getType()}));
+      SmallVector<Value> results{lossValue};
       SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr(
           b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("loss")))};
+      if (Value logits = lossLogits(lossValue)) {
+        results.push_back(logits);
+        resultAttrs.push_back(b.getDictionaryAttr(
+            b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("logits"))));
+      }
+      b.create<func::ReturnOp>(ret.getLoc(), results);
+      ret.erase();
+      eval.setFunctionType(FunctionType::get(&getContext(), eval.getArgumentTypes(),
+                                             ValueRange(results).getTypes()));
       eval.setAllResultAttrs(resultAttrs);
 
       // The backward slice of the loss; everything else goes, users first.

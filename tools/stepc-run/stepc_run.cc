@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,7 @@
 #include "runtime/session.h"
 #include "runtime/status_macros.h"
 #include "tools/stepc-run/loss_plot.h"
+#include "tools/stepc-run/sampler.h"
 
 ABSL_FLAG(std::string, data, "", "token file: flat uint16 (nanoGPT) or llm.c's .bin");
 ABSL_FLAG(std::string, corpus, "", "text file, trained on under a character tokenizer");
@@ -52,6 +54,7 @@ ABSL_FLAG(uint64_t, seed, 0, "seed for parameters and batches");
 ABSL_FLAG(int64_t, log_every, 10, "print a progress line every K steps");
 ABSL_FLAG(std::string, metrics, "", "write one JSON line per step here");
 ABSL_FLAG(std::string, plot, "", "write the loss curve here (SVG)");
+ABSL_FLAG(bool, plot_log, false, "draw --plot's loss axis on a logarithmic scale");
 ABSL_FLAG(std::string, init_npy, "", "load parameters from DIR/<name>.npy");
 ABSL_FLAG(std::string, batch_npy, "", "train on DIR/tokens.npy, DIR/targets.npy every step");
 ABSL_FLAG(std::string, save_npy, "",
@@ -70,6 +73,15 @@ ABSL_FLAG(int64_t, eval_every, 0,
           "evaluate the validation loss before the first step, every K steps and after the "
           "last (0: only after the last, when there is validation data)");
 ABSL_FLAG(int64_t, eval_batches, 10, "validation batches per evaluation (the same each time)");
+ABSL_FLAG(int64_t, sample, 0,
+          "after training, generate this many characters from --prompt (character "
+          "vocabularies: --corpus or the embedded corpus)");
+ABSL_FLAG(std::string, prompt, "\n", "the text --sample continues");
+ABSL_FLAG(std::string, vocab, "",
+          "the character vocabulary of --data token files, for --sample: "
+          "scripts/prepare_data.py's meta.json");
+ABSL_FLAG(double, temperature, 0.8, "sampling temperature (0: the most likely character)");
+ABSL_FLAG(int64_t, top_k, 200, "sample among the k most likely characters (0: all)");
 ABSL_FLAG(int32_t, threads, 0,
           "CPU threads per rank (0: OMP_NUM_THREADS if set, else the cores divided among the "
           "ranks on this node)");
@@ -299,6 +311,12 @@ absl::Status ValidateFlags() {
   if (absl::GetFlag(FLAGS_eval_every) > 0 && absl::GetFlag(FLAGS_val_fraction) == 0 &&
       absl::GetFlag(FLAGS_val_data).empty())
     return absl::InvalidArgumentError("--eval-every needs --val-data or --val-fraction");
+  if (absl::GetFlag(FLAGS_sample) < 0 || absl::GetFlag(FLAGS_top_k) < 0 ||
+      !(absl::GetFlag(FLAGS_temperature) >= 0) || !std::isfinite(absl::GetFlag(FLAGS_temperature)))
+    return absl::InvalidArgumentError(
+        "--sample and --top-k must be >= 0 and --temperature finite and >= 0");
+  if (absl::GetFlag(FLAGS_sample) > 0 && absl::GetFlag(FLAGS_prompt).empty())
+    return absl::InvalidArgumentError("--prompt is empty: sampling continues some text");
   if (!absl::GetFlag(FLAGS_resume).empty() && !absl::GetFlag(FLAGS_init_npy).empty())
     return absl::InvalidArgumentError(
         "give one of --resume and --init-npy (a checkpoint holds the parameters)");
@@ -339,6 +357,33 @@ absl::Status AgreeOnRun(Communicator& comm, const Schedule& schedule, const Toke
 
 // A JSON number, or null for what JSON cannot hold (NaN, infinities).
 std::string Json(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
+
+// The character vocabulary of scripts/prepare_data.py's meta.json: the
+// byte of each id, in id order.
+absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t model_vocab) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open --vocab '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const json meta = json::parse(text.str(), nullptr, false);
+  if (meta.is_discarded() || !meta.is_object() || !meta.contains("vocabulary") ||
+      !meta["vocabulary"].is_array())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--vocab '", path, "' has no \"vocabulary\" list (scripts/prepare_data.py "
+        "--tokenizer char writes one)"));
+  std::string vocabulary;
+  for (const json& b : meta["vocabulary"]) {
+    if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() > 255)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vocab '", path, "': the vocabulary lists bytes 0..255, got ", b.dump()));
+    vocabulary.push_back(static_cast<char>(b.get<int>()));
+  }
+  if (static_cast<int64_t>(vocabulary.size()) > model_vocab)
+    return absl::InvalidArgumentError(absl::StrCat("--vocab '", path, "' has ", vocabulary.size(),
+                                                   " characters; the model's vocabulary is ",
+                                                   model_vocab));
+  return vocabulary;
+}
 
 // What the checkpoint records of the data: its identity, and the
 // character vocabulary (so a resumed run or a sampler decodes the same ids).
@@ -513,10 +558,12 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing left to train\n",
                 static_cast<long long>(first_step - 1), static_cast<long long>(steps));
   std::vector<float> losses;
+  std::vector<std::pair<int64_t, double>> val_losses;
   StepResult last;
   auto report_eval = [&](int64_t step) -> absl::Status {
     auto start = std::chrono::steady_clock::now();
     STEPC_ASSIGN_OR_RETURN(const double val_loss, evaluate());
+    val_losses.push_back({step, val_loss});
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (metrics.is_open())
@@ -594,9 +641,51 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);
   if (metrics.is_open() && !metrics.Commit(error)) return absl::DataLossError(error);
-  if (lead && !absl::GetFlag(FLAGS_plot).empty())
-    STEPC_RETURN_IF_ERROR(WriteLossPlot(absl::GetFlag(FLAGS_plot), losses,
-                                        absl::StrCat("stepc-run ", path)));
+  if (lead && !absl::GetFlag(FLAGS_plot).empty() && !losses.empty())
+    STEPC_RETURN_IF_ERROR(WriteLossPlot(
+        absl::GetFlag(FLAGS_plot),
+        LossPlot{losses, first_step, val_losses, absl::GetFlag(FLAGS_plot_log),
+                 absl::StrCat(std::filesystem::path(path).filename().string(), ": ",
+                              info.sharding, ", batch ", global_batch, " x ", seq, ", ",
+                              losses.size(), " steps")}));
+  if (absl::GetFlag(FLAGS_sample) > 0) {
+    // The character vocabulary: byte vocabulary[i] is id i.
+    std::string vocabulary = data.vocabulary();
+    if (!absl::GetFlag(FLAGS_vocab).empty()) {
+      STEPC_ASSIGN_OR_RETURN(vocabulary, ReadVocabulary(absl::GetFlag(FLAGS_vocab), vocab));
+    }
+    if (vocabulary.empty())
+      return absl::FailedPreconditionError(
+          "--sample decodes characters: train on --corpus or the embedded corpus, or give "
+          "the token file's --vocab (scripts/prepare_data.py's meta.json)");
+    std::vector<int32_t> prompt;
+    for (char c : absl::GetFlag(FLAGS_prompt)) {
+      size_t id = vocabulary.find(c);
+      if (id == std::string::npos)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--prompt holds '", std::string(1, c), "' (byte ", static_cast<unsigned char>(c),
+            "), which is not in the model's character vocabulary of ", vocabulary.size()));
+      prompt.push_back(static_cast<int32_t>(id));
+    }
+    SampleOptions options;
+    options.tokens = absl::GetFlag(FLAGS_sample);
+    options.temperature = absl::GetFlag(FLAGS_temperature);
+    options.top_k = absl::GetFlag(FLAGS_top_k);
+    options.seed = schedule.seed;
+    auto start = std::chrono::steady_clock::now();
+    STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, Generate(*session, prompt, options));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (lead) {
+      std::string text = absl::GetFlag(FLAGS_prompt);
+      for (int32_t id : ids) text.push_back(vocabulary[id]);
+      std::printf("stepc-run: sample of %lld characters (temperature %g, top-k %lld, %.1f "
+                  "tokens/s):\n%s\n",
+                  static_cast<long long>(ids.size()), options.temperature,
+                  static_cast<long long>(options.top_k), ids.size() / seconds, text.c_str());
+      std::fflush(stdout);
+    }
+  }
   if (!absl::GetFlag(FLAGS_save_npy).empty()) {
     // Rank 0 writes DIR; other ranks DIR.rank<r> (replicas, for checks).
     std::string dir = absl::GetFlag(FLAGS_save_npy);

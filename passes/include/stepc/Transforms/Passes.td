@@ -218,8 +218,9 @@ def StepEvalStep : Pass<"step-eval-step", "mlir::ModuleOp"> {
   let description = [{
     For every `@f_train_step` marked `step.train_step`, adds `@f_eval_step`,
     marked `step.eval_step`: the same arguments (so a runtime passes both
-    the same buffers), one result, the loss, and only the ops the loss
-    depends on:
+    the same buffers), the loss (and, when the loss is one f32
+    cross-entropy, its logits as a second result named "logits": what a
+    sampler reads), and only the ops the loss depends on:
 
     ```
     eval_step(args...) = loss(train_step(args...))
@@ -235,7 +236,8 @@ def StepEvalStep : Pass<"step-eval-step", "mlir::ModuleOp"> {
     ```mlir
     // before: func @loss_train_step(...) -> (loss, grad_norm, params'...)
     // after, also:
-    func.func @loss_eval_step(<the same arguments>) -> (tensor<f32> {step.result = "loss"})
+    func.func @loss_eval_step(<the same arguments>)
+        -> (tensor<f32> {step.result = "loss"}, tensor<8x64x512xf32> {step.result = "logits"})
         attributes {step.eval_step}
     ```
   }];

@@ -1,0 +1,39 @@
+// Text generation with a trained model's forward-only step (stepc-run
+// --sample): the whole context is recomputed for every token (no KV cache).
+
+#ifndef STEPC_TOOLS_STEPC_RUN_SAMPLER_H_
+#define STEPC_TOOLS_STEPC_RUN_SAMPLER_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/session.h"
+
+namespace stepc {
+
+struct SampleOptions {
+  int64_t tokens = 0;        // how many to generate
+  double temperature = 0.8;  // 0: always the most likely token
+  int64_t top_k = 200;       // keep the k most likely (0: all)
+  uint64_t seed = 0;
+};
+
+// The next id drawn from `logits` (one position's V values) at
+// `temperature`, among the `top_k` most likely.
+int32_t DrawToken(absl::Span<const float> logits, double temperature, int64_t top_k,
+                  std::mt19937_64& rng);
+
+// `options.tokens` ids generated after `prompt` (at least one id): each
+// from the logits the eval step gives the last position of the context (the
+// newest tokens that fit the compiled sequence length, in row 0 of the
+// batch). Collective under sharding: every rank calls it alike and draws
+// the same ids.
+absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int32_t> prompt,
+                                              const SampleOptions& options);
+
+}  // namespace stepc
+
+#endif  // STEPC_TOOLS_STEPC_RUN_SAMPLER_H_
