@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/session.h"
+#include "runtime/stepc_abi.h"
 #include "runtime/stepc_runtime.h"
 
 struct stepc_session {
@@ -320,6 +321,76 @@ extern "C" int stepc_session_logits_shape(stepc_session* s, int32_t* rank, int64
     if (info.logits_rank > 8) return absl::OutOfRangeError("the logits have more than 8 dims");
     *rank = info.logits_rank;
     std::copy(info.logits_shape, info.logits_shape + info.logits_rank, shape);
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_set_input_f32(stepc_session* s, const char* name,
+                                           const float* values, size_t count, char* error,
+                                           size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
+    if (count > 0)
+      if (absl::Status ok = NotNull(values, "values"); !ok.ok()) return ok;
+    return (*session)->SetFloatInput(name, absl::MakeConstSpan(values, count));
+  });
+}
+
+namespace {
+
+// The module argument of the index-th input, or -1.
+int InputArg(const stepc::Session& session, int32_t index) {
+  const stepc_module_info& info = session.module().info();
+  for (int i = 0, seen = 0; i < info.num_args; ++i)
+    if (info.args[i].kind == STEPC_ARG_INPUT && seen++ == index) return i;
+  return -1;
+}
+
+}  // namespace
+
+extern "C" int stepc_session_num_inputs(stepc_session* s, int32_t* count, char* error,
+                                        size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(count, "count"); !ok.ok()) return ok;
+    *count = 0;
+    while (InputArg(**session, *count) >= 0) ++*count;
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_input_name(stepc_session* s, int32_t index, const char** name,
+                                        char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(name, "name"); !ok.ok()) return ok;
+    const int i = InputArg(**session, index);
+    if (i < 0) return absl::OutOfRangeError(absl::StrCat("no input ", index));
+    *name = (*session)->module().info().args[i].name;
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_input_info(stepc_session* s, const char* name, int32_t* dtype,
+                                        int32_t* rank, int64_t shape[8], char* error,
+                                        size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
+    if (!dtype || !rank || !shape) return absl::InvalidArgumentError("dtype, rank or shape is NULL");
+    const int i = (*session)->module().FindArg(name);
+    if (i < 0 || (*session)->module().info().args[i].kind != STEPC_ARG_INPUT)
+      return absl::NotFoundError(absl::StrCat("the module has no input named '", name, "'"));
+    const stepc_arg_info& a = (*session)->module().info().args[i];
+    if (a.rank > 8) return absl::OutOfRangeError(absl::StrCat("'", name, "' has more than 8 dims"));
+    *dtype = a.dtype;
+    *rank = a.rank;
+    std::copy(a.shape, a.shape + a.rank, shape);
     return absl::OkStatus();
   });
 }

@@ -239,6 +239,25 @@ absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t
   return absl::OkStatus();
 }
 
+absl::Status Session::SetFloatInput(const std::string& name, absl::Span<const float> values) {
+  STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
+  const stepc_arg_info& a = module_->info().args[i];
+  if (a.kind != STEPC_ARG_INPUT || a.dtype != STEPC_F32)
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float input"));
+  if (static_cast<int64_t>(values.size()) != Numel(a))
+    return absl::InvalidArgumentError(absl::StrCat("input '", name, "' expects ", Numel(a),
+                                                   " values (the compiled batch), got ",
+                                                   values.size()));
+  for (size_t k = 0; k < values.size(); ++k)
+    if (!std::isfinite(values[k]))
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", name, "': ", values[k], " at position ", k, " is not finite"));
+  std::copy(values.begin(), values.end(), floats_[i].begin());
+  inputs_set_.insert(i);
+  if (device_) host_newer_[i] = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StepResult> Session::Step(float lr) {
   if (!(lr >= 0.0f) || !std::isfinite(lr))
     return absl::InvalidArgumentError(absl::StrCat("learning rate ", lr, " is not a finite value >= 0"));

@@ -40,6 +40,9 @@ class Session {
   absl::Status InitParams(uint64_t seed);
   // Copies an integer input (e.g. "tokens", "targets") for the next Step.
   absl::Status SetInput(const std::string& name, absl::Span<const int32_t> values);
+  // Copies a float input (features, any rank) for the next Step or Eval;
+  // every value must be finite.
+  absl::Status SetFloatInput(const std::string& name, absl::Span<const float> values);
   // One training step at learning rate `lr`; counts steps from 1.
   absl::StatusOr<StepResult> Step(float lr);
 

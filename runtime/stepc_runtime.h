@@ -27,6 +27,18 @@ int stepc_session_init_params(stepc_session *session, uint64_t seed, char *error
 /* Sets an integer input ("tokens", "targets") of `count` values. */
 int stepc_session_set_input(stepc_session *session, const char *name, const int32_t *values,
                             size_t count, char *error, size_t error_len);
+/* Sets a float input (features of any rank) of `count` values. */
+int stepc_session_set_input_f32(stepc_session *session, const char *name, const float *values,
+                                size_t count, char *error, size_t error_len);
+/* The inputs: how many, the i-th's name (valid while the session lives),
+ * and an input's dtype (STEPC_F32 or STEPC_I32 of stepc_abi.h), rank and
+ * shape (up to 8 dims). */
+int stepc_session_num_inputs(stepc_session *session, int32_t *count, char *error,
+                             size_t error_len);
+int stepc_session_input_name(stepc_session *session, int32_t index, const char **name,
+                             char *error, size_t error_len);
+int stepc_session_input_info(stepc_session *session, const char *name, int32_t *dtype,
+                             int32_t *rank, int64_t shape[8], char *error, size_t error_len);
 int stepc_session_step(stepc_session *session, float lr, float *loss, float *grad_norm,
                        char *error, size_t error_len);
 /* The loss of the inputs set, by the forward-only step: no gradient, no

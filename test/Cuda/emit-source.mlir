@@ -33,7 +33,7 @@
 // CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.cross_entropy_grad' target",
 // CHECK-NEXT: "{{.*}}emit-source.mlir:107:8: 'step.embedding_grad' id",
 // CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33557248,
-// CHECK: 6, kCheckSites, "fp32", {{[0-9]+}}};
+// CHECK: 6, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape};
 // CHECK: extern "C" int stepc_train_step_v4(
 // CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
 // CHECK: char *scratch = arena + 33556736;
@@ -85,7 +85,7 @@
 // writes f32 (its widening convert is gone) through the bias epilogue.
 // BF16: __global__ void stepc_elementwise{{[0-9]+}}(const float *p0, __nv_bfloat16 *out, int64_t n) {
 // BF16: out[i] = __float2bfloat16(x0);
-// BF16: "bf16", {{[0-9]+}}};
+// BF16: "bf16", {{[0-9]+}}, {{[0-9]+}}, {{.*}}};
 // BF16: // stepk.gemm
 // BF16-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_BF16, STEPC_CUDA_F32, a2, STEPC_EPILOGUE_NONE, 0),
 // BF16-NEXT: // step.convert {{.*}}emit-source.mlir:112:8

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -42,6 +43,7 @@
 #include "runtime/session.h"
 #include "runtime/status_macros.h"
 #include "tools/stepc-run/loss_plot.h"
+#include "tools/stepc-run/npy_batches.h"
 #include "tools/stepc-run/sampler.h"
 
 ABSL_FLAG(std::string, data, "", "token file: flat uint16 (nanoGPT) or llm.c's .bin");
@@ -56,7 +58,12 @@ ABSL_FLAG(std::string, metrics, "", "write one JSON line per step here");
 ABSL_FLAG(std::string, plot, "", "write the loss curve here (SVG)");
 ABSL_FLAG(bool, plot_log, false, "draw --plot's loss axis on a logarithmic scale");
 ABSL_FLAG(std::string, init_npy, "", "load parameters from DIR/<name>.npy");
-ABSL_FLAG(std::string, batch_npy, "", "train on DIR/tokens.npy, DIR/targets.npy every step");
+ABSL_FLAG(std::string, batch_npy, "",
+          "train on the model's inputs from .npy files: DIR/<input>.npy (one batch, every "
+          "step), or DIR's subdirectories each holding one (a stream of batches, cycled)");
+ABSL_FLAG(std::string, val_batch_npy, "",
+          "validation batches as --batch-npy reads them, for --eval-every; classifiers also "
+          "report val_accuracy");
 ABSL_FLAG(std::string, save_npy, "",
           "write parameters, moments, loss and grad_norm after the last step to DIR");
 ABSL_FLAG(std::string, checkpoint_dir, "",
@@ -201,34 +208,6 @@ absl::Status LoadParams(Session& session, const std::string& dir) {
   return absl::OkStatus();
 }
 
-// Token ids from an integer .npy of exactly `rows` x `seq` (or, under
-// sharding, the global batch of which this rank takes its rows).
-absl::StatusOr<std::vector<int32_t>> ReadIds(const std::string& dir, const std::string& name,
-                                             int64_t rows, int64_t seq, int rank, int world) {
-  STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, name));
-  const std::string path = absl::StrCat(dir, "/", name, ".npy");
-  if (array.dtype[0] == 'f')
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", path, "' holds floats (", array.dtype, "); token ids must be an integer array"));
-  const std::vector<int64_t> local = {rows, seq}, global = {rows * world, seq};
-  if (array.shape != local && array.shape != global)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", path, "' has shape [", absl::StrJoin(array.shape, ", "), "]; the step takes [",
-        rows * world, ", ", seq, "]", world > 1 ? absl::StrCat(" (or this rank's [", rows, ", ",
-                                                               seq, "])")
-                                               : ""));
-  std::vector<int32_t> ids;
-  ids.reserve(array.data.size());
-  for (double v : array.data) {
-    if (v < 0 || v > INT32_MAX)
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", path, "' holds the token id ", v, " (ids are >= 0)"));
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  if (array.shape == global && world > 1) ids = RankSlice(ids, rank, rows, seq);
-  return ids;
-}
-
 absl::Status SaveState(const Session& session, const std::string& dir, StepResult last) {
   const stepc_module_info& info = session.module().info();
   std::string error;
@@ -308,9 +287,15 @@ absl::Status ValidateFlags() {
     return absl::InvalidArgumentError(
         "--val-data and --val-fraction need token data (--data, --corpus or the embedded "
         "corpus), not --batch-npy");
-  if (absl::GetFlag(FLAGS_eval_every) > 0 && absl::GetFlag(FLAGS_val_fraction) == 0 &&
-      absl::GetFlag(FLAGS_val_data).empty())
-    return absl::InvalidArgumentError("--eval-every needs --val-data or --val-fraction");
+  const int val_sources = (absl::GetFlag(FLAGS_val_fraction) > 0) +
+                          !absl::GetFlag(FLAGS_val_data).empty() +
+                          !absl::GetFlag(FLAGS_val_batch_npy).empty();
+  if (val_sources > 1)
+    return absl::InvalidArgumentError(
+        "give one of --val-data, --val-fraction and --val-batch-npy");
+  if (absl::GetFlag(FLAGS_eval_every) > 0 && val_sources == 0)
+    return absl::InvalidArgumentError(
+        "--eval-every needs --val-data, --val-fraction or --val-batch-npy");
   if (absl::GetFlag(FLAGS_sample) < 0 || absl::GetFlag(FLAGS_top_k) < 0 ||
       !(absl::GetFlag(FLAGS_temperature) >= 0) || !std::isfinite(absl::GetFlag(FLAGS_temperature)))
     return absl::InvalidArgumentError(
@@ -387,23 +372,51 @@ absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t mode
 
 // What the checkpoint records of the data: its identity, and the
 // character vocabulary (so a resumed run or a sampler decodes the same ids).
-json DataJson(const TokenData& data, const std::vector<int32_t>& tokens,
-              const std::vector<int32_t>& targets, const std::string& batch_dir) {
-  uint64_t fingerprint = data.Fingerprint();
-  if (!batch_dir.empty()) {
-    fingerprint = 0xCBF29CE484222325ull;
-    for (const std::vector<int32_t>* v : {&tokens, &targets})
-      for (int32_t t : *v) fingerprint = (fingerprint ^ static_cast<uint32_t>(t)) * 0x100000001B3ull;
-  }
+json DataJson(const std::string& source, int64_t size, uint64_t fingerprint,
+              const std::string& characters) {
   // Another split trains on other tokens.
   fingerprint = (fingerprint ^ std::hash<double>()(absl::GetFlag(FLAGS_val_fraction))) *
                 0x100000001B3ull;
   std::vector<int> vocabulary;
-  for (unsigned char c : data.vocabulary()) vocabulary.push_back(c);
-  return {{"source", batch_dir.empty() ? data.source() : batch_dir},
-          {"tokens", batch_dir.empty() ? data.size() : static_cast<int64_t>(tokens.size())},
-          {"fingerprint", absl::StrFormat("%016x", fingerprint)},
-          {"vocabulary", vocabulary}};
+  for (unsigned char c : characters) vocabulary.push_back(c);
+  return {{"source", source}, {"tokens", size},
+          {"fingerprint", absl::StrFormat("%016x", fingerprint)}, {"vocabulary", vocabulary}};
+}
+
+// "batch B x T" of a language model's global batch, else every input's
+// global shape.
+std::string BatchText(const stepc_module_info& info, int world) {
+  std::vector<std::string> parts;
+  for (int i = 0; i < info.num_args; ++i) {
+    const stepc_arg_info& a = info.args[i];
+    if (a.kind != STEPC_ARG_INPUT) continue;
+    std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+    if (!shape.empty()) shape[0] *= world;
+    if (std::string(a.name) == "tokens" && a.rank == 2)
+      return absl::StrCat("batch ", shape[0], " x ", shape[1]);
+    parts.push_back(absl::StrCat(a.name, " [", absl::StrJoin(shape, ", "), "]"));
+  }
+  return absl::StrCat("inputs ", absl::StrJoin(parts, ", "));
+}
+
+// The names of the step's inputs, for messages.
+std::string InputNames(const stepc_module_info& info) {
+  std::vector<std::string> names;
+  for (int i = 0; i < info.num_args; ++i)
+    if (info.args[i].kind == STEPC_ARG_INPUT) names.push_back(absl::StrCat("'", info.args[i].name, "'"));
+  return absl::StrJoin(names, ", ");
+}
+
+// The fraction of rows whose most likely class is their label, given this
+// rank's logits [rows, classes] and labels; `correct` and `rows` are added to.
+void CountCorrect(const std::vector<float>& logits, const std::vector<int32_t>& labels,
+                  int64_t& correct, int64_t& rows) {
+  const size_t classes = logits.size() / labels.size();
+  for (size_t r = 0; r < labels.size(); ++r) {
+    const float* row = logits.data() + r * classes;
+    correct += std::max_element(row, row + classes) - row == labels[r];
+    ++rows;
+  }
 }
 
 absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
@@ -442,19 +455,32 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   if (!absl::GetFlag(FLAGS_init_npy).empty())
     STEPC_RETURN_IF_ERROR(LoadParams(*session, absl::GetFlag(FLAGS_init_npy)));
 
-  STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session->Shape("tokens"));
-  if (shape.size() != 2)
-    return absl::InvalidArgumentError("the model's 'tokens' input is not [batch, seq]");
+  // Token data feeds a language model's [batch, seq] 'tokens' and
+  // 'targets'; --batch-npy any model's inputs, by name.
+  const std::string batch_dir = absl::GetFlag(FLAGS_batch_npy);
+  const int tokens_arg = module->FindArg("tokens"), targets_arg = module->FindArg("targets");
+  const bool language_model = tokens_arg >= 0 && targets_arg >= 0 &&
+                              info.args[tokens_arg].kind == STEPC_ARG_INPUT &&
+                              info.args[tokens_arg].rank == 2;
+  if (batch_dir.empty() && !language_model)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model's inputs are ", InputNames(info), "; token data feeds [batch, seq] "
+        "'tokens' and 'targets': give this model's inputs with --batch-npy DIR"));
   // Each rank computes on `batch` rows of the global batch of world·batch.
-  const int64_t batch = shape[0], seq = shape[1], global_batch = batch * world;
-  const int64_t vocab = info.args[module->FindArg("tokens")].id_bound;
+  int64_t batch = 1, seq = 1, vocab = 0;
+  if (language_model) {
+    batch = info.args[tokens_arg].shape[0];
+    seq = info.args[tokens_arg].shape[1];
+    vocab = info.args[tokens_arg].id_bound;
+  }
+  const int64_t global_batch = batch * world;
 
   std::vector<int32_t> tokens, targets;
   TokenData data;
-  const std::string batch_dir = absl::GetFlag(FLAGS_batch_npy);
+  std::optional<NpyBatches> batches;
   if (!batch_dir.empty()) {
-    STEPC_ASSIGN_OR_RETURN(tokens, ReadIds(batch_dir, "tokens", batch, seq, rank, world));
-    STEPC_ASSIGN_OR_RETURN(targets, ReadIds(batch_dir, "targets", batch, seq, rank, world));
+    STEPC_ASSIGN_OR_RETURN(NpyBatches opened, NpyBatches::Open(batch_dir, *module, rank, world));
+    batches = std::move(opened);
   } else {
     if (!absl::GetFlag(FLAGS_data).empty()) {
       STEPC_ASSIGN_OR_RETURN(data, TokenData::FromTokenFile(absl::GetFlag(FLAGS_data)));
@@ -476,23 +502,63 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     }
     STEPC_RETURN_IF_ERROR(data.Validate(vocab, global_batch, seq));
   }
-  const json data_json = DataJson(data, tokens, targets, batch_dir);
+  const json data_json =
+      batches ? DataJson(batch_dir, batches->count(), batches->Fingerprint(), "")
+              : DataJson(data.source(), data.size(), data.Fingerprint(), data.vocabulary());
   if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, schedule, data, batch_dir));
   // Validation data: a held-out tail of the training tokens, or a file.
   TokenData val;
-  const bool validate = absl::GetFlag(FLAGS_val_fraction) > 0 || !absl::GetFlag(FLAGS_val_data).empty();
+  std::optional<NpyBatches> val_batches;
+  if (!absl::GetFlag(FLAGS_val_batch_npy).empty()) {
+    STEPC_ASSIGN_OR_RETURN(NpyBatches opened,
+                           NpyBatches::Open(absl::GetFlag(FLAGS_val_batch_npy), *module, rank, world));
+    val_batches = std::move(opened);
+  }
+  const bool validate = absl::GetFlag(FLAGS_val_fraction) > 0 ||
+                        !absl::GetFlag(FLAGS_val_data).empty() || val_batches.has_value();
   if (absl::GetFlag(FLAGS_val_fraction) > 0) {
     val = data.HoldOut(absl::GetFlag(FLAGS_val_fraction));
     STEPC_RETURN_IF_ERROR(data.Validate(vocab, global_batch, seq));
   } else if (!absl::GetFlag(FLAGS_val_data).empty()) {
     STEPC_ASSIGN_OR_RETURN(val, TokenData::FromTokenFile(absl::GetFlag(FLAGS_val_data)));
   }
-  if (validate) STEPC_RETURN_IF_ERROR(val.Validate(vocab, global_batch, seq));
+  if (validate && !val_batches) STEPC_RETURN_IF_ERROR(val.Validate(vocab, global_batch, seq));
+  // A classifier's accuracy: its logits [rows, classes] against the integer
+  // input the cross-entropy reads, named 'labels' or 'targets'.
+  int labels_arg = module->FindArg("labels");
+  if (labels_arg < 0) labels_arg = targets_arg;
+  const bool accuracy = val_batches && info.logits_rank == 2 && labels_arg >= 0 &&
+                        info.args[labels_arg].rank == 1 &&
+                        info.args[labels_arg].shape[0] == info.logits_shape[0];
   // The mean loss of the same --eval-batches validation batches each time.
   const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
+  double val_accuracy = 0;
   auto evaluate = [&]() -> absl::StatusOr<double> {
     std::vector<int32_t> val_tokens, val_targets;
     double sum = 0;
+    if (val_batches) {
+      const int64_t n = std::min(absl::GetFlag(FLAGS_eval_batches), val_batches->count());
+      int64_t correct = 0, rows = 0;
+      std::vector<float> logits;
+      for (int64_t j = 0; j < n; ++j) {
+        STEPC_ASSIGN_OR_RETURN(const InputBatch b, val_batches->Load(j));
+        STEPC_RETURN_IF_ERROR(SetBatch(*session, b));
+        STEPC_ASSIGN_OR_RETURN(const float loss, session->Eval(accuracy ? &logits : nullptr));
+        sum += loss;
+        if (accuracy)
+          for (size_t k = 0; k < b.names.size(); ++k)
+            if (b.names[k] == info.args[labels_arg].name) CountCorrect(logits, b.ints[k], correct, rows);
+      }
+      if (accuracy) {
+        // Every rank's count: the accuracy over the global batches.
+        STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all_correct,
+                               comm->AllGather(static_cast<uint64_t>(correct)));
+        uint64_t total = 0;
+        for (uint64_t c : all_correct) total += c;
+        val_accuracy = double(total) / double(rows * world);
+      }
+      return sum / static_cast<double>(n);
+    }
     const int64_t batches = absl::GetFlag(FLAGS_eval_batches);
     for (int64_t j = 1; j <= batches; ++j) {
       val.Sample(schedule.seed ^ 0x5EEDull, j, global_batch, seq, val_tokens, val_targets);
@@ -546,10 +612,11 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
                  static_cast<long long>(warmup), static_cast<long long>(steps),
                  double(steps) / double(warmup));
   if (lead)
-    std::printf("stepc-run: %s | planned %.1f MB | batch %lld x %lld | %s | %lld steps%s%s\n",
-                path.c_str(), session->planned_bytes() / 1e6,
-                static_cast<long long>(global_batch), static_cast<long long>(seq),
-                batch_dir.empty() ? data.source().c_str() : batch_dir.c_str(),
+    std::printf("stepc-run: %s | planned %.1f MB | %s | %s | %lld steps%s%s\n",
+                path.c_str(), session->planned_bytes() / 1e6, BatchText(info, world).c_str(),
+                batches ? absl::StrCat(batch_dir, " (", batches->count(), " batch",
+                                       batches->count() > 1 ? "es" : "", ")").c_str()
+                        : data.source().c_str(),
                 static_cast<long long>(steps),
                 world > 1 ? absl::StrCat(" | ", world, " ranks (", info.sharding, ")").c_str()
                           : "",
@@ -566,13 +633,20 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     val_losses.push_back({step, val_loss});
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const int64_t eval_batches =
+        val_batches ? std::min(absl::GetFlag(FLAGS_eval_batches), val_batches->count())
+                    : absl::GetFlag(FLAGS_eval_batches);
+    const std::string accuracy_json =
+        accuracy ? absl::StrFormat(", \"val_accuracy\": %.6f", val_accuracy) : "";
     if (metrics.is_open())
-      metrics.stream() << absl::StrFormat("{\"step\": %d, \"val_loss\": %s, \"eval_batches\": %d}\n",
-                                          step, Json(val_loss), absl::GetFlag(FLAGS_eval_batches));
+      metrics.stream() << absl::StrFormat(
+          "{\"step\": %d, \"val_loss\": %s%s, \"eval_batches\": %d}\n", step, Json(val_loss),
+          accuracy_json, eval_batches);
     if (lead) {
-      std::printf("eval %5lld/%lld | val_loss %.4f | %lld batches, %.2f s\n",
+      std::printf("eval %5lld/%lld | val_loss %.4f%s | %lld batches, %.2f s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), val_loss,
-                  static_cast<long long>(absl::GetFlag(FLAGS_eval_batches)), seconds);
+                  accuracy ? absl::StrFormat(" | val_accuracy %.4f", val_accuracy).c_str() : "",
+                  static_cast<long long>(eval_batches), seconds);
       std::fflush(stdout);
     }
     return absl::OkStatus();
@@ -580,16 +654,19 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   if (validate && eval_every > 0 && first_step <= steps)
     STEPC_RETURN_IF_ERROR(report_eval(first_step - 1));
   for (int64_t step = first_step; step <= steps; ++step) {
-    if (batch_dir.empty()) {
+    if (batches) {
+      STEPC_ASSIGN_OR_RETURN(const InputBatch b, batches->Load(step - 1));
+      STEPC_RETURN_IF_ERROR(SetBatch(*session, b));
+    } else {
       // The global batch of this step, the same on every rank; keep our rows.
       data.Sample(schedule.seed, step, global_batch, seq, tokens, targets);
       if (world > 1) {
         tokens = RankSlice(tokens, rank, batch, seq);
         targets = RankSlice(targets, rank, batch, seq);
       }
+      STEPC_RETURN_IF_ERROR(session->SetInput("tokens", tokens));
+      STEPC_RETURN_IF_ERROR(session->SetInput("targets", targets));
     }
-    STEPC_RETURN_IF_ERROR(session->SetInput("tokens", tokens));
-    STEPC_RETURN_IF_ERROR(session->SetInput("targets", targets));
     double lr = LearningRate(step, steps, warmup, schedule.lr, schedule.min_lr_ratio);
     auto start = std::chrono::steady_clock::now();
     STEPC_ASSIGN_OR_RETURN(last, session->Step(static_cast<float>(lr)));
