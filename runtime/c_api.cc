@@ -187,13 +187,18 @@ extern "C" int stepc_session_write_param(stepc_session* s, const char* name, con
 
 namespace {
 
-// The module argument of the index-th state tensor, or -1.
-int StateArg(const stepc::Session& session, int32_t index) {
+// The module argument of the index-th of those whose kind `keep` accepts,
+// or -1.
+template <typename Keep>
+int NthArg(const stepc::Session& session, int32_t index, Keep keep) {
   const stepc_module_info& info = session.module().info();
   for (int i = 0, seen = 0; i < info.num_args; ++i)
-    if (info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ && seen++ == index) return i;
+    if (keep(info.args[i].kind) && seen++ == index) return i;
   return -1;
 }
+
+bool IsState(int32_t kind) { return kind <= STEPC_ARG_EXP_AVG_SQ; }
+bool IsInput(int32_t kind) { return kind == STEPC_ARG_INPUT; }
 
 }  // namespace
 
@@ -218,7 +223,7 @@ extern "C" int stepc_session_tensor_info(stepc_session* s, int32_t index, const 
     if (!session.ok()) return session.status();
     if (!name || !role || !rank || !shape)
       return absl::InvalidArgumentError("name, role, rank or shape is NULL");
-    const int i = StateArg(**session, index);
+    const int i = NthArg(**session, index, IsState);
     if (i < 0) return absl::OutOfRangeError(absl::StrCat("no state tensor ", index));
     const stepc_arg_info& a = (*session)->module().info().args[i];
     absl::StatusOr<std::vector<int64_t>> whole = (*session)->GlobalShape(a.name);
@@ -338,17 +343,6 @@ extern "C" int stepc_session_set_input_f32(stepc_session* s, const char* name,
   });
 }
 
-namespace {
-
-// The module argument of the index-th input, or -1.
-int InputArg(const stepc::Session& session, int32_t index) {
-  const stepc_module_info& info = session.module().info();
-  for (int i = 0, seen = 0; i < info.num_args; ++i)
-    if (info.args[i].kind == STEPC_ARG_INPUT && seen++ == index) return i;
-  return -1;
-}
-
-}  // namespace
 
 extern "C" int stepc_session_num_inputs(stepc_session* s, int32_t* count, char* error,
                                         size_t len) {
@@ -357,7 +351,7 @@ extern "C" int stepc_session_num_inputs(stepc_session* s, int32_t* count, char* 
     if (!session.ok()) return session.status();
     if (absl::Status ok = NotNull(count, "count"); !ok.ok()) return ok;
     *count = 0;
-    while (InputArg(**session, *count) >= 0) ++*count;
+    while (NthArg(**session, *count, IsInput) >= 0) ++*count;
     return absl::OkStatus();
   });
 }
@@ -368,7 +362,7 @@ extern "C" int stepc_session_input_name(stepc_session* s, int32_t index, const c
     absl::StatusOr<stepc::Session*> session = Live(s);
     if (!session.ok()) return session.status();
     if (absl::Status ok = NotNull(name, "name"); !ok.ok()) return ok;
-    const int i = InputArg(**session, index);
+    const int i = NthArg(**session, index, IsInput);
     if (i < 0) return absl::OutOfRangeError(absl::StrCat("no input ", index));
     *name = (*session)->module().info().args[i].name;
     return absl::OkStatus();

@@ -219,15 +219,21 @@ absl::Status Session::InitParams(uint64_t seed) {
   return absl::OkStatus();
 }
 
-absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t> values) {
+absl::StatusOr<int> Session::Input(const std::string& name, int32_t dtype, size_t count) const {
   STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
   const stepc_arg_info& a = module_->info().args[i];
-  if (a.kind != STEPC_ARG_INPUT || a.dtype != STEPC_I32)
-    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not an integer input"));
-  if (static_cast<int64_t>(values.size()) != Numel(a))
+  if (a.kind != STEPC_ARG_INPUT || a.dtype != dtype)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", name, "' is not ", dtype == STEPC_F32 ? "a float" : "an integer", " input"));
+  if (static_cast<int64_t>(count) != Numel(a))
     return absl::InvalidArgumentError(absl::StrCat("input '", name, "' expects ", Numel(a),
-                                                   " values (the compiled batch), got ",
-                                                   values.size()));
+                                                   " values (the compiled batch), got ", count));
+  return i;
+}
+
+absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t> values) {
+  STEPC_ASSIGN_OR_RETURN(const int i, Input(name, STEPC_I32, values.size()));
+  const stepc_arg_info& a = module_->info().args[i];
   for (size_t k = 0; k < values.size(); ++k)
     if (a.id_bound > 0 && (values[k] < 0 || values[k] >= a.id_bound))
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "': id ", values[k],
@@ -240,14 +246,7 @@ absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t
 }
 
 absl::Status Session::SetFloatInput(const std::string& name, absl::Span<const float> values) {
-  STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
-  const stepc_arg_info& a = module_->info().args[i];
-  if (a.kind != STEPC_ARG_INPUT || a.dtype != STEPC_F32)
-    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float input"));
-  if (static_cast<int64_t>(values.size()) != Numel(a))
-    return absl::InvalidArgumentError(absl::StrCat("input '", name, "' expects ", Numel(a),
-                                                   " values (the compiled batch), got ",
-                                                   values.size()));
+  STEPC_ASSIGN_OR_RETURN(const int i, Input(name, STEPC_F32, values.size()));
   for (size_t k = 0; k < values.size(); ++k)
     if (!std::isfinite(values[k]))
       return absl::InvalidArgumentError(

@@ -98,6 +98,8 @@ class Session {
   int ShardAxes() const;
   int ShardCount() const;
   absl::StatusOr<int> Arg(const std::string& name) const;
+  // The input `name` if it has `dtype` and `count` elements.
+  absl::StatusOr<int> Input(const std::string& name, int32_t dtype, size_t count) const;
   // CUDA: copies host values the device lacks, or device values the host lacks.
   absl::Status Upload();
   absl::Status Download(int i) const;

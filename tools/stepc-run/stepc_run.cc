@@ -280,8 +280,6 @@ absl::Status ValidateFlags() {
     return absl::InvalidArgumentError("--eval-every must be >= 0 and --eval-batches >= 1");
   if (!(absl::GetFlag(FLAGS_val_fraction) >= 0 && absl::GetFlag(FLAGS_val_fraction) < 1))
     return absl::InvalidArgumentError("--val-fraction must be in [0, 1)");
-  if (absl::GetFlag(FLAGS_val_fraction) > 0 && !absl::GetFlag(FLAGS_val_data).empty())
-    return absl::InvalidArgumentError("give one of --val-data and --val-fraction");
   if ((absl::GetFlag(FLAGS_val_fraction) > 0 || !absl::GetFlag(FLAGS_val_data).empty()) &&
       !absl::GetFlag(FLAGS_batch_npy).empty())
     return absl::InvalidArgumentError(
@@ -502,9 +500,14 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     }
     STEPC_RETURN_IF_ERROR(data.Validate(vocab, global_batch, seq));
   }
+  // The character vocabulary: the corpus's, or a token file's --vocab.
+  std::string characters = data.vocabulary();
+  if (!absl::GetFlag(FLAGS_vocab).empty()) {
+    STEPC_ASSIGN_OR_RETURN(characters, ReadVocabulary(absl::GetFlag(FLAGS_vocab), vocab));
+  }
   const json data_json =
       batches ? DataJson(batch_dir, batches->count(), batches->Fingerprint(), "")
-              : DataJson(data.source(), data.size(), data.Fingerprint(), data.vocabulary());
+              : DataJson(data.source(), data.size(), data.Fingerprint(), characters);
   if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, schedule, data, batch_dir));
   // Validation data: a held-out tail of the training tokens, or a file.
   TokenData val;
@@ -726,11 +729,14 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
                               info.sharding, ", batch ", global_batch, " x ", seq, ", ",
                               losses.size(), " steps")}));
   if (absl::GetFlag(FLAGS_sample) > 0) {
-    // The character vocabulary: byte vocabulary[i] is id i.
-    std::string vocabulary = data.vocabulary();
-    if (!absl::GetFlag(FLAGS_vocab).empty()) {
-      STEPC_ASSIGN_OR_RETURN(vocabulary, ReadVocabulary(absl::GetFlag(FLAGS_vocab), vocab));
-    }
+    // The character vocabulary (byte vocabulary[i] is id i): the data's,
+    // else the one the checkpoint saved.
+    std::string vocabulary = characters;
+    if (vocabulary.empty() && resumed_trainer.is_object() && resumed_trainer.contains("data") &&
+        resumed_trainer["data"].contains("vocabulary") &&
+        resumed_trainer["data"]["vocabulary"].is_array())
+      for (const json& b : resumed_trainer["data"]["vocabulary"])
+        if (b.is_number_integer()) vocabulary.push_back(static_cast<char>(b.get<int>()));
     if (vocabulary.empty())
       return absl::FailedPreconditionError(
           "--sample decodes characters: train on --corpus or the embedded corpus, or give "
