@@ -124,6 +124,68 @@ int main(int argc, char **argv) {
                "wte");
   expect_error("read-param-null-out", stepc_session_read_param(s, "wte", NULL, 4, error, sizeof error), NULL);
 
+  /* The forward-only step and its logits. */
+  expect_error("eval-null-loss", stepc_session_eval(s, NULL, error, sizeof error), "NULL");
+  expect_ok("eval", stepc_session_eval(s, &loss, error, sizeof error));
+  int32_t rank = 0, count = 0, dtype = 0;
+  int64_t shape[8];
+  expect_error("logits-shape-null", stepc_session_logits_shape(s, NULL, shape, error, sizeof error), "NULL");
+  expect_ok("logits-shape", stepc_session_logits_shape(s, &rank, shape, error, sizeof error));
+  expect_error("eval-logits-wrong-count", stepc_session_eval_logits(s, &loss, out, 4, error, sizeof error),
+               "logits");
+  expect_error("eval-logits-null", stepc_session_eval_logits(s, &loss, NULL, 4, error, sizeof error), "NULL");
+  /* Float inputs and the input listing. */
+  float features[4] = {0, 1, 2, 3};
+  expect_error("set-input-f32-on-ids", stepc_session_set_input_f32(s, "tokens", features, 4, error, sizeof error),
+               "not a float input");
+  expect_error("set-input-f32-null-values", stepc_session_set_input_f32(s, "tokens", NULL, 4, error, sizeof error),
+               "NULL");
+  expect_error("num-inputs-null", stepc_session_num_inputs(s, NULL, error, sizeof error), "NULL");
+  expect_ok("num-inputs", stepc_session_num_inputs(s, &count, error, sizeof error));
+  const char *name = NULL;
+  expect_error("input-name-out-of-range", stepc_session_input_name(s, count, &name, error, sizeof error),
+               "no input");
+  expect_error("input-info-unknown", stepc_session_input_info(s, "nope", &dtype, &rank, shape, error, sizeof error),
+               "nope");
+  expect_error("input-info-null", stepc_session_input_info(s, "tokens", NULL, &rank, shape, error, sizeof error),
+               "NULL");
+  /* State tensors: listing, writing. */
+  expect_error("num-tensors-null", stepc_session_num_tensors(s, NULL, error, sizeof error), "NULL");
+  expect_error("tensor-info-out-of-range", stepc_session_tensor_info(s, 100000, &name, &rank, &rank, shape,
+                                                                      error, sizeof error), "no state tensor");
+  expect_error("tensor-info-negative", stepc_session_tensor_info(s, -1, &name, &rank, &rank, shape, error,
+                                                                  sizeof error), "no state tensor");
+  expect_error("write-param-wrong-count", stepc_session_write_param(s, "wte", out, 4, error, sizeof error),
+               "wte");
+  expect_error("write-param-unknown", stepc_session_write_param(s, "nope", out, 4, error, sizeof error), "nope");
+  expect_error("write-param-null-values", stepc_session_write_param(s, "wte", NULL, 4, error, sizeof error),
+               "NULL");
+  /* Checkpoints: bad paths, a missing one, a trainer buffer too small. */
+  char ckpt[512], under_file[512];
+  snprintf(ckpt, sizeof ckpt, "%s/capi-ckpt", argv[2]);
+  snprintf(under_file, sizeof under_file, "%s/ckpt", argv[3]);
+  expect_error("save-null-dir", stepc_session_save_checkpoint(s, NULL, NULL, error, sizeof error), "NULL");
+  expect_error("save-bad-trainer-json", stepc_session_save_checkpoint(s, ckpt, "[1, 2", error, sizeof error),
+               "JSON object");
+  expect_error("save-under-a-file", stepc_session_save_checkpoint(s, under_file, NULL, error, sizeof error),
+               argv[3]);
+  expect_ok("save", stepc_session_save_checkpoint(s, ckpt, "{\"epoch\": 3}", error, sizeof error));
+  int64_t steps = -1;
+  char trainer[4];
+  expect_error("load-missing", stepc_session_load_checkpoint(s, "no/such/ckpt", &steps, NULL, 0, error,
+                                                             sizeof error), "no/such/ckpt");
+  expect_error("load-null-dir", stepc_session_load_checkpoint(s, NULL, &steps, NULL, 0, error, sizeof error),
+               "NULL");
+  expect_error("load-trainer-buffer-too-small",
+               stepc_session_load_checkpoint(s, ckpt, &steps, trainer, sizeof trainer, error, sizeof error),
+               "trainer_json_len");
+  expect_ok("load", stepc_session_load_checkpoint(s, ckpt, &steps, NULL, 0, error, sizeof error));
+  expect_ok("steps-done", stepc_session_steps_done(s, &steps, error, sizeof error));
+  if (steps != 1) {
+    printf("FAIL steps-after-load: %lld, expected 1\n", (long long)steps);
+    ++failures;
+  }
+
   /* A pointer the library never returned. */
   struct { void *p[8]; } foreign = {{0}};
   stepc_session *fake = (stepc_session *)&foreign;
@@ -137,6 +199,9 @@ int main(int argc, char **argv) {
                "destroyed");
   expect_error("init-after-destroy", stepc_session_init_params(s, 0, error, sizeof error), "destroyed");
   expect_error("read-after-destroy", stepc_session_read_param(s, "wte", out, 4, error, sizeof error),
+               "destroyed");
+  expect_error("eval-after-destroy", stepc_session_eval(s, &loss, error, sizeof error), "destroyed");
+  expect_error("save-after-destroy", stepc_session_save_checkpoint(s, ckpt, NULL, error, sizeof error),
                "destroyed");
   stepc_session_destroy(s);
   printf("ok destroy-twice\n");
