@@ -28,10 +28,12 @@ namespace {
 
 char error[512];
 
-bool Fail(stepc_session* session) {
+// Prints the last error, destroys the sessions given; the exit status.
+int Fail(stepc_session* session, stepc_session* other = nullptr) {
   std::fprintf(stderr, "error: %s\n", error);
   stepc_session_destroy(session);
-  return false;
+  stepc_session_destroy(other);
+  return 1;
 }
 
 // Sets the toy task's batch of `step`.
@@ -106,20 +108,20 @@ int main(int argc, char** argv) {
   if (stepc_session_init_params(session, /*seed=*/42, error, sizeof(error)) ||
       !SetBatch(session, 1) || stepc_session_eval(session, &evaluated, error, sizeof(error)) ||
       !Train(session, 1, steps, &first, &loss))
-    return Fail(session), 1;
+    return Fail(session);
   std::printf("eval before step 1: loss %.4f, %s step 1's\n", evaluated,
               evaluated == first ? "bit-identical to" : "DIFFERENT from");
   // The logits of the same forward: their cross-entropy is the loss.
   int32_t rank = 0;
   int64_t shape[8];
   if (stepc_session_logits_shape(session, &rank, shape, error, sizeof(error)) || rank != 3)
-    return Fail(session), 1;
+    return Fail(session);
   std::vector<float> logits(shape[0] * shape[1] * shape[2]);
   float again = 0;
   if (!SetBatch(session, 1) ||
       stepc_session_eval_logits(session, &again, logits.data(), logits.size(), error,
                                 sizeof(error)))
-    return Fail(session), 1;
+    return Fail(session);
   double total = 0;
   for (int64_t b = 0; b < shape[0]; ++b)
     for (int64_t t = 0; t < shape[1]; ++t) {
@@ -146,7 +148,7 @@ int main(int argc, char** argv) {
         !Train(half, 1, steps / 2, &ignored, &resumed_loss) ||
         stepc_session_save_checkpoint(half, checkpoint, "{\"host\": \"embed_train\"}", error,
                                       sizeof(error)))
-      return Fail(half), stepc_session_destroy(session), 1;
+      return Fail(half, session);
     stepc_session_destroy(half);
     stepc_session* resumed = stepc_session_create(argv[1], error, sizeof(error));
     int32_t tensors = 0;
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
                                       error, sizeof(error)) ||
         !Train(resumed, static_cast<int>(step) + 1, steps, &ignored, &resumed_loss) ||
         !SameTensors(session, resumed, &tensors))
-      return Fail(resumed), stepc_session_destroy(session), 1;
+      return Fail(resumed, session);
     std::printf("resumed at step %lld (%s): %d tensors bit-identical to the straight run\n",
                 static_cast<long long>(step), trainer, tensors);
     stepc_session_destroy(resumed);
