@@ -284,12 +284,37 @@ def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
                          "--warmup": ["-1", "abc"],
                          "--min-lr-ratio": ["2", "-0.1", "nan"],
                          "--log-every": ["0", "-3"],
-                         "--seed": ["-1", "abc"]}.items():
+                         "--seed": ["-1", "abc"],
+                         "--save-every": ["-1", "abc"],
+                         "--keep": ["-2"],
+                         "--threads": ["-1", "5000", "abc"],
+                         "--eval-every": ["-1"],
+                         "--eval-batches": ["0", "-5"],
+                         "--val-fraction": ["1", "-0.5", "nan", "abc"],
+                         "--sample": ["-1", "abc"],
+                         "--temperature": ["-1", "nan", "inf"],
+                         "--top-k": ["-1"]}.items():
         for value in values:
             yield case(f"flag{flag}={value}", [f"{flag}={value}"], [flag.lstrip("-").replace("-", "_"),
                                                                     flag.lstrip("-"), value])
     yield case("unknown-flag", ["--no-such-flag=1"], ["no_such_flag", "no-such-flag"])
     yield case("two-data-sources", ["--data", so, "--corpus", so], ["--data", "--corpus"])
+    # Checkpoints, validation and sampling flags that contradict each other
+    # or point nowhere.
+    yield case("save-every-without-dir", ["--save-every", "5"], ["--save-every", "--checkpoint-dir"])
+    yield case("checkpoint-dir-under-file", ["--checkpoint-dir", os.path.join(so, "ckpt")],
+               ["--checkpoint-dir", "not a directory"])
+    yield case("resume-missing", ["--resume", os.path.join(d, "no-ckpt")], ["no-ckpt"])
+    yield case("resume-not-a-checkpoint", ["--resume", d], [d, "no complete checkpoint"])
+    yield case("resume-and-init-npy", ["--resume", d, "--init-npy", d], ["--resume", "--init-npy"])
+    yield case("eval-every-without-val", ["--eval-every", "2"], ["--eval-every"])
+    yield case("two-val-sources", ["--val-fraction", "0.1", "--val-data", so],
+               ["--val-data", "--val-fraction"])
+    yield case("val-data-missing", ["--val-data", os.path.join(d, "no-val.bin")], ["no-val.bin"])
+    yield case("val-batch-npy-missing", ["--val-batch-npy", os.path.join(d, "no-val")], ["no-val"])
+    yield case("empty-prompt", ["--sample", "3", "--prompt", ""], ["--prompt"])
+    yield case("vocab-missing", ["--sample", "3", "--vocab", os.path.join(d, "no-meta.json")],
+               ["no-meta.json"])
 
     # Outputs: validated before anything is written; existing files survive.
     keep = os.path.join(d, "keep.jsonl")
