@@ -302,6 +302,7 @@ def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
     # Checkpoints, validation and sampling flags that contradict each other
     # or point nowhere.
     yield case("save-every-without-dir", ["--save-every", "5"], ["--save-every", "--checkpoint-dir"])
+    yield case("auto-resume-without-dir", ["--auto-resume"], ["--auto-resume"])
     yield case("checkpoint-dir-under-file", ["--checkpoint-dir", os.path.join(so, "ckpt")],
                ["--checkpoint-dir", "not a directory"])
     yield case("resume-missing", ["--resume", os.path.join(d, "no-ckpt")], ["no-ckpt"])

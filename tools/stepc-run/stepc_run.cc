@@ -70,6 +70,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "write checkpoints to DIR/step-NNNNNNNN (every --save-every steps and after the last)");
 ABSL_FLAG(int64_t, save_every, 0, "checkpoint every K steps (0: only after the last)");
 ABSL_FLAG(int64_t, keep, 0, "keep only the newest N checkpoints (0: all)");
+ABSL_FLAG(bool, auto_resume, false,
+          "resume from the newest checkpoint under --checkpoint-dir if there is one, else start "
+          "afresh (a job that is requeued runs the same command again)");
 ABSL_FLAG(std::string, resume, "",
           "continue from a checkpoint: DIR itself, or the newest DIR/step-NNNNNNNN; schedule "
           "flags not given default to the checkpoint's");
@@ -274,6 +277,8 @@ absl::Status ValidateFlags() {
     return absl::InvalidArgumentError("--save-every and --keep must be >= 0");
   if (absl::GetFlag(FLAGS_save_every) > 0 && absl::GetFlag(FLAGS_checkpoint_dir).empty())
     return absl::InvalidArgumentError("--save-every needs --checkpoint-dir");
+  if (absl::GetFlag(FLAGS_auto_resume) && absl::GetFlag(FLAGS_checkpoint_dir).empty())
+    return absl::InvalidArgumentError("--auto-resume needs --checkpoint-dir");
   if (absl::GetFlag(FLAGS_threads) < 0 || absl::GetFlag(FLAGS_threads) > 4096)
     return absl::InvalidArgumentError("--threads must be in [0, 4096]");
   if (absl::GetFlag(FLAGS_eval_every) < 0 || absl::GetFlag(FLAGS_eval_batches) < 1)
@@ -309,7 +314,7 @@ absl::Status ValidateFlags() {
 // Under MPI every rank must train the same run: a rank with other flags or
 // data would wait forever in a collective, or silently diverge.
 absl::Status AgreeOnRun(Communicator& comm, const Schedule& schedule, const TokenData& data,
-                        const std::string& batch_dir) {
+                        const std::string& batch_dir, const std::string& resume_dir) {
   uint64_t hash = 0xCBF29CE484222325ull;
   auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
   auto mix_text = [&](const std::string& text) {
@@ -321,7 +326,7 @@ absl::Status AgreeOnRun(Communicator& comm, const Schedule& schedule, const Toke
   mix(schedule.seed);
   mix_text(absl::StrCat(schedule.lr, "/", schedule.min_lr_ratio));
   mix_text(absl::GetFlag(FLAGS_init_npy));
-  mix_text(absl::GetFlag(FLAGS_resume));
+  mix_text(resume_dir);
   mix_text(absl::GetFlag(FLAGS_checkpoint_dir));
   mix(static_cast<uint64_t>(absl::GetFlag(FLAGS_save_every)));
   mix_text(batch_dir);
@@ -443,8 +448,12 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   std::string resume_dir;
   CheckpointInfo resumed;
   json resumed_trainer;
-  if (!absl::GetFlag(FLAGS_resume).empty()) {
-    STEPC_ASSIGN_OR_RETURN(resume_dir, FindLatestCheckpoint(absl::GetFlag(FLAGS_resume)));
+  std::string resume_from = absl::GetFlag(FLAGS_resume);
+  if (resume_from.empty() && absl::GetFlag(FLAGS_auto_resume) &&
+      FindLatestCheckpoint(absl::GetFlag(FLAGS_checkpoint_dir)).ok())
+    resume_from = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (!resume_from.empty()) {
+    STEPC_ASSIGN_OR_RETURN(resume_dir, FindLatestCheckpoint(resume_from));
     STEPC_ASSIGN_OR_RETURN(resumed, ReadCheckpointInfo(resume_dir));
     resumed_trainer = json::parse(resumed.trainer_json, nullptr, false);
     STEPC_ASSIGN_OR_RETURN(schedule, ResumedSchedule(resumed_trainer, resume_dir, lead));
@@ -508,7 +517,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   const json data_json =
       batches ? DataJson(batch_dir, batches->count(), batches->Fingerprint(), "")
               : DataJson(data.source(), data.size(), data.Fingerprint(), characters);
-  if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, schedule, data, batch_dir));
+  if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, schedule, data, batch_dir, resume_dir));
   // Validation data: a held-out tail of the training tokens, or a file.
   TokenData val;
   std::optional<NpyBatches> val_batches;
