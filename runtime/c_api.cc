@@ -388,3 +388,50 @@ extern "C" int stepc_session_input_info(stepc_session* s, const char* name, int3
     return absl::OkStatus();
   });
 }
+
+extern "C" int stepc_session_num_outputs(stepc_session* s, int32_t* count, char* error,
+                                         size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (absl::Status ok = NotNull(count, "count"); !ok.ok()) return ok;
+    *count = (*session)->module().info().num_outputs;
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_output_info(stepc_session* s, int32_t index, const char** name,
+                                         int32_t* rank, int64_t shape[8], char* error,
+                                         size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (!name || !rank || !shape) return absl::InvalidArgumentError("name, rank or shape is NULL");
+    const stepc_module_info& info = (*session)->module().info();
+    if (index < 0 || index >= info.num_outputs)
+      return absl::OutOfRangeError(absl::StrCat("no output ", index, " (the module has ",
+                                                info.num_outputs, ")"));
+    const stepc_output_info& o = info.outputs[index];
+    if (o.rank > 8) return absl::OutOfRangeError(absl::StrCat("'", o.name, "' has more than 8 dims"));
+    *name = o.name;
+    *rank = o.rank;
+    std::copy(o.shape, o.shape + o.rank, shape);
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_eval_outputs(stepc_session* s, float* loss, float* const* outputs,
+                                          char* error, size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    if (!loss || !outputs) return absl::InvalidArgumentError("loss or outputs is NULL");
+    std::vector<std::vector<float>> values;
+    absl::StatusOr<float> value = (*session)->Eval(nullptr, &values);
+    if (!value.ok()) return value.status();
+    *loss = *value;
+    for (size_t k = 0; k < values.size(); ++k)
+      if (outputs[k]) std::memcpy(outputs[k], values[k].data(), values[k].size() * sizeof(float));
+    return absl::OkStatus();
+  });
+}

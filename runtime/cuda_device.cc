@@ -124,11 +124,11 @@ class CudaDevice : public Device {
   }
 
   absl::StatusOr<float> RunEval(const Module& module, const stepc_collectives* collectives,
-                                float* logits) override {
+                                float* logits, float* const* outputs) override {
     stepc_device dev{stream_, reported_->status};
     char error[512] = {0};
-    if (module.RunEval(args_.data(), arena_, collectives, &dev, &reported_->loss, logits, error,
-                       sizeof(error)))
+    if (module.RunEval(args_.data(), arena_, collectives, &dev, &reported_->loss, logits, outputs,
+                       error, sizeof(error)))
       return absl::InternalError(error);
     STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     STEPC_RETURN_IF_ERROR(CheckStatus(module));

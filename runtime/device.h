@@ -40,7 +40,7 @@ class Device {
   // The forward-only step (stepc_eval_step_v4), launched eagerly; the
   // logits land in `logits` (host memory) unless it is null.
   virtual absl::StatusOr<float> RunEval(const Module& module, const stepc_collectives* collectives,
-                                        float* logits) = 0;
+                                        float* logits, float* const* outputs) = 0;
   // The NCCL communicator of a multi-rank CUDA step (on this device's
   // stream); null: keep the host's (the emulation, whose device memory is
   // host memory, runs its collectives over MPI).

@@ -115,6 +115,12 @@ int64_t Module::logits_count() const {
   return n;
 }
 
+int64_t Module::output_count(int i) const {
+  int64_t n = 1;
+  for (int d = 0; d < info_->outputs[i].rank; ++d) n *= info_->outputs[i].shape[d];
+  return n;
+}
+
 int Module::FindArg(const std::string& name) const {
   for (int i = 0; i < info_->num_args; ++i)
     if (name == info_->args[i].name) return i;

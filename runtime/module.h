@@ -36,10 +36,12 @@ class Module {
   }
   // The loss alone; see stepc_eval_step_v4.
   int RunEval(void* const* args, char* arena, const stepc_collectives* collectives,
-              const stepc_device* device, float* loss, float* logits, char* error,
-              size_t error_len) const {
-    return eval_(args, arena, collectives, device, loss, logits, error, error_len);
+              const stepc_device* device, float* loss, float* logits, float* const* outputs,
+              char* error, size_t error_len) const {
+    return eval_(args, arena, collectives, device, loss, logits, outputs, error, error_len);
   }
+  // Elements of the loss function's output i (stepc_module_info.outputs).
+  int64_t output_count(int i) const;
   // Elements of the logits the eval step returns (0: none).
   int64_t logits_count() const;
 

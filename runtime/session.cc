@@ -300,6 +300,11 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
 }
 
 absl::StatusOr<float> Session::Eval(std::vector<float>* logits) {
+  return Eval(logits, nullptr);
+}
+
+absl::StatusOr<float> Session::Eval(std::vector<float>* logits,
+                                    std::vector<std::vector<float>>* outputs) {
   const stepc_module_info& info = module_->info();
   if (logits) {
     if (module_->logits_count() == 0)
@@ -308,6 +313,15 @@ absl::StatusOr<float> Session::Eval(std::vector<float>* logits) {
     logits->resize(module_->logits_count());
   }
   float* out = logits ? logits->data() : nullptr;
+  std::vector<float*> output_ptrs;
+  if (outputs) {
+    outputs->resize(info.num_outputs);
+    for (int k = 0; k < info.num_outputs; ++k) {
+      (*outputs)[k].resize(module_->output_count(k));
+      output_ptrs.push_back((*outputs)[k].data());
+    }
+  }
+  float* const* outs = outputs && info.num_outputs > 0 ? output_ptrs.data() : nullptr;
   if (!initialized_)
     return absl::FailedPreconditionError(
         "no parameters yet: initialise or load them before evaluating");
@@ -317,7 +331,7 @@ absl::StatusOr<float> Session::Eval(std::vector<float>* logits) {
           absl::StrCat("input '", info.args[i].name, "' was never set (SetInput)"));
   if (device_) {
     STEPC_RETURN_IF_ERROR(Upload());
-    absl::StatusOr<float> loss = device_->RunEval(*module_, communicator_->table(), out);
+    absl::StatusOr<float> loss = device_->RunEval(*module_, communicator_->table(), out, outs);
     if (!loss.ok())
       return absl::Status(loss.status().code(),
                           absl::StrCat("evaluation failed: ", loss.status().message()));
@@ -326,7 +340,7 @@ absl::StatusOr<float> Session::Eval(std::vector<float>* logits) {
   float loss = 0;
   char error[512] = {0};
   if (module_->RunEval(args_.data(), eval_arena_, communicator_->table(), nullptr, &loss, out,
-                       error, sizeof(error))) {
+                       outs, error, sizeof(error))) {
     if (!communicator_->last_error().ok())
       return absl::UnavailableError(absl::StrCat("evaluation failed: ", error, ": ",
                                                  communicator_->last_error().message()));

@@ -52,6 +52,10 @@ class Session {
   // logits (Module::info().logits_shape; FailedPrecondition if the module
   // has none).
   absl::StatusOr<float> Eval(std::vector<float>* logits = nullptr);
+  // The same, also every output of the loss function besides the loss
+  // (Module::info().outputs, in that order; this rank's).
+  absl::StatusOr<float> Eval(std::vector<float>* logits,
+                             std::vector<std::vector<float>>* outputs);
 
   // A float argument (parameter or moment, e.g. "exp_avg.wte") by name, the
   // whole tensor: a sharded one is gathered from every rank, so under fsdp

@@ -82,6 +82,13 @@ typedef struct {
   int64_t count; /* floats per rank */
 } stepc_collective_info;
 
+/* An output of the loss function besides the loss (f32; this rank's). */
+typedef struct {
+  const char *name;
+  int32_t rank;
+  const int64_t *shape;
+} stepc_output_info;
+
 typedef struct {
   int32_t abi_version; /* STEPC_ABI_VERSION */
   const char *target;  /* "cpu" or "cuda" */
@@ -109,6 +116,9 @@ typedef struct {
    * the model's loss is not one cross-entropy, and there are none). */
   int32_t logits_rank;
   const int64_t *logits_shape;
+  /* The loss function's other outputs, which stepc_eval_step returns. */
+  int32_t num_outputs;
+  const stepc_output_info *outputs;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues
@@ -142,13 +152,14 @@ int stepc_train_step_v4(void *const *args, char *arena, const stepc_collectives 
 /* The forward-only step on the same arguments: writes the loss (the global
  * mean, as the training step's) and, if `logits` is not NULL and the module
  * has logits (logits_rank > 0), copies them there (host memory, this
- * rank's rows); changes no argument. `arena` holds eval_arena_bytes. Under
+ * rank's rows), and output i of the table to outputs[i] unless `outputs`
+ * or it is NULL (host memory); changes no argument. `arena` holds eval_arena_bytes. Under
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
 int stepc_eval_step_v4(void *const *args, char *arena, const stepc_collectives *collectives,
-                       const stepc_device *device, float *loss, float *logits, char *error,
-                       size_t error_len);
+                       const stepc_device *device, float *loss, float *logits,
+                       float *const *outputs, char *error, size_t error_len);
 
 #ifdef __cplusplus
 }

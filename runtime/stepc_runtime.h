@@ -48,6 +48,16 @@ int stepc_session_eval(stepc_session *session, float *loss, char *error, size_t 
  * stepc_session_logits_shape's dims) into `logits`: what a sampler reads. */
 int stepc_session_eval_logits(stepc_session *session, float *loss, float *logits, size_t count,
                               char *error, size_t error_len);
+/* The loss function's outputs besides the loss (`step.result` names): how
+ * many, the i-th's name (valid while the session lives), rank and shape;
+ * and an eval that also copies output i into outputs[i] (its elements, or
+ * NULL to skip it). */
+int stepc_session_num_outputs(stepc_session *session, int32_t *count, char *error,
+                              size_t error_len);
+int stepc_session_output_info(stepc_session *session, int32_t index, const char **name,
+                              int32_t *rank, int64_t shape[8], char *error, size_t error_len);
+int stepc_session_eval_outputs(stepc_session *session, float *loss, float *const *outputs,
+                               char *error, size_t error_len);
 /* The logits' shape ([batch, seq, vocab] for a language model); rank 0 if
  * the model's loss is not one f32 cross-entropy (no logits). */
 int stepc_session_logits_shape(stepc_session *session, int32_t *rank, int64_t shape[8],

@@ -332,6 +332,18 @@ std::string SourceEmitter::metadata() {
        << llvm::join(llvm::map_range(evalLogitsShape, [](int64_t d) { return std::to_string(d); }),
                      ", ")
        << "};\n\n";
+  for (auto [k, output] : llvm::enumerate(evalOutputs))
+    os << "static const int64_t kOutputShape" << k << "[] = {"
+       << llvm::join(llvm::map_range(output.second, [](int64_t d) { return std::to_string(d); }),
+                     ", ")
+       << (output.second.empty() ? "0" : "") << "};\n";
+  if (!evalOutputs.empty()) {
+    os << "static const stepc_output_info kOutputs[] = {\n";
+    for (auto [k, output] : llvm::enumerate(evalOutputs))
+      os << "  {" << cString(output.first) << ", " << output.second.size() << ", kOutputShape" << k
+         << "},\n";
+    os << "};\n\n";
+  }
   os << "static const stepc_module_info kInfo = {\n"
      << "  STEPC_ABI_VERSION, " << targetExpression() << ", " << n << ", kArgs, " << arenaBytes()
      << ", " << summary.modelFlops << ", " << summary.executedFlops << ", " << summary.tokens
@@ -341,7 +353,8 @@ std::string SourceEmitter::metadata() {
      << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
      << ", " << checkSites.size() << ", " << (checkSites.empty() ? "0" : "kCheckSites") << ", "
      << cString(summary.precision) << ", " << evalArenaBytes << ", " << evalLogitsShape.size()
-     << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << "};\n\n"
+     << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
+     << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << "};\n\n"
      << "extern \"C\" const stepc_module_info *stepc_module_info_v4(void) { return &kInfo; }\n";
   return text;
 }
@@ -420,17 +433,32 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
     auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
     return name ? name.getValue() : StringRef();
   };
+  // loss, then optionally logits, then the loss function's outputs.
   unsigned n = ret.getNumOperands();
-  if (n < 1 || n > 2 || resultName(0) != "loss" || (n == 2 && resultName(1) != "logits"))
-    return step.emitOpError() << "expects results named 'loss' and optionally 'logits' "
-                                 "(a step.eval_step)";
+  if (n < 1 || resultName(0) != "loss")
+    return step.emitOpError() << "expects its first result named 'loss' (a step.eval_step)";
+  std::optional<unsigned> logits;
+  SmallVector<unsigned> outputs;
+  for (unsigned i = 1; i < n; ++i) {
+    if (i == 1 && resultName(i) == "logits")
+      logits = i;
+    else if (resultName(i).starts_with("output."))
+      outputs.push_back(i);
+    else
+      return step.emitOpError() << "result #" << i
+                                << " is neither the logits nor a loss function output";
+  }
   EvalFragment fragment;
   fragment.arenaBytes = arenaBytes();
   fragment.checkSites = checkSites;
-  if (n == 2) {
-    ArrayRef<int64_t> shape = typeOf(ret.getOperand(1)).getShape();
-    fragment.logitsShape.assign(shape.begin(), shape.end());
-  }
+  auto shapeOf = [&](unsigned i) {
+    ArrayRef<int64_t> shape = typeOf(ret.getOperand(i)).getShape();
+    return std::vector<int64_t>(shape.begin(), shape.end());
+  };
+  if (logits)
+    fragment.logitsShape = shapeOf(*logits);
+  for (unsigned i : outputs)
+    fragment.outputs.push_back({resultName(i).drop_front(7).str(), shapeOf(i)});
   llvm::raw_string_ostream os(fragment.text);
   // Its own namespace: its constant tables and kernels keep their names.
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
@@ -439,14 +467,20 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
      << "extern \"C\" int stepc_eval_step_v4(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
-     << "                                  float *logits, char *error, size_t error_len) {\n";
+     << "                                  float *logits, float *const *outputs, char *error,\n"
+     << "                                  size_t error_len) {\n";
   bufferNames(os);
   stepBegin(os);
   os << body.str();
-  if (n == 2)
-    os << "  if (logits) " << copyToHost("logits", ptr(ret.getOperand(1)),
-                                         typeOf(ret.getOperand(1)).getNumElements() * 4)
+  auto bytes = [&](unsigned i) { return typeOf(ret.getOperand(i)).getNumElements() * 4; };
+  if (logits)
+    os << "  if (logits) " << copyToHost("logits", ptr(ret.getOperand(*logits)), bytes(*logits))
        << "\n";
+  for (auto [k, i] : llvm::enumerate(outputs)) {
+    std::string dst = "outputs[" + std::to_string(k) + "]";
+    os << "  if (outputs && " << dst << ") " << copyToHost(dst, ptr(ret.getOperand(i)), bytes(i))
+       << "\n";
+  }
   stepEnd(os, ptr(ret.getOperand(0)), "");
   os << "  return 0;\n}\n\n}  // namespace stepc_eval\n";
   return fragment;
@@ -463,6 +497,8 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
       lossExpr = ptr(v);
     else if (name && name.getValue() == "grad_norm")
       normExpr = ptr(v);
+    else if (name && name.getValue().starts_with("output."))
+      continue;  // read through the eval entry
     else if (!plan.argumentOf.count(v))
       return step.emitOpError() << "result #" << i
                                 << " is neither the loss, the norm, nor updated in place";

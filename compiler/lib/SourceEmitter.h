@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace stepc {
@@ -58,8 +59,10 @@ public:
     std::string text;
     int64_t arenaBytes = 0;
     std::vector<std::string> checkSites;
-    /// The logits it returns (empty: none).
+    /// The logits it returns (empty: none), and the loss function's outputs
+    /// (name, shape).
     std::vector<int64_t> logitsShape;
+    std::vector<std::pair<std::string, std::vector<int64_t>>> outputs;
   };
   mlir::FailureOr<EvalFragment> runEval();
   /// Appends `eval` to this step's source and describes it in the metadata;
@@ -68,6 +71,7 @@ public:
     evalText = eval.text;
     evalArenaBytes = eval.arenaBytes;
     evalLogitsShape = eval.logitsShape;
+    evalOutputs = eval.outputs;
     checkSites = eval.checkSites;
   }
 
@@ -182,6 +186,7 @@ private:
   std::string evalText;
   int64_t evalArenaBytes = 0;
   std::vector<int64_t> evalLogitsShape;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> evalOutputs;
   /// (kind, axes mask, floats per rank) of each collective, in order.
   llvm::SmallVector<std::tuple<std::string, int, int64_t>> collectives;
 };

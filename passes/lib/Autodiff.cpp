@@ -39,7 +39,9 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
   Location loc = loss.getLoc();
 
   SmallVector<unsigned> paramIndices;
-  SmallVector<Type> resultTypes(loss.getResultTypes());
+  // (loss, gradients..., outputs...): the loss function's outputs follow,
+  // named output.<name>, computed by the forward and never differentiated.
+  SmallVector<Type> resultTypes{loss.getResultTypes().front()};
   SmallVector<Attribute> resultAttrs{
       b.getDictionaryAttr(b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("loss")))};
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
@@ -50,6 +52,13 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
     resultTypes.push_back(loss.getArgumentTypes()[i]);
     resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
         StepDialect::kResultAttrName, b.getStringAttr("grad." + param.getName()))));
+  }
+
+  for (unsigned i = 1, e = loss.getNumResults(); i < e; ++i) {
+    resultTypes.push_back(loss.getResultTypes()[i]);
+    auto name = loss.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
+    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+        StepDialect::kResultAttrName, b.getStringAttr("output." + name.getValue()))));
   }
 
   auto grad = b.create<func::FuncOp>(
@@ -115,6 +124,8 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
     Value ct = cotangents.lookup(arg);
     results.push_back(ct ? ct : zeros(b, loc, arg.getType()));
   }
+  for (Value output : ret.getOperands().drop_front())
+    results.push_back(output);
   b.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
   setMissingPhases(body, Phase::Backward);

@@ -91,15 +91,22 @@ struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass>
         resultAttrs.push_back(b.getDictionaryAttr(
             b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("logits"))));
       }
+      // The loss function's own outputs (output.<name>), as they are.
+      for (unsigned i = 0, e = step.getNumResults(); i < e; ++i)
+        if (auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
+            name && name.getValue().starts_with("output.")) {
+          results.push_back(ret.getOperand(i));
+          resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(StepDialect::kResultAttrName, name)));
+        }
       b.create<func::ReturnOp>(ret.getLoc(), results);
       ret.erase();
       eval.setFunctionType(FunctionType::get(&getContext(), eval.getArgumentTypes(),
                                              ValueRange(results).getTypes()));
       eval.setAllResultAttrs(resultAttrs);
 
-      // The backward slice of the loss; everything else goes, users first.
+      // The backward slice of the results; everything else goes, users first.
       llvm::SetVector<Operation *> slice;
-      SmallVector<Value> work{lossValue};
+      SmallVector<Value> work(results);
       while (!work.empty()) {
         Operation *def = work.pop_back_val().getDefiningOp();
         if (!def || !slice.insert(def))

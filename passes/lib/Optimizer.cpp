@@ -80,8 +80,11 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
       inputs.push_back(i);
     }
   }
-  if (grad.getNumResults() != params.size() + 1)
+  // After the loss and one gradient per parameter: the loss function's
+  // outputs (output.<name>), carried to the training step's results.
+  if (grad.getNumResults() < params.size() + 1)
     return grad.emitOpError() << "expects the loss and one gradient per parameter";
+  const unsigned outputs = grad.getNumResults() - 1 - params.size();
 
   ArrayRef<Type> argTypes = grad.getArgumentTypes();
   SmallVector<Type> newArgs, newResults{lossType, lossType};
@@ -113,6 +116,12 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
       resultAttrs.push_back(b.getDictionaryAttr(
           named(b, StepDialect::kResultAttrName, (prefix + name).str())));
     }
+
+  for (unsigned k = 0; k < outputs; ++k) {
+    unsigned i = 1 + params.size() + k;
+    newResults.push_back(grad.getResultTypes()[i]);
+    resultAttrs.push_back(grad.getResultAttrDict(i));
+  }
 
   StringRef base = grad.getSymName();
   base.consume_back("_grad");
@@ -191,6 +200,8 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   llvm::append_range(results, newParams);
   llvm::append_range(results, newM);
   llvm::append_range(results, newV);
+  for (unsigned k = 0; k < outputs; ++k)
+    results.push_back(mapping.lookup(gradReturn.getOperand(1 + n + k)));
   b.create<func::ReturnOp>(loc, results);
   setMissingPhases(*entry, Phase::Optimizer);
   return success();

@@ -114,6 +114,10 @@ LogicalResult rebind(func::FuncOp loss, int64_t globalBatch, int64_t ranks) {
     for (auto [result, type] : llvm::zip(op.getResults(), types))
       result.setType(type);
   }
+  // The loss function's outputs take their new shapes (the loss stays a
+  // scalar).
+  loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes,
+                                         body.getTerminator()->getOperandTypes()));
   return verify(loss);
 }
 

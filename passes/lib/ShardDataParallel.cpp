@@ -46,9 +46,13 @@ struct StepShardDataParallelPass
     b.setInsertionPoint(ret);
     SmallVector<Value> results(ret.getOperands());
     results[0] = mean(b, loc, allReduce(b, loc, results[0]));
-    // Gradients in the order their defining ops run (arguments first).
+    // Gradients in the order their defining ops run (arguments first); the
+    // loss function's outputs after them stay this rank's.
+    unsigned grads = 0;
+    for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i)
+      grads += static_cast<bool>(grad.getArgAttr(i, StepDialect::kParamAttrName));
     SmallVector<unsigned> order;
-    for (unsigned i = 1; i < results.size(); ++i)
+    for (unsigned i = 1; i <= grads; ++i)
       order.push_back(i);
     auto position = [](Value v) -> Operation * { return v.getDefiningOp(); };
     llvm::stable_sort(order, [&](unsigned x, unsigned y) {

@@ -112,6 +112,12 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
     if (grad.getArgAttr(i, StepDialect::kParamAttrName))
       params.push_back(i);
   for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    // The loss function's outputs (after the gradients) stay this rank's.
+    if (k > params.size()) {
+      results.push_back(v);
+      resultTypes.push_back(v.getType());
+      continue;
+    }
     auto type = cast<RankedTensorType>(v.getType());
     Location loc = ret.getLoc();
     Value mean;

@@ -134,6 +134,17 @@ int main(int argc, char **argv) {
   expect_error("eval-logits-wrong-count", stepc_session_eval_logits(s, &loss, out, 4, error, sizeof error),
                "logits");
   expect_error("eval-logits-null", stepc_session_eval_logits(s, &loss, NULL, 4, error, sizeof error), "NULL");
+  /* The loss function's outputs (gpt-small has none). */
+  expect_error("num-outputs-null", stepc_session_num_outputs(s, NULL, error, sizeof error), "NULL");
+  expect_ok("num-outputs", stepc_session_num_outputs(s, &count, error, sizeof error));
+  if (count != 0) {
+    printf("FAIL num-outputs-count: %d, expected 0\n", count);
+    ++failures;
+  }
+  const char *output_name = NULL;
+  expect_error("output-info-out-of-range", stepc_session_output_info(s, 0, &output_name, &rank, shape, error,
+                                                                      sizeof error), "no output 0");
+  expect_error("eval-outputs-null", stepc_session_eval_outputs(s, &loss, NULL, error, sizeof error), "NULL");
   /* Float inputs and the input listing. */
   float features[4] = {0, 1, 2, 3};
   expect_error("set-input-f32-on-ids", stepc_session_set_input_f32(s, "tokens", features, 4, error, sizeof error),

@@ -64,6 +64,9 @@ ABSL_FLAG(std::string, batch_npy, "",
 ABSL_FLAG(std::string, val_batch_npy, "",
           "validation batches as --batch-npy reads them, for --eval-every; classifiers also "
           "report val_accuracy");
+ABSL_FLAG(std::string, save_outputs, "",
+          "after the last step, evaluate its batch and write the loss, the logits and the loss "
+          "function's outputs to DIR/<name>.npy (this rank's; other ranks DIR.rank<r>)");
 ABSL_FLAG(std::string, save_npy, "",
           "write parameters, moments, loss and grad_norm after the last step to DIR");
 ABSL_FLAG(std::string, checkpoint_dir, "",
@@ -233,6 +236,39 @@ absl::Status SaveState(const Session& session, const std::string& dir, StepResul
   return write("grad_norm", {}, {last.grad_norm});
 }
 
+// The eval step on the inputs set: its loss, logits and the loss function's
+// outputs as DIR/<name>.npy (rank r > 0 writes DIR.rank<r>).
+absl::Status SaveOutputs(Session& session, std::string dir, int rank) {
+  const stepc_module_info& info = session.module().info();
+  std::vector<float> logits;
+  std::vector<std::vector<float>> outputs;
+  STEPC_ASSIGN_OR_RETURN(const float loss,
+                         session.Eval(info.logits_rank > 0 ? &logits : nullptr, &outputs));
+  if (rank > 0) dir = absl::StrCat(dir, ".rank", rank);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string error;
+  auto write = [&](const std::string& name, std::vector<int64_t> shape,
+                   const std::vector<float>& values) -> absl::Status {
+    std::vector<double> data(values.begin(), values.end());
+    if (!npy::Write(absl::StrCat(dir, "/", name, ".npy"), shape, data.data(), data.size(),
+                    npy::Dtype::kF4, error))
+      return absl::PermissionDeniedError(error);
+    return absl::OkStatus();
+  };
+  STEPC_RETURN_IF_ERROR(write("loss", {}, {loss}));
+  if (info.logits_rank > 0)
+    STEPC_RETURN_IF_ERROR(write(
+        "logits", std::vector<int64_t>(info.logits_shape, info.logits_shape + info.logits_rank),
+        logits));
+  for (int k = 0; k < info.num_outputs; ++k)
+    STEPC_RETURN_IF_ERROR(write(info.outputs[k].name,
+                                std::vector<int64_t>(info.outputs[k].shape,
+                                                     info.outputs[k].shape + info.outputs[k].rank),
+                                outputs[k]));
+  return absl::OkStatus();
+}
+
 // Every flag is checked, and every output's directory, before anything is
 // loaded or written: a bad invocation changes no file.
 absl::Status ValidateFlags() {
@@ -263,7 +299,8 @@ absl::Status ValidateFlags() {
   }
   for (const auto& [flag, dir] :
        {std::pair<const char*, std::string>{"--save-npy", absl::GetFlag(FLAGS_save_npy)},
-        {"--checkpoint-dir", absl::GetFlag(FLAGS_checkpoint_dir)}}) {
+        {"--checkpoint-dir", absl::GetFlag(FLAGS_checkpoint_dir)},
+       {"--save-outputs", absl::GetFlag(FLAGS_save_outputs)}}) {
     if (dir.empty()) continue;
     // Its nearest existing ancestor must be a directory.
     std::filesystem::path at = std::filesystem::absolute(dir, ec);
@@ -778,6 +815,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
       std::fflush(stdout);
     }
   }
+  if (!absl::GetFlag(FLAGS_save_outputs).empty())
+    STEPC_RETURN_IF_ERROR(SaveOutputs(*session, absl::GetFlag(FLAGS_save_outputs), rank));
   if (!absl::GetFlag(FLAGS_save_npy).empty()) {
     // Rank 0 writes DIR; other ranks DIR.rank<r> (replicas, for checks).
     std::string dir = absl::GetFlag(FLAGS_save_npy);

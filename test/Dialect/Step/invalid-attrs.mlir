@@ -93,16 +93,33 @@ module attributes {step.loss} {
 
 // -----
 
-// expected-error @+1 {{'func.func' op expects a loss function to return one scalar float tensor, got 1 result(s) of type 'tensor<2xf32>'}}
+// expected-error @+1 {{'func.func' op expects a loss function to return a scalar float tensor first, got 1 result(s), the first of type 'tensor<2xf32>'}}
 func.func @loss_not_scalar(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> tensor<2xf32> attributes {step.loss} {
   return %w : tensor<2xf32>
 }
 
 // -----
 
-// expected-error @+1 {{'func.func' op expects a loss function to return one scalar float tensor, got 0 result(s)}}
+// expected-error @+1 {{'func.func' op expects a loss function to return a scalar float tensor first, got 0 result(s)}}
 func.func @loss_no_result() attributes {step.loss} {
   return
+}
+
+// -----
+
+// An output besides the loss needs a name the runtime reads it by.
+// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be named by a unique 'step.result' other than 'loss' and 'logits'}}
+func.func @loss_unnamed_output(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> (tensor<f32>, tensor<2xf32>) attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be a static f32 tensor, got 'tensor<2xi32>'}}
+func.func @loss_integer_output(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}, %t: tensor<2xi32> {step.input = "t"}) -> (tensor<f32>, tensor<2xi32> {step.result = "t"}) attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l, %t : tensor<f32>, tensor<2xi32>
 }
 
 // -----

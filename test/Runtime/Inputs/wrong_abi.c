@@ -9,7 +9,7 @@ int stepc_train_step_v4(void *const *args, char *arena, const stepc_collectives 
   return 1;
 }
 int stepc_eval_step_v4(void *const *args, char *arena, const stepc_collectives *c,
-                       const stepc_device *device, float *loss, float *logits, char *error,
-                       size_t error_len) {
+                       const stepc_device *device, float *loss, float *logits,
+                       float *const *outputs, char *error, size_t error_len) {
   return 1;
 }

@@ -8,6 +8,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 using namespace stepc::step;
@@ -137,18 +138,33 @@ LogicalResult StepDialect::verifyRegionResultAttribute(Operation *op,
   return success();
 }
 
-/// Checks a function marked `step.loss`: one scalar float result, every
-/// argument exactly one of parameter or input, names unique.
+/// Checks a function marked `step.loss`: a scalar float result (the loss),
+/// then any f32 outputs named by `step.result` (what the runtime may read:
+/// accuracy counts, probabilities), every argument exactly one of parameter
+/// or input, names unique.
 static LogicalResult verifyLossFunction(FunctionOpInterface function) {
   ArrayRef<Type> results = function.getResultTypes();
-  auto loss = results.size() == 1 ? dyn_cast<RankedTensorType>(results[0])
-                                  : RankedTensorType();
+  auto loss = !results.empty() ? dyn_cast<RankedTensorType>(results[0]) : RankedTensorType();
   if (!loss || loss.getRank() != 0 || !isa<FloatType>(loss.getElementType()))
     return function.emitOpError()
-           << "expects a loss function to return one scalar float tensor, got "
+           << "expects a loss function to return a scalar float tensor first, got "
            << results.size() << " result(s)"
-           << (results.size() == 1 ? " of type " : "")
-           << (results.size() == 1 ? results[0] : Type());
+           << (!results.empty() ? ", the first of type " : "")
+           << (!results.empty() ? results[0] : Type());
+  llvm::StringSet<> outputs;
+  for (unsigned i = 1; i < results.size(); ++i) {
+    auto type = dyn_cast<RankedTensorType>(results[i]);
+    auto name = function.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
+    if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
+      return function.emitOpError() << "expects output #" << i
+                                    << " of a loss function to be a static f32 tensor, got "
+                                    << results[i];
+    if (!name || name.getValue() == "loss" || name.getValue() == "logits" ||
+        !outputs.insert(name.getValue()).second)
+      return function.emitOpError()
+             << "expects output #" << i << " of a loss function to be named by a unique '"
+             << StepDialect::kResultAttrName << "' other than 'loss' and 'logits'";
+  }
   if (function.isExternal())
     return function.emitOpError() << "expects a loss function to have a body";
 

@@ -220,7 +220,8 @@ def StepEvalStep : Pass<"step-eval-step", "mlir::ModuleOp"> {
     marked `step.eval_step`: the same arguments (so a runtime passes both
     the same buffers), the loss (and, when the loss is one f32
     cross-entropy, its logits as a second result named "logits": what a
-    sampler reads), and only the ops the loss depends on:
+    sampler reads; then the loss function's own outputs, `output.<name>`),
+    and only the ops these depend on:
 
     ```
     eval_step(args...) = loss(train_step(args...))
