@@ -69,6 +69,16 @@ int Guarded(char* error, size_t len, Body body) {
   }
 }
 
+// Guarded, with the live session behind `s` (or its error).
+template <typename Body>
+int WithSession(stepc_session* s, char* error, size_t len, Body body) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    absl::StatusOr<stepc::Session*> session = Live(s);
+    if (!session.ok()) return session.status();
+    return body(**session);
+  });
+}
+
 }  // namespace
 
 extern "C" stepc_session* stepc_session_create(const char* path, char* error, size_t len) {
@@ -104,33 +114,27 @@ extern "C" void stepc_session_destroy(stepc_session* s) {
 
 extern "C" int stepc_session_init_params(stepc_session* s, uint64_t seed, char* error,
                                          size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
-    return (*session)->InitParams(seed);
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
+    return session.InitParams(seed);
   });
 }
 
 extern "C" int stepc_session_set_input(stepc_session* s, const char* name,
                                        const int32_t* values, size_t count, char* error,
                                        size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
     if (count > 0)
       if (absl::Status ok = NotNull(values, "values"); !ok.ok()) return ok;
-    return (*session)->SetInput(name, absl::MakeConstSpan(values, count));
+    return session.SetInput(name, absl::MakeConstSpan(values, count));
   });
 }
 
 extern "C" int stepc_session_step(stepc_session* s, float lr, float* loss, float* grad_norm,
                                   char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (!loss || !grad_norm) return absl::InvalidArgumentError("loss or grad_norm is NULL");
-    absl::StatusOr<stepc::StepResult> r = (*session)->Step(lr);
+    absl::StatusOr<stepc::StepResult> r = session.Step(lr);
     if (!r.ok()) return r.status();
     *loss = r->loss;
     *grad_norm = r->grad_norm;
@@ -140,11 +144,9 @@ extern "C" int stepc_session_step(stepc_session* s, float lr, float* loss, float
 
 extern "C" int stepc_session_read_param(stepc_session* s, const char* name, float* out,
                                         size_t count, char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(name, "parameter name"); !ok.ok()) return ok;
-    absl::StatusOr<std::vector<float>> values = (*session)->ReadParam(name);
+    absl::StatusOr<std::vector<float>> values = session.ReadParam(name);
     if (!values.ok()) return values.status();
     if (values->size() != count)
       return absl::InvalidArgumentError(absl::StrCat("'", name, "' holds ", values->size(),
@@ -158,12 +160,10 @@ extern "C" int stepc_session_read_param(stepc_session* s, const char* name, floa
 
 extern "C" int stepc_session_input_shape(stepc_session* s, const char* name, int64_t* batch,
                                          int64_t* seq, char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
     if (!batch || !seq) return absl::InvalidArgumentError("batch or seq is NULL");
-    absl::StatusOr<std::vector<int64_t>> shape = (*session)->Shape(name);
+    absl::StatusOr<std::vector<int64_t>> shape = session.Shape(name);
     if (!shape.ok()) return shape.status();
     if (shape->size() != 2)
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is not [batch, seq]"));
@@ -175,13 +175,11 @@ extern "C" int stepc_session_input_shape(stepc_session* s, const char* name, int
 
 extern "C" int stepc_session_write_param(stepc_session* s, const char* name, const float* values,
                                          size_t count, char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(name, "parameter name"); !ok.ok()) return ok;
     if (count > 0)
       if (absl::Status ok = NotNull(values, "values"); !ok.ok()) return ok;
-    return (*session)->WriteParam(name, absl::MakeConstSpan(values, count));
+    return session.WriteParam(name, absl::MakeConstSpan(values, count));
   });
 }
 
@@ -204,11 +202,9 @@ bool IsInput(int32_t kind) { return kind == STEPC_ARG_INPUT; }
 
 extern "C" int stepc_session_num_tensors(stepc_session* s, int32_t* count, char* error,
                                          size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(count, "count"); !ok.ok()) return ok;
-    const stepc_module_info& info = (*session)->module().info();
+    const stepc_module_info& info = session.module().info();
     *count = 0;
     for (int i = 0; i < info.num_args; ++i) *count += info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ;
     return absl::OkStatus();
@@ -218,15 +214,13 @@ extern "C" int stepc_session_num_tensors(stepc_session* s, int32_t* count, char*
 extern "C" int stepc_session_tensor_info(stepc_session* s, int32_t index, const char** name,
                                          int32_t* role, int32_t* rank, int64_t shape[8],
                                          char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (!name || !role || !rank || !shape)
       return absl::InvalidArgumentError("name, role, rank or shape is NULL");
-    const int i = NthArg(**session, index, IsState);
+    const int i = NthArg(session, index, IsState);
     if (i < 0) return absl::OutOfRangeError(absl::StrCat("no state tensor ", index));
-    const stepc_arg_info& a = (*session)->module().info().args[i];
-    absl::StatusOr<std::vector<int64_t>> whole = (*session)->GlobalShape(a.name);
+    const stepc_arg_info& a = session.module().info().args[i];
+    absl::StatusOr<std::vector<int64_t>> whole = session.GlobalShape(a.name);
     if (!whole.ok()) return whole.status();
     if (whole->size() > 8)
       return absl::OutOfRangeError(absl::StrCat("'", a.name, "' has more than 8 dimensions"));
@@ -240,31 +234,25 @@ extern "C" int stepc_session_tensor_info(stepc_session* s, int32_t index, const 
 
 extern "C" int stepc_session_steps_done(stepc_session* s, int64_t* steps, char* error,
                                         size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(steps, "steps"); !ok.ok()) return ok;
-    *steps = (*session)->steps_done();
+    *steps = session.steps_done();
     return absl::OkStatus();
   });
 }
 
 extern "C" int stepc_session_save_checkpoint(stepc_session* s, const char* dir,
                                              const char* trainer_json, char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(dir, "checkpoint directory"); !ok.ok()) return ok;
-    return (*session)->SaveCheckpoint(dir, trainer_json ? trainer_json : "{}");
+    return session.SaveCheckpoint(dir, trainer_json ? trainer_json : "{}");
   });
 }
 
 extern "C" int stepc_session_load_checkpoint(stepc_session* s, const char* dir, int64_t* step,
                                              char* trainer_json, size_t trainer_json_len,
                                              char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(dir, "checkpoint directory"); !ok.ok()) return ok;
     // The trainer state must fit before anything is loaded.
     if (trainer_json) {
@@ -275,7 +263,7 @@ extern "C" int stepc_session_load_checkpoint(stepc_session* s, const char* dir, 
             "the checkpoint's trainer state needs ", info->trainer_json.size() + 1,
             " bytes; trainer_json_len is ", trainer_json_len));
     }
-    absl::StatusOr<stepc::CheckpointInfo> loaded = (*session)->LoadCheckpoint(dir);
+    absl::StatusOr<stepc::CheckpointInfo> loaded = session.LoadCheckpoint(dir);
     if (!loaded.ok()) return loaded.status();
     if (step) *step = loaded->step;
     if (trainer_json)
@@ -285,11 +273,9 @@ extern "C" int stepc_session_load_checkpoint(stepc_session* s, const char* dir, 
 }
 
 extern "C" int stepc_session_eval(stepc_session* s, float* loss, char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(loss, "loss"); !ok.ok()) return ok;
-    absl::StatusOr<float> value = (*session)->Eval();
+    absl::StatusOr<float> value = session.Eval();
     if (!value.ok()) return value.status();
     *loss = *value;
     return absl::OkStatus();
@@ -298,17 +284,15 @@ extern "C" int stepc_session_eval(stepc_session* s, float* loss, char* error, si
 
 extern "C" int stepc_session_eval_logits(stepc_session* s, float* loss, float* logits,
                                          size_t count, char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (!loss || !logits) return absl::InvalidArgumentError("loss or logits is NULL");
-    const int64_t want = (*session)->module().logits_count();
+    const int64_t want = session.module().logits_count();
     if (want == 0) return absl::FailedPreconditionError("the module returns no logits");
     if (count != static_cast<size_t>(want))
       return absl::InvalidArgumentError(
           absl::StrCat("the logits hold ", want, " values, count is ", count));
     std::vector<float> values;
-    absl::StatusOr<float> value = (*session)->Eval(&values);
+    absl::StatusOr<float> value = session.Eval(&values);
     if (!value.ok()) return value.status();
     *loss = *value;
     std::memcpy(logits, values.data(), count * sizeof(float));
@@ -318,11 +302,9 @@ extern "C" int stepc_session_eval_logits(stepc_session* s, float* loss, float* l
 
 extern "C" int stepc_session_logits_shape(stepc_session* s, int32_t* rank, int64_t shape[8],
                                           char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (!rank || !shape) return absl::InvalidArgumentError("rank or shape is NULL");
-    const stepc_module_info& info = (*session)->module().info();
+    const stepc_module_info& info = session.module().info();
     if (info.logits_rank > 8) return absl::OutOfRangeError("the logits have more than 8 dims");
     *rank = info.logits_rank;
     std::copy(info.logits_shape, info.logits_shape + info.logits_rank, shape);
@@ -333,38 +315,32 @@ extern "C" int stepc_session_logits_shape(stepc_session* s, int32_t* rank, int64
 extern "C" int stepc_session_set_input_f32(stepc_session* s, const char* name,
                                            const float* values, size_t count, char* error,
                                            size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
     if (count > 0)
       if (absl::Status ok = NotNull(values, "values"); !ok.ok()) return ok;
-    return (*session)->SetFloatInput(name, absl::MakeConstSpan(values, count));
+    return session.SetFloatInput(name, absl::MakeConstSpan(values, count));
   });
 }
 
 
 extern "C" int stepc_session_num_inputs(stepc_session* s, int32_t* count, char* error,
                                         size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(count, "count"); !ok.ok()) return ok;
     *count = 0;
-    while (NthArg(**session, *count, IsInput) >= 0) ++*count;
+    while (NthArg(session, *count, IsInput) >= 0) ++*count;
     return absl::OkStatus();
   });
 }
 
 extern "C" int stepc_session_input_name(stepc_session* s, int32_t index, const char** name,
                                         char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(name, "name"); !ok.ok()) return ok;
-    const int i = NthArg(**session, index, IsInput);
+    const int i = NthArg(session, index, IsInput);
     if (i < 0) return absl::OutOfRangeError(absl::StrCat("no input ", index));
-    *name = (*session)->module().info().args[i].name;
+    *name = session.module().info().args[i].name;
     return absl::OkStatus();
   });
 }
@@ -372,15 +348,13 @@ extern "C" int stepc_session_input_name(stepc_session* s, int32_t index, const c
 extern "C" int stepc_session_input_info(stepc_session* s, const char* name, int32_t* dtype,
                                         int32_t* rank, int64_t shape[8], char* error,
                                         size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
     if (!dtype || !rank || !shape) return absl::InvalidArgumentError("dtype, rank or shape is NULL");
-    const int i = (*session)->module().FindArg(name);
-    if (i < 0 || (*session)->module().info().args[i].kind != STEPC_ARG_INPUT)
+    const int i = session.module().FindArg(name);
+    if (i < 0 || session.module().info().args[i].kind != STEPC_ARG_INPUT)
       return absl::NotFoundError(absl::StrCat("the module has no input named '", name, "'"));
-    const stepc_arg_info& a = (*session)->module().info().args[i];
+    const stepc_arg_info& a = session.module().info().args[i];
     if (a.rank > 8) return absl::OutOfRangeError(absl::StrCat("'", name, "' has more than 8 dims"));
     *dtype = a.dtype;
     *rank = a.rank;
@@ -391,11 +365,9 @@ extern "C" int stepc_session_input_info(stepc_session* s, const char* name, int3
 
 extern "C" int stepc_session_num_outputs(stepc_session* s, int32_t* count, char* error,
                                          size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(count, "count"); !ok.ok()) return ok;
-    *count = (*session)->module().info().num_outputs;
+    *count = session.module().info().num_outputs;
     return absl::OkStatus();
   });
 }
@@ -403,11 +375,9 @@ extern "C" int stepc_session_num_outputs(stepc_session* s, int32_t* count, char*
 extern "C" int stepc_session_output_info(stepc_session* s, int32_t index, const char** name,
                                          int32_t* rank, int64_t shape[8], char* error,
                                          size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (!name || !rank || !shape) return absl::InvalidArgumentError("name, rank or shape is NULL");
-    const stepc_module_info& info = (*session)->module().info();
+    const stepc_module_info& info = session.module().info();
     if (index < 0 || index >= info.num_outputs)
       return absl::OutOfRangeError(absl::StrCat("no output ", index, " (the module has ",
                                                 info.num_outputs, ")"));
@@ -422,12 +392,10 @@ extern "C" int stepc_session_output_info(stepc_session* s, int32_t index, const 
 
 extern "C" int stepc_session_eval_outputs(stepc_session* s, float* loss, float* const* outputs,
                                           char* error, size_t len) {
-  return Guarded(error, len, [&]() -> absl::Status {
-    absl::StatusOr<stepc::Session*> session = Live(s);
-    if (!session.ok()) return session.status();
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (!loss || !outputs) return absl::InvalidArgumentError("loss or outputs is NULL");
     std::vector<std::vector<float>> values;
-    absl::StatusOr<float> value = (*session)->Eval(nullptr, &values);
+    absl::StatusOr<float> value = session.Eval(nullptr, &values);
     if (!value.ok()) return value.status();
     *loss = *value;
     for (size_t k = 0; k < values.size(); ++k)
