@@ -364,20 +364,26 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
   return Agree(*communicator_, published, "publish the checkpoint");
 }
 
-absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
+namespace {
+
+// The metadata file of the checkpoint at `dir`, read and checked once: its
+// JSON, and what it says of itself in `info`.
+absl::StatusOr<json> ReadMetadata(const std::string& dir, CheckpointInfo& info) {
   const std::string path = absl::StrCat(dir, "/", kMetadataFile);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec))
     return absl::NotFoundError(absl::StrCat(
         "no checkpoint at '", dir, "' (", fs::exists(dir, ec) ? "no " : "no directory; no ",
         kMetadataFile, ")"));
+  auto corrupt = [&](const std::string& why) {
+    return absl::DataLossError(absl::StrCat("checkpoint '", path, "' ", why));
+  };
+  // Metadata is kilobytes; a larger file is not ours (and is not read whole).
+  if (fs::file_size(path, ec) > (uintmax_t{64} << 20)) return corrupt("is larger than 64 MiB");
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
   json meta = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  auto corrupt = [&](const std::string& why) {
-    return absl::DataLossError(absl::StrCat("checkpoint '", path, "' ", why));
-  };
   if (meta.is_discarded() || !meta.is_object()) return corrupt("is not valid JSON");
   if (meta.value("format", "") != "stepc-checkpoint")
     return corrupt("is not a stepc checkpoint (no \"format\": \"stepc-checkpoint\")");
@@ -389,17 +395,25 @@ absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
       !meta.contains("model_hash") || !meta["model_hash"].is_string() ||
       !meta.contains("sharding") || !meta["sharding"].is_string() ||
       !meta.contains("world_size") || !meta["world_size"].is_number_integer() ||
+      meta["world_size"].get<int64_t>() < 1 || meta["world_size"].get<int64_t>() > (1 << 20) ||
       !meta.contains("tensors") || !meta["tensors"].is_array() ||
       !meta.contains("shards") || !meta["shards"].is_array() ||
       !meta.contains("trainer") || !meta["trainer"].is_object())
     return corrupt("lacks a field or has one of the wrong type (step, model_hash, sharding, "
                    "world_size, tensors, shards, trainer)");
-  CheckpointInfo info;
   info.step = meta["step"].get<int64_t>();
   info.model_hash = meta["model_hash"].get<std::string>();
   info.sharding = meta["sharding"].get<std::string>();
   info.world_size = meta["world_size"].get<int>();
   info.trainer_json = meta["trainer"].dump();
+  return meta;
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& dir) {
+  CheckpointInfo info;
+  STEPC_RETURN_IF_ERROR(ReadMetadata(dir, info).status());
   return info;
 }
 
@@ -408,12 +422,9 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
   // Everything is read into `loaded` and checked before the session changes.
   std::vector<std::vector<float>> loaded(info.num_args);
   absl::StatusOr<CheckpointInfo> result = [&]() -> absl::StatusOr<CheckpointInfo> {
-    STEPC_ASSIGN_OR_RETURN(CheckpointInfo ckpt, ReadCheckpointInfo(dir));
+    CheckpointInfo ckpt;
+    STEPC_ASSIGN_OR_RETURN(const json meta, ReadMetadata(dir, ckpt));
     const std::string meta_path = absl::StrCat(dir, "/", kMetadataFile);
-    std::ifstream in(meta_path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    const json meta = json::parse(text.str(), nullptr, false);
     // The model's state tensors against the checkpoint's.
     std::map<std::string, std::pair<std::string, std::vector<int64_t>>> saved;
     for (const json& t : meta["tensors"]) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -104,7 +105,11 @@ absl::StatusOr<NpyBatches> NpyBatches::Open(const std::string& dir, const Module
   STEPC_ASSIGN_OR_RETURN(InputBatch batch, batches.Load(0));
   for (size_t i = 0; i < batch.names.size(); ++i) {
     for (int32_t v : batch.ints[i]) mix(static_cast<uint32_t>(v));
-    for (float v : batch.floats[i]) mix(static_cast<uint64_t>(std::hash<float>()(v)));
+    for (float v : batch.floats[i]) {
+      uint32_t bits;  // the value's bits: the same fingerprint on any host
+      std::memcpy(&bits, &v, sizeof(bits));
+      mix(bits);
+    }
   }
   batches.fingerprint_ = hash;
   return batches;

@@ -3,8 +3,13 @@
 //   stepc-run step.so [--data tokens.bin | --corpus FILE] [--steps N] [--lr X]
 //       [--warmup K] [--seed S] [--log-every K] [--metrics FILE.jsonl]
 //       [--plot FILE.svg] [--init-npy DIR] [--batch-npy DIR] [--save-npy DIR]
-//       [--checkpoint-dir DIR [--save-every K] [--keep N]] [--resume DIR]
-//       [--threads N]
+//       [--checkpoint-dir DIR [--save-every K] [--keep N] [--auto-resume]]
+//       [--resume DIR] [--val-data FILE | --val-fraction F | --val-batch-npy DIR]
+//       [--eval-every K] [--eval-batches N] [--sample N --prompt TEXT
+//       --temperature T --top-k K --vocab meta.json] [--save-outputs DIR]
+//       [--threads N] [--plot-log]
+//
+// docs/training.md walks through them.
 //
 // With neither --data nor --corpus it trains on the embedded corpus
 // (examples/data/sonnets.txt) under a character tokenizer.
@@ -12,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -415,8 +421,10 @@ absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t mode
 json DataJson(const std::string& source, int64_t size, uint64_t fingerprint,
               const std::string& characters) {
   // Another split trains on other tokens.
-  fingerprint = (fingerprint ^ std::hash<double>()(absl::GetFlag(FLAGS_val_fraction))) *
-                0x100000001B3ull;
+  const double fraction = absl::GetFlag(FLAGS_val_fraction);
+  uint64_t bits;  // the value's bits: the same fingerprint on any host
+  std::memcpy(&bits, &fraction, sizeof(bits));
+  fingerprint = (fingerprint ^ bits) * 0x100000001B3ull;
   std::vector<int> vocabulary;
   for (unsigned char c : characters) vocabulary.push_back(c);
   return {{"source", source}, {"tokens", size},
