@@ -147,7 +147,7 @@ absl::StatusOr<Schedule> ResumedSchedule(const json& trainer, const std::string&
     using T = std::decay_t<decltype(value)>;
     if (!saved.contains(flag) || !saved[flag].is_number())
       return absl::DataLossError(
-          absl::StrCat("checkpoint '", path, "': its schedule lacks '", flag, "'"));
+          absl::StrCat("checkpoint '", path, "': its schedule lacks a numeric '", flag, "'"));
     const T stored = saved[flag].get<T>();
     if (!given_flags.contains(flag)) {
       value = stored;
@@ -633,16 +633,25 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
 
   int64_t first_step = 1;
   if (!resume_dir.empty()) {
-    // Other data would make the resumed run another run: refuse it.
-    if (resumed_trainer.is_object() && resumed_trainer.contains("data") &&
-        resumed_trainer["data"].is_object() &&
-        resumed_trainer["data"].value("fingerprint", "") != data_json["fingerprint"])
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint '", resume_dir, "' was trained on ",
-          resumed_trainer["data"].value("source", "other data"), " (",
-          resumed_trainer["data"].value("tokens", int64_t{0}), " tokens); this run reads ",
-          data_json["source"].get<std::string>(), " (", data_json["tokens"].get<int64_t>(),
-          " tokens): resume with the same --data, --corpus or --batch-npy"));
+    // Other data would make the resumed run another run: refuse it. (The
+    // trainer state is another program's file: every field is checked.)
+    if (resumed_trainer.is_object() && resumed_trainer.contains("data")) {
+      const json& saved = resumed_trainer["data"];
+      if (!saved.is_object() || !saved.contains("fingerprint") ||
+          !saved["fingerprint"].is_string() || !saved.contains("source") ||
+          !saved["source"].is_string() || !saved.contains("tokens") ||
+          !saved["tokens"].is_number_integer())
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint '", resume_dir,
+            "': its trainer state's \"data\" lacks a string fingerprint or source or an "
+            "integer token count"));
+      if (saved["fingerprint"] != data_json["fingerprint"])
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint '", resume_dir, "' was trained on ", saved["source"].get<std::string>(),
+            " (", saved["tokens"].get<int64_t>(), " tokens); this run reads ",
+            data_json["source"].get<std::string>(), " (", data_json["tokens"].get<int64_t>(),
+            " tokens): resume with the same --data, --corpus or --batch-npy"));
+    }
     STEPC_RETURN_IF_ERROR(session->LoadCheckpoint(resume_dir).status());
     first_step = session->steps_done() + 1;
     if (lead)
