@@ -8,6 +8,7 @@ set -euo pipefail
 #   libabsl-dev: statuses and containers; libgtest-dev: unit tests.
 #   cmake, ninja-build, ccache: the build; python3: lit and the model generator.
 #   python3-torch, python3-numpy: the numerical oracle (scripts/torch_check.py).
+#   python3-scipy: the exact MILP bounding rematerialisation (bench/remat).
 #   libopenblas-openmp-dev: CPU GEMMs, the OpenMP build (one thread pool).
 #   openmpi-bin, libopenmpi-dev: launching ranks (mpirun) and CPU collectives.
 #   clang, libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh).
@@ -17,7 +18,7 @@ packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libabsl-dev libgtest-dev
-  python3-torch python3-numpy
+  python3-torch python3-numpy python3-scipy
   libopenblas-openmp-dev
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev

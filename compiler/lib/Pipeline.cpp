@@ -135,12 +135,15 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepMixedPrecision());
   // The budget is a contract: checked (and met, by recomputation) here on
   // the step's plan, and again by stepc on the back end's final plan.
-  if (remat != "none" || budget > 0)
-    pm.addPass(createStepRemat(StepRematOptions{
-        remat, budget,
-        /*extraBytes=*/options.target == "cuda" ? kCudaArenaExtraBytes : 0,
-        /*flopsPerByte=*/options.target == "cuda" ? 200.0 : 20.0,
-        /*flopsPerCommByte=*/options.target == "cuda" ? 2000.0 : 200.0, "greedy"}));
+  if (remat != "none" || budget > 0) {
+    StepRematOptions rematOptions;
+    rematOptions.mode = remat;
+    rematOptions.budget = budget;
+    rematOptions.extraBytes = options.target == "cuda" ? kCudaArenaExtraBytes : 0;
+    rematOptions.flopsPerByte = options.target == "cuda" ? 200.0 : 20.0;
+    rematOptions.flopsPerCommByte = options.target == "cuda" ? 2000.0 : 200.0;
+    pm.addPass(createStepRemat(rematOptions));
+  }
   if (options.until == "train-step")
     return success();
   // The forward-only entry (evaluation), lowered with the step.

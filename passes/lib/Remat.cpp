@@ -24,6 +24,10 @@
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <functional>
 #include <map>
@@ -148,6 +152,60 @@ Candidates findCandidates(func::FuncOp step, const CostModel &model) {
     c.frontier[v] = std::move(frontier);
   }
   return c;
+}
+
+/// Writes the forward graph the decision is over as JSON, for an external
+/// exact solver (bench/remat/remat_bound.py): every forward op (reshapes are
+/// views of their input) with its executed FLOPs, result bytes and the
+/// forward values it reads; the candidates; the argument bytes; the step's
+/// executed FLOPs. Arguments and values outside the forward are free to read.
+LogicalResult writeGraph(func::FuncOp step, const Candidates &c, int64_t extraBytes,
+                         StringRef path) {
+  DenseMap<Value, int64_t> ids;
+  auto idOf = [&](Value v) {
+    auto [it, inserted] = ids.try_emplace(v, int64_t(ids.size()));
+    return it->second;
+  };
+  int64_t arguments = 0, executed = 0;
+  for (Type type : step.getArgumentTypes())
+    arguments += tensorBytes(type);
+  llvm::json::Array ops;
+  for (Operation &op : step.getBody().front()) {
+    FailureOr<int64_t> flops = getExecutedFlops(&op);
+    if (failed(flops))
+      return failure();
+    executed += *flops;
+    if (isa<ReshapeOp>(op) || op.getNumResults() == 0 || !isForwardValue(op.getResult(0)))
+      continue;
+    llvm::json::Array results, operands;
+    for (Value r : op.getResults())
+      results.push_back(llvm::json::Object{{"value", idOf(r)}, {"bytes", bytesOf(r)}});
+    for (Value w : op.getOperands())
+      if (Value s = storageOf(w); isForwardValue(s))
+        operands.push_back(idOf(s));
+    ops.push_back(llvm::json::Object{{"name", op.getName().getStringRef()},
+                                     {"flops", *flops},
+                                     {"results", std::move(results)},
+                                     {"operands", std::move(operands)}});
+  }
+  llvm::json::Array candidates;
+  for (Value v : c.values)
+    candidates.push_back(idOf(v));
+  std::error_code error;
+  llvm::raw_fd_ostream os(path, error, llvm::sys::fs::OF_Text);
+  if (error)
+    return emitError(step.getLoc()) << "cannot write the remat graph to '" << path
+                                    << "': " << error.message();
+  os << llvm::formatv("{0:2}", llvm::json::Value(llvm::json::Object{
+                                  {"function", step.getSymName()},
+                                  {"arguments_bytes", arguments},
+                                  {"extra_bytes", extraBytes},
+                                  {"step_executed_flops", executed},
+                                  {"ops", std::move(ops)},
+                                  {"candidates", std::move(candidates)},
+                              }))
+     << "\n";
+  return success();
 }
 
 /// Recomputes the candidates in `recompute` in `step` (see the file comment).
@@ -589,11 +647,21 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
 
   LogicalResult rematerialise(func::FuncOp step) {
     Candidates c = findCandidates(step, costModel());
+    if (!graphJson.empty() && failed(writeGraph(step, c, extraBytes, graphJson)))
+      return failure();
     // A small step is searched on placed plans: they are cheap there, and
     // fragmentation is a larger share of its peak.
     placeWhileSearching = c.values.size() <= kPlacedSearchCandidates;
     DenseSet<Value> recompute;
-    if (mode == "block") {
+    if (mode == "given") {
+      for (int64_t i : recomputeList) {
+        if (i < 0 || i >= int64_t(c.values.size()))
+          return emitError(step.getLoc()) << "step-remat recompute index " << i
+                                          << " is out of range: the step has "
+                                          << c.values.size() << " candidates";
+        recompute.insert(c.values[i]);
+      }
+    } else if (mode == "block") {
       recompute = blockRecompute(c);
     } else if (mode == "selective") {
       SmallVector<Value> order =
@@ -670,9 +738,10 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
           << "unknown step-remat search '" << search << "' (expected greedy or exhaustive)";
       return signalPassFailure();
     }
-    if (mode != "none" && mode != "block" && mode != "selective" && mode != "auto") {
-      emitError(getOperation().getLoc())
-          << "unknown remat mode '" << mode << "' (expected none, block, selective or auto)";
+    if (mode != "none" && mode != "block" && mode != "selective" && mode != "auto" &&
+        mode != "given") {
+      emitError(getOperation().getLoc()) << "unknown remat mode '" << mode
+                                         << "' (expected none, block, selective, auto or given)";
       return signalPassFailure();
     }
     if (mode == "auto" && budget == 0) {

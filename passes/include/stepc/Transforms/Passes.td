@@ -325,7 +325,10 @@ def StepRemat : Pass<"step-remat", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
-           "none, block, selective or auto">,
+           "none, block, selective, auto, or given (the candidates `recompute` lists)">,
+    ListOption<"recomputeList", "recompute", "int64_t",
+               "with mode=given: the candidates to recompute, by their index in "
+               "graph-json's candidate list (an external solver's decision)">,
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "bytes the planned peak may reach per rank (0: no budget)">,
     Option<"extraBytes", "extra-bytes", "int64_t", /*default=*/"0",
@@ -336,7 +339,10 @@ def StepRemat : Pass<"step-remat", "mlir::ModuleOp"> {
            "cost of one byte a re-gather receives, in FLOPs">,
     Option<"search", "search", "std::string", /*default=*/"\"greedy\"",
            "how auto searches: greedy, or exhaustive (every subset of at most 16 "
-           "candidates: the optimum the greedy search is measured against)">
+           "candidates: the optimum the greedy search is measured against)">,
+    Option<"graphJson", "graph-json", "std::string", /*default=*/"\"\"",
+           "write the forward graph the decision is over (ops, FLOPs, bytes, "
+           "candidates) to this JSON file, for an exact external solver">
   ];
 }
 
