@@ -58,13 +58,31 @@ absl::Status Communicator::AllGather(int axes, const float* send, float* recv, i
   return request.ok() ? Wait(*request) : request.status();
 }
 
+int MeshCoordinate(const std::vector<int>& shape, int rank, int axis) {
+  int stride = 1;
+  for (size_t a = axis + 1; a < shape.size(); ++a) stride *= shape[a];
+  return rank / stride % shape[axis];
+}
+
+std::vector<MeshSplit> MeshSplits(const std::vector<int>& shape, int rank) {
+  std::vector<MeshSplit> splits;
+  const int axes = static_cast<int>(shape.size());
+  for (int mask = 1; mask < (1 << axes); ++mask) {
+    int color = 0;
+    for (int a = 0; a < axes; ++a)
+      if (!(mask >> a & 1)) color = color * shape[a] + MeshCoordinate(shape, rank, a);
+    splits.push_back({mask, color});
+  }
+  return splits;
+}
+
 namespace {
 
 class LocalCommunicator : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  absl::Status SetMesh(int, int) override { return absl::OkStatus(); }
+  absl::Status SetMesh(const std::vector<int>&) override { return absl::OkStatus(); }
   absl::StatusOr<int> StartAllReduceSum(int, float*, int64_t) override { return 0; }
   absl::StatusOr<int> StartAllGather(int, const float* send, float* recv,
                                      int64_t count) override {

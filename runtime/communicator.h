@@ -14,10 +14,22 @@
 
 namespace stepc {
 
-// Collectives span mesh axes, as a bit mask: kAxis0 (across replica groups
-// in hsdp; the whole world for a 1-axis mesh), kAxis1 (within a group), or
-// both.
-constexpr int kAxis0 = 1, kAxis1 = 2, kAllAxes = 3;
+// Collectives span mesh axes, as a bit mask (bit a: axis a): kAxis0 (across
+// replica groups in hsdp; the whole world for a 1-axis mesh), kAxis1 (within
+// a group), kAxis2 (the tp axis of hsdp with tp), or several. A mesh has at
+// most kMaxMeshAxes axes, so masks are below kMaskCount.
+constexpr int kAxis0 = 1, kAxis1 = 2, kAxis2 = 4, kAllAxes = 7;
+constexpr int kMaxMeshAxes = 3, kMaskCount = 1 << kMaxMeshAxes;
+
+// How a rank joins the sub-communicator of each mask over a row-major mesh
+// of `shape` (rank = Σ coordinate_a · stride_a): the ranks that agree on
+// every coordinate outside the mask share a color.
+struct MeshSplit {
+  int mask, color;
+};
+std::vector<MeshSplit> MeshSplits(const std::vector<int>& shape, int rank);
+// The coordinate of `rank` along `axis` of a row-major mesh of `shape`.
+int MeshCoordinate(const std::vector<int>& shape, int rank, int axis);
 
 class Communicator {
  public:
@@ -25,9 +37,10 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Arranges the ranks as a [groups, per_group] mesh (rank = g·per_group + i);
-  // a collective over all ranks. Before it, the mesh is [size, 1].
-  virtual absl::Status SetMesh(int groups, int per_group) = 0;
+  // Arranges the ranks as a row-major mesh of `shape` (at most kMaxMeshAxes
+  // axes, their product the world; e.g. [groups, per_group]: rank =
+  // g·per_group + i). Before it, the mesh is [size].
+  virtual absl::Status SetMesh(const std::vector<int>& shape) = 0;
   // The collectives start asynchronously and return a request for Wait;
   // the buffers must stay untouched until then.
   // data[0..count) = Σ over the ranks of `axes`, in place.

@@ -67,12 +67,12 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   if (!module->handle_)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load '", path, "' as a shared object: ", dlerror()));
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v4)>(
-      dlsym(module->handle_, "stepc_module_info_v4"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v4)>(
-      dlsym(module->handle_, "stepc_train_step_v4"));
-  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v4)>(
-      dlsym(module->handle_, "stepc_eval_step_v4"));
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v5)>(
+      dlsym(module->handle_, "stepc_module_info_v5"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v5)>(
+      dlsym(module->handle_, "stepc_train_step_v5"));
+  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v5)>(
+      dlsym(module->handle_, "stepc_eval_step_v5"));
   if (!info || !module->step_ || !module->eval_) {
     // Earlier ABIs named their entry points after their version.
     for (int version = STEPC_ABI_VERSION - 1; version >= 1; --version)
@@ -81,8 +81,8 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
             "'", path, "' was built for ABI version ", version, "; this runtime expects ",
             STEPC_ABI_VERSION, ": rebuild it with this stepc"));
     return absl::FailedPreconditionError(absl::StrCat(
-        "'", path, "' is not a stepc module of ABI version ", STEPC_ABI_VERSION,
-        " (no stepc_module_info_v3/stepc_train_step_v3): rebuild it with this stepc"));
+        "'", path, "' is not a stepc module of ABI version ", STEPC_ABI_VERSION, " (no stepc_module_info_v",
+        STEPC_ABI_VERSION, "/stepc_train_step_v", STEPC_ABI_VERSION, "): rebuild it with this stepc"));
   }
   module->info_ = info();
   if (!module->info_ || module->info_->abi_version != STEPC_ABI_VERSION)

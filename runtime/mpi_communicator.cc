@@ -3,12 +3,14 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/communicator.h"
 #include "runtime/mpi_status.h"
 #include "runtime/status_macros.h"
@@ -27,37 +29,51 @@ absl::StatusOr<int> Count(int64_t count) {
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {
-    comms_[kAxis0] = comms_[kAllAxes] = MPI_COMM_WORLD;
-    comms_[kAxis1] = MPI_COMM_SELF;
+    for (MPI_Comm& c : comms_) c = MPI_COMM_WORLD;
   }
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;  // MPI freed them
-    for (MPI_Comm* c : {&comms_[kAxis0], &comms_[kAxis1]})
-      if (*c != MPI_COMM_WORLD && *c != MPI_COMM_SELF) MPI_Comm_free(c);
+    Free();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  absl::Status SetMesh(int groups, int per_group) override {
-    if (groups * per_group != size_)
-      return absl::InvalidArgumentError(absl::StrCat("a mesh of ", groups, "x", per_group,
+  absl::Status SetMesh(const std::vector<int>& shape) override {
+    int64_t ranks = 1;
+    for (int n : shape) ranks *= n;
+    if (shape.empty() || shape.size() > static_cast<size_t>(kMaxMeshAxes) || ranks != size_)
+      return absl::InvalidArgumentError(absl::StrCat("a mesh of ", absl::StrJoin(shape, "x"),
                                                      " does not hold ", size_, " ranks"));
-    if (per_group == 1) return absl::OkStatus();  // [N, 1]: axis 0 is the world
-    // Axis 0 joins the ranks with the same index in their groups; axis 1 the
-    // ranks of one group.
-    STEPC_MPI_RETURN_IF_ERROR(
-        MPI_Comm_split(MPI_COMM_WORLD, rank_ % per_group, rank_, &comms_[kAxis0]));
-    STEPC_MPI_RETURN_IF_ERROR(
-        MPI_Comm_split(MPI_COMM_WORLD, rank_ / per_group, rank_, &comms_[kAxis1]));
-    for (MPI_Comm c : {comms_[kAxis0], comms_[kAxis1]})
-      STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
+    Free();
+    // One communicator per mask; a mask over every axis is the world.
+    const int all = (1 << shape.size()) - 1;
+    for (const MeshSplit& split : MeshSplits(shape, rank_)) {
+      if (split.mask == all) continue;
+      STEPC_MPI_RETURN_IF_ERROR(
+          MPI_Comm_split(MPI_COMM_WORLD, split.color, rank_, &comms_[split.mask]));
+      STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_set_errhandler(comms_[split.mask], MPI_ERRORS_RETURN));
+    }
+    // Masks naming axes past the mesh's join nothing more.
+    for (int mask = all + 1; mask < kMaskCount; ++mask) comms_[mask] = comms_[mask & all];
     return absl::OkStatus();
   }
 
+  // Frees the split communicators (masks past the mesh share a lower
+  // mask's: each is freed once).
+  void Free() {
+    std::vector<MPI_Comm> owned;
+    for (MPI_Comm c : comms_)
+      if (c != MPI_COMM_WORLD && c != MPI_COMM_SELF && c != MPI_COMM_NULL &&
+          std::find(owned.begin(), owned.end(), c) == owned.end())
+        owned.push_back(c);
+    for (MPI_Comm& c : owned) MPI_Comm_free(&c);
+    for (MPI_Comm& c : comms_) c = MPI_COMM_WORLD;
+  }
+
   absl::StatusOr<MPI_Comm> Comm(int axes) const {
-    if (axes < kAxis0 || axes > kAllAxes)
+    if (axes < 1 || axes >= kMaskCount)
       return absl::InvalidArgumentError(absl::StrCat("bad mesh axes mask ", axes));
     return comms_[axes];
   }
@@ -121,7 +137,7 @@ class MpiCommunicator : public Communicator {
   }
 
   int rank_, size_;
-  MPI_Comm comms_[4];  // indexed by axes mask
+  MPI_Comm comms_[kMaskCount];  // indexed by axes mask
   std::vector<MPI_Request> requests_;
   std::vector<int> free_;
 };

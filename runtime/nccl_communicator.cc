@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/cuda_status.h"
 #include "runtime/local_device.h"
 #include "runtime/mpi_status.h"
@@ -36,32 +37,29 @@ class NcclCommunicator : public Communicator {
     // The GPU the CUDA device layer chose (cuda_device.cc): one rule.
     STEPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(LocalDeviceOrdinal(devices)));
     STEPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    return SetMesh(size_, 1);
+    return SetMesh({size_});
   }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  // One NCCL communicator per mask: axis 0, axis 1, both; each bootstrapped
+  // One NCCL communicator per mask over the mesh's axes, each bootstrapped
   // by rank 0 of its MPI sub-communicator broadcasting the unique id.
-  absl::Status SetMesh(int groups, int per_group) override {
-    if (groups * per_group != size_)
-      return absl::InvalidArgumentError(absl::StrCat("a mesh of ", groups, "x", per_group,
+  absl::Status SetMesh(const std::vector<int>& shape) override {
+    int64_t ranks = 1;
+    for (int n : shape) ranks *= n;
+    if (shape.empty() || shape.size() > static_cast<size_t>(kMaxMeshAxes) || ranks != size_)
+      return absl::InvalidArgumentError(absl::StrCat("a mesh of ", absl::StrJoin(shape, "x"),
                                                      " does not hold ", size_, " ranks"));
     for (ncclComm_t& c : comms_)
       if (c) {
         ncclCommDestroy(c);
         c = nullptr;
       }
-    struct Axis {
-      int mask, color, key;
-    };
-    const Axis axes[] = {{kAxis0, rank_ % per_group, rank_},
-                         {kAxis1, rank_ / per_group, rank_},
-                         {kAllAxes, 0, rank_}};
-    for (const Axis& axis : axes) {
+    mesh_axes_ = static_cast<int>(shape.size());
+    for (const MeshSplit& split : MeshSplits(shape, rank_)) {
       MPI_Comm sub;
-      STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_split(MPI_COMM_WORLD, axis.color, axis.key, &sub));
+      STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_split(MPI_COMM_WORLD, split.color, rank_, &sub));
       int sub_rank = 0, sub_size = 1;
       MPI_Comm_rank(sub, &sub_rank);
       MPI_Comm_size(sub, &sub_size);
@@ -69,7 +67,7 @@ class NcclCommunicator : public Communicator {
       if (sub_rank == 0) STEPC_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
       STEPC_MPI_RETURN_IF_ERROR(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, sub));
       MPI_Comm_free(&sub);
-      STEPC_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comms_[axis.mask], sub_size, id, sub_rank));
+      STEPC_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&comms_[split.mask], sub_size, id, sub_rank));
     }
     return absl::OkStatus();
   }
@@ -117,7 +115,9 @@ class NcclCommunicator : public Communicator {
 
  private:
   absl::StatusOr<ncclComm_t> Comm(int axes) const {
-    if (axes < kAxis0 || axes > kAllAxes || !comms_[axes])
+    // Axes past the mesh's join nothing more.
+    if (axes >= 1 && axes < kMaskCount) axes &= (1 << mesh_axes_) - 1;
+    if (axes < 1 || axes >= kMaskCount || !comms_[axes])
       return absl::InvalidArgumentError(absl::StrCat("bad mesh axes mask ", axes));
     return comms_[axes];
   }
@@ -149,7 +149,8 @@ class NcclCommunicator : public Communicator {
 
   int rank_, size_;
   cudaStream_t compute_ = nullptr, stream_ = nullptr;
-  ncclComm_t comms_[4] = {nullptr, nullptr, nullptr, nullptr};  // by axes mask
+  ncclComm_t comms_[kMaskCount] = {};  // by axes mask
+  int mesh_axes_ = 1;
   std::vector<cudaEvent_t> events_;
   std::vector<int> free_;
 };

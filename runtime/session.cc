@@ -30,8 +30,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   s->communicator_ = communicator ? std::move(communicator) : MakeLocalCommunicator();
   STEPC_RETURN_IF_ERROR(s->CheckWorld());
   const stepc_module_info& mesh = s->module_->info();
-  if (mesh.world_size > 1)
-    STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]));
+  if (mesh.world_size > 1) STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(s->MeshShape()));
   const stepc_module_info& info = s->module_->info();
   if (s->module_->is_cuda()) {
     STEPC_ASSIGN_OR_RETURN(s->device_, MakeCudaDevice(s->module_->is_cuda_emulation()));
@@ -39,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
       STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> nccl, s->device_->MakeCommunicator());
       if (nccl) {
         s->communicator_ = std::move(nccl);
-        STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(mesh.mesh_shape[0], mesh.mesh_shape[1]));
+        STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(s->MeshShape()));
       }
     }
   }
@@ -173,18 +172,73 @@ bool Session::Sharded(int i) const {
          a.kind <= STEPC_ARG_EXP_AVG_SQ && a.rank >= 1;
 }
 
-// Shards live along the last mesh axis: the world for fsdp, the group for hsdp.
-int Session::ShardIndex() const {
+std::vector<int> Session::MeshShape() const {
   const stepc_module_info& info = module_->info();
-  return info.mesh_axes == 2 ? communicator_->rank() % info.mesh_shape[1]
-                             : communicator_->rank();
+  const int axes = std::clamp(info.mesh_axes, 1, kMaxMeshAxes);
+  return std::vector<int>(info.mesh_shape, info.mesh_shape + axes);
 }
 
-int Session::ShardAxes() const { return module_->info().mesh_axes == 2 ? kAxis1 : kAxis0; }
-
-int Session::ShardCount() const {
+int Session::TpAxis() const {
   const stepc_module_info& info = module_->info();
-  return info.mesh_axes == 2 ? info.mesh_shape[1] : info.world_size;
+  return info.tensor_parallel > 1 ? static_cast<int>(MeshShape().size()) - 1 : -1;
+}
+
+// Shards live along the last data axis: the world for fsdp, the group for
+// hsdp (the axis before tp's, with tp); -1 for tp alone.
+int Session::FsdpAxis() const {
+  return static_cast<int>(MeshShape().size()) - 1 - (TpAxis() >= 0 ? 1 : 0);
+}
+
+int Session::ShardIndex() const {
+  return FsdpAxis() >= 0 ? MeshCoordinate(MeshShape(), communicator_->rank(), FsdpAxis()) : 0;
+}
+
+int Session::ShardAxes() const { return FsdpAxis() >= 0 ? 1 << FsdpAxis() : 0; }
+
+int Session::ShardCount() const { return FsdpAxis() >= 0 ? MeshShape()[FsdpAxis()] : 1; }
+
+bool Session::TpSplit(int i) const {
+  const stepc_arg_info& a = module_->info().args[i];
+  return a.tp_parts > 1 && a.kind <= STEPC_ARG_EXP_AVG_SQ && a.rank >= 1;
+}
+
+void Session::ForEachRun(int i, int shard, int tp,
+                         const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
+  const stepc_arg_info& a = module_->info().args[i];
+  if (a.rank == 0) return fn(0, 0, 1);
+  const int64_t local_rows = a.shape[0];
+  const int64_t row_begin = Sharded(i) ? shard * local_rows : 0;
+  const int64_t rows =
+      Sharded(i) ? std::clamp<int64_t>(a.global_dim0 - row_begin, 0, local_rows) : local_rows;
+  const int64_t row_size = Numel(a) / local_rows;
+  if (!TpSplit(i)) return fn(0, row_begin * row_size, rows * row_size);
+  // The tp part's extent along tp_dim, and the elements after it.
+  const int d = a.tp_dim, parts = a.tp_parts;
+  const int64_t part_extent = d == 0 ? (Sharded(i) ? a.global_dim0 : local_rows) : a.shape[d];
+  int64_t inner = 1, middle = 1;
+  for (int k = d + 1; k < a.rank; ++k) inner *= a.shape[k];
+  for (int k = 1; k < d; ++k) middle *= a.shape[k];
+  const int64_t global_extent = part_extent * parts;
+  // Segment k: this tp index holds elements [t·n_k, (t+1)·n_k) of it, n_k = size / parts.
+  auto emit = [&](int64_t local, int64_t global_base, int64_t first, int64_t count) {
+    // Elements [first, first + count) of the part along d, from local.
+    int64_t local_start = 0, global_start = 0;
+    for (int k = 0; k < a.tp_num_segments && count > 0; ++k) {
+      const int64_t n = a.tp_segments[k] / parts;
+      const int64_t lo = std::max(first, local_start), hi = std::min(first + count, local_start + n);
+      if (lo < hi)
+        fn(local + (lo - first) * inner,
+           global_base + (global_start + tp * n + (lo - local_start)) * inner, (hi - lo) * inner);
+      local_start += n;
+      global_start += a.tp_segments[k];
+    }
+  };
+  if (d == 0) return emit(0, 0, row_begin, rows);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t m = 0; m < middle; ++m) {
+      const int64_t outer_local = r * middle + m, outer_global = (row_begin + r) * middle + m;
+      emit(outer_local * part_extent * inner, outer_global * global_extent * inner, 0, part_extent);
+    }
 }
 
 int64_t Session::ValidRows(int i) const {
@@ -199,13 +253,13 @@ absl::Status Session::InitParams(uint64_t seed) {
   for (int i = 0; i < info.num_args; ++i) {
     const stepc_arg_info& a = info.args[i];
     if (a.kind == STEPC_ARG_PARAM) {
-      // A shard draws the elements the whole tensor has at its rows; padding
-      // rows are zero.
-      const int64_t row = a.rank >= 1 ? Numel(a) / a.shape[0] : 1;
-      const int64_t offset = Sharded(i) ? ShardIndex() * a.shape[0] * row : 0;
+      // A shard draws the elements the whole tensor has where it holds them;
+      // padding rows are zero.
       std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
-      FillInitial(seed, a.name, static_cast<stepc_init>(a.init), a.init_std,
-                  absl::MakeSpan(floats_[i]).subspan(0, ValidRows(i) * row), offset);
+      ForEachRun(i, ShardIndex(), TpIndex(), [&](int64_t local, int64_t global, int64_t n) {
+        FillInitial(seed, a.name, static_cast<stepc_init>(a.init), a.init_std,
+                    absl::MakeSpan(floats_[i]).subspan(local, n), global);
+      });
     }
     else if (a.kind == STEPC_ARG_EXP_AVG || a.kind == STEPC_ARG_EXP_AVG_SQ)
       std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
@@ -355,14 +409,25 @@ absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) c
   if (a.dtype != STEPC_F32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
   STEPC_RETURN_IF_ERROR(Download(i));
-  if (!Sharded(i)) return floats_[i];
+  if (!Sharded(i) && !TpSplit(i)) return floats_[i];
   if (device_ && !module_->is_cuda_emulation() && communicator_->size() > 1)
     return absl::UnimplementedError(absl::StrCat(
         "reading the sharded '", name, "' of a multi-GPU session is not supported yet"));
-  std::vector<float> all(floats_[i].size() * ShardCount());
-  STEPC_RETURN_IF_ERROR(communicator_->AllGather(ShardAxes(), floats_[i].data(), all.data(),
-                                                 static_cast<int64_t>(floats_[i].size())));
-  all.resize(a.global_dim0 * (Numel(a) / a.shape[0]));  // drop the padding rows
+  // Every holder's part (the ranks along the fsdp and tp axes, in rank
+  // order: fsdp index major), then each placed where it belongs.
+  const int shards = Sharded(i) ? ShardCount() : 1, tps = TpSplit(i) ? TpCount() : 1;
+  const int axes = (Sharded(i) ? ShardAxes() : 0) | (TpSplit(i) ? 1 << TpAxis() : 0);
+  const int64_t count = static_cast<int64_t>(floats_[i].size());
+  std::vector<float> parts(count * shards * tps);
+  STEPC_RETURN_IF_ERROR(communicator_->AllGather(axes, floats_[i].data(), parts.data(), count));
+  std::vector<float> all(GlobalNumel(i));
+  for (int shard = 0; shard < shards; ++shard)
+    for (int tp = 0; tp < tps; ++tp) {
+      const float* part = parts.data() + (int64_t{shard} * tps + tp) * count;
+      ForEachRun(i, shard, tp, [&](int64_t local, int64_t global, int64_t n) {
+        std::copy(part + local, part + local + n, all.begin() + global);
+      });
+    }
   return all;
 }
 
@@ -370,16 +435,14 @@ absl::Status Session::WriteParam(const std::string& name, absl::Span<const float
   STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
   if (module_->info().args[i].dtype != STEPC_F32)
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
-  const stepc_arg_info& a = module_->info().args[i];
-  const int64_t row = a.rank >= 1 ? Numel(a) / a.shape[0] : 1;
-  const int64_t whole = Sharded(i) ? a.global_dim0 * row : Numel(a);
+  const int64_t whole = GlobalNumel(i);
   if (static_cast<int64_t>(values.size()) != whole)
     return absl::InvalidArgumentError(
         absl::StrCat("'", name, "' holds ", whole, " values, got ", values.size()));
   std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
-  const int64_t first = Sharded(i) ? ShardIndex() * a.shape[0] * row : 0;
-  std::copy(values.begin() + first, values.begin() + first + ValidRows(i) * row,
-            floats_[i].begin());
+  ForEachRun(i, ShardIndex(), TpIndex(), [&](int64_t local, int64_t global, int64_t n) {
+    std::copy(values.begin() + global, values.begin() + global + n, floats_[i].begin() + local);
+  });
   if (device_) {
     host_newer_[i] = true;
     device_newer_[i] = false;
@@ -396,10 +459,28 @@ absl::StatusOr<std::vector<int64_t>> Session::Shape(const std::string& name) con
 absl::StatusOr<std::vector<int64_t>> Session::GlobalShape(const std::string& name) const {
   STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
   const stepc_arg_info& a = module_->info().args[i];
+  return GlobalShapeOf(i);
+}
+
+std::vector<int64_t> Session::GlobalShapeOf(int i) const {
+  const stepc_arg_info& a = module_->info().args[i];
   std::vector<int64_t> shape(a.shape, a.shape + a.rank);
   if (Sharded(i)) shape[0] = a.global_dim0;
+  if (TpSplit(i)) shape[a.tp_dim] *= a.tp_parts;
   return shape;
 }
+
+int64_t Session::GlobalNumel(int i) const {
+  int64_t n = 1;
+  for (int64_t d : GlobalShapeOf(i)) n *= d;
+  return n;
+}
+
+int Session::TpIndex() const {
+  return TpAxis() >= 0 ? MeshCoordinate(MeshShape(), communicator_->rank(), TpAxis()) : 0;
+}
+
+int Session::TpCount() const { return TpAxis() >= 0 ? MeshShape()[TpAxis()] : 1; }
 
 int64_t Session::planned_bytes() const {
   int64_t bytes = std::max(module_->info().arena_bytes, module_->info().eval_arena_bytes);

@@ -5,6 +5,7 @@
 #define STEPC_RUNTIME_SESSION_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,22 @@ class Session {
   int ShardIndex() const;
   int ShardAxes() const;
   int ShardCount() const;
+  // The mesh (row-major, tp innermost), and its fsdp and tp axes (-1: none).
+  std::vector<int> MeshShape() const;
+  int FsdpAxis() const;
+  int TpAxis() const;
+  // Whether argument i is split over the tp ranks; this rank's tp index.
+  bool TpSplit(int i) const;
+  int TpIndex() const;
+  int TpCount() const;
+  // Argument i's shape and element count as a whole (unsharded).
+  std::vector<int64_t> GlobalShapeOf(int i) const;
+  int64_t GlobalNumel(int i) const;
+  // The contiguous runs of argument i as the rank at (fsdp shard index,
+  // tp index) holds it: fn(local offset, global offset, length) in
+  // elements, padding rows skipped.
+  void ForEachRun(int i, int shard, int tp,
+                  const std::function<void(int64_t, int64_t, int64_t)>& fn) const;
   absl::StatusOr<int> Arg(const std::string& name) const;
   // The input `name` if it has `dtype` and `count` elements.
   absl::StatusOr<int> Input(const std::string& name, int32_t dtype, size_t count) const;

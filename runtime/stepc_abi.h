@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 4
+#define STEPC_ABI_VERSION 5
 
 /* What an argument of the training step is. */
 enum stepc_arg_kind {
@@ -46,6 +46,16 @@ typedef struct {
    * axis) holding global rows [i·shape[0], (i+1)·shape[0]) ∩ [0, global_dim0),
    * the rest zero padding. Equal to shape[0] if unsharded. */
   int64_t global_dim0;
+  /* Split over the tensor-parallel ranks (tp_parts > 1; 0 or 1: not split):
+   * along dim tp_dim, whose global extent is tp_num_segments segments of
+   * tp_segments[k] elements; the rank at tp index t holds part t of
+   * tp_parts equal parts of each segment, side by side, so shape[tp_dim]
+   * (before any fsdp split of dim 0) is the global extent / tp_parts. The
+   * fsdp shard (global_dim0) is taken of this tp part. */
+  int32_t tp_parts;
+  int32_t tp_dim;
+  int32_t tp_num_segments;
+  const int64_t *tp_segments;
 } stepc_arg_info;
 
 /* Collectives over the ranks of a data-parallel step, provided by the
@@ -101,8 +111,8 @@ typedef struct {
   const char *report_json; /* the compiler's report (stepc --report) */
   int32_t world_size;      /* ranks the step was compiled for (1: unsharded) */
   const char *sharding;    /* "none", "ddp:N", "fsdp:N" or "hsdp:RxS" */
-  int32_t mesh_axes;       /* 1, or 2 for hsdp */
-  int32_t mesh_shape[2];   /* ranks along each axis ([N, 1] for 1 axis) */
+  int32_t mesh_axes;       /* 1, 2 (hsdp or data + tp) or 3 (hsdp + tp) */
+  int32_t mesh_shape[3];   /* ranks along each axis (1 past mesh_axes) */
   int32_t num_collectives;
   const stepc_collective_info *collectives; /* per-rank sequence, in order */
   /* CUDA: the ops whose ids the device checks ("file:line:col: 'op' target"),
@@ -119,6 +129,9 @@ typedef struct {
   /* The loss function's other outputs, which stepc_eval_step returns. */
   int32_t num_outputs;
   const stepc_output_info *outputs;
+  /* Tensor-parallel ranks M (0 or 1: none): the last mesh axis, so a tp
+   * group is M consecutive ranks. */
+  int32_t tensor_parallel;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues
@@ -135,7 +148,7 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v4(void);
+const stepc_module_info *stepc_module_info_v5(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
@@ -145,7 +158,7 @@ const stepc_module_info *stepc_module_info_v4(void);
  * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
  * or nonzero with a message in `error` (for instance a token id outside the
  * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v4(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_train_step_v5(void *const *args, char *arena, const stepc_collectives *collectives,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len);
 
@@ -157,7 +170,7 @@ int stepc_train_step_v4(void *const *args, char *arena, const stepc_collectives 
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
-int stepc_eval_step_v4(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_eval_step_v5(void *const *args, char *arena, const stepc_collectives *collectives,
                        const stepc_device *device, float *loss, float *logits,
                        float *const *outputs, char *error, size_t error_len);
 

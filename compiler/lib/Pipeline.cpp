@@ -27,8 +27,17 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
-  if (rest == "none") {
-    return spec;
+  // `,tp:M` after the data axes, or tp:M alone.
+  if (size_t comma = rest.rfind(",tp:"); comma != StringRef::npos) {
+    ok = count(rest.substr(comma + 4), spec.tp);
+    rest = rest.take_front(comma);
+  } else if (rest.consume_front("tp:")) {
+    ok = count(rest, spec.tp);
+    rest = "none";
+  }
+  if (!ok) {
+  } else if (rest == "none") {
+    ok = text == "none" || text.starts_with("tp:");
   } else if (rest.consume_front("hsdp:")) {
     spec.kind = ShardSpec::Kind::Hsdp;
     auto [r, s] = rest.split('x');
@@ -40,13 +49,25 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   } else {
     ok = false;
   }
-  if (ok)
+  if (ok && spec.ranks() <= kMaxRanks / spec.tp)
     return spec;
   error = ("bad --shard '" + text +
-           "' (expected none, ddp:N, fsdp:N or hsdp:RxS with N, R, S >= 1 and at most " +
+           "' (expected none, ddp:N, fsdp:N or hsdp:RxS, each optionally followed by ,tp:M, "
+           "or tp:M, with N, R, S, M >= 1 and at most " +
            Twine(kMaxRanks) + " ranks)")
               .str();
   return failure();
+}
+
+SmallVector<int64_t> ShardSpec::meshShape() const {
+  SmallVector<int64_t> shape;
+  if (replicas > 1)
+    shape.push_back(replicas);
+  if (ranks() > 1 || tp == 1)
+    shape.push_back(perGroup);
+  if (tp > 1)
+    shape.push_back(tp);
+  return shape;
 }
 
 FailureOr<int64_t> stepc::parseByteSize(StringRef text) {
@@ -107,6 +128,14 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   // Each rank's step sees its share of the global batch.
   if (options.batch > 0 || shard->ranks() > 1)
     pm.addPass(createStepRebindBatch(StepRebindBatchOptions{options.batch, shard->ranks()}));
+  // Tensor parallelism shards the model itself: the backward follows.
+  if (shard->tp > 1) {
+    StepShardTensorOptions tensorOptions;
+    tensorOptions.tp = shard->tp;
+    SmallVector<int64_t> mesh = shard->meshShape();
+    tensorOptions.meshShape = mesh;
+    pm.addPass(createStepShardTensor(tensorOptions));
+  }
   pm.addPass(createStepAutodiff());
   if (options.until == "autodiff")
     return success();
@@ -121,15 +150,21 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   std::unique_ptr<Pass> optimizer = createStepOptimizer();
   std::string optimizerFlags = options.optimizerOptions;
   // Sharded state is updated shard by shard; the clipping norm spans the mesh.
-  if (shard->ranks() > 1 && shard->shardsParameters())
-    optimizerFlags +=
-        (" mesh=" + kWorldMeshName + (shard->replicas > 1 ? " mesh-axis=1" : "")).str();
+  bool shardedState = shard->ranks() > 1 && shard->shardsParameters();
+  if (shardedState || shard->tp > 1)
+    optimizerFlags += (" mesh=" + kWorldMeshName).str();
+  optimizerFlags += !shardedState          ? (shard->tp > 1 ? " mesh-axis=-1" : "")
+                    : shard->replicas > 1 ? " mesh-axis=1"
+                                          : " mesh-axis=0";
+  // tp-split gradients are parts of one: their squares are summed over tp.
+  if (shard->tp > 1)
+    optimizerFlags += (" tp-axis=" + Twine(shard->tpAxis())).str();
   if (failed(optimizer->initializeOptions(optimizerFlags, [&](const Twine &message) {
         return emitError("bad optimizer-options: " + message);
       })))
     return failure();
   pm.addPass(std::move(optimizer));
-  if (shard->ranks() > 1)
+  if (shard->world() > 1)
     pm.addPass(createStepScheduleCollectives());
   if (options.precision == "bf16")
     pm.addPass(createStepMixedPrecision());

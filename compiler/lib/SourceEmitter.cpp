@@ -269,6 +269,22 @@ std::string SourceEmitter::metadata() {
                                      [](int64_t d) { return std::to_string(d); }),
                      ", ")
        << (typeOf(step.getArgument(i)).getRank() == 0 ? "0" : "") << "};\n";
+  // A moment is split over tp like its parameter.
+  auto tpShardOf = [&](unsigned i) -> DictionaryAttr {
+    if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
+      for (unsigned j = 0; j < n; ++j)
+        if (auto p = step.getArgAttrOfType<ParamAttr>(j, StepDialect::kParamAttrName);
+            p && p.getName() == s.getParam())
+          return step.getArgAttrOfType<DictionaryAttr>(j, StepDialect::kTpShardAttrName);
+    return step.getArgAttrOfType<DictionaryAttr>(i, StepDialect::kTpShardAttrName);
+  };
+  for (unsigned i = 0; i < n; ++i)
+    if (DictionaryAttr tpShard = tpShardOf(i))
+      os << "static const int64_t tpSegments" << i << "[] = {"
+         << llvm::join(llvm::map_range(tpShard.getAs<DenseI64ArrayAttr>("segments").asArrayRef(),
+                                       [](int64_t d) { return std::to_string(d); }),
+                       ", ")
+         << "};\n";
   os << "static const stepc_arg_info kArgs[] = {\n";
   for (unsigned i = 0; i < n; ++i) {
     RankedTensorType type = typeOf(step.getArgument(i));
@@ -278,6 +294,7 @@ std::string SourceEmitter::metadata() {
     int64_t globalRows = type.getRank() > 0 ? type.getDimSize(0) : 1;
     if (auto rows = step.getArgAttrOfType<IntegerAttr>(i, StepDialect::kShardOfAttrName))
       globalRows = rows.getInt();
+    DictionaryAttr tpShard = tpShardOf(i);
     if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
       name = p.getName().str();
       kind = "STEPC_ARG_PARAM";
@@ -291,9 +308,10 @@ std::string SourceEmitter::metadata() {
       // A moment is sharded like its parameter.
       for (unsigned j = 0; j < n; ++j)
         if (auto p = step.getArgAttrOfType<ParamAttr>(j, StepDialect::kParamAttrName);
-            p && p.getName() == s.getParam())
+            p && p.getName() == s.getParam()) {
           if (auto rows = step.getArgAttrOfType<IntegerAttr>(j, StepDialect::kShardOfAttrName))
             globalRows = rows.getInt();
+        }
     } else if (auto h = step.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName)) {
       name = stringifyHyper(h.getValue()).str();
       kind = h.getValue() == Hyper::Lr ? "STEPC_ARG_LR" : "STEPC_ARG_STEP";
@@ -309,10 +327,15 @@ std::string SourceEmitter::metadata() {
           bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
       }
     }
-    os << llvm::formatv("  {{{0}, {1}, {2}, {3}, shape{4}, {5}, {6:e}, {7}, {8}},\n",
+    std::string tp = "0, 0, 0, 0";
+    if (tpShard)
+      tp = llvm::formatv("{0}, {1}, {2}, tpSegments{3}", summary.tensorParallel,
+                         tpShard.getAs<IntegerAttr>("dim").getInt(),
+                         tpShard.getAs<DenseI64ArrayAttr>("segments").size(), i);
+    os << llvm::formatv("  {{{0}, {1}, {2}, {3}, shape{4}, {5}, {6:e}, {7}, {8}, {9}},\n",
                         cString(name), kind,
                         type.getElementType().isF32() ? "STEPC_F32" : "STEPC_I32",
-                        type.getRank(), i, init, stddev, bound, globalRows);
+                        type.getRank(), i, init, stddev, bound, globalRows, tp);
   }
   os << "};\n\n";
   if (!collectives.empty()) {
@@ -350,12 +373,13 @@ std::string SourceEmitter::metadata() {
      << ",\n  " << cString(summary.reportJson) << ", " << summary.worldSize << ", "
      << cString(summary.sharding) << ", " << summary.meshShape.size() << ", {"
      << summary.meshShape[0] << ", " << (summary.meshShape.size() > 1 ? summary.meshShape[1] : 1)
-     << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
+     << ", " << (summary.meshShape.size() > 2 ? summary.meshShape[2] : 1) << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
      << ", " << checkSites.size() << ", " << (checkSites.empty() ? "0" : "kCheckSites") << ", "
      << cString(summary.precision) << ", " << evalArenaBytes << ", " << evalLogitsShape.size()
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
-     << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v4(void) { return &kInfo; }\n";
+     << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
+     << "};\n\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v5(void) { return &kInfo; }\n";
   return text;
 }
 
@@ -464,7 +488,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
      << "namespace stepc_eval {\n\n"
      << pre.str() << "\n"
-     << "extern \"C\" int stepc_eval_step_v4(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_eval_step_v5(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
      << "                                  float *logits, float *const *outputs, char *error,\n"
@@ -519,7 +543,7 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
      << "  snprintf(error, len, \"%s\", text);\n  return 1;\n}\n\n"
      << pre.str() << "\n"
      << metadata() << "\n"
-     << "extern \"C\" int stepc_train_step_v4(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v5(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";

@@ -4,6 +4,7 @@
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
@@ -29,6 +30,30 @@ Value zeros(OpBuilder &b, Location loc, Type type) {
 bool isFloatTensor(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   return type && isa<FloatType>(type.getElementType());
+}
+
+/// The rules of tensor parallelism's two collectives (Megatron's f and g),
+/// kept here so the Step dialect does not depend on the mesh dialect: a
+/// forward all-reduce of partial sums passes its gradient through (every
+/// rank's copy of the sum feeds the same replicated loss), and
+/// copy_to_parallel's gradient is the sum of the ranks' partial gradients.
+/// Fails (building nothing) for any other op.
+LogicalResult collectiveVjp(OpBuilder &b, Operation *op, ArrayRef<Value> resultGrads,
+                            SmallVectorImpl<Value> &operandGrads) {
+  if (auto sum = dyn_cast<mesh::AllReduceOp>(op)) {
+    if (sum.getReduction() != mesh::ReductionKind::Sum)
+      return failure();
+    operandGrads.push_back(resultGrads[0]);
+    return success();
+  }
+  if (auto copy = dyn_cast<CopyToParallelOp>(op)) {
+    SmallVector<mesh::MeshAxis> axes(copy.getMeshAxes());
+    operandGrads.push_back(b.create<mesh::AllReduceOp>(
+        op->getLoc(), resultGrads[0].getType(), copy.getMeshAttr().getValue(), axes,
+        resultGrads[0], mesh::ReductionKind::Sum));
+    return success();
+  }
+  return failure();
 }
 
 /// Builds `<name>_grad` next to `loss`; fails with a diagnostic on an op
@@ -99,13 +124,15 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
     }
     if (!needed)
       continue;
-    auto rule = dyn_cast<AutodiffOpInterface>(op);
-    if (!rule)
-      return op->emitOpError() << "has no autodiff rule";
     b.setInsertionPoint(ret);
     SmallVector<Value> operandGrads;
-    if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
-      return failure();
+    if (failed(collectiveVjp(b, op, resultGrads, operandGrads))) {
+      auto rule = dyn_cast<AutodiffOpInterface>(op);
+      if (!rule)
+        return op->emitOpError() << "has no autodiff rule";
+      if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
+        return failure();
+    }
     if (operandGrads.size() != op->getNumOperands())
       return op->emitOpError() << "autodiff rule returned " << operandGrads.size()
                                << " cotangents for " << op->getNumOperands()
@@ -128,6 +155,11 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
     results.push_back(output);
   b.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
+  // copy_to_parallel is the identity: its work was its gradient's all-reduce.
+  for (auto copy : llvm::make_early_inc_range(body.getOps<CopyToParallelOp>())) {
+    copy.getResult().replaceAllUsesWith(copy.getInput());
+    copy.erase();
+  }
   setMissingPhases(body, Phase::Backward);
   return success();
 }

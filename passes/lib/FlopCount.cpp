@@ -117,7 +117,7 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, CrossEntropyOp,
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
-            TransposeOp, func::ReturnOp>(
+            TransposeOp, CopyToParallelOp, func::ReturnOp, mesh::AllReduceOp>(
           [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<WideFlops> {
         return unknown->emitOpError() << "has no FLOP rule";
@@ -151,7 +151,7 @@ static FailureOr<Wide> executedFlops(Operation *op) {
             CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,
             LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
-            RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TransposeOp,
+            RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TransposeOp, CopyToParallelOp,
             func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<Wide>(0); })
       .Default([](Operation *unknown) -> FailureOr<Wide> {

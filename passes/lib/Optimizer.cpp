@@ -26,6 +26,8 @@ struct OptimizerOptions {
   /// axis they are sharded along.
   std::string mesh;
   int64_t meshAxis = 0;
+  /// The tensor-parallel axis (-1: none).
+  int64_t tpAxis = -1;
 };
 
 NamedAttribute named(OpBuilder &b, StringRef key, StringRef value) {
@@ -152,12 +154,24 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   Value stepNumber = entry->getArgument(3 * n + inputs.size() + 1);
 
   // norm = sqrt(Σ_i Σ g_i²); scale = min(1, max_norm / (norm + 1e-6))
-  Value total = scalar(b, loc, lossType, 0.0);
-  for (Value g : grads)
-    total = b.create<AddOp>(loc, total, sumOfSquares(b, loc, g, lossType));
+  // tp-split gradients are each rank's part of one gradient: their squares
+  // are summed over the tp ranks; replicated ones are counted once.
+  Value total = scalar(b, loc, lossType, 0.0), split = scalar(b, loc, lossType, 0.0);
+  for (auto [k, g] : llvm::enumerate(grads)) {
+    bool tpSplit = grad.getArgAttr(params[k], StepDialect::kTpShardAttrName) != nullptr;
+    Value &sum = tpSplit && options.tpAxis >= 0 ? split : total;
+    sum = b.create<AddOp>(loc, sum, sumOfSquares(b, loc, g, lossType));
+  }
+  if (options.tpAxis >= 0)
+    total = b.create<AddOp>(
+        loc, total,
+        b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,
+                                    ArrayRef<mesh::MeshAxis>{
+                                        static_cast<mesh::MeshAxis>(options.tpAxis)},
+                                    split, mesh::ReductionKind::Sum));
   // Sharded gradients: each rank holds part of every gradient, so the
   // squares are summed over the ranks (padding rows are zero).
-  if (!options.mesh.empty())
+  if (!options.mesh.empty() && options.meshAxis >= 0)
     total = b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,
                                         ArrayRef<mesh::MeshAxis>{
                                             static_cast<mesh::MeshAxis>(options.meshAxis)},
@@ -229,7 +243,8 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
                             "max-grad-norm non-negative";
       return signalPassFailure();
     }
-    OptimizerOptions options{beta1, beta2, epsilon, weightDecay, maxGradNorm, mesh, meshAxis};
+    OptimizerOptions options{beta1, beta2, epsilon, weightDecay, maxGradNorm, mesh, meshAxis,
+                             tpAxis};
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();

@@ -121,7 +121,9 @@ struct StepShardDataParallelPass
     }
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
-    b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, ArrayRef<int64_t>{ranks.getValue()});
+    // With tp, step-shard-tensor made the mesh: these axes, then tp.
+    if (!module.lookupSymbol(kWorldMeshName))
+      b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, ArrayRef<int64_t>{ranks.getValue()});
     for (func::FuncOp grad : grads)
       bucketAndReduce(b, grad);
   }

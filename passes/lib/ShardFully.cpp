@@ -171,7 +171,9 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
       meshShape = {replicas.getValue(), ranks.getValue()};
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
-    b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, meshShape);
+    // With tp, step-shard-tensor made the mesh: these axes, then tp.
+    if (!module.lookupSymbol(kWorldMeshName))
+      b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, meshShape);
     bool any = false;
     for (auto grad : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
       if (!grad->hasAttr(StepDialect::kGradientAttrName))

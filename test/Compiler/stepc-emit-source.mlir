@@ -16,7 +16,7 @@
 // CHECK-NEXT: {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, shape7, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2},
 // CHECK-NEXT: {"lr", STEPC_ARG_LR,
 // CHECK-NEXT: {"step", STEPC_ARG_STEP,
-// CHECK: extern "C" int stepc_train_step_v4(
+// CHECK: extern "C" int stepc_train_step_v5(
 // CHECK: float *a0 = (float *)args[0];
 // CHECK: int32_t *a6 = (int32_t *)args[6];
 // CHECK: char *b0 = arena + {{[0-9]+}};

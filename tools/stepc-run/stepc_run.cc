@@ -486,6 +486,10 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(module, comm));
   const int rank = comm->rank(), world = comm->size();
   const bool lead = rank == 0;
+  // The ranks of a tp group (consecutive: tp is the innermost mesh axis)
+  // compute on the same rows: the batch is split over the data ranks.
+  const int tp = std::max(1, info.tensor_parallel);
+  const int data_rank = rank / tp, data_world = world / tp;
 
   // A resumed run takes its schedule (and seed, hence its batches) from the
   // checkpoint; its tensors are loaded once the data is known to match.
@@ -518,20 +522,21 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the model's inputs are ", InputNames(info), "; token data feeds [batch, seq] "
         "'tokens' and 'targets': give this model's inputs with --batch-npy DIR"));
-  // Each rank computes on `batch` rows of the global batch of world·batch.
+  // Each data rank computes on `batch` rows of the global batch of
+  // data_world·batch.
   int64_t batch = 1, seq = 1, vocab = 0;
   if (language_model) {
     batch = info.args[tokens_arg].shape[0];
     seq = info.args[tokens_arg].shape[1];
     vocab = info.args[tokens_arg].id_bound;
   }
-  const int64_t global_batch = batch * world;
+  const int64_t global_batch = batch * data_world;
 
   std::vector<int32_t> tokens, targets;
   TokenData data;
   std::optional<NpyBatches> batches;
   if (!batch_dir.empty()) {
-    STEPC_ASSIGN_OR_RETURN(NpyBatches opened, NpyBatches::Open(batch_dir, *module, rank, world));
+    STEPC_ASSIGN_OR_RETURN(NpyBatches opened, NpyBatches::Open(batch_dir, *module, data_rank, data_world));
     batches = std::move(opened);
   } else {
     if (!absl::GetFlag(FLAGS_data).empty()) {
@@ -568,7 +573,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   std::optional<NpyBatches> val_batches;
   if (!absl::GetFlag(FLAGS_val_batch_npy).empty()) {
     STEPC_ASSIGN_OR_RETURN(NpyBatches opened,
-                           NpyBatches::Open(absl::GetFlag(FLAGS_val_batch_npy), *module, rank, world));
+                           NpyBatches::Open(absl::GetFlag(FLAGS_val_batch_npy), *module, data_rank,
+                                            data_world));
     val_batches = std::move(opened);
   }
   const bool validate = absl::GetFlag(FLAGS_val_fraction) > 0 ||
@@ -620,8 +626,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     for (int64_t j = 1; j <= batches; ++j) {
       val.Sample(schedule.seed ^ 0x5EEDull, j, global_batch, seq, val_tokens, val_targets);
       if (world > 1) {
-        val_tokens = RankSlice(val_tokens, rank, batch, seq);
-        val_targets = RankSlice(val_targets, rank, batch, seq);
+        val_tokens = RankSlice(val_tokens, data_rank, batch, seq);
+        val_targets = RankSlice(val_targets, data_rank, batch, seq);
       }
       STEPC_RETURN_IF_ERROR(session->SetInput("tokens", val_tokens));
       STEPC_RETURN_IF_ERROR(session->SetInput("targets", val_targets));
@@ -679,7 +685,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
                  double(steps) / double(warmup));
   if (lead)
     std::printf("stepc-run: %s | planned %.1f MB | %s | %s | %lld steps%s%s\n",
-                path.c_str(), session->planned_bytes() / 1e6, BatchText(info, world).c_str(),
+                path.c_str(), session->planned_bytes() / 1e6, BatchText(info, data_world).c_str(),
                 batches ? absl::StrCat(batch_dir, " (", batches->count(), " batch",
                                        batches->count() > 1 ? "es" : "", ")").c_str()
                         : data.source().c_str(),
@@ -727,8 +733,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
       // The global batch of this step, the same on every rank; keep our rows.
       data.Sample(schedule.seed, step, global_batch, seq, tokens, targets);
       if (world > 1) {
-        tokens = RankSlice(tokens, rank, batch, seq);
-        targets = RankSlice(targets, rank, batch, seq);
+        tokens = RankSlice(tokens, data_rank, batch, seq);
+        targets = RankSlice(targets, data_rank, batch, seq);
       }
       STEPC_RETURN_IF_ERROR(session->SetInput("tokens", tokens));
       STEPC_RETURN_IF_ERROR(session->SetInput("targets", targets));
@@ -739,7 +745,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     losses.push_back(last.loss);
-    double tokens_per_s = double(info.tokens_per_step) * world / seconds;
+    double tokens_per_s = double(info.tokens_per_step) * data_world / seconds;
     double gflops = double(info.model_flops_per_step) * world / seconds / 1e9;
     const bool finite = std::isfinite(last.loss) && std::isfinite(last.grad_norm);
     if (metrics.is_open())

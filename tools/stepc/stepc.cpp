@@ -81,7 +81,9 @@ static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (t
                                                    "fsdp:N (also parameters, gradients and "
                                                    "optimizer state sharded along dim 0); "
                                                    "hsdp:RxS (sharded within groups of S, "
-                                                   "replicated across R)"),
+                                                   "replicated across R); each optionally "
+                                                   "followed by ,tp:M, or tp:M alone (tensor "
+                                                   "parallelism over M ranks, innermost)"),
                                   cl::init("none"), cl::cat(stepcCategory));
 static cl::opt<bool> fsdpReshard("fsdp-reshard", cl::desc("With fsdp: gather parameters again "
                                                           "for backward (ZeRO-3, default) or keep "
@@ -270,7 +272,6 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> asWritten;
   if (!reportPareto.empty())
     asWritten = module->clone();
-  int64_t ranks = shardSpec->ranks();
   // parseByteSize succeeded in buildStepcPipeline.
   int64_t budgetBytes = memoryBudget.empty() ? 0 : *parseByteSize(memoryBudget);
   // step-remat plans the step before target lowering; the back end's plan
@@ -403,11 +404,11 @@ int main(int argc, char **argv) {
       summary.modelFlops = report->modelFlopsPerStep;
       summary.executedFlops = report->executedFlopsPerStep;
       summary.tokens = report->tokensPerStep;
-      summary.worldSize = ranks;
-      summary.sharding = ranks > 1 ? shard.getValue() : "none";
-      summary.meshShape = {ranks};
-      if (shardSpec->replicas > 1)
-        summary.meshShape = {shardSpec->replicas, shardSpec->perGroup};
+      summary.worldSize = shardSpec->world();
+      summary.sharding = shardSpec->world() > 1 ? shard.getValue() : "none";
+      SmallVector<int64_t> mesh = shardSpec->meshShape();
+      summary.meshShape.assign(mesh.begin(), mesh.end());
+      summary.tensorParallel = shardSpec->tp;
       summary.precision = precision.getValue();
       if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
         return failure();

@@ -21,8 +21,11 @@ struct ModuleSummary {
   /// Ranks the step runs on, and how ("none", "ddp:N").
   int64_t worldSize = 1;
   std::string sharding = "none";
-  /// Ranks along each mesh axis ({N} for ddp/fsdp, {R, S} for hsdp).
-  llvm::SmallVector<int64_t, 2> meshShape{1};
+  /// Ranks along each mesh axis ({N} for ddp/fsdp, {R, S} for hsdp, then
+  /// M with tp).
+  llvm::SmallVector<int64_t, 3> meshShape{1};
+  /// Tensor-parallel ranks (the last mesh axis), 1 without.
+  int64_t tensorParallel = 1;
   /// "fp32", or "bf16" (step-mixed-precision ran).
   std::string precision = "fp32";
 };
@@ -42,7 +45,7 @@ using SummarizeFn = std::function<mlir::FailureOr<ModuleSummary>(const StepShape
 
 struct CudaFusions;
 /// The forward-only step (step-eval-step's function) emitted beside the
-/// training step as stepc_eval_step_v4, with its own memory plan (and on
+/// training step as stepc_eval_step_v5, with its own memory plan (and on
 /// CUDA its own fusions); `step` null: none.
 struct EvalEntry {
   mlir::func::FuncOp step;

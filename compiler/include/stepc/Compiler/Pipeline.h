@@ -21,7 +21,9 @@ namespace stepc {
 /// them, so no product overflows).
 constexpr int64_t kMaxRanks = int64_t{1} << 20;
 
-/// A parsed --shard: none | ddp:N | fsdp:N | hsdp:RxS.
+/// A parsed --shard: none | ddp:N | fsdp:N | hsdp:RxS, optionally with
+/// `,tp:M` (or tp:M alone): a mesh of the data axes then the tp axis, tp
+/// innermost so a tp group is M consecutive ranks (one node's NVLink).
 struct ShardSpec {
   enum class Kind { None, Ddp, Fsdp, Hsdp };
   Kind kind = Kind::None;
@@ -29,10 +31,19 @@ struct ShardSpec {
   int64_t replicas = 1;
   /// Ranks sharing one copy of the step's state: N, or S of hsdp.
   int64_t perGroup = 1;
+  /// Tensor-parallel ranks (M of tp:M), 1 without.
+  int64_t tp = 1;
 
+  /// Data-parallel ranks: those that split the batch.
   int64_t ranks() const { return replicas * perGroup; }
+  /// Every rank: the data ranks times the tp ranks.
+  int64_t world() const { return ranks() * tp; }
   /// Whether parameters, gradients and optimizer state are sharded.
   bool shardsParameters() const { return kind == Kind::Fsdp || kind == Kind::Hsdp; }
+  /// The mesh's shape: [N] | [R, S], then M with tp ([M] for tp alone).
+  llvm::SmallVector<int64_t> meshShape() const;
+  /// The mesh axis tp runs along (the last), or -1.
+  int64_t tpAxis() const { return tp > 1 ? int64_t(meshShape().size()) - 1 : -1; }
 };
 
 /// Parses a --shard value; on failure `error` says what was expected.

@@ -110,6 +110,19 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
                              << argIndex << " to be a positive row count of a tensor of rank >= 1";
     return success();
   }
+  if (attribute.getName() == kTpShardAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(attribute.getValue());
+    auto dim = dict ? dict.getAs<IntegerAttr>("dim") : IntegerAttr();
+    auto segments = dict ? dict.getAs<DenseI64ArrayAttr>("segments") : DenseI64ArrayAttr();
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!dim || !segments || segments.empty() || !tensor || dim.getInt() < 0 ||
+        dim.getInt() >= tensor.getRank() ||
+        llvm::any_of(segments.asArrayRef(), [](int64_t s) { return s < 1; }))
+      return op->emitError() << "expects '" << kTpShardAttrName << "' on argument #" << argIndex
+                             << " to be {dim, segments} with dim a dimension of the tensor "
+                                "and positive segment sizes";
+    return success();
+  }
   if (attribute.getName() == kHyperAttrName) {
     if (!isa<HyperAttr>(attribute.getValue()))
       return op->emitError() << "expects '" << kHyperAttrName << "' on argument #"

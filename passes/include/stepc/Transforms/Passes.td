@@ -119,6 +119,51 @@ def StepShardDataParallel : Pass<"step-shard-data-parallel", "mlir::ModuleOp"> {
   ];
 }
 
+def StepShardTensor : Pass<"step-shard-tensor", "mlir::ModuleOp"> {
+  let summary = "Tensor parallelism over the last mesh axis (Megatron column/row linears)";
+  let description = [{
+    Runs on the loss function, before step-autodiff, so the backward follows
+    from two collectives' gradients. A sharding state is propagated through
+    the function, one rule per op kind (docs/design/sharding.md has the
+    table): a value is replicated, split along its last dimension over the
+    `tp` ranks (in segments: a fused QKV projection splits each of Q, K and
+    V), or a partial sum.
+
+    - A matmul `x · Wᵀ` whose weight is a parameter used once is
+      *column-parallel* when `x` is replicated: `W`'s rows are split and
+      `x` enters through `step.copy_to_parallel` (its gradient is summed
+      over the tp ranks). It is *row-parallel* when `x` is split: `W`'s
+      columns are split, and the partial result is `mesh.all_reduce`d.
+    - Attention splits its heads: Q heads and, when tp divides them, K/V
+      heads; a single K/V head (multi-query) is replicated. A bias added to
+      a split value is split like it. Elementwise ops, slices on segment
+      boundaries and rotary keep a split.
+    - Any other op (norms, embeddings, the loss) needs its operands whole;
+      a column-parallel choice whose output would have to be gathered for
+      one is undone, so the head and the embedding stay replicated.
+
+    Heads, kv heads or features that `tp` does not divide are errors naming
+    both numbers. A split parameter is this rank's part, with argument
+    attribute `step.tp_shard = {dim, segments}` (the global segment sizes
+    along `dim`); the pass creates the mesh `@world` of shape `mesh-shape`,
+    whose last axis is tp.
+
+    ```mlir
+    %xin = step.copy_to_parallel %x mesh @world axes [1] : tensor<4x64x64xf32>
+    %qkv = step.matmul %xin, %w_qkv transpose_b : (tensor<4x64x64xf32>, tensor<96x64xf32>) -> tensor<4x64x96xf32>
+    ...
+    %part = step.matmul %att, %w_proj transpose_b : (tensor<4x64x32xf32>, tensor<64x32xf32>) -> tensor<4x64x64xf32>
+    %out = mesh.all_reduce %part on @world mesh_axes = [1] : tensor<4x64x64xf32> -> tensor<4x64x64xf32>
+    ```
+  }];
+  let dependentDialects = ["mlir::mesh::MeshDialect"];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1", "tensor-parallel ranks (the last mesh axis)">,
+    ListOption<"meshShape", "mesh-shape", "int64_t",
+               "the whole mesh, tp last (default: [tp])">
+  ];
+}
+
 def StepShardFully : Pass<"step-shard-fully", "mlir::ModuleOp"> {
   let summary = "Shard parameters, gradients and optimizer state over N ranks (FSDP)";
   let description = [{
@@ -209,7 +254,10 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "mesh whose ranks hold gradient shards: the squared norm is summed over it">,
     Option<"meshAxis", "mesh-axis", "int64_t", /*default=*/"0",
-           "the mesh axis along which gradients are sharded">
+           "the mesh axis along which gradients are sharded (-1: none)">,
+    Option<"tpAxis", "tp-axis", "int64_t", /*default=*/"-1",
+           "the mesh's tensor-parallel axis: the squares of tp-split gradients "
+           "(step.tp_shard) are summed over it, replicated ones are not (-1: none)">
   ];
 }
 

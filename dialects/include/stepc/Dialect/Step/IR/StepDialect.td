@@ -59,6 +59,10 @@ def Step_Dialect : Dialect {
     /// Argument attribute (an integer): the argument is a dim-0 shard of a
     /// tensor of this many rows (step-shard-fully).
     static constexpr llvm::StringLiteral kShardOfAttrName = "step.shard_of";
+    /// Argument attribute (a dictionary {dim, segments}): the argument is
+    /// this tp rank's part of a tensor split along `dim`, whose global
+    /// segment sizes along it are `segments` (step-shard-tensor).
+    static constexpr llvm::StringLiteral kTpShardAttrName = "step.tp_shard";
     /// Result attribute (a string) naming a result, e.g. "grad.wte".
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
     /// Unit attribute marking a function built by step-autodiff.

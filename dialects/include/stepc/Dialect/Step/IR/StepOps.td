@@ -514,6 +514,32 @@ def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy", [Step_Differentiable]
     "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
 }
 
+//===----------------------------------------------------------------------===//
+// Tensor parallelism
+//===----------------------------------------------------------------------===//
+
+def Step_CopyToParallelOp : Step_Op<"copy_to_parallel", [SameOperandsAndResultType]> {
+  let summary = "a replicated value entering a tensor-parallel region";
+  let description = [{
+    The identity in the forward. Its gradient is all-reduced (summed) over
+    `mesh_axes` of `mesh`: the value is the same on every rank of those axes,
+    and each rank's use of it (its heads, its columns) is one part of the
+    whole model, so each rank's gradient is a partial sum (Megatron's `f`
+    operator; its conjugate `g` is a `mesh.all_reduce` in the forward, whose
+    gradient is the identity). `step-shard-tensor` inserts it and
+    step-autodiff differentiates it; the training step carries only the
+    gradient's all-reduce.
+
+    ```mlir
+    %xin = step.copy_to_parallel %x mesh @world axes [1] : tensor<8x64x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, FlatSymbolRefAttr:$mesh,
+                       DenseI16ArrayAttr:$mesh_axes);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `mesh` $mesh `axes` $mesh_axes attr-dict `:` type($input)";
+}
+
 include "stepc/Dialect/Step/IR/StepGradOps.td"
 
 #endif // STEPC_DIALECT_STEP_IR_STEPOPS_TD

@@ -1,0 +1,441 @@
+//===- ShardTensor.cpp - tensor parallelism on the loss function ----------===//
+//
+// Megatron's column- and row-parallel linears and split attention heads,
+// found by propagating a sharding state through the loss function with one
+// rule per op kind (`Analysis::visit`), the way Shardy propagates a
+// sharding: optimistically every single-use weight of a matmul on a
+// replicated input is column-parallel; an op that needs a split value whole
+// undoes the choices that split it, and the propagation runs again until
+// nothing is undone. Then the function is rewritten to this rank's shapes.
+//
+// Only two collectives are inserted, both with gradients step-autodiff
+// knows: `step.copy_to_parallel` where a replicated value enters a split
+// region (gradient: all-reduce) and `mesh.all_reduce` after a row-parallel
+// matmul (gradient: identity). A split is along the last dimension, in
+// segments (a fused QKV projection splits Q, K and V each), so no value is
+// ever gathered.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <numeric>
+#include <set>
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPSHARDTENSOR
+#include "stepc/Transforms/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+enum class Kind {
+  /// The same on every tp rank.
+  Replicated,
+  /// Split along the last dimension (see State::segments).
+  Split,
+  /// A broadcast of a single-use 1-D parameter: replicated, but splittable
+  /// for free by splitting the parameter (a bias).
+  Source,
+};
+
+struct State {
+  Kind kind = Kind::Replicated;
+  /// Split: the global sizes of the last dimension's segments; rank t holds
+  /// part t of M equal parts of each, side by side.
+  SmallVector<int64_t> segments;
+  /// Split: the column-parallel matmuls the split comes from.
+  SmallVector<Operation *> origins;
+  /// Source: the parameter broadcast.
+  BlockArgument param;
+};
+
+int64_t total(ArrayRef<int64_t> segments) {
+  return std::accumulate(segments.begin(), segments.end(), int64_t{0});
+}
+
+/// A parameter argument of `f`, or null.
+BlockArgument parameter(func::FuncOp f, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner()->getParentOp() != f.getOperation() ||
+      !f.getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName))
+    return {};
+  return arg;
+}
+
+/// `x · Wᵀ` with W a rank-2 parameter used only here: the shape of a linear
+/// layer tp can split.
+BlockArgument linearWeight(func::FuncOp f, MatmulOp m) {
+  if (m.getTransposeA() || !m.getTransposeB())
+    return {};
+  BlockArgument w = parameter(f, m.getRhs());
+  if (!w || cast<RankedTensorType>(w.getType()).getRank() != 2 || !w.hasOneUse())
+    return {};
+  return w;
+}
+
+/// The segments of a column-parallel output: the boundaries of the slices
+/// along its last dimension that read it (through bias adds and
+/// elementwise ops), so each slice is whole segments.
+SmallVector<int64_t> segmentsOf(MatmulOp m) {
+  int64_t width = m.getType().getShape().back();
+  std::set<int64_t> cuts{0, width};
+  SmallVector<Value> work{m.getResult()};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (Operation *user : v.getUsers()) {
+      if (auto slice = dyn_cast<SliceOp>(user)) {
+        int64_t last = slice.getOffsets().size() - 1;
+        int64_t begin = slice.getOffsets()[last];
+        cuts.insert(begin);
+        cuts.insert(begin + slice.getSizes()[last]);
+      } else if (user->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(user)) {
+        work.push_back(user->getResult(0));
+      }
+    }
+  }
+  SmallVector<int64_t> segments;
+  for (auto it = std::next(cuts.begin()); it != cuts.end(); ++it)
+    segments.push_back(*it - *std::prev(it));
+  return segments;
+}
+
+/// One propagation over the loss function for a set of column-parallel
+/// matmuls: the state of every value, what each op needs inserted, the
+/// parameters split, and the choices an op undid.
+struct Analysis {
+  func::FuncOp loss;
+  int64_t parts;
+  const DenseSet<Operation *> &columns;
+
+  DenseMap<Value, State> states;
+  /// Parameter argument -> (dim, global segments).
+  DenseMap<unsigned, std::pair<int64_t, SmallVector<int64_t>>> splitParams;
+  /// Operands entering a split region: (op, operand number).
+  SmallVector<std::pair<Operation *, unsigned>> copies;
+  /// Row-parallel matmuls (their result is a partial sum).
+  SmallVector<Operation *> rows;
+  /// Attention ops with (local heads, local kv heads).
+  SmallVector<std::tuple<AttentionOp, int64_t, int64_t>> attentions;
+  DenseSet<Operation *> undone;
+  /// Rules that cannot hold whatever is undone: errors once stable.
+  SmallVector<std::pair<Operation *, std::string>> problems;
+
+  State stateOf(Value v) { return states.lookup(v); }
+
+  /// `v` must be whole at `op`: undo what split it.
+  void needWhole(Value v) {
+    State s = stateOf(v);
+    if (s.kind == Kind::Split)
+      undone.insert(s.origins.begin(), s.origins.end());
+  }
+
+  void split(Value v, SmallVector<int64_t> segments, SmallVector<Operation *> origins) {
+    State s;
+    s.kind = Kind::Split;
+    s.segments = std::move(segments);
+    s.origins = std::move(origins);
+    states[v] = std::move(s);
+  }
+
+  void splitParam(BlockArgument p, int64_t dim, ArrayRef<int64_t> segments) {
+    splitParams[p.getArgNumber()] = {dim, SmallVector<int64_t>(segments)};
+  }
+
+  void visitMatmul(MatmulOp m) {
+    State x = stateOf(m.getLhs());
+    BlockArgument w = linearWeight(loss, m);
+    if (w && x.kind == Kind::Split) {
+      splitParam(w, 1, x.segments);
+      rows.push_back(m);
+      return;
+    }
+    needWhole(m.getLhs());
+    needWhole(m.getRhs());
+    if (w && columns.contains(m)) {
+      SmallVector<int64_t> segments = segmentsOf(m);
+      splitParam(w, 0, segments);
+      copies.push_back({m, 0});
+      split(m.getResult(), segments, {m.getOperation()});
+    }
+  }
+
+  void visitAttention(AttentionOp a) {
+    State q = stateOf(a.getQuery());
+    if (q.kind != Kind::Split || q.segments.size() != 1) {
+      for (Value v : a->getOperands())
+        needWhole(v);
+      return;
+    }
+    int64_t heads = a.getNumHeads(), kvHeads = a.getNumKvHeads();
+    if (heads % parts) {
+      problems.push_back({a, llvm::formatv("has {0} heads, which tp:{1} does not divide",
+                                           heads, parts).str()});
+      return;
+    }
+    bool splitKv = kvHeads % parts == 0;
+    if (!splitKv && kvHeads != 1)
+      problems.push_back(
+          {a, llvm::formatv("has {0} kv heads, which tp:{1} does not divide (kv heads are "
+                            "split when tp divides them, replicated only when there is one)",
+                            kvHeads, parts).str()});
+    SmallVector<Operation *> origins(q.origins);
+    for (unsigned i : {1u, 2u}) {
+      Value v = a->getOperand(i);
+      State s = stateOf(v);
+      if (splitKv && s.kind == Kind::Split && s.segments.size() == 1) {
+        llvm::append_range(origins, s.origins);
+      } else if (!splitKv) {
+        needWhole(v);
+        copies.push_back({a, i});
+      } else {
+        problems.push_back(
+            {a, llvm::formatv("reads {0} that tp cannot split along its {1} kv heads (a "
+                              "linear layer of its own makes them column-parallel)",
+                              i == 1 ? "keys" : "values", kvHeads).str()});
+      }
+    }
+    attentions.push_back({a, heads / parts, splitKv ? kvHeads / parts : kvHeads});
+    split(a.getResult(), q.segments, origins);
+  }
+
+  void visitSlice(SliceOp slice) {
+    State in = stateOf(slice.getInput());
+    if (in.kind != Kind::Split)
+      return;
+    int64_t last = slice.getOffsets().size() - 1;
+    int64_t begin = slice.getOffsets()[last], size = slice.getSizes()[last];
+    SmallVector<int64_t> segments;
+    int64_t at = 0;
+    for (int64_t s : in.segments) {
+      if (at >= begin && at + s <= begin + size)
+        segments.push_back(s);
+      else if (at < begin + size && at + s > begin)
+        return needWhole(slice.getInput()); // cuts a segment
+      at += s;
+    }
+    split(slice.getResult(), segments, in.origins);
+  }
+
+  void visitElementwise(Operation *op) {
+    SmallVector<State> in;
+    for (Value v : op->getOperands())
+      in.push_back(stateOf(v));
+    const State *splitIn = nullptr;
+    for (const State &s : in)
+      if (s.kind == Kind::Split)
+        splitIn = &s;
+    if (!splitIn)
+      return;
+    SmallVector<Operation *> origins;
+    for (auto [v, s] : llvm::zip(op->getOperands(), in)) {
+      if (s.kind == Kind::Split && s.segments == splitIn->segments)
+        llvm::append_range(origins, s.origins);
+      else if (s.kind == Kind::Source) {
+        splitParam(s.param, 0, splitIn->segments);
+        split(v, splitIn->segments, {}); // the broadcast of the now split bias
+      }
+      else {
+        for (Value w : op->getOperands())
+          needWhole(w);
+        return;
+      }
+    }
+    split(op->getResult(0), splitIn->segments, origins);
+  }
+
+  void visit(Operation *op) {
+    if (auto m = dyn_cast<MatmulOp>(op))
+      return visitMatmul(m);
+    if (auto a = dyn_cast<AttentionOp>(op))
+      return visitAttention(a);
+    if (auto s = dyn_cast<SliceOp>(op))
+      return visitSlice(s);
+    if (auto b = dyn_cast<BroadcastOp>(op)) {
+      BlockArgument p = parameter(loss, b.getInput());
+      auto type = p ? cast<RankedTensorType>(p.getType()) : RankedTensorType();
+      if (p && type.getRank() == 1 && p.hasOneUse() && b->hasOneUse() &&
+          b.getType().getShape().back() == type.getDimSize(0)) {
+        State s;
+        s.kind = Kind::Source;
+        s.param = p;
+        states[b.getResult()] = s;
+      }
+      return;
+    }
+    if (auto r = dyn_cast<RotaryOp>(op)) {
+      State in = stateOf(r.getInput());
+      if (in.kind == Kind::Split && in.segments.size() == 1 &&
+          (in.segments[0] / parts) % r.getHeadDim() == 0)
+        return split(r.getResult(), in.segments, in.origins);
+      return needWhole(r.getInput());
+    }
+    if (op->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(op))
+      return visitElementwise(op);
+    // Every other op (norms, embedding, loss, reductions, reshapes, return)
+    // reads its operands whole.
+    for (Value v : op->getOperands())
+      needWhole(v);
+  }
+
+  void run() {
+    for (Operation &op : loss.getBody().front())
+      visit(&op);
+  }
+};
+
+RankedTensorType withDim(Type type, int64_t dim, int64_t size) {
+  auto t = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(t.getShape());
+  shape[dim] = size;
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTensorPass> {
+  using StepShardTensorBase::StepShardTensorBase;
+
+  mesh::MeshAxis tpAxis() const {
+    return static_cast<mesh::MeshAxis>(meshShape.empty() ? 0 : meshShape.size() - 1);
+  }
+
+  LogicalResult shard(func::FuncOp loss) {
+    DenseSet<Operation *> columns;
+    loss.walk([&](MatmulOp m) {
+      if (linearWeight(loss, m))
+        columns.insert(m);
+    });
+    // Each round undoes at least one choice, so this ends.
+    std::optional<Analysis> a;
+    while (true) {
+      a.emplace(Analysis{loss, tp, columns, {}, {}, {}, {}, {}, {}, {}});
+      a->run();
+      if (a->undone.empty())
+        break;
+      for (Operation *op : a->undone)
+        columns.erase(op);
+    }
+    for (auto &[op, message] : a->problems)
+      return op->emitOpError() << message;
+    for (auto &[index, split] : a->splitParams)
+      for (int64_t s : split.second)
+        if (s % tp) {
+          BlockArgument arg = loss.getArgument(index);
+          Operation *user = *arg.getUsers().begin();
+          auto name = loss.getArgAttrOfType<ParamAttr>(index, StepDialect::kParamAttrName);
+          return user->emitOpError()
+                 << "splits parameter '" << name.getName() << "' along dimension "
+                 << split.first << " in parts of " << s << ", which tp:" << tp.getValue()
+                 << " does not divide";
+        }
+    rewrite(loss, *a);
+    return success();
+  }
+
+  void rewrite(func::FuncOp loss, Analysis &a) {
+    MLIRContext *ctx = loss.getContext();
+    OpBuilder b(ctx);
+    Block &body = loss.getBody().front();
+    // Parameters: this rank's part.
+    for (auto &[index, split] : a.splitParams) {
+      BlockArgument arg = loss.getArgument(index);
+      int64_t dim = split.first;
+      auto type = cast<RankedTensorType>(arg.getType());
+      arg.setType(withDim(type, dim, type.getDimSize(dim) / tp));
+      loss.setArgAttr(index, StepDialect::kTpShardAttrName,
+                      b.getDictionaryAttr({b.getNamedAttr("dim", b.getI64IntegerAttr(dim)),
+                                           b.getNamedAttr("segments",
+                                                          b.getDenseI64ArrayAttr(split.second))}));
+    }
+    // Values: split ones get this rank's last dimension.
+    for (Operation &op : body)
+      for (Value r : op.getResults()) {
+        State s = a.stateOf(r);
+        if (s.kind == Kind::Split) {
+          auto type = cast<RankedTensorType>(r.getType());
+          r.setType(withDim(type, type.getRank() - 1, total(s.segments) / tp));
+        }
+      }
+    for (auto &[attention, heads, kvHeads] : a.attentions) {
+      attention.setNumHeads(heads);
+      attention.setNumKvHeads(kvHeads);
+    }
+    for (auto slice : body.getOps<SliceOp>()) {
+      State in = a.stateOf(slice.getInput());
+      if (in.kind != Kind::Split)
+        continue;
+      SmallVector<int64_t> offsets(slice.getOffsets()), sizes(slice.getSizes());
+      int64_t last = offsets.size() - 1;
+      offsets[last] /= tp;
+      sizes[last] /= tp;
+      slice.setOffsets(offsets);
+      slice.setSizes(sizes);
+    }
+    // Collectives: f where a replicated value enters, g after a row.
+    auto mesh = FlatSymbolRefAttr::get(ctx, kWorldMeshName);
+    DenseMap<Value, Value> entered;
+    for (auto [op, index] : a.copies) {
+      Value x = op->getOperand(index);
+      Value &copy = entered[x];
+      if (!copy) {
+        b.setInsertionPointAfterValue(x);
+        copy = b.create<CopyToParallelOp>(op->getLoc(), x.getType(), x, mesh,
+                                          b.getDenseI16ArrayAttr({tpAxis()}));
+      }
+      op->setOperand(index, copy);
+    }
+    for (Operation *row : a.rows) {
+      b.setInsertionPointAfter(row);
+      Value partial = row->getResult(0);
+      auto sum = b.create<mesh::AllReduceOp>(row->getLoc(), partial.getType(), kWorldMeshName,
+                                             ArrayRef<mesh::MeshAxis>{tpAxis()}, partial,
+                                             mesh::ReductionKind::Sum);
+      partial.replaceAllUsesExcept(sum.getResult(), sum);
+    }
+    loss.setFunctionType(FunctionType::get(ctx, body.getArgumentTypes(), loss.getResultTypes()));
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tp < 1 || (!meshShape.empty() && meshShape[meshShape.size() - 1] != tp)) {
+      emitError(module.getLoc()) << "step-shard-tensor expects tp >= 1 and a mesh whose last "
+                                    "axis is tp";
+      return signalPassFailure();
+    }
+    SmallVector<int64_t> shape(meshShape.begin(), meshShape.end());
+    if (shape.empty())
+      shape.push_back(tp);
+    if (!module.lookupSymbol(kWorldMeshName)) {
+      OpBuilder b(module.getBodyRegion());
+      b.setInsertionPointToStart(module.getBody());
+      b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
+    }
+    bool found = false;
+    for (auto loss : module.getOps<func::FuncOp>()) {
+      if (!loss->hasAttr(StepDialect::kLossAttrName))
+        continue;
+      found = true;
+      if (failed(shard(loss)))
+        return signalPassFailure();
+    }
+    if (!found) {
+      emitError(module.getLoc()) << "no function is marked '" << StepDialect::kLossAttrName
+                                 << "'";
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace
