@@ -38,6 +38,16 @@ static int64_t ranksOf(Operation *collective) {
   return n;
 }
 
+/// The mesh axes a collective spans, as a key: "axis0", "axis0+axis1".
+static std::string axesKey(Operation *collective) {
+  auto axes = collective->getAttrOfType<DenseI16ArrayAttr>("mesh_axes");
+  if (!axes)
+    return "none";
+  return llvm::join(llvm::map_range(axes.asArrayRef(),
+                                    [](int16_t a) { return "axis" + std::to_string(a); }),
+                    "+");
+}
+
 /// Bytes each rank sends with ring algorithms: all-reduce 2(n-1)/n of the
 /// tensor, all-gather and reduce-scatter (n-1) shards.
 static double wireBytes(Operation *op, int64_t n) {
@@ -62,9 +72,10 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::ReduceScatterOp>(op)) {
       ++report.collectivesPerStep;
       // Bytes each rank contributes.
-      report.collectiveBytesPerStep[op.getName().stripDialect().str()] +=
-          bytesOf(isa<mesh::AllGatherOp>(op) ? op.getOperand(0).getType()
-                                             : op.getResult(0).getType());
+      int64_t bytes = bytesOf(isa<mesh::AllGatherOp>(op) ? op.getOperand(0).getType()
+                                                         : op.getResult(0).getType());
+      report.collectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
+      report.collectiveBytesByAxes[axesKey(&op)] += bytes;
     }
     FailureOr<int64_t> flops = getExecutedFlops(&op);
     if (failed(flops))
@@ -80,6 +91,8 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     if (step.getArgAttr(i, StepDialect::kParamAttrName)) {
       params += cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
       paramBytes += bytes;
+      (step.getArgAttr(i, StepDialect::kTpShardAttrName) ? report.tpSplitParamBytes
+                                                          : report.replicatedParamBytes) += bytes;
     } else if (step.getArgAttr(i, StepDialect::kStateAttrName)) {
       stateBytes += bytes;
     } else {
@@ -170,6 +183,8 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
         hidden += flops[j] / (comm.computeGflops * 1e9);
       total += seconds;
       exposed += std::max(0.0, seconds - hidden);
+      report.predictedCommSecondsByAxes[axesKey(op)] += seconds;
+      report.predictedExposedCommSecondsByAxes[axesKey(op)] += std::max(0.0, seconds - hidden);
     }
     report.linkGbps = comm.linkGBps;
     report.computeGflops = comm.computeGflops;
@@ -210,7 +225,19 @@ llvm::json::Object StepReport::toJson() const {
       {"recompute_flops_per_step", recomputeFlopsPerStep},
       {"collectives_per_step", collectivesPerStep},
       {"collective_bytes_per_step", toJsonObject(collectiveBytesPerStep)},
+      {"collective_bytes_by_axes", toJsonObject(collectiveBytesByAxes)},
+      {"tp_split_param_bytes", tpSplitParamBytes},
+      {"replicated_param_bytes", replicatedParamBytes},
   };
+  if (!predictedCommSecondsByAxes.empty()) {
+    llvm::json::Object comm, exposed;
+    for (auto &[axes, seconds] : predictedCommSecondsByAxes)
+      comm[axes] = seconds;
+    for (auto &[axes, seconds] : predictedExposedCommSecondsByAxes)
+      exposed[axes] = seconds;
+    json["predicted_comm_seconds_by_axes"] = std::move(comm);
+    json["predicted_exposed_comm_seconds_by_axes"] = std::move(exposed);
+  }
   if (!remat.empty())
     json["remat"] = remat;
   if (!compileOptions.empty())

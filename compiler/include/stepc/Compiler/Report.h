@@ -40,11 +40,16 @@ struct StepReport {
   std::map<std::string, int64_t> recomputedOpsByKind;
   int64_t recomputeFlopsPerStep = 0;
   int64_t collectivesPerStep = 0;
-  /// Bytes each rank contributes, per collective kind.
-  std::map<std::string, int64_t> collectiveBytesPerStep;
-  /// Set when a CommModel link rate is given.
+  /// Bytes each rank contributes, per collective kind and per set of mesh
+  /// axes ("axis0", "axis1", "axis0+axis1", ...; with tp the last is tp).
+  std::map<std::string, int64_t> collectiveBytesPerStep, collectiveBytesByAxes;
+  /// Parameter bytes this rank holds of tp-split parameters (each 1/M of
+  /// the whole) and of the others.
+  int64_t tpSplitParamBytes = 0, replicatedParamBytes = 0;
+  /// Set when a CommModel link rate is given; also per set of mesh axes.
   std::optional<double> linkGbps, computeGflops, predictedCommSeconds,
       predictedExposedCommSeconds;
+  std::map<std::string, double> predictedCommSecondsByAxes, predictedExposedCommSecondsByAxes;
   /// Set by the driver: the remat mode and budget, and (cuda) the back
   /// end's own arena, peak and launches.
   std::string remat;
