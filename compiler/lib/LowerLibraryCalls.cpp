@@ -95,17 +95,25 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         return LibraryCall{"cross_entropy", {i64(rows(logits)), i64(lastDim(logits))}, scratch,
                            "target", 1, lastDim(logits)};
       })
+      // A vocabulary shard (operand 2 its first row) checks ids against
+      // the whole table's rows: embedding_shard(_grad), with num_ids.
       .Case([&](EmbeddingGradOp e) {
         int64_t ids = typeOf(e.getIds()).getNumElements();
-        return LibraryCall{"embedding_grad",
-                           {i64(ids), i64(e.getNumEmbeddings()), i64(lastDim(e))},
-                           std::nullopt, "id", 1,
-                           // (verified to be in [1, 2^40])
-                           static_cast<int64_t>(e.getNumEmbeddings())};
+        int64_t rows = e.getNumEmbeddings(); // (verified to be in [1, 2^40])
+        if (e.getFirstRow())
+          return LibraryCall{"embedding_shard_grad",
+                             {i64(ids), i64(rows), i64(*e.getNumIds()), i64(lastDim(e))},
+                             std::nullopt, "id", 1, static_cast<int64_t>(*e.getNumIds())};
+        return LibraryCall{"embedding_grad", {i64(ids), i64(rows), i64(lastDim(e))},
+                           std::nullopt, "id", 1, rows};
       })
       .Case([&](EmbeddingOp e) {
         int64_t ids = typeOf(e.getIds()).getNumElements();
         int64_t vocab = e.getTable().getType().getDimSize(0);
+        if (e.getFirstRow())
+          return LibraryCall{"embedding_shard",
+                             {i64(ids), i64(vocab), i64(*e.getNumIds()), i64(lastDim(e))},
+                             std::nullopt, "id", 1, static_cast<int64_t>(*e.getNumIds())};
         return LibraryCall{"embedding", {i64(ids), i64(vocab), i64(lastDim(e))}, std::nullopt,
                            "id", 1, vocab};
       })

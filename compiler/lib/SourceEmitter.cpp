@@ -5,6 +5,7 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -254,6 +255,36 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
         body << "  " << copyStatement(ptr(r.getResult()), ptr(r.getInput()), count * 4) << "\n";
         start("STEPC_ALL_REDUCE", "all_reduce_sum", axesMask(r.getMeshAxes()), count,
               r.getResult(), ptr(r.getResult()));
+        return success();
+      })
+      // all_slice: no communication, this rank's contiguous part of its
+      // input (its linear index over the axes, from the table's rank).
+      .Case([&](mesh::AllSliceOp s) -> std::optional<LogicalResult> {
+        RankedTensorType in = typeOf(s.getInput()), out = typeOf(s.getResult());
+        int64_t axis = s.getSliceAxis().getSExtValue();
+        for (int64_t d = 0; d < axis; ++d)
+          if (in.getDimSize(d) != 1)
+            return LogicalResult(s.emitOpError()
+                                 << "slices dimension " << axis
+                                 << ", which is not contiguous (the dimensions before it are "
+                                    "not all 1): the back ends slice contiguous parts only");
+        auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(s, s.getMeshAttr());
+        if (!mesh)
+          return LogicalResult(s.emitOpError() << "names no mesh");
+        ArrayRef<int64_t> shape = mesh.getShape();
+        std::string index = "0";
+        for (int16_t a : s.getMeshAxes()) {
+          int64_t stride = 1;
+          for (size_t k = a + 1; k < shape.size(); ++k)
+            stride *= shape[k];
+          index = "(" + index + ") * " + std::to_string(shape[a]) + " + collectives->rank / " +
+                  std::to_string(stride) + " % " + std::to_string(shape[a]);
+        }
+        body << "  " << copyStatement(ptr(s.getResult()),
+                                      ptr(s.getInput()) + " + (" + index + ") * " +
+                                          std::to_string(out.getNumElements()),
+                                      tensorBytes(out))
+             << "\n";
         return success();
       })
       .Default([](Operation *) { return std::nullopt; });

@@ -46,6 +46,21 @@ LogicalResult collectiveVjp(OpBuilder &b, Operation *op, ArrayRef<Value> resultG
     operandGrads.push_back(resultGrads[0]);
     return success();
   }
+  // A gather's inputs are each rank's part of the replicated result: the
+  // gradient of a part is its slice of the result's gradient (the same on
+  // every rank), and a slice's gradient is the gather of the parts'.
+  if (auto gather = dyn_cast<mesh::AllGatherOp>(op)) {
+    operandGrads.push_back(b.create<mesh::AllSliceOp>(
+        op->getLoc(), gather.getInput().getType(), gather.getMesh(), gather.getMeshAxes(),
+        resultGrads[0], gather.getGatherAxis()));
+    return success();
+  }
+  if (auto slice = dyn_cast<mesh::AllSliceOp>(op)) {
+    operandGrads.push_back(b.create<mesh::AllGatherOp>(
+        op->getLoc(), slice.getInput().getType(), slice.getMesh(), slice.getMeshAxes(),
+        resultGrads[0], slice.getSliceAxis()));
+    return success();
+  }
   if (auto copy = dyn_cast<CopyToParallelOp>(op)) {
     SmallVector<mesh::MeshAxis> axes(copy.getMeshAxes());
     operandGrads.push_back(b.create<mesh::AllReduceOp>(

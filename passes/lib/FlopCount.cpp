@@ -117,7 +117,8 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, CrossEntropyOp,
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
-            TransposeOp, CopyToParallelOp, func::ReturnOp, mesh::AllReduceOp>(
+            TransposeOp, CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp,
+            mesh::AllReduceOp, mesh::AllSliceOp>(
           [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<WideFlops> {
         return unknown->emitOpError() << "has no FLOP rule";
@@ -152,7 +153,8 @@ static FailureOr<Wide> executedFlops(Operation *op) {
             LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
             RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TransposeOp, CopyToParallelOp,
-            func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(
+            func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
+            mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<Wide>(0); })
       .Default([](Operation *unknown) -> FailureOr<Wide> {
         return unknown->emitOpError() << "has no FLOP rule";

@@ -49,6 +49,8 @@ FailureOr<ModelReport> stepc::analyzeModel(func::FuncOp loss) {
     }
     if (auto ce = dyn_cast<CrossEntropyOp>(op))
       report.tokens += ce.getTargets().getType().getNumElements();
+    if (auto pieces = op->getAttrOfType<IntegerAttr>(StepDialect::kLossTokensAttrName))
+      report.tokens += pieces.getInt();
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())

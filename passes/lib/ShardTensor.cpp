@@ -113,6 +113,35 @@ SmallVector<int64_t> segmentsOf(MatmulOp m) {
   return segments;
 }
 
+/// The logits matmul `h · Wᵀ` of a vocabulary-parallel head: its only
+/// user is a cross-entropy (as the logits).
+CrossEntropyOp headLoss(MatmulOp m) {
+  if (m.getTransposeA() || !m.getTransposeB() || !m->hasOneUse())
+    return {};
+  auto loss = dyn_cast<CrossEntropyOp>(*m->getUsers().begin());
+  return loss && loss.getLogits() == m.getResult() ? loss : CrossEntropyOp();
+}
+
+/// Parameters [V, D] split along the vocabulary: every use is an embedding
+/// lookup (its table) or the head of a cross-entropy (tied or not).
+DenseSet<BlockArgument> vocabularyTables(func::FuncOp f) {
+  DenseSet<BlockArgument> tables;
+  for (BlockArgument arg : f.getArguments()) {
+    if (!parameter(f, arg) || cast<RankedTensorType>(arg.getType()).getRank() != 2 ||
+        arg.use_empty())
+      continue;
+    bool all = llvm::all_of(arg.getUses(), [&](OpOperand &use) {
+      if (auto e = dyn_cast<EmbeddingOp>(use.getOwner()))
+        return use.getOperandNumber() == 0 && !e.getFirstRow();
+      auto m = dyn_cast<MatmulOp>(use.getOwner());
+      return m && use.getOperandNumber() == 1 && headLoss(m);
+    });
+    if (all)
+      tables.insert(arg);
+  }
+  return tables;
+}
+
 /// One propagation over the loss function for a set of column-parallel
 /// matmuls: the state of every value, what each op needs inserted, the
 /// parameters split, and the choices an op undid.
@@ -130,6 +159,11 @@ struct Analysis {
   SmallVector<Operation *> rows;
   /// Attention ops with (local heads, local kv heads).
   SmallVector<std::tuple<AttentionOp, int64_t, int64_t>> attentions;
+  /// Vocabulary parallelism: the split tables, their lookups (partial sums,
+  /// all-reduced) and the cross-entropies of their heads.
+  DenseSet<BlockArgument> tables;
+  SmallVector<EmbeddingOp> lookups;
+  SmallVector<CrossEntropyOp> losses;
   DenseSet<Operation *> undone;
   /// Rules that cannot hold whatever is undone: errors once stable.
   SmallVector<std::pair<Operation *, std::string>> problems;
@@ -139,8 +173,12 @@ struct Analysis {
   /// `v` must be whole at `op`: undo what split it.
   void needWhole(Value v) {
     State s = stateOf(v);
-    if (s.kind == Kind::Split)
-      undone.insert(s.origins.begin(), s.origins.end());
+    if (s.kind != Kind::Split)
+      return;
+    undone.insert(s.origins.begin(), s.origins.end());
+    if (s.origins.empty() && v.getDefiningOp())
+      problems.push_back({v.getDefiningOp(), "splits the vocabulary, but a user needs its "
+                                             "result whole"});
   }
 
   void split(Value v, SmallVector<int64_t> segments, SmallVector<Operation *> origins) {
@@ -156,6 +194,13 @@ struct Analysis {
   }
 
   void visitMatmul(MatmulOp m) {
+    if (auto w = dyn_cast<BlockArgument>(m.getRhs()); w && tables.contains(w)) {
+      // The head of a vocabulary-parallel cross-entropy: logits split.
+      needWhole(m.getLhs());
+      copies.push_back({m, 0});
+      split(m.getResult(), {w.getType().cast<RankedTensorType>().getDimSize(0)}, {});
+      return;
+    }
     State x = stateOf(m.getLhs());
     BlockArgument w = linearWeight(loss, m);
     if (w && x.kind == Kind::Split) {
@@ -260,6 +305,13 @@ struct Analysis {
   void visit(Operation *op) {
     if (auto m = dyn_cast<MatmulOp>(op))
       return visitMatmul(m);
+    if (auto e = dyn_cast<EmbeddingOp>(op);
+        e && isa<BlockArgument>(e.getTable()) && tables.contains(cast<BlockArgument>(e.getTable())))
+      return lookups.push_back(e); // a partial sum, all-reduced: whole after
+    if (auto c = dyn_cast<CrossEntropyOp>(op);
+        c && stateOf(c.getLogits()).kind == Kind::Split &&
+        stateOf(c.getLogits()).origins.empty())
+      return losses.push_back(c);
     if (auto a = dyn_cast<AttentionOp>(op))
       return visitAttention(a);
     if (auto s = dyn_cast<SliceOp>(op))
@@ -318,9 +370,11 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
         columns.insert(m);
     });
     // Each round undoes at least one choice, so this ends.
+    DenseSet<BlockArgument> tables = vocabularyTables(loss);
     std::optional<Analysis> a;
     while (true) {
-      a.emplace(Analysis{loss, tp, columns, {}, {}, {}, {}, {}, {}, {}});
+      a.emplace(Analysis{loss, tp, columns});
+      a->tables = tables;
       a->run();
       if (a->undone.empty())
         break;
@@ -329,6 +383,16 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
     }
     for (auto &[op, message] : a->problems)
       return op->emitOpError() << message;
+    for (BlockArgument table : tables) {
+      int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
+      auto name = loss.getArgAttrOfType<ParamAttr>(table.getArgNumber(), StepDialect::kParamAttrName);
+      if (rows % tp)
+        return (*table.getUsers().begin())->emitOpError()
+               << "reads '" << name.getName() << "', whose vocabulary of " << rows
+               << " rows tp:" << tp.getValue()
+               << " does not divide (the embedding and the head are split along it)";
+      a->splitParams[table.getArgNumber()] = {0, SmallVector<int64_t>{rows}};
+    }
     for (auto &[index, split] : a->splitParams)
       for (int64_t s : split.second)
         if (s % tp) {
@@ -404,7 +468,102 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
                                              mesh::ReductionKind::Sum);
       partial.replaceAllUsesExcept(sum.getResult(), sum);
     }
+    rewriteVocabulary(loss, a, entered);
     loss.setFunctionType(FunctionType::get(ctx, body.getArgumentTypes(), loss.getResultTypes()));
+  }
+
+  /// This rank's first vocabulary row, a scalar i32: its slice of
+  /// [0, V/M, 2V/M, ...] along the tp axis.
+  Value firstRow(OpBuilder &b, Location loc, int64_t rows, DenseMap<int64_t, Value> &cache) {
+    Value &first = cache[rows];
+    if (first)
+      return first;
+    SmallVector<int32_t> starts;
+    for (int64_t t = 0; t < tp; ++t)
+      starts.push_back(static_cast<int32_t>(t * (rows / tp)));
+    auto all = RankedTensorType::get({tp.getValue()}, b.getI32Type());
+    Value table = b.create<ConstantOp>(loc, DenseElementsAttr::get(all, ArrayRef<int32_t>(starts)));
+    Value mine = b.create<mesh::AllSliceOp>(loc, RankedTensorType::get({1}, b.getI32Type()),
+                                            kWorldMeshName, ArrayRef<mesh::MeshAxis>{tpAxis()},
+                                            table, APInt(64, 0));
+    first = b.create<ReshapeOp>(loc, RankedTensorType::get({}, b.getI32Type()), mine);
+    return first;
+  }
+
+  Value sumOverTp(OpBuilder &b, Location loc, Value partial) {
+    return b.create<mesh::AllReduceOp>(loc, partial.getType(), kWorldMeshName,
+                                       ArrayRef<mesh::MeshAxis>{tpAxis()}, partial,
+                                       mesh::ReductionKind::Sum);
+  }
+
+  /// Lookups in a split table become shard lookups summed over tp; a
+  /// cross-entropy of split logits z = h·W_tᵀ becomes, never holding all
+  /// of them on a rank: lse_t = logsumexp(z) of this rank's columns;
+  /// lse = logsumexp over the tp ranks of the gathered lse_t; the target's
+  /// logit h·W[target] from this rank's shard lookup, summed over tp; the
+  /// loss mean(lse - target logit).
+  void rewriteVocabulary(func::FuncOp loss, Analysis &a, DenseMap<Value, Value> &entered) {
+    OpBuilder b(loss.getContext());
+    b.setInsertionPointToStart(&loss.getBody().front());
+    DenseMap<int64_t, Value> firsts;
+    for (EmbeddingOp lookup : a.lookups) {
+      int64_t rows = cast<RankedTensorType>(lookup.getTable().getType()).getDimSize(0) * tp;
+      Value first = firstRow(b, lookup.getLoc(), rows, firsts);
+      OpBuilder at(lookup);
+      auto part = at.create<EmbeddingOp>(lookup.getLoc(), lookup.getType(), lookup.getTable(),
+                                         lookup.getIds(), first, at.getI64IntegerAttr(rows));
+      lookup.getResult().replaceAllUsesWith(sumOverTp(at, lookup.getLoc(), part));
+      lookup.erase();
+    }
+    for (CrossEntropyOp ce : a.losses) {
+      auto head = ce.getLogits().getDefiningOp<MatmulOp>();
+      Value h = head.getLhs(), table = head.getRhs();
+      int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0) * tp;
+      Value first = firstRow(b, ce.getLoc(), rows, firsts);
+      OpBuilder at(ce);
+      Location loc = ce.getLoc();
+      Value z = ce.getLogits();
+      auto zType = cast<RankedTensorType>(z.getType());
+      int64_t last = zType.getRank() - 1;
+      auto lastDim = at.getDenseI64ArrayAttr({last});
+      auto first0 = at.getDenseI64ArrayAttr({0});
+      auto logSumExp = [&](Value x, DenseI64ArrayAttr dims) -> Value {
+        Value max = at.create<ReduceMaxOp>(loc, x, dims, at.getUnitAttr());
+        Value shifted = at.create<SubOp>(loc, x, at.create<BroadcastOp>(loc, x.getType(), max));
+        Value sum = at.create<ReduceSumOp>(loc, at.create<ExpOp>(loc, shifted), dims, nullptr);
+        Value maxDropped = at.create<ReduceMaxOp>(loc, x, dims, nullptr);
+        return at.create<AddOp>(loc, at.create<LogOp>(loc, sum), maxDropped);
+      };
+      Value local = logSumExp(z, lastDim); // [..] this rank's columns
+      auto localType = cast<RankedTensorType>(local.getType());
+      SmallVector<int64_t> oneMore{1}, all{tp.getValue()};
+      llvm::append_range(oneMore, localType.getShape());
+      llvm::append_range(all, localType.getShape());
+      Value lifted = at.create<ReshapeOp>(
+          loc, RankedTensorType::get(oneMore, localType.getElementType()), local);
+      Value gathered = at.create<mesh::AllGatherOp>(
+          loc, RankedTensorType::get(all, localType.getElementType()), kWorldMeshName,
+          ArrayRef<mesh::MeshAxis>{tpAxis()}, lifted, APInt(64, 0));
+      Value lse = logSumExp(gathered, first0);
+      Value rowsOfTargets = at.create<EmbeddingOp>(loc, h.getType(), table, ce.getTargets(),
+                                                   first, at.getI64IntegerAttr(rows));
+      Value hIn = entered.lookup(h) ? entered.lookup(h) : h;
+      Value target = sumOverTp(
+          at, loc, at.create<ReduceSumOp>(loc, at.create<MulOp>(loc, hIn, rowsOfTargets), lastDim,
+                                          nullptr));
+      SmallVector<int64_t> dims;
+      for (int64_t d = 0; d < localType.getRank(); ++d)
+        dims.push_back(d);
+      Value mean = at.create<ReduceMeanOp>(loc, at.create<SubOp>(loc, lse, target),
+                                           at.getDenseI64ArrayAttr(dims), nullptr);
+      mean.getDefiningOp()->setAttr(
+          StepDialect::kLossTokensAttrName,
+          at.getI64IntegerAttr(ce.getTargets().getType().getNumElements()));
+      if (mean.getType() != ce.getType())
+        mean = at.create<ConvertOp>(loc, ce.getType(), mean);
+      ce.getResult().replaceAllUsesWith(mean);
+      ce.erase();
+    }
   }
 
   void runOnOperation() override {

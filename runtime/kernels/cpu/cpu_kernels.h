@@ -70,6 +70,15 @@ int64_t stepc_cpu_embedding(const float *table, const int32_t *ids, int64_t n, i
                             int64_t d, float *out);
 int64_t stepc_cpu_embedding_grad(const float *dy, const int32_t *ids, int64_t n, int64_t rows,
                                  int64_t d, float *dtable);
+/* Vocabulary-parallel forms: the table is rows [*first_row, *first_row +
+ * rows) of a num_ids-row table; ids are checked against num_ids, and the
+ * other ids give zero rows (forward) or add nothing (gradient). */
+int64_t stepc_cpu_embedding_shard(const float *table, const int32_t *ids,
+                                  const int32_t *first_row, int64_t n, int64_t rows,
+                                  int64_t num_ids, int64_t d, float *out);
+int64_t stepc_cpu_embedding_shard_grad(const float *dy, const int32_t *ids,
+                                       const int32_t *first_row, int64_t n, int64_t rows,
+                                       int64_t num_ids, int64_t d, float *dtable);
 
 void stepc_cpu_adamw(float *param, const float *grad, float *m, float *v, int64_t n,
                      const float *lr, const float *step, const float *grad_scale, double beta1,

@@ -77,3 +77,38 @@ extern "C" int64_t stepc_cpu_embedding_grad(const float* dy, const int32_t* ids,
   return 0;
 }
 
+
+extern "C" int64_t stepc_cpu_embedding_shard(const float* table, const int32_t* ids,
+                                             const int32_t* first_row, int64_t n, int64_t rows,
+                                             int64_t num_ids, int64_t d, float* out) {
+  if (int64_t bad = BadId(ids, n, num_ids)) return bad;
+  const int64_t first = *first_row;
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = static_cast<int64_t>(ids[i]) - first;
+    if (row >= 0 && row < rows)
+      std::memcpy(out + i * d, table + row * d, d * sizeof(float));
+    else
+      std::memset(out + i * d, 0, d * sizeof(float));
+  }
+  return 0;
+}
+
+extern "C" int64_t stepc_cpu_embedding_shard_grad(const float* dy, const int32_t* ids,
+                                                  const int32_t* first_row, int64_t n,
+                                                  int64_t rows, int64_t num_ids, int64_t d,
+                                                  float* dtable) {
+  if (int64_t bad = BadId(ids, n, num_ids)) return bad;
+  const int64_t first = *first_row;
+  std::memset(dtable, 0, rows * d * sizeof(float));
+#pragma omp parallel
+  {
+#pragma omp for
+    for (int64_t c = 0; c < d; ++c)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = static_cast<int64_t>(ids[i]) - first;
+        if (row >= 0 && row < rows) dtable[row * d + c] += dy[i * d + c];
+      }
+  }
+  return 0;
+}

@@ -113,6 +113,13 @@ int stepc_cuda_embedding(stepc_cuda_ctx *ctx, const float *table, const int32_t 
                          int64_t rows, int64_t d, float *out, int32_t site);
 int stepc_cuda_embedding_grad(stepc_cuda_ctx *ctx, const float *dy, const int32_t *ids,
                               int64_t n, int64_t rows, int64_t d, float *dtable, int32_t site);
+/* Vocabulary-parallel forms (see stepc_cpu_embedding_shard). */
+int stepc_cuda_embedding_shard(stepc_cuda_ctx *ctx, const float *table, const int32_t *ids,
+                               const int32_t *first_row, int64_t n, int64_t rows,
+                               int64_t num_ids, int64_t d, float *out, int32_t site);
+int stepc_cuda_embedding_shard_grad(stepc_cuda_ctx *ctx, const float *dy, const int32_t *ids,
+                                    const int32_t *first_row, int64_t n, int64_t rows,
+                                    int64_t num_ids, int64_t d, float *dtable, int32_t site);
 
 /* One tensor of a multi-tensor AdamW launch. */
 typedef struct {

@@ -111,6 +111,43 @@ __global__ void EmbeddingGradKernel(const float* dy, const int32_t* ids, int64_t
   }
 }
 
+// Vocabulary-parallel: the shard's row of element e, or -1 when the id is
+// another shard's (or out of [0, num_ids), reported).
+__device__ __forceinline__ int64_t ShardRow(const int32_t* ids, const int32_t* first_row,
+                                            int64_t e, int64_t d, int64_t rows,
+                                            int64_t num_ids, int32_t* status, int32_t site) {
+  const int64_t i = e / d;
+  const int32_t id = ids[i];
+  if (!GoodId(id, num_ids)) {
+    if (e % d == 0) ReportBadId(status, site, i, id, num_ids);
+    return -1;
+  }
+  const int64_t row = static_cast<int64_t>(id) - *first_row;
+  return row >= 0 && row < rows ? row : -1;
+}
+
+__global__ void EmbeddingShardKernel(const float* table, const int32_t* ids,
+                                     const int32_t* first_row, int64_t n, int64_t rows,
+                                     int64_t num_ids, int64_t d, float* out, int32_t* status,
+                                     int32_t site) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n * d;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t row = ShardRow(ids, first_row, e, d, rows, num_ids, status, site);
+    out[e] = row < 0 ? 0.0f : table[row * d + e % d];
+  }
+}
+
+__global__ void EmbeddingShardGradKernel(const float* dy, const int32_t* ids,
+                                         const int32_t* first_row, int64_t n, int64_t rows,
+                                         int64_t num_ids, int64_t d, float* dtable,
+                                         int32_t* status, int32_t site) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n * d;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t row = ShardRow(ids, first_row, e, d, rows, num_ids, status, site);
+    if (row >= 0) atomicAdd(dtable + row * d + e % d, dy[e]);
+  }
+}
+
 }  // namespace
 }  // namespace stepc::cuda
 
@@ -150,4 +187,23 @@ extern "C" int stepc_cuda_embedding_grad(stepc_cuda_ctx* ctx, const float* dy,
   STEPC_LAUNCH(ElementwiseBlocks(n * d), kThreads, 0, ctx->stream, EmbeddingGradKernel)(
       dy, ids, n, rows, d, dtable, ctx->status, site);
   return STEPC_LAUNCHED(ctx, "EmbeddingGradKernel");
+}
+
+extern "C" int stepc_cuda_embedding_shard(stepc_cuda_ctx* ctx, const float* table,
+                                          const int32_t* ids, const int32_t* first_row,
+                                          int64_t n, int64_t rows, int64_t num_ids, int64_t d,
+                                          float* out, int32_t site) {
+  STEPC_LAUNCH(ElementwiseBlocks(n * d), kThreads, 0, ctx->stream, EmbeddingShardKernel)(
+      table, ids, first_row, n, rows, num_ids, d, out, ctx->status, site);
+  return STEPC_LAUNCHED(ctx, "EmbeddingShardKernel");
+}
+
+extern "C" int stepc_cuda_embedding_shard_grad(stepc_cuda_ctx* ctx, const float* dy,
+                                               const int32_t* ids, const int32_t* first_row,
+                                               int64_t n, int64_t rows, int64_t num_ids,
+                                               int64_t d, float* dtable, int32_t site) {
+  STEPC_CUDA_TRY(ctx, cudaMemsetAsync(dtable, 0, rows * d * sizeof(float), ctx->stream));
+  STEPC_LAUNCH(ElementwiseBlocks(n * d), kThreads, 0, ctx->stream, EmbeddingShardGradKernel)(
+      dy, ids, first_row, n, rows, num_ids, d, dtable, ctx->status, site);
+  return STEPC_LAUNCHED(ctx, "EmbeddingShardGradKernel");
 }

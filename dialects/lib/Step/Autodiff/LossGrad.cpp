@@ -19,7 +19,10 @@ LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange dloss,
 LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   int64_t rows = getTable().getType().getDimSize(0);
   grads.push_back(b.create<EmbeddingGradOp>(getLoc(), dy[0], getIds(),
-                                            b.getI64IntegerAttr(rows)));
+                                            b.getI64IntegerAttr(rows), getFirstRow(),
+                                            getNumIdsAttr()));
   grads.push_back(nullptr);
+  if (getFirstRow())
+    grads.push_back(nullptr);
   return success();
 }

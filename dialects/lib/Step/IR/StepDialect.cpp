@@ -224,6 +224,12 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be a dictionary on a function";
     return success();
   }
+  if (attribute.getName() == kLossTokensAttrName) {
+    auto tokens = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!tokens || tokens.getInt() < 1)
+      return op->emitError() << "expects '" << kLossTokensAttrName << "' to be a positive count";
+    return success();
+  }
   if (attribute.getName() == kPhaseAttrName) {
     if (!isa<PhaseAttr>(attribute.getValue()))
       return op->emitError() << "expects '" << kPhaseAttrName << "' to be a #step.phase";

@@ -342,6 +342,12 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   if (table.getRank() != 2)
     return opError<EmbeddingOp>(loc, "expects a table of rank 2 [V, D], got ",
                                 Type(table));
+  // embedding_c2: a shard names the whole table's rows, at least its own.
+  if (bool(adaptor.getFirstRow()) != adaptor.getNumIds().has_value())
+    return opError<EmbeddingOp>(loc, "expects 'shard' with both the first row and the row count");
+  if (adaptor.getNumIds() && int64_t(*adaptor.getNumIds()) < table.getDimSize(0))
+    return opError<EmbeddingOp>(loc, "expects the whole table's ", std::to_string(*adaptor.getNumIds()),
+                                " rows to hold this shard's ", std::to_string(table.getDimSize(0)));
   SmallVector<int64_t> shape(ids.getShape());
   shape.push_back(table.getDimSize(1));
   types.push_back(tensor(shape, table.getElementType()));

@@ -61,14 +61,25 @@ LogicalResult crossEntropy(Operation *op, const Tensor &logits, const Tensor &ta
 }
 
 // y[i, :] = table[ids[i], :]   or, backward,   dtable[ids[i], :] += dy[i, :]
+// With a vocabulary shard (`first`, of `numIds` rows): other shards' ids
+// give zero rows or add nothing.
 LogicalResult embedding(Operation *op, const Tensor &a, const Tensor &ids, Tensor &out,
-                        bool backward) {
+                        bool backward, const Tensor *first = nullptr, int64_t numIds = 0) {
   int64_t d = a.shape.back();
   int64_t rows = backward ? out.shape[0] : a.shape[0];
   for (int64_t i = 0; i < ids.numel(); ++i) {
-    FailureOr<int64_t> row = rowIndex(op, ids, i, rows, "id");
+    FailureOr<int64_t> row = rowIndex(op, ids, i, first ? numIds : rows, "id");
     if (failed(row))
       return failure();
+    if (first) {
+      *row -= static_cast<int64_t>(first->data[0]);
+      if (*row < 0 || *row >= rows) {
+        if (!backward)
+          for (int64_t c = 0; c < d; ++c)
+            out.data[i * d + c] = 0;
+        continue;
+      }
+    }
     for (int64_t c = 0; c < d; ++c) {
       if (backward)
         out.data[*row * d + c] += a.data[i * d + c];
@@ -111,7 +122,13 @@ LogicalResult stepc::interp::evalLoss(Operation *op, Operands in, Results out) {
         return crossEntropy(op, *in[1], *in[2], in[0], out[0]);
       })
       .Case([&](CrossEntropyOp) { return crossEntropy(op, *in[0], *in[1], nullptr, out[0]); })
-      .Case([&](EmbeddingGradOp) { return embedding(op, *in[0], *in[1], out[0], true); })
-      .Case([&](EmbeddingOp) { return embedding(op, *in[0], *in[1], out[0], false); })
+      .Case([&](EmbeddingGradOp e) {
+        return embedding(op, *in[0], *in[1], out[0], true, e.getFirstRow() ? in[2] : nullptr,
+                         e.getNumIds().value_or(0));
+      })
+      .Case([&](EmbeddingOp e) {
+        return embedding(op, *in[0], *in[1], out[0], false, e.getFirstRow() ? in[2] : nullptr,
+                         e.getNumIds().value_or(0));
+      })
       .Default([](Operation *other) { return other->emitOpError() << "is not a loss op"; });
 }

@@ -63,6 +63,10 @@ def Step_Dialect : Dialect {
     /// this tp rank's part of a tensor split along `dim`, whose global
     /// segment sizes along it are `segments` (step-shard-tensor).
     static constexpr llvm::StringLiteral kTpShardAttrName = "step.tp_shard";
+    /// Op attribute (an integer): the op computes a cross-entropy over this
+    /// many target positions in pieces (step-shard-tensor's
+    /// vocabulary-parallel loss), counted as tokens by the report.
+    static constexpr llvm::StringLiteral kLossTokensAttrName = "step.loss_tokens";
     /// Result attribute (a string) naming a result, e.g. "grad.wte".
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
     /// Unit attribute marking a function built by step-autodiff.

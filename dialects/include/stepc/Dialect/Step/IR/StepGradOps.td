@@ -187,7 +187,9 @@ def Step_EmbeddingGradOp : Step_InferredOp<"embedding_grad"> {
   let summary = "gradient of embedding: scatter-add into the table";
   let description = [{
     `dtable[v, :] = Σ over i... with ids[i...] = v of grad[i..., :]`, for a
-    table of `num_embeddings` rows; repeated ids accumulate.
+    table of `num_embeddings` rows; repeated ids accumulate. With `shard
+    %first of N` (see step.embedding) the table is rows `[first, first +
+    num_embeddings)` of N: other ids add nothing.
 
     ```mlir
     %dwte = step.embedding_grad %dx, %tokens num_embeddings 512
@@ -195,9 +197,12 @@ def Step_EmbeddingGradOp : Step_InferredOp<"embedding_grad"> {
     ```
   }];
   let arguments = (ins Step_FloatTensor:$grad, Step_IndexTensor:$ids,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_embeddings);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_embeddings,
+                       Optional<0DTensorOf<[I32]>>:$first_row,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_ids);
   let results = (outs Step_FloatTensor:$result);
   let assemblyFormat = "$grad `,` $ids `num_embeddings` $num_embeddings "
+                       "(`shard` $first_row^ `of` $num_ids)? "
                        "attr-dict `:` functional-type(operands, results)";
 }
 

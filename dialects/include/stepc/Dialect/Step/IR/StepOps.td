@@ -367,15 +367,26 @@ def Step_EmbeddingOp : Step_InferredOp<"embedding", [Step_Differentiable]> {
     `result[i..., :] = table[ids[i...], :]` for a `[V, D]` table. An id
     outside `[0, V)` is a runtime error.
 
+    With `shard %first of N` (vocabulary parallelism) the table holds rows
+    `[first, first + V)` of an `N`-row table: ids are checked against `N`,
+    and an id outside this rank's rows gives a zero row, so the sum over
+    the ranks holding the shards is the whole lookup. `first` is a scalar
+    i32 (step-shard-tensor takes it from `mesh.all_slice`).
+
     ```mlir
     %x = step.embedding %wte, %tokens
         : (tensor<512x64xf32>, tensor<8x128xi32>) -> tensor<8x128x64xf32>
+    %part = step.embedding %wte_shard, %tokens shard %first of 512
+        : (tensor<256x64xf32>, tensor<8x128xi32>, tensor<i32>) -> tensor<8x128x64xf32>
     ```
   }];
-  let arguments = (ins Step_FloatTensor:$table, Step_IndexTensor:$ids);
+  let arguments = (ins Step_FloatTensor:$table, Step_IndexTensor:$ids,
+                       Optional<0DTensorOf<[I32]>>:$first_row,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$num_ids);
   let results = (outs Step_FloatTensor:$result);
   let assemblyFormat =
-    "$table `,` $ids attr-dict `:` functional-type(operands, results)";
+    "$table `,` $ids (`shard` $first_row^ `of` $num_ids)? attr-dict `:` "
+    "functional-type(operands, results)";
 }
 
 def Step_LayerNormOp : Step_InferredOp<"layer_norm", [Step_Differentiable]> {
