@@ -213,8 +213,7 @@ std::string Session::ModelHash() const {
     for (const char* c = a.name; *c; ++c) mix(static_cast<unsigned char>(*c));
     mix(0xFF);
     mix(static_cast<uint64_t>(a.kind));
-    for (int d = 0; d < a.rank; ++d)
-      mix(static_cast<uint64_t>(d == 0 && Sharded(i) ? a.global_dim0 : a.shape[d]));
+    for (int64_t d : GlobalShapeOf(i)) mix(static_cast<uint64_t>(d));
   }
   return absl::StrFormat("%016x", hash);
 }
@@ -233,10 +232,19 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
   const stepc_module_info& info = module_->info();
   const int rank = communicator_->rank(), world = communicator_->size();
   const bool lead = rank == 0;
-  // Sharded tensors: the ranks of the first replica group (every rank under
-  // fsdp; ranks 0..S-1 under hsdp:RxS, rank = group·S + index) write their
-  // rows; unsharded ones: rank 0.
-  const bool writes_shards = rank < ShardCount();
+  // fsdp-sharded tensors: the ranks of the first replica group and tp
+  // index 0 (every rank under fsdp; ranks 0..S-1 under hsdp:RxS) write
+  // their rows; tp-split tensors are gathered whole (every rank takes part)
+  // and, like unsharded ones, written by rank 0.
+  const std::vector<int> mesh = MeshShape();
+  bool writes_shards = TpIndex() == 0;
+  for (int axis = 0; axis < FsdpAxis(); ++axis)
+    writes_shards &= MeshCoordinate(mesh, rank, axis) == 0;
+  std::vector<std::vector<float>> wholes(info.num_args);
+  for (int i = 0; i < info.num_args; ++i)
+    if (TpSplit(i) && info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ) {
+      STEPC_ASSIGN_OR_RETURN(wholes[i], ReadParam(info.args[i].name));
+    }
 
   // Phase 1: rank 0 makes a fresh DIR.partial (a crash's leftover goes).
   absl::Status made;
@@ -264,21 +272,29 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
     for (int i = 0; i < info.num_args; ++i) {
       const stepc_arg_info& a = info.args[i];
       if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
-      if (!(Sharded(i) ? writes_shards : lead)) continue;
+      const bool whole = TpSplit(i);
+      if (!(Sharded(i) && !whole ? writes_shards : lead)) continue;
       if (std::strchr(a.name, '\t') || std::strchr(a.name, '\n'))
         return absl::InvalidArgumentError(
             absl::StrCat("tensor name '", a.name, "' holds a tab or newline"));
       STEPC_RETURN_IF_ERROR(Download(i));
       Piece p;
       p.name = a.name;
-      p.row_numel = a.rank >= 1 ? static_cast<int64_t>(floats_[i].size()) / a.shape[0] : 1;
-      p.row_begin = Sharded(i) ? static_cast<int64_t>(ShardIndex()) * a.shape[0] : 0;
-      p.row_end = p.row_begin + ValidRows(i);
+      if (whole) {
+        const std::vector<int64_t> shape = GlobalShapeOf(i);
+        p.row_numel = static_cast<int64_t>(wholes[i].size()) / shape[0];
+        p.row_end = shape[0];
+      } else {
+        p.row_numel = a.rank >= 1 ? static_cast<int64_t>(floats_[i].size()) / a.shape[0] : 1;
+        p.row_begin = Sharded(i) ? static_cast<int64_t>(ShardIndex()) * a.shape[0] : 0;
+        p.row_end = p.row_begin + ValidRows(i);
+      }
       if (p.row_end == p.row_begin) continue;  // a shard of padding only
+      const float* source = whole ? wholes[i].data() : floats_[i].data();
       p.offset = offset;
-      p.crc = Crc(floats_[i].data(), static_cast<size_t>(p.bytes()));
+      p.crc = Crc(source, static_cast<size_t>(p.bytes()));
       offset += static_cast<uint64_t>(p.bytes());
-      sources.push_back(floats_[i].data());
+      sources.push_back(source);
       pieces.push_back(std::move(p));
     }
     if (pieces.empty()) return absl::OkStatus();
@@ -327,11 +343,11 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
       for (int i = 0; i < info.num_args; ++i) {
         const stepc_arg_info& a = info.args[i];
         if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
-        std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-        if (Sharded(i)) shape[0] = a.global_dim0;
-        // Rows per shard as the writer held them (padding included).
+        const std::vector<int64_t> shape = GlobalShapeOf(i);
+        // Rows per shard as the writer held them (padding included; a
+        // tp-split tensor is written whole).
         tensors.push_back({{"name", a.name}, {"role", RoleName(a.kind)}, {"shape", shape},
-                           {"shard_rows", a.rank >= 1 ? a.shape[0] : 1}});
+                           {"shard_rows", TpSplit(i) ? shape[0] : a.rank >= 1 ? a.shape[0] : 1}});
       }
       meta["tensors"] = tensors;
       json shards = json::array();
@@ -446,8 +462,7 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
     for (int i = 0; i < info.num_args; ++i) {
       const stepc_arg_info& a = info.args[i];
       if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
-      std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-      if (Sharded(i)) shape[0] = a.global_dim0;
+      const std::vector<int64_t> shape = GlobalShapeOf(i);
       auto it = saved.find(a.name);
       if (it == saved.end())
         return absl::InvalidArgumentError(absl::StrCat(
@@ -468,11 +483,18 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
       return absl::DataLossError(absl::StrCat("checkpoint '", meta_path, "': its model hash ",
                                               ckpt.model_hash, " does not match its tensors"));
 
-    // This rank's rows of each tensor, from whichever shards hold them.
+    // This rank's rows of each tensor, from whichever shards hold them; a
+    // tp-split tensor is assembled whole, then this rank's part taken.
     std::vector<std::vector<char>> covered(info.num_args);
+    std::vector<std::vector<float>> wholes(info.num_args);
     for (const auto& [name, i] : wanted) {
       loaded[i].assign(floats_[i].size(), 0.0f);
-      covered[i].assign(ValidRows(i), 0);
+      if (TpSplit(i)) {
+        wholes[i].assign(GlobalNumel(i), 0.0f);
+        covered[i].assign(GlobalShapeOf(i)[0], 0);
+      } else {
+        covered[i].assign(ValidRows(i), 0);
+      }
     }
     for (const json& shard : meta["shards"]) {
       if (!shard.is_string() || shard.get<std::string>().find('/') != std::string::npos)
@@ -494,15 +516,16 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
                                                     "', which checkpoint.json does not list"));
           const int i = it->second;
           const stepc_arg_info& a = info.args[i];
-          const int64_t row_numel =
-              a.rank >= 1 ? static_cast<int64_t>(floats_[i].size()) / a.shape[0] : 1;
-          const int64_t global_rows = a.rank >= 1 ? (Sharded(i) ? a.global_dim0 : a.shape[0]) : 1;
+          const bool whole = TpSplit(i);
+          const int64_t global_rows = a.rank >= 1 ? GlobalShapeOf(i)[0] : 1;
+          const int64_t row_numel = GlobalNumel(i) / global_rows;
           if (p.row_numel != row_numel || p.row_end > global_rows)
             return absl::DataLossError(absl::StrCat("'", path, "': rows of '", p.name,
                                                     "' do not fit its shape"));
-          const int64_t first = Sharded(i) ? static_cast<int64_t>(ShardIndex()) * a.shape[0] : 0;
+          const int64_t first =
+              Sharded(i) && !whole ? static_cast<int64_t>(ShardIndex()) * a.shape[0] : 0;
           const int64_t lo = std::max(first, p.row_begin);
-          const int64_t hi = std::min(first + ValidRows(i), p.row_end);
+          const int64_t hi = std::min(first + (whole ? global_rows : ValidRows(i)), p.row_end);
           if (lo >= hi) continue;  // rows another rank holds
           buffer.resize(static_cast<size_t>(p.bytes() / 4));
           STEPC_RETURN_IF_ERROR(ReadAt(fd, buffer.data(), static_cast<size_t>(p.bytes()),
@@ -514,7 +537,7 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
                 "') fails its checksum: the file is corrupt"));
           std::copy(buffer.begin() + (lo - p.row_begin) * row_numel,
                     buffer.begin() + (hi - p.row_begin) * row_numel,
-                    loaded[i].begin() + (lo - first) * row_numel);
+                    (whole ? wholes[i] : loaded[i]).begin() + (lo - first) * row_numel);
           for (int64_t r = lo; r < hi; ++r) {
             if (covered[i][r - first])
               return absl::DataLossError(absl::StrCat("checkpoint '", dir, "' holds row ", r,
@@ -532,6 +555,12 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
         if (!covered[i][r])
           return absl::DataLossError(absl::StrCat("checkpoint '", dir, "' lacks row ", r,
                                                   " of '", name, "' (a shard file is missing)"));
+    for (const auto& [name, i] : wanted)
+      if (TpSplit(i))
+        ForEachRun(i, ShardIndex(), TpIndex(), [&, i = i](int64_t local, int64_t global, int64_t n) {
+          std::copy(wholes[i].begin() + global, wholes[i].begin() + global + n,
+                    loaded[i].begin() + local);
+        });
     return ckpt;
   }();
   STEPC_RETURN_IF_ERROR(Agree(*communicator_, result.status(), "load the checkpoint"));

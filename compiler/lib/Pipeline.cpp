@@ -124,6 +124,8 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   FailureOr<ShardSpec> shard = parseShardSpec(options.shard, error);
   if (failed(shard))
     return emitError(error);
+  if (options.sequenceParallel && shard->tp == 1)
+    return emitError("--sequence-parallel needs tensor parallelism (--shard=...,tp:M)");
 
   // Each rank's step sees its share of the global batch.
   if (options.batch > 0 || shard->ranks() > 1)
@@ -134,6 +136,7 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     tensorOptions.tp = shard->tp;
     SmallVector<int64_t> mesh = shard->meshShape();
     tensorOptions.meshShape = mesh;
+    tensorOptions.sequenceParallel = options.sequenceParallel;
     pm.addPass(createStepShardTensor(tensorOptions));
   }
   pm.addPass(createStepAutodiff());

@@ -50,9 +50,31 @@ LogicalResult collectiveVjp(OpBuilder &b, Operation *op, ArrayRef<Value> resultG
   // gradient of a part is its slice of the result's gradient (the same on
   // every rank), and a slice's gradient is the gather of the parts'.
   if (auto gather = dyn_cast<mesh::AllGatherOp>(op)) {
+    // A slice of an all-reduce over the same axes (a gathered value that
+    // entered a tp region) is one reduce-scatter: half the bytes.
+    auto sum = resultGrads[0].getDefiningOp<mesh::AllReduceOp>();
+    // (At this point nothing reads the cotangent yet.)
+    if (sum && sum->use_empty() && sum.getMeshAxes() == gather.getMeshAxes() &&
+        sum.getReduction() == mesh::ReductionKind::Sum) {
+      Value partials = sum.getInput();
+      sum.erase();
+      operandGrads.push_back(b.create<mesh::ReduceScatterOp>(
+          op->getLoc(), gather.getInput().getType(), gather.getMesh(), gather.getMeshAxes(),
+          partials, mesh::ReductionKind::Sum, gather.getGatherAxis()));
+      return success();
+    }
     operandGrads.push_back(b.create<mesh::AllSliceOp>(
         op->getLoc(), gather.getInput().getType(), gather.getMesh(), gather.getMeshAxes(),
         resultGrads[0], gather.getGatherAxis()));
+    return success();
+  }
+  // reduce_scatter = slice of an all-reduce: the gradient is gathered.
+  if (auto scatter = dyn_cast<mesh::ReduceScatterOp>(op)) {
+    if (scatter.getReduction() != mesh::ReductionKind::Sum)
+      return failure();
+    operandGrads.push_back(b.create<mesh::AllGatherOp>(
+        op->getLoc(), scatter.getInput().getType(), scatter.getMesh(), scatter.getMeshAxes(),
+        resultGrads[0], scatter.getScatterAxis()));
     return success();
   }
   if (auto slice = dyn_cast<mesh::AllSliceOp>(op)) {

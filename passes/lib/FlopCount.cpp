@@ -118,7 +118,7 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
             TransposeOp, CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp,
-            mesh::AllReduceOp, mesh::AllSliceOp>(
+            mesh::AllReduceOp, mesh::AllSliceOp, mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<WideFlops> {
         return unknown->emitOpError() << "has no FLOP rule";

@@ -359,6 +359,10 @@ RankedTensorType withDim(Type type, int64_t dim, int64_t size) {
 struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTensorPass> {
   using StepShardTensorBase::StepShardTensorBase;
 
+  /// The all-reduces of partial sums the rewrite made (row-parallel
+  /// results, vocabulary lookups): where sequence parallelism starts.
+  SmallVector<mesh::AllReduceOp> sums;
+
   mesh::MeshAxis tpAxis() const {
     return static_cast<mesh::MeshAxis>(meshShape.empty() ? 0 : meshShape.size() - 1);
   }
@@ -383,28 +387,160 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
     }
     for (auto &[op, message] : a->problems)
       return op->emitOpError() << message;
-    for (BlockArgument table : tables) {
+    // Errors in argument order, at the first use in program order.
+    auto firstUser = [](BlockArgument arg) {
+      Operation *first = nullptr;
+      for (Operation *user : arg.getUsers())
+        if (!first || user->isBeforeInBlock(first))
+          first = user;
+      return first;
+    };
+    SmallVector<BlockArgument> orderedTables(tables.begin(), tables.end());
+    llvm::sort(orderedTables, [](BlockArgument x, BlockArgument y) {
+      return x.getArgNumber() < y.getArgNumber();
+    });
+    for (BlockArgument table : orderedTables) {
       int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0);
       auto name = loss.getArgAttrOfType<ParamAttr>(table.getArgNumber(), StepDialect::kParamAttrName);
       if (rows % tp)
-        return (*table.getUsers().begin())->emitOpError()
+        return firstUser(table)->emitOpError()
                << "reads '" << name.getName() << "', whose vocabulary of " << rows
                << " rows tp:" << tp.getValue()
                << " does not divide (the embedding and the head are split along it)";
       a->splitParams[table.getArgNumber()] = {0, SmallVector<int64_t>{rows}};
     }
-    for (auto &[index, split] : a->splitParams)
-      for (int64_t s : split.second)
+    SmallVector<unsigned> splitIndices;
+    for (auto &entry : a->splitParams)
+      splitIndices.push_back(entry.first);
+    llvm::sort(splitIndices);
+    for (unsigned index : splitIndices)
+      for (int64_t s : a->splitParams[index].second)
         if (s % tp) {
+          auto &split = a->splitParams[index];
           BlockArgument arg = loss.getArgument(index);
-          Operation *user = *arg.getUsers().begin();
+          Operation *user = firstUser(arg);
           auto name = loss.getArgAttrOfType<ParamAttr>(index, StepDialect::kParamAttrName);
           return user->emitOpError()
                  << "splits parameter '" << name.getName() << "' along dimension "
                  << split.first << " in parts of " << s << ", which tp:" << tp.getValue()
                  << " does not divide";
         }
+    sums.clear();
     rewrite(loss, *a);
+    if (sequenceParallel)
+      return splitSequence(loss);
+    return success();
+  }
+
+  /// [B, T, ...] <-> [T, B, ...]: the sequence outermost, so that a rank's
+  /// positions are contiguous for the collectives (dimension 0).
+  Value swapSequence(OpBuilder &b, Location loc, Value x) {
+    SmallVector<int64_t> perm;
+    for (int64_t d = 0; d < cast<RankedTensorType>(x.getType()).getRank(); ++d)
+      perm.push_back(d);
+    std::swap(perm[0], perm[1]);
+    return b.create<TransposeOp>(loc, x, b.getDenseI64ArrayAttr(perm));
+  }
+
+  RankedTensorType withSequence(Type type, int64_t length) {
+    return withDim(type, 1, length);
+  }
+
+  /// This rank's positions of a replicated [B, T, ...] value (no
+  /// communication; the gradient gathers them).
+  Value slicePositions(OpBuilder &b, Location loc, Value x) {
+    Value swapped = swapSequence(b, loc, x);
+    auto type = cast<RankedTensorType>(swapped.getType());
+    Value part = b.create<mesh::AllSliceOp>(loc, withDim(type, 0, type.getDimSize(0) / tp),
+                                            kWorldMeshName, ArrayRef<mesh::MeshAxis>{tpAxis()},
+                                            swapped, APInt(64, 0));
+    return swapSequence(b, loc, part);
+  }
+
+  /// Every position of a sequence-split value, gathered over tp.
+  Value gatherPositions(OpBuilder &b, Location loc, Value x) {
+    Value swapped = swapSequence(b, loc, x);
+    auto type = cast<RankedTensorType>(swapped.getType());
+    Value all = b.create<mesh::AllGatherOp>(loc, withDim(type, 0, type.getDimSize(0) * tp),
+                                            kWorldMeshName, ArrayRef<mesh::MeshAxis>{tpAxis()},
+                                            swapped, APInt(64, 0));
+    return swapSequence(b, loc, all);
+  }
+
+  /// Sequence parallelism: the partial sums are reduce-scattered along the
+  /// sequence instead of all-reduced, and what they feed runs on this
+  /// rank's positions until a value enters a tp region (all-gathered) or
+  /// an op needs every position (gathered).
+  LogicalResult splitSequence(func::FuncOp loss) {
+    DenseSet<Value> split;
+    OpBuilder b(loss.getContext());
+    for (mesh::AllReduceOp sum : sums) {
+      auto type = cast<RankedTensorType>(sum.getType());
+      if (type.getRank() < 2 || type.getDimSize(1) % tp)
+        return sum.emitOpError() << "sums a value whose sequence of "
+                                 << (type.getRank() < 2 ? 0 : type.getDimSize(1))
+                                 << " positions tp:" << tp.getValue()
+                                 << " does not divide (sequence parallelism splits it)";
+      b.setInsertionPoint(sum);
+      Location loc = sum.getLoc();
+      Value swapped = swapSequence(b, loc, sum.getInput());
+      auto swappedType = cast<RankedTensorType>(swapped.getType());
+      Value part = b.create<mesh::ReduceScatterOp>(
+          loc, withDim(swappedType, 0, swappedType.getDimSize(0) / tp), kWorldMeshName,
+          ArrayRef<mesh::MeshAxis>{tpAxis()}, swapped, mesh::ReductionKind::Sum, APInt(64, 0));
+      Value mine = swapSequence(b, loc, part);
+      sum.getResult().replaceAllUsesWith(mine);
+      sum.erase();
+      split.insert(mine);
+    }
+    auto mesh = FlatSymbolRefAttr::get(loss.getContext(), kWorldMeshName);
+    SmallVector<Operation *> ops;
+    for (Operation &op : loss.getBody().front())
+      ops.push_back(&op);
+    for (Operation *op : ops) {
+      if (llvm::none_of(op->getOperands(), [&](Value v) { return split.contains(v); }))
+        continue;
+      Location loc = op->getLoc();
+      b.setInsertionPoint(op);
+      if (auto copy = dyn_cast<CopyToParallelOp>(op)) {
+        // Entering a tp region: every position. The copy sits right after
+        // the gather, so their gradients (the copy's all-reduce, then the
+        // gather's slice) become one reduce-scatter in step-autodiff.
+        Value swapped = swapSequence(b, loc, copy.getInput());
+        auto type = cast<RankedTensorType>(swapped.getType());
+        Value all = b.create<mesh::AllGatherOp>(loc, withDim(type, 0, type.getDimSize(0) * tp),
+                                                kWorldMeshName,
+                                                ArrayRef<mesh::MeshAxis>{tpAxis()}, swapped,
+                                                APInt(64, 0));
+        Value entered = b.create<CopyToParallelOp>(loc, all.getType(), all, mesh,
+                                                   b.getDenseI16ArrayAttr({tpAxis()}));
+        copy.getResult().replaceAllUsesWith(swapSequence(b, loc, entered));
+        copy.erase();
+        continue;
+      }
+      bool elementwise = op->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(op);
+      if (elementwise || isa<LayerNormOp, RmsNormOp>(op)) {
+        auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+        for (OpOperand &use : op->getOpOperands()) {
+          Value v = use.get();
+          if (split.contains(v))
+            continue;
+          if (elementwise)
+            use.set(slicePositions(b, loc, v)); // a replicated activation
+          else
+            // A norm's weight: each rank's positions give part of its gradient.
+            use.set(b.create<CopyToParallelOp>(loc, v.getType(), v, mesh,
+                                               b.getDenseI16ArrayAttr({tpAxis()})));
+        }
+        op->getResult(0).setType(withSequence(resultType, resultType.getDimSize(1) / tp));
+        split.insert(op->getResult(0));
+        continue;
+      }
+      // Any other reader needs every position.
+      for (OpOperand &use : op->getOpOperands())
+        if (split.contains(use.get()))
+          use.set(gatherPositions(b, loc, use.get()));
+    }
     return success();
   }
 
@@ -467,6 +603,7 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
                                              ArrayRef<mesh::MeshAxis>{tpAxis()}, partial,
                                              mesh::ReductionKind::Sum);
       partial.replaceAllUsesExcept(sum.getResult(), sum);
+      sums.push_back(sum);
     }
     rewriteVocabulary(loss, a, entered);
     loss.setFunctionType(FunctionType::get(ctx, body.getArgumentTypes(), loss.getResultTypes()));
@@ -512,8 +649,10 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
       OpBuilder at(lookup);
       auto part = at.create<EmbeddingOp>(lookup.getLoc(), lookup.getType(), lookup.getTable(),
                                          lookup.getIds(), first, at.getI64IntegerAttr(rows));
-      lookup.getResult().replaceAllUsesWith(sumOverTp(at, lookup.getLoc(), part));
+      Value sum = sumOverTp(at, lookup.getLoc(), part);
+      lookup.getResult().replaceAllUsesWith(sum);
       lookup.erase();
+      sums.push_back(sum.getDefiningOp<mesh::AllReduceOp>());
     }
     for (CrossEntropyOp ce : a.losses) {
       auto head = ce.getLogits().getDefiningOp<MatmulOp>();

@@ -6,8 +6,8 @@
 
 // CHECK: #include "stepc_abi.h"
 // CHECK: static const stepc_arg_info kArgs[] = {
-// CHECK-NEXT: {"w", STEPC_ARG_PARAM, STEPC_F32, 2, shape0, STEPC_INIT_NORMAL, 2.000000e-02, 0, 16},
-// CHECK-NEXT: {"b", STEPC_ARG_PARAM, STEPC_F32, 1, shape1, STEPC_INIT_ZEROS, 0.000000e+00, 0, 4},
+// CHECK-NEXT: {"w", STEPC_ARG_PARAM, STEPC_F32, 2, shape0, STEPC_INIT_NORMAL, 2.000000e-02, 0, 16, 0, 0, 0, 0},
+// CHECK-NEXT: {"b", STEPC_ARG_PARAM, STEPC_F32, 1, shape1, STEPC_INIT_ZEROS, 0.000000e+00, 0, 4, 0, 0, 0, 0},
 // CHECK-NEXT: {"exp_avg.w", STEPC_ARG_EXP_AVG,
 // CHECK-NEXT: {"exp_avg.b", STEPC_ARG_EXP_AVG,
 // CHECK-NEXT: {"exp_avg_sq.w", STEPC_ARG_EXP_AVG_SQ,

@@ -152,7 +152,8 @@ def stepc_flag_cases(bin_dir, work, model):
         f.write("an earlier step.so\n")
     base = [f"{bin_dir}/stepc", "--target=cpu", model, "--emit=mlir", "-o", out]
     bad = {
-        "--shard": ["fsdp:0", "fsdp:-1", "ddp:", "tp:2", "fsdp:3", "fsdp:2x2", "hsdp:2",
+        "--shard": ["fsdp:0", "fsdp:-1", "ddp:", "tp:0", "tp:2,fsdp:2", "fsdp:2,tp:", "none,tp:2",
+                    "tp:2,tp:2", "tp:4294967296", "fsdp:3", "fsdp:2x2", "hsdp:2",
                     "hsdp:0x2", "hsdp:4294967296x4294967296", "hsdp:2x9223372036854775807",
                     "fsdp:99999999999999999999", "fsdp:1e3", "FSDP:2", "fsdp:2,", " "],
         "--batch": ["0", "-1", "3", "abc", "99999999999999999999", "1e3"],

@@ -6,7 +6,7 @@
 
 For each model: compiles it unsharded and under each --shard (AdamW's
 epsilon 1e-3 everywhere), trains N steps on one rank and on as many ranks
-as the shard names under mpirun, and compares every step's loss (the
+as the shard names under mpirun (S+sp: with --sequence-parallel), and compares every step's loss (the
 metrics) and the final parameters and moments (--save-npy, gathered) with
 the single-rank run: max |a - b| / max |b| <= T. Prints one line per run.
 """
@@ -34,7 +34,7 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 def ranks(shard):
     n = 1
-    for part in shard.split(","):
+    for part in shard.removesuffix("+sp").split(","):
         kind, count = part.split(":")
         for c in count.split("x"):
             n *= int(c)
@@ -48,9 +48,12 @@ def run(cmd):
 
 
 def train(name, model, shard):
-    tag = f"{name}-{shard.replace(':', '').replace(',', '-')}"
+    tag = f"{name}-{shard.replace(':', '').replace(',', '-').replace('+', '-')}"
     so = os.path.join(args.work, tag + ".so")
-    flags = [] if shard == "none" else [f"--shard={shard}"]
+    # S+sp: S with sequence parallelism.
+    flags = [] if shard == "none" else [f"--shard={shard.removesuffix('+sp')}"]
+    if shard.endswith("+sp"):
+        flags.append("--sequence-parallel")
     run([os.path.join(args.bin, "stepc"), model, "--target=cpu",
          "--optimizer-options=epsilon=1e-3", "-o", so] + flags)
     out = os.path.join(args.work, tag)

@@ -85,6 +85,12 @@ static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (t
                                                    "followed by ,tp:M, or tp:M alone (tensor "
                                                    "parallelism over M ranks, innermost)"),
                                   cl::init("none"), cl::cat(stepcCategory));
+static cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("With tp: split the regions between the tp regions (norms, residual adds, "
+             "biases) along the sequence: reduce-scatter after a row-parallel matmul, "
+             "all-gather before a column-parallel one"),
+    cl::init(false), cl::cat(stepcCategory));
 static cl::opt<bool> fsdpReshard("fsdp-reshard", cl::desc("With fsdp: gather parameters again "
                                                           "for backward (ZeRO-3, default) or keep "
                                                           "them from forward (false: ZeRO-2)"),
@@ -263,6 +269,7 @@ int main(int argc, char **argv) {
   options.batch = batch.getValue();
   options.precision = precision.getValue();
   options.fsdpReshard = fsdpReshard.getValue();
+  options.sequenceParallel = sequenceParallel.getValue();
   options.optimizerOptions = optimizerOptions.getValue();
   options.fuseElementwise = fuseElementwise.getValue();
   options.remat = remat.getValue();

@@ -70,6 +70,11 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
                            llvm::cl::desc("With fsdp: gather parameters again for "
                                           "backward (ZeRO-3) or keep them (ZeRO-2)"),
                            llvm::cl::init(true)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("With tp: split the norms and residual adds between the tp regions "
+                     "along the sequence (Megatron's sequence parallelism)"),
+      llvm::cl::init(false)};
   Option<std::string> optimizerOptions{
       *this, "optimizer-options",
       llvm::cl::desc("Options of step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),

@@ -142,7 +142,15 @@ def StepShardTensor : Pass<"step-shard-tensor", "mlir::ModuleOp"> {
       a column-parallel choice whose output would have to be gathered for
       one is undone, so the head and the embedding stay replicated.
 
-    Heads, kv heads or features that `tp` does not divide are errors naming
+    With `sequence-parallel` (Megatron's sequence parallelism) the values
+    between the tp regions are split along the sequence instead of
+    replicated: a row-parallel result is reduce-scattered, a value entering
+    a column-parallel region all-gathered (its gradient reduce-scattered),
+    norms and residual adds run on this rank's positions, and the weights
+    they read have their gradients summed over tp.
+
+    Heads, kv heads, features, the vocabulary or (with sequence
+    parallelism) the sequence that `tp` does not divide are errors naming
     both numbers. A split parameter is this rank's part, with argument
     attribute `step.tp_shard = {dim, segments}` (the global segment sizes
     along `dim`); the pass creates the mesh `@world` of shape `mesh-shape`,
@@ -160,7 +168,12 @@ def StepShardTensor : Pass<"step-shard-tensor", "mlir::ModuleOp"> {
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1", "tensor-parallel ranks (the last mesh axis)">,
     ListOption<"meshShape", "mesh-shape", "int64_t",
-               "the whole mesh, tp last (default: [tp])">
+               "the whole mesh, tp last (default: [tp])">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", /*default=*/"false",
+           "split the regions between the tp regions (norms, residual adds, "
+           "biases) along the sequence (dimension 1): reduce-scatter after a "
+           "row-parallel matmul instead of all-reduce, all-gather before a "
+           "column-parallel one">
   ];
 }
 
