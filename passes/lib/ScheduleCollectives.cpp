@@ -63,13 +63,23 @@ Operation *latestDefinition(Operation *op) {
   return latest;
 }
 
-// Reductions (and the pad/reshape/concat feeding them) right after their
-// operands are final.
+/// A collective of computed values: a reduction, or (tensor and sequence
+/// parallelism) a gather of an activation or a gradient.
+bool collectsComputedValue(Operation *op) {
+  if (isa<mesh::AllReduceOp, mesh::ReduceScatterOp>(op))
+    return true;
+  auto gather = dyn_cast<mesh::AllGatherOp>(op);
+  return gather && !isa<BlockArgument>(gather.getInput());
+}
+
+// Collectives of computed values (and the pad/reshape/concat/transpose
+// feeding them) right after their operands are final: a tp gradient's
+// reduction then overlaps the weight-gradient GEMM after it.
 void issueReductionsEarly(Block &body) {
   SmallVector<Operation *> early;
   for (Operation &op : body) {
     bool feedsReduction = llvm::any_of(op.getUsers(), [](Operation *u) {
-      return isa<mesh::AllReduceOp, mesh::ReduceScatterOp>(u) ||
+      return collectsComputedValue(u) ||
              (isa<ConcatOp, ReshapeOp>(u) &&
               llvm::any_of(u->getUsers(), [](Operation *w) {
                 return isa<mesh::AllReduceOp>(w) ||
@@ -78,11 +88,11 @@ void issueReductionsEarly(Block &body) {
                                      [](Operation *x) { return isa<mesh::AllReduceOp>(x); }));
               }));
     });
-    bool reduction = isa<mesh::AllReduceOp, mesh::ReduceScatterOp>(op) &&
+    bool reduction = collectsComputedValue(&op) &&
                      !llvm::any_of(op.getOperands(), [](Value v) {
                        return v.getDefiningOp() && isCollective(v.getDefiningOp());
                      });
-    if (reduction || (isa<PadOp, ReshapeOp, ConcatOp>(op) && feedsReduction))
+    if (reduction || (isa<PadOp, ReshapeOp, ConcatOp, TransposeOp>(op) && feedsReduction))
       early.push_back(&op);
   }
   for (Operation *op : early) {

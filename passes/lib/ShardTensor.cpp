@@ -467,6 +467,34 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
     return swapSequence(b, loc, all);
   }
 
+  /// A replicated operand of an op on this rank's positions: a broadcast
+  /// of a value without the sequence (a bias) is rebuilt at this rank's
+  /// shape from the value entering through f (its gradient, a sum over
+  /// this rank's positions, is summed over tp); one with the sequence
+  /// outermost (a position embedding) from this rank's rows of it; any
+  /// other value is sliced.
+  Value localOperand(OpBuilder &b, Location loc, Value v, RankedTensorType whole) {
+    auto local = withSequence(whole, whole.getDimSize(1) / tp);
+    auto mesh = FlatSymbolRefAttr::get(b.getContext(), kWorldMeshName);
+    if (auto broadcast = v.getDefiningOp<BroadcastOp>()) {
+      Value in = broadcast.getInput();
+      auto inType = cast<RankedTensorType>(in.getType());
+      int64_t sequenceAt = 1 - (whole.getRank() - inType.getRank());
+      if (sequenceAt < 0) {
+        Value entered = b.create<CopyToParallelOp>(loc, in.getType(), in, mesh,
+                                                   b.getDenseI16ArrayAttr({tpAxis()}));
+        return b.create<BroadcastOp>(loc, local, entered);
+      }
+      if (sequenceAt == 0 && inType.getDimSize(0) == whole.getDimSize(1)) {
+        Value rows = b.create<mesh::AllSliceOp>(
+            loc, withDim(inType, 0, inType.getDimSize(0) / tp), kWorldMeshName,
+            ArrayRef<mesh::MeshAxis>{tpAxis()}, in, APInt(64, 0));
+        return b.create<BroadcastOp>(loc, local, rows);
+      }
+    }
+    return slicePositions(b, loc, v);
+  }
+
   /// Sequence parallelism: the partial sums are reduce-scattered along the
   /// sequence instead of all-reduced, and what they feed runs on this
   /// rank's positions until a value enters a tp region (all-gathered) or
@@ -525,9 +553,11 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
           Value v = use.get();
           if (split.contains(v))
             continue;
-          if (elementwise)
-            use.set(slicePositions(b, loc, v)); // a replicated activation
-          else
+          if (elementwise) {
+            use.set(localOperand(b, loc, v, resultType));
+            if (auto broadcast = v.getDefiningOp<BroadcastOp>(); broadcast && v.use_empty())
+              broadcast.erase(); // rebuilt at this rank's shape
+          } else
             // A norm's weight: each rank's positions give part of its gradient.
             use.set(b.create<CopyToParallelOp>(loc, v.getType(), v, mesh,
                                                b.getDenseI16ArrayAttr({tpAxis()})));

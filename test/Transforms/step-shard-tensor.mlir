@@ -67,12 +67,17 @@
 // GRAD: step.embedding_grad {{.*}} num_embeddings 16 shard {{.*}} of 32
 // GRAD: return
 
+// SP-LABEL: func.func @loss(
+// SP-SAME: %[[WTE:[a-z0-9]+]]: tensor<16x16xf32>
+// SP-SAME: %[[WPE:[a-z0-9]+]]: tensor<8x16xf32>
 // SP: %[[PART:.*]] = step.embedding {{.*}} shard
 // SP: %[[T:.*]] = step.transpose %[[PART]] [1, 0, 2] : (tensor<2x8x16xf32>) -> tensor<8x2x16xf32>
 // SP: %[[RS:.*]] = mesh.reduce_scatter %[[T]] on @world mesh_axes = [0] scatter_axis = 0 : tensor<8x2x16xf32> -> tensor<4x2x16xf32>
 // SP: step.transpose %[[RS]] [1, 0, 2] : (tensor<4x2x16xf32>) -> tensor<2x4x16xf32>
 // The position embedding's rows of this rank (no communication).
-// SP: mesh.all_slice %{{.*}} on @world mesh_axes = [0] slice_axis = 0 : tensor<8x2x16xf32> -> tensor<4x2x16xf32>
+// SP-NOT: step.broadcast %{{.*}} : tensor<8x16xf32> -> tensor<2x8x16xf32>
+// SP: %[[WPE4:.*]] = mesh.all_slice %[[WPE]] on @world mesh_axes = [0] slice_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+// SP: step.broadcast %[[WPE4]] : tensor<4x16xf32> -> tensor<2x4x16xf32>
 // SP: %[[W:.*]] = step.copy_to_parallel %{{.*}} mesh @world axes [0] : tensor<16xf32>
 // SP: step.layer_norm %{{.*}}, %[[W]], %{{.*}} : (tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
 // SP: %[[AG:.*]] = mesh.all_gather %{{.*}} on @world mesh_axes = [0] gather_axis = 0 : tensor<4x2x16xf32> -> tensor<8x2x16xf32>
