@@ -12,8 +12,8 @@
 // CHECK-NEXT: {"exp_avg.b", STEPC_ARG_EXP_AVG,
 // CHECK-NEXT: {"exp_avg_sq.w", STEPC_ARG_EXP_AVG_SQ,
 // CHECK-NEXT: {"exp_avg_sq.b", STEPC_ARG_EXP_AVG_SQ,
-// CHECK-NEXT: {"tokens", STEPC_ARG_INPUT, STEPC_I32, 2, shape6, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2},
-// CHECK-NEXT: {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, shape7, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2},
+// CHECK-NEXT: {"tokens", STEPC_ARG_INPUT, STEPC_I32, 2, shape6, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2, 0, 0, 0, 0},
+// CHECK-NEXT: {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, shape7, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2, 0, 0, 0, 0},
 // CHECK-NEXT: {"lr", STEPC_ARG_LR,
 // CHECK-NEXT: {"step", STEPC_ARG_STEP,
 // CHECK: extern "C" int stepc_train_step_v5(

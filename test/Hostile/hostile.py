@@ -525,7 +525,7 @@ def capi_cases(bin_dir, work, so):
     return rows
 
 
-def mpi_cases(bin_dir, work, mpirun, so, so2, so_other):
+def mpi_cases(bin_dir, work, mpirun, so, so2, so_other, so_tp):
     if not mpirun:
         return
     runner = f"{bin_dir}/stepc-run"
@@ -544,6 +544,11 @@ def mpi_cases(bin_dir, work, mpirun, so, so2, so_other):
     yield Case("mpi", "world-too-large", base + ["-np", "3", runner, so2, "--steps", "1"],
                ["compiled for"], timeout=120)
     yield Case("mpi", "unsharded-on-two-ranks", base + ["-np", "2", runner, so, "--steps", "1"],
+               ["compiled for"], timeout=120)
+    # Tensor parallelism: fsdp:2,tp:2 is 4 ranks, not its 2 data ranks.
+    yield Case("mpi", "tp-world-too-small", base + ["-np", "2", runner, so_tp, "--steps", "1"],
+               ["4 rank", "compiled for"], timeout=120)
+    yield Case("mpi", "tp-on-one-rank", base + ["-np", "1", runner, so_tp, "--steps", "1"],
                ["compiled for"], timeout=120)
 
 
@@ -565,8 +570,10 @@ def main():
     so = os.path.join(work, "gpt.so")
     so2 = os.path.join(work, "gpt-fsdp2.so")
     so_other = os.path.join(work, "gpt-fsdp2-beta.so")
+    so_tp = os.path.join(work, "gpt-fsdp2-tp2.so")
     for out, extra in ((so, []), (so2, ["--shard=fsdp:2"]),
-                       (so_other, ["--shard=fsdp:2", "--optimizer-options=beta1=0.8"])):
+                       (so_other, ["--shard=fsdp:2", "--optimizer-options=beta1=0.8"]),
+                       (so_tp, ["--shard=fsdp:2,tp:2"])):
         subprocess.run([f"{bin_dir}/stepc", "--target=cpu", gpt, "-o", out] + extra, check=True)
     subprocess.run([f"{bin_dir}/stepc", "--target=cpu", gpt, "--emit=mlir", "-o", "/dev/null",
                     f"--report={work}/gpt.json"], check=True)
@@ -583,7 +590,7 @@ def main():
     subprocess.run([f"{bin_dir}/stepc", "--target=cpu", model, "-o", small_so], check=True)
     cases += runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab)
     cases += interp_cases(bin_dir, work, model)
-    cases += mpi_cases(bin_dir, work, args.mpirun, so, so2, so_other)
+    cases += mpi_cases(bin_dir, work, args.mpirun, so, so2, so_other, so_tp)
     results = []
     for case in cases:
         if args.only and not f"{case.tool}/{case.name}".startswith(args.only):
