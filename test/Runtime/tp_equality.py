@@ -6,8 +6,8 @@
 
 For each model: compiles it unsharded and under each --shard (AdamW's
 epsilon 1e-3 everywhere), trains N steps on one rank and on as many ranks
-as the shard names under mpirun (S+sp: with --sequence-parallel), and compares every step's loss (the
-metrics) and the final parameters and moments (--save-npy, gathered) with
+as the shard names under mpirun (S+sp: with --sequence-parallel), and compares every step's loss and
+gradient norm (the metrics) and the final parameters and moments (--save-npy, gathered) with
 the single-rank run: max |a - b| / max |b| <= T. Prints one line per run.
 """
 import argparse
@@ -60,8 +60,10 @@ def train(name, model, shard):
     cmd = [os.path.join(args.bin, "stepc-run"), so, "--steps", str(args.steps),
            "--save-npy", out, "--metrics", out + ".jsonl"]
     run(cmd if shard == "none" else MPI + ["-np", str(ranks(shard))] + cmd)
-    losses = [json.loads(line)["loss"] for line in open(out + ".jsonl")]
-    return out, losses
+    # Each step's loss and global gradient norm (the clipping norm, over
+    # every tp part and data shard).
+    metrics = [json.loads(line) for line in open(out + ".jsonl")]
+    return out, [(m["loss"], m["grad_norm"]) for m in metrics]
 
 
 def relative(a, b):
@@ -77,7 +79,9 @@ for spec in args.model:
         out, losses = train(name, model, shard)
         if len(losses) != args.steps:
             sys.exit(f"FAIL {name} {shard}: {len(losses)} steps")
-        loss_err = max(abs(a - b) / abs(b) for a, b in zip(losses, ref_losses))
+        loss_err = max(abs(a - b) / abs(b)
+                       for pair, ref_pair in zip(losses, ref_losses)
+                       for a, b in zip(pair, ref_pair))
         tensor_err, tensor_name = 0.0, None
         names = sorted(f for f in os.listdir(ref) if f.endswith(".npy"))
         for f in names:
@@ -88,7 +92,7 @@ for spec in args.model:
             e = relative(a, b)
             if e >= tensor_err:
                 tensor_err, tensor_name = e, f
-        print(f"{name} {shard}: losses {args.steps} steps {loss_err:.3g}, "
+        print(f"{name} {shard}: losses and gradient norms {args.steps} steps {loss_err:.3g}, "
               f"{len(names)} tensors worst {tensor_name} {tensor_err:.3g}")
         if max(loss_err, tensor_err) > args.tolerance:
             sys.exit(f"FAIL {name} {shard}: beyond {args.tolerance}")
