@@ -3,7 +3,7 @@
 # (find_package(stepc) -> stepc::runtime) and a pkg-config file (stepc.pc).
 #
 #   P/bin/{stepc,stepc-opt,stepc-run,stepc-interp}
-#   P/lib/libstepc_runtime.so, libstepc_kernels_cpu.so, the CUDA layers
+#   P/lib/libstepc_runtime.so, libstepc_kernels_cpu{,_native}.so, the CUDA layers
 #   P/include/stepc/runtime/...     (#include "runtime/stepc_runtime.h")
 #   P/lib/cmake/stepc/, P/lib/pkgconfig/stepc.pc
 #
@@ -19,12 +19,14 @@ set(STEPC_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/stepc)
 # library path.
 set_target_properties(stepc-run stepc_runtime PROPERTIES
                       INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR};$ORIGIN")
-set_target_properties(stepc_kernels_cpu PROPERTIES INSTALL_RPATH "$ORIGIN;${STEPC_OPENBLAS_DIR}")
+set_target_properties(stepc_kernels_cpu stepc_kernels_cpu_native
+                      PROPERTIES INSTALL_RPATH "$ORIGIN;${STEPC_OPENBLAS_DIR}")
 
 install(TARGETS stepc stepc-opt stepc-run stepc-interp RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set_target_properties(stepc_runtime PROPERTIES EXPORT_NAME runtime)
 install(TARGETS stepc_runtime EXPORT stepcTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-set(STEPC_INSTALLED_LIBS stepc_kernels_cpu stepc_runtime_cuda_emulated stepc_kernels_cuda_emulated)
+set(STEPC_INSTALLED_LIBS stepc_kernels_cpu stepc_kernels_cpu_native stepc_runtime_cuda_emulated
+    stepc_kernels_cuda_emulated)
 foreach(lib stepc_runtime_cuda stepc_runtime_nccl stepc_kernels_cuda)
   if(TARGET ${lib})
     list(APPEND STEPC_INSTALLED_LIBS ${lib})
@@ -33,7 +35,7 @@ endforeach()
 # The CUDA layers keep the toolkit directories their build found.
 foreach(lib ${STEPC_INSTALLED_LIBS})
   get_target_property(rpath ${lib} BUILD_RPATH)
-  if(lib STREQUAL stepc_kernels_cpu)
+  if(lib MATCHES "^stepc_kernels_cpu")
     continue()
   elseif(rpath)
     set_target_properties(${lib} PROPERTIES INSTALL_RPATH "$ORIGIN;${rpath}")

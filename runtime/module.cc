@@ -6,8 +6,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace stepc {
 namespace {
@@ -50,6 +55,30 @@ absl::Status CheckWholeElf(const std::string& path) {
   return absl::OkStatus();
 }
 
+// The CPU features a CPU step.so was built for (stepc --cpu) that this
+// machine lacks, named by /proc/cpuinfo: an error before its code runs
+// (it would die of SIGILL).
+absl::Status CheckCpuFeatures(const std::string& path, const stepc_module_info& info) {
+  if (!info.cpu_features || !*info.cpu_features) return absl::OkStatus();
+  std::set<std::string> have;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      for (std::string w; words >> w;) have.insert(w);
+      break;
+    }
+  if (have.empty()) return absl::OkStatus();  // no /proc/cpuinfo: nothing to check against
+  std::vector<std::string> missing;
+  for (absl::string_view f : absl::StrSplit(info.cpu_features, ',', absl::SkipEmpty()))
+    if (!have.count(std::string(f))) missing.push_back(std::string(f));
+  if (missing.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "'", path, "' was built for ", info.cpu_isa ? info.cpu_isa : "another CPU",
+      " and needs CPU features this machine lacks: ", absl::StrJoin(missing, ", "),
+      " (rebuild it here, or with stepc --cpu=x86-64-v3 for any AVX2 CPU)"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
@@ -90,6 +119,8 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
         "'", path, "' was built for ABI version ",
         module->info_ ? module->info_->abi_version : -1, "; this runtime expects ",
         STEPC_ABI_VERSION, ": rebuild it with this stepc"));
+  if (std::strcmp(module->info_->target, "cpu") == 0)
+    if (absl::Status cpu = CheckCpuFeatures(path, *module->info_); !cpu.ok()) return cpu;
   if (std::strcmp(module->info_->target, "cpu") != 0 && !module->is_cuda())
     return absl::FailedPreconditionError(absl::StrCat(
         "'", path, "' targets '", module->info_->target, "'; this runtime runs 'cpu' and 'cuda'"));

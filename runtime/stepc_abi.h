@@ -132,6 +132,11 @@ typedef struct {
   /* Tensor-parallel ranks M (0 or 1: none): the last mesh axis, so a tp
    * group is M consecutive ranks. */
   int32_t tensor_parallel;
+  /* CPU target: the ISA step.so was built for ("x86-64-v3" or "native")
+   * and the CPU features it needs, comma-separated in /proc/cpuinfo's
+   * names; the runtime refuses it on a CPU lacking one. Empty for CUDA. */
+  const char *cpu_isa;
+  const char *cpu_features;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues

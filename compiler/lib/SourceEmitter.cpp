@@ -409,7 +409,7 @@ std::string SourceEmitter::metadata() {
      << cString(summary.precision) << ", " << evalArenaBytes << ", " << evalLogitsShape.size()
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
-     << "};\n\n"
+     << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << "};\n\n"
      << "extern \"C\" const stepc_module_info *stepc_module_info_v5(void) { return &kInfo; }\n";
   return text;
 }

@@ -10,6 +10,9 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
 
 using namespace stepc;
 
@@ -107,8 +110,49 @@ static llvm::Expected<std::string> findProgram(const char *envVar, const std::st
   return *path;
 }
 
+// The x86-64-v3 level (the psABI's list) in /proc/cpuinfo's names: lzcnt
+// is "abm" there.
+static constexpr const char *kX86_64V3Features = "avx,avx2,bmi1,bmi2,f16c,fma,abm,movbe,xsave";
+// Features -march=native may use, checked by the runtime when present here.
+static constexpr const char *kNativeFeatures[] = {
+    "sse4_1",    "sse4_2",   "ssse3",       "avx",         "avx2",       "fma",
+    "bmi1",      "bmi2",     "f16c",        "abm",         "movbe",      "xsave",
+    "avx512f",   "avx512dq", "avx512cd",    "avx512bw",    "avx512vl",   "avx512ifma",
+    "avx512vbmi", "avx512_vbmi2", "avx512_vnni", "avx512_bf16", "avx512_bitalg",
+    "avx512_vpopcntdq", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"};
+
+llvm::Expected<stepc::CpuTarget> stepc::cpuTarget(const std::string &name) {
+  if (name == "x86-64-v3") {
+#if defined(__x86_64__)
+    return CpuTarget{name, kX86_64V3Features};
+#else
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "--cpu=x86-64-v3 needs an x86-64 host (use --cpu=native)");
+#endif
+  }
+  if (name != "native")
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "unknown --cpu '%s' (expected x86-64-v3 or native)",
+                                   name.c_str());
+  // What this machine has of what -march=native may use.
+  std::set<std::string> have;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      for (std::string w; words >> w;)
+        have.insert(w);
+      break;
+    }
+  std::string features;
+  for (const char *f : kNativeFeatures)
+    if (have.count(f))
+      features += (features.empty() ? "" : ",") + std::string(f);
+  return CpuTarget{name, features};
+}
+
 llvm::Error stepc::compileCpuSharedObject(const std::string &source,
-                                          const std::string &output) {
+                                          const std::string &output, const CpuTarget &cpu) {
   llvm::Expected<std::string> cxx = findProgram("CXX", "c++");
   if (!cxx)
     return llvm::createStringError(std::errc::no_such_file_or_directory,
@@ -119,9 +163,11 @@ llvm::Error stepc::compileCpuSharedObject(const std::string &source,
   std::string libDir = libraryDir();
   std::string sourcePath = output + ".cpp";
   return runCompiler(source, sourcePath, output,
-                     {*cxx, "-std=c++17", "-O3", "-march=native", "-fopenmp", "-fPIC",
+                     {*cxx, "-std=c++17", "-O3", "-march=" + cpu.isa, "-fopenmp", "-fPIC",
                       "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", partialPath(output),
-                      "-L" + libDir, "-lstepc_kernels_cpu", "-lmvec", "-Wl,-rpath," + libDir},
+                      "-L" + libDir,
+                      cpu.isa == "native" ? "-lstepc_kernels_cpu_native" : "-lstepc_kernels_cpu",
+                      "-lmvec", "-Wl,-rpath," + libDir},
                      "C++ compiler");
 }
 

@@ -57,6 +57,11 @@ static cl::opt<std::string> outputFile("o", cl::desc("Output file (step.so, or t
 static cl::opt<std::string> target("target", cl::desc("Target: cuda (an NVIDIA GPU, the "
                                                       "default) or cpu"),
                                    cl::init("cuda"), cl::cat(stepcCategory));
+static cl::opt<std::string> cpu("cpu", cl::desc("CPU of --target=cpu: x86-64-v3 (the portable "
+                                                "default: AVX2 and FMA, any x86-64 CPU since "
+                                                "2015) or native (this machine's ISA; the "
+                                                "step.so runs only on CPUs with its features)"),
+                                cl::init("x86-64-v3"), cl::cat(stepcCategory));
 static cl::opt<std::string> arch("arch", cl::desc("GPU architecture of --target=cuda"),
                                  cl::init("sm_90a"), cl::cat(stepcCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32, or bf16: GEMMs and attention "
@@ -257,6 +262,9 @@ int main(int argc, char **argv) {
   FailureOr<ShardSpec> shardSpec = parseShardSpec(shard, error);
   if (failed(shardSpec))
     return fail(error);
+  llvm::Expected<CpuTarget> cpuTargetOf = cpuTarget(cpu);
+  if (!cpuTargetOf)
+    return fail(llvm::toString(cpuTargetOf.takeError()));
   if (!dumpAfter.empty() && dumpAfter != "all" && !PassInfo::lookup(dumpAfter))
     return fail("unknown --dump-after '" + dumpAfter +
                 "' (expected all or a registered pass, e.g. step-autodiff; "
@@ -416,6 +424,10 @@ int main(int argc, char **argv) {
       SmallVector<int64_t> mesh = shardSpec->meshShape();
       summary.meshShape.assign(mesh.begin(), mesh.end());
       summary.tensorParallel = shardSpec->tp;
+      if (target == "cpu") {
+        summary.cpuIsa = cpuTargetOf->isa;
+        summary.cpuFeatures = cpuTargetOf->features;
+      }
       summary.precision = precision.getValue();
       if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
         return failure();
@@ -452,7 +464,7 @@ int main(int argc, char **argv) {
   if (emit == "source")
     return failed(writeOutput(outputFile, *source)) ? 1 : 0;
   if (llvm::Error err =
-          target == "cpu"  ? compileCpuSharedObject(*source, outputFile)
+          target == "cpu"  ? compileCpuSharedObject(*source, outputFile, *cpuTargetOf)
           : cudaEmulation ? compileCudaEmulatedSharedObject(*source, outputFile)
                           : compileCudaSharedObject(*source, outputFile, arch.getValue()))
     return fail(llvm::toString(std::move(err)));

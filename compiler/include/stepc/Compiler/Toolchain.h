@@ -9,11 +9,27 @@
 
 namespace stepc {
 
-/// Compiles generated C++ `source` into the shared object `output`, linked
-/// against the CPU kernel library. The compiler is $CXX or `c++`. On failure
-/// the error carries the command and the compiler's diagnostics, and the
-/// source is kept next to `output` (`<output>.cpp`) for inspection.
-llvm::Error compileCpuSharedObject(const std::string &source, const std::string &output);
+/// The CPU a step.so is built for: the portable baseline (x86-64-v3:
+/// AVX2, FMA, BMI2, F16C, MOVBE; any x86-64 CPU since 2015) or this
+/// machine's (-march=native, not portable).
+struct CpuTarget {
+  /// "x86-64-v3" or "native".
+  std::string isa;
+  /// The CPU features it needs, as Linux's /proc/cpuinfo names them,
+  /// comma-separated: the runtime refuses the step.so on a CPU without one.
+  std::string features;
+};
+/// `name`: x86-64-v3 or native; an error for anything else (or the
+/// baseline on a host that is not x86-64).
+llvm::Expected<CpuTarget> cpuTarget(const std::string &name);
+
+/// Compiles generated C++ `source` into the shared object `output` for
+/// `cpu`, linked against that ISA's CPU kernel library. The compiler is
+/// $CXX or `c++`. On failure the error carries the command and the
+/// compiler's diagnostics, and the source is kept next to `output`
+/// (`<output>.cpp`) for inspection.
+llvm::Error compileCpuSharedObject(const std::string &source, const std::string &output,
+                                   const CpuTarget &cpu);
 
 /// Compiles generated CUDA C++ into `output` with nvcc for `arch` (sm_90a),
 /// linked against the CUDA kernel library, cuBLASLt and the CUDA runtime.
