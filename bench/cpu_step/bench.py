@@ -32,10 +32,11 @@ import gen_model  # noqa: E402
 import torch_check  # noqa: E402
 
 
-def stepc_step_seconds(bindir, model, steps):
+def stepc_step_seconds(bindir, model, steps, cpu):
     with tempfile.TemporaryDirectory() as tmp:
         so, metrics = os.path.join(tmp, "step.so"), os.path.join(tmp, "m.jsonl")
-        subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"], check=True)
+        subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu",
+                        f"--cpu={cpu}"], check=True)
         subprocess.run([os.path.join(bindir, "stepc-run"), so, f"--steps={steps}",
                         f"--metrics={metrics}", f"--log-every={steps}"], check=True,
                        capture_output=True)
@@ -75,6 +76,8 @@ def main():
     ap.add_argument("--preset", default="gpt-capstone")
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--bindir", default=os.path.join(ROOT, "build", "bin"))
+    # The peers (PyTorch) use this machine's ISA; so does stepc by default here.
+    ap.add_argument("--cpu", default="native", help="stepc --cpu: native or x86-64-v3")
     args = ap.parse_args()
     threads = os.cpu_count()
     a, text = gen_model.generate(["--preset", args.preset])
@@ -84,7 +87,7 @@ def main():
         report = json.loads(subprocess.run(
             [os.path.join(args.bindir, "stepc-opt"), "--step-report", model, "-o", os.devnull],
             check=True, capture_output=True, text=True).stdout)
-        per_token = stepc_step_seconds(args.bindir, model, args.steps)
+        per_token = stepc_step_seconds(args.bindir, model, args.steps, args.cpu)
     tokens = report["tokens_per_step"]
     flops = report["model_flops_per_step"]
     stepc_s = statistics.median(per_token) * tokens
