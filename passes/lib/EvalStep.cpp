@@ -10,6 +10,7 @@
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -54,6 +55,50 @@ Value lossLogits(Value loss) {
   return found[0].getLogits();
 }
 
+/// The logits of a vocabulary-parallel cross-entropy (step-shard-tensor):
+/// this rank's part, split along the last dimension; null if none.
+Operation *vocabLogits(Value loss) {
+  SmallVector<Operation *> found;
+  llvm::SetVector<Operation *> seen;
+  SmallVector<Value> work{loss};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def))
+      continue;
+    if (def->hasAttr(StepDialect::kVocabLogitsAttrName))
+      found.push_back(def);
+    llvm::append_range(work, def->getOperands());
+  }
+  return found.size() == 1 ? found[0] : nullptr;
+}
+
+/// Every rank's part of split logits [..., V/M], gathered into [..., V]:
+/// the vocabulary moved outermost (the collectives concatenate along
+/// dimension 0), gathered, moved back.
+Value gatherVocabulary(OpBuilder &b, Location loc, Operation *part) {
+  Value local = part->getResult(0);
+  auto type = cast<RankedTensorType>(local.getType());
+  auto axis = static_cast<mesh::MeshAxis>(
+      part->getAttrOfType<IntegerAttr>(StepDialect::kVocabLogitsAttrName).getInt());
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(
+      part, FlatSymbolRefAttr::get(b.getContext(), kWorldMeshName));
+  int64_t rank = type.getRank(), ranks = mesh ? mesh.getShape()[axis] : 1;
+  SmallVector<int64_t> out{rank - 1}, back;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    out.push_back(d);
+  for (int64_t d = 1; d < rank; ++d)
+    back.push_back(d);
+  back.push_back(0);
+  Value outer = b.create<TransposeOp>(loc, local, b.getDenseI64ArrayAttr(out));
+  auto outerType = cast<RankedTensorType>(outer.getType());
+  SmallVector<int64_t> whole(outerType.getShape());
+  whole[0] *= ranks;
+  Value all = b.create<mesh::AllGatherOp>(
+      loc, RankedTensorType::get(whole, type.getElementType()), kWorldMeshName,
+      ArrayRef<mesh::MeshAxis>{axis}, outer, APInt(64, 0));
+  return b.create<TransposeOp>(loc, all, b.getDenseI64ArrayAttr(back));
+}
+
 struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -86,7 +131,13 @@ struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass>
       SmallVector<Value> results{lossValue};
       SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr(
           b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("loss")))};
-      if (Value logits = lossLogits(lossValue)) {
+      Value logits = lossLogits(lossValue);
+      // Under tensor parallelism, every rank's part of them, gathered.
+      if (Operation *part = logits ? nullptr : vocabLogits(lossValue)) {
+        logits = gatherVocabulary(b, part->getLoc(), part);
+        setMissingPhases(body, Phase::Forward);
+      }
+      if (logits) {
         results.push_back(logits);
         resultAttrs.push_back(b.getDictionaryAttr(
             b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("logits"))));

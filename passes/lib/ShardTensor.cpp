@@ -146,6 +146,9 @@ DenseSet<BlockArgument> vocabularyTables(func::FuncOp f) {
 /// matmuls: the state of every value, what each op needs inserted, the
 /// parameters split, and the choices an op undid.
 struct Analysis {
+  Analysis(func::FuncOp loss, int64_t parts, const DenseSet<Operation *> &columns)
+      : loss(loss), parts(parts), columns(columns) {}
+
   func::FuncOp loss;
   int64_t parts;
   const DenseSet<Operation *> &columns;
@@ -198,7 +201,7 @@ struct Analysis {
       // The head of a vocabulary-parallel cross-entropy: logits split.
       needWhole(m.getLhs());
       copies.push_back({m, 0});
-      split(m.getResult(), {w.getType().cast<RankedTensorType>().getDimSize(0)}, {});
+      split(m.getResult(), {cast<RankedTensorType>(w.getType()).getDimSize(0)}, {});
       return;
     }
     State x = stateOf(m.getLhs());
@@ -377,7 +380,7 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
     DenseSet<BlockArgument> tables = vocabularyTables(loss);
     std::optional<Analysis> a;
     while (true) {
-      a.emplace(Analysis{loss, tp, columns});
+      a.emplace(loss, tp, columns);
       a->tables = tables;
       a->run();
       if (a->undone.empty())
@@ -686,6 +689,7 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
     }
     for (CrossEntropyOp ce : a.losses) {
       auto head = ce.getLogits().getDefiningOp<MatmulOp>();
+      head->setAttr(StepDialect::kVocabLogitsAttrName, b.getI64IntegerAttr(tpAxis()));
       Value h = head.getLhs(), table = head.getRhs();
       int64_t rows = cast<RankedTensorType>(table.getType()).getDimSize(0) * tp;
       Value first = firstRow(b, ce.getLoc(), rows, firsts);

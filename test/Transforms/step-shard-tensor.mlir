@@ -53,7 +53,7 @@
 // The head: this rank's 16 logits of 32; the loss from gathered
 // log-sum-exps and the target logit of the shard lookup, summed.
 // CHECK: %[[H:.*]] = step.copy_to_parallel
-// CHECK: %[[LOGITS:.*]] = step.matmul %[[H]], %[[WTE]] transpose_b : (tensor<2x8x16xf32>, tensor<16x16xf32>) -> tensor<2x8x16xf32>
+// CHECK: %[[LOGITS:.*]] = step.matmul %[[H]], %[[WTE]] transpose_b {step.vocab_logits = 0 : i64} : (tensor<2x8x16xf32>, tensor<16x16xf32>) -> tensor<2x8x16xf32>
 // CHECK-NOT: step.cross_entropy
 // CHECK: mesh.all_gather %{{.*}} on @world mesh_axes = [0] gather_axis = 0 : tensor<1x2x8xf32> -> tensor<2x2x8xf32>
 // CHECK: %[[ROWS:.*]] = step.embedding %[[WTE]], %{{.*}} shard %[[FIRST]] of 32

@@ -224,6 +224,13 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be a dictionary on a function";
     return success();
   }
+  if (attribute.getName() == kVocabLogitsAttrName) {
+    auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!axis || axis.getInt() < 0 || op->getNumResults() != 1)
+      return op->emitError() << "expects '" << kVocabLogitsAttrName
+                             << "' to be a mesh axis on an op with one result";
+    return success();
+  }
   if (attribute.getName() == kLossTokensAttrName) {
     auto tokens = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!tokens || tokens.getInt() < 1)

@@ -67,6 +67,11 @@ def Step_Dialect : Dialect {
     /// many target positions in pieces (step-shard-tensor's
     /// vocabulary-parallel loss), counted as tokens by the report.
     static constexpr llvm::StringLiteral kLossTokensAttrName = "step.loss_tokens";
+    /// Op attribute (an integer, a mesh axis): the op's result is this
+    /// rank's part of the logits of a vocabulary-parallel cross-entropy,
+    /// split along its last dimension over that axis (step-eval-step
+    /// gathers them for the eval entry's logits).
+    static constexpr llvm::StringLiteral kVocabLogitsAttrName = "step.vocab_logits";
     /// Result attribute (a string) naming a result, e.g. "grad.wte".
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
     /// Unit attribute marking a function built by step-autodiff.
