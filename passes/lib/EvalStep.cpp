@@ -36,20 +36,26 @@ std::optional<unsigned> lossResult(func::FuncOp step) {
   return std::nullopt;
 }
 
-/// The logits of the one cross-entropy the loss depends on, if they are
-/// f32; null if there is none, or several.
-Value lossLogits(Value loss) {
-  SmallVector<CrossEntropyOp> found;
+/// The ops `loss` depends on.
+llvm::SetVector<Operation *> sliceOf(Value loss) {
   llvm::SetVector<Operation *> seen;
   SmallVector<Value> work{loss};
   while (!work.empty()) {
     Operation *def = work.pop_back_val().getDefiningOp();
     if (!def || !seen.insert(def))
       continue;
-    if (auto ce = dyn_cast<CrossEntropyOp>(def))
-      found.push_back(ce);
     llvm::append_range(work, def->getOperands());
   }
+  return seen;
+}
+
+/// The logits of the one cross-entropy the loss depends on, if they are
+/// f32; null if there is none, or several.
+Value lossLogits(Value loss) {
+  SmallVector<CrossEntropyOp> found;
+  for (Operation *op : sliceOf(loss))
+    if (auto ce = dyn_cast<CrossEntropyOp>(op))
+      found.push_back(ce);
   if (found.size() != 1 || !found[0].getLogits().getType().getElementType().isF32())
     return Value();
   return found[0].getLogits();
@@ -59,16 +65,9 @@ Value lossLogits(Value loss) {
 /// this rank's part, split along the last dimension; null if none.
 Operation *vocabLogits(Value loss) {
   SmallVector<Operation *> found;
-  llvm::SetVector<Operation *> seen;
-  SmallVector<Value> work{loss};
-  while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || !seen.insert(def))
-      continue;
-    if (def->hasAttr(StepDialect::kVocabLogitsAttrName))
-      found.push_back(def);
-    llvm::append_range(work, def->getOperands());
-  }
+  for (Operation *op : sliceOf(loss))
+    if (op->hasAttr(StepDialect::kVocabLogitsAttrName))
+      found.push_back(op);
   return found.size() == 1 ? found[0] : nullptr;
 }
 
