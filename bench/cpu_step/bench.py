@@ -7,9 +7,14 @@ One run, one machine, the same thread count (all cores): the median time of
 a full step (forward, backward, global-norm clip, AdamW) for the stepc
 step.so (stepc-run, embedded corpus) and for the same model in PyTorch
 (scripts/torch_check.py's definition, torch.optim.AdamW), and the machine's
-OpenBLAS sgemm rate (bench_sgemm, 1024³). Prints one JSON object with the
-ratios: speedup over PyTorch and stepc's GFLOP/s as a fraction of sgemm.
-A benchmark, not a test: nothing here asserts a time.
+OpenBLAS sgemm rate (bench_sgemm, 1024³). Where bench/setup-peers.sh has
+made bench/.peers, also PyTorch 2.x eager (SDPA attention), torch.compile and
+JAX (bench/cpu_step/peers.py, run in that environment). Prints one JSON
+object with the ratios: speedup over each peer, stepc's GFLOP/s as a
+fraction of sgemm (the roofline) and, from a `stepc --profile` build of the
+same step, the time, GB/s and GFLOP/s of each kernel kind, the GB/s against
+the machine's stream bandwidth (bench_stream). A benchmark, not a test:
+nothing here asserts a time.
 """
 
 import argparse
@@ -45,6 +50,47 @@ def stepc_step_seconds(bindir, model, steps, cpu):
     return times
 
 
+def stepc_profile(bindir, model, steps, cpu):
+    """Each kernel kind's share of a step, from a `stepc --profile` build."""
+    with tempfile.TemporaryDirectory() as tmp:
+        so, table = os.path.join(tmp, "step.so"), os.path.join(tmp, "profile.json")
+        subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu",
+                        f"--cpu={cpu}", "--profile"], check=True)
+        subprocess.run([os.path.join(bindir, "stepc-run"), so, f"--steps={steps}",
+                        f"--log-every={steps}"], check=True, capture_output=True,
+                       env=dict(os.environ, STEPC_PROFILE=table))
+        return json.load(open(table))
+
+
+def breakdown(profile, stream_gbps):
+    steps = profile["steps"]
+    rows = []
+    for k in profile["kernels"]:
+        s = k["seconds"] / steps
+        rows.append({"kind": k["kind"], "ms": round(s * 1e3, 2),
+                     "calls": k["calls_per_step"],
+                     "gbps": round(k["bytes_per_step"] / s / 1e9, 1) if s > 0 else None,
+                     "gflops": round(k["flops_per_step"] / s / 1e9, 1)
+                     if s > 0 and k["flops_per_step"] else None})
+    total = sum(r["ms"] for r in rows)
+    for r in rows:
+        r["share"] = round(r["ms"] / total, 3) if total else 0
+        if r["gbps"] is not None and not r["gflops"]:
+            r["of_stream"] = round(r["gbps"] / stream_gbps, 2)
+    return sorted(rows, key=lambda r: -r["ms"])
+
+
+def peer_seconds(preset, steps, threads):
+    """PyTorch 2.x eager, torch.compile and JAX from bench/.peers, if made."""
+    python = os.path.join(ROOT, "bench", ".peers", "bin", "python")
+    if not os.path.exists(python):
+        return {"missing": "bench/.peers (run bench/setup-peers.sh)"}
+    out = subprocess.run([python, os.path.join(HERE, "peers.py"), "--preset", preset,
+                          f"--steps={steps}", f"--threads={threads}"], check=True,
+                         stdout=subprocess.PIPE, text=True)
+    return json.loads(out.stdout)
+
+
 def torch_step_seconds(a, shapes, steps, threads):
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
@@ -78,6 +124,8 @@ def main():
     ap.add_argument("--bindir", default=os.path.join(ROOT, "build", "bin"))
     # The peers (PyTorch) use this machine's ISA; so does stepc by default here.
     ap.add_argument("--cpu", default="native", help="stepc --cpu: native or x86-64-v3")
+    ap.add_argument("--no-profile", action="store_true", help="skip the kernel breakdown")
+    ap.add_argument("--no-peers", action="store_true", help="skip bench/.peers")
     args = ap.parse_args()
     threads = os.cpu_count()
     a, text = gen_model.generate(["--preset", args.preset])
@@ -88,6 +136,8 @@ def main():
             [os.path.join(args.bindir, "stepc-opt"), "--step-report", model, "-o", os.devnull],
             check=True, capture_output=True, text=True).stdout)
         per_token = stepc_step_seconds(args.bindir, model, args.steps, args.cpu)
+        profile = None if args.no_profile else stepc_profile(args.bindir, model, args.steps,
+                                                             args.cpu)
     tokens = report["tokens_per_step"]
     flops = report["model_flops_per_step"]
     stepc_s = statistics.median(per_token) * tokens
@@ -96,6 +146,9 @@ def main():
     sgemm = json.loads(subprocess.run([os.path.join(args.bindir, "bench_sgemm")], check=True,
                                       capture_output=True, text=True).stdout)["gflops"]
     stepc_gflops = flops / stepc_s / 1e9
+    stream = json.loads(subprocess.run([os.path.join(args.bindir, "bench_stream")], check=True,
+                                       capture_output=True, text=True).stdout)
+    peers = {} if args.no_peers else peer_seconds(args.preset, args.steps, threads)
     result = {
         "model": args.preset, "threads": threads, "tokens_per_step": tokens,
         "model_flops_per_step": flops,
@@ -105,7 +158,18 @@ def main():
         "torch_gflops": round(flops / torch_s / 1e9, 1),
         "sgemm_gflops": sgemm, "fraction_of_sgemm": round(stepc_gflops / sgemm, 3),
         "torch_version": torch.__version__,
+        "roofline_ms": round(flops / (sgemm * 1e9) * 1e3, 1),
+        "stream_triad_gbps": stream["triad_gbps"],
     }
+    for name, peer in peers.items():
+        if isinstance(peer, dict) and "step_s" in peer:
+            result[f"{name}_step_ms"] = round(peer["step_s"] * 1e3, 1)
+            result[f"speedup_vs_{name}"] = round(peer["step_s"] / stepc_s, 2)
+            result[f"{name}_version"] = peer["version"]
+        else:
+            result[f"{name}"] = peer
+    if profile:
+        result["kernels"] = breakdown(profile, stream["triad_gbps"])
     print(json.dumps(result, indent=1))
     return 0
 

@@ -24,8 +24,10 @@ namespace {
 
 class CpuEmitter : public SourceEmitter {
 public:
-  CpuEmitter(func::FuncOp step, const MemoryPlan &plan)
-      : SourceEmitter(step, plan, "cpu", /*computedBy=*/ComputedBy()) {}
+  CpuEmitter(func::FuncOp step, const MemoryPlan &plan, bool profile = false)
+      : SourceEmitter(step, plan, "cpu", /*computedBy=*/ComputedBy()) {
+    this->profile = profile;
+  }
 
 private:
   LogicalResult checkTypes(Operation *op) override {
@@ -40,14 +42,15 @@ private:
     return success();
   }
   LogicalResult emitOp(Operation *op) override;
+  /// Each op's code stands alone, so equal blocks share a function.
+  bool outlinesBlocks() const override { return true; }
   /// One loop over the kernel's elements: values in registers, results
   /// stored at the end of each iteration.
   LogicalResult emitFused(stepk::FusedOp fused) override {
     GroupCode code = groupCode(
         fused, [&](unsigned k) { return ptr(fused.getInputs()[k]) + "[i]"; },
         [](Type t, std::string e) { return t.isF32() ? e : "(float)(int32_t)(" + e + ")"; });
-    if (fused.getNumElements() >= 4096)
-      body << "#pragma omp parallel for simd\n";
+    simdPragma(fused.getNumElements());
     body << "  for (int64_t i = 0; i < " << fused.getNumElements() << "; ++i) {\n"
          << code.statements;
     for (auto [out, reg] : llvm::zip(fused.getResults(), code.outputRegisters))
@@ -56,6 +59,14 @@ private:
     return success();
   }
   LogicalResult emitConstant(ConstantOp op);
+  /// Every elementwise loop is vectorised (on threads from 4096 elements):
+  /// its operands are disjoint or the same element (in place), and a block
+  /// outlined into a function hides that from the compiler, whose scalar
+  /// fallback would round libmvec's functions differently from the
+  /// vector path.
+  void simdPragma(int64_t n) {
+    body << (n >= 4096 ? "#pragma omp parallel for simd\n" : "#pragma omp simd\n");
+  }
   void prologue(raw_ostream &os) override {
     os << "#include \"stepc_abi.h\"\n#include \"cpu_kernels.h\"\n\n"
        << "#include <math.h>\n#include <stdio.h>\n#include <string.h>\n\n"
@@ -80,8 +91,7 @@ private:
   }
   void loop(Value out, const std::string &expr) {
     int64_t n = typeOf(out).getNumElements();
-    if (n >= 4096)
-      body << "#pragma omp parallel for simd\n";
+    simdPragma(n);
     body << "  for (int64_t i = 0; i < " << n << "; ++i) " << ptr(out) << "[i] = " << expr
          << ";\n";
   }
@@ -223,8 +233,8 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 
 FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const MemoryPlan &plan,
                                             const SummarizeFn &summarize,
-                                            const EvalEntry &eval) {
-  CpuEmitter emitter(step, plan);
+                                            const EvalEntry &eval, bool profile) {
+  CpuEmitter emitter(step, plan, profile);
   if (eval.step) {
     FailureOr<SourceEmitter::EvalFragment> fragment = CpuEmitter(eval.step, *eval.plan).runEval();
     if (failed(fragment))

@@ -2,10 +2,14 @@
 
 #include "SourceEmitter.h"
 
+#include "stepc/Analysis/FlopCount.h"
+#include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -57,30 +61,47 @@ std::string SourceEmitter::cType(Type element) {
   return "int32_t";
 }
 
+// The body marks each pointer (\1name\2) and each op's location in its
+// comment (\3file:line:col\4), so outlinedBody can tell a block's code
+// apart from the storage and source lines it runs on.
+static constexpr char kPtrBegin = '\1', kPtrEnd = '\2', kLocBegin = '\3', kLocEnd = '\4';
+
+static std::string locationMark(Operation *op) {
+  return std::string(1, kLocBegin) + where(op) + kLocEnd;
+}
+
 std::string SourceEmitter::ptr(Value v) {
+  std::string type = cType(typeOf(v).getElementType());
+  // An argument is a typed local (aN) in the step, a char * in a block's
+  // function: its mark carries the type (aN:float).
   auto arg = plan.argumentOf.find(v);
   if (arg != plan.argumentOf.end())
-    return "a" + std::to_string(arg->second);
-  return "((" + cType(typeOf(v).getElementType()) + " *)b" +
-         std::to_string(plan.bufferOf.lookup(v)) + ")";
+    return kPtrBegin + ("a" + std::to_string(arg->second)) + ":" + type + kPtrEnd;
+  return "((" + type + " *)" + kPtrBegin + "b" + std::to_string(plan.bufferOf.lookup(v)) +
+         kPtrEnd + ")";
+}
+
+std::string SourceEmitter::table(const std::string &type, const std::string &contents) {
+  auto [it, inserted] = tableNames.try_emplace(type + "{" + contents + "}");
+  if (inserted) {
+    it->second = "k" + std::to_string(constants++);
+    pre << "static const " << type << " " << it->second << "[] = {" << contents << "};\n";
+  }
+  return it->second;
 }
 
 std::string SourceEmitter::array(ArrayRef<int64_t> values) {
-  std::string name = "k" + std::to_string(constants++);
-  pre << "static const int64_t " << name << "[] = {";
-  if (values.empty())
-    pre << "0";
-  llvm::interleaveComma(values, pre);
-  pre << "};\n";
-  return name;
+  std::string contents = values.empty() ? "0" : "";
+  llvm::raw_string_ostream os(contents);
+  llvm::interleaveComma(values, os);
+  return table("int64_t", contents);
 }
 
 std::string SourceEmitter::intArray(ArrayRef<int> values) {
-  std::string name = "k" + std::to_string(constants++);
-  pre << "static const int " << name << "[] = {";
-  llvm::interleaveComma(values, pre);
-  pre << "};\n";
-  return name;
+  std::string contents;
+  llvm::raw_string_ostream os(contents);
+  llvm::interleaveComma(values, os);
+  return table("int", contents);
 }
 
 std::string SourceEmitter::reduceMask(ArrayRef<int64_t> dims, int64_t rank) {
@@ -295,12 +316,23 @@ std::string SourceEmitter::metadata() {
   std::string text;
   llvm::raw_string_ostream os(text);
   unsigned n = step.getNumArguments();
+  // Equal shapes (segment lists) share one table: a deep model's
+  // thousands of arguments have a few dozen shapes.
+  std::map<std::string, std::string> tables;
+  auto tableOf = [&](StringRef prefix, unsigned i, ArrayRef<int64_t> values) {
+    std::string contents = values.empty() ? "0" : "";
+    llvm::raw_string_ostream cs(contents);
+    llvm::interleaveComma(values, cs);
+    auto [it, inserted] = tables.try_emplace((prefix + "{" + contents).str());
+    if (inserted) {
+      it->second = (prefix + Twine(i)).str();
+      os << "static const int64_t " << it->second << "[] = {" << contents << "};\n";
+    }
+    return it->second;
+  };
+  SmallVector<std::string> shapeNames;
   for (unsigned i = 0; i < n; ++i)
-    os << "static const int64_t shape" << i << "[] = {"
-       << llvm::join(llvm::map_range(typeOf(step.getArgument(i)).getShape(),
-                                     [](int64_t d) { return std::to_string(d); }),
-                     ", ")
-       << (typeOf(step.getArgument(i)).getRank() == 0 ? "0" : "") << "};\n";
+    shapeNames.push_back(tableOf("shape", i, typeOf(step.getArgument(i)).getShape()));
   // A moment is sharded (fsdp rows, tp parts) like its parameter: each
   // argument's parameter, found through one table (a search per moment
   // was quadratic in the arguments: 4 s of 7 at 400 layers).
@@ -317,13 +349,11 @@ std::string SourceEmitter::metadata() {
   auto tpShardOf = [&](unsigned i) -> DictionaryAttr {
     return step.getArgAttrOfType<DictionaryAttr>(ownerOf(i), StepDialect::kTpShardAttrName);
   };
+  SmallVector<std::string> segmentNames(n);
   for (unsigned i = 0; i < n; ++i)
     if (DictionaryAttr tpShard = tpShardOf(i))
-      os << "static const int64_t tpSegments" << i << "[] = {"
-         << llvm::join(llvm::map_range(tpShard.getAs<DenseI64ArrayAttr>("segments").asArrayRef(),
-                                       [](int64_t d) { return std::to_string(d); }),
-                       ", ")
-         << "};\n";
+      segmentNames[i] =
+          tableOf("tpSegments", i, tpShard.getAs<DenseI64ArrayAttr>("segments").asArrayRef());
   os << "static const stepc_arg_info kArgs[] = {\n";
   for (unsigned i = 0; i < n; ++i) {
     RankedTensorType type = typeOf(step.getArgument(i));
@@ -363,13 +393,13 @@ std::string SourceEmitter::metadata() {
     }
     std::string tp = "0, 0, 0, 0";
     if (tpShard)
-      tp = llvm::formatv("{0}, {1}, {2}, tpSegments{3}", summary.tensorParallel,
+      tp = llvm::formatv("{0}, {1}, {2}, {3}", summary.tensorParallel,
                          tpShard.getAs<IntegerAttr>("dim").getInt(),
-                         tpShard.getAs<DenseI64ArrayAttr>("segments").size(), i);
-    os << llvm::formatv("  {{{0}, {1}, {2}, {3}, shape{4}, {5}, {6:e}, {7}, {8}, {9}},\n",
+                         tpShard.getAs<DenseI64ArrayAttr>("segments").size(), segmentNames[i]);
+    os << llvm::formatv("  {{{0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, {8}, {9}},\n",
                         cString(name), kind,
                         type.getElementType().isF32() ? "STEPC_F32" : "STEPC_I32",
-                        type.getRank(), i, init, stddev, bound, globalRows, tp);
+                        type.getRank(), shapeNames[i], init, stddev, bound, globalRows, tp);
   }
   os << "};\n\n";
   if (!collectives.empty()) {
@@ -417,10 +447,65 @@ std::string SourceEmitter::metadata() {
   return text;
 }
 
+/// The block of each parameter-derived value: "h.3" for a parameter of
+/// block h.3, its optimizer moments or its gradient (through reshapes,
+/// converts, slices and collectives), "#" for one outside the blocks.
+static DenseMap<Value, std::string> parameterBlocks(func::FuncOp step) {
+  DenseMap<Value, std::string> blockOf;
+  for (BlockArgument arg : step.getArguments()) {
+    std::string param;
+    unsigned i = arg.getArgNumber();
+    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
+      param = p.getName().str();
+    else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
+      param = s.getParam().str();
+    else
+      continue;
+    std::string block = blockOfParameter(param);
+    blockOf[arg] = block.empty() ? "#" : block;
+  }
+  // A parameter's gradient too (through the reshapes that made it), so the
+  // clipping norm's terms run in their block's code.
+  step.walk([&](AdamwOp adamw) {
+    auto it = blockOf.find(adamw.getParam());
+    if (it == blockOf.end())
+      return;
+    std::string block = it->second;
+    for (Value g = adamw.getGrad(); g; ) {
+      blockOf.try_emplace(g, block);
+      auto reshape = g.getDefiningOp<ReshapeOp>();
+      g = reshape ? reshape.getInput() : Value();
+    }
+  });
+  for (Operation &op : step.getBody().front())
+    if (isa<ReshapeOp, ConvertOp, SliceOp>(op) || getPhase(&op) == Phase::Collective)
+      if (op.getNumOperands() > 0)
+        if (auto it = blockOf.find(op.getOperand(0)); it != blockOf.end())
+          for (Value r : op.getResults())
+            blockOf[r] = it->second;
+  return blockOf;
+}
+
 LogicalResult SourceEmitter::emitBody() {
   Block &block = step.getBody().front();
   planFusions();
+  DenseMap<Value, std::string> parameterBlock =
+      outlinesBlocks() ? parameterBlocks(step) : DenseMap<Value, std::string>();
   for (Operation &op : block) {
+    Chunk chunk{bodyText.size(), 0, ""};
+    for (Value operand : op.getOperands())
+      if (auto it = parameterBlock.find(operand); it != parameterBlock.end()) {
+        chunk.block = it->second;
+        break;
+      }
+    auto recordChunk = llvm::make_scope_exit([&] {
+      // The time since the previous mark is this op's (waits included).
+      if (profile && !evalEntry && bodyText.size() > chunk.begin)
+        body << "  stepc_prof_mark(" << profileKind(&op) << ");\n";
+      chunk.end = bodyText.size();
+      if (chunk.end > chunk.begin)
+        chunks.push_back(chunk);
+    });
     // A kernel with a body (stepk.fused, stepk.call) has its members' types.
     if (op.getNumRegions() == 1) {
       for (Operation &member : op.getRegion(0).front().without_terminator())
@@ -439,7 +524,7 @@ LogicalResult SourceEmitter::emitBody() {
       ++kernels;
       int64_t ops = llvm::count_if(fused.getBody().front().without_terminator(),
                                    [](Operation &member) { return !isa<ReshapeOp>(member); });
-      body << "  // fused: " << ops << " elementwise ops from " << where(&op) << "\n";
+      body << "  // fused: " << ops << " elementwise ops from " << locationMark(&op) << "\n";
       if (failed(emitFused(fused)))
         return failure();
       continue;
@@ -447,7 +532,7 @@ LogicalResult SourceEmitter::emitBody() {
     ++kernels;
     // A library call is named after the op it computes.
     Operation *named = isa<stepk::CallOp>(op) ? &op.getRegion(0).front().front() : &op;
-    body << "  // " << named->getName() << " " << where(&op) << "\n";
+    body << "  // " << named->getName() << " " << locationMark(&op) << "\n";
     if (std::optional<LogicalResult> done = emitCollective(&op)) {
       if (failed(*done))
         return failure();
@@ -467,19 +552,217 @@ LogicalResult SourceEmitter::emitBody() {
          << failWith("a collective nothing reads failed") << "\n";
   pending.clear();
   finishBody();
+  chunks.push_back(Chunk{chunks.empty() ? 0 : chunks.back().end, bodyText.size(), ""});
   return success();
 }
 
-/// The function's head: the argument and arena buffer names.
-void SourceEmitter::bufferNames(raw_ostream &os) {
+int SourceEmitter::profileKind(Operation *op) {
+  Operation *named = isa<stepk::CallOp>(op) ? &op->getRegion(0).front().front() : op;
+  std::string name = isa<stepk::FusedOp>(op) ? "fused elementwise"
+                                              : named->getName().getStringRef().str();
+  int64_t flops = 0;
+  auto transposes = [&](bool a, bool b) {
+    name += std::string(" ") + (a ? "T" : "N") + (b ? "T" : "N");
+  };
+  if (auto m = dyn_cast<MatmulOp>(named))
+    transposes(m.getTransposeA(), m.getTransposeB());
+  if (auto m = dyn_cast<BatchMatmulOp>(named))
+    transposes(m.getTransposeA(), m.getTransposeB());
+  if (isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(named))
+    if (FailureOr<int64_t> executed = getExecutedFlops(named); succeeded(executed))
+      flops = *executed;
+  // Bytes: every operand read and every result written once (the least
+  // traffic the kernel can have).
+  int64_t bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += tensorBytes(typeOf(v));
+  for (Value v : op->getResults())
+    bytes += tensorBytes(typeOf(v));
+  auto [it, inserted] = profileKindOf.try_emplace(name, profileKinds.size());
+  if (inserted)
+    profileKinds.push_back(ProfileKind{name});
+  ProfileKind &kind = profileKinds[it->second];
+  kind.calls += 1;
+  kind.bytes += bytes;
+  kind.flops += flops;
+  return it->second;
+}
+
+std::string SourceEmitter::profileSupport() {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "// stepc --profile: the wall time of each kernel kind, written when the\n"
+     << "// library is unloaded to $STEPC_PROFILE (or stderr).\n"
+     << "#include <stdlib.h>\n#include <time.h>\n\nnamespace {\n\n"
+     << "struct stepc_prof_kind {\n  const char *name;\n"
+     << "  long long calls, bytes, flops;\n};\n"
+     << "const stepc_prof_kind kProfKinds[] = {\n";
+  for (const ProfileKind &k : profileKinds)
+    os << "  {" << cString(k.name) << ", " << k.calls << ", " << k.bytes << ", " << k.flops
+       << "},\n";
+  size_t n = std::max<size_t>(profileKinds.size(), 1);
+  os << "};\n"
+     << "double stepc_prof_seconds[" << n << "];\n"
+     << "long long stepc_prof_steps;\ndouble stepc_prof_last;\n\n"
+     << "double stepc_prof_now() {\n  struct timespec t;\n"
+     << "  clock_gettime(CLOCK_MONOTONIC, &t);\n  return t.tv_sec + 1e-9 * t.tv_nsec;\n}\n"
+     << "void stepc_prof_begin() {\n  ++stepc_prof_steps;\n"
+     << "  stepc_prof_last = stepc_prof_now();\n}\n"
+     << "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
+     << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n  stepc_prof_last = now;\n}\n\n"
+     << "__attribute__((destructor)) void stepc_prof_write() {\n"
+     << "  const char *path = getenv(\"STEPC_PROFILE\");\n"
+     << "  FILE *out = path ? fopen(path, \"w\") : stderr;\n  if (!out)\n    return;\n"
+     << "  fprintf(out, \"{\\\"steps\\\": %lld, \\\"kernels\\\": [\", stepc_prof_steps);\n"
+     << "  for (size_t k = 0; k < sizeof(kProfKinds) / sizeof(kProfKinds[0]); ++k)\n"
+     << "    fprintf(out, \"%s\\n {\\\"kind\\\": \\\"%s\\\", \\\"calls_per_step\\\": %lld, "
+        "\\\"bytes_per_step\\\": %lld, \\\"flops_per_step\\\": %lld, \\\"seconds\\\": %.9f}\",\n"
+     << "            k ? \",\" : \"\", kProfKinds[k].name, kProfKinds[k].calls, kProfKinds[k].bytes,\n"
+     << "            kProfKinds[k].flops, stepc_prof_seconds[k]);\n"
+     << "  fprintf(out, \"\\n]}\\n\");\n  if (path)\n    fclose(out);\n}\n\n"
+     << "}  // namespace\n\n";
+  return text;
+}
+
+/// Text with every marker resolved to its name or location.
+static std::string resolveMarkers(StringRef from) {
+  std::string out;
+  out.reserve(from.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    char c = from[i];
+    if (c == kPtrBegin) {  // the name, without an argument's type
+      size_t close = from.find(kPtrEnd, i);
+      out += from.slice(i + 1, close).split(':').first;
+      i = close;
+    } else if (c != kLocBegin && c != kLocEnd) {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string SourceEmitter::outlinedBody(std::string &functions) {
+  const std::string &text = bodyText;
+  std::string out;
+  std::map<std::string, int> functionOf;
+  auto outline = [&](size_t first, size_t last) {
+    StringRef code = StringRef(text).slice(chunks[first].begin, chunks[last].end);
+    // The function's text: pointers become p[k] by first appearance,
+    // locations are dropped (they are at the call).
+    std::string canonical;
+    SmallVector<std::string> pointers;
+    llvm::StringMap<unsigned> slot;
+    SmallVector<std::string> locations;
+    for (size_t i = 0; i < code.size(); ++i) {
+      char c = code[i];
+      if (c == kPtrBegin || c == kLocBegin) {
+        size_t close = code.find(c == kPtrBegin ? kPtrEnd : kLocEnd, i);
+        StringRef mark = code.slice(i + 1, close), argType;
+        if (c == kPtrBegin)
+          std::tie(mark, argType) = mark.split(':');
+        std::string name = mark.str();
+        if (c == kPtrBegin) {
+          // One slot per address, not per name: an op in place reads and
+          // writes one pointer, so the compiler vectorises it as it does
+          // inline (a scalar fallback would round libmvec's exp differently).
+          std::string address =
+              name[0] == 'a' ? name
+                             : "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset);
+          auto [it, inserted] = slot.try_emplace(address, pointers.size());
+          if (inserted)
+            pointers.push_back(name);
+          std::string local = "p" + std::to_string(it->second);
+          canonical += argType.empty() ? local : "((" + argType.str() + " *)" + local + ")";
+        } else {
+          locations.push_back(name);
+          if (!canonical.empty() && canonical.back() == ' ')
+            canonical.pop_back();
+        }
+        i = close;
+        continue;
+      }
+      canonical += c;
+    }
+    // Where each pointer is: args[-t - 1] for t < 0, arena + t otherwise.
+    SmallVector<int64_t> at;
+    for (const std::string &name : pointers) {
+      int64_t id = std::stoll(name.substr(1));
+      at.push_back(name[0] == 'a' ? -id - 1 : plan.buffers[id].offset);
+    }
+    std::string where = array(at);
+    auto [it, inserted] = functionOf.try_emplace(canonical, functionOf.size());
+    std::string fn = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(it->second);
+    // Locals, as the step function's are: a loop reads a pointer in a
+    // register, not through an array the compiler must reload.
+    std::string declarations;
+    for (size_t k = 0; k < pointers.size(); ++k)
+      declarations += llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
+                                    ": arena + at[{0}];\n",
+                                    k);
+    if (inserted)
+      functions += "static int " + fn +
+                   "(void *const *args, char *arena, const int64_t *at,\n"
+                   "    const stepc_collectives *collectives, const stepc_device *device,\n"
+                   "    char *error, size_t error_len) {\n" +
+                   declarations + canonical + "  return 0;\n}\n\n";
+    out += "  // " + chunks[first].block + ": " + std::to_string(last - first + 1) +
+           " kernels from " + (locations.empty() ? "" : locations.front()) + " to " +
+           (locations.empty() ? "" : locations.back()) + "\n  if (int failed = " + fn +
+           "(args, arena, " + where + ", collectives, device, error, error_len))\n" +
+           "    return failed;\n";
+  };
+  // A block's run: consecutive ops reading its parameters, with the ops
+  // after them that read none; ops that start or wait for a collective stay
+  // inline (their requests live in the step function).
+  std::string current;
+  size_t start = 0;
+  auto flush = [&](size_t endChunk) {
+    if (endChunk == start)
+      return;
+    if (current.empty() || current == "#")
+      out += StringRef(text).slice(chunks[start].begin, chunks[endChunk - 1].end);
+    else
+      outline(start, endChunk - 1);
+    start = endChunk;
+  };
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    StringRef code = StringRef(text).slice(chunks[i].begin, chunks[i].end);
+    bool inlineOnly = code.contains("collectives->") || i + 1 == chunks.size();
+    const std::string &block = chunks[i].block;
+    if (inlineOnly) {
+      flush(i);
+      current = "#";
+      flush(i + 1);
+      current = "";
+      continue;
+    }
+    if (!block.empty() && block != current) {
+      flush(i);
+      current = block;
+    }
+  }
+  flush(chunks.size());
+  return out;
+}
+
+/// The function's head: the argument and arena buffer names `code` uses.
+void SourceEmitter::bufferNames(raw_ostream &os, StringRef code) {
   os << "  if (kInfo.world_size > 1 && (!collectives || collectives->size != kInfo.world_size))\n"
      << "    " << failWith("a sharded step needs collectives over its world size") << "\n";
+  llvm::DenseSet<int64_t> usedArgs, usedBuffers;
+  for (size_t at = code.find(kPtrBegin); at != StringRef::npos; at = code.find(kPtrBegin, at + 1)) {
+    StringRef name = code.slice(at + 1, code.find(kPtrEnd, at)).split(':').first;
+    (name[0] == 'a' ? usedArgs : usedBuffers).insert(std::stoll(name.drop_front().str()));
+  }
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
+    if (!usedArgs.contains(i))
+      continue;
     std::string type = cType(typeOf(step.getArgument(i)).getElementType());
     os << "  " << type << " *a" << i << " = (" << type << " *)args[" << i << "];\n";
   }
   for (size_t id = 0; id < plan.buffers.size(); ++id)
-    os << "  char *b" << id << " = arena + " << plan.buffers[id].offset << ";\n";
+    if (usedBuffers.contains(id))
+      os << "  char *b" << id << " = arena + " << plan.buffers[id].offset << ";\n";
 }
 
 FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
@@ -519,28 +802,32 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
     fragment.outputs.push_back({resultName(i).drop_front(7).str(), shapeOf(i)});
   llvm::raw_string_ostream os(fragment.text);
   // Its own namespace: its constant tables and kernels keep their names.
+  std::string functions, stepBody = outlinedBody(functions);
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
      << "namespace stepc_eval {\n\n"
-     << pre.str() << "\n"
+     << pre.str() << "\n" << functions
      << "extern \"C\" int stepc_eval_step_v5(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
      << "                                  float *logits, float *const *outputs, char *error,\n"
      << "                                  size_t error_len) {\n";
-  bufferNames(os);
-  stepBegin(os);
-  os << body.str();
+  std::string innerText;
+  llvm::raw_string_ostream inner(innerText);
+  stepBegin(inner);
+  inner << stepBody;
   auto bytes = [&](unsigned i) { return typeOf(ret.getOperand(i)).getNumElements() * 4; };
   if (logits)
-    os << "  if (logits) " << copyToHost("logits", ptr(ret.getOperand(*logits)), bytes(*logits))
+    inner << "  if (logits) " << copyToHost("logits", ptr(ret.getOperand(*logits)), bytes(*logits))
        << "\n";
   for (auto [k, i] : llvm::enumerate(outputs)) {
     std::string dst = "outputs[" + std::to_string(k) + "]";
-    os << "  if (outputs && " << dst << ") " << copyToHost(dst, ptr(ret.getOperand(i)), bytes(i))
-       << "\n";
+    inner << "  if (outputs && " << dst << ") "
+          << copyToHost(dst, ptr(ret.getOperand(i)), bytes(i)) << "\n";
   }
-  stepEnd(os, ptr(ret.getOperand(0)), "");
-  os << "  return 0;\n}\n\n}  // namespace stepc_eval\n";
+  stepEnd(inner, ptr(ret.getOperand(0)), "");
+  bufferNames(os, innerText);
+  os << innerText << "  return 0;\n}\n\n}  // namespace stepc_eval\n";
+  fragment.text = resolveMarkers(fragment.text);
   return fragment;
 }
 
@@ -569,6 +856,7 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
     return failure();
   summary = std::move(*summarized);
 
+  std::string functions, stepBody = outlinedBody(functions);
   std::string out;
   llvm::raw_string_ostream os(out);
   os << "// Generated by stepc for the " << target << " target; do not edit.\n";
@@ -577,14 +865,20 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
      << "  snprintf(error, len, \"%s\", text);\n  return 1;\n}\n\n"
      << pre.str() << "\n"
      << metadata() << "\n"
+     << (profile ? profileSupport() : "")
+     << functions
      << "extern \"C\" int stepc_train_step_v5(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";
-  bufferNames(os);
-  stepBegin(os);
-  os << body.str();
-  stepEnd(os, lossExpr, normExpr);
-  os << "  return 0;\n}\n";
-  return out + evalText;
+  std::string innerText;
+  llvm::raw_string_ostream inner(innerText);
+  if (profile)
+    inner << "  stepc_prof_begin();\n";
+  stepBegin(inner);
+  inner << stepBody;
+  stepEnd(inner, lossExpr, normExpr);
+  bufferNames(os, innerText);
+  os << innerText << "  return 0;\n}\n";
+  return resolveMarkers(out) + evalText;
 }

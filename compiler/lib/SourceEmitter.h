@@ -19,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -157,6 +158,9 @@ protected:
   bool disjoint(mlir::Value a, mlir::Value b);
   /// Extra fields of the module info (check sites).
   std::vector<std::string> checkSites;
+  /// Whether the target's op lowerings may be outlined into shared block
+  /// functions (each op's text stands alone: no batching across ops).
+  virtual bool outlinesBlocks() const { return false; }
 
   mlir::func::FuncOp step;
   const MemoryPlan &plan;
@@ -167,17 +171,46 @@ protected:
   int kernels = 0;
   /// Whether this is the forward-only entry (runEval).
   bool evalEntry = false;
+  /// Whether the training step times its kernels by kind (stepc --profile).
+  bool profile = false;
   ModuleSummary summary;
 
 private:
   /// Lowers every op of the body into `body` (and `pre`).
   mlir::LogicalResult emitBody();
-  /// Declares the argument and arena buffers at the top of the function.
-  void bufferNames(llvm::raw_ostream &os);
+  /// Declares the argument and arena buffers `code` names at the top of
+  /// the function.
+  void bufferNames(llvm::raw_ostream &os, llvm::StringRef code);
   void waitFor(mlir::Operation *op);
   std::string startRequest(mlir::Value result);
   std::string metadata();
+  /// The body with each repeated block's ops in a function shared by every
+  /// block with the same code (called with that block's pointers), and the
+  /// functions; every pointer and location marker resolved.
+  std::string outlinedBody(std::string &functions);
   int requests = 0;
+  /// One op's text in the body, and the block whose parameters it reads
+  /// ("" none, "#" a parameter outside the blocks).
+  struct Chunk {
+    size_t begin, end;
+    std::string block;
+  };
+  std::vector<Chunk> chunks;
+  /// Constant tables by contents (equal tables share one name, so equal
+  /// blocks' code is equal text).
+  std::map<std::string, std::string> tableNames;
+  /// The kernel kinds the profile times, with what a step does of each.
+  struct ProfileKind {
+    std::string name;
+    int64_t calls = 0, bytes = 0, flops = 0;
+  };
+  std::vector<ProfileKind> profileKinds;
+  std::map<std::string, int> profileKindOf;
+  /// The kind `op` is timed as, counting its call, bytes and FLOPs.
+  int profileKind(mlir::Operation *op);
+  /// The timers and the table the profile writes at unload.
+  std::string profileSupport();
+  std::string table(const std::string &type, const std::string &contents);
   /// The ops computed by each kernel op's kernel (their operands' collectives
   /// are waited for before it).
   llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>> membersOf;

@@ -134,6 +134,12 @@ static cl::opt<bool> fuseElementwise("fuse-elementwise",
                                      cl::desc("Fuse runs of elementwise ops into one loop or "
                                               "kernel (default on)"),
                                      cl::init(true), cl::cat(stepcCategory));
+static cl::opt<bool> profile("profile",
+                              cl::desc("With --target=cpu: time the step's kernels by kind; "
+                                       "the table (JSON: calls, bytes and FLOPs per step, "
+                                       "seconds) is written to $STEPC_PROFILE, or stderr, "
+                                       "when step.so is unloaded"),
+                              cl::init(false), cl::cat(stepcCategory));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
@@ -209,6 +215,8 @@ int main(int argc, char **argv) {
   if (target == "cpu" && precision == "bf16" && emit != "mlir")
     return fail("--precision=bf16 needs --target=cuda: the CPU back end computes in f32 "
                 "(--emit=mlir shows the bf16 step, which stepc-interp runs)");
+  if (profile && target != "cpu")
+    return fail("--profile needs --target=cpu");
   if (cudaEmulation && target != "cuda")
     return fail("--cuda-emulation needs --target=cuda");
   if (target == "cuda" && !StringRef(arch).starts_with("sm_"))
@@ -441,7 +449,7 @@ int main(int argc, char **argv) {
         source = failure();
     } else {
       source = target == "cuda" ? emitCudaSource(step, plan, fusions, summarize, eval)
-                                : emitCpuSource(step, plan, summarize, eval);
+                                : emitCpuSource(step, plan, summarize, eval, profile);
     }
     if (succeeded(source) || overshoot == 0)
       break;

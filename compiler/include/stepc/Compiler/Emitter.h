@@ -64,10 +64,12 @@ bool isFusableElementwise(mlir::Operation *op);
 /// and generated elementwise loops (one per stepk.fused op or lone op)
 /// over buffers at the offsets of `plan`,
 /// plus the metadata table of the ABI (runtime/stepc_abi.h). Unsupported
-/// element types are errors at the op.
+/// element types are errors at the op. With `profile`, the step also times
+/// its kernels by kind and writes the table when the library is unloaded
+/// (to $STEPC_PROFILE, or stderr): stepc --profile.
 mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const MemoryPlan &plan,
                                            const SummarizeFn &summarize,
-                                           const EvalEntry &eval);
+                                           const EvalEntry &eval, bool profile = false);
 
 /// What the CUDA back end computes inside other ops' kernels, decided before
 /// the memory plan (which must keep a fused group's buffers apart). The GEMM
