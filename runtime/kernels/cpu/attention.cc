@@ -46,14 +46,18 @@ void ProbabilityBlock(const Shape& s, const float* q, const float* k, int64_t b,
   for (int64_t t = t0; t < t1; ++t) {
     float* row = p + (t - t0) * s.tk;
     int64_t n = s.Visible(t);
+    // Vector reductions and libmvec's expf (cpu_kernels.h).
     float max = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) max = std::fmax(max, row[j]);
-    double sum = 0;
+#pragma omp simd reduction(max : max)
+    for (int64_t j = 0; j < n; ++j) max = row[j] > max ? row[j] : max;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; ++j) {
-      row[j] = std::exp(row[j] - max);
+      row[j] = expf(row[j] - max);
       sum += row[j];
     }
-    float inv = static_cast<float>(1.0 / sum);
+    const float inv = 1.0f / sum;
+#pragma omp simd
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;
     for (int64_t j = n; j < kend; ++j) row[j] = 0.0f;
   }
@@ -121,9 +125,10 @@ extern "C" void stepc_cpu_attention_grad(const float* dout, const float* q, cons
               float* pr = p.data() + (t - t0) * tk;
               float* dr = dp.data() + (t - t0) * tk;
               int64_t n = s.Visible(t);
-              double row = 0;
-              for (int64_t j = 0; j < n; ++j) row += static_cast<double>(pr[j]) * dr[j];
-              float r = static_cast<float>(row);
+              float r = 0.0f;
+#pragma omp simd reduction(+ : r)
+              for (int64_t j = 0; j < n; ++j) r += pr[j] * dr[j];
+#pragma omp simd
               for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - r) * s.scale;
               for (int64_t j = n; j < kend; ++j) dr[j] = 0.0f;
             }

@@ -14,12 +14,16 @@ int64_t BadId(const int32_t* ids, int64_t n, int64_t bound) {
   return 0;
 }
 
-double LogSumExp(const float* x, int64_t n) {
+// log Σ exp(x[j]) over one row: max and sum as vector reductions, exp
+// through libmvec (cpu_kernels.h), in float as PyTorch's kernel.
+inline float RowLogSumExp(const float* x, int64_t n) {
   float max = -INFINITY;
-  for (int64_t j = 0; j < n; ++j) max = std::fmax(max, x[j]);
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(x[j]) - max);
-  return max + std::log(sum);
+#pragma omp simd reduction(max : max)
+  for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) sum += expf(x[j] - max);
+  return max + logf(sum);
 }
 
 }  // namespace
@@ -31,25 +35,27 @@ extern "C" int64_t stepc_cpu_cross_entropy(const float* logits, const int32_t* t
 #pragma omp parallel for reduction(+ : total)
   for (int64_t i = 0; i < n; ++i) {
     const float* row = logits + i * classes;
-    total += LogSumExp(row, classes) - row[targets[i]];
+    total += static_cast<double>(RowLogSumExp(row, classes)) - row[targets[i]];
   }
   *loss = static_cast<float>(total / n);
   return 0;
 }
 
-// dlogits = dloss · (softmax - onehot) / N
+// dlogits = dloss · (softmax - onehot) / N: one pass over each row (in
+// cache) for its log-sum-exp, one to write it.
 extern "C" int64_t stepc_cpu_cross_entropy_grad(const float* dloss, const float* logits,
                                                 const int32_t* targets, int64_t n,
                                                 int64_t classes, float* dlogits) {
   if (int64_t bad = BadId(targets, n, classes)) return bad;
-  double scale = static_cast<double>(*dloss) / n;
+  const float scale = static_cast<float>(static_cast<double>(*dloss) / n);
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) {
     const float* row = logits + i * classes;
-    double lse = LogSumExp(row, classes);
-    for (int64_t j = 0; j < classes; ++j)
-      dlogits[i * classes + j] = static_cast<float>(
-          scale * (std::exp(row[j] - lse) - (j == targets[i] ? 1.0 : 0.0)));
+    float* out = dlogits + i * classes;
+    const float lse = RowLogSumExp(row, classes);
+#pragma omp simd
+    for (int64_t j = 0; j < classes; ++j) out[j] = scale * expf(row[j] - lse);
+    out[targets[i]] -= scale;
   }
   return 0;
 }

@@ -2,6 +2,8 @@
 // rows split across threads; weight gradients summed over rows in a second
 // pass split across columns (no atomics).
 
+#include <omp.h>
+
 #include <cmath>
 #include <vector>
 
@@ -9,63 +11,78 @@
 
 namespace {
 
-// Mean and 1/sqrt(var + eps) of each row (biased variance), in double.
-void RowStats(const float* x, int64_t rows, int64_t d, double eps, std::vector<double>& mean,
-              std::vector<double>& rstd) {
-  mean.resize(rows);
-  rstd.resize(rows);
-#pragma omp parallel for
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    double m = 0, v = 0;
-    for (int64_t i = 0; i < d; ++i) m += xr[i];
-    m /= d;
-    for (int64_t i = 0; i < d; ++i) v += (xr[i] - m) * (xr[i] - m);
-    mean[r] = m;
-    rstd[r] = 1.0 / std::sqrt(v / d + eps);
-  }
+// Mean and 1/sqrt(var + eps) of one row (biased variance, two passes), as
+// float vector reductions.
+inline void RowMoments(const float* x, int64_t d, double eps, float& mean, float& rstd) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < d; ++i) sum += x[i];
+  const float m = sum / d;
+  float var = 0.0f;
+#pragma omp simd reduction(+ : var)
+  for (int64_t i = 0; i < d; ++i) var += (x[i] - m) * (x[i] - m);
+  mean = m;
+  rstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var) / d + eps));
 }
 
 }  // namespace
 
 extern "C" void stepc_cpu_layer_norm(const float* x, const float* w, const float* b,
                                      int64_t rows, int64_t d, double eps, float* y) {
-  std::vector<double> mean, rstd;
-  RowStats(x, rows, d, eps, mean, rstd);
 #pragma omp parallel for
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < d; ++i)
-      y[r * d + i] = static_cast<float>((x[r * d + i] - mean[r]) * rstd[r]) * w[i] + b[i];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    float* yr = y + r * d;
+    float mean, rstd;
+    RowMoments(xr, d, eps, mean, rstd);
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+  }
 }
 
-// dx = r·(g - mean(g) - x̂·mean(g·x̂)), g = dy·w; dw = Σ dy·x̂; db = Σ dy
+// dx = r·(g - mean(g) - x̂·mean(g·x̂)), g = dy·w; dw = Σ dy·x̂; db = Σ dy.
+// One pass over the rows: each row's statistics, its dx, and this thread's
+// partial dw and db (double, combined in thread order: no atomics).
 extern "C" void stepc_cpu_layer_norm_grad(const float* dy, const float* x, const float* w,
                                           int64_t rows, int64_t d, double eps, float* dx,
                                           float* dw, float* db) {
-  std::vector<double> mean, rstd;
-  RowStats(x, rows, d, eps, mean, rstd);
-#pragma omp parallel for
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * d, *dyr = dy + r * d;
-    double mg = 0, mgx = 0;
-    for (int64_t i = 0; i < d; ++i) {
-      double g = dyr[i] * w[i], xhat = (xr[i] - mean[r]) * rstd[r];
-      mg += g;
-      mgx += g * xhat;
-    }
-    mg /= d;
-    mgx /= d;
-    for (int64_t i = 0; i < d; ++i) {
-      double xhat = (xr[i] - mean[r]) * rstd[r];
-      dx[r * d + i] = static_cast<float>(rstd[r] * (dyr[i] * w[i] - mg - xhat * mgx));
+  std::vector<double> partial;
+#pragma omp parallel
+  {
+#pragma omp single
+    partial.assign(static_cast<size_t>(omp_get_num_threads()) * 2 * d, 0.0);
+    double* pw = partial.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * d;
+    double* pb = pw + d;
+#pragma omp for
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x + r * d, *dyr = dy + r * d;
+      float* dxr = dx + r * d;
+      float mean, rstd;
+      RowMoments(xr, d, eps, mean, rstd);
+      float mg = 0.0f, mgx = 0.0f;
+#pragma omp simd reduction(+ : mg, mgx)
+      for (int64_t i = 0; i < d; ++i) {
+        const float g = dyr[i] * w[i], xhat = (xr[i] - mean) * rstd;
+        mg += g;
+        mgx += g * xhat;
+      }
+      mg /= d;
+      mgx /= d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; ++i) {
+        const float xhat = (xr[i] - mean) * rstd;
+        dxr[i] = rstd * (dyr[i] * w[i] - mg - xhat * mgx);
+        pw[i] += static_cast<double>(dyr[i]) * xhat;
+        pb[i] += dyr[i];
+      }
     }
   }
-#pragma omp parallel for
+  const size_t threads = partial.size() / (2 * d);
   for (int64_t i = 0; i < d; ++i) {
     double sw = 0, sb = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      sw += dy[r * d + i] * ((x[r * d + i] - mean[r]) * rstd[r]);
-      sb += dy[r * d + i];
+    for (size_t t = 0; t < threads; ++t) {
+      sw += partial[t * 2 * d + i];
+      sb += partial[t * 2 * d + d + i];
     }
     dw[i] = static_cast<float>(sw);
     db[i] = static_cast<float>(sb);
