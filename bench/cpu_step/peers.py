@@ -71,17 +71,15 @@ def torch_peer(a, shapes, params, tokens, targets, steps, threads, compiled):
     tok = torch.tensor(tokens, dtype=torch.long)
     tgt = torch.tensor(targets, dtype=torch.long)
 
-    def fwd_bwd():
-        loss = loss_fn(a, p, tok, tgt)
-        loss.backward()
-        return loss
+    def forward():
+        return loss_fn(a, p, tok, tgt)
 
-    if compiled:
-        fwd_bwd = torch.compile(fwd_bwd)
+    if compiled:  # the loss (forward and, through AOTAutograd, backward)
+        forward = torch.compile(forward)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        fwd_bwd()
+        forward().backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), MAX_NORM)
         opt.step()
 

@@ -47,16 +47,62 @@ private:
   /// One loop over the kernel's elements: values in registers, results
   /// stored at the end of each iteration.
   LogicalResult emitFused(stepk::FusedOp fused) override {
+    int64_t inner = innerPeriod(fused.getInputs());
     GroupCode code = groupCode(
-        fused, [&](unsigned k) { return ptr(fused.getInputs()[k]) + "[i]"; },
+        fused, [&](unsigned k) { return load(fused.getInputs()[k], inner); },
         [](Type t, std::string e) { return t.isF32() ? e : "(float)(int32_t)(" + e + ")"; });
-    simdPragma(fused.getNumElements());
-    body << "  for (int64_t i = 0; i < " << fused.getNumElements() << "; ++i) {\n"
-         << code.statements;
+    std::string stores;
     for (auto [out, reg] : llvm::zip(fused.getResults(), code.outputRegisters))
-      body << "    " << ptr(out) << "[i] = " << reg << ";\n";
-    body << "  }\n";
+      stores += "    " + ptr(out) + "[i] = " + reg + ";\n";
+    elementLoop(fused.getNumElements(), inner, code.statements + stores);
     return success();
+  }
+  void planFusions() override;
+  bool computedByConsumers(Operation *op) override {
+    return op->getNumResults() == 1 && foldedBroadcasts.count(op->getResult(0));
+  }
+  /// Broadcasts of a trailing block (a bias over rows, a position table
+  /// over the batch) whose consumers are all elementwise loops: the loops
+  /// read the block at i modulo its size, nothing is materialised. Each
+  /// broadcast's (input, period).
+  DenseMap<Value, std::pair<Value, int64_t>> foldedBroadcasts;
+  /// The period of the loop's inner dimension: the smallest folded
+  /// broadcast's among `inputs` (0: none, a flat loop).
+  int64_t innerPeriod(ValueRange inputs) {
+    int64_t inner = 0;
+    for (Value v : inputs)
+      if (auto it = foldedBroadcasts.find(v); it != foldedBroadcasts.end() && it->second.second > 1)
+        inner = inner ? std::min(inner, it->second.second) : it->second.second;
+    return inner;
+  }
+  /// Element i of `v` in a loop with that inner period (i = r·inner + j).
+  std::string load(Value v, int64_t inner) {
+    auto it = foldedBroadcasts.find(v);
+    if (it == foldedBroadcasts.end())
+      return ptr(v) + "[i]";
+    auto [input, period] = it->second;
+    if (period == 1)
+      return ptr(input) + "[0]";
+    if (period == inner)
+      return ptr(input) + "[j]";
+    return ptr(input) + "[(r % " + std::to_string(period / inner) + ") * " +
+           std::to_string(inner) + " + j]";
+  }
+  /// A vectorised loop over n elements running `statements` for each i: flat,
+  /// or rows of `inner` elements (r, j) when a folded broadcast is read.
+  void elementLoop(int64_t n, int64_t inner, const std::string &statements) {
+    if (!inner) {
+      simdPragma(n);
+      body << "  for (int64_t i = 0; i < " << n << "; ++i) {\n" << statements << "  }\n";
+      return;
+    }
+    if (n >= 4096)
+      body << "#pragma omp parallel for\n";
+    body << "  for (int64_t r = 0; r < " << n / inner << "; ++r) {\n"
+         << "#pragma omp simd\n"
+         << "  for (int64_t j = 0; j < " << inner << "; ++j) {\n"
+         << "    const int64_t i = r * " << inner << " + j;\n"
+         << statements << "  }\n  }\n";
   }
   LogicalResult emitConstant(ConstantOp op);
   /// Every elementwise loop is vectorised (on threads from 4096 elements):
@@ -89,8 +135,12 @@ private:
                             int64_t bytes) override {
     return "memcpy(" + dst + ", " + src + ", " + std::to_string(bytes) + ");";
   }
-  void loop(Value out, const std::string &expr) {
+  void loop(Value out, const std::string &expr, int64_t inner = 0) {
     int64_t n = typeOf(out).getNumElements();
+    if (inner) {
+      elementLoop(n, inner, "    " + ptr(out) + "[i] = " + expr + ";\n");
+      return;
+    }
     simdPragma(n);
     body << "  for (int64_t i = 0; i < " << n << "; ++i) " << ptr(out) << "[i] = " << expr
          << ";\n";
@@ -102,6 +152,72 @@ private:
          << ", " << ptr(ids) << "[bad - 1], bad - 1, " << bound << ");\n";
   }
 };
+
+/// The size of the block `b` repeats (its input with leading 1s dropped
+/// is the result's trailing dims), or nullopt for another broadcast.
+static std::optional<int64_t> trailingPeriod(BroadcastOp b) {
+  ArrayRef<int64_t> in = typeOf(b.getInput()).getShape(), out = typeOf(b).getShape();
+  while (!in.empty() && in.front() == 1)
+    in = in.drop_front();
+  if (in.size() > out.size() || in != out.take_back(in.size()))
+    return std::nullopt;
+  int64_t period = 1;
+  for (int64_t d : in)
+    period *= d;
+  return period;
+}
+
+void CpuEmitter::planFusions() {
+  Block &block = step.getBody().front();
+  DenseMap<Operation *, int64_t> position;
+  SmallVector<Operation *> ops;
+  for (Operation &op : block) {
+    position[&op] = ops.size();
+    ops.push_back(&op);
+  }
+  // The plan let the broadcast's input die at the broadcast: folding reads
+  // it until the last consumer, so nothing written up to there may overlap
+  // it (an AdamW on the bias, a buffer the plan reused).
+  auto inputLivesOn = [&](BroadcastOp b) {
+    int64_t last = position[b];
+    for (Operation *user : b->getUsers())
+      last = std::max(last, position[user]);
+    for (int64_t k = position[b] + 1; k <= last; ++k)
+      for (Value r : ops[k]->getResults())
+        if ((plan.bufferOf.count(r) || plan.argumentOf.count(r)) && !disjoint(r, b.getInput()))
+          return false;
+    return true;
+  };
+  for (Operation *op : ops) {
+    auto b = dyn_cast<BroadcastOp>(op);
+    if (!b || !typeOf(b).getElementType().isF32() || b->use_empty())
+      continue;
+    std::optional<int64_t> period = trailingPeriod(b);
+    bool consumersLoop = llvm::all_of(b->getUsers(), [&](Operation *user) {
+      return (isa<stepk::FusedOp>(user) || isFusableElementwise(user)) &&
+             user->getBlock() == &block;
+    });
+    if (period && consumersLoop && inputLivesOn(b))
+      foldedBroadcasts[b.getResult()] = {b.getInput(), *period};
+  }
+  // A loop's rows are its smallest period: every other folded input's
+  // period must be a multiple of it (else that one is materialised, which
+  // may change another loop's rows: until nothing changes).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Operation &op : step.getBody().front()) {
+      if (!isa<stepk::FusedOp>(op) && !isFusableElementwise(&op))
+        continue;
+      int64_t inner = innerPeriod(op.getOperands());
+      for (Value v : op.getOperands())
+        if (auto it = foldedBroadcasts.find(v);
+            it != foldedBroadcasts.end() && inner && it->second.second % inner) {
+          foldedBroadcasts.erase(it);
+          changed = true;
+        }
+    }
+  }
+}
 
 LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
   auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
@@ -131,9 +247,10 @@ LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
 
 LogicalResult CpuEmitter::emitOp(Operation *op) {
   if (isFusableElementwise(op)) {
-    auto in = [&](unsigned i) { return ptr(op->getOperand(i)) + "[i]"; };
+    int64_t inner = innerPeriod(op->getOperands());
+    auto in = [&](unsigned i) { return load(op->getOperand(i), inner); };
     if (std::optional<std::string> expr = elementwiseExpr(op, in)) {
-      loop(op->getResult(0), *expr);
+      loop(op->getResult(0), *expr, inner);
       return success();
     }
   }

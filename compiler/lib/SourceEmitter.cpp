@@ -518,7 +518,7 @@ LogicalResult SourceEmitter::emitBody() {
     // A kernel reads its fused ops' operands too (a gathered bias, say).
     for (Operation *member : membersOf.lookup(&op))
       waitFor(member);
-    if (isa<ReshapeOp, func::ReturnOp>(op))
+    if (isa<ReshapeOp, func::ReturnOp>(op) || computedByConsumers(&op))
       continue;
     if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
       ++kernels;

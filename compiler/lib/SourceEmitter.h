@@ -80,6 +80,8 @@ protected:
   // ---- Target hooks.
   /// Before the first op: decide fusions over the whole step.
   virtual void planFusions() {}
+  /// Whether `op` needs no code of its own (its consumers compute it).
+  virtual bool computedByConsumers(mlir::Operation *op) { return false; }
   /// Rejects element types the target cannot run.
   virtual mlir::LogicalResult checkTypes(mlir::Operation *op) = 0;
   /// Lowers one op (its collectives already waited for).

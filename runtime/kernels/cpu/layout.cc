@@ -132,6 +132,15 @@ extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank
   auto finish = [&](double acc) {
     return static_cast<float>(kind == 2 ? acc / count : acc);
   };
+  if (outs == 1 && kind != 1) {
+    // A whole tensor to one sum (the clipping norm's terms): one vector
+    // reduction in double.
+    double acc = 0.0;
+#pragma omp parallel for simd reduction(+ : acc)
+    for (int64_t i = 0; i < n; ++i) acc += in[i];
+    out[0] = finish(acc);
+    return;
+  }
   if (prefix) {
     // Row blocks per thread, each accumulating contiguous rows into its own
     // partial sums (vectorisable), then one combine.
