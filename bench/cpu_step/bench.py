@@ -161,13 +161,16 @@ def main():
         "roofline_ms": round(flops / (sgemm * 1e9) * 1e3, 1),
         "stream_triad_gbps": stream["triad_gbps"],
     }
+    # The peers' figures under their own names ("peer torch" is PyTorch 2.x
+    # eager with SDPA, beside the system PyTorch above).
     for name, peer in peers.items():
+        key = "peer_" + name.replace(".", "_")
         if isinstance(peer, dict) and "step_s" in peer:
-            result[f"{name}_step_ms"] = round(peer["step_s"] * 1e3, 1)
-            result[f"speedup_vs_{name}"] = round(peer["step_s"] / stepc_s, 2)
-            result[f"{name}_version"] = peer["version"]
+            result[f"{key}_step_ms"] = round(peer["step_s"] * 1e3, 1)
+            result[f"speedup_vs_{key}"] = round(peer["step_s"] / stepc_s, 2)
+            result[f"{key}_version"] = peer["version"]
         else:
-            result[f"{name}"] = peer
+            result[key] = peer
     if profile:
         result["kernels"] = breakdown(profile, stream["triad_gbps"])
     print(json.dumps(result, indent=1))
