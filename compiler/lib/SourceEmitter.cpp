@@ -2,6 +2,10 @@
 
 #include "SourceEmitter.h"
 
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/stepc_abi.h"
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -354,10 +358,24 @@ std::string SourceEmitter::metadata() {
     if (DictionaryAttr tpShard = tpShardOf(i))
       segmentNames[i] =
           tableOf("tpSegments", i, tpShard.getAs<DenseI64ArrayAttr>("segments").asArrayRef());
-  os << "static const stepc_arg_info kArgs[] = {\n";
+  // The argument table as one string (fields, a space, the name, NUL),
+  // decoded into kArgs when the module info is first asked for: as an
+  // aggregate of thousands of entries it cost the C++ compiler a third of
+  // a second per hundred layers; as a string, nothing.
+  std::vector<std::string> shapeTables, segmentTables;
+  std::map<std::string, int> shapeIndex, segmentIndex;
+  auto indexOf = [](std::map<std::string, int> &index, std::vector<std::string> &names,
+                    const std::string &name) {
+    auto [it, inserted] = index.try_emplace(name, names.size());
+    if (inserted)
+      names.push_back(name);
+    return it->second;
+  };
+  os << "#include <stdlib.h>\n#include <string.h>\n\nstatic const char kArgsText[] =\n";
   for (unsigned i = 0; i < n; ++i) {
     RankedTensorType type = typeOf(step.getArgument(i));
-    std::string name, kind = "STEPC_ARG_INPUT", init = "STEPC_INIT_ZEROS";
+    std::string name;
+    int kind = STEPC_ARG_INPUT, init = STEPC_INIT_ZEROS;
     double stddev = 0;
     int64_t bound = 0;
     int64_t globalRows = type.getRank() > 0 ? type.getDimSize(0) : 1;
@@ -366,19 +384,19 @@ std::string SourceEmitter::metadata() {
     DictionaryAttr tpShard = tpShardOf(i);
     if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
       name = p.getName().str();
-      kind = "STEPC_ARG_PARAM";
-      init = p.getInit() == InitKind::Ones    ? "STEPC_INIT_ONES"
-             : p.getInit() == InitKind::Zeros ? "STEPC_INIT_ZEROS"
-                                              : "STEPC_INIT_NORMAL";
+      kind = STEPC_ARG_PARAM;
+      init = p.getInit() == InitKind::Ones    ? STEPC_INIT_ONES
+             : p.getInit() == InitKind::Zeros ? STEPC_INIT_ZEROS
+                                              : STEPC_INIT_NORMAL;
       stddev = p.getEffectiveStd();
     } else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName)) {
       name = s.getQualifiedName();
-      kind = s.getMoment() == Moment::ExpAvgSq ? "STEPC_ARG_EXP_AVG_SQ" : "STEPC_ARG_EXP_AVG";
+      kind = s.getMoment() == Moment::ExpAvgSq ? STEPC_ARG_EXP_AVG_SQ : STEPC_ARG_EXP_AVG;
       if (auto rows = step.getArgAttrOfType<IntegerAttr>(ownerOf(i), StepDialect::kShardOfAttrName))
         globalRows = rows.getInt();
     } else if (auto h = step.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName)) {
       name = stringifyHyper(h.getValue()).str();
-      kind = h.getValue() == Hyper::Lr ? "STEPC_ARG_LR" : "STEPC_ARG_STEP";
+      kind = h.getValue() == Hyper::Lr ? STEPC_ARG_LR : STEPC_ARG_STEP;
     } else if (auto in = step.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName)) {
       name = in.getValue().str();
       // The bound the runtime checks the input against: the tightest a
@@ -391,17 +409,52 @@ std::string SourceEmitter::metadata() {
           bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
       }
     }
-    std::string tp = "0, 0, 0, 0";
+    std::string tp = "0 0 0 -1";
     if (tpShard)
-      tp = llvm::formatv("{0}, {1}, {2}, {3}", summary.tensorParallel,
+      tp = llvm::formatv("{0} {1} {2} {3}", summary.tensorParallel,
                          tpShard.getAs<IntegerAttr>("dim").getInt(),
-                         tpShard.getAs<DenseI64ArrayAttr>("segments").size(), segmentNames[i]);
-    os << llvm::formatv("  {{{0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, {8}, {9}},\n",
-                        cString(name), kind,
-                        type.getElementType().isF32() ? "STEPC_F32" : "STEPC_I32",
-                        type.getRank(), shapeNames[i], init, stddev, bound, globalRows, tp);
+                         tpShard.getAs<DenseI64ArrayAttr>("segments").size(),
+                         indexOf(segmentIndex, segmentTables, segmentNames[i]));
+    // The standard deviation as the bits of its 7-digit decimal (the value
+    // the module info has always held); bits, as strtod would read the host
+    // trainer's locale.
+    double printed = std::strtod(llvm::formatv("{0:e}", stddev).str().c_str(), nullptr);
+    uint64_t stdBits;
+    std::memcpy(&stdBits, &printed, sizeof stdBits);
+    os << llvm::formatv("  \"{0} {1} {2} {3} {4} {5:x} {6} {7} {8} \" {9} \"\\0\"\n", kind,
+                        type.getElementType().isF32() ? STEPC_F32 : STEPC_I32, type.getRank(),
+                        indexOf(shapeIndex, shapeTables, shapeNames[i]), init, stdBits, bound,
+                        globalRows, tp, cString(name));
   }
-  os << "};\n\n";
+  if (n == 0)
+    os << "  \"\"";
+  os << ";\n\nstatic const int64_t *const kShapeTables[] = {" << llvm::join(shapeTables, ", ")
+     << (shapeTables.empty() ? "0" : "") << "};\n"
+     << "static const int64_t *const kSegmentTables[] = {" << llvm::join(segmentTables, ", ")
+     << (segmentTables.empty() ? "0" : "") << "};\n"
+     << "static stepc_arg_info kArgs[" << std::max(n, 1u) << "];\n\n"
+     << "static void stepc_decode_args() {\n"
+     << "  const char *s = kArgsText;\n"
+     << "  for (unsigned i = 0; i < " << n << "; ++i) {\n"
+     << "    char *end;\n"
+     << "    stepc_arg_info &a = kArgs[i];\n"
+     << "    a.kind = (int32_t)strtol(s, &end, 10);\n"
+     << "    a.dtype = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.rank = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.shape = kShapeTables[strtol(end, &end, 10)];\n"
+     << "    a.init = (int32_t)strtol(end, &end, 10);\n"
+     << "    unsigned long long bits = strtoull(end, &end, 16);\n"
+     << "    memcpy(&a.init_std, &bits, sizeof a.init_std);\n"
+     << "    a.id_bound = strtoll(end, &end, 10);\n"
+     << "    a.global_dim0 = strtoll(end, &end, 10);\n"
+     << "    a.tp_parts = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.tp_dim = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.tp_num_segments = (int32_t)strtol(end, &end, 10);\n"
+     << "    long segments = strtol(end, &end, 10);\n"
+     << "    a.tp_segments = segments < 0 ? 0 : kSegmentTables[segments];\n"
+     << "    a.name = end + 1;\n"
+     << "    s = a.name + strlen(a.name) + 1;\n"
+     << "  }\n}\n\n";
   if (!collectives.empty()) {
     os << "static const stepc_collective_info kCollectives[] = {\n";
     for (auto &[kind, axes, count] : collectives)
@@ -443,7 +496,9 @@ std::string SourceEmitter::metadata() {
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
      << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v5(void) { return &kInfo; }\n";
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v5(void) {\n"
+     << "  static const bool decoded = (stepc_decode_args(), true);\n"
+     << "  (void)decoded;\n  return &kInfo;\n}\n";
   return text;
 }
 
