@@ -56,6 +56,11 @@ def rotary(x, head_dim, theta):
     return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).view(b, t, c)
 
 
+# PyTorch 2.x's fused causal attention instead of the explicit softmax
+# (bench/cpu_step/peers.py sets it; the oracle keeps the explicit one).
+SDPA = False
+
+
 def attention(q, k, v, heads, kv_heads, head_dim):
     b, t, _ = q.shape
     q = q.view(b, t, heads, head_dim).transpose(1, 2)
@@ -64,6 +69,9 @@ def attention(q, k, v, heads, kv_heads, head_dim):
     if kv_heads != heads:
         k = k.repeat_interleave(heads // kv_heads, dim=1)
         v = v.repeat_interleave(heads // kv_heads, dim=1)
+    if SDPA:
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return o.transpose(1, 2).reshape(b, t, heads * head_dim)
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
     mask = torch.ones(t, t, dtype=torch.bool).tril()
     scores = scores.masked_fill(~mask, float("-inf"))

@@ -46,20 +46,8 @@ def torch_peer(a, shapes, params, tokens, targets, steps, threads, compiled):
 
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import torch_check
-    import torch.nn.functional as F
 
-    def sdpa(q, k, v, heads, kv_heads, head_dim):
-        b, t, _ = q.shape
-        q = q.view(b, t, heads, head_dim).transpose(1, 2)
-        k = k.view(b, t, kv_heads, head_dim).transpose(1, 2)
-        v = v.view(b, t, kv_heads, head_dim).transpose(1, 2)
-        if kv_heads != heads:
-            k = k.repeat_interleave(heads // kv_heads, dim=1)
-            v = v.repeat_interleave(heads // kv_heads, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return o.transpose(1, 2).reshape(b, t, heads * head_dim)
-
-    torch_check.attention = sdpa
+    torch_check.SDPA = True
     torch.set_num_threads(threads)
     p = {n: torch.tensor(params[n], requires_grad=True) for n, _ in shapes}
     decay = [p[n] for n, s in shapes if len(s) >= 2]

@@ -5,18 +5,24 @@
 // RUN: stepc --target=cpu %s --emit=source -o - | FileCheck %s
 
 // CHECK: #include "stepc_abi.h"
-// CHECK: static const stepc_arg_info kArgs[] = {
-// CHECK-NEXT: {"w", STEPC_ARG_PARAM, STEPC_F32, 2, shape0, STEPC_INIT_NORMAL, 2.000000e-02, 0, 16, 0, 0, 0, 0},
-// CHECK-NEXT: {"b", STEPC_ARG_PARAM, STEPC_F32, 1, shape1, STEPC_INIT_ZEROS, 0.000000e+00, 0, 4, 0, 0, 0, 0},
-// CHECK-NEXT: {"exp_avg.w", STEPC_ARG_EXP_AVG,
-// CHECK-NEXT: {"exp_avg.b", STEPC_ARG_EXP_AVG,
-// CHECK-NEXT: {"exp_avg_sq.w", STEPC_ARG_EXP_AVG_SQ,
-// CHECK-NEXT: {"exp_avg_sq.b", STEPC_ARG_EXP_AVG_SQ,
-// CHECK-NEXT: {"tokens", STEPC_ARG_INPUT, STEPC_I32, 2, shape6, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2, 0, 0, 0, 0},
-// Equal shapes share a table.
-// CHECK-NEXT: {"targets", STEPC_ARG_INPUT, STEPC_I32, 2, shape6, STEPC_INIT_ZEROS, 0.000000e+00, 16, 2, 0, 0, 0, 0},
-// CHECK-NEXT: {"lr", STEPC_ARG_LR,
-// CHECK-NEXT: {"step", STEPC_ARG_STEP,
+// The argument table is one string (kind, dtype, rank, shape table, init,
+// the bits of init_std, id bound, global dim 0, tp parts, dim, segments,
+// segment table; then the name), decoded on the first module-info call.
+// CHECK: static const char kArgsText[] =
+// CHECK-NEXT: "0 0 2 0 2 0x3f947ae147ae147b 0 16 0 0 0 -1 " "w" "\0"
+// CHECK-NEXT: "0 0 1 1 0 0x0 0 4 0 0 0 -1 " "b" "\0"
+// CHECK-NEXT: "1 0 2 0 0 0x0 0 16 0 0 0 -1 " "exp_avg.w" "\0"
+// CHECK-NEXT: "1 0 1 1 0 0x0 0 4 0 0 0 -1 " "exp_avg.b" "\0"
+// CHECK-NEXT: "2 0 2 0 0 0x0 0 16 0 0 0 -1 " "exp_avg_sq.w" "\0"
+// CHECK-NEXT: "2 0 1 1 0 0x0 0 4 0 0 0 -1 " "exp_avg_sq.b" "\0"
+// Equal shapes share a table; the ids' bound is the vocabulary (16).
+// CHECK-NEXT: "3 3 2 2 0 0x0 16 2 0 0 0 -1 " "tokens" "\0"
+// CHECK-NEXT: "3 3 2 2 0 0x0 16 2 0 0 0 -1 " "targets" "\0"
+// CHECK-NEXT: "4 0 0 3 0 0x0 0 1 0 0 0 -1 " "lr" "\0"
+// CHECK-NEXT: "5 0 0 3 0 0x0 0 1 0 0 0 -1 " "step" "\0"
+// CHECK: static stepc_arg_info kArgs[10];
+// CHECK: stepc_module_info_v5(void) {
+// CHECK-NEXT: static const bool decoded = (stepc_decode_args(), true);
 // CHECK: extern "C" int stepc_train_step_v5(
 // CHECK: float *a0 = (float *)args[0];
 // CHECK: int32_t *a6 = (int32_t *)args[6];
