@@ -37,11 +37,9 @@ import gen_model  # noqa: E402
 import torch_check  # noqa: E402
 
 
-def stepc_step_seconds(bindir, model, steps, cpu):
+def stepc_step_seconds(bindir, so, steps):
     with tempfile.TemporaryDirectory() as tmp:
-        so, metrics = os.path.join(tmp, "step.so"), os.path.join(tmp, "m.jsonl")
-        subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu",
-                        f"--cpu={cpu}"], check=True)
+        metrics = os.path.join(tmp, "m.jsonl")
         subprocess.run([os.path.join(bindir, "stepc-run"), so, f"--steps={steps}",
                         f"--metrics={metrics}", f"--log-every={steps}"], check=True,
                        capture_output=True)
@@ -126,6 +124,7 @@ def main():
     ap.add_argument("--cpu", default="native", help="stepc --cpu: native or x86-64-v3")
     ap.add_argument("--no-profile", action="store_true", help="skip the kernel breakdown")
     ap.add_argument("--no-peers", action="store_true", help="skip bench/.peers")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of every contender in turn")
     args = ap.parse_args()
     threads = os.cpu_count()
     a, text = gen_model.generate(["--preset", args.preset])
@@ -135,42 +134,62 @@ def main():
         report = json.loads(subprocess.run(
             [os.path.join(args.bindir, "stepc-opt"), "--step-report", model, "-o", os.devnull],
             check=True, capture_output=True, text=True).stdout)
-        per_token = stepc_step_seconds(args.bindir, model, args.steps, args.cpu)
+        so = os.path.join(tmp, "step.so")
+        subprocess.run([os.path.join(args.bindir, "stepc"), model, "-o", so, "--target=cpu",
+                        f"--cpu={args.cpu}"], check=True)
         profile = None if args.no_profile else stepc_profile(args.bindir, model, args.steps,
                                                              args.cpu)
-    tokens = report["tokens_per_step"]
-    flops = report["model_flops_per_step"]
-    stepc_s = statistics.median(per_token) * tokens
-    torch_s = statistics.median(torch_step_seconds(a, torch_check.param_shapes(text),
-                                                   args.steps, threads))
-    sgemm = json.loads(subprocess.run([os.path.join(args.bindir, "bench_sgemm")], check=True,
-                                      capture_output=True, text=True).stdout)["gflops"]
+        tokens = report["tokens_per_step"]
+        flops = report["model_flops_per_step"]
+        # Rounds, each running every contender once in turn: a ratio is taken
+        # within a round (minutes apart at most), then the median over rounds.
+        rounds = []
+        for r in range(args.rounds):
+            row = {"stepc": statistics.median(stepc_step_seconds(args.bindir, so, args.steps))
+                   * tokens}
+            row["torch"] = statistics.median(torch_step_seconds(
+                a, torch_check.param_shapes(text), args.steps, threads))
+            row["sgemm_gflops"] = json.loads(subprocess.run(
+                [os.path.join(args.bindir, "bench_sgemm")], check=True, capture_output=True,
+                text=True).stdout)["gflops"]
+            peers = {} if args.no_peers else peer_seconds(args.preset, args.steps, threads)
+            for name, peer in peers.items():
+                key = "peer_" + name.replace(".", "_")
+                row[key] = peer.get("step_s", peer) if isinstance(peer, dict) else peer
+            rounds.append(row)
+            print(f"bench: round {r + 1}/{args.rounds}: " +
+                  ", ".join(f"{k} {v * 1e3:.1f} ms" if isinstance(v, float) and k != "sgemm_gflops"
+                            else f"{k} {v}" for k, v in row.items()), file=sys.stderr)
+    median = lambda key: statistics.median(row[key] for row in rounds)
+    ratio = lambda num, den: statistics.median(row[num] / row[den] for row in rounds)
+    stepc_s, torch_s, sgemm = median("stepc"), median("torch"), median("sgemm_gflops")
     stepc_gflops = flops / stepc_s / 1e9
     stream = json.loads(subprocess.run([os.path.join(args.bindir, "bench_stream")], check=True,
                                        capture_output=True, text=True).stdout)
-    peers = {} if args.no_peers else peer_seconds(args.preset, args.steps, threads)
     result = {
         "model": args.preset, "threads": threads, "tokens_per_step": tokens,
-        "model_flops_per_step": flops,
+        "model_flops_per_step": flops, "rounds": args.rounds,
         "stepc_step_ms": round(stepc_s * 1e3, 1), "torch_step_ms": round(torch_s * 1e3, 1),
-        "speedup_vs_torch": round(torch_s / stepc_s, 2),
+        "speedup_vs_torch": round(ratio("torch", "stepc"), 2),
         "stepc_gflops": round(stepc_gflops, 1),
         "torch_gflops": round(flops / torch_s / 1e9, 1),
-        "sgemm_gflops": sgemm, "fraction_of_sgemm": round(stepc_gflops / sgemm, 3),
+        "sgemm_gflops": sgemm,
+        "fraction_of_sgemm": round(statistics.median(
+            flops / row["stepc"] / 1e9 / row["sgemm_gflops"] for row in rounds), 3),
         "torch_version": torch.__version__,
         "roofline_ms": round(flops / (sgemm * 1e9) * 1e3, 1),
         "stream_triad_gbps": stream["triad_gbps"],
     }
-    # The peers' figures under their own names ("peer torch" is PyTorch 2.x
+    # The peers' figures under their own names ("peer_torch" is PyTorch 2.x
     # eager with SDPA, beside the system PyTorch above).
-    for name, peer in peers.items():
-        key = "peer_" + name.replace(".", "_")
-        if isinstance(peer, dict) and "step_s" in peer:
-            result[f"{key}_step_ms"] = round(peer["step_s"] * 1e3, 1)
-            result[f"speedup_vs_{key}"] = round(peer["step_s"] / stepc_s, 2)
-            result[f"{key}_version"] = peer["version"]
+    for key in rounds[0]:
+        if not key.startswith("peer_"):
+            continue
+        if all(isinstance(row[key], float) for row in rounds):
+            result[f"{key}_step_ms"] = round(median(key) * 1e3, 1)
+            result[f"speedup_vs_{key}"] = round(ratio(key, "stepc"), 2)
         else:
-            result[key] = peer
+            result[key] = rounds[0][key]
     if profile:
         result["kernels"] = breakdown(profile, stream["triad_gbps"])
     print(json.dumps(result, indent=1))
