@@ -6,8 +6,6 @@
 #include <cstring>
 
 #include "runtime/stepc_abi.h"
-#include "stepc/Analysis/FlopCount.h"
-#include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -64,11 +62,6 @@ std::string SourceEmitter::cType(Type element) {
     return "__nv_bfloat16";
   return "int32_t";
 }
-
-// The body marks each pointer (\1name\2) and each op's location in its
-// comment (\3file:line:col\4), so outlinedBody can tell a block's code
-// apart from the storage and source lines it runs on.
-static constexpr char kPtrBegin = '\1', kPtrEnd = '\2', kLocBegin = '\3', kLocEnd = '\4';
 
 static std::string locationMark(Operation *op) {
   return std::string(1, kLocBegin) + where(op) + kLocEnd;
@@ -502,45 +495,6 @@ std::string SourceEmitter::metadata() {
   return text;
 }
 
-/// The block of each parameter-derived value: "h.3" for a parameter of
-/// block h.3, its optimizer moments or its gradient (through reshapes,
-/// converts, slices and collectives), "#" for one outside the blocks.
-static DenseMap<Value, std::string> parameterBlocks(func::FuncOp step) {
-  DenseMap<Value, std::string> blockOf;
-  for (BlockArgument arg : step.getArguments()) {
-    std::string param;
-    unsigned i = arg.getArgNumber();
-    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
-      param = p.getName().str();
-    else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
-      param = s.getParam().str();
-    else
-      continue;
-    std::string block = blockOfParameter(param);
-    blockOf[arg] = block.empty() ? "#" : block;
-  }
-  // A parameter's gradient too (through the reshapes that made it), so the
-  // clipping norm's terms run in their block's code.
-  step.walk([&](AdamwOp adamw) {
-    auto it = blockOf.find(adamw.getParam());
-    if (it == blockOf.end())
-      return;
-    std::string block = it->second;
-    for (Value g = adamw.getGrad(); g; ) {
-      blockOf.try_emplace(g, block);
-      auto reshape = g.getDefiningOp<ReshapeOp>();
-      g = reshape ? reshape.getInput() : Value();
-    }
-  });
-  for (Operation &op : step.getBody().front())
-    if (isa<ReshapeOp, ConvertOp, SliceOp>(op) || getPhase(&op) == Phase::Collective)
-      if (op.getNumOperands() > 0)
-        if (auto it = blockOf.find(op.getOperand(0)); it != blockOf.end())
-          for (Value r : op.getResults())
-            blockOf[r] = it->second;
-  return blockOf;
-}
-
 LogicalResult SourceEmitter::emitBody() {
   Block &block = step.getBody().front();
   planFusions();
@@ -609,197 +563,6 @@ LogicalResult SourceEmitter::emitBody() {
   finishBody();
   chunks.push_back(Chunk{chunks.empty() ? 0 : chunks.back().end, bodyText.size(), ""});
   return success();
-}
-
-int SourceEmitter::profileKind(Operation *op) {
-  Operation *named = isa<stepk::CallOp>(op) ? &op->getRegion(0).front().front() : op;
-  std::string name = isa<stepk::FusedOp>(op) ? "fused elementwise"
-                                              : named->getName().getStringRef().str();
-  int64_t flops = 0;
-  auto transposes = [&](bool a, bool b) {
-    name += std::string(" ") + (a ? "T" : "N") + (b ? "T" : "N");
-  };
-  if (auto m = dyn_cast<MatmulOp>(named))
-    transposes(m.getTransposeA(), m.getTransposeB());
-  if (auto m = dyn_cast<BatchMatmulOp>(named))
-    transposes(m.getTransposeA(), m.getTransposeB());
-  if (isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(named))
-    if (FailureOr<int64_t> executed = getExecutedFlops(named); succeeded(executed))
-      flops = *executed;
-  // Bytes: every operand read and every result written once (the least
-  // traffic the kernel can have).
-  int64_t bytes = 0;
-  for (Value v : op->getOperands())
-    bytes += tensorBytes(typeOf(v));
-  for (Value v : op->getResults())
-    bytes += tensorBytes(typeOf(v));
-  auto [it, inserted] = profileKindOf.try_emplace(name, profileKinds.size());
-  if (inserted)
-    profileKinds.push_back(ProfileKind{name});
-  ProfileKind &kind = profileKinds[it->second];
-  kind.calls += 1;
-  kind.bytes += bytes;
-  kind.flops += flops;
-  return it->second;
-}
-
-std::string SourceEmitter::profileSupport() {
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "// stepc --profile: the wall time of each kernel kind, written when the\n"
-     << "// library is unloaded to $STEPC_PROFILE (or stderr).\n"
-     << "#include <stdlib.h>\n#include <time.h>\n\nnamespace {\n\n"
-     << "struct stepc_prof_kind {\n  const char *name;\n"
-     << "  long long calls, bytes, flops;\n};\n"
-     << "const stepc_prof_kind kProfKinds[] = {\n";
-  for (const ProfileKind &k : profileKinds)
-    os << "  {" << cString(k.name) << ", " << k.calls << ", " << k.bytes << ", " << k.flops
-       << "},\n";
-  size_t n = std::max<size_t>(profileKinds.size(), 1);
-  os << "};\n"
-     << "double stepc_prof_seconds[" << n << "];\n"
-     << "long long stepc_prof_steps;\ndouble stepc_prof_last;\n\n"
-     << "double stepc_prof_now() {\n  struct timespec t;\n"
-     << "  clock_gettime(CLOCK_MONOTONIC, &t);\n  return t.tv_sec + 1e-9 * t.tv_nsec;\n}\n"
-     << "void stepc_prof_begin() {\n  ++stepc_prof_steps;\n"
-     << "  stepc_prof_last = stepc_prof_now();\n}\n"
-     << "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
-     << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n  stepc_prof_last = now;\n}\n\n"
-     << "__attribute__((destructor)) void stepc_prof_write() {\n"
-     << "  const char *path = getenv(\"STEPC_PROFILE\");\n"
-     << "  FILE *out = path ? fopen(path, \"w\") : stderr;\n  if (!out) {\n"
-     << "    fprintf(stderr, \"stepc --profile: cannot write '%s'\\n\", path);\n"
-     << "    return;\n  }\n"
-     << "  fprintf(out, \"{\\\"steps\\\": %lld, \\\"kernels\\\": [\", stepc_prof_steps);\n"
-     << "  for (size_t k = 0; k < sizeof(kProfKinds) / sizeof(kProfKinds[0]); ++k)\n"
-     << "    fprintf(out, \"%s\\n {\\\"kind\\\": \\\"%s\\\", \\\"calls_per_step\\\": %lld, "
-        "\\\"bytes_per_step\\\": %lld, \\\"flops_per_step\\\": %lld, \\\"seconds\\\": %.9f}\",\n"
-     << "            k ? \",\" : \"\", kProfKinds[k].name, kProfKinds[k].calls, kProfKinds[k].bytes,\n"
-     << "            kProfKinds[k].flops, stepc_prof_seconds[k]);\n"
-     << "  fprintf(out, \"\\n]}\\n\");\n  if (path)\n    fclose(out);\n}\n\n"
-     << "}  // namespace\n\n";
-  return text;
-}
-
-/// Text with every marker resolved to its name or location.
-static std::string resolveMarkers(StringRef from) {
-  std::string out;
-  out.reserve(from.size());
-  for (size_t i = 0; i < from.size(); ++i) {
-    char c = from[i];
-    if (c == kPtrBegin) {  // the name, without an argument's type
-      size_t close = from.find(kPtrEnd, i);
-      out += from.slice(i + 1, close).split(':').first;
-      i = close;
-    } else if (c != kLocBegin && c != kLocEnd) {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string SourceEmitter::outlinedBody(std::string &functions) {
-  const std::string &text = bodyText;
-  std::string out;
-  std::map<std::string, int> functionOf;
-  auto outline = [&](size_t first, size_t last) {
-    StringRef code = StringRef(text).slice(chunks[first].begin, chunks[last].end);
-    // The function's text: pointers become p[k] by first appearance,
-    // locations are dropped (they are at the call).
-    std::string canonical;
-    SmallVector<std::string> pointers;
-    llvm::StringMap<unsigned> slot;
-    SmallVector<std::string> locations;
-    for (size_t i = 0; i < code.size(); ++i) {
-      char c = code[i];
-      if (c == kPtrBegin || c == kLocBegin) {
-        size_t close = code.find(c == kPtrBegin ? kPtrEnd : kLocEnd, i);
-        StringRef mark = code.slice(i + 1, close), argType;
-        if (c == kPtrBegin)
-          std::tie(mark, argType) = mark.split(':');
-        std::string name = mark.str();
-        if (c == kPtrBegin) {
-          // One slot per address, not per name: an op in place reads and
-          // writes one pointer, so the compiler vectorises it as it does
-          // inline (a scalar fallback would round libmvec's exp differently).
-          std::string address =
-              name[0] == 'a' ? name
-                             : "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset);
-          auto [it, inserted] = slot.try_emplace(address, pointers.size());
-          if (inserted)
-            pointers.push_back(name);
-          std::string local = "p" + std::to_string(it->second);
-          canonical += argType.empty() ? local : "((" + argType.str() + " *)" + local + ")";
-        } else {
-          locations.push_back(name);
-          if (!canonical.empty() && canonical.back() == ' ')
-            canonical.pop_back();
-        }
-        i = close;
-        continue;
-      }
-      canonical += c;
-    }
-    // Where each pointer is: args[-t - 1] for t < 0, arena + t otherwise.
-    SmallVector<int64_t> at;
-    for (const std::string &name : pointers) {
-      int64_t id = std::stoll(name.substr(1));
-      at.push_back(name[0] == 'a' ? -id - 1 : plan.buffers[id].offset);
-    }
-    std::string where = array(at);
-    auto [it, inserted] = functionOf.try_emplace(canonical, functionOf.size());
-    std::string fn = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(it->second);
-    // Locals, as the step function's are: a loop reads a pointer in a
-    // register, not through an array the compiler must reload.
-    std::string declarations;
-    for (size_t k = 0; k < pointers.size(); ++k)
-      declarations += llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
-                                    ": arena + at[{0}];\n",
-                                    k);
-    if (inserted)
-      functions += "static int " + fn +
-                   "(void *const *args, char *arena, const int64_t *at,\n"
-                   "    const stepc_collectives *collectives, const stepc_device *device,\n"
-                   "    char *error, size_t error_len) {\n" +
-                   declarations + canonical + "  return 0;\n}\n\n";
-    out += "  // " + chunks[first].block + ": " + std::to_string(last - first + 1) +
-           " kernels from " + (locations.empty() ? "" : locations.front()) + " to " +
-           (locations.empty() ? "" : locations.back()) + "\n  if (int failed = " + fn +
-           "(args, arena, " + where + ", collectives, device, error, error_len))\n" +
-           "    return failed;\n";
-  };
-  // A block's run: consecutive ops reading its parameters, with the ops
-  // after them that read none; ops that start or wait for a collective stay
-  // inline (their requests live in the step function).
-  std::string current;
-  size_t start = 0;
-  auto flush = [&](size_t endChunk) {
-    if (endChunk == start)
-      return;
-    if (current.empty() || current == "#")
-      out += StringRef(text).slice(chunks[start].begin, chunks[endChunk - 1].end);
-    else
-      outline(start, endChunk - 1);
-    start = endChunk;
-  };
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    StringRef code = StringRef(text).slice(chunks[i].begin, chunks[i].end);
-    bool inlineOnly = code.contains("collectives->") || i + 1 == chunks.size();
-    const std::string &block = chunks[i].block;
-    if (inlineOnly) {
-      flush(i);
-      current = "#";
-      flush(i + 1);
-      current = "";
-      continue;
-    }
-    if (!block.empty() && block != current) {
-      flush(i);
-      current = block;
-    }
-  }
-  flush(chunks.size());
-  return out;
 }
 
 /// The function's head: the argument and arena buffer names `code` uses.

@@ -29,6 +29,17 @@
 namespace stepc {
 
 mlir::RankedTensorType typeOf(mlir::Value v);
+
+// The body marks each pointer (\1name\2, an argument's as \1aN:type\2) and
+// each op's location in its comment (\3file:line:col\4), so outlinedBody
+// can tell a block's code apart from the storage and source lines it runs on.
+constexpr char kPtrBegin = '\1', kPtrEnd = '\2', kLocBegin = '\3', kLocEnd = '\4';
+/// Text with every mark resolved to its name or location.
+std::string resolveMarkers(llvm::StringRef from);
+/// The block of each parameter-derived value: "h.3" for a parameter of
+/// block h.3, its optimizer moments or its gradient (through reshapes,
+/// converts, slices and collectives), "#" for one outside the blocks.
+llvm::DenseMap<mlir::Value, std::string> parameterBlocks(mlir::func::FuncOp step);
 /// A C string literal of `text`.
 std::string cString(llvm::StringRef text);
 /// "file:line:col" of an op, for runtime error messages.

@@ -1,0 +1,93 @@
+//===- EmitterProfile.cpp - per-kind kernel timers (stepc --profile) -----===//
+//
+// Each op's text ends with a mark charging the time since the previous one
+// to its kind; the calls, bytes and FLOPs of each kind per step are known
+// here, the seconds at run time, and the table is written at unload.
+//
+//===----------------------------------------------------------------------===//
+
+#include "SourceEmitter.h"
+
+#include "stepc/Analysis/FlopCount.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+int SourceEmitter::profileKind(Operation *op) {
+  Operation *named = isa<stepk::CallOp>(op) ? &op->getRegion(0).front().front() : op;
+  std::string name = isa<stepk::FusedOp>(op) ? "fused elementwise"
+                                              : named->getName().getStringRef().str();
+  int64_t flops = 0;
+  auto transposes = [&](bool a, bool b) {
+    name += std::string(" ") + (a ? "T" : "N") + (b ? "T" : "N");
+  };
+  if (auto m = dyn_cast<MatmulOp>(named))
+    transposes(m.getTransposeA(), m.getTransposeB());
+  if (auto m = dyn_cast<BatchMatmulOp>(named))
+    transposes(m.getTransposeA(), m.getTransposeB());
+  if (isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(named))
+    if (FailureOr<int64_t> executed = getExecutedFlops(named); succeeded(executed))
+      flops = *executed;
+  // Bytes: every operand read and every result written once (the least
+  // traffic the kernel can have).
+  int64_t bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += tensorBytes(typeOf(v));
+  for (Value v : op->getResults())
+    bytes += tensorBytes(typeOf(v));
+  auto [it, inserted] = profileKindOf.try_emplace(name, profileKinds.size());
+  if (inserted)
+    profileKinds.push_back(ProfileKind{name});
+  ProfileKind &kind = profileKinds[it->second];
+  kind.calls += 1;
+  kind.bytes += bytes;
+  kind.flops += flops;
+  return it->second;
+}
+
+std::string SourceEmitter::profileSupport() {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "// stepc --profile: the wall time of each kernel kind, written when the\n"
+     << "// library is unloaded to $STEPC_PROFILE (or stderr).\n"
+     << "#include <stdlib.h>\n#include <time.h>\n\nnamespace {\n\n"
+     << "struct stepc_prof_kind {\n  const char *name;\n"
+     << "  long long calls, bytes, flops;\n};\n"
+     << "const stepc_prof_kind kProfKinds[] = {\n";
+  for (const ProfileKind &k : profileKinds)
+    os << "  {" << cString(k.name) << ", " << k.calls << ", " << k.bytes << ", " << k.flops
+       << "},\n";
+  size_t n = std::max<size_t>(profileKinds.size(), 1);
+  os << "};\n"
+     << "double stepc_prof_seconds[" << n << "];\n"
+     << "long long stepc_prof_steps;\ndouble stepc_prof_last;\n\n"
+     << "double stepc_prof_now() {\n  struct timespec t;\n"
+     << "  clock_gettime(CLOCK_MONOTONIC, &t);\n  return t.tv_sec + 1e-9 * t.tv_nsec;\n}\n"
+     << "void stepc_prof_begin() {\n  ++stepc_prof_steps;\n"
+     << "  stepc_prof_last = stepc_prof_now();\n}\n"
+     << "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
+     << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n  stepc_prof_last = now;\n}\n\n"
+     << "__attribute__((destructor)) void stepc_prof_write() {\n"
+     << "  const char *path = getenv(\"STEPC_PROFILE\");\n"
+     << "  FILE *out = path ? fopen(path, \"w\") : stderr;\n  if (!out) {\n"
+     << "    fprintf(stderr, \"stepc --profile: cannot write '%s'\\n\", path);\n"
+     << "    return;\n  }\n"
+     << "  fprintf(out, \"{\\\"steps\\\": %lld, \\\"kernels\\\": [\", stepc_prof_steps);\n"
+     << "  for (size_t k = 0; k < sizeof(kProfKinds) / sizeof(kProfKinds[0]); ++k)\n"
+     << "    fprintf(out, \"%s\\n {\\\"kind\\\": \\\"%s\\\", \\\"calls_per_step\\\": %lld, "
+        "\\\"bytes_per_step\\\": %lld, \\\"flops_per_step\\\": %lld, \\\"seconds\\\": %.9f}\",\n"
+     << "            k ? \",\" : \"\", kProfKinds[k].name, kProfKinds[k].calls, kProfKinds[k].bytes,\n"
+     << "            kProfKinds[k].flops, stepc_prof_seconds[k]);\n"
+     << "  fprintf(out, \"\\n]}\\n\");\n  if (path)\n    fclose(out);\n}\n\n"
+     << "}  // namespace\n\n";
+  return text;
+}
+

@@ -1,0 +1,182 @@
+//===- OutlineBlocks.cpp - one function per distinct block body ----------===//
+//
+// After the body is written, ops are grouped into runs by the block whose
+// parameters, moments or gradient they read; each run's text, with its
+// pointers renumbered by first appearance (one per address), becomes a
+// function shared by every run with the same text, called with a static
+// table of that run's pointers. A deep model's source and compile time do
+// not grow with its depth (docs/design/cpu-backend.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "SourceEmitter.h"
+
+#include "stepc/Analysis/StepStructure.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
+  DenseMap<Value, std::string> blockOf;
+  for (BlockArgument arg : step.getArguments()) {
+    std::string param;
+    unsigned i = arg.getArgNumber();
+    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
+      param = p.getName().str();
+    else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
+      param = s.getParam().str();
+    else
+      continue;
+    std::string block = blockOfParameter(param);
+    blockOf[arg] = block.empty() ? "#" : block;
+  }
+  // A parameter's gradient too (through the reshapes that made it), so the
+  // clipping norm's terms run in their block's code.
+  step.walk([&](AdamwOp adamw) {
+    auto it = blockOf.find(adamw.getParam());
+    if (it == blockOf.end())
+      return;
+    std::string block = it->second;
+    for (Value g = adamw.getGrad(); g; ) {
+      blockOf.try_emplace(g, block);
+      auto reshape = g.getDefiningOp<ReshapeOp>();
+      g = reshape ? reshape.getInput() : Value();
+    }
+  });
+  for (Operation &op : step.getBody().front())
+    if (isa<ReshapeOp, ConvertOp, SliceOp>(op) || getPhase(&op) == Phase::Collective)
+      if (op.getNumOperands() > 0)
+        if (auto it = blockOf.find(op.getOperand(0)); it != blockOf.end())
+          for (Value r : op.getResults())
+            blockOf[r] = it->second;
+  return blockOf;
+}
+
+std::string stepc::resolveMarkers(StringRef from) {
+  std::string out;
+  out.reserve(from.size());
+  for (size_t i = 0; i < from.size(); ++i) {
+    char c = from[i];
+    if (c == kPtrBegin) {  // the name, without an argument's type
+      size_t close = from.find(kPtrEnd, i);
+      out += from.slice(i + 1, close).split(':').first;
+      i = close;
+    } else if (c != kLocBegin && c != kLocEnd) {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string SourceEmitter::outlinedBody(std::string &functions) {
+  const std::string &text = bodyText;
+  std::string out;
+  std::map<std::string, int> functionOf;
+  auto outline = [&](size_t first, size_t last) {
+    StringRef code = StringRef(text).slice(chunks[first].begin, chunks[last].end);
+    // The function's text: pointers become p[k] by first appearance,
+    // locations are dropped (they are at the call).
+    std::string canonical;
+    SmallVector<std::string> pointers;
+    llvm::StringMap<unsigned> slot;
+    SmallVector<std::string> locations;
+    for (size_t i = 0; i < code.size(); ++i) {
+      char c = code[i];
+      if (c == kPtrBegin || c == kLocBegin) {
+        size_t close = code.find(c == kPtrBegin ? kPtrEnd : kLocEnd, i);
+        StringRef mark = code.slice(i + 1, close), argType;
+        if (c == kPtrBegin)
+          std::tie(mark, argType) = mark.split(':');
+        std::string name = mark.str();
+        if (c == kPtrBegin) {
+          // One slot per address, not per name: an op in place reads and
+          // writes one pointer, so the compiler vectorises it as it does
+          // inline (a scalar fallback would round libmvec's exp differently).
+          std::string address =
+              name[0] == 'a' ? name
+                             : "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset);
+          auto [it, inserted] = slot.try_emplace(address, pointers.size());
+          if (inserted)
+            pointers.push_back(name);
+          std::string local = "p" + std::to_string(it->second);
+          canonical += argType.empty() ? local : "((" + argType.str() + " *)" + local + ")";
+        } else {
+          locations.push_back(name);
+          if (!canonical.empty() && canonical.back() == ' ')
+            canonical.pop_back();
+        }
+        i = close;
+        continue;
+      }
+      canonical += c;
+    }
+    // Where each pointer is: args[-t - 1] for t < 0, arena + t otherwise.
+    SmallVector<int64_t> at;
+    for (const std::string &name : pointers) {
+      int64_t id = std::stoll(name.substr(1));
+      at.push_back(name[0] == 'a' ? -id - 1 : plan.buffers[id].offset);
+    }
+    std::string where = array(at);
+    auto [it, inserted] = functionOf.try_emplace(canonical, functionOf.size());
+    std::string fn = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(it->second);
+    // Locals, as the step function's are: a loop reads a pointer in a
+    // register, not through an array the compiler must reload.
+    std::string declarations;
+    for (size_t k = 0; k < pointers.size(); ++k)
+      declarations += llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
+                                    ": arena + at[{0}];\n",
+                                    k);
+    if (inserted)
+      functions += "static int " + fn +
+                   "(void *const *args, char *arena, const int64_t *at,\n"
+                   "    const stepc_collectives *collectives, const stepc_device *device,\n"
+                   "    char *error, size_t error_len) {\n" +
+                   declarations + canonical + "  return 0;\n}\n\n";
+    out += "  // " + chunks[first].block + ": " + std::to_string(last - first + 1) +
+           " kernels from " + (locations.empty() ? "" : locations.front()) + " to " +
+           (locations.empty() ? "" : locations.back()) + "\n  if (int failed = " + fn +
+           "(args, arena, " + where + ", collectives, device, error, error_len))\n" +
+           "    return failed;\n";
+  };
+  // A block's run: consecutive ops reading its parameters, with the ops
+  // after them that read none; ops that start or wait for a collective stay
+  // inline (their requests live in the step function).
+  std::string current;
+  size_t start = 0;
+  auto flush = [&](size_t endChunk) {
+    if (endChunk == start)
+      return;
+    if (current.empty() || current == "#")
+      out += StringRef(text).slice(chunks[start].begin, chunks[endChunk - 1].end);
+    else
+      outline(start, endChunk - 1);
+    start = endChunk;
+  };
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    StringRef code = StringRef(text).slice(chunks[i].begin, chunks[i].end);
+    bool inlineOnly = code.contains("collectives->") || i + 1 == chunks.size();
+    const std::string &block = chunks[i].block;
+    if (inlineOnly) {
+      flush(i);
+      current = "#";
+      flush(i + 1);
+      current = "";
+      continue;
+    }
+    if (!block.empty() && block != current) {
+      flush(i);
+      current = block;
+    }
+  }
+  flush(chunks.size());
+  return out;
+}
+
