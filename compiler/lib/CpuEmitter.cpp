@@ -1,7 +1,8 @@
 //===- CpuEmitter.cpp - C++ source for the CPU target ---------------------===//
 //
-// The step becomes straight-line C++: composite ops call the library
-// kernels in runtime/kernels/cpu/, elementwise ops become OpenMP SIMD loops,
+// The step becomes C++ (repeated blocks outlined, OutlineBlocks.cpp):
+// composite ops call the library kernels in runtime/kernels/cpu/,
+// elementwise ops become OpenMP SIMD loops (broadcasts folded in),
 // reshapes are free (aliases), step.adamw updates parameters and moments in
 // place. Every buffer is `arena + offset` from the memory plan. One table
 // (emitOp) covers every op; an op outside it is an error at its location.
