@@ -312,7 +312,7 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             std::string text = "stepc_cpu_" + c.getCallee().str() + "(" + libraryArgs(c) + ")";
             // A kernel that checks ids returns the first bad position + 1.
             if (std::optional<StringRef> what = c.getIdCheck())
-              checkIds(&c.getBody().front().front(), text, c.getInputs()[*c.getIdOperand()],
+              checkIds(c.getKernelOp(), text, c.getInputs()[*c.getIdOperand()],
                        *what, *c.getIdBound());
             else
               b << "  " << text << ";\n";

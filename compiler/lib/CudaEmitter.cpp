@@ -511,7 +511,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
           needScratch(*scratch);
         // Errors name the op the call computes; a kernel that checks ids
         // records the first bad one under its check site, passed last.
-        Operation *site = &c.getBody().front().front();
+        Operation *site = c.getKernelOp();
         std::string args = libraryArgs(c, scratch ? "(float *)scratch" : "");
         if (std::optional<StringRef> what = c.getIdCheck())
           args += ", " + std::to_string(checkSite(site, *what));

@@ -22,7 +22,7 @@ using namespace stepc;
 using namespace stepc::step;
 
 int SourceEmitter::profileKind(Operation *op) {
-  Operation *named = isa<stepk::CallOp>(op) ? &op->getRegion(0).front().front() : op;
+  Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : op;
   std::string name = isa<stepk::FusedOp>(op) ? "fused elementwise"
                                               : named->getName().getStringRef().str();
   int64_t flops = 0;

@@ -32,6 +32,11 @@ inline mlir::LogicalResult checkTarget(mlir::ModuleOp module, llvm::StringRef pa
          << pass << ": unknown target '" << target << "' (expected cpu or cuda)";
 }
 
+/// On the CPU: attention on slices of one packed [B, T, 3C] tensor reads
+/// it in place, and its gradient's pad-and-add back into [B, T, 3C] is one
+/// kernel writing the three parts (PackedAttention.cpp).
+void lowerPackedAttention(mlir::func::FuncOp step);
+
 } // namespace stepc
 
 #endif // STEPC_COMPILER_LIB_LOWERINGUTILS_H

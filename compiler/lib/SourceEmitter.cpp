@@ -540,7 +540,7 @@ LogicalResult SourceEmitter::emitBody() {
     }
     ++kernels;
     // A library call is named after the op it computes.
-    Operation *named = isa<stepk::CallOp>(op) ? &op.getRegion(0).front().front() : &op;
+    Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
     body << "  // " << named->getName() << " " << locationMark(&op) << "\n";
     if (std::optional<LogicalResult> done = emitCollective(&op)) {
       if (failed(*done))

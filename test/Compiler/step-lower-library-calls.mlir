@@ -72,3 +72,84 @@ func.func @arrays(%x: tensor<2x8x4xf32>) -> (tensor<8xf32>, tensor<4x2x8xf32>) a
   %t = step.transpose %x [2, 0, 1] : (tensor<2x8x4xf32>) -> tensor<4x2x8xf32>
   return %s, %t : tensor<8xf32>, tensor<4x2x8xf32>
 }
+
+// -----
+
+// On the CPU, attention on three last-dim slices of one [B, T, 3C] tensor
+// reads them in place: "attention_packed"(x) with (batch, length, heads,
+// kv_heads, head_dim, causal, scale, width, offsets of q, k, v), and the
+// gradient's pads and adds back into [B, T, 3C] become one call writing the
+// three parts; the slices go. Both bodies keep what the kernel computes.
+// On CUDA nothing changes.
+// CHECK-LABEL: func.func @packed_attention
+// CPU-NOT: step.slice
+// CPU: %[[O:.*]] = stepk.call "attention_packed"(%arg0) {scalars = [2, 8, 2, 2, 4, 1, 5.000000e-01, 24, 0, 8, 16]}
+// CPU: step.slice
+// CPU: step.slice
+// CPU: step.slice
+// CPU: step.attention
+// CPU: stepk.yield
+// CPU: %[[D:.*]] = stepk.call "attention_grad_packed"(%arg1, %arg0) {scalars = [2, 8, 2, 2, 4, 1, 5.000000e-01, 24, 0, 8, 16]}
+// CPU: step.attention_grad
+// CPU-COUNT-3: step.pad
+// CPU-COUNT-2: step.add
+// CPU: stepk.yield
+// CPU-NOT: step.pad
+// CPU: return %[[O]], %[[D]]
+// CUDA-COUNT-3: step.slice
+// CUDA-NOT: attention_packed
+// CUDA: step.attention
+// CUDA-COUNT-3: step.pad
+func.func @packed_attention(%x: tensor<2x8x24xf32>, %do: tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x24xf32>) attributes {step.train_step} {
+  %q = step.slice %x offsets [0, 0, 0] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %k = step.slice %x offsets [0, 0, 8] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %v = step.slice %x offsets [0, 0, 16] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %o = step.attention %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %dq, %dk, %dv = step.attention_grad %do, %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  %pv = step.pad %dv low [0, 0, 16] high [0, 0, 0] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pk = step.pad %dk low [0, 0, 8] high [0, 0, 8] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %s = step.add %pv, %pk : tensor<2x8x24xf32>
+  %pq = step.pad %dq low [0, 0, 0] high [0, 0, 16] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %d = step.add %s, %pq : tensor<2x8x24xf32>
+  return %o, %d : tensor<2x8x8xf32>, tensor<2x8x24xf32>
+}
+
+// -----
+
+// The gradient stays as it is when the slices do not tile the width (a
+// column nothing writes) or a pad is not at its slice; the forward, which
+// only reads, is packed all the same.
+// CHECK-LABEL: func.func @unpacked_gradient
+// CPU: stepk.call "attention_packed"(%arg0)
+// CPU: step.attention_grad
+// CPU-COUNT-3: step.pad
+// CPU-LABEL: func.func @misplaced_pad
+// CPU: stepk.call "attention_packed"(%arg0)
+// CPU: step.attention_grad
+// CPU-NOT: attention_grad_packed
+func.func @unpacked_gradient(%x: tensor<2x8x32xf32>, %do: tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x32xf32>) attributes {step.train_step} {
+  %q = step.slice %x offsets [0, 0, 0] sizes [2, 8, 8] : (tensor<2x8x32xf32>) -> tensor<2x8x8xf32>
+  %k = step.slice %x offsets [0, 0, 8] sizes [2, 8, 8] : (tensor<2x8x32xf32>) -> tensor<2x8x8xf32>
+  %v = step.slice %x offsets [0, 0, 16] sizes [2, 8, 8] : (tensor<2x8x32xf32>) -> tensor<2x8x8xf32>
+  %o = step.attention %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %dq, %dk, %dv = step.attention_grad %do, %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  %pq = step.pad %dq low [0, 0, 0] high [0, 0, 24] : (tensor<2x8x8xf32>) -> tensor<2x8x32xf32>
+  %pk = step.pad %dk low [0, 0, 8] high [0, 0, 16] : (tensor<2x8x8xf32>) -> tensor<2x8x32xf32>
+  %pv = step.pad %dv low [0, 0, 16] high [0, 0, 8] : (tensor<2x8x8xf32>) -> tensor<2x8x32xf32>
+  %s = step.add %pq, %pk : tensor<2x8x32xf32>
+  %d = step.add %s, %pv : tensor<2x8x32xf32>
+  return %o, %d : tensor<2x8x8xf32>, tensor<2x8x32xf32>
+}
+func.func @misplaced_pad(%x: tensor<2x8x24xf32>, %do: tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x24xf32>) attributes {step.train_step} {
+  %q = step.slice %x offsets [0, 0, 0] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %k = step.slice %x offsets [0, 0, 8] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %v = step.slice %x offsets [0, 0, 16] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %o = step.attention %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %dq, %dk, %dv = step.attention_grad %do, %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  %pq = step.pad %dq low [0, 0, 8] high [0, 0, 8] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pk = step.pad %dk low [0, 0, 0] high [0, 0, 16] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pv = step.pad %dv low [0, 0, 16] high [0, 0, 0] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %s = step.add %pq, %pk : tensor<2x8x24xf32>
+  %d = step.add %s, %pv : tensor<2x8x24xf32>
+  return %o, %d : tensor<2x8x8xf32>, tensor<2x8x24xf32>
+}

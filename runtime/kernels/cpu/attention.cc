@@ -19,14 +19,27 @@ struct Shape {
   int64_t batch, tq, tk, heads, kv_heads, hd;
   bool causal;
   float scale;
-  int64_t Q(int64_t b, int64_t t, int64_t h) const { return ((b * tq + t) * heads + h) * hd; }
-  int64_t K(int64_t b, int64_t t, int64_t h) const { return ((b * tk + t) * kv_heads + h) * hd; }
+  // Row strides (elements) of the query (and dQ), key (dK), value (dV) and
+  // output (dO) rows: H·Dh and Hkv·Dh, or a packed [B, T, 3C] source's 3C.
+  int64_t ldq, ldk, ldv, ldo;
+  int64_t Q(int64_t b, int64_t t, int64_t h) const { return (b * tq + t) * ldq + h * hd; }
+  int64_t K(int64_t b, int64_t t, int64_t h) const { return (b * tk + t) * ldk + h * hd; }
+  int64_t V(int64_t b, int64_t t, int64_t h) const { return (b * tk + t) * ldv + h * hd; }
+  int64_t O(int64_t b, int64_t t, int64_t h) const { return (b * tq + t) * ldo + h * hd; }
   int64_t Visible(int64_t t) const { return causal ? t + 1 : tk; }
 };
 
-}  // namespace
+Shape Separate(int64_t batch, int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+               int64_t hd, int causal, double scale) {
+  return {batch, tq, tk, heads, kv_heads, hd, causal != 0, static_cast<float>(scale),
+          heads * hd, kv_heads * hd, kv_heads * hd, heads * hd};
+}
 
-namespace {
+Shape Packed(int64_t batch, int64_t len, int64_t heads, int64_t kv_heads, int64_t hd,
+             int causal, double scale, int64_t width) {
+  return {batch, len, len, heads, kv_heads, hd, causal != 0, static_cast<float>(scale),
+          width, width, width, heads * hd};
+}
 
 // Causal attention works on blocks of query rows: block [t0, t1) sees keys
 // [0, t1) only, so the products skip the masked upper triangle (5/8 of the
@@ -41,8 +54,7 @@ void ProbabilityBlock(const Shape& s, const float* q, const float* k, int64_t b,
                       int64_t kvh, int64_t t0, int64_t t1, float* p) {
   const int64_t kend = KeyExtent(s, t1);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t1 - t0, kend, s.hd, s.scale,
-              q + s.Q(b, t0, h), s.heads * s.hd, k + s.K(b, 0, kvh), s.kv_heads * s.hd, 0.0f,
-              p, s.tk);
+              q + s.Q(b, t0, h), s.ldq, k + s.K(b, 0, kvh), s.ldk, 0.0f, p, s.tk);
   for (int64_t t = t0; t < t1; ++t) {
     float* row = p + (t - t0) * s.tk;
     int64_t n = s.Visible(t);
@@ -63,30 +75,24 @@ void ProbabilityBlock(const Shape& s, const float* q, const float* k, int64_t b,
   }
 }
 
-}  // namespace
-
 // Per (batch, head) and block of query rows: P in a per-thread tile (never
 // all heads at once, never kept for backward), O = P V. The products are
 // OpenBLAS calls on strided head views (nested in the OpenMP loop, they run
 // single-threaded).
-extern "C" void stepc_cpu_attention(const float* q, const float* k, const float* v,
-                                    int64_t batch, int64_t tq, int64_t tk, int64_t heads,
-                                    int64_t kv_heads, int64_t head_dim, int causal,
-                                    double scale, float* out) {
-  Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal != 0, static_cast<float>(scale)};
-  int64_t group = heads / kv_heads;
+void Forward(const Shape& s, const float* q, const float* k, const float* v, float* out) {
+  const int64_t group = s.heads / s.kv_heads;
 #pragma omp parallel
   {
-    std::vector<float> p(kQueryBlock * tk);
+    std::vector<float> p(kQueryBlock * s.tk);
 #pragma omp for collapse(2)
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t t0 = 0; t0 < tq; t0 += kQueryBlock) {
-          const int64_t t1 = std::min(tq, t0 + kQueryBlock), kend = KeyExtent(s, t1);
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < s.heads; ++h)
+        for (int64_t t0 = 0; t0 < s.tq; t0 += kQueryBlock) {
+          const int64_t t1 = std::min(s.tq, t0 + kQueryBlock), kend = KeyExtent(s, t1);
           ProbabilityBlock(s, q, k, b, h, h / group, t0, t1, p.data());
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, head_dim, kend, 1.0f,
-                      p.data(), tk, v + s.K(b, 0, h / group), kv_heads * head_dim, 0.0f,
-                      out + s.Q(b, t0, h), heads * head_dim);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t1 - t0, s.hd, kend, 1.0f,
+                      p.data(), s.tk, v + s.V(b, 0, h / group), s.ldv, 0.0f,
+                      out + s.O(b, t0, h), s.ldo);
         }
   }
 }
@@ -94,33 +100,31 @@ extern "C" void stepc_cpu_attention(const float* q, const float* k, const float*
 // Per (batch, KV head), each query head of the group, each block of query
 // rows, with P recomputed: dV += Pᵀ dO; dP = dO Vᵀ;
 // dS = scale · P ∘ (dP - rowsum(P ∘ dP)); dQ = dS K; dK += dSᵀ Q.
-// A thread owns its KV head's dK, dV: no atomics.
-extern "C" void stepc_cpu_attention_grad(const float* dout, const float* q, const float* k,
-                                         const float* v, int64_t batch, int64_t tq,
-                                         int64_t tk, int64_t heads, int64_t kv_heads,
-                                         int64_t head_dim, int causal, double scale,
-                                         float* dq, float* dk, float* dv) {
-  Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal != 0, static_cast<float>(scale)};
-  int64_t group = heads / kv_heads;
-  const int64_t ldq = heads * head_dim, ldk = kv_heads * head_dim;
-  std::memset(dk, 0, batch * tk * kv_heads * head_dim * sizeof(float));
-  std::memset(dv, 0, batch * tk * kv_heads * head_dim * sizeof(float));
+// A thread owns its KV head's dK, dV: no atomics. dQ is written whole
+// (every row of every head), dK and dV are zeroed first.
+void Backward(const Shape& s, const float* dout, const float* q, const float* k,
+              const float* v, float* dq, float* dk, float* dv) {
+  const int64_t group = s.heads / s.kv_heads, width = s.kv_heads * s.hd;
+  for (int64_t r = 0; r < s.batch * s.tk; ++r) {
+    std::memset(dk + r * s.ldk, 0, width * sizeof(float));
+    std::memset(dv + r * s.ldv, 0, width * sizeof(float));
+  }
 #pragma omp parallel
   {
-    std::vector<float> p(kQueryBlock * tk), dp(kQueryBlock * tk);
+    std::vector<float> p(kQueryBlock * s.tk), dp(kQueryBlock * s.tk);
 #pragma omp for collapse(2)
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t kvh = 0; kvh < kv_heads; ++kvh)
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t kvh = 0; kvh < s.kv_heads; ++kvh)
         for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
-          for (int64_t t0 = 0; t0 < tq; t0 += kQueryBlock) {
-            const int64_t t1 = std::min(tq, t0 + kQueryBlock), rows = t1 - t0;
-            const int64_t kend = KeyExtent(s, t1);
+          for (int64_t t0 = 0; t0 < s.tq; t0 += kQueryBlock) {
+            const int64_t t1 = std::min(s.tq, t0 + kQueryBlock), rows = t1 - t0;
+            const int64_t kend = KeyExtent(s, t1), tk = s.tk;
             ProbabilityBlock(s, q, k, b, h, kvh, t0, t1, p.data());
-            const float* dO = dout + s.Q(b, t0, h);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, head_dim, rows, 1.0f,
-                        p.data(), tk, dO, ldq, 1.0f, dv + s.K(b, 0, kvh), ldk);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, head_dim, 1.0f, dO,
-                        ldq, v + s.K(b, 0, kvh), ldk, 0.0f, dp.data(), tk);
+            const float* dO = dout + s.O(b, t0, h);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, s.hd, rows, 1.0f,
+                        p.data(), tk, dO, s.ldo, 1.0f, dv + s.V(b, 0, kvh), s.ldv);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kend, s.hd, 1.0f, dO,
+                        s.ldo, v + s.V(b, 0, kvh), s.ldv, 0.0f, dp.data(), tk);
             for (int64_t t = t0; t < t1; ++t) {
               float* pr = p.data() + (t - t0) * tk;
               float* dr = dp.data() + (t - t0) * tk;
@@ -132,12 +136,56 @@ extern "C" void stepc_cpu_attention_grad(const float* dout, const float* q, cons
               for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - r) * s.scale;
               for (int64_t j = n; j < kend; ++j) dr[j] = 0.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, head_dim, kend, 1.0f,
-                        dp.data(), tk, k + s.K(b, 0, kvh), ldk, 0.0f, dq + s.Q(b, t0, h), ldq);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, head_dim, rows, 1.0f,
-                        dp.data(), tk, q + s.Q(b, t0, h), ldq, 1.0f, dk + s.K(b, 0, kvh), ldk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, s.hd, kend, 1.0f,
+                        dp.data(), tk, k + s.K(b, 0, kvh), s.ldk, 0.0f, dq + s.Q(b, t0, h),
+                        s.ldq);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kend, s.hd, rows, 1.0f,
+                        dp.data(), tk, q + s.Q(b, t0, h), s.ldq, 1.0f, dk + s.K(b, 0, kvh),
+                        s.ldk);
           }
   }
+}
+
+}  // namespace
+
+extern "C" void stepc_cpu_attention(const float* q, const float* k, const float* v,
+                                    int64_t batch, int64_t tq, int64_t tk, int64_t heads,
+                                    int64_t kv_heads, int64_t head_dim, int causal,
+                                    double scale, float* out) {
+  Forward(Separate(batch, tq, tk, heads, kv_heads, head_dim, causal, scale), q, k, v, out);
+}
+
+extern "C" void stepc_cpu_attention_grad(const float* dout, const float* q, const float* k,
+                                         const float* v, int64_t batch, int64_t tq,
+                                         int64_t tk, int64_t heads, int64_t kv_heads,
+                                         int64_t head_dim, int causal, double scale,
+                                         float* dq, float* dk, float* dv) {
+  Backward(Separate(batch, tq, tk, heads, kv_heads, head_dim, causal, scale), dout, q, k, v,
+           dq, dk, dv);
+}
+
+// Query, key and value read in place from their columns of one [B, T, width]
+// tensor (compiler/lib/PackedAttention.cpp).
+extern "C" void stepc_cpu_attention_packed(const float* qkv, int64_t batch, int64_t len,
+                                           int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                           int causal, double scale, int64_t width,
+                                           int64_t q_offset, int64_t k_offset,
+                                           int64_t v_offset, float* out) {
+  Forward(Packed(batch, len, heads, kv_heads, head_dim, causal, scale, width), qkv + q_offset,
+          qkv + k_offset, qkv + v_offset, out);
+}
+
+// dQ, dK and dV into their columns of one [B, T, width] gradient; the
+// columns tile the width (the compiler checks), so all of it is written.
+extern "C" void stepc_cpu_attention_grad_packed(const float* dout, const float* qkv,
+                                                int64_t batch, int64_t len, int64_t heads,
+                                                int64_t kv_heads, int64_t head_dim,
+                                                int causal, double scale, int64_t width,
+                                                int64_t q_offset, int64_t k_offset,
+                                                int64_t v_offset, float* dqkv) {
+  Backward(Packed(batch, len, heads, kv_heads, head_dim, causal, scale, width), dout,
+           qkv + q_offset, qkv + k_offset, qkv + v_offset, dqkv + q_offset, dqkv + k_offset,
+           dqkv + v_offset);
 }
 
 // Adjacent pairs of each head rotate by t·θ_i, θ_i = theta^(-2i/Dh).

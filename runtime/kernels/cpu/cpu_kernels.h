@@ -57,6 +57,18 @@ void stepc_cpu_attention_grad(const float *dout, const float *q, const float *k,
                               const float *v, int64_t batch, int64_t tq, int64_t tk,
                               int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
                               double scale, float *dq, float *dk, float *dv);
+/* The same on query, key and value read in place from their columns (offsets)
+   of one [batch, len, width] tensor; the gradient's three parts written into
+   their columns of one such tensor. */
+void stepc_cpu_attention_packed(const float *qkv, int64_t batch, int64_t len, int64_t heads,
+                                int64_t kv_heads, int64_t head_dim, int causal, double scale,
+                                int64_t width, int64_t q_offset, int64_t k_offset,
+                                int64_t v_offset, float *out);
+void stepc_cpu_attention_grad_packed(const float *dout, const float *qkv, int64_t batch,
+                                     int64_t len, int64_t heads, int64_t kv_heads,
+                                     int64_t head_dim, int causal, double scale, int64_t width,
+                                     int64_t q_offset, int64_t k_offset, int64_t v_offset,
+                                     float *dqkv);
 void stepc_cpu_rotary(const float *x, int64_t batch, int64_t len, int64_t width,
                       int64_t head_dim, double theta, int inverse, float *y);
 

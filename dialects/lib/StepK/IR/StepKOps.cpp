@@ -46,6 +46,13 @@ static LogicalResult verifyKernelBody(Operation *op, ValueRange inputs, Region &
 
 YieldOp CallOp::getYield() { return cast<YieldOp>(getBody().front().getTerminator()); }
 
+Operation *CallOp::getKernelOp() {
+  for (Operation &op : getBody().front())
+    if (!isa<step::SliceOp>(op))
+      return &op;
+  return &getBody().front().front();
+}
+
 LogicalResult CallOp::verify() {
   if (getCallee().empty())
     return emitOpError() << "expects a callee";

@@ -145,6 +145,10 @@ def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
   let extraClassDeclaration = [{
     /// The yield of the body.
     YieldOp getYield();
+    /// The op the callee computes, which names the call: the body's first
+    /// op that is not a slice of an input (a kernel reading parts of a
+    /// packed operand in place slices it first).
+    ::mlir::Operation *getKernelOp();
   }];
 }
 
