@@ -54,9 +54,12 @@ DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
   for (Operation &op : step.getBody().front())
     if (isa<ReshapeOp, ConvertOp, SliceOp>(op) || getPhase(&op) == Phase::Collective)
       if (op.getNumOperands() > 0)
-        if (auto it = blockOf.find(op.getOperand(0)); it != blockOf.end())
+        if (auto it = blockOf.find(op.getOperand(0)); it != blockOf.end()) {
+          // A copy: inserting may move the map's entries.
+          std::string block = it->second;
           for (Value r : op.getResults())
-            blockOf[r] = it->second;
+            blockOf[r] = block;
+        }
   return blockOf;
 }
 
@@ -67,7 +70,11 @@ std::string stepc::resolveMarkers(StringRef from) {
     char c = from[i];
     if (c == kPtrBegin) {  // the name, without an argument's type
       size_t close = from.find(kPtrEnd, i);
-      out += from.slice(i + 1, close).split(':').first;
+      StringRef name = from.slice(i + 1, close).split(':').first;
+      if (name[0] == 'q')  // a collective's request
+        out += "requests[" + name.drop_front().str() + "]";
+      else
+        out += name;
       i = close;
     } else if (c != kLocBegin && c != kLocEnd) {
       out += c;
@@ -101,13 +108,15 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
           // writes one pointer, so the compiler vectorises it as it does
           // inline (a scalar fallback would round libmvec's exp differently).
           std::string address =
-              name[0] == 'a' ? name
+              name[0] != 'b' ? name
                              : "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset);
           auto [it, inserted] = slot.try_emplace(address, pointers.size());
           if (inserted)
             pointers.push_back(name);
           std::string local = "p" + std::to_string(it->second);
-          canonical += argType.empty() ? local : "((" + argType.str() + " *)" + local + ")";
+          canonical += name[0] == 'q'    ? "(*" + local + ")"
+                       : argType.empty() ? local
+                                         : "((" + argType.str() + " *)" + local + ")";
         } else {
           locations.push_back(name);
           if (!canonical.empty() && canonical.back() == ' ')
@@ -118,11 +127,12 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
       }
       canonical += c;
     }
-    // Where each pointer is: args[-t - 1] for t < 0, arena + t otherwise.
+    // Where each pointer is: args[-t - 1] for t < 0, arena + t otherwise;
+    // a request: its index in `requests`.
     SmallVector<int64_t> at;
     for (const std::string &name : pointers) {
       int64_t id = std::stoll(name.substr(1));
-      at.push_back(name[0] == 'a' ? -id - 1 : plan.buffers[id].offset);
+      at.push_back(name[0] == 'a' ? -id - 1 : name[0] == 'q' ? id : plan.buffers[id].offset);
     }
     std::string where = array(at);
     auto [it, inserted] = functionOf.try_emplace(canonical, functionOf.size());
@@ -131,24 +141,29 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
     // register, not through an array the compiler must reload.
     std::string declarations;
     for (size_t k = 0; k < pointers.size(); ++k)
-      declarations += llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
-                                    ": arena + at[{0}];\n",
-                                    k);
+      declarations +=
+          pointers[k][0] == 'q'
+              ? llvm::formatv("  int32_t *const p{0} = requests + at[{0}];\n", k).str()
+              : llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
+                              ": arena + at[{0}];\n",
+                              k)
+                    .str();
     if (inserted)
       functions += "static int " + fn +
                    "(void *const *args, char *arena, const int64_t *at,\n"
-                   "    const stepc_collectives *collectives, const stepc_device *device,\n"
-                   "    char *error, size_t error_len) {\n" +
+                   "    int32_t *requests, const stepc_collectives *collectives,\n"
+                   "    const stepc_device *device, char *error, size_t error_len) {\n" +
                    declarations + canonical + "  return 0;\n}\n\n";
     out += "  // " + chunks[first].block + ": " + std::to_string(last - first + 1) +
            " kernels from " + (locations.empty() ? "" : locations.front()) + " to " +
            (locations.empty() ? "" : locations.back()) + "\n  if (int failed = " + fn +
-           "(args, arena, " + where + ", collectives, device, error, error_len))\n" +
+           "(args, arena, " + where + ", " + (requests ? "requests" : "nullptr") +
+           ", collectives, device, error, error_len))\n" +
            "    return failed;\n";
   };
   // A block's run: consecutive ops reading its parameters, with the ops
-  // after them that read none; ops that start or wait for a collective stay
-  // inline (their requests live in the step function).
+  // after them that read none. A collective's request lives in the step
+  // function (`requests`); a run that starts or waits for one gets its slot.
   std::string current;
   size_t start = 0;
   auto flush = [&](size_t endChunk) {
@@ -161,8 +176,7 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
     start = endChunk;
   };
   for (size_t i = 0; i < chunks.size(); ++i) {
-    StringRef code = StringRef(text).slice(chunks[i].begin, chunks[i].end);
-    bool inlineOnly = code.contains("collectives->") || i + 1 == chunks.size();
+    bool inlineOnly = i + 1 == chunks.size();
     const std::string &block = chunks[i].block;
     if (inlineOnly) {
       flush(i);

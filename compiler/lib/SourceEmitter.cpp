@@ -210,10 +210,20 @@ std::string SourceEmitter::libraryArgs(stepk::CallOp call, const std::string &sc
 }
 
 std::string SourceEmitter::startRequest(Value result) {
-  std::string name = "rq" + std::to_string(requests++);
-  body << "  int32_t " << name << ";\n";
+  // A mark like a pointer's: `requests[N]` in the step function, a slot
+  // passed in when the op's block is outlined.
+  std::string name = kPtrBegin + ("q" + std::to_string(requests++)) + kPtrEnd;
   pending[result] = name;
+  waitSites.push_back("a collective nothing reads failed");
   return name;
+}
+
+/// "return <failure>;" with the message of request `request`'s entry in
+/// `table` (indexed by the request: the same text in every block).
+static std::string failFromTable(StringRef table, const std::string &request) {
+  return ("return stepc_fail_text(error, error_len, " + table + "[&" + request +
+          " - requests]);")
+      .str();
 }
 
 void SourceEmitter::waitFor(Operation *op) {
@@ -221,8 +231,10 @@ void SourceEmitter::waitFor(Operation *op) {
     auto it = pending.find(operand);
     if (it == pending.end())
       continue;
+    int64_t number = std::stoll(StringRef(it->second).drop_front(2).drop_back().str());
+    waitSites[number] = where(op) + ": waiting for a collective failed";
     body << "  if (collectives->wait(collectives->ctx, " << it->second << "))\n    "
-         << failWith(where(op) + ": waiting for a collective failed") << "\n";
+         << failFromTable("kCollectiveWaits", it->second) << "\n";
     pending.erase(it);
   }
 }
@@ -240,11 +252,11 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
                    const std::string &args) {
     collectives.push_back({kind.str(), axes, count});
     std::string request = startRequest(result);
+    startSites.push_back(where(op) + ": " + op->getName().getStringRef().str() + " #" +
+                         std::to_string(collectives.size()) + " failed");
     body << "  if (collectives->" << name << "(collectives->ctx, " << axes << ", " << args
          << ", " << count << ", &" << request << "))\n    "
-         << failWith(where(op) + ": " + op->getName().getStringRef().str() + " #" +
-                     std::to_string(collectives.size()) + " failed")
-         << "\n";
+         << failFromTable("kCollectiveStarts", request) << "\n";
   };
   auto notSum = [&](mesh::ReductionKind kind) -> std::optional<LogicalResult> {
     if (kind == mesh::ReductionKind::Sum)
@@ -502,8 +514,12 @@ LogicalResult SourceEmitter::emitBody() {
       outlinesBlocks() ? parameterBlocks(step) : DenseMap<Value, std::string>();
   for (Operation &op : block) {
     Chunk chunk{bodyText.size(), 0, ""};
-    for (Value operand : op.getOperands())
-      if (auto it = parameterBlock.find(operand); it != parameterBlock.end()) {
+    // The block of the first parameter (moment, gradient) it reads, else of
+    // the gradient it makes (a sharded gradient's averaging).
+    SmallVector<Value> values(op.getOperands());
+    llvm::append_range(values, op.getResults());
+    for (Value v : values)
+      if (auto it = parameterBlock.find(v); it != parameterBlock.end()) {
         chunk.block = it->second;
         break;
       }
@@ -552,13 +568,24 @@ LogicalResult SourceEmitter::emitBody() {
   }
   // A collective nothing reads is still waited for before the step returns
   // (in start order: the same source every time).
-  SmallVector<std::pair<unsigned, std::string>> unread;
+  SmallVector<std::pair<int64_t, std::string>> unread;
   for (auto &[value, name] : pending)
-    unread.push_back({std::stoul(name.substr(2)), name});
+    unread.push_back({std::stoll(StringRef(name).drop_front(2).drop_back().str()), name});
   llvm::sort(unread);
   for (auto &[number, name] : unread)
     body << "  if (collectives->wait(collectives->ctx, " << name << "))\n    "
-         << failWith("a collective nothing reads failed") << "\n";
+         << failFromTable("kCollectiveWaits", name) << "\n";
+  // Each request's messages, where the start and the wait are.
+  auto messages = [&](StringRef table, ArrayRef<std::string> sites) {
+    if (sites.empty())
+      return;
+    pre << "static const char *const " << table << "[] = {\n";
+    for (const std::string &site : sites)
+      pre << "    " << cString(site) << ",\n";
+    pre << "};\n";
+  };
+  messages("kCollectiveStarts", startSites);
+  messages("kCollectiveWaits", waitSites);
   pending.clear();
   finishBody();
   chunks.push_back(Chunk{chunks.empty() ? 0 : chunks.back().end, bodyText.size(), ""});
@@ -572,8 +599,12 @@ void SourceEmitter::bufferNames(raw_ostream &os, StringRef code) {
   llvm::DenseSet<int64_t> usedArgs, usedBuffers;
   for (size_t at = code.find(kPtrBegin); at != StringRef::npos; at = code.find(kPtrBegin, at + 1)) {
     StringRef name = code.slice(at + 1, code.find(kPtrEnd, at)).split(':').first;
-    (name[0] == 'a' ? usedArgs : usedBuffers).insert(std::stoll(name.drop_front().str()));
+    if (name[0] != 'q')
+      (name[0] == 'a' ? usedArgs : usedBuffers).insert(std::stoll(name.drop_front().str()));
   }
+  // The requests of the collectives in flight (outlined blocks get a slot).
+  if (requests)
+    os << "  int32_t requests[" << requests << "];\n";
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
     if (!usedArgs.contains(i))
       continue;

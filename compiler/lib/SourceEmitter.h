@@ -202,6 +202,8 @@ private:
   /// functions; every pointer and location marker resolved.
   std::string outlinedBody(std::string &functions);
   int requests = 0;
+  /// The failure message of each request's start and of its wait.
+  std::vector<std::string> startSites, waitSites;
   /// One op's text in the body, and the block whose parameters it reads
   /// ("" none, "#" a parameter outside the blocks).
   struct Chunk {

@@ -2,8 +2,9 @@
 """Checks of test/Compiler/outline-blocks.test.
 
     outline_blocks_check.py SHALLOW.cpp DEEP.cpp [MORE.cpp ...]
-        the deep model has no more block functions than the shallow one, and
-        every layer's forward, backward and update run in one;
+        the deep model has no more block functions than the shallow one, no
+        more library or collective calls inline, and every layer's forward,
+        backward and update run in one;
     outline_blocks_check.py --profile P.json --report R.json --steps N
         the profile counted N steps, and its FLOPs per step add up to the
         report's executed FLOPs.
@@ -55,12 +56,16 @@ for path in args.sources:
     if min(per_layer.values()) < 3:
         fail(f"{path}: a layer with fewer than 3 outlined runs: {per_layer}")
     inline = len(re.findall(r"^  stepc_cpu_\w+\(", step, re.M))
-    counts.append((path, functions, len(layers), inline))
+    # Starts and waits of collectives left in the step function.
+    collectives = len(re.findall(r"collectives->\w+\(", step))
+    counts.append((path, functions, len(layers), inline, collectives))
     print(f"{path}: {functions} block functions, {len(layers)} layers, "
-          f"{inline} library calls inline")
+          f"{inline} library calls and {collectives} collective calls inline")
 if len(counts) >= 2 and counts[1][1] > counts[0][1]:
     fail(f"{counts[1][0]} has {counts[1][1]} block functions, {counts[0][0]} {counts[0][1]}: "
          "the code grows with depth")
 if len(counts) >= 2 and counts[0][3] != counts[1][3]:
     fail(f"inline library calls grow with depth: {counts[0][3]} -> {counts[1][3]}")
+if len(counts) >= 2 and counts[0][4] != counts[1][4]:
+    fail(f"inline collective calls grow with depth: {counts[0][4]} -> {counts[1][4]}")
 print("ok")
