@@ -725,7 +725,7 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
   std::string innerText;
   llvm::raw_string_ostream inner(innerText);
   if (profile)
-    inner << "  stepc_prof_begin();\n";
+    inner << "  stepc_prof_begin(collectives && kInfo.world_size > 1 ? collectives->rank : -1);\n";
   stepBegin(inner);
   inner << stepBody;
   stepEnd(inner, lossExpr, normExpr);
