@@ -72,6 +72,19 @@ private:
   std::string targetExpression() override { return "STEPC_TARGET"; }
   int64_t arenaBytes() override { return savedOffset() + savedBytes; }
   int64_t launchCount() const override { return launches; }
+  /// Each op's text stands alone (a run of AdamW ops is one launch, in the
+  /// chunk of the op after it), so equal blocks share a function; it takes
+  /// the step's stream, context and scratch.
+  bool outlinesBlocks() const override { return true; }
+  std::string blockParameters() const override {
+    return ", stepc_cuda_ctx *ctx, cudaStream_t stream, char *scratch";
+  }
+  std::string blockArguments() const override { return ", ctx, stream, scratch"; }
+  int64_t savedRegionOffset() override { return savedOffset(); }
+  /// Byte `offset` of the saved region (attention's logsumexp) as a float *.
+  static std::string savedPtr(int64_t offset) {
+    return "(float *)" + (kPtrBegin + ("s" + std::to_string(offset))) + kPtrEnd;
+  }
 
   int64_t statusOffset() const { return lc::AlignUp(plan.arenaBytes, lc::kScratchAlignment); }
   int64_t workspaceOffset() const { return statusOffset() + lc::kScratchAlignment; }
@@ -85,7 +98,7 @@ private:
   void call(Operation *op, const std::string &text) {
     ++launches;
     body << "  STEPC_TRY(" << text << ", "
-         << cString(where(op) + ": '" + op->getName().getStringRef().str() + "'") << ");\n";
+         << siteMark(where(op) + ": '" + op->getName().getStringRef().str() + "'") << ");\n";
   }
   /// A new check site for an op whose ids the device checks.
   int checkSite(Operation *op, StringRef what) {
@@ -258,7 +271,7 @@ void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
   for (Value v : args)
     body << ptr(v) << ", ";
   body << n << ");\n  STEPC_LAUNCHED("
-       << cString(where(site) + ": '" + site->getName().getStringRef().str() + "'") << ");\n";
+       << siteMark(where(site) + ": '" + site->getName().getStringRef().str() + "'") << ");\n";
 }
 
 LogicalResult CudaEmitter::emitElementwise(Operation *op) {
@@ -359,7 +372,7 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
   ++launches;
   body << "  STEPC_LAUNCH(stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream, " << name
        << "_copy)(" << ptr(out) << ");\n  STEPC_LAUNCHED("
-       << cString(where(op) + ": 'step.constant'") << ");\n";
+       << siteMark(where(op) + ": 'step.constant'") << ");\n";
   return success();
 }
 
@@ -449,7 +462,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         std::string lse = "0";
         if (llvm::is_contained(llvm::make_second_range(savedForwardOf), op)) {
           lseOffsetOf[op] = savedBytes;
-          lse = "(float *)(saved + " + std::to_string(savedBytes) + ")";
+          lse = savedPtr(savedBytes);
           savedBytes += lc::AttentionLseBytes(q.getDimSize(0), q.getDimSize(1), a.getNumHeads());
         }
         call(op, llvm::formatv("stepc_cuda_attention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
@@ -471,7 +484,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         if (fwd) {
           Value out = output(fwd->getResult(0));
           saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) +
-                  ", (float *)(saved + " + std::to_string(lseOffsetOf.lookup(fwd)) + ")";
+                  ", " + savedPtr(lseOffsetOf.lookup(fwd));
         }
         Value dq = output(a.getQueryGrad());
         call(op, llvm::formatv("stepc_cuda_attention_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "

@@ -73,10 +73,12 @@ std::string stepc::resolveMarkers(StringRef from) {
       StringRef name = from.slice(i + 1, close).split(':').first;
       if (name[0] == 'q')  // a collective's request
         out += "requests[" + name.drop_front().str() + "]";
+      else if (name[0] == 's')  // in the saved region
+        out += "(saved + " + name.drop_front().str() + ")";
       else
         out += name;
       i = close;
-    } else if (c != kLocBegin && c != kLocEnd) {
+    } else if (c != kLocBegin && c != kLocEnd && c != kSiteBegin && c != kSiteEnd) {
       out += c;
     }
   }
@@ -94,9 +96,16 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
     std::string canonical;
     SmallVector<std::string> pointers;
     llvm::StringMap<unsigned> slot;
-    SmallVector<std::string> locations;
+    SmallVector<std::string> locations, sites;
     for (size_t i = 0; i < code.size(); ++i) {
       char c = code[i];
+      if (c == kSiteBegin) {  // an error site: sites[k] of the run's table
+        size_t close = code.find(kSiteEnd, i);
+        canonical += "sites[" + std::to_string(sites.size()) + "]";
+        sites.push_back(code.slice(i + 1, close).str());
+        i = close;
+        continue;
+      }
       if (c == kPtrBegin || c == kLocBegin) {
         size_t close = code.find(c == kPtrBegin ? kPtrEnd : kLocEnd, i);
         StringRef mark = code.slice(i + 1, close), argType;
@@ -108,8 +117,9 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
           // writes one pointer, so the compiler vectorises it as it does
           // inline (a scalar fallback would round libmvec's exp differently).
           std::string address =
-              name[0] != 'b' ? name
-                             : "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset);
+              name[0] == 'b'   ? "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset)
+              : name[0] == 's' ? "@" + std::to_string(savedRegionOffset() + std::stoll(name.substr(1)))
+                               : name;
           auto [it, inserted] = slot.try_emplace(address, pointers.size());
           if (inserted)
             pointers.push_back(name);
@@ -132,9 +142,19 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
     SmallVector<int64_t> at;
     for (const std::string &name : pointers) {
       int64_t id = std::stoll(name.substr(1));
-      at.push_back(name[0] == 'a' ? -id - 1 : name[0] == 'q' ? id : plan.buffers[id].offset);
+      at.push_back(name[0] == 'a'   ? -id - 1
+                   : name[0] == 'q' ? id
+                   : name[0] == 's' ? savedRegionOffset() + id
+                                    : plan.buffers[id].offset);
     }
     std::string where = array(at);
+    // This run's error sites, in order of appearance.
+    std::string siteTable = "nullptr";
+    if (!sites.empty()) {
+      siteTable = (evalEntry ? "kEvalSites" : "kSites") + std::to_string(siteTables++);
+      functions += "static const char *const " + siteTable + "[] = {" + llvm::join(sites, ", ") +
+                   "};\n";
+    }
     auto [it, inserted] = functionOf.try_emplace(canonical, functionOf.size());
     std::string fn = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(it->second);
     // Locals, as the step function's are: a loop reads a pointer in a
@@ -151,14 +171,16 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
     if (inserted)
       functions += "static int " + fn +
                    "(void *const *args, char *arena, const int64_t *at,\n"
-                   "    int32_t *requests, const stepc_collectives *collectives,\n"
-                   "    const stepc_device *device, char *error, size_t error_len) {\n" +
+                   "    const char *const *sites, int32_t *requests,\n"
+                   "    const stepc_collectives *collectives, const stepc_device *device,\n"
+                   "    char *error, size_t error_len" + blockParameters() + ") {\n" +
                    declarations + canonical + "  return 0;\n}\n\n";
     out += "  // " + chunks[first].block + ": " + std::to_string(last - first + 1) +
            " kernels from " + (locations.empty() ? "" : locations.front()) + " to " +
            (locations.empty() ? "" : locations.back()) + "\n  if (int failed = " + fn +
-           "(args, arena, " + where + ", " + (requests ? "requests" : "nullptr") +
-           ", collectives, device, error, error_len))\n" +
+           "(args, arena, " + where + ", " + siteTable + ", " +
+           (requests ? "requests" : "nullptr") + ", collectives, device, error, error_len" +
+           blockArguments() + "))\n" +
            "    return failed;\n";
   };
   // A block's run: consecutive ops reading its parameters, with the ops

@@ -63,6 +63,10 @@ std::string SourceEmitter::cType(Type element) {
   return "int32_t";
 }
 
+std::string stepc::siteMark(StringRef text) {
+  return kSiteBegin + cString(text) + kSiteEnd;
+}
+
 static std::string locationMark(Operation *op) {
   return std::string(1, kLocBegin) + where(op) + kLocEnd;
 }
@@ -599,7 +603,7 @@ void SourceEmitter::bufferNames(raw_ostream &os, StringRef code) {
   llvm::DenseSet<int64_t> usedArgs, usedBuffers;
   for (size_t at = code.find(kPtrBegin); at != StringRef::npos; at = code.find(kPtrBegin, at + 1)) {
     StringRef name = code.slice(at + 1, code.find(kPtrEnd, at)).split(':').first;
-    if (name[0] != 'q')
+    if (name[0] == 'a' || name[0] == 'b')
       (name[0] == 'a' ? usedArgs : usedBuffers).insert(std::stoll(name.drop_front().str()));
   }
   // The requests of the collectives in flight (outlined blocks get a slot).

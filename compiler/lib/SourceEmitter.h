@@ -30,10 +30,15 @@ namespace stepc {
 
 mlir::RankedTensorType typeOf(mlir::Value v);
 
-// The body marks each pointer (\1name\2, an argument's as \1aN:type\2) and
-// each op's location in its comment (\3file:line:col\4), so outlinedBody
-// can tell a block's code apart from the storage and source lines it runs on.
-constexpr char kPtrBegin = '\1', kPtrEnd = '\2', kLocBegin = '\3', kLocEnd = '\4';
+// The body marks each pointer (\1name\2: bN a buffer, aN:type an argument,
+// qN a collective's request, sN byte N of the CUDA saved region), each op's
+// location in its comment (\3file:line:col\4) and each error-site string
+// literal (\5"..."\6), so outlinedBody can tell a block's code apart from
+// the storage and source lines it runs on.
+constexpr char kPtrBegin = '\1', kPtrEnd = '\2', kLocBegin = '\3', kLocEnd = '\4',
+               kSiteBegin = '\5', kSiteEnd = '\6';
+/// A site mark around the C string literal of `text`.
+std::string siteMark(llvm::StringRef text);
 /// Text with every mark resolved to its name or location.
 std::string resolveMarkers(llvm::StringRef from);
 /// The block of each parameter-derived value: "h.3" for a parameter of
@@ -174,6 +179,12 @@ protected:
   /// Whether the target's op lowerings may be outlined into shared block
   /// functions (each op's text stands alone: no batching across ops).
   virtual bool outlinesBlocks() const { return false; }
+  /// The target's locals a block's function takes too (", type name..."),
+  /// and the step function passes (", name...").
+  virtual std::string blockParameters() const { return ""; }
+  virtual std::string blockArguments() const { return ""; }
+  /// Where the saved region (sN marks) starts in the arena.
+  virtual int64_t savedRegionOffset() { return 0; }
 
   mlir::func::FuncOp step;
   const MemoryPlan &plan;
@@ -202,6 +213,8 @@ private:
   /// functions; every pointer and location marker resolved.
   std::string outlinedBody(std::string &functions);
   int requests = 0;
+  /// Error-site tables of outlined runs so far.
+  int siteTables = 0;
   /// The failure message of each request's start and of its wait.
   std::vector<std::string> startSites, waitSites;
   /// One op's text in the body, and the block whose parameters it reads

@@ -55,7 +55,10 @@ for path in args.sources:
     per_layer = {l: calls.count(l) for l in layers}
     if min(per_layer.values()) < 3:
         fail(f"{path}: a layer with fewer than 3 outlined runs: {per_layer}")
-    inline = len(re.findall(r"^  stepc_cpu_\w+\(", step, re.M))
+    # Library calls and kernel launches left in the step function (CPU:
+    # stepc_cpu_*; CUDA: STEPC_TRY(stepc_cuda_*, STEPC_LAUNCH).
+    inline = len(re.findall(r"^  (?:STEPC_TRY\()?stepc_(?:cpu|cuda)_\w+\(|^  STEPC_LAUNCH\(",
+                            step, re.M))
     # Starts and waits of collectives left in the step function.
     collectives = len(re.findall(r"collectives->\w+\(", step))
     counts.append((path, functions, len(layers), inline, collectives))
