@@ -19,6 +19,7 @@ nothing here asserts a time.
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -78,15 +79,51 @@ def breakdown(profile, stream_gbps):
     return sorted(rows, key=lambda r: -r["ms"])
 
 
+def failure(returncode):
+    """Why a contender's process ended without a result."""
+    if returncode == -9:
+        return "failed: killed (SIGKILL: out of memory on this machine?)"
+    return f"failed: exit status {returncode}"
+
+
 def peer_seconds(preset, steps, threads):
-    """PyTorch 2.x eager, torch.compile and JAX from bench/.peers, if made."""
+    """PyTorch 2.x eager, torch.compile and JAX from bench/.peers, if made:
+    each in a process of its own, so one running out of memory is a failure
+    in the table, not the end of the benchmark."""
     python = os.path.join(ROOT, "bench", ".peers", "bin", "python")
     if not os.path.exists(python):
         return {"missing": "bench/.peers (run bench/setup-peers.sh)"}
-    out = subprocess.run([python, os.path.join(HERE, "peers.py"), "--preset", preset,
-                          f"--steps={steps}", f"--threads={threads}"], check=True,
-                         stdout=subprocess.PIPE, text=True)
-    return json.loads(out.stdout)
+    result = {}
+    for peer in ("torch", "torch.compile", "jax"):
+        out = subprocess.run([python, os.path.join(HERE, "peers.py"), "--preset", preset,
+                              f"--steps={steps}", f"--threads={threads}", f"--peers={peer}"],
+                             stdout=subprocess.PIPE, text=True)
+        result[peer] = json.loads(out.stdout)[peer] if out.returncode == 0 else failure(
+            out.returncode)
+    return result
+
+
+def isolated(fn, *args):
+    """fn(*args) in a forked child (torch is imported, never run, in this
+    process): its result, or why the child died."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child():
+        try:
+            send.send(("ok", fn(*args)))
+        except Exception as e:  # noqa: BLE001 - reported as the contender's failure
+            send.send(("error", f"failed: {e!r}"))
+
+    process = ctx.Process(target=child)
+    process.start()
+    send.close()
+    try:
+        status, value = receive.recv()
+    except EOFError:
+        status, value = "error", None
+    process.join()
+    return value if status == "ok" else value or failure(process.exitcode)
 
 
 def torch_step_seconds(a, shapes, steps, threads):
@@ -147,8 +184,9 @@ def main():
         for r in range(args.rounds):
             row = {"stepc": statistics.median(stepc_step_seconds(args.bindir, so, args.steps))
                    * tokens}
-            row["torch"] = statistics.median(torch_step_seconds(
-                a, torch_check.param_shapes(text), args.steps, threads))
+            times = isolated(torch_step_seconds, a, torch_check.param_shapes(text),
+                             args.steps, threads)
+            row["torch"] = statistics.median(times) if isinstance(times, list) else times
             row["sgemm_gflops"] = json.loads(subprocess.run(
                 [os.path.join(args.bindir, "bench_sgemm")], check=True, capture_output=True,
                 text=True).stdout)["gflops"]
@@ -162,17 +200,17 @@ def main():
                             else f"{k} {v}" for k, v in row.items()), file=sys.stderr)
     median = lambda key: statistics.median(row[key] for row in rounds)
     ratio = lambda num, den: statistics.median(row[num] / row[den] for row in rounds)
-    stepc_s, torch_s, sgemm = median("stepc"), median("torch"), median("sgemm_gflops")
+    torch_ok = all(isinstance(row["torch"], float) for row in rounds)
+    stepc_s, sgemm = median("stepc"), median("sgemm_gflops")
+    torch_s = median("torch") if torch_ok else None
     stepc_gflops = flops / stepc_s / 1e9
     stream = json.loads(subprocess.run([os.path.join(args.bindir, "bench_stream")], check=True,
                                        capture_output=True, text=True).stdout)
     result = {
         "model": args.preset, "threads": threads, "tokens_per_step": tokens,
         "model_flops_per_step": flops, "rounds": args.rounds,
-        "stepc_step_ms": round(stepc_s * 1e3, 1), "torch_step_ms": round(torch_s * 1e3, 1),
-        "speedup_vs_torch": round(ratio("torch", "stepc"), 2),
+        "stepc_step_ms": round(stepc_s * 1e3, 1),
         "stepc_gflops": round(stepc_gflops, 1),
-        "torch_gflops": round(flops / torch_s / 1e9, 1),
         "sgemm_gflops": sgemm,
         "fraction_of_sgemm": round(statistics.median(
             flops / row["stepc"] / 1e9 / row["sgemm_gflops"] for row in rounds), 3),
@@ -180,6 +218,12 @@ def main():
         "roofline_ms": round(flops / (sgemm * 1e9) * 1e3, 1),
         "stream_triad_gbps": stream["triad_gbps"],
     }
+    if torch_ok:
+        result.update({"torch_step_ms": round(torch_s * 1e3, 1),
+                       "speedup_vs_torch": round(ratio("torch", "stepc"), 2),
+                       "torch_gflops": round(flops / torch_s / 1e9, 1)})
+    else:
+        result["torch"] = next(row["torch"] for row in rounds if isinstance(row["torch"], str))
     # The peers' figures under their own names ("peer_torch" is PyTorch 2.x
     # eager with SDPA, beside the system PyTorch above).
     for key in rounds[0]:

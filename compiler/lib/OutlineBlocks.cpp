@@ -4,8 +4,11 @@
 // parameters, moments or gradient they read; each run's text, with its
 // pointers renumbered by first appearance (one per address), becomes a
 // function shared by every run with the same text, called with a static
-// table of that run's pointers. A deep model's source and compile time do
-// not grow with its depth (docs/design/cpu-backend.md).
+// table of that run's pointers. Collective requests are slots of the step
+// function's `requests` passed the same way, and error-site strings (CUDA's)
+// come from a table per run. A deep model's source and compile time do not
+// grow with its depth, sharded or not, on either target
+// (docs/design/cpu-backend.md).
 //
 //===----------------------------------------------------------------------===//
 
