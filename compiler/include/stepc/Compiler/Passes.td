@@ -97,8 +97,12 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     that both back ends print from, with the ids the kernel checks (an
     embedding's ids, a cross-entropy's targets). Covered: cross_entropy,
     embedding, layer_norm, rms_norm, softmax, rotary and their gradients,
-    the reductions (sum, max, mean, max's gradient) and transpose. Other
-    ops stay as they are.
+    the reductions (sum, max, mean, max's gradient) and transpose. On the
+    CPU, an attention on three last-dim slices of one [B, T, 3C] tensor
+    becomes `attention_packed` on that tensor (read in place), and its
+    gradient's zero-pads and adds back into [B, T, 3C] one
+    `attention_grad_packed` writing the three parts
+    (`compiler/lib/PackedAttention.cpp`). Other ops stay as they are.
 
     ```mlir
     // before
