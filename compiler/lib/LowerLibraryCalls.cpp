@@ -199,8 +199,10 @@ struct StepLowerLibraryCallsPass
     if (failed(checkTarget(getOperation(), "step-lower-library-calls", target)))
       return signalPassFailure();
     for (func::FuncOp step : trainingSteps(getOperation())) {
-      if (target == "cpu")
+      if (target == "cpu") {
         lowerPackedAttention(step);
+        lowerFusedCrossEntropy(step);
+      }
       SmallVector<std::pair<Operation *, LibraryCall>> calls;
       for (Operation &op : step.getBody().front())
         if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))

@@ -36,6 +36,9 @@ inline mlir::LogicalResult checkTarget(mlir::ModuleOp module, llvm::StringRef pa
 /// it in place, and its gradient's pad-and-add back into [B, T, 3C] is one
 /// kernel writing the three parts (PackedAttention.cpp).
 void lowerPackedAttention(mlir::func::FuncOp step);
+/// On the CPU: a cross-entropy and its gradient (same logits and targets)
+/// as one kernel with both results (FusedCrossEntropy.cpp).
+void lowerFusedCrossEntropy(mlir::func::FuncOp step);
 
 } // namespace stepc
 

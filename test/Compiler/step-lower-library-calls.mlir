@@ -153,3 +153,31 @@ func.func @misplaced_pad(%x: tensor<2x8x24xf32>, %do: tensor<2x8x8xf32>) -> (ten
   %d = step.add %s, %pv : tensor<2x8x24xf32>
   return %o, %d : tensor<2x8x8xf32>, tensor<2x8x24xf32>
 }
+
+// -----
+
+// On the CPU the loss and its gradient (same logits and targets) are one
+// kernel with both results, at the loss's place; the gradient's constant
+// seed moves up to it. With other targets, or on CUDA, two kernels.
+// CHECK-LABEL: func.func @fused_loss
+// CPU: %[[SEED:.*]] = step.constant dense<1.000000e+00>
+// CPU-NEXT: %[[BOTH:.*]]:2 = stepk.call "cross_entropy_fused"(%arg0, %arg1, %[[SEED]]) {id_bound = 16 : i64, id_check = "target", id_operand = 1 : i64, scalars = [8, 16]}
+// CPU: step.cross_entropy
+// CPU: step.cross_entropy_grad
+// CPU: return %[[BOTH]]#0, %[[BOTH]]#1
+// CUDA: stepk.call "cross_entropy"(
+// CUDA: stepk.call "cross_entropy_grad"(
+// CHECK-LABEL: func.func @other_targets
+// CHECK-NOT: cross_entropy_fused
+func.func @fused_loss(%logits: tensor<2x4x16xf32>, %targets: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x16xf32>) attributes {step.train_step} {
+  %loss = step.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %one = step.constant dense<1.0> : tensor<f32>
+  %d = step.cross_entropy_grad %one, %logits, %targets : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
+  return %loss, %d : tensor<f32>, tensor<2x4x16xf32>
+}
+func.func @other_targets(%logits: tensor<2x4x16xf32>, %targets: tensor<2x4xi32>, %others: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x16xf32>) attributes {step.train_step} {
+  %loss = step.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %one = step.constant dense<1.0> : tensor<f32>
+  %d = step.cross_entropy_grad %one, %logits, %others : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
+  return %loss, %d : tensor<f32>, tensor<2x4x16xf32>
+}

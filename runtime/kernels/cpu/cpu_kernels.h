@@ -78,6 +78,10 @@ int64_t stepc_cpu_cross_entropy(const float *logits, const int32_t *targets, int
 int64_t stepc_cpu_cross_entropy_grad(const float *dloss, const float *logits,
                                      const int32_t *targets, int64_t n, int64_t classes,
                                      float *dlogits);
+/* Both: the loss and dlogits, each row read once. */
+int64_t stepc_cpu_cross_entropy_fused(const float *logits, const int32_t *targets,
+                                      const float *dloss, int64_t n, int64_t classes,
+                                      float *loss, float *dlogits);
 int64_t stepc_cpu_embedding(const float *table, const int32_t *ids, int64_t n, int64_t rows,
                             int64_t d, float *out);
 int64_t stepc_cpu_embedding_grad(const float *dy, const int32_t *ids, int64_t n, int64_t rows,

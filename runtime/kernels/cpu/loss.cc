@@ -60,6 +60,29 @@ extern "C" int64_t stepc_cpu_cross_entropy_grad(const float* dloss, const float*
   return 0;
 }
 
+// Both at once (compiler/lib/FusedCrossEntropy.cpp): each row read once,
+// its log-sum-exp taken once; the same rounding as the two kernels above.
+extern "C" int64_t stepc_cpu_cross_entropy_fused(const float* logits, const int32_t* targets,
+                                                 const float* dloss, int64_t n,
+                                                 int64_t classes, float* loss,
+                                                 float* dlogits) {
+  if (int64_t bad = BadId(targets, n, classes)) return bad;
+  const float scale = static_cast<float>(static_cast<double>(*dloss) / n);
+  double total = 0;
+#pragma omp parallel for reduction(+ : total)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * classes;
+    float* out = dlogits + i * classes;
+    const float lse = RowLogSumExp(row, classes);
+    total += static_cast<double>(lse) - row[targets[i]];
+#pragma omp simd
+    for (int64_t j = 0; j < classes; ++j) out[j] = scale * expf(row[j] - lse);
+    out[targets[i]] -= scale;
+  }
+  *loss = static_cast<float>(total / n);
+  return 0;
+}
+
 extern "C" int64_t stepc_cpu_embedding(const float* table, const int32_t* ids, int64_t n,
                                        int64_t rows, int64_t d, float* out) {
   if (int64_t bad = BadId(ids, n, rows)) return bad;

@@ -1,0 +1,83 @@
+//===- FusedCrossEntropy.cpp - the loss and its gradient in one pass ------===//
+//
+// The step's loss is a cross-entropy whose gradient follows at once:
+// separately, the kernels read the logits twice ([B·T, V], the largest
+// activation of a language model) and take every row's log-sum-exp twice.
+// On the CPU, a cross_entropy and the cross_entropy_grad of the same logits
+// and targets become one stepk.call "cross_entropy_fused"(logits, targets,
+// dloss) with both results, at the forward's place: one read of each row,
+// one exp per element for the gradient, the same rounding as the two
+// kernels (bit-identical). The gradient's seed must exist there already: a
+// constant (the step's 1) is moved up to it; another value is left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
+
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+/// Whether `seed` is available at `at`: defined before it, or a constant
+/// (moved just before it).
+bool seedBefore(Value seed, Operation *at) {
+  Operation *def = seed.getDefiningOp();
+  if (!def)
+    return true;  // a block argument
+  if (def->getBlock() == at->getBlock() && def->isBeforeInBlock(at))
+    return true;
+  if (isa<ConstantOp>(def) && def->getBlock() == at->getBlock()) {
+    def->moveBefore(at);
+    return true;
+  }
+  return false;
+}
+
+void fuse(CrossEntropyOp loss, CrossEntropyGradOp grad) {
+  auto logits = cast<RankedTensorType>(loss.getLogits().getType());
+  int64_t classes = logits.getShape().back(), rows = logits.getNumElements() / classes;
+  OpBuilder b(loss);
+  SmallVector<Value> inputs = {loss.getLogits(), loss.getTargets(), grad.getGrad()};
+  auto call = b.create<stepk::CallOp>(
+      loss.getLoc(), TypeRange{loss.getType(), grad.getType()},
+      b.getStringAttr("cross_entropy_fused"), inputs,
+      b.getArrayAttr({b.getI64IntegerAttr(rows), b.getI64IntegerAttr(classes)}), IntegerAttr(),
+      b.getStringAttr("target"), b.getI64IntegerAttr(1), b.getI64IntegerAttr(classes));
+  copyPhase(loss, call);
+  Block *body = new Block();
+  call.getBody().push_back(body);
+  IRMapping map;
+  for (Value in : inputs)
+    map.map(in, body->addArgument(in.getType(), in.getLoc()));
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  Operation *l = inner.clone(*loss, map), *g = inner.clone(*grad, map);
+  inner.create<stepk::YieldOp>(loss.getLoc(), ValueRange{l->getResult(0), g->getResult(0)});
+  loss->replaceAllUsesWith(ValueRange{call.getResult(0)});
+  grad->replaceAllUsesWith(ValueRange{call.getResult(1)});
+  grad->erase();
+  loss->erase();
+}
+
+} // namespace
+
+void stepc::lowerFusedCrossEntropy(func::FuncOp step) {
+  SmallVector<std::pair<CrossEntropyOp, CrossEntropyGradOp>> pairs;
+  for (auto grad : step.getBody().front().getOps<CrossEntropyGradOp>()) {
+    CrossEntropyOp loss;
+    for (Operation *user : grad.getLogits().getUsers())
+      if (auto l = dyn_cast<CrossEntropyOp>(user);
+          l && l->getBlock() == grad->getBlock() && l.getTargets() == grad.getTargets() &&
+          l->isBeforeInBlock(grad) && l.getType().getElementType().isF32())
+        loss = l;
+    if (loss && seedBefore(grad.getGrad(), loss))
+      pairs.push_back({loss, grad});
+  }
+  for (auto [loss, grad] : pairs)
+    fuse(loss, grad);
+}
