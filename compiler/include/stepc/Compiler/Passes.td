@@ -102,7 +102,10 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     becomes `attention_packed` on that tensor (read in place), and its
     gradient's zero-pads and adds back into [B, T, 3C] one
     `attention_grad_packed` writing the three parts
-    (`compiler/lib/PackedAttention.cpp`). Other ops stay as they are.
+    (`compiler/lib/PackedAttention.cpp`); a cross_entropy and the
+    cross_entropy_grad of the same logits and targets one
+    `cross_entropy_fused` with both results (`FusedCrossEntropy.cpp`).
+    Other ops stay as they are.
 
     ```mlir
     // before
