@@ -27,9 +27,9 @@
 // CHECK: float *a0 = (float *)args[0];
 // CHECK: int32_t *a6 = (int32_t *)args[6];
 // CHECK: char *b0 = arena + {{[0-9]+}};
-// CHECK: // step.embedding {{.*}}stepc-emit-source.mlir:[[@LINE+39]]:
+// CHECK: // step.embedding {{.*}}stepc-emit-source.mlir:[[@LINE+42]]:
 // CHECK-NEXT: if (int64_t bad = stepc_cpu_embedding(a0, a6, 8, 16, 4, ((float *)b0)))
-// CHECK-NEXT: return stepc_fail(error, error_len, "{{.*}}stepc-emit-source.mlir:[[@LINE+37]]:{{[0-9]+}}: 'step.embedding' id", a6[bad - 1], bad - 1, 16);
+// CHECK-NEXT: return stepc_fail(error, error_len, "{{.*}}stepc-emit-source.mlir:[[@LINE+40]]:{{[0-9]+}}: 'step.embedding' id", a6[bad - 1], bad - 1, 16);
 // The bias add and GELU are one loop; the add's result is kept (GELU's
 // backward reads it), written over the embedding's dying buffer. The
 // bias's broadcast is not materialised: the loop runs over rows of 4 and
@@ -48,8 +48,11 @@
 // CHECK-NEXT: }
 // CHECK: // step.matmul
 // CHECK-NEXT: stepc_cpu_matmul(((float *)b{{[0-9]+}}), a0, ((float *)b{{[0-9]+}}), 2, 4, 16, 4, 0, 1, 1);
+// The loss and its gradient in one kernel, checking the targets.
 // CHECK: // step.cross_entropy
-// CHECK: // step.cross_entropy_grad
+// CHECK-NEXT: if (int64_t bad = stepc_cpu_cross_entropy_fused(((float *)b{{[0-9]+}}), a7, ((float *)b{{[0-9]+}}), 8, 16, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}})))
+// CHECK-NEXT: return stepc_fail(error, error_len, "{{.*}}stepc-emit-source.mlir:{{[0-9]+}}:{{[0-9]+}}: 'step.cross_entropy' target", a7[bad - 1], bad - 1, 16);
+// CHECK-NOT: stepc_cpu_cross_entropy_grad
 // Backward of the head: dX = dC @ W, dW = dCᵀ X on the flattened batch.
 // CHECK: stepc_cpu_matmul(((float *)b{{[0-9]+}}), a0, ((float *)b{{[0-9]+}}), 2, 4, 4, 16, 0, 0, 1);
 // CHECK: stepc_cpu_matmul(((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 1, 16, 4, 8, 1, 0, 1);
