@@ -16,8 +16,6 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 
-#include "mlir/IR/IRMapping.h"
-
 using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
@@ -50,14 +48,7 @@ void fuse(CrossEntropyOp loss, CrossEntropyGradOp grad) {
       b.getArrayAttr({b.getI64IntegerAttr(rows), b.getI64IntegerAttr(classes)}), IntegerAttr(),
       b.getStringAttr("target"), b.getI64IntegerAttr(1), b.getI64IntegerAttr(classes));
   copyPhase(loss, call);
-  Block *body = new Block();
-  call.getBody().push_back(body);
-  IRMapping map;
-  for (Value in : inputs)
-    map.map(in, body->addArgument(in.getType(), in.getLoc()));
-  OpBuilder inner = OpBuilder::atBlockEnd(body);
-  Operation *l = inner.clone(*loss, map), *g = inner.clone(*grad, map);
-  inner.create<stepk::YieldOp>(loss.getLoc(), ValueRange{l->getResult(0), g->getResult(0)});
+  fillCallBody(call, {loss, grad}, {loss.getResult(), grad.getResult()});
   loss->replaceAllUsesWith(ValueRange{call.getResult(0)});
   grad->replaceAllUsesWith(ValueRange{call.getResult(1)});
   grad->erase();

@@ -180,14 +180,7 @@ void lower(Operation *op, const LibraryCall &call) {
       call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idOperand),
       call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idBound));
   step::copyPhase(op, kernel);
-  Block *body = new Block();
-  kernel.getBody().push_back(body);
-  IRMapping map;
-  for (Value in : op->getOperands())
-    map.map(in, body->addArgument(in.getType(), in.getLoc()));
-  OpBuilder inner = OpBuilder::atBlockEnd(body);
-  Operation *clone = inner.clone(*op, map);
-  inner.create<stepk::YieldOp>(op->getLoc(), clone->getResults());
+  fillCallBody(kernel, {op}, op->getResults());
   op->replaceAllUsesWith(kernel.getResults());
   op->erase();
 }

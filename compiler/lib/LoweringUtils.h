@@ -4,6 +4,9 @@
 #define STEPC_COMPILER_LIB_LOWERINGUTILS_H
 
 #include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
+
+#include "mlir/IR/IRMapping.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -30,6 +33,24 @@ inline mlir::LogicalResult checkTarget(mlir::ModuleOp module, llvm::StringRef pa
     return mlir::success();
   return mlir::emitError(module.getLoc())
          << pass << ": unknown target '" << target << "' (expected cpu or cuda)";
+}
+
+/// Fills `call`'s (empty) body with what it computes: one argument per
+/// input, clones of `ops` in order on them, a yield of `yields`' clones.
+inline void fillCallBody(stepk::CallOp call, llvm::ArrayRef<mlir::Operation *> ops,
+                         mlir::ValueRange yields) {
+  mlir::Block *body = new mlir::Block();
+  call.getBody().push_back(body);
+  mlir::IRMapping map;
+  for (mlir::Value in : call.getInputs())
+    map.map(in, body->addArgument(in.getType(), in.getLoc()));
+  mlir::OpBuilder inner = mlir::OpBuilder::atBlockEnd(body);
+  for (mlir::Operation *op : ops)
+    inner.clone(*op, map);
+  llvm::SmallVector<mlir::Value> yielded;
+  for (mlir::Value y : yields)
+    yielded.push_back(map.lookup(y));
+  inner.create<stepk::YieldOp>(call.getLoc(), yielded);
 }
 
 /// On the CPU: attention on slices of one packed [B, T, 3C] tensor reads

@@ -23,8 +23,6 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 
-#include "mlir/IR/IRMapping.h"
-
 #include <array>
 #include <optional>
 
@@ -98,21 +96,12 @@ stepk::CallOp packedCall(OpBuilder &b, Location loc, StringRef callee, ValueRang
   auto call = b.create<stepk::CallOp>(loc, yields.getTypes(), b.getStringAttr(callee), inputs,
                                       scalars, IntegerAttr(), StringAttr(), IntegerAttr(),
                                       IntegerAttr());
-  Block *body = new Block();
-  call.getBody().push_back(body);
-  IRMapping map;
-  for (Value in : inputs)
-    map.map(in, body->addArgument(in.getType(), in.getLoc()));
-  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  SmallVector<Operation *> body;
   for (SliceOp slice : p.slices)
-    if (!map.contains(slice.getResult()))
-      inner.clone(*slice, map);
-  for (Operation *op : ops)
-    inner.clone(*op, map);
-  SmallVector<Value> yielded;
-  for (Value y : yields)
-    yielded.push_back(map.lookup(y));
-  inner.create<stepk::YieldOp>(loc, yielded);
+    if (!llvm::is_contained(body, slice.getOperation()))
+      body.push_back(slice);
+  llvm::append_range(body, ops);
+  fillCallBody(call, body, yields);
   return call;
 }
 
