@@ -16,6 +16,11 @@ import argparse
 import os
 import sys
 
+# The MLIR writer is the Python package's (python/stepc), shared with the
+# PyTorch importer.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from stepc.mlir_writer import FunctionWriter, eps_attr  # noqa: E402
+
 PRESETS = {
     "gpt-small": ["--arch", "gpt", "--vocab", "512", "--seq", "64", "--dim", "64",
                   "--layers", "2", "--heads", "4", "--batch", "8"],
@@ -32,125 +37,6 @@ PRESETS = {
                 "--layers", "12", "--heads", "12", "--kv-heads", "4",
                 "--ffn-multiple", "256", "--batch", "4"],
 }
-
-
-def ttype(shape, dtype):
-    """The MLIR spelling of a ranked tensor type."""
-    return "tensor<" + "".join(f"{d}x" for d in shape) + dtype + ">"
-
-
-class Value:
-    def __init__(self, name, shape, dtype):
-        self.name, self.shape, self.dtype = name, list(shape), dtype
-
-    @property
-    def type(self):
-        return ttype(self.shape, self.dtype)
-
-
-class FunctionWriter:
-    """Collects arguments and body lines of one loss function."""
-
-    def __init__(self, dtype):
-        self.dtype = dtype
-        self.args = []
-        self.body = []
-        self.used = set()
-
-    def _fresh(self, hint):
-        name = "%" + hint.replace(".", "_")
-        base, n = name, 0
-        while name in self.used:
-            n += 1
-            name = f"{base}_{n}"
-        self.used.add(name)
-        return name
-
-    def param(self, name, shape, init):
-        v = Value(self._fresh(name), shape, self.dtype)
-        self.args.append(f'{v.name}: {v.type} {{step.param = #step.param<"{name}", {init}>}}')
-        return v
-
-    def input(self, name, shape):
-        v = Value(self._fresh(name), shape, "i32")
-        self.args.append(f'{v.name}: {v.type} {{step.input = "{name}"}}')
-        return v
-
-    def emit(self, hint, shape, text, dtype=None):
-        v = Value(self._fresh(hint), shape, dtype or self.dtype)
-        self.body.append(f"  {v.name} = {text.format(out=v.type)}")
-        return v
-
-    # -- ops ---------------------------------------------------------------
-    def unary(self, op, x, hint, attrs=""):
-        return self.emit(hint, x.shape, f"step.{op} {x.name}{attrs} : {x.type}")
-
-    def binary(self, op, a, b, hint):
-        return self.emit(hint, a.shape, f"step.{op} {a.name}, {b.name} : {a.type}")
-
-    def broadcast(self, x, shape, hint):
-        return self.emit(hint, shape, f"step.broadcast {x.name} : {x.type} -> {{out}}")
-
-    def embedding(self, table, ids, hint):
-        shape = ids.shape + [table.shape[1]]
-        return self.emit(hint, shape, f"step.embedding {table.name}, {ids.name} "
-                                      f": ({table.type}, {ids.type}) -> {{out}}")
-
-    def matmul(self, x, w, hint, transpose_b=True):
-        n = w.shape[0] if transpose_b else w.shape[1]
-        flag = " transpose_b" if transpose_b else ""
-        return self.emit(hint, x.shape[:-1] + [n], f"step.matmul {x.name}, {w.name}{flag} "
-                                                  f": ({x.type}, {w.type}) -> {{out}}")
-
-    def linear(self, x, w, b, hint):
-        """x @ w^T (+ b), w in nn.Linear layout [out, in]."""
-        y = self.matmul(x, w, hint)
-        if b is None:
-            return y
-        bb = self.broadcast(b, y.shape, hint + "_bias")
-        return self.binary("add", y, bb, hint + "_biased")
-
-    def slice(self, x, dim, start, size, hint):
-        offsets = [0] * len(x.shape)
-        sizes = list(x.shape)
-        offsets[dim], sizes[dim] = start, size
-        return self.emit(hint, sizes, f"step.slice {x.name} offsets {offsets} sizes {sizes} "
-                                      f": ({x.type}) -> {{out}}")
-
-    def layer_norm(self, x, w, b, eps, hint):
-        return self.emit(hint, x.shape, f"step.layer_norm {x.name}, {w.name}, {b.name}"
-                                        f"{eps_attr(eps)} : ({x.type}, {w.type}, {b.type}) -> {{out}}")
-
-    def rms_norm(self, x, w, eps, hint):
-        return self.emit(hint, x.shape, f"step.rms_norm {x.name}, {w.name}{eps_attr(eps)} "
-                                        f": ({x.type}, {w.type}) -> {{out}}")
-
-    def rotary(self, x, head_dim, theta, hint):
-        attr = "" if theta == 10000.0 else f" {{theta = {float(theta)!r} : f64}}"
-        return self.emit(hint, x.shape, f"step.rotary {x.name} head_dim {head_dim}{attr} "
-                                        f": ({x.type}) -> {{out}}")
-
-    def attention(self, q, k, v, heads, kv_heads, head_dim, hint):
-        return self.emit(hint, q.shape,
-                         f"step.attention {q.name}, {k.name}, {v.name} heads {heads} "
-                         f"kv_heads {kv_heads} head_dim {head_dim} causal "
-                         f": ({q.type}, {k.type}, {v.type}) -> {{out}}")
-
-    def cross_entropy(self, logits, targets, hint):
-        return self.emit(hint, [], f"step.cross_entropy {logits.name}, {targets.name} "
-                                   f": ({logits.type}, {targets.type}) -> {{out}}",
-                         dtype="f64" if self.dtype == "f64" else "f32")
-
-    def render(self, header, loss):
-        args = ",\n    ".join(self.args)
-        lines = [header, f"func.func @loss(\n    {args})\n    -> {loss.type} attributes {{step.loss}} {{"]
-        lines += self.body
-        lines += [f"  return {loss.name} : {loss.type}", "}", ""]
-        return "\n".join(lines)
-
-
-def eps_attr(eps):
-    return "" if eps == 1e-5 else f" {{epsilon = {float(eps)!r} : f64}}"
 
 
 def normal(std):
@@ -171,18 +57,18 @@ def gpt(a, w):
     for l in range(L):
         p = f"h.{l}."
         blocks.append(dict(
-            ln1w=w.param(p + "ln_1.weight", [D], "ones"),
-            ln1b=w.param(p + "ln_1.bias", [D], "zeros"),
-            attw=w.param(p + "attn.c_attn.weight", [3 * D, D], normal(std)),
-            attb=w.param(p + "attn.c_attn.bias", [3 * D], "zeros"),
-            prjw=w.param(p + "attn.c_proj.weight", [D, D], scaled_normal(std, L)),
-            prjb=w.param(p + "attn.c_proj.bias", [D], "zeros"),
-            ln2w=w.param(p + "ln_2.weight", [D], "ones"),
-            ln2b=w.param(p + "ln_2.bias", [D], "zeros"),
-            fcw=w.param(p + "mlp.c_fc.weight", [4 * D, D], normal(std)),
-            fcb=w.param(p + "mlp.c_fc.bias", [4 * D], "zeros"),
-            mpw=w.param(p + "mlp.c_proj.weight", [D, 4 * D], scaled_normal(std, L)),
-            mpb=w.param(p + "mlp.c_proj.bias", [D], "zeros"),
+            ln1w=w.param(p + "ln_1.weight", [D], "ones", block=l),
+            ln1b=w.param(p + "ln_1.bias", [D], "zeros", block=l),
+            attw=w.param(p + "attn.c_attn.weight", [3 * D, D], normal(std), block=l),
+            attb=w.param(p + "attn.c_attn.bias", [3 * D], "zeros", block=l),
+            prjw=w.param(p + "attn.c_proj.weight", [D, D], scaled_normal(std, L), block=l),
+            prjb=w.param(p + "attn.c_proj.bias", [D], "zeros", block=l),
+            ln2w=w.param(p + "ln_2.weight", [D], "ones", block=l),
+            ln2b=w.param(p + "ln_2.bias", [D], "zeros", block=l),
+            fcw=w.param(p + "mlp.c_fc.weight", [4 * D, D], normal(std), block=l),
+            fcb=w.param(p + "mlp.c_fc.bias", [4 * D], "zeros", block=l),
+            mpw=w.param(p + "mlp.c_proj.weight", [D, 4 * D], scaled_normal(std, L), block=l),
+            mpb=w.param(p + "mlp.c_proj.bias", [D], "zeros", block=l),
         ))
     lnfw = w.param("ln_f.weight", [D], "ones")
     lnfb = w.param("ln_f.bias", [D], "zeros")
@@ -231,15 +117,15 @@ def llama(a, w):
     for l in range(L):
         p = f"layers.{l}."
         blocks.append(dict(
-            an=w.param(p + "attention_norm", [D], "ones"),
-            wq=w.param(p + "attention.wq", [H * hd, D], normal(std)),
-            wk=w.param(p + "attention.wk", [K * hd, D], normal(std)),
-            wv=w.param(p + "attention.wv", [K * hd, D], normal(std)),
-            wo=w.param(p + "attention.wo", [D, H * hd], scaled_normal(std, L)),
-            fn=w.param(p + "ffn_norm", [D], "ones"),
-            w1=w.param(p + "feed_forward.w1", [F, D], normal(std)),
-            w2=w.param(p + "feed_forward.w2", [D, F], scaled_normal(std, L)),
-            w3=w.param(p + "feed_forward.w3", [F, D], normal(std)),
+            an=w.param(p + "attention_norm", [D], "ones", block=l),
+            wq=w.param(p + "attention.wq", [H * hd, D], normal(std), block=l),
+            wk=w.param(p + "attention.wk", [K * hd, D], normal(std), block=l),
+            wv=w.param(p + "attention.wv", [K * hd, D], normal(std), block=l),
+            wo=w.param(p + "attention.wo", [D, H * hd], scaled_normal(std, L), block=l),
+            fn=w.param(p + "ffn_norm", [D], "ones", block=l),
+            w1=w.param(p + "feed_forward.w1", [F, D], normal(std), block=l),
+            w2=w.param(p + "feed_forward.w2", [D, F], scaled_normal(std, L), block=l),
+            w3=w.param(p + "feed_forward.w3", [F, D], normal(std), block=l),
         ))
     norm = w.param("norm", [D], "ones")
     out = w.param("output", [V, D], normal(std))

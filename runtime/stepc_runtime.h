@@ -48,7 +48,7 @@ int stepc_session_eval(stepc_session *session, float *loss, char *error, size_t 
  * stepc_session_logits_shape's dims) into `logits`: what a sampler reads. */
 int stepc_session_eval_logits(stepc_session *session, float *loss, float *logits, size_t count,
                               char *error, size_t error_len);
-/* The loss function's outputs besides the loss (`step.result` names): how
+/* The loss function's outputs besides the loss (`#step.result<output, "name">`): how
  * many, the i-th's name (valid while the session lives), rank and shape;
  * and an eval that also copies output i into outputs[i] (its elements, or
  * NULL to skip it). */

@@ -28,18 +28,24 @@ using namespace stepc;
 using namespace stepc::step;
 
 DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
+  // Each parameter's block marker, which its moments share.
+  llvm::StringMap<int64_t> blockOfParam;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
+    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
+      blockOfParam[p.getName()] = p.getBlock();
   DenseMap<Value, std::string> blockOf;
   for (BlockArgument arg : step.getArguments()) {
-    std::string param;
     unsigned i = arg.getArgNumber();
+    std::optional<int64_t> block;
     if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
-      param = p.getName().str();
+      block = p.getBlock();
     else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
-      param = s.getParam().str();
-    else
+      if (auto it = blockOfParam.find(s.getParam()); it != blockOfParam.end())
+        block = it->second;
+    if (!block)
       continue;
-    std::string block = blockOfParameter(param);
-    blockOf[arg] = block.empty() ? "#" : block;
+    std::string label = blockLabel(*block);
+    blockOf[arg] = label.empty() ? "#" : label;
   }
   // A parameter's gradient too (through the reshapes that made it), so the
   // clipping norm's terms run in their block's code.

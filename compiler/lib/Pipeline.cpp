@@ -127,6 +127,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   if (options.sequenceParallel && shard->tp == 1)
     return emitError("--sequence-parallel needs tensor parallelism (--shard=...,tp:M)");
 
+  // The layers, from the front end's markers or read off the IR: remat,
+  // outlining and the report need them, whatever the parameters' names.
+  pm.addPass(createStepDeriveBlocks());
   // Each rank's step sees its share of the global batch.
   if (options.batch > 0 || shard->ranks() > 1)
     pm.addPass(createStepRebindBatch(StepRebindBatchOptions{options.batch, shard->ranks()}));

@@ -625,20 +625,20 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   if (failed(emitBody()))
     return failure();
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
-  auto resultName = [&](unsigned i) {
-    auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
-    return name ? name.getValue() : StringRef();
+  auto hasRole = [&](unsigned i, Role role) {
+    ResultAttr r = getResultRole(step, i);
+    return r && r.getRole() == role;
   };
   // loss, then optionally logits, then the loss function's outputs.
   unsigned n = ret.getNumOperands();
-  if (n < 1 || resultName(0) != "loss")
-    return step.emitOpError() << "expects its first result named 'loss' (a step.eval_step)";
+  if (n < 1 || !hasRole(0, Role::Loss))
+    return step.emitOpError() << "expects its first result to be the loss (a step.eval_step)";
   std::optional<unsigned> logits;
   SmallVector<unsigned> outputs;
   for (unsigned i = 1; i < n; ++i) {
-    if (i == 1 && resultName(i) == "logits")
+    if (i == 1 && hasRole(i, Role::Logits))
       logits = i;
-    else if (resultName(i).starts_with("output."))
+    else if (hasRole(i, Role::Output))
       outputs.push_back(i);
     else
       return step.emitOpError() << "result #" << i
@@ -654,7 +654,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   if (logits)
     fragment.logitsShape = shapeOf(*logits);
   for (unsigned i : outputs)
-    fragment.outputs.push_back({resultName(i).drop_front(7).str(), shapeOf(i)});
+    fragment.outputs.push_back({getResultRole(step, i).getName().str(), shapeOf(i)});
   llvm::raw_string_ostream os(fragment.text);
   // Its own namespace: its constant tables and kernels keep their names.
   std::string functions, stepBody = outlinedBody(functions);
@@ -692,19 +692,19 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   std::string lossExpr, normExpr;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
-    if (name && name.getValue() == "loss")
+    ResultAttr role = getResultRole(step, i);
+    if (role && role.getRole() == Role::Loss)
       lossExpr = ptr(v);
-    else if (name && name.getValue() == "grad_norm")
+    else if (role && role.getRole() == Role::GradNorm)
       normExpr = ptr(v);
-    else if (name && name.getValue().starts_with("output."))
+    else if (role && role.getRole() == Role::Output)
       continue;  // read through the eval entry
     else if (!plan.argumentOf.count(v))
       return step.emitOpError() << "result #" << i
                                 << " is neither the loss, the norm, nor updated in place";
   }
   if (lossExpr.empty() || normExpr.empty())
-    return step.emitOpError() << "expects results named 'loss' and 'grad_norm'";
+    return step.emitOpError() << "expects a loss and a grad_norm result";
   // The body fixed the arena and the launches; the metadata names them.
   FailureOr<ModuleSummary> summarized = summarize(StepShape{arenaBytes(), launchCount(), evalArenaBytes});
   if (failed(summarized))

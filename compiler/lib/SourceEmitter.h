@@ -41,9 +41,10 @@ constexpr char kPtrBegin = '\1', kPtrEnd = '\2', kLocBegin = '\3', kLocEnd = '\4
 std::string siteMark(llvm::StringRef text);
 /// Text with every mark resolved to its name or location.
 std::string resolveMarkers(llvm::StringRef from);
-/// The block of each parameter-derived value: "h.3" for a parameter of
-/// block h.3, its optimizer moments or its gradient (through reshapes,
-/// converts, slices and collectives), "#" for one outside the blocks.
+/// The block of each parameter-derived value: "block 3" for a parameter
+/// marked `block 3` (#step.param), its optimizer moments or its gradient
+/// (through reshapes, converts, slices and collectives), "#" for one
+/// outside the blocks.
 llvm::DenseMap<mlir::Value, std::string> parameterBlocks(mlir::func::FuncOp step);
 /// A C string literal of `text`.
 std::string cString(llvm::StringRef text);

@@ -102,25 +102,22 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
 
   SmallVector<unsigned> paramIndices;
   // (loss, gradients..., outputs...): the loss function's outputs follow,
-  // named output.<name>, computed by the forward and never differentiated.
+  // (role output), computed by the forward and never differentiated.
   SmallVector<Type> resultTypes{loss.getResultTypes().front()};
-  SmallVector<Attribute> resultAttrs{
-      b.getDictionaryAttr(b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("loss")))};
+  SmallVector<Attribute> resultAttrs{resultRoleDict(ResultAttr::get(b.getContext(), Role::Loss))};
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
     auto param = loss.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
     if (!param)
       continue;
     paramIndices.push_back(i);
     resultTypes.push_back(loss.getArgumentTypes()[i]);
-    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-        StepDialect::kResultAttrName, b.getStringAttr("grad." + param.getName()))));
+    resultAttrs.push_back(
+        resultRoleDict(ResultAttr::get(b.getContext(), Role::Grad, param.getName())));
   }
 
   for (unsigned i = 1, e = loss.getNumResults(); i < e; ++i) {
     resultTypes.push_back(loss.getResultTypes()[i]);
-    auto name = loss.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
-    resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-        StepDialect::kResultAttrName, b.getStringAttr("output." + name.getValue()))));
+    resultAttrs.push_back(resultRoleDict(getResultRole(loss, i)));
   }
 
   auto grad = b.create<func::FuncOp>(

@@ -27,14 +27,8 @@ using namespace stepc::step;
 
 namespace {
 
-/// The index of the training step's result named "loss".
-std::optional<unsigned> lossResult(func::FuncOp step) {
-  for (unsigned i = 0, e = step.getNumResults(); i < e; ++i)
-    if (auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
-        name && name.getValue() == "loss")
-      return i;
-  return std::nullopt;
-}
+/// The index of the training step's loss result.
+std::optional<unsigned> lossResult(func::FuncOp step) { return findResult(step, Role::Loss); }
 
 /// The ops `loss` depends on.
 llvm::SetVector<Operation *> sliceOf(Value loss) {
@@ -128,8 +122,8 @@ struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass>
       Value lossValue = ret.getOperand(*loss);
       OpBuilder b(ret);
       SmallVector<Value> results{lossValue};
-      SmallVector<DictionaryAttr> resultAttrs{b.getDictionaryAttr(
-          b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("loss")))};
+      SmallVector<DictionaryAttr> resultAttrs{
+          resultRoleDict(ResultAttr::get(b.getContext(), Role::Loss))};
       Value logits = lossLogits(lossValue);
       // Under tensor parallelism, every rank's part of them, gathered.
       if (Operation *part = logits ? nullptr : vocabLogits(lossValue)) {
@@ -138,15 +132,13 @@ struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass>
       }
       if (logits) {
         results.push_back(logits);
-        resultAttrs.push_back(b.getDictionaryAttr(
-            b.getNamedAttr(StepDialect::kResultAttrName, b.getStringAttr("logits"))));
+        resultAttrs.push_back(resultRoleDict(ResultAttr::get(b.getContext(), Role::Logits)));
       }
-      // The loss function's own outputs (output.<name>), as they are.
+      // The loss function's own outputs, as they are.
       for (unsigned i = 0, e = step.getNumResults(); i < e; ++i)
-        if (auto name = step.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
-            name && name.getValue().starts_with("output.")) {
+        if (ResultAttr role = getResultRole(step, i); role && role.getRole() == Role::Output) {
           results.push_back(ret.getOperand(i));
-          resultAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(StepDialect::kResultAttrName, name)));
+          resultAttrs.push_back(resultRoleDict(role));
         }
       b.create<func::ReturnOp>(ret.getLoc(), results);
       ret.erase();

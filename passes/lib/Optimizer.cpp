@@ -30,10 +30,6 @@ struct OptimizerOptions {
   int64_t tpAxis = -1;
 };
 
-NamedAttribute named(OpBuilder &b, StringRef key, StringRef value) {
-  return b.getNamedAttr(key, b.getStringAttr(value));
-}
-
 /// A scalar constant of `type` (a 0-d float tensor).
 Value scalar(OpBuilder &b, Location loc, RankedTensorType type, double value) {
   return b.create<ConstantOp>(
@@ -83,7 +79,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     }
   }
   // After the loss and one gradient per parameter: the loss function's
-  // outputs (output.<name>), carried to the training step's results.
+  // outputs (role output), carried to the training step's results.
   if (grad.getNumResults() < params.size() + 1)
     return grad.emitOpError() << "expects the loss and one gradient per parameter";
   const unsigned outputs = grad.getNumResults() - 1 - params.size();
@@ -91,8 +87,8 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   ArrayRef<Type> argTypes = grad.getArgumentTypes();
   SmallVector<Type> newArgs, newResults{lossType, lossType};
   SmallVector<Attribute> argAttrs, resultAttrs{
-      b.getDictionaryAttr(named(b, StepDialect::kResultAttrName, "loss")),
-      b.getDictionaryAttr(named(b, StepDialect::kResultAttrName, "grad_norm"))};
+      resultRoleDict(ResultAttr::get(b.getContext(), Role::Loss)),
+      resultRoleDict(ResultAttr::get(b.getContext(), Role::GradNorm))};
   for (unsigned i : params) {
     newArgs.push_back(argTypes[i]);
     argAttrs.push_back(grad.getArgAttrDict(i));
@@ -112,11 +108,14 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     argAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(StepDialect::kHyperAttrName, HyperAttr::get(b.getContext(), hyper))));
   }
-  for (StringRef prefix : {"param.", "exp_avg.", "exp_avg_sq."})
+  // The updated parameters, then each moment, in the arguments' order.
+  for (int kind = 0; kind < 3; ++kind)
     for (auto [i, name] : llvm::zip(params, names)) {
       newResults.push_back(argTypes[i]);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          named(b, StepDialect::kResultAttrName, (prefix + name).str())));
+      resultAttrs.push_back(resultRoleDict(
+          kind == 0 ? ResultAttr::get(b.getContext(), Role::Param, name)
+                    : ResultAttr::get(b.getContext(), kind == 1 ? Moment::ExpAvg : Moment::ExpAvgSq,
+                                      name)));
     }
 
   for (unsigned k = 0; k < outputs; ++k) {

@@ -752,7 +752,9 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
     if (!module.lookupSymbol(kWorldMeshName)) {
       OpBuilder b(module.getBodyRegion());
       b.setInsertionPointToStart(module.getBody());
-      b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
+      auto mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
+      // The last axis is tp: said in the IR for every later reader.
+      mesh->setAttr(StepDialect::kTpAxisAttrName, b.getI64IntegerAttr(int64_t(shape.size()) - 1));
     }
     bool found = false;
     for (auto loss : module.getOps<func::FuncOp>()) {

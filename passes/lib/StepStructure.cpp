@@ -3,34 +3,26 @@
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
-#include "llvm/ADT/StringExtras.h"
-
 #include <functional>
 
 using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
 
-std::string stepc::blockOfParameter(StringRef name) {
-  for (StringRef prefix : {"h.", "layers."}) {
-    if (!name.starts_with(prefix))
-      continue;
-    StringRef rest = name.drop_front(prefix.size());
-    StringRef index = rest.take_front(rest.find('.'));
-    if (!index.empty() && llvm::all_of(index, [](char c) { return llvm::isDigit(c); }))
-      return (prefix + index).str();
-  }
-  return "";
+std::string stepc::blockLabel(int64_t block) {
+  return block < 0 ? std::string() : "block " + std::to_string(block);
 }
 
-DenseMap<Value, std::string> stepc::attributeBlocks(func::FuncOp function) {
-  Block &body = function.getBody().front();
-  DenseMap<Operation *, int64_t> index;
-  int64_t n = 0;
-  for (Operation &op : body)
-    index[&op] = n++;
-  std::function<int64_t(Value)> firstComputingUse = [&](Value v) {
-    int64_t first = n;
+/// The position of each op of `body`, and of the first op that computes
+/// with each value (looking through collectives and views).
+namespace {
+struct UseOrder {
+  explicit UseOrder(Block &body) {
+    for (Operation &op : body)
+      index[&op] = end++;
+  }
+  int64_t firstComputingUse(Value v) {
+    int64_t first = end;
     for (Operation *user : v.getUsers()) {
       if (getPhase(user) == Phase::Collective || isa<ConvertOp, ReshapeOp, SliceOp>(user))
         for (Value r : user->getResults())
@@ -39,13 +31,32 @@ DenseMap<Value, std::string> stepc::attributeBlocks(func::FuncOp function) {
         first = std::min(first, index[user]);
     }
     return first;
-  };
+  }
+  DenseMap<Operation *, int64_t> index;
+  int64_t end = 0;
+};
+} // namespace
+
+SmallVector<BlockArgument> stepc::parametersInUseOrder(func::FuncOp function) {
+  Block &body = function.getBody().front();
+  UseOrder order(body);
+  SmallVector<std::pair<int64_t, BlockArgument>> ranked;
+  for (BlockArgument arg : body.getArguments())
+    if (function.getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName))
+      ranked.push_back({order.firstComputingUse(arg), arg});
+  llvm::stable_sort(ranked, [](auto &a, auto &b) { return a.first < b.first; });
+  return llvm::to_vector(llvm::map_range(ranked, [](auto &p) { return p.second; }));
+}
+
+DenseMap<Value, std::string> stepc::attributeBlocks(func::FuncOp function) {
+  Block &body = function.getBody().front();
+  UseOrder order(body);
   // (rank of the latest parameter, its block) of each value.
   DenseMap<Value, std::pair<int64_t, std::string>> origin;
   for (BlockArgument arg : body.getArguments()) {
     auto param =
         function.getArgAttrOfType<ParamAttr>(arg.getArgNumber(), StepDialect::kParamAttrName);
-    origin[arg] = param ? std::make_pair(firstComputingUse(arg), blockOfParameter(param.getName()))
+    origin[arg] = param ? std::make_pair(order.firstComputingUse(arg), blockLabel(param.getBlock()))
                         : std::make_pair(int64_t(-1), std::string());
   }
   for (Operation &op : body) {

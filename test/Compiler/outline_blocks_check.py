@@ -48,7 +48,7 @@ for path in args.sources:
     text = open(path).read()
     step = text[text.index('extern "C" int stepc_train_step_v5'):text.index("namespace stepc_eval")]
     functions = len(re.findall(r"^static int stepc_block\d+\(", text, re.M))
-    calls = re.findall(r"^  // ((?:h|layers)\.\d+): \d+ kernels", step, re.M)
+    calls = re.findall(r"^  // (block \d+): \d+ kernels", step, re.M)
     layers = {c for c in calls}
     # Each layer: its forward, its backward and its update (and the
     # clipping norm's terms) are calls, not inline code.

@@ -9,7 +9,7 @@
 // CHECK-SAME: %[[VW:.*]]: tensor<3x2xf32> {step.state = #step.state<exp_avg_sq, "w">}, %[[VB:.*]]: tensor<3xf32> {step.state = #step.state<exp_avg_sq, "b">},
 // CHECK-SAME: %[[X:.*]]: tensor<4x2xf32> {step.input = "x"},
 // CHECK-SAME: %[[LR:.*]]: tensor<f32> {step.hyper = #step.hyper<lr>}, %[[T:.*]]: tensor<f32> {step.hyper = #step.hyper<step>})
-// CHECK-SAME: -> (tensor<f32> {step.result = "loss"}, tensor<f32> {step.result = "grad_norm"}, tensor<3x2xf32> {step.result = "param.w"}, tensor<3xf32> {step.result = "param.b"}, tensor<3x2xf32> {step.result = "exp_avg.w"}, tensor<3xf32> {step.result = "exp_avg.b"}, tensor<3x2xf32> {step.result = "exp_avg_sq.w"}, tensor<3xf32> {step.result = "exp_avg_sq.b"})
+// CHECK-SAME: -> (tensor<f32> {step.result = #step.result<loss>}, tensor<f32> {step.result = #step.result<grad_norm>}, tensor<3x2xf32> {step.result = #step.result<param, "w">}, tensor<3xf32> {step.result = #step.result<param, "b">}, tensor<3x2xf32> {step.result = #step.result<exp_avg, "w">}, tensor<3xf32> {step.result = #step.result<exp_avg, "b">}, tensor<3x2xf32> {step.result = #step.result<exp_avg_sq, "w">}, tensor<3xf32> {step.result = #step.result<exp_avg_sq, "b">})
 // CHECK-SAME: attributes {step.train_step}
 // Global norm over both gradients, then min(1, 1.0 / (norm + 1e-6)).
 // CHECK: %[[NORM:.*]] = step.sqrt

@@ -103,8 +103,8 @@ std::string argumentName(func::FuncOp f, unsigned i) {
 }
 
 std::string resultName(func::FuncOp f, unsigned i) {
-  if (auto s = f.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName))
-    return s.getValue().str();
+  if (ResultAttr r = getResultRole(f, i))
+    return r.getQualifiedName();
   return "result" + std::to_string(i);
 }
 
@@ -240,12 +240,13 @@ LogicalResult train(func::FuncOp f, const Interpreter &interp, std::vector<Tenso
       return failure();
     printSummary(f, *results, s + 1);
     for (auto [i, t] : llvm::enumerate(*results)) {
-      // (Own the name: a StringRef into the temporary would dangle.)
-      const std::string owned = resultName(f, i);
-      StringRef name = owned;
-      name.consume_front("param.");
-      auto it = argIndex.find(name);
-      if (it != argIndex.end() && name != "loss")
+      // An updated parameter or moment replaces its argument.
+      ResultAttr role = getResultRole(f, i);
+      if (!role || (role.getRole() != Role::Param && role.getRole() != Role::Moment))
+        continue;
+      auto it = argIndex.find(role.getRole() == Role::Param ? role.getName().str()
+                                                            : role.getQualifiedName());
+      if (it != argIndex.end())
         args[it->second] = t;
     }
     for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i)

@@ -267,9 +267,8 @@ int main(int argc, char **argv) {
   }
   if (batch.getNumOccurrences() && batch < 1)
     return fail("--batch must be at least 1, got " + std::to_string(batch.getValue()));
-  FailureOr<ShardSpec> shardSpec = parseShardSpec(shard, error);
-  if (failed(shardSpec))
-    return fail(error);
+  // --shard is parsed once, by buildStepcPipeline; the mesh it builds is
+  // what the metadata reads.
   llvm::Expected<CpuTarget> cpuTargetOf = cpuTarget(cpu);
   if (!cpuTargetOf)
     return fail(llvm::toString(cpuTargetOf.takeError()));
@@ -427,11 +426,18 @@ int main(int argc, char **argv) {
       summary.modelFlops = report->modelFlopsPerStep;
       summary.executedFlops = report->executedFlopsPerStep;
       summary.tokens = report->tokensPerStep;
-      summary.worldSize = shardSpec->world();
-      summary.sharding = shardSpec->world() > 1 ? shard.getValue() : "none";
-      SmallVector<int64_t> mesh = shardSpec->meshShape();
-      summary.meshShape.assign(mesh.begin(), mesh.end());
-      summary.tensorParallel = shardSpec->tp;
+      // The mesh the passes built (none: one rank) says how the step runs.
+      if (auto mesh = dyn_cast_or_null<mesh::MeshOp>(module->lookupSymbol(kWorldMeshName))) {
+        ArrayRef<int64_t> shape = mesh.getShape();
+        summary.meshShape.assign(shape.begin(), shape.end());
+        summary.worldSize = 1;
+        for (int64_t n : shape)
+          summary.worldSize *= n;
+        if (auto tp = mesh->getAttrOfType<IntegerAttr>(StepDialect::kTpAxisAttrName);
+            tp && tp.getInt() < int64_t(shape.size()))
+          summary.tensorParallel = shape[tp.getInt()];
+      }
+      summary.sharding = summary.worldSize > 1 ? shard.getValue() : "none";
       if (target == "cpu") {
         summary.cpuIsa = cpuTargetOf->isa;
         summary.cpuFeatures = cpuTargetOf->features;

@@ -108,7 +108,7 @@ func.func @loss_no_result() attributes {step.loss} {
 // -----
 
 // An output besides the loss needs a name the runtime reads it by.
-// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be named by a unique 'step.result' other than 'loss' and 'logits'}}
+// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be marked by a 'step.result = #step.result<output, "name">' of a unique name}}
 func.func @loss_unnamed_output(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> (tensor<f32>, tensor<2xf32>) attributes {step.loss} {
   %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %l, %w : tensor<f32>, tensor<2xf32>
@@ -117,7 +117,7 @@ func.func @loss_unnamed_output(%w: tensor<2xf32> {step.param = #step.param<"w", 
 // -----
 
 // expected-error @+1 {{'func.func' op expects output #1 of a loss function to be a static f32 tensor, got 'tensor<2xi32>'}}
-func.func @loss_integer_output(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}, %t: tensor<2xi32> {step.input = "t"}) -> (tensor<f32>, tensor<2xi32> {step.result = "t"}) attributes {step.loss} {
+func.func @loss_integer_output(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}, %t: tensor<2xi32> {step.input = "t"}) -> (tensor<f32>, tensor<2xi32> {step.result = #step.result<output, "t">}) attributes {step.loss} {
   %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %l, %t : tensor<f32>, tensor<2xi32>
 }
@@ -159,4 +159,30 @@ func.func @loss_duplicate_names(%a: tensor<2xf32> {step.param = #step.param<"w",
 // expected-error @+1 {{expects parameter argument #0 to have every dim >= 1 and at most 2^40 elements, got 'tensor<0x4xf32>'}}
 func.func @param_empty(%w: tensor<0x4xf32> {step.param = #step.param<"w", normal(0.02)>}) {
   return
+}
+
+// -----
+
+// Two outputs of one name: the runtime could not tell them apart.
+// expected-error @+1 {{'func.func' op expects output #2 of a loss function to be marked by a 'step.result = #step.result<output, "name">' of a unique name}}
+func.func @loss_duplicate_output(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> (tensor<f32>, tensor<2xf32> {step.result = #step.result<output, "o">}, tensor<2xf32> {step.result = #step.result<output, "o">}) attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l, %w, %w : tensor<f32>, tensor<2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// A loss function's output is role `output`, not another role.
+// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be marked by a 'step.result = #step.result<output, "name">' of a unique name}}
+func.func @loss_output_role(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> (tensor<f32>, tensor<2xf32> {step.result = #step.result<grad, "w">}) attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<2xf32>
+}
+
+// -----
+
+// expected-error @+1 {{expects a block index >= 0, got -2}}
+func.func @param_negative_block(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, block -2>}) -> tensor<f32> attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
 }

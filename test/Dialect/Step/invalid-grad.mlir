@@ -150,8 +150,25 @@ func.func @result_attr_typo() -> (tensor<f32> {step.reslt = "loss"}) {
 
 // -----
 
-// expected-error @+1 {{expects 'step.result' on result #0 to be a non-empty string}}
-func.func @result_attr_empty() -> (tensor<f32> {step.result = ""}) {
+// A result's role is typed: a string is not one.
+// expected-error @+1 {{expects 'step.result' on result #0 to be a #step.result<role[, "name"]>, got "loss"}}
+func.func @result_attr_string() -> (tensor<f32> {step.result = "loss"}) {
+  %0 = step.constant dense<0.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{unknown result role 'gradient', expected loss, grad_norm, logits, grad, param, exp_avg, exp_avg_sq or output}}
+func.func @result_role_unknown() -> (tensor<f32> {step.result = #step.result<gradient, "w">}) {
+  %0 = step.constant dense<0.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{expects a non-empty name for result role 'grad'}}
+func.func @result_role_empty_name() -> (tensor<f32> {step.result = #step.result<grad, "">}) {
   %0 = step.constant dense<0.0> : tensor<f32>
   return %0 : tensor<f32>
 }

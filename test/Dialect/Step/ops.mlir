@@ -206,10 +206,10 @@ func.func @backward_ops(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>, %w: ten
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: {step.state = #step.state<exp_avg, "w">}
 // CHECK-SAME: {step.hyper = #step.hyper<lr>}
-// CHECK-SAME: {step.result = "loss"}
+// CHECK-SAME: {step.result = #step.result<loss>}
 // CHECK-SAME: attributes {step.train_step}
 func.func @train_step(%w: tensor<4xf32> {step.param = #step.param<"w", zeros>},
                       %m: tensor<4xf32> {step.state = #step.state<exp_avg, "w">},
-                      %lr: tensor<f32> {step.hyper = #step.hyper<lr>}) -> (tensor<f32> {step.result = "loss"}) attributes {step.train_step} {
+                      %lr: tensor<f32> {step.hyper = #step.hyper<lr>}) -> (tensor<f32> {step.result = #step.result<loss>}) attributes {step.train_step} {
   return %lr : tensor<f32>
 }

@@ -7,7 +7,7 @@ func.func @loss(
     %fc2_b: tensor<4xf32> {step.param = #step.param<"fc2.bias", zeros>},
     %x: tensor<64x16xf32> {step.input = "x"},
     %labels: tensor<64xi32> {step.input = "labels"})
-    -> (tensor<f32>, tensor<64x4xf32> {step.result = "probabilities"}) attributes {step.loss} {
+    -> (tensor<f32>, tensor<64x4xf32> {step.result = #step.result<output, "probabilities">}) attributes {step.loss} {
   %h_mm = step.matmul %x, %fc1_w transpose_b : (tensor<64x16xf32>, tensor<64x16xf32>) -> tensor<64x64xf32>
   %h_bias = step.broadcast %fc1_b : tensor<64xf32> -> tensor<64x64xf32>
   %h_pre = step.add %h_mm, %h_bias : tensor<64x64xf32>

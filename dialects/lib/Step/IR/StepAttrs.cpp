@@ -48,7 +48,7 @@ static std::string formatExactFloat(double value) {
 }
 
 // Syntax: #step.param<"name", zeros | ones | normal(std) |
-//                             scaled_normal(std, layers)>
+//                             scaled_normal(std, layers) [, block N]>
 Attribute ParamAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   std::string name;
@@ -75,10 +75,14 @@ Attribute ParamAttr::parse(AsmParser &parser, Type) {
     if (parser.parseRParen())
       return {};
   }
+  int64_t block = -1;
+  if (succeeded(parser.parseOptionalComma()) &&
+      (parser.parseKeyword("block") || parser.parseInteger(block)))
+    return {};
   if (parser.parseGreater())
     return {};
   return parser.getChecked<ParamAttr>(loc, parser.getContext(), name, *kind,
-                                      llvm::APFloat(std), layers);
+                                      llvm::APFloat(std), layers, block);
 }
 
 void ParamAttr::print(AsmPrinter &printer) const {
@@ -97,13 +101,15 @@ void ParamAttr::print(AsmPrinter &printer) const {
             << getLayers() << ")";
     break;
   }
+  if (hasBlock())
+    printer << ", block " << getBlock();
   printer << ">";
 }
 
 LogicalResult
 ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                   StringRef name, InitKind init, llvm::APFloat std,
-                  int64_t layers) {
+                  int64_t layers, int64_t block) {
   if (name.empty())
     return emitError() << "expects a non-empty parameter name";
   bool drawsRandom = init == InitKind::Normal || init == InitKind::ScaledNormal;
@@ -113,7 +119,13 @@ ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                        << formatExactFloat(stdValue);
   if (init == InitKind::ScaledNormal && layers < 1)
     return emitError() << "expects scaled_normal layers >= 1, got " << layers;
+  if (block < -1)
+    return emitError() << "expects a block index >= 0, got " << block;
   return success();
+}
+
+ParamAttr ParamAttr::withBlock(int64_t block) const {
+  return ParamAttr::get(getContext(), getName(), getInit(), getStd(), getLayers(), block);
 }
 
 double ParamAttr::getEffectiveStd() const {
@@ -143,4 +155,69 @@ LogicalResult StateAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitErr
 
 std::string StateAttr::getQualifiedName() const {
   return (stringifyMoment(getMoment()) + "." + getParam()).str();
+}
+
+//===----------------------------------------------------------------------===//
+// ResultAttr
+//===----------------------------------------------------------------------===//
+
+bool ResultAttr::roleHasName(Role role) {
+  return role == Role::Grad || role == Role::Param || role == Role::Moment ||
+         role == Role::Output;
+}
+
+// Syntax: #step.result<loss | grad_norm | logits>
+//         #step.result<grad | param | exp_avg | exp_avg_sq | output, "name">
+Attribute ResultAttr::parse(AsmParser &parser, Type) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseLess() || parser.parseKeyword(&keyword))
+    return {};
+  Role role;
+  Moment moment = Moment::ExpAvg;
+  if (std::optional<Moment> m = symbolizeMoment(keyword)) {
+    role = Role::Moment;
+    moment = *m;
+  } else if (std::optional<Role> r = symbolizeRole(keyword); r && *r != Role::Moment) {
+    role = *r;
+  } else {
+    parser.emitError(loc, "unknown result role '")
+        << keyword
+        << "', expected loss, grad_norm, logits, grad, param, exp_avg, exp_avg_sq or output";
+    return {};
+  }
+  std::string name;
+  if (roleHasName(role) && (parser.parseComma() || parser.parseString(&name)))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  return parser.getChecked<ResultAttr>(loc, parser.getContext(), role, moment, name);
+}
+
+void ResultAttr::print(AsmPrinter &printer) const {
+  printer << "<"
+          << (getRole() == Role::Moment ? stringifyMoment(getMoment()) : stringifyRole(getRole()));
+  if (roleHasName(getRole())) {
+    printer << ", ";
+    printer.printString(getName());
+  }
+  printer << ">";
+}
+
+LogicalResult ResultAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError, Role role,
+                                 Moment moment, StringRef name) {
+  if (roleHasName(role) && name.empty())
+    return emitError() << "expects a non-empty name for result role '" << stringifyRole(role)
+                       << "'";
+  if (!roleHasName(role) && !name.empty())
+    return emitError() << "expects no name for result role '" << stringifyRole(role) << "'";
+  return success();
+}
+
+std::string ResultAttr::getQualifiedName() const {
+  if (getRole() == Role::Moment)
+    return (stringifyMoment(getMoment()) + "." + getName()).str();
+  if (roleHasName(getRole()))
+    return (stringifyRole(getRole()) + "." + getName()).str();
+  return stringifyRole(getRole()).str();
 }

@@ -144,10 +144,10 @@ LogicalResult StepDialect::verifyRegionResultAttribute(Operation *op,
   if (attribute.getName() != kResultAttrName)
     return op->emitError() << "unknown step result attribute '"
                            << attribute.getName().getValue() << "'";
-  auto name = dyn_cast<StringAttr>(attribute.getValue());
-  if (!name || name.getValue().empty())
-    return op->emitError() << "expects '" << kResultAttrName << "' on result #"
-                           << resultIndex << " to be a non-empty string";
+  if (!isa<ResultAttr>(attribute.getValue()))
+    return op->emitError() << "expects '" << kResultAttrName << "' on result #" << resultIndex
+                           << " to be a #step.result<role[, \"name\"]>, got "
+                           << attribute.getValue();
   return success();
 }
 
@@ -167,16 +167,15 @@ static LogicalResult verifyLossFunction(FunctionOpInterface function) {
   llvm::StringSet<> outputs;
   for (unsigned i = 1; i < results.size(); ++i) {
     auto type = dyn_cast<RankedTensorType>(results[i]);
-    auto name = function.getResultAttrOfType<StringAttr>(i, StepDialect::kResultAttrName);
+    auto role = function.getResultAttrOfType<ResultAttr>(i, StepDialect::kResultAttrName);
     if (!type || !type.hasStaticShape() || !type.getElementType().isF32())
       return function.emitOpError() << "expects output #" << i
                                     << " of a loss function to be a static f32 tensor, got "
                                     << results[i];
-    if (!name || name.getValue() == "loss" || name.getValue() == "logits" ||
-        !outputs.insert(name.getValue()).second)
+    if (!role || role.getRole() != Role::Output || !outputs.insert(role.getName()).second)
       return function.emitOpError()
-             << "expects output #" << i << " of a loss function to be named by a unique '"
-             << StepDialect::kResultAttrName << "' other than 'loss' and 'logits'";
+             << "expects output #" << i << " of a loss function to be marked by a '"
+             << StepDialect::kResultAttrName << " = #step.result<output, \"name\">' of a unique name";
   }
   if (function.isExternal())
     return function.emitOpError() << "expects a loss function to have a body";
@@ -231,6 +230,13 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be a mesh axis on an op with one result";
     return success();
   }
+  if (attribute.getName() == kTpAxisAttrName) {
+    auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!axis || axis.getInt() < 0 || op->getName().getStringRef() != "mesh.mesh")
+      return op->emitError() << "expects '" << kTpAxisAttrName
+                             << "' to be a mesh axis on a mesh.mesh";
+    return success();
+  }
   if (attribute.getName() == kLossTokensAttrName) {
     auto tokens = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!tokens || tokens.getInt() < 1)
@@ -274,4 +280,22 @@ void stepc::step::setMissingPhases(Block &block, Phase phase) {
 void stepc::step::copyPhase(Operation *from, Operation *to) {
   if (Attribute phase = from->getAttr(StepDialect::kPhaseAttrName))
     to->setAttr(StepDialect::kPhaseAttrName, phase);
+}
+
+ResultAttr stepc::step::getResultRole(FunctionOpInterface function, unsigned index) {
+  return function.getResultAttrOfType<ResultAttr>(index, StepDialect::kResultAttrName);
+}
+
+std::optional<unsigned> stepc::step::findResult(FunctionOpInterface function, Role role) {
+  for (unsigned i = 0, e = function.getNumResults(); i < e; ++i)
+    if (ResultAttr r = getResultRole(function, i); r && r.getRole() == role)
+      return i;
+  return std::nullopt;
+}
+
+DictionaryAttr stepc::step::resultRoleDict(ResultAttr role) {
+  return DictionaryAttr::get(role.getContext(),
+                             {NamedAttribute(StringAttr::get(role.getContext(),
+                                                             StepDialect::kResultAttrName),
+                                             role)});
 }

@@ -10,16 +10,19 @@
 
 namespace stepc {
 
-/// "h.3" for "h.3.attn.c_attn.weight", "layers.2" for "layers.2.ffn_norm";
-/// empty for parameters outside the repeated blocks.
-std::string blockOfParameter(llvm::StringRef name);
+/// The label of repeated block `block` ("block 3"); "" for -1 (outside the
+/// blocks). Blocks are the `block N` markers of `#step.param`.
+std::string blockLabel(int64_t block);
 
-/// The block of every value of `function` (arguments and the results of its
-/// top-level ops): the block of the latest parameter it depends on, with
-/// parameters ordered by their first computing use (through collectives,
-/// converts, reshapes and slices, so a gathered or narrowed parameter counts
-/// where it is consumed). Embeddings come before the blocks, the head after
-/// them; "" means outside every block.
+/// The parameter arguments of `function` in the order the forward first
+/// computes with them (through collectives, converts, reshapes and slices,
+/// so a gathered or narrowed parameter counts where it is consumed).
+llvm::SmallVector<mlir::BlockArgument> parametersInUseOrder(mlir::func::FuncOp function);
+
+/// The block label of every value of `function` (arguments and the results
+/// of its top-level ops): the block of the latest parameter it depends on,
+/// with parameters in use order. Embeddings come before the blocks, the
+/// head after them; "" means outside every block.
 llvm::DenseMap<mlir::Value, std::string> attributeBlocks(mlir::func::FuncOp function);
 
 } // namespace stepc

@@ -35,6 +35,35 @@ def StepReport : Pass<"step-report", "mlir::ModuleOp"> {
   ];
 }
 
+def StepDeriveBlocks : Pass<"step-derive-blocks", "mlir::ModuleOp"> {
+  let summary = "Mark a model's repeated blocks (its layers) from the IR when no front end did";
+  let description = [{
+    Block rematerialisation, block outlining and the report's per-block
+    figures read the `block N` marker of each `#step.param`. A front end
+    that knows the layers sets it (examples/gen_model.py, the PyTorch
+    importer); when no parameter of a loss function has one, this pass
+    derives them from the IR alone:
+
+    1. parameters are ordered by the forward's first computation with them
+       (through views and collectives);
+    2. each gets a signature: its type and, for every user, the op, operand
+       position and result types;
+    3. the longest stretch of that sequence that is one pattern repeated at
+       least twice (most parameters covered, then the shortest pattern) is
+       the layer stack; its k-th repetition is block k.
+
+    Parameter names are never read, so renaming every parameter changes
+    nothing. A model with no repetition (an MLP of distinct layers) gets no
+    blocks. Markers a front end set are kept as they are.
+
+    ```mlir
+    // before: %w0: ... {step.param = #step.param<"a", normal(0.02)>} ... %w1 like %w0
+    // after:  %w0: ... {step.param = #step.param<"a", normal(0.02), block 0>}
+    //         %w1: ... {step.param = #step.param<"b", normal(0.02), block 1>}
+    ```
+  }];
+}
+
 def StepRebindBatch : Pass<"step-rebind-batch", "mlir::ModuleOp"> {
   let summary = "Change the batch size a loss function is written for";
   let description = [{
@@ -71,8 +100,8 @@ def StepAutodiff : Pass<"step-autodiff", "mlir::ModuleOp"> {
 
     `(loss, d loss/d p_0, ..., d loss/d p_n)`
 
-    for the parameters `p_i` in argument order (results named `loss` and
-    `grad.<param name>` by `step.result`). The forward ops are copied, then
+    for the parameters `p_i` in argument order (results marked
+    `#step.result<loss>` and `#step.result<grad, "<param name>">`). The forward ops are copied, then
     each op's VJP (`AutodiffOpInterface`, dialects/lib/Step/Autodiff/) is
     applied in reverse order, seeded with `d loss = 1`; the cotangents of a
     value used several times are added; a parameter the loss does not depend
@@ -83,7 +112,7 @@ def StepAutodiff : Pass<"step-autodiff", "mlir::ModuleOp"> {
     func.func @loss(%w {step.param = ...}, %x {step.input = "x"}) -> tensor<f32>
     // becomes, in addition,
     func.func @loss_grad(%w {step.param = ...}, %x {step.input = "x"})
-        -> (tensor<f32> {step.result = "loss"}, tensor<..> {step.result = "grad.w"})
+        -> (tensor<f32> {step.result = #step.result<loss>}, tensor<..> {step.result = #step.result<grad, "w">})
     ```
   }];
 }
@@ -251,8 +280,8 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     marks `step.hyper = #step.hyper<lr>` / `#step.hyper<step>`), so a
     schedule never recompiles. The moments are arguments marked
     `step.state = #step.state<exp_avg, "<name>">` / `<exp_avg_sq, ...>`
-    (typed: no consumer parses a name) and results named
-    `exp_avg.<name>` / `exp_avg_sq.<name>` (`step.result`); each new
+    (typed: no consumer parses a name) and results marked
+    `#step.result<exp_avg, "<name>">` / `<exp_avg_sq, ...>` (`step.result`); each new
     parameter and moment may be written over its old buffer (in-place update,
     docs/design/training-step.md).
   }];
@@ -280,8 +309,9 @@ def StepEvalStep : Pass<"step-eval-step", "mlir::ModuleOp"> {
     For every `@f_train_step` marked `step.train_step`, adds `@f_eval_step`,
     marked `step.eval_step`: the same arguments (so a runtime passes both
     the same buffers), the loss (and, when the loss is one f32
-    cross-entropy, its logits as a second result named "logits": what a
-    sampler reads; then the loss function's own outputs, `output.<name>`),
+    cross-entropy, its logits as a second result, `#step.result<logits>`:
+    what a sampler reads; then the loss function's own outputs, role
+    `output`),
     and only the ops these depend on:
 
     ```
@@ -299,7 +329,7 @@ def StepEvalStep : Pass<"step-eval-step", "mlir::ModuleOp"> {
     // before: func @loss_train_step(...) -> (loss, grad_norm, params'...)
     // after, also:
     func.func @loss_eval_step(<the same arguments>)
-        -> (tensor<f32> {step.result = "loss"}, tensor<8x64x512xf32> {step.result = "logits"})
+        -> (tensor<f32> {step.result = #step.result<loss>}, tensor<8x64x512xf32> {step.result = #step.result<logits>})
         attributes {step.eval_step}
     ```
   }];

@@ -68,18 +68,33 @@ def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
     %p: tensor<64x64xf32> {step.param = #step.param<"h.0.attn.c_proj.weight", scaled_normal(0.02, 2)>}
     %b: tensor<64xf32> {step.param = #step.param<"h.0.attn.c_proj.bias", zeros>}
     ```
+
+    An optional `block N` (N >= 0) says the parameter belongs to the model's
+    N-th repeated block (a transformer layer). Block rematerialisation,
+    outlining and the report's per-block figures read it, never the name:
+    a front end sets it (examples/gen_model.py, the PyTorch importer), or
+    step-derive-blocks derives it from the IR when no parameter has one.
+
+    ```mlir
+    %w: tensor<192x64xf32> {step.param = #step.param<"blk_0_qkv_w", normal(0.02), block 0>}
+    ```
   }];
   let parameters = (ins
     StringRefParameter<"parameter name">:$name,
     "InitKind":$init,
     "llvm::APFloat":$std,
-    "int64_t":$layers
+    "int64_t":$layers,
+    DefaultValuedParameter<"int64_t", "-1">:$block
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The standard deviation the initialiser draws with (0 for zeros/ones).
     double getEffectiveStd() const;
+    /// Whether the parameter is marked as part of a repeated block.
+    bool hasBlock() const { return getBlock() >= 0; }
+    /// This attribute with its block marker set to `block` (-1: none).
+    ParamAttr withBlock(int64_t block) const;
   }];
 }
 
@@ -113,6 +128,68 @@ def Step_StateAttr : AttrDef<Step_Dialect, "State"> {
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// `<moment>.<param>`, e.g. "exp_avg.wte".
+    std::string getQualifiedName() const;
+  }];
+}
+
+def Step_Role : I32EnumAttr<"Role", "what a step function's result is", [
+    I32EnumAttrCase<"Loss", 0, "loss">,
+    I32EnumAttrCase<"GradNorm", 1, "grad_norm">,
+    I32EnumAttrCase<"Logits", 2, "logits">,
+    I32EnumAttrCase<"Grad", 3, "grad">,
+    I32EnumAttrCase<"Param", 4, "param">,
+    I32EnumAttrCase<"Moment", 5, "moment">,
+    I32EnumAttrCase<"Output", 6, "output">
+  ]> {
+  let cppNamespace = "::stepc::step";
+  let genSpecializedAttr = 0;
+}
+
+def Step_ResultAttr : AttrDef<Step_Dialect, "Result"> {
+  let mnemonic = "result";
+  let summary = "a function result's role: loss, norm, logits, gradient, updated state, output";
+  let description = [{
+    Marks a result of a step function with its typed role, so that passes,
+    emitters and tools select results by role and parameter, never by
+    parsing a name:
+
+    - `loss`, `grad_norm`, `logits`: the scalar loss, the clipping norm, the
+      eval entry's logits;
+    - `grad, "p"`: the gradient of parameter `p` (step-autodiff);
+    - `param, "p"`, `exp_avg, "p"`, `exp_avg_sq, "p"`: the updated
+      parameter `p` and its AdamW moments (step-optimizer; the last two have
+      role `moment`);
+    - `output, "name"`: a loss function's extra output (what the runtime
+      reads through the eval entry: probabilities, accuracy counts).
+
+    Its external name (`--save-outputs` files, the interpreter's .npy
+    files) is `<role>.<name>`, e.g. `grad.wte` or `exp_avg.wte`.
+
+    ```mlir
+    func.func @loss(...) -> (tensor<f32>, tensor<64x4xf32> {step.result = #step.result<output, "probabilities">})
+    func.func @loss_grad(...) -> (tensor<f32> {step.result = #step.result<loss>},
+                                  tensor<7x4xf32> {step.result = #step.result<grad, "wte">})
+    ```
+  }];
+  let parameters = (ins
+    EnumParameter<Step_Role>:$role,
+    EnumParameter<Step_Moment>:$moment,
+    StringRefParameter<"parameter or output name">:$name
+  );
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "Role":$role, CArg<"llvm::StringRef", "{}">:$name), [{
+      return $_get($_ctxt, role, Moment::ExpAvg, name);
+    }]>,
+    AttrBuilder<(ins "Moment":$moment, "llvm::StringRef":$param), [{
+      return $_get($_ctxt, Role::Moment, moment, param);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// Whether the role names a parameter or an output.
+    static bool roleHasName(Role role);
+    /// `loss`, `grad.<p>`, `exp_avg.<p>`, `output.<name>`, ...
     std::string getQualifiedName() const;
   }];
 }

@@ -72,7 +72,11 @@ def Step_Dialect : Dialect {
     /// split along its last dimension over that axis (step-eval-step
     /// gathers them for the eval entry's logits).
     static constexpr llvm::StringLiteral kVocabLogitsAttrName = "step.vocab_logits";
-    /// Result attribute (a string) naming a result, e.g. "grad.wte".
+    /// Op attribute (an integer) on the step's `mesh.mesh`: its
+    /// tensor-parallel axis (step-shard-tensor), so that a consumer reads
+    /// the mesh's roles from the IR, not from the driver's flags.
+    static constexpr llvm::StringLiteral kTpAxisAttrName = "step.tp_axis";
+    /// Result attribute (a `#step.result`): the result's typed role.
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
     /// Unit attribute marking a function built by step-autodiff.
     static constexpr llvm::StringLiteral kGradientAttrName = "step.gradient";

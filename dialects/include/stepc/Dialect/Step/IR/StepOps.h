@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -27,6 +28,13 @@ void setPhase(mlir::Operation *op, Phase phase);
 void setMissingPhases(mlir::Block &block, Phase phase);
 /// Gives `to` the phase of `from`, if `from` has one.
 void copyPhase(mlir::Operation *from, mlir::Operation *to);
+
+/// The role of `function`'s result `index` (its `step.result`), or null.
+ResultAttr getResultRole(mlir::FunctionOpInterface function, unsigned index);
+/// The first result of `function` with `role`, if any.
+std::optional<unsigned> findResult(mlir::FunctionOpInterface function, Role role);
+/// A result dictionary holding just `step.result = role`.
+mlir::DictionaryAttr resultRoleDict(ResultAttr role);
 
 } // namespace stepc::step
 
