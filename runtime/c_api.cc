@@ -8,6 +8,7 @@
 // destroy, nothing), never a crash on our side.
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -16,6 +17,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/communicator.h"
 #include "runtime/session.h"
 #include "runtime/stepc_abi.h"
 #include "runtime/stepc_runtime.h"
@@ -81,14 +83,41 @@ int WithSession(stepc_session* s, char* error, size_t len, Body body) {
 
 }  // namespace
 
+// The process's communicator: under a launcher (mpirun, srun) the MPI world,
+// initialised once and finalised at exit, so that a host trainer in any
+// language (Python's stepc.Session) runs a sharded step.so as stepc-run
+// does; otherwise none (each session alone).
+absl::StatusOr<std::shared_ptr<stepc::Communicator>> ProcessCommunicator() {
+  static std::mutex mutex;
+  static std::shared_ptr<stepc::Communicator>* world = nullptr;
+  static bool tried = false;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!tried) {
+    tried = true;
+    absl::StatusOr<bool> launched = stepc::MpiInitIfLaunched(nullptr, nullptr);
+    if (!launched.ok()) return launched.status();
+    if (*launched) {
+      absl::StatusOr<std::unique_ptr<stepc::Communicator>> comm =
+          stepc::MakeMpiWorldCommunicator();
+      if (!comm.ok()) return comm.status();
+      // Never destroyed: sessions may outlive static destruction order.
+      world = new std::shared_ptr<stepc::Communicator>(std::move(*comm));
+      std::atexit([] { stepc::MpiFinalize(); });
+    }
+  }
+  return world ? *world : nullptr;
+}
+
 extern "C" stepc_session* stepc_session_create(const char* path, char* error, size_t len) {
   stepc_session* created = nullptr;
   Guarded(error, len, [&]() -> absl::Status {
     if (!path) return absl::InvalidArgumentError("module path is NULL");
     absl::StatusOr<std::unique_ptr<stepc::Module>> module = stepc::Module::Load(path);
     if (!module.ok()) return module.status();
-    absl::StatusOr<std::unique_ptr<stepc::Session>> session =
-        stepc::Session::Create(std::shared_ptr<const stepc::Module>(std::move(*module)));
+    absl::StatusOr<std::shared_ptr<stepc::Communicator>> comm = ProcessCommunicator();
+    if (!comm.ok()) return comm.status();
+    absl::StatusOr<std::unique_ptr<stepc::Session>> session = stepc::Session::Create(
+        std::shared_ptr<const stepc::Module>(std::move(*module)), *comm);
     if (!session.ok()) return session.status();
     created = new stepc_session{std::move(*session)};
     std::lock_guard<std::mutex> lock(registry_mutex);
@@ -228,6 +257,18 @@ extern "C" int stepc_session_tensor_info(stepc_session* s, int32_t index, const 
     *role = a.kind;
     *rank = static_cast<int32_t>(whole->size());
     std::copy(whole->begin(), whole->end(), shape);
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_ranks(stepc_session* s, int32_t* rank, int32_t* world_size,
+                                   int32_t* tensor_parallel, char* error, size_t len) {
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
+    if (!rank || !world_size || !tensor_parallel)
+      return absl::InvalidArgumentError("rank, world_size and tensor_parallel must not be NULL");
+    *rank = session.communicator().rank();
+    *world_size = session.communicator().size();
+    *tensor_parallel = std::max<int32_t>(1, session.module().info().tensor_parallel);
     return absl::OkStatus();
   });
 }

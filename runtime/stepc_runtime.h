@@ -79,6 +79,11 @@ int stepc_session_num_tensors(stepc_session *session, int32_t *count, char *erro
 int stepc_session_tensor_info(stepc_session *session, int32_t index, const char **name,
                               int32_t *role, int32_t *rank, int64_t shape[8], char *error,
                               size_t error_len);
+/* This session's rank, the world it runs in and the step's tensor-parallel
+ * degree: ranks r and r' with r / tensor_parallel equal read the same batch
+ * rows (those of data rank r / tensor_parallel). */
+int stepc_session_ranks(stepc_session *session, int32_t *rank, int32_t *world_size,
+                        int32_t *tensor_parallel, char *error, size_t error_len);
 /* Steps taken (or loaded from a checkpoint) so far. */
 int stepc_session_steps_done(stepc_session *session, int64_t *steps, char *error,
                              size_t error_len);

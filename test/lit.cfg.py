@@ -24,6 +24,8 @@ config.substitutions.append(("%examples", os.path.join(config.stepc_src_root, "e
 torch_python = "/usr/bin/python3"
 config.substitutions.append(("%torch_python", torch_python))
 config.environment["STEPC_BIN"] = config.stepc_tools_dir
+# The Python package as built (build/python/stepc).
+config.environment["PYTHONPATH"] = os.path.join(config.stepc_obj_root, "python")
 
 # Multi-rank runs on loopback, as root in CI (DESIGN.md §6); one OpenMP
 # thread per rank so that 4 ranks do not oversubscribe 2 cores 4-fold.

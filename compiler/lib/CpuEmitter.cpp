@@ -227,8 +227,7 @@ LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
   Value out = op.getResult();
   if (dense.isSplat() && isa<FloatType>(dense.getElementType())) {
     body << "  stepc_cpu_fill(" << ptr(out) << ", " << dense.getNumElements() << ", "
-         << llvm::formatv("{0:e}", dense.getSplatValue<APFloat>().convertToDouble()).str()
-         << "f);\n";
+         << floatLiteral(dense.getSplatValue<APFloat>().convertToDouble()) << ");\n";
     return success();
   }
   std::string name = "c" + std::to_string(constants++);
@@ -236,7 +235,7 @@ LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
   pre << "static const " << (isFloat ? "float " : "int32_t ") << name << "[] = {";
   if (isFloat)
     llvm::interleaveComma(dense.getValues<APFloat>(), pre, [&](APFloat v) {
-      pre << llvm::formatv("{0:e}", v.convertToDouble()).str() << "f";
+      pre << floatLiteral(v.convertToDouble());
     });
   else
     llvm::interleaveComma(dense.getValues<APInt>(), pre,

@@ -356,12 +356,9 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
     if (i)
       pre << ", ";
     if (isFloat)
-      pre << llvm::formatv("{0:e}",
-                           (dense.isSplat() ? dense.getSplatValue<APFloat>()
-                                            : dense.getValues<APFloat>()[i])
-                               .convertToDouble())
-                 .str()
-          << "f";
+      pre << floatLiteral((dense.isSplat() ? dense.getSplatValue<APFloat>()
+                                           : dense.getValues<APFloat>()[i])
+                              .convertToDouble());
     else
       pre << (dense.isSplat() ? dense.getSplatValue<APInt>() : dense.getValues<APInt>()[i])
                  .getSExtValue();

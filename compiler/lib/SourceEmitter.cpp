@@ -2,6 +2,7 @@
 
 #include "SourceEmitter.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +23,14 @@ using namespace stepc;
 using namespace stepc::step;
 
 RankedTensorType stepc::typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+std::string stepc::floatLiteral(double value) {
+  if (std::isnan(value))
+    return "__builtin_nanf(\"\")";
+  if (std::isinf(value))
+    return value > 0 ? "__builtin_inff()" : "(-__builtin_inff())";
+  return llvm::formatv("{0:e}", value).str() + "f";
+}
 
 std::string stepc::cString(StringRef text) {
   std::string out = "\"";
@@ -200,7 +209,7 @@ std::string SourceEmitter::libraryArgs(stepk::CallOp call, const std::string &sc
     if (auto i = dyn_cast<IntegerAttr>(scalar))
       args.push_back(std::to_string(i.getInt()));
     else if (auto f = dyn_cast<FloatAttr>(scalar))
-      args.push_back(llvm::formatv("{0:e}", f.getValueAsDouble()).str());
+      args.push_back(floatLiteral(f.getValueAsDouble()));
     else if (auto a = dyn_cast<DenseI64ArrayAttr>(scalar))
       args.push_back(array(a.asArrayRef()));
     else

@@ -48,6 +48,9 @@ std::string resolveMarkers(llvm::StringRef from);
 llvm::DenseMap<mlir::Value, std::string> parameterBlocks(mlir::func::FuncOp step);
 /// A C string literal of `text`.
 std::string cString(llvm::StringRef text);
+/// A float literal of `value` for C++ and CUDA ("1.000000e+00f"; infinities
+/// and NaN as builtins, which have no literal).
+std::string floatLiteral(double value);
 /// "file:line:col" of an op, for runtime error messages.
 std::string where(mlir::Operation *op);
 /// A tensor as lines along `dim`: (elements before it, its length, after).

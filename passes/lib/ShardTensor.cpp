@@ -648,6 +648,9 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
     Value &first = cache[rows];
     if (first)
       return first;
+    // At the start of the block anew: the op the insertion point stood
+    // before may be a lookup rewriteVocabulary has erased since.
+    b.setInsertionPointToStart(b.getInsertionBlock());
     SmallVector<int32_t> starts;
     for (int64_t t = 0; t < tp; ++t)
       starts.push_back(static_cast<int32_t>(t * (rows / tp)));

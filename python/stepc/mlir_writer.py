@@ -46,8 +46,8 @@ class FunctionWriter:
         self.args.append(f'{v.name}: {v.type} {{step.param = #step.param<"{name}", {init}{marker}>}}')
         return v
 
-    def input(self, name, shape):
-        v = Value(self._fresh(name), shape, "i32")
+    def input(self, name, shape, dtype="i32"):
+        v = Value(self._fresh(name), shape, dtype)
         self.args.append(f'{v.name}: {v.type} {{step.input = "{name}"}}')
         return v
 

@@ -1,0 +1,19 @@
+"""stepc from Python: import a PyTorch module (`export`), train the compiled
+step (`Session`), and move weights as state_dicts and safetensors."""
+
+import importlib
+
+from .errors import ExportError, StepcError
+
+__all__ = ["export", "Exported", "ExportError", "Session", "StepcError", "safetensors"]
+
+# torch is imported only by what needs it: a Session runs without it.
+_LAZY = {"export": "exporter", "Exported": "exporter", "Session": "session"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module("." + _LAZY[name], __name__), name)
+    if name == "safetensors":
+        return importlib.import_module(".safetensors", __name__)
+    raise AttributeError(name)

@@ -1,0 +1,147 @@
+"""Captures a PyTorch module's loss as an ATen-level FX graph.
+
+`capture(model, example_inputs)` traces `model(*example_inputs)` with every
+parameter as a graph input (a tied parameter is one input used twice), so
+the graph is the whole forward in ATen ops with concrete shapes. It uses
+`make_fx` (PyTorch 1.13 and 2.x alike), whose graph every version we meet
+produces the same way; docs/pytorch.md says why not `torch.export`.
+"""
+
+import contextlib
+import inspect
+import os
+import traceback
+
+import torch
+import torch.fx.proxy
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from .errors import ExportError
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def functional_call(module, params, args):
+    """`module(*args)` with `params` in place of its parameters."""
+    try:
+        from torch.func import functional_call as call  # PyTorch >= 2.0
+    except ImportError:
+        from torch.nn.utils.stateless import functional_call as call
+    return call(module, params, args)
+
+
+def user_frame(frames):
+    """"file:line: code" of the innermost frame outside torch and stepc."""
+    for f in reversed(frames):
+        path = os.path.abspath(f.filename)
+        if not path.startswith(_TORCH_DIR) and not path.startswith(_OWN_DIR) \
+                and not f.filename.startswith("<"):
+            return f"{f.filename}:{f.lineno}: {(f.line or '').strip()}"
+    return "<unknown source>"
+
+
+@contextlib.contextmanager
+def recording_sources():
+    """Every FX node made while tracing records the user's source line
+    (node.meta["stepc_source"]): how errors name the model's line."""
+    original = torch.fx.proxy.TracerBase.create_node
+
+    def create_node(self, *args, **kwargs):
+        node = original(self, *args, **kwargs)
+        node.meta["stepc_source"] = user_frame(traceback.extract_stack())
+        return node
+
+    torch.fx.proxy.TracerBase.create_node = create_node
+    try:
+        yield
+    finally:
+        torch.fx.proxy.TracerBase.create_node = original
+
+
+class Captured:
+    """The traced graph and what its placeholders are."""
+
+    def __init__(self, graph_module, params, aliases, buffers, inputs):
+        self.graph_module = graph_module
+        # (state_dict name, tensor) of each distinct parameter, in graph order.
+        self.params = params
+        # every state_dict name of a parameter -> the name it is exported as
+        self.aliases = aliases
+        # (state_dict name, tensor) of each buffer: constants of the graph
+        self.buffers = buffers
+        # (name, example tensor) of each input
+        self.inputs = inputs
+
+
+def distinct_parameters(model):
+    """(names, tensors, aliases): one entry per parameter object, named by its
+    first state_dict name; aliases maps every name to that one."""
+    first, names, tensors, aliases = {}, [], [], {}
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for local, p in module._parameters.items():
+            if p is None:
+                continue
+            full = f"{module_name}.{local}" if module_name else local
+            if id(p) not in first:
+                first[id(p)] = full
+                names.append(full)
+                tensors.append(p)
+            aliases[full] = first[id(p)]
+    return names, tensors, aliases
+
+
+def input_names(model, count):
+    """The forward's own argument names (`idx`, `targets`), else in0, in1..."""
+    try:
+        forward = model.forward if isinstance(model, torch.nn.Module) else model
+        names = [p.name for p in inspect.signature(forward).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    return [names[i] if i < len(names) else f"in{i}" for i in range(count)]
+
+
+def capture(model, example_inputs, names=None):
+    if not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    for i, x in enumerate(example_inputs):
+        if not isinstance(x, torch.Tensor):
+            raise ExportError(f"example input #{i} is a {type(x).__name__}, expected a tensor")
+    is_module = isinstance(model, torch.nn.Module)
+    if is_module:
+        pnames, tensors, aliases = distinct_parameters(model)
+        buffers = [(n, b.detach().clone()) for n, b in model.named_buffers()]
+    else:
+        pnames, tensors, aliases, buffers = [], [], {}, []
+    n, nb = len(pnames), len(buffers)
+
+    def flat_forward(*flat):
+        if not is_module:
+            return model(*flat)
+        by_name = dict(zip(pnames, flat[:n]))
+        every = {alias: by_name[name] for alias, name in aliases.items()}
+        every.update(zip([b for b, _ in buffers], flat[n:n + nb]))
+        return functional_call(model, every, tuple(flat[n + nb:]))
+
+    # Fake tensors: shapes without data, so a branch on a value is an error
+    # rather than a silently specialised graph.
+    try:
+        with torch.no_grad(), recording_sources():
+            graph_module = make_fx(flat_forward, tracing_mode="fake")(
+                *[t.detach() for t in tensors], *[b for _, b in buffers], *example_inputs)
+    except Exception as e:
+        frame = user_frame(traceback.extract_tb(e.__traceback__))
+        first = str(e).strip().split("\n")[0]
+        if "data-dependent" in str(e) or "get value out of a tracing tensor" in str(e):
+            raise ExportError(f"{frame}: data-dependent control flow (a Python branch or "
+                              f"value read from a tensor) cannot be compiled into a static "
+                              f"step") from None
+        if type(e).__name__ == "DynamicOutputShapeException":
+            raise ExportError(f"{frame}: a dynamic shape (the result of {first} depends on "
+                              f"tensor values) cannot be compiled into a static step") from None
+        raise ExportError(f"{frame}: tracing failed: {type(e).__name__}: {first}") from None
+    graph_module.graph.eliminate_dead_code()
+    inames = names or input_names(model, len(example_inputs))
+    return Captured(graph_module, list(zip(pnames, tensors)), aliases, buffers,
+                    list(zip(inames, example_inputs)))

@@ -1,0 +1,581 @@
+"""Lowers a captured ATen graph to one `step` loss function.
+
+Composites found by patterns.py become stepc's composite ops (attention,
+cross_entropy, rms_norm, rotary); the rest maps op by op (table `HANDLERS`).
+Only what the loss needs is lowered; an op with no mapping is an
+ExportError naming the ATen op and the model's source line.
+"""
+
+import math
+import operator
+
+import torch
+
+from .errors import ExportError
+from .mlir_writer import FunctionWriter, Value, eps_attr, ttype
+from .patterns import IDENTITY_CASTS, Matcher, is_call, shape_of
+
+aten = torch.ops.aten
+
+
+def where(node):
+    return node.meta.get("stepc_source", "<unknown source>")
+
+
+def fail(node, message):
+    raise ExportError(f"{where(node)}: {message}")
+
+
+def dense(value):
+    """An MLIR dense literal element."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    v = float(value)
+    if math.isinf(v):
+        return "0xFF800000" if v < 0 else "0x7F800000"
+    return repr(v)
+
+
+class Lowering:
+    def __init__(self, captured, blocks, inits):
+        self.c = captured
+        self.graph = captured.graph_module.graph
+        self.w = FunctionWriter("f32")
+        self.env = {}
+        self.consts = {}
+        self.blocks, self.inits = blocks, inits
+        self.param_nodes = {}
+        self.reshaped_from = {}
+
+    # -- values ------------------------------------------------------------
+    def v(self, a):
+        """The step value of argument `a` (a node)."""
+        if a in self.env:
+            return self.env[a]
+        if a in self.consts:
+            return self.constant(self.consts[a], a)
+        fail(a, f"internal: {a.name} used before it was lowered")
+
+    def constant(self, tensor, node):
+        t = torch.as_tensor(tensor)
+        if t.dtype in (torch.int64, torch.int32, torch.bool):
+            dtype = "i32"
+            t = t.to(torch.int64)
+        else:
+            dtype = "f32"
+        shape = list(t.shape)
+        flat = t.reshape(-1).tolist()
+        if len(set(flat)) == 1:
+            body = dense(flat[0])
+        else:
+            if len(flat) > 1 << 20:
+                fail(node, f"a constant of {len(flat)} elements is too large to embed")
+            body = "[" + ", ".join(dense(x) for x in flat) + "]"
+            if len(shape) > 1:  # nested literal
+                body = nested(t.tolist())
+        return self.w.emit("c", shape, f"step.constant dense<{body}> : {{out}}", dtype=dtype)
+
+    def scalar_like(self, value, shape):
+        return self.w.emit("c", shape, f"step.constant dense<{dense(value)}> : {{out}}")
+
+    def to_shape(self, x, shape, node):
+        """x broadcast (NumPy rules) to `shape`."""
+        if x.shape == shape:
+            return x
+        if len(x.shape) > len(shape):
+            fail(node, f"cannot broadcast {x.shape} to {shape}")
+        if math.prod(x.shape) == math.prod(shape):
+            return self.reshape(x, shape)
+        return self.w.broadcast(x, shape, "bcast")
+
+    def reshape(self, x, shape):
+        """x reshaped (one -1 allowed); a reshape of a reshape starts from the
+        first one's input (so a Linear's [N, K] round trip leaves no op)."""
+        shape = list(shape)
+        if -1 in shape:
+            known = math.prod(d for d in shape if d != -1)
+            shape[shape.index(-1)] = math.prod(x.shape) // known
+        x = self.reshaped_from.get(x.name, x)
+        if x.shape == list(shape):
+            return x
+        y = self.w.emit("r", list(shape), f"step.reshape {x.name} : {x.type} -> {{out}}")
+        self.reshaped_from[y.name] = x
+        return y
+
+    def operand(self, a, shape, node):
+        """A binary operand: a node's value or a Python scalar, at `shape`."""
+        if isinstance(a, (int, float, bool)):
+            return self.scalar_like(a, shape)
+        return self.to_shape(self.v(a), shape, node)
+
+    # -- driver ------------------------------------------------------------
+    def run(self):
+        nodes = list(self.graph.nodes)
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+        n_params, n_buffers = len(self.c.params), len(self.c.buffers)
+        for i, node in enumerate(placeholders):
+            if i < n_params:
+                name, tensor = self.c.params[i]
+                shape = list(tensor.shape)
+                if tensor.dtype != torch.float32:
+                    fail(node, f"parameter '{name}' is {tensor.dtype}; stepc imports float32 "
+                               f"parameters (its precision is a compile flag)")
+                self.env[node] = self.w.param(name, shape, self.inits[name],
+                                              self.blocks.get(name))
+                self.param_nodes[node] = name
+            elif i < n_params + n_buffers:
+                self.consts[node] = self.c.buffers[i - n_params][1]
+            else:
+                name, example = self.c.inputs[i - n_params - n_buffers]
+                shape = list(example.shape)
+                if example.dtype in (torch.int64, torch.int32):
+                    self.env[node] = self.w.input(name, shape)
+                elif example.dtype == torch.float32:
+                    self.env[node] = self.w.input(name, shape, dtype="f32")
+                else:
+                    raise ExportError(f"input '{name}' is {example.dtype}; expected integer "
+                                      f"ids or float32 features")
+        self.fold_constants(nodes)
+        replacements = Matcher(self.graph, self.consts).run()
+        output = next(n for n in nodes if n.op == "output")
+        loss_node = self.find_loss(output)
+        needed = self.needed(loss_node, replacements)
+        for node in nodes:
+            if node not in needed or node in self.env or node in self.consts:
+                continue
+            r = replacements.get(node)
+            self.env[node] = self.composite(r) if r else self.lower(node)
+        loss = self.v(loss_node)
+        if loss.shape != [] or loss.dtype != "f32":
+            fail(loss_node, f"the loss must be a float32 scalar, got {ttype(loss.shape, loss.dtype)}")
+        self.remove_dead_ops(loss)
+        self.ignore_index = next((r.attrs["ignore_index"] for r in replacements.values()
+                                  if r.kind == "cross_entropy" and r.node in needed), None)
+        return loss
+
+    def remove_dead_ops(self, loss):
+        """Drops body lines whose value nothing reads (a Linear's weight
+        transpose, the [N, K] views around it): the walk from the loss
+        lowers operands an op then looks through."""
+        import re
+        defined = [re.match(r"\s*(%[\w.]+) = ", line).group(1) for line in self.w.body]
+        users = {}
+        for i, line in enumerate(self.w.body):
+            for name in re.findall(r"%[\w.]+", line.split(" = ", 1)[1]):
+                users.setdefault(name, set()).add(i)
+        live, work = set(), [loss.name]
+        index = {name: i for i, name in enumerate(defined)}
+        while work:
+            name = work.pop()
+            i = index.get(name)
+            if i is None or i in live:
+                continue
+            live.add(i)
+            work.extend(re.findall(r"%[\w.]+", self.w.body[i].split(" = ", 1)[1]))
+        self.w.body = [line for i, line in enumerate(self.w.body) if i in live]
+
+    def find_loss(self, output):
+        """The scalar float among the returned values (nanoGPT: (logits, loss))."""
+        flat = []
+
+        def collect(a):
+            if isinstance(a, (tuple, list)):
+                for x in a:
+                    collect(x)
+            elif isinstance(a, torch.fx.Node):
+                flat.append(a)
+        collect(output.args[0])
+        scalars = [n for n in flat if shape_of(n) == [] and
+                   n.meta.get("tensor_meta") is not None and
+                   n.meta["tensor_meta"].dtype.is_floating_point]
+        if len(scalars) != 1:
+            raise ExportError(f"the model must return its scalar loss (alone or beside its "
+                              f"logits), found {len(scalars)} scalar float results")
+        return scalars[0]
+
+    def needed(self, root, replacements):
+        seen, work = set(), [root]
+        while work:
+            n = work.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            r = replacements.get(n)
+            work.extend(r.operands if r else n.all_input_nodes)
+        return seen
+
+    def fold_constants(self, nodes):
+        for node in nodes:
+            if node.op == "get_attr":
+                self.consts[node] = getattr(self.c.graph_module, node.target)
+            elif node.op == "call_function":
+                inputs = node.all_input_nodes
+                if any(a not in self.consts for a in inputs):
+                    continue
+                if not inputs and node.target not in (aten.arange.start, aten.arange.default,
+                                                      aten.arange.start_step, aten.full.default,
+                                                      aten.ones.default, aten.zeros.default,
+                                                      aten.scalar_tensor.default):
+                    continue
+                args = torch.fx.node.map_arg(node.args, lambda a: self.consts[a])
+                kwargs = dict(torch.fx.node.map_arg(node.kwargs, lambda a: self.consts[a]))
+                kwargs.pop("device", None)
+                kwargs.pop("pin_memory", None)
+                try:
+                    self.consts[node] = node.target(*args, **kwargs)
+                except Exception:  # leave it to the op's own lowering
+                    continue
+
+    # -- composites --------------------------------------------------------
+    def composite(self, r):
+        w, a = self.w, r.attrs
+        if r.kind == "attention":
+            q, k, v = (self.reshape(self.v(x), [a["batch"], a["seq"], -1]) for x in r.operands)
+            out = w.emit("attn", list(q.shape),
+                         f"step.attention {q.name}, {k.name}, {v.name} heads {a['heads']} "
+                         f"kv_heads {a['kv_heads']} head_dim {a['head_dim']}"
+                         f"{' causal' if a['causal'] else ''}"
+                         f"{self.scale_attr(a['scale'], a['head_dim'])} "
+                         f": ({q.type}, {k.type}, {v.type}) -> {{out}}")
+            return self.reshape(out, shape_of(r.node))
+        if r.kind == "rotary":
+            x = self.reshape(self.v(r.operands[0]), [a["batch"], a["seq"], -1])
+            out = w.rotary(x, a["head_dim"], a["theta"], "rot")
+            return self.reshape(out, shape_of(r.node))
+        if r.kind == "cross_entropy":
+            logits, targets = (self.v(x) for x in r.operands)
+            if targets.dtype != "i32":
+                fail(r.node, "cross-entropy targets must be integer class ids")
+            logits = self.reshape(logits, targets.shape + logits.shape[-1:])
+            return w.cross_entropy(logits, targets, "loss")
+        if r.kind == "rms_norm":
+            x, weight = (self.v(n) for n in r.operands)
+            return w.rms_norm(x, weight, a["eps"], "rms")
+        raise AssertionError(r.kind)
+
+    @staticmethod
+    def scale_attr(scale, head_dim):
+        if abs(scale * math.sqrt(head_dim) - 1.0) < 1e-6:
+            return ""
+        return f" {{scale = {float(scale)!r} : f64}}"
+
+    # -- op by op ----------------------------------------------------------
+    def lower(self, node):
+        if node.op != "call_function":
+            fail(node, f"unsupported graph node {node.op} {node.target}")
+        if node.target is operator.getitem:
+            return self.getitem(node)
+        handler = HANDLERS.get(node.target)
+        if handler is None:
+            fail(node, f"the ATen op {node.target} has no stepc lowering "
+                       f"(docs/pytorch.md lists what is supported)")
+        return handler(self, node)
+
+    def getitem(self, node):
+        src, i = node.args
+        if is_call(src, aten.native_layer_norm.default) and i == 0:
+            return self.layer_norm(src)
+        if is_call(src, aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int,
+                   aten.chunk.default):
+            return self.split_part(src, i, node)
+        if is_call(src, aten.native_dropout.default) and i == 0:
+            return self.dropout(src)
+        fail(node, f"unsupported use of result #{i} of {getattr(src, 'target', src)}")
+
+    def layer_norm(self, ln):
+        x, normalized, weight, bias, eps = ln.args
+        xv = self.v(x)
+        if list(normalized) != xv.shape[-1:]:
+            fail(ln, f"layer_norm over {list(normalized)}: stepc normalises the last dimension")
+        c = xv.shape[-1]
+        wv = self.v(weight) if weight is not None else self.scalar_like(1.0, [c])
+        bv = self.v(bias) if bias is not None else self.scalar_like(0.0, [c])
+        return self.w.layer_norm(xv, wv, bv, eps, "ln")
+
+    def split_part(self, src, i, node):
+        x = self.v(src.args[0])
+        dim = src.args[2] if len(src.args) > 2 else 0
+        dim = dim % len(x.shape)
+        size = x.shape[dim]
+        if src.target == aten.unbind.int:
+            dim = (src.args[1] if len(src.args) > 1 else 0) % len(x.shape)
+            part = self.w.slice(x, dim, i, 1, "part")
+            return self.reshape(part, shape_of(node))
+        if src.target == aten.split_with_sizes.default:
+            sizes = list(src.args[1])
+        elif src.target == aten.chunk.default:
+            n = src.args[1]
+            each = -(-x.shape[dim] // n)
+            sizes = [min(each, size - k * each) for k in range(n) if k * each < size]
+        else:
+            each = src.args[1]
+            sizes = [min(each, size - k) for k in range(0, size, each)]
+        return self.w.slice(x, dim, sum(sizes[:i]), sizes[i], "part")
+
+    def dropout(self, node):
+        if node.args[1] != 0.0 and node.args[2]:
+            fail(node, f"dropout with p = {node.args[1]} in training: stepc's step has no "
+                       f"random ops yet (use p = 0 or model.eval())")
+        return self.v(node.args[0])
+
+
+def nested(values):
+    if isinstance(values, list):
+        return "[" + ", ".join(nested(v) for v in values) + "]"
+    return dense(values)
+
+
+# -- the op table ------------------------------------------------------------
+
+def identity(lw, node):
+    return lw.v(node.args[0])
+
+
+def to_copy(lw, node):
+    x = lw.v(node.args[0])
+    dtype = node.kwargs.get("dtype")
+    if dtype not in (None, torch.float32) and not (dtype in (torch.int64, torch.int32) and
+                                                   x.dtype == "i32"):
+        fail(node, f"a cast to {dtype}: stepc imports float32 models (--precision=bf16 is "
+                   f"the compiler's choice)")
+    return x
+
+
+def reshape(lw, node):
+    return lw.reshape(lw.v(node.args[0]), shape_of(node))
+
+
+def permute(lw, node, perm):
+    x = lw.v(node.args[0])
+    perm = [p % len(x.shape) for p in perm]
+    if perm == list(range(len(perm))):
+        return x
+    shape = [x.shape[p] for p in perm]
+    return lw.w.emit("tr", shape, f"step.transpose {x.name} {perm} : ({x.type}) -> {{out}}")
+
+
+def transpose(lw, node):
+    rank = len(shape_of(node))
+    d0, d1 = node.args[1] % rank, node.args[2] % rank
+    perm = list(range(rank))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return permute(lw, node, perm)
+
+
+def expand(lw, node):
+    x = lw.v(node.args[0])
+    shape = shape_of(node)
+    return x if x.shape == shape else lw.w.broadcast(x, shape, "exp")
+
+
+def slice_(lw, node):
+    x = lw.v(node.args[0])
+    dim = (node.args[1] if len(node.args) > 1 else 0) % len(x.shape)
+    start = node.args[2] if len(node.args) > 2 and node.args[2] is not None else 0
+    end = node.args[3] if len(node.args) > 3 and node.args[3] is not None else x.shape[dim]
+    step = node.args[4] if len(node.args) > 4 else 1
+    if step != 1:
+        fail(node, "a strided slice (step != 1) has no stepc lowering")
+    start = max(0, start + x.shape[dim] if start < 0 else start)
+    end = min(x.shape[dim], end + x.shape[dim] if end < 0 else end)
+    if start == 0 and end == x.shape[dim]:
+        return x
+    return lw.w.slice(x, dim, start, end - start, "sl")
+
+
+def select(lw, node):
+    x = lw.v(node.args[0])
+    dim = node.args[1] % len(x.shape)
+    i = node.args[2] % x.shape[dim]
+    return lw.reshape(lw.w.slice(x, dim, i, 1, "sel"), shape_of(node))
+
+
+def cat(lw, node):
+    parts = [lw.v(a) for a in node.args[0]]
+    dim = (node.args[1] if len(node.args) > 1 else 0) % len(parts[0].shape)
+    names = ", ".join(p.name for p in parts)
+    types = ", ".join(p.type for p in parts)
+    return lw.w.emit("cat", shape_of(node), f"step.concat {names} dim {dim} : ({types}) -> {{out}}")
+
+
+def stack(lw, node):
+    shape = shape_of(node)
+    dim = (node.args[1] if len(node.args) > 1 else 0) % len(shape)
+    part_shape = shape[:dim] + [1] + shape[dim + 1:]
+    parts = [lw.reshape(lw.v(a), part_shape) for a in node.args[0]]
+    names = ", ".join(p.name for p in parts)
+    types = ", ".join(p.type for p in parts)
+    return lw.w.emit("stk", shape, f"step.concat {names} dim {dim} : ({types}) -> {{out}}")
+
+
+def binary(op):
+    def lower(lw, node):
+        if node.kwargs.get("alpha", 1) != 1:
+            fail(node, f"{node.target} with alpha != 1")
+        shape = shape_of(node)
+        a, b = (lw.operand(x, shape, node) for x in node.args[:2])
+        return lw.w.binary(op, a, b, op)
+    return lower
+
+
+def rsub(lw, node):
+    shape = shape_of(node)
+    a, b = (lw.operand(x, shape, node) for x in node.args[:2])
+    return lw.w.binary("sub", b, a, "rsub")
+
+
+def unary(op, attrs=""):
+    return lambda lw, node: lw.w.unary(op, lw.v(node.args[0]), op, attrs)
+
+
+def gelu(lw, node):
+    approx = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+    return lw.w.unary("gelu", lw.v(node.args[0]), "gelu",
+                      " approximate tanh" if approx == "tanh" else "")
+
+
+def power(lw, node):
+    x, p = lw.v(node.args[0]), node.args[1]
+    if p == 2:
+        return lw.w.binary("mul", x, x, "sq")
+    if p == 0.5:
+        return lw.w.unary("sqrt", x, "sqrt")
+    if p == -0.5:
+        return lw.w.unary("rsqrt", x, "rsqrt")
+    if p == 1:
+        return x
+    fail(node, f"x ** {p}: stepc has powers 2, 0.5 and -0.5")
+
+
+def reduce(op):
+    def lower(lw, node):
+        x = lw.v(node.args[0])
+        dims = node.args[1] if len(node.args) > 1 else list(range(len(x.shape)))
+        dims = sorted(d % len(x.shape) for d in ([dims] if isinstance(dims, int) else dims))
+        keep = len(node.args) > 2 and node.args[2]
+        if node.kwargs.get("dtype") not in (None, torch.float32):
+            fail(node, f"{node.target} in {node.kwargs['dtype']}")
+        out = [d for i, d in enumerate(x.shape) if i not in dims]
+        y = lw.w.emit(op, out, f"step.{op} {x.name} dims {dims} : ({x.type}) -> {{out}}")
+        return lw.reshape(y, shape_of(node)) if keep else y
+    return lower
+
+
+def softmax(lw, node):
+    x = lw.v(node.args[0])
+    dim = node.args[1] % len(x.shape)
+    return lw.w.emit("sm", x.shape, f"step.softmax {x.name} dim {dim} : ({x.type}) -> {{out}}")
+
+
+def is_param_t(lw, node):
+    """node is the transpose of a 2-D parameter (a Linear's weight)."""
+    if is_call(node, aten.t.default) or (is_call(node, aten.transpose.int) and
+                                         sorted(a % 2 for a in node.args[1:]) == [0, 1]) or \
+            (is_call(node, aten.permute.default) and list(node.args[1]) == [1, 0]):
+        src = node.args[0]
+        return src if src in lw.param_nodes else None
+    return None
+
+
+def flattened_source(lw, node):
+    """x when node is x ([..., K]) viewed as [N, K]."""
+    if is_call(node, aten.view.default, aten._unsafe_view.default, aten._reshape_alias.default,
+               aten.reshape.default):
+        src = node.args[0]
+        s, n = shape_of(src), shape_of(node)
+        if s and n and len(n) == 2 and s[-1] == n[-1] and math.prod(s) == math.prod(n):
+            return src
+    return node
+
+
+def matmul(lw, node):
+    """mm / addmm: a Linear (x @ Wᵀ (+ b), W a parameter) stays one matmul over
+    x's own leading dimensions; any other product is a plain matmul."""
+    bias = node.args[0] if node.target == aten.addmm.default else None
+    lhs, rhs = node.args[-2:]
+    if node.target == aten.addmm.default and \
+            (node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1):
+        fail(node, "addmm with alpha or beta != 1")
+    weight = is_param_t(lw, rhs)
+    x = lw.v(flattened_source(lw, lhs))
+    if weight is not None:
+        y = lw.w.matmul(x, lw.env[weight], "lin", transpose_b=True)
+    else:
+        y = lw.w.matmul(x, lw.v(rhs), "mm", transpose_b=False)
+    if bias is not None:
+        y = lw.w.binary("add", y, lw.to_shape(lw.v(bias), y.shape, node), "lin_b")
+    return lw.reshape(y, shape_of(node))
+
+
+def bmm(lw, node):
+    a, b = (lw.v(x) for x in node.args[:2])
+    return lw.w.emit("bmm", shape_of(node), f"step.batch_matmul {a.name}, {b.name} "
+                                            f": ({a.type}, {b.type}) -> {{out}}")
+
+
+def embedding(lw, node):
+    table, ids = node.args[:2]
+    t = lw.v(table)
+    i = lw.v(ids)
+    if i.dtype != "i32":
+        fail(node, "embedding ids must be integers")
+    return lw.w.embedding(t, i, "emb")
+
+
+def dropout(lw, node):
+    return lw.dropout(node)
+
+
+def mse_loss(lw, node):
+    """mean((x - y)²) (reduction mean only)."""
+    reduction = node.args[2] if len(node.args) > 2 else node.kwargs.get("reduction", 1)
+    if reduction != 1:
+        fail(node, "mse_loss with reduction other than 'mean'")
+    x, y = lw.v(node.args[0]), lw.v(node.args[1])
+    d = lw.w.binary("sub", x, y, "diff")
+    sq = lw.w.binary("mul", d, d, "sq")
+    dims = list(range(len(sq.shape)))
+    return lw.w.emit("mse", [], f"step.reduce_mean {sq.name} dims {dims} : ({sq.type}) -> {{out}}")
+
+
+HANDLERS = {
+    aten.view.default: reshape, aten._unsafe_view.default: reshape,
+    aten._reshape_alias.default: reshape, aten.reshape.default: reshape,
+    aten.unsqueeze.default: reshape, aten.squeeze.dim: reshape, aten.squeeze.default: reshape,
+    aten.flatten.using_ints: reshape,
+    aten.clone.default: identity, aten.alias.default: identity, aten.detach.default: identity,
+    aten.lift_fresh_copy.default: identity, aten.contiguous.default: identity,
+    aten._to_copy.default: to_copy,
+    aten.t.default: lambda lw, n: permute(lw, n, [1, 0]),
+    aten.transpose.int: transpose,
+    aten.permute.default: lambda lw, n: permute(lw, n, list(n.args[1])),
+    aten.expand.default: expand,
+    aten.slice.Tensor: slice_, aten.select.int: select,
+    aten.cat.default: cat, aten.stack.default: stack,
+    aten.add.Tensor: binary("add"), aten.add.Scalar: binary("add"),
+    aten.sub.Tensor: binary("sub"), aten.sub.Scalar: binary("sub"),
+    aten.rsub.Scalar: rsub,
+    aten.mul.Tensor: binary("mul"), aten.mul.Scalar: binary("mul"),
+    aten.div.Tensor: binary("div"), aten.div.Scalar: binary("div"),
+    aten.maximum.default: binary("maximum"), aten.minimum.default: binary("minimum"),
+    aten.neg.default: unary("neg"), aten.exp.default: unary("exp"),
+    aten.log.default: unary("log"), aten.tanh.default: unary("tanh"),
+    aten.erf.default: unary("erf"), aten.sqrt.default: unary("sqrt"),
+    aten.rsqrt.default: unary("rsqrt"), aten.silu.default: unary("silu"),
+    aten.relu.default: unary("relu"), aten.sigmoid.default: unary("sigmoid"),
+    aten.gelu.default: gelu, aten.pow.Tensor_Scalar: power,
+    aten.mean.dim: reduce("reduce_mean"), aten.sum.dim_IntList: reduce("reduce_sum"),
+    aten.mean.default: reduce("reduce_mean"), aten.sum.default: reduce("reduce_sum"),
+    aten.amax.default: reduce("reduce_max"),
+    aten._softmax.default: softmax,
+    aten.mm.default: matmul, aten.addmm.default: matmul, aten.bmm.default: bmm,
+    aten.embedding.default: embedding,
+    aten.dropout.default: dropout,
+    aten.mse_loss.default: mse_loss,
+}
+# Ops with several results: lowered where a getitem reads one.
+for _op in (aten.native_layer_norm.default, aten.split.Tensor, aten.split_with_sizes.default,
+            aten.unbind.int, aten.chunk.default, aten.native_dropout.default):
+    HANDLERS[_op] = lambda lw, node: None

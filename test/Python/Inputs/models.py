@@ -1,0 +1,142 @@
+"""The PyTorch modules test/Python imports: nanoGPT's GPT (its model.py
+classes, Inputs/nanogpt.py), a Llama (RMSNorm, rotary embeddings, SwiGLU,
+grouped-query attention as Meta writes them) and an MLP regressor."""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from nanogpt import GPT, GPTConfig
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope_tables(head_dim, seq, theta=10000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2).float() / head_dim))
+    angle = torch.outer(torch.arange(seq).float(), freqs)
+    return angle.cos(), angle.sin()
+
+
+def apply_rotary(x, cos, sin):
+    """Meta's convention: channel pairs (2i, 2i+1) rotate together; x [B, T, H, D]."""
+    b, t, h, d = x.shape
+    pairs = x.reshape(b, t, h, d // 2, 2)
+    x0, x1 = pairs[..., 0], pairs[..., 1]
+    cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).flatten(3)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads, kv_heads, seq):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.wq = nn.Linear(dim, heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(heads * self.head_dim, dim, bias=False)
+        cos, sin = rope_tables(self.head_dim, seq)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("mask", torch.full((seq, seq), float("-inf")).triu(1),
+                             persistent=False)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.wq(x).view(b, t, self.heads, self.head_dim)
+        k = self.wk(x).view(b, t, self.kv_heads, self.head_dim)
+        v = self.wv(x).view(b, t, self.kv_heads, self.head_dim)
+        q, k = apply_rotary(q, self.cos[:t], self.sin[:t]), apply_rotary(k, self.cos[:t], self.sin[:t])
+        rep = self.heads // self.kv_heads
+        k = k[:, :, :, None, :].expand(b, t, self.kv_heads, rep, self.head_dim).reshape(
+            b, t, self.heads, self.head_dim)
+        v = v[:, :, :, None, :].expand(b, t, self.kv_heads, rep, self.head_dim).reshape(
+            b, t, self.heads, self.head_dim)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        scores = scores + self.mask[:t, :t]
+        scores = F.softmax(scores.float(), dim=-1).type_as(q)
+        out = torch.matmul(scores, v).transpose(1, 2).contiguous().view(b, t, -1)
+        return self.wo(out)
+
+
+class FeedForward(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, dim, heads, kv_heads, seq, hidden):
+        super().__init__()
+        self.attention_norm = RMSNorm(dim)
+        self.attention = Attention(dim, heads, kv_heads, seq)
+        self.ffn_norm = RMSNorm(dim)
+        self.feed_forward = FeedForward(dim, hidden)
+
+    def forward(self, x):
+        x = x + self.attention(self.attention_norm(x))
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab=96, dim=32, layers=2, heads=4, kv_heads=2, seq=16, hidden=64):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList(Layer(dim, heads, kv_heads, seq, hidden)
+                                    for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.output = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens, targets):
+        x = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            x = layer(x)
+        logits = self.output(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 1)
+
+    def forward(self, x, y):
+        h = F.gelu(self.fc1(x))
+        h = torch.tanh(self.fc2(h)) + h
+        return F.mse_loss(self.head(h).squeeze(-1), y)
+
+
+def make(name, steps):
+    g = torch.Generator().manual_seed(1)
+    if name == "gpt":
+        model = GPT(GPTConfig(vocab_size=96, block_size=16, n_layer=2, n_head=4, n_embd=32,
+                              flash=False))
+        batches = [(torch.randint(0, 96, (4, 16), generator=g),
+                    torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
+    elif name == "llama":
+        model = Llama()
+        batches = [(torch.randint(0, 96, (4, 16), generator=g),
+                    torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
+    elif name == "mlp":
+        model = MLP()
+        batches = [(torch.randn(64, 8, generator=g), torch.randn(64, generator=g))
+                   for _ in range(steps)]
+    else:
+        raise ValueError(name)
+    return model, batches

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""stepc.export's errors name the construct and the model's source line
+(test/Python/export.test): an op with no lowering, a branch on a tensor's
+value, a shape that depends on data, and a non-scalar loss."""
+import sys
+
+import torch
+import torch.nn as nn
+
+import stepc
+
+
+class Cumsum(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        return torch.cumsum(x @ self.w, dim=1).mean()  # LINE-CUMSUM
+
+
+class Branch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        y = x @ self.w
+        if y.sum() > 0:  # LINE-BRANCH
+            return y.mean()
+        return -y.mean()
+
+
+class Dynamic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        y = x @ self.w
+        return y[y > 0].sum()  # LINE-DYNAMIC
+
+
+class NotScalar(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def line_of(tag):
+    for i, text in enumerate(open(__file__), 1):
+        if f"# {tag}" in text and "def line_of" not in text:
+            return i
+    raise AssertionError(tag)
+
+
+x = torch.randn(2, 4)
+for model, expect in ((Cumsum(), ["aten.cumsum", f"check_errors.py:{line_of('LINE-CUMSUM')}"]),
+                      (Branch(), ["data-dependent control flow",
+                                  f"check_errors.py:{line_of('LINE-BRANCH')}"]),
+                      (Dynamic(), ["a dynamic shape", "aten.index",
+                                   f"check_errors.py:{line_of('LINE-DYNAMIC')}"]),
+                      (NotScalar(), ["scalar loss"])):
+    try:
+        stepc.export(model, (x,), sys.argv[1])
+    except stepc.ExportError as e:
+        message = str(e)
+        missing = [m for m in expect if m not in message]
+        if missing:
+            sys.exit(f"FAIL: {type(model).__name__}: {missing} not in: {message}")
+        print(f"{type(model).__name__}: {message}")
+    else:
+        sys.exit(f"FAIL: {type(model).__name__} exported")
+print("ok")

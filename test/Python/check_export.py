@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""stepc.export end to end (test/Python/export.test):
+
+    check_export.py --model gpt|llama|mlp --bin BUILD/bin --work DIR [--steps N]
+
+exports the module, compiles it for the CPU, trains N steps through
+stepc.Session and the same module through torch.optim.AdamW (stepc's
+defaults: betas (0.9, 0.95), weight decay 0.1 on matrices, global-norm
+clipping at 1.0; eps 1e-3 in both, because the key bias of attention has
+an exactly zero gradient whose rounding noise Adam with eps 1e-8 would turn
+into full-size, implementation-dependent updates) from the same weights and
+batches; every
+step's loss and every final parameter must agree within --tolerance
+(relative). Then model.load_state_dict(session.state_dict(), strict=True)
+reproduces the compiled eval's logits.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "Inputs"))
+import models  # noqa: E402
+import stepc  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("--model", required=True)
+p.add_argument("--bin", required=True)
+p.add_argument("--work", required=True)
+p.add_argument("--steps", type=int, default=5)
+p.add_argument("--tolerance", type=float, default=1e-5)
+p.add_argument("--stepc-flags", default="")
+args = p.parse_args()
+
+torch.manual_seed(0)
+model, batches = models.make(args.model, args.steps)
+out = os.path.join(args.work, args.model)
+exported = stepc.export(model, batches[0], out)
+so = os.path.join(out, "step.so")
+subprocess.run([os.path.join(args.bin, "stepc"), "--target=cpu", exported.mlir, "-o", so,
+                "--optimizer-options=epsilon=1e-3",
+                "--report=" + os.path.join(out, "report.json")] + args.stepc_flags.split(),
+               check=True)
+
+session = stepc.Session(so, export_dir=out)
+decay = [p for p in model.parameters() if p.dim() >= 2]
+no_decay = [p for p in model.parameters() if p.dim() < 2]
+opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                         {"params": no_decay, "weight_decay": 0.0}],
+                        lr=1e-3, betas=(0.9, 0.95), eps=1e-3)
+worst = 0.0
+for step, batch in enumerate(batches):
+    lr = 1e-3 * (step + 1) / len(batches)
+    for g in opt.param_groups:
+        g["lr"] = lr
+    opt.zero_grad()
+    result = model(*batch)
+    loss = result[1] if isinstance(result, tuple) else result
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    got, got_norm = session.step(lr, **dict(zip(exported.inputs, batch)))
+    err = abs(got - loss.item()) / abs(loss.item())
+    worst = max(worst, err)
+    print(f"step {step + 1}: loss stepc {got:.7f} torch {loss.item():.7f} (rel {err:.2e}), "
+          f"norm stepc {got_norm:.5f} torch {norm.item():.5f}")
+    if err > args.tolerance:
+        sys.exit(f"FAIL: step {step + 1} loss differs by {err:.3g}")
+state = session.state_dict()
+for name, value in model.state_dict().items():
+    if name not in state:
+        continue
+    a, b = state[name].numpy(), value.detach().numpy()
+    err = float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+    worst = max(worst, err)
+    if err > args.tolerance:
+        sys.exit(f"FAIL: parameter {name} differs by {err:.3g}")
+# The trained weights back in the module, strictly, give the compiled logits.
+model.load_state_dict(state, strict=True)
+loss, logits = session.eval(**dict(zip(exported.inputs, batches[0])))
+with torch.no_grad():
+    result = model(*batches[0])
+ref_loss = (result[1] if isinstance(result, tuple) else result).item()
+if abs(loss - ref_loss) / abs(ref_loss) > args.tolerance:
+    sys.exit(f"FAIL: eval loss {loss} vs the module's {ref_loss}")
+if logits is not None and isinstance(result, tuple):
+    ref = result[0].detach().numpy().reshape(logits.shape)
+    err = float(np.abs(logits - ref).max() / np.abs(ref).max())
+    if err > args.tolerance:
+        sys.exit(f"FAIL: eval logits differ by {err:.3g}")
+print(f"ok: {args.model}: {len(batches)} steps and {len(state)} parameters within "
+      f"{args.tolerance:g} (worst {worst:.2e}); state_dict loads strictly")
