@@ -79,8 +79,18 @@ for name, value in model.state_dict().items():
     worst = max(worst, err)
     if err > args.tolerance:
         sys.exit(f"FAIL: parameter {name} differs by {err:.3g}")
+# safetensors round trip: the trained weights bit for bit.
+path = os.path.join(out, "trained.safetensors")
+stepc.safetensors.save({k: v.numpy() for k, v in state.items()}, path)
+for name, value in stepc.safetensors.load(path).items():
+    if not np.array_equal(value, state[name].numpy()):
+        sys.exit(f"FAIL: {name} changed through safetensors")
 # The trained weights back in the module, strictly, give the compiled logits.
-model.load_state_dict(state, strict=True)
+model.load_state_dict({k: torch.from_numpy(v) for k, v in stepc.safetensors.load(path).items()},
+                      strict=True)
+for name, value in model.state_dict().items():
+    if name in state and not torch.equal(value, state[name]):
+        sys.exit(f"FAIL: {name} differs after load_state_dict")
 loss, logits = session.eval(**dict(zip(exported.inputs, batches[0])))
 with torch.no_grad():
     result = model(*batches[0])
