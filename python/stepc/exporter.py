@@ -25,18 +25,22 @@ from .lower import Lowering
 
 
 class Exported:
-    def __init__(self, directory, params, aliases, inputs, ignore_index):
+    def __init__(self, directory, params, aliases, inputs, ignore_index, input_names=None):
         self.directory = directory
         self.mlir = os.path.join(directory, "model.mlir")
         self.init = os.path.join(directory, "init.safetensors")
         self.params = params
         self.aliases = aliases
+        # the forward's argument names, in order (what Session.step takes)
         self.inputs = inputs
         self.ignore_index = ignore_index
+        # forward name -> the step's input name, where they differ (a
+        # language model's 'idx' is the step's 'tokens')
+        self.input_names = input_names or {}
 
     def to_json(self):
         return {"params": self.params, "aliases": self.aliases, "inputs": self.inputs,
-                "ignore_index": self.ignore_index}
+                "input_names": self.input_names, "ignore_index": self.ignore_index}
 
 
 def layer_blocks(model):
@@ -99,7 +103,8 @@ def export(model, example_inputs, out_dir, input_names=None):
     safetensors.save({n: b.cpu().numpy() for n, b in captured.buffers if n in persistent},
                      os.path.join(out_dir, "buffers.safetensors"))
     exported = Exported(out_dir, names, captured.aliases,
-                        [n for n, _ in captured.inputs], lowering.ignore_index)
+                        [n for n, _ in captured.inputs], lowering.ignore_index,
+                        lowering.input_names)
     with open(os.path.join(out_dir, "export.json"), "w") as f:
         json.dump(exported.to_json(), f, indent=1)
     return exported

@@ -48,6 +48,8 @@ class Lowering:
         self.blocks, self.inits = blocks, inits
         self.param_nodes = {}
         self.reshaped_from = {}
+        self.input_nodes = {}  # node -> (forward's name, index in the writer's args)
+        self.input_names = {}  # forward's name -> the step's input name
 
     # -- values ------------------------------------------------------------
     def v(self, a):
@@ -130,6 +132,7 @@ class Lowering:
             else:
                 name, example = self.c.inputs[i - n_params - n_buffers]
                 shape = list(example.shape)
+                self.input_nodes[node] = (name, len(self.w.args))
                 if example.dtype in (torch.int64, torch.int32):
                     self.env[node] = self.w.input(name, shape)
                 elif example.dtype == torch.float32:
@@ -151,6 +154,7 @@ class Lowering:
         if loss.shape != [] or loss.dtype != "f32":
             fail(loss_node, f"the loss must be a float32 scalar, got {ttype(loss.shape, loss.dtype)}")
         self.remove_dead_ops(loss)
+        self.name_language_model_inputs(replacements, needed)
         self.ignore_index = next((r.attrs["ignore_index"] for r in replacements.values()
                                   if r.kind == "cross_entropy" and r.node in needed), None)
         return loss
@@ -175,6 +179,28 @@ class Lowering:
             live.add(i)
             work.extend(re.findall(r"%[\w.]+", self.w.body[i].split(" = ", 1)[1]))
         self.w.body = [line for i, line in enumerate(self.w.body) if i in live]
+
+    def name_language_model_inputs(self, replacements, needed):
+        """A language model's inputs become 'tokens' and 'targets' (the names
+        stepc-run's token data and sampler feed): the cross-entropy's targets
+        input, and the one other integer input of its shape."""
+        ce = [r for r in replacements.values() if r.kind == "cross_entropy" and r.node in needed]
+        if len(ce) != 1 or ce[0].operands[1] not in self.input_nodes:
+            return
+        targets = ce[0].operands[1]
+        others = [n for n in self.input_nodes if n is not targets and n in needed and
+                  self.env[n].dtype == "i32" and self.env[n].shape == self.env[targets].shape]
+        renames = {targets: "targets"}
+        if len(others) == 1:
+            renames[others[0]] = "tokens"
+        taken = {name for name, _ in self.input_nodes.values()}
+        for node, new in renames.items():
+            old, index = self.input_nodes[node]
+            if new in taken and new != old:
+                continue  # another input already has that name
+            self.w.args[index] = self.w.args[index].replace(f'{{step.input = "{old}"}}',
+                                                            f'{{step.input = "{new}"}}')
+            self.input_names[old] = new
 
     def find_loss(self, output):
         """The scalar float among the returned values (nanoGPT: (logits, loss))."""

@@ -113,11 +113,12 @@ class Session:
         self.data_rank = self.rank // self.tensor_parallel
         self.data_world = self.world_size // self.tensor_parallel
         self._check(self._lib.stepc_session_init_params(self._s, seed, self._err, _ERROR_LEN))
-        self.aliases, self.ignore_index, self.buffers = {}, None, {}
+        self.aliases, self.ignore_index, self.buffers, self.input_names = {}, None, {}, {}
         if export_dir is not None:
             with open(os.path.join(export_dir, "export.json")) as f:
                 info = json.load(f)
             self.aliases = info.get("aliases", {})
+            self.input_names = info.get("input_names", {})
             self.ignore_index = info.get("ignore_index")
             buffers = os.path.join(export_dir, "buffers.safetensors")
             if os.path.exists(buffers):
@@ -246,6 +247,8 @@ class Session:
 
     # -- steps ---------------------------------------------------------------
     def _set_inputs(self, inputs):
+        # The forward's names (idx) for the step's (tokens).
+        inputs = {self.input_names.get(k, k): v for k, v in inputs.items()}
         unknown = set(inputs) - set(self._inputs)
         if unknown:
             raise KeyError(f"unknown inputs {sorted(unknown)} (the step takes "

@@ -3,6 +3,7 @@
 //   stepc-run step.so [--data tokens.bin | --corpus FILE] [--steps N] [--lr X]
 //       [--warmup K] [--seed S] [--log-every K] [--metrics FILE.jsonl]
 //       [--plot FILE.svg] [--init-npy DIR] [--batch-npy DIR] [--save-npy DIR]
+//       [--init-safetensors FILE] [--save-safetensors FILE]
 //       [--checkpoint-dir DIR [--save-every K] [--keep N] [--auto-resume]]
 //       [--resume DIR] [--val-data FILE | --val-fraction F | --val-batch-npy DIR]
 //       [--eval-every K] [--eval-batches N] [--sample N --prompt TEXT
@@ -16,6 +17,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -46,6 +48,7 @@
 #include "runtime/cpu_threads.h"
 #include "runtime/data.h"
 #include "runtime/npy.h"
+#include "runtime/safetensors.h"
 #include "runtime/session.h"
 #include "runtime/status_macros.h"
 #include "tools/stepc-run/loss_plot.h"
@@ -64,6 +67,11 @@ ABSL_FLAG(std::string, metrics, "", "write one JSON line per step here");
 ABSL_FLAG(std::string, plot, "", "write the loss curve here (SVG)");
 ABSL_FLAG(bool, plot_log, false, "draw --plot's loss axis on a logarithmic scale");
 ABSL_FLAG(std::string, init_npy, "", "load parameters from DIR/<name>.npy");
+ABSL_FLAG(std::string, init_safetensors, "",
+          "load parameters from a safetensors FILE by name (stepc.export's init.safetensors, "
+          "or any file holding every parameter; other tensors are ignored)");
+ABSL_FLAG(std::string, save_safetensors, "",
+          "write the parameters after the last step to a safetensors FILE (F32, by name)");
 ABSL_FLAG(std::string, batch_npy, "",
           "train on the model's inputs from .npy files: DIR/<input>.npy (one batch, every "
           "step), or DIR's subdirectories each holding one (a stream of batches, cycled)");
@@ -220,6 +228,50 @@ absl::Status LoadParams(Session& session, const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::Status LoadSafetensors(Session& session, const std::string& path) {
+  std::map<std::string, safetensors::Tensor> tensors;
+  std::string error;
+  if (!safetensors::Read(path, tensors, error)) return absl::NotFoundError(error);
+  const stepc_module_info& info = session.module().info();
+  for (int i = 0; i < info.num_args; ++i) {
+    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
+    const std::string name = info.args[i].name;
+    auto it = tensors.find(name);
+    if (it == tensors.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--init-safetensors '", path, "' has no tensor '", name, "'"));
+    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(name));
+    if (it->second.shape != shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--init-safetensors '", path, "': '", name, "' has shape [",
+          absl::StrJoin(it->second.shape, ", "), "]; the parameter is [",
+          absl::StrJoin(shape, ", "), "]"));
+    for (size_t k = 0; k < it->second.data.size(); ++k)
+      if (!std::isfinite(it->second.data[k]))
+        return absl::InvalidArgumentError(absl::StrCat("--init-safetensors '", path, "': '", name,
+                                                       "' holds ", it->second.data[k],
+                                                       " at element ", k));
+    STEPC_RETURN_IF_ERROR(session.WriteParam(name, it->second.data));
+  }
+  return absl::OkStatus();
+}
+
+// Every rank reads (a sharded parameter is gathered); rank 0 writes.
+absl::Status SaveSafetensors(const Session& session, const std::string& path, bool lead) {
+  std::map<std::string, safetensors::Tensor> tensors;
+  const stepc_module_info& info = session.module().info();
+  for (int i = 0; i < info.num_args; ++i) {
+    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
+    safetensors::Tensor& t = tensors[info.args[i].name];
+    STEPC_ASSIGN_OR_RETURN(t.data, session.ReadParam(info.args[i].name));
+    STEPC_ASSIGN_OR_RETURN(t.shape, session.GlobalShape(info.args[i].name));
+  }
+  std::string error;
+  if (lead && !safetensors::Write(path, tensors, error))
+    return absl::PermissionDeniedError(absl::StrCat("--save-safetensors: ", error));
+  return absl::OkStatus();
+}
+
 absl::Status SaveState(const Session& session, const std::string& dir, StepResult last) {
   const stepc_module_info& info = session.module().info();
   std::string error;
@@ -294,7 +346,8 @@ absl::Status ValidateFlags() {
   std::error_code ec;
   for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--metrics",
                                                                       absl::GetFlag(FLAGS_metrics)},
-                                   {"--plot", absl::GetFlag(FLAGS_plot)}}) {
+                                   {"--plot", absl::GetFlag(FLAGS_plot)},
+                                   {"--save-safetensors", absl::GetFlag(FLAGS_save_safetensors)}}) {
     if (path.empty()) continue;
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (std::filesystem::is_directory(path, ec))
@@ -348,9 +401,11 @@ absl::Status ValidateFlags() {
         "--sample and --top-k must be >= 0 and --temperature finite and >= 0");
   if (absl::GetFlag(FLAGS_sample) > 0 && absl::GetFlag(FLAGS_prompt).empty())
     return absl::InvalidArgumentError("--prompt is empty: sampling continues some text");
-  if (!absl::GetFlag(FLAGS_resume).empty() && !absl::GetFlag(FLAGS_init_npy).empty())
+  if (!absl::GetFlag(FLAGS_resume).empty() + !absl::GetFlag(FLAGS_init_npy).empty() +
+          !absl::GetFlag(FLAGS_init_safetensors).empty() > 1)
     return absl::InvalidArgumentError(
-        "give one of --resume and --init-npy (a checkpoint holds the parameters)");
+        "give one of --resume, --init-npy and --init-safetensors (a checkpoint holds the "
+        "parameters)");
   return absl::OkStatus();
 }
 
@@ -369,6 +424,8 @@ absl::Status AgreeOnRun(Communicator& comm, const Schedule& schedule, const Toke
   mix(schedule.seed);
   mix_text(absl::StrCat(schedule.lr, "/", schedule.min_lr_ratio));
   mix_text(absl::GetFlag(FLAGS_init_npy));
+  mix_text(absl::GetFlag(FLAGS_init_safetensors));
+  mix_text(absl::GetFlag(FLAGS_save_safetensors));
   mix_text(resume_dir);
   mix_text(absl::GetFlag(FLAGS_checkpoint_dir));
   mix(static_cast<uint64_t>(absl::GetFlag(FLAGS_save_every)));
@@ -510,6 +567,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   STEPC_RETURN_IF_ERROR(session->InitParams(schedule.seed));
   if (!absl::GetFlag(FLAGS_init_npy).empty())
     STEPC_RETURN_IF_ERROR(LoadParams(*session, absl::GetFlag(FLAGS_init_npy)));
+  if (!absl::GetFlag(FLAGS_init_safetensors).empty())
+    STEPC_RETURN_IF_ERROR(LoadSafetensors(*session, absl::GetFlag(FLAGS_init_safetensors)));
 
   // Token data feeds a language model's [batch, seq] 'tokens' and
   // 'targets'; --batch-npy any model's inputs, by name.
@@ -840,6 +899,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   }
   if (!absl::GetFlag(FLAGS_save_outputs).empty())
     STEPC_RETURN_IF_ERROR(SaveOutputs(*session, absl::GetFlag(FLAGS_save_outputs), rank));
+  if (!absl::GetFlag(FLAGS_save_safetensors).empty())
+    STEPC_RETURN_IF_ERROR(SaveSafetensors(*session, absl::GetFlag(FLAGS_save_safetensors), lead));
   if (!absl::GetFlag(FLAGS_save_npy).empty()) {
     // Rank 0 writes DIR; other ranks DIR.rank<r> (replicas, for checks).
     std::string dir = absl::GetFlag(FLAGS_save_npy);
