@@ -40,3 +40,11 @@ if config.stepc_have_cuda:
     config.available_features.add("nvcc")
 if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
     config.available_features.add("gpu")
+
+# PyTorch 2.x, where bench/setup-peers.sh installed it (not on a fresh
+# machine: those tests are then unsupported): stepc.export against a second
+# PyTorch (scaled_dot_product_attention, symbolic shapes).
+torch2_python = os.path.join(config.stepc_src_root, "bench", ".peers", "bin", "python")
+if os.path.exists(torch2_python):
+    config.available_features.add("torch2")
+    config.substitutions.append(("%torch2_python", torch2_python))

@@ -1,3 +1,7 @@
+"""A GPT in the layout of nanoGPT's model.py (its module and parameter names,
+manual causal attention where scaled_dot_product_attention is missing or
+flash=False, tied head, optional biases), written for stepc's examples and
+tests: what a nanoGPT user brings to stepc.export."""
 import math, torch, torch.nn as nn
 from torch.nn import functional as F
 class LayerNorm(nn.Module):

@@ -141,7 +141,6 @@ def capture(model, example_inputs, names=None):
             raise ExportError(f"{frame}: a dynamic shape (the result of {first} depends on "
                               f"tensor values) cannot be compiled into a static step") from None
         raise ExportError(f"{frame}: tracing failed: {type(e).__name__}: {first}") from None
-    graph_module.graph.eliminate_dead_code()
     inames = names or input_names(model, len(example_inputs))
     return Captured(graph_module, list(zip(pnames, tensors)), aliases, buffers,
                     list(zip(inames, example_inputs)))

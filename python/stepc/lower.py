@@ -140,6 +140,8 @@ class Lowering:
                 else:
                     raise ExportError(f"input '{name}' is {example.dtype}; expected integer "
                                       f"ids or float32 features")
+        self.refuse_mutations(nodes, placeholders[n_params:n_params + n_buffers])
+        self.refuse_dynamic_shapes(nodes)
         self.fold_constants(nodes)
         replacements = Matcher(self.graph, self.consts).run()
         output = next(n for n in nodes if n.op == "output")
@@ -158,6 +160,34 @@ class Lowering:
         self.ignore_index = next((r.attrs["ignore_index"] for r in replacements.values()
                                   if r.kind == "cross_entropy" and r.node in needed), None)
         return loss
+
+    def refuse_dynamic_shapes(self, nodes):
+        """PyTorch 2.x traces a data-dependent shape (x[x > 0]) as a symbolic
+        size; 1.13 stops at it (capture.py). Either is an error at the line."""
+        for node in nodes:
+            val = node.meta.get("val")
+            shape = getattr(val, "shape", None)
+            if shape is not None and not all(isinstance(d, int) for d in shape):
+                fail(node, f"a dynamic shape (the result of {node.target} depends on tensor "
+                           f"values) cannot be compiled into a static step")
+
+    def refuse_mutations(self, nodes, buffers):
+        """A buffer the forward updates in place (BatchNorm's running
+        statistics, a counter) would be a constant of the step that silently
+        stops changing: an error at the line."""
+        names = dict(zip(buffers, (n for n, _ in self.c.buffers)))
+        for node in nodes:
+            schema = getattr(node.target, "_schema", None)
+            if node.op != "call_function" or schema is None or not schema.is_mutable:
+                continue
+            written = [a for a, arg in zip(node.args, schema.arguments)
+                       if arg.alias_info is not None and arg.alias_info.is_write]
+            for a in written:
+                if a in names:
+                    fail(node, f"the forward updates buffer '{names[a]}' in place "
+                               f"({node.target}); stepc compiles buffers as constants")
+                fail(node, f"an in-place update ({node.target}) of a value the step cannot "
+                           f"hold as state")
 
     def remove_dead_ops(self, loss):
         """Drops body lines whose value nothing reads (a Linear's weight

@@ -16,6 +16,7 @@ its operands (nodes). Nodes only the composite used are never lowered.
 """
 
 import math
+import operator
 
 import torch
 
@@ -146,6 +147,8 @@ class Matcher:
         for node in nodes:
             if is_call(node, aten._softmax.default):
                 self.attention(node)
+            elif node.op == "call_function" and "scaled_dot_product" in str(node.target):
+                self.sdpa(node)
             elif is_call(node, aten.nll_loss_forward.default):
                 self.cross_entropy(node)
             elif is_call(node, aten.mul.Tensor):
@@ -186,14 +189,51 @@ class Matcher:
         bmm1, _ = movement_chain(s)
         if not is_call(bmm1, aten.bmm.default):
             return
-        q_src, q_ops = movement_chain(bmm1.args[0])
-        k_src, k_ops = movement_chain(bmm1.args[1])
-        v_src, v_ops = movement_chain(bmm2.args[1])
+        bh, t, head_dim = shape_of(bmm1.args[0])
+        self.match_heads(bmm1.args[0], bmm1.args[1], bmm2.args[1], bmm2, bh, t, head_dim,
+                         causal, scale, keys_transposed=True)
+
+    def sdpa(self, node):
+        """PyTorch >= 2.0's scaled_dot_product_attention (nanoGPT's flash
+        path): q, k, v as [B, H, T, Dh]; no mask or dropout."""
+        name = str(node.target)
+        public = name == "aten.scaled_dot_product_attention.default"
+        if not public and not name.startswith("aten._scaled_dot_product_flash_attention"):
+            return
+        args = list(node.args) + [None] * 8
+        if public:
+            mask, dropout = args[3], args[4] or 0.0
+            causal = bool(node.kwargs.get("is_causal", args[5]))
+            scale = node.kwargs.get("scale")
+            if mask is not None or node.kwargs.get("attn_mask") is not None:
+                return
+        else:
+            dropout, causal = args[3] or 0.0, bool(args[4])
+            scale = node.kwargs.get("scale")
+        if dropout:
+            return
+        out = node
+        if not public:
+            users = [u for u in node.users if is_call(u, operator.getitem) and u.args[1] == 0]
+            if len(users) != 1:
+                return
+            out = users[0]
+        b, h, t, d = shape_of(node.args[0])
+        self.match_heads(node.args[0], node.args[1], node.args[2], out, b * h, t, d, causal,
+                         1.0 / math.sqrt(d) if scale is None else float(scale),
+                         keys_transposed=False)
+
+    def match_heads(self, q, k, v, product, bh, t, head_dim, causal, scale, keys_transposed):
+        """The composite, when q, k, v are heads views of [B, T, H·Dh] values
+        and `product` ([B·H, T, Dh] or [B, H, T, Dh]) moves back to one."""
+        q_src, q_ops = movement_chain(q)
+        k_src, k_ops = movement_chain(k)
+        v_src, v_ops = movement_chain(v)
+        bmm2 = product
         qs, ks, vs = shape_of(q_src), shape_of(k_src), shape_of(v_src)
         if None in (qs, ks, vs) or min(len(qs), len(ks), len(vs)) < 2:
             return
         # Sources are [B, T, ...] or, out of a Linear's matmul, [B·T, C].
-        bh, t, head_dim = shape_of(bmm1.args[0])
         b = qs[0] if len(qs) >= 3 else qs[0] // t
         if not b or bh % b:
             return
@@ -205,11 +245,12 @@ class Matcher:
         kv_heads = ck // head_dim
         if n_heads % kv_heads:
             return
-        def heads(*spec):
+        def layout(*spec):
             return ("heads",) + spec, lambda: heads_layout(*spec)
-        if not (layout_is(qs, q_ops, *heads(b, t, n_heads, head_dim)) and
-                layout_is(ks, k_ops, *heads(b, t, n_heads, head_dim, kv_heads, True)) and
-                layout_is(vs, v_ops, *heads(b, t, n_heads, head_dim, kv_heads))):
+        if not (layout_is(qs, q_ops, *layout(b, t, n_heads, head_dim)) and
+                layout_is(ks, k_ops, *layout(b, t, n_heads, head_dim, kv_heads,
+                                             keys_transposed)) and
+                layout_is(vs, v_ops, *layout(b, t, n_heads, head_dim, kv_heads))):
             return
         # The output: the first layout [B, T, H·Dh] after bmm2.
         out, ops = bmm2, []
@@ -254,7 +295,6 @@ class Matcher:
     def rotary(self, y, b, t, heads, head_dim):
         """y = rotary(x) (Meta's adjacent pairs) for one node x: proved on
         probes, with theta read off the tables."""
-        import operator
         region, leaves, work = set(), set(), [y]
         while work:
             n = work.pop()

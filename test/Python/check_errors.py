@@ -41,6 +41,17 @@ class Dynamic(nn.Module):
         return y[y > 0].sum()  # LINE-DYNAMIC
 
 
+class Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.register_buffer("seen", torch.zeros(()))
+
+    def forward(self, x):
+        self.seen.add_(1)  # LINE-BUFFER
+        return (x @ self.w).mean()
+
+
 class NotScalar(nn.Module):
     def __init__(self):
         super().__init__()
@@ -63,6 +74,8 @@ for model, expect in ((Cumsum(), ["aten.cumsum", f"check_errors.py:{line_of('LIN
                                   f"check_errors.py:{line_of('LINE-BRANCH')}"]),
                       (Dynamic(), ["a dynamic shape", "aten.index",
                                    f"check_errors.py:{line_of('LINE-DYNAMIC')}"]),
+                      (Counter(), ["updates buffer 'seen' in place",
+                                   f"check_errors.py:{line_of('LINE-BUFFER')}"]),
                       (NotScalar(), ["scalar loss"])):
     try:
         stepc.export(model, (x,), sys.argv[1])

@@ -1,13 +1,17 @@
-"""The PyTorch modules test/Python imports: nanoGPT's GPT (its model.py
-classes, Inputs/nanogpt.py), a Llama (RMSNorm, rotary embeddings, SwiGLU,
+"""The PyTorch modules test/Python imports: nanoGPT's GPT (the module
+examples/pytorch trains), a Llama (RMSNorm, rotary embeddings, SwiGLU,
 grouped-query attention as Meta writes them) and an MLP regressor."""
 import math
+import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from nanogpt import GPT, GPTConfig
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "examples", "pytorch"))
+from model import GPT, GPTConfig  # noqa: E402
 
 
 class RMSNorm(nn.Module):
@@ -124,9 +128,10 @@ class MLP(nn.Module):
 
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
-    if name == "gpt":
+    if name in ("gpt", "gpt-flash"):
+        # gpt-flash: scaled_dot_product_attention where PyTorch has it (2.x).
         model = GPT(GPTConfig(vocab_size=96, block_size=16, n_layer=2, n_head=4, n_embd=32,
-                              flash=False))
+                              flash=name == "gpt-flash"))
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
     elif name == "llama":
