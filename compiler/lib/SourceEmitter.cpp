@@ -209,7 +209,9 @@ std::string SourceEmitter::libraryArgs(stepk::CallOp call, const std::string &sc
     if (auto i = dyn_cast<IntegerAttr>(scalar))
       args.push_back(std::to_string(i.getInt()));
     else if (auto f = dyn_cast<FloatAttr>(scalar))
-      args.push_back(floatLiteral(f.getValueAsDouble()));
+      args.push_back(std::isfinite(f.getValueAsDouble())
+                         ? llvm::formatv("{0:e}", f.getValueAsDouble()).str()
+                         : floatLiteral(f.getValueAsDouble()));
     else if (auto a = dyn_cast<DenseI64ArrayAttr>(scalar))
       args.push_back(array(a.asArrayRef()));
     else
