@@ -1,6 +1,7 @@
 #include "runtime/safetensors.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -41,6 +42,12 @@ float HalfToFloat(uint16_t h) {
 }  // namespace
 
 bool Read(const std::string& path, std::map<std::string, Tensor>& tensors, std::string& error) {
+  // Not a FIFO or device: opening one would block or read without end.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    error = "safetensors file '" + path + "' is missing or not a regular file";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = "cannot open safetensors file '" + path + "'";

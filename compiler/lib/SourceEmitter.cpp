@@ -54,16 +54,6 @@ std::string stepc::where(Operation *op) {
   return text;
 }
 
-std::tuple<int64_t, int64_t, int64_t> stepc::linesAlong(RankedTensorType type, int64_t dim) {
-  ArrayRef<int64_t> dims = type.getShape();
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < dim; ++i)
-    outer *= dims[i];
-  for (size_t i = dim + 1; i < dims.size(); ++i)
-    inner *= dims[i];
-  return {outer, dims[dim], inner};
-}
-
 std::string SourceEmitter::cType(Type element) {
   if (element.isF32())
     return "float";
@@ -112,13 +102,6 @@ std::string SourceEmitter::intArray(ArrayRef<int> values) {
   llvm::raw_string_ostream os(contents);
   llvm::interleaveComma(values, os);
   return table("int", contents);
-}
-
-std::string SourceEmitter::reduceMask(ArrayRef<int64_t> dims, int64_t rank) {
-  SmallVector<int> mask(rank, 0);
-  for (int64_t d : dims)
-    mask[d] = 1;
-  return intArray(mask);
 }
 
 std::string SourceEmitter::boxCopyArgs(Value src, ArrayRef<int64_t> srcAt, Value dst,

@@ -53,8 +53,6 @@ std::string cString(llvm::StringRef text);
 std::string floatLiteral(double value);
 /// "file:line:col" of an op, for runtime error messages.
 std::string where(mlir::Operation *op);
-/// A tensor as lines along `dim`: (elements before it, its length, after).
-std::tuple<int64_t, int64_t, int64_t> linesAlong(mlir::RankedTensorType type, int64_t dim);
 
 class SourceEmitter {
 public:
@@ -137,11 +135,9 @@ protected:
   /// A static array of int64 (int) values; returns its name.
   std::string array(llvm::ArrayRef<int64_t> values);
   std::string intArray(llvm::ArrayRef<int> values);
-  /// Static arrays of a value's shape, of `rank` zeros, and of the 0/1 mask
-  /// of reduced dims.
+  /// Static arrays of a value's shape and of `rank` zeros.
   std::string shapeArray(mlir::Value v) { return array(typeOf(v).getShape()); }
   std::string zerosArray(int64_t rank) { return array(llvm::SmallVector<int64_t>(rank, 0)); }
-  std::string reduceMask(llvm::ArrayRef<int64_t> dims, int64_t rank);
   /// The arguments of a box copy (the kernels' copy_box): the box of
   /// `box`'s shape from `src` at `srcAt` to `dst` at `dstAt` (empty: zeros).
   std::string boxCopyArgs(mlir::Value src, llvm::ArrayRef<int64_t> srcAt, mlir::Value dst,

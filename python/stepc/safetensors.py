@@ -30,18 +30,35 @@ def save(tensors, path, metadata=None):
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # data 8-byte aligned
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
     import os
-    os.replace(tmp, path)
+    import tempfile
+    # Whole or not at all, beside the target (never replacing a device node:
+    # a special file is written in place).
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for blob in blobs:
+                f.write(blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load(path):
     """{name: array} from `path`; a malformed file is a ValueError naming it."""
+    import os
+    if not os.path.isfile(path):  # a FIFO would block, a device never end
+        raise ValueError(f"safetensors: '{path}' is missing or not a regular file")
     with open(path, "rb") as f:
         raw = f.read()
     if len(raw) < 8:
