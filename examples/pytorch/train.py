@@ -5,7 +5,7 @@ the trained weights back into the module.
 
     PYTHONPATH=build/python python3 examples/pytorch/train.py [--steps 200] [--out DIR]
 """
-import argparse, os, subprocess, sys
+import argparse, os
 import numpy as np
 import torch
 import stepc
@@ -15,7 +15,6 @@ here = os.path.dirname(os.path.abspath(__file__))
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=200)
 p.add_argument("--out", default="/tmp/stepc-nanogpt")
-p.add_argument("--stepc", default=os.path.join(here, "..", "..", "build", "bin", "stepc"))
 a = p.parse_args()
 
 text = open(os.path.join(here, "..", "data", "sonnets.txt"), "rb").read()
@@ -33,8 +32,7 @@ def batch():
     return torch.from_numpy(x), torch.from_numpy(y)
 
 exported = stepc.export(model, batch(), a.out)              # model.mlir + init.safetensors
-so = os.path.join(a.out, "step.so")
-subprocess.run([a.stepc, "--target=cpu", exported.mlir, "-o", so], check=True)
+so = stepc.compile(exported, os.path.join(a.out, "step.so"), target="cpu")
 session = stepc.Session(so, export_dir=a.out)               # starts from the module's weights
 for step in range(1, a.steps + 1):
     lr = 1e-3 * min(1.0, step / 20)                         # warmup, then constant

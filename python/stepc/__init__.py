@@ -5,15 +5,17 @@ import importlib
 
 from .errors import ExportError, StepcError
 
-__all__ = ["export", "Exported", "ExportError", "Session", "StepcError", "safetensors"]
+__all__ = ["export", "Exported", "ExportError", "compile", "Session", "StepcError",
+           "safetensors", "hf"]
 
 # torch is imported only by what needs it: a Session runs without it.
-_LAZY = {"export": "exporter", "Exported": "exporter", "Session": "session"}
+_LAZY = {"export": "exporter", "Exported": "exporter", "Session": "session",
+         "compile": "compiler"}
 
 
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module("." + _LAZY[name], __name__), name)
-    if name == "safetensors":
-        return importlib.import_module(".safetensors", __name__)
+    if name in ("safetensors", "hf"):
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(name)
