@@ -2,15 +2,23 @@
 manual causal attention where scaled_dot_product_attention is missing or
 flash=False, tied head, optional biases), written for stepc's examples and
 tests: what a nanoGPT user brings to stepc.export."""
-import math, torch, torch.nn as nn
+import math
+
+import torch
+import torch.nn as nn
 from torch.nn import functional as F
+
+
 class LayerNorm(nn.Module):
     def __init__(self, ndim, bias):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(ndim))
         self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
     def forward(self, input):
         return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -25,6 +33,7 @@ class CausalSelfAttention(nn.Module):
         if not self.flash:
             self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
                                         .view(1, 1, config.block_size, config.block_size))
+
     def forward(self, x):
         B, T, C = x.size()
         q, k, v  = self.c_attn(x).split(self.n_embd, dim=2)
@@ -42,6 +51,8 @@ class CausalSelfAttention(nn.Module):
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         y = self.resid_dropout(self.c_proj(y))
         return y
+
+
 class MLP(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -49,8 +60,11 @@ class MLP(nn.Module):
         self.gelu    = nn.GELU()
         self.c_proj  = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
+
     def forward(self, x):
         return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
 class Block(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -58,14 +72,19 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(config)
         self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
+
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
         x = x + self.mlp(self.ln_2(x))
         return x
+
+
 class GPTConfig:
     def __init__(self, **kw):
         self.block_size=1024; self.vocab_size=50304; self.n_layer=12; self.n_head=12; self.n_embd=768; self.dropout=0.0; self.bias=True; self.flash=True
         self.__dict__.update(kw)
+
+
 class GPT(nn.Module):
     def __init__(self, config):
         super().__init__()
@@ -79,6 +98,7 @@ class GPT(nn.Module):
         ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight
+
     def forward(self, idx, targets=None):
         device = idx.device
         b, t = idx.size()
