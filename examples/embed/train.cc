@@ -14,6 +14,12 @@
 //
 // The batches here are a toy task (predict the next id of a counting
 // sequence) so that the example needs no data file.
+//
+// Under mpirun with a sharded step.so (`stepc ... --shard=fsdp:2`,
+// `mpirun -np 2 embed_train step.so`) every rank is a process of this
+// program: the runtime joins the MPI world, each rank feeds its rows of the
+// global batch (those of data rank rank / tensor_parallel), and rank 0
+// prints.
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +33,9 @@
 namespace {
 
 char error[512];
+// This rank's first row of the global batch, and whether it prints.
+int64_t first_row = 0;
+bool lead = true;
 
 // Prints the last error, destroys the sessions given; the exit status.
 int Fail(stepc_session* session, stepc_session* other = nullptr) {
@@ -44,8 +53,8 @@ bool SetBatch(stepc_session* session, int step) {
   std::vector<int32_t> tokens(batch * seq), targets(batch * seq);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < seq; ++t) {
-      tokens[b * seq + t] = static_cast<int32_t>((b * 7 + t + step) % 64);
-      targets[b * seq + t] = static_cast<int32_t>((b * 7 + t + step + 1) % 64);
+      tokens[b * seq + t] = static_cast<int32_t>(((first_row + b) * 7 + t + step) % 64);
+      targets[b * seq + t] = static_cast<int32_t>(((first_row + b) * 7 + t + step + 1) % 64);
     }
   return !stepc_session_set_input(session, "tokens", tokens.data(), tokens.size(), error,
                                   sizeof(error)) &&
@@ -61,7 +70,7 @@ bool Train(stepc_session* session, int first, int last, float* first_loss, float
         stepc_session_step(session, 3e-3f, loss, &norm, error, sizeof(error)))
       return false;
     if (step == 1) *first_loss = *loss;
-    std::printf("step %d loss %.4f grad_norm %.4f\n", step, *loss, norm);
+    if (lead) std::printf("step %d loss %.4f grad_norm %.4f\n", step, *loss, norm);
   }
   return true;
 }
@@ -103,14 +112,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", error);
     return 1;
   }
+  int32_t world_rank = 0, world = 1, tp = 1;
+  int64_t rows = 0, seq = 0;
+  if (stepc_session_ranks(session, &world_rank, &world, &tp, error, sizeof(error)) ||
+      stepc_session_input_shape(session, "tokens", &rows, &seq, error, sizeof(error)))
+    return Fail(session);
+  first_row = (world_rank / tp) * rows;
+  lead = world_rank == 0;
   float first = 0, loss = 0, evaluated = 0;
   // The forward-only step on step 1's batch: the loss step 1 then reports.
   if (stepc_session_init_params(session, /*seed=*/42, error, sizeof(error)) ||
       !SetBatch(session, 1) || stepc_session_eval(session, &evaluated, error, sizeof(error)) ||
       !Train(session, 1, steps, &first, &loss))
     return Fail(session);
-  std::printf("eval before step 1: loss %.4f, %s step 1's\n", evaluated,
-              evaluated == first ? "bit-identical to" : "DIFFERENT from");
+  if (lead)
+    std::printf("eval before step 1: loss %.4f, %s step 1's\n", evaluated,
+                evaluated == first ? "bit-identical to" : "DIFFERENT from");
   // The logits of the same forward: their cross-entropy is the loss.
   int32_t rank = 0;
   int64_t shape[8];
@@ -129,15 +146,17 @@ int main(int argc, char** argv) {
       double top = row[0], sum = 0;
       for (int64_t v = 0; v < shape[2]; ++v) top = std::max<double>(top, row[v]);
       for (int64_t v = 0; v < shape[2]; ++v) sum += std::exp(row[v] - top);
-      const int64_t target = (b * 7 + t + 1 + 1) % 64;  // step 1's targets
+      const int64_t target = ((first_row + b) * 7 + t + 1 + 1) % 64;  // step 1's targets
       total += std::log(sum) + top - row[target];
     }
   const double recomputed = total / double(shape[0] * shape[1]);
-  std::printf("logits [%lld, %lld, %lld]: their cross-entropy %.6f, the loss %.6f (%s)\n",
+  // (Sharded, the logits are this rank's rows and the loss the global mean.)
+  if (lead && world == 1)
+    std::printf("logits [%lld, %lld, %lld]: their cross-entropy %.6f, the loss %.6f (%s)\n",
               static_cast<long long>(shape[0]), static_cast<long long>(shape[1]),
               static_cast<long long>(shape[2]), recomputed, again,
               std::fabs(recomputed - again) <= 1e-5 * std::fabs(again) ? "agree" : "DIFFER");
-  std::printf("loss %.4f -> %.4f\n", first, loss);
+  if (lead) std::printf("loss %.4f -> %.4f\n", first, loss);
   if (checkpoint) {
     // Half, save, a new session from the checkpoint, the other half.
     stepc_session* half = stepc_session_create(argv[1], error, sizeof(error));
@@ -158,8 +177,9 @@ int main(int argc, char** argv) {
         !Train(resumed, static_cast<int>(step) + 1, steps, &ignored, &resumed_loss) ||
         !SameTensors(session, resumed, &tensors))
       return Fail(resumed, session);
-    std::printf("resumed at step %lld (%s): %d tensors bit-identical to the straight run\n",
-                static_cast<long long>(step), trainer, tensors);
+    if (lead)
+      std::printf("resumed at step %lld (%s): %d tensors bit-identical to the straight run\n",
+                  static_cast<long long>(step), trainer, tensors);
     stepc_session_destroy(resumed);
   }
   stepc_session_destroy(session);
