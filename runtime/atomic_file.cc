@@ -19,11 +19,33 @@ AtomicFile::~AtomicFile() {
   }
 }
 
-bool AtomicFile::Open(const std::string& path, std::string& error) {
+bool AtomicFile::Open(const std::string& given, std::string& error) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    error = "cannot write '" + path + "': it is a directory";
+  if (fs::is_directory(given, ec)) {
+    error = "cannot write '" + given + "': it is a directory";
     return false;
+  }
+  // A symlink's target is what gets written (the link stays a link).
+  std::string path = given;
+  if (fs::is_symlink(given, ec)) {
+    fs::path target = fs::weakly_canonical(given, ec);
+    if (!ec) path = target.string();
+  }
+  fs::file_status status = fs::status(path, ec);
+  if (fs::is_fifo(status) || fs::is_socket(status)) {
+    error = "cannot write '" + given + "': it is a FIFO or socket (it would block)";
+    return false;
+  }
+  if (fs::is_character_file(status) || fs::is_block_file(status)) {
+    in_place_ = true;
+    path_ = path;
+    out_.open(path, std::ios::binary | std::ios::trunc);
+    if (!out_) {
+      error = "cannot write '" + given + "': " + std::strerror(errno);
+      return false;
+    }
+    return true;
   }
   path_ = path;
   std::vector<char> name(path.begin(), path.end());
@@ -49,6 +71,14 @@ bool AtomicFile::Commit(std::string& error) {
   bool ok = static_cast<bool>(out_);
   out_.close();
   ok = ok && !out_.fail();
+  if (in_place_) {
+    if (!ok) {
+      error = "failed writing '" + path_ + "': " + std::strerror(errno ? errno : EIO);
+      return false;
+    }
+    committed_ = true;
+    return true;
+  }
   if (ok) {
     int fd = open(temp_.c_str(), O_RDONLY);
     ok = fd >= 0 && fsync(fd) == 0;

@@ -18,9 +18,10 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
   ~AtomicFile();
 
-  // Creates the temporary file for `path`; false with a message naming
-  // `path` if its directory is missing or not writable, or `path` is a
-  // directory.
+  // Creates the temporary file for `path` (through a symlink: beside its
+  // target, which the rename replaces); false with a message naming `path`
+  // if its directory is missing or not writable, or `path` is a directory,
+  // a FIFO or a socket. A character or block device is written in place.
   bool Open(const std::string& path, std::string& error);
   std::ostream& stream() { return out_; }
   bool is_open() const { return out_.is_open(); }
@@ -32,6 +33,9 @@ class AtomicFile {
   std::string path_, temp_;
   std::ofstream out_;
   bool committed_ = false;
+  // The target is a device (/dev/null, /dev/full): written in place, never
+  // replaced by a regular file.
+  bool in_place_ = false;
 };
 
 }  // namespace stepc

@@ -64,6 +64,15 @@ static std::string partialPath(const std::string &output) { return output + ".pa
 static llvm::Error runCompiler(const std::string &source, const std::string &sourcePath,
                                const std::string &output,
                                const std::vector<std::string> &args, const char *what) {
+  // A step.so replaces a previous regular file, never a device (as root,
+  // `-o /dev/null` would replace the system's), FIFO or directory.
+  llvm::sys::fs::file_status existing;
+  if (!llvm::sys::fs::status(output, existing) && llvm::sys::fs::exists(existing) &&
+      existing.type() != llvm::sys::fs::file_type::regular_file)
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "cannot write the step to '%s': it exists and is not a "
+                                   "regular file",
+                                   output.c_str());
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(sourcePath, ec);
