@@ -501,7 +501,9 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
         return absl::DataLossError(absl::StrCat("checkpoint '", meta_path,
                                                 "' names a malformed shard file"));
       const std::string path = absl::StrCat(dir, "/", shard.get<std::string>());
-      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      std::error_code ec;
+      // Not a FIFO or device: opening one would block or read without end.
+      int fd = fs::is_regular_file(path, ec) ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
       if (fd < 0)
         return absl::DataLossError(absl::StrCat("checkpoint '", dir, "' lacks its shard '",
                                                 shard.get<std::string>(), "'"));

@@ -449,6 +449,9 @@ std::string Json(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v
 // The character vocabulary of scripts/prepare_data.py's meta.json: the
 // byte of each id, in id order.
 absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t model_vocab) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))  // a FIFO would block
+    return absl::NotFoundError(absl::StrCat("--vocab '", path, "' is missing or not a regular file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open --vocab '", path, "'"));
   std::stringstream text;
