@@ -192,6 +192,9 @@ extern "C" int stepc_session_input_shape(stepc_session* s, const char* name, int
   return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
     if (absl::Status ok = NotNull(name, "input name"); !ok.ok()) return ok;
     if (!batch || !seq) return absl::InvalidArgumentError("batch or seq is NULL");
+    const int i = session.module().FindArg(name);
+    if (i < 0 || session.module().info().args[i].kind != STEPC_ARG_INPUT)
+      return absl::NotFoundError(absl::StrCat("the module has no input named '", name, "'"));
     absl::StatusOr<std::vector<int64_t>> shape = session.Shape(name);
     if (!shape.ok()) return shape.status();
     if (shape->size() != 2)

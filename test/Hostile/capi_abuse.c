@@ -97,6 +97,12 @@ int main(int argc, char **argv) {
                "NULL");
   expect_error("input-shape-unknown", stepc_session_input_shape(s, "nope", &batch, &seq, error, sizeof error),
                "nope");
+  /* A parameter is not an input, whatever its shape. */
+  expect_error("input-shape-of-param", stepc_session_input_shape(s, "wpe", &batch, &seq, error, sizeof error),
+               "no input named 'wpe'");
+  int32_t r = 0, w = 0, tp = 0;
+  expect_error("ranks-null", stepc_session_ranks(s, NULL, &w, &tp, error, sizeof error), "NULL");
+  expect_ok("ranks", stepc_session_ranks(s, &r, &w, &tp, error, sizeof error));
   expect_ok("input-shape", stepc_session_input_shape(s, "tokens", &batch, &seq, error, sizeof error));
   /* A whole batch of an out-of-range id. */
   static int32_t big[1 << 20];
