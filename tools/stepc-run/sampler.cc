@@ -51,8 +51,10 @@ absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int3
     STEPC_RETURN_IF_ERROR(session.SetInput("tokens", tokens));
     STEPC_RETURN_IF_ERROR(session.SetInput("targets", targets));
     STEPC_RETURN_IF_ERROR(session.Eval(&logits).status());
-    const int32_t next = DrawToken(absl::MakeConstSpan(logits).subspan((used - 1) * vocab, vocab),
-                                   options.temperature, options.top_k, rng);
+    const int64_t drawable = options.vocabulary > 0 ? std::min(vocab, options.vocabulary) : vocab;
+    const int32_t next =
+        DrawToken(absl::MakeConstSpan(logits).subspan((used - 1) * vocab, drawable),
+                  options.temperature, options.top_k, rng);
     context.push_back(next);
     generated.push_back(next);
   }

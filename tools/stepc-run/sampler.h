@@ -19,6 +19,9 @@ struct SampleOptions {
   double temperature = 0.8;  // 0: always the most likely token
   int64_t top_k = 200;       // keep the k most likely (0: all)
   uint64_t seed = 0;
+  // Draw only ids below this (the decoder's vocabulary, which may be smaller
+  // than the model's padded one); 0: every id.
+  int64_t vocabulary = 0;
 };
 
 // The next id drawn from `logits` (one position's V values) at

@@ -886,6 +886,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     options.temperature = absl::GetFlag(FLAGS_temperature);
     options.top_k = absl::GetFlag(FLAGS_top_k);
     options.seed = schedule.seed;
+    // Never an id past the vocabulary (a model's may be padded larger).
+    options.vocabulary = static_cast<int64_t>(vocabulary.size());
     auto start = std::chrono::steady_clock::now();
     STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, Generate(*session, prompt, options));
     const double seconds =
