@@ -11,6 +11,7 @@
 // RUN: not stepc-opt --stepc-pipeline="target=cpu remat=none memory-budget=100KB until=train-step" %S/Inputs/remat-mlp.mlir 2>&1 | FileCheck %s --check-prefix=NONE-OVER
 // RUN: not stepc-opt --stepc-pipeline="target=cpu remat=everything" %S/Inputs/remat-mlp.mlir 2>&1 | FileCheck %s --check-prefix=BAD-MODE
 // RUN: not stepc-opt --stepc-pipeline="target=cpu memory-budget=2QB" %S/Inputs/remat-mlp.mlir 2>&1 | FileCheck %s --check-prefix=BAD-BUDGET
+// RUN: not stepc --target=cpu --memory-budget= %S/Inputs/remat-mlp.mlir -o %t.so 2>&1 | FileCheck %s --check-prefix=EMPTY-BUDGET
 // RUN: not stepc-opt -step-remat %S/Inputs/remat-mlp.mlir 2>&1 | FileCheck %s --check-prefix=PASS-AUTO
 // RUN: not stepc --target=cpu --remat=auto %S/Inputs/remat-mlp.mlir -o %t.so 2>&1 | FileCheck %s --check-prefix=AUTO-NO-BUDGET
 
@@ -59,5 +60,6 @@
 // NONE-OVER: error: memory budget of 100000 bytes per rank is infeasible with --remat=none (planned peak 109128 bytes)
 // BAD-MODE: error: unknown remat 'everything' (expected none, block, selective or auto)
 // BAD-BUDGET: error: bad memory budget '2QB'
+// EMPTY-BUDGET: stepc: error: --memory-budget is empty (expected a byte count such as 512MB or 2GiB)
 // PASS-AUTO: error: step-remat mode=auto needs a budget
 // AUTO-NO-BUDGET: stepc: error: remat 'auto' needs a memory budget (--memory-budget=BYTES)

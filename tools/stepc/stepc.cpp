@@ -265,6 +265,10 @@ int main(int argc, char **argv) {
     loss.emitOpError() << "has no parameters (no argument marked 'step.param'): nothing to train";
     return 1;
   }
+  // `--memory-budget=` (empty, e.g. an unset shell variable) is a mistake,
+  // not "no budget": the budget is a contract.
+  if (memoryBudget.getNumOccurrences() && memoryBudget.empty())
+    return fail("--memory-budget is empty (expected a byte count such as 512MB or 2GiB)");
   if (batch.getNumOccurrences() && batch < 1)
     return fail("--batch must be at least 1, got " + std::to_string(batch.getValue()));
   // --shard is parsed once, by buildStepcPipeline; the mesh it builds is
