@@ -57,8 +57,15 @@ class CudaDevice : public Device {
 
   absl::Status Open() {
     int devices = 0;
-    STEPC_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&devices));
-    if (devices == 0) return absl::FailedPreconditionError("no CUDA device is visible");
+    // No GPU (or no driver) is the common case of a CUDA step.so on the wrong
+    // machine: say so, and how to get a step for this one.
+    const cudaError_t counted = cudaGetDeviceCount(&devices);
+    if (counted != cudaSuccess || devices == 0)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this step.so targets CUDA, and no usable GPU was found (cudaGetDeviceCount: ",
+          counted == cudaSuccess ? "0 devices" : cudaGetErrorString(counted),
+          "); compile it for this machine with `stepc --target=cpu`, or for a host emulation "
+          "of CUDA with `stepc --cuda-emulation`"));
     STEPC_CUDA_RETURN_IF_ERROR(cudaSetDevice(LocalDeviceOrdinal(devices)));
     STEPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     STEPC_CUDA_RETURN_IF_ERROR(cudaMallocHost(reinterpret_cast<void**>(&reported_), sizeof(Reported)));
