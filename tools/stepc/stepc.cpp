@@ -11,7 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/stepc_abi.h"
 #include "stepc/Analysis/MemoryPlan.h"
+#include "llvm/Config/llvm-config.h"
 #include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
@@ -207,6 +209,10 @@ int main(int argc, char **argv) {
   registerStepcCompilerPasses();
   registerTransformsPasses();
   cl::HideUnrelatedOptions(stepcCategory);
+  cl::AddExtraVersionPrinter([](raw_ostream &os) {
+    os << "stepc " << STEPC_VERSION << " (step.so ABI " << STEPC_ABI_VERSION
+       << ", MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";
+  });
   cl::ParseCommandLineOptions(argc, argv, "stepc: compile a model's training step\n");
   if (target != "cpu" && target != "cuda")
     return fail("unknown --target '" + target + "' (expected cuda or cpu)");
