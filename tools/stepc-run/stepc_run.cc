@@ -52,6 +52,7 @@
 #include "runtime/session.h"
 #include "runtime/status_macros.h"
 #include "tools/stepc-run/loss_plot.h"
+#include "tools/stepc-run/metrics_log.h"
 #include "tools/stepc-run/npy_batches.h"
 #include "tools/stepc-run/sampler.h"
 
@@ -352,6 +353,10 @@ absl::Status ValidateFlags() {
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (std::filesystem::is_directory(path, ec))
       return absl::InvalidArgumentError(absl::StrCat(flag, " '", path, "' is a directory"));
+    const std::filesystem::file_status status = std::filesystem::status(path, ec);
+    if (std::filesystem::is_fifo(status) || std::filesystem::is_socket(status))
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot write '", path, "': it is a FIFO or socket (it would block)"));
     if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
       return absl::InvalidArgumentError(
           absl::StrCat(flag, " '", path, "': no directory '", parent.string(), "'"));
@@ -732,11 +737,9 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   const int64_t warmup = schedule.warmup;
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   const int64_t save_every = absl::GetFlag(FLAGS_save_every);
-  AtomicFile metrics;
+  // Streamed: a line per step, flushed, appended to on resume (rank 0).
+  MetricsLog metrics(lead ? absl::GetFlag(FLAGS_metrics) : "", first_step);
   std::string error;
-  if (lead && !absl::GetFlag(FLAGS_metrics).empty() &&
-      !metrics.Open(absl::GetFlag(FLAGS_metrics), error))
-    return absl::PermissionDeniedError(error);
   // (Only a --warmup asked for: the default outlasting a short test run is
   // not news.)
   if (lead && warmup > steps && given_flags.contains("warmup"))
@@ -772,10 +775,9 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
                     : absl::GetFlag(FLAGS_eval_batches);
     const std::string accuracy_json =
         accuracy ? absl::StrFormat(", \"val_accuracy\": %.6f", val_accuracy) : "";
-    if (metrics.is_open())
-      metrics.stream() << absl::StrFormat(
-          "{\"step\": %d, \"val_loss\": %s%s, \"eval_batches\": %d}\n", step, Json(val_loss),
-          accuracy_json, eval_batches);
+    STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
+        "{\"step\": %d, \"val_loss\": %s%s, \"eval_batches\": %d}\n", step, Json(val_loss),
+        accuracy_json, eval_batches)));
     if (lead) {
       std::printf("eval %5lld/%lld | val_loss %.4f%s | %lld batches, %.2f s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), val_loss,
@@ -810,14 +812,13 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     double tokens_per_s = double(info.tokens_per_step) * data_world / seconds;
     double gflops = double(info.model_flops_per_step) * world / seconds / 1e9;
     const bool finite = std::isfinite(last.loss) && std::isfinite(last.grad_norm);
-    if (metrics.is_open())
-      metrics.stream() << absl::StrFormat(
-          "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
-          "\"tokens_per_s\": %.1f, \"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, "
-          "\"measured_peak_bytes\": %d, \"baseline_bytes\": %d%s}\n",
-          step, Json(last.loss), lr, Json(last.grad_norm), tokens_per_s, gflops,
-          session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
-          finite ? "" : ", \"nonfinite\": true");
+    STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
+        "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
+        "\"tokens_per_s\": %.1f, \"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, "
+        "\"measured_peak_bytes\": %d, \"baseline_bytes\": %d%s}\n",
+        step, Json(last.loss), lr, Json(last.grad_norm), tokens_per_s, gflops,
+        session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
+        finite ? "" : ", \"nonfinite\": true")));
     if (lead && (step % log_every == 0 || step == first_step || step == steps || !finite))
       std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.2f GFLOP/s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
@@ -825,8 +826,6 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     std::fflush(stdout);  // a killed run still shows how far it got
     if (!std::isfinite(last.loss)) {
       // The metrics up to the failure are kept: they show how it diverged.
-      if (metrics.is_open() && !metrics.Commit(error))
-        return absl::DataLossError(error);
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
     }
     if (validate && ((eval_every > 0 && step % eval_every == 0) || step == steps))
@@ -851,7 +850,6 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   if (lead && session->module().is_cuda())
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);
-  if (metrics.is_open() && !metrics.Commit(error)) return absl::DataLossError(error);
   if (lead && !absl::GetFlag(FLAGS_plot).empty() && !losses.empty())
     STEPC_RETURN_IF_ERROR(WriteLossPlot(
         absl::GetFlag(FLAGS_plot),
