@@ -415,36 +415,78 @@ absl::Status ValidateFlags() {
 }
 
 // Under MPI every rank must train the same run: a rank with other flags or
-// data would wait forever in a collective, or silently diverge.
+// data would wait forever in a collective, or silently diverge. Each flag
+// that changes what the ranks do together or what they compute is compared
+// on its own, so a difference names the flag (and both values, for numbers).
 absl::Status AgreeOnRun(Communicator& comm, const Schedule& schedule, const TokenData& data,
                         const std::string& batch_dir, const std::string& resume_dir) {
-  uint64_t hash = 0xCBF29CE484222325ull;
-  auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
-  auto mix_text = [&](const std::string& text) {
-    for (unsigned char c : text) mix(c);
-    mix(0xFF);
+  auto text_hash = [](const std::string& text) {
+    uint64_t hash = 0xCBF29CE484222325ull;
+    for (unsigned char c : text) hash = (hash ^ c) * 0x100000001B3ull;
+    return hash;
   };
-  mix(static_cast<uint64_t>(schedule.steps));
-  mix(static_cast<uint64_t>(schedule.warmup));
-  mix(schedule.seed);
-  mix_text(absl::StrCat(schedule.lr, "/", schedule.min_lr_ratio));
-  mix_text(absl::GetFlag(FLAGS_init_npy));
-  mix_text(absl::GetFlag(FLAGS_init_safetensors));
-  mix_text(absl::GetFlag(FLAGS_save_safetensors));
-  mix_text(resume_dir);
-  mix_text(absl::GetFlag(FLAGS_checkpoint_dir));
-  mix(static_cast<uint64_t>(absl::GetFlag(FLAGS_save_every)));
-  mix_text(batch_dir);
-  mix(static_cast<uint64_t>(data.size()));
+  auto bits = [](double v) {
+    uint64_t b;
+    std::memcpy(&b, &v, sizeof(b));
+    return b;
+  };
+  uint64_t tokens = 0xCBF29CE484222325ull;
+  tokens = (tokens ^ static_cast<uint64_t>(data.size())) * 0x100000001B3ull;
   for (int64_t i = 0; i < data.size(); i += std::max<int64_t>(1, data.size() / 4096))
-    mix(static_cast<uint64_t>(data.token(i)));
-  STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, comm.AllGather(hash));
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r] != hash)
+    tokens = (tokens ^ static_cast<uint64_t>(data.token(i))) * 0x100000001B3ull;
+  // (flag, its value as 64 bits, whether those bits are the number itself
+  // (an integer, or a double's bits) rather than a text's hash)
+  struct Entry {
+    const char* flag;
+    uint64_t value;
+    enum { kInt, kDouble, kText } kind;
+  };
+  const std::vector<Entry> entries = {
+      {"--steps", static_cast<uint64_t>(schedule.steps), Entry::kInt},
+      {"--warmup", static_cast<uint64_t>(schedule.warmup), Entry::kInt},
+      {"--seed", schedule.seed, Entry::kInt},
+      {"--lr", bits(schedule.lr), Entry::kDouble},
+      {"--min-lr-ratio", bits(schedule.min_lr_ratio), Entry::kDouble},
+      {"--init-npy", text_hash(absl::GetFlag(FLAGS_init_npy)), Entry::kText},
+      {"--init-safetensors", text_hash(absl::GetFlag(FLAGS_init_safetensors)), Entry::kText},
+      {"--save-safetensors", text_hash(absl::GetFlag(FLAGS_save_safetensors)), Entry::kText},
+      {"--resume", text_hash(resume_dir), Entry::kText},
+      {"--checkpoint-dir", text_hash(absl::GetFlag(FLAGS_checkpoint_dir)), Entry::kText},
+      {"--save-every", static_cast<uint64_t>(absl::GetFlag(FLAGS_save_every)), Entry::kInt},
+      {"--batch-npy", text_hash(batch_dir), Entry::kText},
+      {"--val-data", text_hash(absl::GetFlag(FLAGS_val_data)), Entry::kText},
+      {"--val-batch-npy", text_hash(absl::GetFlag(FLAGS_val_batch_npy)), Entry::kText},
+      {"--val-fraction", bits(absl::GetFlag(FLAGS_val_fraction)), Entry::kDouble},
+      {"--eval-every", static_cast<uint64_t>(absl::GetFlag(FLAGS_eval_every)), Entry::kInt},
+      {"--eval-batches", static_cast<uint64_t>(absl::GetFlag(FLAGS_eval_batches)), Entry::kInt},
+      {"--sample", static_cast<uint64_t>(absl::GetFlag(FLAGS_sample)), Entry::kInt},
+      {"--prompt", text_hash(absl::GetFlag(FLAGS_prompt)), Entry::kText},
+      {"--temperature", bits(absl::GetFlag(FLAGS_temperature)), Entry::kDouble},
+      {"--top-k", static_cast<uint64_t>(absl::GetFlag(FLAGS_top_k)), Entry::kInt},
+      {"--save-outputs", text_hash(absl::GetFlag(FLAGS_save_outputs)), Entry::kText},
+      {"the training tokens (--data, --corpus)", tokens, Entry::kText},
+  };
+  for (const Entry& e : entries) {
+    STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, comm.AllGather(e.value));
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r] == e.value) continue;
+      std::string values;
+      if (e.kind == Entry::kInt) {
+        values = absl::StrCat(": ", static_cast<int64_t>(all[r]), " there, ",
+                              static_cast<int64_t>(e.value), " here");
+      } else if (e.kind == Entry::kDouble) {
+        double there, here;
+        std::memcpy(&there, &all[r], sizeof(there));
+        std::memcpy(&here, &e.value, sizeof(here));
+        values = absl::StrCat(": ", there, " there, ", here, " here");
+      } else {
+        values = " (it differs)";
+      }
       return absl::FailedPreconditionError(absl::StrCat(
           "rank ", r, " was started with other training flags or data than rank ", comm.rank(),
-          " (--steps, --warmup, --lr, --min-lr-ratio, --seed, --init-npy, --batch-npy, --resume, "
-          "--checkpoint-dir, --save-every and the tokens must agree)"));
+          ": ", e.flag, values, "; every rank must be given the same"));
+    }
+  }
   return absl::OkStatus();
 }
 
