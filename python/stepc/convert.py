@@ -39,7 +39,7 @@ def main(argv=None):
     try:
         session = Session(a.step_so)
         step, _ = session.load_checkpoint(latest(a.checkpoint))
-        names = [n for n, (role, _) in session._tensors.items() if a.moments or role == 0]
+        names = session.tensor_names if a.moments else session.parameter_names
         safetensors.save({n: session.read(n) for n in names}, a.output,
                          metadata={"step": step, "source": a.checkpoint})
     except (StepcError, OSError, ValueError) as e:

@@ -181,6 +181,11 @@ class Session:
     def parameter_names(self):
         return [n for n, (role, _) in self._tensors.items() if role == 0]
 
+    @property
+    def tensor_names(self):
+        """Every parameter, then every AdamW moment (exp_avg.<p>, exp_avg_sq.<p>)."""
+        return list(self._tensors)
+
     def read(self, name):
         """A parameter or moment (exp_avg.<p>, exp_avg_sq.<p>) as float32."""
         if name not in self._tensors:
