@@ -11,6 +11,8 @@
 
 #include "SourceEmitter.h"
 
+#include "stepc/Compiler/ArenaPlan.h"
+
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -348,12 +350,24 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 
 } // namespace
 
-FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const MemoryPlan &plan,
-                                            const SummarizeFn &summarize,
-                                            const EvalEntry &eval, bool profile) {
-  CpuEmitter emitter(step, plan, profile);
-  if (eval.step) {
-    FailureOr<SourceEmitter::EvalFragment> fragment = CpuEmitter(eval.step, *eval.plan).runEval();
+FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const SummarizeFn &summarize,
+                                            func::FuncOp evalStep, bool profile) {
+  // The plans are step-plan-memory's, made for the CPU (no CUDA layout).
+  auto planFor = [](func::FuncOp f) -> FailureOr<MemoryPlan> {
+    if (readCudaArena(f))
+      return f.emitOpError() << "has a CUDA memory plan: the CPU emitter needs one made by "
+                                "step-plan-memory target=cpu";
+    return readMemoryPlan(f);
+  };
+  FailureOr<MemoryPlan> plan = planFor(step);
+  if (failed(plan))
+    return failure();
+  CpuEmitter emitter(step, *plan, profile);
+  if (evalStep) {
+    FailureOr<MemoryPlan> evalPlan = planFor(evalStep);
+    if (failed(evalPlan))
+      return failure();
+    FailureOr<SourceEmitter::EvalFragment> fragment = CpuEmitter(evalStep, *evalPlan).runEval();
     if (failed(fragment))
       return failure();
     emitter.setEval(*fragment);

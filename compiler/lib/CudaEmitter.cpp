@@ -11,11 +11,14 @@
 // A fusion needs the fused result's buffer disjoint from the kernel's
 // inputs and no kernel in between (the plan may give a buffer to another
 // value until its first definition).
-// The arena grows past the plan: [status 256 B][cuBLASLt workspace][scratch].
+// The arena around the plan's buffers (status word, cuBLASLt workspace,
+// scratch, saved log-sum-exps) is step-plan-memory's, read from the IR.
 //
 //===----------------------------------------------------------------------===//
 
 #include "SourceEmitter.h"
+
+#include "stepc/Compiler/ArenaPlan.h"
 
 #include "runtime/kernels/cuda/launch_config.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -41,7 +44,8 @@ class CudaEmitter : public SourceEmitter {
 public:
   CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions)
       : SourceEmitter(step, plan, "cuda", fusions.computedBy),
-        writesTo(fusions.writesTo), savedForwardOf(fusions.savedForwardOf) {
+        writesTo(fusions.writesTo), savedForwardOf(fusions.savedForwardOf),
+        layout(readCudaArena(step).value_or(CudaArenaLayout())) {
     // GEMM epilogues are stepk.gemm ops by now (step-fuse-gemm-epilogues);
     // one left in the side table would be skipped here: a compiler bug.
     for (auto [member, kernel] : fusions.computedBy)
@@ -70,7 +74,7 @@ private:
            ", cudaMemcpyDeviceToDevice, stream), \"all_reduce copy\");";
   }
   std::string targetExpression() override { return "STEPC_TARGET"; }
-  int64_t arenaBytes() override { return savedOffset() + savedBytes; }
+  int64_t arenaBytes() override { return layout.bytes; }
   int64_t launchCount() const override { return launches; }
   /// Each op's text stands alone (a run of AdamW ops is one launch, in the
   /// chunk of the op after it), so equal blocks share a function; it takes
@@ -81,18 +85,28 @@ private:
   }
   std::string blockArguments() const override { return ", ctx, stream, scratch"; }
   int64_t savedRegionOffset() override { return savedOffset(); }
-  /// Byte `offset` of the saved region (attention's logsumexp) as a float *.
-  static std::string savedPtr(int64_t offset) {
-    return "(float *)" + (kPtrBegin + ("s" + std::to_string(offset))) + kPtrEnd;
+  /// Where the forward `attention` saves its log-sum-exp (its
+  /// step.lse_offset, in the saved region), as a float *.
+  FailureOr<std::string> lseOf(Operation *attention) {
+    auto offset = attention->getAttrOfType<IntegerAttr>(StepDialect::kLseOffsetAttrName);
+    if (!offset || offset.getInt() < layout.savedOffset ||
+        offset.getInt() >= layout.savedOffset + layout.savedBytes)
+      return attention->emitOpError()
+             << "internal error: its backward reads a log-sum-exp the memory plan does not "
+                "save (step-plan-memory)";
+    return "(float *)" +
+           (kPtrBegin + ("s" + std::to_string(offset.getInt() - layout.savedOffset))) + kPtrEnd;
   }
 
-  int64_t statusOffset() const { return lc::AlignUp(plan.arenaBytes, lc::kScratchAlignment); }
-  int64_t workspaceOffset() const { return statusOffset() + lc::kScratchAlignment; }
-  int64_t scratchOffset() const { return workspaceOffset() + lc::kGemmWorkspaceBytes; }
-  int64_t savedOffset() const {
-    return scratchOffset() + lc::AlignUp(std::max<int64_t>(scratchBytes, 1), lc::kScratchAlignment);
+  int64_t savedOffset() const { return layout.savedOffset; }
+  /// A kernel's scratch must fit the layout's (its largest).
+  LogicalResult needScratch(Operation *op, int64_t bytes) {
+    if (bytes <= layout.scratchBytes)
+      return success();
+    return op->emitOpError() << "internal error: needs " << bytes
+                             << " bytes of scratch, the memory plan has "
+                             << layout.scratchBytes << " (step-plan-memory)";
   }
-  void needScratch(int64_t bytes) { scratchBytes = std::max(scratchBytes, bytes); }
 
   /// `STEPC_TRY(call, "site")` for a library call.
   void call(Operation *op, const std::string &text) {
@@ -119,7 +133,8 @@ private:
                            bool sharedRhs, Value bias = {}, int epilogue = 0, Value aux = {});
   void flushAdamw();
 
-  int64_t scratchBytes = 0;
+  /// The arena's layout (step-plan-memory).
+  CudaArenaLayout layout;
   /// Kernel launches and library calls a step makes (each library call
   /// launches one to three kernels or a cuBLASLt GEMM).
   int64_t launches = 0;
@@ -131,11 +146,8 @@ private:
   DenseMap<Value, Value> writesTo;
   /// A GEMM whose epilogue was decided but not folded into a stepk.gemm.
   Operation *unfolded = nullptr;
-  /// Saved forwards: the backward's forward, and each saved forward's lse
-  /// offset in the saved region (after the scratch).
+  /// Saved forwards: the backward's forward (whose step.lse_offset it reads).
   DenseMap<Operation *, Operation *> savedForwardOf;
-  DenseMap<Operation *, int64_t> lseOffsetOf;
-  int64_t savedBytes = 0;
   /// Generated elementwise kernels by signature.
   llvm::StringMap<std::string> elementwiseKernels;
   SmallVector<AdamwOp> adamwRun;
@@ -218,10 +230,10 @@ void CudaEmitter::stepBegin(raw_ostream &os) {
   os << "  if (!device || !device->stream || !device->host_status)\n    "
      << failWith("a CUDA step needs a device: a stream and pinned status memory") << "\n"
      << "  cudaStream_t stream = (cudaStream_t)device->stream;\n"
-     << "  stepc_cuda_ctx ctx_ = {stream, arena + " << workspaceOffset() << ", (int32_t *)(arena + "
-     << statusOffset() << "), error, error_len};\n"
+     << "  stepc_cuda_ctx ctx_ = {stream, arena + " << layout.workspaceOffset << ", (int32_t *)(arena + "
+     << layout.statusOffset << "), error, error_len};\n"
      << "  stepc_cuda_ctx *ctx = &ctx_;\n"
-     << "  char *scratch = arena + " << scratchOffset() << ";\n"
+     << "  char *scratch = arena + " << layout.scratchOffset << ";\n"
      << "  char *saved = arena + " << savedOffset() << ";  // saved attention lse\n"
      << "  (void)scratch;\n  (void)saved;\n"
      << "  STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), \"step start\");\n";
@@ -458,9 +470,10 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         Value out = output(a.getResult());
         std::string lse = "0";
         if (llvm::is_contained(llvm::make_second_range(savedForwardOf), op)) {
-          lseOffsetOf[op] = savedBytes;
-          lse = savedPtr(savedBytes);
-          savedBytes += lc::AttentionLseBytes(q.getDimSize(0), q.getDimSize(1), a.getNumHeads());
+          FailureOr<std::string> saved = lseOf(op);
+          if (failed(saved))
+            return failure();
+          lse = *saved;
         }
         call(op, llvm::formatv("stepc_cuda_attention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
                                "{7}, {8}, {9}, {10}, {11:e}, {12}, {13}, {14})",
@@ -474,14 +487,17 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       .Case([&](AttentionGradOp a) {
         RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
         Operation *fwd = savedForwardOf.lookup(op);
-        needScratch(lc::AttentionGradScratchBytes(q.getDimSize(0), q.getDimSize(1),
-                                                  a.getNumHeads(), a.getHeadDim(),
-                                                  /*saved=*/fwd != nullptr));
+        if (failed(needScratch(op, lc::AttentionGradScratchBytes(
+                                       q.getDimSize(0), q.getDimSize(1), a.getNumHeads(),
+                                       a.getHeadDim(), /*saved=*/fwd != nullptr))))
+          return failure();
         std::string saved = "0, 0, 0";
         if (fwd) {
+          FailureOr<std::string> lse = lseOf(fwd);
+          if (failed(lse))
+            return failure();
           Value out = output(fwd->getResult(0));
-          saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) +
-                  ", " + savedPtr(lseOffsetOf.lookup(fwd));
+          saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) + ", " + *lse;
         }
         Value dq = output(a.getQueryGrad());
         call(op, llvm::formatv("stepc_cuda_attention_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
@@ -517,8 +533,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       })
       .Case([&](stepk::CallOp c) {
         std::optional<int64_t> scratch = c.getScratchBytes();
-        if (scratch)
-          needScratch(*scratch);
+        if (scratch && failed(needScratch(op, *scratch)))
+          return failure();
         // Errors name the op the call computes; a kernel that checks ids
         // records the first bad one under its check site, passed last.
         Operation *site = c.getKernelOp();
@@ -694,14 +710,28 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
   return f;
 }
 
-FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const MemoryPlan &plan,
-                                             const CudaFusions &fusions,
-                                             const SummarizeFn &summarize,
-                                             const EvalEntry &eval) {
-  CudaEmitter emitter(step, plan, fusions);
-  if (eval.step) {
+FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const SummarizeFn &summarize,
+                                             func::FuncOp evalStep) {
+  // The plans are step-plan-memory's (made for CUDA: the layout around them
+  // and the fused groups the CUDA kernels compute).
+  auto planFor = [](func::FuncOp f) -> FailureOr<MemoryPlan> {
+    if (!readCudaArena(f))
+      return f.emitOpError() << "has no CUDA memory plan (step-plan-memory target=cuda did "
+                                "not run)";
+    return readMemoryPlan(f);
+  };
+  FailureOr<MemoryPlan> plan = planFor(step);
+  if (failed(plan))
+    return failure();
+  CudaFusions fusions = planCudaFusions(step);
+  CudaEmitter emitter(step, *plan, fusions);
+  if (evalStep) {
+    FailureOr<MemoryPlan> evalPlan = planFor(evalStep);
+    if (failed(evalPlan))
+      return failure();
+    CudaFusions evalFusions = planCudaFusions(evalStep);
     FailureOr<SourceEmitter::EvalFragment> fragment =
-        CudaEmitter(eval.step, *eval.plan, *eval.fusions).runEval();
+        CudaEmitter(evalStep, *evalPlan, evalFusions).runEval();
     if (failed(fragment))
       return failure();
     emitter.setEval(*fragment);

@@ -1,10 +1,9 @@
 //===- Pipeline.cpp - the passes of a training step -----------------------===//
 
 #include "stepc/Compiler/Pipeline.h"
+#include "stepc/Compiler/ArenaPlan.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Transforms/Passes.h"
-
-#include "runtime/kernels/cuda/launch_config.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -13,11 +12,6 @@
 
 using namespace mlir;
 using namespace stepc;
-
-/// What the CUDA step adds to the arena before any kernel scratch: the
-/// status word and cuBLASLt's workspace (CudaEmitter's arena layout).
-static constexpr int64_t kCudaArenaExtraBytes =
-    stepc::cuda::kScratchAlignment + stepc::cuda::kGemmWorkspaceBytes;
 
 FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   ShardSpec spec;
@@ -174,28 +168,48 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepScheduleCollectives());
   if (options.precision == "bf16")
     pm.addPass(createStepMixedPrecision());
-  // The budget is a contract: checked (and met, by recomputation) here on
-  // the step's plan, and again by stepc on the back end's final plan.
-  if (remat != "none" || budget > 0) {
-    StepRematOptions rematOptions;
-    rematOptions.mode = remat;
-    rematOptions.budget = budget;
-    rematOptions.extraBytes = options.target == "cuda" ? kCudaArenaExtraBytes : 0;
-    rematOptions.flopsPerByte = options.target == "cuda" ? 200.0 : 20.0;
-    rematOptions.flopsPerCommByte = options.target == "cuda" ? 2000.0 : 200.0;
-    pm.addPass(createStepRemat(rematOptions));
-  }
-  if (options.until == "train-step")
+  // The budget is a contract, checked on the plan that is emitted: under
+  // remat=auto, met by recomputation until that plan fits.
+  if (budget > 0 && remat == "auto" && options.until == "kernels") {
+    pm.addPass(createStepFitMemoryBudget(
+        StepFitMemoryBudgetOptions{options.target, budget, options.fuseElementwise}));
     return success();
+  }
+  if (options.until == "train-step") {
+    addStepRemat(pm, options.target, remat, budget);
+    return success();
+  }
+  addTargetTail(pm, options.target, options.fuseElementwise, remat, budget, budget);
+  return success();
+}
+
+void stepc::addStepRemat(OpPassManager &pm, StringRef target, StringRef remat, int64_t budget) {
+  if (remat == "none" && budget == 0)
+    return;
+  StepRematOptions rematOptions;
+  rematOptions.mode = remat.str();
+  rematOptions.budget = budget;
+  // The target's layout around the plan, before its kernels (and their
+  // scratch) exist.
+  rematOptions.extraBytes = target == "cuda" ? cudaArenaOverheadBytes() : 0;
+  rematOptions.flopsPerByte = target == "cuda" ? 200.0 : 20.0;
+  rematOptions.flopsPerCommByte = target == "cuda" ? 2000.0 : 200.0;
+  pm.addPass(createStepRemat(rematOptions));
+}
+
+void stepc::addTargetTail(OpPassManager &pm, StringRef target, bool fuseElementwise,
+                          StringRef remat, int64_t rematBudget, int64_t checkBudget) {
+  addStepRemat(pm, target, remat, rematBudget);
   // The forward-only entry (evaluation), lowered with the step.
   pm.addPass(createStepEvalStep());
   // Target lowering: the kernels the back end launches.
-  if (options.target == "cuda")
+  if (target == "cuda")
     pm.addPass(createStepFuseGemmEpilogues());
-  pm.addPass(createStepLowerLibraryCalls(StepLowerLibraryCallsOptions{options.target}));
-  if (options.fuseElementwise)
-    pm.addPass(createStepFuseElementwise(StepFuseElementwiseOptions{options.target}));
-  return success();
+  pm.addPass(createStepLowerLibraryCalls(StepLowerLibraryCallsOptions{target.str()}));
+  if (fuseElementwise)
+    pm.addPass(createStepFuseElementwise(StepFuseElementwiseOptions{target.str()}));
+  // The plan the emitters print, checked against the budget.
+  pm.addPass(createStepPlanMemory(StepPlanMemoryOptions{target.str(), checkBudget}));
 }
 
 void stepc::registerStepcPipeline() {

@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/stepc_abi.h"
-#include "stepc/Analysis/MemoryPlan.h"
+#include "stepc/Compiler/ArenaPlan.h"
 #include "llvm/Config/llvm-config.h"
 #include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Passes.h"
@@ -146,9 +146,6 @@ static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
                                              cl::init(""), cl::cat(stepcCategory));
-
-/// Compilations stepc tries to fit --memory-budget on the back end's plan.
-constexpr int kBudgetAttempts = 4;
 
 static int fail(const Twine &message) {
   llvm::errs() << "stepc: error: " << message << "\n";
@@ -306,176 +303,118 @@ int main(int argc, char **argv) {
     asWritten = module->clone();
   // parseByteSize succeeded in buildStepcPipeline.
   int64_t budgetBytes = memoryBudget.empty() ? 0 : *parseByteSize(memoryBudget);
-  // step-remat plans the step before target lowering; the back end's plan
-  // (its fused kernels' buffers kept apart, its scratch) can need a little
-  // more. With remat=auto the step is then compiled again from the model as
-  // written, the pass's budget lowered by the overshoot, until it fits.
-  bool retryUnderBudget = budgetBytes > 0 && (remat.empty() || remat == "auto");
-  OwningOpRef<ModuleOp> retrySource;
-  if (retryUnderBudget)
-    retrySource = module->clone();
-  int64_t passBudget = budgetBytes;
-  FailureOr<std::string> source = std::string();
-  func::FuncOp step;
-  for (int attempt = 0;; ++attempt) {
-    if (attempt > 0) {
-      module = retrySource->clone();
-      loss = *llvm::find_if(module->getOps<func::FuncOp>(), [](func::FuncOp f) {
-        return f->hasAttr(StepDialect::kLossAttrName);
-      });
-      options.memoryBudget = std::to_string(passBudget);
-    }
-    PassManager pm(&context);
-    if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
-          fail(message);
-          return failure();
-        })))
-      return 1;
-    bool dumped = false;
-    if (!dumpAfter.empty()) {
-      context.disableMultithreading();
-      pm.enableIRPrinting(
-          [](Pass *, Operation *) { return false; },
-          [&](Pass *pass, Operation *) {
-            bool print = dumpAfter == "all" || pass->getArgument() == dumpAfter;
-            dumped |= print;
-            return print;
-          },
-          /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
-    }
-    if (failed(pm.run(*module))) {
-      if (attempt > 0)
-        llvm::errs() << "stepc: note: the " << target << " back end's plan needs "
-                     << budgetBytes - passBudget
-                     << " bytes more than step-remat plans, so step-remat was given "
-                     << passBudget << " of the " << budgetBytes << " bytes\n";
-      return 1;
-    }
-    if (asWritten) {
-      std::string json, svg;
-      if (failed(sweepMemoryBudgets(*asWritten, options, json, svg)) ||
-          failed(writeOutput(reportPareto + ".json", json)) ||
-          failed(writeOutput(reportPareto + ".svg", svg)))
-        return 1;
-      asWritten = nullptr;
-    }
-    if (!dumpAfter.empty() && !dumped)
-      llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
-                   << "': the pass is not in this pipeline (stepc-opt "
-                      "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
-
-    func::FuncOp evalStep;
-    for (auto f : module->getOps<func::FuncOp>()) {
-      if (f->hasAttr(StepDialect::kTrainStepAttrName))
-        step = f;
-      if (f->hasAttr(StepDialect::kEvalStepAttrName))
-        evalStep = f;
-    }
-    // The CUDA back end's GEMM epilogues shape the memory plan (a fused
-    // group's buffers stay apart), so they are decided first.
-    CudaFusions fusions, evalFusions;
-    if (target == "cuda") {
-      fusions = planCudaFusions(step);
-      if (evalStep)
-        evalFusions = planCudaFusions(evalStep);
-    }
-    MemoryPlan plan = planMemory(step, fusions.computedBy, /*unstored=*/DenseSet<Value>(), fusions.keepAlive);
-    // The forward-only entry has its own plan (no gradients, no saved
-    // activations: a smaller arena).
-    std::optional<MemoryPlan> evalPlan;
-    EvalEntry eval;
-    if (evalStep) {
-      evalPlan = planMemory(evalStep, evalFusions.computedBy, DenseSet<Value>(),
-                            evalFusions.keepAlive);
-      eval = EvalEntry{evalStep, &*evalPlan, &evalFusions};
-    }
-    FailureOr<StepReport> report =
-        buildReport(loss, step, plan, target, CommModel{linkGBps, computeGflops});
-    if (failed(report))
-      return 1;
-    // The step is emitted once: its body fixes the target's arena (on CUDA
-    // also cuBLASLt's workspace and the kernels' scratch) and launches, which
-    // the report names before anything runs; the metadata embeds the report.
-    int64_t overshoot = 0;
-    auto summarize = [&](const StepShape &shape) -> FailureOr<ModuleSummary> {
-      int64_t peak = report->plannedPeakBytes;
-      if (shape.evalArenaBytes > 0)
-        report->evalArenaBytes = shape.evalArenaBytes;
-      if (target == "cuda") {
-        report->targetArenaBytes = shape.arenaBytes;
-        peak = report->plannedPeakBytes - plan.arenaBytes + shape.arenaBytes;
-        report->targetPlannedPeakBytes = peak;
-        report->targetLaunchesPerStep = shape.launches;
-      }
-      // The budget is checked once more on the back end's own plan (the
-      // pass checked the target-independent one): never a silent overrun.
-      if (budgetBytes > 0) {
-        report->memoryBudgetBytes = budgetBytes;
-        if (peak > budgetBytes && retryUnderBudget && attempt < kBudgetAttempts - 1) {
-          overshoot = peak - budgetBytes;
-          return failure();
-        }
-        if (peak > budgetBytes) {
-          step.emitError() << "the " << target.getValue() << " back end's plan needs " << peak
-                           << " bytes per rank, over the memory budget of " << budgetBytes
-                           << " bytes (raise --memory-budget or choose another --remat)";
-          return failure();
-        }
-      }
-      report->remat = options.remat.empty() ? (budgetBytes ? "auto" : "none")
-                                            : options.remat.getValue();
-      {
-        llvm::raw_string_ostream os(report->compileOptions);
-        options.print(os);
-      }
-      ModuleSummary summary;
-      {
-        llvm::raw_string_ostream os(summary.reportJson);
-        os << llvm::formatv("{0:2}", llvm::json::Value(report->toJson()));
-      }
-      summary.modelFlops = report->modelFlopsPerStep;
-      summary.executedFlops = report->executedFlopsPerStep;
-      summary.tokens = report->tokensPerStep;
-      // The mesh the passes built (none: one rank) says how the step runs.
-      if (auto mesh = dyn_cast_or_null<mesh::MeshOp>(module->lookupSymbol(kWorldMeshName))) {
-        ArrayRef<int64_t> shape = mesh.getShape();
-        summary.meshShape.assign(shape.begin(), shape.end());
-        summary.worldSize = 1;
-        for (int64_t n : shape)
-          summary.worldSize *= n;
-        if (auto tp = mesh->getAttrOfType<IntegerAttr>(StepDialect::kTpAxisAttrName);
-            tp && tp.getInt() < int64_t(shape.size()))
-          summary.tensorParallel = shape[tp.getInt()];
-      }
-      summary.sharding = summary.worldSize > 1 ? shard.getValue() : "none";
-      if (target == "cpu") {
-        summary.cpuIsa = cpuTargetOf->isa;
-        summary.cpuFeatures = cpuTargetOf->features;
-      }
-      summary.precision = precision.getValue();
-      if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
+  // Everything up to the memory plan (budget checked on it) is the pipeline.
+  PassManager pm(&context);
+  if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
+        fail(message);
         return failure();
-      return summary;
-    };
-    // --emit=mlir on the CPU needs no emission (the report has no target
-    // fields there; a bf16 step can be shown though the CPU cannot run it).
-    source = std::string();
-    if (emit == "mlir" && target == "cpu") {
-      if (failed(summarize(StepShape{plan.arenaBytes, 0})))
-        source = failure();
-    } else {
-      source = target == "cuda" ? emitCudaSource(step, plan, fusions, summarize, eval)
-                                : emitCpuSource(step, plan, summarize, eval, profile);
-    }
-    if (succeeded(source) || overshoot == 0)
-      break;
-    // Below what the pass planned (not its budget: its plan may sit under it).
-    int64_t passPlanned = passBudget;
-    if (auto decision = step->getAttrOfType<DictionaryAttr>(StepDialect::kRematAttrName))
-      if (auto planned = dyn_cast_or_null<IntegerAttr>(decision.get("planned_peak")))
-        passPlanned = std::min(passPlanned, planned.getInt());
-    passBudget = passPlanned - overshoot;
+      })))
+    return 1;
+  bool dumped = false;
+  if (!dumpAfter.empty()) {
+    context.disableMultithreading();
+    pm.enableIRPrinting(
+        [](Pass *, Operation *) { return false; },
+        [&](Pass *pass, Operation *) {
+          bool print = dumpAfter == "all" || pass->getArgument() == dumpAfter;
+          dumped |= print;
+          return print;
+        },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
   }
+  if (failed(pm.run(*module)))
+    return 1;
+  if (asWritten) {
+    std::string json, svg;
+    if (failed(sweepMemoryBudgets(*asWritten, options, json, svg)) ||
+        failed(writeOutput(reportPareto + ".json", json)) ||
+        failed(writeOutput(reportPareto + ".svg", svg)))
+      return 1;
+    asWritten = nullptr;
+  }
+  if (!dumpAfter.empty() && !dumped)
+    llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
+                 << "': the pass is not in this pipeline (stepc-opt "
+                    "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
+
+  func::FuncOp step, evalStep;
+  for (auto f : module->getOps<func::FuncOp>()) {
+    if (f->hasAttr(StepDialect::kLossAttrName))
+      loss = f;
+    if (f->hasAttr(StepDialect::kTrainStepAttrName))
+      step = f;
+    if (f->hasAttr(StepDialect::kEvalStepAttrName))
+      evalStep = f;
+  }
+  if (!step)
+    return fail("the pipeline built no training step");
+  // The report reads the plan step-plan-memory recorded: the one emitted.
+  FailureOr<MemoryPlan> plan = readMemoryPlan(step);
+  if (failed(plan))
+    return 1;
+  FailureOr<StepReport> report =
+      buildReport(loss, step, *plan, target, CommModel{linkGBps, computeGflops});
+  if (failed(report))
+    return 1;
+  if (evalStep)
+    report->evalArenaBytes = targetArenaBytes(evalStep);
+  if (target == "cuda") {
+    report->targetArenaBytes = targetArenaBytes(step);
+    report->targetPlannedPeakBytes =
+        report->plannedPeakBytes - plan->arenaBytes + *report->targetArenaBytes;
+  }
+  if (budgetBytes > 0)
+    report->memoryBudgetBytes = budgetBytes;
+  report->remat =
+      options.remat.empty() ? (budgetBytes ? "auto" : "none") : options.remat.getValue();
+  {
+    llvm::raw_string_ostream os(report->compileOptions);
+    options.print(os);
+  }
+  // What step.so's metadata carries: the report (with, on CUDA, the launches
+  // only emission counts), the mesh the passes built, the target.
+  auto summarize = [&](const StepShape &shape) -> FailureOr<ModuleSummary> {
+    if (target == "cuda")
+      report->targetLaunchesPerStep = shape.launches;
+    ModuleSummary summary;
+    {
+      llvm::raw_string_ostream os(summary.reportJson);
+      os << llvm::formatv("{0:2}", llvm::json::Value(report->toJson()));
+    }
+    summary.modelFlops = report->modelFlopsPerStep;
+    summary.executedFlops = report->executedFlopsPerStep;
+    summary.tokens = report->tokensPerStep;
+    // The mesh the passes built (none: one rank) says how the step runs.
+    if (auto mesh = dyn_cast_or_null<mesh::MeshOp>(module->lookupSymbol(kWorldMeshName))) {
+      ArrayRef<int64_t> shape = mesh.getShape();
+      summary.meshShape.assign(shape.begin(), shape.end());
+      summary.worldSize = 1;
+      for (int64_t n : shape)
+        summary.worldSize *= n;
+      if (auto tp = mesh->getAttrOfType<IntegerAttr>(StepDialect::kTpAxisAttrName);
+          tp && tp.getInt() < int64_t(shape.size()))
+        summary.tensorParallel = shape[tp.getInt()];
+    }
+    summary.sharding = summary.worldSize > 1 ? shard.getValue() : "none";
+    if (target == "cpu") {
+      summary.cpuIsa = cpuTargetOf->isa;
+      summary.cpuFeatures = cpuTargetOf->features;
+    }
+    summary.precision = precision.getValue();
+    if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
+      return failure();
+    return summary;
+  };
+  // --emit=mlir on the CPU needs no emission (the report has no target
+  // fields there; a bf16 step can be shown though the CPU cannot run it).
+  FailureOr<std::string> source = std::string();
+  if (emit == "mlir" && target == "cpu")
+    source = succeeded(summarize(StepShape{plan->arenaBytes, 0}))
+                 ? FailureOr<std::string>(std::string())
+                 : FailureOr<std::string>(failure());
+  else
+    source = target == "cuda" ? emitCudaSource(step, summarize, evalStep)
+                              : emitCpuSource(step, summarize, evalStep, profile);
   if (failed(source))
     return 1;
   if (emit == "mlir") {

@@ -45,16 +45,6 @@ struct StepShape {
 /// shape) for the metadata step.so carries (which names it: the report).
 using SummarizeFn = std::function<mlir::FailureOr<ModuleSummary>(const StepShape &)>;
 
-struct CudaFusions;
-/// The forward-only step (step-eval-step's function) emitted beside the
-/// training step as stepc_eval_step_v5, with its own memory plan (and on
-/// CUDA its own fusions); `step` null: none.
-struct EvalEntry {
-  mlir::func::FuncOp step;
-  const MemoryPlan *plan = nullptr;
-  const CudaFusions *fusions = nullptr;
-};
-
 /// Whether both back ends can compute `op` element by element inside a
 /// stepk.fused kernel (ScalarMathOpInterface ops and converts).
 bool isFusableElementwise(mlir::Operation *op);
@@ -62,14 +52,15 @@ bool isFusableElementwise(mlir::Operation *op);
 /// Writes the C++ of `step` (a function marked step.train_step) for the
 /// CPU: the step as a sequence of library-kernel calls (runtime/kernels/cpu)
 /// and generated elementwise loops (one per stepk.fused op or lone op)
-/// over buffers at the offsets of `plan`,
+/// over buffers at the offsets of its memory plan (step-plan-memory's, in
+/// the IR), with the forward-only `evalStep` (null: none) beside it,
 /// plus the metadata table of the ABI (runtime/stepc_abi.h). Unsupported
 /// element types are errors at the op. With `profile`, the step also times
 /// its kernels by kind and writes the table when the library is unloaded
 /// (to $STEPC_PROFILE, or stderr): stepc --profile.
-mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step, const MemoryPlan &plan,
+mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step,
                                            const SummarizeFn &summarize,
-                                           const EvalEntry &eval, bool profile = false);
+                                           mlir::func::FuncOp evalStep, bool profile = false);
 
 /// What the CUDA back end computes inside other ops' kernels, decided before
 /// the memory plan (which must keep a fused group's buffers apart). The GEMM
@@ -98,15 +89,15 @@ struct CudaFusions {
 };
 CudaFusions planCudaFusions(mlir::func::FuncOp step);
 
-/// Writes the CUDA C++ of `step`: library kernels (runtime/kernels/cuda),
-/// cuBLASLt GEMMs with the `fusions`, generated elementwise kernels, a
-/// multi-tensor AdamW, all enqueued on one stream; the arena grows by the
-/// status word, cuBLASLt's workspace and the largest scratch any kernel needs
-/// (launch_config.h). `plan` must have been made with fusions.computedBy.
-mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step, const MemoryPlan &plan,
-                                            const CudaFusions &fusions,
+/// Writes the CUDA C++ of `step` (and the forward-only `evalStep`, null:
+/// none): library kernels (runtime/kernels/cuda), cuBLASLt GEMMs,
+/// generated elementwise kernels, a multi-tensor AdamW, all enqueued on one
+/// stream, over the arena step-plan-memory laid out for CUDA (the plan's
+/// buffers, the status word, cuBLASLt's workspace, the scratch, the saved
+/// log-sum-exps).
+mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step,
                                             const SummarizeFn &summarize,
-                                            const EvalEntry &eval);
+                                            mlir::func::FuncOp evalStep);
 
 } // namespace stepc
 

@@ -5,6 +5,7 @@
 
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 
+#include "mlir/Dialect/Mesh/IR/MeshDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -125,4 +125,66 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
   ];
 }
 
+def StepPlanMemory : Pass<"step-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Plan each step's memory into the IR, and check the budget on it";
+  let description = [{
+    The last pass of the pipeline. For the training step and the
+    forward-only step it assigns every value an arena buffer at a fixed
+    offset (`planMemory`: liveness over the op order, aliasing, in-place
+    reuse, greedy placement; on CUDA the kernels that compute other ops'
+    results keep their groups' buffers apart) and records the plan in the IR:
+    `step.memory_plan` on the function (the buffers as
+    (offset, bytes, first op, last op) quadruples, the arena, the planned
+    peak: arguments + arena; on CUDA the layout around the buffers: status
+    word, cuBLASLt workspace, the kernels' scratch, the saved log-sum-exps),
+    `step.buffer` on each op (the buffer of each result, -1 none),
+    `step.in_arg` where a result lives in an argument, and `step.lse_offset`
+    on an attention whose backward reads its saved log-sum-exp. The
+    emitters print this plan; nothing recomputes it.
+
+    With a `budget`, a training step whose planned peak exceeds it is an
+    error at the step: the budget is checked on the plan that is emitted.
+
+    ```mlir
+    func.func @train_step(...) attributes {step.memory_plan = {arena_bytes = 4352 : i64,
+        buffers = array<i64: 0, 2048, 0, 3, 2048, 2048, 1, 2, ...>, planned_peak_bytes = ...}} {
+      %0 = step.matmul %a, %b {step.buffer = array<i64: 0>} : ...
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu or cuda (whose arena adds a layout around the plan)">,
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "Planned peak bytes the training step must fit (0: none)">
+  ];
+}
+
+def StepFitMemoryBudget : Pass<"step-fit-memory-budget", "mlir::ModuleOp"> {
+  let summary = "Remat and lower the step until the emitted plan fits the budget";
+  let description = [{
+    The end of the pipeline under `--remat=auto` and a memory budget:
+    step-remat chooses recomputation against the step's plan before target
+    lowering, but the lowered step's plan (step-plan-memory: fused kernels'
+    buffers kept apart, the kernels' scratch) can need more. This pass runs
+    the rest of the pipeline (step-remat with its budget, the eval step,
+    target lowering, step-plan-memory) on a candidate copy of the module;
+    when the candidate's planned peak is over the budget it tightens
+    step-remat's budget by the overshoot and tries again from the module as
+    it was (at most `attempts` times). The module becomes the first
+    candidate that fits; if none does, the last attempt's error stands.
+  }];
+  // The dialects the passes it runs create ops of.
+  let dependentDialects = ["::stepc::stepk::StepKDialect", "mlir::mesh::MeshDialect"];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu or cuda">,
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "Planned peak bytes the training step must fit">,
+    Option<"fuseElementwise", "fuse-elementwise", "bool", /*default=*/"true",
+           "Fuse runs of elementwise ops (step-fuse-elementwise)">,
+    Option<"attempts", "attempts", "unsigned", /*default=*/"4",
+           "Candidates tried before the budget is declared unmet">
+  ];
+}
+
 #endif // STEPC_COMPILER_PASSES_TD

@@ -111,6 +111,17 @@ mlir::LogicalResult
 buildStepcPipeline(mlir::OpPassManager &pm, const StepcPipelineOptions &options,
                    llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> emitError);
 
+/// step-remat in `remat` mode under `budget` (0: none), if either asks for
+/// it, with the target's cost model.
+void addStepRemat(mlir::OpPassManager &pm, llvm::StringRef target, llvm::StringRef remat,
+                  int64_t budget);
+
+/// The pipeline after the target-independent step: step-remat
+/// (addStepRemat), the forward-only step, the target's lowering and
+/// step-plan-memory, which checks `checkBudget` (0: none) on the plan.
+void addTargetTail(mlir::OpPassManager &pm, llvm::StringRef target, bool fuseElementwise,
+                   llvm::StringRef remat, int64_t rematBudget, int64_t checkBudget);
+
 /// Registers `stepc-pipeline` (for stepc-opt).
 void registerStepcPipeline();
 

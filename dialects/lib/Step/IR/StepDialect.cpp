@@ -223,6 +223,27 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be a dictionary on a function";
     return success();
   }
+  if (attribute.getName() == kMemoryPlanAttrName) {
+    if (!isa<DictionaryAttr>(attribute.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitError() << "expects '" << kMemoryPlanAttrName
+                             << "' to be a dictionary on a function";
+    return success();
+  }
+  if (attribute.getName() == kBufferAttrName || attribute.getName() == kInArgAttrName) {
+    auto ids = dyn_cast<DenseI64ArrayAttr>(attribute.getValue());
+    if (!ids || ids.size() != int64_t(op->getNumResults()) ||
+        llvm::any_of(ids.asArrayRef(), [](int64_t id) { return id < -1; }))
+      return op->emitError() << "expects '" << attribute.getName().getValue()
+                             << "' to be an array<i64> of one index (or -1) per result";
+    return success();
+  }
+  if (attribute.getName() == kLseOffsetAttrName) {
+    auto offset = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!offset || offset.getInt() < 0)
+      return op->emitError() << "expects '" << kLseOffsetAttrName
+                             << "' to be an arena offset";
+    return success();
+  }
   if (attribute.getName() == kVocabLogitsAttrName) {
     auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!axis || axis.getInt() < 0 || op->getNumResults() != 1)

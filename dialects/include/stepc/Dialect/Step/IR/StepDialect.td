@@ -88,6 +88,19 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kPhaseAttrName = "step.phase";
     /// Function attribute (a dictionary): what step-remat decided.
     static constexpr llvm::StringLiteral kRematAttrName = "step.remat";
+    /// Function attribute (a dictionary): the step's memory plan, written
+    /// by step-plan-memory (the arena's buffers and size; on CUDA also the
+    /// target's layout around them). The emitters print it, never redo it.
+    static constexpr llvm::StringLiteral kMemoryPlanAttrName = "step.memory_plan";
+    /// Op attribute (array<i64>, one per result): the plan's arena buffer
+    /// of each result, -1 for none.
+    static constexpr llvm::StringLiteral kBufferAttrName = "step.buffer";
+    /// Op attribute (array<i64>, one per result): the function argument a
+    /// result lives in (a reshape of it, an update in place), -1 for none.
+    static constexpr llvm::StringLiteral kInArgAttrName = "step.in_arg";
+    /// Attention attribute (i64): the arena offset where the CUDA forward
+    /// saves its log-sum-exp for the backward.
+    static constexpr llvm::StringLiteral kLseOffsetAttrName = "step.lse_offset";
 
     void registerAttributes();
   }];

@@ -1,0 +1,189 @@
+//===- PlanMemory.cpp - the memory plan into the IR, and the budget ------===//
+//
+// step-plan-memory plans each step and records the plan in the IR
+// (ArenaPlan.h); step-fit-memory-budget runs remat and the target lowering
+// until the plan recorded there fits the budget. The budget is checked on
+// the plan the emitters print, never on an estimate.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Compiler/ArenaPlan.h"
+#include "stepc/Compiler/Emitter.h"
+#include "stepc/Compiler/Passes.h"
+#include "stepc/Compiler/Pipeline.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+#include "runtime/kernels/cuda/launch_config.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPPLANMEMORY
+#define GEN_PASS_DEF_STEPFITMEMORYBUDGET
+#include "stepc/Compiler/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+namespace lc = stepc::cuda;
+
+namespace {
+
+/// The CUDA layout of `step`'s arena around `plan`: the largest scratch any
+/// kernel needs, and a saved log-sum-exp (recorded on the attention) for
+/// each forward attention whose backward reads it.
+CudaArenaLayout layoutForCuda(func::FuncOp step, const MemoryPlan &plan,
+                              const CudaFusions &fusions) {
+  int64_t scratch = 0, saved = 0;
+  DenseSet<Operation *> savedForwards;
+  for (auto [grad, fwd] : fusions.savedForwardOf)
+    savedForwards.insert(fwd);
+  SmallVector<std::pair<Operation *, int64_t>> lse;
+  for (Operation &op : step.getBody().front()) {
+    op.removeAttr(StepDialect::kLseOffsetAttrName);
+    if (auto call = dyn_cast<stepk::CallOp>(op)) {
+      if (std::optional<int64_t> bytes = call.getScratchBytes())
+        scratch = std::max(scratch, *bytes);
+    } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+      RankedTensorType q = grad.getQuery().getType();
+      scratch = std::max(scratch, lc::AttentionGradScratchBytes(
+                                      q.getDimSize(0), q.getDimSize(1), grad.getNumHeads(),
+                                      grad.getHeadDim(), fusions.savedForwardOf.count(&op)));
+    } else if (auto fwd = dyn_cast<AttentionOp>(op); fwd && savedForwards.contains(&op)) {
+      RankedTensorType q = fwd.getQuery().getType();
+      lse.push_back({&op, saved});
+      saved += lc::AttentionLseBytes(q.getDimSize(0), q.getDimSize(1), fwd.getNumHeads());
+    }
+  }
+  CudaArenaLayout layout = layoutCudaArena(plan.arenaBytes, scratch, saved);
+  Builder b(step.getContext());
+  for (auto [op, offset] : lse)
+    op->setAttr(StepDialect::kLseOffsetAttrName, b.getI64IntegerAttr(layout.savedOffset + offset));
+  return layout;
+}
+
+/// The planned peak recorded on the module's training step, if any.
+std::optional<int64_t> plannedPeak(ModuleOp module, func::FuncOp *stepOut = nullptr) {
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (!f->hasAttr(StepDialect::kTrainStepAttrName))
+      continue;
+    auto dict = f->getAttrOfType<DictionaryAttr>(StepDialect::kMemoryPlanAttrName);
+    auto peak = dict ? dyn_cast_or_null<IntegerAttr>(dict.get("planned_peak_bytes"))
+                     : IntegerAttr();
+    if (stepOut)
+      *stepOut = f;
+    if (peak)
+      return peak.getInt();
+  }
+  return std::nullopt;
+}
+
+struct StepPlanMemoryPass : public stepc::impl::StepPlanMemoryBase<StepPlanMemoryPass> {
+  using StepPlanMemoryBase::StepPlanMemoryBase;
+  void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      getOperation().emitError() << "step-plan-memory: unknown target '" << target << "'";
+      return signalPassFailure();
+    }
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
+      bool train = f->hasAttr(StepDialect::kTrainStepAttrName);
+      if (!train && !f->hasAttr(StepDialect::kEvalStepAttrName))
+        continue;
+      // On CUDA a kernel computes other ops' results (a widening, a saved
+      // forward read by the backward): their group's buffers stay apart.
+      CudaFusions fusions;
+      if (target == "cuda")
+        fusions = planCudaFusions(f);
+      MemoryPlan plan = planMemory(f, fusions.computedBy, DenseSet<Value>(), fusions.keepAlive);
+      std::optional<CudaArenaLayout> layout;
+      if (target == "cuda")
+        layout = layoutForCuda(f, plan, fusions);
+      writeMemoryPlan(f, plan, layout);
+      int64_t peak = argumentBytes(f) + targetArenaBytes(f);
+      if (train && budget > 0 && peak > budget) {
+        f.emitError() << "the " << target.getValue() << " back end's plan needs " << peak
+                      << " bytes per rank, over the memory budget of " << budget.getValue()
+                      << " bytes (raise --memory-budget or choose another --remat)";
+        return signalPassFailure();
+      }
+    }
+  }
+};
+
+struct StepFitMemoryBudgetPass
+    : public stepc::impl::StepFitMemoryBudgetBase<StepFitMemoryBudgetPass> {
+  using StepFitMemoryBudgetBase::StepFitMemoryBudgetBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (budget <= 0 || attempts < 1) {
+      module.emitError() << "step-fit-memory-budget needs a budget > 0 and attempts >= 1";
+      return signalPassFailure();
+    }
+    int64_t rematBudget = budget;
+    for (unsigned attempt = 1;; ++attempt) {
+      // The candidate: a copy of the module as it is, nested in it (a
+      // dynamic pipeline runs only on what the pass owns).
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      auto candidate = b.create<ModuleOp>(module.getLoc());
+      OpBuilder inside = OpBuilder::atBlockBegin(candidate.getBody());
+      for (Operation &op : module.getBody()->getOperations())
+        if (&op != candidate.getOperation())
+          inside.clone(op);
+      OpPassManager tail(ModuleOp::getOperationName());
+      addTargetTail(tail, target, fuseElementwise, "auto", rematBudget, /*checkBudget=*/0);
+      if (failed(runPipeline(tail, candidate))) {
+        if (attempt > 1)
+          emitRemark(module.getLoc())
+              << "the " << target.getValue() << " back end's plan needs "
+              << budget.getValue() - rematBudget << " bytes more than step-remat plans, so "
+              << "step-remat was given " << rematBudget << " of the " << budget.getValue()
+              << " bytes";
+        candidate.erase();
+        return signalPassFailure();
+      }
+      func::FuncOp step;
+      std::optional<int64_t> peak = plannedPeak(candidate, &step);
+      if (!peak) {
+        candidate.erase();
+        module.emitError() << "step-fit-memory-budget: the pipeline left no planned training "
+                              "step";
+        return signalPassFailure();
+      }
+      if (*peak <= budget || attempt == attempts) {
+        if (*peak > budget)
+          step.emitError() << "the " << target.getValue() << " back end's plan needs " << *peak
+                           << " bytes per rank, over the memory budget of "
+                           << budget.getValue()
+                           << " bytes (raise --memory-budget or choose another --remat)";
+        // The module becomes the candidate.
+        for (Operation &op : llvm::make_early_inc_range(module.getBody()->getOperations()))
+          if (&op != candidate.getOperation())
+            op.erase();
+        module.getBody()->getOperations().splice(module.getBody()->end(),
+                                                 candidate.getBody()->getOperations());
+        candidate.erase();
+        if (*peak > budget)
+          return signalPassFailure();
+        return;
+      }
+      // Below what step-remat planned (not its budget: its plan may sit
+      // under it), by the lowering's overshoot.
+      int64_t planned = rematBudget;
+      if (auto decision = step->getAttrOfType<DictionaryAttr>(StepDialect::kRematAttrName))
+        if (auto p = dyn_cast_or_null<IntegerAttr>(decision.get("planned_peak")))
+          planned = std::min(planned, p.getInt());
+      rematBudget = planned - (*peak - budget);
+      candidate.erase();
+      if (rematBudget <= 0) {
+        module.emitError() << "the " << target.getValue()
+                           << " back end's plan cannot fit the memory budget of "
+                           << budget.getValue() << " bytes";
+        return signalPassFailure();
+      }
+    }
+  }
+};
+
+} // namespace
