@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -71,6 +72,19 @@ const char* RoleName(int kind) {
     default: return "exp_avg_sq";
   }
 }
+
+// CRC-32 of the metadata's JSON without its "checksum" field (object keys
+// are sorted, numbers printed round-trip, so a read-back file hashes alike).
+uint32_t MetadataChecksum(json meta) {
+  meta.erase("checksum");
+  const std::string text = meta.dump();
+  return Crc(text.data(), text.size());
+}
+
+// The largest step count a checkpoint may hold: far beyond any run, far
+// below where a step's arithmetic (the schedule, the AdamW bias correction
+// in f32) stops meaning anything.
+constexpr int64_t kMaxSteps = int64_t{1} << 40;
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
@@ -357,6 +371,9 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
           shards.push_back(ShardFileName(r, world));
       meta["shards"] = shards;
       meta["trainer"] = trainer;
+      // Over everything else: an edited or bit-flipped field (a step count)
+      // is caught when the checkpoint is read.
+      meta["checksum"] = MetadataChecksum(meta);
       STEPC_RETURN_IF_ERROR(
           WriteFileSynced(absl::StrCat(partial, "/", kMetadataFile), meta.dump(1) + "\n"));
       STEPC_RETURN_IF_ERROR(SyncDirectory(partial));
@@ -417,6 +434,14 @@ absl::StatusOr<json> ReadMetadata(const std::string& dir, CheckpointInfo& info) 
       !meta.contains("trainer") || !meta["trainer"].is_object())
     return corrupt("lacks a field or has one of the wrong type (step, model_hash, sharding, "
                    "world_size, tensors, shards, trainer)");
+  if (!meta.contains("checksum") || !meta["checksum"].is_number_unsigned())
+    return corrupt("has no checksum (written by an older stepc, or edited): its fields cannot "
+                   "be trusted");
+  if (meta["checksum"].get<uint64_t>() != MetadataChecksum(meta))
+    return corrupt("fails its checksum: a field was edited or corrupted after it was written");
+  if (meta["step"].get<int64_t>() > kMaxSteps)
+    return corrupt(absl::StrCat("holds step ", meta["step"].get<int64_t>(),
+                                ", beyond any run (at most ", kMaxSteps, ")"));
   info.step = meta["step"].get<int64_t>();
   info.model_hash = meta["model_hash"].get<std::string>();
   info.sharding = meta["sharding"].get<std::string>();
@@ -563,6 +588,21 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
           std::copy(wholes[i].begin() + global, wholes[i].begin() + global + n,
                     loaded[i].begin() + local);
         });
+    // Checksums prove the bytes are the ones written, not that they are
+    // weights: a NaN parameter (or a negative second moment) written by a
+    // diverged run would only show as a NaN loss or garbage samples later.
+    for (const auto& [name, i] : wanted) {
+      const bool second_moment = info.args[i].kind == STEPC_ARG_EXP_AVG_SQ;
+      for (size_t k = 0; k < loaded[i].size(); ++k) {
+        const float v = loaded[i][k];
+        if (std::isfinite(v) && !(second_moment && v < 0)) continue;
+        return absl::DataLossError(absl::StrCat(
+            "checkpoint '", dir, "': tensor '", name, "' (", RoleName(info.args[i].kind),
+            ") holds ", std::isfinite(v) ? "a negative second moment" : "a non-finite value",
+            " (", v, ") at element ", k, " of this rank's part: the checkpoint is not a "
+            "trainable state (was it written by a diverged run?)"));
+      }
+    }
     return ckpt;
   }();
   STEPC_RETURN_IF_ERROR(Agree(*communicator_, result.status(), "load the checkpoint"));

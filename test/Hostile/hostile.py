@@ -39,6 +39,9 @@ CRASH_MARKERS = ("terminate called", "LLVM ERROR", "Assertion", "Segmentation fa
                  "PLEASE submit a bug report")
 
 
+DELETE = object()  # an edit that removes a field
+
+
 class Case:
     def __init__(self, tool, name, argv, mentions, expect="error", protect=(), timeout=60,
                  env=None):
@@ -472,6 +475,96 @@ def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
             yield case(f"init-npy-{label}-{name}", ["--init-npy", target], mentions)
 
 
+def checkpoint_cases(bin_dir, work, so):
+    """A checkpoint edited at every field (signed again, so the check behind
+    the checksum is reached, or not), and poisoned tensors."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Runtime"))
+    import edit_checkpoint  # noqa: E402  (the tests' own editor)
+    d = os.path.join(work, "checkpoints")
+    shutil.rmtree(d, ignore_errors=True)
+    env = {"OMP_NUM_THREADS": "1"}
+    subprocess.run([f"{bin_dir}/stepc-run", so, "--steps", "2", "--checkpoint-dir",
+                    os.path.join(d, "good"), "--save-every", "2"], check=True,
+                   capture_output=True, env=dict(os.environ, **env))
+    good = os.path.join(d, "good", "step-00000002")
+
+    def variant(name):
+        path = os.path.join(d, name)
+        shutil.copytree(good, path)
+        return path
+
+    def case(name, path, mentions, extra=()):
+        return Case("checkpoint", name, [f"{bin_dir}/stepc-run", so, "--resume", path,
+                                         "--steps", "3", *extra], mentions, env=env,
+                    protect=[os.path.join(path, "checkpoint.json")])
+
+    def edited(name, edits, mentions, unsigned=False):
+        path = variant(name)
+        meta = os.path.join(path, "checkpoint.json")
+        with open(meta) as f:
+            m = json.load(f)
+        for key, value in edits:
+            target = m
+            keys = key.split(".")
+            for k in keys[:-1]:
+                target = target[int(k)] if isinstance(target, list) else target[k]
+            last = int(keys[-1]) if isinstance(target, list) else keys[-1]
+            if value is DELETE:
+                del target[last]
+            else:
+                target[last] = value
+        if not unsigned and "checksum" in m:
+            m["checksum"] = edit_checkpoint.checksum(m)
+        with open(meta, "w") as f:
+            json.dump(m, f, indent=1)
+        return case(name, path, mentions)
+
+    # Unsigned edits of every kind of field: the checksum catches them.
+    for key, value in [("step", 3), ("step", 1), ("world_size", 2), ("sharding", "fsdp:2"),
+                       ("model_hash", "0" * 16), ("tensors.0.name", "wtf"),
+                       ("tensors.0.shape", [1, 1]), ("shards", []),
+                       ("trainer.schedule.lr", 0.5), ("trainer.schedule.steps", 10**6),
+                       ("trainer.schedule.seed", 99), ("trainer.data.tokens", 1)]:
+        yield edited(f"unsigned-{key}={json.dumps(value)}", [(key, value)], ["fails its checksum"],
+                     unsigned=True)
+    yield edited("no-checksum", [("checksum", DELETE)], ["no checksum"])
+    yield edited("checksum-string", [("checksum", "abc")], ["no checksum"], unsigned=True)
+    yield edited("checksum-negative", [("checksum", -1)], ["no checksum"], unsigned=True)
+    yield edited("checksum-float", [("checksum", 1.5)], ["no checksum"], unsigned=True)
+    # Signed, absurd: named by their field.
+    for value in [2**63 - 1, 2**41, 10**15]:
+        yield edited(f"step={value}", [("step", value)], ["beyond any run", str(value)])
+    for value in [-1, 1.5, "2", None]:
+        yield edited(f"step={json.dumps(value)}", [("step", value)], ["step"])
+    for field, values, expected in [
+            ("lr", [1e300, 1e5, -1, -1e-9], "'lr'"),
+            ("steps", [0, -5, 2**41, 1.5, 1e300, "10"], "'steps'"),
+            ("warmup", [-1, 2**41, 0.5], "'warmup'"),
+            ("min_lr_ratio", [2, -0.1, "x"], "'min_lr_ratio'"),
+            ("seed", [-1, 0.5, "7"], "'seed'")]:
+        for value in values:
+            yield edited(f"schedule.{field}={json.dumps(value)}",
+                         [(f"trainer.schedule.{field}", value)], [expected])
+    yield edited("schedule-missing-lr", [("trainer.schedule.lr", DELETE)], ["'lr'"])
+    # Poisoned tensors with valid checksums.
+    shard = "shard-00000-of-00001.bin"
+    for tensor, value, mentions in [
+            ("wte", "nan", ["'wte'", "non-finite"]),
+            ("wte", "inf", ["'wte'", "non-finite"]),
+            ("h.0.attn.c_attn.weight", "-inf", ["h.0.attn.c_attn.weight", "non-finite"]),
+            ("exp_avg.wpe", "nan", ["exp_avg.wpe", "non-finite"]),
+            ("exp_avg_sq.wte", "-1", ["exp_avg_sq.wte", "negative second moment"]),
+            ("exp_avg_sq.h.0.ln_1.weight", "nan", ["exp_avg_sq.h.0.ln_1.weight", "non-finite"])]:
+        path = variant(f"poison-{tensor}-{value}")
+        edit_checkpoint.poison(os.path.join(path, shard), tensor, value)
+        yield case(f"poison-{tensor}={value}", path, mentions)
+    # A finite edit with valid checksums is a checkpoint like any other.
+    path = variant("poison-finite")
+    edit_checkpoint.poison(os.path.join(path, shard), "wte", "0.5")
+    yield Case("checkpoint", "finite-edit-loads", [f"{bin_dir}/stepc-run", so, "--resume", path,
+                                                   "--steps", "3"], [], expect="ok", env=env)
+
+
 def interp_cases(bin_dir, work, model):
     out = os.path.join(work, "interp-out")
     os.makedirs(out, exist_ok=True)
@@ -589,6 +682,7 @@ def main():
     small_so = os.path.join(work, "mlp.so")
     subprocess.run([f"{bin_dir}/stepc", "--target=cpu", model, "-o", small_so], check=True)
     cases += runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab)
+    cases += checkpoint_cases(bin_dir, work, so)
     cases += interp_cases(bin_dir, work, model)
     cases += mpi_cases(bin_dir, work, args.mpirun, so, so2, so_other, so_tp)
     results = []

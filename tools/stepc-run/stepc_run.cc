@@ -152,12 +152,29 @@ absl::StatusOr<Schedule> ResumedSchedule(const json& trainer, const std::string&
   if (!trainer.contains("schedule") || !trainer["schedule"].is_object())
     return s;  // written by another trainer: the flags decide
   const json& saved = trainer["schedule"];
-  auto take = [&](const char* flag, auto& value) -> absl::Status {
+  // Each stored field is checked to be within what a run can mean (the file
+  // is another program's as much as ours), used or not: the culprit is
+  // named, not met later as a NaN loss.
+  auto take = [&](const char* flag, auto& value, auto valid,
+                  const char* expected) -> absl::Status {
     using T = std::decay_t<decltype(value)>;
-    if (!saved.contains(flag) || !saved[flag].is_number())
-      return absl::DataLossError(
-          absl::StrCat("checkpoint '", path, "': its schedule lacks a numeric '", flag, "'"));
+    // An integer field must hold an integer of its sign (converting 1e300 or
+    // -1 to one is undefined or wraps).
+    const bool fits = !saved.contains(flag)          ? false
+                      : std::is_floating_point_v<T> ? saved[flag].is_number()
+                      : std::is_signed_v<T>         ? saved[flag].is_number_integer()
+                                                    : saved[flag].is_number_unsigned();
+    if (!fits)
+      return absl::DataLossError(absl::StrCat("checkpoint '", path, "': its schedule lacks ",
+                                              std::is_floating_point_v<T> ? "a numeric"
+                                              : std::is_signed_v<T>       ? "an integer"
+                                                                          : "a non-negative integer",
+                                              " '", flag, "'"));
     const T stored = saved[flag].get<T>();
+    if (!valid(stored))
+      return absl::DataLossError(absl::StrCat("checkpoint '", path, "': its schedule's '", flag,
+                                              "' is ", saved[flag].dump(), " (expected ",
+                                              expected, ")"));
     if (!given_flags.contains(flag)) {
       value = stored;
     } else if (value != stored && lead) {
@@ -166,13 +183,16 @@ absl::StatusOr<Schedule> ResumedSchedule(const json& trainer, const std::string&
     }
     return absl::OkStatus();
   };
-  STEPC_RETURN_IF_ERROR(take("steps", s.steps));
-  STEPC_RETURN_IF_ERROR(take("lr", s.lr));
-  STEPC_RETURN_IF_ERROR(take("warmup", s.warmup));
-  STEPC_RETURN_IF_ERROR(take("min_lr_ratio", s.min_lr_ratio));
-  STEPC_RETURN_IF_ERROR(take("seed", s.seed));
-  if (s.steps < 1 || !(s.lr >= 0) || s.warmup < 0 || !(s.min_lr_ratio >= 0 && s.min_lr_ratio <= 1))
-    return absl::DataLossError(absl::StrCat("checkpoint '", path, "' holds an invalid schedule"));
+  constexpr int64_t kMaxSteps = int64_t{1} << 40;
+  STEPC_RETURN_IF_ERROR(take("steps", s.steps, [](int64_t v) { return v >= 1 && v <= kMaxSteps; },
+                             "1 to 2^40"));
+  STEPC_RETURN_IF_ERROR(take("lr", s.lr, [](double v) { return v >= 0 && v <= 1e4; },
+                             "a learning rate from 0 to 10000"));
+  STEPC_RETURN_IF_ERROR(take("warmup", s.warmup,
+                             [](int64_t v) { return v >= 0 && v <= kMaxSteps; }, "0 to 2^40"));
+  STEPC_RETURN_IF_ERROR(take("min_lr_ratio", s.min_lr_ratio,
+                             [](double v) { return v >= 0 && v <= 1; }, "0 to 1"));
+  STEPC_RETURN_IF_ERROR(take("seed", s.seed, [](uint64_t) { return true; }, "any"));
   return s;
 }
 
