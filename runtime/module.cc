@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -79,6 +81,39 @@ absl::Status CheckCpuFeatures(const std::string& path, const stepc_module_info& 
       " (rebuild it here, or with stepc --cpu=x86-64-v3 for any AVX2 CPU)"));
 }
 
+// Argument and output names become file names (--save-outputs DIR/<name>.npy,
+// --init-npy, --save-npy, --batch-npy): each must be one plain path
+// component, and the outputs must not shadow the eval files (loss, logits).
+absl::Status CheckNames(const std::string& path, const stepc_module_info& info) {
+  auto check = [&](const char* name, const char* what) -> absl::Status {
+    const std::string n = name ? name : "";
+    const bool plain = !n.empty() && n.size() <= 200 && n != "." && n != ".." &&
+                       std::none_of(n.begin(), n.end(), [](char c) {
+                         return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+                       });
+    if (plain) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", path, "' names ", what, " '", absl::CHexEscape(n),
+        "', which cannot be a file name (stepc-run writes <name>.npy files): rename it in the "
+        "model (at most 200 characters, no '/', '\\', control characters, '.' or '..')"));
+  };
+  for (int i = 0; i < info.num_args; ++i)
+    if (absl::Status s = check(info.args[i].name, "an argument"); !s.ok()) return s;
+  for (int k = 0; k < info.num_outputs; ++k) {
+    if (absl::Status s = check(info.outputs[k].name, "an output"); !s.ok()) return s;
+    const std::string n = info.outputs[k].name;
+    if (n == "loss" || n == "logits")
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path, "' names an output '", n, "', which would overwrite the evaluation's own ",
+          n, ".npy: rename it in the model"));
+    for (int j = 0; j < k; ++j)
+      if (n == info.outputs[j].name)
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", path, "' names two outputs '", n, "': rename one in the model"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
@@ -119,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
         "'", path, "' was built for ABI version ",
         module->info_ ? module->info_->abi_version : -1, "; this runtime expects ",
         STEPC_ABI_VERSION, ": rebuild it with this stepc"));
+  if (absl::Status names = CheckNames(path, *module->info_); !names.ok()) return names;
   if (std::strcmp(module->info_->target, "cpu") == 0)
     if (absl::Status cpu = CheckCpuFeatures(path, *module->info_); !cpu.ok()) return cpu;
   if (std::strcmp(module->info_->target, "cpu") != 0 && !module->is_cuda())

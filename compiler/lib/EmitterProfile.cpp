@@ -77,6 +77,8 @@ std::string SourceEmitter::profileSupport() {
      << "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
      << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n  stepc_prof_last = now;\n}\n\n"
      << "__attribute__((destructor)) void stepc_prof_write() {\n"
+     << "  // No step ran (a run that failed early): an existing profile stays.\n"
+     << "  if (stepc_prof_steps == 0)\n    return;\n"
      << "  const char *path = getenv(\"STEPC_PROFILE\");\n"
      << "  char ranked[4096];\n"
      << "  if (path && stepc_prof_rank >= 0) {\n"
@@ -91,7 +93,9 @@ std::string SourceEmitter::profileSupport() {
         "\\\"bytes_per_step\\\": %lld, \\\"flops_per_step\\\": %lld, \\\"seconds\\\": %.9f}\",\n"
      << "            k ? \",\" : \"\", kProfKinds[k].name, kProfKinds[k].calls, kProfKinds[k].bytes,\n"
      << "            kProfKinds[k].flops, stepc_prof_seconds[k]);\n"
-     << "  fprintf(out, \"\\n]}\\n\");\n  if (path)\n    fclose(out);\n}\n\n"
+     << "  fprintf(out, \"\\n]}\\n\");\n"
+     << "  if (path && (ferror(out) | fclose(out)))\n"
+     << "    fprintf(stderr, \"stepc --profile: cannot write '%s'\\n\", path);\n}\n\n"
      << "}  // namespace\n\n";
   return text;
 }

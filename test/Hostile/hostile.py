@@ -124,6 +124,12 @@ def model_mutations(text):
         ("bad.mlir:", "tokens")
     yield "duplicate-param-name", text.replace('"h.1.fc.weight"', '"h.0.fc.weight"'), \
         ("bad.mlir:", "h.0.fc.weight")
+    # Names that cannot be file names (the runtime writes <name>.npy).
+    for k, bad in enumerate(["../keep", "a/b", "..", ".", "x\\\\y", "tab\\tname", "n" * 201]):
+        yield (f"param-name-not-a-file-{k}", text.replace('"h.0.fc.weight"', f'"{bad}"'),
+               ("bad.mlir:", "file name"))
+        yield (f"input-name-not-a-file-{k}", text.replace('step.input = "targets"', f'step.input = "{bad}"'),
+               ("bad.mlir:", "file name"))
     yield "empty-file", "", ("bad.mlir", "step.loss")
     yield "binary-garbage", "\x00\x01\x02\xff" * 64, ("bad.mlir",)
     # (stepc-opt may compile several loss functions; stepc takes exactly one.)
@@ -565,6 +571,23 @@ def checkpoint_cases(bin_dir, work, so):
                                                    "--steps", "3"], [], expect="ok", env=env)
 
 
+def profile_cases(bin_dir, work, gpt):
+    """A run that fails before its first step leaves $STEPC_PROFILE alone."""
+    so = os.path.join(work, "gpt-profile.so")
+    subprocess.run([f"{bin_dir}/stepc", "--target=cpu", "--profile", gpt, "-o", so], check=True)
+    keep = os.path.join(work, "kept-profile.json")
+    with open(keep, "w") as f:
+        f.write('{"an earlier profile": true}\n')
+    for name, extra, mentions in [("bad-lr", ["--lr", "-1"], ["lr"]),
+                                  ("missing-data", ["--data", os.path.join(work, "nope.bin")],
+                                   ["nope.bin"]),
+                                  ("bad-resume", ["--resume", os.path.join(work, "nope-ckpt")],
+                                   ["nope-ckpt"])]:
+        yield Case("stepc-run", f"profile-kept-{name}",
+                   [f"{bin_dir}/stepc-run", so, "--steps", "1", *extra], mentions,
+                   protect=[keep], env={"OMP_NUM_THREADS": "1", "STEPC_PROFILE": keep})
+
+
 def interp_cases(bin_dir, work, model):
     out = os.path.join(work, "interp-out")
     os.makedirs(out, exist_ok=True)
@@ -590,8 +613,9 @@ def interp_cases(bin_dir, work, model):
         if k % 9:
             continue
         path = os.path.join(work, "models", name, "bad.mlir")
+        # (like stepc-opt, it runs the function named: two loss functions are fine)
         yield Case("stepc-interp", name, [f"{bin_dir}/stepc-interp", path], mentions,
-                   protect=[path])
+                   protect=[path], expect="ok" if name == "two-loss-functions" else "error")
 
 
 def capi_cases(bin_dir, work, so):
@@ -683,6 +707,7 @@ def main():
     subprocess.run([f"{bin_dir}/stepc", "--target=cpu", model, "-o", small_so], check=True)
     cases += runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab)
     cases += checkpoint_cases(bin_dir, work, so)
+    cases += profile_cases(bin_dir, work, gpt)
     cases += interp_cases(bin_dir, work, model)
     cases += mpi_cases(bin_dir, work, args.mpirun, so, so2, so_other, so_tp)
     results = []

@@ -112,6 +112,10 @@ ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                   int64_t layers, int64_t block) {
   if (name.empty())
     return emitError() << "expects a non-empty parameter name";
+  if (!isPlainName(name))
+    return emitError() << "expects a parameter name that can be a file name (at most 200 "
+                          "characters, no '/', '\\' or control characters, not '.' or '..'), "
+                          "got \"" << name << "\"";
   bool drawsRandom = init == InitKind::Normal || init == InitKind::ScaledNormal;
   double stdValue = std.convertToDouble();
   if (drawsRandom && !(stdValue > 0.0 && std::isfinite(stdValue)))
@@ -211,6 +215,10 @@ LogicalResult ResultAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitEr
                        << "'";
   if (!roleHasName(role) && !name.empty())
     return emitError() << "expects no name for result role '" << stringifyRole(role) << "'";
+  if (roleHasName(role) && !isPlainName(name))
+    return emitError() << "expects a result name that can be a file name (at most 200 "
+                          "characters, no '/', '\\' or control characters, not '.' or '..'), "
+                          "got \"" << name << "\"";
   return success();
 }
 

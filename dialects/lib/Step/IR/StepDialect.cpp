@@ -29,6 +29,13 @@ static bool isStaticTensor(Type type) {
   return tensor && tensor.hasStaticShape();
 }
 
+bool stepc::step::isPlainName(StringRef name) {
+  return !name.empty() && name.size() <= 200 && name != "." && name != ".." &&
+         llvm::none_of(name, [](char c) {
+           return c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+         });
+}
+
 int64_t stepc::step::tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   return tensor.getNumElements() * std::max<int64_t>(tensor.getElementTypeBitWidth() / 8, 1);
@@ -84,6 +91,11 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitError() << "expects '" << kInputAttrName
                              << "' on argument #" << argIndex
                              << " to be a non-empty string, got "
+                             << attribute.getValue();
+    if (!isPlainName(name.getValue()))
+      return op->emitError() << "expects input argument #" << argIndex
+                             << "'s name to be able to be a file name (at most 200 characters, "
+                                "no '/', '\\' or control characters, not '.' or '..'), got "
                              << attribute.getValue();
     if (!isStaticTensor(type))
       return op->emitError() << "expects input argument #" << argIndex

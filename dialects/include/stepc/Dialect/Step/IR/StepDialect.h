@@ -22,6 +22,11 @@ bool isSupportedShape(mlir::Type type);
 /// byte each, as stored).
 int64_t tensorBytes(mlir::Type type);
 
+/// Whether `name` (a parameter's, input's or output's) can be a file name:
+/// the runtime writes and reads <name>.npy. At most 200 characters, no '/',
+/// '\', control characters, and not "." or "..".
+bool isPlainName(llvm::StringRef name);
+
 } // namespace stepc::step
 
 #endif // STEPC_DIALECT_STEP_IR_STEPDIALECT_H
