@@ -351,6 +351,7 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
       meta["version"] = kFormatVersion;
       meta["step"] = steps_;
       meta["model_hash"] = ModelHash();
+      meta["compile_options"] = CompileOptions(info);
       meta["sharding"] = info.sharding;
       meta["world_size"] = world;
       json tensors = json::array();
@@ -447,6 +448,8 @@ absl::StatusOr<json> ReadMetadata(const std::string& dir, CheckpointInfo& info) 
   info.sharding = meta["sharding"].get<std::string>();
   info.world_size = meta["world_size"].get<int>();
   info.trainer_json = meta["trainer"].dump();
+  if (meta.contains("compile_options") && meta["compile_options"].is_string())
+    info.compile_options = meta["compile_options"].get<std::string>();
   return meta;
 }
 
@@ -620,6 +623,15 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
   return result;
 }
 
+std::string CompileOptions(const stepc_module_info& info) {
+  if (!info.report_json) return "";
+  const json report = json::parse(info.report_json, nullptr, /*allow_exceptions=*/false);
+  if (!report.is_object() || !report.contains("compile_options") ||
+      !report["compile_options"].is_string())
+    return "";
+  return report["compile_options"].get<std::string>();
+}
+
 std::string CheckpointDirForStep(const std::string& root, int64_t step) {
   return absl::StrFormat("%s/step-%08d", root, step);
 }
@@ -657,27 +669,36 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir) {
   return found.rbegin()->second.string();
 }
 
-absl::Status PruneCheckpoints(const std::string& root, int keep) {
-  std::map<int64_t, fs::path> found = CompleteCheckpoints(root);
+absl::Status PruneCheckpoints(const std::string& root, const std::string& written,
+                              int64_t keep) {
+  CheckpointInfo mine;
+  STEPC_RETURN_IF_ERROR(ReadMetadata(written, mine).status());
   std::error_code ec;
-  // A crash's leftover step-N.partial older than the newest checkpoint.
-  if (!found.empty())
-    for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      int64_t step;
-      if (name.rfind("step-", 0) == 0 && absl::EndsWith(name, ".partial") &&
-          absl::SimpleAtoi(name.substr(5, name.size() - 5 - 8), &step) &&
-          step < found.rbegin()->first) {
-        std::error_code ignored;
-        fs::remove_all(it->path(), ignored);
-      }
+  // A crash's leftover step-N.partial older than the checkpoint written.
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    int64_t step;
+    if (name.rfind("step-", 0) == 0 && absl::EndsWith(name, ".partial") &&
+        absl::SimpleAtoi(name.substr(5, name.size() - 5 - 8), &step) && step < mine.step) {
+      std::error_code ignored;
+      fs::remove_all(it->path(), ignored);
     }
-  int excess = static_cast<int>(found.size()) - std::max(keep, 1);
-  for (auto it = found.begin(); excess > 0; ++it, --excess) {
-    fs::remove_all(it->second, ec);
+  }
+  // This model's checkpoints up to the one written, newest last.
+  std::vector<fs::path> ours;
+  for (const auto& [step, path] : CompleteCheckpoints(root)) {
+    CheckpointInfo info;
+    if (step <= mine.step && ReadMetadata(path.string(), info).ok() &&
+        info.model_hash == mine.model_hash && !fs::equivalent(path, written, ec))
+      ours.push_back(path);
+  }
+  // `written` is one of the `keep`.
+  const int64_t excess = static_cast<int64_t>(ours.size()) - (std::max<int64_t>(keep, 1) - 1);
+  for (int64_t k = 0; k < excess; ++k) {
+    fs::remove_all(ours[k], ec);
     if (ec)
       return absl::PermissionDeniedError(
-          absl::StrCat("cannot remove the old checkpoint '", it->second.string(), "': ", ec.message()));
+          absl::StrCat("cannot remove the old checkpoint '", ours[k].string(), "': ", ec.message()));
   }
   return absl::OkStatus();
 }

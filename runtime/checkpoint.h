@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/stepc_abi.h"
 
 namespace stepc {
 
@@ -29,7 +30,15 @@ struct CheckpointInfo {
   std::string sharding;      // of the run that wrote it ("none", "fsdp:4", ...)
   int world_size = 1;
   std::string trainer_json;  // the trainer's own state, a JSON object ("{}" if none)
+  // The pipeline options of the step.so that wrote it (its report's
+  // compile_options: the optimizer's hyperparameters among them); empty if
+  // not recorded.
+  std::string compile_options;
 };
+
+// The pipeline options `info`'s step was compiled with (its report's
+// compile_options), empty if its report does not say.
+std::string CompileOptions(const stepc_module_info& info);
 
 // The metadata file of the checkpoint at `dir`: NotFound if there is none,
 // DataLoss if it is unreadable or not a stepc checkpoint.
@@ -44,9 +53,13 @@ absl::StatusOr<std::string> FindLatestCheckpoint(const std::string& dir);
 // The directory stepc-run writes the checkpoint of `step` to, under `root`.
 std::string CheckpointDirForStep(const std::string& root, int64_t step);
 
-// Removes all but the newest `keep` complete checkpoints under `root`, and
-// the partial ones (a crash's leftovers) older than the newest.
-absl::Status PruneCheckpoints(const std::string& root, int keep);
+// After saving `written` (a checkpoint under `root`): removes all but the
+// newest `keep` complete checkpoints of the same model that are no newer
+// than it (`written` itself always stays; another model's or a later run's
+// step-N directories are not this run's to delete), and the partial ones (a
+// crash's leftovers) older than it.
+absl::Status PruneCheckpoints(const std::string& root, const std::string& written,
+                              int64_t keep);
 
 }  // namespace stepc
 

@@ -437,6 +437,27 @@ def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
     npy(os.path.join(path, "tokens.npy"), (batch, seq))
     yield case("batch-npy-no-targets", ["--batch-npy", path], ["targets.npy"])
     yield case("batch-npy-ok", ["--batch-npy", npy_dir("fine")], [], expect="ok")
+    # A checkpoint of a 3-batch stream, resumed on the stream with one later
+    # batch changed (or the batches renamed, reordered, one removed): the
+    # fingerprint covers every batch.
+    ids = [1] * (batch * seq)
+    for name, change in [
+            ("last-batch-edited", lambda v: npy(os.path.join(v, "002", "tokens.npy"), (batch, seq),
+                                                data=struct.pack(f"<{batch * seq}i", *ids))),
+            ("batch-renamed", lambda v: os.rename(os.path.join(v, "002"), os.path.join(v, "zzz"))),
+            ("batch-removed", lambda v: shutil.rmtree(os.path.join(v, "002")))]:
+        stream = os.path.join(d, "npy", f"stream-{name}")
+        shutil.rmtree(stream, ignore_errors=True)
+        for k in range(3):
+            npy_dir(os.path.join(f"stream-{name}", f"{k:03d}"))
+        ckpt = os.path.join(d, f"stream-{name}-ckpt")
+        shutil.rmtree(ckpt, ignore_errors=True)
+        subprocess.run(run_[:2] + ["--steps", "2", "--batch-npy", stream, "--checkpoint-dir", ckpt],
+                       check=True, capture_output=True, env=dict(os.environ, **env))
+        change(stream)
+        yield case(f"batch-npy-resume-{name}", ["--batch-npy", stream, "--resume", ckpt,
+                                                "--steps", "3"],
+                   ["contents differ" if name == "last-batch-edited" else "resume with"])
 
     # --init-npy: every parameter's file checked (shape, finiteness).
     init = os.path.join(d, "init")

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+
+#include <zlib.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -96,21 +99,33 @@ absl::StatusOr<NpyBatches> NpyBatches::Open(const std::string& dir, const Module
   }
   uint64_t hash = 0xCBF29CE484222325ull;
   auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
+  // Every batch's every input, byte for byte (CRC-32 per file: another
+  // batch anywhere in the stream is another run; reading them once is the
+  // price).
   for (const std::string& d : batches.dirs_) {
     for (unsigned char c : fs::path(d).filename().string()) mix(c);
-    for (int i = 0; i < info.num_args; ++i)
-      if (info.args[i].kind == STEPC_ARG_INPUT)
-        mix(static_cast<uint64_t>(fs::file_size(absl::StrCat(d, "/", info.args[i].name, ".npy"), ec)));
-  }
-  STEPC_ASSIGN_OR_RETURN(InputBatch batch, batches.Load(0));
-  for (size_t i = 0; i < batch.names.size(); ++i) {
-    for (int32_t v : batch.ints[i]) mix(static_cast<uint32_t>(v));
-    for (float v : batch.floats[i]) {
-      uint32_t bits;  // the value's bits: the same fingerprint on any host
-      std::memcpy(&bits, &v, sizeof(bits));
-      mix(bits);
+    for (int i = 0; i < info.num_args; ++i) {
+      if (info.args[i].kind != STEPC_ARG_INPUT) continue;
+      const std::string path = absl::StrCat(d, "/", info.args[i].name, ".npy");
+      // (Not a FIFO or device, which would block or never end: loading the
+      // batch names what is wrong with it.)
+      if (!fs::is_regular_file(path, ec)) {
+        mix(0);
+        continue;
+      }
+      std::ifstream in(path, std::ios::binary);
+      uLong crc = crc32_z(0L, Z_NULL, 0);
+      char chunk[1 << 16];
+      while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0)
+        crc = crc32_z(crc, reinterpret_cast<const Bytef*>(chunk), static_cast<size_t>(in.gcount()));
+      if (in.bad())
+        return absl::DataLossError(absl::StrCat("--batch-npy: cannot read '", path, "'"));
+      mix(static_cast<uint64_t>(fs::file_size(path, ec)));
+      mix(crc);
     }
   }
+  // The first batch is read now: a malformed stream fails before training.
+  STEPC_RETURN_IF_ERROR(batches.Load(0).status());
   batches.fingerprint_ = hash;
   return batches;
 }

@@ -545,7 +545,7 @@ absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t mode
 
 // What the checkpoint records of the data: its identity, and the
 // character vocabulary (so a resumed run or a sampler decodes the same ids).
-json DataJson(const std::string& source, int64_t size, uint64_t fingerprint,
+json DataJson(const std::string& source, int64_t size, const char* unit, uint64_t fingerprint,
               const std::string& characters) {
   // Another split trains on other tokens.
   const double fraction = absl::GetFlag(FLAGS_val_fraction);
@@ -554,7 +554,7 @@ json DataJson(const std::string& source, int64_t size, uint64_t fingerprint,
   fingerprint = (fingerprint ^ bits) * 0x100000001B3ull;
   std::vector<int> vocabulary;
   for (unsigned char c : characters) vocabulary.push_back(c);
-  return {{"source", source}, {"tokens", size},
+  return {{"source", source}, {"tokens", size}, {"unit", unit}, {"val_fraction", fraction},
           {"fingerprint", absl::StrFormat("%016x", fingerprint)}, {"vocabulary", vocabulary}};
 }
 
@@ -694,8 +694,8 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     STEPC_ASSIGN_OR_RETURN(characters, ReadVocabulary(absl::GetFlag(FLAGS_vocab), vocab));
   }
   const json data_json =
-      batches ? DataJson(batch_dir, batches->count(), batches->Fingerprint(), "")
-              : DataJson(data.source(), data.size(), data.Fingerprint(), characters);
+      batches ? DataJson(batch_dir, batches->count(), "batches", batches->Fingerprint(), "")
+              : DataJson(data.source(), data.size(), "tokens", data.Fingerprint(), characters);
   if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, schedule, data, batch_dir, resume_dir));
   // Validation data: a held-out tail of the training tokens, or a file.
   TokenData val;
@@ -780,15 +780,52 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
             "checkpoint '", resume_dir,
             "': its trainer state's \"data\" lacks a string fingerprint or source or an "
             "integer token count"));
-      if (saved["fingerprint"] != data_json["fingerprint"])
+      if (saved["fingerprint"] != data_json["fingerprint"]) {
+        // Each side as it differs: the source and size, or (the same data)
+        // the validation split, or (the same names) the contents.
+        const bool same_source = saved["source"] == data_json["source"] &&
+                                 saved["tokens"] == data_json["tokens"];
+        const bool split_known = saved.contains("val_fraction") && saved["val_fraction"].is_number();
+        const bool other_split = same_source && split_known &&
+                                 saved["val_fraction"] != data_json["val_fraction"];
+        auto describe = [&](const json& d) {
+          const json unit = d.value("unit", json("tokens"));
+          std::string text = absl::StrCat(d["source"].get<std::string>(), " (",
+                                          d["tokens"].get<int64_t>(), " ",
+                                          unit.is_string() ? unit.get<std::string>() : "tokens");
+          if (other_split) absl::StrAppend(&text, ", --val-fraction ", d["val_fraction"].dump());
+          return text + ")";
+        };
         return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint '", resume_dir, "' was trained on ", saved["source"].get<std::string>(),
-            " (", saved["tokens"].get<int64_t>(), " tokens); this run reads ",
-            data_json["source"].get<std::string>(), " (", data_json["tokens"].get<int64_t>(),
-            " tokens): resume with the same --data, --corpus or --batch-npy"));
+            "checkpoint '", resume_dir, "' was trained on ", describe(saved), "; this run reads ",
+            describe(data_json),
+            other_split   ? ": resume with the same --val-fraction"
+            : same_source ? ", whose contents differ (fingerprint " +
+                                data_json["fingerprint"].get<std::string>() + ", the checkpoint's " +
+                                saved["fingerprint"].get<std::string>() +
+                                "): resume with the data it was trained on"
+                          : ": resume with the same --data, --corpus or --batch-npy"));
+      }
     }
     STEPC_RETURN_IF_ERROR(session->LoadCheckpoint(resume_dir).status());
     first_step = session->steps_done() + 1;
+    // Another compilation of the model (other optimizer hyperparameters,
+    // precision, remat) continues the state, but not the same run.
+    // (The sharding may differ: checkpoints reshard.)
+    auto unsharded = [](std::string options) {
+      const size_t at = options.find(" shard=");
+      if (at != std::string::npos)
+        options.erase(at, options.find_first_of(" }", at + 1) - at);
+      return options;
+    };
+    const std::string options = CompileOptions(info);
+    if (lead && !resumed.compile_options.empty() && !options.empty() &&
+        unsharded(resumed.compile_options) != unsharded(options))
+      std::fprintf(stderr,
+                   "stepc-run: note: checkpoint '%s' was written by a step compiled with %s; "
+                   "this step.so was compiled with %s: the resumed run continues its state "
+                   "under other options\n",
+                   resume_dir.c_str(), resumed.compile_options.c_str(), options.c_str());
     if (lead)
       std::printf("stepc-run: resumed %s at step %lld (written by %s, %d rank%s)\n",
                   resume_dir.c_str(), static_cast<long long>(session->steps_done()),
@@ -902,7 +939,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
       STEPC_RETURN_IF_ERROR(session->SaveCheckpoint(dir, trainer.dump()));
       if (lead && absl::GetFlag(FLAGS_keep) > 0)
         STEPC_RETURN_IF_ERROR(
-            PruneCheckpoints(checkpoint_dir, static_cast<int>(absl::GetFlag(FLAGS_keep))));
+            PruneCheckpoints(checkpoint_dir, dir, absl::GetFlag(FLAGS_keep)));
       if (lead)
         std::printf("stepc-run: checkpoint %s (%.2f s)\n", dir.c_str(),
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - saving)
