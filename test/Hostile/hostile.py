@@ -628,6 +628,33 @@ def interp_cases(bin_dir, work, model):
     yield Case("stepc-interp", "lr-nan", base + ["--train-step", "--lr=nan"], ["lr", "nan"])
     yield Case("stepc-interp", "missing-model", [f"{bin_dir}/stepc-interp", f"{work}/nope.mlir"],
                ["nope.mlir"])
+    # Functions it cannot hold: a non-tensor argument or result, a dynamic
+    # shape, tensors beyond any machine's memory.
+    odd = os.path.join(work, "interp-odd.mlir")
+    with open(odd, "w") as f:
+        f.write("""func.func @scalar_arg(%n: i32, %y: tensor<2xf32>) -> tensor<2xf32> {
+  return %y : tensor<2xf32>
+}
+func.func @index_result(%y: tensor<2xf32>) -> index {
+  %c = arith.constant 0 : index
+  return %c : index
+}
+func.func @dynamic(%y: tensor<?xf32>) -> tensor<?xf32> {
+  return %y : tensor<?xf32>
+}
+func.func @huge(%y: tensor<100000x100000x1000xf32>) -> tensor<100000x100000x1000xf32> {
+  return %y : tensor<100000x100000x1000xf32>
+}
+func.func @huge_result(%y: tensor<2xf32>) -> tensor<2xf32> {
+  %b = step.broadcast %y : tensor<2xf32> -> tensor<1048576x524288x2xf32>
+  return %y : tensor<2xf32>
+}
+""")
+    for fn, mentions in [("scalar_arg", ["argument #0", "i32"]), ("index_result", ["result #0", "index"]),
+                         ("dynamic", ["argument #0", "tensor<?xf32>"]),
+                         ("huge", ["memory"]), ("huge_result", ["memory"])]:
+        yield Case("stepc-interp", f"function-{fn}", base[:1] + [odd, f"--function={fn}"], mentions,
+                   protect=[odd])
     with open(model) as f:
         text = f.read()
     for k, (name, broken, mentions) in enumerate(model_mutations(text)):

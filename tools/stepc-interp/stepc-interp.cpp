@@ -26,6 +26,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
@@ -34,6 +35,8 @@
 
 #include <cmath>
 #include <random>
+
+#include <unistd.h>
 
 using namespace mlir;
 using namespace stepc;
@@ -126,7 +129,51 @@ int64_t idBound(Value arg) {
   return bound;
 }
 
+/// Whether `f` can run here: every argument and result a static tensor
+/// (what the interpreter holds), and no tensor, nor the arguments together,
+/// larger than this machine's memory (values are held as f64). An error at
+/// the culprit otherwise, before anything is allocated.
+LogicalResult checkRunnable(func::FuncOp f) {
+  for (auto [i, type] : llvm::enumerate(f.getArgumentTypes())) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor || !tensor.hasStaticShape())
+      return emitError(f.getArgument(i).getLoc())
+             << "argument #" << i << " ('" << argumentName(f, i) << "') of @" << f.getSymName()
+             << " is " << type << ": stepc-interp runs functions of static tensors";
+  }
+  for (auto [i, type] : llvm::enumerate(f.getResultTypes()))
+    if (auto tensor = dyn_cast<RankedTensorType>(type); !tensor || !tensor.hasStaticShape())
+      return f.emitOpError() << "result #" << i << " is " << type
+                             << ": stepc-interp runs functions of static tensors";
+  const double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  auto bytes = [](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && tensor.hasStaticShape() ? 8.0 * double(tensor.getNumElements()) : 0.0;
+  };
+  auto tooLarge = [&](Location loc, double need, StringRef what) {
+    return emitError(loc) << what << " needs " << llvm::formatv("{0:e2}", need)
+                          << " bytes in the f64 reference interpreter, more than this machine's "
+                          << llvm::formatv("{0:e2}", memory) << " bytes of memory";
+  };
+  double arguments = 0;
+  for (Type type : f.getArgumentTypes())
+    arguments += bytes(type);
+  if (arguments > memory)
+    return tooLarge(f.getLoc(), arguments, "@" + f.getSymName().str() + "'s arguments together");
+  WalkResult walk = f.walk([&](Operation *op) {
+    for (Value r : op->getResults())
+      if (bytes(r.getType()) > memory) {
+        (void)tooLarge(op->getLoc(), bytes(r.getType()), "a result of this op");
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 FailureOr<std::vector<Tensor>> prepareArguments(func::FuncOp f) {
+  if (failed(checkRunnable(f)))
+    return failure();
   std::vector<Tensor> args;
   for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i) {
     auto type = cast<RankedTensorType>(f.getArgumentTypes()[i]);
