@@ -97,14 +97,27 @@ std::string chart(ArrayRef<Point> points, int64_t unconstrained) {
                       "<text x='{2}' y='24' font-size='15'>executed / model FLOPs against "
                       "the memory budget (step-remat auto)</text>\n",
                       w, h, left);
+  // A grid with ticks every fifth of each axis, then the axes and their titles.
+  constexpr int kTicks = 5;
+  for (int i = 0; i <= kTicks; ++i) {
+    double mb = xmax * i / kTicks, ratio = ymin + (ymax - ymin) * i / kTicks;
+    double gx = x(int64_t(mb * 1e6)), gy = y(ratio);
+    os << llvm::formatv("<line x1='{0:F1}' y1='{1}' x2='{0:F1}' y2='{2}' stroke='#dddddd'/>\n"
+                        "<text x='{0:F1}' y='{3}' text-anchor='middle'>{4:F1}</text>\n",
+                        gx, top, h - bottom, h - bottom + 16, mb);
+    os << llvm::formatv("<line x1='{0}' y1='{1:F1}' x2='{2}' y2='{1:F1}' stroke='#dddddd'/>\n"
+                        "<text x='{3}' y='{4:F1}' text-anchor='end'>{5:F2}</text>\n",
+                        left, gy, w - right, left - 6, gy + 4, ratio);
+  }
   os << llvm::formatv("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n"
                       "<line x1='{0}' y1='{3}' x2='{0}' y2='{1}' stroke='black'/>\n",
                       left, h - bottom, w - right, top);
-  os << llvm::formatv("<text x='{0}' y='{1}'>0 MB</text><text x='{2}' y='{1}' "
-                      "text-anchor='end'>{3:F1} MB</text>\n",
-                      left, h - bottom + 18, w - right, xmax);
-  os << llvm::formatv("<text x='4' y='{0}'>{1:F2}</text><text x='4' y='{2}'>{3:F2}</text>\n",
-                      y(ymax) + 4, ymax, y(ymin) + 4, ymin);
+  os << llvm::formatv("<text x='{0}' y='{1}' text-anchor='middle'>memory budget per rank "
+                      "(MB)</text>\n",
+                      (left + w - right) / 2, h - 10);
+  os << llvm::formatv("<text x='16' y='{0}' text-anchor='middle' transform='rotate(-90 16 {0})'>"
+                      "executed / model FLOPs</text>\n",
+                      (top + h - bottom) / 2);
   for (const Point &p : points) {
     if (!p.feasible) {
       os << llvm::formatv("<text x='{0}' y='{1}' fill='#cb181d' text-anchor='middle'>x</text>\n",

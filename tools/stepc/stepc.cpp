@@ -368,8 +368,13 @@ int main(int argc, char **argv) {
   report->remat =
       options.remat.empty() ? (budgetBytes ? "auto" : "none") : options.remat.getValue();
   {
+    // As the step was compiled: the remat mode in effect, not the flag's
+    // empty default.
+    StepcPipelineOptions effective;
+    effective.copyOptionValuesFrom(options);
+    effective.remat = report->remat;
     llvm::raw_string_ostream os(report->compileOptions);
-    options.print(os);
+    effective.print(os);
   }
   // What step.so's metadata carries: the report (with, on CUDA, the launches
   // only emission counts), the mesh the passes built, the target.
