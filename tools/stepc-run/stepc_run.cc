@@ -647,6 +647,13 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   const bool language_model = tokens_arg >= 0 && targets_arg >= 0 &&
                               info.args[tokens_arg].kind == STEPC_ARG_INPUT &&
                               info.args[tokens_arg].rank == 2;
+  // A rank's rows per step (the leading dimension of the first input).
+  int64_t samples_per_rank_step = 1;
+  for (int i = 0; i < info.num_args; ++i)
+    if (info.args[i].kind == STEPC_ARG_INPUT) {
+      samples_per_rank_step = info.args[i].rank >= 1 ? info.args[i].shape[0] : 1;
+      break;
+    }
   if (batch_dir.empty() && !language_model)
     return absl::InvalidArgumentError(absl::StrCat(
         "the model's inputs are ", InputNames(info), "; token data feeds [batch, seq] "
@@ -908,20 +915,26 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     losses.push_back(last.loss);
-    double tokens_per_s = double(info.tokens_per_step) * data_world / seconds;
+    // Throughput in what the model consumes: tokens for a language model,
+    // samples (rows of the global batch) for any other.
+    const double rate =
+        (language_model ? double(info.tokens_per_step) : double(samples_per_rank_step)) *
+        data_world / seconds;
+    const char* rate_key = language_model ? "tokens_per_s" : "samples_per_s";
+    const char* rate_unit = language_model ? "tok/s" : "samples/s";
     double gflops = double(info.model_flops_per_step) * world / seconds / 1e9;
     const bool finite = std::isfinite(last.loss) && std::isfinite(last.grad_norm);
     STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
         "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
-        "\"tokens_per_s\": %.1f, \"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, "
+        "\"%s\": %.1f, \"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, "
         "\"measured_peak_bytes\": %d, \"baseline_bytes\": %d%s}\n",
-        step, Json(last.loss), lr, Json(last.grad_norm), tokens_per_s, gflops,
+        step, Json(last.loss), lr, Json(last.grad_norm), rate_key, rate, gflops,
         session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
         finite ? "" : ", \"nonfinite\": true")));
     if (lead && (step % log_every == 0 || step == first_step || step == steps || !finite))
-      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.2f GFLOP/s\n",
+      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f %s | %.2f GFLOP/s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
-                  last.grad_norm, tokens_per_s, gflops);
+                  last.grad_norm, rate, rate_unit, gflops);
     std::fflush(stdout);  // a killed run still shows how far it got
     if (!std::isfinite(last.loss)) {
       // The metrics up to the failure are kept: they show how it diverged.
