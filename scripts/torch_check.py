@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Compares one stepc training step with PyTorch on identical weights and batch.
 
-    /usr/bin/python3 scripts/torch_check.py [--backend interp] [--seed S]
-        [--tolerance 1e-5] [--lr X] <gen_model.py flags | --preset NAME>
+    /usr/bin/python3 scripts/torch_check.py [--backend interp|cpu] [--seed S]
+        [--tolerance 1e-5] [--lr X] [--optimizer adamw|adam|sgd|lion
+        [--momentum M] [--nesterov]] <gen_model.py flags | --preset NAME>
 
 Generates the model with examples/gen_model.py, draws weights (every
 parameter, norms and biases included, off its initial value) and a batch,
 runs stepc (the reference interpreter: `stepc-interp --grad` and
 `--train-step`) and the same model written in PyTorch (forward, backward,
-clip_grad_norm_, torch.optim.AdamW with weight decay on parameters of rank >= 2),
+clip_grad_norm_, then torch.optim.AdamW, Adam or SGD, or Lion's reference
+update, with weight decay on parameters of rank >= 2),
 and prints one JSON object with the relative error of each tensor:
 
     loss, grad_norm      |a - b| / |b|
@@ -162,21 +164,30 @@ def run(cmd):
         sys.exit(f"torch_check: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
 
 
-def run_stepc(backend, model, inputs, lr, out):
+def optimizer_flags(opt):
+    flags = [f"--optimizer={opt.optimizer}"]
+    if opt.optimizer == "sgd":
+        flags.append(f"--optimizer-options=momentum={opt.momentum} nesterov={str(opt.nesterov).lower()}")
+    return flags
+
+
+def run_stepc(backend, model, inputs, lr, out, opt, params):
     """Runs one step; returns name -> array for loss, grad_norm, grad.*,
-    param.*, exp_avg.*, exp_avg_sq.*."""
+    param.*, exp_avg.* (and exp_avg_sq.* for adamw and adam)."""
     bindir = os.environ.get("STEPC_BIN", os.path.join(ROOT, "build", "bin"))
     load = lambda name: np.load(os.path.join(out, name + ".npy")).astype(np.float64)
     if backend == "interp":
         for mode in ("--grad", "--train-step"):
             run([os.path.join(bindir, "stepc-interp"), model, mode, f"--inputs={inputs}",
-                 f"--output={out}", f"--lr={lr}", "--step=1"])
+                 f"--output={out}", f"--lr={lr}", "--step=1"] + optimizer_flags(opt))
         return load
     # cpu: compile step.so, run one step at a constant lr on the same weights
-    # and batch. The compiled step returns no gradients; after one step
-    # exp_avg = (1 - β1)·g·clip_scale exactly, so g is read back from it.
+    # and batch. The compiled step returns no gradients; after one step the
+    # first state holds the clipped gradient exactly (AdamW: (1 - β1)·g·scale;
+    # Adam and SGD add the L2 term wd·p; Lion: (1 - β2)·g·scale), so g is
+    # read back from it.
     so = os.path.join(os.path.dirname(model), "step.so")
-    run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"])
+    run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"] + optimizer_flags(opt))
     os.makedirs(out, exist_ok=True)
     run([os.path.join(bindir, "stepc-run"), so, f"--init-npy={inputs}", f"--batch-npy={inputs}",
          "--steps=1", "--warmup=0", "--min-lr-ratio=1", f"--lr={lr}", f"--save-npy={out}"])
@@ -185,12 +196,33 @@ def run_stepc(backend, model, inputs, lr, out):
 
     def get(name):
         if name.startswith("grad."):
-            return load("exp_avg." + name[len("grad."):]) / ((1 - BETAS[0]) * scale)
+            n = name[len("grad."):]
+            state = load("exp_avg." + n)
+            l2 = WEIGHT_DECAY * params[n] if params[n].ndim >= 2 else 0.0
+            if opt.optimizer == "adamw":
+                return state / ((1 - BETAS[0]) * scale)
+            if opt.optimizer == "adam":
+                return (state / (1 - BETAS[0]) - l2) / scale
+            if opt.optimizer == "sgd":
+                return (state - l2) / scale
+            return state / ((1 - BETAS[1]) * scale)  # lion
         return load(name)
     return get
 
 
-def run_torch(a, shapes, params, tokens, targets, lr, grads_from=None):
+def lion_step(params, lr, betas, weight_decays, state):
+    """Lion's reference update (lucidrains/lion-pytorch), op for op."""
+    for p, wd in zip(params, weight_decays):
+        g = p.grad
+        m = state.setdefault(p, torch.zeros_like(p))
+        with torch.no_grad():
+            p.mul_(1 - lr * wd)
+            update = m.clone().mul_(betas[0]).add(g, alpha=1 - betas[0]).sign_()
+            p.add_(update, alpha=-lr)
+            m.mul_(betas[1]).add_(g, alpha=1 - betas[1])
+
+
+def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None):
     """PyTorch's step. With `grads_from`, the optimizer (clip + AdamW) runs
     on those gradients instead of PyTorch's own."""
     p = {n: torch.tensor(params[n], requires_grad=True) for n, _ in shapes}
@@ -212,16 +244,31 @@ def run_torch(a, shapes, params, tokens, targets, lr, grads_from=None):
         p[n].grad.mul_(coef)
     decay = [p[n] for n, s in shapes if len(s) >= 2]
     no_decay = [p[n] for n, s in shapes if len(s) < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr, betas=BETAS, eps=EPS)
-    opt.step()
+    groups = [{"params": decay, "weight_decay": WEIGHT_DECAY},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kind = opt_args.optimizer
+    lion_state = {}
+    if kind == "lion":
+        lion_step([p[n] for n, _ in shapes], lr, BETAS,
+                  [WEIGHT_DECAY if len(s) >= 2 else 0.0 for _, s in shapes], lion_state)
+        state = {q: {"exp_avg": m} for q, m in lion_state.items()}
+    else:
+        if kind == "sgd":
+            opt = torch.optim.SGD(groups, lr=lr, momentum=opt_args.momentum,
+                                  nesterov=opt_args.nesterov)
+        else:
+            opt = (torch.optim.AdamW if kind == "adamw" else torch.optim.Adam)(
+                groups, lr=lr, betas=BETAS, eps=EPS)
+        opt.step()
+        state = {q: ({"exp_avg": s["momentum_buffer"]} if kind == "sgd" else s)
+                 for q, s in opt.state.items()}
     out = {"loss": loss.item(), "grad_norm": norm.item()}
     for n, _ in shapes:
         out["grad." + n] = grads[n].double().numpy()
         out["param." + n] = p[n].detach().double().numpy()
-        out["exp_avg." + n] = opt.state[p[n]]["exp_avg"].double().numpy()
-        out["exp_avg_sq." + n] = opt.state[p[n]]["exp_avg_sq"].double().numpy()
+        out["exp_avg." + n] = state[p[n]]["exp_avg"].double().numpy()
+        if kind in ("adamw", "adam"):
+            out["exp_avg_sq." + n] = state[p[n]]["exp_avg_sq"].double().numpy()
     return out
 
 
@@ -232,6 +279,9 @@ def main():
     p.add_argument("--tolerance", type=float, default=1e-5)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--keep", help="keep the model, inputs and outputs in this directory")
+    p.add_argument("--optimizer", choices=["adamw", "adam", "sgd", "lion"], default="adamw")
+    p.add_argument("--momentum", type=float, default=0.9, help="sgd")
+    p.add_argument("--nesterov", action="store_true", help="sgd")
     p.add_argument("-h", "--help", action="store_true")
     own, gen_argv = p.parse_known_args()
     if own.help:
@@ -255,25 +305,30 @@ def main():
     np.save(os.path.join(work, "inputs", "targets.npy"), targets)
 
     ours = run_stepc(own.backend, model, os.path.join(work, "inputs"), own.lr,
-                     os.path.join(work, "out"))
-    theirs = run_torch(a, shapes, params, tokens, targets, own.lr)
+                     os.path.join(work, "out"), own, params)
+    theirs = run_torch(a, shapes, params, tokens, targets, own.lr, own)
     # The optimizer is checked on stepc's own gradients: AdamW's first step
     # moves each weight by about lr·sign(g), so a gradient that is f32 noise
     # (|g| ~ 1e-9 where max |g| ~ 1e-2) moves by ±lr in either
     # implementation. Gradients are compared with PyTorch's directly above.
-    optimizer = run_torch(a, shapes, params, tokens, targets, own.lr, grads_from=ours)
+    optimizer = run_torch(a, shapes, params, tokens, targets, own.lr, own, grads_from=ours)
 
     def rel(mine, ref):
         scale = np.max(np.abs(ref))
         return float(np.max(np.abs(mine - ref)) / scale) if scale > 0 else float(
             np.max(np.abs(mine)))
 
-    errors = {}
+    errors, readback = {}, {}
+    # (On the CPU the gradient is read back from the first state; with an L2
+    # term (adam, sgd) that subtracts wd·p from g + wd·p, which cancels where
+    # wd·p dominates: there the gradient is reported, not gated. The adamw
+    # run gates the same gradients.)
+    lossy = own.backend == "cpu" and own.optimizer in ("adam", "sgd")
     for key in ("loss", "grad_norm"):
         errors[key] = abs(float(ours(key)) - theirs[key]) / abs(theirs[key])
     for key in theirs:
         if key.startswith("grad."):
-            errors[key] = rel(ours(key), theirs[key])
+            (readback if lossy else errors)[key] = rel(ours(key), theirs[key])
         elif key not in errors:
             errors[key] = rel(ours(key), optimizer[key])
     end_to_end = max(rel(ours(k), theirs[k]) for k in theirs if k.startswith("param."))
@@ -281,6 +336,7 @@ def main():
     report = {
         "config": " ".join(gen_argv),
         "backend": own.backend,
+        "optimizer": own.optimizer,
         "loss": float(ours("loss")),
         "torch_loss": theirs["loss"],
         "grad_norm": float(ours("grad_norm")),
@@ -291,6 +347,8 @@ def main():
         "param_rel_err_with_torch_grads": end_to_end,
         "rel_err": errors,
     }
+    if readback:
+        report["grad_readback_rel_err"] = max(readback.values())
     print(json.dumps(report, indent=1, sort_keys=False))
     if not own.keep:
         import shutil

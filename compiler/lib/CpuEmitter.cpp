@@ -264,13 +264,32 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
           .Case([&](AdamwOp a) {
-            b << llvm::formatv("  stepc_cpu_adamw({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+            b << llvm::formatv("  stepc_cpu_{12}({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
                                "{8:e}, {9:e}, {10:e}, {11:e});\n",
                                ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getM()),
                                ptr(a.getV()), numel(a.getParam()), ptr(a.getLr()),
                                ptr(a.getStep()), ptr(a.getGradScale()),
                                a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
                                a.getEpsilon().convertToDouble(),
+                               a.getWeightDecay().convertToDouble(),
+                               a.getDecoupledWeightDecay() ? "adamw" : "adam");
+            return success();
+          })
+          .Case([&](SgdOp a) {
+            b << llvm::formatv("  stepc_cpu_sgd({0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, "
+                               "{8:e});\n",
+                               ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getBuf()),
+                               numel(a.getParam()), ptr(a.getLr()), ptr(a.getGradScale()),
+                               a.getMomentum().convertToDouble(), a.getNesterov() ? 1 : 0,
+                               a.getWeightDecay().convertToDouble());
+            return success();
+          })
+          .Case([&](LionOp a) {
+            b << llvm::formatv("  stepc_cpu_lion({0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7:e}, "
+                               "{8:e});\n",
+                               ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getM()),
+                               numel(a.getParam()), ptr(a.getLr()), ptr(a.getGradScale()),
+                               a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
                                a.getWeightDecay().convertToDouble());
             return success();
           })

@@ -409,7 +409,8 @@ static bool sameHyper(AdamwOp f, AdamwOp a) {
   return f.getLr() == a.getLr() && f.getStep() == a.getStep() &&
          f.getGradScale() == a.getGradScale() && f.getBeta1() == a.getBeta1() &&
          f.getBeta2() == a.getBeta2() && f.getEpsilon() == a.getEpsilon() &&
-         f.getWeightDecay() == a.getWeightDecay();
+         f.getWeightDecay() == a.getWeightDecay() &&
+         f.getDecoupledWeightDecay() == a.getDecoupledWeightDecay();
 }
 
 // A run of consecutive updates touch disjoint tensors, so they may be
@@ -428,13 +429,14 @@ void CudaEmitter::flushAdamw() {
       body << "    {" << ptr(a.getParam()) << ", " << ptr(a.getGrad()) << ", " << ptr(a.getM())
            << ", " << ptr(a.getV()) << ", " << typeOf(a.getParam()).getNumElements() << "},\n";
     body << "  };\n";
-    call(first, llvm::formatv("stepc_cuda_adamw(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6:e}, "
+    call(first, llvm::formatv("stepc_cuda_{9}(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6:e}, "
                               "{7:e}, {8:e})",
                               table, group.size(), ptr(first.getLr()), ptr(first.getStep()),
                               ptr(first.getGradScale()), first.getBeta1().convertToDouble(),
                               first.getBeta2().convertToDouble(),
                               first.getEpsilon().convertToDouble(),
-                              first.getWeightDecay().convertToDouble()));
+                              first.getWeightDecay().convertToDouble(),
+                              first.getDecoupledWeightDecay() ? "adamw" : "adam"));
     adamwRun = std::move(rest);
   }
 }
@@ -510,6 +512,25 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                                a.getCausal() ? 1 : 0, a.getEffectiveScale(), saved, ptr(dq),
                                ptr(output(a.getKeyGrad())), ptr(output(a.getValueGrad())),
                                typeCode(typeOf(dq).getElementType())));
+        return success();
+      })
+      .Case([&](SgdOp a) {
+        call(op, llvm::formatv("stepc_cuda_sgd(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, "
+                               "{8:e})",
+                               ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getBuf()),
+                               typeOf(a.getParam()).getNumElements(), ptr(a.getLr()),
+                               ptr(a.getGradScale()), a.getMomentum().convertToDouble(),
+                               a.getNesterov() ? 1 : 0, a.getWeightDecay().convertToDouble()));
+        return success();
+      })
+      .Case([&](LionOp a) {
+        call(op, llvm::formatv("stepc_cuda_lion(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6:e}, "
+                               "{7:e}, {8:e})",
+                               ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getM()),
+                               typeOf(a.getParam()).getNumElements(), ptr(a.getLr()),
+                               ptr(a.getGradScale()), a.getBeta1().convertToDouble(),
+                               a.getBeta2().convertToDouble(),
+                               a.getWeightDecay().convertToDouble()));
         return success();
       })
       .Case([&](stepk::GemmOp g) {

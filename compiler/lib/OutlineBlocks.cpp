@@ -49,12 +49,15 @@ DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
   }
   // A parameter's gradient too (through the reshapes that made it), so the
   // clipping norm's terms run in their block's code.
-  step.walk([&](AdamwOp adamw) {
-    auto it = blockOf.find(adamw.getParam());
+  step.walk([&](Operation *update) {
+    // Every optimizer update reads (param, grad, ...).
+    if (!isa<AdamwOp, SgdOp, LionOp>(update))
+      return;
+    auto it = blockOf.find(update->getOperand(0));
     if (it == blockOf.end())
       return;
     std::string block = it->second;
-    for (Value g = adamw.getGrad(); g; ) {
+    for (Value g = update->getOperand(1); g; ) {
       blockOf.try_emplace(g, block);
       auto reshape = g.getDefiningOp<ReshapeOp>();
       g = reshape ? reshape.getInput() : Value();

@@ -96,6 +96,10 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   if (options.until != "autodiff" && options.until != "train-step" && options.until != "kernels")
     return emitError("unknown until '" + options.until +
                      "' (expected autodiff, train-step or kernels)");
+  if (options.optimizer != "adamw" && options.optimizer != "adam" && options.optimizer != "sgd" &&
+      options.optimizer != "lion")
+    return emitError("unknown optimizer '" + options.optimizer +
+                     "' (expected adamw, adam, sgd or lion)");
   if (options.batch < 0)
     return emitError("the batch must be >= 0 (0: the model's own), got " +
                      Twine(options.batch.getValue()));
@@ -149,6 +153,8 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
 
   std::unique_ptr<Pass> optimizer = createStepOptimizer();
   std::string optimizerFlags = options.optimizerOptions;
+  // The algorithm is its own flag (its hyperparameters are the options').
+  optimizerFlags += " algorithm=" + options.optimizer.getValue();
   // Sharded state is updated shard by shard; the clipping norm spans the mesh.
   bool shardedState = shard->ranks() > 1 && shard->shardsParameters();
   if (shardedState || shard->tp > 1)

@@ -148,7 +148,7 @@ static FailureOr<Wide> executedFlops(Operation *op) {
       .Case([](AttentionGradOp a) { return FailureOr<Wide>(5 * attentionProduct(a)); })
       .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
-      .Case<AdamwOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
+      .Case<AdamwOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp, LionOp, SgdOp,
             CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,
             LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,

@@ -1,7 +1,8 @@
 //===- MemoryPlan.cpp - static buffer assignment of a training step -------===//
 //
-// 1. Aliases: a reshape shares its operand's storage; step.adamw writes its
-//    results over its parameter and moment arguments (in-place update).
+// 1. Aliases: a reshape shares its operand's storage; an optimizer update
+//    (step.adamw, sgd, lion) writes its results over its parameter and state
+//    arguments (in place).
 // 2. Buffers: every other result gets a buffer, except that an elementwise
 //    op or kernel (stepk.fused) takes over an operand's buffer when that
 //    buffer is not an argument,
@@ -119,9 +120,17 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
         extend(plan.bufferOf[in], reshape.getResult());
       continue;  // else a reshape of an unstored value: nothing to hold
     }
-    if (auto adamw = dyn_cast<AdamwOp>(op)) {
-      Value targets[3] = {adamw.getParam(), adamw.getM(), adamw.getV()};
-      for (auto [result, target] : llvm::zip(adamw.getResults(), targets)) {
+    // An optimizer update writes its results over the parameter and its
+    // state (operands 0 and 2.., in the results' order).
+    SmallVector<Value, 3> targets;
+    if (auto adamw = dyn_cast<AdamwOp>(op))
+      targets = {adamw.getParam(), adamw.getM(), adamw.getV()};
+    else if (auto sgd = dyn_cast<SgdOp>(op))
+      targets = {sgd.getParam(), sgd.getBuf()};
+    else if (auto lion = dyn_cast<LionOp>(op))
+      targets = {lion.getParam(), lion.getM()};
+    if (!targets.empty()) {
+      for (auto [result, target] : llvm::zip(op.getResults(), targets)) {
         if (plan.argumentOf.count(target))
           plan.argumentOf[result] = plan.argumentOf[target];
         else

@@ -1,4 +1,4 @@
-//===- Optimizer.cpp - global-norm clipping and AdamW ---------------------===//
+//===- Optimizer.cpp - global-norm clipping and the optimizer update ------===//
 
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/Passes.h"
@@ -21,7 +21,11 @@ using namespace stepc::step;
 namespace {
 
 struct OptimizerOptions {
-  double beta1, beta2, epsilon, weightDecay, maxGradNorm;
+  /// adamw, adam, sgd or lion.
+  std::string algorithm;
+  double beta1, beta2, epsilon, momentum;
+  bool nesterov;
+  double weightDecay, maxGradNorm;
   /// Mesh over whose ranks the gradients are sharded ("" if not), and the
   /// axis they are sharded along.
   std::string mesh;
@@ -93,7 +97,12 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     newArgs.push_back(argTypes[i]);
     argAttrs.push_back(grad.getArgAttrDict(i));
   }
-  for (Moment moment : {Moment::ExpAvg, Moment::ExpAvgSq})
+  // The optimizer's state per parameter: AdamW's and Adam's two moments,
+  // SGD's momentum buffer or Lion's moment (both kept as exp_avg).
+  SmallVector<Moment, 2> moments{Moment::ExpAvg};
+  if (options.algorithm == "adamw" || options.algorithm == "adam")
+    moments.push_back(Moment::ExpAvgSq);
+  for (Moment moment : moments)
     for (auto [i, name] : llvm::zip(params, names)) {
       newArgs.push_back(argTypes[i]);
       argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
@@ -109,13 +118,12 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
         b.getNamedAttr(StepDialect::kHyperAttrName, HyperAttr::get(b.getContext(), hyper))));
   }
   // The updated parameters, then each moment, in the arguments' order.
-  for (int kind = 0; kind < 3; ++kind)
+  for (int kind = 0; kind <= int(moments.size()); ++kind)
     for (auto [i, name] : llvm::zip(params, names)) {
       newResults.push_back(argTypes[i]);
       resultAttrs.push_back(resultRoleDict(
           kind == 0 ? ResultAttr::get(b.getContext(), Role::Param, name)
-                    : ResultAttr::get(b.getContext(), kind == 1 ? Moment::ExpAvg : Moment::ExpAvgSq,
-                                      name)));
+                    : ResultAttr::get(b.getContext(), moments[kind - 1], name)));
     }
 
   for (unsigned k = 0; k < outputs; ++k) {
@@ -136,11 +144,12 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // The gradient function's body, its arguments mapped to the new ones.
   Block *entry = step.addEntryBlock();
   size_t n = params.size();
+  const size_t states = moments.size(), firstInput = (1 + states) * n;
   IRMapping mapping;
   for (auto [k, i] : llvm::enumerate(params))
     mapping.map(grad.getArgument(i), entry->getArgument(k));
   for (auto [k, i] : llvm::enumerate(inputs))
-    mapping.map(grad.getArgument(i), entry->getArgument(3 * n + k));
+    mapping.map(grad.getArgument(i), entry->getArgument(firstInput + k));
   b.setInsertionPointToEnd(entry);
   auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
   for (Operation &op : grad.getBody().front().without_terminator())
@@ -149,8 +158,8 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   SmallVector<Value> grads;
   for (unsigned k = 0; k < n; ++k)
     grads.push_back(mapping.lookup(gradReturn.getOperand(k + 1)));
-  Value lr = entry->getArgument(3 * n + inputs.size());
-  Value stepNumber = entry->getArgument(3 * n + inputs.size() + 1);
+  Value lr = entry->getArgument(firstInput + inputs.size());
+  Value stepNumber = entry->getArgument(firstInput + inputs.size() + 1);
 
   // norm = sqrt(Σ_i Σ g_i²); scale = min(1, max_norm / (norm + 1e-6))
   // tp-split gradients are each rank's part of one gradient: their squares
@@ -200,11 +209,29 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     double decay = cast<RankedTensorType>(param.getType()).getRank() >= 2
                        ? options.weightDecay
                        : 0.0;
+    Value m = entry->getArgument(n + k);
+    if (options.algorithm == "sgd") {
+      auto update = b.create<SgdOp>(loc, param, g, m, lrK, scaleK,
+                                    b.getF64FloatAttr(options.momentum),
+                                    b.getBoolAttr(options.nesterov), b.getF64FloatAttr(decay));
+      newParams.push_back(update.getNewParam());
+      newM.push_back(update.getNewBuf());
+      continue;
+    }
+    if (options.algorithm == "lion") {
+      auto update = b.create<LionOp>(loc, param, g, m, lrK, scaleK,
+                                     b.getF64FloatAttr(options.beta1),
+                                     b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(decay));
+      newParams.push_back(update.getNewParam());
+      newM.push_back(update.getNewM());
+      continue;
+    }
     auto update = b.create<AdamwOp>(
-        loc, param, g, entry->getArgument(n + k), entry->getArgument(2 * n + k),
-        lrK, stepK, scaleK, b.getF64FloatAttr(options.beta1),
-        b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
-        b.getF64FloatAttr(decay));
+        loc, param, g, m, entry->getArgument(2 * n + k), lrK, stepK, scaleK,
+        b.getF64FloatAttr(options.beta1), b.getF64FloatAttr(options.beta2),
+        b.getF64FloatAttr(options.epsilon), b.getF64FloatAttr(decay),
+        // (AdamW's decoupled decay is the op's default.)
+        options.algorithm == "adamw" ? BoolAttr() : b.getBoolAttr(false));
     newParams.push_back(update.getNewParam());
     newM.push_back(update.getNewM());
     newV.push_back(update.getNewV());
@@ -235,15 +262,26 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
                          << "' (run step-autodiff first)";
       return signalPassFailure();
     }
+    if (algorithm != "adamw" && algorithm != "adam" && algorithm != "sgd" &&
+        algorithm != "lion") {
+      emitError(module.getLoc()) << "unknown optimizer '" << algorithm
+                                 << "' (expected adamw, adam, sgd or lion)";
+      return signalPassFailure();
+    }
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && epsilon > 0 &&
-          weightDecay >= 0 && maxGradNorm >= 0)) {
-      emitError(module.getLoc()) << "invalid step-optimizer options: betas must be in "
-                            "[0, 1), epsilon positive, weight-decay and "
+          momentum >= 0 && momentum < 1 && weightDecay >= 0 && maxGradNorm >= 0)) {
+      emitError(module.getLoc()) << "invalid step-optimizer options: betas and momentum must "
+                            "be in [0, 1), epsilon positive, weight-decay and "
                             "max-grad-norm non-negative";
       return signalPassFailure();
     }
-    OptimizerOptions options{beta1, beta2, epsilon, weightDecay, maxGradNorm, mesh, meshAxis,
-                             tpAxis};
+    if (nesterov && (algorithm != "sgd" || momentum == 0)) {
+      emitError(module.getLoc()) << "invalid step-optimizer options: nesterov=true needs "
+                                    "algorithm=sgd (stepc --optimizer=sgd) and a momentum > 0";
+      return signalPassFailure();
+    }
+    OptimizerOptions options{algorithm, beta1, beta2, epsilon, momentum, nesterov,
+                             weightDecay, maxGradNorm, mesh, meshAxis, tpAxis};
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();

@@ -86,6 +86,9 @@ static cl::opt<std::string> precision("precision",
                                       cl::desc("With --train-step: fp32, or bf16 "
                                                "(step-mixed-precision, as stepc --precision)"),
                                       cl::init("fp32"), cl::cat(interpCategory));
+static cl::opt<std::string> optimizer("optimizer",
+                                      cl::desc("The update: adamw, adam, sgd or lion (as stepc)"),
+                                      cl::init("adamw"));
 static cl::opt<std::string> optimizerOptions(
     "optimizer-options", cl::desc("Options for step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),
     cl::init(""), cl::cat(interpCategory));
@@ -435,6 +438,7 @@ int main(int argc, char **argv) {
     StepcPipelineOptions options;
     options.until = trainMode ? "train-step" : "autodiff";
     options.precision = precision.getValue();
+    options.optimizer = optimizer.getValue();
     options.optimizerOptions = optimizerOptions.getValue();
     if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
           llvm::errs() << "stepc-interp: " << message << "\n";

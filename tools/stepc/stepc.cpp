@@ -142,6 +142,14 @@ static cl::opt<bool> profile("profile",
                                        "seconds) is written to $STEPC_PROFILE, or stderr, "
                                        "when step.so is unloaded"),
                               cl::init(false), cl::cat(stepcCategory));
+static cl::opt<std::string> optimizer(
+    "optimizer",
+    cl::desc("The update, each as PyTorch's on the clipped gradient: adamw (the default), "
+             "adam (L2 weight decay), sgd (momentum, --optimizer-options=nesterov=true) or "
+             "lion; hyperparameters (defaults) through --optimizer-options: beta1 (0.9), "
+             "beta2 (0.95), epsilon (1e-8), momentum (0.9, sgd), nesterov (false), "
+             "weight-decay (0.1, on parameters of rank >= 2), max-grad-norm (1.0)"),
+    cl::init("adamw"), cl::cat(stepcCategory));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
@@ -292,6 +300,7 @@ int main(int argc, char **argv) {
   options.precision = precision.getValue();
   options.fsdpReshard = fsdpReshard.getValue();
   options.sequenceParallel = sequenceParallel.getValue();
+  options.optimizer = optimizer.getValue();
   options.optimizerOptions = optimizerOptions.getValue();
   options.fuseElementwise = fuseElementwise.getValue();
   options.remat = remat.getValue();

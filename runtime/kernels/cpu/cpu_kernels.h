@@ -99,6 +99,16 @@ int64_t stepc_cpu_embedding_shard_grad(const float *dy, const int32_t *ids,
 void stepc_cpu_adamw(float *param, const float *grad, float *m, float *v, int64_t n,
                      const float *lr, const float *step, const float *grad_scale, double beta1,
                      double beta2, double eps, double weight_decay);
+/* torch.optim.Adam: weight decay as an L2 term of the gradient. */
+void stepc_cpu_adam(float *param, const float *grad, float *m, float *v, int64_t n,
+                    const float *lr, const float *step, const float *grad_scale, double beta1,
+                    double beta2, double eps, double weight_decay);
+/* torch.optim.SGD (dampening 0) on grad · grad_scale; buf is the momentum. */
+void stepc_cpu_sgd(float *param, const float *grad, float *buf, int64_t n, const float *lr,
+                   const float *grad_scale, double momentum, int nesterov, double weight_decay);
+/* Lion (the reference implementation) on grad · grad_scale. */
+void stepc_cpu_lion(float *param, const float *grad, float *m, int64_t n, const float *lr,
+                    const float *grad_scale, double beta1, double beta2, double weight_decay);
 
 /* Vector variants of the math the generated loops call exist in glibc's
  * libmvec (expf, logf since 2.22; erff, tanhf since 2.35): declaring them

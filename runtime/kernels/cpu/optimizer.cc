@@ -1,5 +1,7 @@
-// AdamW on the CPU, rounded as torch.optim.AdamW rounds (single-tensor path,
-// float32): bit-identical to it (test/Runtime/adamw-torch.test). This file
+// The optimizer updates on the CPU, rounded as PyTorch rounds them
+// (single-tensor paths, float32): AdamW and Adam bit-identical to
+// torch.optim (test/Runtime/adamw-torch.test, optimizers-torch.test), SGD
+// likewise, Lion as its reference implementation. This file
 // is compiled with -ffp-contract=off: PyTorch's separate tensor ops round
 // each product (param·decay, m·β1, v·β2) before the next op reads it, and
 // fuses only where its kernels do (add with alpha, addcmul), written here
@@ -11,27 +13,88 @@
 #include "runtime/kernels/adamw_scalars.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 
-// torch.optim.AdamW on grad · grad_scale.
-extern "C" void stepc_cpu_adamw(float* param, const float* grad, float* m, float* v, int64_t n,
-                                const float* lr_ptr, const float* step_ptr,
-                                const float* scale_ptr, double beta1, double beta2, double eps,
-                                double weight_decay) {
+namespace {
+
+// torch.optim.AdamW (decoupled) or Adam (L2) on grad · grad_scale.
+void Adam(float* param, const float* grad, float* m, float* v, int64_t n, const float* lr_ptr,
+          const float* step_ptr, const float* scale_ptr, double beta1, double beta2, double eps,
+          double weight_decay, bool decoupled) {
   const float lr = *lr_ptr, scale = *scale_ptr;
   const double t = *step_ptr;
-  const float decay = static_cast<float>(1.0 - lr * weight_decay);
+  const float decay = decoupled ? static_cast<float>(1.0 - lr * weight_decay) : 1.0f;
+  const float l2 = decoupled ? 0.0f : static_cast<float>(weight_decay);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
   const AdamwScalars k = AdamwScalars::Of(beta1, beta2, eps);
 #pragma omp parallel for simd
   for (int64_t i = 0; i < n; ++i) {
-    const float g = grad[i] * scale;
+    // Adam: grad.add(param, alpha=weight_decay)
+    const float g = decoupled ? grad[i] * scale : std::fma(l2, param[i], grad[i] * scale);
     // exp_avg.mul_(β1).add_(g, alpha=1-β1); exp_avg_sq.mul_(β2).addcmul_(g, g, value=1-β2)
     const float mi = std::fma(k.one_minus_beta1, g, m[i] * k.beta1);
     const float vi = std::fma(k.one_minus_beta2 * g, g, v[i] * k.beta2);
     m[i] = mi;
     v[i] = vi;
-    // param.mul_(decay).addcdiv_(m, sqrt(v) / bc2_sqrt + eps, value=-step_size)
-    const float decayed = param[i] * decay;
+    // (AdamW: param.mul_(decay)) param.addcdiv_(m, sqrt(v) / bc2_sqrt + eps, value=-step_size)
+    const float decayed = decoupled ? param[i] * decay : param[i];
     param[i] = decayed + (-step_size * mi) / (std::sqrt(vi) / bc2_sqrt + k.eps);
+  }
+}
+
+}  // namespace
+
+// torch.optim.AdamW on grad · grad_scale.
+extern "C" void stepc_cpu_adamw(float* param, const float* grad, float* m, float* v, int64_t n,
+                                const float* lr_ptr, const float* step_ptr,
+                                const float* scale_ptr, double beta1, double beta2, double eps,
+                                double weight_decay) {
+  Adam(param, grad, m, v, n, lr_ptr, step_ptr, scale_ptr, beta1, beta2, eps, weight_decay,
+       /*decoupled=*/true);
+}
+
+// torch.optim.Adam on grad · grad_scale.
+extern "C" void stepc_cpu_adam(float* param, const float* grad, float* m, float* v, int64_t n,
+                               const float* lr_ptr, const float* step_ptr, const float* scale_ptr,
+                               double beta1, double beta2, double eps, double weight_decay) {
+  Adam(param, grad, m, v, n, lr_ptr, step_ptr, scale_ptr, beta1, beta2, eps, weight_decay,
+       /*decoupled=*/false);
+}
+
+// torch.optim.SGD (dampening 0) on grad · grad_scale. The buffer starts at
+// zero, so the first step's momentum·0 + d_p is torch's clone(d_p).
+extern "C" void stepc_cpu_sgd(float* param, const float* grad, float* buf, int64_t n,
+                              const float* lr_ptr, const float* scale_ptr, double momentum,
+                              int nesterov, double weight_decay) {
+  const float lr = *lr_ptr, scale = *scale_ptr;
+  const float mu = static_cast<float>(momentum), wd = static_cast<float>(weight_decay);
+#pragma omp parallel for simd
+  for (int64_t i = 0; i < n; ++i) {
+    // d_p.add(param, alpha=wd); buf.mul_(μ).add_(d_p); d_p.add(buf, alpha=μ)
+    const float d = std::fma(wd, param[i], grad[i] * scale);
+    const float b = buf[i] * mu + d;
+    buf[i] = b;
+    const float step = nesterov ? std::fma(mu, b, d) : b;
+    // param.add_(d_p, alpha=-lr)
+    param[i] = std::fma(-lr, step, param[i]);
+  }
+}
+
+// Lion on grad · grad_scale, as the reference implementation rounds it.
+extern "C" void stepc_cpu_lion(float* param, const float* grad, float* m, int64_t n,
+                               const float* lr_ptr, const float* scale_ptr, double beta1,
+                               double beta2, double weight_decay) {
+  const float lr = *lr_ptr, scale = *scale_ptr;
+  const float decay = static_cast<float>(1.0 - lr * weight_decay);
+  const float b1 = static_cast<float>(beta1), one_minus_b1 = static_cast<float>(1.0 - beta1);
+  const float b2 = static_cast<float>(beta2), one_minus_b2 = static_cast<float>(1.0 - beta2);
+#pragma omp parallel for simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] * scale;
+    // p.mul_(1 - lr·wd); c = m.mul(β1).add(g, alpha=1-β1); p.add_(sign(c), alpha=-lr)
+    const float c = std::fma(one_minus_b1, g, m[i] * b1);
+    const float sign = c > 0.0f ? 1.0f : c < 0.0f ? -1.0f : 0.0f;
+    param[i] = std::fma(-lr, sign, param[i] * decay);
+    // m.mul_(β2).add_(g, alpha=1-β2)
+    m[i] = std::fma(one_minus_b2, g, m[i] * b2);
   }
 }

@@ -134,6 +134,19 @@ typedef struct {
 int stepc_cuda_adamw(stepc_cuda_ctx *ctx, const stepc_adamw_tensor *tensors, int count,
                      const float *lr, const float *step, const float *grad_scale, double beta1,
                      double beta2, double eps, double weight_decay);
+/* torch.optim.Adam likewise (weight decay as an L2 term of the gradient). */
+int stepc_cuda_adam(stepc_cuda_ctx *ctx, const stepc_adamw_tensor *tensors, int count,
+                    const float *lr, const float *step, const float *grad_scale, double beta1,
+                    double beta2, double eps, double weight_decay);
+/* torch.optim.SGD (dampening 0) on grad · grad_scale for one tensor; buf is
+ * the momentum. The CPU kernel's roundings. */
+int stepc_cuda_sgd(stepc_cuda_ctx *ctx, float *param, const float *grad, float *buf, int64_t n,
+                   const float *lr, const float *grad_scale, double momentum, int nesterov,
+                   double weight_decay);
+/* Lion (the reference implementation) on grad · grad_scale for one tensor. */
+int stepc_cuda_lion(stepc_cuda_ctx *ctx, float *param, const float *grad, float *m, int64_t n,
+                    const float *lr, const float *grad_scale, double beta1, double beta2,
+                    double weight_decay);
 
 /* What a GEMM's epilogue does after acc = op_a(A) @ op_b(B) (+ bias). The
  * GELU is the tanh approximation (cuBLASLt's); f32 output, N % 8 == 0. */

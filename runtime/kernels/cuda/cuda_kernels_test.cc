@@ -470,6 +470,57 @@ TEST_F(CudaKernels, MultiTensorAdamwMatchesTheCpuPerTensor) {
   }
 }
 
+// Adam (L2 decay), SGD (plain and Nesterov) and Lion: the CUDA kernels
+// follow the CPU kernels' roundings (bit for bit on the host).
+TEST_F(CudaKernels, OtherOptimizersMatchTheCpu) {
+  const int64_t n = 4099;
+  const float lr = 3e-4f, step = 3.0f, scale = 0.5f;
+  auto expect_same = [&](const float* device, const Floats& host, const char* what) {
+#ifdef STEPC_CUDA_EMULATION
+    EXPECT_EQ(Down(device, host.size()), host) << what;
+#else
+    EXPECT_LT(RelError(Down(device, host.size()), host), 1e-6) << what;
+#endif
+  };
+  {
+    Floats p = Random(n, 1), g = Random(n, 2), m = Random(n, 3, 0.1f), v = Random(n, 4, 0.1f);
+    for (float& x : v) x = std::fabs(x);
+    float *P = Up(p), *M = Up(m), *V = Up(v);
+    stepc_adamw_tensor t = {P, Up(g), M, V, n};
+    ASSERT_EQ(stepc_cuda_adam(&ctx_, &t, 1, Up(Floats{lr}), Up(Floats{step}), Up(Floats{scale}),
+                              0.9, 0.95, 1e-8, 0.1),
+              0)
+        << error_;
+    stepc_cpu_adam(p.data(), g.data(), m.data(), v.data(), n, &lr, &step, &scale, 0.9, 0.95,
+                   1e-8, 0.1);
+    expect_same(P, p, "adam param");
+    expect_same(M, m, "adam exp_avg");
+    expect_same(V, v, "adam exp_avg_sq");
+  }
+  for (int nesterov : {0, 1}) {
+    Floats p = Random(n, 5), g = Random(n, 6), b = Random(n, 7, 0.1f);
+    float *P = Up(p), *B = Up(b);
+    ASSERT_EQ(stepc_cuda_sgd(&ctx_, P, Up(g), B, n, Up(Floats{lr}), Up(Floats{scale}), 0.9,
+                             nesterov, 0.1),
+              0)
+        << error_;
+    stepc_cpu_sgd(p.data(), g.data(), b.data(), n, &lr, &scale, 0.9, nesterov, 0.1);
+    expect_same(P, p, "sgd param");
+    expect_same(B, b, "sgd momentum");
+  }
+  {
+    Floats p = Random(n, 8), g = Random(n, 9), m = Random(n, 10, 0.1f);
+    float *P = Up(p), *M = Up(m);
+    ASSERT_EQ(stepc_cuda_lion(&ctx_, P, Up(g), M, n, Up(Floats{lr}), Up(Floats{scale}), 0.9,
+                              0.99, 0.1),
+              0)
+        << error_;
+    stepc_cpu_lion(p.data(), g.data(), m.data(), n, &lr, &scale, 0.9, 0.99, 0.1);
+    expect_same(P, p, "lion param");
+    expect_same(M, m, "lion moment");
+  }
+}
+
 TEST_F(CudaKernels, LaunchErrorsAreStatusesNamingTheCall) {
   // A head dim above the kernels' limit: refused before any launch.
   ASSERT_NE(stepc_cuda_attention(&ctx_, nullptr, nullptr, nullptr, STEPC_CUDA_F32, 1, 4, 4, 1, 1,

@@ -75,6 +75,9 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
       llvm::cl::desc("With tp: split the norms and residual adds between the tp regions "
                      "along the sequence (Megatron's sequence parallelism)"),
       llvm::cl::init(false)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("The update: adamw, adam, sgd or lion"),
+                                llvm::cl::init("adamw")};
   Option<std::string> optimizerOptions{
       *this, "optimizer-options",
       llvm::cl::desc("Options of step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),

@@ -161,3 +161,37 @@ LogicalResult AdamwOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   types.append({param, param, param});
   return success();
 }
+
+LogicalResult SgdOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                      Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Type param = adaptor.getParam().getType();
+  for (Value state : {adaptor.getGrad(), adaptor.getBuf()})
+    if (state.getType() != param)
+      return opError<SgdOp>(loc, "expects gradient and momentum buffer of the parameter's type ",
+                            param, ", got ", state.getType());
+  double momentum = adaptor.getMomentum().convertToDouble();
+  if (!(momentum >= 0.0 && momentum < 1.0) ||
+      !(adaptor.getWeightDecay().convertToDouble() >= 0.0))
+    return opError<SgdOp>(loc, "expects a momentum in [0, 1) and a non-negative weight "
+                               "decay");
+  if (adaptor.getNesterov() && momentum == 0.0)
+    return opError<SgdOp>(loc, "expects a momentum > 0 with nesterov");
+  types.append({param, param});
+  return success();
+}
+
+LogicalResult LionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Type param = adaptor.getParam().getType();
+  for (Value state : {adaptor.getGrad(), adaptor.getM()})
+    if (state.getType() != param)
+      return opError<LionOp>(loc, "expects gradient and moment of the parameter's type ", param,
+                             ", got ", state.getType());
+  double beta1 = adaptor.getBeta1().convertToDouble();
+  double beta2 = adaptor.getBeta2().convertToDouble();
+  if (!(beta1 >= 0.0 && beta1 < 1.0 && beta2 >= 0.0 && beta2 < 1.0) ||
+      !(adaptor.getWeightDecay().convertToDouble() >= 0.0))
+    return opError<LionOp>(loc, "expects betas in [0, 1) and a non-negative weight decay");
+  types.append({param, param});
+  return success();
+}

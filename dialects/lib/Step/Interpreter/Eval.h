@@ -27,7 +27,7 @@ mlir::LogicalResult evalMatmul(mlir::Operation *op, Operands in, Results out);
 mlir::LogicalResult evalNorm(mlir::Operation *op, Operands in, Results out);
 /// attention, rotary and attention_grad.
 mlir::LogicalResult evalAttention(mlir::Operation *op, Operands in, Results out);
-/// cross_entropy, embedding and their gradients; adamw.
+/// cross_entropy, embedding and their gradients; adamw, sgd, lion.
 mlir::LogicalResult evalLoss(mlir::Operation *op, Operands in, Results out);
 
 /// Product of `shape[begin, end)`.

@@ -103,7 +103,12 @@ LogicalResult adamw(AdamwOp op, Operands in, Results out) {
   double stepSize = lr / bc1;
   for (int64_t i = 0; i < in[0]->numel(); ++i) {
     double g = in[1]->data[i] * scale;
-    double p = in[0]->data[i] * (1.0 - lr * wd);
+    double p = in[0]->data[i];
+    // AdamW shrinks the parameter; Adam adds the L2 term to the gradient.
+    if (op.getDecoupledWeightDecay())
+      p *= 1.0 - lr * wd;
+    else
+      g += wd * p;
     double m = in[2]->data[i] * b1 + (1.0 - b1) * g;
     double v = in[3]->data[i] * b2 + (1.0 - b2) * g * g;
     out[0].data[i] = p - stepSize * m / (std::sqrt(v) / bc2Sqrt + eps);
@@ -113,11 +118,44 @@ LogicalResult adamw(AdamwOp op, Operands in, Results out) {
   return success();
 }
 
+// PyTorch's SGD (dampening 0) after scaling the gradient by grad_scale.
+LogicalResult sgd(SgdOp op, Operands in, Results out) {
+  double lr = in[3]->data[0], scale = in[4]->data[0];
+  double mu = op.getMomentum().convertToDouble();
+  double wd = op.getWeightDecay().convertToDouble();
+  for (int64_t i = 0; i < in[0]->numel(); ++i) {
+    double p = in[0]->data[i];
+    double g = in[1]->data[i] * scale + wd * p;
+    double b = mu * in[2]->data[i] + g;
+    double d = op.getNesterov() ? g + mu * b : b;
+    out[0].data[i] = p - lr * d;
+    out[1].data[i] = b;
+  }
+  return success();
+}
+
+// Lion (the reference implementation's update) after scaling the gradient.
+LogicalResult lion(LionOp op, Operands in, Results out) {
+  double lr = in[3]->data[0], scale = in[4]->data[0];
+  double b1 = op.getBeta1().convertToDouble(), b2 = op.getBeta2().convertToDouble();
+  double wd = op.getWeightDecay().convertToDouble();
+  for (int64_t i = 0; i < in[0]->numel(); ++i) {
+    double g = in[1]->data[i] * scale, m = in[2]->data[i];
+    double c = b1 * m + (1.0 - b1) * g;
+    double sign = c > 0 ? 1.0 : c < 0 ? -1.0 : 0.0;
+    out[0].data[i] = in[0]->data[i] * (1.0 - lr * wd) - lr * sign;
+    out[1].data[i] = b2 * m + (1.0 - b2) * g;
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult stepc::interp::evalLoss(Operation *op, Operands in, Results out) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](AdamwOp a) { return adamw(a, in, out); })
+      .Case([&](SgdOp a) { return sgd(a, in, out); })
+      .Case([&](LionOp a) { return lion(a, in, out); })
       .Case([&](CrossEntropyGradOp) {
         return crossEntropy(op, *in[1], *in[2], in[0], out[0]);
       })

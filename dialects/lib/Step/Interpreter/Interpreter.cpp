@@ -79,8 +79,8 @@ static LogicalResult (*familyOf(Operation *op))(Operation *, Operands, Results) 
             SoftmaxGradOp, SoftmaxOp>([](Operation *) { return &evalNorm; })
       .Case<AttentionGradOp, AttentionOp, RotaryOp>(
           [](Operation *) { return &evalAttention; })
-      .Case<AdamwOp, CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp,
-            EmbeddingOp>([](Operation *) { return &evalLoss; })
+      .Case<AdamwOp, CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,
+            LionOp, SgdOp>([](Operation *) { return &evalLoss; })
       .Default([](Operation *) -> Fn { return nullptr; });
 }
 

@@ -262,7 +262,7 @@ def StepScheduleCollectives : Pass<"step-schedule-collectives", "mlir::ModuleOp"
 }
 
 def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
-  let summary = "Append global-norm clipping and AdamW: the training step";
+  let summary = "Append global-norm clipping and the optimizer: the training step";
   let description = [{
     For every `@f_grad` marked `step.gradient`, adds `@f_train_step`, marked
     `step.train_step`:
@@ -284,13 +284,26 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     `#step.result<exp_avg, "<name>">` / `<exp_avg_sq, ...>` (`step.result`); each new
     parameter and moment may be written over its old buffer (in-place update,
     docs/design/training-step.md).
+
+    `algorithm` chooses the update (each PyTorch's, on the clipped
+    gradient): `adamw` (above), `adam` (`step.adamw` with
+    `decoupled_weight_decay = false`: the decay is an L2 term of the
+    gradient), `sgd` (`step.sgd`: momentum, optionally Nesterov; L2 weight
+    decay; its momentum buffer is the `exp_avg` state) and `lion`
+    (`step.lion`: sign of the β1 interpolation, decoupled decay; one
+    `exp_avg` state). sgd and lion keep no `exp_avg_sq`.
   }];
   let options = [
-    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW β1">,
-    Option<"beta2", "beta2", "double", /*default=*/"0.95", "AdamW β2">,
-    Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW ε">,
+    Option<"algorithm", "algorithm", "std::string", /*default=*/"\"adamw\"",
+           "adamw, adam, sgd or lion">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW/Adam/Lion β1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.95", "AdamW/Adam/Lion β2">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW/Adam ε">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD with Nesterov momentum">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.1",
-           "decoupled weight decay on parameters of rank >= 2">,
+           "weight decay on parameters of rank >= 2 (decoupled for adamw and lion, "
+           "an L2 term for adam and sgd)">,
     Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"1.0",
            "global-norm clipping threshold (0 disables clipping)">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",

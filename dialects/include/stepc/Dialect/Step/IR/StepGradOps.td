@@ -224,6 +224,10 @@ def Step_AdamwOp : Step_InferredOp<"adamw"> {
     Results are the new parameter, m and v; a back end updates them in
     place (the operands are donated).
 
+    With `decoupled_weight_decay = false` it is `torch.optim.Adam`: the
+    decay is an L2 term added to the (scaled) gradient instead,
+    `g = grad · grad_scale + weight_decay · p`, and `p` is not shrunk.
+
     ```mlir
     %p2, %m2, %v2 = step.adamw %p, %g, %m, %v, %lr, %t, %scale
         {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64}
@@ -236,11 +240,75 @@ def Step_AdamwOp : Step_InferredOp<"adamw"> {
                        0DTensorOf<[F32, F64]>:$lr, 0DTensorOf<[F32, F64]>:$step,
                        0DTensorOf<[F32, F64]>:$grad_scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
-                       F64Attr:$weight_decay);
+                       F64Attr:$weight_decay,
+                       DefaultValuedAttr<BoolAttr, "true">:$decoupled_weight_decay);
   let results = (outs Step_FloatTensor:$new_param, Step_FloatTensor:$new_m,
                       Step_FloatTensor:$new_v);
   let assemblyFormat = "$param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` "
                        "$grad_scale attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_SgdOp : Step_InferredOp<"sgd"> {
+  let summary = "one SGD update of a parameter (momentum, Nesterov)";
+  let description = [{
+    PyTorch's `torch.optim.SGD` (dampening 0) for one tensor, on the
+    gradient scaled first; `lr` and `grad_scale` are runtime scalars:
+
+    ```
+    g  = grad · grad_scale + weight_decay · p     L2 weight decay
+    b' = momentum · b + g                          (b starts at 0: b' = g)
+    d  = nesterov ? g + momentum · b' : b'
+    p' = p - lr · d
+    ```
+
+    Results are the new parameter and momentum buffer, updated in place.
+
+    ```mlir
+    %p2, %b2 = step.sgd %p, %g, %b, %lr, %scale
+        {momentum = 0.9 : f64, nesterov = false, weight_decay = 0.0 : f64}
+        : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<f32>, tensor<f32>)
+        -> (tensor<64x64xf32>, tensor<64x64xf32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$param, Step_FloatTensor:$grad,
+                       Step_FloatTensor:$buf, 0DTensorOf<[F32, F64]>:$lr,
+                       0DTensorOf<[F32, F64]>:$grad_scale,
+                       F64Attr:$momentum, BoolAttr:$nesterov, F64Attr:$weight_decay);
+  let results = (outs Step_FloatTensor:$new_param, Step_FloatTensor:$new_buf);
+  let assemblyFormat = "$param `,` $grad `,` $buf `,` $lr `,` $grad_scale attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_LionOp : Step_InferredOp<"lion"> {
+  let summary = "one Lion update of a parameter";
+  let description = [{
+    Lion (Chen et al. 2023, the reference implementation's update) for one
+    tensor, on the gradient scaled first; `lr` and `grad_scale` are
+    runtime scalars:
+
+    ```
+    g  = grad · grad_scale
+    p  = p · (1 - lr · weight_decay)              decoupled weight decay
+    p' = p - lr · sign(β1 · m + (1 - β1) · g)
+    m' = β2 · m + (1 - β2) · g
+    ```
+
+    Results are the new parameter and moment, updated in place.
+
+    ```mlir
+    %p2, %m2 = step.lion %p, %g, %m, %lr, %scale
+        {beta1 = 0.9 : f64, beta2 = 0.99 : f64, weight_decay = 0.1 : f64}
+        : (tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<f32>, tensor<f32>)
+        -> (tensor<64x64xf32>, tensor<64x64xf32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$param, Step_FloatTensor:$grad,
+                       Step_FloatTensor:$m, 0DTensorOf<[F32, F64]>:$lr,
+                       0DTensorOf<[F32, F64]>:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$weight_decay);
+  let results = (outs Step_FloatTensor:$new_param, Step_FloatTensor:$new_m);
+  let assemblyFormat = "$param `,` $grad `,` $m `,` $lr `,` $grad_scale attr-dict `:` "
+                       "functional-type(operands, results)";
 }
 
 #endif // STEPC_DIALECT_STEP_IR_STEPGRADOPS_TD
