@@ -269,10 +269,16 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
       return signalPassFailure();
     }
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && epsilon > 0 &&
-          momentum >= 0 && momentum < 1 && weightDecay >= 0 && maxGradNorm >= 0)) {
-      emitError(module.getLoc()) << "invalid step-optimizer options: betas and momentum must "
-                            "be in [0, 1), epsilon positive, weight-decay and "
+          weightDecay >= 0 && maxGradNorm >= 0)) {
+      emitError(module.getLoc()) << "invalid step-optimizer options: betas must be in "
+                            "[0, 1), epsilon positive, weight-decay and "
                             "max-grad-norm non-negative";
+      return signalPassFailure();
+    }
+    if (!(momentum >= 0 && momentum < 1)) {
+      emitError(module.getLoc()) << "invalid step-optimizer options: momentum must be in "
+                                    "[0, 1), got "
+                                 << momentum.getValue();
       return signalPassFailure();
     }
     if (nesterov && (algorithm != "sgd" || momentum == 0)) {

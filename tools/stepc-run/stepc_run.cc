@@ -15,6 +15,7 @@
 // With neither --data nor --corpus it trains on the embedded corpus
 // (examples/data/sonnets.txt) under a character tokenizer.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -33,14 +34,13 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/flags/internal/program_name.h"
-#include "absl/flags/internal/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "runtime/atomic_file.h"
 #include "runtime/checkpoint.h"
@@ -1033,23 +1033,71 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
 }  // namespace
 }  // namespace stepc
 
+namespace stepc {
+namespace {
+
+// The flags by what they are for; one missing from every group is listed
+// under "other" (so none is ever hidden).
+void PrintHelp() {
+  static const std::pair<const char*, std::vector<const char*>> kGroups[] = {
+      {"data", {"data", "corpus", "batch_npy", "val_data", "val_fraction", "val_batch_npy",
+                "vocab"}},
+      {"schedule", {"steps", "lr", "warmup", "min_lr_ratio", "seed"}},
+      {"parameters in and out", {"init_npy", "init_safetensors", "save_npy", "save_safetensors"}},
+      {"checkpoints", {"checkpoint_dir", "save_every", "keep", "resume", "auto_resume"}},
+      {"evaluation and sampling", {"eval_every", "eval_batches", "save_outputs", "sample",
+                                   "prompt", "temperature", "top_k"}},
+      {"progress and logs", {"log_every", "metrics", "plot", "plot_log"}},
+      {"machine", {"threads"}},
+  };
+  auto all = absl::GetAllFlags();
+  std::map<std::string, absl::CommandLineFlag*> ours;
+  for (auto& [name, flag] : all)
+    if (absl::EndsWith(flag->Filename(), "stepc_run.cc")) ours[std::string(name)] = flag;
+  auto print = [](const absl::CommandLineFlag& flag) {
+    std::string name = std::string(flag.Name());
+    std::replace(name.begin(), name.end(), '_', '-');
+    std::string def = flag.DefaultValue();
+    if (def == "\n") def = "\\n";
+    std::string head = absl::StrCat("  --", name, def.empty() ? "" : absl::StrCat(" (", def, ")"));
+    // The help text wrapped at 80 columns, indented under the flag.
+    std::string line = "      ";
+    std::printf("%s\n", head.c_str());
+    for (absl::string_view word : absl::StrSplit(flag.Help(), ' ', absl::SkipEmpty())) {
+      if (line.size() + word.size() + 1 > 80 && line.size() > 6) {
+        std::printf("%s\n", line.c_str());
+        line = "      ";
+      }
+      absl::StrAppend(&line, line.size() > 6 ? " " : "", word);
+    }
+    if (line.size() > 6) std::printf("%s\n", line.c_str());
+  };
+  std::printf("usage: stepc-run step.so [flags]: train a compiled step (docs/runtime.md)\n");
+  for (const auto& [group, names] : kGroups) {
+    std::printf("\n%s:\n", group);
+    for (const char* name : names)
+      if (auto it = ours.find(name); it != ours.end()) {
+        print(*it->second);
+        ours.erase(it);
+      }
+  }
+  if (!ours.empty()) {
+    std::printf("\nother:\n");
+    for (auto& [name, flag] : ours) print(*flag);
+  }
+}
+
+}  // namespace
+}  // namespace stepc
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("stepc-run step.so [flags]: train a compiled step");
-  // --help lists this file's flags (Abseil would look for a file named after
-  // the program, stepc-run, and find none).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "stepc_run.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  // Abseil (20220623) exits 1 after --help; asking for help is not an error.
+  // --help: the flags grouped by what they are for, spelled as the docs
+  // spell them (asking for help is not an error).
   for (int i = 1; i < argc; ++i)
-    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
-      absl::flags_internal::SetProgramInvocationName(argv[0]);
-      absl::flags_internal::FlagsHelp(std::cout, "stepc_run.",
-                                      absl::flags_internal::HelpFormat::kHumanReadable,
-                                      absl::ProgramUsageMessage());
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h" ||
+        std::string_view(argv[i]) == "--helpfull" || std::string_view(argv[i]) == "--helpshort") {
+      stepc::PrintHelp();
       return 0;
     }
   // Under mpirun/srun, ranks come from MPI; otherwise this is a world of one.
