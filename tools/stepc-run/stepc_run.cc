@@ -671,7 +671,18 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   std::vector<int32_t> tokens, targets;
   TokenData data;
   std::optional<NpyBatches> batches;
-  if (!batch_dir.empty()) {
+  // Resumed with no step left to train, no data named and nothing to
+  // evaluate (e.g. only --sample): no training data is read; the
+  // checkpoint's vocabulary decodes samples.
+  const bool no_data = !resume_dir.empty() && language_model && schedule.steps <= resumed.step &&
+                       !given_flags.contains("data") && !given_flags.contains("corpus") &&
+                       !given_flags.contains("batch_npy") &&
+                       absl::GetFlag(FLAGS_val_fraction) == 0 &&
+                       absl::GetFlag(FLAGS_val_data).empty() &&
+                       absl::GetFlag(FLAGS_val_batch_npy).empty();
+  if (no_data) {
+    data = TokenData::FromText("", "no data (nothing to train)");
+  } else if (!batch_dir.empty()) {
     STEPC_ASSIGN_OR_RETURN(NpyBatches opened, NpyBatches::Open(batch_dir, *module, data_rank, data_world));
     batches = std::move(opened);
   } else {
@@ -777,7 +788,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   if (!resume_dir.empty()) {
     // Other data would make the resumed run another run: refuse it. (The
     // trainer state is another program's file: every field is checked.)
-    if (resumed_trainer.is_object() && resumed_trainer.contains("data")) {
+    if (!no_data && resumed_trainer.is_object() && resumed_trainer.contains("data")) {
       const json& saved = resumed_trainer["data"];
       if (!saved.is_object() || !saved.contains("fingerprint") ||
           !saved["fingerprint"].is_string() || !saved.contains("source") ||
