@@ -43,7 +43,15 @@ def main():
             import tiktoken
         except ImportError:
             sys.exit("prepare_data: --tokenizer gpt2 needs tiktoken (pip install tiktoken)")
-        enc = tiktoken.get_encoding("gpt2")
+        try:
+            # tiktoken downloads the GPT-2 ranks on first use (then caches
+            # them): offline and uncached, that is an error, not a traceback.
+            enc = tiktoken.get_encoding("gpt2")
+        except Exception as e:  # requests' ConnectionError, OSError, ...
+            sys.exit("prepare_data: --tokenizer gpt2 could not load tiktoken's GPT-2 encoding "
+                     f"({type(e).__name__}: {str(e)[:200]}); it is downloaded on first use: "
+                     "run once with network access, or set TIKTOKEN_CACHE_DIR to a directory "
+                     "holding it")
         ids = enc.encode_ordinary(data.decode("utf-8", errors="replace"))
         meta = {"tokenizer": "gpt2", "vocab_size": enc.n_vocab}
     split = int(len(ids) * (1 - args.val_fraction))

@@ -906,6 +906,19 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   };
   if (validate && eval_every > 0 && first_step <= steps)
     STEPC_RETURN_IF_ERROR(report_eval(first_step - 1));
+  // --plot: written when the run ends, and refreshed while it goes (at a
+  // progress line, at most every 10 s: each write redraws every step).
+  auto last_plot = std::chrono::steady_clock::now();
+  auto write_plot = [&]() -> absl::Status {
+    if (!lead || absl::GetFlag(FLAGS_plot).empty() || losses.empty()) return absl::OkStatus();
+    last_plot = std::chrono::steady_clock::now();
+    return WriteLossPlot(
+        absl::GetFlag(FLAGS_plot),
+        LossPlot{losses, first_step, val_losses, absl::GetFlag(FLAGS_plot_log),
+                 absl::StrCat(std::filesystem::path(path).filename().string(), ": ",
+                              info.sharding, ", batch ", global_batch, " x ", seq, ", ",
+                              losses.size(), " steps")});
+  };
   for (int64_t step = first_step; step <= steps; ++step) {
     if (batches) {
       STEPC_ASSIGN_OR_RETURN(const InputBatch b, batches->Load(step - 1));
@@ -947,6 +960,9 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
                   last.grad_norm, rate, rate_unit, gflops);
     std::fflush(stdout);  // a killed run still shows how far it got
+    if (step % log_every == 0 &&
+        std::chrono::steady_clock::now() - last_plot > std::chrono::seconds(10))
+      STEPC_RETURN_IF_ERROR(write_plot());
     if (!std::isfinite(last.loss)) {
       // The metrics up to the failure are kept: they show how it diverged.
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
@@ -973,13 +989,7 @@ absl::Status Run(const std::string& path, std::shared_ptr<Communicator> comm) {
   if (lead && session->module().is_cuda())
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);
-  if (lead && !absl::GetFlag(FLAGS_plot).empty() && !losses.empty())
-    STEPC_RETURN_IF_ERROR(WriteLossPlot(
-        absl::GetFlag(FLAGS_plot),
-        LossPlot{losses, first_step, val_losses, absl::GetFlag(FLAGS_plot_log),
-                 absl::StrCat(std::filesystem::path(path).filename().string(), ": ",
-                              info.sharding, ", batch ", global_batch, " x ", seq, ", ",
-                              losses.size(), " steps")}));
+  STEPC_RETURN_IF_ERROR(write_plot());
   if (absl::GetFlag(FLAGS_sample) > 0) {
     // The character vocabulary (byte vocabulary[i] is id i): the data's,
     // else the one the checkpoint saved.
