@@ -216,6 +216,14 @@ llvm::json::Object StepReport::toJson() const {
       {"arena_bytes", arenaBytes},
       {"live_bytes_peak", liveBytesPeak},
       {"planned_peak_bytes", plannedPeakBytes},
+      // Said plainly, so no one reads the plan as the process's footprint.
+      {"planned_peak_covers",
+       "the step's tensors on one rank: parameters, optimizer state, inputs and the arena "
+       "(on CUDA with cuBLASLt's workspace, the kernels' scratch and saved statistics)"},
+      {"planned_peak_excludes",
+       "the process itself: code, libraries, thread stacks, the runtime's host copies of "
+       "inputs and outputs, MPI/NCCL buffers and the CUDA context; stepc-run --metrics "
+       "reports measured_peak_bytes - baseline_bytes to compare with the plan"},
       {"saved_activation_bytes", savedActivationBytes},
       {"saved_activation_bytes_per_block", savedActivationBytesPerBlock},
       {"saved_activation_bytes_by_block", toJsonObject(savedActivationBytesByBlock)},
