@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -40,6 +41,20 @@ CRASH_MARKERS = ("terminate called", "LLVM ERROR", "Assertion", "Segmentation fa
 
 
 DELETE = object()  # an edit that removes a field
+
+# The character devices the cases read and write, by the kernel's numbers
+# (major 1: null 3, zero 5, full 7).
+DEVICES = {"null": 3, "zero": 5, "full": 7}
+
+
+def private_device(work, name):
+    """A private node of /dev/NAME under `work` (tests run as root: never
+    point a tool at the system's own device files)."""
+    path = os.path.join(work, "dev", name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if not os.path.exists(path):
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, DEVICES[name]))
+    return path
 
 
 class Case:
@@ -213,10 +228,11 @@ def stepc_flag_cases(bin_dir, work, model):
     yield Case("stepc", "unknown-flag", base + ["--no-such-flag"], ["no-such-flag"],
                protect=[model, out])
     yield Case("stepc", "no-input", [f"{bin_dir}/stepc"], ["input", "model", "positional"])
-    yield Case("stepc-opt", "output-device-full", [f"{bin_dir}/stepc-opt", model, "-o", "/dev/full"],
-               ["/dev/full"], protect=[model])
+    full = private_device(work, "full")
+    yield Case("stepc-opt", "output-device-full", [f"{bin_dir}/stepc-opt", model, "-o", full],
+               [full], protect=[model])
     yield Case("stepc", "output-device-full", [f"{bin_dir}/stepc", "--target=cpu", model,
-                                               "--emit=mlir", "-o", "/dev/full"], ["/dev/full"],
+                                               "--emit=mlir", "-o", full], [full],
                protect=[model])
     bf16 = os.path.join(work, "bf16-param.mlir")
     with open(bf16, "w") as f:
@@ -357,8 +373,9 @@ def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
 
     yield case("data-missing", ["--data", os.path.join(d, "nope.bin")], ["nope.bin"])
     yield case("data-directory", ["--data", d], [d])
-    yield case("data-dev-zero", ["--data", "/dev/zero"], ["/dev/zero"], timeout=30)
-    yield case("data-dev-null", ["--data", "/dev/null"], ["/dev/null"])
+    zero, null = private_device(work, "zero"), private_device(work, "null")
+    yield case("data-dev-zero", ["--data", zero], [zero], timeout=30)
+    yield case("data-dev-null", ["--data", null], [null])
     yield data_case("empty", lambda p: open(p, "wb").close(), [])
     yield data_case("odd-bytes", lambda p: open(p, "wb").write(b"\x01\x00" * 500 + b"\x01"), [])
     yield data_case("too-short", lambda p: open(p, "wb").write(b"\x01\x00" * 3), [])
@@ -385,7 +402,7 @@ def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
                argv=[f"{bin_dir}/stepc-run", small_so, "--steps", "1"])
     yield case("corpus-missing", ["--corpus", os.path.join(d, "nope.txt")], ["nope.txt"])
     yield case("corpus-directory", ["--corpus", d], [d])
-    yield case("corpus-dev-zero", ["--corpus", "/dev/zero"], ["/dev/zero"], timeout=30)
+    yield case("corpus-dev-zero", ["--corpus", zero], [zero], timeout=30)
     short = os.path.join(d, "short.txt")
     with open(short, "w") as f:
         f.write("ab")
@@ -742,7 +759,8 @@ def main():
                        (so_other, ["--shard=fsdp:2", "--optimizer-options=beta1=0.8"]),
                        (so_tp, ["--shard=fsdp:2,tp:2"])):
         subprocess.run([f"{bin_dir}/stepc", "--target=cpu", gpt, "-o", out] + extra, check=True)
-    subprocess.run([f"{bin_dir}/stepc", "--target=cpu", gpt, "--emit=mlir", "-o", "/dev/null",
+    subprocess.run([f"{bin_dir}/stepc", "--target=cpu", gpt, "--emit=mlir", "-o",
+                    os.path.join(work, "gpt.mlir"),
                     f"--report={work}/gpt.json"], check=True)
     with open(f"{work}/gpt.json") as f:
         tokens = json.load(f)["tokens_per_step"]

@@ -1,5 +1,5 @@
 // RUN: stepc-opt %s -split-input-file -step-optimizer -verify-diagnostics
-// RUN: not stepc-opt %s -step-autodiff -step-optimizer="beta1=1.5" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OPTS
+// RUN: not stepc-opt %s -step-autodiff -step-optimizer="beta1=1.5" -o %t.discard 2>&1 | FileCheck %s --check-prefix=OPTS
 // OPTS: invalid step-optimizer options: betas must be in [0, 1)
 
 // expected-error @+1 {{no function is marked 'step.gradient' (run step-autodiff first)}}

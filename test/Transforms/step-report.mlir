@@ -1,6 +1,6 @@
-// RUN: stepc-opt %s -split-input-file -step-report -o /dev/null | FileCheck %s
+// RUN: stepc-opt %s -split-input-file -step-report -o %t.discard | FileCheck %s
 // With -split-input-file each split rewrites the file: it holds the last.
-// RUN: stepc-opt %s -split-input-file -step-report="output=%t.json" -o /dev/null && FileCheck %s --check-prefix=FILE < %t.json
+// RUN: stepc-opt %s -split-input-file -step-report="output=%t.json" -o %t.discard && FileCheck %s --check-prefix=FILE < %t.json
 // RUN: stepc-opt %s -split-input-file -step-report -o - | FileCheck %s --check-prefix=IR
 
 // Hand count. Parameters: wte 32x16 (512), w 48x16 (768, via a transpose),

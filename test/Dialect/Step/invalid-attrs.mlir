@@ -186,3 +186,45 @@ func.func @param_negative_block(%w: tensor<2xf32> {step.param = #step.param<"w",
   %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// The memory plan's attributes (step-plan-memory writes them).
+// expected-error @+1 {{expects 'step.memory_plan' to be a dictionary on a function}}
+func.func @plan_not_dict() attributes {step.memory_plan = 3 : i64} {
+  return
+}
+
+// -----
+
+func.func @buffer_count(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expects 'step.buffer' to be an array<i64> of one index (or -1) per result}}
+  %y = step.exp %x {step.buffer = array<i64: 0, 1>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @in_arg_negative(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expects 'step.in_arg' to be an array<i64> of one index (or -1) per result}}
+  %y = step.exp %x {step.in_arg = array<i64: -2>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @lse_offset(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expects 'step.lse_offset' to be an arena offset}}
+  %y = step.exp %x {step.lse_offset = -1 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Names become file names (<name>.npy): no path separators, '..' or control
+// characters.
+// expected-error @+1 {{expects a parameter name that can be a file name}}
+func.func @param_path(%w: tensor<4xf32> {step.param = #step.param<"../w", zeros>}) {
+  return
+}
+

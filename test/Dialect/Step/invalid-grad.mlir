@@ -172,3 +172,43 @@ func.func @result_role_empty_name() -> (tensor<f32> {step.result = #step.result<
   %0 = step.constant dense<0.0> : tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<5xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'step.sgd' op expects gradient and momentum buffer of the parameter's type 'tensor<4xf32>', got 'tensor<5xf32>'}}
+  %0:2 = step.sgd %p, %g, %p, %s, %s {momentum = 0.9 : f64, nesterov = false, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<5xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @sgd_momentum(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'step.sgd' op expects a momentum in [0, 1) and a non-negative weight decay}}
+  %0:2 = step.sgd %p, %p, %p, %s, %s {momentum = 1.0 : f64, nesterov = false, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @sgd_nesterov(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'step.sgd' op expects a momentum > 0 with nesterov}}
+  %0:2 = step.sgd %p, %p, %p, %s, %s {momentum = 0.0 : f64, nesterov = true, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @lion_types(%p: tensor<4xf32>, %m: tensor<4xf64>, %s: tensor<f32>) {
+  // expected-error @+1 {{'step.lion' op expects gradient and moment of the parameter's type 'tensor<4xf32>', got 'tensor<4xf64>'}}
+  %0:2 = step.lion %p, %p, %m, %s, %s {beta1 = 0.9 : f64, beta2 = 0.99 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf64>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @lion_betas(%p: tensor<4xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{'step.lion' op expects betas in [0, 1) and a non-negative weight decay}}
+  %0:2 = step.lion %p, %p, %p, %s, %s {beta1 = 0.9 : f64, beta2 = 0.99 : f64, weight_decay = -0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return
+}

@@ -200,6 +200,12 @@ func.func @backward_ops(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>, %w: ten
   %9 = step.embedding_grad %dy, %ids num_embeddings 32 : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<32x16xf32>
   // CHECK: step.adamw {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64}
   %10:3 = step.adamw %w, %w, %w, %w, %dl, %dl, %dl {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK: step.adamw {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, decoupled_weight_decay = false, epsilon
+  %11:3 = step.adamw %w, %w, %w, %w, %dl, %dl, %dl {beta1 = 0.9 : f64, beta2 = 0.95 : f64, decoupled_weight_decay = false, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>)
+  // CHECK: step.sgd {{.*}} {momentum = 9.000000e-01 : f64, nesterov = true, weight_decay = 0.000000e+00 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>)
+  %12:2 = step.sgd %w, %w, %w, %dl, %dl {momentum = 0.9 : f64, nesterov = true, weight_decay = 0.0 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>)
+  // CHECK: step.lion {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 0.98999999999999999 : f64, weight_decay = 1.000000e-01 : f64}
+  %13:2 = step.lion %w, %w, %w, %dl, %dl {beta1 = 0.9 : f64, beta2 = 0.99 : f64, weight_decay = 0.1 : f64} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>)
   return
 }
 
