@@ -159,3 +159,9 @@ int64_t stepc::targetArenaBytes(func::FuncOp function) {
   auto dict = function->getAttrOfType<DictionaryAttr>(StepDialect::kMemoryPlanAttrName);
   return std::max<int64_t>(0, field(dict, "arena_bytes"));
 }
+
+std::optional<int64_t> stepc::plannedPeakBytes(func::FuncOp function) {
+  auto dict = function->getAttrOfType<DictionaryAttr>(StepDialect::kMemoryPlanAttrName);
+  int64_t peak = field(dict, "planned_peak_bytes");
+  return peak < 0 ? std::nullopt : std::optional<int64_t>(peak);
+}

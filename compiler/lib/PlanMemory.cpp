@@ -64,20 +64,12 @@ CudaArenaLayout layoutForCuda(func::FuncOp step, const MemoryPlan &plan,
   return layout;
 }
 
-/// The planned peak recorded on the module's training step, if any.
-std::optional<int64_t> plannedPeak(ModuleOp module, func::FuncOp *stepOut = nullptr) {
-  for (auto f : module.getOps<func::FuncOp>()) {
-    if (!f->hasAttr(StepDialect::kTrainStepAttrName))
-      continue;
-    auto dict = f->getAttrOfType<DictionaryAttr>(StepDialect::kMemoryPlanAttrName);
-    auto peak = dict ? dyn_cast_or_null<IntegerAttr>(dict.get("planned_peak_bytes"))
-                     : IntegerAttr();
-    if (stepOut)
-      *stepOut = f;
-    if (peak)
-      return peak.getInt();
-  }
-  return std::nullopt;
+/// The module's training step, if any.
+func::FuncOp trainingStep(ModuleOp module) {
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr(StepDialect::kTrainStepAttrName))
+      return f;
+  return {};
 }
 
 struct StepPlanMemoryPass : public stepc::impl::StepPlanMemoryBase<StepPlanMemoryPass> {
@@ -101,7 +93,7 @@ struct StepPlanMemoryPass : public stepc::impl::StepPlanMemoryBase<StepPlanMemor
       if (target == "cuda")
         layout = layoutForCuda(f, plan, fusions);
       writeMemoryPlan(f, plan, layout);
-      int64_t peak = argumentBytes(f) + targetArenaBytes(f);
+      int64_t peak = plannedPeakBytes(f).value_or(0);
       if (train && budget > 0 && peak > budget) {
         f.emitError() << "the " << target.getValue() << " back end's plan needs " << peak
                       << " bytes per rank, over the memory budget of " << budget.getValue()
@@ -143,8 +135,8 @@ struct StepFitMemoryBudgetPass
         candidate.erase();
         return signalPassFailure();
       }
-      func::FuncOp step;
-      std::optional<int64_t> peak = plannedPeak(candidate, &step);
+      func::FuncOp step = trainingStep(candidate);
+      std::optional<int64_t> peak = step ? plannedPeakBytes(step) : std::nullopt;
       if (!peak) {
         candidate.erase();
         module.emitError() << "step-fit-memory-budget: the pipeline left no planned training "

@@ -369,8 +369,7 @@ int main(int argc, char **argv) {
     report->evalArenaBytes = targetArenaBytes(evalStep);
   if (target == "cuda") {
     report->targetArenaBytes = targetArenaBytes(step);
-    report->targetPlannedPeakBytes =
-        report->plannedPeakBytes - plan->arenaBytes + *report->targetArenaBytes;
+    report->targetPlannedPeakBytes = plannedPeakBytes(step);
   }
   if (budgetBytes > 0)
     report->memoryBudgetBytes = budgetBytes;

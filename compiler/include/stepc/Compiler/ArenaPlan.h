@@ -60,6 +60,10 @@ std::optional<CudaArenaLayout> readCudaArena(mlir::func::FuncOp function);
 /// else the plan's), 0 without a plan.
 int64_t targetArenaBytes(mlir::func::FuncOp function);
 
+/// The planned peak recorded on `function` (arguments + the target's
+/// arena: what a memory budget is checked against), if it has a plan.
+std::optional<int64_t> plannedPeakBytes(mlir::func::FuncOp function);
+
 } // namespace stepc
 
 #endif // STEPC_COMPILER_ARENAPLAN_H
