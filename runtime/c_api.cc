@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/communicator.h"
 #include "runtime/session.h"
@@ -86,7 +87,8 @@ int WithSession(stepc_session* s, char* error, size_t len, Body body) {
 // The process's communicator: under a launcher (mpirun, srun) the MPI world,
 // initialised once and finalised at exit, so that a host trainer in any
 // language (Python's stepc.Session) runs a sharded step.so as stepc-run
-// does; otherwise none (each session alone).
+// does; the world of a host that initialised MPI itself (it finalises);
+// otherwise none (each session alone).
 absl::StatusOr<std::shared_ptr<stepc::Communicator>> ProcessCommunicator() {
   static std::mutex mutex;
   static std::shared_ptr<stepc::Communicator>* world = nullptr;
@@ -94,27 +96,36 @@ absl::StatusOr<std::shared_ptr<stepc::Communicator>> ProcessCommunicator() {
   std::lock_guard<std::mutex> lock(mutex);
   if (!tried) {
     tried = true;
-    absl::StatusOr<bool> launched = stepc::MpiInitIfLaunched(nullptr, nullptr);
-    if (!launched.ok()) return launched.status();
-    if (*launched) {
+    const bool host_initialised = stepc::MpiInitialized();
+    bool launched = host_initialised;
+    if (!host_initialised) {
+      absl::StatusOr<bool> init = stepc::MpiInitIfLaunched(nullptr, nullptr);
+      if (!init.ok()) return init.status();
+      launched = *init;
+    }
+    if (launched) {
       absl::StatusOr<std::unique_ptr<stepc::Communicator>> comm =
           stepc::MakeMpiWorldCommunicator();
       if (!comm.ok()) return comm.status();
       // Never destroyed: sessions may outlive static destruction order.
       world = new std::shared_ptr<stepc::Communicator>(std::move(*comm));
-      std::atexit([] { stepc::MpiFinalize(); });
+      if (!host_initialised) std::atexit([] { stepc::MpiFinalize(); });
     }
   }
   return world ? *world : nullptr;
 }
 
-extern "C" stepc_session* stepc_session_create(const char* path, char* error, size_t len) {
+// Loads `path` and creates a session over the communicator `communicator`
+// gives, registered as a handle.
+stepc_session* CreateSession(
+    const char* path, char* error, size_t len,
+    absl::FunctionRef<absl::StatusOr<std::shared_ptr<stepc::Communicator>>()> communicator) {
   stepc_session* created = nullptr;
   Guarded(error, len, [&]() -> absl::Status {
     if (!path) return absl::InvalidArgumentError("module path is NULL");
     absl::StatusOr<std::unique_ptr<stepc::Module>> module = stepc::Module::Load(path);
     if (!module.ok()) return module.status();
-    absl::StatusOr<std::shared_ptr<stepc::Communicator>> comm = ProcessCommunicator();
+    absl::StatusOr<std::shared_ptr<stepc::Communicator>> comm = communicator();
     if (!comm.ok()) return comm.status();
     absl::StatusOr<std::unique_ptr<stepc::Session>> session = stepc::Session::Create(
         std::shared_ptr<const stepc::Module>(std::move(*module)), *comm);
@@ -125,6 +136,21 @@ extern "C" stepc_session* stepc_session_create(const char* path, char* error, si
     return absl::OkStatus();
   });
   return created;
+}
+
+extern "C" stepc_session* stepc_session_create(const char* path, char* error, size_t len) {
+  return CreateSession(path, error, len, ProcessCommunicator);
+}
+
+extern "C" stepc_session* stepc_session_create_mpi(const char* path, const void* mpi_comm,
+                                                   char* error, size_t len) {
+  return CreateSession(path, error, len,
+                       [&]() -> absl::StatusOr<std::shared_ptr<stepc::Communicator>> {
+                         absl::StatusOr<std::unique_ptr<stepc::Communicator>> comm =
+                             stepc::MakeMpiCommunicator(mpi_comm);
+                         if (!comm.ok()) return comm.status();
+                         return std::shared_ptr<stepc::Communicator>(std::move(*comm));
+                       });
 }
 
 extern "C" void stepc_session_destroy(stepc_session* s) {

@@ -57,6 +57,10 @@ class Communicator {
   absl::Status AllGather(int axes, const float* send, float* recv, int64_t count);
   // Every rank's `value`, in rank order.
   virtual absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) = 0;
+  // The MPI_Comm (as `const MPI_Comm*`) this communicator runs over, from
+  // which a device communicator (NCCL) is bootstrapped; null: not MPI (one
+  // rank), and the world serves.
+  virtual const void* mpi_comm() const { return nullptr; }
 
   // The C table a step.so calls; its failures keep their status here.
   const stepc_collectives* table() {
@@ -86,11 +90,17 @@ std::unique_ptr<Communicator> MakeLocalCommunicator();
 // launcher (mpirun/srun: OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK set) and
 // reports whether it did; `MpiFinalize` ends it.
 absl::StatusOr<bool> MpiInitIfLaunched(int* argc, char*** argv);
+// Whether MPI is initialised (by us or by a host) and not finalised.
+bool MpiInitialized();
 void MpiFinalize();
 // Ends every rank of the job (a failed rank must not leave the others
 // waiting in a collective).
 [[noreturn]] void MpiAbort(int code);
 absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiWorldCommunicator();
+// The ranks of a host's own communicator (`mpi_comm` points to its
+// MPI_Comm), duplicated so that the runtime's collectives never match the
+// host's messages. The host has initialised MPI (and finalises it).
+absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(const void* mpi_comm);
 
 }  // namespace stepc
 

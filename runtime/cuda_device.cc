@@ -144,7 +144,7 @@ class CudaDevice : public Device {
 
   // NCCL lives in libstepc_runtime_nccl.so beside this library, loaded
   // only for a multi-GPU step.
-  absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator() override {
+  absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(const void* mpi_comm) override {
 #ifdef STEPC_CUDA_EMULATION
     return std::unique_ptr<Communicator>();  // host memory: MPI serves
 #endif
@@ -154,13 +154,13 @@ class CudaDevice : public Device {
     if (!handle.ok())
       return absl::FailedPreconditionError(absl::StrCat(
           "a multi-GPU step needs NCCL: cannot load ", library, ": ", handle.status().message()));
-    using Make = Communicator* (*)(void*, char*, size_t);
-    auto make = reinterpret_cast<Make>(dlsym(*handle, "stepc_make_nccl_communicator_v1"));
+    using Make = Communicator* (*)(void*, const void*, char*, size_t);
+    auto make = reinterpret_cast<Make>(dlsym(*handle, "stepc_make_nccl_communicator_v2"));
     if (!make)
       return absl::FailedPreconditionError(
-          absl::StrCat("'", library, "' has no stepc_make_nccl_communicator_v1"));
+          absl::StrCat("'", library, "' has no stepc_make_nccl_communicator_v2"));
     char error[512] = {0};
-    Communicator* comm = make(stream_, error, sizeof(error));
+    Communicator* comm = make(stream_, mpi_comm, error, sizeof(error));
     if (!comm) return absl::UnavailableError(error);
     return std::unique_ptr<Communicator>(comm);
   }

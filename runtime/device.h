@@ -43,8 +43,10 @@ class Device {
                                         float* logits, float* const* outputs) = 0;
   // The NCCL communicator of a multi-rank CUDA step (on this device's
   // stream); null: keep the host's (the emulation, whose device memory is
-  // host memory, runs its collectives over MPI).
-  virtual absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator() = 0;
+  // host memory, runs its collectives over MPI). `mpi_comm` (a `const
+  // MPI_Comm*`, null: the world) holds the ranks and bootstraps NCCL.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> MakeCommunicator(
+      const void* mpi_comm) = 0;
   // "CUDA graph: captured once, replayed N" or why steps run eagerly.
   virtual std::string Describe() const = 0;
 };

@@ -1,5 +1,6 @@
-// The MPI communicator: MPI_COMM_WORLD with MPI_ERRORS_RETURN, so a failed
-// call becomes a status naming the call instead of aborting the library.
+// The MPI communicator: the world, or a duplicate of a host's communicator,
+// with MPI_ERRORS_RETURN, so a failed call becomes a status naming the call
+// instead of aborting the library.
 
 #include <mpi.h>
 
@@ -28,15 +29,18 @@ absl::StatusOr<int> Count(int64_t count) {
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator(int rank, int size) : rank_(rank), size_(size) {
-    for (MPI_Comm& c : comms_) c = MPI_COMM_WORLD;
+  // `base` is MPI_COMM_WORLD or a duplicate this communicator owns.
+  MpiCommunicator(MPI_Comm base, int rank, int size) : base_(base), rank_(rank), size_(size) {
+    for (MPI_Comm& c : comms_) c = base_;
   }
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;  // MPI freed them
     Free();
+    if (base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
   }
+  const void* mpi_comm() const override { return &base_; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -52,7 +56,7 @@ class MpiCommunicator : public Communicator {
     for (const MeshSplit& split : MeshSplits(shape, rank_)) {
       if (split.mask == all) continue;
       STEPC_MPI_RETURN_IF_ERROR(
-          MPI_Comm_split(MPI_COMM_WORLD, split.color, rank_, &comms_[split.mask]));
+          MPI_Comm_split(base_, split.color, rank_, &comms_[split.mask]));
       STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_set_errhandler(comms_[split.mask], MPI_ERRORS_RETURN));
     }
     // Masks naming axes past the mesh's join nothing more.
@@ -65,11 +69,11 @@ class MpiCommunicator : public Communicator {
   void Free() {
     std::vector<MPI_Comm> owned;
     for (MPI_Comm c : comms_)
-      if (c != MPI_COMM_WORLD && c != MPI_COMM_SELF && c != MPI_COMM_NULL &&
+      if (c != base_ && c != MPI_COMM_SELF && c != MPI_COMM_NULL &&
           std::find(owned.begin(), owned.end(), c) == owned.end())
         owned.push_back(c);
     for (MPI_Comm& c : owned) MPI_Comm_free(&c);
-    for (MPI_Comm& c : comms_) c = MPI_COMM_WORLD;
+    for (MPI_Comm& c : comms_) c = base_;
   }
 
   absl::StatusOr<MPI_Comm> Comm(int axes) const {
@@ -119,7 +123,7 @@ class MpiCommunicator : public Communicator {
   absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) override {
     std::vector<uint64_t> all(size_);
     STEPC_MPI_RETURN_IF_ERROR(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1,
-                                            MPI_UINT64_T, MPI_COMM_WORLD));
+                                            MPI_UINT64_T, base_));
     return all;
   }
 
@@ -136,6 +140,7 @@ class MpiCommunicator : public Communicator {
     return static_cast<int>(requests_.size()) - 1;
   }
 
+  MPI_Comm base_;
   int rank_, size_;
   MPI_Comm comms_[kMaskCount];  // indexed by axes mask
   std::vector<MPI_Request> requests_;
@@ -157,6 +162,13 @@ absl::StatusOr<bool> MpiInitIfLaunched(int* argc, char*** argv) {
   return true;
 }
 
+bool MpiInitialized() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
 void MpiFinalize() {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
@@ -173,7 +185,33 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiWorldCommunicator() {
   int rank = 0, size = 1;
   STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  std::unique_ptr<Communicator> comm = std::make_unique<MpiCommunicator>(rank, size);
+  std::unique_ptr<Communicator> comm =
+      std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, rank, size);
+  return comm;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> MakeMpiCommunicator(const void* mpi_comm) {
+  if (!mpi_comm) return absl::InvalidArgumentError("the host's MPI communicator is NULL");
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return absl::FailedPreconditionError(
+        "a host's MPI communicator needs MPI initialised by the host (MPI_Init) and not "
+        "finalised");
+  const MPI_Comm host = *static_cast<const MPI_Comm*>(mpi_comm);
+  if (host == MPI_COMM_NULL) return absl::InvalidArgumentError("the host's MPI communicator is MPI_COMM_NULL");
+  // Our own duplicate: the runtime's collectives never match the host's
+  // messages, and its error handler is ours to set.
+  MPI_Comm base;
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_dup(host, &base));
+  int rank = 0, size = 1;
+  if (MPI_Comm_set_errhandler(base, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
+      MPI_Comm_rank(base, &rank) != MPI_SUCCESS || MPI_Comm_size(base, &size) != MPI_SUCCESS) {
+    MPI_Comm_free(&base);
+    return absl::InternalError("cannot set up a duplicate of the host's MPI communicator");
+  }
+  std::unique_ptr<Communicator> comm = std::make_unique<MpiCommunicator>(base, rank, size);
   return comm;
 }
 

@@ -21,14 +21,19 @@ namespace {
 
 class NcclCommunicator : public Communicator {
  public:
-  NcclCommunicator(int rank, int size, cudaStream_t compute)
-      : rank_(rank), size_(size), compute_(compute) {}
+  // `base`: MPI_COMM_WORLD or a duplicate this communicator owns.
+  NcclCommunicator(MPI_Comm base, int rank, int size, cudaStream_t compute)
+      : base_(base), rank_(rank), size_(size), compute_(compute) {}
   ~NcclCommunicator() override {
     for (ncclComm_t c : comms_)
       if (c) ncclCommDestroy(c);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && base_ != MPI_COMM_WORLD) MPI_Comm_free(&base_);
   }
+  const void* mpi_comm() const override { return &base_; }
 
   absl::Status Init() {
     int devices = 0;
@@ -59,7 +64,7 @@ class NcclCommunicator : public Communicator {
     mesh_axes_ = static_cast<int>(shape.size());
     for (const MeshSplit& split : MeshSplits(shape, rank_)) {
       MPI_Comm sub;
-      STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_split(MPI_COMM_WORLD, split.color, rank_, &sub));
+      STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_split(base_, split.color, rank_, &sub));
       int sub_rank = 0, sub_size = 1;
       MPI_Comm_rank(sub, &sub_rank);
       MPI_Comm_size(sub, &sub_size);
@@ -109,7 +114,7 @@ class NcclCommunicator : public Communicator {
   absl::StatusOr<std::vector<uint64_t>> AllGather(uint64_t value) override {
     std::vector<uint64_t> all(size_);
     STEPC_MPI_RETURN_IF_ERROR(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T,
-                                  MPI_COMM_WORLD));
+                                  base_));
     return all;
   }
 
@@ -147,6 +152,7 @@ class NcclCommunicator : public Communicator {
     return id;
   }
 
+  MPI_Comm base_;
   int rank_, size_;
   cudaStream_t compute_ = nullptr, stream_ = nullptr;
   ncclComm_t comms_[kMaskCount] = {};  // by axes mask
@@ -157,11 +163,15 @@ class NcclCommunicator : public Communicator {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(void* compute_stream) {
+absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(void* compute_stream,
+                                                                   const void* mpi_comm) {
+  // A host's communicator is duplicated: it may be freed before this one.
+  MPI_Comm base = MPI_COMM_WORLD;
+  if (mpi_comm) STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_dup(*static_cast<const MPI_Comm*>(mpi_comm), &base));
   int rank = 0, size = 1;
-  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  auto comm = std::make_unique<NcclCommunicator>(rank, size,
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_rank(base, &rank));
+  STEPC_MPI_RETURN_IF_ERROR(MPI_Comm_size(base, &size));
+  auto comm = std::make_unique<NcclCommunicator>(base, rank, size,
                                                  static_cast<cudaStream_t>(compute_stream));
   STEPC_RETURN_IF_ERROR(comm->Init());
   return std::unique_ptr<Communicator>(std::move(comm));
@@ -171,11 +181,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(void* compute
 
 // What libstepc_runtime_cuda.so loads (dlopen) for a multi-GPU step, so
 // that single-GPU runs never need libnccl.
-extern "C" stepc::Communicator* stepc_make_nccl_communicator_v1(void* compute_stream,
+extern "C" stepc::Communicator* stepc_make_nccl_communicator_v2(void* compute_stream,
+                                                                const void* mpi_comm,
                                                                 char* error,
                                                                 size_t error_len) {
   absl::StatusOr<std::unique_ptr<stepc::Communicator>> comm =
-      stepc::MakeNcclCommunicator(compute_stream);
+      stepc::MakeNcclCommunicator(compute_stream, mpi_comm);
   if (!comm.ok()) {
     std::snprintf(error, error_len, "%s", std::string(comm.status().message()).c_str());
     return nullptr;

@@ -15,8 +15,11 @@ namespace stepc {
 
 // Requires MPI to be initialised (MpiInitIfLaunched) and one visible GPU per
 // rank (device = local rank modulo the device count). `compute_stream` is the
-// cudaStream_t the step runs on (nullptr: the default stream).
-absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(void* compute_stream);
+// cudaStream_t the step runs on (nullptr: the default stream); `mpi_comm`
+// (a `const MPI_Comm*`, null: the world) holds the ranks and bootstraps
+// NCCL's unique ids.
+absl::StatusOr<std::unique_ptr<Communicator>> MakeNcclCommunicator(void* compute_stream,
+                                                                   const void* mpi_comm);
 
 }  // namespace stepc
 

@@ -23,7 +23,7 @@ TEST(NcclCommunicator, CollectivesMatchTheirDefinitions) {
     setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
     ASSERT_TRUE(MpiInitIfLaunched(&argc, &argv).ok());
   }
-  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeNcclCommunicator(nullptr);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = MakeNcclCommunicator(nullptr, nullptr);
   ASSERT_TRUE(comm.ok()) << comm.status();
   const int n = (*comm)->size(), rank = (*comm)->rank();
   const int64_t count = 1024;

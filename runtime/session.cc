@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   if (s->module_->is_cuda()) {
     STEPC_ASSIGN_OR_RETURN(s->device_, MakeCudaDevice(s->module_->is_cuda_emulation()));
     if (info.world_size > 1) {
-      STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> nccl, s->device_->MakeCommunicator());
+      STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> nccl, s->device_->MakeCommunicator(
+                                                               s->communicator_->mpi_comm()));
       if (nccl) {
         s->communicator_ = std::move(nccl);
         STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(s->MeshShape()));

@@ -18,8 +18,17 @@ extern "C" {
 
 typedef struct stepc_session stepc_session;
 
-/* Loads step.so and creates a session; NULL on failure. */
+/* Loads step.so and creates a session; NULL on failure. Started by an MPI
+ * launcher (mpirun, srun), or in a host that initialised MPI itself, the
+ * session runs over the MPI world (initialising MPI if the host has not). */
 stepc_session *stepc_session_create(const char *module_path, char *error, size_t error_len);
+/* The same over a host's own communicator: `mpi_comm` points to an MPI_Comm
+ * of the MPI the runtime links (`MPI_Comm comm; ... &comm`) whose ranks run
+ * the step; the runtime duplicates it (its collectives never match the
+ * host's messages) and bootstraps NCCL from it on GPUs. The host
+ * initialises and finalises MPI. */
+stepc_session *stepc_session_create_mpi(const char *module_path, const void *mpi_comm,
+                                        char *error, size_t error_len);
 void stepc_session_destroy(stepc_session *session);
 
 int stepc_session_init_params(stepc_session *session, uint64_t seed, char *error,

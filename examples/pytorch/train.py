@@ -14,7 +14,7 @@ from model import GPT, GPTConfig
 here = os.path.dirname(os.path.abspath(__file__))
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=200)
-p.add_argument("--out", default="/tmp/stepc-nanogpt")
+p.add_argument("--out", default="nanogpt-out")
 a = p.parse_args()
 
 text = open(os.path.join(here, "..", "data", "sonnets.txt"), "rb").read()

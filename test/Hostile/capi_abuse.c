@@ -54,6 +54,14 @@ int main(int argc, char **argv) {
                "no/such/step.so");
   expect_error("create-directory", stepc_session_create(argv[2], error, sizeof error) ? 0 : 1, argv[2]);
   expect_error("create-text-file", stepc_session_create(argv[3], error, sizeof error) ? 0 : 1, argv[3]);
+  /* A host communicator: NULL, or one with MPI never initialised (this
+   * process runs no MPI; the pointer is never read). */
+  expect_error("create-mpi-null-comm", stepc_session_create_mpi(so, NULL, error, sizeof error) ? 0 : 1,
+               "NULL");
+  long not_a_comm = 12345;
+  expect_error("create-mpi-uninitialised",
+               stepc_session_create_mpi(so, &not_a_comm, error, sizeof error) ? 0 : 1,
+               "needs MPI initialised");
   /* No error buffer at all: still no crash. */
   if (stepc_session_create("no/such/step.so", NULL, 0) != NULL) {
     printf("FAIL create-no-error-buffer: returned a session\n");

@@ -16,8 +16,37 @@
 #include "llvm/Support/ErrorHandling.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+
+/// stepc's own passes in pipeline order: --help leads with them (the
+/// generic list below sorts them among MLIR's own). stepc-opt-help.test
+/// checks that every registered step-* pass is named here.
+static std::string overview() {
+  using Factory = std::unique_ptr<mlir::Pass> (*)();
+  const Factory passes[] = {
+      stepc::createStepDeriveBlocks,    stepc::createStepRebindBatch,
+      stepc::createStepAutodiff,        stepc::createStepShardDataParallel,
+      stepc::createStepShardFully,      stepc::createStepShardTensor,
+      stepc::createStepOptimizer,       stepc::createStepScheduleCollectives,
+      stepc::createStepMixedPrecision,  stepc::createStepRemat,
+      stepc::createStepEvalStep,        stepc::createStepFuseGemmEpilogues,
+      stepc::createStepLowerLibraryCalls, stepc::createStepFuseElementwise,
+      stepc::createStepPlanMemory,      stepc::createStepFitMemoryBudget,
+      stepc::createStepReport};
+  std::string text = "stepc optimizer driver: the step dialect, stepc's passes and MLIR's.\n\n"
+                     "The whole compiler, as `stepc` runs it (its options: below):\n"
+                     "  --stepc-pipeline=\"target=cpu shard=fsdp:2 ...\"\n\n"
+                     "stepc's passes, in pipeline order:\n";
+  for (Factory create : passes) {
+    std::unique_ptr<mlir::Pass> pass = create();
+    std::string name = ("  --" + pass->getArgument()).str();
+    name.resize(std::max<size_t>(name.size() + 2, 32), ' ');
+    text += name + pass->getDescription().str() + "\n";
+  }
+  return text;
+}
 
 /// The -o file, for the one fatal error MlirOptMain leaves to LLVM: a write
 /// that fails when the output is closed ("IO failure on output stream").
@@ -44,5 +73,5 @@ int main(int argc, char **argv) {
   stepc::registerStepcCompilerPasses();
   stepc::registerStepcPipeline(); // --stepc-pipeline="target=cpu shard=fsdp:2"
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "stepc optimizer driver\n", registry));
+      mlir::MlirOptMain(argc, argv, overview(), registry));
 }
