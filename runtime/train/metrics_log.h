@@ -2,8 +2,8 @@
 // when its step ends, so a run killed at any point (kill -9 included) leaves
 // every logged step, and a resumed run appends to the same file.
 
-#ifndef STEPC_TOOLS_STEPC_RUN_METRICS_LOG_H_
-#define STEPC_TOOLS_STEPC_RUN_METRICS_LOG_H_
+#ifndef STEPC_RUNTIME_TRAIN_METRICS_LOG_H_
+#define STEPC_RUNTIME_TRAIN_METRICS_LOG_H_
 
 #include <cstdint>
 #include <fstream>
@@ -14,7 +14,7 @@
 namespace stepc {
 
 class MetricsLog {
- public:
+public:
   // Logs to `path` (empty: nothing) for a run whose first step is
   // `first_step`. Nothing is touched until the first line: a run that fails
   // before its first step leaves an existing log as it was.
@@ -28,9 +28,9 @@ class MetricsLog {
   // resumed run keeps the existing lines of earlier steps (those of steps
   // the checkpoint did not reach are dropped) and appends. A failed write is
   // an error naming the file.
-  absl::Status Write(const std::string& line);
+  absl::Status Write(const std::string &line);
 
- private:
+private:
   absl::Status Start();
 
   std::string path_;
@@ -39,6 +39,6 @@ class MetricsLog {
   bool started_ = false;
 };
 
-}  // namespace stepc
+} // namespace stepc
 
-#endif  // STEPC_TOOLS_STEPC_RUN_METRICS_LOG_H_
+#endif // STEPC_RUNTIME_TRAIN_METRICS_LOG_H_

@@ -1,0 +1,55 @@
+// What a training job is asked to do: stepc-run's flags as plain values, so
+// that any host (stepc-run, a C++ trainer) drives the same job.
+
+#ifndef STEPC_RUNTIME_TRAIN_OPTIONS_H_
+#define STEPC_RUNTIME_TRAIN_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+
+namespace stepc {
+
+struct TrainOptions {
+  // Data.
+  std::string data, corpus, batch_npy; // none: the embedded corpus
+  std::string val_data, val_batch_npy, vocab;
+  double val_fraction = 0;
+  // Schedule.
+  int64_t steps = 200;
+  double lr = 1e-3;
+  int64_t warmup = 10;
+  double min_lr_ratio = 0.1;
+  uint64_t seed = 0;
+  // Parameters in and out.
+  std::string init_npy, init_safetensors, save_safetensors, save_npy,
+      save_outputs;
+  // Checkpoints.
+  std::string checkpoint_dir, resume;
+  int64_t save_every = 0, keep = 0;
+  bool auto_resume = false;
+  // Evaluation and sampling.
+  int64_t eval_every = 0, eval_batches = 10, sample = 0, top_k = 200;
+  std::string prompt = "\n";
+  double temperature = 0.8;
+  // Progress.
+  int64_t log_every = 10;
+  std::string metrics, plot;
+  bool plot_log = false;
+  // Machine.
+  int32_t threads = 0;
+  // The options given explicitly (by their underscore names, "min_lr_ratio"):
+  // a resumed run follows the checkpoint for the rest.
+  absl::flat_hash_set<std::string> given;
+  bool Given(const std::string &name) const { return given.contains(name); }
+};
+
+// Every option is checked, and every output's directory, before anything is
+// loaded or written: a bad invocation changes no file.
+absl::Status ValidateOptions(const TrainOptions &o);
+
+} // namespace stepc
+
+#endif // STEPC_RUNTIME_TRAIN_OPTIONS_H_

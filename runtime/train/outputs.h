@@ -1,0 +1,32 @@
+// Parameters in and out of a session as files: .npy directories,
+// safetensors, the eval step's outputs. Sharded tensors are gathered; the
+// lead rank writes what every rank holds alike.
+
+#ifndef STEPC_RUNTIME_TRAIN_OUTPUTS_H_
+#define STEPC_RUNTIME_TRAIN_OUTPUTS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "runtime/session.h"
+
+namespace stepc {
+
+// Every parameter from DIR/<name>.npy (global shapes, finite values).
+absl::Status LoadParams(Session &session, const std::string &dir);
+// Every parameter from a safetensors file, by name.
+absl::Status LoadSafetensors(Session &session, const std::string &path);
+// Every parameter to a safetensors file (every rank gathers; `lead` writes).
+absl::Status SaveSafetensors(const Session &session, const std::string &path,
+                             bool lead);
+// Parameters ("param.<name>"), moments, the last loss and gradient norm as
+// .npy under DIR; rank r > 0 writes DIR.rank<r> (replicas, for checks).
+absl::Status SaveNpy(const Session &session, std::string dir, int rank,
+                     StepResult last);
+// The eval step on the inputs set: its loss, logits and the loss function's
+// outputs as DIR/<name>.npy (rank r > 0 writes DIR.rank<r>).
+absl::Status SaveOutputs(Session &session, std::string dir, int rank);
+
+} // namespace stepc
+
+#endif // STEPC_RUNTIME_TRAIN_OUTPUTS_H_
