@@ -22,6 +22,8 @@
 #include "runtime/session.h"
 #include "runtime/stepc_abi.h"
 #include "runtime/stepc_runtime.h"
+#include "runtime/train/options.h"
+#include "runtime/train/trainer.h"
 
 struct stepc_session {
   std::unique_ptr<stepc::Session> session;  // null once destroyed
@@ -151,6 +153,21 @@ extern "C" stepc_session* stepc_session_create_mpi(const char* path, const void*
                          if (!comm.ok()) return comm.status();
                          return std::shared_ptr<stepc::Communicator>(std::move(*comm));
                        });
+}
+
+extern "C" int stepc_train_run(const char* path, const char* options_json, char* error,
+                               size_t len) {
+  return Guarded(error, len, [&]() -> absl::Status {
+    if (!path) return absl::InvalidArgumentError("module path is NULL");
+    absl::StatusOr<stepc::TrainOptions> options =
+        stepc::TrainOptionsFromJson(options_json ? options_json : "{}");
+    if (!options.ok()) return options.status();
+    absl::StatusOr<std::shared_ptr<stepc::Communicator>> comm = ProcessCommunicator();
+    if (!comm.ok()) return comm.status();
+    std::shared_ptr<stepc::Communicator> world = *comm;
+    if (!world) world = stepc::MakeLocalCommunicator();
+    return stepc::RunTrainingJob(path, *options, world);
+  });
 }
 
 extern "C" void stepc_session_destroy(stepc_session* s) {

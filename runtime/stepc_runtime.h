@@ -18,6 +18,16 @@ extern "C" {
 
 typedef struct stepc_session stepc_session;
 
+/* The whole training job stepc-run runs (data, schedule, the ranks'
+ * agreement, resume, streamed metrics, plot, evaluation, checkpoints,
+ * sampling, output files) on the step.so at `module_path`, with options
+ * given as a JSON object keyed by stepc-run's option names
+ * ({"steps": 100, "metrics": "m.jsonl", "checkpoint-dir": "ckpt"}; "{}" or
+ * NULL: the defaults). Under an MPI launcher every rank calls it, over the
+ * world. Progress goes to stdout on rank 0. */
+int stepc_train_run(const char *module_path, const char *options_json, char *error,
+                    size_t error_len);
+
 /* Loads step.so and creates a session; NULL on failure. Started by an MPI
  * launcher (mpirun, srun), or in a host that initialised MPI itself, the
  * session runs over the MPI world (initialising MPI if the host has not). */

@@ -5,11 +5,11 @@ import importlib
 
 from .errors import ExportError, StepcError
 
-__all__ = ["export", "Exported", "ExportError", "compile", "Session", "StepcError",
+__all__ = ["export", "Exported", "ExportError", "compile", "Session", "train", "StepcError",
            "safetensors", "hf"]
 
 # torch is imported only by what needs it: a Session runs without it.
-_LAZY = {"export": "exporter", "Exported": "exporter", "Session": "session",
+_LAZY = {"export": "exporter", "Exported": "exporter", "Session": "session", "train": "session",
          "compile": "compiler"}
 
 

@@ -52,6 +52,7 @@ def _runtime():
         fp = ctypes.POINTER(ctypes.c_float)
         sigs = {
             "stepc_session_create": (p, [c, c, sz]),
+            "stepc_train_run": (ctypes.c_int, [c, c, c, sz]),
             "stepc_session_destroy": (None, [p]),
             "stepc_session_init_params": (ctypes.c_int, [p, ctypes.c_uint64, c, sz]),
             "stepc_session_set_input": (ctypes.c_int, [p, c, ctypes.POINTER(i32), sz, c, sz]),
@@ -84,6 +85,18 @@ def _runtime():
             f.restype, f.argtypes = res, args
         _lib = lib
     return _lib
+
+
+def train(path, **options):
+    """Runs stepc-run's whole training job on the step.so at `path` in this
+    process: options as stepc-run's flags, by keyword (`steps=100`,
+    `metrics="m.jsonl"`, `checkpoint_dir="ckpt"`, `val_fraction=0.1`, ...).
+    Under mpirun every rank calls it. Raises StepcError on failure."""
+    import json
+    lib = _runtime()
+    err = ctypes.create_string_buffer(_ERROR_LEN)
+    if lib.stepc_train_run(os.fsencode(path), json.dumps(options).encode(), err, _ERROR_LEN):
+        raise StepcError(err.value.decode(errors="replace"))
 
 
 def _to_numpy(value):

@@ -1,13 +1,110 @@
 #include "runtime/train/options.h"
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <filesystem>
 #include <string>
 #include <utility>
 
+#include <algorithm>
+#include <variant>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
 
 namespace stepc {
+
+absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
+  using Field = std::variant<std::string TrainOptions::*, int64_t TrainOptions::*,
+                             double TrainOptions::*, uint64_t TrainOptions::*,
+                             bool TrainOptions::*, int32_t TrainOptions::*>;
+  static const std::pair<const char*, Field> kFields[] = {
+      {"data", &TrainOptions::data},
+      {"corpus", &TrainOptions::corpus},
+      {"batch_npy", &TrainOptions::batch_npy},
+      {"val_data", &TrainOptions::val_data},
+      {"val_batch_npy", &TrainOptions::val_batch_npy},
+      {"vocab", &TrainOptions::vocab},
+      {"val_fraction", &TrainOptions::val_fraction},
+      {"steps", &TrainOptions::steps},
+      {"lr", &TrainOptions::lr},
+      {"warmup", &TrainOptions::warmup},
+      {"min_lr_ratio", &TrainOptions::min_lr_ratio},
+      {"seed", &TrainOptions::seed},
+      {"init_npy", &TrainOptions::init_npy},
+      {"init_safetensors", &TrainOptions::init_safetensors},
+      {"save_safetensors", &TrainOptions::save_safetensors},
+      {"save_npy", &TrainOptions::save_npy},
+      {"save_outputs", &TrainOptions::save_outputs},
+      {"checkpoint_dir", &TrainOptions::checkpoint_dir},
+      {"resume", &TrainOptions::resume},
+      {"save_every", &TrainOptions::save_every},
+      {"keep", &TrainOptions::keep},
+      {"auto_resume", &TrainOptions::auto_resume},
+      {"eval_every", &TrainOptions::eval_every},
+      {"eval_batches", &TrainOptions::eval_batches},
+      {"sample", &TrainOptions::sample},
+      {"top_k", &TrainOptions::top_k},
+      {"prompt", &TrainOptions::prompt},
+      {"temperature", &TrainOptions::temperature},
+      {"log_every", &TrainOptions::log_every},
+      {"metrics", &TrainOptions::metrics},
+      {"plot", &TrainOptions::plot},
+      {"plot_log", &TrainOptions::plot_log},
+      {"threads", &TrainOptions::threads},
+  };
+  const nlohmann::json options = nlohmann::json::parse(text, nullptr, false);
+  if (options.is_discarded() || !options.is_object())
+    return absl::InvalidArgumentError("the training options are not a JSON object");
+  TrainOptions o;
+  for (const auto& [key, value] : options.items()) {
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '-', '_');
+    const auto* field = std::find_if(std::begin(kFields), std::end(kFields),
+                                     [&](const auto& f) { return name == f.first; });
+    if (field == std::end(kFields)) {
+      std::vector<std::string> known;
+      for (const auto& f : kFields) known.push_back(f.first);
+      return absl::InvalidArgumentError(absl::StrCat("unknown training option '", key,
+                                                     "' (known: ", absl::StrJoin(known, ", "),
+                                                     ")"));
+    }
+    const char* expected = nullptr;
+    std::visit(
+        [&](auto member) {
+          using T = std::decay_t<decltype(o.*member)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            if (value.is_string()) o.*member = value.get<std::string>();
+            else expected = "a string";
+          } else if constexpr (std::is_same_v<T, bool>) {
+            if (value.is_boolean()) o.*member = value.get<bool>();
+            else expected = "true or false";
+          } else if constexpr (std::is_same_v<T, double>) {
+            if (value.is_number()) o.*member = value.get<double>();
+            else expected = "a number";
+          } else if constexpr (std::is_same_v<T, uint64_t>) {
+            if (value.is_number_unsigned()) o.*member = value.get<uint64_t>();
+            else expected = "a non-negative integer";
+          } else {
+            // Signed integers: in range of the field (a wrap would be
+            // another value, silently).
+            if (value.is_number_integer() && value.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                value.get<int64_t>() <= std::numeric_limits<T>::max())
+              o.*member = static_cast<T>(value.get<int64_t>());
+            else expected = "an integer";
+          }
+        },
+        field->second);
+    if (expected)
+      return absl::InvalidArgumentError(absl::StrCat("training option '", key, "' is ",
+                                                     value.dump(), "; expected ", expected));
+    o.given.insert(name);
+  }
+  return o;
+}
 
 absl::Status ValidateOptions(const TrainOptions &o) {
   if (o.steps < 1)

@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace stepc {
 
@@ -45,6 +46,12 @@ struct TrainOptions {
   absl::flat_hash_set<std::string> given;
   bool Given(const std::string &name) const { return given.contains(name); }
 };
+
+// The options of a JSON object whose keys are the option names as stepc-run
+// spells them, with dashes or underscores ({"steps": 100, "metrics":
+// "m.jsonl", "val-fraction": 0.1}); each key is a given option. An unknown
+// key or a value of the wrong type is an error naming it.
+absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text);
 
 // Every option is checked, and every output's directory, before anything is
 // loaded or written: a bad invocation changes no file.
