@@ -9,13 +9,11 @@
 
 namespace stepc {
 
-absl::Status AgreeOnRun(Communicator &comm, const TrainOptions &o,
-                        const Schedule &schedule, const TokenData &data,
-                        const std::string &resume_dir) {
-  auto text_hash = [](const std::string &text) {
+absl::Status AgreeOnRun(Communicator& comm, const TrainOptions& o, const Schedule& schedule,
+                        const TokenData& data, const std::string& resume_dir) {
+  auto text_hash = [](const std::string& text) {
     uint64_t hash = 0xCBF29CE484222325ull;
-    for (unsigned char c : text)
-      hash = (hash ^ c) * 0x100000001B3ull;
+    for (unsigned char c : text) hash = (hash ^ c) * 0x100000001B3ull;
     return hash;
   };
   auto bits = [](double v) {
@@ -25,13 +23,12 @@ absl::Status AgreeOnRun(Communicator &comm, const TrainOptions &o,
   };
   uint64_t tokens = 0xCBF29CE484222325ull;
   tokens = (tokens ^ static_cast<uint64_t>(data.size())) * 0x100000001B3ull;
-  for (int64_t i = 0; i < data.size();
-       i += std::max<int64_t>(1, data.size() / 4096))
+  for (int64_t i = 0; i < data.size(); i += std::max<int64_t>(1, data.size() / 4096))
     tokens = (tokens ^ static_cast<uint64_t>(data.token(i))) * 0x100000001B3ull;
   // (flag, its value as 64 bits, whether those bits are the number itself
   // (an integer, or a double's bits) rather than a text's hash)
   struct Entry {
-    const char *flag;
+    const char* flag;
     uint64_t value;
     enum { kInt, kDouble, kText } kind;
   };
@@ -60,12 +57,10 @@ absl::Status AgreeOnRun(Communicator &comm, const TrainOptions &o,
       {"--save-outputs", text_hash(o.save_outputs), Entry::kText},
       {"the training tokens (--data, --corpus)", tokens, Entry::kText},
   };
-  for (const Entry &e : entries) {
-    STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all,
-                           comm.AllGather(e.value));
+  for (const Entry& e : entries) {
+    STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, comm.AllGather(e.value));
     for (size_t r = 0; r < all.size(); ++r) {
-      if (all[r] == e.value)
-        continue;
+      if (all[r] == e.value) continue;
       std::string values;
       if (e.kind == Entry::kInt) {
         values = absl::StrCat(": ", static_cast<int64_t>(all[r]), " there, ",
@@ -78,14 +73,12 @@ absl::Status AgreeOnRun(Communicator &comm, const TrainOptions &o,
       } else {
         values = " (it differs)";
       }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", r,
-          " was started with other training flags or data than rank ",
-          comm.rank(), ": ", e.flag, values,
-          "; every rank must be given the same"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("rank ", r, " was started with other training flags or data than rank ",
+                       comm.rank(), ": ", e.flag, values, "; every rank must be given the same"));
     }
   }
   return absl::OkStatus();
 }
 
-} // namespace stepc
+}  // namespace stepc

@@ -19,10 +19,9 @@ namespace stepc {
 // training tokens are compared on their own, so a difference is an error
 // naming the option (and both values, for numbers). Collective: every rank
 // calls it.
-absl::Status AgreeOnRun(Communicator &comm, const TrainOptions &o,
-                        const Schedule &schedule, const TokenData &data,
-                        const std::string &resume_dir);
+absl::Status AgreeOnRun(Communicator& comm, const TrainOptions& o, const Schedule& schedule,
+                        const TokenData& data, const std::string& resume_dir);
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_AGREEMENT_H_
+#endif  // STEPC_RUNTIME_TRAIN_AGREEMENT_H_

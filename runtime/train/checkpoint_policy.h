@@ -20,29 +20,27 @@ namespace stepc {
 struct ResumePoint {
   std::string dir;
   CheckpointInfo info;
-  nlohmann::json trainer; // its trainer state (discarded if not JSON)
+  nlohmann::json trainer;  // its trainer state (discarded if not JSON)
 };
 
 // --resume's latest checkpoint, else with --auto-resume the checkpoint
 // directory's latest if it has one, else none.
-absl::StatusOr<ResumePoint> FindResumePoint(const TrainOptions &o);
+absl::StatusOr<ResumePoint> FindResumePoint(const TrainOptions& o);
 
 // Loads the checkpoint into the session; on the lead rank notes a step.so
 // compiled with other options than the one that wrote it (the sharding
 // aside: checkpoints reshard) and says where the run resumes.
-absl::Status ResumeSession(Session &session, const ResumePoint &resume,
-                           bool lead);
+absl::Status ResumeSession(Session& session, const ResumePoint& resume, bool lead);
 
 // Whether step `step` of `steps` writes a checkpoint.
-bool ShouldSaveCheckpoint(const TrainOptions &o, int64_t step, int64_t steps);
+bool ShouldSaveCheckpoint(const TrainOptions& o, int64_t step, int64_t steps);
 
 // Writes step `step`'s checkpoint under --checkpoint-dir with the trainer
 // state `trainer` (every rank its shard), then the lead rank prunes to
 // --keep and reports it.
-absl::Status SaveTrainingCheckpoint(Session &session, const TrainOptions &o,
-                                    int64_t step, const nlohmann::json &trainer,
-                                    bool lead);
+absl::Status SaveTrainingCheckpoint(Session& session, const TrainOptions& o, int64_t step,
+                                    const nlohmann::json& trainer, bool lead);
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_CHECKPOINT_POLICY_H_
+#endif  // STEPC_RUNTIME_TRAIN_CHECKPOINT_POLICY_H_

@@ -22,42 +22,40 @@
 namespace stepc {
 
 class DataSource {
-public:
+ public:
   // The training data the options name, as this rank of `world` (with the
   // module's tensor-parallel degree) reads it. `no_data`: a resumed run
   // with nothing left to train reads none.
-  static absl::StatusOr<DataSource> Open(const TrainOptions &o,
-                                         const Module &module, int rank,
+  static absl::StatusOr<DataSource> Open(const TrainOptions& o, const Module& module, int rank,
                                          int world, bool no_data);
   // The validation set (--val-data, --val-fraction, --val-batch-npy);
   // after Open, once the ranks agree on the run.
-  absl::Status OpenValidation(const TrainOptions &o, const Module &module);
+  absl::Status OpenValidation(const TrainOptions& o, const Module& module);
 
   // Sets the inputs of training step `step` (1-based): this rank's rows of
   // the global batch drawn from (seed, step), or the step's .npy batch.
-  absl::Status SetStep(Session &session, uint64_t seed, int64_t step);
+  absl::Status SetStep(Session& session, uint64_t seed, int64_t step);
   // Sets validation batch `j` (1-based) of an evaluation.
-  absl::Status SetValidation(Session &session, uint64_t seed, int64_t j);
+  absl::Status SetValidation(Session& session, uint64_t seed, int64_t j);
 
   // A checkpoint's trainer state written on other data is refused, naming
   // how the data differs (source and size, --val-fraction, contents).
-  absl::Status CheckResumed(const nlohmann::json &trainer,
-                            const std::string &resume_dir) const;
+  absl::Status CheckResumed(const nlohmann::json& trainer, const std::string& resume_dir) const;
   // What the checkpoint records: source, size, unit, split, fingerprint and
   // the character vocabulary.
-  const nlohmann::json &identity() const { return identity_; }
+  const nlohmann::json& identity() const { return identity_; }
   // "DIR (N batches)" or the token data's source, for the progress header.
   std::string Describe() const;
 
   bool language_model() const { return language_model_; }
   // Token data (empty for .npy batches); what the ranks' agreement hashes.
-  const TokenData &tokens() const { return data_; }
+  const TokenData& tokens() const { return data_; }
   // The character vocabulary: --vocab's, else the corpus's (empty for token
   // files without --vocab and for .npy batches).
-  const std::string &characters() const { return characters_; }
+  const std::string& characters() const { return characters_; }
   bool validates() const { return validate_; }
   // .npy validation batches (a classifier's accuracy comes from them).
-  const std::optional<NpyBatches> &val_batches() const { return val_batches_; }
+  const std::optional<NpyBatches>& val_batches() const { return val_batches_; }
   int64_t batch() const { return batch_; }
   int64_t seq() const { return seq_; }
   int64_t global_batch() const { return batch_ * data_world_; }
@@ -65,7 +63,7 @@ public:
   // A rank's rows per step (the leading dimension of the first input).
   int64_t samples_per_rank_step() const { return samples_per_rank_step_; }
 
-private:
+ private:
   std::string batch_dir_;
   int data_rank_ = 0, data_world_ = 1;
   bool language_model_ = false;
@@ -76,14 +74,13 @@ private:
   double val_fraction_ = 0;
   std::string characters_;
   nlohmann::json identity_;
-  std::vector<int32_t> tokens_, targets_; // scratch
+  std::vector<int32_t> tokens_, targets_;  // scratch
 };
 
 // The character vocabulary of scripts/prepare_data.py's meta.json: the
 // byte of each id, in id order (at most the model's vocabulary).
-absl::StatusOr<std::string> ReadVocabulary(const std::string &path,
-                                           int64_t model_vocab);
+absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t model_vocab);
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_DATA_SOURCE_H_
+#endif  // STEPC_RUNTIME_TRAIN_DATA_SOURCE_H_

@@ -18,22 +18,21 @@ namespace stepc {
 struct Evaluation {
   double loss = 0;
   bool has_accuracy = false;
-  double accuracy = 0; // over the global batches
+  double accuracy = 0;  // over the global batches
   int64_t batches = 0;
   double seconds = 0;
 };
 
 class Evaluator {
-public:
-  Evaluator(const TrainOptions &o, const Module &module,
-            const DataSource &data);
+ public:
+  Evaluator(const TrainOptions& o, const Module& module, const DataSource& data);
   // Whether the run evaluates at all (a validation set was given).
   bool enabled() const;
   // Collective: every rank evaluates its rows of the same batches.
-  absl::StatusOr<Evaluation> Run(Session &session, Communicator &comm,
-                                 DataSource &data, uint64_t seed) const;
+  absl::StatusOr<Evaluation> Run(Session& session, Communicator& comm, DataSource& data,
+                                 uint64_t seed) const;
 
-private:
+ private:
   int64_t eval_batches_;
   bool enabled_;
   // A classifier's accuracy: its logits [rows, classes] against the integer
@@ -42,6 +41,6 @@ private:
   std::string labels_;
 };
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_EVALUATION_H_
+#endif  // STEPC_RUNTIME_TRAIN_EVALUATION_H_

@@ -14,7 +14,7 @@
 namespace stepc {
 
 class MetricsLog {
-public:
+ public:
   // Logs to `path` (empty: nothing) for a run whose first step is
   // `first_step`. Nothing is touched until the first line: a run that fails
   // before its first step leaves an existing log as it was.
@@ -28,9 +28,9 @@ public:
   // resumed run keeps the existing lines of earlier steps (those of steps
   // the checkpoint did not reach are dropped) and appends. A failed write is
   // an error naming the file.
-  absl::Status Write(const std::string &line);
+  absl::Status Write(const std::string& line);
 
-private:
+ private:
   absl::Status Start();
 
   std::string path_;
@@ -39,6 +39,6 @@ private:
   bool started_ = false;
 };
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_METRICS_LOG_H_
+#endif  // STEPC_RUNTIME_TRAIN_METRICS_LOG_H_

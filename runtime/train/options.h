@@ -15,7 +15,7 @@ namespace stepc {
 
 struct TrainOptions {
   // Data.
-  std::string data, corpus, batch_npy; // none: the embedded corpus
+  std::string data, corpus, batch_npy;  // none: the embedded corpus
   std::string val_data, val_batch_npy, vocab;
   double val_fraction = 0;
   // Schedule.
@@ -25,8 +25,7 @@ struct TrainOptions {
   double min_lr_ratio = 0.1;
   uint64_t seed = 0;
   // Parameters in and out.
-  std::string init_npy, init_safetensors, save_safetensors, save_npy,
-      save_outputs;
+  std::string init_npy, init_safetensors, save_safetensors, save_npy, save_outputs;
   // Checkpoints.
   std::string checkpoint_dir, resume;
   int64_t save_every = 0, keep = 0;
@@ -44,7 +43,7 @@ struct TrainOptions {
   // The options given explicitly (by their underscore names, "min_lr_ratio"):
   // a resumed run follows the checkpoint for the rest.
   absl::flat_hash_set<std::string> given;
-  bool Given(const std::string &name) const { return given.contains(name); }
+  bool Given(const std::string& name) const { return given.contains(name); }
 };
 
 // The options of a JSON object whose keys are the option names as stepc-run
@@ -55,8 +54,8 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text);
 
 // Every option is checked, and every output's directory, before anything is
 // loaded or written: a bad invocation changes no file.
-absl::Status ValidateOptions(const TrainOptions &o);
+absl::Status ValidateOptions(const TrainOptions& o);
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_OPTIONS_H_
+#endif  // STEPC_RUNTIME_TRAIN_OPTIONS_H_

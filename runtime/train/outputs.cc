@@ -14,159 +14,134 @@
 namespace stepc {
 namespace {
 
-absl::StatusOr<npy::Array> ReadArray(const std::string &dir,
-                                     const std::string &name) {
+absl::StatusOr<npy::Array> ReadArray(const std::string& dir, const std::string& name) {
   npy::Array array;
   std::string error;
-  if (!npy::Read(dir + "/" + name + ".npy", array, error))
-    return absl::NotFoundError(error);
+  if (!npy::Read(dir + "/" + name + ".npy", array, error)) return absl::NotFoundError(error);
   return array;
 }
 
-absl::Status SaveState(const Session &session, const std::string &dir,
-                       StepResult last) {
-  const stepc_module_info &info = session.module().info();
+absl::Status SaveState(const Session& session, const std::string& dir, StepResult last) {
+  const stepc_module_info& info = session.module().info();
   std::string error;
-  auto write = [&](const std::string &name, const std::vector<int64_t> &shape,
-                   const std::vector<double> &data) -> absl::Status {
-    if (!npy::Write(dir + "/" + name + ".npy", shape, data.data(), data.size(),
-                    npy::Dtype::kF4, error))
+  auto write = [&](const std::string& name, const std::vector<int64_t>& shape,
+                   const std::vector<double>& data) -> absl::Status {
+    if (!npy::Write(dir + "/" + name + ".npy", shape, data.data(), data.size(), npy::Dtype::kF4,
+                    error))
       return absl::PermissionDeniedError(error);
     return absl::OkStatus();
   };
   for (int i = 0; i < info.num_args; ++i) {
-    const stepc_arg_info &a = info.args[i];
-    if (a.kind > STEPC_ARG_EXP_AVG_SQ)
-      continue;
-    STEPC_ASSIGN_OR_RETURN(std::vector<float> values,
-                           session.ReadParam(a.name));
-    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
-                           session.GlobalShape(a.name));
-    std::string name =
-        a.kind == STEPC_ARG_PARAM ? absl::StrCat("param.", a.name) : a.name;
-    STEPC_RETURN_IF_ERROR(
-        write(name, shape, std::vector<double>(values.begin(), values.end())));
+    const stepc_arg_info& a = info.args[i];
+    if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
+    STEPC_ASSIGN_OR_RETURN(std::vector<float> values, session.ReadParam(a.name));
+    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(a.name));
+    std::string name = a.kind == STEPC_ARG_PARAM ? absl::StrCat("param.", a.name) : a.name;
+    STEPC_RETURN_IF_ERROR(write(name, shape, std::vector<double>(values.begin(), values.end())));
   }
   STEPC_RETURN_IF_ERROR(write("loss", {}, {last.loss}));
   return write("grad_norm", {}, {last.grad_norm});
 }
 
-} // namespace
+}  // namespace
 
-absl::Status LoadParams(Session &session, const std::string &dir) {
-  const stepc_module_info &info = session.module().info();
+absl::Status LoadParams(Session& session, const std::string& dir) {
+  const stepc_module_info& info = session.module().info();
   for (int i = 0; i < info.num_args; ++i) {
-    if (info.args[i].kind != STEPC_ARG_PARAM)
-      continue;
+    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
     const std::string name = info.args[i].name;
     STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, name));
-    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
-                           session.GlobalShape(name));
+    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(name));
     if (array.shape != shape)
       return absl::InvalidArgumentError(
-          absl::StrCat("'", dir, "/", name, ".npy' has shape [",
-                       absl::StrJoin(array.shape, ", "), "]; parameter '", name,
-                       "' is [", absl::StrJoin(shape, ", "), "]"));
+          absl::StrCat("'", dir, "/", name, ".npy' has shape [", absl::StrJoin(array.shape, ", "),
+                       "]; parameter '", name, "' is [", absl::StrJoin(shape, ", "), "]"));
     for (size_t k = 0; k < array.data.size(); ++k)
       if (!std::isfinite(array.data[k]))
         return absl::InvalidArgumentError(
-            absl::StrCat("'", dir, "/", name, ".npy' holds ", array.data[k],
-                         " at element ", k));
+            absl::StrCat("'", dir, "/", name, ".npy' holds ", array.data[k], " at element ", k));
     std::vector<float> values(array.data.begin(), array.data.end());
     STEPC_RETURN_IF_ERROR(session.WriteParam(name, values));
   }
   return absl::OkStatus();
 }
 
-absl::Status LoadSafetensors(Session &session, const std::string &path) {
+absl::Status LoadSafetensors(Session& session, const std::string& path) {
   std::map<std::string, safetensors::Tensor> tensors;
   std::string error;
-  if (!safetensors::Read(path, tensors, error))
-    return absl::NotFoundError(error);
-  const stepc_module_info &info = session.module().info();
+  if (!safetensors::Read(path, tensors, error)) return absl::NotFoundError(error);
+  const stepc_module_info& info = session.module().info();
   for (int i = 0; i < info.num_args; ++i) {
-    if (info.args[i].kind != STEPC_ARG_PARAM)
-      continue;
+    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
     const std::string name = info.args[i].name;
     auto it = tensors.find(name);
     if (it == tensors.end())
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--init-safetensors '", path, "' has no tensor '", name, "'"));
-    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape,
-                           session.GlobalShape(name));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--init-safetensors '", path, "' has no tensor '", name, "'"));
+    STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(name));
     if (it->second.shape != shape)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--init-safetensors '", path, "': '", name, "' has shape [",
-          absl::StrJoin(it->second.shape, ", "), "]; the parameter is [",
-          absl::StrJoin(shape, ", "), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--init-safetensors '", path, "': '", name, "' has shape [",
+                       absl::StrJoin(it->second.shape, ", "), "]; the parameter is [",
+                       absl::StrJoin(shape, ", "), "]"));
     for (size_t k = 0; k < it->second.data.size(); ++k)
       if (!std::isfinite(it->second.data[k]))
-        return absl::InvalidArgumentError(
-            absl::StrCat("--init-safetensors '", path, "': '", name, "' holds ",
-                         it->second.data[k], " at element ", k));
+        return absl::InvalidArgumentError(absl::StrCat("--init-safetensors '", path, "': '", name,
+                                                       "' holds ", it->second.data[k],
+                                                       " at element ", k));
     STEPC_RETURN_IF_ERROR(session.WriteParam(name, it->second.data));
   }
   return absl::OkStatus();
 }
 
-absl::Status SaveSafetensors(const Session &session, const std::string &path,
-                             bool lead) {
+absl::Status SaveSafetensors(const Session& session, const std::string& path, bool lead) {
   std::map<std::string, safetensors::Tensor> tensors;
-  const stepc_module_info &info = session.module().info();
+  const stepc_module_info& info = session.module().info();
   for (int i = 0; i < info.num_args; ++i) {
-    if (info.args[i].kind != STEPC_ARG_PARAM)
-      continue;
-    safetensors::Tensor &t = tensors[info.args[i].name];
+    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
+    safetensors::Tensor& t = tensors[info.args[i].name];
     STEPC_ASSIGN_OR_RETURN(t.data, session.ReadParam(info.args[i].name));
     STEPC_ASSIGN_OR_RETURN(t.shape, session.GlobalShape(info.args[i].name));
   }
   std::string error;
   if (lead && !safetensors::Write(path, tensors, error))
-    return absl::PermissionDeniedError(
-        absl::StrCat("--save-safetensors: ", error));
+    return absl::PermissionDeniedError(absl::StrCat("--save-safetensors: ", error));
   return absl::OkStatus();
 }
 
-absl::Status SaveOutputs(Session &session, std::string dir, int rank) {
-  const stepc_module_info &info = session.module().info();
+absl::Status SaveOutputs(Session& session, std::string dir, int rank) {
+  const stepc_module_info& info = session.module().info();
   std::vector<float> logits;
   std::vector<std::vector<float>> outputs;
-  STEPC_ASSIGN_OR_RETURN(
-      const float loss,
-      session.Eval(info.logits_rank > 0 ? &logits : nullptr, &outputs));
-  if (rank > 0)
-    dir = absl::StrCat(dir, ".rank", rank);
+  STEPC_ASSIGN_OR_RETURN(const float loss,
+                         session.Eval(info.logits_rank > 0 ? &logits : nullptr, &outputs));
+  if (rank > 0) dir = absl::StrCat(dir, ".rank", rank);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string error;
-  auto write = [&](const std::string &name, std::vector<int64_t> shape,
-                   const std::vector<float> &values) -> absl::Status {
+  auto write = [&](const std::string& name, std::vector<int64_t> shape,
+                   const std::vector<float>& values) -> absl::Status {
     std::vector<double> data(values.begin(), values.end());
-    if (!npy::Write(absl::StrCat(dir, "/", name, ".npy"), shape, data.data(),
-                    data.size(), npy::Dtype::kF4, error))
+    if (!npy::Write(absl::StrCat(dir, "/", name, ".npy"), shape, data.data(), data.size(),
+                    npy::Dtype::kF4, error))
       return absl::PermissionDeniedError(error);
     return absl::OkStatus();
   };
   STEPC_RETURN_IF_ERROR(write("loss", {}, {loss}));
   if (info.logits_rank > 0)
-    STEPC_RETURN_IF_ERROR(
-        write("logits",
-              std::vector<int64_t>(info.logits_shape,
-                                   info.logits_shape + info.logits_rank),
-              logits));
+    STEPC_RETURN_IF_ERROR(write(
+        "logits", std::vector<int64_t>(info.logits_shape, info.logits_shape + info.logits_rank),
+        logits));
   for (int k = 0; k < info.num_outputs; ++k)
     STEPC_RETURN_IF_ERROR(write(
         info.outputs[k].name,
-        std::vector<int64_t>(info.outputs[k].shape,
-                             info.outputs[k].shape + info.outputs[k].rank),
+        std::vector<int64_t>(info.outputs[k].shape, info.outputs[k].shape + info.outputs[k].rank),
         outputs[k]));
   return absl::OkStatus();
 }
 
-absl::Status SaveNpy(const Session &session, std::string dir, int rank,
-                     StepResult last) {
-  if (rank > 0)
-    dir = absl::StrCat(dir, ".rank", rank);
+absl::Status SaveNpy(const Session& session, std::string dir, int rank, StepResult last) {
+  if (rank > 0) dir = absl::StrCat(dir, ".rank", rank);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir, ec))
@@ -175,4 +150,4 @@ absl::Status SaveNpy(const Session &session, std::string dir, int rank,
   return SaveState(session, dir, last);
 }
 
-} // namespace stepc
+}  // namespace stepc

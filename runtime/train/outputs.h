@@ -13,20 +13,18 @@
 namespace stepc {
 
 // Every parameter from DIR/<name>.npy (global shapes, finite values).
-absl::Status LoadParams(Session &session, const std::string &dir);
+absl::Status LoadParams(Session& session, const std::string& dir);
 // Every parameter from a safetensors file, by name.
-absl::Status LoadSafetensors(Session &session, const std::string &path);
+absl::Status LoadSafetensors(Session& session, const std::string& path);
 // Every parameter to a safetensors file (every rank gathers; `lead` writes).
-absl::Status SaveSafetensors(const Session &session, const std::string &path,
-                             bool lead);
+absl::Status SaveSafetensors(const Session& session, const std::string& path, bool lead);
 // Parameters ("param.<name>"), moments, the last loss and gradient norm as
 // .npy under DIR; rank r > 0 writes DIR.rank<r> (replicas, for checks).
-absl::Status SaveNpy(const Session &session, std::string dir, int rank,
-                     StepResult last);
+absl::Status SaveNpy(const Session& session, std::string dir, int rank, StepResult last);
 // The eval step on the inputs set: its loss, logits and the loss function's
 // outputs as DIR/<name>.npy (rank r > 0 writes DIR.rank<r>).
-absl::Status SaveOutputs(Session &session, std::string dir, int rank);
+absl::Status SaveOutputs(Session& session, std::string dir, int rank);
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_OUTPUTS_H_
+#endif  // STEPC_RUNTIME_TRAIN_OUTPUTS_H_

@@ -9,8 +9,8 @@
 
 namespace stepc {
 
-int32_t DrawToken(absl::Span<const float> logits, double temperature,
-                  int64_t top_k, std::mt19937_64 &rng) {
+int32_t DrawToken(absl::Span<const float> logits, double temperature, int64_t top_k,
+                  std::mt19937_64& rng) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
   std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
@@ -18,98 +18,81 @@ int32_t DrawToken(absl::Span<const float> logits, double temperature,
   auto likelier = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  if (temperature <= 0)
-    return *std::min_element(order.begin(), order.end(), likelier);
+  if (temperature <= 0) return *std::min_element(order.begin(), order.end(), likelier);
   const int64_t keep = top_k > 0 ? std::min(top_k, vocab) : vocab;
   std::partial_sort(order.begin(), order.begin() + keep, order.end(), likelier);
   // softmax(logits / T) over the kept ids, from the largest (no overflow).
   std::vector<double> weights(keep);
   for (int64_t i = 0; i < keep; ++i)
-    weights[i] = std::exp(
-        (double(logits[order[i]]) - double(logits[order[0]])) / temperature);
+    weights[i] = std::exp((double(logits[order[i]]) - double(logits[order[0]])) / temperature);
   std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
   return order[pick(rng)];
 }
 
-absl::StatusOr<std::vector<int32_t>> Generate(Session &session,
-                                              std::vector<int32_t> prompt,
-                                              const SampleOptions &options) {
-  const stepc_module_info &info = session.module().info();
+absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int32_t> prompt,
+                                              const SampleOptions& options) {
+  const stepc_module_info& info = session.module().info();
   if (info.logits_rank != 3)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sampling needs [batch, seq, vocab] logits; '", session.module().path(),
-        "' returns ",
-        info.logits_rank == 0 ? "none" : "logits of another rank"));
-  if (prompt.empty())
-    return absl::InvalidArgumentError("the prompt holds no token");
+    return absl::FailedPreconditionError(
+        absl::StrCat("sampling needs [batch, seq, vocab] logits; '", session.module().path(),
+                     "' returns ", info.logits_rank == 0 ? "none" : "logits of another rank"));
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt holds no token");
   const int64_t batch = info.logits_shape[0], seq = info.logits_shape[1],
                 vocab = info.logits_shape[2];
   std::mt19937_64 rng(options.seed);
-  std::vector<int32_t> context = std::move(prompt), generated,
-                       tokens(batch * seq, 0), targets(batch * seq, 0);
+  std::vector<int32_t> context = std::move(prompt), generated, tokens(batch * seq, 0),
+                       targets(batch * seq, 0);
   std::vector<float> logits;
   for (int64_t n = 0; n < options.tokens; ++n) {
     // The newest `seq` tokens in row 0; causal attention ignores the rest.
-    const int64_t used =
-        std::min<int64_t>(seq, static_cast<int64_t>(context.size()));
+    const int64_t used = std::min<int64_t>(seq, static_cast<int64_t>(context.size()));
     std::fill(tokens.begin(), tokens.end(), 0);
     std::copy(context.end() - used, context.end(), tokens.begin());
     STEPC_RETURN_IF_ERROR(session.SetInput("tokens", tokens));
     STEPC_RETURN_IF_ERROR(session.SetInput("targets", targets));
     STEPC_RETURN_IF_ERROR(session.Eval(&logits).status());
-    const int64_t drawable =
-        options.vocabulary > 0 ? std::min(vocab, options.vocabulary) : vocab;
-    const int32_t next = DrawToken(
-        absl::MakeConstSpan(logits).subspan((used - 1) * vocab, drawable),
-        options.temperature, options.top_k, rng);
+    const int64_t drawable = options.vocabulary > 0 ? std::min(vocab, options.vocabulary) : vocab;
+    const int32_t next =
+        DrawToken(absl::MakeConstSpan(logits).subspan((used - 1) * vocab, drawable),
+                  options.temperature, options.top_k, rng);
     context.push_back(next);
     generated.push_back(next);
   }
   return generated;
 }
 
-absl::StatusOr<std::string>
-SampleVocabulary(const std::string &characters,
-                 const nlohmann::json &resumed_trainer) {
+absl::StatusOr<std::string> SampleVocabulary(const std::string& characters,
+                                             const nlohmann::json& resumed_trainer) {
   std::string vocabulary = characters;
-  if (vocabulary.empty() && resumed_trainer.is_object() &&
-      resumed_trainer.contains("data") &&
+  if (vocabulary.empty() && resumed_trainer.is_object() && resumed_trainer.contains("data") &&
       resumed_trainer["data"].contains("vocabulary") &&
       resumed_trainer["data"]["vocabulary"].is_array())
-    for (const nlohmann::json &b : resumed_trainer["data"]["vocabulary"])
-      if (b.is_number_integer())
-        vocabulary.push_back(static_cast<char>(b.get<int>()));
+    for (const nlohmann::json& b : resumed_trainer["data"]["vocabulary"])
+      if (b.is_number_integer()) vocabulary.push_back(static_cast<char>(b.get<int>()));
   if (vocabulary.empty())
     return absl::FailedPreconditionError(
-        "--sample decodes characters: train on --corpus or the embedded "
-        "corpus, or give "
-        "the token file's --vocab (scripts/prepare_data.py's meta.json)");
+        "--sample decodes characters: train on --corpus or the embedded corpus, or give the token "
+        "file's --vocab (scripts/prepare_data.py's meta.json)");
   return vocabulary;
 }
 
-absl::StatusOr<std::string> SampleText(Session &session,
-                                       const std::string &prompt,
-                                       const std::string &vocabulary,
-                                       SampleOptions options) {
+absl::StatusOr<std::string> SampleText(Session& session, const std::string& prompt,
+                                       const std::string& vocabulary, SampleOptions options) {
   std::vector<int32_t> ids;
   for (char c : prompt) {
     size_t id = vocabulary.find(c);
     if (id == std::string::npos)
       return absl::InvalidArgumentError(absl::StrCat(
-          "--prompt holds '", std::string(1, c), "' (byte ",
-          static_cast<unsigned char>(c),
-          "), which is not in the model's character vocabulary of ",
-          vocabulary.size()));
+          "--prompt holds '", std::string(1, c), "' (byte ", static_cast<unsigned char>(c),
+          "), which is not in the model's character vocabulary of ", vocabulary.size()));
     ids.push_back(static_cast<int32_t>(id));
   }
   // Never an id past the vocabulary (a model's may be padded larger).
   options.vocabulary = static_cast<int64_t>(vocabulary.size());
-  STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn,
-                         Generate(session, ids, options));
+  STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn, Generate(session, ids, options));
   std::string text = prompt;
-  for (int32_t id : drawn)
-    text.push_back(vocabulary[id]);
+  for (int32_t id : drawn) text.push_back(vocabulary[id]);
   return text;
 }
 
-} // namespace stepc
+}  // namespace stepc

@@ -17,9 +17,9 @@
 namespace stepc {
 
 struct SampleOptions {
-  int64_t tokens = 0;       // how many to generate
-  double temperature = 0.8; // 0: always the most likely token
-  int64_t top_k = 200;      // keep the k most likely (0: all)
+  int64_t tokens = 0;        // how many to generate
+  double temperature = 0.8;  // 0: always the most likely token
+  int64_t top_k = 200;       // keep the k most likely (0: all)
   uint64_t seed = 0;
   // Draw only ids below this (the decoder's vocabulary, which may be smaller
   // than the model's padded one); 0: every id.
@@ -28,33 +28,29 @@ struct SampleOptions {
 
 // The next id drawn from `logits` (one position's V values) at
 // `temperature`, among the `top_k` most likely.
-int32_t DrawToken(absl::Span<const float> logits, double temperature,
-                  int64_t top_k, std::mt19937_64 &rng);
+int32_t DrawToken(absl::Span<const float> logits, double temperature, int64_t top_k,
+                  std::mt19937_64& rng);
 
 // `options.tokens` ids generated after `prompt` (at least one id): each
 // from the logits the eval step gives the last position of the context (the
 // newest tokens that fit the compiled sequence length, in row 0 of the
 // batch). Collective under sharding: every rank calls it alike and draws
 // the same ids.
-absl::StatusOr<std::vector<int32_t>> Generate(Session &session,
-                                              std::vector<int32_t> prompt,
-                                              const SampleOptions &options);
+absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int32_t> prompt,
+                                              const SampleOptions& options);
 
 // The character vocabulary a sample decodes with (byte vocabulary[i] is id
 // i): `characters` (the data's), else the one a resumed checkpoint's trainer
 // state saved; an error if neither has one.
-absl::StatusOr<std::string>
-SampleVocabulary(const std::string &characters,
-                 const nlohmann::json &resumed_trainer);
+absl::StatusOr<std::string> SampleVocabulary(const std::string& characters,
+                                             const nlohmann::json& resumed_trainer);
 
 // `options.tokens` characters continuing `prompt` (each of its characters
 // must be in `vocabulary`), with the ids drawn as Generate draws them: the
 // prompt and its continuation as text. Collective under sharding.
-absl::StatusOr<std::string> SampleText(Session &session,
-                                       const std::string &prompt,
-                                       const std::string &vocabulary,
-                                       SampleOptions options);
+absl::StatusOr<std::string> SampleText(Session& session, const std::string& prompt,
+                                       const std::string& vocabulary, SampleOptions options);
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_SAMPLER_H_
+#endif  // STEPC_RUNTIME_TRAIN_SAMPLER_H_

@@ -22,8 +22,8 @@ struct Schedule {
   uint64_t seed;
 };
 
-Schedule OptionSchedule(const TrainOptions &o);
-nlohmann::json ScheduleJson(const Schedule &s);
+Schedule OptionSchedule(const TrainOptions& o);
+nlohmann::json ScheduleJson(const Schedule& s);
 
 // The schedule a resumed run follows: the checkpoint's (its trainer state
 // `trainer`, read from `path`), but for the options given explicitly (a
@@ -31,13 +31,12 @@ nlohmann::json ScheduleJson(const Schedule &s);
 // checkpoint is said out loud on the lead rank: the run no longer repeats
 // the one that wrote it. Stored values outside what a run can mean are
 // errors naming the field.
-absl::StatusOr<Schedule> ResumedSchedule(const TrainOptions &o,
-                                         const nlohmann::json &trainer,
-                                         const std::string &path, bool lead);
+absl::StatusOr<Schedule> ResumedSchedule(const TrainOptions& o, const nlohmann::json& trainer,
+                                         const std::string& path, bool lead);
 
 // Warmup from 0 to lr over `warmup` steps, then cosine to lr·min_ratio.
-double LearningRate(const Schedule &s, int64_t step);
+double LearningRate(const Schedule& s, int64_t step);
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_SCHEDULE_H_
+#endif  // STEPC_RUNTIME_TRAIN_SCHEDULE_H_

@@ -42,38 +42,32 @@ int64_t MeasuredPeakBytes() {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0)
-      return std::stoll(line.substr(6)) * 1024;
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
   return 0;
 }
 
 // A JSON number, or null for what JSON cannot hold (NaN, infinities).
-std::string Json(double v) {
-  return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null";
-}
+std::string Json(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
 
 // "batch B x T" of a language model's global batch, else every input's
 // global shape.
-std::string BatchText(const stepc_module_info &info, int world) {
+std::string BatchText(const stepc_module_info& info, int world) {
   std::vector<std::string> parts;
   for (int i = 0; i < info.num_args; ++i) {
-    const stepc_arg_info &a = info.args[i];
-    if (a.kind != STEPC_ARG_INPUT)
-      continue;
+    const stepc_arg_info& a = info.args[i];
+    if (a.kind != STEPC_ARG_INPUT) continue;
     std::vector<int64_t> shape(a.shape, a.shape + a.rank);
-    if (!shape.empty())
-      shape[0] *= world;
+    if (!shape.empty()) shape[0] *= world;
     if (std::string(a.name) == "tokens" && a.rank == 2)
       return absl::StrCat("batch ", shape[0], " x ", shape[1]);
-    parts.push_back(
-        absl::StrCat(a.name, " [", absl::StrJoin(shape, ", "), "]"));
+    parts.push_back(absl::StrCat(a.name, " [", absl::StrJoin(shape, ", "), "]"));
   }
   return absl::StrCat("inputs ", absl::StrJoin(parts, ", "));
 }
 
-} // namespace
+}  // namespace
 
-absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
+absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                             std::shared_ptr<Communicator> comm) {
   STEPC_RETURN_IF_ERROR(ValidateOptions(o));
   // Before step.so brings the OpenMP runtime: --threads, else an explicit
@@ -81,19 +75,16 @@ absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
   const int threads = o.threads > 0                    ? o.threads
                       : std::getenv("OMP_NUM_THREADS") ? 0
                                                        : DefaultCpuThreads();
-  if (threads > 0)
-    UseCpuThreads(threads);
+  if (threads > 0) UseCpuThreads(threads);
   const std::string shown_threads =
-      threads > 0 ? std::to_string(threads)
-                  : std::string(std::getenv("OMP_NUM_THREADS"));
+      threads > 0 ? std::to_string(threads) : std::string(std::getenv("OMP_NUM_THREADS"));
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> loaded, Module::Load(path));
   std::shared_ptr<const Module> module(std::move(loaded));
-  const stepc_module_info &info = module->info();
+  const stepc_module_info& info = module->info();
   // The process before the session holds anything: what measured_peak_bytes
   // is compared with the plan above.
   const int64_t baseline_bytes = MeasuredPeakBytes();
-  STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session,
-                         Session::Create(module, comm));
+  STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(module, comm));
   const int rank = comm->rank(), world = comm->size();
   const bool lead = rank == 0;
 
@@ -102,12 +93,10 @@ absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
   STEPC_ASSIGN_OR_RETURN(const ResumePoint resume, FindResumePoint(o));
   Schedule schedule = OptionSchedule(o);
   if (!resume.dir.empty()) {
-    STEPC_ASSIGN_OR_RETURN(
-        schedule, ResumedSchedule(o, resume.trainer, resume.dir, lead));
+    STEPC_ASSIGN_OR_RETURN(schedule, ResumedSchedule(o, resume.trainer, resume.dir, lead));
   }
   STEPC_RETURN_IF_ERROR(session->InitParams(schedule.seed));
-  if (!o.init_npy.empty())
-    STEPC_RETURN_IF_ERROR(LoadParams(*session, o.init_npy));
+  if (!o.init_npy.empty()) STEPC_RETURN_IF_ERROR(LoadParams(*session, o.init_npy));
   if (!o.init_safetensors.empty())
     STEPC_RETURN_IF_ERROR(LoadSafetensors(*session, o.init_safetensors));
 
@@ -115,26 +104,19 @@ absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
   // evaluate (e.g. only --sample): no training data is read; the
   // checkpoint's vocabulary decodes samples.
   const int tokens_arg = module->FindArg("tokens");
-  const bool token_model =
-      tokens_arg >= 0 && info.args[tokens_arg].kind == STEPC_ARG_INPUT &&
-      info.args[tokens_arg].rank == 2 && module->FindArg("targets") >= 0;
-  const bool no_data = !resume.dir.empty() && token_model &&
-                       schedule.steps <= resume.info.step && !o.Given("data") &&
-                       !o.Given("corpus") && !o.Given("batch_npy") &&
-                       o.val_fraction == 0 && o.val_data.empty() &&
-                       o.val_batch_npy.empty();
-  STEPC_ASSIGN_OR_RETURN(DataSource data,
-                         DataSource::Open(o, *module, rank, world, no_data));
-  if (world > 1)
-    STEPC_RETURN_IF_ERROR(
-        AgreeOnRun(*comm, o, schedule, data.tokens(), resume.dir));
+  const bool token_model = tokens_arg >= 0 && info.args[tokens_arg].kind == STEPC_ARG_INPUT &&
+                           info.args[tokens_arg].rank == 2 && module->FindArg("targets") >= 0;
+  const bool no_data = !resume.dir.empty() && token_model && schedule.steps <= resume.info.step &&
+                       !o.Given("data") && !o.Given("corpus") && !o.Given("batch_npy") &&
+                       o.val_fraction == 0 && o.val_data.empty() && o.val_batch_npy.empty();
+  STEPC_ASSIGN_OR_RETURN(DataSource data, DataSource::Open(o, *module, rank, world, no_data));
+  if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, o, schedule, data.tokens(), resume.dir));
   STEPC_RETURN_IF_ERROR(data.OpenValidation(o, *module));
   const Evaluator evaluator(o, *module, data);
 
   int64_t first_step = 1;
   if (!resume.dir.empty()) {
-    if (!no_data)
-      STEPC_RETURN_IF_ERROR(data.CheckResumed(resume.trainer, resume.dir));
+    if (!no_data) STEPC_RETURN_IF_ERROR(data.CheckResumed(resume.trainer, resume.dir));
     STEPC_RETURN_IF_ERROR(ResumeSession(*session, resume, lead));
     first_step = session->steps_done() + 1;
   }
@@ -146,50 +128,35 @@ absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
   // not news.)
   if (lead && schedule.warmup > steps && o.Given("warmup"))
     std::fprintf(stderr,
-                 "stepc-run: warning: --warmup %lld is longer than --steps "
-                 "%lld: the learning "
-                 "rate only reaches %.3g of --lr\n",
-                 static_cast<long long>(schedule.warmup),
-                 static_cast<long long>(steps),
+                 "stepc-run: warning: --warmup %lld is longer than --steps %lld: the learning rate "
+                 "only reaches %.3g of --lr\n",
+                 static_cast<long long>(schedule.warmup), static_cast<long long>(steps),
                  double(steps) / double(schedule.warmup));
   if (lead)
-    std::printf(
-        "stepc-run: %s | planned %.1f MB | %s | %s | %lld steps%s%s\n",
-        path.c_str(), session->planned_bytes() / 1e6,
-        BatchText(info, data.data_world()).c_str(), data.Describe().c_str(),
-        static_cast<long long>(steps),
-        world > 1
-            ? absl::StrCat(" | ", world, " ranks (", info.sharding, ")").c_str()
-            : "",
-        module->is_cuda()
-            ? ""
-            : absl::StrCat(" | ", shown_threads, " threads").c_str());
+    std::printf("stepc-run: %s | planned %.1f MB | %s | %s | %lld steps%s%s\n", path.c_str(),
+                session->planned_bytes() / 1e6, BatchText(info, data.data_world()).c_str(),
+                data.Describe().c_str(), static_cast<long long>(steps),
+                world > 1 ? absl::StrCat(" | ", world, " ranks (", info.sharding, ")").c_str() : "",
+                module->is_cuda() ? "" : absl::StrCat(" | ", shown_threads, " threads").c_str());
   if (lead && first_step > steps)
-    std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing "
-                "left to train\n",
-                static_cast<long long>(first_step - 1),
-                static_cast<long long>(steps));
+    std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing left to train\n",
+                static_cast<long long>(first_step - 1), static_cast<long long>(steps));
 
   std::vector<float> losses;
   std::vector<std::pair<int64_t, double>> val_losses;
   auto report_eval = [&](int64_t step) -> absl::Status {
-    STEPC_ASSIGN_OR_RETURN(const Evaluation e,
-                           evaluator.Run(*session, *comm, data, schedule.seed));
+    STEPC_ASSIGN_OR_RETURN(const Evaluation e, evaluator.Run(*session, *comm, data, schedule.seed));
     val_losses.push_back({step, e.loss});
     const std::string accuracy_json =
-        e.has_accuracy ? absl::StrFormat(", \"val_accuracy\": %.6f", e.accuracy)
-                       : "";
-    STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
-        "{\"step\": %d, \"val_loss\": %s%s, \"eval_batches\": %d}\n", step,
-        Json(e.loss), accuracy_json, e.batches)));
+        e.has_accuracy ? absl::StrFormat(", \"val_accuracy\": %.6f", e.accuracy) : "";
+    STEPC_RETURN_IF_ERROR(
+        metrics.Write(absl::StrFormat("{\"step\": %d, \"val_loss\": %s%s, \"eval_batches\": %d}\n",
+                                      step, Json(e.loss), accuracy_json, e.batches)));
     if (lead) {
-      std::printf(
-          "eval %5lld/%lld | val_loss %.4f%s | %lld batches, %.2f s\n",
-          static_cast<long long>(step), static_cast<long long>(steps), e.loss,
-          e.has_accuracy
-              ? absl::StrFormat(" | val_accuracy %.4f", e.accuracy).c_str()
-              : "",
-          static_cast<long long>(e.batches), e.seconds);
+      std::printf("eval %5lld/%lld | val_loss %.4f%s | %lld batches, %.2f s\n",
+                  static_cast<long long>(step), static_cast<long long>(steps), e.loss,
+                  e.has_accuracy ? absl::StrFormat(" | val_accuracy %.4f", e.accuracy).c_str() : "",
+                  static_cast<long long>(e.batches), e.seconds);
       std::fflush(stdout);
     }
     return absl::OkStatus();
@@ -200,16 +167,13 @@ absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
   // progress line, at most every 10 s: each write redraws every step).
   auto last_plot = Clock::now();
   auto write_plot = [&]() -> absl::Status {
-    if (!lead || o.plot.empty() || losses.empty())
-      return absl::OkStatus();
+    if (!lead || o.plot.empty() || losses.empty()) return absl::OkStatus();
     last_plot = Clock::now();
     return WriteLossPlot(
-        o.plot,
-        LossPlot{losses, first_step, val_losses, o.plot_log,
-                 absl::StrCat(std::filesystem::path(path).filename().string(),
-                              ": ", info.sharding, ", batch ",
-                              data.global_batch(), " x ", data.seq(), ", ",
-                              losses.size(), " steps")});
+        o.plot, LossPlot{losses, first_step, val_losses, o.plot_log,
+                         absl::StrCat(std::filesystem::path(path).filename().string(), ": ",
+                                      info.sharding, ", batch ", data.global_batch(), " x ",
+                                      data.seq(), ", ", losses.size(), " steps")});
   };
   StepResult last;
   for (int64_t step = first_step; step <= steps; ++step) {
@@ -222,48 +186,36 @@ absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
     // Throughput in what the model consumes: tokens for a language model,
     // samples (rows of the global batch) for any other.
     const bool lm = data.language_model();
-    const double rate = (lm ? double(info.tokens_per_step)
-                            : double(data.samples_per_rank_step())) *
+    const double rate = (lm ? double(info.tokens_per_step) : double(data.samples_per_rank_step())) *
                         data.data_world() / seconds;
-    const double gflops =
-        double(info.model_flops_per_step) * world / seconds / 1e9;
-    const bool finite =
-        std::isfinite(last.loss) && std::isfinite(last.grad_norm);
+    const double gflops = double(info.model_flops_per_step) * world / seconds / 1e9;
+    const bool finite = std::isfinite(last.loss) && std::isfinite(last.grad_norm);
     STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
-        "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, "
-        "\"%s\": %.1f, \"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, "
-        "\"measured_peak_bytes\": %d, \"baseline_bytes\": %d%s}\n",
-        step, Json(last.loss), lr, Json(last.grad_norm),
-        lm ? "tokens_per_s" : "samples_per_s", rate, gflops,
-        session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
+        "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, \"%s\": %.1f, "
+        "\"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, \"measured_peak_bytes\": %d, "
+        "\"baseline_bytes\": %d%s}\n",
+        step, Json(last.loss), lr, Json(last.grad_norm), lm ? "tokens_per_s" : "samples_per_s",
+        rate, gflops, session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
         finite ? "" : ", \"nonfinite\": true")));
-    if (lead && (step % o.log_every == 0 || step == first_step ||
-                 step == steps || !finite))
-      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f %s "
-                  "| %.2f GFLOP/s\n",
-                  static_cast<long long>(step), static_cast<long long>(steps),
-                  last.loss, lr, last.grad_norm, rate,
-                  lm ? "tok/s" : "samples/s", gflops);
-    std::fflush(stdout); // a killed run still shows how far it got
-    if (step % o.log_every == 0 &&
-        Clock::now() - last_plot > std::chrono::seconds(10))
+    if (lead && (step % o.log_every == 0 || step == first_step || step == steps || !finite))
+      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f %s | %.2f GFLOP/s\n",
+                  static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
+                  last.grad_norm, rate, lm ? "tok/s" : "samples/s", gflops);
+    std::fflush(stdout);  // a killed run still shows how far it got
+    if (step % o.log_every == 0 && Clock::now() - last_plot > std::chrono::seconds(10))
       STEPC_RETURN_IF_ERROR(write_plot());
     // The metrics up to a failure are kept: they show how it diverged.
     if (!std::isfinite(last.loss))
-      return absl::InternalError(
-          absl::StrCat("the loss is ", last.loss, " at step ", step));
-    if (evaluator.enabled() &&
-        ((o.eval_every > 0 && step % o.eval_every == 0) || step == steps))
+      return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
+    if (evaluator.enabled() && ((o.eval_every > 0 && step % o.eval_every == 0) || step == steps))
       STEPC_RETURN_IF_ERROR(report_eval(step));
     if (ShouldSaveCheckpoint(o, step, steps)) {
       const json trainer = {
           {"trainer", "stepc-run"},
           {"schedule", ScheduleJson(schedule)},
           {"data", data.identity()},
-          {"last",
-           {{"loss", Json(last.loss)}, {"grad_norm", Json(last.grad_norm)}}}};
-      STEPC_RETURN_IF_ERROR(
-          SaveTrainingCheckpoint(*session, o, step, trainer, lead));
+          {"last", {{"loss", Json(last.loss)}, {"grad_norm", Json(last.grad_norm)}}}};
+      STEPC_RETURN_IF_ERROR(SaveTrainingCheckpoint(*session, o, step, trainer, lead));
     }
   }
   if (lead && session->module().is_cuda())
@@ -284,22 +236,18 @@ absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
     const double seconds = Since(start);
     if (lead) {
       const int64_t drawn = static_cast<int64_t>(text.size() - o.prompt.size());
-      std::printf("stepc-run: sample of %lld characters (temperature %g, top-k "
-                  "%lld, %.1f "
-                  "tokens/s):\n%s\n",
-                  static_cast<long long>(drawn), options.temperature,
-                  static_cast<long long>(options.top_k), drawn / seconds,
-                  text.c_str());
+      std::printf(
+          "stepc-run: sample of %lld characters (temperature %g, top-k %lld, %.1f tokens/s):\n%s\n",
+          static_cast<long long>(drawn), options.temperature, static_cast<long long>(options.top_k),
+          drawn / seconds, text.c_str());
       std::fflush(stdout);
     }
   }
-  if (!o.save_outputs.empty())
-    STEPC_RETURN_IF_ERROR(SaveOutputs(*session, o.save_outputs, rank));
+  if (!o.save_outputs.empty()) STEPC_RETURN_IF_ERROR(SaveOutputs(*session, o.save_outputs, rank));
   if (!o.save_safetensors.empty())
     STEPC_RETURN_IF_ERROR(SaveSafetensors(*session, o.save_safetensors, lead));
-  if (!o.save_npy.empty())
-    STEPC_RETURN_IF_ERROR(SaveNpy(*session, o.save_npy, rank, last));
+  if (!o.save_npy.empty()) STEPC_RETURN_IF_ERROR(SaveNpy(*session, o.save_npy, rank, last));
   return absl::OkStatus();
 }
 
-} // namespace stepc
+}  // namespace stepc

@@ -19,9 +19,9 @@ namespace stepc {
 
 // Trains the step.so at `path` as `o` asks, over `comm` (one rank: a local
 // communicator). Progress goes to stdout on rank 0. Every rank calls it.
-absl::Status RunTrainingJob(const std::string &path, const TrainOptions &o,
+absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                             std::shared_ptr<Communicator> comm);
 
-} // namespace stepc
+}  // namespace stepc
 
-#endif // STEPC_RUNTIME_TRAIN_TRAINER_H_
+#endif  // STEPC_RUNTIME_TRAIN_TRAINER_H_
