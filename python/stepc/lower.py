@@ -492,6 +492,30 @@ def gelu(lw, node):
                       " approximate tanh" if approx == "tanh" else "")
 
 
+def clamp(lw, node):
+    """clamp(x, min, max) = minimum(maximum(x, min), max), a missing bound
+    left out. (Its gradient passes where min < x < max; PyTorch's also at
+    x exactly equal to a bound.)"""
+    shape = shape_of(node)
+    y = lw.v(node.args[0])
+    lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+    hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    if lo is None and hi is None:
+        fail(node, "clamp without a bound")
+    if lo is not None:
+        y = lw.w.binary("maximum", y, lw.operand(lo, shape, node), "clamp_min")
+    if hi is not None:
+        y = lw.w.binary("minimum", y, lw.operand(hi, shape, node), "clamp_max")
+    return y
+
+
+def clamp_bound(op):
+    def lower(lw, node):
+        shape = shape_of(node)
+        return lw.w.binary(op, lw.v(node.args[0]), lw.operand(node.args[1], shape, node), op)
+    return lower
+
+
 def power(lw, node):
     x, p = lw.v(node.args[0]), node.args[1]
     if p == 2:
@@ -621,6 +645,9 @@ HANDLERS = {
     aten.erf.default: unary("erf"), aten.sqrt.default: unary("sqrt"),
     aten.rsqrt.default: unary("rsqrt"), aten.silu.default: unary("silu"),
     aten.relu.default: unary("relu"), aten.sigmoid.default: unary("sigmoid"),
+    aten.abs.default: unary("abs"),
+    aten.clamp.default: clamp, aten.clamp_min.default: clamp_bound("maximum"),
+    aten.clamp_max.default: clamp_bound("minimum"),
     aten.gelu.default: gelu, aten.pow.Tensor_Scalar: power,
     aten.mean.dim: reduce("reduce_mean"), aten.sum.dim_IntList: reduce("reduce_sum"),
     aten.mean.default: reduce("reduce_mean"), aten.sum.default: reduce("reduce_sum"),

@@ -68,6 +68,15 @@ func.func @softplus_wide(%x: tensor<3x4xf64> {step.param = #step.param<"x", norm
   return %s : tensor<f64>
 }
 
+// abs, around 0 (both signs; no element is exactly 0)
+func.func @abs(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %w_out: tensor<3x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %y = step.abs %x : tensor<3x4xf64>
+  %l = step.mul %y, %w_out : tensor<3x4xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<3x4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+
 // relu
 func.func @relu(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0)>},
     %w_out: tensor<3x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {

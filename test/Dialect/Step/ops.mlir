@@ -27,6 +27,8 @@ func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %9 = step.sigmoid %8 : tensor<4x8xf32>
   // CHECK: step.softplus %{{.*}} : tensor<4x8xf32>
   %softplus = step.softplus %8 : tensor<4x8xf32>
+  // CHECK: step.abs %{{.*}} : tensor<4x8xf32>
+  %abs = step.abs %8 : tensor<4x8xf32>
   // CHECK: step.gelu %{{.*}} : tensor<4x8xf32>
   %10 = step.gelu %9 : tensor<4x8xf32>
   // CHECK: step.gelu %{{.*}} approximate tanh : tensor<4x8xf32>

@@ -126,6 +126,20 @@ class MLP(nn.Module):
         return F.mse_loss(self.head(h).squeeze(-1), y)
 
 
+class RobustMLP(nn.Module):
+    """An L1 regressor with a clipped activation: abs and clamp."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.head = nn.Linear(32, 1)
+
+    def forward(self, x, y):
+        h = torch.clamp(self.fc1(x), -0.5, 0.8)
+        h = h + 0.5 * torch.abs(h)
+        return (self.head(h).squeeze(-1) - y).abs().mean()
+
+
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
     if name in ("gpt", "gpt-flash"):
@@ -138,8 +152,8 @@ def make(name, steps):
         model = Llama()
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
-    elif name == "mlp":
-        model = MLP()
+    elif name in ("mlp", "robust"):
+        model = MLP() if name == "mlp" else RobustMLP()
         batches = [(torch.randn(64, 8, generator=g), torch.randn(64, generator=g))
                    for _ in range(steps)]
     else:

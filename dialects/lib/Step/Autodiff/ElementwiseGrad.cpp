@@ -88,6 +88,16 @@ LogicalResult ReluOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Valu
   return success();
 }
 
+// d|x| = dy · sign(x) = relu_grad(dy, x) - relu_grad(dy, -x): 0 at x = 0,
+// as torch.abs's sign(0)
+LogicalResult AbsOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
+  GradBuilder g(b, getLoc());
+  Value up = b.create<ReluGradOp>(getLoc(), dy[0], getInput());
+  Value down = b.create<ReluGradOp>(getLoc(), dy[0], g.neg(getInput()));
+  grads.push_back(g.sub(up, down));
+  return success();
+}
+
 // d x^(-1/2) = dy · (-1/2) · y³
 LogicalResult RsqrtOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   GradBuilder g(b, getLoc());

@@ -117,6 +117,7 @@ def Step_SiluOp : Step_UnaryOp<"silu", "y = x * sigmoid(x)">;
 def Step_ReluOp : Step_UnaryOp<"relu", "y = max(x, 0)">;
 def Step_SigmoidOp : Step_UnaryOp<"sigmoid", "y = 1 / (1 + exp(-x))">;
 def Step_SoftplusOp : Step_UnaryOp<"softplus", "y = log(1 + exp(x))">;
+def Step_AbsOp : Step_UnaryOp<"abs", "y = |x|">;
 
 def Step_GeluOp : Step_ScalarMathOp<"gelu", 1, [Step_Differentiable],
                                     "isTanhApproximation() ? 1 : 0"> {
