@@ -59,7 +59,10 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
   if (options.is_discarded() || !options.is_object())
     return absl::InvalidArgumentError("the training options are not a JSON object");
   TrainOptions o;
-  for (const auto& [key, value] : options.items()) {
+  for (const auto& item : options.items()) {
+    // (Not a structured binding: C++17 lambdas cannot capture those.)
+    const std::string key = item.key();
+    const nlohmann::json& value = item.value();
     std::string name = key;
     std::replace(name.begin(), name.end(), '-', '_');
     const auto* field = std::find_if(std::begin(kFields), std::end(kFields),
