@@ -17,6 +17,7 @@
 #include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
+#include "stepc/Compiler/MemoryPlot.h"
 #include "stepc/Compiler/Pareto.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Compiler/Toolchain.h"
@@ -126,6 +127,12 @@ static cl::opt<std::string> remat(
              "selective (recompute what needs no matmul or attention); auto (the default "
              "with --memory-budget: the least recompute that fits)"),
     cl::cat(stepcCategory));
+static cl::opt<std::string> memoryPlot(
+    "memory-plot",
+    cl::desc("Also draw the training step's memory plan as SVG: bytes per rank at each op "
+             "(arguments, live arena buffers), the planned peak, the budget, the largest "
+             "buffers"),
+    cl::value_desc("FILE.svg"), cl::cat(stepcCategory));
 static cl::opt<std::string> reportPareto(
     "report-pareto",
     cl::desc("Also compile the step at 16 memory budgets, 25% to 100% of its planned peak "
@@ -361,6 +368,12 @@ int main(int argc, char **argv) {
   FailureOr<MemoryPlan> plan = readMemoryPlan(step);
   if (failed(plan))
     return 1;
+  if (!memoryPlot.empty()) {
+    FailureOr<std::string> svg =
+        memoryPlotSvg(step, budgetBytes ? std::optional<int64_t>(budgetBytes) : std::nullopt);
+    if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
+      return 1;
+  }
   FailureOr<StepReport> report =
       buildReport(loss, step, *plan, target, CommModel{linkGBps, computeGflops});
   if (failed(report))

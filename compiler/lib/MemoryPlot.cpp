@@ -1,0 +1,109 @@
+//===- MemoryPlot.cpp - the memory plan as a picture ----------------------===//
+
+#include "stepc/Compiler/MemoryPlot.h"
+
+#include "stepc/Compiler/ArenaPlan.h"
+
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+using namespace mlir;
+
+FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
+                                            std::optional<int64_t> budgetBytes) {
+  FailureOr<MemoryPlan> plan = readMemoryPlan(step);
+  if (failed(plan))
+    return failure();
+  const int64_t args = argumentBytes(step);
+  const int64_t ops = std::distance(step.getBody().front().begin(), step.getBody().front().end());
+  // Live arena bytes at each op index: every buffer from its first
+  // definition to its last use.
+  std::vector<int64_t> live(std::max<int64_t>(ops, 1), 0);
+  for (const MemoryPlan::Buffer &b : plan->buffers)
+    for (int64_t i = std::max<int64_t>(b.firstDef, 0);
+         i <= std::min<int64_t>(b.lastUse, int64_t(live.size()) - 1); ++i)
+      live[i] += b.bytes;
+  const int64_t peakAt = std::max_element(live.begin(), live.end()) - live.begin();
+  const int64_t planned = plannedPeakBytes(step).value_or(args + plan->arenaBytes);
+
+  const double w = 900, h = 440, left = 80, right = 30, top = 50, bottom = 50;
+  double ymax = double(std::max(planned, budgetBytes.value_or(0))) * 1.08 / 1e6;
+  ymax = std::max(ymax, 1e-3);
+  const double xmax = double(std::max<int64_t>(ops - 1, 1));
+  auto x = [&](double i) { return left + (w - left - right) * i / xmax; };
+  auto y = [&](double bytes) { return top + (h - top - bottom) * (1 - bytes / 1e6 / ymax); };
+
+  std::string svg;
+  llvm::raw_string_ostream os(svg);
+  os << llvm::formatv("<svg xmlns='http://www.w3.org/2000/svg' width='{0}' height='{1}' "
+                      "font-family='sans-serif' font-size='12'>\n"
+                      "<rect width='100%' height='100%' fill='white'/>\n",
+                      w, h);
+  os << llvm::formatv("<text x='{0}' y='20' font-size='15'>{1}: bytes per rank across the "
+                      "step's {2} ops</text>\n"
+                      "<text x='{0}' y='38' font-size='11' id='figures'>arguments {3} B, arena "
+                      "{4} B, planned peak {5} B, live peak {6} B at op {7}</text>\n",
+                      left, step.getSymName(), ops, args, plan->arenaBytes, planned,
+                      args + live[peakAt], peakAt);
+  // Grid and ticks: every fifth of each axis.
+  constexpr int kTicks = 5;
+  for (int t = 0; t <= kTicks; ++t) {
+    const double op = xmax * t / kTicks, mb = ymax * t / kTicks;
+    os << llvm::formatv("<line x1='{0:F1}' y1='{1}' x2='{0:F1}' y2='{2}' stroke='#dddddd'/>\n"
+                        "<text x='{0:F1}' y='{3}' text-anchor='middle'>{4:F0}</text>\n",
+                        x(op), top, h - bottom, h - bottom + 16, op);
+    os << llvm::formatv("<line x1='{0}' y1='{1:F1}' x2='{2}' y2='{1:F1}' stroke='#dddddd'/>\n"
+                        "<text x='{3}' y='{4:F1}' text-anchor='end'>{5:F1}</text>\n",
+                        left, y(mb * 1e6), w - right, left - 6, y(mb * 1e6) + 4, mb);
+  }
+  os << llvm::formatv("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n"
+                      "<line x1='{0}' y1='{3}' x2='{0}' y2='{1}' stroke='black'/>\n"
+                      "<text x='{4}' y='{5}' text-anchor='middle'>op (program order of the "
+                      "training step)</text>\n"
+                      "<text x='18' y='{6}' text-anchor='middle' "
+                      "transform='rotate(-90 18 {6})'>MB per rank</text>\n",
+                      left, h - bottom, w - right, top, (left + w - right) / 2, h - 12,
+                      (top + h - bottom) / 2);
+  // The arguments (parameters, optimizer state, inputs) as a band, the live
+  // arena above them as a filled curve.
+  os << llvm::formatv("<rect x='{0}' y='{1:F1}' width='{2}' height='{3:F1}' fill='#bdbdbd'/>\n",
+                      left, y(double(args)), w - left - right, y(0) - y(double(args)));
+  std::string points = llvm::formatv("{0:F1},{1:F1} ", x(0), y(double(args))).str();
+  for (int64_t i = 0; i < int64_t(live.size()); ++i)
+    points += llvm::formatv("{0:F1},{1:F1} ", x(double(i)), y(double(args + live[i]))).str();
+  points += llvm::formatv("{0:F1},{1:F1}", x(xmax), y(double(args))).str();
+  os << "<polygon fill='#6baed6' stroke='#08519c' points='" << points << "'/>\n";
+  auto hline = [&](int64_t bytes, const char *color, const char *dash, std::string label) {
+    os << llvm::formatv("<line x1='{0}' y1='{1:F1}' x2='{2}' y2='{1:F1}' stroke='{3}' "
+                        "stroke-dasharray='{4}'/>\n"
+                        "<text x='{2}' y='{5:F1}' text-anchor='end' fill='{3}'>{6}</text>\n",
+                        left, y(double(bytes)), w - right, color, dash, y(double(bytes)) - 4,
+                        label);
+  };
+  hline(planned, "#08519c", "6,3", llvm::formatv("planned peak {0:F1} MB", planned / 1e6));
+  if (budgetBytes)
+    hline(*budgetBytes, "#cb181d", "2,2", llvm::formatv("budget {0:F1} MB", *budgetBytes / 1e6));
+  // The three largest buffers, labelled where they are defined.
+  std::vector<size_t> order(plan->buffers.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return plan->buffers[a].bytes > plan->buffers[b].bytes;
+  });
+  for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
+    const MemoryPlan::Buffer &b = plan->buffers[order[k]];
+    const double bx = x(double(b.firstDef)),
+                 by = y(double(args + live[std::min<int64_t>(b.firstDef, live.size() - 1)]));
+    os << llvm::formatv("<circle cx='{0:F1}' cy='{1:F1}' r='3' fill='#cb181d'/>\n"
+                        "<text x='{0:F1}' y='{2:F1}' font-size='10' text-anchor='middle' "
+                        "class='buffer'>{3:F2} MB (ops {4}-{5})</text>\n",
+                        bx, by, by - 6, b.bytes / 1e6, b.firstDef, b.lastUse);
+  }
+  os << "<text x='" << w - right << "' y='" << h - bottom - 8
+     << "' text-anchor='end' font-size='10'>grey: arguments; blue: live arena buffers</text>\n"
+     << "</svg>\n";
+  return svg;
+}
