@@ -94,6 +94,13 @@ absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t mode
   return vocabulary;
 }
 
+bool IsLanguageModel(const Module& module) {
+  const stepc_module_info& info = module.info();
+  const int tokens_arg = module.FindArg("tokens"), targets_arg = module.FindArg("targets");
+  return tokens_arg >= 0 && targets_arg >= 0 && info.args[tokens_arg].kind == STEPC_ARG_INPUT &&
+         info.args[tokens_arg].rank == 2;
+}
+
 absl::StatusOr<DataSource> DataSource::Open(const TrainOptions& o, const Module& module, int rank,
                                             int world, bool no_data) {
   DataSource d;
@@ -107,10 +114,8 @@ absl::StatusOr<DataSource> DataSource::Open(const TrainOptions& o, const Module&
   d.val_fraction_ = o.val_fraction;
   // Token data feeds a language model's [batch, seq] 'tokens' and
   // 'targets'; --batch-npy any model's inputs, by name.
-  const int tokens_arg = module.FindArg("tokens"), targets_arg = module.FindArg("targets");
-  d.language_model_ = tokens_arg >= 0 && targets_arg >= 0 &&
-                      info.args[tokens_arg].kind == STEPC_ARG_INPUT &&
-                      info.args[tokens_arg].rank == 2;
+  const int tokens_arg = module.FindArg("tokens");
+  d.language_model_ = IsLanguageModel(module);
   for (int i = 0; i < info.num_args; ++i)
     if (info.args[i].kind == STEPC_ARG_INPUT) {
       d.samples_per_rank_step_ = info.args[i].rank >= 1 ? info.args[i].shape[0] : 1;

@@ -77,6 +77,10 @@ class DataSource {
   std::vector<int32_t> tokens_, targets_;  // scratch
 };
 
+// Whether token data feeds the module: [batch, seq] inputs 'tokens' and
+// 'targets' (a language model).
+bool IsLanguageModel(const Module& module);
+
 // The character vocabulary of scripts/prepare_data.py's meta.json: the
 // byte of each id, in id order (at most the model's vocabulary).
 absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t model_vocab);

@@ -103,10 +103,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // Resumed with no step left to train, no data named and nothing to
   // evaluate (e.g. only --sample): no training data is read; the
   // checkpoint's vocabulary decodes samples.
-  const int tokens_arg = module->FindArg("tokens");
-  const bool token_model = tokens_arg >= 0 && info.args[tokens_arg].kind == STEPC_ARG_INPUT &&
-                           info.args[tokens_arg].rank == 2 && module->FindArg("targets") >= 0;
-  const bool no_data = !resume.dir.empty() && token_model && schedule.steps <= resume.info.step &&
+  const bool no_data = !resume.dir.empty() && IsLanguageModel(*module) && schedule.steps <= resume.info.step &&
                        !o.Given("data") && !o.Given("corpus") && !o.Given("batch_npy") &&
                        o.val_fraction == 0 && o.val_data.empty() && o.val_batch_npy.empty();
   STEPC_ASSIGN_OR_RETURN(DataSource data, DataSource::Open(o, *module, rank, world, no_data));

@@ -40,11 +40,12 @@ COVERED = [
     (r"^mpirun .* python3 train\.py", "test/Python/export.test",
      "the user's own train.py; export.test runs the Python host under mpirun"),
     (r"^stepc-run out/step\.so --init-safetensors", "test/Python/safetensors.test",
-     "needs a model exported from PyTorch 2.x (bench/.peers)"),
+     "needs out/ from the user's stepc.export above; safetensors.test runs it on an exported GPT"),
     (r"^python3 -m stepc\.convert", "test/Python/safetensors.test",
-     "needs a model exported from PyTorch 2.x (bench/.peers)"),
+     "needs out/ from the user's stepc.export above; safetensors.test runs it on an exported GPT"),
     (r"--batch=128 .*cap128\.so|^build/bin/stepc-run cap128\.so", "test/Runtime/remat.test",
-     "minutes at batch 128; remat.test checks the budget and its losses"),
+     "about 3 minutes at batch 128; remat.test checks budgets at small batches, "
+     "not these figures"),
 ]
 
 # Commands run as something equivalent: (pattern, what runs instead, why).
