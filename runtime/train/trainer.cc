@@ -160,8 +160,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   };
   if (evaluator.enabled() && o.eval_every > 0 && first_step <= steps)
     STEPC_RETURN_IF_ERROR(report_eval(first_step - 1));
-  // --plot: written when the run ends, and refreshed while it goes (at a
-  // progress line, at most every 10 s: each write redraws every step).
+  // --plot: written when the run ends, and refreshed while it goes (after the
+  // first step, so a killed run always leaves one, then at a progress line at
+  // most every 10 s: each write redraws every step).
   auto last_plot = Clock::now();
   auto write_plot = [&]() -> absl::Status {
     if (!lead || o.plot.empty() || losses.empty()) return absl::OkStatus();
@@ -199,7 +200,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
                   last.grad_norm, rate, lm ? "tok/s" : "samples/s", gflops);
     std::fflush(stdout);  // a killed run still shows how far it got
-    if (step % o.log_every == 0 && Clock::now() - last_plot > std::chrono::seconds(10))
+    if (step == first_step ||
+        (step % o.log_every == 0 && Clock::now() - last_plot > std::chrono::seconds(10)))
       STEPC_RETURN_IF_ERROR(write_plot());
     // The metrics up to a failure are kept: they show how it diverged.
     if (!std::isfinite(last.loss))
