@@ -10,6 +10,7 @@ set -euo pipefail
 #   python3-torch, python3-numpy: the numerical oracle (scripts/torch_check.py).
 #   python3-scipy: the exact MILP bounding rematerialisation (bench/remat).
 #   libopenblas-openmp-dev: CPU GEMMs, the OpenMP build (one thread pool).
+#   libdnnl-dev: oneDNN, the CPU bf16 GEMMs (AMX / AVX512-BF16) of --precision=bf16.
 #   openmpi-bin, libopenmpi-dev: launching ranks (mpirun) and CPU collectives.
 #   clang, libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh).
 #   nlohmann-json3-dev, zlib1g-dev: checkpoint metadata and checksums.
@@ -19,7 +20,7 @@ packages=(
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   libabsl-dev libgtest-dev
   python3-torch python3-numpy python3-scipy
-  libopenblas-openmp-dev
+  libopenblas-openmp-dev libdnnl-dev
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev
   nlohmann-json3-dev zlib1g-dev pkg-config

@@ -3,7 +3,8 @@
 
     /usr/bin/python3 scripts/torch_check.py [--backend interp|cpu] [--seed S]
         [--tolerance 1e-5] [--lr X] [--optimizer adamw|adam|sgd|lion
-        [--momentum M] [--nesterov]] <gen_model.py flags | --preset NAME>
+        [--momentum M] [--nesterov]] [--precision fp32|bf16]
+        <gen_model.py flags | --preset NAME>
 
 Generates the model with examples/gen_model.py, draws weights (every
 parameter, norms and biases included, off its initial value) and a batch,
@@ -23,7 +24,11 @@ and prints one JSON object with the relative error of each tensor:
                          reports that end-to-end figure without gating on it)
 
 and `max_rel_err` overall; exits 1 above --tolerance (default 1e-5, f32).
-Works for any configuration the generator accepts.
+Works for any configuration the generator accepts. With --precision=bf16
+stepc computes GEMMs and attention in bf16 (stepc --precision=bf16) and
+PyTorch runs the forward under torch.autocast("cpu", dtype=torch.bfloat16),
+fp32 master weights in both; gradients are read back from the optimizer
+state on either backend (the interpreter's --grad is f32 only).
 """
 
 import argparse
@@ -176,21 +181,29 @@ def run_stepc(backend, model, inputs, lr, out, opt, params):
     param.*, exp_avg.* (and exp_avg_sq.* for adamw and adam)."""
     bindir = os.environ.get("STEPC_BIN", os.path.join(ROOT, "build", "bin"))
     load = lambda name: np.load(os.path.join(out, name + ".npy")).astype(np.float64)
-    if backend == "interp":
+    precision = [f"--precision={opt.precision}"]
+    if backend == "interp" and opt.precision == "fp32":
         for mode in ("--grad", "--train-step"):
             run([os.path.join(bindir, "stepc-interp"), model, mode, f"--inputs={inputs}",
                  f"--output={out}", f"--lr={lr}", "--step=1"] + optimizer_flags(opt))
         return load
-    # cpu: compile step.so, run one step at a constant lr on the same weights
-    # and batch. The compiled step returns no gradients; after one step the
-    # first state holds the clipped gradient exactly (AdamW: (1 - β1)·g·scale;
-    # Adam and SGD add the L2 term wd·p; Lion: (1 - β2)·g·scale), so g is
-    # read back from it.
-    so = os.path.join(os.path.dirname(model), "step.so")
-    run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"] + optimizer_flags(opt))
-    os.makedirs(out, exist_ok=True)
-    run([os.path.join(bindir, "stepc-run"), so, f"--init-npy={inputs}", f"--batch-npy={inputs}",
-         "--steps=1", "--warmup=0", "--min-lr-ratio=1", f"--lr={lr}", f"--save-npy={out}"])
+    if backend == "interp":  # bf16: the training step only
+        run([os.path.join(bindir, "stepc-interp"), model, "--train-step", f"--inputs={inputs}",
+             f"--output={out}", f"--lr={lr}", "--step=1"] + optimizer_flags(opt) + precision)
+    else:
+        # cpu: compile step.so, run one step at a constant lr on the same
+        # weights and batch.
+        so = os.path.join(os.path.dirname(model), "step.so")
+        run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"] +
+            optimizer_flags(opt) + precision)
+        os.makedirs(out, exist_ok=True)
+        run([os.path.join(bindir, "stepc-run"), so, f"--init-npy={inputs}",
+             f"--batch-npy={inputs}", "--steps=1", "--warmup=0", "--min-lr-ratio=1",
+             f"--lr={lr}", f"--save-npy={out}"])
+    # The training step returns no gradients; after one step the first state
+    # holds the clipped gradient exactly (AdamW: (1 - β1)·g·scale; Adam and
+    # SGD add the L2 term wd·p; Lion: (1 - β2)·g·scale), so g is read back
+    # from it.
     norm = float(load("grad_norm"))
     scale = min(1.0, MAX_NORM / (norm + 1e-6))
 
@@ -227,8 +240,9 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
     on those gradients instead of PyTorch's own."""
     p = {n: torch.tensor(params[n], requires_grad=True) for n, _ in shapes}
     loss_fn = gpt_loss if a.arch == "gpt" else llama_loss
-    loss = loss_fn(a, p, torch.tensor(tokens, dtype=torch.long),
-                   torch.tensor(targets, dtype=torch.long))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=opt_args.precision == "bf16"):
+        loss = loss_fn(a, p, torch.tensor(tokens, dtype=torch.long),
+                       torch.tensor(targets, dtype=torch.long)).float()
     loss.backward()
     grads = {n: p[n].grad.detach().clone() for n, _ in shapes}
     if grads_from is not None:
@@ -282,6 +296,7 @@ def main():
     p.add_argument("--optimizer", choices=["adamw", "adam", "sgd", "lion"], default="adamw")
     p.add_argument("--momentum", type=float, default=0.9, help="sgd")
     p.add_argument("--nesterov", action="store_true", help="sgd")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("-h", "--help", action="store_true")
     own, gen_argv = p.parse_known_args()
     if own.help:
@@ -323,7 +338,7 @@ def main():
     # term (adam, sgd) that subtracts wd·p from g + wd·p, which cancels where
     # wd·p dominates: there the gradient is reported, not gated. The adamw
     # run gates the same gradients.)
-    lossy = own.backend == "cpu" and own.optimizer in ("adam", "sgd")
+    lossy = (own.backend == "cpu" or own.precision == "bf16") and own.optimizer in ("adam", "sgd")
     for key in ("loss", "grad_norm"):
         errors[key] = abs(float(ours(key)) - theirs[key]) / abs(theirs[key])
     for key in theirs:
@@ -337,6 +352,7 @@ def main():
         "config": " ".join(gen_argv),
         "backend": own.backend,
         "optimizer": own.optimizer,
+        "precision": own.precision,
         "loss": float(ours("loss")),
         "torch_loss": theirs["loss"],
         "grad_norm": float(ours("grad_norm")),

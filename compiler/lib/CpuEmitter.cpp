@@ -25,6 +25,11 @@ using namespace stepc::step;
 
 namespace {
 
+/// The kernel-name suffix of an op on `operand`'s element type.
+static const char *bf16Suffix(Value operand) {
+  return typeOf(operand).getElementType().isBF16() ? "_bf16" : "";
+}
+
 class CpuEmitter : public SourceEmitter {
 public:
   CpuEmitter(func::FuncOp step, const MemoryPlan &plan, bool profile = false)
@@ -33,14 +38,29 @@ public:
   }
 
 private:
+  /// bf16 (step-mixed-precision) is stored as uint16_t and computed in float.
+  std::string cType(Type element) override {
+    return element.isBF16() ? "stepc_bf16" : SourceEmitter::cType(element);
+  }
   LogicalResult checkTypes(Operation *op) override {
     SmallVector<Value> values(op->getOperands());
     llvm::append_range(values, op->getResults());
+    // bf16 flows through GEMMs, attention, elementwise loops (fused or not:
+    // loaded as float, stored rounded) and reshapes; the other library
+    // kernels take f32.
+    bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp,
+                     stepk::FusedOp, ReshapeOp>(op) ||
+                 isFusableElementwise(op);
     for (Value v : values) {
       Type elem = typeOf(v).getElementType();
-      if (!elem.isF32() && !elem.isInteger(32))
-        return op->emitOpError() << "the CPU back end supports f32 and i32 tensors, got "
+      if (elem.isF32() || elem.isInteger(32) || (elem.isBF16() && mixed))
+        continue;
+      if (elem.isBF16())
+        return op->emitOpError() << "takes bf16 only in GEMMs, attention and elementwise ops "
+                                    "on the CPU target, got "
                                  << v.getType();
+      return op->emitOpError() << "the CPU back end supports f32, bf16 and i32 tensors, got "
+                               << v.getType();
     }
     return success();
   }
@@ -53,10 +73,14 @@ private:
     int64_t inner = innerPeriod(fused.getInputs());
     GroupCode code = groupCode(
         fused, [&](unsigned k) { return load(fused.getInputs()[k], inner); },
-        [](Type t, std::string e) { return t.isF32() ? e : "(float)(int32_t)(" + e + ")"; });
+        [](Type t, std::string e) {
+          return t.isF32()    ? e
+                 : t.isBF16() ? "stepc_bf16_round(" + e + ")"
+                              : "(float)(int32_t)(" + e + ")";
+        });
     std::string stores;
     for (auto [out, reg] : llvm::zip(fused.getResults(), code.outputRegisters))
-      stores += "    " + ptr(out) + "[i] = " + reg + ";\n";
+      stores += "    " + ptr(out) + "[i] = " + stored(out, reg) + ";\n";
     elementLoop(fused.getNumElements(), inner, code.statements + stores);
     return success();
   }
@@ -78,11 +102,17 @@ private:
         inner = inner ? std::min(inner, it->second.second) : it->second.second;
     return inner;
   }
-  /// Element i of `v` in a loop with that inner period (i = r·inner + j).
+  /// A float register's value as `out` stores it (bf16: rounded to nearest even).
+  std::string stored(Value out, const std::string &value) {
+    return typeOf(out).getElementType().isBF16() ? "stepc_f32_to_bf16(" + value + ")" : value;
+  }
+  /// Element i of `v` in a loop with that inner period (i = r·inner + j), as
+  /// a float (bf16 widened; folded broadcasts are f32).
   std::string load(Value v, int64_t inner) {
     auto it = foldedBroadcasts.find(v);
     if (it == foldedBroadcasts.end())
-      return ptr(v) + "[i]";
+      return typeOf(v).getElementType().isBF16() ? "stepc_bf16_to_f32(" + ptr(v) + "[i])"
+                                                 : ptr(v) + "[i]";
     auto [input, period] = it->second;
     if (period == 1)
       return ptr(input) + "[0]";
@@ -141,12 +171,12 @@ private:
   void loop(Value out, const std::string &expr, int64_t inner = 0) {
     int64_t n = typeOf(out).getNumElements();
     if (inner) {
-      elementLoop(n, inner, "    " + ptr(out) + "[i] = " + expr + ";\n");
+      elementLoop(n, inner, "    " + ptr(out) + "[i] = " + stored(out, expr) + ";\n");
       return;
     }
     simdPragma(n);
-    body << "  for (int64_t i = 0; i < " << n << "; ++i) " << ptr(out) << "[i] = " << expr
-         << ";\n";
+    body << "  for (int64_t i = 0; i < " << n << "; ++i) " << ptr(out) << "[i] = "
+         << stored(out, expr) << ";\n";
   }
   void checkIds(Operation *op, const std::string &call, Value ids, StringRef what,
                 int64_t bound) {
@@ -295,24 +325,26 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
           })
           .Case([&](AttentionGradOp a) {
             RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
-            b << llvm::formatv("  stepc_cpu_attention_grad({0}, {1}, {2}, {3}, {4}, {5}, "
+            b << llvm::formatv("  stepc_cpu_attention_grad{15}({0}, {1}, {2}, {3}, {4}, {5}, "
                                "{6}, {7}, {8}, {9}, {10}, {11:e}, {12}, {13}, {14});\n",
                                ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()),
                                ptr(a.getValue()), q.getDimSize(0), q.getDimSize(1),
                                k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(),
                                a.getHeadDim(), a.getCausal() ? 1 : 0,
                                a.getEffectiveScale(), ptr(a.getQueryGrad()),
-                               ptr(a.getKeyGrad()), ptr(a.getValueGrad()));
+                               ptr(a.getKeyGrad()), ptr(a.getValueGrad()),
+                               bf16Suffix(a.getQuery()));
             return success();
           })
           .Case([&](AttentionOp a) {
             RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
-            b << llvm::formatv("  stepc_cpu_attention({0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+            b << llvm::formatv("  stepc_cpu_attention{12}({0}, {1}, {2}, {3}, {4}, {5}, {6}, "
                                "{7}, {8}, {9}, {10:e}, {11});\n",
                                ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
                                q.getDimSize(0), q.getDimSize(1), k.getDimSize(1),
                                a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                               a.getCausal() ? 1 : 0, a.getEffectiveScale(), ptr(a));
+                               a.getCausal() ? 1 : 0, a.getEffectiveScale(), ptr(a),
+                               bf16Suffix(a.getQuery()));
             return success();
           })
           .Case<BatchMatmulOp, MatmulOp>([&](auto m) {
@@ -320,6 +352,15 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             int64_t k = lhs.getDimSize(lhs.getRank() - (m.getTransposeA() ? 2 : 1));
             int64_t batch = out.getNumElements() / (out.getShape().back() *
                                                     out.getDimSize(out.getRank() - 2));
+            if (lhs.getElementType().isBF16()) {  // f32 accumulation
+              b << llvm::formatv("  stepc_cpu_matmul_bf16({0}, {1}, {2}, {10}, {3}, {4}, {5}, "
+                                 "{6}, {7}, {8}, {9});\n",
+                                 ptr(m.getLhs()), ptr(m.getRhs()), ptr(m), batch,
+                                 out.getDimSize(out.getRank() - 2), out.getShape().back(), k,
+                                 m.getTransposeA() ? 1 : 0, m.getTransposeB() ? 1 : 0,
+                                 isa<MatmulOp>(op) ? 1 : 0, out.getElementType().isF32() ? 1 : 0);
+              return success();
+            }
             b << llvm::formatv("  stepc_cpu_matmul({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
                                "{8}, {9});\n",
                                ptr(m.getLhs()), ptr(m.getRhs()), ptr(m), batch,

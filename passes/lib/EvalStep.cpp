@@ -67,10 +67,16 @@ Operation *vocabLogits(Value loss) {
 
 /// Every rank's part of split logits [..., V/M], gathered into [..., V]:
 /// the vocabulary moved outermost (the collectives concatenate along
-/// dimension 0), gathered, moved back.
+/// dimension 0), gathered, moved back. In f32: a bf16 part (a GEMM's
+/// result under step-mixed-precision) is widened first, so the eval step's
+/// logits are f32 whatever the precision.
 Value gatherVocabulary(OpBuilder &b, Location loc, Operation *part) {
   Value local = part->getResult(0);
   auto type = cast<RankedTensorType>(local.getType());
+  if (!type.getElementType().isF32()) {
+    type = type.clone(b.getF32Type());
+    local = b.create<ConvertOp>(loc, type, local);
+  }
   auto axis = static_cast<mesh::MeshAxis>(
       part->getAttrOfType<IntegerAttr>(StepDialect::kVocabLogitsAttrName).getInt());
   auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(

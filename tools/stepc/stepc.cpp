@@ -230,9 +230,6 @@ int main(int argc, char **argv) {
     return fail("unknown --target '" + target + "' (expected cuda or cpu)");
   if (precision != "fp32" && precision != "bf16")
     return fail("unknown --precision '" + precision + "' (expected fp32 or bf16)");
-  if (target == "cpu" && precision == "bf16" && emit != "mlir")
-    return fail("--precision=bf16 needs --target=cuda: the CPU back end computes in f32 "
-                "(--emit=mlir shows the bf16 step, which stepc-interp runs)");
   if (profile && target != "cpu")
     return fail("--profile needs --target=cpu");
   if (cudaEmulation && target != "cuda")

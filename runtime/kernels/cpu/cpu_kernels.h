@@ -1,8 +1,8 @@
 /* cpu_kernels.h - the library kernels compiled step.so calls on the CPU.
  *
  * Compiled once with the runtime (libstepc_kernels_cpu.so); only the
- * schedule and the elementwise loops are generated per model. f32 data,
- * i32 ids, row-major; reductions accumulate in double. OpenMP splits work
+ * schedule and the elementwise loops are generated per model. f32 data
+ * (bf16 GEMM and attention operands under --precision=bf16), i32 ids, row-major; reductions accumulate in double. OpenMP splits work
  * across cores; GEMMs go to OpenBLAS (its OpenMP build, so the two share one
  * thread pool).
  */
@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,6 +20,32 @@ extern "C" {
 /* C[p] = op_a(A[p]) @ op_b(B[p], or B shared) for `batch` [M,K]x[K,N] products. */
 void stepc_cpu_matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
                       int64_t n, int64_t k, int transpose_a, int transpose_b, int shared_rhs);
+
+/* bf16 (--precision=bf16): the upper half of an f32, stored as uint16_t. */
+typedef uint16_t stepc_bf16;
+static inline float stepc_bf16_to_f32(stepc_bf16 h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+/* Round to nearest, ties to even (as the interpreter, CUDA and oneDNN); a NaN
+ * stays a (quiet) NaN. */
+static inline stepc_bf16 stepc_f32_to_bf16(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (stepc_bf16)((bits >> 16) | 0x40u);
+  return (stepc_bf16)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+/* f rounded to bf16 and widened back: a fused loop's bf16 value in a register. */
+static inline float stepc_bf16_round(float f) { return stepc_bf16_to_f32(stepc_f32_to_bf16(f)); }
+
+/* The bf16 GEMM (oneDNN, on AMX or AVX512-BF16 where the CPU has them): bf16
+ * operands, f32 accumulation, C in bf16 (c_f32 = 0) or f32 (c_f32 = 1).
+ * Operands as stepc_cpu_matmul's. */
+void stepc_cpu_matmul_bf16(const stepc_bf16 *a, const stepc_bf16 *b, void *c, int c_f32,
+                           int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
+                           int transpose_b, int shared_rhs);
 
 void stepc_cpu_fill(float *out, int64_t n, float value);
 /* NumPy broadcast of in (rank in_rank) to out (rank out_rank), right-aligned. */
@@ -57,6 +84,17 @@ void stepc_cpu_attention_grad(const float *dout, const float *q, const float *k,
                               const float *v, int64_t batch, int64_t tq, int64_t tk,
                               int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
                               double scale, float *dq, float *dk, float *dv);
+/* bf16 operands and results, f32 math inside (the operands widened into a
+ * per-call scratch, the results rounded to nearest even). */
+void stepc_cpu_attention_bf16(const stepc_bf16 *q, const stepc_bf16 *k, const stepc_bf16 *v,
+                              int64_t batch, int64_t tq, int64_t tk, int64_t heads,
+                              int64_t kv_heads, int64_t head_dim, int causal, double scale,
+                              stepc_bf16 *out);
+void stepc_cpu_attention_grad_bf16(const stepc_bf16 *dout, const stepc_bf16 *q,
+                                   const stepc_bf16 *k, const stepc_bf16 *v, int64_t batch,
+                                   int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                                   int64_t head_dim, int causal, double scale, stepc_bf16 *dq,
+                                   stepc_bf16 *dk, stepc_bf16 *dv);
 /* The same on query, key and value read in place from their columns (offsets)
    of one [batch, len, width] tensor; the gradient's three parts written into
    their columns of one such tensor. */

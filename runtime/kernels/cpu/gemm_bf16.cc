@@ -1,0 +1,78 @@
+// bf16 GEMMs through oneDNN's matmul primitive: it picks AMX tiles,
+// AVX512-BF16 dot products or an emulation, whichever the CPU has, at run
+// time. OpenBLAS (Debian's build) has no bf16 GEMM; oneDNN is the library
+// PyTorch's own CPU bf16 path uses.
+//
+// A primitive is made once per shape and kept: the step calls the same
+// shapes every time, and making one costs milliseconds.
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include <dnnl.hpp>
+
+#include "runtime/kernels/cpu/cpu_kernels.h"
+
+namespace {
+
+using Dims = dnnl::memory::dims;
+using Type = dnnl::memory::data_type;
+
+// (batch, m, n, k, transpose_a, transpose_b, shared_rhs, c_f32)
+using GemmKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, int>;
+
+struct Gemm {
+  dnnl::memory::desc a, b, c;
+  dnnl::matmul matmul;
+};
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// Row-major [batch, rows, cols] stored transposed ([batch, cols, rows]) or not.
+dnnl::memory::desc Operand(int64_t batch, int64_t rows, int64_t cols, bool transposed,
+                           Type type) {
+  return dnnl::memory::desc(Dims{batch, rows, cols}, type,
+                            transposed ? Dims{rows * cols, 1, rows} : Dims{rows * cols, cols, 1});
+}
+
+const Gemm& GemmFor(const GemmKey& key) {
+  static std::mutex mutex;
+  static std::map<GemmKey, Gemm> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const auto [batch, m, n, k, ta, tb, shared, c_f32] = key;
+  Gemm gemm;
+  gemm.a = Operand(batch, m, k, ta, Type::bf16);
+  // A weight shared by every batch entry broadcasts over the batch dim.
+  gemm.b = Operand(shared ? 1 : batch, k, n, tb, Type::bf16);
+  gemm.c = Operand(batch, m, n, false, c_f32 ? Type::f32 : Type::bf16);
+  gemm.matmul = dnnl::matmul(
+      dnnl::matmul::primitive_desc(dnnl::matmul::desc(gemm.a, gemm.b, gemm.c), Engine()));
+  return cache.emplace(key, std::move(gemm)).first->second;
+}
+
+}  // namespace
+
+extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, void* c,
+                                      int c_f32, int64_t batch, int64_t m, int64_t n,
+                                      int64_t k, int transpose_a, int transpose_b,
+                                      int shared_rhs) {
+  // [batch, M, K] x [K, N] with a shared B is one [batch·M, K] x [K, N].
+  if (shared_rhs && !transpose_a && batch > 1) {
+    m *= batch;
+    batch = 1;
+  }
+  const Gemm& gemm = GemmFor({batch, m, n, k, transpose_a, transpose_b, shared_rhs, c_f32});
+  dnnl::stream stream(Engine());
+  dnnl::memory a_mem(gemm.a, Engine(), const_cast<stepc_bf16*>(a));
+  dnnl::memory b_mem(gemm.b, Engine(), const_cast<stepc_bf16*>(b));
+  dnnl::memory c_mem(gemm.c, Engine(), c);
+  gemm.matmul.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem},
+                               {DNNL_ARG_DST, c_mem}});
+  stream.wait();
+}
