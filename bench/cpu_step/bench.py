@@ -2,6 +2,7 @@
 """bench/cpu_step: stepc's CPU training step against PyTorch on the same model.
 
     /usr/bin/python3 bench/cpu_step/bench.py [--preset gpt-capstone] [--steps 15]
+        [--precision fp32|bf16]
 
 One run, one machine, the same thread count (all cores): the median time of
 a full step (forward, backward, global-norm clip, AdamW) for the stepc
@@ -13,8 +14,13 @@ JAX (bench/cpu_step/peers.py, run in that environment). Prints one JSON
 object with the ratios: speedup over each peer, stepc's GFLOP/s as a
 fraction of sgemm (the roofline) and, from a `stepc --profile` build of the
 same step, the time, GB/s and GFLOP/s of each kernel kind, the GB/s against
-the machine's stream bandwidth (bench_stream). A benchmark, not a test:
-nothing here asserts a time.
+the machine's stream bandwidth (bench_stream). With --precision=bf16 the
+step is `stepc --precision=bf16`, measured beside stepc's fp32 step, and
+every PyTorch contender also runs under torch.autocast("cpu", bfloat16)
+(fp32 master weights, as ours); the roofline adds the bf16 GEMM the step
+calls (bench_gemm_bf16, 1024³), and `speedup_vs_fastest_torch` compares
+with the fastest PyTorch configuration of each round, fp32 or autocast,
+eager or compiled. A benchmark, not a test: nothing here asserts a time.
 """
 
 import argparse
@@ -49,12 +55,12 @@ def stepc_step_seconds(bindir, so, steps):
     return times
 
 
-def stepc_profile(bindir, model, steps, cpu):
+def stepc_profile(bindir, model, steps, cpu, precision):
     """Each kernel kind's share of a step, from a `stepc --profile` build."""
     with tempfile.TemporaryDirectory() as tmp:
         so, table = os.path.join(tmp, "step.so"), os.path.join(tmp, "profile.json")
         subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu",
-                        f"--cpu={cpu}", "--profile"], check=True)
+                        f"--cpu={cpu}", "--profile", f"--precision={precision}"], check=True)
         subprocess.run([os.path.join(bindir, "stepc-run"), so, f"--steps={steps}",
                         f"--log-every={steps}"], check=True, capture_output=True,
                        env=dict(os.environ, STEPC_PROFILE=table))
@@ -86,19 +92,22 @@ def failure(returncode):
     return f"failed: exit status {returncode}"
 
 
-def peer_seconds(preset, steps, threads):
-    """PyTorch 2.x eager, torch.compile and JAX from bench/.peers, if made:
-    each in a process of its own, so one running out of memory is a failure
-    in the table, not the end of the benchmark."""
+def peer_seconds(preset, steps, threads, autocast=False):
+    """PyTorch 2.x eager, torch.compile and JAX from bench/.peers, if made
+    (PyTorch only under autocast): each in a process of its own, so one
+    running out of memory is a failure in the table, not the end of the
+    benchmark."""
     python = os.path.join(ROOT, "bench", ".peers", "bin", "python")
     if not os.path.exists(python):
         return {"missing": "bench/.peers (run bench/setup-peers.sh)"}
     result = {}
-    for peer in ("torch", "torch.compile", "jax"):
+    for peer in ("torch", "torch.compile") if autocast else ("torch", "torch.compile", "jax"):
         out = subprocess.run([python, os.path.join(HERE, "peers.py"), "--preset", preset,
-                              f"--steps={steps}", f"--threads={threads}", f"--peers={peer}"],
+                              f"--steps={steps}", f"--threads={threads}", f"--peers={peer}"] +
+                             (["--autocast"] if autocast else []),
                              stdout=subprocess.PIPE, text=True)
-        result[peer] = json.loads(out.stdout)[peer] if out.returncode == 0 else failure(
+        name = peer + ("_autocast" if autocast else "")
+        result[name] = json.loads(out.stdout)[peer] if out.returncode == 0 else failure(
             out.returncode)
     return result
 
@@ -126,7 +135,7 @@ def isolated(fn, *args):
     return value if status == "ok" else value or failure(process.exitcode)
 
 
-def torch_step_seconds(a, shapes, steps, threads):
+def torch_step_seconds(a, shapes, steps, threads, autocast=False):
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
     params, tokens, targets = torch_check.draw(shapes, a, rng)
@@ -143,7 +152,8 @@ def torch_step_seconds(a, shapes, steps, threads):
     for s in range(steps):
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(a, p, tok, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(a, p, tok, tgt).float()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
         opt.step()
@@ -162,7 +172,9 @@ def main():
     ap.add_argument("--no-profile", action="store_true", help="skip the kernel breakdown")
     ap.add_argument("--no-peers", action="store_true", help="skip bench/.peers")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of every contender in turn")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     args = ap.parse_args()
+    bf16 = args.precision == "bf16"
     threads = os.cpu_count()
     a, text = gen_model.generate(["--preset", args.preset])
     with tempfile.TemporaryDirectory() as tmp:
@@ -171,11 +183,12 @@ def main():
         report = json.loads(subprocess.run(
             [os.path.join(args.bindir, "stepc-opt"), "--step-report", model, "-o", os.devnull],
             check=True, capture_output=True, text=True).stdout)
-        so = os.path.join(tmp, "step.so")
-        subprocess.run([os.path.join(args.bindir, "stepc"), model, "-o", so, "--target=cpu",
-                        f"--cpu={args.cpu}"], check=True)
+        so, so_fp32 = os.path.join(tmp, "step.so"), os.path.join(tmp, "step-fp32.so")
+        for out, precision in ((so, args.precision), (so_fp32, "fp32")) if bf16 else ((so, "fp32"),):
+            subprocess.run([os.path.join(args.bindir, "stepc"), model, "-o", out, "--target=cpu",
+                            f"--cpu={args.cpu}", f"--precision={precision}"], check=True)
         profile = None if args.no_profile else stepc_profile(args.bindir, model, args.steps,
-                                                             args.cpu)
+                                                             args.cpu, args.precision)
         tokens = report["tokens_per_step"]
         flops = report["model_flops_per_step"]
         # Rounds, each running every contender once in turn: a ratio is taken
@@ -190,13 +203,25 @@ def main():
             row["sgemm_gflops"] = json.loads(subprocess.run(
                 [os.path.join(args.bindir, "bench_sgemm")], check=True, capture_output=True,
                 text=True).stdout)["gflops"]
+            if bf16:
+                row["stepc_fp32"] = statistics.median(
+                    stepc_step_seconds(args.bindir, so_fp32, args.steps)) * tokens
+                times = isolated(torch_step_seconds, a, torch_check.param_shapes(text),
+                                 args.steps, threads, True)
+                row["torch_autocast"] = statistics.median(times) if isinstance(times, list) \
+                    else times
+                row["bf16_gemm_gflops"] = json.loads(subprocess.run(
+                    [os.path.join(args.bindir, "bench_gemm_bf16")], check=True,
+                    capture_output=True, text=True).stdout)["gflops"]
             peers = {} if args.no_peers else peer_seconds(args.preset, args.steps, threads)
+            if bf16 and not args.no_peers:
+                peers.update(peer_seconds(args.preset, args.steps, threads, autocast=True))
             for name, peer in peers.items():
                 key = "peer_" + name.replace(".", "_")
                 row[key] = peer.get("step_s", peer) if isinstance(peer, dict) else peer
             rounds.append(row)
             print(f"bench: round {r + 1}/{args.rounds}: " +
-                  ", ".join(f"{k} {v * 1e3:.1f} ms" if isinstance(v, float) and k != "sgemm_gflops"
+                  ", ".join(f"{k} {v * 1e3:.1f} ms" if isinstance(v, float) and "gflops" not in k
                             else f"{k} {v}" for k, v in row.items()), file=sys.stderr)
     median = lambda key: statistics.median(row[key] for row in rounds)
     ratio = lambda num, den: statistics.median(row[num] / row[den] for row in rounds)
@@ -234,6 +259,25 @@ def main():
             result[f"speedup_vs_{key}"] = round(ratio(key, "stepc"), 2)
         else:
             result[key] = rounds[0][key]
+    if bf16:
+        result.update({
+            "precision": "bf16",
+            "stepc_fp32_step_ms": round(median("stepc_fp32") * 1e3, 1),
+            "bf16_speedup_vs_stepc_fp32": round(ratio("stepc_fp32", "stepc"), 2),
+            "bf16_gemm_gflops": median("bf16_gemm_gflops"),
+            "fraction_of_bf16_gemm": round(statistics.median(
+                flops / row["stepc"] / 1e9 / row["bf16_gemm_gflops"] for row in rounds), 3),
+        })
+        if all(isinstance(row["torch_autocast"], float) for row in rounds):
+            result["torch_autocast_step_ms"] = round(median("torch_autocast") * 1e3, 1)
+    # The fastest PyTorch configuration of each round (fp32 or autocast, eager
+    # or compiled, either version), against stepc in the same round.
+    torch_keys = [k for k in rounds[0] if k.startswith(("torch", "peer_torch"))]
+    fastest = [min((row[k] for k in torch_keys if isinstance(row[k], float)), default=None)
+               for row in rounds]
+    if all(f is not None for f in fastest):
+        result["speedup_vs_fastest_torch"] = round(statistics.median(
+            f / row["stepc"] for f, row in zip(fastest, rounds)), 2)
     if profile:
         result["kernels"] = breakdown(profile, stream["triad_gbps"])
     print(json.dumps(result, indent=1))

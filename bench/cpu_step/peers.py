@@ -41,7 +41,7 @@ def timed(step, steps):
     return statistics.median(times)
 
 
-def torch_peer(a, shapes, params, tokens, targets, steps, threads, compiled):
+def torch_peer(a, shapes, params, tokens, targets, steps, threads, compiled, autocast=False):
     import torch
 
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -60,7 +60,9 @@ def torch_peer(a, shapes, params, tokens, targets, steps, threads, compiled):
     tgt = torch.tensor(targets, dtype=torch.long)
 
     def forward():
-        return loss_fn(a, p, tok, tgt)
+        # --autocast: bf16 GEMMs, fp32 master weights (as stepc --precision=bf16).
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return loss_fn(a, p, tok, tgt).float()
 
     if compiled:  # the loss (forward and, through AOTAutograd, backward)
         forward = torch.compile(forward)
@@ -196,6 +198,8 @@ def main():
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--peers", default="torch,torch.compile,jax")
+    ap.add_argument("--autocast", action="store_true",
+                    help="PyTorch under torch.autocast('cpu', bfloat16) (not JAX)")
     args = ap.parse_args()
     a, text = gen_model.generate(["--preset", args.preset])
     shapes = []
@@ -214,7 +218,7 @@ def main():
         try:
             if peer in ("torch", "torch.compile"):
                 s, version = torch_peer(a, shapes, params, tokens, targets, args.steps,
-                                        args.threads, peer == "torch.compile")
+                                        args.threads, peer == "torch.compile", args.autocast)
             elif peer == "jax":
                 s, version = jax_peer(a, shapes, params, tokens, targets, args.steps)
             else:
