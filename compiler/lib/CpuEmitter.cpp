@@ -4,7 +4,9 @@
 // composite ops call the library kernels in runtime/kernels/cpu/,
 // elementwise ops become OpenMP SIMD loops (broadcasts folded in),
 // reshapes are free (aliases), step.adamw updates parameters and moments in
-// place. Every buffer is `arena + offset` from the memory plan. One table
+// place; bf16 values (--precision=bf16) are stored as uint16_t, widened on
+// load and rounded on store, their GEMMs on oneDNN (kernels/cpu/gemm_bf16.cc).
+// Every buffer is `arena + offset` from the memory plan. One table
 // (emitOp) covers every op; an op outside it is an error at its location.
 //
 //===----------------------------------------------------------------------===//
