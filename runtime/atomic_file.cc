@@ -1,6 +1,7 @@
 #include "runtime/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -56,6 +57,18 @@ bool AtomicFile::Open(const std::string& given, std::string& error) {
     error = "cannot write '" + path + "': " + std::strerror(errno);
     return false;
   }
+  // mkstemp makes the file 0600: give it the mode the target has, or a new
+  // file's (0666 less the umask), as a plain open would.
+  struct stat existing;
+  mode_t mode;
+  if (stat(path.c_str(), &existing) == 0) {
+    mode = existing.st_mode & 07777;
+  } else {
+    const mode_t mask = umask(0);
+    umask(mask);
+    mode = 0666 & ~mask;
+  }
+  fchmod(fd, mode);
   close(fd);
   temp_ = name.data();
   out_.open(temp_, std::ios::binary | std::ios::trunc);

@@ -40,6 +40,9 @@ class Module {
               char* error, size_t error_len) const {
     return eval_(args, arena, collectives, device, loss, logits, outputs, error, error_len);
   }
+  // The kernel timeline of a `stepc --profile` build (stepc_profile_trace_v1),
+  // or null for any other step.so.
+  decltype(&stepc_profile_trace_v1) trace() const { return trace_; }
   // Elements of the loss function's output i (stepc_module_info.outputs).
   int64_t output_count(int i) const;
   // Elements of the logits the eval step returns (0: none).
@@ -52,6 +55,7 @@ class Module {
   const stepc_module_info* info_ = nullptr;
   decltype(&stepc_train_step_v5) step_ = nullptr;
   decltype(&stepc_eval_step_v5) eval_ = nullptr;
+  decltype(&stepc_profile_trace_v1) trace_ = nullptr;
 };
 
 }  // namespace stepc

@@ -2,7 +2,11 @@
 //
 // Each op's text ends with a mark charging the time since the previous one
 // to its kind; the calls, bytes and FLOPs of each kind per step are known
-// here, the seconds at run time, and the table is written at unload.
+// here, the seconds at run time, and the table is written at unload. The
+// marks also number the step's kernels in execution order (its sites), so
+// a runtime that asks (stepc_profile_trace_v1) gets each kernel's interval:
+// the trace of stepc-run --trace. The mark's text names only the kind, so
+// blocks outlined into functions stay equal.
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,6 +54,8 @@ int SourceEmitter::profileKind(Operation *op) {
   kind.calls += 1;
   kind.bytes += bytes;
   kind.flops += flops;
+  profileSites.push_back(ProfileSite{it->second, named->getName().getStringRef().str(),
+                                     where(named), flops, bytes});
   return it->second;
 }
 
@@ -68,14 +74,37 @@ std::string SourceEmitter::profileSupport() {
        << "},\n";
   size_t n = std::max<size_t>(profileKinds.size(), 1);
   os << "};\n"
+     << "const stepc_trace_site kProfSites[] = {\n";
+  for (const ProfileSite &site : profileSites)
+    os << "  {" << cString(profileKinds[site.kind].name) << ", " << cString(site.op) << ", "
+       << cString(site.location) << ", " << site.flops << ", " << site.bytes << "},\n";
+  if (profileSites.empty())
+    os << "  {\"\", \"\", \"\", 0, 0},\n";
+  os << "};\n"
+     << "const size_t kProfSiteCount = " << profileSites.size() << ";\n"
      << "double stepc_prof_seconds[" << n << "];\n"
-     << "long long stepc_prof_steps;\ndouble stepc_prof_last;\nint stepc_prof_rank = -1;\n\n"
+     << "long long stepc_prof_steps;\ndouble stepc_prof_last;\nint stepc_prof_rank = -1;\n"
+     << "// The trace: the site about to end, and the intervals recorded.\n"
+     << "int stepc_prof_site, stepc_prof_recording, stepc_prof_lost;\n"
+     << "stepc_trace_event *stepc_prof_events;\n"
+     << "size_t stepc_prof_event_count, stepc_prof_event_capacity;\n\n"
      << "double stepc_prof_now() {\n  struct timespec t;\n"
      << "  clock_gettime(CLOCK_MONOTONIC, &t);\n  return t.tv_sec + 1e-9 * t.tv_nsec;\n}\n"
      << "void stepc_prof_begin(int rank) {\n  ++stepc_prof_steps;\n  stepc_prof_rank = rank;\n"
-     << "  stepc_prof_last = stepc_prof_now();\n}\n"
+     << "  stepc_prof_site = 0;\n  stepc_prof_last = stepc_prof_now();\n}\n"
+     << "void stepc_prof_record(double end) {\n"
+     << "  if (stepc_prof_event_count == stepc_prof_event_capacity) {\n"
+     << "    size_t capacity = stepc_prof_event_capacity ? 2 * stepc_prof_event_capacity : 4096;\n"
+     << "    void *grown = realloc(stepc_prof_events, capacity * sizeof(stepc_trace_event));\n"
+     << "    if (!grown) {\n      stepc_prof_lost = 1;\n      return;\n    }\n"
+     << "    stepc_prof_events = (stepc_trace_event *)grown;\n"
+     << "    stepc_prof_event_capacity = capacity;\n  }\n"
+     << "  stepc_prof_events[stepc_prof_event_count++] =\n"
+     << "      stepc_trace_event{stepc_prof_site, stepc_prof_last, end};\n}\n"
      << "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
-     << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n  stepc_prof_last = now;\n}\n\n"
+     << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n"
+     << "  if (stepc_prof_recording)\n    stepc_prof_record(now);\n"
+     << "  ++stepc_prof_site;\n  stepc_prof_last = now;\n}\n\n"
      << "__attribute__((destructor)) void stepc_prof_write() {\n"
      << "  // No step ran (a run that failed early): an existing profile stays.\n"
      << "  if (stepc_prof_steps == 0)\n    return;\n"
@@ -96,7 +125,15 @@ std::string SourceEmitter::profileSupport() {
      << "  fprintf(out, \"\\n]}\\n\");\n"
      << "  if (path && (ferror(out) | fclose(out)))\n"
      << "    fprintf(stderr, \"stepc --profile: cannot write '%s'\\n\", path);\n}\n\n"
-     << "}  // namespace\n\n";
+     << "}  // namespace\n\n"
+     << "extern \"C\" int stepc_profile_trace_v1(int record, const stepc_trace_event **events,\n"
+     << "                                      size_t *count, const stepc_trace_site **sites,\n"
+     << "                                      size_t *site_count) {\n"
+     << "  const int lost = stepc_prof_lost;\n"
+     << "  if (record) {\n    stepc_prof_event_count = 0;\n    stepc_prof_lost = 0;\n  }\n"
+     << "  stepc_prof_recording = record;\n"
+     << "  *events = stepc_prof_events;\n  *count = stepc_prof_event_count;\n"
+     << "  *sites = kProfSites;\n  *site_count = kProfSiteCount;\n  return lost;\n}\n\n";
   return text;
 }
 

@@ -234,7 +234,16 @@ private:
   };
   std::vector<ProfileKind> profileKinds;
   std::map<std::string, int> profileKindOf;
-  /// The kind `op` is timed as, counting its call, bytes and FLOPs.
+  /// Each timed kernel in execution order (stepc_trace_site): its kind,
+  /// op, location, FLOPs and bytes.
+  struct ProfileSite {
+    int kind;
+    std::string op, location;
+    int64_t flops, bytes;
+  };
+  std::vector<ProfileSite> profileSites;
+  /// The kind `op` is timed as, counting its call, bytes and FLOPs (and
+  /// adding its site).
   int profileKind(mlir::Operation *op);
   /// The timers and the table the profile writes at unload.
   std::string profileSupport();

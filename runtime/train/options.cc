@@ -1,5 +1,7 @@
 #include "runtime/train/options.h"
 
+#include "runtime/train/trace.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -53,6 +55,8 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
       {"metrics", &TrainOptions::metrics},
       {"plot", &TrainOptions::plot},
       {"plot_log", &TrainOptions::plot_log},
+      {"trace", &TrainOptions::trace},
+      {"trace_steps", &TrainOptions::trace_steps},
       {"threads", &TrainOptions::threads},
   };
   const nlohmann::json options = nlohmann::json::parse(text, nullptr, false);
@@ -130,6 +134,7 @@ absl::Status ValidateOptions(const TrainOptions& o) {
   std::error_code ec;
   for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--metrics", o.metrics},
                                    {"--plot", o.plot},
+                                   {"--trace", o.trace},
                                    {"--save-safetensors", o.save_safetensors}}) {
     if (path.empty()) continue;
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -155,6 +160,7 @@ absl::Status ValidateOptions(const TrainOptions& o) {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, " '", dir, "': '", at.string(), "' is not a directory"));
   }
+  if (absl::Status steps = ParseTraceSteps(o.trace_steps).status(); !steps.ok()) return steps;
   if (o.save_every < 0 || o.keep < 0)
     return absl::InvalidArgumentError("--save-every and --keep must be >= 0");
   if (o.save_every > 0 && o.checkpoint_dir.empty())

@@ -38,6 +38,8 @@ struct TrainOptions {
   int64_t log_every = 10;
   std::string metrics, plot;
   bool plot_log = false;
+  // A Chrome trace-event timeline of these steps ("A:B", "A" or "all").
+  std::string trace, trace_steps = "2:3";
   // Machine.
   int32_t threads = 0;
   // The options given explicitly (by their underscore names, "min_lr_ratio"):

@@ -26,6 +26,7 @@
 #include "runtime/train/outputs.h"
 #include "runtime/train/sampler.h"
 #include "runtime/train/schedule.h"
+#include "runtime/train/trace.h"
 
 namespace stepc {
 namespace {
@@ -139,6 +140,22 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing left to train\n",
                 static_cast<long long>(first_step - 1), static_cast<long long>(steps));
 
+  // --trace: the steps asked for, on every rank (each its own file).
+  STEPC_ASSIGN_OR_RETURN(const TraceSteps trace_steps, ParseTraceSteps(o.trace_steps));
+  Trace trace(o.trace, trace_steps, rank, *module);
+  if (lead && trace.enabled() && !trace.has_kernels())
+    std::fprintf(stderr,
+                 "stepc-run: --trace: %s has no kernel timers (build it with stepc --profile): "
+                 "tracing the host's phases only\n",
+                 path.c_str());
+  // A host phase of `step` in the trace: the time `body` takes.
+  auto traced = [&](const char* name, int64_t step, auto&& body) -> absl::Status {
+    const double start = MonotonicSeconds();
+    absl::Status status = body();
+    trace.Host(name, step, start, MonotonicSeconds());
+    return status;
+  };
+
   std::vector<float> losses;
   std::vector<std::pair<int64_t, double>> val_losses;
   auto report_eval = [&](int64_t step) -> absl::Status {
@@ -175,11 +192,17 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   };
   StepResult last;
   for (int64_t step = first_step; step <= steps; ++step) {
-    STEPC_RETURN_IF_ERROR(data.SetStep(*session, schedule.seed, step));
+    STEPC_RETURN_IF_ERROR(
+        traced("data", step, [&] { return data.SetStep(*session, schedule.seed, step); }));
     const double lr = LearningRate(schedule, step);
     const auto start = Clock::now();
-    STEPC_ASSIGN_OR_RETURN(last, session->Step(static_cast<float>(lr)));
+    if (trace.Traces(step)) trace.BeginStepKernels();
+    STEPC_RETURN_IF_ERROR(traced("step", step, [&]() -> absl::Status {
+      STEPC_ASSIGN_OR_RETURN(last, session->Step(static_cast<float>(lr)));
+      return absl::OkStatus();
+    }));
     const double seconds = Since(start);
+    if (trace.Traces(step)) STEPC_RETURN_IF_ERROR(trace.EndStepKernels(step));
     losses.push_back(last.loss);
     // Throughput in what the model consumes: tokens for a language model,
     // samples (rows of the global batch) for any other.
@@ -207,16 +230,19 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     if (!std::isfinite(last.loss))
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
     if (evaluator.enabled() && ((o.eval_every > 0 && step % o.eval_every == 0) || step == steps))
-      STEPC_RETURN_IF_ERROR(report_eval(step));
+      STEPC_RETURN_IF_ERROR(traced("eval", step, [&] { return report_eval(step); }));
     if (ShouldSaveCheckpoint(o, step, steps)) {
+      const double saving = MonotonicSeconds();
       const json trainer = {
           {"trainer", "stepc-run"},
           {"schedule", ScheduleJson(schedule)},
           {"data", data.identity()},
           {"last", {{"loss", Json(last.loss)}, {"grad_norm", Json(last.grad_norm)}}}};
       STEPC_RETURN_IF_ERROR(SaveTrainingCheckpoint(*session, o, step, trainer, lead));
+      trace.Host("checkpoint", step, saving, MonotonicSeconds());
     }
   }
+  STEPC_RETURN_IF_ERROR(trace.Write());
   if (lead && session->module().is_cuda())
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);

@@ -8,7 +8,7 @@
 //       [--resume DIR] [--val-data FILE | --val-fraction F | --val-batch-npy DIR]
 //       [--eval-every K] [--eval-batches N] [--sample N --prompt TEXT
 //       --temperature T --top-k K --vocab meta.json] [--save-outputs DIR]
-//       [--threads N] [--plot-log]
+//       [--threads N] [--plot-log] [--trace FILE.json [--trace-steps A:B]]
 //
 // docs/training.md walks through them. The job itself is the runtime's
 // (runtime/train/trainer.h): this file is its flags, help and main.
@@ -52,6 +52,12 @@ ABSL_FLAG(int64_t, log_every, kDefaults.log_every, "print a progress line every 
 ABSL_FLAG(std::string, metrics, "", "write one JSON line per step here");
 ABSL_FLAG(std::string, plot, "", "write the loss curve here (SVG)");
 ABSL_FLAG(bool, plot_log, kDefaults.plot_log, "draw --plot's loss axis on a logarithmic scale");
+ABSL_FLAG(std::string, trace, "",
+          "write a Chrome trace-event timeline of --trace-steps here (Perfetto, "
+          "chrome://tracing): host phases, and every kernel of a step.so built with "
+          "stepc --profile; rank r > 0 writes FILE.rank<r>");
+ABSL_FLAG(std::string, trace_steps, kDefaults.trace_steps,
+          "the steps --trace records: A:B, A or all");
 ABSL_FLAG(std::string, init_npy, "", "load parameters from DIR/<name>.npy");
 ABSL_FLAG(std::string, init_safetensors, "",
           "load parameters from a safetensors FILE by name (stepc.export's init.safetensors, "
@@ -119,6 +125,8 @@ TrainOptions OptionsFromFlags(absl::flat_hash_set<std::string> given) {
   o.metrics = absl::GetFlag(FLAGS_metrics);
   o.plot = absl::GetFlag(FLAGS_plot);
   o.plot_log = absl::GetFlag(FLAGS_plot_log);
+  o.trace = absl::GetFlag(FLAGS_trace);
+  o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   o.init_npy = absl::GetFlag(FLAGS_init_npy);
   o.init_safetensors = absl::GetFlag(FLAGS_init_safetensors);
   o.save_safetensors = absl::GetFlag(FLAGS_save_safetensors);
@@ -156,7 +164,7 @@ void PrintHelp() {
       {"checkpoints", {"checkpoint_dir", "save_every", "keep", "resume", "auto_resume"}},
       {"evaluation and sampling", {"eval_every", "eval_batches", "save_outputs", "sample",
                                    "prompt", "temperature", "top_k"}},
-      {"progress and logs", {"log_every", "metrics", "plot", "plot_log"}},
+      {"progress and logs", {"log_every", "metrics", "plot", "plot_log", "trace", "trace_steps"}},
       {"machine", {"threads"}},
   };
   auto all = absl::GetAllFlags();

@@ -1,0 +1,119 @@
+#include "runtime/train/trace.h"
+
+#include <time.h>
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "runtime/atomic_file.h"
+
+namespace stepc {
+namespace {
+
+using json = nlohmann::json;
+
+// Thread tracks of a rank's process.
+constexpr int kHostTrack = 0, kKernelTrack = 1;
+
+json Metadata(const char* name, int pid, int tid, const std::string& value) {
+  return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", {{"name", value}}}};
+}
+
+}  // namespace
+
+absl::StatusOr<TraceSteps> ParseTraceSteps(const std::string& text) {
+  if (text == "all") return TraceSteps{1, INT64_MAX};
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  TraceSteps steps;
+  if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &steps.first) ||
+      !absl::SimpleAtoi(parts.back(), &steps.last) || steps.first < 1 ||
+      steps.last < steps.first)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--trace-steps '", text, "' is not A:B (1 <= A <= B), A or all"));
+  return steps;
+}
+
+double MonotonicSeconds() {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+Trace::Trace(std::string path, TraceSteps steps, int rank, const Module& module)
+    : path_(std::move(path)), steps_(steps), rank_(rank), module_(module),
+      origin_(MonotonicSeconds()) {
+  if (!enabled()) return;
+  if (rank_ > 0) path_ = absl::StrCat(path_, ".rank", rank_);
+  events_.push_back(Metadata("process_name", rank_, 0, absl::StrCat("rank ", rank_)));
+  events_.push_back(Metadata("thread_name", rank_, kHostTrack, "host"));
+  if (has_kernels())
+    events_.push_back(Metadata("thread_name", rank_, kKernelTrack, "kernels"));
+}
+
+void Trace::Host(const std::string& name, int64_t step, double start, double end) {
+  if (!Traces(step)) return;
+  events_.push_back({{"ph", "X"}, {"name", name}, {"cat", "host"}, {"pid", rank_},
+                     {"tid", kHostTrack}, {"ts", Microseconds(start)},
+                     {"dur", (end - start) * 1e6}, {"args", {{"step", step}}}});
+}
+
+void Trace::BeginStepKernels() {
+  if (!has_kernels()) return;
+  const stepc_trace_event* events;
+  const stepc_trace_site* sites;
+  size_t count, site_count;
+  module_.trace()(1, &events, &count, &sites, &site_count);
+}
+
+absl::Status Trace::EndStepKernels(int64_t step) {
+  if (!has_kernels()) return absl::OkStatus();
+  const stepc_trace_event* events;
+  const stepc_trace_site* sites;
+  size_t count, site_count;
+  if (module_.trace()(0, &events, &count, &sites, &site_count) != 0)
+    return absl::ResourceExhaustedError("--trace: the step.so ran out of memory recording kernels");
+  for (size_t i = 0; i < count; ++i) {
+    const stepc_trace_event& e = events[i];
+    const double seconds = e.end_s - e.start_s;
+    json event = {{"ph", "X"}, {"cat", "kernel"}, {"pid", rank_}, {"tid", kKernelTrack},
+                  {"ts", Microseconds(e.start_s)}, {"dur", seconds * 1e6}};
+    json args = {{"step", step}, {"site", e.site}};
+    if (e.site >= 0 && static_cast<size_t>(e.site) < site_count) {
+      const stepc_trace_site& s = sites[e.site];
+      event["name"] = s.kind;
+      args["op"] = s.op;
+      if (*s.location) args["location"] = s.location;
+      args["flops"] = s.flops;
+      args["bytes"] = s.bytes;
+      if (seconds > 0) {
+        if (s.flops) args["gflops_per_s"] = s.flops / seconds / 1e9;
+        args["gb_per_s"] = s.bytes / seconds / 1e9;
+      }
+    } else {
+      event["name"] = "kernel";  // more marks ran than the compiler numbered
+    }
+    event["args"] = std::move(args);
+    events_.push_back(std::move(event));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trace::Write() const {
+  if (!enabled()) return absl::OkStatus();
+  const json trace = {{"traceEvents", events_},
+                      {"displayTimeUnit", "ms"},
+                      {"otherData", {{"module", module_.path()},
+                                     {"kernels", has_kernels() ? "recorded (stepc --profile)"
+                                                               : "not recorded: build the "
+                                                                 "step.so with stepc --profile"},
+                                     {"steps", absl::StrCat(steps_.first, ":", steps_.last)}}}};
+  AtomicFile file;
+  std::string error;
+  if (!file.Open(path_, error)) return absl::PermissionDeniedError(error);
+  file.stream() << trace.dump() << "\n";
+  return file.Commit(error) ? absl::OkStatus() : absl::DataLossError(error);
+}
+
+}  // namespace stepc

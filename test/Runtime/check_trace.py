@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Checks a `stepc-run --trace` file against the trace-event format and the run.
+
+    check_trace.py TRACE --steps A:B [--kernels] [--rank R] [--collectives]
+
+Every event has the fields its phase needs (X: name, ts, dur >= 0, pid,
+tid; M: name, args.name); the host track has a "data" and a "step" span
+for each traced step and none for another. With --kernels: each traced
+step's kernels lie inside its host "step" span, in order, without
+overlapping, and tile it (their durations sum to within 5% of it); every
+kernel names its site's op, FLOPs and bytes, and the GEMMs their
+GFLOP/s. Prints one line per traced step.
+"""
+import argparse
+import json
+import sys
+
+
+def fail(message):
+    sys.exit(f"check_trace: {message}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("trace")
+    p.add_argument("--steps", required=True)
+    p.add_argument("--kernels", action="store_true")
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--collectives", action="store_true")
+    a = p.parse_args()
+    first, _, last = a.steps.partition(":")
+    wanted = set(range(int(first), int(last or first) + 1))
+    events = json.load(open(a.trace))["traceEvents"]
+    for e in events:
+        if e.get("ph") == "X":
+            for key in ("name", "ts", "dur", "pid", "tid"):
+                if key not in e:
+                    fail(f"an X event without '{key}': {e}")
+            if e["dur"] < 0:
+                fail(f"negative duration: {e}")
+        elif e.get("ph") == "M":
+            if "name" not in e or "name" not in e.get("args", {}):
+                fail(f"a metadata event without its name: {e}")
+        else:
+            fail(f"an unexpected phase: {e}")
+        if e["pid"] != a.rank:
+            fail(f"an event of process {e['pid']} in rank {a.rank}'s trace")
+    host = [e for e in events if e.get("cat") == "host"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    steps = {e["args"]["step"] for e in host if e["name"] == "step"}
+    if steps != wanted:
+        fail(f"host step spans for steps {sorted(steps)}, expected {sorted(wanted)}")
+    if {e["args"]["step"] for e in host if e["name"] == "data"} != wanted:
+        fail("a traced step without its data span")
+    if not a.kernels:
+        if kernels:
+            fail("kernel events in a trace of a step.so without --profile")
+        print(f"host spans for steps {sorted(steps)}, no kernels")
+        return 0
+    names = set()
+    for step in sorted(wanted):
+        span = next(e for e in host if e["name"] == "step" and e["args"]["step"] == step)
+        mine = sorted((e for e in kernels if e["args"]["step"] == step), key=lambda e: e["ts"])
+        if not mine:
+            fail(f"no kernels in step {step}")
+        end = span["ts"] + span["dur"]
+        previous = span["ts"]
+        for k in mine:
+            # Microseconds as floats: 0.01 us of slack for the rounding.
+            if k["ts"] < previous - 0.01 or k["ts"] + k["dur"] > end + 0.01:
+                fail(f"step {step}: kernel {k['name']} at {k['ts']} outside its step or "
+                     f"overlapping the one before")
+            previous = k["ts"] + k["dur"]
+            for key in ("op", "flops", "bytes", "site"):
+                if key not in k["args"]:
+                    fail(f"kernel {k['name']} without '{key}'")
+            if "matmul" in k["name"] and "gflops_per_s" not in k["args"]:
+                fail(f"GEMM {k['name']} without its GFLOP/s")
+            names.add(k["name"])
+        sites = [k["args"]["site"] for k in mine]
+        if sites != list(range(len(mine))):
+            fail(f"step {step}: sites out of execution order")
+        covered = sum(k["dur"] for k in mine) / span["dur"]
+        if not 0.95 <= covered <= 1.0 + 1e-6:
+            fail(f"step {step}: the kernels cover {covered:.3f} of the step's span")
+        print(f"step {step}: {len(mine)} kernels tile the step's span (within 5%)")
+    if a.collectives:
+        if not any(n.startswith("mesh.") for n in names):
+            fail(f"no collective among the kernels: {sorted(names)}")
+        print("collectives are in the trace")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
