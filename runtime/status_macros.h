@@ -1,5 +1,5 @@
 // Status macros for the runtime. Abseil's LTS 20220623 ships none, so they
-// are defined once here (DESIGN.md §6).
+// are defined once here.
 
 #ifndef STEPC_RUNTIME_STATUS_MACROS_H_
 #define STEPC_RUNTIME_STATUS_MACROS_H_

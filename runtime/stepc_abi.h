@@ -105,7 +105,7 @@ typedef struct {
   int32_t num_args;
   const stepc_arg_info *args;
   int64_t arena_bytes;          /* the transient arena the step needs */
-  int64_t model_flops_per_step; /* REFERENCE.md convention */
+  int64_t model_flops_per_step; /* 6·P_matmul + 12·L·T·d per token, times tokens */
   int64_t executed_flops_per_step;
   int64_t tokens_per_step;
   const char *report_json; /* the compiler's report (stepc --report) */

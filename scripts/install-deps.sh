@@ -3,7 +3,7 @@
 # Every entry point (make build/test/demo, .ci/run) calls this first.
 set -euo pipefail
 
-# What each package is for (DESIGN.md §6):
+# What each package is for:
 #   MLIR/LLVM 19: the dialect, passes, stepc-opt; llvm-19-tools brings FileCheck, lit.
 #   libabsl-dev: statuses and containers; libgtest-dev: unit tests.
 #   cmake, ninja-build, ccache: the build; python3: lit and the model generator.

@@ -27,7 +27,7 @@ config.environment["STEPC_BIN"] = config.stepc_tools_dir
 # The Python package as built (build/python/stepc).
 config.environment["PYTHONPATH"] = os.path.join(config.stepc_obj_root, "python")
 
-# Multi-rank runs on loopback, as root in CI (DESIGN.md §6); one OpenMP
+# Multi-rank runs on loopback, as root in CI; one OpenMP
 # thread per rank so that 4 ranks do not oversubscribe 2 cores 4-fold.
 config.substitutions.append(("%mpirun",
     "env OMP_NUM_THREADS=1 timeout 300 mpirun --allow-run-as-root --oversubscribe "

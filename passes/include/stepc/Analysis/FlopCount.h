@@ -10,7 +10,7 @@
 
 namespace stepc {
 
-/// FLOPs of one op under the model-FLOPs convention (REFERENCE.md).
+/// FLOPs of one op under the model-FLOPs convention (6·P_matmul + 12·L·T·d per token).
 struct OpFlops {
   /// Forward FLOPs: 2·M·N·K per matrix product.
   int64_t forward = 0;
