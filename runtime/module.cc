@@ -165,6 +165,8 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   return module;
 }
 
+void* Module::Symbol(const char* name) const { return dlsym(handle_, name); }
+
 bool Module::is_cuda() const {
   return std::strcmp(info_->target, "cuda") == 0 || is_cuda_emulation();
 }

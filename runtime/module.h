@@ -40,6 +40,8 @@ class Module {
               char* error, size_t error_len) const {
     return eval_(args, arena, collectives, device, loss, logits, outputs, error, error_len);
   }
+  // A symbol of step.so or of the libraries it links (the kernels), or null.
+  void* Symbol(const char* name) const;
   // The kernel timeline of a `stepc --profile` build (stepc_profile_trace_v1),
   // or null for any other step.so.
   decltype(&stepc_profile_trace_v1) trace() const { return trace_; }

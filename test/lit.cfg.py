@@ -24,6 +24,9 @@ config.substitutions.append(("%examples", os.path.join(config.stepc_src_root, "e
 torch_python = "/usr/bin/python3"
 config.substitutions.append(("%torch_python", torch_python))
 config.environment["STEPC_BIN"] = config.stepc_tools_dir
+# stepc-run's MFU probe caches the machine's GEMM rate: in the build tree,
+# not the home directory.
+config.environment["STEPC_CACHE_DIR"] = os.path.join(config.stepc_obj_root, "test", "cache")
 # The Python package as built (build/python/stepc).
 config.environment["PYTHONPATH"] = os.path.join(config.stepc_obj_root, "python")
 

@@ -58,6 +58,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
       {"trace", &TrainOptions::trace},
       {"trace_steps", &TrainOptions::trace_steps},
       {"threads", &TrainOptions::threads},
+      {"peak_tflops", &TrainOptions::peak_tflops},
   };
   const nlohmann::json options = nlohmann::json::parse(text, nullptr, false);
   if (options.is_discarded() || !options.is_object())
@@ -167,6 +168,8 @@ absl::Status ValidateOptions(const TrainOptions& o) {
     return absl::InvalidArgumentError("--save-every needs --checkpoint-dir");
   if (o.auto_resume && o.checkpoint_dir.empty())
     return absl::InvalidArgumentError("--auto-resume needs --checkpoint-dir");
+  if (!(o.peak_tflops >= 0) || !std::isfinite(o.peak_tflops))
+    return absl::InvalidArgumentError("--peak-tflops must be finite and >= 0");
   if (o.threads < 0 || o.threads > 4096)
     return absl::InvalidArgumentError("--threads must be in [0, 4096]");
   if (o.eval_every < 0 || o.eval_batches < 1)

@@ -42,6 +42,7 @@ struct TrainOptions {
   std::string trace, trace_steps = "2:3";
   // Machine.
   int32_t threads = 0;
+  double peak_tflops = 0;  // MFU's peak per rank; 0: probed (CPU) or a GPU table
   // The options given explicitly (by their underscore names, "min_lr_ratio"):
   // a resumed run follows the checkpoint for the rest.
   absl::flat_hash_set<std::string> given;

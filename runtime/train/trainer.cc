@@ -24,6 +24,7 @@
 #include "runtime/train/loss_plot.h"
 #include "runtime/train/metrics_log.h"
 #include "runtime/train/outputs.h"
+#include "runtime/train/peak.h"
 #include "runtime/train/sampler.h"
 #include "runtime/train/schedule.h"
 #include "runtime/train/trace.h"
@@ -136,6 +137,14 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                 data.Describe().c_str(), static_cast<long long>(steps),
                 world > 1 ? absl::StrCat(" | ", world, " ranks (", info.sharding, ")").c_str() : "",
                 module->is_cuda() ? "" : absl::StrCat(" | ", shown_threads, " threads").c_str());
+  // MFU: the model's FLOPs over every rank's peak (each rank's own, probed
+  // on its threads; the ranks of a job are alike).
+  const PeakRate peak = FindPeak(*module, o.peak_tflops, shown_threads,
+                                 module->is_cuda() ? session->DescribeDevice() : "");
+  if (lead)
+    std::printf(peak.gflops > 0 ? "stepc-run: peak %.1f GFLOP/s per rank (%s)\n"
+                                : "stepc-run: no MFU (%.0f: %s)\n",
+                peak.gflops, peak.source.c_str());
   if (lead && first_step > steps)
     std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing left to train\n",
                 static_cast<long long>(first_step - 1), static_cast<long long>(steps));
@@ -210,18 +219,23 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     const double rate = (lm ? double(info.tokens_per_step) : double(data.samples_per_rank_step())) *
                         data.data_world() / seconds;
     const double gflops = double(info.model_flops_per_step) * world / seconds / 1e9;
+    const double mfu = peak.gflops > 0 ? gflops / (peak.gflops * world) : 0;
     const bool finite = std::isfinite(last.loss) && std::isfinite(last.grad_norm);
     STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
         "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, \"%s\": %.1f, "
         "\"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, \"measured_peak_bytes\": %d, "
-        "\"baseline_bytes\": %d%s}\n",
+        "\"baseline_bytes\": %d%s%s}\n",
         step, Json(last.loss), lr, Json(last.grad_norm), lm ? "tokens_per_s" : "samples_per_s",
         rate, gflops, session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
+        peak.gflops > 0
+            ? absl::StrFormat(", \"mfu\": %.6f, \"peak_gflops_per_s\": %.3f", mfu, peak.gflops)
+            : "",
         finite ? "" : ", \"nonfinite\": true")));
     if (lead && (step % o.log_every == 0 || step == first_step || step == steps || !finite))
-      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f %s | %.2f GFLOP/s\n",
+      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f %s | %.2f GFLOP/s%s\n",
                   static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
-                  last.grad_norm, rate, lm ? "tok/s" : "samples/s", gflops);
+                  last.grad_norm, rate, lm ? "tok/s" : "samples/s", gflops,
+                  peak.gflops > 0 ? absl::StrFormat(" | MFU %.1f%%", 100 * mfu).c_str() : "");
     std::fflush(stdout);  // a killed run still shows how far it got
     if (step == first_step ||
         (step % o.log_every == 0 && Clock::now() - last_plot > std::chrono::seconds(10)))

@@ -9,6 +9,7 @@
 //       [--eval-every K] [--eval-batches N] [--sample N --prompt TEXT
 //       --temperature T --top-k K --vocab meta.json] [--save-outputs DIR]
 //       [--threads N] [--plot-log] [--trace FILE.json [--trace-steps A:B]]
+//       [--peak-tflops T]
 //
 // docs/training.md walks through them. The job itself is the runtime's
 // (runtime/train/trainer.h): this file is its flags, help and main.
@@ -104,6 +105,9 @@ ABSL_FLAG(std::string, vocab, "",
 ABSL_FLAG(double, temperature, kDefaults.temperature,
           "sampling temperature (0: the most likely character)");
 ABSL_FLAG(int64_t, top_k, kDefaults.top_k, "sample among the k most likely characters (0: all)");
+ABSL_FLAG(double, peak_tflops, kDefaults.peak_tflops,
+          "the peak TFLOP/s per rank MFU is measured against (0: a GEMM probe on the CPU, "
+          "cached; NVIDIA's datasheet for H100, H200 and A100)");
 ABSL_FLAG(int32_t, threads, kDefaults.threads,
           "CPU threads per rank (0: OMP_NUM_THREADS if set, else the cores divided among the "
           "ranks on this node)");
@@ -126,6 +130,7 @@ TrainOptions OptionsFromFlags(absl::flat_hash_set<std::string> given) {
   o.plot = absl::GetFlag(FLAGS_plot);
   o.plot_log = absl::GetFlag(FLAGS_plot_log);
   o.trace = absl::GetFlag(FLAGS_trace);
+  o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
   o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   o.init_npy = absl::GetFlag(FLAGS_init_npy);
   o.init_safetensors = absl::GetFlag(FLAGS_init_safetensors);
@@ -165,7 +170,7 @@ void PrintHelp() {
       {"evaluation and sampling", {"eval_every", "eval_batches", "save_outputs", "sample",
                                    "prompt", "temperature", "top_k"}},
       {"progress and logs", {"log_every", "metrics", "plot", "plot_log", "trace", "trace_steps"}},
-      {"machine", {"threads"}},
+      {"machine", {"threads", "peak_tflops"}},
   };
   auto all = absl::GetAllFlags();
   std::map<std::string, absl::CommandLineFlag*> ours;

@@ -1,0 +1,124 @@
+#include "runtime/train/peak.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "runtime/atomic_file.h"
+
+namespace stepc {
+namespace {
+
+using json = nlohmann::json;
+
+// NVIDIA's dense (no sparsity) peaks, TFLOP/s, from the H100/H200 and A100
+// datasheets (SXM parts): bf16 tensor cores, and fp32 without TF32 (stepc's
+// fp32 GEMMs do not use TF32).
+struct GpuPeak {
+  const char* name;
+  double bf16, fp32;
+};
+constexpr GpuPeak kGpuPeaks[] = {
+    {"H200", 989.4, 66.9}, {"H100", 989.4, 66.9}, {"A100", 312.0, 19.5}};
+
+std::string CpuModel() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(colon + 2);
+    }
+  return "unknown CPU";
+}
+
+std::filesystem::path CacheFile() {
+  if (const char* dir = std::getenv("STEPC_CACHE_DIR"); dir && *dir)
+    return std::filesystem::path(dir) / "peak.json";
+  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir)
+    return std::filesystem::path(dir) / "stepc" / "peak.json";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::filesystem::path(home) / ".cache" / "stepc" / "peak.json";
+  return {};
+}
+
+json ReadCache(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return json::object();
+  json cache = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return cache.is_object() ? cache : json::object();
+}
+
+using Matmul = void (*)(const void*, const void*, void*, int64_t, int64_t, int64_t, int64_t, int,
+                        int, int);
+using MatmulBf16 = void (*)(const void*, const void*, void*, int, int64_t, int64_t, int64_t,
+                            int64_t, int, int, int);
+
+// The best of a few 1024³ products of the step's own GEMM kernel (found in
+// the libraries step.so links), GFLOP/s; 0 if the kernel is not there.
+double ProbeGemm(const Module& module, bool bf16) {
+  constexpr int64_t n = 1024;
+  std::vector<uint16_t> a16(n * n, 0x3f00), b16(n * n, 0x3e80);  // 0.5, 0.25
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  auto matmul = reinterpret_cast<Matmul>(module.Symbol("stepc_cpu_matmul"));
+  auto matmul_bf16 = reinterpret_cast<MatmulBf16>(module.Symbol("stepc_cpu_matmul_bf16"));
+  if (bf16 ? !matmul_bf16 : !matmul) return 0;
+  double best = 1e30;
+  for (int r = 0; r < 7; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    if (bf16)
+      matmul_bf16(a16.data(), b16.data(), c.data(), 1, 1, n, n, n, 0, 0, 0);
+    else
+      matmul(a.data(), b.data(), c.data(), 1, n, n, n, 0, 0, 0);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r >= 2) best = std::min(best, s);  // two warm-ups
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+}  // namespace
+
+PeakRate FindPeak(const Module& module, double given_tflops, const std::string& threads,
+                  const std::string& device) {
+  const bool bf16 = std::strcmp(module.info().precision, "bf16") == 0;
+  if (given_tflops > 0) return {given_tflops * 1e3, "--peak-tflops"};
+  if (module.is_cuda()) {
+    for (const GpuPeak& gpu : kGpuPeaks)
+      if (device.find(gpu.name) != std::string::npos)
+        return {(bf16 ? gpu.bf16 : gpu.fp32) * 1e3,
+                absl::StrCat(gpu.name, " datasheet, dense ", bf16 ? "bf16" : "fp32")};
+    return {0, "unknown GPU: give --peak-tflops"};
+  }
+  const std::string key = absl::StrCat(CpuModel(), " | ", threads, " threads | ",
+                                       bf16 ? "bf16" : "fp32");
+  const std::filesystem::path file = CacheFile();
+  json cache = file.empty() ? json::object() : ReadCache(file);
+  if (auto it = cache.find(key); it != cache.end() && it->is_number() && it->get<double>() > 0)
+    return {it->get<double>(), absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe, cached in ",
+                                            file.string())};
+  const double gflops = ProbeGemm(module, bf16);
+  if (gflops <= 0) return {0, "no GEMM kernel to probe"};
+  if (!file.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    cache[key] = gflops;
+    AtomicFile out;
+    std::string error;
+    if (out.Open(file.string(), error)) {
+      out.stream() << cache.dump(1) << "\n";
+      out.Commit(error);
+    }
+  }
+  return {gflops, absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe, 1024³")};
+}
+
+}  // namespace stepc

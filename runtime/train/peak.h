@@ -1,0 +1,32 @@
+// The machine's peak rate, the denominator of MFU (model FLOPs utilisation):
+// measured on the CPU by a GEMM probe of the kernel the step itself calls
+// (sgemm, or the bf16 GEMM of a --precision=bf16 step), cached per CPU
+// model, thread count and precision; for a CUDA step, a table of NVIDIA's
+// dense peaks; or given (--peak-tflops).
+
+#ifndef STEPC_RUNTIME_TRAIN_PEAK_H_
+#define STEPC_RUNTIME_TRAIN_PEAK_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/module.h"
+
+namespace stepc {
+
+struct PeakRate {
+  double gflops = 0;   // per rank; 0: unknown (MFU is not reported)
+  std::string source;  // how it was found, for the header line
+};
+
+// `given_tflops` > 0 wins. `device` describes a CUDA step's GPU
+// (Session::DescribeDevice). The CPU cache is $STEPC_CACHE_DIR, else
+// $XDG_CACHE_HOME/stepc, else ~/.cache/stepc (peak.json); a missing or
+// unreadable cache means probing (about 0.1 s), a cache that cannot be
+// written is not an error.
+PeakRate FindPeak(const Module& module, double given_tflops, const std::string& threads,
+                  const std::string& device);
+
+}  // namespace stepc
+
+#endif  // STEPC_RUNTIME_TRAIN_PEAK_H_
