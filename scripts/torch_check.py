@@ -240,7 +240,8 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
     on those gradients instead of PyTorch's own."""
     p = {n: torch.tensor(params[n], requires_grad=True) for n, _ in shapes}
     loss_fn = gpt_loss if a.arch == "gpt" else llama_loss
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=opt_args.precision == "bf16"):
+    autocast = opt_args.precision == "bf16" and opt_args.torch_precision != "fp32"
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         loss = loss_fn(a, p, torch.tensor(tokens, dtype=torch.long),
                        torch.tensor(targets, dtype=torch.long)).float()
     loss.backward()
@@ -297,6 +298,9 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9, help="sgd")
     p.add_argument("--nesterov", action="store_true", help="sgd")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--torch-precision", choices=["same", "fp32"], default="same",
+                   help="fp32: PyTorch without autocast, whatever --precision says (the "
+                   "reference on a CPU whose own bf16 GEMMs are emulated and lossy)")
     p.add_argument("-h", "--help", action="store_true")
     own, gen_argv = p.parse_known_args()
     if own.help:

@@ -44,6 +44,23 @@ if config.stepc_have_cuda:
 if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
     config.available_features.add("gpu")
 
+# PyTorch's CPU autocast is a bf16 reference only where the CPU computes bf16
+# products natively (AVX512-BF16 or AMX): elsewhere PyTorch 1.13's emulated
+# bf16 GEMMs move its gradients 5-40% (measured on an AVX2-only host, where
+# stepc's bf16 step stays within 1.1% of PyTorch fp32): there the reference
+# is PyTorch in fp32.
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return set(next(l for l in f if l.startswith("flags")).split())
+    except (OSError, StopIteration):
+        return set()
+native_bf16 = bool(cpu_flags() & {"avx512_bf16", "amx_bf16"})
+if native_bf16:
+    config.available_features.add("cpu-bf16")
+config.substitutions.append(("%torch_bf16_reference",
+                              "" if native_bf16 else "--torch-precision fp32"))
+
 # PyTorch 2.x, where bench/setup-peers.sh installed it (not on a fresh
 # machine: those tests are then unsupported): stepc.export against a second
 # PyTorch (scaled_dot_product_attention, symbolic shapes).

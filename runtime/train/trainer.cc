@@ -138,10 +138,12 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                 world > 1 ? absl::StrCat(" | ", world, " ranks (", info.sharding, ")").c_str() : "",
                 module->is_cuda() ? "" : absl::StrCat(" | ", shown_threads, " threads").c_str());
   // MFU: the model's FLOPs over every rank's peak (each rank's own, probed
-  // on its threads; the ranks of a job are alike).
-  const PeakRate peak = FindPeak(*module, o.peak_tflops, shown_threads,
-                                 module->is_cuda() ? session->DescribeDevice() : "");
-  if (lead)
+  // on its threads; the ranks of a job are alike). Nothing to train: no probe.
+  const bool trains = first_step <= steps;
+  const PeakRate peak = trains ? FindPeak(*module, o.peak_tflops, shown_threads,
+                                          module->is_cuda() ? session->DescribeDevice() : "")
+                               : PeakRate{};
+  if (lead && trains)
     std::printf(peak.gflops > 0 ? "stepc-run: peak %.1f GFLOP/s per rank (%s)\n"
                                 : "stepc-run: no MFU (%.0f: %s)\n",
                 peak.gflops, peak.source.c_str());

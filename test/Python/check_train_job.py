@@ -4,7 +4,7 @@ import json
 import sys
 
 TIMED = {"tokens_per_s", "samples_per_s", "gflops_per_s", "measured_peak_bytes",
-         "baseline_bytes"}
+         "baseline_bytes", "mfu"}
 
 
 def records(path):

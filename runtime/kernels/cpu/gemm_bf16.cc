@@ -4,11 +4,14 @@
 // PyTorch's own CPU bf16 path uses.
 //
 // A primitive is made once per shape and kept: the step calls the same
-// shapes every time, and making one costs milliseconds.
+// shapes every time, and making one costs milliseconds. Where oneDNN has no
+// bf16 matmul for this CPU (one without AVX-512, say), the operands are
+// widened and the f32 GEMM runs: the same products of bf16 values, slower.
 
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include <dnnl.hpp>
 
@@ -25,6 +28,8 @@ using GemmKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int, int, int, in
 struct Gemm {
   dnnl::memory::desc a, b, c;
   dnnl::matmul matmul;
+  // False where oneDNN could make no bf16 matmul on this CPU.
+  bool available = false;
 };
 
 dnnl::engine& Engine() {
@@ -51,9 +56,34 @@ const Gemm& GemmFor(const GemmKey& key) {
   // A weight shared by every batch entry broadcasts over the batch dim.
   gemm.b = Operand(shared ? 1 : batch, k, n, tb, Type::bf16);
   gemm.c = Operand(batch, m, n, false, c_f32 ? Type::f32 : Type::bf16);
-  gemm.matmul = dnnl::matmul(
-      dnnl::matmul::primitive_desc(dnnl::matmul::desc(gemm.a, gemm.b, gemm.c), Engine()));
+  try {
+    gemm.matmul = dnnl::matmul(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(gemm.a, gemm.b, gemm.c), Engine()));
+    gemm.available = true;
+  } catch (const dnnl::error&) {
+  }
   return cache.emplace(key, std::move(gemm)).first->second;
+}
+
+// The f32 GEMM on widened operands, C rounded back unless it is f32.
+void WidenedMatmul(const stepc_bf16* a, const stepc_bf16* b, void* c, int c_f32, int64_t batch,
+                   int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
+                   int shared_rhs) {
+  thread_local std::vector<float> wide_a, wide_b, wide_c;
+  auto widen = [](const stepc_bf16* in, int64_t count, std::vector<float>& out) {
+    out.resize(count);
+    for (int64_t i = 0; i < count; ++i) out[i] = stepc_bf16_to_f32(in[i]);
+    return out.data();
+  };
+  const float* fa = widen(a, batch * m * k, wide_a);
+  const float* fb = widen(b, (shared_rhs ? 1 : batch) * k * n, wide_b);
+  const int64_t count = batch * m * n;
+  if (!c_f32) wide_c.resize(count);
+  float* fc = c_f32 ? static_cast<float*>(c) : wide_c.data();
+  stepc_cpu_matmul(fa, fb, fc, batch, m, n, k, transpose_a, transpose_b, shared_rhs);
+  if (c_f32) return;
+  stepc_bf16* out = static_cast<stepc_bf16*>(c);
+  for (int64_t i = 0; i < count; ++i) out[i] = stepc_f32_to_bf16(fc[i]);
 }
 
 }  // namespace
@@ -68,6 +98,10 @@ extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, 
     batch = 1;
   }
   const Gemm& gemm = GemmFor({batch, m, n, k, transpose_a, transpose_b, shared_rhs, c_f32});
+  if (!gemm.available) {
+    WidenedMatmul(a, b, c, c_f32, batch, m, n, k, transpose_a, transpose_b, shared_rhs);
+    return;
+  }
   dnnl::stream stream(Engine());
   dnnl::memory a_mem(gemm.a, Engine(), const_cast<stepc_bf16*>(a));
   dnnl::memory b_mem(gemm.b, Engine(), const_cast<stepc_bf16*>(b));
