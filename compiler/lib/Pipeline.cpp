@@ -103,6 +103,8 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   if (options.batch < 0)
     return emitError("the batch must be >= 0 (0: the model's own), got " +
                      Twine(options.batch.getValue()));
+  if (options.microBatches < 1)
+    return emitError("--micro-batches must be >= 1, got " + Twine(options.microBatches.getValue()));
   int64_t budget = 0;
   if (!options.memoryBudget.empty()) {
     FailureOr<int64_t> bytes = parseByteSize(options.memoryBudget);
@@ -124,6 +126,10 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     return emitError(error);
   if (options.sequenceParallel && shard->tp == 1)
     return emitError("--sequence-parallel needs tensor parallelism (--shard=...,tp:M)");
+  // The micro-batch's gradient is rebuilt from the loss function, which tp
+  // has already split into collectives no rebinding rule covers yet.
+  if (options.microBatches > 1 && shard->tp > 1)
+    return emitError("--micro-batches with tensor parallelism (tp:M) is not supported yet");
 
   // The layers, from the front end's markers or read off the IR: remat,
   // outlining and the report need them, whatever the parameters' names.
@@ -141,6 +147,10 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepShardTensor(tensorOptions));
   }
   pm.addPass(createStepAutodiff());
+  // Gradient accumulation, before the data-parallel mean: one all-reduce of
+  // the accumulated gradients per step.
+  if (options.microBatches > 1)
+    pm.addPass(createStepMicroBatch(StepMicroBatchOptions{options.microBatches}));
   if (options.until == "autodiff")
     return success();
   if (shard->ranks() > 1 && !shard->shardsParameters())

@@ -110,8 +110,14 @@ std::string SourceEmitter::boxCopyArgs(Value src, ArrayRef<int64_t> srcAt, Value
   auto at = [&](ArrayRef<int64_t> offsets) {
     return offsets.empty() ? zerosArray(rank) : array(offsets);
   };
-  return llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}", ptr(src), shapeArray(src),
-                       at(srcAt), ptr(dst), shapeArray(dst), at(dstAt), shapeArray(box), rank)
+  // The box kernels move 4-byte floats; i32 ids (a micro-batch's slice of
+  // the tokens) move through them bit for bit.
+  auto words = [&](Value v) {
+    Type element = typeOf(v).getElementType();
+    return element.isInteger(32) ? "(float *)" + ptr(v) : ptr(v);
+  };
+  return llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}", words(src), shapeArray(src),
+                       at(srcAt), words(dst), shapeArray(dst), at(dstAt), shapeArray(box), rank)
       .str();
 }
 
@@ -404,13 +410,17 @@ std::string SourceEmitter::metadata() {
       name = in.getValue().str();
       // The bound the runtime checks the input against: the tightest a
       // kernel that reads it as ids checks (an embedding's rows, a
-      // cross-entropy's classes).
-      for (OpOperand &use : step.getArgument(i).getUses()) {
-        auto call = dyn_cast<stepk::CallOp>(use.getOwner());
-        if (call && call.getIdCheck() &&
-            static_cast<int64_t>(use.getOperandNumber()) == *call.getIdOperand())
-          bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
-      }
+      // cross-entropy's classes), through the slices micro-batches read.
+      SmallVector<Value> reads{step.getArgument(i)};
+      while (!reads.empty())
+        for (OpOperand &use : reads.pop_back_val().getUses()) {
+          if (auto slice = dyn_cast<SliceOp>(use.getOwner()))
+            reads.push_back(slice);
+          auto call = dyn_cast<stepk::CallOp>(use.getOwner());
+          if (call && call.getIdCheck() &&
+              static_cast<int64_t>(use.getOperandNumber()) == *call.getIdOperand())
+            bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
+        }
     }
     std::string tp = "0 0 0 -1";
     if (tpShard)

@@ -1,6 +1,7 @@
 //===- Autodiff.cpp - reverse-mode autodiff of loss functions -------------===//
 
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/LossFunctions.h"
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -93,9 +94,9 @@ LogicalResult collectiveVjp(OpBuilder &b, Operation *op, ArrayRef<Value> resultG
   return failure();
 }
 
-/// Builds `<name>_grad` next to `loss`; fails with a diagnostic on an op
-/// without a rule.
-LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
+} // namespace
+
+FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable &symbols) {
   OpBuilder b(loss);
   b.setInsertionPointAfter(loss);
   Location loc = loss.getLoc();
@@ -195,8 +196,10 @@ LogicalResult differentiate(func::FuncOp loss, SymbolTable &symbols) {
     copy.erase();
   }
   setMissingPhases(body, Phase::Backward);
-  return success();
+  return grad;
 }
+
+namespace {
 
 struct StepAutodiffPass : public stepc::impl::StepAutodiffBase<StepAutodiffPass> {
   void runOnOperation() override {
@@ -217,7 +220,7 @@ struct StepAutodiffPass : public stepc::impl::StepAutodiffBase<StepAutodiffPass>
         return signalPassFailure();
       }
     for (func::FuncOp loss : losses)
-      if (failed(differentiate(loss, symbols)))
+      if (failed(differentiateLoss(loss, symbols)))
         return signalPassFailure();
   }
 };

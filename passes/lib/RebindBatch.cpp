@@ -1,6 +1,7 @@
 //===- RebindBatch.cpp - change the batch size of a loss function ---------===//
 
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/LossFunctions.h"
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,8 +29,9 @@ RankedTensorType scaleLeading(RankedTensorType type, int64_t oldBatch, int64_t n
   return RankedTensorType::get(shape, type.getElementType());
 }
 
-/// Rebinds `loss` to `globalBatch` (0: its own) split over `ranks`.
-LogicalResult rebind(func::FuncOp loss, int64_t globalBatch, int64_t ranks) {
+} // namespace
+
+LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t ranks) {
   int64_t oldBatch = 0;
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
     if (!loss.getArgAttr(i, StepDialect::kInputAttrName))
@@ -121,6 +123,8 @@ LogicalResult rebind(func::FuncOp loss, int64_t globalBatch, int64_t ranks) {
   return verify(loss);
 }
 
+namespace {
+
 struct StepRebindBatchPass : public stepc::impl::StepRebindBatchBase<StepRebindBatchPass> {
   using StepRebindBatchBase::StepRebindBatchBase;
 
@@ -133,7 +137,7 @@ struct StepRebindBatchPass : public stepc::impl::StepRebindBatchBase<StepRebindB
     }
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (function->hasAttr(StepDialect::kLossAttrName) &&
-          failed(rebind(function, batch, ranks)))
+          failed(rebindBatch(function, batch, ranks)))
         return signalPassFailure();
   }
 };

@@ -84,6 +84,13 @@ static cl::opt<std::string> dumpAfter("dump-after", cl::desc("Print the IR after
 static cl::opt<int64_t> batch("batch", cl::desc("Rebind the model to this batch size "
                                                 "(step-rebind-batch)"),
                               cl::init(0), cl::cat(stepcCategory));
+static cl::opt<int64_t> microBatches(
+    "micro-batches",
+    cl::desc("Gradient accumulation: each step runs forward and backward over this many "
+             "equal slices of each rank's batch, averages their gradients, then clips and "
+             "updates once (same result as the whole batch; about 1/M of its activation "
+             "memory)"),
+    cl::init(1), cl::cat(stepcCategory));
 static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (the global batch "
                                                    "split over N ranks, gradients all-reduced); "
                                                    "fsdp:N (also parameters, gradients and "
@@ -301,6 +308,7 @@ int main(int argc, char **argv) {
   options.target = target.getValue();
   options.shard = shard.getValue();
   options.batch = batch.getValue();
+  options.microBatches = microBatches.getValue();
   options.precision = precision.getValue();
   options.fsdpReshard = fsdpReshard.getValue();
   options.sequenceParallel = sequenceParallel.getValue();

@@ -64,6 +64,11 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
   Option<int64_t> batch{*this, "batch",
                         llvm::cl::desc("The global batch (0: the model's own)"),
                         llvm::cl::init(0)};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Gradient accumulation: forward and backward over this many slices of "
+                     "each rank's batch, then one update (step-micro-batch)"),
+      llvm::cl::init(1)};
   Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
                                 llvm::cl::init("fp32")};
   Option<bool> fsdpReshard{*this, "fsdp-reshard",
@@ -104,7 +109,7 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
 };
 
 /// Checks `options` and appends the step's passes to `pm`:
-///   [step-rebind-batch] → step-autodiff → [step-shard-data-parallel |
+///   [step-rebind-batch] → step-autodiff → [step-micro-batch] → [step-shard-data-parallel |
 ///   step-shard-fully] → step-optimizer → [step-schedule-collectives] →
 ///   [step-mixed-precision] → [step-remat] → target lowering: [step-fuse-gemm-epilogues
 ///   (cuda)] → step-lower-library-calls → [step-fuse-elementwise]

@@ -117,6 +117,40 @@ def StepAutodiff : Pass<"step-autodiff", "mlir::ModuleOp"> {
   }];
 }
 
+def StepMicroBatch : Pass<"step-micro-batch", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: each gradient function over M micro-batches";
+  let description = [{
+    Runs after step-autodiff. Each gradient function's forward and backward
+    run `count` times, each over the next 1/count of the batch (rows of
+    every input along dimension 0, which must divide), and the function
+    returns the means of the micro-batches' losses and gradients:
+
+    `loss = (l_1 + ... + l_M) · 1/M`, `g = (g_1 + ... + g_M) · 1/M`
+
+    the full batch's mean loss and its gradient, up to float reassociation.
+    Each micro-batch's gradients are added as soon as its backward ends, so
+    only one micro-batch's activations are live at a time: the memory plan's
+    activation peak falls by about M. The micro-batch's gradient is the loss
+    function rebound to batch/M (as step-rebind-batch) and differentiated (as
+    step-autodiff), inlined M times on `step.slice`s of the inputs. The loss
+    function itself (the forward-only evaluation) keeps the whole batch. A
+    batch that does not split, or a loss function with outputs besides the
+    loss, is an error.
+
+    ```mlir
+    // count=2 on tokens: tensor<8x64xi32>
+    %t0 = step.slice %tokens offsets [0, 0] sizes [4, 64] ...
+    ... the forward and backward of rows 0-3, then of rows 4-7 ...
+    %g = step.add %g0, %g1 ...
+    %mean = step.mul %g, %half ...
+    ```
+  }];
+  let options = [
+    Option<"count", "count", "int64_t", /*default=*/"1",
+           "micro-batches per step (1: none)">
+  ];
+}
+
 def StepShardDataParallel : Pass<"step-shard-data-parallel", "mlir::ModuleOp"> {
   let summary = "Make each gradient function data parallel over N ranks (DDP)";
   let description = [{

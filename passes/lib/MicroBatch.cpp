@@ -1,0 +1,163 @@
+//===- MicroBatch.cpp - gradient accumulation over micro-batches ----------===//
+//
+// The gradient function runs its forward and backward M times, each over
+// 1/M of its batch, and returns the mean of the M losses and gradients: the
+// full batch's loss and gradients (every micro-batch has as many samples)
+// with one micro-batch's activations live at a time. The micro-batch's
+// gradient is built as step-autodiff built the step's, from the loss
+// function rebound to the smaller batch, and inlined M times on slices of
+// the inputs, each accumulated as soon as its backward ends.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/LossFunctions.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPMICROBATCH
+#include "stepc/Transforms/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+bool isInput(func::FuncOp function, unsigned i) {
+  return static_cast<bool>(function.getArgAttr(i, StepDialect::kInputAttrName));
+}
+
+/// Replaces the body of `grad`, the gradient of `loss`, by `count`
+/// micro-batch steps.
+LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
+                         SymbolTable &symbols) {
+  int64_t batch = 0;
+  for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
+    if (isInput(loss, i)) {
+      auto type = cast<RankedTensorType>(loss.getArgumentTypes()[i]);
+      if (type.getRank() == 0 || (batch && type.getDimSize(0) != batch))
+        return emitError(loss.getArgument(i).getLoc())
+               << "cannot split into micro-batches: inputs disagree on dimension 0";
+      batch = type.getDimSize(0);
+    }
+  if (!batch)
+    return loss.emitOpError() << "has no inputs to split into micro-batches";
+  if (batch % count != 0)
+    return loss.emitOpError() << "the batch of " << batch << " per rank does not split into "
+                              << count << " micro-batches";
+  // Outputs other than the loss would need their own rule (concatenate?
+  // average?); none of the models has one yet.
+  if (loss.getNumResults() != 1)
+    return loss.emitOpError() << "returns outputs besides the loss: micro-batches cannot "
+                                 "split them";
+
+  // The micro-batch's gradient, built beside the module's functions and
+  // erased once inlined.
+  auto micro = cast<func::FuncOp>(loss->clone());
+  micro.setSymName((loss.getSymName() + "_micro").str());
+  symbols.insert(micro);
+  auto cleanup = [&](LogicalResult result, func::FuncOp microGrad) {
+    if (microGrad)
+      microGrad.erase();
+    micro.erase();
+    return result;
+  };
+  if (failed(rebindBatch(micro, batch, count)))
+    return cleanup(failure(), nullptr);
+  FailureOr<func::FuncOp> microGrad = differentiateLoss(micro, symbols);
+  if (failed(microGrad))
+    return cleanup(failure(), nullptr);
+
+  Block &body = grad.getBody().front();
+  while (!body.empty())
+    body.back().erase();
+  OpBuilder b = OpBuilder::atBlockEnd(&body);
+  Location loc = grad.getLoc();
+  Block &microBody = microGrad->getBody().front();
+  int64_t rows = batch / count;
+  SmallVector<Value> sums;
+  for (int64_t m = 0; m < count; ++m) {
+    IRMapping map;
+    for (BlockArgument arg : microBody.getArguments()) {
+      Value full = body.getArgument(arg.getArgNumber());
+      if (!isInput(micro, arg.getArgNumber())) {
+        map.map(arg, full);
+        continue;
+      }
+      auto type = cast<RankedTensorType>(full.getType());
+      SmallVector<int64_t> offsets(type.getRank(), 0);
+      SmallVector<int64_t> sizes(type.getShape());
+      offsets[0] = m * rows;
+      sizes[0] = rows;
+      auto slice = b.create<SliceOp>(loc, full, b.getDenseI64ArrayAttr(offsets),
+                                     b.getDenseI64ArrayAttr(sizes));
+      setPhase(slice, Phase::Forward);
+      map.map(arg, slice.getResult());
+    }
+    for (Operation &op : microBody.without_terminator())
+      b.clone(op, map);
+    for (auto [i, result] : llvm::enumerate(microBody.getTerminator()->getOperands())) {
+      Value value = map.lookupOrDefault(result);
+      if (m == 0) {
+        sums.push_back(value);
+        continue;
+      }
+      auto add = b.create<AddOp>(loc, sums[i], value);
+      setPhase(add, Phase::Backward);
+      sums[i] = add;
+    }
+  }
+  // The means: (l_1 + ... + l_M) · 1/M, as the data-parallel mean over ranks.
+  for (Value &sum : sums) {
+    auto type = cast<RankedTensorType>(sum.getType());
+    auto inverse = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 1.0 / count)));
+    auto mean = b.create<MulOp>(loc, sum, inverse);
+    setPhase(inverse, Phase::Backward);
+    setPhase(mean, Phase::Backward);
+    sum = mean;
+  }
+  b.create<func::ReturnOp>(loc, sums);
+  return cleanup(success(), *microGrad);
+}
+
+struct StepMicroBatchPass : public stepc::impl::StepMicroBatchBase<StepMicroBatchPass> {
+  using StepMicroBatchBase::StepMicroBatchBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (count < 1) {
+      emitError(module.getLoc()) << "step-micro-batch expects count >= 1, got "
+                                 << count.getValue();
+      return signalPassFailure();
+    }
+    if (count == 1)
+      return;
+    SymbolTable symbols(module);
+    SmallVector<std::pair<func::FuncOp, func::FuncOp>> pairs;
+    for (auto loss : module.getOps<func::FuncOp>()) {
+      if (!loss->hasAttr(StepDialect::kLossAttrName))
+        continue;
+      // step-autodiff's name for the gradient of `loss`.
+      auto grad = symbols.lookup<func::FuncOp>((loss.getSymName() + "_grad").str());
+      if (!grad || !grad->hasAttr(StepDialect::kGradientAttrName)) {
+        loss.emitOpError() << "has no gradient function: step-micro-batch runs after "
+                              "step-autodiff";
+        return signalPassFailure();
+      }
+      pairs.push_back({loss, grad});
+    }
+    for (auto [loss, grad] : pairs)
+      if (failed(accumulate(loss, grad, count, symbols)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
