@@ -38,17 +38,10 @@ bool isInput(func::FuncOp function, unsigned i) {
 /// micro-batch steps.
 LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
                          SymbolTable &symbols) {
-  int64_t batch = 0;
-  for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
-    if (isInput(loss, i)) {
-      auto type = cast<RankedTensorType>(loss.getArgumentTypes()[i]);
-      if (type.getRank() == 0 || (batch && type.getDimSize(0) != batch))
-        return emitError(loss.getArgument(i).getLoc())
-               << "cannot split into micro-batches: inputs disagree on dimension 0";
-      batch = type.getDimSize(0);
-    }
-  if (!batch)
-    return loss.emitOpError() << "has no inputs to split into micro-batches";
+  FailureOr<int64_t> perRank = inputBatch(loss, "split into micro-batches");
+  if (failed(perRank))
+    return failure();
+  int64_t batch = *perRank;
   if (batch % count != 0)
     return loss.emitOpError() << "the batch of " << batch << " per rank does not split into "
                               << count << " micro-batches";

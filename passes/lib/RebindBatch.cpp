@@ -31,19 +31,27 @@ RankedTensorType scaleLeading(RankedTensorType type, int64_t oldBatch, int64_t n
 
 } // namespace
 
-LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t ranks) {
-  int64_t oldBatch = 0;
+FailureOr<int64_t> stepc::inputBatch(func::FuncOp loss, StringRef action) {
+  int64_t batch = 0;
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
     if (!loss.getArgAttr(i, StepDialect::kInputAttrName))
       continue;
     auto type = cast<RankedTensorType>(loss.getArgumentTypes()[i]);
-    if (type.getRank() == 0 || (oldBatch && type.getDimSize(0) != oldBatch))
+    if (type.getRank() == 0 || (batch && type.getDimSize(0) != batch))
       return emitError(loss.getArgument(i).getLoc())
-             << "cannot rebind the batch: inputs disagree on dimension 0";
-    oldBatch = type.getDimSize(0);
+             << "cannot " << action << ": inputs disagree on dimension 0";
+    batch = type.getDimSize(0);
   }
-  if (!oldBatch)
-    return loss.emitOpError() << "has no inputs whose batch could be rebound";
+  if (!batch)
+    return loss.emitOpError() << "has no inputs: cannot " << action;
+  return batch;
+}
+
+LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t ranks) {
+  FailureOr<int64_t> batch = inputBatch(loss, "rebind the batch");
+  if (failed(batch))
+    return failure();
+  int64_t oldBatch = *batch;
   if (!globalBatch)
     globalBatch = oldBatch;
   if (globalBatch % ranks != 0)

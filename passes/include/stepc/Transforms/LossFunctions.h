@@ -14,6 +14,11 @@
 
 namespace stepc {
 
+/// The batch of `loss`: dimension 0 of its inputs, which must agree; fails
+/// with a diagnostic ("cannot <action>: ...") where they do not or there are
+/// none.
+mlir::FailureOr<int64_t> inputBatch(mlir::func::FuncOp loss, llvm::StringRef action);
+
 /// Rebinds `loss` to the global batch `globalBatch` (0: its own) split over
 /// `ranks`: every input's dimension 0 becomes globalBatch / ranks and every
 /// result type follows. Fails with a diagnostic where shapes do not follow.
