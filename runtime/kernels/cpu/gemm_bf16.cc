@@ -8,6 +8,7 @@
 // bf16 matmul for this CPU (one without AVX-512, say), the operands are
 // widened and the f32 GEMM runs: the same products of bf16 values, slower.
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -61,6 +62,14 @@ const Gemm& GemmFor(const GemmKey& key) {
         dnnl::matmul::primitive_desc(dnnl::matmul::desc(gemm.a, gemm.b, gemm.c), Engine()));
     gemm.available = true;
   } catch (const dnnl::error&) {
+    // Said once per process: the step trains, but slower than in fp32.
+    static std::once_flag told;
+    std::call_once(told, [] {
+      std::fprintf(stderr,
+                   "stepc: note: this CPU has no bf16 dot products (AVX512-BF16 or AMX) that "
+                   "oneDNN can use: bf16 GEMMs run as f32 GEMMs on widened operands, slower "
+                   "than an fp32 step\n");
+    });
   }
   return cache.emplace(key, std::move(gemm)).first->second;
 }
