@@ -53,7 +53,24 @@ std::string Json(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v
 
 // "batch B x T" of a language model's global batch, else every input's
 // global shape.
+// M of stepc --micro-batches=M, from the compile options the report
+// carries (1 where the report predates the flag).
+int64_t MicroBatches(const stepc_module_info& info) {
+  if (!info.report_json) return 1;
+  const nlohmann::json report = nlohmann::json::parse(info.report_json, nullptr, false);
+  if (!report.is_object() || !report.contains("compile_options") ||
+      !report["compile_options"].is_string())
+    return 1;
+  const std::string options = report["compile_options"].get<std::string>();
+  const std::string key = " micro-batches=";
+  const size_t at = options.find(key);
+  if (at == std::string::npos) return 1;
+  return std::max<int64_t>(std::atoll(options.c_str() + at + key.size()), 1);
+}
+
 std::string BatchText(const stepc_module_info& info, int world) {
+  const int64_t m = MicroBatches(info);
+  const std::string micro = m > 1 ? absl::StrCat(" in ", m, " micro-batches") : "";
   std::vector<std::string> parts;
   for (int i = 0; i < info.num_args; ++i) {
     const stepc_arg_info& a = info.args[i];
@@ -61,10 +78,10 @@ std::string BatchText(const stepc_module_info& info, int world) {
     std::vector<int64_t> shape(a.shape, a.shape + a.rank);
     if (!shape.empty()) shape[0] *= world;
     if (std::string(a.name) == "tokens" && a.rank == 2)
-      return absl::StrCat("batch ", shape[0], " x ", shape[1]);
+      return absl::StrCat("batch ", shape[0], " x ", shape[1], micro);
     parts.push_back(absl::StrCat(a.name, " [", absl::StrJoin(shape, ", "), "]"));
   }
-  return absl::StrCat("inputs ", absl::StrJoin(parts, ", "));
+  return absl::StrCat("inputs ", absl::StrJoin(parts, ", "), micro);
 }
 
 }  // namespace
