@@ -27,7 +27,8 @@ static std::string overview() {
   using Factory = std::unique_ptr<mlir::Pass> (*)();
   const Factory passes[] = {
       stepc::createStepDeriveBlocks,    stepc::createStepRebindBatch,
-      stepc::createStepAutodiff,        stepc::createStepShardDataParallel,
+      stepc::createStepAutodiff,        stepc::createStepMicroBatch,
+      stepc::createStepShardDataParallel,
       stepc::createStepShardFully,      stepc::createStepShardTensor,
       stepc::createStepOptimizer,       stepc::createStepScheduleCollectives,
       stepc::createStepMixedPrecision,  stepc::createStepRemat,
