@@ -51,8 +51,6 @@ int64_t MeasuredPeakBytes() {
 // A JSON number, or null for what JSON cannot hold (NaN, infinities).
 std::string Json(double v) { return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null"; }
 
-// "batch B x T" of a language model's global batch, else every input's
-// global shape.
 // M of stepc --micro-batches=M, from the compile options the report
 // carries (1 where the report predates the flag).
 int64_t MicroBatches(const stepc_module_info& info) {
@@ -68,6 +66,8 @@ int64_t MicroBatches(const stepc_module_info& info) {
   return std::max<int64_t>(std::atoll(options.c_str() + at + key.size()), 1);
 }
 
+// "batch B x T" of a language model's global batch, else every input's
+// global shape; "in M micro-batches" where the step splits it.
 std::string BatchText(const stepc_module_info& info, int world) {
   const int64_t m = MicroBatches(info);
   const std::string micro = m > 1 ? absl::StrCat(" in ", m, " micro-batches") : "";

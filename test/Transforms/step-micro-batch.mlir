@@ -37,3 +37,24 @@ func.func @loss(%w: tensor<4x3xf32> {step.param = #step.param<"w", normal(1.0)>}
   %s = step.reduce_sum %y dims [0, 1] : (tensor<3x3xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// Outputs besides the loss have no rule for joining the micro-batches'.
+// expected-error @+1 {{returns outputs besides the loss: micro-batches cannot split them}}
+func.func @loss(%w: tensor<4x3xf32> {step.param = #step.param<"w", normal(1.0)>},
+                %x: tensor<2x4xf32> {step.input = "x"})
+    -> (tensor<f32>, tensor<2x3xf32> {step.result = #step.result<output, "y">}) attributes {step.loss} {
+  %y = step.matmul %x, %w : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  %s = step.reduce_sum %y dims [0, 1] : (tensor<2x3xf32>) -> tensor<f32>
+  return %s, %y : tensor<f32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Nothing to split.
+// expected-error @+1 {{has no inputs: cannot split into micro-batches}}
+func.func @loss(%w: tensor<4x3xf32> {step.param = #step.param<"w", normal(1.0)>}) -> tensor<f32> attributes {step.loss} {
+  %s = step.reduce_sum %w dims [0, 1] : (tensor<4x3xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}

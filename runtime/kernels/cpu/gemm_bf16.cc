@@ -6,7 +6,7 @@
 // A primitive is made once per shape and kept: the step calls the same
 // shapes every time, and making one costs milliseconds. Where oneDNN has no
 // bf16 matmul for this CPU (one without AVX-512, say), the operands are
-// widened and the f32 GEMM runs: the same products of bf16 values, slower.
+// widened and the f32 GEMM runs: the same products of bf16 values, no gain.
 
 #include <cstdio>
 #include <map>
@@ -62,12 +62,12 @@ const Gemm& GemmFor(const GemmKey& key) {
         dnnl::matmul::primitive_desc(dnnl::matmul::desc(gemm.a, gemm.b, gemm.c), Engine()));
     gemm.available = true;
   } catch (const dnnl::error&) {
-    // Said once per process: the step trains, but slower than in fp32.
+    // Said once per process: the step trains, but gains nothing over fp32.
     static std::once_flag told;
     std::call_once(told, [] {
       std::fprintf(stderr,
                    "stepc: note: this CPU has no bf16 dot products (AVX512-BF16 or AMX) that "
-                   "oneDNN can use: bf16 GEMMs run as f32 GEMMs on widened operands, slower "
+                   "oneDNN can use: bf16 GEMMs run as f32 GEMMs on widened operands, no faster "
                    "than an fp32 step\n");
     });
   }
