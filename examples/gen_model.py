@@ -7,7 +7,7 @@
     gen_model.py --all-presets examples       # every shipped model
 
 GPT (GPT-2 / nanoGPT): learned or rotary positions, pre-LN, biased Linears,
-exact-erf GELU (or tanh), tied head. Llama: RMSNorm, rotary positions,
+exact-erf GELU (or tanh), tied head; --dropout P adds GPT-2's dropouts. Llama: RMSNorm, rotary positions,
 SwiGLU MLP, grouped-query attention, untied head. Linear weights use
 PyTorch's nn.Linear layout [out, in]. Standard library only.
 """
@@ -79,6 +79,7 @@ def gpt(a, w):
     if wpe is not None:
         pos = w.broadcast(wpe, [B, T, D], "pos_emb")
         x = w.binary("add", x, pos, "x")
+    x = w.dropout(x, a.dropout, "emb_drop")
     gelu = " approximate tanh" if a.gelu == "tanh" else ""
     for l, p in enumerate(blocks):
         n = f"h{l}_"
@@ -91,10 +92,13 @@ def gpt(a, w):
             q = w.rotary(q, hd, a.rope_theta, n + "q_rot")
             k = w.rotary(k, hd, a.rope_theta, n + "k_rot")
         att = w.attention(q, k, v, H, H, hd, n + "att")
-        x = w.binary("add", x, w.linear(att, p["prjw"], p["prjb"], n + "attn_out"), n + "x_attn")
+        att = w.dropout(w.linear(att, p["prjw"], p["prjb"], n + "attn_out"), a.dropout,
+                        n + "attn_drop")
+        x = w.binary("add", x, att, n + "x_attn")
         h = w.layer_norm(x, p["ln2w"], p["ln2b"], a.norm_eps, n + "ln_2")
         f = w.unary("gelu", w.linear(h, p["fcw"], p["fcb"], n + "fc"), n + "gelu", gelu)
-        x = w.binary("add", x, w.linear(f, p["mpw"], p["mpb"], n + "mlp_out"), n + "x_mlp")
+        f = w.dropout(w.linear(f, p["mpw"], p["mpb"], n + "mlp_out"), a.dropout, n + "mlp_drop")
+        x = w.binary("add", x, f, n + "x_mlp")
     x = w.layer_norm(x, lnfw, lnfb, a.norm_eps, "ln_f")
     logits = w.matmul(x, wte, "logits")  # tied head
     return w.cross_entropy(logits, targets, "loss")
@@ -132,7 +136,7 @@ def llama(a, w):
     tokens = w.input("tokens", [B, T])
     targets = w.input("targets", [B, T])
 
-    x = w.embedding(emb, tokens, "tok_emb")
+    x = w.dropout(w.embedding(emb, tokens, "tok_emb"), a.dropout, "emb_drop")
     for l, p in enumerate(blocks):
         n = f"l{l}_"
         h = w.rms_norm(x, p["an"], a.norm_eps, n + "attention_norm")
@@ -140,11 +144,13 @@ def llama(a, w):
         k = w.rotary(w.matmul(h, p["wk"], n + "k"), hd, a.rope_theta, n + "k_rot")
         v = w.matmul(h, p["wv"], n + "v")
         att = w.attention(q, k, v, H, K, hd, n + "att")
-        x = w.binary("add", x, w.matmul(att, p["wo"], n + "attn_out"), n + "x_attn")
+        att = w.dropout(w.matmul(att, p["wo"], n + "attn_out"), a.dropout, n + "attn_drop")
+        x = w.binary("add", x, att, n + "x_attn")
         h = w.rms_norm(x, p["fn"], a.norm_eps, n + "ffn_norm")
         gate = w.unary("silu", w.matmul(h, p["w1"], n + "w1"), n + "silu")
         up = w.matmul(h, p["w3"], n + "w3")
         m = w.matmul(w.binary("mul", gate, up, n + "swiglu"), p["w2"], n + "ffn_out")
+        m = w.dropout(m, a.dropout, n + "ffn_drop")
         x = w.binary("add", x, m, n + "x_ffn")
     x = w.rms_norm(x, norm, a.norm_eps, "norm")
     logits = w.matmul(x, out, "logits")
@@ -174,6 +180,9 @@ def parser():
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--norm-eps", type=float, default=1e-5)
     p.add_argument("--init-std", type=float, default=0.02)
+    p.add_argument("--dropout", type=float, default=0.0, metavar="P",
+                   help="dropout rate after the embedding and each attention and MLP output "
+                        "(GPT-2's residual dropouts; default 0: none)")
     p.add_argument("--dtype", choices=["f32", "f64"], default="f32",
                    help="parameter element type (f64 for gradient checks)")
     p.add_argument("-o", "--output", help="output file ('-' or absent: stdout)")
@@ -202,6 +211,8 @@ def check(a, p):
         p.error("--arch llama always uses rotary positions")
     if a.pos == "rotary" and (a.dim // a.heads) % 2:
         p.error(f"rotary positions need an even head dimension, got {a.dim // a.heads}")
+    if not 0.0 <= a.dropout < 1.0:
+        p.error(f"--dropout must be in [0, 1), got {a.dropout}")
     if a.norm_eps <= 0 or a.rope_theta <= 0 or a.init_std <= 0:
         p.error("--norm-eps, --rope-theta and --init-std must be positive")
 

@@ -97,8 +97,14 @@ absl::Status CheckNames(const std::string& path, const stepc_module_info& info) 
         "', which cannot be a file name (stepc-run writes <name>.npy files): rename it in the "
         "model (at most 200 characters, no '/', '\\', control characters, '.' or '..')"));
   };
-  for (int i = 0; i < info.num_args; ++i)
+  for (int i = 0; i < info.num_args; ++i) {
     if (absl::Status s = check(info.args[i].name, "an argument"); !s.ok()) return s;
+    // A kind this runtime does not know would be left unset: refused.
+    if (info.args[i].kind < STEPC_ARG_PARAM || info.args[i].kind > STEPC_ARG_SEED)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path, "' has an argument '", absl::CHexEscape(info.args[i].name), "' of kind ",
+          info.args[i].kind, ", which this runtime does not know: rebuild it with this stepc"));
+  }
   for (int k = 0; k < info.num_outputs; ++k) {
     if (absl::Status s = check(info.outputs[k].name, "an output"); !s.ok()) return s;
     const std::string n = info.outputs[k].name;

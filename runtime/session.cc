@@ -264,6 +264,8 @@ absl::Status Session::InitParams(uint64_t seed) {
     }
     else if (a.kind == STEPC_ARG_EXP_AVG || a.kind == STEPC_ARG_EXP_AVG_SQ)
       std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
+    else if (a.kind == STEPC_ARG_SEED)  // dropout's key: fixed for the run
+      ints_[i][0] = static_cast<int32_t>(static_cast<uint32_t>(seed));
   }
   steps_ = 0;
   initialized_ = true;

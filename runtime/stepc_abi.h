@@ -24,7 +24,8 @@ enum stepc_arg_kind {
   STEPC_ARG_EXP_AVG_SQ = 2, /* AdamW second moment, updated in place */
   STEPC_ARG_INPUT = 3,      /* batch input (token ids, targets) */
   STEPC_ARG_LR = 4,         /* learning rate, a scalar */
-  STEPC_ARG_STEP = 5        /* step number from 1, a scalar */
+  STEPC_ARG_STEP = 5,       /* step number from 1, a scalar */
+  STEPC_ARG_SEED = 6        /* the run's seed (its low 32 bits), an i32 scalar: keys dropout */
 };
 
 enum stepc_dtype { STEPC_F32 = 0, STEPC_F64 = 1, STEPC_BF16 = 2, STEPC_I32 = 3, STEPC_I64 = 4 };

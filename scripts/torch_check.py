@@ -28,7 +28,10 @@ Works for any configuration the generator accepts. With --precision=bf16
 stepc computes GEMMs and attention in bf16 (stepc --precision=bf16) and
 PyTorch runs the forward under torch.autocast("cpu", dtype=torch.bfloat16),
 fp32 master weights in both; gradients are read back from the optimizer
-state on either backend (the interpreter's --grad is f32 only).
+state on either backend (the interpreter's --grad is f32 only). With
+--dropout P (gen_model.py's), PyTorch applies masks drawn by this script's
+own Philox-4x32-10 (for --seed and step 1), so stepc's masks are checked
+bit for bit through the loss and every gradient.
 """
 
 import argparse
@@ -86,12 +89,49 @@ def attention(q, k, v, heads, kv_heads, head_dim):
     return o.transpose(1, 2).reshape(b, t, heads * head_dim)
 
 
-def gpt_loss(a, p, tokens, targets):
+def philox4x32_10_word0(counter, key):
+    """Word 0 of Philox-4x32-10 (Salmon et al. 2011) for arrays of counters,
+    written here from the paper's definition: the oracle for stepc's mask."""
+    mask32 = np.uint64(0xFFFFFFFF)
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) & mask32 for c in counter)
+    k0, k1 = (np.uint64(k) & mask32 for k in key)
+    for _ in range(10):
+        p0, p1 = c0 * np.uint64(0xD2511F53), c2 * np.uint64(0xCD9E8D57)
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & mask32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & mask32)
+        k0, k1 = (k0 + np.uint64(0x9E3779B9)) & mask32, (k1 + np.uint64(0xBB67AE85)) & mask32
+    return c0
+
+
+def dropout_mask(shape, rate, seed, stream, step):
+    """stepc's dropout as a multiplier: 1/(1 - rate) (rounded to f32) where
+    element i (row-major) is kept, 0 where dropped; draw i is word 0 of
+    Philox(counter (i, 0, step, 0), key (seed, stream)), kept when its top
+    24 bits / 2^24 are not below the rate."""
+    n = int(np.prod(shape))
+    index = np.arange(n, dtype=np.uint64)
+    bits = philox4x32_10_word0((index, index >> np.uint64(32), np.full(n, step), np.zeros(n)),
+                               (seed, stream))
+    keep = (bits >> np.uint64(8)) >= np.uint64(math.ceil(rate * 2 ** 24))
+    scale = np.float32(1.0 / (1.0 - rate))
+    return torch.tensor(np.where(keep, scale, np.float32(0)).reshape(shape), dtype=torch.float32)
+
+
+def dropouts(a, seed, step):
+    """gen_model.py's dropouts in stream order (embedding, then each layer's
+    attention and MLP outputs), as functions of their input."""
+    if not a.dropout:
+        return lambda x, stream: x
+    return lambda x, stream: x * dropout_mask(tuple(x.shape), a.dropout, seed, stream, step)
+
+
+def gpt_loss(a, p, tokens, targets, drop=lambda x, stream: x):
     D, H = a.dim, a.heads
     hd = D // H
     x = p["wte"][tokens]
     if a.pos == "learned":
         x = x + p["wpe"][None]
+    x = drop(x, 0)
     for l in range(a.layers):
         n = f"h.{l}."
         h = F.layer_norm(x, (D,), p[n + "ln_1.weight"], p[n + "ln_1.bias"], a.norm_eps)
@@ -100,11 +140,11 @@ def gpt_loss(a, p, tokens, targets):
         if a.pos == "rotary":
             q, k = rotary(q, hd, a.rope_theta), rotary(k, hd, a.rope_theta)
         o = attention(q, k, v, H, H, hd)
-        x = x + o @ p[n + "attn.c_proj.weight"].t() + p[n + "attn.c_proj.bias"]
+        x = x + drop(o @ p[n + "attn.c_proj.weight"].t() + p[n + "attn.c_proj.bias"], 1 + 2 * l)
         h = F.layer_norm(x, (D,), p[n + "ln_2.weight"], p[n + "ln_2.bias"], a.norm_eps)
         f = F.gelu(h @ p[n + "mlp.c_fc.weight"].t() + p[n + "mlp.c_fc.bias"],
                    approximate="tanh" if a.gelu == "tanh" else "none")
-        x = x + f @ p[n + "mlp.c_proj.weight"].t() + p[n + "mlp.c_proj.bias"]
+        x = x + drop(f @ p[n + "mlp.c_proj.weight"].t() + p[n + "mlp.c_proj.bias"], 2 + 2 * l)
     x = F.layer_norm(x, (D,), p["ln_f.weight"], p["ln_f.bias"], a.norm_eps)
     logits = x @ p["wte"].t()
     return F.cross_entropy(logits.reshape(-1, a.vocab), targets.reshape(-1))
@@ -114,20 +154,20 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def llama_loss(a, p, tokens, targets):
+def llama_loss(a, p, tokens, targets, drop=lambda x, stream: x):
     H, K = a.heads, a.kv_heads
     hd = a.dim // H
-    x = p["tok_embeddings"][tokens]
+    x = drop(p["tok_embeddings"][tokens], 0)
     for l in range(a.layers):
         n = f"layers.{l}."
         h = rms_norm(x, p[n + "attention_norm"], a.norm_eps)
         q = rotary(h @ p[n + "attention.wq"].t(), hd, a.rope_theta)
         k = rotary(h @ p[n + "attention.wk"].t(), hd, a.rope_theta)
         v = h @ p[n + "attention.wv"].t()
-        x = x + attention(q, k, v, H, K, hd) @ p[n + "attention.wo"].t()
+        x = x + drop(attention(q, k, v, H, K, hd) @ p[n + "attention.wo"].t(), 1 + 2 * l)
         h = rms_norm(x, p[n + "ffn_norm"], a.norm_eps)
         g = F.silu(h @ p[n + "feed_forward.w1"].t()) * (h @ p[n + "feed_forward.w3"].t())
-        x = x + g @ p[n + "feed_forward.w2"].t()
+        x = x + drop(g @ p[n + "feed_forward.w2"].t(), 2 + 2 * l)
     x = rms_norm(x, p["norm"], a.norm_eps)
     logits = x @ p["output"].t()
     return F.cross_entropy(logits.reshape(-1, a.vocab), targets.reshape(-1))
@@ -182,14 +222,18 @@ def run_stepc(backend, model, inputs, lr, out, opt, params):
     bindir = os.environ.get("STEPC_BIN", os.path.join(ROOT, "build", "bin"))
     load = lambda name: np.load(os.path.join(out, name + ".npy")).astype(np.float64)
     precision = [f"--precision={opt.precision}"]
-    if backend == "interp" and opt.precision == "fp32":
+    # (With dropout the gradient function draws unkeyed, at step 0: only
+    # the training step, at step 1, is compared.)
+    seed = [f"--seed={opt.seed}"]
+    if backend == "interp" and opt.precision == "fp32" and not opt.dropout:
         for mode in ("--grad", "--train-step"):
             run([os.path.join(bindir, "stepc-interp"), model, mode, f"--inputs={inputs}",
                  f"--output={out}", f"--lr={lr}", "--step=1"] + optimizer_flags(opt))
         return load
-    if backend == "interp":  # bf16: the training step only
+    if backend == "interp":  # bf16 or dropout: the training step only
         run([os.path.join(bindir, "stepc-interp"), model, "--train-step", f"--inputs={inputs}",
-             f"--output={out}", f"--lr={lr}", "--step=1"] + optimizer_flags(opt) + precision)
+             f"--output={out}", f"--lr={lr}", "--step=1"] + optimizer_flags(opt) + precision +
+            seed)
     else:
         # cpu: compile step.so, run one step at a constant lr on the same
         # weights and batch.
@@ -199,7 +243,7 @@ def run_stepc(backend, model, inputs, lr, out, opt, params):
         os.makedirs(out, exist_ok=True)
         run([os.path.join(bindir, "stepc-run"), so, f"--init-npy={inputs}",
              f"--batch-npy={inputs}", "--steps=1", "--warmup=0", "--min-lr-ratio=1",
-             f"--lr={lr}", f"--save-npy={out}"])
+             f"--lr={lr}", f"--save-npy={out}"] + seed)
     # The training step returns no gradients; after one step the first state
     # holds the clipped gradient exactly (AdamW: (1 - β1)·g·scale; Adam and
     # SGD add the L2 term wd·p; Lion: (1 - β2)·g·scale), so g is read back
@@ -243,7 +287,8 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
     autocast = opt_args.precision == "bf16" and opt_args.torch_precision != "fp32"
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         loss = loss_fn(a, p, torch.tensor(tokens, dtype=torch.long),
-                       torch.tensor(targets, dtype=torch.long)).float()
+                       torch.tensor(targets, dtype=torch.long),
+                       dropouts(a, opt_args.seed, step=1)).float()
     loss.backward()
     grads = {n: p[n].grad.detach().clone() for n, _ in shapes}
     if grads_from is not None:
@@ -308,6 +353,7 @@ def main():
         return 0
     torch.manual_seed(own.seed)
     a, text = gen_model.generate(gen_argv)
+    own.dropout = a.dropout
     if a.dtype != "f32":
         sys.exit("torch_check: compares f32 models; drop --dtype")
     shapes = param_shapes(text)
@@ -342,7 +388,8 @@ def main():
     # term (adam, sgd) that subtracts wd·p from g + wd·p, which cancels where
     # wd·p dominates: there the gradient is reported, not gated. The adamw
     # run gates the same gradients.)
-    lossy = (own.backend == "cpu" or own.precision == "bf16") and own.optimizer in ("adam", "sgd")
+    lossy = ((own.backend == "cpu" or own.precision == "bf16" or own.dropout) and
+             own.optimizer in ("adam", "sgd"))
     for key in ("loss", "grad_norm"):
         errors[key] = abs(float(ours(key)) - theirs[key]) / abs(theirs[key])
     for key in theirs:

@@ -95,6 +95,18 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         return LibraryCall{"cross_entropy", {i64(rows(logits)), i64(lastDim(logits))}, scratch,
                            "target", 1, lastDim(logits)};
       })
+      // dropout(_rows): (n, row size, rate, stream); only a keyed dropout
+      // (a training step's) is a kernel.
+      .Case([&](DropoutOp d) -> std::optional<LibraryCall> {
+        if (!d.getSeed())
+          return std::nullopt;
+        RankedTensorType t = d.getType();
+        int64_t rowSize = t.getRank() && t.getDimSize(0) ? t.getNumElements() / t.getDimSize(0) : 1;
+        return LibraryCall{d.getFirstRow() ? "dropout_rows" : "dropout",
+                           {i64(t.getNumElements()), i64(rowSize),
+                            f64(d.getRate().convertToDouble()), i64(d.getStream())},
+                           std::nullopt};
+      })
       // A vocabulary shard (operand 2 its first row) checks ids against
       // the whole table's rows: embedding_shard(_grad), with num_ids.
       .Case([&](EmbeddingGradOp e) {

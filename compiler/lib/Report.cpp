@@ -5,6 +5,7 @@
 #include "stepc/Analysis/ModelReport.h"
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -124,6 +125,14 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       report.savedActivationBytesByBlock[block.empty() ? "outside blocks" : block] += bytes;
     }
   }
+  // Dropout masks are drawn again in the backward, never saved.
+  step.walk([&](DropoutOp d) {
+    Operation *kernel = isa<stepk::CallOp>(d->getParentOp()) ? d->getParentOp() : d;
+    if (getPhase(kernel) != Phase::Forward)
+      return;
+    ++report.dropoutsPerStep;
+    report.dropoutMaskBytesNotSaved += d.getType().getNumElements();
+  });
   int64_t blockTotal = 0, blocks = 0;
   for (auto &[name, bytes] : report.savedActivationBytesByBlock)
     if (name != "outside blocks") {
@@ -227,6 +236,8 @@ llvm::json::Object StepReport::toJson() const {
       {"saved_activation_bytes", savedActivationBytes},
       {"saved_activation_bytes_per_block", savedActivationBytesPerBlock},
       {"saved_activation_bytes_by_block", toJsonObject(savedActivationBytesByBlock)},
+      {"dropouts_per_step", dropoutsPerStep},
+      {"dropout_mask_bytes_not_saved", dropoutMaskBytesNotSaved},
       {"kernels_per_step", kernelsPerStep},
       {"in_place_buffers", inPlaceBuffers},
       {"recomputed_ops_by_kind", toJsonObject(recomputedOpsByKind)},

@@ -405,7 +405,9 @@ std::string SourceEmitter::metadata() {
         globalRows = rows.getInt();
     } else if (auto h = step.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName)) {
       name = stringifyHyper(h.getValue()).str();
-      kind = h.getValue() == Hyper::Lr ? STEPC_ARG_LR : STEPC_ARG_STEP;
+      kind = h.getValue() == Hyper::Lr     ? STEPC_ARG_LR
+             : h.getValue() == Hyper::Step ? STEPC_ARG_STEP
+                                           : STEPC_ARG_SEED;
     } else if (auto in = step.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName)) {
       name = in.getValue().str();
       // The bound the runtime checks the input against: the tightest a

@@ -121,6 +121,10 @@ struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass>
       eval->setAttr(StepDialect::kEvalStepAttrName, UnitAttr::get(&getContext()));
       symbols.insert(eval, std::next(Block::iterator(step)));
 
+      // Evaluation drops nothing: each dropout is its input (and falls
+      // out of the slice below).
+      eval.walk([](DropoutOp d) { d.getResult().replaceAllUsesWith(d.getInput()); });
+
       // The new return: the loss, and the logits when the loss is one f32
       // cross-entropy's (what a sampler reads).
       Block &body = eval.getBody().front();

@@ -112,9 +112,9 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       .Case([](MatmulOp matmul) {
         return FailureOr<WideFlops>(productRule(matmul));
       })
-      // Not counted by the convention: norms, softmax, loss, gathers and
-      // shape ops.
-      .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, CrossEntropyOp,
+      // Not counted by the convention: norms, softmax, loss, dropout,
+      // gathers and shape ops.
+      .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, CrossEntropyOp, DropoutOp,
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
             TransposeOp, CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp,
@@ -149,7 +149,7 @@ static FailureOr<Wide> executedFlops(Operation *op) {
       .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case<AdamwOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp, LionOp, SgdOp,
-            CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,
+            CrossEntropyGradOp, CrossEntropyOp, DropoutOp, EmbeddingGradOp, EmbeddingOp,
             LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
             RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TransposeOp, CopyToParallelOp,

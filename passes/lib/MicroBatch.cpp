@@ -62,7 +62,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
     micro.erase();
     return result;
   };
-  if (failed(rebindBatch(micro, batch, count)))
+  if (failed(rebindBatch(micro, batch, count, StepDialect::kMicroRowsAttrName)))
     return cleanup(failure(), nullptr);
   FailureOr<func::FuncOp> microGrad = differentiateLoss(micro, symbols);
   if (failed(microGrad))
@@ -94,8 +94,21 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
       setPhase(slice, Phase::Forward);
       map.map(arg, slice.getResult());
     }
-    for (Operation &op : microBody.without_terminator())
-      b.clone(op, map);
+    for (Operation &op : microBody.without_terminator()) {
+      Operation *copy = b.clone(op, map);
+      // A dropout over the batch draws this micro-batch's rows of the mask.
+      auto d = dyn_cast<DropoutOp>(copy);
+      auto rows = d ? d->getAttrOfType<IntegerAttr>(StepDialect::kMicroRowsAttrName) : nullptr;
+      if (!rows)
+        continue;
+      d->removeAttr(StepDialect::kMicroRowsAttrName);
+      OpBuilder at(d);
+      auto first = at.create<ConstantOp>(
+          loc, DenseElementsAttr::get(RankedTensorType::get({}, b.getI32Type()),
+                                      static_cast<int32_t>(m * rows.getInt())));
+      setPhase(first, Phase::Forward);
+      d.getFirstRowMutable().assign(first);
+    }
     for (auto [i, result] : llvm::enumerate(microBody.getTerminator()->getOperands())) {
       Value value = map.lookupOrDefault(result);
       if (m == 0) {

@@ -55,6 +55,34 @@ Value sumOfSquares(OpBuilder &b, Location loc, Value g, RankedTensorType scalarT
   return squares;
 }
 
+/// Keys every dropout of `step` by the run's seed (a `#step.hyper<seed>`
+/// i32 argument, appended when the step draws at all) and `stepNumber`.
+void bindDropoutKeys(func::FuncOp step, Value stepNumber) {
+  SmallVector<DropoutOp> unkeyed;
+  step.walk([&](DropoutOp d) {
+    if (!d.getSeed())
+      unkeyed.push_back(d);
+  });
+  if (unkeyed.empty())
+    return;
+  MLIRContext *ctx = step.getContext();
+  Builder attrs(ctx);
+  unsigned index = step.getNumArguments();
+  step.insertArgument(index, RankedTensorType::get({}, attrs.getI32Type()),
+                      attrs.getDictionaryAttr(attrs.getNamedAttr(
+                          StepDialect::kHyperAttrName, HyperAttr::get(ctx, Hyper::Seed))),
+                      step.getLoc());
+  Value seed = step.getArgument(index);
+  for (DropoutOp d : unkeyed) {
+    OpBuilder b(d);
+    auto keyed = b.create<DropoutOp>(d.getLoc(), d.getType(), d.getInput(), seed, stepNumber,
+                                     d.getFirstRow(), d.getRateAttr(), d.getStreamAttr());
+    keyed->setDiscardableAttrs(d->getDiscardableAttrDictionary());
+    d.replaceAllUsesWith(keyed.getResult());
+    d.erase();
+  }
+}
+
 LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
                              const OptimizerOptions &options) {
   OpBuilder b(grad);
@@ -244,6 +272,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     results.push_back(mapping.lookup(gradReturn.getOperand(1 + n + k)));
   b.create<func::ReturnOp>(loc, results);
   setMissingPhases(*entry, Phase::Optimizer);
+  bindDropoutKeys(step, stepNumber);
   return success();
 }
 

@@ -5,8 +5,11 @@
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
+
+#include <map>
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPREBINDBATCH
@@ -47,7 +50,8 @@ FailureOr<int64_t> stepc::inputBatch(func::FuncOp loss, StringRef action) {
   return batch;
 }
 
-LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t ranks) {
+LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t ranks,
+                                 StringRef dropoutRowsAttr) {
   FailureOr<int64_t> batch = inputBatch(loss, "rebind the batch");
   if (failed(batch))
     return failure();
@@ -63,6 +67,12 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
     return success();
 
   Block &body = loss.getBody().front();
+  // Each dropout's rows before: one the split divides draws its part's rows.
+  SmallVector<std::pair<DropoutOp, int64_t>> dropouts;
+  loss.walk([&](DropoutOp d) {
+    if (d.getType().getRank() >= 1)
+      dropouts.push_back({d, d.getType().getDimSize(0)});
+  });
   SmallVector<Type> argTypes;
   for (BlockArgument arg : body.getArguments()) {
     if (loss.getArgAttr(arg.getArgNumber(), StepDialect::kInputAttrName)) {
@@ -128,7 +138,48 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
   // scalar).
   loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes,
                                          body.getTerminator()->getOperandTypes()));
+  if (!dropoutRowsAttr.empty())
+    for (auto [d, rows] : dropouts)
+      if (int64_t now = d.getType().getDimSize(0); now != rows)
+        d->setAttr(dropoutRowsAttr, Builder(loss.getContext()).getI64IntegerAttr(now));
   return verify(loss);
+}
+
+void stepc::offsetDropoutRows(func::FuncOp function, StringRef rowsAttr, ArrayRef<int16_t> axes,
+                              int64_t parts) {
+  OpBuilder b(function.getContext());
+  b.setInsertionPointToStart(&function.getBody().front());
+  auto i32 = RankedTensorType::get({}, b.getI32Type());
+  // One table per (rows, constant first row): [c, rows + c, 2·rows + c, ...].
+  std::map<std::pair<int64_t, int64_t>, Value> firsts;
+  function.walk([&](DropoutOp d) {
+    auto rows = d->getAttrOfType<IntegerAttr>(rowsAttr);
+    if (!rows)
+      return;
+    d->removeAttr(rowsAttr);
+    int64_t constant = 0;
+    if (Value old = d.getFirstRow()) {
+      auto c = old.getDefiningOp<ConstantOp>();
+      constant = (*cast<DenseElementsAttr>(c.getValue()).getValues<APInt>().begin()).getSExtValue();
+    }
+    Value &first = firsts[{rows.getInt(), constant}];
+    if (!first) {
+      Location loc = function.getLoc();
+      SmallVector<int32_t> starts;
+      for (int64_t p = 0; p < parts; ++p)
+        starts.push_back(static_cast<int32_t>(p * rows.getInt() + constant));
+      auto all = RankedTensorType::get({parts}, b.getI32Type());
+      auto table = b.create<ConstantOp>(loc, DenseElementsAttr::get(all, ArrayRef<int32_t>(starts)));
+      SmallVector<mesh::MeshAxis> meshAxes(axes.begin(), axes.end());
+      auto mine = b.create<mesh::AllSliceOp>(loc, RankedTensorType::get({1}, b.getI32Type()),
+                                             kWorldMeshName, meshAxes, table, APInt(64, 0));
+      auto scalar = b.create<ReshapeOp>(loc, i32, mine);
+      for (Operation *op : {table.getOperation(), mine.getOperation(), scalar.getOperation()})
+        setPhase(op, Phase::Forward);
+      first = scalar;
+    }
+    d.getFirstRowMutable().assign(first);
+  });
 }
 
 namespace {
@@ -145,7 +196,8 @@ struct StepRebindBatchPass : public stepc::impl::StepRebindBatchBase<StepRebindB
     }
     for (auto function : getOperation().getOps<func::FuncOp>())
       if (function->hasAttr(StepDialect::kLossAttrName) &&
-          failed(rebindBatch(function, batch, ranks)))
+          failed(rebindBatch(function, batch, ranks,
+                             ranks > 1 ? StringRef(StepDialect::kRankRowsAttrName) : StringRef())))
         return signalPassFailure();
   }
 };

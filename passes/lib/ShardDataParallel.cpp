@@ -1,6 +1,7 @@
 //===- ShardDataParallel.cpp - data-parallel gradients (DDP) --------------===//
 
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/LossFunctions.h"
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -124,8 +125,10 @@ struct StepShardDataParallelPass
     // With tp, step-shard-tensor made the mesh: these axes, then tp.
     if (!module.lookupSymbol(kWorldMeshName))
       b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, ArrayRef<int64_t>{ranks.getValue()});
-    for (func::FuncOp grad : grads)
+    for (func::FuncOp grad : grads) {
       bucketAndReduce(b, grad);
+      offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, {0}, ranks);
+    }
   }
 };
 

@@ -1,6 +1,7 @@
 //===- ShardFully.cpp - fully sharded data parallelism (FSDP, ZeRO-3) -----===//
 
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/LossFunctions.h"
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -181,6 +182,11 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
       any = true;
       if (failed(shard(grad, Layout{ranks, replicas}, reshard)))
         return signalPassFailure();
+      // The data ranks: the replica groups' ranks too under hsdp.
+      SmallVector<int16_t> dataAxes{0};
+      if (replicas > 1)
+        dataAxes.push_back(1);
+      offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, dataAxes, ranks * replicas);
     }
     if (!any) {
       emitError(module.getLoc()) << "no function is marked '" << StepDialect::kGradientAttrName

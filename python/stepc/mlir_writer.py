@@ -63,6 +63,14 @@ class FunctionWriter:
     def binary(self, op, a, b, hint):
         return self.emit(hint, a.shape, f"step.{op} {a.name}, {b.name} : {a.type}")
 
+    def dropout(self, x, rate, hint):
+        """Inverted dropout; each gets the next stream (its draws' key)."""
+        if not rate:
+            return x
+        stream = self.streams = getattr(self, "streams", -1) + 1
+        return self.emit(hint, x.shape, f"step.dropout {x.name} rate {float(rate)!r} "
+                                        f"stream {stream} : ({x.type}) -> {{out}}")
+
     def broadcast(self, x, shape, hint):
         return self.emit(hint, shape, f"step.broadcast {x.name} : {x.type} -> {{out}}")
 

@@ -488,3 +488,12 @@ func.func @tied(%wte: tensor<7x4xf64> {step.param = #step.param<"wte", normal(1.
   %l = step.cross_entropy %logits, %targets : (tensor<2x3x7xf64>, tensor<2x3xi32>) -> tensor<f64>
   return %l : tensor<f64>
 }
+
+// dropout (unkeyed: seed 0, step 0; the gradient draws the same mask)
+func.func @dropout(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %w_out: tensor<3x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %y = step.dropout %x rate 5.000000e-01 stream 1 : (tensor<3x4xf64>) -> tensor<3x4xf64>
+  %l = step.mul %y, %w_out : tensor<3x4xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<3x4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}

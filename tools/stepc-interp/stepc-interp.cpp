@@ -208,7 +208,9 @@ FailureOr<std::vector<Tensor>> prepareArguments(func::FuncOp f) {
         x += jitter * noise(rng);
       }
     } else if (auto hyper = f.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName)) {
-      t.data[0] = hyper.getValue() == Hyper::Lr ? lrFlag : static_cast<double>(stepFlag);
+      t.data[0] = hyper.getValue() == Hyper::Lr     ? lrFlag
+                  : hyper.getValue() == Hyper::Step ? static_cast<double>(stepFlag)
+                                                    : static_cast<double>(seed);
     } else if (f.getArgAttr(i, StepDialect::kStateAttrName)) {
       // Optimizer state starts at zero.
     } else if (isa<IntegerType>(type.getElementType())) {

@@ -77,6 +77,15 @@ void stepc_cpu_softmax(const float *x, int64_t outer, int64_t n, int64_t inner, 
 void stepc_cpu_softmax_grad(const float *dy, const float *y, int64_t outer, int64_t n,
                             int64_t inner, float *dx);
 
+/* Inverted dropout of n elements (runtime/kernels/philox.h): y = x / (1 - rate)
+ * where kept. `_rows`: x holds rows [*first_row, ...) of rows of row_size
+ * elements of the whole tensor, whose global indices key the draws. */
+void stepc_cpu_dropout(const float *x, const int32_t *seed, const float *step, int64_t n,
+                       int64_t row_size, double rate, int64_t stream, float *y);
+void stepc_cpu_dropout_rows(const float *x, const int32_t *seed, const float *step,
+                            const int32_t *first_row, int64_t n, int64_t row_size, double rate,
+                            int64_t stream, float *y);
+
 void stepc_cpu_attention(const float *q, const float *k, const float *v, int64_t batch,
                          int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
                          int64_t head_dim, int causal, double scale, float *out);

@@ -113,6 +113,14 @@ int stepc_cuda_embedding(stepc_cuda_ctx *ctx, const float *table, const int32_t 
                          int64_t rows, int64_t d, float *out, int32_t site);
 int stepc_cuda_embedding_grad(stepc_cuda_ctx *ctx, const float *dy, const int32_t *ids,
                               int64_t n, int64_t rows, int64_t d, float *dtable, int32_t site);
+/* Inverted dropout (see stepc_cpu_dropout); seed, step and first_row are
+ * device pointers. */
+int stepc_cuda_dropout(stepc_cuda_ctx *ctx, const float *x, const int32_t *seed, const float *step,
+                       int64_t n, int64_t row_size, double rate, int64_t stream, float *y);
+int stepc_cuda_dropout_rows(stepc_cuda_ctx *ctx, const float *x, const int32_t *seed,
+                            const float *step, const int32_t *first_row, int64_t n,
+                            int64_t row_size, double rate, int64_t stream, float *y);
+
 /* Vocabulary-parallel forms (see stepc_cpu_embedding_shard). */
 int stepc_cuda_embedding_shard(stepc_cuda_ctx *ctx, const float *table, const int32_t *ids,
                                const int32_t *first_row, int64_t n, int64_t rows,

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
@@ -308,6 +309,47 @@ TEST_F(CudaKernels, SoftmaxAndRotary) {
               0)
         << error_;
     EXPECT_LT(RelError(Down(R, r.size()), rw), 1e-5);
+  }
+}
+
+TEST_F(CudaKernels, DropoutMatchesTheCpuBitForBitAndSlicesDrawTheirRows) {
+  const int64_t rows = 6, row_size = 1000, n = rows * row_size;
+  const double rate = 0.3;
+  Floats x = Random(n, 43), y(n), tail(n / 2);
+  const std::vector<int32_t> seed{12345}, first{rows / 2};
+  const Floats step{7.0f};
+  stepc_cpu_dropout(x.data(), seed.data(), step.data(), n, row_size, rate, 3, y.data());
+  // The second half as a slice starting at row rows/2 draws the same mask.
+  stepc_cpu_dropout_rows(x.data() + n / 2, seed.data(), step.data(), first.data(), n / 2,
+                         row_size, rate, 3, tail.data());
+  EXPECT_EQ(0, std::memcmp(tail.data(), y.data() + n / 2, tail.size() * 4));
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    dropped += y[i] == 0.0f;
+    if (y[i] != 0.0f) EXPECT_EQ(y[i], x[i] * static_cast<float>(1.0 / (1.0 - rate)));
+  }
+  // Binomial(n, 0.3): the standard deviation is 35 drops.
+  EXPECT_NEAR(static_cast<double>(dropped), rate * n, 6 * std::sqrt(n * rate * (1 - rate)));
+  float *Y = Zeros(n), *T = Zeros(n / 2);
+  ASSERT_EQ(stepc_cuda_dropout(&ctx_, Up(x), Up(seed), Up(step), n, row_size, rate, 3, Y), 0)
+      << error_;
+  ASSERT_EQ(stepc_cuda_dropout_rows(&ctx_, Up(Floats(x.begin() + n / 2, x.end())), Up(seed),
+                                    Up(step), Up(first), n / 2, row_size, rate, 3, T),
+            0)
+      << error_;
+  EXPECT_EQ(Down(Y, n), y);
+  EXPECT_EQ(Down(T, n / 2), tail);
+  // Another step, stream or seed draws another mask.
+  for (auto [other_seed, other_step, other_stream] :
+       {std::tuple{12345, 8.0f, 3}, std::tuple{12345, 7.0f, 4}, std::tuple{12346, 7.0f, 3}}) {
+    Floats z(n);
+    const std::vector<int32_t> s{other_seed};
+    const Floats t{other_step};
+    stepc_cpu_dropout(x.data(), s.data(), t.data(), n, row_size, rate, other_stream, z.data());
+    int64_t same = 0;
+    for (int64_t i = 0; i < n; ++i) same += (z[i] == 0.0f) == (y[i] == 0.0f);
+    // Independent masks agree on 0.3² + 0.7² = 58% of the elements.
+    EXPECT_NEAR(static_cast<double>(same) / n, 0.58, 0.03);
   }
 }
 

@@ -441,3 +441,35 @@ func.func @tensor_huge(%x: tensor<4294967296x4294967296xf32>) -> tensor<42949672
   %0 = step.exp %x : tensor<4294967296x4294967296xf32>
   return %0 : tensor<4294967296x4294967296xf32>
 }
+
+// -----
+
+func.func @dropout_c1(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'step.dropout' op expects a rate in [0, 1), got 1}}
+  %0 = step.dropout %x rate 1.0 stream 0 : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_c2(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'step.dropout' op expects a stream in [0, 2^32), got -1}}
+  %0 = step.dropout %x rate 0.5 stream -1 : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_c3(%x: tensor<4xf32>, %seed: tensor<i32>) {
+  // expected-error @+1 {{'step.dropout' op expects both 'seed' and 'step', or neither}}
+  %0 = "step.dropout"(%x, %seed) {rate = 0.5 : f64, stream = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<4xf32>, tensor<i32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_c4(%x: tensor<f32>, %first: tensor<i32>) {
+  // expected-error @+1 {{'step.dropout' op expects 'rows from' only on a tensor of rank >= 1}}
+  %0 = step.dropout %x rows from %first rate 0.5 stream 0 : (tensor<f32>, tensor<i32>) -> tensor<f32>
+  return
+}

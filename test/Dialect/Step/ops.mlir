@@ -221,3 +221,12 @@ func.func @train_step(%w: tensor<4xf32> {step.param = #step.param<"w", zeros>},
                       %lr: tensor<f32> {step.hyper = #step.hyper<lr>}) -> (tensor<f32> {step.result = #step.result<loss>}) attributes {step.train_step} {
   return %lr : tensor<f32>
 }
+
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(%x: tensor<4x8xf32>, %seed: tensor<i32>, %step: tensor<f32>, %first: tensor<i32>) -> tensor<4x8xf32> {
+  // CHECK: step.dropout %{{.*}} rate 1.000000e-01 stream 0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %0 = step.dropout %x rate 0.1 stream 0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK: step.dropout %{{.*}} seed %{{.*}} step %{{.*}} rows from %{{.*}} rate 2.000000e-01 stream 7 : (tensor<4x8xf32>, tensor<i32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
+  %1 = step.dropout %0 seed %seed step %step rows from %first rate 0.2 stream 7 : (tensor<4x8xf32>, tensor<i32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
+}

@@ -33,6 +33,9 @@ struct StepReport {
   /// Arguments (parameters, optimizer state, inputs) + the arena.
   int64_t plannedPeakBytes = 0;
   int64_t savedActivationBytes = 0, savedActivationBytesPerBlock = 0;
+  /// Forward dropouts, whose masks the backward draws again, and the bytes
+  /// saving their masks would have held (a byte per element, as PyTorch's).
+  int64_t dropoutsPerStep = 0, dropoutMaskBytesNotSaved = 0;
   /// Per transformer block ("outside blocks" for the rest).
   std::map<std::string, int64_t> savedActivationBytesByBlock;
   int64_t kernelsPerStep = 0, inPlaceBuffers = 0;

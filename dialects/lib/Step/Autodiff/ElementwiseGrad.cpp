@@ -25,6 +25,21 @@ LogicalResult DivOp::buildVjp(OpBuilder &b, ValueRange dz, SmallVectorImpl<Value
   return success();
 }
 
+// d dropout(x) = dropout(dy): the same mask and scale, drawn again from the
+// same key and rows (nothing saved); the key and rows get no gradient.
+LogicalResult DropoutOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
+  auto dx = b.create<DropoutOp>(getLoc(), dy[0].getType(), dy[0], getSeed(), getStep(),
+                                getFirstRow(), getRateAttr(), getStreamAttr());
+  // Marks of a batch split still to apply apply alike (not the phase).
+  for (StringRef mark : {StepDialect::kRankRowsAttrName, StepDialect::kMicroRowsAttrName})
+    if (Attribute rows = (*this)->getAttr(mark))
+      dx->setAttr(mark, rows);
+  grads.push_back(dx);
+  for (unsigned i = 1, e = getNumOperands(); i < e; ++i)
+    grads.push_back(nullptr);
+  return success();
+}
+
 // d erf(x) = dy · 2/√π · exp(-x²)
 LogicalResult ErfOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   GradBuilder g(b, getLoc());

@@ -140,6 +140,12 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitError() << "expects '" << kHyperAttrName << "' on argument #"
                              << argIndex << " to be a #step.hyper";
     auto scalar = dyn_cast<RankedTensorType>(type);
+    if (cast<HyperAttr>(attribute.getValue()).getValue() == Hyper::Seed) {
+      if (!scalar || scalar.getRank() != 0 || !scalar.getElementType().isInteger(32))
+        return op->emitError() << "expects the seed argument #" << argIndex
+                               << " to be a scalar i32 tensor, got " << type;
+      return success();
+    }
     if (!scalar || scalar.getRank() != 0 || !isa<FloatType>(scalar.getElementType()))
       return op->emitError() << "expects hyperparameter argument #" << argIndex
                              << " to be a scalar float tensor, got " << type;
@@ -261,6 +267,13 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
     if (!axis || axis.getInt() < 0 || op->getNumResults() != 1)
       return op->emitError() << "expects '" << kVocabLogitsAttrName
                              << "' to be a mesh axis on an op with one result";
+    return success();
+  }
+  if (attribute.getName() == kRankRowsAttrName || attribute.getName() == kMicroRowsAttrName) {
+    auto rows = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!rows || rows.getInt() < 1 || op->getName().getStringRef() != "step.dropout")
+      return op->emitError() << "expects '" << attribute.getName().getValue()
+                             << "' to be a positive row count on a step.dropout";
     return success();
   }
   if (attribute.getName() == kTpAxisAttrName) {

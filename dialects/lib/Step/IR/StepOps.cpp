@@ -401,6 +401,33 @@ LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 }
 
 //===----------------------------------------------------------------------===//
+// DropoutOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<DropoutOp>(loc, "expects a ranked tensor operand");
+  // dropout_c1: a rate of 1 would scale by infinity.
+  double rate = adaptor.getRate().convertToDouble();
+  if (!(rate >= 0.0 && rate < 1.0))
+    return opError<DropoutOp>(loc, "expects a rate in [0, 1), got ", rate);
+  // dropout_c2: the stream is the key's second word.
+  int64_t stream = adaptor.getStream();
+  if (stream < 0 || stream > int64_t(UINT32_MAX))
+    return opError<DropoutOp>(loc, "expects a stream in [0, 2^32), got ", stream);
+  // dropout_c3: keyed by both the seed and the step, or by neither.
+  if (bool(adaptor.getSeed()) != bool(adaptor.getStep()))
+    return opError<DropoutOp>(loc, "expects both 'seed' and 'step', or neither");
+  // dropout_c4: rows are counted along dimension 0.
+  if (adaptor.getFirstRow() && input.getRank() == 0)
+    return opError<DropoutOp>(loc, "expects 'rows from' only on a tensor of rank >= 1");
+  types.push_back(input);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // AttentionOp, RotaryOp
 //===----------------------------------------------------------------------===//
 

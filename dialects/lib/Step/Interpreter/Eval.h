@@ -30,6 +30,9 @@ mlir::LogicalResult evalAttention(mlir::Operation *op, Operands in, Results out)
 /// cross_entropy, embedding and their gradients; adamw, sgd, lion.
 mlir::LogicalResult evalLoss(mlir::Operation *op, Operands in, Results out);
 
+/// dropout.
+mlir::LogicalResult evalRandom(mlir::Operation *op, Operands in, Results out);
+
 /// Product of `shape[begin, end)`.
 inline int64_t product(llvm::ArrayRef<int64_t> shape, size_t begin, size_t end) {
   int64_t n = 1;

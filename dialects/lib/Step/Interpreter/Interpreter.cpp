@@ -79,6 +79,7 @@ static LogicalResult (*familyOf(Operation *op))(Operation *, Operands, Results) 
             SoftmaxGradOp, SoftmaxOp>([](Operation *) { return &evalNorm; })
       .Case<AttentionGradOp, AttentionOp, RotaryOp>(
           [](Operation *) { return &evalAttention; })
+      .Case<DropoutOp>([](Operation *) { return &evalRandom; })
       .Case<AdamwOp, CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,
             LionOp, SgdOp>([](Operation *) { return &evalLoss; })
       .Default([](Operation *) -> Fn { return nullptr; });

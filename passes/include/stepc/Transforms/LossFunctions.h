@@ -22,7 +22,17 @@ mlir::FailureOr<int64_t> inputBatch(mlir::func::FuncOp loss, llvm::StringRef act
 /// Rebinds `loss` to the global batch `globalBatch` (0: its own) split over
 /// `ranks`: every input's dimension 0 becomes globalBatch / ranks and every
 /// result type follows. Fails with a diagnostic where shapes do not follow.
-mlir::LogicalResult rebindBatch(mlir::func::FuncOp loss, int64_t globalBatch, int64_t ranks);
+/// With `dropoutRowsAttr`, each step.dropout whose rows the split divided is
+/// marked with it (its rows per part), for offsetDropoutRows.
+mlir::LogicalResult rebindBatch(mlir::func::FuncOp loss, int64_t globalBatch, int64_t ranks,
+                                llvm::StringRef dropoutRowsAttr = {});
+
+/// Makes each step.dropout of `function` marked `rowsAttr` draw its part's
+/// rows of the whole tensor: its first row becomes part · rows (plus the
+/// constant first row it had), `part` this rank's linear index over `axes`
+/// of the world mesh (`parts` ranks along them); removes the mark.
+void offsetDropoutRows(mlir::func::FuncOp function, llvm::StringRef rowsAttr,
+                       llvm::ArrayRef<int16_t> axes, int64_t parts);
 
 /// Builds `<name>_grad` (marked step.gradient) next to `loss` and inserts it
 /// into `symbols`; fails with a diagnostic on an op without an autodiff rule.

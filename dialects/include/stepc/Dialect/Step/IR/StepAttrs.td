@@ -196,18 +196,21 @@ def Step_ResultAttr : AttrDef<Step_Dialect, "Result"> {
 
 def Step_Hyper : I32EnumAttr<"Hyper", "a runtime hyperparameter", [
     I32EnumAttrCase<"Lr", 0, "lr">,
-    I32EnumAttrCase<"Step", 1, "step">
+    I32EnumAttrCase<"Step", 1, "step">,
+    I32EnumAttrCase<"Seed", 2, "seed">
   ]> {
   let cppNamespace = "::stepc::step";
   let genSpecializedAttr = 0;
 }
 
 def Step_HyperAttr : EnumAttr<Step_Dialect, Step_Hyper, "hyper"> {
-  let summary = "a runtime hyperparameter argument: the learning rate or the step number";
+  let summary = "a runtime hyperparameter argument: the learning rate, the step number or the seed";
   let description = [{
     `step.hyper = #step.hyper<lr>` marks the scalar the runtime sets to the
     scheduled learning rate each step, `#step.hyper<step>` the one it sets to
-    the step number (from 1, for Adam's bias correction).
+    the step number (from 1, for Adam's bias correction and dropout's key),
+    `#step.hyper<seed>` the i32 scalar it sets to the run's seed (dropout's
+    key; present only in a step with dropout).
   }];
   let assemblyFormat = "`<` $value `>`";
 }

@@ -76,6 +76,12 @@ def Step_Dialect : Dialect {
     /// tensor-parallel axis (step-shard-tensor), so that a consumer reads
     /// the mesh's roles from the IR, not from the driver's flags.
     static constexpr llvm::StringLiteral kTpAxisAttrName = "step.tp_axis";
+    /// Op attributes (positive integers) on a `step.dropout` whose rows a
+    /// batch split divided (step-rebind-batch across the data-parallel
+    /// ranks; step-micro-batch across micro-batches): its rows per part,
+    /// until the pass that knows the part's index offsets its rows by it.
+    static constexpr llvm::StringLiteral kRankRowsAttrName = "step.rank_rows";
+    static constexpr llvm::StringLiteral kMicroRowsAttrName = "step.micro_rows";
     /// Result attribute (a `#step.result`): the result's typed role.
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
     /// Unit attribute marking a function built by step-autodiff.

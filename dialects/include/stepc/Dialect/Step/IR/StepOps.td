@@ -443,6 +443,39 @@ def Step_SoftmaxOp : Step_InferredOp<"softmax", [Step_Differentiable]> {
     "$input `dim` $dim attr-dict `:` functional-type(operands, results)";
 }
 
+def Step_DropoutOp : Step_InferredOp<"dropout",
+                                      [Step_Differentiable, AttrSizedOperandSegments]> {
+  let summary = "inverted dropout whose mask depends only on (seed, step, stream, element)";
+  let description = [{
+    `y = x · keep / (1 - rate)`, where `keep` is drawn per element by
+    Philox-4x32-10 (runtime/kernels/philox.h) under key `(seed, stream)` and
+    counter `(global index, step)`. The global index is the element's
+    row-major position in the whole tensor: with `rows from %first` the
+    operand holds rows `[first, first + dim0)` of it, so a data-parallel rank
+    or a micro-batch draws exactly its slice of the one-rank mask. The mask
+    is a function, never a tensor: the gradient draws it again (the VJP is
+    the same dropout of `dy`), remat recomputes it, and no rank, target or
+    schedule changes it.
+
+    A model writes it unkeyed; the training step binds `seed` (the run's
+    `--seed`, a `#step.hyper<seed>` argument) and `step` (the step number),
+    and the evaluation step removes it. An unkeyed dropout draws with seed 0
+    at step 0. `stream` tells a model's dropouts apart: unique per op.
+
+    ```mlir
+    %y = step.dropout %x rate 1.000000e-01 stream 2 : (tensor<8x64x128xf32>) -> tensor<8x64x128xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, Optional<0DTensorOf<[I32]>>:$seed,
+                       Optional<0DTensorOf<[F32, F64]>>:$step,
+                       Optional<0DTensorOf<[I32]>>:$first_row,
+                       F64Attr:$rate, I64Attr:$stream);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat =
+    "$input (`seed` $seed^ `step` $step)? (`rows` `from` $first_row^)? `rate` $rate "
+    "`stream` $stream attr-dict `:` functional-type(operands, results)";
+}
+
 def Step_AttentionOp : Step_InferredOp<"attention", [Step_Differentiable]> {
   let summary = "scaled dot-product attention with grouped-query heads";
   let description = [{
