@@ -102,6 +102,26 @@ def input_names(model, count):
     return [names[i] if i < len(names) else f"in{i}" for i in range(count)]
 
 
+@contextlib.contextmanager
+def dropout_as_one_op():
+    """F.dropout in training traced as aten.native_dropout: PyTorch 1.13
+    decomposes it into bernoulli_ on an empty tensor first (an in-place
+    update the step cannot hold), 2.x keeps native_dropout; both lower to
+    step.dropout."""
+    original = torch.nn.functional.dropout
+
+    def dropout(x, p=0.5, training=True, inplace=False):
+        if not training or p == 0:
+            return x
+        return torch.ops.aten.native_dropout.default(x, p, True)[0]
+
+    torch.nn.functional.dropout = dropout
+    try:
+        yield
+    finally:
+        torch.nn.functional.dropout = original
+
+
 def capture(model, example_inputs, names=None):
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
@@ -127,7 +147,7 @@ def capture(model, example_inputs, names=None):
     # Fake tensors: shapes without data, so a branch on a value is an error
     # rather than a silently specialised graph.
     try:
-        with torch.no_grad(), recording_sources():
+        with torch.no_grad(), recording_sources(), dropout_as_one_op():
             graph_module = make_fx(flat_forward, tracing_mode="fake")(
                 *[t.detach() for t in tensors], *[b for _, b in buffers], *example_inputs)
     except Exception as e:

@@ -371,10 +371,14 @@ class Lowering:
         return self.w.slice(x, dim, sum(sizes[:i]), sizes[i], "part")
 
     def dropout(self, node):
-        if node.args[1] != 0.0 and node.args[2]:
-            fail(node, f"dropout with p = {node.args[1]} in training: stepc's step has no "
-                       f"random ops yet (use p = 0 or model.eval())")
-        return self.v(node.args[0])
+        """In training, step.dropout: stepc's own counter-based masks (the
+        same on any mesh, never saved), not PyTorch's generator's."""
+        p, train = node.args[1], node.args[2]
+        if p == 0.0 or not train:
+            return self.v(node.args[0])
+        if not 0.0 < p < 1.0:
+            fail(node, f"dropout with p = {p}: stepc drops with a rate in [0, 1)")
+        return self.w.dropout(self.v(node.args[0]), p, "drop")
 
 
 def nested(values):

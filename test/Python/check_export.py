@@ -12,7 +12,10 @@ into full-size, implementation-dependent updates) from the same weights and
 batches; every
 step's loss and every final parameter must agree within --tolerance
 (relative). Then model.load_state_dict(session.state_dict(), strict=True)
-reproduces the compiled eval's logits.
+reproduces the compiled eval's logits. A module with nn.Dropout trains in
+PyTorch with stepc's masks (scripts/torch_check.py's own Philox: the
+session's seed 0, the step number, the dropouts' order as streams), so its
+losses must agree too; evaluation drops nothing on either side.
 """
 import argparse
 import os
@@ -26,6 +29,30 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "Inputs"))
 import models  # noqa: E402
 import stepc  # noqa: E402
+
+sys.path.insert(0, os.path.join(here, "..", "..", "scripts"))
+from torch_check import dropout_mask  # noqa: E402
+
+
+class StepcMasks:
+    """F.dropout in training, drawing stepc's masks for step `step`."""
+
+    def __init__(self, step):
+        self.step, self.stream, self.original = step, 0, torch.nn.functional.dropout
+
+    def __call__(self, x, p=0.5, training=True, inplace=False):
+        if not training or p == 0:
+            return x
+        mask = dropout_mask(tuple(x.shape), p, 0, self.stream, self.step)
+        self.stream += 1
+        return x * mask
+
+    def __enter__(self):
+        torch.nn.functional.dropout = self
+        return self
+
+    def __exit__(self, *exc):
+        torch.nn.functional.dropout = self.original
 
 p = argparse.ArgumentParser()
 p.add_argument("--model", required=True)
@@ -58,7 +85,8 @@ for step, batch in enumerate(batches):
     for g in opt.param_groups:
         g["lr"] = lr
     opt.zero_grad()
-    result = model(*batch)
+    with StepcMasks(step + 1):
+        result = model(*batch)
     loss = result[1] if isinstance(result, tuple) else result
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -92,6 +120,7 @@ for name, value in model.state_dict().items():
     if name in state and not torch.equal(value, state[name]):
         sys.exit(f"FAIL: {name} differs after load_state_dict")
 loss, logits = session.eval(**dict(zip(exported.inputs, batches[0])))
+model.eval()
 with torch.no_grad():
     result = model(*batches[0])
 ref_loss = (result[1] if isinstance(result, tuple) else result).item()

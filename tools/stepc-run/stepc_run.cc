@@ -48,7 +48,7 @@ ABSL_FLAG(double, lr, kDefaults.lr, "peak learning rate");
 ABSL_FLAG(int64_t, warmup, kDefaults.warmup, "linear warmup steps (then cosine decay)");
 ABSL_FLAG(double, min_lr_ratio, kDefaults.min_lr_ratio,
           "final learning rate as a fraction of --lr");
-ABSL_FLAG(uint64_t, seed, kDefaults.seed, "seed for parameters and batches");
+ABSL_FLAG(uint64_t, seed, kDefaults.seed, "seed for parameters, batches and dropout masks");
 ABSL_FLAG(int64_t, log_every, kDefaults.log_every, "print a progress line every K steps");
 ABSL_FLAG(std::string, metrics, "", "write one JSON line per step here");
 ABSL_FLAG(std::string, plot, "", "write the loss curve here (SVG)");

@@ -140,6 +140,23 @@ class RobustMLP(nn.Module):
         return (self.head(h).squeeze(-1) - y).abs().mean()
 
 
+class DropoutMLP(nn.Module):
+    """nn.Dropout after each hidden layer (two streams, in forward order)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 1)
+        self.drop1 = nn.Dropout(0.25)
+        self.drop2 = nn.Dropout(0.5)
+
+    def forward(self, x, y):
+        h = self.drop1(F.gelu(self.fc1(x)))
+        h = self.drop2(torch.tanh(self.fc2(h))) + h
+        return F.mse_loss(self.head(h).squeeze(-1), y)
+
+
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
     if name in ("gpt", "gpt-flash"):
@@ -152,8 +169,8 @@ def make(name, steps):
         model = Llama()
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
-    elif name in ("mlp", "robust"):
-        model = MLP() if name == "mlp" else RobustMLP()
+    elif name in ("mlp", "robust", "dropout"):
+        model = {"mlp": MLP, "robust": RobustMLP, "dropout": DropoutMLP}[name]()
         batches = [(torch.randn(64, 8, generator=g), torch.randn(64, generator=g))
                    for _ in range(steps)]
     else:
