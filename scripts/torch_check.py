@@ -2,7 +2,7 @@
 """Compares one stepc training step with PyTorch on identical weights and batch.
 
     /usr/bin/python3 scripts/torch_check.py [--backend interp|cpu] [--seed S]
-        [--tolerance 1e-5] [--lr X] [--optimizer adamw|adam|sgd|lion
+        [--tolerance 1e-5] [--lr X] [--optimizer adamw|adam|sgd|lion|muon
         [--momentum M] [--nesterov]] [--precision fp32|bf16]
         <gen_model.py flags | --preset NAME>
 
@@ -10,8 +10,9 @@ Generates the model with examples/gen_model.py, draws weights (every
 parameter, norms and biases included, off its initial value) and a batch,
 runs stepc (the reference interpreter: `stepc-interp --grad` and
 `--train-step`) and the same model written in PyTorch (forward, backward,
-clip_grad_norm_, then torch.optim.AdamW, Adam or SGD, or Lion's reference
-update, with weight decay on parameters of rank >= 2),
+clip_grad_norm_, then torch.optim.AdamW, Adam or SGD, Lion's reference
+update or torch.optim.Muon's (written in torch ops; AdamW on the parameters
+outside the blocks' matrices), with weight decay on parameters of rank >= 2),
 and prints one JSON object with the relative error of each tensor:
 
     loss, grad_norm      |a - b| / |b|
@@ -256,8 +257,11 @@ def run_stepc(backend, model, inputs, lr, out, opt, params):
             n = name[len("grad."):]
             state = load("exp_avg." + n)
             l2 = WEIGHT_DECAY * params[n] if params[n].ndim >= 2 else 0.0
-            if opt.optimizer == "adamw":
+            if opt.optimizer == "adamw" or (opt.optimizer == "muon" and
+                                            not is_muon(n, params[n].shape)):
                 return state / ((1 - BETAS[0]) * scale)
+            if opt.optimizer == "muon":
+                return state / ((1 - MUON_MOMENTUM) * scale)
             if opt.optimizer == "adam":
                 return (state / (1 - BETAS[0]) - l2) / scale
             if opt.optimizer == "sgd":
@@ -277,6 +281,37 @@ def lion_step(params, lr, betas, weight_decays, state):
             update = m.clone().mul_(betas[0]).add(g, alpha=1 - betas[0]).sign_()
             p.add_(update, alpha=-lr)
             m.mul_(betas[1]).add_(g, alpha=1 - betas[1])
+
+
+MUON_MOMENTUM, MUON_NS = 0.95, (3.4445, -4.7750, 2.0315)  # step-optimizer's Muon defaults
+
+
+def is_muon(name, shape):
+    """The matrices Muon updates: rank 2 inside a repeated block."""
+    return len(shape) == 2 and name.startswith(("h.", "layers."))
+
+
+def muon_step(params, lr, weight_decay, state, steps=5):
+    """torch.optim.Muon's update (PyTorch 2.9, Nesterov, match_rms_adamw), in
+    f32 torch ops: momentum lerp, Newton-Schulz on the wide orientation,
+    decoupled decay, lr·0.2·sqrt(max(rows, cols))."""
+    a, b, c = MUON_NS
+    with torch.no_grad():
+        for p in params:
+            g = p.grad
+            buf = state.setdefault(p, torch.zeros_like(p))
+            buf.lerp_(g, 1 - MUON_MOMENTUM)
+            u = g.lerp(buf, MUON_MOMENTUM)
+            tall = u.size(0) > u.size(1)
+            x = u.T if tall else u
+            x = x / x.norm().clamp(min=1e-7)
+            for _ in range(steps):
+                gram = x @ x.T
+                x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+            if tall:
+                x = x.T
+            p.mul_(1 - lr * weight_decay)
+            p.add_(x, alpha=-lr * 0.2 * max(p.shape) ** 0.5)
 
 
 def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None):
@@ -308,7 +343,17 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
               {"params": no_decay, "weight_decay": 0.0}]
     kind = opt_args.optimizer
     lion_state = {}
-    if kind == "lion":
+    if kind == "muon":
+        matrices = [p[n] for n, s in shapes if is_muon(n, s)]
+        muon_step(matrices, lr, WEIGHT_DECAY, lion_state)
+        rest = [{"params": [p[n] for n, s in shapes if len(s) >= 2 and not is_muon(n, s)],
+                 "weight_decay": WEIGHT_DECAY},
+                {"params": [p[n] for n, s in shapes if len(s) < 2], "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(rest, lr=lr, betas=BETAS, eps=EPS)
+        opt.step()
+        state = dict(opt.state)
+        state.update({q: {"exp_avg": m} for q, m in lion_state.items()})
+    elif kind == "lion":
         lion_step([p[n] for n, _ in shapes], lr, BETAS,
                   [WEIGHT_DECAY if len(s) >= 2 else 0.0 for _, s in shapes], lion_state)
         state = {q: {"exp_avg": m} for q, m in lion_state.items()}
@@ -323,11 +368,12 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
         state = {q: ({"exp_avg": s["momentum_buffer"]} if kind == "sgd" else s)
                  for q, s in opt.state.items()}
     out = {"loss": loss.item(), "grad_norm": norm.item()}
+    shapes_of = dict(shapes)
     for n, _ in shapes:
         out["grad." + n] = grads[n].double().numpy()
         out["param." + n] = p[n].detach().double().numpy()
         out["exp_avg." + n] = state[p[n]]["exp_avg"].double().numpy()
-        if kind in ("adamw", "adam"):
+        if kind in ("adamw", "adam") or (kind == "muon" and not is_muon(n, shapes_of[n])):
             out["exp_avg_sq." + n] = state[p[n]]["exp_avg_sq"].double().numpy()
     return out
 
@@ -339,7 +385,8 @@ def main():
     p.add_argument("--tolerance", type=float, default=1e-5)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--keep", help="keep the model, inputs and outputs in this directory")
-    p.add_argument("--optimizer", choices=["adamw", "adam", "sgd", "lion"], default="adamw")
+    p.add_argument("--optimizer", choices=["adamw", "adam", "sgd", "lion", "muon"],
+                   default="adamw")
     p.add_argument("--momentum", type=float, default=0.9, help="sgd")
     p.add_argument("--nesterov", action="store_true", help="sgd")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")

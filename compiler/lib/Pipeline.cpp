@@ -97,9 +97,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     return emitError("unknown until '" + options.until +
                      "' (expected autodiff, train-step or kernels)");
   if (options.optimizer != "adamw" && options.optimizer != "adam" && options.optimizer != "sgd" &&
-      options.optimizer != "lion")
+      options.optimizer != "lion" && options.optimizer != "muon")
     return emitError("unknown optimizer '" + options.optimizer +
-                     "' (expected adamw, adam, sgd or lion)");
+                     "' (expected adamw, adam, sgd, lion or muon)");
   if (options.batch < 0)
     return emitError("the batch must be >= 0 (0: the model's own), got " +
                      Twine(options.batch.getValue()));

@@ -25,6 +25,7 @@
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
 #include <numeric>
@@ -71,6 +72,28 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
 
   for (BlockArgument arg : body.getArguments())
     plan.argumentOf[arg] = arg.getArgNumber();
+  // Each returned parameter or state value and the argument it replaces
+  // (by its role: #step.result<param, "p"> replaces #step.param<"p">).
+  DenseMap<Value, BlockArgument> replaces;
+  {
+    llvm::StringMap<BlockArgument> byName;
+    for (BlockArgument arg : body.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      if (auto p = function.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
+        byName[p.getName()] = arg;
+      else if (auto s = function.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
+        byName[s.getQualifiedName()] = arg;
+    }
+    for (auto [i, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+      ResultAttr role = getResultRole(function, i);
+      if (!role || (role.getRole() != Role::Param && role.getRole() != Role::Moment))
+        continue;
+      auto it = byName.find(role.getRole() == Role::Param ? role.getName().str()
+                                                           : role.getQualifiedName());
+      if (it != byName.end() && it->second.getType() == v.getType())
+        replaces[v] = it->second;
+    }
+  }
 
   // A collective runs asynchronously from its op to the first use of its
   // result (where step.so waits for it): its operand is in use until then.
@@ -145,6 +168,15 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
     for (Value result : op.getResults()) {
       if (unstored.contains(result))
         continue;
+      // An update written as step ops (Muon's) goes over the argument it
+      // replaces when no later op reads that argument: element i is read
+      // before it is written, as above.
+      if (auto target = replaces.find(result);
+          target != replaces.end() && mayWriteInPlace(op) &&
+          lastUseOf(target->second) <= operandsEnd) {
+        plan.argumentOf[result] = plan.argumentOf[target->second];
+        continue;
+      }
       int64_t reused = -1;
       if ((op.hasTrait<OpTrait::Elementwise>() || op.hasTrait<ElementByElement>()) &&
           mayWriteInPlace(op)) {

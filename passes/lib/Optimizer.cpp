@@ -9,6 +9,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include <cmath>
+
 namespace stepc {
 #define GEN_PASS_DEF_STEPOPTIMIZER
 #include "stepc/Transforms/Passes.h.inc"
@@ -21,11 +23,17 @@ using namespace stepc::step;
 namespace {
 
 struct OptimizerOptions {
-  /// adamw, adam, sgd or lion.
+  /// adamw, adam, sgd, lion or muon.
   std::string algorithm;
   double beta1, beta2, epsilon, momentum;
   bool nesterov;
   double weightDecay, maxGradNorm;
+  /// Muon: momentum, Nesterov, Newton-Schulz iterations and how the step
+  /// size follows the matrix's shape ("original" or "match-rms-adamw").
+  double muonMomentum;
+  bool muonNesterov;
+  int64_t nsSteps;
+  std::string adjustLr;
   /// Mesh over whose ranks the gradients are sharded ("" if not), and the
   /// axis they are sharded along.
   std::string mesh;
@@ -53,6 +61,67 @@ Value sumOfSquares(OpBuilder &b, Location loc, Value g, RankedTensorType scalarT
   if (squares.getType() != scalarType)
     squares = b.create<ConvertOp>(loc, scalarType, squares);
   return squares;
+}
+
+/// Muon's update of one matrix (torch.optim.Muon's, in f32): the momentum
+/// buffer m' = lerp(m, g, 1 - μ), the update u = lerp(g, m', μ) (Nesterov)
+/// or m', orthogonalised by `nsSteps` Newton-Schulz iterations on the wide
+/// orientation X (X /= max(‖X‖_F, 1e-7); then A = X·Xᵀ, B = b·A + c·A·A,
+/// X = a·X + B·X), and p' = p·(1 - lr·wd) - lr'·X with lr' = lr·√max(1, R/C)
+/// (original) or lr·0.2·√max(R, C) (match-rms-adamw: AdamW's update RMS,
+/// so one learning rate serves both halves of the hybrid). Returns {p', m'}.
+std::pair<Value, Value> muonUpdate(OpBuilder &b, Location loc, Value param, Value g, Value m,
+                                   Value lr, Value gradScale, const OptimizerOptions &options,
+                                   double decay) {
+  auto type = cast<RankedTensorType>(param.getType());
+  auto splat = [&](double v, Type t) -> Value {
+    auto tensor = cast<RankedTensorType>(t);
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(tensor, b.getFloatAttr(tensor.getElementType(), v)));
+  };
+  auto spread = [&](Value scalarValue, Type t) -> Value {
+    return b.create<BroadcastOp>(loc, t, scalarValue);
+  };
+  auto mul = [&](Value x, Value y) -> Value { return b.create<MulOp>(loc, x, y); };
+  auto add = [&](Value x, Value y) -> Value { return b.create<AddOp>(loc, x, y); };
+  auto sub = [&](Value x, Value y) -> Value { return b.create<SubOp>(loc, x, y); };
+  // lerp(x, y, w) as PyTorch's kernel rounds it: x + w·(y - x) below 0.5,
+  // y - (y - x)·(1 - w) from 0.5.
+  auto lerp = [&](Value x, Value y, double w) -> Value {
+    return w < 0.5 ? add(x, mul(splat(w, type), sub(y, x)))
+                   : sub(y, mul(sub(y, x), splat(1.0 - w, type)));
+  };
+  const double mu = options.muonMomentum;
+  Value clipped = mul(g, spread(gradScale, type));
+  Value newM = lerp(m, clipped, 1.0 - mu);
+  Value u = options.muonNesterov ? lerp(clipped, newM, mu) : newM;
+
+  const int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  const bool tall = rows > cols;
+  Value x = tall ? b.create<TransposeOp>(loc, u, b.getDenseI64ArrayAttr({1, 0})).getResult() : u;
+  auto scalarType = RankedTensorType::get({}, type.getElementType());
+  Value norm = b.create<SqrtOp>(loc, sumOfSquares(b, loc, x, scalarType));
+  norm = b.create<MaximumOp>(loc, norm, splat(1e-7, scalarType));
+  x = b.create<DivOp>(loc, x, spread(norm, x.getType()));
+  const double ca = 3.4445, cb = -4.7750, cc = 2.0315;  // the quintic's coefficients
+  for (int64_t i = 0; i < options.nsSteps; ++i) {
+    Value gram = b.create<MatmulOp>(loc, x, x, nullptr, b.getUnitAttr());
+    Value gramUpdate =
+        add(mul(splat(cb, gram.getType()), gram),
+            mul(splat(cc, gram.getType()), b.create<MatmulOp>(loc, gram, gram, nullptr, nullptr)));
+    x = add(mul(splat(ca, x.getType()), x),
+            b.create<MatmulOp>(loc, gramUpdate, x, nullptr, nullptr));
+  }
+  if (tall)
+    x = b.create<TransposeOp>(loc, x, b.getDenseI64ArrayAttr({1, 0}));
+
+  const double shape = options.adjustLr == "original"
+                           ? std::sqrt(std::max(1.0, double(rows) / double(cols)))
+                           : 0.2 * std::sqrt(double(std::max(rows, cols)));
+  Value adjusted = mul(lr, splat(shape, scalarType));
+  Value keep = sub(splat(1.0, scalarType), mul(lr, splat(decay, scalarType)));
+  Value newParam = sub(mul(param, spread(keep, type)), mul(x, spread(adjusted, type)));
+  return {newParam, newM};
 }
 
 /// Keys every dropout of `step` by the run's seed (a `#step.hyper<seed>`
@@ -125,17 +194,34 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     newArgs.push_back(argTypes[i]);
     argAttrs.push_back(grad.getArgAttrDict(i));
   }
+  // Muon orthogonalises the matrices of the repeated blocks (the hidden
+  // layers); AdamW updates the rest (embeddings, the head, vectors).
+  SmallVector<bool> muon;
+  for (unsigned i : params)
+    muon.push_back(options.algorithm == "muon" &&
+                   cast<RankedTensorType>(argTypes[i]).getRank() == 2 &&
+                   grad.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName).hasBlock());
+  if (options.algorithm == "muon" && llvm::none_of(muon, [](bool m) { return m; }))
+    return grad.emitOpError()
+           << "has no matrix parameter inside a repeated block: Muon updates those (mark "
+              "the model's blocks, e.g. #step.param<..., block N>), AdamW the rest";
   // The optimizer's state per parameter: AdamW's and Adam's two moments,
-  // SGD's momentum buffer or Lion's moment (both kept as exp_avg).
-  SmallVector<Moment, 2> moments{Moment::ExpAvg};
-  if (options.algorithm == "adamw" || options.algorithm == "adam")
-    moments.push_back(Moment::ExpAvgSq);
-  for (Moment moment : moments)
-    for (auto [i, name] : llvm::zip(params, names)) {
-      newArgs.push_back(argTypes[i]);
-      argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          StepDialect::kStateAttrName, StateAttr::get(b.getContext(), moment, name))));
-    }
+  // SGD's momentum buffer, Lion's moment or Muon's momentum (kept as
+  // exp_avg). Arguments: every exp_avg, then every exp_avg_sq.
+  auto hasSecondMoment = [&](size_t k) {
+    return options.algorithm == "adamw" || options.algorithm == "adam" ||
+           (options.algorithm == "muon" && !muon[k]);
+  };
+  SmallVector<std::pair<Moment, size_t>> stateOrder;
+  for (Moment moment : {Moment::ExpAvg, Moment::ExpAvgSq})
+    for (size_t k = 0; k < params.size(); ++k)
+      if (moment == Moment::ExpAvg || hasSecondMoment(k))
+        stateOrder.push_back({moment, k});
+  for (auto [moment, k] : stateOrder) {
+    newArgs.push_back(argTypes[params[k]]);
+    argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+        StepDialect::kStateAttrName, StateAttr::get(b.getContext(), moment, names[k]))));
+  }
   for (unsigned i : inputs) {
     newArgs.push_back(argTypes[i]);
     argAttrs.push_back(grad.getArgAttrDict(i));
@@ -146,13 +232,14 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
         b.getNamedAttr(StepDialect::kHyperAttrName, HyperAttr::get(b.getContext(), hyper))));
   }
   // The updated parameters, then each moment, in the arguments' order.
-  for (int kind = 0; kind <= int(moments.size()); ++kind)
-    for (auto [i, name] : llvm::zip(params, names)) {
-      newResults.push_back(argTypes[i]);
-      resultAttrs.push_back(resultRoleDict(
-          kind == 0 ? ResultAttr::get(b.getContext(), Role::Param, name)
-                    : ResultAttr::get(b.getContext(), moments[kind - 1], name)));
-    }
+  for (auto [i, name] : llvm::zip(params, names)) {
+    newResults.push_back(argTypes[i]);
+    resultAttrs.push_back(resultRoleDict(ResultAttr::get(b.getContext(), Role::Param, name)));
+  }
+  for (auto [moment, k] : stateOrder) {
+    newResults.push_back(argTypes[params[k]]);
+    resultAttrs.push_back(resultRoleDict(ResultAttr::get(b.getContext(), moment, names[k])));
+  }
 
   for (unsigned k = 0; k < outputs; ++k) {
     unsigned i = 1 + params.size() + k;
@@ -172,7 +259,12 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // The gradient function's body, its arguments mapped to the new ones.
   Block *entry = step.addEntryBlock();
   size_t n = params.size();
-  const size_t states = moments.size(), firstInput = (1 + states) * n;
+  const size_t firstInput = n + stateOrder.size();
+  // Each parameter's state arguments, by moment.
+  SmallVector<Value> expAvgArg(n), expAvgSqArg(n);
+  for (auto [j, state] : llvm::enumerate(stateOrder))
+    (state.first == Moment::ExpAvg ? expAvgArg : expAvgSqArg)[state.second] =
+        entry->getArgument(n + j);
   IRMapping mapping;
   for (auto [k, i] : llvm::enumerate(params))
     mapping.map(grad.getArgument(i), entry->getArgument(k));
@@ -237,7 +329,13 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     double decay = cast<RankedTensorType>(param.getType()).getRank() >= 2
                        ? options.weightDecay
                        : 0.0;
-    Value m = entry->getArgument(n + k);
+    Value m = expAvgArg[k];
+    if (muon[k]) {
+      auto [newParam, newMomentum] = muonUpdate(b, loc, param, g, m, lrK, scaleK, options, decay);
+      newParams.push_back(newParam);
+      newM.push_back(newMomentum);
+      continue;
+    }
     if (options.algorithm == "sgd") {
       auto update = b.create<SgdOp>(loc, param, g, m, lrK, scaleK,
                                     b.getF64FloatAttr(options.momentum),
@@ -255,11 +353,11 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
       continue;
     }
     auto update = b.create<AdamwOp>(
-        loc, param, g, m, entry->getArgument(2 * n + k), lrK, stepK, scaleK,
+        loc, param, g, m, expAvgSqArg[k], lrK, stepK, scaleK,
         b.getF64FloatAttr(options.beta1), b.getF64FloatAttr(options.beta2),
         b.getF64FloatAttr(options.epsilon), b.getF64FloatAttr(decay),
         // (AdamW's decoupled decay is the op's default.)
-        options.algorithm == "adamw" ? BoolAttr() : b.getBoolAttr(false));
+        options.algorithm == "adam" ? b.getBoolAttr(false) : BoolAttr());
     newParams.push_back(update.getNewParam());
     newM.push_back(update.getNewM());
     newV.push_back(update.getNewV());
@@ -292,9 +390,23 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
       return signalPassFailure();
     }
     if (algorithm != "adamw" && algorithm != "adam" && algorithm != "sgd" &&
-        algorithm != "lion") {
+        algorithm != "lion" && algorithm != "muon") {
       emitError(module.getLoc()) << "unknown optimizer '" << algorithm
-                                 << "' (expected adamw, adam, sgd or lion)";
+                                 << "' (expected adamw, adam, sgd, lion or muon)";
+      return signalPassFailure();
+    }
+    if (!(muonMomentum >= 0 && muonMomentum < 1) || nsSteps < 1 || nsSteps > 100 ||
+        (adjustLr != "original" && adjustLr != "match-rms-adamw")) {
+      emitError(module.getLoc()) << "invalid step-optimizer options: muon needs muon-momentum "
+                                    "in [0, 1), ns-steps in [1, 100] and adjust-lr original "
+                                    "or match-rms-adamw";
+      return signalPassFailure();
+    }
+    // Newton-Schulz needs each whole matrix: a shard's rows are not one.
+    if (algorithm == "muon" && (!mesh.empty() || tpAxis >= 0)) {
+      emitError(module.getLoc()) << "muon with sharded parameters or state (fsdp, hsdp, tp) "
+                                    "is not supported yet: Newton-Schulz needs each whole "
+                                    "matrix (ddp and micro-batches are)";
       return signalPassFailure();
     }
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && epsilon > 0 &&
@@ -315,8 +427,10 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
                                     "algorithm=sgd (stepc --optimizer=sgd) and a momentum > 0";
       return signalPassFailure();
     }
-    OptimizerOptions options{algorithm, beta1, beta2, epsilon, momentum, nesterov,
-                             weightDecay, maxGradNorm, mesh, meshAxis, tpAxis};
+    OptimizerOptions options{algorithm,    beta1,       beta2,    epsilon,  momentum,
+                             nesterov,     weightDecay, maxGradNorm, muonMomentum,
+                             muonNesterov, nsSteps,     adjustLr, mesh,     meshAxis,
+                             tpAxis};
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();

@@ -195,8 +195,9 @@ def stepc_flag_cases(bin_dir, work, model):
         "--compute-gflops": ["0", "-1", "nan", "inf"],
         "--optimizer-options": ["beta1=2", "beta1=abc", "garbage=1", "beta2=-1", "lr",
                                 "weight-decay=nan", "epsilon=0", "momentum=1", "momentum=-0.1",
-                                "nesterov=true", "nesterov=maybe"],
-        "--optimizer": ["muon", "AdamW", "", "sgd ", "adamw,sgd"],
+                                "nesterov=true", "nesterov=maybe", "ns-steps=0",
+                                "adjust-lr=sideways", "muon-momentum=1"],
+        "--optimizer": ["shampoo", "AdamW", "", "sgd ", "adamw,sgd"],
         "--dump-after": ["no-such-pass"],
     }
     for flag, values in bad.items():

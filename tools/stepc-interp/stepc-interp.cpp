@@ -87,7 +87,7 @@ static cl::opt<std::string> precision("precision",
                                                "(step-mixed-precision, as stepc --precision)"),
                                       cl::init("fp32"), cl::cat(interpCategory));
 static cl::opt<std::string> optimizer("optimizer",
-                                      cl::desc("The update: adamw, adam, sgd or lion (as stepc)"),
+                                      cl::desc("The update: adamw, adam, sgd, lion or muon (as stepc)"),
                                       cl::init("adamw"));
 static cl::opt<std::string> optimizerOptions(
     "optimizer-options", cl::desc("Options for step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),

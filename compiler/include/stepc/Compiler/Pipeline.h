@@ -81,7 +81,7 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
                      "along the sequence (Megatron's sequence parallelism)"),
       llvm::cl::init(false)};
   Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("The update: adamw, adam, sgd or lion"),
+                                llvm::cl::desc("The update: adamw, adam, sgd, lion or muon"),
                                 llvm::cl::init("adamw")};
   Option<std::string> optimizerOptions{
       *this, "optimizer-options",

@@ -325,16 +325,30 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     gradient), `sgd` (`step.sgd`: momentum, optionally Nesterov; L2 weight
     decay; its momentum buffer is the `exp_avg` state) and `lion`
     (`step.lion`: sign of the β1 interpolation, decoupled decay; one
-    `exp_avg` state). sgd and lion keep no `exp_avg_sq`.
+    `exp_avg` state). sgd and lion keep no `exp_avg_sq`. `muon` is the
+    hybrid of torch.optim.Muon on the matrices of the repeated blocks
+    (`#step.param<..., block N>` of rank 2: momentum, Newton-Schulz
+    orthogonalisation in step ops, decoupled decay; one `exp_avg` state, the
+    momentum buffer) and AdamW on every other parameter; under ddp and
+    micro-batches, not yet with sharded parameters (fsdp, hsdp, tp).
   }];
   let options = [
     Option<"algorithm", "algorithm", "std::string", /*default=*/"\"adamw\"",
-           "adamw, adam, sgd or lion">,
+           "adamw, adam, sgd, lion or muon">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW/Adam/Lion β1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.95", "AdamW/Adam/Lion β2">,
     Option<"epsilon", "epsilon", "double", /*default=*/"1e-8", "AdamW/Adam ε">,
     Option<"momentum", "momentum", "double", /*default=*/"0.9", "SGD momentum">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD with Nesterov momentum">,
+    Option<"muonMomentum", "muon-momentum", "double", /*default=*/"0.95",
+           "Muon momentum (its matrices; AdamW's options rule the rest)">,
+    Option<"muonNesterov", "muon-nesterov", "bool", /*default=*/"true",
+           "Muon with Nesterov momentum">,
+    Option<"nsSteps", "ns-steps", "int64_t", /*default=*/"5",
+           "Muon's Newton-Schulz iterations">,
+    Option<"adjustLr", "adjust-lr", "std::string", /*default=*/"\"match-rms-adamw\"",
+           "Muon's step size per matrix: original (lr·√max(1, rows/cols)) or "
+           "match-rms-adamw (lr·0.2·√max(rows, cols): AdamW's update RMS, one lr for both)">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.1",
            "weight decay on parameters of rank >= 2 (decoupled for adamw and lion, "
            "an L2 term for adam and sgd)">,
