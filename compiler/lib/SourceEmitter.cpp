@@ -3,6 +3,7 @@
 #include "SourceEmitter.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -155,8 +156,12 @@ SourceEmitter::elementwiseExpr(Operation *op, const std::function<std::string(un
   std::string call = math.getScalarHelper().str() + "<float>(";
   for (unsigned k = 0, e = op->getNumOperands(); k < e; ++k)
     call += (k ? ", " : "") + in(k);
-  for (int flag : math.getScalarFlags())
-    call += ", " + std::to_string(flag);
+  // Flags exactly (17 significant digits read back as the same double).
+  for (double flag : math.getScalarFlags()) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", flag);
+    call += ", " + std::string(text);
+  }
   return call + ")";
 }
 

@@ -370,6 +370,9 @@ class Lowering:
             sizes = [min(each, size - k) for k in range(0, size, each)]
         return self.w.slice(x, dim, sum(sizes[:i]), sizes[i], "part")
 
+    def emit_pow(self, x, p):
+        return self.w.emit("pow", x.shape, f"step.pow {x.name} exponent {p!r} : {x.type}")
+
     def dropout(self, node):
         """In training, step.dropout: stepc's own counter-based masks (the
         same on any mesh, never saved), not PyTorch's generator's."""
@@ -530,7 +533,9 @@ def power(lw, node):
         return lw.w.unary("rsqrt", x, "rsqrt")
     if p == 1:
         return x
-    fail(node, f"x ** {p}: stepc has powers 2, 0.5 and -0.5")
+    if not isinstance(p, (int, float)) or p != p or p in (float("inf"), float("-inf")):
+        fail(node, f"x ** {p}: stepc raises to a finite constant exponent")
+    return lw.emit_pow(x, float(p))
 
 
 def reduce(op):

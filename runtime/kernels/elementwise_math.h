@@ -29,6 +29,8 @@ STEPC_HD float tanh(float x) { return tanhf(x); }
 STEPC_HD double tanh(double x) { return ::tanh(x); }
 STEPC_HD float erf(float x) { return erff(x); }
 STEPC_HD double erf(double x) { return ::erf(x); }
+STEPC_HD float pow(float x, float p) { return powf(x, p); }
+STEPC_HD double pow(double x, double p) { return ::pow(x, p); }
 STEPC_HD float sqrt(float x) { return sqrtf(x); }
 STEPC_HD double sqrt(double x) { return ::sqrt(x); }
 STEPC_HD float fmax(float a, float b) { return fmaxf(a, b); }
@@ -56,6 +58,10 @@ template <typename T> STEPC_HD T stepc_log(T x) { return stepc_libm::log(x); }
 template <typename T> STEPC_HD T stepc_tanh(T x) { return stepc_libm::tanh(x); }
 template <typename T> STEPC_HD T stepc_erf(T x) { return stepc_libm::erf(x); }
 template <typename T> STEPC_HD T stepc_sqrt(T x) { return stepc_libm::sqrt(x); }
+/* PyTorch squares for an exponent of 2 (x·x, one rounding). */
+template <typename T> STEPC_HD T stepc_pow(T x, double p) {
+  return p == 2.0 ? x * x : stepc_libm::pow(x, T(p));
+}
 template <typename T> STEPC_HD T stepc_rsqrt(T x) { return T(1) / stepc_libm::sqrt(x); }
 template <typename T> STEPC_HD T stepc_relu(T x) { return x > T(0) ? x : T(0); }
 // |x|, +0 for ±0 and NaN for NaN (torch.abs).

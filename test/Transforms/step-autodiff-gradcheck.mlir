@@ -497,3 +497,17 @@ func.func @dropout(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0
   %s = step.reduce_sum %l dims [0, 1] : (tensor<3x4xf64>) -> tensor<f64>
   return %s : tensor<f64>
 }
+
+// pow: squares and cubes anywhere, a fractional power of a positive value
+func.func @pow(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %w_out: tensor<3x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %sq = step.pow %x exponent 2.0 : tensor<3x4xf64>
+  %cube = step.pow %x exponent 3.0 : tensor<3x4xf64>
+  %e = step.exp %x : tensor<3x4xf64>
+  %frac = step.pow %e exponent 1.5 : tensor<3x4xf64>
+  %a = step.add %sq, %cube : tensor<3x4xf64>
+  %y = step.add %a, %frac : tensor<3x4xf64>
+  %l = step.mul %y, %w_out : tensor<3x4xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<3x4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}

@@ -473,3 +473,11 @@ func.func @dropout_c4(%x: tensor<f32>, %first: tensor<i32>) {
   %0 = step.dropout %x rows from %first rate 0.5 stream 0 : (tensor<f32>, tensor<i32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @pow_c1(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'step.pow' op expects a finite exponent, got INF}}
+  %0 = step.pow %x exponent 0x7FF0000000000000 : tensor<4xf32>
+  return
+}

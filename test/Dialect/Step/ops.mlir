@@ -230,3 +230,10 @@ func.func @dropout(%x: tensor<4x8xf32>, %seed: tensor<i32>, %step: tensor<f32>, 
   %1 = step.dropout %0 seed %seed step %step rows from %first rate 0.2 stream 7 : (tensor<4x8xf32>, tensor<i32>, tensor<f32>, tensor<i32>) -> tensor<4x8xf32>
   return %1 : tensor<4x8xf32>
 }
+
+// CHECK-LABEL: func.func @pow
+func.func @pow(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK: step.pow %{{.*}} exponent 1.500000e+00 : tensor<4x8xf32>
+  %0 = step.pow %x exponent 1.5 : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}

@@ -40,6 +40,15 @@ LogicalResult DropoutOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<V
   return success();
 }
 
+// d x^p = dy · p · x^(p-1)
+LogicalResult PowOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
+  GradBuilder g(b, getLoc());
+  double p = getExponent().convertToDouble();
+  Value lower = b.create<PowOp>(getLoc(), getInput(), b.getF64FloatAttr(p - 1.0));
+  grads.push_back(g.scale(g.mul(dy[0], lower), p));
+  return success();
+}
+
 // d erf(x) = dy · 2/√π · exp(-x²)
 LogicalResult ErfOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   GradBuilder g(b, getLoc());

@@ -401,6 +401,18 @@ LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location>
 }
 
 //===----------------------------------------------------------------------===//
+// PowOp
+//===----------------------------------------------------------------------===//
+
+// pow_c1: the back ends print the exponent as a literal.
+LogicalResult PowOp::verify() {
+  double p = getExponent().convertToDouble();
+  if (!std::isfinite(p))
+    return emitOpError() << "expects a finite exponent, got " << p;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // DropoutOp
 //===----------------------------------------------------------------------===//
 

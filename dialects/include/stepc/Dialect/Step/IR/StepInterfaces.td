@@ -44,10 +44,10 @@ def Step_ScalarMathOpInterface : OpInterface<"ScalarMathOpInterface"> {
       }],
       "::llvm::StringRef", "getScalarHelper">,
     InterfaceMethod<[{
-        Integer arguments the helper takes after the operands (the op's
-        attributes, such as gelu's tanh form).
+        Arguments the helper takes after the operands (the op's attributes,
+        such as gelu's tanh form or pow's exponent), as doubles.
       }],
-      "::llvm::SmallVector<int>", "getScalarFlags">,
+      "::llvm::SmallVector<double>", "getScalarFlags">,
     InterfaceMethod<[{
         Computes `result[i] = helper(operands[0][i], ..., flags...)` for
         `i < n` in double (the reference interpreter).

@@ -69,7 +69,7 @@ class Step_ScalarMathDecl<string mnemonic, string flags = ""> {
   string value = [{
     /// The helper of runtime/kernels/elementwise_math.h for one element.
     static ::llvm::StringRef getScalarHelper() { return "stepc_}] # mnemonic # [{"; }
-    ::llvm::SmallVector<int> getScalarFlags() { return {}] # flags # [{}; }
+    ::llvm::SmallVector<double> getScalarFlags() { return {}] # flags # [{}; }
     void evalScalar(::llvm::ArrayRef<const double *> operands, double *result,
                     int64_t n);
   }];
@@ -118,6 +118,24 @@ def Step_ReluOp : Step_UnaryOp<"relu", "y = max(x, 0)">;
 def Step_SigmoidOp : Step_UnaryOp<"sigmoid", "y = 1 / (1 + exp(-x))">;
 def Step_SoftplusOp : Step_UnaryOp<"softplus", "y = log(1 + exp(x))">;
 def Step_AbsOp : Step_UnaryOp<"abs", "y = |x|">;
+
+def Step_PowOp : Step_ScalarMathOp<"pow", 1, [Step_Differentiable],
+                                   "getExponent().convertToDouble()"> {
+  let summary = "elementwise power by a constant exponent";
+  let description = [{
+    `y = x^p` for a constant `p` (`torch.pow(x, p)`): `x·x` for p = 2 (as
+    PyTorch squares), `powf(x, p)` otherwise; a negative `x` to a
+    non-integer power is NaN, as in PyTorch.
+
+    ```mlir
+    %y = step.pow %x exponent 2.000000e+00 : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, F64Attr:$exponent);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `exponent` $exponent attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
 
 def Step_GeluOp : Step_ScalarMathOp<"gelu", 1, [Step_Differentiable],
                                     "isTanhApproximation() ? 1 : 0"> {
