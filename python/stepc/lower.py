@@ -629,6 +629,30 @@ def mse_loss(lw, node):
     return lw.w.emit("mse", [], f"step.reduce_mean {sq.name} dims {dims} : ({sq.type}) -> {{out}}")
 
 
+def bce_with_logits(lw, node):
+    """mean(relu(x) - x·y + log(1 + exp(-|x|))), PyTorch's stable form
+    (softplus(-|x|) never crosses softplus's threshold); no weights."""
+    args = list(node.args) + [None] * (5 - len(node.args))
+    weight = args[2] if args[2] is not None else node.kwargs.get("weight")
+    pos_weight = args[3] if args[3] is not None else node.kwargs.get("pos_weight")
+    reduction = args[4] if args[4] is not None else node.kwargs.get("reduction", 1)
+    if weight is not None or pos_weight is not None:
+        fail(node, "binary_cross_entropy_with_logits with weight or pos_weight")
+    if reduction != 1:
+        fail(node, "binary_cross_entropy_with_logits with reduction other than 'mean'")
+    x, y = lw.v(node.args[0]), lw.v(node.args[1])
+    if y.shape != x.shape:
+        fail(node, f"binary_cross_entropy_with_logits of {x.shape} logits and {y.shape} targets")
+    w = lw.w
+    positive = w.binary("maximum", x, lw.scalar_like(0.0, x.shape), "relu")
+    tail = w.unary("softplus", w.unary("neg", w.unary("abs", x, "abs"), "neg_abs"), "tail")
+    loss = w.binary("add", w.binary("sub", positive, w.binary("mul", x, y, "xy"), "lin"), tail,
+                    "bce")
+    dims = list(range(len(loss.shape)))
+    return w.emit("bce_mean", [], f"step.reduce_mean {loss.name} dims {dims} : "
+                                  f"({loss.type}) -> {{out}}")
+
+
 HANDLERS = {
     aten.view.default: reshape, aten._unsafe_view.default: reshape,
     aten._reshape_alias.default: reshape, aten.reshape.default: reshape,
@@ -666,6 +690,7 @@ HANDLERS = {
     aten.embedding.default: embedding,
     aten.dropout.default: dropout,
     aten.mse_loss.default: mse_loss,
+    aten.binary_cross_entropy_with_logits.default: bce_with_logits,
 }
 # Ops with several results: lowered where a getitem reads one.
 for _op in (aten.native_layer_norm.default, aten.split.Tensor, aten.split_with_sizes.default,

@@ -157,6 +157,19 @@ class DropoutMLP(nn.Module):
         return F.mse_loss(self.head(h).squeeze(-1), y)
 
 
+class Logistic(nn.Module):
+    """A binary classifier trained with BCE on logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x, y):
+        logits = self.head(torch.tanh(self.fc1(x))).squeeze(-1) * 4.0
+        return F.binary_cross_entropy_with_logits(logits, y)
+
+
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
     if name in ("gpt", "gpt-flash"):
@@ -173,6 +186,10 @@ def make(name, steps):
         model = {"mlp": MLP, "robust": RobustMLP, "dropout": DropoutMLP}[name]()
         batches = [(torch.randn(64, 8, generator=g), torch.randn(64, generator=g))
                    for _ in range(steps)]
+    elif name == "logistic":
+        model = Logistic()
+        batches = [(torch.randn(64, 8, generator=g),
+                    torch.randint(0, 2, (64,), generator=g).float()) for _ in range(steps)]
     else:
         raise ValueError(name)
     return model, batches
