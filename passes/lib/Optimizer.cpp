@@ -40,6 +40,8 @@ struct OptimizerOptions {
   int64_t meshAxis = 0;
   /// The tensor-parallel axis (-1: none).
   int64_t tpAxis = -1;
+  /// Ranks along `meshAxis` (the shards of each sharded parameter).
+  int64_t shardRanks = 1;
 };
 
 /// A scalar constant of `type` (a 0-d float tensor).
@@ -70,9 +72,13 @@ Value sumOfSquares(OpBuilder &b, Location loc, Value g, RankedTensorType scalarT
 /// X = a·X + B·X), and p' = p·(1 - lr·wd) - lr'·X with lr' = lr·√max(1, R/C)
 /// (original) or lr·0.2·√max(R, C) (match-rms-adamw: AdamW's update RMS,
 /// so one learning rate serves both halves of the hybrid). Returns {p', m'}.
+/// Under fsdp/hsdp (`globalRows` > 0: the parameter is this rank's dim-0
+/// shard of a matrix of that many rows, zero-padded to ranks · shard rows),
+/// the update is gathered whole, orthogonalised on every rank (padding rows
+/// stay zero and change nothing), and this rank's rows kept.
 std::pair<Value, Value> muonUpdate(OpBuilder &b, Location loc, Value param, Value g, Value m,
                                    Value lr, Value gradScale, const OptimizerOptions &options,
-                                   double decay) {
+                                   double decay, int64_t globalRows, int64_t shardRanks) {
   auto type = cast<RankedTensorType>(param.getType());
   auto splat = [&](double v, Type t) -> Value {
     auto tensor = cast<RankedTensorType>(t);
@@ -96,7 +102,15 @@ std::pair<Value, Value> muonUpdate(OpBuilder &b, Location loc, Value param, Valu
   Value newM = lerp(m, clipped, 1.0 - mu);
   Value u = options.muonNesterov ? lerp(clipped, newM, mu) : newM;
 
-  const int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  if (globalRows > 0)
+    u = b.create<mesh::AllGatherOp>(
+        loc, RankedTensorType::get({type.getDimSize(0) * shardRanks, type.getDimSize(1)},
+                                   type.getElementType()),
+        options.mesh, ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.meshAxis)},
+        u, APInt(64, 0));
+  const int64_t rows = globalRows > 0 ? globalRows : type.getDimSize(0),
+                cols = type.getDimSize(1);
+  // (The orientation of the real matrix: its rounding as on one rank.)
   const bool tall = rows > cols;
   Value x = tall ? b.create<TransposeOp>(loc, u, b.getDenseI64ArrayAttr({1, 0})).getResult() : u;
   auto scalarType = RankedTensorType::get({}, type.getElementType());
@@ -114,6 +128,11 @@ std::pair<Value, Value> muonUpdate(OpBuilder &b, Location loc, Value param, Valu
   }
   if (tall)
     x = b.create<TransposeOp>(loc, x, b.getDenseI64ArrayAttr({1, 0}));
+  if (globalRows > 0)
+    x = b.create<mesh::AllSliceOp>(
+        loc, type, options.mesh,
+        ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.meshAxis)}, x,
+        APInt(64, 0));
 
   const double shape = options.adjustLr == "original"
                            ? std::sqrt(std::max(1.0, double(rows) / double(cols)))
@@ -331,7 +350,10 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
                        : 0.0;
     Value m = expAvgArg[k];
     if (muon[k]) {
-      auto [newParam, newMomentum] = muonUpdate(b, loc, param, g, m, lrK, scaleK, options, decay);
+      auto shardOf = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kShardOfAttrName);
+      auto [newParam, newMomentum] =
+          muonUpdate(b, loc, param, g, m, lrK, scaleK, options, decay,
+                     shardOf ? shardOf.getInt() : 0, options.shardRanks);
       newParams.push_back(newParam);
       newM.push_back(newMomentum);
       continue;
@@ -402,11 +424,12 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
                                     "or match-rms-adamw";
       return signalPassFailure();
     }
-    // Newton-Schulz needs each whole matrix: a shard's rows are not one.
-    if (algorithm == "muon" && (!mesh.empty() || tpAxis >= 0)) {
-      emitError(module.getLoc()) << "muon with sharded parameters or state (fsdp, hsdp, tp) "
-                                    "is not supported yet: Newton-Schulz needs each whole "
-                                    "matrix (ddp and micro-batches are)";
+    // Newton-Schulz needs each whole matrix: fsdp's shards are gathered;
+    // a tp split (columns or rows of a head group) is not yet.
+    if (algorithm == "muon" && tpAxis >= 0) {
+      emitError(module.getLoc()) << "muon with tensor parallelism (tp) is not supported yet: "
+                                    "Newton-Schulz needs each whole matrix (ddp, fsdp, hsdp "
+                                    "and micro-batches are)";
       return signalPassFailure();
     }
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && epsilon > 0 &&
@@ -431,6 +454,10 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
                              nesterov,     weightDecay, maxGradNorm, muonMomentum,
                              muonNesterov, nsSteps,     adjustLr, mesh,     meshAxis,
                              tpAxis};
+    if (!mesh.empty() && meshAxis >= 0)
+      if (auto meshOp = symbols.lookup<mesh::MeshOp>(mesh))
+        if (meshAxis < int64_t(meshOp.getShape().size()))
+          options.shardRanks = meshOp.getShape()[meshAxis];
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();

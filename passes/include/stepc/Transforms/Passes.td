@@ -329,8 +329,9 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     hybrid of torch.optim.Muon on the matrices of the repeated blocks
     (`#step.param<..., block N>` of rank 2: momentum, Newton-Schulz
     orthogonalisation in step ops, decoupled decay; one `exp_avg` state, the
-    momentum buffer) and AdamW on every other parameter; under ddp and
-    micro-batches, not yet with sharded parameters (fsdp, hsdp, tp).
+    momentum buffer) and AdamW on every other parameter; under fsdp/hsdp
+    each rank gathers a matrix's update, orthogonalises it whole and keeps
+    its rows; not yet with tp.
   }];
   let options = [
     Option<"algorithm", "algorithm", "std::string", /*default=*/"\"adamw\"",
