@@ -24,7 +24,7 @@ def Step_SiluGradOp : Step_ActivationGradOp<"silu_grad", "x · sigmoid(x)">;
 def Step_ReluGradOp : Step_ActivationGradOp<"relu_grad", "max(x, 0)">;
 
 def Step_GeluGradOp : Step_ScalarMathOp<"gelu_grad", 2, [],
-                                        "isTanhApproximation() ? 1 : 0"> {
+                                        "isTanhApproximation() ? 1.0 : 0.0"> {
   let summary = "gradient of GELU";
   let description = [{
     `dx = dy · gelu'(x)` for the exact or, with `approximate tanh`, the tanh
@@ -44,7 +44,7 @@ def Step_GeluGradOp : Step_ScalarMathOp<"gelu_grad", 2, [],
     bool isTanhApproximation() {
       return getApproximate() == GeluApproximation::Tanh;
     }
-  }] # Step_ScalarMathDecl<"gelu_grad", "isTanhApproximation() ? 1 : 0">.value;
+  }] # Step_ScalarMathDecl<"gelu_grad", "isTanhApproximation() ? 1.0 : 0.0">.value;
 }
 
 def Step_ReduceMaxGradOp : Step_InferredOp<"reduce_max_grad"> {

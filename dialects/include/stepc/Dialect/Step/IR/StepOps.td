@@ -138,7 +138,7 @@ def Step_PowOp : Step_ScalarMathOp<"pow", 1, [Step_Differentiable],
 }
 
 def Step_GeluOp : Step_ScalarMathOp<"gelu", 1, [Step_Differentiable],
-                                    "isTanhApproximation() ? 1 : 0"> {
+                                    "isTanhApproximation() ? 1.0 : 0.0"> {
   let summary = "elementwise GELU, exact or tanh-approximated";
   let description = [{
     Exact (the default, PyTorch's `approximate='none'`):
@@ -160,7 +160,7 @@ def Step_GeluOp : Step_ScalarMathOp<"gelu", 1, [Step_Differentiable],
     bool isTanhApproximation() {
       return getApproximate() == GeluApproximation::Tanh;
     }
-  }] # Step_ScalarMathDecl<"gelu", "isTanhApproximation() ? 1 : 0">.value;
+  }] # Step_ScalarMathDecl<"gelu", "isTanhApproximation() ? 1.0 : 0.0">.value;
 }
 
 class Step_BinaryOp<string mnemonic, string math, list<Trait> traits = []>
