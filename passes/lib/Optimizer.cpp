@@ -162,12 +162,8 @@ void bindDropoutKeys(func::FuncOp step, Value stepNumber) {
                       step.getLoc());
   Value seed = step.getArgument(index);
   for (DropoutOp d : unkeyed) {
-    OpBuilder b(d);
-    auto keyed = b.create<DropoutOp>(d.getLoc(), d.getType(), d.getInput(), seed, stepNumber,
-                                     d.getFirstRow(), d.getRateAttr(), d.getStreamAttr());
-    keyed->setDiscardableAttrs(d->getDiscardableAttrDictionary());
-    d.replaceAllUsesWith(keyed.getResult());
-    d.erase();
+    d.getSeedMutable().assign(seed);
+    d.getStepMutable().assign(stepNumber);
   }
 }
 

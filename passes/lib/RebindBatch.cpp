@@ -139,29 +139,43 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
   loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes,
                                          body.getTerminator()->getOperandTypes()));
   if (!dropoutRowsAttr.empty())
-    for (auto [d, rows] : dropouts)
-      if (int64_t now = d.getType().getDimSize(0); now != rows)
-        d->setAttr(dropoutRowsAttr, Builder(loss.getContext()).getI64IntegerAttr(now));
+    for (auto [d, rows] : dropouts) {
+      int64_t now = d.getType().getDimSize(0);
+      if (now == rows)
+        continue;
+      // Its part's rows would have to be added to a computed first row.
+      if (d.getFirstRow())
+        return d.emitOpError() << "draws 'rows from' a value of the model: its rows cannot "
+                                  "be split across data-parallel ranks or micro-batches";
+      d->setAttr(dropoutRowsAttr, Builder(loss.getContext()).getI64IntegerAttr(now));
+    }
   return verify(loss);
 }
 
-void stepc::offsetDropoutRows(func::FuncOp function, StringRef rowsAttr, ArrayRef<int16_t> axes,
-                              int64_t parts) {
+LogicalResult stepc::offsetDropoutRows(func::FuncOp function, StringRef rowsAttr,
+                                       ArrayRef<int16_t> axes, int64_t parts) {
   OpBuilder b(function.getContext());
   b.setInsertionPointToStart(&function.getBody().front());
   auto i32 = RankedTensorType::get({}, b.getI32Type());
   // One table per (rows, constant first row): [c, rows + c, 2·rows + c, ...].
   std::map<std::pair<int64_t, int64_t>, Value> firsts;
-  function.walk([&](DropoutOp d) {
+  WalkResult walk = function.walk([&](DropoutOp d) -> WalkResult {
     auto rows = d->getAttrOfType<IntegerAttr>(rowsAttr);
     if (!rows)
-      return;
+      return WalkResult::advance();
     d->removeAttr(rowsAttr);
+    // The first row step-micro-batch set (a constant), if any.
     int64_t constant = 0;
     if (Value old = d.getFirstRow()) {
       auto c = old.getDefiningOp<ConstantOp>();
+      if (!c)
+        return d.emitOpError() << "draws 'rows from' a computed value: its rows cannot be "
+                                  "offset per rank";
       constant = (*cast<DenseElementsAttr>(c.getValue()).getValues<APInt>().begin()).getSExtValue();
     }
+    if ((parts - 1) * rows.getInt() + constant > INT32_MAX)
+      return d.emitOpError() << "has " << parts * rows.getInt()
+                             << " rows across the ranks: a first row is an i32";
     Value &first = firsts[{rows.getInt(), constant}];
     if (!first) {
       Location loc = function.getLoc();
@@ -179,7 +193,9 @@ void stepc::offsetDropoutRows(func::FuncOp function, StringRef rowsAttr, ArrayRe
       first = scalar;
     }
     d.getFirstRowMutable().assign(first);
+    return WalkResult::advance();
   });
+  return failure(walk.wasInterrupted());
 }
 
 namespace {

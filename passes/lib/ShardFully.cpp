@@ -186,7 +186,9 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
       SmallVector<int16_t> dataAxes{0};
       if (replicas > 1)
         dataAxes.push_back(1);
-      offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, dataAxes, ranks * replicas);
+      if (failed(offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, dataAxes,
+                                   ranks * replicas)))
+        return signalPassFailure();
     }
     if (!any) {
       emitError(module.getLoc()) << "no function is marked '" << StepDialect::kGradientAttrName

@@ -228,3 +228,18 @@ func.func @param_path(%w: tensor<4xf32> {step.param = #step.param<"../w", zeros>
   return
 }
 
+
+// -----
+
+// expected-error @+1 {{expects the seed argument #0 to be a scalar i32 tensor, got 'tensor<f32>'}}
+func.func @hyper_seed(%s: tensor<f32> {step.hyper = #step.hyper<seed>}) {
+  return
+}
+
+// -----
+
+func.func @rank_rows_not_dropout(%x: tensor<4xf32>) {
+  // expected-error @+1 {{expects 'step.rank_rows' to be a positive row count on a step.dropout}}
+  %0 = step.neg %x {step.rank_rows = 2 : i64} : tensor<4xf32>
+  return
+}

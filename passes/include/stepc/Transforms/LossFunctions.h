@@ -30,8 +30,9 @@ mlir::LogicalResult rebindBatch(mlir::func::FuncOp loss, int64_t globalBatch, in
 /// Makes each step.dropout of `function` marked `rowsAttr` draw its part's
 /// rows of the whole tensor: its first row becomes part · rows (plus the
 /// constant first row it had), `part` this rank's linear index over `axes`
-/// of the world mesh (`parts` ranks along them); removes the mark.
-void offsetDropoutRows(mlir::func::FuncOp function, llvm::StringRef rowsAttr,
+/// of the world mesh (`parts` ranks along them); removes the mark. Fails
+/// with a diagnostic at a dropout whose rows cannot be offset.
+mlir::LogicalResult offsetDropoutRows(mlir::func::FuncOp function, llvm::StringRef rowsAttr,
                        llvm::ArrayRef<int16_t> axes, int64_t parts);
 
 /// Builds `<name>_grad` (marked step.gradient) next to `loss` and inserts it
