@@ -101,7 +101,7 @@ def gpt(a, w):
         x = w.binary("add", x, f, n + "x_mlp")
     x = w.layer_norm(x, lnfw, lnfb, a.norm_eps, "ln_f")
     logits = w.matmul(x, wte, "logits")  # tied head
-    return w.cross_entropy(logits, targets, "loss")
+    return w.cross_entropy(logits, targets, "loss", a.ignore_index, a.label_smoothing, a.z_loss)
 
 
 def llama_ffn_hidden(dim, multiple):
@@ -154,7 +154,7 @@ def llama(a, w):
         x = w.binary("add", x, m, n + "x_ffn")
     x = w.rms_norm(x, norm, a.norm_eps, "norm")
     logits = w.matmul(x, out, "logits")
-    return w.cross_entropy(logits, targets, "loss")
+    return w.cross_entropy(logits, targets, "loss", a.ignore_index, a.label_smoothing, a.z_loss)
 
 
 def parser():
@@ -183,6 +183,13 @@ def parser():
     p.add_argument("--dropout", type=float, default=0.0, metavar="P",
                    help="dropout rate after the embedding and each attention and MLP output "
                         "(GPT-2's residual dropouts; default 0: none)")
+    p.add_argument("--ignore-index", type=int, default=None, metavar="T",
+                   help="targets equal to T are not counted in the loss (SFT masks prompt "
+                        "tokens with -100; default: every target counts)")
+    p.add_argument("--label-smoothing", type=float, default=0.0, metavar="E",
+                   help="cross-entropy label smoothing in [0, 1] (default 0)")
+    p.add_argument("--z-loss", type=float, default=0.0, metavar="Z",
+                   help="auxiliary Z·logsumexp² per counted target (PaLM: 1e-4; default 0)")
     p.add_argument("--dtype", choices=["f32", "f64"], default="f32",
                    help="parameter element type (f64 for gradient checks)")
     p.add_argument("-o", "--output", help="output file ('-' or absent: stdout)")
@@ -213,6 +220,12 @@ def check(a, p):
         p.error(f"rotary positions need an even head dimension, got {a.dim // a.heads}")
     if not 0.0 <= a.dropout < 1.0:
         p.error(f"--dropout must be in [0, 1), got {a.dropout}")
+    if not 0.0 <= a.label_smoothing <= 1.0:
+        p.error(f"--label-smoothing must be in [0, 1], got {a.label_smoothing}")
+    if not a.z_loss >= 0.0:
+        p.error(f"--z-loss must be >= 0, got {a.z_loss}")
+    if a.ignore_index is not None and not -2**31 <= a.ignore_index < 2**31:
+        p.error(f"--ignore-index must fit an i32 target, got {a.ignore_index}")
     if a.norm_eps <= 0 or a.rope_theta <= 0 or a.init_std <= 0:
         p.error("--norm-eps, --rope-theta and --init-std must be positive")
 

@@ -292,7 +292,8 @@ absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t
   STEPC_ASSIGN_OR_RETURN(const int i, Input(name, STEPC_I32, values.size()));
   const stepc_arg_info& a = module_->info().args[i];
   for (size_t k = 0; k < values.size(); ++k)
-    if (a.id_bound > 0 && (values[k] < 0 || values[k] >= a.id_bound))
+    if (a.id_bound > 0 && (values[k] < 0 || values[k] >= a.id_bound) &&
+        values[k] != a.id_ignored)
       return absl::InvalidArgumentError(absl::StrCat("input '", name, "': id ", values[k],
                                                      " at position ", k, " is outside [0, ",
                                                      a.id_bound, ")"));

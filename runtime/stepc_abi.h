@@ -15,7 +15,10 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 5
+#define STEPC_ABI_VERSION 6
+
+/* id_ignored when every id of an input must be in [0, id_bound). */
+#define STEPC_NO_IGNORED_ID INT64_MIN
 
 /* What an argument of the training step is. */
 enum stepc_arg_kind {
@@ -57,6 +60,9 @@ typedef struct {
   int32_t tp_dim;
   int32_t tp_num_segments;
   const int64_t *tp_segments;
+  /* Integer inputs: an id the step does not count (a cross-entropy's
+   * ignore_index, allowed beside [0, id_bound)), or STEPC_NO_IGNORED_ID. */
+  int64_t id_ignored;
 } stepc_arg_info;
 
 /* Collectives over the ranks of a data-parallel step, provided by the
@@ -154,7 +160,7 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v5(void);
+const stepc_module_info *stepc_module_info_v6(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
@@ -164,7 +170,7 @@ const stepc_module_info *stepc_module_info_v5(void);
  * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
  * or nonzero with a message in `error` (for instance a token id outside the
  * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v5(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_train_step_v6(void *const *args, char *arena, const stepc_collectives *collectives,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len);
 
@@ -176,7 +182,7 @@ int stepc_train_step_v5(void *const *args, char *arena, const stepc_collectives 
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
-int stepc_eval_step_v5(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_eval_step_v6(void *const *args, char *arena, const stepc_collectives *collectives,
                        const stepc_device *device, float *loss, float *logits,
                        float *const *outputs, char *error, size_t error_len);
 

@@ -32,7 +32,10 @@ fp32 master weights in both; gradients are read back from the optimizer
 state on either backend (the interpreter's --grad is f32 only). With
 --dropout P (gen_model.py's), PyTorch applies masks drawn by this script's
 own Philox-4x32-10 (for --seed and step 1), so stepc's masks are checked
-bit for bit through the loss and every gradient.
+bit for bit through the loss and every gradient. With gen_model.py's
+--ignore-index T each row's first k targets (k random) are T, as an SFT
+batch's prompt; --label-smoothing and --z-loss go to F.cross_entropy and a
+z-loss term written here.
 """
 
 import argparse
@@ -148,7 +151,20 @@ def gpt_loss(a, p, tokens, targets, drop=lambda x, stream: x):
         x = x + drop(f @ p[n + "mlp.c_proj.weight"].t() + p[n + "mlp.c_proj.bias"], 2 + 2 * l)
     x = F.layer_norm(x, (D,), p["ln_f.weight"], p["ln_f.bias"], a.norm_eps)
     logits = x @ p["wte"].t()
-    return F.cross_entropy(logits.reshape(-1, a.vocab), targets.reshape(-1))
+    return lm_loss(a, logits, targets)
+
+
+def lm_loss(a, logits, targets):
+    """gen_model.py's loss: F.cross_entropy with its ignore_index and label
+    smoothing, plus z_loss · logsumexp² averaged over the same counted
+    targets."""
+    x, t = logits.reshape(-1, a.vocab), targets.reshape(-1)
+    ignore = -100 if a.ignore_index is None else a.ignore_index
+    loss = F.cross_entropy(x, t, ignore_index=ignore, label_smoothing=a.label_smoothing)
+    if a.z_loss:
+        counted = t != ignore
+        loss = loss + a.z_loss * (torch.logsumexp(x, -1)[counted] ** 2).sum() / counted.sum()
+    return loss
 
 
 def rms_norm(x, w, eps):
@@ -171,7 +187,7 @@ def llama_loss(a, p, tokens, targets, drop=lambda x, stream: x):
         x = x + drop(g @ p[n + "feed_forward.w2"].t(), 2 + 2 * l)
     x = rms_norm(x, p["norm"], a.norm_eps)
     logits = x @ p["output"].t()
-    return F.cross_entropy(logits.reshape(-1, a.vocab), targets.reshape(-1))
+    return lm_loss(a, logits, targets)
 
 
 def param_shapes(model_text):
@@ -201,6 +217,11 @@ def draw(shapes, a, rng):
         params[name] = w.astype(np.float32)
     tokens = rng.integers(0, a.vocab, (a.batch, a.seq)).astype(np.int32)
     targets = rng.integers(0, a.vocab, (a.batch, a.seq)).astype(np.int32)
+    if a.ignore_index is not None:
+        # An SFT batch: each row's prompt (a random length, at least one
+        # target left) is not counted.
+        for row in targets:
+            row[:rng.integers(0, a.seq)] = a.ignore_index
     return params, tokens, targets
 
 

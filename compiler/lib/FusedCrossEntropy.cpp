@@ -37,15 +37,33 @@ bool seedBefore(Value seed, Operation *at) {
   return false;
 }
 
+/// Whether the loss and the gradient have the same options and count.
+bool sameOptions(CrossEntropyOp loss, CrossEntropyGradOp grad) {
+  return loss.getCount() == grad.getCount() && loss.getIgnoreIndex() == grad.getIgnoreIndex() &&
+         loss.getLabelSmoothing() == grad.getLabelSmoothing() &&
+         loss.getZLoss() == grad.getZLoss();
+}
+
 void fuse(CrossEntropyOp loss, CrossEntropyGradOp grad) {
   auto logits = cast<RankedTensorType>(loss.getLogits().getType());
   int64_t classes = logits.getShape().back(), rows = logits.getNumElements() / classes;
   OpBuilder b(loss);
-  SmallVector<Value> inputs = {loss.getLogits(), loss.getTargets(), grad.getGrad()};
+  SmallVector<Value> inputs = {loss.getLogits(), loss.getTargets()};
+  SmallVector<Attribute> scalars = {b.getI64IntegerAttr(rows), b.getI64IntegerAttr(classes)};
+  StringRef callee = "cross_entropy_fused";
+  if (loss.hasOptions()) {
+    // (logits, targets, count, dloss; rows, V, ignore, smoothing, z_loss)
+    callee = "cross_entropy_masked_fused";
+    inputs.push_back(loss.getCount());
+    auto value = [](std::optional<APFloat> v) { return v ? v->convertToDouble() : 0.0; };
+    scalars.push_back(b.getI64IntegerAttr(loss.getIgnoreIndex().value_or(kNoIgnoredTarget)));
+    scalars.push_back(b.getF64FloatAttr(value(loss.getLabelSmoothing())));
+    scalars.push_back(b.getF64FloatAttr(value(loss.getZLoss())));
+  }
+  inputs.push_back(grad.getGrad());
   auto call = b.create<stepk::CallOp>(
-      loss.getLoc(), TypeRange{loss.getType(), grad.getType()},
-      b.getStringAttr("cross_entropy_fused"), inputs,
-      b.getArrayAttr({b.getI64IntegerAttr(rows), b.getI64IntegerAttr(classes)}), IntegerAttr(),
+      loss.getLoc(), TypeRange{loss.getType(), grad.getType()}, b.getStringAttr(callee), inputs,
+      b.getArrayAttr(scalars), IntegerAttr(),
       b.getStringAttr("target"), b.getI64IntegerAttr(1), b.getI64IntegerAttr(classes));
   copyPhase(loss, call);
   fillCallBody(call, {loss, grad}, {loss.getResult(), grad.getResult()});
@@ -64,7 +82,8 @@ void stepc::lowerFusedCrossEntropy(func::FuncOp step) {
     for (Operation *user : grad.getLogits().getUsers())
       if (auto l = dyn_cast<CrossEntropyOp>(user);
           l && l->getBlock() == grad->getBlock() && l.getTargets() == grad.getTargets() &&
-          l->isBeforeInBlock(grad) && l.getType().getElementType().isF32())
+          l->isBeforeInBlock(grad) && l.getType().getElementType().isF32() &&
+          sameOptions(l, grad))
         loss = l;
     if (loss && seedBefore(grad.getGrad(), loss))
       pairs.push_back({loss, grad});

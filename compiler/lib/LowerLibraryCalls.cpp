@@ -50,6 +50,16 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 int64_t lastDim(Value v) { return typeOf(v).getShape().back(); }
 int64_t rows(Value v) { return typeOf(v).getNumElements() / lastDim(v); }
 
+/// (rows, V, ignore, smoothing, z_loss) of a cross_entropy(_grad) with
+/// options; an absent ignore_index is a value no i32 target equals.
+template <typename OpT>
+SmallVector<Attribute> lossScalars(Builder &b, int64_t rows, int64_t classes, OpT c) {
+  auto value = [](std::optional<APFloat> v) { return v ? v->convertToDouble() : 0.0; };
+  return {b.getI64IntegerAttr(rows), b.getI64IntegerAttr(classes),
+          b.getI64IntegerAttr(c.getIgnoreIndex().value_or(kNoIgnoredTarget)),
+          b.getF64FloatAttr(value(c.getLabelSmoothing())), b.getF64FloatAttr(value(c.getZLoss()))};
+}
+
 /// The table. `norm`: (rows, d, eps) of a norm and its gradient; `lines`:
 /// (outer, length, inner) of a softmax along `dim`.
 std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
@@ -82,8 +92,15 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
     return SmallVector<Attribute>{i64(outer), i64(type.getDimSize(dim)), i64(inner)};
   };
   return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
+      // cross_entropy(_grad): (rows, V); with options (count an operand,
+      // made explicit by explicitLossCounts) cross_entropy_masked(_grad):
+      // (rows, V, ignore, smoothing, z_loss).
       .Case([&](CrossEntropyGradOp c) {
         Value logits = c.getLogits();
+        if (c.hasOptions())
+          return LibraryCall{"cross_entropy_masked_grad",
+                             lossScalars(b, rows(logits), lastDim(logits), c), std::nullopt,
+                             "target", 2, lastDim(logits)};
         return LibraryCall{"cross_entropy_grad", {i64(rows(logits)), i64(lastDim(logits))},
                            std::nullopt, "target", 2, lastDim(logits)};
       })
@@ -92,8 +109,18 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         std::optional<int64_t> scratch;
         if (cuda)
           scratch = cuda::CrossEntropyScratchFloats(rows(logits)) * 4;
+        if (c.hasOptions())
+          return LibraryCall{"cross_entropy_masked",
+                             lossScalars(b, rows(logits), lastDim(logits), c), scratch, "target",
+                             1, lastDim(logits)};
         return LibraryCall{"cross_entropy", {i64(rows(logits)), i64(lastDim(logits))}, scratch,
                            "target", 1, lastDim(logits)};
+      })
+      .Case([&](TokenCountOp c) {
+        return LibraryCall{"token_count",
+                           {i64(typeOf(c.getTargets()).getNumElements()),
+                            i64(c.getIgnoreIndex())},
+                           std::nullopt};
       })
       // dropout(_rows): (n, row size, rate, stream); only a keyed dropout
       // (a training step's) is a kernel.
@@ -180,6 +207,41 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
+/// Gives every cross_entropy(_grad) with options a count operand: a
+/// token_count of its targets when it ignores one, else the constant
+/// number of positions; the loss and its gradient of the same targets share
+/// one.
+void explicitLossCounts(func::FuncOp step) {
+  DenseMap<std::pair<Value, int64_t>, Value> counts;
+  auto give = [&](Operation *op, Value targets, std::optional<int64_t> ignore,
+                  MutableOperandRange count) {
+    auto key = std::make_pair(targets, ignore.value_or(kNoIgnoredTarget));
+    Value &made = counts[key];
+    if (!made) {
+      OpBuilder b(op);
+      auto f32 = RankedTensorType::get({}, b.getF32Type());
+      Operation *def =
+          ignore ? b.create<TokenCountOp>(op->getLoc(), f32, targets, b.getI64IntegerAttr(*ignore))
+                       .getOperation()
+                 : b.create<ConstantOp>(
+                        op->getLoc(),
+                        DenseElementsAttr::get(
+                            f32, b.getF32FloatAttr(static_cast<float>(
+                                     typeOf(targets).getNumElements()))))
+                       .getOperation();
+      step::copyPhase(op, def);
+      made = def->getResult(0);
+    }
+    count.assign(made);
+  };
+  step.walk([&](Operation *op) {
+    if (auto c = dyn_cast<CrossEntropyOp>(op); c && c.hasOptions() && !c.getCount())
+      give(op, c.getTargets(), c.getIgnoreIndex(), c.getCountMutable());
+    if (auto c = dyn_cast<CrossEntropyGradOp>(op); c && c.hasOptions() && !c.getCount())
+      give(op, c.getTargets(), c.getIgnoreIndex(), c.getCountMutable());
+  });
+}
+
 /// Replaces `op` by a stepk.call of `call` whose body is `op`.
 void lower(Operation *op, const LibraryCall &call) {
   OpBuilder b(op);
@@ -204,6 +266,7 @@ struct StepLowerLibraryCallsPass
     if (failed(checkTarget(getOperation(), "step-lower-library-calls", target)))
       return signalPassFailure();
     for (func::FuncOp step : trainingSteps(getOperation())) {
+      explicitLossCounts(step);
       if (target == "cpu") {
         lowerPackedAttention(step);
         lowerFusedCrossEntropy(step);

@@ -61,6 +61,10 @@ void lowerPackedAttention(mlir::func::FuncOp step);
 /// as one kernel with both results (FusedCrossEntropy.cpp).
 void lowerFusedCrossEntropy(mlir::func::FuncOp step);
 
+/// The masked cross-entropy kernels' `ignore` scalar when nothing is
+/// ignored: a value no i32 target equals.
+constexpr int64_t kNoIgnoredTarget = -(int64_t{1} << 40);
+
 } // namespace stepc
 
 #endif // STEPC_COMPILER_LIB_LOWERINGUTILS_H

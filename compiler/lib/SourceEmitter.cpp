@@ -391,7 +391,7 @@ std::string SourceEmitter::metadata() {
     std::string name;
     int kind = STEPC_ARG_INPUT, init = STEPC_INIT_ZEROS;
     double stddev = 0;
-    int64_t bound = 0;
+    int64_t bound = 0, ignored = STEPC_NO_IGNORED_ID;
     int64_t globalRows = type.getRank() > 0 ? type.getDimSize(0) : 1;
     if (auto rows = step.getArgAttrOfType<IntegerAttr>(i, StepDialect::kShardOfAttrName))
       globalRows = rows.getInt();
@@ -425,8 +425,19 @@ std::string SourceEmitter::metadata() {
             reads.push_back(slice);
           auto call = dyn_cast<stepk::CallOp>(use.getOwner());
           if (call && call.getIdCheck() &&
-              static_cast<int64_t>(use.getOperandNumber()) == *call.getIdOperand())
+              static_cast<int64_t>(use.getOperandNumber()) == *call.getIdOperand()) {
             bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
+            // Targets a cross-entropy does not count may hold its ignore_index.
+            call.getBody().walk([&](Operation *op) {
+              std::optional<int64_t> ignore;
+              if (auto ce = dyn_cast<CrossEntropyOp>(op))
+                ignore = ce.getIgnoreIndex();
+              if (auto ce = dyn_cast<CrossEntropyGradOp>(op))
+                ignore = ce.getIgnoreIndex();
+              if (ignore)
+                ignored = *ignore;
+            });
+          }
         }
     }
     std::string tp = "0 0 0 -1";
@@ -441,10 +452,10 @@ std::string SourceEmitter::metadata() {
     double printed = std::strtod(llvm::formatv("{0:e}", stddev).str().c_str(), nullptr);
     uint64_t stdBits;
     std::memcpy(&stdBits, &printed, sizeof stdBits);
-    os << llvm::formatv("  \"{0} {1} {2} {3} {4} {5:x} {6} {7} {8} \" {9} \"\\0\"\n", kind,
+    os << llvm::formatv("  \"{0} {1} {2} {3} {4} {5:x} {6} {7} {8} {9} \" {10} \"\\0\"\n", kind,
                         type.getElementType().isF32() ? STEPC_F32 : STEPC_I32, type.getRank(),
                         indexOf(shapeIndex, shapeTables, shapeNames[i]), init, stdBits, bound,
-                        globalRows, tp, cString(name));
+                        ignored, globalRows, tp, cString(name));
   }
   if (n == 0)
     os << "  \"\"";
@@ -466,6 +477,7 @@ std::string SourceEmitter::metadata() {
      << "    unsigned long long bits = strtoull(end, &end, 16);\n"
      << "    memcpy(&a.init_std, &bits, sizeof a.init_std);\n"
      << "    a.id_bound = strtoll(end, &end, 10);\n"
+     << "    a.id_ignored = strtoll(end, &end, 10);\n"
      << "    a.global_dim0 = strtoll(end, &end, 10);\n"
      << "    a.tp_parts = (int32_t)strtol(end, &end, 10);\n"
      << "    a.tp_dim = (int32_t)strtol(end, &end, 10);\n"
@@ -516,7 +528,7 @@ std::string SourceEmitter::metadata() {
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
      << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v5(void) {\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v6(void) {\n"
      << "  static const bool decoded = (stepc_decode_args(), true);\n"
      << "  (void)decoded;\n  return &kInfo;\n}\n";
   return text;
@@ -672,7 +684,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
      << "namespace stepc_eval {\n\n"
      << pre.str() << "\n" << functions
-     << "extern \"C\" int stepc_eval_step_v5(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_eval_step_v6(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
      << "                                  float *logits, float *const *outputs, char *error,\n"
@@ -733,7 +745,7 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
      << metadata() << "\n"
      << (profile ? profileSupport() : "")
      << functions
-     << "extern \"C\" int stepc_train_step_v5(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v6(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";

@@ -117,7 +117,7 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, CrossEntropyOp, DropoutOp,
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
-            TransposeOp, CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp,
+            TokenCountOp, TransposeOp, CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp,
             mesh::AllReduceOp, mesh::AllSliceOp, mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<WideFlops> {
@@ -152,8 +152,8 @@ static FailureOr<Wide> executedFlops(Operation *op) {
             CrossEntropyGradOp, CrossEntropyOp, DropoutOp, EmbeddingGradOp, EmbeddingOp,
             LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
-            RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TransposeOp, CopyToParallelOp,
-            func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
+            RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TokenCountOp, TransposeOp,
+            CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
             mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<Wide>(0); })
       .Default([](Operation *unknown) -> FailureOr<Wide> {

@@ -18,6 +18,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPMICROBATCH
@@ -75,6 +77,65 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   Location loc = grad.getLoc();
   Block &microBody = microGrad->getBody().front();
   int64_t rows = batch / count;
+  // A micro-batch's slice of input `arg`.
+  auto sliceOf = [&](BlockArgument arg, int64_t m) -> Value {
+    Value full = body.getArgument(arg.getArgNumber());
+    auto type = cast<RankedTensorType>(full.getType());
+    SmallVector<int64_t> offsets(type.getRank(), 0);
+    SmallVector<int64_t> sizes(type.getShape());
+    offsets[0] = m * rows;
+    sizes[0] = rows;
+    auto slice = b.create<SliceOp>(loc, full, b.getDenseI64ArrayAttr(offsets),
+                                   b.getDenseI64ArrayAttr(sizes));
+    setPhase(slice, Phase::Forward);
+    return slice;
+  };
+  // Each count of targets the split divided: every micro-batch's count
+  // summed before the first runs, times 1/M, for each to divide by.
+  DenseMap<Operation *, Value> totals;
+  for (Operation &op : microBody.without_terminator()) {
+    auto parts = op.getAttrOfType<IntegerAttr>(StepDialect::kMicroRowsAttrName);
+    if (!parts || isa<DropoutOp>(op))
+      continue;
+    llvm::SetVector<Operation *> needed;
+    BackwardSliceOptions options;
+    options.inclusive = true;
+    getBackwardSlice(&op, &needed, options);
+    Value total;
+    for (int64_t m = 0; m < count; ++m) {
+      IRMapping map;
+      for (Operation *def : needed)
+        for (Value operand : def->getOperands())
+          if (auto arg = dyn_cast<BlockArgument>(operand);
+              arg && arg.getOwner() == &microBody && !map.contains(arg))
+            map.map(arg, isInput(micro, arg.getArgNumber()) ? sliceOf(arg, m)
+                                                            : body.getArgument(arg.getArgNumber()));
+      Operation *last = nullptr;
+      for (Operation *def : needed) {
+        last = b.clone(*def, map);
+        last->removeAttr(StepDialect::kMicroRowsAttrName);
+        last->removeAttr(StepDialect::kRankRowsAttrName);
+        setPhase(last, Phase::Forward);
+      }
+      Value counted = last->getResult(0);
+      if (total) {
+        auto add = b.create<AddOp>(loc, total, counted);
+        setPhase(add, Phase::Forward);
+        counted = add;
+      }
+      total = counted;
+    }
+    auto type = cast<RankedTensorType>(total.getType());
+    auto inverse = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 1.0 / count)));
+    auto share = b.create<MulOp>(loc, total, inverse);
+    setPhase(inverse, Phase::Forward);
+    setPhase(share, Phase::Forward);
+    // A data-parallel split sums it over the ranks next.
+    if (Attribute ranks = op.getAttr(StepDialect::kRankRowsAttrName))
+      share->setAttr(StepDialect::kRankRowsAttrName, ranks);
+    totals[&op] = share;
+  }
   SmallVector<Value> sums;
   for (int64_t m = 0; m < count; ++m) {
     IRMapping map;
@@ -84,17 +145,13 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
         map.map(arg, full);
         continue;
       }
-      auto type = cast<RankedTensorType>(full.getType());
-      SmallVector<int64_t> offsets(type.getRank(), 0);
-      SmallVector<int64_t> sizes(type.getShape());
-      offsets[0] = m * rows;
-      sizes[0] = rows;
-      auto slice = b.create<SliceOp>(loc, full, b.getDenseI64ArrayAttr(offsets),
-                                     b.getDenseI64ArrayAttr(sizes));
-      setPhase(slice, Phase::Forward);
-      map.map(arg, slice.getResult());
+      map.map(arg, sliceOf(arg, m));
     }
     for (Operation &op : microBody.without_terminator()) {
+      if (auto total = totals.find(&op); total != totals.end()) {
+        map.map(op.getResult(0), total->second);
+        continue;
+      }
       Operation *copy = b.clone(op, map);
       // A dropout over the batch draws this micro-batch's rows of the mask.
       auto d = dyn_cast<DropoutOp>(copy);

@@ -73,6 +73,16 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
     if (d.getType().getRank() >= 1)
       dropouts.push_back({d, d.getType().getDimSize(0)});
   });
+  // Each count of targets before: one the split divides counts its part's.
+  SmallVector<std::pair<Operation *, int64_t>> counts;
+  loss.walk([&](Operation *op) {
+    auto ce = dyn_cast<CrossEntropyOp>(op);
+    if ((ce && ce.getIgnoreIndex() && !ce.getCount()) || isa<TokenCountOp>(op)) {
+      auto targets = cast<RankedTensorType>(op->getOperand(ce ? 1 : 0).getType());
+      if (targets.getRank() >= 1)
+        counts.push_back({op, targets.getDimSize(0)});
+    }
+  });
   SmallVector<Type> argTypes;
   for (BlockArgument arg : body.getArguments()) {
     if (loss.getArgAttr(arg.getArgNumber(), StepDialect::kInputAttrName)) {
@@ -139,6 +149,25 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
   loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes,
                                          body.getTerminator()->getOperandTypes()));
   if (!dropoutRowsAttr.empty())
+    for (auto [op, rows] : counts) {
+      auto ce = dyn_cast<CrossEntropyOp>(op);
+      Value targets = op->getOperand(ce ? 1 : 0);
+      if (cast<RankedTensorType>(targets.getType()).getDimSize(0) == rows)
+        continue;
+      // The mean over this part's counted targets would weigh the parts
+      // equally: the loss divides by the whole batch's count instead, a
+      // count of this part's targets that the split sums (sumTokenCounts).
+      Operation *count = op;
+      if (ce) {
+        OpBuilder b(ce);
+        auto made = b.create<TokenCountOp>(ce.getLoc(), targets, ce.getIgnoreIndexAttr());
+        copyPhase(ce, made);
+        ce.getCountMutable().assign(made);
+        count = made;
+      }
+      count->setAttr(dropoutRowsAttr, Builder(loss.getContext()).getI64IntegerAttr(ranks));
+    }
+  if (!dropoutRowsAttr.empty())
     for (auto [d, rows] : dropouts) {
       int64_t now = d.getType().getDimSize(0);
       if (now == rows)
@@ -196,6 +225,34 @@ LogicalResult stepc::offsetDropoutRows(func::FuncOp function, StringRef rowsAttr
     return WalkResult::advance();
   });
   return failure(walk.wasInterrupted());
+}
+
+LogicalResult stepc::sumTokenCounts(func::FuncOp function, StringRef partsAttr,
+                                    ArrayRef<int16_t> axes, int64_t parts) {
+  SmallVector<Operation *> marked;
+  function.walk([&](Operation *op) {
+    if (!isa<DropoutOp>(op) && op->hasAttr(partsAttr))
+      marked.push_back(op);
+  });
+  for (Operation *op : marked) {
+    op->removeAttr(partsAttr);
+    Value part = op->getResult(0);
+    auto type = cast<RankedTensorType>(part.getType());
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    Location loc = op->getLoc();
+    SmallVector<mesh::MeshAxis> meshAxes(axes.begin(), axes.end());
+    auto sum = b.create<mesh::AllReduceOp>(loc, type, kWorldMeshName, meshAxes, part,
+                                           mesh::ReductionKind::Sum);
+    auto inverse = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 1.0 / parts)));
+    auto share = b.create<MulOp>(loc, sum, inverse);
+    setPhase(sum, Phase::Collective);
+    setPhase(inverse, Phase::Forward);
+    setPhase(share, Phase::Forward);
+    part.replaceAllUsesExcept(share, sum);
+  }
+  return success();
 }
 
 namespace {

@@ -127,7 +127,8 @@ struct StepShardDataParallelPass
       b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, ArrayRef<int64_t>{ranks.getValue()});
     for (func::FuncOp grad : grads) {
       bucketAndReduce(b, grad);
-      if (failed(offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, {0}, ranks)))
+      if (failed(offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, {0}, ranks)) ||
+          failed(sumTokenCounts(grad, StepDialect::kRankRowsAttrName, {0}, ranks)))
         return signalPassFailure();
     }
   }

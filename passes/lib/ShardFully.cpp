@@ -187,7 +187,9 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
       if (replicas > 1)
         dataAxes.push_back(1);
       if (failed(offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, dataAxes,
-                                   ranks * replicas)))
+                                   ranks * replicas)) ||
+          failed(sumTokenCounts(grad, StepDialect::kRankRowsAttrName, dataAxes,
+                                ranks * replicas)))
         return signalPassFailure();
     }
     if (!any) {

@@ -311,8 +311,9 @@ struct Analysis {
     if (auto e = dyn_cast<EmbeddingOp>(op);
         e && isa<BlockArgument>(e.getTable()) && tables.contains(cast<BlockArgument>(e.getTable())))
       return lookups.push_back(e); // a partial sum, all-reduced: whole after
+    // (One with options reads its logits whole: gathered along the vocabulary.)
     if (auto c = dyn_cast<CrossEntropyOp>(op);
-        c && stateOf(c.getLogits()).kind == Kind::Split &&
+        c && !c.hasOptions() && stateOf(c.getLogits()).kind == Kind::Split &&
         stateOf(c.getLogits()).origins.empty())
       return losses.push_back(c);
     if (auto a = dyn_cast<AttentionOp>(op))

@@ -119,8 +119,17 @@ class FunctionWriter:
                          f"kv_heads {kv_heads} head_dim {head_dim} causal "
                          f": ({q.type}, {k.type}, {v.type}) -> {{out}}")
 
-    def cross_entropy(self, logits, targets, hint):
-        return self.emit(hint, [], f"step.cross_entropy {logits.name}, {targets.name} "
+    def cross_entropy(self, logits, targets, hint, ignore_index=None, label_smoothing=0.0,
+                      z_loss=0.0):
+        """The mean over the counted targets (those not ignore_index)."""
+        options = ""
+        if ignore_index is not None:
+            options += f" ignore_index {int(ignore_index)}"
+        if label_smoothing:
+            options += f" label_smoothing {float(label_smoothing)!r}"
+        if z_loss:
+            options += f" z_loss {float(z_loss)!r}"
+        return self.emit(hint, [], f"step.cross_entropy {logits.name}, {targets.name}{options} "
                                    f": ({logits.type}, {targets.type}) -> {{out}}",
                          dtype="f64" if self.dtype == "f64" else "f32")
 

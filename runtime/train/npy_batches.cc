@@ -52,9 +52,13 @@ absl::Status ReadInput(const std::string& dir, const stepc_arg_info& a, int rank
   for (size_t k = first; k < first + count; ++k) {
     const double v = array.data[k];
     if (integer) {
-      if (!(v >= 0 && v <= INT32_MAX))
-        return absl::InvalidArgumentError(absl::StrCat("'", path, "' holds the id ", v,
-                                                       " at element ", k, " (ids are >= 0)"));
+      const bool ignored = static_cast<double>(a.id_ignored) == v;  // e.g. SFT's -100
+      if (!ignored && !(v >= 0 && v <= INT32_MAX))
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'", path, "' holds the id ", v, " at element ", k,
+            a.id_ignored == STEPC_NO_IGNORED_ID
+                ? std::string(" (ids are >= 0)")
+                : absl::StrCat(" (ids are >= 0, or ", a.id_ignored, ": not counted)")));
       ints.push_back(static_cast<int32_t>(v));
     } else {
       if (!std::isfinite(v))

@@ -479,6 +479,13 @@ func.func @cross_entropy(%x: tensor<2x3x5xf64> {step.param = #step.param<"x", no
   return %l : tensor<f64>
 }
 
+// cross_entropy with every option (targets equal to 2 are not counted)
+func.func @cross_entropy_options(%x: tensor<4x3x5xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %targets: tensor<4x3xi32> {step.input = "targets"}) -> tensor<f64> attributes {step.loss} {
+  %l = step.cross_entropy %x, %targets ignore_index 2 label_smoothing 2.000000e-01 z_loss 1.000000e-01 : (tensor<4x3x5xf64>, tensor<4x3xi32>) -> tensor<f64>
+  return %l : tensor<f64>
+}
+
 // tied embedding and head
 func.func @tied(%wte: tensor<7x4xf64> {step.param = #step.param<"wte", normal(1.0)>},
     %tokens: tensor<2x3xi32> {step.input = "tokens"},

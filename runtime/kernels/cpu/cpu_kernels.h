@@ -129,6 +129,24 @@ int64_t stepc_cpu_cross_entropy_grad(const float *dloss, const float *logits,
 int64_t stepc_cpu_cross_entropy_fused(const float *logits, const int32_t *targets,
                                       const float *dloss, int64_t n, int64_t classes,
                                       float *loss, float *dlogits);
+/* With options (step.cross_entropy's): rows whose target is `ignore` (a
+ * value outside the i32 range ignores none) count nothing; label smoothing
+ * and z-loss as the op states; the sum is over *count (0: zeros). The
+ * fused form takes dloss after count. */
+int64_t stepc_cpu_cross_entropy_masked(const float *logits, const int32_t *targets,
+                                       const float *count, int64_t n, int64_t classes,
+                                       int64_t ignore, double smoothing, double z_loss,
+                                       float *loss);
+int64_t stepc_cpu_cross_entropy_masked_grad(const float *dloss, const float *logits,
+                                            const int32_t *targets, const float *count,
+                                            int64_t n, int64_t classes, int64_t ignore,
+                                            double smoothing, double z_loss, float *dlogits);
+int64_t stepc_cpu_cross_entropy_masked_fused(const float *logits, const int32_t *targets,
+                                             const float *count, const float *dloss, int64_t n,
+                                             int64_t classes, int64_t ignore, double smoothing,
+                                             double z_loss, float *loss, float *dlogits);
+/* The number of the n targets other than `ignore`, as a float. */
+void stepc_cpu_token_count(const int32_t *targets, int64_t n, int64_t ignore, float *count);
 int64_t stepc_cpu_embedding(const float *table, const int32_t *ids, int64_t n, int64_t rows,
                             int64_t d, float *out);
 int64_t stepc_cpu_embedding_grad(const float *dy, const int32_t *ids, int64_t n, int64_t rows,

@@ -83,6 +83,118 @@ extern "C" int64_t stepc_cpu_cross_entropy_fused(const float* logits, const int3
   return 0;
 }
 
+namespace {
+
+// First position (1-based) of a counted target outside [0, bound), or 0.
+int64_t BadCountedId(const int32_t* ids, int64_t n, int64_t bound, int64_t ignore) {
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] != ignore && (ids[i] < 0 || ids[i] >= bound)) return i + 1;
+  return 0;
+}
+
+// The options of one masked cross-entropy, in float as the kernels round.
+struct MaskedLoss {
+  int64_t classes, ignore;
+  float smoothing, z, scale;  // scale: dloss / count (0 for a zero count)
+
+  // One counted row's loss: lse - (1-ε)·x_t - (ε/V)·Σx + z·lse².
+  float RowLoss(const float* row, int32_t target, float lse) const {
+    float sum = 0.0f;
+    if (smoothing != 0.0f) {
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < classes; ++j) sum += row[j];
+    }
+    return lse - (1.0f - smoothing) * row[target] - smoothing / classes * sum + z * lse * lse;
+  }
+
+  // One row's gradient: scale·((1 + 2z·lse)·softmax - (1-ε)·onehot - ε/V).
+  void RowGrad(const float* row, int32_t target, float lse, float* out) const {
+    if (target == ignore) {
+      std::memset(out, 0, classes * sizeof(float));
+      return;
+    }
+    const float a = scale * (1.0f + 2.0f * z * lse), b = scale * smoothing / classes;
+#pragma omp simd
+    for (int64_t j = 0; j < classes; ++j) out[j] = a * expf(row[j] - lse) - b;
+    out[target] -= scale * (1.0f - smoothing);
+  }
+};
+
+MaskedLoss Options(const float* count, const float* dloss, int64_t classes, int64_t ignore,
+                   double smoothing, double z_loss) {
+  const double c = *count, d = dloss ? *dloss : 1.0;
+  return MaskedLoss{classes, ignore, static_cast<float>(smoothing), static_cast<float>(z_loss),
+                    c != 0.0 ? static_cast<float>(d / c) : 0.0f};
+}
+
+}  // namespace
+
+extern "C" void stepc_cpu_token_count(const int32_t* targets, int64_t n, int64_t ignore,
+                                      float* count) {
+  int64_t counted = 0;
+#pragma omp simd reduction(+ : counted)
+  for (int64_t i = 0; i < n; ++i) counted += targets[i] != ignore;
+  *count = static_cast<float>(counted);
+}
+
+extern "C" int64_t stepc_cpu_cross_entropy_masked(const float* logits, const int32_t* targets,
+                                                  const float* count, int64_t n, int64_t classes,
+                                                  int64_t ignore, double smoothing,
+                                                  double z_loss, float* loss) {
+  if (int64_t bad = BadCountedId(targets, n, classes, ignore)) return bad;
+  const MaskedLoss o = Options(count, nullptr, classes, ignore, smoothing, z_loss);
+  double total = 0;
+#pragma omp parallel for reduction(+ : total)
+  for (int64_t i = 0; i < n; ++i) {
+    if (targets[i] == ignore) continue;
+    const float* row = logits + i * classes;
+    total += o.RowLoss(row, targets[i], RowLogSumExp(row, classes));
+  }
+  *loss = static_cast<float>(*count != 0.0f ? total / *count : 0.0);
+  return 0;
+}
+
+extern "C" int64_t stepc_cpu_cross_entropy_masked_grad(const float* dloss, const float* logits,
+                                                       const int32_t* targets,
+                                                       const float* count, int64_t n,
+                                                       int64_t classes, int64_t ignore,
+                                                       double smoothing, double z_loss,
+                                                       float* dlogits) {
+  if (int64_t bad = BadCountedId(targets, n, classes, ignore)) return bad;
+  const MaskedLoss o = Options(count, dloss, classes, ignore, smoothing, z_loss);
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * classes;
+    const float lse = targets[i] == ignore ? 0.0f : RowLogSumExp(row, classes);
+    o.RowGrad(row, targets[i], lse, dlogits + i * classes);
+  }
+  return 0;
+}
+
+extern "C" int64_t stepc_cpu_cross_entropy_masked_fused(const float* logits,
+                                                        const int32_t* targets,
+                                                        const float* count, const float* dloss,
+                                                        int64_t n, int64_t classes,
+                                                        int64_t ignore, double smoothing,
+                                                        double z_loss, float* loss,
+                                                        float* dlogits) {
+  if (int64_t bad = BadCountedId(targets, n, classes, ignore)) return bad;
+  const MaskedLoss o = Options(count, dloss, classes, ignore, smoothing, z_loss);
+  double total = 0;
+#pragma omp parallel for reduction(+ : total)
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = logits + i * classes;
+    float lse = 0.0f;
+    if (targets[i] != ignore) {
+      lse = RowLogSumExp(row, classes);
+      total += o.RowLoss(row, targets[i], lse);
+    }
+    o.RowGrad(row, targets[i], lse, dlogits + i * classes);
+  }
+  *loss = static_cast<float>(*count != 0.0f ? total / *count : 0.0);
+  return 0;
+}
+
 extern "C" int64_t stepc_cpu_embedding(const float* table, const int32_t* ids, int64_t n,
                                        int64_t rows, int64_t d, float* out) {
   if (int64_t bad = BadId(ids, n, rows)) return bad;

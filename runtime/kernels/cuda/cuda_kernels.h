@@ -109,6 +109,19 @@ int stepc_cuda_cross_entropy(stepc_cuda_ctx *ctx, const float *logits, const int
 int stepc_cuda_cross_entropy_grad(stepc_cuda_ctx *ctx, const float *dloss, const float *logits,
                                   const int32_t *targets, int64_t n, int64_t classes,
                                   float *dlogits, int32_t site);
+/* With step.cross_entropy's options (see stepc_cpu_cross_entropy_masked);
+ * scratch: n floats. */
+int stepc_cuda_cross_entropy_masked(stepc_cuda_ctx *ctx, const float *logits,
+                                    const int32_t *targets, const float *count, int64_t n,
+                                    int64_t classes, int64_t ignore, double smoothing,
+                                    double z_loss, float *scratch, float *loss, int32_t site);
+int stepc_cuda_cross_entropy_masked_grad(stepc_cuda_ctx *ctx, const float *dloss,
+                                         const float *logits, const int32_t *targets,
+                                         const float *count, int64_t n, int64_t classes,
+                                         int64_t ignore, double smoothing, double z_loss,
+                                         float *dlogits, int32_t site);
+int stepc_cuda_token_count(stepc_cuda_ctx *ctx, const int32_t *targets, int64_t n,
+                           int64_t ignore, float *count);
 int stepc_cuda_embedding(stepc_cuda_ctx *ctx, const float *table, const int32_t *ids, int64_t n,
                          int64_t rows, int64_t d, float *out, int32_t site);
 int stepc_cuda_embedding_grad(stepc_cuda_ctx *ctx, const float *dy, const int32_t *ids,

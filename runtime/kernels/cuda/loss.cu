@@ -82,6 +82,104 @@ __global__ void CrossEntropyGradKernel(const float* dloss, const float* logits,
     dlogits[row * classes + j] = scale * (expf(x[j] - lse) - (j == t ? 1.0f : 0.0f));
 }
 
+// Σ x[j] over one row, the same in every thread of the block.
+__device__ float BlockRowSum(const float* x, int64_t n) {
+  __shared__ float part[kThreads / 32];
+  __shared__ float result;
+  float acc = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += x[j];
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float all = 0.0f;
+    for (int w = 0; w < kThreads / 32; ++w) all += part[w];
+    result = all;
+  }
+  __syncthreads();
+  return result;
+}
+
+// The options of step.cross_entropy (see stepc_cpu_cross_entropy_masked).
+struct MaskedLoss {
+  int64_t ignore;
+  float smoothing, z;
+};
+
+__global__ void MaskedRowsKernel(const float* logits, const int32_t* targets, int64_t classes,
+                                 MaskedLoss o, float* row_loss, int32_t* status, int32_t site) {
+  const int64_t row = blockIdx.x;
+  const int32_t t = targets[row];
+  if (t == o.ignore) {  // the whole block returns together
+    if (threadIdx.x == 0) row_loss[row] = 0.0f;
+    return;
+  }
+  const float* x = logits + row * classes;
+  const float lse = BlockRowLse(x, classes);
+  const float sum = o.smoothing != 0.0f ? BlockRowSum(x, classes) : 0.0f;
+  if (threadIdx.x == 0) {
+    if (!GoodId(t, classes)) {
+      ReportBadId(status, site, row, t, classes);
+      row_loss[row] = 0.0f;
+    } else {
+      row_loss[row] = lse - (1.0f - o.smoothing) * x[t] - o.smoothing / classes * sum +
+                      o.z * lse * lse;
+    }
+  }
+}
+
+// loss = Σ row_loss / *count (0 for a zero count), as MeanKernel.
+__global__ void OverCountKernel(const float* row_loss, int64_t n, const float* count,
+                                float* loss) {
+  __shared__ double part[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *loss = *count != 0.0f ? static_cast<float>(part[0] / *count) : 0.0f;
+}
+
+__global__ void MaskedGradKernel(const float* dloss, const float* logits, const int32_t* targets,
+                                 const float* count, int64_t classes, MaskedLoss o,
+                                 float* dlogits, int32_t* status, int32_t site) {
+  const int64_t row = blockIdx.x;
+  const int32_t t = targets[row];
+  float* out = dlogits + row * classes;
+  const float scale = *count != 0.0f ? static_cast<float>(static_cast<double>(*dloss) / *count)
+                                     : 0.0f;
+  if (t == o.ignore || scale == 0.0f) {
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) out[j] = 0.0f;
+    return;
+  }
+  const float* x = logits + row * classes;
+  const float lse = BlockRowLse(x, classes);
+  if (!GoodId(t, classes)) {
+    if (threadIdx.x == 0) ReportBadId(status, site, row, t, classes);
+    return;
+  }
+  const float a = scale * (1.0f + 2.0f * o.z * lse), b = scale * o.smoothing / classes;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    out[j] = a * expf(x[j] - lse) - b - (j == t ? scale * (1.0f - o.smoothing) : 0.0f);
+}
+
+__global__ void TokenCountKernel(const int32_t* targets, int64_t n, int64_t ignore,
+                                 float* count) {
+  __shared__ long long part[kThreads];
+  long long acc = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += targets[i] != ignore;
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *count = static_cast<float>(part[0]);
+}
+
 // The table row of element e of an [n, d] embedding, or -1 for an id out of
 // range (reported once per position, by its first column).
 __device__ __forceinline__ int64_t TableRow(const int32_t* ids, int64_t e, int64_t d,
@@ -170,6 +268,38 @@ extern "C" int stepc_cuda_cross_entropy_grad(stepc_cuda_ctx* ctx, const float* d
   STEPC_LAUNCH_COOPERATIVE(n, kThreads, 0, ctx->stream, CrossEntropyGradKernel)(dloss, logits, targets, n, classes,
                                                           dlogits, ctx->status, site);
   return STEPC_LAUNCHED(ctx, "CrossEntropyGradKernel");
+}
+
+extern "C" int stepc_cuda_cross_entropy_masked(stepc_cuda_ctx* ctx, const float* logits,
+                                               const int32_t* targets, const float* count,
+                                               int64_t n, int64_t classes, int64_t ignore,
+                                               double smoothing, double z_loss, float* scratch,
+                                               float* loss, int32_t site) {
+  const MaskedLoss o{ignore, static_cast<float>(smoothing), static_cast<float>(z_loss)};
+  STEPC_LAUNCH_COOPERATIVE(n, kThreads, 0, ctx->stream, MaskedRowsKernel)(
+      logits, targets, classes, o, scratch, ctx->status, site);
+  if (int rc = STEPC_LAUNCHED(ctx, "MaskedRowsKernel")) return rc;
+  STEPC_LAUNCH_COOPERATIVE(1, kThreads, 0, ctx->stream, OverCountKernel)(scratch, n, count, loss);
+  return STEPC_LAUNCHED(ctx, "OverCountKernel");
+}
+
+extern "C" int stepc_cuda_cross_entropy_masked_grad(stepc_cuda_ctx* ctx, const float* dloss,
+                                                    const float* logits, const int32_t* targets,
+                                                    const float* count, int64_t n,
+                                                    int64_t classes, int64_t ignore,
+                                                    double smoothing, double z_loss,
+                                                    float* dlogits, int32_t site) {
+  const MaskedLoss o{ignore, static_cast<float>(smoothing), static_cast<float>(z_loss)};
+  STEPC_LAUNCH_COOPERATIVE(n, kThreads, 0, ctx->stream, MaskedGradKernel)(
+      dloss, logits, targets, count, classes, o, dlogits, ctx->status, site);
+  return STEPC_LAUNCHED(ctx, "MaskedGradKernel");
+}
+
+extern "C" int stepc_cuda_token_count(stepc_cuda_ctx* ctx, const int32_t* targets, int64_t n,
+                                      int64_t ignore, float* count) {
+  STEPC_LAUNCH_COOPERATIVE(1, kThreads, 0, ctx->stream, TokenCountKernel)(targets, n, ignore,
+                                                                          count);
+  return STEPC_LAUNCHED(ctx, "TokenCountKernel");
 }
 
 extern "C" int stepc_cuda_embedding(stepc_cuda_ctx* ctx, const float* table, const int32_t* ids,

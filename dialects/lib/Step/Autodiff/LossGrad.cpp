@@ -5,12 +5,17 @@
 using namespace mlir;
 using namespace stepc::step;
 
-// cross_entropy: dlogits = dloss · (softmax(logits) - onehot(targets)) / N;
-// targets are integers: no gradient.
+// cross_entropy: dlogits = dloss · (softmax(logits) - onehot(targets)) / N
+// (with the options: step.cross_entropy_grad's formula); the targets and
+// the count are data, not functions of the parameters: no gradient.
 LogicalResult CrossEntropyOp::buildVjp(OpBuilder &b, ValueRange dloss,
                                        SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<CrossEntropyGradOp>(getLoc(), dloss[0], getLogits(), getTargets()));
+  grads.push_back(b.create<CrossEntropyGradOp>(getLoc(), dloss[0], getLogits(), getTargets(),
+                                               getCount(), getIgnoreIndexAttr(),
+                                               getLabelSmoothingAttr(), getZLossAttr()));
   grads.push_back(nullptr);
+  if (getCount())
+    grads.push_back(nullptr);
   return success();
 }
 

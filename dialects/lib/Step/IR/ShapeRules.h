@@ -14,6 +14,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
+#include <cstdint>
+
 namespace stepc::step {
 using namespace mlir;
 
@@ -162,7 +165,32 @@ FailureOr<RankedTensorType> checkCrossEntropy(std::optional<Location> loc,
       targets.getShape() != logits.getShape().drop_back())
     return opError<OpT>(loc, "expects targets of shape [...] for logits [..., V], got ",
                         Type(targets), " for ", Type(logits));
+  // cross_entropy_c2: the options are in range.
+  if (std::optional<int64_t> ignore = adaptor.getIgnoreIndex();
+      ignore && (*ignore < INT32_MIN || *ignore > INT32_MAX))
+    return opError<OpT>(loc, "expects an ignore_index that an i32 target can equal, got ",
+                        *ignore);
+  if (std::optional<llvm::APFloat> eps = adaptor.getLabelSmoothing()) {
+    double e = eps->convertToDouble();
+    if (!(e >= 0.0 && e <= 1.0))
+      return opError<OpT>(loc, "expects a label_smoothing in [0, 1], got ", e);
+  }
+  if (std::optional<llvm::APFloat> z = adaptor.getZLoss()) {
+    double v = z->convertToDouble();
+    if (!(v >= 0.0 && std::isfinite(v)))
+      return opError<OpT>(loc, "expects a finite z_loss >= 0, got ", v);
+  }
   return logits;
+}
+
+/// token_count_c1: an ignore_index that an i32 target can equal.
+template <typename OpT, typename AdaptorT>
+LogicalResult checkTokenCount(std::optional<Location> loc, AdaptorT adaptor) {
+  int64_t ignore = adaptor.getIgnoreIndex();
+  if (ignore < INT32_MIN || ignore > INT32_MAX)
+    return opError<OpT>(loc, "expects an ignore_index that an i32 target can equal, got ",
+                        ignore);
+  return success();
 }
 
 } // namespace stepc::step

@@ -270,10 +270,19 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (attribute.getName() == kRankRowsAttrName || attribute.getName() == kMicroRowsAttrName) {
+    // On a dropout: its rows per part; on a count of targets (a
+    // token_count, or micro-batches' sum of them): the number of parts.
     auto rows = dyn_cast<IntegerAttr>(attribute.getValue());
-    if (!rows || rows.getInt() < 1 || op->getName().getStringRef() != "step.dropout")
+    auto scalar = op->getNumResults() == 1
+                      ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                      : RankedTensorType();
+    bool count = scalar && scalar.getRank() == 0 && scalar.getElementType().isF32() &&
+                 (op->getName().getStringRef() == "step.token_count" ||
+                  op->getName().getStringRef() == "step.mul");
+    if (!rows || rows.getInt() < 1 || (op->getName().getStringRef() != "step.dropout" && !count))
       return op->emitError() << "expects '" << attribute.getName().getValue()
-                             << "' to be a positive row count on a step.dropout";
+                             << "' to be a positive row count on a step.dropout or a part "
+                                "count on a scalar count of targets";
     return success();
   }
   if (attribute.getName() == kTpAxisAttrName) {

@@ -498,3 +498,11 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
   types.push_back(tensor({}, lossType));
   return success();
 }
+
+LogicalResult TokenCountOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(checkTokenCount<TokenCountOp>(loc, adaptor)))
+    return failure();
+  types.push_back(tensor({}, Float32Type::get(context)));
+  return success();
+}

@@ -4,7 +4,9 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 using namespace mlir;
 using namespace stepc::interp;
@@ -35,28 +37,65 @@ double logSumExp(const double *x, int64_t n) {
   return max + std::log(sum);
 }
 
-// loss = mean_i (logsumexp(l_i) - l_i[target_i]); with dloss:
-// dl_i = dloss · (softmax(l_i) - onehot(target_i)) / N
+/// What a cross_entropy or its gradient computes beyond the plain mean.
+struct LossOptions {
+  std::optional<int64_t> ignore;
+  double smoothing = 0, z = 0;
+  const Tensor *count = nullptr; // the denominator, when given
+};
+
+template <typename OpT>
+LossOptions lossOptions(OpT op, const Tensor *count) {
+  LossOptions o;
+  o.ignore = op.getIgnoreIndex();
+  if (auto eps = op.getLabelSmoothing())
+    o.smoothing = eps->convertToDouble();
+  if (auto z = op.getZLoss())
+    o.z = z->convertToDouble();
+  o.count = count;
+  return o;
+}
+
+// Per counted position i (target not ignore_index), lse_i = logsumexp(l_i):
+//   loss_i = lse_i - (1-ε)·l_i[t_i] - (ε/V)·Σ_j l_i[j] + z·lse_i²
+//   dl_i   = dloss/N · ((1 + 2z·lse_i)·softmax(l_i) - (1-ε)·onehot(t_i) - ε/V)
+// loss = Σ loss_i / N, N the count operand or the counted positions; a
+// zero N gives zeros.
 LogicalResult crossEntropy(Operation *op, const Tensor &logits, const Tensor &targets,
-                           const Tensor *dloss, Tensor &out) {
+                           const Tensor *dloss, const LossOptions &o, Tensor &out) {
   int64_t v = logits.shape.back(), n = targets.numel();
+  int64_t counted = 0;
+  for (int64_t i = 0; i < n; ++i)
+    counted += !(o.ignore && targets.data[i] == static_cast<double>(*o.ignore));
+  double denominator = o.count ? o.count->data[0] : static_cast<double>(counted);
+  double inverse = denominator != 0 ? 1.0 / denominator : 0.0;
   double total = 0;
+  if (dloss)
+    std::fill(out.data.begin(), out.data.end(), 0.0);
   for (int64_t i = 0; i < n; ++i) {
+    if (o.ignore && targets.data[i] == static_cast<double>(*o.ignore))
+      continue;
     FailureOr<int64_t> target = rowIndex(op, targets, i, v, "target");
     if (failed(target))
       return failure();
     const double *row = &logits.data[i * v];
     double lse = logSumExp(row, v);
     if (!dloss) {
-      total += lse - row[*target];
+      double sum = 0;
+      for (int64_t j = 0; o.smoothing != 0 && j < v; ++j)
+        sum += row[j];
+      total += lse - (1 - o.smoothing) * row[*target] - o.smoothing / v * sum +
+               o.z * lse * lse;
       continue;
     }
-    double scale = dloss->data[0] / static_cast<double>(n);
+    double scale = dloss->data[0] * inverse, softmaxScale = 1 + 2 * o.z * lse;
     for (int64_t j = 0; j < v; ++j)
-      out.data[i * v + j] = scale * (std::exp(row[j] - lse) - (j == *target ? 1.0 : 0.0));
+      out.data[i * v + j] =
+          scale * (softmaxScale * std::exp(row[j] - lse) -
+                   (j == *target ? 1.0 - o.smoothing : 0.0) - o.smoothing / v);
   }
   if (!dloss)
-    out.data[0] = total / static_cast<double>(n);
+    out.data[0] = total * inverse;
   return success();
 }
 
@@ -156,10 +195,21 @@ LogicalResult stepc::interp::evalLoss(Operation *op, Operands in, Results out) {
       .Case([&](AdamwOp a) { return adamw(a, in, out); })
       .Case([&](SgdOp a) { return sgd(a, in, out); })
       .Case([&](LionOp a) { return lion(a, in, out); })
-      .Case([&](CrossEntropyGradOp) {
-        return crossEntropy(op, *in[1], *in[2], in[0], out[0]);
+      .Case([&](CrossEntropyGradOp c) {
+        return crossEntropy(op, *in[1], *in[2], in[0],
+                            lossOptions(c, c.getCount() ? in[3] : nullptr), out[0]);
       })
-      .Case([&](CrossEntropyOp) { return crossEntropy(op, *in[0], *in[1], nullptr, out[0]); })
+      .Case([&](CrossEntropyOp c) {
+        return crossEntropy(op, *in[0], *in[1], nullptr,
+                            lossOptions(c, c.getCount() ? in[2] : nullptr), out[0]);
+      })
+      .Case([&](TokenCountOp c) {
+        double ignore = static_cast<double>(c.getIgnoreIndex()), counted = 0;
+        for (double t : in[0]->data)
+          counted += t != ignore;
+        out[0].data[0] = counted;
+        return success();
+      })
       .Case([&](EmbeddingGradOp e) {
         return embedding(op, *in[0], *in[1], out[0], true, e.getFirstRow() ? in[2] : nullptr,
                          e.getNumIds().value_or(0));

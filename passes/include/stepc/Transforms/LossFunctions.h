@@ -23,7 +23,9 @@ mlir::FailureOr<int64_t> inputBatch(mlir::func::FuncOp loss, llvm::StringRef act
 /// `ranks`: every input's dimension 0 becomes globalBatch / ranks and every
 /// result type follows. Fails with a diagnostic where shapes do not follow.
 /// With `dropoutRowsAttr`, each step.dropout whose rows the split divided is
-/// marked with it (its rows per part), for offsetDropoutRows.
+/// marked with it (its rows per part), for offsetDropoutRows, and each count
+/// of targets the split divided (a cross_entropy's ignore_index gets a
+/// step.token_count as its count) with `ranks`, for sumTokenCounts.
 mlir::LogicalResult rebindBatch(mlir::func::FuncOp loss, int64_t globalBatch, int64_t ranks,
                                 llvm::StringRef dropoutRowsAttr = {});
 
@@ -34,6 +36,14 @@ mlir::LogicalResult rebindBatch(mlir::func::FuncOp loss, int64_t globalBatch, in
 /// with a diagnostic at a dropout whose rows cannot be offset.
 mlir::LogicalResult offsetDropoutRows(mlir::func::FuncOp function, llvm::StringRef rowsAttr,
                        llvm::ArrayRef<int16_t> axes, int64_t parts);
+
+/// Replaces each count of `function` marked `partsAttr` (a step.token_count
+/// of one part's targets, or step-micro-batch's sum of them) by its sum over
+/// `axes` of the world mesh times 1/`parts`: each part's loss divides by the
+/// whole batch's count over the parts, so the mean over the parts is the
+/// batch's mean over its counted targets. Removes the mark.
+mlir::LogicalResult sumTokenCounts(mlir::func::FuncOp function, llvm::StringRef partsAttr,
+                                   llvm::ArrayRef<int16_t> axes, int64_t parts);
 
 /// Builds `<name>_grad` (marked step.gradient) next to `loss` and inserts it
 /// into `symbols`; fails with a diagnostic on an op without an autodiff rule.

@@ -168,8 +168,10 @@ def Step_AttentionGradOp : Step_InferredOp<"attention_grad"> {
 def Step_CrossEntropyGradOp : Step_InferredOp<"cross_entropy_grad"> {
   let summary = "gradient of cross_entropy";
   let description = [{
-    `dlogits = dloss · (softmax(logits) - onehot(targets)) / N` for the `N`
-    positions of the mean.
+    `dlogits_i = dloss · ((1 + 2z·lse_i)·softmax(x_i) - (1 - ε)·onehot(t_i) - ε/V) / N`
+    for each counted position (zero for one whose target is `ignore_index`),
+    `N` the denominator of step.cross_entropy (`count` or the counted
+    positions), with the same options.
 
     ```mlir
     %dl = step.cross_entropy_grad %dloss, %logits, %targets
@@ -177,10 +179,21 @@ def Step_CrossEntropyGradOp : Step_InferredOp<"cross_entropy_grad"> {
     ```
   }];
   let arguments = (ins 0DTensorOf<[F32, F64]>:$grad, Step_FloatTensor:$logits,
-                       Step_IndexTensor:$targets);
+                       Step_IndexTensor:$targets,
+                       Optional<0DTensorOf<[F32, F64]>>:$count,
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<F64Attr>:$label_smoothing,
+                       OptionalAttr<F64Attr>:$z_loss);
   let results = (outs Step_FloatTensor:$result);
-  let assemblyFormat = "$grad `,` $logits `,` $targets attr-dict `:` "
-                       "functional-type(operands, results)";
+  let assemblyFormat =
+    "$grad `,` $logits `,` $targets (`count` $count^)? (`ignore_index` $ignore_index^)? "
+    "(`label_smoothing` $label_smoothing^)? (`z_loss` $z_loss^)? attr-dict `:` "
+    "functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    bool hasOptions() {
+      return getCount() || getIgnoreIndex() || getLabelSmoothing() || getZLoss();
+    }
+  }];
 }
 
 def Step_EmbeddingGradOp : Step_InferredOp<"embedding_grad"> {

@@ -559,22 +559,69 @@ def Step_RotaryOp : Step_InferredOp<"rotary", [Step_Differentiable]> {
 }
 
 def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy", [Step_Differentiable]> {
-  let summary = "mean softmax cross-entropy over all positions";
+  let summary = "softmax cross-entropy, mean over the counted positions";
   let description = [{
-    `loss = mean over i... of (logsumexp(logits[i..., :]) - logits[i..., targets[i...]])`
-    for `logits` `[..., V]` and integer `targets` `[...]`; a target outside
-    `[0, V)` is a runtime error. The loss is a scalar, f32 for f32/bf16/f16
-    logits (the loss is always accumulated in at least f32), f64 for f64.
+    For `logits` `[..., V]` and integer `targets` `[...]`, each position `i`
+    whose target is not `ignore_index` is counted and adds
+
+    `(1 - ε)·(lse_i - x_i[t_i]) + ε·(lse_i - mean_j x_i[j]) + z·lse_i²`
+
+    where `lse_i = logsumexp(x_i)`, `ε` is `label_smoothing` (PyTorch's:
+    the smoothed target puts `ε/V` on every class) and `z` is `z_loss`
+    (PaLM's auxiliary `z·log²Z`, 1e-4 there). The loss is that sum over
+    the denominator `count` when given, else over the number of counted
+    positions; a zero denominator (nothing counted) gives a zero loss and
+    gradient rather than PyTorch's NaN. A target outside `[0, V)` that is
+    not `ignore_index` is a runtime error. The loss is a scalar, f32 for
+    f32/bf16/f16 logits (the loss is always accumulated in at least f32),
+    f64 for f64.
+
+    `count` is how a batch split keeps the loss exact: a data-parallel rank
+    or a micro-batch sees only its rows, so the step passes the counted
+    positions of the whole batch (a `step.token_count` summed over ranks)
+    divided by the number of parts, and the mean over the parts is the
+    whole batch's mean over its counted tokens.
 
     ```mlir
     %loss = step.cross_entropy %logits, %targets
         : (tensor<8x128x512xf32>, tensor<8x128xi32>) -> tensor<f32>
+    %sft = step.cross_entropy %logits, %targets ignore_index -100 label_smoothing 1.000000e-01
+        : (tensor<8x128x512xf32>, tensor<8x128xi32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Step_FloatTensor:$logits, Step_IndexTensor:$targets);
+  let arguments = (ins Step_FloatTensor:$logits, Step_IndexTensor:$targets,
+                       Optional<0DTensorOf<[F32, F64]>>:$count,
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<F64Attr>:$label_smoothing,
+                       OptionalAttr<F64Attr>:$z_loss);
   let results = (outs 0DTensorOf<[F32, F64]>:$result);
   let assemblyFormat =
-    "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+    "$logits `,` $targets (`count` $count^)? (`ignore_index` $ignore_index^)? "
+    "(`label_smoothing` $label_smoothing^)? (`z_loss` $z_loss^)? attr-dict `:` "
+    "functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// Whether any option departs from the plain mean over every position.
+    bool hasOptions() {
+      return getCount() || getIgnoreIndex() || getLabelSmoothing() || getZLoss();
+    }
+  }];
+}
+
+def Step_TokenCountOp : Step_InferredOp<"token_count"> {
+  let summary = "the number of targets that a cross_entropy counts";
+  let description = [{
+    The number of elements of `targets` other than `ignore_index`, as a
+    float scalar (exact up to 2^24 in f32). Not differentiable: its input is
+    integers. A batch split sums it over the ranks that share the batch.
+
+    ```mlir
+    %n = step.token_count %targets ignore_index -100 : (tensor<8x128xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Step_IndexTensor:$targets, I64Attr:$ignore_index);
+  let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat =
+    "$targets `ignore_index` $ignore_index attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//
