@@ -119,7 +119,9 @@ CrossEntropyOp headLoss(MatmulOp m) {
   if (m.getTransposeA() || !m.getTransposeB() || !m->hasOneUse())
     return {};
   auto loss = dyn_cast<CrossEntropyOp>(*m->getUsers().begin());
-  return loss && loss.getLogits() == m.getResult() ? loss : CrossEntropyOp();
+  // (A loss with options is computed whole: its head is not split.)
+  return loss && !loss.hasOptions() && loss.getLogits() == m.getResult() ? loss
+                                                                          : CrossEntropyOp();
 }
 
 /// Parameters [V, D] split along the vocabulary: every use is an embedding
@@ -311,7 +313,6 @@ struct Analysis {
     if (auto e = dyn_cast<EmbeddingOp>(op);
         e && isa<BlockArgument>(e.getTable()) && tables.contains(cast<BlockArgument>(e.getTable())))
       return lookups.push_back(e); // a partial sum, all-reduced: whole after
-    // (One with options reads its logits whole: gathered along the vocabulary.)
     if (auto c = dyn_cast<CrossEntropyOp>(op);
         c && !c.hasOptions() && stateOf(c.getLogits()).kind == Kind::Split &&
         stateOf(c.getLogits()).origins.empty())

@@ -62,7 +62,7 @@ def recording_sources():
 class Captured:
     """The traced graph and what its placeholders are."""
 
-    def __init__(self, graph_module, params, aliases, buffers, inputs):
+    def __init__(self, graph_module, params, aliases, buffers, inputs, label_smoothing=0.0):
         self.graph_module = graph_module
         # (state_dict name, tensor) of each distinct parameter, in graph order.
         self.params = params
@@ -72,6 +72,8 @@ class Captured:
         self.buffers = buffers
         # (name, example tensor) of each input
         self.inputs = inputs
+        # F.cross_entropy's label_smoothing (traced as the plain loss)
+        self.label_smoothing = label_smoothing
 
 
 def distinct_parameters(model):
@@ -122,6 +124,26 @@ def dropout_as_one_op():
         torch.nn.functional.dropout = original
 
 
+@contextlib.contextmanager
+def cross_entropy_smoothing(recorded):
+    """F.cross_entropy's label_smoothing recorded (into the set `recorded`)
+    and traced as the plain loss: PyTorch 1.13 cannot trace its smoothed form
+    under fake tensors, and the importer maps the plain form to one
+    step.cross_entropy, which takes the smoothing as an attribute."""
+    original = torch.nn.functional.cross_entropy
+
+    def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                      reduce=None, reduction="mean", label_smoothing=0.0):
+        recorded.add(float(label_smoothing))
+        return original(input, target, weight, size_average, ignore_index, reduce, reduction)
+
+    torch.nn.functional.cross_entropy = cross_entropy
+    try:
+        yield
+    finally:
+        torch.nn.functional.cross_entropy = original
+
+
 def capture(model, example_inputs, names=None):
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
@@ -147,7 +169,9 @@ def capture(model, example_inputs, names=None):
     # Fake tensors: shapes without data, so a branch on a value is an error
     # rather than a silently specialised graph.
     try:
-        with torch.no_grad(), recording_sources(), dropout_as_one_op():
+        smoothing = set()
+        with torch.no_grad(), recording_sources(), dropout_as_one_op(), \
+                cross_entropy_smoothing(smoothing):
             graph_module = make_fx(flat_forward, tracing_mode="fake")(
                 *[t.detach() for t in tensors], *[b for _, b in buffers], *example_inputs)
     except Exception as e:
@@ -161,6 +185,9 @@ def capture(model, example_inputs, names=None):
             raise ExportError(f"{frame}: a dynamic shape (the result of {first} depends on "
                               f"tensor values) cannot be compiled into a static step") from None
         raise ExportError(f"{frame}: tracing failed: {type(e).__name__}: {first}") from None
+    if len(smoothing) > 1:
+        raise ExportError(f"cross-entropies with different label_smoothing "
+                          f"({', '.join(str(x) for x in sorted(smoothing))}): a step has one")
     inames = names or input_names(model, len(example_inputs))
     return Captured(graph_module, list(zip(pnames, tensors)), aliases, buffers,
-                    list(zip(inames, example_inputs)))
+                    list(zip(inames, example_inputs)), max(smoothing, default=0.0))

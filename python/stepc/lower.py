@@ -147,6 +147,13 @@ class Lowering:
         output = next(n for n in nodes if n.op == "output")
         loss_node = self.find_loss(output)
         needed = self.needed(loss_node, replacements)
+        # The smoothing was traced away: only a step.cross_entropy can hold it.
+        nll = [n for n in nodes if is_call(n, torch.ops.aten.nll_loss_forward.default) or
+               is_call(n, torch.ops.aten.nll_loss2d_forward.default)]
+        mapped = [r for r in replacements.values() if r.kind == "cross_entropy"]
+        if self.c.label_smoothing and len(nll) > len(mapped):
+            fail(nll[0], "label_smoothing on a cross-entropy other than the mean of "
+                         "F.cross_entropy over [N, C] logits without weights")
         for node in nodes:
             if node not in needed or node in self.env or node in self.consts:
                 continue
@@ -305,7 +312,8 @@ class Lowering:
             if targets.dtype != "i32":
                 fail(r.node, "cross-entropy targets must be integer class ids")
             logits = self.reshape(logits, targets.shape + logits.shape[-1:])
-            return w.cross_entropy(logits, targets, "loss")
+            return w.cross_entropy(logits, targets, "loss", ignore_index=a.get("ignore_index"),
+                                   label_smoothing=self.c.label_smoothing)
         if r.kind == "rms_norm":
             x, weight = (self.v(n) for n in r.operands)
             return w.rms_norm(x, weight, a["eps"], "rms")

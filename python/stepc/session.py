@@ -289,10 +289,6 @@ class Session:
             if dtype == _I32:
                 if a.size and (a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max):
                     raise ValueError(f"input '{name}' has ids outside int32")
-                if self.ignore_index is not None and bool((a == self.ignore_index).any()):
-                    raise ValueError(f"input '{name}' holds the loss's ignore_index "
-                                     f"{self.ignore_index}: stepc's cross-entropy counts every "
-                                     f"token")
                 a = np.ascontiguousarray(a, dtype=np.int32)
                 self._check(self._lib.stepc_session_set_input(
                     self._s, name.encode(), a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),

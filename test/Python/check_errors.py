@@ -6,6 +6,7 @@ import sys
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import stepc
 
@@ -61,6 +62,27 @@ class NotScalar(nn.Module):
         return x @ self.w
 
 
+class TwoSmoothings(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        t = torch.zeros(2, dtype=torch.long)
+        return (F.cross_entropy(x @ self.w, t, label_smoothing=0.1) +
+                F.cross_entropy(x @ self.w, t, label_smoothing=0.2))
+
+
+class WeightedSmoothing(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        t = torch.zeros(2, dtype=torch.long)
+        return F.cross_entropy(x @ self.w, t, weight=torch.ones(4), label_smoothing=0.1)
+
+
 def line_of(tag):
     for i, text in enumerate(open(__file__), 1):
         if f"# {tag}" in text and "def line_of" not in text:
@@ -76,7 +98,9 @@ for model, expect in ((Cumsum(), ["aten.cumsum", f"check_errors.py:{line_of('LIN
                                    f"check_errors.py:{line_of('LINE-DYNAMIC')}"]),
                       (Counter(), ["updates buffer 'seen' in place",
                                    f"check_errors.py:{line_of('LINE-BUFFER')}"]),
-                      (NotScalar(), ["scalar loss"])):
+                      (NotScalar(), ["scalar loss"]),
+                      (TwoSmoothings(), ["different label_smoothing (0.1, 0.2)"]),
+                      (WeightedSmoothing(), ["label_smoothing on a cross-entropy other than"])):
     try:
         stepc.export(model, (x,), sys.argv[1])
     except stepc.ExportError as e:

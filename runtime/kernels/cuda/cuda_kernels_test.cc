@@ -353,6 +353,59 @@ TEST_F(CudaKernels, DropoutMatchesTheCpuBitForBitAndSlicesDrawTheirRows) {
   }
 }
 
+// ignore_index, label smoothing and z-loss: the device kernels equal the
+// CPU ones (which the PyTorch oracle checks); the count comes from the
+// device's token_count; an ignored row's gradient is zero.
+TEST_F(CudaKernels, MaskedCrossEntropyEqualsCpu) {
+  const int64_t n = 61, classes = 700, ignore = -100;
+  const double smoothing = 0.1, z = 1e-3;
+  Floats logits = Random(n * classes, 53, 3.0f);
+  std::vector<int32_t> targets(n);
+  for (int64_t i = 0; i < n; ++i) targets[i] = i % 3 == 0 ? ignore : (i * 41) % classes;
+  float count = 0, want = 0;
+  stepc_cpu_token_count(targets.data(), n, ignore, &count);
+  EXPECT_EQ(count, static_cast<float>(n - (n + 2) / 3));
+  ASSERT_EQ(stepc_cpu_cross_entropy_masked(logits.data(), targets.data(), &count, n, classes,
+                                           ignore, smoothing, z, &want),
+            0);
+  float *L = Up(logits), *loss = Zeros(1), *scratch = Zeros(n), *C = Zeros(1);
+  int32_t* T = Up(targets);
+  ASSERT_EQ(stepc_cuda_token_count(&ctx_, T, n, ignore, C), 0) << error_;
+  EXPECT_EQ(Down(C, 1)[0], count);
+  ASSERT_EQ(stepc_cuda_cross_entropy_masked(&ctx_, L, T, C, n, classes, ignore, smoothing, z,
+                                            scratch, loss, 1),
+            0)
+      << error_;
+  EXPECT_NEAR(Down(loss, 1)[0], want, 1e-5 * std::fabs(want));
+  Floats dlogits(n * classes);
+  const float dloss = 0.7f;
+  ASSERT_EQ(stepc_cpu_cross_entropy_masked_grad(&dloss, logits.data(), targets.data(), &count, n,
+                                                classes, ignore, smoothing, z, dlogits.data()),
+            0);
+  float* DL = Zeros(dlogits.size());
+  ASSERT_EQ(stepc_cuda_cross_entropy_masked_grad(&ctx_, Up(Floats{dloss}), L, T, C, n, classes,
+                                                 ignore, smoothing, z, DL, 2),
+            0);
+  Floats got = Down(DL, dlogits.size());
+  EXPECT_LT(RelError(got, dlogits), 1e-5);
+  for (int64_t j = 0; j < classes; ++j) ASSERT_EQ(got[j], 0.0f);  // row 0 is ignored
+  // The fused CPU kernel is the two CPU kernels, bit for bit.
+  Floats fused(n * classes);
+  float fused_loss = 0;
+  ASSERT_EQ(stepc_cpu_cross_entropy_masked_fused(logits.data(), targets.data(), &count, &dloss, n,
+                                                 classes, ignore, smoothing, z, &fused_loss,
+                                                 fused.data()),
+            0);
+  EXPECT_EQ(fused_loss, want);
+  EXPECT_EQ(fused, dlogits);
+  EXPECT_EQ(Status()[0], 0);
+  // A target neither a class nor ignored: position 5 (1-based 6) on the CPU.
+  targets[5] = -7;
+  EXPECT_EQ(stepc_cpu_cross_entropy_masked(logits.data(), targets.data(), &count, n, classes,
+                                           ignore, smoothing, z, &want),
+            6);
+}
+
 TEST_F(CudaKernels, CrossEntropyAndEmbeddingWithIdChecks) {
   const int64_t n = 77, classes = 1000, d = 48;
   Floats logits = Random(n * classes, 50, 3.0f);

@@ -239,7 +239,7 @@ func.func @hyper_seed(%s: tensor<f32> {step.hyper = #step.hyper<seed>}) {
 // -----
 
 func.func @rank_rows_not_dropout(%x: tensor<4xf32>) {
-  // expected-error @+1 {{expects 'step.rank_rows' to be a positive row count on a step.dropout}}
+  // expected-error @+1 {{expects 'step.rank_rows' to be a positive row count on a step.dropout or a part count on a scalar count of targets}}
   %0 = step.neg %x {step.rank_rows = 2 : i64} : tensor<4xf32>
   return
 }

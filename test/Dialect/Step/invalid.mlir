@@ -386,6 +386,38 @@ func.func @cross_entropy_c1(%l: tensor<2x8x32xf32>, %t: tensor<2x7xi32>) {
 
 // -----
 
+func.func @cross_entropy_c2_smoothing(%l: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{'step.cross_entropy' op expects a label_smoothing in [0, 1], got 1.5}}
+  %0 = step.cross_entropy %l, %t label_smoothing 1.5 : (tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_c2_z_loss(%l: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{'step.cross_entropy' op expects a finite z_loss >= 0, got -1.0}}
+  %0 = step.cross_entropy %l, %t z_loss -1.0 : (tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_c2_ignore(%d: tensor<f32>, %l: tensor<2x8x32xf32>, %t: tensor<2x8xi32>) {
+  // expected-error @+1 {{'step.cross_entropy_grad' op expects an ignore_index that an i32 target can equal, got 4294967296}}
+  %0 = step.cross_entropy_grad %d, %l, %t ignore_index 4294967296 : (tensor<f32>, tensor<2x8x32xf32>, tensor<2x8xi32>) -> tensor<2x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @token_count_c1(%t: tensor<2x8xi32>) {
+  // expected-error @+1 {{'step.token_count' op expects an ignore_index that an i32 target can equal, got -4294967296}}
+  %0 = step.token_count %t ignore_index -4294967296 : (tensor<2x8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
 func.func @elementwise_types(%x: tensor<2xf32>, %y: tensor<3xf32>) {
   // expected-error @+1 {{'step.add' op requires the same type for all operands and results}}
   %0 = "step.add"(%x, %y) : (tensor<2xf32>, tensor<3xf32>) -> tensor<2xf32>

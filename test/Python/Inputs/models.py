@@ -97,8 +97,10 @@ class Layer(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab=96, dim=32, layers=2, heads=4, kv_heads=2, seq=16, hidden=64):
+    def __init__(self, vocab=96, dim=32, layers=2, heads=4, kv_heads=2, seq=16, hidden=64,
+                 label_smoothing=0.0):
         super().__init__()
+        self.label_smoothing = label_smoothing
         self.tok_embeddings = nn.Embedding(vocab, dim)
         self.layers = nn.ModuleList(Layer(dim, heads, kv_heads, seq, hidden)
                                     for _ in range(layers))
@@ -110,7 +112,8 @@ class Llama(nn.Module):
         for layer in self.layers:
             x = layer(x)
         logits = self.output(self.norm(x))
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
+                               label_smoothing=self.label_smoothing)
 
 
 class MLP(nn.Module):
@@ -182,6 +185,17 @@ def make(name, steps):
         model = Llama()
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
+    elif name == "sft":
+        # Supervised fine-tuning: each row's prompt (a random length) has
+        # target -100, F.cross_entropy's default ignore_index; label smoothing.
+        model = Llama(label_smoothing=0.1)
+        batches = []
+        for _ in range(steps):
+            tokens = torch.randint(0, 96, (4, 16), generator=g)
+            targets = torch.randint(0, 96, (4, 16), generator=g)
+            for row, prompt in enumerate(torch.randint(0, 15, (4,), generator=g).tolist()):
+                targets[row, :prompt] = -100
+            batches.append((tokens, targets))
     elif name in ("mlp", "robust", "dropout"):
         model = {"mlp": MLP, "robust": RobustMLP, "dropout": DropoutMLP}[name]()
         batches = [(torch.randn(64, 8, generator=g), torch.randn(64, generator=g))
