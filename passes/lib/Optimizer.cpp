@@ -42,6 +42,8 @@ struct OptimizerOptions {
   int64_t tpAxis = -1;
   /// Ranks along `meshAxis` (the shards of each sharded parameter).
   int64_t shardRanks = 1;
+  /// Ranks along `tpAxis` (the parts of each tp-split parameter).
+  int64_t tpRanks = 1;
 };
 
 /// A scalar constant of `type` (a 0-d float tensor).
@@ -76,9 +78,16 @@ Value sumOfSquares(OpBuilder &b, Location loc, Value g, RankedTensorType scalarT
 /// shard of a matrix of that many rows, zero-padded to ranks · shard rows),
 /// the update is gathered whole, orthogonalised on every rank (padding rows
 /// stay zero and change nothing), and this rank's rows kept.
+/// Under tp (`tpDim` >= 0: the parameter is this rank's part along that
+/// dimension, of `tpRanks` parts), the update is gathered along it over the
+/// tp axis too, after the fsdp rows. Newton-Schulz commutes with permuting
+/// rows or columns (X ↦ PXQ gives f(PXQ) = P f(X) Q), so the gathered order
+/// (a fused weight's segments interleaved by rank) and the zero padding rows
+/// change nothing in each rank's part.
 std::pair<Value, Value> muonUpdate(OpBuilder &b, Location loc, Value param, Value g, Value m,
                                    Value lr, Value gradScale, const OptimizerOptions &options,
-                                   double decay, int64_t globalRows, int64_t shardRanks) {
+                                   double decay, int64_t globalRows, int64_t shardRanks,
+                                   int64_t tpDim, int64_t tpRanks) {
   auto type = cast<RankedTensorType>(param.getType());
   auto splat = [&](double v, Type t) -> Value {
     auto tensor = cast<RankedTensorType>(t);
@@ -102,17 +111,37 @@ std::pair<Value, Value> muonUpdate(OpBuilder &b, Location loc, Value param, Valu
   Value newM = lerp(m, clipped, 1.0 - mu);
   Value u = options.muonNesterov ? lerp(clipped, newM, mu) : newM;
 
-  if (globalRows > 0)
+  auto tpAxis = static_cast<mesh::MeshAxis>(options.tpAxis);
+  RankedTensorType rowsType = type;  // this rank's tp part, its fsdp rows gathered
+  if (globalRows > 0) {
+    rowsType = RankedTensorType::get({type.getDimSize(0) * shardRanks, type.getDimSize(1)},
+                                     type.getElementType());
     u = b.create<mesh::AllGatherOp>(
-        loc, RankedTensorType::get({type.getDimSize(0) * shardRanks, type.getDimSize(1)},
-                                   type.getElementType()),
-        options.mesh, ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.meshAxis)},
-        u, APInt(64, 0));
-  const int64_t rows = globalRows > 0 ? globalRows : type.getDimSize(0),
-                cols = type.getDimSize(1);
+        loc, rowsType, options.mesh,
+        ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.meshAxis)}, u,
+        APInt(64, 0));
+  }
+  // The collectives move contiguous parts: a column split is gathered and
+  // sliced as the rows of the transpose.
+  auto transpose = [&](Value v) -> Value {
+    return b.create<TransposeOp>(loc, v, b.getDenseI64ArrayAttr({1, 0}));
+  };
+  if (tpDim >= 0) {
+    Value part = tpDim == 1 ? transpose(u) : u;
+    auto partType = cast<RankedTensorType>(part.getType());
+    auto wholeType = RankedTensorType::get(
+        {partType.getDimSize(0) * tpRanks, partType.getDimSize(1)}, type.getElementType());
+    u = b.create<mesh::AllGatherOp>(loc, wholeType, kWorldMeshName,
+                                    ArrayRef<mesh::MeshAxis>{tpAxis}, part, APInt(64, 0));
+    if (tpDim == 1)
+      u = transpose(u);
+  }
+  const int64_t rows = (globalRows > 0 ? globalRows : type.getDimSize(0)) *
+                       (tpDim == 0 ? tpRanks : 1),
+                cols = type.getDimSize(1) * (tpDim == 1 ? tpRanks : 1);
   // (The orientation of the real matrix: its rounding as on one rank.)
   const bool tall = rows > cols;
-  Value x = tall ? b.create<TransposeOp>(loc, u, b.getDenseI64ArrayAttr({1, 0})).getResult() : u;
+  Value x = tall ? transpose(u) : u;
   auto scalarType = RankedTensorType::get({}, type.getElementType());
   Value norm = b.create<SqrtOp>(loc, sumOfSquares(b, loc, x, scalarType));
   norm = b.create<MaximumOp>(loc, norm, splat(1e-7, scalarType));
@@ -127,7 +156,18 @@ std::pair<Value, Value> muonUpdate(OpBuilder &b, Location loc, Value param, Valu
             b.create<MatmulOp>(loc, gramUpdate, x, nullptr, nullptr));
   }
   if (tall)
-    x = b.create<TransposeOp>(loc, x, b.getDenseI64ArrayAttr({1, 0}));
+    x = transpose(x);
+  if (tpDim >= 0) {
+    Value whole = tpDim == 1 ? transpose(x) : x;
+    auto partType = tpDim == 1 ? RankedTensorType::get({rowsType.getDimSize(1),
+                                                        rowsType.getDimSize(0)},
+                                                       type.getElementType())
+                               : rowsType;
+    x = b.create<mesh::AllSliceOp>(loc, partType, kWorldMeshName,
+                                   ArrayRef<mesh::MeshAxis>{tpAxis}, whole, APInt(64, 0));
+    if (tpDim == 1)
+      x = transpose(x);
+  }
   if (globalRows > 0)
     x = b.create<mesh::AllSliceOp>(
         loc, type, options.mesh,
@@ -347,9 +387,11 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     Value m = expAvgArg[k];
     if (muon[k]) {
       auto shardOf = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kShardOfAttrName);
+      auto tpShard = grad.getArgAttrOfType<DictionaryAttr>(params[k], StepDialect::kTpShardAttrName);
       auto [newParam, newMomentum] =
           muonUpdate(b, loc, param, g, m, lrK, scaleK, options, decay,
-                     shardOf ? shardOf.getInt() : 0, options.shardRanks);
+                     shardOf ? shardOf.getInt() : 0, options.shardRanks,
+                     tpShard ? tpShard.getAs<IntegerAttr>("dim").getInt() : -1, options.tpRanks);
       newParams.push_back(newParam);
       newM.push_back(newMomentum);
       continue;
@@ -420,14 +462,6 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
                                     "or match-rms-adamw";
       return signalPassFailure();
     }
-    // Newton-Schulz needs each whole matrix: fsdp's shards are gathered;
-    // a tp split (columns or rows of a head group) is not yet.
-    if (algorithm == "muon" && tpAxis >= 0) {
-      emitError(module.getLoc()) << "muon with tensor parallelism (tp) is not supported yet: "
-                                    "Newton-Schulz needs each whole matrix (ddp, fsdp, hsdp "
-                                    "and micro-batches are)";
-      return signalPassFailure();
-    }
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && epsilon > 0 &&
           weightDecay >= 0 && maxGradNorm >= 0)) {
       emitError(module.getLoc()) << "invalid step-optimizer options: betas must be in "
@@ -454,6 +488,10 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
       if (auto meshOp = symbols.lookup<mesh::MeshOp>(mesh))
         if (meshAxis < int64_t(meshOp.getShape().size()))
           options.shardRanks = meshOp.getShape()[meshAxis];
+    if (tpAxis >= 0)
+      if (auto meshOp = symbols.lookup<mesh::MeshOp>(kWorldMeshName))
+        if (tpAxis < int64_t(meshOp.getShape().size()))
+          options.tpRanks = meshOp.getShape()[tpAxis];
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();
