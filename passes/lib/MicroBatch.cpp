@@ -77,6 +77,16 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   Location loc = grad.getLoc();
   Block &microBody = microGrad->getBody().front();
   int64_t rows = batch / count;
+  // v · 1/M, in `phase`.
+  auto overCount = [&](Value v, Phase phase) -> Value {
+    auto type = cast<RankedTensorType>(v.getType());
+    auto inverse = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 1.0 / count)));
+    auto product = b.create<MulOp>(loc, v, inverse);
+    setPhase(inverse, phase);
+    setPhase(product, phase);
+    return product;
+  };
   // A micro-batch's slice of input `arg`.
   auto sliceOf = [&](BlockArgument arg, int64_t m) -> Value {
     Value full = body.getArgument(arg.getArgNumber());
@@ -125,15 +135,10 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
       }
       total = counted;
     }
-    auto type = cast<RankedTensorType>(total.getType());
-    auto inverse = b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 1.0 / count)));
-    auto share = b.create<MulOp>(loc, total, inverse);
-    setPhase(inverse, Phase::Forward);
-    setPhase(share, Phase::Forward);
+    Value share = overCount(total, Phase::Forward);
     // A data-parallel split sums it over the ranks next.
     if (Attribute ranks = op.getAttr(StepDialect::kRankRowsAttrName))
-      share->setAttr(StepDialect::kRankRowsAttrName, ranks);
+      share.getDefiningOp()->setAttr(StepDialect::kRankRowsAttrName, ranks);
     totals[&op] = share;
   }
   SmallVector<Value> sums;
@@ -178,15 +183,8 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
     }
   }
   // The means: (l_1 + ... + l_M) · 1/M, as the data-parallel mean over ranks.
-  for (Value &sum : sums) {
-    auto type = cast<RankedTensorType>(sum.getType());
-    auto inverse = b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 1.0 / count)));
-    auto mean = b.create<MulOp>(loc, sum, inverse);
-    setPhase(inverse, Phase::Backward);
-    setPhase(mean, Phase::Backward);
-    sum = mean;
-  }
+  for (Value &sum : sums)
+    sum = overCount(sum, Phase::Backward);
   b.create<func::ReturnOp>(loc, sums);
   return cleanup(success(), *microGrad);
 }

@@ -52,8 +52,8 @@ __global__ void CrossEntropyRowsKernel(const float* logits, const int32_t* targe
   }
 }
 
-// loss = Σ row_loss / n, summed in f64 in a fixed order by one block.
-__global__ void MeanKernel(const float* row_loss, int64_t n, float* loss) {
+// Σ row_loss in f64, in a fixed order by one block; valid in thread 0.
+__device__ double BlockSum(const float* row_loss, int64_t n) {
   __shared__ double part[kThreads];
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];
@@ -63,7 +63,13 @@ __global__ void MeanKernel(const float* row_loss, int64_t n, float* loss) {
     if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *loss = static_cast<float>(part[0] / n);
+  return part[0];
+}
+
+// loss = Σ row_loss / n.
+__global__ void MeanKernel(const float* row_loss, int64_t n, float* loss) {
+  const double sum = BlockSum(row_loss, n);
+  if (threadIdx.x == 0) *loss = static_cast<float>(sum / n);
 }
 
 __global__ void CrossEntropyGradKernel(const float* dloss, const float* logits,
@@ -128,19 +134,11 @@ __global__ void MaskedRowsKernel(const float* logits, const int32_t* targets, in
   }
 }
 
-// loss = Σ row_loss / *count (0 for a zero count), as MeanKernel.
+// loss = Σ row_loss / *count (0 for a zero count).
 __global__ void OverCountKernel(const float* row_loss, int64_t n, const float* count,
                                 float* loss) {
-  __shared__ double part[kThreads];
-  double acc = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += row_loss[i];
-  part[threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *loss = *count != 0.0f ? static_cast<float>(part[0] / *count) : 0.0f;
+  const double sum = BlockSum(row_loss, n);
+  if (threadIdx.x == 0) *loss = *count != 0.0f ? static_cast<float>(sum / *count) : 0.0f;
 }
 
 __global__ void MaskedGradKernel(const float* dloss, const float* logits, const int32_t* targets,
