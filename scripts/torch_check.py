@@ -3,8 +3,8 @@
 
     /usr/bin/python3 scripts/torch_check.py [--backend interp|cpu] [--seed S]
         [--tolerance 1e-5] [--lr X] [--optimizer adamw|adam|sgd|lion|muon
-        [--momentum M] [--nesterov]] [--precision fp32|bf16]
-        <gen_model.py flags | --preset NAME>
+        [--momentum M] [--nesterov]] [--epsilon E] [--precision fp32|bf16]
+        [--steps N] <gen_model.py flags | --preset NAME>
 
 Generates the model with examples/gen_model.py, draws weights (every
 parameter, norms and biases included, off its initial value) and a batch,
@@ -25,6 +25,9 @@ and prints one JSON object with the relative error of each tensor:
                          reports that end-to-end figure without gating on it)
 
 and `max_rel_err` overall; exits 1 above --tolerance (default 1e-5, f32).
+With --steps N (> 1; the CPU step.so) both train N steps on the batch at a
+constant lr and every step's loss and gradient norm and the final
+parameters and optimizer state are compared end to end.
 Works for any configuration the generator accepts. With --precision=bf16
 stepc computes GEMMs and attention in bf16 (stepc --precision=bf16) and
 PyTorch runs the forward under torch.autocast("cpu", dtype=torch.bfloat16),
@@ -233,8 +236,13 @@ def run(cmd):
 
 def optimizer_flags(opt):
     flags = [f"--optimizer={opt.optimizer}"]
+    options = []
     if opt.optimizer == "sgd":
-        flags.append(f"--optimizer-options=momentum={opt.momentum} nesterov={str(opt.nesterov).lower()}")
+        options.append(f"momentum={opt.momentum} nesterov={str(opt.nesterov).lower()}")
+    if opt.epsilon != EPS:
+        options.append(f"epsilon={opt.epsilon!r}")
+    if options:
+        flags.append("--optimizer-options=" + " ".join(options))
     return flags
 
 
@@ -335,6 +343,59 @@ def muon_step(params, lr, weight_decay, state, steps=5):
             p.add_(x, alpha=-lr * 0.2 * max(p.shape) ** 0.5)
 
 
+def make_optimizer(p, shapes, lr, opt_args):
+    """(step, state): one update of the parameters `p` from their .grad, and
+    parameter -> {"exp_avg": ..., ["exp_avg_sq": ...]}; the state persists
+    across steps."""
+    decay = [p[n] for n, s in shapes if len(s) >= 2]
+    no_decay = [p[n] for n, s in shapes if len(s) < 2]
+    groups = [{"params": decay, "weight_decay": WEIGHT_DECAY},
+              {"params": no_decay, "weight_decay": 0.0}]
+    kind, eps = opt_args.optimizer, opt_args.epsilon
+    own_state = {}
+    if kind == "muon":
+        matrices = [p[n] for n, s in shapes if is_muon(n, s)]
+        rest = [{"params": [p[n] for n, s in shapes if len(s) >= 2 and not is_muon(n, s)],
+                 "weight_decay": WEIGHT_DECAY},
+                {"params": [p[n] for n, s in shapes if len(s) < 2], "weight_decay": 0.0}]
+        opt = torch.optim.AdamW(rest, lr=lr, betas=BETAS, eps=eps)
+
+        def step():
+            muon_step(matrices, lr, WEIGHT_DECAY, own_state)
+            opt.step()
+
+        def state():
+            out = dict(opt.state)
+            out.update({q: {"exp_avg": m} for q, m in own_state.items()})
+            return out
+        return step, state
+    if kind == "lion":
+        def step():
+            lion_step([p[n] for n, _ in shapes], lr, BETAS,
+                      [WEIGHT_DECAY if len(s) >= 2 else 0.0 for _, s in shapes], own_state)
+        return step, lambda: {q: {"exp_avg": m} for q, m in own_state.items()}
+    if kind == "sgd":
+        opt = torch.optim.SGD(groups, lr=lr, momentum=opt_args.momentum,
+                              nesterov=opt_args.nesterov)
+    else:
+        opt = (torch.optim.AdamW if kind == "adamw" else torch.optim.Adam)(
+            groups, lr=lr, betas=BETAS, eps=eps)
+    return opt.step, lambda: {q: ({"exp_avg": s["momentum_buffer"]} if kind == "sgd" else s)
+                              for q, s in opt.state.items()}
+
+
+def clip(p, shapes):
+    """clip_grad_norm_'s rule, with the norm accumulated in f64: PyTorch
+    1.13's f32 torch.norm drifts by 1e-5 relative on 18.9M parameters
+    (gpt-d2l), more than the tolerance, while the f64 norm of the same f32
+    gradients agrees with an f64 run of the model to 1e-8. Returns the norm."""
+    norm = torch.sqrt(sum((p[n].grad.double() ** 2).sum() for n, _ in shapes))
+    coef = torch.clamp(MAX_NORM / (norm + 1e-6), max=1.0).float()
+    for n, _ in shapes:
+        p[n].grad.mul_(coef)
+    return norm
+
+
 def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None):
     """PyTorch's step. With `grads_from`, the optimizer (clip + AdamW) runs
     on those gradients instead of PyTorch's own."""
@@ -350,53 +411,79 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
     if grads_from is not None:
         for n, _ in shapes:
             p[n].grad = torch.tensor(grads_from("grad." + n), dtype=torch.float32)
-    # clip_grad_norm_'s rule, with the norm accumulated in f64: PyTorch
-    # 1.13's f32 torch.norm drifts by 1e-5 relative on 18.9M parameters
-    # (gpt-d2l), more than the tolerance, while the f64 norm of the same f32
-    # gradients agrees with an f64 run of the model to 1e-8.
-    norm = torch.sqrt(sum((p[n].grad.double() ** 2).sum() for n, _ in shapes))
-    coef = torch.clamp(MAX_NORM / (norm + 1e-6), max=1.0).float()
-    for n, _ in shapes:
-        p[n].grad.mul_(coef)
-    decay = [p[n] for n, s in shapes if len(s) >= 2]
-    no_decay = [p[n] for n, s in shapes if len(s) < 2]
-    groups = [{"params": decay, "weight_decay": WEIGHT_DECAY},
-              {"params": no_decay, "weight_decay": 0.0}]
-    kind = opt_args.optimizer
-    lion_state = {}
-    if kind == "muon":
-        matrices = [p[n] for n, s in shapes if is_muon(n, s)]
-        muon_step(matrices, lr, WEIGHT_DECAY, lion_state)
-        rest = [{"params": [p[n] for n, s in shapes if len(s) >= 2 and not is_muon(n, s)],
-                 "weight_decay": WEIGHT_DECAY},
-                {"params": [p[n] for n, s in shapes if len(s) < 2], "weight_decay": 0.0}]
-        opt = torch.optim.AdamW(rest, lr=lr, betas=BETAS, eps=EPS)
-        opt.step()
-        state = dict(opt.state)
-        state.update({q: {"exp_avg": m} for q, m in lion_state.items()})
-    elif kind == "lion":
-        lion_step([p[n] for n, _ in shapes], lr, BETAS,
-                  [WEIGHT_DECAY if len(s) >= 2 else 0.0 for _, s in shapes], lion_state)
-        state = {q: {"exp_avg": m} for q, m in lion_state.items()}
-    else:
-        if kind == "sgd":
-            opt = torch.optim.SGD(groups, lr=lr, momentum=opt_args.momentum,
-                                  nesterov=opt_args.nesterov)
-        else:
-            opt = (torch.optim.AdamW if kind == "adamw" else torch.optim.Adam)(
-                groups, lr=lr, betas=BETAS, eps=EPS)
-        opt.step()
-        state = {q: ({"exp_avg": s["momentum_buffer"]} if kind == "sgd" else s)
-                 for q, s in opt.state.items()}
+    norm = clip(p, shapes)
+    step, state_of = make_optimizer(p, shapes, lr, opt_args)
+    step()
+    state = state_of()
     out = {"loss": loss.item(), "grad_norm": norm.item()}
-    shapes_of = dict(shapes)
+    out.update(final_tensors(p, shapes, state, opt_args.optimizer))
     for n, _ in shapes:
         out["grad." + n] = grads[n].double().numpy()
+    return out
+
+
+def final_tensors(p, shapes, state, kind):
+    """param.*, exp_avg.* (and exp_avg_sq.* where the optimizer keeps it)."""
+    out = {}
+    shapes_of = dict(shapes)
+    for n, _ in shapes:
         out["param." + n] = p[n].detach().double().numpy()
         out["exp_avg." + n] = state[p[n]]["exp_avg"].double().numpy()
         if kind in ("adamw", "adam") or (kind == "muon" and not is_muon(n, shapes_of[n])):
             out["exp_avg_sq." + n] = state[p[n]]["exp_avg_sq"].double().numpy()
     return out
+
+
+def run_torch_steps(a, shapes, params, tokens, targets, lr, opt_args):
+    """opt_args.steps PyTorch steps on the one batch at a constant lr: each
+    step's loss and gradient norm, then the final tensors."""
+    p = {n: torch.tensor(params[n], requires_grad=True) for n, _ in shapes}
+    loss_fn = gpt_loss if a.arch == "gpt" else llama_loss
+    step, state_of = make_optimizer(p, shapes, lr, opt_args)
+    losses, norms = [], []
+    for k in range(1, opt_args.steps + 1):
+        for n, _ in shapes:
+            p[n].grad = None
+        loss = loss_fn(a, p, torch.tensor(tokens, dtype=torch.long),
+                       torch.tensor(targets, dtype=torch.long), dropouts(a, opt_args.seed, step=k))
+        loss.backward()
+        norms.append(clip(p, shapes).item())
+        losses.append(loss.item())
+        step()
+    return losses, norms, final_tensors(p, shapes, state_of(), opt_args.optimizer)
+
+
+def check_steps(own, a, shapes, params, tokens, targets, work, gen_argv):
+    """--steps N: the compiled CPU step.so trains N steps (stepc-run) beside
+    PyTorch; every step's loss and gradient norm and the final parameters
+    and optimizer state are compared."""
+    bindir = os.environ.get("STEPC_BIN", os.path.join(ROOT, "build", "bin"))
+    model, inputs, out = (os.path.join(work, x) for x in ("model.mlir", "inputs", "out"))
+    so = os.path.join(work, "step.so")
+    run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"] + optimizer_flags(own))
+    os.makedirs(out, exist_ok=True)
+    metrics = os.path.join(out, "metrics.jsonl")
+    run([os.path.join(bindir, "stepc-run"), so, f"--init-npy={inputs}", f"--batch-npy={inputs}",
+         f"--steps={own.steps}", "--warmup=0", "--min-lr-ratio=1", f"--lr={own.lr}",
+         f"--save-npy={out}", f"--metrics={metrics}", f"--seed={own.seed}"])
+    with open(metrics) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    losses, norms, final = run_torch_steps(a, shapes, params, tokens, targets, own.lr, own)
+    errors = {}
+    for k, row in enumerate(rows):
+        errors[f"loss@{k + 1}"] = abs(row["loss"] - losses[k]) / abs(losses[k])
+        errors[f"grad_norm@{k + 1}"] = abs(row["grad_norm"] - norms[k]) / abs(norms[k])
+    for key, ref in final.items():
+        mine = np.load(os.path.join(out, key + ".npy")).astype(np.float64)
+        scale = np.max(np.abs(ref))
+        errors[key] = float(np.max(np.abs(mine - ref)) / scale) if scale > 0 else float(
+            np.max(np.abs(mine)))
+    worst = max(errors, key=errors.get)
+    print(json.dumps({"config": " ".join(gen_argv), "backend": "cpu", "optimizer": own.optimizer,
+                      "steps": own.steps, "losses": [r["loss"] for r in rows],
+                      "torch_losses": losses, "max_rel_err": errors[worst], "worst": worst,
+                      "tolerance": own.tolerance, "rel_err": errors}, indent=1))
+    return 0 if len(rows) == own.steps and errors[worst] <= own.tolerance else 1
 
 
 def main():
@@ -411,6 +498,12 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9, help="sgd")
     p.add_argument("--nesterov", action="store_true", help="sgd")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--steps", type=int, default=1,
+                   help="> 1: train that many steps on the CPU step.so and compare each "
+                        "step's loss and norm and the final parameters and state")
+    p.add_argument("--epsilon", type=float, default=EPS,
+                   help="AdamW/Adam epsilon (a larger one keeps f32 noise in near-zero "
+                        "gradients from moving weights by ±lr over several steps)")
     p.add_argument("--torch-precision", choices=["same", "fp32"], default="same",
                    help="fp32: PyTorch without autocast, whatever --precision says (the "
                    "reference on a CPU whose own bf16 GEMMs are emulated and lossy)")
@@ -437,6 +530,14 @@ def main():
     np.save(os.path.join(work, "inputs", "tokens.npy"), tokens)
     np.save(os.path.join(work, "inputs", "targets.npy"), targets)
 
+    if own.steps > 1:
+        if own.backend != "cpu" or own.precision != "fp32":
+            sys.exit("torch_check: --steps > 1 compares the fp32 CPU step.so (--backend cpu)")
+        rc = check_steps(own, a, shapes, params, tokens, targets, work, gen_argv)
+        if not own.keep:
+            import shutil
+            shutil.rmtree(work, ignore_errors=True)
+        return rc
     ours = run_stepc(own.backend, model, os.path.join(work, "inputs"), own.lr,
                      os.path.join(work, "out"), own, params)
     theirs = run_torch(a, shapes, params, tokens, targets, own.lr, own)
