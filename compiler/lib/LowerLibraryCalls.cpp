@@ -116,6 +116,12 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         return LibraryCall{"cross_entropy", {i64(rows(logits)), i64(lastDim(logits))}, scratch,
                            "target", 1, lastDim(logits)};
       })
+      .Case([&](TargetMaskOp c) {
+        return LibraryCall{"target_mask",
+                           {i64(typeOf(c.getTargets()).getNumElements()),
+                            i64(c.getIgnoreIndex())},
+                           std::nullopt};
+      })
       .Case([&](TokenCountOp c) {
         return LibraryCall{"token_count",
                            {i64(typeOf(c.getTargets()).getNumElements()),

@@ -424,6 +424,14 @@ std::string SourceEmitter::metadata() {
           if (auto slice = dyn_cast<SliceOp>(use.getOwner()))
             reads.push_back(slice);
           auto call = dyn_cast<stepk::CallOp>(use.getOwner());
+          // Targets whose ignored ones are masked or counted out.
+          if (call)
+            call.getBody().walk([&](Operation *op) {
+              if (auto m = dyn_cast<TargetMaskOp>(op))
+                ignored = m.getIgnoreIndex();
+              if (auto c = dyn_cast<TokenCountOp>(op))
+                ignored = c.getIgnoreIndex();
+            });
           if (call && call.getIdCheck() &&
               static_cast<int64_t>(use.getOperandNumber()) == *call.getIdOperand()) {
             bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));

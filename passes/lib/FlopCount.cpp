@@ -117,7 +117,8 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, CrossEntropyOp, DropoutOp,
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
-            TokenCountOp, TransposeOp, CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp,
+            TargetMaskOp, TokenCountOp, TransposeOp, CopyToParallelOp, func::ReturnOp,
+            mesh::AllGatherOp,
             mesh::AllReduceOp, mesh::AllSliceOp, mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<WideFlops> {
@@ -152,7 +153,7 @@ static FailureOr<Wide> executedFlops(Operation *op) {
             CrossEntropyGradOp, CrossEntropyOp, DropoutOp, EmbeddingGradOp, EmbeddingOp,
             LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
-            RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TokenCountOp, TransposeOp,
+            RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TargetMaskOp, TokenCountOp, TransposeOp,
             CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
             mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<Wide>(0); })

@@ -119,9 +119,7 @@ CrossEntropyOp headLoss(MatmulOp m) {
   if (m.getTransposeA() || !m.getTransposeB() || !m->hasOneUse())
     return {};
   auto loss = dyn_cast<CrossEntropyOp>(*m->getUsers().begin());
-  // (A loss with options is computed whole: its head is not split.)
-  return loss && !loss.hasOptions() && loss.getLogits() == m.getResult() ? loss
-                                                                          : CrossEntropyOp();
+  return loss && loss.getLogits() == m.getResult() ? loss : CrossEntropyOp();
 }
 
 /// Parameters [V, D] split along the vocabulary: every use is an embedding
@@ -314,7 +312,7 @@ struct Analysis {
         e && isa<BlockArgument>(e.getTable()) && tables.contains(cast<BlockArgument>(e.getTable())))
       return lookups.push_back(e); // a partial sum, all-reduced: whole after
     if (auto c = dyn_cast<CrossEntropyOp>(op);
-        c && !c.hasOptions() && stateOf(c.getLogits()).kind == Kind::Split &&
+        c && stateOf(c.getLogits()).kind == Kind::Split &&
         stateOf(c.getLogits()).origins.empty())
       return losses.push_back(c);
     if (auto a = dyn_cast<AttentionOp>(op))
@@ -723,8 +721,15 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
           loc, RankedTensorType::get(all, localType.getElementType()), kWorldMeshName,
           ArrayRef<mesh::MeshAxis>{tpAxis()}, lifted, APInt(64, 0));
       Value lse = logSumExp(gathered, first0);
-      Value rowsOfTargets = at.create<EmbeddingOp>(loc, h.getType(), table, ce.getTargets(),
-                                                   first, at.getI64IntegerAttr(rows));
+      // Ignored targets are looked up as id 0 and masked out of the sum.
+      Value ids = ce.getTargets(), mask;
+      if (std::optional<int64_t> ignore = ce.getIgnoreIndex()) {
+        auto masked = at.create<TargetMaskOp>(loc, ids, at.getI64IntegerAttr(*ignore));
+        ids = masked.getIds();
+        mask = masked.getMask();
+      }
+      Value rowsOfTargets = at.create<EmbeddingOp>(loc, h.getType(), table, ids, first,
+                                                   at.getI64IntegerAttr(rows));
       Value hIn = entered.lookup(h) ? entered.lookup(h) : h;
       Value target = sumOverTp(
           at, loc, at.create<ReduceSumOp>(loc, at.create<MulOp>(loc, hIn, rowsOfTargets), lastDim,
@@ -732,8 +737,47 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
       SmallVector<int64_t> dims;
       for (int64_t d = 0; d < localType.getRank(); ++d)
         dims.push_back(d);
-      Value mean = at.create<ReduceMeanOp>(loc, at.create<SubOp>(loc, lse, target),
-                                           at.getDenseI64ArrayAttr(dims), nullptr);
+      auto splat = [&](double v, Type t) -> Value {
+        auto type = cast<RankedTensorType>(t);
+        return at.create<ConstantOp>(
+            loc, DenseElementsAttr::get(type, at.getFloatAttr(type.getElementType(), v)));
+      };
+      Value mean;
+      if (!ce.hasOptions()) {
+        mean = at.create<ReduceMeanOp>(loc, at.create<SubOp>(loc, lse, target),
+                                       at.getDenseI64ArrayAttr(dims), nullptr);
+      } else {
+        // Per position: lse - (1-ε)·x_t - (ε/V)·Σ_j x_j + z·lse², masked;
+        // summed over the denominator (at least the smallest normal f32, so
+        // nothing counted gives 0 rather than 0/0).
+        double eps = ce.getLabelSmoothing() ? ce.getLabelSmoothing()->convertToDouble() : 0.0;
+        double zc = ce.getZLoss() ? ce.getZLoss()->convertToDouble() : 0.0;
+        Type rowType = lse.getType();
+        Value per = at.create<SubOp>(
+            loc, lse, eps != 0 ? at.create<MulOp>(loc, target, splat(1.0 - eps, rowType)).getResult()
+                               : target);
+        if (eps != 0) {
+          Value sum = sumOverTp(at, loc, at.create<ReduceSumOp>(loc, z, lastDim, nullptr));
+          per = at.create<SubOp>(loc, per,
+                                 at.create<MulOp>(loc, sum, splat(eps / double(rows), rowType)));
+        }
+        if (zc != 0)
+          per = at.create<AddOp>(
+              loc, per, at.create<MulOp>(loc, at.create<MulOp>(loc, lse, lse), splat(zc, rowType)));
+        if (mask)
+          per = at.create<MulOp>(loc, per, mask);
+        Value total = at.create<ReduceSumOp>(loc, per, at.getDenseI64ArrayAttr(dims), nullptr);
+        auto scalarType = cast<RankedTensorType>(total.getType());
+        Value count = ce.getCount();
+        if (!count && mask)
+          count = at.create<TokenCountOp>(loc, ce.getTargets(), ce.getIgnoreIndexAttr());
+        if (!count)
+          count = splat(double(ce.getTargets().getType().getNumElements()), scalarType);
+        if (count.getType() != scalarType)
+          count = at.create<ConvertOp>(loc, scalarType, count);
+        count = at.create<MaximumOp>(loc, count, splat(1.1754943508222875e-38, scalarType));
+        mean = at.create<DivOp>(loc, total, count);
+      }
       mean.getDefiningOp()->setAttr(
           StepDialect::kLossTokensAttrName,
           at.getI64IntegerAttr(ce.getTargets().getType().getNumElements()));

@@ -145,6 +145,9 @@ int64_t stepc_cpu_cross_entropy_masked_fused(const float *logits, const int32_t 
                                              const float *count, const float *dloss, int64_t n,
                                              int64_t classes, int64_t ignore, double smoothing,
                                              double z_loss, float *loss, float *dlogits);
+/* ids = targets with `ignore` replaced by 0; mask = 1 where counted, else 0. */
+void stepc_cpu_target_mask(const int32_t *targets, int64_t n, int64_t ignore, int32_t *ids,
+                           float *mask);
 /* The number of the n targets other than `ignore`, as a float. */
 void stepc_cpu_token_count(const int32_t *targets, int64_t n, int64_t ignore, float *count);
 int64_t stepc_cpu_embedding(const float *table, const int32_t *ids, int64_t n, int64_t rows,

@@ -129,6 +129,16 @@ MaskedLoss Options(const float* count, const float* dloss, int64_t classes, int6
 
 }  // namespace
 
+extern "C" void stepc_cpu_target_mask(const int32_t* targets, int64_t n, int64_t ignore,
+                                      int32_t* ids, float* mask) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const bool counted = targets[i] != ignore;
+    ids[i] = counted ? targets[i] : 0;
+    mask[i] = counted ? 1.0f : 0.0f;
+  }
+}
+
 extern "C" void stepc_cpu_token_count(const int32_t* targets, int64_t n, int64_t ignore,
                                       float* count) {
   int64_t counted = 0;

@@ -122,6 +122,8 @@ int stepc_cuda_cross_entropy_masked_grad(stepc_cuda_ctx *ctx, const float *dloss
                                          float *dlogits, int32_t site);
 int stepc_cuda_token_count(stepc_cuda_ctx *ctx, const int32_t *targets, int64_t n,
                            int64_t ignore, float *count);
+int stepc_cuda_target_mask(stepc_cuda_ctx *ctx, const int32_t *targets, int64_t n,
+                           int64_t ignore, int32_t *ids, float *mask);
 int stepc_cuda_embedding(stepc_cuda_ctx *ctx, const float *table, const int32_t *ids, int64_t n,
                          int64_t rows, int64_t d, float *out, int32_t site);
 int stepc_cuda_embedding_grad(stepc_cuda_ctx *ctx, const float *dy, const int32_t *ids,

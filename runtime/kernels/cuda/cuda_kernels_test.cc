@@ -399,6 +399,20 @@ TEST_F(CudaKernels, MaskedCrossEntropyEqualsCpu) {
   EXPECT_EQ(fused_loss, want);
   EXPECT_EQ(fused, dlogits);
   EXPECT_EQ(Status()[0], 0);
+  // target_mask: ids with the ignored ones 0, a 0/1 mask; device = host.
+  std::vector<int32_t> ids(n), got_ids(n);
+  Floats mask(n);
+  stepc_cpu_target_mask(targets.data(), n, ignore, ids.data(), mask.data());
+  EXPECT_EQ(ids[0], 0);
+  EXPECT_EQ(mask[0], 0.0f);
+  EXPECT_EQ(ids[1], targets[1]);
+  EXPECT_EQ(mask[1], 1.0f);
+  int32_t* I = Up(std::vector<int32_t>(n, -1));
+  float* MK = Zeros(n);
+  ASSERT_EQ(stepc_cuda_target_mask(&ctx_, T, n, ignore, I, MK), 0) << error_;
+  cudaMemcpy(got_ids.data(), I, n * sizeof(int32_t), cudaMemcpyDeviceToHost);
+  EXPECT_EQ(got_ids, ids);
+  EXPECT_EQ(Down(MK, n), mask);
   // A target neither a class nor ignored: position 5 (1-based 6) on the CPU.
   targets[5] = -7;
   EXPECT_EQ(stepc_cpu_cross_entropy_masked(logits.data(), targets.data(), &count, n, classes,

@@ -178,6 +178,16 @@ __global__ void TokenCountKernel(const int32_t* targets, int64_t n, int64_t igno
   if (threadIdx.x == 0) *count = static_cast<float>(part[0]);
 }
 
+__global__ void TargetMaskKernel(const int32_t* targets, int64_t n, int64_t ignore, int32_t* ids,
+                                 float* mask) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const bool counted = targets[i] != ignore;
+    ids[i] = counted ? targets[i] : 0;
+    mask[i] = counted ? 1.0f : 0.0f;
+  }
+}
+
 // The table row of element e of an [n, d] embedding, or -1 for an id out of
 // range (reported once per position, by its first column).
 __device__ __forceinline__ int64_t TableRow(const int32_t* ids, int64_t e, int64_t d,
@@ -298,6 +308,13 @@ extern "C" int stepc_cuda_token_count(stepc_cuda_ctx* ctx, const int32_t* target
   STEPC_LAUNCH_COOPERATIVE(1, kThreads, 0, ctx->stream, TokenCountKernel)(targets, n, ignore,
                                                                           count);
   return STEPC_LAUNCHED(ctx, "TokenCountKernel");
+}
+
+extern "C" int stepc_cuda_target_mask(stepc_cuda_ctx* ctx, const int32_t* targets, int64_t n,
+                                      int64_t ignore, int32_t* ids, float* mask) {
+  STEPC_LAUNCH(ElementwiseBlocks(n), kThreads, 0, ctx->stream, TargetMaskKernel)(targets, n, ignore,
+                                                                                ids, mask);
+  return STEPC_LAUNCHED(ctx, "TargetMaskKernel");
 }
 
 extern "C" int stepc_cuda_embedding(stepc_cuda_ctx* ctx, const float* table, const int32_t* ids,

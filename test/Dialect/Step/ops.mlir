@@ -136,6 +136,8 @@ func.func @loss_options(%x: tensor<2x8x16xf32>, %targets: tensor<2x8xi32>) -> te
   %n = step.token_count %targets ignore_index -100 {step.rank_rows = 2 : i64} : (tensor<2x8xi32>) -> tensor<f32>
   // CHECK: step.cross_entropy %{{.*}}, %{{.*}} count %{{.*}} ignore_index -100 label_smoothing 1.000000e-01 z_loss 1.000000e-04 : (tensor<2x8x16xf32>, tensor<2x8xi32>, tensor<f32>) -> tensor<f32>
   %l = step.cross_entropy %x, %targets count %n ignore_index -100 label_smoothing 0.1 z_loss 1.0e-4 : (tensor<2x8x16xf32>, tensor<2x8xi32>, tensor<f32>) -> tensor<f32>
+  // CHECK: step.target_mask %{{.*}} ignore_index -100 : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xf32>)
+  %ids, %mask = step.target_mask %targets ignore_index -100 : (tensor<2x8xi32>) -> (tensor<2x8xi32>, tensor<2x8xf32>)
   // CHECK: step.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} label_smoothing 2.000000e-01 : (tensor<f32>, tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
   %g = step.cross_entropy_grad %l, %x, %targets label_smoothing 0.2 : (tensor<f32>, tensor<2x8x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
   return %l : tensor<f32>

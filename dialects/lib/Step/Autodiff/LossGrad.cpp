@@ -31,3 +31,15 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl
     grads.push_back(nullptr);
   return success();
 }
+
+// target_mask and token_count: functions of integers; no gradient reaches
+// them.
+LogicalResult TargetMaskOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.push_back(nullptr);
+  return success();
+}
+
+LogicalResult TokenCountOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.push_back(nullptr);
+  return success();
+}

@@ -499,6 +499,16 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
+LogicalResult TargetMaskOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(checkTokenCount<TargetMaskOp>(loc, adaptor)))
+    return failure();
+  auto targets = cast<RankedTensorType>(adaptor.getTargets().getType());
+  types.push_back(targets);
+  types.push_back(tensor(targets.getShape(), Float32Type::get(context)));
+  return success();
+}
+
 LogicalResult TokenCountOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
   if (failed(checkTokenCount<TokenCountOp>(loc, adaptor)))

@@ -203,6 +203,15 @@ LogicalResult stepc::interp::evalLoss(Operation *op, Operands in, Results out) {
         return crossEntropy(op, *in[0], *in[1], nullptr,
                             lossOptions(c, c.getCount() ? in[2] : nullptr), out[0]);
       })
+      .Case([&](TargetMaskOp c) {
+        double ignore = static_cast<double>(c.getIgnoreIndex());
+        for (int64_t i = 0; i < in[0]->numel(); ++i) {
+          bool counted = in[0]->data[i] != ignore;
+          out[0].data[i] = counted ? in[0]->data[i] : 0.0;
+          out[1].data[i] = counted ? 1.0 : 0.0;
+        }
+        return success();
+      })
       .Case([&](TokenCountOp c) {
         double ignore = static_cast<double>(c.getIgnoreIndex()), counted = 0;
         for (double t : in[0]->data)

@@ -81,7 +81,7 @@ static LogicalResult (*familyOf(Operation *op))(Operation *, Operands, Results) 
           [](Operation *) { return &evalAttention; })
       .Case<DropoutOp>([](Operation *) { return &evalRandom; })
       .Case<AdamwOp, CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,
-            LionOp, SgdOp, TokenCountOp>([](Operation *) { return &evalLoss; })
+            LionOp, SgdOp, TargetMaskOp, TokenCountOp>([](Operation *) { return &evalLoss; })
       .Default([](Operation *) -> Fn { return nullptr; });
 }
 

@@ -607,12 +607,12 @@ def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy", [Step_Differentiable]
   }];
 }
 
-def Step_TokenCountOp : Step_InferredOp<"token_count"> {
+def Step_TokenCountOp : Step_InferredOp<"token_count", [Step_Differentiable]> {
   let summary = "the number of targets that a cross_entropy counts";
   let description = [{
     The number of elements of `targets` other than `ignore_index`, as a
-    float scalar (exact up to 2^24 in f32). Not differentiable: its input is
-    integers. A batch split sums it over the ranks that share the batch.
+    float scalar (exact up to 2^24 in f32). Its gradient is zero: the input
+    is integers. A batch split sums it over the ranks that share the batch.
 
     ```mlir
     %n = step.token_count %targets ignore_index -100 : (tensor<8x128xi32>) -> tensor<f32>
@@ -620,6 +620,27 @@ def Step_TokenCountOp : Step_InferredOp<"token_count"> {
   }];
   let arguments = (ins Step_IndexTensor:$targets, I64Attr:$ignore_index);
   let results = (outs 0DTensorOf<[F32]>:$result);
+  let assemblyFormat =
+    "$targets `ignore_index` $ignore_index attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_TargetMaskOp : Step_InferredOp<"target_mask", [Step_Differentiable]> {
+  let summary = "the targets a cross_entropy counts: safe ids and a 0/1 mask";
+  let description = [{
+    For integer `targets`, `ids` is `targets` with every `ignore_index`
+    replaced by 0 (an id any table has) and `mask` is 1.0 where the target
+    is counted, 0.0 where it is `ignore_index`. step-shard-tensor's
+    vocabulary-parallel cross-entropy looks the ids up and multiplies each
+    position's loss by the mask. Its gradient is zero: the input is
+    integers.
+
+    ```mlir
+    %ids, %mask = step.target_mask %targets ignore_index -100
+        : (tensor<8x128xi32>) -> (tensor<8x128xi32>, tensor<8x128xf32>)
+    ```
+  }];
+  let arguments = (ins Step_IndexTensor:$targets, I64Attr:$ignore_index);
+  let results = (outs Step_IndexTensor:$ids, Step_FloatTensor:$mask);
   let assemblyFormat =
     "$targets `ignore_index` $ignore_index attr-dict `:` functional-type(operands, results)";
 }
