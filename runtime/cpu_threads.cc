@@ -47,4 +47,20 @@ void UseCpuThreads(int threads) {
     set(threads);
 }
 
+void ChooseBlasKernels() {
+  if (const char* set = std::getenv("OPENBLAS_CORETYPE"); set && *set) return;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  const char* core = nullptr;
+  if (__builtin_cpu_supports("avx512bf16"))
+    core = "Cooperlake";
+  else if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    core = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    core = "Haswell";
+  if (core) setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
+#endif
+}
+
 }  // namespace stepc

@@ -1,5 +1,6 @@
-// How many threads a CPU step uses: the OpenMP pool the emitted loops and
-// OpenBLAS (its OpenMP build) share.
+// How a CPU step's libraries are set up before step.so loads them: how many
+// threads the OpenMP pool (the emitted loops and OpenBLAS's OpenMP build
+// share) has, and which kernels OpenBLAS picks.
 
 #ifndef STEPC_RUNTIME_CPU_THREADS_H_
 #define STEPC_RUNTIME_CPU_THREADS_H_
@@ -20,6 +21,14 @@ int DefaultCpuThreads();
 // loaded (step.so brings it), and omp_set_num_threads for one already
 // loaded. Call before loading a CPU step.
 void UseCpuThreads(int threads);
+
+// OpenBLAS (a DYNAMIC_ARCH build, as Debian's) picks its kernels once, when
+// loaded, by the CPU's model number; a CPU newer than the library (0.3.21
+// does not know Emerald Rapids, model 207) gets the SSE3 "Prescott" kernels,
+// 5-6x slower. So unless the user set OPENBLAS_CORETYPE, set it from the
+// CPU's features (AVX512-BF16: Cooperlake; AVX-512: SkylakeX; AVX2+FMA:
+// Haswell), as newer OpenBLAS releases do. Call before loading a CPU step.
+void ChooseBlasKernels();
 
 }  // namespace stepc
 

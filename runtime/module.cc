@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/cpu_threads.h"
 
 namespace stepc {
 namespace {
@@ -131,6 +132,7 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   module->path_ = path;
   // A relative name without a slash would be searched on the library path.
   std::string open = path.find('/') == std::string::npos ? "./" + path : path;
+  ChooseBlasKernels();  // before step.so brings OpenBLAS in
   // RTLD_NODELETE: step.so pulls in libgomp, whose worker threads outlive
   // the module; unmapping it under them would crash at exit.
   module->handle_ = dlopen(open.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);

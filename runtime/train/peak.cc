@@ -85,6 +85,14 @@ double ProbeGemm(const Module& module, bool bf16) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
+// ", OpenBLAS <core>" for a step whose GEMMs OpenBLAS runs, else "".
+std::string BlasKernels(const Module& module) {
+  using CoreName = char* (*)();
+  auto name = reinterpret_cast<CoreName>(module.Symbol("openblas_get_corename"));
+  const char* core = name ? name() : nullptr;
+  return core ? absl::StrCat(", OpenBLAS ", core) : "";
+}
+
 }  // namespace
 
 PeakRate FindPeak(const Module& module, double given_tflops, const std::string& threads,
@@ -98,13 +106,16 @@ PeakRate FindPeak(const Module& module, double given_tflops, const std::string& 
                 absl::StrCat(gpu.name, " datasheet, dense ", bf16 ? "bf16" : "fp32")};
     return {0, "unknown GPU: give --peak-tflops"};
   }
-  const std::string key = absl::StrCat(CpuModel(), " | ", threads, " threads | ",
-                                       bf16 ? "bf16" : "fp32");
+  // The BLAS kernels in the key: a probe of other kernels (another
+  // OPENBLAS_CORETYPE) measured another peak.
+  const std::string kernels = BlasKernels(module);
+  const std::string key =
+      absl::StrCat(CpuModel(), " | ", threads, " threads | ", bf16 ? "bf16" : "fp32", kernels);
   const std::filesystem::path file = CacheFile();
   json cache = file.empty() ? json::object() : ReadCache(file);
   if (auto it = cache.find(key); it != cache.end() && it->is_number() && it->get<double>() > 0)
-    return {it->get<double>(), absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe, cached in ",
-                                            file.string())};
+    return {it->get<double>(), absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe", kernels,
+                                            ", cached in ", file.string())};
   const double gflops = ProbeGemm(module, bf16);
   if (gflops <= 0) return {0, "no GEMM kernel to probe"};
   if (!file.empty()) {
@@ -118,7 +129,7 @@ PeakRate FindPeak(const Module& module, double given_tflops, const std::string& 
       out.Commit(error);
     }
   }
-  return {gflops, absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe, 1024³")};
+  return {gflops, absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe", kernels, ", 1024³")};
 }
 
 }  // namespace stepc
