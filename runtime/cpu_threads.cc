@@ -4,7 +4,10 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <strings.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -48,18 +51,38 @@ void UseCpuThreads(int threads) {
 }
 
 void ChooseBlasKernels() {
-  if (const char* set = std::getenv("OPENBLAS_CORETYPE"); set && *set) return;
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  const char* core = nullptr;
-  if (__builtin_cpu_supports("avx512bf16"))
-    core = "Cooperlake";
-  else if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    core = "SkylakeX";
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    core = "Haswell";
-  if (core) setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  if (!core || !*core) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512bf16"))
+      core = "Cooperlake";
+    else if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+      core = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      core = "Haswell";
+    else
+      return;
+    setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/0);
+  }
+  // An OpenBLAS the host loaded first (numpy's, in a Python host) chose its
+  // kernels already, and cannot choose again: say so once.
+  if (void* loaded = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD)) {
+    using CoreName = char* (*)();
+    auto name = reinterpret_cast<CoreName>(dlsym(loaded, "openblas_get_corename"));
+    const char* now = name ? name() : nullptr;
+    static bool warned = false;
+    if (now && strcasecmp(now, core) != 0 && !warned) {
+      warned = true;
+      std::fprintf(stderr,
+                   "stepc: OpenBLAS was loaded before the step (by numpy?) with its %s kernels, "
+                   "not %s: GEMMs may run several times slower. Import stepc first, or set "
+                   "OPENBLAS_CORETYPE=%s before the process starts.\n",
+                   now, core, core);
+    }
+    dlclose(loaded);
+  }
 #endif
 }
 

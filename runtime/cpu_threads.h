@@ -27,7 +27,9 @@ void UseCpuThreads(int threads);
 // does not know Emerald Rapids, model 207) gets the SSE3 "Prescott" kernels,
 // 5-6x slower. So unless the user set OPENBLAS_CORETYPE, set it from the
 // CPU's features (AVX512-BF16: Cooperlake; AVX-512: SkylakeX; AVX2+FMA:
-// Haswell), as newer OpenBLAS releases do. Call before loading a CPU step.
+// Haswell), as newer OpenBLAS releases do; warns once when an OpenBLAS the
+// host loaded earlier (numpy) runs other kernels. Call before loading a CPU
+// step.
 void ChooseBlasKernels();
 
 }  // namespace stepc

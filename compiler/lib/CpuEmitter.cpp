@@ -55,13 +55,13 @@ private:
                  isFusableElementwise(op);
     for (Value v : values) {
       Type elem = typeOf(v).getElementType();
-      if (elem.isF32() || elem.isInteger(32) || (elem.isBF16() && mixed))
+      if (elem.isF32() || elem.isInteger(32) || elem.isInteger(1) || (elem.isBF16() && mixed))
         continue;
       if (elem.isBF16())
         return op->emitOpError() << "takes bf16 only in GEMMs, attention and elementwise ops "
                                     "on the CPU target, got "
                                  << v.getType();
-      return op->emitOpError() << "the CPU back end supports f32, bf16 and i32 tensors, got "
+      return op->emitOpError() << "the CPU back end supports f32, bf16, i32 and i1 tensors, got "
                                << v.getType();
     }
     return success();
@@ -76,9 +76,10 @@ private:
     GroupCode code = groupCode(
         fused, [&](unsigned k) { return load(fused.getInputs()[k], inner); },
         [](Type t, std::string e) {
-          return t.isF32()    ? e
-                 : t.isBF16() ? "stepc_bf16_round(" + e + ")"
-                              : "(float)(int32_t)(" + e + ")";
+          return t.isF32()          ? e
+                 : t.isBF16()       ? "stepc_bf16_round(" + e + ")"
+                 : t.isInteger(1) ? "(float)((" + e + ") != 0.0f)"
+                                    : "(float)(int32_t)(" + e + ")";
         });
     std::string stores;
     for (auto [out, reg] : llvm::zip(fused.getResults(), code.outputRegisters))
@@ -104,9 +105,13 @@ private:
         inner = inner ? std::min(inner, it->second.second) : it->second.second;
     return inner;
   }
-  /// A float register's value as `out` stores it (bf16: rounded to nearest even).
+  /// A float register's value as `out` stores it (bf16: rounded to nearest
+  /// even; a mask: 0 or 1; an integer: truncated by the store).
   std::string stored(Value out, const std::string &value) {
-    return typeOf(out).getElementType().isBF16() ? "stepc_f32_to_bf16(" + value + ")" : value;
+    Type element = typeOf(out).getElementType();
+    if (element.isInteger(1))
+      return "(int32_t)((" + value + ") != 0.0f)";
+    return element.isBF16() ? "stepc_f32_to_bf16(" + value + ")" : value;
   }
   /// Element i of `v` in a loop with that inner period (i = r·inner + j), as
   /// a float (bf16 widened; folded broadcasts are f32).
@@ -273,7 +278,7 @@ LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
     });
   else
     llvm::interleaveComma(dense.getValues<APInt>(), pre,
-                          [&](APInt v) { pre << v.getSExtValue(); });
+                          [&](APInt v) { pre << storedInteger(v); });
   pre << "};\n";
   body << "  memcpy(" << ptr(out) << ", " << name << ", sizeof(" << name << "));\n";
   return success();
@@ -382,8 +387,8 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](BroadcastOp o) {
-            b << "  stepc_cpu_broadcast(" << ptr(o.getInput()) << ", " << shape(o.getInput())
-              << ", " << rank(o.getInput()) << ", " << ptr(o) << ", " << shape(o) << ", "
+            b << "  stepc_cpu_broadcast(" << words(o.getInput()) << ", " << shape(o.getInput())
+              << ", " << rank(o.getInput()) << ", " << words(o) << ", " << shape(o) << ", "
               << rank(o) << ");\n";
             return success();
           })

@@ -174,14 +174,14 @@ LogicalResult CudaEmitter::checkTypes(Operation *op) {
                    AttentionGradOp, ReshapeOp, func::ReturnOp>(op);
   for (Value v : values) {
     Type elem = typeOf(v).getElementType();
-    if (elem.isF32() || elem.isInteger(32) || (elem.isBF16() && mixed))
+    if (elem.isF32() || elem.isInteger(32) || elem.isInteger(1) || (elem.isBF16() && mixed))
       continue;
     if (elem.isBF16())
       return op->emitOpError()
              << "takes bf16 only in GEMMs, attention and converts on the CUDA target "
                 "(step-mixed-precision keeps everything else f32), got "
              << v.getType();
-    return op->emitOpError() << "the CUDA back end supports f32, bf16 and i32 tensors, got "
+    return op->emitOpError() << "the CUDA back end supports f32, bf16, i32 and i1 tensors, got "
                              << v.getType();
   }
   return success();
@@ -255,11 +255,12 @@ static std::string loadAs(Type t, const std::string &name) {
   return t.isBF16() ? "__bfloat162float(" + at + ")" : t.isF32() ? at : "(float)" + at;
 }
 
-/// `value` stored as element type t.
+/// `value` stored as element type t (a mask as a 32-bit 0 or 1).
 static std::string storeAs(Type t, const std::string &value) {
-  return t.isBF16() ? "__float2bfloat16(" + value + ")"
-         : t.isF32() ? value
-                     : "(int32_t)(" + value + ")";
+  return t.isBF16()         ? "__float2bfloat16(" + value + ")"
+         : t.isF32()        ? value
+         : t.isInteger(1) ? "(int32_t)((" + value + ") != 0.0f)"
+                            : "(int32_t)(" + value + ")";
 }
 
 void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
@@ -325,6 +326,8 @@ LogicalResult CudaEmitter::emitFused(stepk::FusedOp fused) {
       [](Type t, std::string e) {
         if (t.isBF16())
           return "__bfloat162float(__float2bfloat16(" + e + "))";
+        if (t.isInteger(1))
+          return "(float)((" + e + ") != 0.0f)";
         return t.isF32() ? e : "(float)(int32_t)(" + e + ")";
       });
   std::string statements = code.statements;
@@ -372,8 +375,8 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
                                            : dense.getValues<APFloat>()[i])
                               .convertToDouble());
     else
-      pre << (dense.isSplat() ? dense.getSplatValue<APInt>() : dense.getValues<APInt>()[i])
-                 .getSExtValue();
+      pre << storedInteger(dense.isSplat() ? dense.getSplatValue<APInt>()
+                                           : dense.getValues<APInt>()[i]);
   }
   pre << "};\n__global__ void " << name << "_copy(" << type << " *out) {\n"
       << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
@@ -575,8 +578,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       })
       .Case([&](BroadcastOp o) {
         call(op, llvm::formatv("stepc_cuda_broadcast(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
-                               ptr(o.getInput()), shape(o.getInput()), rank(o.getInput()),
-                               ptr(o), shape(o), rank(o)));
+                               words(o.getInput()), shape(o.getInput()), rank(o.getInput()),
+                               words(o), shape(o), rank(o)));
         return success();
       })
       .Case([&](ConcatOp c) {

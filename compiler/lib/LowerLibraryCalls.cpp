@@ -91,10 +91,18 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       inner *= type.getDimSize(d);
     return SmallVector<Attribute>{i64(outer), i64(type.getDimSize(dim)), i64(inner)};
   };
+  // (outer, n, inner, size) of a gather or its gradient: the index's
+  // [outer, n, inner] view, and the gathered tensor's size along dim.
+  auto gatherScalars = [&](Value index, int64_t dim, int64_t size) {
+    SmallVector<Attribute> s = lines(typeOf(index), dim);
+    s.push_back(i64(size));
+    return s;
+  };
   return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
-      // cross_entropy(_grad): (rows, V); with options (count an operand,
-      // made explicit by explicitLossCounts) cross_entropy_masked(_grad):
-      // (rows, V, ignore, smoothing, z_loss).
+      // argmax: (outer, n, inner) along dim.
+      .Case([&](ArgmaxOp a) {
+        return LibraryCall{"argmax", lines(a.getInput().getType(), a.getDim()), std::nullopt};
+      })
       .Case([&](CrossEntropyGradOp c) {
         Value logits = c.getLogits();
         if (c.hasOptions())
@@ -162,6 +170,19 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         return LibraryCall{"embedding", {i64(ids), i64(vocab), i64(lastDim(e))}, std::nullopt,
                            "id", 1, vocab};
       })
+      .Case([&](GatherOp g) {
+        return LibraryCall{"gather",
+                           gatherScalars(g.getIndex(), g.getDim(),
+                                         g.getInput().getType().getDimSize(g.getDim())),
+                           std::nullopt};
+      })
+      .Case([&](GatherGradOp g) {
+        return LibraryCall{"gather_grad", gatherScalars(g.getIndex(), g.getDim(), g.getSize()),
+                           std::nullopt};
+      })
+      // cross_entropy(_grad): (rows, V); with options (count an operand,
+      // made explicit by explicitLossCounts) cross_entropy_masked(_grad):
+      // (rows, V, ignore, smoothing, z_loss).
       // layer_norm, rms_norm and their gradients (callee: the op's name):
       // (rows, d, eps); a gradient on CUDA also takes scratch.
       .Case<LayerNormGradOp, LayerNormOp, RmsNormGradOp, RmsNormOp>([&](auto l) {
@@ -248,6 +269,32 @@ void explicitLossCounts(func::FuncOp step) {
   });
 }
 
+/// Every iota becomes the constant it is (the back ends print constants).
+void foldIotas(func::FuncOp step) {
+  step.walk([&](IotaOp iota) {
+    RankedTensorType type = iota.getType();
+    int64_t dim = iota.getDim(), n = type.getDimSize(dim);
+    int64_t inner = 1;
+    for (int64_t d = dim + 1; d < type.getRank(); ++d)
+      inner *= type.getDimSize(d);
+    // Element i's index along dim: (i / inner) mod n.
+    SmallVector<Attribute> values;
+    values.reserve(type.getNumElements());
+    Builder b(iota.getContext());
+    for (int64_t i = 0; i < type.getNumElements(); ++i) {
+      int64_t k = (i / inner) % n;
+      values.push_back(isa<FloatType>(type.getElementType())
+                           ? Attribute(b.getFloatAttr(type.getElementType(), double(k)))
+                           : Attribute(b.getIntegerAttr(type.getElementType(), k)));
+    }
+    OpBuilder at(iota);
+    auto constant = at.create<ConstantOp>(iota.getLoc(), DenseElementsAttr::get(type, values));
+    step::copyPhase(iota, constant);
+    iota.replaceAllUsesWith(constant.getResult());
+    iota.erase();
+  });
+}
+
 /// Replaces `op` by a stepk.call of `call` whose body is `op`.
 void lower(Operation *op, const LibraryCall &call) {
   OpBuilder b(op);
@@ -273,6 +320,7 @@ struct StepLowerLibraryCallsPass
       return signalPassFailure();
     for (func::FuncOp step : trainingSteps(getOperation())) {
       explicitLossCounts(step);
+      foldIotas(step);
       if (target == "cpu") {
         lowerPackedAttention(step);
         lowerFusedCrossEntropy(step);

@@ -47,6 +47,11 @@ std::string stepc::cString(StringRef text) {
   return out + "\"";
 }
 
+int64_t stepc::storedInteger(const APInt &value) {
+  return value.getBitWidth() == 1 ? static_cast<int64_t>(value.getZExtValue())
+                                  : value.getSExtValue();
+}
+
 std::string stepc::where(Operation *op) {
   std::string text;
   if (auto loc = dyn_cast<FileLineColLoc>(op->getLoc()))
@@ -82,6 +87,11 @@ std::string SourceEmitter::ptr(Value v) {
          kPtrEnd + ")";
 }
 
+std::string SourceEmitter::words(Value v) {
+  Type element = typeOf(v).getElementType();
+  return element.isInteger(32) || element.isInteger(1) ? "(float *)" + ptr(v) : ptr(v);
+}
+
 std::string SourceEmitter::table(const std::string &type, const std::string &contents) {
   auto [it, inserted] = tableNames.try_emplace(type + "{" + contents + "}");
   if (inserted) {
@@ -110,12 +120,6 @@ std::string SourceEmitter::boxCopyArgs(Value src, ArrayRef<int64_t> srcAt, Value
   int64_t rank = typeOf(box).getRank();
   auto at = [&](ArrayRef<int64_t> offsets) {
     return offsets.empty() ? zerosArray(rank) : array(offsets);
-  };
-  // The box kernels move 4-byte floats; i32 ids (a micro-batch's slice of
-  // the tokens) move through them bit for bit.
-  auto words = [&](Value v) {
-    Type element = typeOf(v).getElementType();
-    return element.isInteger(32) ? "(float *)" + ptr(v) : ptr(v);
   };
   return llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}", words(src), shapeArray(src),
                        at(srcAt), words(dst), shapeArray(dst), at(dstAt), shapeArray(box), rank)
@@ -197,8 +201,12 @@ SourceEmitter::groupCode(stepk::FusedOp fused,
 
 std::string SourceEmitter::libraryArgs(stepk::CallOp call, const std::string &scratch) {
   SmallVector<std::string> args;
+  // transpose moves 4-byte words of any type.
+  auto pointer = [&](Value v) {
+    return call.getCallee() == "transpose" ? words(v) : ptr(v);
+  };
   for (Value in : call.getInputs())
-    args.push_back(ptr(in));
+    args.push_back(pointer(in));
   for (Attribute scalar : call.getScalars()) {
     if (auto i = dyn_cast<IntegerAttr>(scalar))
       args.push_back(std::to_string(i.getInt()));
@@ -214,7 +222,7 @@ std::string SourceEmitter::libraryArgs(stepk::CallOp call, const std::string &sc
   if (!scratch.empty())
     args.push_back(scratch);
   for (Value out : call.getResults())
-    args.push_back(ptr(out));
+    args.push_back(pointer(out));
   return llvm::join(args, ", ");
 }
 
@@ -276,7 +284,7 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
       .Case([&](mesh::AllGatherOp g) -> std::optional<LogicalResult> {
         start("STEPC_ALL_GATHER", "all_gather", axesMask(g.getMeshAxes()),
               typeOf(g.getInput()).getNumElements(), g.getResult(),
-              ptr(g.getInput()) + ", " + ptr(g.getResult()));
+              words(g.getInput()) + ", " + words(g.getResult()));
         return success();
       })
       .Case([&](mesh::ReduceScatterOp r) -> std::optional<LogicalResult> {

@@ -51,6 +51,8 @@ std::string cString(llvm::StringRef text);
 /// A float literal of `value` for C++ and CUDA ("1.000000e+00f"; infinities
 /// and NaN as builtins, which have no literal).
 std::string floatLiteral(double value);
+/// An integer constant's element as stored (a mask's true is 1, not -1).
+int64_t storedInteger(const llvm::APInt &value);
 /// "file:line:col" of an op, for runtime error messages.
 std::string where(mlir::Operation *op);
 
@@ -132,6 +134,9 @@ protected:
   // ---- Shared helpers.
   /// The C expression of a value's storage, typed.
   std::string ptr(mlir::Value v);
+  /// `v`'s pointer for a kernel that moves 4-byte words (box copies,
+  /// broadcast, transpose, all_gather): i32 ids and i1 masks as float *.
+  std::string words(mlir::Value v);
   /// A static array of int64 (int) values; returns its name.
   std::string array(llvm::ArrayRef<int64_t> values);
   std::string intArray(llvm::ArrayRef<int> values);

@@ -113,8 +113,9 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
         return FailureOr<WideFlops>(productRule(matmul));
       })
       // Not counted by the convention: norms, softmax, loss, dropout,
-      // gathers and shape ops.
-      .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, CrossEntropyOp, DropoutOp,
+      // gathers, index ops and shape ops.
+      .Case<ArgmaxOp, GatherOp, IotaOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
+            CrossEntropyOp, DropoutOp,
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
             TargetMaskOp, TokenCountOp, TransposeOp, CopyToParallelOp, func::ReturnOp,
@@ -149,7 +150,8 @@ static FailureOr<Wide> executedFlops(Operation *op) {
       .Case([](AttentionGradOp a) { return FailureOr<Wide>(5 * attentionProduct(a)); })
       .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
-      .Case<AdamwOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp, LionOp, SgdOp,
+      .Case<AdamwOp, ArgmaxOp, GatherGradOp, GatherOp, IotaOp, BroadcastOp, ConcatOp,
+            ConstantOp, ConvertOp, LionOp, SgdOp,
             CrossEntropyGradOp, CrossEntropyOp, DropoutOp, EmbeddingGradOp, EmbeddingOp,
             LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,

@@ -96,6 +96,20 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
   loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes, loss.getResultTypes()));
 
   for (Operation &op : body.without_terminator()) {
+    if (isa<IotaOp>(op))
+      continue; // its shape is its own, as a constant's
+    // A splat constant shaped like the batch (a front end's scalar operand,
+    // `0.5 * x`) takes the part's shape; other constants keep theirs.
+    if (auto c = dyn_cast<ConstantOp>(op)) {
+      auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+      auto type = cast<RankedTensorType>(c.getType());
+      if (dense && dense.isSplat() && type.getRank() >= 1 && type.getDimSize(0) == oldBatch) {
+        auto scaled = scaleLeading(type, oldBatch, newBatch);
+        c.setValueAttr(dense.resizeSplat(scaled));
+        c.getResult().setType(scaled);
+      }
+      continue;
+    }
     if (auto convert = dyn_cast<ConvertOp>(op)) {
       auto in = convert.getInput().getType();
       convert.getResult().setType(

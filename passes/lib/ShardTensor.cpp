@@ -477,7 +477,9 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
   /// outermost (a position embedding) from this rank's rows of it; any
   /// other value is sliced.
   Value localOperand(OpBuilder &b, Location loc, Value v, RankedTensorType whole) {
-    auto local = withSequence(whole, whole.getDimSize(1) / tp);
+    // The operand's own element type (a select's mask beside its floats).
+    auto local = RankedTensorType::get(withSequence(whole, whole.getDimSize(1) / tp).getShape(),
+                                       cast<RankedTensorType>(v.getType()).getElementType());
     auto mesh = FlatSymbolRefAttr::get(b.getContext(), kWorldMeshName);
     if (auto broadcast = v.getDefiningOp<BroadcastOp>()) {
       Value in = broadcast.getInput();

@@ -102,7 +102,8 @@ class Lowering:
         x = self.reshaped_from.get(x.name, x)
         if x.shape == list(shape):
             return x
-        y = self.w.emit("r", list(shape), f"step.reshape {x.name} : {x.type} -> {{out}}")
+        y = self.w.emit("r", list(shape), f"step.reshape {x.name} : {x.type} -> {{out}}",
+                        dtype=x.dtype)
         self.reshaped_from[y.name] = x
         return y
 
@@ -404,14 +405,94 @@ def identity(lw, node):
     return lw.v(node.args[0])
 
 
+# torch dtypes as step element types: integers are i32 (ids), bools masks.
+STEP_DTYPES = {torch.float32: "f32", torch.int64: "i32", torch.int32: "i32", torch.bool: "i1"}
+
+
+def convert(lw, x, dtype, hint="cast"):
+    """x as step element type `dtype` (a step.convert unless it already is)."""
+    if x.dtype == dtype:
+        return x
+    return lw.w.emit(hint, x.shape, f"step.convert {x.name} : {x.type} -> {{out}}", dtype=dtype)
+
+
 def to_copy(lw, node):
     x = lw.v(node.args[0])
     dtype = node.kwargs.get("dtype")
-    if dtype not in (None, torch.float32) and not (dtype in (torch.int64, torch.int32) and
-                                                   x.dtype == "i32"):
+    if dtype is None:
+        return x
+    if dtype not in STEP_DTYPES:
         fail(node, f"a cast to {dtype}: stepc imports float32 models (--precision=bf16 is "
                    f"the compiler's choice)")
-    return x
+    return convert(lw, x, STEP_DTYPES[dtype])
+
+
+def result_dtype(node):
+    """The step element type of node's (first) result."""
+    val = node.meta.get("val")
+    dtype = getattr(val, "dtype", None)
+    if dtype not in STEP_DTYPES:
+        fail(node, f"a result of dtype {dtype}: stepc imports float32, integer and bool tensors")
+    return STEP_DTYPES[dtype]
+
+
+def typed_operand(lw, a, shape, dtype, node):
+    """Operand `a` (a node or a Python scalar) at `shape` as element type `dtype`."""
+    if isinstance(a, (int, float, bool)):
+        value = float(a) if dtype == "f32" else int(a)
+        return lw.w.emit("c", shape, f"step.constant dense<{dense(value)}> : {{out}}", dtype=dtype)
+    return convert(lw, lw.to_shape(lw.v(a), shape, node), dtype)
+
+
+def compare(predicate):
+    """torch.lt ... torch.ne: operands in their common type (float if either
+    is), an i1 mask."""
+    def lower(lw, node):
+        shape = shape_of(node)
+        a, b = node.args[:2]
+        floats = any(isinstance(x, float) or (isinstance(x, torch.fx.Node) and
+                                              lw.v(x).dtype == "f32") for x in (a, b))
+        dtype = "f32" if floats else "i32"
+        x, y = (typed_operand(lw, v, shape, dtype, node) for v in (a, b))
+        return lw.w.emit(predicate, shape, f"step.compare {predicate}, {x.name}, {y.name} : "
+                                          f"{x.type}", dtype="i1")
+    return lower
+
+
+def torch_where(lw, node):
+    """torch.where(mask, x, y): step.select in the result's type."""
+    shape, dtype = shape_of(node), result_dtype(node)
+    if dtype == "i1":
+        fail(node, "torch.where choosing between masks")
+    mask = typed_operand(lw, node.args[0], shape, "i1", node)
+    x, y = (typed_operand(lw, v, shape, dtype, node) for v in node.args[1:3])
+    return lw.w.emit("where", shape, f"step.select {mask.name}, {x.name}, {y.name} : "
+                                     f"{mask.type}, {x.type}", dtype=dtype)
+
+
+def gather(lw, node):
+    """torch.gather(x, dim, index) (no sparse gradient)."""
+    if node.kwargs.get("sparse_grad") or (len(node.args) > 3 and node.args[3]):
+        fail(node, "torch.gather with sparse_grad=True")
+    x, index = lw.v(node.args[0]), lw.v(node.args[2])
+    dim = node.args[1] % len(x.shape)
+    if index.dtype != "i32":
+        fail(node, "torch.gather with a non-integer index")
+    return lw.w.emit("gather", list(index.shape), f"step.gather {x.name}, {index.name} dim {dim} "
+                                                  f": ({x.type}, {index.type}) -> {{out}}")
+
+
+def argmax(lw, node):
+    """torch.argmax(x, dim, keepdim): the first largest, i32 (no gradient)."""
+    x = lw.v(node.args[0])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if dim is None:
+        x, dim = lw.reshape(x, [math.prod(x.shape)]), 0
+    dim %= len(x.shape)
+    shape = x.shape[:dim] + x.shape[dim + 1:]
+    out = lw.w.emit("argmax", shape, f"step.argmax {x.name} dim {dim} : ({x.type}) -> {{out}}",
+                    dtype="i32")
+    return lw.reshape(out, shape_of(node))
 
 
 def reshape(lw, node):
@@ -662,6 +743,8 @@ def bce_with_logits(lw, node):
 
 
 HANDLERS = {
+    **{getattr(aten, p).Tensor: compare(p) for p in ("lt", "le", "gt", "ge", "eq", "ne")},
+    **{getattr(aten, p).Scalar: compare(p) for p in ("lt", "le", "gt", "ge", "eq", "ne")},
     aten.view.default: reshape, aten._unsafe_view.default: reshape,
     aten._reshape_alias.default: reshape, aten.reshape.default: reshape,
     aten.unsqueeze.default: reshape, aten.squeeze.dim: reshape, aten.squeeze.default: reshape,
@@ -687,6 +770,7 @@ HANDLERS = {
     aten.rsqrt.default: unary("rsqrt"), aten.silu.default: unary("silu"),
     aten.relu.default: unary("relu"), aten.sigmoid.default: unary("sigmoid"),
     aten.abs.default: unary("abs"),
+    aten.where.self: torch_where, aten.gather.default: gather, aten.argmax.default: argmax,
     aten.clamp.default: clamp, aten.clamp_min.default: clamp_bound("maximum"),
     aten.clamp_max.default: clamp_bound("minimum"),
     aten.gelu.default: gelu, aten.pow.Tensor_Scalar: power,

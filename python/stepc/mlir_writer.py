@@ -72,7 +72,8 @@ class FunctionWriter:
                                         f"stream {stream} : ({x.type}) -> {{out}}")
 
     def broadcast(self, x, shape, hint):
-        return self.emit(hint, shape, f"step.broadcast {x.name} : {x.type} -> {{out}}")
+        return self.emit(hint, shape, f"step.broadcast {x.name} : {x.type} -> {{out}}",
+                         dtype=x.dtype)
 
     def embedding(self, table, ids, hint):
         shape = ids.shape + [table.shape[1]]

@@ -51,6 +51,19 @@ template <typename T> STEPC_HD T stepc_div(T a, T b) { return a / b; }
 template <typename T> STEPC_HD T stepc_maximum(T a, T b) { return stepc_libm::fmax(a, b); }
 template <typename T> STEPC_HD T stepc_minimum(T a, T b) { return stepc_libm::fmin(a, b); }
 
+/* ---- Comparisons and selection. A mask is 0 or 1 in the operands' type
+ * (registers are float); `predicate` is step.compare's (lt, le, gt, ge, eq,
+ * ne = 0..5). NaN compares false except under ne, as in C and PyTorch. */
+template <typename T> STEPC_HD T stepc_compare(T a, T b, double predicate) {
+  const int p = (int)predicate;
+  const bool holds = p == 0 ? a < b : p == 1 ? a <= b : p == 2 ? a > b
+                   : p == 3 ? a >= b : p == 4 ? a == b : a != b;
+  return holds ? T(1) : T(0);
+}
+template <typename T> STEPC_HD T stepc_select(T mask, T on_true, T on_false) {
+  return mask != T(0) ? on_true : on_false;
+}
+
 /* ---- Unary math. */
 template <typename T> STEPC_HD T stepc_neg(T x) { return -x; }
 template <typename T> STEPC_HD T stepc_exp(T x) { return stepc_libm::exp(x); }

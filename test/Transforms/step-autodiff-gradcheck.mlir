@@ -518,3 +518,37 @@ func.func @pow(%x: tensor<3x4xf64> {step.param = #step.param<"x", normal(1.0)>},
   %s = step.reduce_sum %l dims [0, 1] : (tensor<3x4xf64>) -> tensor<f64>
   return %s : tensor<f64>
 }
+
+// select on comparisons: where(x < y, x·x, y), then a lower-triangular
+// mask from two iotas keeps x·y below the diagonal and 0.5·x elsewhere
+// (random normals: no element sits within a difference step of x = y)
+func.func @select(%x: tensor<4x4xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %y: tensor<4x4xf64> {step.param = #step.param<"y", normal(1.0)>},
+    %w_out: tensor<4x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %m = step.compare lt, %x, %y : tensor<4x4xf64>
+  %sq = step.mul %x, %x : tensor<4x4xf64>
+  %z = step.select %m, %sq, %y : tensor<4x4xi1>, tensor<4x4xf64>
+  %row = step.iota dim 0 : tensor<4x4xi32>
+  %col = step.iota dim 1 : tensor<4x4xi32>
+  %below = step.compare gt, %row, %col : tensor<4x4xi32>
+  %xy = step.mul %z, %y : tensor<4x4xf64>
+  %half = step.constant dense<0.5> : tensor<4x4xf64>
+  %hx = step.mul %x, %half : tensor<4x4xf64>
+  %t = step.select %below, %xy, %hx : tensor<4x4xi1>, tensor<4x4xf64>
+  %l = step.mul %t, %w_out : tensor<4x4xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<4x4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+
+// gather along the middle dimension: repeated indices (their gradients
+// add) and one out of range (reads 0, takes nothing)
+func.func @gather(%x: tensor<2x3x4xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %w_out: tensor<2x5x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %idx = step.constant dense<[[[0, 1, 2, 0], [2, 2, 2, 2], [1, 0, 1, 0], [0, 0, 0, 0], [2, 1, 7, 1]],
+                              [[1, 1, 1, 1], [0, 2, 0, 2], [2, 0, 1, 2], [1, 2, 0, 1], [0, 0, 2, 2]]]> : tensor<2x5x4xi32>
+  %g = step.gather %x, %idx dim 1 : (tensor<2x3x4xf64>, tensor<2x5x4xi32>) -> tensor<2x5x4xf64>
+  %sq = step.mul %g, %g : tensor<2x5x4xf64>
+  %l = step.mul %sq, %w_out : tensor<2x5x4xf64>
+  %s = step.reduce_sum %l dims [0, 1, 2] : (tensor<2x5x4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}

@@ -145,6 +145,15 @@ int64_t stepc_cpu_cross_entropy_masked_fused(const float *logits, const int32_t 
                                              const float *count, const float *dloss, int64_t n,
                                              int64_t classes, int64_t ignore, double smoothing,
                                              double z_loss, float *loss, float *dlogits);
+/* Index ops over [outer, n, inner] views (index.cc). argmax: the first
+ * largest of each line (NaN largest); gather: out[o,k,j] = x[o,index,j] with
+ * x's `size` along the dim (an index outside [0, size) reads 0);
+ * gather_grad: the scatter-add of dy into zeros of [outer, size, inner]. */
+void stepc_cpu_argmax(const float *x, int64_t outer, int64_t n, int64_t inner, int32_t *out);
+void stepc_cpu_gather(const float *x, const int32_t *index, int64_t outer, int64_t n,
+                      int64_t inner, int64_t size, float *out);
+void stepc_cpu_gather_grad(const float *dy, const int32_t *index, int64_t outer, int64_t n,
+                           int64_t inner, int64_t size, float *dx);
 /* ids = targets with `ignore` replaced by 0; mask = 1 where counted, else 0. */
 void stepc_cpu_target_mask(const int32_t *targets, int64_t n, int64_t ignore, int32_t *ids,
                            float *mask);

@@ -120,6 +120,13 @@ int stepc_cuda_cross_entropy_masked_grad(stepc_cuda_ctx *ctx, const float *dloss
                                          const float *count, int64_t n, int64_t classes,
                                          int64_t ignore, double smoothing, double z_loss,
                                          float *dlogits, int32_t site);
+/* Index ops (index.cu), as the CPU's (cpu_kernels.h). */
+int stepc_cuda_argmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
+                      int64_t inner, int32_t *out);
+int stepc_cuda_gather(stepc_cuda_ctx *ctx, const float *x, const int32_t *index, int64_t outer,
+                      int64_t n, int64_t inner, int64_t size, float *out);
+int stepc_cuda_gather_grad(stepc_cuda_ctx *ctx, const float *dy, const int32_t *index,
+                           int64_t outer, int64_t n, int64_t inner, int64_t size, float *dx);
 int stepc_cuda_token_count(stepc_cuda_ctx *ctx, const int32_t *targets, int64_t n,
                            int64_t ignore, float *count);
 int stepc_cuda_target_mask(stepc_cuda_ctx *ctx, const int32_t *targets, int64_t n,

@@ -460,7 +460,7 @@ func.func @unknown_op(%x: tensor<4xf32>) {
 
 // Empty tensors are rejected where they appear (a division by zero later).
 func.func @tensor_empty(%x: tensor<2x4xf32>) -> tensor<8x0xf32> {
-  // expected-error @+1 {{'step.reshape' op result #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float or 32-bit signless integer or 64-bit signless integer values with every dim >= 1 and at most 2^40 elements, but got 'tensor<8x0xf32>'}}
+  // expected-error @+1 {{'step.reshape' op result #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float or 32-bit signless integer or 64-bit signless integer or 1-bit signless integer values with every dim >= 1 and at most 2^40 elements, but got 'tensor<8x0xf32>'}}
   %0 = step.reshape %x : tensor<2x4xf32> -> tensor<8x0xf32>
   return %0 : tensor<8x0xf32>
 }
@@ -511,5 +511,69 @@ func.func @dropout_c4(%x: tensor<f32>, %first: tensor<i32>) {
 func.func @pow_c1(%x: tensor<4xf32>) {
   // expected-error @+1 {{'step.pow' op expects a finite exponent, got INF}}
   %0 = step.pow %x exponent 0x7FF0000000000000 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @compare_c1(%x: tensor<4xf32>, %y: tensor<4xi32>) {
+  // expected-error @+1 {{'step.compare' op requires all operands to have the same type}}
+  %0 = "step.compare"(%x, %y) {predicate = 0 : i32} : (tensor<4xf32>, tensor<4xi32>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @select_mask(%m: tensor<4xf32>, %x: tensor<4xf32>) {
+  // expected-error @+1 {{'step.select' op operand #0 must be}}
+  %0 = "step.select"(%m, %x, %x) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @iota_c1() {
+  // expected-error @+1 {{'step.iota' op expects dim in [0, 2), got 2}}
+  %0 = step.iota dim 2 : tensor<4x8xi32>
+  return
+}
+
+// -----
+
+func.func @argmax_c1(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'step.argmax' op expects dim in [0, 2), got -1}}
+  %0 = step.argmax %x dim -1 : (tensor<4x8xf32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @gather_c1(%x: tensor<4x8xf32>, %idx: tensor<12xi32>) {
+  // expected-error @+1 {{'step.gather' op expects an index of rank 2, got 'tensor<12xi32>'}}
+  %0 = step.gather %x, %idx dim 1 : (tensor<4x8xf32>, tensor<12xi32>) -> tensor<12xf32>
+  return
+}
+
+// -----
+
+func.func @gather_c2(%x: tensor<4x8xf32>, %idx: tensor<3x3xi32>) {
+  // expected-error @+1 {{'step.gather' op expects the index 'tensor<3x3xi32>' to match 'tensor<4x8xf32>' except along dim 1}}
+  %0 = step.gather %x, %idx dim 1 : (tensor<4x8xf32>, tensor<3x3xi32>) -> tensor<3x3xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad_c1(%dy: tensor<4x3xf32>, %idx: tensor<4x2xi32>) {
+  // expected-error @+1 {{'step.gather_grad' op expects the index 'tensor<4x2xi32>' to match 'tensor<4x3xf32>'}}
+  %0 = step.gather_grad %dy, %idx dim 1 size 8 : (tensor<4x3xf32>, tensor<4x2xi32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @select_c1(%m: tensor<4xi1>, %x: tensor<4xf32>, %y: tensor<4xbf16>) {
+  // expected-error @+1 {{'step.select' op failed to verify that all of {on_true, on_false} have same type}}
+  %0 = "step.select"(%m, %x, %y) : (tensor<4xi1>, tensor<4xf32>, tensor<4xbf16>) -> tensor<4xf32>
   return
 }

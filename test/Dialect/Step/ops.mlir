@@ -250,3 +250,33 @@ func.func @pow(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = step.pow %x exponent 1.5 : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// CHECK-LABEL: func.func @masks
+func.func @masks(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %ids: tensor<4x8xi32>)
+    -> (tensor<4x8xf32>, tensor<4x8xi32>, tensor<4x8xf32>) {
+  // CHECK: %[[M:.*]] = step.compare lt, %{{.*}}, %{{.*}} : tensor<4x8xf32>
+  %m = step.compare lt, %x, %y : tensor<4x8xf32>
+  // CHECK: step.compare ne, %{{.*}}, %{{.*}} : tensor<4x8xi32>
+  %n = step.compare ne, %ids, %ids : tensor<4x8xi32>
+  // CHECK: step.select %[[M]], %{{.*}}, %{{.*}} : tensor<4x8xi1>, tensor<4x8xf32>
+  %z = step.select %m, %x, %y : tensor<4x8xi1>, tensor<4x8xf32>
+  // CHECK: step.convert %{{.*}} : tensor<4x8xf32> -> tensor<4x8xi32>
+  %t = step.convert %z : tensor<4x8xf32> -> tensor<4x8xi32>
+  // CHECK: step.convert %{{.*}} : tensor<4x8xi1> -> tensor<4x8xf32>
+  %f = step.convert %n : tensor<4x8xi1> -> tensor<4x8xf32>
+  return %z, %t, %f : tensor<4x8xf32>, tensor<4x8xi32>, tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @index_ops
+func.func @index_ops(%x: tensor<4x8xf32>, %idx: tensor<4x3xi32>)
+    -> (tensor<4x8xi32>, tensor<4xi32>, tensor<4x3xf32>, tensor<4x8xf32>) {
+  // CHECK: step.iota dim 1 : tensor<4x8xi32>
+  %i = step.iota dim 1 : tensor<4x8xi32>
+  // CHECK: step.argmax %{{.*}} dim 1 : (tensor<4x8xf32>) -> tensor<4xi32>
+  %a = step.argmax %x dim 1 : (tensor<4x8xf32>) -> tensor<4xi32>
+  // CHECK: step.gather %{{.*}}, %{{.*}} dim 1 : (tensor<4x8xf32>, tensor<4x3xi32>) -> tensor<4x3xf32>
+  %g = step.gather %x, %idx dim 1 : (tensor<4x8xf32>, tensor<4x3xi32>) -> tensor<4x3xf32>
+  // CHECK: step.gather_grad %{{.*}}, %{{.*}} dim 1 size 8 : (tensor<4x3xf32>, tensor<4x3xi32>) -> tensor<4x8xf32>
+  %d = step.gather_grad %g, %idx dim 1 size 8 : (tensor<4x3xf32>, tensor<4x3xi32>) -> tensor<4x8xf32>
+  return %i, %a, %g, %d : tensor<4x8xi32>, tensor<4xi32>, tensor<4x3xf32>, tensor<4x8xf32>
+}

@@ -173,6 +173,31 @@ class Logistic(nn.Module):
         return F.binary_cross_entropy_with_logits(logits, y)
 
 
+class MaskedHead(nn.Module):
+    """Masks and index ops by hand: a leaky ReLU and a position mask by
+    torch.where on comparisons (a mask from torch.arange), a per-row output
+    picked by torch.gather with indices computed from the input, and a
+    Huber loss whose two branches (and a bool-to-float weight) are where's
+    and casts."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x, y):
+        h = self.fc1(x)
+        h = torch.where(h > 0, h, 0.1 * h)
+        h = torch.where(torch.arange(32) < 16, h, torch.tanh(h))
+        out = self.head(h)
+        pick = torch.where(y > 1.0, 3, torch.where(y > 0.0, 2, torch.where(y < -1.0, 0, 1)))
+        picked = torch.gather(out, 1, pick.unsqueeze(-1)).squeeze(-1)
+        err = picked - y
+        huber = torch.where(err.abs() < 1.0, 0.5 * err * err, err.abs() - 0.5)
+        weight = 1.0 + 0.5 * (err > 0).float()
+        return (huber * weight).mean()
+
+
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
     if name in ("gpt", "gpt-flash"):
@@ -196,8 +221,9 @@ def make(name, steps):
             for row, prompt in enumerate(torch.randint(0, 15, (4,), generator=g).tolist()):
                 targets[row, :prompt] = -100
             batches.append((tokens, targets))
-    elif name in ("mlp", "robust", "dropout"):
-        model = {"mlp": MLP, "robust": RobustMLP, "dropout": DropoutMLP}[name]()
+    elif name in ("mlp", "robust", "dropout", "masked"):
+        model = {"mlp": MLP, "robust": RobustMLP, "dropout": DropoutMLP,
+                 "masked": MaskedHead}[name]()
         batches = [(torch.randn(64, 8, generator=g), torch.randn(64, generator=g))
                    for _ in range(steps)]
     elif name == "logistic":

@@ -17,6 +17,25 @@ LogicalResult AddOp::buildVjp(OpBuilder &b, ValueRange dz, SmallVectorImpl<Value
   return success();
 }
 
+// A mask is a step function of its operands: no gradient.
+LogicalResult CompareOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.append({nullptr, nullptr});
+  return success();
+}
+
+// d select(m, x, y) = (none, select(m, dz, 0), select(m, 0, dz))
+LogicalResult SelectOp::buildVjp(OpBuilder &b, ValueRange dz, SmallVectorImpl<Value> &grads) {
+  grads.push_back(nullptr);
+  if (!dz[0] || !isa<FloatType>(getType().getElementType())) {
+    grads.append({nullptr, nullptr});
+    return success();
+  }
+  Value zero = GradBuilder(b, getLoc()).splat(0.0, getType());
+  grads.push_back(b.create<SelectOp>(getLoc(), getCondition(), dz[0], zero));
+  grads.push_back(b.create<SelectOp>(getLoc(), getCondition(), zero, dz[0]));
+  return success();
+}
+
 // d(a / b) = (dz / b, -dz · z / b)
 LogicalResult DivOp::buildVjp(OpBuilder &b, ValueRange dz, SmallVectorImpl<Value> &grads) {
   GradBuilder g(b, getLoc());

@@ -45,16 +45,39 @@ LogicalResult ConstantOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Valu
   return success();
 }
 
-// convert: dx = convert(dy) back to x's element type; none for integers
+// convert: dx = convert(dy) back to x's element type; none to or from
+// integers and masks (a step function, or no float to reach)
 LogicalResult ConvertOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   RankedTensorType input = getInput().getType();
-  if (!isa<FloatType>(input.getElementType())) {
+  if (!isa<FloatType>(input.getElementType()) || !isa<FloatType>(getType().getElementType()) ||
+      !dy[0]) {
     grads.push_back(nullptr);
     return success();
   }
   grads.push_back(input == dy[0].getType()
                       ? dy[0]
                       : b.create<ConvertOp>(getLoc(), input, dy[0]).getResult());
+  return success();
+}
+
+// iota has no operands.
+LogicalResult IotaOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Value> &) {
+  return success();
+}
+
+// argmax: an index, a step function of the input: no gradient.
+LogicalResult ArgmaxOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.push_back(nullptr);
+  return success();
+}
+
+// gather: dx = gather_grad(dy, index) (a scatter-add into x's shape); none
+// for the index
+LogicalResult GatherOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
+  int64_t size = getInput().getType().getDimSize(getDim());
+  grads.push_back(b.create<GatherGradOp>(getLoc(), dy[0], getIndex(), getDimAttr(),
+                                         b.getI64IntegerAttr(size)));
+  grads.push_back(nullptr);
   return success();
 }
 

@@ -193,6 +193,29 @@ LogicalResult checkTokenCount(std::optional<Location> loc, AdaptorT adaptor) {
   return success();
 }
 
+/// gather_c1/c2 (and gather_grad's): `index` has the rank of `values` (the
+/// gathered input, or the gradient of the gathered result) and its shape
+/// except along `dim`, which is a dimension of both; `along` is the size
+/// the values have along `dim` (gather: the input's; gather_grad: the
+/// index's).
+template <typename OpT>
+LogicalResult checkGather(std::optional<Location> loc, RankedTensorType values,
+                          RankedTensorType index, int64_t dim, bool sameAlongDim) {
+  if (!values || !index)
+    return opError<OpT>(loc, "expects ranked tensor operands");
+  if (dim < 0 || dim >= values.getRank())
+    return opError<OpT>(loc, "expects dim in [0, ", values.getRank(), "), got ", dim);
+  if (index.getRank() != values.getRank())
+    return opError<OpT>(loc, "expects an index of rank ", values.getRank(), ", got ",
+                        Type(index));
+  for (int64_t d = 0; d < values.getRank(); ++d)
+    if ((d != dim || sameAlongDim) && index.getDimSize(d) != values.getDimSize(d))
+      return opError<OpT>(loc, "expects the index ", Type(index), " to match ", Type(values),
+                          sameAlongDim ? "" : " except along dim ",
+                          sameAlongDim ? "" : std::to_string(dim));
+  return success();
+}
+
 } // namespace stepc::step
 
 #endif // STEPC_DIALECT_STEP_IR_SHAPERULES_H

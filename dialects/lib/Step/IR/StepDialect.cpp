@@ -38,6 +38,10 @@ bool stepc::step::isPlainName(StringRef name) {
 
 int64_t stepc::step::tensorBytes(Type type) {
   auto tensor = cast<RankedTensorType>(type);
+  // A mask (i1) is stored as a 32-bit 0 or 1, so every kernel that moves
+  // 4-byte elements (broadcast, transpose, slices, collectives) moves masks.
+  if (tensor.getElementType().isInteger(1))
+    return tensor.getNumElements() * 4;
   return tensor.getNumElements() * std::max<int64_t>(tensor.getElementTypeBitWidth() / 8, 1);
 }
 

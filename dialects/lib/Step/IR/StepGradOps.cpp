@@ -137,6 +137,21 @@ LogicalResult EmbeddingGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult GatherGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType grad = tensorOf(adaptor.getGrad()), index = tensorOf(adaptor.getIndex());
+  // gather_grad_c1
+  if (failed(checkGather<GatherGradOp>(loc, grad, index, adaptor.getDim(), true)))
+    return failure();
+  const uint64_t size = adaptor.getSize();
+  if (size < 1 || size > (uint64_t{1} << 40))
+    return opError<GatherGradOp>(loc, "expects size in [1, 2^40], got ", std::to_string(size));
+  SmallVector<int64_t> shape(grad.getShape());
+  shape[adaptor.getDim()] = static_cast<int64_t>(size);
+  types.push_back(tensor(shape, grad.getElementType()));
+  return success();
+}
+
 LogicalResult AdamwOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {

@@ -413,6 +413,62 @@ LogicalResult PowOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// CompareOp, IotaOp, ArgmaxOp, GatherOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType lhs = tensorOf(adaptor.getLhs()), rhs = tensorOf(adaptor.getRhs());
+  if (!lhs || !rhs)
+    return opError<CompareOp>(loc, "expects ranked tensor operands");
+  // compare_c1
+  if (lhs != rhs)
+    return opError<CompareOp>(loc, "expects operands of one type, got ", Type(lhs), " and ",
+                              Type(rhs));
+  types.push_back(tensor(lhs.getShape(), IntegerType::get(context, 1)));
+  return success();
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getOnTrue().getType());
+  return success();
+}
+
+LogicalResult IotaOp::verify() {
+  // iota_c1
+  if (getDim() < 0 || getDim() >= getType().getRank())
+    return emitOpError() << "expects dim in [0, " << getType().getRank() << "), got "
+                         << getDim();
+  return success();
+}
+
+LogicalResult ArgmaxOp::inferReturnTypes(MLIRContext *context, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput());
+  if (!input)
+    return opError<ArgmaxOp>(loc, "expects a ranked tensor operand");
+  int64_t dim = adaptor.getDim();
+  // argmax_c1
+  if (dim < 0 || dim >= input.getRank())
+    return opError<ArgmaxOp>(loc, "expects dim in [0, ", input.getRank(), "), got ", dim);
+  SmallVector<int64_t> shape(input.getShape());
+  shape.erase(shape.begin() + dim);
+  types.push_back(tensor(shape, IntegerType::get(context, 32)));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType input = tensorOf(adaptor.getInput()), index = tensorOf(adaptor.getIndex());
+  // gather_c1, gather_c2
+  if (failed(checkGather<GatherOp>(loc, input, index, adaptor.getDim(), false)))
+    return failure();
+  types.push_back(tensor(index.getShape(), input.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // DropoutOp
 //===----------------------------------------------------------------------===//
 

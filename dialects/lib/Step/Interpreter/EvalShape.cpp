@@ -33,10 +33,67 @@ LogicalResult constant(ConstantOp op, Results out) {
     for (APFloat v : dense.getValues<APFloat>())
       out[0].data[i++] = v.convertToDouble();
   } else {
+    const bool mask = dense.getElementType().isInteger(1);
     for (APInt v : dense.getValues<APInt>())
-      out[0].data[i++] = static_cast<double>(v.getSExtValue());
+      out[0].data[i++] = static_cast<double>(mask ? v.getZExtValue() : v.getSExtValue());
   }
   return success();
+}
+
+/// A tensor viewed as [outer, n, inner] around dimension `dim`.
+struct AlongDim {
+  int64_t outer, n, inner;
+  AlongDim(ArrayRef<int64_t> shape, int64_t dim)
+      : outer(product(shape, 0, dim)), n(shape[dim]),
+        inner(product(shape, dim + 1, shape.size())) {}
+};
+
+void iota(IotaOp op, Tensor &out) {
+  AlongDim v(op.getType().getShape(), op.getDim());
+  for (int64_t o = 0, i = 0; o < v.outer; ++o)
+    for (int64_t k = 0; k < v.n; ++k)
+      for (int64_t j = 0; j < v.inner; ++j)
+        out.data[i++] = static_cast<double>(k);
+}
+
+// The first largest along dim; NaN is larger than any number (torch.argmax).
+void argmax(const Tensor &x, int64_t dim, Tensor &out) {
+  AlongDim v(x.shape, dim);
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t j = 0; j < v.inner; ++j) {
+      int64_t best = 0;
+      double top = x.data[o * v.n * v.inner + j];
+      for (int64_t k = 1; k < v.n && !std::isnan(top); ++k) {
+        double e = x.data[(o * v.n + k) * v.inner + j];
+        if (e > top || std::isnan(e)) {
+          top = e;
+          best = k;
+        }
+      }
+      out.data[o * v.inner + j] = static_cast<double>(best);
+    }
+}
+
+/// gather (scatter = false): out[o, k, j] = x[o, index[o, k, j], j];
+/// gather_grad (scatter = true): out[o, index[o, k, j], j] += x[o, k, j].
+/// Out-of-range indices read 0 and add nothing.
+void gather(const Tensor &x, const Tensor &index, int64_t dim, bool scatter, Tensor &out) {
+  AlongDim at(index.shape, dim);
+  const int64_t size = scatter ? out.shape[dim] : x.shape[dim];
+  for (int64_t o = 0; o < at.outer; ++o)
+    for (int64_t k = 0; k < at.n; ++k)
+      for (int64_t j = 0; j < at.inner; ++j) {
+        int64_t i = (o * at.n + k) * at.inner + j;
+        double id = index.data[i];
+        bool inRange = id >= 0 && id < static_cast<double>(size);
+        int64_t wide = (o * size + static_cast<int64_t>(id)) * at.inner + j;
+        if (scatter) {
+          if (inRange)
+            out.data[wide] += x.data[i];
+        } else {
+          out.data[i] = inRange ? x.data[wide] : 0.0;
+        }
+      }
 }
 
 /// NumPy broadcast: result index → operand index, right-aligned.
@@ -139,7 +196,14 @@ LogicalResult stepc::interp::evalShape(Operation *op, Operands in, Results out) 
         return success();
       })
       .Case([&](ConstantOp c) { return constant(c, out); })
-      .Case([&](ConvertOp) { out[0].data = in[0]->data; return success(); })
+      .Case([&](ConvertOp) { out[0].data = in[0]->data; return success(); }) // rounded as stored
+      .Case([&](IotaOp i) { iota(i, out[0]); return success(); })
+      .Case([&](ArgmaxOp a) { argmax(*in[0], a.getDim(), out[0]); return success(); })
+      .Case([&](GatherOp g) { gather(*in[0], *in[1], g.getDim(), false, out[0]); return success(); })
+      .Case([&](GatherGradOp g) {
+        gather(*in[0], *in[1], g.getDim(), true, out[0]);
+        return success();
+      })
       .Case([&](PadOp p) {
         Tensor copy = *in[0];
         copyBox(out[0], p.getLow(), copy, /*intoBig=*/true, &out[0]);

@@ -50,6 +50,18 @@ static double roundToBF16(double value) {
 }
 
 void Interpreter::round(Tensor &tensor, Type elementType) const {
+  // Integers and masks hold what a store of the value keeps, in any mode: a
+  // float truncated toward zero, a mask 0 or 1.
+  if (elementType.isInteger(1)) {
+    for (double &x : tensor.data)
+      x = x != 0.0 ? 1.0 : 0.0;
+    return;
+  }
+  if (elementType.isInteger()) {
+    for (double &x : tensor.data)
+      x = std::trunc(x);
+    return;
+  }
   if (exactF64)
     return;
   if (elementType.isF32()) {
@@ -71,9 +83,9 @@ static LogicalResult (*familyOf(Operation *op))(Operation *, Operands, Results) 
   if (isa<ScalarMathOpInterface>(op))
     return &evalElementwise;
   return llvm::TypeSwitch<Operation *, Fn>(op)
-      .Case<BroadcastOp, ConcatOp, ConstantOp, ConvertOp, PadOp, ReduceMaxGradOp,
-            ReduceMaxOp, ReduceMeanOp, ReduceSumOp, ReshapeOp, SliceOp,
-            TransposeOp>([](Operation *) { return &evalShape; })
+      .Case<ArgmaxOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp, GatherGradOp, GatherOp,
+            IotaOp, PadOp, ReduceMaxGradOp, ReduceMaxOp, ReduceMeanOp, ReduceSumOp, ReshapeOp,
+            SliceOp, TransposeOp>([](Operation *) { return &evalShape; })
       .Case<BatchMatmulOp, MatmulOp, stepk::GemmOp>([](Operation *) { return &evalMatmul; })
       .Case<LayerNormGradOp, LayerNormOp, RmsNormGradOp, RmsNormOp,
             SoftmaxGradOp, SoftmaxOp>([](Operation *) { return &evalNorm; })

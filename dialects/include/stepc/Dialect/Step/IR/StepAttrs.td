@@ -24,6 +24,18 @@ def Step_GeluApproximationAttr : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::stepc::step";
 }
 
+def Step_ComparePredicateAttr : I32EnumAttr<"ComparePredicate",
+    "elementwise comparison", [
+    I32EnumAttrCase<"LT", 0, "lt">,
+    I32EnumAttrCase<"LE", 1, "le">,
+    I32EnumAttrCase<"GT", 2, "gt">,
+    I32EnumAttrCase<"GE", 3, "ge">,
+    I32EnumAttrCase<"EQ", 4, "eq">,
+    I32EnumAttrCase<"NE", 5, "ne">
+  ]> {
+  let cppNamespace = "::stepc::step";
+}
+
 def Step_Phase : I32EnumAttr<"Phase", "part of a training step an op belongs to", [
     I32EnumAttrCase<"Forward", 0, "forward">,
     I32EnumAttrCase<"Backward", 1, "backward">,

@@ -18,8 +18,8 @@ constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
 /// (checked without overflow).
 bool isSupportedShape(mlir::Type type);
 
-/// Bytes a ranked tensor of `type` occupies (sub-byte elements count as one
-/// byte each, as stored).
+/// Bytes a ranked tensor of `type` occupies as stored: a mask (i1) element
+/// is a 32-bit word.
 int64_t tensorBytes(mlir::Type type);
 
 /// Whether `name` (a parameter's, input's or output's) can be a file name:

@@ -219,6 +219,26 @@ def Step_EmbeddingGradOp : Step_InferredOp<"embedding_grad"> {
                        "attr-dict `:` functional-type(operands, results)";
 }
 
+def Step_GatherGradOp : Step_InferredOp<"gather_grad"> {
+  let summary = "gradient of gather: scatter-add along one dimension";
+  let description = [{
+    `dx[..., index[..., k, ...], ...] += grad[..., k, ...]` along `dim`, into
+    zeros of `size` elements along `dim` (the gathered input's); repeated
+    indices accumulate in index order (deterministic), out-of-range ones add
+    nothing.
+
+    ```mlir
+    %dx = step.gather_grad %dy, %idx dim 1 size 512
+        : (tensor<8x4xf32>, tensor<8x4xi32>) -> tensor<8x512xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_IndexTensor:$index, I64Attr:$dim,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$size);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $index `dim` $dim `size` $size attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 def Step_AdamwOp : Step_InferredOp<"adamw"> {
   let summary = "one AdamW update of a parameter";
   let description = [{

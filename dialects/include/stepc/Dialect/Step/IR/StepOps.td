@@ -36,7 +36,11 @@ class Step_TensorOf<list<Type> types>
                    "::mlir::RankedTensorType">;
 def Step_FloatTensor : Step_TensorOf<[F32, BF16, F16, F64]>;
 def Step_IndexTensor : Step_TensorOf<[I32, I64]>;
-def Step_Tensor : Step_TensorOf<[F32, BF16, F16, F64, I32, I64]>;
+/// A mask (comparisons' results, select's condition).
+def Step_MaskTensor : Step_TensorOf<[I1]>;
+/// Floats and integers: what comparisons, iota and argmax read or make.
+def Step_NumberTensor : Step_TensorOf<[F32, BF16, F16, F64, I32, I64]>;
+def Step_Tensor : Step_TensorOf<[F32, BF16, F16, F64, I32, I64, I1]>;
 
 class Step_Op<string mnemonic, list<Trait> traits = []>
     : Op<Step_Dialect, mnemonic, !listconcat(traits, [Pure])>;
@@ -80,7 +84,8 @@ class Step_ScalarMathDef<string mnemonic, int arity, string flags = ""> {
                                int64_t n) {
       for (int64_t i = 0; i < n; ++i)
         result[i] = ::stepc_}] # mnemonic # [{<double>(}]
-      # !if(!eq(arity, 1), "x[0][i]", "x[0][i], x[1][i]")
+      # !if(!eq(arity, 1), "x[0][i]",
+            !if(!eq(arity, 2), "x[0][i], x[1][i]", "x[0][i], x[1][i], x[2][i]"))
       # !if(!empty(flags), "", ", " # flags) # [{);
     }
   }];
@@ -181,6 +186,108 @@ def Step_DivOp : Step_BinaryOp<"div", "z = x / y">;
 def Step_MaximumOp : Step_BinaryOp<"maximum", "z = max(x, y)", [Commutative]>;
 def Step_MinimumOp : Step_BinaryOp<"minimum", "z = min(x, y)", [Commutative]>;
 
+def Step_CompareOp : Step_InferredOp<"compare",
+    [Step_Differentiable, Elementwise, SameTypeOperands, Step_ScalarMathOpInterface]> {
+  let summary = "elementwise comparison, a mask";
+  let description = [{
+    `m = x <predicate> y` elementwise (`lt`, `le`, `gt`, `ge`, `eq`, `ne`;
+    `torch.lt` ... `torch.ne`), an `i1` mask of the operands' shape. A NaN
+    compares false except under `ne`. Masks feed `step.select` or a
+    `step.convert` to numbers; they have no gradient.
+
+    ```mlir
+    %m = step.compare lt, %x, %y : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_ComparePredicateAttr:$predicate, Step_NumberTensor:$lhs,
+                       Step_NumberTensor:$rhs);
+  let results = (outs Step_MaskTensor:$result);
+  let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs)";
+  let extraClassDeclaration =
+    Step_ScalarMathDecl<"compare", "static_cast<double>(getPredicate())">.value;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return verifyInferredResultType(*this);
+    }
+  }] # Step_ScalarMathDef<"compare", 2, "static_cast<double>(getPredicate())">.value;
+}
+
+def Step_SelectOp : Step_Op<"select",
+    [Step_Differentiable, Elementwise, SameOperandsAndResultShape,
+     AllTypesMatch<["on_true", "on_false"]>, InferTypeOpAdaptor, Step_ScalarMathOpInterface]> {
+  let summary = "elementwise choice by a mask";
+  let description = [{
+    `z = m ? x : y` elementwise (`torch.where(m, x, y)`). The gradient flows
+    to `x` where the mask holds and to `y` where it does not; the mask has
+    none.
+
+    ```mlir
+    %z = step.select %m, %x, %y : tensor<8x64xi1>, tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_MaskTensor:$condition, Step_Tensor:$on_true,
+                       Step_Tensor:$on_false);
+  let results = (outs Step_Tensor:$result);
+  let assemblyFormat = "$condition `,` $on_true `,` $on_false attr-dict `:` "
+                       "type($condition) `,` type($on_true)";
+  let extraClassDeclaration = Step_ScalarMathDecl<"select">.value;
+  let extraClassDefinition = Step_ScalarMathDef<"select", 3>.value;
+}
+
+def Step_IotaOp : Step_Op<"iota", [Step_Differentiable]> {
+  let summary = "each element's index along one dimension";
+  let description = [{
+    `y[i_0, ..., i_n] = i_dim` (`torch.arange` broadcast along the other
+    dimensions), as floats or integers. Its shape is its own: a loss's batch
+    split or micro-batches leave it whole (broadcast it to a batch shape).
+    The back ends fold it into a constant.
+
+    ```mlir
+    %pos = step.iota dim 1 : tensor<64x64xi32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$dim);
+  let results = (outs Step_NumberTensor:$result);
+  let assemblyFormat = "`dim` $dim attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Step_ArgmaxOp : Step_InferredOp<"argmax", [Step_Differentiable]> {
+  let summary = "index of the largest element along one dimension";
+  let description = [{
+    Reduces `dim` to the index (i32) of its largest element, the first on
+    ties (`torch.argmax(x, dim)`); NaN counts as largest, as in PyTorch.
+    No gradient: an eval-time op (predictions, accuracy).
+
+    ```mlir
+    %pred = step.argmax %logits dim 2 : (tensor<8x64x512xf32>) -> tensor<8x64xi32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs Step_IndexTensor:$result);
+  let assemblyFormat = "$input `dim` $dim attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_GatherOp : Step_InferredOp<"gather", [Step_Differentiable]> {
+  let summary = "elements picked along one dimension by an index tensor";
+  let description = [{
+    `torch.gather(x, dim, index)`: `y[..., k, ...] = x[..., index[..., k,
+    ...], ...]` with `k` along `dim`. `index` has `x`'s rank and shape except
+    along `dim`; the result has `index`'s shape. An index outside
+    `[0, x.shape[dim])` reads 0 and takes no gradient. The gradient is
+    `step.gather_grad` (a scatter-add, deterministic).
+
+    ```mlir
+    %y = step.gather %x, %idx dim 1
+        : (tensor<8x512xf32>, tensor<8x4xi32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, Step_IndexTensor:$index, I64Attr:$dim);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $index `dim` $dim attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Constants, dtype, shape
 //===----------------------------------------------------------------------===//
@@ -201,15 +308,18 @@ def Step_ConstantOp : Step_InferredOp<"constant", [ConstantLike, Step_Differenti
 def Step_ConvertOp : Step_Op<"convert", [Step_Differentiable, SameOperandsAndResultShape]> {
   let summary = "element type conversion";
   let description = [{
-    Converts each element to the result's element type (float to float
-    rounds to nearest even; integer to float is exact where representable).
+    Converts each element to the result's element type: float to float
+    rounds to nearest even; integer to float is exact where representable;
+    float to integer truncates toward zero (`.long()`, values beyond i32
+    undefined); to `i1` tests `!= 0`, from `i1` gives 0 or 1. Only
+    float-to-float conversions have a gradient.
 
     ```mlir
     %h = step.convert %x : tensor<8x64xf32> -> tensor<8x64xbf16>
     ```
   }];
   let arguments = (ins Step_Tensor:$input);
-  let results = (outs Step_FloatTensor:$result);
+  let results = (outs Step_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
