@@ -103,6 +103,12 @@ class CudaKernels : public ::testing::Test {
     cudaMemcpy(h.data(), p, n * 4, cudaMemcpyDeviceToHost);
     return h;
   }
+  std::vector<int32_t> DownInts(const int32_t* p, size_t n) {
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+    std::vector<int32_t> h(n);
+    cudaMemcpy(h.data(), p, n * 4, cudaMemcpyDeviceToHost);
+    return h;
+  }
   std::vector<int32_t> Status() {
     cudaStreamSynchronize(stream_);
     std::vector<int32_t> s(4);
@@ -418,6 +424,53 @@ TEST_F(CudaKernels, MaskedCrossEntropyEqualsCpu) {
   EXPECT_EQ(stepc_cpu_cross_entropy_masked(logits.data(), targets.data(), &count, n, classes,
                                            ignore, smoothing, z, &want),
             6);
+}
+
+// argmax (ties: the first; NaN: largest), gather and its scatter-add along
+// the middle dimension of [3, 7, 5], bit for bit (the sums run in index
+// order on both), against a direct evaluation here.
+TEST_F(CudaKernels, IndexOpsEqualCpu) {
+  const int64_t outer = 3, size = 7, inner = 5, n = 4;
+  Floats x = Random(outer * size * inner, 61, 1.0f);
+  x[(0 * size + 2) * inner + 1] = x[(0 * size + 5) * inner + 1] = 9.0f;  // a tie: first wins
+  x[(2 * size + 3) * inner + 4] = NAN;
+  std::vector<int32_t> index(outer * n * inner);
+  for (int64_t i = 0; i < static_cast<int64_t>(index.size()); ++i)
+    index[i] = static_cast<int32_t>((i * 5) % 9 - 1);  // -1 and 7 out of range
+  std::vector<int32_t> want_max(outer * inner);
+  stepc_cpu_argmax(x.data(), outer, size, inner, want_max.data());
+  EXPECT_EQ(want_max[0 * inner + 1], 2);
+  EXPECT_EQ(want_max[2 * inner + 4], 3);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      const int64_t k = want_max[o * inner + j];
+      for (int64_t m = 0; m < size; ++m)
+        if (!std::isnan(x[(o * size + k) * inner + j]))
+          ASSERT_GE(x[(o * size + k) * inner + j], x[(o * size + m) * inner + j]);
+    }
+  int32_t* M = Up(std::vector<int32_t>(want_max.size(), -7));
+  ASSERT_EQ(stepc_cuda_argmax(&ctx_, Up(x), outer, size, inner, M), 0) << error_;
+  EXPECT_EQ(DownInts(M, want_max.size()), want_max);
+  x[(2 * size + 3) * inner + 4] = 0.25f;  // gathered values compare by ==
+  Floats want(outer * n * inner), want_grad(outer * size * inner, 0.0f), direct(want_grad);
+  stepc_cpu_gather(x.data(), index.data(), outer, n, inner, size, want.data());
+  Floats dy = Random(want.size(), 62, 1.0f);
+  stepc_cpu_gather_grad(dy.data(), index.data(), outer, n, inner, size, want_grad.data());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < inner; ++j) {
+        const int64_t i = (o * n + k) * inner + j, id = index[i];
+        const bool in = id >= 0 && id < size;
+        ASSERT_EQ(want[i], in ? x[(o * size + id) * inner + j] : 0.0f);
+        if (in) direct[(o * size + id) * inner + j] += dy[i];
+      }
+  EXPECT_EQ(want_grad, direct);
+  float *X = Up(x), *G = Zeros(want.size()), *D = Zeros(want_grad.size());
+  int32_t* I = Up(index);
+  ASSERT_EQ(stepc_cuda_gather(&ctx_, X, I, outer, n, inner, size, G), 0) << error_;
+  ASSERT_EQ(stepc_cuda_gather_grad(&ctx_, Up(dy), I, outer, n, inner, size, D), 0) << error_;
+  EXPECT_EQ(Down(G, want.size()), want);
+  EXPECT_EQ(Down(D, want_grad.size()), want_grad);
 }
 
 TEST_F(CudaKernels, CrossEntropyAndEmbeddingWithIdChecks) {
