@@ -126,10 +126,6 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     return emitError(error);
   if (options.sequenceParallel && shard->tp == 1)
     return emitError("--sequence-parallel needs tensor parallelism (--shard=...,tp:M)");
-  // The micro-batch's gradient is rebuilt from the loss function, which tp
-  // has already split into collectives no rebinding rule covers yet.
-  if (options.microBatches > 1 && shard->tp > 1)
-    return emitError("--micro-batches with tensor parallelism (tp:M) is not supported yet");
 
   // The layers, from the front end's markers or read off the IR: remat,
   // outlining and the report need them, whatever the parameters' names.

@@ -23,13 +23,32 @@ using namespace stepc::step;
 namespace {
 
 /// `type` with its leading dimension scaled by newBatch/oldBatch, when that
-/// is whole; unchanged otherwise.
+/// is whole; unchanged otherwise. Leading 1s are skipped: tensor
+/// parallelism's [1, B, T] views carry the batch in their second dimension.
 RankedTensorType scaleLeading(RankedTensorType type, int64_t oldBatch, int64_t newBatch) {
-  if (type.getRank() == 0 || (type.getDimSize(0) * newBatch) % oldBatch != 0)
+  int64_t d = 0;
+  while (d + 1 < type.getRank() && type.getDimSize(d) == 1)
+    ++d;
+  if (type.getRank() == 0 || (type.getDimSize(d) * newBatch) % oldBatch != 0)
     return type;
   SmallVector<int64_t> shape(type.getShape());
-  shape[0] = shape[0] * newBatch / oldBatch;
+  shape[d] = shape[d] * newBatch / oldBatch;
   return RankedTensorType::get(shape, type.getElementType());
+}
+
+/// The result type of a collective (or copy_to_parallel) whose operand went
+/// from `before` to `after`: each result dimension scales as the operand's
+/// does (a gather or slice axis keeps its ratio to the operand).
+RankedTensorType scaleLike(RankedTensorType result, RankedTensorType before,
+                           RankedTensorType after) {
+  if (result.getRank() != before.getRank())
+    return result;
+  SmallVector<int64_t> shape(result.getShape());
+  for (int64_t d = 0; d < result.getRank(); ++d)
+    if (before.getDimSize(d) != after.getDimSize(d) &&
+        (shape[d] * after.getDimSize(d)) % before.getDimSize(d) == 0)
+      shape[d] = shape[d] * after.getDimSize(d) / before.getDimSize(d);
+  return RankedTensorType::get(shape, result.getElementType());
 }
 
 } // namespace
@@ -95,7 +114,20 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
   }
   loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes, loss.getResultTypes()));
 
+  // Each value's type before rebinding (collectives scale like their operand).
+  DenseMap<Value, RankedTensorType> before;
+  for (Operation &op : body.without_terminator())
+    for (Value operand : op.getOperands())
+      if (auto t = dyn_cast<RankedTensorType>(operand.getType()))
+        before.try_emplace(operand, t);
   for (Operation &op : body.without_terminator()) {
+    if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::AllSliceOp, mesh::ReduceScatterOp,
+            CopyToParallelOp>(op)) {
+      auto in = cast<RankedTensorType>(op.getOperand(0).getType());
+      auto out = cast<RankedTensorType>(op.getResult(0).getType());
+      op.getResult(0).setType(scaleLike(out, before.lookup(op.getOperand(0)), in));
+      continue;
+    }
     if (isa<IotaOp>(op))
       continue; // its shape is its own, as a constant's
     // A splat constant shaped like the batch (a front end's scalar operand,
@@ -116,27 +148,28 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
           RankedTensorType::get(in.getShape(), convert.getType().getElementType()));
       continue;
     }
-    if (isa<BroadcastOp, ReshapeOp>(op)) {
+    if (isa<BroadcastOp>(op)) {
       auto in = cast<RankedTensorType>(op.getOperand(0).getType());
       auto out = cast<RankedTensorType>(op.getResult(0).getType());
-      // A broadcast that adds the batch dimension, or any op whose operand's
-      // leading dimension was scaled.
-      bool added = isa<BroadcastOp>(op) && in.getRank() < out.getRank() &&
-                   out.getDimSize(0) == oldBatch;
-      op.getResult(0).setType(added ? scaleLeading(out, oldBatch, newBatch)
-                              : in.getNumElements() != out.getNumElements() &&
-                                      isa<ReshapeOp>(op)
-                                  ? scaleLeading(out, oldBatch, newBatch)
-                              : isa<BroadcastOp>(op) && in.getRank() == out.getRank()
-                                  ? RankedTensorType::get(
-                                        [&] {
-                                          SmallVector<int64_t> s(out.getShape());
-                                          if (in.getDimSize(0) != 1)
-                                            s[0] = in.getDimSize(0);
-                                          return s;
-                                        }(),
-                                        out.getElementType())
-                                  : out);
+      // Dimensions the operand has keep its (rebound) sizes; a broadcast
+      // that adds the batch dimension adds the part's.
+      SmallVector<int64_t> shape(out.getShape());
+      int64_t added = out.getRank() - in.getRank();
+      for (int64_t d = 0; d < in.getRank(); ++d)
+        if (in.getDimSize(d) != 1)
+          shape[d + added] = in.getDimSize(d);
+      if (added > 0 && out.getDimSize(0) == oldBatch &&
+          (shape[0] * newBatch) % oldBatch == 0)
+        shape[0] = shape[0] * newBatch / oldBatch;
+      op.getResult(0).setType(RankedTensorType::get(shape, out.getElementType()));
+      continue;
+    }
+    if (isa<ReshapeOp>(op)) {
+      auto in = cast<RankedTensorType>(op.getOperand(0).getType());
+      auto out = cast<RankedTensorType>(op.getResult(0).getType());
+      // A reshape whose operand's batch was scaled scales its own.
+      if (in.getNumElements() != out.getNumElements())
+        op.getResult(0).setType(scaleLeading(out, oldBatch, newBatch));
       continue;
     }
     if (auto slice = dyn_cast<SliceOp>(op)) {
