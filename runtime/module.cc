@@ -145,8 +145,8 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
       dlsym(module->handle_, "stepc_train_step_v6"));
   module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v6)>(
       dlsym(module->handle_, "stepc_eval_step_v6"));
-  module->trace_ = reinterpret_cast<decltype(&stepc_profile_trace_v1)>(
-      dlsym(module->handle_, "stepc_profile_trace_v1"));
+  module->trace_ = reinterpret_cast<decltype(&stepc_profile_trace_v2)>(
+      dlsym(module->handle_, "stepc_profile_trace_v2"));
   if (!info || !module->step_ || !module->eval_) {
     // Earlier ABIs named their entry points after their version.
     for (int version = STEPC_ABI_VERSION - 1; version >= 1; --version)

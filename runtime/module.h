@@ -42,9 +42,9 @@ class Module {
   }
   // A symbol of step.so or of the libraries it links (the kernels), or null.
   void* Symbol(const char* name) const;
-  // The kernel timeline of a `stepc --profile` build (stepc_profile_trace_v1),
+  // The kernel timeline of a `stepc --profile` build (stepc_profile_trace_v2),
   // or null for any other step.so.
-  decltype(&stepc_profile_trace_v1) trace() const { return trace_; }
+  decltype(&stepc_profile_trace_v2) trace() const { return trace_; }
   // Elements of the loss function's output i (stepc_module_info.outputs).
   int64_t output_count(int i) const;
   // Elements of the logits the eval step returns (0: none).
@@ -57,7 +57,7 @@ class Module {
   const stepc_module_info* info_ = nullptr;
   decltype(&stepc_train_step_v6) step_ = nullptr;
   decltype(&stepc_eval_step_v6) eval_ = nullptr;
-  decltype(&stepc_profile_trace_v1) trace_ = nullptr;
+  decltype(&stepc_profile_trace_v2) trace_ = nullptr;
 };
 
 }  // namespace stepc

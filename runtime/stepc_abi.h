@@ -189,13 +189,15 @@ int stepc_eval_step_v6(void *const *args, char *arena, const stepc_collectives *
 /* Optional, in step.so built with `stepc --profile` (CPU): a timeline of the
  * training step's kernels. Every kernel of the step is a site, numbered in
  * execution order (the step is straight-line code; a block outlined into a
- * function runs its sites in order), with its kind, op, source location
- * and the FLOPs and bytes the compiler counts. */
+ * function runs its sites in order), with its kind, op, source location,
+ * the FLOPs and bytes the compiler counts, and the memory plan's live arena
+ * bytes while it runs. Version 2: live_bytes added. */
 typedef struct stepc_trace_site {
   const char *kind;     /* the profile's kind ("step.matmul NT", "fused elementwise") */
   const char *op;       /* the op's name */
   const char *location; /* file:line:col of the op, or "" */
   long long flops, bytes;
+  long long live_bytes; /* the plan's buffers live at this op */
 } stepc_trace_site;
 
 /* One kernel of a recorded step: its site and CLOCK_MONOTONIC seconds. */
@@ -208,7 +210,7 @@ typedef struct stepc_trace_event {
  * record = 0: stop. Either way returns the events recorded since the last
  * record = 1 (none right after one; valid until the next call) and the
  * site table. Returns nonzero if events were lost (out of memory). */
-int stepc_profile_trace_v1(int record, const stepc_trace_event **events, size_t *count,
+int stepc_profile_trace_v2(int record, const stepc_trace_event **events, size_t *count,
                            const stepc_trace_site **sites, size_t *site_count);
 
 #ifdef __cplusplus

@@ -4,7 +4,7 @@
 // to its kind; the calls, bytes and FLOPs of each kind per step are known
 // here, the seconds at run time, and the table is written at unload. The
 // marks also number the step's kernels in execution order (its sites), so
-// a runtime that asks (stepc_profile_trace_v1) gets each kernel's interval:
+// a runtime that asks (stepc_profile_trace_v2) gets each kernel's interval:
 // the trace of stepc-run --trace. The mark's text names only the kind, so
 // blocks outlined into functions stay equal.
 //
@@ -54,8 +54,15 @@ int SourceEmitter::profileKind(Operation *op) {
   kind.calls += 1;
   kind.bytes += bytes;
   kind.flops += flops;
+  if (opIndex.empty()) {
+    for (Operation &o : step.getBody().front())
+      opIndex[&o] = static_cast<int64_t>(opIndex.size());
+    liveByOp = liveBytesByOp(plan, static_cast<int64_t>(opIndex.size()));
+  }
+  auto at = opIndex.find(op);
+  const int64_t live = at == opIndex.end() ? 0 : liveByOp[at->second];
   profileSites.push_back(ProfileSite{it->second, named->getName().getStringRef().str(),
-                                     where(named), flops, bytes});
+                                     where(named), flops, bytes, live});
   return it->second;
 }
 
@@ -77,9 +84,10 @@ std::string SourceEmitter::profileSupport() {
      << "const stepc_trace_site kProfSites[] = {\n";
   for (const ProfileSite &site : profileSites)
     os << "  {" << cString(profileKinds[site.kind].name) << ", " << cString(site.op) << ", "
-       << cString(site.location) << ", " << site.flops << ", " << site.bytes << "},\n";
+       << cString(site.location) << ", " << site.flops << ", " << site.bytes << ", "
+       << site.liveBytes << "},\n";
   if (profileSites.empty())
-    os << "  {\"\", \"\", \"\", 0, 0},\n";
+    os << "  {\"\", \"\", \"\", 0, 0, 0},\n";
   os << "};\n"
      << "const size_t kProfSiteCount = " << profileSites.size() << ";\n"
      << "double stepc_prof_seconds[" << n << "];\n"
@@ -126,7 +134,7 @@ std::string SourceEmitter::profileSupport() {
      << "  if (path && (ferror(out) | fclose(out)))\n"
      << "    fprintf(stderr, \"stepc --profile: cannot write '%s'\\n\", path);\n}\n\n"
      << "}  // namespace\n\n"
-     << "extern \"C\" int stepc_profile_trace_v1(int record, const stepc_trace_event **events,\n"
+     << "extern \"C\" int stepc_profile_trace_v2(int record, const stepc_trace_event **events,\n"
      << "                                      size_t *count, const stepc_trace_site **sites,\n"
      << "                                      size_t *site_count) {\n"
      << "  const int lost = stepc_prof_lost;\n"

@@ -3,6 +3,7 @@
 #include "stepc/Compiler/MemoryPlot.h"
 
 #include "stepc/Compiler/ArenaPlan.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -20,13 +21,7 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
     return failure();
   const int64_t args = argumentBytes(step);
   const int64_t ops = std::distance(step.getBody().front().begin(), step.getBody().front().end());
-  // Live arena bytes at each op index: every buffer from its first
-  // definition to its last use.
-  std::vector<int64_t> live(std::max<int64_t>(ops, 1), 0);
-  for (const MemoryPlan::Buffer &b : plan->buffers)
-    for (int64_t i = std::max<int64_t>(b.firstDef, 0);
-         i <= std::min<int64_t>(b.lastUse, int64_t(live.size()) - 1); ++i)
-      live[i] += b.bytes;
+  const std::vector<int64_t> live = liveBytesByOp(*plan, ops);
   const int64_t peakAt = std::max_element(live.begin(), live.end()) - live.begin();
   const int64_t planned = plannedPeakBytes(step).value_or(args + plan->arenaBytes);
 
@@ -87,6 +82,29 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
   hline(planned, "#08519c", "6,3", llvm::formatv("planned peak {0:F1} MB", planned / 1e6));
   if (budgetBytes)
     hline(*budgetBytes, "#cb181d", "2,2", llvm::formatv("budget {0:F1} MB", *budgetBytes / 1e6));
+  // Where the backward and the optimizer begin: the first op of each phase
+  // (fused kernels and library calls carry their first member's phase).
+  auto phaseStart = [&](step::Phase phase) -> std::optional<int64_t> {
+    int64_t i = 0;
+    for (Operation &op : step.getBody().front()) {
+      if (step::getPhase(&op) == phase)
+        return i;
+      ++i;
+    }
+    return std::nullopt;
+  };
+  for (auto [phase, label] : {std::pair(step::Phase::Backward, "backward"),
+                              std::pair(step::Phase::Optimizer, "optimizer")}) {
+    std::optional<int64_t> at = phaseStart(phase);
+    if (!at)
+      continue;
+    os << llvm::formatv("<line x1='{0:F1}' y1='{1}' x2='{0:F1}' y2='{2}' stroke='#525252' "
+                        "stroke-dasharray='4,3' class='phase'/>\n"
+                        "<text x='{3:F1}' y='{4}' font-size='11' fill='#525252' class='phase' "
+                        "id='{5}'>{5} from op {6}</text>\n",
+                        x(double(*at)), top, h - bottom, x(double(*at)) + 4, top + 12, label,
+                        *at);
+  }
   // The three largest buffers, labelled where they are defined.
   std::vector<size_t> order(plan->buffers.size());
   std::iota(order.begin(), order.end(), 0);
@@ -103,7 +121,7 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
                         bx, by, by - 6, b.bytes / 1e6, b.firstDef, b.lastUse);
   }
   os << "<text x='" << w - right << "' y='" << h - bottom - 8
-     << "' text-anchor='end' font-size='10'>grey: arguments; blue: live arena buffers</text>\n"
+     << "' text-anchor='end' font-size='10'>grey: arguments; blue: live arena buffers; dashed: where the backward and the optimizer begin</text>\n"
      << "</svg>\n";
   return svg;
 }

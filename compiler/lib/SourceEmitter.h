@@ -244,9 +244,12 @@ private:
   struct ProfileSite {
     int kind;
     std::string op, location;
-    int64_t flops, bytes;
+    int64_t flops, bytes, liveBytes;
   };
   std::vector<ProfileSite> profileSites;
+  /// The plan's live arena bytes at each op of the step (filled on first use).
+  std::vector<int64_t> liveByOp;
+  llvm::DenseMap<mlir::Operation *, int64_t> opIndex;
   /// The kind `op` is timed as, counting its call, bytes and FLOPs (and
   /// adding its site).
   int profileKind(mlir::Operation *op);

@@ -255,3 +255,20 @@ MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy
   }
   return plan;
 }
+
+std::vector<int64_t> stepc::liveBytesByOp(const MemoryPlan &plan, int64_t ops) {
+  // Differences at the buffers' ends, then one running sum.
+  std::vector<int64_t> live(std::max<int64_t>(ops, 1) + 1, 0);
+  const int64_t last = int64_t(live.size()) - 2;
+  for (const MemoryPlan::Buffer &b : plan.buffers) {
+    const int64_t from = std::max<int64_t>(b.firstDef, 0), to = std::min(b.lastUse, last);
+    if (from > to)
+      continue;
+    live[from] += b.bytes;
+    live[to + 1] -= b.bytes;
+  }
+  for (size_t i = 1; i < live.size(); ++i)
+    live[i] += live[i - 1];
+  live.pop_back();
+  return live;
+}

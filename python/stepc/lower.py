@@ -470,6 +470,15 @@ def torch_where(lw, node):
                                      f"{mask.type}, {x.type}", dtype=dtype)
 
 
+def masked_fill(lw, node):
+    """x.masked_fill(mask, value): select(mask, value, x)."""
+    shape, dtype = shape_of(node), result_dtype(node)
+    mask = typed_operand(lw, node.args[1], shape, "i1", node)
+    value, x = (typed_operand(lw, v, shape, dtype, node) for v in (node.args[2], node.args[0]))
+    return lw.w.emit("fill", shape, f"step.select {mask.name}, {value.name}, {x.name} : "
+                                    f"{mask.type}, {x.type}", dtype=dtype)
+
+
 def gather(lw, node):
     """torch.gather(x, dim, index) (no sparse gradient)."""
     if node.kwargs.get("sparse_grad") or (len(node.args) > 3 and node.args[3]):
@@ -771,6 +780,7 @@ HANDLERS = {
     aten.relu.default: unary("relu"), aten.sigmoid.default: unary("sigmoid"),
     aten.abs.default: unary("abs"),
     aten.where.self: torch_where, aten.gather.default: gather, aten.argmax.default: argmax,
+    aten.masked_fill.Scalar: masked_fill, aten.masked_fill.Tensor: masked_fill,
     aten.clamp.default: clamp, aten.clamp_min.default: clamp_bound("maximum"),
     aten.clamp_max.default: clamp_bound("minimum"),
     aten.gelu.default: gelu, aten.pow.Tensor_Scalar: power,
@@ -784,6 +794,9 @@ HANDLERS = {
     aten.mse_loss.default: mse_loss,
     aten.binary_cross_entropy_with_logits.default: bce_with_logits,
 }
+for _name in ("ScalarOther", "ScalarSelf", "Scalar"):  # torch.where with Python scalars
+    if hasattr(aten.where, _name):
+        HANDLERS[getattr(aten.where, _name)] = torch_where
 # Ops with several results: lowered where a getitem reads one.
 for _op in (aten.native_layer_norm.default, aten.split.Tensor, aten.split_with_sizes.default,
             aten.unbind.int, aten.chunk.default, aten.native_dropout.default):

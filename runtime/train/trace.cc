@@ -87,6 +87,10 @@ absl::Status Trace::EndStepKernels(int64_t step) {
       if (*s.location) args["location"] = s.location;
       args["flops"] = s.flops;
       args["bytes"] = s.bytes;
+      args["live_bytes"] = s.live_bytes;
+      // The plan's live arena bytes, a counter track beside the kernels.
+      events_.push_back({{"ph", "C"}, {"name", "live arena bytes (plan)"}, {"pid", rank_},
+                         {"ts", Microseconds(e.start_s)}, {"args", {{"bytes", s.live_bytes}}}});
       if (seconds > 0) {
         if (s.flops) args["gflops_per_s"] = s.flops / seconds / 1e9;
         args["gb_per_s"] = s.bytes / seconds / 1e9;

@@ -1,6 +1,7 @@
 """The memory plot is well-formed SVG whose stated figures are the report's:
 arena, planned peak, and live peak (arguments + the plan's live peak); the
-arena curve has a point per op; a budget, when given, is drawn and labelled."""
+arena curve has a point per op; a budget, when given, is drawn and labelled;
+dashed lines mark where the backward and the optimizer begin, in order."""
 import json
 import re
 import sys
@@ -24,5 +25,9 @@ assert len(points) == ops + 2, (len(points), ops)
 labels = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
 budget = [l for l in labels if l and l.startswith("budget ")]
 buffers = [t for t in root.iter("{http://www.w3.org/2000/svg}text") if t.get("class") == "buffer"]
+# The backward starts after the forward's first op, the optimizer after it.
+starts = {k: int(re.search(r"from op (\d+)", texts[k]).group(1)) for k in ("backward", "optimizer")}
+assert 0 < starts["backward"] < starts["optimizer"] < ops, (starts, ops)
 print(f"ok: {ops} ops, planned peak {planned}, live peak {live} at op {at}, "
-      f"{len(buffers)} buffers labelled, budget line: {budget[0] if budget else 'none'}")
+      f"{len(buffers)} buffers labelled, budget line: {budget[0] if budget else 'none'}, "
+      f"backward from op {starts['backward']}, optimizer from op {starts['optimizer']}")

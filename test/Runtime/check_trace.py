@@ -9,7 +9,9 @@ for each traced step and none for another. With --kernels: each traced
 step's kernels lie inside its host "step" span, in order, without
 overlapping, and tile it (their durations sum to within 5% of it); every
 kernel names its site's op, FLOPs and bytes, and the GEMMs their
-GFLOP/s. Prints one line per traced step.
+GFLOP/s, and a live-bytes counter event goes with each kernel (with
+--report, its largest value is in (0, the report's live_bytes_peak]).
+Prints one line per traced step.
 """
 import argparse
 import json
@@ -27,6 +29,8 @@ def main():
     p.add_argument("--kernels", action="store_true")
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--collectives", action="store_true")
+    p.add_argument("--report", help="the step's stepc --report: the live-bytes counter "
+                                    "stays within its live_bytes_peak")
     a = p.parse_args()
     first, _, last = a.steps.partition(":")
     wanted = set(range(int(first), int(last or first) + 1))
@@ -41,12 +45,25 @@ def main():
         elif e.get("ph") == "M":
             if "name" not in e or "name" not in e.get("args", {}):
                 fail(f"a metadata event without its name: {e}")
+        elif e.get("ph") == "C":
+            if "name" not in e or "ts" not in e or not isinstance(
+                    e.get("args", {}).get("bytes"), int) or e["args"]["bytes"] < 0:
+                fail(f"a counter event without its name, time or bytes: {e}")
         else:
             fail(f"an unexpected phase: {e}")
         if e["pid"] != a.rank:
             fail(f"an event of process {e['pid']} in rank {a.rank}'s trace")
     host = [e for e in events if e.get("cat") == "host"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
+    counters = [e for e in events if e.get("ph") == "C"]
+    if a.kernels and len(counters) != len(kernels):
+        fail(f"{len(counters)} live-bytes counter events for {len(kernels)} kernels")
+    if a.report:
+        peak = json.load(open(a.report))["live_bytes_peak"]
+        top = max(e["args"]["bytes"] for e in counters)
+        if not 0 < top <= peak:
+            fail(f"the live-bytes counter peaks at {top}, the plan's live peak is {peak}")
+        print(f"live arena bytes counter: peak {top} of the plan's {peak}")
     steps = {e["args"]["step"] for e in host if e["name"] == "step"}
     if steps != wanted:
         fail(f"host step spans for steps {sorted(steps)}, expected {sorted(wanted)}")

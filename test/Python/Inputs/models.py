@@ -175,7 +175,7 @@ class Logistic(nn.Module):
 
 class MaskedHead(nn.Module):
     """Masks and index ops by hand: a leaky ReLU and a position mask by
-    torch.where on comparisons (a mask from torch.arange), a per-row output
+    torch.where on comparisons (a mask from torch.arange), masked_fill, a per-row output
     picked by torch.gather with indices computed from the input, and a
     Huber loss whose two branches (and a bool-to-float weight) are where's
     and casts."""
@@ -189,6 +189,7 @@ class MaskedHead(nn.Module):
         h = self.fc1(x)
         h = torch.where(h > 0, h, 0.1 * h)
         h = torch.where(torch.arange(32) < 16, h, torch.tanh(h))
+        h = h.masked_fill(h.abs() > 2.0, 2.0)
         out = self.head(h)
         pick = torch.where(y > 1.0, 3, torch.where(y > 0.0, 2, torch.where(y < -1.0, 0, 1)))
         picked = torch.gather(out, 1, pick.unsqueeze(-1)).squeeze(-1)

@@ -9,6 +9,7 @@
 #include "llvm/ADT/SmallVector.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace stepc {
 
@@ -41,6 +42,11 @@ struct MemoryPlan {
   /// Values whose buffer took over an operand's (in-place).
   int64_t inPlaceCount = 0;
 };
+
+/// The bytes of the plan's buffers live at each of `ops` op indices (a
+/// buffer from its first definition to its last use): the plan's live-set
+/// curve, which the memory plot draws and a profiled step's trace counts.
+std::vector<int64_t> liveBytesByOp(const MemoryPlan &plan, int64_t ops);
 
 /// Alignment of every arena buffer.
 constexpr int64_t kArenaAlignment = 64;
