@@ -190,14 +190,15 @@ int stepc_eval_step_v6(void *const *args, char *arena, const stepc_collectives *
  * training step's kernels. Every kernel of the step is a site, numbered in
  * execution order (the step is straight-line code; a block outlined into a
  * function runs its sites in order), with its kind, op, source location,
- * the FLOPs and bytes the compiler counts, and the memory plan's live arena
- * bytes while it runs. Version 2: live_bytes added. */
+ * the FLOPs and bytes the compiler counts, the memory plan's live arena
+ * bytes while it runs, and its block. Version 2: live_bytes and block added. */
 typedef struct stepc_trace_site {
   const char *kind;     /* the profile's kind ("step.matmul NT", "fused elementwise") */
   const char *op;       /* the op's name */
   const char *location; /* file:line:col of the op, or "" */
   long long flops, bytes;
   long long live_bytes; /* the plan's buffers live at this op */
+  const char *block;    /* the repeated block it computes ("block 3"), or "" */
 } stepc_trace_site;
 
 /* One kernel of a recorded step: its site and CLOCK_MONOTONIC seconds. */

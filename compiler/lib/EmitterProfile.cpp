@@ -13,6 +13,7 @@
 #include "SourceEmitter.h"
 
 #include "stepc/Analysis/FlopCount.h"
+#include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -58,11 +59,13 @@ int SourceEmitter::profileKind(Operation *op) {
     for (Operation &o : step.getBody().front())
       opIndex[&o] = static_cast<int64_t>(opIndex.size());
     liveByOp = liveBytesByOp(plan, static_cast<int64_t>(opIndex.size()));
+    blockOfValue = attributeBlocks(step);
   }
   auto at = opIndex.find(op);
   const int64_t live = at == opIndex.end() ? 0 : liveByOp[at->second];
+  std::string block = op->getNumResults() ? blockOfValue.lookup(op->getResult(0)) : "";
   profileSites.push_back(ProfileSite{it->second, named->getName().getStringRef().str(),
-                                     where(named), flops, bytes, live});
+                                     where(named), flops, bytes, live, block});
   return it->second;
 }
 
@@ -85,9 +88,9 @@ std::string SourceEmitter::profileSupport() {
   for (const ProfileSite &site : profileSites)
     os << "  {" << cString(profileKinds[site.kind].name) << ", " << cString(site.op) << ", "
        << cString(site.location) << ", " << site.flops << ", " << site.bytes << ", "
-       << site.liveBytes << "},\n";
+       << site.liveBytes << ", " << cString(site.block) << "},\n";
   if (profileSites.empty())
-    os << "  {\"\", \"\", \"\", 0, 0, 0},\n";
+    os << "  {\"\", \"\", \"\", 0, 0, 0, \"\"},\n";
   os << "};\n"
      << "const size_t kProfSiteCount = " << profileSites.size() << ";\n"
      << "double stepc_prof_seconds[" << n << "];\n"

@@ -245,11 +245,14 @@ private:
     int kind;
     std::string op, location;
     int64_t flops, bytes, liveBytes;
+    std::string block;
   };
   std::vector<ProfileSite> profileSites;
   /// The plan's live arena bytes at each op of the step (filled on first use).
   std::vector<int64_t> liveByOp;
   llvm::DenseMap<mlir::Operation *, int64_t> opIndex;
+  /// The block label of each value (stepc::attributeBlocks, filled with liveByOp).
+  llvm::DenseMap<mlir::Value, std::string> blockOfValue;
   /// The kind `op` is timed as, counting its call, bytes and FLOPs (and
   /// adding its site).
   int profileKind(mlir::Operation *op);

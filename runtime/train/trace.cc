@@ -15,7 +15,7 @@ namespace {
 using json = nlohmann::json;
 
 // Thread tracks of a rank's process.
-constexpr int kHostTrack = 0, kKernelTrack = 1;
+constexpr int kHostTrack = 0, kKernelTrack = 1, kBlockTrack = 2;
 
 json Metadata(const char* name, int pid, int tid, const std::string& value) {
   return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", {{"name", value}}}};
@@ -48,8 +48,10 @@ Trace::Trace(std::string path, TraceSteps steps, int rank, const Module& module)
   if (rank_ > 0) path_ = absl::StrCat(path_, ".rank", rank_);
   events_.push_back(Metadata("process_name", rank_, 0, absl::StrCat("rank ", rank_)));
   events_.push_back(Metadata("thread_name", rank_, kHostTrack, "host"));
-  if (has_kernels())
+  if (has_kernels()) {
+    events_.push_back(Metadata("thread_name", rank_, kBlockTrack, "blocks"));
     events_.push_back(Metadata("thread_name", rank_, kKernelTrack, "kernels"));
+  }
 }
 
 void Trace::Host(const std::string& name, int64_t step, double start, double end) {
@@ -74,8 +76,26 @@ absl::Status Trace::EndStepKernels(int64_t step) {
   size_t count, site_count;
   if (module_.trace()(0, &events, &count, &sites, &site_count) != 0)
     return absl::ResourceExhaustedError("--trace: the step.so ran out of memory recording kernels");
+  // A block's span: its consecutive kernels (the backward revisits the
+  // blocks in reverse, each a span of its own).
+  std::string block;
+  double block_start = 0, block_end = 0;
+  auto close_block = [&] {
+    if (block.empty()) return;
+    events_.push_back({{"ph", "X"}, {"name", block}, {"cat", "block"}, {"pid", rank_},
+                       {"tid", kBlockTrack}, {"ts", Microseconds(block_start)},
+                       {"dur", (block_end - block_start) * 1e6}, {"args", {{"step", step}}}});
+  };
   for (size_t i = 0; i < count; ++i) {
     const stepc_trace_event& e = events[i];
+    const bool known = e.site >= 0 && static_cast<size_t>(e.site) < site_count;
+    const std::string now = known ? sites[e.site].block : "";
+    if (now != block) {
+      close_block();
+      block = now;
+      block_start = e.start_s;
+    }
+    block_end = e.end_s;
     const double seconds = e.end_s - e.start_s;
     json event = {{"ph", "X"}, {"cat", "kernel"}, {"pid", rank_}, {"tid", kKernelTrack},
                   {"ts", Microseconds(e.start_s)}, {"dur", seconds * 1e6}};
@@ -88,6 +108,7 @@ absl::Status Trace::EndStepKernels(int64_t step) {
       args["flops"] = s.flops;
       args["bytes"] = s.bytes;
       args["live_bytes"] = s.live_bytes;
+      if (*s.block) args["block"] = s.block;
       // The plan's live arena bytes, a counter track beside the kernels.
       events_.push_back({{"ph", "C"}, {"name", "live arena bytes (plan)"}, {"pid", rank_},
                          {"ts", Microseconds(e.start_s)}, {"args", {{"bytes", s.live_bytes}}}});
@@ -101,6 +122,7 @@ absl::Status Trace::EndStepKernels(int64_t step) {
     event["args"] = std::move(args);
     events_.push_back(std::move(event));
   }
+  close_block();
   return absl::OkStatus();
 }
 

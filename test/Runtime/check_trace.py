@@ -9,7 +9,8 @@ for each traced step and none for another. With --kernels: each traced
 step's kernels lie inside its host "step" span, in order, without
 overlapping, and tile it (their durations sum to within 5% of it); every
 kernel names its site's op, FLOPs and bytes, and the GEMMs their
-GFLOP/s, and a live-bytes counter event goes with each kernel (with
+GFLOP/s, each kernel of a repeated block lies in a span of its block on the
+block track, and a live-bytes counter event goes with each kernel (with
 --report, its largest value is in (0, the report's live_bytes_peak]).
 Prints one line per traced step.
 """
@@ -100,7 +101,20 @@ def main():
         covered = sum(k["dur"] for k in mine) / span["dur"]
         if not 0.95 <= covered <= 1.0 + 1e-6:
             fail(f"step {step}: the kernels cover {covered:.3f} of the step's span")
-        print(f"step {step}: {len(mine)} kernels tile the step's span (within 5%)")
+        # Every kernel of a block lies in a span of that block on the block
+        # track; the spans are the runs of consecutive kernels.
+        spans = [e for e in events if e.get("cat") == "block" and e["args"]["step"] == step]
+        for k in mine:
+            block = k["args"].get("block")
+            if block and not any(b["name"] == block and b["ts"] - 0.01 <= k["ts"] and
+                                 k["ts"] + k["dur"] <= b["ts"] + b["dur"] + 0.01 for b in spans):
+                fail(f"step {step}: kernel {k['name']} of {block} outside its block's spans")
+        runs = sum(1 for i, k in enumerate(mine) if k["args"].get("block") and
+                   (i == 0 or mine[i - 1]["args"].get("block") != k["args"]["block"]))
+        if not spans or len(spans) != runs:
+            fail(f"step {step}: {len(spans)} block spans for {runs} runs of a block's kernels")
+        print(f"step {step}: {len(mine)} kernels tile the step's span (within 5%), "
+              f"{len({b['name'] for b in spans})} blocks in {len(spans)} spans")
     if a.collectives:
         if not any(n.startswith("mesh.") for n in names):
             fail(f"no collective among the kernels: {sorted(names)}")
