@@ -9,6 +9,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -44,17 +45,26 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
                       "{4} B, planned peak {5} B, live peak {6} B at op {7}</text>\n",
                       left, step.getSymName(), ops, args, plan->arenaBytes, planned,
                       args + live[peakAt], peakAt);
-  // Grid and ticks: every fifth of each axis.
-  constexpr int kTicks = 5;
-  for (int t = 0; t <= kTicks; ++t) {
-    const double op = xmax * t / kTicks, mb = ymax * t / kTicks;
+  // Grid and ticks at round steps (1, 2 or 5 times a power of ten), about
+  // five to an axis.
+  auto roundStep = [](double span) {
+    const double raw = std::max(span, 1e-9) / 5, unit = std::pow(10.0, std::floor(std::log10(raw)));
+    for (double m : {1.0, 2.0, 5.0})
+      if (m * unit >= raw)
+        return m * unit;
+    return 10 * unit;
+  };
+  const double opStep = std::max(1.0, roundStep(xmax)), mbStep = roundStep(ymax);
+  for (double op = 0; op <= xmax + 1e-9; op += opStep)
     os << llvm::formatv("<line x1='{0:F1}' y1='{1}' x2='{0:F1}' y2='{2}' stroke='#dddddd'/>\n"
                         "<text x='{0:F1}' y='{3}' text-anchor='middle'>{4:F0}</text>\n",
                         x(op), top, h - bottom, h - bottom + 16, op);
+  for (double mb = 0; mb <= ymax + 1e-9; mb += mbStep)
     os << llvm::formatv("<line x1='{0}' y1='{1:F1}' x2='{2}' y2='{1:F1}' stroke='#dddddd'/>\n"
-                        "<text x='{3}' y='{4:F1}' text-anchor='end'>{5:F1}</text>\n",
-                        left, y(mb * 1e6), w - right, left - 6, y(mb * 1e6) + 4, mb);
-  }
+                        "<text x='{3}' y='{4:F1}' text-anchor='end'>{5}</text>\n",
+                        left, y(mb * 1e6), w - right, left - 6, y(mb * 1e6) + 4,
+                        mbStep < 1 ? llvm::formatv("{0:F2}", mb).str()
+                                   : llvm::formatv("{0:F0}", mb).str());
   os << llvm::formatv("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n"
                       "<line x1='{0}' y1='{3}' x2='{0}' y2='{1}' stroke='black'/>\n"
                       "<text x='{4}' y='{5}' text-anchor='middle'>op (program order of the "
@@ -72,16 +82,23 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
     points += llvm::formatv("{0:F1},{1:F1} ", x(double(i)), y(double(args + live[i]))).str();
   points += llvm::formatv("{0:F1},{1:F1}", x(xmax), y(double(args))).str();
   os << "<polygon fill='#6baed6' stroke='#08519c' points='" << points << "'/>\n";
-  auto hline = [&](int64_t bytes, const char *color, const char *dash, std::string label) {
+  // Labels above their line; the lower of two lines close together is
+  // labelled below it.
+  auto hline = [&](int64_t bytes, const char *color, const char *dash, std::string label,
+                   bool below) {
     os << llvm::formatv("<line x1='{0}' y1='{1:F1}' x2='{2}' y2='{1:F1}' stroke='{3}' "
                         "stroke-dasharray='{4}'/>\n"
                         "<text x='{2}' y='{5:F1}' text-anchor='end' fill='{3}'>{6}</text>\n",
-                        left, y(double(bytes)), w - right, color, dash, y(double(bytes)) - 4,
-                        label);
+                        left, y(double(bytes)), w - right, color, dash,
+                        y(double(bytes)) + (below ? 13 : -4), label);
   };
-  hline(planned, "#08519c", "6,3", llvm::formatv("planned peak {0:F1} MB", planned / 1e6));
+  const bool close =
+      budgetBytes && std::abs(y(double(*budgetBytes)) - y(double(planned))) < 16;
+  hline(planned, "#08519c", "6,3", llvm::formatv("planned peak {0:F1} MB", planned / 1e6),
+        close && planned < *budgetBytes);
   if (budgetBytes)
-    hline(*budgetBytes, "#cb181d", "2,2", llvm::formatv("budget {0:F1} MB", *budgetBytes / 1e6));
+    hline(*budgetBytes, "#cb181d", "2,2", llvm::formatv("budget {0:F1} MB", *budgetBytes / 1e6),
+          close && *budgetBytes < planned);
   // Where the backward and the optimizer begin: the first op of each phase
   // (fused kernels and library calls carry their first member's phase).
   auto phaseStart = [&](step::Phase phase) -> std::optional<int64_t> {
@@ -111,14 +128,27 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return plan->buffers[a].bytes > plan->buffers[b].bytes;
   });
+  // A label that would overlap one placed before moves up a line; labels
+  // start right of the marker, so none crosses the y axis's figures.
+  std::vector<std::pair<double, double>> placed;
   for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
     const MemoryPlan::Buffer &b = plan->buffers[order[k]];
     const double bx = x(double(b.firstDef)),
                  by = y(double(args + live[std::min<int64_t>(b.firstDef, live.size() - 1)]));
+    double ly = by - 6;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (auto [px, py] : placed)
+        if (std::abs(px - bx) < 130 && std::abs(py - ly) < 12) {
+          ly = py - 13;
+          moved = true;
+        }
+    }
+    placed.push_back({bx, ly});
     os << llvm::formatv("<circle cx='{0:F1}' cy='{1:F1}' r='3' fill='#cb181d'/>\n"
-                        "<text x='{0:F1}' y='{2:F1}' font-size='10' text-anchor='middle' "
-                        "class='buffer'>{3:F2} MB (ops {4}-{5})</text>\n",
-                        bx, by, by - 6, b.bytes / 1e6, b.firstDef, b.lastUse);
+                        "<text x='{2:F1}' y='{3:F1}' font-size='10' text-anchor='start' "
+                        "class='buffer'>{4:F2} MB (ops {5}-{6})</text>\n",
+                        bx, by, bx + 4, ly, b.bytes / 1e6, b.firstDef, b.lastUse);
   }
   os << "<text x='" << w - right << "' y='" << h - bottom - 8
      << "' text-anchor='end' font-size='10'>grey: arguments; blue: live arena buffers; dashed: where the backward and the optimizer begin</text>\n"
