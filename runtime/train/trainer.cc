@@ -219,6 +219,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                                       data.seq(), ", ", losses.size(), " steps")});
   };
   StepResult last;
+  // For the end-of-run summary: each step's seconds and MFU.
+  std::vector<double> step_seconds, step_mfu;
   for (int64_t step = first_step; step <= steps; ++step) {
     STEPC_RETURN_IF_ERROR(
         traced("data", step, [&] { return data.SetStep(*session, schedule.seed, step); }));
@@ -240,6 +242,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     const double gflops = double(info.model_flops_per_step) * world / seconds / 1e9;
     const double mfu = peak.gflops > 0 ? gflops / (peak.gflops * world) : 0;
     const bool finite = std::isfinite(last.loss) && std::isfinite(last.grad_norm);
+    step_seconds.push_back(seconds);
+    step_mfu.push_back(mfu);
     STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
         "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, \"%s\": %.1f, "
         "\"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, \"measured_peak_bytes\": %d, "
@@ -276,6 +280,27 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     }
   }
   STEPC_RETURN_IF_ERROR(trace.Write());
+  if (lead && !step_seconds.empty()) {
+    // The first step of a run warms caches and primitives: the medians
+    // leave it out when there are others.
+    const size_t from = step_seconds.size() > 1 ? 1 : 0;
+    auto median = [from](std::vector<double> v) {
+      v.erase(v.begin(), v.begin() + from);
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double planned = double(session->planned_bytes());
+    const double measured = double(MeasuredPeakBytes() - baseline_bytes);
+    std::printf("stepc-run: %zu steps | step time median %.1f ms (steps %lld-%lld)%s | memory "
+                "per rank: planned %.1f MB, measured %.1f MB above the process baseline "
+                "(%.2fx)\n",
+                step_seconds.size(), 1e3 * median(step_seconds),
+                static_cast<long long>(first_step + from), static_cast<long long>(steps),
+                peak.gflops > 0
+                    ? absl::StrFormat(" | MFU median %.1f%%", 100 * median(step_mfu)).c_str()
+                    : "",
+                planned / 1e6, measured / 1e6, planned > 0 ? measured / planned : 0.0);
+  }
   if (lead && session->module().is_cuda())
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);
