@@ -84,6 +84,13 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     if (llvm::AddOverflow(executed, *flops, executed))
       return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
+    if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllReduceOp, mesh::AllGatherOp,
+                            mesh::ReduceScatterOp, mesh::AllSliceOp>(op)) {
+      for (Value v : op.getOperands())
+        report.memoryBoundBytesPerStep += bytesOf(v.getType());
+      for (Value v : op.getResults())
+        report.memoryBoundBytesPerStep += bytesOf(v.getType());
+    }
   }
 
   int64_t params = 0, paramBytes = 0, stateBytes = 0, inputBytes = 0;
@@ -239,6 +246,7 @@ llvm::json::Object StepReport::toJson() const {
       {"dropouts_per_step", dropoutsPerStep},
       {"dropout_mask_bytes_not_saved", dropoutMaskBytesNotSaved},
       {"kernels_per_step", kernelsPerStep},
+      {"memory_bound_bytes_per_step", memoryBoundBytesPerStep},
       {"in_place_buffers", inPlaceBuffers},
       {"recomputed_ops_by_kind", toJsonObject(recomputedOpsByKind)},
       {"recompute_flops_per_step", recomputeFlopsPerStep},

@@ -111,17 +111,23 @@ PeakRate FindPeak(const Module& module, double given_tflops, const std::string& 
   const std::string kernels = BlasKernels(module);
   const std::string key =
       absl::StrCat(CpuModel(), " | ", threads, " threads | ", bf16 ? "bf16" : "fp32", kernels);
+  const CachedRate rate = CachedProbe(key, [&] { return ProbeGemm(module, bf16); });
+  if (rate.value <= 0) return {0, "no GEMM kernel to probe"};
+  return {rate.value, absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe", kernels,
+                                   rate.cached_in.empty() ? ", 1024³"
+                                                          : ", cached in " + rate.cached_in)};
+}
+
+CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe) {
   const std::filesystem::path file = CacheFile();
   json cache = file.empty() ? json::object() : ReadCache(file);
   if (auto it = cache.find(key); it != cache.end() && it->is_number() && it->get<double>() > 0)
-    return {it->get<double>(), absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe", kernels,
-                                            ", cached in ", file.string())};
-  const double gflops = ProbeGemm(module, bf16);
-  if (gflops <= 0) return {0, "no GEMM kernel to probe"};
-  if (!file.empty()) {
+    return {it->get<double>(), file.string()};
+  const double value = probe();
+  if (value > 0 && !file.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(file.parent_path(), ec);
-    cache[key] = gflops;
+    cache[key] = value;
     AtomicFile out;
     std::string error;
     if (out.Open(file.string(), error)) {
@@ -129,7 +135,11 @@ PeakRate FindPeak(const Module& module, double given_tflops, const std::string& 
       out.Commit(error);
     }
   }
-  return {gflops, absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe", kernels, ", 1024³")};
+  return {value, ""};
+}
+
+std::string CpuCacheKey(const std::string& threads, const std::string& what) {
+  return absl::StrCat(CpuModel(), " | ", threads, " threads | ", what);
 }
 
 }  // namespace stepc

@@ -7,6 +7,7 @@
 #ifndef STEPC_RUNTIME_TRAIN_PEAK_H_
 #define STEPC_RUNTIME_TRAIN_PEAK_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,6 +27,18 @@ struct PeakRate {
 // written is not an error.
 PeakRate FindPeak(const Module& module, double given_tflops, const std::string& threads,
                   const std::string& device);
+
+// A rate measured once per machine: the cached value of `key` in peak.json,
+// else `probe()` (stored when positive). `cached_in` names the file it came
+// from, empty when just probed.
+struct CachedRate {
+  double value = 0;
+  std::string cached_in;
+};
+CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe);
+
+// "<CPU model> | <threads> threads | <what>": a cache key of this CPU.
+std::string CpuCacheKey(const std::string& threads, const std::string& what);
 
 }  // namespace stepc
 

@@ -25,6 +25,7 @@
 #include "runtime/train/metrics_log.h"
 #include "runtime/train/outputs.h"
 #include "runtime/train/peak.h"
+#include "runtime/train/prediction.h"
 #include "runtime/train/sampler.h"
 #include "runtime/train/schedule.h"
 #include "runtime/train/trace.h"
@@ -164,6 +165,22 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     std::printf(peak.gflops > 0 ? "stepc-run: peak %.1f GFLOP/s per rank (%s)\n"
                                 : "stepc-run: no MFU (%.0f: %s)\n",
                 peak.gflops, peak.source.c_str());
+  // The step time predicted before step 1, compared with the measured at
+  // the end.
+  const StepPrediction predicted =
+      trains ? PredictStep(*module, peak, std::max(1, std::atoi(shown_threads.c_str())))
+             : StepPrediction{};
+  if (lead && predicted.known)
+    std::printf("stepc-run: predicted step %.1f ms per rank (GEMMs %.1f ms at the peak, "
+                "memory-bound kernels %.1f ms at %.1f GB/s (%s)%s)\n",
+                1e3 * predicted.seconds, 1e3 * predicted.gemm_seconds,
+                1e3 * predicted.memory_seconds, predicted.memory_gbps,
+                predicted.memory_source.c_str(),
+                predicted.comm_seconds > 0
+                    ? absl::StrFormat(", exposed communication %.1f ms",
+                                      1e3 * predicted.comm_seconds)
+                          .c_str()
+                    : "");
   if (lead && first_step > steps)
     std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing left to train\n",
                 static_cast<long long>(first_step - 1), static_cast<long long>(steps));
@@ -291,11 +308,17 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     };
     const double planned = double(session->planned_bytes());
     const double measured = double(MeasuredPeakBytes() - baseline_bytes);
-    std::printf("stepc-run: %zu steps | step time median %.1f ms (steps %lld-%lld)%s | memory "
+    const double step_median = median(step_seconds);
+    std::printf("stepc-run: %zu steps | step time median %.1f ms (steps %lld-%lld)%s%s | memory "
                 "per rank: planned %.1f MB, measured %.1f MB above the process baseline "
                 "(%.2fx)\n",
-                step_seconds.size(), 1e3 * median(step_seconds),
+                step_seconds.size(), 1e3 * step_median,
                 static_cast<long long>(first_step + from), static_cast<long long>(steps),
+                predicted.known ? absl::StrFormat(", predicted %.1f ms (%.2fx)",
+                                                  1e3 * predicted.seconds,
+                                                  step_median / predicted.seconds)
+                                      .c_str()
+                                : "",
                 peak.gflops > 0
                     ? absl::StrFormat(" | MFU median %.1f%%", 100 * median(step_mfu)).c_str()
                     : "",

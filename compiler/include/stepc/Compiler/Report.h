@@ -39,6 +39,9 @@ struct StepReport {
   /// Per transformer block ("outside blocks" for the rest).
   std::map<std::string, int64_t> savedActivationBytesByBlock;
   int64_t kernelsPerStep = 0, inPlaceBuffers = 0;
+  /// Bytes the kernels without FLOPs (elementwise, norms, softmax, the
+  /// loss, layout, the optimizer) read and write: what bounds their time.
+  int64_t memoryBoundBytesPerStep = 0;
   /// step-remat's copies: how many of each op (or library call), their FLOPs.
   std::map<std::string, int64_t> recomputedOpsByKind;
   int64_t recomputeFlopsPerStep = 0;

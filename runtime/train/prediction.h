@@ -1,0 +1,31 @@
+// The step time predicted before step 1, to set beside the measured one at
+// the end of the run: the compiler's executed FLOPs at the probed GEMM
+// peak, plus the bytes of its FLOP-free kernels (elementwise, norms, loss,
+// layout, optimizer) at the probed memory bandwidth, plus the collectives'
+// predicted exposed time where the report has one (stepc --link-gbps).
+// A roofline sum: it assumes no GEMM runs below the probe's rate and no
+// memory-bound kernel below the copy rate.
+
+#ifndef STEPC_RUNTIME_TRAIN_PREDICTION_H_
+#define STEPC_RUNTIME_TRAIN_PREDICTION_H_
+
+#include <string>
+
+#include "runtime/module.h"
+#include "runtime/train/peak.h"
+
+namespace stepc {
+
+struct StepPrediction {
+  bool known = false;  // a CPU step whose report has the counts, and a peak
+  double seconds = 0, gemm_seconds = 0, memory_seconds = 0, comm_seconds = 0;
+  double memory_gbps = 0;     // the probed copy rate (read + write)
+  std::string memory_source;  // how it was found, for the header line
+};
+
+// `threads`: the CPU threads the step uses (the probe copies on as many).
+StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads);
+
+}  // namespace stepc
+
+#endif  // STEPC_RUNTIME_TRAIN_PREDICTION_H_
