@@ -11,6 +11,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <map>
@@ -84,6 +85,20 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     if (llvm::AddOverflow(executed, *flops, executed))
       return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
+    auto countGemm = [&](auto mm, bool sharedRhs) {
+      RankedTensorType lhs = mm.getLhs().getType(), out = mm.getType();
+      const bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
+      const int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
+      const int64_t k = lhs.getDimSize(lhs.getRank() - (ta ? 2 : 1));
+      report.gemmCallsByShape[llvm::formatv("{0} {1} {2} {3} {4} {5} {6}",
+                                            out.getNumElements() / (m * n), m, n, k, int(ta),
+                                            int(tb), int(sharedRhs))
+                                  .str()] += 1;
+    };
+    if (auto mm = dyn_cast<MatmulOp>(op))
+      countGemm(mm, true);
+    if (auto bm = dyn_cast<BatchMatmulOp>(op))
+      countGemm(bm, false);
     if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllReduceOp, mesh::AllGatherOp,
                             mesh::ReduceScatterOp, mesh::AllSliceOp>(op)) {
       for (Value v : op.getOperands())
@@ -247,6 +262,7 @@ llvm::json::Object StepReport::toJson() const {
       {"dropout_mask_bytes_not_saved", dropoutMaskBytesNotSaved},
       {"kernels_per_step", kernelsPerStep},
       {"memory_bound_bytes_per_step", memoryBoundBytesPerStep},
+      {"gemm_calls_by_shape", toJsonObject(gemmCallsByShape)},
       {"in_place_buffers", inPlaceBuffers},
       {"recomputed_ops_by_kind", toJsonObject(recomputedOpsByKind)},
       {"recompute_flops_per_step", recomputeFlopsPerStep},

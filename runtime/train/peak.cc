@@ -138,6 +138,8 @@ CachedRate CachedProbe(const std::string& key, const std::function<double()>& pr
   return {value, ""};
 }
 
+std::string BlasKernelsOf(const Module& module) { return BlasKernels(module); }
+
 std::string CpuCacheKey(const std::string& threads, const std::string& what) {
   return absl::StrCat(CpuModel(), " | ", threads, " threads | ", what);
 }

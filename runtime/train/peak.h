@@ -37,6 +37,9 @@ struct CachedRate {
 };
 CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe);
 
+// ", OpenBLAS <core>" for a step whose GEMMs OpenBLAS runs, else "".
+std::string BlasKernelsOf(const Module& module);
+
 // "<CPU model> | <threads> threads | <what>": a cache key of this CPU.
 std::string CpuCacheKey(const std::string& threads, const std::string& what);
 

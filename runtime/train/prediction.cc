@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -36,6 +37,31 @@ double ProbeCopyRate(int threads) {
   return 2.0 * kBytes / best / 1e9;
 }
 
+using Matmul = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
+                        int, int, int);
+
+// The step's own fp32 GEMM kernel at one call's shape ("batch m n k ta tb
+// shared", the report's key): the best of a few calls, in seconds.
+double ProbeGemmCall(Matmul matmul, const std::string& shape) {
+  int64_t batch, m, n, k;
+  int ta, tb, shared;
+  if (std::sscanf(shape.c_str(), "%ld %ld %ld %ld %d %d %d", &batch, &m, &n, &k, &ta, &tb,
+                  &shared) != 7 ||
+      batch < 1 || m < 1 || n < 1 || k < 1)
+    return 0;
+  std::vector<float> a(batch * m * k, 0.5f), b((shared ? 1 : batch) * k * n, 0.25f),
+      c(batch * m * n);
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    matmul(a.data(), b.data(), c.data(), batch, m, n, k, ta, tb, shared);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) best = std::min(best, s);  // the first warms up
+  }
+  return best;
+}
+
 }  // namespace
 
 StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads) {
@@ -52,7 +78,28 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   p.memory_gbps = rate.value;
   p.memory_source = rate.cached_in.empty() ? "copy probe, 64 MiB"
                                            : "copy probe, cached in " + rate.cached_in;
-  p.gemm_seconds = report["executed_flops_per_step"].get<double>() / (peak.gflops * 1e9);
+  // Each GEMM shape at its own measured rate (cached per shape); the other
+  // products (attention) at the peak.
+  double rest = report["executed_flops_per_step"].get<double>();
+  auto matmul = reinterpret_cast<Matmul>(module.Symbol("stepc_cpu_matmul"));
+  const bool fp32 = std::strcmp(module.info().precision, "fp32") == 0;
+  if (matmul && fp32 && report.contains("gemm_calls_by_shape"))
+    for (const auto& [shape, calls] : report["gemm_calls_by_shape"].items()) {
+      int64_t batch = 0, m = 0, n = 0, k = 0;
+      if (std::sscanf(shape.c_str(), "%ld %ld %ld %ld", &batch, &m, &n, &k) != 4) continue;
+      const double flops = 2.0 * batch * m * n * k;
+      const CachedRate gflops = CachedProbe(
+          CpuCacheKey(std::to_string(threads), "sgemm GFLOP/s " + shape + BlasKernelsOf(module)),
+          [&] {
+            const double s = ProbeGemmCall(matmul, shape);
+            return s > 0 ? flops / s / 1e9 : 0.0;
+          });
+      if (gflops.value <= 0) continue;
+      p.gemm_seconds += calls.get<double>() * flops / (gflops.value * 1e9);
+      rest -= calls.get<double>() * flops;
+      ++p.gemm_shapes;
+    }
+  p.gemm_seconds += std::max(0.0, rest) / (peak.gflops * 1e9);
   p.memory_seconds = report["memory_bound_bytes_per_step"].get<double>() / (p.memory_gbps * 1e9);
   if (report.contains("predicted_exposed_comm_seconds") &&
       report["predicted_exposed_comm_seconds"].is_number())

@@ -1,10 +1,12 @@
 // The step time predicted before step 1, to set beside the measured one at
-// the end of the run: the compiler's executed FLOPs at the probed GEMM
-// peak, plus the bytes of its FLOP-free kernels (elementwise, norms, loss,
+// the end of the run: each GEMM shape of the step (the report's
+// gemm_calls_by_shape) at the rate the step's own GEMM kernel reaches on it
+// (probed once per machine and shape, cached), the other products
+// (attention) at the probed GEMM peak, plus the bytes of its FLOP-free kernels (elementwise, norms, loss,
 // layout, optimizer) at the probed memory bandwidth, plus the collectives'
 // predicted exposed time where the report has one (stepc --link-gbps).
-// A roofline sum: it assumes no GEMM runs below the probe's rate and no
-// memory-bound kernel below the copy rate.
+// A roofline sum: it assumes a GEMM runs in the step as fast as alone and
+// no memory-bound kernel below the copy rate.
 
 #ifndef STEPC_RUNTIME_TRAIN_PREDICTION_H_
 #define STEPC_RUNTIME_TRAIN_PREDICTION_H_
@@ -20,6 +22,7 @@ struct StepPrediction {
   bool known = false;  // a CPU step whose report has the counts, and a peak
   double seconds = 0, gemm_seconds = 0, memory_seconds = 0, comm_seconds = 0;
   double memory_gbps = 0;     // the probed copy rate (read + write)
+  int gemm_shapes = 0;        // GEMM shapes timed at their own rate
   std::string memory_source;  // how it was found, for the header line
 };
 

@@ -42,6 +42,10 @@ struct StepReport {
   /// Bytes the kernels without FLOPs (elementwise, norms, softmax, the
   /// loss, layout, the optimizer) read and write: what bounds their time.
   int64_t memoryBoundBytesPerStep = 0;
+  /// The step's GEMM calls by shape, as the CPU kernel takes them: "batch m
+  /// n k transpose_a transpose_b shared_rhs" -> calls per step (a runtime
+  /// calibrates its prediction per shape).
+  std::map<std::string, int64_t> gemmCallsByShape;
   /// step-remat's copies: how many of each op (or library call), their FLOPs.
   std::map<std::string, int64_t> recomputedOpsByKind;
   int64_t recomputeFlopsPerStep = 0;
