@@ -84,7 +84,10 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   auto matmul = reinterpret_cast<Matmul>(module.Symbol("stepc_cpu_matmul"));
   const bool fp32 = std::strcmp(module.info().precision, "fp32") == 0;
   if (matmul && fp32 && report.contains("gemm_calls_by_shape"))
-    for (const auto& [shape, calls] : report["gemm_calls_by_shape"].items()) {
+    for (const auto& item : report["gemm_calls_by_shape"].items()) {
+      // (Named copies: a lambda cannot capture a structured binding in C++17.)
+      const std::string shape = item.key();
+      const nlohmann::json calls = item.value();
       int64_t batch = 0, m = 0, n = 0, k = 0;
       if (std::sscanf(shape.c_str(), "%ld %ld %ld %ld", &batch, &m, &n, &k) != 4) continue;
       const double flops = 2.0 * batch * m * n * k;
