@@ -49,6 +49,12 @@ double ProbeGemmCall(Matmul matmul, const std::string& shape) {
                   &shared) != 7 ||
       batch < 1 || m < 1 || n < 1 || k < 1)
     return 0;
+  // Operands past 2^26 floats (256 MiB) are not probed: the shape is timed
+  // at the peak instead of allocating what the step itself may not.
+  constexpr int64_t kMaxFloats = int64_t{1} << 26;
+  if (batch > kMaxFloats || m > kMaxFloats / batch || k > kMaxFloats / (batch * m) ||
+      n > kMaxFloats / (batch * m) || n > kMaxFloats / (batch * k))
+    return 0;
   std::vector<float> a(batch * m * k, 0.5f), b((shared ? 1 : batch) * k * n, 0.25f),
       c(batch * m * n);
   double best = 1e30;
@@ -69,9 +75,12 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   if (module.is_cuda() || peak.gflops <= 0 || !module.info().report_json) return p;
   const nlohmann::json report =
       nlohmann::json::parse(module.info().report_json, nullptr, /*allow_exceptions=*/false);
-  if (!report.is_object() || !report.contains("executed_flops_per_step") ||
-      !report.contains("memory_bound_bytes_per_step"))
-    return p;
+  // A report from another stepc (or not one at all) predicts nothing.
+  auto number = [&](const char* key) {
+    return report.is_object() && report.contains(key) && report[key].is_number() &&
+           report[key].get<double>() >= 0;
+  };
+  if (!number("executed_flops_per_step") || !number("memory_bound_bytes_per_step")) return p;
   const std::string key = CpuCacheKey(std::to_string(threads), "copy GB/s");
   const CachedRate rate = CachedProbe(key, [&] { return ProbeCopyRate(threads); });
   if (rate.value <= 0) return p;
@@ -89,7 +98,9 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
       const std::string shape = item.key();
       const nlohmann::json calls = item.value();
       int64_t batch = 0, m = 0, n = 0, k = 0;
-      if (std::sscanf(shape.c_str(), "%ld %ld %ld %ld", &batch, &m, &n, &k) != 4) continue;
+      if (!calls.is_number() ||
+          std::sscanf(shape.c_str(), "%ld %ld %ld %ld", &batch, &m, &n, &k) != 4)
+        continue;
       const double flops = 2.0 * batch * m * n * k;
       const CachedRate gflops = CachedProbe(
           CpuCacheKey(std::to_string(threads), "sgemm GFLOP/s " + shape + BlasKernelsOf(module)),
