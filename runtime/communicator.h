@@ -51,6 +51,10 @@ class Communicator {
   // recv = Σ along `axes` of each rank's block at this rank's index.
   virtual absl::StatusOr<int> StartReduceScatterSum(int axes, const float* send, float* recv,
                                                     int64_t count) = 0;
+  // recv block i (count floats) = block j of rank i's send along `axes`, j
+  // this rank's index.
+  virtual absl::StatusOr<int> StartAllToAll(int axes, const float* send, float* recv,
+                                            int64_t count) = 0;
   virtual absl::Status Wait(int request) = 0;
   // Blocking forms.
   absl::Status AllReduceSum(int axes, float* data, int64_t count);
@@ -77,6 +81,8 @@ class Communicator {
                             int64_t count, int32_t* request);
   static int ReduceScatterThunk(void* ctx, int32_t axes, const float* send, float* recv,
                                 int64_t count, int32_t* request);
+  static int AllToAllThunk(void* ctx, int32_t axes, const float* send, float* recv,
+                           int64_t count, int32_t* request);
   static int WaitThunk(void* ctx, int32_t request);
   int Keep(absl::StatusOr<int> request, int32_t* out);
   stepc_collectives table_;

@@ -139,12 +139,12 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   if (!module->handle_)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load '", path, "' as a shared object: ", dlerror()));
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v6)>(
-      dlsym(module->handle_, "stepc_module_info_v6"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v6)>(
-      dlsym(module->handle_, "stepc_train_step_v6"));
-  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v6)>(
-      dlsym(module->handle_, "stepc_eval_step_v6"));
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v7)>(
+      dlsym(module->handle_, "stepc_module_info_v7"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v7)>(
+      dlsym(module->handle_, "stepc_train_step_v7"));
+  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v7)>(
+      dlsym(module->handle_, "stepc_eval_step_v7"));
   module->trace_ = reinterpret_cast<decltype(&stepc_profile_trace_v2)>(
       dlsym(module->handle_, "stepc_profile_trace_v2"));
   if (!info || !module->step_ || !module->eval_) {

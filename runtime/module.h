@@ -28,13 +28,13 @@ class Module {
   // A CUDA step (for a GPU, or built for the host emulation of CUDA).
   bool is_cuda() const;
   bool is_cuda_emulation() const;
-  // Runs one step; see stepc_train_step_v6.
+  // Runs one step; see stepc_train_step_v7.
   int Run(void* const* args, char* arena, const stepc_collectives* collectives,
           const stepc_device* device, float* loss, float* grad_norm, char* error,
           size_t error_len) const {
     return step_(args, arena, collectives, device, loss, grad_norm, error, error_len);
   }
-  // The loss alone; see stepc_eval_step_v6.
+  // The loss alone; see stepc_eval_step_v7.
   int RunEval(void* const* args, char* arena, const stepc_collectives* collectives,
               const stepc_device* device, float* loss, float* logits, float* const* outputs,
               char* error, size_t error_len) const {
@@ -55,8 +55,8 @@ class Module {
   std::string path_;
   void* handle_ = nullptr;
   const stepc_module_info* info_ = nullptr;
-  decltype(&stepc_train_step_v6) step_ = nullptr;
-  decltype(&stepc_eval_step_v6) eval_ = nullptr;
+  decltype(&stepc_train_step_v7) step_ = nullptr;
+  decltype(&stepc_eval_step_v7) eval_ = nullptr;
   decltype(&stepc_profile_trace_v2) trace_ = nullptr;
 };
 

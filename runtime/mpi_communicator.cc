@@ -111,6 +111,16 @@ class MpiCommunicator : public Communicator {
     return Track(request);
   }
 
+  absl::StatusOr<int> StartAllToAll(int axes, const float* send, float* recv,
+                                    int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(MPI_Comm comm, Comm(axes));
+    STEPC_ASSIGN_OR_RETURN(int n, Count(count));
+    MPI_Request request;
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Ialltoall(send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm, &request));
+    return Track(request);
+  }
+
   absl::Status Wait(int request) override {
     if (request < 0 || request >= static_cast<int>(requests_.size()) ||
         requests_[request] == MPI_REQUEST_NULL)

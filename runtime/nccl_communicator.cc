@@ -102,6 +102,27 @@ class NcclCommunicator : public Communicator {
     return Record();
   }
 
+  // NCCL has no all-to-all: one send and one receive per peer, grouped.
+  absl::StatusOr<int> StartAllToAll(int axes, const float* send, float* recv,
+                                    int64_t count) override {
+    STEPC_ASSIGN_OR_RETURN(ncclComm_t comm, Comm(axes));
+    int peers = 0;
+    STEPC_NCCL_RETURN_IF_ERROR(ncclCommCount(comm, &peers));
+    STEPC_RETURN_IF_ERROR(AfterCompute());
+    STEPC_NCCL_RETURN_IF_ERROR(ncclGroupStart());
+    for (int peer = 0; peer < peers; ++peer) {
+      ncclResult_t sent = ncclSend(send + peer * count, count, ncclFloat32, peer, comm, stream_);
+      ncclResult_t received =
+          ncclRecv(recv + peer * count, count, ncclFloat32, peer, comm, stream_);
+      if (sent != ncclSuccess || received != ncclSuccess) {
+        ncclGroupEnd();
+        STEPC_NCCL_RETURN_IF_ERROR(sent != ncclSuccess ? sent : received);
+      }
+    }
+    STEPC_NCCL_RETURN_IF_ERROR(ncclGroupEnd());
+    return Record();
+  }
+
   // The compute stream waits for the collective; the host does not.
   absl::Status Wait(int request) override {
     if (request < 0 || request >= static_cast<int>(events_.size()))

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 6
+#define STEPC_ABI_VERSION 7
 
 /* id_ignored when every id of an input must be in [0, id_bound). */
 #define STEPC_NO_IGNORED_ID INT64_MIN
@@ -88,15 +88,24 @@ typedef struct {
   /* recv[0..count) = Σ over the ranks of block i of their send, i this rank's index. */
   int (*reduce_scatter_sum)(void *ctx, int32_t axes, const float *send, float *recv,
                             int64_t count, int32_t *request);
+  /* recv[i·count .. (i+1)·count) = block j of the i-th rank's send along the
+   * axes, j this rank's index: every rank sends block i to rank i. */
+  int (*all_to_all)(void *ctx, int32_t axes, const float *send, float *recv, int64_t count,
+                    int32_t *request);
   int (*wait)(void *ctx, int32_t request);
 } stepc_collectives;
 
 /* One collective of the step, in execution order. */
-enum stepc_collective_kind { STEPC_ALL_REDUCE = 0, STEPC_ALL_GATHER = 1, STEPC_REDUCE_SCATTER = 2 };
+enum stepc_collective_kind {
+  STEPC_ALL_REDUCE = 0,
+  STEPC_ALL_GATHER = 1,
+  STEPC_REDUCE_SCATTER = 2,
+  STEPC_ALL_TO_ALL = 3
+};
 typedef struct {
   int32_t kind;
   int32_t axes;  /* mesh-axis bit mask */
-  int64_t count; /* floats per rank */
+  int64_t count; /* floats per rank (all_to_all: per pair of ranks) */
 } stepc_collective_info;
 
 /* An output of the loss function besides the loss (f32; this rank's). */
@@ -160,7 +169,7 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v6(void);
+const stepc_module_info *stepc_module_info_v7(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
@@ -170,7 +179,7 @@ const stepc_module_info *stepc_module_info_v6(void);
  * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
  * or nonzero with a message in `error` (for instance a token id outside the
  * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v6(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_train_step_v7(void *const *args, char *arena, const stepc_collectives *collectives,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len);
 
@@ -182,7 +191,7 @@ int stepc_train_step_v6(void *const *args, char *arena, const stepc_collectives 
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
-int stepc_eval_step_v6(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_eval_step_v7(void *const *args, char *arena, const stepc_collectives *collectives,
                        const stepc_device *device, float *loss, float *logits,
                        float *const *outputs, char *error, size_t error_len);
 

@@ -6,6 +6,7 @@
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -51,10 +52,13 @@ static std::string axesKey(Operation *collective) {
 }
 
 /// Bytes each rank sends with ring algorithms: all-reduce 2(n-1)/n of the
-/// tensor, all-gather and reduce-scatter (n-1) shards.
+/// tensor, all-gather and reduce-scatter (n-1) shards; all-to-all its n - 1
+/// blocks for the others, (n-1)/n of its input.
 static double wireBytes(Operation *op, int64_t n) {
   if (isa<mesh::AllReduceOp>(op))
     return 2.0 * (n - 1) / n * bytesOf(op->getOperand(0).getType());
+  if (isa<mesh::AllToAllOp>(op))
+    return double(n - 1) / n * bytesOf(op->getOperand(0).getType());
   if (isa<mesh::AllGatherOp>(op))
     return double(n - 1) * bytesOf(op->getOperand(0).getType());
   return double(n - 1) * bytesOf(op->getResult(0).getType());
@@ -71,7 +75,7 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
   int64_t executed = 0, kernels = 0;
   Block &body = step.getBody().front();
   for (Operation &op : body) {
-    if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::ReduceScatterOp>(op)) {
+    if (communicates(&op)) {
       ++report.collectivesPerStep;
       // Bytes each rank contributes.
       int64_t bytes = bytesOf(isa<mesh::AllGatherOp>(op) ? op.getOperand(0).getType()
@@ -99,8 +103,8 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       countGemm(mm, true);
     if (auto bm = dyn_cast<BatchMatmulOp>(op))
       countGemm(bm, false);
-    if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllReduceOp, mesh::AllGatherOp,
-                            mesh::ReduceScatterOp, mesh::AllSliceOp>(op)) {
+    if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllSliceOp>(op) &&
+        !communicates(&op)) {
       for (Value v : op.getOperands())
         report.memoryBoundBytesPerStep += bytesOf(v.getType());
       for (Value v : op.getResults())
@@ -203,7 +207,7 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       at[op] = i;
     double total = 0, exposed = 0;
     for (auto [i, op] : llvm::enumerate(ops)) {
-      if (!isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::ReduceScatterOp>(op))
+      if (!communicates(op))
         continue;
       double seconds = wireBytes(op, ranksOf(op)) / (comm.linkGBps * 1e9);
       size_t wait = ops.size();

@@ -305,6 +305,29 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
               r.getResult(), ptr(r.getResult()));
         return success();
       })
+      // all_to_all: block i of the input (split along dimension 0) goes to
+      // rank i of the axes, whose blocks arrive in rank order (concatenated
+      // along dimension 0): the runtime's contiguous all-to-all.
+      .Case([&](mesh::AllToAllOp a) -> std::optional<LogicalResult> {
+        if (a.getSplitAxis().getSExtValue() != 0 || a.getConcatAxis().getSExtValue() != 0)
+          return LogicalResult(a.emitOpError()
+                               << "splits and concatenates along dimension 0 only on the "
+                               << target << " back end");
+        auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(a, a.getMeshAttr());
+        if (!mesh)
+          return LogicalResult(a.emitOpError() << "names no mesh");
+        int64_t ranks = 1;
+        for (int16_t axis : a.getMeshAxes())
+          ranks *= mesh.getShape()[axis];
+        RankedTensorType in = typeOf(a.getInput());
+        if (in != typeOf(a.getResult()) || in.getDimSize(0) % ranks != 0)
+          return LogicalResult(a.emitOpError() << "needs a result of its input's type and "
+                                               << ranks << " blocks along dimension 0");
+        start("STEPC_ALL_TO_ALL", "all_to_all", axesMask(a.getMeshAxes()),
+              in.getNumElements() / ranks, a.getResult(),
+              words(a.getInput()) + ", " + words(a.getResult()));
+        return success();
+      })
       // all_slice: no communication, this rank's contiguous part of its
       // input (its linear index over the axes, from the table's rank).
       .Case([&](mesh::AllSliceOp s) -> std::optional<LogicalResult> {
@@ -544,7 +567,7 @@ std::string SourceEmitter::metadata() {
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
      << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v6(void) {\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v7(void) {\n"
      << "  static const bool decoded = (stepc_decode_args(), true);\n"
      << "  (void)decoded;\n  return &kInfo;\n}\n";
   return text;
@@ -700,7 +723,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
      << "namespace stepc_eval {\n\n"
      << pre.str() << "\n" << functions
-     << "extern \"C\" int stepc_eval_step_v6(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_eval_step_v7(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
      << "                                  float *logits, float *const *outputs, char *error,\n"
@@ -761,7 +784,7 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
      << metadata() << "\n"
      << (profile ? profileSupport() : "")
      << functions
-     << "extern \"C\" int stepc_train_step_v6(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v7(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";

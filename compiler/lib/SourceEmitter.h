@@ -73,7 +73,7 @@ public:
   /// the eval entry given to setEval appended).
   mlir::FailureOr<std::string> run(const SummarizeFn &summarize);
 
-  /// The forward-only entry (stepc_eval_step_v6) of a function marked
+  /// The forward-only entry (stepc_eval_step_v7) of a function marked
   /// step.eval_step: source to append to its training step's, its arena and
   /// the id-check sites it numbers (1-based).
   struct EvalFragment {

@@ -119,8 +119,8 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
             EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
             ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
             TargetMaskOp, TokenCountOp, TransposeOp, CopyToParallelOp, func::ReturnOp,
-            mesh::AllGatherOp,
-            mesh::AllReduceOp, mesh::AllSliceOp, mesh::ReduceScatterOp>(
+            mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp, mesh::AllToAllOp,
+            mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<WideFlops> {
         return unknown->emitOpError() << "has no FLOP rule";
@@ -157,7 +157,7 @@ static FailureOr<Wide> executedFlops(Operation *op) {
             ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
             RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TargetMaskOp, TokenCountOp, TransposeOp,
             CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
-            mesh::ReduceScatterOp>(
+            mesh::AllToAllOp, mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<Wide>(0); })
       .Default([](Operation *unknown) -> FailureOr<Wide> {
         return unknown->emitOpError() << "has no FLOP rule";

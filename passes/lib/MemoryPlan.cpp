@@ -22,6 +22,7 @@
 #include "stepc/Analysis/MemoryPlan.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKTraits.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "llvm/ADT/STLExtras.h"
@@ -106,15 +107,14 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
   auto lastUseOf = [&](Value v) {
     // A collective's result nothing reads is written until step.so waits for
     // it at the end.
-    if (v.use_empty() && isa_and_nonnull<mesh::AllGatherOp, mesh::AllReduceOp,
-                                         mesh::ReduceScatterOp>(v.getDefiningOp()))
+    if (v.use_empty() && v.getDefiningOp() && communicates(v.getDefiningOp()))
       return n;
     int64_t last = -1;
     if (Operation *until = keepAlive.lookup(v))
       last = index[until];
     for (Operation *user : v.getUsers()) {
       int64_t at = isa<func::ReturnOp>(user) ? n : index[user];
-      if (isa<mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(user))
+      if (communicates(user))
         at = std::max(at, waitIndex(user));
       if (auto span = group.find(user); span != group.end())
         at = std::max(at, span->second.second);

@@ -1,5 +1,7 @@
 //===- Optimizer.cpp - global-norm clipping and the optimizer update ------===//
 
+#include "Muon.h"
+
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/Passes.h"
 
@@ -19,6 +21,20 @@ namespace stepc {
 using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
+
+Value stepc::sumOfSquares(OpBuilder &b, Location loc, Value g, RankedTensorType scalarType) {
+  Value squares = b.create<MulOp>(loc, g, g);
+  auto type = cast<RankedTensorType>(g.getType());
+  if (type.getRank() > 0) {
+    SmallVector<int64_t> all;
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      all.push_back(i);
+    squares = b.create<ReduceSumOp>(loc, squares, b.getDenseI64ArrayAttr(all), nullptr);
+  }
+  if (squares.getType() != scalarType)
+    squares = b.create<ConvertOp>(loc, scalarType, squares);
+  return squares;
+}
 
 namespace {
 
@@ -52,136 +68,6 @@ Value scalar(OpBuilder &b, Location loc, RankedTensorType type, double value) {
       loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
 }
 
-/// Σ g² over every element of `g`, as a scalar of `scalarType`.
-Value sumOfSquares(OpBuilder &b, Location loc, Value g, RankedTensorType scalarType) {
-  Value squares = b.create<MulOp>(loc, g, g);
-  auto type = cast<RankedTensorType>(g.getType());
-  if (type.getRank() > 0) {
-    SmallVector<int64_t> all;
-    for (int64_t i = 0; i < type.getRank(); ++i)
-      all.push_back(i);
-    squares = b.create<ReduceSumOp>(loc, squares, b.getDenseI64ArrayAttr(all), nullptr);
-  }
-  if (squares.getType() != scalarType)
-    squares = b.create<ConvertOp>(loc, scalarType, squares);
-  return squares;
-}
-
-/// Muon's update of one matrix (torch.optim.Muon's, in f32): the momentum
-/// buffer m' = lerp(m, g, 1 - μ), the update u = lerp(g, m', μ) (Nesterov)
-/// or m', orthogonalised by `nsSteps` Newton-Schulz iterations on the wide
-/// orientation X (X /= max(‖X‖_F, 1e-7); then A = X·Xᵀ, B = b·A + c·A·A,
-/// X = a·X + B·X), and p' = p·(1 - lr·wd) - lr'·X with lr' = lr·√max(1, R/C)
-/// (original) or lr·0.2·√max(R, C) (match-rms-adamw: AdamW's update RMS,
-/// so one learning rate serves both halves of the hybrid). Returns {p', m'}.
-/// Under fsdp/hsdp (`globalRows` > 0: the parameter is this rank's dim-0
-/// shard of a matrix of that many rows, zero-padded to ranks · shard rows),
-/// the update is gathered whole, orthogonalised on every rank (padding rows
-/// stay zero and change nothing), and this rank's rows kept.
-/// Under tp (`tpDim` >= 0: the parameter is this rank's part along that
-/// dimension, of `tpRanks` parts), the update is gathered along it over the
-/// tp axis too, after the fsdp rows. Newton-Schulz commutes with permuting
-/// rows or columns (X ↦ PXQ gives f(PXQ) = P f(X) Q), so the gathered order
-/// (a fused weight's segments interleaved by rank) and the zero padding rows
-/// change nothing in each rank's part.
-std::pair<Value, Value> muonUpdate(OpBuilder &b, Location loc, Value param, Value g, Value m,
-                                   Value lr, Value gradScale, const OptimizerOptions &options,
-                                   double decay, int64_t globalRows, int64_t shardRanks,
-                                   int64_t tpDim, int64_t tpRanks) {
-  auto type = cast<RankedTensorType>(param.getType());
-  auto splat = [&](double v, Type t) -> Value {
-    auto tensor = cast<RankedTensorType>(t);
-    return b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(tensor, b.getFloatAttr(tensor.getElementType(), v)));
-  };
-  auto spread = [&](Value scalarValue, Type t) -> Value {
-    return b.create<BroadcastOp>(loc, t, scalarValue);
-  };
-  auto mul = [&](Value x, Value y) -> Value { return b.create<MulOp>(loc, x, y); };
-  auto add = [&](Value x, Value y) -> Value { return b.create<AddOp>(loc, x, y); };
-  auto sub = [&](Value x, Value y) -> Value { return b.create<SubOp>(loc, x, y); };
-  // lerp(x, y, w) as PyTorch's kernel rounds it: x + w·(y - x) below 0.5,
-  // y - (y - x)·(1 - w) from 0.5.
-  auto lerp = [&](Value x, Value y, double w) -> Value {
-    return w < 0.5 ? add(x, mul(splat(w, type), sub(y, x)))
-                   : sub(y, mul(sub(y, x), splat(1.0 - w, type)));
-  };
-  const double mu = options.muonMomentum;
-  Value clipped = mul(g, spread(gradScale, type));
-  Value newM = lerp(m, clipped, 1.0 - mu);
-  Value u = options.muonNesterov ? lerp(clipped, newM, mu) : newM;
-
-  auto tpAxis = static_cast<mesh::MeshAxis>(options.tpAxis);
-  RankedTensorType rowsType = type;  // this rank's tp part, its fsdp rows gathered
-  if (globalRows > 0) {
-    rowsType = RankedTensorType::get({type.getDimSize(0) * shardRanks, type.getDimSize(1)},
-                                     type.getElementType());
-    u = b.create<mesh::AllGatherOp>(
-        loc, rowsType, options.mesh,
-        ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.meshAxis)}, u,
-        APInt(64, 0));
-  }
-  // The collectives move contiguous parts: a column split is gathered and
-  // sliced as the rows of the transpose.
-  auto transpose = [&](Value v) -> Value {
-    return b.create<TransposeOp>(loc, v, b.getDenseI64ArrayAttr({1, 0}));
-  };
-  if (tpDim >= 0) {
-    Value part = tpDim == 1 ? transpose(u) : u;
-    auto partType = cast<RankedTensorType>(part.getType());
-    auto wholeType = RankedTensorType::get(
-        {partType.getDimSize(0) * tpRanks, partType.getDimSize(1)}, type.getElementType());
-    u = b.create<mesh::AllGatherOp>(loc, wholeType, kWorldMeshName,
-                                    ArrayRef<mesh::MeshAxis>{tpAxis}, part, APInt(64, 0));
-    if (tpDim == 1)
-      u = transpose(u);
-  }
-  const int64_t rows = (globalRows > 0 ? globalRows : type.getDimSize(0)) *
-                       (tpDim == 0 ? tpRanks : 1),
-                cols = type.getDimSize(1) * (tpDim == 1 ? tpRanks : 1);
-  // (The orientation of the real matrix: its rounding as on one rank.)
-  const bool tall = rows > cols;
-  Value x = tall ? transpose(u) : u;
-  auto scalarType = RankedTensorType::get({}, type.getElementType());
-  Value norm = b.create<SqrtOp>(loc, sumOfSquares(b, loc, x, scalarType));
-  norm = b.create<MaximumOp>(loc, norm, splat(1e-7, scalarType));
-  x = b.create<DivOp>(loc, x, spread(norm, x.getType()));
-  const double ca = 3.4445, cb = -4.7750, cc = 2.0315;  // the quintic's coefficients
-  for (int64_t i = 0; i < options.nsSteps; ++i) {
-    Value gram = b.create<MatmulOp>(loc, x, x, nullptr, b.getUnitAttr());
-    Value gramUpdate =
-        add(mul(splat(cb, gram.getType()), gram),
-            mul(splat(cc, gram.getType()), b.create<MatmulOp>(loc, gram, gram, nullptr, nullptr)));
-    x = add(mul(splat(ca, x.getType()), x),
-            b.create<MatmulOp>(loc, gramUpdate, x, nullptr, nullptr));
-  }
-  if (tall)
-    x = transpose(x);
-  if (tpDim >= 0) {
-    Value whole = tpDim == 1 ? transpose(x) : x;
-    auto partType = tpDim == 1 ? RankedTensorType::get({rowsType.getDimSize(1),
-                                                        rowsType.getDimSize(0)},
-                                                       type.getElementType())
-                               : rowsType;
-    x = b.create<mesh::AllSliceOp>(loc, partType, kWorldMeshName,
-                                   ArrayRef<mesh::MeshAxis>{tpAxis}, whole, APInt(64, 0));
-    if (tpDim == 1)
-      x = transpose(x);
-  }
-  if (globalRows > 0)
-    x = b.create<mesh::AllSliceOp>(
-        loc, type, options.mesh,
-        ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.meshAxis)}, x,
-        APInt(64, 0));
-
-  const double shape = options.adjustLr == "original"
-                           ? std::sqrt(std::max(1.0, double(rows) / double(cols)))
-                           : 0.2 * std::sqrt(double(std::max(rows, cols)));
-  Value adjusted = mul(lr, splat(shape, scalarType));
-  Value keep = sub(splat(1.0, scalarType), mul(lr, splat(decay, scalarType)));
-  Value newParam = sub(mul(param, spread(keep, type)), mul(x, spread(adjusted, type)));
-  return {newParam, newM};
-}
 
 /// Keys every dropout of `step` by the run's seed (a `#step.hyper<seed>`
 /// i32 argument, appended when the step draws at all) and `stepNumber`.
@@ -369,7 +255,9 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     scale = b.create<MinimumOp>(loc, coef, scale);
   }
 
-  SmallVector<Value> newParams, newM, newV;
+  SmallVector<Value> newParams(n), newM(n), newV;
+  SmallVector<MuonMatrix> muonMatrices;
+  SmallVector<unsigned> muonIndex;
   for (unsigned k = 0; k < n; ++k) {
     Value param = entry->getArgument(k);
     Value g = grads[k];
@@ -388,28 +276,33 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     if (muon[k]) {
       auto shardOf = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kShardOfAttrName);
       auto tpShard = grad.getArgAttrOfType<DictionaryAttr>(params[k], StepDialect::kTpShardAttrName);
-      auto [newParam, newMomentum] =
-          muonUpdate(b, loc, param, g, m, lrK, scaleK, options, decay,
-                     shardOf ? shardOf.getInt() : 0, options.shardRanks,
-                     tpShard ? tpShard.getAs<IntegerAttr>("dim").getInt() : -1, options.tpRanks);
-      newParams.push_back(newParam);
-      newM.push_back(newMomentum);
+      MuonMatrix matrix;
+      matrix.param = param;
+      matrix.grad = g;
+      matrix.momentum = m;
+      matrix.globalRows = shardOf ? shardOf.getInt() : 0;
+      matrix.tpDim = tpShard ? tpShard.getAs<IntegerAttr>("dim").getInt() : -1;
+      matrix.decay = decay;
+      matrix.lr = lrK;
+      matrix.gradScale = scaleK;
+      muonMatrices.push_back(matrix);
+      muonIndex.push_back(k);
       continue;
     }
     if (options.algorithm == "sgd") {
       auto update = b.create<SgdOp>(loc, param, g, m, lrK, scaleK,
                                     b.getF64FloatAttr(options.momentum),
                                     b.getBoolAttr(options.nesterov), b.getF64FloatAttr(decay));
-      newParams.push_back(update.getNewParam());
-      newM.push_back(update.getNewBuf());
+      newParams[k] = update.getNewParam();
+      newM[k] = update.getNewBuf();
       continue;
     }
     if (options.algorithm == "lion") {
       auto update = b.create<LionOp>(loc, param, g, m, lrK, scaleK,
                                      b.getF64FloatAttr(options.beta1),
                                      b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(decay));
-      newParams.push_back(update.getNewParam());
-      newM.push_back(update.getNewM());
+      newParams[k] = update.getNewParam();
+      newM[k] = update.getNewM();
       continue;
     }
     auto update = b.create<AdamwOp>(
@@ -418,9 +311,19 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
         b.getF64FloatAttr(options.epsilon), b.getF64FloatAttr(decay),
         // (AdamW's decoupled decay is the op's default.)
         options.algorithm == "adam" ? b.getBoolAttr(false) : BoolAttr());
-    newParams.push_back(update.getNewParam());
-    newM.push_back(update.getNewM());
+    newParams[k] = update.getNewParam();
+    newM[k] = update.getNewM();
     newV.push_back(update.getNewV());
+  }
+  if (!muonMatrices.empty()) {
+    MuonConfig config{options.muonMomentum, options.muonNesterov, options.nsSteps,
+                      options.adjustLr,     options.mesh,         options.meshAxis,
+                      options.shardRanks,   options.tpAxis,       options.tpRanks};
+    for (auto [k, update] :
+         llvm::zip(muonIndex, buildMuonUpdates(b, loc, muonMatrices, config))) {
+      newParams[k] = update.first;
+      newM[k] = update.second;
+    }
   }
   SmallVector<Value> results{loss, norm};
   llvm::append_range(results, newParams);

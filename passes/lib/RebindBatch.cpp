@@ -121,8 +121,8 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
       if (auto t = dyn_cast<RankedTensorType>(operand.getType()))
         before.try_emplace(operand, t);
   for (Operation &op : body.without_terminator()) {
-    if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::AllSliceOp, mesh::ReduceScatterOp,
-            CopyToParallelOp>(op)) {
+    if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::AllSliceOp, mesh::AllToAllOp,
+            mesh::ReduceScatterOp, CopyToParallelOp>(op)) {
       auto in = cast<RankedTensorType>(op.getOperand(0).getType());
       auto out = cast<RankedTensorType>(op.getResult(0).getType());
       op.getResult(0).setType(scaleLike(out, before.lookup(op.getOperand(0)), in));

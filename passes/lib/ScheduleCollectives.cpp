@@ -18,10 +18,6 @@ using namespace stepc::step;
 
 namespace {
 
-bool isCollective(Operation *op) {
-  return isa<mesh::AllGatherOp, mesh::AllReduceOp, mesh::ReduceScatterOp>(op);
-}
-
 /// The first op (in block order) using `v`, looking through a padding slice.
 Operation *firstUser(Value v) {
   Operation *first = nullptr;
@@ -66,7 +62,7 @@ Operation *latestDefinition(Operation *op) {
 /// A collective of computed values: a reduction, or (tensor and sequence
 /// parallelism) a gather of an activation or a gradient.
 bool collectsComputedValue(Operation *op) {
-  if (isa<mesh::AllReduceOp, mesh::ReduceScatterOp>(op))
+  if (isa<mesh::AllReduceOp, mesh::ReduceScatterOp, mesh::AllToAllOp>(op))
     return true;
   auto gather = dyn_cast<mesh::AllGatherOp>(op);
   return gather && !isa<BlockArgument>(gather.getInput());
@@ -90,7 +86,7 @@ void issueReductionsEarly(Block &body) {
     });
     bool reduction = collectsComputedValue(&op) &&
                      !llvm::any_of(op.getOperands(), [](Value v) {
-                       return v.getDefiningOp() && isCollective(v.getDefiningOp());
+                       return v.getDefiningOp() && communicates(v.getDefiningOp());
                      });
     if (reduction || (isa<PadOp, ReshapeOp, ConcatOp, TransposeOp>(op) && feedsReduction))
       early.push_back(&op);
@@ -111,7 +107,7 @@ struct StepScheduleCollectivesPass
       if (function.isExternal())
         continue;
       Block &body = function.getBody().front();
-      if (llvm::none_of(body, [](Operation &op) { return isCollective(&op); }))
+      if (llvm::none_of(body, [](Operation &op) { return communicates(&op); }))
         continue;
       prefetchGathers(body);
       issueReductionsEarly(body);

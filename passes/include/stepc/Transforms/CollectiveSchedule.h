@@ -7,6 +7,13 @@
 
 namespace stepc {
 
+/// A collective that moves data between ranks, started by step.so and
+/// waited for before its result's first use (all_slice moves nothing).
+inline bool communicates(mlir::Operation *op) {
+  return llvm::isa<mlir::mesh::AllGatherOp, mlir::mesh::AllReduceOp, mlir::mesh::ReduceScatterOp,
+                   mlir::mesh::AllToAllOp>(op);
+}
+
 /// Prefetches parameter gathers one ahead: taken in the order of their
 /// first uses, gather k is issued before the first use of gather k - 1
 /// (gather 0 before `start`, or where it is if `start` is null), so each
