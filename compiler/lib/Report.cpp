@@ -82,10 +82,14 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
                                                          : op.getResult(0).getType());
       report.collectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
       report.collectiveBytesByAxes[axesKey(&op)] += bytes;
+      if (getPhase(&op) == Phase::Optimizer)
+        report.optimizerCollectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
     }
     FailureOr<int64_t> flops = getExecutedFlops(&op);
     if (failed(flops))
       return failure();
+    if (getPhase(&op) == Phase::Optimizer)
+      report.optimizerFlopsPerStep += *flops;
     if (llvm::AddOverflow(executed, *flops, executed))
       return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
@@ -273,6 +277,8 @@ llvm::json::Object StepReport::toJson() const {
       {"collectives_per_step", collectivesPerStep},
       {"collective_bytes_per_step", toJsonObject(collectiveBytesPerStep)},
       {"collective_bytes_by_axes", toJsonObject(collectiveBytesByAxes)},
+      {"optimizer_flops_per_step", optimizerFlopsPerStep},
+      {"optimizer_collective_bytes_per_step", toJsonObject(optimizerCollectiveBytesPerStep)},
       {"tp_split_param_bytes", tpSplitParamBytes},
       {"replicated_param_bytes", replicatedParamBytes},
   };

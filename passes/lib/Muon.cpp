@@ -129,9 +129,10 @@ Value orthogonalise(OpBuilder &b, Location loc, Value u, const MuonMatrix &matri
 /// ⌈k / ranks⌉ per rank; slots past k hold zeros, whose update is zero).
 /// An all-to-all brings each owner the P row shards of its m matrices,
 /// laid out [P, m·h·c] (row s: rank s's shards, matrix after matrix); a
-/// second all-to-all returns the orthogonalised shards. Each rank moves
-/// 2·(P-1)/P of m·h·c floats, against (P-1)·k·h·c to gather every matrix
-/// everywhere, and runs m Newton-Schulz instead of k.
+/// second all-to-all returns the orthogonalised shards. Each rank sends
+/// 2·(P-1)·m·h·c floats, against (P-1)·k·h·c to gather every matrix
+/// everywhere (the same at P = 2, 2/P of it from k = P on), and runs m
+/// Newton-Schulz iterations' worth instead of k.
 SmallVector<Value> orthogonaliseByOwners(OpBuilder &b, Location loc, ArrayRef<Value> updates,
                                          const MuonMatrix &like, const MuonConfig &config) {
   auto type = cast<RankedTensorType>(updates.front().getType());

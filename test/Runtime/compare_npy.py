@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares the .npy files of two directories (as stepc-run --save-npy writes).
 
-    compare_npy.py A B [--tolerance T | --exact]
+    compare_npy.py A B [--tolerance T | --exact] [--only PREFIX] [--matrices]
 
 For every A/<name>.npy, B/<name>.npy must exist with the same shape, and
 max |a - b| / max |b| <= T (or a == b bit for bit with --exact). Prints the
@@ -19,8 +19,11 @@ p.add_argument("b")
 p.add_argument("--tolerance", type=float, default=1e-6)
 p.add_argument("--exact", action="store_true")
 p.add_argument("--only", default="", help="compare the files whose names start with this")
+p.add_argument("--matrices", action="store_true", help="compare the 2-D tensors only")
 args = p.parse_args()
 names = sorted(f for f in os.listdir(args.a) if f.endswith(".npy") and f.startswith(args.only))
+if args.matrices:
+    names = [f for f in names if np.load(os.path.join(args.a, f), mmap_mode="r").ndim == 2]
 worst, worst_name = 0.0, None
 for name in names:
     a = np.load(os.path.join(args.a, name)).astype(np.float64)

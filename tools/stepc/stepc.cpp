@@ -159,10 +159,14 @@ static cl::opt<bool> profile("profile",
 static cl::opt<std::string> optimizer(
     "optimizer",
     cl::desc("The update, each as PyTorch's on the clipped gradient: adamw (the default), "
-             "adam (L2 weight decay), sgd (momentum, --optimizer-options=nesterov=true) or "
-             "lion; hyperparameters (defaults) through --optimizer-options: beta1 (0.9), "
+             "adam (L2 weight decay), sgd (momentum, --optimizer-options=nesterov=true), "
+             "lion, or muon (Newton-Schulz orthogonalised momentum on the blocks' matrices, "
+             "AdamW on the rest; under fsdp/hsdp each matrix orthogonalised by one owner "
+             "rank); hyperparameters (defaults) through --optimizer-options: beta1 (0.9), "
              "beta2 (0.95), epsilon (1e-8), momentum (0.9, sgd), nesterov (false), "
-             "weight-decay (0.1, on parameters of rank >= 2), max-grad-norm (1.0)"),
+             "weight-decay (0.1, on parameters of rank >= 2), max-grad-norm (1.0), "
+             "muon-momentum (0.95), muon-nesterov (true), ns-steps (5), adjust-lr "
+             "(match-rms-adamw, or original)"),
     cl::init("adamw"), cl::cat(stepcCategory));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "

@@ -53,6 +53,11 @@ struct StepReport {
   /// Bytes each rank contributes, per collective kind and per set of mesh
   /// axes ("axis0", "axis1", "axis0+axis1", ...; with tp the last is tp).
   std::map<std::string, int64_t> collectiveBytesPerStep, collectiveBytesByAxes;
+  /// The optimizer's share: its executed FLOPs (Muon's Newton-Schulz GEMMs
+  /// above all) and the bytes of its collectives per kind (the clipping
+  /// norm's all-reduce; Muon's gathers, or its owners' all-to-alls).
+  int64_t optimizerFlopsPerStep = 0;
+  std::map<std::string, int64_t> optimizerCollectiveBytesPerStep;
   /// Parameter bytes this rank holds of tp-split parameters (each 1/M of
   /// the whole) and of the others.
   int64_t tpSplitParamBytes = 0, replicatedParamBytes = 0;
