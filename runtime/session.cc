@@ -303,6 +303,18 @@ absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t
   return absl::OkStatus();
 }
 
+std::optional<int64_t> Session::CountedTargets() const {
+  const stepc_module_info& info = module_->info();
+  for (int i = 0; i < info.num_args; ++i) {
+    const stepc_arg_info& a = info.args[i];
+    if (a.kind != STEPC_ARG_INPUT || a.id_ignored == STEPC_NO_IGNORED_ID) continue;
+    return static_cast<int64_t>(std::count_if(ints_[i].begin(), ints_[i].end(), [&](int32_t v) {
+      return v != a.id_ignored;
+    }));
+  }
+  return std::nullopt;
+}
+
 absl::Status Session::SetFloatInput(const std::string& name, absl::Span<const float> values) {
   STEPC_ASSIGN_OR_RETURN(const int i, Input(name, STEPC_F32, values.size()));
   for (size_t k = 0; k < values.size(); ++k)

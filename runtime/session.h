@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ class Session {
   // Copies a float input (features, any rank) for the next Step or Eval;
   // every value must be finite.
   absl::Status SetFloatInput(const std::string& name, absl::Span<const float> values);
+  // The targets the loss counts in the inputs set: those of the input that
+  // may hold an ignored id (a loss with ignore_index) not equal to it, on
+  // this rank; nullopt if no input may hold one.
+  std::optional<int64_t> CountedTargets() const;
   // One training step at learning rate `lr`; counts steps from 1.
   absl::StatusOr<StepResult> Step(float lr);
 

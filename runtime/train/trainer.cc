@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -249,6 +250,17 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   for (int64_t step = first_step; step <= steps; ++step) {
     STEPC_RETURN_IF_ERROR(
         traced("data", step, [&] { return data.SetStep(*session, schedule.seed, step); }));
+    // A loss that leaves targets out (SFT's prompts) averages over the
+    // counted ones: the whole batch's count is logged beside the loss (tp
+    // ranks hold the same rows: each data rank is counted once).
+    std::optional<int64_t> counted = session->CountedTargets();
+    if (counted && world > 1) {
+      STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all,
+                             comm->AllGather(static_cast<uint64_t>(*counted)));
+      uint64_t sum = 0;
+      for (uint64_t c : all) sum += c;
+      counted = static_cast<int64_t>(sum / (world / data.data_world()));
+    }
     const double lr = LearningRate(schedule, step);
     const auto start = Clock::now();
     if (trace.Traces(step)) trace.BeginStepKernels();
@@ -272,16 +284,18 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
         "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, \"%s\": %.1f, "
         "\"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, \"measured_peak_bytes\": %d, "
-        "\"baseline_bytes\": %d%s%s}\n",
+        "\"baseline_bytes\": %d%s%s%s}\n",
         step, Json(last.loss), lr, Json(last.grad_norm), lm ? "tokens_per_s" : "samples_per_s",
         rate, gflops, session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
+        counted ? absl::StrFormat(", \"counted_targets\": %d", *counted) : "",
         peak.gflops > 0
             ? absl::StrFormat(", \"mfu\": %.6f, \"peak_gflops_per_s\": %.3f", mfu, peak.gflops)
             : "",
         finite ? "" : ", \"nonfinite\": true")));
     if (lead && (step % o.log_every == 0 || step == first_step || step == steps || !finite))
-      std::printf("step %5lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f %s | %.2f GFLOP/s%s\n",
-                  static_cast<long long>(step), static_cast<long long>(steps), last.loss, lr,
+      std::printf("step %5lld/%lld | loss %.4f%s | lr %.2e | norm %.3f | %.0f %s | %.2f GFLOP/s%s\n",
+                  static_cast<long long>(step), static_cast<long long>(steps), last.loss,
+                  counted ? absl::StrFormat(" over %d targets", *counted).c_str() : "", lr,
                   last.grad_norm, rate, lm ? "tok/s" : "samples/s", gflops,
                   peak.gflops > 0 ? absl::StrFormat(" | MFU %.1f%%", 100 * mfu).c_str() : "");
     std::fflush(stdout);  // a killed run still shows how far it got
