@@ -473,17 +473,31 @@ def check_steps(own, a, shapes, params, tokens, targets, work, gen_argv):
     for k, row in enumerate(rows):
         errors[f"loss@{k + 1}"] = abs(row["loss"] - losses[k]) / abs(losses[k])
         errors[f"grad_norm@{k + 1}"] = abs(row["grad_norm"] - norms[k]) / abs(norms[k])
+    # Lion's update is lr·sign(c): where c is f32 noise (a gradient that is
+    # zero in exact arithmetic, like the key bias's, or one that cancels) the
+    # two implementations step ±lr apart, so its parameters and moment are
+    # gated on the elements off by more than the tolerance being that rare
+    # (at most --lion-flips of them; the kernel itself is bit-exact against
+    # PyTorch on identical inputs, test/Runtime/optimizers_vs_torch.py).
+    off, elements = 0, 0
     for key, ref in final.items():
         mine = np.load(os.path.join(out, key + ".npy")).astype(np.float64)
         scale = np.max(np.abs(ref))
-        errors[key] = float(np.max(np.abs(mine - ref)) / scale) if scale > 0 else float(
-            np.max(np.abs(mine)))
+        diff = np.abs(mine - ref)
+        if own.optimizer == "lion":
+            off += int(np.sum(diff > own.tolerance * scale))
+            elements += ref.size
+            continue
+        errors[key] = float(np.max(diff) / scale) if scale > 0 else float(np.max(np.abs(mine)))
     worst = max(errors, key=errors.get)
     print(json.dumps({"config": " ".join(gen_argv), "backend": "cpu", "optimizer": own.optimizer,
                       "steps": own.steps, "losses": [r["loss"] for r in rows],
                       "torch_losses": losses, "max_rel_err": errors[worst], "worst": worst,
-                      "tolerance": own.tolerance, "rel_err": errors}, indent=1))
-    return 0 if len(rows) == own.steps and errors[worst] <= own.tolerance else 1
+                      "tolerance": own.tolerance, "rel_err": errors,
+                      **({"lion_elements_off": off, "lion_elements": elements}
+                         if own.optimizer == "lion" else {})}, indent=1))
+    flips_ok = own.optimizer != "lion" or off <= own.lion_flips * elements
+    return 0 if len(rows) == own.steps and errors[worst] <= own.tolerance and flips_ok else 1
 
 
 def main():
@@ -497,6 +511,9 @@ def main():
                    default="adamw")
     p.add_argument("--momentum", type=float, default=0.9, help="sgd")
     p.add_argument("--nesterov", action="store_true", help="sgd")
+    p.add_argument("--lion-flips", type=float, default=1e-3,
+                   help="--steps with lion: the largest fraction of parameter and moment "
+                        "elements allowed off by more than --tolerance (sign flips)")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--steps", type=int, default=1,
                    help="> 1: train that many steps on the CPU step.so and compare each "
