@@ -1,6 +1,7 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -25,33 +26,64 @@ int Communicator::Keep(absl::StatusOr<int> request, int32_t* out) {
   return 0;
 }
 
+namespace {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void Communicator::Charge(int axes, double since, int request) {
+  const int mask = axes >= 0 && axes < kMaskCount ? axes : 0;
+  times_.seconds[mask] += Now() - since;
+  if (request < 0) return;
+  times_.calls[mask] += 1;
+  if (request >= static_cast<int>(request_axes_.size())) request_axes_.resize(request + 1, 0);
+  request_axes_[request] = mask;
+}
+
 int Communicator::AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t count,
                                  int32_t* request) {
   auto* self = static_cast<Communicator*>(ctx);
-  return self->Keep(self->StartAllReduceSum(axes, data, count), request);
+  const double since = Now();
+  const int failed = self->Keep(self->StartAllReduceSum(axes, data, count), request);
+  self->Charge(axes, since, failed ? -1 : *request);
+  return failed;
 }
 
 int Communicator::AllGatherThunk(void* ctx, int32_t axes, const float* send, float* recv,
                                  int64_t count, int32_t* request) {
   auto* self = static_cast<Communicator*>(ctx);
-  return self->Keep(self->StartAllGather(axes, send, recv, count), request);
+  const double since = Now();
+  const int failed = self->Keep(self->StartAllGather(axes, send, recv, count), request);
+  self->Charge(axes, since, failed ? -1 : *request);
+  return failed;
 }
 
 int Communicator::ReduceScatterThunk(void* ctx, int32_t axes, const float* send, float* recv,
                                      int64_t count, int32_t* request) {
   auto* self = static_cast<Communicator*>(ctx);
-  return self->Keep(self->StartReduceScatterSum(axes, send, recv, count), request);
+  const double since = Now();
+  const int failed = self->Keep(self->StartReduceScatterSum(axes, send, recv, count), request);
+  self->Charge(axes, since, failed ? -1 : *request);
+  return failed;
 }
 
 int Communicator::AllToAllThunk(void* ctx, int32_t axes, const float* send, float* recv,
                                 int64_t count, int32_t* request) {
   auto* self = static_cast<Communicator*>(ctx);
-  return self->Keep(self->StartAllToAll(axes, send, recv, count), request);
+  const double since = Now();
+  const int failed = self->Keep(self->StartAllToAll(axes, send, recv, count), request);
+  self->Charge(axes, since, failed ? -1 : *request);
+  return failed;
 }
 
 int Communicator::WaitThunk(void* ctx, int32_t request) {
   auto* self = static_cast<Communicator*>(ctx);
+  const double since = Now();
   self->last_error_ = self->Wait(request);
+  const bool known = request >= 0 && request < static_cast<int>(self->request_axes_.size());
+  self->Charge(known ? self->request_axes_[request] : 0, since, -1);
   return self->last_error_.ok() ? 0 : 1;
 }
 

@@ -66,6 +66,20 @@ class Communicator {
   // rank), and the world serves.
   virtual const void* mpi_comm() const { return nullptr; }
 
+  // Ranks along `axes` (this rank's sub-communicator of the mask).
+  virtual int Ranks(int axes) const { return axes >= 1 ? 1 : 0; }
+
+  // Host seconds spent in the collectives a step.so started through the
+  // table (start calls and waits) since ResetTimes, per axes mask: on the
+  // CPU the time the step waited for communication (MPI progresses its
+  // nonblocking collectives inside its calls); on a GPU only the enqueueing.
+  struct Times {
+    double seconds[kMaskCount] = {};
+    int64_t calls[kMaskCount] = {};
+  };
+  const Times& times() const { return times_; }
+  void ResetTimes() { times_ = Times{}; }
+
   // The C table a step.so calls; its failures keep their status here.
   const stepc_collectives* table() {
     table_.rank = rank();
@@ -85,6 +99,11 @@ class Communicator {
                            int64_t count, int32_t* request);
   static int WaitThunk(void* ctx, int32_t request);
   int Keep(absl::StatusOr<int> request, int32_t* out);
+  // Charges the time since `since` to `axes` (and, for a started request,
+  // remembers its axes for its wait).
+  void Charge(int axes, double since, int request);
+  Times times_;
+  std::vector<int> request_axes_;
   stepc_collectives table_;
   absl::Status last_error_;
 };

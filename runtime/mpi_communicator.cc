@@ -42,6 +42,12 @@ class MpiCommunicator : public Communicator {
   }
   const void* mpi_comm() const override { return &base_; }
   int rank() const override { return rank_; }
+  int Ranks(int axes) const override {
+    absl::StatusOr<MPI_Comm> comm = Comm(axes);
+    int n = 0;
+    if (comm.ok() && *comm != MPI_COMM_NULL) MPI_Comm_size(*comm, &n);
+    return n;
+  }
   int size() const override { return size_; }
 
   absl::Status SetMesh(const std::vector<int>& shape) override {

@@ -46,6 +46,12 @@ class NcclCommunicator : public Communicator {
   }
 
   int rank() const override { return rank_; }
+  int Ranks(int axes) const override {
+    absl::StatusOr<ncclComm_t> comm = Comm(axes);
+    int n = 0;
+    if (comm.ok()) ncclCommCount(*comm, &n);
+    return n;
+  }
   int size() const override { return size_; }
 
   // One NCCL communicator per mask over the mesh's axes, each bootstrapped

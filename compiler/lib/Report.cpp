@@ -82,6 +82,9 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
                                                          : op.getResult(0).getType());
       report.collectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
       report.collectiveBytesByAxes[axesKey(&op)] += bytes;
+      report.collectivesByAxes[axesKey(&op)] += 1;
+      report.collectiveWireBytesByAxes[axesKey(&op)] +=
+          static_cast<int64_t>(std::llround(wireBytes(&op, ranksOf(&op))));
       if (getPhase(&op) == Phase::Optimizer)
         report.optimizerCollectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
     }
@@ -277,6 +280,8 @@ llvm::json::Object StepReport::toJson() const {
       {"collectives_per_step", collectivesPerStep},
       {"collective_bytes_per_step", toJsonObject(collectiveBytesPerStep)},
       {"collective_bytes_by_axes", toJsonObject(collectiveBytesByAxes)},
+      {"collectives_by_axes", toJsonObject(collectivesByAxes)},
+      {"collective_wire_bytes_by_axes", toJsonObject(collectiveWireBytesByAxes)},
       {"optimizer_flops_per_step", optimizerFlopsPerStep},
       {"optimizer_collective_bytes_per_step", toJsonObject(optimizerCollectiveBytesPerStep)},
       {"tp_split_param_bytes", tpSplitParamBytes},

@@ -53,6 +53,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
       {"temperature", &TrainOptions::temperature},
       {"log_every", &TrainOptions::log_every},
       {"metrics", &TrainOptions::metrics},
+      {"summary", &TrainOptions::summary},
       {"plot", &TrainOptions::plot},
       {"plot_log", &TrainOptions::plot_log},
       {"trace", &TrainOptions::trace},
@@ -135,6 +136,7 @@ absl::Status ValidateOptions(const TrainOptions& o) {
   std::error_code ec;
   for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--metrics", o.metrics},
                                    {"--plot", o.plot},
+                                   {"--summary", o.summary},
                                    {"--trace", o.trace},
                                    {"--save-safetensors", o.save_safetensors}}) {
     if (path.empty()) continue;

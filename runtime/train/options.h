@@ -37,6 +37,8 @@ struct TrainOptions {
   // Progress.
   int64_t log_every = 10;
   std::string metrics, plot;
+  // The end-of-run summary (measured beside predicted) as JSON.
+  std::string summary;
   bool plot_log = false;
   // A Chrome trace-event timeline of these steps ("A:B", "A" or "all").
   std::string trace, trace_steps = "2:3";

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -26,6 +27,8 @@
 #include "runtime/train/metrics_log.h"
 #include "runtime/train/outputs.h"
 #include "runtime/train/peak.h"
+#include "runtime/atomic_file.h"
+#include "runtime/train/communication.h"
 #include "runtime/train/prediction.h"
 #include "runtime/train/sampler.h"
 #include "runtime/train/schedule.h"
@@ -91,6 +94,16 @@ std::string BatchText(const stepc_module_info& info, int world) {
     parts.push_back(absl::StrCat(a.name, " [", absl::StrJoin(shape, ", "), "]"));
   }
   return absl::StrCat("inputs ", absl::StrJoin(parts, ", "), micro);
+}
+
+// --summary: the end-of-run figures as one JSON object, written whole.
+absl::Status WriteSummary(const std::string& path, const json& summary) {
+  AtomicFile file;
+  std::string error;
+  if (!file.Open(path, error)) return absl::InvalidArgumentError(error);
+  file.stream() << summary.dump(1) << "\n";
+  if (!file.Commit(error)) return absl::DataLossError(error);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -175,9 +188,19 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                 peak.gflops, peak.source.c_str());
   // The step time predicted before step 1, compared with the measured at
   // the end.
-  const StepPrediction predicted =
+  StepPrediction predicted =
       trains ? PredictStep(*module, peak, std::max(1, std::atoi(shown_threads.c_str())))
              : StepPrediction{};
+  // Communication, unless stepc --link-gbps predicted it: the job's own
+  // link, probed on every rank (collective) before step 1.
+  CommunicationPrediction comm_predicted;
+  if (trains && world > 1 && !module->is_cuda()) {
+    STEPC_ASSIGN_OR_RETURN(comm_predicted, PredictCommunication(*comm, *module));
+    if (predicted.known && comm_predicted.known && predicted.comm_seconds == 0) {
+      predicted.comm_seconds = comm_predicted.seconds;
+      predicted.seconds += comm_predicted.seconds;
+    }
+  }
   ForgetProbesInPeak();
   if (lead && predicted.known)
     std::printf("stepc-run: predicted step %.1f ms per rank (GEMMs %.1f ms at the rates of "
@@ -190,6 +213,14 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                                       1e3 * predicted.comm_seconds)
                           .c_str()
                     : "");
+  if (lead && comm_predicted.known)
+    for (const AxisCommunication& a : comm_predicted.axes)
+      std::printf("stepc-run: predicted communication on %s: %.1f ms per step (%lld "
+                  "collectives, %.2f MB on the wire per rank; link probed on %d ranks: %.2f "
+                  "GB/s after %.1f us)\n",
+                  a.axes.c_str(), 1e3 * a.predicted_seconds,
+                  static_cast<long long>(a.collectives), a.wire_bytes / 1e6, a.ranks, a.gbps,
+                  1e6 * a.latency_seconds);
   if (lead && first_step > steps)
     std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing left to train\n",
                 static_cast<long long>(first_step - 1), static_cast<long long>(steps));
@@ -245,8 +276,10 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                                       data.seq(), ", ", losses.size(), " steps")});
   };
   StepResult last;
-  // For the end-of-run summary: each step's seconds and MFU.
+  // For the end-of-run summary: each step's seconds and MFU, and the
+  // seconds in collectives per axes mask.
   std::vector<double> step_seconds, step_mfu;
+  std::map<int, std::vector<double>> comm_seconds;
   for (int64_t step = first_step; step <= steps; ++step) {
     STEPC_RETURN_IF_ERROR(
         traced("data", step, [&] { return data.SetStep(*session, schedule.seed, step); }));
@@ -264,11 +297,14 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     const double lr = LearningRate(schedule, step);
     const auto start = Clock::now();
     if (trace.Traces(step)) trace.BeginStepKernels();
+    comm->ResetTimes();
     STEPC_RETURN_IF_ERROR(traced("step", step, [&]() -> absl::Status {
       STEPC_ASSIGN_OR_RETURN(last, session->Step(static_cast<float>(lr)));
       return absl::OkStatus();
     }));
     const double seconds = Since(start);
+    for (int mask = 0; mask < kMaskCount; ++mask)
+      if (comm->times().calls[mask] > 0) comm_seconds[mask].push_back(comm->times().seconds[mask]);
     if (trace.Traces(step)) STEPC_RETURN_IF_ERROR(trace.EndStepKernels(step));
     losses.push_back(last.loss);
     // Throughput in what the model consumes: tokens for a language model,
@@ -319,18 +355,40 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     }
   }
   STEPC_RETURN_IF_ERROR(trace.Write());
+  // Each rank's median time in collectives per step (nanoseconds), for the
+  // least over the ranks: the rank that arrives last at a collective waits
+  // only for the transfer; the others also for it (rank imbalance).
+  std::vector<uint64_t> rank_comm_ns;
+  if (world > 1 && !step_seconds.empty() && !module->is_cuda()) {
+    std::vector<double> mine(step_seconds.size(), 0.0);
+    for (const auto& [mask, seconds] : comm_seconds)
+      if (seconds.size() == mine.size())
+        for (size_t k = 0; k < seconds.size(); ++k) mine[k] += seconds[k];
+    if (mine.size() > 1) mine.erase(mine.begin());
+    std::sort(mine.begin(), mine.end());
+    STEPC_ASSIGN_OR_RETURN(rank_comm_ns,
+                           comm->AllGather(static_cast<uint64_t>(1e9 * mine[mine.size() / 2])));
+  }
   if (lead && !step_seconds.empty()) {
     // The first step of a run warms caches and primitives: the medians
     // leave it out when there are others.
     const size_t from = step_seconds.size() > 1 ? 1 : 0;
     auto median = [from](std::vector<double> v) {
-      v.erase(v.begin(), v.begin() + from);
+      v.erase(v.begin(), v.begin() + std::min(from, v.size() - 1));
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
     const double planned = double(session->planned_bytes());
     const double measured = double(MeasuredPeakBytes() - baseline_bytes);
     const double step_median = median(step_seconds);
+    // The step's time in collectives per axes, and their sum, per step.
+    std::map<std::string, double> comm_median;
+    std::vector<double> comm_total(step_seconds.size(), 0.0);
+    for (const auto& [mask, seconds] : comm_seconds) {
+      comm_median[AxesName(mask)] = median(seconds);
+      if (seconds.size() == comm_total.size())
+        for (size_t k = 0; k < seconds.size(); ++k) comm_total[k] += seconds[k];
+    }
     std::printf("stepc-run: %zu steps | step time median %.1f ms (steps %lld-%lld)%s%s | memory "
                 "per rank: planned %.1f MB, measured %.1f MB above the process baseline "
                 "(%.2fx)\n",
@@ -345,6 +403,64 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                     ? absl::StrFormat(" | MFU median %.1f%%", 100 * median(step_mfu)).c_str()
                     : "",
                 planned / 1e6, measured / 1e6, planned > 0 ? measured / planned : 0.0);
+    if (!comm_median.empty() && !module->is_cuda()) {
+      std::string by_axes;
+      for (const auto& [axes, seconds] : comm_median) {
+        double want = -1;
+        for (const AxisCommunication& a : comm_predicted.axes)
+          if (a.axes == axes) want = a.predicted_seconds;
+        absl::StrAppend(&by_axes, by_axes.empty() ? "" : ", ", axes, " ",
+                        absl::StrFormat("%.1f ms", 1e3 * seconds),
+                        want > 0 ? absl::StrFormat(" (predicted %.1f ms, %.2fx)", 1e3 * want,
+                                                   seconds / want)
+                                 : "");
+      }
+      std::printf("stepc-run: time in collectives per step, median: %.1f ms on rank 0 (%s)%s\n",
+                  1e3 * median(comm_total), by_axes.c_str(),
+                  rank_comm_ns.empty()
+                      ? ""
+                      : absl::StrFormat("; least of the ranks %.1f ms, most %.1f ms (the "
+                                        "difference waits for slower ranks)",
+                                        1e-6 * *std::min_element(rank_comm_ns.begin(),
+                                                                 rank_comm_ns.end()),
+                                        1e-6 * *std::max_element(rank_comm_ns.begin(),
+                                                                 rank_comm_ns.end()))
+                            .c_str());
+    }
+    if (!o.summary.empty()) {
+      json summary = {
+          {"steps", step_seconds.size()},
+          {"measured_from_step", first_step + static_cast<int64_t>(from)},
+          {"step_seconds_median", step_median},
+          {"planned_peak_bytes", session->planned_bytes()},
+          {"measured_peak_bytes_above_baseline", MeasuredPeakBytes() - baseline_bytes},
+          {"memory_ratio", planned > 0 ? measured / planned : 0.0},
+          {"collective_seconds_median", median(comm_total)},
+          {"collective_seconds_median_by_axes", comm_median},
+      };
+      if (!rank_comm_ns.empty()) {
+        json per_rank = json::array();
+        for (uint64_t ns : rank_comm_ns) per_rank.push_back(1e-9 * double(ns));
+        summary["collective_seconds_median_by_rank"] = per_rank;
+      }
+      if (peak.gflops > 0) summary["mfu_median"] = median(step_mfu);
+      if (predicted.known) {
+        summary["predicted_step_seconds"] = predicted.seconds;
+        summary["step_over_predicted"] = step_median / predicted.seconds;
+        summary["predicted"] = {{"gemm_seconds", predicted.gemm_seconds},
+                                {"memory_bound_seconds", predicted.memory_seconds},
+                                {"communication_seconds", predicted.comm_seconds}};
+      }
+      json by_axes = json::object();
+      for (const AxisCommunication& a : comm_predicted.axes)
+        by_axes[a.axes] = {{"seconds", a.predicted_seconds},
+                           {"collectives", a.collectives},
+                           {"wire_bytes", a.wire_bytes},
+                           {"link_gbps", a.gbps},
+                           {"latency_seconds", a.latency_seconds}};
+      summary["predicted_collective_seconds_by_axes"] = by_axes;
+      STEPC_RETURN_IF_ERROR(WriteSummary(o.summary, summary));
+    }
   }
   if (lead && session->module().is_cuda())
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());

@@ -1,7 +1,7 @@
 // stepc-run: trains a compiled step.so.
 //
 //   stepc-run step.so [--data tokens.bin | --corpus FILE] [--steps N] [--lr X]
-//       [--warmup K] [--seed S] [--log-every K] [--metrics FILE.jsonl]
+//       [--warmup K] [--seed S] [--log-every K] [--metrics FILE.jsonl] [--summary FILE.json]
 //       [--plot FILE.svg] [--init-npy DIR] [--batch-npy DIR] [--save-npy DIR]
 //       [--init-safetensors FILE] [--save-safetensors FILE]
 //       [--checkpoint-dir DIR [--save-every K] [--keep N] [--auto-resume]]
@@ -51,6 +51,9 @@ ABSL_FLAG(double, min_lr_ratio, kDefaults.min_lr_ratio,
 ABSL_FLAG(uint64_t, seed, kDefaults.seed, "seed for parameters, batches and dropout masks");
 ABSL_FLAG(int64_t, log_every, kDefaults.log_every, "print a progress line every K steps");
 ABSL_FLAG(std::string, metrics, "", "write one JSON line per step here");
+ABSL_FLAG(std::string, summary, "",
+          "write the end-of-run summary here (JSON): step time, memory and time in "
+          "collectives, each measured beside its prediction");
 ABSL_FLAG(std::string, plot, "", "write the loss curve here (SVG)");
 ABSL_FLAG(bool, plot_log, kDefaults.plot_log, "draw --plot's loss axis on a logarithmic scale");
 ABSL_FLAG(std::string, trace, "",
@@ -127,6 +130,7 @@ TrainOptions OptionsFromFlags(absl::flat_hash_set<std::string> given) {
   o.seed = absl::GetFlag(FLAGS_seed);
   o.log_every = absl::GetFlag(FLAGS_log_every);
   o.metrics = absl::GetFlag(FLAGS_metrics);
+  o.summary = absl::GetFlag(FLAGS_summary);
   o.plot = absl::GetFlag(FLAGS_plot);
   o.plot_log = absl::GetFlag(FLAGS_plot_log);
   o.trace = absl::GetFlag(FLAGS_trace);
@@ -169,7 +173,7 @@ void PrintHelp() {
       {"checkpoints", {"checkpoint_dir", "save_every", "keep", "resume", "auto_resume"}},
       {"evaluation and sampling", {"eval_every", "eval_batches", "save_outputs", "sample",
                                    "prompt", "temperature", "top_k"}},
-      {"progress and logs", {"log_every", "metrics", "plot", "plot_log", "trace", "trace_steps"}},
+      {"progress and logs", {"log_every", "metrics", "summary", "plot", "plot_log", "trace", "trace_steps"}},
       {"machine", {"threads", "peak_tflops"}},
   };
   auto all = absl::GetAllFlags();

@@ -53,6 +53,9 @@ struct StepReport {
   /// Bytes each rank contributes, per collective kind and per set of mesh
   /// axes ("axis0", "axis1", "axis0+axis1", ...; with tp the last is tp).
   std::map<std::string, int64_t> collectiveBytesPerStep, collectiveBytesByAxes;
+  /// Per set of mesh axes: the collectives, and the bytes each rank sends
+  /// with ring algorithms (a runtime predicts their time from a probed link).
+  std::map<std::string, int64_t> collectivesByAxes, collectiveWireBytesByAxes;
   /// The optimizer's share: its executed FLOPs (Muon's Newton-Schulz GEMMs
   /// above all) and the bytes of its collectives per kind (the clipping
   /// norm's all-reduce; Muon's gathers, or its owners' all-to-alls).
