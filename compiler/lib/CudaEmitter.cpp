@@ -735,7 +735,7 @@ CudaFusions stepc::planCudaFusions(func::FuncOp step) {
 }
 
 FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const SummarizeFn &summarize,
-                                             func::FuncOp evalStep) {
+                                             func::FuncOp evalStep, bool profile) {
   // The plans are step-plan-memory's (made for CUDA: the layout around them
   // and the fused groups the CUDA kernels compute).
   auto planFor = [](func::FuncOp f) -> FailureOr<MemoryPlan> {
@@ -749,6 +749,7 @@ FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const SummarizeF
     return failure();
   CudaFusions fusions = planCudaFusions(step);
   CudaEmitter emitter(step, *plan, fusions);
+  emitter.setProfile(profile);
   if (evalStep) {
     FailureOr<MemoryPlan> evalPlan = planFor(evalStep);
     if (failed(evalPlan))

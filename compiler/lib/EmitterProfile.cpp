@@ -107,6 +107,10 @@ std::string SourceEmitter::profileSupport() {
   if (profileSites.empty())
     os << "  {\"\", \"\", \"\", 0, 0, 0, \"\"},\n";
   os << "};\n"
+     << "const int kProfSiteKind[] = {";
+  for (const ProfileSite &site : profileSites)
+    os << site.kind << ", ";
+  os << (profileSites.empty() ? "0" : "") << "};\n"
      << "const size_t kProfSiteCount = " << profileSites.size() << ";\n"
      << "double stepc_prof_seconds[" << n << "];\n"
      << "long long stepc_prof_steps;\ndouble stepc_prof_last;\nint stepc_prof_rank = -1;\n"
@@ -116,8 +120,6 @@ std::string SourceEmitter::profileSupport() {
      << "size_t stepc_prof_event_count, stepc_prof_event_capacity;\n\n"
      << "double stepc_prof_now() {\n  struct timespec t;\n"
      << "  clock_gettime(CLOCK_MONOTONIC, &t);\n  return t.tv_sec + 1e-9 * t.tv_nsec;\n}\n"
-     << "void stepc_prof_begin(int rank) {\n  ++stepc_prof_steps;\n  stepc_prof_rank = rank;\n"
-     << "  stepc_prof_site = 0;\n  stepc_prof_last = stepc_prof_now();\n}\n"
      << "void stepc_prof_record(double end) {\n"
      << "  if (stepc_prof_event_count == stepc_prof_event_capacity) {\n"
      << "    size_t capacity = stepc_prof_event_capacity ? 2 * stepc_prof_event_capacity : 4096;\n"
@@ -126,11 +128,17 @@ std::string SourceEmitter::profileSupport() {
      << "    stepc_prof_events = (stepc_trace_event *)grown;\n"
      << "    stepc_prof_event_capacity = capacity;\n  }\n"
      << "  stepc_prof_events[stepc_prof_event_count++] =\n"
-     << "      stepc_trace_event{stepc_prof_site, stepc_prof_last, end};\n}\n"
-     << "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
-     << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n"
-     << "  if (stepc_prof_recording)\n    stepc_prof_record(now);\n"
-     << "  ++stepc_prof_site;\n  stepc_prof_last = now;\n}\n\n"
+     << "      stepc_trace_event{stepc_prof_site, stepc_prof_last, end};\n}\n";
+  if (target == "cuda")
+    os << cudaProfileTimers();
+  else
+    os << "void stepc_prof_begin(int rank) {\n  ++stepc_prof_steps;\n  stepc_prof_rank = rank;\n"
+       << "  stepc_prof_site = 0;\n  stepc_prof_last = stepc_prof_now();\n}\n"
+       << "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
+       << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n"
+       << "  if (stepc_prof_recording)\n    stepc_prof_record(now);\n"
+       << "  ++stepc_prof_site;\n  stepc_prof_last = now;\n}\n\n";
+  os
      << "__attribute__((destructor)) void stepc_prof_write() {\n"
      << "  // No step ran (a run that failed early): an existing profile stays.\n"
      << "  if (stepc_prof_steps == 0)\n    return;\n"
@@ -155,11 +163,57 @@ std::string SourceEmitter::profileSupport() {
      << "extern \"C\" int stepc_profile_trace_v2(int record, const stepc_trace_event **events,\n"
      << "                                      size_t *count, const stepc_trace_site **sites,\n"
      << "                                      size_t *site_count) {\n"
+     << (target == "cuda" ? "  if (!record && stepc_prof_recording)\n    stepc_prof_collect();\n"
+                          : "")
      << "  const int lost = stepc_prof_lost;\n"
-     << "  if (record) {\n    stepc_prof_event_count = 0;\n    stepc_prof_lost = 0;\n  }\n"
+     << "  if (record) {\n    stepc_prof_event_count = 0;\n    stepc_prof_lost = 0;\n"
+     << (target == "cuda" ? "    stepc_prof_t0 = stepc_prof_now();\n" : "") << "  }\n"
      << "  stepc_prof_recording = record;\n"
      << "  *events = stepc_prof_events;\n  *count = stepc_prof_event_count;\n"
      << "  *sites = kProfSites;\n  *site_count = kProfSiteCount;\n  return lost;\n}\n\n";
   return text;
 }
 
+
+std::string SourceEmitter::cudaProfileTimers() {
+  // Each mark records an event on the step's stream after its kernel (in a
+  // captured graph an event node, recorded again at every replay, where no
+  // host code of the step runs): kernel k spans events k and k + 1, event 0
+  // the step's start. The events are read once the runtime asks for a
+  // recorded step's intervals, after it: the host never waits otherwise.
+  // Their times are placed from the host time the runtime asked to record
+  // (just before the step), so the launch latency is not shown.
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "cudaEvent_t stepc_prof_ev[" << profileSites.size() + 1 << "];\n"
+     << "int stepc_prof_ev_made;\ncudaStream_t stepc_prof_stream;\ndouble stepc_prof_t0;\n"
+     << "void stepc_prof_begin(int rank, cudaStream_t stream) {\n"
+     << "  stepc_prof_rank = rank;\n  stepc_prof_stream = stream;\n  stepc_prof_site = 0;\n"
+     << "  if (!stepc_prof_ev_made) {\n"
+     << "    for (size_t i = 0; i <= kProfSiteCount; ++i)\n"
+     << "      if (cudaEventCreate(&stepc_prof_ev[i]) != cudaSuccess)\n"
+     << "        stepc_prof_lost = 1;\n"
+     << "    stepc_prof_ev_made = 1;\n  }\n"
+     << "  cudaEventRecord(stepc_prof_ev[0], stream);\n}\n"
+     << "void stepc_prof_mark(int) {\n"
+     << "  if ((size_t)stepc_prof_site < kProfSiteCount)\n"
+     << "    cudaEventRecord(stepc_prof_ev[stepc_prof_site + 1], stepc_prof_stream);\n"
+     << "  ++stepc_prof_site;\n}\n"
+     << "// The recorded step's kernels, once its last event has happened.\n"
+     << "void stepc_prof_collect() {\n"
+     << "  if (!stepc_prof_ev_made || kProfSiteCount == 0 ||\n"
+     << "      cudaEventSynchronize(stepc_prof_ev[kProfSiteCount]) != cudaSuccess) {\n"
+     << "    stepc_prof_lost = 1;\n    return;\n  }\n"
+     << "  ++stepc_prof_steps;\n"
+     << "  float begin_ms = 0;\n"
+     << "  for (size_t k = 0; k < kProfSiteCount; ++k) {\n"
+     << "    float end_ms = 0;\n"
+     << "    if (cudaEventElapsedTime(&end_ms, stepc_prof_ev[0], stepc_prof_ev[k + 1]) !=\n"
+     << "        cudaSuccess) {\n      stepc_prof_lost = 1;\n      return;\n    }\n"
+     << "    stepc_prof_seconds[kProfSiteKind[k]] += 1e-3 * (end_ms - begin_ms);\n"
+     << "    stepc_prof_site = (int)k;\n"
+     << "    stepc_prof_last = stepc_prof_t0 + 1e-3 * begin_ms;\n"
+     << "    stepc_prof_record(stepc_prof_t0 + 1e-3 * end_ms);\n"
+     << "    begin_ms = end_ms;\n  }\n}\n\n";
+  return text;
+}

@@ -790,9 +790,13 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";
   std::string innerText;
   llvm::raw_string_ostream inner(innerText);
-  if (profile)
-    inner << "  stepc_prof_begin(collectives && kInfo.world_size > 1 ? collectives->rank : -1);\n";
+  const std::string profileRank = "collectives && kInfo.world_size > 1 ? collectives->rank : -1";
+  // (On CUDA after the step's start, which names its stream.)
+  if (profile && target != "cuda")
+    inner << "  stepc_prof_begin(" << profileRank << ");\n";
   stepBegin(inner);
+  if (profile && target == "cuda")
+    inner << "  stepc_prof_begin(" << profileRank << ", stream);\n";
   inner << stepBody;
   stepEnd(inner, lossExpr, normExpr);
   bufferNames(os, innerText);

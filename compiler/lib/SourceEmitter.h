@@ -202,6 +202,11 @@ protected:
   bool evalEntry = false;
   /// Whether the training step times its kernels by kind (stepc --profile).
   bool profile = false;
+
+public:
+  void setProfile(bool on) { profile = on; }
+
+protected:
   ModuleSummary summary;
 
 private:
@@ -258,6 +263,8 @@ private:
   int profileKind(mlir::Operation *op);
   /// The timers and the table the profile writes at unload.
   std::string profileSupport();
+  /// CUDA's timers: events on the stream, read after a recorded step.
+  std::string cudaProfileTimers();
   std::string table(const std::string &type, const std::string &contents);
   /// The ops computed by each kernel op's kernel (their operands' collectives
   /// are waited for before it).

@@ -296,9 +296,10 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     }
     const double lr = LearningRate(schedule, step);
     const auto start = Clock::now();
-    if (trace.Traces(step)) trace.BeginStepKernels();
     comm->ResetTimes();
     STEPC_RETURN_IF_ERROR(traced("step", step, [&]() -> absl::Status {
+      // (Inside the step's span: a CUDA step's kernels are placed from here.)
+      if (trace.Traces(step)) trace.BeginStepKernels();
       STEPC_ASSIGN_OR_RETURN(last, session->Step(static_cast<float>(lr)));
       return absl::OkStatus();
     }));

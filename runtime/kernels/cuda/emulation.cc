@@ -12,6 +12,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -213,4 +214,11 @@ void Run(dim3 grid, dim3 block, size_t shared_bytes, bool cooperative,
   running = nullptr;
 }
 
+}  // namespace stepc::emu
+
+namespace stepc::emu {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace stepc::emu

@@ -297,6 +297,33 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
+// ---- Events: the host time the stream reached them (work runs at once, or
+// when a captured graph is launched).
+namespace stepc::emu {
+struct Event {
+  double seconds = 0;
+};
+double Now();
+}  // namespace stepc::emu
+typedef stepc::emu::Event* cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = new stepc::emu::Event;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
+  ::stepc::emu::Enqueue(s, [e] { e->seconds = ::stepc::emu::Now(); });
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  *ms = static_cast<float>(1e3 * (end->seconds - start->seconds));
+  return cudaSuccess;
+}
+
 #define STEPC_LAUNCH(grid, block, shared, stream, ...) \
   ::stepc::emu::Launch(dim3(grid), dim3(block), shared, false, stream, __VA_ARGS__)
 #define STEPC_LAUNCH_COOPERATIVE(grid, block, shared, stream, ...) \

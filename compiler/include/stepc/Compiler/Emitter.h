@@ -94,10 +94,12 @@ CudaFusions planCudaFusions(mlir::func::FuncOp step);
 /// generated elementwise kernels, a multi-tensor AdamW, all enqueued on one
 /// stream, over the arena step-plan-memory laid out for CUDA (the plan's
 /// buffers, the status word, cuBLASLt's workspace, the scratch, the saved
-/// log-sum-exps).
+/// log-sum-exps). With `profile`, each kernel is followed by a CUDA event
+/// on the stream, from which the runtime reads the kernels' intervals
+/// (stepc --profile, stepc-run --trace).
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step,
                                             const SummarizeFn &summarize,
-                                            mlir::func::FuncOp evalStep);
+                                            mlir::func::FuncOp evalStep, bool profile = false);
 
 } // namespace stepc
 
