@@ -1,7 +1,8 @@
 #include "runtime/communicator.h"
 
+#include <time.h>
+
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -27,19 +28,42 @@ int Communicator::Keep(absl::StatusOr<int> request, int32_t* out) {
 }
 
 namespace {
+// The trace's clock (CLOCK_MONOTONIC).
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 }  // namespace
 
-void Communicator::Charge(int axes, double since, int request) {
+void Communicator::Started(const char* kind, int axes, int64_t count, double since,
+                           int request) {
   const int mask = axes >= 0 && axes < kMaskCount ? axes : 0;
   times_.seconds[mask] += Now() - since;
   if (request < 0) return;
   times_.calls[mask] += 1;
-  if (request >= static_cast<int>(request_axes_.size())) request_axes_.resize(request + 1, 0);
+  if (request >= static_cast<int>(request_axes_.size())) {
+    request_axes_.resize(request + 1, 0);
+    request_record_.resize(request + 1, -1);
+  }
   request_axes_[request] = mask;
+  request_record_[request] = -1;
+  if (!recording_) return;
+  request_record_[request] = static_cast<int>(records_.size());
+  records_.push_back(CollectiveRecord{kind, mask, count, since});
+}
+
+void Communicator::Waited(int request, double since) {
+  const bool known = request >= 0 && request < static_cast<int>(request_axes_.size());
+  const double now = Now();
+  times_.seconds[known ? request_axes_[request] : 0] += now - since;
+  if (!known || !recording_) return;
+  const int record = request_record_[request];
+  if (record >= 0 && record < static_cast<int>(records_.size())) {
+    records_[record].wait_begin = since;
+    records_[record].wait_end = now;
+  }
+  request_record_[request] = -1;
 }
 
 int Communicator::AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t count,
@@ -47,7 +71,7 @@ int Communicator::AllReduceThunk(void* ctx, int32_t axes, float* data, int64_t c
   auto* self = static_cast<Communicator*>(ctx);
   const double since = Now();
   const int failed = self->Keep(self->StartAllReduceSum(axes, data, count), request);
-  self->Charge(axes, since, failed ? -1 : *request);
+  self->Started("all_reduce", axes, count, since, failed ? -1 : *request);
   return failed;
 }
 
@@ -56,7 +80,7 @@ int Communicator::AllGatherThunk(void* ctx, int32_t axes, const float* send, flo
   auto* self = static_cast<Communicator*>(ctx);
   const double since = Now();
   const int failed = self->Keep(self->StartAllGather(axes, send, recv, count), request);
-  self->Charge(axes, since, failed ? -1 : *request);
+  self->Started("all_gather", axes, count, since, failed ? -1 : *request);
   return failed;
 }
 
@@ -65,7 +89,7 @@ int Communicator::ReduceScatterThunk(void* ctx, int32_t axes, const float* send,
   auto* self = static_cast<Communicator*>(ctx);
   const double since = Now();
   const int failed = self->Keep(self->StartReduceScatterSum(axes, send, recv, count), request);
-  self->Charge(axes, since, failed ? -1 : *request);
+  self->Started("reduce_scatter", axes, count, since, failed ? -1 : *request);
   return failed;
 }
 
@@ -74,7 +98,7 @@ int Communicator::AllToAllThunk(void* ctx, int32_t axes, const float* send, floa
   auto* self = static_cast<Communicator*>(ctx);
   const double since = Now();
   const int failed = self->Keep(self->StartAllToAll(axes, send, recv, count), request);
-  self->Charge(axes, since, failed ? -1 : *request);
+  self->Started("all_to_all", axes, count, since, failed ? -1 : *request);
   return failed;
 }
 
@@ -82,8 +106,7 @@ int Communicator::WaitThunk(void* ctx, int32_t request) {
   auto* self = static_cast<Communicator*>(ctx);
   const double since = Now();
   self->last_error_ = self->Wait(request);
-  const bool known = request >= 0 && request < static_cast<int>(self->request_axes_.size());
-  self->Charge(known ? self->request_axes_[request] : 0, since, -1);
+  self->Waited(request, since);
   return self->last_error_.ok() ? 0 : 1;
 }
 

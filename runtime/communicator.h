@@ -80,6 +80,24 @@ class Communicator {
   const Times& times() const { return times_; }
   void ResetTimes() { times_ = Times{}; }
 
+  // While recording (stepc-run --trace), each collective the table starts:
+  // its kind, axes and floats per rank, and the CLOCK_MONOTONIC seconds it
+  // was issued at and its wait began and ended at (0: not waited for yet).
+  struct CollectiveRecord {
+    const char* kind;
+    int axes;
+    int64_t count;
+    double issued, wait_begin = 0, wait_end = 0;
+  };
+  void RecordCollectives(bool on) {
+    recording_ = on;
+    records_.clear();
+  }
+  std::vector<CollectiveRecord> TakeCollectiveRecords() {
+    recording_ = false;
+    return std::move(records_);
+  }
+
   // The C table a step.so calls; its failures keep their status here.
   const stepc_collectives* table() {
     table_.rank = rank();
@@ -99,11 +117,16 @@ class Communicator {
                            int64_t count, int32_t* request);
   static int WaitThunk(void* ctx, int32_t request);
   int Keep(absl::StatusOr<int> request, int32_t* out);
-  // Charges the time since `since` to `axes` (and, for a started request,
-  // remembers its axes for its wait).
-  void Charge(int axes, double since, int request);
+  // A collective started at `since` (request < 0: it failed), and a wait
+  // that began at `since`: their time is charged to the axes (and
+  // recorded).
+  void Started(const char* kind, int axes, int64_t count, double since, int request);
+  void Waited(int request, double since);
   Times times_;
-  std::vector<int> request_axes_;
+  // By request id: its axes, and its record (-1: none).
+  std::vector<int> request_axes_, request_record_;
+  bool recording_ = false;
+  std::vector<CollectiveRecord> records_;
   stepc_collectives table_;
   absl::Status last_error_;
 };

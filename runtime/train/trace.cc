@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/atomic_file.h"
+#include "runtime/train/communication.h"
 
 namespace stepc {
 namespace {
@@ -15,7 +16,8 @@ namespace {
 using json = nlohmann::json;
 
 // Thread tracks of a rank's process.
-constexpr int kHostTrack = 0, kKernelTrack = 1, kBlockTrack = 2;
+constexpr int kHostTrack = 0, kKernelTrack = 1, kBlockTrack = 2, kCollectiveTrack = 3,
+              kWaitTrack = 4;
 
 json Metadata(const char* name, int pid, int tid, const std::string& value) {
   return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", {{"name", value}}}};
@@ -51,6 +53,36 @@ Trace::Trace(std::string path, TraceSteps steps, int rank, const Module& module)
   if (has_kernels()) {
     events_.push_back(Metadata("thread_name", rank_, kBlockTrack, "blocks"));
     events_.push_back(Metadata("thread_name", rank_, kKernelTrack, "kernels"));
+  }
+}
+
+void Trace::Collectives(int64_t step,
+                        const std::vector<Communicator::CollectiveRecord>& records) {
+  if (!Traces(step) || records.empty()) return;
+  if (!collective_tracks_) {
+    events_.push_back(Metadata("thread_name", rank_, kCollectiveTrack, "collectives (issue to done)"));
+    events_.push_back(Metadata("thread_name", rank_, kWaitTrack, "collective waits"));
+    collective_tracks_ = true;
+  }
+  for (const Communicator::CollectiveRecord& r : records) {
+    // A collective never waited for (none in a step.so) ends at its issue.
+    const double end = r.wait_end > 0 ? r.wait_end : r.issued;
+    const std::string name = absl::StrCat(r.kind, " ", AxesName(r.axes));
+    const json args = {{"step", step},
+                       {"mesh_axes", AxesName(r.axes)},
+                       {"floats_per_rank", r.count},
+                       {"bytes_per_rank", 4 * r.count}};
+    // Async: collectives in flight overlap one another.
+    events_.push_back({{"ph", "b"}, {"cat", "collective"}, {"name", name}, {"id", next_id_},
+                       {"pid", rank_}, {"tid", kCollectiveTrack}, {"ts", Microseconds(r.issued)},
+                       {"args", args}});
+    events_.push_back({{"ph", "e"}, {"cat", "collective"}, {"name", name}, {"id", next_id_},
+                       {"pid", rank_}, {"tid", kCollectiveTrack}, {"ts", Microseconds(end)}});
+    ++next_id_;
+    if (r.wait_end > 0)
+      events_.push_back({{"ph", "X"}, {"cat", "wait"}, {"name", "wait " + name}, {"pid", rank_},
+                         {"tid", kWaitTrack}, {"ts", Microseconds(r.wait_begin)},
+                         {"dur", (r.wait_end - r.wait_begin) * 1e6}, {"args", args}});
   }
 }
 

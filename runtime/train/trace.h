@@ -5,16 +5,20 @@
 // track, and, for a step.so built with `stepc --profile`, every kernel of
 // the step on another (kind, op, source location, FLOPs, bytes and the
 // achieved GFLOP/s and GB/s as arguments; collectives are kernels too).
+// Under several ranks each collective also spans its issue to the end of
+// its wait on a collectives track, and each wait is a span of its own.
 
 #ifndef STEPC_RUNTIME_TRAIN_TRACE_H_
 #define STEPC_RUNTIME_TRAIN_TRACE_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "runtime/communicator.h"
 #include "runtime/module.h"
 
 namespace stepc {
@@ -42,6 +46,10 @@ class Trace {
   // Around session->Step(): kernels recorded between the two calls.
   void BeginStepKernels();
   absl::Status EndStepKernels(int64_t step);
+  // The collectives `step` started (Communicator::RecordCollectives): each
+  // an async span from issue to the end of its wait on the collectives
+  // track (kind, mesh axes, bytes), its wait a span on the waits track.
+  void Collectives(int64_t step, const std::vector<Communicator::CollectiveRecord>& records);
   // Writes the file (atomically); a disabled trace writes nothing.
   absl::Status Write() const;
 
@@ -52,6 +60,8 @@ class Trace {
   const Module& module_;
   double origin_;
   nlohmann::json events_ = nlohmann::json::array();
+  bool collective_tracks_ = false;
+  int64_t next_id_ = 0;  // of the collectives' async spans
   double Microseconds(double seconds) const { return (seconds - origin_) * 1e6; }
 };
 

@@ -297,6 +297,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     const double lr = LearningRate(schedule, step);
     const auto start = Clock::now();
     comm->ResetTimes();
+    comm->RecordCollectives(trace.Traces(step) && world > 1);
     STEPC_RETURN_IF_ERROR(traced("step", step, [&]() -> absl::Status {
       // (Inside the step's span: a CUDA step's kernels are placed from here.)
       if (trace.Traces(step)) trace.BeginStepKernels();
@@ -307,6 +308,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     for (int mask = 0; mask < kMaskCount; ++mask)
       if (comm->times().calls[mask] > 0) comm_seconds[mask].push_back(comm->times().seconds[mask]);
     if (trace.Traces(step)) STEPC_RETURN_IF_ERROR(trace.EndStepKernels(step));
+    trace.Collectives(step, comm->TakeCollectiveRecords());
     losses.push_back(last.loss);
     // Throughput in what the model consumes: tokens for a language model,
     // samples (rows of the global batch) for any other.

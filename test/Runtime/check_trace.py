@@ -12,6 +12,9 @@ kernel names its site's op, FLOPs and bytes, and the GEMMs their
 GFLOP/s, each kernel of a repeated block lies in a span of its block on the
 block track, and a live-bytes counter event goes with each kernel (with
 --report, its largest value is in (0, the report's live_bytes_peak]).
+With --collectives: the kernels include collectives, and each collective
+is an async span (b/e of one id) from its issue to the end of its wait
+inside its step, with its mesh axes and bytes, each wait inside it.
 Prints one line per traced step.
 """
 import argparse
@@ -46,6 +49,10 @@ def main():
         elif e.get("ph") == "M":
             if "name" not in e or "name" not in e.get("args", {}):
                 fail(f"a metadata event without its name: {e}")
+        elif e.get("ph") in ("b", "e"):
+            for key in ("name", "cat", "id", "ts", "pid", "tid"):
+                if key not in e:
+                    fail(f"an async event without '{key}': {e}")
         elif e.get("ph") == "C":
             if "name" not in e or "ts" not in e or not isinstance(
                     e.get("args", {}).get("bytes"), int) or e["args"]["bytes"] < 0:
@@ -118,8 +125,37 @@ def main():
     if a.collectives:
         if not any(n.startswith("mesh.") for n in names):
             fail(f"no collective among the kernels: {sorted(names)}")
+        check_collectives(events, host)
         print("collectives are in the trace")
     return 0
+
+
+def check_collectives(events, host):
+    """Each collective is an async span (b, then e, of one id) from its issue
+    to the end of its wait, inside its step's host span, naming its kind,
+    mesh axes and bytes; each wait is an X span inside its collective's."""
+    begins = {e["id"]: e for e in events if e.get("ph") == "b"}
+    ends = {e["id"]: e for e in events if e.get("ph") == "e"}
+    if not begins or set(begins) != set(ends):
+        fail(f"{len(begins)} collective spans begun, {len(ends)} ended, ids differ or none")
+    spans = {e["args"]["step"]: (e["ts"], e["ts"] + e["dur"]) for e in host if e["name"] == "step"}
+    for i, b in begins.items():
+        e = ends[i]
+        if e["name"] != b["name"] or e["ts"] < b["ts"]:
+            fail(f"collective {b['name']} ends before it begins or under another name")
+        start, end = spans[b["args"]["step"]]
+        if b["ts"] < start - 0.01 or e["ts"] > end + 0.01:
+            fail(f"collective {b['name']} outside its step")
+        for key in ("mesh_axes", "bytes_per_rank"):
+            if key not in b["args"]:
+                fail(f"collective {b['name']} without '{key}'")
+    waits = [e for e in events if e.get("cat") == "wait"]
+    for w in waits:
+        name = w["name"].removeprefix("wait ")
+        if not any(b["name"] == name and b["ts"] - 0.01 <= w["ts"] and
+                   w["ts"] + w["dur"] <= ends[i]["ts"] + 0.01 for i, b in begins.items()):
+            fail(f"{w['name']} outside every {name} span")
+    print(f"{len(begins)} collectives from issue to done, {len(waits)} waits inside them")
 
 
 if __name__ == "__main__":
