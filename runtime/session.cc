@@ -474,7 +474,6 @@ absl::StatusOr<std::vector<int64_t>> Session::Shape(const std::string& name) con
 
 absl::StatusOr<std::vector<int64_t>> Session::GlobalShape(const std::string& name) const {
   STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
-  const stepc_arg_info& a = module_->info().args[i];
   return GlobalShapeOf(i);
 }
 

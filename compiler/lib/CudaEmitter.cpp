@@ -44,8 +44,8 @@ class CudaEmitter : public SourceEmitter {
 public:
   CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions)
       : SourceEmitter(step, plan, "cuda", fusions.computedBy),
-        writesTo(fusions.writesTo), savedForwardOf(fusions.savedForwardOf),
-        layout(readCudaArena(step).value_or(CudaArenaLayout())) {
+        layout(readCudaArena(step).value_or(CudaArenaLayout())), writesTo(fusions.writesTo),
+        savedForwardOf(fusions.savedForwardOf) {
     // GEMM epilogues are stepk.gemm ops by now (step-fuse-gemm-epilogues);
     // one left in the side table would be skipped here: a compiler bug.
     for (auto [member, kernel] : fusions.computedBy)
