@@ -1,0 +1,166 @@
+// stepc-pipeline: builds a pipeline schedule, checks it (every pass once on
+// its rank, every transfer received, no deadlock) and times it on per-chunk
+// costs: the bubble (idle) fraction per rank and overall, the peak stash of
+// in-flight micro-batches, the transfers. Or checks a schedule written by
+// hand (--schedule-file), or cuts a layer sequence into balanced stages.
+//
+//   stepc-pipeline --ranks P --micro-batches M [--schedule 1f1b]
+//       [--costs F/BI/BW,...] [--latency S] [--schedule-file FILE]
+//       [--balance-layers C0,C1,...] [--print]
+//
+// The compiler's pp:P will build its schedules with the same code
+// (compiler/lib/PipelineSchedule.cpp) from the model's per-stage costs.
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "stepc/Compiler/PipelineSchedule.h"
+
+ABSL_FLAG(int, ranks, 2, "pipeline ranks P");
+ABSL_FLAG(int, micro_batches, 4, "micro-batches M per step");
+ABSL_FLAG(std::string, schedule, "1f1b", "gpipe, 1f1b, interleaved:V or zero-bubble");
+ABSL_FLAG(std::string, costs, "",
+          "per chunk F/BI/BW (forward, input-gradient, weight-gradient time), comma "
+          "separated; one entry applies to every chunk (default 1/1/1)");
+ABSL_FLAG(double, latency, 0, "time of one point-to-point transfer");
+ABSL_FLAG(std::string, schedule_file, "",
+          "check this schedule instead: one rank per line, passes F|B|BI|BW<mb>.<chunk>");
+ABSL_FLAG(int, chunks_per_rank, 1, "with --schedule-file: chunks per rank (interleaved)");
+ABSL_FLAG(std::string, balance_layers, "",
+          "cut these per-layer costs into P * V contiguous stages, least largest stage");
+ABSL_FLAG(bool, print, false, "also print each rank's passes");
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "stepc-pipeline: error: %s\n", message.c_str());
+  return 1;
+}
+
+bool ParseCosts(const std::string& text, int chunks, std::vector<stepc::pipeline::ChunkCost>& out,
+                std::string& error) {
+  out.assign(chunks, {});
+  if (text.empty()) return true;
+  std::vector<std::string> items = absl::StrSplit(text, ',');
+  if (items.size() != 1 && static_cast<int>(items.size()) != chunks) {
+    error = "--costs has " + std::to_string(items.size()) + " entries for " +
+            std::to_string(chunks) + " chunks";
+    return false;
+  }
+  for (int c = 0; c < chunks; ++c) {
+    std::vector<std::string> parts = absl::StrSplit(items[items.size() == 1 ? 0 : c], '/');
+    double v[3];
+    if (parts.size() != 3 || !absl::SimpleAtod(parts[0], &v[0]) ||
+        !absl::SimpleAtod(parts[1], &v[1]) || !absl::SimpleAtod(parts[2], &v[2]) || v[0] < 0 ||
+        v[1] < 0 || v[2] < 0) {
+      error = "--costs entry '" + items[items.size() == 1 ? 0 : c] +
+              "' is not F/BI/BW (three times >= 0)";
+      return false;
+    }
+    out[c] = {v[0], v[1], v[2]};
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("builds, checks and times a pipeline schedule");
+  // Flags are spelled with dashes (--micro-batches); Abseil names them with
+  // underscores.
+  std::vector<std::string> spelled(argv, argv + argc);
+  std::vector<char*> args;
+  for (std::string& arg : spelled) {
+    if (arg.rfind("--", 0) == 0)
+      for (size_t i = 2; i < arg.size() && arg[i] != '='; ++i)
+        if (arg[i] == '-') arg[i] = '_';
+    args.push_back(arg.data());
+  }
+  if (absl::ParseCommandLine(static_cast<int>(args.size()), args.data()).size() != 1)
+    return Fail("takes flags only (see --help)");
+  using namespace stepc::pipeline;
+  const int ranks = absl::GetFlag(FLAGS_ranks), m = absl::GetFlag(FLAGS_micro_batches);
+  nlohmann::json out;
+  std::string error;
+  if (!absl::GetFlag(FLAGS_balance_layers).empty()) {
+    std::vector<double> layers;
+    for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_balance_layers), ',')) {
+      double c;
+      if (!absl::SimpleAtod(item, &c) || c < 0)
+        return Fail("--balance-layers: '" + std::string(item) + "' is not a cost >= 0");
+      layers.push_back(c);
+    }
+    const int stages = ranks * absl::GetFlag(FLAGS_chunks_per_rank);
+    if (stages > static_cast<int>(layers.size()))
+      return Fail(std::to_string(layers.size()) + " layers cannot fill " +
+                  std::to_string(stages) + " stages");
+    std::vector<int> firsts = balanceStages(layers, stages);
+    nlohmann::json cut = nlohmann::json::array();
+    double largest = 0, total = 0;
+    for (size_t st = 0; st < firsts.size(); ++st) {
+      const int end = st + 1 < firsts.size() ? firsts[st + 1] : static_cast<int>(layers.size());
+      double sum = 0;
+      for (int i = firsts[st]; i < end; ++i) sum += layers[i];
+      largest = std::max(largest, sum);
+      total += sum;
+      cut.push_back({{"layers", {firsts[st], end - 1}}, {"cost", sum}});
+    }
+    out["stages"] = cut;
+    out["imbalance"] = total > 0 ? largest / (total / firsts.size()) : 1.0;
+    std::printf("%s\n", out.dump(1).c_str());
+    return 0;
+  }
+  Schedule schedule;
+  if (!absl::GetFlag(FLAGS_schedule_file).empty()) {
+    std::ifstream file(absl::GetFlag(FLAGS_schedule_file));
+    if (!file) return Fail("cannot read '" + absl::GetFlag(FLAGS_schedule_file) + "'");
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!parseSchedule(text.str(), m, absl::GetFlag(FLAGS_chunks_per_rank), schedule, error))
+      return Fail(error);
+  }
+  std::string name = absl::GetFlag(FLAGS_schedule);
+  int chunks_per_rank = 1;
+  if (name.rfind("interleaved:", 0) == 0) chunks_per_rank = std::atoi(name.c_str() + 12);
+  const int chunks = schedule.passes.empty() ? ranks * std::max(1, chunks_per_rank)
+                                             : schedule.chunks();
+  std::vector<ChunkCost> costs;
+  if (!ParseCosts(absl::GetFlag(FLAGS_costs), chunks, costs, error)) return Fail(error);
+  if (schedule.passes.empty() && !buildSchedule(name, ranks, m, costs, schedule, error))
+    return Fail(error);
+  Timing timing;
+  if (!checkAndTime(schedule, costs, absl::GetFlag(FLAGS_latency), timing, error))
+    return Fail(error);
+  out = {{"schedule", schedule.name},
+         {"ranks", schedule.ranks},
+         {"micro_batches", schedule.microBatches},
+         {"chunks_per_rank", schedule.chunksPerRank},
+         {"checked", "every pass once on its rank, every transfer received, no deadlock"},
+         {"makespan", timing.makespan},
+         {"bubble_fraction", timing.bubbleFraction},
+         {"idle_fraction_by_rank", timing.idleFraction},
+         {"peak_stash_by_rank", timing.peakStash},
+         {"transfers", timing.transfers}};
+  if (absl::GetFlag(FLAGS_print)) {
+    nlohmann::json passes = nlohmann::json::array();
+    for (const auto& rank : schedule.passes) {
+      std::string line;
+      for (const Pass& p : rank) line += (line.empty() ? "" : " ") + passName(p);
+      passes.push_back(line);
+    }
+    out["passes"] = passes;
+  }
+  std::printf("%s\n", out.dump(1).c_str());
+  return 0;
+}
