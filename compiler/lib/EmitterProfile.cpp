@@ -59,22 +59,9 @@ int SourceEmitter::profileKind(Operation *op) {
     for (Operation &o : step.getBody().front())
       opIndex[&o] = static_cast<int64_t>(opIndex.size());
     liveByOp = liveBytesByOp(plan, static_cast<int64_t>(opIndex.size()));
-    blockOfValue = attributeBlocks(step);
     // A backward op computes for the block whose parameter gradient comes
-    // next (walking back from the loss's gradient to the first block's),
-    // none for the head's or the embedding's.
-    DenseMap<Value, std::string> gradients = parameterBlocks(step);
-    std::string next;
-    for (Operation &o : llvm::reverse(step.getBody().front())) {
-      std::optional<Phase> phase = getPhase(&o);
-      if (phase != Phase::Backward && phase != Phase::Recompute)
-        continue;
-      for (Value r : o.getResults())
-        if (auto it = gradients.find(r); it != gradients.end())
-          next = it->second == "#" ? "" : it->second;
-      for (Value r : o.getResults())
-        blockOfValue[r] = next;
-    }
+    // next, none for the head's or the embedding's.
+    blockOfValue = computedForBlocks(step);
   }
   auto at = opIndex.find(op);
   const int64_t live = at == opIndex.end() ? 0 : liveByOp[at->second];

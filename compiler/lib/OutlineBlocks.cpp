@@ -27,6 +27,24 @@ using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
 
+DenseMap<Value, std::string> stepc::computedForBlocks(func::FuncOp step) {
+  DenseMap<Value, std::string> blockOf = attributeBlocks(step);
+  // Walking back from the loss's gradient to the first block's.
+  DenseMap<Value, std::string> gradients = parameterBlocks(step);
+  std::string next;
+  for (Operation &o : llvm::reverse(step.getBody().front())) {
+    std::optional<Phase> phase = getPhase(&o);
+    if (phase != Phase::Backward && phase != Phase::Recompute)
+      continue;
+    for (Value r : o.getResults())
+      if (auto it = gradients.find(r); it != gradients.end())
+        next = it->second == "#" ? "" : it->second;
+    for (Value r : o.getResults())
+      blockOf[r] = next;
+  }
+  return blockOf;
+}
+
 DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
   // Each parameter's block marker, which its moments share.
   llvm::StringMap<int64_t> blockOfParam;

@@ -8,6 +8,8 @@
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
 
+#include "SourceEmitter.h"
+
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringExtras.h"
@@ -74,6 +76,7 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
   const int64_t modelFlops = model->modelFlops, tokens = model->tokens;
   int64_t executed = 0, kernels = 0;
   Block &body = step.getBody().front();
+  const DenseMap<Value, std::string> computedFor = computedForBlocks(step);
   for (Operation &op : body) {
     if (communicates(&op)) {
       ++report.collectivesPerStep;
@@ -93,6 +96,12 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       return failure();
     if (getPhase(&op) == Phase::Optimizer)
       report.optimizerFlopsPerStep += *flops;
+    if (std::optional<Phase> phase = getPhase(&op);
+        *flops > 0 && op.getNumResults() &&
+        (phase == Phase::Forward || phase == Phase::Backward || phase == Phase::Recompute)) {
+      const std::string &block = computedFor.lookup(op.getResult(0));
+      report.executedFlopsByBlock[block.empty() ? "outside blocks" : block] += *flops;
+    }
     if (llvm::AddOverflow(executed, *flops, executed))
       return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
@@ -283,6 +292,7 @@ llvm::json::Object StepReport::toJson() const {
       {"collectives_by_axes", toJsonObject(collectivesByAxes)},
       {"collective_wire_bytes_by_axes", toJsonObject(collectiveWireBytesByAxes)},
       {"optimizer_flops_per_step", optimizerFlopsPerStep},
+      {"executed_flops_by_block", toJsonObject(executedFlopsByBlock)},
       {"optimizer_collective_bytes_per_step", toJsonObject(optimizerCollectiveBytesPerStep)},
       {"tp_split_param_bytes", tpSplitParamBytes},
       {"replicated_param_bytes", replicatedParamBytes},

@@ -46,6 +46,11 @@ std::string resolveMarkers(llvm::StringRef from);
 /// (through reshapes, converts, slices and collectives), "#" for one
 /// outside the blocks.
 llvm::DenseMap<mlir::Value, std::string> parameterBlocks(mlir::func::FuncOp step);
+/// The block each value of the step is computed for: a forward value its
+/// block's (attributeBlocks), a backward or recomputed one the block whose
+/// parameter gradient the backward makes next ("" for the head's and the
+/// embedding's, and for values of no block).
+llvm::DenseMap<mlir::Value, std::string> computedForBlocks(mlir::func::FuncOp step);
 /// A C string literal of `text`.
 std::string cString(llvm::StringRef text);
 /// A float literal of `value` for C++ and CUDA ("1.000000e+00f"; infinities

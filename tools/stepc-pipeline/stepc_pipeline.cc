@@ -6,7 +6,7 @@
 //
 //   stepc-pipeline --ranks P --micro-batches M [--schedule 1f1b]
 //       [--costs F/BI/BW,...] [--latency S] [--schedule-file FILE]
-//       [--balance-layers C0,C1,...] [--print]
+//       [--balance-layers C0,C1,... | --report REPORT.json] [--print]
 //
 // The compiler's pp:P will build its schedules with the same code
 // (compiler/lib/PipelineSchedule.cpp) from the model's per-stage costs.
@@ -40,6 +40,9 @@ ABSL_FLAG(int, chunks_per_rank, 1, "with --schedule-file: chunks per rank (inter
 ABSL_FLAG(std::string, balance_layers, "",
           "cut these per-layer costs into P * V contiguous stages, least largest stage");
 ABSL_FLAG(bool, print, false, "also print each rank's passes");
+ABSL_FLAG(std::string, report, "",
+          "balance the model of this stepc --report: its blocks' executed FLOPs in order, "
+          "then what lies outside them (the head, the loss) as the last layer");
 
 namespace {
 
@@ -93,13 +96,36 @@ int main(int argc, char** argv) {
   const int ranks = absl::GetFlag(FLAGS_ranks), m = absl::GetFlag(FLAGS_micro_batches);
   nlohmann::json out;
   std::string error;
-  if (!absl::GetFlag(FLAGS_balance_layers).empty()) {
+  if (!absl::GetFlag(FLAGS_balance_layers).empty() || !absl::GetFlag(FLAGS_report).empty()) {
     std::vector<double> layers;
-    for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_balance_layers), ',')) {
-      double c;
-      if (!absl::SimpleAtod(item, &c) || c < 0)
-        return Fail("--balance-layers: '" + std::string(item) + "' is not a cost >= 0");
-      layers.push_back(c);
+    std::vector<std::string> names;
+    if (!absl::GetFlag(FLAGS_report).empty()) {
+      std::ifstream file(absl::GetFlag(FLAGS_report));
+      const nlohmann::json report = nlohmann::json::parse(file, nullptr, false);
+      if (!file || report.is_discarded() || !report.contains("executed_flops_by_block") ||
+          !report["executed_flops_by_block"].is_object())
+        return Fail("'" + absl::GetFlag(FLAGS_report) +
+                    "' is not a stepc --report with executed_flops_by_block");
+      const nlohmann::json& by_block = report["executed_flops_by_block"];
+      for (int b = 0;; ++b) {
+        const std::string name = "block " + std::to_string(b);
+        if (!by_block.contains(name) || !by_block[name].is_number()) break;
+        layers.push_back(by_block[name].get<double>());
+        names.push_back(name);
+      }
+      if (layers.empty()) return Fail("the report's model has no blocks to cut into stages");
+      if (by_block.contains("outside blocks") && by_block["outside blocks"].is_number()) {
+        layers.push_back(by_block["outside blocks"].get<double>());
+        names.push_back("head and loss");
+      }
+    } else {
+      for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_balance_layers), ',')) {
+        double c;
+        if (!absl::SimpleAtod(item, &c) || c < 0)
+          return Fail("--balance-layers: '" + std::string(item) + "' is not a cost >= 0");
+        layers.push_back(c);
+        names.push_back("layer " + std::to_string(layers.size() - 1));
+      }
     }
     const int stages = ranks * absl::GetFlag(FLAGS_chunks_per_rank);
     if (stages > static_cast<int>(layers.size()))
@@ -114,7 +140,10 @@ int main(int argc, char** argv) {
       for (int i = firsts[st]; i < end; ++i) sum += layers[i];
       largest = std::max(largest, sum);
       total += sum;
-      cut.push_back({{"layers", {firsts[st], end - 1}}, {"cost", sum}});
+      cut.push_back({{"layers", {firsts[st], end - 1}},
+                     {"first", names[firsts[st]]},
+                     {"last", names[end - 1]},
+                     {"cost", sum}});
     }
     out["stages"] = cut;
     out["imbalance"] = total > 0 ? largest / (total / firsts.size()) : 1.0;

@@ -60,6 +60,10 @@ struct StepReport {
   /// above all) and the bytes of its collectives per kind (the clipping
   /// norm's all-reduce; Muon's gathers, or its owners' all-to-alls).
   int64_t optimizerFlopsPerStep = 0;
+  /// The forward's, backward's and recomputation's executed FLOPs by the
+  /// block they compute for ("outside blocks": the embedding, the head, the
+  /// loss): what balances pipeline stages.
+  std::map<std::string, int64_t> executedFlopsByBlock;
   std::map<std::string, int64_t> optimizerCollectiveBytesPerStep;
   /// Parameter bytes this rank holds of tp-split parameters (each 1/M of
   /// the whole) and of the others.
