@@ -12,8 +12,6 @@
 namespace stepc::pipeline {
 namespace {
 
-constexpr double kUnknown = -1;
-
 // What a pass's result is for its dependents: a forward's activation, an
 // input gradient (B or BI), or a weight gradient.
 enum class Result { Activation, InputGradient, WeightGradient };
