@@ -79,6 +79,19 @@ std::string keyName(const Key &k) {
          std::to_string(std::get<2>(k));
 }
 
+// Whether every input of `p` is there in `done`; if so, `start` is raised
+// to the time the last arrives (a transfer `latency` after its producer).
+bool inputsReady(const Pass &p, const Schedule &s, const std::map<Key, double> &done,
+                 double latency, double &start) {
+  for (auto &[key, remote] : dependencies(p, s)) {
+    auto it = done.find(key);
+    if (it == done.end())
+      return false;
+    start = std::max(start, it->second + (remote ? latency : 0));
+  }
+  return true;
+}
+
 // Whether a micro-batch's stash on its rank ends with this pass.
 bool releasesStash(const Pass &p, bool split) {
   return split ? p.kind == PassKind::BackwardWeight : p.kind == PassKind::Backward;
@@ -152,15 +165,7 @@ bool zeroBubble(Schedule &s, const std::vector<ChunkCost> &costs, std::string &e
       finished = false;
       const Pass &p = main[r][next[r]];
       double ready = free[r];
-      bool known = true;
-      for (auto &[key, remote] : dependencies(p, s)) {
-        auto it = done.find(key);
-        if (it == done.end()) {
-          known = false;
-          break;
-        }
-        ready = std::max(ready, it->second);
-      }
+      const bool known = inputsReady(p, s, done, /*latency=*/0, ready);
       // Idle otherwise, or (before a forward) as many weight gradients
       // pending as 1F1B has micro-batches in flight on this rank: the stash
       // stays 1F1B's.
@@ -201,8 +206,9 @@ std::string passName(const Pass &p) {
 
 bool buildSchedule(const std::string &name, int ranks, int microBatches,
                    const std::vector<ChunkCost> &costs, Schedule &out, std::string &error) {
-  if (ranks < 1 || microBatches < 1) {
-    error = "a pipeline needs at least one rank and one micro-batch";
+  if (ranks < 1 || ranks > kMaxRanks || microBatches < 1 || microBatches > kMaxMicroBatches) {
+    error = "a pipeline needs 1 to " + std::to_string(kMaxRanks) + " ranks and 1 to " +
+            std::to_string(kMaxMicroBatches) + " micro-batches";
     return false;
   }
   Schedule s;
@@ -256,6 +262,12 @@ bool buildSchedule(const std::string &name, int ranks, int microBatches,
 
 bool parseSchedule(const std::string &text, int microBatches, int chunksPerRank, Schedule &out,
                    std::string &error) {
+  if (microBatches < 1 || microBatches > kMaxMicroBatches || chunksPerRank < 1 ||
+      chunksPerRank > 64) {
+    error = "a given schedule needs 1 to " + std::to_string(kMaxMicroBatches) +
+            " micro-batches and 1 to 64 chunks per rank";
+    return false;
+  }
   Schedule s;
   s.name = "given";
   s.microBatches = microBatches;
@@ -284,9 +296,11 @@ bool parseSchedule(const std::string &text, int microBatches, int chunksPerRank,
         letters = std::string::npos;
       char *end = nullptr;
       if (letters != std::string::npos) {
-        p.microBatch = static_cast<int>(std::strtol(word.c_str() + letters, &end, 10));
+        // (Out of int range: -1, which the check rejects.)
+        auto number = [](long v) { return v < 0 || v > 1 << 30 ? -1 : static_cast<int>(v); };
+        p.microBatch = number(std::strtol(word.c_str() + letters, &end, 10));
         if (*end == '.')
-          p.chunk = static_cast<int>(std::strtol(end + 1, &end, 10));
+          p.chunk = number(std::strtol(end + 1, &end, 10));
         else
           end = nullptr;
       }
@@ -300,8 +314,9 @@ bool parseSchedule(const std::string &text, int microBatches, int chunksPerRank,
     s.passes.push_back(std::move(passes));
   }
   s.ranks = static_cast<int>(s.passes.size());
-  if (s.ranks == 0) {
-    error = "the schedule names no rank";
+  if (s.ranks == 0 || s.ranks > kMaxRanks) {
+    error = "the schedule names " + std::to_string(s.ranks) + " ranks (1 to " +
+            std::to_string(kMaxRanks) + ")";
     return false;
   }
   out = std::move(s);
@@ -370,16 +385,7 @@ bool checkAndTime(const Schedule &s, const std::vector<ChunkCost> &costs, double
       while (next[r] < s.passes[r].size()) {
         const Pass &p = s.passes[r][next[r]];
         double start = free[r];
-        bool ready = true;
-        for (auto &[key, remote] : dependencies(p, s)) {
-          auto it = done.find(key);
-          if (it == done.end()) {
-            ready = false;
-            break;
-          }
-          start = std::max(start, it->second + (remote ? latency : 0));
-        }
-        if (!ready)
+        if (!inputsReady(p, s, done, latency, start))
           break;
         const double cost = costOf(p, costs);
         free[r] = start + cost;

@@ -12,6 +12,7 @@
 // (compiler/lib/PipelineSchedule.cpp) from the model's per-stage costs.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -65,10 +66,10 @@ bool ParseCosts(const std::string& text, int chunks, std::vector<stepc::pipeline
     std::vector<std::string> parts = absl::StrSplit(items[items.size() == 1 ? 0 : c], '/');
     double v[3];
     if (parts.size() != 3 || !absl::SimpleAtod(parts[0], &v[0]) ||
-        !absl::SimpleAtod(parts[1], &v[1]) || !absl::SimpleAtod(parts[2], &v[2]) || v[0] < 0 ||
-        v[1] < 0 || v[2] < 0) {
+        !absl::SimpleAtod(parts[1], &v[1]) || !absl::SimpleAtod(parts[2], &v[2]) ||
+        !std::all_of(v, v + 3, [](double x) { return std::isfinite(x) && x >= 0; })) {
       error = "--costs entry '" + items[items.size() == 1 ? 0 : c] +
-              "' is not F/BI/BW (three times >= 0)";
+              "' is not F/BI/BW (three finite times >= 0)";
       return false;
     }
     out[c] = {v[0], v[1], v[2]};
@@ -94,6 +95,14 @@ int main(int argc, char** argv) {
     return Fail("takes flags only (see --help)");
   using namespace stepc::pipeline;
   const int ranks = absl::GetFlag(FLAGS_ranks), m = absl::GetFlag(FLAGS_micro_batches);
+  const int chunks_flag = absl::GetFlag(FLAGS_chunks_per_rank);
+  const double latency = absl::GetFlag(FLAGS_latency);
+  if (ranks < 1 || ranks > kMaxRanks)
+    return Fail("--ranks must be in [1, " + std::to_string(kMaxRanks) + "]");
+  if (m < 1 || m > kMaxMicroBatches)
+    return Fail("--micro-batches must be in [1, " + std::to_string(kMaxMicroBatches) + "]");
+  if (chunks_flag < 1 || chunks_flag > 64) return Fail("--chunks-per-rank must be in [1, 64]");
+  if (!std::isfinite(latency) || latency < 0) return Fail("--latency must be finite and >= 0");
   nlohmann::json out;
   std::string error;
   if (!absl::GetFlag(FLAGS_balance_layers).empty() || !absl::GetFlag(FLAGS_report).empty()) {
@@ -121,13 +130,13 @@ int main(int argc, char** argv) {
     } else {
       for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_balance_layers), ',')) {
         double c;
-        if (!absl::SimpleAtod(item, &c) || c < 0)
-          return Fail("--balance-layers: '" + std::string(item) + "' is not a cost >= 0");
+        if (!absl::SimpleAtod(item, &c) || !std::isfinite(c) || c < 0)
+          return Fail("--balance-layers: '" + std::string(item) + "' is not a finite cost >= 0");
         layers.push_back(c);
         names.push_back("layer " + std::to_string(layers.size() - 1));
       }
     }
-    const int stages = ranks * absl::GetFlag(FLAGS_chunks_per_rank);
+    const int stages = ranks * chunks_flag;
     if (stages > static_cast<int>(layers.size()))
       return Fail(std::to_string(layers.size()) + " layers cannot fill " +
                   std::to_string(stages) + " stages");
@@ -156,12 +165,14 @@ int main(int argc, char** argv) {
     if (!file) return Fail("cannot read '" + absl::GetFlag(FLAGS_schedule_file) + "'");
     std::stringstream text;
     text << file.rdbuf();
-    if (!parseSchedule(text.str(), m, absl::GetFlag(FLAGS_chunks_per_rank), schedule, error))
+    if (!parseSchedule(text.str(), m, chunks_flag, schedule, error))
       return Fail(error);
   }
   std::string name = absl::GetFlag(FLAGS_schedule);
   int chunks_per_rank = 1;
-  if (name.rfind("interleaved:", 0) == 0) chunks_per_rank = std::atoi(name.c_str() + 12);
+  // (An out-of-range V is buildSchedule's error, not a huge cost table.)
+  if (name.rfind("interleaved:", 0) == 0)
+    chunks_per_rank = std::clamp(std::atoi(name.c_str() + 12), 1, 64);
   const int chunks = schedule.passes.empty() ? ranks * std::max(1, chunks_per_rank)
                                              : schedule.chunks();
   std::vector<ChunkCost> costs;
@@ -169,7 +180,7 @@ int main(int argc, char** argv) {
   if (schedule.passes.empty() && !buildSchedule(name, ranks, m, costs, schedule, error))
     return Fail(error);
   Timing timing;
-  if (!checkAndTime(schedule, costs, absl::GetFlag(FLAGS_latency), timing, error))
+  if (!checkAndTime(schedule, costs, latency, timing, error))
     return Fail(error);
   out = {{"schedule", schedule.name},
          {"ranks", schedule.ranks},

@@ -28,6 +28,10 @@
 
 namespace stepc::pipeline {
 
+/// Bounds on what a schedule may name (beyond them: an error, not an
+/// allocation the machine cannot make).
+constexpr int kMaxRanks = 4096, kMaxMicroBatches = 1 << 16;
+
 enum class PassKind { Forward, Backward, BackwardInput, BackwardWeight };
 
 struct Pass {
