@@ -14,17 +14,14 @@ using namespace stepc;
 using namespace stepc::step;
 namespace lc = stepc::cuda;
 
-CudaArenaLayout stepc::layoutCudaArena(int64_t planBytes, int64_t scratchBytes,
-                                       int64_t savedBytes) {
+CudaArenaLayout stepc::layoutCudaArena(int64_t planBytes, int64_t scratchBytes) {
   CudaArenaLayout l;
   l.statusOffset = lc::AlignUp(planBytes, lc::kScratchAlignment);
   l.workspaceOffset = l.statusOffset + lc::kScratchAlignment;
   l.scratchOffset = l.workspaceOffset + lc::kGemmWorkspaceBytes;
   l.scratchBytes = scratchBytes;
-  l.savedOffset =
+  l.bytes =
       l.scratchOffset + lc::AlignUp(std::max<int64_t>(scratchBytes, 1), lc::kScratchAlignment);
-  l.savedBytes = savedBytes;
-  l.bytes = l.savedOffset + savedBytes;
   return l;
 }
 
@@ -60,8 +57,6 @@ void stepc::writeMemoryPlan(func::FuncOp function, const MemoryPlan &plan,
                     b.getNamedAttr("workspace_offset", b.getI64IntegerAttr(cuda->workspaceOffset)),
                     b.getNamedAttr("scratch_offset", b.getI64IntegerAttr(cuda->scratchOffset)),
                     b.getNamedAttr("scratch_bytes", b.getI64IntegerAttr(cuda->scratchBytes)),
-                    b.getNamedAttr("saved_offset", b.getI64IntegerAttr(cuda->savedOffset)),
-                    b.getNamedAttr("saved_bytes", b.getI64IntegerAttr(cuda->savedBytes)),
                     b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(cuda->bytes)),
                 })));
   function->setAttr(StepDialect::kMemoryPlanAttrName, b.getDictionaryAttr(fields));
@@ -147,8 +142,6 @@ std::optional<CudaArenaLayout> stepc::readCudaArena(func::FuncOp function) {
   l.workspaceOffset = field(cuda, "workspace_offset");
   l.scratchOffset = field(cuda, "scratch_offset");
   l.scratchBytes = field(cuda, "scratch_bytes");
-  l.savedOffset = field(cuda, "saved_offset");
-  l.savedBytes = field(cuda, "saved_bytes");
   l.bytes = field(cuda, "arena_bytes");
   return l;
 }

@@ -35,7 +35,7 @@ static const char *bf16Suffix(Value operand) {
 class CpuEmitter : public SourceEmitter {
 public:
   CpuEmitter(func::FuncOp step, const MemoryPlan &plan, bool profile = false)
-      : SourceEmitter(step, plan, "cpu", /*computedBy=*/ComputedBy()) {
+      : SourceEmitter(step, plan, "cpu") {
     this->profile = profile;
   }
 

@@ -4,15 +4,11 @@
 // stream: library kernels (runtime/kernels/cuda/cuda_kernels.h), cuBLASLt
 // GEMMs, one generated kernel per distinct elementwise signature, and a
 // multi-tensor AdamW for each run of step.adamw ops with the same
-// hyperparameters. Fusions decided before emission (planFusions):
-//   - a bf16 GEMM or attention whose result only feeds a convert to f32
-//     writes f32 directly (the convert disappears);
-//   - add(GEMM, broadcast(bias[N])) becomes cuBLASLt's BIAS epilogue.
-// A fusion needs the fused result's buffer disjoint from the kernel's
-// inputs and no kernel in between (the plan may give a buffer to another
-// value until its first definition).
-// The arena around the plan's buffers (status word, cuBLASLt workspace,
-// scratch, saved log-sum-exps) is step-plan-memory's, read from the IR.
+// hyperparameters. What a library kernel computes besides its op (a GEMM's
+// epilogue, a widening, an attention's saved forward) is in the IR already
+// (stepk.gemm, stepk.attention: step-fuse-cuda-kernels), and so is the arena
+// around the plan's buffers (status word, cuBLASLt workspace, scratch:
+// step-plan-memory).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,21 +38,11 @@ std::string typeCode(Type element) {
 
 class CudaEmitter : public SourceEmitter {
 public:
-  CudaEmitter(func::FuncOp step, const MemoryPlan &plan, const CudaFusions &fusions)
-      : SourceEmitter(step, plan, "cuda", fusions.computedBy),
-        layout(readCudaArena(step).value_or(CudaArenaLayout())), writesTo(fusions.writesTo),
-        savedForwardOf(fusions.savedForwardOf) {
-    // GEMM epilogues are stepk.gemm ops by now (step-fuse-gemm-epilogues);
-    // one left in the side table would be skipped here: a compiler bug.
-    for (auto [member, kernel] : fusions.computedBy)
-      if (isa<MatmulOp, BatchMatmulOp>(kernel))
-        unfolded = kernel;
-    for (auto [fusedOp, kernel] : fusions.computedBy)
-      fused.insert(fusedOp);
-  }
+  CudaEmitter(func::FuncOp step, const MemoryPlan &plan)
+      : SourceEmitter(step, plan, "cuda"),
+        layout(readCudaArena(step).value_or(CudaArenaLayout())) {}
 
 private:
-  void planFusions() override;
   LogicalResult checkTypes(Operation *op) override;
   LogicalResult emitOp(Operation *op) override;
   void finishBody() override { flushAdamw(); }
@@ -84,21 +70,6 @@ private:
     return ", stepc_cuda_ctx *ctx, cudaStream_t stream, char *scratch";
   }
   std::string blockArguments() const override { return ", ctx, stream, scratch"; }
-  int64_t savedRegionOffset() override { return savedOffset(); }
-  /// Where the forward `attention` saves its log-sum-exp (its
-  /// step.lse_offset, in the saved region), as a float *.
-  FailureOr<std::string> lseOf(Operation *attention) {
-    auto offset = attention->getAttrOfType<IntegerAttr>(StepDialect::kLseOffsetAttrName);
-    if (!offset || offset.getInt() < layout.savedOffset ||
-        offset.getInt() >= layout.savedOffset + layout.savedBytes)
-      return attention->emitOpError()
-             << "internal error: its backward reads a log-sum-exp the memory plan does not "
-                "save (step-plan-memory)";
-    return "(float *)" +
-           (kPtrBegin + ("s" + std::to_string(offset.getInt() - layout.savedOffset))) + kPtrEnd;
-  }
-
-  int64_t savedOffset() const { return layout.savedOffset; }
   /// A kernel's scratch must fit the layout's (its largest).
   LogicalResult needScratch(Operation *op, int64_t bytes) {
     if (bytes <= layout.scratchBytes)
@@ -127,10 +98,18 @@ private:
                          const std::string &statements, ArrayRef<Value> args, int64_t n,
                          StringRef what);
   LogicalResult emitConstant(ConstantOp op);
-  /// One GEMM call: `epilogue` is STEPC_EPILOGUE_{NONE,GELU,DGELU}'s index,
-  /// `aux` the pre-activation it writes (GELU) or reads (DGELU).
+  /// One GEMM call: `aux` is the pre-activation the epilogue writes (gelu)
+  /// or reads (dgelu).
   LogicalResult emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta, bool tb,
-                           bool sharedRhs, Value bias = {}, int epilogue = 0, Value aux = {});
+                           bool sharedRhs, Value bias = {},
+                           stepk::Epilogue epilogue = stepk::Epilogue::none, Value aux = {});
+  /// A forward attention (step.attention or its kernel op) writing `out`,
+  /// and its log-sum-exp to `lse` if given.
+  template <typename OpT>
+  void emitAttention(OpT a, double scale, Value out, Value lse);
+  /// An attention backward reading the forward's `out` and `lse` if given.
+  template <typename OpT>
+  LogicalResult emitAttentionGrad(OpT a, double scale, Value out, Value lse);
   void flushAdamw();
 
   /// The arena's layout (step-plan-memory).
@@ -138,16 +117,6 @@ private:
   /// Kernel launches and library calls a step makes (each library call
   /// launches one to three kernels or a cuBLASLt GEMM).
   int64_t launches = 0;
-  /// An op whose fused result overlaps its inputs (a planning bug), if any.
-  Operation *overlapping = nullptr;
-  /// Ops computed by another op's kernel, and what a GEMM or attention
-  /// writes instead of its own result (the convert's, the add's).
-  llvm::DenseSet<Operation *> fused;
-  DenseMap<Value, Value> writesTo;
-  /// A GEMM whose epilogue was decided but not folded into a stepk.gemm.
-  Operation *unfolded = nullptr;
-  /// Saved forwards: the backward's forward (whose step.lse_offset it reads).
-  DenseMap<Operation *, Operation *> savedForwardOf;
   /// Generated elementwise kernels by signature.
   llvm::StringMap<std::string> elementwiseKernels;
   SmallVector<AdamwOp> adamwRun;
@@ -166,12 +135,17 @@ LogicalResult CudaEmitter::checkTypes(Operation *op) {
     headDim = a.getHeadDim();
   if (auto a = dyn_cast<AttentionGradOp>(op))
     headDim = a.getHeadDim();
+  if (auto a = dyn_cast<stepk::AttentionOp>(op))
+    headDim = a.getHeadDim();
+  if (auto a = dyn_cast<stepk::AttentionGradOp>(op))
+    headDim = a.getHeadDim();
   if (headDim > lc::kAttentionMaxHeadDim)
     return op->emitOpError() << "head_dim " << headDim
                              << " is above the CUDA attention kernels' "
                              << lc::kAttentionMaxHeadDim;
   bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, stepk::GemmOp, AttentionOp,
-                   AttentionGradOp, ReshapeOp, func::ReturnOp>(op);
+                   AttentionGradOp, stepk::AttentionOp, stepk::AttentionGradOp, ReshapeOp,
+                   func::ReturnOp>(op);
   for (Value v : values) {
     Type elem = typeOf(v).getElementType();
     if (elem.isF32() || elem.isInteger(32) || elem.isInteger(1) || (elem.isBF16() && mixed))
@@ -185,20 +159,6 @@ LogicalResult CudaEmitter::checkTypes(Operation *op) {
                              << v.getType();
   }
   return success();
-}
-
-// Every fused result must sit apart from its kernel's inputs: planMemory
-// guarantees it for the groups it was given; a violation is a compiler bug.
-void CudaEmitter::planFusions() {
-  for (Operation &op : step.getBody().front())
-    for (Value r : op.getResults()) {
-      Value to = writesTo.lookup(r);
-      if (!to)
-        continue;
-      for (Value in : op.getOperands())
-        if (!disjoint(to, in))
-          overlapping = &op;
-    }
 }
 
 void CudaEmitter::prologue(raw_ostream &os) {
@@ -234,8 +194,7 @@ void CudaEmitter::stepBegin(raw_ostream &os) {
      << layout.statusOffset << "), error, error_len};\n"
      << "  stepc_cuda_ctx *ctx = &ctx_;\n"
      << "  char *scratch = arena + " << layout.scratchOffset << ";\n"
-     << "  char *saved = arena + " << savedOffset() << ";  // saved attention lse\n"
-     << "  (void)scratch;\n  (void)saved;\n"
+     << "  (void)scratch;\n"
      << "  STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), \"step start\");\n";
 }
 
@@ -389,20 +348,54 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
 }
 
 LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta,
-                                      bool tb, bool sharedRhs, Value bias, int epilogue,
-                                      Value aux) {
+                                      bool tb, bool sharedRhs, Value bias,
+                                      stepk::Epilogue epilogue, Value aux) {
   RankedTensorType lhsType = typeOf(lhs), out = typeOf(result);
   int64_t k = lhsType.getDimSize(lhsType.getRank() - (ta ? 2 : 1));
   int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
   int64_t batch = out.getNumElements() / (m * n);
-  static const char *const kEpilogues[] = {"STEPC_EPILOGUE_NONE", "STEPC_EPILOGUE_GELU",
-                                           "STEPC_EPILOGUE_DGELU"};
   call(op, llvm::formatv("stepc_cuda_matmul(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
                          "{9}, {10}, {11}, {12}, {13}, {14})",
                          ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0,
                          sharedRhs ? 1 : 0, typeCode(lhsType.getElementType()),
                          typeCode(out.getElementType()), bias ? ptr(bias) : "0",
-                         kEpilogues[epilogue], aux ? ptr(aux) : "0"));
+                         "STEPC_EPILOGUE_" + stepk::stringifyEpilogue(epilogue).upper(),
+                         aux ? ptr(aux) : "0"));
+  return success();
+}
+
+template <typename OpT>
+void CudaEmitter::emitAttention(OpT a, double scale, Value out, Value lse) {
+  RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
+  call(a, llvm::formatv("stepc_cuda_attention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+                        "{9}, {10}, {11:e}, {12}, {13}, {14})",
+                        ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+                        typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
+                        k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                        a.getCausal() ? 1 : 0, scale, ptr(out),
+                        typeCode(typeOf(out).getElementType()),
+                        lse ? ptr(lse) : std::string("0")));
+}
+
+template <typename OpT>
+LogicalResult CudaEmitter::emitAttentionGrad(OpT a, double scale, Value out, Value lse) {
+  RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
+  if (failed(needScratch(a, lc::AttentionGradScratchBytes(q.getDimSize(0), q.getDimSize(1),
+                                                           a.getNumHeads(), a.getHeadDim(),
+                                                           /*saved=*/lse != nullptr))))
+    return failure();
+  std::string saved = "0, 0, 0";
+  if (lse)
+    saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) + ", " + ptr(lse);
+  Value dq = a.getQueryGrad();
+  call(a, llvm::formatv("stepc_cuda_attention_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                        "{7}, {8}, {9}, {10}, {11}, {12:e}, scratch, {13}, {14}, {15}, {16}, "
+                        "{17})",
+                        ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+                        typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
+                        k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                        a.getCausal() ? 1 : 0, scale, saved, ptr(dq), ptr(a.getKeyGrad()),
+                        ptr(a.getValueGrad()), typeCode(typeOf(dq).getElementType())));
   return success();
 }
 
@@ -445,77 +438,30 @@ void CudaEmitter::flushAdamw() {
 }
 
 LogicalResult CudaEmitter::emitOp(Operation *op) {
-  if (unfolded == op)
-    return op->emitOpError() << "internal error: its GEMM epilogue was not folded into a "
-                                "stepk.gemm (step-fuse-gemm-epilogues did not run)";
-  if (overlapping == op)
-    return op->emitOpError() << "internal error: a result fused into this op's kernel overlaps "
-                                "its inputs in the memory plan";
   if (auto a = dyn_cast<AdamwOp>(op)) {
     adamwRun.push_back(a);
     return success();
   }
   flushAdamw();
-  if (fused.count(op)) {
-    body << "  // (computed by the kernel that produces its operand)\n";
-    return success();
-  }
   if (isFusableElementwise(op) &&
       succeeded(emitElementwise(op)))
     return success();
   auto shape = [&](Value v) { return shapeArray(v); };
   auto rank = [&](Value v) { return typeOf(v).getRank(); };
-  auto output = [&](Value v) {
-    Value to = writesTo.lookup(v);
-    return to ? to : v;
-  };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](AttentionOp a) {
-        RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
-        Value out = output(a.getResult());
-        std::string lse = "0";
-        if (llvm::is_contained(llvm::make_second_range(savedForwardOf), op)) {
-          FailureOr<std::string> saved = lseOf(op);
-          if (failed(saved))
-            return failure();
-          lse = *saved;
-        }
-        call(op, llvm::formatv("stepc_cuda_attention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                               "{7}, {8}, {9}, {10}, {11:e}, {12}, {13}, {14})",
-                               ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
-                               typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
-                               k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(),
-                               a.getHeadDim(), a.getCausal() ? 1 : 0, a.getEffectiveScale(),
-                               ptr(out), typeCode(typeOf(out).getElementType()), lse));
+        emitAttention(a, a.getEffectiveScale(), a.getResult(), Value());
+        return success();
+      })
+      .Case([&](stepk::AttentionOp a) {
+        emitAttention(a, a.getScale().convertToDouble(), a.getResult(), a.getLse());
         return success();
       })
       .Case([&](AttentionGradOp a) {
-        RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
-        Operation *fwd = savedForwardOf.lookup(op);
-        if (failed(needScratch(op, lc::AttentionGradScratchBytes(
-                                       q.getDimSize(0), q.getDimSize(1), a.getNumHeads(),
-                                       a.getHeadDim(), /*saved=*/fwd != nullptr))))
-          return failure();
-        std::string saved = "0, 0, 0";
-        if (fwd) {
-          FailureOr<std::string> lse = lseOf(fwd);
-          if (failed(lse))
-            return failure();
-          Value out = output(fwd->getResult(0));
-          saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) + ", " + *lse;
-        }
-        Value dq = output(a.getQueryGrad());
-        call(op, llvm::formatv("stepc_cuda_attention_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
-                               "{6}, {7}, {8}, {9}, {10}, {11}, {12:e}, scratch, {13}, {14}, "
-                               "{15}, {16}, {17})",
-                               ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()),
-                               ptr(a.getValue()), typeCode(q.getElementType()),
-                               q.getDimSize(0), q.getDimSize(1), k.getDimSize(1),
-                               a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                               a.getCausal() ? 1 : 0, a.getEffectiveScale(), saved, ptr(dq),
-                               ptr(output(a.getKeyGrad())), ptr(output(a.getValueGrad())),
-                               typeCode(typeOf(dq).getElementType())));
-        return success();
+        return emitAttentionGrad(a, a.getEffectiveScale(), Value(), Value());
+      })
+      .Case([&](stepk::AttentionGradOp a) {
+        return emitAttentionGrad(a, a.getScale().convertToDouble(), a.getOut(), a.getLse());
       })
       .Case([&](SgdOp a) {
         call(op, llvm::formatv("stepc_cuda_sgd(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, "
@@ -537,7 +483,6 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](stepk::GemmOp g) {
-        int epilogue = g.getEpilogue() == "gelu" ? 1 : g.getEpilogue() == "dgelu" ? 2 : 0;
         // The epilogue never writes over what the GEMM reads.
         SmallVector<Value> outs{g.getResult()}, ins{g.getLhs(), g.getRhs()};
         if (Value pre = g.getPreActivation())
@@ -552,8 +497,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                                    << "internal error: a result overlaps an input in the "
                                       "memory plan");
         return emitMatmul(op, g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
-                          g.getTransposeB(), g.getSharedRhs(), g.getBias(), epilogue,
-                          epilogue == 1 ? g.getPreActivation() : g.getAux());
+                          g.getTransposeB(), g.getSharedRhs(), g.getBias(), g.getEpilogue(),
+                          g.getPreActivation() ? g.getPreActivation() : g.getAux());
       })
       .Case([&](stepk::CallOp c) {
         std::optional<int64_t> scratch = c.getScratchBytes();
@@ -607,137 +552,10 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
 
 } // namespace
 
-/// The single user of `v`, if it has exactly one use.
-static Operation *soleUserOf(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
-
-/// Whether `later` may be computed by the kernel of `first`: everything it
-/// reads exists when that kernel runs (block arguments, values defined
-/// before `first`, and values of `first`'s own group). The memory plan keeps
-/// the group's buffers apart from whatever runs in between.
-static bool canFuseInto(Operation *first, Operation *later, const ComputedBy &computedBy) {
-  if (first->getBlock() != later->getBlock() || !first->isBeforeInBlock(later))
-    return false;
-  for (Value operand : later->getOperands()) {
-    Operation *def = operand.getDefiningOp();
-    if (!def || def == first || def->isBeforeInBlock(first))
-      continue;
-    auto kernel = computedBy.find(def);
-    if (kernel == computedBy.end() || kernel->second != first)
-      return false;
-  }
-  return true;
-}
-
-CudaFusions stepc::planCudaFusions(func::FuncOp step) {
-  CudaFusions f;
-  for (Operation &op : step.getBody().front()) {
-    if (!isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(op))
-      continue;
-    // Widen every bf16 result in the kernel, or none (one output type).
-    SmallVector<ConvertOp> converts;
-    for (Value r : op.getResults()) {
-      auto convert = dyn_cast_or_null<ConvertOp>(soleUserOf(r));
-      if (convert && cast<RankedTensorType>(r.getType()).getElementType().isBF16() &&
-          convert.getType().getElementType().isF32() && canFuseInto(&op, convert, f.computedBy))
-        converts.push_back(convert);
-    }
-    if (!converts.empty() && converts.size() == op.getNumResults())
-      for (auto [r, c] : llvm::zip(op.getResults(), converts)) {
-        f.computedBy[c] = &op;
-        f.writesTo[r] = c.getResult();
-      }
-    if (!isa<MatmulOp>(op))
-      continue;
-    // add(GEMM, broadcast(bias)) with an f32 bias [N] along the last dim.
-    Value out = f.writesTo.lookup(op.getResult(0));
-    if (!out)
-      out = op.getResult(0);
-    auto add = dyn_cast_or_null<AddOp>(soleUserOf(out));
-    auto outType = cast<RankedTensorType>(out.getType());
-    if (!add || !outType.getElementType().isF32())
-      continue;
-    Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
-    auto broadcast = other.getDefiningOp<BroadcastOp>();
-    if (!broadcast || !other.hasOneUse())
-      continue;
-    // The bias must exist where the GEMM runs (the epilogue reads it there).
-    if (Operation *def = broadcast.getInput().getDefiningOp(); def && !def->isBeforeInBlock(&op))
-      continue;
-    RankedTensorType biasType = broadcast.getInput().getType();
-    if (biasType.getRank() != 1 || biasType.getDimSize(0) != outType.getShape().back() ||
-        !biasType.getElementType().isF32())
-      continue;
-    f.computedBy[broadcast] = &op;
-    if (!canFuseInto(&op, add, f.computedBy)) {
-      f.computedBy.erase(broadcast);
-      continue;
-    }
-    f.computedBy[add] = &op;
-    f.writesTo[out] = add.getResult();
-    if (out != op.getResult(0))
-      f.writesTo[op.getResult(0)] = add.getResult();
-    f.biasOf[&op] = broadcast.getInput();
-  }
-  // The backward of an attention reads its forward's output (kept alive)
-  // and log-sum-exp (saved in the arena) instead of recomputing them.
-  SmallVector<AttentionOp> forwards;
-  for (Operation &op : step.getBody().front()) {
-    if (auto fwd = dyn_cast<AttentionOp>(op)) {
-      forwards.push_back(fwd);
-      continue;
-    }
-    auto grad = dyn_cast<AttentionGradOp>(op);
-    if (!grad)
-      continue;
-    for (AttentionOp fwd : forwards) {
-      if (fwd.getQuery() != grad.getQuery() || fwd.getKey() != grad.getKey() ||
-          fwd.getValue() != grad.getValue() || fwd.getNumHeads() != grad.getNumHeads() ||
-          fwd.getNumKvHeads() != grad.getNumKvHeads() || fwd.getHeadDim() != grad.getHeadDim() ||
-          fwd.getCausal() != grad.getCausal() ||
-          fwd.getEffectiveScale() != grad.getEffectiveScale())
-        continue;
-      Value out = f.writesTo.lookup(fwd.getResult());
-      f.keepAlive[out ? out : fwd.getResult()] = grad;
-      f.savedForwardOf[grad] = fwd;
-      break;
-    }
-  }
-  // Second sweep: GELU epilogues on what each GEMM now writes.
-  for (Operation &op : step.getBody().front()) {
-    if (!isa<MatmulOp>(op))
-      continue;
-    Value out = f.writesTo.lookup(op.getResult(0));
-    if (!out)
-      out = op.getResult(0);
-    auto type = cast<RankedTensorType>(out.getType());
-    if (!type.getElementType().isF32() || type.getShape().back() % 8 != 0)
-      continue;
-    for (Operation *user : out.getUsers()) {
-      auto gelu = dyn_cast<GeluOp>(user);
-      if (gelu && gelu.isTanhApproximation() && canFuseInto(&op, gelu, f.computedBy)) {
-        f.computedBy[gelu] = &op;
-        f.writesTo[op.getResult(0)] = gelu.getResult();
-        f.epilogueOf[&op] = {/*STEPC_EPILOGUE_GELU*/ 1, out};
-        break;
-      }
-    }
-    if (f.epilogueOf.count(&op))
-      continue;
-    auto grad = dyn_cast_or_null<GeluGradOp>(soleUserOf(out));
-    if (grad && grad.isTanhApproximation() && grad.getGrad() == out && !f.biasOf.count(&op) &&
-        canFuseInto(&op, grad, f.computedBy)) {
-      f.computedBy[grad] = &op;
-      f.writesTo[op.getResult(0)] = grad.getResult();
-      f.epilogueOf[&op] = {/*STEPC_EPILOGUE_DGELU*/ 2, grad.getInput()};
-    }
-  }
-  return f;
-}
-
 FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const SummarizeFn &summarize,
                                              func::FuncOp evalStep, bool profile) {
-  // The plans are step-plan-memory's (made for CUDA: the layout around them
-  // and the fused groups the CUDA kernels compute).
+  // The plans are step-plan-memory's (made for CUDA: the layout around
+  // them).
   auto planFor = [](func::FuncOp f) -> FailureOr<MemoryPlan> {
     if (!readCudaArena(f))
       return f.emitOpError() << "has no CUDA memory plan (step-plan-memory target=cuda did "
@@ -747,16 +565,13 @@ FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const SummarizeF
   FailureOr<MemoryPlan> plan = planFor(step);
   if (failed(plan))
     return failure();
-  CudaFusions fusions = planCudaFusions(step);
-  CudaEmitter emitter(step, *plan, fusions);
+  CudaEmitter emitter(step, *plan);
   emitter.setProfile(profile);
   if (evalStep) {
     FailureOr<MemoryPlan> evalPlan = planFor(evalStep);
     if (failed(evalPlan))
       return failure();
-    CudaFusions evalFusions = planCudaFusions(evalStep);
-    FailureOr<SourceEmitter::EvalFragment> fragment =
-        CudaEmitter(evalStep, *evalPlan, evalFusions).runEval();
+    FailureOr<SourceEmitter::EvalFragment> fragment = CudaEmitter(evalStep, *evalPlan).runEval();
     if (failed(fragment))
       return failure();
     emitter.setEval(*fragment);

@@ -1,7 +1,7 @@
 //===- FuseElementwise.cpp - runs of elementwise ops as stepk.fused -------===//
 //
 // A run is extended op by op in program order; it ends at an op that cannot
-// join (not elementwise, another element count, taken by a GEMM epilogue,
+// join (not elementwise, another element count,
 // the run full). A closed run of two or more ops becomes one stepk.fused op
 // at the position of its last member: its inputs are the values the run
 // reads from outside (in first-use order), its results the members' values
@@ -64,8 +64,8 @@ bool usedOutside(Value v, const DenseSet<Operation *> &members) {
   return false;
 }
 
-/// The runs of `step`, ops in `taken` excluded.
-SmallVector<Run> findRuns(func::FuncOp step, const ComputedBy &taken, unsigned maxOps,
+/// The runs of `step`.
+SmallVector<Run> findRuns(func::FuncOp step, unsigned maxOps,
                           unsigned maxInputs) {
   SmallVector<Run> runs;
   Run open;
@@ -94,7 +94,7 @@ SmallVector<Run> findRuns(func::FuncOp step, const ComputedBy &taken, unsigned m
   for (Operation &op : step.getBody().front()) {
     if (isa<step::ReshapeOp>(op))
       continue;
-    bool joins = !taken.count(&op) && op.getNumResults() == 1 && isFusableElementwise(&op);
+    bool joins = op.getNumResults() == 1 && isFusableElementwise(&op);
     if (!joins) {
       close();
       continue;
@@ -189,15 +189,11 @@ struct StepFuseElementwisePass
     : public stepc::impl::StepFuseElementwiseBase<StepFuseElementwisePass> {
   using StepFuseElementwiseBase::StepFuseElementwiseBase;
   void runOnOperation() override {
-    if (failed(checkTarget(getOperation(), "step-fuse-elementwise", target)))
-      return signalPassFailure();
     for (func::FuncOp step : trainingSteps(getOperation())) {
-      // On CUDA, cuBLASLt's epilogues take their ops first.
-      ComputedBy taken;
-      if (target == "cuda")
-        taken = planCudaFusions(step).computedBy;
+      // On CUDA, the library kernels took their ops first
+      // (step-fuse-cuda-kernels).
       DenseMap<Value, Value> replaced;
-      for (Run &run : findRuns(step, taken, maxOps, maxInputs))
+      for (Run &run : findRuns(step, maxOps, maxInputs))
         fuse(std::move(run), replaced);
     }
   }

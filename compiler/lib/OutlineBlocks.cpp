@@ -103,8 +103,6 @@ std::string stepc::resolveMarkers(StringRef from) {
       StringRef name = from.slice(i + 1, close).split(':').first;
       if (name[0] == 'q')  // a collective's request
         out += "requests[" + name.drop_front().str() + "]";
-      else if (name[0] == 's')  // in the saved region
-        out += "(saved + " + name.drop_front().str() + ")";
       else
         out += name;
       i = close;
@@ -147,9 +145,8 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
           // writes one pointer, so the compiler vectorises it as it does
           // inline (a scalar fallback would round libmvec's exp differently).
           std::string address =
-              name[0] == 'b'   ? "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset)
-              : name[0] == 's' ? "@" + std::to_string(savedRegionOffset() + std::stoll(name.substr(1)))
-                               : name;
+              name[0] == 'b' ? "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset)
+                             : name;
           auto [it, inserted] = slot.try_emplace(address, pointers.size());
           if (inserted)
             pointers.push_back(name);
@@ -174,7 +171,6 @@ std::string SourceEmitter::outlinedBody(std::string &functions) {
       int64_t id = std::stoll(name.substr(1));
       at.push_back(name[0] == 'a'   ? -id - 1
                    : name[0] == 'q' ? id
-                   : name[0] == 's' ? savedRegionOffset() + id
                                     : plan.buffers[id].offset);
     }
     std::string where = array(at);

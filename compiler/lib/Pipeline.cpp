@@ -216,10 +216,10 @@ void stepc::addTargetTail(OpPassManager &pm, StringRef target, bool fuseElementw
   pm.addPass(createStepEvalStep());
   // Target lowering: the kernels the back end launches.
   if (target == "cuda")
-    pm.addPass(createStepFuseGemmEpilogues());
+    pm.addPass(createStepFuseCudaKernels());
   pm.addPass(createStepLowerLibraryCalls(StepLowerLibraryCallsOptions{target.str()}));
   if (fuseElementwise)
-    pm.addPass(createStepFuseElementwise(StepFuseElementwiseOptions{target.str()}));
+    pm.addPass(createStepFuseElementwise());
   // The plan the emitters print, checked against the budget.
   pm.addPass(createStepPlanMemory(StepPlanMemoryOptions{target.str(), checkBudget}));
 }

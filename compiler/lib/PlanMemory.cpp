@@ -8,10 +8,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "stepc/Compiler/ArenaPlan.h"
-#include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "runtime/kernels/cuda/launch_config.h"
 
@@ -32,36 +32,26 @@ namespace lc = stepc::cuda;
 namespace {
 
 /// The CUDA layout of `step`'s arena around `plan`: the largest scratch any
-/// kernel needs, and a saved log-sum-exp (recorded on the attention) for
-/// each forward attention whose backward reads it.
-CudaArenaLayout layoutForCuda(func::FuncOp step, const MemoryPlan &plan,
-                              const CudaFusions &fusions) {
-  int64_t scratch = 0, saved = 0;
-  DenseSet<Operation *> savedForwards;
-  for (auto [grad, fwd] : fusions.savedForwardOf)
-    savedForwards.insert(fwd);
-  SmallVector<std::pair<Operation *, int64_t>> lse;
+/// kernel needs.
+CudaArenaLayout layoutForCuda(func::FuncOp step, const MemoryPlan &plan) {
+  int64_t scratch = 0;
+  auto attentionGrad = [&](Value query, int64_t heads, int64_t headDim, bool saved) {
+    auto q = cast<RankedTensorType>(query.getType());
+    scratch = std::max(scratch, lc::AttentionGradScratchBytes(q.getDimSize(0), q.getDimSize(1),
+                                                              heads, headDim, saved));
+  };
   for (Operation &op : step.getBody().front()) {
-    op.removeAttr(StepDialect::kLseOffsetAttrName);
     if (auto call = dyn_cast<stepk::CallOp>(op)) {
       if (std::optional<int64_t> bytes = call.getScratchBytes())
         scratch = std::max(scratch, *bytes);
     } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
-      RankedTensorType q = grad.getQuery().getType();
-      scratch = std::max(scratch, lc::AttentionGradScratchBytes(
-                                      q.getDimSize(0), q.getDimSize(1), grad.getNumHeads(),
-                                      grad.getHeadDim(), fusions.savedForwardOf.count(&op)));
-    } else if (auto fwd = dyn_cast<AttentionOp>(op); fwd && savedForwards.contains(&op)) {
-      RankedTensorType q = fwd.getQuery().getType();
-      lse.push_back({&op, saved});
-      saved += lc::AttentionLseBytes(q.getDimSize(0), q.getDimSize(1), fwd.getNumHeads());
+      attentionGrad(grad.getQuery(), grad.getNumHeads(), grad.getHeadDim(), /*saved=*/false);
+    } else if (auto kernel = dyn_cast<stepk::AttentionGradOp>(op)) {
+      attentionGrad(kernel.getQuery(), kernel.getNumHeads(), kernel.getHeadDim(),
+                    /*saved=*/kernel.getLse() != nullptr);
     }
   }
-  CudaArenaLayout layout = layoutCudaArena(plan.arenaBytes, scratch, saved);
-  Builder b(step.getContext());
-  for (auto [op, offset] : lse)
-    op->setAttr(StepDialect::kLseOffsetAttrName, b.getI64IntegerAttr(layout.savedOffset + offset));
-  return layout;
+  return layoutCudaArena(plan.arenaBytes, scratch);
 }
 
 /// The module's training step, if any.
@@ -83,15 +73,12 @@ struct StepPlanMemoryPass : public stepc::impl::StepPlanMemoryBase<StepPlanMemor
       bool train = f->hasAttr(StepDialect::kTrainStepAttrName);
       if (!train && !f->hasAttr(StepDialect::kEvalStepAttrName))
         continue;
-      // On CUDA a kernel computes other ops' results (a widening, a saved
-      // forward read by the backward): their group's buffers stay apart.
-      CudaFusions fusions;
-      if (target == "cuda")
-        fusions = planCudaFusions(f);
-      MemoryPlan plan = planMemory(f, fusions.computedBy, DenseSet<Value>(), fusions.keepAlive);
+      // What a CUDA kernel computes besides its op is in the IR already
+      // (step-fuse-cuda-kernels): the plan is the IR's.
+      MemoryPlan plan = planMemory(f);
       std::optional<CudaArenaLayout> layout;
       if (target == "cuda")
-        layout = layoutForCuda(f, plan, fusions);
+        layout = layoutForCuda(f, plan);
       writeMemoryPlan(f, plan, layout);
       int64_t peak = plannedPeakBytes(f).value_or(0);
       if (train && budget > 0 && peak > budget) {

@@ -606,9 +606,6 @@ LogicalResult SourceEmitter::emitBody() {
       return failure();
     }
     waitFor(&op);
-    // A kernel reads its fused ops' operands too (a gathered bias, say).
-    for (Operation *member : membersOf.lookup(&op))
-      waitFor(member);
     if (isa<ReshapeOp, func::ReturnOp>(op) || computedByConsumers(&op))
       continue;
     if (auto fused = dyn_cast<stepk::FusedOp>(op)) {

@@ -31,7 +31,7 @@ namespace stepc {
 mlir::RankedTensorType typeOf(mlir::Value v);
 
 // The body marks each pointer (\1name\2: bN a buffer, aN:type an argument,
-// qN a collective's request, sN byte N of the CUDA saved region), each op's
+// qN a collective's request), each op's
 // location in its comment (\3file:line:col\4) and each error-site string
 // literal (\5"..."\6), so outlinedBody can tell a block's code apart from
 // the storage and source lines it runs on.
@@ -63,14 +63,8 @@ std::string where(mlir::Operation *op);
 
 class SourceEmitter {
 public:
-  /// `computedBy`: every op another op's kernel computes (on CUDA, a
-  /// convert widening an attention's bf16 result).
-  SourceEmitter(mlir::func::FuncOp step, const MemoryPlan &plan, llvm::StringRef target,
-                const ComputedBy &computedBy)
-      : step(step), plan(plan), target(target) {
-    for (auto [member, kernel] : computedBy)
-      membersOf[kernel].push_back(member);
-  }
+  SourceEmitter(mlir::func::FuncOp step, const MemoryPlan &plan, llvm::StringRef target)
+      : step(step), plan(plan), target(target) {}
   virtual ~SourceEmitter() = default;
 
   /// Emits the body, asks `summarize` for the metadata given the step's
@@ -193,8 +187,6 @@ protected:
   /// and the step function passes (", name...").
   virtual std::string blockParameters() const { return ""; }
   virtual std::string blockArguments() const { return ""; }
-  /// Where the saved region (sN marks) starts in the arena.
-  virtual int64_t savedRegionOffset() { return 0; }
 
   mlir::func::FuncOp step;
   const MemoryPlan &plan;
@@ -271,9 +263,6 @@ private:
   /// CUDA's timers: events on the stream, read after a recorded step.
   std::string cudaProfileTimers();
   std::string table(const std::string &type, const std::string &contents);
-  /// The ops computed by each kernel op's kernel (their operands' collectives
-  /// are waited for before it).
-  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<mlir::Operation *>> membersOf;
   /// Collective results not yet waited for, and their request variables.
   llvm::DenseMap<mlir::Value, std::string> pending;
   std::string evalText;

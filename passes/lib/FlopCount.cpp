@@ -82,6 +82,26 @@ static Wide gemmFlops(stepk::GemmOp gemm) {
                       result.getShape().back(), k);
 }
 
+/// (batch·heads, Tq, Tk, Dh) of an attention op, its gradient or their
+/// kernels: one [Tq, Dh]·[Dh, Tk] product per batch and query head (QKᵀ and
+/// AV are the same size), over the full score matrix (causal or not).
+template <typename OpT>
+static Wide attentionProductOf(OpT op) {
+  auto q = cast<RankedTensorType>(op.getQuery().getType());
+  auto k = cast<RankedTensorType>(op.getKey().getType());
+  return productFlops(q.getDimSize(0) * op.getNumHeads(), q.getDimSize(1), k.getDimSize(1),
+                      op.getHeadDim());
+}
+static Wide attentionProduct(Operation *op) {
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return attentionProductOf(a);
+  if (auto a = dyn_cast<AttentionGradOp>(op))
+    return attentionProductOf(a);
+  if (auto a = dyn_cast<stepk::AttentionOp>(op))
+    return attentionProductOf(a);
+  return attentionProductOf(cast<stepk::AttentionGradOp>(op));
+}
+
 static FailureOr<WideFlops> modelFlops(Operation *op) {
   if (auto gemm = dyn_cast<stepk::GemmOp>(op))
     return withBackward(gemmFlops(gemm));
@@ -94,15 +114,8 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
   return llvm::TypeSwitch<Operation *, FailureOr<WideFlops>>(op)
       // attention: QKᵀ is [Tq, Dh]·[Dh, Tk] and AV is [Tq, Tk]·[Tk, Dh] per
       // batch and query head, over the full score matrix (causal or not).
-      .Case([](AttentionOp attention) {
-        RankedTensorType q = attention.getQuery().getType();
-        RankedTensorType k = attention.getKey().getType();
-        int64_t batch = q.getDimSize(0) * attention.getNumHeads();
-        int64_t tq = q.getDimSize(1), tk = k.getDimSize(1);
-        int64_t headDim = attention.getHeadDim();
-        Wide scores = productFlops(batch, tq, tk, headDim);
-        Wide weighted = productFlops(batch, tq, headDim, tk);
-        return FailureOr<WideFlops>(withBackward(scores + weighted));
+      .Case<AttentionOp, stepk::AttentionOp>([](Operation *attention) {
+        return FailureOr<WideFlops>(withBackward(2 * attentionProduct(attention)));
       })
       // batch_matmul: 2·batch·M·N·K.
       .Case([](BatchMatmulOp matmul) {
@@ -127,14 +140,6 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       });
 }
 
-/// (batch·heads, Tq, Tk, Dh) of an attention op or its gradient.
-template <typename OpT>
-static Wide attentionProduct(OpT op) {
-  RankedTensorType q = op.getQuery().getType(), k = op.getKey().getType();
-  return productFlops(q.getDimSize(0) * op.getNumHeads(), q.getDimSize(1),
-                      k.getDimSize(1), op.getHeadDim());
-}
-
 static FailureOr<Wide> executedFlops(Operation *op) {
   if (auto gemm = dyn_cast<stepk::GemmOp>(op))
     return gemmFlops(gemm);
@@ -145,9 +150,11 @@ static FailureOr<Wide> executedFlops(Operation *op) {
     return sumOverBody(op, Wide{0}, executedFlops);
   return llvm::TypeSwitch<Operation *, FailureOr<Wide>>(op)
       // attention: QKᵀ and AV.
-      .Case([](AttentionOp a) { return FailureOr<Wide>(2 * attentionProduct(a)); })
+      .Case<AttentionOp, stepk::AttentionOp>(
+          [](Operation *a) { return FailureOr<Wide>(2 * attentionProduct(a)); })
       // attention_grad: QKᵀ again, dV = PᵀdO, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q.
-      .Case([](AttentionGradOp a) { return FailureOr<Wide>(5 * attentionProduct(a)); })
+      .Case<AttentionGradOp, stepk::AttentionGradOp>(
+          [](Operation *a) { return FailureOr<Wide>(5 * attentionProduct(a)); })
       .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case<AdamwOp, ArgmaxOp, GatherGradOp, GatherOp, IotaOp, BroadcastOp, ConcatOp,

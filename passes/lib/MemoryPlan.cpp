@@ -41,34 +41,18 @@ static int64_t alignUp(int64_t x) {
   return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
-MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computedBy,
-                               const DenseSet<Value> &unstored,
-                               const DenseMap<Value, Operation *> &keepAlive) {
+MemoryPlan stepc::planLiveness(func::FuncOp function) {
   MemoryPlan plan;
   Block &body = function.getBody().front();
   DenseMap<Operation *, int64_t> index;
   int64_t n = 0;
   for (Operation &op : body)
     index[&op] = n++;
-  // The [first, last] op index of each fused group, for each member.
-  DenseMap<Operation *, std::pair<int64_t, int64_t>> group;
-  for (auto [fusedOp, kernel] : computedBy) {
-    auto &span = group.try_emplace(kernel, index[kernel], index[kernel]).first->second;
-    span.first = std::min(span.first, index[fusedOp]);
-    span.second = std::max(span.second, index[fusedOp]);
-  }
-  for (auto [fusedOp, kernel] : computedBy) {
-    // A copy first: inserting fusedOp may move the kernel's entry.
-    const std::pair<int64_t, int64_t> span = group.lookup(kernel);
-    group[fusedOp] = span;
-  }
   // In place only inside elementwise kernels (they read element i before
   // writing it); a GEMM epilogue must not write over what it reads.
   auto mayWriteInPlace = [&](Operation &op) {
-    auto kernel = computedBy.find(&op);
-    Operation *k = kernel == computedBy.end() ? &op : kernel->second;
-    return k->hasTrait<OpTrait::Elementwise>() || k->hasTrait<ElementByElement>() ||
-           isa<ConvertOp>(k);
+    return op.hasTrait<OpTrait::Elementwise>() || op.hasTrait<ElementByElement>() ||
+           isa<ConvertOp>(op);
   };
 
   for (BlockArgument arg : body.getArguments())
@@ -110,14 +94,10 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
     if (v.use_empty() && v.getDefiningOp() && communicates(v.getDefiningOp()))
       return n;
     int64_t last = -1;
-    if (Operation *until = keepAlive.lookup(v))
-      last = index[until];
     for (Operation *user : v.getUsers()) {
       int64_t at = isa<func::ReturnOp>(user) ? n : index[user];
       if (communicates(user))
         at = std::max(at, waitIndex(user));
-      if (auto span = group.find(user); span != group.end())
-        at = std::max(at, span->second.second);
       last = std::max(last, at);
     }
     return last;
@@ -133,15 +113,13 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
 
   for (Operation &op : body) {
     int64_t at = index[&op];
-    if (auto span = group.find(&op); span != group.end())
-      at = span->second.first;
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
       Value in = reshape.getInput();
       if (plan.argumentOf.count(in))
         plan.argumentOf[reshape.getResult()] = plan.argumentOf[in];
       else if (plan.bufferOf.count(in))
         extend(plan.bufferOf[in], reshape.getResult());
-      continue;  // else a reshape of an unstored value: nothing to hold
+      continue;
     }
     // An optimizer update writes its results over the parameter and its
     // state (operands 0 and 2.., in the results' order).
@@ -161,19 +139,13 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
       }
       continue;
     }
-    // In a fused group, operands are in use to the group's end.
-    int64_t operandsEnd = at;
-    if (auto span = group.find(&op); span != group.end())
-      operandsEnd = span->second.second;
     for (Value result : op.getResults()) {
-      if (unstored.contains(result))
-        continue;
       // An update written as step ops (Muon's) goes over the argument it
       // replaces when no later op reads that argument: element i is read
       // before it is written, as above.
       if (auto target = replaces.find(result);
           target != replaces.end() && mayWriteInPlace(op) &&
-          lastUseOf(target->second) <= operandsEnd) {
+          lastUseOf(target->second) <= at) {
         plan.argumentOf[result] = plan.argumentOf[target->second];
         continue;
       }
@@ -188,7 +160,7 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
           // Same type, so element i of the result overwrites exactly element
           // i of the operand (a GPU thread reads it before writing it); a
           // narrowing convert would overwrite its neighbours.
-          if (b.lastUse == operandsEnd && operand.getType() == result.getType()) {
+          if (b.lastUse == at && operand.getType() == result.getType()) {
             reused = it->second;
             break;
           }
@@ -222,10 +194,8 @@ MemoryPlan stepc::planLiveness(func::FuncOp function, const ComputedBy &computed
   return plan;
 }
 
-MemoryPlan stepc::planMemory(func::FuncOp function, const ComputedBy &computedBy,
-                             const DenseSet<Value> &unstored,
-                             const DenseMap<Value, Operation *> &keepAlive) {
-  MemoryPlan plan = planLiveness(function, computedBy, unstored, keepAlive);
+MemoryPlan stepc::planMemory(func::FuncOp function) {
+  MemoryPlan plan = planLiveness(function);
   // Greedy by size.
   SmallVector<int64_t> order(plan.buffers.size());
   std::iota(order.begin(), order.end(), 0);

@@ -1,8 +1,6 @@
 // RUN: stepc-opt %s -split-input-file -step-fuse-elementwise | FileCheck %s --check-prefixes=CHECK,CPU
-// RUN: stepc-opt %s -split-input-file -step-fuse-elementwise=target=cuda | FileCheck %s --check-prefixes=CHECK,CUDA
+// RUN: stepc-opt %s -split-input-file -step-fuse-cuda-kernels -step-fuse-elementwise | FileCheck %s --check-prefixes=CHECK,CUDA
 // RUN: stepc-opt %s -split-input-file -step-fuse-elementwise=max-ops=2 | FileCheck %s --check-prefix=MAX2
-// RUN: not stepc-opt %s -step-fuse-elementwise=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
-// TARGET: error: step-fuse-elementwise: unknown target 'tpu' (expected cpu or cuda)
 
 // A run of three: the add's and the gelu's results are used after the run
 // (results of the kernel); the mul's only inside it (a register).
@@ -88,14 +86,15 @@ func.func @through_reshapes(%x: tensor<8x16xf32>, %y: tensor<128xf32>) -> (tenso
 // -----
 
 // A bias add after a GEMM: cuBLASLt's BIAS epilogue computes it on CUDA, so
-// there it ends the run and stays with the GEMM; on the CPU it joins.
+// there it is the GEMM's (step-fuse-cuda-kernels) and the exact GELU stays
+// alone; on the CPU it joins the GELU.
 // CHECK-LABEL: func.func @bias_epilogue
-// CHECK: step.matmul
+// CPU: step.matmul
 // CPU: stepk.fused
 // CPU: step.add
 // CPU-NEXT: step.gelu
 // CUDA-NOT: stepk.fused
-// CUDA: step.add
+// CUDA: stepk.gemm %arg0, %arg1 bias %arg2
 // CUDA-NEXT: step.gelu
 func.func @bias_epilogue(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf32>) -> tensor<8x32xf32> attributes {step.train_step} {
   %h = step.matmul %x, %w transpose_b : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>

@@ -17,8 +17,8 @@
 // CHECK: step.tanh {{.*}}step.buffer = array<i64: 1>
 // CHECK: step.mul {{.*}}step.buffer = array<i64: 0>
 // The CUDA layout: [plan 1024][status 256][workspace 32 MiB][scratch, at
-// least 256][saved log-sum-exps: none].
-// CUDA: step.memory_plan = {arena_bytes = 1024 : i64, buffers = {{.*}}, cuda = {arena_bytes = 33555968 : i64, saved_bytes = 0 : i64, saved_offset = 33555968 : i64, scratch_bytes = 0 : i64, scratch_offset = 33555712 : i64, status_offset = 1024 : i64, workspace_offset = 1280 : i64}
+// least 256].
+// CUDA: step.memory_plan = {arena_bytes = 1024 : i64, buffers = {{.*}}, cuda = {arena_bytes = 33555968 : i64, scratch_bytes = 0 : i64, scratch_offset = 33555712 : i64, status_offset = 1024 : i64, workspace_offset = 1280 : i64}
 // BUDGET: error: the cpu back end's plan needs 1536 bytes per rank, over the memory budget of 1000 bytes
 func.func @step(%x: tensor<8x16xf32> {step.input = "x"}) -> tensor<8x16xf32> attributes {step.train_step} {
   %r = step.reshape %x : tensor<8x16xf32> -> tensor<128xf32>

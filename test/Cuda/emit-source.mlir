@@ -32,12 +32,12 @@
 // CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.cross_entropy' target",
 // CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.cross_entropy_grad' target",
 // CHECK-NEXT: "{{.*}}emit-source.mlir:107:8: 'step.embedding_grad' id",
-// CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33557248,
+// CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33556992,
 // CHECK: 6, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape, 0, 0, 1, "", ""};
 // CHECK: extern "C" int stepc_train_step_v7(
 // CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
 // CHECK: char *scratch = arena + 33556736;
-// CHECK-NEXT: char *saved = arena + 33556992;  // saved attention lse
+// (no saved region: what a backward reads of its forward is in the plan)
 // CHECK: STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), "step start");
 // CHECK: // step.embedding
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 3), "{{.*}}emit-source.mlir:107:8: 'step.embedding'");
@@ -48,9 +48,10 @@
 // CHECK-NOT: // step.broadcast
 // CHECK-NOT: // step.add
 // (the epilogue computes them)
-// The forward saves its log-sum-exp; the backward reads it and the forward's
-// output instead of recomputing them.
-// CHECK: stepc_cuda_attention(ctx, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b[[OUT:[0-9]+]]), STEPC_CUDA_F32, (float *)(saved + 0))
+// The forward returns its log-sum-exp (a buffer of the plan); the backward
+// reads it and the forward's output instead of recomputing them.
+// CHECK: // stepk.attention {{.*}}emit-source.mlir:112:8
+// CHECK-NEXT: stepc_cuda_attention(ctx, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b[[OUT:[0-9]+]]), STEPC_CUDA_F32, ((float *)b[[LSE:[0-9]+]]))
 // CHECK: // fused: 2 elementwise ops from {{.*}}emit-source.mlir:[[GELU:[0-9]+]]:8
 // CHECK-NEXT: STEPC_LAUNCH(stepc_blocks(32), 256, 0, stream, stepc_elementwise{{[0-9]+}})(
 // CHECK-NEXT: STEPC_LAUNCHED("{{.*}}:[[GELU]]:8: 'step.gelu'");
@@ -58,7 +59,7 @@
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy(ctx, ((float *)b{{[0-9]+}}), a16, 8, 16, (float *)scratch, ((float *)b{{[0-9]+}}), 4),
 // CHECK: // step.cross_entropy_grad
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy_grad(ctx, {{.*}}, 8, 16, ((float *)b{{[0-9]+}}), 5),
-// CHECK: stepc_cuda_attention_grad(ctx, {{.*}}, STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, scratch, ((float *)b[[OUT]]), STEPC_CUDA_F32, (float *)(saved + 0),
+// CHECK: stepc_cuda_attention_grad(ctx, {{.*}}, STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, scratch, ((float *)b[[OUT]]), STEPC_CUDA_F32, ((float *)b[[LSE]]),
 // CHECK: stepc_cuda_layer_norm_grad(ctx, {{.*}}, 8, 4, 1.000000e-05, (float *)scratch,
 // CHECK: stepc_cuda_embedding_grad(ctx, {{.*}}, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 6)
 // Decayed matrices in one launch, undecayed vectors in another.
@@ -92,9 +93,8 @@
 // (the next op is the attention input's narrowing, line 101; the
 // projection's ops of lines 98-100 are all inside the stepk.gemm)
 // (the widening convert, the bias broadcast and the add are the GEMM's
-// epilogue, gone from the IR; the attention's widening is still a side
-// table of the emitter)
-// BF16: stepc_cuda_attention(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), STEPC_CUDA_BF16, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, (float *)(saved + 0))
+// epilogue, gone from the IR; so is the attention's widening convert)
+// BF16: stepc_cuda_attention(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), STEPC_CUDA_BF16, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, ((float *)b{{[0-9]+}}))
 // BF16: stepc_cuda_attention_grad(ctx,
 // BF16-SAME: STEPC_CUDA_BF16,
 func.func @loss(%wte: tensor<16x4xf32> {step.param = #step.param<"wte", normal(0.02)>},

@@ -32,7 +32,7 @@ static std::string overview() {
       stepc::createStepShardFully,      stepc::createStepShardTensor,
       stepc::createStepOptimizer,       stepc::createStepScheduleCollectives,
       stepc::createStepMixedPrecision,  stepc::createStepRemat,
-      stepc::createStepEvalStep,        stepc::createStepFuseGemmEpilogues,
+      stepc::createStepEvalStep,        stepc::createStepFuseCudaKernels,
       stepc::createStepLowerLibraryCalls, stepc::createStepFuseElementwise,
       stepc::createStepPlanMemory,      stepc::createStepFitMemoryBudget,
       stepc::createStepReport};

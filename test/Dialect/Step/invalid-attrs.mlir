@@ -213,14 +213,6 @@ func.func @in_arg_negative(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-func.func @lse_offset(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{expects 'step.lse_offset' to be an arena offset}}
-  %y = step.exp %x {step.lse_offset = -1 : i64} : tensor<4xf32>
-  return %y : tensor<4xf32>
-}
-
-// -----
-
 // Names become file names (<name>.npy): no path separators, '..' or control
 // characters.
 // expected-error @+1 {{expects a parameter name that can be a file name}}

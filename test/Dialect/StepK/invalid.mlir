@@ -47,8 +47,8 @@ func.func @fused_arguments(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // -----
 
 func.func @gemm_epilogue_name(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> tensor<8x32xf32> {
-  // expected-error @+1 {{'stepk.gemm' op has unknown epilogue 'relu' (expected none, gelu or dgelu)}}
-  %0 = stepk.gemm %x, %w {epilogue = "relu", shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'epilogue' [none, gelu, dgelu]}}
+  %0 = stepk.gemm %x, %w epilogue relu {shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
   return %0 : tensor<8x32xf32>
 }
 
@@ -56,7 +56,7 @@ func.func @gemm_epilogue_name(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> te
 
 func.func @gemm_gelu_needs_pre(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> tensor<8x32xf32> {
   // expected-error @+1 {{'stepk.gemm' op returns the pre-activation exactly with the gelu epilogue}}
-  %0 = stepk.gemm %x, %w {epilogue = "gelu", shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %0 = stepk.gemm %x, %w epilogue gelu {shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
   return %0 : tensor<8x32xf32>
 }
 
@@ -90,4 +90,36 @@ func.func @call_id_check(%t: tensor<16x4xf32>, %ids: tensor<8xi32>) -> tensor<8x
     stepk.yield %y : tensor<8x4xf32>
   }
   return %0 : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<2x8x32xf32>, %k: tensor<2x8x16xf32>) -> tensor<2x8x32xf32> {
+  // expected-error @+1 {{'stepk.attention' op expects 4 query heads and 3 key/value heads (a divisor) of 8 channels}}
+  %0 = stepk.attention %q, %k, %k heads 4 kv_heads 3 head_dim 8 scale 0.5 : (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x32xf32>
+  return %0 : tensor<2x8x32xf32>
+}
+
+// -----
+
+func.func @attention_lse_shape(%q: tensor<2x8x32xf32>, %k: tensor<2x8x16xf32>) -> tensor<2x8x32xf32> {
+  // expected-error @+1 {{'stepk.attention' op expects a log-sum-exp tensor<2x4x8xf32>, got 'tensor<2x8x4xf32>'}}
+  %0, %lse = stepk.attention %q, %k, %k heads 4 kv_heads 2 head_dim 8 scale 0.5 : (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x4xf32>)
+  return %0 : tensor<2x8x32xf32>
+}
+
+// -----
+
+func.func @attention_grad_shapes(%q: tensor<2x8x32xf32>, %k: tensor<2x8x16xf32>) -> tensor<2x8x32xf32> {
+  // expected-error @+1 {{'stepk.attention_grad' op expects the gradients shaped like what they are gradients of}}
+  %dq, %dk, %dv = stepk.attention_grad %q, %q, %k, %k heads 4 kv_heads 2 head_dim 8 scale 0.5 : (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x16xf32>)
+  return %dq : tensor<2x8x32xf32>
+}
+
+// -----
+
+func.func @attention_grad_saved_lse(%q: tensor<2x8x32xf32>, %k: tensor<2x8x16xf32>, %lse: tensor<2x4x8xbf16>) -> tensor<2x8x32xf32> {
+  // expected-error @+1 {{'stepk.attention_grad' op expects a log-sum-exp tensor<2x4x8xf32>, got 'tensor<2x4x8xbf16>'}}
+  %dq, %dk, %dv = stepk.attention_grad %q, %q, %k, %k saved %q, %lse heads 4 kv_heads 2 head_dim 8 scale 0.5 : (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x32xf32>, tensor<2x4x8xbf16>) -> (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  return %dq : tensor<2x8x32xf32>
 }

@@ -2,8 +2,7 @@
 //
 // step-plan-memory writes each step function's plan into the IR (a
 // `step.memory_plan` dictionary on the function, `step.buffer` and
-// `step.in_arg` on every op with results, `step.lse_offset` on attentions
-// whose CUDA forward saves its log-sum-exp); the emitters, the report and
+// `step.in_arg` on every op with results); the emitters, the report and
 // the budget read it back from there. What the plan is, and how one is
 // made, is passes/include/stepc/Analysis/MemoryPlan.h.
 //
@@ -21,20 +20,19 @@
 namespace stepc {
 
 /// The CUDA step's arena around the plan's buffers:
-///   [plan][status word][cuBLASLt workspace][scratch][saved log-sum-exps]
-/// (the scratch is shared by every kernel that needs one; a forward
-/// attention whose backward reads its log-sum-exp keeps it in the saved
-/// region for the whole step).
+///   [plan][status word][cuBLASLt workspace][scratch]
+/// (the scratch is shared by every kernel that needs one; what a backward
+/// reads of its forward, such as attention's log-sum-exp, is a value the
+/// plan places like any other).
 struct CudaArenaLayout {
-  int64_t statusOffset = 0, workspaceOffset = 0, scratchOffset = 0, scratchBytes = 0,
-          savedOffset = 0, savedBytes = 0;
+  int64_t statusOffset = 0, workspaceOffset = 0, scratchOffset = 0, scratchBytes = 0;
   /// The whole arena.
   int64_t bytes = 0;
 };
 
 /// The CUDA layout of a plan of `planBytes` whose kernels need
-/// `scratchBytes` of scratch and save `savedBytes` of log-sum-exps.
-CudaArenaLayout layoutCudaArena(int64_t planBytes, int64_t scratchBytes, int64_t savedBytes);
+/// `scratchBytes` of scratch.
+CudaArenaLayout layoutCudaArena(int64_t planBytes, int64_t scratchBytes);
 
 /// What the CUDA layout adds to any plan (status word and workspace, with
 /// their alignment): step-remat budgets for it before the kernels exist.

@@ -62,39 +62,11 @@ mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step,
                                            const SummarizeFn &summarize,
                                            mlir::func::FuncOp evalStep, bool profile = false);
 
-/// What the CUDA back end computes inside other ops' kernels, decided before
-/// the memory plan (which must keep a fused group's buffers apart). The GEMM
-/// decisions are folded into stepk.gemm ops by step-fuse-gemm-epilogues;
-/// what remains a side table is attention's (widening, saved forward):
-/// a bf16 GEMM or attention whose results only feed converts to f32 writes
-/// f32 directly; add(GEMM, broadcast(bias[N])) is cuBLASLt's BIAS epilogue;
-/// a tanh GELU of a GEMM's result is its GELU_AUX epilogue (the
-/// pre-activation kept for the backward), gelu_grad(GEMM, x) its DGELU.
-struct CudaFusions {
-  /// Fused op -> the op whose kernel computes it (for planMemory).
-  ComputedBy computedBy;
-  /// A kernel result -> the value the kernel writes instead (the convert's,
-  /// the add's).
-  llvm::DenseMap<mlir::Value, mlir::Value> writesTo;
-  /// The bias of a GEMM with the BIAS epilogue.
-  llvm::DenseMap<mlir::Operation *, mlir::Value> biasOf;
-  /// A GEMM's GELU epilogue (runtime's stepc_cuda_epilogue) and its aux
-  /// value (the pre-activation: written by GELU, read by DGELU).
-  llvm::DenseMap<mlir::Operation *, std::pair<int, mlir::Value>> epilogueOf;
-  /// attention_grad -> the attention of the same q, k, v, whose output and
-  /// log-sum-exp it reads instead of recomputing them; and the values that
-  /// must therefore stay alive until the op (for planMemory).
-  llvm::DenseMap<mlir::Operation *, mlir::Operation *> savedForwardOf;
-  llvm::DenseMap<mlir::Value, mlir::Operation *> keepAlive;
-};
-CudaFusions planCudaFusions(mlir::func::FuncOp step);
-
 /// Writes the CUDA C++ of `step` (and the forward-only `evalStep`, null:
 /// none): library kernels (runtime/kernels/cuda), cuBLASLt GEMMs,
 /// generated elementwise kernels, a multi-tensor AdamW, all enqueued on one
 /// stream, over the arena step-plan-memory laid out for CUDA (the plan's
-/// buffers, the status word, cuBLASLt's workspace, the scratch, the saved
-/// log-sum-exps). With `profile`, each kernel is followed by a CUDA event
+/// buffers, the status word, cuBLASLt's workspace, the scratch). With `profile`, each kernel is followed by a CUDA event
 /// on the stream, from which the runtime reads the kernels' intervals
 /// (stepc --profile, stepc-run --trace).
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step,

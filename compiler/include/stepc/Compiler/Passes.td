@@ -25,9 +25,9 @@ def StepFuseElementwise : Pass<"step-fuse-elementwise", "mlir::ModuleOp"> {
       v_i = f_i(inputs, v_<i) elementwise
 
     A run ends at an op that cannot join: not elementwise, another element
-    count, `max-ops` members or `max-inputs` inputs reached, or (target
-    cuda) an op cuBLASLt computes in a GEMM's epilogue (a bias add, a tanh
-    GELU, its gradient, a widening convert). Runs of one op stay as they
+    count, `max-ops` members or `max-inputs` inputs reached. (On CUDA,
+    `step-fuse-cuda-kernels` runs first: what a library kernel computes in
+    its epilogue is part of its op by then.) Runs of one op stay as they
     are. The fused op sits where the run's last member was; reshapes of its
     results used later move after it.
 
@@ -46,8 +46,6 @@ def StepFuseElementwise : Pass<"step-fuse-elementwise", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::stepc::stepk::StepKDialect"];
   let options = [
-    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
-           "cpu or cuda (whose GEMM epilogues take some ops first)">,
     Option<"maxOps", "max-ops", "unsigned", /*default=*/"32",
            "most ops one kernel computes">,
     Option<"maxInputs", "max-inputs", "unsigned", /*default=*/"12",
@@ -55,23 +53,30 @@ def StepFuseElementwise : Pass<"step-fuse-elementwise", "mlir::ModuleOp"> {
   ];
 }
 
-def StepFuseGemmEpilogues : Pass<"step-fuse-gemm-epilogues", "mlir::ModuleOp"> {
-  let summary = "Fold bias, GELU and widening into GEMMs (stepk.gemm, CUDA)";
+def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
+  let summary = "Fold what the CUDA library kernels compute into them (stepk.gemm, stepk.attention)";
   let description = [{
-    In each training step, what cuBLASLt computes in a GEMM's epilogue
-    joins the GEMM as one `stepk.gemm`:
+    In each training step, what a CUDA library kernel computes besides its
+    op joins it as one stepk op, so that the memory plan and the emitter
+    read the decision from the IR. GEMMs (cuBLASLt's epilogues):
 
       convert_f32(A·B)            => gemm(A, B) -> f32        (bf16 operands)
       A·B + broadcast(b)          => gemm(A, B) bias b        (BIAS)
-      gelu_tanh(A·B [+ b])        => gemm ... epilogue "gelu" (GELU_AUX[_BIAS]:
+      gelu_tanh(A·B [+ b])        => gemm ... epilogue gelu   (GELU_AUX[_BIAS]:
                                      also returns the pre-activation)
-      gelu_tanh_grad(A·B, x)      => gemm ... aux x epilogue "dgelu" (DGELU)
+      gelu_tanh_grad(A·B, x)      => gemm ... aux x epilogue dgelu (DGELU)
 
-    A fold needs the fused op to be the GEMM result's sole user (the GELU may
-    share it: its pre-activation stays a result), an f32 bias of the last
-    dim, and everything the epilogue reads to exist where the GEMM runs. The
-    stepk.gemm sits at the GEMM's position; the folded ops go. The CUDA
-    pipeline runs it before `step-fuse-elementwise`.
+    Attention: every `step.attention` and `step.attention_grad` becomes its
+    kernel op, writing f32 when its bf16 results only feed widening converts;
+    a forward whose backward follows (same query, key, value and attributes)
+    also returns its log-sum-exp, and the backward takes the forward's output
+    and log-sum-exp as operands instead of recomputing them.
+
+    A GEMM fold needs the fused op to be the GEMM result's sole user (the
+    GELU may share it: its pre-activation stays a result), an f32 bias of the
+    last dim, and everything the epilogue reads to exist where the GEMM runs.
+    The kernel op sits at the original op's position; the folded ops go. The
+    CUDA pipeline runs it before `step-fuse-elementwise`.
 
     ```mlir
     // before
@@ -80,7 +85,7 @@ def StepFuseGemmEpilogues : Pass<"step-fuse-gemm-epilogues", "mlir::ModuleOp"> {
     %a = step.add %h, %bb : tensor<8x256xf32>
     %g = step.gelu %a approximate tanh : tensor<8x256xf32>
     // after
-    %g, %a = stepk.gemm %x, %w bias %b {epilogue = "gelu", shared_rhs, transpose_b}
+    %g, %a = stepk.gemm %x, %w bias %b epilogue gelu {shared_rhs, transpose_b}
         : (tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> (tensor<8x256xf32>, tensor<8x256xf32>)
     ```
   }];
@@ -131,16 +136,16 @@ def StepPlanMemory : Pass<"step-plan-memory", "mlir::ModuleOp"> {
     The last pass of the pipeline. For the training step and the
     forward-only step it assigns every value an arena buffer at a fixed
     offset (`planMemory`: liveness over the op order, aliasing, in-place
-    reuse, greedy placement; on CUDA the kernels that compute other ops'
-    results keep their groups' buffers apart) and records the plan in the IR:
+    reuse, greedy placement; what a kernel reads or writes is an operand or
+    result of its op, so the plan needs nothing but the IR) and records the
+    plan in the IR:
     `step.memory_plan` on the function (the buffers as
     (offset, bytes, first op, last op) quadruples, the arena, the planned
     peak: arguments + arena; on CUDA the layout around the buffers: status
-    word, cuBLASLt workspace, the kernels' scratch, the saved log-sum-exps),
-    `step.buffer` on each op (the buffer of each result, -1 none),
-    `step.in_arg` where a result lives in an argument, and `step.lse_offset`
-    on an attention whose backward reads its saved log-sum-exp. The
-    emitters print this plan; nothing recomputes it.
+    word, cuBLASLt workspace, the kernels' scratch),
+    `step.buffer` on each op (the buffer of each result, -1 none) and
+    `step.in_arg` where a result lives in an argument. The emitters print
+    this plan; nothing recomputes it.
 
     With a `budget`, a training step whose planned peak exceeds it is an
     error at the step: the budget is checked on the plan that is emitted.

@@ -259,13 +259,6 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be an array<i64> of one index (or -1) per result";
     return success();
   }
-  if (attribute.getName() == kLseOffsetAttrName) {
-    auto offset = dyn_cast<IntegerAttr>(attribute.getValue());
-    if (!offset || offset.getInt() < 0)
-      return op->emitError() << "expects '" << kLseOffsetAttrName
-                             << "' to be an arena offset";
-    return success();
-  }
   if (attribute.getName() == kVocabLogitsAttrName) {
     auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!axis || axis.getInt() < 0 || op->getNumResults() != 1)

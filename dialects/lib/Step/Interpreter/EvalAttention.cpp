@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Eval.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -31,16 +32,18 @@ struct AttentionShape {
   int64_t visible(int64_t t) const { return causal ? t + 1 : tk; }
 };
 
+/// `scale` is the effective one (a step op's, or a stepk op's own).
 template <typename OpT>
-AttentionShape shapeOf(OpT op, const Tensor &q, const Tensor &k) {
-  return {q.shape[0],          q.shape[1],        k.shape[1],
-          op.getNumHeads(),    op.getNumKvHeads(), op.getHeadDim(),
-          op.getCausal(),      op.getEffectiveScale()};
+AttentionShape shapeOf(OpT op, const Tensor &q, const Tensor &k, double scale) {
+  return {q.shape[0],       q.shape[1],         k.shape[1],
+          op.getNumHeads(), op.getNumKvHeads(), op.getHeadDim(),
+          op.getCausal(),   scale};
 }
 
-/// p[j] = softmax_j(scale · q_t·k_j) over the visible keys.
-void probabilities(const AttentionShape &s, const Tensor &q, const Tensor &k,
-                   int64_t b, int64_t h, int64_t t, std::vector<double> &p) {
+/// p[j] = softmax_j(scale · q_t·k_j) over the visible keys; returns the
+/// row's log-sum-exp of the scaled scores (what a saved forward keeps).
+double probabilities(const AttentionShape &s, const Tensor &q, const Tensor &k,
+                     int64_t b, int64_t h, int64_t t, std::vector<double> &p) {
   int64_t kvh = h / (s.heads / s.kvHeads), n = s.visible(t);
   const double *qt = &q.data[s.at(b, t, s.tq, s.heads, h)];
   double max = -INFINITY, sum = 0;
@@ -58,16 +61,19 @@ void probabilities(const AttentionShape &s, const Tensor &q, const Tensor &k,
   }
   for (int64_t j = 0; j < n; ++j)
     p[j] /= sum;
+  return max + std::log(sum);
 }
 
-// O = P V per head
+// O = P V per head; the log-sum-exps into `lse` ([B, H, Tq]) if given.
 void attention(const AttentionShape &s, const Tensor &q, const Tensor &k,
-               const Tensor &v, Tensor &o) {
+               const Tensor &v, Tensor &o, Tensor *lse = nullptr) {
   std::vector<double> p(s.tk);
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.heads; ++h)
       for (int64_t t = 0; t < s.tq; ++t) {
-        probabilities(s, q, k, b, h, t, p);
+        double rowLse = probabilities(s, q, k, b, h, t, p);
+        if (lse)
+          lse->data[(b * s.heads + h) * s.tq + t] = rowLse;
         int64_t kvh = h / (s.heads / s.kvHeads);
         double *ot = &o.data[s.at(b, t, s.tq, s.heads, h)];
         for (int64_t j = 0; j < s.visible(t); ++j) {
@@ -134,12 +140,25 @@ void rotary(const Tensor &x, int64_t headDim, double theta, bool inverse, Tensor
 LogicalResult stepc::interp::evalAttention(Operation *op, Operands in, Results out) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](AttentionGradOp a) {
-        attentionGrad(shapeOf(a, *in[1], *in[2]), *in[0], *in[1], *in[2], *in[3],
-                      out[0], out[1], out[2]);
+        attentionGrad(shapeOf(a, *in[1], *in[2], a.getEffectiveScale()), *in[0], *in[1],
+                      *in[2], *in[3], out[0], out[1], out[2]);
         return success();
       })
       .Case([&](AttentionOp a) {
-        attention(shapeOf(a, *in[0], *in[1]), *in[0], *in[1], *in[2], out[0]);
+        attention(shapeOf(a, *in[0], *in[1], a.getEffectiveScale()), *in[0], *in[1], *in[2],
+                  out[0]);
+        return success();
+      })
+      // The kernels: a saved forward's output and log-sum-exp are what the
+      // forward computed, so the backward recomputes them here alike.
+      .Case([&](stepk::AttentionGradOp a) {
+        attentionGrad(shapeOf(a, *in[1], *in[2], a.getScale().convertToDouble()), *in[0],
+                      *in[1], *in[2], *in[3], out[0], out[1], out[2]);
+        return success();
+      })
+      .Case([&](stepk::AttentionOp a) {
+        attention(shapeOf(a, *in[0], *in[1], a.getScale().convertToDouble()), *in[0], *in[1],
+                  *in[2], out[0], a.getLse() ? &out[1] : nullptr);
         return success();
       })
       .Case([&](RotaryOp r) {

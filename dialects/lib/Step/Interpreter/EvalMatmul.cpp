@@ -65,11 +65,11 @@ LogicalResult evalGemm(stepc::stepk::GemmOp gemm, Operands in, Results out) {
     for (size_t e = 0; e < c.size(); ++e)
       c[e] += bias[e % bias.size()];
   }
-  if (gemm.getEpilogue() == "gelu") {
+  if (gemm.getEpilogue() == stepc::stepk::Epilogue::gelu) {
     out[1].data = c;
     for (double &x : c)
       x = stepc_gelu<double>(x, /*tanh_form=*/1);
-  } else if (gemm.getEpilogue() == "dgelu") {
+  } else if (gemm.getEpilogue() == stepc::stepk::Epilogue::dgelu) {
     const std::vector<double> &aux = in[next]->data;
     for (size_t e = 0; e < c.size(); ++e)
       c[e] = stepc_gelu_grad<double>(c[e], aux[e], /*tanh_form=*/1);

@@ -89,7 +89,8 @@ static LogicalResult (*familyOf(Operation *op))(Operation *, Operands, Results) 
       .Case<BatchMatmulOp, MatmulOp, stepk::GemmOp>([](Operation *) { return &evalMatmul; })
       .Case<LayerNormGradOp, LayerNormOp, RmsNormGradOp, RmsNormOp,
             SoftmaxGradOp, SoftmaxOp>([](Operation *) { return &evalNorm; })
-      .Case<AttentionGradOp, AttentionOp, RotaryOp>(
+      .Case<AttentionGradOp, AttentionOp, RotaryOp, stepk::AttentionGradOp,
+            stepk::AttentionOp>(
           [](Operation *) { return &evalAttention; })
       .Case<DropoutOp>([](Operation *) { return &evalRandom; })
       .Case<AdamwOp, CrossEntropyGradOp, CrossEntropyOp, EmbeddingGradOp, EmbeddingOp,

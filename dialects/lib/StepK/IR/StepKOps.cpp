@@ -10,6 +10,7 @@ using namespace stepc;
 using namespace stepc::stepk;
 
 #include "stepc/Dialect/StepK/IR/StepKDialect.cpp.inc"
+#include "stepc/Dialect/StepK/IR/StepKEnums.cpp.inc"
 
 void StepKDialect::initialize() {
   addOperations<
@@ -90,13 +91,10 @@ LogicalResult FusedOp::verify() {
 }
 
 LogicalResult GemmOp::verify() {
-  StringRef epilogue = getEpilogue();
-  if (epilogue != "none" && epilogue != "gelu" && epilogue != "dgelu")
-    return emitOpError() << "has unknown epilogue '" << epilogue
-                         << "' (expected none, gelu or dgelu)";
-  if ((epilogue == "gelu") != static_cast<bool>(getPreActivation()))
+  Epilogue epilogue = getEpilogue();
+  if ((epilogue == Epilogue::gelu) != static_cast<bool>(getPreActivation()))
     return emitOpError() << "returns the pre-activation exactly with the gelu epilogue";
-  if ((epilogue == "dgelu") != static_cast<bool>(getAux()))
+  if ((epilogue == Epilogue::dgelu) != static_cast<bool>(getAux()))
     return emitOpError() << "reads aux exactly with the dgelu epilogue";
   auto result = cast<RankedTensorType>(getResult().getType());
   if (result.getRank() < 2)
@@ -112,6 +110,61 @@ LogicalResult GemmOp::verify() {
       return emitOpError() << "expects aux and pre_activation shaped like the result, got "
                            << v.getType();
   return success();
+}
+
+/// What both attention kernels check: `query` [B, Tq, Hq·Dh], `key` and
+/// `value` [B, Tk, Hkv·Dh] with Hq a multiple of Hkv, and `out` (the
+/// forward's result, or the query's gradient) shaped like `query`.
+static LogicalResult verifyAttentionShapes(Operation *op, Value query, Value key, Value value,
+                                           Value out, int64_t heads, int64_t kvHeads,
+                                           int64_t headDim) {
+  auto q = cast<RankedTensorType>(query.getType());
+  auto k = cast<RankedTensorType>(key.getType());
+  auto v = cast<RankedTensorType>(value.getType());
+  if (q.getRank() != 3 || k.getShape() != v.getShape() || k.getRank() != 3 ||
+      q.getDimSize(0) != k.getDimSize(0))
+    return op->emitOpError() << "expects query [B, Tq, Hq*Dh] and key, value [B, Tk, Hkv*Dh], got "
+                             << q << ", " << k << ", " << v;
+  if (heads % kvHeads != 0 || q.getDimSize(2) != heads * headDim ||
+      k.getDimSize(2) != kvHeads * headDim)
+    return op->emitOpError() << "expects " << heads << " query heads and " << kvHeads
+                             << " key/value heads (a divisor) of " << headDim << " channels";
+  if (cast<RankedTensorType>(out.getType()).getShape() != q.getShape())
+    return op->emitOpError() << "expects " << out.getType() << " shaped like the query " << q;
+  return success();
+}
+
+/// A log-sum-exp per batch, query head and query position: [B, Hq, Tq] f32.
+static LogicalResult verifyLse(Operation *op, Value lse, Value query, int64_t heads) {
+  auto q = cast<RankedTensorType>(query.getType());
+  auto type = cast<RankedTensorType>(lse.getType());
+  if (!type.getElementType().isF32() ||
+      type.getShape() != ArrayRef<int64_t>{q.getDimSize(0), heads, q.getDimSize(1)})
+    return op->emitOpError() << "expects a log-sum-exp tensor<" << q.getDimSize(0) << "x" << heads
+                             << "x" << q.getDimSize(1) << "xf32>, got " << type;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(), getResult(),
+                                   getNumHeads(), getNumKvHeads(), getHeadDim())))
+    return failure();
+  return getLse() ? verifyLse(*this, getLse(), getQuery(), getNumHeads()) : success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(), getQueryGrad(),
+                                   getNumHeads(), getNumKvHeads(), getHeadDim())))
+    return failure();
+  auto shape = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
+  if (shape(getKeyGrad()) != shape(getKey()) || shape(getValueGrad()) != shape(getValue()) ||
+      shape(getGrad()) != shape(getQuery()))
+    return emitOpError() << "expects the gradients shaped like what they are gradients of";
+  if (static_cast<bool>(getOut()) != static_cast<bool>(getLse()))
+    return emitOpError() << "expects the saved output and log-sum-exp together";
+  if (getOut() && shape(getOut()) != shape(getQuery()))
+    return emitOpError() << "expects the saved output shaped like the query";
+  return getLse() ? verifyLse(*this, getLse(), getQuery(), getNumHeads()) : success();
 }
 
 #define GET_OP_CLASSES

@@ -51,36 +51,19 @@ std::vector<int64_t> liveBytesByOp(const MemoryPlan &plan, int64_t ops);
 /// Alignment of every arena buffer.
 constexpr int64_t kArenaAlignment = 64;
 
-/// Ops a back end computes in another op's kernel (a GEMM epilogue, say):
-/// each fused op maps to the op whose kernel computes it.
-using ComputedBy = llvm::DenseMap<mlir::Operation *, mlir::Operation *>;
-
 /// Plans `function` (a single block): liveness over the op order, aliasing,
 /// in-place reuse for elementwise ops whose operand dies there, then
-/// greedy-by-size placement of the buffers. A kernel and the ops fused into
-/// it (`computedBy`) run as one: their results are defined at the group's
-/// first op and their operands stay live to its last, so no buffer of the
-/// group is handed to another value in between.
-/// `unstored` values (kept in registers inside a fused kernel) get no buffer,
-/// nor do reshapes of them. A fused elementwise result may still take over
-/// an operand's buffer whose last use is the group's end: the kernel reads
-/// element i of every input before it stores element i of any output.
-/// `keepAlive`: values a back end reads later than their uses say (up to
-/// and including the op given).
-MemoryPlan planMemory(mlir::func::FuncOp function, const ComputedBy &computedBy = ComputedBy(),
-                      const llvm::DenseSet<mlir::Value> &unstored = llvm::DenseSet<mlir::Value>(),
-                      const llvm::DenseMap<mlir::Value, mlir::Operation *> &keepAlive =
-                          llvm::DenseMap<mlir::Value, mlir::Operation *>());
+/// greedy-by-size placement of the buffers. Everything a kernel reads or
+/// writes is an operand or result of its op (a fused kernel is one op), so
+/// the plan needs nothing but the IR.
+MemoryPlan planMemory(mlir::func::FuncOp function);
 
 /// Steps 1-3 of planMemory without the placement: the buffers, their
 /// lifetimes and the live-set peak, in time linear in the ops (offsets and
 /// arenaBytes stay 0). The placement almost always reaches the live peak, so
 /// a search trying many variants of a step (step-remat) ranks them by it and
 /// places only what it keeps.
-MemoryPlan planLiveness(mlir::func::FuncOp function, const ComputedBy &computedBy = ComputedBy(),
-                        const llvm::DenseSet<mlir::Value> &unstored = llvm::DenseSet<mlir::Value>(),
-                        const llvm::DenseMap<mlir::Value, mlir::Operation *> &keepAlive =
-                          llvm::DenseMap<mlir::Value, mlir::Operation *>());
+MemoryPlan planLiveness(mlir::func::FuncOp function);
 
 } // namespace stepc
 

@@ -104,9 +104,6 @@ def Step_Dialect : Dialect {
     /// Op attribute (array<i64>, one per result): the function argument a
     /// result lives in (a reshape of it, an update in place), -1 for none.
     static constexpr llvm::StringLiteral kInArgAttrName = "step.in_arg";
-    /// Attention attribute (i64): the arena offset where the CUDA forward
-    /// saves its log-sum-exp for the backward.
-    static constexpr llvm::StringLiteral kLseOffsetAttrName = "step.lse_offset";
 
     void registerAttributes();
   }];

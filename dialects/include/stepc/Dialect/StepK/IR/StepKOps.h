@@ -14,6 +14,7 @@
 #include "stepc/Dialect/StepK/IR/StepKTraits.h"
 
 #include "stepc/Dialect/StepK/IR/StepKDialect.h.inc"
+#include "stepc/Dialect/StepK/IR/StepKEnums.h.inc"
 
 #define GET_OP_CLASSES
 #include "stepc/Dialect/StepK/IR/StepKOps.h.inc"

@@ -2,13 +2,15 @@
 //
 // The `stepk` dialect: what a back end launches. A target-lowering pass
 // rewrites a training step's `step` ops into the kernels that compute them;
-// the emitters print these ops. Today: fused elementwise kernels.
+// the emitters print these ops: fused elementwise kernels, library calls,
+// GEMMs with their epilogues, and attention with what its backward reads.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef STEPC_DIALECT_STEPK_IR_STEPKOPS_TD
 #define STEPC_DIALECT_STEPK_IR_STEPKOPS_TD
 
+include "mlir/IR/EnumAttr.td"
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -30,6 +32,16 @@ def StepK_Dialect : Dialect {
 /// (stepc/Dialect/StepK/IR/StepKTraits.h).
 def StepK_ElementByElement : NativeOpTrait<"ElementByElement"> {
   let cppNamespace = "::stepc";
+}
+
+/// What a GEMM computes after its product; the case names are the runtime's
+/// STEPC_EPILOGUE_* (runtime/kernels/cuda/cuda_kernels.h), which the CUDA
+/// emitter prints.
+def StepK_Epilogue : I32EnumAttr<"Epilogue", "a GEMM's epilogue", [
+    I32EnumAttrCase<"none", 0>,
+    I32EnumAttrCase<"gelu", 1>,
+    I32EnumAttrCase<"dgelu", 2>]> {
+  let cppNamespace = "::stepc::stepk";
 }
 
 class StepK_Op<string mnemonic, list<Trait> traits = []>
@@ -80,27 +92,86 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     form (every leading lhs dim shares one rhs matrix), else the operands
     are batched alike (`step.batch_matmul`). `bias` (rank 1, the result's
     last dim) is broadcast along the rows. Epilogues (tanh GELU only):
-    `"gelu"` also returns the pre-activation (`pre_activation`, what the
-    backward reads; cuBLASLt's GELU_AUX), `"dgelu"` multiplies by the GELU
+    `gelu` also returns the pre-activation (`pre_activation`, what the
+    backward reads; cuBLASLt's GELU_AUX), `dgelu` multiplies by the GELU
     derivative at `aux` (the pre-activation; cuBLASLt's DGELU).
-    `step-fuse-gemm-epilogues` forms these ops from `step.matmul`,
+    `step-fuse-cuda-kernels` forms these ops from `step.matmul`,
     `step.convert`, `step.add` of a broadcast, `step.gelu` and
     `step.gelu_grad`.
 
     ```mlir
-    %h, %pre = stepk.gemm %x, %w bias %b {epilogue = "gelu", shared_rhs, transpose_b}
+    %h, %pre = stepk.gemm %x, %w bias %b epilogue gelu {shared_rhs, transpose_b}
         : (tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> (tensor<8x256xf32>, tensor<8x256xf32>)
     ```
   }];
   let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs,
                        Optional<AnyRankedTensor>:$bias, Optional<AnyRankedTensor>:$aux,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b, UnitAttr:$shared_rhs,
-                       DefaultValuedStrAttr<StrAttr, "none">:$epilogue);
+                       DefaultValuedAttr<StepK_Epilogue, "::stepc::stepk::Epilogue::none">:$epilogue);
   let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$pre_activation);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`bias` $bias^)? (`aux` $aux^)? attr-dict `:`
+    $lhs `,` $rhs (`bias` $bias^)? (`aux` $aux^)? (`epilogue` $epilogue^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
+}
+
+def StepK_AttentionOp : StepK_Op<"attention", [Pure]> {
+  let summary = "one flash-attention forward kernel";
+  let description = [{
+    `step.attention` of `query`, `key` and `value` (same layout and
+    attributes; `scale` is the effective one), stored as the result's element
+    type: a bf16 attention whose result only fed a widening convert writes
+    f32 directly. With `lse`, the kernel also writes each row's log-sum-exp
+    of the scaled scores (`[B, Hq, Tq]`, f32), which the backward reads
+    instead of recomputing the forward: the saved forward is dataflow the
+    memory plan sees, not a side table. `step-fuse-cuda-kernels` forms these
+    ops from `step.attention` and `step.convert`.
+
+    ```mlir
+    %o, %lse = stepk.attention %q, %k, %v heads 4 kv_heads 2 head_dim 32 causal scale 0.17677669529663687
+        : (tensor<8x256x128xbf16>, tensor<8x256x64xbf16>, tensor<8x256x64xbf16>) -> (tensor<8x256x128xf32>, tensor<8x4x256xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$lse);
+  let assemblyFormat = "$query `,` $key `,` $value `heads` $num_heads "
+    "`kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? `scale` $scale "
+    "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def StepK_AttentionGradOp : StepK_Op<"attention_grad", [Pure, AttrSizedOperandSegments]> {
+  let summary = "one flash-attention backward kernel";
+  let description = [{
+    `step.attention_grad`: the gradients of `query`, `key` and `value` from
+    the output's gradient `grad`, stored as the results' element type. With
+    `saved` (the forward's output and its `stepk.attention`'s log-sum-exp)
+    the kernel reads them instead of recomputing the forward (it needs less
+    scratch).
+
+    ```mlir
+    %dq, %dk, %dv = stepk.attention_grad %g, %q, %k, %v saved %o, %lse heads 4 kv_heads 2 head_dim 32 causal scale 0.17677669529663687
+        : (tensor<8x256x128xf32>, tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>, tensor<8x256x128xf32>, tensor<8x4x256xf32>)
+        -> (tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$query, AnyRankedTensor:$key,
+                       AnyRankedTensor:$value, Optional<AnyRankedTensor>:$out,
+                       Optional<AnyRankedTensor>:$lse,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
+                       UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad,
+                      AnyRankedTensor:$value_grad);
+  let assemblyFormat = "$grad `,` $query `,` $key `,` $value (`saved` $out^ `,` $lse)? "
+    "`heads` $num_heads `kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? "
+    "`scale` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

@@ -1,0 +1,311 @@
+//===- FuseCudaKernels.cpp - the CUDA kernels' fusions, into the IR ------===//
+//
+// What the CUDA back end computes inside a library kernel is decided here
+// and written into the IR, so that the memory plan and the emitter read
+// ops, not side tables: a GEMM with its bias, GELU or DGELU epilogue and
+// its widening becomes one stepk.gemm; an attention (or its gradient) with
+// its widening becomes a stepk.attention (stepk.attention_grad), and a
+// backward that can read its forward's output and log-sum-exp takes them as
+// operands (the forward returns its log-sum-exp as a value).
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+#include "stepc/Compiler/Passes.h"
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPFUSECUDAKERNELS
+#include "stepc/Compiler/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+/// The decisions, made on the IR before any rewrite: a bf16 GEMM or
+/// attention whose results only feed converts to f32 writes f32 directly;
+/// add(GEMM, broadcast(bias[N])) is cuBLASLt's BIAS epilogue; a tanh GELU of
+/// a GEMM's result is its GELU_AUX epilogue (the pre-activation kept for the
+/// backward), gelu_grad(GEMM, x) its DGELU; an attention_grad reads the
+/// attention of the same q, k, v before it.
+struct Fusions {
+  /// Fused op -> the kernel op that computes it.
+  DenseMap<Operation *, Operation *> computedBy;
+  /// A kernel result -> the value the kernel writes instead (the convert's,
+  /// the add's).
+  DenseMap<Value, Value> writesTo;
+  /// The bias of a GEMM with the BIAS epilogue.
+  DenseMap<Operation *, Value> biasOf;
+  /// A GEMM's GELU epilogue and its aux value (the pre-activation: written
+  /// by GELU, read by DGELU).
+  DenseMap<Operation *, std::pair<stepk::Epilogue, Value>> epilogueOf;
+  /// attention_grad -> the attention whose output and log-sum-exp it reads.
+  DenseMap<Operation *, AttentionOp> savedForwardOf;
+  DenseSet<Operation *> savedForwards;
+
+  /// What `v`'s kernel writes for it.
+  Value written(Value v) const {
+    Value to = writesTo.lookup(v);
+    return to ? to : v;
+  }
+};
+
+/// The single user of `v`, if it has exactly one use.
+Operation *soleUserOf(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
+
+/// Whether `later` may be computed by the kernel of `first`: everything it
+/// reads exists when that kernel runs (block arguments, values defined
+/// before `first`, and values of `first`'s own group).
+bool canFuseInto(Operation *first, Operation *later, const Fusions &f) {
+  if (first->getBlock() != later->getBlock() || !first->isBeforeInBlock(later))
+    return false;
+  for (Value operand : later->getOperands()) {
+    Operation *def = operand.getDefiningOp();
+    if (!def || def == first || def->isBeforeInBlock(first))
+      continue;
+    auto kernel = f.computedBy.find(def);
+    if (kernel == f.computedBy.end() || kernel->second != first)
+      return false;
+  }
+  return true;
+}
+
+Fusions planFusions(func::FuncOp step) {
+  Fusions f;
+  for (Operation &op : step.getBody().front()) {
+    if (!isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(op))
+      continue;
+    // Widen every bf16 result in the kernel, or none (one output type).
+    SmallVector<ConvertOp> converts;
+    for (Value r : op.getResults()) {
+      auto convert = dyn_cast_or_null<ConvertOp>(soleUserOf(r));
+      if (convert && cast<RankedTensorType>(r.getType()).getElementType().isBF16() &&
+          convert.getType().getElementType().isF32() && canFuseInto(&op, convert, f))
+        converts.push_back(convert);
+    }
+    if (!converts.empty() && converts.size() == op.getNumResults())
+      for (auto [r, c] : llvm::zip(op.getResults(), converts)) {
+        f.computedBy[c] = &op;
+        f.writesTo[r] = c.getResult();
+      }
+    if (!isa<MatmulOp>(op))
+      continue;
+    // add(GEMM, broadcast(bias)) with an f32 bias [N] along the last dim.
+    Value out = f.written(op.getResult(0));
+    auto add = dyn_cast_or_null<AddOp>(soleUserOf(out));
+    auto outType = cast<RankedTensorType>(out.getType());
+    if (!add || !outType.getElementType().isF32())
+      continue;
+    Value other = add.getLhs() == out ? add.getRhs() : add.getLhs();
+    auto broadcast = other.getDefiningOp<BroadcastOp>();
+    if (!broadcast || !other.hasOneUse())
+      continue;
+    // The bias must exist where the GEMM runs (the epilogue reads it there).
+    if (Operation *def = broadcast.getInput().getDefiningOp(); def && !def->isBeforeInBlock(&op))
+      continue;
+    RankedTensorType biasType = broadcast.getInput().getType();
+    if (biasType.getRank() != 1 || biasType.getDimSize(0) != outType.getShape().back() ||
+        !biasType.getElementType().isF32())
+      continue;
+    f.computedBy[broadcast] = &op;
+    if (!canFuseInto(&op, add, f)) {
+      f.computedBy.erase(broadcast);
+      continue;
+    }
+    f.computedBy[add] = &op;
+    f.writesTo[out] = add.getResult();
+    if (out != op.getResult(0))
+      f.writesTo[op.getResult(0)] = add.getResult();
+    f.biasOf[&op] = broadcast.getInput();
+  }
+  // The backward of an attention reads its forward's output and log-sum-exp
+  // instead of recomputing them.
+  SmallVector<AttentionOp> forwards;
+  for (Operation &op : step.getBody().front()) {
+    if (auto fwd = dyn_cast<AttentionOp>(op)) {
+      forwards.push_back(fwd);
+      continue;
+    }
+    auto grad = dyn_cast<AttentionGradOp>(op);
+    if (!grad)
+      continue;
+    for (AttentionOp fwd : forwards) {
+      if (fwd.getQuery() != grad.getQuery() || fwd.getKey() != grad.getKey() ||
+          fwd.getValue() != grad.getValue() || fwd.getNumHeads() != grad.getNumHeads() ||
+          fwd.getNumKvHeads() != grad.getNumKvHeads() || fwd.getHeadDim() != grad.getHeadDim() ||
+          fwd.getCausal() != grad.getCausal() ||
+          fwd.getEffectiveScale() != grad.getEffectiveScale())
+        continue;
+      f.savedForwardOf[grad] = fwd;
+      f.savedForwards.insert(fwd);
+      break;
+    }
+  }
+  // Second sweep: GELU epilogues on what each GEMM now writes.
+  for (Operation &op : step.getBody().front()) {
+    if (!isa<MatmulOp>(op))
+      continue;
+    Value out = f.written(op.getResult(0));
+    auto type = cast<RankedTensorType>(out.getType());
+    if (!type.getElementType().isF32() || type.getShape().back() % 8 != 0)
+      continue;
+    for (Operation *user : out.getUsers()) {
+      auto gelu = dyn_cast<GeluOp>(user);
+      if (gelu && gelu.isTanhApproximation() && canFuseInto(&op, gelu, f)) {
+        f.computedBy[gelu] = &op;
+        f.writesTo[op.getResult(0)] = gelu.getResult();
+        f.epilogueOf[&op] = {stepk::Epilogue::gelu, out};
+        break;
+      }
+    }
+    if (f.epilogueOf.count(&op))
+      continue;
+    auto grad = dyn_cast_or_null<GeluGradOp>(soleUserOf(out));
+    if (grad && grad.isTanhApproximation() && grad.getGrad() == out && !f.biasOf.count(&op) &&
+        canFuseInto(&op, grad, f)) {
+      f.computedBy[grad] = &op;
+      f.writesTo[op.getResult(0)] = grad.getResult();
+      f.epilogueOf[&op] = {stepk::Epilogue::dgelu, grad.getInput()};
+    }
+  }
+  return f;
+}
+
+/// Rewrites the kernel ops `fusions` decided on, in block order, each as one
+/// stepk op at the kernel's position (its folded ops read only what exists
+/// there: the verifier after the pass would catch a violation). `replaced`
+/// maps the values earlier folds replaced (a forward GELU's pre-activation,
+/// which a backward DGELU reads) to their new values. Folded ops and kernels
+/// go to `dead`, erased once every fold is done (so no value in `replaced`
+/// is freed and reused meanwhile).
+class Folder {
+public:
+  explicit Folder(const Fusions &fusions) : fusions(fusions) {}
+
+  void fold(Operation *op) {
+    OpBuilder b(op);
+    Operation *kernel = nullptr;
+    if (isa<MatmulOp, BatchMatmulOp>(op))
+      kernel = foldGemm(b, op);
+    else if (auto fwd = dyn_cast<AttentionOp>(op))
+      kernel = foldAttention(b, fwd);
+    else
+      kernel = foldAttentionGrad(b, cast<AttentionGradOp>(op));
+    step::copyPhase(op, kernel);
+    for (auto [member, by] : fusions.computedBy)
+      if (by == op)
+        dead.push_back(member);
+    dead.push_back(op);
+  }
+
+  /// Erases the folded ops: users before what they use.
+  void eraseDead() {
+    llvm::sort(dead, [](Operation *x, Operation *y) { return y->isBeforeInBlock(x); });
+    for (Operation *op : dead)
+      op->erase();
+  }
+
+private:
+  Value current(Value v) const {
+    Value now = v ? replaced.lookup(v) : Value();
+    return now ? now : v;
+  }
+  /// `op`'s results are now `values` (what its kernel writes for each).
+  void replaceResults(Operation *op, ValueRange values) {
+    for (auto [r, now] : llvm::zip(op->getResults(), values)) {
+      Value written = fusions.written(r);
+      written.replaceAllUsesWith(now);
+      replaced[written] = now;
+    }
+  }
+
+  Operation *foldGemm(OpBuilder &b, Operation *op) {
+    Value written = fusions.written(op->getResult(0));
+    Value bias = current(fusions.biasOf.lookup(op));
+    auto [epilogue, stale] = fusions.epilogueOf.lookup(op);
+    Value aux = current(stale);
+    bool shared = isa<MatmulOp>(op);
+    bool ta = shared ? cast<MatmulOp>(op).getTransposeA() : cast<BatchMatmulOp>(op).getTransposeA();
+    bool tb = shared ? cast<MatmulOp>(op).getTransposeB() : cast<BatchMatmulOp>(op).getTransposeB();
+    // GELU also writes its aux (the pre-activation); DGELU reads it.
+    bool gelu = epilogue == stepk::Epilogue::gelu;
+    auto gemm = b.create<stepk::GemmOp>(
+        op->getLoc(), written.getType(), gelu ? aux.getType() : Type(), op->getOperand(0),
+        op->getOperand(1), bias, epilogue == stepk::Epilogue::dgelu ? aux : Value(), ta, tb,
+        shared, epilogue);
+    replaceResults(op, gemm.getResult());
+    if (gelu) {
+      aux.replaceAllUsesWith(gemm.getPreActivation());
+      replaced[aux] = gemm.getPreActivation();
+    }
+    return gemm;
+  }
+
+  Operation *foldAttention(OpBuilder &b, AttentionOp fwd) {
+    Type lse;
+    if (fusions.savedForwards.contains(fwd)) {
+      RankedTensorType q = fwd.getQuery().getType();
+      lse = RankedTensorType::get({q.getDimSize(0), fwd.getNumHeads(), q.getDimSize(1)},
+                                  b.getF32Type());
+    }
+    auto kernel = b.create<stepk::AttentionOp>(
+        fwd.getLoc(), fusions.written(fwd.getResult()).getType(), lse, fwd.getQuery(),
+        fwd.getKey(), fwd.getValue(), fwd.getNumHeads(), fwd.getNumKvHeads(), fwd.getHeadDim(),
+        fwd.getCausal(), llvm::APFloat(fwd.getEffectiveScale()));
+    kernelOf[fwd] = kernel;
+    replaceResults(fwd, kernel.getResult());
+    return kernel;
+  }
+
+  Operation *foldAttentionGrad(OpBuilder &b, AttentionGradOp grad) {
+    Value out, lse;
+    if (AttentionOp fwd = fusions.savedForwardOf.lookup(grad)) {
+      stepk::AttentionOp kernel = kernelOf.lookup(fwd);
+      out = kernel.getResult();
+      lse = kernel.getLse();
+    }
+    SmallVector<Type> types;
+    for (Value r : grad.getResults())
+      types.push_back(fusions.written(r).getType());
+    auto kernel = b.create<stepk::AttentionGradOp>(
+        grad.getLoc(), types, grad.getGrad(), grad.getQuery(), grad.getKey(), grad.getValue(),
+        out, lse, grad.getNumHeads(), grad.getNumKvHeads(), grad.getHeadDim(), grad.getCausal(),
+        llvm::APFloat(grad.getEffectiveScale()));
+    replaceResults(grad, kernel.getResults());
+    return kernel;
+  }
+
+  const Fusions &fusions;
+  DenseMap<Value, Value> replaced;
+  DenseMap<Operation *, stepk::AttentionOp> kernelOf;
+  SmallVector<Operation *> dead;
+};
+
+struct StepFuseCudaKernelsPass
+    : public stepc::impl::StepFuseCudaKernelsBase<StepFuseCudaKernelsPass> {
+  using StepFuseCudaKernelsBase::StepFuseCudaKernelsBase;
+  void runOnOperation() override {
+    for (func::FuncOp step : trainingSteps(getOperation())) {
+      Fusions fusions = planFusions(step);
+      // A GEMM with nothing to fold stays a step.matmul (the emitter calls
+      // cuBLASLt alike); every attention becomes its kernel.
+      SmallVector<Operation *> kernels;
+      for (Operation &op : step.getBody().front())
+        if (isa<AttentionOp, AttentionGradOp>(op) ||
+            (isa<MatmulOp, BatchMatmulOp>(op) &&
+             (fusions.writesTo.count(op.getResult(0)) || fusions.biasOf.count(&op) ||
+              fusions.epilogueOf.count(&op))))
+          kernels.push_back(&op);
+      Folder folder(fusions);
+      for (Operation *op : kernels)
+        folder.fold(op);
+      folder.eraseDead();
+    }
+  }
+};
+
+} // namespace
