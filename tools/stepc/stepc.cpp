@@ -363,80 +363,29 @@ int main(int argc, char **argv) {
                  << "': the pass is not in this pipeline (stepc-opt "
                     "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
 
-  func::FuncOp step, evalStep;
-  for (auto f : module->getOps<func::FuncOp>()) {
-    if (f->hasAttr(StepDialect::kLossAttrName))
-      loss = f;
-    if (f->hasAttr(StepDialect::kTrainStepAttrName))
-      step = f;
-    if (f->hasAttr(StepDialect::kEvalStepAttrName))
-      evalStep = f;
-  }
-  if (!step)
-    return fail("the pipeline built no training step");
-  // The report reads the plan step-plan-memory recorded: the one emitted.
-  FailureOr<MemoryPlan> plan = readMemoryPlan(step);
-  if (failed(plan))
+  FailureOr<CompiledSteps> steps = findCompiledSteps(*module);
+  if (failed(steps))
     return 1;
   if (!memoryPlot.empty()) {
     FailureOr<std::string> svg =
-        memoryPlotSvg(step, budgetBytes ? std::optional<int64_t>(budgetBytes) : std::nullopt);
+        memoryPlotSvg(steps->train, budgetBytes ? std::optional<int64_t>(budgetBytes) : std::nullopt);
     if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
       return 1;
   }
   FailureOr<StepReport> report =
-      buildReport(loss, step, *plan, target, CommModel{linkGBps, computeGflops});
+      reportCompiledModule(*module, options, CommModel{linkGBps, computeGflops});
   if (failed(report))
     return 1;
-  if (evalStep)
-    report->evalArenaBytes = targetArenaBytes(evalStep);
-  if (target == "cuda") {
-    report->targetArenaBytes = targetArenaBytes(step);
-    report->targetPlannedPeakBytes = plannedPeakBytes(step);
-  }
-  if (budgetBytes > 0)
-    report->memoryBudgetBytes = budgetBytes;
-  report->remat =
-      options.remat.empty() ? (budgetBytes ? "auto" : "none") : options.remat.getValue();
-  {
-    // As the step was compiled: the remat mode in effect, not the flag's
-    // empty default.
-    StepcPipelineOptions effective;
-    effective.copyOptionValuesFrom(options);
-    effective.remat = report->remat;
-    llvm::raw_string_ostream os(report->compileOptions);
-    effective.print(os);
-  }
   // What step.so's metadata carries: the report (with, on CUDA, the launches
   // only emission counts), the mesh the passes built, the target.
   auto summarize = [&](const StepShape &shape) -> FailureOr<ModuleSummary> {
     if (target == "cuda")
       report->targetLaunchesPerStep = shape.launches;
-    ModuleSummary summary;
-    {
-      llvm::raw_string_ostream os(summary.reportJson);
-      os << llvm::formatv("{0:2}", llvm::json::Value(report->toJson()));
-    }
-    summary.modelFlops = report->modelFlopsPerStep;
-    summary.executedFlops = report->executedFlopsPerStep;
-    summary.tokens = report->tokensPerStep;
-    // The mesh the passes built (none: one rank) says how the step runs.
-    if (auto mesh = dyn_cast_or_null<mesh::MeshOp>(module->lookupSymbol(kWorldMeshName))) {
-      ArrayRef<int64_t> shape = mesh.getShape();
-      summary.meshShape.assign(shape.begin(), shape.end());
-      summary.worldSize = 1;
-      for (int64_t n : shape)
-        summary.worldSize *= n;
-      if (auto tp = mesh->getAttrOfType<IntegerAttr>(StepDialect::kTpAxisAttrName);
-          tp && tp.getInt() < int64_t(shape.size()))
-        summary.tensorParallel = shape[tp.getInt()];
-    }
-    summary.sharding = summary.worldSize > 1 ? shard.getValue() : "none";
+    ModuleSummary summary = summarizeCompiledModule(*module, *report, shard, precision);
     if (target == "cpu") {
       summary.cpuIsa = cpuTargetOf->isa;
       summary.cpuFeatures = cpuTargetOf->features;
     }
-    summary.precision = precision.getValue();
     if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
       return failure();
     return summary;
@@ -445,12 +394,11 @@ int main(int argc, char **argv) {
   // fields there; a bf16 step can be shown though the CPU cannot run it).
   FailureOr<std::string> source = std::string();
   if (emit == "mlir" && target == "cpu")
-    source = succeeded(summarize(StepShape{plan->arenaBytes, 0}))
-                 ? FailureOr<std::string>(std::string())
-                 : FailureOr<std::string>(failure());
+    source = succeeded(summarize(StepShape{})) ? FailureOr<std::string>(std::string())
+                                               : FailureOr<std::string>(failure());
   else
-    source = target == "cuda" ? emitCudaSource(step, summarize, evalStep, profile)
-                              : emitCpuSource(step, summarize, evalStep, profile);
+    source = target == "cuda" ? emitCudaSource(steps->train, summarize, steps->eval, profile)
+                              : emitCpuSource(steps->train, summarize, steps->eval, profile);
   if (failed(source))
     return 1;
   if (emit == "mlir") {

@@ -6,6 +6,7 @@
 #include "stepc/Analysis/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 
 #include <functional>
 #include <string>
@@ -31,6 +32,15 @@ struct ModuleSummary {
   /// "fp32", or "bf16" (step-mixed-precision ran).
   std::string precision = "fp32";
 };
+
+struct StepReport;
+
+/// step.so's metadata for a compiled `module`: the report's figures and
+/// JSON, the mesh its passes built (`mesh.mesh @world`: world size, axes,
+/// tensor-parallel ranks), the `--shard` spelling and the precision (the
+/// CPU target's fields are the caller's).
+ModuleSummary summarizeCompiledModule(mlir::ModuleOp module, const StepReport &report,
+                                      llvm::StringRef shard, llvm::StringRef precision);
 
 /// What an emitted step is: its arena (on CUDA the plan's buffers, the
 /// status word, cuBLASLt's workspace, the scratch and the saved

@@ -6,6 +6,7 @@
 #include "stepc/Analysis/MemoryPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
 
 #include <map>
@@ -96,6 +97,24 @@ struct StepReport {
 mlir::FailureOr<StepReport> buildReport(mlir::func::FuncOp loss, mlir::func::FuncOp step,
                                         const MemoryPlan &plan, llvm::StringRef target,
                                         const CommModel &comm = {});
+
+struct StepcPipelineOptions;
+
+/// The functions of a module buildStepcPipeline compiled.
+struct CompiledSteps {
+  mlir::func::FuncOp loss, train, eval;  // eval: null without one
+};
+/// They, or an error at the module when it has no loss or training step.
+mlir::FailureOr<CompiledSteps> findCompiledSteps(mlir::ModuleOp module);
+
+/// The report of `module` as buildStepcPipeline compiled it with `options`:
+/// buildReport over the plan step-plan-memory recorded, with the eval
+/// step's and the target's arenas, the budget and remat mode in effect and
+/// the options themselves (what `stepc --report` writes; the CUDA launches
+/// per step are known once the step is emitted).
+mlir::FailureOr<StepReport> reportCompiledModule(mlir::ModuleOp module,
+                                                 const StepcPipelineOptions &options,
+                                                 const CommModel &comm = {});
 
 } // namespace stepc
 

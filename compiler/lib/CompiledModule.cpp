@@ -1,0 +1,98 @@
+//===- CompiledModule.cpp - what a compiled module says about itself -----===//
+//
+// After buildStepcPipeline, the module holds everything the report and
+// step.so's metadata state: the loss, training and eval steps, the memory
+// plan step-plan-memory recorded, the mesh the sharding passes built. These
+// read it there, so every tool reports the same module the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stepc/Compiler/ArenaPlan.h"
+#include "stepc/Compiler/Emitter.h"
+#include "stepc/Compiler/Pipeline.h"
+#include "stepc/Compiler/Report.h"
+#include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Mesh/IR/MeshOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+FailureOr<CompiledSteps> stepc::findCompiledSteps(ModuleOp module) {
+  CompiledSteps steps;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (f->hasAttr(StepDialect::kLossAttrName))
+      steps.loss = f;
+    if (f->hasAttr(StepDialect::kTrainStepAttrName))
+      steps.train = f;
+    if (f->hasAttr(StepDialect::kEvalStepAttrName))
+      steps.eval = f;
+  }
+  if (!steps.loss || !steps.train)
+    return module.emitError() << "the pipeline built no training step";
+  return steps;
+}
+
+FailureOr<StepReport> stepc::reportCompiledModule(ModuleOp module,
+                                                  const StepcPipelineOptions &options,
+                                                  const CommModel &comm) {
+  FailureOr<CompiledSteps> steps = findCompiledSteps(module);
+  if (failed(steps))
+    return failure();
+  // The plan step-plan-memory recorded: the one emitted.
+  FailureOr<MemoryPlan> plan = readMemoryPlan(steps->train);
+  if (failed(plan))
+    return failure();
+  FailureOr<StepReport> report =
+      buildReport(steps->loss, steps->train, *plan, options.target, comm);
+  if (failed(report))
+    return failure();
+  if (steps->eval)
+    report->evalArenaBytes = targetArenaBytes(steps->eval);
+  if (options.target == "cuda") {
+    report->targetArenaBytes = targetArenaBytes(steps->train);
+    report->targetPlannedPeakBytes = plannedPeakBytes(steps->train);
+  }
+  // parseByteSize succeeded in buildStepcPipeline.
+  int64_t budget = options.memoryBudget.empty() ? 0 : *parseByteSize(options.memoryBudget);
+  if (budget > 0)
+    report->memoryBudgetBytes = budget;
+  // As the step was compiled: the remat mode in effect, not the option's
+  // empty default.
+  report->remat = options.remat.empty() ? (budget ? "auto" : "none") : options.remat.getValue();
+  StepcPipelineOptions effective;
+  effective.copyOptionValuesFrom(options);
+  effective.remat = report->remat;
+  llvm::raw_string_ostream os(report->compileOptions);
+  effective.print(os);
+  return report;
+}
+
+ModuleSummary stepc::summarizeCompiledModule(ModuleOp module, const StepReport &report,
+                                             StringRef shard, StringRef precision) {
+  ModuleSummary summary;
+  {
+    llvm::raw_string_ostream os(summary.reportJson);
+    os << llvm::formatv("{0:2}", llvm::json::Value(report.toJson()));
+  }
+  summary.modelFlops = report.modelFlopsPerStep;
+  summary.executedFlops = report.executedFlopsPerStep;
+  summary.tokens = report.tokensPerStep;
+  // The mesh the passes built (none: one rank) says how the step runs.
+  if (auto mesh = dyn_cast_or_null<mesh::MeshOp>(module.lookupSymbol(kWorldMeshName))) {
+    ArrayRef<int64_t> shape = mesh.getShape();
+    summary.meshShape.assign(shape.begin(), shape.end());
+    summary.worldSize = 1;
+    for (int64_t n : shape)
+      summary.worldSize *= n;
+    if (auto tp = mesh->getAttrOfType<IntegerAttr>(StepDialect::kTpAxisAttrName);
+        tp && tp.getInt() < int64_t(shape.size()))
+      summary.tensorParallel = shape[tp.getInt()];
+  }
+  summary.sharding = summary.worldSize > 1 ? shard.str() : "none";
+  summary.precision = precision.str();
+  return summary;
+}
