@@ -249,8 +249,9 @@ private:
     Type lse;
     if (fusions.savedForwards.contains(fwd)) {
       RankedTensorType q = fwd.getQuery().getType();
-      lse = RankedTensorType::get({q.getDimSize(0), fwd.getNumHeads(), q.getDimSize(1)},
-                                  b.getF32Type());
+      lse = RankedTensorType::get(
+          {q.getDimSize(0), static_cast<int64_t>(fwd.getNumHeads()), q.getDimSize(1)},
+          b.getF32Type());
     }
     auto kernel = b.create<stepk::AttentionOp>(
         fwd.getLoc(), fusions.written(fwd.getResult()).getType(), lse, fwd.getQuery(),

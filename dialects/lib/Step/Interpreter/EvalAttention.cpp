@@ -35,9 +35,14 @@ struct AttentionShape {
 /// `scale` is the effective one (a step op's, or a stepk op's own).
 template <typename OpT>
 AttentionShape shapeOf(OpT op, const Tensor &q, const Tensor &k, double scale) {
-  return {q.shape[0],       q.shape[1],         k.shape[1],
-          op.getNumHeads(), op.getNumKvHeads(), op.getHeadDim(),
-          op.getCausal(),   scale};
+  return {q.shape[0],
+          q.shape[1],
+          k.shape[1],
+          static_cast<int64_t>(op.getNumHeads()),
+          static_cast<int64_t>(op.getNumKvHeads()),
+          static_cast<int64_t>(op.getHeadDim()),
+          op.getCausal(),
+          scale};
 }
 
 /// p[j] = softmax_j(scale · q_t·k_j) over the visible keys; returns the
