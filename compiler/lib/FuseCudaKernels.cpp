@@ -15,6 +15,8 @@
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
+#include "runtime/kernels/cuda/launch_config.h"
+
 namespace stepc {
 #define GEN_PASS_DEF_STEPFUSECUDAKERNELS
 #include "stepc/Compiler/Passes.h.inc"
@@ -291,6 +293,21 @@ struct StepFuseCudaKernelsPass
   using StepFuseCudaKernelsBase::StepFuseCudaKernelsBase;
   void runOnOperation() override {
     for (func::FuncOp step : trainingSteps(getOperation())) {
+      // What the attention kernels cannot take is the user's op's error.
+      WalkResult tooWide = step.walk([](Operation *op) {
+        int64_t headDim = 0;
+        if (auto a = dyn_cast<AttentionOp>(op))
+          headDim = a.getHeadDim();
+        else if (auto a = dyn_cast<AttentionGradOp>(op))
+          headDim = a.getHeadDim();
+        if (headDim <= cuda::kAttentionMaxHeadDim)
+          return WalkResult::advance();
+        op->emitOpError() << "head_dim " << headDim << " is above the CUDA attention kernels' "
+                          << cuda::kAttentionMaxHeadDim;
+        return WalkResult::interrupt();
+      });
+      if (tooWide.wasInterrupted())
+        return signalPassFailure();
       Fusions fusions = planFusions(step);
       // A GEMM with nothing to fold stays a step.matmul (the emitter calls
       // cuBLASLt alike); every attention becomes its kernel.
