@@ -194,7 +194,10 @@ struct StepFuseElementwisePass
       // (step-fuse-cuda-kernels).
       DenseMap<Value, Value> replaced;
       for (Run &run : findRuns(step, maxOps, maxInputs))
-        fuse(std::move(run), replaced);
+        // A run nothing reads afterwards (dead code) stays as it is: a
+        // kernel storing nothing is not one.
+        if (!run.outputs.empty())
+          fuse(std::move(run), replaced);
     }
   }
 };

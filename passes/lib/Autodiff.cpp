@@ -219,9 +219,18 @@ struct StepAutodiffPass : public stepc::impl::StepAutodiffBase<StepAutodiffPass>
         function.emitOpError() << "is already a gradient function: step-autodiff runs once";
         return signalPassFailure();
       }
-    for (func::FuncOp loss : losses)
+    for (func::FuncOp loss : losses) {
+      bool hasParams = false;
+      for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
+        hasParams |= static_cast<bool>(loss.getArgAttr(i, StepDialect::kParamAttrName));
+      if (!hasParams) {
+        loss.emitOpError()
+            << "has no parameters (no argument marked 'step.param'): nothing to train";
+        return signalPassFailure();
+      }
       if (failed(differentiateLoss(loss, symbols)))
         return signalPassFailure();
+    }
   }
 };
 

@@ -103,3 +103,18 @@ func.func @bias_epilogue(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %b: tensor
   %g = step.gelu %a : tensor<8x32xf32>
   return %g : tensor<8x32xf32>
 }
+
+// -----
+
+// A run nothing reads afterwards (dead code) is left as it is: a kernel
+// storing no result is not one.
+// CHECK-LABEL: func.func @dead_run
+// CHECK-NOT: stepk.fused
+// CHECK: step.exp
+// CHECK-NEXT: step.tanh
+// CHECK-NEXT: return %arg0
+func.func @dead_run(%x: tensor<8xf32>) -> tensor<8xf32> attributes {step.train_step} {
+  %e = step.exp %x : tensor<8xf32>
+  %t = step.tanh %e : tensor<8xf32>
+  return %x : tensor<8xf32>
+}

@@ -26,6 +26,16 @@ module {
 
 // -----
 
+// A loss of inputs only has nothing to differentiate (and no training step
+// to build): an error at the loss, as stepc reports it.
+// expected-error @+1 {{'func.func' op has no parameters (no argument marked 'step.param'): nothing to train}}
+func.func @inputs_only(%x: tensor<4xf32> {step.input = "x"}) -> tensor<f32> attributes {step.loss} {
+  %s = step.reduce_sum %x dims [0] : (tensor<4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
 // Differentiating twice is an error (it would add a second gradient).
 func.func @twice(%x: tensor<4xf32> {step.param = #step.param<"x", normal(1.0)>}) -> tensor<f32> attributes {step.loss} {
   %s = step.reduce_sum %x dims [0] : (tensor<4xf32>) -> tensor<f32>

@@ -284,14 +284,6 @@ int main(int argc, char **argv) {
                         << losses.size();
     return 1;
   }
-  func::FuncOp loss = losses.front();
-  bool hasParams = false;
-  for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
-    hasParams |= static_cast<bool>(loss.getArgAttr(i, StepDialect::kParamAttrName));
-  if (!hasParams) {
-    loss.emitOpError() << "has no parameters (no argument marked 'step.param'): nothing to train";
-    return 1;
-  }
   // `--memory-budget=` (empty, e.g. an unset shell variable) is a mistake,
   // not "no budget": the budget is a contract.
   if (memoryBudget.getNumOccurrences() && memoryBudget.empty())
