@@ -105,9 +105,11 @@ static Wide attentionProduct(Operation *op) {
 static FailureOr<WideFlops> modelFlops(Operation *op) {
   if (auto gemm = dyn_cast<stepk::GemmOp>(op))
     return withBackward(gemmFlops(gemm));
-  // Elementwise math is not counted by the convention; terminators compute
+  // Elementwise math, norms, losses, shape and optimizer ops are not
+  // counted by the convention (products only); terminators compute
   // nothing; a kernel with a body counts its body.
-  if (isa<ScalarMathOpInterface>(op) || op->hasTrait<OpTrait::IsTerminator>())
+  if (isa<ScalarMathOpInterface>(op) || op->hasTrait<NoProductFlops>() ||
+      op->hasTrait<OpTrait::IsTerminator>())
     return WideFlops{};
   if (op->getNumRegions())
     return sumOverBody(op, WideFlops{}, modelFlops);
@@ -125,14 +127,9 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       .Case([](MatmulOp matmul) {
         return FailureOr<WideFlops>(productRule(matmul));
       })
-      // Not counted by the convention: norms, softmax, loss, dropout,
-      // gathers, index ops and shape ops.
-      .Case<ArgmaxOp, GatherOp, IotaOp, BroadcastOp, ConcatOp, ConstantOp, ConvertOp,
-            CrossEntropyOp, DropoutOp,
-            EmbeddingOp, LayerNormOp, PadOp, ReduceMaxOp, ReduceMeanOp,
-            ReduceSumOp, ReshapeOp, RmsNormOp, RotaryOp, SliceOp, SoftmaxOp,
-            TargetMaskOp, TokenCountOp, TransposeOp, CopyToParallelOp, func::ReturnOp,
-            mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp, mesh::AllToAllOp,
+      // Not counted by the convention: a step op without products says so
+      // (NoProductFlops, above); collectives move data.
+      .Case<mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp, mesh::AllToAllOp,
             mesh::ReduceScatterOp>(
           [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<WideFlops> {
@@ -144,7 +141,8 @@ static FailureOr<Wide> executedFlops(Operation *op) {
   if (auto gemm = dyn_cast<stepk::GemmOp>(op))
     return gemmFlops(gemm);
   // Only products are counted; elementwise math is not.
-  if (isa<ScalarMathOpInterface>(op) || op->hasTrait<OpTrait::IsTerminator>())
+  if (isa<ScalarMathOpInterface>(op) || op->hasTrait<NoProductFlops>() ||
+      op->hasTrait<OpTrait::IsTerminator>())
     return Wide{0};
   if (op->getNumRegions())
     return sumOverBody(op, Wide{0}, executedFlops);
@@ -157,15 +155,8 @@ static FailureOr<Wide> executedFlops(Operation *op) {
           [](Operation *a) { return FailureOr<Wide>(5 * attentionProduct(a)); })
       .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
-      .Case<AdamwOp, ArgmaxOp, GatherGradOp, GatherOp, IotaOp, BroadcastOp, ConcatOp,
-            ConstantOp, ConvertOp, LionOp, SgdOp,
-            CrossEntropyGradOp, CrossEntropyOp, DropoutOp, EmbeddingGradOp, EmbeddingOp,
-            LayerNormGradOp, LayerNormOp, PadOp, ReduceMaxGradOp, ReduceMaxOp,
-            ReduceMeanOp, ReduceSumOp, ReshapeOp, RmsNormGradOp, RmsNormOp,
-            RotaryOp, SliceOp, SoftmaxGradOp, SoftmaxOp, TargetMaskOp, TokenCountOp, TransposeOp,
-            CopyToParallelOp, func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
-            mesh::AllToAllOp, mesh::ReduceScatterOp>(
-          [](Operation *) { return FailureOr<Wide>(0); })
+      .Case<mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp, mesh::AllToAllOp,
+            mesh::ReduceScatterOp>([](Operation *) { return FailureOr<Wide>(0); })
       .Default([](Operation *unknown) -> FailureOr<Wide> {
         return unknown->emitOpError() << "has no FLOP rule";
       });

@@ -47,7 +47,7 @@ def Step_GeluGradOp : Step_ScalarMathOp<"gelu_grad", 2, [],
   }] # Step_ScalarMathDecl<"gelu_grad", "isTanhApproximation() ? 1.0 : 0.0">.value;
 }
 
-def Step_ReduceMaxGradOp : Step_InferredOp<"reduce_max_grad"> {
+def Step_ReduceMaxGradOp : Step_InferredOp<"reduce_max_grad", [Step_NoProductFlops]> {
   let summary = "gradient of reduce_max";
   let description = [{
     Routes `grad` (shaped like the reduce_max result) to the maxima of
@@ -65,7 +65,7 @@ def Step_ReduceMaxGradOp : Step_InferredOp<"reduce_max_grad"> {
                        "attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_SoftmaxGradOp : Step_InferredOp<"softmax_grad"> {
+def Step_SoftmaxGradOp : Step_InferredOp<"softmax_grad", [Step_NoProductFlops]> {
   let summary = "gradient of softmax from its output";
   let description = [{
     `dx = y · (dy - sum(dy · y))` along `dim`, where `y` is the softmax output.
@@ -82,7 +82,7 @@ def Step_SoftmaxGradOp : Step_InferredOp<"softmax_grad"> {
                        "functional-type(operands, results)";
 }
 
-def Step_LayerNormGradOp : Step_InferredOp<"layer_norm_grad"> {
+def Step_LayerNormGradOp : Step_InferredOp<"layer_norm_grad", [Step_NoProductFlops]> {
   let summary = "gradient of layer_norm";
   let description = [{
     With `x̂ = (x - μ)·r`, `r = 1/sqrt(σ² + ε)` over the last dimension `D`
@@ -107,7 +107,7 @@ def Step_LayerNormGradOp : Step_InferredOp<"layer_norm_grad"> {
                        "functional-type(operands, results)";
 }
 
-def Step_RmsNormGradOp : Step_InferredOp<"rms_norm_grad"> {
+def Step_RmsNormGradOp : Step_InferredOp<"rms_norm_grad", [Step_NoProductFlops]> {
   let summary = "gradient of rms_norm";
   let description = [{
     With `r = 1/sqrt(mean(x²) + ε)` over the last dimension (recomputed),
@@ -165,7 +165,7 @@ def Step_AttentionGradOp : Step_InferredOp<"attention_grad"> {
   }];
 }
 
-def Step_CrossEntropyGradOp : Step_InferredOp<"cross_entropy_grad"> {
+def Step_CrossEntropyGradOp : Step_InferredOp<"cross_entropy_grad", [Step_NoProductFlops]> {
   let summary = "gradient of cross_entropy";
   let description = [{
     `dlogits_i = dloss · ((1 + 2z·lse_i)·softmax(x_i) - (1 - ε)·onehot(t_i) - ε/V) / N`
@@ -196,7 +196,7 @@ def Step_CrossEntropyGradOp : Step_InferredOp<"cross_entropy_grad"> {
   }];
 }
 
-def Step_EmbeddingGradOp : Step_InferredOp<"embedding_grad"> {
+def Step_EmbeddingGradOp : Step_InferredOp<"embedding_grad", [Step_NoProductFlops]> {
   let summary = "gradient of embedding: scatter-add into the table";
   let description = [{
     `dtable[v, :] = Σ over i... with ids[i...] = v of grad[i..., :]`, for a
@@ -219,7 +219,7 @@ def Step_EmbeddingGradOp : Step_InferredOp<"embedding_grad"> {
                        "attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_GatherGradOp : Step_InferredOp<"gather_grad"> {
+def Step_GatherGradOp : Step_InferredOp<"gather_grad", [Step_NoProductFlops]> {
   let summary = "gradient of gather: scatter-add along one dimension";
   let description = [{
     `dx[..., index[..., k, ...], ...] += grad[..., k, ...]` along `dim`, into
@@ -239,7 +239,7 @@ def Step_GatherGradOp : Step_InferredOp<"gather_grad"> {
                        "functional-type(operands, results)";
 }
 
-def Step_AdamwOp : Step_InferredOp<"adamw"> {
+def Step_AdamwOp : Step_InferredOp<"adamw", [Step_NoProductFlops]> {
   let summary = "one AdamW update of a parameter";
   let description = [{
     PyTorch's `torch.optim.AdamW` for one tensor, with the gradient scaled
@@ -281,7 +281,7 @@ def Step_AdamwOp : Step_InferredOp<"adamw"> {
                        "$grad_scale attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_SgdOp : Step_InferredOp<"sgd"> {
+def Step_SgdOp : Step_InferredOp<"sgd", [Step_NoProductFlops]> {
   let summary = "one SGD update of a parameter (momentum, Nesterov)";
   let description = [{
     PyTorch's `torch.optim.SGD` (dampening 0) for one tensor, on the
@@ -312,7 +312,7 @@ def Step_SgdOp : Step_InferredOp<"sgd"> {
                        "functional-type(operands, results)";
 }
 
-def Step_LionOp : Step_InferredOp<"lion"> {
+def Step_LionOp : Step_InferredOp<"lion", [Step_NoProductFlops]> {
   let summary = "one Lion update of a parameter";
   let description = [{
     Lion (Chen et al. 2023, the reference implementation's update) for one

@@ -14,6 +14,7 @@
 #include "stepc/Dialect/Step/IR/StepAttrs.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepInterfaces.h.inc"
+#include "stepc/Dialect/Step/IR/StepTraits.h"
 
 #define GET_OP_CLASSES
 #include "stepc/Dialect/Step/IR/StepOps.h.inc"

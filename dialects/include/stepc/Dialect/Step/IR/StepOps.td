@@ -48,6 +48,13 @@ class Step_Op<string mnemonic, list<Trait> traits = []>
 /// A forward op with a reverse-mode rule (dialects/lib/Step/Autodiff/).
 def Step_Differentiable : DeclareOpInterfaceMethods<Step_AutodiffOpInterface>;
 
+/// Computes no matrix product: by the FLOP convention (products only) it
+/// counts zero, model and executed (stepc/Dialect/Step/IR/StepTraits.h).
+/// An op without it needs a rule in passes/lib/FlopCount.cpp.
+def Step_NoProductFlops : NativeOpTrait<"NoProductFlops"> {
+  let cppNamespace = "::stepc";
+}
+
 /// An op whose result type `inferReturnTypes` computes. Its verifier runs
 /// the same rules, so a bad op gets one precise error instead of the
 /// interface's generic "failed to infer returned types".
@@ -234,7 +241,7 @@ def Step_SelectOp : Step_Op<"select",
   let extraClassDefinition = Step_ScalarMathDef<"select", 3>.value;
 }
 
-def Step_IotaOp : Step_Op<"iota", [Step_Differentiable]> {
+def Step_IotaOp : Step_Op<"iota", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "each element's index along one dimension";
   let description = [{
     `y[i_0, ..., i_n] = i_dim` (`torch.arange` broadcast along the other
@@ -252,7 +259,7 @@ def Step_IotaOp : Step_Op<"iota", [Step_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Step_ArgmaxOp : Step_InferredOp<"argmax", [Step_Differentiable]> {
+def Step_ArgmaxOp : Step_InferredOp<"argmax", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "index of the largest element along one dimension";
   let description = [{
     Reduces `dim` to the index (i32) of its largest element, the first on
@@ -268,7 +275,7 @@ def Step_ArgmaxOp : Step_InferredOp<"argmax", [Step_Differentiable]> {
   let assemblyFormat = "$input `dim` $dim attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_GatherOp : Step_InferredOp<"gather", [Step_Differentiable]> {
+def Step_GatherOp : Step_InferredOp<"gather", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "elements picked along one dimension by an index tensor";
   let description = [{
     `torch.gather(x, dim, index)`: `y[..., k, ...] = x[..., index[..., k,
@@ -292,7 +299,8 @@ def Step_GatherOp : Step_InferredOp<"gather", [Step_Differentiable]> {
 // Constants, dtype, shape
 //===----------------------------------------------------------------------===//
 
-def Step_ConstantOp : Step_InferredOp<"constant", [ConstantLike, Step_Differentiable]> {
+def Step_ConstantOp : Step_InferredOp<"constant",
+    [ConstantLike, Step_Differentiable, Step_NoProductFlops]> {
   let summary = "a constant tensor";
   let description = [{
     ```mlir
@@ -305,7 +313,8 @@ def Step_ConstantOp : Step_InferredOp<"constant", [ConstantLike, Step_Differenti
   let hasFolder = 1;
 }
 
-def Step_ConvertOp : Step_Op<"convert", [Step_Differentiable, SameOperandsAndResultShape]> {
+def Step_ConvertOp : Step_Op<"convert",
+    [Step_Differentiable, SameOperandsAndResultShape, Step_NoProductFlops]> {
   let summary = "element type conversion";
   let description = [{
     Converts each element to the result's element type: float to float
@@ -323,7 +332,7 @@ def Step_ConvertOp : Step_Op<"convert", [Step_Differentiable, SameOperandsAndRes
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Step_BroadcastOp : Step_Op<"broadcast", [Step_Differentiable]> {
+def Step_BroadcastOp : Step_Op<"broadcast", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "broadcast to a larger shape, NumPy style";
   let description = [{
     Aligns the operand's dimensions with the trailing dimensions of the
@@ -339,7 +348,7 @@ def Step_BroadcastOp : Step_Op<"broadcast", [Step_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Step_ReshapeOp : Step_Op<"reshape", [Step_Differentiable]> {
+def Step_ReshapeOp : Step_Op<"reshape", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "reshape to a shape with as many elements";
   let description = [{
     Row-major reinterpretation of the operand's elements.
@@ -354,7 +363,7 @@ def Step_ReshapeOp : Step_Op<"reshape", [Step_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Step_TransposeOp : Step_InferredOp<"transpose", [Step_Differentiable]> {
+def Step_TransposeOp : Step_InferredOp<"transpose", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -369,7 +378,7 @@ def Step_TransposeOp : Step_InferredOp<"transpose", [Step_Differentiable]> {
     "$input $permutation attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_SliceOp : Step_InferredOp<"slice", [Step_Differentiable]> {
+def Step_SliceOp : Step_InferredOp<"slice", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "a contiguous box of the operand";
   let description = [{
     Takes `sizes[i]` elements starting at `offsets[i]` along every dimension
@@ -387,7 +396,7 @@ def Step_SliceOp : Step_InferredOp<"slice", [Step_Differentiable]> {
                        "`:` functional-type(operands, results)";
 }
 
-def Step_PadOp : Step_InferredOp<"pad", [Step_Differentiable]> {
+def Step_PadOp : Step_InferredOp<"pad", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "pad with zeros";
   let description = [{
     Adds `low[i]` zeros before and `high[i]` zeros after dimension `i`: the
@@ -405,7 +414,7 @@ def Step_PadOp : Step_InferredOp<"pad", [Step_Differentiable]> {
                        "`:` functional-type(operands, results)";
 }
 
-def Step_ConcatOp : Step_InferredOp<"concat", [Step_Differentiable]> {
+def Step_ConcatOp : Step_InferredOp<"concat", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "concatenate along one dimension";
   let description = [{
     ```mlir
@@ -424,7 +433,7 @@ def Step_ConcatOp : Step_InferredOp<"concat", [Step_Differentiable]> {
 //===----------------------------------------------------------------------===//
 
 class Step_ReduceOp<string mnemonic, string math>
-    : Step_InferredOp<mnemonic, [Step_Differentiable]> {
+    : Step_InferredOp<mnemonic, [Step_Differentiable, Step_NoProductFlops]> {
   let summary = math # " over the given dimensions";
   let description = "Reduces `dims` (sorted, distinct) with " # math # "; with "
     "`keep_dims` the reduced dimensions stay as size 1.\n\n"
@@ -490,7 +499,7 @@ def Step_BatchMatmulOp : Step_InferredOp<"batch_matmul", [Step_Differentiable]> 
 // Composite ops
 //===----------------------------------------------------------------------===//
 
-def Step_EmbeddingOp : Step_InferredOp<"embedding", [Step_Differentiable]> {
+def Step_EmbeddingOp : Step_InferredOp<"embedding", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "gather rows of a table";
   let description = [{
     `result[i..., :] = table[ids[i...], :]` for a `[V, D]` table. An id
@@ -518,7 +527,7 @@ def Step_EmbeddingOp : Step_InferredOp<"embedding", [Step_Differentiable]> {
     "functional-type(operands, results)";
 }
 
-def Step_LayerNormOp : Step_InferredOp<"layer_norm", [Step_Differentiable]> {
+def Step_LayerNormOp : Step_InferredOp<"layer_norm", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     `y = (x - mean(x)) / sqrt(var(x) + epsilon) · weight + bias` over the last
@@ -538,7 +547,7 @@ def Step_LayerNormOp : Step_InferredOp<"layer_norm", [Step_Differentiable]> {
                        "functional-type(operands, results)";
 }
 
-def Step_RmsNormOp : Step_InferredOp<"rms_norm", [Step_Differentiable]> {
+def Step_RmsNormOp : Step_InferredOp<"rms_norm", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "RMS normalisation over the last dimension";
   let description = [{
     `y = x / sqrt(mean(x²) + epsilon) · weight` over the last dimension `D`
@@ -556,7 +565,7 @@ def Step_RmsNormOp : Step_InferredOp<"rms_norm", [Step_Differentiable]> {
                        "functional-type(operands, results)";
 }
 
-def Step_SoftmaxOp : Step_InferredOp<"softmax", [Step_Differentiable]> {
+def Step_SoftmaxOp : Step_InferredOp<"softmax", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "softmax along one dimension";
   let description = [{
     `y = exp(x - max(x)) / sum(exp(x - max(x)))` along `dim`.
@@ -572,7 +581,8 @@ def Step_SoftmaxOp : Step_InferredOp<"softmax", [Step_Differentiable]> {
 }
 
 def Step_DropoutOp : Step_InferredOp<"dropout",
-                                      [Step_Differentiable, AttrSizedOperandSegments]> {
+                                      [Step_Differentiable, AttrSizedOperandSegments,
+                                       Step_NoProductFlops]> {
   let summary = "inverted dropout whose mask depends only on (seed, step, stream, element)";
   let description = [{
     `y = x · keep / (1 - rate)`, where `keep` is drawn per element by
@@ -640,7 +650,7 @@ def Step_AttentionOp : Step_InferredOp<"attention", [Step_Differentiable]> {
   }];
 }
 
-def Step_RotaryOp : Step_InferredOp<"rotary", [Step_Differentiable]> {
+def Step_RotaryOp : Step_InferredOp<"rotary", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "rotary position embedding";
   let description = [{
     Rotates each head of a `[B, T, H·Dh]` tensor by its position `t` along
@@ -668,7 +678,8 @@ def Step_RotaryOp : Step_InferredOp<"rotary", [Step_Differentiable]> {
                        "attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy", [Step_Differentiable]> {
+def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy",
+    [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "softmax cross-entropy, mean over the counted positions";
   let description = [{
     For `logits` `[..., V]` and integer `targets` `[...]`, each position `i`
@@ -717,7 +728,7 @@ def Step_CrossEntropyOp : Step_InferredOp<"cross_entropy", [Step_Differentiable]
   }];
 }
 
-def Step_TokenCountOp : Step_InferredOp<"token_count", [Step_Differentiable]> {
+def Step_TokenCountOp : Step_InferredOp<"token_count", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "the number of targets that a cross_entropy counts";
   let description = [{
     The number of elements of `targets` other than `ignore_index`, as a
@@ -734,7 +745,7 @@ def Step_TokenCountOp : Step_InferredOp<"token_count", [Step_Differentiable]> {
     "$targets `ignore_index` $ignore_index attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_TargetMaskOp : Step_InferredOp<"target_mask", [Step_Differentiable]> {
+def Step_TargetMaskOp : Step_InferredOp<"target_mask", [Step_Differentiable, Step_NoProductFlops]> {
   let summary = "the targets a cross_entropy counts: safe ids and a 0/1 mask";
   let description = [{
     For integer `targets`, `ids` is `targets` with every `ignore_index`
@@ -759,7 +770,8 @@ def Step_TargetMaskOp : Step_InferredOp<"target_mask", [Step_Differentiable]> {
 // Tensor parallelism
 //===----------------------------------------------------------------------===//
 
-def Step_CopyToParallelOp : Step_Op<"copy_to_parallel", [SameOperandsAndResultType]> {
+def Step_CopyToParallelOp : Step_Op<"copy_to_parallel",
+    [SameOperandsAndResultType, Step_NoProductFlops]> {
   let summary = "a replicated value entering a tensor-parallel region";
   let description = [{
     The identity in the forward. Its gradient is all-reduced (summed) over

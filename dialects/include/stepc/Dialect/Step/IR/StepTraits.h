@@ -1,0 +1,19 @@
+//===- StepTraits.h - traits of step ops ------------------------*- C++ -*-===//
+
+#ifndef STEPC_DIALECT_STEP_IR_STEPTRAITS_H
+#define STEPC_DIALECT_STEP_IR_STEPTRAITS_H
+
+#include "mlir/IR/OpDefinition.h"
+
+namespace stepc {
+
+/// An op that computes no matrix product. The FLOP convention (6·P·T and
+/// its per-op form, passes/lib/FlopCount.cpp) counts products only, so such
+/// an op counts zero model and executed FLOPs; declaring it with the op
+/// keeps a new op's FLOP rule where the op is defined.
+template <typename ConcreteType>
+class NoProductFlops : public mlir::OpTrait::TraitBase<ConcreteType, NoProductFlops> {};
+
+} // namespace stepc
+
+#endif // STEPC_DIALECT_STEP_IR_STEPTRAITS_H
