@@ -56,8 +56,14 @@ FailureOr<StepReport> stepc::reportCompiledModule(ModuleOp module,
     report->targetArenaBytes = targetArenaBytes(steps->train);
     report->targetPlannedPeakBytes = plannedPeakBytes(steps->train);
   }
-  // parseByteSize succeeded in buildStepcPipeline.
-  int64_t budget = options.memoryBudget.empty() ? 0 : *parseByteSize(options.memoryBudget);
+  int64_t budget = 0;
+  if (!options.memoryBudget.empty()) {
+    FailureOr<int64_t> parsed = parseByteSize(options.memoryBudget);
+    if (failed(parsed))
+      return module.emitError() << "bad memory-budget '" << options.memoryBudget.getValue()
+                                << "'";
+    budget = *parsed;
+  }
   if (budget > 0)
     report->memoryBudgetBytes = budget;
   // As the step was compiled: the remat mode in effect, not the option's

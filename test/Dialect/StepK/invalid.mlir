@@ -123,3 +123,11 @@ func.func @attention_grad_saved_lse(%q: tensor<2x8x32xf32>, %k: tensor<2x8x16xf3
   %dq, %dk, %dv = stepk.attention_grad %q, %q, %k, %k saved %q, %lse heads 4 kv_heads 2 head_dim 8 scale 0.5 : (tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x32xf32>, tensor<2x4x8xbf16>) -> (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   return %dq : tensor<2x8x32xf32>
 }
+
+// -----
+
+func.func @attention_huge_heads(%q: tensor<2x8x32xf32>, %k: tensor<2x8x16xf32>) -> tensor<2x8x32xf32> {
+  // expected-error @+1 {{'stepk.attention' op expects 4611686018427387904 query heads and 2 key/value heads (a divisor) of 8 channels}}
+  %0 = stepk.attention %q, %k, %k heads 4611686018427387904 kv_heads 2 head_dim 8 scale 0.5 : (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x32xf32>
+  return %0 : tensor<2x8x32xf32>
+}

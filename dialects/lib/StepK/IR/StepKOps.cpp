@@ -125,8 +125,12 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value query, Value key
       q.getDimSize(0) != k.getDimSize(0))
     return op->emitOpError() << "expects query [B, Tq, Hq*Dh] and key, value [B, Tk, Hkv*Dh], got "
                              << q << ", " << k << ", " << v;
-  if (heads % kvHeads != 0 || q.getDimSize(2) != heads * headDim ||
-      k.getDimSize(2) != kvHeads * headDim)
+  // Divided, not multiplied: the attributes may be as large as an i64.
+  auto splits = [headDim](int64_t width, int64_t n) {
+    return width % n == 0 && width / n == headDim;
+  };
+  if (heads % kvHeads != 0 || !splits(q.getDimSize(2), heads) ||
+      !splits(k.getDimSize(2), kvHeads))
     return op->emitOpError() << "expects " << heads << " query heads and " << kvHeads
                              << " key/value heads (a divisor) of " << headDim << " channels";
   if (cast<RankedTensorType>(out.getType()).getShape() != q.getShape())
