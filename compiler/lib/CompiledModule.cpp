@@ -12,6 +12,7 @@
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -36,6 +37,22 @@ FailureOr<CompiledSteps> stepc::findCompiledSteps(ModuleOp module) {
   return steps;
 }
 
+int64_t stepc::cudaLaunchesPerStep(func::FuncOp step) {
+  int64_t launches = 0;
+  for (Operation &op : step.getBody().front()) {
+    if (isa<ReshapeOp, func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
+            mesh::AllToAllOp, mesh::ReduceScatterOp>(op))
+      continue;  // aliases, and the communicator's work (an all_slice copies)
+    if (auto concat = dyn_cast<ConcatOp>(op))
+      launches += concat.getInputs().size();  // one box copy per input
+    else if (isa<PadOp>(op))
+      launches += 2;  // a fill, then the box copy
+    else
+      ++launches;
+  }
+  return launches;
+}
+
 FailureOr<StepReport> stepc::reportCompiledModule(ModuleOp module,
                                                   const StepcPipelineOptions &options,
                                                   const CommModel &comm) {
@@ -55,6 +72,7 @@ FailureOr<StepReport> stepc::reportCompiledModule(ModuleOp module,
   if (options.target == "cuda") {
     report->targetArenaBytes = targetArenaBytes(steps->train);
     report->targetPlannedPeakBytes = plannedPeakBytes(steps->train);
+    report->targetLaunchesPerStep = cudaLaunchesPerStep(steps->train);
   }
   int64_t budget = 0;
   if (!options.memoryBudget.empty()) {

@@ -417,7 +417,7 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 
 } // namespace
 
-FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const SummarizeFn &summarize,
+FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const ModuleSummary &summary,
                                             func::FuncOp evalStep, bool profile) {
   // The plans are step-plan-memory's, made for the CPU (no CUDA layout).
   auto planFor = [](func::FuncOp f) -> FailureOr<MemoryPlan> {
@@ -439,5 +439,5 @@ FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const SummarizeFn
       return failure();
     emitter.setEval(*fragment);
   }
-  return emitter.run(summarize);
+  return emitter.run(summary);
 }

@@ -3,10 +3,11 @@
 // The step becomes one host function that enqueues everything on one
 // stream: library kernels (runtime/kernels/cuda/cuda_kernels.h), cuBLASLt
 // GEMMs, one generated kernel per distinct elementwise signature, and a
-// multi-tensor AdamW for each run of step.adamw ops with the same
-// hyperparameters. What a library kernel computes besides its op (a GEMM's
-// epilogue, a widening, an attention's saved forward) is in the IR already
-// (stepk.gemm, stepk.attention: step-fuse-cuda-kernels), and so is the arena
+// multi-tensor AdamW per stepk.adamw_group. What a library kernel computes
+// besides its op (a GEMM's epilogue, a widening, an attention's saved
+// forward) and which updates share a launch are in the IR already
+// (stepk.gemm, stepk.attention, stepk.adamw_group: step-fuse-cuda-kernels),
+// and so is the arena
 // around the plan's buffers (status word, cuBLASLt workspace, scratch:
 // step-plan-memory).
 //
@@ -41,11 +42,12 @@ public:
   CudaEmitter(func::FuncOp step, const MemoryPlan &plan)
       : SourceEmitter(step, plan, "cuda"),
         layout(readCudaArena(step).value_or(CudaArenaLayout())) {}
+  /// Kernel launches and library calls the emitted step makes.
+  int64_t launchCount() const { return launches; }
 
 private:
   LogicalResult checkTypes(Operation *op) override;
   LogicalResult emitOp(Operation *op) override;
-  void finishBody() override { flushAdamw(); }
   void prologue(raw_ostream &os) override;
   void stepBegin(raw_ostream &os) override;
   void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override;
@@ -61,10 +63,8 @@ private:
   }
   std::string targetExpression() override { return "STEPC_TARGET"; }
   int64_t arenaBytes() override { return layout.bytes; }
-  int64_t launchCount() const override { return launches; }
-  /// Each op's text stands alone (a run of AdamW ops is one launch, in the
-  /// chunk of the op after it), so equal blocks share a function; it takes
-  /// the step's stream, context and scratch.
+  /// Each op's text stands alone, so equal blocks share a function; it
+  /// takes the step's stream, context and scratch.
   bool outlinesBlocks() const override { return true; }
   std::string blockParameters() const override {
     return ", stepc_cuda_ctx *ctx, cudaStream_t stream, char *scratch";
@@ -110,7 +110,7 @@ private:
   /// An attention backward reading the forward's `out` and `lse` if given.
   template <typename OpT>
   LogicalResult emitAttentionGrad(OpT a, double scale, Value out, Value lse);
-  void flushAdamw();
+  void emitAdamwGroup(stepk::AdamwGroupOp group);
 
   /// The arena's layout (step-plan-memory).
   CudaArenaLayout layout;
@@ -119,7 +119,6 @@ private:
   int64_t launches = 0;
   /// Generated elementwise kernels by signature.
   llvm::StringMap<std::string> elementwiseKernels;
-  SmallVector<AdamwOp> adamwRun;
 };
 
 LogicalResult CudaEmitter::checkTypes(Operation *op) {
@@ -399,50 +398,31 @@ LogicalResult CudaEmitter::emitAttentionGrad(OpT a, double scale, Value out, Val
   return success();
 }
 
-/// Whether two updates can share a launch: same lr, step, scale and
-/// hyperparameters.
-static bool sameHyper(AdamwOp f, AdamwOp a) {
-  return f.getLr() == a.getLr() && f.getStep() == a.getStep() &&
-         f.getGradScale() == a.getGradScale() && f.getBeta1() == a.getBeta1() &&
-         f.getBeta2() == a.getBeta2() && f.getEpsilon() == a.getEpsilon() &&
-         f.getWeightDecay() == a.getWeightDecay() &&
-         f.getDecoupledWeightDecay() == a.getDecoupledWeightDecay();
-}
-
-// A run of consecutive updates touch disjoint tensors, so they may be
-// regrouped: one launch per set of hyperparameters (decayed matrices, and
-// undecayed biases and norms, interleave in the step).
-void CudaEmitter::flushAdamw() {
-  while (!adamwRun.empty()) {
-    AdamwOp first = adamwRun.front();
-    SmallVector<AdamwOp> group, rest;
-    for (AdamwOp a : adamwRun)
-      (sameHyper(first, a) ? group : rest).push_back(a);
-    std::string table = "adamw" + std::to_string(constants++);
-    body << "  // multi-tensor AdamW over " << group.size() << " tensors\n"
-         << "  const stepc_adamw_tensor " << table << "[] = {\n";
-    for (AdamwOp a : group)
-      body << "    {" << ptr(a.getParam()) << ", " << ptr(a.getGrad()) << ", " << ptr(a.getM())
-           << ", " << ptr(a.getV()) << ", " << typeOf(a.getParam()).getNumElements() << "},\n";
-    body << "  };\n";
-    call(first, llvm::formatv("stepc_cuda_{9}(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6:e}, "
-                              "{7:e}, {8:e})",
-                              table, group.size(), ptr(first.getLr()), ptr(first.getStep()),
-                              ptr(first.getGradScale()), first.getBeta1().convertToDouble(),
-                              first.getBeta2().convertToDouble(),
-                              first.getEpsilon().convertToDouble(),
-                              first.getWeightDecay().convertToDouble(),
-                              first.getDecoupledWeightDecay() ? "adamw" : "adam"));
-    adamwRun = std::move(rest);
-  }
+// One launch updates every tensor of a group (step-fuse-cuda-kernels made
+// it: one set of hyperparameters) from a table of its tensors.
+void CudaEmitter::emitAdamwGroup(stepk::AdamwGroupOp group) {
+  SmallVector<AdamwOp> updates = group.getUpdates();
+  AdamwOp first = updates.front();
+  // Pointers of the group's inputs (the body's operands stand for them).
+  auto at = [&](Value bodyValue) { return ptr(group.inputOf(bodyValue)); };
+  std::string table = "adamw" + std::to_string(constants++);
+  body << "  // multi-tensor AdamW over " << updates.size() << " tensors\n"
+       << "  const stepc_adamw_tensor " << table << "[] = {\n";
+  for (AdamwOp a : updates)
+    body << "    {" << at(a.getParam()) << ", " << at(a.getGrad()) << ", " << at(a.getM())
+         << ", " << at(a.getV()) << ", " << typeOf(a.getParam()).getNumElements() << "},\n";
+  body << "  };\n";
+  call(group, llvm::formatv("stepc_cuda_{9}(ctx, {0}, {1}, {2}, {3}, {4}, {5:e}, {6:e}, "
+                            "{7:e}, {8:e})",
+                            table, updates.size(), at(first.getLr()), at(first.getStep()),
+                            at(first.getGradScale()), first.getBeta1().convertToDouble(),
+                            first.getBeta2().convertToDouble(),
+                            first.getEpsilon().convertToDouble(),
+                            first.getWeightDecay().convertToDouble(),
+                            first.getDecoupledWeightDecay() ? "adamw" : "adam"));
 }
 
 LogicalResult CudaEmitter::emitOp(Operation *op) {
-  if (auto a = dyn_cast<AdamwOp>(op)) {
-    adamwRun.push_back(a);
-    return success();
-  }
-  flushAdamw();
   if (isFusableElementwise(op) &&
       succeeded(emitElementwise(op)))
     return success();
@@ -462,6 +442,10 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       })
       .Case([&](stepk::AttentionGradOp a) {
         return emitAttentionGrad(a, a.getScale().convertToDouble(), a.getOut(), a.getLse());
+      })
+      .Case([&](stepk::AdamwGroupOp g) {
+        emitAdamwGroup(g);
+        return success();
       })
       .Case([&](SgdOp a) {
         call(op, llvm::formatv("stepc_cuda_sgd(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, "
@@ -545,6 +529,10 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                      boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) + ")");
         return success();
       })
+      .Case([&](AdamwOp a) {
+        return a.emitOpError() << "expects step-fuse-cuda-kernels to have grouped it into a "
+                                  "stepk.adamw_group";
+      })
       .Default([&](Operation *other) {
         return other->emitOpError() << "has no CUDA lowering";
       });
@@ -552,7 +540,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
 
 } // namespace
 
-FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const SummarizeFn &summarize,
+FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const ModuleSummary &summary,
                                              func::FuncOp evalStep, bool profile) {
   // The plans are step-plan-memory's (made for CUDA: the layout around
   // them).
@@ -576,5 +564,11 @@ FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const SummarizeF
       return failure();
     emitter.setEval(*fragment);
   }
-  return emitter.run(summarize);
+  FailureOr<std::string> source = emitter.run(summary);
+  // The report counted the launches from the IR before emission.
+  if (succeeded(source) && emitter.launchCount() != cudaLaunchesPerStep(step))
+    return step.emitOpError() << "internal error: the emitted step makes "
+                              << emitter.launchCount() << " launches, its IR "
+                              << cudaLaunchesPerStep(step) << " (cudaLaunchesPerStep)";
+  return source;
 }

@@ -17,6 +17,8 @@
 
 #include "runtime/kernels/cuda/launch_config.h"
 
+#include "mlir/IR/IRMapping.h"
+
 namespace stepc {
 #define GEN_PASS_DEF_STEPFUSECUDAKERNELS
 #include "stepc/Compiler/Passes.h.inc"
@@ -288,6 +290,83 @@ private:
   SmallVector<Operation *> dead;
 };
 
+/// Whether two updates can share a launch: the same learning rate, step,
+/// scale and hyperparameters.
+bool sameHyperparameters(AdamwOp f, AdamwOp a) {
+  return f.getLr() == a.getLr() && f.getStep() == a.getStep() &&
+         f.getGradScale() == a.getGradScale() && f.getBeta1() == a.getBeta1() &&
+         f.getBeta2() == a.getBeta2() && f.getEpsilon() == a.getEpsilon() &&
+         f.getWeightDecay() == a.getWeightDecay() &&
+         f.getDecoupledWeightDecay() == a.getDecoupledWeightDecay();
+}
+
+/// One stepk.adamw_group computing `updates` (in order), before `at`.
+void groupUpdates(ArrayRef<AdamwOp> updates, Operation *at) {
+  AdamwOp first = updates.front();
+  SmallVector<Value> inputs;
+  SmallVector<Type> types;
+  for (AdamwOp u : updates) {
+    // Each update's tensors, then the shared scalars once (at the end).
+    llvm::append_range(inputs, u->getOperands().take_front(4));
+    llvm::append_range(types, u->getResultTypes());
+  }
+  inputs.append({first.getLr(), first.getStep(), first.getGradScale()});
+  OpBuilder b(at);
+  auto group = b.create<stepk::AdamwGroupOp>(first.getLoc(), types, inputs);
+  step::copyPhase(first, group);
+  Block *body = new Block();
+  group.getBody().push_back(body);
+  IRMapping map;
+  for (Value in : inputs)
+    map.map(in, body->addArgument(in.getType(), in.getLoc()));
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  SmallVector<Value> yielded;
+  for (AdamwOp u : updates)
+    llvm::append_range(yielded, inner.clone(*u, map)->getResults());
+  inner.create<stepk::YieldOp>(first.getLoc(), yielded);
+  unsigned next = 0;
+  for (AdamwOp u : updates)
+    for (Value r : u->getResults())
+      r.replaceAllUsesWith(group.getResult(next++));
+  for (AdamwOp u : updates)
+    u->erase();
+}
+
+/// Each run of consecutive updates (reshapes between them are free) touches
+/// disjoint tensors, so it may be regrouped: one multi-tensor launch per set
+/// of hyperparameters (decayed matrices and undecayed biases and norms
+/// interleave in the step).
+void groupAdamwUpdates(func::FuncOp step) {
+  SmallVector<SmallVector<AdamwOp>> runs(1);
+  for (Operation &op : step.getBody().front()) {
+    auto update = dyn_cast<AdamwOp>(op);
+    bool readsRun = llvm::any_of(op.getOperands(), [&](Value v) {
+      return v.getDefiningOp<AdamwOp>() &&
+             llvm::is_contained(runs.back(), v.getDefiningOp<AdamwOp>());
+    });
+    if (update && !readsRun) {
+      runs.back().push_back(update);
+    } else if (!isa<ReshapeOp>(op) || readsRun) {
+      if (!runs.back().empty())
+        runs.emplace_back();
+    }
+  }
+  for (ArrayRef<AdamwOp> run : runs) {
+    if (run.empty())
+      continue;
+    Operation *end = run.back()->getNextNode();
+    SmallVector<AdamwOp> rest(run);
+    while (!rest.empty()) {
+      SmallVector<AdamwOp> group, others;
+      for (AdamwOp u : rest)
+        (sameHyperparameters(rest.front(), u) ? group : others).push_back(u);
+      // All at the run's end: no op between its updates reads them.
+      groupUpdates(group, end);
+      rest = std::move(others);
+    }
+  }
+}
+
 struct StepFuseCudaKernelsPass
     : public stepc::impl::StepFuseCudaKernelsBase<StepFuseCudaKernelsPass> {
   using StepFuseCudaKernelsBase::StepFuseCudaKernelsBase;
@@ -322,6 +401,7 @@ struct StepFuseCudaKernelsPass
       for (Operation *op : kernels)
         folder.fold(op);
       folder.eraseDead();
+      groupAdamwUpdates(step);
     }
   }
 };

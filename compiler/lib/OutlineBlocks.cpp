@@ -16,6 +16,7 @@
 
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -67,20 +68,26 @@ DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
   }
   // A parameter's gradient too (through the reshapes that made it), so the
   // clipping norm's terms run in their block's code.
-  step.walk([&](Operation *update) {
-    // Every optimizer update reads (param, grad, ...).
-    if (!isa<AdamwOp, SgdOp, LionOp>(update))
-      return;
-    auto it = blockOf.find(update->getOperand(0));
+  auto gradientOf = [&](Value param, Value grad) {
+    auto it = blockOf.find(param);
     if (it == blockOf.end())
       return;
     std::string block = it->second;
-    for (Value g = update->getOperand(1); g; ) {
+    for (Value g = grad; g;) {
       blockOf.try_emplace(g, block);
       auto reshape = g.getDefiningOp<ReshapeOp>();
       g = reshape ? reshape.getInput() : Value();
     }
-  });
+  };
+  for (Operation &update : step.getBody().front()) {
+    // Every optimizer update reads (param, grad, ...); a multi-tensor group's
+    // updates read its inputs through the body.
+    if (isa<AdamwOp, SgdOp, LionOp>(update))
+      gradientOf(update.getOperand(0), update.getOperand(1));
+    if (auto group = dyn_cast<stepk::AdamwGroupOp>(update))
+      for (AdamwOp u : group.getUpdates())
+        gradientOf(group.inputOf(u.getParam()), group.inputOf(u.getGrad()));
+  }
   for (Operation &op : step.getBody().front())
     if (isa<ReshapeOp, ConvertOp, SliceOp>(op) || getPhase(&op) == Phase::Collective)
       if (op.getNumOperands() > 0)

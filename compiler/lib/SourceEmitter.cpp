@@ -582,8 +582,12 @@ LogicalResult SourceEmitter::emitBody() {
     Chunk chunk{bodyText.size(), 0, ""};
     // The block of the first parameter (moment, gradient) it reads, else of
     // the gradient it makes (a sharded gradient's averaging).
-    SmallVector<Value> values(op.getOperands());
-    llvm::append_range(values, op.getResults());
+    // (A multi-tensor update reads every block's: it stays in the step.)
+    SmallVector<Value> values;
+    if (!isa<stepk::AdamwGroupOp>(op)) {
+      llvm::append_range(values, op.getOperands());
+      llvm::append_range(values, op.getResults());
+    }
     for (Value v : values)
       if (auto it = parameterBlock.find(v); it != parameterBlock.end()) {
         chunk.block = it->second;
@@ -609,7 +613,6 @@ LogicalResult SourceEmitter::emitBody() {
     if (isa<ReshapeOp, func::ReturnOp>(op) || computedByConsumers(&op))
       continue;
     if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
-      ++kernels;
       int64_t ops = llvm::count_if(fused.getBody().front().without_terminator(),
                                    [](Operation &member) { return !isa<ReshapeOp>(member); });
       body << "  // fused: " << ops << " elementwise ops from " << locationMark(&op) << "\n";
@@ -617,7 +620,6 @@ LogicalResult SourceEmitter::emitBody() {
         return failure();
       continue;
     }
-    ++kernels;
     // A library call is named after the op it computes.
     Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
     body << "  // " << named->getName() << " " << locationMark(&op) << "\n";
@@ -650,7 +652,6 @@ LogicalResult SourceEmitter::emitBody() {
   messages("kCollectiveStarts", startSites);
   messages("kCollectiveWaits", waitSites);
   pending.clear();
-  finishBody();
   chunks.push_back(Chunk{chunks.empty() ? 0 : chunks.back().end, bodyText.size(), ""});
   return success();
 }
@@ -745,7 +746,8 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   return fragment;
 }
 
-FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
+FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
+  summary = moduleSummary;
   if (failed(emitBody()))
     return failure();
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
@@ -764,12 +766,6 @@ FailureOr<std::string> SourceEmitter::run(const SummarizeFn &summarize) {
   }
   if (lossExpr.empty() || normExpr.empty())
     return step.emitOpError() << "expects a loss and a grad_norm result";
-  // The body fixed the arena and the launches; the metadata names them.
-  FailureOr<ModuleSummary> summarized = summarize(StepShape{arenaBytes(), launchCount(), evalArenaBytes});
-  if (failed(summarized))
-    return failure();
-  summary = std::move(*summarized);
-
   std::string functions, stepBody = outlinedBody(functions);
   std::string out;
   llvm::raw_string_ostream os(out);

@@ -67,10 +67,9 @@ public:
       : step(step), plan(plan), target(target) {}
   virtual ~SourceEmitter() = default;
 
-  /// Emits the body, asks `summarize` for the metadata given the step's
-  /// shape (known once the body is written), and returns the source (with
-  /// the eval entry given to setEval appended).
-  mlir::FailureOr<std::string> run(const SummarizeFn &summarize);
+  /// Emits the body and returns the source, its metadata table from
+  /// `moduleSummary` (the eval entry given to setEval appended).
+  mlir::FailureOr<std::string> run(const ModuleSummary &moduleSummary);
 
   /// The forward-only entry (stepc_eval_step_v7) of a function marked
   /// step.eval_step: source to append to its training step's, its arena and
@@ -105,8 +104,6 @@ protected:
   virtual mlir::LogicalResult checkTypes(mlir::Operation *op) = 0;
   /// Lowers one op (its collectives already waited for).
   virtual mlir::LogicalResult emitOp(mlir::Operation *op) = 0;
-  /// After the last op (flush anything batched).
-  virtual void finishBody() {}
   /// Includes and helpers at the top of the file.
   virtual void prologue(llvm::raw_ostream &os) = 0;
   /// Statements at the start and end of the step function.
@@ -127,9 +124,6 @@ protected:
   virtual std::string targetExpression() { return cString(target); }
   /// Bytes of the whole arena (the plan's, plus what the target adds).
   virtual int64_t arenaBytes() { return plan.arenaBytes; }
-  /// Kernel launches and library calls per step.
-  virtual int64_t launchCount() const { return kernels; }
-
   // ---- Shared helpers.
   /// The C expression of a value's storage, typed.
   std::string ptr(mlir::Value v);
@@ -194,7 +188,6 @@ protected:
   std::string preText, bodyText;
   llvm::raw_string_ostream pre{preText}, body{bodyText};
   int constants = 0;
-  int kernels = 0;
   /// Whether this is the forward-only entry (runEval).
   bool evalEntry = false;
   /// Whether the training step times its kernels by kind (stepc --profile).

@@ -1,8 +1,8 @@
 //===- MemoryPlan.cpp - static buffer assignment of a training step -------===//
 //
 // 1. Aliases: a reshape shares its operand's storage; an optimizer update
-//    (step.adamw, sgd, lion) writes its results over its parameter and state
-//    arguments (in place).
+//    (step.adamw, sgd, lion, and each update of a stepk.adamw_group) writes
+//    its results over its parameter and state arguments (in place).
 // 2. Buffers: every other result gets a buffer, except that an elementwise
 //    op or kernel (stepk.fused) takes over an operand's buffer when that
 //    buffer is not an argument,
@@ -21,7 +21,7 @@
 
 #include "stepc/Analysis/MemoryPlan.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
-#include "stepc/Dialect/StepK/IR/StepKTraits.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
@@ -126,6 +126,11 @@ MemoryPlan stepc::planLiveness(func::FuncOp function) {
     SmallVector<Value, 3> targets;
     if (auto adamw = dyn_cast<AdamwOp>(op))
       targets = {adamw.getParam(), adamw.getM(), adamw.getV()};
+    else if (auto group = dyn_cast<stepk::AdamwGroupOp>(op))
+      // Each update's, through the body: it yields their results in order.
+      for (AdamwOp update : group.getUpdates())
+        for (Value v : {update.getParam(), update.getM(), update.getV()})
+          targets.push_back(group.inputOf(v));
     else if (auto sgd = dyn_cast<SgdOp>(op))
       targets = {sgd.getParam(), sgd.getBuf()};
     else if (auto lion = dyn_cast<LionOp>(op))

@@ -103,3 +103,41 @@ func.func @attention_unsaved(%q: tensor<2x16x16xbf16>, %k: tensor<2x16x16xbf16>,
   %dq, %dk, %dv = step.attention_grad %g, %g, %k, %k heads 2 kv_heads 2 head_dim 8 : (tensor<2x16x16xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> (tensor<2x16x16xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>)
   return %o, %of, %dq, %dk, %dv : tensor<2x16x16xbf16>, tensor<2x16x16xf32>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>
 }
+
+// -----
+
+// A run of AdamW updates (a reshape between them is free) becomes one
+// multi-tensor launch per set of hyperparameters, at the run's end: the
+// decayed matrices and the undecayed bias interleave in the step. An op
+// between updates ends the run.
+// CHECK-LABEL: func.func @adamw_groups
+// CHECK: step.reshape
+// CHECK: step.reshape
+// CHECK: step.reshape
+// CHECK-NEXT: %[[D:.*]]:6 = stepk.adamw_group %arg0, %arg1, %arg2, %arg3, %{{.*}}, %{{.*}}, %{{.*}}, %arg14, %arg11, %arg12, %arg13 :
+// CHECK: step.adamw {{.*}}weight_decay = 1.000000e-01
+// CHECK: step.adamw {{.*}}weight_decay = 1.000000e-01
+// CHECK: stepk.yield
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[U:.*]]:3 = stepk.adamw_group %arg4, %arg5, %arg6, %arg7, %arg11, %arg12, %arg13 :
+// CHECK: step.adamw {{.*}}weight_decay = 0.000000e+00
+// CHECK: step.add
+// CHECK-NEXT: %[[L:.*]]:3 = stepk.adamw_group %arg16, %[[Y:.*]], %arg6, %arg7, %arg11, %arg12, %arg13 :
+// CHECK: return %[[D]]#0, %[[D]]#1, %[[D]]#2, %[[U]]#0, %[[D]]#3, %[[D]]#4, %[[D]]#5, %[[L]]#0
+func.func @adamw_groups(%w: tensor<4x4xf32>, %gw: tensor<4x4xf32>, %mw: tensor<4x4xf32>, %vw: tensor<4x4xf32>,
+                        %b: tensor<4xf32>, %gb: tensor<4xf32>, %mb: tensor<4xf32>, %vb: tensor<4xf32>,
+                        %u: tensor<16xf32>, %gu: tensor<16xf32>, %mu: tensor<16xf32>,
+                        %lr: tensor<f32>, %t: tensor<f32>, %s: tensor<f32>, %vu: tensor<4x4xf32>,
+                        %x: tensor<4xf32>, %last: tensor<4xf32>)
+    -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4xf32>)
+    attributes {step.train_step} {
+  %p0, %m0, %v0 = step.adamw %w, %gw, %mw, %vw, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  %p1, %m1, %v1 = step.adamw %b, %gb, %mb, %vb, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %gu2 = step.reshape %gu : tensor<16xf32> -> tensor<4x4xf32>
+  %u2 = step.reshape %u : tensor<16xf32> -> tensor<4x4xf32>
+  %mu2 = step.reshape %mu : tensor<16xf32> -> tensor<4x4xf32>
+  %p2, %m2, %v2 = step.adamw %u2, %gu2, %mu2, %vu, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+  %y = step.add %x, %p1 : tensor<4xf32>
+  %p3, %m3, %v3 = step.adamw %last, %y, %mb, %vb, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %p0, %m0, %v0, %p1, %p2, %m2, %v2, %p3, %y : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4xf32>
+}

@@ -368,30 +368,21 @@ int main(int argc, char **argv) {
       reportCompiledModule(*module, options, CommModel{linkGBps, computeGflops});
   if (failed(report))
     return 1;
-  // What step.so's metadata carries: the report (with, on CUDA, the launches
-  // only emission counts), the mesh the passes built, the target.
-  auto summarize = [&](const StepShape &shape) -> FailureOr<ModuleSummary> {
-    if (target == "cuda")
-      report->targetLaunchesPerStep = shape.launches;
-    ModuleSummary summary = summarizeCompiledModule(*module, *report, shard, precision);
-    if (target == "cpu") {
-      summary.cpuIsa = cpuTargetOf->isa;
-      summary.cpuFeatures = cpuTargetOf->features;
-    }
-    if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
-      return failure();
-    return summary;
-  };
-  // --emit=mlir on the CPU needs no emission (the report has no target
-  // fields there; a bf16 step can be shown though the CPU cannot run it).
+  // What step.so's metadata carries: the report, the mesh the passes built,
+  // the target.
+  ModuleSummary summary = summarizeCompiledModule(*module, *report, shard, precision);
+  if (target == "cpu") {
+    summary.cpuIsa = cpuTargetOf->isa;
+    summary.cpuFeatures = cpuTargetOf->features;
+  }
+  // --emit=mlir needs no emission (a bf16 step can be shown though the CPU
+  // cannot run it).
   FailureOr<std::string> source = std::string();
-  if (emit == "mlir" && target == "cpu")
-    source = succeeded(summarize(StepShape{})) ? FailureOr<std::string>(std::string())
-                                               : FailureOr<std::string>(failure());
-  else
-    source = target == "cuda" ? emitCudaSource(steps->train, summarize, steps->eval, profile)
-                              : emitCpuSource(steps->train, summarize, steps->eval, profile);
-  if (failed(source))
+  if (emit != "mlir")
+    source = target == "cuda" ? emitCudaSource(steps->train, summary, steps->eval, profile)
+                              : emitCpuSource(steps->train, summary, steps->eval, profile);
+  if (failed(source) ||
+      (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n"))))
     return 1;
   if (emit == "mlir") {
     std::string text;

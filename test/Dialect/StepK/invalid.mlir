@@ -131,3 +131,40 @@ func.func @attention_huge_heads(%q: tensor<2x8x32xf32>, %k: tensor<2x8x16xf32>) 
   %0 = stepk.attention %q, %k, %k heads 4611686018427387904 kv_heads 2 head_dim 8 scale 0.5 : (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x32xf32>
   return %0 : tensor<2x8x32xf32>
 }
+
+// -----
+
+func.func @adamw_group_other_hyperparameters(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %q: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>, %s: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %0:6 = stepk.adamw_group %p, %g, %m, %v, %q, %lr, %t, %s : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>, %d: tensor<4xf32>, %e: tensor<4xf32>, %l: tensor<f32>, %k: tensor<f32>, %x: tensor<f32>):
+    %1:3 = step.adamw %a, %b, %c, %d, %l, %k, %x {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    // expected-error @+1 {{'step.adamw' op has other hyperparameters than the group's first update}}
+    %2:3 = step.adamw %e, %b, %c, %d, %l, %k, %x {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    stepk.yield %1#0, %1#1, %1#2, %2#0, %2#1, %2#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0, %0#3 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+func.func @adamw_group_yield_order(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>, %s: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'stepk.adamw_group' op expects to yield every update's results in body order}}
+  %0:3 = stepk.adamw_group %p, %g, %m, %v, %lr, %t, %s : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>, %d: tensor<4xf32>, %l: tensor<f32>, %k: tensor<f32>, %x: tensor<f32>):
+    %1:3 = step.adamw %a, %b, %c, %d, %l, %k, %x {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    stepk.yield %1#1, %1#0, %1#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @adamw_group_not_adamw(%p: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'stepk.adamw_group' op expects a body of 'step.adamw' ops only}}
+  %0 = stepk.adamw_group %p : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = step.neg %a : tensor<4xf32>
+    stepk.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}

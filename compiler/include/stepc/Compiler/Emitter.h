@@ -8,7 +8,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
-#include <functional>
 #include <string>
 
 namespace stepc {
@@ -42,18 +41,12 @@ struct StepReport;
 ModuleSummary summarizeCompiledModule(mlir::ModuleOp module, const StepReport &report,
                                       llvm::StringRef shard, llvm::StringRef precision);
 
-/// What an emitted step is: its arena (on CUDA the plan's buffers, the
-/// status word, cuBLASLt's workspace, the scratch and the saved
-/// log-sum-exps) and the kernel launches and library calls it makes per step.
-struct StepShape {
-  int64_t arenaBytes = 0;
-  int64_t launches = 0;
-  /// The forward-only entry's arena (0: none emitted).
-  int64_t evalArenaBytes = 0;
-};
-/// Called once an emitter has written the step's body (which fixes its
-/// shape) for the metadata step.so carries (which names it: the report).
-using SummarizeFn = std::function<mlir::FailureOr<ModuleSummary>(const StepShape &)>;
+/// The kernel launches and library calls a CUDA `step` makes per step, read
+/// from its kernel-level IR (one per op, a concat's per input, a pad's fill
+/// and copy; reshapes and collectives launch nothing): the report's
+/// target_launches_per_step, which the CUDA emitter checks against what it
+/// writes.
+int64_t cudaLaunchesPerStep(mlir::func::FuncOp step);
 
 /// Whether both back ends can compute `op` element by element inside a
 /// stepk.fused kernel (ScalarMathOpInterface ops and converts).
@@ -69,7 +62,7 @@ bool isFusableElementwise(mlir::Operation *op);
 /// its kernels by kind and writes the table when the library is unloaded
 /// (to $STEPC_PROFILE, or stderr): stepc --profile.
 mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step,
-                                           const SummarizeFn &summarize,
+                                           const ModuleSummary &summary,
                                            mlir::func::FuncOp evalStep, bool profile = false);
 
 /// Writes the CUDA C++ of `step` (and the forward-only `evalStep`, null:
@@ -80,7 +73,7 @@ mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step,
 /// on the stream, from which the runtime reads the kernels' intervals
 /// (stepc --profile, stepc-run --trace).
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step,
-                                            const SummarizeFn &summarize,
+                                            const ModuleSummary &summary,
                                             mlir::func::FuncOp evalStep, bool profile = false);
 
 } // namespace stepc

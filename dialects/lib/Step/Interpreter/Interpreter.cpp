@@ -119,8 +119,9 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
   }
 
   // One op: its results from its operands' values. A kernel with a body
-  // (stepk.fused, stepk.call) evaluates it, each member rounded as if stored
-  // (as the back ends round registers), and yields its results.
+  // (stepk.fused, stepk.call, stepk.adamw_group) evaluates it, each member
+  // rounded as if stored (as the back ends round registers), and yields its
+  // results.
   std::function<LogicalResult(Operation &)> evalOp = [&](Operation &op) -> LogicalResult {
     SmallVector<const Tensor *> operands;
     for (Value v : op.getOperands()) {
@@ -129,7 +130,7 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
         return op.emitOpError() << "uses a value defined outside the function body";
       operands.push_back(&it->second);
     }
-    if (isa<stepk::FusedOp, stepk::CallOp>(op)) {
+    if (isa<stepk::FusedOp, stepk::CallOp, stepk::AdamwGroupOp>(op)) {
       Block &body = op.getRegion(0).front();
       // By value: inserting into `values` may move the tensors `operands`
       // points to.

@@ -90,6 +90,47 @@ LogicalResult FusedOp::verify() {
   return success();
 }
 
+Value AdamwGroupOp::inputOf(Value bodyValue) {
+  auto arg = dyn_cast<BlockArgument>(bodyValue);
+  if (!arg || arg.getOwner() != &getBody().front())
+    return {};
+  return getInputs()[arg.getArgNumber()];
+}
+
+LogicalResult AdamwGroupOp::verify() {
+  if (failed(verifyKernelBody(*this, getInputs(), getBody())))
+    return failure();
+  Block &body = getBody().front();
+  SmallVector<step::AdamwOp> updates = getUpdates();
+  if (updates.empty() || updates.size() != body.getOperations().size() - 1)
+    return emitOpError() << "expects a body of 'step.adamw' ops only";
+  // One launch takes one set of scalars and hyperparameters.
+  step::AdamwOp first = updates.front();
+  for (step::AdamwOp u : updates) {
+    if (u.getLr() != first.getLr() || u.getStep() != first.getStep() ||
+        u.getGradScale() != first.getGradScale())
+      return u.emitOpError() << "reads another learning rate, step or gradient scale than the "
+                                "group's first update";
+    if (u.getBeta1() != first.getBeta1() || u.getBeta2() != first.getBeta2() ||
+        u.getEpsilon() != first.getEpsilon() || u.getWeightDecay() != first.getWeightDecay() ||
+        u.getDecoupledWeightDecay() != first.getDecoupledWeightDecay())
+      return u.emitOpError() << "has other hyperparameters than the group's first update";
+    for (Value in : u->getOperands())
+      if (!inputOf(in))
+        return u.emitOpError() << "expects its operands to be body arguments";
+  }
+  // The results, each update's in order: the emitter's table and the memory
+  // plan's in-place rule read them so.
+  SmallVector<Value> expected;
+  for (step::AdamwOp u : updates)
+    llvm::append_range(expected, u->getResults());
+  if (!llvm::equal(getYield().getValues(), expected))
+    return emitOpError() << "expects to yield every update's results in body order";
+  return success();
+}
+
+YieldOp AdamwGroupOp::getYield() { return cast<YieldOp>(getBody().front().getTerminator()); }
+
 LogicalResult GemmOp::verify() {
   Epilogue epilogue = getEpilogue();
   if ((epilogue == Epilogue::gelu) != static_cast<bool>(getPreActivation()))

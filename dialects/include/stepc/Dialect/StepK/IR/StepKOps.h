@@ -13,6 +13,10 @@
 
 #include "stepc/Dialect/StepK/IR/StepKTraits.h"
 
+namespace stepc::step {
+class AdamwOp;  // a body op of stepk.adamw_group
+} // namespace stepc::step
+
 #include "stepc/Dialect/StepK/IR/StepKDialect.h.inc"
 #include "stepc/Dialect/StepK/IR/StepKEnums.h.inc"
 

@@ -223,8 +223,54 @@ def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
   }];
 }
 
+def StepK_AdamwGroupOp : StepK_Op<"adamw_group", [IsolatedFromAbove, Pure]> {
+  let summary = "one multi-tensor AdamW launch over updates sharing hyperparameters";
+  let description = [{
+    The CUDA back end updates many tensors in one launch: the body is a
+    sequence of `step.adamw` ops with the same betas, epsilon, weight decay
+    and decoupling that read the same learning rate, step and gradient scale
+    (body arguments), and the yield returns every update's results in body
+    order. Each result is written over the input its update replaces (the
+    memory plan's in-place rule for `step.adamw`, through the body), so the
+    kernel reads a table of (param, grad, m, v, numel) rows.
+    `step-fuse-cuda-kernels` forms these ops from each run of consecutive
+    updates, one per set of hyperparameters.
+
+    ```mlir
+    %p, %m, %v = stepk.adamw_group %p0, %g0, %m0, %v0, %lr, %t, %s : (...) -> (...) {
+    ^bb0(%a: tensor<64xf32>, %b: tensor<64xf32>, %c: tensor<64xf32>, %d: tensor<64xf32>,
+         %lr0: tensor<f32>, %t0: tensor<f32>, %s0: tensor<f32>):
+      %0:3 = step.adamw %a, %b, %c, %d, %lr0, %t0, %s0 {...} : ...
+      stepk.yield %0#0, %0#1, %0#2 : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+    "$inputs attr-dict `:` functional-type($inputs, $results) $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The updates, in body order (a template: step.adamw's class is
+    /// complete only where StepOps.h is included).
+    template <typename UpdateOp = ::stepc::step::AdamwOp>
+    ::llvm::SmallVector<UpdateOp> getUpdates() {
+      ::llvm::SmallVector<UpdateOp> updates;
+      for (::mlir::Operation &op : getBody().front().without_terminator())
+        if (auto update = ::llvm::dyn_cast<UpdateOp>(op))
+          updates.push_back(update);
+      return updates;
+    }
+    /// The input a body argument stands for (null for any other value).
+    ::mlir::Value inputOf(::mlir::Value bodyValue);
+    /// The yield of the body.
+    YieldOp getYield();
+  }];
+}
+
 def StepK_YieldOp : StepK_Op<"yield",
-    [Pure, ReturnLike, Terminator, ParentOneOf<["FusedOp", "CallOp"]>]> {
+    [Pure, ReturnLike, Terminator, ParentOneOf<["FusedOp", "CallOp", "AdamwGroupOp"]>]> {
   let summary = "the values a fused kernel stores";
   let arguments = (ins Variadic<AnyRankedTensor>:$values);
   let assemblyFormat = "$values attr-dict `:` type($values)";
