@@ -67,6 +67,9 @@ private:
     return success();
   }
   LogicalResult emitOp(Operation *op) override;
+  void printCall(Operation *, StringRef callee, const std::string &args) override {
+    body << "  stepc_cpu_" << callee << "(" << args << ");\n";
+  }
   /// Each op's code stands alone, so equal blocks share a function.
   bool outlinesBlocks() const override { return true; }
   /// One loop over the kernel's elements: values in registers, results
@@ -293,10 +296,7 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
       return success();
     }
   }
-  auto shape = [&](Value v) { return shapeArray(v); };
-  auto rank = [&](Value v) { return std::to_string(typeOf(v).getRank()); };
   auto numel = [&](Value v) { return std::to_string(typeOf(v).getNumElements()); };
-  std::string s;
   llvm::raw_string_ostream &b = body;
   LogicalResult result =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -310,24 +310,6 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
                                a.getEpsilon().convertToDouble(),
                                a.getWeightDecay().convertToDouble(),
                                a.getDecoupledWeightDecay() ? "adamw" : "adam");
-            return success();
-          })
-          .Case([&](SgdOp a) {
-            b << llvm::formatv("  stepc_cpu_sgd({0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, "
-                               "{8:e});\n",
-                               ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getBuf()),
-                               numel(a.getParam()), ptr(a.getLr()), ptr(a.getGradScale()),
-                               a.getMomentum().convertToDouble(), a.getNesterov() ? 1 : 0,
-                               a.getWeightDecay().convertToDouble());
-            return success();
-          })
-          .Case([&](LionOp a) {
-            b << llvm::formatv("  stepc_cpu_lion({0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7:e}, "
-                               "{8:e});\n",
-                               ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getM()),
-                               numel(a.getParam()), ptr(a.getLr()), ptr(a.getGradScale()),
-                               a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
-                               a.getWeightDecay().convertToDouble());
             return success();
           })
           .Case([&](AttentionGradOp a) {
@@ -386,29 +368,7 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
               b << "  " << text << ";\n";
             return success();
           })
-          .Case([&](BroadcastOp o) {
-            b << "  stepc_cpu_broadcast(" << words(o.getInput()) << ", " << shape(o.getInput())
-              << ", " << rank(o.getInput()) << ", " << words(o) << ", " << shape(o) << ", "
-              << rank(o) << ");\n";
-            return success();
-          })
-          .Case([&](ConcatOp c) {
-            for (auto [in, at] : llvm::zip(c.getInputs(), concatOffsets(c)))
-              b << "  stepc_cpu_copy_box(" << boxCopyArgs(in, {}, c, at, in) << ");\n";
-            return success();
-          })
           .Case([&](ConstantOp c) { return emitConstant(c); })
-          .Case([&](PadOp p) {
-            b << "  stepc_cpu_fill(" << ptr(p) << ", " << numel(p) << ", 0.0f);\n";
-            b << "  stepc_cpu_copy_box(" << boxCopyArgs(p.getInput(), {}, p, p.getLow(), p.getInput())
-              << ");\n";
-            return success();
-          })
-          .Case([&](SliceOp sl) {
-            b << "  stepc_cpu_copy_box("
-              << boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) << ");\n";
-            return success();
-          })
           .Default([&](Operation *other) {
             return other->emitOpError() << "has no CPU lowering";
           });

@@ -79,6 +79,9 @@ private:
                              << layout.scratchBytes << " (step-plan-memory)";
   }
 
+  void printCall(Operation *site, StringRef callee, const std::string &args) override {
+    call(site, "stepc_cuda_" + callee.str() + "(ctx, " + args + ")");
+  }
   /// `STEPC_TRY(call, "site")` for a library call.
   void call(Operation *op, const std::string &text) {
     ++launches;
@@ -426,8 +429,6 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
   if (isFusableElementwise(op) &&
       succeeded(emitElementwise(op)))
     return success();
-  auto shape = [&](Value v) { return shapeArray(v); };
-  auto rank = [&](Value v) { return typeOf(v).getRank(); };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](AttentionOp a) {
         emitAttention(a, a.getEffectiveScale(), a.getResult(), Value());
@@ -445,25 +446,6 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       })
       .Case([&](stepk::AdamwGroupOp g) {
         emitAdamwGroup(g);
-        return success();
-      })
-      .Case([&](SgdOp a) {
-        call(op, llvm::formatv("stepc_cuda_sgd(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, "
-                               "{8:e})",
-                               ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getBuf()),
-                               typeOf(a.getParam()).getNumElements(), ptr(a.getLr()),
-                               ptr(a.getGradScale()), a.getMomentum().convertToDouble(),
-                               a.getNesterov() ? 1 : 0, a.getWeightDecay().convertToDouble()));
-        return success();
-      })
-      .Case([&](LionOp a) {
-        call(op, llvm::formatv("stepc_cuda_lion(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6:e}, "
-                               "{7:e}, {8:e})",
-                               ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getM()),
-                               typeOf(a.getParam()).getNumElements(), ptr(a.getLr()),
-                               ptr(a.getGradScale()), a.getBeta1().convertToDouble(),
-                               a.getBeta2().convertToDouble(),
-                               a.getWeightDecay().convertToDouble()));
         return success();
       })
       .Case([&](stepk::GemmOp g) {
@@ -505,30 +487,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return emitMatmul(op, m.getLhs(), m.getRhs(), m.getResult(), m.getTransposeA(),
                           m.getTransposeB(), /*sharedRhs=*/false);
       })
-      .Case([&](BroadcastOp o) {
-        call(op, llvm::formatv("stepc_cuda_broadcast(ctx, {0}, {1}, {2}, {3}, {4}, {5})",
-                               words(o.getInput()), shape(o.getInput()), rank(o.getInput()),
-                               words(o), shape(o), rank(o)));
-        return success();
-      })
-      .Case([&](ConcatOp c) {
-        for (auto [in, at] : llvm::zip(c.getInputs(), concatOffsets(c)))
-          call(op, "stepc_cuda_copy_box(ctx, " + boxCopyArgs(in, {}, c, at, in) + ")");
-        return success();
-      })
       .Case([&](ConstantOp c) { return emitConstant(c); })
-      .Case([&](PadOp p) {
-        call(op, llvm::formatv("stepc_cuda_fill(ctx, {0}, {1}, 0.0f)", ptr(p),
-                               typeOf(p).getNumElements()));
-        call(op, "stepc_cuda_copy_box(ctx, " +
-                     boxCopyArgs(p.getInput(), {}, p, p.getLow(), p.getInput()) + ")");
-        return success();
-      })
-      .Case([&](SliceOp sl) {
-        call(op, "stepc_cuda_copy_box(ctx, " +
-                     boxCopyArgs(sl.getInput(), sl.getOffsets(), sl, {}, sl) + ")");
-        return success();
-      })
       .Case([&](AdamwOp a) {
         return a.emitOpError() << "expects step-fuse-cuda-kernels to have grouped it into a "
                                   "stepk.adamw_group";

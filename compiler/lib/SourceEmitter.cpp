@@ -263,6 +263,54 @@ static int axesMask(ArrayRef<int16_t> axes) {
   return mask;
 }
 
+std::optional<LogicalResult> SourceEmitter::emitSharedCall(Operation *op) {
+  auto numel = [&](Value v) { return typeOf(v).getNumElements(); };
+  auto done = [] { return std::optional<LogicalResult>(success()); };
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](SgdOp a) {
+        printCall(op, "sgd",
+                  llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7}, {8:e}",
+                                ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getBuf()),
+                                numel(a.getParam()), ptr(a.getLr()), ptr(a.getGradScale()),
+                                a.getMomentum().convertToDouble(), a.getNesterov() ? 1 : 0,
+                                a.getWeightDecay().convertToDouble()));
+        return done();
+      })
+      .Case([&](LionOp a) {
+        printCall(op, "lion",
+                  llvm::formatv("{0}, {1}, {2}, {3}, {4}, {5}, {6:e}, {7:e}, {8:e}",
+                                ptr(a.getParam()), ptr(a.getGrad()), ptr(a.getM()),
+                                numel(a.getParam()), ptr(a.getLr()), ptr(a.getGradScale()),
+                                a.getBeta1().convertToDouble(), a.getBeta2().convertToDouble(),
+                                a.getWeightDecay().convertToDouble()));
+        return done();
+      })
+      .Case([&](BroadcastOp b) {
+        // In order: the shape tables are numbered as they are made.
+        std::string in = words(b.getInput()) + ", " + shapeArray(b.getInput()) + ", " +
+                         std::to_string(typeOf(b.getInput()).getRank());
+        std::string out = words(b) + ", " + shapeArray(b) + ", " +
+                          std::to_string(typeOf(b).getRank());
+        printCall(op, "broadcast", in + ", " + out);
+        return done();
+      })
+      .Case([&](ConcatOp c) {
+        for (auto [in, at] : llvm::zip(c.getInputs(), concatOffsets(c)))
+          printCall(op, "copy_box", boxCopyArgs(in, {}, c, at, in));
+        return done();
+      })
+      .Case([&](PadOp p) {
+        printCall(op, "fill", ptr(p) + ", " + std::to_string(numel(p)) + ", 0.0f");
+        printCall(op, "copy_box", boxCopyArgs(p.getInput(), {}, p, p.getLow(), p.getInput()));
+        return done();
+      })
+      .Case([&](SliceOp s) {
+        printCall(op, "copy_box", boxCopyArgs(s.getInput(), s.getOffsets(), s, {}, s));
+        return done();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
 std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
   // Start the collective; `call` is the table entry and its arguments.
   auto start = [&](StringRef kind, StringRef name, int axes, int64_t count, Value result,
@@ -624,6 +672,11 @@ LogicalResult SourceEmitter::emitBody() {
     Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
     body << "  // " << named->getName() << " " << locationMark(&op) << "\n";
     if (std::optional<LogicalResult> done = emitCollective(&op)) {
+      if (failed(*done))
+        return failure();
+      continue;
+    }
+    if (std::optional<LogicalResult> done = emitSharedCall(&op)) {
       if (failed(*done))
         return failure();
       continue;

@@ -112,6 +112,11 @@ protected:
                        const std::string &norm) = 0;
   /// Emits a fused elementwise kernel.
   virtual mlir::LogicalResult emitFused(stepk::FusedOp fused) = 0;
+  /// Prints one call of the library kernel `stepc_<target>_<callee>` with
+  /// `args` after the target's own leading parameters (CUDA's context), its
+  /// errors at `site`.
+  virtual void printCall(mlir::Operation *site, llvm::StringRef callee,
+                         const std::string &args) = 0;
   /// A statement copying `bytes` of device memory at src to host memory.
   virtual std::string copyToHost(const std::string &dst, const std::string &src,
                                  int64_t bytes) = 0;
@@ -167,6 +172,10 @@ protected:
   /// `scratch` (when the kernel takes one and the target passes it),
   /// results.
   std::string libraryArgs(stepk::CallOp call, const std::string &scratch = "");
+  /// Lowers an op whose library calls are the same on every target (SGD and
+  /// Lion updates, broadcast and the box copies of concat, pad and slice):
+  /// their arguments stated once; nullopt if `op` is not one.
+  std::optional<mlir::LogicalResult> emitSharedCall(mlir::Operation *op);
   /// Lowers a mesh collective (start, request); nullopt if `op` is not one.
   std::optional<mlir::LogicalResult> emitCollective(mlir::Operation *op);
   /// Whether two values' storage is disjoint (a kernel may write one while

@@ -552,7 +552,7 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
         continue;
       }
       bool elementwise = op->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(op);
-      if (elementwise || isa<LayerNormOp, RmsNormOp>(op)) {
+      if (elementwise || op->hasTrait<RowWise>()) {
         auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
         for (OpOperand &use : op->getOpOperands()) {
           Value v = use.get();

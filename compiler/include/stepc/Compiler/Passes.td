@@ -54,7 +54,7 @@ def StepFuseElementwise : Pass<"step-fuse-elementwise", "mlir::ModuleOp"> {
 }
 
 def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
-  let summary = "Fold what the CUDA library kernels compute into them (stepk.gemm, stepk.attention)";
+  let summary = "Fold what the CUDA library kernels compute into them (stepk.gemm, stepk.attention, stepk.adamw_group)";
   let description = [{
     In each training step, what a CUDA library kernel computes besides its
     op joins it as one stepk op, so that the memory plan and the emitter
@@ -71,6 +71,11 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
     a forward whose backward follows (same query, key, value and attributes)
     also returns its log-sum-exp, and the backward takes the forward's output
     and log-sum-exp as operands instead of recomputing them.
+
+    Optimizer: each run of consecutive `step.adamw` ops (reshapes between
+    them are free) becomes one `stepk.adamw_group` per set of
+    hyperparameters (learning rate, step, scale, betas, epsilon, weight
+    decay), at the run's end: one multi-tensor launch each.
 
     A GEMM fold needs the fused op to be the GEMM result's sole user (the
     GELU may share it: its pre-activation stays a result), an f32 bias of the

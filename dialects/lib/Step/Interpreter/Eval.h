@@ -1,7 +1,9 @@
 //===- Eval.h - per-family evaluation of step ops ---------------*- C++ -*-===//
 //
 // Private to the interpreter. Each family file evaluates its ops: operands
-// in, results out (pre-shaped by the result types), exact in double.
+// in, results out (pre-shaped by the result types), exact in double. A
+// family names its ops only in its own file: it returns nullopt for an op
+// that is not its own, and the interpreter asks each family in turn.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,27 +13,31 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/Step/Interpreter/Interpreter.h"
 
+#include <optional>
+
 namespace stepc::interp {
 
 using Operands = llvm::ArrayRef<const Tensor *>;
 using Results = llvm::MutableArrayRef<Tensor>;
+/// The evaluation of an op, or nullopt if it is not the family's.
+using Evaluated = std::optional<mlir::LogicalResult>;
 
 /// Elementwise unary/binary ops and their activation gradients.
-mlir::LogicalResult evalElementwise(mlir::Operation *op, Operands in, Results out);
+Evaluated evalElementwise(mlir::Operation *op, Operands in, Results out);
 /// Constants, convert, broadcast, reshape, transpose, slice, pad, concat,
 /// reductions and reduce_max_grad.
-mlir::LogicalResult evalShape(mlir::Operation *op, Operands in, Results out);
+Evaluated evalShape(mlir::Operation *op, Operands in, Results out);
 /// matmul, batch_matmul.
-mlir::LogicalResult evalMatmul(mlir::Operation *op, Operands in, Results out);
+Evaluated evalMatmul(mlir::Operation *op, Operands in, Results out);
 /// layer_norm, rms_norm, softmax and their gradients.
-mlir::LogicalResult evalNorm(mlir::Operation *op, Operands in, Results out);
+Evaluated evalNorm(mlir::Operation *op, Operands in, Results out);
 /// attention, rotary and attention_grad.
-mlir::LogicalResult evalAttention(mlir::Operation *op, Operands in, Results out);
+Evaluated evalAttention(mlir::Operation *op, Operands in, Results out);
 /// cross_entropy, embedding and their gradients; adamw, sgd, lion.
-mlir::LogicalResult evalLoss(mlir::Operation *op, Operands in, Results out);
+Evaluated evalLoss(mlir::Operation *op, Operands in, Results out);
 
 /// dropout.
-mlir::LogicalResult evalRandom(mlir::Operation *op, Operands in, Results out);
+Evaluated evalRandom(mlir::Operation *op, Operands in, Results out);
 
 /// Product of `shape[begin, end)`.
 inline int64_t product(llvm::ArrayRef<int64_t> shape, size_t begin, size_t end) {

@@ -12,10 +12,10 @@ using namespace mlir;
 using namespace stepc::interp;
 using namespace stepc::step;
 
-LogicalResult stepc::interp::evalElementwise(Operation *op, Operands in, Results out) {
+Evaluated stepc::interp::evalElementwise(Operation *op, Operands in, Results out) {
   auto math = dyn_cast<ScalarMathOpInterface>(op);
   if (!math)
-    return op->emitOpError() << "is not elementwise";
+    return std::nullopt;
   SmallVector<const double *, 2> operands;
   for (const Tensor *t : in)
     operands.push_back(t->data.data());

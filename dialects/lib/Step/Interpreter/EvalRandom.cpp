@@ -14,8 +14,10 @@ using namespace stepc;
 using namespace stepc::interp;
 using namespace stepc::step;
 
-LogicalResult interp::evalRandom(Operation *op, Operands in, Results out) {
-  auto dropout = cast<DropoutOp>(op);
+Evaluated interp::evalRandom(Operation *op, Operands in, Results out) {
+  auto dropout = dyn_cast<DropoutOp>(op);
+  if (!dropout)
+    return std::nullopt;
   const Tensor &x = *in[0];
   unsigned next = 1;
   uint32_t seed = 0, step = 0;

@@ -55,6 +55,13 @@ def Step_NoProductFlops : NativeOpTrait<"NoProductFlops"> {
   let cppNamespace = "::stepc";
 }
 
+/// Computes each row of its result from the same row of its first operand
+/// and whole per-feature operands (a norm's weights): sequence parallelism
+/// runs it on a rank's positions (stepc/Dialect/Step/IR/StepTraits.h).
+def Step_RowWise : NativeOpTrait<"RowWise"> {
+  let cppNamespace = "::stepc";
+}
+
 /// An op whose result type `inferReturnTypes` computes. Its verifier runs
 /// the same rules, so a bad op gets one precise error instead of the
 /// interface's generic "failed to infer returned types".
@@ -527,7 +534,7 @@ def Step_EmbeddingOp : Step_InferredOp<"embedding", [Step_Differentiable, Step_N
     "functional-type(operands, results)";
 }
 
-def Step_LayerNormOp : Step_InferredOp<"layer_norm", [Step_Differentiable, Step_NoProductFlops]> {
+def Step_LayerNormOp : Step_InferredOp<"layer_norm", [Step_Differentiable, Step_NoProductFlops, Step_RowWise]> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     `y = (x - mean(x)) / sqrt(var(x) + epsilon) · weight + bias` over the last
@@ -547,7 +554,7 @@ def Step_LayerNormOp : Step_InferredOp<"layer_norm", [Step_Differentiable, Step_
                        "functional-type(operands, results)";
 }
 
-def Step_RmsNormOp : Step_InferredOp<"rms_norm", [Step_Differentiable, Step_NoProductFlops]> {
+def Step_RmsNormOp : Step_InferredOp<"rms_norm", [Step_Differentiable, Step_NoProductFlops, Step_RowWise]> {
   let summary = "RMS normalisation over the last dimension";
   let description = [{
     `y = x / sqrt(mean(x²) + epsilon) · weight` over the last dimension `D`

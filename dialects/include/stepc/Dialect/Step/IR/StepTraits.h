@@ -14,6 +14,15 @@ namespace stepc {
 template <typename ConcreteType>
 class NoProductFlops : public mlir::OpTrait::TraitBase<ConcreteType, NoProductFlops> {};
 
+/// An op whose result's row i (all dims but the last) depends only on row i
+/// of its first operand and on its other operands whole (per-feature
+/// weights). Under sequence parallelism (passes/lib/ShardTensor.cpp) it runs
+/// on a rank's positions, its weights entering the parallel region (their
+/// gradients summed over the ranks); declaring it with the op keeps a new
+/// norm's sharding rule where the op is defined.
+template <typename ConcreteType>
+class RowWise : public mlir::OpTrait::TraitBase<ConcreteType, RowWise> {};
+
 } // namespace stepc
 
 #endif // STEPC_DIALECT_STEP_IR_STEPTRAITS_H
