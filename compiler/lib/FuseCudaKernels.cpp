@@ -127,7 +127,9 @@ Fusions planFusions(func::FuncOp step) {
     f.biasOf[&op] = broadcast.getInput();
   }
   // The backward of an attention reads its forward's output and log-sum-exp
-  // instead of recomputing them.
+  // instead of recomputing them: the latest forward of the same operands
+  // before it (under remat, the one recomputed in the backward, so the
+  // first forward's output need not live across the step).
   SmallVector<AttentionOp> forwards;
   for (Operation &op : step.getBody().front()) {
     if (auto fwd = dyn_cast<AttentionOp>(op)) {
@@ -137,7 +139,7 @@ Fusions planFusions(func::FuncOp step) {
     auto grad = dyn_cast<AttentionGradOp>(op);
     if (!grad)
       continue;
-    for (AttentionOp fwd : forwards) {
+    for (AttentionOp fwd : llvm::reverse(forwards)) {
       if (fwd.getQuery() != grad.getQuery() || fwd.getKey() != grad.getKey() ||
           fwd.getValue() != grad.getValue() || fwd.getNumHeads() != grad.getNumHeads() ||
           fwd.getNumKvHeads() != grad.getNumKvHeads() || fwd.getHeadDim() != grad.getHeadDim() ||

@@ -141,3 +141,19 @@ func.func @adamw_groups(%w: tensor<4x4xf32>, %gw: tensor<4x4xf32>, %mw: tensor<4
   %p3, %m3, %v3 = step.adamw %last, %y, %mb, %vb, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %p0, %m0, %v0, %p1, %p2, %m2, %v2, %p3, %y : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A forward recomputed in the backward (remat) is the one its backward
+// reads: the first forward returns no log-sum-exp, and its output need not
+// live until the backward.
+// CHECK-LABEL: func.func @attention_recomputed
+// CHECK: %[[O1:[a-z_0-9]+]] = stepk.attention %arg0, %arg1, %arg1 heads 2 kv_heads 2 head_dim 8 scale 0.35355339059327373 : ({{.*}}) -> tensor<2x16x16xf32>
+// CHECK: %[[O2:[a-z_0-9]+]], %[[LSE:[a-z_0-9]+]] = stepk.attention %arg0, %arg1, %arg1
+// CHECK: stepk.attention_grad %arg2, %arg0, %arg1, %arg1 saved %[[O2]], %[[LSE]]
+func.func @attention_recomputed(%q: tensor<2x16x16xf32>, %k: tensor<2x16x16xf32>, %g: tensor<2x16x16xf32>) -> (tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>) attributes {step.train_step} {
+  %o = step.attention %q, %k, %k heads 2 kv_heads 2 head_dim 8 : (tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %r = step.attention %q, %k, %k heads 2 kv_heads 2 head_dim 8 : (tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %dq, %dk, %dv = step.attention_grad %g, %q, %k, %k heads 2 kv_heads 2 head_dim 8 : (tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>) -> (tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>)
+  return %o, %r, %dq, %dk, %dv : tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>
+}
