@@ -186,6 +186,9 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
   report.target = target.str();
   report.params = params;
   report.paramBytes = paramBytes;
+  report.paramTensors = model->paramTensors;
+  report.matmulParams = model->matmulParams;
+  report.forwardFlops = model->forwardFlops;
   report.optimizerStateBytes = stateBytes;
   report.inputBytes = inputBytes;
   report.modelFlopsPerStep = modelFlops;
@@ -257,6 +260,9 @@ llvm::json::Object StepReport::toJson() const {
       {"function", function},
       {"target", target},
       {"params", params},
+      {"param_tensors", paramTensors},
+      {"matmul_params", matmulParams},
+      {"forward_flops", forwardFlops},
       {"param_bytes", paramBytes},
       {"optimizer_state_bytes", optimizerStateBytes},
       {"input_bytes", inputBytes},
@@ -297,6 +303,8 @@ llvm::json::Object StepReport::toJson() const {
       {"tp_split_param_bytes", tpSplitParamBytes},
       {"replicated_param_bytes", replicatedParamBytes},
   };
+  if (tokensPerStep > 0)
+    json["model_flops_per_token"] = modelFlopsPerStep / tokensPerStep;
   if (!predictedCommSecondsByAxes.empty()) {
     llvm::json::Object comm, exposed;
     for (auto &[axes, seconds] : predictedCommSecondsByAxes)

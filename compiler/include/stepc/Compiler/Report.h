@@ -29,6 +29,8 @@ struct CommModel {
 struct StepReport {
   std::string function, target;
   int64_t params = 0, paramBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  /// The model's, as step-report counts them (its keys are this report's).
+  int64_t paramTensors = 0, matmulParams = 0, forwardFlops = 0;
   int64_t modelFlopsPerStep = 0, executedFlopsPerStep = 0, tokensPerStep = 0;
   int64_t arenaBytes = 0, liveBytesPeak = 0;
   /// Arguments (parameters, optimizer state, inputs) + the arena.
