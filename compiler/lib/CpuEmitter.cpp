@@ -50,8 +50,8 @@ private:
     // bf16 flows through GEMMs, attention, elementwise loops (fused or not:
     // loaded as float, stored rounded) and reshapes; the other library
     // kernels take f32.
-    bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp,
-                     stepk::FusedOp, ReshapeOp>(op) ||
+    bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, stepk::GemmOp, AttentionOp,
+                     AttentionGradOp, stepk::FusedOp, ReshapeOp>(op) ||
                  isFusableElementwise(op);
     for (Value v : values) {
       Type elem = typeOf(v).getElementType();
@@ -148,6 +148,9 @@ private:
          << statements << "  }\n  }\n";
   }
   LogicalResult emitConstant(ConstantOp op);
+  /// One GEMM call: f32 (OpenBLAS), or bf16 operands with f32 accumulation
+  /// writing bf16 or f32 (oneDNN); `sharedRhs` is step.matmul's form.
+  void emitMatmul(Value lhs, Value rhs, Value result, bool ta, bool tb, bool sharedRhs);
   /// Every elementwise loop is vectorised (on threads from 4096 elements):
   /// its operands are disjoint or the same element (in place), and a block
   /// outlined into a function hides that from the compiler, whose scalar
@@ -287,6 +290,25 @@ LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
   return success();
 }
 
+void CpuEmitter::emitMatmul(Value lhs, Value rhs, Value result, bool ta, bool tb,
+                            bool sharedRhs) {
+  RankedTensorType lhsType = typeOf(lhs), out = typeOf(result);
+  int64_t k = lhsType.getDimSize(lhsType.getRank() - (ta ? 2 : 1));
+  int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
+  int64_t batch = out.getNumElements() / (m * n);
+  if (lhsType.getElementType().isBF16()) {  // f32 accumulation
+    body << llvm::formatv("  stepc_cpu_matmul_bf16({0}, {1}, {2}, {10}, {3}, {4}, {5}, {6}, "
+                          "{7}, {8}, {9});\n",
+                          ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0,
+                          tb ? 1 : 0, sharedRhs ? 1 : 0, out.getElementType().isF32() ? 1 : 0);
+    return;
+  }
+  body << llvm::formatv("  stepc_cpu_matmul({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
+                        "{9});\n",
+                        ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0,
+                        sharedRhs ? 1 : 0);
+}
+
 LogicalResult CpuEmitter::emitOp(Operation *op) {
   if (isFusableElementwise(op)) {
     int64_t inner = innerPeriod(op->getOperands());
@@ -337,25 +359,18 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case<BatchMatmulOp, MatmulOp>([&](auto m) {
-            RankedTensorType lhs = m.getLhs().getType(), out = m.getType();
-            int64_t k = lhs.getDimSize(lhs.getRank() - (m.getTransposeA() ? 2 : 1));
-            int64_t batch = out.getNumElements() / (out.getShape().back() *
-                                                    out.getDimSize(out.getRank() - 2));
-            if (lhs.getElementType().isBF16()) {  // f32 accumulation
-              b << llvm::formatv("  stepc_cpu_matmul_bf16({0}, {1}, {2}, {10}, {3}, {4}, {5}, "
-                                 "{6}, {7}, {8}, {9});\n",
-                                 ptr(m.getLhs()), ptr(m.getRhs()), ptr(m), batch,
-                                 out.getDimSize(out.getRank() - 2), out.getShape().back(), k,
-                                 m.getTransposeA() ? 1 : 0, m.getTransposeB() ? 1 : 0,
-                                 isa<MatmulOp>(op) ? 1 : 0, out.getElementType().isF32() ? 1 : 0);
-              return success();
-            }
-            b << llvm::formatv("  stepc_cpu_matmul({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-                               "{8}, {9});\n",
-                               ptr(m.getLhs()), ptr(m.getRhs()), ptr(m), batch,
-                               out.getDimSize(out.getRank() - 2), out.getShape().back(), k,
-                               m.getTransposeA() ? 1 : 0, m.getTransposeB() ? 1 : 0,
-                               isa<MatmulOp>(op) ? 1 : 0);
+            emitMatmul(m.getLhs(), m.getRhs(), m.getResult(), m.getTransposeA(),
+                       m.getTransposeB(), isa<MatmulOp>(op));
+            return success();
+          })
+          .Case([&](stepk::GemmOp g) {
+            // step-fold-widening-gemms makes these: no bias, no epilogue.
+            if (g.getBias() || g.getEpilogue() != stepk::Epilogue::none)
+              return LogicalResult(g.emitOpError()
+                                   << "has a bias or an epilogue: the CPU back end's GEMMs "
+                                      "have neither");
+            emitMatmul(g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
+                       g.getTransposeB(), g.getSharedRhs());
             return success();
           })
           .Case([&](stepk::CallOp c) {

@@ -38,7 +38,10 @@ int SourceEmitter::profileKind(Operation *op) {
     transposes(m.getTransposeA(), m.getTransposeB());
   if (auto m = dyn_cast<BatchMatmulOp>(named))
     transposes(m.getTransposeA(), m.getTransposeB());
-  if (isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(named))
+  if (auto m = dyn_cast<stepk::GemmOp>(named))
+    transposes(m.getTransposeA(), m.getTransposeB());
+  if (isa<MatmulOp, BatchMatmulOp, stepk::GemmOp, AttentionOp, AttentionGradOp,
+          stepk::AttentionOp, stepk::AttentionGradOp>(named))
     if (FailureOr<int64_t> executed = getExecutedFlops(named); succeeded(executed))
       flops = *executed;
   // Bytes: every operand read and every result written once (the least

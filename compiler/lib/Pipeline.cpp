@@ -217,6 +217,8 @@ void stepc::addTargetTail(OpPassManager &pm, StringRef target, bool fuseElementw
   // Target lowering: the kernels the back end launches.
   if (target == "cuda")
     pm.addPass(createStepFuseCudaKernels());
+  else
+    pm.addPass(createStepFoldWideningGemms());
   pm.addPass(createStepLowerLibraryCalls(StepLowerLibraryCallsOptions{target.str()}));
   if (fuseElementwise)
     pm.addPass(createStepFuseElementwise());

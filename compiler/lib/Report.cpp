@@ -106,7 +106,8 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
     auto countGemm = [&](auto mm, bool sharedRhs) {
-      RankedTensorType lhs = mm.getLhs().getType(), out = mm.getType();
+      auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+      auto out = cast<RankedTensorType>(mm->getResult(0).getType());
       const bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
       const int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
       const int64_t k = lhs.getDimSize(lhs.getRank() - (ta ? 2 : 1));
@@ -119,6 +120,8 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       countGemm(mm, true);
     if (auto bm = dyn_cast<BatchMatmulOp>(op))
       countGemm(bm, false);
+    if (auto gemm = dyn_cast<stepk::GemmOp>(op))
+      countGemm(gemm, gemm.getSharedRhs());
     if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllSliceOp>(op) &&
         !communicates(&op)) {
       for (Value v : op.getOperands())

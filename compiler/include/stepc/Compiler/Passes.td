@@ -97,6 +97,30 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
   let dependentDialects = ["::stepc::stepk::StepKDialect"];
 }
 
+def StepFoldWideningGemms : Pass<"step-fold-widening-gemms", "mlir::ModuleOp"> {
+  let summary = "A bf16 GEMM whose result is only widened writes f32 (stepk.gemm; the CPU's)";
+  let description = [{
+    In each training and eval step, a `step.matmul` or `step.batch_matmul`
+    of bf16 operands whose every user is a `step.convert` to f32 becomes
+    one `stepk.gemm` writing f32: the library GEMM accumulates in f32 and
+    writes its sum once, instead of rounding it to bf16 for a loop that
+    widens it again (half the bytes written, one loop less, and the f32
+    sum kept). A GEMM whose bf16 result another GEMM reads stays bf16 (the
+    next GEMM takes it as it is). The CPU pipeline runs it before
+    `step-lower-library-calls`; on CUDA `step-fuse-cuda-kernels` folds the
+    widening with the epilogues.
+
+    ```mlir
+    // before
+    %y = step.matmul %x, %w transpose_b : (tensor<8x64xbf16>, tensor<256x64xbf16>) -> tensor<8x256xbf16>
+    %f = step.convert %y : tensor<8x256xbf16> -> tensor<8x256xf32>
+    // after
+    %f = stepk.gemm %x, %w {shared_rhs, transpose_b} : (tensor<8x64xbf16>, tensor<256x64xbf16>) -> tensor<8x256xf32>
+    ```
+  }];
+  let dependentDialects = ["::stepc::stepk::StepKDialect"];
+}
+
 def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
   let summary = "Lower composite ops to calls of the kernel library (stepk.call)";
   let description = [{
