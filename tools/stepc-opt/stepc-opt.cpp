@@ -33,7 +33,8 @@ static std::string overview() {
       stepc::createStepOptimizer,       stepc::createStepScheduleCollectives,
       stepc::createStepMixedPrecision,  stepc::createStepRemat,
       stepc::createStepEvalStep,        stepc::createStepFuseCudaKernels,
-      stepc::createStepFoldWideningGemms, stepc::createStepLowerLibraryCalls, stepc::createStepFuseElementwise,
+      stepc::createStepFoldWideningGemms, stepc::createStepLowerLibraryCalls,
+      stepc::createStepFuseElementwise,
       stepc::createStepPlanMemory,      stepc::createStepFitMemoryBudget,
       stepc::createStepReport};
   std::string text = "stepc optimizer driver: the step dialect, stepc's passes and MLIR's.\n\n"
