@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -447,6 +448,10 @@ int main(int argc, char **argv) {
           return failure();
         })))
       return 1;
+    // bf16 GEMMs whose sums only f32 reads write f32, as the CPU kernels do
+    // (step-fold-widening-gemms), so the interpreter rounds where they do.
+    if (trainMode && precision == "bf16")
+      pm.addPass(createStepFoldWideningGemms());
   }
   if (failed(pm.run(*module)))
     return 1;
