@@ -14,6 +14,7 @@
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/AdamwGroup.h"
 
 #include "runtime/kernels/cuda/launch_config.h"
 
@@ -292,16 +293,6 @@ private:
   SmallVector<Operation *> dead;
 };
 
-/// Whether two updates can share a launch: the same learning rate, step,
-/// scale and hyperparameters.
-bool sameHyperparameters(AdamwOp f, AdamwOp a) {
-  return f.getLr() == a.getLr() && f.getStep() == a.getStep() &&
-         f.getGradScale() == a.getGradScale() && f.getBeta1() == a.getBeta1() &&
-         f.getBeta2() == a.getBeta2() && f.getEpsilon() == a.getEpsilon() &&
-         f.getWeightDecay() == a.getWeightDecay() &&
-         f.getDecoupledWeightDecay() == a.getDecoupledWeightDecay();
-}
-
 /// One stepk.adamw_group computing `updates` (in order), before `at`.
 void groupUpdates(ArrayRef<AdamwOp> updates, Operation *at) {
   AdamwOp first = updates.front();
@@ -346,22 +337,25 @@ void groupAdamwUpdates(func::FuncOp step) {
       return v.getDefiningOp<AdamwOp>() &&
              llvm::is_contained(runs.back(), v.getDefiningOp<AdamwOp>());
     });
-    if (update && !readsRun) {
-      runs.back().push_back(update);
-    } else if (!isa<ReshapeOp>(op) || readsRun) {
+    // An update reading the run's results starts the next run.
+    if (readsRun || (!update && !isa<ReshapeOp>(op)))
       if (!runs.back().empty())
         runs.emplace_back();
-    }
+    if (update)
+      runs.back().push_back(update);
   }
   for (ArrayRef<AdamwOp> run : runs) {
     if (run.empty())
       continue;
     Operation *end = run.back()->getNextNode();
+    auto shareLaunch = [](AdamwOp a, AdamwOp b) {
+      return stepk::sameAdamwScalars(a, b) && stepk::sameAdamwHyperparameters(a, b);
+    };
     SmallVector<AdamwOp> rest(run);
     while (!rest.empty()) {
       SmallVector<AdamwOp> group, others;
       for (AdamwOp u : rest)
-        (sameHyperparameters(rest.front(), u) ? group : others).push_back(u);
+        (shareLaunch(rest.front(), u) ? group : others).push_back(u);
       // All at the run's end: no op between its updates reads them.
       groupUpdates(group, end);
       rest = std::move(others);

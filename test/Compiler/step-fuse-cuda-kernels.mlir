@@ -157,3 +157,18 @@ func.func @attention_recomputed(%q: tensor<2x16x16xf32>, %k: tensor<2x16x16xf32>
   %dq, %dk, %dv = step.attention_grad %g, %q, %k, %k heads 2 kv_heads 2 head_dim 8 : (tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>) -> (tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>)
   return %o, %r, %dq, %dk, %dv : tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>
 }
+
+// -----
+
+// An update that reads an earlier update's result is not in its group: it
+// starts the next one (every update ends up in a group the CUDA emitter
+// prints).
+// CHECK-LABEL: func.func @adamw_chained
+// CHECK: %[[A:.*]]:3 = stepk.adamw_group %arg0, %arg1, %arg2, %arg3, %arg4, %arg5, %arg6 :
+// CHECK: %[[B:.*]]:3 = stepk.adamw_group %[[A]]#0, %arg1, %[[A]]#1, %[[A]]#2, %arg4, %arg5, %arg6 :
+// CHECK: return %[[B]]#0
+func.func @adamw_chained(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>, %s: tensor<f32>) -> tensor<4xf32> attributes {step.train_step} {
+  %p1, %m1, %v1 = step.adamw %p, %g, %m, %v, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %p2, %m2, %v2 = step.adamw %p1, %g, %m1, %v1, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %p2 : tensor<4xf32>
+}

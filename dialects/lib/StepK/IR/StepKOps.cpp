@@ -1,6 +1,7 @@
 //===- StepKOps.cpp - the stepk kernel-level dialect ----------------------===//
 
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
+#include "stepc/Dialect/StepK/IR/AdamwGroup.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -90,6 +91,17 @@ LogicalResult FusedOp::verify() {
   return success();
 }
 
+bool stepc::stepk::sameAdamwScalars(step::AdamwOp a, step::AdamwOp b) {
+  return a.getLr() == b.getLr() && a.getStep() == b.getStep() &&
+         a.getGradScale() == b.getGradScale();
+}
+
+bool stepc::stepk::sameAdamwHyperparameters(step::AdamwOp a, step::AdamwOp b) {
+  return a.getBeta1() == b.getBeta1() && a.getBeta2() == b.getBeta2() &&
+         a.getEpsilon() == b.getEpsilon() && a.getWeightDecay() == b.getWeightDecay() &&
+         a.getDecoupledWeightDecay() == b.getDecoupledWeightDecay();
+}
+
 Value AdamwGroupOp::inputOf(Value bodyValue) {
   auto arg = dyn_cast<BlockArgument>(bodyValue);
   if (!arg || arg.getOwner() != &getBody().front())
@@ -107,13 +119,10 @@ LogicalResult AdamwGroupOp::verify() {
   // One launch takes one set of scalars and hyperparameters.
   step::AdamwOp first = updates.front();
   for (step::AdamwOp u : updates) {
-    if (u.getLr() != first.getLr() || u.getStep() != first.getStep() ||
-        u.getGradScale() != first.getGradScale())
+    if (!sameAdamwScalars(first, u))
       return u.emitOpError() << "reads another learning rate, step or gradient scale than the "
                                 "group's first update";
-    if (u.getBeta1() != first.getBeta1() || u.getBeta2() != first.getBeta2() ||
-        u.getEpsilon() != first.getEpsilon() || u.getWeightDecay() != first.getWeightDecay() ||
-        u.getDecoupledWeightDecay() != first.getDecoupledWeightDecay())
+    if (!sameAdamwHyperparameters(first, u))
       return u.emitOpError() << "has other hyperparameters than the group's first update";
     for (Value in : u->getOperands())
       if (!inputOf(in))
