@@ -15,6 +15,7 @@ set -euo pipefail
 #   clang, libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh).
 #   nlohmann-json3-dev, zlib1g-dev: checkpoint metadata and checksums.
 #   pkg-config: the install test builds against the installed stepc.pc.
+#   libboost-context-dev: the fibers of the emulated CUDA kernels' blocks.
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
@@ -23,7 +24,7 @@ packages=(
   libopenblas-openmp-dev libdnnl-dev
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev
-  nlohmann-json3-dev zlib1g-dev pkg-config
+  nlohmann-json3-dev zlib1g-dev pkg-config libboost-context-dev
 )
 
 missing=()

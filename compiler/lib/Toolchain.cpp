@@ -230,6 +230,6 @@ llvm::Error stepc::compileCudaEmulatedSharedObject(const std::string &source,
                      {*cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w",
                       "-DSTEPC_CUDA_EMULATION", "-I" + root, "-I" + include,
                       "-I" + include + "/kernels/cuda", "-x", "c++", sourcePath, "-x", "none",
-                      "-o", partialPath(output), library, "-lpthread"},
+                      "-o", partialPath(output), library, "-lboost_context", "-lpthread"},
                      "C++ compiler (CUDA emulation)");
 }

@@ -1,6 +1,8 @@
 // The execution behind emulation.h, on the calling host thread. Independent
 // threads (STEPC_LAUNCH) run one after another. A cooperative block's
-// threads are fibers (ucontext) switched by a small scheduler: a fiber that
+// threads are fibers (Boost.Context: a switch is a few register moves, where
+// ucontext's swapcontext made two signal-mask system calls and spent most of
+// an emulated step switching) run by a small scheduler: a fiber that
 // reaches __syncthreads or a warp shuffle waits at its barrier until every
 // thread still running in the block (or warp) has arrived — threads that
 // returned stop counting, as exited GPU threads do. A block whose fibers all
@@ -9,7 +11,7 @@
 
 #include "runtime/kernels/cuda/emulation.h"
 
-#include <ucontext.h>
+#include <boost/context/fiber.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -39,8 +41,28 @@ struct Barrier {
   }
 };
 
+namespace context = boost::context;
+
+// Hands a fiber the stack it keeps for the whole launch (one allocation per
+// thread of a block, not one per block run).
+class BorrowedStack {
+ public:
+  BorrowedStack(char* base, size_t size) : base_(base), size_(size) {}
+  context::stack_context allocate() {
+    context::stack_context stack;
+    stack.size = size_;
+    stack.sp = base_ + size_;  // stacks grow down
+    return stack;
+  }
+  void deallocate(context::stack_context&) noexcept {}
+
+ private:
+  char* base_;
+  size_t size_;
+};
+
 struct Fiber {
-  ucontext_t context;
+  context::fiber context;
   std::unique_ptr<char[]> stack;
   ThreadState state;
   int linear = 0;
@@ -58,7 +80,7 @@ struct Block {
   Barrier barrier;
   std::vector<Warp> warps;
   std::vector<Fiber> fibers;
-  ucontext_t scheduler;
+  context::fiber scheduler;  // where a waiting or finished fiber returns
   Fiber* current = nullptr;
   const std::function<void()>* body = nullptr;
 };
@@ -76,17 +98,17 @@ void Wait(Barrier& barrier) {
   if (barrier.generation != generation) return;  // the last to arrive
   f->waiting = &barrier;
   f->waited_generation = generation;
-  swapcontext(&f->context, &running->scheduler);
+  running->scheduler = std::move(running->scheduler).resume();
 }
 
-void FiberMain() {
-  Block* block = running;
+context::fiber FiberMain(Block* block, context::fiber&& scheduler) {
+  block->scheduler = std::move(scheduler);
   (*block->body)();
   Fiber* f = block->current;
   f->finished = true;
   block->warps[f->linear / 32].barrier.Leave();
   block->barrier.Leave();
-  // Returning resumes uc_link: the scheduler.
+  return std::move(block->scheduler);
 }
 
 void RequireCooperative(const char* what) {
@@ -107,11 +129,10 @@ void RunCooperativeBlock(Block& block, int threads) {
     Fiber& f = block.fibers[t];
     f.finished = false;
     f.waiting = nullptr;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
-    f.context.uc_stack.ss_size = kFiberStack;
-    f.context.uc_link = &block.scheduler;
-    makecontext(&f.context, FiberMain, 0);
+    f.context = context::fiber(std::allocator_arg, BorrowedStack(f.stack.get(), kFiberStack),
+                               [&block](context::fiber&& scheduler) {
+                                 return FiberMain(&block, std::move(scheduler));
+                               });
   }
   for (int live = threads; live > 0;) {
     bool progress = false;
@@ -125,7 +146,7 @@ void RunCooperativeBlock(Block& block, int threads) {
       f.waiting = nullptr;
       block.current = &f;
       self = f.state;
-      swapcontext(&block.scheduler, &f.context);
+      f.context = std::move(f.context).resume();
       progress = true;
       if (!f.finished) ++live;
     }
