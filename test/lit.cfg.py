@@ -27,6 +27,10 @@ config.environment["STEPC_BIN"] = config.stepc_tools_dir
 # stepc-run's MFU probe caches the machine's GEMM rate: in the build tree,
 # not the home directory.
 config.environment["STEPC_CACHE_DIR"] = os.path.join(config.stepc_obj_root, "test", "cache")
+# Tests run two at a time: their probes are cached even when the other
+# test keeps the machine busy (test/Runtime/probe-busy.test checks the
+# default, which caches only a quiet machine's probes).
+config.environment["STEPC_PROBE_CACHE"] = "always"
 # The Python package as built (build/python/stepc).
 config.environment["PYTHONPATH"] = os.path.join(config.stepc_obj_root, "python")
 

@@ -9,10 +9,13 @@
 #include <sstream>
 #include <vector>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "runtime/atomic_file.h"
+#include "runtime/cpu_threads.h"
 
 namespace stepc {
 namespace {
@@ -50,12 +53,32 @@ std::filesystem::path CacheFile() {
   return {};
 }
 
+// The cache's format: version 2 caches only probes of a quiet machine, so
+// an older file's rates (possibly a busy machine's share) are probed again.
+constexpr int kCacheVersion = 2;
+
+json EmptyCache() { return json{{"version", kCacheVersion}}; }
+
 json ReadCache(const std::filesystem::path& file) {
   std::ifstream in(file);
-  if (!in) return json::object();
+  if (!in) return EmptyCache();
   json cache = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return cache.is_object() ? cache : json::object();
+  if (!cache.is_object() || !cache.contains("version") || cache["version"] != kCacheVersion)
+    return EmptyCache();
+  return cache;
 }
+
+// Threads runnable on the machine now (procs_running of /proc/stat, this
+// one included); 0 if unknown.
+long RunnableThreads() {
+  std::ifstream stat("/proc/stat");
+  std::string line;
+  while (std::getline(stat, line))
+    if (line.rfind("procs_running ", 0) == 0) return std::atol(line.c_str() + 14);
+  return 0;
+}
+
+LoadWatch* current_watch = nullptr;
 
 using Matmul = void (*)(const void*, const void*, void*, int64_t, int64_t, int64_t, int64_t, int,
                         int, int);
@@ -81,6 +104,7 @@ double ProbeGemm(const Module& module, bool bf16) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r >= 2) best = std::min(best, s);  // two warm-ups
+    if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
   }
   return 2.0 * n * n * n / best / 1e9;
 }
@@ -109,21 +133,47 @@ PeakRate FindPeak(const Module& module, double given_tflops, const std::string& 
   // The BLAS kernels in the key: a probe of other kernels (another
   // OPENBLAS_CORETYPE) measured another peak.
   const std::string kernels = BlasKernels(module);
-  const std::string key =
-      absl::StrCat(CpuModel(), " | ", threads, " threads | ", bf16 ? "bf16" : "fp32", kernels);
+  const std::string key = CpuCacheKey(threads, absl::StrCat(bf16 ? "bf16" : "fp32", kernels));
   const CachedRate rate = CachedProbe(key, [&] { return ProbeGemm(module, bf16); });
   if (rate.value <= 0) return {0, "no GEMM kernel to probe"};
   return {rate.value, absl::StrCat(bf16 ? "bf16 GEMM" : "sgemm", " probe", kernels,
-                                   rate.cached_in.empty() ? ", 1024³"
-                                                          : ", cached in " + rate.cached_in)};
+                                   ProbeSource(rate, "1024³"))};
 }
+
+std::string ProbeSource(const CachedRate& rate, const std::string& probe) {
+  if (!rate.cached_in.empty()) return ", cached in " + rate.cached_in;
+  return absl::StrCat(", ", probe,
+                      rate.busy ? ", on a busy machine: not cached, probed again next run" : "");
+}
+
+void LoadWatch::Sample() {
+  if (const long n = RunnableThreads(); n > 0) runnable_.push_back(n);
+}
+
+bool LoadWatch::busy() const {
+  if (runnable_.empty()) return false;
+  std::vector<long> sorted = runnable_;
+  std::sort(sorted.begin(), sorted.end());
+  return sorted[sorted.size() / 2] > std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+LoadWatch* CurrentLoadWatch() { return current_watch; }
 
 CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe) {
   const std::filesystem::path file = CacheFile();
-  json cache = file.empty() ? json::object() : ReadCache(file);
+  json cache = file.empty() ? EmptyCache() : ReadCache(file);
   if (auto it = cache.find(key); it != cache.end() && it->is_number() && it->get<double>() > 0)
     return {it->get<double>(), file.string()};
+  LoadWatch watch;
+  current_watch = &watch;
   const double value = probe();
+  watch.Sample();
+  current_watch = nullptr;
+  // STEPC_PROBE_CACHE=always caches a busy machine's probe too (a test
+  // suite running in parallel, which wants the next run to read the cache).
+  const char* policy = std::getenv("STEPC_PROBE_CACHE");
+  if (watch.busy() && !(policy && std::strcmp(policy, "always") == 0))
+    return {value, "", /*busy=*/true};
   if (value > 0 && !file.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(file.parent_path(), ec);
@@ -141,7 +191,9 @@ CachedRate CachedProbe(const std::string& key, const std::function<double()>& pr
 std::string BlasKernelsOf(const Module& module) { return BlasKernels(module); }
 
 std::string CpuCacheKey(const std::string& threads, const std::string& what) {
-  return absl::StrCat(CpuModel(), " | ", threads, " threads | ", what);
+  const int ranks = LocalRanksFromEnvironment();
+  return absl::StrCat(CpuModel(), " | ", threads, " threads",
+                      ranks > 1 ? absl::StrCat(" x ", ranks, " ranks") : "", " | ", what);
 }
 
 }  // namespace stepc

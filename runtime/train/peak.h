@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/module.h"
@@ -33,14 +34,41 @@ PeakRate FindPeak(const Module& module, double given_tflops, const std::string& 
 // from, empty when just probed.
 struct CachedRate {
   double value = 0;
-  std::string cached_in;
+  std::string cached_in;  // the cache it came from; empty: probed now
+  bool busy = false;      // probed now on a busy machine: not cached
 };
+// The rate cached under `key`, else `probe()`'s, cached only if the machine
+// ran nothing else meanwhile (a probe sharing the CPUs with other programs
+// measures the share, and a cached share would skew every later run's MFU
+// and prediction: such a probe is used once and run again next time).
 CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe);
+
+// ", cached in FILE", or ", <probe>" (with a note when the machine was busy).
+std::string ProbeSource(const CachedRate& rate, const std::string& probe);
+
+// Watches the machine's load while a probe runs: busy when, in the median
+// of its samples, more threads were runnable (the probe's own included)
+// than the machine has CPUs. (The median: a quiet machine's own daemons
+// make a sample or two one thread higher.)
+class LoadWatch {
+ public:
+  void Sample();
+  bool busy() const;
+
+ private:
+  std::vector<long> runnable_;
+};
+// The watch of the probe CachedProbe is running (null outside one): a probe
+// samples it between its repetitions.
+LoadWatch* CurrentLoadWatch();
 
 // ", OpenBLAS <core>" for a step whose GEMMs OpenBLAS runs, else "".
 std::string BlasKernelsOf(const Module& module);
 
 // "<CPU model> | <threads> threads | <what>": a cache key of this CPU.
+// "<CPU model> | <threads> threads[ x <ranks> ranks] | <what>": a rate
+// probed while this node's other ranks run too (memory bandwidth and
+// caches are shared) is another entry than one rank's alone.
 std::string CpuCacheKey(const std::string& threads, const std::string& what);
 
 }  // namespace stepc

@@ -33,6 +33,7 @@ double ProbeCopyRate(int threads) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (round > 0) best = std::min(best, s);  // the first touches the pages
+    if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
   }
   return 2.0 * kBytes / best / 1e9;
 }
@@ -64,6 +65,7 @@ double ProbeGemmCall(Matmul matmul, const std::string& shape) {
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r > 0) best = std::min(best, s);  // the first warms up
+    if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
   }
   return best;
 }
@@ -85,8 +87,8 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   const CachedRate rate = CachedProbe(key, [&] { return ProbeCopyRate(threads); });
   if (rate.value <= 0) return p;
   p.memory_gbps = rate.value;
-  p.memory_source = rate.cached_in.empty() ? "copy probe, 64 MiB"
-                                           : "copy probe, cached in " + rate.cached_in;
+  p.memory_source = "copy probe" + ProbeSource(rate, "64 MiB");
+  p.busy = rate.busy;
   // Each GEMM shape at its own measured rate (cached per shape); the other
   // products (attention) at the peak.
   double rest = report["executed_flops_per_step"].get<double>();
@@ -109,6 +111,8 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
             return s > 0 ? flops / s / 1e9 : 0.0;
           });
       if (gflops.value <= 0) continue;
+      p.busy |= gflops.busy;
+      p.best_gemm_gflops = std::max(p.best_gemm_gflops, gflops.value);
       p.gemm_seconds += calls.get<double>() * flops / (gflops.value * 1e9);
       rest -= calls.get<double>() * flops;
       ++p.gemm_shapes;

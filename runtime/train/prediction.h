@@ -24,6 +24,8 @@ struct StepPrediction {
   double memory_gbps = 0;     // the probed copy rate (read + write)
   int gemm_shapes = 0;        // GEMM shapes timed at their own rate
   std::string memory_source;  // how it was found, for the header line
+  double best_gemm_gflops = 0;  // the fastest shape's rate
+  bool busy = false;            // a probe ran on a busy machine (not cached)
 };
 
 // `threads`: the CPU threads the step uses (the probe copies on as many).
