@@ -3,6 +3,8 @@
 #include "stepc/Compiler/PipelineSchedule.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -430,29 +432,88 @@ bool checkAndTime(const Schedule &s, const std::vector<ChunkCost> &costs, double
 std::vector<int> balanceStages(const std::vector<double> &layerCosts, int stages) {
   const int n = static_cast<int>(layerCosts.size());
   stages = std::max(1, std::min(stages, n));
+  std::vector<LayerCost> layers;
+  for (double c : layerCosts)
+    layers.push_back({c, 0, 0});
+  std::vector<int> firsts;
+  std::string error;
+  balanceStagesUnderBudget(layers, std::vector<int>(stages, 0), 0, firsts, error);
+  return firsts;
+}
+
+double stageBytes(const std::vector<LayerCost> &layers, int first, int end, int stash) {
+  double state = 0, perMicroBatch = 0;
+  for (int i = first; i < end; ++i) {
+    state += layers[i].stateBytes;
+    perMicroBatch += layers[i].stashBytes;
+  }
+  return state + stash * perMicroBatch;
+}
+
+/// The exact cut (dynamic programming over cuts), or false if no cut fits.
+static bool cutUnderBudget(const std::vector<LayerCost> &layers,
+                           const std::vector<int> &stashPerStage, double budgetBytes,
+                           std::vector<int> &firsts) {
+  const int n = static_cast<int>(layers.size());
+  const int stages = static_cast<int>(stashPerStage.size());
   std::vector<double> prefix(n + 1, 0);
   for (int i = 0; i < n; ++i)
-    prefix[i + 1] = prefix[i] + layerCosts[i];
+    prefix[i + 1] = prefix[i] + layers[i].seconds;
+  auto fits = [&](int st, int j, int i) {
+    return budgetBytes <= 0 || stageBytes(layers, j, i, stashPerStage[st - 1]) <= budgetBytes;
+  };
   const double inf = std::numeric_limits<double>::infinity();
-  // best[s][i]: the least largest stage over the first i layers in s stages.
+  // best[s][i]: the least largest stage over the first i layers in s
+  // stages that each fit the budget (inf: none does).
   std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));
   std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(n + 1, 0));
   best[0][0] = 0;
   for (int st = 1; st <= stages; ++st)
     for (int i = st; i <= n; ++i)
       for (int j = st - 1; j < i; ++j) {
+        if (best[st - 1][j] == inf || !fits(st, j, i))
+          continue;
         const double worst = std::max(best[st - 1][j], prefix[i] - prefix[j]);
         if (worst < best[st][i]) {
           best[st][i] = worst;
           cut[st][i] = j;
         }
       }
-  std::vector<int> firsts(stages);
+  if (best[stages][n] == inf)
+    return false;
+  firsts.assign(stages, 0);
   for (int st = stages, i = n; st >= 1; --st) {
     firsts[st - 1] = cut[st][i];
     i = cut[st][i];
   }
-  return firsts;
+  return true;
+}
+
+bool balanceStagesUnderBudget(const std::vector<LayerCost> &layers,
+                              const std::vector<int> &stashPerStage, double budgetBytes,
+                              std::vector<int> &firsts, std::string &error) {
+  const int n = static_cast<int>(layers.size());
+  const int stages = static_cast<int>(stashPerStage.size());
+  if (stages < 1 || stages > n) {
+    error = std::to_string(n) + " layers cannot fill " + std::to_string(stages) + " stages";
+    return false;
+  }
+  if (cutUnderBudget(layers, stashPerStage, budgetBytes, firsts))
+    return true;
+  // The least budget that admits a cut (bisected over bytes): what the
+  // error tells the user to give.
+  double low = 0, high = stageBytes(layers, 0, n, *std::max_element(stashPerStage.begin(),
+                                                                       stashPerStage.end()));
+  std::vector<int> unused;
+  for (int k = 0; k < 60; ++k) {
+    const double mid = (low + high) / 2;
+    (cutUnderBudget(layers, stashPerStage, mid, unused) ? high : low) = mid;
+  }
+  error = "no cut of " + std::to_string(n) + " layers into " + std::to_string(stages) +
+          " stages fits " + std::to_string(static_cast<int64_t>(budgetBytes)) +
+          " bytes per rank: the least budget that fits one is " +
+          std::to_string(static_cast<int64_t>(std::ceil(high))) + " bytes";
+  return false;
 }
 
 } // namespace stepc::pipeline

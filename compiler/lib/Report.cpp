@@ -77,6 +77,25 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
   int64_t executed = 0, kernels = 0;
   Block &body = step.getBody().front();
   const DenseMap<Value, std::string> computedFor = computedForBlocks(step);
+  // A parameter's, moment's or gradient's block ("#": outside the blocks).
+  const DenseMap<Value, std::string> parameterBlock = parameterBlocks(step);
+  auto label = [](const std::string &block) {
+    return block.empty() || block == "#" ? std::string("outside blocks") : block;
+  };
+  // The block an op's work is for: the forward's, backward's and
+  // recomputation's by computedForBlocks; an update by its parameter's.
+  auto workBlock = [&](Operation &op) -> std::string {
+    std::optional<Phase> phase = getPhase(&op);
+    if (op.getNumResults() &&
+        (phase == Phase::Forward || phase == Phase::Backward || phase == Phase::Recompute))
+      return label(computedFor.lookup(op.getResult(0)));
+    if (isa<stepk::AdamwGroupOp>(op))
+      return "outside blocks"; // every block's updates in one launch
+    if (op.getNumOperands())
+      if (auto it = parameterBlock.find(op.getOperand(0)); it != parameterBlock.end())
+        return label(it->second);
+    return "outside blocks";
+  };
   for (Operation &op : body) {
     if (communicates(&op)) {
       ++report.collectivesPerStep;
@@ -124,23 +143,30 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       countGemm(gemm, gemm.getSharedRhs());
     if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllSliceOp>(op) &&
         !communicates(&op)) {
+      int64_t bytes = 0;
       for (Value v : op.getOperands())
-        report.memoryBoundBytesPerStep += bytesOf(v.getType());
+        bytes += bytesOf(v.getType());
       for (Value v : op.getResults())
-        report.memoryBoundBytesPerStep += bytesOf(v.getType());
+        bytes += bytesOf(v.getType());
+      report.memoryBoundBytesPerStep += bytes;
+      report.memoryBoundBytesByBlock[workBlock(op)] += bytes;
     }
   }
 
   int64_t params = 0, paramBytes = 0, stateBytes = 0, inputBytes = 0;
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
     int64_t bytes = bytesOf(step.getArgumentTypes()[i]);
+    auto block = parameterBlock.find(step.getArgument(i));
+    std::string byBlock = label(block == parameterBlock.end() ? "" : block->second);
     if (step.getArgAttr(i, StepDialect::kParamAttrName)) {
       params += cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
       paramBytes += bytes;
+      report.paramBytesByBlock[byBlock] += bytes;
       (step.getArgAttr(i, StepDialect::kTpShardAttrName) ? report.tpSplitParamBytes
                                                           : report.replicatedParamBytes) += bytes;
     } else if (step.getArgAttr(i, StepDialect::kStateAttrName)) {
       stateBytes += bytes;
+      report.optimizerStateBytesByBlock[byBlock] += bytes;
     } else {
       inputBytes += bytes;
     }
@@ -302,6 +328,9 @@ llvm::json::Object StepReport::toJson() const {
       {"collective_wire_bytes_by_axes", toJsonObject(collectiveWireBytesByAxes)},
       {"optimizer_flops_per_step", optimizerFlopsPerStep},
       {"executed_flops_by_block", toJsonObject(executedFlopsByBlock)},
+      {"memory_bound_bytes_by_block", toJsonObject(memoryBoundBytesByBlock)},
+      {"param_bytes_by_block", toJsonObject(paramBytesByBlock)},
+      {"optimizer_state_bytes_by_block", toJsonObject(optimizerStateBytesByBlock)},
       {"optimizer_collective_bytes_per_step", toJsonObject(optimizerCollectiveBytesPerStep)},
       {"tp_split_param_bytes", tpSplitParamBytes},
       {"replicated_param_bytes", replicatedParamBytes},

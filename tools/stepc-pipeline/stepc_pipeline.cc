@@ -2,11 +2,14 @@
 // its rank, every transfer received, no deadlock) and times it on per-chunk
 // costs: the bubble (idle) fraction per rank and overall, the peak stash of
 // in-flight micro-batches, the transfers. Or checks a schedule written by
-// hand (--schedule-file), or cuts a layer sequence into balanced stages.
+// hand (--schedule-file), or cuts a layer sequence into balanced stages
+// (a model's, from its stepc --report: by predicted time, under a per-rank
+// memory budget that counts the schedule's stash).
 //
 //   stepc-pipeline --ranks P --micro-batches M [--schedule 1f1b]
 //       [--costs F/BI/BW,...] [--latency S] [--schedule-file FILE]
-//       [--balance-layers C0,C1,... | --report REPORT.json] [--print]
+//       [--balance-layers C0,C1,... | --report REPORT.json [--gflops G]
+//        [--gbps B] [--memory-budget BYTES]] [--print]
 //
 // The compiler's pp:P will build its schedules with the same code
 // (compiler/lib/PipelineSchedule.cpp) from the model's per-stage costs.
@@ -15,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -42,8 +46,14 @@ ABSL_FLAG(std::string, balance_layers, "",
           "cut these per-layer costs into P * V contiguous stages, least largest stage");
 ABSL_FLAG(bool, print, false, "also print each rank's passes");
 ABSL_FLAG(std::string, report, "",
-          "balance the model of this stepc --report: its blocks' executed FLOPs in order, "
-          "then what lies outside them (the head, the loss) as the last layer");
+          "balance the model of this stepc --report: its blocks in order, then what lies "
+          "outside them (the embedding, the head, the loss) as the last layer; each "
+          "layer's time is its FLOPs at --gflops plus its memory-bound bytes at --gbps");
+ABSL_FLAG(double, gflops, 100, "with --report: the GEMM rate a stage's FLOPs run at");
+ABSL_FLAG(double, gbps, 20, "with --report: the memory bandwidth its memory-bound kernels run at");
+ABSL_FLAG(std::string, memory_budget, "",
+          "with --report: bytes each rank may hold (parameters, gradients, optimizer state "
+          "and the stashed micro-batches' activations), e.g. 12000000, 60MB or 1.5GB");
 
 namespace {
 
@@ -77,6 +87,145 @@ bool ParseCosts(const std::string& text, int chunks, std::vector<stepc::pipeline
   return true;
 }
 
+// "12000000", "60MB", "1.5GB" (decimal units, as stepc --memory-budget).
+bool ParseBytes(const std::string& text, double& bytes) {
+  double scale = 1;
+  std::string number = text;
+  for (auto [suffix, factor] : {std::pair<const char*, double>{"KB", 1e3}, {"MB", 1e6},
+                                {"GB", 1e9}, {"B", 1}}) {
+    const size_t n = std::strlen(suffix);
+    if (number.size() > n && number.compare(number.size() - n, n, suffix) == 0) {
+      number.resize(number.size() - n);
+      scale = factor;
+      break;
+    }
+  }
+  return absl::SimpleAtod(number, &bytes) && std::isfinite(bytes) && bytes > 0 &&
+         (bytes *= scale, true);
+}
+
+double Number(const nlohmann::json& object, const std::string& key) {
+  return object.is_object() && object.contains(key) && object[key].is_number()
+             ? object[key].get<double>()
+             : 0;
+}
+
+// --report: the model's blocks (and what lies outside them, last) cut into
+// P stages by predicted time under the memory budget, the schedule timed on
+// the stages' costs.
+int BalanceReport(int ranks, int m, int chunks_per_rank) {
+  using namespace stepc::pipeline;
+  const std::string path = absl::GetFlag(FLAGS_report);
+  std::ifstream file(path);
+  const nlohmann::json report = nlohmann::json::parse(file, nullptr, false);
+  if (!file || report.is_discarded() || !report.contains("executed_flops_by_block") ||
+      !report["executed_flops_by_block"].is_object())
+    return Fail("'" + path + "' is not a stepc --report with executed_flops_by_block");
+  const double gflops = absl::GetFlag(FLAGS_gflops), gbps = absl::GetFlag(FLAGS_gbps);
+  if (!std::isfinite(gflops) || gflops <= 0 || !std::isfinite(gbps) || gbps <= 0)
+    return Fail("--gflops and --gbps must be finite and > 0");
+  double budget = 0;
+  if (!absl::GetFlag(FLAGS_memory_budget).empty() &&
+      !ParseBytes(absl::GetFlag(FLAGS_memory_budget), budget))
+    return Fail("--memory-budget: '" + absl::GetFlag(FLAGS_memory_budget) +
+                "' is not a byte count (12000000, 60MB, 1.5GB)");
+  if (budget > 0 && chunks_per_rank > 1)
+    return Fail("--memory-budget with interleaved stages is not supported yet (a rank's "
+                "chunks are not contiguous)");
+  const nlohmann::json& flops = report["executed_flops_by_block"];
+  struct Layer {
+    std::string name, key;
+    double flops, bytes;
+    LayerCost cost;
+  };
+  std::vector<Layer> layers;
+  auto add = [&](const std::string& key, const std::string& name) {
+    Layer l{name, key, Number(flops, key),
+            Number(report.value("memory_bound_bytes_by_block", nlohmann::json()), key), {}};
+    // Per micro-batch: 1/M of the step's work and activations. Held
+    // whatever the schedule: parameters, their (accumulated) gradients and
+    // the optimizer's state.
+    l.cost.seconds = (l.flops / m) / (gflops * 1e9) + (l.bytes / m) / (gbps * 1e9);
+    const double params = Number(report.value("param_bytes_by_block", nlohmann::json()), key);
+    l.cost.stateBytes =
+        2 * params + Number(report.value("optimizer_state_bytes_by_block", nlohmann::json()), key);
+    l.cost.stashBytes =
+        Number(report.value("saved_activation_bytes_by_block", nlohmann::json()), key) / m;
+    layers.push_back(l);
+  };
+  for (int b = 0; flops.contains("block " + std::to_string(b)); ++b)
+    add("block " + std::to_string(b), "block " + std::to_string(b));
+  if (layers.empty()) return Fail("the report's model has no blocks to cut into stages");
+  if (flops.contains("outside blocks")) add("outside blocks", "head and loss");
+  const int stages = ranks * chunks_per_rank;
+  if (stages > static_cast<int>(layers.size()))
+    return Fail(std::to_string(layers.size()) + " layers cannot fill " + std::to_string(stages) +
+                " stages");
+  // Each rank's stash comes from the schedule's own simulation (equal
+  // costs: gpipe and 1f1b stash the same whatever the costs).
+  std::string error;
+  const std::string name = absl::GetFlag(FLAGS_schedule);
+  Schedule equal;
+  Timing equalTiming;
+  if (!buildSchedule(name, ranks, m, std::vector<ChunkCost>(stages), equal, error) ||
+      !checkAndTime(equal, std::vector<ChunkCost>(stages), 0, equalTiming, error))
+    return Fail(error);
+  std::vector<int> stash(stages);
+  for (int c = 0; c < stages; ++c) stash[c] = equalTiming.peakStash[c % ranks];
+  std::vector<LayerCost> costs;
+  for (const Layer& l : layers) costs.push_back(l.cost);
+  std::vector<int> firsts;
+  if (!balanceStagesUnderBudget(costs, stash, budget, firsts, error)) return Fail(error);
+  // The schedule timed on the stages' own costs: a forward a third of a
+  // stage's work, each half of the backward (input and weight gradients) a
+  // third, as the FLOPs of a matmul's backward are twice its forward's.
+  nlohmann::json cut = nlohmann::json::array();
+  std::vector<ChunkCost> stageCosts;
+  double largest = 0, total = 0, peak = 0;
+  for (int st = 0; st < stages; ++st) {
+    const int end = st + 1 < stages ? firsts[st + 1] : static_cast<int>(layers.size());
+    double seconds = 0, stageFlops = 0, stageBytesMoved = 0;
+    for (int i = firsts[st]; i < end; ++i) {
+      seconds += layers[i].cost.seconds;
+      stageFlops += layers[i].flops;
+      stageBytesMoved += layers[i].bytes;
+    }
+    const double held = stageBytes(costs, firsts[st], end, 0);
+    const double stashed = stageBytes(costs, firsts[st], end, stash[st]) - held;
+    largest = std::max(largest, seconds);
+    total += seconds;
+    peak = std::max(peak, held + stashed);
+    stageCosts.push_back({seconds / 3, seconds / 3, seconds / 3});
+    cut.push_back({{"layers", {firsts[st], end - 1}},
+                   {"first", layers[firsts[st]].name},
+                   {"last", layers[end - 1].name},
+                   {"flops_per_step", stageFlops},
+                   {"memory_bound_bytes_per_step", stageBytesMoved},
+                   {"seconds_per_micro_batch", seconds},
+                   {"state_bytes", held},
+                   {"stashed_micro_batches", stash[st]},
+                   {"stash_bytes", stashed},
+                   {"peak_bytes", held + stashed}});
+  }
+  Schedule schedule;
+  Timing timing;
+  if (!buildSchedule(name, ranks, m, stageCosts, schedule, error) ||
+      !checkAndTime(schedule, stageCosts, 0, timing, error))
+    return Fail(error);
+  nlohmann::json out = {{"stages", cut},
+                        {"imbalance", total > 0 ? largest / (total / stages) : 1.0},
+                        {"peak_bytes", peak},
+                        {"schedule", schedule.name},
+                        {"micro_batches", m},
+                        {"predicted_step_seconds", timing.makespan},
+                        {"bubble_fraction", timing.bubbleFraction},
+                        {"idle_fraction_by_rank", timing.idleFraction},
+                        {"rates", {{"gflops", gflops}, {"gbps", gbps}}}};
+  if (budget > 0) out["memory_budget_bytes"] = budget;
+  std::printf("%s\n", out.dump(1).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,36 +254,15 @@ int main(int argc, char** argv) {
   if (!std::isfinite(latency) || latency < 0) return Fail("--latency must be finite and >= 0");
   nlohmann::json out;
   std::string error;
-  if (!absl::GetFlag(FLAGS_balance_layers).empty() || !absl::GetFlag(FLAGS_report).empty()) {
+  if (!absl::GetFlag(FLAGS_report).empty())
+    return BalanceReport(ranks, m, chunks_flag);
+  if (!absl::GetFlag(FLAGS_balance_layers).empty()) {
     std::vector<double> layers;
-    std::vector<std::string> names;
-    if (!absl::GetFlag(FLAGS_report).empty()) {
-      std::ifstream file(absl::GetFlag(FLAGS_report));
-      const nlohmann::json report = nlohmann::json::parse(file, nullptr, false);
-      if (!file || report.is_discarded() || !report.contains("executed_flops_by_block") ||
-          !report["executed_flops_by_block"].is_object())
-        return Fail("'" + absl::GetFlag(FLAGS_report) +
-                    "' is not a stepc --report with executed_flops_by_block");
-      const nlohmann::json& by_block = report["executed_flops_by_block"];
-      for (int b = 0;; ++b) {
-        const std::string name = "block " + std::to_string(b);
-        if (!by_block.contains(name) || !by_block[name].is_number()) break;
-        layers.push_back(by_block[name].get<double>());
-        names.push_back(name);
-      }
-      if (layers.empty()) return Fail("the report's model has no blocks to cut into stages");
-      if (by_block.contains("outside blocks") && by_block["outside blocks"].is_number()) {
-        layers.push_back(by_block["outside blocks"].get<double>());
-        names.push_back("head and loss");
-      }
-    } else {
-      for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_balance_layers), ',')) {
-        double c;
-        if (!absl::SimpleAtod(item, &c) || !std::isfinite(c) || c < 0)
-          return Fail("--balance-layers: '" + std::string(item) + "' is not a finite cost >= 0");
-        layers.push_back(c);
-        names.push_back("layer " + std::to_string(layers.size() - 1));
-      }
+    for (absl::string_view item : absl::StrSplit(absl::GetFlag(FLAGS_balance_layers), ',')) {
+      double c;
+      if (!absl::SimpleAtod(item, &c) || !std::isfinite(c) || c < 0)
+        return Fail("--balance-layers: '" + std::string(item) + "' is not a finite cost >= 0");
+      layers.push_back(c);
     }
     const int stages = ranks * chunks_flag;
     if (stages > static_cast<int>(layers.size()))
@@ -150,8 +278,8 @@ int main(int argc, char** argv) {
       largest = std::max(largest, sum);
       total += sum;
       cut.push_back({{"layers", {firsts[st], end - 1}},
-                     {"first", names[firsts[st]]},
-                     {"last", names[end - 1]},
+                     {"first", "layer " + std::to_string(firsts[st])},
+                     {"last", "layer " + std::to_string(end - 1)},
                      {"cost", sum}});
     }
     out["stages"] = cut;

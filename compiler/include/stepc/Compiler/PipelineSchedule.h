@@ -96,6 +96,29 @@ bool checkAndTime(const Schedule &schedule, const std::vector<ChunkCost> &costs,
 /// sum is least (exact); returns the first layer of each stage.
 std::vector<int> balanceStages(const std::vector<double> &layerCosts, int stages);
 
+/// One layer of the sequence a pipeline cuts: its time per micro-batch, the
+/// bytes its rank holds for it whatever the schedule (parameters, their
+/// gradients, optimizer state), and the activations each micro-batch in
+/// flight keeps for its backward.
+struct LayerCost {
+  double seconds = 0, stateBytes = 0, stashBytes = 0;
+};
+
+/// The contiguous cut of `layers` into stashPerStage.size() stages whose
+/// largest time is least among the cuts where every stage fits
+/// `budgetBytes`: stage s holds its layers' state and stashPerStage[s]
+/// micro-batches of their activations (the schedule's peak stash on its
+/// rank). Exact (dynamic programming over cuts). A budget <= 0 bounds
+/// nothing. Returns false, with what the least feasible stage would need in
+/// `error`, when no cut fits.
+bool balanceStagesUnderBudget(const std::vector<LayerCost> &layers,
+                              const std::vector<int> &stashPerStage, double budgetBytes,
+                              std::vector<int> &firsts, std::string &error);
+
+/// The bytes stage [first, end) of `layers` holds with `stash` micro-batches
+/// in flight.
+double stageBytes(const std::vector<LayerCost> &layers, int first, int end, int stash);
+
 std::string passName(const Pass &pass);
 
 } // namespace stepc::pipeline

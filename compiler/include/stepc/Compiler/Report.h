@@ -67,6 +67,12 @@ struct StepReport {
   /// block they compute for ("outside blocks": the embedding, the head, the
   /// loss): what balances pipeline stages.
   std::map<std::string, int64_t> executedFlopsByBlock;
+  /// The same attribution for memoryBoundBytesPerStep (an optimizer
+  /// update: its parameter's block), and the bytes of each block's
+  /// parameters and optimizer state: what a pipeline stage's time and
+  /// memory are made of.
+  std::map<std::string, int64_t> memoryBoundBytesByBlock, paramBytesByBlock,
+      optimizerStateBytesByBlock;
   std::map<std::string, int64_t> optimizerCollectiveBytesPerStep;
   /// Parameter bytes this rank holds of tp-split parameters (each 1/M of
   /// the whole) and of the others.
