@@ -71,7 +71,6 @@ private:
     body << "  stepc_cpu_" << callee << "(" << args << ");\n";
   }
   /// Each op's code stands alone, so equal blocks share a function.
-  bool outlinesBlocks() const override { return true; }
   /// One loop over the kernel's elements: values in registers, results
   /// stored at the end of each iteration.
   LogicalResult emitFused(stepk::FusedOp fused) override {

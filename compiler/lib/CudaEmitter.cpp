@@ -65,7 +65,6 @@ private:
   int64_t arenaBytes() override { return layout.bytes; }
   /// Each op's text stands alone, so equal blocks share a function; it
   /// takes the step's stream, context and scratch.
-  bool outlinesBlocks() const override { return true; }
   std::string blockParameters() const override {
     return ", stepc_cuda_ctx *ctx, cudaStream_t stream, char *scratch";
   }
@@ -86,7 +85,7 @@ private:
   void call(Operation *op, const std::string &text) {
     ++launches;
     body << "  STEPC_TRY(" << text << ", "
-         << siteMark(where(op) + ": '" + op->getName().getStringRef().str() + "'") << ");\n";
+         << site(where(op) + ": '" + op->getName().getStringRef().str() + "'") << ");\n";
   }
   /// A new check site for an op whose ids the device checks.
   int checkSite(Operation *op, StringRef what) {
@@ -245,7 +244,7 @@ void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
   for (Value v : args)
     body << ptr(v) << ", ";
   body << n << ");\n  STEPC_LAUNCHED("
-       << siteMark(where(site) + ": '" + site->getName().getStringRef().str() + "'") << ");\n";
+       << SourceEmitter::site(where(site) + ": '" + site->getName().getStringRef().str() + "'") << ");\n";
 }
 
 LogicalResult CudaEmitter::emitElementwise(Operation *op) {
@@ -345,7 +344,7 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
   ++launches;
   body << "  STEPC_LAUNCH(stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream, " << name
        << "_copy)(" << ptr(out) << ");\n  STEPC_LAUNCHED("
-       << siteMark(where(op) + ": 'step.constant'") << ");\n";
+       << site(where(op) + ": 'step.constant'") << ");\n";
   return success();
 }
 

@@ -1,28 +1,30 @@
-//===- OutlineBlocks.cpp - one function per distinct block body ----------===//
+//===- OutlineBlocks.cpp - block runs and their functions, in the IR -----===//
 //
-// After the body is written, ops are grouped into runs by the block whose
-// parameters, moments or gradient they read; each run's text, with its
-// pointers renumbered by first appearance (one per address), becomes a
-// function shared by every run with the same text, called with a static
-// table of that run's pointers. Collective requests are slots of the step
-// function's `requests` passed the same way, and error-site strings (CUDA's)
-// come from a table per run. A deep model's source and compile time do not
-// grow with its depth, sharded or not, on either target
-// (docs/design/cpu-backend.md).
+// step-outline-blocks (OutlineBlocks.h): each planned step's ops grouped
+// into block runs, and the function each run calls, shared by runs of equal
+// structure. The emitters print what it decided (SourceEmitter.cpp).
 //
 //===----------------------------------------------------------------------===//
 
-#include "SourceEmitter.h"
+#include "stepc/Compiler/OutlineBlocks.h"
 
 #include "stepc/Analysis/StepStructure.h"
+#include "stepc/Compiler/ArenaPlan.h"
+#include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 
-#include "llvm/ADT/StringExtras.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <map>
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPOUTLINEBLOCKS
+#include "stepc/Compiler/Passes.h.inc"
+} // namespace stepc
 
 using namespace mlir;
 using namespace stepc;
@@ -100,152 +102,207 @@ DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
   return blockOf;
 }
 
-std::string stepc::resolveMarkers(StringRef from) {
-  std::string out;
-  out.reserve(from.size());
-  for (size_t i = 0; i < from.size(); ++i) {
-    char c = from[i];
-    if (c == kPtrBegin) {  // the name, without an argument's type
-      size_t close = from.find(kPtrEnd, i);
-      StringRef name = from.slice(i + 1, close).split(':').first;
-      if (name[0] == 'q')  // a collective's request
-        out += "requests[" + name.drop_front().str() + "]";
-      else
-        out += name;
-      i = close;
-    } else if (c != kLocBegin && c != kLocEnd && c != kSiteBegin && c != kSiteEnd) {
-      out += c;
-    }
-  }
-  return out;
+std::optional<int64_t> stepc::blockRunOf(Operation *op) {
+  if (auto run = op->getAttrOfType<IntegerAttr>(StepDialect::kBlockRunAttrName))
+    return run.getInt();
+  return std::nullopt;
 }
 
-std::string SourceEmitter::outlinedBody(std::string &functions) {
-  const std::string &text = bodyText;
-  std::string out;
-  std::map<std::string, int> functionOf;
-  auto outline = [&](size_t first, size_t last) {
-    StringRef code = StringRef(text).slice(chunks[first].begin, chunks[last].end);
-    // The function's text: pointers become p[k] by first appearance,
-    // locations are dropped (they are at the call).
-    std::string canonical;
-    SmallVector<std::string> pointers;
-    llvm::StringMap<unsigned> slot;
-    SmallVector<std::string> locations, sites;
-    for (size_t i = 0; i < code.size(); ++i) {
-      char c = code[i];
-      if (c == kSiteBegin) {  // an error site: sites[k] of the run's table
-        size_t close = code.find(kSiteEnd, i);
-        canonical += "sites[" + std::to_string(sites.size()) + "]";
-        sites.push_back(code.slice(i + 1, close).str());
-        i = close;
-        continue;
-      }
-      if (c == kPtrBegin || c == kLocBegin) {
-        size_t close = code.find(c == kPtrBegin ? kPtrEnd : kLocEnd, i);
-        StringRef mark = code.slice(i + 1, close), argType;
-        if (c == kPtrBegin)
-          std::tie(mark, argType) = mark.split(':');
-        std::string name = mark.str();
-        if (c == kPtrBegin) {
-          // One slot per address, not per name: an op in place reads and
-          // writes one pointer, so the compiler vectorises it as it does
-          // inline (a scalar fallback would round libmvec's exp differently).
-          std::string address =
-              name[0] == 'b' ? "@" + std::to_string(plan.buffers[std::stoll(name.substr(1))].offset)
-                             : name;
-          auto [it, inserted] = slot.try_emplace(address, pointers.size());
-          if (inserted)
-            pointers.push_back(name);
-          std::string local = "p" + std::to_string(it->second);
-          canonical += name[0] == 'q'    ? "(*" + local + ")"
-                       : argType.empty() ? local
-                                         : "((" + argType.str() + " *)" + local + ")";
-        } else {
-          locations.push_back(name);
-          if (!canonical.empty() && canonical.back() == ' ')
-            canonical.pop_back();
-        }
-        i = close;
-        continue;
-      }
-      canonical += c;
-    }
-    // Where each pointer is: args[-t - 1] for t < 0, arena + t otherwise;
-    // a request: its index in `requests`.
-    SmallVector<int64_t> at;
-    for (const std::string &name : pointers) {
-      int64_t id = std::stoll(name.substr(1));
-      at.push_back(name[0] == 'a'   ? -id - 1
-                   : name[0] == 'q' ? id
-                                    : plan.buffers[id].offset);
-    }
-    std::string where = array(at);
-    // This run's error sites, in order of appearance.
-    std::string siteTable = "nullptr";
-    if (!sites.empty()) {
-      siteTable = (evalEntry ? "kEvalSites" : "kSites") + std::to_string(siteTables++);
-      functions += "static const char *const " + siteTable + "[] = {" + llvm::join(sites, ", ") +
-                   "};\n";
-    }
-    auto [it, inserted] = functionOf.try_emplace(canonical, functionOf.size());
-    std::string fn = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(it->second);
-    // Locals, as the step function's are: a loop reads a pointer in a
-    // register, not through an array the compiler must reload.
-    std::string declarations;
-    for (size_t k = 0; k < pointers.size(); ++k)
-      declarations +=
-          pointers[k][0] == 'q'
-              ? llvm::formatv("  int32_t *const p{0} = requests + at[{0}];\n", k).str()
-              : llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
-                              ": arena + at[{0}];\n",
-                              k)
-                    .str();
-    if (inserted)
-      functions += "static int " + fn +
-                   "(void *const *args, char *arena, const int64_t *at,\n"
-                   "    const char *const *sites, int32_t *requests,\n"
-                   "    const stepc_collectives *collectives, const stepc_device *device,\n"
-                   "    char *error, size_t error_len" + blockParameters() + ") {\n" +
-                   declarations + canonical + "  return 0;\n}\n\n";
-    out += "  // " + chunks[first].block + ": " + std::to_string(last - first + 1) +
-           " kernels from " + (locations.empty() ? "" : locations.front()) + " to " +
-           (locations.empty() ? "" : locations.back()) + "\n  if (int failed = " + fn +
-           "(args, arena, " + where + ", " + siteTable + ", " +
-           (requests ? "requests" : "nullptr") + ", collectives, device, error, error_len" +
-           blockArguments() + "))\n" +
-           "    return failed;\n";
-  };
-  // A block's run: consecutive ops reading its parameters, with the ops
-  // after them that read none. A collective's request lives in the step
-  // function (`requests`); a run that starts or waits for one gets its slot.
+ArrayRef<int64_t> stepc::blockFunctions(func::FuncOp step) {
+  if (auto functions = step->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kBlockFunctionsAttrName))
+    return functions.asArrayRef();
+  return {};
+}
+
+namespace {
+
+/// The runs of `step`: consecutive ops computing for one block. An op
+/// belongs to the block of the first value it reads or makes that is a
+/// parameter's (its moments', its gradient's); an op of none joins the run
+/// before it; a multi-tensor update reads every block's and joins too.
+std::vector<std::vector<Operation *>> blockRuns(func::FuncOp step) {
+  DenseMap<Value, std::string> parameterBlock = parameterBlocks(step);
+  std::vector<std::vector<Operation *>> runs;
   std::string current;
-  size_t start = 0;
-  auto flush = [&](size_t endChunk) {
-    if (endChunk == start)
-      return;
-    if (current.empty() || current == "#")
-      out += StringRef(text).slice(chunks[start].begin, chunks[endChunk - 1].end);
-    else
-      outline(start, endChunk - 1);
-    start = endChunk;
-  };
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    bool inlineOnly = i + 1 == chunks.size();
-    const std::string &block = chunks[i].block;
-    if (inlineOnly) {
-      flush(i);
-      current = "#";
-      flush(i + 1);
-      current = "";
-      continue;
+  for (Operation &op : step.getBody().front().without_terminator()) {
+    std::string block;
+    if (!isa<stepk::AdamwGroupOp>(op)) {
+      SmallVector<Value> values(op.getOperands());
+      llvm::append_range(values, op.getResults());
+      for (Value v : values)
+        if (auto it = parameterBlock.find(v); it != parameterBlock.end()) {
+          block = it->second;
+          break;
+        }
     }
     if (!block.empty() && block != current) {
-      flush(i);
       current = block;
+      if (block != "#")
+        runs.emplace_back();
     }
+    if (!current.empty() && current != "#")
+      runs.back().push_back(&op);
   }
-  flush(chunks.size());
-  return out;
+  return runs;
 }
 
+/// The structure of one run as text: equal text, equal code.
+class RunStructure {
+public:
+  RunStructure(const MemoryPlan &plan, const DenseMap<Operation *, int64_t> &position)
+      : plan(plan), position(position) {}
+
+  std::string of(ArrayRef<Operation *> ops) {
+    for (Operation *op : ops)
+      print(op, /*topLevel=*/true);
+    // Which stored values' storage overlaps (distinct addresses only: one
+    // address is one slot already).
+    for (size_t i = 0; i < stored.size(); ++i)
+      for (size_t j = i + 1; j < stored.size(); ++j)
+        if (slotOf[stored[i]] != slotOf[stored[j]] && overlaps(stored[i], stored[j]))
+          os << " overlap(" << i << "," << j << ")";
+    return text;
+  }
+
+private:
+  /// Where a value is stored: "a<argument>" or "@<arena offset>"; none for
+  /// a value no kernel writes (a fused op's inside, a folded broadcast).
+  std::optional<std::string> address(Value v) {
+    if (auto arg = plan.argumentOf.find(v); arg != plan.argumentOf.end())
+      return "a" + std::to_string(arg->second);
+    if (auto buffer = plan.bufferOf.find(v); buffer != plan.bufferOf.end())
+      return "@" + std::to_string(plan.buffers[buffer->second].offset);
+    return std::nullopt;
+  }
+  bool overlaps(Value a, Value b) {
+    auto argA = plan.argumentOf.find(a), argB = plan.argumentOf.find(b);
+    bool inArgA = argA != plan.argumentOf.end(), inArgB = argB != plan.argumentOf.end();
+    if (inArgA || inArgB)
+      return inArgA && inArgB && argA->second == argB->second;
+    const MemoryPlan::Buffer &x = plan.buffers[plan.bufferOf.lookup(a)];
+    const MemoryPlan::Buffer &y = plan.buffers[plan.bufferOf.lookup(b)];
+    return !(x.offset + x.bytes <= y.offset || y.offset + y.bytes <= x.offset);
+  }
+  /// A value as the run sees it: made inside (i<k>) or the k-th from
+  /// outside (x<k>), with its storage slot (s<k>, by address).
+  void reference(Value v, bool topLevel) {
+    if (auto it = internal.find(v); it != internal.end())
+      os << "i" << it->second;
+    else
+      os << "x" << external.try_emplace(v, external.size()).first->second;
+    if (topLevel)
+      storage(v);
+  }
+  void storage(Value v) {
+    std::optional<std::string> at = address(v);
+    if (!at)
+      return;
+    auto [it, inserted] = slots.try_emplace(*at, slots.size());
+    if (!slotOf.count(v)) {
+      slotOf[v] = it->second;
+      stored.push_back(v);
+    }
+    os << "s" << it->second;
+  }
+  void print(Operation *op, bool topLevel) {
+    os << op->getName() << "(";
+    for (Value operand : op->getOperands()) {
+      reference(operand, topLevel);
+      // A collective's result is waited for by its first reader.
+      if (topLevel)
+        if (Operation *def = operand.getDefiningOp(); def && communicates(def))
+          os << (firstReader(operand) == op ? "w" : "");
+      os << ",";
+    }
+    os << "){";
+    for (NamedAttribute a : op->getAttrs()) {
+      StringRef name = a.getName().getValue();
+      if (name == StepDialect::kBufferAttrName || name == StepDialect::kInArgAttrName ||
+          name == StepDialect::kBlockRunAttrName)
+        continue;
+      // A request slot is storage too: each run's its own, passed in.
+      if (name == StepDialect::kRequestAttrName) {
+        os << "request;";
+        continue;
+      }
+      os << name << "=" << a.getValue() << ";";
+    }
+    os << "}->(";
+    for (Value r : op->getResults()) {
+      internal.try_emplace(r, internal.size());
+      os << r.getType() << " ";
+      if (topLevel)
+        storage(r);
+      os << ",";
+    }
+    os << ")";
+    for (Region &region : op->getRegions())
+      for (Block &block : region) {
+        os << "{";
+        for (BlockArgument arg : block.getArguments()) {
+          internal.try_emplace(arg, internal.size());
+          os << arg.getType() << ",";
+        }
+        for (Operation &inner : block)
+          print(&inner, /*topLevel=*/false);
+        os << "}";
+      }
+    os << ";\n";
+  }
+  Operation *firstReader(Value v) {
+    Operation *first = nullptr;
+    for (Operation *user : v.getUsers())
+      if (position.count(user) &&
+          (!first || position.lookup(user) < position.lookup(first)))
+        first = user;
+    return first;
+  }
+
+  const MemoryPlan &plan;
+  const DenseMap<Operation *, int64_t> &position;
+  std::string text;
+  llvm::raw_string_ostream os{text};
+  DenseMap<Value, int64_t> internal, external;
+  std::map<std::string, int64_t> slots;
+  DenseMap<Value, int64_t> slotOf;
+  SmallVector<Value> stored;
+};
+
+LogicalResult outlineBlocks(func::FuncOp step) {
+  FailureOr<MemoryPlan> plan = readMemoryPlan(step);
+  if (failed(plan))
+    return failure();
+  Block &body = step.getBody().front();
+  DenseMap<Operation *, int64_t> position;
+  for (Operation &op : body) {
+    position[&op] = position.size();
+    op.removeAttr(StepDialect::kBlockRunAttrName);
+  }
+  Builder b(step.getContext());
+  std::map<std::string, int64_t> functionOf;
+  SmallVector<int64_t> functions;
+  for (const std::vector<Operation *> &run : blockRuns(step)) {
+    std::string structure = RunStructure(*plan, position).of(run);
+    auto [it, inserted] = functionOf.try_emplace(structure, functionOf.size());
+    for (Operation *op : run)
+      op->setAttr(StepDialect::kBlockRunAttrName, b.getI64IntegerAttr(functions.size()));
+    functions.push_back(it->second);
+  }
+  if (functions.empty())
+    step->removeAttr(StepDialect::kBlockFunctionsAttrName);
+  else
+    step->setAttr(StepDialect::kBlockFunctionsAttrName, b.getDenseI64ArrayAttr(functions));
+  return success();
+}
+
+struct StepOutlineBlocksPass
+    : public stepc::impl::StepOutlineBlocksBase<StepOutlineBlocksPass> {
+  void runOnOperation() override {
+    for (auto f : getOperation().getOps<func::FuncOp>())
+      if (f->hasAttr(StepDialect::kTrainStepAttrName) || f->hasAttr(StepDialect::kEvalStepAttrName))
+        if (failed(outlineBlocks(f)))
+          return signalPassFailure();
+  }
+};
+
+} // namespace

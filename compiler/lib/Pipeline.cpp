@@ -224,6 +224,8 @@ void stepc::addTargetTail(OpPassManager &pm, StringRef target, bool fuseElementw
     pm.addPass(createStepFuseElementwise());
   // The plan the emitters print, checked against the budget.
   pm.addPass(createStepPlanMemory(StepPlanMemoryOptions{target.str(), checkBudget}));
+  // On that plan: which block runs share a function.
+  pm.addPass(createStepOutlineBlocks());
 }
 
 void stepc::registerStepcPipeline() {

@@ -12,6 +12,7 @@
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 
 #include "runtime/kernels/cuda/launch_config.h"
 
@@ -80,6 +81,13 @@ struct StepPlanMemoryPass : public stepc::impl::StepPlanMemoryBase<StepPlanMemor
       if (target == "cuda")
         layout = layoutForCuda(f, plan);
       writeMemoryPlan(f, plan, layout);
+      // Each collective's request slot, in order: its start fills it, its
+      // wait (at its first reader) reads it.
+      int64_t requests = 0;
+      Builder b(f.getContext());
+      for (Operation &op : f.getBody().front())
+        if (communicates(&op))
+          op.setAttr(StepDialect::kRequestAttrName, b.getI64IntegerAttr(requests++));
       int64_t peak = plannedPeakBytes(f).value_or(0);
       if (train && budget > 0 && peak > budget) {
         f.emitError() << "the " << target.getValue() << " back end's plan needs " << peak

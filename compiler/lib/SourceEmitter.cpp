@@ -9,6 +9,7 @@
 
 #include "runtime/stepc_abi.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -68,23 +69,51 @@ std::string SourceEmitter::cType(Type element) {
   return "int32_t";
 }
 
-std::string stepc::siteMark(StringRef text) {
-  return kSiteBegin + cString(text) + kSiteEnd;
+std::string SourceEmitter::site(StringRef text) {
+  if (!runScope)
+    return cString(text);
+  runScope->sites.push_back(cString(text));
+  return "sites[" + std::to_string(runScope->sites.size() - 1) + "]";
 }
 
-static std::string locationMark(Operation *op) {
-  return std::string(1, kLocBegin) + where(op) + kLocEnd;
+std::string SourceEmitter::location(Operation *op) {
+  if (!runScope)
+    return " " + where(op);
+  if (runScope->firstLocation.empty())
+    runScope->firstLocation = where(op);
+  runScope->lastLocation = where(op);
+  return "";
+}
+
+unsigned SourceEmitter::slot(const std::string &address, int64_t at, bool isRequest) {
+  auto [it, inserted] = runScope->slotOf.try_emplace(address, runScope->at.size());
+  if (inserted) {
+    runScope->at.push_back(at);
+    runScope->isRequest.push_back(isRequest);
+  }
+  return it->second;
 }
 
 std::string SourceEmitter::ptr(Value v) {
   std::string type = cType(typeOf(v).getElementType());
-  // An argument is a typed local (aN) in the step, a char * in a block's
-  // function: its mark carries the type (aN:float).
   auto arg = plan.argumentOf.find(v);
-  if (arg != plan.argumentOf.end())
-    return kPtrBegin + ("a" + std::to_string(arg->second)) + ":" + type + kPtrEnd;
-  return "((" + type + " *)" + kPtrBegin + "b" + std::to_string(plan.bufferOf.lookup(v)) +
-         kPtrEnd + ")";
+  bool inArg = arg != plan.argumentOf.end();
+  if (runScope) {
+    // One slot per address, not per value: an op in place reads and writes
+    // one pointer, so the compiler vectorises it as it does inline (a
+    // scalar fallback would round libmvec's exp differently).
+    int64_t offset = inArg ? 0 : plan.buffers[plan.bufferOf.lookup(v)].offset;
+    unsigned k = inArg ? slot("a" + std::to_string(arg->second), -int64_t(arg->second) - 1, false)
+                       : slot("@" + std::to_string(offset), offset, false);
+    return "((" + type + " *)p" + std::to_string(k) + ")";
+  }
+  if (inArg) {
+    usedArgs.insert(arg->second);
+    return "a" + std::to_string(arg->second);
+  }
+  int64_t id = plan.bufferOf.lookup(v);
+  usedBuffers.insert(id);
+  return "((" + type + " *)b" + std::to_string(id) + ")";
 }
 
 std::string SourceEmitter::words(Value v) {
@@ -226,13 +255,24 @@ std::string SourceEmitter::libraryArgs(stepk::CallOp call, const std::string &sc
   return llvm::join(args, ", ");
 }
 
-std::string SourceEmitter::startRequest(Value result) {
-  // A mark like a pointer's: `requests[N]` in the step function, a slot
-  // passed in when the op's block is outlined.
-  std::string name = kPtrBegin + ("q" + std::to_string(requests++)) + kPtrEnd;
-  pending[result] = name;
-  waitSites.push_back("a collective nothing reads failed");
-  return name;
+int64_t SourceEmitter::startRequest(Value result) {
+  // The slot step-plan-memory gave the collective (emitCollective checked
+  // it has one).
+  int64_t number =
+      result.getDefiningOp()->getAttrOfType<IntegerAttr>(StepDialect::kRequestAttrName).getInt();
+  requests = std::max<int64_t>(requests, number + 1);
+  if (int64_t(waitSites.size()) <= number)
+    waitSites.resize(number + 1, "a collective nothing reads failed");
+  pending[result] = number;
+  return number;
+}
+
+std::string SourceEmitter::request(int64_t number) {
+  // The step function's `requests`; a block run's function gets a slot
+  // pointing into it.
+  if (!runScope)
+    return "requests[" + std::to_string(number) + "]";
+  return "(*p" + std::to_string(slot("q" + std::to_string(number), number, true)) + ")";
 }
 
 /// "return <failure>;" with the message of request `request`'s entry in
@@ -248,10 +288,10 @@ void SourceEmitter::waitFor(Operation *op) {
     auto it = pending.find(operand);
     if (it == pending.end())
       continue;
-    int64_t number = std::stoll(StringRef(it->second).drop_front(2).drop_back().str());
-    waitSites[number] = where(op) + ": waiting for a collective failed";
-    body << "  if (collectives->wait(collectives->ctx, " << it->second << "))\n    "
-         << failFromTable("kCollectiveWaits", it->second) << "\n";
+    waitSites[it->second] = where(op) + ": waiting for a collective failed";
+    std::string name = request(it->second);
+    body << "  if (collectives->wait(collectives->ctx, " << name << "))\n    "
+         << failFromTable("kCollectiveWaits", name) << "\n";
     pending.erase(it);
   }
 }
@@ -312,13 +352,19 @@ std::optional<LogicalResult> SourceEmitter::emitSharedCall(Operation *op) {
 }
 
 std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
+  if (communicates(op) && !op->getAttrOfType<IntegerAttr>(StepDialect::kRequestAttrName))
+    return LogicalResult(op->emitOpError()
+                         << "has no request slot (step.request: step-plan-memory did not run)");
   // Start the collective; `call` is the table entry and its arguments.
   auto start = [&](StringRef kind, StringRef name, int axes, int64_t count, Value result,
                    const std::string &args) {
     collectives.push_back({kind.str(), axes, count});
-    std::string request = startRequest(result);
-    startSites.push_back(where(op) + ": " + op->getName().getStringRef().str() + " #" +
-                         std::to_string(collectives.size()) + " failed");
+    int64_t number = startRequest(result);
+    std::string request = this->request(number);
+    if (int64_t(startSites.size()) <= number)
+      startSites.resize(number + 1);
+    startSites[number] = where(op) + ": " + op->getName().getStringRef().str() + " #" +
+                         std::to_string(collectives.size()) + " failed";
     body << "  if (collectives->" << name << "(collectives->ctx, " << axes << ", " << args
          << ", " << count << ", &" << request << "))\n    "
          << failFromTable("kCollectiveStarts", request) << "\n";
@@ -621,33 +667,91 @@ std::string SourceEmitter::metadata() {
   return text;
 }
 
+void SourceEmitter::beginRun(int64_t run, const std::string &block) {
+  runScope.emplace();
+  runScope->run = run;
+  runScope->block = block;
+  runScope->begin = bodyText.size();
+}
+
+LogicalResult SourceEmitter::endRun() {
+  RunScope scope = std::move(*runScope);
+  runScope.reset();
+  ArrayRef<int64_t> functions = blockFunctions(step);
+  if (scope.run >= int64_t(functions.size()))
+    return step.emitOpError() << "has an op in block run " << scope.run << " but "
+                              << functions.size() << " runs in step.block_functions";
+  // The function: the run's pointer and request slots as locals (a loop
+  // reads a pointer in a register, not through an array the compiler must
+  // reload), then its code.
+  std::string code;
+  for (size_t k = 0; k < scope.at.size(); ++k)
+    code += scope.isRequest[k]
+                ? llvm::formatv("  int32_t *const p{0} = requests + at[{0}];\n", k).str()
+                : llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
+                                ": arena + at[{0}];\n",
+                                k)
+                      .str();
+  code += bodyText.substr(scope.begin);
+  bodyText.resize(scope.begin);
+  // Every run of a function prints the same code when step-outline-blocks
+  // compared all that the code depends on; one that does not (a choice of
+  // the emitter's the comparison missed) gets a variant, never wrong code.
+  int64_t function = functions[scope.run];
+  std::vector<std::string> &variants = functionVariants[function];
+  size_t variant = llvm::find(variants, code) - variants.begin();
+  std::string name = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(function) +
+                     (variant ? "_" + std::to_string(variant) : "");
+  if (variant == variants.size()) {
+    variants.push_back(code);
+    functionsText += "static int " + name +
+                     "(void *const *args, char *arena, const int64_t *at,\n"
+                     "    const char *const *sites, int32_t *requests,\n"
+                     "    const stepc_collectives *collectives, const stepc_device *device,\n"
+                     "    char *error, size_t error_len" + blockParameters() + ") {\n" + code +
+                     "  return 0;\n}\n\n";
+  }
+  std::string siteTable = "nullptr";
+  if (!scope.sites.empty()) {
+    siteTable = (evalEntry ? "kEvalSites" : "kSites") + std::to_string(siteTables++);
+    pre << "static const char *const " << siteTable << "[] = {" << llvm::join(scope.sites, ", ")
+        << "};\n";
+  }
+  bool usesRequests = llvm::is_contained(scope.isRequest, true);
+  body << "  // " << scope.block << ": " << scope.kernels << " kernels from "
+       << scope.firstLocation << " to " << scope.lastLocation << "\n  if (int failed = " << name
+       << "(args, arena, " << array(scope.at) << ", " << siteTable << ", "
+       << (usesRequests ? "requests" : "nullptr") << ", collectives, device, error, error_len"
+       << blockArguments() << "))\n    return failed;\n";
+  return success();
+}
+
 LogicalResult SourceEmitter::emitBody() {
   Block &block = step.getBody().front();
   planFusions();
-  DenseMap<Value, std::string> parameterBlock =
-      outlinesBlocks() ? parameterBlocks(step) : DenseMap<Value, std::string>();
-  for (Operation &op : block) {
-    Chunk chunk{bodyText.size(), 0, ""};
-    // The block of the first parameter (moment, gradient) it reads, else of
-    // the gradient it makes (a sharded gradient's averaging).
-    // (A multi-tensor update reads every block's: it stays in the step.)
-    SmallVector<Value> values;
-    if (!isa<stepk::AdamwGroupOp>(op)) {
-      llvm::append_range(values, op.getOperands());
-      llvm::append_range(values, op.getResults());
-    }
+  // Each run's block, for the comment at its call.
+  DenseMap<Value, std::string> parameterBlock = parameterBlocks(step);
+  auto blockOf = [&](Operation &op) {
+    SmallVector<Value> values(op.getOperands());
+    llvm::append_range(values, op.getResults());
     for (Value v : values)
-      if (auto it = parameterBlock.find(v); it != parameterBlock.end()) {
-        chunk.block = it->second;
-        break;
-      }
-    auto recordChunk = llvm::make_scope_exit([&] {
+      if (auto it = parameterBlock.find(v); it != parameterBlock.end())
+        return it->second;
+    return std::string();
+  };
+  for (Operation &op : block) {
+    std::optional<int64_t> run = blockRunOf(&op);
+    if (runScope && run != std::optional<int64_t>(runScope->run) && failed(endRun()))
+      return failure();
+    if (run && !runScope)
+      beginRun(*run, blockOf(op));
+    size_t begin = bodyText.size();
+    auto recordKernel = llvm::make_scope_exit([&] {
       // The time since the previous mark is this op's (waits included).
-      if (profile && !evalEntry && bodyText.size() > chunk.begin)
+      if (profile && !evalEntry && bodyText.size() > begin)
         body << "  stepc_prof_mark(" << profileKind(&op) << ");\n";
-      chunk.end = bodyText.size();
-      if (chunk.end > chunk.begin)
-        chunks.push_back(chunk);
+      if (runScope && bodyText.size() > begin)
+        ++runScope->kernels;
     });
     // A kernel with a body (stepk.fused, stepk.call) has its members' types.
     if (op.getNumRegions() == 1) {
@@ -663,14 +767,14 @@ LogicalResult SourceEmitter::emitBody() {
     if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
       int64_t ops = llvm::count_if(fused.getBody().front().without_terminator(),
                                    [](Operation &member) { return !isa<ReshapeOp>(member); });
-      body << "  // fused: " << ops << " elementwise ops from " << locationMark(&op) << "\n";
+      body << "  // fused: " << ops << " elementwise ops from" << location(&op) << "\n";
       if (failed(emitFused(fused)))
         return failure();
       continue;
     }
     // A library call is named after the op it computes.
     Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
-    body << "  // " << named->getName() << " " << locationMark(&op) << "\n";
+    body << "  // " << named->getName() << location(&op) << "\n";
     if (std::optional<LogicalResult> done = emitCollective(&op)) {
       if (failed(*done))
         return failure();
@@ -684,15 +788,17 @@ LogicalResult SourceEmitter::emitBody() {
     if (failed(emitOp(&op)))
       return failure();
   }
+  if (runScope && failed(endRun()))
+    return failure();
   // A collective nothing reads is still waited for before the step returns
   // (in start order: the same source every time).
-  SmallVector<std::pair<int64_t, std::string>> unread;
-  for (auto &[value, name] : pending)
-    unread.push_back({std::stoll(StringRef(name).drop_front(2).drop_back().str()), name});
+  SmallVector<int64_t> unread;
+  for (auto &[value, number] : pending)
+    unread.push_back(number);
   llvm::sort(unread);
-  for (auto &[number, name] : unread)
-    body << "  if (collectives->wait(collectives->ctx, " << name << "))\n    "
-         << failFromTable("kCollectiveWaits", name) << "\n";
+  for (int64_t number : unread)
+    body << "  if (collectives->wait(collectives->ctx, " << request(number) << "))\n    "
+         << failFromTable("kCollectiveWaits", request(number)) << "\n";
   // Each request's messages, where the start and the wait are.
   auto messages = [&](StringRef table, ArrayRef<std::string> sites) {
     if (sites.empty())
@@ -705,21 +811,14 @@ LogicalResult SourceEmitter::emitBody() {
   messages("kCollectiveStarts", startSites);
   messages("kCollectiveWaits", waitSites);
   pending.clear();
-  chunks.push_back(Chunk{chunks.empty() ? 0 : chunks.back().end, bodyText.size(), ""});
   return success();
 }
 
-/// The function's head: the argument and arena buffer names `code` uses.
-void SourceEmitter::bufferNames(raw_ostream &os, StringRef code) {
+/// The function's head: the argument and arena buffers it names.
+void SourceEmitter::bufferNames(raw_ostream &os) {
   os << "  if (kInfo.world_size > 1 && (!collectives || collectives->size != kInfo.world_size))\n"
      << "    " << failWith("a sharded step needs collectives over its world size") << "\n";
-  llvm::DenseSet<int64_t> usedArgs, usedBuffers;
-  for (size_t at = code.find(kPtrBegin); at != StringRef::npos; at = code.find(kPtrBegin, at + 1)) {
-    StringRef name = code.slice(at + 1, code.find(kPtrEnd, at)).split(':').first;
-    if (name[0] == 'a' || name[0] == 'b')
-      (name[0] == 'a' ? usedArgs : usedBuffers).insert(std::stoll(name.drop_front().str()));
-  }
-  // The requests of the collectives in flight (outlined blocks get a slot).
+  // The requests of the collectives in flight (block runs get a slot).
   if (requests)
     os << "  int32_t requests[" << requests << "];\n";
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
@@ -770,10 +869,10 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
     fragment.outputs.push_back({getResultRole(step, i).getName().str(), shapeOf(i)});
   llvm::raw_string_ostream os(fragment.text);
   // Its own namespace: its constant tables and kernels keep their names.
-  std::string functions, stepBody = outlinedBody(functions);
+  std::string stepBody = bodyText;
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
      << "namespace stepc_eval {\n\n"
-     << pre.str() << "\n" << functions
+     << pre.str() << "\n" << functionsText
      << "extern \"C\" int stepc_eval_step_v7(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
@@ -793,9 +892,8 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
           << copyToHost(dst, ptr(ret.getOperand(i)), bytes(i)) << "\n";
   }
   stepEnd(inner, ptr(ret.getOperand(0)), "");
-  bufferNames(os, innerText);
+  bufferNames(os);
   os << innerText << "  return 0;\n}\n\n}  // namespace stepc_eval\n";
-  fragment.text = resolveMarkers(fragment.text);
   return fragment;
 }
 
@@ -819,7 +917,7 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
   }
   if (lossExpr.empty() || normExpr.empty())
     return step.emitOpError() << "expects a loss and a grad_norm result";
-  std::string functions, stepBody = outlinedBody(functions);
+  std::string stepBody = bodyText;
   std::string out;
   llvm::raw_string_ostream os(out);
   os << "// Generated by stepc for the " << target << " target; do not edit.\n";
@@ -829,7 +927,7 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
      << pre.str() << "\n"
      << metadata() << "\n"
      << (profile ? profileSupport() : "")
-     << functions
+     << functionsText
      << "extern \"C\" int stepc_train_step_v7(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
@@ -845,7 +943,7 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
     inner << "  stepc_prof_begin(" << profileRank << ", stream);\n";
   inner << stepBody;
   stepEnd(inner, lossExpr, normExpr);
-  bufferNames(os, innerText);
+  bufferNames(os);
   os << innerText << "  return 0;\n}\n";
-  return resolveMarkers(out) + evalText;
+  return out + evalText;
 }

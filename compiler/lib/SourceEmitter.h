@@ -12,10 +12,12 @@
 #define STEPC_COMPILER_LIB_SOURCEEMITTER_H
 
 #include "stepc/Compiler/Emitter.h"
+#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <functional>
@@ -30,27 +32,6 @@ namespace stepc {
 
 mlir::RankedTensorType typeOf(mlir::Value v);
 
-// The body marks each pointer (\1name\2: bN a buffer, aN:type an argument,
-// qN a collective's request), each op's
-// location in its comment (\3file:line:col\4) and each error-site string
-// literal (\5"..."\6), so outlinedBody can tell a block's code apart from
-// the storage and source lines it runs on.
-constexpr char kPtrBegin = '\1', kPtrEnd = '\2', kLocBegin = '\3', kLocEnd = '\4',
-               kSiteBegin = '\5', kSiteEnd = '\6';
-/// A site mark around the C string literal of `text`.
-std::string siteMark(llvm::StringRef text);
-/// Text with every mark resolved to its name or location.
-std::string resolveMarkers(llvm::StringRef from);
-/// The block of each parameter-derived value: "block 3" for a parameter
-/// marked `block 3` (#step.param), its optimizer moments or its gradient
-/// (through reshapes, converts, slices and collectives), "#" for one
-/// outside the blocks.
-llvm::DenseMap<mlir::Value, std::string> parameterBlocks(mlir::func::FuncOp step);
-/// The block each value of the step is computed for: a forward value its
-/// block's (attributeBlocks), a backward or recomputed one the block whose
-/// parameter gradient the backward makes next ("" for the head's and the
-/// embedding's, and for values of no block).
-llvm::DenseMap<mlir::Value, std::string> computedForBlocks(mlir::func::FuncOp step);
 /// A C string literal of `text`.
 std::string cString(llvm::StringRef text);
 /// A float literal of `value` for C++ and CUDA ("1.000000e+00f"; infinities
@@ -130,8 +111,12 @@ protected:
   /// Bytes of the whole arena (the plan's, plus what the target adds).
   virtual int64_t arenaBytes() { return plan.arenaBytes; }
   // ---- Shared helpers.
-  /// The C expression of a value's storage, typed.
+  /// The C expression of a value's storage, typed: its local in the step
+  /// function, or (in a block run) a slot of the run's pointer table.
   std::string ptr(mlir::Value v);
+  /// The C string literal of an error site (`where: 'op'`), or in a block
+  /// run the entry of the run's site table.
+  std::string site(llvm::StringRef text);
   /// `v`'s pointer for a kernel that moves 4-byte words (box copies,
   /// broadcast, transpose, all_gather): i32 ids and i1 masks as float *.
   std::string words(mlir::Value v);
@@ -183,9 +168,6 @@ protected:
   bool disjoint(mlir::Value a, mlir::Value b);
   /// Extra fields of the module info (check sites).
   std::vector<std::string> checkSites;
-  /// Whether the target's op lowerings may be outlined into shared block
-  /// functions (each op's text stands alone: no batching across ops).
-  virtual bool outlinesBlocks() const { return false; }
   /// The target's locals a block's function takes too (", type name..."),
   /// and the step function passes (", name...").
   virtual std::string blockParameters() const { return ""; }
@@ -211,28 +193,50 @@ protected:
 private:
   /// Lowers every op of the body into `body` (and `pre`).
   mlir::LogicalResult emitBody();
-  /// Declares the argument and arena buffers `code` names at the top of
-  /// the function.
-  void bufferNames(llvm::raw_ostream &os, llvm::StringRef code);
+  /// Declares the argument and arena buffers the step function names.
+  void bufferNames(llvm::raw_ostream &os);
   void waitFor(mlir::Operation *op);
-  std::string startRequest(mlir::Value result);
+  /// Starts request `number` of the step's collectives; its C expression.
+  int64_t startRequest(mlir::Value result);
+  std::string request(int64_t number);
   std::string metadata();
-  /// The body with each repeated block's ops in a function shared by every
-  /// block with the same code (called with that block's pointers), and the
-  /// functions; every pointer and location marker resolved.
-  std::string outlinedBody(std::string &functions);
-  int requests = 0;
-  /// Error-site tables of outlined runs so far.
+  /// A block run being printed (step.block_run): its code goes into the
+  /// function step-outline-blocks gave it, the step gets a call. Pointers
+  /// are slots of the run's table (one per address, in order of use), error
+  /// sites entries of its site table.
+  struct RunScope {
+    int64_t run = 0;
+    size_t begin = 0;  // where its code starts in bodyText
+    std::string block, firstLocation, lastLocation;
+    int kernels = 0;
+    std::map<std::string, unsigned> slotOf;
+    /// Per slot: where it points (-argument - 1, an arena offset, or a
+    /// request number) and whether it is a request.
+    llvm::SmallVector<int64_t> at;
+    llvm::SmallVector<bool> isRequest;
+    llvm::SmallVector<std::string> sites;
+  };
+  std::optional<RunScope> runScope;
+  unsigned slot(const std::string &address, int64_t at, bool isRequest);
+  /// Starts printing run `run` (of `block`), or ends the one being printed:
+  /// its code becomes its function's (checked equal to what earlier runs of
+  /// that function printed; a run that differs gets a function of its own)
+  /// and the step calls it.
+  void beginRun(int64_t run, const std::string &block);
+  mlir::LogicalResult endRun();
+  /// The functions printed so far, as text, and per IR function the code of
+  /// each variant.
+  std::string functionsText;
+  std::map<int64_t, std::vector<std::string>> functionVariants;
+  /// Arguments and buffers the step function names (aN, bN).
+  llvm::DenseSet<int64_t> usedArgs, usedBuffers;
+  /// A location for an op's comment (none inside a run: it is at the call).
+  std::string location(mlir::Operation *op);
+  /// Collective requests started so far; error-site tables of runs so far.
+  int64_t requests = 0;
   int siteTables = 0;
   /// The failure message of each request's start and of its wait.
   std::vector<std::string> startSites, waitSites;
-  /// One op's text in the body, and the block whose parameters it reads
-  /// ("" none, "#" a parameter outside the blocks).
-  struct Chunk {
-    size_t begin, end;
-    std::string block;
-  };
-  std::vector<Chunk> chunks;
   /// Constant tables by contents (equal tables share one name, so equal
   /// blocks' code is equal text).
   std::map<std::string, std::string> tableNames;
@@ -265,8 +269,8 @@ private:
   /// CUDA's timers: events on the stream, read after a recorded step.
   std::string cudaProfileTimers();
   std::string table(const std::string &type, const std::string &contents);
-  /// Collective results not yet waited for, and their request variables.
-  llvm::DenseMap<mlir::Value, std::string> pending;
+  /// Collective results not yet waited for, and their request numbers.
+  llvm::DenseMap<mlir::Value, int64_t> pending;
   std::string evalText;
   int64_t evalArenaBytes = 0;
   std::vector<int64_t> evalLogitsShape;

@@ -173,8 +173,10 @@ def StepPlanMemory : Pass<"step-plan-memory", "mlir::ModuleOp"> {
     peak: arguments + arena; on CUDA the layout around the buffers: status
     word, cuBLASLt workspace, the kernels' scratch),
     `step.buffer` on each op (the buffer of each result, -1 none) and
-    `step.in_arg` where a result lives in an argument. The emitters print
-    this plan; nothing recomputes it.
+    `step.in_arg` where a result lives in an argument; and each
+    collective's request slot (`step.request`, in order: the step's array
+    of in-flight requests, which its start fills and its wait reads). The
+    emitters print this plan; nothing recomputes it.
 
     With a `budget`, a training step whose planned peak exceeds it is an
     error at the step: the budget is checked on the plan that is emitted.
@@ -219,6 +221,38 @@ def StepFitMemoryBudget : Pass<"step-fit-memory-budget", "mlir::ModuleOp"> {
     Option<"attempts", "attempts", "unsigned", /*default=*/"4",
            "Candidates tried before the budget is declared unmet">
   ];
+}
+
+def StepOutlineBlocks : Pass<"step-outline-blocks", "mlir::ModuleOp"> {
+  let summary = "Group each planned step's ops into block runs, one function per distinct run";
+  let description = [{
+    After `step-plan-memory`. In the training and the forward-only step, a
+    *block run* is a stretch of consecutive ops computing for one block: it
+    starts at an op reading (or making) a value of a parameter marked
+    `block N` (#step.param; its moments and gradient count too) and takes
+    the ops after it up to the next op of another block (ops of no block
+    join the run before them; ops of parameters outside the blocks stay in
+    the step). Each op of a run gets `step.block_run = R`, and the function
+    `step.block_functions`, the function each run calls: runs share one
+    when their structure is equal, compared on
+    - the ops in order: names, attributes (the plan's aside), result types,
+      bodies, and how operands connect (inside the run, or the k-th value
+      from outside);
+    - the plan: which values share storage (one pointer per address, so an
+      update in place reads and writes one), and which pairs of values'
+      storage overlaps (a kernel's choices depend on it);
+    - the collectives: whether an op is the first reader of a collective's
+      result (it waits for it there).
+    The emitters print one C++/CUDA function per entry, called per run
+    with that run's storage, and check that every run of a function prints
+    the same code (a run that does not gets a function of its own). A deep
+    model's source and compile time stay those of one block.
+
+    ```mlir
+    %y = step.layer_norm %x, %g, %b {step.block_run = 0 : i64, step.buffer = array<i64: 4>} ...
+    func.func @loss_train_step(...) attributes {step.block_functions = array<i64: 0, 0, 0, 0, 1, 1, 1, 2>, ...}
+    ```
+  }];
 }
 
 #endif // STEPC_COMPILER_PASSES_TD

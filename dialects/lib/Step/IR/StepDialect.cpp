@@ -251,6 +251,28 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be a dictionary on a function";
     return success();
   }
+  if (attribute.getName() == kRequestAttrName) {
+    auto slot = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!slot || slot.getInt() < 0 || op->getDialect()->getNamespace() != "mesh")
+      return op->emitError() << "expects '" << kRequestAttrName
+                             << "' to be a request slot (an integer >= 0) on a collective";
+    return success();
+  }
+  if (attribute.getName() == kBlockRunAttrName) {
+    auto run = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!run || run.getInt() < 0)
+      return op->emitError() << "expects '" << kBlockRunAttrName
+                             << "' to be an integer >= 0 (a block run)";
+    return success();
+  }
+  if (attribute.getName() == kBlockFunctionsAttrName) {
+    auto functions = dyn_cast<DenseI64ArrayAttr>(attribute.getValue());
+    if (!functions || !isa<FunctionOpInterface>(op) ||
+        llvm::any_of(functions.asArrayRef(), [](int64_t f) { return f < 0; }))
+      return op->emitError() << "expects '" << kBlockFunctionsAttrName
+                             << "' to be an array<i64> of functions (>= 0) on a function";
+    return success();
+  }
   if (attribute.getName() == kBufferAttrName || attribute.getName() == kInArgAttrName) {
     auto ids = dyn_cast<DenseI64ArrayAttr>(attribute.getValue());
     if (!ids || ids.size() != int64_t(op->getNumResults()) ||

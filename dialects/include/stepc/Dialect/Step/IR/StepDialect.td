@@ -104,6 +104,16 @@ def Step_Dialect : Dialect {
     /// Op attribute (array<i64>, one per result): the function argument a
     /// result lives in (a reshape of it, an update in place), -1 for none.
     static constexpr llvm::StringLiteral kInArgAttrName = "step.in_arg";
+    /// Op attribute (i64): a collective's slot in the step's array of
+    /// requests (step-plan-memory numbers them in order), which its start
+    /// fills and its wait reads.
+    static constexpr llvm::StringLiteral kRequestAttrName = "step.request";
+    /// Op attribute (i64): the block run an op of a planned step belongs
+    /// to (step-outline-blocks: consecutive ops computing for one block).
+    static constexpr llvm::StringLiteral kBlockRunAttrName = "step.block_run";
+    /// Function attribute (array<i64>, one per block run): the outlined
+    /// function each run calls; runs of equal structure share one.
+    static constexpr llvm::StringLiteral kBlockFunctionsAttrName = "step.block_functions";
 
     void registerAttributes();
   }];

@@ -1,0 +1,44 @@
+//===- OutlineBlocks.h - block runs and their functions, in the IR -*- C++ -*-===//
+//
+// step-outline-blocks groups a planned step's ops into runs, one per stretch
+// of consecutive ops computing for one transformer block, and gives each run
+// the function it calls: runs of equal structure (ops, attributes, types,
+// how their values connect, which of their storage coincides or overlaps in
+// the plan, which collectives they wait for) share one. The emitters print
+// one function per entry and a call per run. Structure comes from the
+// parameters' block markers (#step.param's block), never from their names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_COMPILER_OUTLINEBLOCKS_H
+#define STEPC_COMPILER_OUTLINEBLOCKS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <optional>
+#include <string>
+
+namespace stepc {
+
+/// The block of each parameter-derived value: "block 3" for a parameter
+/// marked `block 3` (#step.param), its optimizer moments or its gradient
+/// (through reshapes, converts, slices and collectives), "#" for one
+/// outside the blocks.
+llvm::DenseMap<mlir::Value, std::string> parameterBlocks(mlir::func::FuncOp step);
+
+/// The block each value of the step is computed for: a forward value its
+/// block's (attributeBlocks), a backward or recomputed one the block whose
+/// parameter gradient the backward makes next ("" for the head's and the
+/// embedding's, and for values of no block).
+llvm::DenseMap<mlir::Value, std::string> computedForBlocks(mlir::func::FuncOp step);
+
+/// The block run `op` belongs to (step.block_run), if any.
+std::optional<int64_t> blockRunOf(mlir::Operation *op);
+
+/// The function each block run of `step` calls (step.block_functions).
+llvm::ArrayRef<int64_t> blockFunctions(mlir::func::FuncOp step);
+
+} // namespace stepc
+
+#endif // STEPC_COMPILER_OUTLINEBLOCKS_H
