@@ -135,6 +135,23 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
                                             int(tb), int(sharedRhs))
                                   .str()] += 1;
     };
+    auto countAttention = [&](auto a, StringRef callee) {
+      auto q = cast<RankedTensorType>(a.getQuery().getType());
+      auto k = cast<RankedTensorType>(a.getKey().getType());
+      std::string shape = llvm::formatv("{0} {1} {2} {3} {4} {5} {6} {7}", callee,
+                                        q.getDimSize(0), q.getDimSize(1), k.getDimSize(1),
+                                        a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                                        int(a.getCausal()))
+                              .str();
+      report.attentionCallsByShape[shape] += 1;
+      report.attentionFlopsByShape[shape] = *flops;
+    };
+    Operation *kernel = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
+    StringRef callee = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getCallee() : "";
+    if (auto a = dyn_cast_or_null<AttentionOp>(kernel))
+      countAttention(a, callee.empty() ? "attention" : callee);
+    if (auto a = dyn_cast_or_null<AttentionGradOp>(kernel))
+      countAttention(a, callee.empty() ? "attention_grad" : callee);
     if (auto mm = dyn_cast<MatmulOp>(op))
       countGemm(mm, true);
     if (auto bm = dyn_cast<BatchMatmulOp>(op))
@@ -318,6 +335,8 @@ llvm::json::Object StepReport::toJson() const {
       {"kernels_per_step", kernelsPerStep},
       {"memory_bound_bytes_per_step", memoryBoundBytesPerStep},
       {"gemm_calls_by_shape", toJsonObject(gemmCallsByShape)},
+      {"attention_calls_by_shape", toJsonObject(attentionCallsByShape)},
+      {"attention_flops_by_shape", toJsonObject(attentionFlopsByShape)},
       {"in_place_buffers", inPlaceBuffers},
       {"recomputed_ops_by_kind", toJsonObject(recomputedOpsByKind)},
       {"recompute_flops_per_step", recomputeFlopsPerStep},

@@ -1,9 +1,11 @@
 #include "runtime/train/prediction.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -70,6 +72,79 @@ double ProbeGemmCall(Matmul matmul, const std::string& shape) {
   return best;
 }
 
+using Attention = void (*)(const float*, const float*, const float*, int64_t, int64_t, int64_t,
+                          int64_t, int64_t, int64_t, int, double, float*);
+using AttentionGrad = void (*)(const float*, const float*, const float*, const float*, int64_t,
+                               int64_t, int64_t, int64_t, int64_t, int64_t, int, double, float*,
+                               float*, float*);
+using AttentionPacked = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int,
+                                 double, int64_t, int64_t, int64_t, int64_t, float*);
+using AttentionGradPacked = void (*)(const float*, const float*, int64_t, int64_t, int64_t,
+                                     int64_t, int64_t, int, double, int64_t, int64_t, int64_t,
+                                     int64_t, float*);
+
+// The step's own attention kernel (`callee`, as step.so calls it) at one
+// call's shape ("callee batch tq tk heads kv_heads head_dim causal", the
+// report's key): the best of a few calls, in seconds; 0 if the kernel is
+// not there or the shape is past the probe's bounds.
+double ProbeAttentionCall(const Module& module, const std::string& shape) {
+  char callee[64];
+  int64_t b, tq, tk, h, hkv, d;
+  int causal;
+  if (std::sscanf(shape.c_str(), "%63s %ld %ld %ld %ld %ld %ld %d", callee, &b, &tq, &tk, &h, &hkv,
+                  &d, &causal) != 8 ||
+      b < 1 || tq < 1 || tk < 1 || h < 1 || hkv < 1 || d < 1)
+    return 0;
+  constexpr int64_t kMaxFloats = int64_t{1} << 26;
+  const int64_t width = (h + 2 * hkv) * d;
+  if (b > kMaxFloats / std::max(tq, tk) || width > kMaxFloats / (b * std::max(tq, tk)))
+    return 0;
+  const std::string name = callee;
+  const double scale = 1.0 / std::sqrt(double(d));
+  std::vector<float> q(b * tq * h * d, 0.01f), k(b * tk * hkv * d, 0.02f),
+      v(b * tk * hkv * d, 0.03f), out(b * tq * h * d), dout(b * tq * h * d, 0.01f),
+      dk(k.size()), dv(v.size()), qkv(name.find("packed") != std::string::npos ? b * tq * width : 0,
+                                     0.01f),
+      dqkv(qkv.size());
+  std::function<void()> call;
+  const void* symbol = module.Symbol(("stepc_cpu_" + name).c_str());
+  if (!symbol) return 0;
+  if (name == "attention")
+    call = [&] {
+      reinterpret_cast<Attention>(symbol)(q.data(), k.data(), v.data(), b, tq, tk, h, hkv, d, causal,
+                                          scale, out.data());
+    };
+  else if (name == "attention_grad")
+    call = [&] {
+      reinterpret_cast<AttentionGrad>(symbol)(dout.data(), q.data(), k.data(), v.data(), b, tq, tk,
+                                              h, hkv, d, causal, scale, out.data(), dk.data(),
+                                              dv.data());
+    };
+  else if (name == "attention_packed" && tq == tk)
+    call = [&] {
+      reinterpret_cast<AttentionPacked>(symbol)(qkv.data(), b, tq, h, hkv, d, causal, scale, width,
+                                                0, h * d, (h + hkv) * d, out.data());
+    };
+  else if (name == "attention_grad_packed" && tq == tk)
+    call = [&] {
+      reinterpret_cast<AttentionGradPacked>(symbol)(dout.data(), qkv.data(), b, tq, h, hkv, d,
+                                                    causal, scale, width, 0, h * d,
+                                                    (h + hkv) * d, dqkv.data());
+    };
+  else
+    return 0;
+  double best = 1e30;
+  for (int r = 0; r < 4; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) best = std::min(best, s);  // the first warms up
+    if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
+  }
+  return best;
+}
+
 }  // namespace
 
 StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads) {
@@ -117,6 +192,30 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
       rest -= calls.get<double>() * flops;
       ++p.gemm_shapes;
     }
+  // Each attention shape at its own kernel's measured rate (its FLOPs from
+  // the report).
+  if (fp32 && report.contains("attention_calls_by_shape") &&
+      report.contains("attention_flops_by_shape"))
+    for (const auto& item : report["attention_calls_by_shape"].items()) {
+      const std::string shape = item.key();
+      const nlohmann::json calls = item.value();
+      const nlohmann::json& flops_of = report["attention_flops_by_shape"];
+      if (!calls.is_number() || !flops_of.contains(shape) || !flops_of[shape].is_number())
+        continue;
+      const double flops = flops_of[shape].get<double>();
+      if (flops <= 0) continue;
+      const CachedRate gflops = CachedProbe(
+          CpuCacheKey(std::to_string(threads), "attention GFLOP/s " + shape), [&] {
+            const double s = ProbeAttentionCall(module, shape);
+            return s > 0 ? flops / s / 1e9 : 0.0;
+          });
+      if (gflops.value <= 0) continue;
+      p.busy |= gflops.busy;
+      p.attention_seconds += calls.get<double>() * flops / (gflops.value * 1e9);
+      rest -= calls.get<double>() * flops;
+      ++p.attention_shapes;
+    }
+  p.gemm_seconds += p.attention_seconds;
   p.gemm_seconds += std::max(0.0, rest) / (peak.gflops * 1e9);
   p.memory_seconds = report["memory_bound_bytes_per_step"].get<double>() / (p.memory_gbps * 1e9);
   if (report.contains("predicted_exposed_comm_seconds") &&

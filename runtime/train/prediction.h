@@ -23,6 +23,8 @@ struct StepPrediction {
   double seconds = 0, gemm_seconds = 0, memory_seconds = 0, comm_seconds = 0;
   double memory_gbps = 0;     // the probed copy rate (read + write)
   int gemm_shapes = 0;        // GEMM shapes timed at their own rate
+  int attention_shapes = 0;   // attention kernels timed at their own rate
+  double attention_seconds = 0;  // their share of gemm_seconds
   std::string memory_source;  // how it was found, for the header line
   double best_gemm_gflops = 0;  // the fastest shape's rate
   bool busy = false;            // a probe ran on a busy machine (not cached)

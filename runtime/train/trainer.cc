@@ -210,9 +210,11 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   }
   ForgetProbesInPeak();
   if (lead && predicted.known)
-    std::printf("stepc-run: predicted step %.1f ms per rank (GEMMs %.1f ms at the rates of "
-                "their %d shapes, memory-bound kernels %.1f ms at %.1f GB/s (%s)%s)\n",
+    std::printf("stepc-run: predicted step %.1f ms per rank (GEMMs and attention %.1f ms at "
+                "the rates of their %d + %d shapes, memory-bound kernels %.1f ms at %.1f GB/s "
+                "(%s)%s)\n",
                 1e3 * predicted.seconds, 1e3 * predicted.gemm_seconds, predicted.gemm_shapes,
+                predicted.attention_shapes,
                 1e3 * predicted.memory_seconds, predicted.memory_gbps,
                 predicted.memory_source.c_str(),
                 predicted.comm_seconds > 0
@@ -458,6 +460,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
         summary["predicted_step_seconds"] = predicted.seconds;
         summary["step_over_predicted"] = step_median / predicted.seconds;
         summary["predicted"] = {{"gemm_seconds", predicted.gemm_seconds},
+                                {"attention_seconds", predicted.attention_seconds},
                                 {"memory_bound_seconds", predicted.memory_seconds},
                                 {"communication_seconds", predicted.comm_seconds}};
       }

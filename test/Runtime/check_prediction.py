@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """stepc-run's predicted step time is the report's counts at the printed
-rates: every GEMM shape of the report timed (gemm_calls_by_shape), the
-memory-bound bytes at the copy rate, and their sum.
+rates: every GEMM shape of the report timed (gemm_calls_by_shape), every
+attention kernel's shape (attention_calls_by_shape), the memory-bound bytes
+at the copy rate, and their sum.
 
     check_prediction.py LOG REPORT.json
 """
@@ -11,9 +12,14 @@ import sys
 
 log, report = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
 peak = float(re.search(r"peak ([0-9.]+) GFLOP/s per rank", log).group(1))
-m = re.search(r"predicted step ([0-9.]+) ms per rank \(GEMMs ([0-9.]+) ms at the rates of their "
-              r"(\d+) shapes, memory-bound kernels ([0-9.]+) ms at ([0-9.]+) GB/s", log)
-total, gemm, shapes, memory, gbps = float(m[1]), float(m[2]), int(m[3]), float(m[4]), float(m[5])
+m = re.search(r"predicted step ([0-9.]+) ms per rank \(GEMMs and attention ([0-9.]+) ms at the "
+              r"rates of their (\d+) \+ (\d+) shapes, memory-bound kernels ([0-9.]+) ms at "
+              r"([0-9.]+) GB/s", log)
+total, gemm, shapes, attention, memory, gbps = (float(m[1]), float(m[2]), int(m[3]), int(m[4]),
+                                                float(m[5]), float(m[6]))
+if attention != len(report["attention_calls_by_shape"]) or attention == 0:
+    sys.exit(f"check_prediction: {attention} attention shapes timed, the report has "
+             f"{len(report['attention_calls_by_shape'])}")
 if shapes != len(report["gemm_calls_by_shape"]) or shapes == 0:
     sys.exit(f"check_prediction: {shapes} GEMM shapes timed, the report has "
              f"{len(report['gemm_calls_by_shape'])}")

@@ -49,6 +49,10 @@ struct StepReport {
   /// n k transpose_a transpose_b shared_rhs" -> calls per step (a runtime
   /// calibrates its prediction per shape).
   std::map<std::string, int64_t> gemmCallsByShape;
+  /// The step's attention kernel calls by kernel and shape: "callee batch
+  /// tq tk heads kv_heads head_dim causal" -> calls per step, and the
+  /// executed FLOPs of one call (a runtime times each at its own rate).
+  std::map<std::string, int64_t> attentionCallsByShape, attentionFlopsByShape;
   /// step-remat's copies: how many of each op (or library call), their FLOPs.
   std::map<std::string, int64_t> recomputedOpsByKind;
   int64_t recomputeFlopsPerStep = 0;
