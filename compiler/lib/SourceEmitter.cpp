@@ -672,6 +672,7 @@ void SourceEmitter::beginRun(int64_t run, const std::string &block) {
   runScope->run = run;
   runScope->block = block;
   runScope->begin = bodyText.size();
+  runScope->kernels = 0;
 }
 
 LogicalResult SourceEmitter::endRun() {

@@ -205,10 +205,12 @@ private:
   /// are slots of the run's table (one per address, in order of use), error
   /// sites entries of its site table.
   struct RunScope {
-    int64_t run = 0;
-    size_t begin = 0;  // where its code starts in bodyText
+    // (No member initializers: clang cannot default-construct a nested
+    // struct that has them inside std::optional before the class is done.)
+    int64_t run;
+    size_t begin;  // where its code starts in bodyText
     std::string block, firstLocation, lastLocation;
-    int kernels = 0;
+    int kernels;
     std::map<std::string, unsigned> slotOf;
     /// Per slot: where it points (-argument - 1, an arena offset, or a
     /// request number) and whether it is a request.

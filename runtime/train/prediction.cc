@@ -107,7 +107,7 @@ double ProbeAttentionCall(const Module& module, const std::string& shape) {
                                      0.01f),
       dqkv(qkv.size());
   std::function<void()> call;
-  const void* symbol = module.Symbol(("stepc_cpu_" + name).c_str());
+  void* symbol = module.Symbol(("stepc_cpu_" + name).c_str());
   if (!symbol) return 0;
   if (name == "attention")
     call = [&] {
