@@ -9,6 +9,8 @@
 #include <sstream>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -174,9 +176,20 @@ CachedRate CachedProbe(const std::string& key, const std::function<double()>& pr
   const char* policy = std::getenv("STEPC_PROBE_CACHE");
   if (watch.busy() && !(policy && std::strcmp(policy, "always") == 0))
     return {value, "", /*busy=*/true};
-  if (value > 0 && !file.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(file.parent_path(), ec);
+  if (value <= 0 || file.empty()) return {value, ""};
+  // The ranks of a node probe at once and share the file: under a lock,
+  // the first rate written wins, and every rank uses that one (a rank's
+  // own probe would leave its MFU and prediction differing from the next
+  // run's, which reads the file).
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  const int lock = ::open((file.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  cache = ReadCache(file);
+  double used = value;
+  if (auto it = cache.find(key); it != cache.end() && it->is_number() && it->get<double>() > 0) {
+    used = it->get<double>();
+  } else {
     cache[key] = value;
     AtomicFile out;
     std::string error;
@@ -185,7 +198,8 @@ CachedRate CachedProbe(const std::string& key, const std::function<double()>& pr
       out.Commit(error);
     }
   }
-  return {value, ""};
+  if (lock >= 0) ::close(lock);  // (closing releases the lock)
+  return {used, ""};
 }
 
 std::string BlasKernelsOf(const Module& module) { return BlasKernels(module); }
