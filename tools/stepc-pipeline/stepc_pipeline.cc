@@ -121,6 +121,12 @@ int BalanceReport(int ranks, int m, int chunks_per_rank) {
   if (!file || report.is_discarded() || !report.contains("executed_flops_by_block") ||
       !report["executed_flops_by_block"].is_object())
     return Fail("'" + path + "' is not a stepc --report with executed_flops_by_block");
+  // (A report from a stepc before these keys would balance on zeros.)
+  for (const char* key : {"memory_bound_bytes_by_block", "param_bytes_by_block",
+                          "optimizer_state_bytes_by_block", "saved_activation_bytes_by_block"})
+    if (!report.contains(key) || !report[key].is_object())
+      return Fail("'" + path + "' has no " + key + " (a report of an older stepc: compile the " +
+                  "model again with --report)");
   const double gflops = absl::GetFlag(FLAGS_gflops), gbps = absl::GetFlag(FLAGS_gbps);
   if (!std::isfinite(gflops) || gflops <= 0 || !std::isfinite(gbps) || gbps <= 0)
     return Fail("--gflops and --gbps must be finite and > 0");
@@ -140,17 +146,14 @@ int BalanceReport(int ranks, int m, int chunks_per_rank) {
   };
   std::vector<Layer> layers;
   auto add = [&](const std::string& key, const std::string& name) {
-    Layer l{name, key, Number(flops, key),
-            Number(report.value("memory_bound_bytes_by_block", nlohmann::json()), key), {}};
+    Layer l{name, key, Number(flops, key), Number(report["memory_bound_bytes_by_block"], key), {}};
     // Per micro-batch: 1/M of the step's work and activations. Held
     // whatever the schedule: parameters, their (accumulated) gradients and
     // the optimizer's state.
     l.cost.seconds = (l.flops / m) / (gflops * 1e9) + (l.bytes / m) / (gbps * 1e9);
-    const double params = Number(report.value("param_bytes_by_block", nlohmann::json()), key);
-    l.cost.stateBytes =
-        2 * params + Number(report.value("optimizer_state_bytes_by_block", nlohmann::json()), key);
-    l.cost.stashBytes =
-        Number(report.value("saved_activation_bytes_by_block", nlohmann::json()), key) / m;
+    l.cost.stateBytes = 2 * Number(report["param_bytes_by_block"], key) +
+                        Number(report["optimizer_state_bytes_by_block"], key);
+    l.cost.stashBytes = Number(report["saved_activation_bytes_by_block"], key) / m;
     layers.push_back(l);
   };
   for (int b = 0; flops.contains("block " + std::to_string(b)); ++b)
