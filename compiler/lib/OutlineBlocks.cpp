@@ -102,6 +102,17 @@ DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
   return blockOf;
 }
 
+std::string stepc::blockOfOp(Operation *op, const DenseMap<Value, std::string> &parameterBlock) {
+  if (isa<stepk::AdamwGroupOp>(op))
+    return "";
+  SmallVector<Value> values(op->getOperands());
+  llvm::append_range(values, op->getResults());
+  for (Value v : values)
+    if (auto it = parameterBlock.find(v); it != parameterBlock.end())
+      return it->second;
+  return "";
+}
+
 std::optional<int64_t> stepc::blockRunOf(Operation *op) {
   if (auto run = op->getAttrOfType<IntegerAttr>(StepDialect::kBlockRunAttrName))
     return run.getInt();
@@ -125,16 +136,7 @@ std::vector<std::vector<Operation *>> blockRuns(func::FuncOp step) {
   std::vector<std::vector<Operation *>> runs;
   std::string current;
   for (Operation &op : step.getBody().front().without_terminator()) {
-    std::string block;
-    if (!isa<stepk::AdamwGroupOp>(op)) {
-      SmallVector<Value> values(op.getOperands());
-      llvm::append_range(values, op.getResults());
-      for (Value v : values)
-        if (auto it = parameterBlock.find(v); it != parameterBlock.end()) {
-          block = it->second;
-          break;
-        }
-    }
+    std::string block = blockOfOp(&op, parameterBlock);
     if (!block.empty() && block != current) {
       current = block;
       if (block != "#")

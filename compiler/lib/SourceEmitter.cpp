@@ -730,22 +730,14 @@ LogicalResult SourceEmitter::endRun() {
 LogicalResult SourceEmitter::emitBody() {
   Block &block = step.getBody().front();
   planFusions();
-  // Each run's block, for the comment at its call.
+  // Each run's block (its first op's), for the comment at its call.
   DenseMap<Value, std::string> parameterBlock = parameterBlocks(step);
-  auto blockOf = [&](Operation &op) {
-    SmallVector<Value> values(op.getOperands());
-    llvm::append_range(values, op.getResults());
-    for (Value v : values)
-      if (auto it = parameterBlock.find(v); it != parameterBlock.end())
-        return it->second;
-    return std::string();
-  };
   for (Operation &op : block) {
     std::optional<int64_t> run = blockRunOf(&op);
     if (runScope && run != std::optional<int64_t>(runScope->run) && failed(endRun()))
       return failure();
     if (run && !runScope)
-      beginRun(*run, blockOf(op));
+      beginRun(*run, blockOfOp(&op, parameterBlock));
     size_t begin = bodyText.size();
     auto recordKernel = llvm::make_scope_exit([&] {
       // The time since the previous mark is this op's (waits included).

@@ -101,11 +101,22 @@ double ProbeAttentionCall(const Module& module, const std::string& shape) {
     return 0;
   const std::string name = callee;
   const double scale = 1.0 / std::sqrt(double(d));
-  std::vector<float> q(b * tq * h * d, 0.01f), k(b * tk * hkv * d, 0.02f),
-      v(b * tk * hkv * d, 0.03f), out(b * tq * h * d), dout(b * tq * h * d, 0.01f),
-      dk(k.size()), dv(v.size()), qkv(name.find("packed") != std::string::npos ? b * tq * width : 0,
-                                     0.01f),
-      dqkv(qkv.size());
+  // Only what the kernel reads and writes: separate q, k, v (and their
+  // gradients), or one packed [batch, len, width] tensor (and its gradient).
+  const bool packed = name.find("packed") != std::string::npos;
+  const bool grad = name.find("grad") != std::string::npos;
+  auto buffer = [](bool needed, int64_t n, float fill) {
+    return std::vector<float>(needed ? n : 0, fill);
+  };
+  std::vector<float> q = buffer(!packed, b * tq * h * d, 0.01f),
+                     k = buffer(!packed, b * tk * hkv * d, 0.02f),
+                     v = buffer(!packed, b * tk * hkv * d, 0.03f),
+                     out = buffer(!grad || !packed, b * tq * h * d, 0),  // dq when unpacked
+                     dout = buffer(grad, b * tq * h * d, 0.01f),
+                     dk = buffer(grad && !packed, b * tk * hkv * d, 0),
+                     dv = buffer(grad && !packed, b * tk * hkv * d, 0),
+                     qkv = buffer(packed, b * tq * width, 0.01f),
+                     dqkv = buffer(packed && grad, b * tq * width, 0);
   std::function<void()> call;
   void* symbol = module.Symbol(("stepc_cpu_" + name).c_str());
   if (!symbol) return 0;

@@ -33,6 +33,12 @@ llvm::DenseMap<mlir::Value, std::string> parameterBlocks(mlir::func::FuncOp step
 /// embedding's, and for values of no block).
 llvm::DenseMap<mlir::Value, std::string> computedForBlocks(mlir::func::FuncOp step);
 
+/// The block an op works for: that of the first value it reads or makes
+/// that `parameterBlock` (parameterBlocks) knows, "" for none; a
+/// multi-tensor update reads every block's and belongs to none.
+std::string blockOfOp(mlir::Operation *op,
+                      const llvm::DenseMap<mlir::Value, std::string> &parameterBlock);
+
 /// The block run `op` belongs to (step.block_run), if any.
 std::optional<int64_t> blockRunOf(mlir::Operation *op);
 
