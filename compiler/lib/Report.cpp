@@ -53,6 +53,59 @@ static std::string axesKey(Operation *collective) {
                     "+");
 }
 
+/// The floats per rank a runtime's collective call takes (the ABI's
+/// count): a gather's shard, a scatter's result, an all-reduce's tensor,
+/// an all-to-all's block per pair of ranks.
+static int64_t abiCount(Operation *op) {
+  auto numel = [](Value v) { return cast<ShapedType>(v.getType()).getNumElements(); };
+  if (isa<mesh::AllGatherOp>(op))
+    return numel(op->getOperand(0));
+  if (isa<mesh::AllToAllOp>(op))
+    return numel(op->getOperand(0)) / std::max<int64_t>(1, ranksOf(op));
+  return numel(op->getResult(0));
+}
+
+/// The collectives in flight together where their operands' and results'
+/// bytes peak: each runs from its op to the first reader of its result (its
+/// wait), or to the step's end.
+static std::vector<StepReport::CollectiveCall> collectivesInFlightPeak(Block &body) {
+  DenseMap<Operation *, size_t> at;
+  for (auto [i, op] : llvm::enumerate(body))
+    at[&op] = i;
+  struct Window {
+    size_t start, end;
+    Operation *op;
+    int64_t bytes;
+  };
+  SmallVector<Window> windows;
+  for (Operation &op : body) {
+    if (!communicates(&op))
+      continue;
+    size_t end = body.getOperations().size();
+    for (Operation *user : op.getResult(0).getUsers())
+      end = std::min(end, at.lookup(body.findAncestorOpInBlock(*user)));
+    windows.push_back({at[&op], end, &op,
+                       bytesOf(op.getOperand(0).getType()) + bytesOf(op.getResult(0).getType())});
+  }
+  // The set only grows where one starts: the peak is at a start.
+  int64_t best = -1;
+  std::vector<StepReport::CollectiveCall> peak;
+  for (const Window &w : windows) {
+    int64_t bytes = 0;
+    std::vector<StepReport::CollectiveCall> set;
+    for (const Window &o : windows)
+      if (o.start <= w.start && w.start < o.end) {
+        bytes += o.bytes;
+        set.push_back({o.op->getName().stripDialect().str(), axesKey(o.op), abiCount(o.op)});
+      }
+    if (bytes > best) {
+      best = bytes;
+      peak = std::move(set);
+    }
+  }
+  return peak;
+}
+
 /// Bytes each rank sends with ring algorithms: all-reduce 2(n-1)/n of the
 /// tensor, all-gather and reduce-scatter (n-1) shards; all-to-all its n - 1
 /// blocks for the others, (n-1)/n of its input.
@@ -257,6 +310,7 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     ++report.recomputedOpsByKind[kind];
   }
 
+  report.collectivesInFlightPeak = collectivesInFlightPeak(body);
   // Each collective runs from its op to the first use of its result; the
   // compute in between hides it. Exposed = Σ max(0, comm − hidden), one
   // link, collectives not contending.
@@ -345,6 +399,13 @@ llvm::json::Object StepReport::toJson() const {
       {"collective_bytes_by_axes", toJsonObject(collectiveBytesByAxes)},
       {"collectives_by_axes", toJsonObject(collectivesByAxes)},
       {"collective_wire_bytes_by_axes", toJsonObject(collectiveWireBytesByAxes)},
+      {"collectives_in_flight_peak",
+       llvm::json::Array(llvm::map_range(collectivesInFlightPeak,
+                                         [](const CollectiveCall &c) -> llvm::json::Value {
+                                           return llvm::json::Object{{"kind", c.kind},
+                                                                     {"axes", c.axes},
+                                                                     {"count", c.count}};
+                                         }))},
       {"optimizer_flops_per_step", optimizerFlopsPerStep},
       {"executed_flops_by_block", toJsonObject(executedFlopsByBlock)},
       {"memory_bound_bytes_by_block", toJsonObject(memoryBoundBytesByBlock)},

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -40,30 +41,17 @@ double ProbeCopyRate(int threads) {
   return 2.0 * kBytes / best / 1e9;
 }
 
-using Matmul = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
-                        int, int, int);
-
-// The step's own fp32 GEMM kernel at one call's shape ("batch m n k ta tb
-// shared", the report's key): the best of a few calls, in seconds.
-double ProbeGemmCall(Matmul matmul, const std::string& shape) {
-  int64_t batch, m, n, k;
-  int ta, tb, shared;
-  if (std::sscanf(shape.c_str(), "%ld %ld %ld %ld %d %d %d", &batch, &m, &n, &k, &ta, &tb,
-                  &shared) != 7 ||
-      batch < 1 || m < 1 || n < 1 || k < 1)
-    return 0;
-  // Operands past 2^26 floats (256 MiB) are not probed: the shape is timed
-  // at the peak instead of allocating what the step itself may not.
-  constexpr int64_t kMaxFloats = int64_t{1} << 26;
-  if (batch > kMaxFloats || m > kMaxFloats / batch || k > kMaxFloats / (batch * m) ||
-      n > kMaxFloats / (batch * m) || n > kMaxFloats / (batch * k))
-    return 0;
-  std::vector<float> a(batch * m * k, 0.5f), b((shared ? 1 : batch) * k * n, 0.25f),
-      c(batch * m * n);
+// The step's own fp32 GEMM kernel at one call's shape: the best of a few
+// calls, in seconds.
+double ProbeGemmCall(CpuMatmul matmul, const std::string& key) {
+  const std::optional<GemmShape> shape = ParseGemmShape(key);
+  if (!shape) return 0;
+  std::vector<float> a(shape->a_floats(), 0.5f), b(shape->b_floats(), 0.25f),
+      c(shape->c_floats());
   double best = 1e30;
   for (int r = 0; r < 5; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    matmul(a.data(), b.data(), c.data(), batch, m, n, k, ta, tb, shared);
+    shape->Run(matmul, a.data(), b.data(), c.data());
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r > 0) best = std::min(best, s);  // the first warms up
@@ -158,6 +146,25 @@ double ProbeAttentionCall(const Module& module, const std::string& shape) {
 
 }  // namespace
 
+std::optional<GemmShape> ParseGemmShape(const std::string& key) {
+  GemmShape s;
+  if (std::sscanf(key.c_str(), "%ld %ld %ld %ld %d %d %d", &s.batch, &s.m, &s.n, &s.k, &s.ta,
+                  &s.tb, &s.shared) != 7 ||
+      s.batch < 1 || s.m < 1 || s.n < 1 || s.k < 1)
+    return std::nullopt;
+  // Operands past 2^26 floats (256 MiB) are not probed: a probe does not
+  // allocate what the step itself may not.
+  constexpr int64_t kMaxFloats = int64_t{1} << 26;
+  if (s.batch > kMaxFloats || s.m > kMaxFloats / s.batch || s.k > kMaxFloats / (s.batch * s.m) ||
+      s.n > kMaxFloats / (s.batch * s.m) || s.n > kMaxFloats / (s.batch * s.k))
+    return std::nullopt;
+  return s;
+}
+
+void GemmShape::Run(CpuMatmul matmul, const float* a, const float* b, float* c) const {
+  matmul(a, b, c, batch, m, n, k, ta, tb, shared);
+}
+
 StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads) {
   StepPrediction p;
   if (module.is_cuda() || peak.gflops <= 0 || !module.info().report_json) return p;
@@ -178,7 +185,7 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   // Each GEMM shape at its own measured rate (cached per shape); the other
   // products (attention) at the peak.
   double rest = report["executed_flops_per_step"].get<double>();
-  auto matmul = reinterpret_cast<Matmul>(module.Symbol("stepc_cpu_matmul"));
+  auto matmul = reinterpret_cast<CpuMatmul>(module.Symbol("stepc_cpu_matmul"));
   const bool fp32 = std::strcmp(module.info().precision, "fp32") == 0;
   if (matmul && fp32 && report.contains("gemm_calls_by_shape"))
     for (const auto& item : report["gemm_calls_by_shape"].items()) {

@@ -11,6 +11,8 @@
 #ifndef STEPC_RUNTIME_TRAIN_PREDICTION_H_
 #define STEPC_RUNTIME_TRAIN_PREDICTION_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "runtime/module.h"
@@ -29,6 +31,24 @@ struct StepPrediction {
   double best_gemm_gflops = 0;  // the fastest shape's rate
   bool busy = false;            // a probe ran on a busy machine (not cached)
 };
+
+// The CPU step's fp32 GEMM kernel (stepc_cpu_matmul in step.so).
+using CpuMatmul = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
+                           int, int, int);
+
+// One GEMM call of the step, as the report keys it ("batch m n k ta tb
+// shared"; a shared B is one matrix for the whole batch).
+struct GemmShape {
+  int64_t batch, m, n, k;
+  int ta, tb, shared;
+  int64_t a_floats() const { return batch * m * k; }
+  int64_t b_floats() const { return (shared ? 1 : batch) * k * n; }
+  int64_t c_floats() const { return batch * m * n; }
+  void Run(CpuMatmul matmul, const float* a, const float* b, float* c) const;
+};
+// nullopt for a key that is not a shape, or whose operands pass 2^26
+// floats (what a probe will not allocate).
+std::optional<GemmShape> ParseGemmShape(const std::string& key);
 
 // `threads`: the CPU threads the step uses (the probe copies on as many).
 StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads);

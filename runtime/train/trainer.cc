@@ -30,6 +30,8 @@
 #include "runtime/atomic_file.h"
 #include "runtime/train/communication.h"
 #include "runtime/train/prediction.h"
+#include "runtime/train/resident_memory.h"
+#include "runtime/train/workspace.h"
 #include "runtime/train/sampler.h"
 #include "runtime/train/schedule.h"
 #include "runtime/train/trace.h"
@@ -42,22 +44,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Peak resident memory of this process (VmHWM), in bytes.
-int64_t MeasuredPeakBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  return 0;
-}
-
-// Resets VmHWM to the current resident size (Linux 4.0+), so the probes'
-// buffers, freed already, do not count as the step's memory.
-void ForgetProbesInPeak() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
 }
 
 // A JSON number, or null for what JSON cannot hold (NaN, infinities).
@@ -122,9 +108,11 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> loaded, Module::Load(path));
   std::shared_ptr<const Module> module(std::move(loaded));
   const stepc_module_info& info = module->info();
-  // The process before the session holds anything: what measured_peak_bytes
-  // is compared with the plan above.
-  const int64_t baseline_bytes = MeasuredPeakBytes();
+  // The process before the session holds anything: what its peak is
+  // compared with the plan above.
+  ResetResidentPeak();
+  const ResidentMemory baseline = ReadResidentMemory();
+  const int64_t baseline_bytes = baseline.peak_bytes;
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(module, comm));
   const int rank = comm->rank(), world = comm->size();
   const bool lead = rank == 0;
@@ -179,6 +167,14 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // MFU: the model's FLOPs over every rank's peak (each rank's own, probed
   // on its threads; the ranks of a job are alike). Nothing to train: no probe.
   const bool trains = first_step <= steps;
+  // The libraries' own memory beside the plan (BLAS buffers, MPI's
+  // temporaries), probed on every rank before any other probe has used
+  // them.
+  LibraryWorkspace workspace;
+  if (trains && !module->is_cuda()) {
+    STEPC_ASSIGN_OR_RETURN(workspace, ProbeLibraryWorkspace(*module, *comm));
+  }
+  const ResidentMemory before_rate_probes = ReadResidentMemory();
   PeakRate peak = trains ? FindPeak(*module, o.peak_tflops, shown_threads,
                                     module->is_cuda() ? session->DescribeDevice() : "")
                          : PeakRate{};
@@ -208,7 +204,25 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
       predicted.seconds += comm_predicted.seconds;
     }
   }
-  ForgetProbesInPeak();
+  // The rate probes' buffers are freed: forgotten in the peak. What they
+  // left resident (a 1024³ GEMM's packing beyond the step's shapes, heap
+  // kept) is no part of the step's memory.
+  ResetResidentPeak();
+  const int64_t probes_left_bytes =
+      std::max<int64_t>(0, ReadResidentMemory().data_bytes - before_rate_probes.data_bytes);
+  const int64_t predicted_peak_bytes = session->planned_bytes() + workspace.bytes();
+  if (lead && workspace.known)
+    std::printf("stepc-run: predicted memory %.1f MB per rank (the plan's %.1f MB + the "
+                "libraries' workspace %.1f MB: GEMM %.1f MB on %d shapes, collectives %.1f MB "
+                "on %d kinds%s, probed)\n",
+                predicted_peak_bytes / 1e6, session->planned_bytes() / 1e6,
+                workspace.bytes() / 1e6, workspace.gemm_bytes / 1e6, workspace.gemm_shapes,
+                workspace.collective_bytes / 1e6, workspace.collective_kinds,
+                workspace.collectives_in_flight > 0
+                    ? absl::StrFormat(" and %d in flight together",
+                                      workspace.collectives_in_flight)
+                          .c_str()
+                    : "");
   if (lead && predicted.known)
     std::printf("stepc-run: predicted step %.1f ms per rank (GEMMs and attention %.1f ms at "
                 "the rates of their %d + %d shapes, memory-bound kernels %.1f ms at %.1f GB/s "
@@ -334,7 +348,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
         "\"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, \"measured_peak_bytes\": %d, "
         "\"baseline_bytes\": %d%s%s%s}\n",
         step, Json(last.loss), lr, Json(last.grad_norm), lm ? "tokens_per_s" : "samples_per_s",
-        rate, gflops, session->planned_bytes(), MeasuredPeakBytes(), baseline_bytes,
+        rate, gflops, session->planned_bytes(), ReadResidentMemory().peak_bytes, baseline_bytes,
         counted ? absl::StrFormat(", \"counted_targets\": %d", *counted) : "",
         peak.gflops > 0
             ? absl::StrFormat(", \"mfu\": %.6f, \"peak_gflops_per_s\": %.3f", mfu, peak.gflops)
@@ -391,7 +405,12 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
       return v[v.size() / 2];
     };
     const double planned = double(session->planned_bytes());
-    const double measured = double(MeasuredPeakBytes() - baseline_bytes);
+    // The data the process grew by (what the plan and the workspace
+    // predict); the libraries' code paged in meanwhile is shown apart.
+    const ResidentMemory now = ReadResidentMemory();
+    const double measured = double(DataPeakAbove(baseline, now) - probes_left_bytes);
+    const double code = double(std::max<int64_t>(0, now.file_bytes - baseline.file_bytes));
+    const double predicted_peak = double(predicted_peak_bytes);
     const double step_median = median(step_seconds);
     // The step's time in collectives per axes, and their sum, per step.
     std::map<std::string, double> comm_median;
@@ -402,8 +421,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
         for (size_t k = 0; k < seconds.size(); ++k) comm_total[k] += seconds[k];
     }
     std::printf("stepc-run: %zu steps | step time median %.1f ms (steps %lld-%lld)%s%s | memory "
-                "per rank: planned %.1f MB, measured %.1f MB above the process baseline "
-                "(%.2fx)\n",
+                "per rank: predicted %.1f MB (planned %.1f MB + libraries %.1f MB), measured "
+                "%.1f MB of data above the process baseline (%.2fx; and %.1f MB of library code "
+                "paged in)\n",
                 step_seconds.size(), 1e3 * step_median,
                 static_cast<long long>(first_step + from), static_cast<long long>(steps),
                 predicted.known ? absl::StrFormat(", predicted %.1f ms (%.2fx)",
@@ -414,7 +434,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                 peak.gflops > 0
                     ? absl::StrFormat(" | MFU median %.1f%%", 100 * median(step_mfu)).c_str()
                     : "",
-                planned / 1e6, measured / 1e6, planned > 0 ? measured / planned : 0.0);
+                predicted_peak / 1e6, planned / 1e6, workspace.bytes() / 1e6, measured / 1e6,
+                predicted_peak > 0 ? measured / predicted_peak : 0.0, code / 1e6);
     if (!comm_median.empty() && !module->is_cuda()) {
       std::string by_axes;
       for (const auto& [axes, seconds] : comm_median) {
@@ -445,8 +466,13 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
           {"measured_from_step", first_step + static_cast<int64_t>(from)},
           {"step_seconds_median", step_median},
           {"planned_peak_bytes", session->planned_bytes()},
-          {"measured_peak_bytes_above_baseline", MeasuredPeakBytes() - baseline_bytes},
-          {"memory_ratio", planned > 0 ? measured / planned : 0.0},
+          {"library_workspace_bytes", workspace.bytes()},
+          {"predicted_peak_bytes", predicted_peak_bytes},
+          {"measured_peak_bytes_above_baseline", now.peak_bytes - baseline_bytes},
+          {"measured_data_peak_bytes_above_baseline", int64_t(measured)},
+          {"rate_probes_left_bytes", probes_left_bytes},
+          {"library_code_bytes_paged_in", int64_t(code)},
+          {"memory_ratio", predicted_peak > 0 ? measured / predicted_peak : 0.0},
           {"collective_seconds_median", median(comm_total)},
           {"collective_seconds_median_by_axes", comm_median},
       };

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace stepc {
 
@@ -63,6 +64,16 @@ struct StepReport {
   /// Per set of mesh axes: the collectives, and the bytes each rank sends
   /// with ring algorithms (a runtime predicts their time from a probed link).
   std::map<std::string, int64_t> collectivesByAxes, collectiveWireBytesByAxes;
+  /// The collectives in flight together (started, their result not yet
+  /// read) where their buffers' bytes peak, as the runtime starts them:
+  /// kind ("all_gather", ...), mesh axes key and floats per rank. A runtime
+  /// replays them to measure what its collective library allocates under
+  /// the step's own overlap.
+  struct CollectiveCall {
+    std::string kind, axes;
+    int64_t count;
+  };
+  std::vector<CollectiveCall> collectivesInFlightPeak;
   /// The optimizer's share: its executed FLOPs (Muon's Newton-Schulz GEMMs
   /// above all) and the bytes of its collectives per kind (the clipping
   /// norm's all-reduce; Muon's gathers, or its owners' all-to-alls).

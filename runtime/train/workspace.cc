@@ -1,0 +1,208 @@
+#include "runtime/train/workspace.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "runtime/status_macros.h"
+#include "runtime/train/communication.h"
+#include "runtime/train/prediction.h"
+#include "runtime/train/resident_memory.h"
+
+namespace stepc {
+namespace {
+
+// A probe's operand: pages of its own, written (resident) and returned to
+// the system when freed, so its bytes are known exactly and none of them
+// stays behind in the heap to be taken for a library's.
+class ScratchFloats {
+ public:
+  explicit ScratchFloats(int64_t floats) {
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    bytes_ = std::max<int64_t>(page, (floats * 4 + page - 1) / page * page);
+    void* map = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+      bytes_ = 0;
+      return;
+    }
+    data_ = static_cast<float*>(map);
+    std::fill(data_, data_ + bytes_ / 4, 0.5f);
+  }
+  ~ScratchFloats() {
+    if (data_) munmap(data_, bytes_);
+  }
+  ScratchFloats(const ScratchFloats&) = delete;
+  ScratchFloats& operator=(const ScratchFloats&) = delete;
+  float* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  float* data_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+// The largest count of each (kind, axes) of the step's collectives, in the
+// order each first appears (the same on every rank).
+std::vector<stepc_collective_info> LargestCollectives(const stepc_module_info& info) {
+  std::vector<stepc_collective_info> largest;
+  for (int i = 0; i < info.num_collectives; ++i) {
+    const stepc_collective_info& c = info.collectives[i];
+    auto same = std::find_if(largest.begin(), largest.end(), [&](const stepc_collective_info& l) {
+      return l.kind == c.kind && l.axes == c.axes;
+    });
+    if (same == largest.end())
+      largest.push_back(c);
+    else
+      same->count = std::max(same->count, c.count);
+  }
+  return largest;
+}
+
+// A collective's probe buffers (send, and recv unless in place), sized as
+// the ABI's count says.
+struct CollectiveBuffers {
+  CollectiveBuffers(const stepc_collective_info& c, int64_t ranks)
+      : send(c.kind == STEPC_REDUCE_SCATTER || c.kind == STEPC_ALL_TO_ALL ? c.count * ranks
+                                                                           : c.count),
+        recv(c.kind == STEPC_ALL_REDUCE                                     ? 0
+             : c.kind == STEPC_ALL_GATHER || c.kind == STEPC_ALL_TO_ALL ? c.count * ranks
+                                                                          : c.count) {}
+  bool ok() const { return send.data() && recv.data(); }
+  int64_t bytes() const { return send.bytes() + recv.bytes(); }
+  ScratchFloats send, recv;
+};
+
+// The report's collectives_in_flight_peak as the ABI's table entries; empty
+// where the report has none (or one this runtime does not read).
+std::vector<stepc_collective_info> InFlightPeak(const nlohmann::json& report) {
+  std::vector<stepc_collective_info> calls;
+  if (!report.is_object() || !report.contains("collectives_in_flight_peak") ||
+      !report["collectives_in_flight_peak"].is_array())
+    return calls;
+  const std::map<std::string, int32_t> kinds = {{"all_reduce", STEPC_ALL_REDUCE},
+                                                {"all_gather", STEPC_ALL_GATHER},
+                                                {"reduce_scatter", STEPC_REDUCE_SCATTER},
+                                                {"all_to_all", STEPC_ALL_TO_ALL}};
+  for (const nlohmann::json& c : report["collectives_in_flight_peak"]) {
+    if (!c.is_object() || !c.contains("kind") || !c["kind"].is_string() ||
+        !kinds.count(c["kind"].get<std::string>()) || !c.contains("axes") ||
+        !c["axes"].is_string() || !c.contains("count") || !c["count"].is_number_integer())
+      return {};
+    calls.push_back({kinds.at(c["kind"].get<std::string>()),
+                     AxesMask(c["axes"].get<std::string>()), c["count"].get<int64_t>()});
+  }
+  return calls;
+}
+
+absl::StatusOr<int> StartCollective(Communicator& comm, const stepc_collective_info& c,
+                                    float* send, float* recv) {
+  switch (c.kind) {
+    case STEPC_ALL_REDUCE: return comm.StartAllReduceSum(c.axes, send, c.count);
+    case STEPC_ALL_GATHER: return comm.StartAllGather(c.axes, send, recv, c.count);
+    case STEPC_REDUCE_SCATTER: return comm.StartReduceScatterSum(c.axes, send, recv, c.count);
+    case STEPC_ALL_TO_ALL: return comm.StartAllToAll(c.axes, send, recv, c.count);
+  }
+  return absl::InternalError("a collective of an unknown kind in the module's table");
+}
+
+}  // namespace
+
+absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
+                                                       Communicator& comm) {
+  LibraryWorkspace w;
+  const stepc_module_info& info = module.info();
+  if (module.is_cuda()) return w;
+  ResetResidentPeak();
+  const ResidentMemory base = ReadResidentMemory();
+  // The libraries' data above `base` while `run` runs, less the operands
+  // (resident before the reset, so the peak counts them too).
+  auto measure = [&base](int64_t operand_bytes, auto&& run) -> absl::StatusOr<int64_t> {
+    ResetResidentPeak();
+    STEPC_RETURN_IF_ERROR(run());
+    return std::max<int64_t>(0, DataPeakAbove(base, ReadResidentMemory()) - operand_bytes);
+  };
+
+  const nlohmann::json report =
+      info.report_json ? nlohmann::json::parse(info.report_json, nullptr, false) : nlohmann::json();
+  auto matmul = reinterpret_cast<CpuMatmul>(module.Symbol("stepc_cpu_matmul"));
+  if (matmul && std::strcmp(info.precision, "fp32") == 0 && report.is_object() &&
+      report.contains("gemm_calls_by_shape") && report["gemm_calls_by_shape"].is_object())
+    for (const auto& item : report["gemm_calls_by_shape"].items()) {
+      const std::optional<GemmShape> shape = ParseGemmShape(item.key());
+      if (!shape) continue;
+      ScratchFloats a(shape->a_floats()), b(shape->b_floats()), c(shape->c_floats());
+      if (!a.data() || !b.data() || !c.data()) continue;
+      STEPC_ASSIGN_OR_RETURN(const int64_t bytes,
+                             measure(a.bytes() + b.bytes() + c.bytes(), [&]() -> absl::Status {
+                               shape->Run(matmul, a.data(), b.data(), c.data());
+                               return absl::OkStatus();
+                             }));
+      w.gemm_bytes = std::max(w.gemm_bytes, bytes);
+      ++w.gemm_shapes;
+    }
+
+  // What a GEMM library touched stays: the collectives' figure includes
+  // it, and only their excess is theirs.
+  int64_t with_collectives = w.gemm_bytes;
+  if (comm.size() > 1)
+    for (const stepc_collective_info& c : LargestCollectives(info)) {
+      const int64_t ranks = comm.Ranks(c.axes);
+      // Every rank skips the same ones (the tables are equal): no probe
+      // past 2^26 floats an operand, as for the GEMMs.
+      if (ranks < 2 || c.count < 1 || c.count * ranks > (int64_t{1} << 26)) continue;
+      CollectiveBuffers buffers(c, ranks);
+      if (!buffers.ok())
+        return absl::ResourceExhaustedError("cannot map a collective's probe buffers");
+      STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(buffers.bytes(), [&]() -> absl::Status {
+                               STEPC_ASSIGN_OR_RETURN(
+                                   const int request,
+                                   StartCollective(comm, c, buffers.send.data(),
+                                                   buffers.recv.data()));
+                               return comm.Wait(request);
+                             }));
+      with_collectives = std::max(with_collectives, bytes);
+      ++w.collective_kinds;
+    }
+  // Then those the step has in flight together at their peak, all started
+  // before any is waited for, as the step does.
+  const std::vector<stepc_collective_info> together = InFlightPeak(report);
+  int64_t together_floats = 0;
+  for (const stepc_collective_info& c : together)
+    together_floats += 2 * c.count * std::max(1, comm.Ranks(c.axes));
+  if (comm.size() > 1 && !together.empty() && together_floats <= (int64_t{1} << 26)) {
+    std::vector<std::unique_ptr<CollectiveBuffers>> buffers;
+    int64_t operand_bytes = 0;
+    for (const stepc_collective_info& c : together) {
+      buffers.push_back(std::make_unique<CollectiveBuffers>(c, comm.Ranks(c.axes)));
+      if (!buffers.back()->ok())
+        return absl::ResourceExhaustedError("cannot map a collective's probe buffers");
+      operand_bytes += buffers.back()->bytes();
+    }
+    STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(operand_bytes, [&]() -> absl::Status {
+      std::vector<int> requests;
+      for (size_t i = 0; i < together.size(); ++i) {
+        STEPC_ASSIGN_OR_RETURN(const int request,
+                               StartCollective(comm, together[i], buffers[i]->send.data(),
+                                               buffers[i]->recv.data()));
+        requests.push_back(request);
+      }
+      for (int request : requests) STEPC_RETURN_IF_ERROR(comm.Wait(request));
+      return absl::OkStatus();
+    }));
+    with_collectives = std::max(with_collectives, bytes);
+    w.collectives_in_flight = static_cast<int>(together.size());
+  }
+  w.collective_bytes = with_collectives - w.gemm_bytes;
+  w.known = true;
+  return w;
+}
+
+}  // namespace stepc
