@@ -219,6 +219,7 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       for (Value v : op.getResults())
         bytes += bytesOf(v.getType());
       report.memoryBoundBytesPerStep += bytes;
+      ++report.memoryBoundKernelsPerStep;
       report.memoryBoundBytesByBlock[workBlock(op)] += bytes;
     }
   }
@@ -388,6 +389,7 @@ llvm::json::Object StepReport::toJson() const {
       {"dropout_mask_bytes_not_saved", dropoutMaskBytesNotSaved},
       {"kernels_per_step", kernelsPerStep},
       {"memory_bound_bytes_per_step", memoryBoundBytesPerStep},
+      {"memory_bound_kernels_per_step", memoryBoundKernelsPerStep},
       {"gemm_calls_by_shape", toJsonObject(gemmCallsByShape)},
       {"attention_calls_by_shape", toJsonObject(attentionCallsByShape)},
       {"attention_flops_by_shape", toJsonObject(attentionFlopsByShape)},

@@ -55,9 +55,11 @@ std::filesystem::path CacheFile() {
   return {};
 }
 
-// The cache's format: version 2 caches only probes of a quiet machine, so
-// an older file's rates (possibly a busy machine's share) are probed again.
-constexpr int kCacheVersion = 2;
+// The cache's format: version 2 caches only probes of a quiet machine (an
+// older file's rates may be a busy machine's share); version 3 keeps the
+// slowest rank's rates for the prediction (an older file may hold the
+// fastest's). Older files are probed again.
+constexpr int kCacheVersion = 3;
 
 json EmptyCache() { return json{{"version", kCacheVersion}}; }
 
@@ -161,7 +163,8 @@ bool LoadWatch::busy() const {
 
 LoadWatch* CurrentLoadWatch() { return current_watch; }
 
-CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe) {
+CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe,
+                       bool slowest) {
   const std::filesystem::path file = CacheFile();
   json cache = file.empty() ? EmptyCache() : ReadCache(file);
   if (auto it = cache.find(key); it != cache.end() && it->is_number() && it->get<double>() > 0)
@@ -178,16 +181,17 @@ CachedRate CachedProbe(const std::string& key, const std::function<double()>& pr
     return {value, "", /*busy=*/true};
   if (value <= 0 || file.empty()) return {value, ""};
   // The ranks of a node probe at once and share the file: under a lock,
-  // the first rate written wins, and every rank uses that one (a rank's
-  // own probe would leave its MFU and prediction differing from the next
-  // run's, which reads the file).
+  // the first rate written wins (or the slowest), and a rank uses the one
+  // it leaves there (its own probe would leave its MFU and prediction
+  // differing from the next run's, which reads the file).
   std::error_code ec;
   std::filesystem::create_directories(file.parent_path(), ec);
   const int lock = ::open((file.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock >= 0) ::flock(lock, LOCK_EX);
   cache = ReadCache(file);
   double used = value;
-  if (auto it = cache.find(key); it != cache.end() && it->is_number() && it->get<double>() > 0) {
+  if (auto it = cache.find(key); it != cache.end() && it->is_number() && it->get<double>() > 0 &&
+                                 !(slowest && value < it->get<double>())) {
     used = it->get<double>();
   } else {
     cache[key] = value;

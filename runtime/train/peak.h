@@ -41,7 +41,15 @@ struct CachedRate {
 // ran nothing else meanwhile (a probe sharing the CPUs with other programs
 // measures the share, and a cached share would skew every later run's MFU
 // and prediction: such a probe is used once and run again next time).
-CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe);
+//
+// The ranks of a node probe at once and share the file. `slowest`: the
+// lowest rate any of them measured is kept (a rate the step's pace depends
+// on: ranks that meet at every collective run at the slowest one's);
+// otherwise the first rate written wins (a peak). Either way a rank returns
+// the value it leaves in the file, which an earlier rank may have returned
+// differently: ranks that must agree exchange theirs.
+CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe,
+                       bool slowest = false);
 
 // ", cached in FILE", or ", <probe>" (with a note when the machine was busy).
 std::string ProbeSource(const CachedRate& rate, const std::string& probe);

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "runtime/status_macros.h"
 
 namespace stepc {
 namespace {
@@ -39,6 +40,28 @@ double ProbeCopyRate(int threads) {
     if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
   }
   return 2.0 * kBytes / best / 1e9;
+}
+
+// The fixed cost of one call of a memory-bound kernel on the step's threads:
+// the kernel library's fill (one parallel region, as most of them open) on
+// 64 floats, the median of batches of calls, in seconds per call.
+double ProbeKernelCall(const Module& module) {
+  using Fill = void (*)(float*, int64_t, float);
+  auto fill = reinterpret_cast<Fill>(module.Symbol("stepc_cpu_fill"));
+  if (!fill) return 0;
+  float buffer[64];
+  for (int call = 0; call < 200; ++call) fill(buffer, 64, 1.0f);  // threads up
+  constexpr int kCalls = 500;
+  std::vector<double> per_call;
+  for (int batch = 0; batch < 9; ++batch) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int call = 0; call < kCalls; ++call) fill(buffer, 64, float(call));
+    per_call.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kCalls);
+    if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
 }
 
 // The step's own fp32 GEMM kernel at one call's shape: the best of a few
@@ -144,6 +167,10 @@ double ProbeAttentionCall(const Module& module, const std::string& shape) {
   return best;
 }
 
+// The step's pace is its slowest rank's: of the rates the ranks of a node
+// probe at once, the lowest is kept.
+constexpr bool kSlowest = true;
+
 }  // namespace
 
 std::optional<GemmShape> ParseGemmShape(const std::string& key) {
@@ -177,7 +204,7 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   };
   if (!number("executed_flops_per_step") || !number("memory_bound_bytes_per_step")) return p;
   const std::string key = CpuCacheKey(std::to_string(threads), "copy GB/s");
-  const CachedRate rate = CachedProbe(key, [&] { return ProbeCopyRate(threads); });
+  const CachedRate rate = CachedProbe(key, [&] { return ProbeCopyRate(threads); }, kSlowest);
   if (rate.value <= 0) return p;
   p.memory_gbps = rate.value;
   p.memory_source = "copy probe" + ProbeSource(rate, "64 MiB");
@@ -202,7 +229,8 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
           [&] {
             const double s = ProbeGemmCall(matmul, shape);
             return s > 0 ? flops / s / 1e9 : 0.0;
-          });
+          },
+          kSlowest);
       if (gflops.value <= 0) continue;
       p.busy |= gflops.busy;
       p.best_gemm_gflops = std::max(p.best_gemm_gflops, gflops.value);
@@ -226,7 +254,8 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
           CpuCacheKey(std::to_string(threads), "attention GFLOP/s " + shape), [&] {
             const double s = ProbeAttentionCall(module, shape);
             return s > 0 ? flops / s / 1e9 : 0.0;
-          });
+          },
+          kSlowest);
       if (gflops.value <= 0) continue;
       p.busy |= gflops.busy;
       p.attention_seconds += calls.get<double>() * flops / (gflops.value * 1e9);
@@ -236,11 +265,52 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   p.gemm_seconds += p.attention_seconds;
   p.gemm_seconds += std::max(0.0, rest) / (peak.gflops * 1e9);
   p.memory_seconds = report["memory_bound_bytes_per_step"].get<double>() / (p.memory_gbps * 1e9);
+  // Each memory-bound kernel's fixed cost besides its bytes.
+  if (number("memory_bound_kernels_per_step")) {
+    const CachedRate calls = CachedProbe(
+        CpuCacheKey(std::to_string(threads), "kernel calls per second"),
+        [&] {
+          const double s = ProbeKernelCall(module);
+          return s > 0 ? 1 / s : 0.0;
+        },
+        kSlowest);
+    if (calls.value > 0) {
+      p.busy |= calls.busy;
+      p.kernel_call_seconds = 1 / calls.value;
+      p.memory_bound_calls = report["memory_bound_kernels_per_step"].get<int64_t>();
+      p.memory_seconds += p.memory_bound_calls * p.kernel_call_seconds;
+    }
+  }
   if (report.contains("predicted_exposed_comm_seconds") &&
       report["predicted_exposed_comm_seconds"].is_number())
     p.comm_seconds = report["predicted_exposed_comm_seconds"].get<double>();
   p.seconds = p.gemm_seconds + p.memory_seconds + p.comm_seconds;
   p.known = true;
+  return p;
+}
+
+absl::StatusOr<StepPrediction> SlowestRankPrediction(Communicator& comm,
+                                                     const StepPrediction& mine) {
+  if (comm.size() < 2) return mine;
+  // Each rank's figures, exchanged as their bits.
+  auto gather = [&comm](double v) -> absl::StatusOr<std::vector<double>> {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, comm.AllGather(bits));
+    std::vector<double> values(all.size());
+    for (size_t r = 0; r < all.size(); ++r) std::memcpy(&values[r], &all[r], sizeof bits);
+    return values;
+  };
+  STEPC_ASSIGN_OR_RETURN(const std::vector<double> seconds,
+                         gather(mine.known ? mine.seconds : -1.0));
+  const size_t slowest = std::max_element(seconds.begin(), seconds.end()) - seconds.begin();
+  StepPrediction p = mine;
+  for (double* field : {&p.seconds, &p.gemm_seconds, &p.memory_seconds, &p.comm_seconds,
+                        &p.memory_gbps, &p.attention_seconds, &p.kernel_call_seconds}) {
+    STEPC_ASSIGN_OR_RETURN(const std::vector<double> all, gather(*field));
+    *field = all[slowest];
+  }
+  p.known = seconds[slowest] >= 0;
   return p;
 }
 

@@ -1,9 +1,11 @@
 // The step time predicted before step 1, to set beside the measured one at
 // the end of the run: each GEMM shape of the step (the report's
-// gemm_calls_by_shape) at the rate the step's own GEMM kernel reaches on it
-// (probed once per machine and shape, cached), the other products
-// (attention) at the probed GEMM peak, plus the bytes of its FLOP-free kernels (elementwise, norms, loss,
-// layout, optimizer) at the probed memory bandwidth, plus the collectives'
+// gemm_calls_by_shape) at the rate the step's own GEMM kernel reaches on it,
+// each attention kernel call at its own kernel's rate (both probed once per
+// machine and shape, cached), any other product at the GEMM peak; plus the
+// bytes of the FLOP-free kernels (elementwise, norms, loss, layout,
+// optimizer) at the probed copy rate and their calls at a probed fixed cost
+// per call (a parallel region opened and joined); plus the collectives'
 // predicted exposed time where the report has one (stepc --link-gbps).
 // A roofline sum: it assumes a GEMM runs in the step as fast as alone and
 // no memory-bound kernel below the copy rate.
@@ -15,6 +17,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "runtime/communicator.h"
 #include "runtime/module.h"
 #include "runtime/train/peak.h"
 
@@ -24,6 +28,8 @@ struct StepPrediction {
   bool known = false;  // a CPU step whose report has the counts, and a peak
   double seconds = 0, gemm_seconds = 0, memory_seconds = 0, comm_seconds = 0;
   double memory_gbps = 0;     // the probed copy rate (read + write)
+  int64_t memory_bound_calls = 0;  // the report's memory-bound kernels
+  double kernel_call_seconds = 0;  // probed: each one's fixed cost
   int gemm_shapes = 0;        // GEMM shapes timed at their own rate
   int attention_shapes = 0;   // attention kernels timed at their own rate
   double attention_seconds = 0;  // their share of gemm_seconds
@@ -52,6 +58,11 @@ std::optional<GemmShape> ParseGemmShape(const std::string& key);
 
 // `threads`: the CPU threads the step uses (the probe copies on as many).
 StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads);
+
+// The ranks' predictions made one: the slowest rank's (collectives make
+// every rank wait for it). Collective: every rank calls it.
+absl::StatusOr<StepPrediction> SlowestRankPrediction(Communicator& comm,
+                                                     const StepPrediction& mine);
 
 }  // namespace stepc
 

@@ -183,6 +183,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   StepPrediction predicted =
       trains ? PredictStep(*module, peak, std::max(1, std::atoi(shown_threads.c_str())))
              : StepPrediction{};
+  if (trains && world > 1 && !module->is_cuda()) {
+    STEPC_ASSIGN_OR_RETURN(predicted, SlowestRankPrediction(*comm, predicted));
+  }
   // The same GEMM kernel reached more on one of the step's shapes than on
   // the 1024³ probe (a noisy probe): the peak is at least that, so MFU
   // never exceeds 100% of what the kernel was seen to do.
@@ -226,11 +229,17 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   if (lead && predicted.known)
     std::printf("stepc-run: predicted step %.1f ms per rank (GEMMs and attention %.1f ms at "
                 "the rates of their %d + %d shapes, memory-bound kernels %.1f ms at %.1f GB/s "
-                "(%s)%s)\n",
+                "(%s)%s%s)\n",
                 1e3 * predicted.seconds, 1e3 * predicted.gemm_seconds, predicted.gemm_shapes,
                 predicted.attention_shapes,
                 1e3 * predicted.memory_seconds, predicted.memory_gbps,
                 predicted.memory_source.c_str(),
+                predicted.kernel_call_seconds > 0
+                    ? absl::StrFormat(" + %.1f us for each of their %d calls",
+                                      1e6 * predicted.kernel_call_seconds,
+                                      predicted.memory_bound_calls)
+                          .c_str()
+                    : "",
                 predicted.comm_seconds > 0
                     ? absl::StrFormat(", exposed communication %.1f ms",
                                       1e3 * predicted.comm_seconds)
@@ -488,6 +497,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
         summary["predicted"] = {{"gemm_seconds", predicted.gemm_seconds},
                                 {"attention_seconds", predicted.attention_seconds},
                                 {"memory_bound_seconds", predicted.memory_seconds},
+                                {"memory_bound_calls", predicted.memory_bound_calls},
+                                {"kernel_call_seconds", predicted.kernel_call_seconds},
                                 {"communication_seconds", predicted.comm_seconds}};
       }
       json by_axes = json::object();

@@ -2,7 +2,9 @@
 """stepc-run's predicted step time is the report's counts at the printed
 rates: every GEMM shape of the report timed (gemm_calls_by_shape), every
 attention kernel's shape (attention_calls_by_shape), the memory-bound bytes
-at the copy rate, and their sum.
+at the copy rate plus each memory-bound kernel call
+(memory_bound_kernels_per_step) at the probed cost of a call, and their
+sum.
 
     check_prediction.py LOG REPORT.json
 """
@@ -14,9 +16,13 @@ log, report = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
 peak = float(re.search(r"peak ([0-9.]+) GFLOP/s per rank", log).group(1))
 m = re.search(r"predicted step ([0-9.]+) ms per rank \(GEMMs and attention ([0-9.]+) ms at the "
               r"rates of their (\d+) \+ (\d+) shapes, memory-bound kernels ([0-9.]+) ms at "
-              r"([0-9.]+) GB/s", log)
+              r"([0-9.]+) GB/s \([^)]*\) \+ ([0-9.]+) us for each of their (\d+) calls", log)
 total, gemm, shapes, attention, memory, gbps = (float(m[1]), float(m[2]), int(m[3]), int(m[4]),
                                                 float(m[5]), float(m[6]))
+call_us, kernel_calls = float(m[7]), int(m[8])
+if kernel_calls != report["memory_bound_kernels_per_step"] or kernel_calls == 0:
+    sys.exit(f"check_prediction: {kernel_calls} memory-bound calls charged, the report has "
+             f"{report['memory_bound_kernels_per_step']}")
 if attention != len(report["attention_calls_by_shape"]) or attention == 0:
     sys.exit(f"check_prediction: {attention} attention shapes timed, the report has "
              f"{len(report['attention_calls_by_shape'])}")
@@ -24,9 +30,10 @@ if shapes != len(report["gemm_calls_by_shape"]) or shapes == 0:
     sys.exit(f"check_prediction: {shapes} GEMM shapes timed, the report has "
              f"{len(report['gemm_calls_by_shape'])}")
 calls = sum(report["gemm_calls_by_shape"].values())
-want_memory = report["memory_bound_bytes_per_step"] / (gbps * 1e9) * 1e3
-# The printed figures are rounded to 0.1 (ms, GB/s).
-if abs(memory - want_memory) > 0.05 + 0.005 * want_memory:
+want_memory = (report["memory_bound_bytes_per_step"] / (gbps * 1e9) * 1e3 +
+               kernel_calls * call_us * 1e-3)
+# The printed figures are rounded to 0.1 (ms, GB/s, us).
+if abs(memory - want_memory) > 0.05 + 0.005 * want_memory + kernel_calls * 0.05e-3:
     sys.exit(f"check_prediction: memory {memory} ms printed, {want_memory:.3f} ms from the report")
 if abs(total - (gemm + memory)) > 0.15:
     sys.exit(f"check_prediction: {total} ms is not {gemm} + {memory}")

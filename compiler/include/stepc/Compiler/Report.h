@@ -46,6 +46,10 @@ struct StepReport {
   /// Bytes the kernels without FLOPs (elementwise, norms, softmax, the
   /// loss, layout, the optimizer) read and write: what bounds their time.
   int64_t memoryBoundBytesPerStep = 0;
+  /// How many kernels those bytes are spread over: each call has a fixed
+  /// cost (a parallel region opened and joined) that a small model's
+  /// tensors do not amortise.
+  int64_t memoryBoundKernelsPerStep = 0;
   /// The step's GEMM calls by shape, as the CPU kernel takes them: "batch m
   /// n k transpose_a transpose_b shared_rhs" -> calls per step (a runtime
   /// calibrates its prediction per shape).
