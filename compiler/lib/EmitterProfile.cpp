@@ -15,6 +15,7 @@
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -68,7 +69,12 @@ int SourceEmitter::profileKind(Operation *op) {
   }
   auto at = opIndex.find(op);
   const int64_t live = at == opIndex.end() ? 0 : liveByOp[at->second];
-  std::string block = op->getNumResults() ? blockOfValue.lookup(op->getResult(0)) : "";
+  // A collective computes for no block: issued and waited for inside other
+  // blocks' kernels (a prefetch, a gradient's reduction), it is no part of
+  // their runs.
+  std::string block = op->getNumResults() && !communicates(op)
+                          ? blockOfValue.lookup(op->getResult(0))
+                          : "";
   profileSites.push_back(ProfileSite{it->second, named->getName().getStringRef().str(),
                                      where(named), flops, bytes, live, block});
   return it->second;

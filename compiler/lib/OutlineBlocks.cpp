@@ -30,10 +30,60 @@ using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
 
+/// Adds to `gradients` the values each was communicated from: a sharded
+/// step's gradient is a reduce-scatter's or all-reduce's result (scaled by
+/// a constant, reshaped), and ddp's bucket concatenates every gradient
+/// into one all-reduce whose slices are the gradients.
+static void addCommunicatedFrom(DenseMap<Value, std::string> &gradients) {
+  SmallVector<std::pair<Value, std::string>> work(gradients.begin(), gradients.end());
+  auto add = [&](Value v, const std::string &block) {
+    if (gradients.try_emplace(v, block).second)
+      work.push_back({v, block});
+  };
+  while (!work.empty()) {
+    auto [value, block] = work.pop_back_val();
+    Operation *def = value.getDefiningOp();
+    if (!def)
+      continue;
+    if (isa<ReshapeOp, mesh::ReduceScatterOp, mesh::AllReduceOp>(def)) {
+      add(def->getOperand(0), block);
+    } else if (isa<MulOp>(def)) {
+      // An average: the communicated sum times a constant.
+      for (unsigned i = 0; i < 2; ++i)
+        if (def->getOperand(1 - i).getDefiningOp<ConstantOp>())
+          add(def->getOperand(i), block);
+    } else if (auto slice = dyn_cast<SliceOp>(def)) {
+      // A bucket's part: the concatenated input it was (same offset).
+      Value whole = slice.getInput();
+      while (Operation *through = whole.getDefiningOp()) {
+        if (isa<mesh::AllReduceOp, ReshapeOp>(through))
+          whole = through->getOperand(0);
+        else if (isa<MulOp>(through) && through->getOperand(1).getDefiningOp<ConstantOp>())
+          whole = through->getOperand(0);
+        else
+          break;
+      }
+      auto concat = whole.getDefiningOp<ConcatOp>();
+      if (!concat || concat.getDim() != 0 || slice.getOffsets().size() != 1)
+        continue;
+      int64_t at = 0;
+      for (Value part : concat.getInputs()) {
+        int64_t size = cast<ShapedType>(part.getType()).getDimSize(0);
+        if (slice.getOffsets()[0] >= at && slice.getOffsets()[0] < at + size) {
+          add(part, block);
+          break;
+        }
+        at += size;
+      }
+    }
+  }
+}
+
 DenseMap<Value, std::string> stepc::computedForBlocks(func::FuncOp step) {
   DenseMap<Value, std::string> blockOf = attributeBlocks(step);
   // Walking back from the loss's gradient to the first block's.
   DenseMap<Value, std::string> gradients = parameterBlocks(step);
+  addCommunicatedFrom(gradients);
   std::string next;
   for (Operation &o : llvm::reverse(step.getBody().front())) {
     std::optional<Phase> phase = getPhase(&o);

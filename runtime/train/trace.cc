@@ -1,5 +1,6 @@
 #include "runtime/train/trace.h"
 
+#include <cstring>
 #include <time.h>
 
 #include <utility>
@@ -122,12 +123,15 @@ absl::Status Trace::EndStepKernels(int64_t step) {
     const stepc_trace_event& e = events[i];
     const bool known = e.site >= 0 && static_cast<size_t>(e.site) < site_count;
     const std::string now = known ? sites[e.site].block : "";
-    if (now != block) {
+    // A collective's issue or wait (no block of its own) leaves the run
+    // around it whole.
+    const bool collective = known && std::strncmp(sites[e.site].kind, "mesh.", 5) == 0;
+    if (now != block && !collective) {
       close_block();
       block = now;
       block_start = e.start_s;
     }
-    block_end = e.end_s;
+    if (!collective || !block.empty()) block_end = e.end_s;
     const double seconds = e.end_s - e.start_s;
     json event = {{"ph", "X"}, {"cat", "kernel"}, {"pid", rank_}, {"tid", kKernelTrack},
                   {"ts", Microseconds(e.start_s)}, {"dur", seconds * 1e6}};
