@@ -165,6 +165,28 @@ class CudaDevice : public Device {
     return std::unique_ptr<Communicator>(comm);
   }
 
+  std::string Name() const override {
+#ifdef STEPC_CUDA_EMULATION
+    return "emulated CUDA device";
+#else
+    cudaDeviceProp prop;
+    int ordinal = 0;
+    if (cudaGetDevice(&ordinal) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess)
+      return "unknown CUDA device";
+    return prop.name;
+#endif
+  }
+  std::optional<int64_t> MemoryInUse() const override {
+#ifdef STEPC_CUDA_EMULATION
+    return std::nullopt;  // the emulation's device memory is the host's
+#else
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+    return static_cast<int64_t>(total - free);
+#endif
+  }
+
   std::string Describe() const override {
     if (!runner_) return "no step run yet";
     if (runner_->mode() == GraphRunner::Mode::kEager)

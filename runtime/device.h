@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,11 @@ class Device {
       const void* mpi_comm) = 0;
   // "CUDA graph: captured once, replayed N" or why steps run eagerly.
   virtual std::string Describe() const = 0;
+  // The device's name ("NVIDIA H200 ...": what its datasheet is found by).
+  virtual std::string Name() const = 0;
+  // Device memory in use now (all of the GPU's, as cudaMemGetInfo counts
+  // it), where the device can tell (not the emulation: host memory).
+  virtual std::optional<int64_t> MemoryInUse() const = 0;
 };
 
 // Opens `library` from the directory of the shared object holding `symbol`

@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   if (s->device_) {
     std::vector<int64_t> bytes(info.num_args);
     for (int i = 0; i < info.num_args; ++i) bytes[i] = s->ArgBytes(i);
+    s->device_memory_before_ = s->device_->MemoryInUse();
     STEPC_RETURN_IF_ERROR(s->device_->Allocate(bytes, arena_bytes));
     for (int i = 0; i < info.num_args; ++i) s->args_[i] = s->device_->arg(i);
     s->arena_ = s->device_->arena();
@@ -156,7 +157,14 @@ absl::Status Session::Download(int i) const {
 }
 
 std::string Session::DescribeDevice() const {
-  return device_ ? "cuda (" + device_->Describe() + ")" : "cpu";
+  return device_ ? "cuda on " + device_->Name() + " (" + device_->Describe() + ")" : "cpu";
+}
+
+std::optional<int64_t> Session::DeviceMemoryAboveBaseline() const {
+  if (!device_ || !device_memory_before_) return std::nullopt;
+  const std::optional<int64_t> now = device_->MemoryInUse();
+  if (!now) return std::nullopt;
+  return *now - *device_memory_before_;
 }
 
 absl::StatusOr<int> Session::Arg(const std::string& name) const {

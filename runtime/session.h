@@ -95,8 +95,13 @@ class Session {
   int64_t steps_done() const { return steps_; }
   // Bytes the session holds: arena, parameters, moments, inputs.
   int64_t planned_bytes() const;
-  // "cpu", or the CUDA device and how its steps launch (graph or eager).
+  // "cpu", or the CUDA device, its name and how its steps launch (graph or
+  // eager).
   std::string DescribeDevice() const;
+  // A CUDA session's device memory in use now above what was in use before
+  // it allocated its buffers (its buffers, and what cuBLASLt and NCCL
+  // allocated since); nullopt on the CPU and the emulation.
+  std::optional<int64_t> DeviceMemoryAboveBaseline() const;
 
  private:
   explicit Session(std::shared_ptr<const Module> module) : module_(std::move(module)) {}
@@ -145,6 +150,7 @@ class Session {
   absl::flat_hash_set<int> inputs_set_;
   std::shared_ptr<Communicator> communicator_;
   std::unique_ptr<Device> device_;          // null on the CPU
+  std::optional<int64_t> device_memory_before_;  // in use before Allocate
   std::vector<bool> host_newer_;            // per argument, CUDA only
   mutable std::vector<bool> device_newer_;  // per argument, CUDA only
 };

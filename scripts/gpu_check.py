@@ -44,6 +44,20 @@ def load_npy(d):
     return {os.path.basename(f)[:-4]: np.load(f) for f in glob.glob(os.path.join(d, "*.npy"))}
 
 
+def predicted_vs_measured(path):
+    """stepc-run --summary's datasheet prediction and device memory beside
+    the measurement (the CUDA step's first figures on hardware)."""
+    try:
+        with open(path) as f:
+            s = json.load(f)
+    except (OSError, ValueError) as e:
+        return {"error": str(e)}
+    keys = ("step_seconds_median", "predicted_step_seconds", "step_over_predicted",
+            "planned_peak_bytes", "measured_device_bytes_above_baseline", "memory_ratio",
+            "mfu_median")
+    return {k: s[k] for k in keys if k in s}
+
+
 def main():
     a = argparse.ArgumentParser()
     a.add_argument("--bundle", required=True)
@@ -152,8 +166,10 @@ def main():
 
     # 3. Train gpt-small 100 steps.
     train = os.path.join(out, "gpt-small-train.jsonl")
+    train_summary = os.path.join(out, "gpt-small-summary.json")
     rc, text, s = run([run_bin, gs, "--steps", str(args.train_steps), "--metrics", train,
-                       "--plot", os.path.join(out, "gpt-small-loss.svg")], log, 180)
+                       "--plot", os.path.join(out, "gpt-small-loss.svg"),
+                       "--summary", train_summary], log, 180)
     if rc != 0:
         fail("train_gpt_small", text[-500:])
     else:
@@ -162,6 +178,7 @@ def main():
             "steps": len(m), "first_loss": m[0]["loss"], "final_loss": m[-1]["loss"],
             "median_tokens_per_s": float(np.median([x["tokens_per_s"] for x in m[min(5, len(m) - 1):]])),
             "device": next((l for l in text.splitlines() if "device" in l), ""),
+            "predicted_vs_measured": predicted_vs_measured(train_summary),
             # 100 steps take gpt-small from 6.24 to about 2.6 (CPU target).
             "passed": m[-1]["loss"] < m[0]["loss"] * (0.6 if len(m) >= 100 else 1.0)}
         result["ok"] &= result["train_gpt_small"]["passed"]
@@ -183,8 +200,9 @@ def main():
         so = os.path.join(b, "steps", f"gpt2-124m-bf16-b{chosen}.so")
         rep = json.load(open(so[:-3] + ".json"))
         metrics = os.path.join(tmp, "gpt2.jsonl")
+        gpt2_summary = os.path.join(out, "gpt2-124m-summary.json")
         rc, text, _ = run([run_bin, so, "--steps", "30", "--warmup", "5", "--metrics", metrics,
-                           "--log-every", "5"], log, 300)
+                           "--log-every", "5", "--summary", gpt2_summary], log, 300)
         if rc == 0:
             m = jsonl(metrics)[5:]
             tps = float(np.median([x["tokens_per_s"] for x in m]))
@@ -194,7 +212,8 @@ def main():
                               "model_flops_per_step": rep["model_flops_per_step"],
                               "planned_peak_bytes": rep.get("target_planned_peak_bytes"),
                               "final_loss": m[-1]["loss"],
-                              "device": next((l for l in text.splitlines() if "device" in l), "")}
+                              "device": next((l for l in text.splitlines() if "device" in l), ""),
+                              "predicted_vs_measured": predicted_vs_measured(gpt2_summary)}
         else:
             bench["stepc"] = {"error": text[-800:]}
             result["ok"] = False

@@ -27,12 +27,14 @@ using json = nlohmann::json;
 // NVIDIA's dense (no sparsity) peaks, TFLOP/s, from the H100/H200 and A100
 // datasheets (SXM parts): bf16 tensor cores, and fp32 without TF32 (stepc's
 // fp32 GEMMs do not use TF32).
+// NVIDIA's datasheets (SXM parts): dense TFLOP/s (bf16 tensor cores; fp32
+// without TF32) and HBM TB/s.
 struct GpuPeak {
   const char* name;
-  double bf16, fp32;
+  double bf16, fp32, hbm_tbps;
 };
 constexpr GpuPeak kGpuPeaks[] = {
-    {"H200", 989.4, 66.9}, {"H100", 989.4, 66.9}, {"A100", 312.0, 19.5}};
+    {"H200", 989.4, 66.9, 4.8}, {"H100", 989.4, 66.9, 3.35}, {"A100", 312.0, 19.5, 2.039}};
 
 std::string CpuModel() {
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -207,6 +209,13 @@ CachedRate CachedProbe(const std::string& key, const std::function<double()>& pr
 }
 
 std::string BlasKernelsOf(const Module& module) { return BlasKernels(module); }
+
+GpuMemoryRate FindGpuMemoryRate(const std::string& device) {
+  for (const GpuPeak& gpu : kGpuPeaks)
+    if (device.find(gpu.name) != std::string::npos)
+      return {gpu.hbm_tbps * 1e3, absl::StrCat(gpu.name, " datasheet HBM")};
+  return {};
+}
 
 std::string CpuCacheKey(const std::string& threads, const std::string& what) {
   const int ranks = LocalRanksFromEnvironment();

@@ -51,6 +51,14 @@ struct CachedRate {
 CachedRate CachedProbe(const std::string& key, const std::function<double()>& probe,
                        bool slowest = false);
 
+// A GPU's memory bandwidth from its datasheet (by the device's name), in
+// GB/s; 0 for a device not in the table.
+struct GpuMemoryRate {
+  double gbps = 0;
+  std::string source;
+};
+GpuMemoryRate FindGpuMemoryRate(const std::string& device);
+
 // ", cached in FILE", or ", <probe>" (with a note when the machine was busy).
 std::string ProbeSource(const CachedRate& rate, const std::string& probe);
 

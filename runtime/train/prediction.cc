@@ -192,6 +192,36 @@ void GemmShape::Run(CpuMatmul matmul, const float* a, const float* b, float* c) 
   matmul(a, b, c, batch, m, n, k, ta, tb, shared);
 }
 
+StepPrediction PredictFromDatasheet(const char* report_json, const PeakRate& peak,
+                                    const std::string& device) {
+  StepPrediction p;
+  const GpuMemoryRate hbm = FindGpuMemoryRate(device);
+  if (peak.gflops <= 0 || hbm.gbps <= 0 || !report_json) return p;
+  const nlohmann::json report =
+      nlohmann::json::parse(report_json, nullptr, /*allow_exceptions=*/false);
+  auto number = [&](const char* key) {
+    return report.is_object() && report.contains(key) && report[key].is_number() &&
+           report[key].get<double>() >= 0;
+  };
+  if (!number("executed_flops_per_step") || !number("memory_bound_bytes_per_step")) return p;
+  p.gemm_seconds = report["executed_flops_per_step"].get<double>() / (peak.gflops * 1e9);
+  p.memory_gbps = hbm.gbps;
+  p.memory_source = hbm.source;
+  p.memory_seconds = report["memory_bound_bytes_per_step"].get<double>() / (hbm.gbps * 1e9);
+  if (number("predicted_exposed_comm_seconds"))
+    p.comm_seconds = report["predicted_exposed_comm_seconds"].get<double>();
+  p.seconds = p.gemm_seconds + p.memory_seconds + p.comm_seconds;
+  p.datasheet = true;
+  p.known = true;
+  return p;
+}
+
+StepPrediction PredictCudaStep(const Module& module, const PeakRate& peak,
+                               const std::string& device) {
+  if (!module.is_cuda()) return {};
+  return PredictFromDatasheet(module.info().report_json, peak, device);
+}
+
 StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads) {
   StepPrediction p;
   if (module.is_cuda() || peak.gflops <= 0 || !module.info().report_json) return p;

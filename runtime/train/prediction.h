@@ -36,6 +36,7 @@ struct StepPrediction {
   std::string memory_source;  // how it was found, for the header line
   double best_gemm_gflops = 0;  // the fastest shape's rate
   bool busy = false;            // a probe ran on a busy machine (not cached)
+  bool datasheet = false;       // a GPU's: every product at the peak, bytes at HBM speed
 };
 
 // The CPU step's fp32 GEMM kernel (stepc_cpu_matmul in step.so).
@@ -58,6 +59,18 @@ std::optional<GemmShape> ParseGemmShape(const std::string& key);
 
 // `threads`: the CPU threads the step uses (the probe copies on as many).
 StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads);
+
+// A CUDA step on a GPU of the datasheet table: every product at `peak`
+// (the datasheet's dense rate, or --peak-tflops), the memory-bound bytes at
+// the datasheet's HBM bandwidth, plus the compiler's exposed communication
+// (stepc --link-gbps). A roofline: launches, occupancy and kernels below
+// the peak are not counted, and nothing is probed (known = false off the
+// table, and on the emulation).
+StepPrediction PredictCudaStep(const Module& module, const PeakRate& peak,
+                               const std::string& device);
+// The same from a report's JSON (what PredictCudaStep reads from step.so).
+StepPrediction PredictFromDatasheet(const char* report_json, const PeakRate& peak,
+                                    const std::string& device);
 
 // The ranks' predictions made one: the slowest rank's (collectives make
 // every rank wait for it). Collective: every rank calls it.

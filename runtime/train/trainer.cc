@@ -181,8 +181,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // The step time predicted before step 1, compared with the measured at
   // the end.
   StepPrediction predicted =
-      trains ? PredictStep(*module, peak, std::max(1, std::atoi(shown_threads.c_str())))
-             : StepPrediction{};
+      !trains             ? StepPrediction{}
+      : module->is_cuda() ? PredictCudaStep(*module, peak, session->DescribeDevice())
+                          : PredictStep(*module, peak, std::max(1, std::atoi(shown_threads.c_str())));
   if (trains && world > 1 && !module->is_cuda()) {
     STEPC_ASSIGN_OR_RETURN(predicted, SlowestRankPrediction(*comm, predicted));
   }
@@ -226,7 +227,19 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                                       workspace.collectives_in_flight)
                           .c_str()
                     : "");
-  if (lead && predicted.known)
+  if (lead && predicted.known && predicted.datasheet)
+    std::printf("stepc-run: predicted step %.3f ms per rank (every product %.3f ms at the "
+                "peak, memory-bound kernels %.3f ms at %.0f GB/s (%s)%s; a roofline: launches "
+                "and kernels below the peak not counted)\n",
+                1e3 * predicted.seconds, 1e3 * predicted.gemm_seconds,
+                1e3 * predicted.memory_seconds, predicted.memory_gbps,
+                predicted.memory_source.c_str(),
+                predicted.comm_seconds > 0
+                    ? absl::StrFormat(", exposed communication %.3f ms",
+                                      1e3 * predicted.comm_seconds)
+                          .c_str()
+                    : "");
+  else if (lead && predicted.known)
     std::printf("stepc-run: predicted step %.1f ms per rank (GEMMs and attention %.1f ms at "
                 "the rates of their %d + %d shapes, memory-bound kernels %.1f ms at %.1f GB/s "
                 "(%s)%s%s)\n",
@@ -311,6 +324,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // For the end-of-run summary: each step's seconds and MFU, and the
   // seconds in collectives per axes mask.
   std::vector<double> step_seconds, step_mfu;
+  // A CUDA step's device memory above the session's start, at its largest
+  // after a step (where the device can tell).
+  std::optional<int64_t> device_peak_bytes;
   std::map<int, std::vector<double>> comm_seconds;
   for (int64_t step = first_step; step <= steps; ++step) {
     STEPC_RETURN_IF_ERROR(
@@ -337,6 +353,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
       return absl::OkStatus();
     }));
     const double seconds = Since(start);
+    if (const std::optional<int64_t> device = session->DeviceMemoryAboveBaseline())
+      device_peak_bytes = std::max(device_peak_bytes.value_or(0), *device);
     for (int mask = 0; mask < kMaskCount; ++mask)
       if (comm->times().calls[mask] > 0) comm_seconds[mask].push_back(comm->times().seconds[mask]);
     if (trace.Traces(step)) STEPC_RETURN_IF_ERROR(trace.EndStepKernels(step));
@@ -429,22 +447,36 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
       if (seconds.size() == comm_total.size())
         for (size_t k = 0; k < seconds.size(); ++k) comm_total[k] += seconds[k];
     }
-    std::printf("stepc-run: %zu steps | step time median %.1f ms (steps %lld-%lld)%s%s | memory "
-                "per rank: predicted %.1f MB (planned %.1f MB + libraries %.1f MB), measured "
-                "%.1f MB of data above the process baseline (%.2fx; and %.1f MB of library code "
-                "paged in)\n",
-                step_seconds.size(), 1e3 * step_median,
+    // A GPU's plan is device memory: compared with the device memory the
+    // session added (cudaMemGetInfo), not the host's.
+    const std::string memory_text =
+        device_peak_bytes
+            ? absl::StrFormat("memory per rank: planned %.1f MB on the device, measured %.1f MB "
+                              "of device memory above the session's start (%.2fx)",
+                              planned / 1e6, *device_peak_bytes / 1e6,
+                              planned > 0 ? *device_peak_bytes / planned : 0.0)
+            : absl::StrFormat("memory per rank: predicted %.1f MB (planned %.1f MB + libraries "
+                              "%.1f MB), measured %.1f MB of data above the process baseline "
+                              "(%.2fx; and %.1f MB of library code paged in)",
+                              predicted_peak / 1e6, planned / 1e6, workspace.bytes() / 1e6,
+                              measured / 1e6,
+                              predicted_peak > 0 ? measured / predicted_peak : 0.0, code / 1e6);
+    // Milliseconds with the digits a short (GPU) step needs.
+    auto ms = [](double seconds) {
+      return absl::StrFormat(seconds >= 0.01 ? "%.1f ms" : "%.3f ms", 1e3 * seconds);
+    };
+    std::printf("stepc-run: %zu steps | step time median %s (steps %lld-%lld)%s%s | %s\n",
+                step_seconds.size(), ms(step_median).c_str(),
                 static_cast<long long>(first_step + from), static_cast<long long>(steps),
-                predicted.known ? absl::StrFormat(", predicted %.1f ms (%.2fx)",
-                                                  1e3 * predicted.seconds,
+                predicted.known ? absl::StrFormat(", predicted %s (%.2fx)",
+                                                  ms(predicted.seconds),
                                                   step_median / predicted.seconds)
                                       .c_str()
                                 : "",
                 peak.gflops > 0
                     ? absl::StrFormat(" | MFU median %.1f%%", 100 * median(step_mfu)).c_str()
                     : "",
-                predicted_peak / 1e6, planned / 1e6, workspace.bytes() / 1e6, measured / 1e6,
-                predicted_peak > 0 ? measured / predicted_peak : 0.0, code / 1e6);
+                memory_text.c_str());
     if (!comm_median.empty() && !module->is_cuda()) {
       std::string by_axes;
       for (const auto& [axes, seconds] : comm_median) {
@@ -479,9 +511,12 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
           {"predicted_peak_bytes", predicted_peak_bytes},
           {"measured_peak_bytes_above_baseline", now.peak_bytes - baseline_bytes},
           {"measured_data_peak_bytes_above_baseline", int64_t(measured)},
+          {"measured_device_bytes_above_baseline", device_peak_bytes.value_or(-1)},
           {"rate_probes_left_bytes", probes_left_bytes},
           {"library_code_bytes_paged_in", int64_t(code)},
-          {"memory_ratio", predicted_peak > 0 ? measured / predicted_peak : 0.0},
+          {"memory_ratio", device_peak_bytes ? (planned > 0 ? *device_peak_bytes / planned : 0.0)
+                           : predicted_peak > 0 ? measured / predicted_peak
+                                                : 0.0},
           {"collective_seconds_median", median(comm_total)},
           {"collective_seconds_median_by_axes", comm_median},
       };
