@@ -463,7 +463,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                               predicted_peak > 0 ? measured / predicted_peak : 0.0, code / 1e6);
     // Milliseconds with the digits a short (GPU) step needs.
     auto ms = [](double seconds) {
-      return absl::StrFormat(seconds >= 0.01 ? "%.1f ms" : "%.3f ms", 1e3 * seconds);
+      return seconds >= 0.01 ? absl::StrFormat("%.1f ms", 1e3 * seconds)
+                             : absl::StrFormat("%.3f ms", 1e3 * seconds);
     };
     std::printf("stepc-run: %zu steps | step time median %s (steps %lld-%lld)%s%s | %s\n",
                 step_seconds.size(), ms(step_median).c_str(),
