@@ -102,6 +102,14 @@ std::vector<stepc_collective_info> InFlightPeak(const nlohmann::json& report) {
   return calls;
 }
 
+// Whether `mine` holds on every rank: a rank that could not map its probe
+// buffers makes every rank skip that probe (instead of leaving the others
+// waiting in a collective it never joins).
+absl::StatusOr<bool> OnEveryRank(Communicator& comm, bool mine) {
+  STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, comm.AllGather(uint64_t{mine}));
+  return std::all_of(all.begin(), all.end(), [](uint64_t v) { return v != 0; });
+}
+
 absl::StatusOr<int> StartCollective(Communicator& comm, const stepc_collective_info& c,
                                     float* send, float* recv) {
   switch (c.kind) {
@@ -159,8 +167,8 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
       // past 2^26 floats an operand, as for the GEMMs.
       if (ranks < 2 || c.count < 1 || c.count * ranks > (int64_t{1} << 26)) continue;
       CollectiveBuffers buffers(c, ranks);
-      if (!buffers.ok())
-        return absl::ResourceExhaustedError("cannot map a collective's probe buffers");
+      STEPC_ASSIGN_OR_RETURN(const bool mapped, OnEveryRank(comm, buffers.ok()));
+      if (!mapped) continue;
       STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(buffers.bytes(), [&]() -> absl::Status {
                                STEPC_ASSIGN_OR_RETURN(
                                    const int request,
@@ -180,13 +188,13 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
   if (comm.size() > 1 && !together.empty() && together_floats <= (int64_t{1} << 26)) {
     std::vector<std::unique_ptr<CollectiveBuffers>> buffers;
     int64_t operand_bytes = 0;
+    bool ok = true;
     for (const stepc_collective_info& c : together) {
       buffers.push_back(std::make_unique<CollectiveBuffers>(c, comm.Ranks(c.axes)));
-      if (!buffers.back()->ok())
-        return absl::ResourceExhaustedError("cannot map a collective's probe buffers");
+      ok &= buffers.back()->ok();
       operand_bytes += buffers.back()->bytes();
     }
-    STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(operand_bytes, [&]() -> absl::Status {
+    auto start_all_then_wait = [&]() -> absl::Status {
       std::vector<int> requests;
       for (size_t i = 0; i < together.size(); ++i) {
         STEPC_ASSIGN_OR_RETURN(const int request,
@@ -196,9 +204,13 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
       }
       for (int request : requests) STEPC_RETURN_IF_ERROR(comm.Wait(request));
       return absl::OkStatus();
-    }));
-    with_collectives = std::max(with_collectives, bytes);
-    w.collectives_in_flight = static_cast<int>(together.size());
+    };
+    STEPC_ASSIGN_OR_RETURN(const bool mapped, OnEveryRank(comm, ok));
+    if (mapped) {
+      STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(operand_bytes, start_all_then_wait));
+      with_collectives = std::max(with_collectives, bytes);
+      w.collectives_in_flight = static_cast<int>(together.size());
+    }
   }
   w.collective_bytes = with_collectives - w.gemm_bytes;
   w.known = true;

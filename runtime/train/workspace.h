@@ -38,7 +38,8 @@ struct LibraryWorkspace {
   int64_t bytes() const { return gemm_bytes + collective_bytes; }
 };
 
-// Collective: every rank calls it (the same module and communicator).
+// Collective: every rank calls it (the same module and communicator). A
+// probe some rank cannot allocate for is skipped on every rank.
 absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
                                                        Communicator& comm);
 
