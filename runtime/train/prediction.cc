@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "runtime/status_macros.h"
 
 namespace stepc {
 namespace {
@@ -222,8 +221,16 @@ StepPrediction PredictCudaStep(const Module& module, const PeakRate& peak,
   return PredictFromDatasheet(module.info().report_json, peak, device);
 }
 
-StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads) {
+StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads,
+                           const SlowestOfRanks& slowest_of_ranks) {
   StepPrediction p;
+  // A pace rate: this machine's cached or probed one, the slowest of the
+  // ranks' (every rank asks for the same keys in the same order).
+  auto pace = [&](const std::string& key, const std::function<double()>& probe) {
+    CachedRate rate = CachedProbe(key, probe, kSlowest);
+    if (slowest_of_ranks) rate.value = slowest_of_ranks(rate.value);
+    return rate;
+  };
   if (module.is_cuda() || peak.gflops <= 0 || !module.info().report_json) return p;
   const nlohmann::json report =
       nlohmann::json::parse(module.info().report_json, nullptr, /*allow_exceptions=*/false);
@@ -234,7 +241,7 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   };
   if (!number("executed_flops_per_step") || !number("memory_bound_bytes_per_step")) return p;
   const std::string key = CpuCacheKey(std::to_string(threads), "copy GB/s");
-  const CachedRate rate = CachedProbe(key, [&] { return ProbeCopyRate(threads); }, kSlowest);
+  const CachedRate rate = pace(key, [&] { return ProbeCopyRate(threads); });
   if (rate.value <= 0) return p;
   p.memory_gbps = rate.value;
   p.memory_source = "copy probe" + ProbeSource(rate, "64 MiB");
@@ -254,13 +261,12 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
           std::sscanf(shape.c_str(), "%ld %ld %ld %ld", &batch, &m, &n, &k) != 4)
         continue;
       const double flops = 2.0 * batch * m * n * k;
-      const CachedRate gflops = CachedProbe(
+      const CachedRate gflops = pace(
           CpuCacheKey(std::to_string(threads), "sgemm GFLOP/s " + shape + BlasKernelsOf(module)),
           [&] {
             const double s = ProbeGemmCall(matmul, shape);
             return s > 0 ? flops / s / 1e9 : 0.0;
-          },
-          kSlowest);
+          });
       if (gflops.value <= 0) continue;
       p.busy |= gflops.busy;
       p.best_gemm_gflops = std::max(p.best_gemm_gflops, gflops.value);
@@ -280,12 +286,11 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
         continue;
       const double flops = flops_of[shape].get<double>();
       if (flops <= 0) continue;
-      const CachedRate gflops = CachedProbe(
+      const CachedRate gflops = pace(
           CpuCacheKey(std::to_string(threads), "attention GFLOP/s " + shape), [&] {
             const double s = ProbeAttentionCall(module, shape);
             return s > 0 ? flops / s / 1e9 : 0.0;
-          },
-          kSlowest);
+          });
       if (gflops.value <= 0) continue;
       p.busy |= gflops.busy;
       p.attention_seconds += calls.get<double>() * flops / (gflops.value * 1e9);
@@ -297,13 +302,11 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   p.memory_seconds = report["memory_bound_bytes_per_step"].get<double>() / (p.memory_gbps * 1e9);
   // Each memory-bound kernel's fixed cost besides its bytes.
   if (number("memory_bound_kernels_per_step")) {
-    const CachedRate calls = CachedProbe(
-        CpuCacheKey(std::to_string(threads), "kernel calls per second"),
-        [&] {
+    const CachedRate calls =
+        pace(CpuCacheKey(std::to_string(threads), "kernel calls per second"), [&] {
           const double s = ProbeKernelCall(module);
           return s > 0 ? 1 / s : 0.0;
-        },
-        kSlowest);
+        });
     if (calls.value > 0) {
       p.busy |= calls.busy;
       p.kernel_call_seconds = 1 / calls.value;
@@ -316,31 +319,6 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
     p.comm_seconds = report["predicted_exposed_comm_seconds"].get<double>();
   p.seconds = p.gemm_seconds + p.memory_seconds + p.comm_seconds;
   p.known = true;
-  return p;
-}
-
-absl::StatusOr<StepPrediction> SlowestRankPrediction(Communicator& comm,
-                                                     const StepPrediction& mine) {
-  if (comm.size() < 2) return mine;
-  // Each rank's figures, exchanged as their bits.
-  auto gather = [&comm](double v) -> absl::StatusOr<std::vector<double>> {
-    uint64_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, comm.AllGather(bits));
-    std::vector<double> values(all.size());
-    for (size_t r = 0; r < all.size(); ++r) std::memcpy(&values[r], &all[r], sizeof bits);
-    return values;
-  };
-  STEPC_ASSIGN_OR_RETURN(const std::vector<double> seconds,
-                         gather(mine.known ? mine.seconds : -1.0));
-  const size_t slowest = std::max_element(seconds.begin(), seconds.end()) - seconds.begin();
-  StepPrediction p = mine;
-  for (double* field : {&p.seconds, &p.gemm_seconds, &p.memory_seconds, &p.comm_seconds,
-                        &p.memory_gbps, &p.attention_seconds, &p.kernel_call_seconds}) {
-    STEPC_ASSIGN_OR_RETURN(const std::vector<double> all, gather(*field));
-    *field = all[slowest];
-  }
-  p.known = seconds[slowest] >= 0;
   return p;
 }
 

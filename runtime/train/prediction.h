@@ -17,8 +17,8 @@
 #include <optional>
 #include <string>
 
-#include "absl/status/statusor.h"
-#include "runtime/communicator.h"
+#include <functional>
+
 #include "runtime/module.h"
 #include "runtime/train/peak.h"
 
@@ -58,7 +58,14 @@ struct GemmShape {
 std::optional<GemmShape> ParseGemmShape(const std::string& key);
 
 // `threads`: the CPU threads the step uses (the probe copies on as many).
-StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads);
+// `slowest_of_ranks` (several ranks): the lowest of the ranks' values of a
+// rate, so every rank predicts the same step from the rates it will run at
+// (the ranks meet at every collective: the slowest sets the pace), and a
+// rerun reading the cache predicts it again. Collective when given: every
+// rank calls PredictStep.
+using SlowestOfRanks = std::function<double(double)>;
+StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads,
+                           const SlowestOfRanks& slowest_of_ranks = nullptr);
 
 // A CUDA step on a GPU of the datasheet table: every product at `peak`
 // (the datasheet's dense rate, or --peak-tflops), the memory-bound bytes at
@@ -71,11 +78,6 @@ StepPrediction PredictCudaStep(const Module& module, const PeakRate& peak,
 // The same from a report's JSON (what PredictCudaStep reads from step.so).
 StepPrediction PredictFromDatasheet(const char* report_json, const PeakRate& peak,
                                     const std::string& device);
-
-// The ranks' predictions made one: the slowest rank's (collectives make
-// every rank wait for it). Collective: every rank calls it.
-absl::StatusOr<StepPrediction> SlowestRankPrediction(Communicator& comm,
-                                                     const StepPrediction& mine);
 
 }  // namespace stepc
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -180,13 +181,30 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                          : PeakRate{};
   // The step time predicted before step 1, compared with the measured at
   // the end.
+  // On several ranks each rate is the slowest rank's (exchanged).
+  absl::Status exchanged = absl::OkStatus();
+  const SlowestOfRanks slowest_of_ranks = [&](double mine) {
+    uint64_t bits;
+    std::memcpy(&bits, &mine, sizeof bits);
+    absl::StatusOr<std::vector<uint64_t>> all = comm->AllGather(bits);
+    if (!all.ok()) {
+      exchanged.Update(all.status());
+      return mine;
+    }
+    double slowest = mine;
+    for (uint64_t b : *all) {
+      double v;
+      std::memcpy(&v, &b, sizeof v);
+      slowest = std::min(slowest, v);
+    }
+    return slowest;
+  };
   StepPrediction predicted =
       !trains             ? StepPrediction{}
       : module->is_cuda() ? PredictCudaStep(*module, peak, session->DescribeDevice())
-                          : PredictStep(*module, peak, std::max(1, std::atoi(shown_threads.c_str())));
-  if (trains && world > 1 && !module->is_cuda()) {
-    STEPC_ASSIGN_OR_RETURN(predicted, SlowestRankPrediction(*comm, predicted));
-  }
+                          : PredictStep(*module, peak, std::max(1, std::atoi(shown_threads.c_str())),
+                                        world > 1 ? slowest_of_ranks : nullptr);
+  STEPC_RETURN_IF_ERROR(exchanged);
   // The same GEMM kernel reached more on one of the step's shapes than on
   // the 1024³ probe (a noisy probe): the peak is at least that, so MFU
   // never exceeds 100% of what the kernel was seen to do.
