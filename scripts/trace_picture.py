@@ -189,4 +189,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        # An event without the fields its phase needs (not a stepc-run trace).
+        sys.exit(f"trace_picture: not a stepc-run trace (an event lacks {e!r})")

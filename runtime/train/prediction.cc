@@ -166,6 +166,13 @@ double ProbeAttentionCall(const Module& module, const std::string& shape) {
   return best;
 }
 
+// Whether the report holds `key` as a number >= 0 (a report from another
+// stepc, or none at all, predicts nothing).
+bool IsCount(const nlohmann::json& report, const char* key) {
+  return report.is_object() && report.contains(key) && report[key].is_number() &&
+         report[key].get<double>() >= 0;
+}
+
 // The step's pace is its slowest rank's: of the rates the ranks of a node
 // probe at once, the lowest is kept.
 constexpr bool kSlowest = true;
@@ -198,10 +205,7 @@ StepPrediction PredictFromDatasheet(const char* report_json, const PeakRate& pea
   if (peak.gflops <= 0 || hbm.gbps <= 0 || !report_json) return p;
   const nlohmann::json report =
       nlohmann::json::parse(report_json, nullptr, /*allow_exceptions=*/false);
-  auto number = [&](const char* key) {
-    return report.is_object() && report.contains(key) && report[key].is_number() &&
-           report[key].get<double>() >= 0;
-  };
+  auto number = [&](const char* key) { return IsCount(report, key); };
   if (!number("executed_flops_per_step") || !number("memory_bound_bytes_per_step")) return p;
   p.gemm_seconds = report["executed_flops_per_step"].get<double>() / (peak.gflops * 1e9);
   p.memory_gbps = hbm.gbps;
@@ -235,10 +239,7 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   const nlohmann::json report =
       nlohmann::json::parse(module.info().report_json, nullptr, /*allow_exceptions=*/false);
   // A report from another stepc (or not one at all) predicts nothing.
-  auto number = [&](const char* key) {
-    return report.is_object() && report.contains(key) && report[key].is_number() &&
-           report[key].get<double>() >= 0;
-  };
+  auto number = [&](const char* key) { return IsCount(report, key); };
   if (!number("executed_flops_per_step") || !number("memory_bound_bytes_per_step")) return p;
   const std::string key = CpuCacheKey(std::to_string(threads), "copy GB/s");
   const CachedRate rate = pace(key, [&] { return ProbeCopyRate(threads); });

@@ -20,6 +20,10 @@
 namespace stepc {
 namespace {
 
+// The most floats a probe allocates for one operand (256 MiB), as for the
+// GEMM shapes' rate probes.
+constexpr int64_t kMaxProbeFloats = int64_t{1} << 26;
+
 // A probe's operand: pages of its own, written (resident) and returned to
 // the system when freed, so its bytes are known exactly and none of them
 // stays behind in the heap to be taken for a library's.
@@ -96,8 +100,11 @@ std::vector<stepc_collective_info> InFlightPeak(const nlohmann::json& report) {
         !kinds.count(c["kind"].get<std::string>()) || !c.contains("axes") ||
         !c["axes"].is_string() || !c.contains("count") || !c["count"].is_number_integer())
       return {};
-    calls.push_back({kinds.at(c["kind"].get<std::string>()),
-                     AxesMask(c["axes"].get<std::string>()), c["count"].get<int64_t>()});
+    const int mask = AxesMask(c["axes"].get<std::string>());
+    const int64_t count = c["count"].get<int64_t>();
+    // (A count past what a probe allocates is no set to replay either.)
+    if (mask == 0 || count < 1 || count > kMaxProbeFloats) return {};
+    calls.push_back({kinds.at(c["kind"].get<std::string>()), mask, count});
   }
   return calls;
 }
@@ -165,7 +172,7 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
       const int64_t ranks = comm.Ranks(c.axes);
       // Every rank skips the same ones (the tables are equal): no probe
       // past 2^26 floats an operand, as for the GEMMs.
-      if (ranks < 2 || c.count < 1 || c.count * ranks > (int64_t{1} << 26)) continue;
+      if (ranks < 2 || c.count < 1 || c.count > kMaxProbeFloats / ranks) continue;
       CollectiveBuffers buffers(c, ranks);
       STEPC_ASSIGN_OR_RETURN(const bool mapped, OnEveryRank(comm, buffers.ok()));
       if (!mapped) continue;
@@ -185,7 +192,7 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
   int64_t together_floats = 0;
   for (const stepc_collective_info& c : together)
     together_floats += 2 * c.count * std::max(1, comm.Ranks(c.axes));
-  if (comm.size() > 1 && !together.empty() && together_floats <= (int64_t{1} << 26)) {
+  if (comm.size() > 1 && !together.empty() && together_floats <= kMaxProbeFloats) {
     std::vector<std::unique_ptr<CollectiveBuffers>> buffers;
     int64_t operand_bytes = 0;
     bool ok = true;
