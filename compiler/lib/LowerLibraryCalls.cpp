@@ -61,7 +61,7 @@ SmallVector<Attribute> lossScalars(Builder &b, int64_t rows, int64_t classes, Op
 }
 
 /// The table. `norm`: (rows, d, eps) of a norm and its gradient; `lines`:
-/// (outer, length, inner) of a softmax along `dim`.
+/// (outer, length, inner) of a line op or an argmax along `dim`.
 std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
   Builder b(op->getContext());
   auto i64 = [&](int64_t v) -> Attribute { return b.getI64IntegerAttr(v); };
@@ -98,6 +98,12 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
     s.push_back(i64(size));
     return s;
   };
+  // A line op (softmax, log_softmax and their gradients) declares its call.
+  if (op->hasTrait<LineKernel>())
+    return LibraryCall{op->getName().stripDialect(),
+                       lines(typeOf(op->getOperand(0)),
+                             op->getAttrOfType<IntegerAttr>("dim").getInt()),
+                       std::nullopt};
   return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
       // argmax: (outer, n, inner) along dim.
       .Case([&](ArgmaxOp a) {
@@ -218,12 +224,6 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
                             i64(r.getHeadDim()), f64(r.getTheta().convertToDouble()),
                             i64(r.getInverse() ? 1 : 0)},
                            std::nullopt};
-      })
-      .Case([&](SoftmaxGradOp s) {
-        return LibraryCall{"softmax_grad", lines(s.getType(), s.getDim()), std::nullopt};
-      })
-      .Case([&](SoftmaxOp s) {
-        return LibraryCall{"softmax", lines(s.getType(), s.getDim()), std::nullopt};
       })
       .Case([&](TransposeOp t) {
         return LibraryCall{"transpose",

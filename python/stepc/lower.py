@@ -650,10 +650,13 @@ def reduce(op):
     return lower
 
 
-def softmax(lw, node):
-    x = lw.v(node.args[0])
-    dim = node.args[1] % len(x.shape)
-    return lw.w.emit("sm", x.shape, f"step.softmax {x.name} dim {dim} : ({x.type}) -> {{out}}")
+def along_dim(op, prefix):
+    """softmax and log_softmax: a line op along one dim (negative dims wrap)."""
+    def lower(lw, node):
+        x = lw.v(node.args[0])
+        dim = node.args[1] % len(x.shape)
+        return lw.w.emit(prefix, x.shape, f"step.{op} {x.name} dim {dim} : ({x.type}) -> {{out}}")
+    return lower
 
 
 def is_param_t(lw, node):
@@ -787,7 +790,8 @@ HANDLERS = {
     aten.mean.dim: reduce("reduce_mean"), aten.sum.dim_IntList: reduce("reduce_sum"),
     aten.mean.default: reduce("reduce_mean"), aten.sum.default: reduce("reduce_sum"),
     aten.amax.default: reduce("reduce_max"),
-    aten._softmax.default: softmax,
+    aten._softmax.default: along_dim("softmax", "sm"),
+    aten._log_softmax.default: along_dim("log_softmax", "lsm"),
     aten.mm.default: matmul, aten.addmm.default: matmul, aten.bmm.default: bmm,
     aten.embedding.default: embedding,
     aten.dropout.default: dropout,

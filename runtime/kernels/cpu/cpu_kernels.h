@@ -76,6 +76,10 @@ void stepc_cpu_rms_norm_grad(const float *dy, const float *x, const float *w, in
 void stepc_cpu_softmax(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
 void stepc_cpu_softmax_grad(const float *dy, const float *y, int64_t outer, int64_t n,
                             int64_t inner, float *dx);
+/* y = x - log Σ exp(x) along the dim; its gradient from y. */
+void stepc_cpu_log_softmax(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
+void stepc_cpu_log_softmax_grad(const float *dy, const float *y, int64_t outer, int64_t n,
+                                int64_t inner, float *dx);
 
 /* Inverted dropout of n elements (runtime/kernels/philox.h): y = x / (1 - rate)
  * where kept. `_rows`: x holds rows [*first_row, ...) of rows of row_size

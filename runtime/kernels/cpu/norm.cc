@@ -1,4 +1,4 @@
-// layer_norm, rms_norm, softmax and their gradients: one row per iteration,
+// layer_norm, rms_norm, (log_)softmax and their gradients: one row per iteration,
 // rows split across threads; weight gradients summed over rows in a second
 // pass split across columns (no atomics).
 
@@ -136,8 +136,11 @@ extern "C" void stepc_cpu_rms_norm_grad(const float* dy, const float* x, const f
   }
 }
 
-extern "C" void stepc_cpu_softmax(const float* x, int64_t outer, int64_t n, int64_t inner,
-                                  float* y) {
+namespace {
+
+// Each line of n elements `inner` apart, in double: y = softmax(x), or
+// log_softmax(x) = x - max - log Σ exp(x - max).
+void SoftmaxLines(const float* x, int64_t outer, int64_t n, int64_t inner, bool as_log, float* y) {
 #pragma omp parallel for collapse(2)
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
@@ -147,20 +150,51 @@ extern "C" void stepc_cpu_softmax(const float* x, int64_t outer, int64_t n, int6
       for (int64_t j = 0; j < n; ++j) max = std::fmax(max, xl[j * inner]);
       double sum = 0;
       for (int64_t j = 0; j < n; ++j) sum += std::exp(static_cast<double>(xl[j * inner]) - max);
-      for (int64_t j = 0; j < n; ++j)
-        yl[j * inner] = static_cast<float>(std::exp(static_cast<double>(xl[j * inner]) - max) / sum);
+      const double lse = max + std::log(sum);
+      for (int64_t j = 0; j < n; ++j) {
+        const double shifted = static_cast<double>(xl[j * inner]) - max;
+        yl[j * inner] = static_cast<float>(as_log ? xl[j * inner] - lse : std::exp(shifted) / sum);
+      }
     }
 }
 
-extern "C" void stepc_cpu_softmax_grad(const float* dy, const float* y, int64_t outer,
-                                       int64_t n, int64_t inner, float* dx) {
+// From the forward's output y: softmax dx = y·(dy - Σ dy·y); log_softmax
+// dx = dy - exp(y)·Σ dy.
+void SoftmaxGradLines(const float* dy, const float* y, int64_t outer, int64_t n, int64_t inner,
+                      bool as_log, float* dx) {
 #pragma omp parallel for collapse(2)
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       int64_t base = o * n * inner + i;
       double dot = 0;
-      for (int64_t j = 0; j < n; ++j) dot += static_cast<double>(dy[base + j * inner]) * y[base + j * inner];
       for (int64_t j = 0; j < n; ++j)
-        dx[base + j * inner] = static_cast<float>(y[base + j * inner] * (dy[base + j * inner] - dot));
+        dot += static_cast<double>(dy[base + j * inner]) * (as_log ? 1.0f : y[base + j * inner]);
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t at = base + j * inner;
+        dx[at] = static_cast<float>(as_log ? dy[at] - std::exp(static_cast<double>(y[at])) * dot
+                                        : y[at] * (dy[at] - dot));
+      }
     }
+}
+
+}  // namespace
+
+extern "C" void stepc_cpu_softmax(const float* x, int64_t outer, int64_t n, int64_t inner,
+                                  float* y) {
+  SoftmaxLines(x, outer, n, inner, /*as_log=*/false, y);
+}
+
+extern "C" void stepc_cpu_softmax_grad(const float* dy, const float* y, int64_t outer,
+                                       int64_t n, int64_t inner, float* dx) {
+  SoftmaxGradLines(dy, y, outer, n, inner, /*as_log=*/false, dx);
+}
+
+extern "C" void stepc_cpu_log_softmax(const float* x, int64_t outer, int64_t n, int64_t inner,
+                                      float* y) {
+  SoftmaxLines(x, outer, n, inner, /*as_log=*/true, y);
+}
+
+extern "C" void stepc_cpu_log_softmax_grad(const float* dy, const float* y, int64_t outer,
+                                           int64_t n, int64_t inner, float* dx) {
+  SoftmaxGradLines(dy, y, outer, n, inner, /*as_log=*/true, dx);
 }

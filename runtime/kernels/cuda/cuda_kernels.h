@@ -77,6 +77,10 @@ int stepc_cuda_softmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64
                        int64_t inner, float *y);
 int stepc_cuda_softmax_grad(stepc_cuda_ctx *ctx, const float *dy, const float *y, int64_t outer,
                             int64_t n, int64_t inner, float *dx);
+int stepc_cuda_log_softmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
+                           int64_t inner, float *y);
+int stepc_cuda_log_softmax_grad(stepc_cuda_ctx *ctx, const float *dy, const float *y,
+                                int64_t outer, int64_t n, int64_t inner, float *dx);
 int stepc_cuda_rotary(stepc_cuda_ctx *ctx, const float *x, int64_t batch, int64_t len,
                       int64_t width, int64_t head_dim, double theta, int inverse, float *y);
 

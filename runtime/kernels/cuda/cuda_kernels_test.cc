@@ -294,7 +294,7 @@ TEST_F(CudaKernels, NormsForwardAndBackward) {
   }
 }
 
-TEST_F(CudaKernels, SoftmaxAndRotary) {
+TEST_F(CudaKernels, SoftmaxLogSoftmaxAndRotary) {
   const int64_t outer = 5, n = 33, inner = 7;
   Floats x = Random(outer * n * inner, 40, 3.0f), dy = Random(outer * n * inner, 41);
   Floats y(x.size()), dx(x.size());
@@ -305,6 +305,21 @@ TEST_F(CudaKernels, SoftmaxAndRotary) {
   ASSERT_EQ(stepc_cuda_softmax_grad(&ctx_, Up(dy), Up(y), outer, n, inner, DX), 0) << error_;
   EXPECT_LT(RelError(Down(Y, y.size()), y), 1e-5);
   EXPECT_LT(RelError(Down(DX, dx.size()), dx), 1e-5);
+
+  // log_softmax along the same lines, and its gradient from its output.
+  stepc_cpu_log_softmax(x.data(), outer, n, inner, y.data());
+  stepc_cpu_log_softmax_grad(dy.data(), y.data(), outer, n, inner, dx.data());
+  ASSERT_EQ(stepc_cuda_log_softmax(&ctx_, Up(x), outer, n, inner, Y), 0) << error_;
+  ASSERT_EQ(stepc_cuda_log_softmax_grad(&ctx_, Up(dy), Up(y), outer, n, inner, DX), 0) << error_;
+  EXPECT_LT(RelError(Down(Y, y.size()), y), 1e-5);
+  EXPECT_LT(RelError(Down(DX, dx.size()), dx), 1e-5);
+  // Each line of exp(log_softmax) sums to 1.
+  for (int64_t line = 0; line < outer * inner; ++line) {
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j)
+      sum += std::exp(y[(line / inner) * n * inner + line % inner + j * inner]);
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "line " << line;
+  }
 
   const int64_t batch = 2, len = 9, width = 24, head_dim = 8;
   Floats r = Random(batch * len * width, 42), rw(r.size());

@@ -1,4 +1,4 @@
-// LayerNorm and RMSNorm, forward and backward; softmax along any dim.
+// LayerNorm and RMSNorm, forward and backward; (log_)softmax along any dim.
 // A warp per row: Welford statistics merged by shuffles (tile_math.h, the
 // math the host tests check). The weight/bias gradients are column sums over
 // rows, reduced in chunks and finished in a fixed order (deterministic).
@@ -143,7 +143,9 @@ int NormColumns(stepc_cuda_ctx* ctx, const float* dy, const float* x, int64_t ro
 
 int64_t RowBlocks(int64_t rows) { return CeilDiv(rows, kRowsPerBlock); }
 
-// A thread per line of `n` elements `inner` apart.
+// A thread per line of `n` elements `inner` apart: y = softmax(x), or
+// log_softmax(x) = x - lse.
+template <bool kLog>
 __global__ void SoftmaxKernel(const float* x, int64_t outer, int64_t n, int64_t inner,
                               float* y) {
   for (int64_t line = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; line < outer * inner;
@@ -152,21 +154,26 @@ __global__ void SoftmaxKernel(const float* x, int64_t outer, int64_t n, int64_t 
     tile::RowState st = tile::RowStart();
     for (int64_t j = 0; j < n; ++j) tile::RowFold(st, x + base + j * inner, 1);
     const float lse = tile::RowLse(st);
-    for (int64_t j = 0; j < n; ++j) y[base + j * inner] = expf(x[base + j * inner] - lse);
+    for (int64_t j = 0; j < n; ++j) {
+      const float shifted = x[base + j * inner] - lse;
+      y[base + j * inner] = kLog ? shifted : expf(shifted);
+    }
   }
 }
 
-// dx = y · (dy - Σ dy·y)
+// From the forward's output y: softmax dx = y · (dy - Σ dy·y); log_softmax
+// dx = dy - exp(y) · Σ dy.
+template <bool kLog>
 __global__ void SoftmaxGradKernel(const float* dy, const float* y, int64_t outer, int64_t n,
                                   int64_t inner, float* dx) {
   for (int64_t line = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; line < outer * inner;
        line += (int64_t)gridDim.x * blockDim.x) {
     const int64_t base = (line / inner) * n * inner + line % inner;
     float dot = 0.0f;
-    for (int64_t j = 0; j < n; ++j) dot += dy[base + j * inner] * y[base + j * inner];
+    for (int64_t j = 0; j < n; ++j) dot += dy[base + j * inner] * (kLog ? 1.0f : y[base + j * inner]);
     for (int64_t j = 0; j < n; ++j) {
       const int64_t at = base + j * inner;
-      dx[at] = y[at] * (dy[at] - dot);
+      dx[at] = kLog ? dy[at] - expf(y[at]) * dot : y[at] * (dy[at] - dot);
     }
   }
 }
@@ -223,18 +230,45 @@ extern "C" int stepc_cuda_rms_norm_grad(stepc_cuda_ctx* ctx, const float* dy, co
   return NormColumns(ctx, dy, x, rows, d, scratch, dw, nullptr);
 }
 
+namespace {
+
+template <bool kLog>
+int Softmax(stepc_cuda_ctx* ctx, const float* x, int64_t outer, int64_t n, int64_t inner,
+            float* y) {
+  STEPC_LAUNCH(ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream, SoftmaxKernel<kLog>)(
+      x, outer, n, inner, y);
+  return STEPC_LAUNCHED(ctx, kLog ? "LogSoftmaxKernel" : "SoftmaxKernel");
+}
+
+template <bool kLog>
+int SoftmaxGrad(stepc_cuda_ctx* ctx, const float* dy, const float* y, int64_t outer, int64_t n,
+                int64_t inner, float* dx) {
+  STEPC_LAUNCH(ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream,
+               SoftmaxGradKernel<kLog>)(dy, y, outer, n, inner, dx);
+  return STEPC_LAUNCHED(ctx, kLog ? "LogSoftmaxGradKernel" : "SoftmaxGradKernel");
+}
+
+}  // namespace
+
 extern "C" int stepc_cuda_softmax(stepc_cuda_ctx* ctx, const float* x, int64_t outer, int64_t n,
                                   int64_t inner, float* y) {
-  STEPC_LAUNCH(ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream, SoftmaxKernel)(x, outer, n,
-                                                                                inner, y);
-  return STEPC_LAUNCHED(ctx, "SoftmaxKernel");
+  return Softmax<false>(ctx, x, outer, n, inner, y);
 }
 
 extern "C" int stepc_cuda_softmax_grad(stepc_cuda_ctx* ctx, const float* dy, const float* y,
                                        int64_t outer, int64_t n, int64_t inner, float* dx) {
-  STEPC_LAUNCH(ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream, SoftmaxGradKernel)(
-      dy, y, outer, n, inner, dx);
-  return STEPC_LAUNCHED(ctx, "SoftmaxGradKernel");
+  return SoftmaxGrad<false>(ctx, dy, y, outer, n, inner, dx);
+}
+
+extern "C" int stepc_cuda_log_softmax(stepc_cuda_ctx* ctx, const float* x, int64_t outer,
+                                      int64_t n, int64_t inner, float* y) {
+  return Softmax<true>(ctx, x, outer, n, inner, y);
+}
+
+extern "C" int stepc_cuda_log_softmax_grad(stepc_cuda_ctx* ctx, const float* dy,
+                                           const float* y, int64_t outer, int64_t n,
+                                           int64_t inner, float* dx) {
+  return SoftmaxGrad<true>(ctx, dy, y, outer, n, inner, dx);
 }
 
 extern "C" int stepc_cuda_rotary(stepc_cuda_ctx* ctx, const float* x, int64_t batch, int64_t len,

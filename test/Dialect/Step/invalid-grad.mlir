@@ -26,6 +26,22 @@ func.func @grad_c1(%dy: tensor<2x3xf32>, %y: tensor<2x4xf32>) {
 
 // -----
 
+func.func @log_softmax_grad_c2(%dy: tensor<2x4xbf16>, %y: tensor<2x4xf32>) {
+  // expected-error @+1 {{'step.log_softmax_grad' op expects a gradient of type 'tensor<2x4xf32>', got 'tensor<2x4xbf16>'}}
+  %0 = step.log_softmax_grad %dy, %y dim 1 : (tensor<2x4xbf16>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @log_softmax_grad_c1(%dy: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
+  // expected-error @+1 {{'step.log_softmax_grad' op expects dim in [0, 2), got 2}}
+  %0 = step.log_softmax_grad %dy, %y dim 2 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @grad_c1_reduce_max(%dy: tensor<3xf32>, %x: tensor<2x3xf32>) {
   // expected-error @+1 {{'step.reduce_max_grad' op expects a gradient of type 'tensor<2xf32>', got 'tensor<3xf32>'}}
   %0 = step.reduce_max_grad %dy, %x dims [1] : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>

@@ -274,6 +274,22 @@ func.func @softmax_c1(%x: tensor<2x8xf32>) {
 
 // -----
 
+func.func @log_softmax_c1(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'step.log_softmax' op expects dim in [0, 2), got 5}}
+  %0 = step.log_softmax %x dim 5 : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @log_softmax_result(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'step.log_softmax' op expects result type 'tensor<2x8xf32>', got 'tensor<2x8xbf16>'}}
+  %0 = step.log_softmax %x dim 1 : (tensor<2x8xf32>) -> tensor<2x8xbf16>
+  return
+}
+
+// -----
+
 func.func @attention_c1(%q: tensor<2x8x4x4xf32>) {
   // expected-error @+1 {{'step.attention' op expects query, key and value of rank 3 [B, T, heads*head_dim], got 'tensor<2x8x4x4xf32>' and 'tensor<2x8x4x4xf32>'}}
   %0 = step.attention %q, %q, %q heads 4 kv_heads 4 head_dim 4 causal : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>

@@ -199,6 +199,24 @@ class MaskedHead(nn.Module):
         return (huber * weight).mean()
 
 
+class Policy(nn.Module):
+    """A policy-gradient objective (REINFORCE with an entropy bonus): the
+    log-probabilities of F.log_softmax, the taken actions' picked by
+    torch.gather and weighted by their advantages, the entropy from the same
+    log-probabilities."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.head = nn.Linear(32, 6)
+
+    def forward(self, x, actions, advantages):
+        logp = F.log_softmax(self.head(torch.tanh(self.fc1(x))) * 3.0, dim=-1)
+        taken = torch.gather(logp, 1, actions.unsqueeze(-1)).squeeze(-1)
+        entropy = -(logp.exp() * logp).sum(-1)
+        return -(taken * advantages).mean() - 0.01 * entropy.mean()
+
+
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
     if name in ("gpt", "gpt-flash"):
@@ -231,6 +249,10 @@ def make(name, steps):
         model = Logistic()
         batches = [(torch.randn(64, 8, generator=g),
                     torch.randint(0, 2, (64,), generator=g).float()) for _ in range(steps)]
+    elif name == "policy":
+        model = Policy()
+        batches = [(torch.randn(64, 8, generator=g), torch.randint(0, 6, (64,), generator=g),
+                    torch.randn(64, generator=g)) for _ in range(steps)]
     else:
         raise ValueError(name)
     return model, batches

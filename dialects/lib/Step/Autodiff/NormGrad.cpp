@@ -1,4 +1,4 @@
-//===- NormGrad.cpp - VJPs of layer_norm, rms_norm, softmax ---------------===//
+//===- NormGrad.cpp - VJPs of layer_norm, rms_norm, (log_)softmax ---------===//
 //
 // Composite backward ops; their math is in StepGradOps.td and the
 // interpreter (dialects/lib/Step/Interpreter/EvalNorm.cpp).
@@ -29,5 +29,12 @@ LogicalResult RmsNormOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<V
 // softmax: dx = y · (dy - sum(dy · y)) = softmax_grad(dy, y)
 LogicalResult SoftmaxOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<SoftmaxGradOp>(getLoc(), dy[0], getResult(), getDimAttr()));
+  return success();
+}
+
+// log_softmax: dx = dy - exp(y) · sum(dy) = log_softmax_grad(dy, y)
+LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &b, ValueRange dy,
+                                     SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<LogSoftmaxGradOp>(getLoc(), dy[0], getResult(), getDimAttr()));
   return success();
 }

@@ -40,6 +40,26 @@ inline RankedTensorType tensor(ArrayRef<int64_t> shape, Type elementType) {
 }
 
 
+/// line_c1 / line_c2 (Step_LineOp): `dim` in range, and every operand of
+/// the last one's type, which is the result's (an earlier one is a gradient).
+template <typename OpT>
+LogicalResult inferLineType(std::optional<Location> loc, ValueRange operands, int64_t dim,
+                            SmallVectorImpl<Type> &types) {
+  RankedTensorType line = operands.empty() ? RankedTensorType() : tensorOf(operands.back());
+  if (!line)
+    return opError<OpT>(loc, "expects ranked tensor operands");
+  // line_c1
+  if (dim < 0 || dim >= line.getRank())
+    return opError<OpT>(loc, "expects dim in [0, ", line.getRank(), "), got ", dim);
+  // line_c2
+  for (Value operand : operands.drop_back())
+    if (operand.getType() != line)
+      return opError<OpT>(loc, "expects a gradient of type ", line, ", got ",
+                          operand.getType());
+  types.push_back(line);
+  return success();
+}
+
 /// reduce_c1 / reduce_c2: `dims` sorted, distinct and in range.
 template <typename OpT>
 LogicalResult inferReduction(std::optional<Location> loc,

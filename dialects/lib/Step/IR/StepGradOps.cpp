@@ -37,23 +37,6 @@ LogicalResult ReduceMaxGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult SoftmaxGradOp::inferReturnTypes(MLIRContext *,
-                                              std::optional<Location> loc,
-                                              Adaptor adaptor,
-                                              SmallVectorImpl<Type> &types) {
-  RankedTensorType output = tensorOf(adaptor.getOutput());
-  if (!output)
-    return opError<SoftmaxGradOp>(loc, "expects ranked tensor operands");
-  // softmax_c1
-  if (adaptor.getDim() < 0 || adaptor.getDim() >= output.getRank())
-    return opError<SoftmaxGradOp>(loc, "expects dim in [0, ", output.getRank(),
-                                  "), got ", adaptor.getDim());
-  if (failed(checkGradType<SoftmaxGradOp>(loc, adaptor.getGrad().getType(), output)))
-    return failure();
-  types.push_back(output);
-  return success();
-}
-
 LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,
                                                 Adaptor adaptor,

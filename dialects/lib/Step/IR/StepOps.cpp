@@ -355,7 +355,7 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 //===----------------------------------------------------------------------===//
-// Norms and softmax
+// Norms
 //===----------------------------------------------------------------------===//
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -381,21 +381,6 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *, std::optional<Location>
   if (failed(checkNormVector<RmsNormOp>(loc, input, adaptor.getWeight(), "weight")) ||
       failed(checkEpsilon<RmsNormOp>(loc, adaptor.getEpsilon().convertToDouble())))
     return failure();
-  types.push_back(input);
-  return success();
-}
-
-LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                          Adaptor adaptor,
-                                          SmallVectorImpl<Type> &types) {
-  RankedTensorType input = tensorOf(adaptor.getInput());
-  if (!input)
-    return opError<SoftmaxOp>(loc, "expects a ranked tensor operand");
-  int64_t dim = adaptor.getDim();
-  // softmax_c1
-  if (dim < 0 || dim >= input.getRank())
-    return opError<SoftmaxOp>(loc, "expects dim in [0, ", input.getRank(),
-                              "), got ", dim);
   types.push_back(input);
   return success();
 }

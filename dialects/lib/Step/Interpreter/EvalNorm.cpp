@@ -1,4 +1,4 @@
-//===- EvalNorm.cpp - layer_norm, rms_norm, softmax and gradients ---------===//
+//===- EvalNorm.cpp - layer_norm, rms_norm, (log_)softmax and gradients ---===//
 
 #include "Eval.h"
 
@@ -150,6 +150,35 @@ Evaluated stepc::interp::evalNorm(Operation *op, Operands in, Results out) {
             sum += std::exp(x.data[base + j * stride] - max);
           for (int64_t j = 0; j < n; ++j)
             out[0].data[base + j * stride] = std::exp(x.data[base + j * stride] - max) / sum;
+        });
+        return success();
+      })
+      // dx = dy - exp(y)·Σ dy
+      .Case([&](LogSoftmaxGradOp s) {
+        const Tensor &dy = *in[0], &y = *in[1];
+        forEachLine(y.shape, s.getDim(), [&](int64_t base, int64_t stride, int64_t n) {
+          double sum = 0;
+          for (int64_t j = 0; j < n; ++j)
+            sum += dy.data[base + j * stride];
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t p = base + j * stride;
+            out[0].data[p] = dy.data[p] - std::exp(y.data[p]) * sum;
+          }
+        });
+        return success();
+      })
+      // y = x - max - log Σ exp(x - max)
+      .Case([&](LogSoftmaxOp s) {
+        const Tensor &x = *in[0];
+        forEachLine(x.shape, s.getDim(), [&](int64_t base, int64_t stride, int64_t n) {
+          double max = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < n; ++j)
+            max = std::fmax(max, x.data[base + j * stride]);
+          for (int64_t j = 0; j < n; ++j)
+            sum += std::exp(x.data[base + j * stride] - max);
+          double lse = max + std::log(sum);
+          for (int64_t j = 0; j < n; ++j)
+            out[0].data[base + j * stride] = x.data[base + j * stride] - lse;
         });
         return success();
       })

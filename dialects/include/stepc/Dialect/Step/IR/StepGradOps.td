@@ -65,13 +65,31 @@ def Step_ReduceMaxGradOp : Step_InferredOp<"reduce_max_grad", [Step_NoProductFlo
                        "attr-dict `:` functional-type(operands, results)";
 }
 
-def Step_SoftmaxGradOp : Step_InferredOp<"softmax_grad", [Step_NoProductFlops]> {
+def Step_SoftmaxGradOp : Step_LineOp<"softmax_grad"> {
   let summary = "gradient of softmax from its output";
   let description = [{
     `dx = y · (dy - sum(dy · y))` along `dim`, where `y` is the softmax output.
 
     ```mlir
     %dx = step.softmax_grad %dy, %y dim 2
+        : (tensor<8x128x512xf32>, tensor<8x128x512xf32>) -> tensor<8x128x512xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$output,
+                       I64Attr:$dim);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $output `dim` $dim attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_LogSoftmaxGradOp : Step_LineOp<"log_softmax_grad"> {
+  let summary = "gradient of log_softmax from its output";
+  let description = [{
+    `dx = dy - exp(y) · sum(dy)` along `dim`, where `y` is the log_softmax
+    output (so `exp(y)` is the softmax).
+
+    ```mlir
+    %dx = step.log_softmax_grad %dy, %y dim 2
         : (tensor<8x128x512xf32>, tensor<8x128x512xf32>) -> tensor<8x128x512xf32>
     ```
   }];

@@ -572,13 +572,58 @@ def Step_RmsNormOp : Step_InferredOp<"rms_norm", [Step_Differentiable, Step_NoPr
                        "functional-type(operands, results)";
 }
 
-def Step_SoftmaxOp : Step_InferredOp<"softmax", [Step_Differentiable, Step_NoProductFlops]> {
+/// Lets step-lower-library-calls call the kernel library once for the op:
+/// `stepc_<target>_<mnemonic>(operands..., outer, n, inner, result)`, with
+/// `n` the length of `dim`, `outer` the lines before it and `inner` after
+/// (stepc/Dialect/Step/IR/StepTraits.h).
+def Step_LineKernel : NativeOpTrait<"LineKernel"> {
+  let cppNamespace = "::stepc";
+}
+
+/// An op that computes each line along `dim` (the elements that differ
+/// only in their `dim` index) from the same line of each operand. Operands
+/// and result are of one type (the last operand's; an earlier one is a
+/// gradient). The shape rule, verifier, FLOP rule and kernel call are all
+/// declared here: such an op's own code is its math (VJP, interpreter,
+/// kernels).
+class Step_LineOp<string mnemonic, list<Trait> traits = []>
+    : Step_InferredOp<mnemonic, !listconcat(traits, [Step_LineKernel, Step_NoProductFlops])> {
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() {
+      return verifyInferredResultType(*this);
+    }
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferLineType<$cppClass>(loc, adaptor.getOperands(), adaptor.getDim(), types);
+    }
+  }];
+}
+
+def Step_SoftmaxOp : Step_LineOp<"softmax", [Step_Differentiable]> {
   let summary = "softmax along one dimension";
   let description = [{
     `y = exp(x - max(x)) / sum(exp(x - max(x)))` along `dim`.
 
     ```mlir
     %p = step.softmax %x dim 2 : (tensor<8x128x512xf32>) -> tensor<8x128x512xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat =
+    "$input `dim` $dim attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_LogSoftmaxOp : Step_LineOp<"log_softmax", [Step_Differentiable]> {
+  let summary = "log of softmax along one dimension";
+  let description = [{
+    `y = x - max(x) - log(sum(exp(x - max(x))))` along `dim`: the log-
+    probabilities of a policy or a distillation loss, without the
+    cancellation of `log(softmax(x))` where a probability underflows.
+
+    ```mlir
+    %lp = step.log_softmax %logits dim 2 : (tensor<8x128x512xf32>) -> tensor<8x128x512xf32>
     ```
   }];
   let arguments = (ins Step_FloatTensor:$input, I64Attr:$dim);

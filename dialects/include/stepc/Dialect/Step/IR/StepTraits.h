@@ -23,6 +23,13 @@ class NoProductFlops : public mlir::OpTrait::TraitBase<ConcreteType, NoProductFl
 template <typename ConcreteType>
 class RowWise : public mlir::OpTrait::TraitBase<ConcreteType, RowWise> {};
 
+/// An op computed line by line along its `dim` attribute (Step_LineOp):
+/// step-lower-library-calls calls the kernel library once for it,
+/// `stepc_<target>_<mnemonic>(operands..., outer, n, inner, result)`, so a
+/// new line op needs no entry in that pass's table.
+template <typename ConcreteType>
+class LineKernel : public mlir::OpTrait::TraitBase<ConcreteType, LineKernel> {};
+
 } // namespace stepc
 
 #endif // STEPC_DIALECT_STEP_IR_STEPTRAITS_H
