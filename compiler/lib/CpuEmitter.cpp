@@ -18,6 +18,7 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -165,6 +166,13 @@ private:
        << "                      long long position, long long bound) {\n"
        << "  snprintf(error, len, \"%s %lld at position %lld is outside [0, %lld)\", what, id,\n"
        << "           position, bound);\n  return 1;\n}\n\n";
+  }
+  std::string libraryDeclaration(stepk::CallOp c) override {
+    // A kernel that checks ids returns the first bad position + 1.
+    SmallVector<std::string> params = libraryInputTypes(c);
+    llvm::append_range(params, libraryResultTypes(c));
+    return (c.getIdCheck() ? "int64_t" : "void") + (" stepc_cpu_" + c.getCallee()).str() + "(" +
+           llvm::join(params, ", ") + ");";
   }
   void stepBegin(raw_ostream &) override {}
   void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override {

@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -49,6 +50,17 @@ private:
   LogicalResult checkTypes(Operation *op) override;
   LogicalResult emitOp(Operation *op) override;
   void prologue(raw_ostream &os) override;
+  std::string libraryDeclaration(stepk::CallOp c) override {
+    // The context first; scratch after the scalars; an id check's site last.
+    SmallVector<std::string> params{"stepc_cuda_ctx *"};
+    llvm::append_range(params, libraryInputTypes(c));
+    if (c.getScratchBytes())
+      params.push_back("float *");
+    llvm::append_range(params, libraryResultTypes(c));
+    if (c.getIdCheck())
+      params.push_back("int32_t");
+    return ("int stepc_cuda_" + c.getCallee()).str() + "(" + llvm::join(params, ", ") + ");";
+  }
   void stepBegin(raw_ostream &os) override;
   void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override;
   std::string copyToHost(const std::string &dst, const std::string &src,

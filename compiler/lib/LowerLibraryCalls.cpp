@@ -64,7 +64,10 @@ SmallVector<Attribute> lossScalars(Builder &b, int64_t rows, int64_t classes, Op
 /// (outer, length, inner) of a line op or an argmax along `dim`.
 std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
   Builder b(op->getContext());
+  // An i64 scalar is an int64_t parameter, an i32 one an int (a rank, a
+  // kind, a flag): the emitters declare each kernel from these types.
   auto i64 = [&](int64_t v) -> Attribute { return b.getI64IntegerAttr(v); };
+  auto i32 = [&](int64_t v) -> Attribute { return b.getI32IntegerAttr(v); };
   auto f64 = [&](double v) -> Attribute { return b.getF64FloatAttr(v); };
   auto norm = [&](Value x, APFloat eps) {
     return SmallVector<Attribute>{i64(rows(x)), i64(lastDim(x)), f64(eps.convertToDouble())};
@@ -199,7 +202,7 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       .Case([&](ReduceMaxGradOp r) {
         int64_t rank = typeOf(r.getInput()).getRank();
         return LibraryCall{"reduce_max_grad",
-                           {shape(r.getInput()), i64(rank), mask(r.getDims(), rank)},
+                           {shape(r.getInput()), i32(rank), mask(r.getDims(), rank)},
                            std::nullopt};
       })
       .Case<ReduceMaxOp, ReduceMeanOp, ReduceSumOp>([&](auto r) {
@@ -214,7 +217,7 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
                         .scratch_floats *
                     4;
         }
-        return LibraryCall{"reduce", {shape(in), i64(rank), mask(r.getDims(), rank), i64(kind)},
+        return LibraryCall{"reduce", {shape(in), i32(rank), mask(r.getDims(), rank), i32(kind)},
                            scratch};
       })
       .Case([&](RotaryOp r) {
@@ -222,12 +225,12 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         return LibraryCall{"rotary",
                            {i64(t.getDimSize(0)), i64(t.getDimSize(1)), i64(t.getDimSize(2)),
                             i64(r.getHeadDim()), f64(r.getTheta().convertToDouble()),
-                            i64(r.getInverse() ? 1 : 0)},
+                            i32(r.getInverse() ? 1 : 0)},
                            std::nullopt};
       })
       .Case([&](TransposeOp t) {
         return LibraryCall{"transpose",
-                           {shape(t.getInput()), i64(typeOf(t.getInput()).getRank()),
+                           {shape(t.getInput()), i32(typeOf(t.getInput()).getRank()),
                             b.getDenseI64ArrayAttr(t.getPermutation())},
                            std::nullopt};
       })

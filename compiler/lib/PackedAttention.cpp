@@ -83,7 +83,8 @@ ArrayAttr packedScalars(OpT op, const PackedOperands &p) {
   auto i64 = [&](int64_t v) -> Attribute { return b.getI64IntegerAttr(v); };
   return b.getArrayAttr({i64(source.getDimSize(0)), i64(source.getDimSize(1)),
                          i64(op.getNumHeads()), i64(op.getNumKvHeads()), i64(op.getHeadDim()),
-                         i64(op.getCausal() ? 1 : 0), b.getF64FloatAttr(op.getEffectiveScale()),
+                         b.getI32IntegerAttr(op.getCausal() ? 1 : 0),
+                         b.getF64FloatAttr(op.getEffectiveScale()),
                          i64(source.getDimSize(2)), i64(p.offsets[0]), i64(p.offsets[1]),
                          i64(p.offsets[2])});
 }

@@ -98,6 +98,9 @@ protected:
   /// errors at `site`.
   virtual void printCall(mlir::Operation *site, llvm::StringRef callee,
                          const std::string &args) = 0;
+  /// The declaration of the kernel `call` calls, from the IR's types
+  /// (libraryInputTypes, libraryResultTypes) and the target's conventions.
+  virtual std::string libraryDeclaration(stepk::CallOp call) = 0;
   /// A statement copying `bytes` of device memory at src to host memory.
   virtual std::string copyToHost(const std::string &dst, const std::string &src,
                                  int64_t bytes) = 0;
@@ -157,6 +160,16 @@ protected:
   /// `scratch` (when the kernel takes one and the target passes it),
   /// results.
   std::string libraryArgs(stepk::CallOp call, const std::string &scratch = "");
+  /// The parameter types of `call`'s inputs and scalars, then of its
+  /// results, as the IR states them (an i32 scalar is an int, an i64 one an
+  /// int64_t, a float a double; i64 and i32 arrays are pointers).
+  llvm::SmallVector<std::string> libraryInputTypes(stepk::CallOp call);
+  llvm::SmallVector<std::string> libraryResultTypes(stepk::CallOp call);
+  /// Every library kernel the module's steps call, declared once from the
+  /// IR (libraryDeclaration): printed after the kernel header, a signature
+  /// the header states differently is a compile error (C functions do not
+  /// overload), not a call through the wrong parameters.
+  std::string libraryDeclarations();
   /// Lowers an op whose library calls are the same on every target (SGD and
   /// Lion updates, broadcast and the box copies of concat, pad and slice):
   /// their arguments stated once; nullopt if `op` is not one.

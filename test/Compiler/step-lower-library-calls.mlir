@@ -64,9 +64,9 @@ func.func @ids(%wte: tensor<16x4xf32>, %tokens: tensor<2x4xi32>, %targets: tenso
 // reduced dims, and a transpose's permutation (on CUDA the reduction also
 // takes scratch for its partial sums).
 // CHECK-LABEL: func.func @arrays
-// CPU: stepk.call "reduce"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3, array<i32: 1, 0, 1>, 0]}
-// CUDA: stepk.call "reduce"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3, array<i32: 1, 0, 1>, 0], scratch_bytes = {{[0-9]+}} : i64}
-// CHECK: stepk.call "transpose"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3, array<i64: 2, 0, 1>]}
+// CPU: stepk.call "reduce"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3 : i32, array<i32: 1, 0, 1>, 0 : i32]}
+// CUDA: stepk.call "reduce"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3 : i32, array<i32: 1, 0, 1>, 0 : i32], scratch_bytes = {{[0-9]+}} : i64}
+// CHECK: stepk.call "transpose"(%arg0) {scalars = [array<i64: 2, 8, 4>, 3 : i32, array<i64: 2, 0, 1>]}
 func.func @arrays(%x: tensor<2x8x4xf32>) -> (tensor<8xf32>, tensor<4x2x8xf32>) attributes {step.train_step} {
   %s = step.reduce_sum %x dims [0, 2] : (tensor<2x8x4xf32>) -> tensor<8xf32>
   %t = step.transpose %x [2, 0, 1] : (tensor<2x8x4xf32>) -> tensor<4x2x8xf32>
@@ -83,13 +83,13 @@ func.func @arrays(%x: tensor<2x8x4xf32>) -> (tensor<8xf32>, tensor<4x2x8xf32>) a
 // On CUDA nothing changes.
 // CHECK-LABEL: func.func @packed_attention
 // CPU-NOT: step.slice
-// CPU: %[[O:.*]] = stepk.call "attention_packed"(%arg0) {scalars = [2, 8, 2, 2, 4, 1, 5.000000e-01, 24, 0, 8, 16]}
+// CPU: %[[O:.*]] = stepk.call "attention_packed"(%arg0) {scalars = [2, 8, 2, 2, 4, 1 : i32, 5.000000e-01, 24, 0, 8, 16]}
 // CPU: step.slice
 // CPU: step.slice
 // CPU: step.slice
 // CPU: step.attention
 // CPU: stepk.yield
-// CPU: %[[D:.*]] = stepk.call "attention_grad_packed"(%arg1, %arg0) {scalars = [2, 8, 2, 2, 4, 1, 5.000000e-01, 24, 0, 8, 16]}
+// CPU: %[[D:.*]] = stepk.call "attention_grad_packed"(%arg1, %arg0) {scalars = [2, 8, 2, 2, 4, 1 : i32, 5.000000e-01, 24, 0, 8, 16]}
 // CPU: step.attention_grad
 // CPU-COUNT-3: step.pad
 // CPU-COUNT-2: step.add

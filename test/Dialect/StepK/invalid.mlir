@@ -71,8 +71,21 @@ func.func @gemm_bias_dim(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor
 // -----
 
 func.func @call_scalars(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
-  // expected-error @+1 {{'stepk.call' op expects integer, float and integer-array scalars, got "eight"}}
+  // expected-error @+1 {{'stepk.call' op expects i64, i32, f64 and integer-array scalars, got "eight"}}
   %0 = stepk.call "softmax"(%x) {scalars = [2, "eight", 4]} : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  ^bb0(%a: tensor<2x8x4xf32>):
+    %y = step.softmax %a dim 1 : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
+    stepk.yield %y : tensor<2x8x4xf32>
+  }
+  return %0 : tensor<2x8x4xf32>
+}
+
+// -----
+
+// A scalar's type is its C parameter's: an i16 or an f32 has none.
+func.func @call_scalar_types(%x: tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
+  // expected-error @+1 {{'stepk.call' op expects i64, i32, f64 and integer-array scalars, got 8 : i16}}
+  %0 = stepk.call "softmax"(%x) {scalars = [2, 8 : i16, 4]} : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32> {
   ^bb0(%a: tensor<2x8x4xf32>):
     %y = step.softmax %a dim 1 : (tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
     stepk.yield %y : tensor<2x8x4xf32>

@@ -58,10 +58,16 @@ Operation *CallOp::getKernelOp() {
 LogicalResult CallOp::verify() {
   if (getCallee().empty())
     return emitOpError() << "expects a callee";
-  for (Attribute scalar : getScalars())
-    if (!isa<IntegerAttr, FloatAttr, DenseI64ArrayAttr, DenseI32ArrayAttr>(scalar))
-      return emitOpError() << "expects integer, float and integer-array scalars, got "
+  // Each scalar's type is its parameter's C type (the emitters declare the
+  // kernel from them): i64 or i32, f64, an i64 or i32 array.
+  for (Attribute scalar : getScalars()) {
+    auto integer = dyn_cast<IntegerAttr>(scalar);
+    auto real = dyn_cast<FloatAttr>(scalar);
+    if (!(integer && (integer.getType().isInteger(64) || integer.getType().isInteger(32))) &&
+        !(real && real.getType().isF64()) && !isa<DenseI64ArrayAttr, DenseI32ArrayAttr>(scalar))
+      return emitOpError() << "expects i64, i32, f64 and integer-array scalars, got "
                            << scalar;
+  }
   if (getScratchBytes() && *getScratchBytes() < 0)
     return emitOpError() << "expects scratch_bytes >= 0, got " << *getScratchBytes();
   bool check = getIdCheck().has_value();

@@ -183,8 +183,11 @@ def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
     results...)` (CUDA prepends its context): the signature both targets
     share. What it computes is its body, the `step` op it lowers (which the
     interpreter and the FLOP rules read). `scalars` are the integer, float
-    and static-array arguments (i64 arrays: shapes, permutations; i32
-    arrays: masks) in signature order; `scratch_bytes`, when present, says the
+    and static-array arguments in signature order, each attribute's type the
+    parameter's C type: i64 `int64_t`, i32 `int`, f64 `double`, i64 arrays
+    `const int64_t *` (shapes, permutations), i32 arrays `const int *`
+    (masks). The emitters declare the kernel from these types before the
+    step, so the compiler checks the library's header against the IR; `scratch_bytes`, when present, says the
     CUDA kernel takes a scratch pointer and how much it uses (the arena's
     scratch region holds the largest). `id_check` (with `id_operand` and
     `id_bound`) says the kernel checks that input's integer ids against
