@@ -35,7 +35,12 @@ def dense(value):
     v = float(value)
     if math.isinf(v):
         return "0xFF800000" if v < 0 else "0x7F800000"
-    return repr(v)
+    if math.isnan(v):
+        return "0x7FC00000"
+    text = repr(v)
+    # MLIR's float literals need a digit after a point: 1e-05 is 1.0e-05.
+    mantissa, e, exponent = text.partition("e")
+    return mantissa + ("" if "." in mantissa else ".0") + e + exponent
 
 
 class Lowering:
@@ -80,7 +85,8 @@ class Lowering:
         return self.w.emit("c", shape, f"step.constant dense<{body}> : {{out}}", dtype=dtype)
 
     def scalar_like(self, value, shape):
-        return self.w.emit("c", shape, f"step.constant dense<{dense(value)}> : {{out}}")
+        """An f32 constant of `shape` (a Python int scalar, as in `x * 2`, too)."""
+        return self.w.emit("c", shape, f"step.constant dense<{dense(float(value))}> : {{out}}")
 
     def to_shape(self, x, shape, node):
         """x broadcast (NumPy rules) to `shape`."""
@@ -347,6 +353,8 @@ class Lowering:
             return self.split_part(src, i, node)
         if is_call(src, aten.native_dropout.default) and i == 0:
             return self.dropout(src)
+        if is_call(src, aten.log_sigmoid_forward.default) and i == 0:
+            return log_sigmoid(self, src)
         fail(node, f"unsupported use of result #{i} of {getattr(src, 'target', src)}")
 
     def layer_norm(self, ln):
@@ -705,6 +713,37 @@ def bmm(lw, node):
                                             f": ({a.type}, {b.type}) -> {{out}}")
 
 
+def transposed(lw, x, perm, hint):
+    shape = [x.shape[p] for p in perm]
+    return lw.w.emit(hint, shape, f"step.transpose {x.name} {perm} : ({x.type}) -> {{out}}")
+
+
+def convolution(lw, node):
+    """A patch embedding (a ViT's Conv2d: stride = kernel, no padding,
+    dilation 1, groups 1). Its patches do not overlap, so it is one matmul
+    of the patches, [N·Hp·Wp, C·kh·kw], by the flattened kernel [O, C·kh·kw]ᵀ
+    (+ bias), laid out as [N, O, Hp, Wp]."""
+    x_node, w_node, b_node, stride, padding, dilation, is_transposed, _, groups = node.args
+    x, w = lw.v(x_node), lw.v(w_node)
+    if len(x.shape) != 4 or len(w.shape) != 4:
+        fail(node, "a convolution that is not 2-D: stepc lowers 2-D patch embeddings")
+    n, c, h, width = x.shape
+    o, _, kh, kw = w.shape
+    if is_transposed or groups != 1 or any(padding) or any(d != 1 for d in dilation) or \
+            list(stride) != [kh, kw] or h % kh or width % kw:
+        fail(node, f"a convolution with stride {list(stride)}, padding {list(padding)}, "
+                   f"dilation {list(dilation)}, groups {groups} over {h}x{width} by a {kh}x{kw} "
+                   "kernel: stepc lowers patch embeddings (stride = kernel size, no padding, "
+                   "dilation 1, groups 1, the image a whole number of patches)")
+    hp, wp = h // kh, width // kw
+    patches = transposed(lw, lw.reshape(x, [n, c, hp, kh, wp, kw]), [0, 2, 4, 1, 3, 5], "patches")
+    patches = lw.reshape(patches, [n * hp * wp, c * kh * kw])
+    y = lw.w.matmul(patches, lw.reshape(w, [o, c * kh * kw]), "patch_emb", transpose_b=True)
+    if b_node is not None:
+        y = lw.w.binary("add", y, lw.to_shape(lw.v(b_node), y.shape, node), "patch_b")
+    return transposed(lw, lw.reshape(y, [n, hp, wp, o]), [0, 3, 1, 2], "conv")
+
+
 def embedding(lw, node):
     table, ids = node.args[:2]
     t = lw.v(table)
@@ -716,6 +755,179 @@ def embedding(lw, node):
 
 def dropout(lw, node):
     return lw.dropout(node)
+
+
+# -- activations and reductions PyTorch has as one ATen op, composed of step
+# ops as PyTorch defines them (autodiff differentiates the composition) ----
+def positive_else(lw, x, negative, hint):
+    """x where x > 0, else `negative` (PyTorch's branch for x = 0)."""
+    zero = lw.scalar_like(0.0, x.shape)
+    mask = lw.w.emit("pos", x.shape, f"step.compare gt, {x.name}, {zero.name} : {x.type}",
+                     dtype="i1")
+    return lw.w.emit(hint, x.shape, f"step.select {mask.name}, {x.name}, {negative.name} : "
+                                    f"{mask.type}, {x.type}")
+
+
+def scaled(lw, x, factor, hint):
+    return x if factor == 1 else lw.w.binary("mul", x, lw.scalar_like(float(factor), x.shape), hint)
+
+
+def softplus(lw, node):
+    """softplus(βx)/β; PyTorch's threshold (βx > t gives x) is the op's 20."""
+    beta = node.args[1] if len(node.args) > 1 else node.kwargs.get("beta", 1)
+    threshold = node.args[2] if len(node.args) > 2 else node.kwargs.get("threshold", 20)
+    if threshold != 20 or not beta > 0:
+        fail(node, f"softplus with beta {beta} and threshold {threshold}: stepc's softplus has "
+                   "PyTorch's default threshold 20 and takes beta > 0")
+    x = lw.v(node.args[0])
+    y = lw.w.unary("softplus", scaled(lw, x, beta, "bx"), "softplus")
+    return scaled(lw, y, 1.0 / beta, "softplus_b")
+
+
+def log_sigmoid(lw, node):
+    """F.logsigmoid: -softplus(-x) (result #0 of log_sigmoid_forward)."""
+    x = lw.v(node.args[0])
+    return lw.w.unary("neg", lw.w.unary("softplus", lw.w.unary("neg", x, "negx"), "sp"),
+                      "logsigmoid")
+
+
+def leaky_relu(lw, node):
+    slope = node.args[1] if len(node.args) > 1 else node.kwargs.get("negative_slope", 0.01)
+    x = lw.v(node.args[0])
+    return positive_else(lw, x, scaled(lw, x, slope, "slope_x"), "leaky_relu")
+
+
+def elu(lw, node):
+    """scale · (x above 0, else alpha·(exp(x·input_scale) - 1)) (ELU, SELU)."""
+    args = list(node.args) + [None] * (4 - len(node.args))
+    alpha, scale, input_scale = (a if a is not None else node.kwargs.get(k, 1)
+                                 for a, k in zip(args[1:], ("alpha", "scale", "input_scale")))
+    x = lw.v(node.args[0])
+    e = lw.w.unary("exp", scaled(lw, x, input_scale, "ix"), "exp")
+    below = scaled(lw, lw.w.binary("sub", e, lw.scalar_like(1.0, x.shape), "em1"), alpha,
+                   "elu_neg")
+    return scaled(lw, positive_else(lw, x, below, "elu"), scale, "elu_scaled")
+
+
+def hardtanh(lw, node):
+    """clamp(x, min_val, max_val) (relu6 is hardtanh(0, 6))."""
+    lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min_val", -1.0)
+    hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max_val", 1.0)
+    x = lw.v(node.args[0])
+    y = lw.w.binary("maximum", x, lw.scalar_like(float(lo), x.shape), "lo")
+    return lw.w.binary("minimum", y, lw.scalar_like(float(hi), x.shape), "hardtanh")
+
+
+def hardswish(lw, node):
+    """x · clamp(x + 3, 0, 6) / 6."""
+    x = lw.v(node.args[0])
+    t = lw.w.binary("add", x, lw.scalar_like(3.0, x.shape), "xp3")
+    t = lw.w.binary("maximum", t, lw.scalar_like(0.0, x.shape), "lo")
+    t = lw.w.binary("minimum", t, lw.scalar_like(6.0, x.shape), "hi")
+    return lw.w.binary("mul", x, scaled(lw, t, 1.0 / 6.0, "gate"), "hardswish")
+
+
+def mish(lw, node):
+    """x · tanh(softplus(x))."""
+    x = lw.v(node.args[0])
+    gate = lw.w.unary("tanh", lw.w.unary("softplus", x, "sp"), "gate")
+    return lw.w.binary("mul", x, gate, "mish")
+
+
+def reciprocal(lw, node):
+    x = lw.v(node.args[0])
+    return lw.w.binary("div", lw.scalar_like(1.0, x.shape), x, "recip")
+
+
+def reduce_dims(node, rank, arg=1, key="dim"):
+    dims = node.args[arg] if len(node.args) > arg else node.kwargs.get(key)
+    if dims is None:
+        return list(range(rank))
+    return sorted(d % rank for d in ([dims] if isinstance(dims, int) else dims))
+
+
+def reduced(lw, op, x, dims, keep, hint):
+    """step.reduce_<op> over dims, kept as size-1 dims when `keep`."""
+    out = [d for i, d in enumerate(x.shape) if i not in dims]
+    y = lw.w.emit(hint, out, f"step.{op} {x.name} dims {dims} : ({x.type}) -> {{out}}")
+    return lw.reshape(y, [1 if i in dims else d for i, d in enumerate(x.shape)]) if keep else y
+
+
+def amin(lw, node):
+    """-amax(-x)."""
+    x = lw.v(node.args[0])
+    dims = reduce_dims(node, len(x.shape))
+    keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    m = reduced(lw, "reduce_max", lw.w.unary("neg", x, "negx"), dims, keep, "max_neg")
+    return lw.w.unary("neg", m, "amin")
+
+
+def logsumexp(lw, node):
+    """max + log Σ exp(x - max) (the max's gradient cancels: Σ softmax = 1)."""
+    x = lw.v(node.args[0])
+    dims = reduce_dims(node, len(x.shape))
+    keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    m = reduced(lw, "reduce_max", x, dims, True, "max")
+    shifted = lw.w.binary("sub", x, lw.to_shape(m, x.shape, node), "shifted")
+    total = reduced(lw, "reduce_sum", lw.w.unary("exp", shifted, "e"), dims, True, "sum")
+    lse = lw.w.binary("add", lw.w.unary("log", total, "log"), m, "lse")
+    return lse if keep else lw.reshape(lse, shape_of(node))
+
+
+def moments(lw, node, root):
+    """var (root False) or std (True) with Bessel's `correction` (var.correction)."""
+    x = lw.v(node.args[0])
+    dims = reduce_dims(node, len(x.shape))
+    correction = node.kwargs.get("correction", 1)
+    correction = 1 if correction is None else correction
+    keep = node.kwargs.get("keepdim", False)
+    n = math.prod(x.shape[d] for d in dims)
+    if n - correction <= 0:
+        fail(node, f"{node.target} of {n} elements with correction {correction}")
+    mean = reduced(lw, "reduce_mean", x, dims, True, "mean")
+    d = lw.w.binary("sub", x, lw.to_shape(mean, x.shape, node), "dev")
+    ss = reduced(lw, "reduce_sum", lw.w.binary("mul", d, d, "sq"), dims, keep, "ss")
+    var = scaled(lw, ss, 1.0 / (n - correction), "var")
+    return lw.w.unary("sqrt", var, "std") if root else var
+
+
+def vector_norm(lw, node, p, dims, keep):
+    """The 2-norm over dims: sqrt(Σ x²)."""
+    if p not in (2, 2.0, None):
+        fail(node, f"a {p}-norm: stepc lowers the 2-norm")
+    x = lw.v(node.args[0])
+    ss = reduced(lw, "reduce_sum", lw.w.binary("mul", x, x, "sq"), dims, keep, "ss")
+    return lw.w.unary("sqrt", ss, "norm")
+
+
+def norm(lw, node):
+    """torch.norm(x, p, dim, keepdim) (F.normalize's, PyTorch 1.13)."""
+    x = lw.v(node.args[0])
+    p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 2)
+    dims = reduce_dims(node, len(x.shape), 2)
+    keep = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
+    return vector_norm(lw, node, p, dims, keep)
+
+
+def linalg_vector_norm(lw, node):
+    """torch.linalg.vector_norm(x, ord, dim, keepdim) (F.normalize's, PyTorch 2.x)."""
+    x = lw.v(node.args[0])
+    p = node.args[1] if len(node.args) > 1 else node.kwargs.get("ord", 2)
+    dims = reduce_dims(node, len(x.shape), 2)
+    keep = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
+    return vector_norm(lw, node, p, dims, keep)
+
+
+def xlogy(lw, node):
+    """x · log(y), 0 where x = 0 (F.kl_div's target · log target)."""
+    shape = shape_of(node)
+    x, y = (lw.operand(a, shape, node) for a in node.args[:2])
+    zero = lw.scalar_like(0.0, shape)
+    mask = lw.w.emit("x0", shape, f"step.compare eq, {x.name}, {zero.name} : {x.type}",
+                     dtype="i1")
+    product = lw.w.binary("mul", x, lw.w.unary("log", y, "logy"), "xlogy_raw")
+    return lw.w.emit("xlogy", shape, f"step.select {mask.name}, {zero.name}, {product.name} : "
+                                     f"{mask.type}, {x.type}")
 
 
 def mse_loss(lw, node):
@@ -797,11 +1009,23 @@ HANDLERS = {
     aten.dropout.default: dropout,
     aten.mse_loss.default: mse_loss,
     aten.binary_cross_entropy_with_logits.default: bce_with_logits,
+    aten.softplus.default: softplus, aten.leaky_relu.default: leaky_relu,
+    aten.elu.default: elu, aten.hardtanh.default: hardtanh,
+    aten.hardswish.default: hardswish, aten.mish.default: mish,
+    aten.reciprocal.default: reciprocal, aten.amin.default: amin,
+    aten.logsumexp.default: logsumexp,
+    aten.var.correction: lambda lw, node: moments(lw, node, False),
+    aten.std.correction: lambda lw, node: moments(lw, node, True),
+    aten.norm.ScalarOpt_dim: norm, aten.xlogy.Tensor: xlogy,
+    aten.convolution.default: convolution,
 }
+if hasattr(aten, "linalg_vector_norm"):
+    HANDLERS[aten.linalg_vector_norm.default] = linalg_vector_norm
 for _name in ("ScalarOther", "ScalarSelf", "Scalar"):  # torch.where with Python scalars
     if hasattr(aten.where, _name):
         HANDLERS[getattr(aten.where, _name)] = torch_where
 # Ops with several results: lowered where a getitem reads one.
 for _op in (aten.native_layer_norm.default, aten.split.Tensor, aten.split_with_sizes.default,
-            aten.unbind.int, aten.chunk.default, aten.native_dropout.default):
+            aten.unbind.int, aten.chunk.default, aten.native_dropout.default,
+            aten.log_sigmoid_forward.default):
     HANDLERS[_op] = lambda lw, node: None

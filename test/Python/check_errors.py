@@ -83,6 +83,33 @@ class WeightedSmoothing(nn.Module):
         return F.cross_entropy(x @ self.w, t, weight=torch.ones(4), label_smoothing=0.1)
 
 
+class SharpSoftplus(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        return F.softplus(x @ self.w, threshold=5.0).mean()  # LINE-SOFTPLUS
+
+
+class OneNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        return F.normalize(x @ self.w, p=1.0, dim=-1).sum()  # LINE-NORM
+
+
+class OverlappingConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, kernel_size=3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x.view(2, 1, 2, 2)).mean()  # LINE-CONV
+
+
 def line_of(tag):
     for i, text in enumerate(open(__file__), 1):
         if f"# {tag}" in text and "def line_of" not in text:
@@ -100,7 +127,12 @@ for model, expect in ((Cumsum(), ["aten.cumsum", f"check_errors.py:{line_of('LIN
                                    f"check_errors.py:{line_of('LINE-BUFFER')}"]),
                       (NotScalar(), ["scalar loss"]),
                       (TwoSmoothings(), ["different label_smoothing (0.1, 0.2)"]),
-                      (WeightedSmoothing(), ["label_smoothing on a cross-entropy other than"])):
+                      (WeightedSmoothing(), ["label_smoothing on a cross-entropy other than"]),
+                      (SharpSoftplus(), ["threshold 5.0",
+                                         f"check_errors.py:{line_of('LINE-SOFTPLUS')}"]),
+                      (OneNorm(), ["a 1.0-norm", f"check_errors.py:{line_of('LINE-NORM')}"]),
+                      (OverlappingConv(), ["stride [1, 1], padding [1, 1]",
+                                           f"check_errors.py:{line_of('LINE-CONV')}"])):
     try:
         stepc.export(model, (x,), sys.argv[1])
     except stepc.ExportError as e:

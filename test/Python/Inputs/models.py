@@ -217,6 +217,77 @@ class Policy(nn.Module):
         return -(taken * advantages).mean() - 0.01 * entropy.mean()
 
 
+class Activations(nn.Module):
+    """The activations and reductions PyTorch has as single ATen ops that
+    stepc composes: softplus (two betas), logsigmoid, leaky ReLU, ELU, SELU,
+    relu6/hardtanh, hardswish, mish, reciprocal, amin, logsumexp, var/std, a
+    hand-written LayerNorm on x.var(), F.normalize, and a KL divergence
+    (xlogy) to a softmax of the targets."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 4)
+        self.gain = nn.Parameter(torch.ones(32))
+
+    def forward(self, x, y):
+        h = self.fc1(x)
+        h = (F.softplus(h) + F.softplus(h, beta=2.0) + F.logsigmoid(h) + F.leaky_relu(h, 0.2)
+             + F.elu(h) + F.selu(h) + F.relu6(h) + F.hardtanh(h) + F.hardswish(h) + F.mish(h)
+             + torch.reciprocal(h.abs() + 1.0))
+        mu = h.mean(-1, keepdim=True)
+        h = (h - mu) / torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + 1e-5) * self.gain
+        h = self.fc2(h) + h.std(-1, keepdim=True) + h.amin(-1, keepdim=True)
+        h = F.normalize(h, dim=-1) * 4.0
+        out = self.head(h)
+        lse = torch.logsumexp(out, dim=-1)
+        kl = F.kl_div(F.log_softmax(out, -1), F.softmax(y, -1), reduction="batchmean")
+        return kl + 0.1 * lse.mean()
+
+
+class ViTBlock(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, 4 * dim)
+        self.out = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln_1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        att = F.softmax(q @ k.transpose(-2, -1) * (1.0 / math.sqrt(c // self.heads)), dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, c))
+        return x + self.out(F.gelu(self.fc(self.ln_2(x))))
+
+
+class ViT(nn.Module):
+    """A Vision Transformer: a Conv2d patch embedding, a class token,
+    learned positions, pre-norm blocks with bidirectional attention written
+    out, and cross-entropy over the class token's logits."""
+
+    def __init__(self, image=16, patch=4, dim=32, depth=2, heads=4, classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, kernel_size=patch, stride=patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, 1 + (image // patch) ** 2, dim) * 0.02)
+        self.blocks = nn.ModuleList([ViTBlock(dim, heads) for _ in range(depth)])
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, images, labels):
+        x = self.patch(images).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return F.cross_entropy(self.head(self.ln_f(x[:, 0])), labels)
+
+
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
     if name in ("gpt", "gpt-flash"):
@@ -249,6 +320,14 @@ def make(name, steps):
         model = Logistic()
         batches = [(torch.randn(64, 8, generator=g),
                     torch.randint(0, 2, (64,), generator=g).float()) for _ in range(steps)]
+    elif name == "activations":
+        model = Activations()
+        batches = [(torch.randn(64, 8, generator=g), torch.randn(64, 4, generator=g))
+                   for _ in range(steps)]
+    elif name == "vit":
+        model = ViT()
+        batches = [(torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g))
+                   for _ in range(steps)]
     elif name == "policy":
         model = Policy()
         batches = [(torch.randn(64, 8, generator=g), torch.randint(0, 6, (64,), generator=g),
