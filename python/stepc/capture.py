@@ -44,12 +44,16 @@ def user_frame(frames):
 @contextlib.contextmanager
 def recording_sources():
     """Every FX node made while tracing records the user's source line
-    (node.meta["stepc_source"]): how errors name the model's line."""
+    (node.meta["stepc_source"]): how errors name the model's line; and
+    whether the model made it under torch.no_grad() (node.meta["stepc_no_grad"]:
+    the trace itself runs with gradients enabled, on tensors that require
+    none, so only the model's own no_grad regions turn the mode off)."""
     original = torch.fx.proxy.TracerBase.create_node
 
     def create_node(self, *args, **kwargs):
         node = original(self, *args, **kwargs)
         node.meta["stepc_source"] = user_frame(traceback.extract_stack())
+        node.meta["stepc_no_grad"] = not torch.is_grad_enabled()
         return node
 
     torch.fx.proxy.TracerBase.create_node = create_node
@@ -153,6 +157,13 @@ def capture(model, example_inputs, names=None):
     is_module = isinstance(model, torch.nn.Module)
     if is_module:
         pnames, tensors, aliases = distinct_parameters(model)
+        frozen = [name for name, t in zip(pnames, tensors) if not t.requires_grad]
+        if frozen:
+            raise ExportError(f"parameter {frozen[0]!r} does not require grad "
+                              f"({len(frozen)} frozen in all): stepc trains every parameter "
+                              f"of the step, and a frozen one would silently change "
+                              f"(frozen parameters are not supported; a small fixed tensor "
+                              f"can be a buffer, which the step holds as a constant)")
         buffers = [(n, b.detach().clone()) for n, b in model.named_buffers()]
     else:
         pnames, tensors, aliases, buffers = [], [], {}, []
@@ -170,7 +181,7 @@ def capture(model, example_inputs, names=None):
     # rather than a silently specialised graph.
     try:
         smoothing = set()
-        with torch.no_grad(), recording_sources(), dropout_as_one_op(), \
+        with torch.enable_grad(), recording_sources(), dropout_as_one_op(), \
                 cross_entropy_smoothing(smoothing):
             graph_module = make_fx(flat_forward, tracing_mode="fake")(
                 *[t.detach() for t in tensors], *[b for _, b in buffers], *example_inputs)

@@ -165,7 +165,11 @@ class Lowering:
             if node not in needed or node in self.env or node in self.consts:
                 continue
             r = replacements.get(node)
-            self.env[node] = self.composite(r) if r else self.lower(node)
+            value = self.composite(r) if r else self.lower(node)
+            # Made under torch.no_grad(): no gradient flows back through it.
+            if node.meta.get("stepc_no_grad") and value is not None and value.dtype == "f32":
+                value = self.w.unary("stop_gradient", value, "no_grad")
+            self.env[node] = value
         loss = self.v(loss_node)
         if loss.shape != [] or loss.dtype != "f32":
             fail(loss_node, f"the loss must be a float32 scalar, got {ttype(loss.shape, loss.dtype)}")
@@ -973,7 +977,7 @@ HANDLERS = {
     aten._reshape_alias.default: reshape, aten.reshape.default: reshape,
     aten.unsqueeze.default: reshape, aten.squeeze.dim: reshape, aten.squeeze.default: reshape,
     aten.flatten.using_ints: reshape,
-    aten.clone.default: identity, aten.alias.default: identity, aten.detach.default: identity,
+    aten.clone.default: identity, aten.alias.default: identity, aten.detach.default: unary("stop_gradient"),
     aten.lift_fresh_copy.default: identity, aten.contiguous.default: identity,
     aten._to_copy.default: to_copy,
     aten.t.default: lambda lw, n: permute(lw, n, [1, 0]),

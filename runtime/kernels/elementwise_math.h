@@ -79,6 +79,8 @@ template <typename T> STEPC_HD T stepc_rsqrt(T x) { return T(1) / stepc_libm::sq
 template <typename T> STEPC_HD T stepc_relu(T x) { return x > T(0) ? x : T(0); }
 // |x|, +0 for ±0 and NaN for NaN (torch.abs).
 template <typename T> STEPC_HD T stepc_abs(T x) { return x < T(0) ? -x : x + T(0); }
+/* The forward of stop_gradient: the identity (autodiff sends no gradient back). */
+template <typename T> STEPC_HD T stepc_stop_gradient(T x) { return x; }
 template <typename T> STEPC_HD T stepc_sigmoid(T x) {
   return T(1) / (T(1) + stepc_libm::exp(-x));
 }

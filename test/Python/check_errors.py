@@ -110,6 +110,17 @@ class OverlappingConv(nn.Module):
         return self.conv(x.view(2, 1, 2, 2)).mean()  # LINE-CONV
 
 
+class Frozen(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.base = nn.Linear(4, 4)
+        self.base.requires_grad_(False)
+
+    def forward(self, x):
+        return self.base(x @ self.w).mean()
+
+
 def line_of(tag):
     for i, text in enumerate(open(__file__), 1):
         if f"# {tag}" in text and "def line_of" not in text:
@@ -132,7 +143,8 @@ for model, expect in ((Cumsum(), ["aten.cumsum", f"check_errors.py:{line_of('LIN
                                          f"check_errors.py:{line_of('LINE-SOFTPLUS')}"]),
                       (OneNorm(), ["a 1.0-norm", f"check_errors.py:{line_of('LINE-NORM')}"]),
                       (OverlappingConv(), ["stride [1, 1], padding [1, 1]",
-                                           f"check_errors.py:{line_of('LINE-CONV')}"])):
+                                           f"check_errors.py:{line_of('LINE-CONV')}"]),
+                      (Frozen(), ["parameter 'base.weight' does not require grad (2 frozen"])):
     try:
         stepc.export(model, (x,), sys.argv[1])
     except stepc.ExportError as e:

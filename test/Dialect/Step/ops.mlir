@@ -29,6 +29,8 @@ func.func @unary(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %softplus = step.softplus %8 : tensor<4x8xf32>
   // CHECK: step.abs %{{.*}} : tensor<4x8xf32>
   %abs = step.abs %8 : tensor<4x8xf32>
+  // CHECK: step.stop_gradient %{{.*}} : tensor<4x8xf32>
+  %sg = step.stop_gradient %abs : tensor<4x8xf32>
   // CHECK: step.gelu %{{.*}} : tensor<4x8xf32>
   %10 = step.gelu %9 : tensor<4x8xf32>
   // CHECK: step.gelu %{{.*}} approximate tanh : tensor<4x8xf32>

@@ -288,6 +288,28 @@ class ViT(nn.Module):
         return F.cross_entropy(self.head(self.ln_f(x[:, 0])), labels)
 
 
+class Detached(nn.Module):
+    """Gradients stopped two ways: a straight-through estimator (the forward
+    sees a squashed h, the backward the identity, through .detach()) and an
+    advantage baseline computed under torch.no_grad() from a value head that
+    its own loss still trains."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 32)
+        self.policy = nn.Linear(32, 4)
+        self.value = nn.Linear(32, 1)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.fc1(x))
+        q = h + (0.5 * torch.sigmoid(4.0 * h) - h).detach()
+        logp = F.log_softmax(self.policy(q), -1)
+        v = self.value(h).squeeze(-1)
+        with torch.no_grad():
+            baseline = v * 0.9
+        return -(logp[:, 0] * (y - baseline)).mean() + F.mse_loss(v, y)
+
+
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
     if name in ("gpt", "gpt-flash"):
@@ -327,6 +349,10 @@ def make(name, steps):
     elif name == "vit":
         model = ViT()
         batches = [(torch.randn(8, 3, 16, 16, generator=g), torch.randint(0, 10, (8,), generator=g))
+                   for _ in range(steps)]
+    elif name == "detached":
+        model = Detached()
+        batches = [(torch.randn(64, 8, generator=g), torch.randn(64, generator=g))
                    for _ in range(steps)]
     elif name == "policy":
         model = Policy()

@@ -125,6 +125,12 @@ LogicalResult NegOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value
   return success();
 }
 
+// stop_gradient: none (x's other uses still carry theirs)
+LogicalResult StopGradientOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.push_back(nullptr);
+  return success();
+}
+
 // d relu(x) = dy · [x > 0]
 LogicalResult ReluOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<ReluGradOp>(getLoc(), dy[0], getInput()));

@@ -137,6 +137,20 @@ def Step_ReluOp : Step_UnaryOp<"relu", "y = max(x, 0)">;
 def Step_SigmoidOp : Step_UnaryOp<"sigmoid", "y = 1 / (1 + exp(-x))">;
 def Step_SoftplusOp : Step_UnaryOp<"softplus", "y = log(1 + exp(x))">;
 def Step_AbsOp : Step_UnaryOp<"abs", "y = |x|">;
+def Step_StopGradientOp : Step_UnaryOp<"stop_gradient", "y = x"> {
+  let summary = "the identity, through which no gradient flows";
+  let description = [{
+    `y = x`, but the reverse pass sends nothing back to `x` (PyTorch's
+    `detach()` and values computed under `torch.no_grad()`, JAX's
+    `stop_gradient`): a straight-through estimator `x + stop_gradient(q - x)`,
+    a baseline or a target that must not be trained through. It stays an
+    elementwise identity after autodiff and fuses with its neighbours.
+
+    ```mlir
+    %t = step.stop_gradient %v : tensor<8x64xf32>
+    ```
+  }];
+}
 
 def Step_PowOp : Step_ScalarMathOp<"pow", 1, [Step_Differentiable],
                                    "getExponent().convertToDouble()"> {
