@@ -904,22 +904,16 @@ def vector_norm(lw, node, p, dims, keep):
     return lw.w.unary("sqrt", ss, "norm")
 
 
-def norm(lw, node):
-    """torch.norm(x, p, dim, keepdim) (F.normalize's, PyTorch 1.13)."""
-    x = lw.v(node.args[0])
-    p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 2)
-    dims = reduce_dims(node, len(x.shape), 2)
-    keep = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
-    return vector_norm(lw, node, p, dims, keep)
-
-
-def linalg_vector_norm(lw, node):
-    """torch.linalg.vector_norm(x, ord, dim, keepdim) (F.normalize's, PyTorch 2.x)."""
-    x = lw.v(node.args[0])
-    p = node.args[1] if len(node.args) > 1 else node.kwargs.get("ord", 2)
-    dims = reduce_dims(node, len(x.shape), 2)
-    keep = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
-    return vector_norm(lw, node, p, dims, keep)
+def norm(order_key):
+    """torch.norm(x, p, dim, keepdim) (F.normalize's under PyTorch 1.13) and
+    torch.linalg.vector_norm(x, ord, dim, keepdim) (under 2.x)."""
+    def lower(lw, node):
+        x = lw.v(node.args[0])
+        p = node.args[1] if len(node.args) > 1 else node.kwargs.get(order_key, 2)
+        dims = reduce_dims(node, len(x.shape), 2)
+        keep = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
+        return vector_norm(lw, node, p, dims, keep)
+    return lower
 
 
 def xlogy(lw, node):
@@ -1020,11 +1014,11 @@ HANDLERS = {
     aten.logsumexp.default: logsumexp,
     aten.var.correction: lambda lw, node: moments(lw, node, False),
     aten.std.correction: lambda lw, node: moments(lw, node, True),
-    aten.norm.ScalarOpt_dim: norm, aten.xlogy.Tensor: xlogy,
+    aten.norm.ScalarOpt_dim: norm("p"), aten.xlogy.Tensor: xlogy,
     aten.convolution.default: convolution,
 }
 if hasattr(aten, "linalg_vector_norm"):
-    HANDLERS[aten.linalg_vector_norm.default] = linalg_vector_norm
+    HANDLERS[aten.linalg_vector_norm.default] = norm("ord")
 for _name in ("ScalarOther", "ScalarSelf", "Scalar"):  # torch.where with Python scalars
     if hasattr(aten.where, _name):
         HANDLERS[getattr(aten.where, _name)] = torch_where

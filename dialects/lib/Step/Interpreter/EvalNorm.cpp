@@ -12,6 +12,17 @@ using namespace stepc::step;
 
 namespace {
 
+/// The max of a line of n values `stride` apart from `base`, and
+/// Σ exp(x - max) over it (softmax's and log_softmax's).
+std::pair<double, double> lineExpSum(const Tensor &x, int64_t base, int64_t stride, int64_t n) {
+  double max = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    max = std::fmax(max, x.data[base + j * stride]);
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(x.data[base + j * stride] - max);
+  return {max, sum};
+}
+
 /// Mean and 1/sqrt(σ² + ε) of a row of d values (biased variance).
 std::pair<double, double> rowStats(const double *xr, int64_t d, double eps) {
   double mean = 0, var = 0;
@@ -143,11 +154,7 @@ Evaluated stepc::interp::evalNorm(Operation *op, Operands in, Results out) {
       .Case([&](SoftmaxOp s) {
         const Tensor &x = *in[0];
         forEachLine(x.shape, s.getDim(), [&](int64_t base, int64_t stride, int64_t n) {
-          double max = -INFINITY, sum = 0;
-          for (int64_t j = 0; j < n; ++j)
-            max = std::fmax(max, x.data[base + j * stride]);
-          for (int64_t j = 0; j < n; ++j)
-            sum += std::exp(x.data[base + j * stride] - max);
+          auto [max, sum] = lineExpSum(x, base, stride, n);
           for (int64_t j = 0; j < n; ++j)
             out[0].data[base + j * stride] = std::exp(x.data[base + j * stride] - max) / sum;
         });
@@ -171,11 +178,7 @@ Evaluated stepc::interp::evalNorm(Operation *op, Operands in, Results out) {
       .Case([&](LogSoftmaxOp s) {
         const Tensor &x = *in[0];
         forEachLine(x.shape, s.getDim(), [&](int64_t base, int64_t stride, int64_t n) {
-          double max = -INFINITY, sum = 0;
-          for (int64_t j = 0; j < n; ++j)
-            max = std::fmax(max, x.data[base + j * stride]);
-          for (int64_t j = 0; j < n; ++j)
-            sum += std::exp(x.data[base + j * stride] - max);
+          auto [max, sum] = lineExpSum(x, base, stride, n);
           double lse = max + std::log(sum);
           for (int64_t j = 0; j < n; ++j)
             out[0].data[base + j * stride] = x.data[base + j * stride] - lse;
