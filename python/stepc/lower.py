@@ -838,6 +838,15 @@ def mish(lw, node):
     return lw.w.binary("mul", x, gate, "mish")
 
 
+def cumsum(lw, node):
+    """torch.cumsum(x, dim) of floats: step.cumsum."""
+    x = lw.v(node.args[0])
+    if x.dtype != "f32" or node.kwargs.get("dtype") not in (None, torch.float32):
+        fail(node, "cumsum of integers (or into another dtype): stepc sums floats")
+    dim = node.args[1] % len(x.shape)
+    return lw.w.emit("cumsum", x.shape, f"step.cumsum {x.name} dim {dim} : ({x.type}) -> {{out}}")
+
+
 def reciprocal(lw, node):
     x = lw.v(node.args[0])
     return lw.w.binary("div", lw.scalar_like(1.0, x.shape), x, "recip")
@@ -1011,6 +1020,7 @@ HANDLERS = {
     aten.elu.default: elu, aten.hardtanh.default: hardtanh,
     aten.hardswish.default: hardswish, aten.mish.default: mish,
     aten.reciprocal.default: reciprocal, aten.amin.default: amin,
+    aten.cumsum.default: cumsum,
     aten.logsumexp.default: logsumexp,
     aten.var.correction: lambda lw, node: moments(lw, node, False),
     aten.std.correction: lambda lw, node: moments(lw, node, True),

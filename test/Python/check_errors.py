@@ -17,7 +17,7 @@ class Cumsum(nn.Module):
         self.w = nn.Parameter(torch.randn(4, 4))
 
     def forward(self, x):
-        return torch.cumsum(x @ self.w, dim=1).mean()  # LINE-CUMSUM
+        return torch.cumprod(x @ self.w, dim=1).mean()  # LINE-CUMSUM
 
 
 class Branch(nn.Module):
@@ -129,7 +129,7 @@ def line_of(tag):
 
 
 x = torch.randn(2, 4)
-for model, expect in ((Cumsum(), ["aten.cumsum", f"check_errors.py:{line_of('LINE-CUMSUM')}"]),
+for model, expect in ((Cumsum(), ["aten.cumprod", f"check_errors.py:{line_of('LINE-CUMSUM')}"]),
                       (Branch(), ["data-dependent control flow",
                                   f"check_errors.py:{line_of('LINE-BRANCH')}"]),
                       (Dynamic(), ["a dynamic shape", "aten.index",

@@ -418,6 +418,23 @@ func.func @log_softmax_last(%x: tensor<4x7xf64> {step.param = #step.param<"x", n
   return %s : tensor<f64>
 }
 
+// cumsum (along a middle dim, and the last)
+func.func @cumsum(%x: tensor<2x5x3xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %w_out: tensor<2x5x3xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %y = step.cumsum %x dim 1 : (tensor<2x5x3xf64>) -> tensor<2x5x3xf64>
+  %l = step.mul %y, %w_out : tensor<2x5x3xf64>
+  %s = step.reduce_sum %l dims [0, 1, 2] : (tensor<2x5x3xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+
+func.func @cumsum_last(%x: tensor<4x7xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %w_out: tensor<4x7xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %y = step.cumsum %x dim 1 : (tensor<4x7xf64>) -> tensor<4x7xf64>
+  %l = step.mul %y, %w_out : tensor<4x7xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<4x7xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+
 // layer_norm
 func.func @layer_norm(%x: tensor<2x3x6xf64> {step.param = #step.param<"x", normal(1.0)>},
     %g: tensor<6xf64> {step.param = #step.param<"g", normal(1.0)>},

@@ -76,6 +76,10 @@ void stepc_cpu_rms_norm_grad(const float *dy, const float *x, const float *w, in
 void stepc_cpu_softmax(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
 void stepc_cpu_softmax_grad(const float *dy, const float *y, int64_t outer, int64_t n,
                             int64_t inner, float *dx);
+/* Inclusive running sums along the dim, accumulated in double; the
+ * gradient's run from the line's end. */
+void stepc_cpu_cumsum(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
+void stepc_cpu_cumsum_grad(const float *dy, int64_t outer, int64_t n, int64_t inner, float *dx);
 /* y = x - log Σ exp(x) along the dim; its gradient from y. */
 void stepc_cpu_log_softmax(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
 void stepc_cpu_log_softmax_grad(const float *dy, const float *y, int64_t outer, int64_t n,

@@ -1,4 +1,4 @@
-// layer_norm, rms_norm, (log_)softmax and their gradients: one row per iteration,
+// layer_norm, rms_norm, (log_)softmax, cumsum and their gradients: one row per iteration,
 // rows split across threads; weight gradients summed over rows in a second
 // pass split across columns (no atomics).
 
@@ -177,7 +177,34 @@ void SoftmaxGradLines(const float* dy, const float* y, int64_t outer, int64_t n,
     }
 }
 
+// Each line's running sum, in double, from its first element (or, reverse,
+// its last: cumsum's gradient).
+void CumsumLines(const float* x, int64_t outer, int64_t n, int64_t inner, bool reverse,
+                 float* y) {
+#pragma omp parallel for collapse(2)
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * n * inner + i;
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t at = base + (reverse ? n - 1 - k : k) * inner;
+        sum += x[at];
+        y[at] = static_cast<float>(sum);
+      }
+    }
+}
+
 }  // namespace
+
+extern "C" void stepc_cpu_cumsum(const float* x, int64_t outer, int64_t n, int64_t inner,
+                                 float* y) {
+  CumsumLines(x, outer, n, inner, /*reverse=*/false, y);
+}
+
+extern "C" void stepc_cpu_cumsum_grad(const float* dy, int64_t outer, int64_t n, int64_t inner,
+                                      float* dx) {
+  CumsumLines(dy, outer, n, inner, /*reverse=*/true, dx);
+}
 
 extern "C" void stepc_cpu_softmax(const float* x, int64_t outer, int64_t n, int64_t inner,
                                   float* y) {

@@ -77,6 +77,10 @@ int stepc_cuda_softmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64
                        int64_t inner, float *y);
 int stepc_cuda_softmax_grad(stepc_cuda_ctx *ctx, const float *dy, const float *y, int64_t outer,
                             int64_t n, int64_t inner, float *dx);
+int stepc_cuda_cumsum(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
+                      int64_t inner, float *y);
+int stepc_cuda_cumsum_grad(stepc_cuda_ctx *ctx, const float *dy, int64_t outer, int64_t n,
+                           int64_t inner, float *dx);
 int stepc_cuda_log_softmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
                            int64_t inner, float *y);
 int stepc_cuda_log_softmax_grad(stepc_cuda_ctx *ctx, const float *dy, const float *y,

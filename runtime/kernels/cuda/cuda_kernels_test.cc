@@ -313,6 +313,26 @@ TEST_F(CudaKernels, SoftmaxLogSoftmaxAndRotary) {
   ASSERT_EQ(stepc_cuda_log_softmax_grad(&ctx_, Up(dy), Up(y), outer, n, inner, DX), 0) << error_;
   EXPECT_LT(RelError(Down(Y, y.size()), y), 1e-5);
   EXPECT_LT(RelError(Down(DX, dx.size()), dx), 1e-5);
+  // cumsum and its gradient (the reverse running sum).
+  stepc_cpu_cumsum(x.data(), outer, n, inner, y.data());
+  stepc_cpu_cumsum_grad(dy.data(), outer, n, inner, dx.data());
+  ASSERT_EQ(stepc_cuda_cumsum(&ctx_, Up(x), outer, n, inner, Y), 0) << error_;
+  ASSERT_EQ(stepc_cuda_cumsum_grad(&ctx_, Up(dy), outer, n, inner, DX), 0) << error_;
+  EXPECT_LT(RelError(Down(Y, y.size()), y), 1e-6);
+  EXPECT_LT(RelError(Down(DX, dx.size()), dx), 1e-6);
+  // The last of a line's running sums is the line's sum, the gradient's first.
+  for (int64_t line = 0; line < outer * inner; ++line) {
+    const int64_t base = (line / inner) * n * inner + line % inner;
+    double total = 0, grad_total = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      total += x[base + j * inner];
+      grad_total += dy[base + j * inner];
+    }
+    EXPECT_NEAR(y[base + (n - 1) * inner], total, 1e-4) << "line " << line;
+    EXPECT_NEAR(dx[base], grad_total, 1e-4) << "line " << line;
+  }
+  stepc_cpu_log_softmax(x.data(), outer, n, inner, y.data());
+
   // Each line of exp(log_softmax) sums to 1.
   for (int64_t line = 0; line < outer * inner; ++line) {
     double sum = 0;

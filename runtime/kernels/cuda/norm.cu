@@ -1,4 +1,4 @@
-// LayerNorm and RMSNorm, forward and backward; (log_)softmax along any dim.
+// LayerNorm and RMSNorm, forward and backward; (log_)softmax and cumsum along any dim.
 // A warp per row: Welford statistics merged by shuffles (tile_math.h, the
 // math the host tests check). The weight/bias gradients are column sums over
 // rows, reduced in chunks and finished in a fixed order (deterministic).
@@ -178,6 +178,22 @@ __global__ void SoftmaxGradKernel(const float* dy, const float* y, int64_t outer
   }
 }
 
+// A thread per line: its running sum from the first element (or, reverse,
+// the last: cumsum's gradient), accumulated in double as the CPU's.
+template <bool kReverse>
+__global__ void CumsumKernel(const float* x, int64_t outer, int64_t n, int64_t inner, float* y) {
+  for (int64_t line = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; line < outer * inner;
+       line += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t base = (line / inner) * n * inner + line % inner;
+    double sum = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t at = base + (kReverse ? n - 1 - k : k) * inner;
+      sum += x[at];
+      y[at] = (float)sum;
+    }
+  }
+}
+
 // y = rotate pairs (x[2i], x[2i+1]) of each head by t · theta^(-2i/Dh).
 __global__ void RotaryKernel(const float* x, int64_t batch, int64_t len, int64_t width,
                              int64_t head_dim, float theta, float sign, float* y) {
@@ -248,7 +264,25 @@ int SoftmaxGrad(stepc_cuda_ctx* ctx, const float* dy, const float* y, int64_t ou
   return STEPC_LAUNCHED(ctx, kLog ? "LogSoftmaxGradKernel" : "SoftmaxGradKernel");
 }
 
+template <bool kReverse>
+int Cumsum(stepc_cuda_ctx* ctx, const float* x, int64_t outer, int64_t n, int64_t inner,
+           float* y) {
+  STEPC_LAUNCH(ElementwiseBlocks(outer * inner), kThreads, 0, ctx->stream,
+               CumsumKernel<kReverse>)(x, outer, n, inner, y);
+  return STEPC_LAUNCHED(ctx, kReverse ? "CumsumGradKernel" : "CumsumKernel");
+}
+
 }  // namespace
+
+extern "C" int stepc_cuda_cumsum(stepc_cuda_ctx* ctx, const float* x, int64_t outer, int64_t n,
+                                 int64_t inner, float* y) {
+  return Cumsum<false>(ctx, x, outer, n, inner, y);
+}
+
+extern "C" int stepc_cuda_cumsum_grad(stepc_cuda_ctx* ctx, const float* dy, int64_t outer,
+                                      int64_t n, int64_t inner, float* dx) {
+  return Cumsum<true>(ctx, dy, outer, n, inner, dx);
+}
 
 extern "C" int stepc_cuda_softmax(stepc_cuda_ctx* ctx, const float* x, int64_t outer, int64_t n,
                                   int64_t inner, float* y) {

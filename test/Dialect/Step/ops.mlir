@@ -129,6 +129,8 @@ func.func @composites(%table: tensor<32x16xf32>, %ids: tensor<2x8xi32>,
   %6 = step.softmax %5 dim 2 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   // CHECK: step.log_softmax %{{.*}} dim 1 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   %ls = step.log_softmax %5 dim 1 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.cumsum %{{.*}} dim 1 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %cs = step.cumsum %5 dim 1 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   // CHECK: step.cross_entropy %{{.*}}, %{{.*}} : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<f32>
   %7 = step.cross_entropy %6, %targets : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<f32>
   return %7 : tensor<f32>
@@ -209,6 +211,8 @@ func.func @backward_ops(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>, %w: ten
   %4 = step.softmax_grad %dy, %x dim 2 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   // CHECK: step.log_softmax_grad %{{.*}}, %{{.*}} dim 0 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   %lsg = step.log_softmax_grad %dy, %x dim 0 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.cumsum_grad %{{.*}} dim 2 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  %csg = step.cumsum_grad %dy dim 2 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   // CHECK: step.layer_norm_grad {{.*}} -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
   %5:3 = step.layer_norm_grad %dy, %x, %w : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
   // CHECK: step.rms_norm_grad {{.*}} -> (tensor<2x8x16xf32>, tensor<16xf32>)

@@ -220,7 +220,7 @@ class Policy(nn.Module):
 class Activations(nn.Module):
     """The activations and reductions PyTorch has as single ATen ops that
     stepc composes: softplus (two betas), logsigmoid, leaky ReLU, ELU, SELU,
-    relu6/hardtanh, hardswish, mish, reciprocal, amin, logsumexp, var/std, a
+    relu6/hardtanh, hardswish, mish, reciprocal, amin, cumsum, logsumexp, var/std, a
     hand-written LayerNorm on x.var(), F.normalize, and a KL divergence
     (xlogy) to a softmax of the targets."""
 
@@ -239,6 +239,7 @@ class Activations(nn.Module):
         mu = h.mean(-1, keepdim=True)
         h = (h - mu) / torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + 1e-5) * self.gain
         h = self.fc2(h) + h.std(-1, keepdim=True) + h.amin(-1, keepdim=True)
+        h = h + 0.1 * torch.cumsum(h, dim=-1)
         h = F.normalize(h, dim=-1) * 4.0
         out = self.head(h)
         lse = torch.logsumexp(out, dim=-1)

@@ -1,4 +1,4 @@
-//===- NormGrad.cpp - VJPs of layer_norm, rms_norm, (log_)softmax ---------===//
+//===- NormGrad.cpp - VJPs of norms and line ops (softmax, cumsum) --------===//
 //
 // Composite backward ops; their math is in StepGradOps.td and the
 // interpreter (dialects/lib/Step/Interpreter/EvalNorm.cpp).
@@ -36,5 +36,11 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<V
 LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &b, ValueRange dy,
                                      SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<LogSoftmaxGradOp>(getLoc(), dy[0], getResult(), getDimAttr()));
+  return success();
+}
+
+// cumsum: dx = the reverse cumulative sum of dy = cumsum_grad(dy)
+LogicalResult CumsumOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<CumsumGradOp>(getLoc(), dy[0], getDimAttr()));
   return success();
 }

@@ -1,4 +1,4 @@
-//===- EvalNorm.cpp - layer_norm, rms_norm, (log_)softmax and gradients ---===//
+//===- EvalNorm.cpp - norms and line ops (softmax, cumsum), gradients -----===//
 
 #include "Eval.h"
 
@@ -182,6 +182,20 @@ Evaluated stepc::interp::evalNorm(Operation *op, Operands in, Results out) {
           double lse = max + std::log(sum);
           for (int64_t j = 0; j < n; ++j)
             out[0].data[base + j * stride] = x.data[base + j * stride] - lse;
+        });
+        return success();
+      })
+      // y_i = Σ_{j <= i} x_j; its gradient dx_i = Σ_{j >= i} dy_j
+      .Case<CumsumOp, CumsumGradOp>([&](auto c) {
+        const Tensor &x = *in[0];
+        bool reverse = isa<CumsumGradOp>(c.getOperation());
+        forEachLine(x.shape, c.getDim(), [&](int64_t base, int64_t stride, int64_t n) {
+          double sum = 0;
+          for (int64_t k = 0; k < n; ++k) {
+            int64_t p = base + (reverse ? n - 1 - k : k) * stride;
+            sum += x.data[p];
+            out[0].data[p] = sum;
+          }
         });
         return success();
       })

@@ -100,6 +100,20 @@ def Step_LogSoftmaxGradOp : Step_LineOp<"log_softmax_grad"> {
                        "functional-type(operands, results)";
 }
 
+def Step_CumsumGradOp : Step_LineOp<"cumsum_grad"> {
+  let summary = "gradient of cumsum: the reverse cumulative sum";
+  let description = [{
+    `dx_i = dy_i + ... + dy_{n-1}` along `dim`.
+
+    ```mlir
+    %dx = step.cumsum_grad %dy dim 1 : (tensor<8x128xf32>) -> tensor<8x128xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, I64Attr:$dim);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$grad `dim` $dim attr-dict `:` functional-type(operands, results)";
+}
+
 def Step_LayerNormGradOp : Step_InferredOp<"layer_norm_grad", [Step_NoProductFlops]> {
   let summary = "gradient of layer_norm";
   let description = [{

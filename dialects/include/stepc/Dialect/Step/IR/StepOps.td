@@ -646,6 +646,22 @@ def Step_LogSoftmaxOp : Step_LineOp<"log_softmax", [Step_Differentiable]> {
     "$input `dim` $dim attr-dict `:` functional-type(operands, results)";
 }
 
+def Step_CumsumOp : Step_LineOp<"cumsum", [Step_Differentiable]> {
+  let summary = "inclusive cumulative sum along one dimension";
+  let description = [{
+    `y_i = x_0 + ... + x_i` along `dim` (`torch.cumsum`): position ids from a
+    padding mask, discounted returns, running totals.
+
+    ```mlir
+    %y = step.cumsum %x dim 1 : (tensor<8x128xf32>) -> tensor<8x128xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat =
+    "$input `dim` $dim attr-dict `:` functional-type(operands, results)";
+}
+
 def Step_DropoutOp : Step_InferredOp<"dropout",
                                       [Step_Differentiable, AttrSizedOperandSegments,
                                        Step_NoProductFlops]> {
