@@ -51,9 +51,11 @@ private:
     // bf16 flows through GEMMs, attention, elementwise loops (fused or not:
     // loaded as float, stored rounded) and reshapes; the other library
     // kernels take f32.
+    // A bf16 kernel (packed attention) takes bf16 in all it computes.
+    auto call = op->getParentOfType<stepk::CallOp>();
     bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, stepk::GemmOp, AttentionOp,
                      AttentionGradOp, stepk::FusedOp, ReshapeOp>(op) ||
-                 isFusableElementwise(op);
+                 isFusableElementwise(op) || (call && call.getCallee().ends_with("_bf16"));
     for (Value v : values) {
       Type elem = typeOf(v).getElementType();
       if (elem.isF32() || elem.isInteger(32) || elem.isInteger(1) || (elem.isBF16() && mixed))

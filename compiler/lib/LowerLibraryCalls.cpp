@@ -326,6 +326,7 @@ struct StepLowerLibraryCallsPass
       foldIotas(step);
       if (target == "cpu") {
         lowerPackedAttention(step);
+        foldConversions(step);
         lowerFusedCrossEntropy(step);
       }
       SmallVector<std::pair<Operation *, LibraryCall>> calls;

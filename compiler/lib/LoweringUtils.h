@@ -61,6 +61,17 @@ void lowerPackedAttention(mlir::func::FuncOp step);
 /// as one kernel with both results (FusedCrossEntropy.cpp).
 void lowerFusedCrossEntropy(mlir::func::FuncOp step);
 
+/// On the CPU under bf16: a value rounded to bf16 once, not again where it
+/// is widened back or read through a reshape (FoldConversions.cpp).
+void foldConversions(mlir::func::FuncOp step);
+
+/// `type` with bf16 elements.
+inline mlir::RankedTensorType asBF16Type(mlir::Type type) {
+  auto ranked = mlir::cast<mlir::RankedTensorType>(type);
+  return mlir::RankedTensorType::get(ranked.getShape(),
+                                     mlir::BFloat16Type::get(type.getContext()));
+}
+
 /// The masked cross-entropy kernels' `ignore` scalar when nothing is
 /// ignored: a value no i32 target equals.
 constexpr int64_t kNoIgnoredTarget = -(int64_t{1} << 40);

@@ -17,6 +17,12 @@
 // rewritten only when the three slices tile the last dim, so every element
 // of its result is written.
 //
+// Under --precision=bf16 the mixed-precision pass rounds each slice
+// (convert(slice(x)) to bf16) and widens each gradient before its pad.
+// Rounding commutes with slicing and padding, so the three become slices of
+// one rounded x ("attention_packed_bf16" reads it in place) and the gradient
+// is packed in bf16 ("attention_grad_packed_bf16") and widened once.
+//
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
@@ -49,7 +55,8 @@ std::optional<PackedOperands> packedOperands(Value q, Value k, Value v) {
       return std::nullopt;
     auto source = cast<RankedTensorType>(slice.getInput().getType());
     ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
-    if (source.getRank() != 3 || !source.getElementType().isF32() || offsets[0] != 0 ||
+    if (source.getRank() != 3 ||
+        !(source.getElementType().isF32() || source.getElementType().isBF16()) || offsets[0] != 0 ||
         offsets[1] != 0 || sizes[0] != source.getDimSize(0) || sizes[1] != source.getDimSize(1))
       return std::nullopt;
     if (i && slice.getInput() != packed.source)
@@ -72,6 +79,77 @@ bool tilesLastDim(const PackedOperands &p) {
         return false;
   }
   return covered == width;
+}
+
+/// The kernel for `callee` on the packed source's element type.
+std::string packedCallee(StringRef callee, const PackedOperands &p) {
+  bool bf16 = cast<RankedTensorType>(p.source.getType()).getElementType().isBF16();
+  return (callee + (bf16 ? "_bf16" : "")).str();
+}
+
+/// Operands `indices` of `op` that are each convert(slice(x)) to bf16 of one
+/// f32 x become slices of one convert(x) (made once per x, in `rounded`,
+/// right after x). Left unchanged unless all three match.
+void roundBeforeSlicing(Operation *op, std::array<unsigned, 3> indices,
+                        DenseMap<Value, Value> &rounded, SmallVectorImpl<Operation *> &dead) {
+  std::array<ConvertOp, 3> converts;
+  std::array<SliceOp, 3> slices;
+  for (int i = 0; i < 3; ++i) {
+    converts[i] = op->getOperand(indices[i]).getDefiningOp<ConvertOp>();
+    if (!converts[i] || !converts[i].getType().getElementType().isBF16())
+      return;
+    slices[i] = converts[i].getInput().getDefiningOp<SliceOp>();
+    if (!slices[i] || !slices[i].getType().getElementType().isF32() ||
+        slices[i].getInput() != slices[0].getInput())
+      return;
+  }
+  Value source = slices[0].getInput();
+  Value &whole = rounded[source];
+  if (!whole) {
+    OpBuilder b(op->getContext());
+    if (Operation *def = source.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(source).getOwner());
+    auto convert = b.create<ConvertOp>(converts[0].getLoc(), asBF16Type(source.getType()), source);
+    copyPhase(converts[0], convert);
+    whole = convert;
+  }
+  OpBuilder b(op);
+  for (int i = 0; i < 3; ++i) {
+    auto slice = b.create<SliceOp>(slices[i].getLoc(), whole, slices[i].getOffsetsAttr(),
+                                   slices[i].getSizesAttr());
+    copyPhase(slices[i], slice);
+    op->setOperand(indices[i], slice);
+    dead.append({converts[i], slices[i]});
+  }
+}
+
+/// Slices of a rounded source that no packed kernel took (a gradient whose
+/// pads did not match) go back to rounding after slicing: the CPU's slice
+/// copies f32 only.
+void unroundLeftovers(const DenseMap<Value, Value> &rounded) {
+  for (auto [source, whole] : rounded)
+    for (Operation *user : llvm::make_early_inc_range(whole.getUsers())) {
+      auto slice = dyn_cast<SliceOp>(user);
+      if (!slice || isa<stepk::CallOp>(slice->getParentOp()))
+        continue;
+      if (slice->use_empty()) {
+        slice->erase();
+        continue;
+      }
+      OpBuilder b(slice);
+      auto f32 = b.create<SliceOp>(slice.getLoc(), source, slice.getOffsetsAttr(),
+                                   slice.getSizesAttr());
+      auto convert = b.create<ConvertOp>(slice.getLoc(), slice.getType(), f32);
+      copyPhase(slice, f32);
+      copyPhase(slice, convert);
+      slice.replaceAllUsesWith(convert.getResult());
+      slice->erase();
+    }
+  for (auto [source, whole] : rounded)
+    if (whole.use_empty())
+      whole.getDefiningOp()->erase();
 }
 
 /// The kernels' scalars: batch, length, heads, kv_heads, head_dim, causal,
@@ -111,7 +189,7 @@ void packForward(AttentionOp a) {
   if (!p)
     return;
   OpBuilder b(a);
-  stepk::CallOp call = packedCall(b, a.getLoc(), "attention_packed", p->source,
+  stepk::CallOp call = packedCall(b, a.getLoc(), packedCallee("attention_packed", *p), p->source,
                                   packedScalars(a, *p), *p, {a}, a->getResults());
   copyPhase(a, call);
   a->replaceAllUsesWith(call.getResults());
@@ -129,13 +207,25 @@ void packGradient(AttentionGradOp g) {
   std::optional<PackedOperands> p = packedOperands(g.getQuery(), g.getKey(), g.getValue());
   if (!p || !tilesLastDim(*p))
     return;
-  // Each gradient zero-padded back to the source's shape at its slice.
+  // Each gradient zero-padded back to the source's shape at its slice; in
+  // bf16, widened to f32 first.
   auto sourceType = cast<RankedTensorType>(p->source.getType());
+  bool bf16 = sourceType.getElementType().isBF16();
+  auto padded = bf16 ? RankedTensorType::get(sourceType.getShape(),
+                                             Builder(g.getContext()).getF32Type())
+                     : sourceType;
   std::array<PadOp, 3> pads;
+  std::array<ConvertOp, 3> widens;
   for (int i = 0; i < 3; ++i) {
     Value grad = g->getResult(i);
+    if (bf16) {
+      widens[i] = grad.hasOneUse() ? dyn_cast<ConvertOp>(*grad.getUsers().begin()) : nullptr;
+      if (!widens[i] || !widens[i].getType().getElementType().isF32())
+        return;
+      grad = widens[i];
+    }
     auto pad = grad.hasOneUse() ? dyn_cast<PadOp>(*grad.getUsers().begin()) : nullptr;
-    if (!pad || pad.getType() != sourceType || pad.getLow()[0] || pad.getLow()[1] ||
+    if (!pad || pad.getType() != padded || pad.getLow()[0] || pad.getLow()[1] ||
         pad.getLow()[2] != p->offsets[i])
       return;
     pads[i] = pad;
@@ -152,15 +242,44 @@ void packGradient(AttentionGradOp g) {
   AddOp first = adds[(last + 1) % 3], second = onlyAdd(first);
   if (!second || second != adds[last] || first == second)
     return;
-  OpBuilder b(g);
   SmallVector<Operation *> ops = {g, pads[0], pads[1], pads[2], first, second};
+  SmallVector<Operation *> erased(ops);
+  Value sum = second;
+  if (bf16) {
+    // The body pads and adds in bf16 (exact: the parts are disjoint), and
+    // the sum is widened after the call.
+    IRMapping map;
+    for (int i = 0; i < 3; ++i)
+      map.map(widens[i].getResult(), g->getResult(i));
+    OpBuilder b(second);
+    for (Operation *op : ArrayRef<Operation *>(ops).drop_front()) {
+      Operation *narrow = b.clone(*op, map);
+      narrow->getResult(0).setType(sourceType);
+      map.map(op->getResult(0), narrow->getResult(0));
+    }
+    for (int i = 1; i < 6; ++i)
+      ops[i] = map.lookup(ops[i]->getResult(0)).getDefiningOp();
+    sum = ops.back()->getResult(0);
+    erased.append(widens.begin(), widens.end());
+  }
+  OpBuilder b(g);
   // In body order: the adds after the pads they read.
-  stepk::CallOp call =
-      packedCall(b, g.getLoc(), "attention_grad_packed", {g.getGrad(), p->source},
-                 packedScalars(g, *p), *p, ops, second->getResults());
+  stepk::CallOp call = packedCall(b, g.getLoc(), packedCallee("attention_grad_packed", *p),
+                                  {g.getGrad(), p->source}, packedScalars(g, *p), *p, ops, sum);
   copyPhase(g, call);
-  second->replaceAllUsesWith(call.getResults());
-  for (Operation *op : llvm::reverse(ops))
+  Value result = call.getResult(0);
+  if (bf16) {
+    b.setInsertionPointAfter(call);
+    auto widen = b.create<ConvertOp>(g.getLoc(), padded, result);
+    copyPhase(second, widen);
+    result = widen;
+    for (Operation *op : llvm::reverse(ArrayRef<Operation *>(ops).drop_front()))
+      op->erase();
+  }
+  second->replaceAllUsesWith(ValueRange{result});
+  // Users before producers.
+  llvm::sort(erased, [](Operation *x, Operation *y) { return y->isBeforeInBlock(x); });
+  for (Operation *op : erased)
     op->erase();
 }
 
@@ -177,11 +296,24 @@ void stepc::lowerPackedAttention(func::FuncOp step) {
     if (auto a = dyn_cast<AttentionOp>(op))
       forwards.push_back(a);
   });
+  DenseMap<Value, Value> rounded;
+  SmallVector<Operation *> unrounded;
+  for (AttentionOp a : forwards)
+    roundBeforeSlicing(a, {0, 1, 2}, rounded, unrounded);
+  for (AttentionGradOp g : grads)
+    roundBeforeSlicing(g, {1, 2, 3}, rounded, unrounded);
+  // Users before producers; what still has a use stays.
+  llvm::sort(unrounded, [](Operation *x, Operation *y) { return y->isBeforeInBlock(x); });
+  unrounded.erase(std::unique(unrounded.begin(), unrounded.end()), unrounded.end());
+  for (Operation *op : unrounded)
+    if (op->use_empty())
+      op->erase();
   // Gradients first: they read the same slices as their forwards.
   for (AttentionGradOp g : grads)
     packGradient(g);
   for (AttentionOp a : forwards)
     packForward(a);
+  unroundLeftovers(rounded);
   // Slices nothing reads any more.
   SmallVector<SliceOp> dead;
   step.walk([&](SliceOp s) {

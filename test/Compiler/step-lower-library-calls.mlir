@@ -181,3 +181,98 @@ func.func @other_targets(%logits: tensor<2x4x16xf32>, %targets: tensor<2x4xi32>,
   %d = step.cross_entropy_grad %one, %logits, %others : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
   return %loss, %d : tensor<f32>, tensor<2x4x16xf32>
 }
+
+// -----
+
+// bf16 (step-mixed-precision rounds each slice and widens each gradient):
+// the slices become slices of one rounded [B, T, 3C] that
+// "attention_packed_bf16" reads in place; the gradient is packed in bf16
+// (its body pads and adds bf16) and widened once after the call.
+// CHECK-LABEL: func.func @packed_attention_bf16
+// CPU: %[[R:.*]] = step.convert %arg0 : tensor<2x8x24xf32> -> tensor<2x8x24xbf16>
+// CPU-NOT: step.slice
+// CPU: %[[O:.*]] = stepk.call "attention_packed_bf16"(%[[R]])
+// CPU: stepk.yield
+// CPU: %[[D:.*]] = stepk.call "attention_grad_packed_bf16"(%arg1, %[[R]])
+// CPU: step.attention_grad
+// CPU-COUNT-3: step.pad {{.*}} -> tensor<2x8x24xbf16>
+// CPU-COUNT-2: step.add {{.*}} : tensor<2x8x24xbf16>
+// CPU: stepk.yield
+// CPU-NEXT: }
+// CPU-NEXT: %[[W:.*]] = step.convert %[[D]] : tensor<2x8x24xbf16> -> tensor<2x8x24xf32>
+// CPU-NOT: step.pad
+// CPU: return %[[O]], %[[W]]
+// CUDA-COUNT-3: step.convert {{.*}} -> tensor<2x8x8xbf16>
+// CUDA-NOT: attention_packed
+func.func @packed_attention_bf16(%x: tensor<2x8x24xf32>, %do: tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x24xf32>) attributes {step.train_step} {
+  %q = step.slice %x offsets [0, 0, 0] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %k = step.slice %x offsets [0, 0, 8] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %v = step.slice %x offsets [0, 0, 16] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %q16 = step.convert %q : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %k16 = step.convert %k : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %v16 = step.convert %v : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %o = step.attention %q16, %k16, %v16 heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> tensor<2x8x8xbf16>
+  %dq, %dk, %dv = step.attention_grad %do, %q16, %k16, %v16 heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>)
+  %wq = step.convert %dq : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %wk = step.convert %dk : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %wv = step.convert %dv : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %pv = step.pad %wv low [0, 0, 16] high [0, 0, 0] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pk = step.pad %wk low [0, 0, 8] high [0, 0, 8] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %s = step.add %pv, %pk : tensor<2x8x24xf32>
+  %pq = step.pad %wq low [0, 0, 0] high [0, 0, 16] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %d = step.add %s, %pq : tensor<2x8x24xf32>
+  return %o, %d : tensor<2x8x8xbf16>, tensor<2x8x24xf32>
+}
+
+// -----
+
+// A bf16 gradient that cannot be packed (a pad away from its slice) reads
+// its operands as before: slices in f32, then rounded (the CPU slices f32
+// only); the forward is packed all the same.
+// CHECK-LABEL: func.func @unpacked_gradient_bf16
+// CPU: stepk.call "attention_packed_bf16"
+// CPU: %[[S:.*]] = step.slice %arg0 {{.*}} -> tensor<2x8x8xf32>
+// CPU-NEXT: step.convert %[[S]] : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+// CPU: step.attention_grad
+// CPU-NOT: attention_grad_packed
+func.func @unpacked_gradient_bf16(%x: tensor<2x8x24xf32>, %do: tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x24xf32>) attributes {step.train_step} {
+  %q = step.slice %x offsets [0, 0, 0] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %k = step.slice %x offsets [0, 0, 8] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %v = step.slice %x offsets [0, 0, 16] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %q16 = step.convert %q : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %k16 = step.convert %k : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %v16 = step.convert %v : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %o = step.attention %q16, %k16, %v16 heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> tensor<2x8x8xbf16>
+  %dq, %dk, %dv = step.attention_grad %do, %q16, %k16, %v16 heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>)
+  %wq = step.convert %dq : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %wk = step.convert %dk : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %wv = step.convert %dv : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %pv = step.pad %wv low [0, 0, 8] high [0, 0, 8] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pk = step.pad %wk low [0, 0, 16] high [0, 0, 0] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %s = step.add %pv, %pk : tensor<2x8x24xf32>
+  %pq = step.pad %wq low [0, 0, 0] high [0, 0, 16] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %d = step.add %s, %pq : tensor<2x8x24xf32>
+  return %o, %d : tensor<2x8x8xbf16>, tensor<2x8x24xf32>
+}
+
+// -----
+
+// bf16 values rounded once: a widened bf16 value rounded again (through a
+// reshape) is the bf16 value reshaped; a second rounding of x (through a
+// reshape) reuses the first.
+// CHECK-LABEL: func.func @conversions_once
+// CPU: %[[X16:.*]] = step.convert %arg0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CPU-NOT: step.convert
+// CPU: %[[A:.*]] = step.reshape %arg1 : tensor<4x8xbf16> -> tensor<32xbf16>
+// CPU: %[[B:.*]] = step.reshape %[[X16]] : tensor<4x8xbf16> -> tensor<32xbf16>
+// CPU: return %[[X16]], %[[A]], %[[B]]
+// CUDA-COUNT-4: step.convert
+func.func @conversions_once(%x: tensor<4x8xf32>, %y: tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<32xbf16>, tensor<32xbf16>) attributes {step.train_step} {
+  %x16 = step.convert %x : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %wy = step.convert %y : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %ry = step.reshape %wy : tensor<4x8xf32> -> tensor<32xf32>
+  %a = step.convert %ry : tensor<32xf32> -> tensor<32xbf16>
+  %rx = step.reshape %x : tensor<4x8xf32> -> tensor<32xf32>
+  %b = step.convert %rx : tensor<32xf32> -> tensor<32xbf16>
+  return %x16, %a, %b : tensor<4x8xbf16>, tensor<32xbf16>, tensor<32xbf16>
+}

@@ -164,59 +164,6 @@ extern "C" void stepc_cpu_attention_grad(const float* dout, const float* q, cons
            dq, dk, dv);
 }
 
-namespace {
-
-// The f32 copies of a bf16 call's operands and results: kept per thread and
-// grown, not allocated per call (fresh pages cost more than the attention).
-float* Scratch(int slot, int64_t n) {
-  thread_local std::vector<float> scratch[7];
-  if (static_cast<int64_t>(scratch[slot].size()) < n) scratch[slot].resize(n);
-  return scratch[slot].data();
-}
-
-float* Widen(int slot, const stepc_bf16* x, int64_t n) {
-  float* out = Scratch(slot, n);
-#pragma omp parallel for simd
-  for (int64_t i = 0; i < n; ++i) out[i] = stepc_bf16_to_f32(x[i]);
-  return out;
-}
-
-void Narrow(const float* x, int64_t n, stepc_bf16* out) {
-#pragma omp parallel for simd
-  for (int64_t i = 0; i < n; ++i) out[i] = stepc_f32_to_bf16(x[i]);
-}
-
-}  // namespace
-
-// bf16: the f32 kernels on widened copies (exact), the results rounded once.
-extern "C" void stepc_cpu_attention_bf16(const stepc_bf16* q, const stepc_bf16* k,
-                                         const stepc_bf16* v, int64_t batch, int64_t tq,
-                                         int64_t tk, int64_t heads, int64_t kv_heads,
-                                         int64_t head_dim, int causal, double scale,
-                                         stepc_bf16* out) {
-  const Shape s = Separate(batch, tq, tk, heads, kv_heads, head_dim, causal, scale);
-  const int64_t nq = batch * tq * s.ldq, nk = batch * tk * s.ldk, no = batch * tq * s.ldo;
-  float* of = Scratch(3, no);
-  Forward(s, Widen(0, q, nq), Widen(1, k, nk), Widen(2, v, nk), of);
-  Narrow(of, no, out);
-}
-
-extern "C" void stepc_cpu_attention_grad_bf16(const stepc_bf16* dout, const stepc_bf16* q,
-                                              const stepc_bf16* k, const stepc_bf16* v,
-                                              int64_t batch, int64_t tq, int64_t tk,
-                                              int64_t heads, int64_t kv_heads, int64_t head_dim,
-                                              int causal, double scale, stepc_bf16* dq,
-                                              stepc_bf16* dk, stepc_bf16* dv) {
-  const Shape s = Separate(batch, tq, tk, heads, kv_heads, head_dim, causal, scale);
-  const int64_t nq = batch * tq * s.ldq, nk = batch * tk * s.ldk, no = batch * tq * s.ldo;
-  float *dqf = Scratch(4, nq), *dkf = Scratch(5, nk), *dvf = Scratch(6, nk);
-  Backward(s, Widen(3, dout, no), Widen(0, q, nq), Widen(1, k, nk), Widen(2, v, nk), dqf, dkf,
-           dvf);
-  Narrow(dqf, nq, dq);
-  Narrow(dkf, nk, dk);
-  Narrow(dvf, nk, dv);
-}
-
 // Query, key and value read in place from their columns of one [B, T, width]
 // tensor (compiler/lib/PackedAttention.cpp).
 extern "C" void stepc_cpu_attention_packed(const float* qkv, int64_t batch, int64_t len,

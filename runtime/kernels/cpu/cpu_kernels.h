@@ -101,8 +101,11 @@ void stepc_cpu_attention_grad(const float *dout, const float *q, const float *k,
                               const float *v, int64_t batch, int64_t tq, int64_t tk,
                               int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
                               double scale, float *dq, float *dk, float *dv);
-/* bf16 operands and results, f32 math inside (the operands widened into a
- * per-call scratch, the results rounded to nearest even). */
+/* bf16 operands and results (oneDNN's bf16 matmuls: AMX where the CPU has
+ * it): f32 scores, softmax and accumulation; the probabilities and their
+ * gradient rounded to bf16 where they feed a product, as FlashAttention on a
+ * GPU; results rounded to nearest even. Without bf16 matmuls, the f32
+ * kernels on widened copies. */
 void stepc_cpu_attention_bf16(const stepc_bf16 *q, const stepc_bf16 *k, const stepc_bf16 *v,
                               int64_t batch, int64_t tq, int64_t tk, int64_t heads,
                               int64_t kv_heads, int64_t head_dim, int causal, double scale,
@@ -124,6 +127,16 @@ void stepc_cpu_attention_grad_packed(const float *dout, const float *qkv, int64_
                                      int64_t head_dim, int causal, double scale, int64_t width,
                                      int64_t q_offset, int64_t k_offset, int64_t v_offset,
                                      float *dqkv);
+void stepc_cpu_attention_packed_bf16(const stepc_bf16 *qkv, int64_t batch, int64_t len,
+                                     int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                     int causal, double scale, int64_t width, int64_t q_offset,
+                                     int64_t k_offset, int64_t v_offset, stepc_bf16 *out);
+void stepc_cpu_attention_grad_packed_bf16(const stepc_bf16 *dout, const stepc_bf16 *qkv,
+                                          int64_t batch, int64_t len, int64_t heads,
+                                          int64_t kv_heads, int64_t head_dim, int causal,
+                                          double scale, int64_t width, int64_t q_offset,
+                                          int64_t k_offset, int64_t v_offset,
+                                          stepc_bf16 *dqkv);
 void stepc_cpu_rotary(const float *x, int64_t batch, int64_t len, int64_t width,
                       int64_t head_dim, double theta, int inverse, float *y);
 

@@ -1,0 +1,112 @@
+// The bf16 attention kernels (oneDNN batched matmuls, P and dS rounded to
+// bf16) against the f32 kernels on the same bf16 values: relative RMS error
+// at the level of bf16 rounding, for causal and full attention, grouped-query
+// heads, and lengths that are not a multiple of the query block; the packed
+// entry points equal the separate ones.
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/kernels/cpu/cpu_kernels.h"
+
+namespace {
+
+struct Case {
+  int64_t batch, tq, tk, heads, kv_heads, hd;
+  int causal;
+};
+
+std::vector<stepc_bf16> Random(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<stepc_bf16> x(n);
+  for (stepc_bf16& e : x) e = stepc_f32_to_bf16(normal(rng));
+  return x;
+}
+
+std::vector<float> Widened(const std::vector<stepc_bf16>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = stepc_bf16_to_f32(x[i]);
+  return y;
+}
+
+double RelativeRms(const std::vector<stepc_bf16>& got, const std::vector<float>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    double d = stepc_bf16_to_f32(got[i]) - want[i];
+    err += d * d;
+    norm += double{want[i]} * want[i];
+  }
+  return std::sqrt(err / norm);
+}
+
+class AttentionBf16 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionBf16, MatchesF32OnTheSameValues) {
+  const Case c = GetParam();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.hd));
+  std::mt19937 rng(7);
+  const int64_t nq = c.batch * c.tq * c.heads * c.hd, nk = c.batch * c.tk * c.kv_heads * c.hd;
+  auto q = Random(nq, rng), k = Random(nk, rng), v = Random(nk, rng), dout = Random(nq, rng);
+  std::vector<float> out(nq), dq(nq), dk(nk), dv(nk);
+  stepc_cpu_attention(Widened(q).data(), Widened(k).data(), Widened(v).data(), c.batch, c.tq,
+                      c.tk, c.heads, c.kv_heads, c.hd, c.causal, scale, out.data());
+  stepc_cpu_attention_grad(Widened(dout).data(), Widened(q).data(), Widened(k).data(),
+                           Widened(v).data(), c.batch, c.tq, c.tk, c.heads, c.kv_heads, c.hd,
+                           c.causal, scale, dq.data(), dk.data(), dv.data());
+  std::vector<stepc_bf16> out16(nq), dq16(nq), dk16(nk), dv16(nk);
+  stepc_cpu_attention_bf16(q.data(), k.data(), v.data(), c.batch, c.tq, c.tk, c.heads,
+                           c.kv_heads, c.hd, c.causal, scale, out16.data());
+  stepc_cpu_attention_grad_bf16(dout.data(), q.data(), k.data(), v.data(), c.batch, c.tq, c.tk,
+                                c.heads, c.kv_heads, c.hd, c.causal, scale, dq16.data(),
+                                dk16.data(), dv16.data());
+  // One bf16 rounding of the result is 2^-9 relative at most (~1.6e-3 RMS);
+  // the rounded P and dS add about as much again.
+  EXPECT_LT(RelativeRms(out16, out), 5e-3);
+  EXPECT_LT(RelativeRms(dq16, dq), 5e-3);
+  EXPECT_LT(RelativeRms(dk16, dk), 5e-3);
+  EXPECT_LT(RelativeRms(dv16, dv), 5e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBf16,
+                         ::testing::Values(Case{4, 128, 128, 4, 4, 32, 1},  // gpt-capstone's
+                                           Case{2, 256, 256, 6, 2, 64, 1},  // grouped queries
+                                           Case{1, 300, 300, 2, 1, 16, 1},  // 3 query blocks
+                                           Case{3, 100, 70, 6, 2, 16, 0}));  // cross, full
+
+// Q, K and V as columns of one [B, T, 3C] tensor: the same results as
+// separate operands, and the gradient fills all of [B, T, 3C].
+TEST(AttentionBf16Packed, EqualsSeparateOperands) {
+  const int64_t batch = 2, len = 192, heads = 4, hd = 32, c = heads * hd, width = 3 * c;
+  std::mt19937 rng(11);
+  auto qkv = Random(batch * len * width, rng), dout = Random(batch * len * c, rng);
+  std::vector<stepc_bf16> q(batch * len * c), k(q.size()), v(q.size());
+  for (int64_t r = 0; r < batch * len; ++r)
+    for (int64_t j = 0; j < c; ++j) {
+      q[r * c + j] = qkv[r * width + j];
+      k[r * c + j] = qkv[r * width + c + j];
+      v[r * c + j] = qkv[r * width + 2 * c + j];
+    }
+  std::vector<stepc_bf16> out(q.size()), dq(q.size()), dk(q.size()), dv(q.size());
+  stepc_cpu_attention_bf16(q.data(), k.data(), v.data(), batch, len, len, heads, heads, hd, 1,
+                           0.2, out.data());
+  stepc_cpu_attention_grad_bf16(dout.data(), q.data(), k.data(), v.data(), batch, len, len,
+                                heads, heads, hd, 1, 0.2, dq.data(), dk.data(), dv.data());
+  std::vector<stepc_bf16> packed_out(q.size()), dqkv(qkv.size(), 0x7fc0);  // NaN: unwritten
+  stepc_cpu_attention_packed_bf16(qkv.data(), batch, len, heads, heads, hd, 1, 0.2, width, 0, c,
+                                  2 * c, packed_out.data());
+  stepc_cpu_attention_grad_packed_bf16(dout.data(), qkv.data(), batch, len, heads, heads, hd, 1,
+                                       0.2, width, 0, c, 2 * c, dqkv.data());
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_EQ(packed_out[i], out[i]) << "out element " << i;
+  for (int64_t r = 0; r < batch * len; ++r)
+    for (int64_t j = 0; j < c; ++j) {
+      ASSERT_EQ(dqkv[r * width + j], dq[r * c + j]) << "dq row " << r;
+      ASSERT_EQ(dqkv[r * width + c + j], dk[r * c + j]) << "dk row " << r;
+      ASSERT_EQ(dqkv[r * width + 2 * c + j], dv[r * c + j]) << "dv row " << r;
+    }
+}
+
+}  // namespace

@@ -1,0 +1,88 @@
+#include "runtime/kernels/cpu/onednn_matmul.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include <dnnl.hpp>
+
+namespace stepc::onednn {
+namespace {
+
+using Key = std::tuple<std::vector<int64_t>, bool>;
+
+struct Primitive {
+  dnnl::memory::desc a, b, c;
+  std::unique_ptr<dnnl::matmul> matmul;  // null: none on this CPU
+};
+
+dnnl::engine& Engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::memory::desc Desc(const Operand& x) {
+  return dnnl::memory::desc(x.dims, x.type == Type::kBf16 ? dnnl::memory::data_type::bf16
+                                                          : dnnl::memory::data_type::f32,
+                            x.strides);
+}
+
+void Append(std::vector<int64_t>& key, const Operand& x) {
+  key.push_back(static_cast<int64_t>(x.type));
+  key.push_back(static_cast<int64_t>(x.dims.size()));
+  key.insert(key.end(), x.dims.begin(), x.dims.end());
+  key.insert(key.end(), x.strides.begin(), x.strides.end());
+}
+
+const Primitive& PrimitiveFor(const Operand& a, const Operand& b, const Operand& c,
+                              bool accumulate) {
+  static std::mutex mutex;
+  static std::map<Key, Primitive> cache;
+  std::vector<int64_t> layout;
+  Append(layout, a);
+  Append(layout, b);
+  Append(layout, c);
+  Key key{std::move(layout), accumulate};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Primitive p{Desc(a), Desc(b), Desc(c), nullptr};
+  try {
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    p.matmul = std::make_unique<dnnl::matmul>(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.c), attr, Engine()));
+  } catch (const dnnl::error&) {
+    p.matmul.reset();
+  }
+  return cache.emplace(std::move(key), std::move(p)).first->second;
+}
+
+}  // namespace
+
+bool Matmul(const Operand& a, const void* a_data, const Operand& b, const void* b_data,
+            const Operand& c, void* c_data, bool accumulate) {
+  const Primitive& p = PrimitiveFor(a, b, c, accumulate);
+  if (!p.matmul) return false;
+  dnnl::stream stream(Engine());
+  dnnl::memory am(p.a, Engine(), const_cast<void*>(a_data));
+  dnnl::memory bm(p.b, Engine(), const_cast<void*>(b_data));
+  dnnl::memory cm(p.c, Engine(), c_data);
+  p.matmul->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
+  return true;
+}
+
+Operand Matrices(int64_t batch, int64_t rows, int64_t cols, bool transposed, Type type) {
+  return {{batch, rows, cols},
+          transposed ? std::vector<int64_t>{rows * cols, 1, rows}
+                     : std::vector<int64_t>{rows * cols, cols, 1},
+          type};
+}
+
+}  // namespace stepc::onednn

@@ -1,0 +1,35 @@
+// Batched matmuls on strided operands through oneDNN (AMX tiles, AVX512-BF16
+// dot products or f32, whichever the CPU has, chosen by oneDNN at run time).
+// The bf16 GEMMs and bf16 attention call it; dnnl.hpp stays out of their
+// headers.
+#ifndef STEPC_RUNTIME_KERNELS_CPU_ONEDNN_MATMUL_H_
+#define STEPC_RUNTIME_KERNELS_CPU_ONEDNN_MATMUL_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace stepc::onednn {
+
+enum class Type { kBf16, kF32 };
+
+// A strided tensor: element [i0, .., in] at sum(i_d * strides[d]). The last
+// two dims are the matrix; the rest are batch dims (a dim of 1 in the
+// weights broadcasts over the source's).
+struct Operand {
+  std::vector<int64_t> dims, strides;
+  Type type;
+};
+
+// c (+)= a @ b. Returns false, computing nothing, where oneDNN has no matmul
+// for these operands on this CPU (the caller falls back). Each layout's
+// primitive is made once and kept (making one costs milliseconds; a step
+// calls the same layouts every time).
+bool Matmul(const Operand& a, const void* a_data, const Operand& b, const void* b_data,
+            const Operand& c, void* c_data, bool accumulate);
+
+// Row-major [batch, rows, cols], or stored transposed ([batch, cols, rows]).
+Operand Matrices(int64_t batch, int64_t rows, int64_t cols, bool transposed, Type type);
+
+}  // namespace stepc::onednn
+
+#endif  // STEPC_RUNTIME_KERNELS_CPU_ONEDNN_MATMUL_H_
