@@ -17,14 +17,17 @@
 // its reference code, ~400x slower). dK and dV sum over the group and the
 // query blocks in f32 and are rounded once at the end.
 //
-// Where oneDNN has no bf16 matmul for this CPU, the f32 kernels run on
-// widened copies (exact products, the results rounded once).
+// Where the CPU has AMX, attention_amx.cc's tile kernels run instead (the
+// same numerics, each head's work in one core's cache); where oneDNN has no
+// bf16 matmul for this CPU, the f32 kernels run on widened copies (exact
+// products, the results rounded once).
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "runtime/kernels/cpu/attention_bf16.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/kernels/cpu/onednn_matmul.h"
 
@@ -39,15 +42,7 @@ constexpr int64_t kScoreBudget = int64_t{16} << 20;
 // Query rows per block: a causal block skips the keys after its last row.
 constexpr int64_t kQueryBlock = 128;
 
-struct Attention {
-  int64_t batch, tq, tk, heads, kv_heads, hd;
-  bool causal;
-  float scale;
-  // Row strides of Q and dQ, of K, V, dK and dV, and of O and dO: H·Dh and
-  // Hkv·Dh, or a packed [B, T, width] source's width for Q, K and V.
-  int64_t ldq, ldk, ldo;
-  int64_t group() const { return heads / kv_heads; }
-};
+using Attention = stepc::cpu::Bf16Attention;
 
 // Batch entries [b0, b0 + nb), query rows [t0, t1), keys [0, kend).
 struct Chunk {
@@ -190,6 +185,10 @@ bool Probabilities(const Attention& a, const Chunk& c, const stepc_bf16* qg,
 // O = P V per chunk. False where oneDNN has no bf16 matmul (nothing written).
 bool Forward(const Attention& a, const stepc_bf16* q, const stepc_bf16* k, const stepc_bf16* v,
              stepc_bf16* out) {
+  if (stepc::cpu::AmxAttentionUsable()) {
+    stepc::cpu::AmxAttentionForward(a, q, k, v, out);
+    return true;
+  }
   for (const Chunk& c : Chunks(a)) {
     const int64_t n = c.nb * a.heads * c.rows() * c.kend;
     const int64_t gathered = c.nb * a.heads * c.rows() * a.hd;
@@ -224,6 +223,10 @@ void NarrowRows(const float* x, int64_t rows, int64_t width, stepc_bf16* out, in
 bool Backward(const Attention& a, const stepc_bf16* dout, const stepc_bf16* q,
               const stepc_bf16* k, const stepc_bf16* v, stepc_bf16* dq, stepc_bf16* dk,
               stepc_bf16* dv) {
+  if (stepc::cpu::AmxAttentionUsable()) {
+    stepc::cpu::AmxAttentionBackward(a, dout, q, k, v, dq, dk, dv);
+    return true;
+  }
   const int64_t width = a.kv_heads * a.hd, key_values = a.batch * a.tk * width;
   float* dkf = Scratch<float>(2, key_values);
   float* dvf = Scratch<float>(3, key_values);

@@ -1,11 +1,14 @@
-// The bf16 attention kernels (oneDNN batched matmuls, P and dS rounded to
-// bf16) against the f32 kernels on the same bf16 values: relative RMS error
-// at the level of bf16 rounding, for causal and full attention, grouped-query
-// heads, and lengths that are not a multiple of the query block; the packed
-// entry points equal the separate ones.
+// The bf16 attention kernels (AMX tiles where the CPU has them, else oneDNN
+// batched matmuls; P and dS rounded to bf16) against the f32 kernels on the
+// same bf16 values: relative RMS error at the level of bf16 rounding, for
+// causal and full attention, grouped-query heads, and lengths that are not a
+// multiple of the query blocks; both paths (STEPC_ATTENTION=onednn forces
+// the second); the packed entry points equal the separate ones.
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -17,6 +20,14 @@ namespace {
 struct Case {
   int64_t batch, tq, tk, heads, kv_heads, hd;
   int causal;
+  const char* path;  // STEPC_ATTENTION: "" (AMX where the CPU has it) or "onednn"
+};
+
+// Sets STEPC_ATTENTION for one test.
+class AttentionPath {
+ public:
+  explicit AttentionPath(const char* path) { setenv("STEPC_ATTENTION", path, 1); }
+  ~AttentionPath() { unsetenv("STEPC_ATTENTION"); }
 };
 
 std::vector<stepc_bf16> Random(int64_t n, std::mt19937& rng) {
@@ -46,6 +57,7 @@ class AttentionBf16 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionBf16, MatchesF32OnTheSameValues) {
   const Case c = GetParam();
+  AttentionPath path(c.path);
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.hd));
   std::mt19937 rng(7);
   const int64_t nq = c.batch * c.tq * c.heads * c.hd, nk = c.batch * c.tk * c.kv_heads * c.hd;
@@ -70,15 +82,24 @@ TEST_P(AttentionBf16, MatchesF32OnTheSameValues) {
   EXPECT_LT(RelativeRms(dv16, dv), 5e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBf16,
-                         ::testing::Values(Case{4, 128, 128, 4, 4, 32, 1},  // gpt-capstone's
-                                           Case{2, 256, 256, 6, 2, 64, 1},  // grouped queries
-                                           Case{1, 300, 300, 2, 1, 16, 1},  // 3 query blocks
-                                           Case{3, 100, 70, 6, 2, 16, 0}));  // cross, full
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionBf16,
+    ::testing::Values(Case{4, 128, 128, 4, 4, 32, 1, ""},        // gpt-capstone's
+                      Case{2, 256, 256, 6, 2, 64, 1, ""},        // grouped queries
+                      Case{1, 300, 300, 2, 1, 16, 1, ""},        // 3 and 5 query blocks
+                      Case{3, 100, 70, 6, 2, 16, 0, ""},         // cross, full
+                      Case{2, 72, 72, 3, 3, 96, 1, ""},          // head dim 96
+                      Case{4, 128, 128, 4, 4, 32, 1, "onednn"},  // and the same on oneDNN
+                      Case{2, 256, 256, 6, 2, 64, 1, "onednn"},
+                      Case{1, 300, 300, 2, 1, 16, 1, "onednn"},
+                      Case{3, 100, 70, 6, 2, 16, 0, "onednn"}));
 
 // Q, K and V as columns of one [B, T, 3C] tensor: the same results as
 // separate operands, and the gradient fills all of [B, T, 3C].
-TEST(AttentionBf16Packed, EqualsSeparateOperands) {
+class AttentionBf16Packed : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AttentionBf16Packed, EqualsSeparateOperands) {
+  AttentionPath path(GetParam());
   const int64_t batch = 2, len = 192, heads = 4, hd = 32, c = heads * hd, width = 3 * c;
   std::mt19937 rng(11);
   auto qkv = Random(batch * len * width, rng), dout = Random(batch * len * c, rng);
@@ -108,5 +129,7 @@ TEST(AttentionBf16Packed, EqualsSeparateOperands) {
       ASSERT_EQ(dqkv[r * width + 2 * c + j], dv[r * c + j]) << "dv row " << r;
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, AttentionBf16Packed, ::testing::Values("", "onednn"));
 
 }  // namespace

@@ -1,0 +1,418 @@
+// bf16 attention on AMX tiles. oneDNN's batched matmuls (attention_bf16.cc)
+// run each product over all heads at once, so the f32 scores of a chunk
+// leave the cores' caches between the product, the softmax and the next
+// product, and a call per head costs microseconds of oneDNN overhead: a
+// 128 x 128 x 32 product is ~1.7 us of work. Here one thread takes one
+// (batch entry, KV head) at a time, its heads and blocks of query rows in
+// turn, and every product is a loop over 16 x 16 tiles (tdpbf16ps: f32
+// accumulation of bf16 pairs) on operands it packed itself, all of it in
+// that core's L1/L2. Masked (causal) tiles are skipped.
+//
+// Layouts: an A operand is bf16 rows (K contiguous, padded to 32); a B
+// operand is "pair-interleaved" (VNNI): element (k, n) at
+// [(k / 2) * ldb + n] * 2 + k % 2, as a tile row holds 16 columns of 2
+// consecutive k. Padding is zero, so padded rows and columns add nothing.
+
+#include "runtime/kernels/cpu/attention_bf16.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace stepc::cpu {
+
+#if defined(__x86_64__)
+
+namespace {
+
+using bf16 = stepc_bf16;
+
+// Query rows per block (a multiple of 32: the block is the K dimension of
+// the dK and dV products).
+constexpr int64_t kQueryBlock = 64;
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// The tile instructions as inline assembly with their memory effects
+// stated: GCC 12's intrinsics tell the compiler that ldtilecfg reads 8 bytes
+// of the 64-byte configuration (so the stores of the rest are dropped) and
+// that tile loads and stores touch no memory.
+#define STEPC_TILE_LOAD(t, base, stride) \
+  asm volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"(base), "r"((long)(stride)) : "memory")
+#define STEPC_TILE_STORE(t, base, stride) \
+  asm volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"(base), "r"((long)(stride)) : "memory")
+#define STEPC_TILE_ZERO(t) asm volatile("tilezero %%tmm" #t ::)
+// tmm[c] += tmm[a] · tmm[b] over bf16 pairs, accumulated in f32.
+#define STEPC_TILE_DPBF16PS(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+// Tile 0 the accumulator, 1 the A operand, 2 the B operand: 16 rows of 64
+// bytes each (16 f32, or 32 bf16 = 16 pairs).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void ConfigureTiles() {
+  TileConfig config;
+  for (int t = 0; t < 3; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = 16;
+  }
+  asm volatile("ldtilecfg %0" ::"m"(config) : "memory");
+}
+
+void ReleaseTiles() { asm volatile("tilerelease" ::: "memory"); }
+
+// C = (or +=) A B for M rows (a multiple of 16). Row tile i (rows i..i+15)
+// takes columns [0, cols(i)) (multiples of 16), and its tile at column j the
+// K range krange(i, j) (multiples of 32): what a causal mask leaves of the
+// product.
+template <typename Cols, typename KRange>
+void TileMatmul(const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float* c,
+                          int64_t ldc, int64_t m, Cols cols, KRange krange, bool accumulate) {
+  for (int64_t i = 0; i < m; i += 16) {
+    const int64_t n = cols(i);
+    for (int64_t j = 0; j < n; j += 16) {
+      const auto [k0, k1] = krange(i, j);
+      if (accumulate)
+        STEPC_TILE_LOAD(0, c + i * ldc + j, ldc * 4);
+      else
+        STEPC_TILE_ZERO(0);
+      for (int64_t kk = k0; kk < k1; kk += 32) {
+        STEPC_TILE_LOAD(1, a + i * lda + kk, lda * 2);
+        STEPC_TILE_LOAD(2, b + ((kk / 2) * ldb + j) * 2, ldb * 4);
+        STEPC_TILE_DPBF16PS(0, 1, 2);
+      }
+      STEPC_TILE_STORE(0, c + i * ldc + j, ldc * 4);
+    }
+  }
+}
+
+// `rows` rows of `width` bf16 from x (row stride ld) as an A operand: rp x wp,
+// zero padded.
+void PackRows(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp, int64_t wp,
+              bf16* out) {
+  for (int64_t r = 0; r < rp; ++r) {
+    bf16* row = out + r * wp;
+    int64_t copied = r < rows ? width : 0;
+    if (copied) std::memcpy(row, x + r * ld, width * sizeof(bf16));
+    std::memset(row + copied, 0, (wp - copied) * sizeof(bf16));
+  }
+}
+
+// The rows transposed (wp x rp, zero padded): an A operand whose K
+// dimension is x's rows.
+void PackColumns(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp,
+                 int64_t wp, bf16* out) {
+  std::memset(out, 0, wp * rp * sizeof(bf16));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < width; ++d) out[d * rp + r] = x[r * ld + d];
+}
+
+// Two bf16 as the 32-bit pair a B tile row holds: `low` at the lower address.
+inline uint32_t Pair(bf16 low, bf16 high) { return low | static_cast<uint32_t>(high) << 16; }
+
+// `rows` rows (stride ld) as a B operand with k = row, n = column: rows 2i
+// and 2i + 1 interleaved into pair row i (rp/2 x wp pairs, zero padded).
+void PackPairsOfRows(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp,
+                     int64_t wp, bf16* out) {
+  uint32_t* pairs = reinterpret_cast<uint32_t*>(out);
+  for (int64_t i = 0; i < rp / 2; ++i) {
+    uint32_t* row = pairs + i * wp;
+    const int64_t r = 2 * i;
+    const int64_t n = r < rows ? width : 0;
+    if (r + 1 < rows) {
+      const bf16 *low = x + r * ld, *high = low + ld;
+#pragma omp simd
+      for (int64_t d = 0; d < n; ++d) row[d] = Pair(low[d], high[d]);
+    } else {
+      const bf16* low = x + r * ld;
+#pragma omp simd
+      for (int64_t d = 0; d < n; ++d) row[d] = Pair(low[d], 0);
+    }
+    std::memset(row + n, 0, (wp - n) * sizeof(uint32_t));
+  }
+}
+
+// The rows transposed as a B operand with k = column, n = row: a row's
+// columns 2i and 2i + 1 are already a pair; pair row i holds them for every
+// row (wp/2 x rp pairs, zero padded).
+void PackPairsOfColumns(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp,
+                        int64_t wp, bf16* out) {
+  uint32_t* pairs = reinterpret_cast<uint32_t*>(out);
+  std::memset(pairs, 0, wp / 2 * rp * sizeof(uint32_t));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < width / 2; ++i)
+      pairs[i * rp + r] = Pair(x[r * ld + 2 * i], x[r * ld + 2 * i + 1]);
+}
+
+template <typename T>
+T* Grown(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+  return v.data();
+}
+
+// One thread's buffers, kept across calls.
+struct Workspace {
+  std::vector<bf16> kt, kb, vt, vb, qa, doa, qt, dot, pb, dsb, pp, dsp;
+  std::vector<float> s, dp, o, dkt, dvt;
+};
+
+Workspace& ThreadWorkspace() {
+  thread_local Workspace w;
+  return w;
+}
+
+// One block of query rows [t0, t0 + rows) of one head: its sizes and masks.
+struct Block {
+  const Bf16Attention& a;
+  int64_t t0, rows, rp, kend, kp, dp;
+  Block(const Bf16Attention& a, int64_t t0, int64_t dp)
+      : a(a), t0(t0), rows(std::min(kQueryBlock, a.tq - t0)), rp(RoundUp(rows, 32)),
+        kend(a.causal ? std::min(t0 + rows, a.tk) : a.tk), kp(RoundUp(kend, 32)), dp(dp) {}
+  // Keys row r sees.
+  int64_t Visible(int64_t r) const { return a.causal ? std::min(t0 + r + 1, a.tk) : a.tk; }
+  // Score columns row tile i needs (the last visible key, rounded to 16).
+  int64_t ScoreColumns(int64_t i) const {
+    return a.causal ? std::min(kp, RoundUp(t0 + i + 16, 16)) : kp;
+  }
+  // Keys row tile i multiplies by (rounded to 32).
+  std::pair<int64_t, int64_t> KeyRange(int64_t i) const {
+    return {0, a.causal ? std::min(kp, RoundUp(t0 + i + 16, 32)) : kp};
+  }
+  // Query rows the keys j..j+15 get gradient from: those that see them.
+  std::pair<int64_t, int64_t> QueryRange(int64_t j) const {
+    return {a.causal ? std::clamp<int64_t>((j - t0) / 32 * 32, 0, rp) : 0, rp};
+  }
+};
+
+// S = Q Kᵀ of the block, then P = softmax(scale·S) over each row's visible
+// keys: f32 in s (if keep_f32) and rounded in pb, zero beyond.
+void Probabilities(const Block& blk, const bf16* qa, const bf16* kt, float* s,
+                             bf16* pb, bool keep_f32) {
+  const int64_t kp = blk.kp;
+  TileMatmul(
+      qa, blk.dp, kt, RoundUp(blk.a.tk, 32), s, kp, blk.rp,
+      [&](int64_t i) { return blk.ScoreColumns(i); },
+      [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, blk.dp}; }, false);
+  for (int64_t r = 0; r < blk.rp; ++r) {
+    float* row = s + r * kp;
+    bf16* out = pb + r * kp;
+    const int64_t n = r < blk.rows ? blk.Visible(r) : 0;
+    float max = -INFINITY;
+#pragma omp simd reduction(max : max)
+    for (int64_t j = 0; j < n; ++j) max = row[j] > max ? row[j] : max;
+    const float shift = max * blk.a.scale;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = expf(row[j] * blk.a.scale - shift);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    if (keep_f32) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        row[j] *= inv;
+        out[j] = stepc_f32_to_bf16(row[j]);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(row[j] * inv);
+    }
+    std::memset(out + n, 0, (kp - n) * sizeof(bf16));
+  }
+}
+
+// Rows [0, rows) of an f32 [rp, dp] result rounded into x's head columns.
+void StoreRows(const float* c, int64_t dp, int64_t rows, int64_t hd, bf16* x, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r)
+#pragma omp simd
+    for (int64_t d = 0; d < hd; ++d) x[r * ld + d] = stepc_f32_to_bf16(c[r * dp + d]);
+}
+
+// An f32 [dp, cols] result transposed into x's head columns: rows [0, rows)
+// of x from its columns.
+void StoreColumns(const float* c, int64_t cols, int64_t rows, int64_t hd, bf16* x, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t d = 0; d < hd; ++d) x[r * ld + d] = stepc_f32_to_bf16(c[d * cols + r]);
+}
+
+// Pairs of rows of a bf16 [rp, cols] matrix interleaved: a B operand with
+// k = row.
+void PairRows(const bf16* in, int64_t rp, int64_t cols, bf16* out) {
+  uint32_t* pairs = reinterpret_cast<uint32_t*>(out);
+  for (int64_t i = 0; i < rp / 2; ++i) {
+    const bf16 *low = in + 2 * i * cols, *high = low + cols;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) pairs[i * cols + j] = Pair(low[j], high[j]);
+  }
+}
+
+void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* q,
+                            const bf16* k, const bf16* v, bf16* out, Workspace& w) {
+  const int64_t dp = RoundUp(a.hd, 32), tkp = RoundUp(a.tk, 32);
+  const bf16* kh = k + b * a.tk * a.ldk + kvh * a.hd;
+  const bf16* vh = v + b * a.tk * a.ldk + kvh * a.hd;
+  bf16* kt = Grown(w.kt, dp * tkp);
+  bf16* vb = Grown(w.vb, tkp * dp);
+  PackPairsOfColumns(kh, a.ldk, a.tk, a.hd, tkp, dp, kt);  // Kᵀ: k = dim, n = key
+  PackPairsOfRows(vh, a.ldk, a.tk, a.hd, tkp, dp, vb);     // V: k = key, n = dim
+  for (int64_t h = kvh * a.group(); h < (kvh + 1) * a.group(); ++h)
+    for (int64_t t0 = 0; t0 < a.tq; t0 += kQueryBlock) {
+      const Block blk(a, t0, dp);
+      bf16* qa = Grown(w.qa, blk.rp * dp);
+      float* s = Grown(w.s, blk.rp * blk.kp);
+      bf16* pb = Grown(w.pb, blk.rp * blk.kp);
+      float* o = Grown(w.o, blk.rp * dp);
+      PackRows(q + (b * a.tq + t0) * a.ldq + h * a.hd, a.ldq, blk.rows, a.hd, blk.rp, dp, qa);
+      Probabilities(blk, qa, kt, s, pb, /*keep_f32=*/false);
+      TileMatmul(
+          pb, blk.kp, vb, dp, o, dp, blk.rp, [&](int64_t) { return dp; },
+          [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
+      StoreRows(o, dp, blk.rows, a.hd, out + (b * a.tq + t0) * a.ldo + h * a.hd, a.ldo);
+    }
+}
+
+// dP = dO Vᵀ; dS = scale·P∘(dP − rowsum(P∘dP)); dQ = dS K; and, summed
+// over the group's heads in f32 and kept transposed (their products then
+// take P and dS as pairs of rows, not transposed): dKᵀ += Qᵀ dS,
+// dVᵀ += dOᵀ P.
+void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* dout,
+                             const bf16* q, const bf16* k, const bf16* v, bf16* dq, bf16* dk,
+                             bf16* dv, Workspace& w) {
+  const int64_t dp = RoundUp(a.hd, 32), tkp = RoundUp(a.tk, 32);
+  const bf16* kh = k + b * a.tk * a.ldk + kvh * a.hd;
+  const bf16* vh = v + b * a.tk * a.ldk + kvh * a.hd;
+  bf16* kt = Grown(w.kt, dp * tkp);
+  bf16* kb = Grown(w.kb, tkp * dp);
+  bf16* vt = Grown(w.vt, dp * tkp);
+  PackPairsOfColumns(kh, a.ldk, a.tk, a.hd, tkp, dp, kt);  // Kᵀ for S
+  PackPairsOfRows(kh, a.ldk, a.tk, a.hd, tkp, dp, kb);     // K for dQ
+  PackPairsOfColumns(vh, a.ldk, a.tk, a.hd, tkp, dp, vt);  // Vᵀ for dP
+  float* dkt = Grown(w.dkt, dp * tkp);
+  float* dvt = Grown(w.dvt, dp * tkp);
+  std::memset(dkt, 0, dp * tkp * sizeof(float));
+  std::memset(dvt, 0, dp * tkp * sizeof(float));
+  for (int64_t h = kvh * a.group(); h < (kvh + 1) * a.group(); ++h)
+    for (int64_t t0 = 0; t0 < a.tq; t0 += kQueryBlock) {
+      const Block blk(a, t0, dp);
+      const int64_t rp = blk.rp, kp = blk.kp;
+      const bf16* qh = q + (b * a.tq + t0) * a.ldq + h * a.hd;
+      const bf16* doh = dout + (b * a.tq + t0) * a.ldo + h * a.hd;
+      bf16* qa = Grown(w.qa, rp * dp);
+      bf16* doa = Grown(w.doa, rp * dp);
+      bf16* qt = Grown(w.qt, dp * rp);
+      bf16* dot = Grown(w.dot, dp * rp);
+      float* p = Grown(w.s, rp * kp);
+      float* dpf = Grown(w.dp, rp * kp);
+      bf16* pb = Grown(w.pb, rp * kp);
+      bf16* dsb = Grown(w.dsb, rp * kp);
+      bf16* pp = Grown(w.pp, rp * kp);
+      bf16* dsp = Grown(w.dsp, rp * kp);
+      float* o = Grown(w.o, rp * dp);
+      PackRows(qh, a.ldq, blk.rows, a.hd, rp, dp, qa);
+      PackRows(doh, a.ldo, blk.rows, a.hd, rp, dp, doa);
+      PackColumns(qh, a.ldq, blk.rows, a.hd, rp, dp, qt);
+      PackColumns(doh, a.ldo, blk.rows, a.hd, rp, dp, dot);
+      Probabilities(blk, qa, kt, p, pb, /*keep_f32=*/true);
+      TileMatmul(
+          doa, dp, vt, tkp, dpf, kp, rp, [&](int64_t i) { return blk.ScoreColumns(i); },
+          [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, dp}; }, false);
+      for (int64_t r = 0; r < rp; ++r) {
+        const float* pr = p + r * kp;
+        const float* dr = dpf + r * kp;
+        bf16* out = dsb + r * kp;
+        const int64_t n = r < blk.rows ? blk.Visible(r) : 0;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < n; ++j) sum += pr[j] * dr[j];
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(pr[j] * (dr[j] - sum) * a.scale);
+        std::memset(out + n, 0, (kp - n) * sizeof(bf16));
+      }
+      TileMatmul(
+          dsb, kp, kb, dp, o, dp, rp, [&](int64_t) { return dp; },
+          [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
+      StoreRows(o, dp, blk.rows, a.hd, dq + (b * a.tq + t0) * a.ldq + h * a.hd, a.ldq);
+      PairRows(dsb, rp, kp, dsp);
+      PairRows(pb, rp, kp, pp);
+      TileMatmul(
+          qt, rp, dsp, kp, dkt, tkp, dp, [&](int64_t) { return kp; },
+          [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
+      TileMatmul(
+          dot, rp, pp, kp, dvt, tkp, dp, [&](int64_t) { return kp; },
+          [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
+    }
+  StoreColumns(dkt, tkp, a.tk, a.hd, dk + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
+  StoreColumns(dvt, tkp, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
+}
+
+}  // namespace
+
+bool AmxAttentionUsable() {
+  const char* forced = std::getenv("STEPC_ATTENTION");
+  if (forced && std::strcmp(forced, "onednn") == 0) return false;
+  static const bool usable = [] {
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    const bool amx_bf16 = (edx >> 22) & 1, amx_tile = (edx >> 24) & 1;
+    if (!amx_bf16 || !amx_tile) return false;
+    // Linux hands out the tile registers' state only on request.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+}
+
+void AmxAttentionForward(const Bf16Attention& a, const stepc_bf16* q, const stepc_bf16* k,
+                         const stepc_bf16* v, stepc_bf16* out) {
+#pragma omp parallel
+  {
+    ConfigureTiles();
+    Workspace& w = ThreadWorkspace();
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) ForwardHeads(a, b, kvh, q, k, v, out, w);
+    ReleaseTiles();
+  }
+}
+
+void AmxAttentionBackward(const Bf16Attention& a, const stepc_bf16* dout, const stepc_bf16* q,
+                          const stepc_bf16* k, const stepc_bf16* v, stepc_bf16* dq,
+                          stepc_bf16* dk, stepc_bf16* dv) {
+#pragma omp parallel
+  {
+    ConfigureTiles();
+    Workspace& w = ThreadWorkspace();
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
+        BackwardHeads(a, b, kvh, dout, q, k, v, dq, dk, dv, w);
+    ReleaseTiles();
+  }
+}
+
+#else  // !__x86_64__
+
+bool AmxAttentionUsable() { return false; }
+void AmxAttentionForward(const Bf16Attention&, const stepc_bf16*, const stepc_bf16*,
+                         const stepc_bf16*, stepc_bf16*) {}
+void AmxAttentionBackward(const Bf16Attention&, const stepc_bf16*, const stepc_bf16*,
+                          const stepc_bf16*, const stepc_bf16*, stepc_bf16*, stepc_bf16*,
+                          stepc_bf16*) {}
+
+#endif
+
+}  // namespace stepc::cpu
