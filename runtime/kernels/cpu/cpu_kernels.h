@@ -30,12 +30,15 @@ static inline float stepc_bf16_to_f32(stepc_bf16 h) {
   return f;
 }
 /* Round to nearest, ties to even (as the interpreter, CUDA and oneDNN); a NaN
- * stays a (quiet) NaN. */
+ * stays a (quiet) NaN. A select, not a branch: a loop around it must stay
+ * vectorizable (a branch next to a vector libm call stops GCC's). */
 static inline stepc_bf16 stepc_f32_to_bf16(float f) {
   uint32_t bits;
   memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return (stepc_bf16)((bits >> 16) | 0x40u);
-  return (stepc_bf16)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  uint32_t quiet_nan = (bits >> 16) | 0x40u;
+  uint32_t is_nan = 0u - (uint32_t)((bits & 0x7fffffffu) > 0x7f800000u);
+  return (stepc_bf16)((rounded & ~is_nan) | (quiet_nan & is_nan));
 }
 /* f rounded to bf16 and widened back: a fused loop's bf16 value in a register. */
 static inline float stepc_bf16_round(float f) { return stepc_bf16_to_f32(stepc_f32_to_bf16(f)); }

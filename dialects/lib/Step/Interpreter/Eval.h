@@ -33,6 +33,10 @@ Evaluated evalMatmul(mlir::Operation *op, Operands in, Results out);
 Evaluated evalNorm(mlir::Operation *op, Operands in, Results out);
 /// attention, rotary and attention_grad.
 Evaluated evalAttention(mlir::Operation *op, Operands in, Results out);
+
+/// Rounds to bfloat16 through f32, nearest even (NaN stays NaN): what a
+/// kernel's bf16 store does.
+double roundToBF16(double value);
 /// cross_entropy, embedding and their gradients; adamw, sgd, lion.
 Evaluated evalLoss(mlir::Operation *op, Operands in, Results out);
 

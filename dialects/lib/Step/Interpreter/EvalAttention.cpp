@@ -23,6 +23,13 @@ struct AttentionShape {
   int64_t batch, tq, tk, heads, kvHeads, headDim;
   bool causal;
   double scale;
+  /// bf16 operands: the probabilities and their gradient are rounded to
+  /// bf16 before the products they feed, as the CPU and CUDA kernels round
+  /// them into their matrix units' operands.
+  bool roundProducts = false;
+
+  /// bf16 value of a product's operand.
+  double operand(double x) const { return roundProducts ? roundToBF16(x) : x; }
 
   /// Offset of (b, t, head) in a [B, T, H·Dh] tensor with `h` heads.
   int64_t at(int64_t b, int64_t t, int64_t t_len, int64_t h, int64_t head) const {
@@ -35,6 +42,8 @@ struct AttentionShape {
 /// `scale` is the effective one (a step op's, or a stepk op's own).
 template <typename OpT>
 AttentionShape shapeOf(OpT op, const Tensor &q, const Tensor &k, double scale) {
+  Value query =
+      op->getOperand(isa<AttentionOp, stepc::stepk::AttentionOp>(op.getOperation()) ? 0 : 1);
   return {q.shape[0],
           q.shape[1],
           k.shape[1],
@@ -42,7 +51,8 @@ AttentionShape shapeOf(OpT op, const Tensor &q, const Tensor &k, double scale) {
           static_cast<int64_t>(op.getNumKvHeads()),
           static_cast<int64_t>(op.getHeadDim()),
           op.getCausal(),
-          scale};
+          scale,
+          cast<RankedTensorType>(query.getType()).getElementType().isBF16()};
 }
 
 /// p[j] = softmax_j(scale · q_t·k_j) over the visible keys; returns the
@@ -84,7 +94,7 @@ void attention(const AttentionShape &s, const Tensor &q, const Tensor &k,
         for (int64_t j = 0; j < s.visible(t); ++j) {
           const double *vj = &v.data[s.at(b, j, s.tk, s.kvHeads, kvh)];
           for (int64_t c = 0; c < s.headDim; ++c)
-            ot[c] += p[j] * vj[c];
+            ot[c] += s.operand(p[j]) * vj[c];
         }
       }
 }
@@ -106,14 +116,14 @@ void attentionGrad(const AttentionShape &s, const Tensor &dO, const Tensor &q,
           double acc = 0;
           for (int64_t c = 0; c < s.headDim; ++c) {
             acc += dot[c] * v.data[kv + c];
-            dv.data[kv + c] += p[j] * dot[c];
+            dv.data[kv + c] += s.operand(p[j]) * dot[c];
           }
           dp[j] = acc;
           rowDot += p[j] * acc;
         }
         for (int64_t j = 0; j < n; ++j) {
           int64_t kv = s.at(b, j, s.tk, s.kvHeads, kvh);
-          double ds = p[j] * (dp[j] - rowDot) * s.scale;
+          double ds = s.operand(p[j] * (dp[j] - rowDot) * s.scale);
           for (int64_t c = 0; c < s.headDim; ++c) {
             dq.data[qo + c] += ds * k.data[kv + c];
             dk.data[kv + c] += ds * qt[c];

@@ -35,8 +35,7 @@ SmallVector<int64_t> Tensor::strides() const {
   return s;
 }
 
-/// Rounds to bfloat16, nearest even (NaN stays NaN).
-static double roundToBF16(double value) {
+double stepc::interp::roundToBF16(double value) {
   float f = static_cast<float>(value);
   if (std::isnan(f))
     return f;
