@@ -16,6 +16,7 @@
 #include "runtime/kernels/cpu/attention_bf16.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -54,8 +55,8 @@ int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // tmm[c] += tmm[a] · tmm[b] over bf16 pairs, accumulated in f32.
 #define STEPC_TILE_DPBF16PS(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 
-// Tile 0 the accumulator, 1 the A operand, 2 the B operand: 16 rows of 64
-// bytes each (16 f32, or 32 bf16 = 16 pairs).
+// Tiles 0-3 a 2 x 2 block of accumulators, 4-5 two A operands, 6-7 two B
+// operands: 16 rows of 64 bytes each (16 f32, or 32 bf16 = 16 pairs).
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -65,7 +66,7 @@ struct alignas(64) TileConfig {
 
 void ConfigureTiles() {
   TileConfig config;
-  for (int t = 0; t < 3; ++t) {
+  for (int t = 0; t < 8; ++t) {
     config.colsb[t] = 64;
     config.rows[t] = 16;
   }
@@ -74,27 +75,55 @@ void ConfigureTiles() {
 
 void ReleaseTiles() { asm volatile("tilerelease" ::: "memory"); }
 
-// C = (or +=) A B for M rows (a multiple of 16). Row tile i (rows i..i+15)
-// takes columns [0, cols(i)) (multiples of 16), and its tile at column j the
-// K range krange(i, j) (multiples of 32): what a causal mask leaves of the
-// product.
+// C = (or +=) A B for M rows, M and every column count multiples of 32, in
+// 32 x 32 blocks of four tiles (each A and B tile loaded once per block, not
+// per tile). Row tile i (rows i..i+15) needs columns [0, cols(i)), and its
+// tile at column j the K range krange(i, j): what a causal mask leaves of
+// the product. A block computes the union of its tiles' needs; what lies
+// outside a tile's own is zero in the operands (masked probabilities and
+// their gradients are stored as zeros), so it adds nothing.
 template <typename Cols, typename KRange>
-void TileMatmul(const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float* c,
-                          int64_t ldc, int64_t m, Cols cols, KRange krange, bool accumulate) {
-  for (int64_t i = 0; i < m; i += 16) {
-    const int64_t n = cols(i);
-    for (int64_t j = 0; j < n; j += 16) {
-      const auto [k0, k1] = krange(i, j);
-      if (accumulate)
-        STEPC_TILE_LOAD(0, c + i * ldc + j, ldc * 4);
-      else
+void TileMatmul(const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float* c, int64_t ldc,
+                int64_t m, Cols cols, KRange krange, bool accumulate) {
+  for (int64_t i = 0; i < m; i += 32) {
+    const int64_t n = RoundUp(std::max(cols(i), cols(i + 16)), 32);
+    for (int64_t j = 0; j < n; j += 32) {
+      int64_t k0 = INT64_MAX, k1 = 0;
+      for (int64_t di : {0, 16})
+        for (int64_t dj : {0, 16}) {
+          const auto [t0, t1] = krange(i + di, j + dj);
+          k0 = std::min(k0, t0);
+          k1 = std::max(k1, t1);
+        }
+      float* c00 = c + i * ldc + j;
+      float* c10 = c00 + 16 * ldc;
+      if (accumulate) {
+        STEPC_TILE_LOAD(0, c00, ldc * 4);
+        STEPC_TILE_LOAD(1, c00 + 16, ldc * 4);
+        STEPC_TILE_LOAD(2, c10, ldc * 4);
+        STEPC_TILE_LOAD(3, c10 + 16, ldc * 4);
+      } else {
         STEPC_TILE_ZERO(0);
-      for (int64_t kk = k0; kk < k1; kk += 32) {
-        STEPC_TILE_LOAD(1, a + i * lda + kk, lda * 2);
-        STEPC_TILE_LOAD(2, b + ((kk / 2) * ldb + j) * 2, ldb * 4);
-        STEPC_TILE_DPBF16PS(0, 1, 2);
+        STEPC_TILE_ZERO(1);
+        STEPC_TILE_ZERO(2);
+        STEPC_TILE_ZERO(3);
       }
-      STEPC_TILE_STORE(0, c + i * ldc + j, ldc * 4);
+      for (int64_t kk = k0; kk < k1; kk += 32) {
+        const bf16* a0 = a + i * lda + kk;
+        const bf16* b0 = b + ((kk / 2) * ldb + j) * 2;
+        STEPC_TILE_LOAD(4, a0, lda * 2);
+        STEPC_TILE_LOAD(5, a0 + 16 * lda, lda * 2);
+        STEPC_TILE_LOAD(6, b0, ldb * 4);
+        STEPC_TILE_LOAD(7, b0 + 32, ldb * 4);
+        STEPC_TILE_DPBF16PS(0, 4, 6);
+        STEPC_TILE_DPBF16PS(1, 4, 7);
+        STEPC_TILE_DPBF16PS(2, 5, 6);
+        STEPC_TILE_DPBF16PS(3, 5, 7);
+      }
+      STEPC_TILE_STORE(0, c00, ldc * 4);
+      STEPC_TILE_STORE(1, c00 + 16, ldc * 4);
+      STEPC_TILE_STORE(2, c10, ldc * 4);
+      STEPC_TILE_STORE(3, c10 + 16, ldc * 4);
     }
   }
 }
