@@ -235,33 +235,9 @@ void Probabilities(const Block& blk, const bf16* qa, const bf16* kt, float* s,
       qa, blk.dp, kt, RoundUp(blk.a.tk, 32), s, kp, blk.rp,
       [&](int64_t i) { return blk.ScoreColumns(i); },
       [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, blk.dp}; }, false);
-  for (int64_t r = 0; r < blk.rp; ++r) {
-    float* row = s + r * kp;
-    bf16* out = pb + r * kp;
-    const int64_t n = r < blk.rows ? blk.Visible(r) : 0;
-    float max = -INFINITY;
-#pragma omp simd reduction(max : max)
-    for (int64_t j = 0; j < n; ++j) max = row[j] > max ? row[j] : max;
-    const float shift = max * blk.a.scale;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] = expf(row[j] * blk.a.scale - shift);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    if (keep_f32) {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) {
-        row[j] *= inv;
-        out[j] = stepc_f32_to_bf16(row[j]);
-      }
-    } else {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(row[j] * inv);
-    }
-    std::memset(out + n, 0, (kp - n) * sizeof(bf16));
-  }
+  for (int64_t r = 0; r < blk.rp; ++r)
+    SoftmaxRow(s + r * kp, r < blk.rows ? blk.Visible(r) : 0, kp, blk.a.scale, keep_f32,
+               pb + r * kp);
 }
 
 // Rows [0, rows) of an f32 [rp, dp] result rounded into x's head columns.
@@ -359,18 +335,9 @@ void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* d
       TileMatmul(
           doa, dp, vt, tkp, dpf, kp, rp, [&](int64_t i) { return blk.ScoreColumns(i); },
           [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, dp}; }, false);
-      for (int64_t r = 0; r < rp; ++r) {
-        const float* pr = p + r * kp;
-        const float* dr = dpf + r * kp;
-        bf16* out = dsb + r * kp;
-        const int64_t n = r < blk.rows ? blk.Visible(r) : 0;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < n; ++j) sum += pr[j] * dr[j];
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(pr[j] * (dr[j] - sum) * a.scale);
-        std::memset(out + n, 0, (kp - n) * sizeof(bf16));
-      }
+      for (int64_t r = 0; r < rp; ++r)
+        SoftmaxGradRow(p + r * kp, dpf + r * kp, r < blk.rows ? blk.Visible(r) : 0, kp, a.scale,
+                       dsb + r * kp);
       TileMatmul(
           dsb, kp, kb, dp, o, dp, rp, [&](int64_t) { return dp; },
           [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);

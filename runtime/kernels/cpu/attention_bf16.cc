@@ -149,36 +149,9 @@ bool Probabilities(const Attention& a, const Chunk& c, const stepc_bf16* qg,
     return false;
   const int64_t lines = c.nb * a.heads * c.rows(), kend = c.kend;
 #pragma omp parallel for
-  for (int64_t line = 0; line < lines; ++line) {
-    float* row = p + line * kend;
-    stepc_bf16* out = pb + line * kend;
-    const int64_t n = Visible(a, c, line % c.rows());
-    float max = -INFINITY;
-#pragma omp simd reduction(max : max)
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] *= a.scale;
-      max = row[j] > max ? row[j] : max;
-    }
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] = expf(row[j] - max);
-      sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-    if (keep_f32) {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) {
-        row[j] *= inv;
-        out[j] = stepc_f32_to_bf16(row[j]);
-      }
-      for (int64_t j = n; j < kend; ++j) row[j] = 0.0f;
-    } else {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(row[j] * inv);
-    }
-    for (int64_t j = n; j < kend; ++j) out[j] = 0;
-  }
+  for (int64_t line = 0; line < lines; ++line)
+    stepc::cpu::SoftmaxRow(p + line * kend, Visible(a, c, line % c.rows()), kend, a.scale,
+                           keep_f32, pb + line * kend);
   return true;
 }
 
@@ -249,19 +222,9 @@ bool Backward(const Attention& a, const stepc_bf16* dout, const stepc_bf16* q,
            Scores(a, c, Type::kF32), dp, /*accumulate=*/false);
     const int64_t lines = c.nb * a.heads * c.rows(), kend = c.kend;
 #pragma omp parallel for
-    for (int64_t line = 0; line < lines; ++line) {
-      const float* pr = p + line * kend;
-      const float* dr = dp + line * kend;
-      stepc_bf16* out = dsb + line * kend;
-      const int64_t visible = Visible(a, c, line % c.rows());
-      float r = 0.0f;
-#pragma omp simd reduction(+ : r)
-      for (int64_t j = 0; j < visible; ++j) r += pr[j] * dr[j];
-#pragma omp simd
-      for (int64_t j = 0; j < visible; ++j)
-        out[j] = stepc_f32_to_bf16(pr[j] * (dr[j] - r) * a.scale);
-      for (int64_t j = visible; j < kend; ++j) out[j] = 0;
-    }
+    for (int64_t line = 0; line < lines; ++line)
+      stepc::cpu::SoftmaxGradRow(p + line * kend, dp + line * kend,
+                                 Visible(a, c, line % c.rows()), kend, a.scale, dsb + line * kend);
     Matmul(Scores(a, c, Type::kBf16), dsb, Keys(a, c, /*transposed=*/false), k + KeyOffset(a, c),
            Gathered(a, c), dqg, /*accumulate=*/false);
     Scatter(a, c, dqg, dq, a.ldq);  // dQ's rows [t0, t1): written whole, once

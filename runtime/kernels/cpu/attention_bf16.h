@@ -4,6 +4,7 @@
 #ifndef STEPC_RUNTIME_KERNELS_CPU_ATTENTION_BF16_H_
 #define STEPC_RUNTIME_KERNELS_CPU_ATTENTION_BF16_H_
 
+#include <cmath>
 #include <cstdint>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
@@ -19,6 +20,45 @@ struct Bf16Attention {
   int64_t ldq, ldk, ldo;
   int64_t group() const { return heads / kv_heads; }
 };
+
+// One row of P = softmax(scale · s) over its first n entries: in f32 in
+// place if keep_f32, and rounded into out, which is zero from n to width.
+inline void SoftmaxRow(float* row, int64_t n, int64_t width, float scale, bool keep_f32,
+                       stepc_bf16* out) {
+  float shift = -INFINITY;
+#pragma omp simd reduction(max : shift)
+  for (int64_t j = 0; j < n; ++j) shift = row[j] * scale > shift ? row[j] * scale : shift;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = expf(row[j] * scale - shift);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  if (keep_f32) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] *= inv;
+      out[j] = stepc_f32_to_bf16(row[j]);
+    }
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(row[j] * inv);
+  }
+  for (int64_t j = n; j < width; ++j) out[j] = 0;
+}
+
+// One row of dS = scale · P∘(dP − Σ P∘dP) over its first n entries,
+// rounded into out, which is zero from n to width.
+inline void SoftmaxGradRow(const float* p, const float* dp, int64_t n, int64_t width,
+                           float scale, stepc_bf16* out) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) sum += p[j] * dp[j];
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(p[j] * (dp[j] - sum) * scale);
+  for (int64_t j = n; j < width; ++j) out[j] = 0;
+}
 
 // True where this CPU has AMX tiles for bf16 and the kernel let this process
 // use them (arch_prctl ARCH_REQ_XCOMP_PERM), unless STEPC_ATTENTION=onednn.
