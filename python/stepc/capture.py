@@ -135,11 +135,20 @@ def cross_entropy_smoothing(recorded):
     under fake tensors, and the importer maps the plain form to one
     step.cross_entropy, which takes the smoothing as an attribute."""
     original = torch.nn.functional.cross_entropy
+    # PyTorch 2.x's cross_entropy dispatches __torch_function__ through its
+    # module's global name, which is this wrapper while tracing: only the
+    # user's own call records a smoothing.
+    depth = [0]
 
     def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                       reduce=None, reduction="mean", label_smoothing=0.0):
-        recorded.add(float(label_smoothing))
-        return original(input, target, weight, size_average, ignore_index, reduce, reduction)
+        if depth[0] == 0:
+            recorded.add(float(label_smoothing))
+        depth[0] += 1
+        try:
+            return original(input, target, weight, size_average, ignore_index, reduce, reduction)
+        finally:
+            depth[0] -= 1
 
     torch.nn.functional.cross_entropy = cross_entropy
     try:
