@@ -298,21 +298,42 @@ void foldIotas(func::FuncOp step) {
   });
 }
 
-/// Replaces `op` by a stepk.call of `call` whose body is `op`.
-void lower(Operation *op, const LibraryCall &call) {
+/// Replaces `op` by a stepk.call of `call` whose body is `op`; with
+/// `rounding` (a bf16 convert, the result's only use), the kernel's
+/// "_bf16" variant writes the rounded result and the body ends with it.
+void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr) {
   OpBuilder b(op);
   Builder attrs(op->getContext());
+  Operation *last = rounding ? rounding.getOperation() : op;
+  std::string callee = (call.callee + (rounding ? "_bf16" : "")).str();
   auto kernel = b.create<stepk::CallOp>(
-      op->getLoc(), op->getResultTypes(), attrs.getStringAttr(call.callee), op->getOperands(),
+      op->getLoc(), last->getResultTypes(), attrs.getStringAttr(callee), op->getOperands(),
       attrs.getArrayAttr(call.scalars),
       call.scratchBytes ? attrs.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr(),
       call.idCheck.empty() ? StringAttr() : attrs.getStringAttr(call.idCheck),
       call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idOperand),
       call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idBound));
   step::copyPhase(op, kernel);
-  fillCallBody(kernel, {op}, op->getResults());
-  op->replaceAllUsesWith(kernel.getResults());
+  SmallVector<Operation *> body = {op};
+  if (rounding)
+    body.push_back(rounding);
+  fillCallBody(kernel, body, last->getResults());
+  last->replaceAllUsesWith(kernel.getResults());
+  if (rounding)
+    rounding->erase();
   op->erase();
+}
+
+/// On the CPU under bf16: a norm whose only use rounds it to bf16 (the
+/// GEMM after it) writes bf16 itself, one pass fewer.
+ConvertOp roundingOnlyUse(Operation *op) {
+  if (!isa<LayerNormOp, RmsNormOp>(op) || !op->getResult(0).hasOneUse())
+    return nullptr;
+  auto convert = dyn_cast<ConvertOp>(*op->getResult(0).getUsers().begin());
+  if (!convert || convert->getBlock() != op->getBlock() ||
+      !typeOf(convert.getResult()).getElementType().isBF16())
+    return nullptr;
+  return convert;
 }
 
 struct StepLowerLibraryCallsPass
@@ -334,7 +355,7 @@ struct StepLowerLibraryCallsPass
         if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))
           calls.push_back({&op, std::move(*call)});
       for (auto &[op, call] : calls)
-        lower(op, call);
+        lower(op, call, target == "cpu" ? roundingOnlyUse(op) : nullptr);
     }
   }
 };

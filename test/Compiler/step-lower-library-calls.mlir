@@ -276,3 +276,25 @@ func.func @conversions_once(%x: tensor<4x8xf32>, %y: tensor<4x8xbf16>) -> (tenso
   %b = step.convert %rx : tensor<32xf32> -> tensor<32xbf16>
   return %x16, %a, %b : tensor<4x8xbf16>, tensor<32xbf16>, tensor<32xbf16>
 }
+
+// -----
+
+// A norm whose only use rounds it to bf16 (a GEMM operand under bf16) is the
+// kernel's "_bf16" variant, writing the rounded result; its body keeps both.
+// A norm read elsewhere too stays f32. CUDA is unchanged.
+// CHECK-LABEL: func.func @norm_rounded
+// CPU: %[[N:.*]] = stepk.call "layer_norm_bf16"(%arg0, %arg1, %arg2) {scalars = [4, 8, 1.000000e-05]}
+// CPU-SAME: -> tensor<4x8xbf16>
+// CPU: step.layer_norm
+// CPU-NEXT: step.convert
+// CPU: stepk.call "rms_norm"(%arg0, %arg1)
+// CPU-SAME: -> tensor<4x8xf32>
+// CPU-NOT: rms_norm_bf16
+// CUDA-NOT: _bf16"
+func.func @norm_rounded(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>) attributes {step.train_step} {
+  %n = step.layer_norm %x, %w, %b : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %r = step.convert %n : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %m = step.rms_norm %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %s = step.convert %m : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %r, %s, %m : tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>
+}

@@ -73,6 +73,12 @@ void stepc_cpu_layer_norm_grad(const float *dy, const float *x, const float *w, 
                                int64_t d, double eps, float *dx, float *dw, float *db);
 void stepc_cpu_rms_norm(const float *x, const float *w, int64_t rows, int64_t d, double eps,
                         float *y);
+/* The same, the result rounded to bf16: the norm whose only reader is a bf16
+ * GEMM under --precision=bf16. */
+void stepc_cpu_layer_norm_bf16(const float *x, const float *w, const float *b, int64_t rows,
+                               int64_t d, double eps, stepc_bf16 *y);
+void stepc_cpu_rms_norm_bf16(const float *x, const float *w, int64_t rows, int64_t d,
+                             double eps, stepc_bf16 *y);
 void stepc_cpu_rms_norm_grad(const float *dy, const float *x, const float *w, int64_t rows,
                              int64_t d, double eps, float *dx, float *dw);
 /* Softmax along a dim of length n, with `outer` lines before and `inner` after. */

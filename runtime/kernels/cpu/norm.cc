@@ -25,19 +25,35 @@ inline void RowMoments(const float* x, int64_t d, double eps, float& mean, float
   rstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var) / d + eps));
 }
 
+// A norm's output stored as f32, or rounded to bf16 (its "_bf16" variant,
+// for a GEMM operand under --precision=bf16).
+inline void Put(float* y, float v) { *y = v; }
+inline void Put(stepc_bf16* y, float v) { *y = stepc_f32_to_bf16(v); }
+
+template <typename Out>
+void LayerNorm(const float* x, const float* w, const float* b, int64_t rows, int64_t d,
+               double eps, Out* y) {
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * d;
+    Out* yr = y + r * d;
+    float mean, rstd;
+    RowMoments(xr, d, eps, mean, rstd);
+#pragma omp simd
+    for (int64_t i = 0; i < d; ++i) Put(yr + i, (xr[i] - mean) * rstd * w[i] + b[i]);
+  }
+}
+
 }  // namespace
 
 extern "C" void stepc_cpu_layer_norm(const float* x, const float* w, const float* b,
                                      int64_t rows, int64_t d, double eps, float* y) {
-#pragma omp parallel for
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * d;
-    float* yr = y + r * d;
-    float mean, rstd;
-    RowMoments(xr, d, eps, mean, rstd);
-#pragma omp simd
-    for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
-  }
+  LayerNorm(x, w, b, rows, d, eps, y);
+}
+
+extern "C" void stepc_cpu_layer_norm_bf16(const float* x, const float* w, const float* b,
+                                          int64_t rows, int64_t d, double eps, stepc_bf16* y) {
+  LayerNorm(x, w, b, rows, d, eps, y);
 }
 
 // dx = r·(g - mean(g) - x̂·mean(g·x̂)), g = dy·w; dw = Σ dy·x̂; db = Σ dy.
@@ -101,15 +117,29 @@ inline double RowRmsScale(const float* x, int64_t d, double eps) {
 
 }  // namespace
 
-extern "C" void stepc_cpu_rms_norm(const float* x, const float* w, int64_t rows, int64_t d,
-                                   double eps, float* y) {
+namespace {
+
+template <typename Out>
+void RmsNorm(const float* x, const float* w, int64_t rows, int64_t d, double eps, Out* y) {
 #pragma omp parallel for
   for (int64_t r = 0; r < rows; ++r) {
     const double s = RowRmsScale(x + r * d, d, eps);
 #pragma omp simd
     for (int64_t i = 0; i < d; ++i)
-      y[r * d + i] = static_cast<float>(x[r * d + i] * s) * w[i];
+      Put(y + r * d + i, static_cast<float>(x[r * d + i] * s) * w[i]);
   }
+}
+
+}  // namespace
+
+extern "C" void stepc_cpu_rms_norm(const float* x, const float* w, int64_t rows, int64_t d,
+                                   double eps, float* y) {
+  RmsNorm(x, w, rows, d, eps, y);
+}
+
+extern "C" void stepc_cpu_rms_norm_bf16(const float* x, const float* w, int64_t rows,
+                                        int64_t d, double eps, stepc_bf16* y) {
+  RmsNorm(x, w, rows, d, eps, y);
 }
 
 // dx = r·g - x·r³·mean(g·x), g = dy·w; dw = Σ dy·x·r. One pass over the
