@@ -55,8 +55,8 @@ std::optional<PackedOperands> packedOperands(Value q, Value k, Value v) {
       return std::nullopt;
     auto source = cast<RankedTensorType>(slice.getInput().getType());
     ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
-    if (source.getRank() != 3 ||
-        !(source.getElementType().isF32() || source.getElementType().isBF16()) || offsets[0] != 0 ||
+    Type element = source.getElementType();
+    if (source.getRank() != 3 || !(element.isF32() || element.isBF16()) || offsets[0] != 0 ||
         offsets[1] != 0 || sizes[0] != source.getDimSize(0) || sizes[1] != source.getDimSize(1))
       return std::nullopt;
     if (i && slice.getInput() != packed.source)
