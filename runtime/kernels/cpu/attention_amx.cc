@@ -176,14 +176,17 @@ void PackPairsOfRows(const bf16* x, int64_t ld, int64_t rows, int64_t width, int
 
 // The rows transposed as a B operand with k = column, n = row: a row's
 // columns 2i and 2i + 1 are already a pair; pair row i holds them for every
-// row (wp/2 x rp pairs, zero padded).
+// row (wp/2 x rp pairs, zero padded; an odd width's last column pairs with
+// zero).
 void PackPairsOfColumns(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp,
                         int64_t wp, bf16* out) {
   uint32_t* pairs = reinterpret_cast<uint32_t*>(out);
   std::memset(pairs, 0, wp / 2 * rp * sizeof(uint32_t));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < width / 2; ++i)
-      pairs[i * rp + r] = Pair(x[r * ld + 2 * i], x[r * ld + 2 * i + 1]);
+  for (int64_t r = 0; r < rows; ++r) {
+    const bf16* row = x + r * ld;
+    for (int64_t i = 0; i < width / 2; ++i) pairs[i * rp + r] = Pair(row[2 * i], row[2 * i + 1]);
+    if (width % 2) pairs[width / 2 * rp + r] = Pair(row[width - 1], 0);
+  }
 }
 
 template <typename T>

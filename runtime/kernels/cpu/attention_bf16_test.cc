@@ -89,10 +89,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 300, 300, 2, 1, 16, 1, ""},        // 3 and 5 query blocks
                       Case{3, 100, 70, 6, 2, 16, 0, ""},         // cross, full
                       Case{2, 72, 72, 3, 3, 96, 1, ""},          // head dim 96
+                      Case{2, 40, 40, 3, 1, 9, 1, ""},           // an odd head dim
                       Case{4, 128, 128, 4, 4, 32, 1, "onednn"},  // and the same on oneDNN
                       Case{2, 256, 256, 6, 2, 64, 1, "onednn"},
                       Case{1, 300, 300, 2, 1, 16, 1, "onednn"},
-                      Case{3, 100, 70, 6, 2, 16, 0, "onednn"}));
+                      Case{3, 100, 70, 6, 2, 16, 0, "onednn"},
+                      Case{2, 40, 40, 3, 1, 9, 1, "onednn"}));
 
 // Q, K and V as columns of one [B, T, 3C] tensor: the same results as
 // separate operands, and the gradient fills all of [B, T, 3C].
