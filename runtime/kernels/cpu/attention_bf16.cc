@@ -1,5 +1,5 @@
 // bf16 attention as FlashAttention computes it on a GPU, here on batched
-// oneDNN matmuls (AMX tiles where the CPU has them): bf16 Q, K, V and dO,
+// oneDNN matmuls (oneDNN picks AMX or AVX512-BF16): bf16 Q, K, V and dO,
 // f32 scores, softmax and accumulation, the probabilities P and their
 // gradient dS rounded to bf16 where they feed a product (as the CUDA
 // tensor-core kernels do). Work goes in chunks of (batch entries, a block of
@@ -14,8 +14,9 @@
 // [nb, Hkv, G·rows, Dh], so that a group's query heads are one matrix
 // against their shared key/value head: oneDNN's fast matmuls take such 4-D
 // strided operands, not a 5-D view broadcasting K over the group (that runs
-// its reference code, ~400x slower). dK and dV sum over the group and the
-// query blocks in f32 and are rounded once at the end.
+// its reference code: 5 s against 6 ms for gpt-capstone's shapes). dK and
+// dV sum over the group and the query blocks in f32 and are rounded once at
+// the end.
 //
 // Where the CPU has AMX, attention_amx.cc's tile kernels run instead (the
 // same numerics, each head's work in one core's cache); where oneDNN has no
