@@ -18,6 +18,20 @@ Communicator::Communicator() {
   table_.reduce_scatter_sum = &Communicator::ReduceScatterThunk;
   table_.all_to_all = &Communicator::AllToAllThunk;
   table_.wait = &Communicator::WaitThunk;
+  table_.send = &Communicator::SendThunk;
+  table_.recv = &Communicator::RecvThunk;
+}
+
+absl::StatusOr<int> Communicator::StartSend(int peer, int, const void*, int64_t) {
+  return absl::UnimplementedError(
+      absl::StrCat("this communicator has no point-to-point transfers (a send to rank ", peer,
+                   "): a pipeline-parallel step needs MPI"));
+}
+
+absl::StatusOr<int> Communicator::StartRecv(int peer, int, void*, int64_t) {
+  return absl::UnimplementedError(
+      absl::StrCat("this communicator has no point-to-point transfers (a receive from rank ",
+                   peer, "): a pipeline-parallel step needs MPI"));
 }
 
 int Communicator::Keep(absl::StatusOr<int> request, int32_t* out) {
@@ -99,6 +113,25 @@ int Communicator::AllToAllThunk(void* ctx, int32_t axes, const float* send, floa
   const double since = Now();
   const int failed = self->Keep(self->StartAllToAll(axes, send, recv, count), request);
   self->Started("all_to_all", axes, count, since, failed ? -1 : *request);
+  return failed;
+}
+
+// A transfer is charged to the whole world (axis mask 0 is no collective's).
+int Communicator::SendThunk(void* ctx, int32_t peer, int32_t tag, const void* data,
+                            int64_t bytes, int32_t* request) {
+  auto* self = static_cast<Communicator*>(ctx);
+  const double since = Now();
+  const int failed = self->Keep(self->StartSend(peer, tag, data, bytes), request);
+  self->Started("send", 0, bytes / 4, since, failed ? -1 : *request);
+  return failed;
+}
+
+int Communicator::RecvThunk(void* ctx, int32_t peer, int32_t tag, void* data, int64_t bytes,
+                            int32_t* request) {
+  auto* self = static_cast<Communicator*>(ctx);
+  const double since = Now();
+  const int failed = self->Keep(self->StartRecv(peer, tag, data, bytes), request);
+  self->Started("recv", 0, bytes / 4, since, failed ? -1 : *request);
   return failed;
 }
 

@@ -55,6 +55,10 @@ class Communicator {
   // this rank's index.
   virtual absl::StatusOr<int> StartAllToAll(int axes, const float* send, float* recv,
                                             int64_t count) = 0;
+  // Point-to-point (pipeline stages): `bytes` bytes to or from world rank
+  // `peer`, matched by `tag`. Only a multi-rank communicator has them.
+  virtual absl::StatusOr<int> StartSend(int peer, int tag, const void* data, int64_t bytes);
+  virtual absl::StatusOr<int> StartRecv(int peer, int tag, void* data, int64_t bytes);
   virtual absl::Status Wait(int request) = 0;
   // Blocking forms.
   absl::Status AllReduceSum(int axes, float* data, int64_t count);
@@ -116,6 +120,10 @@ class Communicator {
   static int AllToAllThunk(void* ctx, int32_t axes, const float* send, float* recv,
                            int64_t count, int32_t* request);
   static int WaitThunk(void* ctx, int32_t request);
+  static int SendThunk(void* ctx, int32_t peer, int32_t tag, const void* data, int64_t bytes,
+                       int32_t* request);
+  static int RecvThunk(void* ctx, int32_t peer, int32_t tag, void* data, int64_t bytes,
+                       int32_t* request);
   int Keep(absl::StatusOr<int> request, int32_t* out);
   // A collective started at `since` (request < 0: it failed), and a wait
   // that began at `since`: their time is charged to the axes (and

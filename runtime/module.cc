@@ -1,4 +1,5 @@
 #include "runtime/module.h"
+#include "runtime/status_macros.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -124,6 +125,21 @@ absl::Status CheckNames(const std::string& path, const stepc_module_info& info) 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
+  return Load(path, 0);
+}
+
+absl::StatusOr<std::shared_ptr<const Module>> Module::ForRank(
+    std::shared_ptr<const Module> module, int rank, int world) {
+  const int stages = module->info().pipeline_stages;
+  if (stages <= 1 || world != module->info().world_size) return module;
+  // pp alone so far: the pipeline index is the rank.
+  const int stage = rank % stages;
+  if (stage == module->stage()) return module;
+  STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> staged, Load(module->path(), stage));
+  return std::shared_ptr<const Module>(std::move(staged));
+}
+
+absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, int stage) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     return absl::NotFoundError(absl::StrCat("no such module: '", path, "'"));
@@ -139,14 +155,19 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
   if (!module->handle_)
     return absl::InvalidArgumentError(
         absl::StrCat("cannot load '", path, "' as a shared object: ", dlerror()));
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v7)>(
-      dlsym(module->handle_, "stepc_module_info_v7"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v7)>(
-      dlsym(module->handle_, "stepc_train_step_v7"));
-  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v7)>(
-      dlsym(module->handle_, "stepc_eval_step_v7"));
-  module->trace_ = reinterpret_cast<decltype(&stepc_profile_trace_v2)>(
-      dlsym(module->handle_, "stepc_profile_trace_v2"));
+  module->stage_ = stage;
+  const std::string suffix = stage > 0 ? absl::StrCat("_stage", stage) : "";
+  auto symbol = [&](const char* name) {
+    return dlsym(module->handle_, absl::StrCat(name, suffix).c_str());
+  };
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v8)>(symbol("stepc_module_info_v8"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v8)>(symbol("stepc_train_step_v8"));
+  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v8)>(symbol("stepc_eval_step_v8"));
+  module->trace_ =
+      reinterpret_cast<decltype(&stepc_profile_trace_v2)>(symbol("stepc_profile_trace_v2"));
+  if (stage > 0 && !info)
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", path, "' has no pipeline stage ", stage));
   if (!info || !module->step_ || !module->eval_) {
     // Earlier ABIs named their entry points after their version.
     for (int version = STEPC_ABI_VERSION - 1; version >= 1; --version)

@@ -17,6 +17,15 @@ class Module {
   // a shared object, FailedPrecondition if it is not a stepc module of this
   // runtime's ABI version.
   static absl::StatusOr<std::unique_ptr<Module>> Load(const std::string& path);
+  // A pipeline's step.so (info().pipeline_stages > 1) holds one step per
+  // stage: this loads stage `stage`'s (0: the same as Load).
+  static absl::StatusOr<std::unique_ptr<Module>> Load(const std::string& path, int stage);
+  // The module rank `rank` of a `world`-rank job runs: its pipeline stage's
+  // for a pipeline (every stage's ranks consecutive), else `module`.
+  static absl::StatusOr<std::shared_ptr<const Module>> ForRank(
+      std::shared_ptr<const Module> module, int rank, int world);
+  // This module's pipeline stage (0 without a pipeline).
+  int stage() const { return stage_; }
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -28,13 +37,13 @@ class Module {
   // A CUDA step (for a GPU, or built for the host emulation of CUDA).
   bool is_cuda() const;
   bool is_cuda_emulation() const;
-  // Runs one step; see stepc_train_step_v7.
+  // Runs one step; see stepc_train_step_v8.
   int Run(void* const* args, char* arena, const stepc_collectives* collectives,
           const stepc_device* device, float* loss, float* grad_norm, char* error,
           size_t error_len) const {
     return step_(args, arena, collectives, device, loss, grad_norm, error, error_len);
   }
-  // The loss alone; see stepc_eval_step_v7.
+  // The loss alone; see stepc_eval_step_v8.
   int RunEval(void* const* args, char* arena, const stepc_collectives* collectives,
               const stepc_device* device, float* loss, float* logits, float* const* outputs,
               char* error, size_t error_len) const {
@@ -53,10 +62,11 @@ class Module {
  private:
   Module() = default;
   std::string path_;
+  int stage_ = 0;
   void* handle_ = nullptr;
   const stepc_module_info* info_ = nullptr;
-  decltype(&stepc_train_step_v7) step_ = nullptr;
-  decltype(&stepc_eval_step_v7) eval_ = nullptr;
+  decltype(&stepc_train_step_v8) step_ = nullptr;
+  decltype(&stepc_eval_step_v8) eval_ = nullptr;
   decltype(&stepc_profile_trace_v2) trace_ = nullptr;
 };
 

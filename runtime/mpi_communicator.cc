@@ -127,6 +127,22 @@ class MpiCommunicator : public Communicator {
     return Track(request);
   }
 
+  absl::StatusOr<int> StartSend(int peer, int tag, const void* data, int64_t bytes) override {
+    STEPC_RETURN_IF_ERROR(CheckTransfer(peer, tag, bytes));
+    MPI_Request request;
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, base_, &request));
+    return Track(request);
+  }
+
+  absl::StatusOr<int> StartRecv(int peer, int tag, void* data, int64_t bytes) override {
+    STEPC_RETURN_IF_ERROR(CheckTransfer(peer, tag, bytes));
+    MPI_Request request;
+    STEPC_MPI_RETURN_IF_ERROR(
+        MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, base_, &request));
+    return Track(request);
+  }
+
   absl::Status Wait(int request) override {
     if (request < 0 || request >= static_cast<int>(requests_.size()) ||
         requests_[request] == MPI_REQUEST_NULL)
@@ -144,6 +160,18 @@ class MpiCommunicator : public Communicator {
   }
 
  private:
+  absl::Status CheckTransfer(int peer, int tag, int64_t bytes) const {
+    int* upper = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(base_, MPI_TAG_UB, &upper, &found);
+    if (peer < 0 || peer >= size_ || peer == rank_ || tag < 0 ||
+        (found && upper && tag > *upper) || bytes < 0 || bytes > INT32_MAX)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad point-to-point transfer: peer ", peer, " of ", size_, " ranks (this is ", rank_,
+          "), tag ", tag, ", ", bytes, " bytes"));
+    return absl::OkStatus();
+  }
+
   // A request id for Wait; ids of completed requests are reused.
   int Track(MPI_Request request) {
     if (!free_.empty()) {

@@ -26,8 +26,12 @@ int64_t Numel(const stepc_arg_info& a) {
 
 absl::StatusOr<std::unique_ptr<Session>> Session::Create(
     std::shared_ptr<const Module> module, std::shared_ptr<Communicator> communicator) {
+  if (!communicator) communicator = MakeLocalCommunicator();
+  // A pipeline rank runs its stage's step.
+  STEPC_ASSIGN_OR_RETURN(module, Module::ForRank(std::move(module), communicator->rank(),
+                                                 communicator->size()));
   std::unique_ptr<Session> s(new Session(std::move(module)));
-  s->communicator_ = communicator ? std::move(communicator) : MakeLocalCommunicator();
+  s->communicator_ = std::move(communicator);
   STEPC_RETURN_IF_ERROR(s->CheckWorld());
   const stepc_module_info& mesh = s->module_->info();
   if (mesh.world_size > 1) STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(s->MeshShape()));
@@ -107,11 +111,20 @@ absl::Status Session::CheckWorld() const {
     for (const char* c = text ? text : ""; *c; ++c) mix(static_cast<unsigned char>(*c));
     mix(0xFF);
   };
-  mix_text(info.sharding);
-  mix_text(info.report_json);
-  for (int i = 0; i < info.num_args; ++i) {
-    mix_text(info.args[i].name);
-    for (int d = 0; d < info.args[i].rank; ++d) mix(static_cast<uint64_t>(info.args[i].shape[d]));
+  // A pipeline's stages differ in their arguments: each rank compares
+  // stage 0's (the same step.so) and its own collectives, which every
+  // stage runs alike.
+  const stepc_module_info* shared = &info;
+  if (info.pipeline_stages > 1)
+    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v8)>(
+            module_->Symbol("stepc_module_info_v8")))
+      shared = stage0();
+  mix_text(shared->sharding);
+  mix_text(shared->report_json);
+  for (int i = 0; i < shared->num_args; ++i) {
+    mix_text(shared->args[i].name);
+    for (int d = 0; d < shared->args[i].rank; ++d)
+      mix(static_cast<uint64_t>(shared->args[i].shape[d]));
   }
   for (int i = 0; i < info.num_collectives; ++i) {
     mix(static_cast<uint64_t>(info.collectives[i].kind));

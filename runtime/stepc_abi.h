@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 7
+#define STEPC_ABI_VERSION 8
 
 /* id_ignored when every id of an input must be in [0, id_bound). */
 #define STEPC_NO_IGNORED_ID INT64_MIN
@@ -93,6 +93,13 @@ typedef struct {
   int (*all_to_all)(void *ctx, int32_t axes, const float *send, float *recv, int64_t count,
                     int32_t *request);
   int (*wait)(void *ctx, int32_t request);
+  /* Point-to-point transfers between pipeline stages: `bytes` bytes to or
+   * from world rank `peer`, matched by `tag` (a transfer's number in the
+   * step, the same on both ranks); started and waited for as above. */
+  int (*send)(void *ctx, int32_t peer, int32_t tag, const void *data, int64_t bytes,
+              int32_t *request);
+  int (*recv)(void *ctx, int32_t peer, int32_t tag, void *data, int64_t bytes,
+              int32_t *request);
 } stepc_collectives;
 
 /* One collective of the step, in execution order. */
@@ -153,6 +160,11 @@ typedef struct {
    * names; the runtime refuses it on a CPU lacking one. Empty for CUDA. */
   const char *cpu_isa;
   const char *cpu_features;
+  /* Pipeline stages P (0 or 1: none; pp:P): the step.so holds one step per
+   * stage, stage 0's under the plain names above and stage r's under
+   * `<name>_stage<r>`; the rank at pipeline index r runs stage r (every
+   * stage reads the whole batch). */
+  int32_t pipeline_stages;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues
@@ -169,7 +181,7 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v7(void);
+const stepc_module_info *stepc_module_info_v8(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
@@ -179,7 +191,7 @@ const stepc_module_info *stepc_module_info_v7(void);
  * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
  * or nonzero with a message in `error` (for instance a token id outside the
  * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v7(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_train_step_v8(void *const *args, char *arena, const stepc_collectives *collectives,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len);
 
@@ -191,7 +203,7 @@ int stepc_train_step_v7(void *const *args, char *arena, const stepc_collectives 
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
-int stepc_eval_step_v7(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_eval_step_v8(void *const *args, char *arena, const stepc_collectives *collectives,
                        const stepc_device *device, float *loss, float *logits,
                        float *const *outputs, char *error, size_t error_len);
 

@@ -115,6 +115,9 @@ ModuleSummary stepc::summarizeCompiledModule(ModuleOp module, const StepReport &
     if (auto tp = mesh->getAttrOfType<IntegerAttr>(StepDialect::kTpAxisAttrName);
         tp && tp.getInt() < int64_t(shape.size()))
       summary.tensorParallel = shape[tp.getInt()];
+    if (auto pp = mesh->getAttrOfType<IntegerAttr>("step.pp_axis");
+        pp && pp.getInt() < int64_t(shape.size()))
+      summary.pipelineStages = shape[pp.getInt()];
   }
   summary.sharding = summary.worldSize > 1 ? shard.str() : "none";
   summary.precision = precision.str();

@@ -21,6 +21,19 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
+  // pp:P alone (combined with data and tensor axes: not yet).
+  if (rest.consume_front("pp:")) {
+    if (count(rest, spec.pp) && spec.pp >= 2)
+      return spec;
+    error = ("bad --shard '" + text + "' (pp:P needs 2 <= P <= " + Twine(kMaxRanks) + ")").str();
+    return failure();
+  }
+  if (text.contains("pp:")) {
+    error = ("--shard '" + text +
+             "': a pipeline axis beside data or tensor axes is not built yet (pp:P alone is)")
+                .str();
+    return failure();
+  }
   // `,tp:M` after the data axes, or tp:M alone.
   if (size_t comma = rest.rfind(",tp:"); comma != StringRef::npos) {
     ok = count(rest.substr(comma + 4), spec.tp);
@@ -145,8 +158,36 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   pm.addPass(createStepAutodiff());
   // Gradient accumulation, before the data-parallel mean: one all-reduce of
   // the accumulated gradients per step.
-  if (options.microBatches > 1)
+  if (shard->pp > 1) {
+    if (options.ppStage < 0 || options.ppStage >= shard->pp)
+      return emitError("pp-stage must be in [0, " + Twine(shard->pp) + "), got " +
+                       Twine(options.ppStage.getValue()));
+    if (options.ppSchedule != "gpipe" && options.ppSchedule != "1f1b")
+      return emitError("--pp-schedule '" + options.ppSchedule +
+                       "': gpipe and 1f1b run (interleaved and zero-bubble are built and "
+                       "checked by stepc-pipeline, not executed yet)");
+    StepPipelineStagesOptions stageOptions;
+    stageOptions.stages = shard->pp;
+    stageOptions.stage = options.ppStage;
+    stageOptions.scheduleName = options.ppSchedule.getValue();
+    SmallVector<StringRef> texts;
+    SmallVector<int64_t> firsts;
+    if (!options.ppStages.empty())
+      StringRef(options.ppStages).split(texts, ',');
+    for (StringRef first : texts) {
+      int64_t block;
+      if (first.trim().getAsInteger(10, block))
+        return emitError("bad --pp-stages '" + options.ppStages +
+                         "' (expected the first block of each stage after the first, "
+                         "comma-separated, e.g. 2,4,6)");
+      firsts.push_back(block);
+    }
+    stageOptions.firsts = firsts;
+    pm.addPass(createStepMicroBatch(StepMicroBatchOptions{options.microBatches, true}));
+    pm.addPass(createStepPipelineStages(stageOptions));
+  } else if (options.microBatches > 1) {
     pm.addPass(createStepMicroBatch(StepMicroBatchOptions{options.microBatches}));
+  }
   if (options.until == "autodiff")
     return success();
   if (shard->ranks() > 1 && !shard->shardsParameters())
@@ -171,6 +212,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   // tp-split gradients are parts of one: their squares are summed over tp.
   if (shard->tp > 1)
     optimizerFlags += (" tp-axis=" + Twine(shard->tpAxis())).str();
+  // Each pipeline stage holds its own parameters: squares summed over pp.
+  if (shard->pp > 1)
+    optimizerFlags += (" mesh=" + kWorldMeshName + " mesh-axis=0").str();
   if (failed(optimizer->initializeOptions(optimizerFlags, [&](const Twine &message) {
         return emitError("bad optimizer-options: " + message);
       })))

@@ -110,6 +110,11 @@ static std::vector<StepReport::CollectiveCall> collectivesInFlightPeak(Block &bo
 /// tensor, all-gather and reduce-scatter (n-1) shards; all-to-all its n - 1
 /// blocks for the others, (n-1)/n of its input.
 static double wireBytes(Operation *op, int64_t n) {
+  // A pipeline transfer: the sender's tensor, once.
+  if (isa<mesh::SendOp>(op))
+    return bytesOf(op->getOperand(0).getType());
+  if (isa<mesh::RecvOp>(op))
+    return 0;
   if (isa<mesh::AllReduceOp>(op))
     return 2.0 * (n - 1) / n * bytesOf(op->getOperand(0).getType());
   if (isa<mesh::AllToAllOp>(op))
@@ -156,6 +161,11 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       int64_t bytes = bytesOf(isa<mesh::AllGatherOp>(op) ? op.getOperand(0).getType()
                                                          : op.getResult(0).getType());
       report.collectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
+      // A pipeline stage's transfers are its own (the stages differ); the
+      // per-axes figures, which every rank's runtime probes alike, are the
+      // collectives'.
+      if (isa<mesh::SendOp, mesh::RecvOp>(op))
+        continue;
       report.collectiveBytesByAxes[axesKey(&op)] += bytes;
       report.collectivesByAxes[axesKey(&op)] += 1;
       report.collectiveWireBytesByAxes[axesKey(&op)] +=

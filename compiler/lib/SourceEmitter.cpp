@@ -417,7 +417,35 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
       return std::nullopt;
     return LogicalResult(op->emitOpError() << "the " << target << " back end reduces with sum only");
   };
+  // A pipeline transfer: to or from one rank of a one-axis mesh, matched
+  // by its tag; not in the collectives table (stages differ).
+  auto transfer = [&](StringRef name, ArrayRef<int64_t> peer, Value buffer,
+                      Value result) -> std::optional<LogicalResult> {
+    auto tag = op->getAttrOfType<IntegerAttr>("step.transfer");
+    auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(
+        op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"));
+    if (!tag || peer.size() != 1 || !mesh || mesh.getShape().size() != 1)
+      return LogicalResult(op->emitOpError()
+                           << "needs a step.transfer tag and one peer on a one-axis mesh");
+    int64_t number = startRequest(result);
+    std::string request = this->request(number);
+    if (int64_t(startSites.size()) <= number)
+      startSites.resize(number + 1);
+    startSites[number] = where(op) + ": " + op->getName().getStringRef().str() + " (transfer " +
+                         std::to_string(tag.getInt()) + ") failed";
+    body << "  if (collectives->" << name << "(collectives->ctx, " << peer[0] << ", "
+         << tag.getInt() << ", " << ptr(buffer) << ", " << tensorBytes(typeOf(buffer)) << ", &"
+         << request << "))\n    " << failFromTable("kCollectiveStarts", request) << "\n";
+    return success();
+  };
   return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](mesh::SendOp s) {
+        return transfer("send", s.getDestination(), s.getInput(), s.getResult());
+      })
+      .Case([&](mesh::RecvOp r) {
+        return transfer("recv", r.getSource().value_or(ArrayRef<int64_t>{}), r.getResult(),
+                        r.getResult());
+      })
       .Case([&](mesh::AllGatherOp g) -> std::optional<LogicalResult> {
         start("STEPC_ALL_GATHER", "all_gather", axesMask(g.getMeshAxes()),
               typeOf(g.getInput()).getNumElements(), g.getResult(),
@@ -703,8 +731,9 @@ std::string SourceEmitter::metadata() {
      << cString(summary.precision) << ", " << evalArenaBytes << ", " << evalLogitsShape.size()
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
-     << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v7(void) {\n"
+     << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << ", "
+     << summary.pipelineStages << "};\n\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v8(void) {\n"
      << "  static const bool decoded = (stepc_decode_args(), true);\n"
      << "  (void)decoded;\n  return &kInfo;\n}\n";
   return text;
@@ -909,7 +938,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
      << "namespace stepc_eval {\n\n"
      << pre.str() << "\n" << functionsText
-     << "extern \"C\" int stepc_eval_step_v7(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_eval_step_v8(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
      << "                                  float *logits, float *const *outputs, char *error,\n"
@@ -965,7 +994,7 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
      << metadata() << "\n"
      << (profile ? profileSupport() : "")
      << functionsText
-     << "extern \"C\" int stepc_train_step_v7(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v8(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";

@@ -1,6 +1,7 @@
 //===- Toolchain.cpp - invoking the host C++ and CUDA compilers ----------===//
 
 #include "stepc/Compiler/Toolchain.h"
+#include "runtime/stepc_abi.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -162,6 +163,32 @@ llvm::Expected<stepc::CpuTarget> stepc::cpuTarget(const std::string &name) {
 
 llvm::Error stepc::compileCpuSharedObject(const std::string &source,
                                           const std::string &output, const CpuTarget &cpu) {
+  return compileCpuSharedObject(std::vector<std::string>{source}, output, cpu);
+}
+
+/// Stage r > 0's entry points carry its number; stage 0's are the plain
+/// ones (what a tool reading the module's info finds), and it tells how
+/// many stages there are.
+static std::string stageSource(const std::string &source, size_t stage, size_t stages) {
+  if (stages == 1)
+    return source;
+  if (stage == 0)
+    return source + "\nextern \"C\" int stepc_pipeline_stages_v" +
+           std::to_string(STEPC_ABI_VERSION) + "(void) { return " + std::to_string(stages) +
+           "; }\n";
+  std::string prefix;
+  for (const char *name : {"stepc_module_info", "stepc_train_step", "stepc_eval_step"}) {
+    std::string symbol = std::string(name) + "_v" + std::to_string(STEPC_ABI_VERSION);
+    prefix += "#define " + symbol + " " + symbol + "_stage" + std::to_string(stage) + "\n";
+  }
+  prefix += "#define stepc_profile_trace_v2 stepc_profile_trace_v2_stage" +
+            std::to_string(stage) + "\n";
+  return prefix + source;
+}
+
+llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &sources,
+                                          const std::string &output, const CpuTarget &cpu) {
+  const std::string &source = sources.front();
   llvm::Expected<std::string> cxx = findProgram("CXX", "c++");
   if (!cxx)
     return llvm::createStringError(std::errc::no_such_file_or_directory,
@@ -171,13 +198,34 @@ llvm::Error stepc::compileCpuSharedObject(const std::string &source,
   std::string kernels = include + "/kernels/cpu";
   std::string libDir = libraryDir();
   std::string sourcePath = output + ".cpp";
-  return runCompiler(source, sourcePath, output,
-                     {*cxx, "-std=c++17", "-O3", "-march=" + cpu.isa, "-fopenmp", "-fPIC",
-                      "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", partialPath(output),
-                      "-L" + libDir,
-                      cpu.isa == "native" ? "-lstepc_kernels_cpu_native" : "-lstepc_kernels_cpu",
-                      "-lmvec", "-Wl,-rpath," + libDir},
-                     "C++ compiler");
+  std::vector<std::string> args{*cxx,         "-std=c++17",      "-O3", "-march=" + cpu.isa,
+                                "-fopenmp",   "-fPIC",           "-shared", "-w",
+                                "-I" + include, "-I" + kernels, sourcePath};
+  // A pipeline's other stages, one source each (their statics apart).
+  std::vector<std::string> stagePaths;
+  for (size_t stage = 1; stage < sources.size(); ++stage) {
+    stagePaths.push_back(output + ".stage" + std::to_string(stage) + ".cpp");
+    std::error_code ec;
+    llvm::raw_fd_ostream os(stagePaths.back(), ec);
+    if (ec)
+      return llvm::createStringError(ec, "cannot write '%s': %s", stagePaths.back().c_str(),
+                                     ec.message().c_str());
+    os << stageSource(sources[stage], stage, sources.size());
+    args.push_back(stagePaths.back());
+  }
+  for (const char *arg : {"-o"})
+    args.push_back(arg);
+  args.push_back(partialPath(output));
+  args.push_back("-L" + libDir);
+  args.push_back(cpu.isa == "native" ? "-lstepc_kernels_cpu_native" : "-lstepc_kernels_cpu");
+  args.push_back("-lmvec");
+  args.push_back("-Wl,-rpath," + libDir);
+  llvm::Error error = runCompiler(stageSource(source, 0, sources.size()), sourcePath, output,
+                                  args, "C++ compiler");
+  if (!error)
+    for (const std::string &path : stagePaths)
+      llvm::sys::fs::remove(path);
+  return error;
 }
 
 llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std::string &output,

@@ -96,7 +96,8 @@ LogicalResult collectiveVjp(OpBuilder &b, Operation *op, ArrayRef<Value> resultG
 
 } // namespace
 
-FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable &symbols) {
+FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable &symbols,
+                                                 bool recordOrigins) {
   OpBuilder b(loss);
   b.setInsertionPointAfter(loss);
   Location loc = loss.getLoc();
@@ -138,6 +139,20 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
   Value lossValue = ret.getOperand(0);
   for (Operation &op : body.without_terminator())
     setPhase(&op, Phase::Forward);
+  // Each op made while `op` is differentiated is marked with its position.
+  DenseMap<Operation *, int64_t> position;
+  auto markFrom = [&](Operation *from, Operation *origin) {
+    if (!recordOrigins)
+      return;
+    for (Operation *next = from ? from->getNextNode() : &body.front(); next != ret.getOperation();
+         next = next->getNextNode())
+      next->setAttr(kOriginAttrName, b.getI64IntegerAttr(position[origin]));
+  };
+  if (recordOrigins)
+    for (Operation &op : body.without_terminator()) {
+      position[&op] = static_cast<int64_t>(position.size());
+      op.setAttr(kOriginAttrName, b.getI64IntegerAttr(position[&op]));
+    }
   b.setInsertionPoint(ret);
 
   // Backward: cotangents in reverse order, seeded with d loss = 1.
@@ -145,6 +160,9 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
   auto lossType = cast<RankedTensorType>(lossValue.getType());
   cotangents[lossValue] = b.create<ConstantOp>(
       loc, DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
+  if (recordOrigins && lossValue.getDefiningOp())
+    cotangents[lossValue].getDefiningOp()->setAttr(
+        kOriginAttrName, b.getI64IntegerAttr(position[lossValue.getDefiningOp()]));
 
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
@@ -160,6 +178,7 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
     if (!needed)
       continue;
     b.setInsertionPoint(ret);
+    Operation *before = ret->getPrevNode();
     SmallVector<Value> operandGrads;
     if (failed(collectiveVjp(b, op, resultGrads, operandGrads))) {
       auto rule = dyn_cast<AutodiffOpInterface>(op);
@@ -178,6 +197,7 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
       Value &sum = cotangents[operand];
       sum = sum ? b.create<AddOp>(op->getLoc(), sum, ct).getResult() : ct;
     }
+    markFrom(before, op);
   }
 
   SmallVector<Value> results{lossValue};

@@ -159,6 +159,11 @@ struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass>
       // The backward slice of the results; everything else goes, users first.
       llvm::SetVector<Operation *> slice;
       SmallVector<Value> work(results);
+      // A pipeline stage's forward sends feed the later stages' loss.
+      for (auto send : body.getOps<mesh::SendOp>())
+        if (Operation *def = send.getInput().getDefiningOp();
+            def && getPhase(def) == Phase::Forward)
+          work.push_back(send.getResult());
       while (!work.empty()) {
         Operation *def = work.pop_back_val().getDefiningOp();
         if (!def || !slice.insert(def))

@@ -130,7 +130,7 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       // Not counted by the convention: a step op without products says so
       // (NoProductFlops, above); collectives move data.
       .Case<mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp, mesh::AllToAllOp,
-            mesh::ReduceScatterOp>(
+            mesh::ReduceScatterOp, mesh::SendOp, mesh::RecvOp>(
           [](Operation *) { return FailureOr<WideFlops>(WideFlops{}); })
       .Default([](Operation *unknown) -> FailureOr<WideFlops> {
         return unknown->emitOpError() << "has no FLOP rule";
@@ -156,7 +156,7 @@ static FailureOr<Wide> executedFlops(Operation *op) {
       .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case<mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp, mesh::AllToAllOp,
-            mesh::ReduceScatterOp>([](Operation *) { return FailureOr<Wide>(0); })
+            mesh::ReduceScatterOp, mesh::SendOp, mesh::RecvOp>([](Operation *) { return FailureOr<Wide>(0); })
       .Default([](Operation *unknown) -> FailureOr<Wide> {
         return unknown->emitOpError() << "has no FLOP rule";
       });

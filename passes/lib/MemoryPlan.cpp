@@ -113,12 +113,14 @@ MemoryPlan stepc::planLiveness(func::FuncOp function) {
 
   for (Operation &op : body) {
     int64_t at = index[&op];
-    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-      Value in = reshape.getInput();
+    // A pipeline send's result is its input, read until the step's end
+    // (where step.so waits for it).
+    if (isa<ReshapeOp, mesh::SendOp>(op)) {
+      Value in = op.getOperand(0);
       if (plan.argumentOf.count(in))
-        plan.argumentOf[reshape.getResult()] = plan.argumentOf[in];
+        plan.argumentOf[op.getResult(0)] = plan.argumentOf[in];
       else if (plan.bufferOf.count(in))
-        extend(plan.bufferOf[in], reshape.getResult());
+        extend(plan.bufferOf[in], op.getResult(0));
       continue;
     }
     // An optimizer update writes its results over the parameter and its

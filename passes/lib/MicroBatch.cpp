@@ -39,7 +39,7 @@ bool isInput(func::FuncOp function, unsigned i) {
 /// Replaces the body of `grad`, the gradient of `loss`, by `count`
 /// micro-batch steps.
 LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
-                         SymbolTable &symbols) {
+                         SymbolTable &symbols, bool pipeline) {
   FailureOr<int64_t> perRank = inputBatch(loss, "split into micro-batches");
   if (failed(perRank))
     return failure();
@@ -66,7 +66,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   };
   if (failed(rebindBatch(micro, batch, count, StepDialect::kMicroRowsAttrName)))
     return cleanup(failure(), nullptr);
-  FailureOr<func::FuncOp> microGrad = differentiateLoss(micro, symbols);
+  FailureOr<func::FuncOp> microGrad = differentiateLoss(micro, symbols, pipeline);
   if (failed(microGrad))
     return cleanup(failure(), nullptr);
 
@@ -76,6 +76,11 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   OpBuilder b = OpBuilder::atBlockEnd(&body);
   Location loc = grad.getLoc();
   Block &microBody = microGrad->getBody().front();
+  // Under a pipeline, each op of micro-batch m is marked m.
+  auto markMicroBatch = [&](Operation *op, int64_t m) {
+    if (pipeline)
+      op->setAttr(kMicroBatchAttrName, b.getI64IntegerAttr(m));
+  };
   int64_t rows = batch / count;
   // v · 1/M, in `phase`.
   auto overCount = [&](Value v, Phase phase) -> Value {
@@ -88,7 +93,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
     return product;
   };
   // A micro-batch's slice of input `arg`.
-  auto sliceOf = [&](BlockArgument arg, int64_t m) -> Value {
+  auto sliceOf = [&](BlockArgument arg, int64_t m, bool mark = true) -> Value {
     Value full = body.getArgument(arg.getArgNumber());
     auto type = cast<RankedTensorType>(full.getType());
     SmallVector<int64_t> offsets(type.getRank(), 0);
@@ -98,6 +103,8 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
     auto slice = b.create<SliceOp>(loc, full, b.getDenseI64ArrayAttr(offsets),
                                    b.getDenseI64ArrayAttr(sizes));
     setPhase(slice, Phase::Forward);
+    if (mark)
+      markMicroBatch(slice, m);
     return slice;
   };
   // Each count of targets the split divided: every micro-batch's count
@@ -118,7 +125,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
         for (Value operand : def->getOperands())
           if (auto arg = dyn_cast<BlockArgument>(operand);
               arg && arg.getOwner() == &microBody && !map.contains(arg))
-            map.map(arg, isInput(micro, arg.getArgNumber()) ? sliceOf(arg, m)
+            map.map(arg, isInput(micro, arg.getArgNumber()) ? sliceOf(arg, m, false)
                                                             : body.getArgument(arg.getArgNumber()));
       Operation *last = nullptr;
       for (Operation *def : needed) {
@@ -158,6 +165,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
         continue;
       }
       Operation *copy = b.clone(op, map);
+      markMicroBatch(copy, m);
       // A dropout over the batch draws this micro-batch's rows of the mask.
       auto d = dyn_cast<DropoutOp>(copy);
       auto rows = d ? d->getAttrOfType<IntegerAttr>(StepDialect::kMicroRowsAttrName) : nullptr;
@@ -179,6 +187,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
       }
       auto add = b.create<AddOp>(loc, sums[i], value);
       setPhase(add, Phase::Backward);
+      markMicroBatch(add, m);
       sums[i] = add;
     }
   }
@@ -199,7 +208,7 @@ struct StepMicroBatchPass : public stepc::impl::StepMicroBatchBase<StepMicroBatc
                                  << count.getValue();
       return signalPassFailure();
     }
-    if (count == 1)
+    if (count == 1 && !pipeline)
       return;
     SymbolTable symbols(module);
     SmallVector<std::pair<func::FuncOp, func::FuncOp>> pairs;
@@ -216,7 +225,7 @@ struct StepMicroBatchPass : public stepc::impl::StepMicroBatchBase<StepMicroBatc
       pairs.push_back({loss, grad});
     }
     for (auto [loss, grad] : pairs)
-      if (failed(accumulate(loss, grad, count, symbols)))
+      if (failed(accumulate(loss, grad, count, symbols, pipeline)))
         return signalPassFailure();
   }
 };

@@ -227,6 +227,10 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // are summed over the tp ranks; replicated ones are counted once.
   Value total = scalar(b, loc, lossType, 0.0), split = scalar(b, loc, lossType, 0.0);
   for (auto [k, g] : llvm::enumerate(grads)) {
+    // A pipeline stage holding a copy of another stage's parameter (a tied
+    // embedding) leaves its square to that stage.
+    if (grad.getArgAttr(params[k], "step.pp_replica"))
+      continue;
     bool tpSplit = grad.getArgAttr(params[k], StepDialect::kTpShardAttrName) != nullptr;
     Value &sum = tpSplit && options.tpAxis >= 0 ? split : total;
     sum = b.create<AddOp>(loc, sum, sumOfSquares(b, loc, g, lossType));

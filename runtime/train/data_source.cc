@@ -107,7 +107,8 @@ absl::StatusOr<DataSource> DataSource::Open(const TrainOptions& o, const Module&
   const stepc_module_info& info = module.info();
   // The ranks of a tp group (consecutive: tp is the innermost mesh axis)
   // compute on the same rows: the batch is split over the data ranks.
-  const int tp = std::max(1, info.tensor_parallel);
+  // So do a pipeline's stages.
+  const int tp = std::max(1, info.tensor_parallel) * std::max(1, info.pipeline_stages);
   d.data_rank_ = rank / tp;
   d.data_world_ = world / tp;
   d.batch_dir_ = o.batch_npy;

@@ -107,7 +107,11 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   const std::string shown_threads =
       threads > 0 ? std::to_string(threads) : std::string(std::getenv("OMP_NUM_THREADS"));
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> loaded, Module::Load(path));
-  std::shared_ptr<const Module> module(std::move(loaded));
+  // A pipeline rank plans, predicts and runs its own stage's step; the
+  // data are the first stage's (which reads the tokens).
+  const std::shared_ptr<const Module> first(std::move(loaded));
+  STEPC_ASSIGN_OR_RETURN(std::shared_ptr<const Module> module,
+                         Module::ForRank(first, comm->rank(), comm->size()));
   const stepc_module_info& info = module->info();
   // The process before the session holds anything: what its peak is
   // compared with the plan above.
@@ -136,9 +140,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   const bool no_data = !resume.dir.empty() && IsLanguageModel(*module) && schedule.steps <= resume.info.step &&
                        !o.Given("data") && !o.Given("corpus") && !o.Given("batch_npy") &&
                        o.val_fraction == 0 && o.val_data.empty() && o.val_batch_npy.empty();
-  STEPC_ASSIGN_OR_RETURN(DataSource data, DataSource::Open(o, *module, rank, world, no_data));
+  STEPC_ASSIGN_OR_RETURN(DataSource data, DataSource::Open(o, *first, rank, world, no_data));
   if (world > 1) STEPC_RETURN_IF_ERROR(AgreeOnRun(*comm, o, schedule, data.tokens(), resume.dir));
-  STEPC_RETURN_IF_ERROR(data.OpenValidation(o, *module));
+  STEPC_RETURN_IF_ERROR(data.OpenValidation(o, *first));
   const Evaluator evaluator(o, *module, data);
 
   int64_t first_step = 1;
@@ -203,7 +207,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
       !trains             ? StepPrediction{}
       : module->is_cuda() ? PredictCudaStep(*module, peak, session->DescribeDevice())
                           : PredictStep(*module, peak, std::max(1, std::atoi(shown_threads.c_str())),
-                                        world > 1 ? slowest_of_ranks : nullptr);
+                                        // A pipeline's stages differ in shapes: each its own.
+                                        world > 1 && info.pipeline_stages <= 1 ? slowest_of_ranks
+                                                                               : nullptr);
   STEPC_RETURN_IF_ERROR(exchanged);
   // The same GEMM kernel reached more on one of the step's shapes than on
   // the 1024³ probe (a noisy probe): the peak is at least that, so MFU

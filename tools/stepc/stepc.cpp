@@ -170,6 +170,19 @@ static cl::opt<std::string> optimizer(
              "muon-momentum (0.95), muon-nesterov (true), ns-steps (5), adjust-lr "
              "(match-rms-adamw, or original)"),
     cl::init("adamw"), cl::cat(stepcCategory));
+static cl::opt<int64_t> ppStage("pp-stage",
+                                cl::desc("With --shard=pp:P: the stage whose step --emit, "
+                                         "--report and --memory-plot show (step.so holds all)"),
+                                cl::init(0), cl::cat(stepcCategory));
+static cl::opt<std::string> ppSchedule("pp-schedule",
+                                       cl::desc("With --shard=pp:P: gpipe or 1f1b (default) "
+                                                "over the --micro-batches"),
+                                       cl::init("1f1b"), cl::cat(stepcCategory));
+static cl::opt<std::string> ppStages(
+    "pp-stages",
+    cl::desc("With --shard=pp:P: the first block of each stage after the first, "
+             "comma-separated (default: the blocks split evenly)"),
+    cl::init(""), cl::cat(stepcCategory));
 static cl::opt<std::string> optimizerOptions("optimizer-options",
                                              cl::desc("Options of step-optimizer, e.g. "
                                                       "'beta2=0.99 weight-decay=0'"),
@@ -314,6 +327,23 @@ int main(int argc, char **argv) {
   options.fuseElementwise = fuseElementwise.getValue();
   options.remat = remat.getValue();
   options.memoryBudget = memoryBudget.getValue();
+  options.ppStage = ppStage.getValue();
+  options.ppSchedule = ppSchedule.getValue();
+  options.ppStages = ppStages.getValue();
+  // A pipeline's step.so holds every stage's step: the others are
+  // compiled from the model as written, after the shown one.
+  int64_t stages = 1;
+  {
+    std::string ignored;
+    if (FailureOr<ShardSpec> spec = parseShardSpec(shard, ignored); succeeded(spec))
+      stages = spec->pp;
+  }
+  if (stages > 1 && target != "cpu")
+    return fail("--shard=pp:P runs on --target=cpu only so far (the CUDA back end has no "
+                "point-to-point transfers yet)");
+  OwningOpRef<ModuleOp> original;
+  if (stages > 1 && emit == "so")
+    original = module->clone();
   // The sweep compiles the model as written, after the step itself has
   // compiled (so its errors are the model's, reported once, not a row).
   OwningOpRef<ModuleOp> asWritten;
@@ -393,8 +423,40 @@ int main(int argc, char **argv) {
   }
   if (emit == "source")
     return failed(writeOutput(outputFile, *source)) ? 1 : 0;
+  std::vector<std::string> stageSources(stages);
+  stageSources[stages > 1 ? ppStage.getValue() : 0] = *source;
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    if (stage == ppStage)
+      continue;
+    OwningOpRef<ModuleOp> copy = original->clone();
+    StepcPipelineOptions stageOptions;
+    stageOptions.copyOptionValuesFrom(options);
+    stageOptions.ppStage = stage;
+    PassManager stagePm(&context);
+    if (failed(buildStepcPipeline(stagePm, stageOptions, [](const Twine &message) {
+          fail(message);
+          return failure();
+        })) ||
+        failed(stagePm.run(*copy)))
+      return 1;
+    FailureOr<CompiledSteps> stageSteps = findCompiledSteps(*copy);
+    if (failed(stageSteps))
+      return 1;
+    FailureOr<StepReport> stageReport =
+        reportCompiledModule(*copy, stageOptions, CommModel{linkGBps, computeGflops});
+    if (failed(stageReport))
+      return 1;
+    ModuleSummary stageSummary = summarizeCompiledModule(*copy, *stageReport, shard, precision);
+    stageSummary.cpuIsa = cpuTargetOf->isa;
+    stageSummary.cpuFeatures = cpuTargetOf->features;
+    FailureOr<std::string> stageSource =
+        emitCpuSource(stageSteps->train, stageSummary, stageSteps->eval, profile);
+    if (failed(stageSource))
+      return 1;
+    stageSources[stage] = std::move(*stageSource);
+  }
   if (llvm::Error err =
-          target == "cpu"  ? compileCpuSharedObject(*source, outputFile, *cpuTargetOf)
+          target == "cpu"  ? compileCpuSharedObject(stageSources, outputFile, *cpuTargetOf)
           : cudaEmulation ? compileCudaEmulatedSharedObject(*source, outputFile)
                           : compileCudaSharedObject(*source, outputFile, arch.getValue()))
     return fail(llvm::toString(std::move(err)));

@@ -33,11 +33,13 @@ struct ShardSpec {
   int64_t perGroup = 1;
   /// Tensor-parallel ranks (M of tp:M), 1 without.
   int64_t tp = 1;
+  /// Pipeline ranks (P of pp:P), 1 without: each runs one stage.
+  int64_t pp = 1;
 
   /// Data-parallel ranks: those that split the batch.
   int64_t ranks() const { return replicas * perGroup; }
   /// Every rank: the data ranks times the tp ranks.
-  int64_t world() const { return ranks() * tp; }
+  int64_t world() const { return ranks() * tp * pp; }
   /// Whether parameters, gradients and optimizer state are sharded.
   bool shardsParameters() const { return kind == Kind::Fsdp || kind == Kind::Hsdp; }
   /// The mesh's shape: [N] | [R, S], then M with tp ([M] for tp alone).
@@ -61,6 +63,18 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
   Option<std::string> shard{*this, "shard",
                             llvm::cl::desc("none, ddp:N, fsdp:N or hsdp:RxS"),
                             llvm::cl::init("none")};
+  Option<int64_t> ppStage{*this, "pp-stage",
+                          llvm::cl::desc("With pp:P, the stage (pipeline rank) whose step "
+                                         "to build (stepc builds each)"),
+                          llvm::cl::init(0)};
+  Option<std::string> ppSchedule{*this, "pp-schedule",
+                                 llvm::cl::desc("With pp:P: gpipe or 1f1b"),
+                                 llvm::cl::init("1f1b")};
+  Option<std::string> ppStages{
+      *this, "pp-stages",
+      llvm::cl::desc("With pp:P: the first block of each stage after the first, "
+                     "comma-separated (default: blocks split evenly)"),
+      llvm::cl::init("")};
   Option<int64_t> batch{*this, "batch",
                         llvm::cl::desc("The global batch (0: the model's own)"),
                         llvm::cl::init(0)};

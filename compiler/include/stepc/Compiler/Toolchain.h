@@ -6,6 +6,7 @@
 #include "llvm/Support/Error.h"
 
 #include <string>
+#include <vector>
 
 namespace stepc {
 
@@ -30,6 +31,12 @@ llvm::Expected<CpuTarget> cpuTarget(const std::string &name);
 /// (`<output>.cpp`) for inspection.
 llvm::Error compileCpuSharedObject(const std::string &source, const std::string &output,
                                    const CpuTarget &cpu);
+/// The same for a pipeline's stages, one source each, in one shared
+/// object: stage 0's entry points are the plain ones and
+/// `stepc_pipeline_stages_v<ABI>()` returns the count; stage r's carry
+/// `_stage<r>` after their names.
+llvm::Error compileCpuSharedObject(const std::vector<std::string> &stageSources,
+                                   const std::string &output, const CpuTarget &cpu);
 
 /// Compiles generated CUDA C++ into `output` with nvcc for `arch` (sm_90a),
 /// linked against the CUDA kernel library, cuBLASLt and the CUDA runtime.

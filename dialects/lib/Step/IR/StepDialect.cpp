@@ -155,6 +155,13 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
                              << " to be a scalar float tensor, got " << type;
     return success();
   }
+  // A pipeline stage's copy of a parameter whose home is another stage.
+  if (attribute.getName() == "step.pp_replica") {
+    if (!isa<UnitAttr>(attribute.getValue()))
+      return op->emitError() << "expects 'step.pp_replica' on argument #" << argIndex
+                             << " to be a unit attribute";
+    return success();
+  }
   return op->emitError() << "unknown step argument attribute '"
                          << attribute.getName().getValue() << "'";
 }
@@ -304,6 +311,12 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                                 "count on a scalar count of targets";
     return success();
   }
+  if (attribute.getName() == "step.pp_axis") {
+    auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!axis || axis.getInt() < 0 || op->getName().getStringRef() != "mesh.mesh")
+      return op->emitError() << "expects 'step.pp_axis' to be a mesh axis on a mesh.mesh";
+    return success();
+  }
   if (attribute.getName() == kTpAxisAttrName) {
     auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!axis || axis.getInt() < 0 || op->getName().getStringRef() != "mesh.mesh")
@@ -315,6 +328,16 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
     auto tokens = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!tokens || tokens.getInt() < 1)
       return op->emitError() << "expects '" << kLossTokensAttrName << "' to be a positive count";
+    return success();
+  }
+  // step-pipeline-stages' marks (step.origin, step.micro_batch: between
+  // step-micro-batch and it) and each transfer's tag.
+  if (attribute.getName() == "step.origin" || attribute.getName() == "step.micro_batch" ||
+      attribute.getName() == "step.transfer") {
+    auto index = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!index || index.getInt() < 0)
+      return op->emitError() << "expects '" << attribute.getName().getValue()
+                             << "' to be an integer >= 0";
     return success();
   }
   if (attribute.getName() == kPhaseAttrName) {

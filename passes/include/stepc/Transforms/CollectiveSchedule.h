@@ -11,7 +11,7 @@ namespace stepc {
 /// waited for before its result's first use (all_slice moves nothing).
 inline bool communicates(mlir::Operation *op) {
   return llvm::isa<mlir::mesh::AllGatherOp, mlir::mesh::AllReduceOp, mlir::mesh::ReduceScatterOp,
-                   mlir::mesh::AllToAllOp>(op);
+                   mlir::mesh::AllToAllOp, mlir::mesh::SendOp, mlir::mesh::RecvOp>(op);
 }
 
 /// Prefetches parameter gathers one ahead: taken in the order of their

@@ -147,8 +147,47 @@ def StepMicroBatch : Pass<"step-micro-batch", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"count", "count", "int64_t", /*default=*/"1",
-           "micro-batches per step (1: none)">
+           "micro-batches per step (1: none)">,
+    Option<"pipeline", "pipeline", "bool", /*default=*/"false",
+           "mark each op with its micro-batch and forward origin for "
+           "step-pipeline-stages (runs at count 1 too)">
   ];
+}
+
+def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
+  let summary = "One pipeline rank's share of the micro-batched gradient (pp:P)";
+  let description = [{
+    Runs after step-micro-batch with `pipeline=true`. The model's blocks are
+    cut into `stages` contiguous stages (the embedding with the first, the
+    final norm and head with the last); the gradient function becomes stage
+    `stage`'s: its parameters' gradients, computed by its share of the
+    forward and backward ops of every micro-batch, in the order of the
+    schedule's passes for its rank. Activations and their gradients cross
+    stages through `mesh.send` / `mesh.recv` on the world mesh (tagged
+    `step.transfer`, the transfer's place in one order every stage
+    computes); a parameter used on two stages (a tied embedding) is held by
+    both, its gradient summed at its home stage and sent to the other
+    (marked `step.pp_replica`, counted once by the clipping norm); the loss
+    is the last stage's, summed over the mesh so every rank has it. The
+    loss function is removed (evaluation is the training step's forward,
+    step-eval-step keeps the forward sends).
+
+    ```mlir
+    // stage 0 of 2, micro-batch 0: ... the embedding and blocks 0-1 ...
+    %s = mesh.send %h on @world mesh_axes = [0] destination = [1] {step.transfer = 0 : i64} ...
+    // ... later, its backward:
+    %g = mesh.recv %z on @world mesh_axes = [0] source = [1] {step.transfer = 3 : i64} ...
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2", "pipeline ranks P">,
+    Option<"stage", "stage", "int64_t", /*default=*/"0", "the stage (pipeline rank) to build">,
+    Option<"scheduleName", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe or 1f1b">,
+    ListOption<"firsts", "firsts", "int64_t",
+               "the first block of each stage after the first (default: even)">
+  ];
+  let dependentDialects = ["mlir::mesh::MeshDialect"];
 }
 
 def StepShardDataParallel : Pass<"step-shard-data-parallel", "mlir::ModuleOp"> {
