@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -217,17 +218,38 @@ absl::StatusOr<std::vector<Piece>> ReadShardIndex(int fd, const std::string& pat
 
 }  // namespace
 
-std::string Session::ModelHash() const {
+std::vector<Session::StateTensor> Session::StateTensors() const {
   const stepc_module_info& info = module_->info();
+  std::vector<StateTensor> tensors;
+  if (info.pipeline_stages <= 1) {
+    for (int i = 0; i < info.num_args; ++i)
+      if (info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ)
+        tensors.push_back({info.args[i].name, info.args[i].kind, GlobalShapeOf(i), 0});
+    return tensors;
+  }
+  // A pipeline's stages hold whole tensors (a tied one on two stages: its
+  // first writes it).
+  const std::vector<const stepc_module_info*> stages = module_->StageInfos();
+  std::set<std::string> seen;
+  for (int32_t kind = STEPC_ARG_PARAM; kind <= STEPC_ARG_EXP_AVG_SQ; ++kind)
+    for (size_t s = 0; s < stages.size(); ++s)
+      for (int i = 0; i < stages[s]->num_args; ++i) {
+        const stepc_arg_info& a = stages[s]->args[i];
+        if (a.kind == kind && seen.insert(a.name).second)
+          tensors.push_back({a.name, a.kind, std::vector<int64_t>(a.shape, a.shape + a.rank),
+                             static_cast<int>(s)});
+      }
+  return tensors;
+}
+
+std::string Session::ModelHash() const {
   uint64_t hash = 0xCBF29CE484222325ull;
   auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };
-  for (int i = 0; i < info.num_args; ++i) {
-    const stepc_arg_info& a = info.args[i];
-    if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
-    for (const char* c = a.name; *c; ++c) mix(static_cast<unsigned char>(*c));
+  for (const StateTensor& t : StateTensors()) {
+    for (char c : t.name) mix(static_cast<unsigned char>(c));
     mix(0xFF);
-    mix(static_cast<uint64_t>(a.kind));
-    for (int64_t d : GlobalShapeOf(i)) mix(static_cast<uint64_t>(d));
+    mix(static_cast<uint64_t>(t.kind));
+    for (int64_t d : t.shape) mix(static_cast<uint64_t>(d));
   }
   return absl::StrFormat("%016x", hash);
 }
@@ -251,6 +273,12 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
   // their rows; tp-split tensors are gathered whole (every rank takes part)
   // and, like unsharded ones, written by rank 0.
   const std::vector<int> mesh = MeshShape();
+  const std::vector<StateTensor> state = StateTensors();
+  // Under a pipeline each whole tensor is written by its stage's rank.
+  const bool pipeline = info.pipeline_stages > 1;
+  std::set<std::string> mine;
+  for (const StateTensor& t : state)
+    if (pipeline ? t.stage == module_->stage() : lead) mine.insert(t.name);
   bool writes_shards = TpIndex() == 0;
   for (int axis = 0; axis < FsdpAxis(); ++axis)
     writes_shards &= MeshCoordinate(mesh, rank, axis) == 0;
@@ -287,7 +315,7 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
       const stepc_arg_info& a = info.args[i];
       if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
       const bool whole = TpSplit(i);
-      if (!(Sharded(i) && !whole ? writes_shards : lead)) continue;
+      if (!(Sharded(i) && !whole ? writes_shards : mine.count(a.name) > 0)) continue;
       if (std::strchr(a.name, '\t') || std::strchr(a.name, '\n'))
         return absl::InvalidArgumentError(
             absl::StrCat("tensor name '", a.name, "' holds a tab or newline"));
@@ -355,7 +383,7 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
       meta["sharding"] = info.sharding;
       meta["world_size"] = world;
       json tensors = json::array();
-      for (int i = 0; i < info.num_args; ++i) {
+      for (int i = 0; i < info.num_args && !pipeline; ++i) {
         const stepc_arg_info& a = info.args[i];
         if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
         const std::vector<int64_t> shape = GlobalShapeOf(i);
@@ -364,6 +392,10 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
         tensors.push_back({{"name", a.name}, {"role", RoleName(a.kind)}, {"shape", shape},
                            {"shard_rows", TpSplit(i) ? shape[0] : a.rank >= 1 ? a.shape[0] : 1}});
       }
+      // A pipeline's tensors, every stage's, are whole.
+      for (const StateTensor& t : pipeline ? state : std::vector<StateTensor>{})
+        tensors.push_back({{"name", t.name}, {"role", RoleName(t.kind)}, {"shape", t.shape},
+                           {"shard_rows", t.shape.empty() ? 1 : t.shape[0]}});
       meta["tensors"] = tensors;
       json shards = json::array();
       std::error_code ec;
@@ -486,24 +518,27 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
       }
       saved[t["name"].get<std::string>()] = {t["role"].get<std::string>(), shape};
     }
-    std::map<std::string, int> wanted;  // name -> argument
-    for (int i = 0; i < info.num_args; ++i) {
-      const stepc_arg_info& a = info.args[i];
-      if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
-      const std::vector<int64_t> shape = GlobalShapeOf(i);
-      auto it = saved.find(a.name);
+    // The whole model's tensors (every pipeline stage's) against the
+    // checkpoint's; this rank reads its own.
+    std::set<std::string> model;
+    for (const StateTensor& t : StateTensors()) {
+      auto it = saved.find(t.name);
       if (it == saved.end())
         return absl::InvalidArgumentError(absl::StrCat(
-            "checkpoint '", dir, "' has no tensor '", a.name, "' (", RoleName(a.kind), " ",
-            ShapeText(shape), "): it was written for another model"));
-      if (it->second.first != RoleName(a.kind) || it->second.second != shape)
+            "checkpoint '", dir, "' has no tensor '", t.name, "' (", RoleName(t.kind), " ",
+            ShapeText(t.shape), "): it was written for another model"));
+      if (it->second.first != RoleName(t.kind) || it->second.second != t.shape)
         return absl::InvalidArgumentError(absl::StrCat(
-            "checkpoint '", dir, "' holds '", a.name, "' as ", it->second.first, " ",
-            ShapeText(it->second.second), "; this model's is ", RoleName(a.kind), " ", ShapeText(shape)));
-      wanted[a.name] = i;
+            "checkpoint '", dir, "' holds '", t.name, "' as ", it->second.first, " ",
+            ShapeText(it->second.second), "; this model's is ", RoleName(t.kind), " ",
+            ShapeText(t.shape)));
+      model.insert(t.name);
     }
+    std::map<std::string, int> wanted;  // name -> argument
+    for (int i = 0; i < info.num_args; ++i)
+      if (info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ) wanted[info.args[i].name] = i;
     for (const auto& [name, role_shape] : saved)
-      if (!wanted.count(name))
+      if (!model.count(name))
         return absl::InvalidArgumentError(absl::StrCat(
             "checkpoint '", dir, "' holds '", name, "' (", role_shape.first, " ",
             ShapeText(role_shape.second), "), which this model does not have"));
@@ -541,6 +576,7 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
         std::vector<float> buffer;
         for (const Piece& p : pieces) {
           auto it = wanted.find(p.name);
+          if (it == wanted.end() && model.count(p.name)) continue;  // another stage's
           if (it == wanted.end())
             return absl::DataLossError(absl::StrCat("'", path, "' holds '", p.name,
                                                     "', which checkpoint.json does not list"));

@@ -196,6 +196,19 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, in
 
 void* Module::Symbol(const char* name) const { return dlsym(handle_, name); }
 
+std::vector<const stepc_module_info*> Module::StageInfos() const {
+  if (info_->pipeline_stages <= 1) return {info_};
+  std::vector<const stepc_module_info*> infos;
+  for (int stage = 0; stage < info_->pipeline_stages; ++stage) {
+    auto info = reinterpret_cast<decltype(&stepc_module_info_v8)>(
+        Symbol(stage == 0 ? "stepc_module_info_v8"
+                          : absl::StrCat("stepc_module_info_v8_stage", stage).c_str()));
+    if (!info) return {info_};  // checked when the stage was loaded
+    infos.push_back(info());
+  }
+  return infos;
+}
+
 bool Module::is_cuda() const {
   return std::strcmp(info_->target, "cuda") == 0 || is_cuda_emulation();
 }

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "runtime/stepc_abi.h"
@@ -26,6 +27,9 @@ class Module {
       std::shared_ptr<const Module> module, int rank, int world);
   // This module's pipeline stage (0 without a pipeline).
   int stage() const { return stage_; }
+  // Every stage's module info, in stage order (this one's alone without a
+  // pipeline): what the whole model holds, for checkpoints.
+  std::vector<const stepc_module_info*> StageInfos() const;
   ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;

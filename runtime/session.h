@@ -86,6 +86,17 @@ class Session {
   // Hash of the state tensors' names, roles and global shapes: equal for
   // every sharding of one model.
   std::string ModelHash() const;
+  // The model's state tensors (parameters and moments): this rank's
+  // arguments, or under a pipeline every stage's, each once, grouped by
+  // kind in stage order (the order of one rank's arguments), with the
+  // pipeline stage that writes it.
+  struct StateTensor {
+    std::string name;
+    int32_t kind;
+    std::vector<int64_t> shape;
+    int stage;
+  };
+  std::vector<StateTensor> StateTensors() const;
   // Shape of the argument `name` as this rank holds it, and as a whole.
   absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const;
   absl::StatusOr<std::vector<int64_t>> GlobalShape(const std::string& name) const;

@@ -226,7 +226,38 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // tp-split gradients are each rank's part of one gradient: their squares
   // are summed over the tp ranks; replicated ones are counted once.
   Value total = scalar(b, loc, lossType, 0.0), split = scalar(b, loc, lossType, 0.0);
-  for (auto [k, g] : llvm::enumerate(grads)) {
+  // A pipeline stage's squares go to their places among the whole model's
+  // parameters (step-pipeline-stages' step.pp_index), are exchanged, and
+  // are summed in that order: the norm of one rank's step, bit for bit.
+  auto stageParams = grad->getAttrOfType<IntegerAttr>("step.pp_params");
+  if (stageParams) {
+    int64_t n = stageParams.getInt();
+    auto vector = RankedTensorType::get({n}, lossType.getElementType());
+    auto one = RankedTensorType::get({1}, lossType.getElementType());
+    Value squares = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(vector, b.getFloatAttr(lossType.getElementType(), 0.0)));
+    for (auto [k, g] : llvm::enumerate(grads)) {
+      auto index = grad.getArgAttrOfType<IntegerAttr>(params[k], "step.pp_index");
+      if (!index || grad.getArgAttr(params[k], "step.pp_replica"))
+        continue;
+      int64_t at = index.getInt();
+      Value square = b.create<ReshapeOp>(loc, one, sumOfSquares(b, loc, g, lossType));
+      Value placed = b.create<PadOp>(loc, vector, square, b.getDenseI64ArrayAttr({at}),
+                                     b.getDenseI64ArrayAttr({n - 1 - at}));
+      squares = b.create<AddOp>(loc, squares, placed);
+    }
+    Value all = b.create<mesh::AllReduceOp>(
+        loc, vector, options.mesh,
+        ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.meshAxis)}, squares,
+        mesh::ReductionKind::Sum);
+    for (int64_t i = 0; i < n; ++i)
+      total = b.create<AddOp>(
+          loc, total,
+          b.create<ReshapeOp>(loc, lossType,
+                              b.create<SliceOp>(loc, all, b.getDenseI64ArrayAttr({i}),
+                                                b.getDenseI64ArrayAttr({1}))));
+  }
+  for (auto [k, g] : llvm::enumerate(stageParams ? decltype(grads){} : grads)) {
     // A pipeline stage holding a copy of another stage's parameter (a tied
     // embedding) leaves its square to that stage.
     if (grad.getArgAttr(params[k], "step.pp_replica"))
@@ -244,7 +275,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
                                     split, mesh::ReductionKind::Sum));
   // Sharded gradients: each rank holds part of every gradient, so the
   // squares are summed over the ranks (padding rows are zero).
-  if (!options.mesh.empty() && options.meshAxis >= 0)
+  if (!options.mesh.empty() && options.meshAxis >= 0 && !stageParams)
     total = b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,
                                         ArrayRef<mesh::MeshAxis>{
                                             static_cast<mesh::MeshAxis>(options.meshAxis)},

@@ -320,10 +320,20 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
                                        b.getFunctionType(argTypes, resultTypes));
   for (NamedAttribute attr : grad->getDiscardableAttrs())
     staged->setAttr(attr.getName(), attr.getValue());
+  // Each parameter's place among the model's (step-optimizer sums the
+  // clipping norm's squares in that order).
+  DenseMap<Value, int64_t> paramIndex;
+  for (BlockArgument arg : body.getArguments())
+    if (p.homeOf.count(arg))
+      paramIndex[arg] = int64_t(paramIndex.size());
+  staged->setAttr("step.pp_params", b.getI64IntegerAttr(int64_t(paramIndex.size())));
   for (auto [k, i] : llvm::enumerate(args)) {
     staged.setArgAttrs(k, grad.getArgAttrDict(i));
     BlockArgument arg = body.getArgument(i);
-    if (p.homeOf.count(arg) && p.homeOf.lookup(arg) != stage)
+    if (!p.homeOf.count(arg))
+      continue;
+    staged.setArgAttr(k, "step.pp_index", b.getI64IntegerAttr(paramIndex.lookup(arg)));
+    if (p.homeOf.lookup(arg) != stage)
       staged.setArgAttr(k, kReplicaAttrName, b.getUnitAttr());
   }
   for (auto [k, i] : llvm::enumerate(results))

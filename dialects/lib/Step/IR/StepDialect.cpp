@@ -156,6 +156,13 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   // A pipeline stage's copy of a parameter whose home is another stage.
+  if (attribute.getName() == "step.pp_index") {
+    auto index = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!index || index.getInt() < 0)
+      return op->emitError() << "expects 'step.pp_index' on argument #" << argIndex
+                             << " to be an integer >= 0 (the parameter's place in the model)";
+    return success();
+  }
   if (attribute.getName() == "step.pp_replica") {
     if (!isa<UnitAttr>(attribute.getValue()))
       return op->emitError() << "expects 'step.pp_replica' on argument #" << argIndex
@@ -333,7 +340,7 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
   // step-pipeline-stages' marks (step.origin, step.micro_batch: between
   // step-micro-batch and it) and each transfer's tag.
   if (attribute.getName() == "step.origin" || attribute.getName() == "step.micro_batch" ||
-      attribute.getName() == "step.transfer") {
+      attribute.getName() == "step.transfer" || attribute.getName() == "step.pp_params") {
     auto index = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!index || index.getInt() < 0)
       return op->emitError() << "expects '" << attribute.getName().getValue()
