@@ -118,6 +118,9 @@ ModuleSummary stepc::summarizeCompiledModule(ModuleOp module, const StepReport &
     if (auto pp = mesh->getAttrOfType<IntegerAttr>("step.pp_axis");
         pp && pp.getInt() < int64_t(shape.size()))
       summary.pipelineStages = shape[pp.getInt()];
+  // The model's FLOPs are the whole batch's; a pipeline stage's rank does
+  // its share (MFU per rank).
+  summary.modelFlops /= summary.pipelineStages;
   }
   summary.sharding = summary.worldSize > 1 ? shard.str() : "none";
   summary.precision = precision.str();

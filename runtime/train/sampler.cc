@@ -35,7 +35,11 @@ absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int3
   if (info.logits_rank != 3)
     return absl::FailedPreconditionError(
         absl::StrCat("sampling needs [batch, seq, vocab] logits; '", session.module().path(),
-                     "' returns ", info.logits_rank == 0 ? "none" : "logits of another rank"));
+                     "' returns ", info.logits_rank == 0 ? "none" : "logits of another rank",
+                     info.pipeline_stages > 1
+                         ? " (a pipeline's logits are its last stage's: sampling under pp:P is "
+                           "not built yet; sample from a checkpoint on one rank)"
+                         : ""));
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt holds no token");
   const int64_t batch = info.logits_shape[0], seq = info.logits_shape[1],
                 vocab = info.logits_shape[2];
