@@ -84,6 +84,25 @@ FailureOr<StepReport> stepc::reportCompiledModule(ModuleOp module,
   }
   if (budget > 0)
     report->memoryBudgetBytes = budget;
+  // A pipeline's layout and predicted idle time, as step-pipeline-stages
+  // recorded them on the mesh.
+  if (auto mesh = dyn_cast_or_null<mesh::MeshOp>(module.lookupSymbol(kWorldMeshName)))
+    if (auto pipeline = mesh->getAttrOfType<DictionaryAttr>("step.pipeline"))
+      for (NamedAttribute entry : pipeline) {
+        llvm::json::Value value = nullptr;
+        Attribute a = entry.getValue();
+        if (auto text = dyn_cast<StringAttr>(a))
+          value = text.str();
+        else if (auto n = dyn_cast<IntegerAttr>(a))
+          value = n.getInt();
+        else if (auto x = dyn_cast<FloatAttr>(a))
+          value = x.getValueAsDouble();
+        else if (auto ints = dyn_cast<DenseI64ArrayAttr>(a))
+          value = llvm::json::Array(ints.asArrayRef());
+        else if (auto reals = dyn_cast<DenseF64ArrayAttr>(a))
+          value = llvm::json::Array(reals.asArrayRef());
+        report->pipeline[entry.getName().strref()] = std::move(value);
+      }
   // As the step was compiled: the remat mode in effect, not the option's
   // empty default.
   report->remat = options.remat.empty() ? (budget ? "auto" : "none") : options.remat.getValue();

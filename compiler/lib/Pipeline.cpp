@@ -162,10 +162,6 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     if (options.ppStage < 0 || options.ppStage >= shard->pp)
       return emitError("pp-stage must be in [0, " + Twine(shard->pp) + "), got " +
                        Twine(options.ppStage.getValue()));
-    if (options.ppSchedule != "gpipe" && options.ppSchedule != "1f1b")
-      return emitError("--pp-schedule '" + options.ppSchedule +
-                       "': gpipe and 1f1b run (interleaved and zero-bubble are built and "
-                       "checked by stepc-pipeline, not executed yet)");
     StepPipelineStagesOptions stageOptions;
     stageOptions.stages = shard->pp;
     stageOptions.stage = options.ppStage;

@@ -429,6 +429,8 @@ llvm::json::Object StepReport::toJson() const {
   };
   if (tokensPerStep > 0)
     json["model_flops_per_token"] = modelFlopsPerStep / tokensPerStep;
+  if (!pipeline.empty())
+    json["pipeline"] = llvm::json::Object(pipeline);
   if (!predictedCommSecondsByAxes.empty()) {
     llvm::json::Object comm, exposed;
     for (auto &[axes, seconds] : predictedCommSecondsByAxes)

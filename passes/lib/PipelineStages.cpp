@@ -38,6 +38,7 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/LossFunctions.h"
 #include "stepc/Transforms/Passes.h"
+#include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/StepStructure.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,6 +48,9 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <map>
+#include <tuple>
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPPIPELINESTAGES
@@ -62,18 +66,21 @@ namespace {
 constexpr int kFree = -1;
 constexpr llvm::StringLiteral kReplicaAttrName = "step.pp_replica";
 
-/// A value computed on stage `from` and read on stage `to`.
+/// A value computed on rank `from` and read on rank `to`.
 struct Transfer {
   Value value;
   int from, to;
 };
 
+/// Stages are the schedule's chunks: P·v of them, chunk c on rank c mod P
+/// (v > 1: interleaved); "stage" below is a chunk.
 struct Partition {
-  int stages = 1;
+  int stages = 1, ranks = 1;
+  int rankOf(int chunk) const { return chunk % ranks; }
   DenseMap<Value, int> homeOf;         // parameter argument -> home stage
   DenseMap<Operation *, int> stageOf;  // op -> stage, or kFree
   DenseMap<Operation *, int64_t> position;
-  // Per stage: the ops it runs, the parameters it holds, what it receives.
+  // Per rank: the ops it runs, the parameters it holds, what it receives.
   std::vector<DenseSet<Operation *>> kept;
   std::vector<llvm::SetVector<Value>> held;
   std::vector<llvm::SetVector<Value>> received;
@@ -198,10 +205,10 @@ void collectNeeds(func::FuncOp grad, Partition &p) {
   for (BlockArgument arg : body.getArguments())
     if (grad.getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName))
       gradientOf[arg] = ret.getOperand(result++);
-  p.kept.assign(p.stages, {});
-  p.held.assign(p.stages, {});
-  p.received.assign(p.stages, {});
-  for (int q = 0; q < p.stages; ++q) {
+  p.kept.assign(p.ranks, {});
+  p.held.assign(p.ranks, {});
+  p.received.assign(p.ranks, {});
+  for (int q = 0; q < p.ranks; ++q) {
     SmallVector<Operation *> work;
     auto keep = [&](Operation *op) {
       if (p.kept[q].insert(op).second)
@@ -215,15 +222,15 @@ void collectNeeds(func::FuncOp grad, Partition &p) {
       }
       Operation *def = v.getDefiningOp();
       int stage = p.stageOf.lookup(def);
-      if (stage == kFree || stage == q)
+      if (stage == kFree || p.rankOf(stage) == q)
         keep(def);
       else
         p.received[q].insert(v);
     };
     for (Operation &op : body.without_terminator())
-      if (p.stageOf[&op] == q)
+      if (p.stageOf[&op] != kFree && p.rankOf(p.stageOf[&op]) == q)
         keep(&op);
-    if (q == p.stages - 1)
+    if (q == p.rankOf(p.stages - 1))
       need(ret.getOperand(0));
     while (!work.empty()) {
       Operation *op = work.pop_back_val();
@@ -231,9 +238,9 @@ void collectNeeds(func::FuncOp grad, Partition &p) {
         need(v);
     }
   }
-  for (int q = 0; q < p.stages; ++q)
+  for (int q = 0; q < p.ranks; ++q)
     for (Value v : p.received[q])
-      p.transfers.push_back({v, p.stageOf.lookup(v.getDefiningOp()), q});
+      p.transfers.push_back({v, p.rankOf(p.stageOf.lookup(v.getDefiningOp())), q});
   llvm::stable_sort(p.transfers, [&](const Transfer &a, const Transfer &b) {
     int64_t pa = p.position.lookup(a.value.getDefiningOp()),
             pb = p.position.lookup(b.value.getDefiningOp());
@@ -245,13 +252,53 @@ void collectNeeds(func::FuncOp grad, Partition &p) {
   });
 }
 
-/// This rank's ops in the order of its schedule (step 4).
+/// The pass each backward op of a split schedule (zero-bubble) belongs to:
+/// the input gradient (BI) is what the previous stage waits for, every op
+/// of (micro-batch, stage) from which a value another stage reads is
+/// computed; the rest, the weight gradient (BW), waits.
+DenseSet<Operation *> inputGradientOps(Block &body, const Partition &p) {
+  DenseSet<Operation *> input;
+  SmallVector<Operation *> work;
+  auto group = [&](Operation *op) {
+    auto m = op->getAttrOfType<IntegerAttr>(kMicroBatchAttrName);
+    return std::make_pair(m ? m.getInt() : -1, p.stageOf.lookup(op));
+  };
+  for (Operation &op : body.without_terminator()) {
+    if (getPhase(&op) != Phase::Backward || p.stageOf.lookup(&op) == kFree)
+      continue;
+    bool leaves = llvm::any_of(op.getUsers(), [&](Operation *user) {
+      int s = p.stageOf.lookup(user);
+      return !isa<func::ReturnOp>(user) && s != kFree && s != p.stageOf.lookup(&op);
+    });
+    if (leaves && input.insert(&op).second)
+      work.push_back(&op);
+  }
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp();
+          def && getPhase(def) == Phase::Backward && group(def) == group(op) &&
+          input.insert(def).second)
+        work.push_back(def);
+  }
+  return input;
+}
+
+/// This rank's ops in the order of its schedule (step 4): a stage's op in
+/// its pass (F, B, or BI/BW when split), a free op with its first reader.
 FailureOr<SmallVector<Operation *>> scheduleOps(func::FuncOp grad, const Partition &p, int stage,
                                                 const pipeline::Schedule &schedule) {
-  DenseMap<std::pair<int, int>, int64_t> passAt; // (backward?, micro-batch) -> position
-  for (auto [i, pass] : llvm::enumerate(schedule.passes[stage]))
-    passAt[{pass.kind != pipeline::PassKind::Forward, pass.microBatch}] = int64_t(i);
+  // (kind, micro-batch, chunk) -> position in this rank's list.
+  std::map<std::tuple<int, int, int>, int64_t> passAt;
+  bool split = false;
+  for (auto [i, pass] : llvm::enumerate(schedule.passes[stage])) {
+    passAt[{int(pass.kind), pass.microBatch, pass.chunk}] = int64_t(i);
+    split |= pass.kind == pipeline::PassKind::BackwardInput;
+  }
   Block &body = grad.getBody().front();
+  DenseSet<Operation *> inputGradient;
+  if (split)
+    inputGradient = inputGradientOps(body, p);
   int64_t firstMarked = -1;
   for (Operation &op : body.without_terminator())
     if (op.hasAttr(kMicroBatchAttrName)) {
@@ -259,23 +306,42 @@ FailureOr<SmallVector<Operation *>> scheduleOps(func::FuncOp grad, const Partiti
       break;
     }
   int64_t end = int64_t(schedule.passes[stage].size());
-  SmallVector<std::pair<std::pair<int64_t, int64_t>, Operation *>> keyed;
-  for (Operation &op : body.without_terminator()) {
-    if (!p.kept[stage].contains(&op))
-      continue;
-    int64_t at = p.position.lookup(&op), key;
-    if (auto m = op.getAttrOfType<IntegerAttr>(kMicroBatchAttrName)) {
-      auto it = passAt.find({getPhase(&op) == Phase::Backward, int(m.getInt())});
+  DenseMap<Operation *, int64_t> keyOf;
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    if (p.kept[stage].contains(&op))
+      ops.push_back(&op);
+  // Users before the ops they read: a free op takes its first reader's key.
+  for (Operation *op : llvm::reverse(ops)) {
+    int64_t at = p.position.lookup(op), key;
+    int chunk = p.stageOf.lookup(op);
+    auto m = op->getAttrOfType<IntegerAttr>(kMicroBatchAttrName);
+    if (chunk == kFree) {
+      key = end + 1;
+      for (Operation *user : op->getUsers())
+        if (auto it = keyOf.find(user); it != keyOf.end())
+          key = std::min(key, it->second);
+      if (key == end + 1)
+        key = firstMarked >= 0 && at > firstMarked ? end : -1;
+    } else if (m) {
+      pipeline::PassKind kind = getPhase(op) != Phase::Backward ? pipeline::PassKind::Forward
+                                : !split                       ? pipeline::PassKind::Backward
+                                : inputGradient.contains(op)   ? pipeline::PassKind::BackwardInput
+                                                        : pipeline::PassKind::BackwardWeight;
+      auto it = passAt.find({int(kind), int(m.getInt()), chunk});
       if (it == passAt.end())
-        return op.emitOpError() << "micro-batch " << m.getInt()
-                                << " has no pass on pipeline rank " << stage << " in schedule '"
-                                << schedule.name << "'";
+        return op->emitOpError() << "micro-batch " << m.getInt() << " of stage " << chunk
+                                 << " has no pass on pipeline rank " << stage
+                                 << " in schedule '" << schedule.name << "'";
       key = it->second;
     } else {
       key = firstMarked >= 0 && at > firstMarked ? end : -1;
     }
-    keyed.push_back({{key, at}, &op});
+    keyOf[op] = key;
   }
+  SmallVector<std::pair<std::pair<int64_t, int64_t>, Operation *>> keyed;
+  for (Operation *op : ops)
+    keyed.push_back({{keyOf.lookup(op), p.position.lookup(op)}, op});
   llvm::stable_sort(keyed, [](auto &a, auto &b) { return a.first < b.first; });
   return llvm::to_vector(llvm::map_range(keyed, [](auto &k) { return k.second; }));
 }
@@ -333,7 +399,7 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     if (!p.homeOf.count(arg))
       continue;
     staged.setArgAttr(k, "step.pp_index", b.getI64IntegerAttr(paramIndex.lookup(arg)));
-    if (p.homeOf.lookup(arg) != stage)
+    if (p.rankOf(p.homeOf.lookup(arg)) != stage)
       staged.setArgAttr(k, kReplicaAttrName, b.getUnitAttr());
   }
   for (auto [k, i] : llvm::enumerate(results))
@@ -365,7 +431,7 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     // mesh.recv names the buffer it receives into: a zero of the type.
     auto into = b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
     setPhase(into, Phase::Collective);
-    int from = p.stageOf.lookup(v.getDefiningOp());
+    int from = p.rankOf(p.stageOf.lookup(v.getDefiningOp()));
     auto recv = b.create<mesh::RecvOp>(loc, type, kWorldMeshName, axis, into.getResult(),
                                        b.getDenseI64ArrayAttr({from}), ValueRange{});
     mark(recv, v, stage);
@@ -387,7 +453,7 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
   SmallVector<Value> returned;
   for (unsigned i : results) {
     Value v = ret.getOperand(i);
-    if (i == 0 && stage != p.stages - 1) {
+    if (i == 0 && stage != p.rankOf(p.stages - 1)) {
       // Only the last stage has the loss: the others add zero.
       auto type = cast<RankedTensorType>(v.getType());
       auto zero = b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
@@ -406,6 +472,87 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
   (void)context;
   grad.erase();
   return success();
+}
+
+/// Seconds of `op` on a machine of 100 GFLOP/s and 10 GB/s (the bubble
+/// depends on the ratios alone): its products, or the bytes it moves.
+double opSeconds(Operation *op) {
+  if (isa<mesh::SendOp, mesh::RecvOp>(op))
+    return 0;
+  FailureOr<int64_t> flops = getExecutedFlops(op);
+  if (succeeded(flops) && *flops > 0)
+    return double(*flops) / 1e11;
+  double bytes = 0;
+  for (TypeRange types : {TypeRange(op->getOperandTypes()), TypeRange(op->getResultTypes())})
+    for (Type t : types)
+      if (auto type = dyn_cast<RankedTensorType>(t))
+        bytes += double(type.getNumElements()) * type.getElementTypeBitWidth() / 8;
+  return bytes / 1e10;
+}
+
+/// Each stage's (chunk's) forward, input-gradient and weight-gradient
+/// seconds per micro-batch; free ops are counted where they are needed
+/// only approximately (not at all: they are index arithmetic).
+std::vector<pipeline::ChunkCost> chunkCosts(Block &body, const Partition &p, int64_t micro) {
+  std::vector<pipeline::ChunkCost> costs(p.stages, pipeline::ChunkCost{0, 0, 0});
+  DenseSet<Operation *> input = inputGradientOps(body, p);
+  for (Operation &op : body.without_terminator()) {
+    int chunk = p.stageOf.lookup(&op);
+    if (chunk == kFree)
+      continue;
+    double seconds = opSeconds(&op) / double(micro);
+    pipeline::ChunkCost &c = costs[chunk];
+    (getPhase(&op) != Phase::Backward ? c.forward
+     : input.contains(&op)            ? c.backwardInput
+                                      : c.backwardWeight) += seconds;
+  }
+  return costs;
+}
+
+/// The first block of each stage after the first that balances the
+/// blocks' predicted time (the embedding counted with the first, the head
+/// with the last), exactly (pipeline::balanceStages).
+FailureOr<SmallVector<int64_t>> balancedStarts(func::FuncOp grad, int stages) {
+  int64_t blocks = 0;
+  for (BlockArgument arg : grad.getBody().front().getArguments())
+    if (auto param = grad.getArgAttrOfType<ParamAttr>(arg.getArgNumber(),
+                                                      StepDialect::kParamAttrName))
+      blocks = std::max<int64_t>(blocks, param.getBlock() + 1);
+  if (blocks < stages)
+    return SmallVector<int64_t>{}; // assignHomes reports it
+  Partition perBlock;
+  perBlock.ranks = perBlock.stages = int(blocks);
+  if (failed(assignHomes(grad, perBlock.stages, {}, perBlock)))
+    return failure();
+  assignStages(grad.getBody().front(), perBlock);
+  std::vector<double> layers(blocks, 0.0);
+  for (Operation &op : grad.getBody().front().without_terminator())
+    if (int block = perBlock.stageOf.lookup(&op); block != kFree)
+      layers[block] += opSeconds(&op);
+  std::vector<int> firsts = pipeline::balanceStages(layers, stages);
+  return SmallVector<int64_t>(firsts.begin() + 1, firsts.end());
+}
+
+/// The pipeline's layout and prediction, for the report.
+DictionaryAttr describe(OpBuilder &b, const pipeline::Schedule &schedule,
+                        ArrayRef<int64_t> starts, ArrayRef<pipeline::ChunkCost> costs,
+                        const pipeline::Timing &timing, int64_t micro) {
+  SmallVector<double> stageSeconds, idle(timing.idleFraction.begin(), timing.idleFraction.end());
+  for (const pipeline::ChunkCost &c : costs)
+    stageSeconds.push_back(c.forward + c.backward());
+  SmallVector<int64_t> firstBlocks{0};
+  llvm::append_range(firstBlocks, starts);
+  SmallVector<int64_t> stash(timing.peakStash.begin(), timing.peakStash.end());
+  return b.getDictionaryAttr({
+      b.getNamedAttr("schedule", b.getStringAttr(schedule.name)),
+      b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
+      b.getNamedAttr("first_blocks", b.getDenseI64ArrayAttr(firstBlocks)),
+      b.getNamedAttr("stage_seconds", b.getDenseF64ArrayAttr(stageSeconds)),
+      b.getNamedAttr("predicted_idle_fraction", b.getDenseF64ArrayAttr(idle)),
+      b.getNamedAttr("predicted_bubble", b.getF64FloatAttr(timing.bubbleFraction)),
+      b.getNamedAttr("peak_stash", b.getDenseI64ArrayAttr(stash)),
+      b.getNamedAttr("transfers_per_step", b.getI64IntegerAttr(timing.transfers)),
+  });
 }
 
 struct StepPipelineStagesPass
@@ -445,21 +592,31 @@ struct StepPipelineStagesPass
     }
     pipeline::Schedule schedule;
     std::string error;
-    std::vector<pipeline::ChunkCost> costs(stages);
+    // interleaved:V cuts the blocks into stages·V chunks (a bad V is
+    // buildSchedule's error).
+    int64_t chunksPerRank = 1;
+    if (StringRef(scheduleName).starts_with("interleaved:") &&
+        (StringRef(scheduleName).drop_front(12).getAsInteger(10, chunksPerRank) ||
+         chunksPerRank < 1 || chunksPerRank > 64))
+      chunksPerRank = 1;
+    Block &body = grad.getBody().front();
+    Partition p;
+    p.ranks = int(stages);
+    p.stages = int(stages * chunksPerRank);
+    // Without a layout, the cut that balances the blocks' predicted time.
+    SmallVector<int64_t> starts(firsts.begin(), firsts.end());
+    if (starts.empty()) {
+      FailureOr<SmallVector<int64_t>> balanced = balancedStarts(grad, p.stages);
+      if (failed(balanced))
+        return signalPassFailure();
+      starts = *balanced;
+    }
+    if (failed(assignHomes(grad, p.stages, starts, p)))
+      return signalPassFailure();
+    assignStages(body, p);
+    std::vector<pipeline::ChunkCost> costs = chunkCosts(body, p, micro);
     if (!pipeline::buildSchedule(scheduleName, stages, int(micro), costs, schedule, error)) {
       grad.emitOpError() << "pipeline schedule: " << error;
-      return signalPassFailure();
-    }
-    bool split = llvm::any_of(schedule.passes, [](auto &passes) {
-      return llvm::any_of(passes, [](const pipeline::Pass &pass) {
-        return pass.kind == pipeline::PassKind::BackwardInput ||
-               pass.kind == pipeline::PassKind::BackwardWeight;
-      });
-    });
-    if (schedule.chunksPerRank != 1 || split) {
-      grad.emitOpError() << "schedule '" << scheduleName.getValue()
-                         << "' is built and checked (stepc-pipeline) but not yet executed: "
-                            "gpipe and 1f1b run";
       return signalPassFailure();
     }
     pipeline::Timing timing;
@@ -467,11 +624,6 @@ struct StepPipelineStagesPass
       grad.emitOpError() << "pipeline schedule: " << error;
       return signalPassFailure();
     }
-    Partition p;
-    p.stages = int(stages);
-    if (failed(assignHomes(grad, p.stages, firsts, p)))
-      return signalPassFailure();
-    assignStages(grad.getBody().front(), p);
     collectNeeds(grad, p);
     if (failed(buildStage(grad, p, int(stage), schedule)))
       return signalPassFailure();
@@ -480,8 +632,10 @@ struct StepPipelineStagesPass
     if (!module.lookupSymbol(kWorldMeshName)) {
       auto mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName,
                                          ArrayRef<int64_t>{stages.getValue()});
-      // The runtime reads the stage count off the mesh.
+      // The runtime reads the stage count off the mesh, the report the
+      // pipeline's layout and predicted idle time.
       mesh->setAttr("step.pp_axis", b.getI64IntegerAttr(0));
+      mesh->setAttr("step.pipeline", describe(b, schedule, starts, costs, timing, int(micro)));
     }
   }
 };

@@ -526,6 +526,30 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                                                                  rank_comm_ns.end()))
                             .c_str());
     }
+    // A pipeline's idle time: each rank's waits for transfers and
+    // collectives over the step, against the schedule's prediction.
+    json pipeline;
+    if (info.pipeline_stages > 1 && !rank_comm_ns.empty() && step_median > 0 &&
+        info.report_json) {
+      const json report = json::parse(info.report_json, nullptr, /*allow_exceptions=*/false);
+      if (report.is_object() && report.contains("pipeline") && report["pipeline"].is_object())
+        pipeline = report["pipeline"];
+      std::vector<double> idle;
+      for (uint64_t ns : rank_comm_ns) idle.push_back(std::min(1.0, 1e-9 * ns / step_median));
+      pipeline["measured_idle_fraction"] = idle;
+      std::string measured_text, predicted_text;
+      for (double f : idle) absl::StrAppend(&measured_text, absl::StrFormat(" %.1f%%", 100 * f));
+      if (pipeline.contains("predicted_idle_fraction") &&
+          pipeline["predicted_idle_fraction"].is_array())
+        for (const json& f : pipeline["predicted_idle_fraction"])
+          if (f.is_number())
+            absl::StrAppend(&predicted_text, absl::StrFormat(" %.1f%%", 100 * f.get<double>()));
+      std::printf("stepc-run: pipeline %s over %d micro-batches: idle per rank%s (waiting for "
+                  "transfers and collectives), predicted%s\n",
+                  pipeline.value("schedule", std::string("?")).c_str(),
+                  pipeline.value("micro_batches", 0), measured_text.c_str(),
+                  predicted_text.empty() ? " (none)" : predicted_text.c_str());
+    }
     if (!o.summary.empty()) {
       json summary = {
           {"steps", step_seconds.size()},
@@ -550,6 +574,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
         for (uint64_t ns : rank_comm_ns) per_rank.push_back(1e-9 * double(ns));
         summary["collective_seconds_median_by_rank"] = per_rank;
       }
+      if (!pipeline.is_null()) summary["pipeline"] = pipeline;
       if (peak.gflops > 0) summary["mfu_median"] = median(step_mfu);
       if (predicted.known) {
         summary["predicted_step_seconds"] = predicted.seconds;

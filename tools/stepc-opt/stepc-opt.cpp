@@ -28,6 +28,7 @@ static std::string overview() {
   const Factory passes[] = {
       stepc::createStepDeriveBlocks,    stepc::createStepRebindBatch,
       stepc::createStepAutodiff,        stepc::createStepMicroBatch,
+      stepc::createStepPipelineStages,
       stepc::createStepShardDataParallel,
       stepc::createStepShardFully,      stepc::createStepShardTensor,
       stepc::createStepOptimizer,       stepc::createStepScheduleCollectives,

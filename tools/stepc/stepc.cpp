@@ -175,7 +175,8 @@ static cl::opt<int64_t> ppStage("pp-stage",
                                          "--report and --memory-plot show (step.so holds all)"),
                                 cl::init(0), cl::cat(stepcCategory));
 static cl::opt<std::string> ppSchedule("pp-schedule",
-                                       cl::desc("With --shard=pp:P: gpipe or 1f1b (default) "
+                                       cl::desc("With --shard=pp:P: gpipe, 1f1b (default), "
+                                                "interleaved:V (V chunks per rank) or zero-bubble "
                                                 "over the --micro-batches"),
                                        cl::init("1f1b"), cl::cat(stepcCategory));
 static cl::opt<std::string> ppStages(

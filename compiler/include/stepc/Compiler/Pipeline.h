@@ -68,7 +68,7 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
                                          "to build (stepc builds each)"),
                           llvm::cl::init(0)};
   Option<std::string> ppSchedule{*this, "pp-schedule",
-                                 llvm::cl::desc("With pp:P: gpipe or 1f1b"),
+                                 llvm::cl::desc("With pp:P: gpipe, 1f1b, interleaved:V or zero-bubble"),
                                  llvm::cl::init("1f1b")};
   Option<std::string> ppStages{
       *this, "pp-stages",

@@ -29,6 +29,9 @@ struct CommModel {
 /// snake_case.
 struct StepReport {
   std::string function, target;
+  /// Under pp:P: the schedule, the stages' first blocks, their predicted
+  /// seconds per micro-batch, each rank's predicted idle fraction.
+  llvm::json::Object pipeline;
   int64_t params = 0, paramBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
   /// The model's, as step-report counts them (its keys are this report's).
   int64_t paramTensors = 0, matmulParams = 0, forwardFlops = 0;

@@ -318,6 +318,11 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                                 "count on a scalar count of targets";
     return success();
   }
+  if (attribute.getName() == "step.pipeline") {
+    if (!isa<DictionaryAttr>(attribute.getValue()) || op->getName().getStringRef() != "mesh.mesh")
+      return op->emitError() << "expects 'step.pipeline' to be a dictionary on a mesh.mesh";
+    return success();
+  }
   if (attribute.getName() == "step.pp_axis") {
     auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!axis || axis.getInt() < 0 || op->getName().getStringRef() != "mesh.mesh")

@@ -183,9 +183,11 @@ def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
     Option<"stages", "stages", "int64_t", /*default=*/"2", "pipeline ranks P">,
     Option<"stage", "stage", "int64_t", /*default=*/"0", "the stage (pipeline rank) to build">,
     Option<"scheduleName", "schedule", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe or 1f1b">,
+           "gpipe, 1f1b, interleaved:V (stages·V chunks, chunk c on rank c mod "
+           "stages) or zero-bubble (backward split into input and weight "
+           "gradients)">,
     ListOption<"firsts", "firsts", "int64_t",
-               "the first block of each stage after the first (default: even)">
+               "the first block of each stage (chunk) after the first (default: even)">
   ];
   let dependentDialects = ["mlir::mesh::MeshDialect"];
 }
