@@ -12,7 +12,8 @@ under mpirun with one thread per rank (`stepc-run --summary`), and prints
 per rank the measured idle fraction (the median step's time spent waiting
 for transfers and collectives over the median step time) beside the
 predicted one (the schedule simulated on the stages' predicted costs, from
-the report's `pipeline` entry), their mean (the bubble), and the step time.
+the report's `pipeline` entry), their mean (the bubble), the step time, and
+the same step's time on one rank of one thread over it (the speedup).
 A benchmark, not a test: the goal (issue 28) is the prediction within 25%
 of the measurement for 1F1B and interleaved at two values of M, and
 interleaved and zero-bubble idling less than 1F1B where predicted. Run it
@@ -40,7 +41,7 @@ args = p.parse_args()
 
 mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-x", "OMP_NUM_THREADS=1",
           "-np", str(args.ranks)]
-rows = []
+rows, one = [], {}
 with tempfile.TemporaryDirectory() as tmp:
     model = os.path.join(tmp, "model.mlir")
     subprocess.run([sys.executable, os.path.join(root, "examples/gen_model.py"), "--arch", "gpt",
@@ -48,6 +49,14 @@ with tempfile.TemporaryDirectory() as tmp:
                     "--layers", str(args.layers), "--heads", "4", "--batch", str(args.batch),
                     "-o", model], check=True)
     for m in (int(x) for x in args.micro_batches.split(",")):
+        # The same step on one rank (one thread): the pipeline's speedup.
+        so, summary = os.path.join(tmp, f"one-m{m}.so"), os.path.join(tmp, f"one-m{m}.json")
+        subprocess.run([os.path.join(args.bin, "stepc"), "--target=cpu", model,
+                        f"--micro-batches={m}", "-o", so], check=True)
+        subprocess.run([os.path.join(args.bin, "stepc-run"), so, "--steps", str(args.steps),
+                        "--summary", summary], check=True, stdout=subprocess.DEVNULL,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+        one[m] = json.load(open(summary))["step_seconds_median"]
         for schedule in args.schedules.split(","):
             tag = f"{schedule.replace(':', '')}-m{m}"
             so, summary = os.path.join(tmp, tag + ".so"), os.path.join(tmp, tag + ".json")
@@ -67,9 +76,12 @@ with tempfile.TemporaryDirectory() as tmp:
                          pipe["predicted_idle_fraction"], s["step_seconds_median"]))
 
 print(f"{'schedule':>14} {'M':>3}  {'measured idle per rank':>28}  "
-      f"{'predicted':>24}  {'bubble meas/pred':>17}  {'step ms':>8}")
+      f"{'predicted':>24}  {'bubble meas/pred':>17}  {'step ms':>8}  {'vs one rank':>11}")
 for schedule, m, measured, predicted, seconds in rows:
     mean = lambda v: sum(v) / len(v)
     fmt = lambda v: " ".join(f"{100 * x:5.1f}%" for x in v)
     print(f"{schedule:>14} {m:>3}  {fmt(measured):>28}  {fmt(predicted):>24}  "
-          f"{100 * mean(measured):6.1f}%/{100 * mean(predicted):5.1f}%  {1e3 * seconds:8.1f}")
+          f"{100 * mean(measured):6.1f}%/{100 * mean(predicted):5.1f}%  {1e3 * seconds:8.1f}  "
+          f"{one[m] / seconds:10.2f}x")
+for m, seconds in one.items():
+    print(f"one rank, one thread, M={m}: {1e3 * seconds:.1f} ms a step")
