@@ -276,9 +276,13 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
   const std::vector<StateTensor> state = StateTensors();
   // Under a pipeline each whole tensor is written by its stage's rank.
   const bool pipeline = info.pipeline_stages > 1;
+  // (the stage's ranks of data index 0 and tp index 0).
+  bool first_of_stage = true;
+  for (int axis = 0; pipeline && axis < static_cast<int>(mesh.size()); ++axis)
+    if (axis != info.pipeline_axis) first_of_stage &= MeshCoordinate(mesh, rank, axis) == 0;
   std::set<std::string> mine;
   for (const StateTensor& t : state)
-    if (pipeline ? t.stage == module_->stage() : lead) mine.insert(t.name);
+    if (pipeline ? t.stage == module_->stage() && first_of_stage : lead) mine.insert(t.name);
   bool writes_shards = TpIndex() == 0;
   for (int axis = 0; axis < FsdpAxis(); ++axis)
     writes_shards &= MeshCoordinate(mesh, rank, axis) == 0;

@@ -130,10 +130,15 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
 
 absl::StatusOr<std::shared_ptr<const Module>> Module::ForRank(
     std::shared_ptr<const Module> module, int rank, int world) {
-  const int stages = module->info().pipeline_stages;
-  if (stages <= 1 || world != module->info().world_size) return module;
-  // pp alone so far: the pipeline index is the rank.
-  const int stage = rank % stages;
+  const stepc_module_info& info = module->info();
+  const int stages = info.pipeline_stages;
+  if (stages <= 1 || world != info.world_size || info.pipeline_axis < 0 ||
+      info.pipeline_axis >= info.mesh_axes || info.mesh_axes > 3)
+    return module;
+  // The rank's coordinate along the pipeline axis of the row-major mesh.
+  int stride = 1;
+  for (int a = info.pipeline_axis + 1; a < info.mesh_axes; ++a) stride *= info.mesh_shape[a];
+  const int stage = rank / stride % stages;
   if (stage == module->stage()) return module;
   STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Module> staged, Load(module->path(), stage));
   return std::shared_ptr<const Module>(std::move(staged));

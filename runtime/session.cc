@@ -126,11 +126,12 @@ absl::Status Session::CheckWorld() const {
     for (int d = 0; d < shared->args[i].rank; ++d)
       mix(static_cast<uint64_t>(shared->args[i].shape[d]));
   }
-  for (int i = 0; i < info.num_collectives; ++i) {
-    mix(static_cast<uint64_t>(info.collectives[i].kind));
-    mix(static_cast<uint64_t>(info.collectives[i].axes));
-    mix(static_cast<uint64_t>(info.collectives[i].count));
-  }
+  for (const stepc_module_info* stage : module_->StageInfos())
+    for (int i = 0; i < stage->num_collectives; ++i) {
+      mix(static_cast<uint64_t>(stage->collectives[i].kind));
+      mix(static_cast<uint64_t>(stage->collectives[i].axes));
+      mix(static_cast<uint64_t>(stage->collectives[i].count));
+    }
   STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all, communicator_->AllGather(hash));
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r] != hash)

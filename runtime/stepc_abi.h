@@ -165,6 +165,8 @@ typedef struct {
    * `<name>_stage<r>`; the rank at pipeline index r runs stage r (every
    * stage reads the whole batch). */
   int32_t pipeline_stages;
+  /* The mesh axis of the stages (data axes before it, tp after). */
+  int32_t pipeline_axis;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues

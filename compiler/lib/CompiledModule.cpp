@@ -135,8 +135,10 @@ ModuleSummary stepc::summarizeCompiledModule(ModuleOp module, const StepReport &
         tp && tp.getInt() < int64_t(shape.size()))
       summary.tensorParallel = shape[tp.getInt()];
     if (auto pp = mesh->getAttrOfType<IntegerAttr>("step.pp_axis");
-        pp && pp.getInt() < int64_t(shape.size()))
+        pp && pp.getInt() < int64_t(shape.size())) {
       summary.pipelineStages = shape[pp.getInt()];
+      summary.pipelineAxis = pp.getInt();
+    }
   // The model's FLOPs are the whole batch's; a pipeline stage's rank does
   // its share (MFU per rank).
   summary.modelFlops /= summary.pipelineStages;

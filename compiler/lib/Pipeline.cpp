@@ -21,16 +21,25 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
-  // pp:P alone (combined with data and tensor axes: not yet).
-  if (rest.consume_front("pp:")) {
-    if (count(rest, spec.pp) && spec.pp >= 2)
+  // pp:P alone or after ddp:N (beside fsdp, hsdp or tp: not yet).
+  if (size_t at = rest.find("pp:"); at != StringRef::npos) {
+    StringRef data = rest.take_front(at);
+    bool alone = data.empty();
+    if (text.contains("tp:") || (!alone && !(data.starts_with("ddp:") && data.ends_with(",")))) {
+      error = ("--shard '" + text +
+               "': a pipeline axis beside fsdp, hsdp or tp is not built yet (pp:P and "
+               "ddp:N,pp:P are)")
+                  .str();
+      return failure();
+    }
+    if (count(rest.drop_front(at + 3), spec.pp) && spec.pp >= 2 &&
+        (alone || count(data.drop_front(4).drop_back(1), spec.perGroup)) &&
+        spec.perGroup <= kMaxRanks / spec.pp) {
+      spec.kind = alone ? ShardSpec::Kind::None : ShardSpec::Kind::Ddp;
       return spec;
-    error = ("bad --shard '" + text + "' (pp:P needs 2 <= P <= " + Twine(kMaxRanks) + ")").str();
-    return failure();
-  }
-  if (text.contains("pp:")) {
-    error = ("--shard '" + text +
-             "': a pipeline axis beside data or tensor axes is not built yet (pp:P alone is)")
+    }
+    error = ("bad --shard '" + text + "' (pp:P or ddp:N,pp:P, with P >= 2 and at most " +
+             Twine(kMaxRanks) + " ranks)")
                 .str();
     return failure();
   }
@@ -68,6 +77,13 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
 
 SmallVector<int64_t> ShardSpec::meshShape() const {
   SmallVector<int64_t> shape;
+  // Data, then the pipeline's stages (tp beside pp: not yet).
+  if (pp > 1) {
+    if (ranks() > 1)
+      shape.push_back(ranks());
+    shape.push_back(pp);
+    return shape;
+  }
   if (replicas > 1)
     shape.push_back(replicas);
   if (ranks() > 1 || tp == 1)
@@ -164,6 +180,8 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
                        Twine(options.ppStage.getValue()));
     StepPipelineStagesOptions stageOptions;
     stageOptions.stages = shard->pp;
+    SmallVector<int64_t> mesh = shard->meshShape();
+    stageOptions.meshShape = mesh;
     stageOptions.stage = options.ppStage;
     stageOptions.scheduleName = options.ppSchedule.getValue();
     SmallVector<StringRef> texts;
@@ -210,7 +228,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     optimizerFlags += (" tp-axis=" + Twine(shard->tpAxis())).str();
   // Each pipeline stage holds its own parameters: squares summed over pp.
   if (shard->pp > 1)
-    optimizerFlags += (" mesh=" + kWorldMeshName + " mesh-axis=0").str();
+    optimizerFlags += (" mesh=" + kWorldMeshName +
+                       " mesh-axis=" + Twine(shard->meshShape().size() - 1))
+                          .str();
   if (failed(optimizer->initializeOptions(optimizerFlags, [&](const Twine &message) {
         return emitError("bad optimizer-options: " + message);
       })))

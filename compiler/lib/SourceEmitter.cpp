@@ -417,34 +417,47 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
       return std::nullopt;
     return LogicalResult(op->emitOpError() << "the " << target << " back end reduces with sum only");
   };
-  // A pipeline transfer: to or from one rank of a one-axis mesh, matched
-  // by its tag; not in the collectives table (stages differ).
-  auto transfer = [&](StringRef name, ArrayRef<int64_t> peer, Value buffer,
-                      Value result) -> std::optional<LogicalResult> {
+  // A pipeline transfer: to or from the rank at index `peer` along one mesh
+  // axis (the others this rank's), matched by its tag; not in the
+  // collectives table (stages differ).
+  auto transfer = [&](StringRef name, ArrayRef<int16_t> axes, ArrayRef<int64_t> peer,
+                      Value buffer, Value result) -> std::optional<LogicalResult> {
     auto tag = op->getAttrOfType<IntegerAttr>("step.transfer");
     auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(
         op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"));
-    if (!tag || peer.size() != 1 || !mesh || mesh.getShape().size() != 1)
+    if (!tag || peer.size() != 1 || axes.size() != 1 || !mesh ||
+        axes[0] >= int64_t(mesh.getShape().size()))
       return LogicalResult(op->emitOpError()
-                           << "needs a step.transfer tag and one peer on a one-axis mesh");
+                           << "needs a step.transfer tag and one peer along one mesh axis");
+    ArrayRef<int64_t> shape = mesh.getShape();
+    int64_t stride = 1;
+    for (size_t a = axes[0] + 1; a < shape.size(); ++a)
+      stride *= shape[a];
+    std::string rank = "collectives->rank";
+    std::string to = shape.size() == 1
+                         ? std::to_string(peer[0])
+                         : llvm::formatv("{0} + ({1} - {0} / {2} % {3}) * {2}", rank, peer[0],
+                                         stride, shape[axes[0]])
+                               .str();
     int64_t number = startRequest(result);
     std::string request = this->request(number);
     if (int64_t(startSites.size()) <= number)
       startSites.resize(number + 1);
     startSites[number] = where(op) + ": " + op->getName().getStringRef().str() + " (transfer " +
                          std::to_string(tag.getInt()) + ") failed";
-    body << "  if (collectives->" << name << "(collectives->ctx, " << peer[0] << ", "
+    body << "  if (collectives->" << name << "(collectives->ctx, " << to << ", "
          << tag.getInt() << ", " << ptr(buffer) << ", " << tensorBytes(typeOf(buffer)) << ", &"
          << request << "))\n    " << failFromTable("kCollectiveStarts", request) << "\n";
     return success();
   };
   return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case([&](mesh::SendOp s) {
-        return transfer("send", s.getDestination(), s.getInput(), s.getResult());
+        return transfer("send", s.getMeshAxes(), s.getDestination(), s.getInput(),
+                        s.getResult());
       })
       .Case([&](mesh::RecvOp r) {
-        return transfer("recv", r.getSource().value_or(ArrayRef<int64_t>{}), r.getResult(),
-                        r.getResult());
+        return transfer("recv", r.getMeshAxes(), r.getSource().value_or(ArrayRef<int64_t>{}),
+                        r.getResult(), r.getResult());
       })
       .Case([&](mesh::AllGatherOp g) -> std::optional<LogicalResult> {
         start("STEPC_ALL_GATHER", "all_gather", axesMask(g.getMeshAxes()),
@@ -732,7 +745,7 @@ std::string SourceEmitter::metadata() {
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
      << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << ", "
-     << summary.pipelineStages << "};\n\n"
+     << summary.pipelineStages << ", " << summary.pipelineAxis << "};\n\n"
      << "extern \"C\" const stepc_module_info *stepc_module_info_v8(void) {\n"
      << "  static const bool decoded = (stepc_decode_args(), true);\n"
      << "  (void)decoded;\n  return &kInfo;\n}\n";

@@ -76,6 +76,8 @@ struct Transfer {
 /// (v > 1: interleaved); "stage" below is a chunk.
 struct Partition {
   int stages = 1, ranks = 1;
+  /// The world mesh's axis along which the stages lie (its last).
+  mesh::MeshAxis axis = 0;
   int rankOf(int chunk) const { return chunk % ranks; }
   DenseMap<Value, int> homeOf;         // parameter argument -> home stage
   DenseMap<Operation *, int> stageOf;  // op -> stage, or kFree
@@ -418,7 +420,7 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     if (transfer.from == stage)
       sendsOf[transfer.value].push_back(transfer.to);
   }
-  SmallVector<mesh::MeshAxis> axisStorage{0};
+  SmallVector<mesh::MeshAxis> axisStorage{p.axis};
   ArrayRef<mesh::MeshAxis> axis = axisStorage;
   auto mark = [&](Operation *op, Value v, int to) {
     setPhase(op, Phase::Collective);
@@ -603,6 +605,15 @@ struct StepPipelineStagesPass
     Partition p;
     p.ranks = int(stages);
     p.stages = int(stages * chunksPerRank);
+    SmallVector<int64_t> shape(meshShape.begin(), meshShape.end());
+    if (shape.empty())
+      shape.push_back(stages);
+    if (shape.back() != stages) {
+      emitError(module.getLoc()) << "step-pipeline-stages: the mesh's last axis must be the "
+                                 << stages << " stages";
+      return signalPassFailure();
+    }
+    p.axis = static_cast<mesh::MeshAxis>(shape.size() - 1);
     // Without a layout, the cut that balances the blocks' predicted time.
     SmallVector<int64_t> starts(firsts.begin(), firsts.end());
     if (starts.empty()) {
@@ -630,11 +641,10 @@ struct StepPipelineStagesPass
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
     if (!module.lookupSymbol(kWorldMeshName)) {
-      auto mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName,
-                                         ArrayRef<int64_t>{stages.getValue()});
+      auto mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
       // The runtime reads the stage count off the mesh, the report the
       // pipeline's layout and predicted idle time.
-      mesh->setAttr("step.pp_axis", b.getI64IntegerAttr(0));
+      mesh->setAttr("step.pp_axis", b.getI64IntegerAttr(p.axis));
       mesh->setAttr("step.pipeline", describe(b, schedule, starts, costs, timing, int(micro)));
     }
   }

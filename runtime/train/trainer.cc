@@ -226,7 +226,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // link, probed on every rank (collective) before step 1.
   CommunicationPrediction comm_predicted;
   if (trains && world > 1 && !module->is_cuda()) {
-    STEPC_ASSIGN_OR_RETURN(comm_predicted, PredictCommunication(*comm, *module));
+    // (A pipeline's ranks probe alike on stage 0's figures.)
+    STEPC_ASSIGN_OR_RETURN(comm_predicted, PredictCommunication(*comm, *first));
     if (predicted.known && comm_predicted.known && predicted.comm_seconds == 0) {
       predicted.comm_seconds = comm_predicted.seconds;
       predicted.seconds += comm_predicted.seconds;

@@ -167,7 +167,10 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
   // What a GEMM library touched stays: the collectives' figure includes
   // it, and only their excess is theirs.
   int64_t with_collectives = w.gemm_bytes;
-  if (comm.size() > 1)
+  // A pipeline's stages have tables of their own: no probe every rank
+  // would run alike.
+  const bool same_tables = info.pipeline_stages <= 1;
+  if (comm.size() > 1 && same_tables)
     for (const stepc_collective_info& c : LargestCollectives(info)) {
       const int64_t ranks = comm.Ranks(c.axes);
       // Every rank skips the same ones (the tables are equal): no probe
@@ -192,7 +195,8 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
   int64_t together_floats = 0;
   for (const stepc_collective_info& c : together)
     together_floats += 2 * c.count * std::max(1, comm.Ranks(c.axes));
-  if (comm.size() > 1 && !together.empty() && together_floats <= kMaxProbeFloats) {
+  if (comm.size() > 1 && same_tables && !together.empty() &&
+      together_floats <= kMaxProbeFloats) {
     std::vector<std::unique_ptr<CollectiveBuffers>> buffers;
     int64_t operand_bytes = 0;
     bool ok = true;

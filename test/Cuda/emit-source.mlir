@@ -33,7 +33,7 @@
 // CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.cross_entropy_grad' target",
 // CHECK-NEXT: "{{.*}}emit-source.mlir:107:8: 'step.embedding_grad' id",
 // CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33556992,
-// CHECK: 6, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape, 0, 0, 1, "", "", 1};
+// CHECK: 6, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape, 0, 0, 1, "", "", 1, 0};
 // CHECK: extern "C" int stepc_train_step_v8(
 // CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
 // CHECK: char *scratch = arena + 33556736;

@@ -26,8 +26,8 @@ struct ModuleSummary {
   llvm::SmallVector<int64_t, 3> meshShape{1};
   /// Tensor-parallel ranks (the last mesh axis), 1 without.
   int64_t tensorParallel = 1;
-  /// Pipeline stages (the mesh's pp axis), 1 without.
-  int64_t pipelineStages = 1;
+  /// Pipeline stages (the mesh's pp axis), 1 without, and that axis.
+  int64_t pipelineStages = 1, pipelineAxis = 0;
   /// The CPU target (stepc --cpu): its ISA and the features it needs.
   std::string cpuIsa, cpuFeatures;
   /// "fp32", or "bf16" (step-mixed-precision ran).

@@ -187,7 +187,9 @@ def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
            "stages) or zero-bubble (backward split into input and weight "
            "gradients)">,
     ListOption<"firsts", "firsts", "int64_t",
-               "the first block of each stage (chunk) after the first (default: even)">
+               "the first block of each stage (chunk) after the first (default: even)">,
+    ListOption<"meshShape", "mesh-shape", "int64_t",
+               "the world mesh, its last axis the stages' (default: [stages])">
   ];
   let dependentDialects = ["mlir::mesh::MeshDialect"];
 }
