@@ -7,9 +7,10 @@
 // the gradient function of one stage:
 //
 // 1. Each parameter has a home stage: a block's parameters the stage of
-//    their block (contiguous blocks per stage), the others the first stage
-//    if the forward uses them before the first block (embeddings), else
-//    the last (final norm, head).
+//    their block (contiguous blocks per stage, cut to balance the blocks'
+//    predicted time unless given; interleaved:V cuts P·V chunks, chunk c
+//    on rank c mod P), the others the first stage if the forward uses them
+//    before the first block (embeddings), else the last (final norm, head).
 // 2. Each op gets a stage. A forward op runs on the latest stage among
 //    what it reads (a parameter at its home); an op reading no activation
 //    (index and mask arithmetic, input slices, a view of a parameter) is
@@ -26,9 +27,12 @@
 //    the others, which are marked step.pp_replica so the clipping norm
 //    counts it once.
 // 4. The ops run in the order of the schedule's passes for this rank (F(m)
-//    forward of micro-batch m, B(m) its backward), which the schedule
-//    checker has proven free of deadlock; the loss, computed by the last
-//    stage, is summed over the pipeline axis so every rank reports it.
+//    forward of micro-batch m, B(m) its backward, or BI(m)/BW(m) when the
+//    schedule splits it), which the schedule checker has proven free of
+//    deadlock; the loss, computed by the last stage, is summed over the
+//    pipeline axis so every rank reports it. Each parameter's place in the
+//    model (step.pp_index) lets step-optimizer sum the clipping norm's
+//    squares in one rank's order.
 //
 // The loss function stays, whole, for the report's model FLOPs.
 //
@@ -356,7 +360,6 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     return failure();
   Block &body = grad.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  MLIRContext *context = grad.getContext();
   OpBuilder b(grad);
   Location loc = grad.getLoc();
 
@@ -471,7 +474,6 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
   setPhase(total, Phase::Collective);
   returned[0] = total.getResult();
   b.create<func::ReturnOp>(loc, returned);
-  (void)context;
   grad.erase();
   return success();
 }
@@ -569,13 +571,10 @@ struct StepPipelineStagesPass
                                  << stages.getValue() << " stage=" << stage.getValue();
       return signalPassFailure();
     }
-    SmallVector<func::FuncOp> grads, losses;
-    for (auto f : module.getOps<func::FuncOp>()) {
+    SmallVector<func::FuncOp> grads;
+    for (auto f : module.getOps<func::FuncOp>())
       if (f->hasAttr(StepDialect::kGradientAttrName))
         grads.push_back(f);
-      if (f->hasAttr(StepDialect::kLossAttrName))
-        losses.push_back(f);
-    }
     if (grads.size() != 1) {
       emitError(module.getLoc()) << "step-pipeline-stages expects one gradient function, found "
                                  << grads.size();

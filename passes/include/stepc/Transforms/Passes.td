@@ -158,11 +158,17 @@ def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
   let summary = "One pipeline rank's share of the micro-batched gradient (pp:P)";
   let description = [{
     Runs after step-micro-batch with `pipeline=true`. The model's blocks are
-    cut into `stages` contiguous stages (the embedding with the first, the
-    final norm and head with the last); the gradient function becomes stage
-    `stage`'s: its parameters' gradients, computed by its share of the
-    forward and backward ops of every micro-batch, in the order of the
-    schedule's passes for its rank. Activations and their gradients cross
+    cut into `stages` contiguous stages (`stages`·V chunks for
+    `interleaved:V`, chunk c on rank c mod stages; the cut that balances the
+    blocks' predicted time unless `firsts` gives it; the embedding with the
+    first, the final norm and head with the last); the gradient function
+    becomes rank `stage`'s: its parameters' gradients, computed by its share
+    of the forward and backward ops of every micro-batch, in the order of
+    the schedule's passes for its rank (checked for deadlock first;
+    zero-bubble splits each backward into the input gradient other stages
+    wait for and the weight gradient). The schedule, timed on the stages'
+    predicted costs, is recorded on the mesh (`step.pipeline`: first
+    blocks, stage seconds, predicted idle per rank, stash). Activations and their gradients cross
     stages through `mesh.send` / `mesh.recv` on the world mesh (tagged
     `step.transfer`, the transfer's place in one order every stage
     computes); a parameter used on two stages (a tied embedding) is held by
