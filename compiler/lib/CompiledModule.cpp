@@ -87,7 +87,7 @@ FailureOr<StepReport> stepc::reportCompiledModule(ModuleOp module,
   // A pipeline's layout and predicted idle time, as step-pipeline-stages
   // recorded them on the mesh.
   if (auto mesh = dyn_cast_or_null<mesh::MeshOp>(module.lookupSymbol(kWorldMeshName)))
-    if (auto pipeline = mesh->getAttrOfType<DictionaryAttr>("step.pipeline"))
+    if (auto pipeline = mesh->getAttrOfType<DictionaryAttr>(StepDialect::kPipelineAttrName))
       for (NamedAttribute entry : pipeline) {
         llvm::json::Value value = nullptr;
         Attribute a = entry.getValue();
@@ -134,7 +134,7 @@ ModuleSummary stepc::summarizeCompiledModule(ModuleOp module, const StepReport &
     if (auto tp = mesh->getAttrOfType<IntegerAttr>(StepDialect::kTpAxisAttrName);
         tp && tp.getInt() < int64_t(shape.size()))
       summary.tensorParallel = shape[tp.getInt()];
-    if (auto pp = mesh->getAttrOfType<IntegerAttr>("step.pp_axis");
+    if (auto pp = mesh->getAttrOfType<IntegerAttr>(StepDialect::kPpAxisAttrName);
         pp && pp.getInt() < int64_t(shape.size())) {
       summary.pipelineStages = shape[pp.getInt()];
       summary.pipelineAxis = pp.getInt();

@@ -422,7 +422,7 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
   // collectives table (stages differ).
   auto transfer = [&](StringRef name, ArrayRef<int16_t> axes, ArrayRef<int64_t> peer,
                       Value buffer, Value result) -> std::optional<LogicalResult> {
-    auto tag = op->getAttrOfType<IntegerAttr>("step.transfer");
+    auto tag = op->getAttrOfType<IntegerAttr>(StepDialect::kTransferAttrName);
     auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(
         op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"));
     if (!tag || peer.size() != 1 || axes.size() != 1 || !mesh ||

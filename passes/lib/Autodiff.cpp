@@ -146,12 +146,12 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
       return;
     for (Operation *next = from ? from->getNextNode() : &body.front(); next != ret.getOperation();
          next = next->getNextNode())
-      next->setAttr(kOriginAttrName, b.getI64IntegerAttr(position[origin]));
+      next->setAttr(StepDialect::kOriginAttrName, b.getI64IntegerAttr(position[origin]));
   };
   if (recordOrigins)
     for (Operation &op : body.without_terminator()) {
       position[&op] = static_cast<int64_t>(position.size());
-      op.setAttr(kOriginAttrName, b.getI64IntegerAttr(position[&op]));
+      op.setAttr(StepDialect::kOriginAttrName, b.getI64IntegerAttr(position[&op]));
     }
   b.setInsertionPoint(ret);
 
@@ -162,7 +162,7 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
       loc, DenseElementsAttr::get(lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
   if (recordOrigins && lossValue.getDefiningOp())
     cotangents[lossValue].getDefiningOp()->setAttr(
-        kOriginAttrName, b.getI64IntegerAttr(position[lossValue.getDefiningOp()]));
+        StepDialect::kOriginAttrName, b.getI64IntegerAttr(position[lossValue.getDefiningOp()]));
 
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())

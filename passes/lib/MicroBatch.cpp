@@ -79,7 +79,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   // Under a pipeline, each op of micro-batch m is marked m.
   auto markMicroBatch = [&](Operation *op, int64_t m) {
     if (pipeline)
-      op->setAttr(kMicroBatchAttrName, b.getI64IntegerAttr(m));
+      op->setAttr(StepDialect::kMicroBatchAttrName, b.getI64IntegerAttr(m));
   };
   int64_t rows = batch / count;
   // v · 1/M, in `phase`.

@@ -229,7 +229,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // A pipeline stage's squares go to their places among the whole model's
   // parameters (step-pipeline-stages' step.pp_index), are exchanged, and
   // are summed in that order: the norm of one rank's step, bit for bit.
-  auto stageParams = grad->getAttrOfType<IntegerAttr>("step.pp_params");
+  auto stageParams = grad->getAttrOfType<IntegerAttr>(StepDialect::kPpParamsAttrName);
   if (stageParams) {
     int64_t n = stageParams.getInt();
     auto vector = RankedTensorType::get({n}, lossType.getElementType());
@@ -237,8 +237,8 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     Value squares = b.create<ConstantOp>(
         loc, DenseElementsAttr::get(vector, b.getFloatAttr(lossType.getElementType(), 0.0)));
     for (auto [k, g] : llvm::enumerate(grads)) {
-      auto index = grad.getArgAttrOfType<IntegerAttr>(params[k], "step.pp_index");
-      if (!index || grad.getArgAttr(params[k], "step.pp_replica"))
+      auto index = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kPpIndexAttrName);
+      if (!index || grad.getArgAttr(params[k], StepDialect::kPpReplicaAttrName))
         continue;
       int64_t at = index.getInt();
       Value square = b.create<ReshapeOp>(loc, one, sumOfSquares(b, loc, g, lossType));
@@ -260,7 +260,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   for (auto [k, g] : llvm::enumerate(stageParams ? decltype(grads){} : grads)) {
     // A pipeline stage holding a copy of another stage's parameter (a tied
     // embedding) leaves its square to that stage.
-    if (grad.getArgAttr(params[k], "step.pp_replica"))
+    if (grad.getArgAttr(params[k], StepDialect::kPpReplicaAttrName))
       continue;
     bool tpSplit = grad.getArgAttr(params[k], StepDialect::kTpShardAttrName) != nullptr;
     Value &sum = tpSplit && options.tpAxis >= 0 ? split : total;

@@ -68,7 +68,6 @@ using namespace stepc::step;
 namespace {
 
 constexpr int kFree = -1;
-constexpr llvm::StringLiteral kReplicaAttrName = "step.pp_replica";
 
 /// A value computed on rank `from` and read on rank `to`.
 struct Transfer {
@@ -166,7 +165,7 @@ void assignStages(Block &body, Partition &p) {
   };
   for (Operation &op : body.without_terminator()) {
     p.position[&op] = static_cast<int64_t>(p.position.size());
-    auto origin = op.getAttrOfType<IntegerAttr>(kOriginAttrName);
+    auto origin = op.getAttrOfType<IntegerAttr>(StepDialect::kOriginAttrName);
     int stage;
     if (origin && getPhase(&op) == Phase::Backward) {
       auto it = originStage.find(origin.getInt());
@@ -266,7 +265,7 @@ DenseSet<Operation *> inputGradientOps(Block &body, const Partition &p) {
   DenseSet<Operation *> input;
   SmallVector<Operation *> work;
   auto group = [&](Operation *op) {
-    auto m = op->getAttrOfType<IntegerAttr>(kMicroBatchAttrName);
+    auto m = op->getAttrOfType<IntegerAttr>(StepDialect::kMicroBatchAttrName);
     return std::make_pair(m ? m.getInt() : -1, p.stageOf.lookup(op));
   };
   for (Operation &op : body.without_terminator()) {
@@ -307,7 +306,7 @@ FailureOr<SmallVector<Operation *>> scheduleOps(func::FuncOp grad, const Partiti
     inputGradient = inputGradientOps(body, p);
   int64_t firstMarked = -1;
   for (Operation &op : body.without_terminator())
-    if (op.hasAttr(kMicroBatchAttrName)) {
+    if (op.hasAttr(StepDialect::kMicroBatchAttrName)) {
       firstMarked = p.position.lookup(&op);
       break;
     }
@@ -321,7 +320,7 @@ FailureOr<SmallVector<Operation *>> scheduleOps(func::FuncOp grad, const Partiti
   for (Operation *op : llvm::reverse(ops)) {
     int64_t at = p.position.lookup(op), key;
     int chunk = p.stageOf.lookup(op);
-    auto m = op->getAttrOfType<IntegerAttr>(kMicroBatchAttrName);
+    auto m = op->getAttrOfType<IntegerAttr>(StepDialect::kMicroBatchAttrName);
     if (chunk == kFree) {
       key = end + 1;
       for (Operation *user : op->getUsers())
@@ -397,15 +396,15 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
   for (BlockArgument arg : body.getArguments())
     if (p.homeOf.count(arg))
       paramIndex[arg] = int64_t(paramIndex.size());
-  staged->setAttr("step.pp_params", b.getI64IntegerAttr(int64_t(paramIndex.size())));
+  staged->setAttr(StepDialect::kPpParamsAttrName, b.getI64IntegerAttr(int64_t(paramIndex.size())));
   for (auto [k, i] : llvm::enumerate(args)) {
     staged.setArgAttrs(k, grad.getArgAttrDict(i));
     BlockArgument arg = body.getArgument(i);
     if (!p.homeOf.count(arg))
       continue;
-    staged.setArgAttr(k, "step.pp_index", b.getI64IntegerAttr(paramIndex.lookup(arg)));
+    staged.setArgAttr(k, StepDialect::kPpIndexAttrName, b.getI64IntegerAttr(paramIndex.lookup(arg)));
     if (p.rankOf(p.homeOf.lookup(arg)) != stage)
-      staged.setArgAttr(k, kReplicaAttrName, b.getUnitAttr());
+      staged.setArgAttr(k, StepDialect::kPpReplicaAttrName, b.getUnitAttr());
   }
   for (auto [k, i] : llvm::enumerate(results))
     staged.setResultAttrs(k, grad.getResultAttrDict(i));
@@ -427,7 +426,7 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
   ArrayRef<mesh::MeshAxis> axis = axisStorage;
   auto mark = [&](Operation *op, Value v, int to) {
     setPhase(op, Phase::Collective);
-    op->setAttr("step.transfer", b.getI64IntegerAttr(tagOf.lookup({v, to})));
+    op->setAttr(StepDialect::kTransferAttrName, b.getI64IntegerAttr(tagOf.lookup({v, to})));
   };
   auto receive = [&](Value v) {
     if (map.contains(v) || !p.received[stage].contains(v))
@@ -446,8 +445,8 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     for (Value v : op->getOperands())
       receive(v);
     Operation *copy = b.clone(*op, map);
-    copy->removeAttr(kOriginAttrName);
-    copy->removeAttr(kMicroBatchAttrName);
+    copy->removeAttr(StepDialect::kOriginAttrName);
+    copy->removeAttr(StepDialect::kMicroBatchAttrName);
     for (Value v : op->getResults())
       for (int to : sendsOf.lookup(v)) {
         auto send = b.create<mesh::SendOp>(loc, v.getType(), kWorldMeshName, axis, map.lookup(v),
@@ -583,7 +582,7 @@ struct StepPipelineStagesPass
     func::FuncOp grad = grads.front();
     int64_t micro = 0;
     grad.walk([&](Operation *op) {
-      if (auto m = op->getAttrOfType<IntegerAttr>(kMicroBatchAttrName))
+      if (auto m = op->getAttrOfType<IntegerAttr>(StepDialect::kMicroBatchAttrName))
         micro = std::max(micro, m.getInt() + 1);
     });
     if (micro == 0) {
@@ -643,8 +642,8 @@ struct StepPipelineStagesPass
       auto mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
       // The runtime reads the stage count off the mesh, the report the
       // pipeline's layout and predicted idle time.
-      mesh->setAttr("step.pp_axis", b.getI64IntegerAttr(p.axis));
-      mesh->setAttr("step.pipeline", describe(b, schedule, starts, costs, timing, int(micro)));
+      mesh->setAttr(StepDialect::kPpAxisAttrName, b.getI64IntegerAttr(p.axis));
+      mesh->setAttr(StepDialect::kPipelineAttrName, describe(b, schedule, starts, costs, timing, int(micro)));
     }
   }
 };

@@ -156,14 +156,14 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
     return success();
   }
   // A pipeline stage's copy of a parameter whose home is another stage.
-  if (attribute.getName() == "step.pp_index") {
+  if (attribute.getName() == kPpIndexAttrName) {
     auto index = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!index || index.getInt() < 0)
       return op->emitError() << "expects 'step.pp_index' on argument #" << argIndex
                              << " to be an integer >= 0 (the parameter's place in the model)";
     return success();
   }
-  if (attribute.getName() == "step.pp_replica") {
+  if (attribute.getName() == kPpReplicaAttrName) {
     if (!isa<UnitAttr>(attribute.getValue()))
       return op->emitError() << "expects 'step.pp_replica' on argument #" << argIndex
                              << " to be a unit attribute";
@@ -318,12 +318,12 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                                 "count on a scalar count of targets";
     return success();
   }
-  if (attribute.getName() == "step.pipeline") {
+  if (attribute.getName() == kPipelineAttrName) {
     if (!isa<DictionaryAttr>(attribute.getValue()) || op->getName().getStringRef() != "mesh.mesh")
       return op->emitError() << "expects 'step.pipeline' to be a dictionary on a mesh.mesh";
     return success();
   }
-  if (attribute.getName() == "step.pp_axis") {
+  if (attribute.getName() == kPpAxisAttrName) {
     auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!axis || axis.getInt() < 0 || op->getName().getStringRef() != "mesh.mesh")
       return op->emitError() << "expects 'step.pp_axis' to be a mesh axis on a mesh.mesh";
@@ -344,8 +344,8 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
   }
   // step-pipeline-stages' marks (step.origin, step.micro_batch: between
   // step-micro-batch and it) and each transfer's tag.
-  if (attribute.getName() == "step.origin" || attribute.getName() == "step.micro_batch" ||
-      attribute.getName() == "step.transfer" || attribute.getName() == "step.pp_params") {
+  if (attribute.getName() == kOriginAttrName || attribute.getName() == kMicroBatchAttrName ||
+      attribute.getName() == kTransferAttrName || attribute.getName() == kPpParamsAttrName) {
     auto index = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!index || index.getInt() < 0)
       return op->emitError() << "expects '" << attribute.getName().getValue()

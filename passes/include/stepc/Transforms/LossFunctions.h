@@ -48,17 +48,13 @@ mlir::LogicalResult sumTokenCounts(mlir::func::FuncOp function, llvm::StringRef 
 /// Builds `<name>_grad` (marked step.gradient) next to `loss` and inserts it
 /// into `symbols`; fails with a diagnostic on an op without an autodiff rule.
 /// With `recordOrigins`, every op of the gradient function is marked
-/// kOriginAttrName with the position of the forward op it copies or whose
+/// StepDialect::kOriginAttrName with the position of the forward op it copies or whose
 /// VJP built it (cotangent sums too): step-pipeline-stages places each
 /// backward op on its forward op's stage.
 mlir::FailureOr<mlir::func::FuncOp> differentiateLoss(mlir::func::FuncOp loss,
                                                       mlir::SymbolTable &symbols,
                                                       bool recordOrigins = false);
 
-/// Marks of a pipelined gradient function (step-micro-batch's `pipeline`
-/// option), read and removed by step-pipeline-stages.
-inline constexpr llvm::StringLiteral kOriginAttrName = "step.origin";
-inline constexpr llvm::StringLiteral kMicroBatchAttrName = "step.micro_batch";
 
 } // namespace stepc
 

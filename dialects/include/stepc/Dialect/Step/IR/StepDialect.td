@@ -82,6 +82,23 @@ def Step_Dialect : Dialect {
     /// until the pass that knows the part's index offsets its rows by it.
     static constexpr llvm::StringLiteral kRankRowsAttrName = "step.rank_rows";
     static constexpr llvm::StringLiteral kMicroRowsAttrName = "step.micro_rows";
+    /// Pipeline parallelism (step-pipeline-stages). Op attributes (i64)
+    /// between step-micro-batch{pipeline} and it: an op's micro-batch, and
+    /// the position of the forward op it copies or differentiates.
+    static constexpr llvm::StringLiteral kMicroBatchAttrName = "step.micro_batch";
+    static constexpr llvm::StringLiteral kOriginAttrName = "step.origin";
+    /// Op attribute (i64) on a mesh.send / mesh.recv: the transfer's tag.
+    static constexpr llvm::StringLiteral kTransferAttrName = "step.transfer";
+    /// Argument attributes of a stage's gradient function: a copy of a
+    /// parameter another stage is home to (unit), a parameter's place among
+    /// the model's (i64); function attribute (i64): how many the model has.
+    static constexpr llvm::StringLiteral kPpReplicaAttrName = "step.pp_replica";
+    static constexpr llvm::StringLiteral kPpIndexAttrName = "step.pp_index";
+    static constexpr llvm::StringLiteral kPpParamsAttrName = "step.pp_params";
+    /// mesh.mesh attributes: the stages' axis (i64) and the pipeline's
+    /// layout and prediction (a dictionary, for the report).
+    static constexpr llvm::StringLiteral kPpAxisAttrName = "step.pp_axis";
+    static constexpr llvm::StringLiteral kPipelineAttrName = "step.pipeline";
     /// Result attribute (a `#step.result`): the result's typed role.
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
     /// Unit attribute marking a function built by step-autodiff.
