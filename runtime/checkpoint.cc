@@ -223,8 +223,11 @@ std::vector<Session::StateTensor> Session::StateTensors() const {
   std::vector<StateTensor> tensors;
   if (info.pipeline_stages <= 1) {
     for (int i = 0; i < info.num_args; ++i)
-      if (info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ)
-        tensors.push_back({info.args[i].name, info.args[i].kind, GlobalShapeOf(i), 0});
+      if (info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ) {
+        const std::vector<int64_t> shape = GlobalShapeOf(i);
+        tensors.push_back({info.args[i].name, info.args[i].kind, shape, 0,
+                           TpSplit(i) ? shape[0] : info.args[i].rank >= 1 ? info.args[i].shape[0] : 1});
+      }
     return tensors;
   }
   // A pipeline's stages hold whole tensors (a tied one on two stages: its
@@ -235,9 +238,11 @@ std::vector<Session::StateTensor> Session::StateTensors() const {
     for (size_t s = 0; s < stages.size(); ++s)
       for (int i = 0; i < stages[s]->num_args; ++i) {
         const stepc_arg_info& a = stages[s]->args[i];
-        if (a.kind == kind && seen.insert(a.name).second)
-          tensors.push_back({a.name, a.kind, std::vector<int64_t>(a.shape, a.shape + a.rank),
-                             static_cast<int>(s)});
+        if (a.kind != kind || !seen.insert(a.name).second) continue;
+        // Under fsdp a stage's tensors are sharded along dim 0.
+        std::vector<int64_t> shape(a.shape, a.shape + a.rank);
+        if (a.rank >= 1) shape[0] = a.global_dim0;
+        tensors.push_back({a.name, a.kind, shape, static_cast<int>(s), a.rank >= 1 ? a.shape[0] : 1});
       }
   return tensors;
 }
@@ -280,9 +285,11 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
   bool first_of_stage = true;
   for (int axis = 0; pipeline && axis < static_cast<int>(mesh.size()); ++axis)
     if (axis != info.pipeline_axis) first_of_stage &= MeshCoordinate(mesh, rank, axis) == 0;
-  std::set<std::string> mine;
-  for (const StateTensor& t : state)
+  std::set<std::string> mine, stage_tensors;
+  for (const StateTensor& t : state) {
     if (pipeline ? t.stage == module_->stage() && first_of_stage : lead) mine.insert(t.name);
+    if (!pipeline || t.stage == module_->stage()) stage_tensors.insert(t.name);
+  }
   bool writes_shards = TpIndex() == 0;
   for (int axis = 0; axis < FsdpAxis(); ++axis)
     writes_shards &= MeshCoordinate(mesh, rank, axis) == 0;
@@ -319,7 +326,9 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
       const stepc_arg_info& a = info.args[i];
       if (a.kind > STEPC_ARG_EXP_AVG_SQ) continue;
       const bool whole = TpSplit(i);
-      if (!(Sharded(i) && !whole ? writes_shards : mine.count(a.name) > 0)) continue;
+      if (!(Sharded(i) && !whole ? writes_shards && stage_tensors.count(a.name) > 0
+                                 : mine.count(a.name) > 0))
+        continue;
       if (std::strchr(a.name, '\t') || std::strchr(a.name, '\n'))
         return absl::InvalidArgumentError(
             absl::StrCat("tensor name '", a.name, "' holds a tab or newline"));
@@ -399,7 +408,7 @@ absl::Status Session::SaveCheckpoint(const std::string& dir_in,
       // A pipeline's tensors, every stage's, are whole.
       for (const StateTensor& t : pipeline ? state : std::vector<StateTensor>{})
         tensors.push_back({{"name", t.name}, {"role", RoleName(t.kind)}, {"shape", t.shape},
-                           {"shard_rows", t.shape.empty() ? 1 : t.shape[0]}});
+                           {"shard_rows", t.shard_rows}});
       meta["tensors"] = tensors;
       json shards = json::array();
       std::error_code ec;

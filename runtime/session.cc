@@ -207,9 +207,10 @@ int Session::TpAxis() const {
 }
 
 // Shards live along the last data axis: the world for fsdp, the group for
-// hsdp (the axis before tp's, with tp); -1 for tp alone.
+// hsdp (the axis before tp's or the pipeline's); -1 for tp alone.
 int Session::FsdpAxis() const {
-  return static_cast<int>(MeshShape().size()) - 1 - (TpAxis() >= 0 ? 1 : 0);
+  return static_cast<int>(MeshShape().size()) - 1 - (TpAxis() >= 0 ? 1 : 0) -
+         (module_->info().pipeline_stages > 1 ? 1 : 0);
 }
 
 int Session::ShardIndex() const {

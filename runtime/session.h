@@ -95,6 +95,7 @@ class Session {
     int32_t kind;
     std::vector<int64_t> shape;
     int stage;
+    int64_t shard_rows;  // rows per shard as written (padding included)
   };
   std::vector<StateTensor> StateTensors() const;
   // Shape of the argument `name` as this rank holds it, and as a whole.

@@ -25,20 +25,25 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   if (size_t at = rest.find("pp:"); at != StringRef::npos) {
     StringRef data = rest.take_front(at);
     bool alone = data.empty();
-    if (text.contains("tp:") || (!alone && !(data.starts_with("ddp:") && data.ends_with(",")))) {
+    bool fsdp = data.starts_with("fsdp:");
+    if (text.contains("tp:") || data.starts_with("hsdp:") ||
+        (!alone && !((data.starts_with("ddp:") || fsdp) && data.ends_with(",")))) {
       error = ("--shard '" + text +
-               "': a pipeline axis beside fsdp, hsdp or tp is not built yet (pp:P and "
-               "ddp:N,pp:P are)")
+               "': a pipeline axis beside hsdp or tp is not built yet (pp:P, ddp:N,pp:P and "
+               "fsdp:N,pp:P are)")
                   .str();
       return failure();
     }
     if (count(rest.drop_front(at + 3), spec.pp) && spec.pp >= 2 &&
-        (alone || count(data.drop_front(4).drop_back(1), spec.perGroup)) &&
+        (alone || count(data.drop_front(fsdp ? 5 : 4).drop_back(1), spec.perGroup)) &&
         spec.perGroup <= kMaxRanks / spec.pp) {
-      spec.kind = alone ? ShardSpec::Kind::None : ShardSpec::Kind::Ddp;
+      spec.kind = alone ? ShardSpec::Kind::None
+                  : fsdp ? ShardSpec::Kind::Fsdp
+                         : ShardSpec::Kind::Ddp;
       return spec;
     }
-    error = ("bad --shard '" + text + "' (pp:P or ddp:N,pp:P, with P >= 2 and at most " +
+    error = ("bad --shard '" + text +
+             "' (pp:P, ddp:N,pp:P or fsdp:N,pp:P, with P >= 2 and at most " +
              Twine(kMaxRanks) + " ranks)")
                 .str();
     return failure();
@@ -226,10 +231,11 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   // tp-split gradients are parts of one: their squares are summed over tp.
   if (shard->tp > 1)
     optimizerFlags += (" tp-axis=" + Twine(shard->tpAxis())).str();
-  // Each pipeline stage holds its own parameters: squares summed over pp.
+  // Each pipeline stage holds its own parameters: squares summed over pp
+  // (and over the shards of each under fsdp).
   if (shard->pp > 1)
-    optimizerFlags += (" mesh=" + kWorldMeshName +
-                       " mesh-axis=" + Twine(shard->meshShape().size() - 1))
+    optimizerFlags += ((shardedState ? "" : " mesh=" + kWorldMeshName + " mesh-axis=-1") +
+                       " pp-axis=" + Twine(shard->meshShape().size() - 1))
                           .str();
   if (failed(optimizer->initializeOptions(optimizerFlags, [&](const Twine &message) {
         return emitError("bad optimizer-options: " + message);

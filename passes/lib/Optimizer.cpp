@@ -60,6 +60,8 @@ struct OptimizerOptions {
   int64_t shardRanks = 1;
   /// Ranks along `tpAxis` (the parts of each tp-split parameter).
   int64_t tpRanks = 1;
+  /// The pipeline axis (-1: none).
+  int64_t ppAxis = -1;
 };
 
 /// A scalar constant of `type` (a 0-d float tensor).
@@ -229,7 +231,9 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // A pipeline stage's squares go to their places among the whole model's
   // parameters (step-pipeline-stages' step.pp_index), are exchanged, and
   // are summed in that order: the norm of one rank's step, bit for bit.
-  auto stageParams = grad->getAttrOfType<IntegerAttr>(StepDialect::kPpParamsAttrName);
+  auto stageParams = options.ppAxis >= 0
+                         ? grad->getAttrOfType<IntegerAttr>(StepDialect::kPpParamsAttrName)
+                         : IntegerAttr();
   if (stageParams) {
     int64_t n = stageParams.getInt();
     auto vector = RankedTensorType::get({n}, lossType.getElementType());
@@ -246,10 +250,13 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
                                      b.getDenseI64ArrayAttr({n - 1 - at}));
       squares = b.create<AddOp>(loc, squares, placed);
     }
-    Value all = b.create<mesh::AllReduceOp>(
-        loc, vector, options.mesh,
-        ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.meshAxis)}, squares,
-        mesh::ReductionKind::Sum);
+    SmallVector<mesh::MeshAxis> axes;
+    if (options.meshAxis >= 0 && options.meshAxis != options.ppAxis)
+      axes.push_back(static_cast<mesh::MeshAxis>(options.meshAxis));
+    axes.push_back(static_cast<mesh::MeshAxis>(options.ppAxis));
+    llvm::sort(axes);
+    Value all = b.create<mesh::AllReduceOp>(loc, vector, options.mesh, axes, squares,
+                                            mesh::ReductionKind::Sum);
     for (int64_t i = 0; i < n; ++i)
       total = b.create<AddOp>(
           loc, total,
@@ -430,6 +437,7 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
       if (auto meshOp = symbols.lookup<mesh::MeshOp>(kWorldMeshName))
         if (tpAxis < int64_t(meshOp.getShape().size()))
           options.tpRanks = meshOp.getShape()[tpAxis];
+    options.ppAxis = ppAxis;
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();

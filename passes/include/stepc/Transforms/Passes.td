@@ -408,6 +408,10 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
            "mesh whose ranks hold gradient shards: the squared norm is summed over it">,
     Option<"meshAxis", "mesh-axis", "int64_t", /*default=*/"0",
            "the mesh axis along which gradients are sharded (-1: none)">,
+    Option<"ppAxis", "pp-axis", "int64_t", /*default=*/"-1",
+           "the mesh's pipeline axis: each stage's squares, at their places "
+           "among the model's parameters (step.pp_index), are summed over it "
+           "(and over mesh-axis when gradients are sharded) (-1: none)">,
     Option<"tpAxis", "tp-axis", "int64_t", /*default=*/"-1",
            "the mesh's tensor-parallel axis: the squares of tp-split gradients "
            "(step.tp_shard) are summed over it, replicated ones are not (-1: none)">
