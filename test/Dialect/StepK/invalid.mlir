@@ -181,3 +181,18 @@ func.func @adamw_group_not_adamw(%p: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// A malformed update inside a group is reported by its own verifier before
+// the group compares hyperparameters (found by fuzz_mlir: no crash).
+func.func @adamw_group_update_missing_epsilon(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>, %v: tensor<4xf32>, %q: tensor<4xf32>, %lr: tensor<f32>, %t: tensor<f32>, %s: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %0:6 = stepk.adamw_group %p, %g, %m, %v, %q, %lr, %t, %s : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: tensor<4xf32>, %d: tensor<4xf32>, %e: tensor<4xf32>, %l: tensor<f32>, %k: tensor<f32>, %x: tensor<f32>):
+    %1:3 = step.adamw %a, %b, %c, %d, %l, %k, %x {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    // expected-error @+1 {{'step.adamw' op requires attribute 'epsilon'}}
+    %2:3 = step.adamw %e, %b, %c, %d, %l, %k, %x {beta1 = 0.9 : f64, beta2 = 0.95 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    stepk.yield %1#0, %1#1, %1#2, %2#0, %2#1, %2#2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0, %0#3 : tensor<4xf32>, tensor<4xf32>
+}

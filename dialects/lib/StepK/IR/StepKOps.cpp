@@ -115,7 +115,7 @@ Value AdamwGroupOp::inputOf(Value bodyValue) {
   return getInputs()[arg.getArgNumber()];
 }
 
-LogicalResult AdamwGroupOp::verify() {
+LogicalResult AdamwGroupOp::verifyRegions() {
   if (failed(verifyKernelBody(*this, getInputs(), getBody())))
     return failure();
   Block &body = getBody().front();

@@ -253,7 +253,9 @@ def StepK_AdamwGroupOp : StepK_Op<"adamw_group", [IsolatedFromAbove, Pure]> {
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat =
     "$inputs attr-dict `:` functional-type($inputs, $results) $body";
-  let hasVerifier = 1;
+  // The body's updates are verified before their group reads their
+  // attributes (a region verifier runs after the nested ops').
+  let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// The updates, in body order (a template: step.adamw's class is
     /// complete only where StepOps.h is included).
