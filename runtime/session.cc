@@ -42,6 +42,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
       STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> nccl, s->device_->MakeCommunicator(
                                                                s->communicator_->mpi_comm()));
       if (nccl) {
+        // NCCL matches transfers by order, not tag, and blocks the GPU per
+        // transfer: the stages' transfer order is not yet made to agree.
+        if (info.pipeline_stages > 1)
+          return absl::UnimplementedError(
+              "a pipeline-parallel step on GPUs needs NCCL point-to-point transfers, not built "
+              "yet (the step runs on the CPU, or under --cuda-emulation over MPI)");
         s->communicator_ = std::move(nccl);
         STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(s->MeshShape()));
       }

@@ -41,7 +41,7 @@ int64_t stepc::cudaLaunchesPerStep(func::FuncOp step) {
   int64_t launches = 0;
   for (Operation &op : step.getBody().front()) {
     if (isa<ReshapeOp, func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
-            mesh::AllToAllOp, mesh::ReduceScatterOp>(op))
+            mesh::AllToAllOp, mesh::ReduceScatterOp, mesh::SendOp, mesh::RecvOp>(op))
       continue;  // aliases, and the communicator's work (an all_slice copies)
     if (auto concat = dyn_cast<ConcatOp>(op))
       launches += concat.getInputs().size();  // one box copy per input

@@ -245,7 +245,7 @@ void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
     // of the same signature: the eval entry's kernels get their own names.)
     name = (evalEntry ? "stepc_eval_elementwise" : "stepc_elementwise") +
            std::to_string(elementwiseKernels.size() - 1);
-    pre << "// " << what << "\n__global__ void " << name << "(" << params << "int64_t n) {\n"
+    pre << "// " << what << "\nstatic __global__ void " << name << "(" << params << "int64_t n) {\n"
         << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;\n"
         << "       i += (int64_t)gridDim.x * blockDim.x) {\n"
         << statements << "  }\n}\n\n";
@@ -350,7 +350,7 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
       pre << storedInteger(dense.isSplat() ? dense.getSplatValue<APInt>()
                                            : dense.getValues<APInt>()[i]);
   }
-  pre << "};\n__global__ void " << name << "_copy(" << type << " *out) {\n"
+  pre << "};\nstatic __global__ void " << name << "_copy(" << type << " *out) {\n"
       << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
       << "; i += (int64_t)gridDim.x * blockDim.x) out[i] = " << name << "[i];\n}\n";
   ++launches;

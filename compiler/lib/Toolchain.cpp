@@ -10,6 +10,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -161,11 +162,6 @@ llvm::Expected<stepc::CpuTarget> stepc::cpuTarget(const std::string &name) {
   return CpuTarget{name, features};
 }
 
-llvm::Error stepc::compileCpuSharedObject(const std::string &source,
-                                          const std::string &output, const CpuTarget &cpu) {
-  return compileCpuSharedObject(std::vector<std::string>{source}, output, cpu);
-}
-
 /// Stage r > 0's entry points carry its number; stage 0's are the plain
 /// ones (what a tool reading the module's info finds), and it tells how
 /// many stages there are.
@@ -186,9 +182,35 @@ static std::string stageSource(const std::string &source, size_t stage, size_t s
   return prefix + source;
 }
 
+/// Runs `args` (which name `sourcePath`, stage 0's file) over every stage's
+/// source: the other stages are written beside `output` with `sourcePath`'s
+/// extension and compiled in the same command (their statics apart).
+static llvm::Error compileStages(const std::vector<std::string> &sources,
+                                 const std::string &sourcePath, const std::string &output,
+                                 std::vector<std::string> args, const char *what) {
+  std::vector<std::string> stagePaths;
+  llvm::StringRef extension = llvm::sys::path::extension(sourcePath);
+  for (size_t stage = 1; stage < sources.size(); ++stage) {
+    stagePaths.push_back(output + ".stage" + std::to_string(stage) + extension.str());
+    std::error_code ec;
+    llvm::raw_fd_ostream os(stagePaths.back(), ec);
+    if (ec)
+      return llvm::createStringError(ec, "cannot write '%s': %s", stagePaths.back().c_str(),
+                                     ec.message().c_str());
+    os << stageSource(sources[stage], stage, sources.size());
+  }
+  auto at = std::find(args.begin(), args.end(), sourcePath);
+  args.insert(at == args.end() ? at : at + 1, stagePaths.begin(), stagePaths.end());
+  llvm::Error error =
+      runCompiler(stageSource(sources.front(), 0, sources.size()), sourcePath, output, args, what);
+  if (!error)
+    for (const std::string &path : stagePaths)
+      llvm::sys::fs::remove(path);
+  return error;
+}
+
 llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &sources,
                                           const std::string &output, const CpuTarget &cpu) {
-  const std::string &source = sources.front();
   llvm::Expected<std::string> cxx = findProgram("CXX", "c++");
   if (!cxx)
     return llvm::createStringError(std::errc::no_such_file_or_directory,
@@ -201,18 +223,6 @@ llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &source
   std::vector<std::string> args{*cxx,         "-std=c++17",      "-O3", "-march=" + cpu.isa,
                                 "-fopenmp",   "-fPIC",           "-shared", "-w",
                                 "-I" + include, "-I" + kernels, sourcePath};
-  // A pipeline's other stages, one source each (their statics apart).
-  std::vector<std::string> stagePaths;
-  for (size_t stage = 1; stage < sources.size(); ++stage) {
-    stagePaths.push_back(output + ".stage" + std::to_string(stage) + ".cpp");
-    std::error_code ec;
-    llvm::raw_fd_ostream os(stagePaths.back(), ec);
-    if (ec)
-      return llvm::createStringError(ec, "cannot write '%s': %s", stagePaths.back().c_str(),
-                                     ec.message().c_str());
-    os << stageSource(sources[stage], stage, sources.size());
-    args.push_back(stagePaths.back());
-  }
   for (const char *arg : {"-o"})
     args.push_back(arg);
   args.push_back(partialPath(output));
@@ -220,16 +230,11 @@ llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &source
   args.push_back(cpu.isa == "native" ? "-lstepc_kernels_cpu_native" : "-lstepc_kernels_cpu");
   args.push_back("-lmvec");
   args.push_back("-Wl,-rpath," + libDir);
-  llvm::Error error = runCompiler(stageSource(source, 0, sources.size()), sourcePath, output,
-                                  args, "C++ compiler");
-  if (!error)
-    for (const std::string &path : stagePaths)
-      llvm::sys::fs::remove(path);
-  return error;
+  return compileStages(sources, sourcePath, output, args, "C++ compiler");
 }
 
-llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std::string &output,
-                                           const std::string &arch) {
+llvm::Error stepc::compileCudaSharedObject(const std::vector<std::string> &sources,
+                                           const std::string &output, const std::string &arch) {
   llvm::Expected<std::string> nvcc = findProgram("NVCC", *STEPC_NVCC ? STEPC_NVCC : "nvcc");
   if (!nvcc)
     return llvm::createStringError(std::errc::no_such_file_or_directory,
@@ -251,7 +256,7 @@ llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std:
   if (!llvm::sys::fs::exists(cudaLib))
     cudaLib = (root + "/lib").str();
   std::string sourcePath = output + ".cu";
-  return runCompiler(source, sourcePath, output,
+  return compileStages(sources, sourcePath, output,
                      {*nvcc, "-std=c++17", "-O3", "-arch=" + arch, "-Xcompiler", "-fPIC",
                       "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", partialPath(output),
                       library, "-L" + cudaLib, "-lcublasLt", "-lcudart",
@@ -259,7 +264,7 @@ llvm::Error stepc::compileCudaSharedObject(const std::string &source, const std:
                      "CUDA compiler");
 }
 
-llvm::Error stepc::compileCudaEmulatedSharedObject(const std::string &source,
+llvm::Error stepc::compileCudaEmulatedSharedObject(const std::vector<std::string> &sources,
                                                    const std::string &output) {
   llvm::Expected<std::string> cxx = findProgram("CXX", "c++");
   if (!cxx)
@@ -274,7 +279,7 @@ llvm::Error stepc::compileCudaEmulatedSharedObject(const std::string &source,
                                    "the emulated CUDA kernel library '%s' is missing",
                                    library.c_str());
   std::string sourcePath = output + ".cu";
-  return runCompiler(source, sourcePath, output,
+  return compileStages(sources, sourcePath, output,
                      {*cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w",
                       "-DSTEPC_CUDA_EMULATION", "-I" + root, "-I" + include,
                       "-I" + include + "/kernels/cuda", "-x", "c++", sourcePath, "-x", "none",

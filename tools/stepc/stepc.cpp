@@ -242,6 +242,53 @@ static LogicalResult writeOutput(StringRef path, StringRef text) {
   return success();
 }
 
+/// What step.so's metadata carries (the report, the mesh the passes built,
+/// the target) and the emitted source of one compiled module: a pipeline
+/// stage's under pp. `summary` is kept for --report.
+static FailureOr<std::string> emitCompiledModule(ModuleOp module, const CompiledSteps &steps,
+                                                 const StepcPipelineOptions &options,
+                                                 const CpuTarget &cpu, bool emitSource,
+                                                 ModuleSummary &summary) {
+  FailureOr<StepReport> report =
+      reportCompiledModule(module, options, CommModel{linkGBps, computeGflops});
+  if (failed(report))
+    return failure();
+  summary = summarizeCompiledModule(module, *report, shard, precision);
+  if (target == "cpu") {
+    summary.cpuIsa = cpu.isa;
+    summary.cpuFeatures = cpu.features;
+  }
+  // --emit=mlir needs no emission (a bf16 step can be shown though the CPU
+  // cannot run it).
+  if (!emitSource)
+    return std::string();
+  return target == "cuda" ? emitCudaSource(steps.train, summary, steps.eval, profile)
+                          : emitCpuSource(steps.train, summary, steps.eval, profile);
+}
+
+/// The source of pipeline stage `stage`: the model as written through the
+/// same pipeline with only the stage changed.
+static FailureOr<std::string> compileOtherStage(ModuleOp original,
+                                                const StepcPipelineOptions &options,
+                                                int64_t stage, const CpuTarget &cpu) {
+  OwningOpRef<ModuleOp> copy = original.clone();
+  StepcPipelineOptions stageOptions;
+  stageOptions.copyOptionValuesFrom(options);
+  stageOptions.ppStage = stage;
+  PassManager pm(original.getContext());
+  if (failed(buildStepcPipeline(pm, stageOptions, [](const Twine &message) {
+        fail(message);
+        return failure();
+      })) ||
+      failed(pm.run(*copy)))
+    return failure();
+  FailureOr<CompiledSteps> steps = findCompiledSteps(*copy);
+  if (failed(steps))
+    return failure();
+  ModuleSummary summary;
+  return emitCompiledModule(*copy, *steps, stageOptions, cpu, /*emitSource=*/true, summary);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerStepcPasses();
@@ -339,9 +386,6 @@ int main(int argc, char **argv) {
     if (FailureOr<ShardSpec> spec = parseShardSpec(shard, ignored); succeeded(spec))
       stages = spec->pp;
   }
-  if (stages > 1 && target != "cpu")
-    return fail("--shard=pp:P runs on --target=cpu only so far (the CUDA back end has no "
-                "point-to-point transfers yet)");
   OwningOpRef<ModuleOp> original;
   if (stages > 1 && emit == "so")
     original = module->clone();
@@ -395,23 +439,9 @@ int main(int argc, char **argv) {
     if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
       return 1;
   }
-  FailureOr<StepReport> report =
-      reportCompiledModule(*module, options, CommModel{linkGBps, computeGflops});
-  if (failed(report))
-    return 1;
-  // What step.so's metadata carries: the report, the mesh the passes built,
-  // the target.
-  ModuleSummary summary = summarizeCompiledModule(*module, *report, shard, precision);
-  if (target == "cpu") {
-    summary.cpuIsa = cpuTargetOf->isa;
-    summary.cpuFeatures = cpuTargetOf->features;
-  }
-  // --emit=mlir needs no emission (a bf16 step can be shown though the CPU
-  // cannot run it).
-  FailureOr<std::string> source = std::string();
-  if (emit != "mlir")
-    source = target == "cuda" ? emitCudaSource(steps->train, summary, steps->eval, profile)
-                              : emitCpuSource(steps->train, summary, steps->eval, profile);
+  ModuleSummary summary;
+  FailureOr<std::string> source =
+      emitCompiledModule(*module, *steps, options, *cpuTargetOf, emit != "mlir", summary);
   if (failed(source) ||
       (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n"))))
     return 1;
@@ -429,37 +459,16 @@ int main(int argc, char **argv) {
   for (int64_t stage = 0; stage < stages; ++stage) {
     if (stage == ppStage)
       continue;
-    OwningOpRef<ModuleOp> copy = original->clone();
-    StepcPipelineOptions stageOptions;
-    stageOptions.copyOptionValuesFrom(options);
-    stageOptions.ppStage = stage;
-    PassManager stagePm(&context);
-    if (failed(buildStepcPipeline(stagePm, stageOptions, [](const Twine &message) {
-          fail(message);
-          return failure();
-        })) ||
-        failed(stagePm.run(*copy)))
-      return 1;
-    FailureOr<CompiledSteps> stageSteps = findCompiledSteps(*copy);
-    if (failed(stageSteps))
-      return 1;
-    FailureOr<StepReport> stageReport =
-        reportCompiledModule(*copy, stageOptions, CommModel{linkGBps, computeGflops});
-    if (failed(stageReport))
-      return 1;
-    ModuleSummary stageSummary = summarizeCompiledModule(*copy, *stageReport, shard, precision);
-    stageSummary.cpuIsa = cpuTargetOf->isa;
-    stageSummary.cpuFeatures = cpuTargetOf->features;
     FailureOr<std::string> stageSource =
-        emitCpuSource(stageSteps->train, stageSummary, stageSteps->eval, profile);
+        compileOtherStage(*original, options, stage, *cpuTargetOf);
     if (failed(stageSource))
       return 1;
     stageSources[stage] = std::move(*stageSource);
   }
   if (llvm::Error err =
           target == "cpu"  ? compileCpuSharedObject(stageSources, outputFile, *cpuTargetOf)
-          : cudaEmulation ? compileCudaEmulatedSharedObject(*source, outputFile)
-                          : compileCudaSharedObject(*source, outputFile, arch.getValue()))
+          : cudaEmulation ? compileCudaEmulatedSharedObject(stageSources, outputFile)
+                          : compileCudaSharedObject(stageSources, outputFile, arch.getValue()))
     return fail(llvm::toString(std::move(err)));
   return 0;
 }

@@ -24,15 +24,13 @@ struct CpuTarget {
 /// baseline on a host that is not x86-64).
 llvm::Expected<CpuTarget> cpuTarget(const std::string &name);
 
-/// Compiles generated C++ `source` into the shared object `output` for
-/// `cpu`, linked against that ISA's CPU kernel library. The compiler is
-/// $CXX or `c++`. On failure the error carries the command and the
-/// compiler's diagnostics, and the source is kept next to `output`
-/// (`<output>.cpp`) for inspection.
-llvm::Error compileCpuSharedObject(const std::string &source, const std::string &output,
-                                   const CpuTarget &cpu);
-/// The same for a pipeline's stages, one source each, in one shared
-/// object: stage 0's entry points are the plain ones and
+/// Compiles generated C++ into the shared object `output` for `cpu`, linked
+/// against that ISA's CPU kernel library. The compiler is $CXX or `c++`. On
+/// failure the error carries the command and the compiler's diagnostics,
+/// and the source is kept next to `output` (`<output>.cpp`) for inspection.
+///
+/// Every compile takes one source per pipeline stage (one without pp), all
+/// in one shared object: stage 0's entry points are the plain ones and
 /// `stepc_pipeline_stages_v<ABI>()` returns the count; stage r's carry
 /// `_stage<r>` after their names.
 llvm::Error compileCpuSharedObject(const std::vector<std::string> &stageSources,
@@ -42,13 +40,14 @@ llvm::Error compileCpuSharedObject(const std::vector<std::string> &stageSources,
 /// linked against the CUDA kernel library, cuBLASLt and the CUDA runtime.
 /// nvcc is $NVCC, the one stepc was built with, or `nvcc` on PATH. Errors
 /// as above (the source is kept as `<output>.cu`).
-llvm::Error compileCudaSharedObject(const std::string &source, const std::string &output,
-                                    const std::string &arch);
+llvm::Error compileCudaSharedObject(const std::vector<std::string> &stageSources,
+                                    const std::string &output, const std::string &arch);
 
 /// Compiles generated CUDA C++ with the host C++ compiler for the host
 /// emulation of CUDA (runtime/kernels/cuda/emulation.h): every kernel on
 /// host threads, slow, for testing the CUDA back end where no GPU is.
-llvm::Error compileCudaEmulatedSharedObject(const std::string &source, const std::string &output);
+llvm::Error compileCudaEmulatedSharedObject(const std::vector<std::string> &stageSources,
+                                            const std::string &output);
 
 } // namespace stepc
 
