@@ -239,10 +239,15 @@ std::vector<Session::StateTensor> Session::StateTensors() const {
       for (int i = 0; i < stages[s]->num_args; ++i) {
         const stepc_arg_info& a = stages[s]->args[i];
         if (a.kind != kind || !seen.insert(a.name).second) continue;
-        // Under fsdp a stage's tensors are sharded along dim 0.
+        // Under fsdp a stage's tensors are sharded along dim 0; under tp a
+        // split one is written whole (as GlobalShapeOf and TpSplit say of
+        // this stage's).
         std::vector<int64_t> shape(a.shape, a.shape + a.rank);
         if (a.rank >= 1) shape[0] = a.global_dim0;
-        tensors.push_back({a.name, a.kind, shape, static_cast<int>(s), a.rank >= 1 ? a.shape[0] : 1});
+        const bool tp_split = a.tp_parts > 1 && a.rank >= 1;
+        if (tp_split) shape[a.tp_dim] *= a.tp_parts;
+        tensors.push_back({a.name, a.kind, shape, static_cast<int>(s),
+                           tp_split ? shape[0] : a.rank >= 1 ? a.shape[0] : 1});
       }
   return tensors;
 }

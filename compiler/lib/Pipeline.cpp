@@ -21,29 +21,37 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
-  // pp:P alone or after ddp:N (beside fsdp, hsdp or tp: not yet).
+  // pp:P alone or after ddp:N or fsdp:N, optionally followed by ,tp:M
+  // (beside hsdp: not yet).
   if (size_t at = rest.find("pp:"); at != StringRef::npos) {
     StringRef data = rest.take_front(at);
+    StringRef stages = rest.drop_front(at + 3);
     bool alone = data.empty();
     bool fsdp = data.starts_with("fsdp:");
-    if (text.contains("tp:") || data.starts_with("hsdp:") ||
+    if (data.starts_with("hsdp:") ||
         (!alone && !((data.starts_with("ddp:") || fsdp) && data.ends_with(",")))) {
       error = ("--shard '" + text +
-               "': a pipeline axis beside hsdp or tp is not built yet (pp:P, ddp:N,pp:P and "
-               "fsdp:N,pp:P are)")
+               "': a pipeline axis beside hsdp is not built yet (pp:P, ddp:N,pp:P and "
+               "fsdp:N,pp:P are, each optionally followed by ,tp:M)")
                   .str();
       return failure();
     }
-    if (count(rest.drop_front(at + 3), spec.pp) && spec.pp >= 2 &&
+    bool tpOk = true;
+    if (size_t comma = stages.find(",tp:"); comma != StringRef::npos) {
+      tpOk = count(stages.drop_front(comma + 4), spec.tp);
+      stages = stages.take_front(comma);
+    }
+    if (tpOk && count(stages, spec.pp) && spec.pp >= 2 &&
         (alone || count(data.drop_front(fsdp ? 5 : 4).drop_back(1), spec.perGroup)) &&
-        spec.perGroup <= kMaxRanks / spec.pp) {
+        spec.perGroup <= kMaxRanks / spec.pp / spec.tp) {
       spec.kind = alone ? ShardSpec::Kind::None
                   : fsdp ? ShardSpec::Kind::Fsdp
                          : ShardSpec::Kind::Ddp;
       return spec;
     }
     error = ("bad --shard '" + text +
-             "' (pp:P, ddp:N,pp:P or fsdp:N,pp:P, with P >= 2 and at most " +
+             "' (pp:P, ddp:N,pp:P or fsdp:N,pp:P, each optionally followed by ,tp:M, with P "
+             ">= 2 and at most " +
              Twine(kMaxRanks) + " ranks)")
                 .str();
     return failure();
@@ -82,11 +90,13 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
 
 SmallVector<int64_t> ShardSpec::meshShape() const {
   SmallVector<int64_t> shape;
-  // Data, then the pipeline's stages (tp beside pp: not yet).
+  // Data, then the pipeline's stages, then tp.
   if (pp > 1) {
     if (ranks() > 1)
       shape.push_back(ranks());
     shape.push_back(pp);
+    if (tp > 1)
+      shape.push_back(tp);
     return shape;
   }
   if (replicas > 1)
@@ -185,6 +195,7 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
                        Twine(options.ppStage.getValue()));
     StepPipelineStagesOptions stageOptions;
     stageOptions.stages = shard->pp;
+    stageOptions.axis = shard->ppAxis();
     SmallVector<int64_t> mesh = shard->meshShape();
     stageOptions.meshShape = mesh;
     stageOptions.stage = options.ppStage;
@@ -235,7 +246,7 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   // (and over the shards of each under fsdp).
   if (shard->pp > 1)
     optimizerFlags += ((shardedState ? "" : " mesh=" + kWorldMeshName + " mesh-axis=-1") +
-                       " pp-axis=" + Twine(shard->meshShape().size() - 1))
+                       " pp-axis=" + Twine(shard->ppAxis()))
                           .str();
   if (failed(optimizer->initializeOptions(optimizerFlags, [&](const Twine &message) {
         return emitError("bad optimizer-options: " + message);

@@ -139,14 +139,16 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
   Value lossValue = ret.getOperand(0);
   for (Operation &op : body.without_terminator())
     setPhase(&op, Phase::Forward);
-  // Each op made while `op` is differentiated is marked with its position.
+  // Each op made while `op` is differentiated is marked with its position:
+  // the unmarked ops before the return (a rule may erase an op it made
+  // earlier, so no op is remembered across rules).
   DenseMap<Operation *, int64_t> position;
-  auto markFrom = [&](Operation *from, Operation *origin) {
+  auto markNew = [&](Operation *origin) {
     if (!recordOrigins)
       return;
-    for (Operation *next = from ? from->getNextNode() : &body.front(); next != ret.getOperation();
-         next = next->getNextNode())
-      next->setAttr(StepDialect::kOriginAttrName, b.getI64IntegerAttr(position[origin]));
+    for (Operation *made = ret->getPrevNode();
+         made && !made->hasAttr(StepDialect::kOriginAttrName); made = made->getPrevNode())
+      made->setAttr(StepDialect::kOriginAttrName, b.getI64IntegerAttr(position[origin]));
   };
   if (recordOrigins)
     for (Operation &op : body.without_terminator()) {
@@ -178,7 +180,6 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
     if (!needed)
       continue;
     b.setInsertionPoint(ret);
-    Operation *before = ret->getPrevNode();
     SmallVector<Value> operandGrads;
     if (failed(collectiveVjp(b, op, resultGrads, operandGrads))) {
       auto rule = dyn_cast<AutodiffOpInterface>(op);
@@ -197,7 +198,7 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
       Value &sum = cotangents[operand];
       sum = sum ? b.create<AddOp>(op->getLoc(), sum, ct).getResult() : ct;
     }
-    markFrom(before, op);
+    markNew(op);
   }
 
   SmallVector<Value> results{lossValue};

@@ -238,8 +238,14 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     int64_t n = stageParams.getInt();
     auto vector = RankedTensorType::get({n}, lossType.getElementType());
     auto one = RankedTensorType::get({1}, lossType.getElementType());
-    Value squares = b.create<ConstantOp>(
-        loc, DenseElementsAttr::get(vector, b.getFloatAttr(lossType.getElementType(), 0.0)));
+    auto zeros = [&] {
+      return b.create<ConstantOp>(
+          loc, DenseElementsAttr::get(vector, b.getFloatAttr(lossType.getElementType(), 0.0)));
+    };
+    // tp-split squares are summed over tp first (each slot holds one
+    // parameter's: the sums stay exact), then joined to the replicated.
+    Value squares = zeros(), splitSquares = zeros();
+    bool anySplit = false;
     for (auto [k, g] : llvm::enumerate(grads)) {
       auto index = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kPpIndexAttrName);
       if (!index || grad.getArgAttr(params[k], StepDialect::kPpReplicaAttrName))
@@ -248,8 +254,19 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
       Value square = b.create<ReshapeOp>(loc, one, sumOfSquares(b, loc, g, lossType));
       Value placed = b.create<PadOp>(loc, vector, square, b.getDenseI64ArrayAttr({at}),
                                      b.getDenseI64ArrayAttr({n - 1 - at}));
-      squares = b.create<AddOp>(loc, squares, placed);
+      bool tpSplit = options.tpAxis >= 0 &&
+                     grad.getArgAttr(params[k], StepDialect::kTpShardAttrName) != nullptr;
+      anySplit |= tpSplit;
+      Value &sum = tpSplit ? splitSquares : squares;
+      sum = b.create<AddOp>(loc, sum, placed);
     }
+    if (anySplit)
+      squares = b.create<AddOp>(
+          loc, squares,
+          b.create<mesh::AllReduceOp>(
+              loc, vector, options.mesh,
+              ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.tpAxis)},
+              splitSquares, mesh::ReductionKind::Sum));
     SmallVector<mesh::MeshAxis> axes;
     if (options.meshAxis >= 0 && options.meshAxis != options.ppAxis)
       axes.push_back(static_cast<mesh::MeshAxis>(options.meshAxis));
@@ -273,7 +290,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     Value &sum = tpSplit && options.tpAxis >= 0 ? split : total;
     sum = b.create<AddOp>(loc, sum, sumOfSquares(b, loc, g, lossType));
   }
-  if (options.tpAxis >= 0)
+  if (options.tpAxis >= 0 && !stageParams)
     total = b.create<AddOp>(
         loc, total,
         b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,

@@ -79,7 +79,8 @@ struct Transfer {
 /// (v > 1: interleaved); "stage" below is a chunk.
 struct Partition {
   int stages = 1, ranks = 1;
-  /// The world mesh's axis along which the stages lie (its last).
+  /// The world mesh's axis along which the stages lie (after the data
+  /// axes, before tp).
   mesh::MeshAxis axis = 0;
   int rankOf(int chunk) const { return chunk % ranks; }
   DenseMap<Value, int> homeOf;         // parameter argument -> home stage
@@ -606,12 +607,13 @@ struct StepPipelineStagesPass
     SmallVector<int64_t> shape(meshShape.begin(), meshShape.end());
     if (shape.empty())
       shape.push_back(stages);
-    if (shape.back() != stages) {
-      emitError(module.getLoc()) << "step-pipeline-stages: the mesh's last axis must be the "
-                                 << stages << " stages";
+    int64_t stageAxis = axis < 0 ? int64_t(shape.size()) - 1 : int64_t(axis);
+    if (stageAxis >= int64_t(shape.size()) || shape[stageAxis] != stages) {
+      emitError(module.getLoc()) << "step-pipeline-stages: the mesh's axis " << stageAxis
+                                 << " must be the " << stages << " stages";
       return signalPassFailure();
     }
-    p.axis = static_cast<mesh::MeshAxis>(shape.size() - 1);
+    p.axis = static_cast<mesh::MeshAxis>(stageAxis);
     // Without a layout, the cut that balances the blocks' predicted time.
     SmallVector<int64_t> starts(firsts.begin(), firsts.end());
     if (starts.empty()) {
@@ -638,13 +640,15 @@ struct StepPipelineStagesPass
       return signalPassFailure();
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
-    if (!module.lookupSymbol(kWorldMeshName)) {
-      auto mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
-      // The runtime reads the stage count off the mesh, the report the
-      // pipeline's layout and predicted idle time.
-      mesh->setAttr(StepDialect::kPpAxisAttrName, b.getI64IntegerAttr(p.axis));
-      mesh->setAttr(StepDialect::kPipelineAttrName, describe(b, schedule, starts, costs, timing, int(micro)));
-    }
+    // tp's pass made the mesh already where tp runs beside pp.
+    auto mesh = module.lookupSymbol<mesh::MeshOp>(kWorldMeshName);
+    if (!mesh)
+      mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
+    // The runtime reads the stage count off the mesh, the report the
+    // pipeline's layout and predicted idle time.
+    mesh->setAttr(StepDialect::kPpAxisAttrName, b.getI64IntegerAttr(p.axis));
+    mesh->setAttr(StepDialect::kPipelineAttrName,
+                  describe(b, schedule, starts, costs, timing, int(micro)));
   }
 };
 

@@ -151,12 +151,16 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
     if (isa<BroadcastOp>(op)) {
       auto in = cast<RankedTensorType>(op.getOperand(0).getType());
       auto out = cast<RankedTensorType>(op.getResult(0).getType());
-      // Dimensions the operand has keep its (rebound) sizes; a broadcast
-      // that adds the batch dimension adds the part's.
+      // Dimensions the operand had keep its (rebound) sizes: read off its
+      // type before, as a batch rebound to 1 looks broadcast after; a
+      // broadcast that adds the batch dimension adds the part's.
+      RankedTensorType was = before.lookup(op.getOperand(0));
+      if (!was)
+        was = in;
       SmallVector<int64_t> shape(out.getShape());
       int64_t added = out.getRank() - in.getRank();
       for (int64_t d = 0; d < in.getRank(); ++d)
-        if (in.getDimSize(d) != 1)
+        if (was.getDimSize(d) != 1)
           shape[d + added] = in.getDimSize(d);
       if (added > 0 && out.getDimSize(0) == oldBatch &&
           (shape[0] * newBatch) % oldBatch == 0)

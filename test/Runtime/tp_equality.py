@@ -2,13 +2,17 @@
 """Tensor-parallel runs against the single-rank run of the same model.
 
     tp_equality.py --bin DIR --work DIR --model NAME=MODEL... --shard S...
-                   [--steps N] [--tolerance T]
+                   [--steps N] [--tolerance T] [--micro-batches M]
 
 For each model: compiles it unsharded and under each --shard (AdamW's
 epsilon 1e-3 everywhere), trains N steps on one rank and on as many ranks
-as the shard names under mpirun (S+sp: with --sequence-parallel), and compares every step's loss and
+as the shard names under mpirun (S+sp: with --sequence-parallel; S@SCHEDULE:
+with --pp-schedule=SCHEDULE), and compares every step's loss and
 gradient norm (the metrics) and the final parameters and moments (--save-npy, gathered) with
 the single-rank run: max |a - b| / max |b| <= T. Prints one line per run.
+--micro-batches: every run (the single-rank one too) in M micro-batches;
+under a pipeline (pp:P) each stage's ranks save its tensors, and each is
+read from the first rank directory that holds it.
 """
 import argparse
 import json
@@ -25,6 +29,7 @@ p.add_argument("--model", action="append", required=True)
 p.add_argument("--shard", action="append", required=True)
 p.add_argument("--steps", type=int, default=5)
 p.add_argument("--tolerance", type=float, default=1e-6)
+p.add_argument("--micro-batches", type=int, default=1)
 args = p.parse_args()
 
 MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "pml", "ob1",
@@ -34,7 +39,7 @@ ENV = dict(os.environ, OMP_NUM_THREADS="1")
 
 def ranks(shard):
     n = 1
-    for part in shard.removesuffix("+sp").split(","):
+    for part in shard.split("@")[0].removesuffix("+sp").split(","):
         kind, count = part.split(":")
         for c in count.split("x"):
             n *= int(c)
@@ -48,12 +53,17 @@ def run(cmd):
 
 
 def train(name, model, shard):
-    tag = f"{name}-{shard.replace(':', '').replace(',', '-').replace('+', '-')}"
+    tag = f"{name}-{shard.replace(':', '').replace(',', '-').replace('+', '-').replace('@', '-')}"
     so = os.path.join(args.work, tag + ".so")
-    # S+sp: S with sequence parallelism.
-    flags = [] if shard == "none" else [f"--shard={shard.removesuffix('+sp')}"]
-    if shard.endswith("+sp"):
+    # S+sp: S with sequence parallelism; S@SCHEDULE: the pipeline's schedule.
+    spec, _, schedule = shard.partition("@")
+    flags = [] if spec == "none" else [f"--shard={spec.removesuffix('+sp')}"]
+    if spec.endswith("+sp"):
         flags.append("--sequence-parallel")
+    if schedule:
+        flags.append(f"--pp-schedule={schedule}")
+    if args.micro_batches > 1:
+        flags.append(f"--micro-batches={args.micro_batches}")
     run([os.path.join(args.bin, "stepc"), model, "--target=cpu",
          "--optimizer-options=epsilon=1e-3", "-o", so] + flags)
     out = os.path.join(args.work, tag)
@@ -84,8 +94,13 @@ for spec in args.model:
                        for a, b in zip(pair, ref_pair))
         tensor_err, tensor_name = 0.0, None
         names = sorted(f for f in os.listdir(ref) if f.endswith(".npy"))
+        # A pipeline's stages hold their own tensors (out, out.rank1, ...).
+        holders = [out] + [f"{out}.rank{r}" for r in range(1, ranks(shard))]
         for f in names:
-            a = np.load(os.path.join(out, f)).astype(np.float64)
+            held = [d for d in holders if os.path.exists(os.path.join(d, f))]
+            if not held:
+                sys.exit(f"FAIL {name} {shard} {f}: no rank saved it")
+            a = np.load(os.path.join(held[0], f)).astype(np.float64)
             b = np.load(os.path.join(ref, f)).astype(np.float64)
             if a.shape != b.shape:
                 sys.exit(f"FAIL {name} {shard} {f}: shapes {a.shape} and {b.shape}")

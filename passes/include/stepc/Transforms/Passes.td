@@ -188,6 +188,8 @@ def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"2", "pipeline ranks P">,
     Option<"stage", "stage", "int64_t", /*default=*/"0", "the stage (pipeline rank) to build">,
+    Option<"axis", "axis", "int64_t", /*default=*/"-1",
+           "the mesh axis the stages lie along (-1: the last)">,
     Option<"scheduleName", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "gpipe, 1f1b, interleaved:V (stages·V chunks, chunk c on rank c mod "
            "stages) or zero-bubble (backward split into input and weight "
