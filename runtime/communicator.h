@@ -19,7 +19,7 @@ namespace stepc {
 // a group), kAxis2 (the tp axis of hsdp with tp), or several. A mesh has at
 // most kMaxMeshAxes axes, so masks are below kMaskCount.
 constexpr int kAxis0 = 1, kAxis1 = 2, kAxis2 = 4, kAllAxes = 7;
-constexpr int kMaxMeshAxes = 3, kMaskCount = 1 << kMaxMeshAxes;
+constexpr int kMaxMeshAxes = 4, kMaskCount = 1 << kMaxMeshAxes;
 
 // How a rank joins the sub-communicator of each mask over a row-major mesh
 // of `shape` (rank = Σ coordinate_a · stride_a): the ranks that agree on

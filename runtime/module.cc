@@ -1,4 +1,5 @@
 #include "runtime/module.h"
+#include "runtime/communicator.h"
 #include "runtime/status_macros.h"
 
 #include <dlfcn.h>
@@ -133,7 +134,7 @@ absl::StatusOr<std::shared_ptr<const Module>> Module::ForRank(
   const stepc_module_info& info = module->info();
   const int stages = info.pipeline_stages;
   if (stages <= 1 || world != info.world_size || info.pipeline_axis < 0 ||
-      info.pipeline_axis >= info.mesh_axes || info.mesh_axes > 3)
+      info.pipeline_axis >= info.mesh_axes || info.mesh_axes > kMaxMeshAxes)
     return module;
   // The rank's coordinate along the pipeline axis of the row-major mesh.
   int stride = 1;
@@ -165,9 +166,9 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, in
   auto symbol = [&](const char* name) {
     return dlsym(module->handle_, absl::StrCat(name, suffix).c_str());
   };
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v8)>(symbol("stepc_module_info_v8"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v8)>(symbol("stepc_train_step_v8"));
-  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v8)>(symbol("stepc_eval_step_v8"));
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v9)>(symbol("stepc_module_info_v9"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v9)>(symbol("stepc_train_step_v9"));
+  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v9)>(symbol("stepc_eval_step_v9"));
   module->trace_ =
       reinterpret_cast<decltype(&stepc_profile_trace_v2)>(symbol("stepc_profile_trace_v2"));
   if (stage > 0 && !info)
@@ -205,9 +206,9 @@ std::vector<const stepc_module_info*> Module::StageInfos() const {
   if (info_->pipeline_stages <= 1) return {info_};
   std::vector<const stepc_module_info*> infos;
   for (int stage = 0; stage < info_->pipeline_stages; ++stage) {
-    auto info = reinterpret_cast<decltype(&stepc_module_info_v8)>(
-        Symbol(stage == 0 ? "stepc_module_info_v8"
-                          : absl::StrCat("stepc_module_info_v8_stage", stage).c_str()));
+    auto info = reinterpret_cast<decltype(&stepc_module_info_v9)>(
+        Symbol(stage == 0 ? "stepc_module_info_v9"
+                          : absl::StrCat("stepc_module_info_v9_stage", stage).c_str()));
     if (!info) return {info_};  // checked when the stage was loaded
     infos.push_back(info());
   }

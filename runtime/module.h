@@ -41,13 +41,13 @@ class Module {
   // A CUDA step (for a GPU, or built for the host emulation of CUDA).
   bool is_cuda() const;
   bool is_cuda_emulation() const;
-  // Runs one step; see stepc_train_step_v8.
+  // Runs one step; see stepc_train_step_v9.
   int Run(void* const* args, char* arena, const stepc_collectives* collectives,
           const stepc_device* device, float* loss, float* grad_norm, char* error,
           size_t error_len) const {
     return step_(args, arena, collectives, device, loss, grad_norm, error, error_len);
   }
-  // The loss alone; see stepc_eval_step_v8.
+  // The loss alone; see stepc_eval_step_v9.
   int RunEval(void* const* args, char* arena, const stepc_collectives* collectives,
               const stepc_device* device, float* loss, float* logits, float* const* outputs,
               char* error, size_t error_len) const {
@@ -69,8 +69,8 @@ class Module {
   int stage_ = 0;
   void* handle_ = nullptr;
   const stepc_module_info* info_ = nullptr;
-  decltype(&stepc_train_step_v8) step_ = nullptr;
-  decltype(&stepc_eval_step_v8) eval_ = nullptr;
+  decltype(&stepc_train_step_v9) step_ = nullptr;
+  decltype(&stepc_eval_step_v9) eval_ = nullptr;
   decltype(&stepc_profile_trace_v2) trace_ = nullptr;
 };
 

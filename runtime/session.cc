@@ -122,8 +122,8 @@ absl::Status Session::CheckWorld() const {
   // stage runs alike.
   const stepc_module_info* shared = &info;
   if (info.pipeline_stages > 1)
-    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v8)>(
-            module_->Symbol("stepc_module_info_v8")))
+    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v9)>(
+            module_->Symbol("stepc_module_info_v9")))
       shared = stage0();
   mix_text(shared->sharding);
   mix_text(shared->report_json);

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 8
+#define STEPC_ABI_VERSION 9
 
 /* id_ignored when every id of an input must be in [0, id_bound). */
 #define STEPC_NO_IGNORED_ID INT64_MIN
@@ -135,7 +135,7 @@ typedef struct {
   int32_t world_size;      /* ranks the step was compiled for (1: unsharded) */
   const char *sharding;    /* "none", "ddp:N", "fsdp:N" or "hsdp:RxS" */
   int32_t mesh_axes;       /* 1, 2 (hsdp or data + tp) or 3 (hsdp + tp) */
-  int32_t mesh_shape[3];   /* ranks along each axis (1 past mesh_axes) */
+  int32_t mesh_shape[4];   /* ranks along each axis (1 past mesh_axes) */
   int32_t num_collectives;
   const stepc_collective_info *collectives; /* per-rank sequence, in order */
   /* CUDA: the ops whose ids the device checks ("file:line:col: 'op' target"),
@@ -183,7 +183,7 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v8(void);
+const stepc_module_info *stepc_module_info_v9(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
@@ -193,7 +193,7 @@ const stepc_module_info *stepc_module_info_v8(void);
  * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
  * or nonzero with a message in `error` (for instance a token id outside the
  * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v8(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_train_step_v9(void *const *args, char *arena, const stepc_collectives *collectives,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len);
 
@@ -205,7 +205,7 @@ int stepc_train_step_v8(void *const *args, char *arena, const stepc_collectives 
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
-int stepc_eval_step_v8(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_eval_step_v9(void *const *args, char *arena, const stepc_collectives *collectives,
                        const stepc_device *device, float *loss, float *logits,
                        float *const *outputs, char *error, size_t error_len);
 

@@ -21,37 +21,34 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
-  // pp:P alone or after ddp:N or fsdp:N, optionally followed by ,tp:M
-  // (beside hsdp: not yet).
+  // pp:P alone or after ddp:N, fsdp:N or hsdp:RxS, optionally followed by
+  // ,tp:M.
   if (size_t at = rest.find("pp:"); at != StringRef::npos) {
     StringRef data = rest.take_front(at);
     StringRef stages = rest.drop_front(at + 3);
     bool alone = data.empty();
-    bool fsdp = data.starts_with("fsdp:");
-    if (data.starts_with("hsdp:") ||
-        (!alone && !((data.starts_with("ddp:") || fsdp) && data.ends_with(",")))) {
-      error = ("--shard '" + text +
-               "': a pipeline axis beside hsdp is not built yet (pp:P, ddp:N,pp:P and "
-               "fsdp:N,pp:P are, each optionally followed by ,tp:M)")
-                  .str();
-      return failure();
+    bool dataOk = alone || data.consume_back(",");
+    if (dataOk && data.consume_front("hsdp:")) {
+      spec.kind = ShardSpec::Kind::Hsdp;
+      auto [r, s] = data.split('x');
+      dataOk = count(r, spec.replicas) && count(s, spec.perGroup);
+    } else if (dataOk && !alone) {
+      spec.kind = data.starts_with("fsdp:") ? ShardSpec::Kind::Fsdp : ShardSpec::Kind::Ddp;
+      dataOk = (data.consume_front("ddp:") || data.consume_front("fsdp:")) &&
+               count(data, spec.perGroup);
     }
     bool tpOk = true;
     if (size_t comma = stages.find(",tp:"); comma != StringRef::npos) {
       tpOk = count(stages.drop_front(comma + 4), spec.tp);
       stages = stages.take_front(comma);
     }
-    if (tpOk && count(stages, spec.pp) && spec.pp >= 2 &&
-        (alone || count(data.drop_front(fsdp ? 5 : 4).drop_back(1), spec.perGroup)) &&
-        spec.perGroup <= kMaxRanks / spec.pp / spec.tp) {
-      spec.kind = alone ? ShardSpec::Kind::None
-                  : fsdp ? ShardSpec::Kind::Fsdp
-                         : ShardSpec::Kind::Ddp;
+    if (dataOk && tpOk && count(stages, spec.pp) && spec.pp >= 2 &&
+        spec.replicas <= kMaxRanks / spec.perGroup &&
+        spec.ranks() <= kMaxRanks / spec.pp / spec.tp)
       return spec;
-    }
     error = ("bad --shard '" + text +
-             "' (pp:P, ddp:N,pp:P or fsdp:N,pp:P, each optionally followed by ,tp:M, with P "
-             ">= 2 and at most " +
+             "' (pp:P, ddp:N,pp:P, fsdp:N,pp:P or hsdp:RxS,pp:P, each optionally followed by "
+             ",tp:M, with P >= 2 and at most " +
              Twine(kMaxRanks) + " ranks)")
                 .str();
     return failure();
@@ -90,10 +87,14 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
 
 SmallVector<int64_t> ShardSpec::meshShape() const {
   SmallVector<int64_t> shape;
-  // Data, then the pipeline's stages, then tp.
+  // Data ([R, S] under hsdp), then the pipeline's stages, then tp.
   if (pp > 1) {
-    if (ranks() > 1)
+    if (kind == Kind::Hsdp) {
+      shape.push_back(replicas);
+      shape.push_back(perGroup);
+    } else if (ranks() > 1) {
       shape.push_back(ranks());
+    }
     shape.push_back(pp);
     if (tp > 1)
       shape.push_back(tp);

@@ -339,6 +339,15 @@ void SourceEmitter::waitFor(Operation *op) {
   }
 }
 
+/// The module info's mesh_shape initializer: the ABI's four axes, 1 past
+/// the mesh's.
+static std::string meshDims(ArrayRef<int64_t> shape) {
+  std::string dims;
+  for (size_t a = 0; a < 4; ++a)
+    dims += (a ? ", " : "") + std::to_string(a < shape.size() ? shape[a] : 1);
+  return dims;
+}
+
 static int axesMask(ArrayRef<int16_t> axes) {
   int mask = 0;
   for (int16_t a : axes)
@@ -738,15 +747,14 @@ std::string SourceEmitter::metadata() {
      << ", " << summary.modelFlops << ", " << summary.executedFlops << ", " << summary.tokens
      << ",\n  " << cString(summary.reportJson) << ", " << summary.worldSize << ", "
      << cString(summary.sharding) << ", " << summary.meshShape.size() << ", {"
-     << summary.meshShape[0] << ", " << (summary.meshShape.size() > 1 ? summary.meshShape[1] : 1)
-     << ", " << (summary.meshShape.size() > 2 ? summary.meshShape[2] : 1) << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
+     << meshDims(summary.meshShape) << "}, " << collectives.size() << ", " << (collectives.empty() ? "0" : "kCollectives")
      << ", " << checkSites.size() << ", " << (checkSites.empty() ? "0" : "kCheckSites") << ", "
      << cString(summary.precision) << ", " << evalArenaBytes << ", " << evalLogitsShape.size()
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
      << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << ", "
      << summary.pipelineStages << ", " << summary.pipelineAxis << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v8(void) {\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v9(void) {\n"
      << "  static const bool decoded = (stepc_decode_args(), true);\n"
      << "  (void)decoded;\n  return &kInfo;\n}\n";
   return text;
@@ -951,7 +959,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
      << "namespace stepc_eval {\n\n"
      << pre.str() << "\n" << functionsText
-     << "extern \"C\" int stepc_eval_step_v8(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_eval_step_v9(void *const *args, char *arena,\n"
      << "                                  const stepc_collectives *collectives,\n"
      << "                                  const stepc_device *device, float *loss,\n"
      << "                                  float *logits, float *const *outputs, char *error,\n"
@@ -1007,7 +1015,7 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
      << metadata() << "\n"
      << (profile ? profileSupport() : "")
      << functionsText
-     << "extern \"C\" int stepc_train_step_v8(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v9(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";

@@ -52,7 +52,7 @@ public:
   /// `moduleSummary` (the eval entry given to setEval appended).
   mlir::FailureOr<std::string> run(const ModuleSummary &moduleSummary);
 
-  /// The forward-only entry (stepc_eval_step_v8) of a function marked
+  /// The forward-only entry (stepc_eval_step_v9) of a function marked
   /// step.eval_step: source to append to its training step's, its arena and
   /// the id-check sites it numbers (1-based).
   struct EvalFragment {

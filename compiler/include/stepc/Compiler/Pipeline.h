@@ -43,13 +43,16 @@ struct ShardSpec {
   /// Whether parameters, gradients and optimizer state are sharded.
   bool shardsParameters() const { return kind == Kind::Fsdp || kind == Kind::Hsdp; }
   /// The mesh's shape: [N] | [R, S], then P with pp, then M with tp ([M]
-  /// for tp alone, [P] or [P, M] without data axes).
+  /// for tp alone, [P] or [P, M] without data axes; hsdp beside pp keeps
+  /// both of its axes).
   llvm::SmallVector<int64_t> meshShape() const;
   /// The mesh axis tp runs along (the last), or -1.
   int64_t tpAxis() const { return tp > 1 ? int64_t(meshShape().size()) - 1 : -1; }
   /// The mesh axis the pipeline's stages lie along (after the data axes),
   /// or -1.
-  int64_t ppAxis() const { return pp > 1 ? (ranks() > 1 ? 1 : 0) : -1; }
+  int64_t ppAxis() const {
+    return pp > 1 ? int64_t(meshShape().size()) - 1 - (tp > 1 ? 1 : 0) : -1;
+  }
 };
 
 /// Parses a --shard value; on failure `error` says what was expected.
