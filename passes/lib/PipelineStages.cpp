@@ -542,8 +542,12 @@ DictionaryAttr describe(OpBuilder &b, const pipeline::Schedule &schedule,
                         ArrayRef<int64_t> starts, ArrayRef<pipeline::ChunkCost> costs,
                         const pipeline::Timing &timing, int64_t micro) {
   SmallVector<double> stageSeconds, idle(timing.idleFraction.begin(), timing.idleFraction.end());
-  for (const pipeline::ChunkCost &c : costs)
+  double slowest = 0, total = 0;
+  for (const pipeline::ChunkCost &c : costs) {
     stageSeconds.push_back(c.forward + c.backward());
+    slowest = std::max(slowest, stageSeconds.back());
+    total += stageSeconds.back();
+  }
   SmallVector<int64_t> firstBlocks{0};
   llvm::append_range(firstBlocks, starts);
   SmallVector<int64_t> stash(timing.peakStash.begin(), timing.peakStash.end());
@@ -556,6 +560,9 @@ DictionaryAttr describe(OpBuilder &b, const pipeline::Schedule &schedule,
       b.getNamedAttr("predicted_bubble", b.getF64FloatAttr(timing.bubbleFraction)),
       b.getNamedAttr("peak_stash", b.getDenseI64ArrayAttr(stash)),
       b.getNamedAttr("transfers_per_step", b.getI64IntegerAttr(timing.transfers)),
+      // The slowest stage over the mean: what the cut leaves unbalanced.
+      b.getNamedAttr("imbalance",
+                     b.getF64FloatAttr(total > 0 ? slowest * double(costs.size()) / total : 1.0)),
   });
 }
 

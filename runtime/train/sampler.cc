@@ -31,18 +31,23 @@ int32_t DrawToken(absl::Span<const float> logits, double temperature, int64_t to
 
 absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int32_t> prompt,
                                               const SampleOptions& options) {
+  // A pipeline's logits are its last stage's: every rank runs its stage of
+  // the forward, the last stage's ranks draw, and the token is shared.
   const stepc_module_info& info = session.module().info();
-  if (info.logits_rank != 3)
+  const std::vector<const stepc_module_info*> stages = session.module().StageInfos();
+  const stepc_module_info& last = stages.empty() ? info : *stages.back();
+  const bool pipeline = info.pipeline_stages > 1;
+  const bool draws = !pipeline || session.module().stage() == info.pipeline_stages - 1;
+  if (last.logits_rank != 3)
     return absl::FailedPreconditionError(
         absl::StrCat("sampling needs [batch, seq, vocab] logits; '", session.module().path(),
-                     "' returns ", info.logits_rank == 0 ? "none" : "logits of another rank",
-                     info.pipeline_stages > 1
-                         ? " (a pipeline's logits are its last stage's: sampling under pp:P is "
-                           "not built yet; sample from a checkpoint on one rank)"
-                         : ""));
+                     "' returns ", last.logits_rank == 0 ? "none" : "logits of another rank",
+                     last.logits_rank == 0 ? " (its loss is not one f32 cross-entropy: "
+                                             "compiled with --micro-batches > 1?)"
+                                           : ""));
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt holds no token");
-  const int64_t batch = info.logits_shape[0], seq = info.logits_shape[1],
-                vocab = info.logits_shape[2];
+  const int64_t batch = last.logits_shape[0], seq = last.logits_shape[1],
+                vocab = last.logits_shape[2];
   std::mt19937_64 rng(options.seed);
   std::vector<int32_t> context = std::move(prompt), generated, tokens(batch * seq, 0),
                        targets(batch * seq, 0);
@@ -54,11 +59,22 @@ absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int3
     std::copy(context.end() - used, context.end(), tokens.begin());
     STEPC_RETURN_IF_ERROR(session.SetInput("tokens", tokens));
     STEPC_RETURN_IF_ERROR(session.SetInput("targets", targets));
-    STEPC_RETURN_IF_ERROR(session.Eval(&logits).status());
+    STEPC_RETURN_IF_ERROR(session.Eval(draws ? &logits : nullptr).status());
     const int64_t drawable = options.vocabulary > 0 ? std::min(vocab, options.vocabulary) : vocab;
-    const int32_t next =
-        DrawToken(absl::MakeConstSpan(logits).subspan((used - 1) * vocab, drawable),
-                  options.temperature, options.top_k, rng);
+    int32_t next = -1;
+    if (draws)
+      next = DrawToken(absl::MakeConstSpan(logits).subspan((used - 1) * vocab, drawable),
+                       options.temperature, options.top_k, rng);
+    if (pipeline) {
+      // Every last-stage rank drew the same token (same logits, same seed).
+      STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all,
+                             session.communicator().AllGather(static_cast<uint64_t>(next + 1)));
+      next = -1;
+      for (uint64_t v : all)
+        if (v != 0) next = static_cast<int32_t>(v - 1);
+      if (next < 0 || next >= drawable)
+        return absl::InternalError("no pipeline rank drew the next token");
+    }
     context.push_back(next);
     generated.push_back(next);
   }

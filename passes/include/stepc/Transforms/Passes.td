@@ -197,7 +197,7 @@ def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
     ListOption<"firsts", "firsts", "int64_t",
                "the first block of each stage (chunk) after the first (default: even)">,
     ListOption<"meshShape", "mesh-shape", "int64_t",
-               "the world mesh, its last axis the stages' (default: [stages])">
+               "the world mesh (default: [stages]; its axis `axis` the stages')">
   ];
   let dependentDialects = ["mlir::mesh::MeshDialect"];
 }
