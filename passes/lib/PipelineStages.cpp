@@ -480,18 +480,39 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
 
 /// Seconds of `op` on a machine of 100 GFLOP/s and 10 GB/s (the bubble
 /// depends on the ratios alone): its products, or the bytes it moves.
-double opSeconds(Operation *op) {
+/// An op's cost: its products (FLOPs) when it has any, else the bytes it
+/// reads and writes (a memory-bound op).
+struct OpCost {
+  double flops = 0, bytes = 0;
+  double seconds() const { return flops / 1e11 + bytes / 1e10; }
+};
+
+OpCost opCost(Operation *op) {
   if (isa<mesh::SendOp, mesh::RecvOp>(op))
-    return 0;
+    return {};
   FailureOr<int64_t> flops = getExecutedFlops(op);
   if (succeeded(flops) && *flops > 0)
-    return double(*flops) / 1e11;
-  double bytes = 0;
+    return {double(*flops), 0};
+  OpCost cost;
   for (TypeRange types : {TypeRange(op->getOperandTypes()), TypeRange(op->getResultTypes())})
     for (Type t : types)
       if (auto type = dyn_cast<RankedTensorType>(t))
-        bytes += double(type.getNumElements()) * type.getElementTypeBitWidth() / 8;
-  return bytes / 1e10;
+        cost.bytes += double(type.getNumElements()) * type.getElementTypeBitWidth() / 8;
+  return cost;
+}
+
+double opSeconds(Operation *op) { return opCost(op).seconds(); }
+
+/// Each stage's (chunk's) FLOPs and memory-bound bytes per step.
+std::pair<SmallVector<int64_t>, SmallVector<int64_t>> chunkWork(Block &body, const Partition &p) {
+  SmallVector<int64_t> flops(p.stages, 0), bytes(p.stages, 0);
+  for (Operation &op : body.without_terminator())
+    if (int chunk = p.stageOf.lookup(&op); chunk != kFree) {
+      OpCost c = opCost(&op);
+      flops[chunk] += int64_t(c.flops);
+      bytes[chunk] += int64_t(c.bytes);
+    }
+  return {flops, bytes};
 }
 
 /// Each stage's (chunk's) forward, input-gradient and weight-gradient
@@ -540,7 +561,8 @@ FailureOr<SmallVector<int64_t>> balancedStarts(func::FuncOp grad, int stages) {
 /// The pipeline's layout and prediction, for the report.
 DictionaryAttr describe(OpBuilder &b, const pipeline::Schedule &schedule,
                         ArrayRef<int64_t> starts, ArrayRef<pipeline::ChunkCost> costs,
-                        const pipeline::Timing &timing, int64_t micro) {
+                        const pipeline::Timing &timing, int64_t micro,
+                        const std::pair<SmallVector<int64_t>, SmallVector<int64_t>> &work) {
   SmallVector<double> stageSeconds, idle(timing.idleFraction.begin(), timing.idleFraction.end());
   double slowest = 0, total = 0;
   for (const pipeline::ChunkCost &c : costs) {
@@ -556,6 +578,8 @@ DictionaryAttr describe(OpBuilder &b, const pipeline::Schedule &schedule,
       b.getNamedAttr("micro_batches", b.getI64IntegerAttr(micro)),
       b.getNamedAttr("first_blocks", b.getDenseI64ArrayAttr(firstBlocks)),
       b.getNamedAttr("stage_seconds", b.getDenseF64ArrayAttr(stageSeconds)),
+      b.getNamedAttr("stage_flops", b.getDenseI64ArrayAttr(work.first)),
+      b.getNamedAttr("stage_memory_bound_bytes", b.getDenseI64ArrayAttr(work.second)),
       b.getNamedAttr("predicted_idle_fraction", b.getDenseF64ArrayAttr(idle)),
       b.getNamedAttr("predicted_bubble", b.getF64FloatAttr(timing.bubbleFraction)),
       b.getNamedAttr("peak_stash", b.getDenseI64ArrayAttr(stash)),
@@ -633,6 +657,7 @@ struct StepPipelineStagesPass
       return signalPassFailure();
     assignStages(body, p);
     std::vector<pipeline::ChunkCost> costs = chunkCosts(body, p, micro);
+    auto work = chunkWork(body, p); // (the body goes when the stage is built)
     if (!pipeline::buildSchedule(scheduleName, stages, int(micro), costs, schedule, error)) {
       grad.emitOpError() << "pipeline schedule: " << error;
       return signalPassFailure();
@@ -655,7 +680,7 @@ struct StepPipelineStagesPass
     // pipeline's layout and predicted idle time.
     mesh->setAttr(StepDialect::kPpAxisAttrName, b.getI64IntegerAttr(p.axis));
     mesh->setAttr(StepDialect::kPipelineAttrName,
-                  describe(b, schedule, starts, costs, timing, int(micro)));
+                  describe(b, schedule, starts, costs, timing, int(micro), work));
   }
 };
 
