@@ -37,7 +37,9 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/Support/FileUtilities.h"
 
@@ -270,7 +272,8 @@ static FailureOr<std::string> emitCompiledModule(ModuleOp module, const Compiled
 /// same pipeline with only the stage changed.
 static FailureOr<std::string> compileOtherStage(ModuleOp original,
                                                 const StepcPipelineOptions &options,
-                                                int64_t stage, const CpuTarget &cpu) {
+                                                int64_t stage, const CpuTarget &cpu,
+                                                bool emitSource, ModuleSummary &summary) {
   OwningOpRef<ModuleOp> copy = original.clone();
   StepcPipelineOptions stageOptions;
   stageOptions.copyOptionValuesFrom(options);
@@ -285,8 +288,18 @@ static FailureOr<std::string> compileOtherStage(ModuleOp original,
   FailureOr<CompiledSteps> steps = findCompiledSteps(*copy);
   if (failed(steps))
     return failure();
-  ModuleSummary summary;
-  return emitCompiledModule(*copy, *steps, stageOptions, cpu, /*emitSource=*/true, summary);
+  return emitCompiledModule(*copy, *steps, stageOptions, cpu, emitSource, summary);
+}
+
+/// The planned peak bytes a compiled module's report gives.
+static int64_t plannedPeakOf(const ModuleSummary &summary) {
+  llvm::Expected<llvm::json::Value> report = llvm::json::parse(summary.reportJson);
+  if (!report) {
+    llvm::consumeError(report.takeError());
+    return 0;
+  }
+  const llvm::json::Object *object = report->getAsObject();
+  return object ? object->getInteger("planned_peak_bytes").value_or(0) : 0;
 }
 
 int main(int argc, char **argv) {
@@ -387,7 +400,7 @@ int main(int argc, char **argv) {
       stages = spec->pp;
   }
   OwningOpRef<ModuleOp> original;
-  if (stages > 1 && emit == "so")
+  if (stages > 1 && (emit == "so" || !reportFile.empty()))
     original = module->clone();
   // The sweep compiles the model as written, after the step itself has
   // compiled (so its errors are the model's, reported once, not a row).
@@ -442,9 +455,40 @@ int main(int argc, char **argv) {
   ModuleSummary summary;
   FailureOr<std::string> source =
       emitCompiledModule(*module, *steps, options, *cpuTargetOf, emit != "mlir", summary);
-  if (failed(source) ||
-      (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n"))))
+  if (failed(source))
     return 1;
+  // A pipeline's other stages: their sources for step.so, and their planned
+  // peaks for the report (every stage's, stash included).
+  std::vector<std::string> stageSources(stages);
+  stageSources[stages > 1 ? ppStage.getValue() : 0] = *source;
+  llvm::json::Array stagePeaks;
+  for (int64_t stage = 0; original && stage < stages; ++stage) {
+    if (stage == ppStage) {
+      stagePeaks.push_back(plannedPeakOf(summary));
+      continue;
+    }
+    ModuleSummary stageSummary;
+    FailureOr<std::string> stageSource =
+        compileOtherStage(*original, options, stage, *cpuTargetOf, emit == "so", stageSummary);
+    if (failed(stageSource))
+      return 1;
+    stageSources[stage] = std::move(*stageSource);
+    stagePeaks.push_back(plannedPeakOf(stageSummary));
+  }
+  if (!reportFile.empty()) {
+    std::string json = summary.reportJson;
+    if (original) {
+      llvm::Expected<llvm::json::Value> report = llvm::json::parse(json);
+      if (!report)
+        return fail("internal error: the report is not JSON: " +
+                    llvm::toString(report.takeError()));
+      if (llvm::json::Object *pipeline = report->getAsObject()->getObject("pipeline"))
+        (*pipeline)["stage_planned_peak_bytes"] = std::move(stagePeaks);
+      json = llvm::formatv("{0:2}", *report).str();
+    }
+    if (failed(writeOutput(reportFile, json + "\n")))
+      return 1;
+  }
   if (emit == "mlir") {
     std::string text;
     llvm::raw_string_ostream os(text);
@@ -454,17 +498,6 @@ int main(int argc, char **argv) {
   }
   if (emit == "source")
     return failed(writeOutput(outputFile, *source)) ? 1 : 0;
-  std::vector<std::string> stageSources(stages);
-  stageSources[stages > 1 ? ppStage.getValue() : 0] = *source;
-  for (int64_t stage = 0; stage < stages; ++stage) {
-    if (stage == ppStage)
-      continue;
-    FailureOr<std::string> stageSource =
-        compileOtherStage(*original, options, stage, *cpuTargetOf);
-    if (failed(stageSource))
-      return 1;
-    stageSources[stage] = std::move(*stageSource);
-  }
   if (llvm::Error err =
           target == "cpu"  ? compileCpuSharedObject(stageSources, outputFile, *cpuTargetOf)
           : cudaEmulation ? compileCudaEmulatedSharedObject(stageSources, outputFile)
