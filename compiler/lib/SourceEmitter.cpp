@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "runtime/stepc_abi.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -339,11 +340,11 @@ void SourceEmitter::waitFor(Operation *op) {
   }
 }
 
-/// The module info's mesh_shape initializer: the ABI's four axes, 1 past
-/// the mesh's.
+/// The module info's mesh_shape initializer: the ABI's axes, 1 past the
+/// mesh's.
 static std::string meshDims(ArrayRef<int64_t> shape) {
   std::string dims;
-  for (size_t a = 0; a < 4; ++a)
+  for (size_t a = 0; a < std::size(stepc_module_info{}.mesh_shape); ++a)
     dims += (a ? ", " : "") + std::to_string(a < shape.size() ? shape[a] : 1);
   return dims;
 }

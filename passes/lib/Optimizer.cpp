@@ -244,8 +244,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     };
     // tp-split squares are summed over tp first (each slot holds one
     // parameter's: the sums stay exact), then joined to the replicated.
-    Value squares = zeros(), splitSquares = zeros();
-    bool anySplit = false;
+    Value squares = zeros(), splitSquares;
     for (auto [k, g] : llvm::enumerate(grads)) {
       auto index = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kPpIndexAttrName);
       if (!index || grad.getArgAttr(params[k], StepDialect::kPpReplicaAttrName))
@@ -256,11 +255,12 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
                                      b.getDenseI64ArrayAttr({n - 1 - at}));
       bool tpSplit = options.tpAxis >= 0 &&
                      grad.getArgAttr(params[k], StepDialect::kTpShardAttrName) != nullptr;
-      anySplit |= tpSplit;
+      if (tpSplit && !splitSquares)
+        splitSquares = zeros();
       Value &sum = tpSplit ? splitSquares : squares;
       sum = b.create<AddOp>(loc, sum, placed);
     }
-    if (anySplit)
+    if (splitSquares)
       squares = b.create<AddOp>(
           loc, squares,
           b.create<mesh::AllReduceOp>(

@@ -246,15 +246,17 @@ static LogicalResult writeOutput(StringRef path, StringRef text) {
 
 /// What step.so's metadata carries (the report, the mesh the passes built,
 /// the target) and the emitted source of one compiled module: a pipeline
-/// stage's under pp. `summary` is kept for --report.
+/// stage's under pp. `summary` and the planned peak are kept for --report.
 static FailureOr<std::string> emitCompiledModule(ModuleOp module, const CompiledSteps &steps,
                                                  const StepcPipelineOptions &options,
                                                  const CpuTarget &cpu, bool emitSource,
-                                                 ModuleSummary &summary) {
+                                                 ModuleSummary &summary,
+                                                 int64_t &plannedPeakBytes) {
   FailureOr<StepReport> report =
       reportCompiledModule(module, options, CommModel{linkGBps, computeGflops});
   if (failed(report))
     return failure();
+  plannedPeakBytes = report->plannedPeakBytes;
   summary = summarizeCompiledModule(module, *report, shard, precision);
   if (target == "cpu") {
     summary.cpuIsa = cpu.isa;
@@ -273,7 +275,7 @@ static FailureOr<std::string> emitCompiledModule(ModuleOp module, const Compiled
 static FailureOr<std::string> compileOtherStage(ModuleOp original,
                                                 const StepcPipelineOptions &options,
                                                 int64_t stage, const CpuTarget &cpu,
-                                                bool emitSource, ModuleSummary &summary) {
+                                                bool emitSource, int64_t &plannedPeakBytes) {
   OwningOpRef<ModuleOp> copy = original.clone();
   StepcPipelineOptions stageOptions;
   stageOptions.copyOptionValuesFrom(options);
@@ -288,18 +290,9 @@ static FailureOr<std::string> compileOtherStage(ModuleOp original,
   FailureOr<CompiledSteps> steps = findCompiledSteps(*copy);
   if (failed(steps))
     return failure();
-  return emitCompiledModule(*copy, *steps, stageOptions, cpu, emitSource, summary);
-}
-
-/// The planned peak bytes a compiled module's report gives.
-static int64_t plannedPeakOf(const ModuleSummary &summary) {
-  llvm::Expected<llvm::json::Value> report = llvm::json::parse(summary.reportJson);
-  if (!report) {
-    llvm::consumeError(report.takeError());
-    return 0;
-  }
-  const llvm::json::Object *object = report->getAsObject();
-  return object ? object->getInteger("planned_peak_bytes").value_or(0) : 0;
+  ModuleSummary summary;
+  return emitCompiledModule(*copy, *steps, stageOptions, cpu, emitSource, summary,
+                            plannedPeakBytes);
 }
 
 int main(int argc, char **argv) {
@@ -453,8 +446,9 @@ int main(int argc, char **argv) {
       return 1;
   }
   ModuleSummary summary;
-  FailureOr<std::string> source =
-      emitCompiledModule(*module, *steps, options, *cpuTargetOf, emit != "mlir", summary);
+  int64_t plannedPeakBytes = 0;
+  FailureOr<std::string> source = emitCompiledModule(*module, *steps, options, *cpuTargetOf,
+                                                     emit != "mlir", summary, plannedPeakBytes);
   if (failed(source))
     return 1;
   // A pipeline's other stages: their sources for step.so, and their planned
@@ -464,16 +458,16 @@ int main(int argc, char **argv) {
   llvm::json::Array stagePeaks;
   for (int64_t stage = 0; original && stage < stages; ++stage) {
     if (stage == ppStage) {
-      stagePeaks.push_back(plannedPeakOf(summary));
+      stagePeaks.push_back(plannedPeakBytes);
       continue;
     }
-    ModuleSummary stageSummary;
+    int64_t stagePeak = 0;
     FailureOr<std::string> stageSource =
-        compileOtherStage(*original, options, stage, *cpuTargetOf, emit == "so", stageSummary);
+        compileOtherStage(*original, options, stage, *cpuTargetOf, emit == "so", stagePeak);
     if (failed(stageSource))
       return 1;
     stageSources[stage] = std::move(*stageSource);
-    stagePeaks.push_back(plannedPeakOf(stageSummary));
+    stagePeaks.push_back(stagePeak);
   }
   if (!reportFile.empty()) {
     std::string json = summary.reportJson;
