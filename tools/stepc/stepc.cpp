@@ -100,7 +100,10 @@ static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (t
                                                    "hsdp:RxS (sharded within groups of S, "
                                                    "replicated across R); each optionally "
                                                    "followed by ,tp:M, or tp:M alone (tensor "
-                                                   "parallelism over M ranks, innermost)"),
+                                                   "parallelism over M ranks, innermost); "
+                                                   "pp:P alone or after the data axis, before "
+                                                   ",tp:M (pipeline stages on P ranks: "
+                                                   "--pp-schedule, --pp-stages)"),
                                   cl::init("none"), cl::cat(stepcCategory));
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
