@@ -46,7 +46,11 @@ axis = summary["predicted_collective_seconds_by_axes"]["axis0"]
 if abs(axis["seconds"] - p["communication_seconds"]) > 1e-12:
     fail("the step's communication is not axis0's")
 by_rank = summary["collective_seconds_median_by_rank"]
-if len(by_rank) != ranks or not all(0 < s < summary["step_seconds_median"] for s in by_rank):
+# Each rank waits some time; rank 0's (the rank whose step time is the
+# summary's) is within its step. Another rank's median may exceed rank 0's
+# step median on a loaded machine (it waits while rank 0 computes).
+if (len(by_rank) != ranks or not all(s > 0 for s in by_rank) or
+        not by_rank[0] < summary["step_seconds_median"]):
     fail(f"time in collectives by rank {by_rank}, step {summary['step_seconds_median']}")
 if abs(summary["collective_seconds_median"] - by_rank[0]) > 1e-6:
     fail("rank 0's time in collectives differs between the summary's two fields")
