@@ -25,6 +25,7 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -128,6 +129,125 @@ void TileMatmul(const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float* c
   }
 }
 
+// Every CPU with AMX has AVX-512 (F, BW, VL, DQ, BF16): the kernels' packing
+// transposes and roundings use it 16 lanes at a time, whatever -march the
+// library is built for (the baseline library is x86-64-v3).
+#define STEPC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+// Lanes [0, n) of a vector (n > 0).
+inline __mmask16 FirstLanes(int64_t n) { return n >= 16 ? 0xffff : (1u << n) - 1; }
+
+// x rounded to bf16 16 at a time (vcvtneps2bf16: to nearest even, NaN
+// quieted as stepc_f32_to_bf16 does). That instruction flushes subnormal
+// inputs to zero where stepc_f32_to_bf16 rounds them, so a vector holding
+// one goes lane by lane: bit for bit stepc_f32_to_bf16's result.
+STEPC_AVX512 void RoundToBf16(const float* x, int64_t n, bf16* out) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 lanes = FirstLanes(n - j);
+    const __m512 v = _mm512_maskz_loadu_ps(lanes, x + j);
+    if (_mm512_fpclass_ps_mask(v, 0x20)) {  // 0x20: subnormal
+      for (int64_t i = j; i < std::min(n, j + 16); ++i) out[i] = stepc_f32_to_bf16(x[i]);
+      continue;
+    }
+    _mm256_mask_storeu_epi16(out + j, lanes, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+  }
+}
+
+// eˣ in every lane: Cephes' single-precision polynomial on r = x − n·ln2
+// (n = round(x·log₂e), ln2 in two parts), scaled by 2ⁿ with vscalefps: within
+// 2 ulp of expf, 0 below −104 (where expf is 0 or a few subnormal ulps),
+// NaN for NaN.
+STEPC_AVX512 inline __m512 Exp(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-104.0f), _CMP_NLT_UQ);
+  return _mm512_maskz_scalef_ps(live, p, n);
+}
+
+// SoftmaxRow (attention_bf16.h) 16 lanes at a time: P = softmax(scale · s)
+// over the row's first n entries, in f32 in place and rounded into out,
+// zero from n to width.
+STEPC_AVX512 void SoftmaxRowAvx512(float* row, int64_t n, int64_t width, float scale,
+                                   bf16* out) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  __m512 high = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n; j += 16)
+    high = _mm512_max_ps(
+        high, _mm512_mul_ps(_mm512_mask_loadu_ps(high, FirstLanes(n - j), row + j), vscale));
+  const __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(high));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 lanes = FirstLanes(n - j);
+    const __m512 e = Exp(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(lanes, row + j), vscale, shift));
+    _mm512_mask_storeu_ps(row + j, lanes, e);
+    sum = _mm512_mask_add_ps(sum, lanes, sum, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 lanes = FirstLanes(n - j);
+    _mm512_mask_storeu_ps(row + j, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + j), inv));
+  }
+  RoundToBf16(row, n, out);
+  std::fill(out + n, out + width, bf16{0});
+}
+
+// A 16 x 16 block of 32-bit words transposed in registers: v[i] becomes
+// column i of the block.
+STEPC_AVX512 inline void Transpose16x16(__m512i v[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // 2 x 2 blocks of words within each 128-bit lane
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // 4 x 4 blocks within each lane
+    v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 8)  // lanes 0 and 2, 1 and 3 of rows 4 apart
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_i32x4(v[i + j], v[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_i32x4(v[i + j], v[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {  // then lane halves of rows 8 apart
+    v[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+    v[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+// out[c][r] = in[r][c] for r < rows, c < cols, of 32-bit words; row strides
+// in bytes (a bf16 pair is a word wherever it starts).
+STEPC_AVX512 void Transpose32(const void* in, int64_t in_stride, int64_t rows, int64_t cols,
+                              void* out, int64_t out_stride) {
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const int64_t nr = std::min<int64_t>(16, rows - r0);
+    const __mmask16 row_lanes = nr == 16 ? 0xffff : (1u << nr) - 1;
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      const int64_t nc = std::min<int64_t>(16, cols - c0);
+      const __mmask16 col_lanes = nc == 16 ? 0xffff : (1u << nc) - 1;
+      __m512i v[16];
+      for (int64_t i = 0; i < 16; ++i)
+        v[i] = i < nr ? _mm512_maskz_loadu_epi32(col_lanes, src + (r0 + i) * in_stride + c0 * 4)
+                      : _mm512_setzero_si512();
+      Transpose16x16(v);
+      for (int64_t c = 0; c < nc; ++c)
+        _mm512_mask_storeu_epi32(dst + (c0 + c) * out_stride + r0 * 4, row_lanes, v[c]);
+    }
+  }
+}
+
 // `rows` rows of `width` bf16 from x (row stride ld) as an A operand: rp x wp,
 // zero padded.
 void PackRows(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp, int64_t wp,
@@ -138,15 +258,6 @@ void PackRows(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp
     if (copied) std::memcpy(row, x + r * ld, width * sizeof(bf16));
     std::memset(row + copied, 0, (wp - copied) * sizeof(bf16));
   }
-}
-
-// The rows transposed (wp x rp, zero padded): an A operand whose K
-// dimension is x's rows.
-void PackColumns(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp,
-                 int64_t wp, bf16* out) {
-  std::memset(out, 0, wp * rp * sizeof(bf16));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t d = 0; d < width; ++d) out[d * rp + r] = x[r * ld + d];
 }
 
 // Two bf16 as the 32-bit pair a B tile row holds: `low` at the lower address.
@@ -178,15 +289,23 @@ void PackPairsOfRows(const bf16* x, int64_t ld, int64_t rows, int64_t width, int
 // columns 2i and 2i + 1 are already a pair; pair row i holds them for every
 // row (wp/2 x rp pairs, zero padded; an odd width's last column pairs with
 // zero).
-void PackPairsOfColumns(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp,
-                        int64_t wp, bf16* out) {
+STEPC_AVX512 void PackPairsOfColumns(const bf16* x, int64_t ld, int64_t rows, int64_t width,
+                                     int64_t rp, int64_t wp, bf16* out) {
   uint32_t* pairs = reinterpret_cast<uint32_t*>(out);
   std::memset(pairs, 0, wp / 2 * rp * sizeof(uint32_t));
-  for (int64_t r = 0; r < rows; ++r) {
-    const bf16* row = x + r * ld;
-    for (int64_t i = 0; i < width / 2; ++i) pairs[i * rp + r] = Pair(row[2 * i], row[2 * i + 1]);
-    if (width % 2) pairs[width / 2 * rp + r] = Pair(row[width - 1], 0);
-  }
+  Transpose32(x, ld * sizeof(bf16), rows, width / 2, pairs, rp * sizeof(uint32_t));
+  if (width % 2)
+    for (int64_t r = 0; r < rows; ++r) pairs[width / 2 * rp + r] = Pair(x[r * ld + width - 1], 0);
+}
+
+// The rows transposed (wp x rp, zero padded): an A operand whose K
+// dimension is x's rows. Rows 2i and 2i + 1 interleaved are pair row i of
+// `scratch` (rp/2 x wp words); its transpose holds each column's pairs of
+// consecutive rows, which is the transposed bf16 row.
+STEPC_AVX512 void PackColumns(const bf16* x, int64_t ld, int64_t rows, int64_t width, int64_t rp,
+                              int64_t wp, bf16* scratch, bf16* out) {
+  PackPairsOfRows(x, ld, rows, width, rp, wp, scratch);
+  Transpose32(scratch, wp * sizeof(uint32_t), rp / 2, wp, out, rp / 2 * sizeof(uint32_t));
 }
 
 template <typename T>
@@ -197,8 +316,8 @@ T* Grown(std::vector<T>& v, int64_t n) {
 
 // One thread's buffers, kept across calls.
 struct Workspace {
-  std::vector<bf16> kt, kb, vt, vb, qa, doa, qt, dot, pb, dsb, pp, dsp;
-  std::vector<float> s, dp, o, dkt, dvt;
+  std::vector<bf16> kt, kb, vt, vb, qa, doa, qt, dot, pb, dsb, pp, dsp, pairs;
+  std::vector<float> s, dp, o, dkt, dvt, rows;
 };
 
 Workspace& ThreadWorkspace() {
@@ -230,31 +349,30 @@ struct Block {
 };
 
 // S = Q Kᵀ of the block, then P = softmax(scale·S) over each row's visible
-// keys: f32 in s (if keep_f32) and rounded in pb, zero beyond.
-void Probabilities(const Block& blk, const bf16* qa, const bf16* kt, float* s,
-                             bf16* pb, bool keep_f32) {
+// keys: f32 in s and rounded in pb, zero beyond.
+STEPC_AVX512 void Probabilities(const Block& blk, const bf16* qa, const bf16* kt, float* s,
+                                bf16* pb) {
   const int64_t kp = blk.kp;
   TileMatmul(
       qa, blk.dp, kt, RoundUp(blk.a.tk, 32), s, kp, blk.rp,
       [&](int64_t i) { return blk.ScoreColumns(i); },
       [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, blk.dp}; }, false);
   for (int64_t r = 0; r < blk.rp; ++r)
-    SoftmaxRow(s + r * kp, r < blk.rows ? blk.Visible(r) : 0, kp, blk.a.scale, keep_f32,
-               pb + r * kp);
+    SoftmaxRowAvx512(s + r * kp, r < blk.rows ? blk.Visible(r) : 0, kp, blk.a.scale, pb + r * kp);
 }
 
 // Rows [0, rows) of an f32 [rp, dp] result rounded into x's head columns.
-void StoreRows(const float* c, int64_t dp, int64_t rows, int64_t hd, bf16* x, int64_t ld) {
-  for (int64_t r = 0; r < rows; ++r)
-#pragma omp simd
-    for (int64_t d = 0; d < hd; ++d) x[r * ld + d] = stepc_f32_to_bf16(c[r * dp + d]);
+STEPC_AVX512 void StoreRows(const float* c, int64_t dp, int64_t rows, int64_t hd, bf16* x,
+                            int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) RoundToBf16(c + r * dp, hd, x + r * ld);
 }
 
 // An f32 [dp, cols] result transposed into x's head columns: rows [0, rows)
-// of x from its columns.
-void StoreColumns(const float* c, int64_t cols, int64_t rows, int64_t hd, bf16* x, int64_t ld) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t d = 0; d < hd; ++d) x[r * ld + d] = stepc_f32_to_bf16(c[d * cols + r]);
+// of x from its columns, through `scratch` ([rows, hd] f32).
+STEPC_AVX512 void StoreColumns(const float* c, int64_t cols, int64_t rows, int64_t hd, bf16* x,
+                               int64_t ld, float* scratch) {
+  Transpose32(c, cols * sizeof(float), hd, rows, scratch, hd * sizeof(float));
+  StoreRows(scratch, hd, rows, hd, x, ld);
 }
 
 // Pairs of rows of a bf16 [rp, cols] matrix interleaved: a B operand with
@@ -268,7 +386,7 @@ void PairRows(const bf16* in, int64_t rp, int64_t cols, bf16* out) {
   }
 }
 
-void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* q,
+STEPC_AVX512 void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* q,
                             const bf16* k, const bf16* v, bf16* out, Workspace& w) {
   const int64_t dp = RoundUp(a.hd, 32), tkp = RoundUp(a.tk, 32);
   const bf16* kh = k + b * a.tk * a.ldk + kvh * a.hd;
@@ -285,7 +403,7 @@ void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* q,
       bf16* pb = Grown(w.pb, blk.rp * blk.kp);
       float* o = Grown(w.o, blk.rp * dp);
       PackRows(q + (b * a.tq + t0) * a.ldq + h * a.hd, a.ldq, blk.rows, a.hd, blk.rp, dp, qa);
-      Probabilities(blk, qa, kt, s, pb, /*keep_f32=*/false);
+      Probabilities(blk, qa, kt, s, pb);
       TileMatmul(
           pb, blk.kp, vb, dp, o, dp, blk.rp, [&](int64_t) { return dp; },
           [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
@@ -297,7 +415,7 @@ void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* q,
 // over the group's heads in f32 and kept transposed (their products then
 // take P and dS as pairs of rows, not transposed): dKᵀ += Qᵀ dS,
 // dVᵀ += dOᵀ P.
-void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* dout,
+STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* dout,
                              const bf16* q, const bf16* k, const bf16* v, bf16* dq, bf16* dk,
                              bf16* dv, Workspace& w) {
   const int64_t dp = RoundUp(a.hd, 32), tkp = RoundUp(a.tk, 32);
@@ -332,15 +450,16 @@ void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* d
       float* o = Grown(w.o, rp * dp);
       PackRows(qh, a.ldq, blk.rows, a.hd, rp, dp, qa);
       PackRows(doh, a.ldo, blk.rows, a.hd, rp, dp, doa);
-      PackColumns(qh, a.ldq, blk.rows, a.hd, rp, dp, qt);
-      PackColumns(doh, a.ldo, blk.rows, a.hd, rp, dp, dot);
-      Probabilities(blk, qa, kt, p, pb, /*keep_f32=*/true);
+      bf16* pairs = Grown(w.pairs, rp * dp);
+      PackColumns(qh, a.ldq, blk.rows, a.hd, rp, dp, pairs, qt);
+      PackColumns(doh, a.ldo, blk.rows, a.hd, rp, dp, pairs, dot);
+      Probabilities(blk, qa, kt, p, pb);
       TileMatmul(
           doa, dp, vt, tkp, dpf, kp, rp, [&](int64_t i) { return blk.ScoreColumns(i); },
           [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, dp}; }, false);
       for (int64_t r = 0; r < rp; ++r)
         SoftmaxGradRow(p + r * kp, dpf + r * kp, r < blk.rows ? blk.Visible(r) : 0, kp, a.scale,
-                       dsb + r * kp);
+                       dsb + r * kp, RoundToBf16);
       TileMatmul(
           dsb, kp, kb, dp, o, dp, rp, [&](int64_t) { return dp; },
           [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
@@ -354,11 +473,14 @@ void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* d
           dot, rp, pp, kp, dvt, tkp, dp, [&](int64_t) { return kp; },
           [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
     }
-  StoreColumns(dkt, tkp, a.tk, a.hd, dk + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
-  StoreColumns(dvt, tkp, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
+  float* rows = Grown(w.rows, a.tk * a.hd);
+  StoreColumns(dkt, tkp, a.tk, a.hd, dk + b * a.tk * a.ldk + kvh * a.hd, a.ldk, rows);
+  StoreColumns(dvt, tkp, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk, rows);
 }
 
 }  // namespace
+
+void RoundToBf16Avx512(const float* x, int64_t n, stepc_bf16* out) { RoundToBf16(x, n, out); }
 
 bool AmxAttentionUsable() {
   const char* forced = std::getenv("STEPC_ATTENTION");
@@ -405,7 +527,10 @@ void AmxAttentionBackward(const Bf16Attention& a, const stepc_bf16* dout, const 
 
 #else  // !__x86_64__
 
+void RoundToBf16Avx512(const float* x, int64_t n, stepc_bf16* out) { RoundToBf16(x, n, out); }
+
 bool AmxAttentionUsable() { return false; }
+void RoundToBf16Avx512(const float*, int64_t, stepc_bf16*) {}
 void AmxAttentionForward(const Bf16Attention&, const stepc_bf16*, const stepc_bf16*,
                          const stepc_bf16*, stepc_bf16*) {}
 void AmxAttentionBackward(const Bf16Attention&, const stepc_bf16*, const stepc_bf16*,

@@ -140,11 +140,11 @@ void Scatter(const Attention& a, const Chunk& c, const stepc_bf16* in, stepc_bf1
                     a.hd * sizeof(stepc_bf16));
 }
 
-// P = softmax(scale · Q Kᵀ) for the chunk from its gathered queries, rounded
-// into pb and, for the backward pass, in f32 in p (otherwise scratch); masked
-// entries exactly 0. False where oneDNN has no bf16 matmul on this CPU.
+// P = softmax(scale · Q Kᵀ) for the chunk from its gathered queries, in f32
+// in p (the backward pass reads it) and rounded into pb; masked entries
+// exactly 0. False where oneDNN has no bf16 matmul on this CPU.
 bool Probabilities(const Attention& a, const Chunk& c, const stepc_bf16* qg,
-                   const stepc_bf16* k, float* p, stepc_bf16* pb, bool keep_f32) {
+                   const stepc_bf16* k, float* p, stepc_bf16* pb) {
   if (!Matmul(Gathered(a, c), qg, Keys(a, c, /*transposed=*/true), k + KeyOffset(a, c),
               Scores(a, c, Type::kF32), p, /*accumulate=*/false))
     return false;
@@ -152,7 +152,7 @@ bool Probabilities(const Attention& a, const Chunk& c, const stepc_bf16* qg,
 #pragma omp parallel for
   for (int64_t line = 0; line < lines; ++line)
     stepc::cpu::SoftmaxRow(p + line * kend, Visible(a, c, line % c.rows()), kend, a.scale,
-                           keep_f32, pb + line * kend);
+                           pb + line * kend);
   return true;
 }
 
@@ -171,7 +171,7 @@ bool Forward(const Attention& a, const stepc_bf16* q, const stepc_bf16* k, const
     stepc_bf16* qg = Scratch<stepc_bf16>(1, gathered);
     stepc_bf16* og = Scratch<stepc_bf16>(2, gathered);
     Gather(a, c, q, a.ldq, qg);
-    if (!Probabilities(a, c, qg, k, p, pb, /*keep_f32=*/false)) return false;
+    if (!Probabilities(a, c, qg, k, p, pb)) return false;
     Matmul(Scores(a, c, Type::kBf16), pb, Keys(a, c, /*transposed=*/false), v + KeyOffset(a, c),
            Gathered(a, c), og, /*accumulate=*/false);
     Scatter(a, c, og, out, a.ldo);
@@ -218,7 +218,7 @@ bool Backward(const Attention& a, const stepc_bf16* dout, const stepc_bf16* q,
     stepc_bf16* dqg = Scratch<stepc_bf16>(4, gathered);
     Gather(a, c, q, a.ldq, qg);
     Gather(a, c, dout, a.ldo, dog);
-    if (!Probabilities(a, c, qg, k, p, pb, /*keep_f32=*/true)) return false;
+    if (!Probabilities(a, c, qg, k, p, pb)) return false;
     Matmul(Gathered(a, c), dog, Keys(a, c, /*transposed=*/true), v + KeyOffset(a, c),
            Scores(a, c, Type::kF32), dp, /*accumulate=*/false);
     const int64_t lines = c.nb * a.heads * c.rows(), kend = c.kend;

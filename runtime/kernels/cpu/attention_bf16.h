@@ -21,10 +21,18 @@ struct Bf16Attention {
   int64_t group() const { return heads / kv_heads; }
 };
 
+// `n` f32 rounded to bf16, one at a time (the AMX path rounds 16 at a time,
+// to the same values).
+inline void RoundRowToBf16(const float* x, int64_t n, stepc_bf16* out) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(x[j]);
+}
+
 // One row of P = softmax(scale · s) over its first n entries: in f32 in
-// place if keep_f32, and rounded into out, which is zero from n to width.
-inline void SoftmaxRow(float* row, int64_t n, int64_t width, float scale, bool keep_f32,
-                       stepc_bf16* out) {
+// place, and rounded into out (by `round`), which is zero from n to width.
+template <typename Round = decltype(&RoundRowToBf16)>
+inline void SoftmaxRow(float* row, int64_t n, int64_t width, float scale, stepc_bf16* out,
+                       Round round = RoundRowToBf16) {
   float shift = -INFINITY;
 #pragma omp simd reduction(max : shift)
   for (int64_t j = 0; j < n; ++j) shift = row[j] * scale > shift ? row[j] * scale : shift;
@@ -35,34 +43,34 @@ inline void SoftmaxRow(float* row, int64_t n, int64_t width, float scale, bool k
     sum += row[j];
   }
   const float inv = 1.0f / sum;
-  if (keep_f32) {
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) {
-      row[j] *= inv;
-      out[j] = stepc_f32_to_bf16(row[j]);
-    }
-  } else {
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(row[j] * inv);
-  }
+  for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+  round(row, n, out);
   for (int64_t j = n; j < width; ++j) out[j] = 0;
 }
 
-// One row of dS = scale · P∘(dP − Σ P∘dP) over its first n entries,
-// rounded into out, which is zero from n to width.
-inline void SoftmaxGradRow(const float* p, const float* dp, int64_t n, int64_t width,
-                           float scale, stepc_bf16* out) {
+// One row of dS = scale · P∘(dP − Σ P∘dP) over its first n entries: in f32
+// in dp's place, and rounded into out (by `round`), which is zero from n to
+// width.
+template <typename Round = decltype(&RoundRowToBf16)>
+inline void SoftmaxGradRow(const float* p, float* dp, int64_t n, int64_t width, float scale,
+                           stepc_bf16* out, Round round = RoundRowToBf16) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) sum += p[j] * dp[j];
 #pragma omp simd
-  for (int64_t j = 0; j < n; ++j) out[j] = stepc_f32_to_bf16(p[j] * (dp[j] - sum) * scale);
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - sum) * scale;
+  round(dp, n, out);
   for (int64_t j = n; j < width; ++j) out[j] = 0;
 }
 
 // True where this CPU has AMX tiles for bf16 and the kernel let this process
 // use them (arch_prctl ARCH_REQ_XCOMP_PERM), unless STEPC_ATTENTION=onednn.
 bool AmxAttentionUsable();
+
+// x rounded to bf16 16 at a time (vcvtneps2bf16), equal to
+// stepc_f32_to_bf16 bit for bit. Call only where AmxAttentionUsable().
+void RoundToBf16Avx512(const float* x, int64_t n, stepc_bf16* out);
 
 // The attention on AMX tiles, each (batch entry, KV head) on one thread with
 // its operands in that core's cache. Same numerics as the oneDNN path: bf16

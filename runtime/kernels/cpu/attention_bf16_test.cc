@@ -7,12 +7,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "runtime/kernels/cpu/attention_bf16.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
 
 namespace {
@@ -135,3 +137,24 @@ TEST_P(AttentionBf16Packed, EqualsSeparateOperands) {
 INSTANTIATE_TEST_SUITE_P(Paths, AttentionBf16Packed, ::testing::Values("", "onednn"));
 
 }  // namespace
+
+// The AMX path's vector rounding equals stepc_f32_to_bf16 bit for bit: ties,
+// subnormals (which vcvtneps2bf16 alone would flush), infinities, NaNs and
+// random bit patterns, at every length's tail.
+TEST(RoundToBf16Avx512, EqualsScalarRounding) {
+  if (!stepc::cpu::AmxAttentionUsable()) GTEST_SKIP() << "no AMX on this CPU";
+  std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x00408000,
+                                0x00018000, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x7f7fffff,
+                                0x7f800000, 0xff800000, 0x7fc00001, 0x7f800001, 0xffbfffff};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 100000; ++i) bits.push_back(rng());
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * sizeof(float));
+  for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{17}, static_cast<int64_t>(x.size())}) {
+    std::vector<stepc_bf16> got(n + 1, 0xabcd);
+    stepc::cpu::RoundToBf16Avx512(x.data(), n, got.data());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], stepc_f32_to_bf16(x[i])) << "bits 0x" << std::hex << bits[i];
+    EXPECT_EQ(got[n], 0xabcd) << "wrote past n = " << n;
+  }
+}
