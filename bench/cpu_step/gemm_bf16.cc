@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   double best = 1e30;
   for (int r = 0; r < repeats + 2; ++r) {
     auto start = std::chrono::steady_clock::now();
-    stepc_cpu_matmul_bf16(a.data(), b.data(), c.data(), /*c_f32=*/1, 1, n, n, n, 0, 0, 0);
+    stepc_cpu_matmul_bf16(a.data(), b.data(), c.data(), /*c_f32=*/1, 1, n, n, n, 0, 0, 0,
+                          /*bias=*/nullptr);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r >= 2) best = std::min(best, s);  // the first two warm up (and make the primitive)
   }

@@ -151,8 +151,10 @@ private:
   }
   LogicalResult emitConstant(ConstantOp op);
   /// One GEMM call: f32 (OpenBLAS), or bf16 operands with f32 accumulation
-  /// writing bf16 or f32 (oneDNN); `sharedRhs` is step.matmul's form.
-  void emitMatmul(Value lhs, Value rhs, Value result, bool ta, bool tb, bool sharedRhs);
+  /// writing bf16 or f32 (oneDNN, with an f32 `bias` added to the sum);
+  /// `sharedRhs` is step.matmul's form.
+  void emitMatmul(Value lhs, Value rhs, Value result, bool ta, bool tb, bool sharedRhs,
+                  Value bias = Value());
   /// Every elementwise loop is vectorised (on threads from 4096 elements):
   /// its operands are disjoint or the same element (in place), and a block
   /// outlined into a function hides that from the compiler, whose scalar
@@ -300,18 +302,20 @@ LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
 }
 
 void CpuEmitter::emitMatmul(Value lhs, Value rhs, Value result, bool ta, bool tb,
-                            bool sharedRhs) {
+                            bool sharedRhs, Value bias) {
   RankedTensorType lhsType = typeOf(lhs), out = typeOf(result);
   int64_t k = lhsType.getDimSize(lhsType.getRank() - (ta ? 2 : 1));
   int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
   int64_t batch = out.getNumElements() / (m * n);
   if (lhsType.getElementType().isBF16()) {  // f32 accumulation
     body << llvm::formatv("  stepc_cpu_matmul_bf16({0}, {1}, {2}, {10}, {3}, {4}, {5}, {6}, "
-                          "{7}, {8}, {9});\n",
+                          "{7}, {8}, {9}, {11});\n",
                           ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0,
-                          tb ? 1 : 0, sharedRhs ? 1 : 0, out.getElementType().isF32() ? 1 : 0);
+                          tb ? 1 : 0, sharedRhs ? 1 : 0, out.getElementType().isF32() ? 1 : 0,
+                          bias ? ptr(bias) : std::string("0"));
     return;
   }
+  assert(!bias && "step-fold-widening-gemms gives bf16 GEMMs alone a bias");
   body << llvm::formatv("  stepc_cpu_matmul({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
                         "{9});\n",
                         ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0,
@@ -373,13 +377,15 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](stepk::GemmOp g) {
-            // step-fold-widening-gemms makes these: no bias, no epilogue.
-            if (g.getBias() || g.getEpilogue() != stepk::Epilogue::none)
+            // step-fold-widening-gemms makes these: bf16 operands, perhaps a
+            // bias, no epilogue.
+            if (g.getEpilogue() != stepk::Epilogue::none ||
+                (g.getBias() && !typeOf(g.getLhs()).getElementType().isBF16()))
               return LogicalResult(g.emitOpError()
-                                   << "has a bias or an epilogue: the CPU back end's GEMMs "
-                                      "have neither");
+                                   << "has an epilogue or an f32 GEMM's bias: the CPU back "
+                                      "end's GEMMs have neither");
             emitMatmul(g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
-                       g.getTransposeB(), g.getSharedRhs());
+                       g.getTransposeB(), g.getSharedRhs(), g.getBias());
             return success();
           })
           .Case([&](stepk::CallOp c) {

@@ -1,9 +1,13 @@
-//===- FoldWideningGemms.cpp - bf16 GEMMs that write f32 ------------------===//
+//===- FoldWideningGemms.cpp - bf16 GEMMs that write f32, with their bias -===//
 //
 // Under --precision=bf16 every GEMM's bf16 result is widened for its f32
 // consumers (step-mixed-precision). The CPU's bf16 GEMM accumulates in f32
 // and can write that sum directly: a GEMM whose every user widens it
-// becomes a stepk.gemm with an f32 result, and the widening loops go.
+// becomes a stepk.gemm with an f32 result, and the widening loops go. That
+// GEMM also adds a bias broadcast along its rows (oneDNN's bias, added to
+// the f32 sum), and where the biased sum is only narrowed back to bf16 (a
+// projection feeding attention, say), writes bf16: one pass over the
+// activations instead of three.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,6 +60,88 @@ void foldWidening(OpT op, bool sharedRhs) {
   op.erase();
 }
 
+/// The single user of `v`, if it has exactly one use.
+Operation *soleUserOf(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
+
+/// add(gemm, broadcast(bias[N])) with an f32 bias along the last dim, the
+/// add the GEMM's only user: the GEMM adds the bias. Then, if every user of
+/// the sum narrows it to bf16, the GEMM writes bf16 (the same rounding of
+/// the same f32 sum).
+void foldBias(stepk::GemmOp gemm) {
+  auto outType = cast<RankedTensorType>(gemm.getResult().getType());
+  if (gemm.getBias() || !outType.getElementType().isF32())
+    return;
+  auto add = dyn_cast_or_null<AddOp>(soleUserOf(gemm.getResult()));
+  if (!add)
+    return;
+  Value other = add.getLhs() == gemm.getResult() ? add.getRhs() : add.getLhs();
+  auto broadcast = other.getDefiningOp<BroadcastOp>();
+  if (!broadcast || !other.hasOneUse() || add.getType() != outType)
+    return;
+  Value bias = broadcast.getInput();
+  auto biasType = cast<RankedTensorType>(bias.getType());
+  if (biasType.getRank() != 1 || biasType.getDimSize(0) != outType.getShape().back() ||
+      !biasType.getElementType().isF32())
+    return;
+  // The GEMM reads the bias where it runs.
+  if (Operation *def = bias.getDefiningOp(); def && !def->isBeforeInBlock(gemm))
+    return;
+  // Every use narrows the sum to bf16, directly or through slices (the
+  // packed projection's q, k and v).
+  SmallVector<ConvertOp> narrowing;
+  SmallVector<SliceOp> slices;
+  auto narrowsAll = [&](Value v) {
+    for (Operation *user : v.getUsers()) {
+      auto convert = dyn_cast<ConvertOp>(user);
+      if (!convert || !convert.getType().getElementType().isBF16())
+        return false;
+    }
+    return true;
+  };
+  bool narrowed = true;
+  for (Operation *user : add.getResult().getUsers()) {
+    if (auto convert = dyn_cast<ConvertOp>(user);
+        convert && convert.getType().getElementType().isBF16())
+      narrowing.push_back(convert);
+    else if (auto slice = dyn_cast<SliceOp>(user); slice && narrowsAll(slice.getResult()))
+      slices.push_back(slice);
+    else
+      narrowed = false;
+  }
+  if (!narrowed) {
+    narrowing.clear();
+    slices.clear();
+  }
+  Type bf16 = BFloat16Type::get(gemm.getContext());
+  Type resultType = narrowed ? Type(outType.clone(bf16)) : Type(outType);
+  OpBuilder b(gemm);
+  auto biased = b.create<stepk::GemmOp>(gemm.getLoc(), resultType, Type(), gemm.getLhs(),
+                                        gemm.getRhs(), bias, Value(), gemm.getTransposeA(),
+                                        gemm.getTransposeB(), gemm.getSharedRhs(),
+                                        stepk::Epilogue::none);
+  copyPhase(gemm, biased);
+  for (ConvertOp convert : narrowing) {
+    convert.getResult().replaceAllUsesWith(biased.getResult());
+    convert.erase();
+  }
+  for (SliceOp slice : slices) {
+    // The same slice of the bf16 sum replaces each of its narrowings.
+    b.setInsertionPoint(slice);
+    Operation *narrowSlice = b.clone(*slice);
+    narrowSlice->setOperand(0, biased.getResult());
+    narrowSlice->getResult(0).setType(slice.getType().clone(bf16));
+    for (Operation *user : llvm::make_early_inc_range(slice.getResult().getUsers())) {
+      user->getResult(0).replaceAllUsesWith(narrowSlice->getResult(0));
+      user->erase();
+    }
+    slice.erase();
+  }
+  add.getResult().replaceAllUsesWith(biased.getResult());
+  add.erase();
+  broadcast.erase();
+  gemm.erase();
+}
+
 struct StepFoldWideningGemmsPass
     : public stepc::impl::StepFoldWideningGemmsBase<StepFoldWideningGemmsPass> {
   void runOnOperation() override {
@@ -70,6 +156,9 @@ struct StepFoldWideningGemmsPass
         else
           foldWidening(cast<BatchMatmulOp>(op), /*sharedRhs=*/false);
       }
+      SmallVector<stepk::GemmOp> folded(step.getBody().front().getOps<stepk::GemmOp>());
+      for (stepk::GemmOp gemm : folded)
+        foldBias(gemm);
     }
   }
 };

@@ -89,7 +89,7 @@ LoadWatch* current_watch = nullptr;
 using Matmul = void (*)(const void*, const void*, void*, int64_t, int64_t, int64_t, int64_t, int,
                         int, int);
 using MatmulBf16 = void (*)(const void*, const void*, void*, int, int64_t, int64_t, int64_t,
-                            int64_t, int, int, int);
+                            int64_t, int, int, int, const float*);
 
 // The best of a few 1024³ products of the step's own GEMM kernel (found in
 // the libraries step.so links), GFLOP/s; 0 if the kernel is not there.
@@ -104,7 +104,7 @@ double ProbeGemm(const Module& module, bool bf16) {
   for (int r = 0; r < 7; ++r) {
     const auto start = std::chrono::steady_clock::now();
     if (bf16)
-      matmul_bf16(a16.data(), b16.data(), c.data(), 1, 1, n, n, n, 0, 0, 0);
+      matmul_bf16(a16.data(), b16.data(), c.data(), 1, 1, n, n, n, 0, 0, 0, nullptr);
     else
       matmul(a.data(), b.data(), c.data(), 1, n, n, n, 0, 0, 0);
     const double s =

@@ -21,3 +21,62 @@ func.func @widened(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %a: tensor<2x8
   %h = step.matmul %f, %g : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
   return %y1, %y2, %z1, %zz, %h : tensor<8x32xf32>, tensor<8x32xf32>, tensor<2x8x8xf32>, tensor<2x8x8xbf16>, tensor<8x4xf32>
 }
+
+// -----
+
+// A bias broadcast along the rows and added to a widened GEMM's sum is the
+// GEMM's (oneDNN adds it to the f32 sum); where the biased sum is only
+// narrowed to bf16, the GEMM writes bf16. A bias added where the sum has
+// other users, or broadcast along another dim, stays an add.
+// CHECK-LABEL: func.func @biased
+// CHECK: %[[Q:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>) -> tensor<8x32xbf16>
+// CHECK-NEXT: %[[H:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>) -> tensor<8x32xf32>
+// CHECK-NEXT: %[[G:.*]] = step.gelu %[[H]]
+// CHECK-NEXT: %[[P:.*]] = stepk.gemm %arg0, %arg1 {shared_rhs, transpose_b}
+// CHECK-NEXT: %[[B:.*]] = step.broadcast %arg2
+// CHECK-NEXT: step.add %[[P]], %[[B]]
+// CHECK-NEXT: step.convert %[[P]]
+// CHECK: return %[[Q]], %[[H]], %[[G]]
+func.func @biased(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>)
+    -> (tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xbf16>) attributes {step.train_step} {
+  %q = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %q1 = step.convert %q : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %qb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
+  %q2 = step.add %q1, %qb : tensor<8x32xf32>
+  %q3 = step.convert %q2 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %h = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %h1 = step.convert %h : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %hb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
+  %h2 = step.add %hb, %h1 : tensor<8x32xf32>
+  %g = step.gelu %h2 : tensor<8x32xf32>
+  %p = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %p1 = step.convert %p : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %pb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
+  %p2 = step.add %p1, %pb : tensor<8x32xf32>
+  %p3 = step.convert %p1 : tensor<8x32xf32> -> tensor<8x32xbf16>
+  return %q3, %h2, %g, %p2, %p3 : tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xbf16>
+}
+
+// -----
+
+// A packed projection: slices of the biased sum, each only narrowed, are
+// slices of the GEMM's bf16 result.
+// CHECK-LABEL: func.func @packed
+// CHECK: %[[QKV:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>) -> tensor<8x32xbf16>
+// CHECK-NEXT: %[[Q:.*]] = step.slice %[[QKV]] offsets [0, 0] sizes [8, 16] : (tensor<8x32xbf16>) -> tensor<8x16xbf16>
+// CHECK-NEXT: %[[K:.*]] = step.slice %[[QKV]] offsets [0, 16] sizes [8, 16] : (tensor<8x32xbf16>) -> tensor<8x16xbf16>
+// CHECK-NOT: step.convert
+// CHECK: return %[[Q]], %[[Q]], %[[K]]
+func.func @packed(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>)
+    -> (tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xbf16>) attributes {step.train_step} {
+  %y = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %y1 = step.convert %y : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %yb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
+  %y2 = step.add %y1, %yb : tensor<8x32xf32>
+  %q = step.slice %y2 offsets [0, 0] sizes [8, 16] : (tensor<8x32xf32>) -> tensor<8x16xf32>
+  %k = step.slice %y2 offsets [0, 16] sizes [8, 16] : (tensor<8x32xf32>) -> tensor<8x16xf32>
+  %q1 = step.convert %q : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %q2 = step.convert %q : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %k1 = step.convert %k : tensor<8x16xf32> -> tensor<8x16xbf16>
+  return %q1, %q2, %k1 : tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xbf16>
+}

@@ -45,10 +45,11 @@ static inline float stepc_bf16_round(float f) { return stepc_bf16_to_f32(stepc_f
 
 /* The bf16 GEMM (oneDNN, on AMX or AVX512-BF16 where the CPU has them): bf16
  * operands, f32 accumulation, C in bf16 (c_f32 = 0) or f32 (c_f32 = 1).
- * Operands as stepc_cpu_matmul's. */
+ * Operands as stepc_cpu_matmul's. A non-null bias (f32 [n]) is added to
+ * each row of the f32 sum before it is stored. */
 void stepc_cpu_matmul_bf16(const stepc_bf16 *a, const stepc_bf16 *b, void *c, int c_f32,
                            int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
-                           int transpose_b, int shared_rhs);
+                           int transpose_b, int shared_rhs, const float *bias);
 
 void stepc_cpu_fill(float *out, int64_t n, float value);
 /* NumPy broadcast of in (rank in_rank) to out (rank out_rank), right-aligned. */

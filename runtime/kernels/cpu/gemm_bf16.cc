@@ -16,10 +16,11 @@
 
 namespace {
 
-// The f32 GEMM on widened operands, C rounded back unless it is f32.
+// The f32 GEMM on widened operands, the bias added, C rounded back unless
+// it is f32.
 void WidenedMatmul(const stepc_bf16* a, const stepc_bf16* b, void* c, int c_f32, int64_t batch,
                    int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
-                   int shared_rhs) {
+                   int shared_rhs, const float* bias) {
   thread_local std::vector<float> wide_a, wide_b, wide_c;
   auto widen = [](const stepc_bf16* in, int64_t count, std::vector<float>& out) {
     out.resize(count);
@@ -32,6 +33,8 @@ void WidenedMatmul(const stepc_bf16* a, const stepc_bf16* b, void* c, int c_f32,
   if (!c_f32) wide_c.resize(count);
   float* fc = c_f32 ? static_cast<float*>(c) : wide_c.data();
   stepc_cpu_matmul(fa, fb, fc, batch, m, n, k, transpose_a, transpose_b, shared_rhs);
+  if (bias)
+    for (int64_t i = 0; i < count; ++i) fc[i] += bias[i % n];
   if (c_f32) return;
   stepc_bf16* out = static_cast<stepc_bf16*>(c);
   for (int64_t i = 0; i < count; ++i) out[i] = stepc_f32_to_bf16(fc[i]);
@@ -42,7 +45,7 @@ void WidenedMatmul(const stepc_bf16* a, const stepc_bf16* b, void* c, int c_f32,
 extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, void* c,
                                       int c_f32, int64_t batch, int64_t m, int64_t n,
                                       int64_t k, int transpose_a, int transpose_b,
-                                      int shared_rhs) {
+                                      int shared_rhs, const float* bias) {
   // [batch, M, K] x [K, N] with a shared B is one [batch·M, K] x [K, N].
   if (shared_rhs && !transpose_a && batch > 1) {
     m *= batch;
@@ -54,7 +57,7 @@ extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, 
   if (stepc::onednn::Matmul(Matrices(batch, m, k, transpose_a, Type::kBf16), a,
                             Matrices(shared_rhs ? 1 : batch, k, n, transpose_b, Type::kBf16), b,
                             Matrices(batch, m, n, false, c_f32 ? Type::kF32 : Type::kBf16), c,
-                            /*accumulate=*/false))
+                            /*accumulate=*/false, bias))
     return;
   // Said once per process: the step trains, but gains nothing over fp32.
   static std::once_flag told;
@@ -64,5 +67,5 @@ extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, 
                  "oneDNN can use: bf16 GEMMs run as f32 GEMMs on widened operands, no faster "
                  "than an fp32 step\n");
   });
-  WidenedMatmul(a, b, c, c_f32, batch, m, n, k, transpose_a, transpose_b, shared_rhs);
+  WidenedMatmul(a, b, c, c_f32, batch, m, n, k, transpose_a, transpose_b, shared_rhs, bias);
 }

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 
 #include <dnnl.hpp>
 
@@ -13,7 +14,7 @@ namespace {
 using Key = std::tuple<std::vector<int64_t>, bool>;
 
 struct Primitive {
-  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc a, b, c, bias;
   std::unique_ptr<dnnl::matmul> matmul;  // null: none on this CPU
 };
 
@@ -35,19 +36,27 @@ void Append(std::vector<int64_t>& key, const Operand& x) {
   key.insert(key.end(), x.strides.begin(), x.strides.end());
 }
 
+// An f32 bias along c's last dim: [1, .., 1, N].
+dnnl::memory::desc BiasDesc(const Operand& c) {
+  dnnl::memory::dims dims(c.dims.size(), 1);
+  dims.back() = c.dims.back();
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abc);
+}
+
 const Primitive& PrimitiveFor(const Operand& a, const Operand& b, const Operand& c,
-                              bool accumulate) {
+                              bool accumulate, bool bias) {
   static std::mutex mutex;
   static std::map<Key, Primitive> cache;
   std::vector<int64_t> layout;
   Append(layout, a);
   Append(layout, b);
   Append(layout, c);
+  layout.push_back(bias);
   Key key{std::move(layout), accumulate};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  Primitive p{Desc(a), Desc(b), Desc(c), nullptr};
+  Primitive p{Desc(a), Desc(b), Desc(c), bias ? BiasDesc(c) : dnnl::memory::desc(), nullptr};
   try {
     dnnl::primitive_attr attr;
     if (accumulate) {
@@ -55,8 +64,9 @@ const Primitive& PrimitiveFor(const Operand& a, const Operand& b, const Operand&
       ops.append_sum(1.0f);
       attr.set_post_ops(ops);
     }
-    p.matmul = std::make_unique<dnnl::matmul>(
-        dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.c), attr, Engine()));
+    dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c)
+                                   : dnnl::matmul::desc(p.a, p.b, p.c);
+    p.matmul = std::make_unique<dnnl::matmul>(dnnl::matmul::primitive_desc(desc, attr, Engine()));
   } catch (const dnnl::error&) {
     p.matmul.reset();
   }
@@ -66,14 +76,18 @@ const Primitive& PrimitiveFor(const Operand& a, const Operand& b, const Operand&
 }  // namespace
 
 bool Matmul(const Operand& a, const void* a_data, const Operand& b, const void* b_data,
-            const Operand& c, void* c_data, bool accumulate) {
-  const Primitive& p = PrimitiveFor(a, b, c, accumulate);
+            const Operand& c, void* c_data, bool accumulate, const float* bias) {
+  if (bias && c.dims.size() != 3) return false;  // BiasDesc's format tag
+  const Primitive& p = PrimitiveFor(a, b, c, accumulate, bias != nullptr);
   if (!p.matmul) return false;
   dnnl::stream stream(Engine());
   dnnl::memory am(p.a, Engine(), const_cast<void*>(a_data));
   dnnl::memory bm(p.b, Engine(), const_cast<void*>(b_data));
   dnnl::memory cm(p.c, Engine(), c_data);
-  p.matmul->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}};
+  if (bias) args[DNNL_ARG_BIAS] = dnnl::memory(p.bias, Engine(), const_cast<float*>(bias));
+  p.matmul->execute(stream, args);
   stream.wait();
   return true;
 }

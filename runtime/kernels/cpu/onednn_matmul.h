@@ -20,12 +20,13 @@ struct Operand {
   Type type;
 };
 
-// c (+)= a @ b. Returns false, computing nothing, where oneDNN has no matmul
-// for these operands on this CPU (the caller falls back). Each layout's
-// primitive is made once and kept (making one costs milliseconds; a step
-// calls the same layouts every time).
+// c (+)= a @ b (+ bias, f32 along c's last dim, added to the f32 sum before
+// it is stored as c's type). Returns false, computing nothing, where oneDNN
+// has no matmul for these operands on this CPU (the caller falls back). Each
+// layout's primitive is made once and kept (making one costs milliseconds;
+// a step calls the same layouts every time).
 bool Matmul(const Operand& a, const void* a_data, const Operand& b, const void* b_data,
-            const Operand& c, void* c_data, bool accumulate);
+            const Operand& c, void* c_data, bool accumulate, const float* bias = nullptr);
 
 // Row-major [batch, rows, cols], or stored transposed ([batch, cols, rows]).
 Operand Matrices(int64_t batch, int64_t rows, int64_t cols, bool transposed, Type type);
