@@ -2,7 +2,8 @@
 //
 // A run is extended op by op in program order; it ends at an op that cannot
 // join (not elementwise, another element count,
-// the run full). A closed run of two or more ops becomes one stepk.fused op
+// the run full), except that a convert of the run's value right after that
+// op moves before it and joins. A closed run of two or more ops becomes one stepk.fused op
 // at the position of its last member: its inputs are the values the run
 // reads from outside (in first-use order), its results the members' values
 // used after it (in definition order); reshapes between members that the
@@ -96,6 +97,22 @@ SmallVector<Run> findRuns(func::FuncOp step, unsigned maxOps,
       continue;
     bool joins = op.getNumResults() == 1 && isFusableElementwise(&op);
     if (!joins) {
+      // A convert of the run's value right after this op moves before it
+      // and joins the run (a gradient rounded for its next GEMM beside the
+      // reduction of its f32 sum): one pass over the value, not two.
+      while (!open.ops.empty()) {
+        auto convert = dyn_cast_or_null<step::ConvertOp>(op.getNextNode());
+        if (!convert)
+          break;
+        Operation *def = convert.getInput().getDefiningOp();
+        if (!def || !members.count(def) || numElements(convert.getResult()) != open.numElements ||
+            open.ops.size() >= maxOps || inputsWith(convert).size() > maxInputs)
+          break;
+        convert->moveBefore(&op);
+        open.inputs = inputsWith(convert);
+        open.ops.push_back(convert);
+        members.insert(convert);
+      }
       close();
       continue;
     }

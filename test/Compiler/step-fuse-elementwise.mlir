@@ -118,3 +118,24 @@ func.func @dead_run(%x: tensor<8xf32>) -> tensor<8xf32> attributes {step.train_s
   %t = step.tanh %e : tensor<8xf32>
   return %x : tensor<8xf32>
 }
+
+// -----
+
+// A gradient reduced in f32 (a bias's) and rounded for the next GEMM: the
+// convert after the reduction moves before it and joins the run, so the
+// gradient is read once; a convert of something else stays after it.
+// CHECK-LABEL: func.func @convert_joins_across_reduce
+// CHECK: %[[F:.*]]:2 = stepk.fused %arg0, %arg1
+// CHECK: %[[G:.*]] = step.gelu_grad
+// CHECK-NEXT: %[[C:.*]] = step.convert %[[G]]
+// CHECK-NEXT: stepk.yield %[[G]], %[[C]]
+// CHECK: step.reduce_sum %[[F]]#0
+// CHECK-NEXT: step.convert %arg1
+// CHECK: return
+func.func @convert_joins_across_reduce(%dy: tensor<8x16xf32>, %x: tensor<8x16xf32>) -> (tensor<16xf32>, tensor<8x16xbf16>, tensor<8x16xbf16>) attributes {step.train_step} {
+  %g = step.gelu_grad %dy, %x : tensor<8x16xf32>
+  %s = step.reduce_sum %g dims [0] : (tensor<8x16xf32>) -> tensor<16xf32>
+  %c = step.convert %g : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %d = step.convert %x : tensor<8x16xf32> -> tensor<8x16xbf16>
+  return %s, %c, %d : tensor<16xf32>, tensor<8x16xbf16>, tensor<8x16xbf16>
+}
