@@ -527,8 +527,6 @@ void AmxAttentionBackward(const Bf16Attention& a, const stepc_bf16* dout, const 
 
 #else  // !__x86_64__
 
-void RoundToBf16Avx512(const float* x, int64_t n, stepc_bf16* out) { RoundToBf16(x, n, out); }
-
 bool AmxAttentionUsable() { return false; }
 void RoundToBf16Avx512(const float*, int64_t, stepc_bf16*) {}
 void AmxAttentionForward(const Bf16Attention&, const stepc_bf16*, const stepc_bf16*,
