@@ -300,21 +300,32 @@ void foldIotas(func::FuncOp step) {
 
 /// Replaces `op` by a stepk.call of `call` whose body is `op`; with
 /// `rounding` (a bf16 convert, the result's only use), the kernel's
-/// "_bf16" variant writes the rounded result and the body ends with it.
-void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr) {
+/// "_bf16" variant writes the rounded result and the body ends with it;
+/// with `widening` (an f32 convert of bf16, op's first operand, used by op
+/// alone), the "_of_bf16" variant reads the bf16 values and the body starts
+/// with it.
+void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr,
+           ConvertOp widening = nullptr) {
   OpBuilder b(op);
   Builder attrs(op->getContext());
   Operation *last = rounding ? rounding.getOperation() : op;
-  std::string callee = (call.callee + (rounding ? "_bf16" : "")).str();
+  std::string callee =
+      (call.callee + (widening ? "_of_bf16" : "") + (rounding ? "_bf16" : "")).str();
+  SmallVector<Value> operands(op->getOperands());
+  if (widening)
+    operands.front() = widening.getInput();
   auto kernel = b.create<stepk::CallOp>(
-      op->getLoc(), last->getResultTypes(), attrs.getStringAttr(callee), op->getOperands(),
+      op->getLoc(), last->getResultTypes(), attrs.getStringAttr(callee), operands,
       attrs.getArrayAttr(call.scalars),
       call.scratchBytes ? attrs.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr(),
       call.idCheck.empty() ? StringAttr() : attrs.getStringAttr(call.idCheck),
       call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idOperand),
       call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idBound));
   step::copyPhase(op, kernel);
-  SmallVector<Operation *> body = {op};
+  SmallVector<Operation *> body;
+  if (widening)
+    body.push_back(widening);
+  body.push_back(op);
   if (rounding)
     body.push_back(rounding);
   fillCallBody(kernel, body, last->getResults());
@@ -322,6 +333,8 @@ void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr)
   if (rounding)
     rounding->erase();
   op->erase();
+  if (widening)
+    widening->erase();
 }
 
 /// On the CPU under bf16: a norm whose only use rounds it to bf16 (the
@@ -332,6 +345,19 @@ ConvertOp roundingOnlyUse(Operation *op) {
   auto convert = dyn_cast<ConvertOp>(*op->getResult(0).getUsers().begin());
   if (!convert || convert->getBlock() != op->getBlock() ||
       !typeOf(convert.getResult()).getElementType().isBF16())
+    return nullptr;
+  return convert;
+}
+
+/// On the CPU under bf16: a reduction of bf16 values widened for it alone
+/// (the QKV bias gradient, from the bf16 attention gradient) reads them
+/// itself: the same sums of the same values, no f32 copy written and read.
+ConvertOp wideningOnlyUse(Operation *op) {
+  if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
+    return nullptr;
+  auto convert = op->getOperand(0).getDefiningOp<ConvertOp>();
+  if (!convert || !convert.getResult().hasOneUse() || convert->getBlock() != op->getBlock() ||
+      !typeOf(convert.getInput()).getElementType().isBF16())
     return nullptr;
   return convert;
 }
@@ -355,7 +381,10 @@ struct StepLowerLibraryCallsPass
         if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))
           calls.push_back({&op, std::move(*call)});
       for (auto &[op, call] : calls)
-        lower(op, call, target == "cpu" ? roundingOnlyUse(op) : nullptr);
+        if (target == "cpu")
+          lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
+        else
+          lower(op, call);
     }
   }
 };

@@ -298,3 +298,26 @@ func.func @norm_rounded(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32
   %s = step.convert %m : tensor<4x8xf32> -> tensor<4x8xbf16>
   return %r, %s, %m : tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>
 }
+
+// -----
+
+// A reduction of bf16 values widened for it alone (a bias gradient of a
+// bf16 gradient) is the kernel's "_of_bf16" variant reading them; its body
+// starts with the widening. A widened value read elsewhere too is reduced
+// as f32. CUDA is unchanged.
+// CHECK-LABEL: func.func @reduce_widened
+// CPU: stepk.call "reduce_of_bf16"(%arg0)
+// CPU-SAME: (tensor<4x8xbf16>) -> tensor<8xf32>
+// CPU-NEXT: ^bb0(%[[X:.*]]: tensor<4x8xbf16>):
+// CPU-NEXT: %[[W:.*]] = step.convert %[[X]]
+// CPU-NEXT: step.reduce_sum %[[W]] dims [0]
+// CPU: %[[F:.*]] = step.convert %arg1
+// CPU: stepk.call "reduce"(%[[F]])
+// CUDA-NOT: reduce_of_bf16
+func.func @reduce_widened(%g: tensor<4x8xbf16>, %h: tensor<4x8xbf16>) -> (tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>) attributes {step.train_step} {
+  %w = step.convert %g : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %s = step.reduce_sum %w dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+  %v = step.convert %h : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %t = step.reduce_sum %v dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+  return %s, %t, %v : tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>
+}

@@ -65,6 +65,9 @@ void stepc_cpu_copy_box(const float *src, const int64_t *src_shape, const int64_
 /* kind 0 sum, 1 max, 2 mean over the dims with reduce_mask[d] != 0. */
 void stepc_cpu_reduce(const float *in, const int64_t *shape, int rank, const int *reduce_mask,
                       int kind, float *out);
+/* The same over bf16 values, each widened as it is read. */
+void stepc_cpu_reduce_of_bf16(const stepc_bf16 *in, const int64_t *shape, int rank,
+                              const int *reduce_mask, int kind, float *out);
 void stepc_cpu_reduce_max_grad(const float *dy, const float *x, const int64_t *shape, int rank,
                                const int *reduce_mask, float *dx);
 

@@ -117,8 +117,16 @@ int64_t ReducedCount(const int64_t* shape, int rank, const int* mask, bool kept)
 
 }  // namespace
 
-extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank,
-                                 const int* mask, int kind, float* out) {
+namespace {
+
+float Widened(float x) { return x; }
+float Widened(stepc_bf16 x) { return stepc_bf16_to_f32(x); }
+
+// stepc_cpu_reduce on f32 or on bf16 values (each widened exactly as it is
+// read: the same sums as of a widened copy).
+template <typename In>
+void Reduce(const In* in, const int64_t* shape, int rank, const int* mask, int kind,
+            float* out) {
   int64_t n = Numel(shape, rank), outs = ReducedCount(shape, rank, mask, true);
   int64_t count = ReducedCount(shape, rank, mask, false);
   // Fast paths: the reduced dims are a prefix (a bias gradient: column sums
@@ -137,7 +145,7 @@ extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank
     // reduction in double.
     double acc = 0.0;
 #pragma omp parallel for simd reduction(+ : acc)
-    for (int64_t i = 0; i < n; ++i) acc += in[i];
+    for (int64_t i = 0; i < n; ++i) acc += Widened(in[i]);
     out[0] = finish(acc);
     return;
   }
@@ -154,11 +162,11 @@ extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank
       double* acc = partial.data() + static_cast<size_t>(omp_get_thread_num()) * cols;
 #pragma omp for
       for (int64_t r = 0; r < rows; ++r) {
-        const float* row = in + r * cols;
+        const In* row = in + r * cols;
         if (kind == 1)
-          for (int64_t j = 0; j < cols; ++j) acc[j] = std::fmax(acc[j], row[j]);
+          for (int64_t j = 0; j < cols; ++j) acc[j] = std::fmax(acc[j], Widened(row[j]));
         else
-          for (int64_t j = 0; j < cols; ++j) acc[j] += row[j];
+          for (int64_t j = 0; j < cols; ++j) acc[j] += Widened(row[j]);
       }
     }
     const int64_t threads = static_cast<int64_t>(partial.size()) / cols;
@@ -176,7 +184,8 @@ extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank
     for (int64_t r = 0; r < rows; ++r) {
       double acc = kind == 1 ? -INFINITY : 0.0;
       for (int64_t j = 0; j < cols; ++j)
-        acc = kind == 1 ? std::fmax(acc, in[r * cols + j]) : acc + in[r * cols + j];
+        acc = kind == 1 ? std::fmax(acc, Widened(in[r * cols + j]))
+                        : acc + Widened(in[r * cols + j]);
       out[r] = finish(acc);
     }
     return;
@@ -184,9 +193,21 @@ extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank
   std::vector<double> acc(outs, kind == 1 ? -std::numeric_limits<double>::infinity() : 0.0);
   for (int64_t i = 0; i < n; ++i) {
     int64_t p = ReducedPosition(i, shape, rank, mask);
-    acc[p] = kind == 1 ? std::fmax(acc[p], in[i]) : acc[p] + in[i];
+    acc[p] = kind == 1 ? std::fmax(acc[p], Widened(in[i])) : acc[p] + Widened(in[i]);
   }
   for (int64_t p = 0; p < outs; ++p) out[p] = finish(acc[p]);
+}
+
+}  // namespace
+
+extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank,
+                                 const int* mask, int kind, float* out) {
+  Reduce(in, shape, rank, mask, kind, out);
+}
+
+extern "C" void stepc_cpu_reduce_of_bf16(const stepc_bf16* in, const int64_t* shape, int rank,
+                                         const int* mask, int kind, float* out) {
+  Reduce(in, shape, rank, mask, kind, out);
 }
 
 extern "C" void stepc_cpu_reduce_max_grad(const float* dy, const float* x,

@@ -49,10 +49,15 @@ static LogicalResult verifyKernelBody(Operation *op, ValueRange inputs, Region &
 YieldOp CallOp::getYield() { return cast<YieldOp>(getBody().front().getTerminator()); }
 
 Operation *CallOp::getKernelOp() {
-  for (Operation &op : getBody().front())
-    if (!isa<step::SliceOp>(op))
+  Block &body = getBody().front();
+  for (Operation &op : body) {
+    auto widening = dyn_cast<step::ConvertOp>(op);
+    bool ofInput = widening && isa<BlockArgument>(widening.getInput()) &&
+                   op.getNextNode() != body.getTerminator();
+    if (!isa<step::SliceOp>(op) && !ofInput)
       return &op;
-  return &getBody().front().front();
+  }
+  return &body.front();
 }
 
 LogicalResult CallOp::verify() {
