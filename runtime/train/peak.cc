@@ -115,7 +115,9 @@ double ProbeGemm(const Module& module, bool bf16) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-// ", OpenBLAS <core>" for a step whose GEMMs OpenBLAS runs, else "".
+// ", OpenBLAS <core>" for a step that links OpenBLAS, else "" (its f32
+// GEMMs run on oneDNN, OpenBLAS where oneDNN has no primitive and in the
+// f32 attention's small products: its kernels still shape the step).
 std::string BlasKernels(const Module& module) {
   using CoreName = char* (*)();
   auto name = reinterpret_cast<CoreName>(module.Symbol("openblas_get_corename"));
