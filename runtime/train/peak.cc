@@ -115,14 +115,18 @@ double ProbeGemm(const Module& module, bool bf16) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-// ", OpenBLAS <core>" for a step that links OpenBLAS, else "" (its f32
-// GEMMs run on oneDNN, OpenBLAS where oneDNN has no primitive and in the
-// f32 attention's small products: its kernels still shape the step).
+// The GEMM libraries a step's kernels run on, for probe labels and cache
+// keys: ", oneDNN + OpenBLAS <core>" (oneDNN's matmul first, OpenBLAS's
+// sgemm where oneDNN has no primitive and in the f32 attention's small
+// products), ", OpenBLAS <core>" without oneDNN, else "". A rate probed on
+// other libraries or kernels (another OPENBLAS_CORETYPE) is another entry.
 std::string BlasKernels(const Module& module) {
   using CoreName = char* (*)();
   auto name = reinterpret_cast<CoreName>(module.Symbol("openblas_get_corename"));
   const char* core = name ? name() : nullptr;
-  return core ? absl::StrCat(", OpenBLAS ", core) : "";
+  const bool onednn = module.Symbol("dnnl_version") != nullptr;
+  if (!core) return onednn ? ", oneDNN" : "";
+  return absl::StrCat(onednn ? ", oneDNN + OpenBLAS " : ", OpenBLAS ", core);
 }
 
 }  // namespace
