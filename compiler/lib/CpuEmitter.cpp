@@ -150,8 +150,9 @@ private:
          << statements << "  }\n  }\n";
   }
   LogicalResult emitConstant(ConstantOp op);
-  /// One GEMM call: f32 (OpenBLAS), or bf16 operands with f32 accumulation
-  /// writing bf16 or f32 (oneDNN, with an f32 `bias` added to the sum);
+  /// One GEMM call: f32 (oneDNN, else OpenBLAS), or bf16 operands with f32
+  /// accumulation writing bf16 or f32 (oneDNN, with an f32 `bias` added to
+  /// the sum);
   /// `sharedRhs` is step.matmul's form.
   void emitMatmul(Value lhs, Value rhs, Value result, bool ta, bool tb, bool sharedRhs,
                   Value bias = Value());

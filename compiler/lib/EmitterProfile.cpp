@@ -154,7 +154,9 @@ std::string SourceEmitter::profileSupport() {
      << "    fprintf(stderr, \"stepc --profile: cannot write '%s'\\n\", path);\n"
      << "    return;\n  }\n"
      << "  // The CPU table leaves out step 1 when later steps ran (above).\n"
-     << "  const long long steps = " << (target == "cuda" ? "stepc_prof_steps" : "stepc_prof_steps > 1 ? stepc_prof_steps - 1 : 1") << ";\n"
+     << "  const long long steps = "
+     << (target == "cuda" ? "stepc_prof_steps" : "stepc_prof_steps > 1 ? stepc_prof_steps - 1 : 1")
+     << ";\n"
      << "  fprintf(out, \"{\\\"steps\\\": %lld, \\\"kernels\\\": [\", steps);\n"
      << "  for (size_t k = 0; k < sizeof(kProfKinds) / sizeof(kProfKinds[0]); ++k)\n"
      << "    fprintf(out, \"%s\\n {\\\"kind\\\": \\\"%s\\\", \\\"calls_per_step\\\": %lld, "

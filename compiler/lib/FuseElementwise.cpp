@@ -1,10 +1,10 @@
 //===- FuseElementwise.cpp - runs of elementwise ops as stepk.fused -------===//
 //
 // A run is extended op by op in program order; it ends at an op that cannot
-// join (not elementwise, another element count,
-// the run full), except that a convert of the run's value right after that
-// op moves before it and joins. A closed run of two or more ops becomes one stepk.fused op
-// at the position of its last member: its inputs are the values the run
+// join (not elementwise, another element count, the run full), except that
+// a convert of the run's value right after that op moves before it and
+// joins. A closed run of two or more ops becomes one stepk.fused op at the
+// position of its last member: its inputs are the values the run
 // reads from outside (in first-use order), its results the members' values
 // used after it (in definition order); reshapes between members that the
 // run reads are cloned into the body, those read after it move behind it.

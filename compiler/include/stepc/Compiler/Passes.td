@@ -98,7 +98,7 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
 }
 
 def StepFoldWideningGemms : Pass<"step-fold-widening-gemms", "mlir::ModuleOp"> {
-  let summary = "A bf16 GEMM whose result is only widened writes f32 (stepk.gemm; the CPU's)";
+  let summary = "A bf16 GEMM whose result is only widened writes f32, with its bias (stepk.gemm; the CPU's)";
   let description = [{
     In each training and eval step, a `step.matmul` or `step.batch_matmul`
     of bf16 operands whose every user is a `step.convert` to f32 becomes
@@ -106,7 +106,11 @@ def StepFoldWideningGemms : Pass<"step-fold-widening-gemms", "mlir::ModuleOp"> {
     writes its sum once, instead of rounding it to bf16 for a loop that
     widens it again (half the bytes written, one loop less, and the f32
     sum kept). A GEMM whose bf16 result another GEMM reads stays bf16 (the
-    next GEMM takes it as it is). The CPU pipeline runs it before
+    next GEMM takes it as it is). Such a GEMM whose only user adds a bias
+    broadcast along its rows (f32, `[N]`) takes the bias (oneDNN adds it to
+    the f32 sum), and where that sum's every use narrows it to bf16 —
+    directly or through slices, as the packed QKV projection's q, k and v —
+    it writes bf16 itself. The CPU pipeline runs it before
     `step-lower-library-calls`; on CUDA `step-fuse-cuda-kernels` folds the
     widening with the epilogues.
 
@@ -116,6 +120,8 @@ def StepFoldWideningGemms : Pass<"step-fold-widening-gemms", "mlir::ModuleOp"> {
     %f = step.convert %y : tensor<8x256xbf16> -> tensor<8x256xf32>
     // after
     %f = stepk.gemm %x, %w {shared_rhs, transpose_b} : (tensor<8x64xbf16>, tensor<256x64xbf16>) -> tensor<8x256xf32>
+    // a biased projection only narrowed: after
+    %q = stepk.gemm %x, %w bias %b {shared_rhs, transpose_b} : (tensor<8x64xbf16>, tensor<256x64xbf16>, tensor<256xf32>) -> tensor<8x256xbf16>
     ```
   }];
   let dependentDialects = ["::stepc::stepk::StepKDialect"];
