@@ -7,11 +7,16 @@
 // GEMM also adds a bias broadcast along its rows (oneDNN's bias, added to
 // the f32 sum), and where the biased sum is only narrowed back to bf16 (a
 // projection feeding attention, say), writes bf16: one pass over the
-// activations instead of three.
+// activations instead of three. A GEMM whose f32 result only elementwise
+// loops read (a pre-activation, a residual branch, the gradient into a
+// GELU) writes bf16 too, each loop widening it as it reads: the rounding
+// the step's bf16 GEMM has (for a biased one, autocast's: the f32 sum plus
+// bias, rounded), half the bytes written, saved and read again.
 //
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
+#include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
@@ -142,6 +147,35 @@ void foldBias(stepk::GemmOp gemm) {
   gemm.erase();
 }
 
+/// A bf16 GEMM's f32 result that only elementwise ops read: the GEMM writes
+/// bf16 and each reader widens it (step-fuse-elementwise joins the widening
+/// to the reader's loop); a reader that narrows it reads the GEMM directly.
+void narrowForLoops(stepk::GemmOp gemm) {
+  auto outType = cast<RankedTensorType>(gemm.getResult().getType());
+  if (!outType.getElementType().isF32() || gemm.getAux() || gemm.getPreActivation() ||
+      !gemm.getLhs().getType().getElementType().isBF16() || gemm.getResult().use_empty())
+    return;
+  for (Operation *user : gemm.getResult().getUsers())
+    if (!isFusableElementwise(user))
+      return;
+  RankedTensorType narrowType = outType.clone(BFloat16Type::get(gemm.getContext()));
+  Value result = gemm.getResult();
+  result.setType(narrowType);
+  OpBuilder b(gemm);
+  for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
+    Operation *user = use.getOwner();
+    if (auto convert = dyn_cast<ConvertOp>(user); convert && convert.getType() == narrowType) {
+      convert.getResult().replaceAllUsesWith(result);
+      convert.erase();
+      continue;
+    }
+    b.setInsertionPoint(user);
+    auto widen = b.create<ConvertOp>(user->getLoc(), outType, result);
+    copyPhase(user, widen);
+    use.set(widen);
+  }
+}
+
 struct StepFoldWideningGemmsPass
     : public stepc::impl::StepFoldWideningGemmsBase<StepFoldWideningGemmsPass> {
   void runOnOperation() override {
@@ -159,6 +193,9 @@ struct StepFoldWideningGemmsPass
       SmallVector<stepk::GemmOp> folded(step.getBody().front().getOps<stepk::GemmOp>());
       for (stepk::GemmOp gemm : folded)
         foldBias(gemm);
+      SmallVector<stepk::GemmOp> gemmOps(step.getBody().front().getOps<stepk::GemmOp>());
+      for (stepk::GemmOp gemm : gemmOps)
+        narrowForLoops(gemm);
     }
   }
 };

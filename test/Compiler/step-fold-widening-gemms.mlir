@@ -27,16 +27,17 @@ func.func @widened(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %a: tensor<2x8
 // A bias broadcast along the rows and added to a widened GEMM's sum is the
 // GEMM's (oneDNN adds it to the f32 sum); where the biased sum is only
 // narrowed to bf16, the GEMM writes bf16. A bias added where the sum has
-// other users, or broadcast along another dim, stays an add.
+// other users stays an add; the GEMM, read only by elementwise ops then,
+// writes bf16 that each reader widens (and a narrowing reader reads as is).
 // CHECK-LABEL: func.func @biased
 // CHECK: %[[Q:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>) -> tensor<8x32xbf16>
 // CHECK-NEXT: %[[H:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>) -> tensor<8x32xf32>
 // CHECK-NEXT: %[[G:.*]] = step.gelu %[[H]]
-// CHECK-NEXT: %[[P:.*]] = stepk.gemm %arg0, %arg1 {shared_rhs, transpose_b}
+// CHECK-NEXT: %[[P:.*]] = stepk.gemm %arg0, %arg1 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
 // CHECK-NEXT: %[[B:.*]] = step.broadcast %arg2
-// CHECK-NEXT: step.add %[[P]], %[[B]]
-// CHECK-NEXT: step.convert %[[P]]
-// CHECK: return %[[Q]], %[[H]], %[[G]]
+// CHECK-NEXT: %[[W:.*]] = step.convert %[[P]] : tensor<8x32xbf16> -> tensor<8x32xf32>
+// CHECK-NEXT: %[[S:.*]] = step.add %[[W]], %[[B]]
+// CHECK-NEXT: return %[[Q]], %[[H]], %[[G]], %[[S]], %[[P]]
 func.func @biased(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>)
     -> (tensor<8x32xbf16>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xbf16>) attributes {step.train_step} {
   %q = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
@@ -79,4 +80,38 @@ func.func @packed(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf
   %q2 = step.convert %q : tensor<8x16xf32> -> tensor<8x16xbf16>
   %k1 = step.convert %k : tensor<8x16xf32> -> tensor<8x16xbf16>
   return %q1, %q2, %k1 : tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xbf16>
+}
+
+// -----
+
+// A GEMM's result that only elementwise ops read (a pre-activation read by
+// the GELU and, in backward, its gradient) is written in bf16, each reader
+// widening it just before itself (its loop reads bf16). A result that a
+// reduction or the function's return reads too stays f32.
+// CHECK-LABEL: func.func @loops
+// CHECK: %[[H:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>) -> tensor<8x32xbf16>
+// CHECK-NEXT: %[[H1:.*]] = step.convert %[[H]] : tensor<8x32xbf16> -> tensor<8x32xf32>
+// CHECK-NEXT: %[[G:.*]] = step.gelu %[[H1]]
+// CHECK-NEXT: %[[D:.*]] = stepk.gemm %arg0, %arg1 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xf32>
+// CHECK-NEXT: %[[H2:.*]] = step.convert %[[H]] : tensor<8x32xbf16> -> tensor<8x32xf32>
+// CHECK-NEXT: %[[DG:.*]] = step.gelu_grad %[[D]], %[[H2]]
+// CHECK-NEXT: step.reduce_sum %[[D]]
+// CHECK-NEXT: %[[R:.*]] = stepk.gemm %arg0, %arg1 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xf32>
+// CHECK-NEXT: step.exp %[[R]]
+// CHECK-NEXT: return
+func.func @loops(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>)
+    -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) attributes {step.train_step} {
+  %h = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %h1 = step.convert %h : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %hb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
+  %h2 = step.add %h1, %hb : tensor<8x32xf32>
+  %g = step.gelu %h2 : tensor<8x32xf32>
+  %d = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %d1 = step.convert %d : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %dg = step.gelu_grad %d1, %h2 : tensor<8x32xf32>
+  %s = step.reduce_sum %d1 dims [0] : (tensor<8x32xf32>) -> tensor<32xf32>
+  %r = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  %r1 = step.convert %r : tensor<8x32xbf16> -> tensor<8x32xf32>
+  %e = step.exp %r1 : tensor<8x32xf32>
+  return %g, %dg, %s, %e, %r1 : tensor<8x32xf32>, tensor<8x32xf32>, tensor<32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
 }
