@@ -11,7 +11,10 @@
 // loops read (a pre-activation, a residual branch, the gradient into a
 // GELU) writes bf16 too, each loop widening it as it reads: the rounding
 // the step's bf16 GEMM has (for a biased one, autocast's: the f32 sum plus
-// bias, rounded), half the bytes written, saved and read again.
+// bias, rounded), half the bytes written, saved and read again. And an
+// f32 gradient that exists only to be summed beside its bf16 rounding (a
+// bias's gradient beside the weight's GEMM operand) is summed from the
+// bf16 values, as autocast does: the loop that makes it writes bf16 alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -176,10 +179,61 @@ void narrowForLoops(stepk::GemmOp gemm) {
   }
 }
 
+/// Whether every use of `v` rounds it to bf16, directly or through reshapes
+/// (the GEMM operands step-fold-conversions makes one rounding).
+bool onlyRounded(Value v) {
+  for (Operation *user : v.getUsers()) {
+    auto convert = dyn_cast<ConvertOp>(user);
+    auto reshape = dyn_cast<ReshapeOp>(user);
+    if (!(convert && convert.getType().getElementType().isBF16()) &&
+        !(reshape && onlyRounded(reshape.getResult())))
+      return false;
+  }
+  return true;
+}
+
+/// An f32 value that is otherwise only rounded to bf16 (`narrow` one of
+/// those roundings) and summed: each sum reads the widened bf16 value
+/// instead (step-lower-library-calls' reduce_of_bf16), `narrow` moved
+/// before the first sum.
+void sumNarrowed(ConvertOp narrow) {
+  Value wide = narrow.getInput();
+  if (!narrow.getType().getElementType().isBF16() ||
+      !cast<RankedTensorType>(wide.getType()).getElementType().isF32())
+    return;
+  SmallVector<ReduceSumOp> sums;
+  for (OpOperand &use : wide.getUses()) {
+    Operation *user = use.getOwner();
+    auto sum = dyn_cast<ReduceSumOp>(user);
+    auto convert = dyn_cast<ConvertOp>(user);
+    auto reshape = dyn_cast<ReshapeOp>(user);
+    if (sum && sum->getBlock() == narrow->getBlock())
+      sums.push_back(sum);
+    else if (!(convert && convert.getType().getElementType().isBF16()) &&
+             !(reshape && onlyRounded(reshape.getResult())))
+      return;
+  }
+  if (sums.empty())
+    return;
+  for (ReduceSumOp sum : sums)
+    if (sum->isBeforeInBlock(narrow))
+      narrow->moveBefore(sum);
+  OpBuilder b(narrow);
+  for (ReduceSumOp sum : sums) {
+    b.setInsertionPoint(sum);
+    auto widen = b.create<ConvertOp>(sum.getLoc(), wide.getType(), narrow.getResult());
+    copyPhase(sum, widen);
+    sum->setOperand(0, widen);
+  }
+}
+
 struct StepFoldWideningGemmsPass
     : public stepc::impl::StepFoldWideningGemmsBase<StepFoldWideningGemmsPass> {
   void runOnOperation() override {
     for (func::FuncOp step : trainingSteps(getOperation())) {
+      SmallVector<ConvertOp> converts(step.getBody().front().getOps<ConvertOp>());
+      for (ConvertOp convert : converts)
+        sumNarrowed(convert);
       SmallVector<Operation *> gemms;
       for (Operation &op : step.getBody().front())
         if (isa<MatmulOp, BatchMatmulOp>(op))

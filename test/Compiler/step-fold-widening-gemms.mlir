@@ -115,3 +115,29 @@ func.func @loops(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf3
   %e = step.exp %r1 : tensor<8x32xf32>
   return %g, %dg, %s, %e, %r1 : tensor<8x32xf32>, tensor<8x32xf32>, tensor<32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
 }
+
+// -----
+
+// A gradient that is otherwise only rounded for GEMMs (directly and
+// through a reshape) is summed from its rounding: the rounding moves
+// before the sum, which widens it. A gradient another op reads in f32
+// keeps its f32 sum.
+// CHECK-LABEL: func.func @sums
+// CHECK: %[[G:.*]] = step.gelu_grad %arg0, %arg1
+// CHECK-NEXT: %[[R:.*]] = step.convert %[[G]] : tensor<8x32xf32> -> tensor<8x32xbf16>
+// CHECK-NEXT: %[[W:.*]] = step.convert %[[R]] : tensor<8x32xbf16> -> tensor<8x32xf32>
+// CHECK-NEXT: step.reduce_sum %[[W]] dims [0]
+// CHECK: %[[H:.*]] = step.gelu_grad %arg1, %arg0
+// CHECK-NEXT: step.reduce_sum %[[H]] dims [0]
+func.func @sums(%dy: tensor<8x32xf32>, %x: tensor<8x32xf32>)
+    -> (tensor<32xf32>, tensor<8x32xbf16>, tensor<256xbf16>, tensor<32xf32>, tensor<8x32xbf16>, tensor<8x32xf32>) attributes {step.train_step} {
+  %g = step.gelu_grad %dy, %x : tensor<8x32xf32>
+  %s = step.reduce_sum %g dims [0] : (tensor<8x32xf32>) -> tensor<32xf32>
+  %r = step.convert %g : tensor<8x32xf32> -> tensor<8x32xbf16>
+  %f = step.reshape %g : tensor<8x32xf32> -> tensor<256xf32>
+  %fr = step.convert %f : tensor<256xf32> -> tensor<256xbf16>
+  %h = step.gelu_grad %x, %dy : tensor<8x32xf32>
+  %hs = step.reduce_sum %h dims [0] : (tensor<8x32xf32>) -> tensor<32xf32>
+  %hr = step.convert %h : tensor<8x32xf32> -> tensor<8x32xbf16>
+  return %s, %r, %fr, %hs, %hr, %h : tensor<32xf32>, tensor<8x32xbf16>, tensor<256xbf16>, tensor<32xf32>, tensor<8x32xbf16>, tensor<8x32xf32>
+}
