@@ -86,9 +86,14 @@ private:
                  : t.isInteger(1) ? "(float)((" + e + ") != 0.0f)"
                                     : "(float)(int32_t)(" + e + ")";
         });
+    // A bf16 register holds its value exactly (rounded where it was made,
+    // or loaded): stored as is.
     std::string stores;
     for (auto [out, reg] : llvm::zip(fused.getResults(), code.outputRegisters))
-      stores += "    " + ptr(out) + "[i] = " + stored(out, reg) + ";\n";
+      stores += "    " + ptr(out) + "[i] = " +
+                (typeOf(out).getElementType().isBF16() ? "stepc_bf16_bits(" + reg + ")"
+                                                       : stored(out, reg)) +
+                ";\n";
     elementLoop(fused.getNumElements(), inner, code.statements + stores);
     return success();
   }
