@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
 
@@ -68,34 +69,55 @@ TEST(Gemm, F32MatchesDoubleProduct) {
 // bf16 operands (exact in f32 here), f32 accumulation: C in f32 equals the
 // double product to f32 accuracy; in bf16, to bf16 rounding. A bias is
 // added to the f32 sum before the rounding.
+void CheckBf16(const Shape& s, bool with_bias, int c_f32, std::mt19937& rng) {
+  std::vector<float> a = Random(s.batch * s.m * s.k, rng, true);
+  std::vector<float> b = Random((s.shared ? 1 : s.batch) * s.k * s.n, rng, true);
+  std::vector<float> bias = Random(s.n, rng, false);
+  std::vector<stepc_bf16> a16(a.size()), b16(b.size());
+  for (size_t e = 0; e < a.size(); ++e) a16[e] = stepc_f32_to_bf16(a[e]);
+  for (size_t e = 0; e < b.size(); ++e) b16[e] = stepc_f32_to_bf16(b[e]);
+  const int64_t count = s.batch * s.m * s.n;
+  std::vector<float> c32(count, NAN);
+  std::vector<stepc_bf16> c16(count, 0xffff);
+  stepc_cpu_matmul_bf16(a16.data(), b16.data(), c_f32 ? (void*)c32.data() : c16.data(),
+                        c_f32, s.batch, s.m, s.n, s.k, s.ta, s.tb, s.shared,
+                        with_bias ? bias.data() : nullptr);
+  std::vector<double> want = Reference(a, b, with_bias ? bias.data() : nullptr, s);
+  for (int64_t e = 0; e < count; ++e) {
+    const double got = c_f32 ? c32[e] : stepc_bf16_to_f32(c16[e]);
+    const double tol = c_f32 ? 1e-4 * std::sqrt(double(s.k))
+                             : std::fabs(want[e]) * 0.0079 + 1e-4 * std::sqrt(double(s.k));
+    ASSERT_NEAR(got, want[e], tol)
+        << "shape b" << s.batch << " m" << s.m << " n" << s.n << " k" << s.k << " ta"
+        << s.ta << " tb" << s.tb << " shared" << s.shared << " bias " << with_bias
+        << " c_f32 " << c_f32 << " element " << e;
+  }
+}
+
 TEST(Gemm, Bf16WithAndWithoutBias) {
   std::mt19937 rng(2);
   for (const Shape& s : kShapes)
     for (bool with_bias : {false, true})
-      for (int c_f32 : {1, 0}) {
-        std::vector<float> a = Random(s.batch * s.m * s.k, rng, true);
-        std::vector<float> b = Random((s.shared ? 1 : s.batch) * s.k * s.n, rng, true);
-        std::vector<float> bias = Random(s.n, rng, false);
-        std::vector<stepc_bf16> a16(a.size()), b16(b.size());
-        for (size_t e = 0; e < a.size(); ++e) a16[e] = stepc_f32_to_bf16(a[e]);
-        for (size_t e = 0; e < b.size(); ++e) b16[e] = stepc_f32_to_bf16(b[e]);
-        const int64_t count = s.batch * s.m * s.n;
-        std::vector<float> c32(count, NAN);
-        std::vector<stepc_bf16> c16(count, 0xffff);
-        stepc_cpu_matmul_bf16(a16.data(), b16.data(), c_f32 ? (void*)c32.data() : c16.data(),
-                              c_f32, s.batch, s.m, s.n, s.k, s.ta, s.tb, s.shared,
-                              with_bias ? bias.data() : nullptr);
-        std::vector<double> want = Reference(a, b, with_bias ? bias.data() : nullptr, s);
-        for (int64_t e = 0; e < count; ++e) {
-          const double got = c_f32 ? c32[e] : stepc_bf16_to_f32(c16[e]);
-          const double tol = c_f32 ? 1e-4 * std::sqrt(double(s.k))
-                                   : std::fabs(want[e]) * 0.0079 + 1e-4 * std::sqrt(double(s.k));
-          ASSERT_NEAR(got, want[e], tol)
-              << "shape b" << s.batch << " m" << s.m << " n" << s.n << " k" << s.k << " ta"
-              << s.ta << " tb" << s.tb << " shared" << s.shared << " bias " << with_bias
-              << " c_f32 " << c_f32 << " element " << e;
+      for (int c_f32 : {1, 0}) CheckBf16(s, with_bias, c_f32, rng);
+}
+
+// Weight-gradient shapes (K far above M and N, f32 C, no bias) are split
+// along K, one part per thread, and the parts' sums added: every transpose
+// on 2 and 3 threads, K divisible by twice the thread count.
+TEST(Gemm, Bf16SplitAlongK) {
+  std::mt19937 rng(3);
+  const int threads = omp_get_max_threads();
+  for (int t : {2, 3}) {
+    omp_set_num_threads(t);
+    for (int ta : {0, 1})
+      for (int tb : {0, 1})
+        for (Shape s : {Shape{1, 9, 13, 144, 0, 0, 1}, Shape{1, 16, 24, 384, 0, 0, 1}}) {
+          s.ta = ta;
+          s.tb = tb;
+          CheckBf16(s, /*with_bias=*/false, /*c_f32=*/1, rng);
         }
-      }
+  }
+  omp_set_num_threads(threads);
 }
 
 }  // namespace
