@@ -25,6 +25,9 @@ extern "C" void stepc_cpu_matmul(const float* a, const float* b, float* c, int64
       rows *= batch;
       entries = 1;
     }
+    if (entries == 1 && stepc::onednn::SplitKMatmul(Type::kF32, a, b, c, rows, n, k,
+                                                    transpose_a, transpose_b))
+      return;
     if (stepc::onednn::Matmul(Matrices(entries, rows, k, transpose_a, Type::kF32), a,
                               Matrices(shared_rhs ? 1 : entries, k, n, transpose_b, Type::kF32),
                               b, Matrices(entries, rows, n, false, Type::kF32), c,

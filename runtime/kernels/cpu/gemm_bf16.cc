@@ -7,9 +7,6 @@
 // the operands are widened and the f32 GEMM runs: the same products of bf16
 // values, no gain.
 
-#include <omp.h>
-
-#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <vector>
@@ -43,44 +40,6 @@ void WidenedMatmul(const stepc_bf16* a, const stepc_bf16* b, void* c, int c_f32,
   for (int64_t i = 0; i < count; ++i) out[i] = stepc_f32_to_bf16(fc[i]);
 }
 
-// A weight gradient (dW = dYᵀ·X: an M×N result, M and N a few hundred,
-// summed over K = every token) has too few output blocks for oneDNN to give
-// each thread work: it ran 128×128×4096 on one of two threads. Split K
-// into one part per thread, run the parts as one batched matmul into f32
-// partial sums, and add the parts in order (deterministic). False where
-// the shape does not call for it.
-bool SplitKMatmul(const stepc_bf16* a, const stepc_bf16* b, float* c, int64_t m, int64_t n,
-                  int64_t k, int transpose_a, int transpose_b) {
-  const int64_t parts = omp_get_max_threads();
-  if (parts < 2 || omp_in_parallel() || k < 8 * std::max(m, n) || k % (2 * parts) != 0 ||
-      m * n > 512 * 512)
-    return false;
-  const int64_t kc = k / parts;
-  using stepc::onednn::Operand;
-  using stepc::onednn::Type;
-  // Part p reads columns [p·kc, (p+1)·kc) of A (rows of Aᵀ) and rows of B.
-  Operand pa{{parts, m, kc},
-             transpose_a ? std::vector<int64_t>{kc * m, 1, m} : std::vector<int64_t>{kc, k, 1},
-             Type::kBf16};
-  Operand pb{{parts, kc, n},
-             transpose_b ? std::vector<int64_t>{kc, 1, k} : std::vector<int64_t>{kc * n, n, 1},
-             Type::kBf16};
-  thread_local std::vector<float> partial;
-  partial.resize(parts * m * n);
-  if (!stepc::onednn::Matmul(pa, a, pb, b, stepc::onednn::Matrices(parts, m, n, false, Type::kF32),
-                             partial.data(), /*accumulate=*/false))
-    return false;
-  const float* sums = partial.data();
-  const int64_t count = m * n;
-#pragma omp parallel for simd
-  for (int64_t i = 0; i < count; ++i) {
-    float s = sums[i];
-    for (int64_t p = 1; p < parts; ++p) s += sums[p * count + i];
-    c[i] = s;
-  }
-  return true;
-}
-
 }  // namespace
 
 extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, void* c,
@@ -95,7 +54,8 @@ extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, 
   using stepc::onednn::Matrices;
   using stepc::onednn::Type;
   if (batch == 1 && c_f32 && !bias &&
-      SplitKMatmul(a, b, static_cast<float*>(c), m, n, k, transpose_a, transpose_b))
+      stepc::onednn::SplitKMatmul(Type::kBf16, a, b, static_cast<float*>(c), m, n, k,
+                                  transpose_a, transpose_b))
     return;
   // A weight shared by every batch entry broadcasts over the batch dim.
   if (stepc::onednn::Matmul(Matrices(batch, m, k, transpose_a, Type::kBf16), a,

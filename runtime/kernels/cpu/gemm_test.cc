@@ -51,19 +51,21 @@ const Shape kShapes[] = {
     {1, 37, 29, 53, 1, 1, 1}, {3, 17, 24, 40, 0, 1, 1}, {3, 17, 24, 40, 1, 0, 1},
     {3, 17, 24, 40, 0, 0, 0}, {3, 17, 24, 40, 1, 1, 0}, {2, 64, 96, 128, 0, 1, 1}};
 
+void CheckF32(const Shape& s, std::mt19937& rng) {
+  std::vector<float> a = Random(s.batch * s.m * s.k, rng, false);
+  std::vector<float> b = Random((s.shared ? 1 : s.batch) * s.k * s.n, rng, false);
+  std::vector<float> c(s.batch * s.m * s.n, NAN);
+  stepc_cpu_matmul(a.data(), b.data(), c.data(), s.batch, s.m, s.n, s.k, s.ta, s.tb, s.shared);
+  std::vector<double> want = Reference(a, b, nullptr, s);
+  for (size_t e = 0; e < c.size(); ++e)
+    ASSERT_NEAR(c[e], want[e], 1e-4 * std::sqrt(double(s.k)))
+        << "shape b" << s.batch << " m" << s.m << " n" << s.n << " k" << s.k << " ta" << s.ta
+        << " tb" << s.tb << " shared" << s.shared << " element " << e;
+}
+
 TEST(Gemm, F32MatchesDoubleProduct) {
   std::mt19937 rng(1);
-  for (const Shape& s : kShapes) {
-    std::vector<float> a = Random(s.batch * s.m * s.k, rng, false);
-    std::vector<float> b = Random((s.shared ? 1 : s.batch) * s.k * s.n, rng, false);
-    std::vector<float> c(s.batch * s.m * s.n, NAN);
-    stepc_cpu_matmul(a.data(), b.data(), c.data(), s.batch, s.m, s.n, s.k, s.ta, s.tb, s.shared);
-    std::vector<double> want = Reference(a, b, nullptr, s);
-    for (size_t e = 0; e < c.size(); ++e)
-      ASSERT_NEAR(c[e], want[e], 1e-4 * std::sqrt(double(s.k)))
-          << "shape b" << s.batch << " m" << s.m << " n" << s.n << " k" << s.k << " ta" << s.ta
-          << " tb" << s.tb << " shared" << s.shared << " element " << e;
-  }
+  for (const Shape& s : kShapes) CheckF32(s, rng);
 }
 
 // bf16 operands (exact in f32 here), f32 accumulation: C in f32 equals the
@@ -103,8 +105,8 @@ TEST(Gemm, Bf16WithAndWithoutBias) {
 
 // Weight-gradient shapes (K far above M and N, f32 C, no bias) are split
 // along K, one part per thread, and the parts' sums added: every transpose
-// on 2 and 3 threads, K divisible by twice the thread count.
-TEST(Gemm, Bf16SplitAlongK) {
+// on 2 and 3 threads, K divisible by twice the thread count; f32 and bf16.
+TEST(Gemm, SplitAlongK) {
   std::mt19937 rng(3);
   const int threads = omp_get_max_threads();
   for (int t : {2, 3}) {
@@ -115,6 +117,7 @@ TEST(Gemm, Bf16SplitAlongK) {
           s.ta = ta;
           s.tb = tb;
           CheckBf16(s, /*with_bias=*/false, /*c_f32=*/1, rng);
+          CheckF32(s, rng);
         }
   }
   omp_set_num_threads(threads);

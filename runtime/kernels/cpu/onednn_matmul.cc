@@ -1,5 +1,8 @@
 #include "runtime/kernels/cpu/onednn_matmul.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,6 +92,36 @@ bool Matmul(const Operand& a, const void* a_data, const Operand& b, const void* 
   if (bias) args[DNNL_ARG_BIAS] = dnnl::memory(p.bias, Engine(), const_cast<float*>(bias));
   p.matmul->execute(stream, args);
   stream.wait();
+  return true;
+}
+
+bool SplitKMatmul(Type type, const void* a, const void* b, float* c, int64_t m, int64_t n,
+                  int64_t k, bool transpose_a, bool transpose_b) {
+  const int64_t parts = omp_get_max_threads();
+  if (parts < 2 || omp_in_parallel() || k < 8 * std::max(m, n) || k % (2 * parts) != 0 ||
+      m * n > 512 * 512)
+    return false;
+  const int64_t kc = k / parts;
+  // Part p reads columns [p·kc, (p+1)·kc) of A (rows of Aᵀ) and rows of B.
+  Operand pa{{parts, m, kc},
+             transpose_a ? std::vector<int64_t>{kc * m, 1, m} : std::vector<int64_t>{kc, k, 1},
+             type};
+  Operand pb{{parts, kc, n},
+             transpose_b ? std::vector<int64_t>{kc, 1, k} : std::vector<int64_t>{kc * n, n, 1},
+             type};
+  thread_local std::vector<float> partial;
+  partial.resize(parts * m * n);
+  if (!Matmul(pa, a, pb, b, Matrices(parts, m, n, false, Type::kF32), partial.data(),
+              /*accumulate=*/false))
+    return false;
+  const float* sums = partial.data();
+  const int64_t count = m * n;
+#pragma omp parallel for simd
+  for (int64_t i = 0; i < count; ++i) {
+    float s = sums[i];
+    for (int64_t p = 1; p < parts; ++p) s += sums[p * count + i];
+    c[i] = s;
+  }
   return true;
 }
 

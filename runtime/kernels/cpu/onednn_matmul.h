@@ -28,6 +28,16 @@ struct Operand {
 bool Matmul(const Operand& a, const void* a_data, const Operand& b, const void* b_data,
             const Operand& c, void* c_data, bool accumulate, const float* bias = nullptr);
 
+// c = a @ b for one matrix of each (stored transposed where said), f32 c,
+// where K is far above M and N (a weight gradient, dW = dYᵀ·X, K every
+// token): oneDNN finds too few output blocks there to give each thread
+// work (128×128×4096 ran on one of two threads). K is split into one part
+// per thread, the parts run as one batched matmul into f32 partial sums,
+// added in order (deterministic). False, computing nothing, where the
+// shape does not call for it or oneDNN has no primitive.
+bool SplitKMatmul(Type type, const void* a, const void* b, float* c, int64_t m, int64_t n,
+                  int64_t k, bool transpose_a, bool transpose_b);
+
 // Row-major [batch, rows, cols], or stored transposed ([batch, cols, rows]).
 Operand Matrices(int64_t batch, int64_t rows, int64_t cols, bool transposed, Type type);
 
