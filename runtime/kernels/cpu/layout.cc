@@ -2,6 +2,7 @@
 // concat) and reductions. Index arithmetic by strides; parallel over the
 // output.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -160,13 +161,30 @@ void Reduce(const In* in, const int64_t* shape, int rank, const int* mask, int k
 #pragma omp single
       partial.assign(static_cast<size_t>(omp_get_num_threads()) * cols, init);
       double* acc = partial.data() + static_cast<size_t>(omp_get_thread_num()) * cols;
+      if (kind == 1) {
 #pragma omp for
-      for (int64_t r = 0; r < rows; ++r) {
-        const In* row = in + r * cols;
-        if (kind == 1)
+        for (int64_t r = 0; r < rows; ++r) {
+          const In* row = in + r * cols;
           for (int64_t j = 0; j < cols; ++j) acc[j] = std::fmax(acc[j], Widened(row[j]));
-        else
-          for (int64_t j = 0; j < cols; ++j) acc[j] += Widened(row[j]);
+        }
+      } else {
+        // Sums of kRows rows at a time, kCols columns in registers: one
+        // load and store of the partial sums per block, not per row (they
+        // bounded the loop, not the tensor's bytes).
+        constexpr int64_t kRows = 16, kCols = 16;
+#pragma omp for
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+          const int64_t r1 = std::min(rows, r0 + kRows);
+          int64_t j0 = 0;
+          for (; j0 + kCols <= cols; j0 += kCols) {
+            double block[kCols] = {};
+            for (int64_t r = r0; r < r1; ++r)
+              for (int64_t j = 0; j < kCols; ++j) block[j] += Widened(in[r * cols + j0 + j]);
+            for (int64_t j = 0; j < kCols; ++j) acc[j0 + j] += block[j];
+          }
+          for (int64_t r = r0; r < r1; ++r)
+            for (int64_t j = j0; j < cols; ++j) acc[j] += Widened(in[r * cols + j]);
+        }
       }
     }
     const int64_t threads = static_cast<int64_t>(partial.size()) / cols;
