@@ -7,7 +7,8 @@
 // and targets become one stepk.call "cross_entropy_fused"(logits, targets,
 // dloss) with both results, at the forward's place: one read of each row,
 // one exp per element for the gradient, the same rounding as the two
-// kernels (bit-identical). The gradient's seed must exist there already: a
+// kernels (bit-identical); a gradient only rounded to bf16 is written so
+// ("cross_entropy_fused_bf16"). The gradient's seed must exist there already: a
 // constant (the step's 1) is moved up to it; another value is left alone.
 //
 //===----------------------------------------------------------------------===//
@@ -61,14 +62,30 @@ void fuse(CrossEntropyOp loss, CrossEntropyGradOp grad) {
     scalars.push_back(b.getF64FloatAttr(value(loss.getZLoss())));
   }
   inputs.push_back(grad.getGrad());
+  // Under bf16, a gradient only rounded (for the output layer's GEMMs) is
+  // written rounded: one pass over the largest activation, not three.
+  ConvertOp rounding;
+  if (!loss.hasOptions() && grad.getResult().hasOneUse())
+    if (auto convert = dyn_cast<ConvertOp>(*grad.getResult().getUsers().begin());
+        convert && convert->getBlock() == grad->getBlock() &&
+        convert.getType().getElementType().isBF16())
+      rounding = convert;
+  Value gradOut = rounding ? rounding.getResult() : grad.getResult();
+  if (rounding)
+    callee = "cross_entropy_fused_bf16";
   auto call = b.create<stepk::CallOp>(
-      loss.getLoc(), TypeRange{loss.getType(), grad.getType()}, b.getStringAttr(callee), inputs,
-      b.getArrayAttr(scalars), IntegerAttr(),
-      b.getStringAttr("target"), b.getI64IntegerAttr(1), b.getI64IntegerAttr(classes));
+      loss.getLoc(), TypeRange{loss.getType(), gradOut.getType()}, b.getStringAttr(callee),
+      inputs, b.getArrayAttr(scalars), IntegerAttr(), b.getStringAttr("target"),
+      b.getI64IntegerAttr(1), b.getI64IntegerAttr(classes));
   copyPhase(loss, call);
-  fillCallBody(call, {loss, grad}, {loss.getResult(), grad.getResult()});
+  SmallVector<Operation *> body = {loss, grad};
+  if (rounding)
+    body.push_back(rounding);
+  fillCallBody(call, body, {loss.getResult(), gradOut});
   loss->replaceAllUsesWith(ValueRange{call.getResult(0)});
-  grad->replaceAllUsesWith(ValueRange{call.getResult(1)});
+  gradOut.replaceAllUsesWith(call.getResult(1));
+  if (rounding)
+    rounding->erase();
   grad->erase();
   loss->erase();
 }

@@ -171,6 +171,11 @@ int64_t stepc_cpu_cross_entropy_grad(const float *dloss, const float *logits,
 int64_t stepc_cpu_cross_entropy_fused(const float *logits, const int32_t *targets,
                                       const float *dloss, int64_t n, int64_t classes,
                                       float *loss, float *dlogits);
+/* The same, dlogits rounded to bf16 (--precision=bf16: only the output
+ * layer's GEMMs read it). */
+int64_t stepc_cpu_cross_entropy_fused_bf16(const float *logits, const int32_t *targets,
+                                           const float *dloss, int64_t n, int64_t classes,
+                                           float *loss, stepc_bf16 *dlogits);
 /* With options (step.cross_entropy's): rows whose target is `ignore` (a
  * value outside the i32 range ignores none) count nothing; label smoothing
  * and z-loss as the op states; the sum is over *count (0: zeros). The

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
 
@@ -60,27 +62,60 @@ extern "C" int64_t stepc_cpu_cross_entropy_grad(const float* dloss, const float*
   return 0;
 }
 
+namespace {
+
 // Both at once (compiler/lib/FusedCrossEntropy.cpp): each row read once,
 // its log-sum-exp taken once; the same rounding as the two kernels above.
+// Into bf16 (the gradient only rounded for the output layer's GEMMs): each
+// row made in f32 exactly so, in a per-thread buffer, then rounded.
+template <typename Out>
+int64_t CrossEntropyFused(const float* logits, const int32_t* targets, const float* dloss,
+                          int64_t n, int64_t classes, float* loss, Out* dlogits) {
+  if (int64_t bad = BadId(targets, n, classes)) return bad;
+  const float scale = static_cast<float>(static_cast<double>(*dloss) / n);
+  double total = 0;
+#pragma omp parallel reduction(+ : total)
+  {
+    std::vector<float> buffer(std::is_same_v<Out, float> ? 0 : classes);
+#pragma omp for
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = logits + i * classes;
+      float* out;
+      if constexpr (std::is_same_v<Out, float>)
+        out = dlogits + i * classes;
+      else
+        out = buffer.data();
+      const float lse = RowLogSumExp(row, classes);
+      total += static_cast<double>(lse) - row[targets[i]];
+#pragma omp simd
+      for (int64_t j = 0; j < classes; ++j) out[j] = scale * expf(row[j] - lse);
+      out[targets[i]] -= scale;
+      if constexpr (!std::is_same_v<Out, float>) {
+        Out* rounded = dlogits + i * classes;
+#pragma omp simd
+        for (int64_t j = 0; j < classes; ++j) rounded[j] = stepc_f32_to_bf16(out[j]);
+      }
+    }
+  }
+  *loss = static_cast<float>(total / n);
+  return 0;
+}
+
+}  // namespace
+
 extern "C" int64_t stepc_cpu_cross_entropy_fused(const float* logits, const int32_t* targets,
                                                  const float* dloss, int64_t n,
                                                  int64_t classes, float* loss,
                                                  float* dlogits) {
-  if (int64_t bad = BadId(targets, n, classes)) return bad;
-  const float scale = static_cast<float>(static_cast<double>(*dloss) / n);
-  double total = 0;
-#pragma omp parallel for reduction(+ : total)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * classes;
-    float* out = dlogits + i * classes;
-    const float lse = RowLogSumExp(row, classes);
-    total += static_cast<double>(lse) - row[targets[i]];
-#pragma omp simd
-    for (int64_t j = 0; j < classes; ++j) out[j] = scale * expf(row[j] - lse);
-    out[targets[i]] -= scale;
-  }
-  *loss = static_cast<float>(total / n);
-  return 0;
+  return CrossEntropyFused(logits, targets, dloss, n, classes, loss, dlogits);
+}
+
+extern "C" int64_t stepc_cpu_cross_entropy_fused_bf16(const float* logits,
+                                                      const int32_t* targets,
+                                                      const float* dloss, int64_t n,
+                                                      int64_t classes, float* loss,
+                                                      stepc_bf16* dlogits) {
+  return CrossEntropyFused(logits, targets, dloss, n, classes, loss, dlogits);
 }
 
 namespace {
@@ -215,16 +250,36 @@ extern "C" int64_t stepc_cpu_embedding(const float* table, const int32_t* ids, i
 }
 
 // dtable[ids[i]] += dy[i]; threads split the columns, so repeated ids never race.
+namespace {
+
+// dtable[ids[i] - first] += dy[i] for the ids in [first, first + rows), in
+// token order for every element (deterministic, no atomics): threads take
+// blocks of 16 columns (a cache line of each row), each adding a row's
+// block as one vector.
+void ScatterAddRows(const float* dy, const int32_t* ids, int64_t n, int64_t first, int64_t rows,
+                    int64_t d, float* dtable) {
+  constexpr int64_t kColumns = 16;
+#pragma omp parallel for
+  for (int64_t c0 = 0; c0 < d; c0 += kColumns) {
+    const int64_t width = d - c0 < kColumns ? d - c0 : kColumns;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = static_cast<int64_t>(ids[i]) - first;
+      if (row < 0 || row >= rows) continue;
+      float* out = dtable + row * d + c0;
+      const float* in = dy + i * d + c0;
+#pragma omp simd
+      for (int64_t c = 0; c < width; ++c) out[c] += in[c];
+    }
+  }
+}
+
+}  // namespace
+
 extern "C" int64_t stepc_cpu_embedding_grad(const float* dy, const int32_t* ids, int64_t n,
                                             int64_t rows, int64_t d, float* dtable) {
   if (int64_t bad = BadId(ids, n, rows)) return bad;
   std::memset(dtable, 0, rows * d * sizeof(float));
-#pragma omp parallel
-  {
-#pragma omp for
-    for (int64_t c = 0; c < d; ++c)
-      for (int64_t i = 0; i < n; ++i) dtable[static_cast<int64_t>(ids[i]) * d + c] += dy[i * d + c];
-  }
+  ScatterAddRows(dy, ids, n, 0, rows, d, dtable);
   return 0;
 }
 
@@ -252,14 +307,6 @@ extern "C" int64_t stepc_cpu_embedding_shard_grad(const float* dy, const int32_t
   if (int64_t bad = BadId(ids, n, num_ids)) return bad;
   const int64_t first = *first_row;
   std::memset(dtable, 0, rows * d * sizeof(float));
-#pragma omp parallel
-  {
-#pragma omp for
-    for (int64_t c = 0; c < d; ++c)
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t row = static_cast<int64_t>(ids[i]) - first;
-        if (row >= 0 && row < rows) dtable[row * d + c] += dy[i * d + c];
-      }
-  }
+  ScatterAddRows(dy, ids, n, first, rows, d, dtable);
   return 0;
 }
