@@ -184,6 +184,23 @@ func.func @other_targets(%logits: tensor<2x4x16xf32>, %targets: tensor<2x4xi32>,
 
 // -----
 
+// A gradient only rounded to bf16 (the output layer's GEMM operand) is
+// written rounded by the fused kernel; the rounding is in its body.
+// CHECK-LABEL: func.func @fused_loss_bf16
+// CPU: %[[BOTH:.*]]:2 = stepk.call "cross_entropy_fused_bf16"(%arg0, %arg1, %{{.*}}) {{.*}} -> (tensor<f32>, tensor<2x4x16xbf16>)
+// CPU: step.cross_entropy_grad
+// CPU-NEXT: step.convert
+// CPU: return %[[BOTH]]#0, %[[BOTH]]#1
+func.func @fused_loss_bf16(%logits: tensor<2x4x16xf32>, %targets: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x16xbf16>) attributes {step.train_step} {
+  %loss = step.cross_entropy %logits, %targets : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<f32>
+  %one = step.constant dense<1.0> : tensor<f32>
+  %d = step.cross_entropy_grad %one, %logits, %targets : (tensor<f32>, tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<2x4x16xf32>
+  %r = step.convert %d : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  return %loss, %r : tensor<f32>, tensor<2x4x16xbf16>
+}
+
+// -----
+
 // bf16 (step-mixed-precision rounds each slice and widens each gradient):
 // the slices become slices of one rounded [B, T, 3C] that
 // "attention_packed_bf16" reads in place; the gradient is packed in bf16

@@ -1,0 +1,141 @@
+// Row kernels against their definitions: the fused cross-entropy's bf16
+// gradient is the f32 kernel's rounded bit for bit; embedding gradients are
+// a scatter in token order (bit for bit, with repeated and out-of-shard
+// ids); layer_norm_grad against a double computation; column sums of f32
+// and bf16 against double sums (16-row blocks, remainders, thread parts).
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include "runtime/kernels/cpu/cpu_kernels.h"
+
+namespace {
+
+std::vector<float> Normal(int64_t n, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> x(n);
+  for (float& e : x) e = normal(rng);
+  return x;
+}
+
+TEST(RowKernels, CrossEntropyBf16IsTheF32GradientRounded) {
+  std::mt19937 rng(1);
+  for (int64_t classes : {16, 37, 512}) {
+    const int64_t n = 67;
+    std::vector<float> logits = Normal(n * classes, 3.0f, rng);
+    std::vector<int32_t> targets(n);
+    for (int64_t i = 0; i < n; ++i) targets[i] = static_cast<int32_t>((i * 7919) % classes);
+    const float dloss = 1.0f;
+    float loss32 = 0, loss16 = 0;
+    std::vector<float> grad32(n * classes);
+    std::vector<stepc_bf16> grad16(n * classes);
+    ASSERT_EQ(stepc_cpu_cross_entropy_fused(logits.data(), targets.data(), &dloss, n, classes,
+                                            &loss32, grad32.data()),
+              0);
+    ASSERT_EQ(stepc_cpu_cross_entropy_fused_bf16(logits.data(), targets.data(), &dloss, n,
+                                                 classes, &loss16, grad16.data()),
+              0);
+    EXPECT_EQ(loss32, loss16);
+    for (int64_t e = 0; e < n * classes; ++e)
+      ASSERT_EQ(grad16[e], stepc_f32_to_bf16(grad32[e])) << "classes " << classes << " at " << e;
+    targets[3] = static_cast<int32_t>(classes);  // out of range: its 1-based position
+    EXPECT_EQ(stepc_cpu_cross_entropy_fused_bf16(logits.data(), targets.data(), &dloss, n,
+                                                 classes, &loss16, grad16.data()),
+              4);
+  }
+}
+
+TEST(RowKernels, EmbeddingGradientsScatterInTokenOrder) {
+  std::mt19937 rng(2);
+  for (int64_t d : {5, 16, 40, 128}) {
+    const int64_t n = 300, rows = 11;
+    std::vector<float> dy = Normal(n * d, 1.0f, rng);
+    std::vector<int32_t> ids(n);
+    for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((i * i + 3 * i) % rows);
+    std::vector<float> want(rows * d, 0.0f), got(rows * d, NAN);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < d; ++c) want[ids[i] * d + c] += dy[i * d + c];
+    ASSERT_EQ(stepc_cpu_embedding_grad(dy.data(), ids.data(), n, rows, d, got.data()), 0);
+    for (int64_t e = 0; e < rows * d; ++e) ASSERT_EQ(got[e], want[e]) << "d " << d << " at " << e;
+    // A shard of rows [4, 9): ids outside it add nothing.
+    const int32_t first = 4;
+    const int64_t shard = 5;
+    std::vector<float> part(shard * d, NAN);
+    ASSERT_EQ(stepc_cpu_embedding_shard_grad(dy.data(), ids.data(), &first, n, shard, rows, d,
+                                             part.data()),
+              0);
+    for (int64_t e = 0; e < shard * d; ++e) ASSERT_EQ(part[e], want[first * d + e]);
+  }
+}
+
+TEST(RowKernels, LayerNormGradMatchesDouble) {
+  std::mt19937 rng(3);
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    const int64_t rows = 77, d = 48;
+    std::vector<float> x = Normal(rows * d, 2.0f, rng), dy = Normal(rows * d, 0.01f, rng);
+    std::vector<float> w = Normal(d, 1.0f, rng);
+    for (float& e : x) e += 0.5f;
+    const double eps = 1e-5;
+    std::vector<float> dx(rows * d), dw(d), db(d);
+    stepc_cpu_layer_norm_grad(dy.data(), x.data(), w.data(), rows, d, eps, dx.data(), dw.data(),
+                              db.data());
+    std::vector<double> want_dw(d, 0.0), want_db(d, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < d; ++i) mean += x[r * d + i];
+      mean /= d;
+      for (int64_t i = 0; i < d; ++i) var += (x[r * d + i] - mean) * (x[r * d + i] - mean);
+      const double rstd = 1.0 / std::sqrt(var / d + eps);
+      double mg = 0, mgx = 0;
+      for (int64_t i = 0; i < d; ++i) {
+        const double g = double{dy[r * d + i]} * w[i], xhat = (x[r * d + i] - mean) * rstd;
+        mg += g / d;
+        mgx += g * xhat / d;
+        want_dw[i] += dy[r * d + i] * xhat;
+        want_db[i] += dy[r * d + i];
+      }
+      for (int64_t i = 0; i < d; ++i) {
+        const double xhat = (x[r * d + i] - mean) * rstd;
+        const double want = rstd * (double{dy[r * d + i]} * w[i] - mg - xhat * mgx);
+        ASSERT_NEAR(dx[r * d + i], want, 1e-5 * std::fabs(want) + 1e-7);
+      }
+    }
+    for (int64_t i = 0; i < d; ++i) {
+      ASSERT_NEAR(dw[i], want_dw[i], 1e-5 * std::fabs(want_dw[i]) + 1e-6) << i;
+      ASSERT_NEAR(db[i], want_db[i], 1e-5 * std::fabs(want_db[i]) + 1e-6) << i;
+    }
+  }
+}
+
+TEST(RowKernels, ColumnSumsMatchDouble) {
+  std::mt19937 rng(4);
+  for (int64_t cols : {7, 16, 33, 512}) {
+    const int64_t shape[3] = {3, 41, cols};
+    const int mask[3] = {1, 1, 0};
+    const int64_t n = 3 * 41 * cols;
+    std::vector<float> x = Normal(n, 1.0f, rng);
+    std::vector<stepc_bf16> x16(n);
+    for (int64_t e = 0; e < n; ++e) x16[e] = stepc_f32_to_bf16(x[e]);
+    std::vector<float> sum(cols), sum16(cols);
+    stepc_cpu_reduce(x.data(), shape, 3, mask, 0, sum.data());
+    stepc_cpu_reduce_of_bf16(x16.data(), shape, 3, mask, 0, sum16.data());
+    for (int64_t c = 0; c < cols; ++c) {
+      double want = 0, want16 = 0;
+      for (int64_t r = 0; r < 3 * 41; ++r) {
+        want += x[r * cols + c];
+        want16 += stepc_bf16_to_f32(x16[r * cols + c]);
+      }
+      // Double sums of f32 values in another order: equal once rounded,
+      // but for a last-bit tie; of bf16 values: exact in any order.
+      ASSERT_NEAR(sum[c], want, 1e-6 * std::fabs(want) + 1e-7) << cols << " " << c;
+      ASSERT_EQ(sum16[c], static_cast<float>(want16)) << cols << " " << c;
+    }
+  }
+}
+
+}  // namespace
