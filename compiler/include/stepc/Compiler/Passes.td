@@ -98,7 +98,7 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
 }
 
 def StepFoldWideningGemms : Pass<"step-fold-widening-gemms", "mlir::ModuleOp"> {
-  let summary = "A bf16 GEMM whose result is only widened writes f32, with its bias (stepk.gemm; the CPU's)";
+  let summary = "bf16 GEMMs write f32 where it is read as f32, bf16 where loops read it, with their bias (stepk.gemm; the CPU's)";
   let description = [{
     In each training and eval step, a `step.matmul` or `step.batch_matmul`
     of bf16 operands whose every user is a `step.convert` to f32 becomes
@@ -110,7 +110,15 @@ def StepFoldWideningGemms : Pass<"step-fold-widening-gemms", "mlir::ModuleOp"> {
     broadcast along its rows (f32, `[N]`) takes the bias (oneDNN adds it to
     the f32 sum), and where that sum's every use narrows it to bf16 —
     directly or through slices, as the packed QKV projection's q, k and v —
-    it writes bf16 itself. The CPU pipeline runs it before
+    it writes bf16 itself. A GEMM whose f32 result only elementwise ops
+    read (a pre-activation, a residual branch, the gradient into a GELU)
+    then writes bf16 after all, each reader widening it just before itself
+    (`step-fuse-elementwise` joins the widening to the reader's loop): half
+    the bytes, with the rounding the step's bf16 GEMM has. And first, an
+    f32 value otherwise only rounded to bf16 (directly or through reshapes)
+    and summed (`step.reduce_sum`: a bias gradient beside the weight
+    gradient's GEMM operand) is summed from its rounding, widened, so the
+    f32 value is never stored. The CPU pipeline runs it before
     `step-lower-library-calls`; on CUDA `step-fuse-cuda-kernels` folds the
     widening with the epilogues.
 
