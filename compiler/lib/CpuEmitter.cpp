@@ -18,6 +18,8 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include <map>
+#include <set>
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -78,6 +80,7 @@ private:
   /// stored at the end of each iteration.
   LogicalResult emitFused(stepk::FusedOp fused) override {
     int64_t inner = innerPeriod(fused.getInputs());
+    std::set<std::string> luts;
     GroupCode code = groupCode(
         fused, [&](unsigned k) { return load(fused.getInputs()[k], inner); },
         [](Type t, std::string e) {
@@ -85,7 +88,16 @@ private:
                  : t.isBF16()       ? "stepc_bf16_round(" + e + ")"
                  : t.isInteger(1) ? "(float)((" + e + ") != 0.0f)"
                                     : "(float)(int32_t)(" + e + ")";
+        },
+        [&](Operation *op, const std::function<std::string(unsigned)> &in) {
+          return tableLookup(op, in, luts);
         });
+    // The tables the loop reads, fetched once before it.
+    if (!luts.empty()) {
+      body << "  {\n";
+      for (const std::string &lut : luts)
+        body << "  const float *const " << lut << " = stepc_" << lut << "();\n";
+    }
     // A bf16 register holds its value exactly (rounded where it was made,
     // or loaded): stored as is.
     std::string stores;
@@ -95,8 +107,53 @@ private:
                                                        : stored(out, reg)) +
                 ";\n";
     elementLoop(fused.getNumElements(), inner, code.statements + stores);
+    if (!luts.empty())
+      body << "  }\n";
     return success();
   }
+  /// An expensive unary helper (gelu, silu, ...) of a bf16 value, or the
+  /// gradient dy · g(x) of one at a bf16 x, as one load from a table of
+  /// the helper at every bf16 value (cpu_kernels.h's stepc_fill_bf16_table,
+  /// made by the same inlined code: the same floats, bit for bit): the GELU
+  /// pair's math was most of a bf16 step's loop time. Adds the table's
+  /// local name to `luts`; nullopt for any other op.
+  std::optional<std::string> tableLookup(Operation *op,
+                                         const std::function<std::string(unsigned)> &in,
+                                         std::set<std::string> &luts) {
+    auto exact = [](Value v) {
+      if (typeOf(v).getElementType().isBF16())
+        return true;
+      auto widen = v.getDefiningOp<ConvertOp>();
+      return widen && typeOf(widen.getInput()).getElementType().isBF16();
+    };
+    bool unary = isa<GeluOp, SiluOp, SigmoidOp, TanhOp, ErfOp>(op);
+    bool gradient = isa<GeluGradOp, SiluGradOp>(op);
+    if ((!unary && !gradient) || !exact(op->getOperand(unary ? 0 : 1)))
+      return std::nullopt;
+    // The helper as a function of x (a gradient's at dy = 1: dy · g(x) is
+    // how both gradients compute, so dy times the entry is their value; the
+    // 1 is opaque to the compiler, so g(x) is contracted into multiply-adds
+    // as in the loop, where dy is a variable).
+    std::string helper = *elementwiseExpr(op, [&](unsigned k) {
+      return unary || k == 1 ? std::string("x") : std::string("one");
+    });
+    auto [it, inserted] = lookupTables.try_emplace(helper);
+    if (inserted) {
+      it->second = "lut" + std::to_string(lookupTables.size() - 1);
+      pre << "static const float *stepc_" << it->second << "() {\n"
+          << "  static float table[65536];\n"
+          << "  static const bool made = stepc_fill_bf16_table(table, ["
+          << (unary ? "" : "one = stepc_opaque_one()") << "](float x) { return " << helper
+          << "; });\n"
+          << "  (void)made;\n  return table;\n}\n";
+    }
+    luts.insert(it->second);
+    std::string entry = it->second + "[stepc_bf16_bits(" + in(unary ? 0 : 1) + ")]";
+    return unary ? entry : "(" + in(0) + " * " + entry + ")";
+  }
+  /// Lookup tables by helper expression (equal helpers share one table, so
+  /// equal blocks' code is equal text).
+  std::map<std::string, std::string> lookupTables;
   void planFusions() override;
   bool computedByConsumers(Operation *op) override {
     return op->getNumResults() == 1 && foldedBroadcasts.count(op->getResult(0));

@@ -203,7 +203,8 @@ SourceEmitter::elementwiseExpr(Operation *op, const std::function<std::string(un
 SourceEmitter::GroupCode
 SourceEmitter::groupCode(stepk::FusedOp fused,
                          const std::function<std::string(unsigned)> &load,
-                         const std::function<std::string(Type, std::string)> &round) {
+                         const std::function<std::string(Type, std::string)> &round,
+                         const SpecialExpr &special) {
   GroupCode code;
   // The expression of each body value: an input's load, a register, or (a
   // reshape) its input's.
@@ -220,8 +221,11 @@ SourceEmitter::groupCode(stepk::FusedOp fused,
     auto in = [&](unsigned k) { return exprOf.lookup(op.getOperand(k)); };
     std::string name = "v" + std::to_string(registers++);
     Value result = op.getResult(0);
+    std::optional<std::string> expr = special ? special(&op, in) : std::nullopt;
+    if (!expr)
+      expr = elementwiseExpr(&op, in);
     code.statements += "    const float " + name + " = " +
-                       round(typeOf(result).getElementType(), *elementwiseExpr(&op, in)) +
+                       round(typeOf(result).getElementType(), *expr) +
                        ";  // " + op.getName().getStringRef().str() + "\n";
     exprOf[result] = name;
   }

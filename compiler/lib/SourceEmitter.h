@@ -153,9 +153,14 @@ protected:
     std::string statements;
     llvm::SmallVector<std::string> outputRegisters;
   };
+  /// `special`, where given, may replace an op's expression (the CPU's
+  /// table lookups); nullopt keeps elementwiseExpr's.
+  using SpecialExpr = std::function<std::optional<std::string>(
+      mlir::Operation *, const std::function<std::string(unsigned)> &)>;
   static GroupCode groupCode(stepk::FusedOp fused,
                              const std::function<std::string(unsigned)> &load,
-                             const std::function<std::string(mlir::Type, std::string)> &round);
+                             const std::function<std::string(mlir::Type, std::string)> &round,
+                             const SpecialExpr &special = nullptr);
   /// The arguments of a library call both targets share: inputs, scalars,
   /// `scratch` (when the kernel takes one and the target passes it),
   /// results.

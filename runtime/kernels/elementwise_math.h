@@ -201,7 +201,7 @@ template <typename T> STEPC_HD T stepc_gelu_grad(T dy, T x, int tanh_form) {
 /* silu'(x) = s·(1 + x·(1 - s)), s = sigmoid(x). */
 template <typename T> STEPC_HD T stepc_silu_grad(T dy, T x) {
   T s = stepc_sigmoid(x);
-  return dy * s * (T(1) + x * (T(1) - s));
+  return dy * (s * (T(1) + x * (T(1) - s)));  // dy · g(x), as gelu_grad
 }
 /* relu'(x) = [x > 0]. */
 template <typename T> STEPC_HD T stepc_relu_grad(T dy, T x) { return x > T(0) ? dy : T(0); }

@@ -50,6 +50,25 @@ static inline stepc_bf16 stepc_bf16_bits(float f) {
 }
 /* f rounded to bf16 and widened back: a fused loop's bf16 value in a register. */
 static inline float stepc_bf16_round(float f) { return stepc_bf16_to_f32(stepc_f32_to_bf16(f)); }
+#ifdef __cplusplus
+/* table[b] = f(the bf16 value with bits b) for all 65536, in one vector
+ * loop: a fused loop applying an expensive helper to a bf16 value reads it
+ * here instead (the emitter's lookup tables), the same inlined code making
+ * the same floats. True, for a static initializer. */
+/* 1, which the compiler cannot fold (a gradient's table entry g(x) is
+ * made as dy · g(x) at dy = 1, contracted as the loop contracts it). */
+static inline float stepc_opaque_one(void) {
+  volatile float one = 1.0f;
+  return one;
+}
+extern "C++" {
+template <typename F> bool stepc_fill_bf16_table(float *table, F f) {
+#pragma omp simd
+  for (int b = 0; b < 65536; ++b) table[b] = f(stepc_bf16_to_f32((stepc_bf16)b));
+  return true;
+}
+}
+#endif
 
 /* The bf16 GEMM (oneDNN, on AMX or AVX512-BF16 where the CPU has them): bf16
  * operands, f32 accumulation, C in bf16 (c_f32 = 0) or f32 (c_f32 = 1).

@@ -1,10 +1,13 @@
 // Row kernels against their definitions: the fused cross-entropy's bf16
 // gradient is the f32 kernel's rounded bit for bit; embedding gradients are
 // a scatter in token order (bit for bit, with repeated and out-of-shard
-// ids); layer_norm_grad against a double computation; column sums of f32
+// ids); the bf16 lookup tables of fused loops give each helper's own
+// floats, and the gradients are dy times the table's entry, bit for bit;
+// layer_norm_grad against a double computation; column sums of f32
 // and bf16 against double sums (16-row blocks, remainders, thread parts).
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include <omp.h>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/elementwise_math.h"
 
 namespace {
 
@@ -47,6 +51,51 @@ TEST(RowKernels, CrossEntropyBf16IsTheF32GradientRounded) {
                                                  classes, &loss16, grad16.data()),
               4);
   }
+}
+
+bool SameFloat(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// What a fused loop computes in place of a table lookup, over every bf16
+// value (a vector loop, as the loops are).
+template <typename F> std::vector<float> Direct(F f) {
+  std::vector<float> out(65536);
+#pragma omp simd
+  for (int b = 0; b < 65536; ++b) out[b] = f(stepc_bf16_to_f32(static_cast<stepc_bf16>(b)));
+  return out;
+}
+
+TEST(RowKernels, Bf16TablesHoldTheHelpersValues) {
+  std::vector<float> table(65536);
+  auto check = [&](auto f, const char* what) {
+    stepc_fill_bf16_table(table.data(), f);
+    std::vector<float> want = Direct(f);
+    for (int b = 0; b < 65536; ++b)
+      ASSERT_TRUE(SameFloat(table[b], want[b])) << what << " at bits " << b;
+  };
+  check([](float x) { return stepc_gelu<float>(x, 0); }, "gelu");
+  check([](float x) { return stepc_gelu<float>(x, 1); }, "gelu tanh");
+  check([](float x) { return stepc_silu<float>(x); }, "silu");
+  check([](float x) { return stepc_sigmoid<float>(x); }, "sigmoid");
+  check([](float x) { return stepc_tanh<float>(x); }, "tanh");
+  check([](float x) { return stepc_erf<float>(x); }, "erf");
+  // A gradient is dy · g(x): the loop's dy times the entry at dy = 1 (both
+  // sides vector loops: libmvec's expf, which silu's sigmoid calls, rounds
+  // unlike the scalar one, and the step's loops are all vector loops).
+  auto checkGradient = [&](auto grad, const char* what) {
+    stepc_fill_bf16_table(table.data(),
+                          [&, one = stepc_opaque_one()](float x) { return grad(one, x); });
+    for (float dy : {1.0f, -3e-4f, 7.5f, 1e-30f}) {
+      std::vector<float> want = Direct([&](float x) { return grad(dy, x); });
+      for (int b = 0; b < 65536; ++b)
+        ASSERT_TRUE(SameFloat(dy * table[b], want[b])) << what << " dy " << dy << " bits " << b;
+    }
+  };
+  checkGradient([](float dy, float x) { return stepc_gelu_grad<float>(dy, x, 0); }, "gelu_grad");
+  checkGradient([](float dy, float x) { return stepc_gelu_grad<float>(dy, x, 1); },
+                "gelu_grad tanh");
+  checkGradient([](float dy, float x) { return stepc_silu_grad<float>(dy, x); }, "silu_grad");
 }
 
 TEST(RowKernels, EmbeddingGradientsScatterInTokenOrder) {
