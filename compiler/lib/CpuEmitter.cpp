@@ -18,11 +18,12 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
-#include <map>
-#include <set>
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+#include <set>
 
 using namespace mlir;
 using namespace stepc;
