@@ -52,6 +52,11 @@ install(TARGETS ${STEPC_INSTALLED_LIBS}
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/stepc/runtime
         FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+# With the line ops' kernel declarations generated from the ops.
+foreach(target cpu cuda)
+  install(FILES ${PROJECT_BINARY_DIR}/runtime/kernels/${target}/line_kernels.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/stepc/runtime/kernels/${target})
+endforeach()
 
 install(EXPORT stepcTargets NAMESPACE stepc:: DESTINATION ${STEPC_INSTALL_CMAKEDIR})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/stepcConfig.cmake.in

@@ -17,6 +17,9 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%stepc_src", config.stepc_src_root))
 config.substitutions.append(("%stepc_obj", config.stepc_obj_root))
+# The host compiler and MLIR's TableGen sources (stepc-tblgen's tests).
+config.substitutions.append(("%cxx", config.cxx_compiler))
+config.substitutions.append(("%mlir_include", config.mlir_include_dir))
 config.substitutions.append(("%examples", os.path.join(config.stepc_src_root, "examples")))
 
 # The numerical oracle: Debian's python3-torch under /usr/bin/python3

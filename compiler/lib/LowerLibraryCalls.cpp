@@ -101,7 +101,7 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
     s.push_back(i64(size));
     return s;
   };
-  // A line op (softmax, log_softmax and their gradients) declares its call.
+  // A line op (Step_LineOp) declares its call.
   if (op->hasTrait<LineKernel>())
     return LibraryCall{op->getName().stripDialect(),
                        lines(typeOf(op->getOperand(0)),

@@ -112,18 +112,11 @@ void stepc_cpu_rms_norm_bf16(const float *x, const float *w, int64_t rows, int64
                              double eps, stepc_bf16 *y);
 void stepc_cpu_rms_norm_grad(const float *dy, const float *x, const float *w, int64_t rows,
                              int64_t d, double eps, float *dx, float *dw);
-/* Softmax along a dim of length n, with `outer` lines before and `inner` after. */
-void stepc_cpu_softmax(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
-void stepc_cpu_softmax_grad(const float *dy, const float *y, int64_t outer, int64_t n,
-                            int64_t inner, float *dx);
-/* Inclusive running sums along the dim, accumulated in double; the
- * gradient's run from the line's end. */
-void stepc_cpu_cumsum(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
-void stepc_cpu_cumsum_grad(const float *dy, int64_t outer, int64_t n, int64_t inner, float *dx);
-/* y = x - log Σ exp(x) along the dim; its gradient from y. */
-void stepc_cpu_log_softmax(const float *x, int64_t outer, int64_t n, int64_t inner, float *y);
-void stepc_cpu_log_softmax_grad(const float *dy, const float *y, int64_t outer, int64_t n,
-                                int64_t inner, float *dx);
+/* The line ops' kernels (every Step_LineOp:
+ * `stepc_cpu_<op>(operands..., outer, n, inner, result)`, the dim of length n
+ * with `outer` lines before it and `inner` after) are declared by their ops:
+ * generated from the dialect's ODS into the build tree's
+ * runtime/kernels/cpu/line_kernels.h. */
 
 /* Inverted dropout of n elements (runtime/kernels/philox.h): y = x / (1 - rate)
  * where kept. `_rows`: x holds rows [*first_row, ...) of rows of row_size

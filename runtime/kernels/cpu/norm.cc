@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/cpu/line_kernels.h"  // generated from the ops
 
 namespace {
 
@@ -270,6 +271,8 @@ void CumsumLines(const float* x, int64_t outer, int64_t n, int64_t inner, bool r
 
 }  // namespace
 
+// The line ops' kernels, declared by their ops (line_kernels.h): a
+// definition that disagrees with its op's operands does not compile.
 extern "C" void stepc_cpu_cumsum(const float* x, int64_t outer, int64_t n, int64_t inner,
                                  float* y) {
   CumsumLines(x, outer, n, inner, /*reverse=*/false, y);

@@ -73,18 +73,9 @@ int stepc_cuda_rms_norm(stepc_cuda_ctx *ctx, const float *x, const float *w, int
 int stepc_cuda_rms_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float *x,
                              const float *w, int64_t rows, int64_t d, double eps,
                              float *scratch, float *dx, float *dw);
-int stepc_cuda_softmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
-                       int64_t inner, float *y);
-int stepc_cuda_softmax_grad(stepc_cuda_ctx *ctx, const float *dy, const float *y, int64_t outer,
-                            int64_t n, int64_t inner, float *dx);
-int stepc_cuda_cumsum(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
-                      int64_t inner, float *y);
-int stepc_cuda_cumsum_grad(stepc_cuda_ctx *ctx, const float *dy, int64_t outer, int64_t n,
-                           int64_t inner, float *dx);
-int stepc_cuda_log_softmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
-                           int64_t inner, float *y);
-int stepc_cuda_log_softmax_grad(stepc_cuda_ctx *ctx, const float *dy, const float *y,
-                                int64_t outer, int64_t n, int64_t inner, float *dx);
+/* The line ops' kernels (every Step_LineOp)
+ * are declared by their ops: generated from the dialect's ODS into the build
+ * tree's runtime/kernels/cuda/line_kernels.h. */
 int stepc_cuda_rotary(stepc_cuda_ctx *ctx, const float *x, int64_t batch, int64_t len,
                       int64_t width, int64_t head_dim, double theta, int inverse, float *y);
 

@@ -25,8 +25,10 @@
 #include <vector>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
+#include "runtime/kernels/cpu/line_kernels.h"
 #include "runtime/kernels/cuda/cuda_kernels.h"
 #include "runtime/kernels/cuda/launch_config.h"
+#include "runtime/kernels/cuda/line_kernels.h"
 
 namespace {
 

@@ -4,6 +4,7 @@
 // rows, reduced in chunks and finished in a fixed order (deterministic).
 
 #include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/line_kernels.h"  // generated from the ops
 #include "runtime/kernels/cuda/tile_math.h"
 
 namespace stepc::cuda {
@@ -274,6 +275,8 @@ int Cumsum(stepc_cuda_ctx* ctx, const float* x, int64_t outer, int64_t n, int64_
 
 }  // namespace
 
+// The line ops' kernels, declared by their ops (line_kernels.h): a
+// definition that disagrees with its op's operands does not compile.
 extern "C" int stepc_cuda_cumsum(stepc_cuda_ctx* ctx, const float* x, int64_t outer, int64_t n,
                                  int64_t inner, float* y) {
   return Cumsum<false>(ctx, x, outer, n, inner, y);

@@ -29,7 +29,7 @@ Evaluated evalElementwise(mlir::Operation *op, Operands in, Results out);
 Evaluated evalShape(mlir::Operation *op, Operands in, Results out);
 /// matmul, batch_matmul.
 Evaluated evalMatmul(mlir::Operation *op, Operands in, Results out);
-/// layer_norm, rms_norm, softmax, log_softmax, cumsum and their gradients.
+/// layer_norm, rms_norm, the line ops (Step_LineOp) and their gradients.
 Evaluated evalNorm(mlir::Operation *op, Operands in, Results out);
 /// attention, rotary and attention_grad.
 Evaluated evalAttention(mlir::Operation *op, Operands in, Results out);
