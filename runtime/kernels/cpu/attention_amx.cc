@@ -134,25 +134,6 @@ void TileMatmul(const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float* c
 // library is built for (the baseline library is x86-64-v3).
 #define STEPC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
-// Lanes [0, n) of a vector (n > 0).
-inline __mmask16 FirstLanes(int64_t n) { return n >= 16 ? 0xffff : (1u << n) - 1; }
-
-// x rounded to bf16 16 at a time (vcvtneps2bf16: to nearest even, NaN
-// quieted as stepc_f32_to_bf16 does). That instruction flushes subnormal
-// inputs to zero where stepc_f32_to_bf16 rounds them, so a vector holding
-// one goes lane by lane: bit for bit stepc_f32_to_bf16's result.
-STEPC_AVX512 void RoundToBf16(const float* x, int64_t n, bf16* out) {
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 lanes = FirstLanes(n - j);
-    const __m512 v = _mm512_maskz_loadu_ps(lanes, x + j);
-    if (_mm512_fpclass_ps_mask(v, 0x20)) {  // 0x20: subnormal
-      for (int64_t i = j; i < std::min(n, j + 16); ++i) out[i] = stepc_f32_to_bf16(x[i]);
-      continue;
-    }
-    _mm256_mask_storeu_epi16(out + j, lanes, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
-  }
-}
-
 // eˣ in every lane: Cephes' single-precision polynomial on r = x − n·ln2
 // (n = round(x·log₂e), ln2 in two parts), scaled by 2ⁿ with vscalefps: within
 // 2 ulp of expf, 0 below −104 (where expf is 0 or a few subnormal ulps),
@@ -173,31 +154,146 @@ STEPC_AVX512 inline __m512 Exp(__m512 x) {
   return _mm512_maskz_scalef_ps(live, p, n);
 }
 
-// SoftmaxRow (attention_bf16.h) 16 lanes at a time: P = softmax(scale · s)
-// over the row's first n entries, in f32 in place and rounded into out,
-// zero from n to width.
-STEPC_AVX512 void SoftmaxRowAvx512(float* row, int64_t n, int64_t width, float scale,
-                                   bf16* out) {
+// Lanes [0, n) of a vector, none for n <= 0.
+inline __mmask16 LanesBelow(int64_t n) { return n >= 16 ? 0xffff : n <= 0 ? 0 : (1u << n) - 1; }
+
+// v rounded to bf16, zero outside `lanes`: vcvtneps2bf16 rounds to nearest
+// even and quiets NaNs as stepc_f32_to_bf16 does, but flushes subnormal
+// inputs to zero where stepc_f32_to_bf16 rounds them, so a vector holding
+// one goes lane by lane: bit for bit stepc_f32_to_bf16's result.
+STEPC_AVX512 inline __m256i Rounded(__m512 v, __mmask16 lanes) {
+  __m256i h = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  if (_mm512_mask_fpclass_ps_mask(lanes, v, 0x20)) {  // 0x20: subnormal
+    alignas(64) float f[16];
+    alignas(32) bf16 b[16];
+    _mm512_store_ps(f, v);
+    for (int i = 0; i < 16; ++i) b[i] = stepc_f32_to_bf16(f[i]);
+    h = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+  }
+  return _mm256_maskz_mov_epi16(lanes, h);
+}
+
+// x rounded to bf16 16 at a time, bit for bit stepc_f32_to_bf16.
+STEPC_AVX512 void RoundToBf16(const float* x, int64_t n, bf16* out) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 lanes = LanesBelow(n - j);
+    _mm256_mask_storeu_epi16(out + j, lanes, Rounded(_mm512_maskz_loadu_ps(lanes, x + j), lanes));
+  }
+}
+
+// 16 rounded values of row `low` and of the next row as the 16 words of a
+// pair row (a B operand with k = row: PackPairsOfRows' layout).
+STEPC_AVX512 inline void StorePairs(__m256i low, __m256i high, bf16* out) {
+  const __m512i pairs = _mm512_or_si512(_mm512_cvtepu16_epi32(low),
+                                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(high), 16));
+  _mm512_storeu_si512(out, pairs);
+}
+
+// Rounded rows of a block: one bf16 row per row (an A operand), or pairs of
+// rows interleaved (a B operand with k = row) for the dK and dV products.
+enum class RowLayout { kRows, kPairs };
+
+// The rounded values of a group of kRowGroup rows, 16 columns from j, into
+// `out` (row stride ld) in `layout`.
+STEPC_AVX512 inline void StoreGroup(const __m256i* h, int kRows, RowLayout layout, bf16* out,
+                                    int64_t ld, int64_t j) {
+  if (layout == RowLayout::kRows) {
+    for (int i = 0; i < kRows; ++i)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * ld + j), h[i]);
+  } else {
+    for (int i = 0; i < kRows; i += 2) StorePairs(h[i], h[i + 1], out + (i / 2 * ld + j) * 2);
+  }
+}
+
+// Rows handled together by the softmax loops: one row alone is a chain of
+// dependent reductions (max, sum) that leaves the vector units idle; each
+// row's own arithmetic is the same in any grouping.
+constexpr int kRowGroup = 4;
+
+// SoftmaxRow (attention_bf16.h) 16 lanes at a time, for rows [0, rows) (a
+// multiple of kRowGroup) of a block's scores (row stride ld): row r's P =
+// softmax(scale · s) over its first visible(r) entries, rounded into out in
+// `layout` (zero from there to width, a multiple of 16) and, if `keep`, in
+// f32 in s's place (which otherwise holds the exponentials).
+template <typename Visible>
+STEPC_AVX512 void SoftmaxRows(float* s, int64_t ld, int64_t rows, Visible visible, int64_t width,
+                              float scale, RowLayout layout, bf16* out, bool keep) {
+  const __m512 vscale = _mm512_set1_ps(scale), none = _mm512_set1_ps(-INFINITY);
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+    int64_t n[kRowGroup], most = 0;
+    __m512 high[kRowGroup], sum[kRowGroup];
+    for (int i = 0; i < kRowGroup; ++i) {
+      n[i] = visible(r0 + i);
+      most = std::max(most, n[i]);
+      high[i] = none;
+      sum[i] = _mm512_setzero_ps();
+    }
+    float* row = s + r0 * ld;
+    for (int64_t j = 0; j < most; j += 16)
+      for (int i = 0; i < kRowGroup; ++i)
+        high[i] = _mm512_max_ps(
+            high[i], _mm512_mul_ps(_mm512_mask_loadu_ps(none, LanesBelow(n[i] - j), row + i * ld + j),
+                                   vscale));
+    for (int i = 0; i < kRowGroup; ++i) high[i] = _mm512_set1_ps(_mm512_reduce_max_ps(high[i]));
+    for (int64_t j = 0; j < most; j += 16)
+      for (int i = 0; i < kRowGroup; ++i) {
+        const __mmask16 lanes = LanesBelow(n[i] - j);
+        const __m512 e =
+            Exp(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(lanes, row + i * ld + j), vscale, high[i]));
+        _mm512_mask_storeu_ps(row + i * ld + j, lanes, e);
+        sum[i] = _mm512_mask_add_ps(sum[i], lanes, sum[i], e);
+      }
+    for (int i = 0; i < kRowGroup; ++i) sum[i] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum[i]));
+    for (int64_t j = 0; j < width; j += 16) {
+      __m256i h[kRowGroup];
+      for (int i = 0; i < kRowGroup; ++i) {
+        const __mmask16 lanes = LanesBelow(n[i] - j);
+        const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + i * ld + j), sum[i]);
+        if (keep) _mm512_mask_storeu_ps(row + i * ld + j, lanes, p);
+        h[i] = Rounded(p, lanes);
+      }
+      StoreGroup(h, kRowGroup, layout, out + r0 * ld, ld, j);
+    }
+  }
+}
+
+// SoftmaxGradRow (attention_bf16.h) 16 lanes at a time, for rows [0, rows)
+// (a multiple of kRowGroup): row r's dS = scale · P∘(dP − Σ P∘dP) over its
+// first visible(r) entries, from f32 P and dP (row stride ld), rounded into
+// `rows_out` and as pairs of rows into `pairs_out` (zero from there to width).
+template <typename Visible>
+STEPC_AVX512 void SoftmaxGradRows(const float* p, const float* dp, int64_t ld, int64_t rows,
+                                  Visible visible, int64_t width, float scale, bf16* rows_out,
+                                  bf16* pairs_out) {
   const __m512 vscale = _mm512_set1_ps(scale);
-  __m512 high = _mm512_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < n; j += 16)
-    high = _mm512_max_ps(
-        high, _mm512_mul_ps(_mm512_mask_loadu_ps(high, FirstLanes(n - j), row + j), vscale));
-  const __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(high));
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 lanes = FirstLanes(n - j);
-    const __m512 e = Exp(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(lanes, row + j), vscale, shift));
-    _mm512_mask_storeu_ps(row + j, lanes, e);
-    sum = _mm512_mask_add_ps(sum, lanes, sum, e);
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+    int64_t n[kRowGroup], most = 0;
+    __m512 dot[kRowGroup];
+    for (int i = 0; i < kRowGroup; ++i) {
+      n[i] = visible(r0 + i);
+      most = std::max(most, n[i]);
+      dot[i] = _mm512_setzero_ps();
+    }
+    const float *prow = p + r0 * ld, *dprow = dp + r0 * ld;
+    for (int64_t j = 0; j < most; j += 16)
+      for (int i = 0; i < kRowGroup; ++i) {
+        const __mmask16 lanes = LanesBelow(n[i] - j);
+        dot[i] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, prow + i * ld + j),
+                                 _mm512_maskz_loadu_ps(lanes, dprow + i * ld + j), dot[i]);
+      }
+    for (int i = 0; i < kRowGroup; ++i) dot[i] = _mm512_set1_ps(_mm512_reduce_add_ps(dot[i]));
+    for (int64_t j = 0; j < width; j += 16) {
+      __m256i h[kRowGroup];
+      for (int i = 0; i < kRowGroup; ++i) {
+        const __mmask16 lanes = LanesBelow(n[i] - j);
+        const __m512 pv = _mm512_maskz_loadu_ps(lanes, prow + i * ld + j);
+        const __m512 dpv = _mm512_maskz_loadu_ps(lanes, dprow + i * ld + j);
+        h[i] = Rounded(_mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(dpv, dot[i])), vscale), lanes);
+      }
+      StoreGroup(h, kRowGroup, RowLayout::kRows, rows_out + r0 * ld, ld, j);
+      StoreGroup(h, kRowGroup, RowLayout::kPairs, pairs_out + r0 * ld, ld, j);
+    }
   }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-  for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 lanes = FirstLanes(n - j);
-    _mm512_mask_storeu_ps(row + j, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, row + j), inv));
-  }
-  RoundToBf16(row, n, out);
-  std::fill(out + n, out + width, bf16{0});
 }
 
 // A 16 x 16 block of 32-bit words transposed in registers: v[i] becomes
@@ -317,7 +413,7 @@ T* Grown(std::vector<T>& v, int64_t n) {
 // One thread's buffers, kept across calls.
 struct Workspace {
   std::vector<bf16> kt, kb, vt, vb, qa, doa, qt, dot, pb, dsb, pp, dsp, pairs;
-  std::vector<float> s, dp, o, dkt, dvt, rows;
+  std::vector<float> s, dp, o, dkt, dvt;
 };
 
 Workspace& ThreadWorkspace() {
@@ -332,8 +428,9 @@ struct Block {
   Block(const Bf16Attention& a, int64_t t0, int64_t dp)
       : a(a), t0(t0), rows(std::min(kQueryBlock, a.tq - t0)), rp(RoundUp(rows, 32)),
         kend(a.causal ? std::min(t0 + rows, a.tk) : a.tk), kp(RoundUp(kend, 32)), dp(dp) {}
-  // Keys row r sees.
+  // Keys row r sees; none for a padding row (r >= rows).
   int64_t Visible(int64_t r) const { return a.causal ? std::min(t0 + r + 1, a.tk) : a.tk; }
+  int64_t VisibleOrNone(int64_t r) const { return r < rows ? Visible(r) : 0; }
   // Score columns row tile i needs (the last visible key, rounded to 16).
   int64_t ScoreColumns(int64_t i) const {
     return a.causal ? std::min(kp, RoundUp(t0 + i + 16, 16)) : kp;
@@ -349,41 +446,46 @@ struct Block {
 };
 
 // S = Q Kᵀ of the block, then P = softmax(scale·S) over each row's visible
-// keys: f32 in s and rounded in pb, zero beyond.
+// keys: rounded in pb in `layout`, zero beyond, and if `keep` in f32 in s.
 STEPC_AVX512 void Probabilities(const Block& blk, const bf16* qa, const bf16* kt, float* s,
-                                bf16* pb) {
+                                RowLayout layout, bf16* pb, bool keep) {
   const int64_t kp = blk.kp;
   TileMatmul(
       qa, blk.dp, kt, RoundUp(blk.a.tk, 32), s, kp, blk.rp,
       [&](int64_t i) { return blk.ScoreColumns(i); },
       [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, blk.dp}; }, false);
-  for (int64_t r = 0; r < blk.rp; ++r)
-    SoftmaxRowAvx512(s + r * kp, r < blk.rows ? blk.Visible(r) : 0, kp, blk.a.scale, pb + r * kp);
+  SoftmaxRows(s, kp, blk.rp, [&](int64_t r) { return blk.VisibleOrNone(r); }, kp, blk.a.scale,
+              layout, pb, keep);
 }
 
-// Rows [0, rows) of an f32 [rp, dp] result rounded into x's head columns.
+// Rows [0, rows) of an f32 [rp, dp] result rounded into x's head columns
+// (dp a multiple of 16, at least hd).
 STEPC_AVX512 void StoreRows(const float* c, int64_t dp, int64_t rows, int64_t hd, bf16* x,
                             int64_t ld) {
-  for (int64_t r = 0; r < rows; ++r) RoundToBf16(c + r * dp, hd, x + r * ld);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c0 = 0; c0 < hd; c0 += 16) {
+      const __mmask16 lanes = LanesBelow(hd - c0);
+      _mm256_mask_storeu_epi16(x + r * ld + c0, lanes,
+                               Rounded(_mm512_loadu_ps(c + r * dp + c0), lanes));
+    }
 }
 
 // An f32 [dp, cols] result transposed into x's head columns: rows [0, rows)
-// of x from its columns, through `scratch` ([rows, hd] f32).
+// of x from its columns (cols a multiple of 16, at least rows), 16 x 16
+// blocks transposed in registers and rounded there.
 STEPC_AVX512 void StoreColumns(const float* c, int64_t cols, int64_t rows, int64_t hd, bf16* x,
-                               int64_t ld, float* scratch) {
-  Transpose32(c, cols * sizeof(float), hd, rows, scratch, hd * sizeof(float));
-  StoreRows(scratch, hd, rows, hd, x, ld);
-}
-
-// Pairs of rows of a bf16 [rp, cols] matrix interleaved: a B operand with
-// k = row.
-void PairRows(const bf16* in, int64_t rp, int64_t cols, bf16* out) {
-  uint32_t* pairs = reinterpret_cast<uint32_t*>(out);
-  for (int64_t i = 0; i < rp / 2; ++i) {
-    const bf16 *low = in + 2 * i * cols, *high = low + cols;
-#pragma omp simd
-    for (int64_t j = 0; j < cols; ++j) pairs[i * cols + j] = Pair(low[j], high[j]);
-  }
+                               int64_t ld) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t c0 = 0; c0 < hd; c0 += 16) {
+      __m512i v[16];
+      for (int i = 0; i < 16; ++i)
+        v[i] = _mm512_loadu_si512(c + (c0 + i) * cols + r0);
+      Transpose16x16(v);
+      const __mmask16 lanes = LanesBelow(hd - c0);
+      for (int64_t k = 0; k < std::min<int64_t>(16, rows - r0); ++k)
+        _mm256_mask_storeu_epi16(x + (r0 + k) * ld + c0, lanes,
+                                 Rounded(_mm512_castsi512_ps(v[k]), lanes));
+    }
 }
 
 STEPC_AVX512 void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* q,
@@ -403,7 +505,7 @@ STEPC_AVX512 void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, c
       bf16* pb = Grown(w.pb, blk.rp * blk.kp);
       float* o = Grown(w.o, blk.rp * dp);
       PackRows(q + (b * a.tq + t0) * a.ldq + h * a.hd, a.ldq, blk.rows, a.hd, blk.rp, dp, qa);
-      Probabilities(blk, qa, kt, s, pb);
+      Probabilities(blk, qa, kt, s, RowLayout::kRows, pb, /*keep=*/false);
       TileMatmul(
           pb, blk.kp, vb, dp, o, dp, blk.rp, [&](int64_t) { return dp; },
           [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
@@ -443,7 +545,6 @@ STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, 
       bf16* dot = Grown(w.dot, dp * rp);
       float* p = Grown(w.s, rp * kp);
       float* dpf = Grown(w.dp, rp * kp);
-      bf16* pb = Grown(w.pb, rp * kp);
       bf16* dsb = Grown(w.dsb, rp * kp);
       bf16* pp = Grown(w.pp, rp * kp);
       bf16* dsp = Grown(w.dsp, rp * kp);
@@ -453,19 +554,16 @@ STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, 
       bf16* pairs = Grown(w.pairs, rp * dp);
       PackColumns(qh, a.ldq, blk.rows, a.hd, rp, dp, pairs, qt);
       PackColumns(doh, a.ldo, blk.rows, a.hd, rp, dp, pairs, dot);
-      Probabilities(blk, qa, kt, p, pb);
+      Probabilities(blk, qa, kt, p, RowLayout::kPairs, pp, /*keep=*/true);
       TileMatmul(
           doa, dp, vt, tkp, dpf, kp, rp, [&](int64_t i) { return blk.ScoreColumns(i); },
           [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, dp}; }, false);
-      for (int64_t r = 0; r < rp; ++r)
-        SoftmaxGradRow(p + r * kp, dpf + r * kp, r < blk.rows ? blk.Visible(r) : 0, kp, a.scale,
-                       dsb + r * kp, RoundToBf16);
+      SoftmaxGradRows(p, dpf, kp, rp, [&](int64_t r) { return blk.VisibleOrNone(r); }, kp,
+                      a.scale, dsb, dsp);
       TileMatmul(
           dsb, kp, kb, dp, o, dp, rp, [&](int64_t) { return dp; },
           [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
       StoreRows(o, dp, blk.rows, a.hd, dq + (b * a.tq + t0) * a.ldq + h * a.hd, a.ldq);
-      PairRows(dsb, rp, kp, dsp);
-      PairRows(pb, rp, kp, pp);
       TileMatmul(
           qt, rp, dsp, kp, dkt, tkp, dp, [&](int64_t) { return kp; },
           [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
@@ -473,9 +571,8 @@ STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, 
           dot, rp, pp, kp, dvt, tkp, dp, [&](int64_t) { return kp; },
           [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
     }
-  float* rows = Grown(w.rows, a.tk * a.hd);
-  StoreColumns(dkt, tkp, a.tk, a.hd, dk + b * a.tk * a.ldk + kvh * a.hd, a.ldk, rows);
-  StoreColumns(dvt, tkp, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk, rows);
+  StoreColumns(dkt, tkp, a.tk, a.hd, dk + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
+  StoreColumns(dvt, tkp, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
 }
 
 }  // namespace
