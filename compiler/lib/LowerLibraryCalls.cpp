@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <optional>
@@ -385,7 +386,16 @@ struct StepLowerLibraryCallsPass
           lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
         else
           lower(op, call);
+      eraseDeadOps(step);
     }
+  }
+
+  /// Values the foldings above left unread (a widening whose reader now
+  /// takes the bf16 value): a kernel each, and arena bytes, if kept.
+  static void eraseDeadOps(func::FuncOp step) {
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(step.getBody().front())))
+      if (isOpTriviallyDead(&op))
+        op.erase();
   }
 };
 

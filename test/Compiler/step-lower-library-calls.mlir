@@ -338,3 +338,18 @@ func.func @reduce_widened(%g: tensor<4x8xbf16>, %h: tensor<4x8xbf16>) -> (tensor
   %t = step.reduce_sum %v dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
   return %s, %t, %v : tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A value nothing reads after the foldings (here from the start: a
+// widening whose reader took the bf16 value) is erased, not computed into
+// the arena; one that is returned stays.
+// CHECK-LABEL: func.func @dead_widening
+// CHECK-NOT: step.convert %arg0
+// CHECK: %[[KEPT:.*]] = step.convert %arg1
+// CHECK: return %[[KEPT]]
+func.func @dead_widening(%x: tensor<4x8xbf16>, %y: tensor<4x8xbf16>) -> tensor<4x8xf32> attributes {step.train_step} {
+  %unread = step.convert %x : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %kept = step.convert %y : tensor<4x8xbf16> -> tensor<4x8xf32>
+  return %kept : tensor<4x8xf32>
+}
