@@ -31,11 +31,6 @@ using namespace stepc::step;
 
 namespace {
 
-/// The kernel-name suffix of an op on `operand`'s element type.
-static const char *bf16Suffix(Value operand) {
-  return typeOf(operand).getElementType().isBF16() ? "_bf16" : "";
-}
-
 class CpuEmitter : public SourceEmitter {
 public:
   CpuEmitter(func::FuncOp step, const MemoryPlan &plan, bool profile = false)
@@ -56,7 +51,7 @@ private:
     // kernels take f32.
     // A bf16 kernel (packed attention) takes bf16 in all it computes.
     auto call = op->getParentOfType<stepk::CallOp>();
-    bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, stepk::GemmOp, AttentionOp,
+    bool mixed = isa<ConvertOp, stepk::GemmOp, AttentionOp,
                      AttentionGradOp, stepk::FusedOp, ReshapeOp>(op) ||
                  isFusableElementwise(op) || (call && call.getCallee().ends_with("_bf16"));
     for (Value v : values) {
@@ -409,35 +404,6 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
                                a.getEpsilon().convertToDouble(),
                                a.getWeightDecay().convertToDouble(),
                                a.getDecoupledWeightDecay() ? "adamw" : "adam");
-            return success();
-          })
-          .Case([&](AttentionGradOp a) {
-            RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
-            b << llvm::formatv("  stepc_cpu_attention_grad{15}({0}, {1}, {2}, {3}, {4}, {5}, "
-                               "{6}, {7}, {8}, {9}, {10}, {11:e}, {12}, {13}, {14});\n",
-                               ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()),
-                               ptr(a.getValue()), q.getDimSize(0), q.getDimSize(1),
-                               k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(),
-                               a.getHeadDim(), a.getCausal() ? 1 : 0,
-                               a.getEffectiveScale(), ptr(a.getQueryGrad()),
-                               ptr(a.getKeyGrad()), ptr(a.getValueGrad()),
-                               bf16Suffix(a.getQuery()));
-            return success();
-          })
-          .Case([&](AttentionOp a) {
-            RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
-            b << llvm::formatv("  stepc_cpu_attention{12}({0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                               "{7}, {8}, {9}, {10:e}, {11});\n",
-                               ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
-                               q.getDimSize(0), q.getDimSize(1), k.getDimSize(1),
-                               a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                               a.getCausal() ? 1 : 0, a.getEffectiveScale(), ptr(a),
-                               bf16Suffix(a.getQuery()));
-            return success();
-          })
-          .Case<BatchMatmulOp, MatmulOp>([&](auto m) {
-            emitMatmul(m.getLhs(), m.getRhs(), m.getResult(), m.getTransposeA(),
-                       m.getTransposeB(), isa<MatmulOp>(op));
             return success();
           })
           .Case([&](stepk::GemmOp g) {

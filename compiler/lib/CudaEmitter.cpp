@@ -117,13 +117,11 @@ private:
   LogicalResult emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta, bool tb,
                            bool sharedRhs, Value bias = {},
                            stepk::Epilogue epilogue = stepk::Epilogue::none, Value aux = {});
-  /// A forward attention (step.attention or its kernel op) writing `out`,
-  /// and its log-sum-exp to `lse` if given.
-  template <typename OpT>
-  void emitAttention(OpT a, double scale, Value out, Value lse);
-  /// An attention backward reading the forward's `out` and `lse` if given.
-  template <typename OpT>
-  LogicalResult emitAttentionGrad(OpT a, double scale, Value out, Value lse);
+  /// A forward attention kernel, and its log-sum-exp if it saves one.
+  void emitAttention(stepk::AttentionOp a);
+  /// An attention backward, reading the forward's output and log-sum-exp
+  /// where it saved them.
+  LogicalResult emitAttentionGrad(stepk::AttentionGradOp a);
   void emitAdamwGroup(stepk::AdamwGroupOp group);
 
   /// The arena's layout (step-plan-memory).
@@ -156,7 +154,7 @@ LogicalResult CudaEmitter::checkTypes(Operation *op) {
     return op->emitOpError() << "head_dim " << headDim
                              << " is above the CUDA attention kernels' "
                              << lc::kAttentionMaxHeadDim;
-  bool mixed = isa<ConvertOp, MatmulOp, BatchMatmulOp, stepk::GemmOp, AttentionOp,
+  bool mixed = isa<ConvertOp, stepk::GemmOp, AttentionOp,
                    AttentionGradOp, stepk::AttentionOp, stepk::AttentionGradOp, ReshapeOp,
                    func::ReturnOp>(op);
   for (Value v : values) {
@@ -377,8 +375,9 @@ LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value
   return success();
 }
 
-template <typename OpT>
-void CudaEmitter::emitAttention(OpT a, double scale, Value out, Value lse) {
+void CudaEmitter::emitAttention(stepk::AttentionOp a) {
+  double scale = a.getScale().convertToDouble();
+  Value out = a.getResult(), lse = a.getLse();
   RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
   call(a, llvm::formatv("stepc_cuda_attention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
                         "{9}, {10}, {11:e}, {12}, {13}, {14})",
@@ -390,8 +389,9 @@ void CudaEmitter::emitAttention(OpT a, double scale, Value out, Value lse) {
                         lse ? ptr(lse) : std::string("0")));
 }
 
-template <typename OpT>
-LogicalResult CudaEmitter::emitAttentionGrad(OpT a, double scale, Value out, Value lse) {
+LogicalResult CudaEmitter::emitAttentionGrad(stepk::AttentionGradOp a) {
+  double scale = a.getScale().convertToDouble();
+  Value out = a.getOut(), lse = a.getLse();
   RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
   if (failed(needScratch(a, lc::AttentionGradScratchBytes(q.getDimSize(0), q.getDimSize(1),
                                                            a.getNumHeads(), a.getHeadDim(),
@@ -441,19 +441,12 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       succeeded(emitElementwise(op)))
     return success();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](AttentionOp a) {
-        emitAttention(a, a.getEffectiveScale(), a.getResult(), Value());
-        return success();
-      })
       .Case([&](stepk::AttentionOp a) {
-        emitAttention(a, a.getScale().convertToDouble(), a.getResult(), a.getLse());
+        emitAttention(a);
         return success();
-      })
-      .Case([&](AttentionGradOp a) {
-        return emitAttentionGrad(a, a.getEffectiveScale(), Value(), Value());
       })
       .Case([&](stepk::AttentionGradOp a) {
-        return emitAttentionGrad(a, a.getScale().convertToDouble(), a.getOut(), a.getLse());
+        return emitAttentionGrad(a);
       })
       .Case([&](stepk::AdamwGroupOp g) {
         emitAdamwGroup(g);
@@ -489,14 +482,6 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
           args += ", " + std::to_string(checkSite(site, *what));
         call(site, "stepc_cuda_" + c.getCallee().str() + "(ctx, " + args + ")");
         return success();
-      })
-      .Case([&](MatmulOp m) {
-        return emitMatmul(op, m.getLhs(), m.getRhs(), m.getResult(), m.getTransposeA(),
-                          m.getTransposeB(), /*sharedRhs=*/true);
-      })
-      .Case([&](BatchMatmulOp m) {
-        return emitMatmul(op, m.getLhs(), m.getRhs(), m.getResult(), m.getTransposeA(),
-                          m.getTransposeB(), /*sharedRhs=*/false);
       })
       .Case([&](ConstantOp c) { return emitConstant(c); })
       .Case([&](AdamwOp a) {

@@ -27,22 +27,35 @@ using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
 
+/// A fused loop's kind names what it computes: "fused add+convert" (its
+/// members' ops in order, reshapes aside, a repeat once), so the table
+/// tells a GELU loop from a residual add.
+static std::string fusedKind(stepk::FusedOp fused) {
+  std::string kind = "fused ";
+  StringRef last;
+  for (Operation &member : fused.getBody().front().without_terminator()) {
+    StringRef op = member.getName().stripDialect();
+    if (isa<ReshapeOp>(member) || op == last)
+      continue;
+    kind += (last.empty() ? "" : "+") + op.str();
+    last = op;
+  }
+  return kind;
+}
+
 int SourceEmitter::profileKind(Operation *op) {
   Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : op;
-  std::string name = isa<stepk::FusedOp>(op) ? "fused elementwise"
+  std::string name = isa<stepk::FusedOp>(op) ? fusedKind(cast<stepk::FusedOp>(op))
                                               : named->getName().getStringRef().str();
   int64_t flops = 0;
   auto transposes = [&](bool a, bool b) {
     name += std::string(" ") + (a ? "T" : "N") + (b ? "T" : "N");
   };
-  if (auto m = dyn_cast<MatmulOp>(named))
-    transposes(m.getTransposeA(), m.getTransposeB());
-  if (auto m = dyn_cast<BatchMatmulOp>(named))
-    transposes(m.getTransposeA(), m.getTransposeB());
+  // Every GEMM is a stepk.gemm by now (step-lower-library-calls).
   if (auto m = dyn_cast<stepk::GemmOp>(named))
     transposes(m.getTransposeA(), m.getTransposeB());
-  if (isa<MatmulOp, BatchMatmulOp, stepk::GemmOp, AttentionOp, AttentionGradOp,
-          stepk::AttentionOp, stepk::AttentionGradOp>(named))
+  if (isa<stepk::GemmOp, AttentionOp, AttentionGradOp, stepk::AttentionOp,
+          stepk::AttentionGradOp>(named))
     if (FailureOr<int64_t> executed = getExecutedFlops(named); succeeded(executed))
       flops = *executed;
   // Bytes: every operand read and every result written once (the least

@@ -110,6 +110,22 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
                        std::nullopt};
   return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
       // argmax: (outer, n, inner) along dim.
+      // Attention on the CPU (CUDA's is stepk.attention, made by
+      // step-fuse-cuda-kernels): (batch, tq, tk, heads, kv_heads, head_dim,
+      // causal, scale), bf16 operands the _bf16 kernels'.
+      .Case<AttentionOp, AttentionGradOp>([&](auto a) -> std::optional<LibraryCall> {
+        if (cuda)
+          return std::nullopt;
+        RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
+        bool bf16 = q.getElementType().isBF16();
+        StringRef callee = isa<AttentionOp>(op) ? (bf16 ? "attention_bf16" : "attention")
+                                                : (bf16 ? "attention_grad_bf16" : "attention_grad");
+        return LibraryCall{callee,
+                           {i64(q.getDimSize(0)), i64(q.getDimSize(1)), i64(k.getDimSize(1)),
+                            i64(a.getNumHeads()), i64(a.getNumKvHeads()), i64(a.getHeadDim()),
+                            i32(a.getCausal() ? 1 : 0), f64(a.getEffectiveScale())},
+                           std::nullopt};
+      })
       .Case([&](ArgmaxOp a) {
         return LibraryCall{"argmax", lines(a.getInput().getType(), a.getDim()), std::nullopt};
       })
@@ -338,6 +354,28 @@ void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr,
     widening->erase();
 }
 
+/// Every GEMM the target passes left as a step.matmul or step.batch_matmul
+/// (nothing folded into it) as a stepk.gemm, so the emitters print one GEMM
+/// op per target.
+void lowerGemms(func::FuncOp step) {
+  SmallVector<Operation *> gemms;
+  for (Operation &op : step.getBody().front())
+    if (isa<MatmulOp, BatchMatmulOp>(op))
+      gemms.push_back(&op);
+  for (Operation *op : gemms) {
+    OpBuilder b(op);
+    bool shared = isa<MatmulOp>(op);
+    bool ta = shared ? cast<MatmulOp>(op).getTransposeA() : cast<BatchMatmulOp>(op).getTransposeA();
+    bool tb = shared ? cast<MatmulOp>(op).getTransposeB() : cast<BatchMatmulOp>(op).getTransposeB();
+    auto gemm = b.create<stepk::GemmOp>(op->getLoc(), op->getResult(0).getType(), Type(),
+                                        op->getOperand(0), op->getOperand(1), Value(), Value(),
+                                        ta, tb, shared, stepk::Epilogue::none);
+    gemm->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+    op->getResult(0).replaceAllUsesWith(gemm.getResult());
+    op->erase();
+  }
+}
+
 /// On the CPU under bf16: a norm whose only use rounds it to bf16 (the
 /// GEMM after it) writes bf16 itself, one pass fewer.
 ConvertOp roundingOnlyUse(Operation *op) {
@@ -386,6 +424,7 @@ struct StepLowerLibraryCallsPass
           lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
         else
           lower(op, call);
+      lowerGemms(step);
       eraseDeadOps(step);
     }
   }

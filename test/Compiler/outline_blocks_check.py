@@ -35,7 +35,7 @@ if args.profile:
     if flops != report["executed_flops_per_step"]:
         fail(f"profiled FLOPs {flops} != executed {report['executed_flops_per_step']}")
     kinds = {k["kind"] for k in profile["kernels"]}
-    for kind in ("step.matmul NT", "step.attention", "step.attention_grad", "step.adamw"):
+    for kind in ("stepk.gemm NT", "step.attention", "step.attention_grad", "step.adamw"):
         if kind not in kinds:
             fail(f"no kind '{kind}' in {sorted(kinds)}")
     if any(k["seconds"] < 0 or k["calls_per_step"] < 1 for k in profile["kernels"]):

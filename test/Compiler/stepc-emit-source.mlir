@@ -46,7 +46,7 @@
 // CHECK-NEXT: ((float *)b{{[0-9]+}})[i] = v1;
 // CHECK-NEXT: }
 // CHECK-NEXT: }
-// CHECK: // step.matmul
+// CHECK: // stepk.gemm
 // CHECK-NEXT: stepc_cpu_matmul(((float *)b{{[0-9]+}}), a0, ((float *)b{{[0-9]+}}), 2, 4, 16, 4, 0, 1, 1);
 // The loss and its gradient in one kernel, checking the targets.
 // CHECK: // step.cross_entropy

@@ -152,8 +152,13 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     `attention_grad_packed` writing the three parts
     (`compiler/lib/PackedAttention.cpp`); a cross_entropy and the
     cross_entropy_grad of the same logits and targets one
-    `cross_entropy_fused` with both results (`FusedCrossEntropy.cpp`).
-    Other ops stay as they are.
+    `cross_entropy_fused` with both results (`FusedCrossEntropy.cpp`);
+    an attention the other forms do not cover and its gradient
+    `attention[_grad][_bf16]` (CUDA's attention is `stepk.attention`, from
+    `step-fuse-cuda-kernels`). Every `step.matmul` and `step.batch_matmul`
+    the target's earlier passes left (nothing folded into it) becomes a
+    `stepk.gemm` without epilogue, so each emitter prints one GEMM op; and
+    what the foldings left unread is erased. Other ops stay as they are.
 
     ```mlir
     // before
