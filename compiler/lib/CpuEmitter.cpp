@@ -102,7 +102,8 @@ private:
                 (typeOf(out).getElementType().isBF16() ? "stepc_bf16_bits(" + reg + ")"
                                                        : stored(out, reg)) +
                 ";\n";
-    elementLoop(fused.getNumElements(), inner, code.statements + stores);
+    elementLoop(fused.getNumElements(), inner, code.statements + stores,
+                streams(fused.getInputs(), fused.getResults()));
     if (!luts.empty())
       body << "  }\n";
     return success();
@@ -191,9 +192,61 @@ private:
     return ptr(input) + "[(r % " + std::to_string(period / inner) + ") * " +
            std::to_string(inner) + " + j]";
   }
+  /// An array a loop reads or writes at element i (`base`[i]).
+  struct Stream {
+    std::string base;
+    int64_t size;
+    bool write;
+  };
+  /// The arrays of a loop reading `inputs` (folded broadcasts aside: their
+  /// blocks stay in cache) and writing `outputs`, one entry per address.
+  std::vector<Stream> streams(ValueRange inputs, ValueRange outputs) {
+    std::vector<Stream> all;
+    auto add = [&](Value v, bool write) {
+      std::string base = ptr(v);
+      auto same = llvm::find_if(all, [&](const Stream &s) { return s.base == base; });
+      if (same != all.end()) {
+        same->write |= write;
+        return;
+      }
+      RankedTensorType type = typeOf(v);
+      all.push_back({base, tensorBytes(type) / std::max<int64_t>(1, type.getNumElements()), write});
+    };
+    for (Value v : inputs)
+      if (!foldedBroadcasts.count(v))
+        add(v, false);
+    for (Value v : outputs)
+      add(v, true);
+    return all;
+  }
+  /// Loops over this many elements or more fetch their arrays ahead of use
+  /// (cpu_kernels.h's stepc_prefetch_r/_w), in chunks of kChunk elements
+  /// kAhead elements ahead: a smaller loop's arrays are in cache.
+  static constexpr int64_t kPrefetchElements = 65536, kChunk = 256, kAhead = 4096;
+  /// Fetches for a chunk [first, last) + `ahead` of every stream.
+  void prefetch(const std::vector<Stream> &arrays, int64_t n, const std::string &first,
+                const std::string &last, const std::string &ahead) {
+    for (const Stream &s : arrays)
+      body << "    stepc_prefetch_" << (s.write ? "w" : "r") << "(" << s.base << ", " << first
+           << " + " << ahead << ", " << last << " + " << ahead << ", " << n << ", " << s.size
+           << ");\n";
+  }
   /// A vectorised loop over n elements running `statements` for each i: flat,
-  /// or rows of `inner` elements (r, j) when a folded broadcast is read.
-  void elementLoop(int64_t n, int64_t inner, const std::string &statements) {
+  /// or rows of `inner` elements (r, j) when a folded broadcast is read;
+  /// over a large tensor in chunks, each fetching `arrays` ahead.
+  void elementLoop(int64_t n, int64_t inner, const std::string &statements,
+                   const std::vector<Stream> &arrays) {
+    bool fetch = n >= kPrefetchElements && !arrays.empty();
+    if (!inner && fetch) {
+      body << "#pragma omp parallel for\n"
+           << "  for (int64_t c = 0; c < " << n << "; c += " << kChunk << ") {\n"
+           << "    const int64_t e = c + " << kChunk << " < " << n << " ? c + " << kChunk
+           << " : " << n << ";\n";
+      prefetch(arrays, n, "c", "e", std::to_string(kAhead));
+      body << "#pragma omp simd\n"
+           << "  for (int64_t i = c; i < e; ++i) {\n" << statements << "  }\n  }\n";
+      return;
+    }
     if (!inner) {
       simdPragma(n);
       body << "  for (int64_t i = 0; i < " << n << "; ++i) {\n" << statements << "  }\n";
@@ -201,8 +254,11 @@ private:
     }
     if (n >= 4096)
       body << "#pragma omp parallel for\n";
-    body << "  for (int64_t r = 0; r < " << n / inner << "; ++r) {\n"
-         << "#pragma omp simd\n"
+    body << "  for (int64_t r = 0; r < " << n / inner << "; ++r) {\n";
+    if (fetch)
+      prefetch(arrays, n, "r * " + std::to_string(inner), "(r + 1) * " + std::to_string(inner),
+               std::to_string((kAhead + inner - 1) / inner * inner));
+    body << "#pragma omp simd\n"
          << "  for (int64_t j = 0; j < " << inner << "; ++j) {\n"
          << "    const int64_t i = r * " << inner << " + j;\n"
          << statements << "  }\n  }\n";
@@ -251,10 +307,13 @@ private:
                             int64_t bytes) override {
     return "memcpy(" + dst + ", " + src + ", " + std::to_string(bytes) + ");";
   }
-  void loop(Value out, const std::string &expr, int64_t inner = 0) {
+  /// `op`'s result at every i: `expr`.
+  void loop(Operation *op, const std::string &expr, int64_t inner) {
+    Value out = op->getResult(0);
     int64_t n = typeOf(out).getNumElements();
-    if (inner) {
-      elementLoop(n, inner, "    " + ptr(out) + "[i] = " + stored(out, expr) + ";\n");
+    if (inner || n >= kPrefetchElements) {
+      elementLoop(n, inner, "    " + ptr(out) + "[i] = " + stored(out, expr) + ";\n",
+                  streams(op->getOperands(), op->getResults()));
       return;
     }
     simdPragma(n);
@@ -386,7 +445,7 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
     int64_t inner = innerPeriod(op->getOperands());
     auto in = [&](unsigned i) { return load(op->getOperand(i), inner); };
     if (std::optional<std::string> expr = elementwiseExpr(op, in)) {
-      loop(op->getResult(0), *expr, inner);
+      loop(op, *expr, inner);
       return success();
     }
   }

@@ -50,6 +50,24 @@ static inline stepc_bf16 stepc_bf16_bits(float f) {
 }
 /* f rounded to bf16 and widened back: a fused loop's bf16 value in a register. */
 static inline float stepc_bf16_round(float f) { return stepc_bf16_to_f32(stepc_f32_to_bf16(f)); }
+/* The cache lines of elements [first, min(last, n)) of an array of n
+ * elements of `size` bytes, fetched for reading (_r) or writing (_w): an
+ * elementwise loop over a large tensor asks for each array's chunk some
+ * chunks ahead of its use, as the hardware prefetcher alone brings operands
+ * that come from memory too late (a GELU-gradient loop over 2 M bf16
+ * elements from DRAM: 1.17 ms without, 0.59 ms with). */
+static inline void stepc_prefetch_r(const void *base, int64_t first, int64_t last, int64_t n,
+                                    int64_t size) {
+  const char *p = (const char *)base;
+  for (int64_t b = first * size, end = (last < n ? last : n) * size; b < end; b += 64)
+    __builtin_prefetch(p + b, 0, 3);
+}
+static inline void stepc_prefetch_w(void *base, int64_t first, int64_t last, int64_t n,
+                                    int64_t size) {
+  char *p = (char *)base;
+  for (int64_t b = first * size, end = (last < n ? last : n) * size; b < end; b += 64)
+    __builtin_prefetch(p + b, 1, 3);
+}
 #ifdef __cplusplus
 /* table[b] = f(the bf16 value with bits b) for all 65536, in one vector
  * loop: a fused loop applying an expensive helper to a bf16 value reads it
