@@ -68,9 +68,6 @@ static inline void stepc_prefetch_w(void *base, int64_t first, int64_t last, int
   for (int64_t b = first * size, end = (last < n ? last : n) * size; b < end; b += 64)
     __builtin_prefetch(p + b, 1, 3);
 }
-/* How far ahead the library's row and elementwise kernels fetch: about
- * 16 KB of f32 (the emitted loops use the same distance in elements). */
-#define STEPC_PREFETCH_AHEAD 4096
 #ifdef __cplusplus
 /* table[b] = f(the bf16 value with bits b) for all 65536, in one vector
  * loop: a fused loop applying an expensive helper to a bf16 value reads it
