@@ -404,6 +404,18 @@ STEPC_AVX512 void PackColumns(const bf16* x, int64_t ld, int64_t rows, int64_t w
   Transpose32(scratch, wp * sizeof(uint32_t), rp / 2, wp, out, rp / 2 * sizeof(uint32_t));
 }
 
+// Rows [0, rows) of `width` bf16 from x (row stride ld), asked for ahead of
+// the item that reads (or writes) them: an item's rows come from memory.
+void FetchRows(const bf16* x, int64_t ld, int64_t rows, int64_t width, bool write) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; c += 32) {
+      if (write)
+        __builtin_prefetch(x + r * ld + c, 1, 3);
+      else
+        __builtin_prefetch(x + r * ld + c, 0, 3);
+    }
+}
+
 template <typename T>
 T* Grown(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(n);
@@ -600,9 +612,23 @@ void AmxAttentionForward(const Bf16Attention& a, const stepc_bf16* q, const step
   {
     ConfigureTiles();
     Workspace& w = ThreadWorkspace();
-#pragma omp for collapse(2) schedule(dynamic)
+    // Items in order on each thread (static), each fetching the next one's
+    // K, V, Q and output rows before its own work.
+#pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) ForwardHeads(a, b, kvh, q, k, v, out, w);
+      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) {
+        const int64_t next = b * a.kv_heads + kvh + 1, nb = next / a.kv_heads,
+                      nk = next % a.kv_heads;
+        if (nb < a.batch) {
+          FetchRows(k + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, false);
+          FetchRows(v + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, false);
+          for (int64_t h = nk * a.group(); h < (nk + 1) * a.group(); ++h) {
+            FetchRows(q + nb * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, false);
+            FetchRows(out + nb * a.tq * a.ldo + h * a.hd, a.ldo, a.tq, a.hd, true);
+          }
+        }
+        ForwardHeads(a, b, kvh, q, k, v, out, w);
+      }
     ReleaseTiles();
   }
 }
@@ -614,10 +640,24 @@ void AmxAttentionBackward(const Bf16Attention& a, const stepc_bf16* dout, const 
   {
     ConfigureTiles();
     Workspace& w = ThreadWorkspace();
-#pragma omp for collapse(2) schedule(dynamic)
+#pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
+      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) {
+        const int64_t next = b * a.kv_heads + kvh + 1, nb = next / a.kv_heads,
+                      nk = next % a.kv_heads;
+        if (nb < a.batch) {
+          FetchRows(k + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, false);
+          FetchRows(v + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, false);
+          FetchRows(dk + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, true);
+          FetchRows(dv + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, true);
+          for (int64_t h = nk * a.group(); h < (nk + 1) * a.group(); ++h) {
+            FetchRows(q + nb * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, false);
+            FetchRows(dout + nb * a.tq * a.ldo + h * a.hd, a.ldo, a.tq, a.hd, false);
+            FetchRows(dq + nb * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, true);
+          }
+        }
         BackwardHeads(a, b, kvh, dout, q, k, v, dq, dk, dv, w);
+      }
     ReleaseTiles();
   }
 }
