@@ -80,6 +80,10 @@ int64_t CrossEntropyFused(const float* logits, const int32_t* targets, const flo
 #pragma omp for
     for (int64_t i = 0; i < n; ++i) {
       const float* row = logits + i * classes;
+      // Row i + 4's logits and gradient, asked for now: from memory they
+      // came late ([4096, 512] bf16: 1.33 -> 1.13 ms).
+      stepc_prefetch_r(logits, (i + 4) * classes, (i + 5) * classes, n * classes, sizeof(float));
+      stepc_prefetch_w(dlogits, (i + 4) * classes, (i + 5) * classes, n * classes, sizeof(Out));
       float* out;
       if constexpr (std::is_same_v<Out, float>)
         out = dlogits + i * classes;
