@@ -110,6 +110,9 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
                        std::nullopt};
   return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
       // argmax: (outer, n, inner) along dim.
+      .Case([&](ArgmaxOp a) {
+        return LibraryCall{"argmax", lines(a.getInput().getType(), a.getDim()), std::nullopt};
+      })
       // Attention on the CPU (CUDA's is stepk.attention, made by
       // step-fuse-cuda-kernels): (batch, tq, tk, heads, kv_heads, head_dim,
       // causal, scale), bf16 operands the _bf16 kernels'.
@@ -125,9 +128,6 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
                             i64(a.getNumHeads()), i64(a.getNumKvHeads()), i64(a.getHeadDim()),
                             i32(a.getCausal() ? 1 : 0), f64(a.getEffectiveScale())},
                            std::nullopt};
-      })
-      .Case([&](ArgmaxOp a) {
-        return LibraryCall{"argmax", lines(a.getInput().getType(), a.getDim()), std::nullopt};
       })
       .Case([&](CrossEntropyGradOp c) {
         Value logits = c.getLogits();

@@ -353,3 +353,29 @@ func.func @dead_widening(%x: tensor<4x8xbf16>, %y: tensor<4x8xbf16>) -> tensor<4
   %kept = step.convert %y : tensor<4x8xbf16> -> tensor<4x8xf32>
   return %kept : tensor<4x8xf32>
 }
+
+// -----
+
+// A GEMM nothing was folded into becomes a stepk.gemm on both targets (the
+// emitters print no step.matmul); an attention the packing does not cover
+// is a library call on the CPU, its scalars (batch, tq, tk, heads,
+// kv_heads, head_dim, causal, scale), the bf16 kernel for bf16 operands
+// (CUDA's attention is step-fuse-cuda-kernels' stepk.attention).
+// CHECK-LABEL: func.func @gemms_and_attention
+// CHECK: stepk.gemm %arg0, %arg1 {shared_rhs, transpose_b}
+// CHECK: stepk.gemm %arg2, %arg2 {transpose_a}
+// CHECK-NOT: step.matmul
+// CHECK-NOT: step.batch_matmul
+// CPU: stepk.call "attention"(%arg3, %arg3, %arg3) {scalars = [2, 8, 8, 2, 2, 4, 1 : i32, 5.000000e-01]}
+// CPU: stepk.call "attention_grad_bf16"(%arg4, %arg4, %arg4, %arg4) {scalars = [2, 8, 8, 2, 2, 4, 0 : i32, 5.000000e-01]}
+// CUDA: step.attention %arg3
+// CUDA: step.attention_grad %arg4
+func.func @gemms_and_attention(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<3x4x4xf32>,
+                               %q: tensor<2x8x8xf32>, %h: tensor<2x8x8xbf16>)
+    -> (tensor<2x4x16xf32>, tensor<3x4x4xf32>, tensor<2x8x8xf32>, tensor<2x8x8xbf16>) attributes {step.train_step} {
+  %y = step.matmul %x, %w transpose_b : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %z = step.batch_matmul %b, %b transpose_a : (tensor<3x4x4xf32>, tensor<3x4x4xf32>) -> tensor<3x4x4xf32>
+  %a = step.attention %q, %q, %q heads 2 kv_heads 2 head_dim 4 causal {scale = 0.5 : f64} : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %dq, %dk, %dv = step.attention_grad %h, %h, %h, %h heads 2 kv_heads 2 head_dim 4 {scale = 0.5 : f64} : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>)
+  return %y, %z, %a, %dq : tensor<2x4x16xf32>, tensor<3x4x4xf32>, tensor<2x8x8xf32>, tensor<2x8x8xbf16>
+}
