@@ -587,6 +587,27 @@ STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, 
   StoreColumns(dvt, tkp, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
 }
 
+// Every (batch entry, KV head) item on the threads, their tiles configured:
+// in order on each thread (static), each first calling fetch(b, kvh) of the
+// item after it (its rows asked for ahead: an item's rows come from
+// memory), then work(b, kvh, workspace).
+template <typename Fetch, typename Work>
+void ForEachItem(const Bf16Attention& a, Fetch fetch, Work work) {
+#pragma omp parallel
+  {
+    ConfigureTiles();
+    Workspace& w = ThreadWorkspace();
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t b = 0; b < a.batch; ++b)
+      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) {
+        const int64_t next = b * a.kv_heads + kvh + 1;
+        if (next < a.batch * a.kv_heads) fetch(next / a.kv_heads, next % a.kv_heads);
+        work(b, kvh, w);
+      }
+    ReleaseTiles();
+  }
+}
+
 }  // namespace
 
 void RoundToBf16Avx512(const float* x, int64_t n, stepc_bf16* out) { RoundToBf16(x, n, out); }
@@ -608,58 +629,36 @@ bool AmxAttentionUsable() {
 
 void AmxAttentionForward(const Bf16Attention& a, const stepc_bf16* q, const stepc_bf16* k,
                          const stepc_bf16* v, stepc_bf16* out) {
-#pragma omp parallel
-  {
-    ConfigureTiles();
-    Workspace& w = ThreadWorkspace();
-    // Items in order on each thread (static), each fetching the next one's
-    // K, V, Q and output rows before its own work.
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) {
-        const int64_t next = b * a.kv_heads + kvh + 1, nb = next / a.kv_heads,
-                      nk = next % a.kv_heads;
-        if (nb < a.batch) {
-          FetchRows(k + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, false);
-          FetchRows(v + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, false);
-          for (int64_t h = nk * a.group(); h < (nk + 1) * a.group(); ++h) {
-            FetchRows(q + nb * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, false);
-            FetchRows(out + nb * a.tq * a.ldo + h * a.hd, a.ldo, a.tq, a.hd, true);
-          }
+  ForEachItem(
+      a,
+      [&](int64_t b, int64_t kvh) {
+        FetchRows(k + b * a.tk * a.ldk + kvh * a.hd, a.ldk, a.tk, a.hd, false);
+        FetchRows(v + b * a.tk * a.ldk + kvh * a.hd, a.ldk, a.tk, a.hd, false);
+        for (int64_t h = kvh * a.group(); h < (kvh + 1) * a.group(); ++h) {
+          FetchRows(q + b * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, false);
+          FetchRows(out + b * a.tq * a.ldo + h * a.hd, a.ldo, a.tq, a.hd, true);
         }
-        ForwardHeads(a, b, kvh, q, k, v, out, w);
-      }
-    ReleaseTiles();
-  }
+      },
+      [&](int64_t b, int64_t kvh, Workspace& w) { ForwardHeads(a, b, kvh, q, k, v, out, w); });
 }
 
 void AmxAttentionBackward(const Bf16Attention& a, const stepc_bf16* dout, const stepc_bf16* q,
                           const stepc_bf16* k, const stepc_bf16* v, stepc_bf16* dq,
                           stepc_bf16* dk, stepc_bf16* dv) {
-#pragma omp parallel
-  {
-    ConfigureTiles();
-    Workspace& w = ThreadWorkspace();
-#pragma omp for collapse(2) schedule(static)
-    for (int64_t b = 0; b < a.batch; ++b)
-      for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) {
-        const int64_t next = b * a.kv_heads + kvh + 1, nb = next / a.kv_heads,
-                      nk = next % a.kv_heads;
-        if (nb < a.batch) {
-          FetchRows(k + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, false);
-          FetchRows(v + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, false);
-          FetchRows(dk + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, true);
-          FetchRows(dv + nb * a.tk * a.ldk + nk * a.hd, a.ldk, a.tk, a.hd, true);
-          for (int64_t h = nk * a.group(); h < (nk + 1) * a.group(); ++h) {
-            FetchRows(q + nb * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, false);
-            FetchRows(dout + nb * a.tq * a.ldo + h * a.hd, a.ldo, a.tq, a.hd, false);
-            FetchRows(dq + nb * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, true);
-          }
+  ForEachItem(
+      a,
+      [&](int64_t b, int64_t kvh) {
+        for (const bf16* x : {k, v, static_cast<const bf16*>(dk), static_cast<const bf16*>(dv)})
+          FetchRows(x + b * a.tk * a.ldk + kvh * a.hd, a.ldk, a.tk, a.hd, x == dk || x == dv);
+        for (int64_t h = kvh * a.group(); h < (kvh + 1) * a.group(); ++h) {
+          FetchRows(q + b * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, false);
+          FetchRows(dout + b * a.tq * a.ldo + h * a.hd, a.ldo, a.tq, a.hd, false);
+          FetchRows(dq + b * a.tq * a.ldq + h * a.hd, a.ldq, a.tq, a.hd, true);
         }
+      },
+      [&](int64_t b, int64_t kvh, Workspace& w) {
         BackwardHeads(a, b, kvh, dout, q, k, v, dq, dk, dv, w);
-      }
-    ReleaseTiles();
-  }
+      });
 }
 
 #else  // !__x86_64__
