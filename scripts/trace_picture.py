@@ -26,7 +26,7 @@ PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
 
 def colour(name):
     """The same colour for the same kind of span (kernels by their op)."""
-    if name.startswith(("step.matmul", "gemm")):
+    if name.startswith(("stepk.gemm", "step.matmul", "gemm")):
         return "#4e79a7"
     if "attention" in name:
         return "#b07aa1"
