@@ -1,6 +1,4 @@
-// bf16 GEMMs: the step's layer shapes on our own AMX tile loops
-// (gemm_amx.cc), which fetch their operands ahead; every other shape, and
-// every CPU without AMX, through oneDNN's matmul primitive: it picks AMX tiles,
+// bf16 GEMMs through oneDNN's matmul primitive: it picks AMX tiles,
 // AVX512-BF16 dot products or an emulation, whichever the CPU has, at run
 // time. OpenBLAS (Debian's build) has no bf16 GEMM; oneDNN is the library
 // PyTorch's own CPU bf16 path uses.
@@ -14,7 +12,6 @@
 #include <vector>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
-#include "runtime/kernels/cpu/gemm_amx.h"
 #include "runtime/kernels/cpu/onednn_matmul.h"
 
 namespace {
@@ -54,8 +51,6 @@ extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, 
     m *= batch;
     batch = 1;
   }
-  if (batch == 1 && stepc::cpu::AmxGemm(a, b, c, c_f32, m, n, k, transpose_a, transpose_b, bias))
-    return;
   using stepc::onednn::Matrices;
   using stepc::onednn::Type;
   if (batch == 1 && c_f32 && !bias &&
