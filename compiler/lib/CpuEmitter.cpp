@@ -97,21 +97,13 @@ private:
     // A bf16 register holds its value exactly (rounded where it was made,
     // or loaded): stored as is.
     std::string stores;
-    SmallVector<Value> elementResults;
-    for (auto [k, out, reg] : llvm::enumerate(fused.getResults(), code.outputRegisters)) {
-      if (fused.isColumnSum(k))
-        continue;
-      elementResults.push_back(out);
+    for (auto [out, reg] : llvm::zip(fused.getResults(), code.outputRegisters))
       stores += "    " + ptr(out) + "[i] = " +
                 (typeOf(out).getElementType().isBF16() ? "stepc_bf16_bits(" + reg + ")"
                                                        : stored(out, reg)) +
                 ";\n";
-    }
-    std::vector<Stream> arrays = streams(fused.getInputs(), elementResults);
-    if (code.columnSums.empty())
-      elementLoop(fused.getNumElements(), inner, code.statements + stores, arrays);
-    else if (failed(columnSumLoop(fused, inner, code, stores, arrays)))
-      return failure();
+    elementLoop(fused.getNumElements(), inner, code.statements + stores,
+                streams(fused.getInputs(), fused.getResults()));
     if (!luts.empty())
       body << "  }\n";
     return success();
@@ -271,72 +263,6 @@ private:
          << "    const int64_t i = r * " << inner << " + j;\n"
          << statements << "  }\n  }\n";
   }
-  /// Rows per block of a loop with column sums: stepc_cpu_reduce's blocks
-  /// (layout.cc's kSumRows), shared among the threads as it shares them.
-  static constexpr int64_t kSumRows = 16;
-  /// A loop with column sums over rows of C elements, by blocks of
-  /// kSumRows rows: the loop's pass over a block, then each sum's
-  /// additions over the block's rows of the tensor it sums, now in cache
-  /// (stepc_cpu_column_sums_rows: the additions stepc_cpu_reduce makes, in
-  /// its order), into the thread's partial sums; the threads' partial sums
-  /// added in thread order after the loop. Bit for bit a separate sum.
-  LogicalResult columnSumLoop(stepk::FusedOp fused, int64_t inner, const GroupCode &code,
-                              const std::string &stores, const std::vector<Stream> &arrays) {
-    int64_t n = fused.getNumElements(), cols = code.columnSums.front().columns;
-    for (const GroupCode::ColumnSum &sum : code.columnSums)
-      if (sum.columns != cols || n % cols)
-        return fused.emitOpError() << "sums columns of different widths in one loop";
-    int64_t rows = n / cols, stride = code.columnSums.size() * cols;
-    std::string c = std::to_string(cols);
-    body << "  {\n  int stepc_team = 1;\n"
-         << "  double *const stepc_sums = stepc_cpu_column_partials(" << stride << ");\n"
-         << "#pragma omp parallel\n  {\n#pragma omp single\n"
-         << "  stepc_team = omp_get_num_threads();\n"
-         << "  double *const acc = stepc_sums + (int64_t)omp_get_thread_num() * " << stride
-         << ";\n#pragma omp for\n"
-         << "  for (int64_t r0 = 0; r0 < " << rows << "; r0 += " << kSumRows << ") {\n"
-         << "  const int64_t r1 = r0 + " << kSumRows << " < " << rows << " ? r0 + " << kSumRows
-         << " : " << rows << ";\n";
-    if (n >= kPrefetchElements)
-      prefetch(arrays, n, "r0 * " + c, "r1 * " + c, std::to_string(kSumRows * cols));
-    // The loop's pass over the block: flat, or rows of the period of its
-    // folded broadcasts (r, j), as elementLoop's.
-    if (!inner) {
-      body << "#pragma omp simd\n"
-           << "  for (int64_t i = r0 * " << c << "; i < r1 * " << c << "; ++i) {\n"
-           << code.statements << stores << "  }\n";
-    } else if (cols % inner == 0) {
-      std::string per = std::to_string(cols / inner), in = std::to_string(inner);
-      body << "  for (int64_t r = r0 * " << per << "; r < r1 * " << per << "; ++r) {\n"
-           << "#pragma omp simd\n"
-           << "  for (int64_t j = 0; j < " << in << "; ++j) {\n"
-           << "    const int64_t i = r * " << in << " + j;\n"
-           << code.statements << stores << "  }\n  }\n";
-    } else {
-      std::string in = std::to_string(inner);
-      body << "#pragma omp simd\n"
-           << "  for (int64_t i = r0 * " << c << "; i < r1 * " << c << "; ++i) {\n"
-           << "    const int64_t r = i / " << in << ", j = i % " << in << ";\n"
-           << code.statements << stores << "  }\n";
-    }
-    int64_t s = 0;
-    for (unsigned k = 0; k < fused.getNumResults(); ++k) {
-      if (!fused.isColumnSum(k))
-        continue;
-      Value source = fused.getColumnSumSource(k);
-      bool bf16 = typeOf(source).getElementType().isBF16();
-      body << "  stepc_cpu_column_sums_rows" << (bf16 ? "_of_bf16" : "") << "(" << ptr(source)
-           << ", r0, r1, " << c << ", acc + " << cols * s++ << ");\n";
-    }
-    body << "  }\n  }\n";
-    s = 0;
-    for (auto [k, out] : llvm::enumerate(fused.getResults()))
-      if (fused.isColumnSum(k))
-        body << "  stepc_cpu_column_sums_finish(stepc_sums + " << cols * s++ << ", " << stride
-             << ", stepc_team, " << cols << ", " << ptr(out) << ");\n";
-    body << "  }\n";
-    return success();
-  }
   LogicalResult emitConstant(ConstantOp op);
   /// One GEMM call: f32 (oneDNN, else OpenBLAS), or bf16 operands with f32
   /// accumulation writing bf16 or f32 (oneDNN, with an f32 `bias` added to
@@ -354,7 +280,7 @@ private:
   }
   void prologue(raw_ostream &os) override {
     os << "#include \"stepc_abi.h\"\n#include \"cpu_kernels.h\"\n\n"
-       << "#include <math.h>\n#include <omp.h>\n#include <stdio.h>\n#include <string.h>\n\n"
+       << "#include <math.h>\n#include <stdio.h>\n#include <string.h>\n\n"
        << "static int stepc_fail(char *error, size_t len, const char *what, long long id,\n"
        << "                      long long position, long long bound) {\n"
        << "  snprintf(error, len, \"%s %lld at position %lld is outside [0, %lld)\", what, id,\n"

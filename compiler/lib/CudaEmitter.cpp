@@ -300,9 +300,6 @@ LogicalResult CudaEmitter::emitFused(stepk::FusedOp fused) {
           return "(float)((" + e + ") != 0.0f)";
         return t.isF32() ? e : "(float)(int32_t)(" + e + ")";
       });
-  if (!code.columnSums.empty())
-    return fused.emitOpError() << "sums columns in its loop, which only the CPU back end "
-                                  "emits (step-fuse-elementwise's column-sums option)";
   std::string statements = code.statements;
   for (auto [k, out] : llvm::enumerate(outputs))
     statements += "    o" + std::to_string(k) + "[i] = " +

@@ -16,7 +16,6 @@
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
-#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "mlir/IR/IRMapping.h"
 
@@ -203,139 +202,6 @@ void fuse(Run run, DenseMap<Value, Value> &replaced) {
       op->erase();
 }
 
-/// Whether `call` is a column sum: its body an optional widening of its
-/// one operand, then a step.reduce_sum of it over leading dims into f32 (a
-/// bias gradient), yielded.
-bool isColumnSum(stepk::CallOp call) {
-  if (call.getInputs().size() != 1 || call.getNumResults() != 1)
-    return false;
-  Block &body = call.getBody().front();
-  step::ReduceSumOp sum;
-  for (Operation &op : body.without_terminator()) {
-    if (auto reduce = dyn_cast<step::ReduceSumOp>(op)) {
-      if (sum)
-        return false;
-      sum = reduce;
-      continue;
-    }
-    auto widen = dyn_cast<step::ConvertOp>(op);
-    if (sum || !widen || widen.getInput() != body.getArgument(0))
-      return false;
-  }
-  if (!sum || call.getYield().getValues() != ValueRange{sum.getResult()})
-    return false;
-  auto input = cast<RankedTensorType>(sum.getInput().getType());
-  ArrayRef<int64_t> dims = sum.getDims();
-  for (auto [k, d] : llvm::enumerate(dims))
-    if (d != static_cast<int64_t>(k))
-      return false;
-  return !dims.empty() && static_cast<int64_t>(dims.size()) < input.getRank() &&
-         cast<RankedTensorType>(sum.getType()).getElementType().isF32();
-}
-
-/// The next (previous) op after (before) `op`, reshapes skipped.
-Operation *neighbour(Operation *op, bool after) {
-  do
-    op = after ? op->getNextNode() : op->getPrevNode();
-  while (op && isa<step::ReshapeOp>(op));
-  return op;
-}
-
-/// The body value of `fused` holding the elements of `v` (an input's
-/// argument or a result's yielded value), or null.
-Value bodyValueOf(stepk::FusedOp fused, Value v) {
-  Value elements = throughReshapes(v);
-  for (auto [k, in] : llvm::enumerate(fused.getInputs()))
-    if (throughReshapes(in) == elements)
-      return fused.getBody().front().getArgument(k);
-  for (auto [k, result] : llvm::enumerate(fused.getResults()))
-    if (!fused.isColumnSum(k) && result == elements)
-      return fused.getYield().getValues()[k];
-  return {};
-}
-
-/// `fused` with `call`'s sum of `bodyValue` in its body, yielded as its
-/// last result, which replaces `call`'s.
-void joinColumnSum(stepk::FusedOp fused, Value bodyValue, stepk::CallOp call) {
-  stepk::YieldOp yield = fused.getYield();
-  OpBuilder inner(yield);
-  Value operand = call.getInputs()[0];
-  if (bodyValue.getType() != operand.getType()) {
-    auto reshape = inner.create<step::ReshapeOp>(call.getLoc(), operand.getType(), bodyValue);
-    step::copyPhase(call, reshape);
-    bodyValue = reshape.getResult();
-  }
-  IRMapping map;
-  map.map(call.getBody().front().getArgument(0), bodyValue);
-  for (Operation &op : call.getBody().front().without_terminator())
-    inner.clone(op, map);
-  SmallVector<Value> yielded(yield.getValues());
-  yielded.push_back(map.lookup(call.getYield().getValues()[0]));
-  inner.create<stepk::YieldOp>(yield.getLoc(), yielded);
-  yield.erase();
-
-  SmallVector<Type> types(fused.getResultTypes());
-  types.push_back(call.getResult(0).getType());
-  OpBuilder b(fused);
-  auto joined = b.create<stepk::FusedOp>(fused.getLoc(), types, fused.getInputs());
-  joined->setAttrs(fused->getAttrs());
-  joined.getBody().takeBody(fused.getBody());
-  for (auto [old, now] : llvm::zip(fused.getResults(), joined.getResults()))
-    old.replaceAllUsesWith(now);
-  call.getResult(0).replaceAllUsesWith(joined.getResults().back());
-  fused.erase();
-  call.erase();
-}
-
-/// Each column sum of `step` joins the loop right before it that makes or
-/// reads its operand, else the loop (or lone elementwise op) right after it
-/// that reads it, if nothing reads the sum in between.
-void fuseColumnSums(func::FuncOp step) {
-  SmallVector<stepk::CallOp> sums;
-  for (Operation &op : step.getBody().front())
-    if (auto call = dyn_cast<stepk::CallOp>(op); call && isColumnSum(call))
-      sums.push_back(call);
-  for (stepk::CallOp call : sums) {
-    Value operand = call.getInputs()[0];
-    int64_t n = numElements(operand);
-    auto loopOf = [&](Operation *op) -> std::pair<stepk::FusedOp, Value> {
-      auto fused = dyn_cast_or_null<stepk::FusedOp>(op);
-      if (!fused || fused.getNumElements() != n ||
-          step::getPhase(fused) != step::getPhase(call))
-        return {};
-      return {fused, bodyValueOf(fused, operand)};
-    };
-    if (auto [fused, value] = loopOf(neighbour(call, /*after=*/false)); value) {
-      joinColumnSum(fused, value, call);
-      continue;
-    }
-    Operation *next = neighbour(call, /*after=*/true);
-    if (!next || llvm::any_of(call.getResult(0).getUsers(), [&](Operation *user) {
-          return user == next || !next->isBeforeInBlock(user);
-        }))
-      continue;
-    // A lone elementwise op reading the operand: a loop of one op.
-    if (isFusableElementwise(next) && next->getNumResults() == 1 &&
-        numElements(next->getResult(0)) == n && step::getPhase(next) == step::getPhase(call) &&
-        llvm::any_of(next->getOperands(),
-                     [&](Value v) { return throughReshapes(v) == throughReshapes(operand); })) {
-      Run run;
-      run.ops.push_back(next);
-      for (Value v : next->getOperands())
-        if (!llvm::is_contained(run.inputs, v))
-          run.inputs.push_back(v);
-      run.outputs.push_back(next->getResult(0));
-      run.numElements = n;
-      Operation *before = next->getPrevNode();
-      DenseMap<Value, Value> replaced;
-      fuse(std::move(run), replaced);
-      next = before->getNextNode();
-    }
-    if (auto [fused, value] = loopOf(next); value)
-      joinColumnSum(fused, value, call);
-  }
-}
-
 struct StepFuseElementwisePass
     : public stepc::impl::StepFuseElementwiseBase<StepFuseElementwisePass> {
   using StepFuseElementwiseBase::StepFuseElementwiseBase;
@@ -349,8 +215,6 @@ struct StepFuseElementwisePass
         // kernel storing nothing is not one.
         if (!run.outputs.empty())
           fuse(std::move(run), replaced);
-      if (columnSums)
-        fuseColumnSums(step);
     }
   }
 };

@@ -298,11 +298,8 @@ void stepc::addTargetTail(OpPassManager &pm, StringRef target, bool fuseElementw
   else
     pm.addPass(createStepFoldWideningGemms());
   pm.addPass(createStepLowerLibraryCalls(StepLowerLibraryCallsOptions{target.str()}));
-  if (fuseElementwise) {
-    StepFuseElementwiseOptions fusion;
-    fusion.columnSums = target == "cpu";
-    pm.addPass(createStepFuseElementwise(fusion));
-  }
+  if (fuseElementwise)
+    pm.addPass(createStepFuseElementwise());
   // The plan the emitters print, checked against the budget.
   pm.addPass(createStepPlanMemory(StepPlanMemoryOptions{target.str(), checkBudget}));
   // On that plan: which block runs share a function.

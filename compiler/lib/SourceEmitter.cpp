@@ -218,8 +218,6 @@ SourceEmitter::groupCode(stepk::FusedOp fused,
       exprOf[reshape.getResult()] = exprOf.lookup(reshape.getInput());
       continue;
     }
-    if (isa<ReduceSumOp>(op))  // a column sum: the emitter sums its input
-      continue;
     auto in = [&](unsigned k) { return exprOf.lookup(op.getOperand(k)); };
     std::string name = "v" + std::to_string(registers++);
     Value result = op.getResult(0);
@@ -231,14 +229,8 @@ SourceEmitter::groupCode(stepk::FusedOp fused,
                        ";  // " + op.getName().getStringRef().str() + "\n";
     exprOf[result] = name;
   }
-  for (Value out : fused.getYield().getValues()) {
-    if (auto sum = out.getDefiningOp<ReduceSumOp>()) {
-      code.columnSums.push_back({exprOf.lookup(sum.getInput()), typeOf(out).getNumElements()});
-      code.outputRegisters.push_back("");
-      continue;
-    }
+  for (Value out : fused.getYield().getValues())
     code.outputRegisters.push_back(exprOf.lookup(out));
-  }
   return code;
 }
 

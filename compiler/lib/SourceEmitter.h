@@ -151,15 +151,7 @@ protected:
   /// with round(t, expr); and the register holding each result.
   struct GroupCode {
     std::string statements;
-    /// Per result: its register ("" for a column sum).
     llvm::SmallVector<std::string> outputRegisters;
-    /// Per column-sum result, in result order: the register summed and the
-    /// columns it is summed into (the result's elements).
-    struct ColumnSum {
-      std::string value;
-      int64_t columns;
-    };
-    llvm::SmallVector<ColumnSum> columnSums;
   };
   /// `special`, where given, may replace an op's expression (the CPU's
   /// table lookups); nullopt keeps elementwiseExpr's.

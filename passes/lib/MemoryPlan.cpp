@@ -44,14 +44,6 @@ static int64_t alignUp(int64_t x) {
 MemoryPlan stepc::planLiveness(func::FuncOp function) {
   MemoryPlan plan;
   Block &body = function.getBody().front();
-  // A loop summing an input's columns reads each row of it again after its
-  // elementwise pass over the rows: no result may go over it.
-  auto sumsInput = [](stepk::FusedOp fused, Value operand) {
-    for (unsigned i = 0; i < fused.getNumResults(); ++i)
-      if (fused.isColumnSum(i) && fused.getColumnSumSource(i) == operand)
-        return true;
-    return false;
-  };
   DenseMap<Operation *, int64_t> index;
   int64_t n = 0;
   for (Operation &op : body)
@@ -155,28 +147,21 @@ MemoryPlan stepc::planLiveness(func::FuncOp function) {
       continue;
     }
     for (Value result : op.getResults()) {
-      // A fused loop's column sums are written after every element is read:
-      // never over an operand.
-      auto fused = dyn_cast<stepk::FusedOp>(op);
-      bool elementResult =
-          !fused || !fused.isColumnSum(cast<OpResult>(result).getResultNumber());
       // An update written as step ops (Muon's) goes over the argument it
       // replaces when no later op reads that argument: element i is read
       // before it is written, as above.
       if (auto target = replaces.find(result);
-          target != replaces.end() && elementResult && mayWriteInPlace(op) &&
-          !(fused && sumsInput(fused, target->second)) &&
+          target != replaces.end() && mayWriteInPlace(op) &&
           lastUseOf(target->second) <= at) {
         plan.argumentOf[result] = plan.argumentOf[target->second];
         continue;
       }
       int64_t reused = -1;
       if ((op.hasTrait<OpTrait::Elementwise>() || op.hasTrait<ElementByElement>()) &&
-          elementResult && mayWriteInPlace(op)) {
+          mayWriteInPlace(op)) {
         for (Value operand : op.getOperands()) {
           auto it = plan.bufferOf.find(operand);
-          if (it == plan.bufferOf.end() || plan.argumentOf.count(operand) ||
-              (fused && sumsInput(fused, operand)))
+          if (it == plan.bufferOf.end() || plan.argumentOf.count(operand))
             continue;
           MemoryPlan::Buffer &b = plan.buffers[it->second];
           // Same type, so element i of the result overwrites exactly element

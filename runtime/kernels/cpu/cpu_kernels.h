@@ -113,21 +113,6 @@ void stepc_cpu_reduce(const float *in, const int64_t *shape, int rank, const int
 /* The same over bf16 values, each widened as it is read. */
 void stepc_cpu_reduce_of_bf16(const stepc_bf16 *in, const int64_t *shape, int rank,
                               const int *reduce_mask, int kind, float *out);
-/* A fused loop's column sums (a bias gradient summed in the loop that makes
- * or reads it, each block of 16 rows right after the loop's pass over
- * them; the emitter's columnSumLoop), the additions stepc_cpu_reduce makes
- * in its order: `count` zeroed doubles for each of the process's threads
- * (count apart), owned by the calling thread and reused by its next such
- * loop; a thread's acc[j] += column j's sum of rows [r0, r1) of `in`
- * (cols a row; bf16 widened); then out[j] = the sum over t < threads of
- * partials[t * stride + j], in thread order. */
-double *stepc_cpu_column_partials(int64_t count);
-void stepc_cpu_column_sums_rows(const float *in, int64_t r0, int64_t r1, int64_t cols,
-                                double *acc);
-void stepc_cpu_column_sums_rows_of_bf16(const stepc_bf16 *in, int64_t r0, int64_t r1,
-                                        int64_t cols, double *acc);
-void stepc_cpu_column_sums_finish(const double *partials, int64_t stride, int threads,
-                                  int64_t columns, float *out);
 void stepc_cpu_reduce_max_grad(const float *dy, const float *x, const int64_t *shape, int rank,
                                const int *reduce_mask, float *dx);
 

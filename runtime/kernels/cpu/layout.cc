@@ -123,34 +123,6 @@ namespace {
 float Widened(float x) { return x; }
 float Widened(stepc_bf16 x) { return stepc_bf16_to_f32(x); }
 
-// Rows summed per block by column sums.
-constexpr int64_t kSumRows = 16;
-
-// acc[j] += column j's sum of rows [r0, r1) of in (cols a row) for
-// columns [j0, j0 + kCols): the rows added in order into a zeroed block sum
-// in registers, which is added to acc (one load and store of acc per block
-// of rows, not per row: they bounded the loop, not the tensor's bytes).
-template <int64_t kCols, typename In>
-void AddBlock(const In* in, int64_t r0, int64_t r1, int64_t cols, int64_t j0, double* acc) {
-  double block[kCols] = {};
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t j = 0; j < kCols; ++j) block[j] += Widened(in[r * cols + j0 + j]);
-  for (int64_t j = 0; j < kCols; ++j) acc[j0 + j] += block[j];
-}
-
-// acc[j] += the column sums of rows [r0, r1): block sums for every column
-// below the last multiple of 16 (64 at a time where they fit: 8 independent
-// chains of additions, not 2, the same additions per column), the columns
-// past it straight into acc.
-template <typename In>
-void AddRows(const In* in, int64_t r0, int64_t r1, int64_t cols, double* acc) {
-  int64_t j0 = 0;
-  for (; j0 + 64 <= cols; j0 += 64) AddBlock<64>(in, r0, r1, cols, j0, acc);
-  for (; j0 + 16 <= cols; j0 += 16) AddBlock<16>(in, r0, r1, cols, j0, acc);
-  for (int64_t r = r0; r < r1; ++r)
-    for (int64_t j = j0; j < cols; ++j) acc[j] += Widened(in[r * cols + j]);
-}
-
 // stepc_cpu_reduce on f32 or on bf16 values (each widened exactly as it is
 // read: the same sums as of a widened copy).
 template <typename In>
@@ -196,16 +168,25 @@ void Reduce(const In* in, const int64_t* shape, int rank, const int* mask, int k
           for (int64_t j = 0; j < cols; ++j) acc[j] = std::fmax(acc[j], Widened(row[j]));
         }
       } else {
-        // Blocks of kSumRows rows shared among the threads (a fused loop
-        // with column sums shares them alike: the CPU emitter's
-        // columnSumLoop).
+        // Sums of kRows rows at a time, kCols columns in registers: one
+        // load and store of the partial sums per block, not per row (they
+        // bounded the loop, not the tensor's bytes).
+        constexpr int64_t kRows = 16, kCols = 16;
 #pragma omp for
-        for (int64_t r0 = 0; r0 < rows; r0 += kSumRows) {
-          const int64_t r1 = std::min(rows, r0 + kSumRows);
+        for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+          const int64_t r1 = std::min(rows, r0 + kRows);
           // The rows two blocks ahead, fetched (they come from memory).
-          stepc_prefetch_r(in, (r0 + 2 * kSumRows) * cols, (r1 + 2 * kSumRows) * cols,
-                           rows * cols, sizeof(In));
-          AddRows(in, r0, r1, cols, acc);
+          stepc_prefetch_r(in, (r0 + 2 * kRows) * cols, (r1 + 2 * kRows) * cols, rows * cols,
+                           sizeof(In));
+          int64_t j0 = 0;
+          for (; j0 + kCols <= cols; j0 += kCols) {
+            double block[kCols] = {};
+            for (int64_t r = r0; r < r1; ++r)
+              for (int64_t j = 0; j < kCols; ++j) block[j] += Widened(in[r * cols + j0 + j]);
+            for (int64_t j = 0; j < kCols; ++j) acc[j0 + j] += block[j];
+          }
+          for (int64_t r = r0; r < r1; ++r)
+            for (int64_t j = j0; j < cols; ++j) acc[j] += Widened(in[r * cols + j]);
         }
       }
     }
@@ -248,31 +229,6 @@ extern "C" void stepc_cpu_reduce(const float* in, const int64_t* shape, int rank
 extern "C" void stepc_cpu_reduce_of_bf16(const stepc_bf16* in, const int64_t* shape, int rank,
                                          const int* mask, int kind, float* out) {
   Reduce(in, shape, rank, mask, kind, out);
-}
-
-extern "C" double* stepc_cpu_column_partials(int64_t count) {
-  thread_local std::vector<double> partials;
-  partials.assign(static_cast<size_t>(omp_get_max_threads()) * count, 0.0);
-  return partials.data();
-}
-
-extern "C" void stepc_cpu_column_sums_rows(const float* in, int64_t r0, int64_t r1,
-                                           int64_t cols, double* acc) {
-  AddRows(in, r0, r1, cols, acc);
-}
-
-extern "C" void stepc_cpu_column_sums_rows_of_bf16(const stepc_bf16* in, int64_t r0, int64_t r1,
-                                                   int64_t cols, double* acc) {
-  AddRows(in, r0, r1, cols, acc);
-}
-
-extern "C" void stepc_cpu_column_sums_finish(const double* partials, int64_t stride,
-                                             int threads, int64_t columns, float* out) {
-  for (int64_t j = 0; j < columns; ++j) {
-    double acc = 0.0;
-    for (int t = 0; t < threads; ++t) acc += partials[t * stride + j];
-    out[j] = static_cast<float>(acc);
-  }
 }
 
 extern "C" void stepc_cpu_reduce_max_grad(const float* dy, const float* x,

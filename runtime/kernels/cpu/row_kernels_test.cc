@@ -187,4 +187,44 @@ TEST(RowKernels, ColumnSumsMatchDouble) {
   }
 }
 
+// Column sums add in a fixed order, whatever their blocking of columns: on
+// one thread, per column, each block of 16 rows summed in double from zero
+// and added to the column's total; columns past the last multiple of 16
+// added row by row. Values of ±2⁶⁰ among small ones make any other order
+// show in the sums (a small value lost or kept beside a large partial sum).
+TEST(RowKernels, ColumnSumsKeepTheirOrder) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 9);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (int64_t cols : {16, 80, 100, 200, 512}) {
+    const int64_t rows = 70, shape[2] = {rows, cols};
+    const int mask[2] = {1, 0};
+    std::vector<float> x(rows * cols);
+    for (float& e : x) {
+      const int p = pick(rng);
+      e = p == 0 ? 0x1p60f : p == 1 ? -0x1p60f : normal(rng);
+    }
+    std::vector<float> sum(cols);
+    stepc_cpu_reduce(x.data(), shape, 2, mask, 0, sum.data());
+    const int64_t whole = cols - cols % 16;
+    for (int64_t c = 0; c < cols; ++c) {
+      double total = 0.0;
+      for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        double block = 0.0;
+        for (int64_t r = r0; r < std::min(rows, r0 + 16); ++r) {
+          if (c < whole)
+            block += x[r * cols + c];
+          else
+            total += x[r * cols + c];
+        }
+        if (c < whole) total += block;
+      }
+      ASSERT_EQ(sum[c], static_cast<float>(total)) << cols << " " << c;
+    }
+  }
+  omp_set_num_threads(threads);
+}
+
 }  // namespace

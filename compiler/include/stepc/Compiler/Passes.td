@@ -43,23 +43,13 @@ def StepFuseElementwise : Pass<"step-fuse-elementwise", "mlir::ModuleOp"> {
       stepk.yield %0, %1 : tensor<8x256xf32>, tensor<8x256xf32>
     }
     ```
-
-    With `column-sums` (the CPU pipeline's choice), a column sum (a
-    `stepk.call` whose body sums the leading dims of its one operand, a
-    bias gradient) right after the loop that makes its operand, or right
-    before a loop that reads it, joins that loop as a `step.reduce_sum` in
-    its body: the rows are summed as the loop has them in registers, not
-    read back from memory by a second kernel. A lone elementwise op reading
-    the operand becomes a loop of its own for it.
   }];
   let dependentDialects = ["::stepc::stepk::StepKDialect"];
   let options = [
     Option<"maxOps", "max-ops", "unsigned", /*default=*/"32",
            "most ops one kernel computes">,
     Option<"maxInputs", "max-inputs", "unsigned", /*default=*/"12",
-           "most inputs one kernel reads">,
-    Option<"columnSums", "column-sums", "bool", /*default=*/"false",
-           "sum bias gradients' rows in the loop next to them (CPU)">
+           "most inputs one kernel reads">
   ];
 }
 

@@ -21,37 +21,7 @@ void StepKDialect::initialize() {
 }
 
 int64_t FusedOp::getNumElements() {
-  for (unsigned i = 0; i < getNumResults(); ++i)
-    if (!isColumnSum(i))
-      return cast<RankedTensorType>(getResult(i).getType()).getNumElements();
-  return getInputs().empty() ? 0
-                             : cast<RankedTensorType>(getInputs()[0].getType()).getNumElements();
-}
-
-bool FusedOp::isColumnSum(unsigned i) {
-  return getYield().getValues()[i].getDefiningOp<step::ReduceSumOp>() != nullptr;
-}
-
-Value FusedOp::getColumnSumSource(unsigned i) {
-  auto sum = getYield().getValues()[i].getDefiningOp<step::ReduceSumOp>();
-  if (!sum)
-    return {};
-  auto elementType = [](Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); };
-  Value v = sum.getInput();
-  while (Operation *def = v.getDefiningOp()) {
-    auto widen = dyn_cast<step::ConvertOp>(def);
-    if (isa<step::ReshapeOp>(def) ||
-        (widen && elementType(widen.getInput()).isBF16() && elementType(v).isF32()))
-      v = def->getOperand(0);
-    else
-      break;
-  }
-  if (auto arg = dyn_cast<BlockArgument>(v); arg && arg.getOwner() == &getBody().front())
-    return getInputs()[arg.getArgNumber()];
-  for (auto [k, yielded] : llvm::enumerate(getYield().getValues()))
-    if (yielded == v && !isColumnSum(k))
-      return getResult(k);
-  return {};
+  return cast<RankedTensorType>(getResult(0).getType()).getNumElements();
 }
 
 YieldOp FusedOp::getYield() { return cast<YieldOp>(getBody().front().getTerminator()); }
@@ -121,36 +91,14 @@ LogicalResult FusedOp::verify() {
   Block &body = getBody().front();
   int64_t n = getNumElements();
   SmallVector<Value> values(getInputs());
-  for (unsigned i = 0; i < getNumResults(); ++i)
-    if (!isColumnSum(i))
-      values.push_back(getResult(i));
+  llvm::append_range(values, getResults());
   for (Value v : values)
     if (cast<RankedTensorType>(v.getType()).getNumElements() != n)
       return emitOpError() << "expects every input and result to hold " << n
                            << " elements, got " << v.getType();
-  for (Operation &op : body.without_terminator()) {
-    if (auto sum = dyn_cast<step::ReduceSumOp>(op)) {
-      // Column sums: over leading dims of an n-element value, into f32,
-      // read only by the yield.
-      auto input = cast<RankedTensorType>(sum.getInput().getType());
-      ArrayRef<int64_t> dims = sum.getDims();
-      bool leading = !dims.empty() && dims.size() < static_cast<size_t>(input.getRank());
-      for (auto [k, d] : llvm::enumerate(dims))
-        leading &= d == static_cast<int64_t>(k);
-      if (!leading || input.getNumElements() != n ||
-          !cast<RankedTensorType>(sum.getType()).getElementType().isF32() ||
-          !llvm::all_of(sum->getUsers(), [](Operation *u) { return isa<YieldOp>(u); }))
-        return op.emitOpError() << "in 'stepk.fused' must sum leading dims of an " << n
-                                << "-element value into f32, read by the yield only";
-      continue;
-    }
+  for (Operation &op : body.without_terminator())
     if (!isa<step::ScalarMathOpInterface, step::ConvertOp, step::ReshapeOp>(op))
       return op.emitOpError() << "cannot be computed element by element in 'stepk.fused'";
-  }
-  for (unsigned i = 0; i < getNumResults(); ++i)
-    if (isColumnSum(i) && !getColumnSumSource(i))
-      return emitOpError() << "column sum #" << i
-                           << " must add the elements of an input or of a result";
   return success();
 }
 

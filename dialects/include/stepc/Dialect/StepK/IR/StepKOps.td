@@ -55,13 +55,9 @@ def StepK_FusedOp : StepK_Op<"fused",
     by the body, a block of elementwise `step` ops (those with
     `ScalarMathOpInterface`), `step.convert` and `step.reshape`, values in
     registers; only the results (values used after the run) reach memory.
-    Every input and result has the same number of elements, except the
-    column sums: a `step.reduce_sum` in the body over the leading dims of an
-    input or a result (through reshapes and widening converts; a bias
-    gradient), yielded and read by nothing else, sums that tensor's rows
-    while the loop has them in cache, instead of a second pass over it from
-    memory (CPU only). The CPU back end emits one loop,
-    the CUDA back end one kernel. `step-fuse-elementwise` forms these ops.
+    Every input and result has the same number of elements. The CPU back
+    end emits one loop, the CUDA back end one kernel.
+    `step-fuse-elementwise` forms these ops.
 
     ```mlir
     %h, %g = stepk.fused %x, %b : (tensor<8x256xf32>, tensor<8x256xf32>) -> (tensor<8x256xf32>, tensor<8x256xf32>) {
@@ -80,13 +76,8 @@ def StepK_FusedOp : StepK_Op<"fused",
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Elements each input and result holds (one loop trip or GPU thread
-    /// each), column sums aside.
+    /// each).
     int64_t getNumElements();
-    /// Whether result `i` is a column sum (yielded by a step.reduce_sum).
-    bool isColumnSum(unsigned i);
-    /// The input or element result whose elements column sum `i` adds (its
-    /// sum's input through reshapes and bf16 -> f32 converts), or null.
-    ::mlir::Value getColumnSumSource(unsigned i);
     /// The yield of the body.
     YieldOp getYield();
   }];
