@@ -187,23 +187,3 @@ extern "C" void stepc_cpu_attention_grad_packed(const float* dout, const float* 
            qkv + q_offset, qkv + k_offset, qkv + v_offset, dqkv + q_offset, dqkv + k_offset,
            dqkv + v_offset);
 }
-
-// Adjacent pairs of each head rotate by t·θ_i, θ_i = theta^(-2i/Dh).
-extern "C" void stepc_cpu_rotary(const float* x, int64_t batch, int64_t len, int64_t width,
-                                 int64_t head_dim, double theta, int inverse, float* y) {
-  std::vector<double> freq(head_dim / 2);
-  for (int64_t i = 0; i < head_dim / 2; ++i)
-    freq[i] = std::pow(theta, -2.0 * i / head_dim) * (inverse ? -1.0 : 1.0);
-#pragma omp parallel for collapse(2)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t t = 0; t < len; ++t)
-      for (int64_t base = 0; base < width; base += head_dim)
-        for (int64_t i = 0; i < head_dim / 2; ++i) {
-          double angle = t * freq[i];
-          float c = static_cast<float>(std::cos(angle)), sn = static_cast<float>(std::sin(angle));
-          int64_t p = (b * len + t) * width + base + 2 * i;
-          float x0 = x[p], x1 = x[p + 1];
-          y[p] = x0 * c - x1 * sn;
-          y[p + 1] = x0 * sn + x1 * c;
-        }
-}

@@ -227,4 +227,32 @@ TEST(RowKernels, ColumnSumsKeepTheirOrder) {
   omp_set_num_threads(threads);
 }
 
+// Rotary embeddings for several lengths, bases and directions in turn
+// (each reads its own table of angles, made once and kept): every pair
+// rotated by its position's angle, against the angles in double.
+TEST(RowKernels, RotaryAnglesPerConfiguration) {
+  std::mt19937 rng(6);
+  struct Config {
+    int64_t len, head_dim;
+    double theta;
+    int inverse;
+  };
+  for (int round = 0; round < 2; ++round)
+    for (Config c : {Config{7, 8, 10000.0, 0}, Config{7, 8, 500.0, 0}, Config{7, 8, 10000.0, 1},
+                     Config{9, 8, 10000.0, 0}, Config{7, 4, 10000.0, 0}}) {
+      const int64_t batch = 2, width = 3 * c.head_dim, n = batch * c.len * width;
+      std::vector<float> x = Normal(n, 1.0f, rng), y(n, NAN);
+      stepc_cpu_rotary(x.data(), batch, c.len, width, c.head_dim, c.theta, c.inverse, y.data());
+      for (int64_t e = 0; e < n; e += 2) {
+        const int64_t t = e / width % c.len, i = e % c.head_dim / 2;
+        const double angle =
+            t * std::pow(c.theta, -2.0 * i / c.head_dim) * (c.inverse ? -1.0 : 1.0);
+        const double want0 = x[e] * std::cos(angle) - x[e + 1] * std::sin(angle);
+        const double want1 = x[e] * std::sin(angle) + x[e + 1] * std::cos(angle);
+        ASSERT_NEAR(y[e], want0, 1e-5) << c.len << " " << c.theta << " " << c.inverse << " " << e;
+        ASSERT_NEAR(y[e + 1], want1, 1e-5) << c.len << " " << c.theta << " " << c.inverse;
+      }
+    }
+}
+
 }  // namespace
