@@ -2,8 +2,8 @@
 // rotate by their position's angles.
 //
 // Built with -ffp-contract=off (runtime/CMakeLists.txt): each product is
-// rounded before the sum, as PyTorch's x·cos − rotate(x)·sin rounds it and
-// as the vectorised loop would not otherwise.
+// rounded before the sum, as the scalar loop this kernel replaced rounded
+// it (the vectorised loop would otherwise fuse them: other bits).
 
 #include <cmath>
 #include <map>
@@ -19,8 +19,8 @@ namespace {
 // i < head_dim / 2 (t-major: [t][i] cos, then [t][i] sin), computed in
 // double once per (len, head_dim, theta, inverse) and kept: every layer's
 // query and key rotation, forward and backward, reads the same angles, and
-// two libm calls per element were most of the kernel's time (11 ms for
-// [4, 2048, 768] on 2 threads).
+// two libm calls per element were most of the kernel's time ([4, 2048, 768]
+// on 2 threads: 15.9 ms with them, 1.5 ms with the table).
 const std::vector<float>& RotaryTable(int64_t len, int64_t head_dim, double theta, int inverse) {
   static std::mutex mutex;
   static std::map<std::tuple<int64_t, int64_t, double, int>, std::vector<float>> tables;
