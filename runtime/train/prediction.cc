@@ -287,8 +287,10 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
         continue;
       const double flops = flops_of[shape].get<double>();
       if (flops <= 0) continue;
+      // The key names the kernel: a rate cached for the OpenBLAS-based
+      // attention (before its own products) is probed again.
       const CachedRate gflops = pace(
-          CpuCacheKey(std::to_string(threads), "attention GFLOP/s " + shape), [&] {
+          CpuCacheKey(std::to_string(threads), "attention GFLOP/s, own products, " + shape), [&] {
             const double s = ProbeAttentionCall(module, shape);
             return s > 0 ? flops / s / 1e9 : 0.0;
           });
