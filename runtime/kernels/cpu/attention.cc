@@ -18,7 +18,7 @@
 // head dim is not a multiple of 16. GCC vector extensions: one zmm on
 // AVX-512, two ymm on AVX2; the same sums in the same order on every thread
 // count. The softmax's exponential is a polynomial in those vectors (within
-// 2 ulp of expf).
+// 1 ulp of expf).
 
 #include <algorithm>
 #include <cmath>
@@ -91,7 +91,8 @@ inline float SumOf(Vec v) {
 
 // eˣ for x <= 0 (a softmax's arguments) in every lane: Cephes' single-
 // precision polynomial on r = x − n·ln2 (n = x·log₂e rounded, ln2 in two
-// parts), scaled by 2ⁿ through the exponent bits: within 2 ulp of expf; 0
+// parts), scaled by 2ⁿ through the exponent bits: within 1 ulp of glibc's
+// expf (every 7th float of [−87, 0] compared, AVX-512 and AVX2 builds); 0
 // below −87 (where expf is subnormal or 0: nothing next to a row's 1); NaN
 // for NaN (a diverged score shows in the row, as expf would show it).
 inline Vec Exp(Vec x) {
