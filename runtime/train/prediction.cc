@@ -198,6 +198,10 @@ void GemmShape::Run(CpuMatmul matmul, const float* a, const float* b, float* c) 
   matmul(a, b, c, batch, m, n, k, ta, tb, shared);
 }
 
+void GemmShape::Run(CpuMatmulBf16 matmul, const uint16_t* a, const uint16_t* b, float* c) const {
+  matmul(a, b, c, /*c_f32=*/1, batch, m, n, k, ta, tb, shared, /*bias=*/nullptr);
+}
+
 StepPrediction PredictFromDatasheet(const char* report_json, const PeakRate& peak,
                                     const std::string& device) {
   StepPrediction p;

@@ -42,6 +42,9 @@ struct StepPrediction {
 // The CPU step's fp32 GEMM kernel (stepc_cpu_matmul in step.so).
 using CpuMatmul = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
                            int, int, int);
+// Its bf16 one (stepc_cpu_matmul_bf16): bf16 operands, f32 or bf16 C, a bias.
+using CpuMatmulBf16 = void (*)(const uint16_t*, const uint16_t*, void*, int, int64_t, int64_t,
+                               int64_t, int64_t, int, int, int, const float*);
 
 // One GEMM call of the step, as the report keys it ("batch m n k ta tb
 // shared"; a shared B is one matrix for the whole batch).
@@ -52,6 +55,8 @@ struct GemmShape {
   int64_t b_floats() const { return (shared ? 1 : batch) * k * n; }
   int64_t c_floats() const { return batch * m * n; }
   void Run(CpuMatmul matmul, const float* a, const float* b, float* c) const;
+  // With f32 C and no bias (the path that splits a long K over the threads).
+  void Run(CpuMatmulBf16 matmul, const uint16_t* a, const uint16_t* b, float* c) const;
 };
 // nullopt for a key that is not a shape, or whose operands pass 2^26
 // floats (what a probe will not allocate).

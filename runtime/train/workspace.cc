@@ -147,17 +147,31 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
 
   const nlohmann::json report =
       info.report_json ? nlohmann::json::parse(info.report_json, nullptr, false) : nlohmann::json();
+  // Each GEMM shape once through the step's own kernel: f32, or bf16 (its
+  // operands half the bytes; f32 C, the path whose K split keeps per-thread
+  // partial sums, and oneDNN's scratchpad either way).
+  const bool bf16 = std::strcmp(info.precision, "bf16") == 0;
   auto matmul = reinterpret_cast<CpuMatmul>(module.Symbol("stepc_cpu_matmul"));
-  if (matmul && std::strcmp(info.precision, "fp32") == 0 && report.is_object() &&
-      report.contains("gemm_calls_by_shape") && report["gemm_calls_by_shape"].is_object())
+  auto matmul_bf16 = reinterpret_cast<CpuMatmulBf16>(module.Symbol("stepc_cpu_matmul_bf16"));
+  const bool probe_gemms = bf16 ? matmul_bf16 != nullptr
+                                : matmul && std::strcmp(info.precision, "fp32") == 0;
+  auto floats_of = [bf16](int64_t elements) { return bf16 ? (elements + 1) / 2 : elements; };
+  if (probe_gemms && report.is_object() && report.contains("gemm_calls_by_shape") &&
+      report["gemm_calls_by_shape"].is_object())
     for (const auto& item : report["gemm_calls_by_shape"].items()) {
       const std::optional<GemmShape> shape = ParseGemmShape(item.key());
       if (!shape) continue;
-      ScratchFloats a(shape->a_floats()), b(shape->b_floats()), c(shape->c_floats());
+      ScratchFloats a(floats_of(shape->a_floats())), b(floats_of(shape->b_floats())),
+          c(shape->c_floats());
       if (!a.data() || !b.data() || !c.data()) continue;
       STEPC_ASSIGN_OR_RETURN(const int64_t bytes,
                              measure(a.bytes() + b.bytes() + c.bytes(), [&]() -> absl::Status {
-                               shape->Run(matmul, a.data(), b.data(), c.data());
+                               if (bf16)
+                                 shape->Run(matmul_bf16,
+                                            reinterpret_cast<const uint16_t*>(a.data()),
+                                            reinterpret_cast<const uint16_t*>(b.data()), c.data());
+                               else
+                                 shape->Run(matmul, a.data(), b.data(), c.data());
                                return absl::OkStatus();
                              }));
       w.gemm_bytes = std::max(w.gemm_bytes, bytes);
