@@ -233,7 +233,8 @@ typedef struct stepc_trace_event {
 /* record = 1: forget what was recorded and record the following steps;
  * record = 0: stop. Either way returns the events recorded since the last
  * record = 1 (none right after one; valid until the next call) and the
- * site table. Returns nonzero if events were lost (out of memory). */
+ * site table. Returns nonzero if events were lost: 1 out of memory, 2 CUDA events
+ * that could not be read. */
 int stepc_profile_trace_v2(int record, const stepc_trace_event **events, size_t *count,
                            const stepc_trace_site **sites, size_t *site_count);
 

@@ -198,7 +198,8 @@ std::string SourceEmitter::profileSupport() {
 std::string SourceEmitter::cudaProfileTimers() {
   // Each mark records an event on the step's stream after its kernel (in a
   // captured graph an event node, recorded again at every replay, where no
-  // host code of the step runs): kernel k spans events k and k + 1, event 0
+  // host code of the step runs: a plain cudaEventRecord under capture only
+  // orders streams, hence cudaEventRecordExternal): kernel k spans events k and k + 1, event 0
   // the step's start. The events are read once the runtime asks for a
   // recorded step's intervals, after it: the host never waits otherwise.
   // Their times are placed from the host time the runtime asked to record
@@ -212,24 +213,25 @@ std::string SourceEmitter::cudaProfileTimers() {
      << "  if (!stepc_prof_ev_made) {\n"
      << "    for (size_t i = 0; i <= kProfSiteCount; ++i)\n"
      << "      if (cudaEventCreate(&stepc_prof_ev[i]) != cudaSuccess)\n"
-     << "        stepc_prof_lost = 1;\n"
+     << "        stepc_prof_lost = 2;\n"
      << "    stepc_prof_ev_made = 1;\n  }\n"
-     << "  cudaEventRecord(stepc_prof_ev[0], stream);\n}\n"
+     << "  cudaEventRecordWithFlags(stepc_prof_ev[0], stream, cudaEventRecordExternal);\n}\n"
      << "void stepc_prof_mark(int) {\n"
      << "  if ((size_t)stepc_prof_site < kProfSiteCount)\n"
-     << "    cudaEventRecord(stepc_prof_ev[stepc_prof_site + 1], stepc_prof_stream);\n"
+     << "    cudaEventRecordWithFlags(stepc_prof_ev[stepc_prof_site + 1], stepc_prof_stream,\n"
+     << "                             cudaEventRecordExternal);\n"
      << "  ++stepc_prof_site;\n}\n"
      << "// The recorded step's kernels, once its last event has happened.\n"
      << "void stepc_prof_collect() {\n"
      << "  if (!stepc_prof_ev_made || kProfSiteCount == 0 ||\n"
      << "      cudaEventSynchronize(stepc_prof_ev[kProfSiteCount]) != cudaSuccess) {\n"
-     << "    stepc_prof_lost = 1;\n    return;\n  }\n"
+     << "    stepc_prof_lost = 2;\n    return;\n  }\n"
      << "  ++stepc_prof_steps;\n"
      << "  float begin_ms = 0;\n"
      << "  for (size_t k = 0; k < kProfSiteCount; ++k) {\n"
      << "    float end_ms = 0;\n"
      << "    if (cudaEventElapsedTime(&end_ms, stepc_prof_ev[0], stepc_prof_ev[k + 1]) !=\n"
-     << "        cudaSuccess) {\n      stepc_prof_lost = 1;\n      return;\n    }\n"
+     << "        cudaSuccess) {\n      stepc_prof_lost = 2;\n      return;\n    }\n"
      << "    stepc_prof_seconds[kProfSiteKind[k]] += 1e-3 * (end_ms - begin_ms);\n"
      << "    stepc_prof_site = (int)k;\n"
      << "    stepc_prof_last = stepc_prof_t0 + 1e-3 * begin_ms;\n"

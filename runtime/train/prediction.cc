@@ -291,10 +291,12 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
         continue;
       const double flops = flops_of[shape].get<double>();
       if (flops <= 0) continue;
-      // The key names the kernel: a rate cached for the OpenBLAS-based
-      // attention (before its own products) is probed again.
+      // The key names the kernel: a rate cached for an earlier one (the
+      // OpenBLAS-based attention; its own products in 16-float vectors,
+      // which AVX2 CPUs ran 40x slower) is probed again.
       const CachedRate gflops = pace(
-          CpuCacheKey(std::to_string(threads), "attention GFLOP/s, own products, " + shape), [&] {
+          CpuCacheKey(std::to_string(threads), "attention GFLOP/s, native vectors, " + shape),
+          [&] {
             const double s = ProbeAttentionCall(module, shape);
             return s > 0 ? flops / s / 1e9 : 0.0;
           });

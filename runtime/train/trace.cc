@@ -107,8 +107,13 @@ absl::Status Trace::EndStepKernels(int64_t step) {
   const stepc_trace_event* events;
   const stepc_trace_site* sites;
   size_t count, site_count;
-  if (module_.trace()(0, &events, &count, &sites, &site_count) != 0)
+  // The step.so's code: 1 out of memory, 2 its CUDA events unreadable.
+  const int lost = module_.trace()(0, &events, &count, &sites, &site_count);
+  if (lost == 1)
     return absl::ResourceExhaustedError("--trace: the step.so ran out of memory recording kernels");
+  if (lost != 0)
+    return absl::InternalError(
+        "--trace: the step.so could not read its kernels' CUDA events (none recorded?)");
   // A block's span: its consecutive kernels (the backward revisits the
   // blocks in reverse, each a span of its own).
   std::string block;

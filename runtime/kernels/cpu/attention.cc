@@ -9,15 +9,15 @@
 // dispatch cost as much as its arithmetic (OpenBLAS calls per block ran
 // gpt-capstone's attention at 130-160 GFLOP/s on 2 threads; these loops
 // take its forward 1.86 -> 1.06 ms and backward 3.66 -> 2.34 ms per layer).
-// Each product C = A B reads B and C as rows of whole 16-float vectors and A
-// one value at a time through two strides, so Q, dO and the transposes Pᵀ,
-// dSᵀ are read in place; only an item's Kᵀ and Vᵀ are made (16 x 16 blocks
-// transposed in registers, stored in panels of 64 keys: at llama-s's 2048
+// Each product C = A B reads B and C as rows of whole vectors (16 floats on
+// AVX-512, 8 on AVX2) and A one value at a time through two strides, so Q,
+// dO and the transposes Pᵀ, dSᵀ are read in place; only an item's Kᵀ and Vᵀ
+// are made (square blocks of one vector's width transposed in registers, stored in panels of 64 keys: at llama-s's 2048
 // keys the panels took its forward 192 -> 155 ms, as rows 8 KB apart had
 // shared a few L1 sets), and K, V, Q and dO are copied only where the
-// head dim is not a multiple of 16. GCC vector extensions: one zmm on
-// AVX-512, two ymm on AVX2; the same sums in the same order on every thread
-// count. The softmax's exponential is a polynomial in those vectors (within
+// head dim is not a multiple of the vector width. GCC vector extensions of
+// the target's width; the same sums in the same order on every thread count
+// (not across targets: the blocking differs). The softmax's exponential is a polynomial in those vectors (within
 // 1 ulp of expf).
 
 #include <algorithm>
@@ -58,7 +58,19 @@ Shape Packed(int64_t batch, int64_t len, int64_t heads, int64_t kv_heads, int64_
 // Causal attention works on blocks of query rows: block [t0, t1) sees keys
 // [0, t1) only, so the products skip most of the masked upper triangle.
 constexpr int64_t kQueryBlock = 32;
-constexpr int64_t kLanes = 16;
+// The target's own vector width: GCC splits a wider vector type into
+// registers of the target's width but builds its broadcasts through the
+// stack and spills blocks larger than the register file (16-float vectors
+// on an AVX2-only CPU ran these loops 40x slower).
+#if defined(__AVX512F__)
+constexpr int64_t kLanes = 16;  // one zmm; 32 registers
+constexpr int kMaxVectors = 4;  // a row block's vectors: 4 rows x 4 = 16 accumulators
+constexpr int kNarrowRows = 8;  // rows at a time for C of <= 2 vectors: 8 x 2
+#else
+constexpr int64_t kLanes = 8;   // one ymm (AVX2); 16 registers
+constexpr int kMaxVectors = 2;  // 4 rows x 2 = 8 accumulators
+constexpr int kNarrowRows = 6;  // 6 x 2 = 12, with 2 for B and 1 for A's value
+#endif
 
 int64_t Padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 int64_t KeyExtent(const Shape& s, int64_t t1) { return s.causal ? std::min(t1, s.tk) : s.tk; }
@@ -75,7 +87,8 @@ inline void Store(float* p, Vec v) { *reinterpret_cast<Vec*>(p) = v; }
 inline Vec Splat(float x) { return Vec{} + x; }
 // Lanes j0 + l below n.
 inline Mask Below(int64_t n, int64_t j0) {
-  const Mask lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  Mask lane;
+  for (int l = 0; l < kLanes; ++l) lane[l] = l;
   return lane < static_cast<int32_t>(std::min<int64_t>(n - j0, kLanes));
 }
 inline float MaxOf(Vec v) {
@@ -156,14 +169,15 @@ inline void Micro(Scalars a, const float* b, int64_t ldb, int64_t depth, float* 
     }
 }
 
-// Rows of C in blocks of R: columns 64 at a time (4 rows: 16 accumulators),
-// narrower at the edge.
+// Rows of C in blocks of R: columns kMaxVectors vectors at a time, narrower
+// at the edge.
 template <int R>
 void RowBlock(Scalars a, const float* b, int64_t ldb, int64_t depth, int64_t cols, float* c,
               int64_t ldc, float alpha, bool accumulate) {
   int64_t j = 0;
-  for (; j + 4 * kLanes <= cols; j += 4 * kLanes)
-    Micro<R, 4>(a, b + j, ldb, depth, c + j, ldc, alpha, accumulate);
+  if constexpr (kMaxVectors >= 4)
+    for (; j + 4 * kLanes <= cols; j += 4 * kLanes)
+      Micro<R, 4>(a, b + j, ldb, depth, c + j, ldc, alpha, accumulate);
   for (; j + 2 * kLanes <= cols; j += 2 * kLanes)
     Micro<R, 2>(a, b + j, ldb, depth, c + j, ldc, alpha, accumulate);
   for (; j < cols; j += kLanes)
@@ -171,15 +185,16 @@ void RowBlock(Scalars a, const float* b, int64_t ldb, int64_t depth, int64_t col
 }
 
 // C = (or +=) alpha · A B: A [rows, depth], B [depth, cols] (row stride ldb),
-// C [rows, cols] (ldc); cols a multiple of 16. Narrow C (a head's width of
-// 16 or 32) takes 8 rows at a time to fill the registers.
+// C [rows, cols] (ldc); cols a multiple of kLanes. Narrow C (a head's width
+// of 16 or 32 on AVX-512) takes kNarrowRows rows at a time to fill the
+// registers.
 void Gemm(Scalars a, const float* b, int64_t ldb, int64_t rows, int64_t depth, int64_t cols,
           float* c, int64_t ldc, float alpha, bool accumulate) {
   int64_t r = 0;
   auto at = [&](int64_t i) { return Scalars{a.data + i * a.row, a.row, a.depth}; };
   if (cols <= 2 * kLanes)
-    for (; r + 8 <= rows; r += 8)
-      RowBlock<8>(at(r), b, ldb, depth, cols, c + r * ldc, ldc, alpha, accumulate);
+    for (; r + kNarrowRows <= rows; r += kNarrowRows)
+      RowBlock<kNarrowRows>(at(r), b, ldb, depth, cols, c + r * ldc, ldc, alpha, accumulate);
   for (; r + 4 <= rows; r += 4)
     RowBlock<4>(at(r), b, ldb, depth, cols, c + r * ldc, ldc, alpha, accumulate);
   for (; r < rows; ++r)
@@ -198,9 +213,10 @@ void PackRows(const float* x, int64_t ld, int64_t rows, int64_t width, int64_t r
   }
 }
 
-// One step of a 16 x 16 transpose in registers: rows i and i + S (bit S of
-// i clear) exchange their off-diagonal S x S blocks. The four steps swap the
-// four bits of the row index with those of the column index.
+// One step of a kLanes x kLanes transpose in registers: rows i and i + S
+// (bit S of i clear) exchange their off-diagonal S x S blocks. The steps
+// (S = 1, 2, 4[, 8]) swap the bits of the row index with those of the
+// column index.
 template <int S>
 inline void SwapBlocks(Vec v[kLanes]) {
   Mask low, high;
@@ -238,8 +254,8 @@ void PanelGemm(Scalars a, const float* panels, int64_t panel_floats, int64_t row
 }
 
 // Rows [0, rows) of x transposed into panels (above) of `cols` columns
-// (out's column i is x's row i; zero beyond rows; cols a multiple of 16),
-// 16 x 16 blocks at a time.
+// (out's column i is x's row i; zero beyond rows; cols a multiple of
+// kLanes), kLanes x kLanes blocks at a time.
 void PackTransposed(const float* x, int64_t ld, int64_t rows, int64_t width, int64_t cols,
                     float* out) {
   for (int64_t r0 = 0; r0 < cols; r0 += kLanes)
@@ -258,7 +274,7 @@ void PackTransposed(const float* x, int64_t ld, int64_t rows, int64_t width, int
       SwapBlocks<1>(v);
       SwapBlocks<2>(v);
       SwapBlocks<4>(v);
-      SwapBlocks<8>(v);
+      if constexpr (kLanes == 16) SwapBlocks<8>(v);
       float* panel = out + r0 / kPanel * PanelFloats(width) + r0 % kPanel;
       for (int i = 0; i < kLanes; ++i) Store(panel + (d0 + i) * kPanel, v[i]);
     }

@@ -318,6 +318,12 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
   ::stepc::emu::Enqueue(s, [e] { e->seconds = ::stepc::emu::Now(); });
   return cudaSuccess;
 }
+// Recorded at every launch of a captured graph, as cudaEventRecordExternal
+// asks of CUDA (the emulation's graphs replay every enqueued call).
+enum { cudaEventRecordDefault = 0, cudaEventRecordExternal = 1 };
+inline cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int) {
+  return cudaEventRecord(e, s);
+}
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   *ms = static_cast<float>(1e3 * (end->seconds - start->seconds));
