@@ -199,7 +199,8 @@ std::string SourceEmitter::cudaProfileTimers() {
   // Each mark records an event on the step's stream after its kernel (in a
   // captured graph an event node, recorded again at every replay, where no
   // host code of the step runs: a plain cudaEventRecord under capture only
-  // orders streams, hence cudaEventRecordExternal): kernel k spans events k and k + 1, event 0
+  // orders streams, hence cudaEventRecordExternal, which CUDA refuses
+  // outside a capture): kernel k spans events k and k + 1, event 0
   // the step's start. The events are read once the runtime asks for a
   // recorded step's intervals, after it: the host never waits otherwise.
   // Their times are placed from the host time the runtime asked to record
@@ -208,6 +209,7 @@ std::string SourceEmitter::cudaProfileTimers() {
   llvm::raw_string_ostream os(text);
   os << "cudaEvent_t stepc_prof_ev[" << profileSites.size() + 1 << "];\n"
      << "int stepc_prof_ev_made;\ncudaStream_t stepc_prof_stream;\ndouble stepc_prof_t0;\n"
+     << "unsigned stepc_prof_record_flags;\n"
      << "void stepc_prof_begin(int rank, cudaStream_t stream) {\n"
      << "  stepc_prof_rank = rank;\n  stepc_prof_stream = stream;\n  stepc_prof_site = 0;\n"
      << "  if (!stepc_prof_ev_made) {\n"
@@ -215,11 +217,15 @@ std::string SourceEmitter::cudaProfileTimers() {
      << "      if (cudaEventCreate(&stepc_prof_ev[i]) != cudaSuccess)\n"
      << "        stepc_prof_lost = 2;\n"
      << "    stepc_prof_ev_made = 1;\n  }\n"
-     << "  cudaEventRecordWithFlags(stepc_prof_ev[0], stream, cudaEventRecordExternal);\n}\n"
+     << "  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;\n"
+     << "  cudaStreamIsCapturing(stream, &capture);\n"
+     << "  stepc_prof_record_flags = capture == cudaStreamCaptureStatusActive\n"
+     << "                                ? cudaEventRecordExternal : cudaEventRecordDefault;\n"
+     << "  cudaEventRecordWithFlags(stepc_prof_ev[0], stream, stepc_prof_record_flags);\n}\n"
      << "void stepc_prof_mark(int) {\n"
      << "  if ((size_t)stepc_prof_site < kProfSiteCount)\n"
      << "    cudaEventRecordWithFlags(stepc_prof_ev[stepc_prof_site + 1], stepc_prof_stream,\n"
-     << "                             cudaEventRecordExternal);\n"
+     << "                             stepc_prof_record_flags);\n"
      << "  ++stepc_prof_site;\n}\n"
      << "// The recorded step's kernels, once its last event has happened.\n"
      << "void stepc_prof_collect() {\n"

@@ -197,17 +197,35 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
 }  // namespace nvcuda::wmma
 
 // ---- The runtime API the library and its test use; device memory is host memory.
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorNotSupported = 801 };
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorNotSupported = 801,
+  cudaErrorIllegalState = 401
+};
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToDevice = 1,
   cudaMemcpyDeviceToHost = 2,
   cudaMemcpyDeviceToDevice = 3
 };
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+// The error a call left for the next cudaGetLastError, as CUDA keeps it
+// (only the calls below that CUDA refuses in the same state set it).
+namespace stepc::emu {
+inline cudaError_t& LastError() {
+  thread_local cudaError_t last = cudaSuccess;
+  return last;
+}
+}  // namespace stepc::emu
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t e = ::stepc::emu::LastError();
+  ::stepc::emu::LastError() = cudaSuccess;
+  return e;
+}
 inline const char* cudaGetErrorString(cudaError_t e) {
-  return e == cudaErrorNotSupported ? "operation not supported by the host emulation"
-                                    : "emulated CUDA error";
+  return e == cudaErrorNotSupported   ? "operation not supported by the host emulation"
+         : e == cudaErrorIllegalState ? "the operation cannot be performed in the present state"
+                                      : "emulated CUDA error";
 }
 inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s = nullptr) {
   ::stepc::emu::Enqueue(s, [=] { std::memset(p, value, bytes); });
@@ -302,6 +320,7 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 namespace stepc::emu {
 struct Event {
   double seconds = 0;
+  bool recorded = false;  // CUDA refuses the elapsed time of an event never recorded
 };
 double Now();
 }  // namespace stepc::emu
@@ -314,18 +333,36 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete e;
   return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
-  ::stepc::emu::Enqueue(s, [e] { e->seconds = ::stepc::emu::Now(); });
+// As CUDA: under stream capture a plain record only orders streams (no
+// node: a graph's launch does not record it); cudaEventRecordExternal makes
+// it a node recorded at every launch, and is refused outside a capture.
+enum { cudaEventRecordDefault = 0, cudaEventRecordExternal = 1 };
+enum cudaStreamCaptureStatus { cudaStreamCaptureStatusNone = 0, cudaStreamCaptureStatusActive = 1 };
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
+  auto* stream = static_cast<::stepc::emu::Stream*>(s);
+  *status = stream && stream->capturing ? cudaStreamCaptureStatusActive
+                                        : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
-// Recorded at every launch of a captured graph, as cudaEventRecordExternal
-// asks of CUDA (the emulation's graphs replay every enqueued call).
-enum { cudaEventRecordDefault = 0, cudaEventRecordExternal = 1 };
-inline cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int) {
-  return cudaEventRecord(e, s);
+inline cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
+  cudaStreamCaptureStatus status;
+  cudaStreamIsCapturing(s, &status);
+  const bool capturing = status == cudaStreamCaptureStatusActive;
+  if ((flags & cudaEventRecordExternal) && !capturing)
+    return ::stepc::emu::LastError() = cudaErrorIllegalState;
+  if (capturing && !(flags & cudaEventRecordExternal)) return cudaSuccess;
+  ::stepc::emu::Enqueue(s, [e] {
+    e->seconds = ::stepc::emu::Now();
+    e->recorded = true;
+  });
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
+  return cudaEventRecordWithFlags(e, s, cudaEventRecordDefault);
 }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!start->recorded || !end->recorded) return cudaErrorInvalidValue;
   *ms = static_cast<float>(1e3 * (end->seconds - start->seconds));
   return cudaSuccess;
 }
