@@ -43,6 +43,14 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(ctx, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
+        # GPT-2's initialisation (as stepc's gpt2-124m): PyTorch's default
+        # N(0, 1) embeddings, tied to the output layer, start the loss at ~75
+        # instead of ln(50257) = 10.8.
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear) and m.bias is not None:
+                nn.init.zeros_(m.bias)
 
     def forward(self, idx, targets):
         pos = torch.arange(idx.shape[1], device=idx.device)

@@ -236,6 +236,10 @@ TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
       {{7, 300, 5}, {0, 1, 0}},      // middle dim
       {{64, 33}, {0, 1}},            // rows
       {{4, 6, 8}, {1, 0, 1}},        // two dims
+      {{1000}, {1}},                 // full reduction in one chunk (whole-block lanes)
+      {{3, 5, 7}, {1, 1, 1}},        // full reduction over dims merged into one
+      {{16, 12, 40}, {1, 1, 0}},     // leading dims merged, kept dim contiguous
+      {{5, 4, 3, 2}, {0, 1, 1, 0}},  // inner dims merged, kept dims apart
   };
   for (const Case& c : cases)
     for (int kind : {0, 1, 2}) {

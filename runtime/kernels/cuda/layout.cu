@@ -47,6 +47,9 @@ int RankTooHigh(stepc_cuda_ctx* ctx, const char* call, int rank) {
 
 // The offset, in a tensor with strides `to`, of linear index i over `over`.
 __device__ __forceinline__ int64_t Offset(int64_t i, const Dims& over, const int64_t* to) {
+  // One dimension (the usual case once SplitDims merged contiguous ones):
+  // no 64-bit division, which costs more than the load it addresses.
+  if (over.rank == 1) return i * to[0];
   int64_t offset = 0;
   for (int d = over.rank - 1; d >= 0; --d) {
     offset += (i % over.size[d]) * to[d];
@@ -79,23 +82,41 @@ __global__ void CopyBoxKernel(const float* src, int64_t src_base, Dims src_strid
 
 // Stage one of a reduction: block (32 lanes = outputs, 8 rows = partial
 // sums), grid (output tiles, chunks).
+// Lane x of a block sums output o's rows of its chunk, the block's 8 rows
+// of threads taking every 8th; with one output (a whole-tensor sum: the
+// gradient norm's) every thread of the block takes every 256th row, where
+// 31 lanes of 32 would idle. Then the partial sums in a fixed order.
 __global__ void ReduceKernel(const float* in, Dims kept, Dims reduced, int64_t outputs,
                              int64_t total, int64_t per_chunk, int kind, float scale,
                              float* out) {
   __shared__ float part[kReduceRows][kReduceLanes];
-  const int64_t o = blockIdx.x * (int64_t)kReduceLanes + threadIdx.x;
+  const bool whole = outputs == 1;
+  const int64_t o = whole ? 0 : blockIdx.x * (int64_t)kReduceLanes + threadIdx.x;
   const int64_t begin = blockIdx.y * per_chunk, end = min(total, begin + per_chunk);
+  const int first = whole ? threadIdx.y * kReduceLanes + threadIdx.x : threadIdx.y;
+  const int step = whole ? kReduceRows * kReduceLanes : kReduceRows;
   float acc = kind == 1 ? -INFINITY : 0.0f;
   if (o < outputs) {
     const int64_t base = Offset(o, kept, kept.stride);
-    for (int64_t r = begin + threadIdx.y; r < end; r += kReduceRows) {
+    for (int64_t r = begin + first; r < end; r += step) {
       float x = in[base + Offset(r, reduced, reduced.stride)];
       acc = kind == 1 ? fmaxf(acc, x) : acc + x;
     }
   }
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
-  if (threadIdx.y == 0 && o < outputs) {
+  if (whole && threadIdx.y == 0) {  // each lane its column, then lane 0 the row
+    for (int y = 1; y < kReduceRows; ++y)
+      acc = kind == 1 ? fmaxf(acc, part[y][threadIdx.x]) : acc + part[y][threadIdx.x];
+    part[0][threadIdx.x] = acc;
+  }
+  if (whole) __syncthreads();
+  if (whole && threadIdx.y == 0 && threadIdx.x == 0) {
+    for (int x = 1; x < kReduceLanes; ++x)
+      acc = kind == 1 ? fmaxf(acc, part[0][x]) : acc + part[0][x];
+    out[blockIdx.y] = kind == 1 ? acc : acc * scale;
+  }
+  if (!whole && threadIdx.y == 0 && o < outputs) {
     for (int y = 1; y < kReduceRows; ++y)
       acc = kind == 1 ? fmaxf(acc, part[y][threadIdx.x]) : acc + part[y][threadIdx.x];
     out[blockIdx.y * outputs + o] = kind == 1 ? acc : acc * scale;
@@ -133,13 +154,21 @@ __global__ void ReduceMaxGradKernel(const float* dy, const float* x, Dims kept, 
   }
 }
 
-// Splits a shape into the kept and reduced dims (sizes, and their strides in
-// the input).
+// Splits a shape into the kept and the reduced dimensions (sizes, and their
+// strides in the input), each in order, adjacent ones merged where
+// contiguous ([B, T, C] summed over B and T: one reduced dimension of B·T
+// rows, stride C), so Offset mostly multiplies.
 void SplitDims(const int64_t* shape, int rank, const int* mask, Dims* kept, Dims* reduced) {
   Dims all;
   MakeDims(shape, rank, &all);
   for (int d = 0; d < rank; ++d) {
     Dims* to = mask[d] ? reduced : kept;
+    const int last = to->rank - 1;
+    if (last >= 0 && to->stride[last] == shape[d] * all.stride[d]) {
+      to->size[last] *= shape[d];
+      to->stride[last] = all.stride[d];
+      continue;
+    }
     to->size[to->rank] = shape[d];
     to->stride[to->rank] = all.stride[d];
     ++to->rank;
