@@ -17,7 +17,7 @@
 // shared a few L1 sets), and K, V, Q and dO are copied only where the
 // head dim is not a multiple of the vector width. GCC vector extensions of
 // the target's width; the same sums in the same order on every thread count
-// (not across targets: the blocking differs). The softmax's exponential is a polynomial in those vectors (within
+// and at either width (a row's sums in 16 partial sums: RowSum). The softmax's exponential is a polynomial in those vectors (within
 // 1 ulp of expf).
 
 #include <algorithm>
@@ -61,8 +61,10 @@ constexpr int64_t kQueryBlock = 32;
 // The target's own vector width: GCC splits a wider vector type into
 // registers of the target's width but builds its broadcasts through the
 // stack and spills blocks larger than the register file (16-float vectors
-// on an AVX2-only CPU ran these loops 40x slower).
-#if defined(__AVX512F__)
+// on an AVX2-only CPU ran these loops 40x slower). STEPC_ATTENTION_WIDE
+// forces the AVX-512 layout on any target: attention_test builds it so to
+// check that both widths give the same results.
+#if defined(__AVX512F__) || defined(STEPC_ATTENTION_WIDE)
 constexpr int64_t kLanes = 16;  // one zmm; 32 registers
 constexpr int kMaxVectors = 4;  // a row block's vectors: 4 rows x 4 = 16 accumulators
 constexpr int kNarrowRows = 8;  // rows at a time for C of <= 2 vectors: 8 x 2
@@ -96,11 +98,25 @@ inline float MaxOf(Vec v) {
   for (int l = 1; l < kLanes; ++l) m = std::max(m, v[l]);
   return m;
 }
-inline float SumOf(Vec v) {
-  float s = v[0];
-  for (int l = 1; l < kLanes; ++l) s += v[l];
-  return s;
-}
+// A row's sum in 16 partial sums, element j in partial j mod 16, added in
+// order at the end: the same sum on every target (with 8-float vectors,
+// two vectors take alternate chunks), so a step built for AVX2 and one for
+// AVX-512 agree bit for bit.
+constexpr int kSumParts = 16 / kLanes;
+struct RowSum {
+  Vec part[kSumParts];
+  void Clear() {
+    for (Vec& v : part) v = Vec{};
+  }
+  // x holds elements [j, j + kLanes) of the row.
+  void Add(int64_t j, Vec x) { part[(j / kLanes) % kSumParts] += x; }
+  float Total() const {
+    float s = 0.0f;
+    for (int i = 0; i < kSumParts; ++i)
+      for (int l = 0; l < kLanes; ++l) s = i == 0 && l == 0 ? part[0][0] : s + part[i][l];
+    return s;
+  }
+};
 
 // eˣ for x <= 0 (a softmax's arguments) in every lane: Cephes' single-
 // precision polynomial on r = x − n·ln2 (n = x·log₂e rounded, ln2 in two
@@ -304,10 +320,11 @@ template <int G>
 void SoftmaxRows(float* row, int64_t ld, const int64_t* n, int64_t kcols) {
   int64_t most = 0;
   for (int i = 0; i < G; ++i) most = std::max(most, n[i]);
-  Vec high[G], sum[G];
+  Vec high[G];
+  RowSum sum[G];
   for (int i = 0; i < G; ++i) {
     high[i] = Splat(-INFINITY);
-    sum[i] = Splat(0.0f);
+    sum[i].Clear();
   }
   for (int64_t j = 0; j < most; j += kLanes)
     for (int i = 0; i < G; ++i) {
@@ -322,9 +339,9 @@ void SoftmaxRows(float* row, int64_t ld, const int64_t* n, int64_t kcols) {
       float* x = row + i * ld + j;
       const Vec e = Below(n[i], j) ? Exp(Load(x) - high[i]) : Splat(0.0f);
       Store(x, e);
-      sum[i] += e;
+      sum[i].Add(j, e);
     }
-  for (int i = 0; i < G; ++i) inv[i] = 1.0f / SumOf(sum[i]);
+  for (int i = 0; i < G; ++i) inv[i] = 1.0f / sum[i].Total();
   for (int64_t j = 0; j < kcols; j += kLanes)
     for (int i = 0; i < G; ++i) {
       float* x = row + i * ld + j;
@@ -358,14 +375,15 @@ void SoftmaxGradRows(const float* p, float* dp, int64_t ld, const int64_t* n, in
                      float scale) {
   int64_t most = 0;
   for (int i = 0; i < G; ++i) most = std::max(most, n[i]);
+  RowSum dots[G];
   Vec dot[G];
-  for (int i = 0; i < G; ++i) dot[i] = Splat(0.0f);
+  for (int i = 0; i < G; ++i) dots[i].Clear();
   for (int64_t j = 0; j < most; j += kLanes)
     for (int i = 0; i < G; ++i) {
       const Vec x = Load(p + i * ld + j) * Load(dp + i * ld + j);
-      dot[i] += Below(n[i], j) ? x : Splat(0.0f);
+      dots[i].Add(j, Below(n[i], j) ? x : Splat(0.0f));
     }
-  for (int i = 0; i < G; ++i) dot[i] = Splat(SumOf(dot[i]));
+  for (int i = 0; i < G; ++i) dot[i] = Splat(dots[i].Total());
   for (int64_t j = 0; j < kcols; j += kLanes)
     for (int i = 0; i < G; ++i) {
       float* d = dp + i * ld + j;

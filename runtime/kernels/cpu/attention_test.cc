@@ -2,8 +2,9 @@
 // in double: the output and all three gradients, for causal and full
 // attention, grouped-query heads, head dims that are not a multiple of 16
 // and lengths that are not a multiple of the query blocks; the result does
-// not depend on the thread count; the packed entry points equal the
-// separate ones.
+// not depend on the thread count nor on the vector width (the library's
+// own against a build with 16-float vectors); the packed entry points equal
+// the separate ones.
 
 #include <omp.h>
 
@@ -14,6 +15,17 @@
 #include <gtest/gtest.h>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
+
+// attention.cc built with 16-float vectors (CMakeLists.txt: attention_wide).
+extern "C" void stepc_wide_attention(const float* q, const float* k, const float* v,
+                                     int64_t batch, int64_t tq, int64_t tk, int64_t heads,
+                                     int64_t kv_heads, int64_t head_dim, int causal,
+                                     double scale, float* out);
+extern "C" void stepc_wide_attention_grad(const float* dout, const float* q, const float* k,
+                                          const float* v, int64_t batch, int64_t tq, int64_t tk,
+                                          int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                          int causal, double scale, float* dq, float* dk,
+                                          float* dv);
 
 namespace {
 
@@ -128,6 +140,18 @@ TEST_P(AttentionF32, MatchesTheDefinition) {
   EXPECT_EQ(one.dq, got.dq);
   EXPECT_EQ(one.dk, got.dk);
   EXPECT_EQ(one.dv, got.dv);
+  // And at the other vector width: an AVX2 step and an AVX-512 one agree.
+  Result wide{std::vector<float>(nq), std::vector<float>(nq), std::vector<float>(nk),
+              std::vector<float>(nk)};
+  stepc_wide_attention(q.data(), k.data(), v.data(), c.batch, c.tq, c.tk, c.heads, c.kv_heads,
+                       c.hd, c.causal, scale, wide.out.data());
+  stepc_wide_attention_grad(dout.data(), q.data(), k.data(), v.data(), c.batch, c.tq, c.tk,
+                            c.heads, c.kv_heads, c.hd, c.causal, scale, wide.dq.data(),
+                            wide.dk.data(), wide.dv.data());
+  EXPECT_EQ(wide.out, got.out);
+  EXPECT_EQ(wide.dq, got.dq);
+  EXPECT_EQ(wide.dk, got.dk);
+  EXPECT_EQ(wide.dv, got.dv);
 }
 
 INSTANTIATE_TEST_SUITE_P(
