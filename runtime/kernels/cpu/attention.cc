@@ -12,13 +12,14 @@
 // Each product C = A B reads B and C as rows of whole vectors (16 floats on
 // AVX-512, 8 on AVX2) and A one value at a time through two strides, so Q,
 // dO and the transposes Pᵀ, dSᵀ are read in place; only an item's Kᵀ and Vᵀ
-// are made (square blocks of one vector's width transposed in registers, stored in panels of 64 keys: at llama-s's 2048
-// keys the panels took its forward 192 -> 155 ms, as rows 8 KB apart had
-// shared a few L1 sets), and K, V, Q and dO are copied only where the
-// head dim is not a multiple of the vector width. GCC vector extensions of
-// the target's width; the same sums in the same order on every thread count
-// and at either width (a row's sums in 16 partial sums: RowSum). The softmax's exponential is a polynomial in those vectors (within
-// 1 ulp of expf).
+// are made (square blocks of one vector's width transposed in registers,
+// stored in panels of 64 keys: at llama-s's 2048 keys the panels took its
+// forward 192 -> 155 ms, as rows 8 KB apart had shared a few L1 sets), and
+// K, V, Q and dO are copied only where the head dim is not a multiple of
+// the vector width. GCC vector extensions of the target's width; the same
+// sums in the same order on every thread count and at either width (a row's
+// sums in 16 partial sums: RowSum). The softmax's exponential is a
+// polynomial in those vectors (within 1 ulp of expf).
 
 #include <algorithm>
 #include <cmath>
@@ -111,9 +112,8 @@ struct RowSum {
   // x holds elements [j, j + kLanes) of the row.
   void Add(int64_t j, Vec x) { part[(j / kLanes) % kSumParts] += x; }
   float Total() const {
-    float s = 0.0f;
-    for (int i = 0; i < kSumParts; ++i)
-      for (int l = 0; l < kLanes; ++l) s = i == 0 && l == 0 ? part[0][0] : s + part[i][l];
+    float s = part[0][0];
+    for (int e = 1; e < 16; ++e) s += part[e / kLanes][e % kLanes];
     return s;
   }
 };
