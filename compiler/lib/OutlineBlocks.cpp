@@ -118,17 +118,28 @@ DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
     std::string label = blockLabel(*block);
     blockOf[arg] = label.empty() ? "#" : label;
   }
-  // A parameter's gradient too (through the reshapes that made it), so the
-  // clipping norm's terms run in their block's code.
+  // A parameter's gradient too (through the reshapes that made it, and
+  // the micro-batches' sum: the mean's 1/M and each accumulating add), so
+  // the clipping norm's terms and the accumulation run in their block's
+  // code.
   auto gradientOf = [&](Value param, Value grad) {
     auto it = blockOf.find(param);
     if (it == blockOf.end())
       return;
     std::string block = it->second;
-    for (Value g = grad; g;) {
-      blockOf.try_emplace(g, block);
-      auto reshape = g.getDefiningOp<ReshapeOp>();
-      g = reshape ? reshape.getInput() : Value();
+    SmallVector<Value> work{grad};
+    while (!work.empty()) {
+      Value g = work.pop_back_val();
+      if (!blockOf.try_emplace(g, block).second)
+        continue;
+      Operation *def = g.getDefiningOp();
+      if (isa_and_nonnull<ReshapeOp>(def)) {
+        work.push_back(def->getOperand(0));
+      } else if (isa_and_nonnull<MulOp>(def) && def->getOperand(1).getDefiningOp<ConstantOp>()) {
+        work.push_back(def->getOperand(0));
+      } else if (isa_and_nonnull<AddOp>(def)) {
+        work.append({def->getOperand(0), def->getOperand(1)});
+      }
     }
   };
   for (Operation &update : step.getBody().front()) {
@@ -180,20 +191,49 @@ namespace {
 /// The runs of `step`: consecutive ops computing for one block. An op
 /// belongs to the block of the first value it reads or makes that is a
 /// parameter's (its moments', its gradient's); an op of none joins the run
-/// before it; a multi-tensor update reads every block's and joins too.
+/// before it, unless it reads the step's arguments and nothing the run
+/// made (the next micro-batch's input slices: inside, they made each
+/// micro-batch's run a function of its own), and then so do the ops after
+/// it only if an op of the run's block follows them. A multi-tensor update
+/// reads every block's and joins too.
 std::vector<std::vector<Operation *>> blockRuns(func::FuncOp step) {
   DenseMap<Value, std::string> parameterBlock = parameterBlocks(step);
   std::vector<std::vector<Operation *>> runs;
+  DenseSet<Operation *> inRun;
+  std::vector<Operation *> pending;
   std::string current;
+  auto join = [&](Operation *op) {
+    llvm::append_range(runs.back(), pending);
+    inRun.insert(pending.begin(), pending.end());
+    pending.clear();
+    runs.back().push_back(op);
+    inRun.insert(op);
+  };
   for (Operation &op : step.getBody().front().without_terminator()) {
     std::string block = blockOfOp(&op, parameterBlock);
-    if (!block.empty() && block != current) {
+    if (block.empty()) {
+      if (current.empty() || current == "#")
+        continue;
+      bool readsRun = llvm::any_of(
+          op.getOperands(), [&](Value v) { return inRun.contains(v.getDefiningOp()); });
+      bool readsArguments = llvm::any_of(op.getOperands(), [](Value v) {
+        return isa<BlockArgument>(v);
+      });
+      if (pending.empty() && (readsRun || !readsArguments))
+        join(&op);
+      else
+        pending.push_back(&op);
+      continue;
+    }
+    if (block != current) {
       current = block;
+      pending.clear();
+      inRun.clear();
       if (block != "#")
         runs.emplace_back();
     }
-    if (!current.empty() && current != "#")
-      runs.back().push_back(&op);
+    if (block != "#")
+      join(&op);
   }
   return runs;
 }
@@ -275,6 +315,11 @@ private:
       // A request slot is storage too: each run's its own, passed in.
       if (name == StepDialect::kRequestAttrName) {
         os << "request;";
+        continue;
+      }
+      // So is a pipeline transfer's tag (each micro-batch's its own).
+      if (name == StepDialect::kTransferAttrName) {
+        os << "transfer;";
         continue;
       }
       os << name << "=" << a.getValue() << ";";

@@ -87,11 +87,11 @@ std::string SourceEmitter::location(Operation *op) {
   return "";
 }
 
-unsigned SourceEmitter::slot(const std::string &address, int64_t at, bool isRequest) {
+unsigned SourceEmitter::slot(const std::string &address, int64_t at, RunScope::Slot kind) {
   auto [it, inserted] = runScope->slotOf.try_emplace(address, runScope->at.size());
   if (inserted) {
     runScope->at.push_back(at);
-    runScope->isRequest.push_back(isRequest);
+    runScope->kind.push_back(kind);
   }
   return it->second;
 }
@@ -105,8 +105,9 @@ std::string SourceEmitter::ptr(Value v) {
     // one pointer, so the compiler vectorises it as it does inline (a
     // scalar fallback would round libmvec's exp differently).
     int64_t offset = inArg ? 0 : plan.buffers[plan.bufferOf.lookup(v)].offset;
-    unsigned k = inArg ? slot("a" + std::to_string(arg->second), -int64_t(arg->second) - 1, false)
-                       : slot("@" + std::to_string(offset), offset, false);
+    unsigned k = inArg ? slot("a" + std::to_string(arg->second), -int64_t(arg->second) - 1,
+                              RunScope::Slot::Pointer)
+                       : slot("@" + std::to_string(offset), offset, RunScope::Slot::Pointer);
     return "((" + type + " *)p" + std::to_string(k) + ")";
   }
   if (inArg) {
@@ -320,7 +321,7 @@ std::string SourceEmitter::request(int64_t number) {
   // pointing into it.
   if (!runScope)
     return "requests[" + std::to_string(number) + "]";
-  return "(*p" + std::to_string(slot("q" + std::to_string(number), number, true)) + ")";
+  return "(*p" + std::to_string(slot("q" + std::to_string(number), number, RunScope::Slot::Request)) + ")";
 }
 
 /// "return <failure>;" with the message of request `request`'s entry in
@@ -459,8 +460,15 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
       startSites.resize(number + 1);
     startSites[number] = where(op) + ": " + op->getName().getStringRef().str() + " (transfer " +
                          std::to_string(tag.getInt()) + ") failed";
+    // In a block run the tag is the call's (one per micro-batch).
+    std::string tagValue = std::to_string(tag.getInt());
+    if (runScope)
+      tagValue = "at[" +
+                 std::to_string(slot("t" + std::to_string(runScope->at.size()), tag.getInt(),
+                                     RunScope::Slot::Value)) +
+                 "]";
     body << "  if (collectives->" << name << "(collectives->ctx, " << to << ", "
-         << tag.getInt() << ", " << ptr(buffer) << ", " << tensorBytes(typeOf(buffer)) << ", &"
+         << tagValue << ", " << ptr(buffer) << ", " << tensorBytes(typeOf(buffer)) << ", &"
          << request << "))\n    " << failFromTable("kCollectiveStarts", request) << "\n";
     return success();
   };
@@ -784,13 +792,15 @@ LogicalResult SourceEmitter::endRun() {
   // reads a pointer in a register, not through an array the compiler must
   // reload), then its code.
   std::string code;
-  for (size_t k = 0; k < scope.at.size(); ++k)
-    code += scope.isRequest[k]
-                ? llvm::formatv("  int32_t *const p{0} = requests + at[{0}];\n", k).str()
-                : llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
-                                ": arena + at[{0}];\n",
-                                k)
-                      .str();
+  for (size_t k = 0; k < scope.at.size(); ++k) {
+    if (scope.kind[k] == RunScope::Slot::Request)
+      code += llvm::formatv("  int32_t *const p{0} = requests + at[{0}];\n", k).str();
+    else if (scope.kind[k] == RunScope::Slot::Pointer)
+      code += llvm::formatv("  char *const p{0} = at[{0}] < 0 ? (char *)args[-at[{0}] - 1] "
+                            ": arena + at[{0}];\n",
+                            k)
+                  .str();
+  }
   code += bodyText.substr(scope.begin);
   bodyText.resize(scope.begin);
   // Every run of a function prints the same code when step-outline-blocks
@@ -816,7 +826,7 @@ LogicalResult SourceEmitter::endRun() {
     pre << "static const char *const " << siteTable << "[] = {" << llvm::join(scope.sites, ", ")
         << "};\n";
   }
-  bool usesRequests = llvm::is_contained(scope.isRequest, true);
+  bool usesRequests = llvm::is_contained(scope.kind, RunScope::Slot::Request);
   body << "  // " << scope.block << ": " << scope.kernels << " kernels from "
        << scope.firstLocation << " to " << scope.lastLocation << "\n  if (int failed = " << name
        << "(args, arena, " << array(scope.at) << ", " << siteTable << ", "

@@ -231,13 +231,16 @@ private:
     int kernels;
     std::map<std::string, unsigned> slotOf;
     /// Per slot: where it points (-argument - 1, an arena offset, or a
-    /// request number) and whether it is a request.
+    /// request number), or a value of the call's (a transfer's tag: runs
+    /// of one block for different micro-batches share the function), and
+    /// which of these it is.
     llvm::SmallVector<int64_t> at;
-    llvm::SmallVector<bool> isRequest;
+    enum class Slot { Pointer, Request, Value };
+    llvm::SmallVector<Slot> kind;
     llvm::SmallVector<std::string> sites;
   };
   std::optional<RunScope> runScope;
-  unsigned slot(const std::string &address, int64_t at, bool isRequest);
+  unsigned slot(const std::string &address, int64_t at, RunScope::Slot kind);
   /// Starts printing run `run` (of `block`), or ends the one being printed:
   /// its code becomes its function's (checked equal to what earlier runs of
   /// that function printed; a run that differs gets a function of its own)

@@ -6,7 +6,7 @@
 // with one micro-batch's activations live at a time. The micro-batch's
 // gradient is built as step-autodiff built the step's, from the loss
 // function rebound to the smaller batch, and inlined M times on slices of
-// the inputs, each accumulated as soon as its backward ends.
+// the inputs, each gradient accumulated as soon as its backward makes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,6 +151,8 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   SmallVector<Value> sums;
   for (int64_t m = 0; m < count; ++m) {
     IRMapping map;
+    // The ops of micro-batch m's backward (where its gradients are made).
+    llvm::SmallPtrSet<Operation *, 32> made;
     for (BlockArgument arg : microBody.getArguments()) {
       Value full = body.getArgument(arg.getArgNumber());
       if (!isInput(micro, arg.getArgNumber())) {
@@ -165,6 +167,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
         continue;
       }
       Operation *copy = b.clone(op, map);
+      made.insert(copy);
       markMicroBatch(copy, m);
       // A dropout over the batch draws this micro-batch's rows of the mask.
       auto d = dyn_cast<DropoutOp>(copy);
@@ -179,15 +182,27 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
       setPhase(first, Phase::Forward);
       d.getFirstRowMutable().assign(first);
     }
+    // Each gradient accumulated right where its backward makes it: the
+    // micro-batch's gradient is dead from there (not all of them live to
+    // the end of the backward), and the add runs in its block's code.
+    DenseMap<Operation *, Operation *> lastAfter;
     for (auto [i, result] : llvm::enumerate(microBody.getTerminator()->getOperands())) {
       Value value = map.lookupOrDefault(result);
       if (m == 0) {
         sums.push_back(value);
         continue;
       }
-      auto add = b.create<AddOp>(loc, sums[i], value);
+      OpBuilder at = b;
+      Operation *def = value.getDefiningOp();
+      if (made.contains(def)) {
+        Operation *&after = lastAfter[def];
+        at.setInsertionPointAfter(after ? after : def);
+      }
+      auto add = at.create<AddOp>(loc, sums[i], value);
       setPhase(add, Phase::Backward);
       markMicroBatch(add, m);
+      if (made.contains(def))
+        lastAfter[def] = add;
       sums[i] = add;
     }
   }

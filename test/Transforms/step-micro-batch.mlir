@@ -1,9 +1,10 @@
 // RUN: stepc-opt %s -split-input-file -step-autodiff -step-micro-batch=count=2 -verify-diagnostics | FileCheck %s
 
 // Two micro-batches: each slices its rows of every input, runs the forward
-// and backward of a batch-1 loss, and is accumulated as soon as its backward
-// ends; the loss and the gradient are the means. The micro-batch's own
-// functions are gone.
+// and backward of a batch-1 loss, and each of its results is accumulated
+// right after the op that makes it (the micro-batch's gradient dead there);
+// the loss and the gradient are the means. The micro-batch's own functions
+// are gone.
 // CHECK-LABEL: func.func @loss_grad
 // CHECK-SAME: %[[W:.*]]: tensor<4x3xf32> {step.param = {{.*}}}, %[[X:.*]]: tensor<2x4xf32> {step.input = "x"}
 // CHECK: %[[X0:.*]] = step.slice %[[X]] offsets [0, 0] sizes [1, 4] {{.*}}: (tensor<2x4xf32>) -> tensor<1x4xf32>
@@ -12,9 +13,9 @@
 // CHECK: %[[G0:.*]] = step.matmul %[[X0]], %{{.*}} transpose_a
 // CHECK: %[[X1:.*]] = step.slice %[[X]] offsets [1, 0] sizes [1, 4]
 // CHECK: %[[L1:.*]] = step.reduce_sum
+// CHECK-NEXT: %[[LS:.*]] = step.add %[[L0]], %[[L1]]
 // CHECK: %[[G1:.*]] = step.matmul %[[X1]], %{{.*}} transpose_a
-// CHECK: %[[LS:.*]] = step.add %[[L0]], %[[L1]]
-// CHECK: %[[GS:.*]] = step.add %[[G0]], %[[G1]]
+// CHECK-NEXT: %[[GS:.*]] = step.add %[[G0]], %[[G1]]
 // CHECK: %[[HALF:.*]] = step.constant dense<5.000000e-01> {{.*}}: tensor<f32>
 // CHECK: %[[LOSS:.*]] = step.mul %[[LS]], %[[HALF]]
 // CHECK: %[[HALF2:.*]] = step.constant dense<5.000000e-01> {{.*}}: tensor<4x3xf32>

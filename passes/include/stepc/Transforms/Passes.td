@@ -128,9 +128,10 @@ def StepMicroBatch : Pass<"step-micro-batch", "mlir::ModuleOp"> {
     `loss = (l_1 + ... + l_M) · 1/M`, `g = (g_1 + ... + g_M) · 1/M`
 
     the full batch's mean loss and its gradient, up to float reassociation.
-    Each micro-batch's gradients are added as soon as its backward ends, so
-    only one micro-batch's activations are live at a time: the memory plan's
-    activation peak falls by about M. The micro-batch's gradient is the loss
+    Each micro-batch's gradient is added to its sum right after the op that
+    makes it, so only one micro-batch's activations are live at a time (the
+    memory plan's activation peak falls by about M) and its gradients die
+    as they are made, not at the end of its backward. The micro-batch's gradient is the loss
     function rebound to batch/M (as step-rebind-batch) and differentiated (as
     step-autodiff), inlined M times on `step.slice`s of the inputs. The loss
     function itself (the forward-only evaluation) keeps the whole batch. A
