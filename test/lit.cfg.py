@@ -34,6 +34,11 @@ config.environment["STEPC_CACHE_DIR"] = os.path.join(config.stepc_obj_root, "tes
 # test keeps the machine busy (test/Runtime/probe-busy.test checks the
 # default, which caches only a quiet machine's probes).
 config.environment["STEPC_PROBE_CACHE"] = "always"
+# Two tests run at once on as many cores: an OpenMP thread that spins at a
+# barrier while its partner is descheduled burns the core the other test
+# needs (gpt-capstone beside one busy core: 24 s spinning, 15 s passive;
+# alone, spinning is as fast or faster, so step.so keeps libgomp's default).
+config.environment["OMP_WAIT_POLICY"] = "passive"
 # The Python package as built (build/python/stepc).
 config.environment["PYTHONPATH"] = os.path.join(config.stepc_obj_root, "python")
 
