@@ -249,10 +249,11 @@ def StepOutlineBlocks : Pass<"step-outline-blocks", "mlir::ModuleOp"> {
     *block run* is a stretch of consecutive ops computing for one block: it
     starts at an op reading (or making) a value of a parameter marked
     `block N` (#step.param; its moments and gradient count too) and takes
-    the ops after it up to its block's last op before an op of another
-    block (ops of no block between two of its ops join the run; those after
-    its last op, such as the next micro-batch's input slices, and ops of
-    parameters outside the blocks stay in the step). Each op of a run gets `step.block_run = R`, and the function
+    the ops after it up to the next op of another block. An op of no block
+    joins the run before it, unless it reads the step's arguments and
+    nothing the run made (the next micro-batch's input slices); ops after
+    such an op join only if an op of the run's block follows them. Ops of
+    parameters outside the blocks stay in the step. Each op of a run gets `step.block_run = R`, and the function
     `step.block_functions`, the function each run calls: runs share one
     when their structure is equal, compared on
     - the ops in order: names, attributes (the plan's aside), result types,
