@@ -321,7 +321,8 @@ std::string SourceEmitter::request(int64_t number) {
   // pointing into it.
   if (!runScope)
     return "requests[" + std::to_string(number) + "]";
-  return "(*p" + std::to_string(slot("q" + std::to_string(number), number, RunScope::Slot::Request)) + ")";
+  unsigned k = slot("q" + std::to_string(number), number, RunScope::Slot::Request);
+  return "(*p" + std::to_string(k) + ")";
 }
 
 /// "return <failure>;" with the message of request `request`'s entry in

@@ -253,8 +253,9 @@ def StepOutlineBlocks : Pass<"step-outline-blocks", "mlir::ModuleOp"> {
     joins the run before it, unless it reads the step's arguments and
     nothing the run made (the next micro-batch's input slices); ops after
     such an op join only if an op of the run's block follows them. Ops of
-    parameters outside the blocks stay in the step. Each op of a run gets `step.block_run = R`, and the function
-    `step.block_functions`, the function each run calls: runs share one
+    parameters outside the blocks stay in the step. Each op of a run gets
+    `step.block_run = R`, and the function `step.block_functions`, the
+    function each run calls: runs share one
     when their structure is equal, compared on
     - the ops in order: names, attributes (the plan's aside), result types,
       bodies, and how operands connect (inside the run, or the k-th value

@@ -131,9 +131,10 @@ def StepMicroBatch : Pass<"step-micro-batch", "mlir::ModuleOp"> {
     Each micro-batch's gradient is added to its sum right after the op that
     makes it, so only one micro-batch's activations are live at a time (the
     memory plan's activation peak falls by about M) and its gradients die
-    as they are made, not at the end of its backward. The micro-batch's gradient is the loss
-    function rebound to batch/M (as step-rebind-batch) and differentiated (as
-    step-autodiff), inlined M times on `step.slice`s of the inputs. The loss
+    as they are made, not at the end of its backward. The micro-batch's
+    gradient is the loss function rebound to batch/M (as step-rebind-batch)
+    and differentiated (as step-autodiff), inlined M times on `step.slice`s
+    of the inputs. The loss
     function itself (the forward-only evaluation) keeps the whole batch. A
     batch that does not split, or a loss function with outputs besides the
     loss, is an error.
