@@ -1,8 +1,9 @@
 //===- OutlineBlocks.cpp - block runs and their functions, in the IR -----===//
 //
 // step-outline-blocks (OutlineBlocks.h): each planned step's ops grouped
-// into block runs, and the function each run calls, shared by runs of equal
-// structure. The emitters print what it decided (SourceEmitter.cpp).
+// into block runs, outlined into functions shared by runs of equal
+// structure; step-inline-blocks, its inverse. The emitters print what it
+// decided (SourceEmitter.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,13 +17,17 @@
 #include "stepc/Transforms/CollectiveSchedule.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <set>
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPOUTLINEBLOCKS
+#define GEN_PASS_DEF_STEPINLINEBLOCKS
 #include "stepc/Compiler/Passes.h.inc"
 } // namespace stepc
 
@@ -278,10 +283,15 @@ private:
   /// A value as the run sees it: made inside (i<k>) or the k-th from
   /// outside (x<k>), with its storage slot (s<k>, by address).
   void reference(Value v, bool topLevel) {
-    if (auto it = internal.find(v); it != internal.end())
+    if (auto it = internal.find(v); it != internal.end()) {
       os << "i" << it->second;
-    else
-      os << "x" << external.try_emplace(v, external.size()).first->second;
+    } else {
+      // The type too: it is the outlined function's argument's.
+      auto [ext, inserted] = external.try_emplace(v, external.size());
+      os << "x" << ext->second;
+      if (inserted)
+        os << ":" << v.getType();
+    }
     if (topLevel)
       storage(v);
   }
@@ -365,7 +375,70 @@ private:
   SmallVector<Value> stored;
 };
 
-LogicalResult outlineBlocks(func::FuncOp step) {
+/// The attributes of a planned op that differ from run to run: its place
+/// in the plan, its request slot, its transfer's tag.
+bool perCall(StringRef name) {
+  return name == StepDialect::kBufferAttrName || name == StepDialect::kInArgAttrName ||
+         name == StepDialect::kRequestAttrName || name == StepDialect::kTransferAttrName ||
+         name == StepDialect::kBlockRunAttrName;
+}
+
+/// One run about to become a call: its ops and its function.
+struct Run {
+  std::vector<Operation *> ops;
+  int64_t function;
+};
+
+/// The values `ops` read from outside them, in the order RunStructure
+/// numbers them (x0, x1, ...): the call's operands.
+SmallVector<Value> externalValues(Block &body, ArrayRef<Operation *> ops) {
+  DenseSet<Operation *> inside(ops.begin(), ops.end());
+  SmallVector<Value> externals;
+  DenseSet<Value> seen;
+  auto isInside = [&](Value v) {
+    Operation *at = v.getDefiningOp() ? v.getDefiningOp() : v.getParentBlock()->getParentOp();
+    Operation *top = body.findAncestorOpInBlock(*at);
+    return top && inside.contains(top);
+  };
+  for (Operation *op : ops)
+    op->walk<WalkOrder::PreOrder>([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (!isInside(v) && seen.insert(v).second)
+          externals.push_back(v);
+    });
+  return externals;
+}
+
+/// Whether `v` is read by an op outside `run`.
+bool readOutside(Block &body, Value v, const DenseSet<Operation *> &run) {
+  return llvm::any_of(v.getUsers(), [&](Operation *user) {
+    Operation *top = body.findAncestorOpInBlock(*user);
+    return !top || !run.contains(top);
+  });
+}
+
+/// The run's per-call attributes and locations, one dictionary per op.
+ArrayAttr runPlan(Builder &b, ArrayRef<Operation *> ops) {
+  SmallVector<Attribute> plan;
+  for (Operation *op : ops) {
+    SmallVector<NamedAttribute> fields;
+    for (NamedAttribute a : op->getAttrs())
+      if (perCall(a.getName().getValue()) && a.getName() != StepDialect::kBlockRunAttrName)
+        fields.push_back(a);
+    SmallVector<Attribute> locations;
+    op->walk<WalkOrder::PreOrder>([&](Operation *inner) { locations.push_back(inner->getLoc()); });
+    fields.push_back(b.getNamedAttr("loc", b.getArrayAttr(locations)));
+    plan.push_back(b.getDictionaryAttr(fields));
+  }
+  return b.getArrayAttr(plan);
+}
+
+LogicalResult outlineBlocks(func::FuncOp step, SymbolTable &symbols) {
+  for (auto call : step.getOps<func::CallOp>())
+    if (auto callee = symbols.lookup<func::FuncOp>(call.getCallee()))
+      if (callee->hasAttr(StepDialect::kBlockFunctionAttrName))
+        return call.emitOpError() << "calls a block function: the step is outlined already "
+                                     "(step-inline-blocks puts its calls back)";
   FailureOr<MemoryPlan> plan = readMemoryPlan(step);
   if (failed(plan))
     return failure();
@@ -375,31 +448,154 @@ LogicalResult outlineBlocks(func::FuncOp step) {
     position[&op] = position.size();
     op.removeAttr(StepDialect::kBlockRunAttrName);
   }
-  Builder b(step.getContext());
+  step->removeAttr(StepDialect::kBlockFunctionsAttrName);
   std::map<std::string, int64_t> functionOf;
-  SmallVector<int64_t> functions;
-  for (const std::vector<Operation *> &run : blockRuns(step)) {
-    std::string structure = RunStructure(*plan, position).of(run);
-    auto [it, inserted] = functionOf.try_emplace(structure, functionOf.size());
-    for (Operation *op : run)
-      op->setAttr(StepDialect::kBlockRunAttrName, b.getI64IntegerAttr(functions.size()));
-    functions.push_back(it->second);
+  std::vector<Run> runs;
+  for (std::vector<Operation *> &ops : blockRuns(step)) {
+    std::string structure = RunStructure(*plan, position).of(ops);
+    int64_t function = functionOf.try_emplace(structure, functionOf.size()).first->second;
+    runs.push_back({std::move(ops), function});
   }
-  if (functions.empty())
-    step->removeAttr(StepDialect::kBlockFunctionsAttrName);
-  else
-    step->setAttr(StepDialect::kBlockFunctionsAttrName, b.getDenseI64ArrayAttr(functions));
+  // A function returns each result some run of it has read after it.
+  std::vector<std::set<std::pair<size_t, unsigned>>> returned(functionOf.size());
+  for (const Run &run : runs) {
+    DenseSet<Operation *> inside(run.ops.begin(), run.ops.end());
+    for (auto [j, op] : llvm::enumerate(run.ops))
+      for (OpResult r : op->getResults())
+        if (readOutside(body, r, inside))
+          returned[run.function].insert({j, r.getResultNumber()});
+  }
+  MLIRContext *context = step.getContext();
+  OpBuilder b(context);
+  std::vector<func::FuncOp> callees(functionOf.size());
+  Operation *after = step;
+  for (Run &run : runs) {
+    auto results = [&](const std::vector<Operation *> &ops) {
+      SmallVector<Value> values;
+      for (auto [j, k] : returned[run.function])
+        values.push_back(ops[j]->getResult(k));
+      return values;
+    };
+    SmallVector<Value> outputs = results(run.ops);
+    // Read now: an earlier run's call may have replaced what this one reads.
+    SmallVector<Value> externals = externalValues(body, run.ops);
+    func::FuncOp &callee = callees[run.function];
+    if (!callee) {
+      // The first run of a function is its body (the others equal it).
+      auto type = FunctionType::get(context, ValueRange(externals).getTypes(),
+                                    ValueRange(outputs).getTypes());
+      b.setInsertionPointAfter(after);
+      callee = b.create<func::FuncOp>(
+          run.ops.front()->getLoc(),
+          (step.getSymName() + "_block" + Twine(run.function)).str(), type);
+      callee.setPrivate();
+      callee->setAttr(StepDialect::kBlockFunctionAttrName, b.getI64IntegerAttr(run.function));
+      symbols.insert(callee);
+      after = callee;
+      Block *entry = callee.addEntryBlock();
+      IRMapping map;
+      map.map(externals, entry->getArguments());
+      b.setInsertionPointToEnd(entry);
+      std::vector<Operation *> copies;
+      for (Operation *op : run.ops) {
+        Operation *copy = b.clone(*op, map);
+        for (NamedAttribute a : op->getAttrs())
+          if (perCall(a.getName().getValue()))
+            copy->removeAttr(a.getName());
+        copies.push_back(copy);
+      }
+      b.create<func::ReturnOp>(run.ops.back()->getLoc(), results(copies));
+    }
+    b.setInsertionPoint(run.ops.front());
+    auto call = b.create<func::CallOp>(run.ops.front()->getLoc(), callee, externals);
+    call->setAttr(StepDialect::kRunPlanAttrName, runPlan(b, run.ops));
+    DenseSet<Operation *> inside(run.ops.begin(), run.ops.end());
+    for (auto [value, result] : llvm::zip_equal(outputs, call.getResults()))
+      value.replaceUsesWithIf(result, [&](OpOperand &use) {
+        Operation *top = body.findAncestorOpInBlock(*use.getOwner());
+        return !top || !inside.contains(top);
+      });
+    for (Operation *op : llvm::reverse(run.ops))
+      op->erase();
+  }
   return success();
 }
 
 struct StepOutlineBlocksPass
     : public stepc::impl::StepOutlineBlocksBase<StepOutlineBlocksPass> {
   void runOnOperation() override {
+    SymbolTable symbols(getOperation());
+    SmallVector<func::FuncOp> steps;
     for (auto f : getOperation().getOps<func::FuncOp>())
       if (f->hasAttr(StepDialect::kTrainStepAttrName) || f->hasAttr(StepDialect::kEvalStepAttrName))
-        if (failed(outlineBlocks(f)))
-          return signalPassFailure();
+        steps.push_back(f);
+    for (func::FuncOp step : steps)
+      if (failed(outlineBlocks(step, symbols)))
+        return signalPassFailure();
   }
 };
 
+} // namespace
+
+LogicalResult stepc::inlineBlockFunctions(ModuleOp module) {
+  SymbolTable symbols(module);
+  SmallVector<func::FuncOp> steps, callees;
+  for (auto f : module.getOps<func::FuncOp>())
+    (f->hasAttr(StepDialect::kBlockFunctionAttrName) ? callees : steps).push_back(f);
+  Builder attrs(module.getContext());
+  for (func::FuncOp step : steps) {
+    if (step.isExternal())
+      continue;
+    Block &body = step.getBody().front();
+    SmallVector<int64_t> functions;
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      auto call = dyn_cast<func::CallOp>(op);
+      auto callee = call ? symbols.lookup<func::FuncOp>(call.getCallee()) : func::FuncOp();
+      if (!callee || !callee->hasAttr(StepDialect::kBlockFunctionAttrName))
+        continue;
+      Block &entry = callee.getBody().front();
+      auto plan = call->getAttrOfType<ArrayAttr>(StepDialect::kRunPlanAttrName);
+      if (!plan || plan.size() != entry.getOperations().size() - 1)
+        return call.emitOpError() << "has no step.run_plan entry per op of " << callee.getSymName();
+      int64_t run = functions.size();
+      IRMapping map;
+      map.map(entry.getArguments(), call.getOperands());
+      OpBuilder b(call);
+      for (auto [inner, entryPlan] : llvm::zip(entry.without_terminator(), plan)) {
+        Operation *copy = b.clone(inner, map);
+        auto fields = cast<DictionaryAttr>(entryPlan);
+        for (NamedAttribute a : fields)
+          if (a.getName() != "loc")
+            copy->setAttr(a.getName(), a.getValue());
+        copy->setAttr(StepDialect::kBlockRunAttrName, attrs.getI64IntegerAttr(run));
+        auto locations = dyn_cast_or_null<ArrayAttr>(fields.get("loc"));
+        size_t k = 0;
+        copy->walk<WalkOrder::PreOrder>([&](Operation *o) {
+          if (locations && k < locations.size())
+            if (auto loc = dyn_cast<LocationAttr>(locations[k++]))
+              o->setLoc(loc);
+        });
+      }
+      for (auto [result, returned] :
+           llvm::zip_equal(call.getResults(), entry.getTerminator()->getOperands()))
+        result.replaceAllUsesWith(map.lookup(returned));
+      functions.push_back(
+          callee->getAttrOfType<IntegerAttr>(StepDialect::kBlockFunctionAttrName).getInt());
+      call.erase();
+    }
+    if (!functions.empty())
+      step->setAttr(StepDialect::kBlockFunctionsAttrName, attrs.getDenseI64ArrayAttr(functions));
+  }
+  for (func::FuncOp callee : callees)
+    callee.erase();
+  return success();
+}
+
+namespace {
+struct StepInlineBlocksPass : public stepc::impl::StepInlineBlocksBase<StepInlineBlocksPass> {
+  void runOnOperation() override {
+    if (failed(inlineBlockFunctions(getOperation())))
+      signalPassFailure();
+  }
+};
 } // namespace

@@ -37,7 +37,8 @@ static std::string overview() {
       stepc::createStepFoldWideningGemms, stepc::createStepLowerLibraryCalls,
       stepc::createStepFuseElementwise,
       stepc::createStepPlanMemory,      stepc::createStepFitMemoryBudget,
-      stepc::createStepOutlineBlocks,   stepc::createStepReport};
+      stepc::createStepOutlineBlocks,   stepc::createStepInlineBlocks,
+      stepc::createStepReport};
   std::string text = "stepc optimizer driver: the step dialect, stepc's passes and MLIR's.\n\n"
                      "The whole compiler, as `stepc` runs it (its options: below):\n"
                      "  --stepc-pipeline=\"target=cpu shard=fsdp:2 ...\"\n\n"

@@ -18,6 +18,7 @@
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/MemoryPlot.h"
+#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Compiler/Pareto.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Compiler/Toolchain.h"
@@ -288,7 +289,7 @@ static FailureOr<std::string> compileOtherStage(ModuleOp original,
         fail(message);
         return failure();
       })) ||
-      failed(pm.run(*copy)))
+      failed(pm.run(*copy)) || failed(inlineBlockFunctions(*copy)))
     return failure();
   FailureOr<CompiledSteps> steps = findCompiledSteps(*copy);
   if (failed(steps))
@@ -439,7 +440,12 @@ int main(int argc, char **argv) {
                  << "': the pass is not in this pipeline (stepc-opt "
                     "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
 
-  FailureOr<CompiledSteps> steps = findCompiledSteps(*module);
+  // The report, the memory plot and the emitters walk each step in
+  // execution order: a copy with its block functions' calls inlined.
+  OwningOpRef<ModuleOp> flat = module->clone();
+  if (failed(inlineBlockFunctions(*flat)))
+    return 1;
+  FailureOr<CompiledSteps> steps = findCompiledSteps(*flat);
   if (failed(steps))
     return 1;
   if (!memoryPlot.empty()) {
@@ -450,7 +456,7 @@ int main(int argc, char **argv) {
   }
   ModuleSummary summary;
   int64_t plannedPeakBytes = 0;
-  FailureOr<std::string> source = emitCompiledModule(*module, *steps, options, *cpuTargetOf,
+  FailureOr<std::string> source = emitCompiledModule(*flat, *steps, options, *cpuTargetOf,
                                                      emit != "mlir", summary, plannedPeakBytes);
   if (failed(source))
     return 1;

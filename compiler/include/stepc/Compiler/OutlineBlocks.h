@@ -1,12 +1,15 @@
 //===- OutlineBlocks.h - block runs and their functions, in the IR -*- C++ -*-===//
 //
 // step-outline-blocks groups a planned step's ops into runs, one per stretch
-// of consecutive ops computing for one transformer block, and gives each run
-// the function it calls: runs of equal structure (ops, attributes, types,
-// how their values connect, which of their storage coincides or overlaps in
-// the plan, which collectives they wait for) share one. The emitters print
-// one function per entry and a call per run. Structure comes from the
-// parameters' block markers (#step.param's block), never from their names.
+// of consecutive ops computing for one transformer block, and outlines them:
+// runs of equal structure (ops, attributes, types, how their values
+// connect, which of their storage coincides or overlaps in the plan, which
+// collectives they wait for) call one private func.func, each call with its
+// own plan (step.run_plan). step-inline-blocks (inlineBlockFunctions) puts
+// them back for the readers that walk a step in execution order; the
+// emitters print one function per block function and a call per run.
+// Structure comes from the parameters' block markers (#step.param's
+// block), never from their names.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +17,7 @@
 #define STEPC_COMPILER_OUTLINEBLOCKS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <optional>
@@ -38,6 +42,13 @@ llvm::DenseMap<mlir::Value, std::string> computedForBlocks(mlir::func::FuncOp st
 /// multi-tensor update reads every block's and belongs to none.
 std::string blockOfOp(mlir::Operation *op,
                       const llvm::DenseMap<mlir::Value, std::string> &parameterBlock);
+
+/// Puts every call of a block function back in its step, with that call's
+/// plan and locations on its ops, each marked with its run
+/// (step.block_run), and the step's step.block_functions: the flat step
+/// the report, the memory plot and the emitters walk in execution order.
+/// The block functions are erased. Use on a copy of the module.
+mlir::LogicalResult inlineBlockFunctions(mlir::ModuleOp module);
 
 /// The block run `op` belongs to (step.block_run), if any.
 std::optional<int64_t> blockRunOf(mlir::Operation *op);

@@ -243,7 +243,7 @@ def StepFitMemoryBudget : Pass<"step-fit-memory-budget", "mlir::ModuleOp"> {
 }
 
 def StepOutlineBlocks : Pass<"step-outline-blocks", "mlir::ModuleOp"> {
-  let summary = "Group each planned step's ops into block runs, one function per distinct run";
+  let summary = "Outline each planned step's block runs into functions, one per distinct run";
   let description = [{
     After `step-plan-memory`. In the training and the forward-only step, a
     *block run* is a stretch of consecutive ops computing for one block: it
@@ -253,27 +253,46 @@ def StepOutlineBlocks : Pass<"step-outline-blocks", "mlir::ModuleOp"> {
     joins the run before it, unless it reads the step's arguments and
     nothing the run made (the next micro-batch's input slices); ops after
     such an op join only if an op of the run's block follows them. Ops of
-    parameters outside the blocks stay in the step. Each op of a run gets
-    `step.block_run = R`, and the function `step.block_functions`, the
-    function each run calls: runs share one
+    parameters outside the blocks stay in the step. Runs share a function
     when their structure is equal, compared on
     - the ops in order: names, attributes (the plan's aside), result types,
       bodies, and how operands connect (inside the run, or the k-th value
-      from outside);
+      from outside, with its type);
     - the plan: which values share storage (one pointer per address, so an
       update in place reads and writes one), and which pairs of values'
       storage overlaps (a kernel's choices depend on it);
     - the collectives: whether an op is the first reader of a collective's
       result (it waits for it there).
-    The emitters print one C++/CUDA function per entry, called per run
-    with that run's storage, and check that every run of a function prints
-    the same code (a run that does not gets a function of its own). A deep
-    model's source and compile time stay those of one block.
+    Each function becomes a private `func.func @<step>_block<F>`
+    (`step.block_function = F`): the body of its first run, taking the
+    values the run reads from outside and returning those any of its runs'
+    successors read. Each run becomes a `func.call` whose `step.run_plan`
+    holds, per op of the body, what differs from call to call: the op's
+    place in the memory plan (`step.buffer`, `step.in_arg`), its request
+    slot and transfer tag, and its locations. A deep model's IR, source and
+    compile time stay those of one block.
 
     ```mlir
-    %y = step.layer_norm %x, %g, %b {step.block_run = 0 : i64, step.buffer = array<i64: 4>} ...
-    func.func @loss_train_step(...) attributes {step.block_functions = array<i64: 0, 0, 0, 0, 1, 1, 1, 2>, ...}
+    %h:8 = call @loss_train_step_block0(%x, %arg2, ...) {step.run_plan = [{loc = [...], step.buffer = array<i64: 2>}, ...]}
+    func.func private @loss_train_step_block0(...) attributes {step.block_function = 0 : i64}
     ```
+
+    The emitters print one C++/CUDA function per block function, called
+    per run with that run's storage, and check that every run of a
+    function prints the same code (a run that does not gets a function of
+    its own).
+  }];
+}
+
+def StepInlineBlocks : Pass<"step-inline-blocks", "mlir::ModuleOp"> {
+  let summary = "Put each call of a block function back in its step, with its plan";
+  let description = [{
+    The inverse of `step-outline-blocks`, for readers that walk a step in
+    execution order (the report, the memory plot, the emitters, tests):
+    each call's body is inlined with that call's `step.run_plan` on its ops
+    and `step.block_run = R` (the R-th call), the step gets
+    `step.block_functions` (the function of each run), and the block
+    functions are erased.
   }];
 }
 

@@ -287,6 +287,22 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be an array<i64> of functions (>= 0) on a function";
     return success();
   }
+  if (attribute.getName() == kBlockFunctionAttrName) {
+    auto number = dyn_cast<IntegerAttr>(attribute.getValue());
+    auto function = dyn_cast<FunctionOpInterface>(op);
+    if (!number || number.getInt() < 0 || !function || !function.isPrivate())
+      return op->emitError() << "expects '" << kBlockFunctionAttrName
+                             << "' to be an integer >= 0 on a private function";
+    return success();
+  }
+  if (attribute.getName() == kRunPlanAttrName) {
+    auto plan = dyn_cast<ArrayAttr>(attribute.getValue());
+    if (!plan || op->getName().getStringRef() != "func.call" ||
+        !llvm::all_of(plan, [](Attribute a) { return isa<DictionaryAttr>(a); }))
+      return op->emitError() << "expects '" << kRunPlanAttrName
+                             << "' to be an array of dictionaries on a func.call";
+    return success();
+  }
   if (attribute.getName() == kBufferAttrName || attribute.getName() == kInArgAttrName) {
     auto ids = dyn_cast<DenseI64ArrayAttr>(attribute.getValue());
     if (!ids || ids.size() != int64_t(op->getNumResults()) ||

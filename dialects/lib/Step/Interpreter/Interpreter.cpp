@@ -6,6 +6,8 @@
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include <cmath>
 #include <cstring>
@@ -125,6 +127,29 @@ FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,
       auto yield = cast<stepk::YieldOp>(body.getTerminator());
       for (auto [result, yielded] : llvm::zip(op.getResults(), yield.getValues()))
         values[result] = values.lookup(yielded);
+      return success();
+    }
+    // A call (a block function step-outline-blocks made): its body on the
+    // operands' values.
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
+      if (!callee)
+        return call.emitOpError() << "calls " << call.getCallee() << ", not a function here";
+      // A call nests at most a few deep; a recursive one is refused before
+      // it exhausts the stack.
+      static thread_local int depth = 0;
+      if (depth >= 16)
+        return call.emitOpError() << "nests calls more than 16 deep (a recursive call?)";
+      ++depth;
+      auto leave = llvm::make_scope_exit([] { --depth; });
+      std::vector<Tensor> inputs;
+      for (const Tensor *operand : operands)
+        inputs.push_back(*operand);
+      FailureOr<std::vector<Tensor>> returned = run(callee, inputs);
+      if (failed(returned))
+        return failure();
+      for (auto [value, tensor] : llvm::zip(call.getResults(), *returned))
+        values[value] = std::move(tensor);
       return success();
     }
     SmallVector<Tensor> results;

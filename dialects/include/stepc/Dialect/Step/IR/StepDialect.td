@@ -131,6 +131,15 @@ def Step_Dialect : Dialect {
     /// Function attribute (array<i64>, one per block run): the outlined
     /// function each run calls; runs of equal structure share one.
     static constexpr llvm::StringLiteral kBlockFunctionsAttrName = "step.block_functions";
+    /// Function attribute (i64) on a private func.func step-outline-blocks
+    /// made: the block function's number in its step.
+    static constexpr llvm::StringLiteral kBlockFunctionAttrName = "step.block_function";
+    /// Attribute (an array with one dictionary per op of the callee's body)
+    /// on a func.call of a block function: the plan of that call's ops
+    /// (their step.buffer, step.in_arg, step.request, step.transfer) and
+    /// their locations (`loc`: the op's, then its body's in order), which
+    /// differ from call to call.
+    static constexpr llvm::StringLiteral kRunPlanAttrName = "step.run_plan";
 
     void registerAttributes();
   }];
