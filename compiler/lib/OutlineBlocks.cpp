@@ -553,6 +553,9 @@ LogicalResult stepc::inlineBlockFunctions(ModuleOp module) {
       auto callee = call ? symbols.lookup<func::FuncOp>(call.getCallee()) : func::FuncOp();
       if (!callee || !callee->hasAttr(StepDialect::kBlockFunctionAttrName))
         continue;
+      if (callee.isExternal() || !callee.getOps<func::CallOp>().empty())
+        return call.emitOpError() << "calls " << callee.getSymName()
+                                  << ", a block function without a body of ops and no calls";
       Block &entry = callee.getBody().front();
       auto plan = call->getAttrOfType<ArrayAttr>(StepDialect::kRunPlanAttrName);
       if (!plan || plan.size() != entry.getOperations().size() - 1)

@@ -46,3 +46,24 @@ func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {
   return %b : tensor<4xf32>
 }
 
+
+// -----
+
+func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> attributes {step.train_step} {
+  // expected-error @+1 {{calls block0, a block function without a body of ops and no calls}}
+  %y = call @block0(%x) {step.run_plan = []} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func private @block0(%a: tensor<4xf32>) -> tensor<4xf32> attributes {step.block_function = 0 : i64}
+
+// -----
+
+func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> attributes {step.train_step} {
+  // expected-error @+1 {{calls block0, a block function without a body of ops and no calls}}
+  %y = call @block0(%x) {step.run_plan = [{}]} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func private @block0(%a: tensor<4xf32>) -> tensor<4xf32> attributes {step.block_function = 0 : i64} {
+  %b = call @block0(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  return %b : tensor<4xf32>
+}
