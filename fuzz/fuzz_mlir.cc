@@ -1,12 +1,14 @@
 // libFuzzer target: arbitrary text as a model. Parsed and verified with the
 // step dialects; what verifies is compiled by the whole target-independent
 // pipeline (stepc-opt --stepc-pipeline="target=cpu until=train-step") and,
-// under a memory budget, through step-remat. Any input must end in
+// under a memory budget, through step-remat; and step-inline-blocks runs on
+// it as written. Any input must end in
 // diagnostics or a step, never a crash, an assertion or a fatal error.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
@@ -17,6 +19,7 @@
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -58,6 +61,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       mlir::parseSourceString<mlir::ModuleOp>(text, &context);
   if (!module) return 0;
   mlir::OwningOpRef<mlir::ModuleOp> copy = module->clone();
+  // A final module's block functions put back in their steps (what stepc
+  // does before it reports and emits): any calls, plans and bodies.
+  mlir::OwningOpRef<mlir::ModuleOp> outlined = module->clone();
+  if (mlir::succeeded(stepc::inlineBlockFunctions(*outlined))) (void)mlir::verify(*outlined);
   Compile(*module, nullptr);
   // And under a tight budget: remat's search and its infeasibility report.
   Compile(*copy, "100000");

@@ -21,6 +21,9 @@ seeds="$dir/seeds"
 rm -rf "$seeds" && mkdir -p "$seeds/mlir" "$seeds/npy" "$seeds/tokens"
 find test -name '*.mlir' -size -24k -exec cp {} "$seeds/mlir/" \;
 cp test/Transforms/Inputs/*.mlir "$seeds/mlir/"
+# A final module's shape (block functions and their calls), split file by file.
+awk -v out="$seeds/mlir/inline-blocks" '/^\/\/ -----/ { n++; next } { print > (out "-" n+0 ".mlir") }' \
+  test/Compiler/step-inline-blocks.mlir
 python3 - "$seeds" <<'PY'
 import struct, sys, os
 seeds = sys.argv[1]

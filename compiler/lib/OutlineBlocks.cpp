@@ -567,9 +567,14 @@ LogicalResult stepc::inlineBlockFunctions(ModuleOp module) {
       for (auto [inner, entryPlan] : llvm::zip(entry.without_terminator(), plan)) {
         Operation *copy = b.clone(inner, map);
         auto fields = cast<DictionaryAttr>(entryPlan);
-        for (NamedAttribute a : fields)
-          if (a.getName() != "loc")
-            copy->setAttr(a.getName(), a.getValue());
+        for (NamedAttribute a : fields) {
+          if (a.getName() == "loc")
+            continue;
+          if (!perCall(a.getName().getValue()) || a.getName() == StepDialect::kBlockRunAttrName)
+            return call.emitOpError() << "has '" << a.getName().getValue()
+                                      << "' in its step.run_plan, not a per-call attribute";
+          copy->setAttr(a.getName(), a.getValue());
+        }
         copy->setAttr(StepDialect::kBlockRunAttrName, attrs.getI64IntegerAttr(run));
         auto locations = dyn_cast_or_null<ArrayAttr>(fields.get("loc"));
         size_t k = 0;

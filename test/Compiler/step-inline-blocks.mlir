@@ -67,3 +67,15 @@ func.func private @block0(%a: tensor<4xf32>) -> tensor<4xf32> attributes {step.b
   %b = call @block0(%a) : (tensor<4xf32>) -> tensor<4xf32>
   return %b : tensor<4xf32>
 }
+
+// -----
+
+func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> attributes {step.train_step} {
+  // expected-error @+1 {{has 'step.phase' in its step.run_plan, not a per-call attribute}}
+  %y = call @block0(%x) {step.run_plan = [{step.phase = 1 : i64}]} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+func.func private @block0(%a: tensor<4xf32>) -> tensor<4xf32> attributes {step.block_function = 0 : i64} {
+  %b = step.add %a, %a : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
