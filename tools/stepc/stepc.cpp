@@ -441,11 +441,15 @@ int main(int argc, char **argv) {
                     "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
 
   // The report, the memory plot and the emitters walk each step in
-  // execution order: a copy with its block functions' calls inlined.
-  OwningOpRef<ModuleOp> flat = module->clone();
-  if (failed(inlineBlockFunctions(*flat)))
+  // execution order: its block functions' calls inlined (in a copy when
+  // --emit=mlir prints the outlined module).
+  OwningOpRef<ModuleOp> copy;
+  if (emit == "mlir")
+    copy = module->clone();
+  ModuleOp flat = copy ? *copy : *module;
+  if (failed(inlineBlockFunctions(flat)))
     return 1;
-  FailureOr<CompiledSteps> steps = findCompiledSteps(*flat);
+  FailureOr<CompiledSteps> steps = findCompiledSteps(flat);
   if (failed(steps))
     return 1;
   if (!memoryPlot.empty()) {
@@ -456,7 +460,7 @@ int main(int argc, char **argv) {
   }
   ModuleSummary summary;
   int64_t plannedPeakBytes = 0;
-  FailureOr<std::string> source = emitCompiledModule(*flat, *steps, options, *cpuTargetOf,
+  FailureOr<std::string> source = emitCompiledModule(flat, *steps, options, *cpuTargetOf,
                                                      emit != "mlir", summary, plannedPeakBytes);
   if (failed(source))
     return 1;
