@@ -63,17 +63,35 @@ double ProbeKernelCall(const Module& module) {
   return per_call[per_call.size() / 2];
 }
 
-// The step's own fp32 GEMM kernel at one call's shape: the best of a few
-// calls, in seconds.
-double ProbeGemmCall(CpuMatmul matmul, const std::string& key) {
+// `n` floats of `value`; for a bf16 kernel, each float holds two bf16 of
+// it (what the kernel reads as 2n bf16, the same value throughout).
+std::vector<float> Filled(int64_t n, float value, bool bf16) {
+  if (!bf16) return std::vector<float>(n, value);
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint32_t pair = (bits & 0xffff0000u) | (bits >> 16);
+  float both;
+  std::memcpy(&both, &pair, sizeof both);
+  return std::vector<float>(n, both);
+}
+
+// The step's own GEMM kernel at one call's shape (fp32, or bf16 operands
+// writing f32 when `matmul_bf16` is given): the best of a few calls, in
+// seconds.
+double ProbeGemmCall(CpuMatmul matmul, CpuMatmulBf16 matmul_bf16, const std::string& key) {
   const std::optional<GemmShape> shape = ParseGemmShape(key);
   if (!shape) return 0;
-  std::vector<float> a(shape->a_floats(), 0.5f), b(shape->b_floats(), 0.25f),
-      c(shape->c_floats());
+  const bool bf16 = matmul_bf16 != nullptr;
+  std::vector<float> a = Filled(shape->a_floats(), 0.5f, bf16),
+                     b = Filled(shape->b_floats(), 0.25f, bf16), c(shape->c_floats());
   double best = 1e30;
   for (int r = 0; r < 5; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    shape->Run(matmul, a.data(), b.data(), c.data());
+    if (bf16)
+      shape->Run(matmul_bf16, reinterpret_cast<const uint16_t*>(a.data()),
+                 reinterpret_cast<const uint16_t*>(b.data()), c.data());
+    else
+      shape->Run(matmul, a.data(), b.data(), c.data());
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r > 0) best = std::min(best, s);  // the first warms up
@@ -92,6 +110,12 @@ using AttentionPacked = void (*)(const float*, int64_t, int64_t, int64_t, int64_
 using AttentionGradPacked = void (*)(const float*, const float*, int64_t, int64_t, int64_t,
                                      int64_t, int64_t, int, double, int64_t, int64_t, int64_t,
                                      int64_t, float*);
+using AttentionPackedBf16 = void (*)(const uint16_t*, int64_t, int64_t, int64_t, int64_t,
+                                     int64_t, int, double, int64_t, int64_t, int64_t, int64_t,
+                                     uint16_t*);
+using AttentionGradPackedBf16 = void (*)(const uint16_t*, const uint16_t*, int64_t, int64_t,
+                                         int64_t, int64_t, int64_t, int, double, int64_t,
+                                         int64_t, int64_t, int64_t, uint16_t*);
 
 // The step's own attention kernel (`callee`, as step.so calls it) at one
 // call's shape ("callee batch tq tk heads kv_heads head_dim causal", the
@@ -109,14 +133,18 @@ double ProbeAttentionCall(const Module& module, const std::string& shape) {
   const int64_t width = (h + 2 * hkv) * d;
   if (b > kMaxFloats / std::max(tq, tk) || width > kMaxFloats / (b * std::max(tq, tk)))
     return 0;
-  const std::string name = callee;
+  // A bf16 step's kernels ("..._bf16") read and write bf16 (the buffers
+  // below then hold two per float).
+  std::string name = callee;
+  const bool bf16 = name.size() > 5 && name.compare(name.size() - 5, 5, "_bf16") == 0;
+  if (bf16) name.resize(name.size() - 5);
   const double scale = 1.0 / std::sqrt(double(d));
   // Only what the kernel reads and writes: separate q, k, v (and their
   // gradients), or one packed [batch, len, width] tensor (and its gradient).
   const bool packed = name.find("packed") != std::string::npos;
   const bool grad = name.find("grad") != std::string::npos;
-  auto buffer = [](bool needed, int64_t n, float fill) {
-    return std::vector<float>(needed ? n : 0, fill);
+  auto buffer = [bf16](bool needed, int64_t n, float fill) {
+    return Filled(needed ? n : 0, fill, bf16);
   };
   std::vector<float> q = buffer(!packed, b * tq * h * d, 0.01f),
                      k = buffer(!packed, b * tk * hkv * d, 0.02f),
@@ -128,9 +156,23 @@ double ProbeAttentionCall(const Module& module, const std::string& shape) {
                      qkv = buffer(packed, b * tq * width, 0.01f),
                      dqkv = buffer(packed && grad, b * tq * width, 0);
   std::function<void()> call;
-  void* symbol = module.Symbol(("stepc_cpu_" + name).c_str());
+  void* symbol = module.Symbol(("stepc_cpu_" + std::string(callee)).c_str());
   if (!symbol) return 0;
-  if (name == "attention")
+  auto half = [](std::vector<float>& v) { return reinterpret_cast<uint16_t*>(v.data()); };
+  if (bf16 && name == "attention_packed" && tq == tk)
+    call = [&] {
+      reinterpret_cast<AttentionPackedBf16>(symbol)(half(qkv), b, tq, h, hkv, d, causal, scale,
+                                                    width, 0, h * d, (h + hkv) * d, half(out));
+    };
+  else if (bf16 && name == "attention_grad_packed" && tq == tk)
+    call = [&] {
+      reinterpret_cast<AttentionGradPackedBf16>(symbol)(half(dout), half(qkv), b, tq, h, hkv, d,
+                                                        causal, scale, width, 0, h * d,
+                                                        (h + hkv) * d, half(dqkv));
+    };
+  else if (bf16)
+    return 0;
+  else if (name == "attention")
     call = [&] {
       reinterpret_cast<Attention>(symbol)(q.data(), k.data(), v.data(), b, tq, tk, h, hkv, d, causal,
                                           scale, out.data());
@@ -254,9 +296,13 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
   // Each GEMM shape at its own measured rate (cached per shape); the other
   // products (attention) at the peak.
   double rest = report["executed_flops_per_step"].get<double>();
-  auto matmul = reinterpret_cast<CpuMatmul>(module.Symbol("stepc_cpu_matmul"));
+  // A bf16 step's GEMMs are its bf16 kernel's (bf16 operands, f32 sums).
   const bool fp32 = std::strcmp(module.info().precision, "fp32") == 0;
-  if (matmul && fp32 && report.contains("gemm_calls_by_shape"))
+  const bool bf16 = std::strcmp(module.info().precision, "bf16") == 0;
+  auto matmul = reinterpret_cast<CpuMatmul>(module.Symbol("stepc_cpu_matmul"));
+  auto matmul_bf16 = bf16 ? reinterpret_cast<CpuMatmulBf16>(module.Symbol("stepc_cpu_matmul_bf16"))
+                          : nullptr;
+  if (((fp32 && matmul) || matmul_bf16) && report.contains("gemm_calls_by_shape"))
     for (const auto& item : report["gemm_calls_by_shape"].items()) {
       // (Named copies: a lambda cannot capture a structured binding in C++17.)
       const std::string shape = item.key();
@@ -267,9 +313,11 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
         continue;
       const double flops = 2.0 * batch * m * n * k;
       const CachedRate gflops = pace(
-          CpuCacheKey(std::to_string(threads), "sgemm GFLOP/s " + shape + BlasKernelsOf(module)),
+          CpuCacheKey(std::to_string(threads),
+                      (bf16 ? "bf16 GEMM GFLOP/s " : "sgemm GFLOP/s ") + shape +
+                          BlasKernelsOf(module)),
           [&] {
-            const double s = ProbeGemmCall(matmul, shape);
+            const double s = ProbeGemmCall(matmul, matmul_bf16, shape);
             return s > 0 ? flops / s / 1e9 : 0.0;
           });
       if (gflops.value <= 0) continue;
@@ -281,7 +329,7 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
     }
   // Each attention shape at its own kernel's measured rate (its FLOPs from
   // the report).
-  if (fp32 && report.contains("attention_calls_by_shape") &&
+  if ((fp32 || bf16) && report.contains("attention_calls_by_shape") &&
       report.contains("attention_flops_by_shape"))
     for (const auto& item : report["attention_calls_by_shape"].items()) {
       const std::string shape = item.key();
