@@ -379,8 +379,13 @@ private:
 /// in the plan, its request slot, its transfer's tag.
 bool perCall(StringRef name) {
   return name == StepDialect::kBufferAttrName || name == StepDialect::kInArgAttrName ||
-         name == StepDialect::kRequestAttrName || name == StepDialect::kTransferAttrName ||
-         name == StepDialect::kBlockRunAttrName;
+         name == StepDialect::kRequestAttrName || name == StepDialect::kTransferAttrName;
+}
+
+/// Whether `op` (or the op of `body` it is nested in) is outside `run`.
+bool outside(Block &body, Operation *op, const DenseSet<Operation *> &run) {
+  Operation *top = body.findAncestorOpInBlock(*op);
+  return !top || !run.contains(top);
 }
 
 /// One run about to become a call: its ops and its function.
@@ -395,26 +400,20 @@ SmallVector<Value> externalValues(Block &body, ArrayRef<Operation *> ops) {
   DenseSet<Operation *> inside(ops.begin(), ops.end());
   SmallVector<Value> externals;
   DenseSet<Value> seen;
-  auto isInside = [&](Value v) {
-    Operation *at = v.getDefiningOp() ? v.getDefiningOp() : v.getParentBlock()->getParentOp();
-    Operation *top = body.findAncestorOpInBlock(*at);
-    return top && inside.contains(top);
-  };
   for (Operation *op : ops)
     op->walk<WalkOrder::PreOrder>([&](Operation *inner) {
-      for (Value v : inner->getOperands())
-        if (!isInside(v) && seen.insert(v).second)
+      for (Value v : inner->getOperands()) {
+        Operation *at = v.getDefiningOp() ? v.getDefiningOp() : v.getParentBlock()->getParentOp();
+        if (outside(body, at, inside) && seen.insert(v).second)
           externals.push_back(v);
+      }
     });
   return externals;
 }
 
 /// Whether `v` is read by an op outside `run`.
 bool readOutside(Block &body, Value v, const DenseSet<Operation *> &run) {
-  return llvm::any_of(v.getUsers(), [&](Operation *user) {
-    Operation *top = body.findAncestorOpInBlock(*user);
-    return !top || !run.contains(top);
-  });
+  return llvm::any_of(v.getUsers(), [&](Operation *user) { return outside(body, user, run); });
 }
 
 /// The run's per-call attributes and locations, one dictionary per op.
@@ -423,7 +422,7 @@ ArrayAttr runPlan(Builder &b, ArrayRef<Operation *> ops) {
   for (Operation *op : ops) {
     SmallVector<NamedAttribute> fields;
     for (NamedAttribute a : op->getAttrs())
-      if (perCall(a.getName().getValue()) && a.getName() != StepDialect::kBlockRunAttrName)
+      if (perCall(a.getName().getValue()))
         fields.push_back(a);
     SmallVector<Attribute> locations;
     op->walk<WalkOrder::PreOrder>([&](Operation *inner) { locations.push_back(inner->getLoc()); });
@@ -511,10 +510,8 @@ LogicalResult outlineBlocks(func::FuncOp step, SymbolTable &symbols) {
     call->setAttr(StepDialect::kRunPlanAttrName, runPlan(b, run.ops));
     DenseSet<Operation *> inside(run.ops.begin(), run.ops.end());
     for (auto [value, result] : llvm::zip_equal(outputs, call.getResults()))
-      value.replaceUsesWithIf(result, [&](OpOperand &use) {
-        Operation *top = body.findAncestorOpInBlock(*use.getOwner());
-        return !top || !inside.contains(top);
-      });
+      value.replaceUsesWithIf(
+          result, [&](OpOperand &use) { return outside(body, use.getOwner(), inside); });
     for (Operation *op : llvm::reverse(run.ops))
       op->erase();
   }
@@ -570,7 +567,7 @@ LogicalResult stepc::inlineBlockFunctions(ModuleOp module) {
         for (NamedAttribute a : fields) {
           if (a.getName() == "loc")
             continue;
-          if (!perCall(a.getName().getValue()) || a.getName() == StepDialect::kBlockRunAttrName)
+          if (!perCall(a.getName().getValue()))
             return call.emitOpError() << "has '" << a.getName().getValue()
                                       << "' in its step.run_plan, not a per-call attribute";
           copy->setAttr(a.getName(), a.getValue());
