@@ -96,17 +96,29 @@ absl::StatusOr<std::string> SampleVocabulary(const std::string& characters,
   return vocabulary;
 }
 
-absl::StatusOr<std::string> SampleText(Session& session, const std::string& prompt,
-                                       const std::string& vocabulary, SampleOptions options) {
+absl::StatusOr<std::vector<int32_t>> EncodePrompt(const std::string& prompt,
+                                                  const std::string& vocabulary) {
   std::vector<int32_t> ids;
   for (char c : prompt) {
     size_t id = vocabulary.find(c);
-    if (id == std::string::npos)
+    if (id == std::string::npos) {
+      const unsigned char byte = static_cast<unsigned char>(c);
+      // A byte of a multi-byte character or a control byte, printed alone,
+      // would be garbage on the terminal.
+      const std::string shown = byte >= 0x20 && byte < 0x7f ? absl::StrCat("'", std::string(1, c), "' (byte ", byte, ")")
+                                                            : absl::StrCat("byte ", byte);
       return absl::InvalidArgumentError(absl::StrCat(
-          "--prompt holds '", std::string(1, c), "' (byte ", static_cast<unsigned char>(c),
-          "), which is not in the model's character vocabulary of ", vocabulary.size()));
+          "--prompt holds ", shown, ", which is not in the model's character vocabulary of ",
+          vocabulary.size()));
+    }
     ids.push_back(static_cast<int32_t>(id));
   }
+  return ids;
+}
+
+absl::StatusOr<std::string> SampleText(Session& session, const std::string& prompt,
+                                       const std::string& vocabulary, SampleOptions options) {
+  STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, EncodePrompt(prompt, vocabulary));
   // Never an id past the vocabulary (a model's may be padded larger).
   options.vocabulary = static_cast<int64_t>(vocabulary.size());
   STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn, Generate(session, ids, options));

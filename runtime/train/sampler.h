@@ -45,6 +45,11 @@ absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int3
 absl::StatusOr<std::string> SampleVocabulary(const std::string& characters,
                                              const nlohmann::json& resumed_trainer);
 
+// The ids of `prompt`'s characters in `vocabulary`: an error naming the
+// first one it lacks (checked before training, so a run never ends on it).
+absl::StatusOr<std::vector<int32_t>> EncodePrompt(const std::string& prompt,
+                                                  const std::string& vocabulary);
+
 // `options.tokens` characters continuing `prompt` (each of its characters
 // must be in `vocabulary`), with the ids drawn as Generate draws them: the
 // prompt and its continuation as text. Collective under sharding.

@@ -153,6 +153,18 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   }
 
   const int64_t steps = schedule.steps;
+  // Said before the first step, not after the last: a trace that would
+  // record nothing, a prompt the vocabulary cannot encode.
+  STEPC_ASSIGN_OR_RETURN(const TraceSteps trace_steps, ParseTraceSteps(o.trace_steps));
+  if (!o.trace.empty() && (trace_steps.first > steps || trace_steps.last < first_step))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--trace-steps %s records no step of this run (steps %d to %d)%s", o.trace_steps,
+        first_step, steps, o.Given("trace_steps") ? "" : ": give --trace-steps"));
+  std::string sample_vocabulary;
+  if (o.sample > 0) {
+    STEPC_ASSIGN_OR_RETURN(sample_vocabulary, SampleVocabulary(data.characters(), resume.trainer));
+    STEPC_RETURN_IF_ERROR(EncodePrompt(o.prompt, sample_vocabulary).status());
+  }
   // Streamed: a line per step, flushed, appended to on resume (rank 0).
   MetricsLog metrics(lead ? o.metrics : "", first_step);
   // (Only a --warmup asked for: the default outlasting a short test run is
@@ -296,7 +308,6 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                 static_cast<long long>(first_step - 1), static_cast<long long>(steps));
 
   // --trace: the steps asked for, on every rank (each its own file).
-  STEPC_ASSIGN_OR_RETURN(const TraceSteps trace_steps, ParseTraceSteps(o.trace_steps));
   Trace trace(o.trace, trace_steps, rank, *module);
   if (lead && trace.enabled() && !trace.has_kernels())
     std::fprintf(stderr,
@@ -603,8 +614,6 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   std::fflush(stdout);
   STEPC_RETURN_IF_ERROR(write_plot());
   if (o.sample > 0) {
-    STEPC_ASSIGN_OR_RETURN(const std::string vocabulary,
-                           SampleVocabulary(data.characters(), resume.trainer));
     SampleOptions options;
     options.tokens = o.sample;
     options.temperature = o.temperature;
@@ -612,7 +621,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     options.seed = schedule.seed;
     const auto start = Clock::now();
     STEPC_ASSIGN_OR_RETURN(const std::string text,
-                           SampleText(*session, o.prompt, vocabulary, options));
+                           SampleText(*session, o.prompt, sample_vocabulary, options));
     const double seconds = Since(start);
     if (lead) {
       const int64_t drawn = static_cast<int64_t>(text.size() - o.prompt.size());

@@ -41,10 +41,14 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fcntl.h>
 
 using namespace mlir;
 using namespace stepc;
@@ -213,10 +217,17 @@ static LogicalResult writeOutput(StringRef path, StringRef text) {
   llvm::sys::fs::file_status status;
   if (!llvm::sys::fs::status(path, status) && llvm::sys::fs::exists(status) &&
       !llvm::sys::fs::is_regular_file(status) && !llvm::sys::fs::is_directory(status)) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (ec)
-      return failure(fail("cannot write '" + path + "': " + ec.message()));
+    // Opened without blocking: a FIFO that no process reads fails (ENXIO)
+    // instead of waiting forever; one with a reader (`--report >(jq .)`)
+    // is then written as any file.
+    const int fd = ::open(path.str().c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+      return failure(fail("cannot write '" + path + "': " +
+                          (errno == ENXIO ? std::string("no process reads it (a FIFO or socket: "
+                                                        "writing would block)")
+                                          : std::string(std::strerror(errno)))));
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << text;
     os.close();
     if (os.has_error()) {
@@ -338,6 +349,17 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   if (!openInputFile(inputFile, &error))
     return fail(error);
+  // Each output's directory must exist: said now, not after the compile.
+  for (const std::string *path : {&outputFile.getValue(), &reportFile.getValue(),
+                                  &memoryPlot.getValue()}) {
+    if (*path == "-" || path->empty())
+      continue;
+    if (llvm::sys::fs::is_directory(*path))
+      return fail("cannot write '" + *path + "': it is a directory");
+    StringRef parent = llvm::sys::path::parent_path(*path);
+    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+      return fail("cannot write '" + *path + "': no directory '" + parent + "'");
+  }
   // Never write over the model being compiled.
   bool same = false;
   if (outputFile != "-" && !llvm::sys::fs::equivalent(inputFile, outputFile, same) && same)
