@@ -55,6 +55,7 @@ absl::Status AgreeOnRun(Communicator& comm, const TrainOptions& o, const Schedul
       {"--temperature", bits(o.temperature), Entry::kDouble},
       {"--top-k", static_cast<uint64_t>(o.top_k), Entry::kInt},
       {"--save-outputs", text_hash(o.save_outputs), Entry::kText},
+      {"--save-npy", text_hash(o.save_npy), Entry::kText},
       {"the training tokens (--data, --corpus)", tokens, Entry::kText},
   };
   for (const Entry& e : entries) {

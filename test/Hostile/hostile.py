@@ -251,6 +251,14 @@ def stepc_flag_cases(bin_dir, work, model):
                 '  return %l : tensor<f32>\n}\n')
     yield Case("stepc", "bf16-parameter", [f"{bin_dir}/stepc", "--target=cpu", bf16, "--emit=mlir",
                                            "-o", out], ["parameter 'w'"], protect=[bf16, out])
+    # A FIFO no process reads: writing it would block forever.
+    fifo = os.path.join(work, "reader-less.fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    yield Case("stepc", "report-into-readerless-fifo", base + [f"--report={fifo}"],
+               ["no process reads it"], protect=[model], timeout=60)
+    yield Case("stepc", "memory-plot-into-readerless-fifo", base + [f"--memory-plot={fifo}"],
+               ["no process reads it"], protect=[model], timeout=60)
     yield Case("stepc-opt", "unknown-pipeline-option",
                [f"{bin_dir}/stepc-opt", model, "--stepc-pipeline=target=cpu frobnicate=1"],
                ["frobnicate"], protect=[model])
@@ -725,6 +733,10 @@ def mpi_cases(bin_dir, work, mpirun, so, so2, so_other, so_tp):
     yield Case("mpi", "ranks-different-steps",
                base + ["-np", "1", runner, so2, "--steps", "2", ":", "-np", "1", runner, so2, "--steps", "3"],
                ["--steps", "other training flags"], timeout=120)
+    yield Case("mpi", "ranks-save-npy-on-one",
+               base + ["-np", "1", runner, so2, "--steps", "1", "--save-npy", os.path.join(work, "npy-one"),
+                       ":", "-np", "1", runner, so2, "--steps", "1"],
+               ["--save-npy", "other training flags"], timeout=120)
     yield Case("mpi", "ranks-different-seed",
                base + ["-np", "1", runner, so2, "--steps", "1", "--seed", "1", ":", "-np", "1", runner, so2,
                        "--steps", "1"], ["seed", "other training flags"], timeout=120)
