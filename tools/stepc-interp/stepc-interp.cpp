@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "stepc/Compiler/InputFile.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
@@ -413,6 +414,10 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  if (std::optional<std::string> blocking = blockingInputError(inputFile)) {
+    llvm::errs() << "stepc-interp: " << *blocking << "\n";
+    return 1;
+  }
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
   if (!module)
     return 1;
@@ -423,6 +428,16 @@ int main(int argc, char **argv) {
   }
   if (steps < 1) {
     llvm::errs() << "stepc-interp: --steps must be at least 1\n";
+    return 1;
+  }
+  // A check of no element would pass whatever the gradients are.
+  if (gradCheck && samples < 1) {
+    llvm::errs() << "stepc-interp: --samples must be at least 1 (elements --grad-check "
+                    "compares per parameter)\n";
+    return 1;
+  }
+  if (steps.getNumOccurrences() && !trainMode) {
+    llvm::errs() << "stepc-interp: --steps runs training steps: give --train-step\n";
     return 1;
   }
   if (!std::isfinite(lrFlag) || lrFlag < 0 || !std::isfinite(jitter) || jitter < 0 ||

@@ -15,6 +15,7 @@
 #include "stepc/Compiler/ArenaPlan.h"
 #include "llvm/Config/llvm-config.h"
 #include "stepc/Compiler/Emitter.h"
+#include "stepc/Compiler/InputFile.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/MemoryPlot.h"
@@ -347,6 +348,8 @@ int main(int argc, char **argv) {
   context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  if (std::optional<std::string> blocking = blockingInputError(inputFile))
+    return fail(*blocking);
   if (!openInputFile(inputFile, &error))
     return fail(error);
   // Each output's directory must exist: said now, not after the compile.

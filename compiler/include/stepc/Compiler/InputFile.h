@@ -1,0 +1,38 @@
+//===- InputFile.h - Refusing model inputs that would block ---*- C++ -*-===//
+//
+// A model named by a path that is a FIFO or socket would block the tool
+// until some process writes it (forever, when none does): the tools refuse
+// it and point at stdin ("-"), which a pipe feeds without a name.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STEPC_COMPILER_INPUTFILE_H
+#define STEPC_COMPILER_INPUTFILE_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <optional>
+#include <string>
+
+namespace stepc {
+
+/// An error message when `path` names a FIFO or socket; nothing otherwise
+/// (a missing or unreadable file is left to the parser's own message).
+inline std::optional<std::string> blockingInputError(llvm::StringRef path) {
+  llvm::sys::fs::file_status status;
+  if (path == "-" || llvm::sys::fs::status(path, status))
+    return std::nullopt;
+  const llvm::sys::fs::file_type type = status.type();
+  if (type != llvm::sys::fs::file_type::fifo_file &&
+      type != llvm::sys::fs::file_type::socket_file)
+    return std::nullopt;
+  return ("cannot read '" + path +
+          "': it is a FIFO or socket (reading would wait for a writer); pipe the model into "
+          "stdin with '-' instead")
+      .str();
+}
+
+} // namespace stepc
+
+#endif // STEPC_COMPILER_INPUTFILE_H
