@@ -10,13 +10,30 @@ characters, the vocabulary itself, which stepc-run --vocab reads to sample).
 sorted order, the rule stepc-run's --corpus uses, so a model trained either
 way reads the same ids. --tokenizer gpt2 uses tiktoken's GPT-2 BPE (50,257
 tokens: compile a model with V >= 50257, e.g. gpt2-124m's 50,304); tiktoken
-is optional and needs its encoder files (downloaded on first use).
+is optional and needs its encoder files (downloaded on first use). It also
+writes tokenizer.bin, each token's bytes in llm.c's tokenizer format, which
+stepc-run --vocab reads to decode samples.
 """
 import argparse
 import json
 import os
 import struct
 import sys
+
+
+def write_llmc_tokenizer(path, tokens, end_of_text):
+    """llm.c's tokenizer file (its train_gpt2 and stepc-run --vocab read it):
+    256 little-endian uint32 (magic 20240328, version 2, the token count,
+    the end-of-text id), then each token as a length byte and its bytes."""
+    if not 0 <= end_of_text < len(tokens):
+        raise ValueError(f"end-of-text id {end_of_text} is not one of {len(tokens)} tokens")
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<256I", 20240328, 2, len(tokens), end_of_text, *([0] * 252)))
+        for i, token in enumerate(tokens):
+            if not 1 <= len(token) <= 255:
+                raise ValueError(f"token {i} has {len(token)} bytes (1 to 255 fit the format)")
+            f.write(bytes([len(token)]) + bytes(token))
+    os.replace(path + ".tmp", path)  # never a half-written file
 
 
 def main():
@@ -53,7 +70,7 @@ def main():
                      "run once with network access, or set TIKTOKEN_CACHE_DIR to a directory "
                      "holding it")
         ids = enc.encode_ordinary(data.decode("utf-8", errors="replace"))
-        meta = {"tokenizer": "gpt2", "vocab_size": enc.n_vocab}
+        meta = {"tokenizer": "gpt2", "vocab_size": enc.n_vocab, "tokenizer_file": "tokenizer.bin"}
     split = int(len(ids) * (1 - args.val_fraction))
     if split < 2 or len(ids) - split < 2:
         sys.exit(f"prepare_data: {len(ids)} tokens are too few to split")
@@ -63,6 +80,10 @@ def main():
         with open(path + ".tmp", "wb") as f:
             f.write(struct.pack(f"<{len(part)}H", *part))
         os.replace(path + ".tmp", path)  # never a half-written file
+    if args.tokenizer == "gpt2":
+        write_llmc_tokenizer(os.path.join(args.out_dir, "tokenizer.bin"),
+                             [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)],
+                             enc.eot_token)
     with open(os.path.join(args.out_dir, "meta.json"), "w") as f:
         json.dump(meta, f)
     print(f"prepare_data: {len(ids):,} tokens ({meta['tokenizer']}, vocabulary "

@@ -65,11 +65,12 @@ absl::StatusOr<TokenData> ReadCorpus(const std::string& corpus) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t model_vocab) {
+absl::StatusOr<Vocabulary> ReadVocabulary(const std::string& path, int64_t model_vocab) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))  // a FIFO would block
     return absl::NotFoundError(
         absl::StrCat("--vocab '", path, "' is missing or not a regular file"));
+  if (Vocabulary::IsTokenizerFile(path)) return Vocabulary::ReadTokenizerFile(path, model_vocab);
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open --vocab '", path, "'"));
   std::stringstream text;
@@ -79,7 +80,8 @@ absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t mode
       !meta["vocabulary"].is_array())
     return absl::InvalidArgumentError(absl::StrCat(
         "--vocab '", path,
-        "' has no \"vocabulary\" list (scripts/prepare_data.py --tokenizer char writes one)"));
+        "' is neither llm.c's tokenizer file nor a meta.json with a \"vocabulary\" list "
+        "(scripts/prepare_data.py --tokenizer char writes one)"));
   std::string vocabulary;
   for (const json& b : meta["vocabulary"]) {
     if (!b.is_number_integer() || b.get<int64_t>() < 0 || b.get<int64_t>() > 255)
@@ -91,7 +93,7 @@ absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t mode
     return absl::InvalidArgumentError(absl::StrCat("--vocab '", path, "' has ", vocabulary.size(),
                                                    " characters; the model's vocabulary is ",
                                                    model_vocab));
-  return vocabulary;
+  return Vocabulary::FromCharacters(vocabulary);
 }
 
 bool IsLanguageModel(const Module& module) {
@@ -152,8 +154,11 @@ absl::StatusOr<DataSource> DataSource::Open(const TrainOptions& o, const Module&
   }
   // The character vocabulary: the corpus's, or a token file's --vocab.
   d.characters_ = d.data_.vocabulary();
+  d.vocabulary_ = Vocabulary::FromCharacters(d.characters_);
   if (!o.vocab.empty()) {
-    STEPC_ASSIGN_OR_RETURN(d.characters_, ReadVocabulary(o.vocab, d.vocab_));
+    STEPC_ASSIGN_OR_RETURN(d.vocabulary_, ReadVocabulary(o.vocab, d.vocab_));
+    // A checkpoint keeps a character vocabulary (a token one is --vocab's file).
+    if (d.vocabulary_.by_character()) d.characters_ = d.vocabulary_.Characters();
   }
   d.identity_ = d.batches_ ? DataJson(d.batch_dir_, d.batches_->count(), "batches",
                                       d.batches_->Fingerprint(), "", o.val_fraction)

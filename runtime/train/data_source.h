@@ -17,6 +17,7 @@
 #include "runtime/module.h"
 #include "runtime/session.h"
 #include "runtime/train/npy_batches.h"
+#include "runtime/train/vocabulary.h"
 #include "runtime/train/options.h"
 
 namespace stepc {
@@ -53,6 +54,8 @@ class DataSource {
   // The character vocabulary: --vocab's, else the corpus's (empty for token
   // files without --vocab and for .npy batches).
   const std::string& characters() const { return characters_; }
+  // What a sample decodes with: the characters above, or --vocab's tokens.
+  const Vocabulary& vocabulary() const { return vocabulary_; }
   bool validates() const { return validate_; }
   // .npy validation batches (a classifier's accuracy comes from them).
   const std::optional<NpyBatches>& val_batches() const { return val_batches_; }
@@ -73,6 +76,7 @@ class DataSource {
   bool validate_ = false;
   double val_fraction_ = 0;
   std::string characters_;
+  Vocabulary vocabulary_;
   nlohmann::json identity_;
   std::vector<int32_t> tokens_, targets_;  // scratch
 };
@@ -83,7 +87,7 @@ bool IsLanguageModel(const Module& module);
 
 // The character vocabulary of scripts/prepare_data.py's meta.json: the
 // byte of each id, in id order (at most the model's vocabulary).
-absl::StatusOr<std::string> ReadVocabulary(const std::string& path, int64_t model_vocab);
+absl::StatusOr<Vocabulary> ReadVocabulary(const std::string& path, int64_t model_vocab);
 
 }  // namespace stepc
 

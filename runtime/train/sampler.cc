@@ -81,50 +81,21 @@ absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int3
   return generated;
 }
 
-absl::StatusOr<std::string> SampleVocabulary(const std::string& characters,
-                                             const nlohmann::json& resumed_trainer) {
-  std::string vocabulary = characters;
-  if (vocabulary.empty() && resumed_trainer.is_object() && resumed_trainer.contains("data") &&
+absl::StatusOr<Vocabulary> SampleVocabulary(const Vocabulary& data_vocabulary,
+                                            const nlohmann::json& resumed_trainer) {
+  if (!data_vocabulary.empty()) return data_vocabulary;
+  std::string characters;
+  if (resumed_trainer.is_object() && resumed_trainer.contains("data") &&
       resumed_trainer["data"].contains("vocabulary") &&
       resumed_trainer["data"]["vocabulary"].is_array())
     for (const nlohmann::json& b : resumed_trainer["data"]["vocabulary"])
-      if (b.is_number_integer()) vocabulary.push_back(static_cast<char>(b.get<int>()));
-  if (vocabulary.empty())
+      if (b.is_number_integer()) characters.push_back(static_cast<char>(b.get<int>()));
+  if (characters.empty())
     return absl::FailedPreconditionError(
-        "--sample decodes characters: train on --corpus or the embedded corpus, or give the token "
-        "file's --vocab (scripts/prepare_data.py's meta.json)");
-  return vocabulary;
-}
-
-absl::StatusOr<std::vector<int32_t>> EncodePrompt(const std::string& prompt,
-                                                  const std::string& vocabulary) {
-  std::vector<int32_t> ids;
-  for (char c : prompt) {
-    size_t id = vocabulary.find(c);
-    if (id == std::string::npos) {
-      const unsigned char byte = static_cast<unsigned char>(c);
-      // A byte of a multi-byte character or a control byte, printed alone,
-      // would be garbage on the terminal.
-      const std::string shown = byte >= 0x20 && byte < 0x7f ? absl::StrCat("'", std::string(1, c), "' (byte ", byte, ")")
-                                                            : absl::StrCat("byte ", byte);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--prompt holds ", shown, ", which is not in the model's character vocabulary of ",
-          vocabulary.size()));
-    }
-    ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
-}
-
-absl::StatusOr<std::string> SampleText(Session& session, const std::string& prompt,
-                                       const std::string& vocabulary, SampleOptions options) {
-  STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> ids, EncodePrompt(prompt, vocabulary));
-  // Never an id past the vocabulary (a model's may be padded larger).
-  options.vocabulary = static_cast<int64_t>(vocabulary.size());
-  STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn, Generate(session, ids, options));
-  std::string text = prompt;
-  for (int32_t id : drawn) text.push_back(vocabulary[id]);
-  return text;
+        "--sample decodes characters or tokens: train on --corpus or the embedded corpus, or "
+        "give the token file's --vocab (scripts/prepare_data.py's meta.json, or llm.c's "
+        "tokenizer file)");
+  return Vocabulary::FromCharacters(characters);
 }
 
 }  // namespace stepc

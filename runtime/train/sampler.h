@@ -13,6 +13,7 @@
 #include "absl/types/span.h"
 #include "nlohmann/json.hpp"
 #include "runtime/session.h"
+#include "runtime/train/vocabulary.h"
 
 namespace stepc {
 
@@ -39,22 +40,11 @@ int32_t DrawToken(absl::Span<const float> logits, double temperature, int64_t to
 absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int32_t> prompt,
                                               const SampleOptions& options);
 
-// The character vocabulary a sample decodes with (byte vocabulary[i] is id
-// i): `characters` (the data's), else the one a resumed checkpoint's trainer
-// state saved; an error if neither has one.
-absl::StatusOr<std::string> SampleVocabulary(const std::string& characters,
-                                             const nlohmann::json& resumed_trainer);
-
-// The ids of `prompt`'s characters in `vocabulary`: an error naming the
-// first one it lacks (checked before training, so a run never ends on it).
-absl::StatusOr<std::vector<int32_t>> EncodePrompt(const std::string& prompt,
-                                                  const std::string& vocabulary);
-
-// `options.tokens` characters continuing `prompt` (each of its characters
-// must be in `vocabulary`), with the ids drawn as Generate draws them: the
-// prompt and its continuation as text. Collective under sharding.
-absl::StatusOr<std::string> SampleText(Session& session, const std::string& prompt,
-                                       const std::string& vocabulary, SampleOptions options);
+// The vocabulary a sample decodes with: the data's (a corpus's characters,
+// or --vocab's), else the characters a resumed checkpoint's trainer state
+// saved; an error if neither has one.
+absl::StatusOr<Vocabulary> SampleVocabulary(const Vocabulary& data_vocabulary,
+                                            const nlohmann::json& resumed_trainer);
 
 }  // namespace stepc
 

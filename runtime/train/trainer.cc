@@ -160,10 +160,19 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     return absl::InvalidArgumentError(absl::StrFormat(
         "--trace-steps %s records no step of this run (steps %d to %d)%s", o.trace_steps,
         first_step, steps, o.Given("trace_steps") ? "" : ": give --trace-steps"));
-  std::string sample_vocabulary;
+  Vocabulary sample_vocabulary;
+  std::vector<int32_t> prompt_ids;
+  // A token vocabulary's sample with no --prompt starts from end of text,
+  // as llm.c's do.
+  bool from_end_of_text = false;
   if (o.sample > 0) {
-    STEPC_ASSIGN_OR_RETURN(sample_vocabulary, SampleVocabulary(data.characters(), resume.trainer));
-    STEPC_RETURN_IF_ERROR(EncodePrompt(o.prompt, sample_vocabulary).status());
+    STEPC_ASSIGN_OR_RETURN(sample_vocabulary, SampleVocabulary(data.vocabulary(), resume.trainer));
+    from_end_of_text = !o.Given("prompt") && sample_vocabulary.end_of_text() >= 0;
+    if (from_end_of_text) {
+      prompt_ids = {sample_vocabulary.end_of_text()};
+    } else {
+      STEPC_ASSIGN_OR_RETURN(prompt_ids, sample_vocabulary.Encode(o.prompt));
+    }
   }
   // Streamed: a line per step, flushed, appended to on resume (rank 0).
   MetricsLog metrics(lead ? o.metrics : "", first_step);
@@ -619,16 +628,19 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     options.temperature = o.temperature;
     options.top_k = o.top_k;
     options.seed = schedule.seed;
+    // Never an id past the vocabulary (a model's may be padded larger).
+    options.vocabulary = sample_vocabulary.size();
     const auto start = Clock::now();
-    STEPC_ASSIGN_OR_RETURN(const std::string text,
-                           SampleText(*session, o.prompt, sample_vocabulary, options));
+    STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn,
+                           Generate(*session, prompt_ids, options));
     const double seconds = Since(start);
     if (lead) {
-      const int64_t drawn = static_cast<int64_t>(text.size() - o.prompt.size());
-      std::printf(
-          "stepc-run: sample of %lld characters (temperature %g, top-k %lld, %.1f tokens/s):\n%s\n",
-          static_cast<long long>(drawn), options.temperature, static_cast<long long>(options.top_k),
-          drawn / seconds, text.c_str());
+      const std::string text =
+          (from_end_of_text ? std::string() : o.prompt) + sample_vocabulary.Decode(drawn);
+      std::printf("stepc-run: sample of %lld %s (temperature %g, top-k %lld, %.1f tokens/s):\n%s\n",
+                  static_cast<long long>(drawn.size()),
+                  sample_vocabulary.by_character() ? "characters" : "tokens", options.temperature,
+                  static_cast<long long>(options.top_k), drawn.size() / seconds, text.c_str());
       std::fflush(stdout);
     }
   }

@@ -7,7 +7,7 @@
 //       [--checkpoint-dir DIR [--save-every K] [--keep N] [--auto-resume]]
 //       [--resume DIR] [--val-data FILE | --val-fraction F | --val-batch-npy DIR]
 //       [--eval-every K] [--eval-batches N] [--sample N --prompt TEXT
-//       --temperature T --top-k K --vocab meta.json] [--save-outputs DIR]
+//       --temperature T --top-k K --vocab meta.json|tokenizer.bin] [--save-outputs DIR]
 //       [--threads N] [--plot-log] [--trace FILE.json [--trace-steps A:B]]
 //       [--peak-tflops T]
 //
@@ -99,15 +99,17 @@ ABSL_FLAG(int64_t, eval_every, kDefaults.eval_every,
 ABSL_FLAG(int64_t, eval_batches, kDefaults.eval_batches,
           "validation batches per evaluation (the same each time)");
 ABSL_FLAG(int64_t, sample, kDefaults.sample,
-          "after training, generate this many characters from --prompt (character "
-          "vocabularies: --corpus or the embedded corpus)");
-ABSL_FLAG(std::string, prompt, "\n", "the text --sample continues");
+          "after training, generate this many characters or tokens from --prompt (the "
+          "vocabulary of --corpus or the embedded corpus, or --vocab's)");
+ABSL_FLAG(std::string, prompt, "\n",
+          "the text --sample continues (a token vocabulary without --prompt: from end of text)");
 ABSL_FLAG(std::string, vocab, "",
-          "the character vocabulary of --data token files, for --sample: "
-          "scripts/prepare_data.py's meta.json");
+          "the vocabulary of --data token files, for --sample: scripts/prepare_data.py's "
+          "meta.json (characters) or llm.c's tokenizer file (tokens: prepare_data --tokenizer "
+          "gpt2 writes tokenizer.bin)");
 ABSL_FLAG(double, temperature, kDefaults.temperature,
-          "sampling temperature (0: the most likely character)");
-ABSL_FLAG(int64_t, top_k, kDefaults.top_k, "sample among the k most likely characters (0: all)");
+          "sampling temperature (0: the most likely token)");
+ABSL_FLAG(int64_t, top_k, kDefaults.top_k, "sample among the k most likely tokens (0: all)");
 ABSL_FLAG(double, peak_tflops, kDefaults.peak_tflops,
           "the peak TFLOP/s per rank MFU is measured against (0: a GEMM probe on the CPU, "
           "cached; NVIDIA's datasheet for H100, H200 and A100)");
