@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -110,15 +111,37 @@ double Number(const nlohmann::json& object, const std::string& key) {
              : 0;
 }
 
+// The whole of `path`, a regular file: a directory or a FIFO (which would
+// wait for a writer) is an error, as is a file that cannot be read.
+bool ReadRegularFile(const std::string& flag, const std::string& path, std::string& text,
+                     std::string& error) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    error = flag + " '" + path + "' " +
+            (std::filesystem::exists(path, ec) ? "is not a regular file" : "does not exist");
+    return false;
+  }
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream read;
+  read << file.rdbuf();
+  if (!file) {
+    error = "cannot read " + flag + " '" + path + "'";
+    return false;
+  }
+  text = read.str();
+  return true;
+}
+
 // --report: the model's blocks (and what lies outside them, last) cut into
 // P stages by predicted time under the memory budget, the schedule timed on
 // the stages' costs.
 int BalanceReport(int ranks, int m, int chunks_per_rank) {
   using namespace stepc::pipeline;
   const std::string path = absl::GetFlag(FLAGS_report);
-  std::ifstream file(path);
-  const nlohmann::json report = nlohmann::json::parse(file, nullptr, false);
-  if (!file || report.is_discarded() || !report.contains("executed_flops_by_block") ||
+  std::string text, error;
+  if (!ReadRegularFile("--report", path, text, error)) return Fail(error);
+  const nlohmann::json report = nlohmann::json::parse(text, nullptr, false);
+  if (report.is_discarded() || !report.is_object() || !report.contains("executed_flops_by_block") ||
       !report["executed_flops_by_block"].is_object())
     return Fail("'" + path + "' is not a stepc --report with executed_flops_by_block");
   // (A report from a stepc before these keys would balance on zeros.)
@@ -166,7 +189,6 @@ int BalanceReport(int ranks, int m, int chunks_per_rank) {
                 " stages");
   // Each rank's stash comes from the schedule's own simulation (equal
   // costs: gpipe and 1f1b stash the same whatever the costs).
-  std::string error;
   const std::string name = absl::GetFlag(FLAGS_schedule);
   Schedule equal;
   Timing equalTiming;
@@ -292,11 +314,10 @@ int main(int argc, char** argv) {
   }
   Schedule schedule;
   if (!absl::GetFlag(FLAGS_schedule_file).empty()) {
-    std::ifstream file(absl::GetFlag(FLAGS_schedule_file));
-    if (!file) return Fail("cannot read '" + absl::GetFlag(FLAGS_schedule_file) + "'");
-    std::stringstream text;
-    text << file.rdbuf();
-    if (!parseSchedule(text.str(), m, chunks_flag, schedule, error))
+    std::string text;
+    if (!ReadRegularFile("--schedule-file", absl::GetFlag(FLAGS_schedule_file), text, error))
+      return Fail(error);
+    if (!parseSchedule(text, m, chunks_flag, schedule, error))
       return Fail(error);
   }
   std::string name = absl::GetFlag(FLAGS_schedule);
