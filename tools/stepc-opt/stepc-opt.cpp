@@ -1,5 +1,6 @@
 //===- stepc-opt.cpp - mlir-opt with the step dialect and stepc passes ----===//
 
+#include "stepc/Compiler/InputFile.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
@@ -15,7 +16,9 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/ErrorHandling.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <fcntl.h>
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -57,13 +60,6 @@ static std::string overview() {
 static std::string outputFile = "-";
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "-o" && i + 1 < argc)
-      outputFile = argv[i + 1];
-    else if (arg.rfind("-o=", 0) == 0 || arg.rfind("--o=", 0) == 0)
-      outputFile = arg.substr(arg.find('=') + 1);
-  }
   llvm::install_fatal_error_handler([](void *, const char *reason, bool) {
     std::fprintf(stderr, "stepc-opt: error: %s (writing '%s')\n", reason, outputFile.c_str());
     std::_Exit(1);
@@ -76,6 +72,27 @@ int main(int argc, char **argv) {
   stepc::registerStepcPasses();
   stepc::registerStepcCompilerPasses();
   stepc::registerStepcPipeline(); // --stepc-pipeline="target=cpu shard=fsdp:2"
+  auto [inputFile, outputName] =
+      mlir::registerAndParseCLIOptions(argc, argv, overview(), registry);
+  outputFile = outputName;
+  if (std::optional<std::string> blocking = stepc::blockingInputError(inputFile)) {
+    std::fprintf(stderr, "stepc-opt: error: %s\n", blocking->c_str());
+    return 1;
+  }
+  // A FIFO output is opened here without blocking: none reading it is an
+  // error, not a wait; one reading it keeps this descriptor open until exit,
+  // so MlirOptMain's own open finds the reader and closing it ends nothing.
+  llvm::sys::fs::file_status status;
+  if (outputName != "-" && !llvm::sys::fs::status(outputName, status) &&
+      (status.type() == llvm::sys::fs::file_type::fifo_file ||
+       status.type() == llvm::sys::fs::file_type::socket_file) &&
+      ::open(outputName.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC) < 0 && errno == ENXIO) {
+    std::fprintf(stderr,
+                 "stepc-opt: error: cannot write '%s': no process reads it (a FIFO or socket: "
+                 "writing would block)\n",
+                 outputName.c_str());
+    return 1;
+  }
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, overview(), registry));
+      mlir::MlirOptMain(argc, argv, inputFile, outputName, registry));
 }
