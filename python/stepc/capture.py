@@ -173,6 +173,13 @@ def capture(model, example_inputs, names=None):
                               f"of the step, and a frozen one would silently change "
                               f"(frozen parameters are not supported; a small fixed tensor "
                               f"can be a buffer, which the step holds as a constant)")
+        # A NaN or Inf weight would be written to init.safetensors and end
+        # the first step on a non-finite loss: said here, by name.
+        for name, t in zip(pnames, tensors):
+            if t.is_floating_point() and not bool(torch.isfinite(t.detach()).all()):
+                bad = (~torch.isfinite(t.detach())).flatten().nonzero()[0].item()
+                raise ExportError(f"parameter {name!r} holds {t.detach().flatten()[bad].item()} "
+                                  f"at element {bad}: its values must be finite")
         buffers = [(n, b.detach().clone()) for n, b in model.named_buffers()]
     else:
         pnames, tensors, aliases, buffers = [], [], {}, []

@@ -51,6 +51,7 @@ absl::Status AgreeOnRun(Communicator& comm, const TrainOptions& o, const Schedul
       {"--eval-every", static_cast<uint64_t>(o.eval_every), Entry::kInt},
       {"--eval-batches", static_cast<uint64_t>(o.eval_batches), Entry::kInt},
       {"--sample", static_cast<uint64_t>(o.sample), Entry::kInt},
+      {"--sample-every", static_cast<uint64_t>(o.sample_every), Entry::kInt},
       {"--prompt", text_hash(o.prompt), Entry::kText},
       {"--temperature", bits(o.temperature), Entry::kDouble},
       {"--top-k", static_cast<uint64_t>(o.top_k), Entry::kInt},

@@ -48,6 +48,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
       {"eval_every", &TrainOptions::eval_every},
       {"eval_batches", &TrainOptions::eval_batches},
       {"sample", &TrainOptions::sample},
+      {"sample_every", &TrainOptions::sample_every},
       {"top_k", &TrainOptions::top_k},
       {"prompt", &TrainOptions::prompt},
       {"temperature", &TrainOptions::temperature},
@@ -191,6 +192,11 @@ absl::Status ValidateOptions(const TrainOptions& o) {
   if (o.sample < 0 || o.top_k < 0 || !(o.temperature >= 0) || !std::isfinite(o.temperature))
     return absl::InvalidArgumentError(
         "--sample and --top-k must be >= 0 and --temperature finite and >= 0");
+  if (o.sample_every < 0)
+    return absl::InvalidArgumentError("--sample-every must be >= 0");
+  if (o.sample_every > 0 && o.sample == 0)
+    return absl::InvalidArgumentError(
+        "--sample-every needs --sample N (the tokens each sample draws)");
   if (o.sample > 0 && o.prompt.empty())
     return absl::InvalidArgumentError("--prompt is empty: sampling continues some text");
   if (!o.resume.empty() + !o.init_npy.empty() + !o.init_safetensors.empty() > 1)

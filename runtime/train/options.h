@@ -31,7 +31,7 @@ struct TrainOptions {
   int64_t save_every = 0, keep = 0;
   bool auto_resume = false;
   // Evaluation and sampling.
-  int64_t eval_every = 0, eval_batches = 10, sample = 0, top_k = 200;
+  int64_t eval_every = 0, eval_batches = 10, sample = 0, sample_every = 0, top_k = 200;
   std::string prompt = "\n";
   double temperature = 0.8;
   // Progress.

@@ -29,22 +29,36 @@ int32_t DrawToken(absl::Span<const float> logits, double temperature, int64_t to
   return order[pick(rng)];
 }
 
+namespace {
+
+// A pipeline's logits are its last stage's.
+const stepc_module_info& LogitsInfo(const Module& module) {
+  const std::vector<const stepc_module_info*> stages = module.StageInfos();
+  return stages.empty() ? module.info() : *stages.back();
+}
+
+}  // namespace
+
+absl::Status CheckCanSample(const Module& module) {
+  const stepc_module_info& last = LogitsInfo(module);
+  if (last.logits_rank == 3) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("sampling needs [batch, seq, vocab] logits; '", module.path(), "' returns ",
+                   last.logits_rank == 0 ? "none" : "logits of another rank",
+                   last.logits_rank == 0 ? " (its loss is not one f32 cross-entropy: "
+                                           "compiled with --micro-batches > 1?)"
+                                         : ""));
+}
+
 absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int32_t> prompt,
                                               const SampleOptions& options) {
-  // A pipeline's logits are its last stage's: every rank runs its stage of
-  // the forward, the last stage's ranks draw, and the token is shared.
+  // Every rank runs its stage of the forward, the last stage's ranks draw,
+  // and the token is shared.
   const stepc_module_info& info = session.module().info();
-  const std::vector<const stepc_module_info*> stages = session.module().StageInfos();
-  const stepc_module_info& last = stages.empty() ? info : *stages.back();
+  const stepc_module_info& last = LogitsInfo(session.module());
   const bool pipeline = info.pipeline_stages > 1;
   const bool draws = !pipeline || session.module().stage() == info.pipeline_stages - 1;
-  if (last.logits_rank != 3)
-    return absl::FailedPreconditionError(
-        absl::StrCat("sampling needs [batch, seq, vocab] logits; '", session.module().path(),
-                     "' returns ", last.logits_rank == 0 ? "none" : "logits of another rank",
-                     last.logits_rank == 0 ? " (its loss is not one f32 cross-entropy: "
-                                             "compiled with --micro-batches > 1?)"
-                                           : ""));
+  STEPC_RETURN_IF_ERROR(CheckCanSample(session.module()));
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt holds no token");
   const int64_t batch = last.logits_shape[0], seq = last.logits_shape[1],
                 vocab = last.logits_shape[2];

@@ -32,6 +32,10 @@ struct SampleOptions {
 int32_t DrawToken(absl::Span<const float> logits, double temperature, int64_t top_k,
                   std::mt19937_64& rng);
 
+// Whether `module` can sample: its eval step returns [batch, seq, vocab]
+// logits (checked before training, so a run never ends on it).
+absl::Status CheckCanSample(const Module& module);
+
 // `options.tokens` ids generated after `prompt` (at least one id): each
 // from the logits the eval step gives the last position of the context (the
 // newest tokens that fit the compiled sequence length, in row 0 of the

@@ -166,6 +166,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // as llm.c's do.
   bool from_end_of_text = false;
   if (o.sample > 0) {
+    STEPC_RETURN_IF_ERROR(CheckCanSample(*module));
     STEPC_ASSIGN_OR_RETURN(sample_vocabulary, SampleVocabulary(data.vocabulary(), resume.trainer));
     from_end_of_text = !o.Given("prompt") && sample_vocabulary.end_of_text() >= 0;
     if (from_end_of_text) {
@@ -333,6 +334,42 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
 
   std::vector<float> losses;
   std::vector<std::pair<int64_t, double>> val_losses;
+  // A sample after `step` (collective under sharding): printed, and a
+  // metrics line. The last one draws with --seed itself, the ones while
+  // training with the step added, so they differ at a temperature.
+  auto report_sample = [&](int64_t step, bool final) -> absl::Status {
+    SampleOptions options;
+    options.tokens = o.sample;
+    options.temperature = o.temperature;
+    options.top_k = o.top_k;
+    options.seed = final ? schedule.seed : schedule.seed + static_cast<uint64_t>(step);
+    // Never an id past the vocabulary (a model's may be padded larger).
+    options.vocabulary = sample_vocabulary.size();
+    const auto start = Clock::now();
+    STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn,
+                           Generate(*session, prompt_ids, options));
+    const double seconds = Since(start);
+    const std::string text =
+        (from_end_of_text ? std::string() : o.prompt) + sample_vocabulary.Decode(drawn);
+    // (Tokens may split a UTF-8 character: the JSON string replaces a
+    // broken one rather than failing.)
+    STEPC_RETURN_IF_ERROR(metrics.Write(absl::StrFormat(
+        "{\"step\": %d, \"sample\": %s}\n", step,
+        json(text).dump(-1, ' ', false, json::error_handler_t::replace))));
+    if (lead) {
+      const char* unit = sample_vocabulary.by_character() ? "characters" : "tokens";
+      if (final)
+        std::printf("stepc-run: sample of %lld %s (temperature %g, top-k %lld, %.1f tokens/s):\n%s\n",
+                    static_cast<long long>(drawn.size()), unit, options.temperature,
+                    static_cast<long long>(options.top_k), drawn.size() / seconds, text.c_str());
+      else
+        std::printf("sample %5lld/%lld | %lld %s, %.2f s:\n%s\n", static_cast<long long>(step),
+                    static_cast<long long>(steps), static_cast<long long>(drawn.size()), unit,
+                    seconds, text.c_str());
+      std::fflush(stdout);
+    }
+    return absl::OkStatus();
+  };
   auto report_eval = [&](int64_t step) -> absl::Status {
     STEPC_ASSIGN_OR_RETURN(const Evaluation e, evaluator.Run(*session, *comm, data, schedule.seed));
     val_losses.push_back({step, e.loss});
@@ -441,6 +478,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
       return absl::InternalError(absl::StrCat("the loss is ", last.loss, " at step ", step));
     if (evaluator.enabled() && ((o.eval_every > 0 && step % o.eval_every == 0) || step == steps))
       STEPC_RETURN_IF_ERROR(traced("eval", step, [&] { return report_eval(step); }));
+    if (o.sample_every > 0 && step % o.sample_every == 0 && step != steps)
+      STEPC_RETURN_IF_ERROR(traced("sample", step, [&] { return report_sample(step, false); }));
     if (ShouldSaveCheckpoint(o, step, steps)) {
       const double saving = MonotonicSeconds();
       const json trainer = {
@@ -622,28 +661,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     std::printf("stepc-run: device %s\n", session->DescribeDevice().c_str());
   std::fflush(stdout);
   STEPC_RETURN_IF_ERROR(write_plot());
-  if (o.sample > 0) {
-    SampleOptions options;
-    options.tokens = o.sample;
-    options.temperature = o.temperature;
-    options.top_k = o.top_k;
-    options.seed = schedule.seed;
-    // Never an id past the vocabulary (a model's may be padded larger).
-    options.vocabulary = sample_vocabulary.size();
-    const auto start = Clock::now();
-    STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn,
-                           Generate(*session, prompt_ids, options));
-    const double seconds = Since(start);
-    if (lead) {
-      const std::string text =
-          (from_end_of_text ? std::string() : o.prompt) + sample_vocabulary.Decode(drawn);
-      std::printf("stepc-run: sample of %lld %s (temperature %g, top-k %lld, %.1f tokens/s):\n%s\n",
-                  static_cast<long long>(drawn.size()),
-                  sample_vocabulary.by_character() ? "characters" : "tokens", options.temperature,
-                  static_cast<long long>(options.top_k), drawn.size() / seconds, text.c_str());
-      std::fflush(stdout);
-    }
-  }
+  if (o.sample > 0) STEPC_RETURN_IF_ERROR(report_sample(steps, /*final=*/true));
   if (!o.save_outputs.empty()) STEPC_RETURN_IF_ERROR(SaveOutputs(*session, o.save_outputs, rank));
   if (!o.save_safetensors.empty())
     STEPC_RETURN_IF_ERROR(SaveSafetensors(*session, o.save_safetensors, lead));

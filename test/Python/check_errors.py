@@ -110,6 +110,17 @@ class OverlappingConv(nn.Module):
         return self.conv(x.view(2, 1, 2, 2)).mean()  # LINE-CONV
 
 
+class NanWeight(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        with torch.no_grad():
+            self.w[1, 2] = float("inf")
+
+    def forward(self, x):
+        return (x @ self.w).mean()
+
+
 class Frozen(nn.Module):
     def __init__(self):
         super().__init__()
@@ -144,7 +155,8 @@ for model, expect in ((Cumsum(), ["aten.cumprod", f"check_errors.py:{line_of('LI
                       (OneNorm(), ["a 1.0-norm", f"check_errors.py:{line_of('LINE-NORM')}"]),
                       (OverlappingConv(), ["stride [1, 1], padding [1, 1]",
                                            f"check_errors.py:{line_of('LINE-CONV')}"]),
-                      (Frozen(), ["parameter 'base.weight' does not require grad (2 frozen"])):
+                      (Frozen(), ["parameter 'base.weight' does not require grad (2 frozen"]),
+                      (NanWeight(), ["parameter 'w' holds inf at element 6"])):
     try:
         stepc.export(model, (x,), sys.argv[1])
     except stepc.ExportError as e:

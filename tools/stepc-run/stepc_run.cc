@@ -101,6 +101,9 @@ ABSL_FLAG(int64_t, eval_batches, kDefaults.eval_batches,
 ABSL_FLAG(int64_t, sample, kDefaults.sample,
           "after training, generate this many characters or tokens from --prompt (the "
           "vocabulary of --corpus or the embedded corpus, or --vocab's)");
+ABSL_FLAG(int64_t, sample_every, kDefaults.sample_every,
+          "also sample (--sample tokens from --prompt) every K steps while training, as llm.c "
+          "does (0: only after the last)");
 ABSL_FLAG(std::string, prompt, "\n",
           "the text --sample continues (a token vocabulary without --prompt: from end of text)");
 ABSL_FLAG(std::string, vocab, "",
@@ -155,6 +158,7 @@ TrainOptions OptionsFromFlags(absl::flat_hash_set<std::string> given) {
   o.eval_every = absl::GetFlag(FLAGS_eval_every);
   o.eval_batches = absl::GetFlag(FLAGS_eval_batches);
   o.sample = absl::GetFlag(FLAGS_sample);
+  o.sample_every = absl::GetFlag(FLAGS_sample_every);
   o.prompt = absl::GetFlag(FLAGS_prompt);
   o.vocab = absl::GetFlag(FLAGS_vocab);
   o.temperature = absl::GetFlag(FLAGS_temperature);
@@ -174,7 +178,7 @@ void PrintHelp() {
       {"parameters in and out", {"init_npy", "init_safetensors", "save_npy", "save_safetensors"}},
       {"checkpoints", {"checkpoint_dir", "save_every", "keep", "resume", "auto_resume"}},
       {"evaluation and sampling", {"eval_every", "eval_batches", "save_outputs", "sample",
-                                   "prompt", "temperature", "top_k"}},
+                                   "sample_every", "prompt", "temperature", "top_k"}},
       {"progress and logs", {"log_every", "metrics", "summary", "plot", "plot_log", "trace", "trace_steps"}},
       {"machine", {"threads", "peak_tflops"}},
   };
