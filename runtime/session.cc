@@ -484,6 +484,13 @@ absl::Status Session::WriteParam(const std::string& name, absl::Span<const float
   if (static_cast<int64_t>(values.size()) != whole)
     return absl::InvalidArgumentError(
         absl::StrCat("'", name, "' holds ", whole, " values, got ", values.size()));
+  // A NaN written here would surface steps later as a non-finite loss.
+  const bool second_moment = module_->info().args[i].kind == STEPC_ARG_EXP_AVG_SQ;
+  for (size_t k = 0; k < values.size(); ++k)
+    if (!std::isfinite(values[k]) || (second_moment && values[k] < 0))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", name, "' would hold ", values[k], " at element ", k, ": ",
+          second_moment ? "a second moment is finite and >= 0" : "its values must be finite"));
   std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
   ForEachRun(i, ShardIndex(), TpIndex(), [&](int64_t local, int64_t global, int64_t n) {
     std::copy(values.begin() + global, values.begin() + global + n, floats_[i].begin() + local);

@@ -287,6 +287,9 @@ class Session:
                                  f"global batch)" if self.data_world > 1 else
                                  f"input '{name}': shape {tuple(a.shape)}, the step's is {shape}")
             if dtype == _I32:
+                # Float ids would be truncated (1.7 -> 1) without a word.
+                if a.dtype.kind not in "iub":
+                    raise TypeError(f"input '{name}' is {a.dtype}; the step takes integer ids")
                 if a.size and (a.min() < np.iinfo(np.int32).min or a.max() > np.iinfo(np.int32).max):
                     raise ValueError(f"input '{name}' has ids outside int32")
                 a = np.ascontiguousarray(a, dtype=np.int32)
