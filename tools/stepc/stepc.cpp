@@ -43,6 +43,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/Support/FileUtilities.h"
 
@@ -329,8 +330,12 @@ int main(int argc, char **argv) {
 
   if (cudaEmulation && target != "cuda")
     return fail("--cuda-emulation needs --target=cuda");
-  if (target == "cuda" && !StringRef(arch).starts_with("sm_"))
+  // sm_, two or three digits and an optional a or f (sm_90a, sm_100f):
+  // nvcc would reject anything else only after the whole compile.
+  if (target == "cuda" && !llvm::Regex("^sm_[0-9]{2,3}[af]?$").match(arch))
     return fail("bad --arch '" + arch + "' (expected an sm_XY name such as sm_90a)");
+  if (target != "cuda" && arch.getNumOccurrences())
+    return fail("--arch names a GPU: it needs --target=cuda");
   if (emit != "so" && emit != "mlir" && emit != "source")
     return fail("unknown --emit '" + emit + "' (expected so, mlir or source)");
   if (!std::isfinite(linkGBps) || !std::isfinite(computeGflops) || linkGBps < 0 ||
@@ -418,8 +423,18 @@ int main(int argc, char **argv) {
   int64_t stages = 1;
   {
     std::string ignored;
-    if (FailureOr<ShardSpec> spec = parseShardSpec(shard, ignored); succeeded(spec))
+    if (FailureOr<ShardSpec> spec = parseShardSpec(shard, ignored); succeeded(spec)) {
       stages = spec->pp;
+      // Flags for a sharding the step does not have would be ignored
+      // without a word: a step the user did not ask for.
+      for (const cl::Option *flag :
+           std::initializer_list<const cl::Option *>{&ppStage, &ppSchedule, &ppStages})
+        if (stages == 1 && flag->getNumOccurrences())
+          return fail("--" + flag->ArgStr + " needs a pipeline (--shard=...,pp:P)");
+      if (fsdpReshard.getNumOccurrences() && spec->kind != ShardSpec::Kind::Fsdp &&
+          spec->kind != ShardSpec::Kind::Hsdp)
+        return fail("--fsdp-reshard needs fsdp or hsdp sharding (--shard=fsdp:N or hsdp:RxS)");
+    }
   }
   OwningOpRef<ModuleOp> original;
   if (stages > 1 && (emit == "so" || !reportFile.empty()))
