@@ -53,6 +53,7 @@ absl::Status AgreeOnRun(Communicator& comm, const TrainOptions& o, const Schedul
       {"--sample", static_cast<uint64_t>(o.sample), Entry::kInt},
       {"--sample-every", static_cast<uint64_t>(o.sample_every), Entry::kInt},
       {"--prompt", text_hash(o.prompt), Entry::kText},
+      {"--vocab", text_hash(o.vocab), Entry::kText},
       {"--temperature", bits(o.temperature), Entry::kDouble},
       {"--top-k", static_cast<uint64_t>(o.top_k), Entry::kInt},
       {"--save-outputs", text_hash(o.save_outputs), Entry::kText},

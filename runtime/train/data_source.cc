@@ -76,6 +76,14 @@ absl::StatusOr<Vocabulary> ReadVocabulary(const std::string& path, int64_t model
   std::stringstream text;
   text << in.rdbuf();
   const json meta = json::parse(text.str(), nullptr, false);
+  // prepare_data --tokenizer gpt2's meta.json names the tokenizer file
+  // beside it.
+  if (!meta.is_discarded() && meta.is_object() && meta.contains("tokenizer_file") &&
+      meta["tokenizer_file"].is_string())
+    return Vocabulary::ReadTokenizerFile(
+        (std::filesystem::path(path).parent_path() / meta["tokenizer_file"].get<std::string>())
+            .string(),
+        model_vocab);
   if (meta.is_discarded() || !meta.is_object() || !meta.contains("vocabulary") ||
       !meta["vocabulary"].is_array())
     return absl::InvalidArgumentError(absl::StrCat(
