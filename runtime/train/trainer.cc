@@ -33,6 +33,7 @@
 #include "runtime/train/prediction.h"
 #include "runtime/train/resident_memory.h"
 #include "runtime/train/workspace.h"
+#include "runtime/train/interrupt.h"
 #include "runtime/train/sampler.h"
 #include "runtime/train/schedule.h"
 #include "runtime/train/trace.h"
@@ -416,6 +417,18 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // after a step (where the device can tell).
   std::optional<int64_t> device_peak_bytes;
   std::map<int, std::vector<double>> comm_seconds;
+  auto save_checkpoint = [&](int64_t step) -> absl::Status {
+    const double saving = MonotonicSeconds();
+    const json trainer = {
+        {"trainer", "stepc-run"},
+        {"schedule", ScheduleJson(schedule)},
+        {"data", data.identity()},
+        {"last", {{"loss", Json(last.loss)}, {"grad_norm", Json(last.grad_norm)}}}};
+    STEPC_RETURN_IF_ERROR(SaveTrainingCheckpoint(*session, o, step, trainer, lead));
+    trace.Host("checkpoint", step, saving, MonotonicSeconds());
+    return absl::OkStatus();
+  };
+  const InterruptGuard interrupts;
   for (int64_t step = first_step; step <= steps; ++step) {
     STEPC_RETURN_IF_ERROR(
         traced("data", step, [&] { return data.SetStep(*session, schedule.seed, step); }));
@@ -486,15 +499,27 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
       STEPC_RETURN_IF_ERROR(traced("eval", step, [&] { return report_eval(step); }));
     if (o.sample_every > 0 && step % o.sample_every == 0 && step != steps)
       STEPC_RETURN_IF_ERROR(traced("sample", step, [&] { return report_sample(step, false); }));
-    if (ShouldSaveCheckpoint(o, step, steps)) {
-      const double saving = MonotonicSeconds();
-      const json trainer = {
-          {"trainer", "stepc-run"},
-          {"schedule", ScheduleJson(schedule)},
-          {"data", data.identity()},
-          {"last", {{"loss", Json(last.loss)}, {"grad_norm", Json(last.grad_norm)}}}};
-      STEPC_RETURN_IF_ERROR(SaveTrainingCheckpoint(*session, o, step, trainer, lead));
-      trace.Host("checkpoint", step, saving, MonotonicSeconds());
+    const bool saves = ShouldSaveCheckpoint(o, step, steps);
+    if (saves) STEPC_RETURN_IF_ERROR(save_checkpoint(step));
+    // SIGTERM or SIGINT (a preempted or cancelled job): every rank stops
+    // after the same step, with a checkpoint to resume from.
+    int signal = StopSignal();
+    if (world > 1) {
+      STEPC_ASSIGN_OR_RETURN(const std::vector<uint64_t> all,
+                             comm->AllGather(static_cast<uint64_t>(signal)));
+      for (uint64_t s : all) signal = std::max(signal, static_cast<int>(s));
+    }
+    if (signal != 0 && step < steps) {
+      if (!o.checkpoint_dir.empty() && !saves) STEPC_RETURN_IF_ERROR(save_checkpoint(step));
+      STEPC_RETURN_IF_ERROR(write_plot());
+      STEPC_RETURN_IF_ERROR(trace.Write());
+      return absl::CancelledError(absl::StrFormat(
+          "stopped by %s after step %d of %d%s", signal == SIGINT ? "SIGINT" : "SIGTERM", step,
+          steps,
+          o.checkpoint_dir.empty()
+              ? " (no --checkpoint-dir: nothing saved to resume from)"
+              : absl::StrCat("; checkpoint ", CheckpointDirForStep(o.checkpoint_dir, step),
+                             ": the same command with --auto-resume (or --resume) continues")));
     }
   }
   STEPC_RETURN_IF_ERROR(trace.Write());

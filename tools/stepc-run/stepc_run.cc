@@ -36,6 +36,7 @@
 #include "absl/strings/str_split.h"
 #include "runtime/communicator.h"
 #include "runtime/train/options.h"
+#include "runtime/train/interrupt.h"
 #include "runtime/train/trainer.h"
 
 // The defaults are the training job's (runtime/train/options.h).
@@ -276,6 +277,15 @@ int main(int argc, char** argv) {
                                    comm);
   } catch (const std::exception& e) {
     status = absl::InternalError(absl::StrCat("unexpected failure: ", e.what()));
+  }
+  // Stopped by a signal, every rank at the same step (they agreed): a
+  // clean exit with the shell's code for it, not an abort.
+  if (status.code() == absl::StatusCode::kCancelled) {
+    if (comm->rank() == 0)
+      std::fprintf(stderr, "stepc-run: %s\n", std::string(status.message()).c_str());
+    comm.reset();
+    if (*mpi) stepc::MpiFinalize();
+    return 128 + (stepc::StopSignal() != 0 ? stepc::StopSignal() : SIGTERM);
   }
   if (!status.ok()) {
     if (comm->size() > 1) {
