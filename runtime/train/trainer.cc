@@ -24,6 +24,7 @@
 #include "runtime/train/checkpoint_policy.h"
 #include "runtime/train/data_source.h"
 #include "runtime/train/evaluation.h"
+#include "runtime/train/interrupt.h"
 #include "runtime/train/loss_plot.h"
 #include "runtime/train/metrics_log.h"
 #include "runtime/train/outputs.h"
@@ -33,7 +34,6 @@
 #include "runtime/train/prediction.h"
 #include "runtime/train/resident_memory.h"
 #include "runtime/train/workspace.h"
-#include "runtime/train/interrupt.h"
 #include "runtime/train/sampler.h"
 #include "runtime/train/schedule.h"
 #include "runtime/train/trace.h"
@@ -428,7 +428,10 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     trace.Host("checkpoint", step, saving, MonotonicSeconds());
     return absl::OkStatus();
   };
-  const InterruptGuard interrupts;
+  // Caught while the steps run only: a signal during the final sample or
+  // the writes after it ends the process as it always has.
+  std::optional<InterruptGuard> interrupts;
+  interrupts.emplace();
   for (int64_t step = first_step; step <= steps; ++step) {
     STEPC_RETURN_IF_ERROR(
         traced("data", step, [&] { return data.SetStep(*session, schedule.seed, step); }));
@@ -522,6 +525,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                              ": the same command with --auto-resume (or --resume) continues")));
     }
   }
+  interrupts.reset();
   STEPC_RETURN_IF_ERROR(trace.Write());
   // Each rank's median time in collectives per step (nanoseconds), for the
   // least over the ranks: the rank that arrives last at a collective waits

@@ -35,8 +35,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/communicator.h"
-#include "runtime/train/options.h"
 #include "runtime/train/interrupt.h"
+#include "runtime/train/options.h"
 #include "runtime/train/trainer.h"
 
 // The defaults are the training job's (runtime/train/options.h).
