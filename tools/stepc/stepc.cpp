@@ -368,6 +368,13 @@ int main(int argc, char **argv) {
     if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
       return fail("cannot write '" + *path + "': no directory '" + parent + "'");
   }
+  // --report-pareto writes PREFIX.json and PREFIX.svg after a sweep of 16
+  // compiles: a missing directory is said now.
+  if (!reportPareto.empty()) {
+    StringRef parent = llvm::sys::path::parent_path(reportPareto);
+    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+      return fail("cannot write '" + reportPareto + ".json': no directory '" + parent + "'");
+  }
   // Never write over the model being compiled.
   bool same = false;
   if (outputFile != "-" && !llvm::sys::fs::equivalent(inputFile, outputFile, same) && same)
