@@ -45,6 +45,11 @@ def main():
     args = p.parse_args()
     if not 0 < args.val_fraction < 1:
         sys.exit("prepare_data: --val-fraction must be in (0, 1)")
+    # A FIFO would wait for a writer; a directory has no text.
+    if os.path.exists(args.input) and not os.path.isfile(args.input):
+        sys.exit(f"prepare_data: '{args.input}' is not a regular file")
+    if os.path.exists(args.out_dir) and not os.path.isdir(args.out_dir):
+        sys.exit(f"prepare_data: the output '{args.out_dir}' exists and is not a directory")
     try:
         data = open(args.input, "rb").read()
     except OSError as e:
