@@ -30,12 +30,25 @@ def save(tensors, path, metadata=None):
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # data 8-byte aligned
+    import errno
     import os
     import tempfile
     # Whole or not at all, beside the target (never replacing a device node:
     # a special file is written in place).
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"safetensors: '{path}' is a directory")
     if os.path.exists(path) and not os.path.isfile(path):
-        with open(path, "wb") as f:
+        # Opened without blocking: a FIFO no process reads is an error, not
+        # a wait forever.
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                raise OSError(errno.ENXIO, f"safetensors: no process reads '{path}' "
+                                           "(a FIFO or socket: writing would block)") from None
+            raise
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
         return
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
