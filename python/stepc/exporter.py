@@ -78,6 +78,8 @@ def initialiser(tensor):
 def export(model, example_inputs, out_dir, input_names=None):
     """Traces `model(*example_inputs)` and writes out_dir/{model.mlir,
     init.safetensors, export.json}; returns an `Exported`."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ExportError(f"the output '{out_dir}' exists and is not a directory")
     captured = capture(model, example_inputs, input_names)
     names = [n for n, _ in captured.params]
     blocks = {}

@@ -167,4 +167,12 @@ for model, expect in ((Cumsum(), ["aten.cumprod", f"check_errors.py:{line_of('LI
         print(f"{type(model).__name__}: {message}")
     else:
         sys.exit(f"FAIL: {type(model).__name__} exported")
+# An output that is a file is named before any tracing.
+open(sys.argv[1] + ".file", "w").close()
+try:
+    stepc.export(NanWeight(), (x,), sys.argv[1] + ".file")
+except stepc.ExportError as e:
+    print(f"output: {e}")
+else:
+    sys.exit("FAIL: exported into a file")
 print("ok")
