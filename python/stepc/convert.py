@@ -5,8 +5,9 @@ one safetensors file of its parameters, by name:
 
 CHECKPOINT_DIR is a checkpoint or a --checkpoint-dir (its newest step).
 
-STEP.so is any step.so of the model (the checkpoint reshards on load, so it
-need not be the sharding the checkpoint was written under). --moments also
+STEP.so is a single-rank step.so of the model (the checkpoint reshards on
+load, so a checkpoint written under fsdp:N or pp:P converts with it: compile
+one with `stepc MODEL.mlir --target=cpu -o one.so` if the job's is sharded). --moments also
 writes the AdamW moments (exp_avg.<p>, exp_avg_sq.<p>).
 """
 
@@ -37,7 +38,15 @@ def main(argv=None):
     p.add_argument("--moments", action="store_true")
     a = p.parse_args(argv)
     try:
-        session = Session(a.step_so)
+        try:
+            session = Session(a.step_so)
+        except StepcError as e:
+            # This process is one rank: a sharded step.so cannot open here.
+            if "was compiled for" not in str(e):
+                raise
+            raise StepcError(f"{e}: convert with a single-rank step.so of the same model "
+                             "(stepc MODEL.mlir --target=cpu -o one.so); the checkpoint "
+                             "reshards on load") from None
         step, _ = session.load_checkpoint(latest(a.checkpoint))
         names = session.tensor_names if a.moments else session.parameter_names
         safetensors.save({n: session.read(n) for n in names}, a.output,
