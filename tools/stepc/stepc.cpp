@@ -355,7 +355,10 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   if (std::optional<std::string> blocking = blockingInputError(inputFile))
     return fail(*blocking);
-  if (!openInputFile(inputFile, &error))
+  // Read once: a pipe (`stepc <(gen.py)`, stdin) has nothing left for a
+  // second open.
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFile, &error);
+  if (!input)
     return fail(error);
   // Each output's directory must exist: said now, not after the compile.
   for (const std::string *path : {&outputFile.getValue(), &reportFile.getValue(),
@@ -379,7 +382,8 @@ int main(int argc, char **argv) {
   bool same = false;
   if (outputFile != "-" && !llvm::sys::fs::equivalent(inputFile, outputFile, same) && same)
     return fail("the output '" + outputFile + "' is the input model; choose another -o");
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
 

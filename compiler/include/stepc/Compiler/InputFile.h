@@ -2,7 +2,8 @@
 //
 // A model named by a path that is a FIFO or socket would block the tool
 // until some process writes it (forever, when none does): the tools refuse
-// it and point at stdin ("-"), which a pipe feeds without a name.
+// it and point at stdin ("-"), which a pipe feeds without a name; an
+// inherited descriptor (/dev/fd/N, process substitution) is read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +21,13 @@ namespace stepc {
 /// An error message when `path` names a FIFO or socket; nothing otherwise
 /// (a missing or unreadable file is left to the parser's own message).
 inline std::optional<std::string> blockingInputError(llvm::StringRef path) {
+  // A descriptor this process inherited (`stepc <(gen.py)`, /dev/stdin) is
+  // a pipe with its writer already attached: it ends, so it is read.
+  if (path == "-" || path == "/dev/stdin" || path.starts_with("/dev/fd/") ||
+      path.starts_with("/proc/self/fd/"))
+    return std::nullopt;
   llvm::sys::fs::file_status status;
-  if (path == "-" || llvm::sys::fs::status(path, status))
+  if (llvm::sys::fs::status(path, status))
     return std::nullopt;
   const llvm::sys::fs::file_type type = status.type();
   if (type != llvm::sys::fs::file_type::fifo_file &&
