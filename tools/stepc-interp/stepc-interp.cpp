@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "stepc/Compiler/InputFile.h"
+#include "stepc/Compiler/SpecialFiles.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"

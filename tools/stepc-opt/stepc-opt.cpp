@@ -1,6 +1,6 @@
 //===- stepc-opt.cpp - mlir-opt with the step dialect and stepc passes ----===//
 
-#include "stepc/Compiler/InputFile.h"
+#include "stepc/Compiler/SpecialFiles.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
@@ -16,9 +16,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/ErrorHandling.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <fcntl.h>
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -79,19 +77,18 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "stepc-opt: error: %s\n", blocking->c_str());
     return 1;
   }
-  // A FIFO output is opened here without blocking: none reading it is an
+  // A FIFO output is opened here without waiting: none reading it is an
   // error, not a wait; one reading it keeps this descriptor open until exit,
   // so MlirOptMain's own open finds the reader and closing it ends nothing.
   llvm::sys::fs::file_status status;
   if (outputName != "-" && !llvm::sys::fs::status(outputName, status) &&
       (status.type() == llvm::sys::fs::file_type::fifo_file ||
-       status.type() == llvm::sys::fs::file_type::socket_file) &&
-      ::open(outputName.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC) < 0 && errno == ENXIO) {
-    std::fprintf(stderr,
-                 "stepc-opt: error: cannot write '%s': no process reads it (a FIFO or socket: "
-                 "writing would block)\n",
-                 outputName.c_str());
-    return 1;
+       status.type() == llvm::sys::fs::file_type::socket_file)) {
+    std::string error;
+    if (stepc::openSpecialForWrite(outputName, error) < 0) {
+      std::fprintf(stderr, "stepc-opt: error: %s\n", error.c_str());
+      return 1;
+    }
   }
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, inputFile, outputName, registry));

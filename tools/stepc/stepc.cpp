@@ -15,7 +15,7 @@
 #include "stepc/Compiler/ArenaPlan.h"
 #include "llvm/Config/llvm-config.h"
 #include "stepc/Compiler/Emitter.h"
-#include "stepc/Compiler/InputFile.h"
+#include "stepc/Compiler/SpecialFiles.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/MemoryPlot.h"
@@ -47,10 +47,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/Support/FileUtilities.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fcntl.h>
 
 using namespace mlir;
 using namespace stepc;
@@ -222,13 +219,10 @@ static LogicalResult writeOutput(StringRef path, StringRef text) {
     // Opened without blocking: a FIFO that no process reads fails (ENXIO)
     // instead of waiting forever; one with a reader (`--report >(jq .)`)
     // is then written as any file.
-    const int fd = ::open(path.str().c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    std::string error;
+    const int fd = openSpecialForWrite(path, error);
     if (fd < 0)
-      return failure(fail("cannot write '" + path + "': " +
-                          (errno == ENXIO ? std::string("no process reads it (a FIFO or socket: "
-                                                        "writing would block)")
-                                          : std::string(std::strerror(errno)))));
-    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return failure(fail(error));
     llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
     os << text;
     os.close();
