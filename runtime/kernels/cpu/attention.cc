@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -65,14 +66,22 @@ constexpr int64_t kQueryBlock = 32;
 // on an AVX2-only CPU ran these loops 40x slower). STEPC_ATTENTION_WIDE
 // forces the AVX-512 layout on any target: attention_test builds it so to
 // check that both widths give the same results.
+// Rows of C are taken kNarrowRows at a time where C is at most
+// kNarrowVectors vectors wide, else 4 at a time.
 #if defined(__AVX512F__) || defined(STEPC_ATTENTION_WIDE)
 constexpr int64_t kLanes = 16;  // one zmm; 32 registers
 constexpr int kMaxVectors = 4;  // a row block's vectors: 4 rows x 4 = 16 accumulators
-constexpr int kNarrowRows = 8;  // rows at a time for C of <= 2 vectors: 8 x 2
+constexpr int kNarrowRows = 8;  // 8 x 2 for C of <= 2 vectors
+constexpr int64_t kNarrowVectors = 2;
 #else
 constexpr int64_t kLanes = 8;   // one ymm (AVX2); 16 registers
-constexpr int kMaxVectors = 2;  // 4 rows x 2 = 8 accumulators
-constexpr int kNarrowRows = 6;  // 6 x 2 = 12, with 2 for B and 1 for A's value
+constexpr int kMaxVectors = 2;
+// Every C 6 rows x 2 vectors at a time: 12 accumulators, with 2 for B and 1
+// for A's value. 4 x 2 (8 accumulators) left the multiply-adds' latency
+// bare: gpt-capstone's attention ran 1.3x (forward) and 1.5x (backward)
+// slower on an AVX2 EPYC.
+constexpr int kNarrowRows = 6;
+constexpr int64_t kNarrowVectors = INT64_MAX / kLanes;
 #endif
 
 int64_t Padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
@@ -202,13 +211,13 @@ void RowBlock(Scalars a, const float* b, int64_t ldb, int64_t depth, int64_t col
 
 // C = (or +=) alpha · A B: A [rows, depth], B [depth, cols] (row stride ldb),
 // C [rows, cols] (ldc); cols a multiple of kLanes. Narrow C (a head's width
-// of 16 or 32 on AVX-512) takes kNarrowRows rows at a time to fill the
-// registers.
+// of 16 or 32 on AVX-512; any C on AVX2) takes kNarrowRows rows at a time to
+// fill the registers.
 void Gemm(Scalars a, const float* b, int64_t ldb, int64_t rows, int64_t depth, int64_t cols,
           float* c, int64_t ldc, float alpha, bool accumulate) {
   int64_t r = 0;
   auto at = [&](int64_t i) { return Scalars{a.data + i * a.row, a.row, a.depth}; };
-  if (cols <= 2 * kLanes)
+  if (cols <= kNarrowVectors * kLanes)
     for (; r + kNarrowRows <= rows; r += kNarrowRows)
       RowBlock<kNarrowRows>(at(r), b, ldb, depth, cols, c + r * ldc, ldc, alpha, accumulate);
   for (; r + 4 <= rows; r += 4)

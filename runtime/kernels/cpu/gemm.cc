@@ -1,9 +1,10 @@
-// f32 GEMMs: oneDNN's matmul (its AVX-512/AVX2 brgemm kernels ran the
-// step's shapes 1.1-1.5x faster than OpenBLAS's sgemm, which also zeroes C
-// in a pass of its own first), OpenBLAS's cblas_sgemm where oneDNN has no
-// primitive for the operands. The CUDA kernels' reference library
-// (stepc_kernels_cpu_reference) builds it without oneDNN, on a naive
-// cblas_sgemm.
+// f32 GEMMs: oneDNN's matmul (its AVX-512 brgemm kernels ran the step's
+// shapes 1.1-1.5x faster than OpenBLAS's sgemm, which also zeroes C in a
+// pass of its own first), OpenBLAS's cblas_sgemm where oneDNN has no
+// primitive for the operands, and for weight gradients on CPUs without
+// AVX-512 (where oneDNN's f32 matmul is its older gemm:jit). The CUDA
+// kernels' reference library (stepc_kernels_cpu_reference) builds it
+// without oneDNN, on a naive cblas_sgemm.
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #if STEPC_GEMM_ONEDNN
@@ -18,7 +19,12 @@ extern "C" void stepc_cpu_matmul(const float* a, const float* b, float* c, int64
 #if STEPC_GEMM_ONEDNN
   using stepc::onednn::Matrices;
   using stepc::onednn::Type;
-  {
+  // A weight gradient (Aᵀ·B, K every token) on a CPU where oneDNN's f32
+  // matmul is gemm:jit: OpenBLAS's sgemm ran gpt-capstone's four shapes
+  // 1.0-1.3x faster there, the whole step 8% (an AVX2 EPYC).
+  const bool blas_weight_gradient =
+      transpose_a && !transpose_b && batch == 1 && !stepc::onednn::HasF32Brgemm();
+  if (!blas_weight_gradient) {
     // [batch, M, K] x [K, N] with a shared B is one [batch·M, K] x [K, N].
     int64_t rows = m, entries = batch;
     if (shared_rhs && !transpose_a && batch > 1) {

@@ -125,6 +125,13 @@ bool SplitKMatmul(Type type, const void* a, const void* b, float* c, int64_t m, 
   return true;
 }
 
+bool HasF32Brgemm() {
+  using dnnl::cpu_isa;
+  static const cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == cpu_isa::avx512_core || isa == cpu_isa::avx512_core_vnni ||
+         isa == cpu_isa::avx512_core_bf16 || isa == cpu_isa::avx512_core_amx;
+}
+
 Operand Matrices(int64_t batch, int64_t rows, int64_t cols, bool transposed, Type type) {
   return {{batch, rows, cols},
           transposed ? std::vector<int64_t>{rows * cols, 1, rows}

@@ -38,6 +38,10 @@ bool Matmul(const Operand& a, const void* a_data, const Operand& b, const void* 
 bool SplitKMatmul(Type type, const void* a, const void* b, float* c, int64_t m, int64_t n,
                   int64_t k, bool transpose_a, bool transpose_b);
 
+// Whether oneDNN runs f32 matmuls on its AVX-512 brgemm kernels here (or,
+// on a CPU without AVX-512, on its older gemm:jit ones).
+bool HasF32Brgemm();
+
 // Row-major [batch, rows, cols], or stored transposed ([batch, cols, rows]).
 Operand Matrices(int64_t batch, int64_t rows, int64_t cols, bool transposed, Type type);
 
