@@ -240,6 +240,10 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   optimizerFlags += !shardedState          ? (shard->tp > 1 ? " mesh-axis=-1" : "")
                     : shard->replicas > 1 ? " mesh-axis=1"
                                           : " mesh-axis=0";
+  // ddp: every rank holds every matrix whole; Muon deals them out along the
+  // data axis (the mesh's first).
+  if (shard->kind == ShardSpec::Kind::Ddp && shard->ranks() > 1)
+    optimizerFlags += " replica-axis=0";
   // tp-split gradients are parts of one: their squares are summed over tp.
   if (shard->tp > 1)
     optimizerFlags += (" tp-axis=" + Twine(shard->tpAxis())).str();

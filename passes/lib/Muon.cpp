@@ -124,57 +124,103 @@ Value orthogonalise(OpBuilder &b, Location loc, Value u, const MuonMatrix &matri
   return x;
 }
 
-/// Row-sharded matrices of one shape, each rank holding a [h, c] shard of
-/// each: matrix j is orthogonalised by rank j / m of the shard axis (m =
-/// ⌈k / ranks⌉ per rank; slots past k hold zeros, whose update is zero).
-/// An all-to-all brings each owner the P row shards of its m matrices,
-/// laid out [P, m·h·c] (row s: rank s's shards, matrix after matrix); a
-/// second all-to-all returns the orthogonalised shards. Each rank sends
-/// 2·(P-1)·m·h·c floats, against (P-1)·k·h·c to gather every matrix
-/// everywhere (the same at P = 2, 2/P of it from k = P on), and runs m
-/// Newton-Schulz iterations' worth instead of k.
-SmallVector<Value> orthogonaliseByOwners(OpBuilder &b, Location loc, ArrayRef<Value> updates,
-                                         const MuonMatrix &like, const MuonConfig &config) {
+/// k matrices of one [h, c] shape dealt out to `ranks` owners: flattened
+/// and stacked as [ranks, m·h·c], row o holding matrices o·m .. o·m + m - 1
+/// (m = ⌈k / ranks⌉; zero matrices fill the slots past k: their update is
+/// zero, and every rank runs as many Newton-Schulz iterations).
+Value stackSlots(OpBuilder &b, Location loc, ArrayRef<Value> updates, int64_t ranks) {
   auto type = cast<RankedTensorType>(updates.front().getType());
-  Type element = type.getElementType();
-  const int64_t ranks = config.shardRanks, k = updates.size();
-  const int64_t perRank = (k + ranks - 1) / ranks, slots = perRank * ranks;
-  const int64_t h = type.getDimSize(0), c = type.getDimSize(1), hc = h * c;
+  const int64_t k = updates.size(), perRank = (k + ranks - 1) / ranks;
+  const int64_t hc = type.getNumElements();
   SmallVector<Value> flat;
   for (Value u : updates)
     flat.push_back(reshape(b, loc, u, {1, hc}));
-  for (int64_t j = k; j < slots; ++j)
-    flat.push_back(splat(b, loc, 0.0, RankedTensorType::get({1, hc}, element)));
-  Value send = reshape(b, loc, b.create<ConcatOp>(loc, flat, b.getI64IntegerAttr(0)),
-                       {ranks, perRank * hc});
+  for (int64_t j = k; j < perRank * ranks; ++j)
+    flat.push_back(splat(b, loc, 0.0, RankedTensorType::get({1, hc}, type.getElementType())));
+  return reshape(b, loc, b.create<ConcatOp>(loc, flat, b.getI64IntegerAttr(0)),
+                 {ranks, perRank * hc});
+}
+
+/// `mine` [R, m·h·c] holds m matrices of R·h rows (column block i, its R
+/// rows of h·c: one [h, c] part each, in row order): each orthogonalised
+/// whole, returned in the same layout.
+Value orthogonaliseBlocks(OpBuilder &b, Location loc, Value mine, int64_t perRank, int64_t h,
+                          int64_t c, const MuonMatrix &like, const MuonConfig &config) {
+  const int64_t parts = cast<RankedTensorType>(mine.getType()).getDimSize(0), hc = h * c;
+  SmallVector<Value> done;
+  for (int64_t i = 0; i < perRank; ++i) {
+    Value blocks = perRank == 1 ? mine
+                                : b.create<SliceOp>(loc, mine, b.getDenseI64ArrayAttr({0, i * hc}),
+                                                    b.getDenseI64ArrayAttr({parts, hc}))
+                                      .getResult();
+    Value x = orthogonalise(b, loc, reshape(b, loc, blocks, {parts * h, c}), like, config);
+    done.push_back(reshape(b, loc, x, {parts, hc}));
+  }
+  return done.size() == 1 ? done.front()
+                          : b.create<ConcatOp>(loc, done, b.getI64IntegerAttr(1)).getResult();
+}
+
+/// The first k matrices of stackSlots' layout [ranks, m·h·c], as [h, c].
+SmallVector<Value> unstackSlots(OpBuilder &b, Location loc, Value stacked, int64_t k,
+                                int64_t h, int64_t c) {
+  auto type = cast<RankedTensorType>(stacked.getType());
+  const int64_t hc = h * c, slots = type.getNumElements() / hc;
+  Value rows = reshape(b, loc, stacked, {slots, hc});
+  SmallVector<Value> results;
+  for (int64_t j = 0; j < k; ++j)
+    results.push_back(reshape(b, loc,
+                              b.create<SliceOp>(loc, rows, b.getDenseI64ArrayAttr({j, 0}),
+                                                b.getDenseI64ArrayAttr({1, hc})),
+                              {h, c}));
+  return results;
+}
+
+/// Row-sharded matrices of one shape, each rank holding a [h, c] shard of
+/// each: matrix j is orthogonalised by rank j / m of the shard axis
+/// (stackSlots). An all-to-all brings each owner the P row shards of its m
+/// matrices, laid out [P, m·h·c] (row s: rank s's shards, matrix after
+/// matrix); a second all-to-all returns the orthogonalised shards. Each
+/// rank sends 2·(P-1)·m·h·c floats, against (P-1)·k·h·c to gather every
+/// matrix everywhere (the same at P = 2, 2/P of it from k = P on), and runs
+/// m Newton-Schulz iterations' worth instead of k.
+SmallVector<Value> orthogonaliseByOwners(OpBuilder &b, Location loc, ArrayRef<Value> updates,
+                                         const MuonMatrix &like, const MuonConfig &config) {
+  auto type = cast<RankedTensorType>(updates.front().getType());
+  const int64_t ranks = config.shardRanks, k = updates.size();
+  const int64_t h = type.getDimSize(0), c = type.getDimSize(1);
   auto exchange = [&](Value v) -> Value {
     return b.create<mesh::AllToAllOp>(
         loc, v.getType(), config.mesh,
         ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(config.meshAxis)}, v,
         APInt(64, 0), APInt(64, 0));
   };
-  Value mine = exchange(send);
-  SmallVector<Value> done;
-  for (int64_t i = 0; i < perRank; ++i) {
-    Value shards = perRank == 1 ? mine
-                                : b.create<SliceOp>(loc, mine, b.getDenseI64ArrayAttr({0, i * hc}),
-                                                    b.getDenseI64ArrayAttr({ranks, hc}))
-                                      .getResult();
-    Value x = orthogonalise(b, loc, reshape(b, loc, shards, {ranks * h, c}), like, config);
-    done.push_back(reshape(b, loc, x, {ranks, hc}));
-  }
-  Value back = done.size() == 1 ? done.front()
-                                : b.create<ConcatOp>(loc, done, b.getI64IntegerAttr(1)).getResult();
-  // Row o of the result holds owner o's matrices o·m .. o·m + m - 1: as
-  // [slots, h·c], row j is matrix j.
-  Value returned = reshape(b, loc, exchange(back), {slots, hc});
-  SmallVector<Value> results;
-  for (int64_t j = 0; j < k; ++j)
-    results.push_back(reshape(b, loc,
-                              b.create<SliceOp>(loc, returned, b.getDenseI64ArrayAttr({j, 0}),
-                                                b.getDenseI64ArrayAttr({1, hc})),
-                              {h, c}));
-  return results;
+  Value mine = exchange(stackSlots(b, loc, updates, ranks));
+  Value done = orthogonaliseBlocks(b, loc, mine, (k + ranks - 1) / ranks, h, c, like, config);
+  // Row o of the result holds owner o's matrices o·m .. o·m + m - 1.
+  return unstackSlots(b, loc, exchange(done), k, h, c);
+}
+
+/// Whole matrices of one shape, equal on every rank of the replica axis
+/// (ddp): matrix j is orthogonalised by rank j / m of the axis (stackSlots),
+/// which takes its m from the stack where it lies (all_slice: no
+/// communication); one all-gather brings every rank every result. Each rank
+/// runs m Newton-Schulz iterations' worth instead of k, for (P-1)·m·h·c
+/// floats received.
+SmallVector<Value> orthogonaliseByReplicas(OpBuilder &b, Location loc, ArrayRef<Value> updates,
+                                           const MuonMatrix &like, const MuonConfig &config) {
+  auto type = cast<RankedTensorType>(updates.front().getType());
+  const int64_t ranks = config.replicaRanks, k = updates.size();
+  const int64_t h = type.getDimSize(0), c = type.getDimSize(1);
+  const int64_t perRank = (k + ranks - 1) / ranks;
+  const mesh::MeshAxis axis = static_cast<mesh::MeshAxis>(config.replicaAxis);
+  Value stacked = stackSlots(b, loc, updates, ranks);
+  auto rowType = RankedTensorType::get({1, perRank * h * c}, type.getElementType());
+  Value mine = b.create<mesh::AllSliceOp>(loc, rowType, kWorldMeshName,
+                                          ArrayRef<mesh::MeshAxis>{axis}, stacked, APInt(64, 0));
+  Value done = orthogonaliseBlocks(b, loc, mine, perRank, h, c, like, config);
+  Value all = b.create<mesh::AllGatherOp>(loc, stacked.getType(), kWorldMeshName,
+                                          ArrayRef<mesh::MeshAxis>{axis}, done, APInt(64, 0));
+  return unstackSlots(b, loc, all, k, h, c);
 }
 
 /// p' = p·(1 - lr·wd) - lr'·X with lr' = lr·√max(1, R/C) (original) or
@@ -208,25 +254,31 @@ SmallVector<std::pair<Value, Value>> stepc::buildMuonUpdates(OpBuilder &b, Locat
     updates.push_back(u);
     newMomenta.push_back(newM);
   }
-  // Row-sharded matrices go to owners, grouped by shard shape, whole shape
+  // Row-sharded matrices go to owners along the shard axis, whole ones on a
+  // replica axis to owners along it, grouped by (shard) shape, whole shape
   // and tp split (one program on every rank: the same shapes everywhere).
-  llvm::MapVector<std::tuple<Type, int64_t, int64_t>, SmallVector<size_t>> groups;
+  using Group = std::tuple<Type, int64_t, int64_t>;
+  llvm::MapVector<Group, SmallVector<size_t>> sharded, replicated;
   for (auto [j, matrix] : llvm::enumerate(matrices)) {
-    if (matrix.globalRows > 0 && config.shardRanks > 1) {
-      groups[{updates[j].getType(), matrix.globalRows, matrix.tpDim}].push_back(j);
-      continue;
+    if (matrix.globalRows > 0 && config.shardRanks > 1)
+      sharded[{updates[j].getType(), matrix.globalRows, matrix.tpDim}].push_back(j);
+    else if (matrix.globalRows == 0 && config.replicaRanks > 1)
+      replicated[{updates[j].getType(), 0, matrix.tpDim}].push_back(j);
+    else
+      orthogonal[j] = orthogonalise(b, loc, updates[j], matrix, config);
+  }
+  auto byGroup = [&](llvm::MapVector<Group, SmallVector<size_t>> &groups, auto deal) {
+    for (auto &[key, members] : groups) {
+      SmallVector<Value> parts;
+      for (size_t j : members)
+        parts.push_back(updates[j]);
+      SmallVector<Value> done = deal(b, loc, parts, matrices[members.front()], config);
+      for (auto [j, x] : llvm::zip(members, done))
+        orthogonal[j] = x;
     }
-    orthogonal[j] = orthogonalise(b, loc, updates[j], matrix, config);
-  }
-  for (auto &[key, members] : groups) {
-    SmallVector<Value> shards;
-    for (size_t j : members)
-      shards.push_back(updates[j]);
-    SmallVector<Value> done =
-        orthogonaliseByOwners(b, loc, shards, matrices[members.front()], config);
-    for (auto [j, x] : llvm::zip(members, done))
-      orthogonal[j] = x;
-  }
+  };
+  byGroup(sharded, orthogonaliseByOwners);
+  byGroup(replicated, orthogonaliseByReplicas);
   SmallVector<std::pair<Value, Value>> results;
   for (auto [j, matrix] : llvm::enumerate(matrices))
     results.push_back({applyUpdate(b, loc, matrix, orthogonal[j], config), newMomenta[j]});

@@ -27,6 +27,9 @@ struct MuonConfig {
   int64_t meshAxis = 0, shardRanks = 1;
   /// The tensor-parallel axis (-1: none) and its ranks.
   int64_t tpAxis = -1, tpRanks = 1;
+  /// The world mesh's axis whose ranks each hold every parameter whole and
+  /// equal (ddp; -1: none), and its ranks.
+  int64_t replicaAxis = -1, replicaRanks = 1;
 };
 
 /// One matrix Muon updates, as this rank holds it.
@@ -51,7 +54,9 @@ mlir::Value sumOfSquares(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
 /// matrices of one shape are orthogonalised once each, by an owner rank
 /// (balanced: every rank owns the same number of each shape), with an
 /// all-to-all to gather each owner's whole matrices and one to return the
-/// rows; the others are orthogonalised where they are (tp parts gathered).
+/// rows; whole matrices on the ranks of a replica axis are dealt out the
+/// same way, each owner's results all-gathered; the others are
+/// orthogonalised where they are (tp parts gathered).
 llvm::SmallVector<std::pair<mlir::Value, mlir::Value>>
 buildMuonUpdates(mlir::OpBuilder &b, mlir::Location loc, llvm::ArrayRef<MuonMatrix> matrices,
                  const MuonConfig &config);

@@ -62,6 +62,9 @@ struct OptimizerOptions {
   int64_t tpRanks = 1;
   /// The pipeline axis (-1: none).
   int64_t ppAxis = -1;
+  /// The axis whose ranks hold every parameter whole and equal (ddp; -1:
+  /// none), and its ranks.
+  int64_t replicaAxis = -1, replicaRanks = 1;
 };
 
 /// A scalar constant of `type` (a 0-d float tensor).
@@ -377,7 +380,8 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   if (!muonMatrices.empty()) {
     MuonConfig config{options.muonMomentum, options.muonNesterov, options.nsSteps,
                       options.adjustLr,     options.mesh,         options.meshAxis,
-                      options.shardRanks,   options.tpAxis,       options.tpRanks};
+                      options.shardRanks,   options.tpAxis,       options.tpRanks,
+                      options.replicaAxis,  options.replicaRanks};
     for (auto [k, update] :
          llvm::zip(muonIndex, buildMuonUpdates(b, loc, muonMatrices, config))) {
       newParams[k] = update.first;
@@ -455,6 +459,12 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
         if (tpAxis < int64_t(meshOp.getShape().size()))
           options.tpRanks = meshOp.getShape()[tpAxis];
     options.ppAxis = ppAxis;
+    if (replicaAxis >= 0)
+      if (auto meshOp = symbols.lookup<mesh::MeshOp>(kWorldMeshName))
+        if (replicaAxis < int64_t(meshOp.getShape().size())) {
+          options.replicaAxis = replicaAxis;
+          options.replicaRanks = meshOp.getShape()[replicaAxis];
+        }
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();

@@ -383,8 +383,10 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     (`#step.param<..., block N>` of rank 2: momentum, Newton-Schulz
     orthogonalisation in step ops, decoupled decay; one `exp_avg` state, the
     momentum buffer) and AdamW on every other parameter; under fsdp/hsdp
-    each rank gathers a matrix's update, orthogonalises it whole and keeps
-    its rows; not yet with tp.
+    each matrix is orthogonalised whole by one owner rank of the shard axis
+    (all-to-alls bring it the rows and return them), under ddp
+    (`replica-axis`) by one owner rank of that axis (an all-gather returns
+    the results); under tp its parts are gathered first.
   }];
   let options = [
     Option<"algorithm", "algorithm", "std::string", /*default=*/"\"adamw\"",
@@ -418,7 +420,11 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
            "(and over mesh-axis when gradients are sharded) (-1: none)">,
     Option<"tpAxis", "tp-axis", "int64_t", /*default=*/"-1",
            "the mesh's tensor-parallel axis: the squares of tp-split gradients "
-           "(step.tp_shard) are summed over it, replicated ones are not (-1: none)">
+           "(step.tp_shard) are summed over it, replicated ones are not (-1: none)">,
+    Option<"replicaAxis", "replica-axis", "int64_t", /*default=*/"-1",
+           "the world mesh's axis whose ranks hold every parameter whole and equal "
+           "(ddp): Muon's matrices are dealt out to owners along it and their "
+           "orthogonalised updates all-gathered (-1: none)">
   ];
 }
 
