@@ -148,7 +148,41 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
       share.getDefiningOp()->setAttr(StepDialect::kRankRowsAttrName, ranks);
     totals[&op] = share;
   }
-  SmallVector<Value> sums;
+  // A parameter used more than once (a tied embedding and head) has one
+  // cotangent per use, added by step-autodiff: each use's is accumulated
+  // over the micro-batches by itself and the uses' sums added after the
+  // last. Under a pipeline the uses may sit on different stages: each then
+  // sums its own, and one partial crosses stages per step, not one per
+  // micro-batch (gpt2's tied embedding: 154 MB each).
+  Operation *microReturn = microBody.getTerminator();
+  // Whether returned value i is the gradient of a parameter the forward
+  // reads more than once (results: the loss, then the parameters' gradients
+  // in argument order).
+  SmallVector<bool> multiUse{false};
+  for (BlockArgument arg : microBody.getArguments())
+    if (microGrad->getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName))
+      multiUse.push_back(llvm::count_if(arg.getUsers(), [](Operation *user) {
+                           return getPhase(user) == Phase::Forward;
+                         }) > 1);
+  SmallVector<SmallVector<Value>> uses; // per returned value: what is accumulated
+  llvm::SmallPtrSet<Operation *, 8> joins;
+  for (auto [i, result] : llvm::enumerate(microReturn->getOperands())) {
+    SmallVector<Value> &parts = uses.emplace_back();
+    const bool split = i < multiUse.size() && multiUse[i];
+    std::function<void(Value)> collect = [&](Value v) {
+      auto add = v.getDefiningOp<AddOp>();
+      if (split && add && add->hasOneUse() && add.getType() == result.getType() &&
+          getPhase(add) == Phase::Backward) {
+        collect(add.getLhs());
+        collect(add.getRhs());
+        joins.insert(add);
+        return;
+      }
+      parts.push_back(v);
+    };
+    collect(result);
+  }
+  SmallVector<SmallVector<Value>> sums(uses.size());
   for (int64_t m = 0; m < count; ++m) {
     IRMapping map;
     // The ops of micro-batch m's backward (where its gradients are made).
@@ -166,6 +200,8 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
         map.map(op.getResult(0), total->second);
         continue;
       }
+      if (joins.contains(&op))
+        continue;
       Operation *copy = b.clone(op, map);
       made.insert(copy);
       markMicroBatch(copy, m);
@@ -186,10 +222,11 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
     // micro-batch's gradient is dead from there (not all of them live to
     // the end of the backward), and the add runs in its block's code.
     DenseMap<Operation *, Operation *> lastAfter;
-    for (auto [i, result] : llvm::enumerate(microBody.getTerminator()->getOperands())) {
-      Value value = map.lookupOrDefault(result);
+    for (auto [i, parts] : llvm::enumerate(uses))
+    for (auto [j, part] : llvm::enumerate(parts)) {
+      Value value = map.lookupOrDefault(part);
       if (m == 0) {
-        sums.push_back(value);
+        sums[i].push_back(value);
         continue;
       }
       OpBuilder at = b;
@@ -198,18 +235,28 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
         Operation *&after = lastAfter[def];
         at.setInsertionPointAfter(after ? after : def);
       }
-      auto add = at.create<AddOp>(loc, sums[i], value);
+      auto add = at.create<AddOp>(loc, sums[i][j], value);
       setPhase(add, Phase::Backward);
       markMicroBatch(add, m);
       if (made.contains(def))
         lastAfter[def] = add;
-      sums[i] = add;
+      sums[i][j] = add;
     }
   }
-  // The means: (l_1 + ... + l_M) · 1/M, as the data-parallel mean over ranks.
-  for (Value &sum : sums)
-    sum = overCount(sum, Phase::Backward);
-  b.create<func::ReturnOp>(loc, sums);
+  // The uses' sums added in step-autodiff's order (after every micro-batch:
+  // unmarked), then the means: (l_1 + ... + l_M) · 1/M, as the data-parallel
+  // mean over ranks.
+  SmallVector<Value> results;
+  for (SmallVector<Value> &parts : sums) {
+    Value total = parts.front();
+    for (Value part : llvm::drop_begin(parts)) {
+      auto add = b.create<AddOp>(loc, total, part);
+      setPhase(add, Phase::Backward);
+      total = add;
+    }
+    results.push_back(overCount(total, Phase::Backward));
+  }
+  b.create<func::ReturnOp>(loc, results);
   return cleanup(success(), *microGrad);
 }
 

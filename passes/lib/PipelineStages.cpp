@@ -200,6 +200,48 @@ void assignStages(Block &body, Partition &p) {
   }
 }
 
+/// A parameter used on several stages (a tied embedding and head) has its
+/// uses' cotangents summed over the micro-batches by each use's stage and
+/// added after the last one (step-micro-batch): those joins, and the mean
+/// after them, run at the parameter's home, which ends the step there
+/// without waiting for its sum to go and come back.
+void joinGradientsAtHome(func::FuncOp grad, Partition &p) {
+  Block &body = grad.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  unsigned result = 1;
+  for (BlockArgument arg : body.getArguments()) {
+    if (!grad.getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName))
+      continue;
+    Value gradient = ret.getOperand(result++);
+    if (!p.homeOf.count(arg))
+      continue;
+    SmallVector<Operation *> joins;
+    std::function<void(Value)> collect = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (!def || !def->hasOneUse() || def->hasAttr(StepDialect::kMicroBatchAttrName) ||
+          !isa<AddOp, MulOp>(def))
+        return;
+      joins.push_back(def);
+      if (isa<AddOp>(def))
+        collect(def->getOperand(0)), collect(def->getOperand(1));
+      else
+        collect(def->getOperand(0));
+    };
+    collect(gradient);
+    int home = p.homeOf.lookup(arg);
+    bool crosses = llvm::any_of(joins, [&](Operation *join) {
+      return llvm::any_of(join->getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        int stage = def ? p.stageOf.lookup(def) : kFree;
+        return stage != kFree && p.rankOf(stage) != p.rankOf(home);
+      });
+    });
+    if (crosses)
+      for (Operation *join : joins)
+        p.stageOf[join] = home;
+  }
+}
+
 /// What each stage runs, holds and receives, and the transfers in tag
 /// order (step 3).
 void collectNeeds(func::FuncOp grad, Partition &p) {
@@ -656,6 +698,7 @@ struct StepPipelineStagesPass
     if (failed(assignHomes(grad, p.stages, starts, p)))
       return signalPassFailure();
     assignStages(body, p);
+    joinGradientsAtHome(grad, p);
     std::vector<pipeline::ChunkCost> costs = chunkCosts(body, p, micro);
     auto work = chunkWork(body, p); // (the body goes when the stage is built)
     if (!pipeline::buildSchedule(scheduleName, stages, int(micro), costs, schedule, error)) {

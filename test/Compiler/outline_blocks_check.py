@@ -9,6 +9,8 @@
         the same, the block functions only: a step of more micro-batches
         (which repeats the non-block code once per micro-batch) has no more
         block functions than one of fewer;
+    outline_blocks_check.py --functions-only --min-reuse R STEP.cpp
+        each block function is called R times or more on average;
     outline_blocks_check.py --profile P.json --report R.json --steps N
         the profile counted N steps, and its FLOPs per step add up to the
         report's executed FLOPs.
@@ -24,6 +26,7 @@ ap.add_argument("--profile")
 ap.add_argument("--report")
 ap.add_argument("--steps", type=int)
 ap.add_argument("--functions-only", action="store_true")
+ap.add_argument("--min-reuse", type=float)
 args = ap.parse_args()
 
 
@@ -67,6 +70,9 @@ for path in args.sources:
     # Starts and waits of collectives left in the step function.
     collectives = len(re.findall(r"collectives->\w+\(", step))
     counts.append((path, functions, len(layers), inline, collectives))
+    if args.min_reuse and len(calls) < args.min_reuse * functions:
+        fail(f"{path}: {len(calls)} block calls of {functions} functions: fewer than "
+             f"{args.min_reuse} calls each")
     print(f"{path}: {functions} block functions, {len(layers)} layers, "
           f"{inline} library calls and {collectives} collective calls inline")
 if len(counts) >= 2 and counts[1][1] > counts[0][1]:
