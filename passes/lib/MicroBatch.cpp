@@ -169,9 +169,10 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   for (auto [i, result] : llvm::enumerate(microReturn->getOperands())) {
     SmallVector<Value> &parts = uses.emplace_back();
     const bool split = i < multiUse.size() && multiUse[i];
+    const Type type = result.getType();
     std::function<void(Value)> collect = [&](Value v) {
       auto add = v.getDefiningOp<AddOp>();
-      if (split && add && add->hasOneUse() && add.getType() == result.getType() &&
+      if (split && add && add->hasOneUse() && add.getType() == type &&
           getPhase(add) == Phase::Backward) {
         collect(add.getLhs());
         collect(add.getRhs());
