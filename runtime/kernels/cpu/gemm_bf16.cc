@@ -63,13 +63,13 @@ extern "C" void stepc_cpu_matmul_bf16(const stepc_bf16* a, const stepc_bf16* b, 
                             Matrices(batch, m, n, false, c_f32 ? Type::kF32 : Type::kBf16), c,
                             /*accumulate=*/false, bias))
     return;
-  // Said once per process: the step trains, but gains nothing over fp32.
+  // Said once per process: the step trains, but slower than in fp32.
   static std::once_flag told;
   std::call_once(told, [] {
     std::fprintf(stderr,
                  "stepc: note: this CPU has no bf16 dot products (AVX512-BF16 or AMX) that "
-                 "oneDNN can use: bf16 GEMMs run as f32 GEMMs on widened operands, no faster "
-                 "than an fp32 step\n");
+                 "oneDNN can use: bf16 GEMMs run as f32 GEMMs on widened operands, and the "
+                 "step is slower than an fp32 step (--precision=fp32)\n");
   });
   WidenedMatmul(a, b, c, c_f32, batch, m, n, k, transpose_a, transpose_b, shared_rhs, bias);
 }
