@@ -459,12 +459,18 @@ struct StepOptimizerPass : public stepc::impl::StepOptimizerBase<StepOptimizerPa
         if (tpAxis < int64_t(meshOp.getShape().size()))
           options.tpRanks = meshOp.getShape()[tpAxis];
     options.ppAxis = ppAxis;
-    if (replicaAxis >= 0)
-      if (auto meshOp = symbols.lookup<mesh::MeshOp>(kWorldMeshName))
-        if (replicaAxis < int64_t(meshOp.getShape().size())) {
-          options.replicaAxis = replicaAxis;
-          options.replicaRanks = meshOp.getShape()[replicaAxis];
-        }
+    if (replicaAxis >= 0) {
+      auto meshOp = symbols.lookup<mesh::MeshOp>(kWorldMeshName);
+      if (!meshOp || replicaAxis >= int64_t(meshOp.getShape().size())) {
+        emitError(module.getLoc())
+            << "invalid step-optimizer options: replica-axis=" << replicaAxis.getValue()
+            << " is not an axis of the mesh @" << kWorldMeshName
+            << (meshOp ? "" : " (the module has none)");
+        return signalPassFailure();
+      }
+      options.replicaAxis = replicaAxis;
+      options.replicaRanks = meshOp.getShape()[replicaAxis];
+    }
     for (func::FuncOp grad : grads)
       if (failed(buildTrainStep(grad, symbols, options)))
         return signalPassFailure();
