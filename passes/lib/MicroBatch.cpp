@@ -223,25 +223,26 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
     // micro-batch's gradient is dead from there (not all of them live to
     // the end of the backward), and the add runs in its block's code.
     DenseMap<Operation *, Operation *> lastAfter;
-    for (auto [i, parts] : llvm::enumerate(uses))
-    for (auto [j, part] : llvm::enumerate(parts)) {
-      Value value = map.lookupOrDefault(part);
-      if (m == 0) {
-        sums[i].push_back(value);
-        continue;
+    for (auto [i, parts] : llvm::enumerate(uses)) {
+      for (auto [j, part] : llvm::enumerate(parts)) {
+        Value value = map.lookupOrDefault(part);
+        if (m == 0) {
+          sums[i].push_back(value);
+          continue;
+        }
+        OpBuilder at = b;
+        Operation *def = value.getDefiningOp();
+        if (made.contains(def)) {
+          Operation *&after = lastAfter[def];
+          at.setInsertionPointAfter(after ? after : def);
+        }
+        auto add = at.create<AddOp>(loc, sums[i][j], value);
+        setPhase(add, Phase::Backward);
+        markMicroBatch(add, m);
+        if (made.contains(def))
+          lastAfter[def] = add;
+        sums[i][j] = add;
       }
-      OpBuilder at = b;
-      Operation *def = value.getDefiningOp();
-      if (made.contains(def)) {
-        Operation *&after = lastAfter[def];
-        at.setInsertionPointAfter(after ? after : def);
-      }
-      auto add = at.create<AddOp>(loc, sums[i][j], value);
-      setPhase(add, Phase::Backward);
-      markMicroBatch(add, m);
-      if (made.contains(def))
-        lastAfter[def] = add;
-      sums[i][j] = add;
     }
   }
   // The uses' sums added in step-autodiff's order (after every micro-batch:

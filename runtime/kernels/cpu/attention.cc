@@ -78,7 +78,7 @@ constexpr int64_t kLanes = 8;   // one ymm (AVX2); 16 registers
 constexpr int kMaxVectors = 2;
 // Every C 6 rows x 2 vectors at a time: 12 accumulators, with 2 for B and 1
 // for A's value. 4 x 2 (8 accumulators) left the multiply-adds' latency
-// bare: gpt-capstone's attention ran 1.3x (forward) and 1.5x (backward)
+// bare: gpt-capstone's attention ran 1.45x (forward) and 1.5x (backward)
 // slower on an AVX2 EPYC.
 constexpr int kNarrowRows = 6;
 constexpr int64_t kNarrowVectors = INT64_MAX / kLanes;
