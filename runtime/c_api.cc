@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/communicator.h"
 #include "runtime/session.h"
+#include "runtime/status_macros.h"
 #include "runtime/stepc_abi.h"
 #include "runtime/stepc_runtime.h"
 #include "runtime/train/options.h"
@@ -382,6 +383,25 @@ extern "C" int stepc_session_eval_logits(stepc_session* s, float* loss, float* l
     absl::StatusOr<float> value = session.Eval(&values);
     if (!value.ok()) return value.status();
     *loss = *value;
+    std::memcpy(logits, values.data(), count * sizeof(float));
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_row_logits(stepc_session* s, const char* input, const int32_t* row,
+                                        size_t row_len, float* logits, size_t count,
+                                        char* error, size_t len) {
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
+    if (!input || !row || !logits) return absl::InvalidArgumentError("input, row or logits is NULL");
+    const stepc_module_info& info = session.module().info();
+    if (info.logits_rank < 2 || info.logits_shape[0] <= 0)
+      return absl::FailedPreconditionError("the module returns no logits with rows");
+    const int64_t want = session.module().logits_count() / info.logits_shape[0];
+    if (count != static_cast<size_t>(want))
+      return absl::InvalidArgumentError(
+          absl::StrCat("a row's logits hold ", want, " values, count is ", count));
+    std::vector<float> values;
+    STEPC_RETURN_IF_ERROR(session.RowLogits(input, absl::MakeConstSpan(row, row_len), &values));
     std::memcpy(logits, values.data(), count * sizeof(float));
     return absl::OkStatus();
   });

@@ -38,7 +38,7 @@ class Device {
   // One step of `module` (its arguments already copied in).
   virtual absl::StatusOr<StepResult> Run(const Module& module,
                                          const stepc_collectives* collectives) = 0;
-  // The forward-only step (stepc_eval_step_v9), launched eagerly; the
+  // The forward-only step (stepc_eval_step_v10), launched eagerly; the
   // logits land in `logits` (host memory) unless it is null.
   virtual absl::StatusOr<float> RunEval(const Module& module, const stepc_collectives* collectives,
                                         float* logits, float* const* outputs) = 0;

@@ -166,9 +166,11 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, in
   auto symbol = [&](const char* name) {
     return dlsym(module->handle_, absl::StrCat(name, suffix).c_str());
   };
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v9)>(symbol("stepc_module_info_v9"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v9)>(symbol("stepc_train_step_v9"));
-  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v9)>(symbol("stepc_eval_step_v9"));
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v10)>(symbol("stepc_module_info_v10"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v10)>(symbol("stepc_train_step_v10"));
+  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v10)>(symbol("stepc_eval_step_v10"));
+  module->sample_ =
+      reinterpret_cast<decltype(&stepc_sample_step_v10)>(symbol("stepc_sample_step_v10"));
   module->trace_ =
       reinterpret_cast<decltype(&stepc_profile_trace_v2)>(symbol("stepc_profile_trace_v2"));
   if (stage > 0 && !info)
@@ -192,6 +194,13 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, in
         module->info_ ? module->info_->abi_version : -1, "; this runtime expects ",
         STEPC_ABI_VERSION, ": rebuild it with this stepc"));
   if (absl::Status names = CheckNames(path, *module->info_); !names.ok()) return names;
+  // An entry point and its arena come together (a sample arena without the
+  // entry would be an inconsistent file).
+  if ((module->info_->sample_arena_bytes > 0) != (module->sample_ != nullptr) ||
+      module->info_->sample_arena_bytes < 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", path, "' is inconsistent: its sampling step and its sample_arena_bytes (",
+        module->info_->sample_arena_bytes, ") disagree"));
   if (std::strcmp(module->info_->target, "cpu") == 0)
     if (absl::Status cpu = CheckCpuFeatures(path, *module->info_); !cpu.ok()) return cpu;
   if (std::strcmp(module->info_->target, "cpu") != 0 && !module->is_cuda())
@@ -206,9 +215,9 @@ std::vector<const stepc_module_info*> Module::StageInfos() const {
   if (info_->pipeline_stages <= 1) return {info_};
   std::vector<const stepc_module_info*> infos;
   for (int stage = 0; stage < info_->pipeline_stages; ++stage) {
-    auto info = reinterpret_cast<decltype(&stepc_module_info_v9)>(
-        Symbol(stage == 0 ? "stepc_module_info_v9"
-                          : absl::StrCat("stepc_module_info_v9_stage", stage).c_str()));
+    auto info = reinterpret_cast<decltype(&stepc_module_info_v10)>(
+        Symbol(stage == 0 ? "stepc_module_info_v10"
+                          : absl::StrCat("stepc_module_info_v10_stage", stage).c_str()));
     if (!info) return {info_};  // checked when the stage was loaded
     infos.push_back(info());
   }

@@ -71,7 +71,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   }
   // The training and the forward-only step share one arena, each at its
   // end (so the guard page follows either).
-  const int64_t arena_bytes = std::max(info.arena_bytes, info.eval_arena_bytes);
+  const int64_t arena_bytes =
+      std::max({info.arena_bytes, info.eval_arena_bytes, info.sample_arena_bytes});
   if (s->device_) {
     std::vector<int64_t> bytes(info.num_args);
     for (int i = 0; i < info.num_args; ++i) bytes[i] = s->ArgBytes(i);
@@ -98,6 +99,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
     return absl::InternalError("cannot protect the arena's guard page");
   s->arena_ = s->mapping_ + bytes - info.arena_bytes;  // arena_bytes is a multiple of 64
   s->eval_arena_ = s->mapping_ + bytes - info.eval_arena_bytes;
+  s->sample_arena_ = s->mapping_ + bytes - info.sample_arena_bytes;
   return s;
 }
 
@@ -122,8 +124,8 @@ absl::Status Session::CheckWorld() const {
   // stage runs alike.
   const stepc_module_info* shared = &info;
   if (info.pipeline_stages > 1)
-    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v9)>(
-            module_->Symbol("stepc_module_info_v9")))
+    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v10)>(
+            module_->Symbol("stepc_module_info_v10")))
       shared = stage0();
   mix_text(shared->sharding);
   mix_text(shared->report_json);
@@ -317,15 +319,25 @@ absl::StatusOr<int> Session::Input(const std::string& name, int32_t dtype, size_
   return i;
 }
 
-absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t> values) {
-  STEPC_ASSIGN_OR_RETURN(const int i, Input(name, STEPC_I32, values.size()));
-  const stepc_arg_info& a = module_->info().args[i];
+namespace {
+
+// Every id of `values` within input `a`'s bound (or its ignored id).
+absl::Status CheckIds(const stepc_arg_info& a, absl::Span<const int32_t> values) {
   for (size_t k = 0; k < values.size(); ++k)
     if (a.id_bound > 0 && (values[k] < 0 || values[k] >= a.id_bound) &&
         values[k] != a.id_ignored)
-      return absl::InvalidArgumentError(absl::StrCat("input '", name, "': id ", values[k],
+      return absl::InvalidArgumentError(absl::StrCat("input '", a.name, "': id ", values[k],
                                                      " at position ", k, " is outside [0, ",
                                                      a.id_bound, ")"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Session::SetInput(const std::string& name, absl::Span<const int32_t> values) {
+  STEPC_ASSIGN_OR_RETURN(const int i, Input(name, STEPC_I32, values.size()));
+  const stepc_arg_info& a = module_->info().args[i];
+  STEPC_RETURN_IF_ERROR(CheckIds(a, values));
   std::copy(values.begin(), values.end(), ints_[i].begin());
   inputs_set_.insert(i);
   if (device_) host_newer_[i] = true;
@@ -448,6 +460,73 @@ absl::StatusOr<float> Session::Eval(std::vector<float>* logits,
   return loss;
 }
 
+absl::Status Session::RowLogits(const std::string& input, absl::Span<const int32_t> row,
+                               std::vector<float>* logits) {
+  const stepc_module_info& info = module_->info();
+  if (info.logits_rank < 2 && logits)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", module_->path(), "' returns no logits with rows (its loss is not one f32 "
+        "cross-entropy)"));
+  const int named = module_->FindArg(input);
+  if (named < 0 || info.args[named].kind != STEPC_ARG_INPUT || info.args[named].dtype != STEPC_I32)
+    return absl::NotFoundError(absl::StrCat("no integer input named '", input, "'"));
+  // Each input's row: its elements over its leading dimension.
+  auto rowElements = [&](int i) {
+    const stepc_arg_info& a = info.args[i];
+    return a.rank > 0 && a.shape[0] > 0 ? Numel(a) / a.shape[0] : Numel(a);
+  };
+  if (static_cast<int64_t>(row.size()) != rowElements(named))
+    return absl::InvalidArgumentError(absl::StrCat("input '", input, "' has rows of ",
+                                                   rowElements(named), " values, got ",
+                                                   row.size()));
+  STEPC_RETURN_IF_ERROR(CheckIds(info.args[named], row));
+  for (int i = 0; i < info.num_args; ++i)
+    if (info.args[i].kind == STEPC_ARG_INPUT && info.args[i].dtype != STEPC_I32)
+      return absl::UnimplementedError(absl::StrCat(
+          "one row's logits of a model with the float input '", info.args[i].name, "'"));
+  const int64_t row_logits = info.logits_rank >= 2 && info.logits_shape[0] > 0
+                                 ? module_->logits_count() / info.logits_shape[0]
+                                 : 0;
+  if (!module_->has_sample_step() || device_) {
+    // The eval step: the row first in a batch of zeros.
+    for (int i = 0; i < info.num_args; ++i) {
+      if (info.args[i].kind != STEPC_ARG_INPUT) continue;
+      std::vector<int32_t> batch(Numel(info.args[i]), 0);
+      if (i == named) std::copy(row.begin(), row.end(), batch.begin());
+      STEPC_RETURN_IF_ERROR(SetInput(info.args[i].name, batch));
+    }
+    std::vector<float> all;
+    STEPC_RETURN_IF_ERROR(Eval(logits ? &all : nullptr).status());
+    if (logits) logits->assign(all.begin(), all.begin() + row_logits);
+    return absl::OkStatus();
+  }
+  if (!initialized_)
+    return absl::FailedPreconditionError(
+        "no parameters yet: initialise or load them before evaluating");
+  // The sampling step: the same arguments, each input one row.
+  std::vector<std::vector<int32_t>> rows(info.num_args);
+  std::vector<void*> args = args_;
+  for (int i = 0; i < info.num_args; ++i) {
+    if (info.args[i].kind != STEPC_ARG_INPUT) continue;
+    rows[i].assign(rowElements(i), 0);
+    if (i == named) std::copy(row.begin(), row.end(), rows[i].begin());
+    args[i] = rows[i].data();
+  }
+  std::vector<float> scratch;
+  std::vector<float>& out = logits ? *logits : scratch;
+  out.resize(row_logits);
+  float loss = 0;
+  char error[512] = {0};
+  if (module_->RunSample(args.data(), sample_arena_, communicator_->table(), &loss, out.data(),
+                         error, sizeof(error))) {
+    if (!communicator_->last_error().ok())
+      return absl::UnavailableError(absl::StrCat("sampling step failed: ", error, ": ",
+                                                 communicator_->last_error().message()));
+    return absl::InvalidArgumentError(absl::StrCat("sampling step failed: ", error));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) const {
   STEPC_ASSIGN_OR_RETURN(const int i, Arg(name));
   const stepc_arg_info& a = module_->info().args[i];
@@ -534,7 +613,8 @@ int Session::TpIndex() const {
 int Session::TpCount() const { return TpAxis() >= 0 ? MeshShape()[TpAxis()] : 1; }
 
 int64_t Session::planned_bytes() const {
-  int64_t bytes = std::max(module_->info().arena_bytes, module_->info().eval_arena_bytes);
+  const stepc_module_info& info = module_->info();
+  int64_t bytes = std::max({info.arena_bytes, info.eval_arena_bytes, info.sample_arena_bytes});
   for (const auto& f : floats_) bytes += f.size() * sizeof(float);
   for (const auto& v : ints_) bytes += v.size() * sizeof(int32_t);
   return bytes;

@@ -63,6 +63,17 @@ class Session {
   absl::StatusOr<float> Eval(std::vector<float>* logits,
                              std::vector<std::vector<float>>* outputs);
 
+  // The logits of one row, [seq, vocab] for a language model: those the
+  // forward gives a batch of one row whose integer input `input` is `row`
+  // (a row of that input; the other inputs zero), what a sampler draws
+  // from. By the sampling step where step.so has one (1/batch of the
+  // eval step's work), else by the eval step over a batch whose first row
+  // it is (replacing the inputs set). Collective under sharding, like
+  // Eval; with `logits` null it only takes part (a pipeline stage that
+  // has none).
+  absl::Status RowLogits(const std::string& input, absl::Span<const int32_t> row,
+                         std::vector<float>* logits);
+
   // A float argument (parameter or moment, e.g. "exp_avg.wte") by name, the
   // whole tensor: a sharded one is gathered from every rank, so under fsdp
   // every rank must call ReadParam for the same names in the same order.
@@ -156,6 +167,7 @@ class Session {
   size_t mapping_bytes_ = 0;
   char* arena_ = nullptr;
   char* eval_arena_ = nullptr;  // the forward-only step's (same mapping)
+  char* sample_arena_ = nullptr;  // the sampling step's (same mapping)
   int64_t steps_ = 0;
   // A step needs initialised parameters and every input set once.
   bool initialized_ = false;

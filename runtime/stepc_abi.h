@@ -1,8 +1,9 @@
 /* stepc_abi.h - the C ABI between a compiled step.so and the runtime.
  *
  * step.so exports `stepc_module_info` (what it holds), `stepc_train_step`
- * (one training step) and `stepc_eval_step` (the loss alone: no gradient,
- * no update). The runtime checks `abi_version` before anything else:
+ * (one training step), `stepc_eval_step` (the loss alone: no gradient,
+ * no update) and, optionally, `stepc_sample_step` (the forward of one row,
+ * for a sampler). The runtime checks `abi_version` before anything else:
  * a step.so from another ABI is refused with a status, never called.
  */
 #ifndef STEPC_ABI_H_
@@ -15,7 +16,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 9
+#define STEPC_ABI_VERSION 10
 
 /* id_ignored when every id of an input must be in [0, id_bound). */
 #define STEPC_NO_IGNORED_ID INT64_MIN
@@ -167,6 +168,9 @@ typedef struct {
   int32_t pipeline_stages;
   /* The mesh axis of the stages (data axes before it, tp after). */
   int32_t pipeline_axis;
+  /* The arena stepc_sample_step needs (0: step.so has none; a sampler then
+   * runs stepc_eval_step). ABI 10. */
+  int64_t sample_arena_bytes;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues
@@ -183,7 +187,7 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v9(void);
+const stepc_module_info *stepc_module_info_v10(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
@@ -193,7 +197,7 @@ const stepc_module_info *stepc_module_info_v9(void);
  * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
  * or nonzero with a message in `error` (for instance a token id outside the
  * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v9(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_train_step_v10(void *const *args, char *arena, const stepc_collectives *collectives,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len);
 
@@ -205,9 +209,18 @@ int stepc_train_step_v9(void *const *args, char *arena, const stepc_collectives 
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
-int stepc_eval_step_v9(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_eval_step_v10(void *const *args, char *arena, const stepc_collectives *collectives,
                        const stepc_device *device, float *loss, float *logits,
                        float *const *outputs, char *error, size_t error_len);
+
+/* Optional (sample_arena_bytes > 0; CPU): the sampling step, the forward of
+ * one row. As stepc_eval_step, but each input argument points to one row
+ * ([1, ...]: the input's shape with dimension 0 = 1), the loss is that
+ * row's and the logits [1, seq, vocab] are the row's logits as the eval step
+ * computes them for a row of its batch. `arena` holds sample_arena_bytes. */
+int stepc_sample_step_v10(void *const *args, char *arena, const stepc_collectives *collectives,
+                          const stepc_device *device, float *loss, float *logits,
+                          float *const *outputs, char *error, size_t error_len);
 
 /* Optional, in step.so built with `stepc --profile` (CPU): a timeline of the
  * training step's kernels. Every kernel of the step is a site, numbered in

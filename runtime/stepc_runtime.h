@@ -77,6 +77,16 @@ int stepc_session_output_info(stepc_session *session, int32_t index, const char 
                               int32_t *rank, int64_t shape[8], char *error, size_t error_len);
 int stepc_session_eval_outputs(stepc_session *session, float *loss, float *const *outputs,
                                char *error, size_t error_len);
+/* The logits of one row (`count` floats: [seq, vocab] for a language model,
+ * the logits' elements over their first dimension): those the forward gives
+ * a batch of one row whose integer input `input` is `row` (`row_len` ids,
+ * one row of that input; the other inputs zero), what a sampler draws
+ * from. By step.so's sampling step where it has one (1/batch of the eval
+ * step's work), else by the eval step over a batch whose first row it is
+ * (replacing the inputs set). */
+int stepc_session_row_logits(stepc_session *session, const char *input, const int32_t *row,
+                             size_t row_len, float *logits, size_t count, char *error,
+                             size_t error_len);
 /* The logits' shape ([batch, seq, vocab] for a language model); rank 0 if
  * the model's loss is not one f32 cross-entropy (no logits). */
 int stepc_session_logits_shape(stepc_session *session, int32_t *rank, int64_t shape[8],

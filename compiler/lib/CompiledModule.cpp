@@ -31,6 +31,8 @@ FailureOr<CompiledSteps> stepc::findCompiledSteps(ModuleOp module) {
       steps.train = f;
     if (f->hasAttr(StepDialect::kEvalStepAttrName))
       steps.eval = f;
+    if (f->hasAttr(StepDialect::kSampleStepAttrName))
+      steps.sample = f;
   }
   if (!steps.loss || !steps.train)
     return module.emitError() << "the pipeline built no training step";
@@ -69,6 +71,8 @@ FailureOr<StepReport> stepc::reportCompiledModule(ModuleOp module,
     return failure();
   if (steps->eval)
     report->evalArenaBytes = targetArenaBytes(steps->eval);
+  if (steps->sample)
+    report->sampleArenaBytes = targetArenaBytes(steps->sample);
   if (options.target == "cuda") {
     report->targetArenaBytes = targetArenaBytes(steps->train);
     report->targetPlannedPeakBytes = plannedPeakBytes(steps->train);

@@ -497,7 +497,8 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
 } // namespace
 
 FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const ModuleSummary &summary,
-                                            func::FuncOp evalStep, bool profile) {
+                                            func::FuncOp evalStep, func::FuncOp sampleStep,
+                                            bool profile) {
   // The plans are step-plan-memory's, made for the CPU (no CUDA layout).
   auto planFor = [](func::FuncOp f) -> FailureOr<MemoryPlan> {
     if (readCudaArena(f))
@@ -517,6 +518,17 @@ FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const ModuleSumma
     if (failed(fragment))
       return failure();
     emitter.setEval(*fragment);
+    if (sampleStep) {
+      FailureOr<MemoryPlan> samplePlan = planFor(sampleStep);
+      if (failed(samplePlan))
+        return failure();
+      CpuEmitter sampler(sampleStep, *samplePlan);
+      sampler.continueSites(*fragment);
+      FailureOr<SourceEmitter::EvalFragment> sample = sampler.runEval("sample");
+      if (failed(sample))
+        return failure();
+      emitter.setSample(*sample);
+    }
   }
   return emitter.run(summary);
 }

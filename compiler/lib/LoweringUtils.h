@@ -15,12 +15,13 @@ namespace stepc {
 
 /// The functions a lowering pass rewrites: the training steps (marked
 /// step.train_step) of `module` and their forward-only steps
-/// (step.eval_step).
+/// (step.eval_step) and sampling steps (step.sample_step).
 inline llvm::SmallVector<mlir::func::FuncOp> trainingSteps(mlir::ModuleOp module) {
   llvm::SmallVector<mlir::func::FuncOp> steps;
   for (auto f : module.getOps<mlir::func::FuncOp>())
     if (f->hasAttr(step::StepDialect::kTrainStepAttrName) ||
-        f->hasAttr(step::StepDialect::kEvalStepAttrName))
+        f->hasAttr(step::StepDialect::kEvalStepAttrName) ||
+        f->hasAttr(step::StepDialect::kSampleStepAttrName))
       steps.push_back(f);
   return steps;
 }

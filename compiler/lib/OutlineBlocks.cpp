@@ -524,7 +524,9 @@ struct StepOutlineBlocksPass
     SymbolTable symbols(getOperation());
     SmallVector<func::FuncOp> steps;
     for (auto f : getOperation().getOps<func::FuncOp>())
-      if (f->hasAttr(StepDialect::kTrainStepAttrName) || f->hasAttr(StepDialect::kEvalStepAttrName))
+      if (f->hasAttr(StepDialect::kTrainStepAttrName) ||
+          f->hasAttr(StepDialect::kEvalStepAttrName) ||
+          f->hasAttr(StepDialect::kSampleStepAttrName))
         steps.push_back(f);
     for (func::FuncOp step : steps)
       if (failed(outlineBlocks(step, symbols)))

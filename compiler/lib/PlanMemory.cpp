@@ -72,7 +72,8 @@ struct StepPlanMemoryPass : public stepc::impl::StepPlanMemoryBase<StepPlanMemor
     }
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       bool train = f->hasAttr(StepDialect::kTrainStepAttrName);
-      if (!train && !f->hasAttr(StepDialect::kEvalStepAttrName))
+      if (!train && !f->hasAttr(StepDialect::kEvalStepAttrName) &&
+          !f->hasAttr(StepDialect::kSampleStepAttrName))
         continue;
       // What a CUDA kernel computes besides its op is in the IR already
       // (step-fuse-cuda-kernels): the plan is the IR's.

@@ -457,5 +457,6 @@ llvm::json::Object StepReport::toJson() const {
   optional("target_planned_peak_bytes", targetPlannedPeakBytes);
   optional("target_launches_per_step", targetLaunchesPerStep);
   optional("eval_arena_bytes", evalArenaBytes);
+  optional("sample_arena_bytes", sampleArenaBytes);
   return json;
 }

@@ -767,8 +767,9 @@ std::string SourceEmitter::metadata() {
      << ", " << (evalLogitsShape.empty() ? "0" : "kLogitsShape") << ", " << evalOutputs.size()
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
      << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << ", "
-     << summary.pipelineStages << ", " << summary.pipelineAxis << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v9(void) {\n"
+     << summary.pipelineStages << ", " << summary.pipelineAxis << ", " << sampleArenaBytes
+     << "};\n\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v10(void) {\n"
      << "  static const bool decoded = (stepc_decode_args(), true);\n"
      << "  (void)decoded;\n  return &kInfo;\n}\n";
   return text;
@@ -934,7 +935,7 @@ void SourceEmitter::bufferNames(raw_ostream &os) {
       os << "  char *b" << id << " = arena + " << plan.buffers[id].offset << ";\n";
 }
 
-FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
+FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval(StringRef entry) {
   evalEntry = true;
   if (failed(emitBody()))
     return failure();
@@ -972,14 +973,15 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   llvm::raw_string_ostream os(fragment.text);
   // Its own namespace: its constant tables and kernels keep their names.
   std::string stepBody = bodyText;
-  os << "\n// The forward-only step (evaluation): the loss, no gradient or update.\n"
-     << "namespace stepc_eval {\n\n"
+  const std::string space = ("stepc_" + entry).str();
+  os << "\n// "
+     << (entry == "sample" ? "The sampling step: the forward of one row (its loss and logits)."
+                           : "The forward-only step (evaluation): the loss, no gradient or update.")
+     << "\nnamespace " << space << " {\n\n"
      << pre.str() << "\n" << functionsText
-     << "extern \"C\" int stepc_eval_step_v9(void *const *args, char *arena,\n"
-     << "                                  const stepc_collectives *collectives,\n"
-     << "                                  const stepc_device *device, float *loss,\n"
-     << "                                  float *logits, float *const *outputs, char *error,\n"
-     << "                                  size_t error_len) {\n";
+     << "extern \"C\" int " << space << "_step_v10(void *const *args, char *arena,\n"
+     << "    const stepc_collectives *collectives, const stepc_device *device, float *loss,\n"
+     << "    float *logits, float *const *outputs, char *error, size_t error_len) {\n";
   std::string innerText;
   llvm::raw_string_ostream inner(innerText);
   stepBegin(inner);
@@ -995,7 +997,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval() {
   }
   stepEnd(inner, ptr(ret.getOperand(0)), "");
   bufferNames(os);
-  os << innerText << "  return 0;\n}\n\n}  // namespace stepc_eval\n";
+  os << innerText << "  return 0;\n}\n\n}  // namespace " << space << "\n";
   return fragment;
 }
 
@@ -1031,7 +1033,7 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
      << metadata() << "\n"
      << (profile ? profileSupport() : "")
      << functionsText
-     << "extern \"C\" int stepc_train_step_v9(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v10(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";
@@ -1048,5 +1050,5 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
   stepEnd(inner, lossExpr, normExpr);
   bufferNames(os);
   os << innerText << "  return 0;\n}\n";
-  return out + evalText;
+  return out + evalText + sampleText;
 }

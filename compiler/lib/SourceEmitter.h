@@ -52,9 +52,11 @@ public:
   /// `moduleSummary` (the eval entry given to setEval appended).
   mlir::FailureOr<std::string> run(const ModuleSummary &moduleSummary);
 
-  /// The forward-only entry (stepc_eval_step_v9) of a function marked
-  /// step.eval_step: source to append to its training step's, its arena and
-  /// the id-check sites it numbers (1-based).
+  /// A forward-only entry of a function marked step.eval_step (`entry`
+  /// "eval": stepc_eval_step_v10) or step.sample_step ("sample":
+  /// stepc_sample_step_v10, the same signature): source to append to its
+  /// training step's, its arena and the id-check sites it numbers (1-based,
+  /// after those given to continueSites).
   struct EvalFragment {
     std::string text;
     int64_t arenaBytes = 0;
@@ -64,7 +66,9 @@ public:
     std::vector<int64_t> logitsShape;
     std::vector<std::pair<std::string, std::vector<int64_t>>> outputs;
   };
-  mlir::FailureOr<EvalFragment> runEval();
+  mlir::FailureOr<EvalFragment> runEval(llvm::StringRef entry = "eval");
+  /// Numbers this entry's check sites after `before`'s.
+  void continueSites(const EvalFragment &before) { checkSites = before.checkSites; }
   /// Appends `eval` to this step's source and describes it in the metadata;
   /// this step's check sites are numbered after the eval entry's.
   void setEval(const EvalFragment &eval) {
@@ -73,6 +77,13 @@ public:
     evalLogitsShape = eval.logitsShape;
     evalOutputs = eval.outputs;
     checkSites = eval.checkSites;
+  }
+  /// Appends the sampling entry (after setEval; its sites were numbered
+  /// after the eval entry's) and its arena to the metadata.
+  void setSample(const EvalFragment &sample) {
+    sampleText = sample.text;
+    sampleArenaBytes = sample.arenaBytes;
+    checkSites = sample.checkSites;
   }
 
 protected:
@@ -294,7 +305,8 @@ private:
   std::string table(const std::string &type, const std::string &contents);
   /// Collective results not yet waited for, and their request numbers.
   llvm::DenseMap<mlir::Value, int64_t> pending;
-  std::string evalText;
+  std::string evalText, sampleText;
+  int64_t sampleArenaBytes = 0;
   int64_t evalArenaBytes = 0;
   std::vector<int64_t> evalLogitsShape;
   std::vector<std::pair<std::string, std::vector<int64_t>>> evalOutputs;

@@ -173,7 +173,8 @@ static std::string stageSource(const std::string &source, size_t stage, size_t s
            std::to_string(STEPC_ABI_VERSION) + "(void) { return " + std::to_string(stages) +
            "; }\n";
   std::string prefix;
-  for (const char *name : {"stepc_module_info", "stepc_train_step", "stepc_eval_step"}) {
+  for (const char *name : {"stepc_module_info", "stepc_train_step", "stepc_eval_step",
+                           "stepc_sample_step"}) {
     std::string symbol = std::string(name) + "_v" + std::to_string(STEPC_ABI_VERSION);
     prefix += "#define " + symbol + " " + symbol + "_stage" + std::to_string(stage) + "\n";
   }

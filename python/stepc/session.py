@@ -65,6 +65,8 @@ def _runtime():
             "stepc_session_step": (ctypes.c_int, [p, ctypes.c_float, fp, fp, c, sz]),
             "stepc_session_eval": (ctypes.c_int, [p, fp, c, sz]),
             "stepc_session_eval_logits": (ctypes.c_int, [p, fp, fp, sz, c, sz]),
+            "stepc_session_row_logits": (ctypes.c_int, [p, c, ctypes.POINTER(i32), sz, fp, sz,
+                                                        c, sz]),
             "stepc_session_logits_shape": (ctypes.c_int, [p, ctypes.POINTER(i32),
                                                           ctypes.POINTER(i64), c, sz]),
             "stepc_session_read_param": (ctypes.c_int, [p, c, fp, sz, c, sz]),
@@ -327,6 +329,28 @@ class Session:
             self._s, ctypes.byref(loss), logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
             logits.size, self._err, _ERROR_LEN))
         return loss.value, logits
+
+    def row_logits(self, input_name, row):
+        """The logits of one row ([seq, vocab] for a language model) whose
+        integer input `input_name` is `row` (the other inputs zero): what a
+        sampler draws from, by step.so's one-row sampling step where it has
+        one, else by the eval step (replacing the inputs set)."""
+        rank, shape = ctypes.c_int32(), (ctypes.c_int64 * 8)()
+        self._check(self._lib.stepc_session_logits_shape(self._s, ctypes.byref(rank), shape,
+                                                         self._err, _ERROR_LEN))
+        if rank.value < 2:
+            raise StepcError("the module returns no logits with rows")
+        input_name = self.input_names.get(input_name, input_name)
+        a = _to_numpy(row)
+        if a.dtype.kind not in "iub":
+            raise TypeError(f"row of '{input_name}' is {a.dtype}; the step takes integer ids")
+        a = np.ascontiguousarray(a, dtype=np.int32).reshape(-1)
+        logits = np.empty(tuple(shape[1:rank.value]), dtype=np.float32)
+        self._check(self._lib.stepc_session_row_logits(
+            self._s, input_name.encode(), a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+            a.size, logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), logits.size,
+            self._err, _ERROR_LEN))
+        return logits
 
     @property
     def steps_done(self):

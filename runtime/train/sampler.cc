@@ -60,20 +60,17 @@ absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int3
   const bool draws = !pipeline || session.module().stage() == info.pipeline_stages - 1;
   STEPC_RETURN_IF_ERROR(CheckCanSample(session.module()));
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt holds no token");
-  const int64_t batch = last.logits_shape[0], seq = last.logits_shape[1],
-                vocab = last.logits_shape[2];
+  const int64_t seq = last.logits_shape[1], vocab = last.logits_shape[2];
   std::mt19937_64 rng(options.seed);
-  std::vector<int32_t> context = std::move(prompt), generated, tokens(batch * seq, 0),
-                       targets(batch * seq, 0);
+  std::vector<int32_t> context = std::move(prompt), generated, row(seq, 0);
   std::vector<float> logits;
   for (int64_t n = 0; n < options.tokens; ++n) {
-    // The newest `seq` tokens in row 0; causal attention ignores the rest.
+    // The newest `seq` tokens in one row (the sampling step's, or the eval
+    // step's first); causal attention ignores the zeros after them.
     const int64_t used = std::min<int64_t>(seq, static_cast<int64_t>(context.size()));
-    std::fill(tokens.begin(), tokens.end(), 0);
-    std::copy(context.end() - used, context.end(), tokens.begin());
-    STEPC_RETURN_IF_ERROR(session.SetInput("tokens", tokens));
-    STEPC_RETURN_IF_ERROR(session.SetInput("targets", targets));
-    STEPC_RETURN_IF_ERROR(session.Eval(draws ? &logits : nullptr).status());
+    std::fill(row.begin(), row.end(), 0);
+    std::copy(context.end() - used, context.end(), row.begin());
+    STEPC_RETURN_IF_ERROR(session.RowLogits("tokens", row, draws ? &logits : nullptr));
     const int64_t drawable = options.vocabulary > 0 ? std::min(vocab, options.vocabulary) : vocab;
     int32_t next = -1;
     if (draws)

@@ -278,7 +278,7 @@ static FailureOr<std::string> emitCompiledModule(ModuleOp module, const Compiled
   if (!emitSource)
     return std::string();
   return target == "cuda" ? emitCudaSource(steps.train, summary, steps.eval, profile)
-                          : emitCpuSource(steps.train, summary, steps.eval, profile);
+                          : emitCpuSource(steps.train, summary, steps.eval, steps.sample, profile);
 }
 
 /// The source of pipeline stage `stage`: the model as written through the

@@ -58,14 +58,16 @@ bool isFusableElementwise(mlir::Operation *op);
 /// CPU: the step as a sequence of library-kernel calls (runtime/kernels/cpu)
 /// and generated elementwise loops (one per stepk.fused op or lone op)
 /// over buffers at the offsets of its memory plan (step-plan-memory's, in
-/// the IR), with the forward-only `evalStep` (null: none) beside it,
-/// plus the metadata table of the ABI (runtime/stepc_abi.h). Unsupported
+/// the IR), with the forward-only `evalStep` and the one-row `sampleStep`
+/// (null: none) beside it, plus the metadata table of the ABI
+/// (runtime/stepc_abi.h). Unsupported
 /// element types are errors at the op. With `profile`, the step also times
 /// its kernels by kind and writes the table when the library is unloaded
 /// (to $STEPC_PROFILE, or stderr): stepc --profile.
 mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step,
                                            const ModuleSummary &summary,
-                                           mlir::func::FuncOp evalStep, bool profile = false);
+                                           mlir::func::FuncOp evalStep,
+                                           mlir::func::FuncOp sampleStep, bool profile = false);
 
 /// Writes the CUDA C++ of `step` (and the forward-only `evalStep`, null:
 /// none): library kernels (runtime/kernels/cuda), cuBLASLt GEMMs,

@@ -113,6 +113,8 @@ struct StepReport {
       targetLaunchesPerStep;
   /// The forward-only step's arena (its own plan, sharing the step's).
   std::optional<int64_t> evalArenaBytes;
+  /// The sampling step's (step-sample-step), when there is one.
+  std::optional<int64_t> sampleArenaBytes;
 
   double executedOverModelFlops() const {
     return modelFlopsPerStep > 0 ? double(executedFlopsPerStep) / double(modelFlopsPerStep)
@@ -132,7 +134,7 @@ struct StepcPipelineOptions;
 
 /// The functions of a module buildStepcPipeline compiled.
 struct CompiledSteps {
-  mlir::func::FuncOp loss, train, eval;  // eval: null without one
+  mlir::func::FuncOp loss, train, eval, sample;  // eval, sample: null without one
 };
 /// They, or an error at the module when it has no loss or training step.
 mlir::FailureOr<CompiledSteps> findCompiledSteps(mlir::ModuleOp module);

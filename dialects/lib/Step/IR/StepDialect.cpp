@@ -247,7 +247,8 @@ static LogicalResult verifyLossFunction(FunctionOpInterface function) {
 LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attribute) {
   if (attribute.getName() == kGradientAttrName ||
-      attribute.getName() == kTrainStepAttrName || attribute.getName() == kEvalStepAttrName) {
+      attribute.getName() == kTrainStepAttrName || attribute.getName() == kEvalStepAttrName ||
+      attribute.getName() == kSampleStepAttrName) {
     if (!isa<UnitAttr>(attribute.getValue()) || !isa<FunctionOpInterface>(op))
       return op->emitError() << "expects '" << attribute.getName().getValue()
                              << "' to be a unit attribute on a function";

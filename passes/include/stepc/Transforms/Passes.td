@@ -460,6 +460,35 @@ def StepEvalStep : Pass<"step-eval-step", "mlir::ModuleOp"> {
   }];
 }
 
+def StepSampleStep : Pass<"step-sample-step", "mlir::ModuleOp"> {
+  let summary = "Add the one-row forward step a sampler runs";
+  let description = [{
+    A sampler draws each token from one row's logits, and the forward-only
+    step computes every row of the batch for it. For every `@f_eval_step`
+    that returns `[batch, seq, vocab]` logits, adds `@f_sample_step`, marked
+    `step.sample_step`: the eval step with its inputs rebound to one row
+    (the same rule as `step-rebind-batch`: every value whose leading
+    dimension is the batch takes one row, collectives scale like their
+    operands), the same arguments otherwise (parameters are shared; a
+    runtime passes one-row input buffers) and the same results, the loss of
+    that row and its logits `[1, seq, vocab]`. Each row's logits are the
+    same function of that row's tokens as in the eval step (no op mixes the
+    rows of a batch in the forward); the sampling step costs 1/batch of it.
+
+    A pipeline stage's eval step (it sends or receives activations) gets
+    none, nor one with an op the batch cannot be rebound through (an op
+    without a shape rule): a sampler then runs the eval step.
+
+    ```mlir
+    func.func @loss_sample_step(..., %tokens: tensor<1x64xi32> {step.input = "tokens"},
+                                %targets: tensor<1x64xi32> {step.input = "targets"})
+        -> (tensor<f32> {step.result = #step.result<loss>},
+            tensor<1x64x512xf32> {step.result = #step.result<logits>})
+        attributes {step.sample_step}
+    ```
+  }];
+}
+
 def StepMixedPrecision : Pass<"step-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Compute GEMMs and attention in bf16, everything else in f32";
   let description = [{

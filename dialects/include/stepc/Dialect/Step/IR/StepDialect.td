@@ -107,6 +107,9 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kTrainStepAttrName = "step.train_step";
     /// Unit attribute marking the forward-only step built by step-eval-step.
     static constexpr llvm::StringLiteral kEvalStepAttrName = "step.eval_step";
+    /// Unit attribute marking the one-row forward step built by
+    /// step-sample-step (what a sampler runs).
+    static constexpr llvm::StringLiteral kSampleStepAttrName = "step.sample_step";
     /// Op attribute (a `#step.phase`): the part of the step the op is in.
     static constexpr llvm::StringLiteral kPhaseAttrName = "step.phase";
     /// Function attribute (a dictionary): what step-remat decided.
