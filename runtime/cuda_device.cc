@@ -51,6 +51,7 @@ class CudaDevice : public Device {
   ~CudaDevice() override {
     DropGraph();
     if (block_) cudaFree(block_);
+    if (rows_block_) cudaFree(rows_block_);
     if (reported_) cudaFreeHost(reported_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -128,6 +129,32 @@ class CudaDevice : public Device {
     const char* site = st[0] <= info.num_check_sites ? info.check_sites[st[0] - 1] : "an op";
     return absl::InvalidArgumentError(absl::StrCat(site, " ", st[2], " at position ", st[1],
                                                    " is outside [0, ", st[3], ")"));
+  }
+
+  absl::Status RunSample(const Module& module, const stepc_collectives* collectives,
+                         const std::vector<std::vector<int32_t>>& rows, float* logits) override {
+    // The rows' device buffers, made at the first sample and kept.
+    if (!rows_block_) {
+      int64_t total = 0;
+      for (const std::vector<int32_t>& r : rows) total += cuda::AlignUp(r.size() * 4, 256);
+      STEPC_CUDA_RETURN_IF_ERROR(cudaMalloc(&rows_block_, std::max<int64_t>(total, 256)));
+    }
+    std::vector<void*> args = args_;
+    char* at = static_cast<char*>(rows_block_);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].empty()) continue;
+      STEPC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(at, rows[i].data(), rows[i].size() * 4,
+                                                 cudaMemcpyHostToDevice, stream_));
+      args[i] = at;
+      at += cuda::AlignUp(rows[i].size() * 4, 256);
+    }
+    stepc_device dev{stream_, reported_->status};
+    char error[512] = {0};
+    if (module.RunSample(args.data(), arena_, collectives, &dev, &reported_->loss, logits, error,
+                         sizeof(error)))
+      return absl::InternalError(error);
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return CheckStatus(module);
   }
 
   absl::StatusOr<float> RunEval(const Module& module, const stepc_collectives* collectives,
@@ -212,6 +239,7 @@ class CudaDevice : public Device {
 
  private:
   void* block_ = nullptr;
+  void* rows_block_ = nullptr;  // the sampling step's input rows
   char* arena_ = nullptr;
   int64_t bytes_ = 0;
   std::vector<void*> args_;

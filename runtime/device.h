@@ -40,6 +40,12 @@ class Device {
                                          const stepc_collectives* collectives) = 0;
   // The forward-only step (stepc_eval_step_v10), launched eagerly; the
   // logits land in `logits` (host memory) unless it is null.
+  // The sampling step (stepc_sample_step_v10, Module::has_sample_step) on
+  // the arguments with each input i replaced by the host ids rows[i] (one
+  // row; empty for other arguments), eagerly; its logits copied to host.
+  virtual absl::Status RunSample(const Module& module, const stepc_collectives* collectives,
+                                 const std::vector<std::vector<int32_t>>& rows,
+                                 float* logits) = 0;
   virtual absl::StatusOr<float> RunEval(const Module& module, const stepc_collectives* collectives,
                                         float* logits, float* const* outputs) = 0;
   // The NCCL communicator of a multi-rank CUDA step (on this device's

@@ -57,8 +57,9 @@ class Module {
   bool has_sample_step() const { return sample_ != nullptr; }
   // The forward of one row; see stepc_sample_step_v10 (has_sample_step()).
   int RunSample(void* const* args, char* arena, const stepc_collectives* collectives,
-                float* loss, float* logits, char* error, size_t error_len) const {
-    return sample_(args, arena, collectives, nullptr, loss, logits, nullptr, error, error_len);
+                const stepc_device* device, float* loss, float* logits, char* error,
+                size_t error_len) const {
+    return sample_(args, arena, collectives, device, loss, logits, nullptr, error, error_len);
   }
   // A symbol of step.so or of the libraries it links (the kernels), or null.
   void* Symbol(const char* name) const;

@@ -487,7 +487,7 @@ absl::Status Session::RowLogits(const std::string& input, absl::Span<const int32
   const int64_t row_logits = info.logits_rank >= 2 && info.logits_shape[0] > 0
                                  ? module_->logits_count() / info.logits_shape[0]
                                  : 0;
-  if (!module_->has_sample_step() || device_) {
+  if (!module_->has_sample_step()) {
     // The eval step: the row first in a batch of zeros.
     for (int i = 0; i < info.num_args; ++i) {
       if (info.args[i].kind != STEPC_ARG_INPUT) continue;
@@ -515,10 +515,17 @@ absl::Status Session::RowLogits(const std::string& input, absl::Span<const int32
   std::vector<float> scratch;
   std::vector<float>& out = logits ? *logits : scratch;
   out.resize(row_logits);
+  if (device_) {
+    STEPC_RETURN_IF_ERROR(Upload());
+    absl::Status ran = device_->RunSample(*module_, communicator_->table(), rows, out.data());
+    if (!ran.ok())
+      return absl::Status(ran.code(), absl::StrCat("sampling step failed: ", ran.message()));
+    return absl::OkStatus();
+  }
   float loss = 0;
   char error[512] = {0};
-  if (module_->RunSample(args.data(), sample_arena_, communicator_->table(), &loss, out.data(),
-                         error, sizeof(error))) {
+  if (module_->RunSample(args.data(), sample_arena_, communicator_->table(), nullptr, &loss,
+                         out.data(), error, sizeof(error))) {
     if (!communicator_->last_error().ok())
       return absl::UnavailableError(absl::StrCat("sampling step failed: ", error, ": ",
                                                  communicator_->last_error().message()));

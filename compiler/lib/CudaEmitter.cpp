@@ -496,7 +496,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
 } // namespace
 
 FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const ModuleSummary &summary,
-                                             func::FuncOp evalStep, bool profile) {
+                                             func::FuncOp evalStep, func::FuncOp sampleStep,
+                                             bool profile) {
   // The plans are step-plan-memory's (made for CUDA: the layout around
   // them).
   auto planFor = [](func::FuncOp f) -> FailureOr<MemoryPlan> {
@@ -518,6 +519,17 @@ FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const ModuleSumm
     if (failed(fragment))
       return failure();
     emitter.setEval(*fragment);
+    if (sampleStep) {
+      FailureOr<MemoryPlan> samplePlan = planFor(sampleStep);
+      if (failed(samplePlan))
+        return failure();
+      CudaEmitter sampler(sampleStep, *samplePlan);
+      sampler.continueSites(*fragment);
+      FailureOr<SourceEmitter::EvalFragment> sample = sampler.runEval("sample");
+      if (failed(sample))
+        return failure();
+      emitter.setSample(*sample);
+    }
   }
   FailureOr<std::string> source = emitter.run(summary);
   // The report counted the launches from the IR before emission.

@@ -296,10 +296,8 @@ void stepc::addTargetTail(OpPassManager &pm, StringRef target, bool fuseElementw
   addStepRemat(pm, target, remat, rematBudget);
   // The forward-only entry (evaluation), lowered with the step.
   pm.addPass(createStepEvalStep());
-  // The sampler's one-row forward (the CPU runtime runs it; on CUDA the
-  // sampler runs the eval step).
-  if (target == "cpu")
-    pm.addPass(createStepSampleStep());
+  // The sampler's one-row forward.
+  pm.addPass(createStepSampleStep());
   // Target lowering: the kernels the back end launches.
   if (target == "cuda")
     pm.addPass(createStepFuseCudaKernels());

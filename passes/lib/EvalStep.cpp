@@ -16,6 +16,8 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
+
 namespace stepc {
 #define GEN_PASS_DEF_STEPEVALSTEP
 #include "stepc/Transforms/Passes.h.inc"
@@ -43,16 +45,55 @@ llvm::SetVector<Operation *> sliceOf(Value loss) {
   return seen;
 }
 
-/// The logits of the one cross-entropy the loss depends on, if they are
-/// f32; null if there is none, or several.
-Value lossLogits(Value loss) {
+/// Under step-micro-batch, one cross-entropy per micro-batch, each of the
+/// rows [k·r, (k+1)·r) of one input's targets (a slice of it): their logits
+/// joined along the rows in that order, the batch's logits (built before
+/// `at`). Null unless the slices cover the input's rows once each.
+Value joinedLogits(ArrayRef<CrossEntropyOp> found, Operation *at) {
+  Value whole;
+  int64_t rows = 0;
+  std::map<int64_t, Value> parts; // by first row
+  for (CrossEntropyOp ce : found) {
+    auto slice = ce.getTargets().getDefiningOp<SliceOp>();
+    if (!slice || !isa<BlockArgument>(slice.getInput()) ||
+        (whole && slice.getInput() != whole))
+      return Value();
+    whole = slice.getInput();
+    auto type = cast<RankedTensorType>(whole.getType());
+    ArrayRef<int64_t> offsets = slice.getOffsets(), sizes = slice.getSizes();
+    for (int64_t d = 1; d < type.getRank(); ++d)
+      if (offsets[d] != 0 || sizes[d] != type.getDimSize(d))
+        return Value();
+    if ((rows && sizes[0] != rows) || !parts.emplace(offsets[0], ce.getLogits()).second)
+      return Value();
+    rows = sizes[0];
+  }
+  auto type = cast<RankedTensorType>(whole.getType());
+  if (rows * int64_t(parts.size()) != type.getDimSize(0) ||
+      parts.rbegin()->first != rows * (int64_t(parts.size()) - 1))
+    return Value();
+  SmallVector<Value> inOrder;
+  for (auto &[first, logits] : parts)
+    inOrder.push_back(logits);
+  OpBuilder b(at);
+  auto joined = b.create<ConcatOp>(at->getLoc(), inOrder, b.getI64IntegerAttr(0));
+  setPhase(joined, Phase::Forward);
+  return joined;
+}
+
+/// The logits of the loss's cross-entropy, if they are f32: the one
+/// cross-entropy's, or the micro-batches' joined (joinedLogits, built
+/// before `at`); null if there is none, or several of another kind.
+Value lossLogits(Value loss, Operation *at) {
   SmallVector<CrossEntropyOp> found;
   for (Operation *op : sliceOf(loss))
     if (auto ce = dyn_cast<CrossEntropyOp>(op))
       found.push_back(ce);
-  if (found.size() != 1 || !found[0].getLogits().getType().getElementType().isF32())
+  if (found.empty() || llvm::any_of(found, [](CrossEntropyOp ce) {
+        return !ce.getLogits().getType().getElementType().isF32();
+      }))
     return Value();
-  return found[0].getLogits();
+  return found.size() == 1 ? found[0].getLogits() : joinedLogits(found, at);
 }
 
 /// The logits of a vocabulary-parallel cross-entropy (step-shard-tensor):
@@ -134,7 +175,7 @@ struct StepEvalStepPass : public stepc::impl::StepEvalStepBase<StepEvalStepPass>
       SmallVector<Value> results{lossValue};
       SmallVector<DictionaryAttr> resultAttrs{
           resultRoleDict(ResultAttr::get(b.getContext(), Role::Loss))};
-      Value logits = lossLogits(lossValue);
+      Value logits = lossLogits(lossValue, ret);
       // Under tensor parallelism, every rank's part of them, gathered.
       if (Operation *part = logits ? nullptr : vocabLogits(lossValue)) {
         logits = gatherVocabulary(b, part->getLoc(), part);

@@ -45,9 +45,7 @@ absl::Status CheckCanSample(const Module& module) {
   return absl::FailedPreconditionError(
       absl::StrCat("sampling needs [batch, seq, vocab] logits; '", module.path(), "' returns ",
                    last.logits_rank == 0 ? "none" : "logits of another rank",
-                   last.logits_rank == 0 ? " (its loss is not one f32 cross-entropy: "
-                                           "compiled with --micro-batches > 1?)"
-                                         : ""));
+                   last.logits_rank == 0 ? " (its loss is not one f32 cross-entropy)" : ""));
 }
 
 absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int32_t> prompt,

@@ -163,9 +163,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
         first_step, steps, o.Given("trace_steps") ? "" : ": give --trace-steps"));
   if (lead && !o.save_outputs.empty() && module->info().logits_rank == 0)
     std::fprintf(stderr,
-                 "stepc-run: note: %s returns no logits (its loss is not one f32 cross-entropy, "
-                 "or it was compiled with --micro-batches > 1): --save-outputs writes the loss "
-                 "and the loss function's outputs only\n",
+                 "stepc-run: note: %s returns no logits (its loss is not one f32 "
+                 "cross-entropy whose logits the eval step can return): --save-outputs writes "
+                 "the loss and the loss function's outputs only\n",
                  path.c_str());
   Vocabulary sample_vocabulary;
   std::vector<int32_t> prompt_ids;

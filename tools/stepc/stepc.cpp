@@ -277,7 +277,7 @@ static FailureOr<std::string> emitCompiledModule(ModuleOp module, const Compiled
   // cannot run it).
   if (!emitSource)
     return std::string();
-  return target == "cuda" ? emitCudaSource(steps.train, summary, steps.eval, profile)
+  return target == "cuda" ? emitCudaSource(steps.train, summary, steps.eval, steps.sample, profile)
                           : emitCpuSource(steps.train, summary, steps.eval, steps.sample, profile);
 }
 

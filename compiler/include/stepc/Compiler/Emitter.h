@@ -69,8 +69,8 @@ mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step,
                                            mlir::func::FuncOp evalStep,
                                            mlir::func::FuncOp sampleStep, bool profile = false);
 
-/// Writes the CUDA C++ of `step` (and the forward-only `evalStep`, null:
-/// none): library kernels (runtime/kernels/cuda), cuBLASLt GEMMs,
+/// Writes the CUDA C++ of `step` (and the forward-only `evalStep` and
+/// one-row `sampleStep`, null: none): library kernels (runtime/kernels/cuda), cuBLASLt GEMMs,
 /// generated elementwise kernels, a multi-tensor AdamW, all enqueued on one
 /// stream, over the arena step-plan-memory laid out for CUDA (the plan's
 /// buffers, the status word, cuBLASLt's workspace, the scratch). With `profile`, each kernel is followed by a CUDA event
@@ -78,7 +78,8 @@ mlir::FailureOr<std::string> emitCpuSource(mlir::func::FuncOp step,
 /// (stepc --profile, stepc-run --trace).
 mlir::FailureOr<std::string> emitCudaSource(mlir::func::FuncOp step,
                                             const ModuleSummary &summary,
-                                            mlir::func::FuncOp evalStep, bool profile = false);
+                                            mlir::func::FuncOp evalStep,
+                                            mlir::func::FuncOp sampleStep, bool profile = false);
 
 } // namespace stepc
 

@@ -132,8 +132,9 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
 /// Checks `options` and appends the step's passes to `pm`:
 ///   [step-rebind-batch] → step-autodiff → [step-micro-batch] → [step-shard-data-parallel |
 ///   step-shard-fully] → step-optimizer → [step-schedule-collectives] →
-///   [step-mixed-precision] → [step-remat] → target lowering: [step-fuse-cuda-kernels
-///   (cuda)] → step-lower-library-calls → [step-fuse-elementwise]
+///   [step-mixed-precision] → [step-remat] → step-eval-step → step-sample-step →
+///   target lowering: [step-fuse-cuda-kernels (cuda)] → step-lower-library-calls →
+///   [step-fuse-elementwise]
 /// (`until` stops after autodiff or before target lowering).
 /// A bad option is reported through `emitError` and adds nothing.
 mlir::LogicalResult

@@ -435,8 +435,10 @@ def StepEvalStep : Pass<"step-eval-step", "mlir::ModuleOp"> {
     marked `step.eval_step`: the same arguments (so a runtime passes both
     the same buffers), the loss (and, when the loss is one f32
     cross-entropy, its logits as a second result, `#step.result<logits>`:
-    what a sampler reads; then the loss function's own outputs, role
-    `output`),
+    what a sampler reads; under `step-micro-batch`, whose step holds one
+    cross-entropy per micro-batch, each on its slice of the targets' rows,
+    their logits joined in row order; then the loss function's own outputs,
+    role `output`),
     and only the ops these depend on:
 
     ```
