@@ -5,7 +5,8 @@
 #   2. gpt-small CPU-vs-GPU parity: fp32 gradients (the AdamW first moments
 #      after step 1) within 1e-4 relative; bf16 loss within 1% of the CPU's
 #      fp32 loss after 20 steps;
-#   3. gpt-small trained 100 steps on the GPU (loss curve as JSON and SVG);
+#   3. gpt-small trained 100 steps on the GPU (loss curve as JSON and SVG),
+#      then 64 characters sampled by its one-row sampling step;
 #   4. gpt2-124m, T=1024, bf16, the largest compiled batch that fits: tokens/s
 #      and MFU (989 TFLOP/s dense bf16), next to the same model under PyTorch
 #      torch.compile in bf16 in the same run;

@@ -8,6 +8,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,12 @@ def predicted_vs_measured(path):
             "planned_peak_bytes", "measured_device_bytes_above_baseline", "memory_ratio",
             "mfu_median")
     return {k: s[k] for k in keys if k in s}
+
+
+def sampled(text):
+    """stepc-run --sample's rate and text, from its output."""
+    m = re.search(r"sample of (\d+) \w+ \(.*?([0-9.]+) tokens/s\):\n(.*)", text, re.S)
+    return {"tokens_per_s": float(m[2]), "text": m[3][:200]} if m else None
 
 
 def main():
@@ -167,9 +174,11 @@ def main():
     # 3. Train gpt-small 100 steps.
     train = os.path.join(out, "gpt-small-train.jsonl")
     train_summary = os.path.join(out, "gpt-small-summary.json")
+    # Then 64 characters sampled by the one-row sampling step on the GPU.
     rc, text, s = run([run_bin, gs, "--steps", str(args.train_steps), "--metrics", train,
                        "--plot", os.path.join(out, "gpt-small-loss.svg"),
-                       "--summary", train_summary], log, 180)
+                       "--summary", train_summary, "--sample", "64", "--prompt", "Shall I",
+                       "--temperature", "0"], log, 180)
     if rc != 0:
         fail("train_gpt_small", text[-500:])
     else:
@@ -179,6 +188,7 @@ def main():
             "median_tokens_per_s": float(np.median([x["tokens_per_s"] for x in m[min(5, len(m) - 1):]])),
             "device": next((l for l in text.splitlines() if "device" in l), ""),
             "predicted_vs_measured": predicted_vs_measured(train_summary),
+            "sample": sampled(text),
             # 100 steps take gpt-small from 6.24 to about 2.6 (CPU target).
             "passed": m[-1]["loss"] < m[0]["loss"] * (0.6 if len(m) >= 100 else 1.0)}
         result["ok"] &= result["train_gpt_small"]["passed"]

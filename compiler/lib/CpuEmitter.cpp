@@ -433,7 +433,13 @@ void CpuEmitter::emitMatmul(Value lhs, Value rhs, Value result, bool ta, bool tb
                           bias ? ptr(bias) : std::string("0"));
     return;
   }
-  assert(!bias && "step-fold-widening-gemms gives bf16 GEMMs alone a bias");
+  if (bias) {
+    body << llvm::formatv("  stepc_cpu_matmul_bias({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                          "{8}, {9}, {10});\n",
+                          ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0,
+                          tb ? 1 : 0, sharedRhs ? 1 : 0, ptr(bias));
+    return;
+  }
   body << llvm::formatv("  stepc_cpu_matmul({0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
                         "{9});\n",
                         ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0,
@@ -466,13 +472,11 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             return success();
           })
           .Case([&](stepk::GemmOp g) {
-            // step-fold-widening-gemms makes these: bf16 operands, perhaps a
-            // bias, no epilogue.
-            if (g.getEpilogue() != stepk::Epilogue::none ||
-                (g.getBias() && !typeOf(g.getLhs()).getElementType().isBF16()))
+            // step-fold-widening-gemms makes these: perhaps a bias (f32,
+            // along the rows), no epilogue.
+            if (g.getEpilogue() != stepk::Epilogue::none || g.getAux() || g.getPreActivation())
               return LogicalResult(g.emitOpError()
-                                   << "has an epilogue or an f32 GEMM's bias: the CPU back "
-                                      "end's GEMMs have neither");
+                                   << "has an epilogue: the CPU back end's GEMMs have none");
             emitMatmul(g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
                        g.getTransposeB(), g.getSharedRhs(), g.getBias());
             return success();

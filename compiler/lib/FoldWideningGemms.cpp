@@ -15,6 +15,9 @@
 // f32 gradient that exists only to be summed beside its bf16 rounding (a
 // bias's gradient beside the weight's GEMM operand) is summed from the
 // bf16 values, as autocast does: the loop that makes it writes bf16 alone.
+// An f32 GEMM (fp32 steps) takes its bias the same way: the sum plus the
+// bias rounded once, as the separate add rounds it, without the add's pass
+// over the output (and a GELU after it reads one operand, not two).
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +74,45 @@ void foldWidening(OpT op, bool sharedRhs) {
 /// The single user of `v`, if it has exactly one use.
 Operation *soleUserOf(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
 
+/// The bias of `gemm`'s result: its only user adds a broadcast of an f32
+/// [N] (N its last dim) made before `gemm` and read by that add alone.
+/// Null otherwise.
+Value biasAdded(Operation *gemm) {
+  Value result = gemm->getResult(0);
+  auto outType = cast<RankedTensorType>(result.getType());
+  auto add = dyn_cast_or_null<AddOp>(soleUserOf(result));
+  if (!add || add.getType() != outType)
+    return Value();
+  Value other = add.getLhs() == result ? add.getRhs() : add.getLhs();
+  auto broadcast = other.getDefiningOp<BroadcastOp>();
+  if (!broadcast || !other.hasOneUse())
+    return Value();
+  Value bias = broadcast.getInput();
+  auto biasType = cast<RankedTensorType>(bias.getType());
+  if (biasType.getRank() != 1 || biasType.getDimSize(0) != outType.getShape().back() ||
+      !biasType.getElementType().isF32())
+    return Value();
+  if (Operation *def = bias.getDefiningOp(); def && !def->isBeforeInBlock(gemm))
+    return Value();
+  return bias;
+}
+
+/// An f32 matmul (an fp32 step's) whose bias biasAdded finds: a stepk.gemm
+/// of its own (f32 in, f32 out), for foldBias to give the bias; others stay
+/// step.matmul (step-lower-library-calls' GEMMs).
+void gemmForBias(MatmulOp op) {
+  if (!op.getLhs().getType().getElementType().isF32() || !biasAdded(op))
+    return;
+  const bool sharedRhs = true; // step.matmul's form
+  OpBuilder b(op);
+  auto gemm = b.create<stepk::GemmOp>(op.getLoc(), op.getType(), Type(), op.getLhs(),
+                                      op.getRhs(), Value(), Value(), op.getTransposeA(),
+                                      op.getTransposeB(), sharedRhs, stepk::Epilogue::none);
+  copyPhase(op, gemm);
+  op.getResult().replaceAllUsesWith(gemm.getResult());
+  op.erase();
+}
+
 /// add(gemm, broadcast(bias[N])) with an f32 bias along the last dim, the
 /// add the GEMM's only user: the GEMM adds the bias. Then, if every user of
 /// the sum narrows it to bf16, the GEMM writes bf16 (the same rounding of
@@ -79,21 +121,13 @@ void foldBias(stepk::GemmOp gemm) {
   auto outType = cast<RankedTensorType>(gemm.getResult().getType());
   if (gemm.getBias() || !outType.getElementType().isF32())
     return;
-  auto add = dyn_cast_or_null<AddOp>(soleUserOf(gemm.getResult()));
-  if (!add)
+  // (The GEMM reads the bias where it runs: made before it.)
+  Value bias = biasAdded(gemm);
+  if (!bias)
     return;
-  Value other = add.getLhs() == gemm.getResult() ? add.getRhs() : add.getLhs();
-  auto broadcast = other.getDefiningOp<BroadcastOp>();
-  if (!broadcast || !other.hasOneUse() || add.getType() != outType)
-    return;
-  Value bias = broadcast.getInput();
-  auto biasType = cast<RankedTensorType>(bias.getType());
-  if (biasType.getRank() != 1 || biasType.getDimSize(0) != outType.getShape().back() ||
-      !biasType.getElementType().isF32())
-    return;
-  // The GEMM reads the bias where it runs.
-  if (Operation *def = bias.getDefiningOp(); def && !def->isBeforeInBlock(gemm))
-    return;
+  auto add = cast<AddOp>(soleUserOf(gemm.getResult()));
+  Operation *broadcast =
+      (add.getLhs() == gemm.getResult() ? add.getRhs() : add.getLhs()).getDefiningOp();
   // Every use narrows the sum to bf16, directly or through slices (the
   // packed projection's q, k and v).
   SmallVector<ConvertOp> narrowing;
@@ -146,7 +180,7 @@ void foldBias(stepk::GemmOp gemm) {
   }
   add.getResult().replaceAllUsesWith(biased.getResult());
   add.erase();
-  broadcast.erase();
+  broadcast->erase();
   gemm.erase();
 }
 
@@ -244,6 +278,10 @@ struct StepFoldWideningGemmsPass
         else
           foldWidening(cast<BatchMatmulOp>(op), /*sharedRhs=*/false);
       }
+      // f32 GEMMs with a bias (fp32 steps): gemmForBias then foldBias.
+      SmallVector<MatmulOp> f32(step.getBody().front().getOps<MatmulOp>());
+      for (MatmulOp m : f32)
+        gemmForBias(m);
       SmallVector<stepk::GemmOp> folded(step.getBody().front().getOps<stepk::GemmOp>());
       for (stepk::GemmOp gemm : folded)
         foldBias(gemm);

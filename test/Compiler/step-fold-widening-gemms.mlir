@@ -141,3 +141,32 @@ func.func @sums(%dy: tensor<8x32xf32>, %x: tensor<8x32xf32>)
   %hr = step.convert %h : tensor<8x32xf32> -> tensor<8x32xbf16>
   return %s, %r, %fr, %hs, %hr, %h : tensor<32xf32>, tensor<8x32xbf16>, tensor<256xbf16>, tensor<32xf32>, tensor<8x32xbf16>, tensor<8x32xf32>
 }
+
+// -----
+
+// fp32: an f32 GEMM whose only user adds a bias broadcast along its rows
+// takes the bias (one f32 stepk.gemm, the add and broadcast gone); one whose
+// sum has another user, or whose added operand is no [N] bias, stays a
+// step.matmul and its add.
+// CHECK-LABEL: func.func @f32_biased
+// CHECK: %[[H:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+// CHECK-NEXT: %[[G:.*]] = step.gelu %[[H]]
+// CHECK-NEXT: %[[P:.*]] = step.matmul %arg0, %arg1 transpose_b
+// CHECK-NEXT: %[[B:.*]] = step.broadcast %arg2
+// CHECK-NEXT: %[[S:.*]] = step.add %[[P]], %[[B]]
+// CHECK-NEXT: %[[R:.*]] = step.matmul %arg0, %arg1 transpose_b
+// CHECK-NEXT: %[[T:.*]] = step.add %[[R]], %arg3
+// CHECK-NEXT: return %[[G]], %[[S]], %[[P]], %[[T]]
+func.func @f32_biased(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf32>, %r: tensor<8x32xf32>)
+    -> (tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>) attributes {step.train_step} {
+  %h = step.matmul %x, %w transpose_b : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %hb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
+  %h2 = step.add %hb, %h : tensor<8x32xf32>
+  %g = step.gelu %h2 : tensor<8x32xf32>
+  %p = step.matmul %x, %w transpose_b : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %pb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
+  %p2 = step.add %p, %pb : tensor<8x32xf32>
+  %q = step.matmul %x, %w transpose_b : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %q2 = step.add %q, %r : tensor<8x32xf32>
+  return %g, %p2, %p, %q2 : tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>, tensor<8x32xf32>
+}

@@ -20,6 +20,12 @@ extern "C" {
 /* C[p] = op_a(A[p]) @ op_b(B[p], or B shared) for `batch` [M,K]x[K,N] products. */
 void stepc_cpu_matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
                       int64_t n, int64_t k, int transpose_a, int transpose_b, int shared_rhs);
+/* The same, the bias (f32 [n]) added to each row of the f32 sum before it is
+ * stored: the sum rounded once with it, as a separate add would (a
+ * projection's x·Wᵀ + b, one pass over the output instead of two). */
+void stepc_cpu_matmul_bias(const float *a, const float *b, float *c, int64_t batch, int64_t m,
+                           int64_t n, int64_t k, int transpose_a, int transpose_b,
+                           int shared_rhs, const float *bias);
 
 /* bf16 (--precision=bf16): the upper half of an f32, stored as uint16_t. */
 typedef uint16_t stepc_bf16;

@@ -13,9 +13,11 @@
 
 #include <cblas.h>
 
-extern "C" void stepc_cpu_matmul(const float* a, const float* b, float* c, int64_t batch,
-                                 int64_t m, int64_t n, int64_t k, int transpose_a,
-                                 int transpose_b, int shared_rhs) {
+#include <algorithm>
+
+extern "C" void stepc_cpu_matmul_bias(const float* a, const float* b, float* c, int64_t batch,
+                                      int64_t m, int64_t n, int64_t k, int transpose_a,
+                                      int transpose_b, int shared_rhs, const float* bias) {
 #if STEPC_GEMM_ONEDNN
   using stepc::onednn::Matrices;
   using stepc::onednn::Type;
@@ -31,25 +33,37 @@ extern "C" void stepc_cpu_matmul(const float* a, const float* b, float* c, int64
       rows *= batch;
       entries = 1;
     }
-    if (entries == 1 && stepc::onednn::SplitKMatmul(Type::kF32, a, b, c, rows, n, k,
-                                                    transpose_a, transpose_b))
+    if (!bias && entries == 1 &&
+        stepc::onednn::SplitKMatmul(Type::kF32, a, b, c, rows, n, k, transpose_a, transpose_b))
       return;
     if (stepc::onednn::Matmul(Matrices(entries, rows, k, transpose_a, Type::kF32), a,
                               Matrices(shared_rhs ? 1 : entries, k, n, transpose_b, Type::kF32),
                               b, Matrices(entries, rows, n, false, Type::kF32), c,
-                              /*accumulate=*/false))
+                              /*accumulate=*/false, bias))
       return;
   }
 #endif
+  // sgemm adds the bias as C (beta = 1): the same single rounding of the sum
+  // plus the bias.
+  const float beta = bias ? 1.0f : 0.0f;
+  if (bias)
+    for (int64_t r = 0; r < batch * m; ++r)
+      std::copy(bias, bias + n, c + r * n);
   CBLAS_TRANSPOSE ta = transpose_a ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = transpose_b ? CblasTrans : CblasNoTrans;
   const int lda = transpose_a ? m : k, ldb = transpose_b ? k : n;
   if (shared_rhs && !transpose_a) {
     // The leading dims of A are rows of one [batch*M, K] matrix.
-    cblas_sgemm(CblasRowMajor, ta, tb, batch * m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+    cblas_sgemm(CblasRowMajor, ta, tb, batch * m, n, k, 1.0f, a, lda, b, ldb, beta, c, n);
     return;
   }
   for (int64_t p = 0; p < batch; ++p)
     cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a + p * m * k, lda,
-                b + (shared_rhs ? 0 : p * k * n), ldb, 0.0f, c + p * m * n, n);
+                b + (shared_rhs ? 0 : p * k * n), ldb, beta, c + p * m * n, n);
+}
+
+extern "C" void stepc_cpu_matmul(const float* a, const float* b, float* c, int64_t batch,
+                                 int64_t m, int64_t n, int64_t k, int transpose_a,
+                                 int transpose_b, int shared_rhs) {
+  stepc_cpu_matmul_bias(a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs, nullptr);
 }

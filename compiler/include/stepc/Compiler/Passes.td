@@ -118,7 +118,10 @@ def StepFoldWideningGemms : Pass<"step-fold-widening-gemms", "mlir::ModuleOp"> {
     f32 value otherwise only rounded to bf16 (directly or through reshapes)
     and summed (`step.reduce_sum`: a bias gradient beside the weight
     gradient's GEMM operand) is summed from its rounding, widened, so the
-    f32 value is never stored. The CPU pipeline runs it before
+    f32 value is never stored. An f32 `step.matmul` (an fp32 step) whose
+    only user adds such a bias becomes an f32 `stepk.gemm` with the bias
+    too: the sum plus the bias rounded once, as the add rounds it, without
+    the add's pass over the output. The CPU pipeline runs it before
     `step-lower-library-calls`; on CUDA `step-fuse-cuda-kernels` folds the
     widening with the epilogues.
 
@@ -130,6 +133,8 @@ def StepFoldWideningGemms : Pass<"step-fold-widening-gemms", "mlir::ModuleOp"> {
     %f = stepk.gemm %x, %w {shared_rhs, transpose_b} : (tensor<8x64xbf16>, tensor<256x64xbf16>) -> tensor<8x256xf32>
     // a biased projection only narrowed: after
     %q = stepk.gemm %x, %w bias %b {shared_rhs, transpose_b} : (tensor<8x64xbf16>, tensor<256x64xbf16>, tensor<256xf32>) -> tensor<8x256xbf16>
+    // fp32: x·Wᵀ + b
+    %h = stepk.gemm %x, %w bias %b {shared_rhs, transpose_b} : (tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> tensor<8x256xf32>
     ```
   }];
   let dependentDialects = ["::stepc::stepk::StepKDialect"];
