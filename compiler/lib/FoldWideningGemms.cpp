@@ -25,6 +25,7 @@
 #include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPFOLDWIDENINGGEMMS
@@ -75,8 +76,11 @@ void foldWidening(OpT op, bool sharedRhs) {
 Operation *soleUserOf(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
 
 /// The bias of `gemm`'s result: its only user adds a broadcast of an f32
-/// [N] (N its last dim) made before `gemm` and read by that add alone.
-/// Null otherwise.
+/// [N] (N its last dim) made before `gemm` and read by that add alone, and
+/// no collective is issued between the GEMM and the add (the bias's first
+/// use moves to the GEMM: under fsdp a gathered bias is waited for there,
+/// and a gather step-schedule-collectives issued ahead of that wait would
+/// come after it). Null otherwise.
 Value biasAdded(Operation *gemm) {
   Value result = gemm->getResult(0);
   auto outType = cast<RankedTensorType>(result.getType());
@@ -94,6 +98,9 @@ Value biasAdded(Operation *gemm) {
     return Value();
   if (Operation *def = bias.getDefiningOp(); def && !def->isBeforeInBlock(gemm))
     return Value();
+  for (Operation *op = gemm->getNextNode(); op && op != add.getOperation(); op = op->getNextNode())
+    if (communicates(op))
+      return Value();
   return bias;
 }
 

@@ -21,8 +21,9 @@ extern "C" {
 void stepc_cpu_matmul(const float *a, const float *b, float *c, int64_t batch, int64_t m,
                       int64_t n, int64_t k, int transpose_a, int transpose_b, int shared_rhs);
 /* The same, the bias (f32 [n]) added to each row of the f32 sum before it is
- * stored: the sum rounded once with it, as a separate add would (a
- * projection's x·Wᵀ + b, one pass over the output instead of two). */
+ * stored: through oneDNN the sum rounded, then the bias added, as a
+ * separate add would (a projection's x·Wᵀ + b, one pass over the output
+ * instead of two). */
 void stepc_cpu_matmul_bias(const float *a, const float *b, float *c, int64_t batch, int64_t m,
                            int64_t n, int64_t k, int transpose_a, int transpose_b,
                            int shared_rhs, const float *bias);

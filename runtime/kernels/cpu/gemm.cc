@@ -43,8 +43,8 @@ extern "C" void stepc_cpu_matmul_bias(const float* a, const float* b, float* c, 
       return;
   }
 #endif
-  // sgemm adds the bias as C (beta = 1): the same single rounding of the sum
-  // plus the bias.
+  // sgemm adds the bias as C (beta = 1): the sum plus the bias rounded once
+  // where K fits one of OpenBLAS's panels (each panel's sum is added to C).
   const float beta = bias ? 1.0f : 0.0f;
   if (bias)
     for (int64_t r = 0; r < batch * m; ++r)

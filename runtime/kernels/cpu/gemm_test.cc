@@ -1,7 +1,7 @@
 // The CPU GEMM entry points against a double-precision product: f32
-// (oneDNN first, OpenBLAS where it has no primitive) and bf16 (oneDNN, f32
-// or bf16 C, with and without a bias), every transpose, a shared or a
-// batched B, sizes that fit no vector width.
+// (oneDNN first, OpenBLAS where it has no primitive; with and without a
+// bias) and bf16 (oneDNN, f32 or bf16 C, with and without a bias), every
+// transpose, a shared or a batched B, sizes that fit no vector width.
 
 #include <cmath>
 #include <random>
@@ -66,6 +66,30 @@ void CheckF32(const Shape& s, std::mt19937& rng) {
 TEST(Gemm, F32MatchesDoubleProduct) {
   std::mt19937 rng(1);
   for (const Shape& s : kShapes) CheckF32(s, rng);
+}
+
+// With a bias (stepc_cpu_matmul_bias, every shape and transpose): the
+// double product plus the bias, and bit for bit the GEMM's sum then the
+// bias added in f32 (one rounding of each, as the separate add had).
+TEST(Gemm, F32WithBiasIsTheSumPlusTheBias) {
+  std::mt19937 rng(4);
+  for (const Shape& s : kShapes) {
+    std::vector<float> a = Random(s.batch * s.m * s.k, rng, false);
+    std::vector<float> b = Random((s.shared ? 1 : s.batch) * s.k * s.n, rng, false);
+    std::vector<float> bias = Random(s.n, rng, false);
+    std::vector<float> plain(s.batch * s.m * s.n, NAN), biased(plain.size(), NAN);
+    stepc_cpu_matmul(a.data(), b.data(), plain.data(), s.batch, s.m, s.n, s.k, s.ta, s.tb,
+                     s.shared);
+    stepc_cpu_matmul_bias(a.data(), b.data(), biased.data(), s.batch, s.m, s.n, s.k, s.ta, s.tb,
+                          s.shared, bias.data());
+    std::vector<double> want = Reference(a, b, bias.data(), s);
+    for (size_t e = 0; e < biased.size(); ++e) {
+      ASSERT_NEAR(biased[e], want[e], 1e-4 * std::sqrt(double(s.k))) << "element " << e;
+      ASSERT_EQ(biased[e], plain[e] + bias[e % s.n])
+          << "shape b" << s.batch << " m" << s.m << " n" << s.n << " k" << s.k << " ta" << s.ta
+          << " tb" << s.tb << " shared" << s.shared << " element " << e;
+    }
+  }
 }
 
 // bf16 operands (exact in f32 here), f32 accumulation: C in f32 equals the
