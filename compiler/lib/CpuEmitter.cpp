@@ -514,25 +514,11 @@ FailureOr<std::string> stepc::emitCpuSource(func::FuncOp step, const ModuleSumma
   if (failed(plan))
     return failure();
   CpuEmitter emitter(step, *plan, profile);
-  if (evalStep) {
-    FailureOr<MemoryPlan> evalPlan = planFor(evalStep);
-    if (failed(evalPlan))
-      return failure();
-    FailureOr<SourceEmitter::EvalFragment> fragment = CpuEmitter(evalStep, *evalPlan).runEval();
-    if (failed(fragment))
-      return failure();
-    emitter.setEval(*fragment);
-    if (sampleStep) {
-      FailureOr<MemoryPlan> samplePlan = planFor(sampleStep);
-      if (failed(samplePlan))
-        return failure();
-      CpuEmitter sampler(sampleStep, *samplePlan);
-      sampler.continueSites(*fragment);
-      FailureOr<SourceEmitter::EvalFragment> sample = sampler.runEval("sample");
-      if (failed(sample))
-        return failure();
-      emitter.setSample(*sample);
-    }
-  }
+  if (failed(emitter.addForwardEntries(
+          evalStep, sampleStep, planFor,
+          [](func::FuncOp f, const MemoryPlan &p) -> std::unique_ptr<SourceEmitter> {
+            return std::make_unique<CpuEmitter>(f, p);
+          })))
+    return failure();
   return emitter.run(summary);
 }

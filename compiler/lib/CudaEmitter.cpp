@@ -511,26 +511,12 @@ FailureOr<std::string> stepc::emitCudaSource(func::FuncOp step, const ModuleSumm
     return failure();
   CudaEmitter emitter(step, *plan);
   emitter.setProfile(profile);
-  if (evalStep) {
-    FailureOr<MemoryPlan> evalPlan = planFor(evalStep);
-    if (failed(evalPlan))
-      return failure();
-    FailureOr<SourceEmitter::EvalFragment> fragment = CudaEmitter(evalStep, *evalPlan).runEval();
-    if (failed(fragment))
-      return failure();
-    emitter.setEval(*fragment);
-    if (sampleStep) {
-      FailureOr<MemoryPlan> samplePlan = planFor(sampleStep);
-      if (failed(samplePlan))
-        return failure();
-      CudaEmitter sampler(sampleStep, *samplePlan);
-      sampler.continueSites(*fragment);
-      FailureOr<SourceEmitter::EvalFragment> sample = sampler.runEval("sample");
-      if (failed(sample))
-        return failure();
-      emitter.setSample(*sample);
-    }
-  }
+  if (failed(emitter.addForwardEntries(
+          evalStep, sampleStep, planFor,
+          [](func::FuncOp f, const MemoryPlan &p) -> std::unique_ptr<SourceEmitter> {
+            return std::make_unique<CudaEmitter>(f, p);
+          })))
+    return failure();
   FailureOr<std::string> source = emitter.run(summary);
   // The report counted the launches from the IR before emission.
   if (succeeded(source) && emitter.launchCount() != cudaLaunchesPerStep(step))

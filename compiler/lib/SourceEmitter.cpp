@@ -1001,6 +1001,33 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval(StringRef entry) {
   return fragment;
 }
 
+LogicalResult SourceEmitter::addForwardEntries(
+    func::FuncOp evalStep, func::FuncOp sampleStep,
+    llvm::function_ref<FailureOr<MemoryPlan>(func::FuncOp)> planFor,
+    llvm::function_ref<std::unique_ptr<SourceEmitter>(func::FuncOp, const MemoryPlan &)> make) {
+  if (!evalStep)
+    return success();
+  FailureOr<MemoryPlan> evalPlan = planFor(evalStep);
+  if (failed(evalPlan))
+    return failure();
+  FailureOr<EvalFragment> eval = make(evalStep, *evalPlan)->runEval();
+  if (failed(eval))
+    return failure();
+  setEval(*eval);
+  if (!sampleStep)
+    return success();
+  FailureOr<MemoryPlan> samplePlan = planFor(sampleStep);
+  if (failed(samplePlan))
+    return failure();
+  std::unique_ptr<SourceEmitter> sampler = make(sampleStep, *samplePlan);
+  sampler->continueSites(*eval);
+  FailureOr<EvalFragment> sample = sampler->runEval("sample");
+  if (failed(sample))
+    return failure();
+  setSample(*sample);
+  return success();
+}
+
 FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
   summary = moduleSummary;
   if (failed(emitBody()))

@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -85,6 +86,14 @@ public:
     sampleArenaBytes = sample.arenaBytes;
     checkSites = sample.checkSites;
   }
+  /// The forward-only entries beside this step: `evalStep` (null: none),
+  /// then `sampleStep` (null: none), each emitted by `make(function, plan)`
+  /// over the plan `planFor` reads (setEval, setSample).
+  mlir::LogicalResult addForwardEntries(
+      mlir::func::FuncOp evalStep, mlir::func::FuncOp sampleStep,
+      llvm::function_ref<mlir::FailureOr<MemoryPlan>(mlir::func::FuncOp)> planFor,
+      llvm::function_ref<std::unique_ptr<SourceEmitter>(mlir::func::FuncOp, const MemoryPlan &)>
+          make);
 
 protected:
   // ---- Target hooks.
