@@ -148,6 +148,26 @@ int main(int argc, char **argv) {
   expect_error("eval-logits-wrong-count", stepc_session_eval_logits(s, &loss, out, 4, error, sizeof error),
                "logits");
   expect_error("eval-logits-null", stepc_session_eval_logits(s, &loss, NULL, 4, error, sizeof error), "NULL");
+  /* One row's logits (gpt-small: 64 tokens, 512 logits each; the sampling
+   * step): NULLs, the wrong count, an unknown input, a short row, an id
+   * outside the vocabulary are errors; a good row is not. */
+  static int32_t row[64];
+  static float row_logits[64 * 512];
+  const size_t row_count = 64 * 512;
+  expect_error("row-logits-null", stepc_session_row_logits(s, "tokens", NULL, 64, row_logits, row_count,
+                                                           error, sizeof error), "NULL");
+  expect_error("row-logits-wrong-count", stepc_session_row_logits(s, "tokens", row, 64, row_logits, 4,
+                                                                  error, sizeof error), "count is 4");
+  expect_error("row-logits-unknown-input", stepc_session_row_logits(s, "nope", row, 64, row_logits,
+                                                                    row_count, error, sizeof error), "nope");
+  expect_error("row-logits-short-row", stepc_session_row_logits(s, "tokens", row, 3, row_logits, row_count,
+                                                                error, sizeof error), "got 3");
+  row[5] = 100000;
+  expect_error("row-logits-bad-id", stepc_session_row_logits(s, "tokens", row, 64, row_logits, row_count,
+                                                             error, sizeof error), "outside [0, 512)");
+  row[5] = 7;
+  expect_ok("row-logits", stepc_session_row_logits(s, "tokens", row, 64, row_logits, row_count, error,
+                                                   sizeof error));
   /* The loss function's outputs (gpt-small has none). */
   expect_error("num-outputs-null", stepc_session_num_outputs(s, NULL, error, sizeof error), "NULL");
   expect_ok("num-outputs", stepc_session_num_outputs(s, &count, error, sizeof error));
