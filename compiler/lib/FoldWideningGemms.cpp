@@ -128,7 +128,6 @@ void foldBias(stepk::GemmOp gemm) {
   auto outType = cast<RankedTensorType>(gemm.getResult().getType());
   if (gemm.getBias() || !outType.getElementType().isF32())
     return;
-  // (The GEMM reads the bias where it runs: made before it.)
   Value bias = biasAdded(gemm);
   if (!bias)
     return;

@@ -38,10 +38,11 @@ Value rowLogits(func::FuncOp eval) {
   return cast<RankedTensorType>(logits.getType()).getRank() == 3 ? logits : Value();
 }
 
-/// Whether the logits are computed row by row: no op they depend on
-/// reduces over a leading dimension (a batch statistic would make one
-/// row's logits depend on the others), and no stage boundary (a pipeline
-/// stage's eval step sends or receives; the sampler runs those whole).
+/// Whether the logits are computed row by row, as far as this checks: no
+/// reduction they depend on runs over dimension 0 (a batch statistic would
+/// make one row's logits depend on the others), and no stage boundary (a
+/// pipeline stage's eval step sends or receives; the sampler runs those
+/// whole).
 bool computedRowByRow(Value logits) {
   llvm::SetVector<Operation *> seen;
   SmallVector<Value> work{logits};
@@ -51,11 +52,8 @@ bool computedRowByRow(Value logits) {
       continue;
     if (isa<mesh::SendOp, mesh::RecvOp>(def))
       return false;
-    if (auto reduce = dyn_cast<ReduceSumOp>(def); reduce && llvm::is_contained(reduce.getDims(), 0))
-      return false;
-    if (auto reduce = dyn_cast<ReduceMeanOp>(def); reduce && llvm::is_contained(reduce.getDims(), 0))
-      return false;
-    if (auto reduce = dyn_cast<ReduceMaxOp>(def); reduce && llvm::is_contained(reduce.getDims(), 0))
+    if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(def) &&
+        llvm::is_contained(def->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef(), 0))
       return false;
     llvm::append_range(work, def->getOperands());
   }
@@ -77,11 +75,13 @@ struct StepSampleStepPass : public stepc::impl::StepSampleStepBase<StepSampleSte
       Value logits = rowLogits(eval);
       if (!logits || !computedRowByRow(logits))
         continue;
+      // Inputs without one batch dimension (disagreeing, or a scalar), an
+      // op whose shape does not follow the batch (no shape rule): the
+      // sampler runs the eval step, and the model is no worse for it.
+      ScopedDiagnosticHandler quiet(&getContext(), [](Diagnostic &) { return success(); });
       FailureOr<int64_t> batch = inputBatch(eval, "sample");
-      if (failed(batch))
-        return signalPassFailure();
-      if (*batch == 1)
-        continue; // the eval step is one row already
+      if (failed(batch) || *batch == 1)
+        continue; // (one row already: the eval step is the sampling step)
       auto sample = cast<func::FuncOp>(eval->clone());
       StringRef base = eval.getSymName();
       base.consume_back("_eval_step");
@@ -90,14 +90,7 @@ struct StepSampleStepPass : public stepc::impl::StepSampleStepBase<StepSampleSte
       sample->removeAttr(StepDialect::kMemoryPlanAttrName);
       sample->setAttr(StepDialect::kSampleStepAttrName, UnitAttr::get(&getContext()));
       symbols.insert(sample, std::next(Block::iterator(eval)));
-      // An op whose shape does not follow the batch (no shape rule) leaves
-      // the sampler on the eval step: not an error in the model.
-      LogicalResult rebound = failure();
-      {
-        ScopedDiagnosticHandler quiet(&getContext(), [](Diagnostic &) { return success(); });
-        rebound = rebindBatch(sample, /*globalBatch=*/1, /*ranks=*/1);
-      }
-      if (failed(rebound))
+      if (failed(rebindBatch(sample, /*globalBatch=*/1, /*ranks=*/1)))
         sample.erase();
     }
   }

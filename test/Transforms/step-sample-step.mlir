@@ -55,3 +55,22 @@ func.func @loss(%w: tensor<3x5xf32> {step.param = #step.param<"w", normal(0.1)>}
   %loss = step.cross_entropy %logits, %y : (tensor<4x3xf32>, tensor<4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Inputs with no common batch dimension (a scalar input beside the batch):
+// no sampling step, and no error (the model compiles; a sampler runs the
+// eval step).
+// CHECK-LABEL: func.func @loss_eval_step
+// CHECK-SAME: tensor<f32> {step.input = "scale"}
+// CHECK-NOT: @loss_sample_step
+func.func @loss(%w: tensor<3x5xf32> {step.param = #step.param<"w", normal(0.1)>},
+                %x: tensor<2x4x5xf32> {step.input = "x"},
+                %s: tensor<f32> {step.input = "scale"},
+                %y: tensor<2x4xi32> {step.input = "y"}) -> tensor<f32> attributes {step.loss} {
+  %sb = step.broadcast %s : tensor<f32> -> tensor<2x4x5xf32>
+  %xs = step.mul %x, %sb : tensor<2x4x5xf32>
+  %logits = step.matmul %xs, %w transpose_b : (tensor<2x4x5xf32>, tensor<3x5xf32>) -> tensor<2x4x3xf32>
+  %loss = step.cross_entropy %logits, %y : (tensor<2x4x3xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -473,13 +473,17 @@ def StepSampleStep : Pass<"step-sample-step", "mlir::ModuleOp"> {
     dimension is the batch takes one row, collectives scale like their
     operands), the same arguments otherwise (parameters are shared; a
     runtime passes one-row input buffers) and the same results, the loss of
-    that row and its logits `[1, seq, vocab]`. Each row's logits are the
-    same function of that row's tokens as in the eval step (no op mixes the
-    rows of a batch in the forward); the sampling step costs 1/batch of it.
+    that row and its logits `[1, seq, vocab]`: about 1/batch of the eval
+    step's work. Its logits are those the eval step gives a row when no op
+    of the forward mixes the rows of a batch; the pass checks that no
+    reduction the logits depend on runs over dimension 0 (a batch
+    statistic) and builds none otherwise. Rows mixed another way (a
+    transpose moving the batch before a reduction) are not detected.
 
     A pipeline stage's eval step (it sends or receives activations) gets
-    none, nor one with an op the batch cannot be rebound through (an op
-    without a shape rule): a sampler then runs the eval step.
+    none, nor one whose inputs have no common batch dimension or with an
+    op the batch cannot be rebound through (no shape rule): a sampler then
+    runs the eval step.
 
     ```mlir
     func.func @loss_sample_step(..., %tokens: tensor<1x64xi32> {step.input = "tokens"},
