@@ -234,13 +234,15 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     }
   }
 
-  int64_t params = 0, paramBytes = 0, stateBytes = 0, inputBytes = 0;
+  int64_t params = 0, frozenParams = 0, paramBytes = 0, stateBytes = 0, inputBytes = 0;
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
     int64_t bytes = bytesOf(step.getArgumentTypes()[i]);
     auto block = parameterBlock.find(step.getArgument(i));
     std::string byBlock = label(block == parameterBlock.end() ? "" : block->second);
     if (step.getArgAttr(i, StepDialect::kParamAttrName)) {
       params += cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
+      if (!getTrainedParam(step, i))
+        frozenParams += cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
       paramBytes += bytes;
       report.paramBytesByBlock[byBlock] += bytes;
       (step.getArgAttr(i, StepDialect::kTpShardAttrName) ? report.tpSplitParamBytes
@@ -295,6 +297,7 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
   report.function = step.getSymName().str();
   report.target = target.str();
   report.params = params;
+  report.frozenParams = frozenParams;
   report.paramBytes = paramBytes;
   report.paramTensors = model->paramTensors;
   report.matmulParams = model->matmulParams;
@@ -371,6 +374,7 @@ llvm::json::Object StepReport::toJson() const {
       {"function", function},
       {"target", target},
       {"params", params},
+      {"frozen_params", frozenParams},
       {"param_tensors", paramTensors},
       {"matmul_params", matmulParams},
       {"forward_flops", forwardFlops},

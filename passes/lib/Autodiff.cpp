@@ -9,6 +9,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPAUTODIFF
@@ -108,7 +109,9 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
   SmallVector<Type> resultTypes{loss.getResultTypes().front()};
   SmallVector<Attribute> resultAttrs{resultRoleDict(ResultAttr::get(b.getContext(), Role::Loss))};
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
-    auto param = loss.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
+    // A frozen parameter gets no gradient: its weight-gradient products
+    // are never built (nothing would read them).
+    ParamAttr param = getTrainedParam(loss, i);
     if (!param)
       continue;
     paramIndices.push_back(i);
@@ -217,6 +220,15 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
     copy.erase();
   }
   setMissingPhases(body, Phase::Backward);
+  // Cotangents nothing returns (a frozen parameter's, a float input's):
+  // each rule builds every operand's, so the unread ones are erased here.
+  SmallVector<Operation *> made;
+  for (Operation &op : body.without_terminator())
+    if (getPhase(&op) == Phase::Backward)
+      made.push_back(&op);
+  for (Operation *op : llvm::reverse(made))
+    if (isOpTriviallyDead(op))
+      op->erase();
   return grad;
 }
 
@@ -241,12 +253,18 @@ struct StepAutodiffPass : public stepc::impl::StepAutodiffBase<StepAutodiffPass>
         return signalPassFailure();
       }
     for (func::FuncOp loss : losses) {
-      bool hasParams = false;
-      for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
+      bool hasParams = false, trains = false;
+      for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
         hasParams |= static_cast<bool>(loss.getArgAttr(i, StepDialect::kParamAttrName));
+        trains |= static_cast<bool>(getTrainedParam(loss, i));
+      }
       if (!hasParams) {
         loss.emitOpError()
             << "has no parameters (no argument marked 'step.param'): nothing to train";
+        return signalPassFailure();
+      }
+      if (!trains) {
+        loss.emitOpError() << "has only frozen parameters: nothing to train";
         return signalPassFailure();
       }
       if (failed(differentiateLoss(loss, symbols)))

@@ -160,7 +160,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   // in argument order).
   SmallVector<bool> multiUse{false};
   for (BlockArgument arg : microBody.getArguments())
-    if (microGrad->getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName))
+    if (getTrainedParam(*microGrad, arg.getArgNumber()))
       multiUse.push_back(llvm::count_if(arg.getUsers(), [](Operation *user) {
                            return getPhase(user) == Phase::Forward;
                          }) > 1);

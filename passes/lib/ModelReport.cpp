@@ -22,6 +22,22 @@ static bool feedsMatmul(Value value) {
   return false;
 }
 
+/// True if `value` is a frozen parameter, directly or through ops that only
+/// change its type or layout: a product with it computes no gradient for it.
+static bool isFrozenParameter(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (!isa<ConvertOp, ReshapeOp, TransposeOp, BroadcastOp>(def))
+      return false;
+    value = def->getOperand(0);
+  }
+  auto arg = cast<BlockArgument>(value);
+  auto function = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  auto param = function ? function.getArgAttrOfType<ParamAttr>(arg.getArgNumber(),
+                                                                 StepDialect::kParamAttrName)
+                        : ParamAttr();
+  return param && !param.isTrained();
+}
+
 FailureOr<ModelReport> stepc::analyzeModel(func::FuncOp loss) {
   ModelReport report;
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
@@ -41,6 +57,12 @@ FailureOr<ModelReport> stepc::analyzeModel(func::FuncOp loss) {
     FailureOr<OpFlops> flops = getModelFlops(op);
     if (failed(flops))
       return WalkResult::interrupt();
+    // A product's backward is one product per operand, each as costly as
+    // the forward: a frozen parameter's is never computed.
+    if (isa<MatmulOp, BatchMatmulOp>(op))
+      for (Value operand : op->getOperands())
+        if (isFrozenParameter(operand))
+          flops->backward -= flops->forward;
     if (llvm::AddOverflow(report.forwardFlops, flops->forward, report.forwardFlops) ||
         llvm::AddOverflow(report.modelFlops, flops->forward + flops->backward,
                           report.modelFlops)) {

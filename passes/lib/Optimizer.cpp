@@ -107,8 +107,8 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   if (!lossType || lossType.getRank() != 0)
     return grad.emitOpError() << "expects a scalar loss as the first result";
 
-  // Signature: params, exp_avg, exp_avg_sq, inputs, lr, step.
-  SmallVector<unsigned> params, inputs;
+  // Signature: params, frozen params, exp_avg, exp_avg_sq, inputs, lr, step.
+  SmallVector<unsigned> params, frozen, inputs;
   SmallVector<std::string> names;
   for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
     if (auto param = grad.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
@@ -119,6 +119,10 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
                << "parameter '" << param.getName() << "' is " << element
                << ": parameters are trained in f32 or f64 (write the model in f32 and compile "
                   "with --precision=bf16 to compute in bf16)";
+      if (!param.isTrained()) {
+        frozen.push_back(i); // held and read, never updated: no state, no result
+        continue;
+      }
       params.push_back(i);
       names.push_back(param.getName().str());
     } else {
@@ -136,7 +140,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   SmallVector<Attribute> argAttrs, resultAttrs{
       resultRoleDict(ResultAttr::get(b.getContext(), Role::Loss)),
       resultRoleDict(ResultAttr::get(b.getContext(), Role::GradNorm))};
-  for (unsigned i : params) {
+  for (unsigned i : llvm::concat<unsigned>(params, frozen)) {
     newArgs.push_back(argTypes[i]);
     argAttrs.push_back(grad.getArgAttrDict(i));
   }
@@ -205,14 +209,14 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // The gradient function's body, its arguments mapped to the new ones.
   Block *entry = step.addEntryBlock();
   size_t n = params.size();
-  const size_t firstInput = n + stateOrder.size();
+  const size_t firstInput = n + frozen.size() + stateOrder.size();
   // Each parameter's state arguments, by moment.
   SmallVector<Value> expAvgArg(n), expAvgSqArg(n);
   for (auto [j, state] : llvm::enumerate(stateOrder))
     (state.first == Moment::ExpAvg ? expAvgArg : expAvgSqArg)[state.second] =
-        entry->getArgument(n + j);
+        entry->getArgument(n + frozen.size() + j);
   IRMapping mapping;
-  for (auto [k, i] : llvm::enumerate(params))
+  for (auto [k, i] : llvm::enumerate(llvm::concat<unsigned>(params, frozen)))
     mapping.map(grad.getArgument(i), entry->getArgument(k));
   for (auto [k, i] : llvm::enumerate(inputs))
     mapping.map(grad.getArgument(i), entry->getArgument(firstInput + k));

@@ -210,7 +210,7 @@ void joinGradientsAtHome(func::FuncOp grad, Partition &p) {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   unsigned result = 1;
   for (BlockArgument arg : body.getArguments()) {
-    if (!grad.getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName))
+    if (!getTrainedParam(grad, arg.getArgNumber()))
       continue;
     Value gradient = ret.getOperand(result++);
     if (!p.homeOf.count(arg))
@@ -251,7 +251,7 @@ void collectNeeds(func::FuncOp grad, Partition &p) {
   DenseMap<Value, Value> gradientOf;
   unsigned result = 1;
   for (BlockArgument arg : body.getArguments())
-    if (grad.getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName))
+    if (getTrainedParam(grad, arg.getArgNumber()))
       gradientOf[arg] = ret.getOperand(result++);
   p.kept.assign(p.ranks, {});
   p.held.assign(p.ranks, {});
@@ -265,7 +265,8 @@ void collectNeeds(func::FuncOp grad, Partition &p) {
     std::function<void(Value)> need = [&](Value v) {
       if (auto arg = dyn_cast<BlockArgument>(v)) {
         if (p.homeOf.count(arg) && p.held[q].insert(arg))
-          need(gradientOf.lookup(arg));
+          if (Value gradient = gradientOf.lookup(arg)) // none if frozen
+            need(gradient);
         return;
       }
       Operation *def = v.getDefiningOp();
@@ -413,11 +414,11 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
       args.push_back(arg.getArgNumber());
       argTypes.push_back(arg.getType());
     }
-  // Results: the loss, then the held parameters' gradients.
+  // Results: the loss, then the held trained parameters' gradients.
   SmallVector<unsigned> results{0};
   unsigned r = 1;
   for (BlockArgument arg : body.getArguments())
-    if (p.homeOf.count(arg)) {
+    if (p.homeOf.count(arg) && getTrainedParam(grad, arg.getArgNumber())) {
       if (p.held[stage].contains(arg))
         results.push_back(r);
       ++r;

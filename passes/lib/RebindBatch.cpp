@@ -153,7 +153,8 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
       auto out = cast<RankedTensorType>(op.getResult(0).getType());
       // Dimensions the operand had keep its (rebound) sizes: read off its
       // type before, as a batch rebound to 1 looks broadcast after; a
-      // broadcast that adds the batch dimension adds the part's.
+      // broadcast that adds the batch dimension, or expands a leading 1 to
+      // it (a table [1, T, 1, D] over [B, T, H, D]), makes the part's.
       RankedTensorType was = before.lookup(op.getOperand(0));
       if (!was)
         was = in;
@@ -162,7 +163,8 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
       for (int64_t d = 0; d < in.getRank(); ++d)
         if (was.getDimSize(d) != 1)
           shape[d + added] = in.getDimSize(d);
-      if (added > 0 && out.getDimSize(0) == oldBatch &&
+      const bool makesLeading = added > 0 || (in.getRank() > 0 && was.getDimSize(0) == 1);
+      if (makesLeading && out.getDimSize(0) == oldBatch &&
           (shape[0] * newBatch) % oldBatch == 0)
         shape[0] = shape[0] * newBatch / oldBatch;
       op.getResult(0).setType(RankedTensorType::get(shape, out.getElementType()));

@@ -51,7 +51,7 @@ struct StepShardDataParallelPass
     // loss function's outputs after them stay this rank's.
     unsigned grads = 0;
     for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i)
-      grads += static_cast<bool>(grad.getArgAttr(i, StepDialect::kParamAttrName));
+      grads += static_cast<bool>(getTrainedParam(grad, i));
     SmallVector<unsigned> order;
     for (unsigned i = 1; i <= grads; ++i)
       order.push_back(i);

@@ -110,7 +110,7 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
   SmallVector<Type> resultTypes;
   SmallVector<unsigned> params;
   for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i)
-    if (grad.getArgAttr(i, StepDialect::kParamAttrName))
+    if (getTrainedParam(grad, i)) // one gradient each, in this order
       params.push_back(i);
   for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
     // The loss function's outputs (after the gradients) stay this rank's.

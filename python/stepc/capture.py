@@ -78,6 +78,8 @@ class Captured:
         self.inputs = inputs
         # F.cross_entropy's label_smoothing (traced as the plain loss)
         self.label_smoothing = label_smoothing
+        # names of the parameters that do not require grad: held, not trained
+        self.frozen = {name for name, t in params if not t.requires_grad}
 
 
 def distinct_parameters(model):
@@ -166,13 +168,9 @@ def capture(model, example_inputs, names=None):
     is_module = isinstance(model, torch.nn.Module)
     if is_module:
         pnames, tensors, aliases = distinct_parameters(model)
-        frozen = [name for name, t in zip(pnames, tensors) if not t.requires_grad]
-        if frozen:
-            raise ExportError(f"parameter {frozen[0]!r} does not require grad "
-                              f"({len(frozen)} frozen in all): stepc trains every parameter "
-                              f"of the step, and a frozen one would silently change "
-                              f"(frozen parameters are not supported; a small fixed tensor "
-                              f"can be a buffer, which the step holds as a constant)")
+        if not any(t.requires_grad for t in tensors):
+            raise ExportError(f"every parameter ({len(tensors)}) is frozen (requires_grad="
+                              f"False): the step would train nothing")
         # A NaN or Inf weight would be written to init.safetensors and end
         # the first step on a non-finite loss: said here, by name.
         for name, t in zip(pnames, tensors):

@@ -132,7 +132,7 @@ class Lowering:
                     fail(node, f"parameter '{name}' is {tensor.dtype}; stepc imports float32 "
                                f"parameters (its precision is a compile flag)")
                 self.env[node] = self.w.param(name, shape, self.inits[name],
-                                              self.blocks.get(name))
+                                              self.blocks.get(name), name in self.c.frozen)
                 self.param_nodes[node] = name
             elif i < n_params + n_buffers:
                 self.consts[node] = self.c.buffers[i - n_params][1]

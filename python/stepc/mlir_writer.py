@@ -39,10 +39,11 @@ class FunctionWriter:
         self.used.add(name)
         return name
 
-    def param(self, name, shape, init, block=None):
-        """A parameter; `block` marks it as part of the block-th layer."""
+    def param(self, name, shape, init, block=None, frozen=False):
+        """A parameter; `block` marks it as part of the block-th layer,
+        `frozen` as held but not trained (requires_grad=False)."""
         v = Value(self._fresh(name), shape, self.dtype)
-        marker = "" if block is None else f", block {block}"
+        marker = ("" if block is None else f", block {block}") + (", frozen" if frozen else "")
         self.args.append(f'{v.name}: {v.type} {{step.param = #step.param<"{name}", {init}{marker}>}}')
         return v
 

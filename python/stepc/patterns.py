@@ -295,18 +295,32 @@ class Matcher:
     def rotary(self, y, b, t, heads, head_dim):
         """y = rotary(x) (Meta's adjacent pairs) for one node x: proved on
         probes, with theta read off the tables."""
-        region, leaves, work = set(), set(), [y]
-        while work:
-            n = work.pop()
-            if n in region or n in self.consts:
-                continue
-            if is_call(n, *self.LINEAR) or (is_call(n, operator.getitem) and
-                                            is_call(n.args[0], aten.unbind.int)):
-                region.add(n)
-                for a in n.all_input_nodes:
-                    work.append(a)
-            else:
-                leaves.add(n)
+        def closure(stop):
+            """The linear ops between y and `stop` (or the first non-linear
+            nodes), and the nodes they start from."""
+            region, leaves, work = set(), set(), [y]
+            while work:
+                n = work.pop()
+                if n in region or n in self.consts:
+                    continue
+                if n is not stop and (is_call(n, *self.LINEAR) or (
+                        is_call(n, operator.getitem) and is_call(n.args[0], aten.unbind.int))):
+                    region.add(n)
+                    for a in n.all_input_nodes:
+                        work.append(a)
+                else:
+                    leaves.add(n)
+            return region, leaves
+
+        region, leaves = closure(None)
+        if len(leaves) != 1:
+            # The input is itself a sum (a LoRA projection: base(x) + B A x):
+            # the rotary starts at the earliest node of the region that every
+            # path from y goes back to.
+            for stop in [n for n in self.graph.nodes if n in region]:
+                region, leaves = closure(stop)
+                if leaves == {stop}:
+                    break
         if len(leaves) != 1 or not any(is_call(n, aten.mul.Tensor) for n in region):
             return
         x = next(iter(leaves))

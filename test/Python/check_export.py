@@ -107,6 +107,10 @@ for name, value in model.state_dict().items():
     worst = max(worst, err)
     if err > args.tolerance:
         sys.exit(f"FAIL: parameter {name} differs by {err:.3g}")
+# Frozen parameters (requires_grad=False) come back exactly as they went in.
+for name, value in model.named_parameters():
+    if not value.requires_grad and not torch.equal(state[name], value.detach()):
+        sys.exit(f"FAIL: frozen parameter {name} changed")
 # safetensors round trip: the trained weights bit for bit.
 path = os.path.join(out, "trained.safetensors")
 stepc.safetensors.save({k: v.numpy() for k, v in state.items()}, path)

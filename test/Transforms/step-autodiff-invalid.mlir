@@ -46,3 +46,12 @@ func.func @twice_grad(%x: tensor<4xf32>) -> tensor<f32> attributes {step.gradien
   %s = step.reduce_sum %x dims [0] : (tensor<4xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// Every parameter frozen: nothing to train.
+// expected-error @+1 {{'func.func' op has only frozen parameters: nothing to train}}
+func.func @loss(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, frozen>}) -> tensor<f32> attributes {step.loss} {
+  %0 = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}

@@ -44,6 +44,24 @@ func.func @loss(%wte: tensor<32x16xf32> {step.param = #step.param<"wte", normal(
 
 // -----
 
+// A frozen weight gets no gradient: its product's backward is the other
+// operand's gradient alone. Forward 2·4·16·8 = 1024, backward 1024 (not
+// 2048): 2048 model FLOPs.
+// CHECK: "function": "frozen"
+// CHECK-NEXT: "params": 192
+// CHECK: "forward_flops": 1024
+// CHECK-NEXT: "model_flops_per_step": 2048
+func.func @frozen(%w: tensor<16x8xf32> {step.param = #step.param<"w", normal(0.02), frozen>},
+                  %v: tensor<4x16xf32> {step.param = #step.param<"v", normal(0.02)>},
+                  %x: tensor<4x8xf32> {step.input = "x"}) -> tensor<f32> attributes {step.loss} {
+  %h = step.matmul %x, %w transpose_b : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %y = step.mul %h, %v : tensor<4x16xf32>
+  %l = step.reduce_sum %y dims [0, 1] : (tensor<4x16xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Grouped-query attention counts query heads: B=1, heads=4 (kv_heads=1),
 // T=4, Dh=2: QKᵀ 2·4·4·4·2 = 256, AV 256, backward 1024: 1536. A
 // batch_matmul [3, 2x5]·[3, 5x4] is 2·3·2·4·5 = 240 forward, 720 in all.

@@ -189,6 +189,31 @@ func.func @param_negative_block(%w: tensor<2xf32> {step.param = #step.param<"w",
 
 // -----
 
+// `frozen` comes after the block marker, once.
+// expected-error @+1 {{unexpected 'block': after the initialiser come an optional 'block N', then an optional 'frozen'}}
+func.func @param_frozen_first(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, frozen, block 0>}) -> tensor<f32> attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{unexpected 'frozen'}}
+func.func @param_frozen_twice(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, frozen, frozen>}) -> tensor<f32> attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{unexpected 'trainable'}}
+func.func @param_unknown_marker(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, trainable>}) -> tensor<f32> attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // The memory plan's attributes (step-plan-memory writes them).
 // expected-error @+1 {{expects 'step.memory_plan' to be a dictionary on a function}}
 func.func @plan_not_dict() attributes {step.memory_plan = 3 : i64} {

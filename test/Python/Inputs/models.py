@@ -116,6 +116,35 @@ class Llama(nn.Module):
                                label_smoothing=self.label_smoothing)
 
 
+class LoRALinear(nn.Module):
+    """A frozen Linear plus a trained low-rank update (LoRA): base(x) +
+    (alpha / rank) · B A x. B starts small, not zero, so that both adapters
+    have gradients from the first step."""
+
+    def __init__(self, base, rank=4, alpha=8.0):
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        self.lora_a = nn.Parameter(torch.randn(rank, base.in_features) * 0.1)
+        self.lora_b = nn.Parameter(torch.randn(base.out_features, rank) * 0.01)
+        self.scale = alpha / rank
+
+    def forward(self, x):
+        return self.base(x) + F.linear(F.linear(x, self.lora_a), self.lora_b) * self.scale
+
+
+def lora_llama():
+    """A Llama whose pretrained weights are frozen: adapters on every
+    attention query and value projection and on the MLP's gate; the final
+    norm trains too."""
+    model = Llama().requires_grad_(False)
+    for layer in model.layers:
+        layer.attention.wq = LoRALinear(layer.attention.wq)
+        layer.attention.wv = LoRALinear(layer.attention.wv)
+        layer.feed_forward.w1 = LoRALinear(layer.feed_forward.w1)
+    model.norm.requires_grad_(True)
+    return model
+
+
 class MLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -319,8 +348,8 @@ def make(name, steps):
                               flash=name == "gpt-flash"))
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
-    elif name == "llama":
-        model = Llama()
+    elif name in ("llama", "lora"):
+        model = Llama() if name == "llama" else lora_llama()
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
     elif name == "sft":

@@ -33,6 +33,8 @@ struct StepReport {
   /// seconds per micro-batch, each rank's predicted idle fraction.
   llvm::json::Object pipeline;
   int64_t params = 0, paramBytes = 0, optimizerStateBytes = 0, inputBytes = 0;
+  /// Of `params`, those the step holds but does not train (`frozen`).
+  int64_t frozenParams = 0;
   /// The model's, as step-report counts them (its keys are this report's).
   int64_t paramTensors = 0, matmulParams = 0, forwardFlops = 0;
   int64_t modelFlopsPerStep = 0, executedFlopsPerStep = 0, tokensPerStep = 0;

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -75,14 +76,31 @@ Attribute ParamAttr::parse(AsmParser &parser, Type) {
     if (parser.parseRParen())
       return {};
   }
+  // Then, in this order and each optional: `block N`, `frozen`.
   int64_t block = -1;
-  if (succeeded(parser.parseOptionalComma()) &&
-      (parser.parseKeyword("block") || parser.parseInteger(block)))
-    return {};
+  bool sawBlock = false, frozen = false;
+  while (succeeded(parser.parseOptionalComma())) {
+    SMLoc markerLoc = parser.getCurrentLocation();
+    StringRef marker;
+    if (parser.parseKeyword(&marker))
+      return {};
+    if (marker == "block" && !sawBlock && !frozen) {
+      if (parser.parseInteger(block))
+        return {};
+      sawBlock = true;
+    } else if (marker == "frozen" && !frozen) {
+      frozen = true;
+    } else {
+      parser.emitError(markerLoc, "unexpected '")
+          << marker << "': after the initialiser come an optional 'block N', then an "
+                       "optional 'frozen'";
+      return {};
+    }
+  }
   if (parser.parseGreater())
     return {};
   return parser.getChecked<ParamAttr>(loc, parser.getContext(), name, *kind,
-                                      llvm::APFloat(std), layers, block);
+                                      llvm::APFloat(std), layers, block, frozen);
 }
 
 void ParamAttr::print(AsmPrinter &printer) const {
@@ -103,13 +121,15 @@ void ParamAttr::print(AsmPrinter &printer) const {
   }
   if (hasBlock())
     printer << ", block " << getBlock();
+  if (getFrozen())
+    printer << ", frozen";
   printer << ">";
 }
 
 LogicalResult
 ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                   StringRef name, InitKind init, llvm::APFloat std,
-                  int64_t layers, int64_t block) {
+                  int64_t layers, int64_t block, bool frozen) {
   if (name.empty())
     return emitError() << "expects a non-empty parameter name";
   if (!isPlainName(name))
@@ -129,7 +149,13 @@ ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
 }
 
 ParamAttr ParamAttr::withBlock(int64_t block) const {
-  return ParamAttr::get(getContext(), getName(), getInit(), getStd(), getLayers(), block);
+  return ParamAttr::get(getContext(), getName(), getInit(), getStd(), getLayers(), block,
+                        getFrozen());
+}
+
+ParamAttr stepc::step::getTrainedParam(FunctionOpInterface function, unsigned i) {
+  auto param = function.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
+  return param && param.isTrained() ? param : ParamAttr();
 }
 
 double ParamAttr::getEffectiveStd() const {

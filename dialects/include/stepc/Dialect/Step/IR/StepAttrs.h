@@ -12,4 +12,15 @@
 #define GET_ATTRDEF_CLASSES
 #include "stepc/Dialect/Step/IR/StepAttrs.h.inc"
 
+namespace mlir {
+class FunctionOpInterface;
+} // namespace mlir
+
+namespace stepc::step {
+/// The `#step.param` of argument `i` of `function` when the step trains it
+/// (marked and not `frozen`); null otherwise. A gradient function returns
+/// one gradient per such argument, in argument order.
+ParamAttr getTrainedParam(mlir::FunctionOpInterface function, unsigned i);
+} // namespace stepc::step
+
 #endif // STEPC_DIALECT_STEP_IR_STEPATTRS_H

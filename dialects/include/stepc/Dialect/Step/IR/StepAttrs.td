@@ -63,7 +63,7 @@ def Step_PhaseAttr : EnumAttr<Step_Dialect, Step_Phase, "phase"> {
 
 def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
   let mnemonic = "param";
-  let summary = "a trainable parameter: its name and initialiser";
+  let summary = "a parameter: its name, initialiser, block and whether it trains";
   let description = [{
     Marks an argument of the loss function as a parameter. `name` is the
     parameter's stable name (PyTorch's, e.g. `h.0.attn.c_attn.weight`): it keys
@@ -90,13 +90,25 @@ def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
     ```mlir
     %w: tensor<192x64xf32> {step.param = #step.param<"blk_0_qkv_w", normal(0.02), block 0>}
     ```
+
+    An optional `frozen` marks a parameter that the step holds but does not
+    train (a pretrained base under LoRA, a frozen embedding): the runtime
+    initialises, loads, shards and checkpoints it like any parameter, but
+    step-autodiff computes no gradient for it (so no weight-gradient
+    products), the optimizer keeps no state for it and the training step
+    leaves it unchanged. At least one parameter must train.
+
+    ```mlir
+    %w: tensor<768x768xf32> {step.param = #step.param<"h.0.attn.c_proj.weight", normal(0.02), block 0, frozen>}
+    ```
   }];
   let parameters = (ins
     StringRefParameter<"parameter name">:$name,
     "InitKind":$init,
     "llvm::APFloat":$std,
     "int64_t":$layers,
-    DefaultValuedParameter<"int64_t", "-1">:$block
+    DefaultValuedParameter<"int64_t", "-1">:$block,
+    DefaultValuedParameter<"bool", "false">:$frozen
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
@@ -107,6 +119,8 @@ def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
     bool hasBlock() const { return getBlock() >= 0; }
     /// This attribute with its block marker set to `block` (-1: none).
     ParamAttr withBlock(int64_t block) const;
+    /// Whether the step trains the parameter (it is not `frozen`).
+    bool isTrained() const { return !getFrozen(); }
   }];
 }
 
