@@ -193,6 +193,20 @@ def llama_loss(a, p, tokens, targets, drop=lambda x, stream: x):
     return lm_loss(a, logits, targets)
 
 
+def frozen_names(model_text):
+    """The parameters the model marks `frozen` (held, not trained)."""
+    return {line.split('#step.param<"', 1)[1].split('"', 1)[0]
+            for line in model_text.splitlines()
+            if "step.param" in line and ", frozen>" in line}
+
+
+def leaves(params, shapes):
+    """PyTorch tensors of every parameter; those in `shapes` (the trained
+    ones) require grad."""
+    trained = dict(shapes)
+    return {n: torch.tensor(w, requires_grad=n in trained) for n, w in params.items()}
+
+
 def param_shapes(model_text):
     """(name, shape) of every parameter, in argument order, from the model."""
     out = []
@@ -397,9 +411,10 @@ def clip(p, shapes):
 
 
 def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None):
-    """PyTorch's step. With `grads_from`, the optimizer (clip + AdamW) runs
-    on those gradients instead of PyTorch's own."""
-    p = {n: torch.tensor(params[n], requires_grad=True) for n, _ in shapes}
+    """PyTorch's step (`shapes`: the trained parameters). With `grads_from`,
+    the optimizer (clip + AdamW) runs on those gradients instead of
+    PyTorch's own."""
+    p = leaves(params, shapes)
     loss_fn = gpt_loss if a.arch == "gpt" else llama_loss
     autocast = opt_args.precision == "bf16" and opt_args.torch_precision != "fp32"
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
@@ -423,9 +438,10 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
 
 
 def final_tensors(p, shapes, state, kind):
-    """param.*, exp_avg.* (and exp_avg_sq.* where the optimizer keeps it)."""
-    out = {}
+    """param.*, exp_avg.* (and exp_avg_sq.* where the optimizer keeps it) of
+    the trained parameters `shapes`; param.* of the frozen ones."""
     shapes_of = dict(shapes)
+    out = {"param." + n: t.detach().double().numpy() for n, t in p.items() if n not in shapes_of}
     for n, _ in shapes:
         out["param." + n] = p[n].detach().double().numpy()
         out["exp_avg." + n] = state[p[n]]["exp_avg"].double().numpy()
@@ -437,7 +453,7 @@ def final_tensors(p, shapes, state, kind):
 def run_torch_steps(a, shapes, params, tokens, targets, lr, opt_args):
     """opt_args.steps PyTorch steps on the one batch at a constant lr: each
     step's loss and gradient norm, then the final tensors."""
-    p = {n: torch.tensor(params[n], requires_grad=True) for n, _ in shapes}
+    p = leaves(params, shapes)
     loss_fn = gpt_loss if a.arch == "gpt" else llama_loss
     step, state_of = make_optimizer(p, shapes, lr, opt_args)
     losses, norms = [], []
@@ -536,6 +552,9 @@ def main():
         sys.exit("torch_check: compares f32 models; drop --dtype")
     shapes = param_shapes(text)
     params, tokens, targets = draw(shapes, a, np.random.default_rng(own.seed))
+    # PyTorch trains, clips and updates the trained parameters only.
+    frozen = frozen_names(text)
+    shapes = [(n, s) for n, s in shapes if n not in frozen]
 
     work = own.keep or tempfile.mkdtemp(prefix="torch_check.")
     os.makedirs(os.path.join(work, "inputs"), exist_ok=True)

@@ -249,18 +249,31 @@ func::FuncOp findFunction(ModuleOp module, StringRef attr) {
   return {};
 }
 
-LogicalResult writeResults(func::FuncOp f, ArrayRef<Tensor> results) {
+/// Writes each result as --output/<result name>.npy and, after a training
+/// step, each frozen parameter (`args`, unchanged) as param.<name>.npy, as
+/// stepc-run --save-npy does.
+LogicalResult writeResults(func::FuncOp f, ArrayRef<Tensor> results,
+                           ArrayRef<Tensor> args = {}) {
   if (outputDir.empty())
     return success();
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return emitError(f.getLoc()) << "cannot create '" << outputDir << "': " << ec.message();
-  for (auto [i, t] : llvm::enumerate(results)) {
+  auto write = [&](const std::string &name, const Tensor &t, Type type) -> LogicalResult {
     SmallString<256> path(outputDir);
-    llvm::sys::path::append(path, resultName(f, i) + ".npy");
+    llvm::sys::path::append(path, name + ".npy");
     std::string error;
-    Type elem = cast<RankedTensorType>(f.getResultTypes()[i]).getElementType();
-    if (failed(writeNpy(std::string(path), t, elem, exactF64, error)))
+    if (failed(writeNpy(std::string(path), t, cast<RankedTensorType>(type).getElementType(),
+                        exactF64, error)))
       return emitError(f.getLoc()) << error;
+    return success();
+  };
+  for (auto [i, t] : llvm::enumerate(results))
+    if (failed(write(resultName(f, i), t, f.getResultTypes()[i])))
+      return failure();
+  for (auto [i, t] : llvm::enumerate(args)) {
+    auto p = f.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
+    if (p && !p.isTrained() && failed(write("param." + p.getName().str(), t, f.getArgumentTypes()[i])))
+      return failure();
   }
   return success();
 }
@@ -308,7 +321,7 @@ LogicalResult train(func::FuncOp f, const Interpreter &interp, std::vector<Tenso
           hyper && hyper.getValue() == Hyper::Step)
         args[i].data[0] += 1.0;
   }
-  return writeResults(f, *results);
+  return writeResults(f, *results, args);
 }
 
 /// Fourth-order central differences against the gradient function, in f64:
@@ -329,7 +342,7 @@ FailureOr<double> checkFunction(func::FuncOp loss, func::FuncOp grad,
   double worst = 0;
   unsigned gradIndex = 1;
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
-    auto p = loss.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
+    ParamAttr p = getTrainedParam(loss, i); // a frozen one has no gradient
     if (!p)
       continue;
     const Tensor &ad = (*analytic)[gradIndex++];

@@ -100,13 +100,18 @@ def StepAutodiff : Pass<"step-autodiff", "mlir::ModuleOp"> {
 
     `(loss, d loss/d p_0, ..., d loss/d p_n)`
 
-    for the parameters `p_i` in argument order (results marked
-    `#step.result<loss>` and `#step.result<grad, "<param name>">`). The forward ops are copied, then
+    for the trained parameters `p_i` in argument order (results marked
+    `#step.result<loss>` and `#step.result<grad, "<param name>">`); a
+    `frozen` parameter gets no result. The forward ops are copied, then
     each op's VJP (`AutodiffOpInterface`, dialects/lib/Step/Autodiff/) is
     applied in reverse order, seeded with `d loss = 1`; the cotangents of a
     value used several times are added; a parameter the loss does not depend
-    on gets zeros; integer operands get none. An op on the path from a
-    parameter to the loss without a rule is an error at its location.
+    on gets zeros; integer operands get none. A rule builds every operand's
+    cotangent, so the backward ops nothing returns are erased at the end: a
+    frozen weight's gradient product, an input's, and the whole backward
+    below the first trained parameter. An op on the path from a parameter
+    to the loss without a rule is an error at its location, as is a loss
+    function whose parameters are all frozen.
 
     ```mlir
     func.func @loss(%w {step.param = ...}, %x {step.input = "x"}) -> tensor<f32>
@@ -355,7 +360,7 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     `step.train_step`:
 
     ```
-    (params..., exp_avg..., exp_avg_sq..., inputs..., lr, step)
+    (params..., frozen..., exp_avg..., exp_avg_sq..., inputs..., lr, step)
       -> (loss, grad_norm, params'..., exp_avg'..., exp_avg_sq'...)
     norm  = sqrt(Σ_i Σ g_i²)                         pre-clip global norm
     scale = min(1, max_grad_norm / (norm + 1e-6))    (1 when clipping is off)
@@ -363,7 +368,9 @@ def StepOptimizer : Pass<"step-optimizer", "mlir::ModuleOp"> {
     ```
 
     with weight decay only on parameters of rank >= 2 (none on biases, norm
-    vectors). `lr` and `step` (counted from 1) are runtime scalars (argument
+    vectors). The `frozen` parameters (`#step.param<..., frozen>`) follow the
+    trained ones as arguments and are read as they are: no state, no update,
+    no result. `lr` and `step` (counted from 1) are runtime scalars (argument
     marks `step.hyper = #step.hyper<lr>` / `#step.hyper<step>`), so a
     schedule never recompiles. The moments are arguments marked
     `step.state = #step.state<exp_avg, "<name>">` / `<exp_avg_sq, ...>`
