@@ -154,7 +154,8 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   if (options.algorithm == "muon" && llvm::none_of(muon, [](bool m) { return m; }))
     return grad.emitOpError()
            << "has no matrix parameter inside a repeated block: Muon updates those (mark "
-              "the model's blocks, e.g. #step.param<..., block N>), AdamW the rest";
+              "the model's blocks, e.g. #step.param<..., block N>; frozen ones do not "
+              "count), AdamW the rest";
   // The optimizer's state per parameter: AdamW's and Adam's two moments,
   // SGD's momentum buffer, Lion's moment or Muon's momentum (kept as
   // exp_avg). Arguments: every exp_avg, then every exp_avg_sq.

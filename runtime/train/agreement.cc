@@ -40,6 +40,7 @@ absl::Status AgreeOnRun(Communicator& comm, const TrainOptions& o, const Schedul
       {"--min-lr-ratio", bits(schedule.min_lr_ratio), Entry::kDouble},
       {"--init-npy", text_hash(o.init_npy), Entry::kText},
       {"--init-safetensors", text_hash(o.init_safetensors), Entry::kText},
+      {"--init-missing", static_cast<uint64_t>(o.init_missing), Entry::kInt},
       {"--save-safetensors", text_hash(o.save_safetensors), Entry::kText},
       {"--resume", text_hash(resume_dir), Entry::kText},
       {"--checkpoint-dir", text_hash(o.checkpoint_dir), Entry::kText},

@@ -37,6 +37,7 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
       {"seed", &TrainOptions::seed},
       {"init_npy", &TrainOptions::init_npy},
       {"init_safetensors", &TrainOptions::init_safetensors},
+      {"init_missing", &TrainOptions::init_missing},
       {"save_safetensors", &TrainOptions::save_safetensors},
       {"save_npy", &TrainOptions::save_npy},
       {"save_outputs", &TrainOptions::save_outputs},
@@ -169,6 +170,10 @@ absl::Status ValidateOptions(const TrainOptions& o) {
     return absl::InvalidArgumentError("--save-every and --keep must be >= 0");
   if (o.save_every > 0 && o.checkpoint_dir.empty())
     return absl::InvalidArgumentError("--save-every needs --checkpoint-dir");
+  if (o.init_missing && o.init_npy.empty() && o.init_safetensors.empty())
+    return absl::InvalidArgumentError(
+        "--init-missing goes with --init-npy or --init-safetensors (it lets them lack "
+        "parameters)");
   if (o.auto_resume && o.checkpoint_dir.empty())
     return absl::InvalidArgumentError("--auto-resume needs --checkpoint-dir");
   if (!(o.peak_tflops >= 0) || !std::isfinite(o.peak_tflops))

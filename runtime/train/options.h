@@ -26,6 +26,9 @@ struct TrainOptions {
   uint64_t seed = 0;
   // Parameters in and out.
   std::string init_npy, init_safetensors, save_safetensors, save_npy, save_outputs;
+  // With --init-npy or --init-safetensors: parameters the source lacks keep
+  // their initialisers' values (a pretrained base without new adapters).
+  bool init_missing = false;
   // Checkpoints.
   std::string checkpoint_dir, resume;
   int64_t save_every = 0, keep = 0;

@@ -45,11 +45,29 @@ absl::Status SaveState(const Session& session, const std::string& dir, StepResul
 
 }  // namespace
 
-absl::Status LoadParams(Session& session, const std::string& dir) {
+// Whether every parameter of `session` was missing from `source` (then
+// nothing was loaded: the wrong file, not a partial one).
+static absl::Status CheckSomeLoaded(const Session& session, const std::string& source,
+                             const std::vector<std::string>& missing) {
+  const stepc_module_info& info = session.module().info();
+  int params = 0;
+  for (int i = 0; i < info.num_args; ++i) params += info.args[i].kind == STEPC_ARG_PARAM;
+  if (static_cast<int>(missing.size()) < params) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      source, " holds none of the step's ", params, " parameters (e.g. '", missing.front(), "')"));
+}
+
+absl::Status LoadParams(Session& session, const std::string& dir,
+                        std::vector<std::string>* missing) {
   const stepc_module_info& info = session.module().info();
   for (int i = 0; i < info.num_args; ++i) {
     if (info.args[i].kind != STEPC_ARG_PARAM) continue;
     const std::string name = info.args[i].name;
+    std::error_code ec;
+    if (missing && !std::filesystem::exists(dir + "/" + name + ".npy", ec)) {
+      missing->push_back(name);
+      continue;
+    }
     STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, name));
     STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(name));
     if (array.shape != shape)
@@ -63,10 +81,12 @@ absl::Status LoadParams(Session& session, const std::string& dir) {
     std::vector<float> values(array.data.begin(), array.data.end());
     STEPC_RETURN_IF_ERROR(session.WriteParam(name, values));
   }
-  return absl::OkStatus();
+  return missing ? CheckSomeLoaded(session, absl::StrCat("--init-npy '", dir, "'"), *missing)
+                 : absl::OkStatus();
 }
 
-absl::Status LoadSafetensors(Session& session, const std::string& path) {
+absl::Status LoadSafetensors(Session& session, const std::string& path,
+                             std::vector<std::string>* missing) {
   std::map<std::string, safetensors::Tensor> tensors;
   std::string error;
   if (!safetensors::Read(path, tensors, error)) return absl::NotFoundError(error);
@@ -75,9 +95,14 @@ absl::Status LoadSafetensors(Session& session, const std::string& path) {
     if (info.args[i].kind != STEPC_ARG_PARAM) continue;
     const std::string name = info.args[i].name;
     auto it = tensors.find(name);
+    if (it == tensors.end() && missing) {
+      missing->push_back(name);
+      continue;
+    }
     if (it == tensors.end())
       return absl::InvalidArgumentError(
-          absl::StrCat("--init-safetensors '", path, "' has no tensor '", name, "'"));
+          absl::StrCat("--init-safetensors '", path, "' has no tensor '", name,
+                       "' (--init-missing keeps the initialiser's values of those it lacks)"));
     STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(name));
     if (it->second.shape != shape)
       return absl::InvalidArgumentError(
@@ -91,7 +116,9 @@ absl::Status LoadSafetensors(Session& session, const std::string& path) {
                                                        " at element ", k));
     STEPC_RETURN_IF_ERROR(session.WriteParam(name, it->second.data));
   }
-  return absl::OkStatus();
+  return missing ? CheckSomeLoaded(session, absl::StrCat("--init-safetensors '", path, "'"),
+                                   *missing)
+                 : absl::OkStatus();
 }
 
 absl::Status SaveSafetensors(const Session& session, const std::string& path, bool lead) {

@@ -6,6 +6,7 @@
 #define STEPC_RUNTIME_TRAIN_OUTPUTS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "runtime/session.h"
@@ -13,9 +14,13 @@
 namespace stepc {
 
 // Every parameter from DIR/<name>.npy (global shapes, finite values).
-absl::Status LoadParams(Session& session, const std::string& dir);
-// Every parameter from a safetensors file, by name.
-absl::Status LoadSafetensors(Session& session, const std::string& path);
+// With `missing`, a parameter without a file keeps its value and is named
+// there instead of failing (at least one must load).
+absl::Status LoadParams(Session& session, const std::string& dir,
+                        std::vector<std::string>* missing = nullptr);
+// Every parameter from a safetensors file, by name; `missing` as above.
+absl::Status LoadSafetensors(Session& session, const std::string& path,
+                             std::vector<std::string>* missing = nullptr);
 // Every parameter to a safetensors file (every rank gathers; `lead` writes).
 absl::Status SaveSafetensors(const Session& session, const std::string& path, bool lead);
 // Parameters ("param.<name>"), moments, the last loss and gradient norm as

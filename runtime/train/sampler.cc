@@ -86,6 +86,7 @@ absl::StatusOr<std::vector<int32_t>> Generate(Session& session, std::vector<int3
     }
     context.push_back(next);
     generated.push_back(next);
+    if (options.progress) options.progress(static_cast<int64_t>(generated.size()));
   }
   return generated;
 }

@@ -5,6 +5,7 @@
 #define STEPC_RUNTIME_TRAIN_SAMPLER_H_
 
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct SampleOptions {
   // Draw only ids below this (the decoder's vocabulary, which may be smaller
   // than the model's padded one); 0: every id.
   int64_t vocabulary = 0;
+  // Called after each drawn id with the ids drawn so far (progress of a
+  // long sample); may be empty.
+  std::function<void(int64_t drawn)> progress;
 };
 
 // The next id drawn from `logits` (one position's V values) at

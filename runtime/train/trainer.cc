@@ -131,9 +131,16 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     STEPC_ASSIGN_OR_RETURN(schedule, ResumedSchedule(o, resume.trainer, resume.dir, lead));
   }
   STEPC_RETURN_IF_ERROR(session->InitParams(schedule.seed));
-  if (!o.init_npy.empty()) STEPC_RETURN_IF_ERROR(LoadParams(*session, o.init_npy));
+  std::vector<std::string> not_loaded;
+  std::vector<std::string>* missing = o.init_missing ? &not_loaded : nullptr;
+  if (!o.init_npy.empty()) STEPC_RETURN_IF_ERROR(LoadParams(*session, o.init_npy, missing));
   if (!o.init_safetensors.empty())
-    STEPC_RETURN_IF_ERROR(LoadSafetensors(*session, o.init_safetensors));
+    STEPC_RETURN_IF_ERROR(LoadSafetensors(*session, o.init_safetensors, missing));
+  if (lead && !not_loaded.empty())
+    std::printf("stepc-run: --init-missing: %zu parameter(s) not in %s keep their "
+                "initialisers' values: %s\n",
+                not_loaded.size(), o.init_npy.empty() ? o.init_safetensors.c_str() : o.init_npy.c_str(),
+                absl::StrJoin(not_loaded, ", ").c_str());
 
   // Resumed with no step left to train, no data named and nothing to
   // evaluate (e.g. only --sample): no training data is read; the
@@ -353,6 +360,18 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     // Never an id past the vocabulary (a model's may be padded larger).
     options.vocabulary = sample_vocabulary.size();
     const auto start = Clock::now();
+    // A long sample says how far it is, every 10 s (stderr: stdout keeps
+    // the text alone).
+    double said = 0;
+    if (lead)
+      options.progress = [&](int64_t drawn) {
+        const double seconds = Since(start);
+        if (seconds - said < 10.0 || drawn == options.tokens) return;
+        said = seconds;
+        std::fprintf(stderr, "stepc-run: sampling: %lld of %lld tokens, %.1f tokens/s\n",
+                     static_cast<long long>(drawn), static_cast<long long>(options.tokens),
+                     drawn / seconds);
+      };
     STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn,
                            Generate(*session, prompt_ids, options));
     const double seconds = Since(start);

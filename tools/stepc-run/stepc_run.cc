@@ -67,6 +67,10 @@ ABSL_FLAG(std::string, init_npy, "", "load parameters from DIR/<name>.npy");
 ABSL_FLAG(std::string, init_safetensors, "",
           "load parameters from a safetensors FILE by name (stepc.export's init.safetensors, "
           "or any file holding every parameter; other tensors are ignored)");
+ABSL_FLAG(bool, init_missing, kDefaults.init_missing,
+          "with --init-npy or --init-safetensors: parameters the source lacks keep their "
+          "initialisers' values instead of failing (a pretrained base file without the "
+          "adapters a fine-tune adds); they are listed");
 ABSL_FLAG(std::string, save_safetensors, "",
           "write the parameters after the last step to a safetensors FILE (F32, by name)");
 ABSL_FLAG(std::string, batch_npy, "",
@@ -144,6 +148,7 @@ TrainOptions OptionsFromFlags(absl::flat_hash_set<std::string> given) {
   o.trace_steps = absl::GetFlag(FLAGS_trace_steps);
   o.init_npy = absl::GetFlag(FLAGS_init_npy);
   o.init_safetensors = absl::GetFlag(FLAGS_init_safetensors);
+  o.init_missing = absl::GetFlag(FLAGS_init_missing);
   o.save_safetensors = absl::GetFlag(FLAGS_save_safetensors);
   o.batch_npy = absl::GetFlag(FLAGS_batch_npy);
   o.val_batch_npy = absl::GetFlag(FLAGS_val_batch_npy);
@@ -176,7 +181,7 @@ void PrintHelp() {
       {"data", {"data", "corpus", "batch_npy", "val_data", "val_fraction", "val_batch_npy",
                 "vocab"}},
       {"schedule", {"steps", "lr", "warmup", "min_lr_ratio", "seed"}},
-      {"parameters in and out", {"init_npy", "init_safetensors", "save_npy", "save_safetensors"}},
+      {"parameters in and out", {"init_npy", "init_safetensors", "init_missing", "save_npy", "save_safetensors"}},
       {"checkpoints", {"checkpoint_dir", "save_every", "keep", "resume", "auto_resume"}},
       {"evaluation and sampling", {"eval_every", "eval_batches", "save_outputs", "sample",
                                    "sample_every", "prompt", "temperature", "top_k"}},
