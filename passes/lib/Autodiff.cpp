@@ -98,7 +98,8 @@ LogicalResult collectiveVjp(OpBuilder &b, Operation *op, ArrayRef<Value> resultG
 } // namespace
 
 FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable &symbols,
-                                                 bool recordOrigins) {
+                                                 bool recordOrigins,
+                                                 SmallVectorImpl<unsigned> *unreached) {
   OpBuilder b(loss);
   b.setInsertionPointAfter(loss);
   Location loc = loss.getLoc();
@@ -208,6 +209,8 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
   for (unsigned i : paramIndices) {
     Value arg = body.getArgument(i);
     Value ct = cotangents.lookup(arg);
+    if (!ct && unreached)
+      unreached->push_back(i);
     results.push_back(ct ? ct : zeros(b, loc, arg.getType()));
   }
   for (Value output : ret.getOperands().drop_front())
@@ -267,6 +270,32 @@ struct StepAutodiffPass : public stepc::impl::StepAutodiffBase<StepAutodiffPass>
         loss.emitOpError() << "has only frozen parameters: nothing to train";
         return signalPassFailure();
       }
+      SmallVector<unsigned> unreached;
+      FailureOr<func::FuncOp> grad = differentiateLoss(loss, symbols, false, &unreached);
+      if (failed(grad))
+        return signalPassFailure();
+      if (unreached.empty())
+        continue;
+      // A parameter the loss does not depend on has no gradient: PyTorch's
+      // optimizers skip it (no update, no weight decay, no state), so it is
+      // frozen here, with a warning, and the gradient made again.
+      int64_t trained = 0;
+      for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i)
+        trained += static_cast<bool>(getTrainedParam(loss, i));
+      if (static_cast<int64_t>(unreached.size()) == trained) {
+        loss.emitOpError() << "has a loss that depends on none of its parameters: nothing "
+                              "to train";
+        return signalPassFailure();
+      }
+      for (unsigned i : unreached) {
+        ParamAttr param = getTrainedParam(loss, i);
+        emitWarning(loss.getArgument(i).getLoc())
+            << "parameter '" << param.getName()
+            << "' does not affect the loss: it is held but not trained (frozen), as "
+               "PyTorch's optimizers skip a parameter without a gradient";
+        loss.setArgAttr(i, StepDialect::kParamAttrName, param.withFrozen(true));
+      }
+      symbols.erase(*grad);
       if (failed(differentiateLoss(loss, symbols)))
         return signalPassFailure();
     }

@@ -55,3 +55,27 @@ func.func @loss(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, frozen>}
   %0 = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// A parameter the loss does not depend on (here: only through a mask) is
+// frozen with a warning at its argument.
+// expected-warning @+2 {{parameter 'gate' does not affect the loss: it is held but not trained (frozen), as PyTorch's optimizers skip a parameter without a gradient}}
+func.func @loss(%w: tensor<2xf32> {step.param = #step.param<"w", normal(1.0)>},
+                %gate: tensor<2xf32> {step.param = #step.param<"gate", zeros>}) -> tensor<f32> attributes {step.loss} {
+  %m = step.compare gt, %gate, %w : tensor<2xf32>
+  %mf = step.convert %m : tensor<2xi1> -> tensor<2xf32>
+  %y = step.mul %w, %mf : tensor<2xf32>
+  %0 = step.reduce_sum %y dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// A loss that depends on none of its parameters: nothing to train.
+// expected-error @+1 {{'func.func' op has a loss that depends on none of its parameters: nothing to train}}
+func.func @loss(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>},
+                %x: tensor<2xf32> {step.input = "x"}) -> tensor<f32> attributes {step.loss} {
+  %0 = step.reduce_sum %x dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}

@@ -158,6 +158,16 @@ class MLP(nn.Module):
         return F.mse_loss(self.head(h).squeeze(-1), y)
 
 
+class UnusedHead(MLP):
+    """An MLP with a second head its loss never reads (a multi-task model
+    trained on one task): PyTorch's AdamW skips its parameters (their .grad
+    stays None), so they must not decay either."""
+
+    def __init__(self):
+        super().__init__()
+        self.aux = nn.Linear(32, 4)
+
+
 class RobustMLP(nn.Module):
     """An L1 regressor with a clipped activation: abs, clamp and pow."""
 
@@ -363,9 +373,9 @@ def make(name, steps):
             for row, prompt in enumerate(torch.randint(0, 15, (4,), generator=g).tolist()):
                 targets[row, :prompt] = -100
             batches.append((tokens, targets))
-    elif name in ("mlp", "robust", "dropout", "masked"):
+    elif name in ("mlp", "robust", "dropout", "masked", "unused"):
         model = {"mlp": MLP, "robust": RobustMLP, "dropout": DropoutMLP,
-                 "masked": MaskedHead}[name]()
+                 "masked": MaskedHead, "unused": UnusedHead}[name]()
         batches = [(torch.randn(64, 8, generator=g), torch.randn(64, generator=g))
                    for _ in range(steps)]
     elif name == "logistic":

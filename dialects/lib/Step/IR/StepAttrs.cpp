@@ -158,6 +158,11 @@ ParamAttr stepc::step::getTrainedParam(FunctionOpInterface function, unsigned i)
   return param && param.isTrained() ? param : ParamAttr();
 }
 
+ParamAttr ParamAttr::withFrozen(bool frozen) const {
+  return ParamAttr::get(getContext(), getName(), getInit(), getStd(), getLayers(), getBlock(),
+                        frozen);
+}
+
 double ParamAttr::getEffectiveStd() const {
   switch (getInit()) {
   case InitKind::Zeros:

@@ -50,10 +50,12 @@ mlir::LogicalResult sumTokenCounts(mlir::func::FuncOp function, llvm::StringRef 
 /// With `recordOrigins`, every op of the gradient function is marked
 /// StepDialect::kOriginAttrName with the position of the forward op it copies or whose
 /// VJP built it (cotangent sums too): step-pipeline-stages places each
-/// backward op on its forward op's stage.
-mlir::FailureOr<mlir::func::FuncOp> differentiateLoss(mlir::func::FuncOp loss,
-                                                      mlir::SymbolTable &symbols,
-                                                      bool recordOrigins = false);
+/// backward op on its forward op's stage. A trained parameter the loss does
+/// not depend on gets a zero gradient; `unreached` (if given) lists their
+/// argument numbers.
+mlir::FailureOr<mlir::func::FuncOp>
+differentiateLoss(mlir::func::FuncOp loss, mlir::SymbolTable &symbols, bool recordOrigins = false,
+                  llvm::SmallVectorImpl<unsigned> *unreached = nullptr);
 
 
 } // namespace stepc

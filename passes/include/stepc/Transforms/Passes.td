@@ -105,8 +105,11 @@ def StepAutodiff : Pass<"step-autodiff", "mlir::ModuleOp"> {
     `frozen` parameter gets no result. The forward ops are copied, then
     each op's VJP (`AutodiffOpInterface`, dialects/lib/Step/Autodiff/) is
     applied in reverse order, seeded with `d loss = 1`; the cotangents of a
-    value used several times are added; a parameter the loss does not depend
-    on gets zeros; integer operands get none. A rule builds every operand's
+    value used several times are added; integer operands get none. A
+    parameter the loss does not depend on (unused, or read only through a
+    mask or `stop_gradient`) is marked `frozen` with a warning and gets no
+    result, as PyTorch's optimizers skip a parameter whose gradient is None
+    (no update, no weight decay, no state). A rule builds every operand's
     cotangent, so the backward ops nothing returns are erased at the end: a
     frozen weight's gradient product, an input's, and the whole backward
     below the first trained parameter. An op on the path from a parameter

@@ -119,6 +119,8 @@ def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
     bool hasBlock() const { return getBlock() >= 0; }
     /// This attribute with its block marker set to `block` (-1: none).
     ParamAttr withBlock(int64_t block) const;
+    /// This attribute with its `frozen` marker set to `frozen`.
+    ParamAttr withFrozen(bool frozen) const;
     /// Whether the step trains the parameter (it is not `frozen`).
     bool isTrained() const { return !getFrozen(); }
   }];
