@@ -197,6 +197,13 @@ class Session:
         return [n for n, (role, _) in self._tensors.items() if role == 0]
 
     @property
+    def frozen_parameter_names(self):
+        """The parameters the step holds and reads but does not train: those
+        exported with requires_grad=False and those the loss does not read
+        (they have no optimizer state; every trained one has an exp_avg)."""
+        return [n for n in self.parameter_names if "exp_avg." + n not in self._tensors]
+
+    @property
     def tensor_names(self):
         """Every parameter, then every AdamW moment (exp_avg.<p>, exp_avg_sq.<p>)."""
         return list(self._tensors)

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -205,6 +206,21 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                 data.Describe().c_str(), static_cast<long long>(steps),
                 world > 1 ? absl::StrCat(" | ", world, " ranks (", info.sharding, ")").c_str() : "",
                 module->is_cuda() ? "" : absl::StrCat(" | ", shown_threads, " threads").c_str());
+  // Frozen parameters: those without optimizer state (every optimizer keeps
+  // an exp_avg for each parameter it trains).
+  if (lead) {
+    std::set<std::string> trained;
+    int params = 0;
+    for (int i = 0; i < info.num_args; ++i) {
+      params += info.args[i].kind == STEPC_ARG_PARAM;
+      if (info.args[i].kind == STEPC_ARG_EXP_AVG)
+        trained.insert(std::string(info.args[i].name).substr(std::strlen("exp_avg.")));
+    }
+    const int frozen = params - static_cast<int>(trained.size());
+    if (frozen > 0)
+      std::printf("stepc-run: %d of %d parameters frozen (held and read, not trained)\n", frozen,
+                  params);
+  }
   // MFU: the model's FLOPs over every rank's peak (each rank's own, probed
   // on its threads; the ranks of a job are alike). Nothing to train: no probe.
   const bool trains = first_step <= steps;

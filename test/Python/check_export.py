@@ -107,10 +107,15 @@ for name, value in model.state_dict().items():
     worst = max(worst, err)
     if err > args.tolerance:
         sys.exit(f"FAIL: parameter {name} differs by {err:.3g}")
-# Frozen parameters (requires_grad=False) come back exactly as they went in.
+# Frozen parameters (requires_grad=False) come back exactly as they went in;
+# the session names as frozen those and the ones PyTorch gave no gradient.
 for name, value in model.named_parameters():
     if not value.requires_grad and not torch.equal(state[name], value.detach()):
         sys.exit(f"FAIL: frozen parameter {name} changed")
+untrained = {n for n, p in model.named_parameters() if not p.requires_grad or p.grad is None}
+if set(session.frozen_parameter_names) != untrained & set(session.parameter_names):
+    sys.exit(f"FAIL: the session's frozen parameters {sorted(session.frozen_parameter_names)} "
+             f"are not PyTorch's untrained ones {sorted(untrained)}")
 # safetensors round trip: the trained weights bit for bit.
 path = os.path.join(out, "trained.safetensors")
 stepc.safetensors.save({k: v.numpy() for k, v in state.items()}, path)
