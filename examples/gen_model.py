@@ -256,7 +256,7 @@ def generate(argv):
             names.append(name)
             if pattern.fullmatch(name):
                 frozen.append(name)
-            return param(name, shape, init, block, frozen=bool(pattern.fullmatch(name)))
+            return param(name, shape, init, block, frozen=name in frozen)
         w.param = param_maybe_frozen
     loss = (gpt if a.arch == "gpt" else llama)(a, w)
     if a.freeze and not frozen:

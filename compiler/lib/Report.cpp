@@ -240,9 +240,10 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     auto block = parameterBlock.find(step.getArgument(i));
     std::string byBlock = label(block == parameterBlock.end() ? "" : block->second);
     if (step.getArgAttr(i, StepDialect::kParamAttrName)) {
-      params += cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
+      int64_t elements = cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
+      params += elements;
       if (!getTrainedParam(step, i))
-        frozenParams += cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
+        frozenParams += elements;
       paramBytes += bytes;
       report.paramBytesByBlock[byBlock] += bytes;
       (step.getArgAttr(i, StepDialect::kTpShardAttrName) ? report.tpSplitParamBytes

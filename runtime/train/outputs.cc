@@ -52,7 +52,7 @@ static absl::Status CheckSomeLoaded(const Session& session, const std::string& s
   const stepc_module_info& info = session.module().info();
   int params = 0;
   for (int i = 0; i < info.num_args; ++i) params += info.args[i].kind == STEPC_ARG_PARAM;
-  if (static_cast<int>(missing.size()) < params) return absl::OkStatus();
+  if (missing.empty() || static_cast<int>(missing.size()) < params) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       source, " holds none of the step's ", params, " parameters (e.g. '", missing.front(), "')"));
 }

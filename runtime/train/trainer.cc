@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "runtime/cpu_threads.h"
 #include "runtime/session.h"
@@ -213,8 +214,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
     int params = 0;
     for (int i = 0; i < info.num_args; ++i) {
       params += info.args[i].kind == STEPC_ARG_PARAM;
-      if (info.args[i].kind == STEPC_ARG_EXP_AVG)
-        trained.insert(std::string(info.args[i].name).substr(std::strlen("exp_avg.")));
+      absl::string_view name = info.args[i].name;
+      if (info.args[i].kind == STEPC_ARG_EXP_AVG && absl::ConsumePrefix(&name, "exp_avg."))
+        trained.insert(std::string(name));
     }
     const int frozen = params - static_cast<int>(trained.size());
     if (frozen > 0)
