@@ -18,10 +18,10 @@
 // dV sum over the group and the query blocks in f32 and are rounded once at
 // the end.
 //
-// Where the CPU has AMX, attention_amx.cc's tile kernels run instead (the
-// same numerics, each head's work in one core's cache); where oneDNN has no
-// bf16 matmul for this CPU, the f32 kernels run on widened copies (exact
-// products, the results rounded once).
+// Where the CPU has AMX or AVX512-BF16, attention_heads.cc's kernels run
+// instead (the same numerics, each head's work in one core's cache); where
+// oneDNN has no bf16 matmul for this CPU, the f32 kernels run on widened
+// copies (exact products, the results rounded once).
 
 #include <algorithm>
 #include <cmath>
@@ -159,8 +159,9 @@ bool Probabilities(const Attention& a, const Chunk& c, const stepc_bf16* qg,
 // O = P V per chunk. False where oneDNN has no bf16 matmul (nothing written).
 bool Forward(const Attention& a, const stepc_bf16* q, const stepc_bf16* k, const stepc_bf16* v,
              stepc_bf16* out) {
-  if (stepc::cpu::AmxAttentionUsable()) {
-    stepc::cpu::AmxAttentionForward(a, q, k, v, out);
+  if (const auto engine = stepc::cpu::HeadAttentionEngine();
+      engine != stepc::cpu::HeadEngine::kNone) {
+    stepc::cpu::HeadAttentionForward(engine, a, q, k, v, out);
     return true;
   }
   for (const Chunk& c : Chunks(a)) {
@@ -197,8 +198,9 @@ void NarrowRows(const float* x, int64_t rows, int64_t width, stepc_bf16* out, in
 bool Backward(const Attention& a, const stepc_bf16* dout, const stepc_bf16* q,
               const stepc_bf16* k, const stepc_bf16* v, stepc_bf16* dq, stepc_bf16* dk,
               stepc_bf16* dv) {
-  if (stepc::cpu::AmxAttentionUsable()) {
-    stepc::cpu::AmxAttentionBackward(a, dout, q, k, v, dq, dk, dv);
+  if (const auto engine = stepc::cpu::HeadAttentionEngine();
+      engine != stepc::cpu::HeadEngine::kNone) {
+    stepc::cpu::HeadAttentionBackward(engine, a, dout, q, k, v, dq, dk, dv);
     return true;
   }
   const int64_t width = a.kv_heads * a.hd, key_values = a.batch * a.tk * width;

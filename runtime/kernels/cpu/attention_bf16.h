@@ -1,6 +1,6 @@
-// The bf16 attention kernels' shared description of one call, and the AMX
-// tile implementation (attention_amx.cc) that attention_bf16.cc runs where
-// the CPU has AMX.
+// The bf16 attention kernels' shared description of one call, and the
+// per-head implementation (attention_heads.cc: AMX tiles or AVX512-BF16 dot
+// products) that attention_bf16.cc runs where the CPU has either.
 #ifndef STEPC_RUNTIME_KERNELS_CPU_ATTENTION_BF16_H_
 #define STEPC_RUNTIME_KERNELS_CPU_ATTENTION_BF16_H_
 
@@ -64,24 +64,26 @@ inline void SoftmaxGradRow(const float* p, float* dp, int64_t n, int64_t width, 
   for (int64_t j = n; j < width; ++j) out[j] = 0;
 }
 
-// True where this CPU has AMX tiles for bf16 and the kernel let this process
-// use them (arch_prctl ARCH_REQ_XCOMP_PERM), unless STEPC_ATTENTION=onednn.
-bool AmxAttentionUsable();
-
+// The engine of the per-head kernels on this CPU: AMX tiles where it has them
+// for bf16 and the kernel let this process use them (arch_prctl
+// ARCH_REQ_XCOMP_PERM), else AVX512-BF16 dot products where it has those,
+// else none (oneDNN's batched matmuls run). STEPC_ATTENTION=onednn asks for
+// none, STEPC_ATTENTION=avx512 for the dot products on an AMX CPU too.
+enum class HeadEngine { kNone, kAmx, kAvx512Bf16 };
+HeadEngine HeadAttentionEngine();
 // x rounded to bf16 16 at a time (vcvtneps2bf16), equal to
-// stepc_f32_to_bf16 bit for bit. Call only where AmxAttentionUsable().
+// stepc_f32_to_bf16 bit for bit. Call only where HeadAttentionEngine() is
+// not kNone.
 void RoundToBf16Avx512(const float* x, int64_t n, stepc_bf16* out);
-
-// The attention on AMX tiles, each (batch entry, KV head) on one thread with
-// its operands in that core's cache. Same numerics as the oneDNN path: bf16
-// products accumulated in f32, P and dS rounded to bf16 before their
-// products. Call only where AmxAttentionUsable().
-void AmxAttentionForward(const Bf16Attention& a, const stepc_bf16* q, const stepc_bf16* k,
-                         const stepc_bf16* v, stepc_bf16* out);
-void AmxAttentionBackward(const Bf16Attention& a, const stepc_bf16* dout, const stepc_bf16* q,
-                          const stepc_bf16* k, const stepc_bf16* v, stepc_bf16* dq,
-                          stepc_bf16* dk, stepc_bf16* dv);
-
+// The attention with each (batch entry, KV head) on one thread, its
+// operands in that core's cache, on `engine` (not kNone). Same numerics as
+// the oneDNN path: bf16 products accumulated in f32, P and dS rounded to
+// bf16 before their products.
+void HeadAttentionForward(HeadEngine engine, const Bf16Attention& a, const stepc_bf16* q,
+                          const stepc_bf16* k, const stepc_bf16* v, stepc_bf16* out);
+void HeadAttentionBackward(HeadEngine engine, const Bf16Attention& a, const stepc_bf16* dout,
+                           const stepc_bf16* q, const stepc_bf16* k, const stepc_bf16* v,
+                           stepc_bf16* dq, stepc_bf16* dk, stepc_bf16* dv);
 }  // namespace stepc::cpu
 
 #endif  // STEPC_RUNTIME_KERNELS_CPU_ATTENTION_BF16_H_

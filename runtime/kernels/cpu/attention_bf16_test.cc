@@ -1,9 +1,11 @@
-// The bf16 attention kernels (AMX tiles where the CPU has them, else oneDNN
-// batched matmuls; P and dS rounded to bf16) against the f32 kernels on the
-// same bf16 values: relative RMS error at the level of bf16 rounding, for
-// causal and full attention, grouped-query heads, and lengths that are not a
-// multiple of the query blocks; both paths (STEPC_ATTENTION=onednn forces
-// the second); the packed entry points equal the separate ones.
+// The bf16 attention kernels (per head on AMX tiles or AVX512-BF16 dot
+// products where the CPU has them, else oneDNN batched matmuls; P and dS
+// rounded to bf16) against the f32 kernels on the same bf16 values: relative
+// RMS error at the level of bf16 rounding, for causal and full attention,
+// grouped-query heads, and lengths that are not a multiple of the query
+// blocks; every path this CPU has (STEPC_ATTENTION=onednn forces oneDNN's,
+// =avx512 the dot products on an AMX CPU); the packed entry points equal
+// the separate ones.
 
 #include <cmath>
 #include <cstdlib>
@@ -22,7 +24,7 @@ namespace {
 struct Case {
   int64_t batch, tq, tk, heads, kv_heads, hd;
   int causal;
-  const char* path;  // STEPC_ATTENTION: "" (AMX where the CPU has it) or "onednn"
+  const char* path;  // STEPC_ATTENTION: "" (the CPU's best), "avx512" or "onednn"
 };
 
 // Sets STEPC_ATTENTION for one test.
@@ -92,6 +94,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{3, 100, 70, 6, 2, 16, 0, ""},         // cross, full
                       Case{2, 72, 72, 3, 3, 96, 1, ""},          // head dim 96
                       Case{2, 40, 40, 3, 1, 9, 1, ""},           // an odd head dim
+                      Case{4, 128, 128, 4, 4, 32, 1, "avx512"},  // the dot products
+                      Case{2, 256, 256, 6, 2, 64, 1, "avx512"},
+                      Case{1, 300, 300, 2, 1, 16, 1, "avx512"},
+                      Case{3, 100, 70, 6, 2, 16, 0, "avx512"},
+                      Case{2, 72, 72, 3, 3, 96, 1, "avx512"},
+                      Case{2, 40, 40, 3, 1, 9, 1, "avx512"},
                       Case{4, 128, 128, 4, 4, 32, 1, "onednn"},  // and the same on oneDNN
                       Case{2, 256, 256, 6, 2, 64, 1, "onednn"},
                       Case{1, 300, 300, 2, 1, 16, 1, "onednn"},
@@ -134,15 +142,16 @@ TEST_P(AttentionBf16Packed, EqualsSeparateOperands) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, AttentionBf16Packed, ::testing::Values("", "onednn"));
+INSTANTIATE_TEST_SUITE_P(Paths, AttentionBf16Packed, ::testing::Values("", "avx512", "onednn"));
 
 }  // namespace
 
-// The AMX path's vector rounding equals stepc_f32_to_bf16 bit for bit: ties,
+// The per-head path's vector rounding equals stepc_f32_to_bf16 bit for bit: ties,
 // subnormals (which vcvtneps2bf16 alone would flush), infinities, NaNs and
 // random bit patterns, at every length's tail.
 TEST(RoundToBf16Avx512, EqualsScalarRounding) {
-  if (!stepc::cpu::AmxAttentionUsable()) GTEST_SKIP() << "no AMX on this CPU";
+  if (stepc::cpu::HeadAttentionEngine() == stepc::cpu::HeadEngine::kNone)
+    GTEST_SKIP() << "no AVX512-BF16 on this CPU";
   std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x00408000,
                                 0x00018000, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x7f7fffff,
                                 0x7f800000, 0xff800000, 0x7fc00001, 0x7f800001, 0xffbfffff};

@@ -1,12 +1,16 @@
-// bf16 attention on AMX tiles. oneDNN's batched matmuls (attention_bf16.cc)
-// run each product over all heads at once, so the f32 scores of a chunk
-// leave the cores' caches between the product, the softmax and the next
-// product, and a call per head costs microseconds of oneDNN overhead: a
-// 128 x 128 x 32 product is ~1.7 us of work. Here one thread takes one
-// (batch entry, KV head) at a time, its heads and blocks of query rows in
-// turn, and every product is a loop over 16 x 16 tiles (tdpbf16ps: f32
-// accumulation of bf16 pairs) on operands it packed itself, all of it in
-// that core's L1/L2. Masked (causal) tiles are skipped.
+// bf16 attention one (batch entry, KV head) at a time, in one core's cache.
+// oneDNN's batched matmuls (attention_bf16.cc) run each product over all
+// heads at once, so the f32 scores of a chunk leave the cores' caches
+// between the product, the softmax and the next product, and a call per head
+// costs microseconds of oneDNN overhead: a 128 x 128 x 32 product is ~1.7 us
+// of work. Here one thread takes one (batch entry, KV head) at a time, its
+// heads and blocks of query rows in turn, on operands it packed itself, all
+// of it in that core's L1/L2. Masked (causal) blocks are skipped.
+//
+// Two engines run the products on the same packed operands: AMX tiles
+// (tdpbf16ps over 16 x 16 tiles) where the CPU has them, else AVX512-BF16
+// dot products (vdpbf16ps, 16 lanes at a time). Both accumulate the bf16
+// pairs in f32; the packing, softmax and roundings are shared.
 //
 // Layouts: an A operand is bf16 rows (K contiguous, padded to 32); a B
 // operand is "pair-interleaved" (VNNI): element (k, n) at
@@ -129,10 +133,65 @@ void TileMatmul(const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float* c
   }
 }
 
-// Every CPU with AMX has AVX-512 (F, BW, VL, DQ, BF16): the kernels' packing
-// transposes and roundings use it 16 lanes at a time, whatever -march the
-// library is built for (the baseline library is x86-64-v3).
+// Both engines need AVX-512 (F, BW, VL, DQ, BF16; every CPU with AMX has
+// it): the kernels' packing transposes and roundings use it 16 lanes at a
+// time, whatever -march the library is built for (the baseline library is
+// x86-64-v3).
 #define STEPC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+// TileMatmul's product on AVX512-BF16 dot products, for CPUs without AMX:
+// vdpbf16ps adds to each of 16 f32 lanes the dot of a bf16 pair of A (one
+// row's k, k + 1, broadcast) with that lane's pair of a B pair row, so B's
+// tile layout serves as it is. Blocks of 8 rows x 32 columns: 16
+// accumulators, enough independent sums to cover the instruction's latency,
+// kept in registers across the block's K range. Row tile i's K range is the
+// union of its two 16-column tiles' (zero operands outside each one's own).
+template <typename Cols, typename KRange>
+STEPC_AVX512 void DotMatmul(const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float* c,
+                            int64_t ldc, int64_t m, Cols cols, KRange krange, bool accumulate) {
+  constexpr int kRows = 8;
+  for (int64_t i = 0; i < m; i += 16) {
+    const int64_t n = RoundUp(cols(i), 32);
+    for (int64_t j = 0; j < n; j += 32) {
+      const auto [l0, l1] = krange(i, j);
+      const auto [r0, r1] = krange(i, j + 16);
+      const int64_t k0 = std::min(l0, r0), k1 = std::max(l1, r1);
+      for (int64_t row = i; row < i + 16; row += kRows) {
+        float* cr = c + row * ldc + j;
+        const bf16* ar = a + row * lda;
+        __m512 acc[kRows][2];
+        for (int t = 0; t < kRows; ++t)
+          for (int h = 0; h < 2; ++h)
+            acc[t][h] = accumulate ? _mm512_loadu_ps(cr + t * ldc + 16 * h) : _mm512_setzero_ps();
+        for (int64_t kk = k0; kk < k1; kk += 2) {
+          const bf16* bp = b + ((kk / 2) * ldb + j) * 2;
+          const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bp));
+          const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bp + 32));
+          for (int t = 0; t < kRows; ++t) {
+            int32_t pair;
+            std::memcpy(&pair, ar + t * lda + kk, sizeof pair);
+            const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+            acc[t][0] = _mm512_dpbf16_ps(acc[t][0], av, b0);
+            acc[t][1] = _mm512_dpbf16_ps(acc[t][1], av, b1);
+          }
+        }
+        for (int t = 0; t < kRows; ++t)
+          for (int h = 0; h < 2; ++h) _mm512_storeu_ps(cr + t * ldc + 16 * h, acc[t][h]);
+      }
+    }
+  }
+}
+
+// C = (or +=) A B on the workspace's engine (TileMatmul's contract).
+template <typename Cols, typename KRange>
+STEPC_AVX512 void Matmul(bool amx, const bf16* a, int64_t lda, const bf16* b, int64_t ldb,
+                         float* c, int64_t ldc, int64_t m, Cols cols, KRange krange,
+                         bool accumulate) {
+  if (amx)
+    TileMatmul(a, lda, b, ldb, c, ldc, m, cols, krange, accumulate);
+  else
+    DotMatmul(a, lda, b, ldb, c, ldc, m, cols, krange, accumulate);
+}
 
 // eˣ in every lane: Cephes' single-precision polynomial on r = x − n·ln2
 // (n = round(x·log₂e), ln2 in two parts), scaled by 2ⁿ with vscalefps: within
@@ -424,6 +483,7 @@ T* Grown(std::vector<T>& v, int64_t n) {
 
 // One thread's buffers, kept across calls.
 struct Workspace {
+  bool amx = false;  // the engine: AMX tiles, or AVX512-BF16 dot products
   std::vector<bf16> kt, kb, vt, vb, qa, doa, qt, dot, pb, dsb, pp, dsp, pairs;
   std::vector<float> s, dp, o, dkt, dvt;
 };
@@ -459,11 +519,11 @@ struct Block {
 
 // S = Q Kᵀ of the block, then P = softmax(scale·S) over each row's visible
 // keys: rounded in pb in `layout`, zero beyond, and if `keep` in f32 in s.
-STEPC_AVX512 void Probabilities(const Block& blk, const bf16* qa, const bf16* kt, float* s,
-                                RowLayout layout, bf16* pb, bool keep) {
+STEPC_AVX512 void Probabilities(const Workspace& w, const Block& blk, const bf16* qa,
+                                const bf16* kt, float* s, RowLayout layout, bf16* pb, bool keep) {
   const int64_t kp = blk.kp;
-  TileMatmul(
-      qa, blk.dp, kt, RoundUp(blk.a.tk, 32), s, kp, blk.rp,
+  Matmul(
+      w.amx, qa, blk.dp, kt, RoundUp(blk.a.tk, 32), s, kp, blk.rp,
       [&](int64_t i) { return blk.ScoreColumns(i); },
       [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, blk.dp}; }, false);
   SoftmaxRows(s, kp, blk.rp, [&](int64_t r) { return blk.VisibleOrNone(r); }, kp, blk.a.scale,
@@ -517,9 +577,9 @@ STEPC_AVX512 void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, c
       bf16* pb = Grown(w.pb, blk.rp * blk.kp);
       float* o = Grown(w.o, blk.rp * dp);
       PackRows(q + (b * a.tq + t0) * a.ldq + h * a.hd, a.ldq, blk.rows, a.hd, blk.rp, dp, qa);
-      Probabilities(blk, qa, kt, s, RowLayout::kRows, pb, /*keep=*/false);
-      TileMatmul(
-          pb, blk.kp, vb, dp, o, dp, blk.rp, [&](int64_t) { return dp; },
+      Probabilities(w, blk, qa, kt, s, RowLayout::kRows, pb, /*keep=*/false);
+      Matmul(
+          w.amx, pb, blk.kp, vb, dp, o, dp, blk.rp, [&](int64_t) { return dp; },
           [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
       StoreRows(o, dp, blk.rows, a.hd, out + (b * a.tq + t0) * a.ldo + h * a.hd, a.ldo);
     }
@@ -566,37 +626,39 @@ STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, 
       bf16* pairs = Grown(w.pairs, rp * dp);
       PackColumns(qh, a.ldq, blk.rows, a.hd, rp, dp, pairs, qt);
       PackColumns(doh, a.ldo, blk.rows, a.hd, rp, dp, pairs, dot);
-      Probabilities(blk, qa, kt, p, RowLayout::kPairs, pp, /*keep=*/true);
-      TileMatmul(
-          doa, dp, vt, tkp, dpf, kp, rp, [&](int64_t i) { return blk.ScoreColumns(i); },
+      Probabilities(w, blk, qa, kt, p, RowLayout::kPairs, pp, /*keep=*/true);
+      Matmul(
+          w.amx, doa, dp, vt, tkp, dpf, kp, rp, [&](int64_t i) { return blk.ScoreColumns(i); },
           [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, dp}; }, false);
       SoftmaxGradRows(p, dpf, kp, rp, [&](int64_t r) { return blk.VisibleOrNone(r); }, kp,
                       a.scale, dsb, dsp);
-      TileMatmul(
-          dsb, kp, kb, dp, o, dp, rp, [&](int64_t) { return dp; },
+      Matmul(
+          w.amx, dsb, kp, kb, dp, o, dp, rp, [&](int64_t) { return dp; },
           [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
       StoreRows(o, dp, blk.rows, a.hd, dq + (b * a.tq + t0) * a.ldq + h * a.hd, a.ldq);
-      TileMatmul(
-          qt, rp, dsp, kp, dkt, tkp, dp, [&](int64_t) { return kp; },
+      Matmul(
+          w.amx, qt, rp, dsp, kp, dkt, tkp, dp, [&](int64_t) { return kp; },
           [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
-      TileMatmul(
-          dot, rp, pp, kp, dvt, tkp, dp, [&](int64_t) { return kp; },
+      Matmul(
+          w.amx, dot, rp, pp, kp, dvt, tkp, dp, [&](int64_t) { return kp; },
           [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
     }
   StoreColumns(dkt, tkp, a.tk, a.hd, dk + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
   StoreColumns(dvt, tkp, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
 }
 
-// Every (batch entry, KV head) item on the threads, their tiles configured:
-// in order on each thread (static), each first calling fetch(b, kvh) of the
-// item after it (its rows asked for ahead: an item's rows come from
-// memory), then work(b, kvh, workspace).
+// Every (batch entry, KV head) item on the threads (their tiles configured
+// on the AMX engine): in order on each thread (static), each first calling
+// fetch(b, kvh) of the item after it (its rows asked for ahead: an item's
+// rows come from memory), then work(b, kvh, workspace).
 template <typename Fetch, typename Work>
-void ForEachItem(const Bf16Attention& a, Fetch fetch, Work work) {
+void ForEachItem(const Bf16Attention& a, HeadEngine engine, Fetch fetch, Work work) {
+  const bool amx = engine == HeadEngine::kAmx;
 #pragma omp parallel
   {
-    ConfigureTiles();
+    if (amx) ConfigureTiles();
     Workspace& w = ThreadWorkspace();
+    w.amx = amx;
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < a.batch; ++b)
       for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh) {
@@ -604,7 +666,7 @@ void ForEachItem(const Bf16Attention& a, Fetch fetch, Work work) {
         if (next < a.batch * a.kv_heads) fetch(next / a.kv_heads, next % a.kv_heads);
         work(b, kvh, w);
       }
-    ReleaseTiles();
+    if (amx) ReleaseTiles();
   }
 }
 
@@ -612,25 +674,32 @@ void ForEachItem(const Bf16Attention& a, Fetch fetch, Work work) {
 
 void RoundToBf16Avx512(const float* x, int64_t n, stepc_bf16* out) { RoundToBf16(x, n, out); }
 
-bool AmxAttentionUsable() {
-  const char* forced = std::getenv("STEPC_ATTENTION");
-  if (forced && std::strcmp(forced, "onednn") == 0) return false;
-  static const bool usable = [] {
+HeadEngine HeadAttentionEngine() {
+  static const bool avx512_bf16 = [] {
+    __builtin_cpu_init();  // checks the OS saves the vector state, too
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bf16");
+  }();
+  static const bool amx = [] {
     unsigned eax, ebx, ecx, edx;
-    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    if (!avx512_bf16 || !__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
     const bool amx_bf16 = (edx >> 22) & 1, amx_tile = (edx >> 24) & 1;
     if (!amx_bf16 || !amx_tile) return false;
     // Linux hands out the tile registers' state only on request.
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
-  return usable;
+  const char* forced = std::getenv("STEPC_ATTENTION");
+  if (forced && std::strcmp(forced, "onednn") == 0) return HeadEngine::kNone;
+  if (amx && !(forced && std::strcmp(forced, "avx512") == 0)) return HeadEngine::kAmx;
+  return avx512_bf16 ? HeadEngine::kAvx512Bf16 : HeadEngine::kNone;
 }
 
-void AmxAttentionForward(const Bf16Attention& a, const stepc_bf16* q, const stepc_bf16* k,
-                         const stepc_bf16* v, stepc_bf16* out) {
+void HeadAttentionForward(HeadEngine engine, const Bf16Attention& a, const stepc_bf16* q,
+                          const stepc_bf16* k, const stepc_bf16* v, stepc_bf16* out) {
   ForEachItem(
-      a,
+      a, engine,
       [&](int64_t b, int64_t kvh) {
         FetchRows(k + b * a.tk * a.ldk + kvh * a.hd, a.ldk, a.tk, a.hd, false);
         FetchRows(v + b * a.tk * a.ldk + kvh * a.hd, a.ldk, a.tk, a.hd, false);
@@ -642,11 +711,11 @@ void AmxAttentionForward(const Bf16Attention& a, const stepc_bf16* q, const step
       [&](int64_t b, int64_t kvh, Workspace& w) { ForwardHeads(a, b, kvh, q, k, v, out, w); });
 }
 
-void AmxAttentionBackward(const Bf16Attention& a, const stepc_bf16* dout, const stepc_bf16* q,
-                          const stepc_bf16* k, const stepc_bf16* v, stepc_bf16* dq,
-                          stepc_bf16* dk, stepc_bf16* dv) {
+void HeadAttentionBackward(HeadEngine engine, const Bf16Attention& a, const stepc_bf16* dout,
+                           const stepc_bf16* q, const stepc_bf16* k, const stepc_bf16* v,
+                           stepc_bf16* dq, stepc_bf16* dk, stepc_bf16* dv) {
   ForEachItem(
-      a,
+      a, engine,
       [&](int64_t b, int64_t kvh) {
         for (const bf16* x : {k, v, static_cast<const bf16*>(dk), static_cast<const bf16*>(dv)})
           FetchRows(x + b * a.tk * a.ldk + kvh * a.hd, a.ldk, a.tk, a.hd, x == dk || x == dv);
@@ -663,13 +732,13 @@ void AmxAttentionBackward(const Bf16Attention& a, const stepc_bf16* dout, const 
 
 #else  // !__x86_64__
 
-bool AmxAttentionUsable() { return false; }
+HeadEngine HeadAttentionEngine() { return HeadEngine::kNone; }
 void RoundToBf16Avx512(const float*, int64_t, stepc_bf16*) {}
-void AmxAttentionForward(const Bf16Attention&, const stepc_bf16*, const stepc_bf16*,
-                         const stepc_bf16*, stepc_bf16*) {}
-void AmxAttentionBackward(const Bf16Attention&, const stepc_bf16*, const stepc_bf16*,
-                          const stepc_bf16*, const stepc_bf16*, stepc_bf16*, stepc_bf16*,
-                          stepc_bf16*) {}
+void HeadAttentionForward(HeadEngine, const Bf16Attention&, const stepc_bf16*, const stepc_bf16*,
+                          const stepc_bf16*, stepc_bf16*) {}
+void HeadAttentionBackward(HeadEngine, const Bf16Attention&, const stepc_bf16*,
+                           const stepc_bf16*, const stepc_bf16*, const stepc_bf16*, stepc_bf16*,
+                           stepc_bf16*, stepc_bf16*) {}
 
 #endif
 
