@@ -8,17 +8,19 @@ One run, one machine, the same thread count (all cores): the median time of
 a full step (forward, backward, global-norm clip, AdamW) for the stepc
 step.so (stepc-run, embedded corpus) and for the same model in PyTorch
 (scripts/torch_check.py's definition, torch.optim.AdamW), and the machine's
-OpenBLAS sgemm rate (bench_sgemm, 1024³). Where bench/setup-peers.sh has
+OpenBLAS sgemm rate (bench_sgemm, 1024³) and the rate of the f32 GEMM the
+step calls (bench_gemm --dtype=f32: oneDNN where it is faster; on some CPUs
+twice OpenBLAS's). Where bench/setup-peers.sh has
 made bench/.peers, also PyTorch 2.x eager (SDPA attention), torch.compile and
 JAX (bench/cpu_step/peers.py, run in that environment). Prints one JSON
 object with the ratios: speedup over each peer, stepc's GFLOP/s as a
-fraction of sgemm (the roofline) and, from a `stepc --profile` build of the
+fraction of sgemm (the roofline) and of the step's f32 GEMM, and, from a `stepc --profile` build of the
 same step, the time, GB/s and GFLOP/s of each kernel kind, the GB/s against
 the machine's stream bandwidth (bench_stream). With --precision=bf16 the
 step is `stepc --precision=bf16`, measured beside stepc's fp32 step, and
 every PyTorch contender also runs under torch.autocast("cpu", bfloat16)
 (fp32 master weights, as ours); the roofline adds the bf16 GEMM the step
-calls (bench_gemm_bf16, 1024³), and `speedup_vs_fastest_torch` compares
+calls (bench_gemm, 1024³), and `speedup_vs_fastest_torch` compares
 with the fastest PyTorch configuration of each round, fp32 or autocast,
 eager or compiled. A benchmark, not a test: nothing here asserts a time.
 """
@@ -53,6 +55,12 @@ def stepc_step_seconds(bindir, so, steps):
         rows = [json.loads(line) for line in open(metrics)]
     times = [1.0 / r["tokens_per_s"] for r in rows[2:]]  # seconds per token; 2 warm-up steps
     return times
+
+
+def gemm_gflops(bindir, dtype):
+    """The rate of the GEMM kernel a step of this dtype calls (1024³)."""
+    return json.loads(subprocess.run([os.path.join(bindir, "bench_gemm"), f"--dtype={dtype}"],
+                                     check=True, capture_output=True, text=True).stdout)["gflops"]
 
 
 def stepc_profile(bindir, model, steps, cpu, precision):
@@ -203,6 +211,7 @@ def main():
             row["sgemm_gflops"] = json.loads(subprocess.run(
                 [os.path.join(args.bindir, "bench_sgemm")], check=True, capture_output=True,
                 text=True).stdout)["gflops"]
+            row["f32_gemm_gflops"] = gemm_gflops(args.bindir, "f32")
             if bf16:
                 row["stepc_fp32"] = statistics.median(
                     stepc_step_seconds(args.bindir, so_fp32, args.steps)) * tokens
@@ -210,9 +219,7 @@ def main():
                                  args.steps, threads, True)
                 row["torch_autocast"] = statistics.median(times) if isinstance(times, list) \
                     else times
-                row["bf16_gemm_gflops"] = json.loads(subprocess.run(
-                    [os.path.join(args.bindir, "bench_gemm_bf16")], check=True,
-                    capture_output=True, text=True).stdout)["gflops"]
+                row["bf16_gemm_gflops"] = gemm_gflops(args.bindir, "bf16")
             peers = {} if args.no_peers else peer_seconds(args.preset, args.steps, threads)
             if bf16 and not args.no_peers:
                 peers.update(peer_seconds(args.preset, args.steps, threads, autocast=True))
@@ -241,6 +248,12 @@ def main():
             flops / row["stepc"] / 1e9 / row["sgemm_gflops"] for row in rounds), 3),
         "torch_version": torch.__version__,
         "roofline_ms": round(flops / (sgemm * 1e9) * 1e3, 1),
+        # The fp32 step against the f32 GEMM it calls (a fairer roofline where
+        # oneDNN outruns OpenBLAS).
+        "f32_gemm_gflops": median("f32_gemm_gflops"),
+        "fraction_of_f32_gemm": round(statistics.median(
+            flops / row["stepc_fp32" if bf16 else "stepc"] / 1e9 / row["f32_gemm_gflops"]
+            for row in rounds), 3),
         "stream_triad_gbps": stream["triad_gbps"],
     }
     if torch_ok:
