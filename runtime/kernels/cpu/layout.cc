@@ -123,6 +123,17 @@ namespace {
 float Widened(float x) { return x; }
 float Widened(stepc_bf16 x) { return stepc_bf16_to_f32(x); }
 
+// Rows [r0, r1) of columns [j0, j0 + W) summed in double from zero, in row
+// order, then added to acc.
+template <int64_t W, typename In>
+inline void SumBlock(const In* in, int64_t cols, int64_t r0, int64_t r1, int64_t j0,
+                     double* acc) {
+  double block[W] = {};
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = 0; j < W; ++j) block[j] += Widened(in[r * cols + j0 + j]);
+  for (int64_t j = 0; j < W; ++j) acc[j0 + j] += block[j];
+}
+
 // stepc_cpu_reduce on f32 or on bf16 values (each widened exactly as it is
 // read: the same sums as of a widened copy).
 template <typename In>
@@ -168,10 +179,14 @@ void Reduce(const In* in, const int64_t* shape, int rank, const int* mask, int k
           for (int64_t j = 0; j < cols; ++j) acc[j] = std::fmax(acc[j], Widened(row[j]));
         }
       } else {
-        // Sums of kRows rows at a time, kCols columns in registers: one
-        // load and store of the partial sums per block, not per row (they
-        // bounded the loop, not the tensor's bytes).
+        // Sums of kRows rows at a time, 16 columns in registers: one load
+        // and store of the partial sums per block, not per row (they bounded
+        // the loop, not the tensor's bytes). bf16 rows go 32 columns at a
+        // time where 32 remain: with 16, GCC widened them in 256-bit halves
+        // and the bf16 sums ran at 2/3 of the f32 sums' rate. A column's
+        // additions are the same in either width.
         constexpr int64_t kRows = 16, kCols = 16;
+        constexpr int64_t kWideCols = sizeof(In) == 2 ? 2 * kCols : kCols;
 #pragma omp for
         for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
           const int64_t r1 = std::min(rows, r0 + kRows);
@@ -179,12 +194,9 @@ void Reduce(const In* in, const int64_t* shape, int rank, const int* mask, int k
           stepc_prefetch_r(in, (r0 + 2 * kRows) * cols, (r1 + 2 * kRows) * cols, rows * cols,
                            sizeof(In));
           int64_t j0 = 0;
-          for (; j0 + kCols <= cols; j0 += kCols) {
-            double block[kCols] = {};
-            for (int64_t r = r0; r < r1; ++r)
-              for (int64_t j = 0; j < kCols; ++j) block[j] += Widened(in[r * cols + j0 + j]);
-            for (int64_t j = 0; j < kCols; ++j) acc[j0 + j] += block[j];
-          }
+          for (; j0 + kWideCols <= cols; j0 += kWideCols)
+            SumBlock<kWideCols>(in, cols, r0, r1, j0, acc);
+          for (; j0 + kCols <= cols; j0 += kCols) SumBlock<kCols>(in, cols, r0, r1, j0, acc);
           for (int64_t r = r0; r < r1; ++r)
             for (int64_t j = j0; j < cols; ++j) acc[j] += Widened(in[r * cols + j]);
         }
