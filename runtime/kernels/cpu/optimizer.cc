@@ -15,29 +15,41 @@
 
 namespace {
 
-// torch.optim.AdamW (decoupled) or Adam (L2) on grad · grad_scale.
+// Below this many elements an update runs on the calling thread: waking
+// the pool cost more than the update (a bias of 128: 1.3 us against 0.5).
+constexpr int64_t kSerialElements = 8192;
+
+// torch.optim.AdamW (decoupled) or Adam (L2) on grad · grad_scale. The
+// choice a template argument: as a run-time flag its selects kept GCC from
+// vectorising the loop.
+template <bool decoupled>
 void Adam(float* param, const float* grad, float* m, float* v, int64_t n, const float* lr_ptr,
           const float* step_ptr, const float* scale_ptr, double beta1, double beta2, double eps,
-          double weight_decay, bool decoupled) {
+          double weight_decay) {
   const float lr = *lr_ptr, scale = *scale_ptr;
   const double t = *step_ptr;
   const float decay = decoupled ? static_cast<float>(1.0 - lr * weight_decay) : 1.0f;
   const float l2 = decoupled ? 0.0f : static_cast<float>(weight_decay);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
+  // The constants as plain locals: read through the struct, GCC kept the
+  // loop scalar.
   const AdamwScalars k = AdamwScalars::Of(beta1, beta2, eps);
-#pragma omp parallel for simd
+  const float b1 = k.beta1, b2 = k.beta2, one_minus_b1 = k.one_minus_beta1,
+              one_minus_b2 = k.one_minus_beta2, epsilon = k.eps;
+#pragma omp parallel for simd if (n > kSerialElements)
   for (int64_t i = 0; i < n; ++i) {
     // Adam: grad.add(param, alpha=weight_decay)
-    const float g = decoupled ? grad[i] * scale : std::fma(l2, param[i], grad[i] * scale);
+    const float scaled = grad[i] * scale, p = param[i];
+    const float g = decoupled ? scaled : std::fma(l2, p, scaled);
     // exp_avg.mul_(β1).add_(g, alpha=1-β1); exp_avg_sq.mul_(β2).addcmul_(g, g, value=1-β2)
-    const float mi = std::fma(k.one_minus_beta1, g, m[i] * k.beta1);
-    const float vi = std::fma(k.one_minus_beta2 * g, g, v[i] * k.beta2);
+    const float mi = std::fma(one_minus_b1, g, m[i] * b1);
+    const float vi = std::fma(one_minus_b2 * g, g, v[i] * b2);
     m[i] = mi;
     v[i] = vi;
     // (AdamW: param.mul_(decay)) param.addcdiv_(m, sqrt(v) / bc2_sqrt + eps, value=-step_size)
-    const float decayed = decoupled ? param[i] * decay : param[i];
-    param[i] = decayed + (-step_size * mi) / (std::sqrt(vi) / bc2_sqrt + k.eps);
+    const float decayed = decoupled ? p * decay : p;
+    param[i] = decayed + (-step_size * mi) / (std::sqrt(vi) / bc2_sqrt + epsilon);
   }
 }
 
@@ -48,16 +60,16 @@ extern "C" void stepc_cpu_adamw(float* param, const float* grad, float* m, float
                                 const float* lr_ptr, const float* step_ptr,
                                 const float* scale_ptr, double beta1, double beta2, double eps,
                                 double weight_decay) {
-  Adam(param, grad, m, v, n, lr_ptr, step_ptr, scale_ptr, beta1, beta2, eps, weight_decay,
-       /*decoupled=*/true);
+  Adam</*decoupled=*/true>(param, grad, m, v, n, lr_ptr, step_ptr, scale_ptr, beta1, beta2,
+                           eps, weight_decay);
 }
 
 // torch.optim.Adam on grad · grad_scale.
 extern "C" void stepc_cpu_adam(float* param, const float* grad, float* m, float* v, int64_t n,
                                const float* lr_ptr, const float* step_ptr, const float* scale_ptr,
                                double beta1, double beta2, double eps, double weight_decay) {
-  Adam(param, grad, m, v, n, lr_ptr, step_ptr, scale_ptr, beta1, beta2, eps, weight_decay,
-       /*decoupled=*/false);
+  Adam</*decoupled=*/false>(param, grad, m, v, n, lr_ptr, step_ptr, scale_ptr, beta1, beta2,
+                            eps, weight_decay);
 }
 
 // torch.optim.SGD (dampening 0) on grad · grad_scale. The buffer starts at
