@@ -5,32 +5,13 @@
 // sgemm probe, bench_sgemm, is OpenBLAS alone).
 //   bench_gemm [--dtype=bf16|f32] [N] [repeats]   ->  {"dtype": ..., "n": N, "gflops": ...}
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "bench/cpu_step/best_seconds.h"
 #include "runtime/kernels/cpu/cpu_kernels.h"
-
-namespace {
-
-// The best of `repeats` calls of product(), after two that warm up (and make
-// oneDNN's primitive).
-template <typename Product>
-double BestSeconds(int repeats, Product product) {
-  double best = 1e30;
-  for (int r = 0; r < repeats + 2; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    product();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (r >= 2) best = std::min(best, s);
-  }
-  return best;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   bool f32 = false;
@@ -57,13 +38,13 @@ int main(int argc, char** argv) {
   double seconds;
   if (f32) {
     std::vector<float> a(elements, 0.5f), b(elements, 0.25f);
-    seconds = BestSeconds(repeats, [&] {
+    seconds = stepc::bench::BestSeconds(/*warmups=*/2, repeats, [&] {
       stepc_cpu_matmul(a.data(), b.data(), c.data(), 1, n, n, n, 0, 0, 0);
     });
   } else {
     std::vector<stepc_bf16> a(elements, stepc_f32_to_bf16(0.5f)),
         b(elements, stepc_f32_to_bf16(0.25f));
-    seconds = BestSeconds(repeats, [&] {
+    seconds = stepc::bench::BestSeconds(/*warmups=*/2, repeats, [&] {
       stepc_cpu_matmul_bf16(a.data(), b.data(), c.data(), /*c_f32=*/1, 1, n, n, n, 0, 0, 0,
                             /*bias=*/nullptr);
     });

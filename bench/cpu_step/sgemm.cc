@@ -5,12 +5,11 @@
 #include <cblas.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "bench/cpu_step/best_seconds.h"
 #include "runtime/cpu_threads.h"
 
 int main(int argc, char** argv) {
@@ -23,14 +22,10 @@ int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 1024;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 20;
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
-  double best = 1e30;
-  for (int r = 0; r < repeats + 2; ++r) {
-    auto start = std::chrono::steady_clock::now();
+  const double best = stepc::bench::BestSeconds(/*warmups=*/2, repeats, [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
                 n, 0.0f, c.data(), n);
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (r >= 2) best = std::min(best, s);  // the first two warm up
-  }
+  });
   std::printf("{\"n\": %d, \"gflops\": %.1f}\n", n, 2.0 * n * n * n / best / 1e9);
   return 0;
 }

@@ -5,27 +5,11 @@
 
 #include <omp.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-namespace {
-
-template <typename Kernel>
-double BestSeconds(int repeats, Kernel kernel) {
-  double best = 1e30;
-  for (int r = 0; r < repeats + 1; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    kernel();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (r >= 1) best = std::min(best, s);  // the first touches the pages
-  }
-  return best;
-}
-
-}  // namespace
+#include "bench/cpu_step/best_seconds.h"
 
 int main(int argc, char** argv) {
   const long mib = argc > 1 ? std::atol(argv[1]) : 256;
@@ -36,11 +20,11 @@ int main(int argc, char** argv) {
   for (long i = 0; i < n; ++i) a[i] = 0.0f, b[i] = 1.0f, c[i] = 2.0f;
   float* pa = a.data();
   const float *pb = b.data(), *pc = c.data();
-  double copy = BestSeconds(repeats, [&] {
+  double copy = stepc::bench::BestSeconds(/*warmups=*/1, repeats, [&] {  // 1: first touch
 #pragma omp parallel for simd
     for (long i = 0; i < n; ++i) pa[i] = pb[i];
   });
-  double triad = BestSeconds(repeats, [&] {
+  double triad = stepc::bench::BestSeconds(/*warmups=*/1, repeats, [&] {
 #pragma omp parallel for simd
     for (long i = 0; i < n; ++i) pa[i] = pb[i] + 3.0f * pc[i];
   });
