@@ -32,8 +32,7 @@ void Adam(float* param, const float* grad, float* m, float* v, int64_t n, const 
   const float l2 = decoupled ? 0.0f : static_cast<float>(weight_decay);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(beta2, t)));
-  // The constants as plain locals: read through the struct, GCC kept the
-  // loop scalar.
+  // The constants as plain locals of the vectorised loop.
   const AdamwScalars k = AdamwScalars::Of(beta1, beta2, eps);
   const float b1 = k.beta1, b2 = k.beta2, one_minus_b1 = k.one_minus_beta1,
               one_minus_b2 = k.one_minus_beta2, epsilon = k.eps;
