@@ -8,14 +8,14 @@ One run, one machine, the same thread count (all cores): the median time of
 a full step (forward, backward, global-norm clip, AdamW) for the stepc
 step.so (stepc-run, embedded corpus) and for the same model in PyTorch
 (scripts/torch_check.py's definition, torch.optim.AdamW), and the machine's
-OpenBLAS sgemm rate (bench_sgemm, 1024³) and the rate of the f32 GEMM the
-step calls (bench_gemm --dtype=f32: oneDNN where it is faster; on some CPUs
-twice OpenBLAS's). Where bench/setup-peers.sh has
-made bench/.peers, also PyTorch 2.x eager (SDPA attention), torch.compile and
-JAX (bench/cpu_step/peers.py, run in that environment). Prints one JSON
-object with the ratios: speedup over each peer, stepc's GFLOP/s as a
-fraction of sgemm (the roofline) and of the step's f32 GEMM, and, from a `stepc --profile` build of the
-same step, the time, GB/s and GFLOP/s of each kernel kind, the GB/s against
+OpenBLAS sgemm rate (bench_sgemm, 1024³) and that of the f32 GEMM the step
+calls (bench_gemm --dtype=f32: oneDNN on most CPUs, on some twice OpenBLAS's
+rate). Where bench/setup-peers.sh has made bench/.peers, also PyTorch 2.x
+eager (SDPA attention), torch.compile and JAX (bench/cpu_step/peers.py, run
+in that environment). Prints one JSON object with the ratios: speedup over
+each peer, stepc's GFLOP/s as a fraction of sgemm (the roofline) and of the
+step's own f32 GEMM, and, from a `stepc --profile` build of the same step,
+the time, GB/s and GFLOP/s of each kernel kind, the GB/s against
 the machine's stream bandwidth (bench_stream). With --precision=bf16 the
 step is `stepc --precision=bf16`, measured beside stepc's fp32 step, and
 every PyTorch contender also runs under torch.autocast("cpu", bfloat16)
