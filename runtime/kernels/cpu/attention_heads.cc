@@ -22,8 +22,10 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -691,8 +693,20 @@ HeadEngine HeadAttentionEngine() {
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
   const char* forced = std::getenv("STEPC_ATTENTION");
-  if (forced && std::strcmp(forced, "onednn") == 0) return HeadEngine::kNone;
-  if (amx && !(forced && std::strcmp(forced, "avx512") == 0)) return HeadEngine::kAmx;
+  const bool onednn = forced && std::strcmp(forced, "onednn") == 0;
+  const bool avx512 = forced && std::strcmp(forced, "avx512") == 0;
+  if (forced && *forced && !onednn && !avx512) {
+    // A diagnostic switch: a misspelt one must not pass for a measured path.
+    static std::once_flag told;
+    std::call_once(told, [forced] {
+      std::fprintf(stderr,
+                   "stepc: note: STEPC_ATTENTION=%s is not a CPU attention path (onednn, "
+                   "avx512): ignored, the CPU's own path runs\n",
+                   forced);
+    });
+  }
+  if (onednn) return HeadEngine::kNone;
+  if (amx && !avx512) return HeadEngine::kAmx;
   return avx512_bf16 ? HeadEngine::kAvx512Bf16 : HeadEngine::kNone;
 }
 
