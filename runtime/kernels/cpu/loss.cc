@@ -28,6 +28,32 @@ inline float RowLogSumExp(const float* x, int64_t n) {
   return max + logf(sum);
 }
 
+// RowLogSumExp's max and sum (the same additions: its log-sum-exp to the
+// bit), keeping each exp(x[j] - max) in e: the gradient's softmax is then
+// e[j] / sum, one expf per logit instead of two (llama-s's [8192, 32000]
+// logits were bound by them).
+inline float RowExpSum(const float* x, int64_t n, float* e, float& lse) {
+  float max = -INFINITY;
+#pragma omp simd reduction(max : max)
+  for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    e[j] = expf(x[j] - max);
+    sum += e[j];
+  }
+  lse = max + logf(sum);
+  return sum;
+}
+
+// The target's gradient a·e - scale, the product rounded to float first
+// (as the other elements' a·e are; no multiply-add), so that the f32 and
+// bf16 kernels make the same f32 value.
+inline float TargetGrad(float a, float e, float scale) {
+  volatile float product = a * e;
+  return product - scale;
+}
+
 }  // namespace
 
 extern "C" int64_t stepc_cpu_cross_entropy(const float* logits, const int32_t* targets,
@@ -54,10 +80,12 @@ extern "C" int64_t stepc_cpu_cross_entropy_grad(const float* dloss, const float*
   for (int64_t i = 0; i < n; ++i) {
     const float* row = logits + i * classes;
     float* out = dlogits + i * classes;
-    const float lse = RowLogSumExp(row, classes);
+    float lse;
+    const float a = scale / RowExpSum(row, classes, out, lse);
+    const float target = TargetGrad(a, out[targets[i]], scale);
 #pragma omp simd
-    for (int64_t j = 0; j < classes; ++j) out[j] = scale * expf(row[j] - lse);
-    out[targets[i]] -= scale;
+    for (int64_t j = 0; j < classes; ++j) out[j] *= a;
+    out[targets[i]] = target;
   }
   return 0;
 }
@@ -89,15 +117,20 @@ int64_t CrossEntropyFused(const float* logits, const int32_t* targets, const flo
         out = dlogits + i * classes;
       else
         out = buffer.data();
-      const float lse = RowLogSumExp(row, classes);
-      total += static_cast<double>(lse) - row[targets[i]];
+      float lse;
+      const float a = scale / RowExpSum(row, classes, out, lse);
+      const int32_t t = targets[i];
+      total += static_cast<double>(lse) - row[t];
+      const float target = TargetGrad(a, out[t], scale);
+      if constexpr (std::is_same_v<Out, float>) {
 #pragma omp simd
-      for (int64_t j = 0; j < classes; ++j) out[j] = scale * expf(row[j] - lse);
-      out[targets[i]] -= scale;
-      if constexpr (!std::is_same_v<Out, float>) {
+        for (int64_t j = 0; j < classes; ++j) out[j] *= a;
+        out[t] = target;
+      } else {
         Out* rounded = dlogits + i * classes;
 #pragma omp simd
-        for (int64_t j = 0; j < classes; ++j) rounded[j] = stepc_f32_to_bf16(out[j]);
+        for (int64_t j = 0; j < classes; ++j) rounded[j] = stepc_f32_to_bf16(a * out[j]);
+        rounded[t] = stepc_f32_to_bf16(target);
       }
     }
   }
@@ -146,15 +179,12 @@ struct MaskedLoss {
     return lse - (1.0f - smoothing) * row[target] - smoothing / classes * sum + z * lse * lse;
   }
 
-  // One row's gradient: scale·((1 + 2z·lse)·softmax - (1-ε)·onehot - ε/V).
-  void RowGrad(const float* row, int32_t target, float lse, float* out) const {
-    if (target == ignore) {
-      std::memset(out, 0, classes * sizeof(float));
-      return;
-    }
-    const float a = scale * (1.0f + 2.0f * z * lse), b = scale * smoothing / classes;
+  // One counted row's gradient, in place over its exp(x[j] - max) (RowExpSum):
+  // scale·((1 + 2z·lse)·softmax - (1-ε)·onehot - ε/V).
+  void RowGrad(int32_t target, float lse, float sum, float* out) const {
+    const float a = scale * (1.0f + 2.0f * z * lse) / sum, b = scale * smoothing / classes;
 #pragma omp simd
-    for (int64_t j = 0; j < classes; ++j) out[j] = a * expf(row[j] - lse) - b;
+    for (int64_t j = 0; j < classes; ++j) out[j] = a * out[j] - b;
     out[target] -= scale * (1.0f - smoothing);
   }
 };
@@ -213,9 +243,14 @@ extern "C" int64_t stepc_cpu_cross_entropy_masked_grad(const float* dloss, const
   const MaskedLoss o = Options(count, dloss, classes, ignore, smoothing, z_loss);
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * classes;
-    const float lse = targets[i] == ignore ? 0.0f : RowLogSumExp(row, classes);
-    o.RowGrad(row, targets[i], lse, dlogits + i * classes);
+    float* out = dlogits + i * classes;
+    if (targets[i] == ignore) {
+      std::memset(out, 0, classes * sizeof(float));
+      continue;
+    }
+    float lse;
+    const float sum = RowExpSum(logits + i * classes, classes, out, lse);
+    o.RowGrad(targets[i], lse, sum, out);
   }
   return 0;
 }
@@ -233,12 +268,15 @@ extern "C" int64_t stepc_cpu_cross_entropy_masked_fused(const float* logits,
 #pragma omp parallel for reduction(+ : total)
   for (int64_t i = 0; i < n; ++i) {
     const float* row = logits + i * classes;
-    float lse = 0.0f;
-    if (targets[i] != ignore) {
-      lse = RowLogSumExp(row, classes);
-      total += o.RowLoss(row, targets[i], lse);
+    float* out = dlogits + i * classes;
+    if (targets[i] == ignore) {
+      std::memset(out, 0, classes * sizeof(float));
+      continue;
     }
-    o.RowGrad(row, targets[i], lse, dlogits + i * classes);
+    float lse;
+    const float sum = RowExpSum(row, classes, out, lse);
+    total += o.RowLoss(row, targets[i], lse);
+    o.RowGrad(targets[i], lse, sum, out);
   }
   *loss = static_cast<float>(*count != 0.0f ? total / *count : 0.0);
   return 0;

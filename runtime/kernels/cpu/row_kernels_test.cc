@@ -1,11 +1,13 @@
 // Row kernels against their definitions: the fused cross-entropy's bf16
-// gradient is the f32 kernel's rounded bit for bit; embedding gradients are
+// gradient is the f32 kernel's rounded bit for bit, its f32 gradient the
+// double softmax's within rounding, its loss the loss-only kernel's; embedding gradients are
 // a scatter in token order (bit for bit, with repeated and out-of-shard
 // ids); the bf16 lookup tables of fused loops give each helper's own
 // floats, and the gradients are dy times the table's entry, bit for bit;
 // layer_norm_grad against a double computation; column sums of f32
 // and bf16 against double sums (16-row blocks, remainders, thread parts).
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -46,6 +48,23 @@ TEST(RowKernels, CrossEntropyBf16IsTheF32GradientRounded) {
     EXPECT_EQ(loss32, loss16);
     for (int64_t e = 0; e < n * classes; ++e)
       ASSERT_EQ(grad16[e], stepc_f32_to_bf16(grad32[e])) << "classes " << classes << " at " << e;
+    // The loss-only kernel (evaluation) takes the same log-sum-exps; the
+    // gradient (softmax from one exp per logit) is the definition's within
+    // float rounding.
+    float loss_only = 0;
+    ASSERT_EQ(stepc_cpu_cross_entropy(logits.data(), targets.data(), n, classes, &loss_only), 0);
+    EXPECT_EQ(loss_only, loss32);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = logits.data() + i * classes;
+      double max = row[0], sum = 0;
+      for (int64_t j = 0; j < classes; ++j) max = std::max<double>(max, row[j]);
+      for (int64_t j = 0; j < classes; ++j) sum += std::exp(row[j] - max);
+      for (int64_t j = 0; j < classes; ++j) {
+        const double want = (std::exp(row[j] - max) / sum - (j == targets[i])) * dloss / n;
+        ASSERT_NEAR(grad32[i * classes + j], want, 1e-6 * (std::abs(want) + dloss / n))
+            << "classes " << classes << " row " << i << " column " << j;
+      }
+    }
     targets[3] = static_cast<int32_t>(classes);  // out of range: its 1-based position
     EXPECT_EQ(stepc_cpu_cross_entropy_fused_bf16(logits.data(), targets.data(), &dloss, n,
                                                  classes, &loss16, grad16.data()),
