@@ -50,6 +50,13 @@ constexpr int64_t kQueryBlock = 64;
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+// The row stride of the per-key buffers (Kᵀ and Vᵀ as pairs, dKᵀ and dVᵀ in
+// f32): the keys rounded up to 32, plus 32. A product walks 8-32 of their
+// rows at once; at a power-of-two stride (2048 keys: 8 KB) those rows share
+// one L1 set and evicted each other (llama-s's attention: the B loads of
+// S = Q Kᵀ were the hottest instructions).
+int64_t KeyStride(int64_t tk) { return RoundUp(tk, 32) + 32; }
+
 // The tile instructions as inline assembly with their memory effects
 // stated: GCC 12's intrinsics tell the compiler that ldtilecfg reads 8 bytes
 // of the 64-byte configuration (so the stores of the rest are dropped) and
@@ -444,15 +451,16 @@ void PackPairsOfRows(const bf16* x, int64_t ld, int64_t rows, int64_t width, int
 
 // The rows transposed as a B operand with k = column, n = row: a row's
 // columns 2i and 2i + 1 are already a pair; pair row i holds them for every
-// row (wp/2 x rp pairs, zero padded; an odd width's last column pairs with
-// zero).
+// row (wp/2 rows of ld_out >= rows pairs, zero padded; an odd width's last
+// column pairs with zero).
 STEPC_AVX512 void PackPairsOfColumns(const bf16* x, int64_t ld, int64_t rows, int64_t width,
-                                     int64_t rp, int64_t wp, bf16* out) {
+                                     int64_t ld_out, int64_t wp, bf16* out) {
   uint32_t* pairs = reinterpret_cast<uint32_t*>(out);
-  std::memset(pairs, 0, wp / 2 * rp * sizeof(uint32_t));
-  Transpose32(x, ld * sizeof(bf16), rows, width / 2, pairs, rp * sizeof(uint32_t));
+  std::memset(pairs, 0, wp / 2 * ld_out * sizeof(uint32_t));
+  Transpose32(x, ld * sizeof(bf16), rows, width / 2, pairs, ld_out * sizeof(uint32_t));
   if (width % 2)
-    for (int64_t r = 0; r < rows; ++r) pairs[width / 2 * rp + r] = Pair(x[r * ld + width - 1], 0);
+    for (int64_t r = 0; r < rows; ++r)
+      pairs[width / 2 * ld_out + r] = Pair(x[r * ld + width - 1], 0);
 }
 
 // The rows transposed (wp x rp, zero padded): an A operand whose K
@@ -525,7 +533,7 @@ STEPC_AVX512 void Probabilities(const Workspace& w, const Block& blk, const bf16
                                 const bf16* kt, float* s, RowLayout layout, bf16* pb, bool keep) {
   const int64_t kp = blk.kp;
   Matmul(
-      w.amx, qa, blk.dp, kt, RoundUp(blk.a.tk, 32), s, kp, blk.rp,
+      w.amx, qa, blk.dp, kt, KeyStride(blk.a.tk), s, kp, blk.rp,
       [&](int64_t i) { return blk.ScoreColumns(i); },
       [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, blk.dp}; }, false);
   SoftmaxRows(s, kp, blk.rp, [&](int64_t r) { return blk.VisibleOrNone(r); }, kp, blk.a.scale,
@@ -564,12 +572,12 @@ STEPC_AVX512 void StoreColumns(const float* c, int64_t cols, int64_t rows, int64
 
 STEPC_AVX512 void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* q,
                             const bf16* k, const bf16* v, bf16* out, Workspace& w) {
-  const int64_t dp = RoundUp(a.hd, 32), tkp = RoundUp(a.tk, 32);
+  const int64_t dp = RoundUp(a.hd, 32), tkp = RoundUp(a.tk, 32), ldt = KeyStride(a.tk);
   const bf16* kh = k + b * a.tk * a.ldk + kvh * a.hd;
   const bf16* vh = v + b * a.tk * a.ldk + kvh * a.hd;
-  bf16* kt = Grown(w.kt, dp * tkp);
+  bf16* kt = Grown(w.kt, dp * ldt);
   bf16* vb = Grown(w.vb, tkp * dp);
-  PackPairsOfColumns(kh, a.ldk, a.tk, a.hd, tkp, dp, kt);  // Kᵀ: k = dim, n = key
+  PackPairsOfColumns(kh, a.ldk, a.tk, a.hd, ldt, dp, kt);  // Kᵀ: k = dim, n = key
   PackPairsOfRows(vh, a.ldk, a.tk, a.hd, tkp, dp, vb);     // V: k = key, n = dim
   for (int64_t h = kvh * a.group(); h < (kvh + 1) * a.group(); ++h)
     for (int64_t t0 = 0; t0 < a.tq; t0 += kQueryBlock) {
@@ -594,19 +602,19 @@ STEPC_AVX512 void ForwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, c
 STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, const bf16* dout,
                              const bf16* q, const bf16* k, const bf16* v, bf16* dq, bf16* dk,
                              bf16* dv, Workspace& w) {
-  const int64_t dp = RoundUp(a.hd, 32), tkp = RoundUp(a.tk, 32);
+  const int64_t dp = RoundUp(a.hd, 32), tkp = RoundUp(a.tk, 32), ldt = KeyStride(a.tk);
   const bf16* kh = k + b * a.tk * a.ldk + kvh * a.hd;
   const bf16* vh = v + b * a.tk * a.ldk + kvh * a.hd;
-  bf16* kt = Grown(w.kt, dp * tkp);
+  bf16* kt = Grown(w.kt, dp * ldt);
   bf16* kb = Grown(w.kb, tkp * dp);
-  bf16* vt = Grown(w.vt, dp * tkp);
-  PackPairsOfColumns(kh, a.ldk, a.tk, a.hd, tkp, dp, kt);  // Kᵀ for S
+  bf16* vt = Grown(w.vt, dp * ldt);
+  PackPairsOfColumns(kh, a.ldk, a.tk, a.hd, ldt, dp, kt);  // Kᵀ for S
   PackPairsOfRows(kh, a.ldk, a.tk, a.hd, tkp, dp, kb);     // K for dQ
-  PackPairsOfColumns(vh, a.ldk, a.tk, a.hd, tkp, dp, vt);  // Vᵀ for dP
-  float* dkt = Grown(w.dkt, dp * tkp);
-  float* dvt = Grown(w.dvt, dp * tkp);
-  std::memset(dkt, 0, dp * tkp * sizeof(float));
-  std::memset(dvt, 0, dp * tkp * sizeof(float));
+  PackPairsOfColumns(vh, a.ldk, a.tk, a.hd, ldt, dp, vt);  // Vᵀ for dP
+  float* dkt = Grown(w.dkt, dp * ldt);
+  float* dvt = Grown(w.dvt, dp * ldt);
+  std::memset(dkt, 0, dp * ldt * sizeof(float));
+  std::memset(dvt, 0, dp * ldt * sizeof(float));
   for (int64_t h = kvh * a.group(); h < (kvh + 1) * a.group(); ++h)
     for (int64_t t0 = 0; t0 < a.tq; t0 += kQueryBlock) {
       const Block blk(a, t0, dp);
@@ -630,7 +638,7 @@ STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, 
       PackColumns(doh, a.ldo, blk.rows, a.hd, rp, dp, pairs, dot);
       Probabilities(w, blk, qa, kt, p, RowLayout::kPairs, pp, /*keep=*/true);
       Matmul(
-          w.amx, doa, dp, vt, tkp, dpf, kp, rp, [&](int64_t i) { return blk.ScoreColumns(i); },
+          w.amx, doa, dp, vt, ldt, dpf, kp, rp, [&](int64_t i) { return blk.ScoreColumns(i); },
           [&](int64_t, int64_t) { return std::pair<int64_t, int64_t>{0, dp}; }, false);
       SoftmaxGradRows(p, dpf, kp, rp, [&](int64_t r) { return blk.VisibleOrNone(r); }, kp,
                       a.scale, dsb, dsp);
@@ -639,14 +647,14 @@ STEPC_AVX512 void BackwardHeads(const Bf16Attention& a, int64_t b, int64_t kvh, 
           [&](int64_t i, int64_t) { return blk.KeyRange(i); }, false);
       StoreRows(o, dp, blk.rows, a.hd, dq + (b * a.tq + t0) * a.ldq + h * a.hd, a.ldq);
       Matmul(
-          w.amx, qt, rp, dsp, kp, dkt, tkp, dp, [&](int64_t) { return kp; },
+          w.amx, qt, rp, dsp, kp, dkt, ldt, dp, [&](int64_t) { return kp; },
           [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
       Matmul(
-          w.amx, dot, rp, pp, kp, dvt, tkp, dp, [&](int64_t) { return kp; },
+          w.amx, dot, rp, pp, kp, dvt, ldt, dp, [&](int64_t) { return kp; },
           [&](int64_t, int64_t j) { return blk.QueryRange(j); }, true);
     }
-  StoreColumns(dkt, tkp, a.tk, a.hd, dk + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
-  StoreColumns(dvt, tkp, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
+  StoreColumns(dkt, ldt, a.tk, a.hd, dk + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
+  StoreColumns(dvt, ldt, a.tk, a.hd, dv + b * a.tk * a.ldk + kvh * a.hd, a.ldk);
 }
 
 // Every (batch entry, KV head) item on the threads (their tiles configured
