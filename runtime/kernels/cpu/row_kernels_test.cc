@@ -2,10 +2,11 @@
 // gradient is the f32 kernel's rounded bit for bit, its f32 gradient the
 // double softmax's within rounding, its loss the loss-only kernel's;
 // embedding gradients are a scatter in token order (bit for bit, with
-// repeated and out-of-shard ids); the bf16 lookup tables of fused loops give each helper's own
-// floats, and the gradients are dy times the table's entry, bit for bit;
-// layer_norm_grad against a double computation; column sums of f32
-// and bf16 against double sums (16-row blocks, remainders, thread parts).
+// repeated and out-of-shard ids); the bf16 lookup tables of fused loops
+// give each helper's own floats, and the gradients are dy times the
+// table's entry, bit for bit; layer_norm_grad against a double
+// computation; column sums of f32 and bf16 against double sums (16-row
+// blocks, remainders, thread parts).
 
 #include <algorithm>
 #include <cmath>
