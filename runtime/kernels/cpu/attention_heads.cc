@@ -26,6 +26,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -700,22 +702,40 @@ HeadEngine HeadAttentionEngine() {
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
+  const HeadEngine best =
+      amx ? HeadEngine::kAmx : avx512_bf16 ? HeadEngine::kAvx512Bf16 : HeadEngine::kNone;
+  // STEPC_ATTENTION (a diagnostic switch): amx, avx512 or onednn. A
+  // misspelt value, or an engine this CPU cannot run, must not pass for a
+  // measured path: either runs the CPU's own, with a note once.
   const char* forced = std::getenv("STEPC_ATTENTION");
-  const bool onednn = forced && std::strcmp(forced, "onednn") == 0;
-  const bool avx512 = forced && std::strcmp(forced, "avx512") == 0;
-  if (forced && *forced && !onednn && !avx512) {
-    // A diagnostic switch: a misspelt one must not pass for a measured path.
-    static std::once_flag told;
-    std::call_once(told, [forced] {
-      std::fprintf(stderr,
-                   "stepc: note: STEPC_ATTENTION=%s is not a CPU attention path (onednn, "
-                   "avx512): ignored, the CPU's own path runs\n",
-                   forced);
-    });
+  if (!forced || !*forced) return best;
+  const std::string name = forced;
+  std::optional<HeadEngine> wanted;
+  bool runs = true;
+  if (name == "onednn") {
+    wanted = HeadEngine::kNone;
+  } else if (name == "avx512") {
+    wanted = HeadEngine::kAvx512Bf16;
+    runs = avx512_bf16;
+  } else if (name == "amx") {
+    wanted = HeadEngine::kAmx;
+    runs = amx;
   }
-  if (onednn) return HeadEngine::kNone;
-  if (amx && !avx512) return HeadEngine::kAmx;
-  return avx512_bf16 ? HeadEngine::kAvx512Bf16 : HeadEngine::kNone;
+  if (wanted && runs) return *wanted;
+  static std::once_flag told;
+  std::call_once(told, [&] {
+    if (!wanted)
+      std::fprintf(stderr,
+                   "stepc: note: STEPC_ATTENTION=%s is not a CPU attention path (amx, avx512, "
+                   "onednn): ignored, the CPU's own path runs\n",
+                   forced);
+    else
+      std::fprintf(stderr,
+                   "stepc: note: STEPC_ATTENTION=%s: this CPU (or its kernel) offers no %s: "
+                   "the CPU's own path runs\n",
+                   forced, name == "amx" ? "AMX tiles" : "AVX512-BF16 dot products");
+  });
+  return best;
 }
 
 void HeadAttentionForward(HeadEngine engine, const Bf16Attention& a, const stepc_bf16* q,
