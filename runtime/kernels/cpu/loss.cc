@@ -16,12 +16,18 @@ int64_t BadId(const int32_t* ids, int64_t n, int64_t bound) {
   return 0;
 }
 
-// log Σ exp(x[j]) over one row: max and sum as vector reductions, exp
-// through libmvec (cpu_kernels.h), in float as PyTorch's kernel.
-inline float RowLogSumExp(const float* x, int64_t n) {
+// The largest of a row's n values (a vector reduction).
+inline float RowMax(const float* x, int64_t n) {
   float max = -INFINITY;
 #pragma omp simd reduction(max : max)
   for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
+  return max;
+}
+
+// log Σ exp(x[j]) over one row: max and sum as vector reductions, exp
+// through libmvec (cpu_kernels.h), in float as PyTorch's kernel.
+inline float RowLogSumExp(const float* x, int64_t n) {
+  const float max = RowMax(x, n);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) sum += expf(x[j] - max);
@@ -33,9 +39,7 @@ inline float RowLogSumExp(const float* x, int64_t n) {
 // e[j] / sum, one expf per logit instead of two (llama-s's [8192, 32000]
 // logits were bound by them).
 inline float RowExpSum(const float* x, int64_t n, float* e, float& lse) {
-  float max = -INFINITY;
-#pragma omp simd reduction(max : max)
-  for (int64_t j = 0; j < n; ++j) max = x[j] > max ? x[j] : max;
+  const float max = RowMax(x, n);
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) {
