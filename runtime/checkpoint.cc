@@ -252,6 +252,56 @@ std::vector<Session::StateTensor> Session::StateTensors() const {
   return tensors;
 }
 
+absl::StatusOr<std::vector<Session::WholeParam>> Session::GatherParams() const {
+  const stepc_module_info& info = module_->info();
+  const int rank = communicator_->rank(), world = communicator_->size();
+  std::vector<WholeParam> params;
+  // This rank's stage's parameters, whole (gathered over fsdp and tp).
+  std::map<std::string, std::vector<float>> own;
+  for (int i = 0; i < info.num_args; ++i) {
+    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
+    STEPC_ASSIGN_OR_RETURN(own[info.args[i].name], ReadParam(info.args[i].name));
+  }
+  const bool pipeline = info.pipeline_stages > 1;
+  const std::vector<int> mesh = MeshShape();
+  // The rank at pipeline coordinate `stage` and 0 on every other axis.
+  auto first_rank_of = [&](int stage) {
+    for (int r = 0; r < world; ++r) {
+      bool first = true;
+      for (int axis = 0; axis < static_cast<int>(mesh.size()); ++axis)
+        first &= MeshCoordinate(mesh, r, axis) == (axis == info.pipeline_axis ? stage : 0);
+      if (first) return r;
+    }
+    return 0;
+  };
+  int tag = 0;
+  for (const StateTensor& t : StateTensors()) {
+    if (t.kind != STEPC_ARG_PARAM) continue;
+    ++tag;
+    const int source = pipeline ? first_rank_of(t.stage) : 0;
+    if (source == 0) {
+      if (rank == 0) params.push_back({t, own.at(t.name)});
+      continue;
+    }
+    if (rank == source) {
+      const std::vector<float>& values = own.at(t.name);
+      STEPC_ASSIGN_OR_RETURN(const int request,
+                             communicator_->StartSend(0, tag, values.data(),
+                                                      values.size() * sizeof(float)));
+      STEPC_RETURN_IF_ERROR(communicator_->Wait(request));
+    } else if (rank == 0) {
+      int64_t numel = 1;
+      for (int64_t d : t.shape) numel *= d;
+      WholeParam& p = params.emplace_back(WholeParam{t, std::vector<float>(numel)});
+      STEPC_ASSIGN_OR_RETURN(const int request,
+                             communicator_->StartRecv(source, tag, p.values.data(),
+                                                      numel * sizeof(float)));
+      STEPC_RETURN_IF_ERROR(communicator_->Wait(request));
+    }
+  }
+  return params;
+}
+
 std::string Session::ModelHash() const {
   uint64_t hash = 0xCBF29CE484222325ull;
   auto mix = [&hash](uint64_t v) { hash = (hash ^ v) * 0x100000001B3ull; };

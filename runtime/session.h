@@ -109,6 +109,14 @@ class Session {
     int64_t shard_rows;  // rows per shard as written (padding included)
   };
   std::vector<StateTensor> StateTensors() const;
+  // Every parameter of the model, whole, on rank 0 (empty elsewhere): under a
+  // pipeline every stage's, sent to rank 0 by each stage's first rank, in
+  // StateTensors() order. Collective: every rank calls it.
+  struct WholeParam {
+    StateTensor tensor;
+    std::vector<float> values;
+  };
+  absl::StatusOr<std::vector<WholeParam>> GatherParams() const;
   // Shape of the argument `name` as this rank holds it, and as a whole.
   absl::StatusOr<std::vector<int64_t>> Shape(const std::string& name) const;
   absl::StatusOr<std::vector<int64_t>> GlobalShape(const std::string& name) const;

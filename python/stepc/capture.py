@@ -54,6 +54,8 @@ def recording_sources():
         node = original(self, *args, **kwargs)
         node.meta["stepc_source"] = user_frame(traceback.extract_stack())
         node.meta["stepc_no_grad"] = not torch.is_grad_enabled()
+        if _FUNCTIONS:
+            node.meta["stepc_autograd_function"] = _FUNCTIONS[-1]
         return node
 
     torch.fx.proxy.TracerBase.create_node = create_node
@@ -108,6 +110,77 @@ def input_names(model, count):
     except (TypeError, ValueError):
         names = []
     return [names[i] if i < len(names) else f"in{i}" for i in range(count)]
+
+
+# The custom torch.autograd.Function subclasses whose forward is being
+# traced, innermost last.
+_FUNCTIONS = []
+
+
+@contextlib.contextmanager
+def recording_autograd_functions():
+    """Nodes traced inside a custom torch.autograd.Function's forward record
+    its name (node.meta["stepc_autograd_function"]): make_fx traces only the
+    forward, under no_grad, so without this the Function would be exported
+    as a stop-gradient and its backward silently lost."""
+    base = torch.autograd.Function
+    own = base.__dict__.get("apply")
+    descriptor = inspect.getattr_static(base, "apply")
+
+    def apply(cls, *args, **kwargs):
+        _FUNCTIONS.append(cls.__name__)
+        try:
+            return descriptor.__get__(None, cls)(*args, **kwargs)
+        finally:
+            _FUNCTIONS.pop()
+
+    base.apply = classmethod(apply)
+    try:
+        yield
+    finally:
+        if own is not None:
+            base.apply = own
+        else:
+            del base.apply
+
+
+def functionalized(fn):
+    """fn with in-place ops rewritten as their out-of-place forms
+    (x += y, relu(inplace=True), masked_fill_): a mutation of a graph input
+    (a buffer) stays as a copy_ into it, which the lowering refuses."""
+    try:
+        from torch.func import functionalize  # PyTorch >= 2.0
+    except ImportError:
+        from functorch.experimental import functionalize
+    return functionalize(fn, remove="mutations")
+
+
+def writes_in_place(graph):
+    """The graph's in-place ops all write values computed in the forward
+    (x += y, relu_): a functional trace can replace them. One that writes a
+    graph input (a buffer, a parameter) is left for the lowering to refuse
+    at its line."""
+    found = False
+    for node in graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None or not schema.is_mutable:
+            continue
+        for a, arg in zip(node.args, schema.arguments):
+            if arg.alias_info is not None and arg.alias_info.is_write:
+                if getattr(a, "op", None) == "placeholder" or placeholder_view(a):
+                    return False
+                found = True
+    return found
+
+
+def placeholder_view(node):
+    """node is a view (view, slice, select, ...) of a graph input."""
+    while getattr(node, "op", None) == "call_function" and node.args and \
+            isinstance(node.args[0], torch.fx.Node) and \
+            getattr(node.target, "_schema", None) is not None and \
+            any(r.alias_info is not None for r in node.target._schema.returns):
+        node = node.args[0]
+    return getattr(node, "op", None) == "placeholder"
 
 
 @contextlib.contextmanager
@@ -195,10 +268,17 @@ def capture(model, example_inputs, names=None):
     # rather than a silently specialised graph.
     try:
         smoothing = set()
-        with torch.enable_grad(), recording_sources(), dropout_as_one_op(), \
-                cross_entropy_smoothing(smoothing):
-            graph_module = make_fx(flat_forward, tracing_mode="fake")(
-                *[t.detach() for t in tensors], *[b for _, b in buffers], *example_inputs)
+        flat_inputs = [*[t.detach() for t in tensors], *[b for _, b in buffers], *example_inputs]
+        with torch.enable_grad(), recording_sources(), recording_autograd_functions(), \
+                dropout_as_one_op(), cross_entropy_smoothing(smoothing):
+            graph_module = make_fx(flat_forward, tracing_mode="fake")(*flat_inputs)
+            if writes_in_place(graph_module.graph) and not any(
+                    "stepc_autograd_function" in n.meta for n in graph_module.graph.nodes):
+                # Traced again without the in-place ops (only then: the
+                # functional trace spells some ops differently).
+                smoothing.clear()
+                graph_module = make_fx(functionalized(flat_forward), tracing_mode="fake")(
+                    *flat_inputs)
     except Exception as e:
         frame = user_frame(traceback.extract_tb(e.__traceback__))
         first = str(e).strip().split("\n")[0]

@@ -13,6 +13,7 @@ import torch
 
 from .errors import ExportError
 from .mlir_writer import FunctionWriter, Value, eps_attr, ttype
+from . import sdpa as sdpa_args
 from .patterns import IDENTITY_CASTS, Matcher, is_call, shape_of
 
 aten = torch.ops.aten
@@ -147,6 +148,7 @@ class Lowering:
                 else:
                     raise ExportError(f"input '{name}' is {example.dtype}; expected integer "
                                       f"ids or float32 features")
+        self.refuse_autograd_functions(nodes)
         self.refuse_mutations(nodes, placeholders[n_params:n_params + n_buffers])
         self.refuse_dynamic_shapes(nodes)
         self.fold_constants(nodes)
@@ -188,6 +190,17 @@ class Lowering:
             if shape is not None and not all(isinstance(d, int) for d in shape):
                 fail(node, f"a dynamic shape (the result of {node.target} depends on tensor "
                            f"values) cannot be compiled into a static step")
+
+    def refuse_autograd_functions(self, nodes):
+        """A custom torch.autograd.Function: only its forward was traced, so
+        its backward would be lost in silence (capture.py marks its nodes)."""
+        for node in nodes:
+            function = node.meta.get("stepc_autograd_function")
+            if function is not None and node.op == "call_function":
+                fail(node, f"the custom torch.autograd.Function '{function}': stepc "
+                           f"differentiates the ops of a forward itself and cannot run its "
+                           f"backward; write it with plain ops (a straight-through estimator "
+                           f"as x + (f(x) - x).detach())")
 
     def refuse_mutations(self, nodes, buffers):
         """A buffer the forward updates in place (BatchNorm's running
@@ -343,6 +356,10 @@ class Lowering:
         if node.target is operator.getitem:
             return self.getitem(node)
         handler = HANDLERS.get(node.target)
+        if handler is not None:
+            refuse_unread_arguments(node)
+        if handler is None and sdpa_args.is_sdpa(node):
+            handler = sdpa_math if not sdpa_args.returns_tuple(node) else lambda lw, n: None
         if handler is None:
             fail(node, f"the ATen op {node.target} has no stepc lowering "
                        f"(docs/pytorch.md lists what is supported)")
@@ -359,6 +376,8 @@ class Lowering:
             return self.dropout(src)
         if is_call(src, aten.log_sigmoid_forward.default) and i == 0:
             return log_sigmoid(self, src)
+        if sdpa_args.is_sdpa(src) and i == 0:
+            return sdpa_math(self, src)
         fail(node, f"unsupported use of result #{i} of {getattr(src, 'target', src)}")
 
     def layer_norm(self, ln):
@@ -468,6 +487,29 @@ def compare(predicate):
         x, y = (typed_operand(lw, v, shape, dtype, node) for v in (a, b))
         return lw.w.emit(predicate, shape, f"step.compare {predicate}, {x.name}, {y.name} : "
                                           f"{x.type}", dtype="i1")
+    return lower
+
+
+def logical(op):
+    """and / or / xor / not of masks (bitwise_* on bools): through 0/1 floats,
+    compared back to a mask (step has no boolean arithmetic)."""
+    def lower(lw, node):
+        shape = shape_of(node)
+        if result_dtype(node) != "i1":
+            fail(node, f"{node.target} of integers: stepc combines boolean masks")
+        ones = [typed_operand(lw, a, shape, "f32", node)
+                for a in node.args[:1 if op == "not" else 2]]
+        if op == "not":
+            x, predicate, c = ones[0], "eq", 0.0
+        elif op == "and":
+            x, predicate, c = lw.w.binary("mul", ones[0], ones[1], "and"), "gt", 0.0
+        elif op == "or":
+            x, predicate, c = lw.w.binary("add", ones[0], ones[1], "or"), "gt", 0.0
+        else:
+            x, predicate, c = lw.w.binary("sub", ones[0], ones[1], "xor"), "ne", 0.0
+        zero = lw.scalar_like(c, shape)
+        return lw.w.emit(op, shape, f"step.compare {predicate}, {x.name}, {zero.name} : {x.type}",
+                         dtype="i1")
     return lower
 
 
@@ -594,9 +636,11 @@ def binary(op):
 
 
 def rsub(lw, node):
+    """other - alpha · self."""
     shape = shape_of(node)
+    alpha = node.args[2] if len(node.args) > 2 else node.kwargs.get("alpha", 1)
     a, b = (lw.operand(x, shape, node) for x in node.args[:2])
-    return lw.w.binary("sub", b, a, "rsub")
+    return lw.w.binary("sub", b, scaled(lw, a, alpha, "alpha_x"), "rsub")
 
 
 def unary(op, attrs=""):
@@ -653,7 +697,7 @@ def reduce(op):
         x = lw.v(node.args[0])
         dims = node.args[1] if len(node.args) > 1 else list(range(len(x.shape)))
         dims = sorted(d % len(x.shape) for d in ([dims] if isinstance(dims, int) else dims))
-        keep = len(node.args) > 2 and node.args[2]
+        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
         if node.kwargs.get("dtype") not in (None, torch.float32):
             fail(node, f"{node.target} in {node.kwargs['dtype']}")
         out = [d for i, d in enumerate(x.shape) if i not in dims]
@@ -717,6 +761,116 @@ def bmm(lw, node):
                                             f": ({a.type}, {b.type}) -> {{out}}")
 
 
+def safe_softmax(lw, x, dim):
+    """softmax along dim, 0 on a line that is all -inf (PyTorch 2.x's
+    _safe_softmax, SDPA's rows with every key masked), finite in both
+    directions: such a line is replaced by zeros before the softmax."""
+    w = lw.w
+    m = reduced(lw, "reduce_max", x, [dim], True, "line_max")
+    ninf = lw.scalar_like(float("-inf"), x.shape)
+    dead = w.emit("dead", x.shape, f"step.compare eq, {lw.to_shape(m, x.shape, None).name}, "
+                                   f"{ninf.name} : {x.type}", dtype="i1")
+    zero = lw.scalar_like(0.0, x.shape)
+    live = w.emit("live", x.shape, f"step.select {dead.name}, {zero.name}, {x.name} : "
+                                   f"{dead.type}, {x.type}")
+    p = w.emit("sm", x.shape, f"step.softmax {live.name} dim {dim} : ({live.type}) -> {{out}}")
+    return w.emit("safe_sm", x.shape, f"step.select {dead.name}, {zero.name}, {p.name} : "
+                                      f"{dead.type}, {x.type}")
+
+
+def safe_softmax_op(lw, node):
+    x = lw.v(node.args[0])
+    if len(node.args) > 2 and node.args[2] not in (None, torch.float32):
+        fail(node, f"_safe_softmax in {node.args[2]}")
+    return safe_softmax(lw, x, node.args[1] % len(x.shape))
+
+
+def sdpa_math(lw, node):
+    """F.scaled_dot_product_attention that is not stepc's composite (a
+    padding or block mask, dropout_p, enable_gqa, cross-attention), as
+    PyTorch's math reference defines it: softmax(q·kᵀ·scale + bias)·v, the
+    bias -inf where a boolean mask is False (or above the diagonal with
+    is_causal), an additive mask added; dropout on the probabilities is
+    stepc's counter-based dropout."""
+    a = sdpa_args.arguments(node)
+    if a.unsupported:
+        name, value = a.unsupported[0]
+        fail(node, f"{node.target} with {name}={value!r}: stepc cannot honour that argument")
+    w = lw.w
+    q, k, v = lw.v(a.query), lw.v(a.key), lw.v(a.value)
+    if min(len(q.shape), len(k.shape), len(v.shape)) < 2:
+        fail(node, "scaled_dot_product_attention of operands below rank 2")
+    batch, (t, dh), s = q.shape[:-2], q.shape[-2:], k.shape[-2]
+    if a.gqa and len(q.shape) >= 3 and k.shape[-3] != q.shape[-3]:
+        k, v = (repeat_heads(lw, x, q.shape[-3], node) for x in (k, v))
+    k = lw.to_shape(k, batch + k.shape[-2:], node)
+    v = lw.to_shape(v, batch + v.shape[-2:], node)
+    scores = w.emit("scores", batch + [t, s], f"step.batch_matmul {q.name}, {k.name} transpose_b "
+                                             f": ({q.type}, {k.type}) -> {{out}}")
+    scale = 1.0 / math.sqrt(dh) if a.scale is None else a.scale
+    scores = scaled(lw, scores, scale, "scaled")
+    shape = scores.shape
+    if a.causal:
+        if a.mask is not None:
+            fail(node, "scaled_dot_product_attention with both attn_mask and is_causal=True")
+        rows = w.emit("qpos", [t, s], "step.iota dim 0 : {out}", dtype="i32")
+        cols = w.emit("kpos", [t, s], "step.iota dim 1 : {out}", dtype="i32")
+        keep = w.emit("causal", [t, s], f"step.compare ge, {rows.name}, {cols.name} : "
+                                        f"{rows.type}", dtype="i1")
+        scores = masked_scores(lw, lw.to_shape(keep, shape, node), scores)
+    if a.mask is not None:
+        mask = lw.v(a.mask)
+        if mask.dtype == "f32":
+            scores = w.binary("add", scores, lw.to_shape(mask, shape, node), "biased")
+        else:
+            scores = masked_scores(lw, typed_operand(lw, a.mask, shape, "i1", node), scores)
+    probs = safe_softmax(lw, scores, len(shape) - 1)
+    if a.dropout:
+        if not 0.0 < a.dropout < 1.0:
+            fail(node, f"scaled_dot_product_attention with dropout_p {a.dropout}: stepc "
+                       f"drops with a rate in [0, 1)")
+        probs = w.dropout(probs, a.dropout, "attn_drop")
+    return w.emit("sdpa", batch + [t, v.shape[-1]],
+                  f"step.batch_matmul {probs.name}, {v.name} : ({probs.type}, {v.type}) "
+                  f"-> {{out}}")
+
+
+def masked_scores(lw, keep, scores):
+    """scores where `keep` (i1) holds, else -inf."""
+    ninf = lw.scalar_like(float("-inf"), scores.shape)
+    return lw.w.emit("masked", scores.shape, f"step.select {keep.name}, {scores.name}, "
+                                             f"{ninf.name} : {keep.type}, {scores.type}")
+
+
+def repeat_heads(lw, x, heads, node):
+    """[..., Hkv, S, D] -> [..., heads, S, D], each kv head repeated
+    heads / Hkv times in place (enable_gqa's repeat_interleave)."""
+    *lead, hkv, s, d = x.shape
+    if heads % hkv:
+        fail(node, f"enable_gqa with {heads} query heads over {hkv} key/value heads")
+    wide = lw.w.broadcast(lw.reshape(x, lead + [hkv, 1, s, d]), lead + [hkv, heads // hkv, s, d],
+                          "gqa")
+    return lw.reshape(wide, lead + [heads, s, d])
+
+
+def baddbmm(lw, node):
+    """beta · input + alpha · (b1 @ b2) (nn.MultiheadAttention's masked scores)."""
+    beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
+    shape = shape_of(node)
+    product = scaled(lw, batch_product(lw, node, shape),
+                     alpha, "bmm_alpha")
+    if beta == 0:
+        return product
+    bias = scaled(lw, lw.operand(node.args[0], shape, node), beta, "bmm_beta")
+    return lw.w.binary("add", product, bias, "baddbmm")
+
+
+def batch_product(lw, node, shape):
+    a, b = (lw.v(x) for x in node.args[1:3])
+    return lw.w.emit("bmm", shape, f"step.batch_matmul {a.name}, {b.name} "
+                                   f": ({a.type}, {b.type}) -> {{out}}")
+
+
 def transposed(lw, x, perm, hint):
     shape = [x.shape[p] for p in perm]
     return lw.w.emit(hint, shape, f"step.transpose {x.name} {perm} : ({x.type}) -> {{out}}")
@@ -749,12 +903,35 @@ def convolution(lw, node):
 
 
 def embedding(lw, node):
-    table, ids = node.args[:2]
-    t = lw.v(table)
-    i = lw.v(ids)
+    """F.embedding(ids, table, padding_idx): rows gathered; the padding row
+    reads like any other but gets no gradient (as in PyTorch), so its
+    positions take the gathered value through a stop_gradient."""
+    args = list(node.args) + [None] * (5 - len(node.args))
+    padding_idx = node.kwargs.get("padding_idx", args[2] if args[2] is not None else -1)
+    scale_grad = node.kwargs.get("scale_grad_by_freq", args[3] or False)
+    sparse = node.kwargs.get("sparse", args[4] or False)
+    if scale_grad:
+        fail(node, "nn.Embedding with scale_grad_by_freq=True: stepc sums the gradient of "
+                   "each row without scaling by its frequency in the batch")
+    if sparse:
+        fail(node, "nn.Embedding with sparse=True: stepc's embedding gradient is dense")
+    t = lw.v(node.args[0])
+    i = lw.v(node.args[1])
     if i.dtype != "i32":
         fail(node, "embedding ids must be integers")
-    return lw.w.embedding(t, i, "emb")
+    rows = lw.w.embedding(t, i, "emb")
+    if padding_idx is None or padding_idx < 0:
+        return rows
+    if padding_idx >= t.shape[0]:
+        fail(node, f"padding_idx {padding_idx} outside the table's {t.shape[0]} rows")
+    pad = lw.w.emit("pad_id", i.shape, f"step.constant dense<{int(padding_idx)}> : {{out}}",
+                    dtype="i32")
+    is_pad = lw.w.emit("is_pad", i.shape, f"step.compare eq, {i.name}, {pad.name} : {i.type}",
+                       dtype="i1")
+    is_pad = lw.w.broadcast(lw.reshape(is_pad, i.shape + [1]), rows.shape, "is_pad_rows")
+    frozen = lw.w.unary("stop_gradient", rows, "pad_rows")
+    return lw.w.emit("emb_pad", rows.shape, f"step.select {is_pad.name}, {frozen.name}, "
+                                            f"{rows.name} : {is_pad.type}, {rows.type}")
 
 
 def dropout(lw, node):
@@ -836,6 +1013,18 @@ def mish(lw, node):
     x = lw.v(node.args[0])
     gate = lw.w.unary("tanh", lw.w.unary("softplus", x, "sp"), "gate")
     return lw.w.binary("mul", x, gate, "mish")
+
+
+def filled_like(value):
+    """zeros_like / ones_like / full_like: a constant of the operand's shape
+    and the result's type (no gradient reaches the operand)."""
+    def lower(lw, node):
+        v = value if value is not None else node.args[1]
+        shape, dtype = shape_of(node), result_dtype(node)
+        v = float(v) if dtype == "f32" else bool(v) if dtype == "i1" else int(v)
+        return lw.w.emit("filled", shape, f"step.constant dense<{dense(v)}> : {{out}}",
+                         dtype=dtype)
+    return lower
 
 
 def cumsum(lw, node):
@@ -921,6 +1110,9 @@ def norm(order_key):
         p = node.args[1] if len(node.args) > 1 else node.kwargs.get(order_key, 2)
         dims = reduce_dims(node, len(x.shape), 2)
         keep = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
+        dtype = node.args[4] if len(node.args) > 4 else node.kwargs.get("dtype")
+        if dtype not in (None, torch.float32):
+            fail(node, f"{node.target} in {dtype}")
         return vector_norm(lw, node, p, dims, keep)
     return lower
 
@@ -1001,6 +1193,10 @@ HANDLERS = {
     aten.rsqrt.default: unary("rsqrt"), aten.silu.default: unary("silu"),
     aten.relu.default: unary("relu"), aten.sigmoid.default: unary("sigmoid"),
     aten.abs.default: unary("abs"),
+    aten.logical_and.default: logical("and"), aten.bitwise_and.Tensor: logical("and"),
+    aten.logical_or.default: logical("or"), aten.bitwise_or.Tensor: logical("or"),
+    aten.logical_xor.default: logical("xor"), aten.bitwise_xor.Tensor: logical("xor"),
+    aten.logical_not.default: logical("not"), aten.bitwise_not.default: logical("not"),
     aten.where.self: torch_where, aten.gather.default: gather, aten.argmax.default: argmax,
     aten.masked_fill.Scalar: masked_fill, aten.masked_fill.Tensor: masked_fill,
     aten.clamp.default: clamp, aten.clamp_min.default: clamp_bound("maximum"),
@@ -1012,6 +1208,7 @@ HANDLERS = {
     aten._softmax.default: along_dim("softmax", "sm"),
     aten._log_softmax.default: along_dim("log_softmax", "lsm"),
     aten.mm.default: matmul, aten.addmm.default: matmul, aten.bmm.default: bmm,
+    aten.baddbmm.default: baddbmm,
     aten.embedding.default: embedding,
     aten.dropout.default: dropout,
     aten.mse_loss.default: mse_loss,
@@ -1021,14 +1218,93 @@ HANDLERS = {
     aten.hardswish.default: hardswish, aten.mish.default: mish,
     aten.reciprocal.default: reciprocal, aten.amin.default: amin,
     aten.cumsum.default: cumsum,
+    aten.zeros_like.default: filled_like(0), aten.ones_like.default: filled_like(1),
+    aten.full_like.default: filled_like(None),
     aten.logsumexp.default: logsumexp,
     aten.var.correction: lambda lw, node: moments(lw, node, False),
     aten.std.correction: lambda lw, node: moments(lw, node, True),
     aten.norm.ScalarOpt_dim: norm("p"), aten.xlogy.Tensor: xlogy,
     aten.convolution.default: convolution,
 }
+# The defaulted arguments each handler honours: reads, or refuses values it
+# cannot take. Any other defaulted argument given a value other than its
+# default is refused before the handler runs (refuse_unread_arguments), so
+# a handler cannot accept an argument and ignore it.
+HONOURED = {
+    aten.flatten.using_ints: {"start_dim", "end_dim"},  # the result's shape
+    aten._to_copy.default: {"dtype"},
+    aten.slice.Tensor: {"dim", "start", "end", "step"},
+    aten.cat.default: {"dim"}, aten.stack.default: {"dim"},
+    **{op: {"alpha"} for op in (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor,
+                                aten.sub.Scalar, aten.rsub.Scalar)},
+    aten.gather.default: {"sparse_grad"},
+    aten.argmax.default: {"dim", "keepdim"},
+    aten.clamp.default: {"min", "max"},
+    aten.gelu.default: {"approximate"},
+    aten.mean.dim: {"keepdim", "dtype"}, aten.sum.dim_IntList: {"keepdim", "dtype"},
+    aten.mean.default: {"dtype"}, aten.sum.default: {"dtype"},
+    aten.amax.default: {"dim", "keepdim"}, aten.amin.default: {"dim", "keepdim"},
+    aten.addmm.default: {"beta", "alpha"}, aten.baddbmm.default: {"beta", "alpha"},
+    aten.embedding.default: {"padding_idx", "scale_grad_by_freq", "sparse"},
+    aten.mse_loss.default: {"reduction"},
+    aten.binary_cross_entropy_with_logits.default: {"weight", "pos_weight", "reduction"},
+    aten.softplus.default: {"beta", "threshold"},
+    aten.leaky_relu.default: {"negative_slope"},
+    aten.elu.default: {"alpha", "scale", "input_scale"},
+    aten.hardtanh.default: {"min_val", "max_val"},
+    aten.cumsum.default: {"dtype"},
+    **{op: {"dtype"} for op in (aten.zeros_like.default, aten.ones_like.default,
+                                aten.full_like.default)},  # the result's type
+    aten.logsumexp.default: {"keepdim"},
+    aten.var.correction: {"dim", "correction", "keepdim"},
+    aten.std.correction: {"dim", "correction", "keepdim"},
+    aten.norm.ScalarOpt_dim: {"keepdim"},
+    aten.split.Tensor: {"dim"}, aten.split_with_sizes.default: {"dim"},
+    aten.unbind.int: {"dim"}, aten.chunk.default: {"dim"},
+}
+# Arguments about where and how a result is stored, never its values.
+STORAGE_ARGUMENTS = {"memory_format", "layout", "device", "pin_memory", "non_blocking",
+                     "implicit"}
+
+
+def refuse_unread_arguments(node):
+    """An ExportError for a defaulted argument of `node` that its handler
+    does not honour, given a value other than its default."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return
+    honoured = HONOURED.get(node.target, set()) | STORAGE_ARGUMENTS
+    for i, arg in enumerate(schema.arguments):
+        if not arg.has_default_value() or arg.name in honoured:
+            continue
+        if i < len(node.args) and not arg.kwarg_only:
+            value = node.args[i]
+        elif arg.name in node.kwargs:
+            value = node.kwargs[arg.name]
+        else:
+            continue
+        if not same_value(value, arg.default_value):
+            fail(node, f"{node.target} with {arg.name}={value!r}: stepc's lowering of this op "
+                       f"does not honour that argument")
+
+
+def same_value(value, default):
+    if isinstance(value, torch.fx.Node) or isinstance(default, torch.fx.Node):
+        return value is default
+    if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
+        return list(value) == list(default)
+    try:
+        return bool(value == default)
+    except Exception:  # a value with no plain equality: not the default
+        return False
+
+
+if hasattr(aten, "_safe_softmax"):  # PyTorch >= 2.5's SDPA math path
+    HANDLERS[aten._safe_softmax.default] = safe_softmax_op
+    HONOURED[aten._safe_softmax.default] = {"dtype"}
 if hasattr(aten, "linalg_vector_norm"):
     HANDLERS[aten.linalg_vector_norm.default] = norm("ord")
+    HONOURED[aten.linalg_vector_norm.default] = {"ord", "dim", "keepdim", "dtype"}
 for _name in ("ScalarOther", "ScalarSelf", "Scalar"):  # torch.where with Python scalars
     if hasattr(aten.where, _name):
         HANDLERS[getattr(aten.where, _name)] = torch_where

@@ -20,6 +20,8 @@ import operator
 
 import torch
 
+from . import sdpa as sdpa_args
+
 aten = torch.ops.aten
 
 # Ops that only move or copy data: evaluated on index tensors.
@@ -147,7 +149,7 @@ class Matcher:
         for node in nodes:
             if is_call(node, aten._softmax.default):
                 self.attention(node)
-            elif node.op == "call_function" and "scaled_dot_product" in str(node.target):
+            elif sdpa_args.is_sdpa(node):
                 self.sdpa(node)
             elif is_call(node, aten.nll_loss_forward.default):
                 self.cross_entropy(node)
@@ -195,33 +197,45 @@ class Matcher:
 
     def sdpa(self, node):
         """PyTorch >= 2.0's scaled_dot_product_attention (nanoGPT's flash
-        path): q, k, v as [B, H, T, Dh]; no mask or dropout."""
-        name = str(node.target)
-        public = name == "aten.scaled_dot_product_attention.default"
-        if not public and not name.startswith("aten._scaled_dot_product_flash_attention"):
+        path), any overload it traces to: q, k, v as [B, H, T, Dh]. The
+        composite when there is no mask, or the mask is a constant causal
+        one; anything else (a padding or block mask, dropout, GQA by
+        enable_gqa) is lowered op by op from the same arguments (lower.py)."""
+        if not sdpa_args.is_sdpa(node):
             return
-        args = list(node.args) + [None] * 8
-        if public:
-            mask, dropout = args[3], args[4] or 0.0
-            causal = bool(node.kwargs.get("is_causal", args[5]))
-            scale = node.kwargs.get("scale")
-            if mask is not None or node.kwargs.get("attn_mask") is not None:
-                return
-        else:
-            dropout, causal = args[3] or 0.0, bool(args[4])
-            scale = node.kwargs.get("scale")
-        if dropout:
+        a = sdpa_args.arguments(node)
+        if a.unsupported or a.dropout or a.gqa:
             return
-        out = node
-        if not public:
-            users = [u for u in node.users if is_call(u, operator.getitem) and u.args[1] == 0]
-            if len(users) != 1:
+        causal = a.causal
+        if a.mask is not None:
+            if causal or not self.causal_sdpa_mask(a.mask):
                 return
-            out = users[0]
-        b, h, t, d = shape_of(node.args[0])
-        self.match_heads(node.args[0], node.args[1], node.args[2], out, b * h, t, d, causal,
-                         1.0 / math.sqrt(d) if scale is None else float(scale),
+            causal = True
+        out = sdpa_args.output_node(node)
+        if out is None:
+            return
+        shape = shape_of(a.query)
+        if shape is None or len(shape) != 4 or shape_of(a.key) is None or \
+                shape_of(a.key)[-2] != shape[-2]:
+            return  # cross-attention or unusual ranks: op by op
+        b, h, t, d = shape
+        self.match_heads(a.query, a.key, a.value, out, b * h, t, d, causal,
+                         1.0 / math.sqrt(d) if a.scale is None else a.scale,
                          keys_transposed=False)
+
+    def causal_sdpa_mask(self, node):
+        """SDPA's attn_mask is a constant causal mask: boolean True where a
+        query may attend (on and below the diagonal), or additive 0 / -inf."""
+        mask = self.consts.get(node)
+        if not isinstance(mask, torch.Tensor) or mask.dim() < 2:
+            return False
+        if mask.dtype == torch.bool:
+            t = mask.shape[-1]
+            if mask.shape[-2] != t:
+                return False
+            above = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+            return all(torch.equal(~m, above) for m in mask.reshape(-1, t, t))
+        return self.causal_mask(node, boolean=False)
 
     def match_heads(self, q, k, v, product, bh, t, head_dim, causal, scale, keys_transposed):
         """The composite, when q, k, v are heads views of [B, T, H·Dh] values

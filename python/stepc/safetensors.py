@@ -1,7 +1,8 @@
 """The safetensors format, read and written without the safetensors package
 (Debian has none): an 8-byte little-endian header length, a JSON header
 {name: {dtype, shape, data_offsets}} and the raw little-endian tensors.
-Tensors are NumPy arrays; F32, F64, I32, I64 and BF16 (read as float32).
+Tensors are NumPy arrays of any rank (0-d too); F32, F64, F16, I32, I64, BOOL
+and BF16 (read as float32).
 """
 
 import json
@@ -10,7 +11,7 @@ import struct
 import numpy as np
 
 _DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64,
-           "F16": np.float16}
+           "F16": np.float16, "BOOL": np.bool_}
 _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 
@@ -18,7 +19,8 @@ def save(tensors, path, metadata=None):
     """Writes {name: array} to `path` (names sorted, as the format's writers do)."""
     header, offset, blobs = {}, 0, []
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name])
+        a = np.asarray(tensors[name])
+        a = np.ascontiguousarray(a).reshape(a.shape)  # a 0-d tensor stays 0-d
         if a.dtype not in _NAMES:
             raise ValueError(f"safetensors: tensor '{name}' has unsupported dtype {a.dtype}")
         data = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()

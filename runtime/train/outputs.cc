@@ -122,13 +122,13 @@ absl::Status LoadSafetensors(Session& session, const std::string& path,
 }
 
 absl::Status SaveSafetensors(const Session& session, const std::string& path, bool lead) {
+  // Every stage's parameters under a pipeline: rank 0 gathers them.
+  STEPC_ASSIGN_OR_RETURN(std::vector<Session::WholeParam> params, session.GatherParams());
   std::map<std::string, safetensors::Tensor> tensors;
-  const stepc_module_info& info = session.module().info();
-  for (int i = 0; i < info.num_args; ++i) {
-    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
-    safetensors::Tensor& t = tensors[info.args[i].name];
-    STEPC_ASSIGN_OR_RETURN(t.data, session.ReadParam(info.args[i].name));
-    STEPC_ASSIGN_OR_RETURN(t.shape, session.GlobalShape(info.args[i].name));
+  for (Session::WholeParam& p : params) {
+    safetensors::Tensor& t = tensors[p.tensor.name];
+    t.shape = p.tensor.shape;
+    t.data = std::move(p.values);
   }
   std::string error;
   if (lead && !safetensors::Write(path, tensors, error))

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """stepc.export's errors name the construct and the model's source line
 (test/Python/export.test): an op with no lowering, a branch on a tensor's
-value, a shape that depends on data, and a non-scalar loss."""
+value, a shape that depends on data, a non-scalar loss, a custom
+autograd.Function (its backward would be lost) and an argument stepc
+cannot honour."""
 import sys
 
 import torch
@@ -135,6 +137,37 @@ class Frozen(nn.Module):
         return self.base(x @ self.w).mean()
 
 
+class RoundSTE(torch.autograd.Function):
+    """A straight-through rounding: its backward is the identity, which a
+    trace of its forward (round, gradient zero) would lose."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)  # LINE-FUNCTION
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+class CustomFunction(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        return RoundSTE.apply(x @ self.w).mean()
+
+
+class EmbeddingByFrequency(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(8, 4, scale_grad_by_freq=True)
+
+    def forward(self, x):
+        return self.emb((x.abs() * 3).long()).mean()  # LINE-FREQ
+
+
 def line_of(tag):
     for i, text in enumerate(open(__file__), 1):
         if f"# {tag}" in text and "def line_of" not in text:
@@ -159,7 +192,11 @@ for model, expect in ((Cumsum(), ["aten.cumprod", f"check_errors.py:{line_of('LI
                       (OverlappingConv(), ["stride [1, 1], padding [1, 1]",
                                            f"check_errors.py:{line_of('LINE-CONV')}"]),
                       (Frozen(), ["every parameter (3) is frozen (requires_grad=False): the step would train nothing"]),
-                      (NanWeight(), ["parameter 'w' holds inf at element 6"])):
+                      (NanWeight(), ["parameter 'w' holds inf at element 6"]),
+                      (CustomFunction(), ["torch.autograd.Function 'RoundSTE'",
+                                          f"check_errors.py:{line_of('LINE-FUNCTION')}"]),
+                      (EmbeddingByFrequency(), ["scale_grad_by_freq=True",
+                                                f"check_errors.py:{line_of('LINE-FREQ')}"])):
     try:
         stepc.export(model, (x,), sys.argv[1])
     except stepc.ExportError as e:

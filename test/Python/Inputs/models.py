@@ -350,6 +350,103 @@ class Detached(nn.Module):
         return -(logp[:, 0] * (y - baseline)).mean() + F.mse_loss(v, y)
 
 
+class Padded(nn.Module):
+    """nn.Embedding(padding_idx=0) before a small MLP: the padding row must
+    get no gradient (PyTorch keeps it at zero), however often 0 appears."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(96, 32, padding_idx=0)
+        self.fc = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 96)
+
+    def forward(self, idx, targets):
+        h = F.gelu(self.fc(self.emb(idx)))
+        return F.cross_entropy(self.head(h).view(-1, 96), targets.view(-1))
+
+
+class MHADecoder(nn.Module):
+    """nn.MultiheadAttention as people write it: batch_first or not, a
+    causal float mask as a buffer and (key_padding) the padded keys of each
+    row as a boolean mask; residuals by `+=` and ReLU(inplace=True), which
+    PyTorch traces as in-place ops."""
+
+    def __init__(self, batch_first=True, key_padding=False, seq=16):
+        super().__init__()
+        self.batch_first, self.key_padding = batch_first, key_padding
+        self.emb = nn.Embedding(96, 32)
+        self.pos = nn.Parameter(torch.randn(seq, 32) * 0.02)
+        self.attn = nn.MultiheadAttention(32, 4, batch_first=batch_first)
+        self.norm = nn.LayerNorm(32)
+        self.fc = nn.Linear(32, 64)
+        self.act = nn.ReLU(inplace=True)
+        self.proj = nn.Linear(64, 32)
+        self.head = nn.Linear(32, 96)
+        self.register_buffer("causal", torch.triu(torch.full((seq, seq), float("-inf")), 1))
+
+    def forward(self, idx, targets):
+        x = self.emb(idx) + self.pos
+        h = x if self.batch_first else x.transpose(0, 1)
+        pad = (idx == 0) if self.key_padding else None
+        a, _ = self.attn(h, h, h, attn_mask=self.causal, key_padding_mask=pad,
+                         need_weights=False)
+        x += a if self.batch_first else a.transpose(0, 1)
+        x = x + self.proj(self.act(self.fc(self.norm(x))))
+        return F.cross_entropy(self.head(x).view(-1, 96), targets.view(-1))
+
+
+class MaskedSDPA(nn.Module):
+    """A decoder on F.scaled_dot_product_attention (PyTorch 2.x) with a mask
+    tensor: `padding` combines the causal mask with each row's padded keys
+    (boolean, True = attend); `additive` passes a float block-diagonal mask
+    for two packed sequences; `gqa` uses enable_gqa with 2 key/value heads."""
+
+    def __init__(self, kind, seq=16):
+        super().__init__()
+        self.kind = kind
+        self.emb = nn.Embedding(96, 32)
+        self.q = nn.Linear(32, 32)
+        self.kv = nn.Linear(32, 64 if kind != "gqa" else 32)
+        self.proj = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 96)
+        keep = torch.tril(torch.ones(seq, seq, dtype=torch.bool))
+        half = seq // 2
+        block = torch.zeros(seq, seq, dtype=torch.bool)
+        block[:half, :half] = block[half:, half:] = True
+        self.register_buffer("keep", keep)
+        self.register_buffer("block", torch.zeros(seq, seq).masked_fill(~(block & keep),
+                                                                         float("-inf")))
+
+    def forward(self, idx, targets):
+        b, t = idx.shape
+        x = self.emb(idx)
+        q = self.q(x).view(b, t, 4, 8).transpose(1, 2)
+        k, v = self.kv(x).split(self.kv.out_features // 2, dim=2)
+        kv_heads = 4 if self.kind != "gqa" else 2
+        k = k.reshape(b, t, kv_heads, 8).transpose(1, 2)
+        v = v.reshape(b, t, kv_heads, 8).transpose(1, 2)
+        if self.kind == "padding":
+            mask = self.keep & (idx != 0)[:, None, None, :]
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        elif self.kind == "additive":
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.block)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, 32))
+        return F.cross_entropy(self.head(x).view(-1, 96), targets.view(-1))
+
+
+def padded_tokens(g, steps):
+    """Batches whose rows end in a run of padding (id 0) of random length."""
+    batches = []
+    for _ in range(steps):
+        tokens = torch.randint(1, 96, (4, 16), generator=g)
+        for row, length in enumerate(torch.randint(4, 17, (4,), generator=g).tolist()):
+            tokens[row, length:] = 0
+        batches.append((tokens, torch.randint(0, 96, (4, 16), generator=g)))
+    return batches
+
+
 def make(name, steps):
     g = torch.Generator().manual_seed(1)
     if name in ("gpt", "gpt-flash"):
@@ -362,6 +459,15 @@ def make(name, steps):
         model = Llama() if name == "llama" else lora_llama()
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
+    elif name in ("padded", "mha", "mha-seq-first", "mha-key-padding", "sdpa-padding",
+                  "sdpa-additive", "sdpa-gqa"):
+        model = {"padded": Padded, "mha": MHADecoder,
+                 "mha-seq-first": lambda: MHADecoder(batch_first=False),
+                 "mha-key-padding": lambda: MHADecoder(key_padding=True),
+                 "sdpa-padding": lambda: MaskedSDPA("padding"),
+                 "sdpa-additive": lambda: MaskedSDPA("additive"),
+                 "sdpa-gqa": lambda: MaskedSDPA("gqa")}[name]()
+        batches = padded_tokens(g, steps)
     elif name == "sft":
         # Supervised fine-tuning: each row's prompt (a random length) has
         # target -100, F.cross_entropy's default ignore_index; label smoothing.
