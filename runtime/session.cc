@@ -179,7 +179,14 @@ absl::Status Session::Download(int i) const {
 }
 
 std::string Session::DescribeDevice() const {
-  return device_ ? "cuda on " + device_->Name() + " (" + device_->Describe() + ")" : "cpu";
+  if (!device_) return "cpu";
+  std::string text = "cuda on " + device_->Name() + " (" + device_->Describe() + ")";
+  // Which engine runs the step's bf16 attention (cuDNN or ours), as the
+  // step's kernel library says (kernels/cuda/cudnn_attention.h).
+  using Engine = const char* (*)();
+  if (auto engine = reinterpret_cast<Engine>(module_->Symbol("stepc_cudnn_attention_engine")))
+    text += absl::StrCat("; bf16 attention: ", engine());
+  return text;
 }
 
 std::optional<int64_t> Session::DeviceMemoryAboveBaseline() const {

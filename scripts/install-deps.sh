@@ -16,6 +16,7 @@ set -euo pipefail
 #   nlohmann-json3-dev, zlib1g-dev: checkpoint metadata and checksums.
 #   pkg-config: the install test builds against the installed stepc.pc.
 #   libboost-context-dev: the fibers of the emulated CUDA kernels' blocks.
+#   python3-pip: fetches the cuDNN frontend's headers (below).
 packages=(
   cmake ninja-build ccache g++ python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
@@ -24,7 +25,7 @@ packages=(
   libopenblas-openmp-dev libdnnl-dev
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev
-  nlohmann-json3-dev zlib1g-dev pkg-config libboost-context-dev
+  nlohmann-json3-dev zlib1g-dev pkg-config libboost-context-dev python3-pip
 )
 
 missing=()
@@ -34,13 +35,39 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-
-echo "install-deps: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The cuDNN frontend's C++ headers (header-only; cuDNN itself is loaded at
+# run time), for the CUDA back end's fused flash attention: only where the
+# CUDA toolkit is, from the package index's nvidia-cudnn-frontend wheel,
+# version pinned. Without them (no network) the build leaves the cuDNN path
+# out and says so; attention runs on stepc's own kernels.
+cudnn_frontend_version=1.32.0
+cudnn_frontend_dir=/opt/cudnn-frontend-$cudnn_frontend_version
+if { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; } &&
+   [ ! -f "$cudnn_frontend_dir/include/cudnn_frontend.h" ]; then
+  echo "install-deps: cuDNN frontend $cudnn_frontend_version headers into $cudnn_frontend_dir"
+  wheels=$(mktemp -d)
+  if python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+       "nvidia-cudnn-frontend==$cudnn_frontend_version" -d "$wheels" >/dev/null 2>&1; then
+    $SUDO python3 - "$wheels" "$cudnn_frontend_dir" <<'PY'
+import glob, os, shutil, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+shutil.rmtree(sys.argv[2] + ".partial", ignore_errors=True)
+with zipfile.ZipFile(wheel) as z:
+    members = [m for m in z.namelist() if m.startswith("include/")]
+    z.extractall(sys.argv[2] + ".partial", members)
+os.rename(sys.argv[2] + ".partial", sys.argv[2])
+PY
+  else
+    echo "install-deps: cannot download nvidia-cudnn-frontend: the CUDA back end builds without cuDNN attention" >&2
+  fi
+  rm -rf "$wheels"
+fi

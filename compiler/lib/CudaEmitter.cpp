@@ -393,9 +393,12 @@ LogicalResult CudaEmitter::emitAttentionGrad(stepk::AttentionGradOp a) {
   double scale = a.getScale().convertToDouble();
   Value out = a.getOut(), lse = a.getLse();
   RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
-  if (failed(needScratch(a, lc::AttentionGradScratchBytes(q.getDimSize(0), q.getDimSize(1),
-                                                           a.getNumHeads(), a.getHeadDim(),
-                                                           /*saved=*/lse != nullptr))))
+  if (failed(needScratch(
+          a, lc::AttentionGradScratchBytesFor(
+                 q.getDimSize(0), q.getDimSize(1), k.getDimSize(1), a.getNumHeads(),
+                 a.getNumKvHeads(), a.getHeadDim(), /*saved=*/lse != nullptr,
+                 q.getElementType().isBF16(),
+                 typeOf(a.getQueryGrad()).getElementType().isF32()))))
     return failure();
   std::string saved = "0, 0, 0";
   if (lse)

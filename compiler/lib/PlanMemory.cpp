@@ -36,19 +36,26 @@ namespace {
 /// kernel needs.
 CudaArenaLayout layoutForCuda(func::FuncOp step, const MemoryPlan &plan) {
   int64_t scratch = 0;
-  auto attentionGrad = [&](Value query, int64_t heads, int64_t headDim, bool saved) {
+  auto attentionGrad = [&](Value query, Value key, Value queryGrad, int64_t heads,
+                           int64_t kvHeads, int64_t headDim, bool saved) {
     auto q = cast<RankedTensorType>(query.getType());
-    scratch = std::max(scratch, lc::AttentionGradScratchBytes(q.getDimSize(0), q.getDimSize(1),
-                                                              heads, headDim, saved));
+    auto k = cast<RankedTensorType>(key.getType());
+    auto dq = cast<RankedTensorType>(queryGrad.getType());
+    scratch = std::max(scratch, lc::AttentionGradScratchBytesFor(
+                                    q.getDimSize(0), q.getDimSize(1), k.getDimSize(1), heads,
+                                    kvHeads, headDim, saved, q.getElementType().isBF16(),
+                                    dq.getElementType().isF32()));
   };
   for (Operation &op : step.getBody().front()) {
     if (auto call = dyn_cast<stepk::CallOp>(op)) {
       if (std::optional<int64_t> bytes = call.getScratchBytes())
         scratch = std::max(scratch, *bytes);
     } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
-      attentionGrad(grad.getQuery(), grad.getNumHeads(), grad.getHeadDim(), /*saved=*/false);
+      attentionGrad(grad.getQuery(), grad.getKey(), grad.getQueryGrad(), grad.getNumHeads(),
+                    grad.getNumKvHeads(), grad.getHeadDim(), /*saved=*/false);
     } else if (auto kernel = dyn_cast<stepk::AttentionGradOp>(op)) {
-      attentionGrad(kernel.getQuery(), kernel.getNumHeads(), kernel.getHeadDim(),
+      attentionGrad(kernel.getQuery(), kernel.getKey(), kernel.getQueryGrad(),
+                    kernel.getNumHeads(), kernel.getNumKvHeads(), kernel.getHeadDim(),
                     /*saved=*/kernel.getLse() != nullptr);
     }
   }

@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "runtime/kernels/cuda/attention.cuh"
+#include "runtime/kernels/cuda/cudnn_attention.h"
 #include "runtime/kernels/cuda/tile_math.h"
 
 #include <cstdlib>
@@ -325,17 +326,110 @@ struct BackwardOp {
 };
 
 }  // namespace
+
+// A bf16 tensor widened to f32 (cuDNN's bf16 gradients, where the step
+// wants f32 ones).
+__global__ void WidenKernel(const __nv_bfloat16* in, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = __bfloat162float(in[i]);
+}
+
+int Widen(stepc_cuda_ctx* ctx, const void* in, void* out, int64_t n) {
+  STEPC_LAUNCH(ElementwiseBlocks(n), kThreads, 0, ctx->stream, WidenKernel)(
+      static_cast<const __nv_bfloat16*>(in), static_cast<float*>(out), n);
+  return STEPC_LAUNCHED(ctx, "WidenKernel(attention)");
+}
+
+// The backward through cuDNN (cudnn_attention.h), in the scratch the
+// compiler planned (launch_config.h's AttentionGradScratchBytesFor): our
+// kernel's slices first (the forward recomputed into them when none was
+// saved), then bf16 dQ, dK, dV when the step wants f32 ones, then cuDNN's
+// workspace.
+int CudnnBackward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k,
+                  const void* v, AttentionArgs a, char* scratch, SavedForward saved, void* dq,
+                  void* dk, void* dv) {
+  const bool f32 = a.out_type == STEPC_CUDA_F32;
+  const CudnnAttentionGradPlan plan =
+      PlanCudnnAttentionGrad(a.batch, a.tq, a.tk, a.heads, a.kv_heads, a.dh, f32);
+  const void* out = saved.out;
+  const float* lse = saved.lse;
+  if (!lse) {
+    const AttentionGradPlan own = PlanAttentionGrad(a.batch, a.tq, a.heads, a.dh);
+    char* out_slice = scratch + AlignUp(own.delta_floats * 4, kScratchAlignment);
+    float* lse_slice =
+        reinterpret_cast<float*>(out_slice + AlignUp(own.out_floats * 4, kScratchAlignment));
+    const int rc = stepc_cudnn_attention(ctx, q, k, v, a.batch, a.tq, a.tk, a.heads, a.kv_heads,
+                                         a.dh, a.causal, a.scale, out_slice, lse_slice,
+                                         ctx->gemm_workspace, kGemmWorkspaceBytes);
+    if (rc != STEPC_CUDNN_RAN) return rc;
+    out = out_slice;
+    lse = lse_slice;
+  }
+  char* cursor = scratch + AttentionGradScratchBytes(a.batch, a.tq, a.heads, a.dh,
+                                                     saved.lse != nullptr);
+  void* grads[3] = {dq, dk, dv};
+  const int64_t bytes[3] = {plan.dq_bytes, plan.dk_bytes, plan.dv_bytes};
+  void* bf16[3];
+  for (int i = 0; i < 3; ++i) {
+    bf16[i] = f32 ? static_cast<void*>(cursor) : grads[i];
+    cursor += bytes[i];
+  }
+  const int rc = stepc_cudnn_attention_grad(ctx, dout, q, k, v, out, lse, a.batch, a.tq, a.tk,
+                                            a.heads, a.kv_heads, a.dh, a.causal, a.scale,
+                                            bf16[0], bf16[1], bf16[2], cursor,
+                                            plan.workspace_bytes);
+  if (rc != STEPC_CUDNN_RAN || !f32) return rc;
+  const int64_t q_elems = a.batch * a.tq * a.heads * a.dh;
+  const int64_t kv_elems = a.batch * a.tk * a.kv_heads * a.dh;
+  const int64_t elems[3] = {q_elems, kv_elems, kv_elems};
+  for (int i = 0; i < 3; ++i)
+    if (int widen = Widen(ctx, bf16[i], grads[i], elems[i])) return widen;
+  return STEPC_CUDNN_RAN;
+}
+
 }  // namespace stepc::cuda
 
 using namespace stepc::cuda;
 
+extern "C" int stepc_cuda_attention_own(stepc_cuda_ctx* ctx, const void* q, const void* k,
+                                        const void* v, int in_type, int64_t batch, int64_t tq,
+                                        int64_t tk, int64_t heads, int64_t kv_heads,
+                                        int64_t head_dim, int causal, double scale, void* out,
+                                        int out_type, float* lse) {
+  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a, out, lse);
+}
+
+extern "C" int stepc_cuda_attention_grad_own(stepc_cuda_ctx* ctx, const void* dout,
+                                             const void* q, const void* k, const void* v,
+                                             int in_type, int64_t batch, int64_t tq, int64_t tk,
+                                             int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                             int causal, double scale, char* scratch,
+                                             const void* saved_out, int saved_out_type,
+                                             const float* saved_lse, void* dq, void* dk,
+                                             void* dv, int out_type) {
+  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a, scratch,
+                              SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv);
+}
+
+// bf16 calls cuDNN can take go to it first (cudnn_attention.h); the rest, and
+// those it does not take, run on our kernels.
 extern "C" int stepc_cuda_attention(stepc_cuda_ctx* ctx, const void* q, const void* k,
                                     const void* v, int in_type, int64_t batch, int64_t tq,
                                     int64_t tk, int64_t heads, int64_t kv_heads, int64_t head_dim,
                                     int causal, double scale, void* out, int out_type,
                                     float* lse) {
-  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
-  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a, out, lse);
+  if (in_type == STEPC_CUDA_BF16 && out_type == STEPC_CUDA_BF16 &&
+      CudnnAttentionHeadDim(head_dim)) {
+    const int rc = stepc_cudnn_attention(ctx, q, k, v, batch, tq, tk, heads, kv_heads, head_dim,
+                                         causal, scale, out, lse, ctx->gemm_workspace,
+                                         kGemmWorkspaceBytes);
+    if (rc != STEPC_CUDNN_NOT_TAKEN) return rc;
+  }
+  return stepc_cuda_attention_own(ctx, q, k, v, in_type, batch, tq, tk, heads, kv_heads,
+                                  head_dim, causal, scale, out, out_type, lse);
 }
 
 extern "C" int stepc_cuda_attention_grad(stepc_cuda_ctx* ctx, const void* dout, const void* q,
@@ -345,7 +439,14 @@ extern "C" int stepc_cuda_attention_grad(stepc_cuda_ctx* ctx, const void* dout, 
                                          double scale, char* scratch, const void* saved_out,
                                          int saved_out_type, const float* saved_lse, void* dq,
                                          void* dk, void* dv, int out_type) {
-  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
-  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a, scratch,
-                              SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv);
+  if (in_type == STEPC_CUDA_BF16 && CudnnAttentionHeadDim(head_dim) &&
+      (!saved_lse || saved_out_type == STEPC_CUDA_BF16)) {
+    AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+    const int rc = CudnnBackward(ctx, dout, q, k, v, a, scratch,
+                                 SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv);
+    if (rc != STEPC_CUDNN_NOT_TAKEN) return rc;
+  }
+  return stepc_cuda_attention_grad_own(ctx, dout, q, k, v, in_type, batch, tq, tk, heads,
+                                       kv_heads, head_dim, causal, scale, scratch, saved_out,
+                                       saved_out_type, saved_lse, dq, dk, dv, out_type);
 }

@@ -27,6 +27,7 @@
 #include "runtime/kernels/cpu/cpu_kernels.h"
 #include "runtime/kernels/cpu/line_kernels.h"
 #include "runtime/kernels/cuda/cuda_kernels.h"
+#include "runtime/kernels/cuda/cudnn_attention.h"
 #include "runtime/kernels/cuda/launch_config.h"
 #include "runtime/kernels/cuda/line_kernels.h"
 
@@ -99,6 +100,14 @@ class CudaKernels : public ::testing::Test {
     return Up(h);
   }
   float* Zeros(size_t n) { return static_cast<float*>(Alloc(n * 4)); }
+  Floats DownBf16(const __nv_bfloat16* p, size_t n) {
+    EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+    std::vector<__nv_bfloat16> h(n);
+    cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost);
+    Floats f(n);
+    for (size_t i = 0; i < n; ++i) f[i] = __bfloat162float(h[i]);
+    return f;
+  }
   Floats Down(const float* p, size_t n) {
     EXPECT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
     Floats h(n);
@@ -568,17 +577,22 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchTheCpu) {
   // f32; bf16 on the scalar kernels (STEPC_ATTENTION=scalar): the same math
   // on rounded inputs; bf16 on tensor cores, where P and dS are rounded to
   // bf16 for the products too (about 2^-9 relative each).
+  // cuDNN (bf16 head dims 64 and 128; STEPC_ATTENTION=cudnn makes a call it
+  // does not take an error): its bf16 output, its gradients widened to
+  // f32 by our glue (on the host, the emulation's stand-in runs our
+  // kernels through the same glue); its deterministic backward gives the
+  // same gradients from the saved and the recomputed forward too.
   struct Mode {
-    bool bf16, scalar;
+    const char* engine;
+    bool bf16;
     double out_tol, grad_tol;
   };
-  for (Mode mode : {Mode{false, false, 1e-5, 1e-4}, Mode{true, true, 1e-5, 1e-4},
-                    Mode{true, false, 3e-3, 1e-2}}) {
+  for (Mode mode : {Mode{"own", false, 1e-5, 1e-4}, Mode{"scalar", true, 1e-5, 1e-4},
+                    Mode{"own", true, 3e-3, 1e-2}, Mode{"cudnn", true, 5e-3, 1e-2}}) {
     const bool bf16 = mode.bf16;
-    if (mode.scalar)
-      setenv("STEPC_ATTENTION", "scalar", 1);
-    else
-      unsetenv("STEPC_ATTENTION");
+    const bool cudnn = std::string(mode.engine) == "cudnn";
+    if (cudnn && !stepc::cuda::CudnnAttentionHeadDim(c.dh)) continue;
+    setenv("STEPC_ATTENTION", mode.engine, 1);
     Floats qr(q), kr(k), vr(v), dr(dout);
     if (bf16)
       for (Floats* f : {&qr, &kr, &vr, &dr})
@@ -592,12 +606,15 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchTheCpu) {
     const void *Q = bf16 ? (void*)UpBf16(q) : Up(q), *K = bf16 ? (void*)UpBf16(k) : Up(k),
                *V = bf16 ? (void*)UpBf16(v) : Up(v), *D = bf16 ? (void*)UpBf16(dout) : Up(dout);
     const int type = bf16 ? STEPC_CUDA_BF16 : STEPC_CUDA_F32;
-    float *O = Zeros(qn), *DQ = Zeros(qn), *DK = Zeros(kn), *DV = Zeros(kn);
+    const int out_type = cudnn ? STEPC_CUDA_BF16 : STEPC_CUDA_F32;
+    void* O = Alloc(qn * (cudnn ? 2 : 4));
+    float *DQ = Zeros(qn), *DK = Zeros(kn), *DV = Zeros(kn);
     float* lse = Zeros(c.batch * c.heads * c.t);
-    char* scratch = static_cast<char*>(
-        Alloc(stepc::cuda::AttentionGradScratchBytes(c.batch, c.t, c.heads, c.dh)));
+    char* scratch = static_cast<char*>(Alloc(stepc::cuda::AttentionGradScratchBytesFor(
+        c.batch, c.t, c.t, c.heads, c.kv_heads, c.dh, /*saved=*/false, bf16,
+        /*f32_grads=*/true)));
     ASSERT_EQ(stepc_cuda_attention(&ctx_, Q, K, V, type, c.batch, c.t, c.t, c.heads, c.kv_heads,
-                                   c.dh, c.causal, scale, O, STEPC_CUDA_F32, lse),
+                                   c.dh, c.causal, scale, O, out_type, lse),
               0)
         << error_;
     // The backward recomputing the forward, and from the forward's saved
@@ -610,14 +627,17 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchTheCpu) {
     float *SQ = Zeros(qn), *SK = Zeros(kn), *SV = Zeros(kn);
     ASSERT_EQ(stepc_cuda_attention_grad(&ctx_, D, Q, K, V, type, c.batch, c.t, c.t, c.heads,
                                         c.kv_heads, c.dh, c.causal, scale, scratch, O,
-                                        STEPC_CUDA_F32, lse, SQ, SK, SV, STEPC_CUDA_F32),
+                                        out_type, lse, SQ, SK, SV, STEPC_CUDA_F32),
               0)
         << error_;
     EXPECT_EQ(Down(SQ, qn), Down(DQ, qn));
     EXPECT_EQ(Down(SK, kn), Down(DK, kn));
     EXPECT_EQ(Down(SV, kn), Down(DV, kn));
-    const std::string what = std::string(bf16 ? "bf16" : "f32") + (mode.scalar ? " scalar" : "");
-    EXPECT_LT(RelError(Down(O, qn), out), mode.out_tol) << what;
+    const std::string what = std::string(bf16 ? "bf16 " : "f32 ") + mode.engine;
+    if (cudnn) std::printf("attention engine: %s\n", stepc_cudnn_attention_engine());
+    const Floats got = cudnn ? DownBf16(static_cast<const __nv_bfloat16*>(O), qn)
+                             : Down(static_cast<const float*>(O), qn);
+    EXPECT_LT(RelError(got, out), mode.out_tol) << what;
     EXPECT_LT(RelError(Down(DQ, qn), dq), mode.grad_tol) << what;
     EXPECT_LT(RelError(Down(DK, kn), dk), mode.grad_tol) << what;
     EXPECT_LT(RelError(Down(DV, kn), dv), mode.grad_tol) << what;

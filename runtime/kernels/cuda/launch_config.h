@@ -108,6 +108,52 @@ constexpr int64_t AttentionGradScratchBytes(int64_t batch, int64_t tq, int64_t h
   return delta + AlignUp(p.out_floats * 4, kScratchAlignment) +
          AlignUp(p.lse_floats * 4, kScratchAlignment);
 }
+// cuDNN's fused flash attention (kernels/cuda/cudnn_attention.cc) takes a
+// bf16 attention whose head dim its Hopper kernels cover; the rest runs on
+// our own kernels.
+constexpr bool CudnnAttentionHeadDim(int64_t head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
+// What the cuDNN backward needs beyond our own kernel's scratch (which it
+// uses to recompute the forward when none was saved): bf16 dQ, dK, dV when
+// the step wants them in f32 (cuDNN writes bf16; we widen), then the graph's
+// workspace as the frontend sizes it for these shapes: the f32 dQ
+// accumulator and softmax row sums, f32 full-head dK and dV under grouped
+// queries, the dP buffer when it is at most 256 MiB (the frontend's default
+// limit), and 16 MiB for the engine. The runtime checks the graph's real
+// workspace against it and falls back to our kernel (with a note) when it
+// does not fit.
+struct CudnnAttentionGradPlan {
+  int64_t dq_bytes = 0, dk_bytes = 0, dv_bytes = 0, workspace_bytes = 0;
+};
+constexpr CudnnAttentionGradPlan PlanCudnnAttentionGrad(int64_t batch, int64_t tq, int64_t tk,
+                                                        int64_t heads, int64_t kv_heads,
+                                                        int64_t head_dim, bool f32_grads) {
+  CudnnAttentionGradPlan p;
+  if (f32_grads) {
+    p.dq_bytes = AlignUp(batch * tq * heads * head_dim * 2, kScratchAlignment);
+    p.dk_bytes = AlignUp(batch * tk * kv_heads * head_dim * 2, kScratchAlignment);
+    p.dv_bytes = p.dk_bytes;
+  }
+  int64_t ws = batch * heads * tq * (head_dim + 1) * 4;
+  if (kv_heads != heads) ws += 2 * batch * heads * tk * head_dim * 4;
+  const int64_t dp = batch * heads * AlignUp(tq, 64) * AlignUp(tk, 64) * 2;
+  if (dp <= (256ll << 20)) ws += dp;
+  p.workspace_bytes = AlignUp(ws + (16ll << 20), kScratchAlignment);
+  return p;
+}
+// The scratch an attention backward is planned with: our kernel's, and for
+// a bf16 one cuDNN can take, cuDNN's beside it.
+constexpr int64_t AttentionGradScratchBytesFor(int64_t batch, int64_t tq, int64_t tk,
+                                               int64_t heads, int64_t kv_heads,
+                                               int64_t head_dim, bool saved, bool bf16,
+                                               bool f32_grads) {
+  const int64_t own = AttentionGradScratchBytes(batch, tq, heads, head_dim, saved);
+  if (!bf16 || !CudnnAttentionHeadDim(head_dim)) return own;
+  const CudnnAttentionGradPlan c =
+      PlanCudnnAttentionGrad(batch, tq, tk, heads, kv_heads, head_dim, f32_grads);
+  return own + c.dq_bytes + c.dk_bytes + c.dv_bytes + c.workspace_bytes;
+}
 // The log-sum-exp a forward saves for its backward.
 constexpr int64_t AttentionLseBytes(int64_t batch, int64_t tq, int64_t heads) {
   return AlignUp(batch * heads * tq * 4, kScratchAlignment);

@@ -70,6 +70,31 @@ TEST(LaunchConfig, AttentionGradScratchIsAlignedSlices) {
   EXPECT_EQ(AttentionLseBytes(1, 3, 1), 256);
 }
 
+TEST(LaunchConfig, CudnnAttentionGradScratchBesideOurs) {
+  // gpt2-124m at B=64: T=1024, 12 heads of 64, bf16, f32 gradients wanted.
+  const CudnnAttentionGradPlan p = PlanCudnnAttentionGrad(64, 1024, 1024, 12, 12, 64, true);
+  EXPECT_EQ(p.dq_bytes, 64ll * 1024 * 12 * 64 * 2);
+  EXPECT_EQ(p.dk_bytes, p.dq_bytes);
+  EXPECT_EQ(p.dv_bytes, p.dq_bytes);
+  // dQ accumulator and row sums; the 1.6 GB dP buffer is over the
+  // frontend's 256 MiB limit, so not counted; 16 MiB for the engine.
+  EXPECT_EQ(p.workspace_bytes, 64ll * 12 * 1024 * 65 * 4 + (16ll << 20));
+  const int64_t ours = AttentionGradScratchBytes(64, 1024, 12, 64, /*saved=*/true);
+  EXPECT_EQ(AttentionGradScratchBytesFor(64, 1024, 1024, 12, 12, 64, true, /*bf16=*/true, true),
+            ours + 3 * p.dq_bytes + p.workspace_bytes);
+  // Grouped queries add f32 full-head dK and dV; a small problem its dP.
+  const CudnnAttentionGradPlan g = PlanCudnnAttentionGrad(1, 70, 70, 4, 2, 64, false);
+  EXPECT_EQ(g.dq_bytes, 0);
+  EXPECT_EQ(g.workspace_bytes,
+            AlignUp(4 * 70 * 65 * 4 + 2 * 4 * 70 * 64 * 4 + 4 * 128 * 128 * 2 + (16ll << 20),
+                    kScratchAlignment));
+  // f32 attention, or a head dim cuDNN does not take: ours alone.
+  EXPECT_EQ(AttentionGradScratchBytesFor(4, 64, 64, 4, 4, 16, false, true, true),
+            AttentionGradScratchBytes(4, 64, 4, 16));
+  EXPECT_EQ(AttentionGradScratchBytesFor(4, 64, 64, 4, 4, 64, false, false, true),
+            AttentionGradScratchBytes(4, 64, 4, 64));
+}
+
 TEST(LaunchConfig, AttentionGridsTileQueriesAndKeys) {
   Grid2 f = AttentionForwardGrid(8, 1024, 12);
   EXPECT_EQ(f.x, 1024 / kAttentionQueryTile);

@@ -1,0 +1,66 @@
+// The host emulation's stand-in for cuDNN's attention (cudnn_attention.h).
+// No cuDNN runs on the host; with STEPC_ATTENTION=cudnn the bf16 calls go
+// through the same glue as on a GPU (the scratch carved as planned, the
+// forward recomputed when none was saved, bf16 gradients widened where the
+// step wants f32) with stepc's own kernels writing bf16 as cuDNN does, so
+// the glue is tested here. Otherwise it takes nothing.
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/kernels/cuda/cudnn_attention.h"
+
+extern "C" int stepc_cuda_attention_own(stepc_cuda_ctx *ctx, const void *q, const void *k,
+                                        const void *v, int in_type, int64_t batch, int64_t tq,
+                                        int64_t tk, int64_t heads, int64_t kv_heads,
+                                        int64_t head_dim, int causal, double scale, void *out,
+                                        int out_type, float *lse);
+extern "C" int stepc_cuda_attention_grad_own(stepc_cuda_ctx *ctx, const void *dout,
+                                             const void *q, const void *k, const void *v,
+                                             int in_type, int64_t batch, int64_t tq, int64_t tk,
+                                             int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                             int causal, double scale, char *scratch,
+                                             const void *saved_out, int saved_out_type,
+                                             const float *saved_lse, void *dq, void *dk,
+                                             void *dv, int out_type);
+
+namespace {
+bool Forced() {
+  const char *choice = std::getenv("STEPC_ATTENTION");
+  return choice && std::strcmp(choice, "cudnn") == 0;
+}
+}  // namespace
+
+extern "C" int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *q, const void *k,
+                                     const void *v, int64_t batch, int64_t tq, int64_t tk,
+                                     int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                     int causal, double scale, void *out, float *lse, void *,
+                                     int64_t) {
+  if (!Forced()) return STEPC_CUDNN_NOT_TAKEN;
+  return stepc_cuda_attention_own(ctx, q, k, v, STEPC_CUDA_BF16, batch, tq, tk, heads, kv_heads,
+                                  head_dim, causal, scale, out, STEPC_CUDA_BF16, lse)
+             ? STEPC_CUDNN_FAILED
+             : STEPC_CUDNN_RAN;
+}
+
+// Our backward's row terms (its scratch) live in the workspace planned for
+// cuDNN, which is larger.
+extern "C" int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *dout, const void *q,
+                                          const void *k, const void *v, const void *out,
+                                          const float *lse, int64_t batch, int64_t tq,
+                                          int64_t tk, int64_t heads, int64_t kv_heads,
+                                          int64_t head_dim, int causal, double scale, void *dq,
+                                          void *dk, void *dv, void *workspace, int64_t) {
+  if (!Forced()) return STEPC_CUDNN_NOT_TAKEN;
+  return stepc_cuda_attention_grad_own(ctx, dout, q, k, v, STEPC_CUDA_BF16, batch, tq, tk,
+                                       heads, kv_heads, head_dim, causal, scale,
+                                       static_cast<char *>(workspace), out, STEPC_CUDA_BF16, lse,
+                                       dq, dk, dv, STEPC_CUDA_BF16)
+             ? STEPC_CUDNN_FAILED
+             : STEPC_CUDNN_RAN;
+}
+
+extern "C" const char *stepc_cudnn_attention_engine(void) {
+  return Forced() ? "cudnn (emulated: stepc's kernels through the cuDNN glue)"
+                  : "own (emulation)";
+}
