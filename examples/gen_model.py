@@ -37,6 +37,10 @@ PRESETS = {
     "llama-s": ["--arch", "llama", "--vocab", "32000", "--seq", "2048", "--dim", "768",
                 "--layers", "12", "--heads", "12", "--kv-heads", "4",
                 "--ffn-multiple", "256", "--batch", "4"],
+    # TinyLlama's shapes (1.1B parameters): the GPU benchmark's second model.
+    "llama-1b": ["--arch", "llama", "--vocab", "32000", "--seq", "2048", "--dim", "2048",
+                 "--layers", "22", "--heads", "32", "--kv-heads", "4",
+                 "--ffn-multiple", "256", "--batch", "4"],
 }
 
 

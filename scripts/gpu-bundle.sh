@@ -7,7 +7,8 @@
 #           they need (Abseil, OpenMPI, ...); CUDA's own come from the machine
 #   steps/  CUDA step.so files (sm_90a): gpt-small fp32 and bf16, gpt2-124m
 #           bf16 at batch 8..64 (gpu-check runs the largest that fits), with
-#           their compile-time reports
+#           their compile-time reports, and each one's --profile build;
+#           llama-1b (1.1B, T=2048) bf16 at batch 2..8 likewise
 #   ref/    the CPU target's results on the same data and seed: parameters and
 #           moments after 1 step, the losses of 20 steps
 # Usage: scripts/gpu-bundle.sh [--emulated] [DIR]  (default build/gpu-bundle;
@@ -29,6 +30,9 @@ for f in "$build/bin/stepc" "$build/bin/stepc-run" "$build/bin/cuda_kernels_test
 done
 rm -rf "$bundle"
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/steps" "$bundle/ref"
+# The commit the bundle was built from (gpu_check.py records it).
+git rev-parse HEAD > "$bundle/COMMIT" 2>/dev/null || echo unknown > "$bundle/COMMIT"
+git diff --quiet HEAD 2>/dev/null || echo "(with uncommitted changes)" >> "$bundle/COMMIT"
 cp "$build/bin/stepc-run" "$bundle/bin/"
 if [ -n "$emulated" ]; then
   # The script's self-test on the host: the kernels' host emulation stands in
@@ -63,6 +67,17 @@ echo "gpu-bundle: compiling CUDA step.so files (sm_90a)"
 for b in $([ -n "$emulated" ] || echo 8 16 32 64); do
   "$stepc" examples/gpt2-124m/model.mlir --batch=$b --precision=bf16 \
     -o "$bundle/steps/gpt2-124m-bf16-b$b.so" --report="$bundle/steps/gpt2-124m-bf16-b$b.json"
+  # Its --profile twin: the per-kernel table with floors (gpu_check.py).
+  "$stepc" examples/gpt2-124m/model.mlir --batch=$b --precision=bf16 --profile \
+    -o "$bundle/steps/gpt2-124m-bf16-b$b-profile.so"
+done
+# The second workload: a 1.1B Llama at T=2048 (bench/cuda_step/torch_llama.py
+# is its torch.compile peer).
+for b in $([ -n "$emulated" ] || echo 2 4 8); do
+  "$stepc" examples/llama-1b/model.mlir --batch=$b --precision=bf16 \
+    -o "$bundle/steps/llama-1b-bf16-b$b.so" --report="$bundle/steps/llama-1b-bf16-b$b.json"
+  "$stepc" examples/llama-1b/model.mlir --batch=$b --precision=bf16 --profile \
+    -o "$bundle/steps/llama-1b-bf16-b$b-profile.so"
 done
 
 echo "gpu-bundle: CPU references"

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Every check that needs a GPU, as one command for the machine lent to some
-# issues (DEVELOPERS.md, `device`); under 8 minutes on an H200:
+# issues (DEVELOPERS.md, `device`); about 8 minutes on an H200 (the Llama's
+# torch.compile warm-up is the longest part):
 #   1. cuda_kernels_test: every CUDA kernel against the CPU kernel of its op;
 #   2. gpt-small CPU-vs-GPU parity: fp32 gradients (the AdamW first moments
 #      after step 1) within 1e-4 relative; bf16 loss within 1% of the CPU's
 #      fp32 loss after 20 steps;
 #   3. gpt-small trained 100 steps on the GPU (loss curve as JSON and SVG),
 #      then 64 characters sampled by its one-row sampling step;
-#   4. gpt2-124m, T=1024, bf16, the largest compiled batch that fits: tokens/s
-#      and MFU (989 TFLOP/s dense bf16), next to the same model under PyTorch
-#      torch.compile in bf16 in the same run;
+#   4. gpt2-124m (T=1024) and a 1.1B Llama (T=2048), bf16, each at the
+#      largest compiled batch that fits: tokens/s and MFU (989 TFLOP/s dense
+#      bf16) next to the same model under PyTorch torch.compile in the same
+#      run, the step again with our own attention instead of cuDNN's, and the
+#      --profile build's per-kernel table against each kind's floor
+#      (scripts/profile_floor.py);
 #   5. the NCCL communicator test (one rank) when NCCL was built.
 # Every figure lands in $OUT/gpu-check.json (default build/gpu-check).
 #

@@ -336,9 +336,16 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
       lrK = b.create<ConvertOp>(loc, scalarType, lr);
       stepK = b.create<ConvertOp>(loc, scalarType, stepNumber);
     }
-    double decay = cast<RankedTensorType>(param.getType()).getRank() >= 2
+    // A parameter's own decay and learning-rate scale (a torch.optim
+    // parameter group), else the rule: decay matrices, not vectors.
+    auto attr = grad.getArgAttrOfType<ParamAttr>(params[k], StepDialect::kParamAttrName);
+    double decay = attr.hasWeightDecay() ? attr.getWeightDecayValue()
+                   : cast<RankedTensorType>(param.getType()).getRank() >= 2
                        ? options.weightDecay
                        : 0.0;
+    if (attr.getLrScaleValue() != 1.0)
+      lrK = b.create<MulOp>(loc, lrK, scalar(b, loc, cast<RankedTensorType>(lrK.getType()),
+                                              attr.getLrScaleValue()));
     Value m = expAvgArg[k];
     if (muon[k]) {
       auto shardOf = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kShardOfAttrName);

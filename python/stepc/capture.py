@@ -286,6 +286,11 @@ def capture(model, example_inputs, names=None):
             raise ExportError(f"{frame}: data-dependent control flow (a Python branch or "
                               f"value read from a tensor) cannot be compiled into a static "
                               f"step") from None
+        if "non-Fake Tensor" in str(e) or "convert all Tensors to FakeTensors" in str(e):
+            raise ExportError(f"{frame}: the forward reads a tensor that is neither an input "
+                              f"nor a parameter of the model (a module's weights captured by "
+                              f"a function, a global tensor): export the nn.Module itself, or "
+                              f"pass the tensor as an example input") from None
         if type(e).__name__ == "DynamicOutputShapeException":
             raise ExportError(f"{frame}: a dynamic shape (the result of {first} depends on "
                               f"tensor values) cannot be compiled into a static step") from None

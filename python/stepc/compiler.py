@@ -3,6 +3,7 @@
     so = stepc.compile(exported, "out/step.so", target="cpu", shard="fsdp:2")
 
 Keyword arguments are stepc's flags (`remat="block"` is `--remat=block`,
+added to those an export made from a torch.optim optimizer carries,
 `sequence_parallel=True` is `--sequence-parallel`). The binary is
 $STEPC_BIN/stepc, else the one beside the package (build/bin from
 build/python, <prefix>/bin when installed), else `stepc` on PATH. A failed
@@ -35,6 +36,9 @@ def compile(model, output, **flags):
     """Compiles `model` (an Exported, or a model.mlir path) into `output`."""
     mlir = getattr(model, "mlir", model)
     command = [compiler_path(), os.fspath(mlir), "-o", os.fspath(output)]
+    # An export's optimizer flags (stepc.export(..., optimizer=opt)) first;
+    # the caller's keywords override them.
+    flags = {**getattr(model, "compile_flags", {}), **flags}
     for key, value in flags.items():
         flag = "--" + key.replace("_", "-")
         if value is True:

@@ -18,14 +18,15 @@ import os
 
 import torch
 
-from . import safetensors
+from . import optim, safetensors
 from .capture import capture
 from .errors import ExportError
 from .lower import Lowering
 
 
 class Exported:
-    def __init__(self, directory, params, aliases, inputs, ignore_index, input_names=None):
+    def __init__(self, directory, params, aliases, inputs, ignore_index, input_names=None,
+                 compile_flags=None):
         self.directory = directory
         self.mlir = os.path.join(directory, "model.mlir")
         self.init = os.path.join(directory, "init.safetensors")
@@ -37,10 +38,14 @@ class Exported:
         # forward name -> the step's input name, where they differ (a
         # language model's 'idx' is the step's 'tokens')
         self.input_names = input_names or {}
+        # stepc flags reproducing the torch.optim optimizer given to export
+        # (stepc.compile(exported, ...) passes them), else {}
+        self.compile_flags = compile_flags or {}
 
     def to_json(self):
         return {"params": self.params, "aliases": self.aliases, "inputs": self.inputs,
-                "input_names": self.input_names, "ignore_index": self.ignore_index}
+                "input_names": self.input_names, "ignore_index": self.ignore_index,
+                "compile_flags": self.compile_flags}
 
 
 def layer_blocks(model):
@@ -75,11 +80,17 @@ def initialiser(tensor):
     return f"normal({std if std > 0 else 0.02!r})"
 
 
-def export(model, example_inputs, out_dir, input_names=None):
+def export(model, example_inputs, out_dir, input_names=None, optimizer=None,
+           max_grad_norm=None):
     """Traces `model(*example_inputs)` and writes out_dir/{model.mlir,
-    init.safetensors, export.json}; returns an `Exported`."""
+    init.safetensors, export.json}; returns an `Exported`. With `optimizer`
+    (a torch.optim AdamW, Adam or SGD over the model's parameters), each
+    parameter takes its group's weight decay and lr scale, and
+    `exported.compile_flags` the shared hyperparameters (optim.py);
+    `max_grad_norm` is the training loop's clip_grad_norm_ (None: none)."""
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ExportError(f"the output '{out_dir}' exists and is not a directory")
+    read_optimizer = optim.read(optimizer, max_grad_norm) if optimizer is not None else None
     captured = capture(model, example_inputs, input_names)
     names = [n for n, _ in captured.params]
     blocks = {}
@@ -89,7 +100,8 @@ def export(model, example_inputs, out_dir, input_names=None):
             if alias in by_alias and name == alias:
                 blocks[name] = by_alias[alias]
     inits = {n: initialiser(t) for n, t in captured.params}
-    lowering = Lowering(captured, blocks, inits)
+    markers = optim.markers(read_optimizer, captured.params) if read_optimizer else None
+    lowering = Lowering(captured, blocks, inits, markers)
     loss = lowering.run()
     os.makedirs(out_dir, exist_ok=True)
     header = (f"// Exported by stepc.export from {type(model).__name__} "
@@ -106,7 +118,8 @@ def export(model, example_inputs, out_dir, input_names=None):
                      os.path.join(out_dir, "buffers.safetensors"))
     exported = Exported(out_dir, names, captured.aliases,
                         [n for n, _ in captured.inputs], lowering.ignore_index,
-                        lowering.input_names)
+                        lowering.input_names,
+                        read_optimizer.flags if read_optimizer else None)
     with open(os.path.join(out_dir, "export.json"), "w") as f:
         json.dump(exported.to_json(), f, indent=1)
     return exported

@@ -45,8 +45,10 @@ def dense(value):
 
 
 class Lowering:
-    def __init__(self, captured, blocks, inits):
+    def __init__(self, captured, blocks, inits, optimizer_markers=None):
         self.c = captured
+        # {parameter name: (weight_decay, lr_scale)} from a torch.optim optimizer
+        self.optimizer_markers = optimizer_markers or {}
         self.graph = captured.graph_module.graph
         self.w = FunctionWriter("f32")
         self.env = {}
@@ -132,8 +134,10 @@ class Lowering:
                 if tensor.dtype != torch.float32:
                     fail(node, f"parameter '{name}' is {tensor.dtype}; stepc imports float32 "
                                f"parameters (its precision is a compile flag)")
+                decay, lr_scale = self.optimizer_markers.get(name, (None, 1.0))
                 self.env[node] = self.w.param(name, shape, self.inits[name],
-                                              self.blocks.get(name), name in self.c.frozen)
+                                              self.blocks.get(name), name in self.c.frozen,
+                                              decay, lr_scale)
                 self.param_nodes[node] = name
             elif i < n_params + n_buffers:
                 self.consts[node] = self.c.buffers[i - n_params][1]

@@ -39,11 +39,18 @@ class FunctionWriter:
         self.used.add(name)
         return name
 
-    def param(self, name, shape, init, block=None, frozen=False):
+    def param(self, name, shape, init, block=None, frozen=False, weight_decay=None,
+              lr_scale=1.0):
         """A parameter; `block` marks it as part of the block-th layer,
-        `frozen` as held but not trained (requires_grad=False)."""
+        `frozen` as held but not trained (requires_grad=False);
+        `weight_decay` and `lr_scale` its own optimizer settings (a
+        torch.optim parameter group)."""
         v = Value(self._fresh(name), shape, self.dtype)
         marker = ("" if block is None else f", block {block}") + (", frozen" if frozen else "")
+        if weight_decay is not None:
+            marker += f", weight_decay {float(weight_decay)!r}"
+        if lr_scale != 1.0:
+            marker += f", lr_scale {float(lr_scale)!r}"
         self.args.append(f'{v.name}: {v.type} {{step.param = #step.param<"{name}", {init}{marker}>}}')
         return v
 

@@ -85,21 +85,51 @@ def load(path):
         header = json.loads(raw[8:8 + n])
     except ValueError as e:
         raise ValueError(f"safetensors: '{path}' has a malformed header: {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"safetensors: '{path}' header is a JSON {type(header).__name__}, "
+                         f"not an object")
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ValueError(f"safetensors: '{path}' __metadata__ is not an object of strings")
     data = memoryview(raw)[8 + n:]
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        begin, end = info["data_offsets"]
-        shape = info["shape"]
-        if info["dtype"] == "BF16":
-            words = np.frombuffer(data[begin:end], dtype="<u2").astype(np.uint32) << 16
-            a = words.view(np.float32)
-        elif info["dtype"] in _DTYPES:
-            a = np.frombuffer(data[begin:end], dtype=np.dtype(_DTYPES[info["dtype"]]).newbyteorder("<"))
-        else:
-            raise ValueError(f"safetensors: '{path}' tensor '{name}' has dtype {info['dtype']}")
-        if a.size != int(np.prod(shape)) or not 0 <= begin <= end <= len(data):
-            raise ValueError(f"safetensors: '{path}' tensor '{name}' has inconsistent offsets")
-        out[name] = a.reshape(shape).copy()
+        out[name] = _tensor(path, name, info, data)
     return out
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _tensor(path, name, info, data):
+    """One tensor of a loaded file, every header field checked first."""
+    def bad(why):
+        return ValueError(f"safetensors: '{path}' tensor '{name}' {why}")
+    if not isinstance(info, dict):
+        raise bad(f"has a header entry that is not an object ({info!r})")
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if dtype != "BF16" and dtype not in _DTYPES:
+        raise bad(f"has dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise bad(f"has shape {shape!r}, expected a list of sizes >= 0")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(map(_is_int, offsets)):
+        raise bad(f"has data_offsets {offsets!r}, expected [begin, end]")
+    begin, end = offsets
+    if not 0 <= begin <= end <= len(data):
+        raise bad(f"has data_offsets [{begin}, {end}] outside the file's {len(data)} data bytes")
+    size = 2 if dtype == "BF16" else np.dtype(_DTYPES[dtype]).itemsize
+    count = 1
+    for d in shape:
+        count *= d
+    if count * size != end - begin:
+        raise bad(f"has inconsistent offsets: shape {shape} of {dtype} is {count * size} "
+                  f"bytes, data_offsets span {end - begin}")
+    if dtype == "BF16":
+        words = np.frombuffer(data[begin:end], dtype="<u2").astype(np.uint32) << 16
+        a = words.view(np.float32)
+    else:
+        a = np.frombuffer(data[begin:end], dtype=np.dtype(_DTYPES[dtype]).newbyteorder("<"))
+    return a.reshape(shape).copy()

@@ -6,7 +6,7 @@ ctypes, not a compiled extension: the C API is already the stable boundary
 standard library, and the package then needs no build step per Python
 version. Each call copies tensors once, as the C API does.
 
-    s = stepc.Session("step.so", export_dir="out")   # out: stepc.export's
+    s = stepc.Session("out/step.so")   # out: stepc.export's (export_dir= if elsewhere)
     s.load_state_dict(model.state_dict())
     loss, norm = s.step(idx=x, targets=y, lr=6e-4)
     model.load_state_dict(s.state_dict())
@@ -112,6 +112,12 @@ class Session:
     """One rank's training session of a compiled step (see the module doc)."""
 
     def __init__(self, path, export_dir=None, seed=0):
+        # stepc.export's directory: given, else the step.so's own when it
+        # holds the export's export.json (the usual out/step.so).
+        if export_dir is None:
+            beside = os.path.dirname(os.path.abspath(os.fspath(path)))
+            if os.path.isfile(os.path.join(beside, "export.json")):
+                export_dir = beside
         self._lib = _runtime()
         self._err = ctypes.create_string_buffer(_ERROR_LEN)
         self._s = self._lib.stepc_session_create(os.fsencode(path), self._err, _ERROR_LEN)
@@ -222,7 +228,10 @@ class Session:
     def write(self, name, value):
         if name not in self._tensors:
             raise KeyError(f"no parameter or moment '{name}' in this step")
-        a = np.ascontiguousarray(_to_numpy(value), dtype=np.float32)
+        a = _to_numpy(value)
+        if a.dtype.kind not in "fiub":
+            raise ValueError(f"'{name}': a {type(value).__name__} of {a.dtype}, not numbers")
+        a = np.ascontiguousarray(a, dtype=np.float32)
         if tuple(a.shape) != self._tensors[name][1]:
             raise ValueError(f"'{name}': shape {tuple(a.shape)}, the step's is "
                              f"{self._tensors[name][1]}")
@@ -276,15 +285,20 @@ class Session:
     def _set_inputs(self, inputs):
         # The forward's names (idx) for the step's (tokens).
         inputs = {self.input_names.get(k, k): v for k, v in inputs.items()}
+        # Named as the forward names them (idx), where the export renamed them.
+        forward = {step: name for name, step in self.input_names.items()}
+        def spelled(names):
+            return sorted(forward.get(n, n) for n in names)
         unknown = set(inputs) - set(self._inputs)
         if unknown:
-            raise KeyError(f"unknown inputs {sorted(unknown)} (the step takes "
-                           f"{sorted(self._inputs)})")
+            raise KeyError(f"unknown inputs {spelled(unknown)} (the step takes "
+                           f"{spelled(self._inputs)})")
         missing = set(self._inputs) - set(inputs)
         if missing:
-            raise KeyError(f"missing inputs {sorted(missing)}")
-        for name, value in inputs.items():
-            dtype, shape = self._inputs[name]
+            raise KeyError(f"missing inputs {spelled(missing)}")
+        for step_name, value in inputs.items():
+            dtype, shape = self._inputs[step_name]
+            name = forward.get(step_name, step_name)  # as the messages say it
             a = _to_numpy(value)
             # The global batch: this rank keeps its data rank's rows.
             if self.data_world > 1 and a.ndim == len(shape) and a.ndim > 0 and \
@@ -303,17 +317,21 @@ class Session:
                     raise ValueError(f"input '{name}' has ids outside int32")
                 a = np.ascontiguousarray(a, dtype=np.int32)
                 self._check(self._lib.stepc_session_set_input(
-                    self._s, name.encode(), a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                    self._s, step_name.encode(), a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
                     a.size, self._err, _ERROR_LEN))
             else:
+                if a.dtype.kind not in "fiub":
+                    raise TypeError(f"input '{name}' is {a.dtype}; the step takes numbers")
                 a = np.ascontiguousarray(a, dtype=np.float32)
                 self._check(self._lib.stepc_session_set_input_f32(
-                    self._s, name.encode(), a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                    self._s, step_name.encode(), a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
                     a.size, self._err, _ERROR_LEN))
 
     def step(self, lr, **inputs):
         """One training step at learning rate `lr`: (loss, grad_norm). Inputs
         are this rank's rows or, under data parallelism, the global batch."""
+        if isinstance(lr, bool) or not isinstance(lr, (int, float, np.number)):
+            raise TypeError(f"lr must be a number, got {type(lr).__name__} {lr!r}")
         self._set_inputs(inputs)
         loss, norm = ctypes.c_float(), ctypes.c_float()
         self._check(self._lib.stepc_session_step(self._s, float(lr), ctypes.byref(loss),

@@ -61,29 +61,46 @@ p.add_argument("--work", required=True)
 p.add_argument("--steps", type=int, default=5)
 p.add_argument("--tolerance", type=float, default=1e-5)
 p.add_argument("--stepc-flags", default="")
+p.add_argument("--groups", action="store_true",
+               help="torch.optim.AdamW with parameter groups (decay 0.01 on all but the "
+                    "norms, lr x0.1 on the embeddings), given to stepc.export")
 args = p.parse_args()
 
 torch.manual_seed(0)
 model, batches = models.make(args.model, args.steps)
 out = os.path.join(args.work, args.model)
-exported = stepc.export(model, batches[0], out)
 so = os.path.join(out, "step.so")
-subprocess.run([os.path.join(args.bin, "stepc"), "--target=cpu", exported.mlir, "-o", so,
-                "--optimizer-options=epsilon=1e-3",
-                "--report=" + os.path.join(out, "report.json")] + args.stepc_flags.split(),
-               check=True)
-
+if args.groups:
+    # The optimizer as a user writes it, read by stepc.export: the stepc
+    # flags come with the export (betas, eps, no clipping but the loop's).
+    named = list(model.named_parameters())
+    norms = [p for n, p in named if ".ln" in n or "norm" in n]
+    embeddings = [p for n, p in named if "wte" in n or "wpe" in n or "emb" in n]
+    rest = [p for _, p in named if all(p is not q for q in norms + embeddings)]
+    opt = torch.optim.AdamW([{"params": rest, "weight_decay": 0.01},
+                             {"params": norms, "weight_decay": 0.0},
+                             {"params": embeddings, "weight_decay": 0.01, "lr": 1e-4}],
+                            lr=1e-3, betas=(0.9, 0.999), eps=1e-3)
+    exported = stepc.export(model, batches[0], out, optimizer=opt, max_grad_norm=1.0)
+    stepc.compile(exported, so, target="cpu", report=os.path.join(out, "report.json"))
+else:
+    exported = stepc.export(model, batches[0], out)
+    subprocess.run([os.path.join(args.bin, "stepc"), "--target=cpu", exported.mlir, "-o", so,
+                    "--optimizer-options=epsilon=1e-3",
+                    "--report=" + os.path.join(out, "report.json")] + args.stepc_flags.split(),
+                   check=True)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-3)
 session = stepc.Session(so, export_dir=out)
-decay = [p for p in model.parameters() if p.dim() >= 2]
-no_decay = [p for p in model.parameters() if p.dim() < 2]
-opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                         {"params": no_decay, "weight_decay": 0.0}],
-                        lr=1e-3, betas=(0.9, 0.95), eps=1e-3)
+scales = [g["lr"] / 1e-3 for g in opt.param_groups]
 worst = 0.0
 for step, batch in enumerate(batches):
     lr = 1e-3 * (step + 1) / len(batches)
-    for g in opt.param_groups:
-        g["lr"] = lr
+    for g, scale in zip(opt.param_groups, scales):
+        g["lr"] = lr * scale
     opt.zero_grad()
     with StepcMasks(step + 1):
         result = model(*batch)

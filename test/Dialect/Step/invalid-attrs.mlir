@@ -190,7 +190,7 @@ func.func @param_negative_block(%w: tensor<2xf32> {step.param = #step.param<"w",
 // -----
 
 // `frozen` comes after the block marker, once.
-// expected-error @+1 {{unexpected 'block': after the initialiser come an optional 'block N', then an optional 'frozen'}}
+// expected-error @+1 {{unexpected 'block': after the initialiser come, each optional and in this order, 'block N', 'frozen', 'weight_decay W', 'lr_scale S'}}
 func.func @param_frozen_first(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, frozen, block 0>}) -> tensor<f32> attributes {step.loss} {
   %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -259,4 +259,29 @@ func.func @rank_rows_not_dropout(%x: tensor<4xf32>) {
   // expected-error @+1 {{expects 'step.rank_rows' to be a positive row count on a step.dropout or a part count on a scalar count of targets}}
   %0 = step.neg %x {step.rank_rows = 2 : i64} : tensor<4xf32>
   return
+}
+
+// -----
+
+// A parameter's own optimizer settings: in order, finite, not negative.
+// expected-error @+1 {{unexpected 'weight_decay'}}
+func.func @param_lr_scale_first(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, lr_scale 0.1, weight_decay 0.0>}) -> tensor<f32> attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{expects a finite weight_decay >= 0, got -0.5}}
+func.func @param_negative_decay(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, weight_decay -0.5>}) -> tensor<f32> attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{expects a finite lr_scale >= 0, got -1.0}}
+func.func @param_negative_lr_scale(%w: tensor<2xf32> {step.param = #step.param<"w", zeros, lr_scale -1.0>}) -> tensor<f32> attributes {step.loss} {
+  %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
+  return %l : tensor<f32>
 }

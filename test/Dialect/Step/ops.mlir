@@ -151,13 +151,13 @@ func.func @loss_options(%x: tensor<2x8x16xf32>, %targets: tensor<2x8xi32>) -> te
 
 // CHECK-LABEL: func.func @loss
 // CHECK-SAME: {step.param = #step.param<"wte", normal(0.02)>}
-// CHECK-SAME: {step.param = #step.param<"h.0.attn.c_proj.weight", scaled_normal(0.02, 2)>}
+// CHECK-SAME: {step.param = #step.param<"h.0.attn.c_proj.weight", scaled_normal(0.02, 2), weight_decay 0.01, lr_scale 0.5>}
 // CHECK-SAME: {step.param = #step.param<"ln.weight", ones, block 0, frozen>}
 // CHECK-SAME: {step.param = #step.param<"ln.bias", zeros, frozen>}
 // CHECK-SAME: {step.input = "tokens"}
 // CHECK-SAME: attributes {step.loss}
 func.func @loss(%wte: tensor<32x16xf32> {step.param = #step.param<"wte", normal(0.02)>},
-                %proj: tensor<16x16xf32> {step.param = #step.param<"h.0.attn.c_proj.weight", scaled_normal(0.02, 2)>},
+                %proj: tensor<16x16xf32> {step.param = #step.param<"h.0.attn.c_proj.weight", scaled_normal(0.02, 2), weight_decay 0.01, lr_scale 0.5>},
                 %lnw: tensor<16xf32> {step.param = #step.param<"ln.weight", ones, block 0, frozen>},
                 %lnb: tensor<16xf32> {step.param = #step.param<"ln.bias", zeros, frozen>},
                 %tokens: tensor<2x8xi32> {step.input = "tokens"},

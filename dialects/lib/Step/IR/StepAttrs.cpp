@@ -49,7 +49,8 @@ static std::string formatExactFloat(double value) {
 }
 
 // Syntax: #step.param<"name", zeros | ones | normal(std) |
-//                             scaled_normal(std, layers) [, block N]>
+//                             scaled_normal(std, layers) [, block N] [, frozen]
+//                             [, weight_decay W] [, lr_scale S]>
 Attribute ParamAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   std::string name;
@@ -76,31 +77,47 @@ Attribute ParamAttr::parse(AsmParser &parser, Type) {
     if (parser.parseRParen())
       return {};
   }
-  // Then, in this order and each optional: `block N`, `frozen`.
+  // Then, in this order and each optional: `block N`, `frozen`,
+  // `weight_decay W`, `lr_scale S`.
   int64_t block = -1;
-  bool sawBlock = false, frozen = false;
+  bool frozen = false;
+  double weightDecay = -1.0, lrScale = 1.0;
+  const char *markers[] = {"block", "frozen", "weight_decay", "lr_scale"};
+  int next = 0; // the first marker that may still come
   while (succeeded(parser.parseOptionalComma())) {
     SMLoc markerLoc = parser.getCurrentLocation();
     StringRef marker;
     if (parser.parseKeyword(&marker))
       return {};
-    if (marker == "block" && !sawBlock && !frozen) {
-      if (parser.parseInteger(block))
-        return {};
-      sawBlock = true;
-    } else if (marker == "frozen" && !frozen) {
-      frozen = true;
-    } else {
+    int which = next;
+    while (which < 4 && marker != markers[which])
+      ++which;
+    if (which == 4) {
       parser.emitError(markerLoc, "unexpected '")
-          << marker << "': after the initialiser come an optional 'block N', then an "
-                       "optional 'frozen'";
+          << marker << "': after the initialiser come, each optional and in this order, "
+                       "'block N', 'frozen', 'weight_decay W', 'lr_scale S'";
       return {};
     }
+    next = which + 1;
+    SMLoc valueLoc = parser.getCurrentLocation();
+    if ((which == 0 && parser.parseInteger(block)) ||
+        (which == 2 && parser.parseFloat(weightDecay)) ||
+        (which == 3 && parser.parseFloat(lrScale)))
+      return {};
+    // (-1 stands for "none" inside; written, a decay is >= 0.)
+    if (which == 2 && !(weightDecay >= 0.0)) {
+      parser.emitError(valueLoc, "expects a finite weight_decay >= 0, got ")
+          << formatExactFloat(weightDecay);
+      return {};
+    }
+    if (which == 1)
+      frozen = true;
   }
   if (parser.parseGreater())
     return {};
   return parser.getChecked<ParamAttr>(loc, parser.getContext(), name, *kind,
-                                      llvm::APFloat(std), layers, block, frozen);
+                                      llvm::APFloat(std), layers, block, frozen,
+                                      llvm::APFloat(weightDecay), llvm::APFloat(lrScale));
 }
 
 void ParamAttr::print(AsmPrinter &printer) const {
@@ -123,13 +140,20 @@ void ParamAttr::print(AsmPrinter &printer) const {
     printer << ", block " << getBlock();
   if (getFrozen())
     printer << ", frozen";
+  if (hasWeightDecay())
+    printer << ", weight_decay " << formatExactFloat(getWeightDecayValue());
+  if (getLrScaleValue() != 1.0)
+    printer << ", lr_scale " << formatExactFloat(getLrScaleValue());
   printer << ">";
 }
 
 LogicalResult
 ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
                   StringRef name, InitKind init, llvm::APFloat std,
-                  int64_t layers, int64_t block, bool frozen) {
+                  int64_t layers, int64_t block, bool frozen, llvm::APFloat weightDecayValue,
+                  llvm::APFloat lrScaleValue) {
+  const double weightDecay = weightDecayValue.convertToDouble();
+  const double lrScale = lrScaleValue.convertToDouble();
   if (name.empty())
     return emitError() << "expects a non-empty parameter name";
   if (!isPlainName(name))
@@ -145,12 +169,17 @@ ParamAttr::verify(llvm::function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "expects scaled_normal layers >= 1, got " << layers;
   if (block < -1)
     return emitError() << "expects a block index >= 0, got " << block;
+  if (!(weightDecay >= 0.0 || weightDecay == -1.0) || !std::isfinite(weightDecay))
+    return emitError() << "expects a finite weight_decay >= 0, got "
+                       << formatExactFloat(weightDecay);
+  if (!(lrScale >= 0.0) || !std::isfinite(lrScale))
+    return emitError() << "expects a finite lr_scale >= 0, got " << formatExactFloat(lrScale);
   return success();
 }
 
 ParamAttr ParamAttr::withBlock(int64_t block) const {
   return ParamAttr::get(getContext(), getName(), getInit(), getStd(), getLayers(), block,
-                        getFrozen());
+                        getFrozen(), getWeightDecay(), getLrScale());
 }
 
 ParamAttr stepc::step::getTrainedParam(FunctionOpInterface function, unsigned i) {
@@ -160,7 +189,7 @@ ParamAttr stepc::step::getTrainedParam(FunctionOpInterface function, unsigned i)
 
 ParamAttr ParamAttr::withFrozen(bool frozen) const {
   return ParamAttr::get(getContext(), getName(), getInit(), getStd(), getLayers(), getBlock(),
-                        frozen);
+                        frozen, getWeightDecay(), getLrScale());
 }
 
 double ParamAttr::getEffectiveStd() const {

@@ -101,6 +101,17 @@ def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
     ```mlir
     %w: tensor<768x768xf32> {step.param = #step.param<"h.0.attn.c_proj.weight", normal(0.02), block 0, frozen>}
     ```
+
+    Optional `weight_decay W` and `lr_scale S` give the parameter its own
+    optimizer settings, as a `torch.optim` parameter group does: decay `W`
+    instead of the optimizer's rule (`--optimizer-options=weight-decay`,
+    applied to parameters of rank >= 2), and a learning rate of `S` times
+    the schedule's. The PyTorch importer writes them from the optimizer's
+    groups.
+
+    ```mlir
+    %b: tensor<768xf32> {step.param = #step.param<"h.0.ln_1.bias", zeros, block 0, weight_decay 0.01, lr_scale 0.1>}
+    ```
   }];
   let parameters = (ins
     StringRefParameter<"parameter name">:$name,
@@ -108,7 +119,9 @@ def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
     "llvm::APFloat":$std,
     "int64_t":$layers,
     DefaultValuedParameter<"int64_t", "-1">:$block,
-    DefaultValuedParameter<"bool", "false">:$frozen
+    DefaultValuedParameter<"bool", "false">:$frozen,
+    DefaultValuedParameter<"llvm::APFloat", "llvm::APFloat(-1.0)">:$weightDecay,
+    DefaultValuedParameter<"llvm::APFloat", "llvm::APFloat(1.0)">:$lrScale
   );
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
@@ -123,6 +136,11 @@ def Step_ParamAttr : AttrDef<Step_Dialect, "Param"> {
     ParamAttr withFrozen(bool frozen) const;
     /// Whether the step trains the parameter (it is not `frozen`).
     bool isTrained() const { return !getFrozen(); }
+    /// Whether the parameter sets its own weight decay; the decay and the
+    /// learning-rate scale as numbers.
+    bool hasWeightDecay() const { return getWeightDecayValue() >= 0.0; }
+    double getWeightDecayValue() const { return getWeightDecay().convertToDouble(); }
+    double getLrScaleValue() const { return getLrScale().convertToDouble(); }
   }];
 }
 
