@@ -38,7 +38,10 @@ def run(cmd, log, timeout, env=None):
 
 
 def jsonl(path):
-    return [json.loads(l) for l in open(path) if l.strip()]
+    """The step records of a metrics stream (it also holds samples and
+    evaluations, which have no training loss)."""
+    records = [json.loads(l) for l in open(path) if l.strip()]
+    return [r for r in records if "loss" in r and "tokens_per_s" in r] or records
 
 
 def load_npy(d):
