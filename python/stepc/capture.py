@@ -240,6 +240,15 @@ def capture(model, example_inputs, names=None):
             raise ExportError(f"example input #{i} is a {type(x).__name__}, expected a tensor")
     is_module = isinstance(model, torch.nn.Module)
     if is_module:
+        # Recurrent modules run their cells over time in one fused ATen op
+        # that holds its own references to the weights: not a static graph
+        # of the step's ops.
+        for name, module in model.named_modules():
+            if isinstance(module, torch.nn.RNNBase):
+                raise ExportError(f"{type(module).__name__} '{name}': recurrent modules (RNN, "
+                                  f"LSTM, GRU) have no stepc lowering; the same recurrence "
+                                  f"written as a Python loop over the time steps (nn.LSTMCell, "
+                                  f"nn.GRUCell or nn.Linear layers) traces into a static step")
         pnames, tensors, aliases = distinct_parameters(model)
         if not any(t.requires_grad for t in tensors):
             raise ExportError(f"every parameter ({len(tensors)}) is frozen (requires_grad="

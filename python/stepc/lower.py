@@ -219,8 +219,15 @@ class Lowering:
                        if arg.alias_info is not None and arg.alias_info.is_write]
             for a in written:
                 if a in names:
+                    hint = ""
+                    if names[a].rsplit(".", 1)[-1] in ("running_mean", "running_var",
+                                                       "num_batches_tracked"):
+                        hint = ("; BatchNorm in training mode updates its running statistics: "
+                                "use nn.LayerNorm or nn.GroupNorm, which normalise each "
+                                "sample (model.eval() would export it as a fixed affine map "
+                                "of those statistics, not as train mode normalises)")
                     fail(node, f"the forward updates buffer '{names[a]}' in place "
-                               f"({node.target}); stepc compiles buffers as constants")
+                               f"({node.target}); stepc compiles buffers as constants{hint}")
                 fail(node, f"an in-place update ({node.target}) of a value the step cannot "
                            f"hold as state")
 
@@ -373,8 +380,7 @@ class Lowering:
         src, i = node.args
         if is_call(src, aten.native_layer_norm.default) and i == 0:
             return self.layer_norm(src)
-        if is_call(src, aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int,
-                   aten.chunk.default):
+        if is_call(src, *SPLITS):
             return self.split_part(src, i, node)
         if is_call(src, aten.native_dropout.default) and i == 0:
             return self.dropout(src)
@@ -403,7 +409,7 @@ class Lowering:
             dim = (src.args[1] if len(src.args) > 1 else 0) % len(x.shape)
             part = self.w.slice(x, dim, i, 1, "part")
             return self.reshape(part, shape_of(node))
-        if src.target == aten.split_with_sizes.default:
+        if src.target in (aten.split_with_sizes.default, aten.unsafe_split_with_sizes.default):
             sizes = list(src.args[1])
         elif src.target == aten.chunk.default:
             n = src.args[1]
@@ -426,6 +432,12 @@ class Lowering:
         if not 0.0 < p < 1.0:
             fail(node, f"dropout with p = {p}: stepc drops with a rate in [0, 1)")
         return self.w.dropout(self.v(node.args[0]), p, "drop")
+
+
+# The ops that cut a tensor into parts along one dim (split_part); the
+# unsafe_ forms are what nn.LSTMCell and nn.GRUCell trace to.
+SPLITS = (aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, aten.chunk.default,
+          aten.unsafe_split.Tensor, aten.unsafe_split_with_sizes.default)
 
 
 def nested(values):
@@ -1263,8 +1275,7 @@ HONOURED = {
     aten.var.correction: {"dim", "correction", "keepdim"},
     aten.std.correction: {"dim", "correction", "keepdim"},
     aten.norm.ScalarOpt_dim: {"keepdim"},
-    aten.split.Tensor: {"dim"}, aten.split_with_sizes.default: {"dim"},
-    aten.unbind.int: {"dim"}, aten.chunk.default: {"dim"},
+    **{op: {"dim"} for op in SPLITS},
 }
 # Arguments about where and how a result is stored, never its values.
 STORAGE_ARGUMENTS = {"memory_format", "layout", "device", "pin_memory", "non_blocking",
@@ -1313,7 +1324,6 @@ for _name in ("ScalarOther", "ScalarSelf", "Scalar"):  # torch.where with Python
     if hasattr(aten.where, _name):
         HANDLERS[getattr(aten.where, _name)] = torch_where
 # Ops with several results: lowered where a getitem reads one.
-for _op in (aten.native_layer_norm.default, aten.split.Tensor, aten.split_with_sizes.default,
-            aten.unbind.int, aten.chunk.default, aten.native_dropout.default,
+for _op in (aten.native_layer_norm.default, *SPLITS, aten.native_dropout.default,
             aten.log_sigmoid_forward.default):
     HANDLERS[_op] = lambda lw, node: None

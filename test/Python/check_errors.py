@@ -168,6 +168,25 @@ class EmbeddingByFrequency(nn.Module):
         return self.emb((x.abs() * 3).long()).mean()  # LINE-FREQ
 
 
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(4, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x.view(2, 1, 4))[0].mean()
+
+
+class BatchNormed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        return self.bn(x @ self.w).mean()
+
+
 def line_of(tag):
     for i, text in enumerate(open(__file__), 1):
         if f"# {tag}" in text and "def line_of" not in text:
@@ -196,7 +215,9 @@ for model, expect in ((Cumsum(), ["aten.cumprod", f"check_errors.py:{line_of('LI
                       (CustomFunction(), ["torch.autograd.Function 'RoundSTE'",
                                           f"check_errors.py:{line_of('LINE-FUNCTION')}"]),
                       (EmbeddingByFrequency(), ["scale_grad_by_freq=True",
-                                                f"check_errors.py:{line_of('LINE-FREQ')}"])):
+                                                f"check_errors.py:{line_of('LINE-FREQ')}"]),
+                      (Recurrent(), ["LSTM 'rnn'", "nn.LSTMCell"]),
+                      (BatchNormed(), ["BatchNorm in training mode", "nn.LayerNorm"])):
     try:
         stepc.export(model, (x,), sys.argv[1])
     except stepc.ExportError as e:

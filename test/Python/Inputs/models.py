@@ -436,6 +436,33 @@ class MaskedSDPA(nn.Module):
         return F.cross_entropy(self.head(x).view(-1, 96), targets.view(-1))
 
 
+class CellRNN(nn.Module):
+    """A recurrence written as a loop over time steps of nn.LSTMCell or
+    nn.GRUCell (what stepc's error for nn.LSTM suggests): traced into a
+    static step of the cells' ops."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.emb = nn.Embedding(96, 16)
+        self.cell = nn.LSTMCell(16, 16) if kind == "lstm" else nn.GRUCell(16, 16)
+        self.head = nn.Linear(16, 96)
+
+    def forward(self, idx, targets):
+        x = self.emb(idx)
+        h = torch.zeros(x.shape[0], 16)
+        c = torch.zeros(x.shape[0], 16)
+        outs = []
+        for t in range(x.shape[1]):
+            if self.kind == "lstm":
+                h, c = self.cell(x[:, t], (h, c))
+            else:
+                h = self.cell(x[:, t], h)
+            outs.append(h)
+        y = torch.stack(outs, dim=1)
+        return F.cross_entropy(self.head(y).view(-1, 96), targets.view(-1))
+
+
 def padded_tokens(g, steps):
     """Batches whose rows end in a run of padding (id 0) of random length."""
     batches = []
@@ -460,13 +487,14 @@ def make(name, steps):
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
     elif name in ("padded", "mha", "mha-seq-first", "mha-key-padding", "sdpa-padding",
-                  "sdpa-additive", "sdpa-gqa"):
+                  "sdpa-additive", "sdpa-gqa", "lstm-cell", "gru-cell"):
         model = {"padded": Padded, "mha": MHADecoder,
                  "mha-seq-first": lambda: MHADecoder(batch_first=False),
                  "mha-key-padding": lambda: MHADecoder(key_padding=True),
                  "sdpa-padding": lambda: MaskedSDPA("padding"),
                  "sdpa-additive": lambda: MaskedSDPA("additive"),
-                 "sdpa-gqa": lambda: MaskedSDPA("gqa")}[name]()
+                 "sdpa-gqa": lambda: MaskedSDPA("gqa"),
+                 "lstm-cell": lambda: CellRNN("lstm"), "gru-cell": lambda: CellRNN("gru")}[name]()
         batches = padded_tokens(g, steps)
     elif name == "sft":
         # Supervised fine-tuning: each row's prompt (a random length) has
