@@ -116,6 +116,8 @@ class Library {
     return choice && *choice && std::strcmp(choice, "cudnn") != 0 ? choice : nullptr;
   }
   bool deterministic() const { return deterministic_; }
+  // STEPC_CUDNN_DETERMINISTIC=1: never cuDNN's atomic backward.
+  bool deterministic_required() const { return deterministic_required_; }
   const std::string &engine() const { return engine_; }
   cudnnHandle_t handle() const { return handle_; }
   std::mutex &mutex() { return mutex_; }
@@ -137,6 +139,7 @@ class Library {
   Library() {
     const char *det = std::getenv("STEPC_CUDNN_DETERMINISTIC");
     deterministic_ = !(det && std::strcmp(det, "0") == 0);
+    deterministic_required_ = det && std::strcmp(det, "1") == 0;
     // The frontend's own CUDA calls go to the runtime this library was built
     // against (a PyTorch wheel may put another major on the library path).
     char cudart[32];
@@ -160,7 +163,9 @@ class Library {
         return;
       }
       engine_ = "cudnn " + fe::detail::get_backend_version_string() +
-                (deterministic_ ? " (deterministic)" : " (atomic dQ)");
+                (deterministic_required_ ? " (deterministic backward required)"
+                 : deterministic_       ? " (deterministic backward where cuDNN has one)"
+                                        : " (atomic dQ)");
       loaded_ = true;
     } catch (const std::exception &e) {
       engine_ = std::string("own (cuDNN: ") + e.what() + ")";
@@ -230,7 +235,7 @@ class Library {
     return plan;
   }
 
-  bool loaded_ = false, deterministic_ = true;
+  bool loaded_ = false, deterministic_ = true, deterministic_required_ = false;
   std::string engine_ = "own";
   cudnnHandle_t handle_ = nullptr;
   std::mutex mutex_;
@@ -252,15 +257,30 @@ int Run(stepc_cuda_ctx *ctx, const Shape &s, std::unordered_map<int64_t, void *>
   };
   if (Library::own_chosen()) return STEPC_CUDNN_NOT_TAKEN;
   if (!lib.loaded()) return not_taken(lib.engine());
-  Plan &plan = lib.PlanFor(s);
-  if (!plan.graph) return not_taken("cuDNN declined it (" + plan.declined + ")");
-  if (plan.workspace > workspace_bytes)
-    return not_taken("its workspace of " + std::to_string(plan.workspace) +
+  Plan *plan = &lib.PlanFor(s);
+  auto fits = [&](const Plan &p) { return p.graph && p.workspace <= workspace_bytes; };
+  // No deterministic backward for this shape (or not in the planned
+  // workspace): cuDNN's atomic one, said once, unless determinism is required.
+  if (!fits(*plan) && s.backward && s.deterministic && !lib.deterministic_required()) {
+    Shape atomic = s;
+    atomic.deterministic = false;
+    Plan &other = lib.PlanFor(atomic);
+    if (fits(other)) {
+      lib.Note(s.Describe() + ": cuDNN's deterministic backward does not run it (" +
+               (plan->graph ? "workspace" : plan->declined) +
+               "); its atomic one does (STEPC_CUDNN_DETERMINISTIC=1: stepc's deterministic "
+               "kernel instead)");
+      plan = &other;
+    }
+  }
+  if (!plan->graph) return not_taken("cuDNN declined it (" + plan->declined + ")");
+  if (plan->workspace > workspace_bytes)
+    return not_taken("its workspace of " + std::to_string(plan->workspace) +
                      " bytes exceeds the planned " + std::to_string(workspace_bytes));
   try {
     if (fe::detail::set_stream(lib.handle(), ctx->stream) != CUDNN_STATUS_SUCCESS)
       return stepc::cuda::Fail(ctx, "cudnnSetStream", __FILE__, __LINE__, "failed");
-    fe::error_t status = plan.graph->execute(lib.handle(), pack, workspace);
+    fe::error_t status = plan->graph->execute(lib.handle(), pack, workspace);
     if (status.is_bad())
       return stepc::cuda::Fail(ctx, "cuDNN attention", __FILE__, __LINE__,
                                (s.Describe() + ": " + status.get_message()).c_str());

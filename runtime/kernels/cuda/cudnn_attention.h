@@ -11,8 +11,10 @@
  * than planned), noted once on stderr.
  *
  * STEPC_ATTENTION=own: never cuDNN; =cudnn: cuDNN or an error.
- * STEPC_CUDNN_DETERMINISTIC=0: cuDNN's faster backward, whose dQ sums are
- * atomic (the default is its deterministic one, as our kernel is).
+ * The backward: cuDNN's deterministic one (the same gradients every run, as
+ * our kernel's), else its atomic-dQ one with a note; STEPC_CUDNN_DETERMINISTIC
+ * =1 requires determinism (our kernel where cuDNN has none), =0 takes the
+ * atomic one at once.
  *
  * The frontend (header-only C++) is compiled in this translation unit alone
  * (cudnn_attention.cc), so emitted steps never recompile it; a build without

@@ -120,7 +120,7 @@ constexpr bool CudnnAttentionHeadDim(int64_t head_dim) {
 // workspace as the frontend sizes it for these shapes: the f32 dQ
 // accumulator and softmax row sums, f32 full-head dK and dV under grouped
 // queries, the dP buffer when it is at most 256 MiB (the frontend's default
-// limit), and 16 MiB for the engine. The runtime checks the graph's real
+// limit), and 64 MiB for the engine. The runtime checks the graph's real
 // workspace against it and falls back to our kernel (with a note) when it
 // does not fit.
 struct CudnnAttentionGradPlan {
@@ -135,11 +135,13 @@ constexpr CudnnAttentionGradPlan PlanCudnnAttentionGrad(int64_t batch, int64_t t
     p.dk_bytes = AlignUp(batch * tk * kv_heads * head_dim * 2, kScratchAlignment);
     p.dv_bytes = p.dk_bytes;
   }
-  int64_t ws = batch * heads * tq * (head_dim + 1) * 4;
+  // (The dQ accumulator twice: a deterministic backward may keep ordered
+  // partials; unmeasured, so generous.)
+  int64_t ws = 2 * batch * heads * tq * (head_dim + 1) * 4;
   if (kv_heads != heads) ws += 2 * batch * heads * tk * head_dim * 4;
   const int64_t dp = batch * heads * AlignUp(tq, 64) * AlignUp(tk, 64) * 2;
   if (dp <= (256ll << 20)) ws += dp;
-  p.workspace_bytes = AlignUp(ws + (16ll << 20), kScratchAlignment);
+  p.workspace_bytes = AlignUp(ws + (64ll << 20), kScratchAlignment);
   return p;
 }
 // The scratch an attention backward is planned with: our kernel's, and for
