@@ -9,14 +9,11 @@ same GPU as stepc (scripts/gpu-check.sh). Prints one JSON object: tokens/s
 
 Usage: python3 bench/cuda_step/torch_llama.py --batch B [--steps N] [--warmup W]
 """
-import argparse
-import json
-import statistics
-import time
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import peer
 
 
 class RMSNorm(nn.Module):
@@ -89,44 +86,9 @@ class Llama(nn.Module):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--seq", type=int, default=2048)
-    p.add_argument("--steps", type=int, default=15)
-    p.add_argument("--warmup", type=int, default=5)
-    a = p.parse_args()
+    a = peer.arguments(4, 2048, 15, 5)
     torch.manual_seed(0)
-    model = Llama(seq=a.seq).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1,
-                            fused=True)
-    step = torch.compile(model)
-    idx = torch.randint(0, 32000, (a.batch, a.seq), device="cuda")
-    targets = torch.randint(0, 32000, (a.batch, a.seq), device="cuda")
-    times, loss = [], None
-    compile_start = time.time()
-    compile_seconds = 0.0
-    for i in range(a.warmup + a.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step(idx, targets)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        if i >= a.warmup:
-            times.append(time.perf_counter() - t0)
-        elif i == a.warmup - 1:
-            compile_seconds = time.time() - compile_start
-    median = statistics.median(times)
-    print(json.dumps({"framework": f"torch {torch.__version__} torch.compile bf16 autocast",
-                      "batch": a.batch, "seq": a.seq, "steps_timed": len(times),
-                      "step_seconds_median": median,
-                      "tokens_per_s": a.batch * a.seq / median,
-                      "params": sum(q.numel() for q in model.parameters()),
-                      "peak_memory_bytes": torch.cuda.max_memory_allocated(),
-                      "warmup_seconds": compile_seconds, "final_loss": float(loss)}))
+    peer.run(Llama(seq=a.seq).cuda(), 32000, a, lr=3e-4)
 
 
 if __name__ == "__main__":

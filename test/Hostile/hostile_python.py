@@ -25,12 +25,14 @@ silent unclear wrong` and `N ok, M not`.
 """
 
 import argparse
-import hashlib
 import json
 import os
 import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hostile import digest  # noqa: E402  (a file's or folder's fingerprint)
 
 OUTCOMES = ("ok", "crash", "hang", "data loss", "silent", "unclear", "wrong")
 
@@ -45,15 +47,6 @@ class Case:
         self.exception = exception
         self.mentions = [mentions] if isinstance(mentions, str) else list(mentions)
         self.protect = list(protect)
-
-
-def digest(path):
-    if not os.path.exists(path):
-        return None
-    if os.path.isdir(path):
-        return "dir:" + ",".join(sorted(os.listdir(path)))
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 # --- safetensors -------------------------------------------------------------

@@ -98,6 +98,21 @@ int stepc_cuda_attention_grad(stepc_cuda_ctx *ctx, const void *dout, const void 
                               const float *saved_lse, void *dq, void *dk, void *dv,
                               int out_type);
 
+/* The same two on stepc's own kernels only, never cuDNN (what the entry
+ * points above fall back to; tests and the emulation's cuDNN stand-in call
+ * them directly). */
+int stepc_cuda_attention_own(stepc_cuda_ctx *ctx, const void *q, const void *k, const void *v,
+                             int in_type, int64_t batch, int64_t tq, int64_t tk, int64_t heads,
+                             int64_t kv_heads, int64_t head_dim, int causal, double scale,
+                             void *out, int out_type, float *lse);
+int stepc_cuda_attention_grad_own(stepc_cuda_ctx *ctx, const void *dout, const void *q,
+                                  const void *k, const void *v, int in_type, int64_t batch,
+                                  int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                                  int64_t head_dim, int causal, double scale, char *scratch,
+                                  const void *saved_out, int saved_out_type,
+                                  const float *saved_lse, void *dq, void *dk, void *dv,
+                                  int out_type);
+
 /* Mean over n rows of logsumexp(row) - row[target]; `site` names the op in
  * the status of an out-of-range target. scratch: n floats. */
 int stepc_cuda_cross_entropy(stepc_cuda_ctx *ctx, const float *logits, const int32_t *targets,

@@ -10,20 +10,6 @@
 
 #include "runtime/kernels/cuda/cudnn_attention.h"
 
-extern "C" int stepc_cuda_attention_own(stepc_cuda_ctx *ctx, const void *q, const void *k,
-                                        const void *v, int in_type, int64_t batch, int64_t tq,
-                                        int64_t tk, int64_t heads, int64_t kv_heads,
-                                        int64_t head_dim, int causal, double scale, void *out,
-                                        int out_type, float *lse);
-extern "C" int stepc_cuda_attention_grad_own(stepc_cuda_ctx *ctx, const void *dout,
-                                             const void *q, const void *k, const void *v,
-                                             int in_type, int64_t batch, int64_t tq, int64_t tk,
-                                             int64_t heads, int64_t kv_heads, int64_t head_dim,
-                                             int causal, double scale, char *scratch,
-                                             const void *saved_out, int saved_out_type,
-                                             const float *saved_lse, void *dq, void *dk,
-                                             void *dv, int out_type);
-
 namespace {
 bool Forced() {
   const char *choice = std::getenv("STEPC_ATTENTION");
