@@ -306,6 +306,43 @@ static FailureOr<std::string> compileOtherStage(ModuleOp original,
                             plannedPeakBytes);
 }
 
+/// 1234567 as "1,234,567".
+static std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
+/// One line on stderr after a step.so is written (stdout may be an output):
+/// what was built and its size, from the report.
+static void printSummary(const std::string &reportJson) {
+  llvm::Expected<llvm::json::Value> report = llvm::json::parse(reportJson);
+  const llvm::json::Object *r = report ? report->getAsObject() : nullptr;
+  if (!report)
+    llvm::consumeError(report.takeError());
+  auto number = [&](llvm::StringRef key) {
+    std::optional<int64_t> v = r ? r->getInteger(key) : std::nullopt;
+    return v ? *v : int64_t{0};
+  };
+  int64_t peak = number("target_planned_peak_bytes");
+  if (peak == 0)
+    peak = number("planned_peak_bytes");
+  std::string frozen = number("frozen_params") > 0
+                           ? " (" + grouped(number("frozen_params")) + " frozen)"
+                           : std::string();
+  llvm::errs() << "stepc: wrote " << outputFile << " (" << (cudaEmulation ? "cuda-emulation"
+                                                                         : target.getValue())
+               << ", " << precision << ", " << shard << "): " << grouped(number("params"))
+               << (shard == "none" ? " params" : " params per rank") << frozen << ", "
+               << grouped(number("model_flops_per_step"))
+               << " model FLOPs/step, planned peak "
+               << llvm::formatv("{0:f1}", peak / 1e6) << " MB per rank\n";
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerStepcPasses();
@@ -555,5 +592,6 @@ int main(int argc, char **argv) {
           : cudaEmulation ? compileCudaEmulatedSharedObject(stageSources, outputFile)
                           : compileCudaSharedObject(stageSources, outputFile, arch.getValue()))
     return fail(llvm::toString(std::move(err)));
+  printSummary(summary.reportJson);
   return 0;
 }
