@@ -6,9 +6,9 @@ the trained weights back into the module.
     PYTHONPATH=build/python python3 examples/pytorch/train.py [--steps 200] [--out DIR]
 """
 import argparse, os
+import stepc  # first: it picks OpenBLAS's kernels for this CPU before numpy loads them
 import numpy as np
 import torch
-import stepc
 from model import GPT, GPTConfig
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -20,7 +20,7 @@ a = p.parse_args()
 text = open(os.path.join(here, "..", "data", "sonnets.txt"), "rb").read()
 vocab = sorted(set(text))                                   # a character tokenizer
 data = np.array([vocab.index(c) for c in text], dtype=np.int64)
-B, T = 8, 64
+B, T = 32, 64
 torch.manual_seed(0)
 model = GPT(GPTConfig(vocab_size=len(vocab), block_size=T, n_layer=4, n_head=4, n_embd=128,
                       dropout=0.0, bias=True, flash=False))
@@ -35,7 +35,7 @@ exported = stepc.export(model, batch(), a.out)              # model.mlir + init.
 so = stepc.compile(exported, os.path.join(a.out, "step.so"), target="cpu")
 session = stepc.Session(so, export_dir=a.out)               # starts from the module's weights
 for step in range(1, a.steps + 1):
-    lr = 1e-3 * min(1.0, step / 20)                         # warmup, then constant
+    lr = 3e-3 * min(1.0, step / 20)                         # warmup, then constant
     x, y = batch()
     loss, norm = session.step(lr, idx=x, targets=y)
     if step % 20 == 0 or step == 1:
