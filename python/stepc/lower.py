@@ -27,6 +27,14 @@ def fail(node, message):
     raise ExportError(f"{where(node)}: {message}")
 
 
+def argument(node, index, name, default=None):
+    """Argument `name` of `node`: at position `index`, else by keyword, else
+    `default` (a trace may spell an argument either way)."""
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
 def dense(value):
     """An MLIR dense literal element."""
     if isinstance(value, bool):
@@ -402,11 +410,10 @@ class Lowering:
 
     def split_part(self, src, i, node):
         x = self.v(src.args[0])
-        dim = src.args[2] if len(src.args) > 2 else 0
-        dim = dim % len(x.shape)
+        dim = argument(src, 2, "dim", 0) % len(x.shape)
         size = x.shape[dim]
         if src.target == aten.unbind.int:
-            dim = (src.args[1] if len(src.args) > 1 else 0) % len(x.shape)
+            dim = argument(src, 1, "dim", 0) % len(x.shape)
             part = self.w.slice(x, dim, i, 1, "part")
             return self.reshape(part, shape_of(node))
         if src.target in (aten.split_with_sizes.default, aten.unsafe_split_with_sizes.default):
@@ -603,10 +610,12 @@ def expand(lw, node):
 
 def slice_(lw, node):
     x = lw.v(node.args[0])
-    dim = (node.args[1] if len(node.args) > 1 else 0) % len(x.shape)
-    start = node.args[2] if len(node.args) > 2 and node.args[2] is not None else 0
-    end = node.args[3] if len(node.args) > 3 and node.args[3] is not None else x.shape[dim]
-    step = node.args[4] if len(node.args) > 4 else 1
+    dim = argument(node, 1, "dim", 0) % len(x.shape)
+    start = argument(node, 2, "start")
+    end = argument(node, 3, "end")
+    start = 0 if start is None else start
+    end = x.shape[dim] if end is None else end
+    step = argument(node, 4, "step", 1)
     if step != 1:
         fail(node, "a strided slice (step != 1) has no stepc lowering")
     start = max(0, start + x.shape[dim] if start < 0 else start)
@@ -625,7 +634,7 @@ def select(lw, node):
 
 def cat(lw, node):
     parts = [lw.v(a) for a in node.args[0]]
-    dim = (node.args[1] if len(node.args) > 1 else 0) % len(parts[0].shape)
+    dim = argument(node, 1, "dim", 0) % len(parts[0].shape)
     names = ", ".join(p.name for p in parts)
     types = ", ".join(p.type for p in parts)
     return lw.w.emit("cat", shape_of(node), f"step.concat {names} dim {dim} : ({types}) -> {{out}}")
@@ -633,7 +642,7 @@ def cat(lw, node):
 
 def stack(lw, node):
     shape = shape_of(node)
-    dim = (node.args[1] if len(node.args) > 1 else 0) % len(shape)
+    dim = argument(node, 1, "dim", 0) % len(shape)
     part_shape = shape[:dim] + [1] + shape[dim + 1:]
     parts = [lw.reshape(lw.v(a), part_shape) for a in node.args[0]]
     names = ", ".join(p.name for p in parts)
@@ -711,9 +720,11 @@ def power(lw, node):
 def reduce(op):
     def lower(lw, node):
         x = lw.v(node.args[0])
-        dims = node.args[1] if len(node.args) > 1 else list(range(len(x.shape)))
+        dims = argument(node, 1, "dim")
+        if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+            dims = list(range(len(x.shape)))  # none given (amax's [] too): all
         dims = sorted(d % len(x.shape) for d in ([dims] if isinstance(dims, int) else dims))
-        keep = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        keep = argument(node, 2, "keepdim", False)
         if node.kwargs.get("dtype") not in (None, torch.float32):
             fail(node, f"{node.target} in {node.kwargs['dtype']}")
         out = [d for i, d in enumerate(x.shape) if i not in dims]
@@ -772,9 +783,7 @@ def matmul(lw, node):
 
 
 def bmm(lw, node):
-    a, b = (lw.v(x) for x in node.args[:2])
-    return lw.w.emit("bmm", shape_of(node), f"step.batch_matmul {a.name}, {b.name} "
-                                            f": ({a.type}, {b.type}) -> {{out}}")
+    return batch_product(lw, lw.v(node.args[0]), lw.v(node.args[1]), shape_of(node))
 
 
 def safe_softmax(lw, x, dim):
@@ -873,7 +882,7 @@ def baddbmm(lw, node):
     """beta · input + alpha · (b1 @ b2) (nn.MultiheadAttention's masked scores)."""
     beta, alpha = node.kwargs.get("beta", 1), node.kwargs.get("alpha", 1)
     shape = shape_of(node)
-    product = scaled(lw, batch_product(lw, node, shape),
+    product = scaled(lw, batch_product(lw, lw.v(node.args[1]), lw.v(node.args[2]), shape),
                      alpha, "bmm_alpha")
     if beta == 0:
         return product
@@ -881,8 +890,8 @@ def baddbmm(lw, node):
     return lw.w.binary("add", product, bias, "baddbmm")
 
 
-def batch_product(lw, node, shape):
-    a, b = (lw.v(x) for x in node.args[1:3])
+def batch_product(lw, a, b, shape):
+    """step.batch_matmul of two values into `shape`."""
     return lw.w.emit("bmm", shape, f"step.batch_matmul {a.name}, {b.name} "
                                    f": ({a.type}, {b.type}) -> {{out}}")
 
@@ -1059,8 +1068,8 @@ def reciprocal(lw, node):
 
 def reduce_dims(node, rank, arg=1, key="dim"):
     dims = node.args[arg] if len(node.args) > arg else node.kwargs.get(key)
-    if dims is None:
-        return list(range(rank))
+    if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+        return list(range(rank))  # none given, or [] (amax's and amin's default): all
     return sorted(d % rank for d in ([dims] if isinstance(dims, int) else dims))
 
 

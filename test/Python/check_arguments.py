@@ -11,7 +11,9 @@ PyTorch 2.x export-torch2.test):
    the two exports must differ (the IR) or the second must be an
    ExportError. A handler that reads an argument and drops it (delete the
    padding_idx branch of lower.embedding, or its scale_grad_by_freq check)
-   exports the same IR twice and fails here.
+   exports the same IR twice and fails here. Each case is also exported
+   with every defaulted argument moved to a keyword, which must give the
+   same IR (a handler that reads only the position would drop it).
 Prints one line per failure and "ok: N ops, M refusals, K cases".
 """
 import os
@@ -79,8 +81,25 @@ for op in HANDLERS:
 
 
 # 2. Each honoured argument changes the export (or is refused).
-def export_text(fn, inputs):
+def as_keywords(graph):
+    """Every defaulted argument given by position moved to a keyword (a
+    trace may spell it either way): the export must not change."""
+    for node in graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None:
+            continue
+        args, kwargs = list(node.args), dict(node.kwargs)
+        first = next((i for i, a in enumerate(schema.arguments[:len(args)])
+                      if a.has_default_value()), len(args))
+        for i in range(first, len(args)):
+            kwargs[schema.arguments[i].name] = args[i]
+        node.args, node.kwargs = tuple(args[:first]), kwargs
+
+
+def export_text(fn, inputs, keywords=False):
     captured = capture(fn, inputs)
+    if keywords:
+        as_keywords(captured.graph_module.graph)
     lw = Lowering(captured, {}, {})
     loss = lw.run()
     return lw.w.render("", loss)
@@ -165,6 +184,10 @@ for name, inputs, fn in CASES:
         continue  # refused: fine
     if other == base:
         failures.append(f"{name}: the argument was accepted and ignored (same IR)")
+    # The same, every defaulted argument spelt as a keyword: the same IR.
+    if export_text(variant(1), inputs, keywords=True) != other:
+        failures.append(f"{name}: the argument is read by position only (a keyword "
+                        f"spelling exports differently)")
 
 for f in failures:
     print("FAIL:", f)
