@@ -57,7 +57,7 @@ if { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; } &&
   wheels=$(mktemp -d)
   if python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
        "nvidia-cudnn-frontend==$cudnn_frontend_version" -d "$wheels" >/dev/null 2>&1; then
-    $SUDO python3 - "$wheels" "$cudnn_frontend_dir" <<'PY'
+    $SUDO python3 - "$wheels" "$cudnn_frontend_dir" <<'PY' || true
 import glob, os, shutil, sys, zipfile
 wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
 shutil.rmtree(sys.argv[2] + ".partial", ignore_errors=True)
@@ -66,6 +66,8 @@ with zipfile.ZipFile(wheel) as z:
     z.extractall(sys.argv[2] + ".partial", members)
 os.rename(sys.argv[2] + ".partial", sys.argv[2])
 PY
+    [ -f "$cudnn_frontend_dir/include/cudnn_frontend.h" ] ||
+      echo "install-deps: the nvidia-cudnn-frontend wheel held no headers: the CUDA back end builds without cuDNN attention" >&2
   else
     echo "install-deps: cannot download nvidia-cudnn-frontend: the CUDA back end builds without cuDNN attention" >&2
   fi
