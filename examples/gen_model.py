@@ -80,6 +80,7 @@ def gpt(a, w):
     tokens = w.input("tokens", [B, T])
     targets = w.input("targets", [B, T])
 
+    mask = w.key_padding_mask(tokens, a.pad_token, "pad") if a.pad_token is not None else None
     x = w.embedding(wte, tokens, "tok_emb")
     if wpe is not None:
         pos = w.broadcast(wpe, [B, T, D], "pos_emb")
@@ -96,7 +97,7 @@ def gpt(a, w):
         if a.pos == "rotary":
             q = w.rotary(q, hd, a.rope_theta, n + "q_rot")
             k = w.rotary(k, hd, a.rope_theta, n + "k_rot")
-        att = w.attention(q, k, v, H, H, hd, n + "att")
+        att = w.attention(q, k, v, H, H, hd, n + "att", mask)
         att = w.dropout(w.linear(att, p["prjw"], p["prjb"], n + "attn_out"), a.dropout,
                         n + "attn_drop")
         x = w.binary("add", x, att, n + "x_attn")
@@ -141,6 +142,7 @@ def llama(a, w):
     tokens = w.input("tokens", [B, T])
     targets = w.input("targets", [B, T])
 
+    mask = w.key_padding_mask(tokens, a.pad_token, "pad") if a.pad_token is not None else None
     x = w.dropout(w.embedding(emb, tokens, "tok_emb"), a.dropout, "emb_drop")
     for l, p in enumerate(blocks):
         n = f"l{l}_"
@@ -148,7 +150,7 @@ def llama(a, w):
         q = w.rotary(w.matmul(h, p["wq"], n + "q"), hd, a.rope_theta, n + "q_rot")
         k = w.rotary(w.matmul(h, p["wk"], n + "k"), hd, a.rope_theta, n + "k_rot")
         v = w.matmul(h, p["wv"], n + "v")
-        att = w.attention(q, k, v, H, K, hd, n + "att")
+        att = w.attention(q, k, v, H, K, hd, n + "att", mask)
         att = w.dropout(w.matmul(att, p["wo"], n + "attn_out"), a.dropout, n + "attn_drop")
         x = w.binary("add", x, att, n + "x_attn")
         h = w.rms_norm(x, p["fn"], a.norm_eps, n + "ffn_norm")
@@ -195,6 +197,9 @@ def parser():
                    help="cross-entropy label smoothing in [0, 1] (default 0)")
     p.add_argument("--z-loss", type=float, default=0.0, metavar="Z",
                    help="auxiliary Z·logsumexp² per counted target (PaLM: 1e-4; default 0)")
+    p.add_argument("--pad-token", type=int, default=None, metavar="T",
+                   help="no query attends to a key whose token is T (a key-padding mask, "
+                        "step.attention's mask operand; a row with only such keys gives 0)")
     p.add_argument("--dtype", choices=["f32", "f64"], default="f32",
                    help="parameter element type (f64 for gradient checks)")
     p.add_argument("--freeze", metavar="REGEX",
@@ -234,6 +239,8 @@ def check(a, p):
         p.error(f"--z-loss must be >= 0, got {a.z_loss}")
     if a.ignore_index is not None and not -2**31 <= a.ignore_index < 2**31:
         p.error(f"--ignore-index must fit an i32 target, got {a.ignore_index}")
+    if a.pad_token is not None and not 0 <= a.pad_token < a.vocab:
+        p.error(f"--pad-token must be a token id below --vocab {a.vocab}, got {a.pad_token}")
     if a.norm_eps <= 0 or a.rope_theta <= 0 or a.init_std <= 0:
         p.error("--norm-eps, --rope-theta and --init-std must be positive")
 

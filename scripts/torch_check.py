@@ -78,7 +78,9 @@ def rotary(x, head_dim, theta):
 SDPA = False
 
 
-def attention(q, k, v, heads, kv_heads, head_dim):
+def attention(q, k, v, heads, kv_heads, head_dim, keep=None):
+    """Causal attention; `keep` [B, T] bool: the keys a query may see (a row
+    that sees none gives 0, as stepc's and PyTorch 2.5's SDPA do)."""
     b, t, _ = q.shape
     q = q.view(b, t, heads, head_dim).transpose(1, 2)
     k = k.view(b, t, kv_heads, head_dim).transpose(1, 2)
@@ -86,13 +88,18 @@ def attention(q, k, v, heads, kv_heads, head_dim):
     if kv_heads != heads:
         k = k.repeat_interleave(heads // kv_heads, dim=1)
         v = v.repeat_interleave(heads // kv_heads, dim=1)
-    if SDPA:
+    if SDPA and keep is None:
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return o.transpose(1, 2).reshape(b, t, heads * head_dim)
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(head_dim)
     mask = torch.ones(t, t, dtype=torch.bool).tril()
+    if keep is not None:
+        mask = mask & keep[:, None, None, :]
     scores = scores.masked_fill(~mask, float("-inf"))
-    o = F.softmax(scores, dim=-1) @ v
+    # Rows that see no key: softmax over zeros, then the row zeroed (no NaN
+    # reaches the backward).
+    dead = ~mask.any(-1, keepdim=True)
+    o = (F.softmax(scores.masked_fill(dead, 0.0), dim=-1) * ~dead) @ v
     return o.transpose(1, 2).reshape(b, t, heads * head_dim)
 
 
@@ -132,6 +139,11 @@ def dropouts(a, seed, step):
     return lambda x, stream: x * dropout_mask(tuple(x.shape), a.dropout, seed, stream, step)
 
 
+def keep_of(a, tokens):
+    """gen_model.py's --pad-token key-padding mask: the keys a query sees."""
+    return None if a.pad_token is None else tokens != a.pad_token
+
+
 def gpt_loss(a, p, tokens, targets, drop=lambda x, stream: x):
     D, H = a.dim, a.heads
     hd = D // H
@@ -146,7 +158,7 @@ def gpt_loss(a, p, tokens, targets, drop=lambda x, stream: x):
         q, k, v = qkv.split(D, dim=-1)
         if a.pos == "rotary":
             q, k = rotary(q, hd, a.rope_theta), rotary(k, hd, a.rope_theta)
-        o = attention(q, k, v, H, H, hd)
+        o = attention(q, k, v, H, H, hd, keep_of(a, tokens))
         x = x + drop(o @ p[n + "attn.c_proj.weight"].t() + p[n + "attn.c_proj.bias"], 1 + 2 * l)
         h = F.layer_norm(x, (D,), p[n + "ln_2.weight"], p[n + "ln_2.bias"], a.norm_eps)
         f = F.gelu(h @ p[n + "mlp.c_fc.weight"].t() + p[n + "mlp.c_fc.bias"],
@@ -184,7 +196,8 @@ def llama_loss(a, p, tokens, targets, drop=lambda x, stream: x):
         q = rotary(h @ p[n + "attention.wq"].t(), hd, a.rope_theta)
         k = rotary(h @ p[n + "attention.wk"].t(), hd, a.rope_theta)
         v = h @ p[n + "attention.wv"].t()
-        x = x + drop(attention(q, k, v, H, K, hd) @ p[n + "attention.wo"].t(), 1 + 2 * l)
+        x = x + drop(attention(q, k, v, H, K, hd, keep_of(a, tokens)) @ p[n + "attention.wo"].t(),
+                     1 + 2 * l)
         h = rms_norm(x, p[n + "ffn_norm"], a.norm_eps)
         g = F.silu(h @ p[n + "feed_forward.w1"].t()) * (h @ p[n + "feed_forward.w3"].t())
         x = x + drop(g @ p[n + "feed_forward.w2"].t(), 2 + 2 * l)
@@ -234,6 +247,11 @@ def draw(shapes, a, rng):
         params[name] = w.astype(np.float32)
     tokens = rng.integers(0, a.vocab, (a.batch, a.seq)).astype(np.int32)
     targets = rng.integers(0, a.vocab, (a.batch, a.seq)).astype(np.int32)
+    if a.pad_token is not None:
+        # Padding: every other row starts with 3 pad tokens (their queries
+        # see no key at all), every third row has a padded key in the middle.
+        tokens[::2, :3] = a.pad_token
+        tokens[1::3, a.seq // 2] = a.pad_token
     if a.ignore_index is not None:
         # An SFT batch: each row's prompt (a random length, at least one
         # target left) is not counted.

@@ -325,9 +325,9 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
   Value out = op.getResult();
   bool isFloat = isa<FloatType>(dense.getElementType());
   if (dense.isSplat() && dense.getElementType().isF32()) {
-    call(op, llvm::formatv("stepc_cuda_fill(ctx, {0}, {1}, {2:e}f)", ptr(out),
+    call(op, llvm::formatv("stepc_cuda_fill(ctx, {0}, {1}, {2})", ptr(out),
                            dense.getNumElements(),
-                           dense.getSplatValue<APFloat>().convertToDouble()));
+                           floatLiteral(dense.getSplatValue<APFloat>().convertToDouble())));
     return success();
   }
   if (!dense.getElementType().isF32() && !dense.getElementType().isInteger(32))
@@ -375,18 +375,32 @@ LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value
   return success();
 }
 
+/// A masked attention's callee suffix and its mask arguments (pointer and
+/// the strides of its [Bm, Hm, Tqm, Tk] dims, 0 where one broadcasts).
+static std::pair<std::string, std::string> maskArguments(Value mask,
+                                                         function_ref<std::string(Value)> ptr) {
+  if (!mask)
+    return {"", ""};
+  ArrayRef<int64_t> m = cast<RankedTensorType>(mask.getType()).getShape();
+  return {"_masked",
+          llvm::formatv(", {0}, {1}, {2}, {3}", ptr(mask), m[0] == 1 ? 0 : m[1] * m[2] * m[3],
+                        m[1] == 1 ? 0 : m[2] * m[3], m[2] == 1 ? 0 : m[3])
+              .str()};
+}
+
 void CudaEmitter::emitAttention(stepk::AttentionOp a) {
   double scale = a.getScale().convertToDouble();
   Value out = a.getResult(), lse = a.getLse();
   RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
-  call(a, llvm::formatv("stepc_cuda_attention(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-                        "{9}, {10}, {11:e}, {12}, {13}, {14})",
+  auto [masked, mask] = maskArguments(a.getMask(), [&](Value v) { return ptr(v); });
+  call(a, llvm::formatv("stepc_cuda_attention{15}(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                        "{8}, {9}, {10}, {11:e}{16}, {12}, {13}, {14})",
                         ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
                         typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
                         k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
                         a.getCausal() ? 1 : 0, scale, ptr(out),
                         typeCode(typeOf(out).getElementType()),
-                        lse ? ptr(lse) : std::string("0")));
+                        lse ? ptr(lse) : std::string("0"), masked, mask));
 }
 
 LogicalResult CudaEmitter::emitAttentionGrad(stepk::AttentionGradOp a) {
@@ -404,14 +418,16 @@ LogicalResult CudaEmitter::emitAttentionGrad(stepk::AttentionGradOp a) {
   if (lse)
     saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) + ", " + ptr(lse);
   Value dq = a.getQueryGrad();
-  call(a, llvm::formatv("stepc_cuda_attention_grad(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                        "{7}, {8}, {9}, {10}, {11}, {12:e}, scratch, {13}, {14}, {15}, {16}, "
+  auto [masked, mask] = maskArguments(a.getMask(), [&](Value v) { return ptr(v); });
+  call(a, llvm::formatv("stepc_cuda_attention_grad{18}(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                        "{7}, {8}, {9}, {10}, {11}, {12:e}{19}, scratch, {13}, {14}, {15}, {16}, "
                         "{17})",
                         ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
                         typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
                         k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
                         a.getCausal() ? 1 : 0, scale, saved, ptr(dq), ptr(a.getKeyGrad()),
-                        ptr(a.getValueGrad()), typeCode(typeOf(dq).getElementType())));
+                        ptr(a.getValueGrad()), typeCode(typeOf(dq).getElementType()), masked,
+                        mask));
   return success();
 }
 

@@ -135,13 +135,21 @@ void foldBias(stepk::GemmOp gemm) {
   Operation *broadcast =
       (add.getLhs() == gemm.getResult() ? add.getRhs() : add.getLhs()).getDefiningOp();
   // Every use narrows the sum to bf16, directly or through slices (the
-  // packed projection's q, k and v).
+  // packed projection's q, k and v, read in place by a packed attention:
+  // one without a mask, as the CPU target copies no bf16 slice).
   SmallVector<ConvertOp> narrowing;
   SmallVector<SliceOp> slices;
+  auto packable = [](Operation *user) {
+    if (auto a = dyn_cast<AttentionOp>(user))
+      return !a.getMask();
+    auto g = dyn_cast<AttentionGradOp>(user);
+    return g && !g.getMask();
+  };
   auto narrowsAll = [&](Value v) {
     for (Operation *user : v.getUsers()) {
       auto convert = dyn_cast<ConvertOp>(user);
-      if (!convert || !convert.getType().getElementType().isBF16())
+      if (!convert || !convert.getType().getElementType().isBF16() ||
+          !llvm::all_of(convert->getUsers(), packable))
         return false;
     }
     return true;

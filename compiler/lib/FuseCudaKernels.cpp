@@ -144,7 +144,7 @@ Fusions planFusions(func::FuncOp step) {
       if (fwd.getQuery() != grad.getQuery() || fwd.getKey() != grad.getKey() ||
           fwd.getValue() != grad.getValue() || fwd.getNumHeads() != grad.getNumHeads() ||
           fwd.getNumKvHeads() != grad.getNumKvHeads() || fwd.getHeadDim() != grad.getHeadDim() ||
-          fwd.getCausal() != grad.getCausal() ||
+          fwd.getCausal() != grad.getCausal() || fwd.getMask() != grad.getMask() ||
           fwd.getEffectiveScale() != grad.getEffectiveScale())
         continue;
       f.savedForwardOf[grad] = fwd;
@@ -262,7 +262,7 @@ private:
     }
     auto kernel = b.create<stepk::AttentionOp>(
         fwd.getLoc(), fusions.written(fwd.getResult()).getType(), lse, fwd.getQuery(),
-        fwd.getKey(), fwd.getValue(), fwd.getNumHeads(), fwd.getNumKvHeads(), fwd.getHeadDim(),
+        fwd.getKey(), fwd.getValue(), fwd.getMask(), fwd.getNumHeads(), fwd.getNumKvHeads(), fwd.getHeadDim(),
         fwd.getCausal(), llvm::APFloat(fwd.getEffectiveScale()));
     kernelOf[fwd] = kernel;
     replaceResults(fwd, kernel.getResult());
@@ -281,7 +281,7 @@ private:
       types.push_back(fusions.written(r).getType());
     auto kernel = b.create<stepk::AttentionGradOp>(
         grad.getLoc(), types, grad.getGrad(), grad.getQuery(), grad.getKey(), grad.getValue(),
-        out, lse, grad.getNumHeads(), grad.getNumKvHeads(), grad.getHeadDim(), grad.getCausal(),
+        out, lse, grad.getMask(), grad.getNumHeads(), grad.getNumKvHeads(), grad.getHeadDim(), grad.getCausal(),
         llvm::APFloat(grad.getEffectiveScale()));
     replaceResults(grad, kernel.getResults());
     return kernel;

@@ -115,19 +115,27 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       })
       // Attention on the CPU (CUDA's is stepk.attention, made by
       // step-fuse-cuda-kernels): (batch, tq, tk, heads, kv_heads, head_dim,
-      // causal, scale), bf16 operands the _bf16 kernels'.
+      // causal, scale), bf16 operands the _bf16 kernels'; a mask's kernels
+      // (_masked) also take the strides of its [Bm, Hm, Tqm, Tk] dims (0
+      // where it broadcasts).
       .Case<AttentionOp, AttentionGradOp>([&](auto a) -> std::optional<LibraryCall> {
         if (cuda)
           return std::nullopt;
         RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
         bool bf16 = q.getElementType().isBF16();
-        StringRef callee = isa<AttentionOp>(op) ? (bf16 ? "attention_bf16" : "attention")
-                                                : (bf16 ? "attention_grad_bf16" : "attention_grad");
-        return LibraryCall{callee,
-                           {i64(q.getDimSize(0)), i64(q.getDimSize(1)), i64(k.getDimSize(1)),
-                            i64(a.getNumHeads()), i64(a.getNumKvHeads()), i64(a.getHeadDim()),
-                            i32(a.getCausal() ? 1 : 0), f64(a.getEffectiveScale())},
-                           std::nullopt};
+        std::string callee = (isa<AttentionOp>(op) ? "attention" : "attention_grad") +
+                             std::string(a.getMask() ? "_masked" : "") + (bf16 ? "_bf16" : "");
+        LibraryCall call{b.getStringAttr(callee).getValue(),
+                         {i64(q.getDimSize(0)), i64(q.getDimSize(1)), i64(k.getDimSize(1)),
+                          i64(a.getNumHeads()), i64(a.getNumKvHeads()), i64(a.getHeadDim()),
+                          i32(a.getCausal() ? 1 : 0), f64(a.getEffectiveScale())},
+                         std::nullopt};
+        if (Value mask = a.getMask()) {
+          ArrayRef<int64_t> m = typeOf(mask).getShape();
+          call.scalars.append({i64(m[0] == 1 ? 0 : m[1] * m[2] * m[3]),
+                               i64(m[1] == 1 ? 0 : m[2] * m[3]), i64(m[2] == 1 ? 0 : m[3])});
+        }
+        return call;
       })
       .Case([&](CrossEntropyGradOp c) {
         Value logits = c.getLogits();

@@ -184,7 +184,11 @@ stepk::CallOp packedCall(OpBuilder &b, Location loc, StringRef callee, ValueRang
   return call;
 }
 
+// A masked attention keeps its separate operands (its kernels take a mask;
+// the packed ones do not).
 void packForward(AttentionOp a) {
+  if (a.getMask())
+    return;
   std::optional<PackedOperands> p = packedOperands(a.getQuery(), a.getKey(), a.getValue());
   if (!p)
     return;
@@ -204,6 +208,8 @@ AddOp onlyAdd(Value value) {
 }
 
 void packGradient(AttentionGradOp g) {
+  if (g.getMask())
+    return;
   std::optional<PackedOperands> p = packedOperands(g.getQuery(), g.getKey(), g.getValue());
   if (!p || !tilesLastDim(*p))
     return;

@@ -173,6 +173,22 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
+  // Values computed from a trained parameter (through anything but a
+  // stop_gradient): an attention mask among them would need the gradient
+  // no rule builds, so it is refused rather than trained as a constant.
+  DenseSet<Value> fromParams;
+  for (unsigned i : paramIndices)
+    fromParams.insert(body.getArgument(i));
+  for (Operation *op : forward)
+    if (!isa<StopGradientOp>(op) && llvm::any_of(op->getOperands(), [&](Value v) {
+          return fromParams.contains(v);
+        }))
+      fromParams.insert(op->result_begin(), op->result_end());
+  for (Operation *op : forward)
+    if (auto a = dyn_cast<AttentionOp>(op); a && a.getMask() && fromParams.contains(a.getMask()))
+      return a.emitOpError() << "has a mask computed from a trained parameter: stepc builds no "
+                                "gradient for attention's mask (stop its gradient, or write "
+                                "the biased softmax op by op)";
   for (Operation *op : llvm::reverse(forward)) {
     SmallVector<Value> resultGrads;
     bool needed = false;

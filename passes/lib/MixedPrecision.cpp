@@ -32,9 +32,15 @@ void narrow(func::FuncOp step) {
       targets.push_back(op);
   });
   for (Operation *op : targets) {
+    // An attention's mask stays f32 (a bias in bf16 would move the scores).
+    Value mask;
+    if (auto a = dyn_cast<AttentionOp>(op))
+      mask = a.getMask();
+    else if (auto g = dyn_cast<AttentionGradOp>(op))
+      mask = g.getMask();
     for (OpOperand &operand : op->getOpOperands()) {
       Value v = operand.get();
-      if (!cast<RankedTensorType>(v.getType()).getElementType().isF32())
+      if (v == mask || !cast<RankedTensorType>(v.getType()).getElementType().isF32())
         continue;
       Value &copy = narrowed[v];
       // A value widened from bf16 (another GEMM's result) narrows for free.

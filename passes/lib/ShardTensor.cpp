@@ -234,6 +234,14 @@ struct Analysis {
                                            heads, parts).str()});
       return;
     }
+    if (Value mask = a.getMask()) {
+      if (cast<RankedTensorType>(mask.getType()).getDimSize(1) != 1) {
+        problems.push_back({a, "has a mask per head, which tp cannot split (a mask "
+                               "broadcast over the heads can be)"});
+        return;
+      }
+      needWhole(mask);
+    }
     bool splitKv = kvHeads % parts == 0;
     if (!splitKv && kvHeads != 1)
       problems.push_back(
@@ -242,7 +250,7 @@ struct Analysis {
                             kvHeads, parts).str()});
     SmallVector<Operation *> origins(q.origins);
     for (unsigned i : {1u, 2u}) {
-      Value v = a->getOperand(i);
+      Value v = a->getOperand(i);  // key, value
       State s = stateOf(v);
       if (splitKv && s.kind == Kind::Split && s.segments.size() == 1) {
         llvm::append_range(origins, s.origins);

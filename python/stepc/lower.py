@@ -164,7 +164,7 @@ class Lowering:
         self.refuse_mutations(nodes, placeholders[n_params:n_params + n_buffers])
         self.refuse_dynamic_shapes(nodes)
         self.fold_constants(nodes)
-        replacements = Matcher(self.graph, self.consts).run()
+        replacements = Matcher(self.graph, self.consts, placeholders[:n_params]).run()
         output = next(n for n in nodes if n.op == "output")
         loss_node = self.find_loss(output)
         needed = self.needed(loss_node, replacements)
@@ -338,13 +338,18 @@ class Lowering:
     def composite(self, r):
         w, a = self.w, r.attrs
         if r.kind == "attention":
-            q, k, v = (self.reshape(self.v(x), [a["batch"], a["seq"], -1]) for x in r.operands)
+            q, k, v = (self.reshape(self.v(x), [a["batch"], a["seq"], -1])
+                       for x in r.operands[:3])
+            mask, mask_type = "", ""
+            if len(r.operands) == 4:
+                m = self.attention_mask(r.operands[3], a["batch"], a["heads"], a["seq"])
+                mask, mask_type = f" mask {m.name}", f", {m.type}"
             out = w.emit("attn", list(q.shape),
-                         f"step.attention {q.name}, {k.name}, {v.name} heads {a['heads']} "
+                         f"step.attention {q.name}, {k.name}, {v.name}{mask} heads {a['heads']} "
                          f"kv_heads {a['kv_heads']} head_dim {a['head_dim']}"
                          f"{' causal' if a['causal'] else ''}"
                          f"{self.scale_attr(a['scale'], a['head_dim'])} "
-                         f": ({q.type}, {k.type}, {v.type}) -> {{out}}")
+                         f": ({q.type}, {k.type}, {v.type}{mask_type}) -> {{out}}")
             return self.reshape(out, shape_of(r.node))
         if r.kind == "rotary":
             x = self.reshape(self.v(r.operands[0]), [a["batch"], a["seq"], -1])
@@ -361,6 +366,19 @@ class Lowering:
             x, weight = (self.v(n) for n in r.operands)
             return w.rms_norm(x, weight, a["eps"], "rms")
         raise AssertionError(r.kind)
+
+    def attention_mask(self, node, batch, heads, seq):
+        """An SDPA attn_mask as step.attention's operand: additive f32 (a
+        boolean mask's False -inf), rank 4, its key dim whole (patterns'
+        mask_broadcasts checked the rest)."""
+        m = self.v(node)
+        if m.dtype != "f32":
+            keep = convert(self, m, "i1")
+            zero = self.scalar_like(0.0, m.shape)
+            ninf = self.scalar_like(float("-inf"), m.shape)
+            m = self.w.emit("mask", m.shape, f"step.select {keep.name}, {zero.name}, "
+                                             f"{ninf.name} : {keep.type}, {zero.type}")
+        return self.reshape(m, [1] * (4 - len(m.shape)) + list(m.shape))
 
     @staticmethod
     def scale_attr(scale, head_dim):

@@ -122,11 +122,29 @@ class FunctionWriter:
         return self.emit(hint, x.shape, f"step.rotary {x.name} head_dim {head_dim}{attr} "
                                         f": ({x.type}) -> {{out}}")
 
-    def attention(self, q, k, v, heads, kv_heads, head_dim, hint):
+    def attention(self, q, k, v, heads, kv_heads, head_dim, hint, mask=None):
+        """Causal attention; `mask` an additive f32 [B|1, H|1, T|1, T] mask."""
+        operand, mask_type = (f" mask {mask.name}", f", {mask.type}") if mask else ("", "")
         return self.emit(hint, q.shape,
-                         f"step.attention {q.name}, {k.name}, {v.name} heads {heads} "
+                         f"step.attention {q.name}, {k.name}, {v.name}{operand} heads {heads} "
                          f"kv_heads {kv_heads} head_dim {head_dim} causal "
-                         f": ({q.type}, {k.type}, {v.type}) -> {{out}}")
+                         f": ({q.type}, {k.type}, {v.type}{mask_type}) -> {{out}}")
+
+    def key_padding_mask(self, tokens, pad, hint):
+        """[B, 1, 1, T] f32: -inf at the keys whose token is `pad`, else 0."""
+        b, t = tokens.shape
+        pads = self.emit(hint + "_id", [b, t], f"step.constant dense<{int(pad)}> : {{out}}",
+                         dtype="i32")
+        is_pad = self.emit(hint + "_is", [b, t], f"step.compare eq, {tokens.name}, {pads.name} "
+                                                 f": {tokens.type}", dtype="i1")
+        ninf = self.emit(hint + "_ninf", [b, t], "step.constant dense<0xFF800000> : {out}",
+                         dtype="f32")
+        zero = self.emit(hint + "_zero", [b, t], "step.constant dense<0.0> : {out}",
+                         dtype="f32")
+        bias = self.emit(hint, [b, t], f"step.select {is_pad.name}, {ninf.name}, {zero.name} "
+                                       f": {is_pad.type}, {ninf.type}", dtype="f32")
+        return self.emit(hint + "_4d", [b, 1, 1, t],
+                         f"step.reshape {bias.name} : {bias.type} -> {{out}}", dtype="f32")
 
     def cross_entropy(self, logits, targets, hint, ignore_index=None, label_smoothing=0.0,
                       z_loss=0.0):

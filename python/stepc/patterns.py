@@ -140,8 +140,8 @@ class Replacement:
 class Matcher:
     """Finds composites in `graph`; `consts` maps constant nodes to values."""
 
-    def __init__(self, graph, consts):
-        self.graph, self.consts = graph, consts
+    def __init__(self, graph, consts, params=()):
+        self.graph, self.consts, self.params = graph, consts, set(params)
         self.replacements = {}
 
     def run(self):
@@ -198,19 +198,26 @@ class Matcher:
     def sdpa(self, node):
         """PyTorch >= 2.0's scaled_dot_product_attention (nanoGPT's flash
         path), any overload it traces to: q, k, v as [B, H, T, Dh]. The
-        composite when there is no mask, or the mask is a constant causal
-        one; anything else (a padding or block mask, dropout, GQA by
-        enable_gqa) is lowered op by op from the same arguments (lower.py)."""
+        composite when there is no mask, the mask is a constant causal one,
+        or any other mask no parameter reaches (the step.attention's mask
+        operand); anything else (a mask computed from a parameter, dropout,
+        GQA by enable_gqa) is lowered op by op from the same arguments
+        (lower.py)."""
         if not sdpa_args.is_sdpa(node):
             return
         a = sdpa_args.arguments(node)
         if a.unsupported or a.dropout or a.gqa:
             return
-        causal = a.causal
+        causal, mask = a.causal, None
         if a.mask is not None:
-            if causal or not self.causal_sdpa_mask(a.mask):
+            if causal:
                 return
-            causal = True
+            if self.causal_sdpa_mask(a.mask):
+                causal = True
+            elif self.reaches_parameter(a.mask) or not self.mask_broadcasts(a.mask, a.query):
+                return
+            else:
+                mask = a.mask
         out = sdpa_args.output_node(node)
         if out is None:
             return
@@ -221,7 +228,31 @@ class Matcher:
         b, h, t, d = shape
         self.match_heads(a.query, a.key, a.value, out, b * h, t, d, causal,
                          1.0 / math.sqrt(d) if a.scale is None else a.scale,
-                         keys_transposed=False)
+                         keys_transposed=False, mask=mask)
+
+    def reaches_parameter(self, node):
+        """Whether a parameter flows into `node` (its gradient would be
+        needed: step.attention's mask gets none)."""
+        seen, work = set(), [node]
+        while work:
+            n = work.pop()
+            if n in seen or n in self.consts:
+                continue
+            seen.add(n)
+            if n in self.params:
+                return True
+            work.extend(n.all_input_nodes)
+        return False
+
+    @staticmethod
+    def mask_broadcasts(mask, query):
+        """An attn_mask step.attention takes: broadcast to [B, H, T, T] with
+        its key dim whole (PyTorch's broadcasting, right-aligned)."""
+        m, q = shape_of(mask), shape_of(query)
+        if m is None or q is None or not 1 <= len(m) <= 4 or m[-1] != q[-2]:
+            return False
+        full = [q[0], q[1], q[2], q[2]]
+        return all(x in (1, y) for x, y in zip(m, full[4 - len(m):]))
 
     def causal_sdpa_mask(self, node):
         """SDPA's attn_mask is a constant causal mask: boolean True where a
@@ -237,9 +268,11 @@ class Matcher:
             return all(torch.equal(~m, above) for m in mask.reshape(-1, t, t))
         return self.causal_mask(node, boolean=False)
 
-    def match_heads(self, q, k, v, product, bh, t, head_dim, causal, scale, keys_transposed):
+    def match_heads(self, q, k, v, product, bh, t, head_dim, causal, scale, keys_transposed,
+                    mask=None):
         """The composite, when q, k, v are heads views of [B, T, H·Dh] values
-        and `product` ([B·H, T, Dh] or [B, H, T, Dh]) moves back to one."""
+        and `product` ([B·H, T, Dh] or [B, H, T, Dh]) moves back to one;
+        `mask` an SDPA attn_mask node (mask_broadcasts)."""
         q_src, q_ops = movement_chain(q)
         k_src, k_ops = movement_chain(k)
         v_src, v_ops = movement_chain(v)
@@ -281,7 +314,8 @@ class Matcher:
             out = users[0]
             ops.append(out)
         self.replacements[out] = Replacement(
-            out, "attention", [q_src, k_src, v_src], heads=n_heads, kv_heads=kv_heads,
+            out, "attention", [q_src, k_src, v_src] + ([mask] if mask is not None else []),
+            heads=n_heads, kv_heads=kv_heads,
             head_dim=head_dim, causal=causal, scale=scale, batch=b, seq=t)
         for src, nh in ((q_src, n_heads), (k_src, kv_heads)):
             self.rotary(src, b, t, nh, head_dim)

@@ -38,6 +38,9 @@ struct Shape {
   // Row strides (elements) of the query (and dQ), key (dK), value (dV) and
   // output (dO) rows: H·Dh and Hkv·Dh, or a packed [B, T, 3C] source's 3C.
   int64_t ldq, ldk, ldv, ldo;
+  // step.attention's additive mask (a broadcast dim's stride 0), or null.
+  const float* mask = nullptr;
+  int64_t mask_batch = 0, mask_head = 0, mask_row = 0;
   int64_t Q(int64_t b, int64_t t, int64_t h) const { return (b * tq + t) * ldq + h * hd; }
   int64_t K(int64_t b, int64_t t, int64_t h) const { return (b * tk + t) * ldk + h * hd; }
   int64_t V(int64_t b, int64_t t, int64_t h) const { return (b * tk + t) * ldv + h * hd; }
@@ -358,7 +361,12 @@ void SoftmaxRows(float* row, int64_t ld, const int64_t* n, int64_t kcols) {
       high[i] = high[i] > m ? high[i] : m;
     }
   float inv[G];
-  for (int i = 0; i < G; ++i) high[i] = Splat(MaxOf(high[i]));
+  // A row masked whole (max -inf) becomes zeros: exp(-inf - 0) = 0 and
+  // its sum's inverse 0, where PyTorch's math would give NaN.
+  for (int i = 0; i < G; ++i) {
+    const float m = MaxOf(high[i]);
+    high[i] = Splat(m == -INFINITY ? 0.0f : m);
+  }
   for (int64_t j = 0; j < most; j += kLanes)
     for (int i = 0; i < G; ++i) {
       float* x = row + i * ld + j;
@@ -366,7 +374,10 @@ void SoftmaxRows(float* row, int64_t ld, const int64_t* n, int64_t kcols) {
       Store(x, e);
       sum[i].Add(j, e);
     }
-  for (int i = 0; i < G; ++i) inv[i] = 1.0f / sum[i].Total();
+  for (int i = 0; i < G; ++i) {
+    const float total = sum[i].Total();
+    inv[i] = total > 0.0f ? 1.0f / total : 0.0f;
+  }
   for (int64_t j = 0; j < kcols; j += kLanes)
     for (int i = 0; i < G; ++i) {
       float* x = row + i * ld + j;
@@ -377,11 +388,18 @@ void SoftmaxRows(float* row, int64_t ld, const int64_t* n, int64_t kcols) {
 // Rows [t0, t1) of P = softmax(scale · Q Kᵀ + mask) over keys [0, kend),
 // into p (row stride kp; masked entries exactly 0). qh: the block's query
 // rows in place (row stride ldq; the products read them one value at a
-// time), kt: Kᵀ in panels (PackTransposed).
-void ProbabilityBlock(const Shape& s, const float* qh, const float* kt, int64_t kp, int64_t t0,
-                      int64_t t1, float* p) {
+// time), kt: Kᵀ in panels (PackTransposed); (b, h) the block's batch entry
+// and query head (where the mask is read).
+void ProbabilityBlock(const Shape& s, const float* qh, const float* kt, int64_t kp, int64_t b,
+                      int64_t h, int64_t t0, int64_t t1, float* p) {
   const int64_t kend = KeyExtent(s, t1), kcols = Padded(kend);
   PanelGemm({qh, s.ldq, 1}, kt, PanelFloats(s.hd), t1 - t0, s.hd, kcols, p, kp, s.scale, false);
+  if (s.mask)
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* m = s.mask + b * s.mask_batch + h * s.mask_head + t * s.mask_row;
+      float* row = p + (t - t0) * kp;
+      for (int64_t j = 0, n = s.Visible(t); j < n; ++j) row[j] += m[j];
+    }
   int64_t t = t0;
   for (; t + 4 <= t1; t += 4) {
     const int64_t n[4] = {s.Visible(t), s.Visible(t + 1), s.Visible(t + 2), s.Visible(t + 3)};
@@ -486,7 +504,7 @@ void Forward(const Shape& s, const float* q, const float* k, const float* v, flo
         for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h)
           for (int64_t t0 = 0; t0 < s.tq; t0 += kQueryBlock) {
             const int64_t t1 = std::min(s.tq, t0 + kQueryBlock), rows = t1 - t0;
-            ProbabilityBlock(s, q + s.Q(b, t0, h), it.kt, it.kp, t0, t1, p);
+            ProbabilityBlock(s, q + s.Q(b, t0, h), it.kt, it.kp, b, h, t0, t1, p);
             GemmIntoRows(s, {p, it.kp, 1}, it.vr, it.ldvr, rows, KeyExtent(s, t1),
                          out + s.O(b, t0, h), s.ldo, o);
           }
@@ -527,7 +545,7 @@ void Backward(const Shape& s, const float* dout, const float* q, const float* k,
             int64_t ldqr, ldor;
             const float* qr = Rows(s, qh, s.ldq, rows, rows, w.qr, ldqr);
             const float* dor = Rows(s, doh, s.ldo, rows, rows, w.dor, ldor);
-            ProbabilityBlock(s, qh, it.kt, kp, t0, t1, p);
+            ProbabilityBlock(s, qh, it.kt, kp, b, h, t0, t1, p);
             Gemm({p, 1, kp}, dor, ldor, kend, rows, dp, dvr, dp, 1.0f, true);
             PanelGemm({doh, s.ldo, 1}, it.vt, PanelFloats(s.hd), rows, s.hd, kcols, dpb, kp, 1.0f,
                       false);
@@ -569,6 +587,41 @@ extern "C" void stepc_cpu_attention_grad(const float* dout, const float* q, cons
                                          float* dq, float* dk, float* dv) {
   Backward(Separate(batch, tq, tk, heads, kv_heads, head_dim, causal, scale), dout, q, k, v,
            dq, dk, dv);
+}
+
+// With step.attention's additive mask: its strides per batch entry, head
+// and query row (0 where it broadcasts).
+static Shape Masked(Shape s, const float* mask, int64_t mask_batch, int64_t mask_head,
+                    int64_t mask_row) {
+  s.mask = mask;
+  s.mask_batch = mask_batch;
+  s.mask_head = mask_head;
+  s.mask_row = mask_row;
+  return s;
+}
+
+extern "C" void stepc_cpu_attention_masked(const float* q, const float* k, const float* v,
+                                           const float* mask, int64_t batch, int64_t tq,
+                                           int64_t tk, int64_t heads, int64_t kv_heads,
+                                           int64_t head_dim, int causal, double scale,
+                                           int64_t mask_batch, int64_t mask_head,
+                                           int64_t mask_row, float* out) {
+  Forward(Masked(Separate(batch, tq, tk, heads, kv_heads, head_dim, causal, scale), mask,
+                 mask_batch, mask_head, mask_row),
+          q, k, v, out);
+}
+
+extern "C" void stepc_cpu_attention_grad_masked(const float* dout, const float* q,
+                                                const float* k, const float* v,
+                                                const float* mask, int64_t batch, int64_t tq,
+                                                int64_t tk, int64_t heads, int64_t kv_heads,
+                                                int64_t head_dim, int causal, double scale,
+                                                int64_t mask_batch, int64_t mask_head,
+                                                int64_t mask_row, float* dq, float* dk,
+                                                float* dv) {
+  Backward(Masked(Separate(batch, tq, tk, heads, kv_heads, head_dim, causal, scale), mask,
+                  mask_batch, mask_head, mask_row),
+           dout, q, k, v, dq, dk, dv);
 }
 
 // Query, key and value read in place from their columns of one [B, T, width]

@@ -291,6 +291,39 @@ extern "C" void stepc_cpu_attention_grad_bf16(const stepc_bf16* dout, const step
   NarrowInto(dvf, nk, dv);
 }
 
+// A mask's bf16 attention: the f32 kernels on widened copies (exact
+// products, results rounded once), as where oneDNN has no bf16 matmul.
+extern "C" void stepc_cpu_attention_masked_bf16(const stepc_bf16* q, const stepc_bf16* k,
+                                                const stepc_bf16* v, const float* mask,
+                                                int64_t batch, int64_t tq, int64_t tk,
+                                                int64_t heads, int64_t kv_heads,
+                                                int64_t head_dim, int causal, double scale,
+                                                int64_t mask_batch, int64_t mask_head,
+                                                int64_t mask_row, stepc_bf16* out) {
+  const int64_t nq = batch * tq * heads * head_dim, nk = batch * tk * kv_heads * head_dim;
+  float* of = Scratch<float>(3, nq);
+  stepc_cpu_attention_masked(Widen(0, q, nq), Widen(1, k, nk), Widen(2, v, nk), mask, batch, tq,
+                             tk, heads, kv_heads, head_dim, causal, scale, mask_batch,
+                             mask_head, mask_row, of);
+  NarrowInto(of, nq, out);
+}
+
+extern "C" void stepc_cpu_attention_grad_masked_bf16(
+    const stepc_bf16* dout, const stepc_bf16* q, const stepc_bf16* k, const stepc_bf16* v,
+    const float* mask, int64_t batch, int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+    int64_t head_dim, int causal, double scale, int64_t mask_batch, int64_t mask_head,
+    int64_t mask_row, stepc_bf16* dq, stepc_bf16* dk, stepc_bf16* dv) {
+  const int64_t nq = batch * tq * heads * head_dim, nk = batch * tk * kv_heads * head_dim;
+  float *dqf = Scratch<float>(0, nq), *dkf = Scratch<float>(1, nk), *dvf = Scratch<float>(2, nk);
+  stepc_cpu_attention_grad_masked(Widen(3, dout, nq), Widen(0, q, nq), Widen(1, k, nk),
+                                  Widen(2, v, nk), mask, batch, tq, tk, heads, kv_heads,
+                                  head_dim, causal, scale, mask_batch, mask_head, mask_row, dqf,
+                                  dkf, dvf);
+  NarrowInto(dqf, nq, dq);
+  NarrowInto(dkf, nk, dk);
+  NarrowInto(dvf, nk, dv);
+}
+
 // Query, key and value read in place from their columns of one bf16
 // [B, T, width] tensor (compiler/lib/PackedAttention.cpp).
 extern "C" void stepc_cpu_attention_packed_bf16(const stepc_bf16* qkv, int64_t batch,

@@ -173,6 +173,35 @@ void stepc_cpu_attention_grad_bf16(const stepc_bf16 *dout, const stepc_bf16 *q,
                                    int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
                                    int64_t head_dim, int causal, double scale, stepc_bf16 *dq,
                                    stepc_bf16 *dk, stepc_bf16 *dv);
+/* With step.attention's additive f32 mask added to the scaled scores:
+ * mask[b·mask_batch + h·mask_head + t·mask_row + j] (a broadcast dimension's
+ * stride 0); a row masked whole gives 0. The bf16 ones run the f32 kernels
+ * on widened copies. */
+void stepc_cpu_attention_masked(const float *q, const float *k, const float *v,
+                                const float *mask, int64_t batch, int64_t tq, int64_t tk,
+                                int64_t heads, int64_t kv_heads, int64_t head_dim, int causal,
+                                double scale, int64_t mask_batch, int64_t mask_head,
+                                int64_t mask_row, float *out);
+void stepc_cpu_attention_grad_masked(const float *dout, const float *q, const float *k,
+                                     const float *v, const float *mask, int64_t batch,
+                                     int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                                     int64_t head_dim, int causal, double scale,
+                                     int64_t mask_batch, int64_t mask_head, int64_t mask_row,
+                                     float *dq, float *dk, float *dv);
+void stepc_cpu_attention_masked_bf16(const stepc_bf16 *q, const stepc_bf16 *k,
+                                     const stepc_bf16 *v, const float *mask, int64_t batch,
+                                     int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                                     int64_t head_dim, int causal, double scale,
+                                     int64_t mask_batch, int64_t mask_head, int64_t mask_row,
+                                     stepc_bf16 *out);
+void stepc_cpu_attention_grad_masked_bf16(const stepc_bf16 *dout, const stepc_bf16 *q,
+                                          const stepc_bf16 *k, const stepc_bf16 *v,
+                                          const float *mask, int64_t batch, int64_t tq,
+                                          int64_t tk, int64_t heads, int64_t kv_heads,
+                                          int64_t head_dim, int causal, double scale,
+                                          int64_t mask_batch, int64_t mask_head,
+                                          int64_t mask_row, stepc_bf16 *dq, stepc_bf16 *dk,
+                                          stepc_bf16 *dv);
 /* The same on query, key and value read in place from their columns (offsets)
    of one [batch, len, width] tensor; the gradient's three parts written into
    their columns of one such tensor. */

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kQ) ForwardKernel(const T* q, const T* k, cons
       for (int c = 0; c < kDh; ++c) dot += qr[c] * ks[j * kDh + c];
       const bool visible = k0 + j < a.tk && (mask == tile::TileMask::kFull ||
                                              !a.causal || tile::CausalVisible(i, k0 + j));
-      s[j] = visible ? dot : -INFINITY;
+      s[j] = visible ? dot + a.Bias(b, h, i, k0 + j) : -INFINITY;
     }
     tile::RowUpdate(st, s, kK, vs, kDh, kDh, acc);
   }
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kQ) QueryGradKernel(const T* dout, const T* q,
         dot += qr[c] * ks[j * kDh + c];
         dp += dor[c] * vs[j * kDh + c];
       }
-      const float p = tile::ProbFromLse(a.scale * dot, row_lse);
+      const float p = tile::ProbFromLse(a.scale * dot + a.Bias(b, h, i, key), row_lse);
       const float ds = tile::ScoreGrad(p, dp, row_delta) * a.scale;
       for (int c = 0; c < kDh; ++c) acc[c] += ds * ks[j * kDh + c];
     }
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kQ) KeyValueGradKernel(const T* dout, const T*
           dot += qs[r * kDh + c] * kr[c];
           dp += dos[r * kDh + c] * vr[c];
         }
-        const float p = tile::ProbFromLse(a.scale * dot, lses[r]);
+        const float p = tile::ProbFromLse(a.scale * dot + a.Bias(b, h, i, j), lses[r]);
         const float ds = tile::ScoreGrad(p, dp, deltas[r]) * a.scale;
         for (int c = 0; c < kDh; ++c) {
           dvr[c] += p * dos[r * kDh + c];
@@ -208,7 +208,8 @@ cudaError_t AllowSharedMemory(Kernel kernel, int64_t bytes) {
 }
 
 // bf16 inputs with a head dim (padded) of 32, 64 or 128 run on tensor cores,
-// unless STEPC_ATTENTION=scalar asks for the scalar kernels.
+// unless STEPC_ATTENTION=scalar asks for the scalar kernels or a mask is
+// given (only the scalar kernels read one).
 template <typename T, int kDh>
 constexpr bool kTensorCores = std::is_same_v<T, __nv_bfloat16> && TensorCoreHeadDim(kDh);
 bool ScalarForced() {
@@ -220,7 +221,7 @@ template <typename T, int kDh>
 int Forward(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
             const AttentionArgs& a, void* out, float* lse) {
   if constexpr (kTensorCores<T, kDh>)
-    if (!ScalarForced())
+    if (!ScalarForced() && !a.mask)
       return TensorCoreForward<kDh>(ctx, static_cast<const __nv_bfloat16*>(q),
                                     static_cast<const __nv_bfloat16*>(k),
                                     static_cast<const __nv_bfloat16*>(v), a, out, lse);
@@ -266,7 +267,7 @@ int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k
   if (int rc = STEPC_LAUNCHED(ctx, "DeltaKernel(attention)")) return rc;
   a.out_type = out_type;
   if constexpr (kTensorCores<T, kDh>)
-    if (!ScalarForced())
+    if (!ScalarForced() && !a.mask)
       return TensorCoreBackward<kDh>(ctx, static_cast<const __nv_bfloat16*>(dout),
                                      static_cast<const __nv_bfloat16*>(q),
                                      static_cast<const __nv_bfloat16*>(k),
@@ -449,4 +450,30 @@ extern "C" int stepc_cuda_attention_grad(stepc_cuda_ctx* ctx, const void* dout, 
   return stepc_cuda_attention_grad_own(ctx, dout, q, k, v, in_type, batch, tq, tk, heads,
                                        kv_heads, head_dim, causal, scale, scratch, saved_out,
                                        saved_out_type, saved_lse, dq, dk, dv, out_type);
+}
+
+// A masked attention runs on our scalar kernels (neither the tensor-core
+// kernels nor cuDNN's graph here take the mask).
+extern "C" int stepc_cuda_attention_masked(stepc_cuda_ctx* ctx, const void* q, const void* k,
+                                           const void* v, int in_type, int64_t batch,
+                                           int64_t tq, int64_t tk, int64_t heads,
+                                           int64_t kv_heads, int64_t head_dim, int causal,
+                                           double scale, const float* mask, int64_t mask_batch,
+                                           int64_t mask_head, int64_t mask_row, void* out,
+                                           int out_type, float* lse) {
+  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type,
+                  mask, mask_batch, mask_head, mask_row};
+  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a, out, lse);
+}
+
+extern "C" int stepc_cuda_attention_grad_masked(
+    stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k, const void* v,
+    int in_type, int64_t batch, int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+    int64_t head_dim, int causal, double scale, const float* mask, int64_t mask_batch,
+    int64_t mask_head, int64_t mask_row, char* scratch, const void* saved_out,
+    int saved_out_type, const float* saved_lse, void* dq, void* dk, void* dv, int out_type) {
+  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type,
+                  mask, mask_batch, mask_head, mask_row};
+  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a, scratch,
+                              SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv);
 }

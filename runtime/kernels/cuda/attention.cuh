@@ -16,6 +16,13 @@ struct AttentionArgs {
   int causal;
   float scale;
   int out_type;
+  // step.attention's additive mask ([Bm, Hm, Tqm, Tk] f32, a broadcast
+  // dim's stride 0), or null. Only the scalar kernels read it.
+  const float* mask = nullptr;
+  int64_t mask_batch = 0, mask_head = 0, mask_row = 0;
+  __host__ __device__ float Bias(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return mask ? mask[b * mask_batch + h * mask_head + i * mask_row + j] : 0.0f;
+  }
   __host__ __device__ int64_t QRow(int64_t b, int64_t i, int64_t h) const {
     return ((b * tq + i) * heads + h) * dh;
   }

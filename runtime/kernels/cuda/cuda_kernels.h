@@ -98,6 +98,24 @@ int stepc_cuda_attention_grad(stepc_cuda_ctx *ctx, const void *dout, const void 
                               const float *saved_lse, void *dq, void *dk, void *dv,
                               int out_type);
 
+/* The two with step.attention's additive f32 mask added to the scaled
+ * scores: mask[b·mask_batch + h·mask_head + i·mask_row + j] (a broadcast
+ * dimension's stride 0); a row masked whole gives 0. Our scalar kernels. */
+int stepc_cuda_attention_masked(stepc_cuda_ctx *ctx, const void *q, const void *k,
+                                const void *v, int in_type, int64_t batch, int64_t tq,
+                                int64_t tk, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                int causal, double scale, const float *mask, int64_t mask_batch,
+                                int64_t mask_head, int64_t mask_row, void *out, int out_type,
+                                float *lse);
+int stepc_cuda_attention_grad_masked(stepc_cuda_ctx *ctx, const void *dout, const void *q,
+                                     const void *k, const void *v, int in_type, int64_t batch,
+                                     int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                                     int64_t head_dim, int causal, double scale,
+                                     const float *mask, int64_t mask_batch, int64_t mask_head,
+                                     int64_t mask_row, char *scratch, const void *saved_out,
+                                     int saved_out_type, const float *saved_lse, void *dq,
+                                     void *dk, void *dv, int out_type);
+
 /* The same two on stepc's own kernels only, never cuDNN (what the entry
  * points above fall back to; tests and the emulation's cuDNN stand-in call
  * them directly). */

@@ -57,8 +57,14 @@ STEPC_HD void RowUpdate(RowState& st, const float* s, int n, const float* v, int
   st.l = l;
 }
 
-// out = acc / l; returns the log-sum-exp m + log(l) the backward needs.
+// out = acc / l; returns the log-sum-exp m + log(l) the backward needs. A
+// row whose every key was masked gives 0 and +inf (so that the backward's
+// probabilities exp(s - lse) are 0 too), not NaN.
 STEPC_HD float RowFinish(const RowState& st, const float* acc, int dh, float* out) {
+  if (st.l == 0.0f) {
+    for (int c = 0; c < dh; ++c) out[c] = 0.0f;
+    return INFINITY;
+  }
   const float inv = 1.0f / st.l;
   for (int c = 0; c < dh; ++c) out[c] = acc[c] * inv;
   return st.m + logf(st.l);

@@ -169,6 +169,19 @@ LogicalResult checkAttention(std::optional<Location> loc, AdaptorT adaptor) {
       scale && !(scale->convertToDouble() > 0.0))
     return opError<OpT>(loc, "expects a positive scale, got ",
                                 scale->convertToDouble());
+  if (!adaptor.getMask())
+    return success();
+  RankedTensorType m = tensorOf(adaptor.getMask());
+  // attention_c10
+  if (!m || !m.getElementType().isF32() || m.getRank() != 4)
+    return opError<OpT>(loc, "expects an f32 mask of rank 4 [B, heads, Tq, Tk], got ",
+                        adaptor.getMask().getType());
+  // attention_c11
+  int64_t full[4] = {q.getDimSize(0), heads, q.getDimSize(1), k.getDimSize(1)};
+  for (int d = 0; d < 4; ++d)
+    if (m.getDimSize(d) != full[d] && (d == 3 || m.getDimSize(d) != 1))
+      return opError<OpT>(loc, "expects a mask of shape [", full[0], " or 1, ", full[1],
+                          " or 1, ", full[2], " or 1, ", full[3], "], got ", Type(m));
   return success();
 }
 

@@ -10,6 +10,7 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -28,6 +29,15 @@ struct AttentionShape {
   /// them into their matrix units' operands.
   bool roundProducts = false;
 
+  /// The additive mask ([Bm, Hm, Tqm, Tk], a broadcast dim's stride 0), or null.
+  const Tensor *mask = nullptr;
+  int64_t maskBatch = 0, maskHead = 0, maskRow = 0;
+
+  /// The mask's value for (b, head h, query t, key j); 0 without one.
+  double bias(int64_t b, int64_t h, int64_t t, int64_t j) const {
+    return mask ? mask->data[b * maskBatch + h * maskHead + t * maskRow + j] : 0.0;
+  }
+
   /// bf16 value of a product's operand.
   double operand(double x) const { return roundProducts ? roundToBF16(x) : x; }
 
@@ -39,24 +49,36 @@ struct AttentionShape {
   int64_t visible(int64_t t) const { return causal ? t + 1 : tk; }
 };
 
-/// `scale` is the effective one (a step op's, or a stepk op's own).
+/// `scale` is the effective one (a step op's, or a stepk op's own); `in`
+/// the op's operand values (the mask among them).
 template <typename OpT>
-AttentionShape shapeOf(OpT op, const Tensor &q, const Tensor &k, double scale) {
-  Value query =
-      op->getOperand(isa<AttentionOp, stepc::stepk::AttentionOp>(op.getOperation()) ? 0 : 1);
-  return {q.shape[0],
-          q.shape[1],
-          k.shape[1],
-          static_cast<int64_t>(op.getNumHeads()),
-          static_cast<int64_t>(op.getNumKvHeads()),
-          static_cast<int64_t>(op.getHeadDim()),
-          op.getCausal(),
-          scale,
-          cast<RankedTensorType>(query.getType()).getElementType().isBF16()};
+AttentionShape shapeOf(OpT op, Operands in, double scale) {
+  bool forward = isa<AttentionOp, stepc::stepk::AttentionOp>(op.getOperation());
+  const Tensor &q = *in[forward ? 0 : 1], &k = *in[forward ? 1 : 2];
+  Value query = op->getOperand(forward ? 0 : 1);
+  AttentionShape s{q.shape[0],
+                   q.shape[1],
+                   k.shape[1],
+                   static_cast<int64_t>(op.getNumHeads()),
+                   static_cast<int64_t>(op.getNumKvHeads()),
+                   static_cast<int64_t>(op.getHeadDim()),
+                   op.getCausal(),
+                   scale,
+                   cast<RankedTensorType>(query.getType()).getElementType().isBF16()};
+  if (Value mask = op.getMask()) {
+    unsigned index = llvm::find(op->getOperands(), mask) - op->operand_begin();
+    s.mask = in[index];
+    llvm::ArrayRef<int64_t> m = s.mask->shape;
+    s.maskRow = m[2] == 1 ? 0 : m[3];
+    s.maskHead = m[1] == 1 ? 0 : m[2] * m[3];
+    s.maskBatch = m[0] == 1 ? 0 : m[1] * m[2] * m[3];
+  }
+  return s;
 }
 
-/// p[j] = softmax_j(scale · q_t·k_j) over the visible keys; returns the
-/// row's log-sum-exp of the scaled scores (what a saved forward keeps).
+/// p[j] = softmax_j(scale · q_t·k_j + mask) over the visible keys; returns
+/// the row's log-sum-exp of the scaled scores (what a saved forward keeps).
+/// A row the mask hides whole is all zeros (log-sum-exp +inf).
 double probabilities(const AttentionShape &s, const Tensor &q, const Tensor &k,
                      int64_t b, int64_t h, int64_t t, std::vector<double> &p) {
   int64_t kvh = h / (s.heads / s.kvHeads), n = s.visible(t);
@@ -67,8 +89,12 @@ double probabilities(const AttentionShape &s, const Tensor &q, const Tensor &k,
     double dot = 0;
     for (int64_t c = 0; c < s.headDim; ++c)
       dot += qt[c] * kj[c];
-    p[j] = s.scale * dot;
+    p[j] = s.scale * dot + s.bias(b, h, t, j);
     max = std::fmax(max, p[j]);
+  }
+  if (max == -INFINITY) {
+    std::fill(p.begin(), p.begin() + n, 0.0);
+    return INFINITY;
   }
   for (int64_t j = 0; j < n; ++j) {
     p[j] = std::exp(p[j] - max);
@@ -155,25 +181,24 @@ void rotary(const Tensor &x, int64_t headDim, double theta, bool inverse, Tensor
 Evaluated stepc::interp::evalAttention(Operation *op, Operands in, Results out) {
   return llvm::TypeSwitch<Operation *, Evaluated>(op)
       .Case([&](AttentionGradOp a) {
-        attentionGrad(shapeOf(a, *in[1], *in[2], a.getEffectiveScale()), *in[0], *in[1],
-                      *in[2], *in[3], out[0], out[1], out[2]);
+        attentionGrad(shapeOf(a, in, a.getEffectiveScale()), *in[0], *in[1], *in[2], *in[3],
+                      out[0], out[1], out[2]);
         return success();
       })
       .Case([&](AttentionOp a) {
-        attention(shapeOf(a, *in[0], *in[1], a.getEffectiveScale()), *in[0], *in[1], *in[2],
-                  out[0]);
+        attention(shapeOf(a, in, a.getEffectiveScale()), *in[0], *in[1], *in[2], out[0]);
         return success();
       })
       // The kernels: a saved forward's output and log-sum-exp are what the
       // forward computed, so the backward recomputes them here alike.
       .Case([&](stepk::AttentionGradOp a) {
-        attentionGrad(shapeOf(a, *in[1], *in[2], a.getScale().convertToDouble()), *in[0],
-                      *in[1], *in[2], *in[3], out[0], out[1], out[2]);
+        attentionGrad(shapeOf(a, in, a.getScale().convertToDouble()), *in[0], *in[1], *in[2],
+                      *in[3], out[0], out[1], out[2]);
         return success();
       })
       .Case([&](stepk::AttentionOp a) {
-        attention(shapeOf(a, *in[0], *in[1], a.getScale().convertToDouble()), *in[0], *in[1],
-                  *in[2], out[0], a.getLse() ? &out[1] : nullptr);
+        attention(shapeOf(a, in, a.getScale().convertToDouble()), *in[0], *in[1], *in[2],
+                  out[0], a.getLse() ? &out[1] : nullptr);
         return success();
       })
       .Case([&](RotaryOp r) {

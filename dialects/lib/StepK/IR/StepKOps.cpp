@@ -199,6 +199,24 @@ static LogicalResult verifyAttentionShapes(Operation *op, Value query, Value key
   return success();
 }
 
+/// An additive f32 mask [B or 1, Hq or 1, Tq or 1, Tk] (step.attention's).
+static LogicalResult verifyMask(Operation *op, Value mask, Value query, Value key,
+                                int64_t heads) {
+  if (!mask)
+    return success();
+  auto q = cast<RankedTensorType>(query.getType());
+  auto m = cast<RankedTensorType>(mask.getType());
+  int64_t full[4] = {q.getDimSize(0), heads, q.getDimSize(1),
+                     cast<RankedTensorType>(key.getType()).getDimSize(1)};
+  bool fits = m.getElementType().isF32() && m.getRank() == 4;
+  for (int d = 0; fits && d < 4; ++d)
+    fits = m.getDimSize(d) == full[d] || (d < 3 && m.getDimSize(d) == 1);
+  if (!fits)
+    return op->emitOpError() << "expects an f32 mask [" << full[0] << " or 1, " << full[1]
+                             << " or 1, " << full[2] << " or 1, " << full[3] << "], got " << m;
+  return success();
+}
+
 /// A log-sum-exp per batch, query head and query position: [B, Hq, Tq] f32.
 static LogicalResult verifyLse(Operation *op, Value lse, Value query, int64_t heads) {
   auto q = cast<RankedTensorType>(query.getType());
@@ -212,14 +230,16 @@ static LogicalResult verifyLse(Operation *op, Value lse, Value query, int64_t he
 
 LogicalResult AttentionOp::verify() {
   if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(), getResult(),
-                                   getNumHeads(), getNumKvHeads(), getHeadDim())))
+                                   getNumHeads(), getNumKvHeads(), getHeadDim())) ||
+      failed(verifyMask(*this, getMask(), getQuery(), getKey(), getNumHeads())))
     return failure();
   return getLse() ? verifyLse(*this, getLse(), getQuery(), getNumHeads()) : success();
 }
 
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(), getQueryGrad(),
-                                   getNumHeads(), getNumKvHeads(), getHeadDim())))
+                                   getNumHeads(), getNumKvHeads(), getHeadDim())) ||
+      failed(verifyMask(*this, getMask(), getQuery(), getKey(), getNumHeads())))
     return failure();
   auto shape = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
   if (shape(getKeyGrad()) != shape(getKey()) || shape(getValueGrad()) != shape(getValue()) ||

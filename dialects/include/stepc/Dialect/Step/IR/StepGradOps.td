@@ -172,7 +172,8 @@ def Step_AttentionGradOp : Step_InferredOp<"attention_grad"> {
     `dQ = scale · dS K`, `dK = scale · dSᵀ Q`,
 
     with key/value gradients summed over the query heads sharing them.
-    Operands and attributes are those of the forward `step.attention`.
+    Operands and attributes are those of the forward `step.attention`,
+    its `mask` included (the mask itself gets no gradient).
 
     ```mlir
     %dq, %dk, %dv = step.attention_grad %do, %q, %k, %v heads 4 kv_heads 2 head_dim 32 causal
@@ -182,13 +183,14 @@ def Step_AttentionGradOp : Step_InferredOp<"attention_grad"> {
   }];
   let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$query,
                        Step_FloatTensor:$key, Step_FloatTensor:$value,
+                       Optional<Step_FloatTensor>:$mask,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
   let results = (outs Step_FloatTensor:$query_grad, Step_FloatTensor:$key_grad,
                       Step_FloatTensor:$value_grad);
-  let assemblyFormat = "$grad `,` $query `,` $key `,` $value `heads` $num_heads "
+  let assemblyFormat = "$grad `,` $query `,` $key `,` $value (`mask` $mask^)? `heads` $num_heads "
     "`kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? "
     "attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = [{

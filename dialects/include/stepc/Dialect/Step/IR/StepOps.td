@@ -710,20 +710,31 @@ def Step_AttentionOp : Step_InferredOp<"attention", [Step_Differentiable]> {
     with `scale = 1/sqrt(Dh)` unless given, and with `causal` the mask hides
     key positions after the query position. The result is `[B, T, Hq·Dh]`.
 
+    An optional `mask` (f32, `[Bm, Hm, Tqm, Tk]` with `Bm` 1 or B, `Hm` 1 or
+    Hq, `Tqm` 1 or Tq: broadcast as PyTorch broadcasts an `attn_mask`) is
+    added to the scaled scores: 0 where a key is seen, -inf where it is
+    hidden, any other value a bias. A query row whose every key is hidden
+    gives 0 (as PyTorch 2.5's SDPA does), not NaN. The mask is a constant of
+    the step: no gradient flows to it, and step-autodiff refuses one
+    computed from a parameter.
+
     ```mlir
     %o = step.attention %q, %k, %v heads 4 kv_heads 2 head_dim 32 causal
         : (tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>)
         -> tensor<8x256x128xf32>
+    %p = step.attention %q, %k, %v mask %pad heads 4 kv_heads 2 head_dim 32
+        : (tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>,
+           tensor<8x1x1x256xf32>) -> tensor<8x256x128xf32>
     ```
   }];
   let arguments = (ins Step_FloatTensor:$query, Step_FloatTensor:$key,
-                       Step_FloatTensor:$value,
+                       Step_FloatTensor:$value, Optional<Step_FloatTensor>:$mask,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
                        UnitAttr:$causal, OptionalAttr<F64Attr>:$scale);
   let results = (outs Step_FloatTensor:$result);
-  let assemblyFormat = "$query `,` $key `,` $value `heads` $num_heads "
+  let assemblyFormat = "$query `,` $key `,` $value (`mask` $mask^)? `heads` $num_heads "
     "`kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? "
     "attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = [{

@@ -126,7 +126,8 @@ def StepK_AttentionOp : StepK_Op<"attention", [Pure]> {
     of the scaled scores (`[B, Hq, Tq]`, f32), which the backward reads
     instead of recomputing the forward: the saved forward is dataflow the
     memory plan sees, not a side table. `step-fuse-cuda-kernels` forms these
-    ops from `step.attention` and `step.convert`.
+    ops from `step.attention` and `step.convert`. With `mask`, the
+    `step.attention` mask added to the scores (the scalar kernels run).
 
     ```mlir
     %o, %lse = stepk.attention %q, %k, %v heads 4 kv_heads 2 head_dim 32 causal scale 0.17677669529663687
@@ -134,12 +135,13 @@ def StepK_AttentionOp : StepK_Op<"attention", [Pure]> {
     ```
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
+                       Optional<AnyRankedTensor>:$mask,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
                        UnitAttr:$causal, F64Attr:$scale);
   let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$lse);
-  let assemblyFormat = "$query `,` $key `,` $value `heads` $num_heads "
+  let assemblyFormat = "$query `,` $key `,` $value (`mask` $mask^)? `heads` $num_heads "
     "`kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? `scale` $scale "
     "attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
@@ -152,7 +154,7 @@ def StepK_AttentionGradOp : StepK_Op<"attention_grad", [Pure, AttrSizedOperandSe
     the output's gradient `grad`, stored as the results' element type. With
     `saved` (the forward's output and its `stepk.attention`'s log-sum-exp)
     the kernel reads them instead of recomputing the forward (it needs less
-    scratch).
+    scratch). `mask` is the forward's.
 
     ```mlir
     %dq, %dk, %dv = stepk.attention_grad %g, %q, %k, %v saved %o, %lse heads 4 kv_heads 2 head_dim 32 causal scale 0.17677669529663687
@@ -162,14 +164,14 @@ def StepK_AttentionGradOp : StepK_Op<"attention_grad", [Pure, AttrSizedOperandSe
   }];
   let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$query, AnyRankedTensor:$key,
                        AnyRankedTensor:$value, Optional<AnyRankedTensor>:$out,
-                       Optional<AnyRankedTensor>:$lse,
+                       Optional<AnyRankedTensor>:$lse, Optional<AnyRankedTensor>:$mask,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
                        UnitAttr:$causal, F64Attr:$scale);
   let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad,
                       AnyRankedTensor:$value_grad);
-  let assemblyFormat = "$grad `,` $query `,` $key `,` $value (`saved` $out^ `,` $lse)? "
+  let assemblyFormat = "$grad `,` $query `,` $key `,` $value (`saved` $out^ `,` $lse)? (`mask` $mask^)? "
     "`heads` $num_heads `kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? "
     "`scale` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
