@@ -60,26 +60,50 @@ func.func @biased(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf
 
 // -----
 
-// A packed projection: slices of the biased sum, each only narrowed, are
+// A packed projection: slices of the biased sum, each only narrowed for an
+// attention (which reads them in place, step-lower-library-calls), are
 // slices of the GEMM's bf16 result.
 // CHECK-LABEL: func.func @packed
-// CHECK: %[[QKV:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<32xf32>) -> tensor<8x32xbf16>
-// CHECK-NEXT: %[[Q:.*]] = step.slice %[[QKV]] offsets [0, 0] sizes [8, 16] : (tensor<8x32xbf16>) -> tensor<8x16xbf16>
-// CHECK-NEXT: %[[K:.*]] = step.slice %[[QKV]] offsets [0, 16] sizes [8, 16] : (tensor<8x32xbf16>) -> tensor<8x16xbf16>
+// CHECK: %[[QKV:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<2x4x16xbf16>, tensor<48x16xbf16>, tensor<48xf32>) -> tensor<2x4x48xbf16>
+// CHECK-NEXT: %[[Q:.*]] = step.slice %[[QKV]] offsets [0, 0, 0] sizes [2, 4, 16] : (tensor<2x4x48xbf16>) -> tensor<2x4x16xbf16>
+// CHECK-NEXT: %[[K:.*]] = step.slice %[[QKV]] offsets [0, 0, 16] sizes [2, 4, 16] : (tensor<2x4x48xbf16>) -> tensor<2x4x16xbf16>
 // CHECK-NOT: step.convert
-// CHECK: return %[[Q]], %[[Q]], %[[K]]
-func.func @packed(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %b: tensor<32xf32>)
-    -> (tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xbf16>) attributes {step.train_step} {
-  %y = step.matmul %x, %w transpose_b : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
-  %y1 = step.convert %y : tensor<8x32xbf16> -> tensor<8x32xf32>
-  %yb = step.broadcast %b : tensor<32xf32> -> tensor<8x32xf32>
-  %y2 = step.add %y1, %yb : tensor<8x32xf32>
-  %q = step.slice %y2 offsets [0, 0] sizes [8, 16] : (tensor<8x32xf32>) -> tensor<8x16xf32>
-  %k = step.slice %y2 offsets [0, 16] sizes [8, 16] : (tensor<8x32xf32>) -> tensor<8x16xf32>
-  %q1 = step.convert %q : tensor<8x16xf32> -> tensor<8x16xbf16>
-  %q2 = step.convert %q : tensor<8x16xf32> -> tensor<8x16xbf16>
-  %k1 = step.convert %k : tensor<8x16xf32> -> tensor<8x16xbf16>
-  return %q1, %q2, %k1 : tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xbf16>
+// CHECK: step.attention %[[Q]], %[[K]], %[[K]] heads
+func.func @packed(%x: tensor<2x4x16xbf16>, %w: tensor<48x16xbf16>, %b: tensor<48xf32>)
+    -> tensor<2x4x16xbf16> attributes {step.train_step} {
+  %y = step.matmul %x, %w transpose_b : (tensor<2x4x16xbf16>, tensor<48x16xbf16>) -> tensor<2x4x48xbf16>
+  %y1 = step.convert %y : tensor<2x4x48xbf16> -> tensor<2x4x48xf32>
+  %yb = step.broadcast %b : tensor<48xf32> -> tensor<2x4x48xf32>
+  %y2 = step.add %y1, %yb : tensor<2x4x48xf32>
+  %q = step.slice %y2 offsets [0, 0, 0] sizes [2, 4, 16] : (tensor<2x4x48xf32>) -> tensor<2x4x16xf32>
+  %k = step.slice %y2 offsets [0, 0, 16] sizes [2, 4, 16] : (tensor<2x4x48xf32>) -> tensor<2x4x16xf32>
+  %q1 = step.convert %q : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %k1 = step.convert %k : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %k2 = step.convert %k : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %o = step.attention %q1, %k1, %k2 heads 2 kv_heads 2 head_dim 8 causal : (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+  return %o : tensor<2x4x16xbf16>
+}
+
+// -----
+
+// A masked attention reads separate operands: the slices stay f32 (the CPU
+// target copies no bf16 slice) and are narrowed after.
+// CHECK-LABEL: func.func @packed_masked
+// CHECK: %[[QKV:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<2x4x16xbf16>, tensor<48x16xbf16>, tensor<48xf32>) -> tensor<2x4x48xf32>
+// CHECK-NEXT: %[[Q:.*]] = step.slice %[[QKV]] offsets [0, 0, 0] sizes [2, 4, 16] : (tensor<2x4x48xf32>) -> tensor<2x4x16xf32>
+// CHECK: step.convert %[[Q]] : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+func.func @packed_masked(%x: tensor<2x4x16xbf16>, %w: tensor<48x16xbf16>, %b: tensor<48xf32>,
+    %m: tensor<2x1x1x4xf32>) -> tensor<2x4x16xbf16> attributes {step.train_step} {
+  %y = step.matmul %x, %w transpose_b : (tensor<2x4x16xbf16>, tensor<48x16xbf16>) -> tensor<2x4x48xbf16>
+  %y1 = step.convert %y : tensor<2x4x48xbf16> -> tensor<2x4x48xf32>
+  %yb = step.broadcast %b : tensor<48xf32> -> tensor<2x4x48xf32>
+  %y2 = step.add %y1, %yb : tensor<2x4x48xf32>
+  %q = step.slice %y2 offsets [0, 0, 0] sizes [2, 4, 16] : (tensor<2x4x48xf32>) -> tensor<2x4x16xf32>
+  %k = step.slice %y2 offsets [0, 0, 16] sizes [2, 4, 16] : (tensor<2x4x48xf32>) -> tensor<2x4x16xf32>
+  %q1 = step.convert %q : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %k1 = step.convert %k : tensor<2x4x16xf32> -> tensor<2x4x16xbf16>
+  %o = step.attention %q1, %k1, %k1 mask %m heads 2 kv_heads 2 head_dim 8 causal : (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x1x1x4xf32>) -> tensor<2x4x16xbf16>
+  return %o : tensor<2x4x16xbf16>
 }
 
 // -----

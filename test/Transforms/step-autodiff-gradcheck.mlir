@@ -496,6 +496,19 @@ func.func @attention_mqa(%q: tensor<1x3x6xf64> {step.param = #step.param<"q", no
   return %s : tensor<f64>
 }
 
+// attention_mask: a bias-and--inf mask per batch entry, broadcast over the
+// heads (row 2 of entry 1 masked whole: 0 and no gradient), GQA.
+func.func @attention_mask(%q: tensor<2x5x12xf64> {step.param = #step.param<"q", normal(1.0)>},
+    %k: tensor<2x5x6xf64> {step.param = #step.param<"k", normal(1.0)>},
+    %v: tensor<2x5x6xf64> {step.param = #step.param<"v", normal(1.0)>},
+    %w_out: tensor<2x5x12xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %m = step.constant dense<[[[[-0.731, 0xFF800000, 0.695, 0.528, -0.490], [0xFF800000, -0.009, -0.101, 0.303, 0xFF800000], [0.577, -0.812, -0.943, 0xFF800000, 0.672], [-0.134, 0.525, 0xFF800000, -0.996, -0.109], [0.443, 0xFF800000, -0.542, 0.891, 0.803]]], [[[0xFF800000, -0.939, -0.949, 0.083, 0xFF800000], [0.878, -0.238, -0.567, 0xFF800000, -0.156], [0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000], [-0.942, 0xFF800000, -0.557, -0.124, -0.008], [0xFF800000, -0.534, -0.538, -0.562, 0xFF800000]]]]> : tensor<2x1x5x5xf32>
+  %y = step.attention %q, %k, %v mask %m heads 4 kv_heads 2 head_dim 3 : (tensor<2x5x12xf64>, tensor<2x5x6xf64>, tensor<2x5x6xf64>, tensor<2x1x5x5xf32>) -> tensor<2x5x12xf64>
+  %l = step.mul %y, %w_out : tensor<2x5x12xf64>
+  %s = step.reduce_sum %l dims [0, 1, 2] : (tensor<2x5x12xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+
 // embedding
 func.func @embedding(%table: tensor<3x4xf64> {step.param = #step.param<"table", normal(1.0)>},
     %w_out: tensor<2x4x4xf64> {step.param = #step.param<"w_out", normal(1.0)>},

@@ -79,3 +79,15 @@ func.func @loss(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>},
   %0 = step.reduce_sum %x dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// An attention mask computed from a trained parameter (a learned bias) would
+// need the gradient no rule builds: refused, not trained as a constant.
+func.func @learned_mask(%q: tensor<1x4x8xf32> {step.param = #step.param<"q", normal(1.0)>},
+    %bias: tensor<1x2x4x4xf32> {step.param = #step.param<"bias", zeros>}) -> tensor<f32> attributes {step.loss} {
+  // expected-error @+1 {{'step.attention' op has a mask computed from a trained parameter: stepc builds no gradient for attention's mask (stop its gradient, or write the biased softmax op by op)}}
+  %y = step.attention %q, %q, %q mask %bias heads 2 kv_heads 2 head_dim 4 : (tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1x2x4x4xf32>) -> tensor<1x4x8xf32>
+  %s = step.reduce_sum %y dims [0, 1, 2] : (tensor<1x4x8xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}

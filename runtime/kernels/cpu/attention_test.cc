@@ -51,8 +51,16 @@ struct Reference {
   std::vector<double> out, dq, dk, dv;
 };
 
+// An additive mask and its strides per batch entry, head and query row (0
+// where it broadcasts).
+struct MaskArg {
+  const float* data = nullptr;
+  int64_t batch = 0, head = 0, row = 0;
+};
+
 Reference Attend(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
-                 const std::vector<float>& v, const std::vector<float>& dout, double scale) {
+                 const std::vector<float>& v, const std::vector<float>& dout, double scale,
+                 MaskArg mask = {}) {
   const int64_t group = c.heads / c.kv_heads, cq = c.heads * c.hd, ck = c.kv_heads * c.hd;
   Reference r;
   r.out.assign(q.size(), 0);
@@ -72,8 +80,10 @@ Reference Attend(const Case& c, const std::vector<float>& q, const std::vector<f
           double s = 0;
           for (int64_t d = 0; d < c.hd; ++d) s += double{qr[d]} * k[(b * c.tk + j) * ck + kvh * c.hd + d];
           p[j] = s * scale;
+          if (mask.data) p[j] += mask.data[b * mask.batch + h * mask.head + t * mask.row + j];
           max = std::max(max, p[j]);
         }
+        if (max == -INFINITY) continue;  // every key masked: the row is 0
         for (int64_t j = 0; j < n; ++j) sum += p[j] = std::exp(p[j] - max);
         for (int64_t j = 0; j < n; ++j) {
           p[j] /= sum;
@@ -186,6 +196,64 @@ TEST(AttentionF32Packed, EqualsSeparateOperands) {
       ASSERT_EQ(dqkv[r * width + j], separate.dq[r * c + j]) << "dq row " << r;
       ASSERT_EQ(dqkv[r * width + c + j], separate.dk[r * c + j]) << "dk row " << r;
       ASSERT_EQ(dqkv[r * width + 2 * c + j], separate.dv[r * c + j]) << "dv row " << r;
+    }
+}
+
+// The masked kernels against the definition: a per-(batch, head) mask of
+// biases and -inf (rows 0 and 5 of batch entry 1 masked whole: output and
+// gradients 0, not NaN), a key-padding mask broadcast over heads and query
+// rows, each causal or not, GQA; and a mask of zeros equals no mask.
+TEST(AttentionF32Masked, MatchesTheDefinition) {
+  for (int causal : {0, 1})
+    for (bool broadcast : {false, true}) {
+      const Case c{2, 23, 23, 4, 2, 12, causal};
+      std::mt19937 rng(11);
+      const int64_t nq = c.batch * c.tq * c.heads * c.hd, nk = c.batch * c.tk * c.kv_heads * c.hd;
+      std::vector<float> q = Random(nq, rng), k = Random(nk, rng), v = Random(nk, rng),
+                         dout = Random(nq, rng);
+      std::vector<float> mask;
+      MaskArg m;
+      if (broadcast) {  // [B, 1, 1, Tk]: keys 4 and 9 of entry 0 padded
+        mask.assign(c.batch * c.tk, 0.0f);
+        mask[4] = mask[9] = -INFINITY;
+        m = {nullptr, c.tk, 0, 0};
+      } else {  // [B, H, Tq, Tk]: biases, some -inf, two rows of entry 1 whole
+        mask = Random(c.batch * c.heads * c.tq * c.tk, rng);
+        for (size_t i = 0; i < mask.size(); i += 7) mask[i] = -INFINITY;
+        for (int64_t h = 0; h < c.heads; ++h)
+          for (int64_t t : {0, 5})
+            for (int64_t j = 0; j < c.tk; ++j)
+              mask[((c.heads + h) * c.tq + t) * c.tk + j] = -INFINITY;
+        m = {nullptr, c.heads * c.tq * c.tk, c.tq * c.tk, c.tk};
+      }
+      m.data = mask.data();
+      Result got{std::vector<float>(nq), std::vector<float>(nq, NAN),
+                 std::vector<float>(nk, NAN), std::vector<float>(nk, NAN)};
+      stepc_cpu_attention_masked(q.data(), k.data(), v.data(), m.data, c.batch, c.tq, c.tk,
+                                 c.heads, c.kv_heads, c.hd, c.causal, 0.3, m.batch, m.head,
+                                 m.row, got.out.data());
+      stepc_cpu_attention_grad_masked(dout.data(), q.data(), k.data(), v.data(), m.data,
+                                      c.batch, c.tq, c.tk, c.heads, c.kv_heads, c.hd, c.causal,
+                                      0.3, m.batch, m.head, m.row, got.dq.data(),
+                                      got.dk.data(), got.dv.data());
+      Reference want = Attend(c, q, k, v, dout, 0.3, m);
+      SCOPED_TRACE(testing::Message() << "causal " << causal << " broadcast " << broadcast);
+      EXPECT_LT(MaxError(got.out, want.out), 1e-4);
+      EXPECT_LT(MaxError(got.dq, want.dq), 2e-4);
+      EXPECT_LT(MaxError(got.dk, want.dk), 2e-4);
+      EXPECT_LT(MaxError(got.dv, want.dv), 2e-4);
+      if (!broadcast)
+        for (int64_t c0 = 0; c0 < c.heads * c.hd; ++c0) {
+          EXPECT_EQ(got.out[(1 * c.tq + 5) * c.heads * c.hd + c0], 0.0f);
+          EXPECT_EQ(got.dq[(1 * c.tq + 0) * c.heads * c.hd + c0], 0.0f);
+        }
+      std::vector<float> zeros(c.batch * c.tk, 0.0f);
+      Result plain = RunKernels(c, q, k, v, dout, 0.3);
+      std::vector<float> out(nq);
+      stepc_cpu_attention_masked(q.data(), k.data(), v.data(), zeros.data(), c.batch, c.tq,
+                                 c.tk, c.heads, c.kv_heads, c.hd, c.causal, 0.3, c.tk, 0, 0,
+                                 out.data());
+      EXPECT_EQ(out, plain.out);
     }
 }
 

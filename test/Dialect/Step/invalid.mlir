@@ -362,6 +362,30 @@ func.func @attention_c9(%q: tensor<2x8x16xf32>) {
 
 // -----
 
+func.func @attention_c10(%q: tensor<2x8x16xf32>, %m: tensor<2x8x8xf32>) {
+  // expected-error @+1 {{'step.attention' op expects an f32 mask of rank 4 [B, heads, Tq, Tk], got 'tensor<2x8x8xf32>'}}
+  %0 = step.attention %q, %q, %q mask %m heads 4 kv_heads 4 head_dim 4 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c11(%q: tensor<2x8x16xf32>, %m: tensor<2x2x8x8xf32>) {
+  // expected-error @+1 {{'step.attention' op expects a mask of shape [2 or 1, 4 or 1, 8 or 1, 8], got 'tensor<2x2x8x8xf32>'}}
+  %0 = step.attention %q, %q, %q mask %m heads 4 kv_heads 4 head_dim 4 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x2x8x8xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c11_keys(%q: tensor<2x8x16xf32>, %m: tensor<1x1x8x1xf32>) {
+  // expected-error @+1 {{'step.attention' op expects a mask of shape [2 or 1, 4 or 1, 8 or 1, 8], got 'tensor<1x1x8x1xf32>'}}
+  %0 = step.attention %q, %q, %q mask %m heads 4 kv_heads 4 head_dim 4 : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<1x1x8x1xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
 func.func @attention_heads_positive(%q: tensor<2x8x16xf32>) {
   // expected-error @+1 {{'step.attention' op attribute 'num_heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
   %0 = step.attention %q, %q, %q heads 0 kv_heads 4 head_dim 4 causal : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>

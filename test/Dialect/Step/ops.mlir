@@ -125,6 +125,9 @@ func.func @composites(%table: tensor<32x16xf32>, %ids: tensor<2x8xi32>,
   %4 = step.attention %2, %3, %k heads 4 kv_heads 2 head_dim 4 causal : (tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x16xf32>
   // CHECK: step.attention %{{.*}}, %{{.*}}, %{{.*}} heads 4 kv_heads 4 head_dim 4 {scale = 1.250000e-01 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   %5 = step.attention %4, %4, %4 heads 4 kv_heads 4 head_dim 4 {scale = 0.125 : f64} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: step.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} heads 4 kv_heads 2 head_dim 4 causal : (tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x8x16xf32>
+  %pad = step.constant dense<0.0> : tensor<2x1x1x8xf32>
+  %masked = step.attention %2, %3, %k mask %pad heads 4 kv_heads 2 head_dim 4 causal : (tensor<2x8x16xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x1x1x8xf32>) -> tensor<2x8x16xf32>
   // CHECK: step.softmax %{{.*}} dim 2 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   %6 = step.softmax %5 dim 2 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
   // CHECK: step.log_softmax %{{.*}} dim 1 : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
