@@ -92,6 +92,9 @@ bool Read(const std::string& path, std::map<std::string, Tensor>& tensors, std::
     uint64_t width = dtype == "F32" ? 4 : dtype == "F64" ? 8 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
     if (width == 0)
       return fail("tensor '" + name + "' has dtype " + dtype + " (expected F32, F64, F16 or BF16)");
+    if (end > size && begin <= end && end - begin == elements * width)
+      return fail("tensor '" + name + "' ends at byte " + std::to_string(end) + " of the data, which holds " +
+                  std::to_string(size) + ": the file is truncated");
     if (begin > end || end > size || end - begin != elements * width)
       return fail("tensor '" + name + "' has data_offsets that do not match its shape");
     t.data.resize(elements);

@@ -342,7 +342,7 @@ class Lowering:
                        for x in r.operands[:3])
             mask, mask_type = "", ""
             if len(r.operands) == 4:
-                m = self.attention_mask(r.operands[3], a["batch"], a["heads"], a["seq"])
+                m = self.attention_mask(r.operands[3], a["mask_kind"])
                 mask, mask_type = f" mask {m.name}", f", {m.type}"
             out = w.emit("attn", list(q.shape),
                          f"step.attention {q.name}, {k.name}, {v.name}{mask} heads {a['heads']} "
@@ -367,17 +367,23 @@ class Lowering:
             return w.rms_norm(x, weight, a["eps"], "rms")
         raise AssertionError(r.kind)
 
-    def attention_mask(self, node, batch, heads, seq):
-        """An SDPA attn_mask as step.attention's operand: additive f32 (a
-        boolean mask's False -inf), rank 4, its key dim whole (patterns'
-        mask_broadcasts checked the rest)."""
+    def attention_mask(self, node, kind):
+        """A mask as step.attention's operand: additive f32, rank 4, its key
+        dim whole (patterns checked the broadcast). A boolean mask is -inf
+        where it hides: where False for SDPA ("attends"), where True for
+        masked_fill ("hidden")."""
         m = self.v(node)
-        if m.dtype != "f32":
-            keep = convert(self, m, "i1")
+        if m.dtype == "f32" and kind != "hidden":  # SDPA's float mask is additive
+            pass
+        elif kind == "additive":
+            m = convert(self, m, "f32")
+        else:
+            flag = convert(self, m, "i1")
             zero = self.scalar_like(0.0, m.shape)
             ninf = self.scalar_like(float("-inf"), m.shape)
-            m = self.w.emit("mask", m.shape, f"step.select {keep.name}, {zero.name}, "
-                                             f"{ninf.name} : {keep.type}, {zero.type}")
+            seen, hidden = (zero, ninf) if kind == "attends" else (ninf, zero)
+            m = self.w.emit("mask", m.shape, f"step.select {flag.name}, {seen.name}, "
+                                             f"{hidden.name} : {flag.type}, {zero.type}")
         return self.reshape(m, [1] * (4 - len(m.shape)) + list(m.shape))
 
     @staticmethod

@@ -171,15 +171,21 @@ class Matcher:
         if len(users) != 1 or not is_call(users[0], aten.bmm.default) or users[0].args[0] is not p:
             return
         bmm2 = users[0]
-        # Backward: softmax(scale · S + mask), S = movement(bmm(Q, Kᵀ)).
+        # Backward: softmax(scale · S + mask), S = movement(bmm(Q, Kᵀ)). A
+        # constant causal mask is the op's `causal`; any other mask no
+        # parameter reaches, on [B, H, T, T] scores, its mask operand.
         s = strip_casts(softmax.args[0])
-        causal = False
+        causal, mask = False, None
         if is_call(s, aten.masked_fill.Scalar) and s.args[2] == float("-inf"):
             causal = self.causal_mask(s.args[1], boolean=True)
-            s = s.args[0] if causal else None
-        elif is_call(s, aten.add.Tensor) and s.args[1] in self.consts:
-            causal = self.causal_mask(s.args[1], boolean=False)
-            s = s.args[0] if causal else None
+            if not causal:
+                mask = self.score_mask(s, s.args[1], "hidden")
+            s = s.args[0] if causal or mask else None
+        elif is_call(s, aten.add.Tensor) and isinstance(s.args[1], torch.fx.Node):
+            causal = s.args[1] in self.consts and self.causal_mask(s.args[1], boolean=False)
+            if not causal:
+                mask = self.score_mask(s, s.args[1], "additive")
+            s = s.args[0] if causal or mask else None
         if s is None:
             return
         s = strip_casts(s)
@@ -193,7 +199,20 @@ class Matcher:
             return
         bh, t, head_dim = shape_of(bmm1.args[0])
         self.match_heads(bmm1.args[0], bmm1.args[1], bmm2.args[1], bmm2, bh, t, head_dim,
-                         causal, scale, keys_transposed=True)
+                         causal, scale, keys_transposed=True, mask=mask)
+
+    def score_mask(self, scores, mask, kind):
+        """(mask node, kind) when `mask` on `scores` can be step.attention's
+        mask operand: the scores [B, H, T, T], the mask broadcast to them and
+        computed from no parameter; kind "hidden" (masked_fill's True hides)
+        or "additive"."""
+        shape, m = shape_of(scores), shape_of(mask)
+        if shape is None or m is None or len(shape) != 4 or shape[2] != shape[3] or \
+                not 1 <= len(m) <= 4 or m[-1] != shape[3] or self.reaches_parameter(mask):
+            return None
+        if not all(x in (1, y) for x, y in zip(m, shape[4 - len(m):])):
+            return None
+        return mask, kind
 
     def sdpa(self, node):
         """PyTorch >= 2.0's scaled_dot_product_attention (nanoGPT's flash
@@ -217,7 +236,7 @@ class Matcher:
             elif self.reaches_parameter(a.mask) or not self.mask_broadcasts(a.mask, a.query):
                 return
             else:
-                mask = a.mask
+                mask = (a.mask, "attends")
         out = sdpa_args.output_node(node)
         if out is None:
             return
@@ -272,7 +291,9 @@ class Matcher:
                     mask=None):
         """The composite, when q, k, v are heads views of [B, T, H·Dh] values
         and `product` ([B·H, T, Dh] or [B, H, T, Dh]) moves back to one;
-        `mask` an SDPA attn_mask node (mask_broadcasts)."""
+        `mask` (node, kind): an attn_mask to give the op (mask_broadcasts),
+        kind "attends" (SDPA's boolean True attends), "hidden"
+        (masked_fill's True hides) or "additive"."""
         q_src, q_ops = movement_chain(q)
         k_src, k_ops = movement_chain(k)
         v_src, v_ops = movement_chain(v)
@@ -314,8 +335,8 @@ class Matcher:
             out = users[0]
             ops.append(out)
         self.replacements[out] = Replacement(
-            out, "attention", [q_src, k_src, v_src] + ([mask] if mask is not None else []),
-            heads=n_heads, kv_heads=kv_heads,
+            out, "attention", [q_src, k_src, v_src] + ([mask[0]] if mask is not None else []),
+            mask_kind=mask[1] if mask is not None else None, heads=n_heads, kv_heads=kv_heads,
             head_dim=head_dim, causal=causal, scale=scale, batch=b, seq=t)
         for src, nh in ((q_src, n_heads), (k_src, kv_heads)):
             self.rotary(src, b, t, nh, head_dim)

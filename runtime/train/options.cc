@@ -126,7 +126,9 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
 }
 
 absl::Status ValidateOptions(const TrainOptions& o) {
-  if (o.steps < 1) return absl::InvalidArgumentError("--steps must be at least 1");
+  if (o.steps < 0)
+    return absl::InvalidArgumentError(
+        "--steps must be >= 0 (0: no training step; sample, evaluate or save the loaded weights)");
   if (o.log_every < 1) return absl::InvalidArgumentError("--log-every must be at least 1");
   if (!(o.lr >= 0) || !std::isfinite(o.lr) || o.warmup < 0 ||
       !(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))

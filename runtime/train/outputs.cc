@@ -86,7 +86,7 @@ absl::Status LoadParams(Session& session, const std::string& dir,
 }
 
 absl::Status LoadSafetensors(Session& session, const std::string& path,
-                             std::vector<std::string>* missing) {
+                             std::vector<std::string>* missing, std::vector<std::string>* unused) {
   std::map<std::string, safetensors::Tensor> tensors;
   std::string error;
   if (!safetensors::Read(path, tensors, error)) return absl::NotFoundError(error);
@@ -115,7 +115,10 @@ absl::Status LoadSafetensors(Session& session, const std::string& path,
                                                        "' holds ", it->second.data[k],
                                                        " at element ", k));
     STEPC_RETURN_IF_ERROR(session.WriteParam(name, it->second.data));
+    tensors.erase(it);
   }
+  if (unused)
+    for (const auto& [name, tensor] : tensors) unused->push_back(name);
   return missing ? CheckSomeLoaded(session, absl::StrCat("--init-safetensors '", path, "'"),
                                    *missing)
                  : absl::OkStatus();

@@ -19,8 +19,11 @@ namespace stepc {
 absl::Status LoadParams(Session& session, const std::string& dir,
                         std::vector<std::string>* missing = nullptr);
 // Every parameter from a safetensors file, by name; `missing` as above.
+// `unused` (if given) gets the file's tensors that are no parameter of the
+// model (not loaded: a file of another model shows here, not in silence).
 absl::Status LoadSafetensors(Session& session, const std::string& path,
-                             std::vector<std::string>* missing = nullptr);
+                             std::vector<std::string>* missing = nullptr,
+                             std::vector<std::string>* unused = nullptr);
 // Every parameter to a safetensors file (every rank gathers; `lead` writes).
 absl::Status SaveSafetensors(const Session& session, const std::string& path, bool lead);
 // Parameters ("param.<name>"), moments, the last loss and gradient norm as

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -53,7 +54,7 @@ absl::StatusOr<Schedule> ResumedSchedule(const TrainOptions& o, const json& trai
                                               ")"));
     if (!o.Given(flag)) {
       value = stored;
-    } else if (value != stored && lead) {
+    } else if (value != stored && lead && !(std::string_view(flag) == "steps" && value == 0)) {
       std::fprintf(stderr,
                    "stepc-run: note: --%s differs from the checkpoint's (%s): the resumed run "
                    "follows the flag\n",

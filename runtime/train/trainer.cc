@@ -136,8 +136,14 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   std::vector<std::string> not_loaded;
   std::vector<std::string>* missing = o.init_missing ? &not_loaded : nullptr;
   if (!o.init_npy.empty()) STEPC_RETURN_IF_ERROR(LoadParams(*session, o.init_npy, missing));
+  std::vector<std::string> unused;
   if (!o.init_safetensors.empty())
-    STEPC_RETURN_IF_ERROR(LoadSafetensors(*session, o.init_safetensors, missing));
+    STEPC_RETURN_IF_ERROR(LoadSafetensors(*session, o.init_safetensors, missing, &unused));
+  if (lead && !unused.empty())
+    std::fprintf(stderr,
+                 "stepc-run: warning: --init-safetensors '%s' holds %zu tensor(s) that are no "
+                 "parameter of this model, not loaded: %s\n",
+                 o.init_safetensors.c_str(), unused.size(), absl::StrJoin(unused, ", ").c_str());
   if (lead && !not_loaded.empty())
     std::printf("stepc-run: --init-missing: %zu parameter(s) not in %s keep their "
                 "initialisers' values: %s\n",
@@ -147,7 +153,8 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // Resumed with no step left to train, no data named and nothing to
   // evaluate (e.g. only --sample): no training data is read; the
   // checkpoint's vocabulary decodes samples.
-  const bool no_data = !resume.dir.empty() && IsLanguageModel(*module) && schedule.steps <= resume.info.step &&
+  const bool no_data = !resume.dir.empty() && IsLanguageModel(*module) &&
+                       schedule.steps <= resume.info.step &&
                        !o.Given("data") && !o.Given("corpus") && !o.Given("batch_npy") &&
                        o.val_fraction == 0 && o.val_data.empty() && o.val_batch_npy.empty();
   STEPC_ASSIGN_OR_RETURN(DataSource data, DataSource::Open(o, *first, rank, world, no_data));
@@ -195,7 +202,7 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   MetricsLog metrics(lead ? o.metrics : "", first_step);
   // (Only a --warmup asked for: the default outlasting a short test run is
   // not news.)
-  if (lead && schedule.warmup > steps && o.Given("warmup"))
+  if (lead && steps > 0 && schedule.warmup > steps && o.Given("warmup"))
     std::fprintf(stderr,
                  "stepc-run: warning: --warmup %lld is longer than --steps %lld: the learning rate "
                  "only reaches %.3g of --lr\n",
@@ -345,7 +352,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
                   a.axes.c_str(), 1e3 * a.predicted_seconds,
                   static_cast<long long>(a.collectives), a.wire_bytes / 1e6, a.ranks, a.gbps,
                   1e6 * a.latency_seconds);
-  if (lead && first_step > steps)
+  if (lead && steps == 0)
+    std::printf("stepc-run: --steps 0: no training step\n");
+  else if (lead && first_step > steps)
     std::printf("stepc-run: the checkpoint is at step %lld of %lld: nothing left to train\n",
                 static_cast<long long>(first_step - 1), static_cast<long long>(steps));
 

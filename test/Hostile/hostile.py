@@ -321,7 +321,7 @@ def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
     yield case("two-so", [], ["step.so"], argv=[f"{bin_dir}/stepc-run", so, so])
 
     # Flag values.
-    for flag, values in {"--steps": ["0", "-1", "abc", "1.5", "99999999999999999999"],
+    for flag, values in {"--steps": ["-1", "abc", "1.5", "99999999999999999999"],
                          "--lr": ["nan", "-1", "inf", "abc", "-inf"],
                          "--warmup": ["-1", "abc"],
                          "--min-lr-ratio": ["2", "-0.1", "nan"],
@@ -756,6 +756,271 @@ def mpi_cases(bin_dir, work, mpirun, so, so2, so_other, so_tp):
                ["compiled for"], timeout=120)
 
 
+# --- round three: pipelines, micro-batches, optimizers, dropout, frozen and
+# grouped parameters, safetensors, trace and profile outputs, signals -------
+
+def pipeline_flag_cases(bin_dir, work, gpt):
+    """stepc's pipeline, micro-batch and target flags: every malformed value
+    and every contradiction (gpt-small: 2 blocks, batch 8)."""
+    out = os.path.join(work, "pp-output.mlir")
+    with open(out, "w") as f:
+        f.write("an earlier output\n")
+    base = [f"{bin_dir}/stepc", "--target=cpu", gpt, "--emit=mlir", "-o", out]
+
+    def case(name, extra, mentions):
+        return Case("stepc", f"pp/{name}", base + extra, mentions, protect=[gpt, out])
+
+    for value in ["pp:0", "pp:1", "pp:-1", "pp:", "pp:2x2", "pp:2,pp:2", "tp:2,pp:2", "pp:2,fsdp:2",
+                  "pp:99999999999999999999", "pp:2097152", "PP:2", "pp:2,", "pp:two", "pp:2,tp:0",
+                  "ddp:2,pp:0", "hsdp:2x2,pp:1"]:
+        yield case(f"shard={value}", [f"--shard={value}"], ["shard", value])
+    for value in ["3", "4", "64"]:  # more stages than blocks
+        yield case(f"stages-over-blocks-pp:{value}", [f"--shard=pp:{value}"],
+                   ["blocks", "stages"])
+    for value in ["0", "-1", "abc", "1e3", "99999999999999999999", "2.5", ""]:
+        yield case(f"micro-batches={value!r}", [f"--micro-batches={value}"], ["micro-batches"])
+    for value in ["3", "5", "16", "9"]:  # not dividing the batch of 8
+        yield case(f"micro-batches-not-dividing-{value}", [f"--micro-batches={value}"],
+                   ["micro-batches", f"into {value}"])
+    pp = ["--shard=pp:2", "--micro-batches=2"]
+    for value in ["interleaved:0", "interleaved:1", "interleaved:-1", "interleaved:", "interleaved:abc",
+                  "interleaved:65", "1F1B", "gpipe,", "zero_bubble", "", "interleaved:2:2",
+                  "interleaved", "1f1b ", "dualpipe"]:
+        yield case(f"pp-schedule={value!r}", pp + [f"--pp-schedule={value}"],
+                   ["pipeline schedule", "pp-schedule", "interleaved:V", "blocks"])
+    yield case("pp-schedule-interleaved-over-blocks", pp + ["--pp-schedule=interleaved:3"],
+               ["blocks", "stages"])
+    for value in ["0", "2", "1,1", "-1", "a", "1,", ",", "99999999999999999999", "0,1"]:
+        yield case(f"pp-stages={value!r}", pp + [f"--pp-stages={value}"], ["pp-stages"])
+    for value in ["-1", "2", "abc", "99999999999999999999"]:
+        yield case(f"pp-stage={value!r}", pp + [f"--pp-stage={value}"], ["pp-stage"])
+    for flag in ["--pp-schedule=gpipe", "--pp-stages=1", "--pp-stage=1"]:
+        yield case(f"without-pipeline{flag}", [flag], [flag.split("=")[0], "pipeline"])
+    yield case("sequence-parallel-without-tp", ["--sequence-parallel"], ["sequence-parallel"])
+    yield case("fsdp-reshard-without-fsdp", ["--fsdp-reshard"], ["fsdp-reshard"])
+    for value in ["native2", "", "x86-64-v9", "aarch64", "NATIVE"]:
+        yield case(f"cpu={value!r}", [f"--cpu={value}"], ["cpu"])
+    yield case("arch-on-cpu", ["--arch=sm_90"], ["arch"])
+    for value in ["sm_abc", "sm_", "compute_90", "90", ""]:
+        yield Case("stepc", f"pp/arch={value!r}", [f"{bin_dir}/stepc", "--target=cuda",
+                                                   "--cuda-emulation", gpt, "--emit=source",
+                                                   f"--arch={value}", "-o", out],
+                   ["arch"], protect=[gpt, out])
+    for value in ["max-grad-norm=-1", "max-grad-norm=nan", "max-grad-norm=abc", "beta1=-0.1",
+                  "weight-decay=-1", "epsilon=-1", "ns-steps=-1", "lr=1", "beta2=1",
+                  "muon-nesterov=maybe"]:
+        yield case(f"optimizer-options={value}", [f"--optimizer-options={value}"],
+                   ["optimizer", value.split("=")[0]])
+    pareto = os.path.join(work, "no", "such", "pareto")
+    yield case("report-pareto-in-missing-dir", [f"--report-pareto={pareto}"],
+               ["report-pareto", "no/such"])
+    yield case("report-pareto-into-directory", [f"--report-pareto={work}/"],
+               ["report-pareto", work])
+
+
+def attribute_model_cases(bin_dir, work, gpt):
+    """Models whose dropout, parameter-group, frozen-parameter and attention
+    mask attributes are out of range: a compile error at the source line."""
+    with open(gpt) as f:
+        text = f.read()
+    out = os.path.join(work, "attr-output.so")
+    wte = '#step.param<"wte", normal(0.02)>'
+    ln = '#step.param<"h.0.ln_1.weight", ones, block 0>'
+    attn = "step.attention %h0_q, %h0_k, %h0_v heads"
+    m = re.search(r"%h0_att = step.attention (%\S+), (%\S+), (%\S+) heads 4 kv_heads 4 head_dim 16 "
+                  r"causal : \(([^)]*)\)", text)
+    edits = []
+    for value in ["-1.0", "nan", "inf", "-0.5", "1e300"]:
+        edits.append((f"weight-decay-{value}", wte, f'#step.param<"wte", normal(0.02), weight_decay {value}>',
+                      ["weight_decay", "weight decay"]))
+        edits.append((f"lr-scale-{value}", wte, f'#step.param<"wte", normal(0.02), lr_scale {value}>',
+                      ["lr_scale", "learning-rate scale"]))
+    for value in ["abc", "[1]", '"x"']:
+        edits.append((f"weight-decay-not-a-number-{value}", wte,
+                      f'#step.param<"wte", normal(0.02), weight_decay {value}>', ["bad.mlir:"]))
+    edits.append(("frozen-twice", ln, '#step.param<"h.0.ln_1.weight", ones, block 0, frozen, frozen>',
+                  ["bad.mlir:"]))
+    edits.append(("block-negative", ln, '#step.param<"h.0.ln_1.weight", ones, block -1>', ["bad.mlir:"]))
+    edits.append(("init-unknown", ln, '#step.param<"h.0.ln_1.weight", twos, block 0>', ["bad.mlir:"]))
+    edits.append(("normal-negative-std", wte, '#step.param<"wte", normal(-1.0)>', ["bad.mlir:"]))
+    if m:
+        q, k, v, types = m.groups()
+        whole = m.group(0)
+        for label, shape in (("rank3", "8x64x64"), ("keys-short", "8x1x1x63"), ("batch-3", "3x1x1x64"),
+                             ("heads-2", "8x2x64x64"), ("i32", "8x1x1x64xi32")):
+            mtype = f"tensor<{shape}>" if shape.endswith("i32") else f"tensor<{shape}xf32>"
+            decl = f"%hm_{label} = step.constant dense<0.0> : {mtype}\n  " if not shape.endswith("i32") \
+                else f"%hm_{label} = step.constant dense<0> : {mtype}\n  "
+            edits.append((f"attention-mask-{label}", whole,
+                          decl + whole.replace(f"{q}, {k}, {v} heads", f"{q}, {k}, {v} mask %hm_{label} heads")
+                                      .replace(f"({types})", f"({types}, {mtype})"),
+                          ["bad.mlir:", "mask"]))
+    for value in ["1.0", "-0.1", "nan", "2"]:
+        edits.append((f"dropout-rate-{value}", "%x = step.add %tok_emb, %pos_emb : tensor<8x64x64xf32>",
+                      "%x0 = step.add %tok_emb, %pos_emb : tensor<8x64x64xf32>\n"
+                      f"  %x = step.dropout %x0 rate {value} : tensor<8x64x64xf32>",
+                      ["bad.mlir:", "rate"]))
+    for name, old, new, mentions in edits:
+        if old not in text:
+            continue
+        path = os.path.join(work, f"attr-{name}.mlir")
+        with open(path, "w") as f:
+            f.write(text.replace(old, new, 1).replace("bad.mlir", ""))
+        bad = os.path.join(work, "bad.mlir")
+        yield Case("stepc", f"attr/{name}", [f"{bin_dir}/stepc", "--target=cpu", path, "-o", out],
+                   mentions + [os.path.basename(path) + ":"], protect=[path])
+
+
+def safetensors_runtime_cases(bin_dir, work, so, good):
+    """stepc-run --init-safetensors on a file of the model's parameters cut
+    and edited every way; --save-safetensors, --trace, --summary into places
+    that cannot take them; --steps 0 (no step: the loaded weights sampled or
+    saved), which must succeed."""
+    d = os.path.join(work, "st")
+    os.makedirs(d, exist_ok=True)
+    env = {"OMP_NUM_THREADS": "1"}
+    run_ = [f"{bin_dir}/stepc-run", so, "--steps", "1"]
+
+    def case(name, extra, mentions, expect="error", protect=()):
+        return Case("stepc-run", f"st/{name}", run_ + extra, mentions, expect=expect, env=env,
+                    protect=protect)
+
+    with open(good, "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+
+    def write(name, head=None, body=None, raw=None):
+        path = os.path.join(d, f"{name}.safetensors")
+        if raw is None:
+            text = json.dumps(header if head is None else head).encode()
+            text += b" " * ((8 - len(text) % 8) % 8)
+            raw = struct.pack("<Q", len(text)) + text + (data if body is None else body)
+        with open(path, "wb") as f:
+            f.write(raw)
+        return path
+
+    for k, size in enumerate([0, 4, 8, 9, 100, n // 2, n + 7, n + 8, n + 9, n + 8 + len(data) // 3,
+                              len(blob) - 4, len(blob) - 1]):
+        path = write(f"cut-{k}", raw=blob[:size])
+        yield case(f"truncated-at-{size}", ["--init-safetensors", path],
+                   [path, "truncated", "header length", "shorter"], protect=[path])
+    names = [k for k in header if k != "__metadata__"]
+    # A matrix that is not square: its shape reversed is another shape.
+    first = next(k for k in names if len(header[k]["shape"]) == 2 and
+                 header[k]["shape"][0] != header[k]["shape"][1])
+    import copy
+
+    def edited(label, fn, mentions):
+        h = copy.deepcopy(header)
+        fn(h)
+        path = write(label, head=h)
+        return case(label, ["--init-safetensors", path], mentions + [path], protect=[path])
+
+    shape = header[first]["shape"]
+    yield edited("shape-transposed", lambda h: h[first].update(shape=list(reversed(shape))),
+                 [first, "shape"])
+    yield edited("shape-rank-up", lambda h: h[first].update(shape=shape + [1]), [first, "shape"])
+    yield edited("shape-negative", lambda h: h[first].update(shape=[-1] + shape[1:]), [first, "shape"])
+    yield edited("shape-huge", lambda h: h[first].update(shape=[2**62] + shape[1:]), [first])
+    yield edited("shape-string", lambda h: h[first].update(shape="[1]"), [first])
+    for dtype in ["I32", "U8", "F8_E4M3", "f32", "", "BOOL"]:
+        yield edited(f"dtype-{dtype or 'empty'}", lambda h, t=dtype: h[first].update(dtype=t),
+                     [first, "dtype"])
+    for label, offsets in (("offsets-reversed", lambda o: [o[1], o[0]]),
+                           ("offsets-past-end", lambda o: [o[0] + len(data), o[1] + len(data)]),
+                           ("offsets-short", lambda o: [o[0], o[1] - 4]),
+                           ("offsets-negative", lambda o: [-4, o[1]]),
+                           ("offsets-one", lambda o: [o[0]]),
+                           ("offsets-float", lambda o: [float(o[0]), o[1]])):
+        yield edited(label, lambda h, f=offsets: h[first].update(
+            data_offsets=f(header[first]["data_offsets"])), [first, "data_offsets", "truncated"])
+    for field in ["dtype", "shape", "data_offsets"]:
+        yield edited(f"no-{field}", lambda h, f=field: h[first].pop(f), [first])
+    yield edited("missing-tensor", lambda h: h.pop(first), [first])
+    yield edited("tensor-is-a-list", lambda h: h.update({first: [1, 2]}), [first])
+    path = write("header-not-object", raw=struct.pack("<Q", 8) + b"[1,2,3] " + data)
+    yield case("header-not-object", ["--init-safetensors", path], [path, "JSON object"])
+    path = write("header-not-json", raw=struct.pack("<Q", 8) + b"{{{{{{{{" + data)
+    yield case("header-not-json", ["--init-safetensors", path], [path, "JSON object"])
+    path = write("header-length-huge", raw=struct.pack("<Q", 2**63) + blob[8:])
+    yield case("header-length-huge", ["--init-safetensors", path], [path, "header length"])
+    nan = bytearray(data)
+    o = header[first]["data_offsets"][0]
+    nan[o:o + 4] = struct.pack("<f", float("nan"))
+    path = write("nan-weight", body=bytes(nan))
+    yield case("nan-weight", ["--init-safetensors", path], [path, "nan"])
+    inf = bytearray(data)
+    inf[o:o + 4] = struct.pack("<f", float("-inf"))
+    path = write("inf-weight", body=bytes(inf))
+    yield case("inf-weight", ["--init-safetensors", path], [path, "inf"])
+    # A file with a tensor the model lacks loads the rest and says so.
+    h = copy.deepcopy(header)
+    h["not.in.the.model"] = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+    path = write("extra-tensor", head=h)
+    yield case("extra-tensor-warns", ["--init-safetensors", path], ["not.in.the.model"],
+               expect="ok")
+    yield case("extra-tensor-named", ["--init-safetensors", path, "--lr", "-1"], ["lr"])
+    # --steps 0: nothing trained; the weights loaded are saved unchanged.
+    copy_out = os.path.join(d, "roundtrip.safetensors")
+    yield Case("stepc-run", "st/steps-0-save", [f"{bin_dir}/stepc-run", so, "--steps", "0",
+                                                "--init-safetensors", good, "--save-safetensors",
+                                                copy_out], [], expect="ok", env=env, protect=[good])
+    yield Case("stepc-run", "st/steps-0-sample", [f"{bin_dir}/stepc-run", so, "--steps", "0",
+                                                  "--init-safetensors", good, "--sample", "5"],
+               [], expect="ok", env=env, protect=[good])
+    # Outputs into places that cannot take them; an existing file survives a
+    # failed run.
+    keep = os.path.join(d, "keep.safetensors")
+    with open(keep, "wb") as f:
+        f.write(blob)
+    yield case("save-kept-on-bad-flag", ["--save-safetensors", keep, "--lr", "nan"], ["lr"],
+               protect=[keep])
+    yield case("save-into-directory", ["--save-safetensors", d], ["save-safetensors", d])
+    yield case("save-in-missing-dir", ["--save-safetensors", os.path.join(d, "no/x.safetensors")],
+               ["save-safetensors", "no"])
+    fifo = os.path.join(d, "reader-less.fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    for flag in ["--save-safetensors", "--trace", "--summary", "--metrics", "--plot"]:
+        yield case(f"{flag.lstrip('-')}-into-fifo", [flag, fifo], [fifo, "FIFO"])
+    yield case("init-safetensors-fifo", ["--init-safetensors", fifo], [fifo])
+    yield case("init-safetensors-directory", ["--init-safetensors", d], [d])
+    for value in ["0:1", "3:2", "a:b", ":", "-1:2", "1:99999999999999999999", "1:2:3", "all:",
+                  "2:5"]:
+        yield case(f"trace-steps={value}", ["--trace", os.path.join(d, "t.json"),
+                                            "--trace-steps", value], ["trace-steps"])
+    yield case("trace-into-directory", ["--trace", d], ["trace", d])
+    yield case("trace-in-missing-dir", ["--trace", os.path.join(d, "no/t.json")], ["trace", "no"])
+    for value in ["nan", "-1", "inf", "abc"]:
+        yield case(f"peak-tflops={value}", ["--peak-tflops", value], ["peak-tflops", "peak_tflops"])
+    for value in ["-1", "abc"]:
+        yield case(f"sample-every={value}", ["--sample-every", value],
+                   ["sample-every", "sample_every"])
+    yield case("save-outputs-is-file", ["--save-outputs", so], ["save-outputs", so], protect=[so])
+
+
+def signal_cases(bin_dir, work, so):
+    """SIGINT and SIGTERM during training with a checkpoint directory: the
+    run stops at a step boundary, writes a checkpoint and says so (exit
+    status nonzero: it did not finish); a run resumed from it finishes."""
+    d = os.path.join(work, "signals")
+    os.makedirs(d, exist_ok=True)
+    env = {"OMP_NUM_THREADS": "1"}
+    for sig in ["INT", "TERM"]:
+        for label, extra in (("checkpoint", ["--checkpoint-dir", os.path.join(d, f"ckpt-{sig}")]),
+                             ("metrics", ["--metrics", os.path.join(d, f"m-{sig}.jsonl"),
+                                          "--save-npy", os.path.join(d, f"npy-{sig}")])):
+            # (timeout exits 124 once it has signalled: an error status.
+            # --foreground: one signal to stepc-run, not a second to its
+            # process group, which the default action would take.)
+            yield Case("stepc-run", f"signal/{sig}-{label}",
+                       ["timeout", "--foreground", "-s", sig, "--kill-after=60", "3",
+                        f"{bin_dir}/stepc-run", so, "--steps", "100000"] + extra,
+                       [f"stopped by SIG{sig} after step"], env=env, timeout=90)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -798,6 +1063,13 @@ def main():
     cases += profile_cases(bin_dir, work, gpt)
     cases += interp_cases(bin_dir, work, model)
     cases += mpi_cases(bin_dir, work, args.mpirun, so, so2, so_other, so_tp)
+    cases += pipeline_flag_cases(bin_dir, work, gpt)
+    cases += attribute_model_cases(bin_dir, work, gpt)
+    good = os.path.join(work, "gpt.safetensors")
+    subprocess.run([f"{bin_dir}/stepc-run", so, "--steps", "1", "--save-safetensors", good],
+                   check=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    cases += safetensors_runtime_cases(bin_dir, work, so, good)
+    cases += signal_cases(bin_dir, work, so)
     results = []
     for case in cases:
         if args.only and not f"{case.tool}/{case.name}".startswith(args.only):

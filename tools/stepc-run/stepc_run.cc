@@ -44,7 +44,9 @@ static const stepc::TrainOptions kDefaults;
 
 ABSL_FLAG(std::string, data, "", "token file: flat uint16 (nanoGPT) or llm.c's .bin");
 ABSL_FLAG(std::string, corpus, "", "text file, trained on under a character tokenizer");
-ABSL_FLAG(int64_t, steps, kDefaults.steps, "training steps");
+ABSL_FLAG(int64_t, steps, kDefaults.steps,
+          "training steps (0: none; --sample, --save-safetensors or --save-npy of the weights "
+          "loaded by --init-npy, --init-safetensors or --resume)");
 ABSL_FLAG(double, lr, kDefaults.lr, "peak learning rate");
 ABSL_FLAG(int64_t, warmup, kDefaults.warmup, "linear warmup steps (then cosine decay)");
 ABSL_FLAG(double, min_lr_ratio, kDefaults.min_lr_ratio,

@@ -408,6 +408,16 @@ int main(int argc, char **argv) {
     StringRef parent = llvm::sys::path::parent_path(reportPareto);
     if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
       return fail("cannot write '" + reportPareto + ".json': no directory '" + parent + "'");
+    // A prefix is a file name's start: "out/" would write hidden "out/.json".
+    if (llvm::sys::path::filename(reportPareto).empty() ||
+        llvm::sys::path::is_separator(reportPareto.back()) ||
+        llvm::sys::fs::is_directory(reportPareto))
+      return fail("--report-pareto '" + reportPareto +
+                  "' names a directory; give a file prefix such as '" +
+                  (llvm::sys::path::is_separator(reportPareto.back())
+                       ? reportPareto
+                       : reportPareto + "/") +
+                  "pareto' (PREFIX.json and PREFIX.svg are written)");
   }
   // Never write over the model being compiled.
   bool same = false;

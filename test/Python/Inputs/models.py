@@ -436,6 +436,47 @@ class MaskedSDPA(nn.Module):
         return F.cross_entropy(self.head(x).view(-1, 96), targets.view(-1))
 
 
+class ManualMasked(nn.Module):
+    """Attention written out as nanoGPT's non-flash path does, with a mask
+    beyond the causal one (PyTorch 1.13 traces it; no SDPA): `padding`
+    hides each row's padded keys with masked_fill on the [B, H, T, T]
+    scores; `alibi` adds a constant per-head linear bias (ALiBi's slopes)
+    with the causal -inf in it; `learned` adds a trained per-head bias (T5's
+    relative-position bias: its gradient is needed, so it stays op by op)."""
+
+    def __init__(self, kind, seq=16):
+        super().__init__()
+        self.kind = kind
+        self.emb = nn.Embedding(96, 32)
+        self.qkv = nn.Linear(32, 96)
+        self.proj = nn.Linear(32, 32)
+        self.head = nn.Linear(32, 96)
+        self.register_buffer("keep", torch.tril(torch.ones(seq, seq, dtype=torch.bool)))
+        slopes = torch.tensor([2.0 ** (-(h + 1)) for h in range(4)])
+        distance = torch.arange(seq)[None, :] - torch.arange(seq)[:, None]
+        alibi = slopes[:, None, None] * distance[None].float()
+        self.register_buffer("alibi", alibi.masked_fill(~self.keep, float("-inf"))[None])
+        if kind == "learned":
+            self.rel = nn.Parameter(torch.randn(1, 4, seq, seq) * 0.1)
+
+    def forward(self, idx, targets):
+        b, t = idx.shape
+        x = self.emb(idx)
+        q, k, v = self.qkv(x).split(32, dim=2)
+        q, k, v = (z.view(b, t, 4, 8).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(8))
+        if self.kind == "padding":
+            seen = self.keep[None, None] & (idx != 0)[:, None, None, :]
+            att = att.masked_fill(~seen, float("-inf"))
+        elif self.kind == "alibi":
+            att = att + self.alibi
+        else:
+            att = (att + self.rel).masked_fill(~self.keep, float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, 32))
+        return F.cross_entropy(self.head(x).view(-1, 96), targets.view(-1))
+
+
 class CellRNN(nn.Module):
     """A recurrence written as a loop over time steps of nn.LSTMCell or
     nn.GRUCell (what stepc's error for nn.LSTM suggests): traced into a
@@ -487,14 +528,18 @@ def make(name, steps):
         batches = [(torch.randint(0, 96, (4, 16), generator=g),
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
     elif name in ("padded", "mha", "mha-seq-first", "mha-key-padding", "sdpa-padding",
-                  "sdpa-additive", "sdpa-gqa", "lstm-cell", "gru-cell"):
+                  "sdpa-additive", "sdpa-gqa", "lstm-cell", "gru-cell", "manual-padding",
+                  "manual-alibi", "manual-learned"):
         model = {"padded": Padded, "mha": MHADecoder,
                  "mha-seq-first": lambda: MHADecoder(batch_first=False),
                  "mha-key-padding": lambda: MHADecoder(key_padding=True),
                  "sdpa-padding": lambda: MaskedSDPA("padding"),
                  "sdpa-additive": lambda: MaskedSDPA("additive"),
                  "sdpa-gqa": lambda: MaskedSDPA("gqa"),
-                 "lstm-cell": lambda: CellRNN("lstm"), "gru-cell": lambda: CellRNN("gru")}[name]()
+                 "lstm-cell": lambda: CellRNN("lstm"), "gru-cell": lambda: CellRNN("gru"),
+                 "manual-padding": lambda: ManualMasked("padding"),
+                 "manual-alibi": lambda: ManualMasked("alibi"),
+                 "manual-learned": lambda: ManualMasked("learned")}[name]()
         batches = padded_tokens(g, steps)
     elif name == "sft":
         # Supervised fine-tuning: each row's prompt (a random length) has

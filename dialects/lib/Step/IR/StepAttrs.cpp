@@ -104,7 +104,11 @@ Attribute ParamAttr::parse(AsmParser &parser, Type) {
         (which == 2 && parser.parseFloat(weightDecay)) ||
         (which == 3 && parser.parseFloat(lrScale)))
       return {};
-    // (-1 stands for "none" inside; written, a decay is >= 0.)
+    // (-1 stands for "none" inside; written, a block and a decay are >= 0.)
+    if (which == 0 && block < 0) {
+      parser.emitError(valueLoc, "expects a block index >= 0, got ") << block;
+      return {};
+    }
     if (which == 2 && !(weightDecay >= 0.0)) {
       parser.emitError(valueLoc, "expects a finite weight_decay >= 0, got ")
           << formatExactFloat(weightDecay);
