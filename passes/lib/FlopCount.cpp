@@ -92,6 +92,13 @@ static Wide attentionProductOf(OpT op) {
   return productFlops(q.getDimSize(0) * op.getNumHeads(), q.getDimSize(1), k.getDimSize(1),
                       op.getHeadDim());
 }
+/// 2·M·N·K of a grouped product or its weight gradient: every one of the M
+/// dispatched rows meets a [K, N] expert matrix, however they split.
+static Wide groupedProduct(Value lhs, Value out) {
+  auto x = cast<RankedTensorType>(lhs.getType());
+  auto y = cast<RankedTensorType>(out.getType());
+  return productFlops(1, x.getDimSize(0), y.getShape().back(), x.getDimSize(1));
+}
 static Wide attentionProduct(Operation *op) {
   if (auto a = dyn_cast<AttentionOp>(op))
     return attentionProductOf(a);
@@ -122,6 +129,10 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       // batch_matmul: 2·batch·M·N·K.
       .Case([](BatchMatmulOp matmul) {
         return FailureOr<WideFlops>(productRule(matmul));
+      })
+      // grouped_matmul: 2·M·N·K over the dispatched rows.
+      .Case([](GroupedMatmulOp g) {
+        return FailureOr<WideFlops>(withBackward(groupedProduct(g.getLhs(), g.getResult())));
       })
       // matmul: 2·batch·M·N·K, the leading lhs dims sharing one rhs.
       .Case([](MatmulOp matmul) {
@@ -154,6 +165,12 @@ static FailureOr<Wide> executedFlops(Operation *op) {
       .Case<AttentionGradOp, stepk::AttentionGradOp>(
           [](Operation *a) { return FailureOr<Wide>(5 * attentionProduct(a)); })
       .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
+      .Case([](GroupedMatmulOp g) {
+        return FailureOr<Wide>(groupedProduct(g.getLhs(), g.getResult()));
+      })
+      .Case([](GroupedMatmulWeightGradOp g) {
+        return FailureOr<Wide>(groupedProduct(g.getLhs(), g.getGrad()));
+      })
       .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case<mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp, mesh::AllToAllOp,
             mesh::ReduceScatterOp, mesh::SendOp, mesh::RecvOp>([](Operation *) { return FailureOr<Wide>(0); })

@@ -509,6 +509,28 @@ func.func @attention_mask(%q: tensor<2x5x12xf64> {step.param = #step.param<"q", 
   return %s : tensor<f64>
 }
 
+// moe: a router (softmax, top-2 of 3 experts) dispatching 6 tokens to two
+// grouped products (one transposed, one not) around a tanh, combined by
+// the gates: every parameter's gradient through the routing (the router's
+// through the gates only; the choice itself is piecewise constant).
+func.func @moe(%x: tensor<6x4xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %wr: tensor<3x4xf64> {step.param = #step.param<"wr", normal(1.0)>},
+    %w1: tensor<3x5x4xf64> {step.param = #step.param<"w1", normal(1.0)>},
+    %w2: tensor<3x5x4xf64> {step.param = #step.param<"w2", normal(1.0)>},
+    %w_out: tensor<6x4xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %logits = step.matmul %x, %wr transpose_b : (tensor<6x4xf64>, tensor<3x4xf64>) -> tensor<6x3xf64>
+  %probs = step.softmax %logits dim 1 : (tensor<6x3xf64>) -> tensor<6x3xf64>
+  %gate, %expert = step.top_k %probs k 2 : (tensor<6x3xf64>) -> (tensor<6x2xf64>, tensor<6x2xi32>)
+  %rows, %counts = step.moe_dispatch %x, %expert experts 3 : (tensor<6x4xf64>, tensor<6x2xi32>) -> (tensor<12x4xf64>, tensor<3xi32>)
+  %h = step.grouped_matmul %rows, %w1, %counts transpose_b : (tensor<12x4xf64>, tensor<3x5x4xf64>, tensor<3xi32>) -> tensor<12x5xf64>
+  %a = step.tanh %h : tensor<12x5xf64>
+  %o = step.grouped_matmul %a, %w2, %counts : (tensor<12x5xf64>, tensor<3x5x4xf64>, tensor<3xi32>) -> tensor<12x4xf64>
+  %y = step.moe_combine %o, %gate, %expert experts 3 : (tensor<12x4xf64>, tensor<6x2xf64>, tensor<6x2xi32>) -> tensor<6x4xf64>
+  %l = step.mul %y, %w_out : tensor<6x4xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<6x4xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+
 // embedding
 func.func @embedding(%table: tensor<3x4xf64> {step.param = #step.param<"table", normal(1.0)>},
     %w_out: tensor<2x4x4xf64> {step.param = #step.param<"w_out", normal(1.0)>},

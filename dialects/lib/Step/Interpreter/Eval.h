@@ -33,6 +33,8 @@ Evaluated evalMatmul(mlir::Operation *op, Operands in, Results out);
 Evaluated evalNorm(mlir::Operation *op, Operands in, Results out);
 /// attention, rotary and attention_grad.
 Evaluated evalAttention(mlir::Operation *op, Operands in, Results out);
+/// top_k, moe_dispatch, moe_combine, grouped_matmul and their gradients.
+Evaluated evalMoe(mlir::Operation *op, Operands in, Results out);
 
 /// Rounds to bfloat16 through f32, nearest even (NaN stays NaN): what a
 /// kernel's bf16 store does.

@@ -273,6 +273,47 @@ def Step_GatherGradOp : Step_InferredOp<"gather_grad", [Step_NoProductFlops]> {
                        "functional-type(operands, results)";
 }
 
+def Step_MoeCombineGradOp : Step_InferredOp<"moe_combine_grad", [Step_NoProductFlops]> {
+  let summary = "gradient of moe_combine: the rows' and the gates'";
+  let description = [{
+    With `dout` the result's gradient: `drows[slot(n, k)] = gates[n, k] ·
+    dout[n]` (rows no pair took: 0) and `dgates[n, k] = dout[n] ·
+    rows[slot(n, k)]` (0 for a pair outside `[0, E)`).
+
+    ```mlir
+    %drows, %dgate = step.moe_combine_grad %dy, %out_rows, %gate, %expert experts 8
+        : (tensor<512x64xf32>, tensor<1024x64xf32>, tensor<512x2xf32>, tensor<512x2xi32>)
+        -> (tensor<1024x64xf32>, tensor<512x2xf32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$rows, Step_FloatTensor:$gates,
+                       Step_IndexTensor:$experts,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs Step_FloatTensor:$rows_grad, Step_FloatTensor:$gates_grad);
+  let assemblyFormat = "$grad `,` $rows `,` $gates `,` $experts `experts` $num_experts "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_GroupedMatmulWeightGradOp : Step_InferredOp<"grouped_matmul_weight_grad"> {
+  let summary = "gradient of grouped_matmul's expert matrices";
+  let description = [{
+    For each expert `e` with rows `X_e` of `lhs` and `G_e` of `grad` (the
+    product's gradient): `dW_e = X_eᵀ G_e` (`[K, N]`), or `G_eᵀ X_e`
+    (`[N, K]`) with `transpose_b`; an expert without rows gets 0. The result
+    has the shape of the forward's `rhs`.
+
+    ```mlir
+    %dw1 = step.grouped_matmul_weight_grad %rows, %dh, %counts transpose_b
+        : (tensor<1024x64xf32>, tensor<1024x256xf32>, tensor<8xi32>) -> tensor<8x256x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$lhs, Step_FloatTensor:$grad, Step_IndexTensor:$counts,
+                       UnitAttr:$transpose_b);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $grad `,` $counts (`transpose_b` $transpose_b^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 def Step_AdamwOp : Step_InferredOp<"adamw", [Step_NoProductFlops]> {
   let summary = "one AdamW update of a parameter";
   let description = [{

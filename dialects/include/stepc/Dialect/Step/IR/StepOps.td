@@ -317,6 +317,101 @@ def Step_GatherOp : Step_InferredOp<"gather", [Step_Differentiable, Step_NoProdu
 }
 
 //===----------------------------------------------------------------------===//
+// Mixture of experts: routing, dispatch, grouped products, combine
+//===----------------------------------------------------------------------===//
+
+def Step_TopKOp : Step_InferredOp<"top_k", [Step_Differentiable, Step_NoProductFlops]> {
+  let summary = "the k largest elements along the last dimension, and their indices";
+  let description = [{
+    `torch.topk(x, k, dim=-1)` with a fixed order: values descending, ties
+    broken toward the lower index (NaN counts as largest, as in
+    `step.argmax`). The indices are i32. The values' gradient is scattered
+    back to the chosen positions (`step.gather_grad`); the indices get none.
+    An MoE router's choice of experts.
+
+    ```mlir
+    %gate, %expert = step.top_k %probs k 2
+        : (tensor<512x8xf32>) -> (tensor<512x2xf32>, tensor<512x2xi32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, ConfinedAttr<I64Attr, [IntPositive]>:$k);
+  let results = (outs Step_FloatTensor:$values, Step_IndexTensor:$indices);
+  let assemblyFormat = "$input `k` $k attr-dict `:` functional-type(operands, results)";
+}
+
+def Step_MoeDispatchOp : Step_InferredOp<"moe_dispatch",
+    [Step_Differentiable, Step_NoProductFlops]> {
+  let summary = "token rows grouped by the experts they are routed to";
+  let description = [{
+    `input` is `[N, D]` (N tokens), `experts` `[N, K]` (each token's K
+    experts, from `step.top_k`). The result `rows` is `[N·K, D]`: token `n`'s
+    row copied once for each of its experts, the copies sorted by expert and,
+    within an expert, by `(n, k)` (a stable counting sort: deterministic);
+    `counts` (`[E]`, i32) is how many rows each expert got. Dropless: every
+    (token, expert) pair has its row, and the buffer's size is static
+    (N·K) however the tokens split. An expert index outside `[0, E)` takes no
+    row (its slot at the end stays zero). The gradient of `input` is
+    `step.moe_combine` of the rows' gradient with gates of 1.
+
+    ```mlir
+    %rows, %counts = step.moe_dispatch %x, %expert experts 8
+        : (tensor<512x64xf32>, tensor<512x2xi32>) -> (tensor<1024x64xf32>, tensor<8xi32>)
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, Step_IndexTensor:$experts,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs Step_FloatTensor:$rows, Step_IndexTensor:$counts);
+  let assemblyFormat = "$input `,` $experts `experts` $num_experts attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_MoeCombineOp : Step_InferredOp<"moe_combine",
+    [Step_Differentiable, Step_NoProductFlops]> {
+  let summary = "each token's expert outputs, weighted by its gates and summed";
+  let description = [{
+    The inverse of `step.moe_dispatch` on the same `experts`: `rows` is
+    `[N·K, D]` in dispatch order, `gates` `[N, K]`; the result is `[N, D]`
+    with `out[n] = Σ_k gates[n, k] · rows[slot(n, k)]`, `slot` the row
+    `step.moe_dispatch` gave the pair (a pair with an expert outside
+    `[0, E)` adds nothing). The gradient is `step.moe_combine_grad`.
+
+    ```mlir
+    %y = step.moe_combine %out_rows, %gate, %expert experts 8
+        : (tensor<1024x64xf32>, tensor<512x2xf32>, tensor<512x2xi32>) -> tensor<512x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$rows, Step_FloatTensor:$gates,
+                       Step_IndexTensor:$experts,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$rows `,` $gates `,` $experts `experts` $num_experts attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Step_GroupedMatmulOp : Step_InferredOp<"grouped_matmul", [Step_Differentiable]> {
+  let summary = "each expert's rows times that expert's matrix";
+  let description = [{
+    `lhs` is `[M, K]`, rows grouped by expert as `step.moe_dispatch` leaves
+    them: the first `counts[0]` rows are expert 0's, the next `counts[1]`
+    expert 1's, and so on (rows past the sum of the counts give 0). `rhs` is
+    `[E, K, N]`, or `[E, N, K]` with `transpose_b` (each expert an
+    `nn.Linear` weight). The result is `[M, N]`: expert `e`'s rows times its
+    matrix. Its FLOPs are `2·M·N·K` however the rows split: the size of the
+    product is static, as the dispatched rows are.
+
+    ```mlir
+    %h = step.grouped_matmul %rows, %w1, %counts transpose_b
+        : (tensor<1024x64xf32>, tensor<8x256x64xf32>, tensor<8xi32>) -> tensor<1024x256xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$lhs, Step_FloatTensor:$rhs, Step_IndexTensor:$counts,
+                       UnitAttr:$transpose_b);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs `,` $counts (`transpose_b` $transpose_b^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
 // Constants, dtype, shape
 //===----------------------------------------------------------------------===//
 
