@@ -9,7 +9,12 @@
 GPT (GPT-2 / nanoGPT): learned or rotary positions, pre-LN, biased Linears,
 exact-erf GELU (or tanh), tied head; --dropout P adds GPT-2's dropouts. Llama: RMSNorm, rotary positions,
 SwiGLU MLP, grouped-query attention, untied head. Linear weights use
-PyTorch's nn.Linear layout [out, in]. Standard library only.
+PyTorch's nn.Linear layout [out, in]. --moe-experts E --moe-top-k K makes
+each block's MLP a mixture of E experts of the same shape (a linear router,
+softmax, the top K with their probabilities renormalised as gates, dropless
+dispatch, grouped products, combine), --moe-shared 1 adds the dense MLP as a
+shared expert (DeepSeek's), --moe-aux-loss C the Switch load-balancing loss.
+Standard library only.
 """
 
 import argparse
@@ -70,11 +75,20 @@ def gpt(a, w):
             prjb=w.param(p + "attn.c_proj.bias", [D], "zeros", block=l),
             ln2w=w.param(p + "ln_2.weight", [D], "ones", block=l),
             ln2b=w.param(p + "ln_2.bias", [D], "zeros", block=l),
-            fcw=w.param(p + "mlp.c_fc.weight", [4 * D, D], normal(std), block=l),
-            fcb=w.param(p + "mlp.c_fc.bias", [4 * D], "zeros", block=l),
-            mpw=w.param(p + "mlp.c_proj.weight", [D, 4 * D], scaled_normal(std, L), block=l),
-            mpb=w.param(p + "mlp.c_proj.bias", [D], "zeros", block=l),
         ))
+        if dense_mlp(a):
+            blocks[-1].update(
+                fcw=w.param(p + "mlp.c_fc.weight", [4 * D, D], normal(std), block=l),
+                fcb=w.param(p + "mlp.c_fc.bias", [4 * D], "zeros", block=l),
+                mpw=w.param(p + "mlp.c_proj.weight", [D, 4 * D], scaled_normal(std, L), block=l),
+                mpb=w.param(p + "mlp.c_proj.bias", [D], "zeros", block=l))
+        if a.moe_experts:
+            E = a.moe_experts
+            blocks[-1].update(
+                router=w.param(p + "moe.router.weight", [E, D], normal(std), block=l),
+                fc_e=w.param(p + "moe.experts.c_fc.weight", [E, 4 * D, D], normal(std), block=l),
+                proj_e=w.param(p + "moe.experts.c_proj.weight", [E, D, 4 * D],
+                               scaled_normal(std, L), block=l))
     lnfw = w.param("ln_f.weight", [D], "ones")
     lnfb = w.param("ln_f.bias", [D], "zeros")
     tokens = w.input("tokens", [B, T])
@@ -87,6 +101,7 @@ def gpt(a, w):
         x = w.binary("add", x, pos, "x")
     x = w.dropout(x, a.dropout, "emb_drop")
     gelu = " approximate tanh" if a.gelu == "tanh" else ""
+    aux = []
     for l, p in enumerate(blocks):
         n = f"h{l}_"
         h = w.layer_norm(x, p["ln1w"], p["ln1b"], a.norm_eps, n + "ln_1")
@@ -102,12 +117,69 @@ def gpt(a, w):
                         n + "attn_drop")
         x = w.binary("add", x, att, n + "x_attn")
         h = w.layer_norm(x, p["ln2w"], p["ln2b"], a.norm_eps, n + "ln_2")
-        f = w.unary("gelu", w.linear(h, p["fcw"], p["fcb"], n + "fc"), n + "gelu", gelu)
-        f = w.dropout(w.linear(f, p["mpw"], p["mpb"], n + "mlp_out"), a.dropout, n + "mlp_drop")
+        f = None
+        if dense_mlp(a):
+            f = w.unary("gelu", w.linear(h, p["fcw"], p["fcb"], n + "fc"), n + "gelu", gelu)
+            f = w.linear(f, p["mpw"], p["mpb"], n + "mlp_out")
+        if a.moe_experts:
+            def experts(rows, counts, p=p, n=n):
+                hid = w.grouped_matmul(rows, p["fc_e"], counts, n + "moe_fc")
+                act = w.unary("gelu", hid, n + "moe_gelu", gelu)
+                return w.grouped_matmul(act, p["proj_e"], counts, n + "moe_proj")
+            y = moe(w, a, h, p["router"], experts, n, aux)
+            f = y if f is None else w.binary("add", f, y, n + "mlp_shared")
+        f = w.dropout(f, a.dropout, n + "mlp_drop")
         x = w.binary("add", x, f, n + "x_mlp")
     x = w.layer_norm(x, lnfw, lnfb, a.norm_eps, "ln_f")
     logits = w.matmul(x, wte, "logits")  # tied head
-    return w.cross_entropy(logits, targets, "loss", a.ignore_index, a.label_smoothing, a.z_loss)
+    loss = w.cross_entropy(logits, targets, "loss", a.ignore_index, a.label_smoothing, a.z_loss)
+    return with_aux_loss(w, a, loss, aux)
+
+
+def dense_mlp(a):
+    """A block has the dense MLP: no experts, or the shared expert."""
+    return not a.moe_experts or a.moe_shared
+
+
+def moe(w, a, h, router, experts, n, aux):
+    """The mixture of experts on h [B, T, D]: router probabilities over E,
+    the top K renormalised as gates, dispatch, `experts(rows, counts)`,
+    combine. Appends the layer's Switch load-balancing term to `aux`:
+    E · Σ_e f_e · P_e, f_e the fraction of routed pairs at e, P_e the mean
+    probability of e (only P_e carries a gradient)."""
+    B, T, D = h.shape
+    E, K = a.moe_experts, a.moe_top_k
+    flat = w.reshape(h, [B * T, D], n + "moe_in")
+    probs = w.softmax(w.matmul(flat, router, n + "router"), n + "router_probs")
+    gate, expert = w.top_k(probs, K, n + "moe")
+    if K > 1:
+        total = w.reduce("reduce_sum", gate, [1], n + "gate_sum", keep=True)
+        gate = w.binary("div", gate, w.broadcast(total, gate.shape, n + "gate_total"),
+                        n + "gate_norm")
+    rows, counts = w.moe_dispatch(flat, expert, E, n + "moe")
+    out = w.moe_combine(experts(rows, counts), gate, expert, E, n + "moe_out")
+    if a.moe_aux_loss:
+        share = w.emit(n + "load", [E], f"step.convert {counts.name} : {counts.type} -> {{out}}")
+        share = w.binary("mul", share, w.emit(n + "per_pair", [E], f"step.constant "
+                                              f"dense<{1.0 / (B * T * K)!r}> : {{out}}"),
+                         n + "load_share")
+        mean_p = w.reduce("reduce_mean", probs, [0], n + "mean_prob")
+        term = w.reduce("reduce_sum", w.binary("mul", share, mean_p, n + "balance"), [0],
+                        n + "balance_sum")
+        aux.append(term)
+    return w.reshape(out, [B, T, D], n + "moe_y")
+
+
+def with_aux_loss(w, a, loss, aux):
+    """loss + C · E · Σ_layers aux (--moe-aux-loss C)."""
+    if not aux:
+        return loss
+    total = aux[0]
+    for k, term in enumerate(aux[1:]):
+        total = w.binary("add", total, term, f"aux_{k}")
+    scale = w.emit("aux_coef", [], f"step.constant "
+                                   f"dense<{a.moe_aux_loss * a.moe_experts!r}> : {{out}}")
+    return w.binary("add", loss, w.binary("mul", total, scale, "aux_loss"), "loss_total")
 
 
 def llama_ffn_hidden(dim, multiple):
@@ -133,10 +205,19 @@ def llama(a, w):
             wv=w.param(p + "attention.wv", [K * hd, D], normal(std), block=l),
             wo=w.param(p + "attention.wo", [D, H * hd], scaled_normal(std, L), block=l),
             fn=w.param(p + "ffn_norm", [D], "ones", block=l),
-            w1=w.param(p + "feed_forward.w1", [F, D], normal(std), block=l),
-            w2=w.param(p + "feed_forward.w2", [D, F], scaled_normal(std, L), block=l),
-            w3=w.param(p + "feed_forward.w3", [F, D], normal(std), block=l),
         ))
+        if dense_mlp(a):
+            blocks[-1].update(
+                w1=w.param(p + "feed_forward.w1", [F, D], normal(std), block=l),
+                w2=w.param(p + "feed_forward.w2", [D, F], scaled_normal(std, L), block=l),
+                w3=w.param(p + "feed_forward.w3", [F, D], normal(std), block=l))
+        if a.moe_experts:
+            E = a.moe_experts
+            blocks[-1].update(
+                router=w.param(p + "moe.router.weight", [E, D], normal(std), block=l),
+                w1_e=w.param(p + "moe.experts.w1", [E, F, D], normal(std), block=l),
+                w2_e=w.param(p + "moe.experts.w2", [E, D, F], scaled_normal(std, L), block=l),
+                w3_e=w.param(p + "moe.experts.w3", [E, F, D], normal(std), block=l))
     norm = w.param("norm", [D], "ones")
     out = w.param("output", [V, D], normal(std))
     tokens = w.input("tokens", [B, T])
@@ -144,6 +225,7 @@ def llama(a, w):
 
     mask = w.key_padding_mask(tokens, a.pad_token, "pad") if a.pad_token is not None else None
     x = w.dropout(w.embedding(emb, tokens, "tok_emb"), a.dropout, "emb_drop")
+    aux = []
     for l, p in enumerate(blocks):
         n = f"l{l}_"
         h = w.rms_norm(x, p["an"], a.norm_eps, n + "attention_norm")
@@ -154,14 +236,26 @@ def llama(a, w):
         att = w.dropout(w.matmul(att, p["wo"], n + "attn_out"), a.dropout, n + "attn_drop")
         x = w.binary("add", x, att, n + "x_attn")
         h = w.rms_norm(x, p["fn"], a.norm_eps, n + "ffn_norm")
-        gate = w.unary("silu", w.matmul(h, p["w1"], n + "w1"), n + "silu")
-        up = w.matmul(h, p["w3"], n + "w3")
-        m = w.matmul(w.binary("mul", gate, up, n + "swiglu"), p["w2"], n + "ffn_out")
+        m = None
+        if dense_mlp(a):
+            gate = w.unary("silu", w.matmul(h, p["w1"], n + "w1"), n + "silu")
+            up = w.matmul(h, p["w3"], n + "w3")
+            m = w.matmul(w.binary("mul", gate, up, n + "swiglu"), p["w2"], n + "ffn_out")
+        if a.moe_experts:
+            def experts(rows, counts, p=p, n=n):
+                g = w.unary("silu", w.grouped_matmul(rows, p["w1_e"], counts, n + "moe_w1"),
+                            n + "moe_silu")
+                u = w.grouped_matmul(rows, p["w3_e"], counts, n + "moe_w3")
+                return w.grouped_matmul(w.binary("mul", g, u, n + "moe_swiglu"), p["w2_e"],
+                                        counts, n + "moe_w2")
+            y = moe(w, a, h, p["router"], experts, n, aux)
+            m = y if m is None else w.binary("add", m, y, n + "ffn_shared")
         m = w.dropout(m, a.dropout, n + "ffn_drop")
         x = w.binary("add", x, m, n + "x_ffn")
     x = w.rms_norm(x, norm, a.norm_eps, "norm")
     logits = w.matmul(x, out, "logits")
-    return w.cross_entropy(logits, targets, "loss", a.ignore_index, a.label_smoothing, a.z_loss)
+    loss = w.cross_entropy(logits, targets, "loss", a.ignore_index, a.label_smoothing, a.z_loss)
+    return with_aux_loss(w, a, loss, aux)
 
 
 def parser():
@@ -197,6 +291,14 @@ def parser():
                    help="cross-entropy label smoothing in [0, 1] (default 0)")
     p.add_argument("--z-loss", type=float, default=0.0, metavar="Z",
                    help="auxiliary Z·logsumexp² per counted target (PaLM: 1e-4; default 0)")
+    p.add_argument("--moe-experts", type=int, default=0, metavar="E",
+                   help="each block's MLP a mixture of E experts (default 0: dense)")
+    p.add_argument("--moe-top-k", type=int, default=2, metavar="K",
+                   help="experts per token (default 2)")
+    p.add_argument("--moe-shared", type=int, default=0, choices=[0, 1],
+                   help="1: the dense MLP as a shared expert beside the routed ones")
+    p.add_argument("--moe-aux-loss", type=float, default=0.0, metavar="C",
+                   help="Switch load-balancing loss coefficient (e.g. 0.01; default 0: none)")
     p.add_argument("--pad-token", type=int, default=None, metavar="T",
                    help="no query attends to a key whose token is T (a key-padding mask, "
                         "step.attention's mask operand; a row with only such keys gives 0)")
@@ -239,6 +341,13 @@ def check(a, p):
         p.error(f"--z-loss must be >= 0, got {a.z_loss}")
     if a.ignore_index is not None and not -2**31 <= a.ignore_index < 2**31:
         p.error(f"--ignore-index must fit an i32 target, got {a.ignore_index}")
+    if a.moe_experts < 0 or (a.moe_experts and not 1 <= a.moe_top_k <= a.moe_experts):
+        p.error(f"--moe-top-k must be in [1, --moe-experts], got {a.moe_top_k} of "
+                f"{a.moe_experts}")
+    if (a.moe_shared or a.moe_aux_loss) and not a.moe_experts:
+        p.error("--moe-shared and --moe-aux-loss need --moe-experts")
+    if not a.moe_aux_loss >= 0.0:
+        p.error(f"--moe-aux-loss must be >= 0, got {a.moe_aux_loss}")
     if a.pad_token is not None and not 0 <= a.pad_token < a.vocab:
         p.error(f"--pad-token must be a token id below --vocab {a.vocab}, got {a.pad_token}")
     if a.norm_eps <= 0 or a.rope_theta <= 0 or a.init_std <= 0:

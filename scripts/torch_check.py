@@ -146,6 +146,7 @@ def keep_of(a, tokens):
 
 def gpt_loss(a, p, tokens, targets, drop=lambda x, stream: x):
     D, H = a.dim, a.heads
+    aux = []
     hd = D // H
     x = p["wte"][tokens]
     if a.pos == "learned":
@@ -161,12 +162,51 @@ def gpt_loss(a, p, tokens, targets, drop=lambda x, stream: x):
         o = attention(q, k, v, H, H, hd, keep_of(a, tokens))
         x = x + drop(o @ p[n + "attn.c_proj.weight"].t() + p[n + "attn.c_proj.bias"], 1 + 2 * l)
         h = F.layer_norm(x, (D,), p[n + "ln_2.weight"], p[n + "ln_2.bias"], a.norm_eps)
-        f = F.gelu(h @ p[n + "mlp.c_fc.weight"].t() + p[n + "mlp.c_fc.bias"],
-                   approximate="tanh" if a.gelu == "tanh" else "none")
-        x = x + drop(f @ p[n + "mlp.c_proj.weight"].t() + p[n + "mlp.c_proj.bias"], 2 + 2 * l)
+        approx = "tanh" if a.gelu == "tanh" else "none"
+        f = 0
+        if not a.moe_experts or a.moe_shared:
+            f = F.gelu(h @ p[n + "mlp.c_fc.weight"].t() + p[n + "mlp.c_fc.bias"], approximate=approx)
+            f = f @ p[n + "mlp.c_proj.weight"].t() + p[n + "mlp.c_proj.bias"]
+        if a.moe_experts:
+            def expert(e, rows, n=n):
+                h1 = F.gelu(rows @ p[n + "moe.experts.c_fc.weight"][e].t(), approximate=approx)
+                return h1 @ p[n + "moe.experts.c_proj.weight"][e].t()
+            f = f + moe(a, p[n + "moe.router.weight"], h, expert, aux)
+        x = x + drop(f, 2 + 2 * l)
     x = F.layer_norm(x, (D,), p["ln_f.weight"], p["ln_f.bias"], a.norm_eps)
     logits = x @ p["wte"].t()
-    return lm_loss(a, logits, targets)
+    return with_aux(a, lm_loss(a, logits, targets), aux)
+
+
+def moe(a, router, h, expert, aux):
+    """gen_model.py's mixture of experts, written from its definition: the
+    router's softmax, the top K (a stable descending sort: ties to the lower
+    index) renormalised as gates, each expert on the tokens routed to it,
+    summed back by the gates; the Switch balance term into `aux`."""
+    b, t, d = h.shape
+    flat = h.reshape(b * t, d)
+    probs = F.softmax(flat @ router.t(), dim=-1)
+    values, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    gate, chosen = values[:, :a.moe_top_k], order[:, :a.moe_top_k]
+    if a.moe_top_k > 1:
+        gate = gate / gate.sum(-1, keepdim=True)
+    out = torch.zeros_like(flat)
+    counts = []
+    for e in range(a.moe_experts):
+        token, slot = (chosen == e).nonzero(as_tuple=True)
+        counts.append(token.numel())
+        if token.numel():
+            out = out.index_add(0, token, gate[token, slot, None] * expert(e, flat[token]))
+    share = torch.tensor(counts, dtype=flat.dtype) / (b * t * a.moe_top_k)
+    aux.append((share * probs.mean(0)).sum())
+    return out.reshape(b, t, d)
+
+
+def with_aux(a, loss, aux):
+    """gen_model.py's --moe-aux-loss C: loss + C · E · Σ_layers balance."""
+    if not a.moe_experts or not a.moe_aux_loss:
+        return loss
+    return loss + a.moe_aux_loss * a.moe_experts * sum(aux)
 
 
 def lm_loss(a, logits, targets):
@@ -188,6 +228,7 @@ def rms_norm(x, w, eps):
 
 def llama_loss(a, p, tokens, targets, drop=lambda x, stream: x):
     H, K = a.heads, a.kv_heads
+    aux = []
     hd = a.dim // H
     x = drop(p["tok_embeddings"][tokens], 0)
     for l in range(a.layers):
@@ -199,11 +240,20 @@ def llama_loss(a, p, tokens, targets, drop=lambda x, stream: x):
         x = x + drop(attention(q, k, v, H, K, hd, keep_of(a, tokens)) @ p[n + "attention.wo"].t(),
                      1 + 2 * l)
         h = rms_norm(x, p[n + "ffn_norm"], a.norm_eps)
-        g = F.silu(h @ p[n + "feed_forward.w1"].t()) * (h @ p[n + "feed_forward.w3"].t())
-        x = x + drop(g @ p[n + "feed_forward.w2"].t(), 2 + 2 * l)
+        m = 0
+        if not a.moe_experts or a.moe_shared:
+            g = F.silu(h @ p[n + "feed_forward.w1"].t()) * (h @ p[n + "feed_forward.w3"].t())
+            m = g @ p[n + "feed_forward.w2"].t()
+        if a.moe_experts:
+            def expert(e, rows, n=n):
+                g = F.silu(rows @ p[n + "moe.experts.w1"][e].t()) * \
+                    (rows @ p[n + "moe.experts.w3"][e].t())
+                return g @ p[n + "moe.experts.w2"][e].t()
+            m = m + moe(a, p[n + "moe.router.weight"], h, expert, aux)
+        x = x + drop(m, 2 + 2 * l)
     x = rms_norm(x, p["norm"], a.norm_eps)
     logits = x @ p["output"].t()
-    return lm_loss(a, logits, targets)
+    return with_aux(a, lm_loss(a, logits, targets), aux)
 
 
 def frozen_names(model_text):

@@ -210,6 +210,35 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
                                          g.getInput().getType().getDimSize(g.getDim())),
                            std::nullopt};
       })
+      // The mixture-of-experts ops (kernels/*/moe.*): top_k (rows, n, k);
+      // dispatch, combine and its gradient (tokens, k, width, E), on CUDA
+      // with scratch for the routing (2E + tokens·k i32); grouped_matmul
+      // and its weight gradient (m, k, n, E, transpose_b).
+      .Case([&](TopKOp t) {
+        return LibraryCall{"top_k", {i64(rows(t.getInput())), i64(lastDim(t.getInput())),
+                                     i64(t.getK())},
+                           std::nullopt};
+      })
+      .Case<MoeDispatchOp, MoeCombineOp, MoeCombineGradOp>([&](auto m) {
+        RankedTensorType experts = typeOf(m.getExperts());
+        int64_t tokens = experts.getDimSize(0), k = experts.getDimSize(1);
+        int64_t e = m.getNumExperts();
+        Value wide = isa<MoeDispatchOp>(op) ? op->getOperand(0) : op->getResult(0);
+        std::optional<int64_t> scratch;
+        if (cuda)
+          scratch = 4 * (2 * e + tokens * k);
+        return LibraryCall{op->getName().stripDialect(),
+                           {i64(tokens), i64(k), i64(lastDim(wide)), i64(e)}, scratch};
+      })
+      .Case<GroupedMatmulOp, GroupedMatmulWeightGradOp>([&](auto g) {
+        RankedTensorType lhs = typeOf(g.getLhs());
+        int64_t n = isa<GroupedMatmulOp>(op) ? lastDim(op->getResult(0)) : lastDim(op->getOperand(1));
+        return LibraryCall{op->getName().stripDialect(),
+                           {i64(lhs.getDimSize(0)), i64(lhs.getDimSize(1)), i64(n),
+                            i64(typeOf(g.getCounts()).getDimSize(0)),
+                            i32(g.getTransposeB() ? 1 : 0)},
+                           std::nullopt};
+      })
       .Case([&](GatherGradOp g) {
         return LibraryCall{"gather_grad", gatherScalars(g.getIndex(), g.getDim(), g.getSize()),
                            std::nullopt};

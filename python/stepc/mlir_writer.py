@@ -146,6 +146,55 @@ class FunctionWriter:
         return self.emit(hint + "_4d", [b, 1, 1, t],
                          f"step.reshape {bias.name} : {bias.type} -> {{out}}", dtype="f32")
 
+    def emit2(self, hints, shapes, dtypes, text):
+        """An op of two results."""
+        a = Value(self._fresh(hints[0]), shapes[0], dtypes[0])
+        b = Value(self._fresh(hints[1]), shapes[1], dtypes[1])
+        self.body.append(f"  {a.name}, {b.name} = {text.format(a=a.type, b=b.type)}")
+        return a, b
+
+    def reshape(self, x, shape, hint):
+        return self.emit(hint, shape, f"step.reshape {x.name} : {x.type} -> {{out}}",
+                         dtype=x.dtype)
+
+    def softmax(self, x, hint):
+        dim = len(x.shape) - 1
+        return self.emit(hint, x.shape, f"step.softmax {x.name} dim {dim} "
+                                        f": ({x.type}) -> {{out}}")
+
+    def reduce(self, op, x, dims, hint, keep=False):
+        shape = [d if keep else None for i, d in enumerate(x.shape)]
+        shape = [1 if i in dims else d for i, d in enumerate(x.shape)] if keep else \
+            [d for i, d in enumerate(x.shape) if i not in dims]
+        keep_attr = " keep_dims" if keep else ""
+        return self.emit(hint, shape, f"step.{op} {x.name} dims {list(dims)}{keep_attr} "
+                                      f": ({x.type}) -> {{out}}", dtype=x.dtype)
+
+    def top_k(self, x, k, hint):
+        shape = x.shape[:-1] + [k]
+        return self.emit2((hint + "_gate", hint + "_expert"), (shape, shape), (x.dtype, "i32"),
+                          f"step.top_k {x.name} k {k} : ({x.type}) -> ({{a}}, {{b}})")
+
+    def moe_dispatch(self, x, experts, num_experts, hint):
+        rows = [x.shape[0] * experts.shape[1], x.shape[1]]
+        return self.emit2((hint + "_rows", hint + "_counts"), (rows, [num_experts]),
+                          (x.dtype, "i32"),
+                          f"step.moe_dispatch {x.name}, {experts.name} experts {num_experts} "
+                          f": ({x.type}, {experts.type}) -> ({{a}}, {{b}})")
+
+    def grouped_matmul(self, rows, w, counts, hint, transpose_b=True):
+        n = w.shape[1] if transpose_b else w.shape[2]
+        flag = " transpose_b" if transpose_b else ""
+        return self.emit(hint, [rows.shape[0], n],
+                         f"step.grouped_matmul {rows.name}, {w.name}, {counts.name}{flag} "
+                         f": ({rows.type}, {w.type}, {counts.type}) -> {{out}}")
+
+    def moe_combine(self, rows, gates, experts, num_experts, hint):
+        return self.emit(hint, [experts.shape[0], rows.shape[1]],
+                         f"step.moe_combine {rows.name}, {gates.name}, {experts.name} "
+                         f"experts {num_experts} : ({rows.type}, {gates.type}, {experts.type}) "
+                         f"-> {{out}}")
+
     def cross_entropy(self, logits, targets, hint, ignore_index=None, label_smoothing=0.0,
                       z_loss=0.0):
         """The mean over the counted targets (those not ignore_index)."""
