@@ -13,7 +13,8 @@ PyTorch's nn.Linear layout [out, in]. --moe-experts E --moe-top-k K makes
 each block's MLP a mixture of E experts of the same shape (a linear router,
 softmax, the top K with their probabilities renormalised as gates, dropless
 dispatch, grouped products, combine), --moe-shared 1 adds the dense MLP as a
-shared expert (DeepSeek's), --moe-aux-loss C the Switch load-balancing loss.
+shared expert (DeepSeek's), --moe-aux-loss C a sequence-wise load-balancing
+loss (DeepSeek-V3's: Switch's E·Σ f·P within each sequence, averaged).
 Standard library only.
 """
 
@@ -144,9 +145,11 @@ def dense_mlp(a):
 def moe(w, a, h, router, experts, n, aux):
     """The mixture of experts on h [B, T, D]: router probabilities over E,
     the top K renormalised as gates, dispatch, `experts(rows, counts)`,
-    combine. Appends the layer's Switch load-balancing term to `aux`:
-    E · Σ_e f_e · P_e, f_e the fraction of routed pairs at e, P_e the mean
-    probability of e (only P_e carries a gradient)."""
+    combine. Appends the layer's load-balancing term to `aux`: per
+    sequence, Σ_e f_e · P_e with f_e its fraction of routed pairs at e and
+    P_e its mean probability of e (only P_e carries a gradient), averaged
+    over the sequences — a mean over rows like the loss's, so data
+    parallelism and micro-batches leave it unchanged."""
     B, T, D = h.shape
     E, K = a.moe_experts, a.moe_top_k
     flat = w.reshape(h, [B * T, D], n + "moe_in")
@@ -159,14 +162,24 @@ def moe(w, a, h, router, experts, n, aux):
     rows, counts = w.moe_dispatch(flat, expert, E, n + "moe")
     out = w.moe_combine(experts(rows, counts), gate, expert, E, n + "moe_out")
     if a.moe_aux_loss:
-        share = w.emit(n + "load", [E], f"step.convert {counts.name} : {counts.type} -> {{out}}")
-        share = w.binary("mul", share, w.emit(n + "per_pair", [E], f"step.constant "
-                                              f"dense<{1.0 / (B * T * K)!r}> : {{out}}"),
-                         n + "load_share")
-        mean_p = w.reduce("reduce_mean", probs, [0], n + "mean_prob")
-        term = w.reduce("reduce_sum", w.binary("mul", share, mean_p, n + "balance"), [0],
-                        n + "balance_sum")
-        aux.append(term)
+        # f[b, e]: a one-hot of each pair's expert, summed over the sequence.
+        picks = w.reshape(expert, [B, T, K, 1], n + "picks")
+        picks = w.emit(n + "picks_all", [B, T, K, E], f"step.broadcast {picks.name} : "
+                                                      f"{picks.type} -> {{out}}", dtype="i32")
+        # (The ids broadcast from [E]: a batch-shaped iota would keep its
+        # shape when data parallelism splits the batch.)
+        ids = w.emit(n + "expert_ids", [E], "step.iota dim 0 : {out}", dtype="i32")
+        ids = w.emit(n + "expert_ids_all", [B, T, K, E], f"step.broadcast {ids.name} : "
+                                                         f"{ids.type} -> {{out}}", dtype="i32")
+        hit = w.emit(n + "hit", [B, T, K, E], f"step.compare eq, {picks.name}, {ids.name} "
+                                              f": {picks.type}", dtype="i1")
+        hit = w.emit(n + "hit_f", [B, T, K, E], f"step.convert {hit.name} : {hit.type} -> {{out}}")
+        share = w.reduce("reduce_mean", hit, [1, 2], n + "load_share")
+        mean_p = w.reduce("reduce_mean", w.reshape(probs, [B, T, E], n + "probs_rows"), [1],
+                          n + "mean_prob")
+        term = w.reduce("reduce_sum", w.binary("mul", share, mean_p, n + "balance"), [1],
+                        n + "balance_rows")
+        aux.append(w.reduce("reduce_mean", term, [0], n + "balance_mean"))
     return w.reshape(out, [B, T, D], n + "moe_y")
 
 

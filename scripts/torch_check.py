@@ -182,7 +182,7 @@ def moe(a, router, h, expert, aux):
     """gen_model.py's mixture of experts, written from its definition: the
     router's softmax, the top K (a stable descending sort: ties to the lower
     index) renormalised as gates, each expert on the tokens routed to it,
-    summed back by the gates; the Switch balance term into `aux`."""
+    summed back by the gates; the sequence-wise balance term into `aux`."""
     b, t, d = h.shape
     flat = h.reshape(b * t, d)
     probs = F.softmax(flat @ router.t(), dim=-1)
@@ -191,14 +191,14 @@ def moe(a, router, h, expert, aux):
     if a.moe_top_k > 1:
         gate = gate / gate.sum(-1, keepdim=True)
     out = torch.zeros_like(flat)
-    counts = []
     for e in range(a.moe_experts):
         token, slot = (chosen == e).nonzero(as_tuple=True)
-        counts.append(token.numel())
         if token.numel():
             out = out.index_add(0, token, gate[token, slot, None] * expert(e, flat[token]))
-    share = torch.tensor(counts, dtype=flat.dtype) / (b * t * a.moe_top_k)
-    aux.append((share * probs.mean(0)).sum())
+    # Per sequence: f = its pairs' share at each expert, P = its mean
+    # probability; Σ_e f·P averaged over the sequences.
+    share = F.one_hot(chosen.reshape(b, t * a.moe_top_k), a.moe_experts).to(flat.dtype).mean(1)
+    aux.append((share * probs.reshape(b, t, -1).mean(1)).sum(-1).mean())
     return out.reshape(b, t, d)
 
 
