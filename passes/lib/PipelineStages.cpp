@@ -472,18 +472,29 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     setPhase(op, Phase::Collective);
     op->setAttr(StepDialect::kTransferAttrName, b.getI64IntegerAttr(tagOf.lookup({v, to})));
   };
+  // A scalar (an auxiliary loss term) travels as one element: mesh.send
+  // and mesh.recv take ranked tensors of rank >= 1.
+  auto wireType = [](RankedTensorType type) {
+    return type.getRank() ? type : RankedTensorType::get({1}, type.getElementType());
+  };
   auto receive = [&](Value v) {
     if (map.contains(v) || !p.received[stage].contains(v))
       return;
     auto type = cast<RankedTensorType>(v.getType());
+    RankedTensorType wire = wireType(type);
     // mesh.recv names the buffer it receives into: a zero of the type.
-    auto into = b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
+    auto into = b.create<ConstantOp>(loc, DenseElementsAttr::get(wire, b.getZeroAttr(wire.getElementType())));
     setPhase(into, Phase::Collective);
     int from = p.rankOf(p.stageOf.lookup(v.getDefiningOp()));
-    auto recv = b.create<mesh::RecvOp>(loc, type, kWorldMeshName, axis, into.getResult(),
+    auto recv = b.create<mesh::RecvOp>(loc, wire, kWorldMeshName, axis, into.getResult(),
                                        b.getDenseI64ArrayAttr({from}), ValueRange{});
     mark(recv, v, stage);
-    map.map(v, recv.getResult());
+    Value got = recv.getResult();
+    if (wire != type) {
+      got = b.create<ReshapeOp>(loc, type, got);
+      setPhase(got.getDefiningOp(), Phase::Collective);
+    }
+    map.map(v, got);
   };
   for (Operation *op : *order) {
     for (Value v : op->getOperands())
@@ -493,7 +504,13 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     copy->removeAttr(StepDialect::kMicroBatchAttrName);
     for (Value v : op->getResults())
       for (int to : sendsOf.lookup(v)) {
-        auto send = b.create<mesh::SendOp>(loc, v.getType(), kWorldMeshName, axis, map.lookup(v),
+        auto type = cast<RankedTensorType>(v.getType());
+        Value sent = map.lookup(v);
+        if (wireType(type) != type) {
+          sent = b.create<ReshapeOp>(loc, wireType(type), sent);
+          setPhase(sent.getDefiningOp(), Phase::Collective);
+        }
+        auto send = b.create<mesh::SendOp>(loc, sent.getType(), kWorldMeshName, axis, sent,
                                            b.getDenseI64ArrayAttr({to}), ValueRange{});
         mark(send, v, to);
       }
