@@ -212,7 +212,7 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       })
       // The mixture-of-experts ops (kernels/*/moe.*): top_k (rows, n, k);
       // dispatch, combine and its gradient (tokens, k, width, E), on CUDA
-      // with scratch for the routing (2E + tokens·k i32); grouped_matmul
+      // with scratch for the routing (2E + tokens·k + 1 i32); grouped_matmul
       // and its weight gradient (m, k, n, E, transpose_b).
       .Case([&](TopKOp t) {
         return LibraryCall{"top_k", {i64(rows(t.getInput())), i64(lastDim(t.getInput())),
@@ -226,7 +226,7 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         Value wide = isa<MoeDispatchOp>(op) ? op->getOperand(0) : op->getResult(0);
         std::optional<int64_t> scratch;
         if (cuda)
-          scratch = 4 * (2 * e + tokens * k);
+          scratch = 4 * (2 * e + tokens * k + 1);
         return LibraryCall{op->getName().stripDialect(),
                            {i64(tokens), i64(k), i64(lastDim(wide)), i64(e)}, scratch};
       })
