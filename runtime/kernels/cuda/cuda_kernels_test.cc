@@ -523,6 +523,119 @@ TEST_F(CudaKernels, IndexOpsEqualCpu) {
   EXPECT_EQ(Down(D, want_grad.size()), want_grad);
 }
 
+// The mixture-of-experts kernels: top_k's order (ties to the lower index,
+// NaN largest) checked by hand on the CPU, then CPU and device equal on
+// random data; dispatch's stable order, counts and zero tail with an
+// expert id outside [0, E); combine and its gradient; grouped products in
+// both layouts with an expert that gets no rows, against per-expert sums.
+TEST_F(CudaKernels, MixtureOfExperts) {
+  const int64_t rows = 37, n = 9, k = 3;
+  Floats x = Random(rows * n, 70, 1.0f);
+  const float tied[9] = {1, 3, 3, 2, 3, -1, 0, 3, 2};
+  std::copy(tied, tied + 9, x.begin());
+  x[n + 4] = NAN;
+  Floats values(rows * k);
+  std::vector<int32_t> indices(rows * k);
+  stepc_cpu_top_k(x.data(), rows, n, k, values.data(), indices.data());
+  EXPECT_EQ(std::vector<int32_t>(indices.begin(), indices.begin() + 3),
+            (std::vector<int32_t>{1, 2, 4}));
+  EXPECT_EQ(indices[3], 4);  // the NaN first
+  float* V = Zeros(values.size());
+  int32_t* I = Up(std::vector<int32_t>(indices.size(), -7));
+  ASSERT_EQ(stepc_cuda_top_k(&ctx_, Up(x), rows, n, k, V, I), 0) << error_;
+  EXPECT_EQ(DownInts(I, indices.size()), indices);
+
+  const int64_t tokens = 29, top = 2, width = 12, experts = 4;
+  std::vector<int32_t> route(tokens * top);
+  std::mt19937 gen(71);
+  for (int32_t& e : route) e = static_cast<int32_t>(gen() % experts);
+  route[5] = 2;  // expert 3 gets no rows at all, an id outside [0, E) none
+  for (int32_t& e : route)
+    if (e == 3) e = 1;
+  route[7] = 9;
+  Floats h = Random(tokens * width, 72, 1.0f);
+  Floats dispatched(tokens * top * width, NAN);
+  std::vector<int32_t> counts(experts, -1);
+  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, dispatched.data(),
+                         counts.data());
+  EXPECT_EQ(counts[3], 0);
+  int64_t row = 0;
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t p = 0; p < tokens * top; ++p)
+      if (route[p] == e) {
+        for (int64_t c = 0; c < width; ++c)
+          ASSERT_EQ(dispatched[row * width + c], h[(p / top) * width + c]) << "row " << row;
+        ++row;
+      }
+  EXPECT_EQ(row, tokens * top - 1);
+  for (int64_t c = 0; c < width; ++c) EXPECT_EQ(dispatched[row * width + c], 0.0f);
+  const int64_t scratch = 2 * experts + tokens * top + 1;
+  float* Rows = Zeros(dispatched.size());
+  int32_t *Route = Up(route), *Counts = Up(std::vector<int32_t>(experts, -1));
+  ASSERT_EQ(stepc_cuda_moe_dispatch(&ctx_, Up(h), Route, tokens, top, width, experts,
+                                    Zeros(scratch), Rows, Counts),
+            0)
+      << error_;
+  EXPECT_EQ(Down(Rows, dispatched.size()), dispatched);
+  EXPECT_EQ(DownInts(Counts, experts), counts);
+
+  Floats gates = Random(tokens * top, 73, 1.0f), out(tokens * width);
+  stepc_cpu_moe_combine(dispatched.data(), gates.data(), route.data(), tokens, top, width,
+                        experts, out.data());
+  Floats dy = Random(out.size(), 74, 1.0f), drows(dispatched.size(), NAN), dgates(gates.size());
+  stepc_cpu_moe_combine_grad(dy.data(), dispatched.data(), gates.data(), route.data(), tokens,
+                             top, width, experts, drows.data(), dgates.data());
+  EXPECT_EQ(dgates[7], 0.0f);
+  float *G = Up(gates), *Out = Zeros(out.size()), *DRows = Zeros(drows.size()),
+        *DGates = Zeros(dgates.size());
+  ASSERT_EQ(stepc_cuda_moe_combine(&ctx_, Rows, G, Route, tokens, top, width, experts,
+                                   Zeros(scratch), Out),
+            0)
+      << error_;
+  ASSERT_EQ(stepc_cuda_moe_combine_grad(&ctx_, Up(dy), Rows, G, Route, tokens, top, width,
+                                        experts, Zeros(scratch), DRows, DGates),
+            0)
+      << error_;
+  EXPECT_LT(RelError(Down(Out, out.size()), out), 1e-6);
+  EXPECT_LT(RelError(Down(DRows, drows.size()), drows), 1e-6);
+  EXPECT_LT(RelError(Down(DGates, dgates.size()), dgates), 1e-6);
+
+  const int64_t m = tokens * top, kk = width, nn = 10;
+  for (int transpose_b : {0, 1}) {
+    Floats w = Random(experts * kk * nn, 75 + transpose_b, 1.0f), y(m * nn, NAN),
+           want(m * nn, 0.0f), g = Random(m * nn, 77, 1.0f), dw(experts * kk * nn, NAN),
+           want_dw(dw.size(), 0.0f);
+    stepc_cpu_grouped_matmul(dispatched.data(), w.data(), counts.data(), m, kk, nn, experts,
+                             transpose_b, y.data());
+    stepc_cpu_grouped_matmul_weight_grad(dispatched.data(), g.data(), counts.data(), m, kk, nn,
+                                         experts, transpose_b, dw.data());
+    int64_t begin = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      for (int64_t r = begin; r < begin + counts[e]; ++r)
+        for (int64_t j = 0; j < nn; ++j)
+          for (int64_t c = 0; c < kk; ++c) {
+            const int64_t at = transpose_b ? e * nn * kk + j * kk + c : e * kk * nn + c * nn + j;
+            want[r * nn + j] += dispatched[r * kk + c] * w[at];
+            want_dw[at] += dispatched[r * kk + c] * g[r * nn + j];
+          }
+      begin += counts[e];
+    }
+    EXPECT_LT(RelError(y, want), 1e-5) << "transpose_b " << transpose_b;
+    EXPECT_LT(RelError(dw, want_dw), 1e-5) << "transpose_b " << transpose_b;
+    float *Y = Zeros(y.size()), *DW = Zeros(dw.size());
+    ASSERT_EQ(stepc_cuda_grouped_matmul(&ctx_, Rows, Up(w), Counts, m, kk, nn, experts,
+                                        transpose_b, Y),
+              0)
+        << error_;
+    ASSERT_EQ(stepc_cuda_grouped_matmul_weight_grad(&ctx_, Rows, Up(g), Counts, m, kk, nn,
+                                                    experts, transpose_b, DW),
+              0)
+        << error_;
+    EXPECT_LT(RelError(Down(Y, y.size()), y), 1e-5);
+    EXPECT_LT(RelError(Down(DW, dw.size()), dw), 1e-5);
+  }
+}
+
 TEST_F(CudaKernels, CrossEntropyAndEmbeddingWithIdChecks) {
   const int64_t n = 77, classes = 1000, d = 48;
   Floats logits = Random(n * classes, 50, 3.0f);
