@@ -43,6 +43,11 @@ PRESETS = {
     "llama-s": ["--arch", "llama", "--vocab", "32000", "--seq", "2048", "--dim", "768",
                 "--layers", "12", "--heads", "12", "--kv-heads", "4",
                 "--ffn-multiple", "256", "--batch", "4"],
+    # gpt-small's MLPs as 8 experts, top-2, beside a shared expert, with the
+    # sequence-wise balance loss: the mixture-of-experts example.
+    "gpt-moe": ["--arch", "gpt", "--vocab", "512", "--seq", "64", "--dim", "64",
+                "--layers", "2", "--heads", "4", "--batch", "8", "--moe-experts", "8",
+                "--moe-top-k", "2", "--moe-shared", "1", "--moe-aux-loss", "0.01"],
     # TinyLlama's shapes (1.1B parameters): the GPU benchmark's second model.
     "llama-1b": ["--arch", "llama", "--vocab", "32000", "--seq", "2048", "--dim", "2048",
                  "--layers", "22", "--heads", "32", "--kv-heads", "4",

@@ -14,7 +14,7 @@ using namespace stepc::step;
 /// only change its type or layout.
 static bool feedsMatmul(Value value) {
   for (Operation *user : value.getUsers()) {
-    if (isa<MatmulOp, BatchMatmulOp>(user))
+    if (isa<MatmulOp, BatchMatmulOp, GroupedMatmulOp>(user))
       return true;
     if (isa<ConvertOp, ReshapeOp, TransposeOp>(user) && feedsMatmul(user->getResult(0)))
       return true;
@@ -59,8 +59,8 @@ FailureOr<ModelReport> stepc::analyzeModel(func::FuncOp loss) {
       return WalkResult::interrupt();
     // A product's backward is one product per operand, each as costly as
     // the forward: a frozen parameter's is never computed.
-    if (isa<MatmulOp, BatchMatmulOp>(op))
-      for (Value operand : op->getOperands())
+    if (isa<MatmulOp, BatchMatmulOp, GroupedMatmulOp>(op))
+      for (Value operand : op->getOperands().take_front(2))
         if (isFrozenParameter(operand))
           flops->backward -= flops->forward;
     if (llvm::AddOverflow(report.forwardFlops, flops->forward, report.forwardFlops) ||

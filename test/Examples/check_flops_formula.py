@@ -7,7 +7,9 @@ model, runs `stepc-opt --step-report`, and compares with
 
     params        (counted from the architecture)
     matmul_params P_matmul: every Linear weight, plus the tied/untied head
-    model FLOPs   (6·P_matmul + 12·L·T·d_attn) per token, d_attn = heads·head_dim
+                  (with experts: the router and every expert's weights)
+    model FLOPs   (6·P_active + 12·L·T·d_attn) per token, d_attn = heads·head_dim,
+                  P_active = P_matmul with K of a layer's E experts (a token's)
 
 Exits non-zero on the first mismatch, printing both figures.
 """
@@ -34,6 +36,11 @@ ODD_CONFIGS = [
      "--heads", "5", "--kv-heads", "1", "--ffn-multiple", "24", "--batch", "3"],
     ["--arch", "llama", "--vocab", "33", "--seq", "11", "--dim", "36", "--layers", "1",
      "--heads", "3", "--kv-heads", "3", "--ffn-multiple", "7", "--batch", "1"],
+    ["--arch", "gpt", "--vocab", "97", "--seq", "17", "--dim", "48", "--layers", "3",
+     "--heads", "3", "--batch", "5", "--moe-experts", "5", "--moe-top-k", "3"],
+    ["--arch", "llama", "--vocab", "101", "--seq", "13", "--dim", "72", "--layers", "2",
+     "--heads", "6", "--kv-heads", "3", "--ffn-multiple", "32", "--batch", "2",
+     "--moe-experts", "4", "--moe-top-k", "1", "--moe-shared", "1", "--moe-aux-loss", "0.1"],
 ]
 
 
@@ -41,18 +48,30 @@ def expected(a):
     """Closed-form params, P_matmul and FLOPs per token of a configuration."""
     V, T, d, L, H = a.vocab, a.seq, a.dim, a.layers, a.heads
     hd = d // H
+    E, top = a.moe_experts, a.moe_top_k
+    dense = not E or a.moe_shared
     if a.arch == "gpt":
-        matmul = V * d + L * (3 * d * d + d * d + 4 * d * d + 4 * d * d)
-        per_block_other = 2 * d + 3 * d + d + 2 * d + 4 * d + d  # norms + biases
-        params = matmul + L * per_block_other + 2 * d + (T * d if a.pos == "learned" else 0)
+        mlp = 4 * d * d + 4 * d * d
+        attn = 3 * d * d + d * d
+        per_block_other = 2 * d + 3 * d + d + 2 * d + (4 * d + d if dense else 0)  # norms, biases
+        extra = T * d if a.pos == "learned" else 0
         attn_width = d
     else:
         K = a.kv_heads
         F = gen_model.llama_ffn_hidden(d, a.ffn_multiple)
-        matmul = V * d + L * (d * H * hd + 2 * d * K * hd + H * hd * d + 3 * d * F)
-        params = matmul + V * d + L * 2 * d + d
+        mlp = 3 * d * F
+        attn = d * H * hd + 2 * d * K * hd + H * hd * d
+        per_block_other = 2 * d
         attn_width = H * hd
-    per_token = 6 * matmul + 12 * L * T * attn_width
+    block = attn + (mlp if dense else 0) + (E * d + E * mlp if E else 0)
+    active = attn + (mlp if dense else 0) + (E * d + top * mlp if E else 0)
+    # The head (tied to the embedding in GPT) is a matmul parameter.
+    matmul, active_matmul = V * d + L * block, V * d + L * active
+    if a.arch == "gpt":
+        params = matmul + L * per_block_other + 2 * d + extra
+    else:
+        params = matmul + V * d + L * per_block_other + d  # + embedding, final norm
+    per_token = 6 * active_matmul + 12 * L * T * attn_width
     return {"params": params, "matmul_params": matmul, "model_flops_per_token": per_token,
             "model_flops_per_step": per_token * a.batch * T}
 
