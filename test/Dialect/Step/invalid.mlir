@@ -617,3 +617,43 @@ func.func @select_c1(%m: tensor<4xi1>, %x: tensor<4xf32>, %y: tensor<4xbf16>) {
   %0 = "step.select"(%m, %x, %y) : (tensor<4xi1>, tensor<4xf32>, tensor<4xbf16>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @top_k_c1(%x: tensor<6x3xf32>) {
+  // expected-error @+1 {{'step.top_k' op expects k (4) at most the last dimension (3)}}
+  %v, %i = step.top_k %x k 4 : (tensor<6x3xf32>) -> (tensor<6x4xf32>, tensor<6x4xi32>)
+  return
+}
+
+// -----
+
+func.func @moe_dispatch_c1(%x: tensor<6x4xf32>, %e: tensor<5x2xi32>) {
+  // expected-error @+1 {{'step.moe_dispatch' op expects tokens [N, D] and experts [N, K], got 'tensor<6x4xf32>' and 'tensor<5x2xi32>'}}
+  %r, %c = step.moe_dispatch %x, %e experts 3 : (tensor<6x4xf32>, tensor<5x2xi32>) -> (tensor<12x4xf32>, tensor<3xi32>)
+  return
+}
+
+// -----
+
+func.func @moe_combine_c1(%r: tensor<10x4xf32>, %g: tensor<6x2xf32>, %e: tensor<6x2xi32>) {
+  // expected-error @+1 {{'step.moe_combine' op expects rows [N·K, D] = [12, D], got 'tensor<10x4xf32>'}}
+  %y = step.moe_combine %r, %g, %e experts 3 : (tensor<10x4xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x4xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_c1(%x: tensor<12x4xf32>, %w: tensor<3x5x6xf32>, %c: tensor<3xi32>) {
+  // expected-error @+1 {{'step.grouped_matmul' op expects lhs's 4 columns to equal rhs's K 6}}
+  %y = step.grouped_matmul %x, %w, %c transpose_b : (tensor<12x4xf32>, tensor<3x5x6xf32>, tensor<3xi32>) -> tensor<12x5xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_counts(%x: tensor<12x4xf32>, %w: tensor<3x4x5xf32>, %c: tensor<2xi32>) {
+  // expected-error @+1 {{'step.grouped_matmul' op expects lhs [M, K], rhs [E, K, N] and counts [E], got 'tensor<12x4xf32>', 'tensor<3x4x5xf32>' and 'tensor<2xi32>'}}
+  %y = step.grouped_matmul %x, %w, %c : (tensor<12x4xf32>, tensor<3x4x5xf32>, tensor<2xi32>) -> tensor<12x5xf32>
+  return
+}

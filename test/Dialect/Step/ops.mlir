@@ -293,3 +293,21 @@ func.func @index_ops(%x: tensor<4x8xf32>, %idx: tensor<4x3xi32>)
   %d = step.gather_grad %g, %idx dim 1 size 8 : (tensor<4x3xf32>, tensor<4x3xi32>) -> tensor<4x8xf32>
   return %i, %a, %g, %d : tensor<4x8xi32>, tensor<4xi32>, tensor<4x3xf32>, tensor<4x8xf32>
 }
+
+// CHECK-LABEL: func.func @moe
+func.func @moe(%p: tensor<6x3xf32>, %x: tensor<6x4xf32>, %w: tensor<3x5x4xf32>, %dy: tensor<6x5xf32>)
+    -> (tensor<6x5xf32>, tensor<3x5x4xf32>, tensor<12x5xf32>, tensor<6x2xf32>) {
+  // CHECK: step.top_k %{{.*}} k 2 : (tensor<6x3xf32>) -> (tensor<6x2xf32>, tensor<6x2xi32>)
+  %g, %e = step.top_k %p k 2 : (tensor<6x3xf32>) -> (tensor<6x2xf32>, tensor<6x2xi32>)
+  // CHECK: step.moe_dispatch %{{.*}}, %{{.*}} experts 3 : (tensor<6x4xf32>, tensor<6x2xi32>) -> (tensor<12x4xf32>, tensor<3xi32>)
+  %rows, %counts = step.moe_dispatch %x, %e experts 3 : (tensor<6x4xf32>, tensor<6x2xi32>) -> (tensor<12x4xf32>, tensor<3xi32>)
+  // CHECK: step.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} transpose_b : (tensor<12x4xf32>, tensor<3x5x4xf32>, tensor<3xi32>) -> tensor<12x5xf32>
+  %h = step.grouped_matmul %rows, %w, %counts transpose_b : (tensor<12x4xf32>, tensor<3x5x4xf32>, tensor<3xi32>) -> tensor<12x5xf32>
+  // CHECK: step.grouped_matmul_weight_grad %{{.*}}, %{{.*}}, %{{.*}} transpose_b : (tensor<12x4xf32>, tensor<12x5xf32>, tensor<3xi32>) -> tensor<3x5x4xf32>
+  %dw = step.grouped_matmul_weight_grad %rows, %h, %counts transpose_b : (tensor<12x4xf32>, tensor<12x5xf32>, tensor<3xi32>) -> tensor<3x5x4xf32>
+  // CHECK: step.moe_combine %{{.*}}, %{{.*}}, %{{.*}} experts 3 : (tensor<12x5xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x5xf32>
+  %y = step.moe_combine %h, %g, %e experts 3 : (tensor<12x5xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x5xf32>
+  // CHECK: step.moe_combine_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} experts 3 : (tensor<6x5xf32>, tensor<12x5xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> (tensor<12x5xf32>, tensor<6x2xf32>)
+  %dr, %dg = step.moe_combine_grad %dy, %h, %g, %e experts 3 : (tensor<6x5xf32>, tensor<12x5xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> (tensor<12x5xf32>, tensor<6x2xf32>)
+  return %y, %dw, %dr, %dg : tensor<6x5xf32>, tensor<3x5x4xf32>, tensor<12x5xf32>, tensor<6x2xf32>
+}
