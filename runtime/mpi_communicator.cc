@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,12 @@ class MpiCommunicator : public Communicator {
   // `base` is MPI_COMM_WORLD or a duplicate this communicator owns.
   MpiCommunicator(MPI_Comm base, int rank, int size) : base_(base), rank_(rank), size_(size) {
     for (MPI_Comm& c : comms_) c = base_;
+    // STEPC_MPI_P2P_ORDERED=1: point-to-point transfers match by their order
+    // per pair, not by tag, as NCCL's do (every transfer goes as tag 0, and
+    // MPI does not let messages of one tag overtake each other): a test
+    // mode that shows whether a step's send and receive orders agree.
+    const char* ordered = std::getenv("STEPC_MPI_P2P_ORDERED");
+    ordered_ = ordered && std::string(ordered) == "1";
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -130,16 +137,16 @@ class MpiCommunicator : public Communicator {
   absl::StatusOr<int> StartSend(int peer, int tag, const void* data, int64_t bytes) override {
     STEPC_RETURN_IF_ERROR(CheckTransfer(peer, tag, bytes));
     MPI_Request request;
-    STEPC_MPI_RETURN_IF_ERROR(
-        MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, base_, &request));
+    STEPC_MPI_RETURN_IF_ERROR(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer,
+                                        ordered_ ? 0 : tag, base_, &request));
     return Track(request);
   }
 
   absl::StatusOr<int> StartRecv(int peer, int tag, void* data, int64_t bytes) override {
     STEPC_RETURN_IF_ERROR(CheckTransfer(peer, tag, bytes));
     MPI_Request request;
-    STEPC_MPI_RETURN_IF_ERROR(
-        MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, base_, &request));
+    STEPC_MPI_RETURN_IF_ERROR(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer,
+                                        ordered_ ? 0 : tag, base_, &request));
     return Track(request);
   }
 
@@ -172,6 +179,7 @@ class MpiCommunicator : public Communicator {
     return absl::OkStatus();
   }
 
+  bool ordered_ = false;
   // A request id for Wait; ids of completed requests are reused.
   int Track(MPI_Request request) {
     if (!free_.empty()) {
