@@ -32,7 +32,7 @@ _choose_blas_kernels()
 from .errors import ExportError, StepcError
 
 __all__ = ["export", "Exported", "ExportError", "compile", "Session", "train", "StepcError",
-           "safetensors", "hf"]
+           "safetensors", "hf", "nn"]
 
 # torch is imported only by what needs it: a Session runs without it.
 _LAZY = {"export": "exporter", "Exported": "exporter", "Session": "session", "train": "session",
@@ -42,6 +42,6 @@ _LAZY = {"export": "exporter", "Exported": "exporter", "Session": "session", "tr
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module("." + _LAZY[name], __name__), name)
-    if name in ("safetensors", "hf"):
+    if name in ("safetensors", "hf", "nn"):
         return importlib.import_module("." + name, __name__)
     raise AttributeError(name)

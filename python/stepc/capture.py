@@ -16,6 +16,8 @@ import torch
 import torch.fx.proxy
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from . import nn
+
 from .errors import ExportError
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -279,7 +281,7 @@ def capture(model, example_inputs, names=None):
         smoothing = set()
         flat_inputs = [*[t.detach() for t in tensors], *[b for _, b in buffers], *example_inputs]
         with torch.enable_grad(), recording_sources(), recording_autograd_functions(), \
-                dropout_as_one_op(), cross_entropy_smoothing(smoothing):
+                dropout_as_one_op(), cross_entropy_smoothing(smoothing), nn.exporting():
             graph_module = make_fx(flat_forward, tracing_mode="fake")(*flat_inputs)
             if writes_in_place(graph_module.graph) and not any(
                     "stepc_autograd_function" in n.meta for n in graph_module.graph.nodes):

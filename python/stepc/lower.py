@@ -15,6 +15,7 @@ from .errors import ExportError
 from .mlir_writer import FunctionWriter, Value, eps_attr, ttype
 from . import sdpa as sdpa_args
 from .patterns import IDENTITY_CASTS, Matcher, is_call, shape_of
+from . import nn as _nn  # noqa: F401  (defines torch.ops.stepc.moe)
 
 aten = torch.ops.aten
 
@@ -244,13 +245,10 @@ class Lowering:
         transpose, the [N, K] views around it): the walk from the loss
         lowers operands an op then looks through."""
         import re
-        defined = [re.match(r"\s*(%[\w.]+) = ", line).group(1) for line in self.w.body]
-        users = {}
-        for i, line in enumerate(self.w.body):
-            for name in re.findall(r"%[\w.]+", line.split(" = ", 1)[1]):
-                users.setdefault(name, set()).add(i)
+        # A line defines one value, or several ("%a, %b = step.top_k ...").
+        defined = [re.findall(r"%[\w.]+", line.split(" = ", 1)[0]) for line in self.w.body]
         live, work = set(), [loss.name]
-        index = {name: i for i, name in enumerate(defined)}
+        index = {name: i for i, names in enumerate(defined) for name in names}
         while work:
             name = work.pop()
             i = index.get(name)
@@ -700,6 +698,35 @@ def gelu(lw, node):
     approx = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
     return lw.w.unary("gelu", lw.v(node.args[0]), "gelu",
                       " approximate tanh" if approx == "tanh" else "")
+
+
+def moe(lw, node):
+    """stepc.nn.MoE (the `stepc::moe` op its forward records while
+    exporting): the router's softmax, top_k with renormalised gates,
+    moe_dispatch, each expert as grouped products, moe_combine."""
+    x, router, w1, w2, w3 = (lw.v(a) if a is not None else None for a in node.args[:5])
+    top_k = argument(node, 5, "top_k", None)
+    activation = argument(node, 6, "activation", "gelu")
+    if len(x.shape) < 2 or router.shape[1] != x.shape[-1]:
+        fail(node, f"MoE input of shape {x.shape} for a router of {router.shape}")
+    w = lw.w
+    experts = router.shape[0]
+    flat = lw.reshape(x, [-1, x.shape[-1]])
+    probs = w.softmax(w.matmul(flat, router, "router"), "router_probs")
+    gate, chosen = w.top_k(probs, top_k, "moe")
+    if top_k > 1:
+        total = w.reduce("reduce_sum", gate, [1], "gate_sum", keep=True)
+        gate = w.binary("div", gate, w.broadcast(total, gate.shape, "gate_total"), "gate_norm")
+    rows, counts = w.moe_dispatch(flat, chosen, experts, "moe")
+    if activation == "swiglu":
+        hidden = w.binary("mul", w.unary("silu", w.grouped_matmul(rows, w1, counts, "moe_w1"),
+                                         "moe_silu"),
+                          w.grouped_matmul(rows, w3, counts, "moe_w3"), "moe_swiglu")
+    else:
+        hidden = w.unary("gelu", w.grouped_matmul(rows, w1, counts, "moe_w1"), "moe_gelu")
+    out = w.moe_combine(w.grouped_matmul(hidden, w2, counts, "moe_w2"), gate, chosen, experts,
+                        "moe_out")
+    return lw.reshape(out, x.shape)
 
 
 def clamp(lw, node):
@@ -1215,6 +1242,7 @@ def bce_with_logits(lw, node):
 
 
 HANDLERS = {
+    torch.ops.stepc.moe.default: moe,
     **{getattr(aten, p).Tensor: compare(p) for p in ("lt", "le", "gt", "ge", "eq", "ne")},
     **{getattr(aten, p).Scalar: compare(p) for p in ("lt", "le", "gt", "ge", "eq", "ne")},
     aten.view.default: reshape, aten._unsafe_view.default: reshape,

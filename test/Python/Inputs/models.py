@@ -477,6 +477,26 @@ class ManualMasked(nn.Module):
         return F.cross_entropy(self.head(x).view(-1, 96), targets.view(-1))
 
 
+class MoEDecoder(nn.Module):
+    """stepc.nn.MoE dropped into a PyTorch model (4 experts, top-2, GELU or
+    SwiGLU experts) as a residual feed-forward after a norm; trained by
+    torch.optim like any module, exported as stepc's MoE ops."""
+
+    def __init__(self, activation):
+        super().__init__()
+        import stepc.nn
+        torch.manual_seed(5)
+        self.emb = nn.Embedding(96, 32)
+        self.norm = nn.LayerNorm(32)
+        self.moe = stepc.nn.MoE(32, 48, experts=4, top_k=2, activation=activation, init_std=0.2)
+        self.head = nn.Linear(32, 96)
+
+    def forward(self, idx, targets):
+        x = self.emb(idx)
+        x = x + self.moe(self.norm(x))
+        return F.cross_entropy(self.head(x).view(-1, 96), targets.view(-1))
+
+
 class CellRNN(nn.Module):
     """A recurrence written as a loop over time steps of nn.LSTMCell or
     nn.GRUCell (what stepc's error for nn.LSTM suggests): traced into a
@@ -529,7 +549,7 @@ def make(name, steps):
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
     elif name in ("padded", "mha", "mha-seq-first", "mha-key-padding", "sdpa-padding",
                   "sdpa-additive", "sdpa-gqa", "lstm-cell", "gru-cell", "manual-padding",
-                  "manual-alibi", "manual-learned"):
+                  "manual-alibi", "manual-learned", "moe-gelu", "moe-swiglu"):
         model = {"padded": Padded, "mha": MHADecoder,
                  "mha-seq-first": lambda: MHADecoder(batch_first=False),
                  "mha-key-padding": lambda: MHADecoder(key_padding=True),
@@ -539,7 +559,9 @@ def make(name, steps):
                  "lstm-cell": lambda: CellRNN("lstm"), "gru-cell": lambda: CellRNN("gru"),
                  "manual-padding": lambda: ManualMasked("padding"),
                  "manual-alibi": lambda: ManualMasked("alibi"),
-                 "manual-learned": lambda: ManualMasked("learned")}[name]()
+                 "manual-learned": lambda: ManualMasked("learned"),
+                 "moe-gelu": lambda: MoEDecoder("gelu"),
+                 "moe-swiglu": lambda: MoEDecoder("swiglu")}[name]()
         batches = padded_tokens(g, steps)
     elif name == "sft":
         # Supervised fine-tuning: each row's prompt (a random length) has

@@ -1,0 +1,106 @@
+"""PyTorch modules stepc compiles to ops of its own.
+
+`MoE` is a mixture-of-experts feed-forward: a PyTorch module like any
+other (its forward is plain PyTorch, differentiable, trainable by
+torch.optim), which `stepc.export` compiles to the step dialect's routing
+ops (`top_k`, `moe_dispatch`, `grouped_matmul`, `moe_combine`: dropless,
+one static plan) instead of tracing its per-expert loop.
+"""
+
+import math
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch.library import Library
+
+# The op `stepc.export` records for a MoE (its forward while exporting):
+# one node with the module's tensors, lowered by stepc.lower.moe.
+_LIB = Library("stepc", "DEF")
+_LIB.define("moe(Tensor x, Tensor router, Tensor w1, Tensor w2, Tensor? w3, int top_k, "
+            "str activation) -> Tensor")
+
+_exporting = [False]
+
+
+@contextmanager
+def exporting():
+    """While stepc.export traces a model: MoE modules record `stepc::moe`."""
+    _exporting[0] = True
+    try:
+        yield
+    finally:
+        _exporting[0] = False
+
+
+def moe_reference(x, router, w1, w2, w3, top_k, activation):
+    """The MoE's semantics in plain PyTorch (differentiable): the router's
+    softmax over the experts, the top K (a stable descending sort: ties to
+    the lower index, as step.top_k) renormalised as gates, each expert on
+    the tokens routed to it (no capacity: none dropped), the outputs summed
+    by the gates."""
+    shape = x.shape
+    flat = x.reshape(-1, shape[-1])
+    probs = F.softmax(flat @ router.t(), dim=-1)
+    values, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    gate, chosen = values[:, :top_k], order[:, :top_k]
+    if top_k > 1:
+        gate = gate / gate.sum(-1, keepdim=True)
+    out = torch.zeros_like(flat)
+    for e in range(router.shape[0]):
+        token, slot = (chosen == e).nonzero(as_tuple=True)
+        if not token.numel():
+            continue
+        rows = flat[token]
+        if activation == "swiglu":
+            hidden = F.silu(rows @ w1[e].t()) * (rows @ w3[e].t())
+        else:
+            hidden = F.gelu(rows @ w1[e].t())
+        out = out.index_add(0, token, gate[token, slot, None] * (hidden @ w2[e].t()))
+    return out.reshape(shape)
+
+
+def _moe_cpu(x, router, w1, w2, w3, top_k, activation):
+    with torch.no_grad():
+        return moe_reference(x, router, w1, w2, w3, top_k, activation)
+
+
+_LIB.impl("moe", _moe_cpu, "CPU")
+_LIB.impl("moe", lambda x, *rest: torch.empty_like(x), "Meta")
+
+
+class MoE(torch.nn.Module):
+    """A mixture of `experts` feed-forward experts of width `hidden` on
+    inputs [..., dim], each token using `top_k` of them.
+
+    activation "gelu": expert e is `w2[e] · gelu(w1[e] · x)`; "swiglu":
+    `w2[e] · (silu(w1[e] · x) ∘ w3[e] · x)`. The weights are stacked, one
+    nn.Linear weight ([out, in]) per expert: `router.weight` [E, dim],
+    `w1` (and `w3`) [E, hidden, dim], `w2` [E, dim, hidden].
+    """
+
+    def __init__(self, dim, hidden, experts, top_k=2, activation="gelu", init_std=0.02):
+        super().__init__()
+        if activation not in ("gelu", "swiglu"):
+            raise ValueError(f"MoE activation {activation!r}: expected 'gelu' or 'swiglu'")
+        if not 1 <= top_k <= experts:
+            raise ValueError(f"MoE top_k {top_k} must be in [1, experts={experts}]")
+        self.top_k, self.activation = top_k, activation
+        self.router = torch.nn.Linear(dim, experts, bias=False)
+
+        def stacked(*shape):
+            return torch.nn.Parameter(torch.randn(*shape) * init_std)
+        self.w1 = stacked(experts, hidden, dim)
+        self.w2 = stacked(experts, dim, hidden)
+        self.w3 = stacked(experts, hidden, dim) if activation == "swiglu" else None
+        torch.nn.init.normal_(self.router.weight, std=init_std)
+
+    def forward(self, x):
+        args = (x, self.router.weight, self.w1, self.w2, self.w3, self.top_k, self.activation)
+        if _exporting[0]:
+            return torch.ops.stepc.moe(*args)
+        return moe_reference(*args)
+
+    def extra_repr(self):
+        e, h, d = self.w1.shape
+        return f"dim={d}, hidden={h}, experts={e}, top_k={self.top_k}, activation={self.activation}"
