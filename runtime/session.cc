@@ -42,8 +42,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
       STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> nccl, s->device_->MakeCommunicator(
                                                                s->communicator_->mpi_comm()));
       if (nccl) {
-        // NCCL matches transfers by order, not tag, and blocks the GPU per
-        // transfer: the stages' transfer order is not yet made to agree.
+        // NCCL's send blocks the stream until its peer posts the receive:
+        // a pipeline's opposite transfers of one slot need grouping first
+        // (their order already agrees: docs/design/pipeline.md).
         if (info.pipeline_stages > 1)
           return absl::UnimplementedError(
               "a pipeline-parallel step on GPUs needs NCCL point-to-point transfers, not built "

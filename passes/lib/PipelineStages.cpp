@@ -395,6 +395,28 @@ FailureOr<SmallVector<Operation *>> scheduleOps(func::FuncOp grad, const Partiti
   return llvm::to_vector(llvm::map_range(keyed, [](auto &k) { return k.second; }));
 }
 
+/// The order in which rank `rank` receives the values it receives: by its
+/// first read in the rank's schedule (buildStage places each receive
+/// there), the values it returns (gradients summed at their home) after
+/// them in result order.
+FailureOr<DenseMap<Value, int64_t>> receiveOrder(func::FuncOp grad, const Partition &p, int rank,
+                                                 const pipeline::Schedule &schedule) {
+  FailureOr<SmallVector<Operation *>> order = scheduleOps(grad, p, rank, schedule);
+  if (failed(order))
+    return failure();
+  DenseMap<Value, int64_t> at;
+  int64_t next = 0;
+  for (Operation *op : *order)
+    for (Value v : op->getOperands())
+      if (p.received[rank].contains(v))
+        at.try_emplace(v, next++);
+  auto ret = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
+  for (Value v : ret.getOperands())
+    if (p.received[rank].contains(v))
+      at.try_emplace(v, next++);
+  return at;
+}
+
 /// Rebuilds `grad` as stage `stage`'s gradient function.
 LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
                          const pipeline::Schedule &schedule) {
@@ -496,6 +518,42 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     }
     map.map(v, got);
   };
+  auto send = [&](Value v, int to) {
+    auto type = cast<RankedTensorType>(v.getType());
+    Value sent = map.lookup(v);
+    if (wireType(type) != type) {
+      sent = b.create<ReshapeOp>(loc, wireType(type), sent);
+      setPhase(sent.getDefiningOp(), Phase::Collective);
+    }
+    auto op = b.create<mesh::SendOp>(loc, sent.getType(), kWorldMeshName, axis, sent,
+                                     b.getDenseI64ArrayAttr({to}), ValueRange{});
+    mark(op, v, to);
+  };
+  // Each peer's sends go in the order the peer receives them (NCCL, and
+  // MPI under STEPC_MPI_P2P_ORDERED, match a pair's transfers by order, not
+  // tag): a value computed before one its peer reads first waits for it.
+  // Only ever later than its value: no receive waits on a send it needs.
+  DenseMap<int, SmallVector<Value>> sendOrder;
+  for (int to = 0; to < p.ranks; ++to) {
+    SmallVector<Value> values;
+    for (const Transfer &t : p.transfers)
+      if (t.from == stage && t.to == to)
+        values.push_back(t.value);
+    if (values.empty())
+      continue;
+    FailureOr<DenseMap<Value, int64_t>> at = receiveOrder(grad, p, to, schedule);
+    if (failed(at))
+      return failure();
+    llvm::stable_sort(values, [&](Value x, Value y) { return at->lookup(x) < at->lookup(y); });
+    sendOrder[to] = std::move(values);
+  }
+  DenseMap<int, size_t> sentUpTo;
+  auto sendReady = [&](int to) {
+    SmallVector<Value> &values = sendOrder[to];
+    size_t &i = sentUpTo[to];
+    for (; i < values.size() && map.contains(values[i]); ++i)
+      send(values[i], to);
+  };
   for (Operation *op : *order) {
     for (Value v : op->getOperands())
       receive(v);
@@ -503,18 +561,13 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     copy->removeAttr(StepDialect::kOriginAttrName);
     copy->removeAttr(StepDialect::kMicroBatchAttrName);
     for (Value v : op->getResults())
-      for (int to : sendsOf.lookup(v)) {
-        auto type = cast<RankedTensorType>(v.getType());
-        Value sent = map.lookup(v);
-        if (wireType(type) != type) {
-          sent = b.create<ReshapeOp>(loc, wireType(type), sent);
-          setPhase(sent.getDefiningOp(), Phase::Collective);
-        }
-        auto send = b.create<mesh::SendOp>(loc, sent.getType(), kWorldMeshName, axis, sent,
-                                           b.getDenseI64ArrayAttr({to}), ValueRange{});
-        mark(send, v, to);
-      }
+      for (int to : sendsOf.lookup(v))
+        sendReady(to);
   }
+  for (auto &[to, values] : sendOrder)
+    if (sentUpTo[to] != values.size())
+      return grad.emitOpError() << "pipeline rank " << stage << " never computes a value it "
+                                << "sends to rank " << to;
   SmallVector<Value> returned;
   for (unsigned i : results) {
     Value v = ret.getOperand(i);
