@@ -39,6 +39,12 @@ STEPC_HD float fmax(float a, float b) { return fmaxf(a, b); }
 STEPC_HD double fmax(double a, double b) { return ::fmax(a, b); }
 STEPC_HD float fmin(float a, float b) { return fminf(a, b); }
 STEPC_HD double fmin(double a, double b) { return ::fmin(a, b); }
+STEPC_HD float frexp(float x, int *e) { return frexpf(x, e); }
+STEPC_HD double frexp(double x, int *e) { return ::frexp(x, e); }
+STEPC_HD float ldexp(float x, int e) { return ldexpf(x, e); }
+STEPC_HD double ldexp(double x, int e) { return ::ldexp(x, e); }
+STEPC_HD float rint(float x) { return rintf(x); }  /* to nearest even */
+STEPC_HD double rint(double x) { return ::rint(x); }
 } /* namespace stepc_libm */
 
 #define STEPC_SQRT_2_OVER_PI 0.79788456080286535588 /* √(2/π) */
@@ -175,6 +181,28 @@ template <typename T> STEPC_HD T stepc_silu(T x) { return x * stepc_sigmoid(x); 
  * (beta 1, threshold 20), where eˣ would lose every digit of the 1. */
 template <typename T> STEPC_HD T stepc_softplus(T x) {
   return x > T(20) ? x : stepc_libm::log1p(stepc_libm::exp(x));
+}
+
+/* x rounded to the nearest value of an 8-bit float format (format 0: E4M3FN,
+ * 1: E5M2), ties to the even mantissa, saturating beyond the largest finite
+ * value (±inf too), NaN kept: cvt.rn.satfinite's rounding. Scaling by the
+ * format's quantum (a power of two) is exact, so the one rounding is
+ * rint's (round to nearest even). */
+template <typename T> STEPC_HD T stepc_round_fp8(T x, int format) {
+  if (x != x) return x;  // NaN
+  const int mantissa = format == 0 ? 3 : 2;
+  const int min_exponent = format == 0 ? -6 : -14;  // of the smallest normal
+  const T largest = format == 0 ? T(448) : T(57344);
+  const T a = x < T(0) ? -x : x;
+  if (a >= largest) return x < T(0) ? -largest : largest;  // ±inf too
+  int exponent = 0;
+  stepc_libm::frexp(a, &exponent);  // a = f · 2^exponent, f in [0.5, 1)
+  exponent -= 1;                    // a in [2^exponent, 2^(exponent + 1))
+  if (exponent < min_exponent) exponent = min_exponent;  // subnormals: one quantum
+  const T quantum = stepc_libm::ldexp(T(1), exponent - mantissa);
+  T r = stepc_libm::rint(a / quantum) * quantum;
+  if (r > largest) r = largest;
+  return x < T(0) ? -r : (x == T(0) ? x : r);
 }
 
 /* gelu(x) = x/2 · (1 + erf(x/√2)); tanh form (tanh_form != 0):

@@ -67,3 +67,21 @@ func.func @loss(%q: tensor<1x3x8xf32> {step.param = #step.param<"q", normal(1.0)
   %s = step.reduce_sum %a dims [0, 1, 2] : (tensor<1x3x8xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// round_fp8's gradient passes straight through: the rounded weight's
+// cotangent is the weight's, as if the rounding were not there.
+// CHECK-LABEL: func.func @fp8_loss_grad
+// CHECK: %[[Q:.*]] = step.round_fp8 %arg0 format e4m3 {step.phase = #step.phase<forward>}
+// CHECK: step.matmul %arg1, %[[Q]] {step.phase = #step.phase<forward>}
+// CHECK-NOT: round_fp8
+// CHECK: %[[DW:.*]] = step.matmul %arg1, %{{.*}} transpose_a {step.phase = #step.phase<backward>}
+// CHECK-NEXT: return %{{.*}}, %[[DW]]
+func.func @fp8_loss(%w: tensor<4x3xf32> {step.param = #step.param<"w", normal(1.0)>},
+                    %x: tensor<2x4xf32> {step.input = "x"}) -> tensor<f32> attributes {step.loss} {
+  %q = step.round_fp8 %w format e4m3 : tensor<4x3xf32>
+  %y = step.matmul %x, %q : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  %s = step.reduce_sum %y dims [0, 1] : (tensor<2x3xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}

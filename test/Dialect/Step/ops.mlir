@@ -311,3 +311,12 @@ func.func @moe(%p: tensor<6x3xf32>, %x: tensor<6x4xf32>, %w: tensor<3x5x4xf32>, 
   %dr, %dg = step.moe_combine_grad %dy, %h, %g, %e experts 3 : (tensor<6x5xf32>, tensor<12x5xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> (tensor<12x5xf32>, tensor<6x2xf32>)
   return %y, %dw, %dr, %dg : tensor<6x5xf32>, tensor<3x5x4xf32>, tensor<12x5xf32>, tensor<6x2xf32>
 }
+
+// CHECK-LABEL: func.func @fp8
+func.func @fp8(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: step.round_fp8 %{{.*}} format e4m3 : tensor<4x8xf32>
+  %a = step.round_fp8 %x format e4m3 : tensor<4x8xf32>
+  // CHECK: step.round_fp8 %{{.*}} format e5m2 : tensor<4x8xf32>
+  %b = step.round_fp8 %x format e5m2 : tensor<4x8xf32>
+  return %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
+}

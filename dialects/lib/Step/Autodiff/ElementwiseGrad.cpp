@@ -196,3 +196,11 @@ LogicalResult TanhOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Valu
   grads.push_back(g.mul(dy[0], g.sub(g.splat(1.0, y.getType()), g.mul(y, y))));
   return success();
 }
+
+// round_fp8: straight through (dx = dy), as fp8 training differentiates its
+// casts: the rounding's derivative is 0 almost everywhere, which would
+// train nothing.
+LogicalResult RoundFp8Op::buildVjp(OpBuilder &, ValueRange dy, SmallVectorImpl<Value> &grads) {
+  grads.push_back(dy[0]);
+  return success();
+}

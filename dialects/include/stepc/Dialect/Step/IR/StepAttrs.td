@@ -24,6 +24,14 @@ def Step_GeluApproximationAttr : I32EnumAttr<"GeluApproximation",
   let cppNamespace = "::stepc::step";
 }
 
+def Step_Fp8FormatAttr : I32EnumAttr<"Fp8Format",
+    "an 8-bit float format", [
+    I32EnumAttrCase<"E4M3", 0, "e4m3">,
+    I32EnumAttrCase<"E5M2", 1, "e5m2">
+  ]> {
+  let cppNamespace = "::stepc::step";
+}
+
 def Step_ComparePredicateAttr : I32EnumAttr<"ComparePredicate",
     "elementwise comparison", [
     I32EnumAttrCase<"LT", 0, "lt">,

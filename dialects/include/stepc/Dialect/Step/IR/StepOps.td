@@ -126,6 +126,29 @@ class Step_UnaryOp<string mnemonic, string math, list<Trait> traits = []>
 }
 
 def Step_NegOp : Step_UnaryOp<"neg", "y = -x">;
+
+def Step_RoundFp8Op : Step_ScalarMathOp<"round_fp8", 1, [Step_Differentiable],
+                                        "static_cast<double>(getFormat())"> {
+  let summary = "elementwise rounding to an 8-bit float, kept in the input's type";
+  let description = [{
+    Each element becomes the nearest value of the 8-bit format (ties to the
+    even mantissa), as Hopper's `cvt.rn.satfinite` rounds: `e4m3` (OCP's
+    E4M3FN: 4 exponent bits, bias 7, 3 mantissa bits, subnormals down to
+    2⁻⁹, largest 448, no infinity) or `e5m2` (bias 15, 2 mantissa bits,
+    subnormals down to 2⁻¹⁶, largest 57344). Beyond the largest finite
+    value (and ±inf) it saturates to ±largest; NaN stays NaN; the sign of
+    zero is kept. The result keeps the input's element type: fp8 training
+    emulated exactly (a tensor rounded before the product its scaled values
+    feed). The gradient passes straight through (`dx = dy`).
+
+    ```mlir
+    %q = step.round_fp8 %x format e4m3 : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, Step_Fp8FormatAttr:$format);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `format` $format attr-dict `:` type($input)";
+}
 def Step_ExpOp : Step_UnaryOp<"exp", "y = exp(x)">;
 def Step_LogOp : Step_UnaryOp<"log", "y = log(x)">;
 def Step_TanhOp : Step_UnaryOp<"tanh", "y = tanh(x)">;
