@@ -598,7 +598,8 @@ def main():
     p.add_argument("--lion-flips", type=float, default=1e-3,
                    help="--steps with lion: the largest fraction of parameter and moment "
                         "elements allowed off by more than --tolerance (sign flips)")
-    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp8"], default="fp32",
+                   help="fp8: stepc --precision=fp8 against PyTorch in fp32 (with a tolerance)")
     p.add_argument("--steps", type=int, default=1,
                    help="> 1: train that many steps on the CPU step.so and compare each "
                         "step's loss and norm and the final parameters and state")

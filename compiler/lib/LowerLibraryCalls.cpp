@@ -214,6 +214,17 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
       // dispatch, combine and its gradient (tokens, k, width, E), on CUDA
       // with scratch for the routing (2E + tokens·k + 1 i32); grouped_matmul
       // and its weight gradient (m, k, n, E, transpose_b).
+      // quantize_fp8 (kernels/*/fp8.*): (matrices, rows, cols, tile rows,
+      // tile cols, format).
+      .Case([&](QuantizeFp8Op q) {
+        RankedTensorType x = typeOf(q.getInput());
+        int64_t rows = x.getDimSize(x.getRank() - 2), cols = x.getShape().back();
+        return LibraryCall{"quantize_fp8",
+                           {i64(x.getNumElements() / (rows * cols)), i64(rows), i64(cols),
+                            i64(q.getTile()[0]), i64(q.getTile()[1]),
+                            i32(static_cast<int>(q.getFormat()))},
+                           std::nullopt};
+      })
       .Case([&](TopKOp t) {
         return LibraryCall{"top_k", {i64(rows(t.getInput())), i64(lastDim(t.getInput())),
                                      i64(t.getK())},

@@ -136,8 +136,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
                           function_ref<LogicalResult(const Twine &)> emitError) {
   if (options.target != "cpu" && options.target != "cuda")
     return emitError("unknown target '" + options.target + "' (expected cuda or cpu)");
-  if (options.precision != "fp32" && options.precision != "bf16")
-    return emitError("unknown precision '" + options.precision + "' (expected fp32 or bf16)");
+  if (options.precision != "fp32" && options.precision != "bf16" && options.precision != "fp8")
+    return emitError("unknown precision '" + options.precision +
+                     "' (expected fp32, bf16 or fp8)");
   if (options.until != "autodiff" && options.until != "train-step" && options.until != "kernels")
     return emitError("unknown until '" + options.until +
                      "' (expected autodiff, train-step or kernels)");
@@ -187,6 +188,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     tensorOptions.sequenceParallel = options.sequenceParallel;
     pm.addPass(createStepShardTensor(tensorOptions));
   }
+  // fp8: the linear layers' products rounded by tiles, their gradients too.
+  if (options.precision == "fp8")
+    pm.addPass(createStepFp8());
   pm.addPass(createStepAutodiff());
   // Gradient accumulation, before the data-parallel mean: one all-reduce of
   // the accumulated gradients per step.
@@ -260,7 +264,7 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   pm.addPass(std::move(optimizer));
   if (shard->world() > 1)
     pm.addPass(createStepScheduleCollectives());
-  if (options.precision == "bf16")
+  if (options.precision == "bf16" || options.precision == "fp8")
     pm.addPass(createStepMixedPrecision());
   // The budget is a contract, checked on the plan that is emitted: under
   // remat=auto, met by recomputation until that plan fits.

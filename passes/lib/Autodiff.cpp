@@ -233,10 +233,15 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
     results.push_back(output);
   b.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
-  // copy_to_parallel is the identity: its work was its gradient's all-reduce.
+  // copy_to_parallel is the identity: its work was its gradient's all-reduce;
+  // quantize_grad_fp8 likewise, its work its gradient's rounding.
   for (auto copy : llvm::make_early_inc_range(body.getOps<CopyToParallelOp>())) {
     copy.getResult().replaceAllUsesWith(copy.getInput());
     copy.erase();
+  }
+  for (auto q : llvm::make_early_inc_range(body.getOps<QuantizeGradFp8Op>())) {
+    q.getResult().replaceAllUsesWith(q.getInput());
+    q.erase();
   }
   setMissingPhases(body, Phase::Backward);
   // Cotangents nothing returns (a frozen parameter's, a float input's):

@@ -205,6 +205,17 @@ template <typename T> STEPC_HD T stepc_round_fp8(T x, int format) {
   return x < T(0) ? -r : (x == T(0) ? x : r);
 }
 
+/* The scale of a tile whose largest magnitude is amax (step.quantize_fp8):
+ * the largest power of two s with s·amax <= the format's largest value, so
+ * that scaling is exact; 1 for a tile of zeros or with a non-finite value. */
+template <typename T> STEPC_HD T stepc_fp8_tile_scale(T amax, int format) {
+  const T largest = format == 0 ? T(448) : T(57344);
+  if (!(amax > T(0)) || amax - amax != T(0)) return T(1);  // zero, NaN or inf
+  int exponent = 0;
+  stepc_libm::frexp(largest / amax, &exponent);  // largest/amax in [2^(e-1), 2^e)
+  return stepc_libm::ldexp(T(1), exponent - 1);
+}
+
 /* gelu(x) = x/2 · (1 + erf(x/√2)); tanh form (tanh_form != 0):
  * x/2 · (1 + tanh(√(2/π)(x + 0.044715x³))). */
 template <typename T> STEPC_HD T stepc_gelu(T x, int tanh_form) {

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Compares the .npy files of two directories (as stepc-run --save-npy writes).
 
-    compare_npy.py A B [--tolerance T | --exact] [--only PREFIX] [--matrices]
+    compare_npy.py A B [--tolerance T | --exact] [--only PREFIX] [--matrices] [--norm]
 
 For every A/<name>.npy, B/<name>.npy must exist with the same shape, and
-max |a - b| / max |b| <= T (or a == b bit for bit with --exact). Prints the
-worst tensor; exits 1 on a mismatch.
+max |a - b| / max |b| <= T (with --norm: ||a - b|| / ||b||, for fp8 steps
+whose roundings move single elements by a quantum; or a == b bit for bit
+with --exact). Prints the worst tensor; exits 1 on a mismatch.
 """
 import argparse
 import os
@@ -20,6 +21,7 @@ p.add_argument("--tolerance", type=float, default=1e-6)
 p.add_argument("--exact", action="store_true")
 p.add_argument("--only", default="", help="compare the files whose names start with this")
 p.add_argument("--matrices", action="store_true", help="compare the 2-D tensors only")
+p.add_argument("--norm", action="store_true", help="the L2 norm of the difference, relative")
 args = p.parse_args()
 names = sorted(f for f in os.listdir(args.a) if f.endswith(".npy") and f.startswith(args.only))
 if args.matrices:
@@ -32,6 +34,9 @@ for name in names:
         sys.exit(f"FAIL {name}: shapes {a.shape} and {b.shape}")
     if args.exact:
         err = 0.0 if np.array_equal(a, b) else float("inf")
+    elif args.norm:
+        scale = np.linalg.norm(b)
+        err = float(np.linalg.norm(a - b) / scale) if scale > 0 else float(np.linalg.norm(a))
     else:
         scale = np.max(np.abs(b))
         err = float(np.max(np.abs(a - b)) / scale) if scale > 0 else float(np.max(np.abs(a)))

@@ -435,7 +435,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  if (precision != "fp32" && precision != "bf16") {
+  if (precision != "fp32" && precision != "bf16" && precision != "fp8") {
     llvm::errs() << "stepc-interp: unknown --precision '" << precision << "'\n";
     return 1;
   }
@@ -478,7 +478,7 @@ int main(int argc, char **argv) {
       return 1;
     // bf16 GEMMs whose sums only f32 reads write f32, as the CPU kernels do
     // (step-fold-widening-gemms), so the interpreter rounds where they do.
-    if (trainMode && precision == "bf16")
+    if (trainMode && precision != "fp32")
       pm.addPass(createStepFoldWideningGemms());
   }
   if (failed(pm.run(*module)))

@@ -76,7 +76,10 @@ static cl::opt<std::string> arch("arch", cl::desc("GPU architecture of --target=
 static cl::opt<std::string> precision("precision", cl::desc("fp32, or bf16: GEMMs and attention "
                                                             "in bf16 with f32 master parameters, "
                                                             "optimizer state, loss and "
-                                                            "reductions (step-mixed-precision)"),
+                                                            "reductions (step-mixed-precision); "
+                                                            "fp8: bf16 with the linear layers' "
+                                                            "products rounded to fp8 by tiles "
+                                                            "(step-fp8, emulated exactly)"),
                                       cl::init("fp32"), cl::cat(stepcCategory));
 static cl::opt<std::string> reportFile("report", cl::desc("Write the compile-time report (JSON)"),
                                        cl::value_desc("file.json"), cl::cat(stepcCategory));
@@ -356,8 +359,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "stepc: compile a model's training step\n");
   if (target != "cpu" && target != "cuda")
     return fail("unknown --target '" + target + "' (expected cuda or cpu)");
-  if (precision != "fp32" && precision != "bf16")
-    return fail("unknown --precision '" + precision + "' (expected fp32 or bf16)");
+  if (precision != "fp32" && precision != "bf16" && precision != "fp8")
+    return fail("unknown --precision '" + precision + "' (expected fp32, bf16 or fp8)");
 
   if (cudaEmulation && target != "cuda")
     return fail("--cuda-emulation needs --target=cuda");

@@ -224,6 +224,11 @@ void stepc_cpu_attention_grad_packed_bf16(const stepc_bf16 *dout, const stepc_bf
                                           double scale, int64_t width, int64_t q_offset,
                                           int64_t k_offset, int64_t v_offset,
                                           stepc_bf16 *dqkv);
+/* step.quantize_fp8 (fp8.cc): each [tile_rows, tile_cols] tile of each
+ * [rows, cols] matrix scaled by its power-of-two scale, rounded to fp8
+ * (format 0 E4M3FN, 1 E5M2) and scaled back. */
+void stepc_cpu_quantize_fp8(const float *x, int64_t matrices, int64_t rows, int64_t cols,
+                            int64_t tile_rows, int64_t tile_cols, int format, float *y);
 /* Mixture of experts (moe.cc; the routing of runtime/kernels/moe_routing.h).
  * top_k: per row of n, the k largest (NaN largest, ties to the lower index)
  * and their indices. dispatch: rows [tokens·k, width] sorted by expert

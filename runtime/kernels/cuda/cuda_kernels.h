@@ -79,6 +79,10 @@ int stepc_cuda_rms_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float *
 int stepc_cuda_rotary(stepc_cuda_ctx *ctx, const float *x, int64_t batch, int64_t len,
                       int64_t width, int64_t head_dim, double theta, int inverse, float *y);
 
+/* step.quantize_fp8 (fp8.cu), as the CPU's stepc_cpu_quantize_fp8. */
+int stepc_cuda_quantize_fp8(stepc_cuda_ctx *ctx, const float *x, int64_t matrices, int64_t rows,
+                            int64_t cols, int64_t tile_rows, int64_t tile_cols, int format,
+                            float *y);
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
  * 4·(2·experts + tokens·k + 1) bytes. */

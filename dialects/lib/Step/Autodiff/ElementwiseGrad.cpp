@@ -204,3 +204,4 @@ LogicalResult RoundFp8Op::buildVjp(OpBuilder &, ValueRange dy, SmallVectorImpl<V
   grads.push_back(dy[0]);
   return success();
 }
+

@@ -35,6 +35,8 @@ Evaluated evalNorm(mlir::Operation *op, Operands in, Results out);
 Evaluated evalAttention(mlir::Operation *op, Operands in, Results out);
 /// top_k, moe_dispatch, moe_combine, grouped_matmul and their gradients.
 Evaluated evalMoe(mlir::Operation *op, Operands in, Results out);
+/// quantize_fp8, quantize_grad_fp8.
+Evaluated evalFp8(mlir::Operation *op, Operands in, Results out);
 
 /// Rounds to bfloat16 through f32, nearest even (NaN stays NaN): what a
 /// kernel's bf16 store does.

@@ -86,7 +86,7 @@ void Interpreter::round(Tensor &tensor, Type elementType) const {
 
 /// The families, asked in turn: each evaluates its own ops.
 static constexpr Evaluated (*kFamilies[])(Operation *, Operands, Results) = {
-    &evalElementwise, &evalShape, &evalMatmul, &evalNorm, &evalAttention, &evalMoe, &evalRandom, &evalLoss,
+    &evalElementwise, &evalShape, &evalMatmul, &evalNorm, &evalAttention, &evalMoe, &evalFp8, &evalRandom, &evalLoss,
 };
 
 FailureOr<std::vector<Tensor>> Interpreter::run(func::FuncOp function,

@@ -505,6 +505,31 @@ def StepSampleStep : Pass<"step-sample-step", "mlir::ModuleOp"> {
   }];
 }
 
+def StepFp8 : Pass<"step-fp8", "mlir::ModuleOp"> {
+  let summary = "Round the linear layers' products to fp8 by tiles (emulated exactly)";
+  let description = [{
+    On each loss function (before step-autodiff), every `matmul` whose
+    right operand is a rank-2 parameter (an `nn.Linear` weight) that no
+    embedding reads (not the embedding or a head tied to it) and whose
+    result is not the loss's logits (not an untied head) becomes an fp8
+    product, DeepSeek-V3's recipe: its input rounded to e4m3 in [1, 128]
+    tiles, its weight to e4m3 in [128, 128] blocks (`step.quantize_fp8`:
+    power-of-two scales, so the rounding is the only error), and its
+    output's gradient to e5m2 in [1, 128] tiles before the products that
+    make the input's and weight's gradients (`step.quantize_grad_fp8`).
+    Embeddings, the head, norms, attention, the router and the optimizer
+    stay as they are (`--precision=fp8` runs step-mixed-precision after:
+    bf16 holds every fp8 value exactly).
+
+    ```mlir
+    %xq = step.quantize_fp8 %x format e4m3 tile [1, 128] : tensor<8x64x64xf32>
+    %wq = step.quantize_fp8 %w format e4m3 tile [128, 128] : tensor<256x64xf32>
+    %y = step.matmul %xq, %wq transpose_b : (tensor<8x64x64xf32>, tensor<256x64xf32>) -> tensor<8x64x256xf32>
+    %yq = step.quantize_grad_fp8 %y format e5m2 tile [1, 128] : tensor<8x64x256xf32>
+    ```
+  }];
+}
+
 def StepMixedPrecision : Pass<"step-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Compute GEMMs and attention in bf16, everything else in f32";
   let description = [{

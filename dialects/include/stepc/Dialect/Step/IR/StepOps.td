@@ -435,6 +435,54 @@ def Step_GroupedMatmulOp : Step_InferredOp<"grouped_matmul", [Step_Differentiabl
 }
 
 //===----------------------------------------------------------------------===//
+// fp8 emulation: tile-scaled rounding
+//===----------------------------------------------------------------------===//
+
+def Step_QuantizeFp8Op : Step_InferredOp<"quantize_fp8",
+    [Step_Differentiable, Step_NoProductFlops]> {
+  let summary = "fp8 rounding of each tile at its own scale, kept in the input's type";
+  let description = [{
+    Cuts the last two dimensions into tiles of `tile` = [r, c] (edge tiles
+    smaller; leading dimensions are separate matrices); each tile is scaled
+    by `s = 2^k`, the largest power of two with `s · amax ≤` the format's
+    largest value (`s = 1` for a tile of zeros or with a non-finite value),
+    rounded as `step.round_fp8` and scaled back: `y = round_fp8(s·x) / s`.
+    Powers of two keep the scaling exact (MXFP8's E8M0 scales), so the only
+    rounding is the fp8 one. DeepSeek-V3's recipe: [1, 128] tiles for
+    activations and gradients, [128, 128] blocks for weights. The gradient
+    passes straight through.
+
+    ```mlir
+    %xq = step.quantize_fp8 %x format e4m3 tile [1, 128] : tensor<512x768xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, Step_Fp8FormatAttr:$format,
+                       DenseI64ArrayAttr:$tile);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `format` $format `tile` $tile attr-dict `:` type($input)";
+}
+
+def Step_QuantizeGradFp8Op : Step_InferredOp<"quantize_grad_fp8",
+    [Step_Differentiable, Step_NoProductFlops]> {
+  let summary = "the identity, whose gradient is fp8-rounded by tiles";
+  let description = [{
+    Forward `y = x`; backward `dx = quantize_fp8(dy)` with this op's format
+    and tile: what an fp8 linear layer does to its output's gradient before
+    the products that make its input's and weight's (e5m2 in [1, 128]
+    tiles, DeepSeek-V3's recipe). step-autodiff builds the rounding and
+    removes the op.
+
+    ```mlir
+    %y2 = step.quantize_grad_fp8 %y format e5m2 tile [1, 128] : tensor<512x768xf32>
+    ```
+  }];
+  let arguments = (ins Step_FloatTensor:$input, Step_Fp8FormatAttr:$format,
+                       DenseI64ArrayAttr:$tile);
+  let results = (outs Step_FloatTensor:$result);
+  let assemblyFormat = "$input `format` $format `tile` $tile attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
 // Constants, dtype, shape
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,78 @@
+//===- Fp8.cpp - the linear layers' products rounded to fp8 by tiles ------===//
+
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace stepc {
+#define GEN_PASS_DEF_STEPFP8
+#include "stepc/Transforms/Passes.h.inc"
+} // namespace stepc
+
+using namespace mlir;
+using namespace stepc;
+using namespace stepc::step;
+
+namespace {
+
+/// The parameter `v` is, through ops that change only its type or layout.
+BlockArgument parameterOf(Value v, func::FuncOp loss) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<ConvertOp, ReshapeOp, TransposeOp>(def))
+      return nullptr;
+    v = def->getOperand(0);
+  }
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg && loss.getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName) ? arg : nullptr;
+}
+
+/// Whether `v` reaches an op of type OpT through reshapes and converts.
+template <typename OpT>
+bool feeds(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (isa<OpT>(user))
+      return true;
+    if (isa<ReshapeOp, ConvertOp>(user) && feeds<OpT>(user->getResult(0)))
+      return true;
+  }
+  return false;
+}
+
+/// A linear layer's product: its weight a rank-2 parameter no embedding
+/// reads, its result not logits.
+bool isLinearLayer(MatmulOp m, func::FuncOp loss) {
+  BlockArgument w = parameterOf(m.getRhs(), loss);
+  if (!w || cast<RankedTensorType>(w.getType()).getRank() != 2 || feeds<EmbeddingOp>(w))
+    return false;
+  return !feeds<CrossEntropyOp>(m.getResult());
+}
+
+struct StepFp8Pass : public stepc::impl::StepFp8Base<StepFp8Pass> {
+  void runOnOperation() override {
+    for (auto loss : getOperation().getOps<func::FuncOp>()) {
+      if (!loss->hasAttr(StepDialect::kLossAttrName))
+        continue;
+      SmallVector<MatmulOp> linear;
+      loss.walk([&](MatmulOp m) {
+        if (isLinearLayer(m, loss))
+          linear.push_back(m);
+      });
+      OpBuilder b(loss.getContext());
+      auto e4m3 = Fp8FormatAttr::get(b.getContext(), Fp8Format::E4M3);
+      auto e5m2 = Fp8FormatAttr::get(b.getContext(), Fp8Format::E5M2);
+      auto rows = b.getDenseI64ArrayAttr({1, 128}), blocks = b.getDenseI64ArrayAttr({128, 128});
+      for (MatmulOp m : linear) {
+        b.setInsertionPoint(m);
+        m.getLhsMutable().assign(b.create<QuantizeFp8Op>(m.getLoc(), m.getLhs(), e4m3, rows));
+        m.getRhsMutable().assign(b.create<QuantizeFp8Op>(m.getLoc(), m.getRhs(), e4m3, blocks));
+        b.setInsertionPointAfter(m);
+        auto grad = b.create<QuantizeGradFp8Op>(m.getLoc(), m.getResult(), e5m2, rows);
+        m.getResult().replaceAllUsesExcept(grad, grad);
+      }
+    }
+  }
+};
+
+} // namespace
