@@ -656,7 +656,7 @@ def interp_cases(bin_dir, work, model):
     yield Case("stepc-interp", "output-is-file", base + [f"--output={regular}"], [regular],
                protect=[regular])
     yield Case("stepc-interp", "inputs-missing", base + [f"--inputs={work}/nope"], ["nope"])
-    yield Case("stepc-interp", "bad-precision", base + ["--train-step", "--precision=fp8"], ["fp8"])
+    yield Case("stepc-interp", "bad-precision", base + ["--train-step", "--precision=fp16"], ["fp16"])
     yield Case("stepc-interp", "bad-function", base + ["--function=nope"], ["nope"])
     yield Case("stepc-interp", "bad-optimizer-options",
                base + ["--train-step", "--optimizer-options=beta1=7"], ["beta1", "optimizer"])
