@@ -189,8 +189,13 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepShardTensor(tensorOptions));
   }
   // fp8: the linear layers' products rounded by tiles, their gradients too.
+  if (options.fp8Scaling != "tile" && options.fp8Scaling != "matrix")
+    return emitError("unknown --fp8-scaling '" + options.fp8Scaling +
+                     "' (expected tile or matrix)");
   if (options.precision == "fp8")
-    pm.addPass(createStepFp8());
+    pm.addPass(createStepFp8(StepFp8Options{options.fp8Scaling.getValue()}));
+  else if (options.fp8Scaling != "tile")
+    return emitError("--fp8-scaling needs --precision=fp8");
   pm.addPass(createStepAutodiff());
   // Gradient accumulation, before the data-parallel mean: one all-reduce of
   // the accumulated gradients per step.

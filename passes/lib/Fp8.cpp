@@ -50,7 +50,15 @@ bool isLinearLayer(MatmulOp m, func::FuncOp loss) {
 }
 
 struct StepFp8Pass : public stepc::impl::StepFp8Base<StepFp8Pass> {
+  using StepFp8Base::StepFp8Base;
   void runOnOperation() override {
+    if (scaling != "tile" && scaling != "matrix") {
+      emitError(getOperation().getLoc())
+          << "step-fp8: unknown scaling '" << scaling << "' (expected tile or matrix)";
+      return signalPassFailure();
+    }
+    // A tile larger than any matrix: one scale per matrix.
+    const int64_t whole = int64_t{1} << 40;
     for (auto loss : getOperation().getOps<func::FuncOp>()) {
       if (!loss->hasAttr(StepDialect::kLossAttrName))
         continue;
@@ -62,7 +70,11 @@ struct StepFp8Pass : public stepc::impl::StepFp8Base<StepFp8Pass> {
       OpBuilder b(loss.getContext());
       auto e4m3 = Fp8FormatAttr::get(b.getContext(), Fp8Format::E4M3);
       auto e5m2 = Fp8FormatAttr::get(b.getContext(), Fp8Format::E5M2);
-      auto rows = b.getDenseI64ArrayAttr({1, 128}), blocks = b.getDenseI64ArrayAttr({128, 128});
+      bool tiles = scaling == "tile";
+      auto rows = b.getDenseI64ArrayAttr(tiles ? ArrayRef<int64_t>{1, 128}
+                                               : ArrayRef<int64_t>{whole, whole});
+      auto blocks = b.getDenseI64ArrayAttr(tiles ? ArrayRef<int64_t>{128, 128}
+                                                 : ArrayRef<int64_t>{whole, whole});
       for (MatmulOp m : linear) {
         b.setInsertionPoint(m);
         m.getLhsMutable().assign(b.create<QuantizeFp8Op>(m.getLoc(), m.getLhs(), e4m3, rows));

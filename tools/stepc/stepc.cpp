@@ -73,6 +73,11 @@ static cl::opt<std::string> cpu("cpu", cl::desc("CPU of --target=cpu: x86-64-v3 
                                 cl::init("x86-64-v3"), cl::cat(stepcCategory));
 static cl::opt<std::string> arch("arch", cl::desc("GPU architecture of --target=cuda"),
                                  cl::init("sm_90a"), cl::cat(stepcCategory));
+static cl::opt<std::string> fp8Scaling("fp8-scaling",
+                                       cl::desc("With --precision=fp8: tile (DeepSeek-V3's [1, 128] "
+                                                "tiles and [128, 128] weight blocks, the default) or "
+                                                "matrix (one scale per matrix)"),
+                                       cl::init("tile"), cl::cat(stepcCategory));
 static cl::opt<std::string> precision("precision", cl::desc("fp32, or bf16: GEMMs and attention "
                                                             "in bf16 with f32 master parameters, "
                                                             "optimizer state, loss and "
@@ -463,6 +468,7 @@ int main(int argc, char **argv) {
   options.batch = batch.getValue();
   options.microBatches = microBatches.getValue();
   options.precision = precision.getValue();
+  options.fp8Scaling = fp8Scaling.getValue();
   options.fsdpReshard = fsdpReshard.getValue();
   options.sequenceParallel = sequenceParallel.getValue();
   options.optimizer = optimizer.getValue();

@@ -90,8 +90,11 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
       llvm::cl::desc("Gradient accumulation: forward and backward over this many slices of "
                      "each rank's batch, then one update (step-micro-batch)"),
       llvm::cl::init(1)};
-  Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32 or bf16"),
+  Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32, bf16 or fp8"),
                                 llvm::cl::init("fp32")};
+  Option<std::string> fp8Scaling{*this, "fp8-scaling",
+                                 llvm::cl::desc("With fp8: tile (the default) or matrix scales"),
+                                 llvm::cl::init("tile")};
   Option<bool> fsdpReshard{*this, "fsdp-reshard",
                            llvm::cl::desc("With fsdp: gather parameters again for "
                                           "backward (ZeRO-3) or keep them (ZeRO-2)"),

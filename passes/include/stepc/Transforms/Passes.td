@@ -527,7 +527,15 @@ def StepFp8 : Pass<"step-fp8", "mlir::ModuleOp"> {
     %y = step.matmul %xq, %wq transpose_b : (tensor<8x64x64xf32>, tensor<256x64xf32>) -> tensor<8x64x256xf32>
     %yq = step.quantize_grad_fp8 %y format e5m2 tile [1, 128] : tensor<8x64x256xf32>
     ```
+
+    `scaling=matrix` gives each matrix one scale instead (each weight, each
+    sequence's activations and gradients): the coarser scaling the tiles
+    are measured against.
   }];
+  let options = [
+    Option<"scaling", "scaling", "std::string", /*default=*/"\"tile\"",
+           "tile ([1, 128] tiles, [128, 128] weight blocks) or matrix (one scale each)">
+  ];
 }
 
 def StepMixedPrecision : Pass<"step-mixed-precision", "mlir::ModuleOp"> {
