@@ -219,8 +219,27 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       countGemm(mm, true);
     if (auto bm = dyn_cast<BatchMatmulOp>(op))
       countGemm(bm, false);
-    if (auto gemm = dyn_cast<stepk::GemmOp>(op))
+    if (auto gemm = dyn_cast<stepk::GemmOp>(op)) {
       countGemm(gemm, gemm.getSharedRhs());
+      // An fp8 product: both operands rounded by step.quantize_fp8 (then
+      // only widened, narrowed or reshaped).
+      auto rounded = [](Value v) {
+        while (Operation *def = v.getDefiningOp()) {
+          if (auto call = dyn_cast<stepk::CallOp>(def))
+            return call.getCallee() == "quantize_fp8";
+          if (isa<QuantizeFp8Op>(def))
+            return true;
+          if (!isa<ConvertOp, ReshapeOp, TransposeOp>(def))
+            return false;
+          v = def->getOperand(0);
+        }
+        return false;
+      };
+      if (rounded(gemm.getLhs()) && rounded(gemm.getRhs())) {
+        report.fp8GemmsPerStep += 1;
+        report.fp8FlopsPerStep += *flops;
+      }
+    }
     if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllSliceOp>(op) &&
         !communicates(&op)) {
       int64_t bytes = 0;
@@ -406,6 +425,8 @@ llvm::json::Object StepReport::toJson() const {
       {"memory_bound_bytes_per_step", memoryBoundBytesPerStep},
       {"memory_bound_kernels_per_step", memoryBoundKernelsPerStep},
       {"gemm_calls_by_shape", toJsonObject(gemmCallsByShape)},
+      {"fp8_gemms_per_step", fp8GemmsPerStep},
+      {"fp8_flops_per_step", fp8FlopsPerStep},
       {"attention_calls_by_shape", toJsonObject(attentionCallsByShape)},
       {"attention_flops_by_shape", toJsonObject(attentionFlopsByShape)},
       {"in_place_buffers", inPlaceBuffers},

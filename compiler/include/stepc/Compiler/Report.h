@@ -59,6 +59,9 @@ struct StepReport {
   /// n k transpose_a transpose_b shared_rhs" -> calls per step (a runtime
   /// calibrates its prediction per shape).
   std::map<std::string, int64_t> gemmCallsByShape;
+  /// --precision=fp8: the GEMMs both of whose operands are fp8-rounded
+  /// (step.quantize_fp8), and their FLOPs per step.
+  int64_t fp8GemmsPerStep = 0, fp8FlopsPerStep = 0;
   /// The step's attention kernel calls by kernel and shape: "callee batch
   /// tq tk heads kv_heads head_dim causal" -> calls per step, and the
   /// executed FLOPs of one call (a runtime times each at its own rate).
