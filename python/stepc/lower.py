@@ -707,8 +707,14 @@ def moe(lw, node):
     x, router, w1, w2, w3 = (lw.v(a) if a is not None else None for a in node.args[:5])
     top_k = argument(node, 5, "top_k", None)
     activation = argument(node, 6, "activation", "gelu")
-    if len(x.shape) < 2 or router.shape[1] != x.shape[-1]:
+    if len(x.shape) < 2 or len(router.shape) != 2 or router.shape[1] != x.shape[-1]:
         fail(node, f"MoE input of shape {x.shape} for a router of {router.shape}")
+    if activation not in ("gelu", "swiglu"):
+        fail(node, f"MoE activation {activation!r}: stepc lowers 'gelu' and 'swiglu'")
+    if (w3 is None) != (activation == "gelu"):
+        fail(node, f"MoE activation {activation!r} with{'' if w3 is not None else 'out'} w3")
+    if not isinstance(top_k, int) or not 1 <= top_k <= router.shape[0]:
+        fail(node, f"MoE top_k {top_k!r}: expected 1 to {router.shape[0]} experts")
     w = lw.w
     experts = router.shape[0]
     flat = lw.reshape(x, [-1, x.shape[-1]])

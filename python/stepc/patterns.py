@@ -181,7 +181,8 @@ class Matcher:
             if not causal:
                 mask = self.score_mask(s, s.args[1], "hidden")
             s = s.args[0] if causal or mask else None
-        elif is_call(s, aten.add.Tensor) and isinstance(s.args[1], torch.fx.Node):
+        elif is_call(s, aten.add.Tensor) and isinstance(s.args[1], torch.fx.Node) and \
+                s.kwargs.get("alpha", s.args[2] if len(s.args) > 2 else 1) == 1:
             causal = s.args[1] in self.consts and self.causal_mask(s.args[1], boolean=False)
             if not causal:
                 mask = self.score_mask(s, s.args[1], "additive")

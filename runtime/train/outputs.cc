@@ -21,7 +21,8 @@ absl::StatusOr<npy::Array> ReadArray(const std::string& dir, const std::string& 
   return array;
 }
 
-absl::Status SaveState(const Session& session, const std::string& dir, StepResult last) {
+absl::Status SaveState(const Session& session, const std::string& dir,
+                       std::optional<StepResult> last) {
   const stepc_module_info& info = session.module().info();
   std::string error;
   auto write = [&](const std::string& name, const std::vector<int64_t>& shape,
@@ -39,8 +40,11 @@ absl::Status SaveState(const Session& session, const std::string& dir, StepResul
     std::string name = a.kind == STEPC_ARG_PARAM ? absl::StrCat("param.", a.name) : a.name;
     STEPC_RETURN_IF_ERROR(write(name, shape, std::vector<double>(values.begin(), values.end())));
   }
-  STEPC_RETURN_IF_ERROR(write("loss", {}, {last.loss}));
-  return write("grad_norm", {}, {last.grad_norm});
+  // No step this run (--steps 0, or a checkpoint with none left): no loss
+  // or norm to write, rather than zeros that look like one.
+  if (!last) return absl::OkStatus();
+  STEPC_RETURN_IF_ERROR(write("loss", {}, {last->loss}));
+  return write("grad_norm", {}, {last->grad_norm});
 }
 
 }  // namespace
@@ -170,7 +174,8 @@ absl::Status SaveOutputs(Session& session, std::string dir, int rank) {
   return absl::OkStatus();
 }
 
-absl::Status SaveNpy(const Session& session, std::string dir, int rank, StepResult last) {
+absl::Status SaveNpy(const Session& session, std::string dir, int rank,
+                     std::optional<StepResult> last) {
   if (rank > 0) dir = absl::StrCat(dir, ".rank", rank);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -5,6 +5,7 @@
 #ifndef STEPC_RUNTIME_TRAIN_OUTPUTS_H_
 #define STEPC_RUNTIME_TRAIN_OUTPUTS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,9 @@ absl::Status LoadSafetensors(Session& session, const std::string& path,
 absl::Status SaveSafetensors(const Session& session, const std::string& path, bool lead);
 // Parameters ("param.<name>"), moments, the last loss and gradient norm as
 // .npy under DIR; rank r > 0 writes DIR.rank<r> (replicas, for checks).
-absl::Status SaveNpy(const Session& session, std::string dir, int rank, StepResult last);
+// `last` absent (no step this run): no loss.npy and grad_norm.npy.
+absl::Status SaveNpy(const Session& session, std::string dir, int rank,
+                     std::optional<StepResult> last);
 // The eval step on the inputs set: its loss, logits and the loss function's
 // outputs as DIR/<name>.npy (rank r > 0 writes DIR.rank<r>).
 absl::Status SaveOutputs(Session& session, std::string dir, int rank);

@@ -233,6 +233,11 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   // MFU: the model's FLOPs over every rank's peak (each rank's own, probed
   // on its threads; the ranks of a job are alike). Nothing to train: no probe.
   const bool trains = first_step <= steps;
+  // --save-outputs evaluates the last batch a step trained on.
+  if (!trains && !o.save_outputs.empty())
+    return absl::FailedPreconditionError(
+        "--save-outputs evaluates the last batch trained, and this run trains no step "
+        "(--steps 0, or a checkpoint with none left)");
   // The libraries' own memory beside the plan (BLAS buffers, MPI's
   // temporaries), probed on every rank before any other probe has used
   // them.
@@ -746,7 +751,9 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   if (!o.save_outputs.empty()) STEPC_RETURN_IF_ERROR(SaveOutputs(*session, o.save_outputs, rank));
   if (!o.save_safetensors.empty())
     STEPC_RETURN_IF_ERROR(SaveSafetensors(*session, o.save_safetensors, lead));
-  if (!o.save_npy.empty()) STEPC_RETURN_IF_ERROR(SaveNpy(*session, o.save_npy, rank, last));
+  if (!o.save_npy.empty())
+    STEPC_RETURN_IF_ERROR(SaveNpy(*session, o.save_npy, rank,
+                                  trains ? std::optional<StepResult>(last) : std::nullopt));
   return absl::OkStatus();
 }
 

@@ -470,6 +470,8 @@ class ManualMasked(nn.Module):
             att = att.masked_fill(~seen, float("-inf"))
         elif self.kind == "alibi":
             att = att + self.alibi
+        elif self.kind == "alibi-alpha":  # the bias scaled by add's alpha
+            att = torch.add(att, self.alibi, alpha=0.5)
         else:
             att = (att + self.rel).masked_fill(~self.keep, float("-inf"))
         y = F.softmax(att, dim=-1) @ v
@@ -549,7 +551,8 @@ def make(name, steps):
                     torch.randint(0, 96, (4, 16), generator=g)) for _ in range(steps)]
     elif name in ("padded", "mha", "mha-seq-first", "mha-key-padding", "sdpa-padding",
                   "sdpa-additive", "sdpa-gqa", "lstm-cell", "gru-cell", "manual-padding",
-                  "manual-alibi", "manual-learned", "moe-gelu", "moe-swiglu"):
+                  "manual-alibi", "manual-alibi-alpha", "manual-learned", "moe-gelu",
+                  "moe-swiglu"):
         model = {"padded": Padded, "mha": MHADecoder,
                  "mha-seq-first": lambda: MHADecoder(batch_first=False),
                  "mha-key-padding": lambda: MHADecoder(key_padding=True),
@@ -559,6 +562,7 @@ def make(name, steps):
                  "lstm-cell": lambda: CellRNN("lstm"), "gru-cell": lambda: CellRNN("gru"),
                  "manual-padding": lambda: ManualMasked("padding"),
                  "manual-alibi": lambda: ManualMasked("alibi"),
+                 "manual-alibi-alpha": lambda: ManualMasked("alibi-alpha"),
                  "manual-learned": lambda: ManualMasked("learned"),
                  "moe-gelu": lambda: MoEDecoder("gelu"),
                  "moe-swiglu": lambda: MoEDecoder("swiglu")}[name]()

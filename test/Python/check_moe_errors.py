@@ -1,0 +1,21 @@
+"""stepc::moe given what it cannot lower: each an ExportError naming it
+(check_export trains the module stepc.nn.MoE builds; this calls the op
+itself with an activation, a top_k and a w3 the module would refuse).
+
+    check_moe_errors.py OUT_DIR
+"""
+import sys, torch, stepc, stepc.nn
+class M(torch.nn.Module):
+    def __init__(self, act, k, w3):
+        super().__init__()
+        self.r = torch.nn.Parameter(torch.randn(4, 8)); self.w1 = torch.nn.Parameter(torch.randn(4, 6, 8))
+        self.w2 = torch.nn.Parameter(torch.randn(4, 8, 6)); self.w3 = torch.nn.Parameter(torch.randn(4, 6, 8)) if w3 else None
+        self.act, self.k = act, k
+    def forward(self, x):
+        return torch.ops.stepc.moe(x, self.r, self.w1, self.w2, self.w3, self.k, self.act).pow(2).mean()
+for act, k, w3 in (("relu", 2, False), ("gelu", 5, False), ("swiglu", 2, False), ("gelu", 0, False)):
+    try:
+        stepc.export(M(act, k, w3), (torch.randn(3, 8),), sys.argv[1])
+        print("NO ERROR", act, k, w3)
+    except stepc.ExportError as e:
+        print("ok:", str(e).rsplit(": ", 1)[-1] if "MoE" not in str(e) else str(e)[str(e).index("MoE"):])
