@@ -691,7 +691,7 @@ absl::StatusOr<CheckpointInfo> Session::LoadCheckpoint(const std::string& dir) {
                                                   " of '", name, "' (a shard file is missing)"));
     for (const auto& [name, i] : wanted)
       if (TpSplit(i))
-        ForEachRun(i, ShardIndex(), TpIndex(), [&, i = i](int64_t local, int64_t global, int64_t n) {
+        ForEachRun(i, ShardIndex(), SplitIndex(i), [&, i = i](int64_t local, int64_t global, int64_t n) {
           std::copy(wholes[i].begin() + global, wholes[i].begin() + global + n,
                     loaded[i].begin() + local);
         });

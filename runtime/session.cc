@@ -296,7 +296,7 @@ absl::Status Session::InitParams(uint64_t seed) {
       // A shard draws the elements the whole tensor has where it holds them;
       // padding rows are zero.
       std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
-      ForEachRun(i, ShardIndex(), TpIndex(), [&](int64_t local, int64_t global, int64_t n) {
+      ForEachRun(i, ShardIndex(), SplitIndex(i), [&](int64_t local, int64_t global, int64_t n) {
         FillInitial(seed, a.name, static_cast<stepc_init>(a.init), a.init_std,
                     absl::MakeSpan(floats_[i]).subspan(local, n), global);
       });
@@ -554,8 +554,8 @@ absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) c
         "reading the sharded '", name, "' of a multi-GPU session is not supported yet"));
   // Every holder's part (the ranks along the fsdp and tp axes, in rank
   // order: fsdp index major), then each placed where it belongs.
-  const int shards = Sharded(i) ? ShardCount() : 1, tps = TpSplit(i) ? TpCount() : 1;
-  const int axes = (Sharded(i) ? ShardAxes() : 0) | (TpSplit(i) ? 1 << TpAxis() : 0);
+  const int shards = Sharded(i) ? ShardCount() : 1, tps = TpSplit(i) ? SplitCount(i) : 1;
+  const int axes = (Sharded(i) ? ShardAxes() : 0) | (TpSplit(i) ? 1 << SplitAxis(i) : 0);
   const int64_t count = static_cast<int64_t>(floats_[i].size());
   std::vector<float> parts(count * shards * tps);
   STEPC_RETURN_IF_ERROR(communicator_->AllGather(axes, floats_[i].data(), parts.data(), count));
@@ -586,7 +586,7 @@ absl::Status Session::WriteParam(const std::string& name, absl::Span<const float
           "'", name, "' would hold ", values[k], " at element ", k, ": ",
           second_moment ? "a second moment is finite and >= 0" : "its values must be finite"));
   std::fill(floats_[i].begin(), floats_[i].end(), 0.0f);
-  ForEachRun(i, ShardIndex(), TpIndex(), [&](int64_t local, int64_t global, int64_t n) {
+  ForEachRun(i, ShardIndex(), SplitIndex(i), [&](int64_t local, int64_t global, int64_t n) {
     std::copy(values.begin() + global, values.begin() + global + n, floats_[i].begin() + local);
   });
   if (device_) {
@@ -626,6 +626,18 @@ int Session::TpIndex() const {
 }
 
 int Session::TpCount() const { return TpAxis() >= 0 ? MeshShape()[TpAxis()] : 1; }
+
+int Session::SplitAxis(int i) const {
+  const stepc_arg_info& a = module_->info().args[i];
+  return a.tp_axis >= 0 ? a.tp_axis : TpAxis();
+}
+
+int Session::SplitIndex(int i) const {
+  if (!TpSplit(i)) return 0;
+  return MeshCoordinate(MeshShape(), communicator_->rank(), SplitAxis(i));
+}
+
+int Session::SplitCount(int i) const { return TpSplit(i) ? module_->info().args[i].tp_parts : 1; }
 
 int64_t Session::planned_bytes() const {
   const stepc_module_info& info = module_->info();

@@ -151,6 +151,11 @@ class Session {
   bool TpSplit(int i) const;
   int TpIndex() const;
   int TpCount() const;
+  // A split argument's mesh axis (its own, or the tp axis), this rank's
+  // index along it and the parts (1: not split).
+  int SplitAxis(int i) const;
+  int SplitIndex(int i) const;
+  int SplitCount(int i) const;
   // Argument i's shape and element count as a whole (unsharded).
   std::vector<int64_t> GlobalShapeOf(int i) const;
   int64_t GlobalNumel(int i) const;

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 10
+#define STEPC_ABI_VERSION 11
 
 /* id_ignored when every id of an input must be in [0, id_bound). */
 #define STEPC_NO_IGNORED_ID INT64_MIN
@@ -64,6 +64,10 @@ typedef struct {
   /* Integer inputs: an id the step does not count (a cross-entropy's
    * ignore_index, allowed beside [0, id_bound)), or STEPC_NO_IGNORED_ID. */
   int64_t id_ignored;
+  /* The mesh axis the tp_parts lie along: -1 for the tensor-parallel axis;
+   * an expert-parallel weight (ep:E) names the ep axis, whose ranks hold
+   * E/ep experts each as tp_parts parts of dim 0. ABI 11. */
+  int32_t tp_axis;
 } stepc_arg_info;
 
 /* Collectives over the ranks of a data-parallel step, provided by the

@@ -235,18 +235,22 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         int64_t tokens = experts.getDimSize(0), k = experts.getDimSize(1);
         int64_t e = m.getNumExperts();
         Value wide = isa<MoeDispatchOp>(op) ? op->getOperand(0) : op->getResult(0);
+        int64_t groups = m.getGroups();
         std::optional<int64_t> scratch;
         if (cuda)
-          scratch = 4 * (2 * e + tokens * k + 1);
+          scratch = 4 * (2 * e + tokens * k + groups);
         return LibraryCall{op->getName().stripDialect(),
-                           {i64(tokens), i64(k), i64(lastDim(wide)), i64(e)}, scratch};
+                           {i64(tokens), i64(k), i64(lastDim(wide)), i64(e), i64(groups)},
+                           scratch};
       })
       .Case<GroupedMatmulOp, GroupedMatmulWeightGradOp>([&](auto g) {
         RankedTensorType lhs = typeOf(g.getLhs());
         int64_t n = isa<GroupedMatmulOp>(op) ? lastDim(op->getResult(0)) : lastDim(op->getOperand(1));
         return LibraryCall{op->getName().stripDialect(),
                            {i64(lhs.getDimSize(0)), i64(lhs.getDimSize(1)), i64(n),
-                            i64(typeOf(g.getCounts()).getDimSize(0)),
+                            i64(typeOf(g.getCounts()).getShape().back()),
+                            i64(typeOf(g.getCounts()).getNumElements() /
+                                typeOf(g.getCounts()).getShape().back()),
                             i32(g.getTransposeB() ? 1 : 0)},
                            std::nullopt};
       })

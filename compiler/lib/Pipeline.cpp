@@ -21,6 +21,23 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
+  // ep:E alone or after ddp:N (expert parallelism: the ep ranks split the
+  // batch and hold E/ep experts each).
+  if (size_t at = rest.find("ep:"); at != StringRef::npos && (at == 0 || rest[at - 1] == ',')) {
+    StringRef data = rest.take_front(at);
+    bool dataOk = data.empty() || (data.consume_back(",") && data.consume_front("ddp:") &&
+                                   count(data, spec.perGroup));
+    if (!data.empty() && dataOk)
+      spec.kind = ShardSpec::Kind::Ddp;
+    if (dataOk && count(rest.drop_front(at + 3), spec.ep) && spec.ep >= 2 &&
+        spec.perGroup <= kMaxRanks / spec.ep)
+      return spec;
+    error = ("bad --shard '" + text +
+             "' (expected ep:E or ddp:N,ep:E with E >= 2 and at most " + Twine(kMaxRanks) +
+             " ranks; fsdp, hsdp, tp and pp beside ep are not supported yet)")
+                .str();
+    return failure();
+  }
   // pp:P alone or after ddp:N, fsdp:N or hsdp:RxS, optionally followed by
   // ,tp:M.
   if (size_t at = rest.find("pp:"); at != StringRef::npos) {
@@ -87,6 +104,13 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
 
 SmallVector<int64_t> ShardSpec::meshShape() const {
   SmallVector<int64_t> shape;
+  // [N, E] or [E]: ep the last data axis.
+  if (ep > 1) {
+    if (perGroup > 1)
+      shape.push_back(perGroup);
+    shape.push_back(ep);
+    return shape;
+  }
   // Data ([R, S] under hsdp), then the pipeline's stages, then tp.
   if (pp > 1) {
     if (kind == Kind::Hsdp) {
@@ -179,6 +203,15 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   // Each rank's step sees its share of the global batch.
   if (options.batch > 0 || shard->ranks() > 1)
     pm.addPass(createStepRebindBatch(StepRebindBatchOptions{options.batch, shard->ranks()}));
+  // Expert parallelism: each rank's experts, tokens sent to them and back.
+  if (shard->ep > 1) {
+    StepShardExpertsOptions expertOptions;
+    expertOptions.ep = shard->ep;
+    expertOptions.axis = shard->epAxis();
+    SmallVector<int64_t> mesh = shard->meshShape();
+    expertOptions.meshShape = mesh;
+    pm.addPass(createStepShardExperts(expertOptions));
+  }
   // Tensor parallelism shards the model itself: the backward follows.
   if (shard->tp > 1) {
     StepShardTensorOptions tensorOptions;
@@ -246,6 +279,11 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   bool shardedState = shard->ranks() > 1 && shard->shardsParameters();
   if (shardedState || shard->tp > 1)
     optimizerFlags += (" mesh=" + kWorldMeshName).str();
+  // Expert weights are split over ep: their squares are summed along it.
+  if (shard->ep > 1)
+    optimizerFlags += (" mesh=" + kWorldMeshName + " mesh-axis=-1 tp-axis=" +
+                       Twine(shard->epAxis()))
+                          .str();
   optimizerFlags += !shardedState          ? (shard->tp > 1 ? " mesh-axis=-1" : "")
                     : shard->replicas > 1 ? " mesh-axis=1"
                                           : " mesh-axis=0";

@@ -680,12 +680,22 @@ std::string SourceEmitter::metadata() {
           }
         }
     }
-    std::string tp = "0 0 0 -1";
-    if (tpShard)
-      tp = llvm::formatv("{0} {1} {2} {3}", summary.tensorParallel,
-                         tpShard.getAs<IntegerAttr>("dim").getInt(),
+    std::string tp = "0 0 0 -1 -1";
+    if (tpShard) {
+      // Split over tp, or (expert weights) over the mesh axis it names.
+      int64_t parts = summary.tensorParallel, axis = -1;
+      if (auto named = tpShard.getAs<IntegerAttr>("axis")) {
+        axis = named.getInt();
+        auto module = step->getParentOfType<ModuleOp>();
+        auto meshes = module.getOps<mesh::MeshOp>();
+        parts = !meshes.empty() && axis < int64_t((*meshes.begin()).getShape().size())
+                    ? (*meshes.begin()).getShape()[axis]
+                    : 1;
+      }
+      tp = llvm::formatv("{0} {1} {2} {3} {4}", parts, tpShard.getAs<IntegerAttr>("dim").getInt(),
                          tpShard.getAs<DenseI64ArrayAttr>("segments").size(),
-                         indexOf(segmentIndex, segmentTables, segmentNames[i]));
+                         indexOf(segmentIndex, segmentTables, segmentNames[i]), axis);
+    }
     // The standard deviation as the bits of its 7-digit decimal (the value
     // the module info has always held); bits, as strtod would read the host
     // trainer's locale.
@@ -724,6 +734,7 @@ std::string SourceEmitter::metadata() {
      << "    a.tp_num_segments = (int32_t)strtol(end, &end, 10);\n"
      << "    long segments = strtol(end, &end, 10);\n"
      << "    a.tp_segments = segments < 0 ? 0 : kSegmentTables[segments];\n"
+     << "    a.tp_axis = (int32_t)strtol(end, &end, 10);\n"
      << "    a.name = end + 1;\n"
      << "    s = a.name + strlen(a.name) + 1;\n"
      << "  }\n}\n\n";

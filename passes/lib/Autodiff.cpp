@@ -85,6 +85,16 @@ LogicalResult collectiveVjp(OpBuilder &b, Operation *op, ArrayRef<Value> resultG
         resultGrads[0], slice.getSliceAxis()));
     return success();
   }
+  // all_to_all along one dimension sends block j to rank j and receives
+  // rank j's block i: its transpose is the same exchange.
+  if (auto exchange = dyn_cast<mesh::AllToAllOp>(op)) {
+    if (exchange.getSplitAxis() != exchange.getConcatAxis())
+      return failure();
+    operandGrads.push_back(b.create<mesh::AllToAllOp>(
+        op->getLoc(), resultGrads[0].getType(), exchange.getMesh(), exchange.getMeshAxes(),
+        resultGrads[0], exchange.getSplitAxis(), exchange.getConcatAxis()));
+    return success();
+  }
   if (auto copy = dyn_cast<CopyToParallelOp>(op)) {
     SmallVector<mesh::MeshAxis> axes(copy.getMeshAxes());
     operandGrads.push_back(b.create<mesh::AllReduceOp>(

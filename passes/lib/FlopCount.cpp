@@ -94,10 +94,15 @@ static Wide attentionProductOf(OpT op) {
 }
 /// 2·M·N·K of a grouped product or its weight gradient: every one of the M
 /// dispatched rows meets a [K, N] expert matrix, however they split.
-static Wide groupedProduct(Value lhs, Value out) {
+/// A grouped product over `counts`' blocks of rows (one per expert-parallel
+/// source rank; each rank's rows are filled on average one block's worth,
+/// as the ranks' dispatched rows sum to one block per rank).
+static Wide groupedProduct(Value lhs, Value out, Value counts) {
   auto x = cast<RankedTensorType>(lhs.getType());
   auto y = cast<RankedTensorType>(out.getType());
-  return productFlops(1, x.getDimSize(0), y.getShape().back(), x.getDimSize(1));
+  auto c = cast<RankedTensorType>(counts.getType());
+  int64_t blocks = c.getRank() == 2 ? c.getDimSize(0) : 1;
+  return productFlops(1, x.getDimSize(0) / blocks, y.getShape().back(), x.getDimSize(1));
 }
 static Wide attentionProduct(Operation *op) {
   if (auto a = dyn_cast<AttentionOp>(op))
@@ -132,7 +137,7 @@ static FailureOr<WideFlops> modelFlops(Operation *op) {
       })
       // grouped_matmul: 2·M·N·K over the dispatched rows.
       .Case([](GroupedMatmulOp g) {
-        return FailureOr<WideFlops>(withBackward(groupedProduct(g.getLhs(), g.getResult())));
+        return FailureOr<WideFlops>(withBackward(groupedProduct(g.getLhs(), g.getResult(), g.getCounts())));
       })
       // matmul: 2·batch·M·N·K, the leading lhs dims sharing one rhs.
       .Case([](MatmulOp matmul) {
@@ -166,10 +171,10 @@ static FailureOr<Wide> executedFlops(Operation *op) {
           [](Operation *a) { return FailureOr<Wide>(5 * attentionProduct(a)); })
       .Case([](BatchMatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case([](GroupedMatmulOp g) {
-        return FailureOr<Wide>(groupedProduct(g.getLhs(), g.getResult()));
+        return FailureOr<Wide>(groupedProduct(g.getLhs(), g.getResult(), g.getCounts()));
       })
       .Case([](GroupedMatmulWeightGradOp g) {
-        return FailureOr<Wide>(groupedProduct(g.getLhs(), g.getGrad()));
+        return FailureOr<Wide>(groupedProduct(g.getLhs(), g.getGrad(), g.getCounts()));
       })
       .Case([](MatmulOp m) { return FailureOr<Wide>(productRule(m).forward); })
       .Case<mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp, mesh::AllToAllOp,

@@ -33,9 +33,23 @@ struct StepShardDataParallelPass
     return b.create<MulOp>(loc, sum, inv);
   }
 
-  Value allReduce(OpBuilder &b, Location loc, Value v) {
-    return b.create<mesh::AllReduceOp>(loc, v.getType(), kWorldMeshName, ArrayRef<mesh::MeshAxis>{0},
-                                       v, mesh::ReductionKind::Sum);
+  /// The data axes (the mesh's first, or every axis up to ep's), and those
+  /// an expert weight's gradient is summed over (the data axes but ep: its
+  /// experts have every ep rank's tokens in it already).
+  SmallVector<mesh::MeshAxis> dataAxes{0}, expertAxes;
+  int64_t epAxis = -1;
+
+  Value allReduce(OpBuilder &b, Location loc, Value v, ArrayRef<mesh::MeshAxis> axes) {
+    return b.create<mesh::AllReduceOp>(loc, v.getType(), kWorldMeshName, axes, v,
+                                       mesh::ReductionKind::Sum);
+  }
+  Value allReduce(OpBuilder &b, Location loc, Value v) { return allReduce(b, loc, v, dataAxes); }
+
+  /// Whether gradient function argument `i` is an expert weight of ep.
+  bool isExpertWeight(func::FuncOp grad, unsigned i) {
+    auto split = grad.getArgAttrOfType<DictionaryAttr>(i, StepDialect::kTpShardAttrName);
+    auto axis = split ? split.getAs<IntegerAttr>("axis") : IntegerAttr();
+    return axis && axis.getInt() == epAxis;
   }
 
   /// Replaces the loss and gradients returned by `grad` with their means
@@ -49,12 +63,22 @@ struct StepShardDataParallelPass
     results[0] = mean(b, loc, allReduce(b, loc, results[0]));
     // Gradients in the order their defining ops run (arguments first); the
     // loss function's outputs after them stay this rank's.
-    unsigned grads = 0;
-    for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i)
-      grads += static_cast<bool>(getTrainedParam(grad, i));
+    // Expert weights' gradients are averaged on their own axes.
     SmallVector<unsigned> order;
-    for (unsigned i = 1; i <= grads; ++i)
-      order.push_back(i);
+    for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
+      if (!getTrainedParam(grad, i))
+        continue;
+      unsigned result = order.size() + 1;
+      if (!isExpertWeight(grad, i)) {
+        order.push_back(result);
+        continue;
+      }
+      order.push_back(0); // a placeholder, dropped below
+      results[result] = expertAxes.empty()
+                            ? mean(b, loc, results[result])
+                            : mean(b, loc, allReduce(b, loc, results[result], expertAxes));
+    }
+    llvm::erase(order, 0u);
     auto position = [](Value v) -> Operation * { return v.getDefiningOp(); };
     llvm::stable_sort(order, [&](unsigned x, unsigned y) {
       Operation *a = position(results[x]), *c = position(results[y]);
@@ -125,10 +149,19 @@ struct StepShardDataParallelPass
     // With tp, step-shard-tensor made the mesh: these axes, then tp.
     if (!module.lookupSymbol(kWorldMeshName))
       b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, ArrayRef<int64_t>{ranks.getValue()});
+    // With ep (step-shard-experts), the data axes run up to ep's.
+    if (auto ep = module.lookupSymbol(kWorldMeshName)->getAttrOfType<IntegerAttr>(
+            StepDialect::kEpAxisAttrName)) {
+      epAxis = ep.getInt();
+      dataAxes.clear();
+      for (int64_t axis = 0; axis <= epAxis; ++axis)
+        dataAxes.push_back(static_cast<mesh::MeshAxis>(axis));
+      expertAxes.assign(dataAxes.begin(), dataAxes.end() - 1);
+    }
     for (func::FuncOp grad : grads) {
       bucketAndReduce(b, grad);
-      if (failed(offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, {0}, ranks)) ||
-          failed(sumTokenCounts(grad, StepDialect::kRankRowsAttrName, {0}, ranks)))
+      if (failed(offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, dataAxes, ranks)) ||
+          failed(sumTokenCounts(grad, StepDialect::kRankRowsAttrName, dataAxes, ranks)))
         return signalPassFailure();
     }
   }

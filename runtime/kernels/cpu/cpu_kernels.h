@@ -231,27 +231,32 @@ void stepc_cpu_quantize_fp8(const float *x, int64_t matrices, int64_t rows, int6
                             int64_t tile_rows, int64_t tile_cols, int format, float *y);
 /* Mixture of experts (moe.cc; the routing of runtime/kernels/moe_routing.h).
  * top_k: per row of n, the k largest (NaN largest, ties to the lower index)
- * and their indices. dispatch: rows [tokens·k, width] sorted by expert
- * (zeros past the taken pairs) and counts [E]. combine: out[n] = Σ_j
+ * and their indices. The experts fall in `groups` equal groups (one per
+ * expert-parallel rank; 1 without). dispatch: rows [groups·tokens·k, width]
+ * in groups blocks of tokens·k, block g group g's pairs sorted by expert
+ * (zeros past them), and counts [E]. combine: out[n] = Σ_j
  * gates[n, j]·rows[slot(n, j)]; its gradient drows, dgates. grouped_matmul:
- * expert e's rows of lhs [m, k] times rhs[e] ([k, n], or [n, k] with
- * transpose_b); the weight gradient has rhs's shape. */
+ * lhs [m, k] in `blocks` equal blocks, block b's expert e rows counted by
+ * counts[b·E + e], times rhs[e] ([k, n], or [n, k] with transpose_b); the
+ * weight gradient has rhs's shape and sums the blocks. */
 void stepc_cpu_top_k(const float *x, int64_t rows, int64_t n, int64_t k, float *values,
                      int32_t *indices);
 void stepc_cpu_moe_dispatch(const float *x, const int32_t *experts, int64_t tokens, int64_t k,
-                            int64_t width, int64_t num_experts, float *rows, int32_t *counts);
+                            int64_t width, int64_t num_experts, int64_t groups, float *rows,
+                            int32_t *counts);
 void stepc_cpu_moe_combine(const float *rows, const float *gates, const int32_t *experts,
                            int64_t tokens, int64_t k, int64_t width, int64_t num_experts,
-                           float *out);
+                           int64_t groups, float *out);
 void stepc_cpu_moe_combine_grad(const float *dy, const float *rows, const float *gates,
                                 const int32_t *experts, int64_t tokens, int64_t k, int64_t width,
-                                int64_t num_experts, float *drows, float *dgates);
+                                int64_t num_experts, int64_t groups, float *drows, float *dgates);
 void stepc_cpu_grouped_matmul(const float *lhs, const float *rhs, const int32_t *counts,
                               int64_t m, int64_t k, int64_t n, int64_t num_experts,
-                              int transpose_b, float *out);
+                              int64_t blocks, int transpose_b, float *out);
 void stepc_cpu_grouped_matmul_weight_grad(const float *lhs, const float *dy,
                                           const int32_t *counts, int64_t m, int64_t k, int64_t n,
-                                          int64_t num_experts, int transpose_b, float *dw);
+                                          int64_t num_experts, int64_t blocks, int transpose_b,
+                                          float *dw);
 void stepc_cpu_rotary(const float *x, int64_t batch, int64_t len, int64_t width,
                       int64_t head_dim, double theta, int inverse, float *y);
 

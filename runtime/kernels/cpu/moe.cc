@@ -18,13 +18,21 @@
 
 namespace {
 
-// Each pair's slot (and the counts, when asked).
+// Each pair's slot (and the counts and each block's rows, when asked).
 std::vector<int32_t> Slots(const int32_t* experts, int64_t pairs, int64_t num_experts,
-                           int32_t* counts = nullptr) {
+                           int64_t groups, int32_t* counts = nullptr,
+                           std::vector<int32_t>* taken = nullptr) {
   std::vector<int32_t> slots(pairs), next(num_experts), own(counts ? 0 : num_experts);
-  stepc_moe_route(experts, pairs, num_experts, counts ? counts : own.data(), next.data(),
-                  slots.data());
+  if (taken) taken->resize(groups);
+  stepc_moe_route(experts, pairs, num_experts, groups, pairs, counts ? counts : own.data(),
+                  next.data(), slots.data(), taken ? taken->data() : nullptr);
   return slots;
+}
+
+// Zeros each block's rows past the `taken` it holds (blocks of `block` rows).
+void ZeroPadding(float* rows, const std::vector<int32_t>& taken, int64_t block, int64_t width) {
+  for (size_t g = 0; g < taken.size(); ++g)
+    std::fill(rows + (g * block + taken[g]) * width, rows + (g + 1) * block * width, 0.0f);
 }
 
 }  // namespace
@@ -53,13 +61,12 @@ extern "C" void stepc_cpu_top_k(const float* x, int64_t rows, int64_t n, int64_t
 }
 
 extern "C" void stepc_cpu_moe_dispatch(const float* x, const int32_t* experts, int64_t tokens,
-                                       int64_t k, int64_t width, int64_t num_experts, float* rows,
-                                       int32_t* counts) {
+                                       int64_t k, int64_t width, int64_t num_experts,
+                                       int64_t groups, float* rows, int32_t* counts) {
   const int64_t pairs = tokens * k;
-  const std::vector<int32_t> slots = Slots(experts, pairs, num_experts, counts);
-  int64_t taken = 0;
-  for (int64_t e = 0; e < num_experts; ++e) taken += counts[e];
-  std::fill(rows + taken * width, rows + pairs * width, 0.0f);
+  std::vector<int32_t> taken;
+  const std::vector<int32_t> slots = Slots(experts, pairs, num_experts, groups, counts, &taken);
+  ZeroPadding(rows, taken, pairs, width);
 #pragma omp parallel for
   for (int64_t p = 0; p < pairs; ++p)
     if (slots[p] >= 0) std::memcpy(rows + slots[p] * width, x + (p / k) * width, width * 4);
@@ -67,8 +74,9 @@ extern "C" void stepc_cpu_moe_dispatch(const float* x, const int32_t* experts, i
 
 extern "C" void stepc_cpu_moe_combine(const float* rows, const float* gates,
                                       const int32_t* experts, int64_t tokens, int64_t k,
-                                      int64_t width, int64_t num_experts, float* out) {
-  const std::vector<int32_t> slots = Slots(experts, tokens * k, num_experts);
+                                      int64_t width, int64_t num_experts, int64_t groups,
+                                      float* out) {
+  const std::vector<int32_t> slots = Slots(experts, tokens * k, num_experts, groups);
 #pragma omp parallel for
   for (int64_t n = 0; n < tokens; ++n) {
     float* o = out + n * width;
@@ -85,12 +93,12 @@ extern "C" void stepc_cpu_moe_combine(const float* rows, const float* gates,
 extern "C" void stepc_cpu_moe_combine_grad(const float* dy, const float* rows,
                                            const float* gates, const int32_t* experts,
                                            int64_t tokens, int64_t k, int64_t width,
-                                           int64_t num_experts, float* drows, float* dgates) {
+                                           int64_t num_experts, int64_t groups, float* drows,
+                                           float* dgates) {
   const int64_t pairs = tokens * k;
-  const std::vector<int32_t> slots = Slots(experts, pairs, num_experts);
-  int64_t taken = 0;
-  for (int32_t s : slots) taken += s >= 0;
-  std::fill(drows + taken * width, drows + pairs * width, 0.0f);
+  std::vector<int32_t> taken;
+  const std::vector<int32_t> slots = Slots(experts, pairs, num_experts, groups, nullptr, &taken);
+  ZeroPadding(drows, taken, pairs, width);
 #pragma omp parallel for
   for (int64_t p = 0; p < pairs; ++p) {
     if (slots[p] < 0) {
@@ -109,38 +117,52 @@ extern "C" void stepc_cpu_moe_combine_grad(const float* dy, const float* rows,
   }
 }
 
+// grouped_matmul's operands hold `blocks` equal blocks of rows (one per
+// expert-parallel source rank; 1 without), block b's experts' rows counted
+// by counts[b·E, (b+1)·E).
 extern "C" void stepc_cpu_grouped_matmul(const float* lhs, const float* rhs,
                                          const int32_t* counts, int64_t m, int64_t k, int64_t n,
-                                         int64_t num_experts, int transpose_b, float* out) {
-  int64_t covered = 0;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    int64_t begin, end;
-    stepc_moe_rows(counts, e, m, &begin, &end);
-    covered = std::max(covered, end);
-    if (end > begin)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
-                  int(end - begin), int(n), int(k), 1.0f, lhs + begin * k, int(k),
-                  rhs + e * k * n, transpose_b ? int(k) : int(n), 0.0f, out + begin * n, int(n));
+                                         int64_t num_experts, int64_t blocks, int transpose_b,
+                                         float* out) {
+  const int64_t block = m / blocks;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t base = b * block;
+    int64_t covered = 0;
+    for (int64_t e = 0; e < num_experts; ++e) {
+      int64_t begin, end;
+      stepc_moe_rows(counts + b * num_experts, e, block, &begin, &end);
+      covered = std::max(covered, end);
+      if (end > begin)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
+                    int(end - begin), int(n), int(k), 1.0f, lhs + (base + begin) * k, int(k),
+                    rhs + e * k * n, transpose_b ? int(k) : int(n), 0.0f,
+                    out + (base + begin) * n, int(n));
+    }
+    std::fill(out + (base + covered) * n, out + (base + block) * n, 0.0f);
   }
-  std::fill(out + covered * n, out + m * n, 0.0f);
 }
 
 extern "C" void stepc_cpu_grouped_matmul_weight_grad(const float* lhs, const float* dy,
                                                      const int32_t* counts, int64_t m, int64_t k,
                                                      int64_t n, int64_t num_experts,
-                                                     int transpose_b, float* dw) {
+                                                     int64_t blocks, int transpose_b, float* dw) {
+  const int64_t block = m / blocks;
   for (int64_t e = 0; e < num_experts; ++e) {
-    int64_t begin, end;
-    stepc_moe_rows(counts, e, m, &begin, &end);
     float* d = dw + e * k * n;
-    if (end == begin) {
-      std::fill(d, d + k * n, 0.0f);
-    } else if (transpose_b) {  // dW_e = dY_eᵀ X_e: [N, K]
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(k), int(end - begin),
-                  1.0f, dy + begin * n, int(n), lhs + begin * k, int(k), 0.0f, d, int(k));
-    } else {  // dW_e = X_eᵀ dY_e: [K, N]
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(k), int(n), int(end - begin),
-                  1.0f, lhs + begin * k, int(k), dy + begin * n, int(n), 0.0f, d, int(n));
+    float beta = 0.0f;  // the first block with rows writes, the later add
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t begin, end;
+      stepc_moe_rows(counts + b * num_experts, e, block, &begin, &end);
+      if (end == begin) continue;
+      const int64_t rows = end - begin, at = b * block + begin;
+      if (transpose_b)  // dW_e = dY_eᵀ X_e: [N, K]
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(k), int(rows), 1.0f,
+                    dy + at * n, int(n), lhs + at * k, int(k), beta, d, int(k));
+      else  // dW_e = X_eᵀ dY_e: [K, N]
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(k), int(n), int(rows), 1.0f,
+                    lhs + at * k, int(k), dy + at * n, int(n), beta, d, int(n));
+      beta = 1.0f;
     }
+    if (beta == 0.0f) std::fill(d, d + k * n, 0.0f);
   }
 }

@@ -556,8 +556,8 @@ TEST_F(CudaKernels, MixtureOfExperts) {
   Floats h = Random(tokens * width, 72, 1.0f);
   Floats dispatched(tokens * top * width, NAN);
   std::vector<int32_t> counts(experts, -1);
-  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, dispatched.data(),
-                         counts.data());
+  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, 1,
+                         dispatched.data(), counts.data());
   EXPECT_EQ(counts[3], 0);
   int64_t row = 0;
   for (int64_t e = 0; e < experts; ++e)
@@ -572,7 +572,7 @@ TEST_F(CudaKernels, MixtureOfExperts) {
   const int64_t scratch = 2 * experts + tokens * top + 1;
   float* Rows = Zeros(dispatched.size());
   int32_t *Route = Up(route), *Counts = Up(std::vector<int32_t>(experts, -1));
-  ASSERT_EQ(stepc_cuda_moe_dispatch(&ctx_, Up(h), Route, tokens, top, width, experts,
+  ASSERT_EQ(stepc_cuda_moe_dispatch(&ctx_, Up(h), Route, tokens, top, width, experts, 1,
                                     Zeros(scratch), Rows, Counts),
             0)
       << error_;
@@ -581,19 +581,19 @@ TEST_F(CudaKernels, MixtureOfExperts) {
 
   Floats gates = Random(tokens * top, 73, 1.0f), out(tokens * width);
   stepc_cpu_moe_combine(dispatched.data(), gates.data(), route.data(), tokens, top, width,
-                        experts, out.data());
+                        experts, 1, out.data());
   Floats dy = Random(out.size(), 74, 1.0f), drows(dispatched.size(), NAN), dgates(gates.size());
   stepc_cpu_moe_combine_grad(dy.data(), dispatched.data(), gates.data(), route.data(), tokens,
-                             top, width, experts, drows.data(), dgates.data());
+                             top, width, experts, 1, drows.data(), dgates.data());
   EXPECT_EQ(dgates[7], 0.0f);
   float *G = Up(gates), *Out = Zeros(out.size()), *DRows = Zeros(drows.size()),
         *DGates = Zeros(dgates.size());
-  ASSERT_EQ(stepc_cuda_moe_combine(&ctx_, Rows, G, Route, tokens, top, width, experts,
+  ASSERT_EQ(stepc_cuda_moe_combine(&ctx_, Rows, G, Route, tokens, top, width, experts, 1,
                                    Zeros(scratch), Out),
             0)
       << error_;
   ASSERT_EQ(stepc_cuda_moe_combine_grad(&ctx_, Up(dy), Rows, G, Route, tokens, top, width,
-                                        experts, Zeros(scratch), DRows, DGates),
+                                        experts, 1, Zeros(scratch), DRows, DGates),
             0)
       << error_;
   EXPECT_LT(RelError(Down(Out, out.size()), out), 1e-6);
@@ -606,9 +606,9 @@ TEST_F(CudaKernels, MixtureOfExperts) {
            want(m * nn, 0.0f), g = Random(m * nn, 77, 1.0f), dw(experts * kk * nn, NAN),
            want_dw(dw.size(), 0.0f);
     stepc_cpu_grouped_matmul(dispatched.data(), w.data(), counts.data(), m, kk, nn, experts,
-                             transpose_b, y.data());
+                             1, transpose_b, y.data());
     stepc_cpu_grouped_matmul_weight_grad(dispatched.data(), g.data(), counts.data(), m, kk, nn,
-                                         experts, transpose_b, dw.data());
+                                         experts, 1, transpose_b, dw.data());
     int64_t begin = 0;
     for (int64_t e = 0; e < experts; ++e) {
       for (int64_t r = begin; r < begin + counts[e]; ++r)
@@ -624,16 +624,69 @@ TEST_F(CudaKernels, MixtureOfExperts) {
     EXPECT_LT(RelError(dw, want_dw), 1e-5) << "transpose_b " << transpose_b;
     float *Y = Zeros(y.size()), *DW = Zeros(dw.size());
     ASSERT_EQ(stepc_cuda_grouped_matmul(&ctx_, Rows, Up(w), Counts, m, kk, nn, experts,
-                                        transpose_b, Y),
+                                        1, transpose_b, Y),
               0)
         << error_;
     ASSERT_EQ(stepc_cuda_grouped_matmul_weight_grad(&ctx_, Rows, Up(g), Counts, m, kk, nn,
-                                                    experts, transpose_b, DW),
+                                                    experts, 1, transpose_b, DW),
               0)
         << error_;
     EXPECT_LT(RelError(Down(Y, y.size()), y), 1e-5);
     EXPECT_LT(RelError(Down(DW, dw.size()), dw), 1e-5);
   }
+
+  // Two expert groups (expert parallelism): the rows in two blocks, the
+  // GPU's as the CPU's; the grouped products over two blocks of counts.
+  const int64_t groups = 2, rows2 = groups * tokens * top;
+  Floats grouped(rows2 * width, NAN), combined(tokens * width), gd(rows2 * width, NAN),
+      gg(gates.size());
+  std::vector<int32_t> counts2(experts);
+  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, groups,
+                         grouped.data(), counts2.data());
+  EXPECT_EQ(counts2, counts);
+  stepc_cpu_moe_combine(grouped.data(), gates.data(), route.data(), tokens, top, width, experts,
+                        groups, combined.data());
+  EXPECT_LT(RelError(combined, out), 1e-6);  // the same sum, other rows
+  stepc_cpu_moe_combine_grad(dy.data(), grouped.data(), gates.data(), route.data(), tokens, top,
+                             width, experts, groups, gd.data(), gg.data());
+  EXPECT_LT(RelError(gg, dgates), 1e-6);
+  const int64_t scratch2 = 2 * experts + tokens * top + groups;
+  float *Rows2 = Zeros(grouped.size()), *GD = Zeros(gd.size()), *GG = Zeros(gg.size());
+  ASSERT_EQ(stepc_cuda_moe_dispatch(&ctx_, Up(h), Route, tokens, top, width, experts, groups,
+                                    Zeros(scratch2), Rows2, Counts),
+            0)
+      << error_;
+  EXPECT_EQ(Down(Rows2, grouped.size()), grouped);
+  ASSERT_EQ(stepc_cuda_moe_combine_grad(&ctx_, Up(dy), Rows2, G, Route, tokens, top, width,
+                                        experts, groups, Zeros(scratch2), GD, GG),
+            0)
+      << error_;
+  EXPECT_LT(RelError(Down(GD, gd.size()), gd), 1e-6);
+  // Each block's counts: experts 0-1 in block 0's rows, 2-3 in block 1's.
+  std::vector<int32_t> block_counts = {counts[0], counts[1], 0, 0, 0, 0, counts[2], counts[3]};
+  Floats w = Random(experts * kk * nn, 79, 1.0f), y2(rows2 * nn), dw2(experts * kk * nn),
+         y1(m * nn), g2 = Random(rows2 * nn, 80, 1.0f);
+  stepc_cpu_grouped_matmul(grouped.data(), w.data(), block_counts.data(), rows2, kk, nn, experts,
+                           groups, 0, y2.data());
+  stepc_cpu_grouped_matmul(dispatched.data(), w.data(), counts.data(), m, kk, nn, experts, 1, 0,
+                           y1.data());
+  stepc_cpu_grouped_matmul_weight_grad(grouped.data(), g2.data(), block_counts.data(), rows2, kk,
+                                       nn, experts, groups, 0, dw2.data());
+  float *Y2 = Zeros(y2.size()), *DW2 = Zeros(dw2.size());
+  int32_t* BlockCounts = Up(block_counts);
+  ASSERT_EQ(stepc_cuda_grouped_matmul(&ctx_, Rows2, Up(w), BlockCounts, rows2, kk, nn, experts,
+                                      groups, 0, Y2),
+            0)
+      << error_;
+  ASSERT_EQ(stepc_cuda_grouped_matmul_weight_grad(&ctx_, Rows2, Up(g2), BlockCounts, rows2, kk,
+                                                  nn, experts, groups, 0, DW2),
+            0)
+      << error_;
+  EXPECT_LT(RelError(Down(Y2, y2.size()), y2), 1e-5);
+  EXPECT_LT(RelError(Down(DW2, dw2.size()), dw2), 1e-5);
+  // Block 0 holds experts 0-1's rows as the one-block dispatch did.
+  const int64_t first = counts[0] + counts[1];
+  EXPECT_EQ(Floats(y2.begin(), y2.begin() + first * nn), Floats(y1.begin(), y1.begin() + first * nn));
 }
 
 TEST_F(CudaKernels, CrossEntropyAndEmbeddingWithIdChecks) {

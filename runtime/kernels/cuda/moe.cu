@@ -1,8 +1,8 @@
 // The mixture-of-experts kernels on the GPU (step.top_k, moe_dispatch,
 // moe_combine, grouped_matmul and their gradients), as the CPU's of
 // kernels/cpu/moe.cc. The routing (moe_routing.h) runs in one thread into
-// the scratch the compiler planned (2E + pairs + 1 i32: counts, next,
-// slots, the taken total); the rest is a thread per element. A first
+// the scratch the compiler planned (2E + pairs + G i32: counts, next,
+// slots, each group's block's taken rows); the rest is a thread per element. A first
 // version: correct and capturable in a CUDA graph, not fast — the grouped
 // products are plain loops, where cuBLASLt's grouped GEMMs belong.
 
@@ -39,9 +39,9 @@ __global__ void TopKKernel(const float* x, int64_t rows, int64_t n, int64_t k, f
 }
 
 // scratch: counts (E; the dispatch's own output when given), next (E),
-// slots (pairs), total (1).
+// slots (pairs), taken (G: the rows each block holds).
 struct RouteScratch {
-  int32_t *counts, *next, *slots, *total;
+  int32_t *counts, *next, *slots, *taken;
 };
 __host__ __device__ RouteScratch Carve(float* scratch, int64_t pairs, int64_t experts,
                                        int32_t* counts) {
@@ -50,12 +50,20 @@ __host__ __device__ RouteScratch Carve(float* scratch, int64_t pairs, int64_t ex
 }
 
 __global__ void RouteKernel(const int32_t* experts, int64_t pairs, int64_t num_experts,
-                            RouteScratch r) {
+                            int64_t groups, RouteScratch r) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  stepc_moe_route(experts, pairs, num_experts, r.counts, r.next, r.slots);
-  int32_t total = 0;
-  for (int64_t e = 0; e < num_experts; ++e) total += r.counts[e];
-  *r.total = total;
+  stepc_moe_route(experts, pairs, num_experts, groups, pairs, r.counts, r.next, r.slots,
+                  r.taken);
+}
+
+// Rows of `groups` blocks of `block` rows past their block's taken: zero.
+__global__ void ZeroPaddingKernel(int64_t groups, int64_t block, int64_t width, RouteScratch r,
+                                  float* rows) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < groups * block * width;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t row = i / width;
+    if (row % block >= r.taken[row / block]) rows[i] = 0.0f;
+  }
 }
 
 __global__ void DispatchKernel(const float* x, int64_t pairs, int64_t k, int64_t width,
@@ -64,7 +72,6 @@ __global__ void DispatchKernel(const float* x, int64_t pairs, int64_t k, int64_t
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t p = i / width, c = i % width;
     if (r.slots[p] >= 0) rows[r.slots[p] * width + c] = x[(p / k) * width + c];
-    if (p >= *r.total) rows[i] = 0.0f;  // the rows past the taken pairs
   }
 }
 
@@ -87,8 +94,6 @@ __global__ void CombineGradKernel(const float* dy, const float* rows, const floa
                                   float* drows, float* dgates) {
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < pairs;
        p += (int64_t)gridDim.x * blockDim.x) {
-    if (p >= *r.total)
-      for (int64_t c = 0; c < width; ++c) drows[p * width + c] = 0.0f;
     const int32_t s = r.slots[p];
     if (s < 0) {
       dgates[p] = 0.0f;
@@ -115,12 +120,16 @@ __device__ int64_t ExpertOfRow(const int32_t* counts, int64_t experts, int64_t r
   return -1;
 }
 
+// The operands hold `blocks` equal blocks of rows, block b's counted by
+// counts[b·E, (b+1)·E).
 __global__ void GroupedMatmulKernel(const float* lhs, const float* rhs, const int32_t* counts,
                                     int64_t m, int64_t k, int64_t n, int64_t experts,
-                                    int transpose_b, float* out) {
+                                    int64_t blocks, int transpose_b, float* out) {
+  const int64_t block = m / blocks;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m * n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t r = i / n, j = i % n, e = ExpertOfRow(counts, experts, r);
+    const int64_t r = i / n, j = i % n;
+    const int64_t e = ExpertOfRow(counts + (r / block) * experts, experts, r % block);
     float acc = 0.0f;
     if (e >= 0) {
       const float* w = rhs + e * k * n;
@@ -132,25 +141,36 @@ __global__ void GroupedMatmulKernel(const float* lhs, const float* rhs, const in
 
 __global__ void WeightGradKernel(const float* lhs, const float* dy, const int32_t* counts,
                                  int64_t m, int64_t k, int64_t n, int64_t experts,
-                                 int transpose_b, float* dw) {
+                                 int64_t blocks, int transpose_b, float* dw) {
+  const int64_t block = m / blocks;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < experts * k * n;
        i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t e = i / (k * n), within = i % (k * n);
     // transpose_b: dW_e [N, K] = dY_eᵀ X_e; else [K, N] = X_eᵀ dY_e.
     const int64_t c = transpose_b ? within % k : within / n;
     const int64_t j = transpose_b ? within / k : within % n;
-    int64_t begin, end;
-    stepc_moe_rows(counts, e, m, &begin, &end);
     float acc = 0.0f;
-    for (int64_t r = begin; r < end; ++r) acc += lhs[r * k + c] * dy[r * n + j];
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t begin, end;
+      stepc_moe_rows(counts + b * experts, e, block, &begin, &end);
+      for (int64_t r = b * block + begin; r < b * block + end; ++r)
+        acc += lhs[r * k + c] * dy[r * n + j];
+    }
     dw[i] = acc;
   }
 }
 
 int Route(stepc_cuda_ctx* ctx, const int32_t* experts, int64_t pairs, int64_t num_experts,
-          const RouteScratch& r) {
-  STEPC_LAUNCH(1, 1, 0, ctx->stream, RouteKernel)(experts, pairs, num_experts, r);
+          int64_t groups, const RouteScratch& r) {
+  STEPC_LAUNCH(1, 1, 0, ctx->stream, RouteKernel)(experts, pairs, num_experts, groups, r);
   return STEPC_LAUNCHED(ctx, "RouteKernel(moe)");
+}
+
+int ZeroPadding(stepc_cuda_ctx* ctx, int64_t groups, int64_t block, int64_t width,
+                const RouteScratch& r, float* rows) {
+  STEPC_LAUNCH(ElementwiseBlocks(groups * block * width), kThreads, 0, ctx->stream,
+               ZeroPaddingKernel)(groups, block, width, r, rows);
+  return STEPC_LAUNCHED(ctx, "ZeroPaddingKernel(moe)");
 }
 
 }  // namespace
@@ -167,10 +187,11 @@ extern "C" int stepc_cuda_top_k(stepc_cuda_ctx* ctx, const float* x, int64_t row
 
 extern "C" int stepc_cuda_moe_dispatch(stepc_cuda_ctx* ctx, const float* x,
                                        const int32_t* experts, int64_t tokens, int64_t k,
-                                       int64_t width, int64_t num_experts, float* scratch,
-                                       float* rows, int32_t* counts) {
+                                       int64_t width, int64_t num_experts, int64_t groups,
+                                       float* scratch, float* rows, int32_t* counts) {
   const RouteScratch r = Carve(scratch, tokens * k, num_experts, counts);
-  if (int rc = Route(ctx, experts, tokens * k, num_experts, r)) return rc;
+  if (int rc = Route(ctx, experts, tokens * k, num_experts, groups, r)) return rc;
+  if (int rc = ZeroPadding(ctx, groups, tokens * k, width, r, rows)) return rc;
   STEPC_LAUNCH(ElementwiseBlocks(tokens * k * width), kThreads, 0, ctx->stream, DispatchKernel)(
       x, tokens * k, k, width, r, rows);
   return STEPC_LAUNCHED(ctx, "DispatchKernel(moe)");
@@ -178,10 +199,10 @@ extern "C" int stepc_cuda_moe_dispatch(stepc_cuda_ctx* ctx, const float* x,
 
 extern "C" int stepc_cuda_moe_combine(stepc_cuda_ctx* ctx, const float* rows, const float* gates,
                                       const int32_t* experts, int64_t tokens, int64_t k,
-                                      int64_t width, int64_t num_experts, float* scratch,
-                                      float* out) {
+                                      int64_t width, int64_t num_experts, int64_t groups,
+                                      float* scratch, float* out) {
   const RouteScratch r = Carve(scratch, tokens * k, num_experts, nullptr);
-  if (int rc = Route(ctx, experts, tokens * k, num_experts, r)) return rc;
+  if (int rc = Route(ctx, experts, tokens * k, num_experts, groups, r)) return rc;
   STEPC_LAUNCH(ElementwiseBlocks(tokens * width), kThreads, 0, ctx->stream, CombineKernel)(
       rows, gates, tokens, k, width, r, out);
   return STEPC_LAUNCHED(ctx, "CombineKernel(moe)");
@@ -190,10 +211,11 @@ extern "C" int stepc_cuda_moe_combine(stepc_cuda_ctx* ctx, const float* rows, co
 extern "C" int stepc_cuda_moe_combine_grad(stepc_cuda_ctx* ctx, const float* dy,
                                            const float* rows, const float* gates,
                                            const int32_t* experts, int64_t tokens, int64_t k,
-                                           int64_t width, int64_t num_experts, float* scratch,
-                                           float* drows, float* dgates) {
+                                           int64_t width, int64_t num_experts, int64_t groups,
+                                           float* scratch, float* drows, float* dgates) {
   const RouteScratch r = Carve(scratch, tokens * k, num_experts, nullptr);
-  if (int rc = Route(ctx, experts, tokens * k, num_experts, r)) return rc;
+  if (int rc = Route(ctx, experts, tokens * k, num_experts, groups, r)) return rc;
+  if (int rc = ZeroPadding(ctx, groups, tokens * k, width, r, drows)) return rc;
   STEPC_LAUNCH(ElementwiseBlocks(tokens * k), kThreads, 0, ctx->stream, CombineGradKernel)(
       dy, rows, gates, tokens * k, k, width, r, drows, dgates);
   return STEPC_LAUNCHED(ctx, "CombineGradKernel(moe)");
@@ -201,18 +223,19 @@ extern "C" int stepc_cuda_moe_combine_grad(stepc_cuda_ctx* ctx, const float* dy,
 
 extern "C" int stepc_cuda_grouped_matmul(stepc_cuda_ctx* ctx, const float* lhs, const float* rhs,
                                          const int32_t* counts, int64_t m, int64_t k, int64_t n,
-                                         int64_t num_experts, int transpose_b, float* out) {
+                                         int64_t num_experts, int64_t blocks, int transpose_b,
+                                         float* out) {
   STEPC_LAUNCH(ElementwiseBlocks(m * n), kThreads, 0, ctx->stream, GroupedMatmulKernel)(
-      lhs, rhs, counts, m, k, n, num_experts, transpose_b, out);
+      lhs, rhs, counts, m, k, n, num_experts, blocks, transpose_b, out);
   return STEPC_LAUNCHED(ctx, "GroupedMatmulKernel");
 }
 
 extern "C" int stepc_cuda_grouped_matmul_weight_grad(stepc_cuda_ctx* ctx, const float* lhs,
                                                      const float* dy, const int32_t* counts,
                                                      int64_t m, int64_t k, int64_t n,
-                                                     int64_t num_experts, int transpose_b,
-                                                     float* dw) {
+                                                     int64_t num_experts, int64_t blocks,
+                                                     int transpose_b, float* dw) {
   STEPC_LAUNCH(ElementwiseBlocks(num_experts * k * n), kThreads, 0, ctx->stream,
-               WeightGradKernel)(lhs, dy, counts, m, k, n, num_experts, transpose_b, dw);
+               WeightGradKernel)(lhs, dy, counts, m, k, n, num_experts, blocks, transpose_b, dw);
   return STEPC_LAUNCHED(ctx, "WeightGradKernel(moe)");
 }

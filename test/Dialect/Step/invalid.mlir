@@ -653,7 +653,31 @@ func.func @grouped_matmul_c1(%x: tensor<12x4xf32>, %w: tensor<3x5x6xf32>, %c: te
 // -----
 
 func.func @grouped_matmul_counts(%x: tensor<12x4xf32>, %w: tensor<3x4x5xf32>, %c: tensor<2xi32>) {
-  // expected-error @+1 {{'step.grouped_matmul' op expects lhs [M, K], rhs [E, K, N] and counts [E], got 'tensor<12x4xf32>', 'tensor<3x4x5xf32>' and 'tensor<2xi32>'}}
+  // expected-error @+1 {{'step.grouped_matmul' op expects lhs [M, K], rhs [E, K, N] and counts [E] or [B, E], got 'tensor<12x4xf32>', 'tensor<3x4x5xf32>' and 'tensor<2xi32>'}}
   %y = step.grouped_matmul %x, %w, %c : (tensor<12x4xf32>, tensor<3x4x5xf32>, tensor<2xi32>) -> tensor<12x5xf32>
+  return
+}
+
+// -----
+
+func.func @grouped_matmul_blocks(%x: tensor<12x4xf32>, %w: tensor<3x4x5xf32>, %c: tensor<5x3xi32>) {
+  // expected-error @+1 {{'step.grouped_matmul' op expects the 12 rows to divide into counts' 5 blocks}}
+  %y = step.grouped_matmul %x, %w, %c : (tensor<12x4xf32>, tensor<3x4x5xf32>, tensor<5x3xi32>) -> tensor<12x5xf32>
+  return
+}
+
+// -----
+
+func.func @moe_dispatch_c2(%x: tensor<6x4xf32>, %e: tensor<6x2xi32>) {
+  // expected-error @+1 {{'step.moe_dispatch' op expects the 3 experts to divide into 2 groups}}
+  %r, %c = step.moe_dispatch %x, %e experts 3 groups 2 : (tensor<6x4xf32>, tensor<6x2xi32>) -> (tensor<24x4xf32>, tensor<3xi32>)
+  return
+}
+
+// -----
+
+func.func @moe_combine_groups(%r: tensor<12x4xf32>, %g: tensor<6x2xf32>, %e: tensor<6x2xi32>) {
+  // expected-error @+1 {{'step.moe_combine' op expects rows [G·N·K, D] = [24, D], got 'tensor<12x4xf32>'}}
+  %y = step.moe_combine %r, %g, %e experts 4 groups 2 : (tensor<12x4xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x4xf32>
   return
 }

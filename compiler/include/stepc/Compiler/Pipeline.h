@@ -35,9 +35,12 @@ struct ShardSpec {
   int64_t tp = 1;
   /// Pipeline ranks (P of pp:P), 1 without: each runs one stage.
   int64_t pp = 1;
+  /// Expert-parallel ranks (E of ep:E), 1 without: data ranks that hold
+  /// E/ep experts each.
+  int64_t ep = 1;
 
   /// Data-parallel ranks: those that split the batch.
-  int64_t ranks() const { return replicas * perGroup; }
+  int64_t ranks() const { return replicas * perGroup * ep; }
   /// Every rank: the data ranks times the tp ranks.
   int64_t world() const { return ranks() * tp * pp; }
   /// Whether parameters, gradients and optimizer state are sharded.
@@ -48,6 +51,8 @@ struct ShardSpec {
   llvm::SmallVector<int64_t> meshShape() const;
   /// The mesh axis tp runs along (the last), or -1.
   int64_t tpAxis() const { return tp > 1 ? int64_t(meshShape().size()) - 1 : -1; }
+  /// The mesh axis of ep (the last data axis), or -1.
+  int64_t epAxis() const { return ep > 1 ? int64_t(meshShape().size()) - 1 : -1; }
   /// The mesh axis the pipeline's stages lie along (after the data axes),
   /// or -1.
   int64_t ppAxis() const {

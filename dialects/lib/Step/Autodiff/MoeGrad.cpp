@@ -35,7 +35,7 @@ LogicalResult MoeDispatchOp::buildVjp(OpBuilder &b, ValueRange dy,
       getLoc(), DenseElementsAttr::get(RankedTensorType::get(experts.getShape(), element),
                                        b.getFloatAttr(element, 1.0)));
   grads.push_back(b.create<MoeCombineOp>(getLoc(), drows, ones, getExperts(),
-                                         getNumExpertsAttr()));
+                                         getNumExpertsAttr(), getGroupsAttr()));
   grads.push_back(nullptr);
   return success();
 }
@@ -43,7 +43,7 @@ LogicalResult MoeDispatchOp::buildVjp(OpBuilder &b, ValueRange dy,
 // moe_combine: drows and dgates (moe_combine_grad); the experts are integers.
 LogicalResult MoeCombineOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   auto grad = b.create<MoeCombineGradOp>(getLoc(), dy[0], getRows(), getGates(), getExperts(),
-                                         getNumExpertsAttr());
+                                         getNumExpertsAttr(), getGroupsAttr());
   grads.append({grad.getRowsGrad(), grad.getGatesGrad(), nullptr});
   return success();
 }

@@ -29,37 +29,58 @@ LogicalResult checkRouting(std::optional<Location> loc, RankedTensorType tokens,
   return success();
 }
 
-/// Rows [N·K, D] in dispatch order for experts [N, K] (moe_combine's and its
-/// gradient's `rows`), gates [N, K].
+/// E experts in `groups` equal groups.
+template <typename OpT>
+LogicalResult checkGroups(std::optional<Location> loc, int64_t numExperts, int64_t groups) {
+  if (numExperts % groups != 0)
+    return opError<OpT>(loc, "expects the ", numExperts, " experts to divide into ", groups,
+                        " groups");
+  return success();
+}
+
+/// Rows [G·N·K, D] in dispatch order for experts [N, K] (moe_combine's and
+/// its gradient's `rows`), gates [N, K].
 template <typename OpT>
 LogicalResult checkCombine(std::optional<Location> loc, RankedTensorType rows,
-                           RankedTensorType gates, RankedTensorType experts) {
+                           RankedTensorType gates, RankedTensorType experts, int64_t groups) {
   if (!rows || !gates || !experts)
     return opError<OpT>(loc, "expects ranked tensor operands");
   if (experts.getRank() != 2 || gates.getShape() != experts.getShape())
     return opError<OpT>(loc, "expects gates and experts of one shape [N, K], got ", Type(gates),
                         " and ", Type(experts));
-  if (rows.getRank() != 2 ||
-      rows.getDimSize(0) != experts.getDimSize(0) * experts.getDimSize(1))
-    return opError<OpT>(loc, "expects rows [N·K, D] = [",
-                        experts.getDimSize(0) * experts.getDimSize(1), ", D], got ", Type(rows));
+  int64_t pairs = experts.getDimSize(0) * experts.getDimSize(1);
+  if (rows.getRank() != 2 || rows.getDimSize(0) != groups * pairs)
+    return opError<OpT>(loc, "expects rows [", groups > 1 ? "G·" : "", "N·K, D] = [",
+                        groups * pairs, ", D], got ", Type(rows));
   if (gates.getElementType() != rows.getElementType())
     return opError<OpT>(loc, "expects gates of the rows' element type, got ", Type(gates));
   return success();
 }
 
+/// Counts [E], or [B, E] with the M rows in B equal blocks.
+template <typename OpT>
+LogicalResult checkCounts(std::optional<Location> loc, RankedTensorType counts, int64_t rows) {
+  if (counts.getRank() == 2 && rows % counts.getDimSize(0) != 0)
+    return opError<OpT>(loc, "expects the ", rows, " rows to divide into counts' ",
+                        counts.getDimSize(0), " blocks");
+  return success();
+}
+
 /// grouped_matmul's lhs [M, K] and rhs [E, K, N] ([E, N, K] with
-/// transpose_b), counts [E]: returns N.
+/// transpose_b), counts [E] or [B, E]: returns N.
 template <typename OpT>
 FailureOr<int64_t> checkGrouped(std::optional<Location> loc, RankedTensorType lhs,
                                 RankedTensorType rhs, RankedTensorType counts, bool transposeB) {
   if (!lhs || !rhs || !counts)
     return opError<OpT>(loc, "expects ranked tensor operands");
-  if (lhs.getRank() != 2 || rhs.getRank() != 3 || counts.getRank() != 1 ||
-      counts.getDimSize(0) != rhs.getDimSize(0))
+  if (lhs.getRank() != 2 || rhs.getRank() != 3 ||
+      (counts.getRank() != 1 && counts.getRank() != 2) ||
+      counts.getShape().back() != rhs.getDimSize(0))
     return opError<OpT>(loc, "expects lhs [M, K], rhs [E, ", transposeB ? "N, K" : "K, N",
-                        "] and counts [E], got ", Type(lhs), ", ", Type(rhs), " and ",
+                        "] and counts [E] or [B, E], got ", Type(lhs), ", ", Type(rhs), " and ",
                         Type(counts));
+  if (failed(checkCounts<OpT>(loc, counts, lhs.getDimSize(0))))
+    return failure();
   int64_t k = rhs.getDimSize(transposeB ? 2 : 1);
   if (lhs.getDimSize(1) != k)
     return opError<OpT>(loc, "expects lhs's ", lhs.getDimSize(1), " columns to equal rhs's K ", k);
@@ -94,8 +115,13 @@ LogicalResult MoeDispatchOp::inferReturnTypes(MLIRContext *context, std::optiona
   // moe_dispatch_c1
   if (failed(checkRouting<MoeDispatchOp>(loc, input, experts)))
     return failure();
-  types.push_back(tensor({input.getDimSize(0) * experts.getDimSize(1), input.getDimSize(1)},
-                         input.getElementType()));
+  // moe_dispatch_c2
+  int64_t groups = adaptor.getGroups();
+  if (failed(checkGroups<MoeDispatchOp>(loc, adaptor.getNumExperts(), groups)))
+    return failure();
+  types.push_back(
+      tensor({groups * input.getDimSize(0) * experts.getDimSize(1), input.getDimSize(1)},
+             input.getElementType()));
   types.push_back(tensor({static_cast<int64_t>(adaptor.getNumExperts())},
                          IntegerType::get(context, 32)));
   return success();
@@ -106,7 +132,8 @@ LogicalResult MoeCombineOp::inferReturnTypes(MLIRContext *, std::optional<Locati
   RankedTensorType rows = tensorOf(adaptor.getRows()), gates = tensorOf(adaptor.getGates()),
                    experts = tensorOf(adaptor.getExperts());
   // moe_combine_c1
-  if (failed(checkCombine<MoeCombineOp>(loc, rows, gates, experts)))
+  if (failed(checkGroups<MoeCombineOp>(loc, adaptor.getNumExperts(), adaptor.getGroups())) ||
+      failed(checkCombine<MoeCombineOp>(loc, rows, gates, experts, adaptor.getGroups())))
     return failure();
   types.push_back(tensor({experts.getDimSize(0), rows.getDimSize(1)}, rows.getElementType()));
   return success();
@@ -116,7 +143,8 @@ LogicalResult MoeCombineGradOp::inferReturnTypes(MLIRContext *, std::optional<Lo
                                                  Adaptor adaptor, SmallVectorImpl<Type> &types) {
   RankedTensorType grad = tensorOf(adaptor.getGrad()), rows = tensorOf(adaptor.getRows()),
                    gates = tensorOf(adaptor.getGates()), experts = tensorOf(adaptor.getExperts());
-  if (failed(checkCombine<MoeCombineGradOp>(loc, rows, gates, experts)))
+  if (failed(checkGroups<MoeCombineGradOp>(loc, adaptor.getNumExperts(), adaptor.getGroups())) ||
+      failed(checkCombine<MoeCombineGradOp>(loc, rows, gates, experts, adaptor.getGroups())))
     return failure();
   // moe_combine_grad_c1
   if (!grad || grad != tensor({experts.getDimSize(0), rows.getDimSize(1)}, rows.getElementType()))
@@ -147,13 +175,15 @@ LogicalResult GroupedMatmulWeightGradOp::inferReturnTypes(MLIRContext *,
                    counts = tensorOf(adaptor.getCounts());
   // grouped_matmul_weight_grad_c1
   if (!lhs || !grad || !counts || lhs.getRank() != 2 || grad.getRank() != 2 ||
-      counts.getRank() != 1 || lhs.getDimSize(0) != grad.getDimSize(0) ||
-      lhs.getElementType() != grad.getElementType())
+      (counts.getRank() != 1 && counts.getRank() != 2) ||
+      lhs.getDimSize(0) != grad.getDimSize(0) || lhs.getElementType() != grad.getElementType())
     return opError<GroupedMatmulWeightGradOp>(
-        loc, "expects lhs [M, K], grad [M, N] of one element type and counts [E], got ",
+        loc, "expects lhs [M, K], grad [M, N] of one element type and counts [E] or [B, E], got ",
         adaptor.getLhs().getType(), ", ", adaptor.getGrad().getType(), " and ",
         adaptor.getCounts().getType());
-  int64_t e = counts.getDimSize(0), k = lhs.getDimSize(1), n = grad.getDimSize(1);
+  if (failed(checkCounts<GroupedMatmulWeightGradOp>(loc, counts, lhs.getDimSize(0))))
+    return failure();
+  int64_t e = counts.getShape().back(), k = lhs.getDimSize(1), n = grad.getDimSize(1);
   types.push_back(adaptor.getTransposeB() ? tensor({e, n, k}, lhs.getElementType())
                                           : tensor({e, k, n}, lhs.getElementType()));
   return success();

@@ -131,12 +131,14 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
     auto dim = dict ? dict.getAs<IntegerAttr>("dim") : IntegerAttr();
     auto segments = dict ? dict.getAs<DenseI64ArrayAttr>("segments") : DenseI64ArrayAttr();
     auto tensor = dyn_cast<RankedTensorType>(type);
+    Attribute axis = dict ? dict.get("axis") : Attribute();
     if (!dim || !segments || segments.empty() || !tensor || dim.getInt() < 0 ||
         dim.getInt() >= tensor.getRank() ||
-        llvm::any_of(segments.asArrayRef(), [](int64_t s) { return s < 1; }))
+        llvm::any_of(segments.asArrayRef(), [](int64_t s) { return s < 1; }) ||
+        (axis && (!isa<IntegerAttr>(axis) || cast<IntegerAttr>(axis).getInt() < 0)))
       return op->emitError() << "expects '" << kTpShardAttrName << "' on argument #" << argIndex
-                             << " to be {dim, segments} with dim a dimension of the tensor "
-                                "and positive segment sizes";
+                             << " to be {dim, segments} (and optionally a mesh axis) with dim "
+                                "a dimension of the tensor and positive segment sizes";
     return success();
   }
   if (attribute.getName() == kHyperAttrName) {
@@ -346,10 +348,10 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "expects 'step.pp_axis' to be a mesh axis on a mesh.mesh";
     return success();
   }
-  if (attribute.getName() == kTpAxisAttrName) {
+  if (attribute.getName() == kTpAxisAttrName || attribute.getName() == kEpAxisAttrName) {
     auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!axis || axis.getInt() < 0 || op->getName().getStringRef() != "mesh.mesh")
-      return op->emitError() << "expects '" << kTpAxisAttrName
+      return op->emitError() << "expects '" << attribute.getName().getValue()
                              << "' to be a mesh axis on a mesh.mesh";
     return success();
   }

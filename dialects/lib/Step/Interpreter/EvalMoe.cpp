@@ -25,7 +25,9 @@ struct Routing {
   std::vector<int64_t> slot, counts;
 };
 
-Routing route(const Tensor &experts, int64_t numExperts) {
+/// With `groups` groups of experts, group g's rows start at g·N·K (its
+/// block of the grouped dispatch).
+Routing route(const Tensor &experts, int64_t numExperts, int64_t groups = 1) {
   Routing r;
   r.counts.assign(numExperts, 0);
   r.slot.assign(experts.numel(), -1);
@@ -37,7 +39,9 @@ Routing route(const Tensor &experts, int64_t numExperts) {
     if (int64_t e = expertOf(p); e >= 0)
       ++r.counts[e];
   std::vector<int64_t> next(numExperts, 0);
-  std::partial_sum(r.counts.begin(), r.counts.end() - 1, next.begin() + 1);
+  int64_t perGroup = numExperts / groups, block = experts.numel();
+  for (int64_t e = 0; e < numExperts; ++e)
+    next[e] = e % perGroup == 0 ? (e / perGroup) * block : next[e - 1] + r.counts[e - 1];
   for (int64_t p = 0; p < experts.numel(); ++p)
     if (int64_t e = expertOf(p); e >= 0)
       r.slot[p] = next[e]++;
@@ -63,14 +67,19 @@ void topK(const Tensor &x, int64_t k, Tensor &values, Tensor &indices) {
   }
 }
 
-/// Expert e's rows [begin, end) of an M-row operand.
-std::pair<int64_t, int64_t> rowsOf(const Tensor &counts, int64_t e, int64_t m) {
+/// Expert e's rows [begin, end) of block b of an M-row operand whose
+/// counts are [E] (one block) or [B, E].
+std::pair<int64_t, int64_t> rowsOf(const Tensor &counts, int64_t b, int64_t e, int64_t m) {
+  int64_t experts = counts.shape.back(), blocks = counts.numel() / experts, block = m / blocks;
+  const double *c = &counts.data[b * experts];
   int64_t begin = 0;
   for (int64_t i = 0; i < e; ++i)
-    begin += std::max<int64_t>(0, int64_t(counts.data[i]));
-  int64_t end = begin + std::max<int64_t>(0, int64_t(counts.data[e]));
-  return {std::min(begin, m), std::min(end, m)};
+    begin += std::max<int64_t>(0, int64_t(c[i]));
+  int64_t end = begin + std::max<int64_t>(0, int64_t(c[e]));
+  return {b * block + std::min(begin, block), b * block + std::min(end, block)};
 }
+
+int64_t blocksOf(const Tensor &counts) { return counts.numel() / counts.shape.back(); }
 
 } // namespace
 
@@ -83,7 +92,7 @@ Evaluated stepc::interp::evalMoe(Operation *op, Operands in, Results out) {
       .Case([&](MoeDispatchOp d) {
         const Tensor &x = *in[0];
         int64_t width = x.shape[1], k = in[1]->shape[1];
-        Routing r = route(*in[1], d.getNumExperts());
+        Routing r = route(*in[1], d.getNumExperts(), d.getGroups());
         for (int64_t p = 0; p < int64_t(r.slot.size()); ++p)
           if (r.slot[p] >= 0)
             std::copy_n(&x.data[(p / k) * width], width, &out[0].data[r.slot[p] * width]);
@@ -94,7 +103,7 @@ Evaluated stepc::interp::evalMoe(Operation *op, Operands in, Results out) {
       .Case([&](MoeCombineOp c) {
         const Tensor &rows = *in[0], &gates = *in[1];
         int64_t width = rows.shape[1], k = gates.shape[1];
-        Routing r = route(*in[2], c.getNumExperts());
+        Routing r = route(*in[2], c.getNumExperts(), c.getGroups());
         for (int64_t p = 0; p < int64_t(r.slot.size()); ++p)
           if (r.slot[p] >= 0)
             for (int64_t j = 0; j < width; ++j)
@@ -104,7 +113,7 @@ Evaluated stepc::interp::evalMoe(Operation *op, Operands in, Results out) {
       .Case([&](MoeCombineGradOp c) {
         const Tensor &dy = *in[0], &rows = *in[1], &gates = *in[2];
         int64_t width = rows.shape[1], k = gates.shape[1];
-        Routing r = route(*in[3], c.getNumExperts());
+        Routing r = route(*in[3], c.getNumExperts(), c.getGroups());
         for (int64_t p = 0; p < int64_t(r.slot.size()); ++p) {
           if (r.slot[p] < 0)
             continue;
@@ -122,9 +131,9 @@ Evaluated stepc::interp::evalMoe(Operation *op, Operands in, Results out) {
         const Tensor &x = *in[0], &w = *in[1], &counts = *in[2];
         int64_t m = x.shape[0], kk = x.shape[1], n = out[0].shape[1];
         bool tb = g.getTransposeB();
-        for (int64_t e = 0; e < w.shape[0]; ++e) {
-          auto [begin, end] = rowsOf(counts, e, m);
-          const double *we = &w.data[e * kk * n];
+        for (int64_t e = 0; e < w.shape[0] * blocksOf(counts); ++e) {
+          auto [begin, end] = rowsOf(counts, e / w.shape[0], e % w.shape[0], m);
+          const double *we = &w.data[(e % w.shape[0]) * kk * n];
           for (int64_t r = begin; r < end; ++r)
             for (int64_t j = 0; j < n; ++j) {
               double acc = 0;
@@ -139,9 +148,10 @@ Evaluated stepc::interp::evalMoe(Operation *op, Operands in, Results out) {
         const Tensor &x = *in[0], &dy = *in[1], &counts = *in[2];
         int64_t m = x.shape[0], kk = x.shape[1], n = dy.shape[1];
         bool tb = g.getTransposeB();
-        for (int64_t e = 0; e < counts.shape[0]; ++e) {
-          auto [begin, end] = rowsOf(counts, e, m);
-          double *dw = &out[0].data[e * kk * n];
+        int64_t experts = counts.shape.back();
+        for (int64_t e = 0; e < experts * blocksOf(counts); ++e) {
+          auto [begin, end] = rowsOf(counts, e / experts, e % experts, m);
+          double *dw = &out[0].data[(e % experts) * kk * n];
           for (int64_t r = begin; r < end; ++r)
             for (int64_t c = 0; c < kk; ++c)
               for (int64_t j = 0; j < n; ++j)

@@ -212,6 +212,45 @@ def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::mesh::MeshDialect"];
 }
 
+def StepShardExperts : Pass<"step-shard-experts", "mlir::ModuleOp"> {
+  let summary = "Expert parallelism: each rank holds E/ep experts, tokens reach them by all-to-all";
+  let description = [{
+    Runs on the loss function, before step-autodiff, so the backward follows
+    from the collectives' gradients. The ep ranks split the batch (they are
+    data-parallel ranks for the rest of the model); each holds experts
+    `[i·E/ep, (i+1)·E/ep)` of every mixture-of-experts layer. Per layer:
+
+    - `step.moe_dispatch` gets `groups ep`: its rows become ep blocks of
+      N·K rows, block i the pairs routed to rank i's experts (zeros after
+      them). Dropless and static: a block holds every pair at worst.
+    - `mesh.all_to_all` over the ep axis sends block i to rank i, and the
+      counts (`[ep, E/ep]`) with them: each rank receives every source's
+      rows for its experts, and how many each expert got from each.
+    - The grouped products read the received rows with the received counts
+      (`[ep, E/ep]`: one block per source) and this rank's part of each
+      expert weight (`[E/ep, ...]`, argument attribute
+      `step.tp_shard = {dim = 0, segments = [E], axis}`); the ops between
+      them take the new row count.
+    - A second `mesh.all_to_all` returns the products' rows to the ranks
+      their tokens came from, and `step.moe_combine` with `groups ep` reads
+      them where the grouped dispatch put them.
+
+    The expert weights' gradients are then this rank's experts' over every
+    rank's tokens: step-shard-data-parallel averages them over the other
+    data axes only. Creates the mesh `@world` of shape `mesh-shape` with its
+    ep axis in `step.ep_axis`. An expert count ep does not divide, an expert
+    weight used outside its layer's grouped products, or a layer whose
+    rows reach anything but grouped products and elementwise ops between
+    dispatch and combine are errors at the op.
+  }];
+  let options = [
+    Option<"ep", "ep", "int64_t", /*default=*/"1", "expert-parallel ranks">,
+    Option<"axis", "axis", "int64_t", /*default=*/"0", "the mesh axis ep runs along">,
+    ListOption<"meshShape", "mesh-shape", "int64_t", "the mesh's shape (default: [ep])">,
+  ];
+  let dependentDialects = ["mlir::mesh::MeshDialect"];
+}
+
 def StepShardDataParallel : Pass<"step-shard-data-parallel", "mlir::ModuleOp"> {
   let summary = "Make each gradient function data parallel over N ranks (DDP)";
   let description = [{

@@ -59,9 +59,11 @@ def Step_Dialect : Dialect {
     /// Argument attribute (an integer): the argument is a dim-0 shard of a
     /// tensor of this many rows (step-shard-fully).
     static constexpr llvm::StringLiteral kShardOfAttrName = "step.shard_of";
-    /// Argument attribute (a dictionary {dim, segments}): the argument is
-    /// this tp rank's part of a tensor split along `dim`, whose global
-    /// segment sizes along it are `segments` (step-shard-tensor).
+    /// Argument attribute (a dictionary {dim, segments} and optionally
+    /// axis): the argument is this rank's part of a tensor split along
+    /// `dim` over the mesh axis `axis` (default: the tp axis), whose global
+    /// segment sizes along it are `segments` (step-shard-tensor; with
+    /// `axis`, step-shard-experts' expert weights).
     static constexpr llvm::StringLiteral kTpShardAttrName = "step.tp_shard";
     /// Op attribute (an integer): the op computes a cross-entropy over this
     /// many target positions in pieces (step-shard-tensor's
@@ -76,6 +78,9 @@ def Step_Dialect : Dialect {
     /// tensor-parallel axis (step-shard-tensor), so that a consumer reads
     /// the mesh's roles from the IR, not from the driver's flags.
     static constexpr llvm::StringLiteral kTpAxisAttrName = "step.tp_axis";
+    /// Op attribute (an integer) on the step's `mesh.mesh`: its
+    /// expert-parallel axis (step-shard-experts), the last of the data axes.
+    static constexpr llvm::StringLiteral kEpAxisAttrName = "step.ep_axis";
     /// Op attributes (positive integers) on a `step.dropout` whose rows a
     /// batch split divided (step-rebind-batch across the data-parallel
     /// ranks; step-micro-batch across micro-batches): its rows per part,

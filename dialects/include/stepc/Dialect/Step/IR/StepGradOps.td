@@ -288,10 +288,11 @@ def Step_MoeCombineGradOp : Step_InferredOp<"moe_combine_grad", [Step_NoProductF
   }];
   let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$rows, Step_FloatTensor:$gates,
                        Step_IndexTensor:$experts,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups);
   let results = (outs Step_FloatTensor:$rows_grad, Step_FloatTensor:$gates_grad);
   let assemblyFormat = "$grad `,` $rows `,` $gates `,` $experts `experts` $num_experts "
-                       "attr-dict `:` functional-type(operands, results)";
+                       "(`groups` $groups^)? attr-dict `:` functional-type(operands, results)";
 }
 
 def Step_GroupedMatmulWeightGradOp : Step_InferredOp<"grouped_matmul_weight_grad"> {
@@ -300,7 +301,8 @@ def Step_GroupedMatmulWeightGradOp : Step_InferredOp<"grouped_matmul_weight_grad
     For each expert `e` with rows `X_e` of `lhs` and `G_e` of `grad` (the
     product's gradient): `dW_e = X_eᵀ G_e` (`[K, N]`), or `G_eᵀ X_e`
     (`[N, K]`) with `transpose_b`; an expert without rows gets 0. The result
-    has the shape of the forward's `rhs`.
+    has the shape of the forward's `rhs`. With counts `[B, E]`, each
+    expert's rows of every block are summed.
 
     ```mlir
     %dw1 = step.grouped_matmul_weight_grad %rows, %dh, %counts transpose_b

@@ -376,16 +376,22 @@ def Step_MoeDispatchOp : Step_InferredOp<"moe_dispatch",
     row (its slot at the end stays zero). The gradient of `input` is
     `step.moe_combine` of the rows' gradient with gates of 1.
 
+    With `groups G` (expert parallelism: G ranks of E/G experts each) the
+    rows are `[G·N·K, D]`: G blocks of N·K rows, block g holding the pairs
+    of experts `[g·E/G, (g+1)·E/G)` in the same order, then zeros; block g
+    is what goes to the g-th rank.
+
     ```mlir
     %rows, %counts = step.moe_dispatch %x, %expert experts 8
         : (tensor<512x64xf32>, tensor<512x2xi32>) -> (tensor<1024x64xf32>, tensor<8xi32>)
     ```
   }];
   let arguments = (ins Step_FloatTensor:$input, Step_IndexTensor:$experts,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups);
   let results = (outs Step_FloatTensor:$rows, Step_IndexTensor:$counts);
-  let assemblyFormat = "$input `,` $experts `experts` $num_experts attr-dict `:` "
-                       "functional-type(operands, results)";
+  let assemblyFormat = "$input `,` $experts `experts` $num_experts (`groups` $groups^)? attr-dict "
+                       "`:` functional-type(operands, results)";
 }
 
 def Step_MoeCombineOp : Step_InferredOp<"moe_combine",
@@ -397,6 +403,7 @@ def Step_MoeCombineOp : Step_InferredOp<"moe_combine",
     with `out[n] = Σ_k gates[n, k] · rows[slot(n, k)]`, `slot` the row
     `step.moe_dispatch` gave the pair (a pair with an expert outside
     `[0, E)` adds nothing). The gradient is `step.moe_combine_grad`.
+    With `groups G`, `rows` is `[G·N·K, D]` in the grouped dispatch's order.
 
     ```mlir
     %y = step.moe_combine %out_rows, %gate, %expert experts 8
@@ -405,10 +412,11 @@ def Step_MoeCombineOp : Step_InferredOp<"moe_combine",
   }];
   let arguments = (ins Step_FloatTensor:$rows, Step_FloatTensor:$gates,
                        Step_IndexTensor:$experts,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups);
   let results = (outs Step_FloatTensor:$result);
-  let assemblyFormat = "$rows `,` $gates `,` $experts `experts` $num_experts attr-dict `:` "
-                       "functional-type(operands, results)";
+  let assemblyFormat = "$rows `,` $gates `,` $experts `experts` $num_experts "
+                       "(`groups` $groups^)? attr-dict `:` functional-type(operands, results)";
 }
 
 def Step_GroupedMatmulOp : Step_InferredOp<"grouped_matmul", [Step_Differentiable]> {
@@ -421,6 +429,11 @@ def Step_GroupedMatmulOp : Step_InferredOp<"grouped_matmul", [Step_Differentiabl
     `nn.Linear` weight). The result is `[M, N]`: expert `e`'s rows times its
     matrix. Its FLOPs are `2·M·N·K` however the rows split: the size of the
     product is static, as the dispatched rows are.
+
+    With counts `[B, E]` (expert parallelism: the rows received from B
+    ranks), `lhs` is B equal blocks of M/B rows, block b's rows grouped by
+    `counts[b]` (rows past them give 0); its FLOPs are counted for M/B
+    rows, a rank's share on average.
 
     ```mlir
     %h = step.grouped_matmul %rows, %w1, %counts transpose_b
