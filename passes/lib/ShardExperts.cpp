@@ -39,9 +39,9 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
         APInt(64, 0), APInt(64, 0));
   }
 
-  /// The ops that read the dispatched rows up to (not including) the
-  /// combines, in block order, and the combines; fails at an op that is
-  /// neither a shape-inferring op nor a combine.
+    /// The ops that read the dispatched rows up to (not including) the
+  /// combines, and the combines; fails at an op that is neither a grouped
+  /// product, elementwise math nor a combine.
   LogicalResult expertRegion(MoeDispatchOp dispatch, SetVector<Operation *> &region,
                              SmallVectorImpl<MoeCombineOp> &combines) {
     SmallVector<Value> work{dispatch.getRows()};
@@ -57,7 +57,8 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
             combines.push_back(combine);
           continue;
         }
-        if (!isa<InferTypeOpInterface>(user) || isa<MoeDispatchOp>(user))
+        // Row by row: the grouped products and elementwise math.
+        if (!isa<GroupedMatmulOp, ScalarMathOpInterface>(user))
           return user->emitOpError()
                  << "reads an expert's rows between moe_dispatch and moe_combine: expert "
                     "parallelism passes them only through grouped products and elementwise ops";
@@ -104,7 +105,7 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
     if (dispatch.getGroups() != 1)
       return dispatch.emitOpError() << "is grouped already: expert parallelism applies once";
     if (experts % ep != 0)
-      return dispatch.emitOpError() << "routes to " << experts << " experts, which ep:" << ep
+      return dispatch.emitOpError() << "routes to " << experts << " experts, which ep:" << ep.getValue()
                                     << " does not divide";
     SetVector<Operation *> region;
     SmallVector<MoeCombineOp> combines;
@@ -195,7 +196,7 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
       loss.setFunctionType(FunctionType::get(loss.getContext(), args, loss.getResultTypes()));
     }
     if (!found) {
-      emitError(module.getLoc()) << "ep:" << ep << " needs a mixture-of-experts layer "
+      emitError(module.getLoc()) << "ep:" << ep.getValue() << " needs a mixture-of-experts layer "
                                  << "(step.moe_dispatch); this model has none";
       signalPassFailure();
     }

@@ -5,8 +5,8 @@ import sys
 
 text = sys.stdin.read()
 overview, _, rest = text.partition("USAGE:")
-listed = re.findall(r"^  --(step-[a-z-]+) ", overview, re.M)
-registered = re.findall(r"^      --(step-[a-z-]+) ", rest, re.M)
+listed = re.findall(r"^  --(step-[a-z0-9-]+) ", overview, re.M)
+registered = re.findall(r"^      --(step-[a-z0-9-]+) ", rest, re.M)
 missing = sorted(set(registered) - set(listed))
 if not registered or missing:
     sys.exit(f"stepc-opt --help: overview lacks {missing} (registered: {registered})")

@@ -28,6 +28,7 @@ static std::string overview() {
   using Factory = std::unique_ptr<mlir::Pass> (*)();
   const Factory passes[] = {
       stepc::createStepDeriveBlocks,    stepc::createStepRebindBatch,
+      stepc::createStepShardExperts,    stepc::createStepFp8,
       stepc::createStepAutodiff,        stepc::createStepMicroBatch,
       stepc::createStepPipelineStages,
       stepc::createStepShardDataParallel,

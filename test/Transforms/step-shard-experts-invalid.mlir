@@ -1,0 +1,36 @@
+// step-shard-experts refuses, at the op, what it cannot shard.
+// RUN: not stepc-opt %s -step-shard-experts=ep=2 --split-input-file 2>&1 | FileCheck %s
+// An expert weight also used outside its layer's products.
+// CHECK: error: 'step.add' op uses an expert weight outside its layer's grouped products: expert parallelism cannot shard it
+func.func @shared_weight(%x: tensor<6x4xf32> {step.input = "x"},
+    %wr: tensor<4x4xf32> {step.param = #step.param<"wr", normal(0.02)>},
+    %w1: tensor<4x4x4xf32> {step.param = #step.param<"w1", normal(0.02)>}) -> tensor<f32> attributes {step.loss} {
+  %logits = step.matmul %x, %wr transpose_b : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %gate, %expert = step.top_k %logits k 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi32>)
+  %rows, %counts = step.moe_dispatch %x, %expert experts 4 : (tensor<6x4xf32>, tensor<6x2xi32>) -> (tensor<12x4xf32>, tensor<4xi32>)
+  %h = step.grouped_matmul %rows, %w1, %counts transpose_b : (tensor<12x4xf32>, tensor<4x4x4xf32>, tensor<4xi32>) -> tensor<12x4xf32>
+  %y = step.moe_combine %h, %gate, %expert experts 4 : (tensor<12x4xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x4xf32>
+  %w = step.add %w1, %w1 : tensor<4x4x4xf32>
+  %s = step.reduce_sum %y dims [0, 1] : (tensor<6x4xf32>) -> tensor<f32>
+  %t = step.reduce_sum %w dims [0, 1, 2] : (tensor<4x4x4xf32>) -> tensor<f32>
+  %u = step.add %s, %t : tensor<f32>
+  return %u : tensor<f32>
+}
+
+// -----
+
+// Rows that leave the layer other than through its combine.
+// CHECK: error: 'step.reduce_sum' op reads an expert's rows between moe_dispatch and moe_combine: expert parallelism passes them only through grouped products and elementwise ops
+func.func @rows_escape(%x: tensor<6x4xf32> {step.input = "x"},
+    %wr: tensor<4x4xf32> {step.param = #step.param<"wr", normal(0.02)>},
+    %w1: tensor<4x4x4xf32> {step.param = #step.param<"w1", normal(0.02)>}) -> tensor<f32> attributes {step.loss} {
+  %logits = step.matmul %x, %wr transpose_b : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %gate, %expert = step.top_k %logits k 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi32>)
+  %rows, %counts = step.moe_dispatch %x, %expert experts 4 : (tensor<6x4xf32>, tensor<6x2xi32>) -> (tensor<12x4xf32>, tensor<4xi32>)
+  %h = step.grouped_matmul %rows, %w1, %counts transpose_b : (tensor<12x4xf32>, tensor<4x4x4xf32>, tensor<4xi32>) -> tensor<12x4xf32>
+  %y = step.moe_combine %h, %gate, %expert experts 4 : (tensor<12x4xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x4xf32>
+  %s = step.reduce_sum %y dims [0, 1] : (tensor<6x4xf32>) -> tensor<f32>
+  %t = step.reduce_sum %h dims [0, 1] : (tensor<12x4xf32>) -> tensor<f32>
+  %u = step.add %s, %t : tensor<f32>
+  return %u : tensor<f32>
+}
