@@ -166,11 +166,11 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, in
   auto symbol = [&](const char* name) {
     return dlsym(module->handle_, absl::StrCat(name, suffix).c_str());
   };
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v10)>(symbol("stepc_module_info_v10"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v10)>(symbol("stepc_train_step_v10"));
-  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v10)>(symbol("stepc_eval_step_v10"));
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v11)>(symbol("stepc_module_info_v11"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v11)>(symbol("stepc_train_step_v11"));
+  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v11)>(symbol("stepc_eval_step_v11"));
   module->sample_ =
-      reinterpret_cast<decltype(&stepc_sample_step_v10)>(symbol("stepc_sample_step_v10"));
+      reinterpret_cast<decltype(&stepc_sample_step_v11)>(symbol("stepc_sample_step_v11"));
   module->trace_ =
       reinterpret_cast<decltype(&stepc_profile_trace_v2)>(symbol("stepc_profile_trace_v2"));
   if (stage > 0 && !info)
@@ -215,9 +215,9 @@ std::vector<const stepc_module_info*> Module::StageInfos() const {
   if (info_->pipeline_stages <= 1) return {info_};
   std::vector<const stepc_module_info*> infos;
   for (int stage = 0; stage < info_->pipeline_stages; ++stage) {
-    auto info = reinterpret_cast<decltype(&stepc_module_info_v10)>(
-        Symbol(stage == 0 ? "stepc_module_info_v10"
-                          : absl::StrCat("stepc_module_info_v10_stage", stage).c_str()));
+    auto info = reinterpret_cast<decltype(&stepc_module_info_v11)>(
+        Symbol(stage == 0 ? "stepc_module_info_v11"
+                          : absl::StrCat("stepc_module_info_v11_stage", stage).c_str()));
     if (!info) return {info_};  // checked when the stage was loaded
     infos.push_back(info());
   }

@@ -125,8 +125,8 @@ absl::Status Session::CheckWorld() const {
   // stage runs alike.
   const stepc_module_info* shared = &info;
   if (info.pipeline_stages > 1)
-    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v10)>(
-            module_->Symbol("stepc_module_info_v10")))
+    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v11)>(
+            module_->Symbol("stepc_module_info_v11")))
       shared = stage0();
   mix_text(shared->sharding);
   mix_text(shared->report_json);

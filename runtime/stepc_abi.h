@@ -191,7 +191,7 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v10(void);
+const stepc_module_info *stepc_module_info_v11(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
@@ -201,7 +201,7 @@ const stepc_module_info *stepc_module_info_v10(void);
  * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
  * or nonzero with a message in `error` (for instance a token id outside the
  * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v10(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_train_step_v11(void *const *args, char *arena, const stepc_collectives *collectives,
                         const stepc_device *device, float *loss, float *grad_norm, char *error,
                         size_t error_len);
 
@@ -213,7 +213,7 @@ int stepc_train_step_v10(void *const *args, char *arena, const stepc_collectives
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
-int stepc_eval_step_v10(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_eval_step_v11(void *const *args, char *arena, const stepc_collectives *collectives,
                        const stepc_device *device, float *loss, float *logits,
                        float *const *outputs, char *error, size_t error_len);
 
@@ -222,7 +222,7 @@ int stepc_eval_step_v10(void *const *args, char *arena, const stepc_collectives 
  * ([1, ...]: the input's shape with dimension 0 = 1), the loss is that
  * row's and the logits [1, seq, vocab] are the row's logits as the eval step
  * computes them for a row of its batch. `arena` holds sample_arena_bytes. */
-int stepc_sample_step_v10(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_sample_step_v11(void *const *args, char *arena, const stepc_collectives *collectives,
                           const stepc_device *device, float *loss, float *logits,
                           float *const *outputs, char *error, size_t error_len);
 

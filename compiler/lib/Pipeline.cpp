@@ -21,20 +21,27 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
-  // ep:E alone or after ddp:N (expert parallelism: the ep ranks split the
-  // batch and hold E/ep experts each).
+  // ep:E alone or after ddp:N, optionally followed by ,pp:P (expert
+  // parallelism: the ep ranks split the batch and hold E/ep experts each).
   if (size_t at = rest.find("ep:"); at != StringRef::npos && (at == 0 || rest[at - 1] == ',')) {
     StringRef data = rest.take_front(at);
+    StringRef experts = rest.drop_front(at + 3);
     bool dataOk = data.empty() || (data.consume_back(",") && data.consume_front("ddp:") &&
                                    count(data, spec.perGroup));
     if (!data.empty() && dataOk)
       spec.kind = ShardSpec::Kind::Ddp;
-    if (dataOk && count(rest.drop_front(at + 3), spec.ep) && spec.ep >= 2 &&
-        spec.perGroup <= kMaxRanks / spec.ep)
+    bool stagesOk = true;
+    if (size_t comma = experts.find(",pp:"); comma != StringRef::npos) {
+      stagesOk = count(experts.drop_front(comma + 4), spec.pp) && spec.pp >= 2;
+      experts = experts.take_front(comma);
+    }
+    if (dataOk && stagesOk && count(experts, spec.ep) && spec.ep >= 2 &&
+        spec.perGroup <= kMaxRanks / spec.ep / spec.pp)
       return spec;
     error = ("bad --shard '" + text +
-             "' (expected ep:E or ddp:N,ep:E with E >= 2 and at most " + Twine(kMaxRanks) +
-             " ranks; fsdp, hsdp, tp and pp beside ep are not supported yet)")
+             "' (expected ep:E or ddp:N,ep:E, optionally followed by ,pp:P, with E, P >= 2 and "
+             "at most " +
+             Twine(kMaxRanks) + " ranks; fsdp, hsdp and tp beside ep are not supported yet)")
                 .str();
     return failure();
   }
@@ -104,11 +111,13 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
 
 SmallVector<int64_t> ShardSpec::meshShape() const {
   SmallVector<int64_t> shape;
-  // [N, E] or [E]: ep the last data axis.
+  // [N, E] or [E] (ep the last data axis), then P with pp.
   if (ep > 1) {
     if (perGroup > 1)
       shape.push_back(perGroup);
     shape.push_back(ep);
+    if (pp > 1)
+      shape.push_back(pp);
     return shape;
   }
   // Data ([R, S] under hsdp), then the pipeline's stages, then tp.
@@ -279,10 +288,11 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   bool shardedState = shard->ranks() > 1 && shard->shardsParameters();
   if (shardedState || shard->tp > 1)
     optimizerFlags += (" mesh=" + kWorldMeshName).str();
-  // Expert weights are split over ep: their squares are summed along it.
+  // Expert weights are split over ep: their squares are summed along it
+  // (a pipeline names the mesh below).
   if (shard->ep > 1)
-    optimizerFlags += (" mesh=" + kWorldMeshName + " mesh-axis=-1 tp-axis=" +
-                       Twine(shard->epAxis()))
+    optimizerFlags += ((shard->pp > 1 ? "" : " mesh=" + kWorldMeshName + " mesh-axis=-1") +
+                       " tp-axis=" + Twine(shard->epAxis()))
                           .str();
   optimizerFlags += !shardedState          ? (shard->tp > 1 ? " mesh-axis=-1" : "")
                     : shard->replicas > 1 ? " mesh-axis=1"

@@ -780,7 +780,7 @@ std::string SourceEmitter::metadata() {
      << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << ", "
      << summary.pipelineStages << ", " << summary.pipelineAxis << ", " << sampleArenaBytes
      << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v10(void) {\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v11(void) {\n"
      << "  static const bool decoded = (stepc_decode_args(), true);\n"
      << "  (void)decoded;\n  return &kInfo;\n}\n";
   return text;
@@ -990,7 +990,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval(StringRef entry) {
                            : "The forward-only step (evaluation): the loss, no gradient or update.")
      << "\nnamespace " << space << " {\n\n"
      << pre.str() << "\n" << functionsText
-     << "extern \"C\" int " << space << "_step_v10(void *const *args, char *arena,\n"
+     << "extern \"C\" int " << space << "_step_v11(void *const *args, char *arena,\n"
      << "    const stepc_collectives *collectives, const stepc_device *device, float *loss,\n"
      << "    float *logits, float *const *outputs, char *error, size_t error_len) {\n";
   std::string innerText;
@@ -1071,7 +1071,7 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
      << metadata() << "\n"
      << (profile ? profileSupport() : "")
      << functionsText
-     << "extern \"C\" int stepc_train_step_v10(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v11(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
      << "                                   float *grad_norm, char *error, size_t error_len) {\n";

@@ -54,8 +54,8 @@ public:
   mlir::FailureOr<std::string> run(const ModuleSummary &moduleSummary);
 
   /// A forward-only entry of a function marked step.eval_step (`entry`
-  /// "eval": stepc_eval_step_v10) or step.sample_step ("sample":
-  /// stepc_sample_step_v10, the same signature): source to append to its
+  /// "eval": stepc_eval_step_v11) or step.sample_step ("sample":
+  /// stepc_sample_step_v11, the same signature): source to append to its
   /// training step's, its arena and the id-check sites it numbers (1-based,
   /// after those given to continueSites).
   struct EvalFragment {

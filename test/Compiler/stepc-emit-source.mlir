@@ -7,19 +7,20 @@
 // CHECK: #include "stepc_abi.h"
 // The argument table is one string (kind, dtype, rank, shape table, init,
 // the bits of init_std, id bound, global dim 0, tp parts, dim, segments,
-// segment table; then the name), decoded on the first module-info call.
+// segment table, split axis (-1: tp); then the name), decoded on the first
+// module-info call.
 // CHECK: static const char kArgsText[] =
-// CHECK-NEXT: "0 0 2 0 2 0x3f947ae147ae147b 0 -9223372036854775808 16 0 0 0 -1 " "w" "\0"
-// CHECK-NEXT: "0 0 1 1 0 0x0 0 -9223372036854775808 4 0 0 0 -1 " "b" "\0"
-// CHECK-NEXT: "1 0 2 0 0 0x0 0 -9223372036854775808 16 0 0 0 -1 " "exp_avg.w" "\0"
-// CHECK-NEXT: "1 0 1 1 0 0x0 0 -9223372036854775808 4 0 0 0 -1 " "exp_avg.b" "\0"
-// CHECK-NEXT: "2 0 2 0 0 0x0 0 -9223372036854775808 16 0 0 0 -1 " "exp_avg_sq.w" "\0"
-// CHECK-NEXT: "2 0 1 1 0 0x0 0 -9223372036854775808 4 0 0 0 -1 " "exp_avg_sq.b" "\0"
+// CHECK-NEXT: "0 0 2 0 2 0x3f947ae147ae147b 0 -9223372036854775808 16 0 0 0 -1 -1 " "w" "\0"
+// CHECK-NEXT: "0 0 1 1 0 0x0 0 -9223372036854775808 4 0 0 0 -1 -1 " "b" "\0"
+// CHECK-NEXT: "1 0 2 0 0 0x0 0 -9223372036854775808 16 0 0 0 -1 -1 " "exp_avg.w" "\0"
+// CHECK-NEXT: "1 0 1 1 0 0x0 0 -9223372036854775808 4 0 0 0 -1 -1 " "exp_avg.b" "\0"
+// CHECK-NEXT: "2 0 2 0 0 0x0 0 -9223372036854775808 16 0 0 0 -1 -1 " "exp_avg_sq.w" "\0"
+// CHECK-NEXT: "2 0 1 1 0 0x0 0 -9223372036854775808 4 0 0 0 -1 -1 " "exp_avg_sq.b" "\0"
 // Equal shapes share a table; the ids' bound is the vocabulary (16).
-// CHECK-NEXT: "3 3 2 2 0 0x0 16 -9223372036854775808 2 0 0 0 -1 " "tokens" "\0"
-// CHECK-NEXT: "3 3 2 2 0 0x0 16 -9223372036854775808 2 0 0 0 -1 " "targets" "\0"
-// CHECK-NEXT: "4 0 0 3 0 0x0 0 -9223372036854775808 1 0 0 0 -1 " "lr" "\0"
-// CHECK-NEXT: "5 0 0 3 0 0x0 0 -9223372036854775808 1 0 0 0 -1 " "step" "\0"
+// CHECK-NEXT: "3 3 2 2 0 0x0 16 -9223372036854775808 2 0 0 0 -1 -1 " "tokens" "\0"
+// CHECK-NEXT: "3 3 2 2 0 0x0 16 -9223372036854775808 2 0 0 0 -1 -1 " "targets" "\0"
+// CHECK-NEXT: "4 0 0 3 0 0x0 0 -9223372036854775808 1 0 0 0 -1 -1 " "lr" "\0"
+// CHECK-NEXT: "5 0 0 3 0 0x0 0 -9223372036854775808 1 0 0 0 -1 -1 " "step" "\0"
 // CHECK: static stepc_arg_info kArgs[10];
 // CHECK: stepc_module_info_v11(void) {
 // CHECK-NEXT: static const bool decoded = (stepc_decode_args(), true);
