@@ -560,9 +560,13 @@ absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) c
   std::vector<float> parts(count * shards * tps);
   STEPC_RETURN_IF_ERROR(communicator_->AllGather(axes, floats_[i].data(), parts.data(), count));
   std::vector<float> all(GlobalNumel(i));
+  // The parts arrive in rank order: the outer mesh axis major (an expert
+  // weight's ep axis comes before fsdp's shards).
+  const bool split_major = TpSplit(i) && Sharded(i) && SplitAxis(i) < FsdpAxis();
   for (int shard = 0; shard < shards; ++shard)
     for (int tp = 0; tp < tps; ++tp) {
-      const float* part = parts.data() + (int64_t{shard} * tps + tp) * count;
+      const int64_t at = split_major ? int64_t{tp} * shards + shard : int64_t{shard} * tps + tp;
+      const float* part = parts.data() + at * count;
       ForEachRun(i, shard, tp, [&](int64_t local, int64_t global, int64_t n) {
         std::copy(part + local, part + local + n, all.begin() + global);
       });

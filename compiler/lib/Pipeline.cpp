@@ -21,15 +21,19 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
-  // ep:E alone or after ddp:N, optionally followed by ,pp:P (expert
-  // parallelism: the ep ranks split the batch and hold E/ep experts each).
+  // ep:E alone or after ddp:N or fsdp:N, optionally followed by ,pp:P
+  // (expert parallelism: the ep ranks split the batch and hold E/ep experts
+  // each).
   if (size_t at = rest.find("ep:"); at != StringRef::npos && (at == 0 || rest[at - 1] == ',')) {
     StringRef data = rest.take_front(at);
     StringRef experts = rest.drop_front(at + 3);
-    bool dataOk = data.empty() || (data.consume_back(",") && data.consume_front("ddp:") &&
-                                   count(data, spec.perGroup));
+    ShardSpec::Kind kind = data.starts_with("fsdp:") ? ShardSpec::Kind::Fsdp : ShardSpec::Kind::Ddp;
+    bool dataOk = data.empty() ||
+                  (data.consume_back(",") &&
+                   (data.consume_front("ddp:") || data.consume_front("fsdp:")) &&
+                   count(data, spec.perGroup));
     if (!data.empty() && dataOk)
-      spec.kind = ShardSpec::Kind::Ddp;
+      spec.kind = kind;
     bool stagesOk = true;
     if (size_t comma = experts.find(",pp:"); comma != StringRef::npos) {
       stagesOk = count(experts.drop_front(comma + 4), spec.pp) && spec.pp >= 2;
@@ -39,9 +43,9 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
         spec.perGroup <= kMaxRanks / spec.ep / spec.pp)
       return spec;
     error = ("bad --shard '" + text +
-             "' (expected ep:E or ddp:N,ep:E, optionally followed by ,pp:P, with E, P >= 2 and "
-             "at most " +
-             Twine(kMaxRanks) + " ranks; fsdp, hsdp and tp beside ep are not supported yet)")
+             "' (expected ep:E, ddp:N,ep:E or fsdp:N,ep:E, optionally followed by ,pp:P, with "
+             "E, P >= 2 and at most " +
+             Twine(kMaxRanks) + " ranks; hsdp and tp beside ep are not supported yet)")
                 .str();
     return failure();
   }
@@ -111,11 +115,16 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
 
 SmallVector<int64_t> ShardSpec::meshShape() const {
   SmallVector<int64_t> shape;
-  // [N, E] or [E] (ep the last data axis), then P with pp.
+  // [N, E] or [E] (ep the last data axis), or [E, N] under fsdp (as hsdp's
+  // [R, S]: the shards along the last data axis); then P with pp.
   if (ep > 1) {
-    if (perGroup > 1)
-      shape.push_back(perGroup);
-    shape.push_back(ep);
+    if (kind == Kind::Fsdp) {
+      shape.append({ep, perGroup});
+    } else {
+      if (perGroup > 1)
+        shape.push_back(perGroup);
+      shape.push_back(ep);
+    }
     if (pp > 1)
       shape.push_back(pp);
     return shape;
@@ -278,7 +287,7 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   // backward is step-remat's decision, made with the activations'.
   if (shard->ranks() > 1 && shard->shardsParameters())
     pm.addPass(createStepShardFully(StepShardFullyOptions{
-        shard->perGroup, shard->replicas, options.fsdpReshard && budget == 0}));
+        shard->perGroup, shard->replicas * shard->ep, options.fsdpReshard && budget == 0}));
 
   std::unique_ptr<Pass> optimizer = createStepOptimizer();
   std::string optimizerFlags = options.optimizerOptions;
@@ -290,13 +299,14 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     optimizerFlags += (" mesh=" + kWorldMeshName).str();
   // Expert weights are split over ep: their squares are summed along it
   // (a pipeline names the mesh below).
+  bool epMesh = shard->ep > 1 && !shardedState && shard->pp == 1;
+  if (epMesh)
+    optimizerFlags += (" mesh=" + kWorldMeshName).str();
   if (shard->ep > 1)
-    optimizerFlags += ((shard->pp > 1 ? "" : " mesh=" + kWorldMeshName + " mesh-axis=-1") +
-                       " tp-axis=" + Twine(shard->epAxis()))
-                          .str();
-  optimizerFlags += !shardedState          ? (shard->tp > 1 ? " mesh-axis=-1" : "")
-                    : shard->replicas > 1 ? " mesh-axis=1"
-                                          : " mesh-axis=0";
+    optimizerFlags += (" tp-axis=" + Twine(shard->epAxis())).str();
+  optimizerFlags += !shardedState ? (shard->tp > 1 || epMesh ? " mesh-axis=-1" : "")
+                    : shard->replicas > 1 || shard->ep > 1 ? " mesh-axis=1"
+                                                           : " mesh-axis=0";
   // ddp: every rank holds every matrix whole; Muon deals them out along the
   // data axis (the mesh's first).
   if (shard->kind == ShardSpec::Kind::Ddp && shard->ranks() > 1)

@@ -142,7 +142,12 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
           loc, shardType, kWorldMeshName, ArrayRef<mesh::MeshAxis>{layout.shardAxis()}, padded,
           mesh::ReductionKind::Sum, APInt(64, 0));
       // hsdp: the groups hold replicas of each shard's gradient; sum them.
-      if (layout.replicas > 1)
+      // (Not an expert weight's under fsdp:N,ep:E: axis 0 is ep's, and its
+      // ranks hold other experts, each with every rank's tokens already.)
+      auto split = grad.getArgAttrOfType<DictionaryAttr>(params[k - 1],
+                                                         StepDialect::kTpShardAttrName);
+      auto splitAxis = split ? split.getAs<IntegerAttr>("axis") : IntegerAttr();
+      if (layout.replicas > 1 && !(splitAxis && splitAxis.getInt() == 0))
         scattered = b.create<mesh::AllReduceOp>(loc, shardType, kWorldMeshName,
                                                 ArrayRef<mesh::MeshAxis>{0}, scattered,
                                                 mesh::ReductionKind::Sum);
