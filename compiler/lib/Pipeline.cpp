@@ -35,17 +35,21 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
     if (!data.empty() && dataOk)
       spec.kind = kind;
     bool stagesOk = true;
+    if (size_t comma = experts.find(",tp:"); comma != StringRef::npos) {
+      stagesOk = count(experts.drop_front(comma + 4), spec.tp);
+      experts = experts.take_front(comma);
+    }
     if (size_t comma = experts.find(",pp:"); comma != StringRef::npos) {
       stagesOk = count(experts.drop_front(comma + 4), spec.pp) && spec.pp >= 2;
       experts = experts.take_front(comma);
     }
     if (dataOk && stagesOk && count(experts, spec.ep) && spec.ep >= 2 &&
-        spec.perGroup <= kMaxRanks / spec.ep / spec.pp)
+        spec.perGroup <= kMaxRanks / spec.ep / spec.pp / spec.tp)
       return spec;
     error = ("bad --shard '" + text +
-             "' (expected ep:E, ddp:N,ep:E or fsdp:N,ep:E, optionally followed by ,pp:P, with "
-             "E, P >= 2 and at most " +
-             Twine(kMaxRanks) + " ranks; hsdp and tp beside ep are not supported yet)")
+             "' (expected ep:E, ddp:N,ep:E or fsdp:N,ep:E, optionally followed by ,pp:P and "
+             ",tp:M, with E, P >= 2 and at most " +
+             Twine(kMaxRanks) + " ranks; hsdp beside ep is not supported yet)")
                 .str();
     return failure();
   }
@@ -127,6 +131,8 @@ SmallVector<int64_t> ShardSpec::meshShape() const {
     }
     if (pp > 1)
       shape.push_back(pp);
+    if (tp > 1)
+      shape.push_back(tp);
     return shape;
   }
   // Data ([R, S] under hsdp), then the pipeline's stages, then tp.
@@ -297,13 +303,11 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   bool shardedState = shard->ranks() > 1 && shard->shardsParameters();
   if (shardedState || shard->tp > 1)
     optimizerFlags += (" mesh=" + kWorldMeshName).str();
-  // Expert weights are split over ep: their squares are summed along it
-  // (a pipeline names the mesh below).
-  bool epMesh = shard->ep > 1 && !shardedState && shard->pp == 1;
+  // Expert weights are split over ep (the axis their step.tp_shard names):
+  // their squares are summed along it (a pipeline names the mesh below).
+  bool epMesh = shard->ep > 1 && !shardedState && shard->pp == 1 && shard->tp == 1;
   if (epMesh)
     optimizerFlags += (" mesh=" + kWorldMeshName).str();
-  if (shard->ep > 1)
-    optimizerFlags += (" tp-axis=" + Twine(shard->epAxis())).str();
   optimizerFlags += !shardedState ? (shard->tp > 1 || epMesh ? " mesh-axis=-1" : "")
                     : shard->replicas > 1 || shard->ep > 1 ? " mesh-axis=1"
                                                            : " mesh-axis=0";

@@ -12,6 +12,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include <cmath>
+#include <map>
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPOPTIMIZER
@@ -235,7 +236,18 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   // norm = sqrt(Σ_i Σ g_i²); scale = min(1, max_norm / (norm + 1e-6))
   // tp-split gradients are each rank's part of one gradient: their squares
   // are summed over the tp ranks; replicated ones are counted once.
-  Value total = scalar(b, loc, lossType, 0.0), split = scalar(b, loc, lossType, 0.0);
+  Value total = scalar(b, loc, lossType, 0.0);
+  // The mesh axis a parameter's parts lie along (-1: whole): the tp axis,
+  // or (an expert weight under ep) the axis its step.tp_shard names.
+  auto splitAxisOf = [&](unsigned k) -> int64_t {
+    auto split = grad.getArgAttrOfType<DictionaryAttr>(params[k], StepDialect::kTpShardAttrName);
+    if (!split)
+      return -1;
+    auto axis = split.getAs<IntegerAttr>("axis");
+    return axis ? axis.getInt() : options.tpAxis;
+  };
+  // Split squares, summed per axis (in axis order) before the all-reduce.
+  std::map<int64_t, Value> splitSums;
   // A pipeline stage's squares go to their places among the whole model's
   // parameters (step-pipeline-stages' step.pp_index), are exchanged, and
   // are summed in that order: the norm of one rank's step, bit for bit.
@@ -252,7 +264,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     };
     // tp-split squares are summed over tp first (each slot holds one
     // parameter's: the sums stay exact), then joined to the replicated.
-    Value squares = zeros(), splitSquares;
+    Value squares = zeros();
     for (auto [k, g] : llvm::enumerate(grads)) {
       auto index = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kPpIndexAttrName);
       if (!index || grad.getArgAttr(params[k], StepDialect::kPpReplicaAttrName))
@@ -261,20 +273,19 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
       Value square = b.create<ReshapeOp>(loc, one, sumOfSquares(b, loc, g, lossType));
       Value placed = b.create<PadOp>(loc, vector, square, b.getDenseI64ArrayAttr({at}),
                                      b.getDenseI64ArrayAttr({n - 1 - at}));
-      bool tpSplit = options.tpAxis >= 0 &&
-                     grad.getArgAttr(params[k], StepDialect::kTpShardAttrName) != nullptr;
-      if (tpSplit && !splitSquares)
-        splitSquares = zeros();
-      Value &sum = tpSplit ? splitSquares : squares;
+      int64_t splitAxis = splitAxisOf(k);
+      if (splitAxis >= 0 && !splitSums.count(splitAxis))
+        splitSums[splitAxis] = zeros();
+      Value &sum = splitAxis >= 0 ? splitSums[splitAxis] : squares;
       sum = b.create<AddOp>(loc, sum, placed);
     }
-    if (splitSquares)
+    for (auto &[axis, splitSquares] : splitSums)
       squares = b.create<AddOp>(
           loc, squares,
-          b.create<mesh::AllReduceOp>(
-              loc, vector, options.mesh,
-              ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(options.tpAxis)},
-              splitSquares, mesh::ReductionKind::Sum));
+          b.create<mesh::AllReduceOp>(loc, vector, options.mesh,
+                                      ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(axis)},
+                                      splitSquares, mesh::ReductionKind::Sum));
+    splitSums.clear();
     SmallVector<mesh::MeshAxis> axes;
     if (options.meshAxis >= 0 && options.meshAxis != options.ppAxis)
       axes.push_back(static_cast<mesh::MeshAxis>(options.meshAxis));
@@ -294,16 +305,20 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     // embedding) leaves its square to that stage.
     if (grad.getArgAttr(params[k], StepDialect::kPpReplicaAttrName))
       continue;
-    bool tpSplit = grad.getArgAttr(params[k], StepDialect::kTpShardAttrName) != nullptr;
-    Value &sum = tpSplit && options.tpAxis >= 0 ? split : total;
+    int64_t splitAxis = splitAxisOf(k);
+    if (splitAxis >= 0 && !splitSums.count(splitAxis))
+      splitSums[splitAxis] = scalar(b, loc, lossType, 0.0);
+    Value &sum = splitAxis >= 0 ? splitSums[splitAxis] : total;
     sum = b.create<AddOp>(loc, sum, sumOfSquares(b, loc, g, lossType));
   }
-  if (options.tpAxis >= 0 && !stageParams)
+  // (With tp, its sum is added even when no parameter is split.)
+  if (options.tpAxis >= 0 && !stageParams && !splitSums.count(options.tpAxis))
+    splitSums[options.tpAxis] = scalar(b, loc, lossType, 0.0);
+  for (auto &[axis, split] : splitSums)
     total = b.create<AddOp>(
         loc, total,
         b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,
-                                    ArrayRef<mesh::MeshAxis>{
-                                        static_cast<mesh::MeshAxis>(options.tpAxis)},
+                                    ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(axis)},
                                     split, mesh::ReductionKind::Sum));
   // Sharded gradients: each rank holds part of every gradient, so the
   // squares are summed over the ranks (padding rows are zero).

@@ -808,13 +808,15 @@ struct StepShardTensorPass : public stepc::impl::StepShardTensorBase<StepShardTe
     SmallVector<int64_t> shape(meshShape.begin(), meshShape.end());
     if (shape.empty())
       shape.push_back(tp);
-    if (!module.lookupSymbol(kWorldMeshName)) {
-      OpBuilder b(module.getBodyRegion());
+    // (step-shard-experts made it already where ep runs beside tp.)
+    auto mesh = module.lookupSymbol<mesh::MeshOp>(kWorldMeshName);
+    OpBuilder b(module.getBodyRegion());
+    if (!mesh) {
       b.setInsertionPointToStart(module.getBody());
-      auto mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
-      // The last axis is tp: said in the IR for every later reader.
-      mesh->setAttr(StepDialect::kTpAxisAttrName, b.getI64IntegerAttr(int64_t(shape.size()) - 1));
+      mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
     }
+    // The last axis is tp: said in the IR for every later reader.
+    mesh->setAttr(StepDialect::kTpAxisAttrName, b.getI64IntegerAttr(int64_t(shape.size()) - 1));
     bool found = false;
     for (auto loss : module.getOps<func::FuncOp>()) {
       if (!loss->hasAttr(StepDialect::kLossAttrName))
