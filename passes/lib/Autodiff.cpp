@@ -142,7 +142,7 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
   if (ArrayAttr argAttrs = loss.getAllArgAttrs())
     grad.setAllArgAttrs(argAttrs);
   grad.setAllResultAttrs(resultAttrs);
-  grad->setAttr(StepDialect::kGradientAttrName, b.getUnitAttr());
+  grad->setAttr(StepDialect::kGradientAttrName, FlatSymbolRefAttr::get(loss.getSymNameAttr()));
   symbols.insert(grad);
 
   // Forward: a copy of the loss function's body.

@@ -275,13 +275,17 @@ struct StepMicroBatchPass : public stepc::impl::StepMicroBatchBase<StepMicroBatc
     if (count == 1 && !pipeline)
       return;
     SymbolTable symbols(module);
+    // Each gradient function by the loss it differentiates (its mark).
+    llvm::StringMap<func::FuncOp> gradientOf;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (auto loss = f->getAttrOfType<FlatSymbolRefAttr>(StepDialect::kGradientAttrName))
+        gradientOf[loss.getValue()] = f;
     SmallVector<std::pair<func::FuncOp, func::FuncOp>> pairs;
     for (auto loss : module.getOps<func::FuncOp>()) {
       if (!loss->hasAttr(StepDialect::kLossAttrName))
         continue;
-      // step-autodiff's name for the gradient of `loss`.
-      auto grad = symbols.lookup<func::FuncOp>((loss.getSymName() + "_grad").str());
-      if (!grad || !grad->hasAttr(StepDialect::kGradientAttrName)) {
+      func::FuncOp grad = gradientOf.lookup(loss.getSymName());
+      if (!grad) {
         loss.emitOpError() << "has no gradient function: step-micro-batch runs after "
                               "step-autodiff";
         return signalPassFailure();

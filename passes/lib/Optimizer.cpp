@@ -199,8 +199,10 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     resultAttrs.push_back(grad.getResultAttrDict(i));
   }
 
+  // Named for the loss function the gradient differentiates.
   StringRef base = grad.getSymName();
-  base.consume_back("_grad");
+  if (auto loss = grad->getAttrOfType<FlatSymbolRefAttr>(StepDialect::kGradientAttrName))
+    base = loss.getValue();
   auto step = b.create<func::FuncOp>(loc, (base + "_train_step").str(),
                                      b.getFunctionType(newArgs, newResults));
   step.setAllArgAttrs(argAttrs);

@@ -42,7 +42,7 @@ func.func @twice(%x: tensor<4xf32> {step.param = #step.param<"x", normal(1.0)>})
   return %s : tensor<f32>
 }
 // expected-error @+1 {{'func.func' op is already a gradient function: step-autodiff runs once}}
-func.func @twice_grad(%x: tensor<4xf32>) -> tensor<f32> attributes {step.gradient} {
+func.func @twice_grad(%x: tensor<4xf32>) -> tensor<f32> attributes {step.gradient = @twice} {
   %s = step.reduce_sum %x dims [0] : (tensor<4xf32>) -> tensor<f32>
   return %s : tensor<f32>
 }

@@ -5,7 +5,7 @@
 // CHECK-LABEL: func.func @loss_grad
 // CHECK-SAME: (%[[WTE:.*]]: tensor<7x4xf32> {step.param = #step.param<"wte", normal(0.02)>}, %[[TOK:.*]]: tensor<2x3xi32> {step.input = "tokens"}, %[[TGT:.*]]: tensor<2x3xi32> {step.input = "targets"})
 // CHECK-SAME: -> (tensor<f32> {step.result = #step.result<loss>}, tensor<7x4xf32> {step.result = #step.result<grad, "wte">})
-// CHECK-SAME: attributes {step.gradient}
+// CHECK-SAME: attributes {step.gradient = @loss}
 // CHECK: %[[X:.*]] = step.embedding %[[WTE]], %[[TOK]]
 // CHECK: %[[LOGITS:.*]] = step.matmul %[[X]], %[[WTE]] transpose_b
 // CHECK: %[[LOSS:.*]] = step.cross_entropy %[[LOGITS]], %[[TGT]]

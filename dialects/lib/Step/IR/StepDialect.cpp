@@ -248,8 +248,13 @@ static LogicalResult verifyLossFunction(FunctionOpInterface function) {
 
 LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attribute) {
-  if (attribute.getName() == kGradientAttrName ||
-      attribute.getName() == kTrainStepAttrName || attribute.getName() == kEvalStepAttrName ||
+  if (attribute.getName() == kGradientAttrName) {
+    if (!isa<FlatSymbolRefAttr>(attribute.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitError() << "expects '" << kGradientAttrName
+                             << "' on a function, naming the loss function it differentiates";
+    return success();
+  }
+  if (attribute.getName() == kTrainStepAttrName || attribute.getName() == kEvalStepAttrName ||
       attribute.getName() == kSampleStepAttrName) {
     if (!isa<UnitAttr>(attribute.getValue()) || !isa<FunctionOpInterface>(op))
       return op->emitError() << "expects '" << attribute.getName().getValue()

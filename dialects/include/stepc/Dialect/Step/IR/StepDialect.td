@@ -106,7 +106,9 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kPipelineAttrName = "step.pipeline";
     /// Result attribute (a `#step.result`): the result's typed role.
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
-    /// Unit attribute marking a function built by step-autodiff.
+    /// Function attribute (a symbol reference) marking a function built by
+    /// step-autodiff: the loss function it differentiates, so that later
+    /// passes find the pair by the IR, not by names.
     static constexpr llvm::StringLiteral kGradientAttrName = "step.gradient";
     /// Unit attribute marking a function built by step-optimizer.
     static constexpr llvm::StringLiteral kTrainStepAttrName = "step.train_step";
