@@ -38,7 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "stepc/Compiler/PipelineSchedule.h"
+#include "stepc/Transforms/PipelineSchedule.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/LossFunctions.h"
 #include "stepc/Transforms/Passes.h"

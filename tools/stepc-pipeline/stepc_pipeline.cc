@@ -12,7 +12,7 @@
 //        [--gbps B] [--memory-budget BYTES]] [--print]
 //
 // The compiler's pp:P will build its schedules with the same code
-// (compiler/lib/PipelineSchedule.cpp) from the model's per-stage costs.
+// (passes/lib/PipelineSchedule.cpp) from the model's per-stage costs.
 
 #include <algorithm>
 #include <cmath>
@@ -31,7 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
-#include "stepc/Compiler/PipelineSchedule.h"
+#include "stepc/Transforms/PipelineSchedule.h"
 
 ABSL_FLAG(int, ranks, 2, "pipeline ranks P");
 ABSL_FLAG(int, micro_batches, 4, "micro-batches M per step");

@@ -1,6 +1,6 @@
 //===- PipelineSchedule.cpp - pipeline schedules, checked and timed -------===//
 
-#include "stepc/Compiler/PipelineSchedule.h"
+#include "stepc/Transforms/PipelineSchedule.h"
 
 #include <algorithm>
 #include <cmath>
