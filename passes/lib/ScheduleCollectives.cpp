@@ -100,6 +100,53 @@ void issueReductionsEarly(Block &body) {
   }
 }
 
+// Work that an all-to-all does not wait for, moved between its start and
+// its first use: the all-to-alls of expert parallelism then overlap what
+// the model computed before them and needs only later (a shared expert's
+// MLP beside the routed experts, in the forward and in the backward). An
+// op before the all-to-all moves when the all-to-all does not depend on it,
+// it neither communicates nor is one of the step's arguments' updates, and
+// each of its users is after the first use or moves too (decided from the
+// last op back, so that users are decided first). Order among the moved
+// ops is kept, and an op placed beside one all-to-all stays there (the
+// first exchange of a layer gets the work, not the last).
+void overlapAllToAlls(Block &body) {
+  SmallVector<mesh::AllToAllOp> exchanges(body.getOps<mesh::AllToAllOp>());
+  llvm::DenseSet<Operation *> placed;
+  for (mesh::AllToAllOp exchange : exchanges) {
+    Operation *use = firstUser(exchange.getResult());
+    if (!use)
+      continue;
+    // What the all-to-all depends on, within the block.
+    llvm::DenseSet<Operation *> needed;
+    SmallVector<Operation *> work{exchange};
+    while (!work.empty())
+      for (Value operand : work.pop_back_val()->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (def->getBlock() == &body && needed.insert(def).second)
+            work.push_back(def);
+    llvm::DenseSet<Operation *> moving;
+    SmallVector<Operation *> moved;
+    for (Operation *op = exchange->getPrevNode(); op; op = op->getPrevNode()) {
+      if (needed.contains(op) || communicates(op) || op->getNumResults() == 0 ||
+          placed.contains(op))
+        continue;
+      bool later = llvm::all_of(op->getUsers(), [&](Operation *user) {
+        return moving.contains(user) || use->isBeforeInBlock(user) || user == use;
+      });
+      // (A user that is the first use itself stays after the moved op.)
+      if (!later)
+        continue;
+      moving.insert(op);
+      moved.push_back(op);
+    }
+    for (Operation *op : llvm::reverse(moved)) {
+      op->moveBefore(use);
+      placed.insert(op);
+    }
+  }
+}
+
 struct StepScheduleCollectivesPass
     : public stepc::impl::StepScheduleCollectivesBase<StepScheduleCollectivesPass> {
   void runOnOperation() override {
@@ -111,6 +158,7 @@ struct StepScheduleCollectivesPass
         continue;
       prefetchGathers(body);
       issueReductionsEarly(body);
+      overlapAllToAlls(body);
     }
   }
 };
