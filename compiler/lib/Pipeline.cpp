@@ -19,6 +19,16 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   auto count = [](StringRef digits, int64_t &n) {
     return !digits.getAsInteger(10, n) && n >= 1 && n <= kMaxRanks;
   };
+  // A trailing `key` + count (",tp:M", ",pp:P"): parsed into n and cut
+  // off `s`; true when absent.
+  auto trailing = [&](StringRef &s, StringRef key, int64_t &n) {
+    size_t at = s.find(key);
+    if (at == StringRef::npos)
+      return true;
+    bool parsed = count(s.drop_front(at + key.size()), n);
+    s = s.take_front(at);
+    return parsed;
+  };
   StringRef rest = text;
   bool ok = true;
   // ep:E alone or after ddp:N or fsdp:N, optionally followed by ,pp:P
@@ -34,15 +44,9 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
                    count(data, spec.perGroup));
     if (!data.empty() && dataOk)
       spec.kind = kind;
-    bool stagesOk = true;
-    if (size_t comma = experts.find(",tp:"); comma != StringRef::npos) {
-      stagesOk = count(experts.drop_front(comma + 4), spec.tp);
-      experts = experts.take_front(comma);
-    }
-    if (size_t comma = experts.find(",pp:"); comma != StringRef::npos) {
-      stagesOk = count(experts.drop_front(comma + 4), spec.pp) && spec.pp >= 2;
-      experts = experts.take_front(comma);
-    }
+    bool stagesOk = trailing(experts, ",tp:", spec.tp);
+    bool staged = experts.contains(",pp:");
+    stagesOk = trailing(experts, ",pp:", spec.pp) && stagesOk && (!staged || spec.pp >= 2);
     if (dataOk && stagesOk && count(experts, spec.ep) && spec.ep >= 2 &&
         spec.perGroup <= kMaxRanks / spec.ep / spec.pp / spec.tp)
       return spec;
@@ -69,11 +73,7 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
       dataOk = (data.consume_front("ddp:") || data.consume_front("fsdp:")) &&
                count(data, spec.perGroup);
     }
-    bool tpOk = true;
-    if (size_t comma = stages.find(",tp:"); comma != StringRef::npos) {
-      tpOk = count(stages.drop_front(comma + 4), spec.tp);
-      stages = stages.take_front(comma);
-    }
+    bool tpOk = trailing(stages, ",tp:", spec.tp);
     if (dataOk && tpOk && count(stages, spec.pp) && spec.pp >= 2 &&
         spec.replicas <= kMaxRanks / spec.perGroup &&
         spec.ranks() <= kMaxRanks / spec.pp / spec.tp)
