@@ -69,6 +69,33 @@ _LIB.impl("moe", _moe_cpu, "CPU")
 _LIB.impl("moe", lambda x, *rest: torch.empty_like(x), "Meta")
 
 
+# A per-expert checkpoint's names for MoE's stacked weights: Mixtral's
+# (experts.E.w1/w2/w3, the router as gate) and DeepSeek's (gate_proj,
+# down_proj, up_proj).
+_PER_EXPERT_NAMES = {"w1": ("w1", "gate_proj"), "w2": ("w2", "down_proj"),
+                     "w3": ("w3", "up_proj")}
+
+
+def _stack_per_expert(state_dict, prefix, *args):
+    """load_state_dict's pre-hook of MoE: where the stacked `w1`, `w2`, `w3`
+    are absent and `experts.0.<name>.weight` (and every other expert's) are
+    present, stacks them in expert order; `gate.weight` stands for
+    `router.weight`. The keys it reads go; what it cannot complete (an
+    expert missing) is left for load_state_dict to report."""
+    if prefix + "router.weight" not in state_dict and prefix + "gate.weight" in state_dict:
+        state_dict[prefix + "router.weight"] = state_dict.pop(prefix + "gate.weight")
+    for stacked, names in _PER_EXPERT_NAMES.items():
+        if prefix + stacked in state_dict:
+            continue
+        for name in names:
+            keys = []
+            while f"{prefix}experts.{len(keys)}.{name}.weight" in state_dict:
+                keys.append(f"{prefix}experts.{len(keys)}.{name}.weight")
+            if keys:
+                state_dict[prefix + stacked] = torch.stack([state_dict.pop(k) for k in keys])
+                break
+
+
 class MoE(torch.nn.Module):
     """A mixture of `experts` feed-forward experts of width `hidden` on
     inputs [..., dim], each token using `top_k` of them.
@@ -76,7 +103,10 @@ class MoE(torch.nn.Module):
     activation "gelu": expert e is `w2[e] · gelu(w1[e] · x)`; "swiglu":
     `w2[e] · (silu(w1[e] · x) ∘ w3[e] · x)`. The weights are stacked, one
     nn.Linear weight ([out, in]) per expert: `router.weight` [E, dim],
-    `w1` (and `w3`) [E, hidden, dim], `w2` [E, dim, hidden].
+    `w1` (and `w3`) [E, hidden, dim], `w2` [E, dim, hidden]. A state dict
+    with one tensor per expert loads too: `experts.E.w1.weight` ... (Mixtral,
+    the router as `gate.weight`) or `experts.E.gate_proj.weight`,
+    `down_proj`, `up_proj` (DeepSeek), stacked in expert order.
     """
 
     def __init__(self, dim, hidden, experts, top_k=2, activation="gelu", init_std=0.02):
@@ -94,6 +124,9 @@ class MoE(torch.nn.Module):
         self.w2 = stacked(experts, dim, hidden)
         self.w3 = stacked(experts, hidden, dim) if activation == "swiglu" else None
         torch.nn.init.normal_(self.router.weight, std=init_std)
+        # Checkpoints of other MoE code hold one tensor per expert: loaded
+        # stacked (see _stack_per_expert).
+        self._register_load_state_dict_pre_hook(_stack_per_expert)
 
     def forward(self, x):
         args = (x, self.router.weight, self.w1, self.w2, self.w3, self.top_k, self.activation)
