@@ -183,7 +183,12 @@ def stepc_flag_cases(bin_dir, work, model):
         "--shard": ["fsdp:0", "fsdp:-1", "ddp:", "tp:0", "tp:2,fsdp:2", "fsdp:2,tp:", "none,tp:2",
                     "tp:2,tp:2", "tp:4294967296", "fsdp:3", "fsdp:2x2", "hsdp:2",
                     "hsdp:0x2", "hsdp:4294967296x4294967296", "hsdp:2x9223372036854775807",
-                    "fsdp:99999999999999999999", "fsdp:1e3", "FSDP:2", "fsdp:2,", " "],
+                    "fsdp:99999999999999999999", "fsdp:1e3", "FSDP:2", "fsdp:2,", " ",
+                    # expert parallelism: malformed, an axis it cannot join, a
+                    # model without experts (ep:2)
+                    "ep:0", "ep:1", "ep:", "ep:2,pp:1", "hsdp:2x2,ep:2", "ep:2,ep:2",
+                    "ep:2,tp:0", "ep:99999999999999999999", "EP:2", "ep:2,", "tp:2,ep:2",
+                    "ep:2"],
         "--batch": ["0", "-1", "3", "abc", "99999999999999999999", "1e3"],
         "--memory-budget": ["abc", "-5", "1", "10QB", "nanGB", "1e3", "99999999999999999999TB",
                             "0x10", "MB"],
@@ -213,6 +218,8 @@ def stepc_flag_cases(bin_dir, work, model):
                 argv = base + [f"{flag}={value}"]
             if flag == "--shard" and value == "fsdp:3":
                 mentions = ["3"]
+            if flag == "--shard" and value == "ep:2":
+                mentions = ["ep:2", "mixture-of-experts"]
             if flag == "--optimizer-options":
                 mentions = ["optimizer", "beta", "weight", "epsilon", value.split("=")[0]]
             yield Case("stepc", f"flag{flag}={value!r}", argv, mentions, protect=[model, out])
