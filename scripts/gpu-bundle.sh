@@ -10,7 +10,9 @@
 #           their compile-time reports, and each one's --profile build;
 #           llama-1b (1.1B, T=2048) bf16 at batch 2..8 likewise
 #   ref/    the CPU target's results on the same data and seed: parameters and
-#           moments after 1 step, the losses of 20 steps
+#           moments after 1 step, the losses of 20 steps; and after 1 step of
+#           the ops no GPU has run yet: a mixture of experts (gpt-moe), a
+#           padding-masked attention (gpt-small --pad-token) and fp8
 # Usage: scripts/gpu-bundle.sh [--emulated] [DIR]  (default build/gpu-bundle;
 # needs `make build`). --emulated builds the gpt-small step.so files for the
 # host emulation of CUDA instead (no gpt2-124m): `gpu-check.sh` then runs
@@ -63,6 +65,14 @@ echo "gpu-bundle: compiling CUDA step.so files (sm_90a)"
   --report="$bundle/steps/gpt-small.json"
 "$stepc" examples/gpt-small/model.mlir -o "$bundle/steps/gpt-small-bf16.so" --precision=bf16 \
   $emulated
+# The kernels only the emulation has run: the MoE routing and grouped
+# products, the masked attention, fp8's tile rounding (fp32 steps, each
+# against the CPU's first step).
+masked=$(mktemp)
+python3 examples/gen_model.py --preset gpt-small --pad-token 0 -o "$masked"
+"$stepc" examples/gpt-moe/model.mlir -o "$bundle/steps/gpt-moe.so" $emulated
+"$stepc" "$masked" -o "$bundle/steps/gpt-masked.so" $emulated
+"$stepc" examples/gpt-small/model.mlir --precision=fp8 -o "$bundle/steps/gpt-small-fp8.so" $emulated
 [ -n "$emulated" ] && cp "$build/lib/libstepc_runtime_cuda_emulated.so" "$bundle/lib/"
 for b in $([ -n "$emulated" ] || echo 8 16 32 64); do
   "$stepc" examples/gpt2-124m/model.mlir --batch=$b --precision=bf16 \
@@ -86,5 +96,13 @@ ref=$(mktemp -d)
 "$build/bin/stepc-run" "$ref/gpt-small-cpu.so" --steps 1 --save-npy "$bundle/ref/step1" >/dev/null
 "$build/bin/stepc-run" "$ref/gpt-small-cpu.so" --steps 20 --metrics "$bundle/ref/cpu20.jsonl" \
   >/dev/null
-rm -rf "$ref"
+"$stepc" examples/gpt-moe/model.mlir --target=cpu -o "$ref/gpt-moe-cpu.so"
+"$build/bin/stepc-run" "$ref/gpt-moe-cpu.so" --steps 1 --save-npy "$bundle/ref/moe-step1" >/dev/null
+"$stepc" "$masked" --target=cpu -o "$ref/gpt-masked-cpu.so"
+"$build/bin/stepc-run" "$ref/gpt-masked-cpu.so" --steps 1 --save-npy "$bundle/ref/masked-step1" \
+  >/dev/null
+"$stepc" examples/gpt-small/model.mlir --target=cpu --precision=fp8 -o "$ref/gpt-small-fp8-cpu.so"
+"$build/bin/stepc-run" "$ref/gpt-small-fp8-cpu.so" --steps 1 --save-npy "$bundle/ref/fp8-step1" \
+  >/dev/null
+rm -rf "$ref" "$masked"
 du -sh "$bundle"
