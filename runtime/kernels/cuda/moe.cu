@@ -2,9 +2,10 @@
 // moe_combine, grouped_matmul and their gradients), as the CPU's of
 // kernels/cpu/moe.cc. The routing (moe_routing.h) runs in one thread into
 // the scratch the compiler planned (2E + pairs + G i32: counts, next,
-// slots, each group's block's taken rows); the rest is a thread per element. A first
-// version: correct and capturable in a CUDA graph, not fast — the grouped
-// products are plain loops, where cuBLASLt's grouped GEMMs belong.
+// slots, each group's block's taken rows); the rest is a thread per element,
+// and the grouped products 16x16 shared-memory tiles, one expert's per
+// tile. Capturable in a CUDA graph (no host sync), not tuned: cuBLASLt's
+// grouped GEMMs belong there once a GPU has measured them.
 
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/moe_routing.h"
@@ -109,55 +110,85 @@ __global__ void CombineGradKernel(const float* dy, const float* rows, const floa
   }
 }
 
-// Expert e's rows of an m-row operand (moe_routing.h's stepc_moe_rows) for
-// row r: the e whose range holds it, or -1 past them all.
-__device__ int64_t ExpertOfRow(const int32_t* counts, int64_t experts, int64_t r) {
-  int64_t end = 0;
-  for (int64_t e = 0; e < experts; ++e) {
-    end += counts[e] > 0 ? counts[e] : 0;
-    if (r < end) return e;
+// The grouped products in 16x16 tiles staged in shared memory. A row tile
+// holds one expert's rows (a segment: block b's rows of expert e), so a
+// block reads one expert's matrix; grid row t is the t-th tile of the
+// segments laid end to end, found on the device from the counts (no host
+// sync: the step stays one CUDA graph). Rows no segment holds are zeroed
+// before.
+constexpr int kTile = 16;
+
+// Grid row `t`'s segment: its expert and its rows [*row0, *row_end);
+// false past the segments' tiles (the grid has room for the worst case).
+__device__ bool SegmentTile(const int32_t* counts, int64_t experts, int64_t blocks,
+                            int64_t block_rows, int64_t t, int64_t* expert, int64_t* row0,
+                            int64_t* row_end) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t begin = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t rows = counts[b * experts + e] > 0 ? counts[b * experts + e] : 0;
+      const int64_t first = min(begin, block_rows), last = min(begin + rows, block_rows);
+      const int64_t tiles = (last - first + kTile - 1) / kTile;
+      if (t < tiles) {
+        *expert = e;
+        *row0 = b * block_rows + first + t * kTile;
+        *row_end = b * block_rows + last;
+        return true;
+      }
+      t -= tiles;
+      begin += rows;
+    }
   }
-  return -1;
+  return false;
 }
 
-// The operands hold `blocks` equal blocks of rows, block b's counted by
-// counts[b·E, (b+1)·E).
 __global__ void GroupedMatmulKernel(const float* lhs, const float* rhs, const int32_t* counts,
                                     int64_t m, int64_t k, int64_t n, int64_t experts,
                                     int64_t blocks, int transpose_b, float* out) {
-  const int64_t block = m / blocks;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m * n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t r = i / n, j = i % n;
-    const int64_t e = ExpertOfRow(counts + (r / block) * experts, experts, r % block);
-    float acc = 0.0f;
-    if (e >= 0) {
-      const float* w = rhs + e * k * n;
-      for (int64_t c = 0; c < k; ++c) acc += lhs[r * k + c] * (transpose_b ? w[j * k + c] : w[c * n + j]);
-    }
-    out[i] = acc;
+  __shared__ float as[kTile][kTile + 1], bs[kTile][kTile + 1];
+  int64_t e, row0, row_end;
+  // (The same answer for every thread of the block.)
+  if (!SegmentTile(counts, experts, blocks, m / blocks, blockIdx.y, &e, &row0, &row_end)) return;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = blockIdx.x * (int64_t)kTile + tx;
+  const float* w = rhs + e * k * n;
+  float acc = 0.0f;
+  for (int64_t k0 = 0; k0 < k; k0 += kTile) {
+    as[ty][tx] = row0 + ty < row_end && k0 + tx < k ? lhs[(row0 + ty) * k + k0 + tx] : 0.0f;
+    const int64_t kk = k0 + ty;
+    bs[ty][tx] = kk < k && c < n ? (transpose_b ? w[c * k + kk] : w[kk * n + c]) : 0.0f;
+    __syncthreads();
+    for (int q = 0; q < kTile; ++q) acc += as[ty][q] * bs[q][tx];
+    __syncthreads();
   }
+  if (row0 + ty < row_end && c < n) out[(row0 + ty) * n + c] = acc;
 }
 
+// dW_e (blockIdx.z = e): X_eᵀ dY_e over expert e's rows of every block, a
+// [k, n] tile per block ([n, k] stored with transpose_b).
 __global__ void WeightGradKernel(const float* lhs, const float* dy, const int32_t* counts,
                                  int64_t m, int64_t k, int64_t n, int64_t experts,
                                  int64_t blocks, int transpose_b, float* dw) {
-  const int64_t block = m / blocks;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < experts * k * n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t e = i / (k * n), within = i % (k * n);
-    // transpose_b: dW_e [N, K] = dY_eᵀ X_e; else [K, N] = X_eᵀ dY_e.
-    const int64_t c = transpose_b ? within % k : within / n;
-    const int64_t j = transpose_b ? within / k : within % n;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < blocks; ++b) {
-      int64_t begin, end;
-      stepc_moe_rows(counts + b * experts, e, block, &begin, &end);
-      for (int64_t r = b * block + begin; r < b * block + end; ++r)
-        acc += lhs[r * k + c] * dy[r * n + j];
+  __shared__ float xs[kTile][kTile + 1], gs[kTile][kTile + 1];
+  const int64_t e = blockIdx.z, block_rows = m / blocks;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t k0 = blockIdx.y * (int64_t)kTile, j = blockIdx.x * (int64_t)kTile + tx;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t begin, end;
+    stepc_moe_rows(counts + b * experts, e, block_rows, &begin, &end);
+    const int64_t last = b * block_rows + end;
+    for (int64_t r0 = b * block_rows + begin; r0 < last; r0 += kTile) {
+      const bool row = r0 + ty < last;
+      xs[ty][tx] = row && k0 + tx < k ? lhs[(r0 + ty) * k + k0 + tx] : 0.0f;
+      gs[ty][tx] = row && j < n ? dy[(r0 + ty) * n + j] : 0.0f;
+      __syncthreads();
+      for (int q = 0; q < kTile; ++q) acc += xs[q][ty] * gs[q][tx];
+      __syncthreads();
     }
-    dw[i] = acc;
   }
+  const int64_t kk = k0 + ty;
+  if (kk < k && j < n) dw[e * k * n + (transpose_b ? j * k + kk : kk * n + j)] = acc;
 }
 
 int Route(stepc_cuda_ctx* ctx, const int32_t* experts, int64_t pairs, int64_t num_experts,
@@ -225,7 +256,10 @@ extern "C" int stepc_cuda_grouped_matmul(stepc_cuda_ctx* ctx, const float* lhs, 
                                          const int32_t* counts, int64_t m, int64_t k, int64_t n,
                                          int64_t num_experts, int64_t blocks, int transpose_b,
                                          float* out) {
-  STEPC_LAUNCH(ElementwiseBlocks(m * n), kThreads, 0, ctx->stream, GroupedMatmulKernel)(
+  STEPC_CUDA_TRY(ctx, cudaMemsetAsync(out, 0, m * n * sizeof(float), ctx->stream));
+  // At most one partial tile per segment beyond the full ones.
+  const dim3 grid((n + kTile - 1) / kTile, (m + kTile - 1) / kTile + num_experts * blocks);
+  STEPC_LAUNCH_COOPERATIVE(grid, dim3(kTile, kTile), 0, ctx->stream, GroupedMatmulKernel)(
       lhs, rhs, counts, m, k, n, num_experts, blocks, transpose_b, out);
   return STEPC_LAUNCHED(ctx, "GroupedMatmulKernel");
 }
@@ -235,7 +269,8 @@ extern "C" int stepc_cuda_grouped_matmul_weight_grad(stepc_cuda_ctx* ctx, const 
                                                      int64_t m, int64_t k, int64_t n,
                                                      int64_t num_experts, int64_t blocks,
                                                      int transpose_b, float* dw) {
-  STEPC_LAUNCH(ElementwiseBlocks(num_experts * k * n), kThreads, 0, ctx->stream,
-               WeightGradKernel)(lhs, dy, counts, m, k, n, num_experts, blocks, transpose_b, dw);
+  const dim3 grid((n + kTile - 1) / kTile, (k + kTile - 1) / kTile, num_experts);
+  STEPC_LAUNCH_COOPERATIVE(grid, dim3(kTile, kTile), 0, ctx->stream, WeightGradKernel)(
+      lhs, dy, counts, m, k, n, num_experts, blocks, transpose_b, dw);
   return STEPC_LAUNCHED(ctx, "WeightGradKernel(moe)");
 }
