@@ -355,6 +355,212 @@ static void printSummary(const std::string &reportJson) {
                << llvm::formatv("{0:f1}", peak / 1e6) << " MB per rank\n";
 }
 
+/// The flags' values that need no model: said before anything is read.
+static LogicalResult checkFlags() {
+  if (target != "cpu" && target != "cuda")
+    return failure(fail("unknown --target '" + target + "' (expected cuda or cpu)"));
+  if (precision != "fp32" && precision != "bf16" && precision != "fp8")
+    return failure(fail("unknown --precision '" + precision + "' (expected fp32, bf16 or fp8)"));
+
+  if (cudaEmulation && target != "cuda")
+    return failure(fail("--cuda-emulation needs --target=cuda"));
+  // sm_, two or three digits and an optional a or f (sm_90a, sm_100f):
+  // nvcc would reject anything else only after the whole compile.
+  if (target == "cuda" && !llvm::Regex("^sm_[0-9]{2,3}[af]?$").match(arch))
+    return failure(fail("bad --arch '" + arch + "' (expected an sm_XY name such as sm_90a)"));
+  if (target != "cuda" && arch.getNumOccurrences())
+    return failure(fail("--arch names a GPU: it needs --target=cuda"));
+  if (emit != "so" && emit != "mlir" && emit != "source")
+    return failure(fail("unknown --emit '" + emit + "' (expected so, mlir or source)"));
+  if (!std::isfinite(linkGBps) || !std::isfinite(computeGflops) || linkGBps < 0 ||
+      computeGflops <= 0)
+    return failure(fail("--link-gbps must be a finite value >= 0 and --compute-gflops a finite "
+                        "value > 0"));
+  return success();
+}
+
+/// Each output's directory exists, no output is a directory or the model
+/// itself: said now, not after the compile.
+static LogicalResult checkOutputs() {
+  for (const std::string *path : {&outputFile.getValue(), &reportFile.getValue(),
+                                  &memoryPlot.getValue()}) {
+    if (*path == "-" || path->empty())
+      continue;
+    if (llvm::sys::fs::is_directory(*path))
+      return failure(fail("cannot write '" + *path + "': it is a directory"));
+    StringRef parent = llvm::sys::path::parent_path(*path);
+    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+      return failure(fail("cannot write '" + *path + "': no directory '" + parent + "'"));
+  }
+  // --report-pareto writes PREFIX.json and PREFIX.svg after a sweep of 16
+  // compiles: a missing directory is said now.
+  if (!reportPareto.empty()) {
+    StringRef parent = llvm::sys::path::parent_path(reportPareto);
+    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+      return failure(
+          fail("cannot write '" + reportPareto + ".json': no directory '" + parent + "'"));
+    // A prefix is a file name's start: "out/" would write hidden "out/.json".
+    if (llvm::sys::path::filename(reportPareto).empty() ||
+        llvm::sys::path::is_separator(reportPareto.back()) ||
+        llvm::sys::fs::is_directory(reportPareto))
+      return failure(fail("--report-pareto '" + reportPareto +
+                          "' names a directory; give a file prefix such as '" +
+                          (llvm::sys::path::is_separator(reportPareto.back())
+                               ? reportPareto
+                               : reportPareto + "/") +
+                          "pareto' (PREFIX.json and PREFIX.svg are written)"));
+  }
+  // Never write over the model being compiled.
+  bool same = false;
+  if (outputFile != "-" && !llvm::sys::fs::equivalent(inputFile, outputFile, same) && same)
+    return failure(
+        fail("the output '" + outputFile + "' is the input model; choose another -o"));
+  return success();
+}
+
+/// The pipeline's options as stepc's flags set them.
+static void pipelineOptionsFromFlags(StepcPipelineOptions &options) {
+  options.target = target.getValue();
+  options.shard = shard.getValue();
+  options.batch = batch.getValue();
+  options.microBatches = microBatches.getValue();
+  options.precision = precision.getValue();
+  options.fp8Scaling = fp8Scaling.getValue();
+  options.fsdpReshard = fsdpReshard.getValue();
+  options.sequenceParallel = sequenceParallel.getValue();
+  options.optimizer = optimizer.getValue();
+  options.optimizerOptions = optimizerOptions.getValue();
+  options.fuseElementwise = fuseElementwise.getValue();
+  options.remat = remat.getValue();
+  options.memoryBudget = memoryBudget.getValue();
+  options.ppStage = ppStage.getValue();
+  options.ppSchedule = ppSchedule.getValue();
+  options.ppStages = ppStages.getValue();
+}
+
+/// The pipeline's stages --shard asks for (1: none); flags for a sharding
+/// the step does not have are refused, not ignored.
+static FailureOr<int64_t> stageCount() {
+  int64_t stages = 1;
+  std::string ignored;
+  if (FailureOr<ShardSpec> spec = parseShardSpec(shard, ignored); succeeded(spec)) {
+    stages = spec->pp;
+    for (const cl::Option *flag :
+         std::initializer_list<const cl::Option *>{&ppStage, &ppSchedule, &ppStages})
+      if (stages == 1 && flag->getNumOccurrences())
+        return failure(fail("--" + flag->ArgStr + " needs a pipeline (--shard=...,pp:P)"));
+    if (fsdpReshard.getNumOccurrences() && spec->kind != ShardSpec::Kind::Fsdp &&
+        spec->kind != ShardSpec::Kind::Hsdp)
+      return failure(
+          fail("--fsdp-reshard needs fsdp or hsdp sharding (--shard=fsdp:N or hsdp:RxS)"));
+  }
+  return stages;
+}
+
+/// The model has one loss function, and the flags that depend on nothing
+/// else make sense.
+static LogicalResult checkModel(ModuleOp module) {
+  SmallVector<func::FuncOp> losses;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr(StepDialect::kLossAttrName))
+      losses.push_back(f);
+  if (losses.size() != 1)
+    return emitError(module.getLoc())
+           << "expects exactly one function marked 'step.loss', found " << losses.size();
+  // `--memory-budget=` (empty, e.g. an unset shell variable) is a mistake,
+  // not "no budget": the budget is a contract.
+  if (memoryBudget.getNumOccurrences() && memoryBudget.empty())
+    return failure(
+        fail("--memory-budget is empty (expected a byte count such as 512MB or 2GiB)"));
+  if (batch.getNumOccurrences() && batch < 1)
+    return failure(fail("--batch must be at least 1, got " + std::to_string(batch.getValue())));
+  return success();
+}
+
+/// --report: the compiler's report, with a pipeline's every stage's planned
+/// peak (`stagePeaks`, when the step has stages).
+static LogicalResult writeReport(const std::string &reportJson, llvm::json::Array *stagePeaks) {
+  std::string json = reportJson;
+  if (stagePeaks) {
+    llvm::Expected<llvm::json::Value> report = llvm::json::parse(json);
+    if (!report)
+      return failure(fail("internal error: the report is not JSON: " +
+                          llvm::toString(report.takeError())));
+    if (llvm::json::Object *pipeline = report->getAsObject()->getObject("pipeline"))
+      (*pipeline)["stage_planned_peak_bytes"] = std::move(*stagePeaks);
+    json = llvm::formatv("{0:2}", *report).str();
+  }
+  return writeOutput(reportFile, json + "\n");
+}
+
+/// The compiled module to what --emit asks for (step.so: every pipeline
+/// stage's step, the others compiled from `original`), with --report and
+/// --memory-plot; the exit code.
+static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptions &options,
+                    const CpuTarget &cpu, int64_t budgetBytes, int64_t stages) {
+  // The report, the memory plot and the emitters walk each step in
+  // execution order: its block functions' calls inlined (in a copy when
+  // --emit=mlir prints the outlined module).
+  OwningOpRef<ModuleOp> copy;
+  if (emit == "mlir")
+    copy = module.clone();
+  ModuleOp flat = copy ? *copy : module;
+  if (failed(inlineBlockFunctions(flat)))
+    return 1;
+  FailureOr<CompiledSteps> steps = findCompiledSteps(flat);
+  if (failed(steps))
+    return 1;
+  if (!memoryPlot.empty()) {
+    FailureOr<std::string> svg =
+        memoryPlotSvg(steps->train, budgetBytes ? std::optional<int64_t>(budgetBytes) : std::nullopt);
+    if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
+      return 1;
+  }
+  ModuleSummary summary;
+  int64_t plannedPeakBytes = 0;
+  FailureOr<std::string> source = emitCompiledModule(flat, *steps, options, cpu,
+                                                     emit != "mlir", summary, plannedPeakBytes);
+  if (failed(source))
+    return 1;
+  // A pipeline's other stages: their sources for step.so, and their planned
+  // peaks for the report (every stage's, stash included).
+  std::vector<std::string> stageSources(stages);
+  stageSources[stages > 1 ? ppStage.getValue() : 0] = *source;
+  llvm::json::Array stagePeaks;
+  for (int64_t stage = 0; original && stage < stages; ++stage) {
+    if (stage == ppStage) {
+      stagePeaks.push_back(plannedPeakBytes);
+      continue;
+    }
+    int64_t stagePeak = 0;
+    FailureOr<std::string> stageSource =
+        compileOtherStage(original, options, stage, cpu, emit == "so", stagePeak);
+    if (failed(stageSource))
+      return 1;
+    stageSources[stage] = std::move(*stageSource);
+    stagePeaks.push_back(stagePeak);
+  }
+  if (!reportFile.empty() &&
+      failed(writeReport(summary.reportJson, original ? &stagePeaks : nullptr)))
+    return 1;
+  if (emit == "mlir") {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module.print(os);
+    os << "\n";
+    return failed(writeOutput(outputFile, text)) ? 1 : 0;
+  }
+  if (emit == "source")
+    return failed(writeOutput(outputFile, *source)) ? 1 : 0;
+  if (llvm::Error err =
+          target == "cpu"  ? compileCpuSharedObject(stageSources, outputFile, cpu)
+          : cudaEmulation ? compileCudaEmulatedSharedObject(stageSources, outputFile)
+                          : compileCudaSharedObject(stageSources, outputFile, arch.getValue()))
+    return fail(llvm::toString(std::move(err)));
+  printSummary(summary.reportJson);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerStepcPasses();
@@ -366,25 +572,8 @@ int main(int argc, char **argv) {
        << ", MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";
   });
   cl::ParseCommandLineOptions(argc, argv, "stepc: compile a model's training step\n");
-  if (target != "cpu" && target != "cuda")
-    return fail("unknown --target '" + target + "' (expected cuda or cpu)");
-  if (precision != "fp32" && precision != "bf16" && precision != "fp8")
-    return fail("unknown --precision '" + precision + "' (expected fp32, bf16 or fp8)");
-
-  if (cudaEmulation && target != "cuda")
-    return fail("--cuda-emulation needs --target=cuda");
-  // sm_, two or three digits and an optional a or f (sm_90a, sm_100f):
-  // nvcc would reject anything else only after the whole compile.
-  if (target == "cuda" && !llvm::Regex("^sm_[0-9]{2,3}[af]?$").match(arch))
-    return fail("bad --arch '" + arch + "' (expected an sm_XY name such as sm_90a)");
-  if (target != "cuda" && arch.getNumOccurrences())
-    return fail("--arch names a GPU: it needs --target=cuda");
-  if (emit != "so" && emit != "mlir" && emit != "source")
-    return fail("unknown --emit '" + emit + "' (expected so, mlir or source)");
-  if (!std::isfinite(linkGBps) || !std::isfinite(computeGflops) || linkGBps < 0 ||
-      computeGflops <= 0)
-    return fail("--link-gbps must be a finite value >= 0 and --compute-gflops a finite "
-                "value > 0");
+  if (failed(checkFlags()))
+    return 1;
   std::string error;
 
   DialectRegistry registry;
@@ -403,58 +592,15 @@ int main(int argc, char **argv) {
   std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFile, &error);
   if (!input)
     return fail(error);
-  // Each output's directory must exist: said now, not after the compile.
-  for (const std::string *path : {&outputFile.getValue(), &reportFile.getValue(),
-                                  &memoryPlot.getValue()}) {
-    if (*path == "-" || path->empty())
-      continue;
-    if (llvm::sys::fs::is_directory(*path))
-      return fail("cannot write '" + *path + "': it is a directory");
-    StringRef parent = llvm::sys::path::parent_path(*path);
-    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
-      return fail("cannot write '" + *path + "': no directory '" + parent + "'");
-  }
-  // --report-pareto writes PREFIX.json and PREFIX.svg after a sweep of 16
-  // compiles: a missing directory is said now.
-  if (!reportPareto.empty()) {
-    StringRef parent = llvm::sys::path::parent_path(reportPareto);
-    if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
-      return fail("cannot write '" + reportPareto + ".json': no directory '" + parent + "'");
-    // A prefix is a file name's start: "out/" would write hidden "out/.json".
-    if (llvm::sys::path::filename(reportPareto).empty() ||
-        llvm::sys::path::is_separator(reportPareto.back()) ||
-        llvm::sys::fs::is_directory(reportPareto))
-      return fail("--report-pareto '" + reportPareto +
-                  "' names a directory; give a file prefix such as '" +
-                  (llvm::sys::path::is_separator(reportPareto.back())
-                       ? reportPareto
-                       : reportPareto + "/") +
-                  "pareto' (PREFIX.json and PREFIX.svg are written)");
-  }
-  // Never write over the model being compiled.
-  bool same = false;
-  if (outputFile != "-" && !llvm::sys::fs::equivalent(inputFile, outputFile, same) && same)
-    return fail("the output '" + outputFile + "' is the input model; choose another -o");
+  if (failed(checkOutputs()))
+    return 1;
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
 
-  SmallVector<func::FuncOp> losses;
-  for (auto f : module->getOps<func::FuncOp>())
-    if (f->hasAttr(StepDialect::kLossAttrName))
-      losses.push_back(f);
-  if (losses.size() != 1) {
-    emitError(module->getLoc()) << "expects exactly one function marked 'step.loss', found "
-                        << losses.size();
+  if (failed(checkModel(*module)))
     return 1;
-  }
-  // `--memory-budget=` (empty, e.g. an unset shell variable) is a mistake,
-  // not "no budget": the budget is a contract.
-  if (memoryBudget.getNumOccurrences() && memoryBudget.empty())
-    return fail("--memory-budget is empty (expected a byte count such as 512MB or 2GiB)");
-  if (batch.getNumOccurrences() && batch < 1)
-    return fail("--batch must be at least 1, got " + std::to_string(batch.getValue()));
   // --shard is parsed once, by buildStepcPipeline; the mesh it builds is
   // what the metadata reads.
   llvm::Expected<CpuTarget> cpuTargetOf = cpuTarget(cpu);
@@ -467,42 +613,14 @@ int main(int argc, char **argv) {
 
   // The IR passes, exactly as `stepc-opt --stepc-pipeline` runs them.
   StepcPipelineOptions options;
-  options.target = target.getValue();
-  options.shard = shard.getValue();
-  options.batch = batch.getValue();
-  options.microBatches = microBatches.getValue();
-  options.precision = precision.getValue();
-  options.fp8Scaling = fp8Scaling.getValue();
-  options.fsdpReshard = fsdpReshard.getValue();
-  options.sequenceParallel = sequenceParallel.getValue();
-  options.optimizer = optimizer.getValue();
-  options.optimizerOptions = optimizerOptions.getValue();
-  options.fuseElementwise = fuseElementwise.getValue();
-  options.remat = remat.getValue();
-  options.memoryBudget = memoryBudget.getValue();
-  options.ppStage = ppStage.getValue();
-  options.ppSchedule = ppSchedule.getValue();
-  options.ppStages = ppStages.getValue();
+  pipelineOptionsFromFlags(options);
   // A pipeline's step.so holds every stage's step: the others are
   // compiled from the model as written, after the shown one.
-  int64_t stages = 1;
-  {
-    std::string ignored;
-    if (FailureOr<ShardSpec> spec = parseShardSpec(shard, ignored); succeeded(spec)) {
-      stages = spec->pp;
-      // Flags for a sharding the step does not have would be ignored
-      // without a word: a step the user did not ask for.
-      for (const cl::Option *flag :
-           std::initializer_list<const cl::Option *>{&ppStage, &ppSchedule, &ppStages})
-        if (stages == 1 && flag->getNumOccurrences())
-          return fail("--" + flag->ArgStr + " needs a pipeline (--shard=...,pp:P)");
-      if (fsdpReshard.getNumOccurrences() && spec->kind != ShardSpec::Kind::Fsdp &&
-          spec->kind != ShardSpec::Kind::Hsdp)
-        return fail("--fsdp-reshard needs fsdp or hsdp sharding (--shard=fsdp:N or hsdp:RxS)");
-    }
-  }
+  FailureOr<int64_t> stages = stageCount();
+  if (failed(stages))
+    return 1;
   OwningOpRef<ModuleOp> original;
-  if (stages > 1 && (emit == "so" || !reportFile.empty()))
+  if (*stages > 1 && (emit == "so" || !reportFile.empty()))
     original = module->clone();
   // The sweep compiles the model as written, after the step itself has
   // compiled (so its errors are the model's, reported once, not a row).
@@ -545,76 +663,6 @@ int main(int argc, char **argv) {
                  << "': the pass is not in this pipeline (stepc-opt "
                     "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
 
-  // The report, the memory plot and the emitters walk each step in
-  // execution order: its block functions' calls inlined (in a copy when
-  // --emit=mlir prints the outlined module).
-  OwningOpRef<ModuleOp> copy;
-  if (emit == "mlir")
-    copy = module->clone();
-  ModuleOp flat = copy ? *copy : *module;
-  if (failed(inlineBlockFunctions(flat)))
-    return 1;
-  FailureOr<CompiledSteps> steps = findCompiledSteps(flat);
-  if (failed(steps))
-    return 1;
-  if (!memoryPlot.empty()) {
-    FailureOr<std::string> svg =
-        memoryPlotSvg(steps->train, budgetBytes ? std::optional<int64_t>(budgetBytes) : std::nullopt);
-    if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
-      return 1;
-  }
-  ModuleSummary summary;
-  int64_t plannedPeakBytes = 0;
-  FailureOr<std::string> source = emitCompiledModule(flat, *steps, options, *cpuTargetOf,
-                                                     emit != "mlir", summary, plannedPeakBytes);
-  if (failed(source))
-    return 1;
-  // A pipeline's other stages: their sources for step.so, and their planned
-  // peaks for the report (every stage's, stash included).
-  std::vector<std::string> stageSources(stages);
-  stageSources[stages > 1 ? ppStage.getValue() : 0] = *source;
-  llvm::json::Array stagePeaks;
-  for (int64_t stage = 0; original && stage < stages; ++stage) {
-    if (stage == ppStage) {
-      stagePeaks.push_back(plannedPeakBytes);
-      continue;
-    }
-    int64_t stagePeak = 0;
-    FailureOr<std::string> stageSource =
-        compileOtherStage(*original, options, stage, *cpuTargetOf, emit == "so", stagePeak);
-    if (failed(stageSource))
-      return 1;
-    stageSources[stage] = std::move(*stageSource);
-    stagePeaks.push_back(stagePeak);
-  }
-  if (!reportFile.empty()) {
-    std::string json = summary.reportJson;
-    if (original) {
-      llvm::Expected<llvm::json::Value> report = llvm::json::parse(json);
-      if (!report)
-        return fail("internal error: the report is not JSON: " +
-                    llvm::toString(report.takeError()));
-      if (llvm::json::Object *pipeline = report->getAsObject()->getObject("pipeline"))
-        (*pipeline)["stage_planned_peak_bytes"] = std::move(stagePeaks);
-      json = llvm::formatv("{0:2}", *report).str();
-    }
-    if (failed(writeOutput(reportFile, json + "\n")))
-      return 1;
-  }
-  if (emit == "mlir") {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module->print(os);
-    os << "\n";
-    return failed(writeOutput(outputFile, text)) ? 1 : 0;
-  }
-  if (emit == "source")
-    return failed(writeOutput(outputFile, *source)) ? 1 : 0;
-  if (llvm::Error err =
-          target == "cpu"  ? compileCpuSharedObject(stageSources, outputFile, *cpuTargetOf)
-          : cudaEmulation ? compileCudaEmulatedSharedObject(stageSources, outputFile)
-                          : compileCudaSharedObject(stageSources, outputFile, arch.getValue()))
-    return fail(llvm::toString(std::move(err)));
-  printSummary(summary.reportJson);
-  return 0;
+  return emitStep(*module, original ? *original : ModuleOp(), options, *cpuTargetOf,
+                  budgetBytes, *stages);
 }
