@@ -62,23 +62,23 @@ struct StepShardDataParallelPass
     SmallVector<Value> results(ret.getOperands());
     results[0] = mean(b, loc, allReduce(b, loc, results[0]));
     // Gradients in the order their defining ops run (arguments first); the
-    // loss function's outputs after them stay this rank's.
-    // Expert weights' gradients are averaged on their own axes.
+    // loss function's outputs after them stay this rank's. Result k + 1 is
+    // the k-th trained parameter's gradient; an expert weight's is averaged
+    // on its own axes, outside the buckets.
     SmallVector<unsigned> order;
+    unsigned result = 0;
     for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
       if (!getTrainedParam(grad, i))
         continue;
-      unsigned result = order.size() + 1;
+      ++result;
       if (!isExpertWeight(grad, i)) {
         order.push_back(result);
         continue;
       }
-      order.push_back(0); // a placeholder, dropped below
       results[result] = expertAxes.empty()
                             ? mean(b, loc, results[result])
                             : mean(b, loc, allReduce(b, loc, results[result], expertAxes));
     }
-    llvm::erase(order, 0u);
     auto position = [](Value v) -> Operation * { return v.getDefiningOp(); };
     llvm::stable_sort(order, [&](unsigned x, unsigned y) {
       Operation *a = position(results[x]), *c = position(results[y]);
