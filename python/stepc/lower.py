@@ -704,11 +704,23 @@ def moe(lw, node):
     """stepc.nn.MoE (the `stepc::moe` op its forward records while
     exporting): the router's softmax, top_k with renormalised gates,
     moe_dispatch, each expert as grouped products, moe_combine."""
-    x, router, w1, w2, w3 = (lw.v(a) if a is not None else None for a in node.args[:5])
+    x, router, w1, w2, w3 = (
+        lw.v(t) if t is not None else None
+        for t in (argument(node, i, n) for i, n in enumerate(("x", "router", "w1", "w2", "w3"))))
     top_k = argument(node, 5, "top_k", None)
     activation = argument(node, 6, "activation", "gelu")
+    if x is None or router is None or w1 is None or w2 is None:
+        fail(node, "MoE without its input, router, w1 or w2")
     if len(x.shape) < 2 or len(router.shape) != 2 or router.shape[1] != x.shape[-1]:
         fail(node, f"MoE input of shape {x.shape} for a router of {router.shape}")
+    # Each expert an nn.Linear weight: w1 (and w3) [E, hidden, dim], w2 [E, dim, hidden].
+    e, d = router.shape
+    h = w1.shape[1] if len(w1.shape) == 3 else None
+    if list(w1.shape) != [e, h, d] or list(w2.shape) != [e, d, h] or \
+            (w3 is not None and list(w3.shape) != list(w1.shape)):
+        fail(node, f"MoE weights w1 {list(w1.shape)}, w2 {list(w2.shape)}"
+             f"{'' if w3 is None else f', w3 {list(w3.shape)}'} for {e} experts of dim {d}: "
+             "expected w1 (and w3) [E, hidden, dim], w2 [E, dim, hidden]")
     if activation not in ("gelu", "swiglu"):
         fail(node, f"MoE activation {activation!r}: stepc lowers 'gelu' and 'swiglu'")
     if (w3 is None) != (activation == "gelu"):

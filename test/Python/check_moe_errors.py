@@ -19,3 +19,11 @@ for act, k, w3 in (("relu", 2, False), ("gelu", 5, False), ("swiglu", 2, False),
         print("NO ERROR", act, k, w3)
     except stepc.ExportError as e:
         print("ok:", str(e).rsplit(": ", 1)[-1] if "MoE" not in str(e) else str(e)[str(e).index("MoE"):])
+# Experts whose w2 is laid out [E, hidden, dim] (not an nn.Linear's [E, dim, hidden]).
+bad = M("gelu", 2, False)
+bad.w2 = torch.nn.Parameter(torch.randn(4, 6, 8))
+try:
+    stepc.export(bad, (torch.randn(3, 8),), sys.argv[1])
+    print("NO ERROR transposed w2")
+except stepc.ExportError as e:
+    print("ok:", str(e)[str(e).index("MoE"):])
