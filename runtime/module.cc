@@ -123,6 +123,30 @@ absl::Status CheckNames(const std::string& path, const stepc_module_info& info) 
   return absl::OkStatus();
 }
 
+// An argument split over ranks (tp parts, or an expert weight's ep parts)
+// names a dimension of itself, segments the parts divide, and a mesh axis
+// of that many ranks: anything else would index out of bounds when the
+// runtime places the parts.
+absl::Status CheckSplits(const std::string& path, const stepc_module_info& info) {
+  const int axes = std::clamp(info.mesh_axes, 1, kMaxMeshAxes);
+  for (int i = 0; i < info.num_args; ++i) {
+    const stepc_arg_info& a = info.args[i];
+    if (a.tp_parts <= 1) continue;
+    const int axis = a.tp_axis >= 0 ? a.tp_axis : info.tensor_parallel > 1 ? axes - 1 : -1;
+    bool ok = a.rank >= 1 && a.tp_dim >= 0 && a.tp_dim < a.rank && a.tp_num_segments >= 1 &&
+              a.tp_segments != nullptr && axis >= 0 && axis < axes &&
+              info.mesh_shape[axis] == a.tp_parts;
+    for (int k = 0; ok && k < a.tp_num_segments; ++k)
+      ok = a.tp_segments[k] >= 1 && a.tp_segments[k] % a.tp_parts == 0;
+    if (!ok)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", path, "' is inconsistent: argument '", absl::CHexEscape(a.name),
+          "' is split in ", a.tp_parts, " parts along a dimension, segments or mesh axis (",
+          a.tp_axis, ") it does not have: rebuild it with this stepc"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path) {
@@ -194,6 +218,7 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, in
         module->info_ ? module->info_->abi_version : -1, "; this runtime expects ",
         STEPC_ABI_VERSION, ": rebuild it with this stepc"));
   if (absl::Status names = CheckNames(path, *module->info_); !names.ok()) return names;
+  if (absl::Status splits = CheckSplits(path, *module->info_); !splits.ok()) return splits;
   // An entry point and its arena come together (a sample arena without the
   // entry would be an inconsistent file).
   if ((module->info_->sample_arena_bytes > 0) != (module->sample_ != nullptr) ||
