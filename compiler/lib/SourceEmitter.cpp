@@ -524,8 +524,15 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
         if (in != typeOf(a.getResult()) || in.getDimSize(0) % ranks != 0)
           return LogicalResult(a.emitOpError() << "needs a result of its input's type and "
                                                << ranks << " blocks along dimension 0");
-        start("STEPC_ALL_TO_ALL", "all_to_all", axesMask(a.getMeshAxes()),
-              in.getNumElements() / ranks, a.getResult(),
+        // The runtime moves 4-byte words: a block of 2-byte elements must
+        // fill whole words.
+        int64_t bytes = tensorBytes(in);
+        if (bytes % (4 * ranks) != 0)
+          return LogicalResult(a.emitOpError() << "moves blocks of " << bytes / ranks
+                                               << " bytes: the runtime exchanges whole 4-byte "
+                                                  "words");
+        start("STEPC_ALL_TO_ALL", "all_to_all", axesMask(a.getMeshAxes()), bytes / 4 / ranks,
+              a.getResult(),
               words(a.getInput()) + ", " + words(a.getResult()));
         return success();
       })

@@ -117,6 +117,10 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
                                       "them only to the layer's grouped products";
     for (Operation *op : region)
       if (auto product = dyn_cast<GroupedMatmulOp>(op)) {
+        if (product.getCounts() != dispatch.getCounts())
+          return product.emitOpError() << "groups the dispatched rows by other counts than "
+                                          "their dispatch's: expert parallelism cannot "
+                                          "exchange them";
         auto weight = dyn_cast<BlockArgument>(product.getRhs());
         if (!weight || weight.getOwner() != &loss.getBody().front())
           return product.emitOpError() << "multiplies by experts that are not a parameter of "

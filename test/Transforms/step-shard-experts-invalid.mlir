@@ -34,3 +34,19 @@ func.func @rows_escape(%x: tensor<6x4xf32> {step.input = "x"},
   %u = step.add %s, %t : tensor<f32>
   return %u : tensor<f32>
 }
+
+// -----
+
+// A product that groups the rows by counts other than their dispatch's.
+// CHECK: error: 'step.grouped_matmul' op groups the dispatched rows by other counts than their dispatch's: expert parallelism cannot exchange them
+func.func @other_counts(%x: tensor<6x4xf32> {step.input = "x"}, %c: tensor<4xi32> {step.input = "c"},
+    %wr: tensor<4x4xf32> {step.param = #step.param<"wr", normal(0.02)>},
+    %w1: tensor<4x4x4xf32> {step.param = #step.param<"w1", normal(0.02)>}) -> tensor<f32> attributes {step.loss} {
+  %logits = step.matmul %x, %wr transpose_b : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+  %gate, %expert = step.top_k %logits k 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi32>)
+  %rows, %counts = step.moe_dispatch %x, %expert experts 4 : (tensor<6x4xf32>, tensor<6x2xi32>) -> (tensor<12x4xf32>, tensor<4xi32>)
+  %h = step.grouped_matmul %rows, %w1, %c transpose_b : (tensor<12x4xf32>, tensor<4x4x4xf32>, tensor<4xi32>) -> tensor<12x4xf32>
+  %y = step.moe_combine %h, %gate, %expert experts 4 : (tensor<12x4xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x4xf32>
+  %s = step.reduce_sum %y dims [0, 1] : (tensor<6x4xf32>) -> tensor<f32>
+  return %s : tensor<f32>
+}
