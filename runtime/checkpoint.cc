@@ -286,17 +286,17 @@ absl::StatusOr<std::vector<Session::WholeParam>> Session::GatherParams() const {
     if (rank == source) {
       const std::vector<float>& values = own.at(t.name);
       STEPC_ASSIGN_OR_RETURN(const int request,
-                             communicator_->StartSend(0, tag, values.data(),
+                             host_communicator_->StartSend(0, tag, values.data(),
                                                       values.size() * sizeof(float)));
-      STEPC_RETURN_IF_ERROR(communicator_->Wait(request));
+      STEPC_RETURN_IF_ERROR(host_communicator_->Wait(request));
     } else if (rank == 0) {
       int64_t numel = 1;
       for (int64_t d : t.shape) numel *= d;
       WholeParam& p = params.emplace_back(WholeParam{t, std::vector<float>(numel)});
       STEPC_ASSIGN_OR_RETURN(const int request,
-                             communicator_->StartRecv(source, tag, p.values.data(),
+                             host_communicator_->StartRecv(source, tag, p.values.data(),
                                                       numel * sizeof(float)));
-      STEPC_RETURN_IF_ERROR(communicator_->Wait(request));
+      STEPC_RETURN_IF_ERROR(host_communicator_->Wait(request));
     }
   }
   return params;

@@ -171,6 +171,16 @@ std::vector<MeshSplit> MeshSplits(const std::vector<int>& shape, int rank) {
   return splits;
 }
 
+std::vector<int> AxisPeers(const std::vector<int>& shape, int rank, int axis) {
+  int stride = 1;
+  for (size_t a = axis + 1; a < shape.size(); ++a) stride *= shape[a];
+  const int base = rank - MeshCoordinate(shape, rank, axis) * stride;
+  std::vector<int> peers;
+  for (int i = 0; i < shape[axis]; ++i)
+    if (base + i * stride != rank) peers.push_back(base + i * stride);
+  return peers;
+}
+
 namespace {
 
 class LocalCommunicator : public Communicator {

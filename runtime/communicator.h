@@ -30,6 +30,9 @@ struct MeshSplit {
 std::vector<MeshSplit> MeshSplits(const std::vector<int>& shape, int rank);
 // The coordinate of `rank` along `axis` of a row-major mesh of `shape`.
 int MeshCoordinate(const std::vector<int>& shape, int rank, int axis);
+// The other ranks along `axis` (those that agree with `rank` on every other
+// coordinate), in rank order: a pipeline rank's peers along the stage axis.
+std::vector<int> AxisPeers(const std::vector<int>& shape, int rank, int axis);
 
 class Communicator {
  public:
@@ -59,6 +62,10 @@ class Communicator {
   // `peer`, matched by `tag`. Only a multi-rank communicator has them.
   virtual absl::StatusOr<int> StartSend(int peer, int tag, const void* data, int64_t bytes);
   virtual absl::StatusOr<int> StartRecv(int peer, int tag, void* data, int64_t bytes);
+  // Prepares transfers with `peers` (world ranks) before the first step;
+  // every rank calls it with its own peers (a peer calls it with this
+  // rank among its). MPI connects on demand; NCCL's links are made here.
+  virtual absl::Status ConnectPeers(const std::vector<int>& peers) { return absl::OkStatus(); }
   virtual absl::Status Wait(int request) = 0;
   // Blocking forms.
   absl::Status AllReduceSum(int axes, float* data, int64_t count);

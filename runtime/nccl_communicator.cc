@@ -4,8 +4,11 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +30,11 @@ class NcclCommunicator : public Communicator {
   ~NcclCommunicator() override {
     for (ncclComm_t c : comms_)
       if (c) ncclCommDestroy(c);
+    for (auto* links : {&sends_, &receives_})
+      for (auto& [peer, link] : *links) {
+        if (link.comm) ncclCommDestroy(link.comm);
+        if (link.stream) cudaStreamDestroy(link.stream);
+      }
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
     int finalized = 0;
@@ -129,6 +137,47 @@ class NcclCommunicator : public Communicator {
     return Record();
   }
 
+  // Point-to-point (pipeline stages). NCCL runs a communicator's operations
+  // one after another and a send waits for its receive: on one
+  // communicator per pair, a stage sending an activation while its peer
+  // sends it a gradient would wait forever. So each direction of a pair has
+  // a communicator and a stream of its own: a direction's transfers match by
+  // their order (the tag is not sent: step-pipeline-stages orders each
+  // pair's sends as the peer receives them, checked on the CPU by
+  // STEPC_MPI_P2P_ORDERED), and opposite transfers progress side by side,
+  // as MPI's do.
+  absl::Status ConnectPeers(const std::vector<int>& peers) override {
+    // Every rank makes its pairs' links in one global order (the lower rank,
+    // then the higher): no two ranks each wait for the other's next pair.
+    std::vector<std::pair<int, int>> pairs;
+    for (int peer : peers) {
+      if (peer < 0 || peer >= size_)
+        return absl::InvalidArgumentError(absl::StrCat("no rank ", peer, " to connect to"));
+      if (peer != rank_) pairs.push_back({std::min(peer, rank_), std::max(peer, rank_)});
+    }
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    for (auto [low, high] : pairs) {
+      STEPC_RETURN_IF_ERROR(Connect(low, high));
+      STEPC_RETURN_IF_ERROR(Connect(high, low));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int> StartSend(int peer, int, const void* data, int64_t bytes) override {
+    STEPC_ASSIGN_OR_RETURN(Link link, LinkTo(sends_, peer, "send to"));
+    STEPC_RETURN_IF_ERROR(AfterCompute(link.stream));
+    STEPC_NCCL_RETURN_IF_ERROR(ncclSend(data, bytes, ncclUint8, 1, link.comm, link.stream));
+    return Record(link.stream);
+  }
+
+  absl::StatusOr<int> StartRecv(int peer, int, void* data, int64_t bytes) override {
+    STEPC_ASSIGN_OR_RETURN(Link link, LinkTo(receives_, peer, "receive from"));
+    STEPC_RETURN_IF_ERROR(AfterCompute(link.stream));
+    STEPC_NCCL_RETURN_IF_ERROR(ncclRecv(data, bytes, ncclUint8, 0, link.comm, link.stream));
+    return Record(link.stream);
+  }
+
   // The compute stream waits for the collective; the host does not.
   absl::Status Wait(int request) override {
     if (request < 0 || request >= static_cast<int>(events_.size()))
@@ -154,17 +203,54 @@ class NcclCommunicator : public Communicator {
     return comms_[axes];
   }
 
-  // The communication stream starts after the compute enqueued so far.
-  absl::Status AfterCompute() {
-    cudaEvent_t ready;
-    STEPC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    STEPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(ready, compute_));
-    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, ready, 0));
-    STEPC_CUDA_RETURN_IF_ERROR(cudaEventDestroy(ready));
+  // A direction of a pair of ranks: a 2-rank communicator (the sender rank
+  // 0) and the stream its transfers run on.
+  struct Link {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+
+  // Makes the link from world rank `from` to `to` (this rank is one of
+  // them): the sender draws the unique id and hands it over MPI.
+  absl::Status Connect(int from, int to) {
+    const bool sender = from == rank_;
+    Link& link = sender ? sends_[to] : receives_[from];
+    if (link.comm) return absl::OkStatus();
+    ncclUniqueId id;
+    constexpr int kLinkTag = 0x57E9;
+    if (sender) {
+      STEPC_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
+      STEPC_MPI_RETURN_IF_ERROR(MPI_Send(&id, sizeof(id), MPI_BYTE, to, kLinkTag, base_));
+    } else {
+      STEPC_MPI_RETURN_IF_ERROR(
+          MPI_Recv(&id, sizeof(id), MPI_BYTE, from, kLinkTag, base_, MPI_STATUS_IGNORE));
+    }
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&link.stream, cudaStreamNonBlocking));
+    STEPC_NCCL_RETURN_IF_ERROR(ncclCommInitRank(&link.comm, 2, id, sender ? 0 : 1));
     return absl::OkStatus();
   }
 
-  absl::StatusOr<int> Record() {
+  absl::StatusOr<Link> LinkTo(const std::map<int, Link>& links, int peer, const char* what) const {
+    auto it = links.find(peer);
+    if (it == links.end() || !it->second.comm)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no NCCL link to ", what, " rank ", peer, " (the session connects a pipeline's stages)"));
+    return it->second;
+  }
+
+  // The communication stream starts after the compute enqueued so far.
+  absl::Status AfterCompute(cudaStream_t stream) {
+    cudaEvent_t ready;
+    STEPC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(ready, compute_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, ready, 0));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaEventDestroy(ready));
+    return absl::OkStatus();
+  }
+  absl::Status AfterCompute() { return AfterCompute(stream_); }
+
+  absl::StatusOr<int> Record() { return Record(stream_); }
+  absl::StatusOr<int> Record(cudaStream_t stream) {
     int id;
     if (!free_.empty()) {
       id = free_.back();
@@ -175,7 +261,7 @@ class NcclCommunicator : public Communicator {
       events_.push_back(e);
       id = static_cast<int>(events_.size()) - 1;
     }
-    STEPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[id], stream_));
+    STEPC_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[id], stream));
     return id;
   }
 
@@ -184,6 +270,7 @@ class NcclCommunicator : public Communicator {
   cudaStream_t compute_ = nullptr, stream_ = nullptr;
   ncclComm_t comms_[kMaskCount] = {};  // by axes mask
   int mesh_axes_ = 1;
+  std::map<int, Link> sends_, receives_;  // by the peer's world rank
   std::vector<cudaEvent_t> events_;
   std::vector<int> free_;
 };

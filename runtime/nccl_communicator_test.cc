@@ -1,6 +1,7 @@
 // Needs a GPU (ctest label `gpu`, run by scripts/gpu-check.sh): an all-reduce,
-// all-gather and reduce-scatter through NCCL on however many ranks mpirun
-// starts (1 on a single-GPU machine), checked on the host.
+// all-gather, reduce-scatter and (2 ranks or more) transfers through NCCL on
+// however many ranks mpirun starts (1 on a single-GPU machine), checked on
+// the host.
 
 #include <cuda_runtime.h>
 
@@ -50,6 +51,36 @@ TEST(NcclCommunicator, CollectivesMatchTheirDefinitions) {
   cudaDeviceSynchronize();
   cudaMemcpy(host.data(), scattered, count * sizeof(float), cudaMemcpyDeviceToHost);
   EXPECT_EQ(host[count - 1], n * n * (n + 1) / 2.0f);
+
+  // Point-to-point with 2 ranks or more: each rank sends to every peer
+  // before it receives from any, the order in which opposite transfers on
+  // one NCCL communicator would wait for each other forever.
+  if (n >= 2) {
+    std::vector<int> peers;
+    for (int r = 0; r < n; ++r)
+      if (r != rank) peers.push_back(r);
+    ASSERT_TRUE((*comm)->ConnectPeers(peers).ok());
+    float* inbox;
+    ASSERT_EQ(cudaMalloc(&inbox, count * n * sizeof(float)), cudaSuccess);
+    std::vector<int> requests;
+    for (int peer : peers) {
+      absl::StatusOr<int> sent = (*comm)->StartSend(peer, 1, data, count * sizeof(float));
+      ASSERT_TRUE(sent.ok()) << sent.status();
+      requests.push_back(*sent);
+    }
+    for (int peer : peers) {
+      absl::StatusOr<int> received =
+          (*comm)->StartRecv(peer, 1, inbox + peer * count, count * sizeof(float));
+      ASSERT_TRUE(received.ok()) << received.status();
+      requests.push_back(*received);
+    }
+    for (int request : requests) ASSERT_TRUE((*comm)->Wait(request).ok());
+    cudaDeviceSynchronize();
+    std::vector<float> got(count * n);
+    cudaMemcpy(got.data(), inbox, got.size() * sizeof(float), cudaMemcpyDeviceToHost);
+    for (int peer : peers) EXPECT_EQ(got[peer * count + 7], n * (n + 1) / 2.0f) << peer;
+    cudaFree(inbox);
+  }
   cudaFree(data);
   cudaFree(gathered);
   cudaFree(scattered);

@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   STEPC_ASSIGN_OR_RETURN(module, Module::ForRank(std::move(module), communicator->rank(),
                                                  communicator->size()));
   std::unique_ptr<Session> s(new Session(std::move(module)));
-  s->communicator_ = std::move(communicator);
+  s->communicator_ = communicator;
+  s->host_communicator_ = std::move(communicator);
   STEPC_RETURN_IF_ERROR(s->CheckWorld());
   const stepc_module_info& mesh = s->module_->info();
   if (mesh.world_size > 1) STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(s->MeshShape()));
@@ -42,15 +43,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
       STEPC_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> nccl, s->device_->MakeCommunicator(
                                                                s->communicator_->mpi_comm()));
       if (nccl) {
-        // NCCL's send blocks the stream until its peer posts the receive:
-        // a pipeline's opposite transfers of one slot need grouping first
-        // (their order already agrees: docs/design/pipeline.md).
+        STEPC_RETURN_IF_ERROR(nccl->SetMesh(s->MeshShape()));
+        // A pipeline rank's transfers go to the other stages of its group.
         if (info.pipeline_stages > 1)
-          return absl::UnimplementedError(
-              "a pipeline-parallel step on GPUs needs NCCL point-to-point transfers, not built "
-              "yet (the step runs on the CPU, or under --cuda-emulation over MPI)");
+          STEPC_RETURN_IF_ERROR(nccl->ConnectPeers(
+              AxisPeers(s->MeshShape(), s->communicator_->rank(), info.pipeline_axis)));
         s->communicator_ = std::move(nccl);
-        STEPC_RETURN_IF_ERROR(s->communicator_->SetMesh(s->MeshShape()));
       }
     }
   }
@@ -549,16 +547,15 @@ absl::StatusOr<std::vector<float>> Session::ReadParam(const std::string& name) c
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a float tensor"));
   STEPC_RETURN_IF_ERROR(Download(i));
   if (!Sharded(i) && !TpSplit(i)) return floats_[i];
-  if (device_ && !module_->is_cuda_emulation() && communicator_->size() > 1)
-    return absl::UnimplementedError(absl::StrCat(
-        "reading the sharded '", name, "' of a multi-GPU session is not supported yet"));
   // Every holder's part (the ranks along the fsdp and tp axes, in rank
   // order: fsdp index major), then each placed where it belongs.
   const int shards = Sharded(i) ? ShardCount() : 1, tps = TpSplit(i) ? SplitCount(i) : 1;
   const int axes = (Sharded(i) ? ShardAxes() : 0) | (TpSplit(i) ? 1 << SplitAxis(i) : 0);
   const int64_t count = static_cast<int64_t>(floats_[i].size());
   std::vector<float> parts(count * shards * tps);
-  STEPC_RETURN_IF_ERROR(communicator_->AllGather(axes, floats_[i].data(), parts.data(), count));
+  // Host memory: over MPI, on GPUs too.
+  STEPC_RETURN_IF_ERROR(
+      host_communicator_->AllGather(axes, floats_[i].data(), parts.data(), count));
   std::vector<float> all(GlobalNumel(i));
   // The parts arrive in rank order: the outer mesh axis major (an expert
   // weight's ep axis comes before fsdp's shards).

@@ -185,7 +185,10 @@ class Session {
   // A step needs initialised parameters and every input set once.
   bool initialized_ = false;
   absl::flat_hash_set<int> inputs_set_;
-  std::shared_ptr<Communicator> communicator_;
+  std::shared_ptr<Communicator> communicator_;  // the step's collectives
+  // Transfers of host memory (checkpoint parts, parameters read whole): the
+  // MPI communicator, also on GPUs, where communicator_ is NCCL's.
+  std::shared_ptr<Communicator> host_communicator_;
   std::unique_ptr<Device> device_;          // null on the CPU
   std::optional<int64_t> device_memory_before_;  // in use before Allocate
   std::vector<bool> host_newer_;            // per argument, CUDA only
