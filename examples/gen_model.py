@@ -166,20 +166,23 @@ def moe(w, a, h, router, experts, n, aux):
                         n + "gate_norm")
     rows, counts = w.moe_dispatch(flat, expert, E, n + "moe")
     out = w.moe_combine(experts(rows, counts), gate, expert, E, n + "moe_out")
+    # share[b, e]: sequence b's fraction of routed pairs at expert e (a
+    # one-hot of each pair's expert, averaged over the sequence).
+    picks = w.reshape(expert, [B, T, K, 1], n + "picks")
+    picks = w.emit(n + "picks_all", [B, T, K, E], f"step.broadcast {picks.name} : "
+                                                  f"{picks.type} -> {{out}}", dtype="i32")
+    # (The ids broadcast from [E]: a batch-shaped iota would keep its
+    # shape when data parallelism splits the batch.)
+    ids = w.emit(n + "expert_ids", [E], "step.iota dim 0 : {out}", dtype="i32")
+    ids = w.emit(n + "expert_ids_all", [B, T, K, E], f"step.broadcast {ids.name} : "
+                                                     f"{ids.type} -> {{out}}", dtype="i32")
+    hit = w.emit(n + "hit", [B, T, K, E], f"step.compare eq, {picks.name}, {ids.name} "
+                                          f": {picks.type}", dtype="i1")
+    hit = w.emit(n + "hit_f", [B, T, K, E], f"step.convert {hit.name} : {hit.type} -> {{out}}")
+    share = w.reduce("reduce_mean", hit, [1, 2], n + "load_share")
+    # The metric: the batch's fraction of routed pairs at each expert.
+    w.metric(n.rstrip("_") + ".expert_load", w.reduce("reduce_mean", share, [0], n + "load"))
     if a.moe_aux_loss:
-        # f[b, e]: a one-hot of each pair's expert, summed over the sequence.
-        picks = w.reshape(expert, [B, T, K, 1], n + "picks")
-        picks = w.emit(n + "picks_all", [B, T, K, E], f"step.broadcast {picks.name} : "
-                                                      f"{picks.type} -> {{out}}", dtype="i32")
-        # (The ids broadcast from [E]: a batch-shaped iota would keep its
-        # shape when data parallelism splits the batch.)
-        ids = w.emit(n + "expert_ids", [E], "step.iota dim 0 : {out}", dtype="i32")
-        ids = w.emit(n + "expert_ids_all", [B, T, K, E], f"step.broadcast {ids.name} : "
-                                                         f"{ids.type} -> {{out}}", dtype="i32")
-        hit = w.emit(n + "hit", [B, T, K, E], f"step.compare eq, {picks.name}, {ids.name} "
-                                              f": {picks.type}", dtype="i1")
-        hit = w.emit(n + "hit_f", [B, T, K, E], f"step.convert {hit.name} : {hit.type} -> {{out}}")
-        share = w.reduce("reduce_mean", hit, [1, 2], n + "load_share")
         mean_p = w.reduce("reduce_mean", w.reshape(probs, [B, T, E], n + "probs_rows"), [1],
                           n + "mean_prob")
         term = w.reduce("reduce_sum", w.binary("mul", share, mean_p, n + "balance"), [1],
@@ -197,7 +200,9 @@ def with_aux_loss(w, a, loss, aux):
         total = w.binary("add", total, term, f"aux_{k}")
     scale = w.emit("aux_coef", [], f"step.constant "
                                    f"dense<{a.moe_aux_loss * a.moe_experts!r}> : {{out}}")
-    return w.binary("add", loss, w.binary("mul", total, scale, "aux_loss"), "loss_total")
+    aux_loss = w.binary("mul", total, scale, "aux_loss")
+    w.metric("moe_aux_loss", aux_loss)
+    return w.binary("add", loss, aux_loss, "loss_total")
 
 
 def llama_ffn_hidden(dim, multiple):

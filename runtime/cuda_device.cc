@@ -53,6 +53,7 @@ class CudaDevice : public Device {
     if (block_) cudaFree(block_);
     if (rows_block_) cudaFree(rows_block_);
     if (reported_) cudaFreeHost(reported_);
+    if (metrics_) cudaFreeHost(metrics_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -112,13 +113,26 @@ class CudaDevice : public Device {
     if (!runner_)
       // A multi-rank step runs eagerly: its collectives are not captured yet.
       runner_ = std::make_unique<GraphRunner>(graphs_enabled_ && module.info().world_size == 1);
+    // The metrics' pinned buffer, which a captured step writes to: made
+    // once per size, before any capture that binds it.
+    const int64_t metrics = module.metrics_count();
+    if (metrics > metrics_count_) {
+      if (metrics_) STEPC_CUDA_RETURN_IF_ERROR(cudaFreeHost(metrics_));
+      metrics_ = nullptr;
+      STEPC_CUDA_RETURN_IF_ERROR(
+          cudaMallocHost(reinterpret_cast<void**>(&metrics_), metrics * sizeof(float)));
+      metrics_count_ = metrics;
+    }
     CudaLauncher launcher(*this, module, collectives);
     const uint64_t binding = reinterpret_cast<uintptr_t>(collectives) ^
-                             reinterpret_cast<uintptr_t>(&module);
+                             reinterpret_cast<uintptr_t>(&module) ^
+                             reinterpret_cast<uintptr_t>(metrics_);
     if (absl::Status s = runner_->Run(launcher, binding); !s.ok()) return s;
     STEPC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
     STEPC_RETURN_IF_ERROR(CheckStatus(module));
-    return StepResult{reported_->loss, reported_->grad_norm};
+    StepResult result{reported_->loss, reported_->grad_norm};
+    if (metrics > 0) result.metrics.assign(metrics_, metrics_ + metrics);
+    return result;
   }
 
   // The first id out of range the step's device checks found, as an error.
@@ -234,6 +248,8 @@ class CudaDevice : public Device {
 
   cudaStream_t stream_ = nullptr;
   Reported* reported_ = nullptr;
+  float* metrics_ = nullptr;  // pinned: the training step's metrics
+  int64_t metrics_count_ = 0;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 
@@ -253,7 +269,7 @@ absl::Status CudaLauncher::Enqueue() {
   std::vector<void*> args(module_.info().num_args);
   for (int i = 0; i < module_.info().num_args; ++i) args[i] = device_.arg(i);
   if (module_.Run(args.data(), device_.arena(), collectives_, &dev, &device_.reported_->loss,
-                  &device_.reported_->grad_norm, error, sizeof(error)))
+                  &device_.reported_->grad_norm, device_.metrics_, error, sizeof(error)))
     return absl::InternalError(error);
   return absl::OkStatus();
 }

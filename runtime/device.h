@@ -22,6 +22,8 @@ namespace stepc {
 struct StepResult {
   float loss = 0;
   float grad_norm = 0;
+  // The loss function's metrics one after another (stepc_module_info.metrics).
+  std::vector<float> metrics;
 };
 
 class Device {
@@ -38,9 +40,9 @@ class Device {
   // One step of `module` (its arguments already copied in).
   virtual absl::StatusOr<StepResult> Run(const Module& module,
                                          const stepc_collectives* collectives) = 0;
-  // The forward-only step (stepc_eval_step_v11), launched eagerly; the
+  // The forward-only step (stepc_eval_step_v12), launched eagerly; the
   // logits land in `logits` (host memory) unless it is null.
-  // The sampling step (stepc_sample_step_v11, Module::has_sample_step) on
+  // The sampling step (stepc_sample_step_v12, Module::has_sample_step) on
   // the arguments with each input i replaced by the host ids rows[i] (one
   // row; empty for other arguments), eagerly; its logits copied to host.
   virtual absl::Status RunSample(const Module& module, const stepc_collectives* collectives,

@@ -190,11 +190,11 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, in
   auto symbol = [&](const char* name) {
     return dlsym(module->handle_, absl::StrCat(name, suffix).c_str());
   };
-  auto info = reinterpret_cast<decltype(&stepc_module_info_v11)>(symbol("stepc_module_info_v11"));
-  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v11)>(symbol("stepc_train_step_v11"));
-  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v11)>(symbol("stepc_eval_step_v11"));
+  auto info = reinterpret_cast<decltype(&stepc_module_info_v12)>(symbol("stepc_module_info_v12"));
+  module->step_ = reinterpret_cast<decltype(&stepc_train_step_v12)>(symbol("stepc_train_step_v12"));
+  module->eval_ = reinterpret_cast<decltype(&stepc_eval_step_v12)>(symbol("stepc_eval_step_v12"));
   module->sample_ =
-      reinterpret_cast<decltype(&stepc_sample_step_v11)>(symbol("stepc_sample_step_v11"));
+      reinterpret_cast<decltype(&stepc_sample_step_v12)>(symbol("stepc_sample_step_v12"));
   module->trace_ =
       reinterpret_cast<decltype(&stepc_profile_trace_v2)>(symbol("stepc_profile_trace_v2"));
   if (stage > 0 && !info)
@@ -240,9 +240,9 @@ std::vector<const stepc_module_info*> Module::StageInfos() const {
   if (info_->pipeline_stages <= 1) return {info_};
   std::vector<const stepc_module_info*> infos;
   for (int stage = 0; stage < info_->pipeline_stages; ++stage) {
-    auto info = reinterpret_cast<decltype(&stepc_module_info_v11)>(
-        Symbol(stage == 0 ? "stepc_module_info_v11"
-                          : absl::StrCat("stepc_module_info_v11_stage", stage).c_str()));
+    auto info = reinterpret_cast<decltype(&stepc_module_info_v12)>(
+        Symbol(stage == 0 ? "stepc_module_info_v12"
+                          : absl::StrCat("stepc_module_info_v12_stage", stage).c_str()));
     if (!info) return {info_};  // checked when the stage was loaded
     infos.push_back(info());
   }
@@ -271,6 +271,18 @@ int64_t Module::logits_count() const {
 int64_t Module::output_count(int i) const {
   int64_t n = 1;
   for (int d = 0; d < info_->outputs[i].rank; ++d) n *= info_->outputs[i].shape[d];
+  return n;
+}
+
+int64_t Module::metric_count(int i) const {
+  int64_t n = 1;
+  for (int d = 0; d < info_->metrics[i].rank; ++d) n *= info_->metrics[i].shape[d];
+  return n;
+}
+
+int64_t Module::metrics_count() const {
+  int64_t n = 0;
+  for (int i = 0; i < info_->num_metrics; ++i) n += metric_count(i);
   return n;
 }
 

@@ -41,21 +41,21 @@ class Module {
   // A CUDA step (for a GPU, or built for the host emulation of CUDA).
   bool is_cuda() const;
   bool is_cuda_emulation() const;
-  // Runs one step; see stepc_train_step_v11.
+  // Runs one step; see stepc_train_step_v12.
   int Run(void* const* args, char* arena, const stepc_collectives* collectives,
-          const stepc_device* device, float* loss, float* grad_norm, char* error,
+          const stepc_device* device, float* loss, float* grad_norm, float* metrics, char* error,
           size_t error_len) const {
-    return step_(args, arena, collectives, device, loss, grad_norm, error, error_len);
+    return step_(args, arena, collectives, device, loss, grad_norm, metrics, error, error_len);
   }
-  // The loss alone; see stepc_eval_step_v11.
+  // The loss alone; see stepc_eval_step_v12.
   int RunEval(void* const* args, char* arena, const stepc_collectives* collectives,
               const stepc_device* device, float* loss, float* logits, float* const* outputs,
               char* error, size_t error_len) const {
     return eval_(args, arena, collectives, device, loss, logits, outputs, error, error_len);
   }
-  // Whether step.so has a sampling step (stepc_sample_step_v11).
+  // Whether step.so has a sampling step (stepc_sample_step_v12).
   bool has_sample_step() const { return sample_ != nullptr; }
-  // The forward of one row; see stepc_sample_step_v11 (has_sample_step()).
+  // The forward of one row; see stepc_sample_step_v12 (has_sample_step()).
   int RunSample(void* const* args, char* arena, const stepc_collectives* collectives,
                 const stepc_device* device, float* loss, float* logits, char* error,
                 size_t error_len) const {
@@ -68,6 +68,9 @@ class Module {
   decltype(&stepc_profile_trace_v2) trace() const { return trace_; }
   // Elements of the loss function's output i (stepc_module_info.outputs).
   int64_t output_count(int i) const;
+  // Elements of metric i, and of all of them (stepc_module_info.metrics).
+  int64_t metric_count(int i) const;
+  int64_t metrics_count() const;
   // Elements of the logits the eval step returns (0: none).
   int64_t logits_count() const;
 
@@ -77,9 +80,9 @@ class Module {
   int stage_ = 0;
   void* handle_ = nullptr;
   const stepc_module_info* info_ = nullptr;
-  decltype(&stepc_train_step_v11) step_ = nullptr;
-  decltype(&stepc_eval_step_v11) eval_ = nullptr;
-  decltype(&stepc_sample_step_v11) sample_ = nullptr;
+  decltype(&stepc_train_step_v12) step_ = nullptr;
+  decltype(&stepc_eval_step_v12) eval_ = nullptr;
+  decltype(&stepc_sample_step_v12) sample_ = nullptr;
   decltype(&stepc_profile_trace_v2) trace_ = nullptr;
 };
 

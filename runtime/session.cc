@@ -123,8 +123,8 @@ absl::Status Session::CheckWorld() const {
   // stage runs alike.
   const stepc_module_info* shared = &info;
   if (info.pipeline_stages > 1)
-    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v11)>(
-            module_->Symbol("stepc_module_info_v11")))
+    if (auto stage0 = reinterpret_cast<decltype(&stepc_module_info_v12)>(
+            module_->Symbol("stepc_module_info_v12")))
       shared = stage0();
   mix_text(shared->sharding);
   mix_text(shared->report_json);
@@ -404,9 +404,10 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
     return *result;
   }
   StepResult result;
+  result.metrics.resize(module_->metrics_count());
   char error[512] = {0};
   if (module_->Run(args_.data(), arena_, communicator_->table(), nullptr, &result.loss,
-                   &result.grad_norm, error, sizeof(error))) {
+                   &result.grad_norm, result.metrics.data(), error, sizeof(error))) {
     if (!communicator_->last_error().ok())
       return absl::UnavailableError(absl::StrCat("step ", steps_ + 1, " failed: ", error, ": ",
                                                  communicator_->last_error().message()));

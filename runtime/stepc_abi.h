@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define STEPC_ABI_VERSION 11
+#define STEPC_ABI_VERSION 12
 
 /* id_ignored when every id of an input must be in [0, id_bound). */
 #define STEPC_NO_IGNORED_ID INT64_MIN
@@ -175,6 +175,11 @@ typedef struct {
   /* The arena stepc_sample_step needs (0: step.so has none; a sampler then
    * runs stepc_eval_step). ABI 10. */
   int64_t sample_arena_bytes;
+  /* The loss function's metrics (f32; the batch's, reduced over the ranks
+   * as the loss is), which each training step writes one after another to
+   * its `metrics` buffer. ABI 12. */
+  int32_t num_metrics;
+  const stepc_output_info *metrics;
 } stepc_module_info;
 
 /* What a CUDA step runs on (NULL for the CPU target). The step enqueues
@@ -191,19 +196,21 @@ typedef struct {
 } stepc_device;
 
 /* Exported by step.so; the names carry the ABI version. */
-const stepc_module_info *stepc_module_info_v11(void);
+const stepc_module_info *stepc_module_info_v12(void);
 
 /* Runs one step. `args[i]` points to argument i's buffer (see
  * stepc_module_info.args; device memory for the CUDA target); parameters
  * and moments are updated in place. `arena` holds arena_bytes, 64-byte
  * aligned. `collectives` serves a sharded step (may be NULL for world_size
  * 1); `device` a CUDA step (NULL on the CPU). Writes the loss (the global
- * mean) and pre-clip gradient norm (CUDA: enqueues their copies). Returns 0,
- * or nonzero with a message in `error` (for instance a token id outside the
- * vocabulary, a failed collective or kernel launch). */
-int stepc_train_step_v11(void *const *args, char *arena, const stepc_collectives *collectives,
-                        const stepc_device *device, float *loss, float *grad_norm, char *error,
-                        size_t error_len);
+ * mean), the pre-clip gradient norm and, unless `metrics` is NULL, the
+ * metrics (host memory, pinned for CUDA, Σ of the metrics' sizes floats;
+ * CUDA: enqueues their copies). Returns 0, or nonzero with a message in
+ * `error` (for instance a token id outside the vocabulary, a failed
+ * collective or kernel launch). ABI 12 added `metrics`. */
+int stepc_train_step_v12(void *const *args, char *arena, const stepc_collectives *collectives,
+                        const stepc_device *device, float *loss, float *grad_norm, float *metrics,
+                        char *error, size_t error_len);
 
 /* The forward-only step on the same arguments: writes the loss (the global
  * mean, as the training step's) and, if `logits` is not NULL and the module
@@ -213,7 +220,7 @@ int stepc_train_step_v11(void *const *args, char *arena, const stepc_collectives
  * sharding it runs its own collectives (fsdp's parameter gathers, the
  * loss's all-reduce) on every rank; a CUDA eval has completed on return
  * only after the stream is synchronised. */
-int stepc_eval_step_v11(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_eval_step_v12(void *const *args, char *arena, const stepc_collectives *collectives,
                        const stepc_device *device, float *loss, float *logits,
                        float *const *outputs, char *error, size_t error_len);
 
@@ -222,7 +229,7 @@ int stepc_eval_step_v11(void *const *args, char *arena, const stepc_collectives 
  * ([1, ...]: the input's shape with dimension 0 = 1), the loss is that
  * row's and the logits [1, seq, vocab] are the row's logits as the eval step
  * computes them for a row of its batch. `arena` holds sample_arena_bytes. */
-int stepc_sample_step_v11(void *const *args, char *arena, const stepc_collectives *collectives,
+int stepc_sample_step_v12(void *const *args, char *arena, const stepc_collectives *collectives,
                           const stepc_device *device, float *loss, float *logits,
                           float *const *outputs, char *error, size_t error_len);
 

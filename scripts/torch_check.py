@@ -199,14 +199,23 @@ def moe(a, router, h, expert, aux):
     # probability; Σ_e f·P averaged over the sequences.
     share = F.one_hot(chosen.reshape(b, t * a.moe_top_k), a.moe_experts).to(flat.dtype).mean(1)
     aux.append((share * probs.reshape(b, t, -1).mean(1)).sum(-1).mean())
+    # The layer's metric: the batch's share of routed pairs at each expert.
+    MOE_LOADS.append(share.mean(0).detach().double().numpy())
     return out.reshape(b, t, d)
+
+
+# The MoE layers' expert loads of the last forward, in layer order (what
+# gen_model.py's models return as the metrics h<l>/l<l>.expert_load).
+MOE_LOADS = []
 
 
 def with_aux(a, loss, aux):
     """gen_model.py's --moe-aux-loss C: loss + C · E · Σ_layers balance."""
     if not a.moe_experts or not a.moe_aux_loss:
         return loss
-    return loss + a.moe_aux_loss * a.moe_experts * sum(aux)
+    term = a.moe_aux_loss * a.moe_experts * sum(aux)
+    MOE_LOADS.append(("moe_aux_loss", term.detach().double().numpy()))
+    return loss + term
 
 
 def lm_loss(a, logits, targets):
@@ -528,13 +537,25 @@ def run_torch_steps(a, shapes, params, tokens, targets, lr, opt_args):
     for k in range(1, opt_args.steps + 1):
         for n, _ in shapes:
             p[n].grad = None
+        MOE_LOADS.clear()
         loss = loss_fn(a, p, torch.tensor(tokens, dtype=torch.long),
                        torch.tensor(targets, dtype=torch.long), dropouts(a, opt_args.seed, step=k))
         loss.backward()
         norms.append(clip(p, shapes).item())
         losses.append(loss.item())
         step()
-    return losses, norms, final_tensors(p, shapes, state_of(), opt_args.optimizer)
+    final = final_tensors(p, shapes, state_of(), opt_args.optimizer)
+    # The last step's metrics: each layer's expert loads (equal routing
+    # decisions give equal shares) and the balance loss's term.
+    prefix = "h" if a.arch == "gpt" else "l"
+    layer = 0
+    for item in MOE_LOADS:
+        if isinstance(item, tuple):
+            final["metric." + item[0]] = item[1]
+        else:
+            final[f"metric.{prefix}{layer}.expert_load"] = item
+            layer += 1
+    return losses, norms, final
 
 
 def check_steps(own, a, shapes, params, tokens, targets, work, gen_argv):

@@ -762,18 +762,23 @@ std::string SourceEmitter::metadata() {
        << llvm::join(llvm::map_range(evalLogitsShape, [](int64_t d) { return std::to_string(d); }),
                      ", ")
        << "};\n\n";
-  for (auto [k, output] : llvm::enumerate(evalOutputs))
-    os << "static const int64_t kOutputShape" << k << "[] = {"
-       << llvm::join(llvm::map_range(output.second, [](int64_t d) { return std::to_string(d); }),
-                     ", ")
-       << (output.second.empty() ? "0" : "") << "};\n";
-  if (!evalOutputs.empty()) {
-    os << "static const stepc_output_info kOutputs[] = {\n";
-    for (auto [k, output] : llvm::enumerate(evalOutputs))
-      os << "  {" << cString(output.first) << ", " << output.second.size() << ", kOutputShape" << k
-         << "},\n";
+  // The eval entry's outputs and the training step's metrics.
+  auto table = [&](StringRef name, ArrayRef<std::pair<std::string, std::vector<int64_t>>> rows) {
+    if (rows.empty())
+      return;
+    for (auto [k, row] : llvm::enumerate(rows))
+      os << "static const int64_t k" << name << "Shape" << k << "[] = {"
+         << llvm::join(llvm::map_range(row.second, [](int64_t d) { return std::to_string(d); }),
+                       ", ")
+         << (row.second.empty() ? "0" : "") << "};\n";
+    os << "static const stepc_output_info k" << name << "s[] = {\n";
+    for (auto [k, row] : llvm::enumerate(rows))
+      os << "  {" << cString(row.first) << ", " << row.second.size() << ", k" << name << "Shape"
+         << k << "},\n";
     os << "};\n\n";
-  }
+  };
+  table("Output", evalOutputs);
+  table("Metric", trainMetrics);
   os << "static const stepc_module_info kInfo = {\n"
      << "  STEPC_ABI_VERSION, " << targetExpression() << ", " << n << ", kArgs, " << arenaBytes()
      << ", " << summary.modelFlops << ", " << summary.executedFlops << ", " << summary.tokens
@@ -786,8 +791,9 @@ std::string SourceEmitter::metadata() {
      << ", " << (evalOutputs.empty() ? "0" : "kOutputs") << ", " << summary.tensorParallel
      << ", " << cString(summary.cpuIsa) << ", " << cString(summary.cpuFeatures) << ", "
      << summary.pipelineStages << ", " << summary.pipelineAxis << ", " << sampleArenaBytes
+     << ", " << trainMetrics.size() << ", " << (trainMetrics.empty() ? "0" : "kMetrics")
      << "};\n\n"
-     << "extern \"C\" const stepc_module_info *stepc_module_info_v11(void) {\n"
+     << "extern \"C\" const stepc_module_info *stepc_module_info_v12(void) {\n"
      << "  static const bool decoded = (stepc_decode_args(), true);\n"
      << "  (void)decoded;\n  return &kInfo;\n}\n";
   return text;
@@ -997,7 +1003,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval(StringRef entry) {
                            : "The forward-only step (evaluation): the loss, no gradient or update.")
      << "\nnamespace " << space << " {\n\n"
      << pre.str() << "\n" << functionsText
-     << "extern \"C\" int " << space << "_step_v11(void *const *args, char *arena,\n"
+     << "extern \"C\" int " << space << "_step_v12(void *const *args, char *arena,\n"
      << "    const stepc_collectives *collectives, const stepc_device *device, float *loss,\n"
      << "    float *logits, float *const *outputs, char *error, size_t error_len) {\n";
   std::string innerText;
@@ -1052,6 +1058,7 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
     return failure();
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   std::string lossExpr, normExpr;
+  SmallVector<std::pair<std::string, Value>> metrics;
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     ResultAttr role = getResultRole(step, i);
     if (role && role.getRole() == Role::Loss)
@@ -1060,12 +1067,18 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
       normExpr = ptr(v);
     else if (role && role.getRole() == Role::Output)
       continue;  // read through the eval entry
+    else if (role && role.getRole() == Role::Metric)
+      metrics.push_back({role.getName().str(), v});
     else if (!plan.argumentOf.count(v))
       return step.emitOpError() << "result #" << i
                                 << " is neither the loss, the norm, nor updated in place";
   }
   if (lossExpr.empty() || normExpr.empty())
     return step.emitOpError() << "expects a loss and a grad_norm result";
+  for (auto &[name, v] : metrics) {
+    ArrayRef<int64_t> shape = typeOf(v).getShape();
+    trainMetrics.push_back({name, std::vector<int64_t>(shape.begin(), shape.end())});
+  }
   std::string stepBody = bodyText;
   std::string out;
   llvm::raw_string_ostream os(out);
@@ -1078,10 +1091,11 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
      << metadata() << "\n"
      << (profile ? profileSupport() : "")
      << functionsText
-     << "extern \"C\" int stepc_train_step_v11(void *const *args, char *arena,\n"
+     << "extern \"C\" int stepc_train_step_v12(void *const *args, char *arena,\n"
      << "                                   const stepc_collectives *collectives,\n"
      << "                                   const stepc_device *device, float *loss,\n"
-     << "                                   float *grad_norm, char *error, size_t error_len) {\n";
+     << "                                   float *grad_norm, float *metrics, char *error,\n"
+     << "                                   size_t error_len) {\n";
   std::string innerText;
   llvm::raw_string_ostream inner(innerText);
   const std::string profileRank = "collectives && kInfo.world_size > 1 ? collectives->rank : -1";
@@ -1093,6 +1107,18 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
     inner << "  stepc_prof_begin(" << profileRank << ", stream);\n";
   inner << stepBody;
   stepEnd(inner, lossExpr, normExpr);
+  // The metrics one after another in the caller's buffer.
+  if (!metrics.empty()) {
+    inner << "  if (metrics) {\n";
+    int64_t offset = 0;
+    for (auto &[name, v] : metrics) {
+      int64_t count = typeOf(v).getNumElements();
+      inner << "    " << copyToHost("metrics + " + std::to_string(offset), ptr(v), count * 4)
+            << "\n";
+      offset += count;
+    }
+    inner << "  }\n";
+  }
   bufferNames(os);
   os << innerText << "  return 0;\n}\n";
   return out + evalText + sampleText;

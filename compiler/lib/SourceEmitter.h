@@ -54,8 +54,8 @@ public:
   mlir::FailureOr<std::string> run(const ModuleSummary &moduleSummary);
 
   /// A forward-only entry of a function marked step.eval_step (`entry`
-  /// "eval": stepc_eval_step_v11) or step.sample_step ("sample":
-  /// stepc_sample_step_v11, the same signature): source to append to its
+  /// "eval": stepc_eval_step_v12) or step.sample_step ("sample":
+  /// stepc_sample_step_v12, the same signature): source to append to its
   /// training step's, its arena and the id-check sites it numbers (1-based,
   /// after those given to continueSites).
   struct EvalFragment {
@@ -319,6 +319,8 @@ private:
   int64_t evalArenaBytes = 0;
   std::vector<int64_t> evalLogitsShape;
   std::vector<std::pair<std::string, std::vector<int64_t>>> evalOutputs;
+  /// The training step's metrics (name, shape), in result order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> trainMetrics;
   /// (kind, axes mask, floats per rank) of each collective, in order.
   llvm::SmallVector<std::tuple<std::string, int, int64_t>> collectives;
 };

@@ -38,7 +38,10 @@ func.func @loss(
     %ln_f_bias: tensor<64xf32> {step.param = #step.param<"ln_f.bias", zeros>},
     %tokens: tensor<8x64xi32> {step.input = "tokens"},
     %targets: tensor<8x64xi32> {step.input = "targets"})
-    -> tensor<f32> attributes {step.loss} {
+    -> (tensor<f32>,
+        tensor<8xf32> {step.result = #step.result<metric, "h0.expert_load">},
+        tensor<8xf32> {step.result = #step.result<metric, "h1.expert_load">},
+        tensor<f32> {step.result = #step.result<metric, "moe_aux_loss">}) attributes {step.loss} {
   %tok_emb = step.embedding %wte, %tokens : (tensor<512x64xf32>, tensor<8x64xi32>) -> tensor<8x64x64xf32>
   %pos_emb = step.broadcast %wpe : tensor<64x64xf32> -> tensor<8x64x64xf32>
   %x = step.add %tok_emb, %pos_emb : tensor<8x64x64xf32>
@@ -81,6 +84,7 @@ func.func @loss(
   %h0_hit = step.compare eq, %h0_picks_all, %h0_expert_ids_all : tensor<8x64x2x8xi32>
   %h0_hit_f = step.convert %h0_hit : tensor<8x64x2x8xi1> -> tensor<8x64x2x8xf32>
   %h0_load_share = step.reduce_mean %h0_hit_f dims [1, 2] : (tensor<8x64x2x8xf32>) -> tensor<8x8xf32>
+  %h0_load = step.reduce_mean %h0_load_share dims [0] : (tensor<8x8xf32>) -> tensor<8xf32>
   %h0_probs_rows = step.reshape %h0_router_probs : tensor<512x8xf32> -> tensor<8x64x8xf32>
   %h0_mean_prob = step.reduce_mean %h0_probs_rows dims [1] : (tensor<8x64x8xf32>) -> tensor<8x8xf32>
   %h0_balance = step.mul %h0_load_share, %h0_mean_prob : tensor<8x8xf32>
@@ -128,6 +132,7 @@ func.func @loss(
   %h1_hit = step.compare eq, %h1_picks_all, %h1_expert_ids_all : tensor<8x64x2x8xi32>
   %h1_hit_f = step.convert %h1_hit : tensor<8x64x2x8xi1> -> tensor<8x64x2x8xf32>
   %h1_load_share = step.reduce_mean %h1_hit_f dims [1, 2] : (tensor<8x64x2x8xf32>) -> tensor<8x8xf32>
+  %h1_load = step.reduce_mean %h1_load_share dims [0] : (tensor<8x8xf32>) -> tensor<8xf32>
   %h1_probs_rows = step.reshape %h1_router_probs : tensor<512x8xf32> -> tensor<8x64x8xf32>
   %h1_mean_prob = step.reduce_mean %h1_probs_rows dims [1] : (tensor<8x64x8xf32>) -> tensor<8x8xf32>
   %h1_balance = step.mul %h1_load_share, %h1_mean_prob : tensor<8x8xf32>
@@ -143,5 +148,5 @@ func.func @loss(
   %aux_coef = step.constant dense<0.08> : tensor<f32>
   %aux_loss = step.mul %aux_0, %aux_coef : tensor<f32>
   %loss_total = step.add %loss, %aux_loss : tensor<f32>
-  return %loss_total : tensor<f32>
+  return %loss_total, %h0_load, %h1_load, %aux_loss : tensor<f32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>
 }

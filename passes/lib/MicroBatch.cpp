@@ -47,11 +47,12 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   if (batch % count != 0)
     return loss.emitOpError() << "the batch of " << batch << " per rank does not split into "
                               << count << " micro-batches";
-  // Outputs other than the loss would need their own rule (concatenate?
-  // average?); none of the models has one yet.
-  if (loss.getNumResults() != 1)
-    return loss.emitOpError() << "returns outputs besides the loss: micro-batches cannot "
-                                 "split them";
+  // Metrics are averaged as the loss is; outputs would need their own rule
+  // (concatenate the rows?).
+  for (unsigned i = 1, e = loss.getNumResults(); i < e; ++i)
+    if (ResultAttr role = getResultRole(loss, i); !role || role.getRole() != Role::Metric)
+      return loss.emitOpError() << "returns outputs besides the loss: micro-batches cannot "
+                                   "split them";
 
   // The micro-batch's gradient, built beside the module's functions and
   // erased once inlined.

@@ -131,7 +131,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     }
   }
   // After the loss and one gradient per parameter: the loss function's
-  // outputs (role output), carried to the training step's results.
+  // outputs and metrics, carried to the training step's results.
   if (grad.getNumResults() < params.size() + 1)
     return grad.emitOpError() << "expects the loss and one gradient per parameter";
   const unsigned outputs = grad.getNumResults() - 1 - params.size();

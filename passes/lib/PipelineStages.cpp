@@ -242,6 +242,20 @@ void joinGradientsAtHome(func::FuncOp grad, Partition &p) {
   }
 }
 
+/// Whether result `i` of `grad` is one of the loss function's metrics.
+bool isMetric(func::FuncOp grad, unsigned i) {
+  ResultAttr role = getResultRole(grad, i);
+  return role && role.getRole() == Role::Metric;
+}
+
+/// The rank that computes metric `v`: its op's stage (the last stage's
+/// for a value no stage owns).
+int metricRank(const Partition &p, Value v) {
+  Operation *def = v.getDefiningOp();
+  int stage = def ? p.stageOf.lookup(def) : kFree;
+  return p.rankOf(stage == kFree ? p.stages - 1 : stage);
+}
+
 /// What each stage runs, holds and receives, and the transfers in tag
 /// order (step 3).
 void collectNeeds(func::FuncOp grad, Partition &p) {
@@ -281,6 +295,9 @@ void collectNeeds(func::FuncOp grad, Partition &p) {
         keep(&op);
     if (q == p.rankOf(p.stages - 1))
       need(ret.getOperand(0));
+    for (unsigned i = 1, e = ret.getNumOperands(); i < e; ++i)
+      if (isMetric(grad, i) && metricRank(p, ret.getOperand(i)) == q)
+        need(ret.getOperand(i));
     while (!work.empty()) {
       Operation *op = work.pop_back_val();
       for (Value v : op->getOperands())
@@ -445,9 +462,14 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
         results.push_back(r);
       ++r;
     }
-  if (ret.getNumOperands() != r)
-    return grad.emitOpError() << "returns outputs besides the loss: a pipeline cannot split "
-                                 "them yet";
+  // Then the loss function's metrics: each rank returns them (zero where
+  // another stage computes one) and the pipeline axis sums them.
+  for (unsigned i = r; i < ret.getNumOperands(); ++i) {
+    if (!isMetric(grad, i))
+      return grad.emitOpError() << "returns outputs besides the loss: a pipeline cannot split "
+                                   "them yet";
+    results.push_back(i);
+  }
   SmallVector<Type> resultTypes;
   for (unsigned i : results)
     resultTypes.push_back(ret.getOperand(i).getType());
@@ -571,8 +593,10 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
   SmallVector<Value> returned;
   for (unsigned i : results) {
     Value v = ret.getOperand(i);
-    if (i == 0 && stage != p.rankOf(p.stages - 1)) {
-      // Only the last stage has the loss: the others add zero.
+    if ((i == 0 && stage != p.rankOf(p.stages - 1)) ||
+        (isMetric(grad, i) && stage != metricRank(p, v))) {
+      // Only the last stage has the loss (a metric's stage, the metric):
+      // the others add zero.
       auto type = cast<RankedTensorType>(v.getType());
       auto zero = b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
       setPhase(zero, Phase::Backward);
@@ -582,10 +606,44 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
     receive(v);
     returned.push_back(map.lookupOrDefault(v));
   }
-  auto total = b.create<mesh::AllReduceOp>(loc, returned[0].getType(), kWorldMeshName, axis,
-                                           returned[0], mesh::ReductionKind::Sum);
-  setPhase(total, Phase::Collective);
-  returned[0] = total.getResult();
+  // One sum over the pipeline axis for the loss and the metrics together:
+  // each stage has its own of them ready at its own time, and separate
+  // all-reduces would start in a different order on each.
+  SmallVector<unsigned> summed;
+  for (auto [k, i] : llvm::enumerate(results))
+    if (i == 0 || isMetric(grad, i))
+      summed.push_back(k);
+  auto sum = [&](Value v) {
+    auto total = b.create<mesh::AllReduceOp>(loc, v.getType(), kWorldMeshName, axis, v,
+                                             mesh::ReductionKind::Sum);
+    setPhase(total, Phase::Collective);
+    return total.getResult();
+  };
+  if (summed.size() == 1) {
+    returned[0] = sum(returned[0]);
+  } else {
+    SmallVector<Value> flats;
+    for (unsigned k : summed) {
+      auto type = cast<RankedTensorType>(returned[k].getType());
+      auto flat = RankedTensorType::get({type.getNumElements()}, type.getElementType());
+      flats.push_back(b.create<ReshapeOp>(loc, flat, returned[k]));
+      setPhase(flats.back().getDefiningOp(), Phase::Collective);
+    }
+    auto concat = b.create<ConcatOp>(loc, flats, b.getI64IntegerAttr(0));
+    setPhase(concat, Phase::Collective);
+    Value total = sum(concat);
+    int64_t offset = 0;
+    for (unsigned k : summed) {
+      auto type = cast<RankedTensorType>(returned[k].getType());
+      auto part = b.create<SliceOp>(loc, total, b.getDenseI64ArrayAttr({offset}),
+                                    b.getDenseI64ArrayAttr({type.getNumElements()}));
+      auto shaped = b.create<ReshapeOp>(loc, type, part);
+      setPhase(part, Phase::Collective);
+      setPhase(shaped, Phase::Collective);
+      returned[k] = shaped;
+      offset += type.getNumElements();
+    }
+  }
   b.create<func::ReturnOp>(loc, returned);
   grad.erase();
   return success();

@@ -61,10 +61,9 @@ struct StepShardDataParallelPass
     b.setInsertionPoint(ret);
     SmallVector<Value> results(ret.getOperands());
     results[0] = mean(b, loc, allReduce(b, loc, results[0]));
-    // Gradients in the order their defining ops run (arguments first); the
-    // loss function's outputs after them stay this rank's. Result k + 1 is
-    // the k-th trained parameter's gradient; an expert weight's is averaged
-    // on its own axes, outside the buckets.
+    // Gradients in the order their defining ops run (arguments first).
+    // Result k + 1 is the k-th trained parameter's gradient; an expert
+    // weight's is averaged on its own axes, outside the buckets.
     SmallVector<unsigned> order;
     unsigned result = 0;
     for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
@@ -79,6 +78,11 @@ struct StepShardDataParallelPass
                             ? mean(b, loc, results[result])
                             : mean(b, loc, allReduce(b, loc, results[result], expertAxes));
     }
+    // After the gradients, the loss function's outputs stay this rank's;
+    // its metrics are averaged as the loss is.
+    for (unsigned i = result + 1; i < results.size(); ++i)
+      if (ResultAttr role = getResultRole(grad, i); role && role.getRole() == Role::Metric)
+        results[i] = mean(b, loc, allReduce(b, loc, results[i]));
     auto position = [](Value v) -> Operation * { return v.getDefiningOp(); };
     llvm::stable_sort(order, [&](unsigned x, unsigned y) {
       Operation *a = position(results[x]), *c = position(results[y]);

@@ -113,8 +113,11 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
     if (getTrainedParam(grad, i)) // one gradient each, in this order
       params.push_back(i);
   for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
-    // The loss function's outputs (after the gradients) stay this rank's.
-    if (k > params.size()) {
+    // The loss function's outputs (after the gradients) stay this rank's;
+    // its metrics are averaged as the loss is.
+    ResultAttr role = getResultRole(grad, k);
+    const bool metric = role && role.getRole() == Role::Metric;
+    if (k > params.size() && !metric) {
       results.push_back(v);
       resultTypes.push_back(v.getType());
       continue;
@@ -125,7 +128,7 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
     SmallVector<mesh::MeshAxis> allAxes{0};
     if (layout.replicas > 1)
       allAxes.push_back(1);
-    if (k == 0 || !rowsOf.count(params[k - 1])) {
+    if (k == 0 || metric || !rowsOf.count(params[k - 1])) {
       Value sum = b.create<mesh::AllReduceOp>(loc, type, kWorldMeshName, allAxes, v,
                                               mesh::ReductionKind::Sum);
       mean = b.create<MulOp>(loc, sum, splat(b, loc, type, 1.0 / world));

@@ -29,6 +29,7 @@ class FunctionWriter:
         self.args = []
         self.body = []
         self.used = set()
+        self.metrics = []  # (name, value): results after the loss
 
     def _fresh(self, hint):
         name = "%" + hint.replace(".", "_")
@@ -209,11 +210,21 @@ class FunctionWriter:
                                    f": ({logits.type}, {targets.type}) -> {{out}}",
                          dtype="f64" if self.dtype == "f64" else "f32")
 
+    def metric(self, name, value):
+        """Returns `value` (f32) as the metric `name`: a measure of the batch
+        that every training step reports, averaged over ranks as the loss."""
+        self.metrics.append((name, value))
+
     def render(self, header, loss):
         args = ",\n    ".join(self.args)
-        lines = [header, f"func.func @loss(\n    {args})\n    -> {loss.type} attributes {{step.loss}} {{"]
+        results = [loss.type] + [f'{v.type} {{step.result = #step.result<metric, "{name}">}}'
+                                 for name, v in self.metrics]
+        signature = results[0] if len(results) == 1 else "(" + ",\n        ".join(results) + ")"
+        values = [loss] + [v for _, v in self.metrics]
+        lines = [header, f"func.func @loss(\n    {args})\n    -> {signature} attributes {{step.loss}} {{"]
         lines += self.body
-        lines += [f"  return {loss.name} : {loss.type}", "}", ""]
+        lines += [f"  return {', '.join(v.name for v in values)} : "
+                  f"{', '.join(v.type for v in values)}", "}", ""]
         return "\n".join(lines)
 
 

@@ -44,7 +44,19 @@ absl::Status SaveState(const Session& session, const std::string& dir,
   // or norm to write, rather than zeros that look like one.
   if (!last) return absl::OkStatus();
   STEPC_RETURN_IF_ERROR(write("loss", {}, {last->loss}));
-  return write("grad_norm", {}, {last->grad_norm});
+  STEPC_RETURN_IF_ERROR(write("grad_norm", {}, {last->grad_norm}));
+  // The step's metrics, each as its loss function result (metric.<name>).
+  size_t at = 0;
+  for (int i = 0; i < info.num_metrics && at < last->metrics.size(); ++i) {
+    const stepc_output_info& m = info.metrics[i];
+    const std::vector<int64_t> shape(m.shape, m.shape + m.rank);
+    const int64_t count = session.module().metric_count(i);
+    STEPC_RETURN_IF_ERROR(write(absl::StrCat("metric.", m.name), shape,
+                                std::vector<double>(last->metrics.begin() + at,
+                                                    last->metrics.begin() + at + count)));
+    at += count;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "runtime/train/trace.h"
 
+#include <cmath>
 #include <cstring>
 #include <time.h>
 
@@ -92,6 +93,17 @@ void Trace::Host(const std::string& name, int64_t step, double start, double end
   events_.push_back({{"ph", "X"}, {"name", name}, {"cat", "host"}, {"pid", rank_},
                      {"tid", kHostTrack}, {"ts", Microseconds(start)},
                      {"dur", (end - start) * 1e6}, {"args", {{"step", step}}}});
+}
+
+void Trace::Metrics(int64_t step, const std::vector<StepMetric>& metrics) {
+  if (!Traces(step)) return;
+  const double now = Microseconds(MonotonicSeconds());
+  for (const StepMetric& m : metrics) {
+    const double value = m.rank == 0 ? m.values[0] : m.MaxOverMean();
+    if (!std::isfinite(value)) continue;
+    events_.push_back({{"ph", "C"}, {"name", m.name}, {"pid", rank_}, {"ts", now},
+                       {"args", {{m.rank == 0 ? "value" : "max/mean", value}}}});
+  }
 }
 
 void Trace::BeginStepKernels() {

@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/communicator.h"
 #include "runtime/module.h"
+#include "runtime/train/step_metrics.h"
 
 namespace stepc {
 
@@ -50,6 +51,9 @@ class Trace {
   // an async span from issue to the end of its wait on the collectives
   // track (kind, mesh axes, bytes), its wait a span on the waits track.
   void Collectives(int64_t step, const std::vector<Communicator::CollectiveRecord>& records);
+  // The step's metrics as counter tracks at its end: a scalar's value, a
+  // tensor's max/mean (an expert load's imbalance).
+  void Metrics(int64_t step, const std::vector<StepMetric>& metrics);
   // Writes the file (atomically); a disabled trace writes nothing.
   absl::Status Write() const;
 

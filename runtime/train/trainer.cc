@@ -29,6 +29,7 @@
 #include "runtime/train/interrupt.h"
 #include "runtime/train/loss_plot.h"
 #include "runtime/train/metrics_log.h"
+#include "runtime/train/step_metrics.h"
 #include "runtime/train/outputs.h"
 #include "runtime/train/peak.h"
 #include "runtime/atomic_file.h"
@@ -557,6 +558,7 @@ absl::Status TrainingJob::RunStep(int64_t step) {
       comm_seconds_[mask].push_back(comm_->times().seconds[mask]);
   if (trace_->Traces(step)) STEPC_RETURN_IF_ERROR(trace_->EndStepKernels(step));
   trace_->Collectives(step, comm_->TakeCollectiveRecords());
+  trace_->Metrics(step, SplitMetrics(module_->info(), last_.metrics));
   losses_.push_back(last_.loss);
   return LogStep(step, lr, seconds, counted);
 }
@@ -573,24 +575,26 @@ absl::Status TrainingJob::LogStep(int64_t step, double lr, double seconds,
   const double gflops = double(info.model_flops_per_step) * world_ / seconds / 1e9;
   const double mfu = peak_.gflops > 0 ? gflops / (peak_.gflops * world_) : 0;
   const bool finite = std::isfinite(last_.loss) && std::isfinite(last_.grad_norm);
+  const std::vector<StepMetric> metrics = SplitMetrics(info, last_.metrics);
   step_seconds_.push_back(seconds);
   step_mfu_.push_back(mfu);
   STEPC_RETURN_IF_ERROR(metrics_->Write(absl::StrFormat(
       "{\"step\": %d, \"loss\": %s, \"lr\": %.6g, \"grad_norm\": %s, \"%s\": %.1f, "
       "\"gflops_per_s\": %.3f, \"planned_peak_bytes\": %d, \"measured_peak_bytes\": %d, "
-      "\"baseline_bytes\": %d%s%s%s}\n",
+      "\"baseline_bytes\": %d%s%s%s%s}\n",
       step, Json(last_.loss), lr, Json(last_.grad_norm), lm ? "tokens_per_s" : "samples_per_s",
       rate, gflops, session_->planned_bytes(), ReadResidentMemory().peak_bytes, baseline_bytes_,
       counted ? absl::StrFormat(", \"counted_targets\": %d", *counted) : "",
       peak_.gflops > 0
           ? absl::StrFormat(", \"mfu\": %.6f, \"peak_gflops_per_s\": %.3f", mfu, peak_.gflops)
           : "",
-      finite ? "" : ", \"nonfinite\": true")));
+      MetricsJsonMember(metrics), finite ? "" : ", \"nonfinite\": true")));
   if (lead_ && (step % o_.log_every == 0 || step == first_step_ || step == steps_ || !finite))
-    std::printf("step %5lld/%lld | loss %.4f%s | lr %.2e | norm %.3f | %.0f %s | %.2f GFLOP/s%s\n",
+    std::printf("step %5lld/%lld | loss %.4f%s | lr %.2e | norm %.3f%s | %.0f %s | %.2f GFLOP/s%s\n",
                 static_cast<long long>(step), static_cast<long long>(steps_), last_.loss,
                 counted ? absl::StrFormat(" over %d targets", *counted).c_str() : "", lr,
-                last_.grad_norm, rate, lm ? "tok/s" : "samples/s", gflops,
+                last_.grad_norm, MetricsText(metrics).c_str(), rate, lm ? "tok/s" : "samples/s",
+                gflops,
                 peak_.gflops > 0 ? absl::StrFormat(" | MFU %.1f%%", 100 * mfu).c_str() : "");
   std::fflush(stdout);  // a killed run still shows how far it got
   return absl::OkStatus();

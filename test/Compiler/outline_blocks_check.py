@@ -54,7 +54,7 @@ if args.profile:
 counts = []
 for path in args.sources:
     text = open(path).read()
-    step = text[text.index('extern "C" int stepc_train_step_v11'):text.index("namespace stepc_eval")]
+    step = text[text.index('extern "C" int stepc_train_step_v12'):text.index("namespace stepc_eval")]
     functions = len(re.findall(r"^static int stepc_block\d+\(", text, re.M))
     calls = re.findall(r"^  // (block \d+): \d+ kernels", step, re.M)
     layers = {c for c in calls}

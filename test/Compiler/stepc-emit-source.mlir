@@ -22,9 +22,9 @@
 // CHECK-NEXT: "4 0 0 3 0 0x0 0 -9223372036854775808 1 0 0 0 -1 -1 " "lr" "\0"
 // CHECK-NEXT: "5 0 0 3 0 0x0 0 -9223372036854775808 1 0 0 0 -1 -1 " "step" "\0"
 // CHECK: static stepc_arg_info kArgs[10];
-// CHECK: stepc_module_info_v11(void) {
+// CHECK: stepc_module_info_v12(void) {
 // CHECK-NEXT: static const bool decoded = (stepc_decode_args(), true);
-// CHECK: extern "C" int stepc_train_step_v11(
+// CHECK: extern "C" int stepc_train_step_v12(
 // CHECK: float *a0 = (float *)args[0];
 // CHECK: int32_t *a6 = (int32_t *)args[6];
 // CHECK: char *b0 = arena + {{[0-9]+}};

@@ -36,8 +36,8 @@
 // CHECK-NEXT: "{{.*}}emit-source.mlir:125:8: 'step.cross_entropy_grad' target",
 // CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.embedding_grad' id",
 // CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33556992,
-// CHECK: 8, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape, 0, 0, 1, "", "", 1, 0, {{[1-9][0-9]*}}};
-// CHECK: extern "C" int stepc_train_step_v11(
+// CHECK: 8, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape, 0, 0, 1, "", "", 1, 0, {{[1-9][0-9]*}}, 0, 0};
+// CHECK: extern "C" int stepc_train_step_v12(
 // CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
 // CHECK: char *scratch = arena + 33556736;
 // (no saved region: what a backward reads of its forward is in the plan)
@@ -77,7 +77,7 @@
 // CHECK: cudaMemcpyAsync(grad_norm,
 // CHECK: cudaMemcpyAsync(device->host_status, ctx->status, 4 * sizeof(int32_t)
 // The forward-only entry: the loss, no gradient, no AdamW, no norm.
-// CHECK: extern "C" int stepc_eval_step_v11(
+// CHECK: extern "C" int stepc_eval_step_v12(
 // CHECK: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 1),
 // CHECK: STEPC_TRY(stepc_cuda_cross_entropy(ctx, {{.*}}, 2),
 // CHECK-NOT: stepc_cuda_adamw
@@ -85,7 +85,7 @@
 // CHECK: cudaMemcpyAsync(loss,
 // CHECK: }  // namespace stepc_eval
 // The sampling entry: the same forward on one row of 4 tokens.
-// CHECK: extern "C" int stepc_sample_step_v11(
+// CHECK: extern "C" int stepc_sample_step_v12(
 // CHECK: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 4, 16, 4, ((float *)b{{[0-9]+}}), 3),
 // CHECK: STEPC_TRY(stepc_cuda_cross_entropy(ctx, {{.*}}, 4),
 // CHECK-NOT: stepc_cuda_adamw

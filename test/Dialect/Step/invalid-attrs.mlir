@@ -108,7 +108,7 @@ func.func @loss_no_result() attributes {step.loss} {
 // -----
 
 // An output besides the loss needs a name the runtime reads it by.
-// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be marked by a 'step.result = #step.result<output, "name">' of a unique name}}
+// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be marked by a 'step.result = #step.result<output | metric, "name">' of a unique name}}
 func.func @loss_unnamed_output(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> (tensor<f32>, tensor<2xf32>) attributes {step.loss} {
   %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %l, %w : tensor<f32>, tensor<2xf32>
@@ -164,7 +164,7 @@ func.func @param_empty(%w: tensor<0x4xf32> {step.param = #step.param<"w", normal
 // -----
 
 // Two outputs of one name: the runtime could not tell them apart.
-// expected-error @+1 {{'func.func' op expects output #2 of a loss function to be marked by a 'step.result = #step.result<output, "name">' of a unique name}}
+// expected-error @+1 {{'func.func' op expects output #2 of a loss function to be marked by a 'step.result = #step.result<output | metric, "name">' of a unique name}}
 func.func @loss_duplicate_output(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> (tensor<f32>, tensor<2xf32> {step.result = #step.result<output, "o">}, tensor<2xf32> {step.result = #step.result<output, "o">}) attributes {step.loss} {
   %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %l, %w, %w : tensor<f32>, tensor<2xf32>, tensor<2xf32>
@@ -173,7 +173,7 @@ func.func @loss_duplicate_output(%w: tensor<2xf32> {step.param = #step.param<"w"
 // -----
 
 // A loss function's output is role `output`, not another role.
-// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be marked by a 'step.result = #step.result<output, "name">' of a unique name}}
+// expected-error @+1 {{'func.func' op expects output #1 of a loss function to be marked by a 'step.result = #step.result<output | metric, "name">' of a unique name}}
 func.func @loss_output_role(%w: tensor<2xf32> {step.param = #step.param<"w", zeros>}) -> (tensor<f32>, tensor<2xf32> {step.result = #step.result<grad, "w">}) attributes {step.loss} {
   %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %l, %w : tensor<f32>, tensor<2xf32>

@@ -175,7 +175,7 @@ func.func @result_attr_string() -> (tensor<f32> {step.result = "loss"}) {
 
 // -----
 
-// expected-error @+1 {{unknown result role 'gradient', expected loss, grad_norm, logits, grad, param, exp_avg, exp_avg_sq or output}}
+// expected-error @+1 {{unknown result role 'gradient', expected loss, grad_norm, logits, grad, param, exp_avg, exp_avg_sq, output or metric}}
 func.func @result_role_unknown() -> (tensor<f32> {step.result = #step.result<gradient, "w">}) {
   %0 = step.constant dense<0.0> : tensor<f32>
   return %0 : tensor<f32>

@@ -14,5 +14,5 @@ static const stepc_module_info kInfo = {
     .abi_version = STEPC_ABI_VERSION, .target = "cpu", .num_args = 1, .args = kArgs,
     .arena_bytes = 64, .report_json = "{}", .world_size = 1, .sharding = "none",
     .mesh_axes = 1, .mesh_shape = {1, 1, 1, 1}, .precision = "fp32"};
-const stepc_module_info *stepc_module_info_v11(void) { return &kInfo; }
+const stepc_module_info *stepc_module_info_v12(void) { return &kInfo; }
 #include "failing_entry_points.h"

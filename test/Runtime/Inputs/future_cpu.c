@@ -12,5 +12,5 @@ static const stepc_module_info kInfo = {
     .arena_bytes = 64, .tokens_per_step = 4, .report_json = "{}", .world_size = 1,
     .sharding = "none", .mesh_axes = 1, .mesh_shape = {1, 1, 1, 1}, .precision = "fp32",
     .cpu_isa = "native", .cpu_features = "avx2,not_a_real_feature,sse2"};
-const stepc_module_info *stepc_module_info_v11(void) { return &kInfo; }
+const stepc_module_info *stepc_module_info_v12(void) { return &kInfo; }
 #include "failing_entry_points.h"

@@ -231,11 +231,11 @@ std::string StateAttr::getQualifiedName() const {
 
 bool ResultAttr::roleHasName(Role role) {
   return role == Role::Grad || role == Role::Param || role == Role::Moment ||
-         role == Role::Output;
+         role == Role::Output || role == Role::Metric;
 }
 
 // Syntax: #step.result<loss | grad_norm | logits>
-//         #step.result<grad | param | exp_avg | exp_avg_sq | output, "name">
+//         #step.result<grad | param | exp_avg | exp_avg_sq | output | metric, "name">
 Attribute ResultAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   StringRef keyword;
@@ -251,7 +251,8 @@ Attribute ResultAttr::parse(AsmParser &parser, Type) {
   } else {
     parser.emitError(loc, "unknown result role '")
         << keyword
-        << "', expected loss, grad_norm, logits, grad, param, exp_avg, exp_avg_sq or output";
+        << "', expected loss, grad_norm, logits, grad, param, exp_avg, exp_avg_sq, output or "
+           "metric";
     return {};
   }
   std::string name;

@@ -190,9 +190,9 @@ LogicalResult StepDialect::verifyRegionResultAttribute(Operation *op,
 }
 
 /// Checks a function marked `step.loss`: a scalar float result (the loss),
-/// then any f32 outputs named by `step.result` (what the runtime may read:
-/// accuracy counts, probabilities), every argument exactly one of parameter
-/// or input, names unique.
+/// then any f32 outputs and metrics named by `step.result` (what the runtime
+/// may read: accuracy counts, probabilities; expert loads), every argument
+/// exactly one of parameter or input, names unique.
 static LogicalResult verifyLossFunction(FunctionOpInterface function) {
   ArrayRef<Type> results = function.getResultTypes();
   auto loss = !results.empty() ? dyn_cast<RankedTensorType>(results[0]) : RankedTensorType();
@@ -210,10 +210,12 @@ static LogicalResult verifyLossFunction(FunctionOpInterface function) {
       return function.emitOpError() << "expects output #" << i
                                     << " of a loss function to be a static f32 tensor, got "
                                     << results[i];
-    if (!role || role.getRole() != Role::Output || !outputs.insert(role.getName()).second)
+    if (!role || (role.getRole() != Role::Output && role.getRole() != Role::Metric) ||
+        !outputs.insert(role.getName()).second)
       return function.emitOpError()
              << "expects output #" << i << " of a loss function to be marked by a '"
-             << StepDialect::kResultAttrName << " = #step.result<output, \"name\">' of a unique name";
+             << StepDialect::kResultAttrName
+             << " = #step.result<output | metric, \"name\">' of a unique name";
   }
   if (function.isExternal())
     return function.emitOpError() << "expects a loss function to have a body";

@@ -193,7 +193,8 @@ def Step_Role : I32EnumAttr<"Role", "what a step function's result is", [
     I32EnumAttrCase<"Grad", 3, "grad">,
     I32EnumAttrCase<"Param", 4, "param">,
     I32EnumAttrCase<"Moment", 5, "moment">,
-    I32EnumAttrCase<"Output", 6, "output">
+    I32EnumAttrCase<"Output", 6, "output">,
+    I32EnumAttrCase<"Metric", 7, "metric">
   ]> {
   let cppNamespace = "::stepc::step";
   let genSpecializedAttr = 0;
@@ -214,7 +215,12 @@ def Step_ResultAttr : AttrDef<Step_Dialect, "Result"> {
       parameter `p` and its AdamW moments (step-optimizer; the last two have
       role `moment`);
     - `output, "name"`: a loss function's extra output (what the runtime
-      reads through the eval entry: probabilities, accuracy counts).
+      reads through the eval entry: probabilities, accuracy counts);
+    - `metric, "name"`: a loss function's measure of the batch (an expert's
+      share of the routed tokens, an auxiliary loss), which every training
+      step returns, reduced over data-parallel ranks, micro-batches and
+      pipeline stages as the loss is (its mean over the batch), for the
+      trainer to log.
 
     Its external name (`--save-outputs` files, the interpreter's .npy
     files) is `<role>.<name>`, e.g. `grad.wte` or `exp_avg.wte`.
