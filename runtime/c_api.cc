@@ -479,6 +479,47 @@ extern "C" int stepc_session_num_outputs(stepc_session* s, int32_t* count, char*
   });
 }
 
+extern "C" int stepc_session_num_metrics(stepc_session* s, int32_t* count, char* error,
+                                         size_t len) {
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
+    if (absl::Status ok = NotNull(count, "count"); !ok.ok()) return ok;
+    *count = session.module().info().num_metrics;
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_metric_info(stepc_session* s, int32_t index, const char** name,
+                                         int32_t* rank, int64_t shape[8], char* error,
+                                         size_t len) {
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
+    if (!name || !rank || !shape) return absl::InvalidArgumentError("name, rank or shape is NULL");
+    const stepc_module_info& info = session.module().info();
+    if (index < 0 || index >= info.num_metrics)
+      return absl::OutOfRangeError(absl::StrCat("no metric ", index, " (the module has ",
+                                                info.num_metrics, ")"));
+    const stepc_output_info& m = info.metrics[index];
+    if (m.rank > 8) return absl::OutOfRangeError(absl::StrCat("'", m.name, "' has more than 8 dims"));
+    *name = m.name;
+    *rank = m.rank;
+    std::copy(m.shape, m.shape + m.rank, shape);
+    return absl::OkStatus();
+  });
+}
+
+extern "C" int stepc_session_last_metrics(stepc_session* s, float* values, size_t count,
+                                          char* error, size_t len) {
+  return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
+    const std::vector<float>& last = session.last_metrics();
+    if (count != last.size())
+      return absl::InvalidArgumentError(absl::StrCat("the metrics hold ", last.size(),
+                                                     " values, count is ", count));
+    if (count > 0)
+      if (absl::Status ok = NotNull(values, "values"); !ok.ok()) return ok;
+    std::copy(last.begin(), last.end(), values);
+    return absl::OkStatus();
+  });
+}
+
 extern "C" int stepc_session_output_info(stepc_session* s, int32_t index, const char** name,
                                          int32_t* rank, int64_t shape[8], char* error,
                                          size_t len) {

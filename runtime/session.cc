@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
       }
     }
   }
+  s->last_metrics_.assign(s->module_->metrics_count(), 0.0f);
   s->floats_.resize(info.num_args);
   s->ints_.resize(info.num_args);
   s->args_.resize(info.num_args);
@@ -401,6 +402,7 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
     for (int i = 0; i < info.num_args; ++i)
       if (info.args[i].kind <= STEPC_ARG_EXP_AVG_SQ) device_newer_[i] = true;
     ++steps_;
+    last_metrics_ = result->metrics;
     return *result;
   }
   StepResult result;
@@ -414,6 +416,7 @@ absl::StatusOr<StepResult> Session::Step(float lr) {
     return absl::InvalidArgumentError(absl::StrCat("step ", steps_ + 1, " failed: ", error));
   }
   ++steps_;
+  last_metrics_ = result.metrics;
   return result;
 }
 

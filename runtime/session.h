@@ -124,6 +124,8 @@ class Session {
   const Module& module() const { return *module_; }
   Communicator& communicator() const { return *communicator_; }
   int64_t steps_done() const { return steps_; }
+  // The last step's metrics (StepResult::metrics; zeros before the first).
+  const std::vector<float>& last_metrics() const { return last_metrics_; }
   // Bytes the session holds: arena, parameters, moments, inputs.
   int64_t planned_bytes() const;
   // "cpu", or the CUDA device, its name and how its steps launch (graph or
@@ -182,6 +184,7 @@ class Session {
   char* eval_arena_ = nullptr;  // the forward-only step's (same mapping)
   char* sample_arena_ = nullptr;  // the sampling step's (same mapping)
   int64_t steps_ = 0;
+  std::vector<float> last_metrics_;
   // A step needs initialised parameters and every input set once.
   bool initialized_ = false;
   absl::flat_hash_set<int> inputs_set_;

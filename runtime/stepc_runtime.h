@@ -77,6 +77,17 @@ int stepc_session_output_info(stepc_session *session, int32_t index, const char 
                               int32_t *rank, int64_t shape[8], char *error, size_t error_len);
 int stepc_session_eval_outputs(stepc_session *session, float *loss, float *const *outputs,
                                char *error, size_t error_len);
+/* The loss function's metrics (`#step.result<metric, "name">`, e.g. an MoE
+ * layer's expert loads): how many, the i-th's name (valid while the
+ * session lives), rank and shape; and the last training step's values
+ * (`count` floats: every metric's elements one after another, as reduced
+ * over the ranks; zeros before the first step). */
+int stepc_session_num_metrics(stepc_session *session, int32_t *count, char *error,
+                              size_t error_len);
+int stepc_session_metric_info(stepc_session *session, int32_t index, const char **name,
+                              int32_t *rank, int64_t shape[8], char *error, size_t error_len);
+int stepc_session_last_metrics(stepc_session *session, float *values, size_t count, char *error,
+                               size_t error_len);
 /* The logits of one row (`count` floats: [seq, vocab] for a language model,
  * the logits' elements over their first dimension): those the forward gives
  * a batch of one row whose integer input `input` is `row` (`row_len` ids,

@@ -76,6 +76,11 @@ def _runtime():
                                                          ctypes.POINTER(i32), ctypes.POINTER(i32),
                                                          ctypes.POINTER(i64), c, sz]),
             "stepc_session_steps_done": (ctypes.c_int, [p, ctypes.POINTER(i64), c, sz]),
+            "stepc_session_num_metrics": (ctypes.c_int, [p, ctypes.POINTER(i32), c, sz]),
+            "stepc_session_metric_info": (ctypes.c_int, [p, i32, ctypes.POINTER(c),
+                                                         ctypes.POINTER(i32),
+                                                         ctypes.POINTER(i64), c, sz]),
+            "stepc_session_last_metrics": (ctypes.c_int, [p, fp, sz, c, sz]),
             "stepc_session_ranks": (ctypes.c_int, [p, ctypes.POINTER(i32), ctypes.POINTER(i32),
                                                    ctypes.POINTER(i32), c, sz]),
             "stepc_session_save_checkpoint": (ctypes.c_int, [p, c, c, c, sz]),
@@ -376,6 +381,31 @@ class Session:
             a.size, logits.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), logits.size,
             self._err, _ERROR_LEN))
         return logits
+
+    def metrics(self):
+        """The last step's metrics (the loss function's `#step.result<metric,
+        "name">` results, e.g. an MoE layer's expert loads), by name: a float
+        for a scalar, else an array; reduced over the ranks as the loss."""
+        n = ctypes.c_int32()
+        self._check(self._lib.stepc_session_num_metrics(self._s, ctypes.byref(n), self._err,
+                                                        _ERROR_LEN))
+        table = []
+        for i in range(n.value):
+            name, rank, shape = ctypes.c_char_p(), ctypes.c_int32(), (ctypes.c_int64 * 8)()
+            self._check(self._lib.stepc_session_metric_info(
+                self._s, i, ctypes.byref(name), ctypes.byref(rank), shape, self._err, _ERROR_LEN))
+            table.append((name.value.decode(), tuple(shape[:rank.value])))
+        values = np.zeros(sum(int(np.prod(s)) for _, s in table), dtype=np.float32)
+        self._check(self._lib.stepc_session_last_metrics(
+            self._s, values.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), values.size,
+            self._err, _ERROR_LEN))
+        out, at = {}, 0
+        for name, shape in table:
+            size = int(np.prod(shape))
+            part = values[at:at + size].reshape(shape)
+            out[name] = float(part) if not shape else part
+            at += size
+        return out
 
     @property
     def steps_done(self):
