@@ -112,7 +112,8 @@ int Communicator::AllToAllThunk(void* ctx, int32_t axes, const float* send, floa
   auto* self = static_cast<Communicator*>(ctx);
   const double since = Now();
   const int failed = self->Keep(self->StartAllToAll(axes, send, recv, count), request);
-  self->Started("all_to_all", axes, count, since, failed ? -1 : *request);
+  // Recorded as the rank's whole send buffer (count floats to each peer).
+  self->Started("all_to_all", axes, count * self->Ranks(axes), since, failed ? -1 : *request);
   return failed;
 }
 

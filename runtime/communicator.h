@@ -92,7 +92,8 @@ class Communicator {
   void ResetTimes() { times_ = Times{}; }
 
   // While recording (stepc-run --trace), each collective the table starts:
-  // its kind, axes and floats per rank, and the CLOCK_MONOTONIC seconds it
+  // its kind, axes and floats per rank (an all-to-all's: its whole send
+  // buffer, every peer's block), and the CLOCK_MONOTONIC seconds it
   // was issued at and its wait began and ended at (0: not waited for yet).
   struct CollectiveRecord {
     const char* kind;
