@@ -1,9 +1,10 @@
 // The mixture-of-experts kernels (step.top_k, moe_dispatch, moe_combine,
 // grouped_matmul and their gradients) on the CPU. The routing is
-// moe_routing.h's; each expert's product is one OpenBLAS sgemm on its rows,
-// an expert without rows none. (Not oneDNN's matmul: a primitive is made
-// per shape, and an expert's row count changes every step — gpt-small with
-// 4 experts held 150 MB of primitives and ran 2.7x its prediction.)
+// moe_routing.h's; each expert's product is one oneDNN matmul on its rows
+// (an expert without rows none) whose row count (or, for a weight
+// gradient, reduction length) is a runtime dimension: one primitive per
+// weight shape, however the tokens split (a primitive per row count held
+// 150 MB for gpt-small's 4 experts). OpenBLAS's sgemm where oneDNN has none.
 
 #include <algorithm>
 #include <cmath>
@@ -14,9 +15,24 @@
 #include <cblas.h>
 
 #include "runtime/kernels/cpu/cpu_kernels.h"
+#if STEPC_GEMM_ONEDNN
+#include "runtime/kernels/cpu/onednn_matmul.h"
+#endif
 #include "runtime/kernels/moe_routing.h"
 
 namespace {
+
+// One expert's product through oneDNN (onednn_matmul.h), or false: the
+// reference kernels (no oneDNN) take the sgemm.
+bool ExpertMatmul(const float* a, bool transpose_a, const float* b, bool transpose_b, float* c,
+                  int64_t m, int64_t n, int64_t k, bool runtime_m, bool accumulate) {
+#if STEPC_GEMM_ONEDNN
+  return stepc::onednn::VariableMatmul(a, transpose_a, b, transpose_b, c, m, n, k, runtime_m,
+                                       accumulate);
+#else
+  return false;
+#endif
+}
 
 // Each pair's slot (and the counts and each block's rows, when asked).
 std::vector<int32_t> Slots(const int32_t* experts, int64_t pairs, int64_t num_experts,
@@ -132,7 +148,10 @@ extern "C" void stepc_cpu_grouped_matmul(const float* lhs, const float* rhs,
       int64_t begin, end;
       stepc_moe_rows(counts + b * num_experts, e, block, &begin, &end);
       covered = std::max(covered, end);
-      if (end > begin)
+      if (end > begin &&
+          !ExpertMatmul(lhs + (base + begin) * k, false, rhs + e * k * n, transpose_b,
+                        out + (base + begin) * n, end - begin, n, k, /*runtime_m=*/true,
+                        /*accumulate=*/false))
         cblas_sgemm(CblasRowMajor, CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans,
                     int(end - begin), int(n), int(k), 1.0f, lhs + (base + begin) * k, int(k),
                     rhs + e * k * n, transpose_b ? int(k) : int(n), 0.0f,
@@ -155,6 +174,13 @@ extern "C" void stepc_cpu_grouped_matmul_weight_grad(const float* lhs, const flo
       stepc_moe_rows(counts + b * num_experts, e, block, &begin, &end);
       if (end == begin) continue;
       const int64_t rows = end - begin, at = b * block + begin;
+      if (transpose_b ? ExpertMatmul(dy + at * n, true, lhs + at * k, false, d, n, k, rows,
+                                     /*runtime_m=*/false, beta != 0.0f)
+                      : ExpertMatmul(lhs + at * k, true, dy + at * n, false, d, k, n, rows,
+                                     /*runtime_m=*/false, beta != 0.0f)) {
+        beta = 1.0f;
+        continue;
+      }
       if (transpose_b)  // dW_e = dY_eᵀ X_e: [N, K]
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(k), int(rows), 1.0f,
                     dy + at * n, int(n), lhs + at * k, int(k), beta, d, int(k));

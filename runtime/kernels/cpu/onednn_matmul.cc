@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -122,6 +123,53 @@ bool SplitKMatmul(Type type, const void* a, const void* b, float* c, int64_t m, 
     for (int64_t p = 1; p < parts; ++p) s += sums[p * count + i];
     c[i] = s;
   }
+  return true;
+}
+
+bool VariableMatmul(const float* a, bool transpose_a, const float* b, bool transpose_b, float* c,
+                    int64_t m, int64_t n, int64_t k, bool runtime_m, bool accumulate) {
+  using dnnl::memory;
+  using Tag = memory::format_tag;
+  const Tag a_tag = transpose_a ? Tag::ba : Tag::ab, b_tag = transpose_b ? Tag::ba : Tag::ab;
+  auto descs = [&](int64_t rows, int64_t depth) {
+    return std::array<memory::desc, 3>{memory::desc({rows, depth}, memory::data_type::f32, a_tag),
+                                       memory::desc({depth, n}, memory::data_type::f32, b_tag),
+                                       memory::desc({rows, n}, memory::data_type::f32, Tag::ab)};
+  };
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int64_t, bool, bool, bool, bool>,
+                  std::unique_ptr<dnnl::matmul>> cache;
+  const int64_t fixed = runtime_m ? k : m;
+  std::unique_ptr<dnnl::matmul>* matmul;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto [it, made] = cache.try_emplace({fixed, n, transpose_a, transpose_b, runtime_m, accumulate});
+    matmul = &it->second;
+    if (made) {
+      const int64_t any = DNNL_RUNTIME_DIM_VAL;
+      auto d = runtime_m ? descs(any, k) : descs(m, any);
+      try {
+        dnnl::primitive_attr attr;
+        if (accumulate) {
+          dnnl::post_ops ops;
+          ops.append_sum(1.0f);
+          attr.set_post_ops(ops);
+        }
+        *matmul = std::make_unique<dnnl::matmul>(
+            dnnl::matmul::primitive_desc(dnnl::matmul::desc(d[0], d[1], d[2]), attr, Engine()));
+      } catch (const dnnl::error&) {
+        matmul->reset();
+      }
+    }
+  }
+  if (!*matmul) return false;
+  auto d = descs(m, k);
+  dnnl::stream stream(Engine());
+  dnnl::memory am(d[0], Engine(), const_cast<float*>(a));
+  dnnl::memory bm(d[1], Engine(), const_cast<float*>(b));
+  dnnl::memory cm(d[2], Engine(), c);
+  (*matmul)->execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  stream.wait();
   return true;
 }
 

@@ -38,6 +38,16 @@ bool Matmul(const Operand& a, const void* a_data, const Operand& b, const void* 
 bool SplitKMatmul(Type type, const void* a, const void* b, float* c, int64_t m, int64_t n,
                   int64_t k, bool transpose_a, bool transpose_b);
 
+// c (+)= op(a) @ op(b), f32 and dense, where m or k is only known per call
+// (an expert's rows, which change every step): one primitive per shape of
+// the rest, with that dim a runtime dimension, so that no step makes a new
+// one (a primitive per row count held 150 MB for gpt-small's experts).
+// op(a) is [m, k], stored transposed ([k, m]) if transpose_a; op(b) is
+// [k, n], stored [n, k] if transpose_b. False, computing nothing, where
+// oneDNN has no primitive for it (the caller falls back).
+bool VariableMatmul(const float* a, bool transpose_a, const float* b, bool transpose_b, float* c,
+                    int64_t m, int64_t n, int64_t k, bool runtime_m, bool accumulate);
+
 // Whether oneDNN runs f32 matmuls on its AVX-512 brgemm kernels here (or,
 // on a CPU without AVX-512, on its older gemm:jit ones).
 bool HasF32Brgemm();
