@@ -242,12 +242,12 @@ class Lowering:
 
     def remove_dead_ops(self, loss):
         """Drops body lines whose value nothing reads (a Linear's weight
-        transpose, the [N, K] views around it): the walk from the loss
-        lowers operands an op then looks through."""
+        transpose, the [N, K] views around it): the walk from the loss (and
+        the metrics) lowers operands an op then looks through."""
         import re
         # A line defines one value, or several ("%a, %b = step.top_k ...").
         defined = [re.findall(r"%[\w.]+", line.split(" = ", 1)[0]) for line in self.w.body]
-        live, work = set(), [loss.name]
+        live, work = set(), [loss.name] + [v.name for _, v in self.w.metrics]
         index = {name: i for i, names in enumerate(defined) for name in names}
         while work:
             name = work.pop()
@@ -744,6 +744,12 @@ def moe(lw, node):
         hidden = w.unary("gelu", w.grouped_matmul(rows, w1, counts, "moe_w1"), "moe_gelu")
     out = w.moe_combine(w.grouped_matmul(hidden, w2, counts, "moe_w2"), gate, chosen, experts,
                         "moe_out")
+    # The layer's metric, named for its module ("layers.0.moe.expert_load"):
+    # the batch's share of routed pairs at each expert.
+    router_name = lw.param_nodes.get(argument(node, 1, "router"), "")
+    suffix = ".router.weight"
+    layer = router_name[:-len(suffix)] if router_name.endswith(suffix) else f"moe{len(w.metrics)}"
+    w.metric(f"{layer}.expert_load", w.expert_load(chosen, experts, "moe"))
     return lw.reshape(out, x.shape)
 
 

@@ -210,6 +210,23 @@ class FunctionWriter:
                                    f": ({logits.type}, {targets.type}) -> {{out}}",
                          dtype="f64" if self.dtype == "f64" else "f32")
 
+    def expert_load(self, experts, num_experts, hint):
+        """[E]: the share of the (token, expert) pairs of `experts` ([N, K]
+        i32) at each expert, a mean over the rows: an MoE layer's load."""
+        n, k = experts.shape
+        e = num_experts
+        picks = self.reshape(experts, [n, k, 1], hint + "_picks")
+        picks = self.emit(hint + "_picks_all", [n, k, e],
+                          f"step.broadcast {picks.name} : {picks.type} -> {{out}}", dtype="i32")
+        ids = self.emit(hint + "_ids", [e], "step.iota dim 0 : {out}", dtype="i32")
+        ids = self.emit(hint + "_ids_all", [n, k, e],
+                        f"step.broadcast {ids.name} : {ids.type} -> {{out}}", dtype="i32")
+        hit = self.emit(hint + "_hit", [n, k, e],
+                        f"step.compare eq, {picks.name}, {ids.name} : {picks.type}", dtype="i1")
+        hit = self.emit(hint + "_hit_f", [n, k, e],
+                        f"step.convert {hit.name} : {hit.type} -> {{out}}")
+        return self.reduce("reduce_mean", hit, [0, 1], hint + "_load")
+
     def metric(self, name, value):
         """Returns `value` (f32) as the metric `name`: a measure of the batch
         that every training step reports, averaged over ranks as the loss."""

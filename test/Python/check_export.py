@@ -95,6 +95,25 @@ else:
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.95), eps=1e-3)
 session = stepc.Session(so, export_dir=out)
+# Each stepc.nn.MoE's expert loads as PyTorch routes its input (the stable
+# descending sort's top k: ties to the lower index), which the step returns
+# as the metric <module>.expert_load.
+torch_loads = {}
+
+
+def record_loads(name):
+    def hook(module, inputs, _):
+        x = inputs[0].detach().reshape(-1, inputs[0].shape[-1])
+        probs = torch.softmax(x @ module.router.weight.detach().t(), dim=-1)
+        chosen = torch.sort(probs, dim=-1, descending=True, stable=True)[1][:, :module.top_k]
+        share = torch.nn.functional.one_hot(chosen, module.router.out_features).double()
+        torch_loads[name + ".expert_load"] = share.mean((0, 1)).numpy()
+    return hook
+
+
+for name, module in model.named_modules():
+    if isinstance(module, stepc.nn.MoE):
+        module.register_forward_hook(record_loads(name))
 scales = [g["lr"] / 1e-3 for g in opt.param_groups]
 worst = 0.0
 for step, batch in enumerate(batches):
@@ -115,6 +134,12 @@ for step, batch in enumerate(batches):
           f"norm stepc {got_norm:.5f} torch {norm.item():.5f}")
     if err > args.tolerance:
         sys.exit(f"FAIL: step {step + 1} loss differs by {err:.3g}")
+    metrics = session.metrics()
+    for name, load in torch_loads.items():
+        if name not in metrics or not np.allclose(metrics[name], load, rtol=0, atol=1e-6):
+            sys.exit(f"FAIL: step {step + 1} {name} is {metrics.get(name)}, PyTorch's {load}")
+    if torch_loads:
+        print(f"step {step + 1}: expert loads as PyTorch routes ({', '.join(sorted(torch_loads))})")
 state = session.state_dict()
 for name, value in model.state_dict().items():
     if name not in state:
