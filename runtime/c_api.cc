@@ -479,6 +479,26 @@ extern "C" int stepc_session_num_outputs(stepc_session* s, int32_t* count, char*
   });
 }
 
+namespace {
+
+// Entry `index` of a table of `count` outputs or metrics (`what`): its
+// name, rank and shape.
+absl::Status TableEntry(const stepc_output_info* table, int32_t count, const char* what,
+                        int32_t index, const char** name, int32_t* rank, int64_t shape[8]) {
+  if (!name || !rank || !shape) return absl::InvalidArgumentError("name, rank or shape is NULL");
+  if (index < 0 || index >= count)
+    return absl::OutOfRangeError(
+        absl::StrCat("no ", what, " ", index, " (the module has ", count, ")"));
+  const stepc_output_info& o = table[index];
+  if (o.rank > 8) return absl::OutOfRangeError(absl::StrCat("'", o.name, "' has more than 8 dims"));
+  *name = o.name;
+  *rank = o.rank;
+  std::copy(o.shape, o.shape + o.rank, shape);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 extern "C" int stepc_session_num_metrics(stepc_session* s, int32_t* count, char* error,
                                          size_t len) {
   return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
@@ -492,17 +512,8 @@ extern "C" int stepc_session_metric_info(stepc_session* s, int32_t index, const 
                                          int32_t* rank, int64_t shape[8], char* error,
                                          size_t len) {
   return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
-    if (!name || !rank || !shape) return absl::InvalidArgumentError("name, rank or shape is NULL");
     const stepc_module_info& info = session.module().info();
-    if (index < 0 || index >= info.num_metrics)
-      return absl::OutOfRangeError(absl::StrCat("no metric ", index, " (the module has ",
-                                                info.num_metrics, ")"));
-    const stepc_output_info& m = info.metrics[index];
-    if (m.rank > 8) return absl::OutOfRangeError(absl::StrCat("'", m.name, "' has more than 8 dims"));
-    *name = m.name;
-    *rank = m.rank;
-    std::copy(m.shape, m.shape + m.rank, shape);
-    return absl::OkStatus();
+    return TableEntry(info.metrics, info.num_metrics, "metric", index, name, rank, shape);
   });
 }
 
@@ -524,17 +535,8 @@ extern "C" int stepc_session_output_info(stepc_session* s, int32_t index, const 
                                          int32_t* rank, int64_t shape[8], char* error,
                                          size_t len) {
   return WithSession(s, error, len, [&](stepc::Session& session) -> absl::Status {
-    if (!name || !rank || !shape) return absl::InvalidArgumentError("name, rank or shape is NULL");
     const stepc_module_info& info = session.module().info();
-    if (index < 0 || index >= info.num_outputs)
-      return absl::OutOfRangeError(absl::StrCat("no output ", index, " (the module has ",
-                                                info.num_outputs, ")"));
-    const stepc_output_info& o = info.outputs[index];
-    if (o.rank > 8) return absl::OutOfRangeError(absl::StrCat("'", o.name, "' has more than 8 dims"));
-    *name = o.name;
-    *rank = o.rank;
-    std::copy(o.shape, o.shape + o.rank, shape);
-    return absl::OkStatus();
+    return TableEntry(info.outputs, info.num_outputs, "output", index, name, rank, shape);
   });
 }
 

@@ -47,6 +47,17 @@ dnnl::memory::desc BiasDesc(const Operand& c) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abc);
 }
 
+// accumulate: c += the product (a sum post-op), else c = it.
+dnnl::primitive_attr SumAttr(bool accumulate) {
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
 const Primitive& PrimitiveFor(const Operand& a, const Operand& b, const Operand& c,
                               bool accumulate, bool bias) {
   static std::mutex mutex;
@@ -62,12 +73,7 @@ const Primitive& PrimitiveFor(const Operand& a, const Operand& b, const Operand&
   if (it != cache.end()) return it->second;
   Primitive p{Desc(a), Desc(b), Desc(c), bias ? BiasDesc(c) : dnnl::memory::desc(), nullptr};
   try {
-    dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);
-      attr.set_post_ops(ops);
-    }
+    dnnl::primitive_attr attr = SumAttr(accumulate);
     dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c)
                                    : dnnl::matmul::desc(p.a, p.b, p.c);
     p.matmul = std::make_unique<dnnl::matmul>(dnnl::matmul::primitive_desc(desc, attr, Engine()));
@@ -149,14 +155,8 @@ bool VariableMatmul(const float* a, bool transpose_a, const float* b, bool trans
       const int64_t any = DNNL_RUNTIME_DIM_VAL;
       auto d = runtime_m ? descs(any, k) : descs(m, any);
       try {
-        dnnl::primitive_attr attr;
-        if (accumulate) {
-          dnnl::post_ops ops;
-          ops.append_sum(1.0f);
-          attr.set_post_ops(ops);
-        }
-        *matmul = std::make_unique<dnnl::matmul>(
-            dnnl::matmul::primitive_desc(dnnl::matmul::desc(d[0], d[1], d[2]), attr, Engine()));
+        *matmul = std::make_unique<dnnl::matmul>(dnnl::matmul::primitive_desc(
+            dnnl::matmul::desc(d[0], d[1], d[2]), SumAttr(accumulate), Engine()));
       } catch (const dnnl::error&) {
         matmul->reset();
       }
