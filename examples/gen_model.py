@@ -14,7 +14,10 @@ each block's MLP a mixture of E experts of the same shape (a linear router,
 softmax, the top K with their probabilities renormalised as gates, dropless
 dispatch, grouped products, combine), --moe-shared 1 adds the dense MLP as a
 shared expert (DeepSeek's), --moe-aux-loss C a sequence-wise load-balancing
-loss (DeepSeek-V3's: Switch's E·Σ f·P within each sequence, averaged).
+loss (DeepSeek-V3's: Switch's E·Σ f·P within each sequence, averaged),
+--moe-bias-update R DeepSeek-V3's balancing without one (a routing bias the
+step moves by R · sign(1/E - load)). Each MoE layer returns its expert loads
+as a metric.
 Standard library only.
 """
 
@@ -92,6 +95,7 @@ def gpt(a, w):
             E = a.moe_experts
             blocks[-1].update(
                 router=w.param(p + "moe.router.weight", [E, D], normal(std), block=l),
+                router_bias=router_bias(w, a, p, f"h{l}", l),
                 fc_e=w.param(p + "moe.experts.c_fc.weight", [E, 4 * D, D], normal(std), block=l),
                 proj_e=w.param(p + "moe.experts.c_proj.weight", [E, D, 4 * D],
                                scaled_normal(std, L), block=l))
@@ -132,7 +136,7 @@ def gpt(a, w):
                 hid = w.grouped_matmul(rows, p["fc_e"], counts, n + "moe_fc")
                 act = w.unary("gelu", hid, n + "moe_gelu", gelu)
                 return w.grouped_matmul(act, p["proj_e"], counts, n + "moe_proj")
-            y = moe(w, a, h, p["router"], experts, n, aux)
+            y = moe(w, a, h, p["router"], experts, n, aux, p["router_bias"])
             f = y if f is None else w.binary("add", f, y, n + "mlp_shared")
         f = w.dropout(f, a.dropout, n + "mlp_drop")
         x = w.binary("add", x, f, n + "x_mlp")
@@ -147,10 +151,22 @@ def dense_mlp(a):
     return not a.moe_experts or a.moe_shared
 
 
-def moe(w, a, h, router, experts, n, aux):
+def router_bias(w, a, prefix, layer, block):
+    """--moe-bias-update R: the layer's routing bias [E], frozen (no
+    gradient) and moved by the step after the optimizer by
+    R · sign(1/E − load) from the layer's expert loads (DeepSeek-V3's
+    balancing without an auxiliary loss); None without."""
+    if not a.moe_bias_update:
+        return None
+    return w.param(prefix + "moe.router_bias", [a.moe_experts], "zeros", block=block, frozen=True,
+                   balance=(layer + ".expert_load", a.moe_bias_update))
+
+
+def moe(w, a, h, router, experts, n, aux, bias=None):
     """The mixture of experts on h [B, T, D]: router probabilities over E,
-    the top K renormalised as gates, dispatch, `experts(rows, counts)`,
-    combine. Appends the layer's load-balancing term to `aux`: per
+    the top K renormalised as gates (picked by probability + `bias` where
+    there is one, the gates the probabilities themselves), dispatch,
+    `experts(rows, counts)`, combine. Appends the layer's load-balancing term to `aux`: per
     sequence, Σ_e f_e · P_e with f_e its fraction of routed pairs at e and
     P_e its mean probability of e (only P_e carries a gradient), averaged
     over the sequences — a mean over rows like the loss's, so data
@@ -159,7 +175,17 @@ def moe(w, a, h, router, experts, n, aux):
     E, K = a.moe_experts, a.moe_top_k
     flat = w.reshape(h, [B * T, D], n + "moe_in")
     probs = w.softmax(w.matmul(flat, router, n + "router"), n + "router_probs")
-    gate, expert = w.top_k(probs, K, n + "moe")
+    if bias is None:
+        gate, expert = w.top_k(probs, K, n + "moe")
+    else:
+        # (In [B, T, E]: data parallelism splits a broadcast's batch there.)
+        rows3 = w.reshape(probs, [B, T, E], n + "probs_bte")
+        scores = w.binary("add", rows3, w.broadcast(bias, [B, T, E], n + "bias_all"),
+                          n + "router_scores")
+        _, expert = w.top_k(w.reshape(scores, [B * T, E], n + "scores"), K, n + "moe")
+        gate = w.emit(n + "moe_gate_p", [B * T, K], f"step.gather {probs.name}, {expert.name} "
+                                                    f"dim 1 : ({probs.type}, {expert.type}) -> "
+                                                    f"{{out}}")
     if K > 1:
         total = w.reduce("reduce_sum", gate, [1], n + "gate_sum", keep=True)
         gate = w.binary("div", gate, w.broadcast(total, gate.shape, n + "gate_total"),
@@ -238,6 +264,7 @@ def llama(a, w):
             E = a.moe_experts
             blocks[-1].update(
                 router=w.param(p + "moe.router.weight", [E, D], normal(std), block=l),
+                router_bias=router_bias(w, a, p, f"l{l}", l),
                 w1_e=w.param(p + "moe.experts.w1", [E, F, D], normal(std), block=l),
                 w2_e=w.param(p + "moe.experts.w2", [E, D, F], scaled_normal(std, L), block=l),
                 w3_e=w.param(p + "moe.experts.w3", [E, F, D], normal(std), block=l))
@@ -271,7 +298,7 @@ def llama(a, w):
                 u = w.grouped_matmul(rows, p["w3_e"], counts, n + "moe_w3")
                 return w.grouped_matmul(w.binary("mul", g, u, n + "moe_swiglu"), p["w2_e"],
                                         counts, n + "moe_w2")
-            y = moe(w, a, h, p["router"], experts, n, aux)
+            y = moe(w, a, h, p["router"], experts, n, aux, p["router_bias"])
             m = y if m is None else w.binary("add", m, y, n + "ffn_shared")
         m = w.dropout(m, a.dropout, n + "ffn_drop")
         x = w.binary("add", x, m, n + "x_ffn")
@@ -322,6 +349,10 @@ def parser():
                    help="1: the dense MLP as a shared expert beside the routed ones")
     p.add_argument("--moe-aux-loss", type=float, default=0.0, metavar="C",
                    help="Switch load-balancing loss coefficient (e.g. 0.01; default 0: none)")
+    p.add_argument("--moe-bias-update", type=float, default=0.0, metavar="R",
+                   help="DeepSeek-V3's balancing without an auxiliary loss: a routing bias per "
+                        "layer picks the experts (not the gates) and moves by R · sign(1/E − load) "
+                        "each step (e.g. 1e-3; default 0: none)")
     p.add_argument("--pad-token", type=int, default=None, metavar="T",
                    help="no query attends to a key whose token is T (a key-padding mask, "
                         "step.attention's mask operand; a row with only such keys gives 0)")
@@ -367,8 +398,10 @@ def check(a, p):
     if a.moe_experts < 0 or (a.moe_experts and not 1 <= a.moe_top_k <= a.moe_experts):
         p.error(f"--moe-top-k must be in [1, --moe-experts], got {a.moe_top_k} of "
                 f"{a.moe_experts}")
-    if (a.moe_shared or a.moe_aux_loss) and not a.moe_experts:
-        p.error("--moe-shared and --moe-aux-loss need --moe-experts")
+    if not a.moe_bias_update >= 0.0:
+        p.error(f"--moe-bias-update must be >= 0, got {a.moe_bias_update}")
+    if (a.moe_shared or a.moe_aux_loss or a.moe_bias_update) and not a.moe_experts:
+        p.error("--moe-shared, --moe-aux-loss and --moe-bias-update need --moe-experts")
     if not a.moe_aux_loss >= 0.0:
         p.error(f"--moe-aux-loss must be >= 0, got {a.moe_aux_loss}")
     if a.pad_token is not None and not 0 <= a.pad_token < a.vocab:

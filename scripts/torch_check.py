@@ -171,23 +171,27 @@ def gpt_loss(a, p, tokens, targets, drop=lambda x, stream: x):
             def expert(e, rows, n=n):
                 h1 = F.gelu(rows @ p[n + "moe.experts.c_fc.weight"][e].t(), approximate=approx)
                 return h1 @ p[n + "moe.experts.c_proj.weight"][e].t()
-            f = f + moe(a, p[n + "moe.router.weight"], h, expert, aux)
+            f = f + moe(a, p[n + "moe.router.weight"], h, expert, aux,
+                        p.get(n + "moe.router_bias"))
         x = x + drop(f, 2 + 2 * l)
     x = F.layer_norm(x, (D,), p["ln_f.weight"], p["ln_f.bias"], a.norm_eps)
     logits = x @ p["wte"].t()
     return with_aux(a, lm_loss(a, logits, targets), aux)
 
 
-def moe(a, router, h, expert, aux):
+def moe(a, router, h, expert, aux, bias=None):
     """gen_model.py's mixture of experts, written from its definition: the
     router's softmax, the top K (a stable descending sort: ties to the lower
-    index) renormalised as gates, each expert on the tokens routed to it,
-    summed back by the gates; the sequence-wise balance term into `aux`."""
+    index; of probability + bias with --moe-bias-update) with their
+    probabilities renormalised as gates, each expert on the tokens routed to
+    it, summed back by the gates; the sequence-wise balance term into `aux`."""
     b, t, d = h.shape
     flat = h.reshape(b * t, d)
     probs = F.softmax(flat @ router.t(), dim=-1)
-    values, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-    gate, chosen = values[:, :a.moe_top_k], order[:, :a.moe_top_k]
+    scores = probs if bias is None else probs + bias
+    order = torch.sort(scores, dim=-1, descending=True, stable=True)[1]
+    chosen = order[:, :a.moe_top_k]
+    gate = probs.gather(1, chosen)
     if a.moe_top_k > 1:
         gate = gate / gate.sum(-1, keepdim=True)
     out = torch.zeros_like(flat)
@@ -207,6 +211,22 @@ def moe(a, router, h, expert, aux):
 # The MoE layers' expert loads of the last forward, in layer order (what
 # gen_model.py's models return as the metrics h<l>/l<l>.expert_load).
 MOE_LOADS = []
+
+
+def balance(a, p):
+    """--moe-bias-update R after the optimizer: each layer's routing bias
+    moves by R · sign(1/E − load), its loads those of the step's forward
+    (DeepSeek-V3's balancing without an auxiliary loss)."""
+    if not a.moe_experts or not a.moe_bias_update:
+        return
+    loads = [x for x in MOE_LOADS if not isinstance(x, tuple)]
+    prefix = "h." if a.arch == "gpt" else "layers."
+    with torch.no_grad():
+        for layer, load in enumerate(loads):
+            bias = p[f"{prefix}{layer}.moe.router_bias"]
+            share = torch.tensor(load, dtype=torch.float32)
+            sign = torch.sign(torch.full_like(share, 1.0 / a.moe_experts) - share)
+            bias += torch.tensor(float(a.moe_bias_update), dtype=torch.float32) * sign
 
 
 def with_aux(a, loss, aux):
@@ -258,7 +278,8 @@ def llama_loss(a, p, tokens, targets, drop=lambda x, stream: x):
                 g = F.silu(rows @ p[n + "moe.experts.w1"][e].t()) * \
                     (rows @ p[n + "moe.experts.w3"][e].t())
                 return g @ p[n + "moe.experts.w2"][e].t()
-            m = m + moe(a, p[n + "moe.router.weight"], h, expert, aux)
+            m = m + moe(a, p[n + "moe.router.weight"], h, expert, aux,
+                        p.get(n + "moe.router_bias"))
         x = x + drop(m, 2 + 2 * l)
     x = rms_norm(x, p["norm"], a.norm_eps)
     logits = x @ p["output"].t()
@@ -494,6 +515,7 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
     p = leaves(params, shapes)
     loss_fn = gpt_loss if a.arch == "gpt" else llama_loss
     autocast = opt_args.precision == "bf16" and opt_args.torch_precision != "fp32"
+    MOE_LOADS.clear()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         loss = loss_fn(a, p, torch.tensor(tokens, dtype=torch.long),
                        torch.tensor(targets, dtype=torch.long),
@@ -506,6 +528,7 @@ def run_torch(a, shapes, params, tokens, targets, lr, opt_args, grads_from=None)
     norm = clip(p, shapes)
     step, state_of = make_optimizer(p, shapes, lr, opt_args)
     step()
+    balance(a, p)
     state = state_of()
     out = {"loss": loss.item(), "grad_norm": norm.item()}
     out.update(final_tensors(p, shapes, state, opt_args.optimizer))
@@ -544,6 +567,7 @@ def run_torch_steps(a, shapes, params, tokens, targets, lr, opt_args):
         norms.append(clip(p, shapes).item())
         losses.append(loss.item())
         step()
+        balance(a, p)
     final = final_tensors(p, shapes, state_of(), opt_args.optimizer)
     # The last step's metrics: each layer's expert loads (equal routing
     # decisions give equal shares) and the balance loss's term.

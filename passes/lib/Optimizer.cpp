@@ -75,6 +75,50 @@ Value scalar(OpBuilder &b, Location loc, RankedTensorType type, double value) {
 }
 
 
+/// A frozen parameter the step moves by a metric (`step.balance`): its
+/// argument, the gradient function's result holding the metric, the rate.
+struct Balance {
+  unsigned arg, metric;
+  double rate;
+};
+
+FailureOr<SmallVector<Balance>> balancedParams(func::FuncOp grad, ArrayRef<unsigned> frozen) {
+  SmallVector<Balance> balances;
+  for (unsigned i : frozen) {
+    auto balance = grad.getArgAttrOfType<DictionaryAttr>(i, StepDialect::kBalanceAttrName);
+    if (!balance)
+      continue;
+    StringRef metric = balance.getAs<StringAttr>("metric").getValue();
+    std::optional<unsigned> result;
+    for (unsigned r = 1, e = grad.getNumResults(); r < e; ++r)
+      if (ResultAttr role = getResultRole(grad, r);
+          role && role.getRole() == Role::Metric && role.getName() == metric)
+        result = r;
+    if (!result || grad.getResultTypes()[*result] != grad.getArgumentTypes()[i])
+      return emitError(grad.getArgument(i).getLoc())
+             << "is balanced by metric '" << metric << "', which the step does not return "
+             << "with its type";
+    balances.push_back({i, *result, balance.getAs<FloatAttr>("rate").getValueAsDouble()});
+  }
+  return balances;
+}
+
+/// DeepSeek-V3's bias update: bias + rate · sign(1/E − m), m the experts'
+/// shares of the routed pairs (they sum to 1, so 1/E is their mean, exact).
+Value balanceUpdate(OpBuilder &b, Location loc, Value bias, Value metric, double rate) {
+  auto type = cast<RankedTensorType>(bias.getType());
+  auto splat = [&](double value) -> Value {
+    return b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), value)));
+  };
+  Value share = splat(1.0 / type.getDimSize(0));
+  Value under = b.create<CompareOp>(loc, ComparePredicate::LT, metric, share);
+  Value over = b.create<CompareOp>(loc, ComparePredicate::GT, metric, share);
+  Value sign = b.create<SelectOp>(loc, under, splat(1.0),
+                                  b.create<SelectOp>(loc, over, splat(-1.0), splat(0.0)));
+  return b.create<AddOp>(loc, bias, b.create<MulOp>(loc, sign, splat(rate)));
+}
+
 /// Keys every dropout of `step` by the run's seed (a `#step.hyper<seed>`
 /// i32 argument, appended when the step draws at all) and `stepNumber`.
 void bindDropoutKeys(func::FuncOp step, Value stepNumber) {
@@ -197,6 +241,17 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     unsigned i = 1 + params.size() + k;
     newResults.push_back(grad.getResultTypes()[i]);
     resultAttrs.push_back(grad.getResultAttrDict(i));
+  }
+  // Then each balanced frozen parameter, moved by its metric (reduced over
+  // the ranks and micro-batches by now, so every rank moves it alike).
+  FailureOr<SmallVector<Balance>> balances = balancedParams(grad, frozen);
+  if (failed(balances))
+    return failure();
+  for (const Balance &balance : *balances) {
+    newResults.push_back(argTypes[balance.arg]);
+    resultAttrs.push_back(resultRoleDict(ResultAttr::get(
+        b.getContext(), Role::Param,
+        grad.getArgAttrOfType<ParamAttr>(balance.arg, StepDialect::kParamAttrName).getName())));
   }
 
   // Named for the loss function the gradient differentiates.
@@ -423,6 +478,10 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
   llvm::append_range(results, newV);
   for (unsigned k = 0; k < outputs; ++k)
     results.push_back(mapping.lookup(gradReturn.getOperand(1 + n + k)));
+  for (const Balance &balance : *balances)
+    results.push_back(balanceUpdate(b, loc, mapping.lookup(grad.getArgument(balance.arg)),
+                                    mapping.lookup(gradReturn.getOperand(balance.metric)),
+                                    balance.rate));
   b.create<func::ReturnOp>(loc, results);
   setMissingPhases(*entry, Phase::Optimizer);
   bindDropoutKeys(step, stepNumber);

@@ -70,7 +70,9 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
     auto type = cast<RankedTensorType>(arg.getType());
-    if (!grad.getArgAttr(i, StepDialect::kParamAttrName) || type.getRank() == 0)
+    // (A balanced routing bias stays whole: every rank moves it alike.)
+    if (!grad.getArgAttr(i, StepDialect::kParamAttrName) || type.getRank() == 0 ||
+        grad.getArgAttr(i, StepDialect::kBalanceAttrName))
       continue;
     int64_t rows = type.getDimSize(0), shardRows = (rows + ranks - 1) / ranks;
     rowsOf[i] = rows;

@@ -41,18 +41,24 @@ class FunctionWriter:
         return name
 
     def param(self, name, shape, init, block=None, frozen=False, weight_decay=None,
-              lr_scale=1.0):
+              lr_scale=1.0, balance=None):
         """A parameter; `block` marks it as part of the block-th layer,
         `frozen` as held but not trained (requires_grad=False);
         `weight_decay` and `lr_scale` its own optimizer settings (a
-        torch.optim parameter group)."""
+        torch.optim parameter group); `balance` (metric, rate) a frozen
+        routing bias the step moves by that metric (step.balance)."""
         v = Value(self._fresh(name), shape, self.dtype)
         marker = ("" if block is None else f", block {block}") + (", frozen" if frozen else "")
         if weight_decay is not None:
             marker += f", weight_decay {float(weight_decay)!r}"
         if lr_scale != 1.0:
             marker += f", lr_scale {float(lr_scale)!r}"
-        self.args.append(f'{v.name}: {v.type} {{step.param = #step.param<"{name}", {init}{marker}>}}')
+        extra = ""
+        if balance is not None:
+            extra = (f', step.balance = {{metric = "{balance[0]}", '
+                     f'rate = {float(balance[1])!r} : f64}}')
+        self.args.append(f'{v.name}: {v.type} {{step.param = #step.param<"{name}", {init}{marker}>'
+                         f'{extra}}}')
         return v
 
     def input(self, name, shape, dtype="i32"):

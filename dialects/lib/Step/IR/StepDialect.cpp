@@ -141,6 +141,19 @@ LogicalResult StepDialect::verifyRegionArgAttribute(Operation *op,
                                 "a dimension of the tensor and positive segment sizes";
     return success();
   }
+  if (attribute.getName() == kBalanceAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(attribute.getValue());
+    auto metric = dict ? dict.getAs<StringAttr>("metric") : StringAttr();
+    auto rate = dict ? dict.getAs<FloatAttr>("rate") : FloatAttr();
+    auto param = function.getArgAttrOfType<ParamAttr>(argIndex, kParamAttrName);
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!metric || !rate || !(rate.getValueAsDouble() > 0) || !param || !param.getFrozen() ||
+        !tensor || tensor.getRank() != 1 || !tensor.getElementType().isF32())
+      return op->emitError() << "expects '" << kBalanceAttrName << "' on argument #" << argIndex
+                             << " to be {metric = \"name\", rate = R > 0} on a frozen f32 "
+                                "parameter of rank 1";
+    return success();
+  }
   if (attribute.getName() == kHyperAttrName) {
     if (!isa<HyperAttr>(attribute.getValue()))
       return op->emitError() << "expects '" << kHyperAttrName << "' on argument #"
@@ -219,6 +232,23 @@ static LogicalResult verifyLossFunction(FunctionOpInterface function) {
   }
   if (function.isExternal())
     return function.emitOpError() << "expects a loss function to have a body";
+  // A balanced parameter's metric: one of the loss function's, of its shape.
+  for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {
+    auto balance = function.getArgAttrOfType<DictionaryAttr>(i, StepDialect::kBalanceAttrName);
+    auto metric = balance ? balance.getAs<StringAttr>("metric") : StringAttr();
+    if (!metric)
+      continue;
+    bool found = false;
+    for (unsigned r = 1; r < results.size(); ++r) {
+      auto role = function.getResultAttrOfType<ResultAttr>(r, StepDialect::kResultAttrName);
+      found |= role && role.getRole() == Role::Metric && role.getName() == metric.getValue() &&
+               results[r] == function.getArgumentTypes()[i];
+    }
+    if (!found)
+      return function.emitOpError() << "balances argument #" << i << " by metric '"
+                                    << metric.getValue()
+                                    << "', which is no metric result of its type";
+  }
 
   llvm::StringMap<unsigned> paramNames, inputNames;
   for (unsigned i = 0, e = function.getNumArguments(); i < e; ++i) {

@@ -54,6 +54,12 @@ def Step_Dialect : Dialect {
     static constexpr llvm::StringLiteral kInputAttrName = "step.input";
     /// Argument attribute (a `#step.state`) marking optimizer state.
     static constexpr llvm::StringLiteral kStateAttrName = "step.state";
+    /// Argument attribute (a dictionary {metric, rate}) on a frozen
+    /// parameter: after the optimizer the training step moves it by
+    /// rate · sign(1/E − m) with m the E-element metric `metric` (DeepSeek-V3's
+    /// load balancing without an auxiliary loss: an expert's routing bias
+    /// rises while it takes less than its share of the routed pairs).
+    static constexpr llvm::StringLiteral kBalanceAttrName = "step.balance";
     /// Argument attribute (a `#step.hyper`) marking a runtime hyperparameter.
     static constexpr llvm::StringLiteral kHyperAttrName = "step.hyper";
     /// Argument attribute (an integer): the argument is a dim-0 shard of a
