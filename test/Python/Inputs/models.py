@@ -484,7 +484,7 @@ class MoEDecoder(nn.Module):
     SwiGLU experts) as a residual feed-forward after a norm; trained by
     torch.optim like any module, exported as stepc's MoE ops."""
 
-    def __init__(self, activation):
+    def __init__(self, activation, ties=False):
         super().__init__()
         import stepc.nn
         torch.manual_seed(5)
@@ -492,6 +492,13 @@ class MoEDecoder(nn.Module):
         self.norm = nn.LayerNorm(32)
         self.moe = stepc.nn.MoE(32, 48, experts=4, top_k=2, activation=activation, init_std=0.2)
         self.head = nn.Linear(32, 96)
+        if ties:
+            # Experts 2 and 3 route as 1 and 0 do: every token's
+            # probabilities tie exactly in pairs (the lower index wins), and
+            # as training moves the rows apart, nearly.
+            with torch.no_grad():
+                self.moe.router.weight[2].copy_(self.moe.router.weight[1])
+                self.moe.router.weight[3].copy_(self.moe.router.weight[0])
 
     def forward(self, idx, targets):
         x = self.emb(idx)
@@ -552,7 +559,7 @@ def make(name, steps):
     elif name in ("padded", "mha", "mha-seq-first", "mha-key-padding", "sdpa-padding",
                   "sdpa-additive", "sdpa-gqa", "lstm-cell", "gru-cell", "manual-padding",
                   "manual-alibi", "manual-alibi-alpha", "manual-learned", "moe-gelu",
-                  "moe-swiglu"):
+                  "moe-swiglu", "moe-ties"):
         model = {"padded": Padded, "mha": MHADecoder,
                  "mha-seq-first": lambda: MHADecoder(batch_first=False),
                  "mha-key-padding": lambda: MHADecoder(key_padding=True),
@@ -565,7 +572,8 @@ def make(name, steps):
                  "manual-alibi-alpha": lambda: ManualMasked("alibi-alpha"),
                  "manual-learned": lambda: ManualMasked("learned"),
                  "moe-gelu": lambda: MoEDecoder("gelu"),
-                 "moe-swiglu": lambda: MoEDecoder("swiglu")}[name]()
+                 "moe-swiglu": lambda: MoEDecoder("swiglu"),
+                 "moe-ties": lambda: MoEDecoder("gelu", ties=True)}[name]()
         batches = padded_tokens(g, steps)
     elif name == "sft":
         # Supervised fine-tuning: each row's prompt (a random length) has
