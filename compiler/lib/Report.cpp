@@ -213,6 +213,13 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     StringRef callee = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getCallee() : "";
     if (auto a = dyn_cast_or_null<AttentionOp>(kernel))
       countAttention(a, callee.empty() ? "attention" : callee);
+    if (callee == "grouped_matmul" || callee == "grouped_matmul_weight_grad") {
+      std::string shape = callee.str();
+      for (Attribute scalar : cast<stepk::CallOp>(op).getScalars())
+        if (auto i = dyn_cast<IntegerAttr>(scalar))
+          shape += " " + std::to_string(i.getInt());
+      report.groupedCallsByShape[shape] += 1;
+    }
     if (auto a = dyn_cast_or_null<AttentionGradOp>(kernel))
       countAttention(a, callee.empty() ? "attention_grad" : callee);
     if (auto mm = dyn_cast<MatmulOp>(op))
@@ -428,6 +435,7 @@ llvm::json::Object StepReport::toJson() const {
       {"fp8_gemms_per_step", fp8GemmsPerStep},
       {"fp8_flops_per_step", fp8FlopsPerStep},
       {"attention_calls_by_shape", toJsonObject(attentionCallsByShape)},
+      {"grouped_calls_by_shape", toJsonObject(groupedCallsByShape)},
       {"attention_flops_by_shape", toJsonObject(attentionFlopsByShape)},
       {"in_place_buffers", inPlaceBuffers},
       {"recomputed_ops_by_kind", toJsonObject(recomputedOpsByKind)},

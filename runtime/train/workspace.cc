@@ -7,10 +7,14 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "runtime/status_macros.h"
 #include "runtime/train/communication.h"
@@ -128,6 +132,41 @@ absl::StatusOr<int> StartCollective(Communicator& comm, const stepc_collective_i
   return absl::InternalError("a collective of an unknown kind in the module's table");
 }
 
+// A grouped product of the report's grouped_calls_by_shape ("callee m k n
+// experts blocks transpose_b") run once through `measure`; nullopt where the
+// key or the kernel is not one to run.
+template <typename Measure>
+absl::StatusOr<std::optional<int64_t>> ProbeGrouped(const Module& module, const std::string& key,
+                                                    Measure& measure) {
+  using Grouped = void (*)(const float*, const float*, const int32_t*, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int, float*);
+  std::vector<std::string> parts = absl::StrSplit(key, ' ');
+  int64_t d[6];
+  if (parts.size() != 7) return std::nullopt;
+  for (int i = 0; i < 6; ++i)
+    if (!absl::SimpleAtoi(parts[i + 1], &d[i]) || d[i] < 0) return std::nullopt;
+  const auto [m, k, n, experts, blocks, transpose_b] = std::tuple(d[0], d[1], d[2], d[3], d[4], d[5]);
+  auto kernel = reinterpret_cast<Grouped>(module.Symbol(("stepc_cpu_" + parts[0]).c_str()));
+  if (!kernel || experts < 1 || blocks < 1 || m % blocks || m * std::max(k, n) > kMaxProbeFloats ||
+      experts * k * n > kMaxProbeFloats)
+    return std::nullopt;
+  const bool weight_grad = parts[0] == "grouped_matmul_weight_grad";
+  ScratchFloats lhs(m * k), rhs(weight_grad ? m * n : experts * k * n),
+      out(weight_grad ? experts * k * n : m * n);
+  if (!lhs.data() || !rhs.data() || !out.data()) return std::nullopt;
+  std::vector<int32_t> counts(blocks * experts);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t e = 0; e < experts; ++e)
+      counts[b * experts + e] = static_cast<int32_t>(m / blocks / experts);
+  STEPC_ASSIGN_OR_RETURN(const int64_t bytes,
+                         measure(lhs.bytes() + rhs.bytes() + out.bytes(), [&]() -> absl::Status {
+                           kernel(lhs.data(), rhs.data(), counts.data(), m, k, n, experts, blocks,
+                                  static_cast<int>(transpose_b), out.data());
+                           return absl::OkStatus();
+                         }));
+  return std::optional<int64_t>(bytes);
+}
+
 }  // namespace
 
 absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
@@ -175,6 +214,18 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
                                return absl::OkStatus();
                              }));
       w.gemm_bytes = std::max(w.gemm_bytes, bytes);
+      ++w.gemm_shapes;
+    }
+
+  // Each mixture-of-experts product once through the step's kernel, its
+  // rows split evenly between the experts: the primitive oneDNN makes per
+  // weight shape (and its scratchpad) stays for the run.
+  if (probe_gemms && report.is_object() && report.contains("grouped_calls_by_shape") &&
+      report["grouped_calls_by_shape"].is_object())
+    for (const auto& item : report["grouped_calls_by_shape"].items()) {
+      STEPC_ASSIGN_OR_RETURN(std::optional<int64_t> bytes, ProbeGrouped(module, item.key(), measure));
+      if (!bytes) continue;
+      w.gemm_bytes = std::max(w.gemm_bytes, *bytes);
       ++w.gemm_shapes;
     }
 

@@ -66,6 +66,11 @@ struct StepReport {
   /// tq tk heads kv_heads head_dim causal" -> calls per step, and the
   /// executed FLOPs of one call (a runtime times each at its own rate).
   std::map<std::string, int64_t> attentionCallsByShape, attentionFlopsByShape;
+  /// The mixture-of-experts products (stepk.call "grouped_matmul" and
+  /// "grouped_matmul_weight_grad") by the kernel's arguments: "callee m k n
+  /// experts blocks transpose_b" -> calls per step (the runtime probes the
+  /// memory their primitives hold).
+  std::map<std::string, int64_t> groupedCallsByShape;
   /// step-remat's copies: how many of each op (or library call), their FLOPs.
   std::map<std::string, int64_t> recomputedOpsByKind;
   int64_t recomputeFlopsPerStep = 0;
