@@ -7,7 +7,8 @@
 // temporaries (a reduce-scatter twice its input) for as long as they run.
 // Neither is in the IR, and both depend on the library build, so they are
 // measured, not modelled: the step's GEMM kernel runs once on each of the
-// step's shapes; the communicator runs each kind of the step's collectives
+// step's shapes, and so does each mixture-of-experts product (oneDNN makes
+// a primitive per expert weight shape); the communicator runs each kind of the step's collectives
 // once at its largest size, then the collectives the step has in flight
 // together where their buffers peak (the report's
 // collectives_in_flight_peak: MPI's temporaries add up while they run), all
