@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <tuple>
 
 #include "runtime/stepc_abi.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -569,7 +570,63 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
-std::string SourceEmitter::metadata() {
+/// The bound a step.so checks input `arg` against (the tightest a kernel
+/// that reads it as ids checks: an embedding's rows, a cross-entropy's
+/// classes, through the slices micro-batches read; 0: none) and the id it
+/// may hold beyond it (a target the loss does not count), or
+/// STEPC_NO_IGNORED_ID.
+static std::pair<int64_t, int64_t> inputIdBound(Value arg) {
+  int64_t bound = 0, ignored = STEPC_NO_IGNORED_ID;
+  SmallVector<Value> reads{arg};
+  while (!reads.empty())
+    for (OpOperand &use : reads.pop_back_val().getUses()) {
+      if (auto slice = dyn_cast<SliceOp>(use.getOwner()))
+        reads.push_back(slice);
+      auto call = dyn_cast<stepk::CallOp>(use.getOwner());
+      // Targets whose ignored ones are masked or counted out.
+      if (call)
+        call.getBody().walk([&](Operation *op) {
+          if (auto m = dyn_cast<TargetMaskOp>(op))
+            ignored = m.getIgnoreIndex();
+          if (auto c = dyn_cast<TokenCountOp>(op))
+            ignored = c.getIgnoreIndex();
+        });
+      if (call && call.getIdCheck() &&
+          static_cast<int64_t>(use.getOperandNumber()) == *call.getIdOperand()) {
+        bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
+        // Targets a cross-entropy does not count may hold its ignore_index.
+        call.getBody().walk([&](Operation *op) {
+          std::optional<int64_t> ignore;
+          if (auto ce = dyn_cast<CrossEntropyOp>(op))
+            ignore = ce.getIgnoreIndex();
+          if (auto ce = dyn_cast<CrossEntropyGradOp>(op))
+            ignore = ce.getIgnoreIndex();
+          if (ignore)
+            ignored = *ignore;
+        });
+      }
+    }
+  return {bound, ignored};
+}
+
+/// An argument table record's split fields ("parts dim segments table
+/// axis") for an argument split as `tpShard` says: over tp, or (expert
+/// weights) over the mesh axis it names.
+std::string SourceEmitter::splitFields(DictionaryAttr tpShard, int segmentTable) {
+  int64_t parts = summary.tensorParallel, axis = -1;
+  if (auto named = tpShard.getAs<IntegerAttr>("axis")) {
+    axis = named.getInt();
+    auto module = step->getParentOfType<ModuleOp>();
+    auto meshes = module.getOps<mesh::MeshOp>();
+    parts = !meshes.empty() && axis < int64_t((*meshes.begin()).getShape().size())
+                ? (*meshes.begin()).getShape()[axis]
+                : 1;
+  }
+  return llvm::formatv("{0} {1} {2} {3} {4}", parts, tpShard.getAs<IntegerAttr>("dim").getInt(),
+                       tpShard.getAs<DenseI64ArrayAttr>("segments").size(), segmentTable, axis);
+}
+
+std::string SourceEmitter::argumentTable() {
   std::string text;
   llvm::raw_string_ostream os(text);
   unsigned n = step.getNumArguments();
@@ -654,55 +711,11 @@ std::string SourceEmitter::metadata() {
                                            : STEPC_ARG_SEED;
     } else if (auto in = step.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName)) {
       name = in.getValue().str();
-      // The bound the runtime checks the input against: the tightest a
-      // kernel that reads it as ids checks (an embedding's rows, a
-      // cross-entropy's classes), through the slices micro-batches read.
-      SmallVector<Value> reads{step.getArgument(i)};
-      while (!reads.empty())
-        for (OpOperand &use : reads.pop_back_val().getUses()) {
-          if (auto slice = dyn_cast<SliceOp>(use.getOwner()))
-            reads.push_back(slice);
-          auto call = dyn_cast<stepk::CallOp>(use.getOwner());
-          // Targets whose ignored ones are masked or counted out.
-          if (call)
-            call.getBody().walk([&](Operation *op) {
-              if (auto m = dyn_cast<TargetMaskOp>(op))
-                ignored = m.getIgnoreIndex();
-              if (auto c = dyn_cast<TokenCountOp>(op))
-                ignored = c.getIgnoreIndex();
-            });
-          if (call && call.getIdCheck() &&
-              static_cast<int64_t>(use.getOperandNumber()) == *call.getIdOperand()) {
-            bound = std::max(bound, static_cast<int64_t>(*call.getIdBound()));
-            // Targets a cross-entropy does not count may hold its ignore_index.
-            call.getBody().walk([&](Operation *op) {
-              std::optional<int64_t> ignore;
-              if (auto ce = dyn_cast<CrossEntropyOp>(op))
-                ignore = ce.getIgnoreIndex();
-              if (auto ce = dyn_cast<CrossEntropyGradOp>(op))
-                ignore = ce.getIgnoreIndex();
-              if (ignore)
-                ignored = *ignore;
-            });
-          }
-        }
+      std::tie(bound, ignored) = inputIdBound(step.getArgument(i));
     }
-    std::string tp = "0 0 0 -1 -1";
-    if (tpShard) {
-      // Split over tp, or (expert weights) over the mesh axis it names.
-      int64_t parts = summary.tensorParallel, axis = -1;
-      if (auto named = tpShard.getAs<IntegerAttr>("axis")) {
-        axis = named.getInt();
-        auto module = step->getParentOfType<ModuleOp>();
-        auto meshes = module.getOps<mesh::MeshOp>();
-        parts = !meshes.empty() && axis < int64_t((*meshes.begin()).getShape().size())
-                    ? (*meshes.begin()).getShape()[axis]
-                    : 1;
-      }
-      tp = llvm::formatv("{0} {1} {2} {3} {4}", parts, tpShard.getAs<IntegerAttr>("dim").getInt(),
-                         tpShard.getAs<DenseI64ArrayAttr>("segments").size(),
-                         indexOf(segmentIndex, segmentTables, segmentNames[i]), axis);
-    }
+    std::string tp = tpShard ? splitFields(tpShard, indexOf(segmentIndex, segmentTables,
+                                                            segmentNames[i]))
+                             : "0 0 0 -1 -1";
     // The standard deviation as the bits of its 7-digit decimal (the value
     // the module info has always held); bits, as strtod would read the host
     // trainer's locale.
@@ -745,6 +758,13 @@ std::string SourceEmitter::metadata() {
      << "    a.name = end + 1;\n"
      << "    s = a.name + strlen(a.name) + 1;\n"
      << "  }\n}\n\n";
+  return text;
+}
+
+std::string SourceEmitter::metadata() {
+  std::string text = argumentTable();
+  llvm::raw_string_ostream os(text);
+  const unsigned n = step.getNumArguments();
   if (!collectives.empty()) {
     os << "static const stepc_collective_info kCollectives[] = {\n";
     for (auto &[kind, axes, count] : collectives)

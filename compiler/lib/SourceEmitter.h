@@ -238,6 +238,9 @@ private:
   int64_t startRequest(mlir::Value result);
   std::string request(int64_t number);
   std::string metadata();
+  /// The argument table (as text step.so decodes once) and its shapes.
+  std::string argumentTable();
+  std::string splitFields(mlir::DictionaryAttr tpShard, int segmentTable);
   /// A block run being printed (step.block_run): its code goes into the
   /// function step-outline-blocks gave it, the step gets a call. Pointers
   /// are slots of the run's table (one per address, in order of use), error
