@@ -143,9 +143,10 @@ def StepMicroBatch : Pass<"step-micro-batch", "mlir::ModuleOp"> {
     gradient is the loss function rebound to batch/M (as step-rebind-batch)
     and differentiated (as step-autodiff), inlined M times on `step.slice`s
     of the inputs. The loss
-    function itself (the forward-only evaluation) keeps the whole batch. A
-    batch that does not split, or a loss function with outputs besides the
-    loss, is an error.
+    function itself (the forward-only evaluation) keeps the whole batch. Its
+    metrics (`#step.result<metric>`) are averaged as the loss is. A batch
+    that does not split, or a loss function with outputs (`#step.result<output>`)
+    besides the loss, is an error.
 
     ```mlir
     // count=2 on tokens: tensor<8x64xi32>
