@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -145,7 +144,8 @@ absl::StatusOr<std::optional<int64_t>> ProbeGrouped(const Module& module, const 
   if (parts.size() != 7) return std::nullopt;
   for (int i = 0; i < 6; ++i)
     if (!absl::SimpleAtoi(parts[i + 1], &d[i]) || d[i] < 0) return std::nullopt;
-  const auto [m, k, n, experts, blocks, transpose_b] = std::tuple(d[0], d[1], d[2], d[3], d[4], d[5]);
+  // (Plain names: a lambda may not capture structured bindings in C++17.)
+  const int64_t m = d[0], k = d[1], n = d[2], experts = d[3], blocks = d[4], transpose_b = d[5];
   auto kernel = reinterpret_cast<Grouped>(module.Symbol(("stepc_cpu_" + parts[0]).c_str()));
   if (!kernel || experts < 1 || blocks < 1 || m % blocks || m * std::max(k, n) > kMaxProbeFloats ||
       experts * k * n > kMaxProbeFloats)
