@@ -299,8 +299,8 @@ private:
     if (!norm.empty())  // the eval entry has none
       os << "  *grad_norm = " << norm << "[0];\n";
   }
-  std::string copyToHost(const std::string &dst, const std::string &src,
-                         int64_t bytes) override {
+  std::string copyToHost(const std::string &dst, const std::string &src, int64_t bytes,
+                         const char *) override {
     return copyStatement(dst, src, bytes);
   }
   std::string copyStatement(const std::string &dst, const std::string &src,

@@ -63,10 +63,10 @@ private:
   }
   void stepBegin(raw_ostream &os) override;
   void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override;
-  std::string copyToHost(const std::string &dst, const std::string &src,
-                         int64_t bytes) override {
+  std::string copyToHost(const std::string &dst, const std::string &src, int64_t bytes,
+                         const char *what) override {
     return "STEPC_CUDA(cudaMemcpyAsync(" + dst + ", " + src + ", " + std::to_string(bytes) +
-           ", cudaMemcpyDeviceToHost, stream), \"logits\");";
+           ", cudaMemcpyDeviceToHost, stream), \"" + what + "\");";
   }
   std::string copyStatement(const std::string &dst, const std::string &src,
                             int64_t bytes) override {

@@ -1032,12 +1032,13 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval(StringRef entry) {
   inner << stepBody;
   auto bytes = [&](unsigned i) { return typeOf(ret.getOperand(i)).getNumElements() * 4; };
   if (logits)
-    inner << "  if (logits) " << copyToHost("logits", ptr(ret.getOperand(*logits)), bytes(*logits))
+    inner << "  if (logits) " << copyToHost("logits", ptr(ret.getOperand(*logits)), bytes(*logits),
+                                          "logits")
        << "\n";
   for (auto [k, i] : llvm::enumerate(outputs)) {
     std::string dst = "outputs[" + std::to_string(k) + "]";
     inner << "  if (outputs && " << dst << ") "
-          << copyToHost(dst, ptr(ret.getOperand(i)), bytes(i)) << "\n";
+          << copyToHost(dst, ptr(ret.getOperand(i)), bytes(i), "output") << "\n";
   }
   stepEnd(inner, ptr(ret.getOperand(0)), "");
   bufferNames(os);
@@ -1133,7 +1134,8 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
     int64_t offset = 0;
     for (auto &[name, v] : metrics) {
       int64_t count = typeOf(v).getNumElements();
-      inner << "    " << copyToHost("metrics + " + std::to_string(offset), ptr(v), count * 4)
+      inner << "    " << copyToHost("metrics + " + std::to_string(offset), ptr(v), count * 4,
+                                    "metric")
             << "\n";
       offset += count;
     }

@@ -121,9 +121,10 @@ protected:
   /// The declaration of the kernel `call` calls, from the IR's types
   /// (libraryInputTypes, libraryResultTypes) and the target's conventions.
   virtual std::string libraryDeclaration(stepk::CallOp call) = 0;
-  /// A statement copying `bytes` of device memory at src to host memory.
-  virtual std::string copyToHost(const std::string &dst, const std::string &src,
-                                 int64_t bytes) = 0;
+  /// A statement copying `bytes` of device memory at src to host memory;
+  /// `what` names the copy in its error ("logits", "output", "metric").
+  virtual std::string copyToHost(const std::string &dst, const std::string &src, int64_t bytes,
+                                 const char *what) = 0;
   /// A statement copying `bytes` from src to dst (all_reduce's input).
   virtual std::string copyStatement(const std::string &dst, const std::string &src,
                                     int64_t bytes) = 0;
