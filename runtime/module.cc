@@ -120,6 +120,32 @@ absl::Status CheckNames(const std::string& path, const stepc_module_info& info) 
         return absl::InvalidArgumentError(
             absl::StrCat("'", path, "' names two outputs '", n, "': rename one in the model"));
   }
+  // Metrics become metric.<name>.npy, and the runtime holds their elements
+  // (a buffer sized by their shapes): plain, distinct names, sane shapes.
+  if (info.num_metrics < 0 || (info.num_metrics > 0 && !info.metrics))
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' has a bad metric table: rebuild it with this stepc"));
+  int64_t elements = 0;
+  for (int k = 0; k < info.num_metrics; ++k) {
+    const stepc_output_info& m = info.metrics[k];
+    if (absl::Status s = check(m.name, "a metric"); !s.ok()) return s;
+    for (int j = 0; j < k; ++j)
+      if (std::string(m.name) == info.metrics[j].name)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'", path, "' names two metrics '", m.name, "': rename one in the model"));
+    bool sane = m.rank >= 0 && m.rank <= 8 && (m.rank == 0 || m.shape);
+    int64_t count = 1;
+    for (int d = 0; sane && d < m.rank; ++d) {
+      sane = m.shape[d] >= 1 && m.shape[d] <= (int64_t{1} << 24) / count;
+      count *= sane ? m.shape[d] : 1;
+    }
+    elements += count;
+    if (!sane || elements > (int64_t{1} << 24))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", path, "' has a metric '", absl::CHexEscape(m.name),
+          "' of a shape this runtime cannot hold (rank 0 to 8, at most 2^24 elements in all): "
+          "rebuild it with this stepc"));
+  }
   return absl::OkStatus();
 }
 
