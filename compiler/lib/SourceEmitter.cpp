@@ -984,10 +984,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval(StringRef entry) {
   if (failed(emitBody()))
     return failure();
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
-  auto hasRole = [&](unsigned i, Role role) {
-    ResultAttr r = getResultRole(step, i);
-    return r && r.getRole() == role;
-  };
+  auto hasRole = [&](unsigned i, Role role) { return hasResultRole(step, i, role); };
   // loss, then optionally logits, then the loss function's outputs.
   unsigned n = ret.getNumOperands();
   if (n < 1 || !hasRole(0, Role::Loss))

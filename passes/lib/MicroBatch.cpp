@@ -50,7 +50,7 @@ LogicalResult accumulate(func::FuncOp loss, func::FuncOp grad, int64_t count,
   // Metrics are averaged as the loss is; outputs would need their own rule
   // (concatenate the rows?).
   for (unsigned i = 1, e = loss.getNumResults(); i < e; ++i)
-    if (ResultAttr role = getResultRole(loss, i); !role || role.getRole() != Role::Metric)
+    if (!hasResultRole(loss, i, Role::Metric))
       return loss.emitOpError() << "returns outputs besides the loss: micro-batches cannot "
                                    "split them";
 

@@ -243,10 +243,7 @@ void joinGradientsAtHome(func::FuncOp grad, Partition &p) {
 }
 
 /// Whether result `i` of `grad` is one of the loss function's metrics.
-bool isMetric(func::FuncOp grad, unsigned i) {
-  ResultAttr role = getResultRole(grad, i);
-  return role && role.getRole() == Role::Metric;
-}
+bool isMetric(func::FuncOp grad, unsigned i) { return hasResultRole(grad, i, Role::Metric); }
 
 /// The rank that computes metric `v`: its op's stage (the last stage's
 /// for a value no stage owns).

@@ -201,10 +201,9 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
   // scalar); a metric is a mean over the batch, whose parts' means the split
   // averages: its shape cannot follow the batch's rows.
   for (unsigned i = 1, e = loss.getNumResults(); i < e; ++i)
-    if (ResultAttr role = getResultRole(loss, i);
-        role && role.getRole() == Role::Metric &&
+    if (hasResultRole(loss, i, Role::Metric) &&
         body.getTerminator()->getOperand(i).getType() != loss.getResultTypes()[i])
-      return loss.emitOpError() << "metric '" << role.getName()
+      return loss.emitOpError() << "metric '" << getResultRole(loss, i).getName()
                                 << "' has the batch's rows: a metric is a measure of the whole "
                                    "batch (per-row values are an output)";
   loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes,

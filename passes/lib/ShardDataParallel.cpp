@@ -81,7 +81,7 @@ struct StepShardDataParallelPass
     // After the gradients, the loss function's outputs stay this rank's;
     // its metrics are averaged as the loss is.
     for (unsigned i = result + 1; i < results.size(); ++i)
-      if (ResultAttr role = getResultRole(grad, i); role && role.getRole() == Role::Metric)
+      if (hasResultRole(grad, i, Role::Metric))
         results[i] = mean(b, loc, allReduce(b, loc, results[i]));
     auto position = [](Value v) -> Operation * { return v.getDefiningOp(); };
     llvm::stable_sort(order, [&](unsigned x, unsigned y) {

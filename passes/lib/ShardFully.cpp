@@ -117,8 +117,7 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
   for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
     // The loss function's outputs (after the gradients) stay this rank's;
     // its metrics are averaged as the loss is.
-    ResultAttr role = getResultRole(grad, k);
-    const bool metric = role && role.getRole() == Role::Metric;
+    const bool metric = hasResultRole(grad, k, Role::Metric);
     if (k > params.size() && !metric) {
       results.push_back(v);
       resultTypes.push_back(v.getType());

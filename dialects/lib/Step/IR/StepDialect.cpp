@@ -447,6 +447,11 @@ void stepc::step::copyPhase(Operation *from, Operation *to) {
     to->setAttr(StepDialect::kPhaseAttrName, phase);
 }
 
+bool stepc::step::hasResultRole(FunctionOpInterface function, unsigned index, Role role) {
+  ResultAttr r = getResultRole(function, index);
+  return r && r.getRole() == role;
+}
+
 ResultAttr stepc::step::getResultRole(FunctionOpInterface function, unsigned index) {
   return function.getResultAttrOfType<ResultAttr>(index, StepDialect::kResultAttrName);
 }

@@ -32,6 +32,8 @@ void copyPhase(mlir::Operation *from, mlir::Operation *to);
 
 /// The role of `function`'s result `index` (its `step.result`), or null.
 ResultAttr getResultRole(mlir::FunctionOpInterface function, unsigned index);
+/// Whether `function`'s result `index` has `role`.
+bool hasResultRole(mlir::FunctionOpInterface function, unsigned index, Role role);
 /// The first result of `function` with `role`, if any.
 std::optional<unsigned> findResult(mlir::FunctionOpInterface function, Role role);
 /// A result dictionary holding just `step.result = role`.
