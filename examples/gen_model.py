@@ -22,6 +22,7 @@ Standard library only.
 """
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -190,8 +191,13 @@ def moe(w, a, h, router, experts, n, aux, bias=None):
         total = w.reduce("reduce_sum", gate, [1], n + "gate_sum", keep=True)
         gate = w.binary("div", gate, w.broadcast(total, gate.shape, n + "gate_total"),
                         n + "gate_norm")
-    rows, counts = w.moe_dispatch(flat, expert, E, n + "moe")
-    out = w.moe_combine(experts(rows, counts), gate, expert, E, n + "moe_out")
+    # A capacity factor F: each expert takes at most ceil(F·T·K/E) pairs of
+    # each sequence (the first in token order), the rest are dropped.
+    capacity = None
+    if a.moe_capacity_factor:
+        capacity = (max(1, math.ceil(a.moe_capacity_factor * T * K / E)), T)
+    rows, counts = w.moe_dispatch(flat, expert, E, n + "moe", capacity)
+    out = w.moe_combine(experts(rows, counts), gate, expert, E, n + "moe_out", capacity)
     # share[b, e]: sequence b's fraction of routed pairs at expert e (a
     # one-hot of each pair's expert, averaged over the sequence).
     picks = w.reshape(expert, [B, T, K, 1], n + "picks")
@@ -208,6 +214,15 @@ def moe(w, a, h, router, experts, n, aux, bias=None):
     share = w.reduce("reduce_mean", hit, [1, 2], n + "load_share")
     # The metric: the batch's fraction of routed pairs at each expert.
     w.metric(n.rstrip("_") + ".expert_load", w.reduce("reduce_mean", share, [0], n + "load"))
+    if capacity:
+        # The share of the routed pairs the capacity dropped: the pairs
+        # routed less those the dispatch kept (its counts), over the pairs.
+        routed = w.reduce("reduce_sum", hit, [0, 1, 2, 3], n + "routed")
+        kept = w.emit(n + "kept_f", [E], f"step.convert {counts.name} : {counts.type} -> {{out}}")
+        kept = w.reduce("reduce_sum", kept, [0], n + "kept")
+        w.metric(n.rstrip("_") + ".dropped",
+                 w.binary("div", w.binary("sub", routed, kept, n + "dropped_pairs"), routed,
+                          n + "dropped"))
     if a.moe_aux_loss:
         mean_p = w.reduce("reduce_mean", w.reshape(probs, [B, T, E], n + "probs_rows"), [1],
                           n + "mean_prob")
@@ -353,6 +368,10 @@ def parser():
                    help="DeepSeek-V3's balancing without an auxiliary loss: a routing bias per "
                         "layer picks the experts (not the gates) and moves by R · sign(1/E − load) "
                         "each step (e.g. 1e-3; default 0: none)")
+    p.add_argument("--moe-capacity-factor", type=float, default=0.0, metavar="F",
+                   help="a fixed envelope instead of dropless routing: each expert takes at most "
+                        "ceil(F·T·K/E) pairs of each sequence, the rest are dropped (counted in "
+                        "the metric h<l>.dropped; default 0: dropless)")
     p.add_argument("--pad-token", type=int, default=None, metavar="T",
                    help="no query attends to a key whose token is T (a key-padding mask, "
                         "step.attention's mask operand; a row with only such keys gives 0)")
@@ -400,8 +419,12 @@ def check(a, p):
                 f"{a.moe_experts}")
     if not a.moe_bias_update >= 0.0:
         p.error(f"--moe-bias-update must be >= 0, got {a.moe_bias_update}")
-    if (a.moe_shared or a.moe_aux_loss or a.moe_bias_update) and not a.moe_experts:
-        p.error("--moe-shared, --moe-aux-loss and --moe-bias-update need --moe-experts")
+    if not a.moe_capacity_factor >= 0.0:
+        p.error(f"--moe-capacity-factor must be >= 0, got {a.moe_capacity_factor}")
+    if (a.moe_shared or a.moe_aux_loss or a.moe_bias_update or a.moe_capacity_factor) \
+            and not a.moe_experts:
+        p.error("--moe-shared, --moe-aux-loss, --moe-bias-update and --moe-capacity-factor "
+                "need --moe-experts")
     if not a.moe_aux_loss >= 0.0:
         p.error(f"--moe-aux-loss must be >= 0, got {a.moe_aux_loss}")
     if a.pad_token is not None and not 0 <= a.pad_token < a.vocab:

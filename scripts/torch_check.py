@@ -194,9 +194,17 @@ def moe(a, router, h, expert, aux, bias=None):
     gate = probs.gather(1, chosen)
     if a.moe_top_k > 1:
         gate = gate / gate.sum(-1, keepdim=True)
+    # --moe-capacity-factor F: a pair is kept while its expert has taken
+    # fewer than ceil(F·T·K/E) of its sequence's earlier (token, k) pairs.
+    keep = torch.ones_like(chosen, dtype=torch.bool)
+    if a.moe_capacity_factor:
+        cap = max(1, math.ceil(a.moe_capacity_factor * t * a.moe_top_k / a.moe_experts))
+        hits = F.one_hot(chosen.reshape(b, t * a.moe_top_k), a.moe_experts)
+        before = ((hits.cumsum(1) - 1) * hits).sum(-1)
+        keep = (before < cap).reshape(b * t, a.moe_top_k)
     out = torch.zeros_like(flat)
     for e in range(a.moe_experts):
-        token, slot = (chosen == e).nonzero(as_tuple=True)
+        token, slot = ((chosen == e) & keep).nonzero(as_tuple=True)
         if token.numel():
             out = out.index_add(0, token, gate[token, slot, None] * expert(e, flat[token]))
     # Per sequence: f = its pairs' share at each expert, P = its mean
@@ -205,6 +213,8 @@ def moe(a, router, h, expert, aux, bias=None):
     aux.append((share * probs.reshape(b, t, -1).mean(1)).sum(-1).mean())
     # The layer's metric: the batch's share of routed pairs at each expert.
     MOE_LOADS.append(share.mean(0).detach().double().numpy())
+    if a.moe_capacity_factor:
+        MOE_LOADS.append(("dropped", 1.0 - keep.double().mean().numpy()))
     return out.reshape(b, t, d)
 
 
@@ -574,7 +584,9 @@ def run_torch_steps(a, shapes, params, tokens, targets, lr, opt_args):
     prefix = "h" if a.arch == "gpt" else "l"
     layer = 0
     for item in MOE_LOADS:
-        if isinstance(item, tuple):
+        if isinstance(item, tuple) and item[0] == "dropped":  # the last layer's
+            final[f"metric.{prefix}{layer - 1}.dropped"] = item[1]
+        elif isinstance(item, tuple):
             final["metric." + item[0]] = item[1]
         else:
             final[f"metric.{prefix}{layer}.expert_load"] = item

@@ -211,8 +211,9 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
                            std::nullopt};
       })
       // The mixture-of-experts ops (kernels/*/moe.*): top_k (rows, n, k);
-      // dispatch, combine and its gradient (tokens, k, width, E), on CUDA
-      // with scratch for the routing (2E + tokens·k + 1 i32); grouped_matmul
+      // dispatch, combine and its gradient (tokens, k, width, E, groups,
+      // capacity, segment), on CUDA with scratch for the routing
+      // (3E + tokens·k + groups i32); grouped_matmul
       // and its weight gradient (m, k, n, E, transpose_b).
       // quantize_fp8 (kernels/*/fp8.*): (matrices, rows, cols, tile rows,
       // tile cols, format).
@@ -238,9 +239,10 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         int64_t groups = m.getGroups();
         std::optional<int64_t> scratch;
         if (cuda)
-          scratch = 4 * (2 * e + tokens * k + groups);
+          scratch = 4 * (3 * e + tokens * k + groups);
         return LibraryCall{op->getName().stripDialect(),
-                           {i64(tokens), i64(k), i64(lastDim(wide)), i64(e), i64(groups)},
+                           {i64(tokens), i64(k), i64(lastDim(wide)), i64(e), i64(groups),
+                            i64(m.getCapacity()), i64(m.getSegment())},
                            scratch};
       })
       .Case<GroupedMatmulOp, GroupedMatmulWeightGradOp>([&](auto g) {

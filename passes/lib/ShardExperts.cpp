@@ -112,9 +112,9 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
     if (failed(expertRegion(dispatch, region, combines)))
       return failure();
     for (Operation *user : dispatch.getCounts().getUsers())
-      if (!isa<GroupedMatmulOp>(user) || !region.contains(user))
-        return user->emitOpError() << "reads the dispatch's counts: expert parallelism passes "
-                                      "them only to the layer's grouped products";
+      if (region.contains(user) && !isa<GroupedMatmulOp>(user))
+        return user->emitOpError() << "reads the dispatch's counts among the experts: expert "
+                                      "parallelism passes them only to the grouped products";
     for (Operation *op : region)
       if (auto product = dyn_cast<GroupedMatmulOp>(op)) {
         if (product.getCounts() != dispatch.getCounts())
@@ -133,13 +133,19 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
     Location loc = dispatch.getLoc();
     OpBuilder b(dispatch);
     auto grouped = b.create<MoeDispatchOp>(loc, dispatch.getInput(), dispatch.getExperts(),
-                                           dispatch.getNumExpertsAttr(), b.getI64IntegerAttr(ep));
+                                           dispatch.getNumExpertsAttr(), b.getI64IntegerAttr(ep),
+                                           dispatch.getCapacityAttr(), dispatch.getSegmentAttr());
     Value rows = exchange(b, loc, grouped.getRows());
     auto countsType = RankedTensorType::get(
         {ep, experts / ep}, cast<RankedTensorType>(grouped.getCounts().getType()).getElementType());
     Value counts = exchange(b, loc, b.create<ReshapeOp>(loc, countsType, grouped.getCounts()));
     dispatch.getRows().replaceAllUsesWith(rows);
-    dispatch.getCounts().replaceAllUsesWith(counts);
+    // The products take the received counts; anything else (a metric of
+    // the pairs kept) this rank's own, which mean what one rank's did for
+    // its tokens.
+    dispatch.getCounts().replaceUsesWithIf(
+        counts, [&](OpOperand &use) { return region.contains(use.getOwner()); });
+    dispatch.getCounts().replaceAllUsesWith(grouped.getCounts());
     dispatch.erase();
     // The ops between take the received row count.
     for (Operation &each : loss.getBody().front()) {
@@ -161,7 +167,8 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
       Value home = exchange(b, combine.getLoc(), combine.getRows());
       auto grouped = b.create<MoeCombineOp>(combine.getLoc(), home, combine.getGates(),
                                             combine.getExperts(), combine.getNumExpertsAttr(),
-                                            b.getI64IntegerAttr(ep));
+                                            b.getI64IntegerAttr(ep), combine.getCapacityAttr(),
+                                            combine.getSegmentAttr());
       combine.replaceAllUsesWith(grouped.getResult());
       combine.erase();
     }

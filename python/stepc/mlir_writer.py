@@ -182,12 +182,21 @@ class FunctionWriter:
         return self.emit2((hint + "_gate", hint + "_expert"), (shape, shape), (x.dtype, "i32"),
                           f"step.top_k {x.name} k {k} : ({x.type}) -> ({{a}}, {{b}})")
 
-    def moe_dispatch(self, x, experts, num_experts, hint):
-        rows = [x.shape[0] * experts.shape[1], x.shape[1]]
-        return self.emit2((hint + "_rows", hint + "_counts"), (rows, [num_experts]),
+    @staticmethod
+    def _capacity(capacity):
+        """The ops' `capacity C per S` clause for capacity = (C, S), or none."""
+        return f" capacity {capacity[0]} per {capacity[1]}" if capacity else ""
+
+    def moe_dispatch(self, x, experts, num_experts, hint, capacity=None):
+        """capacity = (C, S): at most C pairs per expert in each S tokens."""
+        pairs = x.shape[0] * experts.shape[1]
+        if capacity:
+            pairs = min(pairs, x.shape[0] // capacity[1] * num_experts * capacity[0])
+        return self.emit2((hint + "_rows", hint + "_counts"), ([pairs, x.shape[1]], [num_experts]),
                           (x.dtype, "i32"),
-                          f"step.moe_dispatch {x.name}, {experts.name} experts {num_experts} "
-                          f": ({x.type}, {experts.type}) -> ({{a}}, {{b}})")
+                          f"step.moe_dispatch {x.name}, {experts.name} experts {num_experts}"
+                          f"{self._capacity(capacity)} : ({x.type}, {experts.type}) "
+                          f"-> ({{a}}, {{b}})")
 
     def grouped_matmul(self, rows, w, counts, hint, transpose_b=True):
         n = w.shape[1] if transpose_b else w.shape[2]
@@ -196,11 +205,11 @@ class FunctionWriter:
                          f"step.grouped_matmul {rows.name}, {w.name}, {counts.name}{flag} "
                          f": ({rows.type}, {w.type}, {counts.type}) -> {{out}}")
 
-    def moe_combine(self, rows, gates, experts, num_experts, hint):
+    def moe_combine(self, rows, gates, experts, num_experts, hint, capacity=None):
         return self.emit(hint, [experts.shape[0], rows.shape[1]],
                          f"step.moe_combine {rows.name}, {gates.name}, {experts.name} "
-                         f"experts {num_experts} : ({rows.type}, {gates.type}, {experts.type}) "
-                         f"-> {{out}}")
+                         f"experts {num_experts}{self._capacity(capacity)} : ({rows.type}, "
+                         f"{gates.type}, {experts.type}) -> {{out}}")
 
     def cross_entropy(self, logits, targets, hint, ignore_index=None, label_smoothing=0.0,
                       z_loss=0.0):

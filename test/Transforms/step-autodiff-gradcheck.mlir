@@ -553,6 +553,26 @@ func.func @moe_groups(%x: tensor<6x4xf64> {step.param = #step.param<"x", normal(
   return %s : tensor<f64>
 }
 
+// moe with a capacity: 6 tokens in 2 sequences of 3, 4 experts in 2
+// groups, at most 1 pair per expert and sequence (blocks of min(12, 2·2·1)
+// = 4 rows): the dropped pairs carry no gradient, the kept ones theirs.
+func.func @moe_capacity(%x: tensor<6x4xf64> {step.param = #step.param<"x", normal(1.0)>},
+    %wr: tensor<4x4xf64> {step.param = #step.param<"wr", normal(1.0)>},
+    %w1: tensor<2x5x4xf64> {step.param = #step.param<"w1", normal(1.0)>},
+    %w_out: tensor<6x5xf64> {step.param = #step.param<"w_out", normal(1.0)>}) -> tensor<f64> attributes {step.loss} {
+  %logits = step.matmul %x, %wr transpose_b : (tensor<6x4xf64>, tensor<4x4xf64>) -> tensor<6x4xf64>
+  %probs = step.softmax %logits dim 1 : (tensor<6x4xf64>) -> tensor<6x4xf64>
+  %gate, %expert = step.top_k %probs k 2 : (tensor<6x4xf64>) -> (tensor<6x2xf64>, tensor<6x2xi32>)
+  %rows, %counts = step.moe_dispatch %x, %expert experts 4 groups 2 capacity 1 per 3 : (tensor<6x4xf64>, tensor<6x2xi32>) -> (tensor<8x4xf64>, tensor<4xi32>)
+  %blocks = step.reshape %counts : tensor<4xi32> -> tensor<2x2xi32>
+  %h = step.grouped_matmul %rows, %w1, %blocks transpose_b : (tensor<8x4xf64>, tensor<2x5x4xf64>, tensor<2x2xi32>) -> tensor<8x5xf64>
+  %a = step.tanh %h : tensor<8x5xf64>
+  %y = step.moe_combine %a, %gate, %expert experts 4 groups 2 capacity 1 per 3 : (tensor<8x5xf64>, tensor<6x2xf64>, tensor<6x2xi32>) -> tensor<6x5xf64>
+  %l = step.mul %y, %w_out : tensor<6x5xf64>
+  %s = step.reduce_sum %l dims [0, 1] : (tensor<6x5xf64>) -> tensor<f64>
+  return %s : tensor<f64>
+}
+
 // embedding
 func.func @embedding(%table: tensor<3x4xf64> {step.param = #step.param<"table", normal(1.0)>},
     %w_out: tensor<2x4x4xf64> {step.param = #step.param<"w_out", normal(1.0)>},

@@ -232,9 +232,11 @@ void stepc_cpu_quantize_fp8(const float *x, int64_t matrices, int64_t rows, int6
 /* Mixture of experts (moe.cc; the routing of runtime/kernels/moe_routing.h).
  * top_k: per row of n, the k largest (NaN largest, ties to the lower index)
  * and their indices. The experts fall in `groups` equal groups (one per
- * expert-parallel rank; 1 without). dispatch: rows [groups·tokens·k, width]
- * in groups blocks of tokens·k, block g group g's pairs sorted by expert
- * (zeros past them), and counts [E]. combine: out[n] = Σ_j
+ * expert-parallel rank; 1 without); with a positive `capacity` each expert
+ * keeps at most that many pairs of each `segment` tokens (the rest dropped).
+ * dispatch: rows in groups blocks of stepc_moe_block_rows (tokens·k
+ * without a capacity), block g group g's pairs sorted by expert (zeros past
+ * them), and counts [E] (the pairs kept). combine: out[n] = Σ_j
  * gates[n, j]·rows[slot(n, j)]; its gradient drows, dgates. grouped_matmul:
  * lhs [m, k] in `blocks` equal blocks, block b's expert e rows counted by
  * counts[b·E + e], times rhs[e] ([k, n], or [n, k] with transpose_b); the
@@ -242,14 +244,15 @@ void stepc_cpu_quantize_fp8(const float *x, int64_t matrices, int64_t rows, int6
 void stepc_cpu_top_k(const float *x, int64_t rows, int64_t n, int64_t k, float *values,
                      int32_t *indices);
 void stepc_cpu_moe_dispatch(const float *x, const int32_t *experts, int64_t tokens, int64_t k,
-                            int64_t width, int64_t num_experts, int64_t groups, float *rows,
-                            int32_t *counts);
+                            int64_t width, int64_t num_experts, int64_t groups,
+                            int64_t capacity, int64_t segment, float *rows, int32_t *counts);
 void stepc_cpu_moe_combine(const float *rows, const float *gates, const int32_t *experts,
                            int64_t tokens, int64_t k, int64_t width, int64_t num_experts,
-                           int64_t groups, float *out);
+                           int64_t groups, int64_t capacity, int64_t segment, float *out);
 void stepc_cpu_moe_combine_grad(const float *dy, const float *rows, const float *gates,
                                 const int32_t *experts, int64_t tokens, int64_t k, int64_t width,
-                                int64_t num_experts, int64_t groups, float *drows, float *dgates);
+                                int64_t num_experts, int64_t groups, int64_t capacity,
+                                int64_t segment, float *drows, float *dgates);
 void stepc_cpu_grouped_matmul(const float *lhs, const float *rhs, const int32_t *counts,
                               int64_t m, int64_t k, int64_t n, int64_t num_experts,
                               int64_t blocks, int transpose_b, float *out);

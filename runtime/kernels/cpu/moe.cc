@@ -34,14 +34,25 @@ bool ExpertMatmul(const float* a, bool transpose_a, const float* b, bool transpo
 #endif
 }
 
+// The routing's shape: tokens with k experts each, E experts in G groups,
+// at most `capacity` pairs per expert of each `segment` tokens (0: dropless).
+struct Routing {
+  int64_t tokens, k, num_experts, groups, capacity, segment;
+  int64_t pairs() const { return tokens * k; }
+  int64_t block() const {
+    return stepc_moe_block_rows(tokens, k, num_experts, groups, capacity, segment);
+  }
+};
+
 // Each pair's slot (and the counts and each block's rows, when asked).
-std::vector<int32_t> Slots(const int32_t* experts, int64_t pairs, int64_t num_experts,
-                           int64_t groups, int32_t* counts = nullptr,
+std::vector<int32_t> Slots(const int32_t* experts, const Routing& r, int32_t* counts = nullptr,
                            std::vector<int32_t>* taken = nullptr) {
-  std::vector<int32_t> slots(pairs), next(num_experts), own(counts ? 0 : num_experts);
-  if (taken) taken->resize(groups);
-  stepc_moe_route(experts, pairs, num_experts, groups, pairs, counts ? counts : own.data(),
-                  next.data(), slots.data(), taken ? taken->data() : nullptr);
+  std::vector<int32_t> slots(r.pairs()), next(r.num_experts), seen(r.num_experts),
+      own(counts ? 0 : r.num_experts);
+  if (taken) taken->resize(r.groups);
+  stepc_moe_route(experts, r.pairs(), r.num_experts, r.groups, r.block(), r.capacity,
+                  r.segment * r.k, counts ? counts : own.data(), next.data(), seen.data(),
+                  slots.data(), taken ? taken->data() : nullptr);
   return slots;
 }
 
@@ -78,11 +89,13 @@ extern "C" void stepc_cpu_top_k(const float* x, int64_t rows, int64_t n, int64_t
 
 extern "C" void stepc_cpu_moe_dispatch(const float* x, const int32_t* experts, int64_t tokens,
                                        int64_t k, int64_t width, int64_t num_experts,
-                                       int64_t groups, float* rows, int32_t* counts) {
-  const int64_t pairs = tokens * k;
+                                       int64_t groups, int64_t capacity, int64_t segment,
+                                       float* rows, int32_t* counts) {
+  const Routing r{tokens, k, num_experts, groups, capacity, segment};
+  const int64_t pairs = r.pairs();
   std::vector<int32_t> taken;
-  const std::vector<int32_t> slots = Slots(experts, pairs, num_experts, groups, counts, &taken);
-  ZeroPadding(rows, taken, pairs, width);
+  const std::vector<int32_t> slots = Slots(experts, r, counts, &taken);
+  ZeroPadding(rows, taken, r.block(), width);
 #pragma omp parallel for
   for (int64_t p = 0; p < pairs; ++p)
     if (slots[p] >= 0) std::memcpy(rows + slots[p] * width, x + (p / k) * width, width * 4);
@@ -91,8 +104,9 @@ extern "C" void stepc_cpu_moe_dispatch(const float* x, const int32_t* experts, i
 extern "C" void stepc_cpu_moe_combine(const float* rows, const float* gates,
                                       const int32_t* experts, int64_t tokens, int64_t k,
                                       int64_t width, int64_t num_experts, int64_t groups,
-                                      float* out) {
-  const std::vector<int32_t> slots = Slots(experts, tokens * k, num_experts, groups);
+                                      int64_t capacity, int64_t segment, float* out) {
+  const std::vector<int32_t> slots =
+      Slots(experts, Routing{tokens, k, num_experts, groups, capacity, segment});
 #pragma omp parallel for
   for (int64_t n = 0; n < tokens; ++n) {
     float* o = out + n * width;
@@ -109,12 +123,14 @@ extern "C" void stepc_cpu_moe_combine(const float* rows, const float* gates,
 extern "C" void stepc_cpu_moe_combine_grad(const float* dy, const float* rows,
                                            const float* gates, const int32_t* experts,
                                            int64_t tokens, int64_t k, int64_t width,
-                                           int64_t num_experts, int64_t groups, float* drows,
+                                           int64_t num_experts, int64_t groups,
+                                           int64_t capacity, int64_t segment, float* drows,
                                            float* dgates) {
-  const int64_t pairs = tokens * k;
+  const Routing r{tokens, k, num_experts, groups, capacity, segment};
+  const int64_t pairs = r.pairs();
   std::vector<int32_t> taken;
-  const std::vector<int32_t> slots = Slots(experts, pairs, num_experts, groups, nullptr, &taken);
-  ZeroPadding(drows, taken, pairs, width);
+  const std::vector<int32_t> slots = Slots(experts, r, nullptr, &taken);
+  ZeroPadding(drows, taken, r.block(), width);
 #pragma omp parallel for
   for (int64_t p = 0; p < pairs; ++p) {
     if (slots[p] < 0) {

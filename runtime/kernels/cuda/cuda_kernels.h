@@ -85,19 +85,22 @@ int stepc_cuda_quantize_fp8(stepc_cuda_ctx *ctx, const float *x, int64_t matrice
                             float *y);
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
- * 4·(2·experts + tokens·k + groups) bytes. */
+ * 4·(3·experts + tokens·k + groups) bytes. */
 int stepc_cuda_top_k(stepc_cuda_ctx *ctx, const float *x, int64_t rows, int64_t n, int64_t k,
                      float *values, int32_t *indices);
 int stepc_cuda_moe_dispatch(stepc_cuda_ctx *ctx, const float *x, const int32_t *experts,
                             int64_t tokens, int64_t k, int64_t width, int64_t num_experts,
-                            int64_t groups, float *scratch, float *rows, int32_t *counts);
+                            int64_t groups, int64_t capacity, int64_t segment, float *scratch,
+                            float *rows, int32_t *counts);
 int stepc_cuda_moe_combine(stepc_cuda_ctx *ctx, const float *rows, const float *gates,
                            const int32_t *experts, int64_t tokens, int64_t k, int64_t width,
-                           int64_t num_experts, int64_t groups, float *scratch, float *out);
+                           int64_t num_experts, int64_t groups, int64_t capacity,
+                           int64_t segment, float *scratch, float *out);
 int stepc_cuda_moe_combine_grad(stepc_cuda_ctx *ctx, const float *dy, const float *rows,
                                 const float *gates, const int32_t *experts, int64_t tokens,
                                 int64_t k, int64_t width, int64_t num_experts, int64_t groups,
-                                float *scratch, float *drows, float *dgates);
+                                int64_t capacity, int64_t segment, float *scratch, float *drows,
+                                float *dgates);
 int stepc_cuda_grouped_matmul(stepc_cuda_ctx *ctx, const float *lhs, const float *rhs,
                               const int32_t *counts, int64_t m, int64_t k, int64_t n,
                               int64_t num_experts, int64_t blocks, int transpose_b, float *out);

@@ -30,6 +30,7 @@
 #include "runtime/kernels/cuda/cudnn_attention.h"
 #include "runtime/kernels/cuda/launch_config.h"
 #include "runtime/kernels/cuda/line_kernels.h"
+#include "runtime/kernels/moe_routing.h"
 
 namespace {
 
@@ -556,7 +557,7 @@ TEST_F(CudaKernels, MixtureOfExperts) {
   Floats h = Random(tokens * width, 72, 1.0f);
   Floats dispatched(tokens * top * width, NAN);
   std::vector<int32_t> counts(experts, -1);
-  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, 1,
+  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, 1, 0, 0,
                          dispatched.data(), counts.data());
   EXPECT_EQ(counts[3], 0);
   int64_t row = 0;
@@ -569,11 +570,11 @@ TEST_F(CudaKernels, MixtureOfExperts) {
       }
   EXPECT_EQ(row, tokens * top - 1);
   for (int64_t c = 0; c < width; ++c) EXPECT_EQ(dispatched[row * width + c], 0.0f);
-  const int64_t scratch = 2 * experts + tokens * top + 1;
+  const int64_t scratch = 3 * experts + tokens * top + 1;
   float* Rows = Zeros(dispatched.size());
   int32_t *Route = Up(route), *Counts = Up(std::vector<int32_t>(experts, -1));
-  ASSERT_EQ(stepc_cuda_moe_dispatch(&ctx_, Up(h), Route, tokens, top, width, experts, 1,
-                                    Zeros(scratch), Rows, Counts),
+  ASSERT_EQ(stepc_cuda_moe_dispatch(&ctx_, Up(h), Route, tokens, top, width, experts, 1, 0,
+                                    0, Zeros(scratch), Rows, Counts),
             0)
       << error_;
   EXPECT_EQ(Down(Rows, dispatched.size()), dispatched);
@@ -581,19 +582,19 @@ TEST_F(CudaKernels, MixtureOfExperts) {
 
   Floats gates = Random(tokens * top, 73, 1.0f), out(tokens * width);
   stepc_cpu_moe_combine(dispatched.data(), gates.data(), route.data(), tokens, top, width,
-                        experts, 1, out.data());
+                        experts, 1, 0, 0, out.data());
   Floats dy = Random(out.size(), 74, 1.0f), drows(dispatched.size(), NAN), dgates(gates.size());
   stepc_cpu_moe_combine_grad(dy.data(), dispatched.data(), gates.data(), route.data(), tokens,
-                             top, width, experts, 1, drows.data(), dgates.data());
+                             top, width, experts, 1, 0, 0, drows.data(), dgates.data());
   EXPECT_EQ(dgates[7], 0.0f);
   float *G = Up(gates), *Out = Zeros(out.size()), *DRows = Zeros(drows.size()),
         *DGates = Zeros(dgates.size());
-  ASSERT_EQ(stepc_cuda_moe_combine(&ctx_, Rows, G, Route, tokens, top, width, experts, 1,
-                                   Zeros(scratch), Out),
+  ASSERT_EQ(stepc_cuda_moe_combine(&ctx_, Rows, G, Route, tokens, top, width, experts, 1, 0,
+                                   0, Zeros(scratch), Out),
             0)
       << error_;
   ASSERT_EQ(stepc_cuda_moe_combine_grad(&ctx_, Up(dy), Rows, G, Route, tokens, top, width,
-                                        experts, 1, Zeros(scratch), DRows, DGates),
+                                        experts, 1, 0, 0, Zeros(scratch), DRows, DGates),
             0)
       << error_;
   EXPECT_LT(RelError(Down(Out, out.size()), out), 1e-6);
@@ -641,24 +642,24 @@ TEST_F(CudaKernels, MixtureOfExperts) {
   Floats grouped(rows2 * width, NAN), combined(tokens * width), gd(rows2 * width, NAN),
       gg(gates.size());
   std::vector<int32_t> counts2(experts);
-  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, groups,
+  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, groups, 0, 0,
                          grouped.data(), counts2.data());
   EXPECT_EQ(counts2, counts);
   stepc_cpu_moe_combine(grouped.data(), gates.data(), route.data(), tokens, top, width, experts,
-                        groups, combined.data());
+                        groups, 0, 0, combined.data());
   EXPECT_LT(RelError(combined, out), 1e-6);  // the same sum, other rows
   stepc_cpu_moe_combine_grad(dy.data(), grouped.data(), gates.data(), route.data(), tokens, top,
-                             width, experts, groups, gd.data(), gg.data());
+                             width, experts, groups, 0, 0, gd.data(), gg.data());
   EXPECT_LT(RelError(gg, dgates), 1e-6);
-  const int64_t scratch2 = 2 * experts + tokens * top + groups;
+  const int64_t scratch2 = 3 * experts + tokens * top + groups;
   float *Rows2 = Zeros(grouped.size()), *GD = Zeros(gd.size()), *GG = Zeros(gg.size());
   ASSERT_EQ(stepc_cuda_moe_dispatch(&ctx_, Up(h), Route, tokens, top, width, experts, groups,
-                                    Zeros(scratch2), Rows2, Counts),
+                                    0, 0, Zeros(scratch2), Rows2, Counts),
             0)
       << error_;
   EXPECT_EQ(Down(Rows2, grouped.size()), grouped);
   ASSERT_EQ(stepc_cuda_moe_combine_grad(&ctx_, Up(dy), Rows2, G, Route, tokens, top, width,
-                                        experts, groups, Zeros(scratch2), GD, GG),
+                                        experts, groups, 0, 0, Zeros(scratch2), GD, GG),
             0)
       << error_;
   EXPECT_LT(RelError(Down(GD, gd.size()), gd), 1e-6);
@@ -687,6 +688,87 @@ TEST_F(CudaKernels, MixtureOfExperts) {
   // Block 0 holds experts 0-1's rows as the one-block dispatch did.
   const int64_t first = counts[0] + counts[1];
   EXPECT_EQ(Floats(y2.begin(), y2.begin() + first * nn), Floats(y1.begin(), y1.begin() + first * nn));
+}
+
+// A capacity of C pairs per expert in each segment (sequence) of S tokens:
+// the first C in (token, k) order keep their rows, the rest are dropped
+// (not counted, no combine term), in blocks of stepc_moe_block_rows.
+TEST_F(CudaKernels, MixtureOfExpertsWithCapacity) {
+  const int64_t tokens = 12, top = 2, width = 5, experts = 4, groups = 2, cap = 2, seg = 4;
+  std::vector<int32_t> route(tokens * top);
+  std::mt19937 gen(91);
+  for (int32_t& e : route) e = static_cast<int32_t>(gen() % 2);  // experts 0 and 1 crowded
+  route[3] = 3;
+  const int64_t block = stepc_moe_block_rows(tokens, top, experts, groups, cap, seg);
+  ASSERT_EQ(block, (tokens / seg) * (experts / groups) * cap);  // 12 < 24 pairs
+  // The rows a reference routing keeps: per block its experts in order,
+  // each expert's kept pairs in pair order.
+  std::vector<int64_t> kept_pair;
+  std::vector<int32_t> want_counts(experts, 0);
+  std::vector<int64_t> block_of;
+  for (int64_t e = 0; e < experts; ++e) {
+    std::vector<int64_t> taken(tokens / seg, 0);
+    for (int64_t p = 0; p < tokens * top; ++p)
+      if (route[p] == e && taken[p / top / seg]++ < cap) {
+        kept_pair.push_back(p);
+        block_of.push_back(e / (experts / groups));
+        ++want_counts[e];
+      }
+  }
+  Floats h = Random(tokens * width, 92, 1.0f), rows(groups * block * width, NAN);
+  std::vector<int32_t> counts(experts, -1);
+  stepc_cpu_moe_dispatch(h.data(), route.data(), tokens, top, width, experts, groups, cap, seg,
+                         rows.data(), counts.data());
+  EXPECT_EQ(counts, want_counts);
+  std::vector<int64_t> filled(groups, 0);
+  for (size_t i = 0; i < kept_pair.size(); ++i) {
+    const int64_t row = block_of[i] * block + filled[block_of[i]]++;
+    for (int64_t c = 0; c < width; ++c)
+      ASSERT_EQ(rows[row * width + c], h[(kept_pair[i] / top) * width + c]) << "row " << row;
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t r = filled[g]; r < block; ++r)
+      for (int64_t c = 0; c < width; ++c) ASSERT_EQ(rows[(g * block + r) * width + c], 0.0f);
+  // combine: a token's output sums its kept pairs only.
+  Floats gates = Random(tokens * top, 93, 1.0f), out(tokens * width), want(tokens * width, 0.0f);
+  stepc_cpu_moe_combine(rows.data(), gates.data(), route.data(), tokens, top, width, experts,
+                        groups, cap, seg, out.data());
+  for (int64_t p : kept_pair)
+    for (int64_t c = 0; c < width; ++c)
+      want[(p / top) * width + c] += gates[p] * h[(p / top) * width + c];
+  EXPECT_LT(RelError(out, want), 1e-6);
+  Floats dy = Random(out.size(), 94, 1.0f), drows(rows.size(), NAN), dgates(gates.size(), NAN);
+  stepc_cpu_moe_combine_grad(dy.data(), rows.data(), gates.data(), route.data(), tokens, top,
+                             width, experts, groups, cap, seg, drows.data(), dgates.data());
+  int64_t dropped = 0;
+  for (int64_t p = 0; p < tokens * top; ++p)
+    if (std::find(kept_pair.begin(), kept_pair.end(), p) == kept_pair.end()) {
+      EXPECT_EQ(dgates[p], 0.0f) << "dropped pair " << p;
+      ++dropped;
+    }
+  EXPECT_GT(dropped, 0);
+  // The GPU's, as the CPU's.
+  const int64_t scratch = 3 * experts + tokens * top + groups;
+  float *Rows = Zeros(rows.size()), *G = Up(gates), *Out = Zeros(out.size()),
+        *DRows = Zeros(drows.size()), *DGates = Zeros(dgates.size());
+  int32_t *Route = Up(route), *Counts = Up(std::vector<int32_t>(experts, -1));
+  ASSERT_EQ(stepc_cuda_moe_dispatch(&ctx_, Up(h), Route, tokens, top, width, experts, groups, cap,
+                                    seg, Zeros(scratch), Rows, Counts),
+            0)
+      << error_;
+  EXPECT_EQ(Down(Rows, rows.size()), rows);
+  EXPECT_EQ(DownInts(Counts, experts), counts);
+  ASSERT_EQ(stepc_cuda_moe_combine(&ctx_, Rows, G, Route, tokens, top, width, experts, groups,
+                                   cap, seg, Zeros(scratch), Out),
+            0)
+      << error_;
+  ASSERT_EQ(stepc_cuda_moe_combine_grad(&ctx_, Up(dy), Rows, G, Route, tokens, top, width,
+                                        experts, groups, cap, seg, Zeros(scratch), DRows, DGates),
+            0)
+      << error_;
+  EXPECT_LT(RelError(Down(Out, out.size()), out), 1e-6);
+  EXPECT_LT(RelError(Down(DRows, drows.size()), drows), 1e-6);
+  EXPECT_LT(RelError(Down(DGates, dgates.size()), dgates), 1e-6);
 }
 
 TEST_F(CudaKernels, CrossEntropyAndEmbeddingWithIdChecks) {

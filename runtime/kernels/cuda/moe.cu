@@ -1,8 +1,8 @@
 // The mixture-of-experts kernels on the GPU (step.top_k, moe_dispatch,
 // moe_combine, grouped_matmul and their gradients), as the CPU's of
 // kernels/cpu/moe.cc. The routing (moe_routing.h) runs in one thread into
-// the scratch the compiler planned (2E + pairs + G i32: counts, next,
-// slots, each group's block's taken rows); the rest is a thread per element,
+// the scratch the compiler planned (3E + pairs + G i32: counts, next,
+// seen, slots, each group's block's taken rows); the rest is a thread per element,
 // and the grouped products 16x16 shared-memory tiles, one expert's per
 // tile. Capturable in a CUDA graph (no host sync), not tuned: cuBLASLt's
 // grouped GEMMs belong there once a GPU has measured them.
@@ -39,22 +39,31 @@ __global__ void TopKKernel(const float* x, int64_t rows, int64_t n, int64_t k, f
   }
 }
 
-// scratch: counts (E; the dispatch's own output when given), next (E),
-// slots (pairs), taken (G: the rows each block holds).
-struct RouteScratch {
-  int32_t *counts, *next, *slots, *taken;
+// The routing's shape: tokens with k experts each, E experts in G groups,
+// at most `capacity` pairs per expert of each `segment` tokens (0: dropless).
+struct Routing {
+  int64_t tokens, k, num_experts, groups, capacity, segment;
+  __host__ __device__ int64_t pairs() const { return tokens * k; }
+  __host__ __device__ int64_t block() const {
+    return stepc_moe_block_rows(tokens, k, num_experts, groups, capacity, segment);
+  }
 };
-__host__ __device__ RouteScratch Carve(float* scratch, int64_t pairs, int64_t experts,
-                                       int32_t* counts) {
+
+// scratch: counts (E; the dispatch's own output when given), next (E),
+// seen (E), slots (pairs), taken (G: the rows each block holds).
+struct RouteScratch {
+  int32_t *counts, *next, *seen, *slots, *taken;
+};
+__host__ __device__ RouteScratch Carve(float* scratch, const Routing& g, int32_t* counts) {
   int32_t* s = reinterpret_cast<int32_t*>(scratch);
-  return {counts ? counts : s, s + experts, s + 2 * experts, s + 2 * experts + pairs};
+  const int64_t e = g.num_experts;
+  return {counts ? counts : s, s + e, s + 2 * e, s + 3 * e, s + 3 * e + g.pairs()};
 }
 
-__global__ void RouteKernel(const int32_t* experts, int64_t pairs, int64_t num_experts,
-                            int64_t groups, RouteScratch r) {
+__global__ void RouteKernel(const int32_t* experts, Routing g, RouteScratch r) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  stepc_moe_route(experts, pairs, num_experts, groups, pairs, r.counts, r.next, r.slots,
-                  r.taken);
+  stepc_moe_route(experts, g.pairs(), g.num_experts, g.groups, g.block(), g.capacity,
+                  g.segment * g.k, r.counts, r.next, r.seen, r.slots, r.taken);
 }
 
 // Rows of `groups` blocks of `block` rows past their block's taken: zero.
@@ -191,9 +200,8 @@ __global__ void WeightGradKernel(const float* lhs, const float* dy, const int32_
   if (kk < k && j < n) dw[e * k * n + (transpose_b ? j * k + kk : kk * n + j)] = acc;
 }
 
-int Route(stepc_cuda_ctx* ctx, const int32_t* experts, int64_t pairs, int64_t num_experts,
-          int64_t groups, const RouteScratch& r) {
-  STEPC_LAUNCH(1, 1, 0, ctx->stream, RouteKernel)(experts, pairs, num_experts, groups, r);
+int Route(stepc_cuda_ctx* ctx, const int32_t* experts, const Routing& g, const RouteScratch& r) {
+  STEPC_LAUNCH(1, 1, 0, ctx->stream, RouteKernel)(experts, g, r);
   return STEPC_LAUNCHED(ctx, "RouteKernel(moe)");
 }
 
@@ -219,10 +227,12 @@ extern "C" int stepc_cuda_top_k(stepc_cuda_ctx* ctx, const float* x, int64_t row
 extern "C" int stepc_cuda_moe_dispatch(stepc_cuda_ctx* ctx, const float* x,
                                        const int32_t* experts, int64_t tokens, int64_t k,
                                        int64_t width, int64_t num_experts, int64_t groups,
-                                       float* scratch, float* rows, int32_t* counts) {
-  const RouteScratch r = Carve(scratch, tokens * k, num_experts, counts);
-  if (int rc = Route(ctx, experts, tokens * k, num_experts, groups, r)) return rc;
-  if (int rc = ZeroPadding(ctx, groups, tokens * k, width, r, rows)) return rc;
+                                       int64_t capacity, int64_t segment, float* scratch,
+                                       float* rows, int32_t* counts) {
+  const Routing g{tokens, k, num_experts, groups, capacity, segment};
+  const RouteScratch r = Carve(scratch, g, counts);
+  if (int rc = Route(ctx, experts, g, r)) return rc;
+  if (int rc = ZeroPadding(ctx, groups, g.block(), width, r, rows)) return rc;
   STEPC_LAUNCH(ElementwiseBlocks(tokens * k * width), kThreads, 0, ctx->stream, DispatchKernel)(
       x, tokens * k, k, width, r, rows);
   return STEPC_LAUNCHED(ctx, "DispatchKernel(moe)");
@@ -231,9 +241,11 @@ extern "C" int stepc_cuda_moe_dispatch(stepc_cuda_ctx* ctx, const float* x,
 extern "C" int stepc_cuda_moe_combine(stepc_cuda_ctx* ctx, const float* rows, const float* gates,
                                       const int32_t* experts, int64_t tokens, int64_t k,
                                       int64_t width, int64_t num_experts, int64_t groups,
-                                      float* scratch, float* out) {
-  const RouteScratch r = Carve(scratch, tokens * k, num_experts, nullptr);
-  if (int rc = Route(ctx, experts, tokens * k, num_experts, groups, r)) return rc;
+                                      int64_t capacity, int64_t segment, float* scratch,
+                                      float* out) {
+  const Routing g{tokens, k, num_experts, groups, capacity, segment};
+  const RouteScratch r = Carve(scratch, g, nullptr);
+  if (int rc = Route(ctx, experts, g, r)) return rc;
   STEPC_LAUNCH(ElementwiseBlocks(tokens * width), kThreads, 0, ctx->stream, CombineKernel)(
       rows, gates, tokens, k, width, r, out);
   return STEPC_LAUNCHED(ctx, "CombineKernel(moe)");
@@ -243,10 +255,12 @@ extern "C" int stepc_cuda_moe_combine_grad(stepc_cuda_ctx* ctx, const float* dy,
                                            const float* rows, const float* gates,
                                            const int32_t* experts, int64_t tokens, int64_t k,
                                            int64_t width, int64_t num_experts, int64_t groups,
-                                           float* scratch, float* drows, float* dgates) {
-  const RouteScratch r = Carve(scratch, tokens * k, num_experts, nullptr);
-  if (int rc = Route(ctx, experts, tokens * k, num_experts, groups, r)) return rc;
-  if (int rc = ZeroPadding(ctx, groups, tokens * k, width, r, drows)) return rc;
+                                           int64_t capacity, int64_t segment, float* scratch,
+                                           float* drows, float* dgates) {
+  const Routing g{tokens, k, num_experts, groups, capacity, segment};
+  const RouteScratch r = Carve(scratch, g, nullptr);
+  if (int rc = Route(ctx, experts, g, r)) return rc;
+  if (int rc = ZeroPadding(ctx, groups, g.block(), width, r, drows)) return rc;
   STEPC_LAUNCH(ElementwiseBlocks(tokens * k), kThreads, 0, ctx->stream, CombineGradKernel)(
       dy, rows, gates, tokens * k, k, width, r, drows, dgates);
   return STEPC_LAUNCHED(ctx, "CombineGradKernel(moe)");

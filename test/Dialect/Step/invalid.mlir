@@ -681,3 +681,19 @@ func.func @moe_combine_groups(%r: tensor<12x4xf32>, %g: tensor<6x2xf32>, %e: ten
   %y = step.moe_combine %r, %g, %e experts 4 groups 2 : (tensor<12x4xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x4xf32>
   return
 }
+
+// -----
+
+func.func @moe_dispatch_c3(%x: tensor<6x4xf32>, %e: tensor<6x2xi32>) {
+  // expected-error @+1 {{'step.moe_dispatch' op expects a capacity of C > 0 pairs per S > 0 tokens with S dividing the 6 tokens, got 2 per 4}}
+  %r, %c = step.moe_dispatch %x, %e experts 3 capacity 2 per 4 : (tensor<6x4xf32>, tensor<6x2xi32>) -> (tensor<12x4xf32>, tensor<3xi32>)
+  return
+}
+
+// -----
+
+func.func @moe_combine_capacity(%r: tensor<12x4xf32>, %g: tensor<6x2xf32>, %e: tensor<6x2xi32>) {
+  // expected-error @+1 {{'step.moe_combine' op expects rows [block, D] = [6, D], got 'tensor<12x4xf32>'}}
+  %y = step.moe_combine %r, %g, %e experts 3 capacity 1 per 3 : (tensor<12x4xf32>, tensor<6x2xf32>, tensor<6x2xi32>) -> tensor<6x4xf32>
+  return
+}

@@ -312,6 +312,17 @@ func.func @moe(%p: tensor<6x3xf32>, %x: tensor<6x4xf32>, %w: tensor<3x5x4xf32>, 
   return %y, %dw, %dr, %dg : tensor<6x5xf32>, tensor<3x5x4xf32>, tensor<12x5xf32>, tensor<6x2xf32>
 }
 
+// CHECK-LABEL: func.func @moe_capacity
+// 8 tokens in sequences of 4, 2 experts each of 4 in 2 groups, at most 1
+// pair per expert and sequence: blocks of min(16, 2·2·1) = 4 rows.
+func.func @moe_capacity(%x: tensor<8x4xf32>, %e: tensor<8x2xi32>, %g: tensor<8x2xf32>) -> tensor<8x4xf32> {
+  // CHECK: step.moe_dispatch %{{.*}}, %{{.*}} experts 4 groups 2 capacity 1 per 4 : (tensor<8x4xf32>, tensor<8x2xi32>) -> (tensor<8x4xf32>, tensor<4xi32>)
+  %rows, %counts = step.moe_dispatch %x, %e experts 4 groups 2 capacity 1 per 4 : (tensor<8x4xf32>, tensor<8x2xi32>) -> (tensor<8x4xf32>, tensor<4xi32>)
+  // CHECK: step.moe_combine %{{.*}}, %{{.*}}, %{{.*}} experts 4 groups 2 capacity 1 per 4 : (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>) -> tensor<8x4xf32>
+  %y = step.moe_combine %rows, %g, %e experts 4 groups 2 capacity 1 per 4 : (tensor<8x4xf32>, tensor<8x2xf32>, tensor<8x2xi32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+
 // CHECK-LABEL: func.func @fp8
 func.func @fp8(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   // CHECK: step.round_fp8 %{{.*}} format e4m3 : tensor<4x8xf32>

@@ -21,7 +21,8 @@ LogicalResult TopKOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Valu
   return success();
 }
 
-// moe_dispatch: dx[n] = Σ_k drows[slot(n, k)], moe_combine with unit gates.
+// moe_dispatch: dx[n] = Σ_k drows[slot(n, k)], moe_combine with unit gates
+// (a pair the capacity dropped took no row: no gradient).
 LogicalResult MoeDispatchOp::buildVjp(OpBuilder &b, ValueRange dy,
                                       SmallVectorImpl<Value> &grads) {
   auto experts = cast<RankedTensorType>(getExperts().getType());
@@ -35,7 +36,8 @@ LogicalResult MoeDispatchOp::buildVjp(OpBuilder &b, ValueRange dy,
       getLoc(), DenseElementsAttr::get(RankedTensorType::get(experts.getShape(), element),
                                        b.getFloatAttr(element, 1.0)));
   grads.push_back(b.create<MoeCombineOp>(getLoc(), drows, ones, getExperts(),
-                                         getNumExpertsAttr(), getGroupsAttr()));
+                                         getNumExpertsAttr(), getGroupsAttr(), getCapacityAttr(),
+                                         getSegmentAttr()));
   grads.push_back(nullptr);
   return success();
 }
@@ -43,7 +45,8 @@ LogicalResult MoeDispatchOp::buildVjp(OpBuilder &b, ValueRange dy,
 // moe_combine: drows and dgates (moe_combine_grad); the experts are integers.
 LogicalResult MoeCombineOp::buildVjp(OpBuilder &b, ValueRange dy, SmallVectorImpl<Value> &grads) {
   auto grad = b.create<MoeCombineGradOp>(getLoc(), dy[0], getRows(), getGates(), getExperts(),
-                                         getNumExpertsAttr(), getGroupsAttr());
+                                         getNumExpertsAttr(), getGroupsAttr(), getCapacityAttr(),
+                                         getSegmentAttr());
   grads.append({grad.getRowsGrad(), grad.getGatesGrad(), nullptr});
   return success();
 }

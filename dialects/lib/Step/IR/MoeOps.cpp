@@ -10,6 +10,8 @@
 
 #include "ShapeRules.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace stepc::step;
 
@@ -38,20 +40,44 @@ LogicalResult checkGroups(std::optional<Location> loc, int64_t numExperts, int64
   return success();
 }
 
-/// Rows [G·N·K, D] in dispatch order for experts [N, K] (moe_combine's and
-/// its gradient's `rows`), gates [N, K].
+/// One group's block of dispatched rows for N tokens with K experts each:
+/// every pair, or with a capacity C per S tokens at most C rows for each of
+/// the group's experts in each run of S tokens. Fails when S does not
+/// divide N (or only one of C, S is set).
 template <typename OpT>
+FailureOr<int64_t> blockRows(std::optional<Location> loc, int64_t tokens, int64_t k,
+                             int64_t numExperts, int64_t groups, int64_t capacity,
+                             int64_t segment) {
+  int64_t pairs = tokens * k;
+  if (capacity == 0 && segment == 0)
+    return pairs;
+  if (capacity == 0 || segment == 0 || tokens % segment != 0)
+    return opError<OpT>(loc, "expects a capacity of C > 0 pairs per S > 0 tokens with S dividing ",
+                        "the ", tokens, " tokens, got ", capacity, " per ", segment);
+  return std::min(pairs, tokens / segment * (numExperts / groups) * capacity);
+}
+
+/// Rows [G·block, D] in dispatch order for experts [N, K] (moe_combine's and
+/// its gradient's `rows`), gates [N, K].
+template <typename OpT, typename AdaptorT>
 LogicalResult checkCombine(std::optional<Location> loc, RankedTensorType rows,
-                           RankedTensorType gates, RankedTensorType experts, int64_t groups) {
+                           RankedTensorType gates, RankedTensorType experts,
+                           AdaptorT adaptor) {
+  int64_t groups = adaptor.getGroups();
   if (!rows || !gates || !experts)
     return opError<OpT>(loc, "expects ranked tensor operands");
   if (experts.getRank() != 2 || gates.getShape() != experts.getShape())
     return opError<OpT>(loc, "expects gates and experts of one shape [N, K], got ", Type(gates),
                         " and ", Type(experts));
-  int64_t pairs = experts.getDimSize(0) * experts.getDimSize(1);
-  if (rows.getRank() != 2 || rows.getDimSize(0) != groups * pairs)
-    return opError<OpT>(loc, "expects rows [", groups > 1 ? "G·" : "", "N·K, D] = [",
-                        groups * pairs, ", D], got ", Type(rows));
+  FailureOr<int64_t> block =
+      blockRows<OpT>(loc, experts.getDimSize(0), experts.getDimSize(1), adaptor.getNumExperts(),
+                     groups, adaptor.getCapacity(), adaptor.getSegment());
+  if (failed(block))
+    return failure();
+  if (rows.getRank() != 2 || rows.getDimSize(0) != groups * *block)
+    return opError<OpT>(loc, "expects rows [", groups > 1 ? "G·" : "",
+                        adaptor.getCapacity() ? "block" : "N·K", ", D] = [", groups * *block,
+                        ", D], got ", Type(rows));
   if (gates.getElementType() != rows.getElementType())
     return opError<OpT>(loc, "expects gates of the rows' element type, got ", Type(gates));
   return success();
@@ -119,9 +145,13 @@ LogicalResult MoeDispatchOp::inferReturnTypes(MLIRContext *context, std::optiona
   int64_t groups = adaptor.getGroups();
   if (failed(checkGroups<MoeDispatchOp>(loc, adaptor.getNumExperts(), groups)))
     return failure();
-  types.push_back(
-      tensor({groups * input.getDimSize(0) * experts.getDimSize(1), input.getDimSize(1)},
-             input.getElementType()));
+  // moe_dispatch_c3
+  FailureOr<int64_t> block = blockRows<MoeDispatchOp>(
+      loc, input.getDimSize(0), experts.getDimSize(1), adaptor.getNumExperts(), groups,
+      adaptor.getCapacity(), adaptor.getSegment());
+  if (failed(block))
+    return failure();
+  types.push_back(tensor({groups * *block, input.getDimSize(1)}, input.getElementType()));
   types.push_back(tensor({static_cast<int64_t>(adaptor.getNumExperts())},
                          IntegerType::get(context, 32)));
   return success();
@@ -133,7 +163,7 @@ LogicalResult MoeCombineOp::inferReturnTypes(MLIRContext *, std::optional<Locati
                    experts = tensorOf(adaptor.getExperts());
   // moe_combine_c1
   if (failed(checkGroups<MoeCombineOp>(loc, adaptor.getNumExperts(), adaptor.getGroups())) ||
-      failed(checkCombine<MoeCombineOp>(loc, rows, gates, experts, adaptor.getGroups())))
+      failed(checkCombine<MoeCombineOp>(loc, rows, gates, experts, adaptor)))
     return failure();
   types.push_back(tensor({experts.getDimSize(0), rows.getDimSize(1)}, rows.getElementType()));
   return success();
@@ -144,7 +174,7 @@ LogicalResult MoeCombineGradOp::inferReturnTypes(MLIRContext *, std::optional<Lo
   RankedTensorType grad = tensorOf(adaptor.getGrad()), rows = tensorOf(adaptor.getRows()),
                    gates = tensorOf(adaptor.getGates()), experts = tensorOf(adaptor.getExperts());
   if (failed(checkGroups<MoeCombineGradOp>(loc, adaptor.getNumExperts(), adaptor.getGroups())) ||
-      failed(checkCombine<MoeCombineGradOp>(loc, rows, gates, experts, adaptor.getGroups())))
+      failed(checkCombine<MoeCombineGradOp>(loc, rows, gates, experts, adaptor)))
     return failure();
   // moe_combine_grad_c1
   if (!grad || grad != tensor({experts.getDimSize(0), rows.getDimSize(1)}, rows.getElementType()))

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 using namespace mlir;
@@ -25,21 +26,32 @@ struct Routing {
   std::vector<int64_t> slot, counts;
 };
 
-/// With `groups` groups of experts, group g's rows start at g·N·K (its
-/// block of the grouped dispatch).
-Routing route(const Tensor &experts, int64_t numExperts, int64_t groups = 1) {
+/// The routing of `op` (a dispatch, combine or combine gradient) whose
+/// rows (dispatched, or combined from) number `rows`: with G groups of
+/// experts, group g's rows start at g·rows/G (its block). With a capacity
+/// C per S tokens, a pair whose expert already took C pairs of its
+/// sequence (its run of S tokens) is dropped: no row, not counted.
+template <typename OpT>
+Routing route(OpT op, const Tensor &experts, int64_t rows) {
+  int64_t numExperts = op.getNumExperts(), groups = op.getGroups();
+  int64_t k = experts.shape[1], capacity = op.getCapacity(), segment = op.getSegment();
   Routing r;
   r.counts.assign(numExperts, 0);
   r.slot.assign(experts.numel(), -1);
-  auto expertOf = [&](int64_t pair) {
-    double e = experts.data[pair];
-    return e >= 0 && e < double(numExperts) ? int64_t(e) : -1;
-  };
-  for (int64_t p = 0; p < experts.numel(); ++p)
-    if (int64_t e = expertOf(p); e >= 0)
-      ++r.counts[e];
+  std::map<std::pair<int64_t, int64_t>, int64_t> taken; // (sequence, expert) -> pairs
+  std::vector<bool> kept(experts.numel(), false);
+  for (int64_t p = 0; p < experts.numel(); ++p) {
+    double e = experts.data[p];
+    if (!(e >= 0 && e < double(numExperts)))
+      continue;
+    if (capacity > 0 && taken[{p / k / segment, int64_t(e)}]++ >= capacity)
+      continue;
+    kept[p] = true;
+    ++r.counts[int64_t(e)];
+  }
+  auto expertOf = [&](int64_t pair) { return kept[pair] ? int64_t(experts.data[pair]) : -1; };
   std::vector<int64_t> next(numExperts, 0);
-  int64_t perGroup = numExperts / groups, block = experts.numel();
+  int64_t perGroup = numExperts / groups, block = rows / groups;
   for (int64_t e = 0; e < numExperts; ++e)
     next[e] = e % perGroup == 0 ? (e / perGroup) * block : next[e - 1] + r.counts[e - 1];
   for (int64_t p = 0; p < experts.numel(); ++p)
@@ -92,7 +104,7 @@ Evaluated stepc::interp::evalMoe(Operation *op, Operands in, Results out) {
       .Case([&](MoeDispatchOp d) {
         const Tensor &x = *in[0];
         int64_t width = x.shape[1], k = in[1]->shape[1];
-        Routing r = route(*in[1], d.getNumExperts(), d.getGroups());
+        Routing r = route(d, *in[1], out[0].shape[0]);
         for (int64_t p = 0; p < int64_t(r.slot.size()); ++p)
           if (r.slot[p] >= 0)
             std::copy_n(&x.data[(p / k) * width], width, &out[0].data[r.slot[p] * width]);
@@ -103,7 +115,7 @@ Evaluated stepc::interp::evalMoe(Operation *op, Operands in, Results out) {
       .Case([&](MoeCombineOp c) {
         const Tensor &rows = *in[0], &gates = *in[1];
         int64_t width = rows.shape[1], k = gates.shape[1];
-        Routing r = route(*in[2], c.getNumExperts(), c.getGroups());
+        Routing r = route(c, *in[2], rows.shape[0]);
         for (int64_t p = 0; p < int64_t(r.slot.size()); ++p)
           if (r.slot[p] >= 0)
             for (int64_t j = 0; j < width; ++j)
@@ -113,7 +125,7 @@ Evaluated stepc::interp::evalMoe(Operation *op, Operands in, Results out) {
       .Case([&](MoeCombineGradOp c) {
         const Tensor &dy = *in[0], &rows = *in[1], &gates = *in[2];
         int64_t width = rows.shape[1], k = gates.shape[1];
-        Routing r = route(*in[3], c.getNumExperts(), c.getGroups());
+        Routing r = route(c, *in[3], rows.shape[0]);
         for (int64_t p = 0; p < int64_t(r.slot.size()); ++p) {
           if (r.slot[p] < 0)
             continue;

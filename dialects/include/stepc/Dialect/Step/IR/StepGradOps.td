@@ -278,7 +278,8 @@ def Step_MoeCombineGradOp : Step_InferredOp<"moe_combine_grad", [Step_NoProductF
   let description = [{
     With `dout` the result's gradient: `drows[slot(n, k)] = gates[n, k] ·
     dout[n]` (rows no pair took: 0) and `dgates[n, k] = dout[n] ·
-    rows[slot(n, k)]` (0 for a pair outside `[0, E)`).
+    rows[slot(n, k)]` (0 for a pair outside `[0, E)` or dropped by a
+    capacity).
 
     ```mlir
     %drows, %dgate = step.moe_combine_grad %dy, %out_rows, %gate, %expert experts 8
@@ -289,10 +290,13 @@ def Step_MoeCombineGradOp : Step_InferredOp<"moe_combine_grad", [Step_NoProductF
   let arguments = (ins Step_FloatTensor:$grad, Step_FloatTensor:$rows, Step_FloatTensor:$gates,
                        Step_IndexTensor:$experts,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
-                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups);
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$capacity,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$segment);
   let results = (outs Step_FloatTensor:$rows_grad, Step_FloatTensor:$gates_grad);
   let assemblyFormat = "$grad `,` $rows `,` $gates `,` $experts `experts` $num_experts "
-                       "(`groups` $groups^)? attr-dict `:` functional-type(operands, results)";
+                       "(`groups` $groups^)? (`capacity` $capacity^ `per` $segment)? "
+                       "attr-dict `:` functional-type(operands, results)";
 }
 
 def Step_GroupedMatmulWeightGradOp : Step_InferredOp<"grouped_matmul_weight_grad"> {

@@ -381,6 +381,13 @@ def Step_MoeDispatchOp : Step_InferredOp<"moe_dispatch",
     of experts `[g·E/G, (g+1)·E/G)` in the same order, then zeros; block g
     is what goes to the g-th rank.
 
+    With `capacity C per S` (a capacity factor: a fixed envelope instead of
+    dropless), each expert keeps at most C pairs of each run of S tokens
+    (a sequence), the first in `(n, k)` order; the others are dropped (no
+    row, not counted: their combine term is 0). A block then has
+    `min(N·K, (N/S)·(E/G)·C)` rows. Per sequence, so splitting the batch
+    between ranks or micro-batches drops the same pairs.
+
     ```mlir
     %rows, %counts = step.moe_dispatch %x, %expert experts 8
         : (tensor<512x64xf32>, tensor<512x2xi32>) -> (tensor<1024x64xf32>, tensor<8xi32>)
@@ -388,9 +395,12 @@ def Step_MoeDispatchOp : Step_InferredOp<"moe_dispatch",
   }];
   let arguments = (ins Step_FloatTensor:$input, Step_IndexTensor:$experts,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
-                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups);
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$capacity,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$segment);
   let results = (outs Step_FloatTensor:$rows, Step_IndexTensor:$counts);
-  let assemblyFormat = "$input `,` $experts `experts` $num_experts (`groups` $groups^)? attr-dict "
+  let assemblyFormat = "$input `,` $experts `experts` $num_experts (`groups` $groups^)? "
+                       "(`capacity` $capacity^ `per` $segment)? attr-dict "
                        "`:` functional-type(operands, results)";
 }
 
@@ -403,7 +413,9 @@ def Step_MoeCombineOp : Step_InferredOp<"moe_combine",
     with `out[n] = Σ_k gates[n, k] · rows[slot(n, k)]`, `slot` the row
     `step.moe_dispatch` gave the pair (a pair with an expert outside
     `[0, E)` adds nothing). The gradient is `step.moe_combine_grad`.
-    With `groups G`, `rows` is `[G·N·K, D]` in the grouped dispatch's order.
+    With `groups G`, `rows` is `[G·N·K, D]` in the grouped dispatch's order;
+    with `capacity C per S`, the capacity dispatch's rows (a dropped pair
+    adds nothing).
 
     ```mlir
     %y = step.moe_combine %out_rows, %gate, %expert experts 8
@@ -413,10 +425,13 @@ def Step_MoeCombineOp : Step_InferredOp<"moe_combine",
   let arguments = (ins Step_FloatTensor:$rows, Step_FloatTensor:$gates,
                        Step_IndexTensor:$experts,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
-                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups);
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$groups,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$capacity,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">:$segment);
   let results = (outs Step_FloatTensor:$result);
   let assemblyFormat = "$rows `,` $gates `,` $experts `experts` $num_experts "
-                       "(`groups` $groups^)? attr-dict `:` functional-type(operands, results)";
+                       "(`groups` $groups^)? (`capacity` $capacity^ `per` $segment)? "
+                       "attr-dict `:` functional-type(operands, results)";
 }
 
 def Step_GroupedMatmulOp : Step_InferredOp<"grouped_matmul", [Step_Differentiable]> {
