@@ -31,29 +31,38 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
   };
   StringRef rest = text;
   bool ok = true;
-  // ep:E alone or after ddp:N or fsdp:N, optionally followed by ,pp:P
-  // (expert parallelism: the ep ranks split the batch and hold E/ep experts
-  // each).
+  // ep:E alone or after ddp:N, fsdp:N or hsdp:RxS, optionally followed by
+  // ,pp:P and ,tp:M (expert parallelism: the ep ranks split the batch and
+  // hold E/ep experts each).
   if (size_t at = rest.find("ep:"); at != StringRef::npos && (at == 0 || rest[at - 1] == ',')) {
     StringRef data = rest.take_front(at);
     StringRef experts = rest.drop_front(at + 3);
-    ShardSpec::Kind kind = data.starts_with("fsdp:") ? ShardSpec::Kind::Fsdp : ShardSpec::Kind::Ddp;
-    bool dataOk = data.empty() ||
-                  (data.consume_back(",") &&
-                   (data.consume_front("ddp:") || data.consume_front("fsdp:")) &&
-                   count(data, spec.perGroup));
+    ShardSpec::Kind kind = data.starts_with("fsdp:")   ? ShardSpec::Kind::Fsdp
+                           : data.starts_with("hsdp:") ? ShardSpec::Kind::Hsdp
+                                                       : ShardSpec::Kind::Ddp;
+    bool dataOk = data.empty() || data.consume_back(",");
+    if (dataOk && !data.empty() && data.consume_front("hsdp:")) {
+      auto [r, s] = data.split('x');
+      dataOk = count(r, spec.replicas) && count(s, spec.perGroup) &&
+               spec.replicas <= kMaxRanks / spec.perGroup;
+    } else if (dataOk && !data.empty()) {
+      dataOk = (data.consume_front("ddp:") || data.consume_front("fsdp:")) &&
+               count(data, spec.perGroup);
+    }
     if (!data.empty() && dataOk)
       spec.kind = kind;
     bool stagesOk = trailing(experts, ",tp:", spec.tp);
     bool staged = experts.contains(",pp:");
     stagesOk = trailing(experts, ",pp:", spec.pp) && stagesOk && (!staged || spec.pp >= 2);
-    if (dataOk && stagesOk && count(experts, spec.ep) && spec.ep >= 2 &&
-        spec.perGroup <= kMaxRanks / spec.ep / spec.pp / spec.tp)
+    // (The ABI's mesh has 4 axes: hsdp's two, ep, then pp or tp.)
+    bool axesOk = !(spec.kind == ShardSpec::Kind::Hsdp && spec.pp > 1 && spec.tp > 1);
+    if (dataOk && stagesOk && axesOk && count(experts, spec.ep) && spec.ep >= 2 &&
+        spec.replicas * spec.perGroup <= kMaxRanks / spec.ep / spec.pp / spec.tp)
       return spec;
     error = ("bad --shard '" + text +
-             "' (expected ep:E, ddp:N,ep:E or fsdp:N,ep:E, optionally followed by ,pp:P and "
-             ",tp:M, with E, P >= 2 and at most " +
-             Twine(kMaxRanks) + " ranks; hsdp beside ep is not supported yet)")
+             "' (expected ep:E, ddp:N,ep:E, fsdp:N,ep:E or hsdp:RxS,ep:E, optionally followed "
+             "by ,pp:P and ,tp:M (not both beside hsdp), with E, P >= 2 and at most " +
+             Twine(kMaxRanks) + " ranks)")
                 .str();
     return failure();
   }
@@ -119,11 +128,14 @@ FailureOr<ShardSpec> stepc::parseShardSpec(StringRef text, std::string &error) {
 
 SmallVector<int64_t> ShardSpec::meshShape() const {
   SmallVector<int64_t> shape;
-  // [N, E] or [E] (ep the last data axis), or [E, N] under fsdp (as hsdp's
-  // [R, S]: the shards along the last data axis); then P with pp.
+  // [N, E] or [E] (ep the last data axis), or [E, N] under fsdp and
+  // [R, E, S] under hsdp (the shards along the last data axis, ep the axis
+  // before); then P with pp.
   if (ep > 1) {
     if (kind == Kind::Fsdp) {
       shape.append({ep, perGroup});
+    } else if (kind == Kind::Hsdp) {
+      shape.append({replicas, ep, perGroup});
     } else {
       if (perGroup > 1)
         shape.push_back(perGroup);
@@ -291,9 +303,20 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{shard->ranks()}));
   // Under a memory budget, keeping or re-gathering each parameter for the
   // backward is step-remat's decision, made with the activations'.
-  if (shard->ranks() > 1 && shard->shardsParameters())
-    pm.addPass(createStepShardFully(StepShardFullyOptions{
-        shard->perGroup, shard->replicas * shard->ep, options.fsdpReshard && budget == 0}));
+  if (shard->ranks() > 1 && shard->shardsParameters()) {
+    // The data axes before the shards': hsdp's groups, then ep's.
+    SmallVector<int64_t> replicaShape;
+    if (shard->replicas > 1)
+      replicaShape.push_back(shard->replicas);
+    if (shard->ep > 1)
+      replicaShape.push_back(shard->ep);
+    StepShardFullyOptions fullyOptions;
+    fullyOptions.ranks = shard->perGroup;
+    fullyOptions.replicas = shard->replicas * shard->ep;
+    fullyOptions.replicaShape = replicaShape;
+    fullyOptions.reshard = options.fsdpReshard && budget == 0;
+    pm.addPass(createStepShardFully(fullyOptions));
+  }
 
   std::unique_ptr<Pass> optimizer = createStepOptimizer();
   std::string optimizerFlags = options.optimizerOptions;
@@ -308,9 +331,10 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   bool epMesh = shard->ep > 1 && !shardedState && shard->pp == 1 && shard->tp == 1;
   if (epMesh)
     optimizerFlags += (" mesh=" + kWorldMeshName).str();
+  // (Sharded state: the shards' axis, after hsdp's groups and ep's.)
+  const int shardAxis = (shard->replicas > 1 ? 1 : 0) + (shard->ep > 1 ? 1 : 0);
   optimizerFlags += !shardedState ? (shard->tp > 1 || epMesh ? " mesh-axis=-1" : "")
-                    : shard->replicas > 1 || shard->ep > 1 ? " mesh-axis=1"
-                                                           : " mesh-axis=0";
+                                  : (" mesh-axis=" + Twine(shardAxis)).str();
   // ddp: every rank holds every matrix whole; Muon deals them out along the
   // data axis (the mesh's first).
   if (shard->kind == ShardSpec::Kind::Ddp && shard->ranks() > 1)

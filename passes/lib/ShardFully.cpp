@@ -32,16 +32,30 @@ Value splat(OpBuilder &b, Location loc, Type type, double value) {
                               DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), value)));
 }
 
-/// Where shards live: mesh axis 0 of a 1-axis mesh (fsdp), axis 1 of the
-/// R x S mesh (hsdp, axis 0 being the replica groups).
+/// Where shards live: the last data axis, after the replica axes (none for
+/// fsdp; [R] for hsdp's groups; [E] or [R, E] beside ep).
 struct Layout {
-  int64_t ranks, replicas;
-  mesh::MeshAxis shardAxis() const { return replicas > 1 ? 1 : 0; }
+  int64_t ranks;
+  SmallVector<int64_t> replicaShape;
+  int64_t replicas() const {
+    int64_t n = 1;
+    for (int64_t r : replicaShape)
+      n *= r;
+    return n;
+  }
+  mesh::MeshAxis shardAxis() const { return static_cast<mesh::MeshAxis>(replicaShape.size()); }
+  /// Every data axis: the replica axes and the shard axis.
+  SmallVector<mesh::MeshAxis> dataAxes() const {
+    SmallVector<mesh::MeshAxis> axes;
+    for (mesh::MeshAxis a = 0; a <= shardAxis(); ++a)
+      axes.push_back(a);
+    return axes;
+  }
 };
 
 /// The full parameter, gathered from the shards: all_gather, then the rows
 /// past d0 (padding) dropped.
-Value gather(OpBuilder &b, Location loc, Value shard, Layout layout, int64_t rows) {
+Value gather(OpBuilder &b, Location loc, Value shard, const Layout &layout, int64_t rows) {
   auto type = cast<RankedTensorType>(shard.getType());
   int64_t ranks = layout.ranks;
   Value full = b.create<mesh::AllGatherOp>(loc, withRows(type, type.getDimSize(0) * ranks),
@@ -55,8 +69,8 @@ Value gather(OpBuilder &b, Location loc, Value shard, Layout layout, int64_t row
                            b.getDenseI64ArrayAttr(sizes));
 }
 
-LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
-  const int64_t ranks = layout.ranks, world = layout.ranks * layout.replicas;
+LogicalResult shard(func::FuncOp grad, const Layout &layout, bool reshard) {
+  const int64_t ranks = layout.ranks, world = layout.ranks * layout.replicas();
   Block &body = grad.getBody().front();
   DenseMap<Operation *, int64_t> index;
   int64_t n = 0;
@@ -126,9 +140,7 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
     auto type = cast<RankedTensorType>(v.getType());
     Location loc = ret.getLoc();
     Value mean;
-    SmallVector<mesh::MeshAxis> allAxes{0};
-    if (layout.replicas > 1)
-      allAxes.push_back(1);
+    SmallVector<mesh::MeshAxis> allAxes = layout.dataAxes();
     if (k == 0 || metric || !rowsOf.count(params[k - 1])) {
       Value sum = b.create<mesh::AllReduceOp>(loc, type, kWorldMeshName, allAxes, v,
                                               mesh::ReductionKind::Sum);
@@ -145,16 +157,19 @@ LogicalResult shard(func::FuncOp grad, Layout layout, bool reshard) {
       Value scattered = b.create<mesh::ReduceScatterOp>(
           loc, shardType, kWorldMeshName, ArrayRef<mesh::MeshAxis>{layout.shardAxis()}, padded,
           mesh::ReductionKind::Sum, APInt(64, 0));
-      // hsdp: the groups hold replicas of each shard's gradient; sum them.
-      // (Not an expert weight's under fsdp:N,ep:E: axis 0 is ep's, and its
-      // ranks hold other experts, each with every rank's tokens already.)
+      // The replica axes hold replicas of each shard's gradient; sum them.
+      // (Not over an expert weight's ep axis: its ranks hold other
+      // experts, each with every rank's tokens already.)
       auto split = grad.getArgAttrOfType<DictionaryAttr>(params[k - 1],
                                                          StepDialect::kTpShardAttrName);
       auto splitAxis = split ? split.getAs<IntegerAttr>("axis") : IntegerAttr();
-      if (layout.replicas > 1 && !(splitAxis && splitAxis.getInt() == 0))
-        scattered = b.create<mesh::AllReduceOp>(loc, shardType, kWorldMeshName,
-                                                ArrayRef<mesh::MeshAxis>{0}, scattered,
-                                                mesh::ReductionKind::Sum);
+      SmallVector<mesh::MeshAxis> replicaAxes;
+      for (mesh::MeshAxis a = 0; a < layout.shardAxis(); ++a)
+        if (!(splitAxis && splitAxis.getInt() == a))
+          replicaAxes.push_back(a);
+      if (!replicaAxes.empty())
+        scattered = b.create<mesh::AllReduceOp>(loc, shardType, kWorldMeshName, replicaAxes,
+                                                scattered, mesh::ReductionKind::Sum);
       mean = b.create<MulOp>(loc, scattered, splat(b, loc, shardType, 1.0 / world));
     }
     results.push_back(mean);
@@ -176,9 +191,18 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
                          << ranks.getValue() << " and " << replicas.getValue();
       return signalPassFailure();
     }
-    SmallVector<int64_t> meshShape{ranks.getValue()};
-    if (replicas > 1)
-      meshShape = {replicas.getValue(), ranks.getValue()};
+    Layout layout{ranks, SmallVector<int64_t>(replicaShape.begin(), replicaShape.end())};
+    if (layout.replicaShape.empty() && replicas > 1)
+      layout.replicaShape.push_back(replicas);
+    if (llvm::any_of(layout.replicaShape, [](int64_t r) { return r < 1; }) ||
+        (replicas > 1 && layout.replicas() != replicas)) {
+      emitError(module.getLoc()) << "step-shard-fully expects replica-shape of positive sizes "
+                                    "whose product is replicas ("
+                                 << replicas.getValue() << ")";
+      return signalPassFailure();
+    }
+    SmallVector<int64_t> meshShape(layout.replicaShape);
+    meshShape.push_back(ranks);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToStart(module.getBody());
     // With tp, step-shard-tensor made the mesh: these axes, then tp.
@@ -189,16 +213,14 @@ struct StepShardFullyPass : public stepc::impl::StepShardFullyBase<StepShardFull
       if (!grad->hasAttr(StepDialect::kGradientAttrName))
         continue;
       any = true;
-      if (failed(shard(grad, Layout{ranks, replicas}, reshard)))
+      if (failed(shard(grad, layout, reshard)))
         return signalPassFailure();
-      // The data ranks: the replica groups' ranks too under hsdp.
-      SmallVector<int16_t> dataAxes{0};
-      if (replicas > 1)
-        dataAxes.push_back(1);
+      // The data ranks: the replica axes' ranks too.
+      SmallVector<int16_t> dataAxes(layout.dataAxes());
       if (failed(offsetDropoutRows(grad, StepDialect::kRankRowsAttrName, dataAxes,
-                                   ranks * replicas)) ||
+                                   ranks * layout.replicas())) ||
           failed(sumTokenCounts(grad, StepDialect::kRankRowsAttrName, dataAxes,
-                                ranks * replicas)))
+                                ranks * layout.replicas())))
         return signalPassFailure();
     }
     if (!any) {

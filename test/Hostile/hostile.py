@@ -186,7 +186,7 @@ def stepc_flag_cases(bin_dir, work, model):
                     "fsdp:99999999999999999999", "fsdp:1e3", "FSDP:2", "fsdp:2,", " ",
                     # expert parallelism: malformed, an axis it cannot join, a
                     # model without experts (ep:2)
-                    "ep:0", "ep:1", "ep:", "ep:2,pp:1", "hsdp:2x2,ep:2", "ep:2,ep:2",
+                    "ep:0", "ep:1", "ep:", "ep:2,pp:1", "hsdp:2x2,ep:2,pp:2,tp:2", "ep:2,ep:2",
                     "ep:2,tp:0", "ep:99999999999999999999", "EP:2", "ep:2,", "tp:2,ep:2",
                     "ep:2"],
         "--batch": ["0", "-1", "3", "abc", "99999999999999999999", "1e3"],

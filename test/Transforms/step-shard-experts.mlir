@@ -12,6 +12,12 @@
 // is averaged over both axes, the experts' over the ddp axis only (their
 // rank's experts already hold every ep rank's tokens), each · 1/4.
 // RUN: stepc-opt %s "-step-shard-experts=ep=2 axis=1 mesh-shape=2,2" -step-autodiff -step-shard-data-parallel=ranks=4 | FileCheck %s --check-prefix=DDP
+// hsdp:2x2 beside ep:2 (mesh [R, ep, S] = [2, 2, 2]): every parameter's rows
+// sharded over S (axis 2), each gradient reduce-scattered along it; the
+// router's shard then summed over the groups and ep (axes 0, 1), the
+// experts' over the groups only (axis 0: ep's ranks hold other experts).
+// RUN: stepc-opt %s "-step-shard-experts=ep=2 axis=1 mesh-shape=2,2,2" -step-autodiff "-step-shard-fully=ranks=2 replicas=4 replica-shape=2,2" | FileCheck %s --check-prefix=HSDP
+// RUN: not stepc-opt %s -step-autodiff "-step-shard-fully=ranks=2 replicas=4 replica-shape=3,2" 2>&1 | FileCheck %s --check-prefix=REPLICAS
 // RUN: not stepc-opt %s -step-shard-experts=ep=3 2>&1 | FileCheck %s --check-prefix=DIVIDE
 
 // CHECK: mesh.mesh @world(shape = 2) {step.ep_axis = 0 : i64}
@@ -47,6 +53,18 @@
 // DDP: mesh.all_reduce %{{.*}} on @world mesh_axes = [0, 1] {{.*}} : tensor<4x4xf32> -> tensor<4x4xf32>
 
 // DIVIDE: error: 'step.moe_dispatch' op routes to 4 experts, which ep:3 does not divide
+
+// HSDP: mesh.mesh @world(shape = 2x2x2) {step.ep_axis = 1 : i64}
+// HSDP: mesh.all_gather %{{.*}} on @world mesh_axes = [2] gather_axis = 0 {{.*}} : tensor<1x4x8xf32> -> tensor<2x4x8xf32>
+// HSDP: mesh.all_reduce %{{.*}} on @world mesh_axes = [0, 1, 2] {{.*}} : tensor<f32> -> tensor<f32>
+// HSDP: %[[RS:.*]] = mesh.reduce_scatter %{{.*}} on @world mesh_axes = [2] scatter_axis = 0 {{.*}} : tensor<4x4xf32> -> tensor<2x4xf32>
+// HSDP: mesh.all_reduce %[[RS]] on @world mesh_axes = [0, 1] {{.*}} : tensor<2x4xf32> -> tensor<2x4xf32>
+// HSDP: %[[RS1:.*]] = mesh.reduce_scatter %{{.*}} on @world mesh_axes = [2] scatter_axis = 0 {{.*}} : tensor<2x8x4xf32> -> tensor<1x8x4xf32>
+// HSDP: mesh.all_reduce %[[RS1]] on @world mesh_axes = [0] {{.*}} : tensor<1x8x4xf32> -> tensor<1x8x4xf32>
+// HSDP: %[[RS2:.*]] = mesh.reduce_scatter %{{.*}} on @world mesh_axes = [2] scatter_axis = 0 {{.*}} : tensor<2x4x8xf32> -> tensor<1x4x8xf32>
+// HSDP: mesh.all_reduce %[[RS2]] on @world mesh_axes = [0] {{.*}} : tensor<1x4x8xf32> -> tensor<1x4x8xf32>
+
+// REPLICAS: error: step-shard-fully expects replica-shape of positive sizes whose product is replicas (4)
 func.func @loss(%x: tensor<6x4xf32> {step.input = "x"},
     %wr: tensor<4x4xf32> {step.param = #step.param<"wr", normal(0.02)>},
     %w1: tensor<4x8x4xf32> {step.param = #step.param<"w1", normal(0.02)>},

@@ -116,7 +116,8 @@ static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (t
                                                    "pp:P alone or after the data axis, before "
                                                    ",tp:M (pipeline stages on P ranks: "
                                                    "--pp-schedule, --pp-stages); ep:E alone "
-                                                   "or after ddp:N or fsdp:N, before ,pp:P, ,tp:M "
+                                                   "or after ddp:N, fsdp:N or hsdp:RxS, before "
+                                                   ",pp:P, ,tp:M "
                                                    "(expert parallelism: each "
                                                    "rank holds E/ep experts, tokens reach "
                                                    "them by all-to-all)"),

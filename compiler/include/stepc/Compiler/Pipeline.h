@@ -51,9 +51,14 @@ struct ShardSpec {
   llvm::SmallVector<int64_t> meshShape() const;
   /// The mesh axis tp runs along (the last), or -1.
   int64_t tpAxis() const { return tp > 1 ? int64_t(meshShape().size()) - 1 : -1; }
-  /// The mesh axis of ep (the last data axis; the first under fsdp), or -1.
+  /// The mesh axis of ep (the last data axis; the first under fsdp, the
+  /// second under hsdp), or -1.
   int64_t epAxis() const {
-    return ep <= 1 ? -1 : kind == Kind::Fsdp || perGroup == 1 ? 0 : 1;
+    if (ep <= 1)
+      return -1;
+    if (kind == Kind::Hsdp)
+      return 1;
+    return kind == Kind::Fsdp || perGroup == 1 ? 0 : 1;
   }
   /// The mesh axis the pipeline's stages lie along (after the data axes),
   /// or -1.

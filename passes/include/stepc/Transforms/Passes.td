@@ -357,6 +357,12 @@ def StepShardFully : Pass<"step-shard-fully", "mlir::ModuleOp"> {
     then runs on shards (`step-optimizer` with `mesh=world` sums the clipping
     norm over the ranks).
 
+    The shards lie along the last data axis; the axes before it
+    (`replica-shape`: hsdp's R groups, ep's ranks beside fsdp or hsdp) hold
+    replicas of each shard, whose gradients are summed over them. An expert
+    weight (`step.tp_shard` naming one of those axes) holds other experts on
+    each rank of that axis, so its gradient is summed over the others only.
+
     ```mlir
     %full = mesh.all_gather %w on @world mesh_axes = [0] gather_axis = 0 : tensor<96x64xf32> -> tensor<192x64xf32>
     %gs = mesh.reduce_scatter %g on @world mesh_axes = [0] scatter_axis = 0 : tensor<192x64xf32> -> tensor<96x64xf32>
@@ -368,6 +374,9 @@ def StepShardFully : Pass<"step-shard-fully", "mlir::ModuleOp"> {
     Option<"replicas", "replicas", "int64_t", /*default=*/"1",
            "hsdp: replica groups of `ranks` ranks each; gradient shards are "
            "all-reduced across the groups">,
+    ListOption<"replicaShape", "replica-shape", "int64_t",
+               "the data axes before the shards' (default: [replicas]); hsdp beside "
+               "ep: [R, ep], an expert weight's gradient summed over R only">,
     Option<"reshard", "reshard", "bool", /*default=*/"true",
            "gather parameters again for backward (ZeRO-3) instead of keeping them (ZeRO-2)">
   ];
