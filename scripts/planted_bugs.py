@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Planted bugs: proof that the test suite would catch a wrong stepc.
+
+Each entry below plants one small, plausible bug in one part of stepc (an
+autodiff rule, a sharding rule, a schedule, the memory planner, the
+optimizer, a checkpoint, the trainer, ...), rebuilds, and runs the tests
+of the suite that cover that part. A planted bug the tests do not notice
+("survived") is a hole in the suite: the script exits 1 and names it.
+
+    scripts/planted_bugs.py              # every bug, about 15-25 minutes
+    scripts/planted_bugs.py --list
+    scripts/planted_bugs.py --only adamw-bias-correction,tanh-vjp
+
+It works in this checkout and its build (default build/), not a scratch
+clone: a clone would need a build of its own (half an hour on two cores)
+where this one rebuilds one file and relinks. So it refuses a working tree
+with uncommitted changes, restores each file as it was (also on Ctrl-C),
+and rebuilds the clean tree at the end. Each bug is an exact text
+replacement; one whose text is gone (the code moved) is reported as
+"stale", so a refactor shows here instead of silently testing nothing.
+"""
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIT = "/usr/lib/llvm-19/build/utils/lit/lit.py"
+
+
+@dataclass
+class Bug:
+    name: str
+    part: str
+    path: str
+    old: str
+    new: str
+    # lit tests (paths under test/) and commands (run in the build dir)
+    lit: list = field(default_factory=list)
+    commands: list = field(default_factory=list)
+
+
+BUGS = [
+    Bug("tanh-vjp", "autodiff rule",
+        "dialects/lib/Step/Autodiff/ElementwiseGrad.cpp",
+        "g.sub(g.splat(1.0, y.getType()), g.mul(y, y))",
+        "g.sub(g.splat(1.0, y.getType()), y)",
+        lit=["Transforms/step-autodiff-gradcheck.mlir"]),
+    Bug("moe-dispatch-vjp", "autodiff rule (mixture of experts)",
+        "dialects/lib/Step/Autodiff/MoeGrad.cpp",
+        "b.getFloatAttr(element, 1.0)", "b.getFloatAttr(element, 0.5)",
+        lit=["Transforms/step-autodiff-gradcheck.mlir"]),
+    Bug("tp-row-parallel-sum", "sharding rule (tensor parallelism)",
+        "passes/lib/ShardTensor.cpp",
+        "      partial.replaceAllUsesExcept(sum.getResult(), sum);\n      sums.push_back(sum);",
+        "      sums.push_back(sum);",
+        lit=["Transforms/step-shard-tensor.mlir"]),
+    Bug("ddp-mean", "sharding rule (data parallelism)",
+        "passes/lib/ShardDataParallel.cpp",
+        "b.getFloatAttr(type.getElementType(), 1.0 / ranks)",
+        "b.getFloatAttr(type.getElementType(), 1.0 / (ranks + 1))",
+        lit=["Transforms/step-shard-data-parallel.mlir"]),
+    Bug("hsdp-replica-sum", "sharding rule (FSDP/HSDP)",
+        "passes/lib/ShardFully.cpp",
+        "      if (!replicaAxes.empty())",
+        "      if (false && !replicaAxes.empty())",
+        lit=["Transforms/step-shard-fully.mlir", "Transforms/step-shard-experts.mlir"]),
+    Bug("ep-counts-exchange", "sharding rule (expert parallelism)",
+        "passes/lib/ShardExperts.cpp",
+        "Value counts = exchange(b, loc, b.create<ReshapeOp>(loc, countsType, grouped.getCounts()));",
+        "Value counts = b.create<ReshapeOp>(loc, countsType, grouped.getCounts());",
+        lit=["Transforms/step-shard-experts.mlir"]),
+    Bug("micro-batch-mean", "gradient accumulation",
+        "passes/lib/MicroBatch.cpp",
+        "b.getFloatAttr(type.getElementType(), 1.0 / count)",
+        "b.getFloatAttr(type.getElementType(), 1.0 / (count + 1))",
+        lit=["Transforms/step-micro-batch.mlir"]),
+    Bug("1f1b-warmup", "pipeline schedule",
+        "passes/lib/PipelineSchedule.cpp",
+        "int warmup = v == 1 ? ranks - rank - 1 :",
+        "int warmup = v == 1 ? ranks - rank :",
+        lit=["Tools/pipeline-schedule.test"]),
+    Bug("liveness-last-use", "memory planner",
+        "passes/lib/MemoryPlan.cpp",
+        "      int64_t at = isa<func::ReturnOp>(user) ? n : index[user];",
+        "      int64_t at = isa<func::ReturnOp>(user) ? n : index[user] - 1;",
+        lit=["Compiler/step-plan-memory.mlir"]),
+    Bug("adamw-bias-correction", "optimizer kernel",
+        "runtime/kernels/cpu/optimizer.cc",
+        "std::sqrt(1.0 - std::pow(beta2, t))",
+        "std::sqrt(1.0 - std::pow(beta2, t + 1))",
+        lit=["Runtime/adamw-torch.test"]),
+    Bug("moe-capacity", "mixture-of-experts routing kernel",
+        "runtime/kernels/moe_routing.h",
+        "keep = seen[e]++ < capacity;", "keep = seen[e]++ <= capacity;",
+        lit=["Runtime/moe-capacity.test"]),
+    Bug("checkpoint-step", "checkpoint",
+        "runtime/checkpoint.cc",
+        '      meta["step"] = steps_;', '      meta["step"] = steps_ - 1;',
+        lit=["Runtime/checkpoint.test"]),
+    Bug("warmup-schedule", "trainer (learning-rate schedule)",
+        "runtime/train/schedule.cc",
+        "return lr * step / warmup;", "return lr * (step - 1) / warmup;",
+        commands=["bin/runtime_test --gtest_filter=LearningRate.*"]),
+    Bug("targets-shift", "trainer (data loader)",
+        "runtime/data.cc",
+        "targets[b * seq + t] = tokens_[start + t + 1];",
+        "targets[b * seq + t] = tokens_[start + t];",
+        commands=["bin/runtime_test --gtest_filter=TokenData.*"]),
+]
+
+
+def run(cmd, cwd, log):
+    """Runs `cmd`; returns its exit status, its output appended to `log`."""
+    with open(log, "a") as out:
+        out.write(f"\n$ {cmd}\n")
+        out.flush()
+        return subprocess.run(cmd, shell=True, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode
+
+
+def plant(bug, build, jobs, log):
+    """Plants `bug`, rebuilds and runs its tests: 'killed', 'survived',
+    'stale' (its text is not in the file once) or 'did not build'."""
+    path = os.path.join(ROOT, bug.path)
+    text = open(path).read()
+    if text.count(bug.old) != 1:
+        return "stale"
+    try:
+        with open(path, "w") as f:
+            f.write(text.replace(bug.old, bug.new))
+        if run(f"ninja -j{jobs}", build, log) != 0:
+            return "did not build"
+        failed = False
+        for test in bug.lit:
+            failed |= run(f"/usr/bin/python3 {LIT} -q test/{test}", build, log) != 0
+        for command in bug.commands:
+            failed |= run(command, build, log) != 0
+        return "killed" if failed else "survived"
+    finally:
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--only", default="", help="comma-separated bug names")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    a = ap.parse_args()
+    if a.list:
+        for bug in BUGS:
+            print(f"{bug.name:24} {bug.part:38} {bug.path}")
+        return 0
+    names = [n for n in a.only.split(",") if n]
+    unknown = set(names) - {b.name for b in BUGS}
+    if unknown:
+        sys.exit(f"planted_bugs: no bug named {', '.join(sorted(unknown))} (see --list)")
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    if dirty:
+        sys.exit("planted_bugs: the working tree has uncommitted changes; commit or stash "
+                 "them first (each bug is planted and undone in place)\n" + dirty)
+    # Ctrl-C unwinds through plant()'s finally, which restores the file.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    log = os.path.join(a.build, "planted_bugs.log")
+    open(log, "w").close()
+    results = []
+    try:
+        for bug in BUGS:
+            if names and bug.name not in names:
+                continue
+            start = time.time()
+            print(f"planting {bug.name} ({bug.part}) ...", flush=True)
+            outcome = plant(bug, a.build, a.jobs, log)
+            results.append((bug, outcome, time.time() - start))
+            print(f"  {outcome} in {time.time() - start:.0f} s", flush=True)
+    finally:
+        print("rebuilding the clean tree ...", flush=True)
+        run(f"ninja -j{a.jobs}", a.build, log)
+    print(f"\n{'bug':24} {'part':38} {'tests':44} result")
+    for bug, outcome, _ in results:
+        tests = ", ".join(bug.lit + [c.split()[0] for c in bug.commands])
+        print(f"{bug.name:24} {bug.part:38} {tests[:44]:44} {outcome}")
+    killed = sum(1 for _, o, _ in results if o == "killed")
+    print(f"planted_bugs: {killed} of {len(results)} killed (log: {log})")
+    return 0 if killed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
