@@ -143,176 +143,192 @@ void bindDropoutKeys(func::FuncOp step, Value stepNumber) {
   }
 }
 
-LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
-                             const OptimizerOptions &options) {
-  OpBuilder b(grad);
-  b.setInsertionPointAfter(grad);
-  Location loc = grad.getLoc();
-  auto lossType = dyn_cast<RankedTensorType>(grad.getResultTypes().front());
-  if (!lossType || lossType.getRank() != 0)
-    return grad.emitOpError() << "expects a scalar loss as the first result";
-
-  // Signature: params, frozen params, exp_avg, exp_avg_sq, inputs, lr, step.
+/// The gradient function's arguments by role, in the training step's order.
+struct StepArguments {
   SmallVector<unsigned> params, frozen, inputs;
+  /// Each trained parameter's name.
   SmallVector<std::string> names;
-  for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
-    if (auto param = grad.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
-      // AdamW keeps parameters and moments in f32 (or f64): master weights.
-      Type element = cast<ShapedType>(grad.getArgumentTypes()[i]).getElementType();
-      if (!element.isF32() && !element.isF64())
-        return emitError(grad.getArgument(i).getLoc())
-               << "parameter '" << param.getName() << "' is " << element
-               << ": parameters are trained in f32 or f64 (write the model in f32 and compile "
-                  "with --precision=bf16 to compute in bf16)";
-      if (!param.isTrained()) {
-        frozen.push_back(i); // held and read, never updated: no state, no result
-        continue;
-      }
-      params.push_back(i);
-      names.push_back(param.getName().str());
-    } else {
-      inputs.push_back(i);
-    }
-  }
-  // After the loss and one gradient per parameter: the loss function's
-  // outputs and metrics, carried to the training step's results.
-  if (grad.getNumResults() < params.size() + 1)
-    return grad.emitOpError() << "expects the loss and one gradient per parameter";
-  const unsigned outputs = grad.getNumResults() - 1 - params.size();
-
-  ArrayRef<Type> argTypes = grad.getArgumentTypes();
-  SmallVector<Type> newArgs, newResults{lossType, lossType};
-  SmallVector<Attribute> argAttrs, resultAttrs{
-      resultRoleDict(ResultAttr::get(b.getContext(), Role::Loss)),
-      resultRoleDict(ResultAttr::get(b.getContext(), Role::GradNorm))};
-  for (unsigned i : llvm::concat<unsigned>(params, frozen)) {
-    newArgs.push_back(argTypes[i]);
-    argAttrs.push_back(grad.getArgAttrDict(i));
-  }
-  // Muon orthogonalises the matrices of the repeated blocks (the hidden
-  // layers); AdamW updates the rest (embeddings, the head, vectors).
+  /// The loss function's outputs and metrics (after the loss and one
+  /// gradient per parameter), carried to the step's results.
+  unsigned outputs = 0;
+  /// Muon orthogonalises the matrices of the repeated blocks (the hidden
+  /// layers); AdamW updates the rest (embeddings, the head, vectors).
   SmallVector<bool> muon;
-  for (unsigned i : params)
-    muon.push_back(options.algorithm == "muon" &&
-                   cast<RankedTensorType>(argTypes[i]).getRank() == 2 &&
-                   grad.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName).hasBlock());
-  if (options.algorithm == "muon" && llvm::none_of(muon, [](bool m) { return m; }))
+};
+
+FailureOr<StepArguments> classifyArguments(func::FuncOp grad, const OptimizerOptions &options) {
+  StepArguments a;
+  ArrayRef<Type> argTypes = grad.getArgumentTypes();
+  for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
+    auto param = grad.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName);
+    if (!param) {
+      a.inputs.push_back(i);
+      continue;
+    }
+    // AdamW keeps parameters and moments in f32 (or f64): master weights.
+    Type element = cast<ShapedType>(argTypes[i]).getElementType();
+    if (!element.isF32() && !element.isF64())
+      return emitError(grad.getArgument(i).getLoc())
+             << "parameter '" << param.getName() << "' is " << element
+             << ": parameters are trained in f32 or f64 (write the model in f32 and compile "
+                "with --precision=bf16 to compute in bf16)";
+    if (!param.isTrained()) {
+      a.frozen.push_back(i); // held and read, never updated: no state, no result
+      continue;
+    }
+    a.params.push_back(i);
+    a.names.push_back(param.getName().str());
+  }
+  if (grad.getNumResults() < a.params.size() + 1)
+    return grad.emitOpError() << "expects the loss and one gradient per parameter";
+  a.outputs = grad.getNumResults() - 1 - a.params.size();
+  for (unsigned i : a.params)
+    a.muon.push_back(options.algorithm == "muon" &&
+                     cast<RankedTensorType>(argTypes[i]).getRank() == 2 &&
+                     grad.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName).hasBlock());
+  if (options.algorithm == "muon" && llvm::none_of(a.muon, [](bool m) { return m; }))
     return grad.emitOpError()
            << "has no matrix parameter inside a repeated block: Muon updates those (mark "
               "the model's blocks, e.g. #step.param<..., block N>; frozen ones do not "
               "count), AdamW the rest";
-  // The optimizer's state per parameter: AdamW's and Adam's two moments,
-  // SGD's momentum buffer, Lion's moment or Muon's momentum (kept as
-  // exp_avg). Arguments: every exp_avg, then every exp_avg_sq.
+  return a;
+}
+
+/// The optimizer's state arguments in order: every exp_avg, then every
+/// exp_avg_sq, as (moment, index into the trained parameters). AdamW's and
+/// Adam's two moments, SGD's momentum buffer, Lion's moment or Muon's
+/// momentum (kept as exp_avg).
+SmallVector<std::pair<Moment, size_t>> stateOrder(const StepArguments &a,
+                                                  const OptimizerOptions &options) {
   auto hasSecondMoment = [&](size_t k) {
     return options.algorithm == "adamw" || options.algorithm == "adam" ||
-           (options.algorithm == "muon" && !muon[k]);
+           (options.algorithm == "muon" && !a.muon[k]);
   };
-  SmallVector<std::pair<Moment, size_t>> stateOrder;
+  SmallVector<std::pair<Moment, size_t>> order;
   for (Moment moment : {Moment::ExpAvg, Moment::ExpAvgSq})
-    for (size_t k = 0; k < params.size(); ++k)
+    for (size_t k = 0; k < a.params.size(); ++k)
       if (moment == Moment::ExpAvg || hasSecondMoment(k))
-        stateOrder.push_back({moment, k});
-  for (auto [moment, k] : stateOrder) {
-    newArgs.push_back(argTypes[params[k]]);
-    argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-        StepDialect::kStateAttrName, StateAttr::get(b.getContext(), moment, names[k]))));
+        order.push_back({moment, k});
+  return order;
+}
+
+/// The training step's function: arguments params, frozen params,
+/// exp_avg, exp_avg_sq, inputs, lr, step; results the loss, the norm, the
+/// updated parameters and moments, the loss function's outputs, then each
+/// balanced frozen parameter.
+func::FuncOp declareTrainStep(OpBuilder &b, func::FuncOp grad, const StepArguments &a,
+                              ArrayRef<std::pair<Moment, size_t>> state,
+                              ArrayRef<Balance> balances) {
+  MLIRContext *ctx = b.getContext();
+  ArrayRef<Type> argTypes = grad.getArgumentTypes();
+  Type lossType = grad.getResultTypes().front();
+  SmallVector<Type> newArgs, newResults{lossType, lossType};
+  SmallVector<Attribute> argAttrs, resultAttrs{
+      resultRoleDict(ResultAttr::get(ctx, Role::Loss)),
+      resultRoleDict(ResultAttr::get(ctx, Role::GradNorm))};
+  for (unsigned i : llvm::concat<const unsigned>(a.params, a.frozen)) {
+    newArgs.push_back(argTypes[i]);
+    argAttrs.push_back(grad.getArgAttrDict(i));
   }
-  for (unsigned i : inputs) {
+  for (auto [moment, k] : state) {
+    newArgs.push_back(argTypes[a.params[k]]);
+    argAttrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(StepDialect::kStateAttrName, StateAttr::get(ctx, moment, a.names[k]))));
+  }
+  for (unsigned i : a.inputs) {
     newArgs.push_back(argTypes[i]);
     argAttrs.push_back(grad.getArgAttrDict(i));
   }
   for (Hyper hyper : {Hyper::Lr, Hyper::Step}) {
     newArgs.push_back(lossType);
-    argAttrs.push_back(b.getDictionaryAttr(
-        b.getNamedAttr(StepDialect::kHyperAttrName, HyperAttr::get(b.getContext(), hyper))));
+    argAttrs.push_back(
+        b.getDictionaryAttr(b.getNamedAttr(StepDialect::kHyperAttrName, HyperAttr::get(ctx, hyper))));
   }
   // The updated parameters, then each moment, in the arguments' order.
-  for (auto [i, name] : llvm::zip(params, names)) {
+  for (auto [i, name] : llvm::zip(a.params, a.names)) {
     newResults.push_back(argTypes[i]);
-    resultAttrs.push_back(resultRoleDict(ResultAttr::get(b.getContext(), Role::Param, name)));
+    resultAttrs.push_back(resultRoleDict(ResultAttr::get(ctx, Role::Param, name)));
   }
-  for (auto [moment, k] : stateOrder) {
-    newResults.push_back(argTypes[params[k]]);
-    resultAttrs.push_back(resultRoleDict(ResultAttr::get(b.getContext(), moment, names[k])));
+  for (auto [moment, k] : state) {
+    newResults.push_back(argTypes[a.params[k]]);
+    resultAttrs.push_back(resultRoleDict(ResultAttr::get(ctx, moment, a.names[k])));
   }
-
-  for (unsigned k = 0; k < outputs; ++k) {
-    unsigned i = 1 + params.size() + k;
+  for (unsigned k = 0; k < a.outputs; ++k) {
+    unsigned i = 1 + a.params.size() + k;
     newResults.push_back(grad.getResultTypes()[i]);
     resultAttrs.push_back(grad.getResultAttrDict(i));
   }
-  // Then each balanced frozen parameter, moved by its metric (reduced over
-  // the ranks and micro-batches by now, so every rank moves it alike).
-  FailureOr<SmallVector<Balance>> balances = balancedParams(grad, frozen);
-  if (failed(balances))
-    return failure();
-  for (const Balance &balance : *balances) {
+  // Each balanced frozen parameter, moved by its metric (reduced over the
+  // ranks and micro-batches by now, so every rank moves it alike).
+  for (const Balance &balance : balances) {
     newResults.push_back(argTypes[balance.arg]);
     resultAttrs.push_back(resultRoleDict(ResultAttr::get(
-        b.getContext(), Role::Param,
+        ctx, Role::Param,
         grad.getArgAttrOfType<ParamAttr>(balance.arg, StepDialect::kParamAttrName).getName())));
   }
-
   // Named for the loss function the gradient differentiates.
   StringRef base = grad.getSymName();
   if (auto loss = grad->getAttrOfType<FlatSymbolRefAttr>(StepDialect::kGradientAttrName))
     base = loss.getValue();
-  auto step = b.create<func::FuncOp>(loc, (base + "_train_step").str(),
+  auto step = b.create<func::FuncOp>(grad.getLoc(), (base + "_train_step").str(),
                                      b.getFunctionType(newArgs, newResults));
   step.setAllArgAttrs(argAttrs);
   step.setAllResultAttrs(resultAttrs);
   step->setAttr(StepDialect::kTrainStepAttrName, b.getUnitAttr());
-  symbols.insert(step);
+  return step;
+}
 
-  // The gradient function's body, its arguments mapped to the new ones.
-  Block *entry = step.addEntryBlock();
-  size_t n = params.size();
-  const size_t firstInput = n + frozen.size() + stateOrder.size();
-  // Each parameter's state arguments, by moment.
-  SmallVector<Value> expAvgArg(n), expAvgSqArg(n);
-  for (auto [j, state] : llvm::enumerate(stateOrder))
-    (state.first == Moment::ExpAvg ? expAvgArg : expAvgSqArg)[state.second] =
-        entry->getArgument(n + frozen.size() + j);
-  IRMapping mapping;
-  for (auto [k, i] : llvm::enumerate(llvm::concat<unsigned>(params, frozen)))
-    mapping.map(grad.getArgument(i), entry->getArgument(k));
-  for (auto [k, i] : llvm::enumerate(inputs))
-    mapping.map(grad.getArgument(i), entry->getArgument(firstInput + k));
-  b.setInsertionPointToEnd(entry);
-  auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
-  for (Operation &op : grad.getBody().front().without_terminator())
-    b.clone(op, mapping);
-  Value loss = mapping.lookup(gradReturn.getOperand(0));
-  SmallVector<Value> grads;
-  for (unsigned k = 0; k < n; ++k)
-    grads.push_back(mapping.lookup(gradReturn.getOperand(k + 1)));
-  Value lr = entry->getArgument(firstInput + inputs.size());
-  Value stepNumber = entry->getArgument(firstInput + inputs.size() + 1);
+/// The clipping norm's squares: sqrt(Σ_i Σ g_i²) over the whole model.
+/// tp-split gradients are each rank's part of one gradient: their squares
+/// are summed over the tp ranks; replicated ones are counted once.
+class GradientNorm {
+public:
+  GradientNorm(OpBuilder &b, Location loc, func::FuncOp grad, const StepArguments &a,
+               ArrayRef<Value> grads, const OptimizerOptions &options)
+      : b(b), loc(loc), grad(grad), a(a), grads(grads), options(options),
+        lossType(cast<RankedTensorType>(grad.getResultTypes().front())) {}
 
-  // norm = sqrt(Σ_i Σ g_i²); scale = min(1, max_norm / (norm + 1e-6))
-  // tp-split gradients are each rank's part of one gradient: their squares
-  // are summed over the tp ranks; replicated ones are counted once.
-  Value total = scalar(b, loc, lossType, 0.0);
-  // The mesh axis a parameter's parts lie along (-1: whole): the tp axis,
-  // or (an expert weight under ep) the axis its step.tp_shard names.
-  auto splitAxisOf = [&](unsigned k) -> int64_t {
-    auto split = grad.getArgAttrOfType<DictionaryAttr>(params[k], StepDialect::kTpShardAttrName);
+  Value build() {
+    Value total = scalar(b, loc, lossType, 0.0);
+    // A pipeline stage's squares go to their places among the whole
+    // model's parameters (step-pipeline-stages' step.pp_index), are
+    // exchanged, and are summed in that order: the norm of one rank's
+    // step, bit for bit.
+    auto stageParams = options.ppAxis >= 0
+                           ? grad->getAttrOfType<IntegerAttr>(StepDialect::kPpParamsAttrName)
+                           : IntegerAttr();
+    if (stageParams)
+      total = stageSquares(total, stageParams.getInt());
+    else
+      total = rankSquares(total);
+    return b.create<SqrtOp>(loc, total);
+  }
+
+private:
+  /// The mesh axis a parameter's parts lie along (-1: whole): the tp axis,
+  /// or (an expert weight under ep) the axis its step.tp_shard names.
+  int64_t splitAxisOf(unsigned k) {
+    auto split =
+        grad.getArgAttrOfType<DictionaryAttr>(a.params[k], StepDialect::kTpShardAttrName);
     if (!split)
       return -1;
     auto axis = split.getAs<IntegerAttr>("axis");
     return axis ? axis.getInt() : options.tpAxis;
-  };
-  // Split squares, summed per axis (in axis order) before the all-reduce.
-  std::map<int64_t, Value> splitSums;
-  // A pipeline stage's squares go to their places among the whole model's
-  // parameters (step-pipeline-stages' step.pp_index), are exchanged, and
-  // are summed in that order: the norm of one rank's step, bit for bit.
-  auto stageParams = options.ppAxis >= 0
-                         ? grad->getAttrOfType<IntegerAttr>(StepDialect::kPpParamsAttrName)
-                         : IntegerAttr();
-  if (stageParams) {
-    int64_t n = stageParams.getInt();
+  }
+
+  bool replicaOfOtherStage(unsigned k) {
+    return static_cast<bool>(grad.getArgAttr(a.params[k], StepDialect::kPpReplicaAttrName));
+  }
+
+  Value allReduce(Type type, ArrayRef<mesh::MeshAxis> axes, Value v) {
+    return b.create<mesh::AllReduceOp>(loc, type, options.mesh, axes, v,
+                                       mesh::ReductionKind::Sum);
+  }
+
+  /// Each pipeline stage's squares placed in a vector of the model's
+  /// parameters, summed over the stages (and the split axes), then added
+  /// in order.
+  Value stageSquares(Value total, int64_t n) {
     auto vector = RankedTensorType::get({n}, lossType.getElementType());
     auto one = RankedTensorType::get({1}, lossType.getElementType());
     auto zeros = [&] {
@@ -321,10 +337,11 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     };
     // tp-split squares are summed over tp first (each slot holds one
     // parameter's: the sums stay exact), then joined to the replicated.
+    std::map<int64_t, Value> splitSums;
     Value squares = zeros();
     for (auto [k, g] : llvm::enumerate(grads)) {
-      auto index = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kPpIndexAttrName);
-      if (!index || grad.getArgAttr(params[k], StepDialect::kPpReplicaAttrName))
+      auto index = grad.getArgAttrOfType<IntegerAttr>(a.params[k], StepDialect::kPpIndexAttrName);
+      if (!index || replicaOfOtherStage(k))
         continue;
       int64_t at = index.getInt();
       Value square = b.create<ReshapeOp>(loc, one, sumOfSquares(b, loc, g, lossType));
@@ -339,78 +356,93 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     for (auto &[axis, splitSquares] : splitSums)
       squares = b.create<AddOp>(
           loc, squares,
-          b.create<mesh::AllReduceOp>(loc, vector, options.mesh,
-                                      ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(axis)},
-                                      splitSquares, mesh::ReductionKind::Sum));
-    splitSums.clear();
+          allReduce(vector, {static_cast<mesh::MeshAxis>(axis)}, splitSquares));
     SmallVector<mesh::MeshAxis> axes;
     if (options.meshAxis >= 0 && options.meshAxis != options.ppAxis)
       axes.push_back(static_cast<mesh::MeshAxis>(options.meshAxis));
     axes.push_back(static_cast<mesh::MeshAxis>(options.ppAxis));
     llvm::sort(axes);
-    Value all = b.create<mesh::AllReduceOp>(loc, vector, options.mesh, axes, squares,
-                                            mesh::ReductionKind::Sum);
+    Value all = allReduce(vector, axes, squares);
     for (int64_t i = 0; i < n; ++i)
       total = b.create<AddOp>(
           loc, total,
           b.create<ReshapeOp>(loc, lossType,
                               b.create<SliceOp>(loc, all, b.getDenseI64ArrayAttr({i}),
                                                 b.getDenseI64ArrayAttr({1}))));
-  }
-  for (auto [k, g] : llvm::enumerate(stageParams ? decltype(grads){} : grads)) {
-    // A pipeline stage holding a copy of another stage's parameter (a tied
-    // embedding) leaves its square to that stage.
-    if (grad.getArgAttr(params[k], StepDialect::kPpReplicaAttrName))
-      continue;
-    int64_t splitAxis = splitAxisOf(k);
-    if (splitAxis >= 0 && !splitSums.count(splitAxis))
-      splitSums[splitAxis] = scalar(b, loc, lossType, 0.0);
-    Value &sum = splitAxis >= 0 ? splitSums[splitAxis] : total;
-    sum = b.create<AddOp>(loc, sum, sumOfSquares(b, loc, g, lossType));
-  }
-  // (With tp, its sum is added even when no parameter is split.)
-  if (options.tpAxis >= 0 && !stageParams && !splitSums.count(options.tpAxis))
-    splitSums[options.tpAxis] = scalar(b, loc, lossType, 0.0);
-  for (auto &[axis, split] : splitSums)
-    total = b.create<AddOp>(
-        loc, total,
-        b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,
-                                    ArrayRef<mesh::MeshAxis>{static_cast<mesh::MeshAxis>(axis)},
-                                    split, mesh::ReductionKind::Sum));
-  // Sharded gradients: each rank holds part of every gradient, so the
-  // squares are summed over the ranks (padding rows are zero).
-  if (!options.mesh.empty() && options.meshAxis >= 0 && !stageParams)
-    total = b.create<mesh::AllReduceOp>(loc, lossType, options.mesh,
-                                        ArrayRef<mesh::MeshAxis>{
-                                            static_cast<mesh::MeshAxis>(options.meshAxis)},
-                                        total,
-                                        mesh::ReductionKind::Sum);
-  Value norm = b.create<SqrtOp>(loc, total);
-  Value scale = scalar(b, loc, lossType, 1.0);
-  if (options.maxGradNorm > 0.0) {
-    Value coef = b.create<DivOp>(
-        loc, scalar(b, loc, lossType, options.maxGradNorm),
-        b.create<AddOp>(loc, norm, scalar(b, loc, lossType, 1e-6)));
-    scale = b.create<MinimumOp>(loc, coef, scale);
+    return total;
   }
 
-  SmallVector<Value> newParams(n), newM(n), newV;
+  /// One rank's squares (no pipeline), the split ones summed over their
+  /// axes and, with sharded gradients, all over the shards' axis.
+  Value rankSquares(Value total) {
+    std::map<int64_t, Value> splitSums;
+    for (auto [k, g] : llvm::enumerate(grads)) {
+      // A pipeline stage holding a copy of another stage's parameter (a
+      // tied embedding) leaves its square to that stage.
+      if (replicaOfOtherStage(k))
+        continue;
+      int64_t splitAxis = splitAxisOf(k);
+      if (splitAxis >= 0 && !splitSums.count(splitAxis))
+        splitSums[splitAxis] = scalar(b, loc, lossType, 0.0);
+      Value &sum = splitAxis >= 0 ? splitSums[splitAxis] : total;
+      sum = b.create<AddOp>(loc, sum, sumOfSquares(b, loc, g, lossType));
+    }
+    // (With tp, its sum is added even when no parameter is split.)
+    if (options.tpAxis >= 0 && !splitSums.count(options.tpAxis))
+      splitSums[options.tpAxis] = scalar(b, loc, lossType, 0.0);
+    for (auto &[axis, split] : splitSums)
+      total = b.create<AddOp>(loc, total,
+                              allReduce(lossType, {static_cast<mesh::MeshAxis>(axis)}, split));
+    // Sharded gradients: each rank holds part of every gradient, so the
+    // squares are summed over the ranks (padding rows are zero).
+    if (!options.mesh.empty() && options.meshAxis >= 0)
+      total = allReduce(lossType, {static_cast<mesh::MeshAxis>(options.meshAxis)}, total);
+    return total;
+  }
+
+  OpBuilder &b;
+  Location loc;
+  func::FuncOp grad;
+  const StepArguments &a;
+  ArrayRef<Value> grads;
+  const OptimizerOptions &options;
+  RankedTensorType lossType;
+};
+
+/// The values each parameter's update reads, in the step's body.
+struct UpdateInputs {
+  SmallVector<Value> params, grads, expAvg, expAvgSq;
+  Value lr, stepNumber, gradScale;
+};
+
+/// Each trained parameter's update by the algorithm: new parameters, first
+/// moments and (AdamW, Adam and Muon's AdamW part) second moments.
+struct Updates {
+  SmallVector<Value> params, m, v;
+};
+
+Updates buildUpdates(OpBuilder &b, Location loc, func::FuncOp grad, const StepArguments &a,
+                     const UpdateInputs &in, const OptimizerOptions &options) {
+  size_t n = a.params.size();
+  Updates out;
+  out.params.resize(n);
+  out.m.resize(n);
+  auto lossType = cast<RankedTensorType>(grad.getResultTypes().front());
   SmallVector<MuonMatrix> muonMatrices;
   SmallVector<unsigned> muonIndex;
   for (unsigned k = 0; k < n; ++k) {
-    Value param = entry->getArgument(k);
-    Value g = grads[k];
-    Value scaleK = scale, lrK = lr, stepK = stepNumber;
+    Value param = in.params[k], g = in.grads[k], m = in.expAvg[k];
+    Value scaleK = in.gradScale, lrK = in.lr, stepK = in.stepNumber;
     auto elem = cast<RankedTensorType>(param.getType()).getElementType();
     auto scalarType = RankedTensorType::get({}, elem);
     if (scalarType != lossType) {
-      scaleK = b.create<ConvertOp>(loc, scalarType, scale);
-      lrK = b.create<ConvertOp>(loc, scalarType, lr);
-      stepK = b.create<ConvertOp>(loc, scalarType, stepNumber);
+      scaleK = b.create<ConvertOp>(loc, scalarType, scaleK);
+      lrK = b.create<ConvertOp>(loc, scalarType, lrK);
+      stepK = b.create<ConvertOp>(loc, scalarType, stepK);
     }
     // A parameter's own decay and learning-rate scale (a torch.optim
     // parameter group), else the rule: decay matrices, not vectors.
-    auto attr = grad.getArgAttrOfType<ParamAttr>(params[k], StepDialect::kParamAttrName);
+    auto attr = grad.getArgAttrOfType<ParamAttr>(a.params[k], StepDialect::kParamAttrName);
     double decay = attr.hasWeightDecay() ? attr.getWeightDecayValue()
                    : cast<RankedTensorType>(param.getType()).getRank() >= 2
                        ? options.weightDecay
@@ -418,10 +450,11 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
     if (attr.getLrScaleValue() != 1.0)
       lrK = b.create<MulOp>(loc, lrK, scalar(b, loc, cast<RankedTensorType>(lrK.getType()),
                                               attr.getLrScaleValue()));
-    Value m = expAvgArg[k];
-    if (muon[k]) {
-      auto shardOf = grad.getArgAttrOfType<IntegerAttr>(params[k], StepDialect::kShardOfAttrName);
-      auto tpShard = grad.getArgAttrOfType<DictionaryAttr>(params[k], StepDialect::kTpShardAttrName);
+    if (a.muon[k]) {
+      auto shardOf =
+          grad.getArgAttrOfType<IntegerAttr>(a.params[k], StepDialect::kShardOfAttrName);
+      auto tpShard =
+          grad.getArgAttrOfType<DictionaryAttr>(a.params[k], StepDialect::kTpShardAttrName);
       MuonMatrix matrix;
       matrix.param = param;
       matrix.grad = g;
@@ -439,27 +472,27 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
       auto update = b.create<SgdOp>(loc, param, g, m, lrK, scaleK,
                                     b.getF64FloatAttr(options.momentum),
                                     b.getBoolAttr(options.nesterov), b.getF64FloatAttr(decay));
-      newParams[k] = update.getNewParam();
-      newM[k] = update.getNewBuf();
+      out.params[k] = update.getNewParam();
+      out.m[k] = update.getNewBuf();
       continue;
     }
     if (options.algorithm == "lion") {
       auto update = b.create<LionOp>(loc, param, g, m, lrK, scaleK,
                                      b.getF64FloatAttr(options.beta1),
                                      b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(decay));
-      newParams[k] = update.getNewParam();
-      newM[k] = update.getNewM();
+      out.params[k] = update.getNewParam();
+      out.m[k] = update.getNewM();
       continue;
     }
     auto update = b.create<AdamwOp>(
-        loc, param, g, m, expAvgSqArg[k], lrK, stepK, scaleK,
-        b.getF64FloatAttr(options.beta1), b.getF64FloatAttr(options.beta2),
-        b.getF64FloatAttr(options.epsilon), b.getF64FloatAttr(decay),
+        loc, param, g, m, in.expAvgSq[k], lrK, stepK, scaleK, b.getF64FloatAttr(options.beta1),
+        b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
+        b.getF64FloatAttr(decay),
         // (AdamW's decoupled decay is the op's default.)
         options.algorithm == "adam" ? b.getBoolAttr(false) : BoolAttr());
-    newParams[k] = update.getNewParam();
-    newM[k] = update.getNewM();
-    newV.push_back(update.getNewV());
+    out.params[k] = update.getNewParam();
+    out.m[k] = update.getNewM();
+    out.v.push_back(update.getNewV());
   }
   if (!muonMatrices.empty()) {
     MuonConfig config{options.muonMomentum, options.muonNesterov, options.nsSteps,
@@ -468,15 +501,76 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
                       options.replicaAxis,  options.replicaRanks};
     for (auto [k, update] :
          llvm::zip(muonIndex, buildMuonUpdates(b, loc, muonMatrices, config))) {
-      newParams[k] = update.first;
-      newM[k] = update.second;
+      out.params[k] = update.first;
+      out.m[k] = update.second;
     }
   }
+  return out;
+}
+
+/// The training step of gradient function `grad`: its body, the clipping
+/// norm and scale, each parameter's update, then the balanced parameters'.
+LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
+                             const OptimizerOptions &options) {
+  OpBuilder b(grad);
+  b.setInsertionPointAfter(grad);
+  Location loc = grad.getLoc();
+  auto lossType = dyn_cast<RankedTensorType>(grad.getResultTypes().front());
+  if (!lossType || lossType.getRank() != 0)
+    return grad.emitOpError() << "expects a scalar loss as the first result";
+  FailureOr<StepArguments> args = classifyArguments(grad, options);
+  if (failed(args))
+    return failure();
+  const StepArguments &a = *args;
+  FailureOr<SmallVector<Balance>> balances = balancedParams(grad, a.frozen);
+  if (failed(balances))
+    return failure();
+  SmallVector<std::pair<Moment, size_t>> state = stateOrder(a, options);
+  func::FuncOp step = declareTrainStep(b, grad, a, state, *balances);
+  symbols.insert(step);
+
+  // The gradient function's body, its arguments mapped to the new ones.
+  Block *entry = step.addEntryBlock();
+  size_t n = a.params.size();
+  const size_t firstInput = n + a.frozen.size() + state.size();
+  UpdateInputs in;
+  in.expAvg.resize(n);
+  in.expAvgSq.resize(n);
+  for (auto [j, moment] : llvm::enumerate(state))
+    (moment.first == Moment::ExpAvg ? in.expAvg : in.expAvgSq)[moment.second] =
+        entry->getArgument(n + a.frozen.size() + j);
+  IRMapping mapping;
+  for (auto [k, i] : llvm::enumerate(llvm::concat<const unsigned>(a.params, a.frozen)))
+    mapping.map(grad.getArgument(i), entry->getArgument(k));
+  for (auto [k, i] : llvm::enumerate(a.inputs))
+    mapping.map(grad.getArgument(i), entry->getArgument(firstInput + k));
+  b.setInsertionPointToEnd(entry);
+  auto gradReturn = cast<func::ReturnOp>(grad.getBody().front().getTerminator());
+  for (Operation &op : grad.getBody().front().without_terminator())
+    b.clone(op, mapping);
+  Value loss = mapping.lookup(gradReturn.getOperand(0));
+  for (unsigned k = 0; k < n; ++k) {
+    in.params.push_back(entry->getArgument(k));
+    in.grads.push_back(mapping.lookup(gradReturn.getOperand(k + 1)));
+  }
+  in.lr = entry->getArgument(firstInput + a.inputs.size());
+  in.stepNumber = entry->getArgument(firstInput + a.inputs.size() + 1);
+
+  // scale = min(1, max_norm / (norm + 1e-6))
+  Value norm = GradientNorm(b, loc, grad, a, in.grads, options).build();
+  in.gradScale = scalar(b, loc, lossType, 1.0);
+  if (options.maxGradNorm > 0.0) {
+    Value coef = b.create<DivOp>(loc, scalar(b, loc, lossType, options.maxGradNorm),
+                                 b.create<AddOp>(loc, norm, scalar(b, loc, lossType, 1e-6)));
+    in.gradScale = b.create<MinimumOp>(loc, coef, in.gradScale);
+  }
+  Updates updates = buildUpdates(b, loc, grad, a, in, options);
+
   SmallVector<Value> results{loss, norm};
-  llvm::append_range(results, newParams);
-  llvm::append_range(results, newM);
-  llvm::append_range(results, newV);
-  for (unsigned k = 0; k < outputs; ++k)
+  llvm::append_range(results, updates.params);
+  llvm::append_range(results, updates.m);
+  llvm::append_range(results, updates.v);
+  for (unsigned k = 0; k < a.outputs; ++k)
     results.push_back(mapping.lookup(gradReturn.getOperand(1 + n + k)));
   for (const Balance &balance : *balances)
     results.push_back(balanceUpdate(b, loc, mapping.lookup(grad.getArgument(balance.arg)),
@@ -484,7 +578,7 @@ LogicalResult buildTrainStep(func::FuncOp grad, SymbolTable &symbols,
                                     balance.rate));
   b.create<func::ReturnOp>(loc, results);
   setMissingPhases(*entry, Phase::Optimizer);
-  bindDropoutKeys(step, stepNumber);
+  bindDropoutKeys(step, in.stepNumber);
   return success();
 }
 
