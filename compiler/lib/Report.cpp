@@ -124,25 +124,21 @@ static double wireBytes(Operation *op, int64_t n) {
   return double(n - 1) * bytesOf(op->getResult(0).getType());
 }
 
-FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
-                                         const MemoryPlan &plan, StringRef target,
-                                         const CommModel &comm) {
-  StepReport report;
-  FailureOr<ModelReport> model = analyzeModel(loss);
-  if (failed(model))
-    return failure();
-  const int64_t modelFlops = model->modelFlops, tokens = model->tokens;
-  int64_t executed = 0, kernels = 0;
-  Block &body = step.getBody().front();
-  const DenseMap<Value, std::string> computedFor = computedForBlocks(step);
-  // A parameter's, moment's or gradient's block ("#": outside the blocks).
-  const DenseMap<Value, std::string> parameterBlock = parameterBlocks(step);
-  auto label = [](const std::string &block) {
+namespace {
+
+/// The block names an op's work and a parameter's bytes are reported under.
+struct Blocks {
+  DenseMap<Value, std::string> computedFor, parameterBlock;
+
+  explicit Blocks(func::FuncOp step)
+      : computedFor(computedForBlocks(step)), parameterBlock(parameterBlocks(step)) {}
+
+  static std::string label(const std::string &block) {
     return block.empty() || block == "#" ? std::string("outside blocks") : block;
-  };
-  // The block an op's work is for: the forward's, backward's and
-  // recomputation's by computedForBlocks; an update by its parameter's.
-  auto workBlock = [&](Operation &op) -> std::string {
+  }
+  /// The block an op's work is for: the forward's, backward's and
+  /// recomputation's by computedForBlocks; an update by its parameter's.
+  std::string workBlock(Operation &op) const {
     std::optional<Phase> phase = getPhase(&op);
     if (op.getNumResults() &&
         (phase == Phase::Forward || phase == Phase::Backward || phase == Phase::Recompute))
@@ -153,25 +149,106 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       if (auto it = parameterBlock.find(op.getOperand(0)); it != parameterBlock.end())
         return label(it->second);
     return "outside blocks";
+  }
+};
+
+/// A collective's bytes per rank, by kind and by the axes it spans.
+void countCollective(StepReport &report, Operation &op) {
+  ++report.collectivesPerStep;
+  // Bytes each rank contributes.
+  int64_t bytes = bytesOf(isa<mesh::AllGatherOp>(op) ? op.getOperand(0).getType()
+                                                     : op.getResult(0).getType());
+  report.collectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
+  // A pipeline stage's transfers are its own (the stages differ); the
+  // per-axes figures, which every rank's runtime probes alike, are the
+  // collectives'.
+  if (isa<mesh::SendOp, mesh::RecvOp>(op))
+    return;
+  report.collectiveBytesByAxes[axesKey(&op)] += bytes;
+  report.collectivesByAxes[axesKey(&op)] += 1;
+  report.collectiveWireBytesByAxes[axesKey(&op)] +=
+      static_cast<int64_t>(std::llround(wireBytes(&op, ranksOf(&op))));
+  if (getPhase(&op) == Phase::Optimizer)
+    report.optimizerCollectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
+}
+
+/// An fp8 product's operand: rounded by step.quantize_fp8 (then only
+/// widened, narrowed or reshaped).
+bool roundedToFp8(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto call = dyn_cast<stepk::CallOp>(def))
+      return call.getCallee() == "quantize_fp8";
+    if (isa<QuantizeFp8Op>(def))
+      return true;
+    if (!isa<ConvertOp, ReshapeOp, TransposeOp>(def))
+      return false;
+    v = def->getOperand(0);
+  }
+  return false;
+}
+
+/// The library calls by shape (GEMMs, attention, grouped products) and
+/// the fp8 products, which the runtime probes and the profile times.
+void countLibraryShapes(StepReport &report, Operation &op, int64_t flops) {
+  auto countGemm = [&](auto mm, bool sharedRhs) {
+    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+    auto out = cast<RankedTensorType>(mm->getResult(0).getType());
+    const bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
+    const int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
+    const int64_t k = lhs.getDimSize(lhs.getRank() - (ta ? 2 : 1));
+    report.gemmCallsByShape[llvm::formatv("{0} {1} {2} {3} {4} {5} {6}",
+                                          out.getNumElements() / (m * n), m, n, k, int(ta),
+                                          int(tb), int(sharedRhs))
+                                .str()] += 1;
   };
+  auto countAttention = [&](auto a, StringRef callee) {
+    auto q = cast<RankedTensorType>(a.getQuery().getType());
+    auto k = cast<RankedTensorType>(a.getKey().getType());
+    std::string shape =
+        llvm::formatv("{0} {1} {2} {3} {4} {5} {6} {7}", callee, q.getDimSize(0),
+                      q.getDimSize(1), k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(),
+                      a.getHeadDim(), int(a.getCausal()))
+            .str();
+    report.attentionCallsByShape[shape] += 1;
+    report.attentionFlopsByShape[shape] = flops;
+  };
+  Operation *kernel = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
+  StringRef callee = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getCallee() : "";
+  if (auto a = dyn_cast_or_null<AttentionOp>(kernel))
+    countAttention(a, callee.empty() ? "attention" : callee);
+  if (callee == "grouped_matmul" || callee == "grouped_matmul_weight_grad") {
+    std::string shape = callee.str();
+    for (Attribute scalar : cast<stepk::CallOp>(op).getScalars())
+      if (auto i = dyn_cast<IntegerAttr>(scalar))
+        shape += " " + std::to_string(i.getInt());
+    report.groupedCallsByShape[shape] += 1;
+  }
+  if (auto a = dyn_cast_or_null<AttentionGradOp>(kernel))
+    countAttention(a, callee.empty() ? "attention_grad" : callee);
+  if (auto mm = dyn_cast<MatmulOp>(op))
+    countGemm(mm, true);
+  if (auto bm = dyn_cast<BatchMatmulOp>(op))
+    countGemm(bm, false);
+  if (auto gemm = dyn_cast<stepk::GemmOp>(op)) {
+    countGemm(gemm, gemm.getSharedRhs());
+    if (roundedToFp8(gemm.getLhs()) && roundedToFp8(gemm.getRhs())) {
+      report.fp8GemmsPerStep += 1;
+      report.fp8FlopsPerStep += flops;
+    }
+  }
+}
+
+/// Every op of the step: collectives, FLOPs (executed, by block, the
+/// optimizer's), kernels, library shapes and the memory-bound kernels'
+/// bytes.
+LogicalResult countOps(StepReport &report, Block &body, const Blocks &blocks) {
+  int64_t executed = 0, kernels = 0;
   for (Operation &op : body) {
     if (communicates(&op)) {
-      ++report.collectivesPerStep;
-      // Bytes each rank contributes.
-      int64_t bytes = bytesOf(isa<mesh::AllGatherOp>(op) ? op.getOperand(0).getType()
-                                                         : op.getResult(0).getType());
-      report.collectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
-      // A pipeline stage's transfers are its own (the stages differ); the
-      // per-axes figures, which every rank's runtime probes alike, are the
-      // collectives'.
+      countCollective(report, op);
+      // (A pipeline transfer is not one of the step's kernels.)
       if (isa<mesh::SendOp, mesh::RecvOp>(op))
         continue;
-      report.collectiveBytesByAxes[axesKey(&op)] += bytes;
-      report.collectivesByAxes[axesKey(&op)] += 1;
-      report.collectiveWireBytesByAxes[axesKey(&op)] +=
-          static_cast<int64_t>(std::llround(wireBytes(&op, ranksOf(&op))));
-      if (getPhase(&op) == Phase::Optimizer)
-        report.optimizerCollectiveBytesPerStep[op.getName().stripDialect().str()] += bytes;
     }
     FailureOr<int64_t> flops = getExecutedFlops(&op);
     if (failed(flops))
@@ -181,72 +258,13 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
     if (std::optional<Phase> phase = getPhase(&op);
         *flops > 0 && op.getNumResults() &&
         (phase == Phase::Forward || phase == Phase::Backward || phase == Phase::Recompute)) {
-      const std::string &block = computedFor.lookup(op.getResult(0));
+      const std::string &block = blocks.computedFor.lookup(op.getResult(0));
       report.executedFlopsByBlock[block.empty() ? "outside blocks" : block] += *flops;
     }
     if (llvm::AddOverflow(executed, *flops, executed))
       return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
-    auto countGemm = [&](auto mm, bool sharedRhs) {
-      auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-      auto out = cast<RankedTensorType>(mm->getResult(0).getType());
-      const bool ta = mm.getTransposeA(), tb = mm.getTransposeB();
-      const int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
-      const int64_t k = lhs.getDimSize(lhs.getRank() - (ta ? 2 : 1));
-      report.gemmCallsByShape[llvm::formatv("{0} {1} {2} {3} {4} {5} {6}",
-                                            out.getNumElements() / (m * n), m, n, k, int(ta),
-                                            int(tb), int(sharedRhs))
-                                  .str()] += 1;
-    };
-    auto countAttention = [&](auto a, StringRef callee) {
-      auto q = cast<RankedTensorType>(a.getQuery().getType());
-      auto k = cast<RankedTensorType>(a.getKey().getType());
-      std::string shape = llvm::formatv("{0} {1} {2} {3} {4} {5} {6} {7}", callee,
-                                        q.getDimSize(0), q.getDimSize(1), k.getDimSize(1),
-                                        a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                                        int(a.getCausal()))
-                              .str();
-      report.attentionCallsByShape[shape] += 1;
-      report.attentionFlopsByShape[shape] = *flops;
-    };
-    Operation *kernel = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
-    StringRef callee = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getCallee() : "";
-    if (auto a = dyn_cast_or_null<AttentionOp>(kernel))
-      countAttention(a, callee.empty() ? "attention" : callee);
-    if (callee == "grouped_matmul" || callee == "grouped_matmul_weight_grad") {
-      std::string shape = callee.str();
-      for (Attribute scalar : cast<stepk::CallOp>(op).getScalars())
-        if (auto i = dyn_cast<IntegerAttr>(scalar))
-          shape += " " + std::to_string(i.getInt());
-      report.groupedCallsByShape[shape] += 1;
-    }
-    if (auto a = dyn_cast_or_null<AttentionGradOp>(kernel))
-      countAttention(a, callee.empty() ? "attention_grad" : callee);
-    if (auto mm = dyn_cast<MatmulOp>(op))
-      countGemm(mm, true);
-    if (auto bm = dyn_cast<BatchMatmulOp>(op))
-      countGemm(bm, false);
-    if (auto gemm = dyn_cast<stepk::GemmOp>(op)) {
-      countGemm(gemm, gemm.getSharedRhs());
-      // An fp8 product: both operands rounded by step.quantize_fp8 (then
-      // only widened, narrowed or reshaped).
-      auto rounded = [](Value v) {
-        while (Operation *def = v.getDefiningOp()) {
-          if (auto call = dyn_cast<stepk::CallOp>(def))
-            return call.getCallee() == "quantize_fp8";
-          if (isa<QuantizeFp8Op>(def))
-            return true;
-          if (!isa<ConvertOp, ReshapeOp, TransposeOp>(def))
-            return false;
-          v = def->getOperand(0);
-        }
-        return false;
-      };
-      if (rounded(gemm.getLhs()) && rounded(gemm.getRhs())) {
-        report.fp8GemmsPerStep += 1;
-        report.fp8FlopsPerStep += *flops;
-      }
-    }
+    countLibraryShapes(report, op, *flops);
     if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllSliceOp>(op) &&
         !communicates(&op)) {
       int64_t bytes = 0;
@@ -256,34 +274,46 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
         bytes += bytesOf(v.getType());
       report.memoryBoundBytesPerStep += bytes;
       ++report.memoryBoundKernelsPerStep;
-      report.memoryBoundBytesByBlock[workBlock(op)] += bytes;
+      report.memoryBoundBytesByBlock[blocks.workBlock(op)] += bytes;
     }
   }
+  report.executedFlopsPerStep = executed;
+  report.kernelsPerStep = kernels;
+  return success();
+}
 
-  int64_t params = 0, frozenParams = 0, paramBytes = 0, stateBytes = 0, inputBytes = 0;
+/// The step's arguments: parameters (trained, frozen, tp-split), optimizer
+/// state and inputs, their bytes by block.
+void countArguments(StepReport &report, func::FuncOp step, const Blocks &blocks) {
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
     int64_t bytes = bytesOf(step.getArgumentTypes()[i]);
-    auto block = parameterBlock.find(step.getArgument(i));
-    std::string byBlock = label(block == parameterBlock.end() ? "" : block->second);
+    auto block = blocks.parameterBlock.find(step.getArgument(i));
+    std::string byBlock =
+        Blocks::label(block == blocks.parameterBlock.end() ? "" : block->second);
     if (step.getArgAttr(i, StepDialect::kParamAttrName)) {
       int64_t elements = cast<RankedTensorType>(step.getArgumentTypes()[i]).getNumElements();
-      params += elements;
+      report.params += elements;
       if (!getTrainedParam(step, i))
-        frozenParams += elements;
-      paramBytes += bytes;
+        report.frozenParams += elements;
+      report.paramBytes += bytes;
       report.paramBytesByBlock[byBlock] += bytes;
       (step.getArgAttr(i, StepDialect::kTpShardAttrName) ? report.tpSplitParamBytes
                                                           : report.replicatedParamBytes) += bytes;
     } else if (step.getArgAttr(i, StepDialect::kStateAttrName)) {
-      stateBytes += bytes;
+      report.optimizerStateBytes += bytes;
       report.optimizerStateBytesByBlock[byBlock] += bytes;
     } else {
-      inputBytes += bytes;
+      report.inputBytes += bytes;
     }
   }
+}
 
-  // Saved activations: arena buffers holding values of forward ops that a
-  // backward (or recomputing) op reads, each attributed to its block.
+/// Saved activations: arena buffers holding values of forward ops that a
+/// backward (or recomputing) op reads, each attributed to its block; and
+/// the dropout masks, drawn again in the backward, never saved.
+LogicalResult countSavedActivations(StepReport &report, func::FuncOp step,
+                                    const MemoryPlan &plan) {
+  Block &body = step.getBody().front();
   for (Operation &op : body)
     if (!isa<func::ReturnOp>(op) && !getPhase(&op))
       return op.emitOpError() << "has no step.phase (a pass dropped it)";
@@ -306,7 +336,6 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       report.savedActivationBytesByBlock[block.empty() ? "outside blocks" : block] += bytes;
     }
   }
-  // Dropout masks are drawn again in the backward, never saved.
   step.walk([&](DropoutOp d) {
     Operation *kernel = isa<stepk::CallOp>(d->getParentOp()) ? d->getParentOp() : d;
     if (getPhase(kernel) != Phase::Forward)
@@ -320,27 +349,12 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       blockTotal += bytes;
       ++blocks;
     }
-
-  report.function = step.getSymName().str();
-  report.target = target.str();
-  report.params = params;
-  report.frozenParams = frozenParams;
-  report.paramBytes = paramBytes;
-  report.paramTensors = model->paramTensors;
-  report.matmulParams = model->matmulParams;
-  report.forwardFlops = model->forwardFlops;
-  report.optimizerStateBytes = stateBytes;
-  report.inputBytes = inputBytes;
-  report.modelFlopsPerStep = modelFlops;
-  report.executedFlopsPerStep = executed;
-  report.tokensPerStep = tokens;
-  report.arenaBytes = plan.arenaBytes;
-  report.liveBytesPeak = plan.liveBytesPeak;
-  report.plannedPeakBytes = plan.arenaBytes + paramBytes + stateBytes + inputBytes;
   report.savedActivationBytesPerBlock = blocks ? blockTotal / blocks : 0;
-  report.kernelsPerStep = kernels;
-  report.inPlaceBuffers = plan.inPlaceCount;
-  // Recomputation (step-remat): the copies' kinds and FLOPs.
+  return success();
+}
+
+/// Recomputation (step-remat): the copies' kinds and FLOPs.
+void countRecomputation(StepReport &report, Block &body) {
   for (Operation &op : body) {
     if (getPhase(&op) != Phase::Recompute)
       continue;
@@ -350,42 +364,77 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
       kind = call.getValue().str();
     ++report.recomputedOpsByKind[kind];
   }
+}
 
-  report.collectivesInFlightPeak = collectivesInFlightPeak(body);
-  // Each collective runs from its op to the first use of its result; the
-  // compute in between hides it. Exposed = Σ max(0, comm − hidden), one
-  // link, collectives not contending.
-  if (comm.linkGBps > 0) {
-    SmallVector<Operation *> ops;
-    for (Operation &op : body)
-      ops.push_back(&op);
-    SmallVector<int64_t> flops;
-    for (Operation *op : ops)
-      flops.push_back(*getExecutedFlops(op));
-    DenseMap<Operation *, size_t> at;
-    for (auto [i, op] : llvm::enumerate(ops))
-      at[op] = i;
-    double total = 0, exposed = 0;
-    for (auto [i, op] : llvm::enumerate(ops)) {
-      if (!communicates(op))
-        continue;
-      double seconds = wireBytes(op, ranksOf(op)) / (comm.linkGBps * 1e9);
-      size_t wait = ops.size();
-      for (Operation *user : op->getResult(0).getUsers())
-        wait = std::min(wait, at[user]);
-      double hidden = 0;
-      for (size_t j = i + 1; j < wait; ++j)
-        hidden += flops[j] / (comm.computeGflops * 1e9);
-      total += seconds;
-      exposed += std::max(0.0, seconds - hidden);
-      report.predictedCommSecondsByAxes[axesKey(op)] += seconds;
-      report.predictedExposedCommSecondsByAxes[axesKey(op)] += std::max(0.0, seconds - hidden);
-    }
-    report.linkGbps = comm.linkGBps;
-    report.computeGflops = comm.computeGflops;
-    report.predictedCommSeconds = total;
-    report.predictedExposedCommSeconds = exposed;
+/// Each collective runs from its op to the first use of its result; the
+/// compute in between hides it. Exposed = Σ max(0, comm − hidden), one
+/// link, collectives not contending.
+void predictCommunication(StepReport &report, Block &body, const CommModel &comm) {
+  if (comm.linkGBps <= 0)
+    return;
+  SmallVector<Operation *> ops;
+  for (Operation &op : body)
+    ops.push_back(&op);
+  SmallVector<int64_t> flops;
+  for (Operation *op : ops)
+    flops.push_back(*getExecutedFlops(op));
+  DenseMap<Operation *, size_t> at;
+  for (auto [i, op] : llvm::enumerate(ops))
+    at[op] = i;
+  double total = 0, exposed = 0;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (!communicates(op))
+      continue;
+    double seconds = wireBytes(op, ranksOf(op)) / (comm.linkGBps * 1e9);
+    size_t wait = ops.size();
+    for (Operation *user : op->getResult(0).getUsers())
+      wait = std::min(wait, at[user]);
+    double hidden = 0;
+    for (size_t j = i + 1; j < wait; ++j)
+      hidden += flops[j] / (comm.computeGflops * 1e9);
+    total += seconds;
+    exposed += std::max(0.0, seconds - hidden);
+    report.predictedCommSecondsByAxes[axesKey(op)] += seconds;
+    report.predictedExposedCommSecondsByAxes[axesKey(op)] += std::max(0.0, seconds - hidden);
   }
+  report.linkGbps = comm.linkGBps;
+  report.computeGflops = comm.computeGflops;
+  report.predictedCommSeconds = total;
+  report.predictedExposedCommSeconds = exposed;
+}
+
+} // namespace
+
+FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
+                                         const MemoryPlan &plan, StringRef target,
+                                         const CommModel &comm) {
+  StepReport report;
+  FailureOr<ModelReport> model = analyzeModel(loss);
+  if (failed(model))
+    return failure();
+  Block &body = step.getBody().front();
+  const Blocks blocks(step);
+  if (failed(countOps(report, body, blocks)))
+    return failure();
+  countArguments(report, step, blocks);
+  if (failed(countSavedActivations(report, step, plan)))
+    return failure();
+
+  report.function = step.getSymName().str();
+  report.target = target.str();
+  report.paramTensors = model->paramTensors;
+  report.matmulParams = model->matmulParams;
+  report.forwardFlops = model->forwardFlops;
+  report.modelFlopsPerStep = model->modelFlops;
+  report.tokensPerStep = model->tokens;
+  report.arenaBytes = plan.arenaBytes;
+  report.liveBytesPeak = plan.liveBytesPeak;
+  report.plannedPeakBytes =
+      plan.arenaBytes + report.paramBytes + report.optimizerStateBytes + report.inputBytes;
+  report.inPlaceBuffers = plan.inPlaceCount;
+  countRecomputation(report, body);
+  report.collectivesInFlightPeak = collectivesInFlightPeak(body);
+  predictCommunication(report, body, comm);
   return report;
 }
 
