@@ -61,137 +61,154 @@ SmallVector<Attribute> lossScalars(Builder &b, int64_t rows, int64_t classes, Op
           b.getF64FloatAttr(value(c.getLabelSmoothing())), b.getF64FloatAttr(value(c.getZLoss()))};
 }
 
-/// The table. `norm`: (rows, d, eps) of a norm and its gradient; `lines`:
-/// (outer, length, inner) of a line op or an argmax along `dim`.
-std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
-  Builder b(op->getContext());
-  // An i64 scalar is an int64_t parameter, an i32 one an int (a rank, a
-  // kind, a flag): the emitters declare each kernel from these types.
-  auto i64 = [&](int64_t v) -> Attribute { return b.getI64IntegerAttr(v); };
-  auto i32 = [&](int64_t v) -> Attribute { return b.getI32IntegerAttr(v); };
-  auto f64 = [&](double v) -> Attribute { return b.getF64FloatAttr(v); };
-  auto norm = [&](Value x, APFloat eps) {
-    return SmallVector<Attribute>{i64(rows(x)), i64(lastDim(x)), f64(eps.convertToDouble())};
-  };
-  auto normGradScratch = [&](Value x) -> std::optional<int64_t> {
+/// The scalars of a call, built for one op: an i64 scalar is an int64_t
+/// parameter, an i32 one an int (a rank, a kind, a flag): the emitters
+/// declare each kernel from these types.
+class Scalars {
+public:
+  Scalars(MLIRContext *ctx, bool cuda) : b(ctx), cuda(cuda) {}
+
+  Attribute i64(int64_t v) { return b.getI64IntegerAttr(v); }
+  Attribute i32(int64_t v) { return b.getI32IntegerAttr(v); }
+  Attribute f64(double v) { return b.getF64FloatAttr(v); }
+  /// (rows, d, eps) of a norm and its gradient.
+  SmallVector<Attribute> norm(Value x, APFloat eps) {
+    return {i64(rows(x)), i64(lastDim(x)), f64(eps.convertToDouble())};
+  }
+  std::optional<int64_t> normGradScratch(Value x) {
     if (!cuda)
       return std::nullopt;
     return cuda::PlanNormGrad(rows(x), lastDim(x)).scratch_floats * 4;
-  };
+  }
   // Static arrays (a shape, a permutation: int64; a mask of reduced dims:
   // int), printed as constant tables the call points to.
-  auto shape = [&](Value v) -> Attribute { return b.getDenseI64ArrayAttr(typeOf(v).getShape()); };
-  auto mask = [&](ArrayRef<int64_t> dims, int64_t rank) -> Attribute {
+  Attribute shape(Value v) { return b.getDenseI64ArrayAttr(typeOf(v).getShape()); }
+  Attribute mask(ArrayRef<int64_t> dims, int64_t rank) {
     SmallVector<int32_t> m(rank, 0);
     for (int64_t d : dims)
       m[d] = 1;
     return b.getDenseI32ArrayAttr(m);
-  };
-  auto lines = [&](RankedTensorType type, int64_t dim) {
+  }
+  /// (outer, length, inner) of a line op or an argmax along `dim`.
+  SmallVector<Attribute> lines(RankedTensorType type, int64_t dim) {
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < dim; ++d)
       outer *= type.getDimSize(d);
     for (int64_t d = dim + 1; d < type.getRank(); ++d)
       inner *= type.getDimSize(d);
-    return SmallVector<Attribute>{i64(outer), i64(type.getDimSize(dim)), i64(inner)};
-  };
-  // (outer, n, inner, size) of a gather or its gradient: the index's
-  // [outer, n, inner] view, and the gathered tensor's size along dim.
-  auto gatherScalars = [&](Value index, int64_t dim, int64_t size) {
+    return {i64(outer), i64(type.getDimSize(dim)), i64(inner)};
+  }
+  /// (outer, n, inner, size) of a gather or its gradient: the index's
+  /// [outer, n, inner] view, and the gathered tensor's size along dim.
+  SmallVector<Attribute> gather(Value index, int64_t dim, int64_t size) {
     SmallVector<Attribute> s = lines(typeOf(index), dim);
     s.push_back(i64(size));
     return s;
-  };
-  // A line op (Step_LineOp) declares its call.
-  if (op->hasTrait<LineKernel>())
-    return LibraryCall{op->getName().stripDialect(),
-                       lines(typeOf(op->getOperand(0)),
-                             op->getAttrOfType<IntegerAttr>("dim").getInt()),
-                       std::nullopt};
+  }
+
+  Builder b;
+  bool cuda;
+};
+
+/// Attention on the CPU (CUDA's is stepk.attention, made by
+/// step-fuse-cuda-kernels): (batch, tq, tk, heads, kv_heads, head_dim,
+/// causal, scale), bf16 operands the _bf16 kernels'; a mask's kernels
+/// (_masked) also take the strides of its [Bm, Hm, Tqm, Tk] dims (0 where
+/// it broadcasts).
+std::optional<LibraryCall> attentionCall(Operation *op, Scalars &s) {
   return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
-      // argmax: (outer, n, inner) along dim.
-      .Case([&](ArgmaxOp a) {
-        return LibraryCall{"argmax", lines(a.getInput().getType(), a.getDim()), std::nullopt};
-      })
-      // Attention on the CPU (CUDA's is stepk.attention, made by
-      // step-fuse-cuda-kernels): (batch, tq, tk, heads, kv_heads, head_dim,
-      // causal, scale), bf16 operands the _bf16 kernels'; a mask's kernels
-      // (_masked) also take the strides of its [Bm, Hm, Tqm, Tk] dims (0
-      // where it broadcasts).
       .Case<AttentionOp, AttentionGradOp>([&](auto a) -> std::optional<LibraryCall> {
-        if (cuda)
+        if (s.cuda)
           return std::nullopt;
         RankedTensorType q = a.getQuery().getType(), k = a.getKey().getType();
         bool bf16 = q.getElementType().isBF16();
         std::string callee = (isa<AttentionOp>(op) ? "attention" : "attention_grad") +
                              std::string(a.getMask() ? "_masked" : "") + (bf16 ? "_bf16" : "");
-        LibraryCall call{b.getStringAttr(callee).getValue(),
-                         {i64(q.getDimSize(0)), i64(q.getDimSize(1)), i64(k.getDimSize(1)),
-                          i64(a.getNumHeads()), i64(a.getNumKvHeads()), i64(a.getHeadDim()),
-                          i32(a.getCausal() ? 1 : 0), f64(a.getEffectiveScale())},
+        LibraryCall call{s.b.getStringAttr(callee).getValue(),
+                         {s.i64(q.getDimSize(0)), s.i64(q.getDimSize(1)), s.i64(k.getDimSize(1)),
+                          s.i64(a.getNumHeads()), s.i64(a.getNumKvHeads()),
+                          s.i64(a.getHeadDim()), s.i32(a.getCausal() ? 1 : 0),
+                          s.f64(a.getEffectiveScale())},
                          std::nullopt};
         if (Value mask = a.getMask()) {
           ArrayRef<int64_t> m = typeOf(mask).getShape();
-          call.scalars.append({i64(m[0] == 1 ? 0 : m[1] * m[2] * m[3]),
-                               i64(m[1] == 1 ? 0 : m[2] * m[3]), i64(m[2] == 1 ? 0 : m[3])});
+          call.scalars.append({s.i64(m[0] == 1 ? 0 : m[1] * m[2] * m[3]),
+                               s.i64(m[1] == 1 ? 0 : m[2] * m[3]), s.i64(m[2] == 1 ? 0 : m[3])});
         }
         return call;
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// cross_entropy(_grad): (rows, V); with options (count an operand, made
+/// explicit by explicitLossCounts) cross_entropy_masked(_grad): (rows, V,
+/// ignore, smoothing, z_loss); the targets' mask and count.
+std::optional<LibraryCall> lossCall(Operation *op, Scalars &s) {
+  return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
       .Case([&](CrossEntropyGradOp c) {
         Value logits = c.getLogits();
         if (c.hasOptions())
           return LibraryCall{"cross_entropy_masked_grad",
-                             lossScalars(b, rows(logits), lastDim(logits), c), std::nullopt,
+                             lossScalars(s.b, rows(logits), lastDim(logits), c), std::nullopt,
                              "target", 2, lastDim(logits)};
-        return LibraryCall{"cross_entropy_grad", {i64(rows(logits)), i64(lastDim(logits))},
+        return LibraryCall{"cross_entropy_grad", {s.i64(rows(logits)), s.i64(lastDim(logits))},
                            std::nullopt, "target", 2, lastDim(logits)};
       })
       .Case([&](CrossEntropyOp c) {
         Value logits = c.getLogits();
         std::optional<int64_t> scratch;
-        if (cuda)
+        if (s.cuda)
           scratch = cuda::CrossEntropyScratchFloats(rows(logits)) * 4;
         if (c.hasOptions())
           return LibraryCall{"cross_entropy_masked",
-                             lossScalars(b, rows(logits), lastDim(logits), c), scratch, "target",
-                             1, lastDim(logits)};
-        return LibraryCall{"cross_entropy", {i64(rows(logits)), i64(lastDim(logits))}, scratch,
-                           "target", 1, lastDim(logits)};
+                             lossScalars(s.b, rows(logits), lastDim(logits), c), scratch,
+                             "target", 1, lastDim(logits)};
+        return LibraryCall{"cross_entropy", {s.i64(rows(logits)), s.i64(lastDim(logits))},
+                           scratch, "target", 1, lastDim(logits)};
       })
       .Case([&](TargetMaskOp c) {
         return LibraryCall{"target_mask",
-                           {i64(typeOf(c.getTargets()).getNumElements()),
-                            i64(c.getIgnoreIndex())},
+                           {s.i64(typeOf(c.getTargets()).getNumElements()),
+                            s.i64(c.getIgnoreIndex())},
                            std::nullopt};
       })
       .Case([&](TokenCountOp c) {
         return LibraryCall{"token_count",
-                           {i64(typeOf(c.getTargets()).getNumElements()),
-                            i64(c.getIgnoreIndex())},
+                           {s.i64(typeOf(c.getTargets()).getNumElements()),
+                            s.i64(c.getIgnoreIndex())},
                            std::nullopt};
       })
-      // dropout(_rows): (n, row size, rate, stream); only a keyed dropout
-      // (a training step's) is a kernel.
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Ops that index: argmax (outer, n, inner) along dim; dropout(_rows) (n,
+/// row size, rate, stream), only a keyed dropout (a training step's); the
+/// embeddings, a vocabulary shard (operand 2 its first row) checking ids
+/// against the whole table's rows (embedding_shard(_grad), with num_ids);
+/// gather and its gradient.
+std::optional<LibraryCall> indexCall(Operation *op, Scalars &s) {
+  return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
+      .Case([&](ArgmaxOp a) {
+        return LibraryCall{"argmax", s.lines(a.getInput().getType(), a.getDim()), std::nullopt};
+      })
       .Case([&](DropoutOp d) -> std::optional<LibraryCall> {
         if (!d.getSeed())
           return std::nullopt;
         RankedTensorType t = d.getType();
         int64_t rowSize = t.getRank() && t.getDimSize(0) ? t.getNumElements() / t.getDimSize(0) : 1;
         return LibraryCall{d.getFirstRow() ? "dropout_rows" : "dropout",
-                           {i64(t.getNumElements()), i64(rowSize),
-                            f64(d.getRate().convertToDouble()), i64(d.getStream())},
+                           {s.i64(t.getNumElements()), s.i64(rowSize),
+                            s.f64(d.getRate().convertToDouble()), s.i64(d.getStream())},
                            std::nullopt};
       })
-      // A vocabulary shard (operand 2 its first row) checks ids against
-      // the whole table's rows: embedding_shard(_grad), with num_ids.
       .Case([&](EmbeddingGradOp e) {
         int64_t ids = typeOf(e.getIds()).getNumElements();
         int64_t rows = e.getNumEmbeddings(); // (verified to be in [1, 2^40])
         if (e.getFirstRow())
           return LibraryCall{"embedding_shard_grad",
-                             {i64(ids), i64(rows), i64(*e.getNumIds()), i64(lastDim(e))},
+                             {s.i64(ids), s.i64(rows), s.i64(*e.getNumIds()), s.i64(lastDim(e))},
                              std::nullopt, "id", 1, static_cast<int64_t>(*e.getNumIds())};
-        return LibraryCall{"embedding_grad", {i64(ids), i64(rows), i64(lastDim(e))},
+        return LibraryCall{"embedding_grad", {s.i64(ids), s.i64(rows), s.i64(lastDim(e))},
                            std::nullopt, "id", 1, rows};
       })
       .Case([&](EmbeddingOp e) {
@@ -199,36 +216,34 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         int64_t vocab = e.getTable().getType().getDimSize(0);
         if (e.getFirstRow())
           return LibraryCall{"embedding_shard",
-                             {i64(ids), i64(vocab), i64(*e.getNumIds()), i64(lastDim(e))},
+                             {s.i64(ids), s.i64(vocab), s.i64(*e.getNumIds()), s.i64(lastDim(e))},
                              std::nullopt, "id", 1, static_cast<int64_t>(*e.getNumIds())};
-        return LibraryCall{"embedding", {i64(ids), i64(vocab), i64(lastDim(e))}, std::nullopt,
-                           "id", 1, vocab};
+        return LibraryCall{"embedding", {s.i64(ids), s.i64(vocab), s.i64(lastDim(e))},
+                           std::nullopt, "id", 1, vocab};
       })
       .Case([&](GatherOp g) {
         return LibraryCall{"gather",
-                           gatherScalars(g.getIndex(), g.getDim(),
-                                         g.getInput().getType().getDimSize(g.getDim())),
+                           s.gather(g.getIndex(), g.getDim(),
+                                    g.getInput().getType().getDimSize(g.getDim())),
                            std::nullopt};
       })
-      // The mixture-of-experts ops (kernels/*/moe.*): top_k (rows, n, k);
-      // dispatch, combine and its gradient (tokens, k, width, E, groups,
-      // capacity, segment), on CUDA with scratch for the routing
-      // (3E + tokens·k + groups i32); grouped_matmul
-      // and its weight gradient (m, k, n, E, transpose_b).
-      // quantize_fp8 (kernels/*/fp8.*): (matrices, rows, cols, tile rows,
-      // tile cols, format).
-      .Case([&](QuantizeFp8Op q) {
-        RankedTensorType x = typeOf(q.getInput());
-        int64_t rows = x.getDimSize(x.getRank() - 2), cols = x.getShape().back();
-        return LibraryCall{"quantize_fp8",
-                           {i64(x.getNumElements() / (rows * cols)), i64(rows), i64(cols),
-                            i64(q.getTile()[0]), i64(q.getTile()[1]),
-                            i32(static_cast<int>(q.getFormat()))},
+      .Case([&](GatherGradOp g) {
+        return LibraryCall{"gather_grad", s.gather(g.getIndex(), g.getDim(), g.getSize()),
                            std::nullopt};
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The mixture-of-experts ops (kernels/*/moe.*): top_k (rows, n, k);
+/// dispatch, combine and its gradient (tokens, k, width, E, groups,
+/// capacity, segment), on CUDA with scratch for the routing (3E + tokens·k
+/// + groups i32); grouped_matmul and its weight gradient (m, k, n, E,
+/// blocks, transpose_b).
+std::optional<LibraryCall> expertCall(Operation *op, Scalars &s) {
+  return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
       .Case([&](TopKOp t) {
-        return LibraryCall{"top_k", {i64(rows(t.getInput())), i64(lastDim(t.getInput())),
-                                     i64(t.getK())},
+        return LibraryCall{"top_k", {s.i64(rows(t.getInput())), s.i64(lastDim(t.getInput())),
+                                     s.i64(t.getK())},
                            std::nullopt};
       })
       .Case<MoeDispatchOp, MoeCombineOp, MoeCombineGradOp>([&](auto m) {
@@ -238,42 +253,42 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         Value wide = isa<MoeDispatchOp>(op) ? op->getOperand(0) : op->getResult(0);
         int64_t groups = m.getGroups();
         std::optional<int64_t> scratch;
-        if (cuda)
+        if (s.cuda)
           scratch = 4 * (3 * e + tokens * k + groups);
         return LibraryCall{op->getName().stripDialect(),
-                           {i64(tokens), i64(k), i64(lastDim(wide)), i64(e), i64(groups),
-                            i64(m.getCapacity()), i64(m.getSegment())},
+                           {s.i64(tokens), s.i64(k), s.i64(lastDim(wide)), s.i64(e),
+                            s.i64(groups), s.i64(m.getCapacity()), s.i64(m.getSegment())},
                            scratch};
       })
       .Case<GroupedMatmulOp, GroupedMatmulWeightGradOp>([&](auto g) {
         RankedTensorType lhs = typeOf(g.getLhs());
         int64_t n = isa<GroupedMatmulOp>(op) ? lastDim(op->getResult(0)) : lastDim(op->getOperand(1));
+        RankedTensorType counts = typeOf(g.getCounts());
         return LibraryCall{op->getName().stripDialect(),
-                           {i64(lhs.getDimSize(0)), i64(lhs.getDimSize(1)), i64(n),
-                            i64(typeOf(g.getCounts()).getShape().back()),
-                            i64(typeOf(g.getCounts()).getNumElements() /
-                                typeOf(g.getCounts()).getShape().back()),
-                            i32(g.getTransposeB() ? 1 : 0)},
+                           {s.i64(lhs.getDimSize(0)), s.i64(lhs.getDimSize(1)), s.i64(n),
+                            s.i64(counts.getShape().back()),
+                            s.i64(counts.getNumElements() / counts.getShape().back()),
+                            s.i32(g.getTransposeB() ? 1 : 0)},
                            std::nullopt};
       })
-      .Case([&](GatherGradOp g) {
-        return LibraryCall{"gather_grad", gatherScalars(g.getIndex(), g.getDim(), g.getSize()),
-                           std::nullopt};
-      })
-      // cross_entropy(_grad): (rows, V); with options (count an operand,
-      // made explicit by explicitLossCounts) cross_entropy_masked(_grad):
-      // (rows, V, ignore, smoothing, z_loss).
-      // layer_norm, rms_norm and their gradients (callee: the op's name):
-      // (rows, d, eps); a gradient on CUDA also takes scratch.
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Shape-driven kernels: layer_norm, rms_norm and their gradients (callee:
+/// the op's name; (rows, d, eps), a gradient on CUDA also takes scratch);
+/// the reductions; rotary; transpose; quantize_fp8 (kernels/*/fp8.*:
+/// (matrices, rows, cols, tile rows, tile cols, format)).
+std::optional<LibraryCall> shapeCall(Operation *op, Scalars &s) {
+  return llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
       .Case<LayerNormGradOp, LayerNormOp, RmsNormGradOp, RmsNormOp>([&](auto l) {
         bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
-        return LibraryCall{op->getName().stripDialect(), norm(l.getInput(), l.getEpsilon()),
-                           grad ? normGradScratch(l.getInput()) : std::nullopt};
+        return LibraryCall{op->getName().stripDialect(), s.norm(l.getInput(), l.getEpsilon()),
+                           grad ? s.normGradScratch(l.getInput()) : std::nullopt};
       })
       .Case([&](ReduceMaxGradOp r) {
         int64_t rank = typeOf(r.getInput()).getRank();
         return LibraryCall{"reduce_max_grad",
-                           {shape(r.getInput()), i32(rank), mask(r.getDims(), rank)},
+                           {s.shape(r.getInput()), s.i32(rank), s.mask(r.getDims(), rank)},
                            std::nullopt};
       })
       .Case<ReduceMaxOp, ReduceMeanOp, ReduceSumOp>([&](auto r) {
@@ -281,31 +296,56 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
         int64_t rank = typeOf(in).getRank();
         int64_t kind = isa<ReduceSumOp>(op) ? 0 : isa<ReduceMaxOp>(op) ? 1 : 2;
         std::optional<int64_t> scratch;
-        if (cuda) {
+        if (s.cuda) {
           int64_t outputs = typeOf(r.getResult()).getNumElements();
           scratch = cuda::PlanReduce(outputs, typeOf(in).getNumElements() /
                                                   std::max<int64_t>(outputs, 1))
                         .scratch_floats *
                     4;
         }
-        return LibraryCall{"reduce", {shape(in), i32(rank), mask(r.getDims(), rank), i32(kind)},
+        return LibraryCall{"reduce",
+                           {s.shape(in), s.i32(rank), s.mask(r.getDims(), rank), s.i32(kind)},
                            scratch};
       })
       .Case([&](RotaryOp r) {
         RankedTensorType t = r.getType();
         return LibraryCall{"rotary",
-                           {i64(t.getDimSize(0)), i64(t.getDimSize(1)), i64(t.getDimSize(2)),
-                            i64(r.getHeadDim()), f64(r.getTheta().convertToDouble()),
-                            i32(r.getInverse() ? 1 : 0)},
+                           {s.i64(t.getDimSize(0)), s.i64(t.getDimSize(1)), s.i64(t.getDimSize(2)),
+                            s.i64(r.getHeadDim()), s.f64(r.getTheta().convertToDouble()),
+                            s.i32(r.getInverse() ? 1 : 0)},
                            std::nullopt};
       })
       .Case([&](TransposeOp t) {
         return LibraryCall{"transpose",
-                           {shape(t.getInput()), i32(typeOf(t.getInput()).getRank()),
-                            b.getDenseI64ArrayAttr(t.getPermutation())},
+                           {s.shape(t.getInput()), s.i32(typeOf(t.getInput()).getRank()),
+                            s.b.getDenseI64ArrayAttr(t.getPermutation())},
+                           std::nullopt};
+      })
+      .Case([&](QuantizeFp8Op q) {
+        RankedTensorType x = typeOf(q.getInput());
+        int64_t rows = x.getDimSize(x.getRank() - 2), cols = x.getShape().back();
+        return LibraryCall{"quantize_fp8",
+                           {s.i64(x.getNumElements() / (rows * cols)), s.i64(rows), s.i64(cols),
+                            s.i64(q.getTile()[0]), s.i64(q.getTile()[1]),
+                            s.i32(static_cast<int>(q.getFormat()))},
                            std::nullopt};
       })
       .Default([](Operation *) { return std::nullopt; });
+}
+
+/// The table: how `op` is called, or none (not a library kernel here).
+std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
+  Scalars s(op->getContext(), cuda);
+  // A line op (Step_LineOp) declares its call.
+  if (op->hasTrait<LineKernel>())
+    return LibraryCall{op->getName().stripDialect(),
+                       s.lines(typeOf(op->getOperand(0)),
+                               op->getAttrOfType<IntegerAttr>("dim").getInt()),
+                       std::nullopt};
+  for (auto family : {attentionCall, lossCall, indexCall, expertCall, shapeCall})
+    if (std::optional<LibraryCall> call = family(op, s))
+      return call;
+  return std::nullopt;
 }
 
 /// Gives every cross_entropy(_grad) with options a count operand: a
