@@ -431,103 +431,157 @@ FailureOr<DenseMap<Value, int64_t>> receiveOrder(func::FuncOp grad, const Partit
   return at;
 }
 
-/// Rebuilds `grad` as stage `stage`'s gradient function.
-LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
-                         const pipeline::Schedule &schedule) {
-  FailureOr<SmallVector<Operation *>> order = scheduleOps(grad, p, stage, schedule);
-  if (failed(order))
-    return failure();
-  Block &body = grad.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  OpBuilder b(grad);
-  Location loc = grad.getLoc();
+/// Rebuilds a gradient function as one pipeline stage's: its arguments
+/// (every non-parameter one and the parameters the stage holds), its ops in
+/// the schedule's order with the transfers between stages, and its results
+/// (the loss and metrics summed over the stages, its parameters' gradients).
+class StageBuilder {
+public:
+  StageBuilder(func::FuncOp grad, Partition &p, int stage, const pipeline::Schedule &schedule)
+      : grad(grad), p(p), stage(stage), schedule(schedule), body(grad.getBody().front()),
+        ret(cast<func::ReturnOp>(body.getTerminator())), b(grad), loc(grad.getLoc()),
+        axisStorage{p.axis} {}
 
-  // Arguments: every non-parameter one, and the parameters this stage holds.
-  SmallVector<unsigned> args;
-  SmallVector<Type> argTypes;
-  for (BlockArgument arg : body.getArguments())
-    if (!p.homeOf.count(arg) || p.held[stage].contains(arg)) {
-      args.push_back(arg.getArgNumber());
-      argTypes.push_back(arg.getType());
+  LogicalResult build() {
+    FailureOr<SmallVector<Operation *>> order = scheduleOps(grad, p, stage, schedule);
+    if (failed(order) || failed(selectSignature()))
+      return failure();
+    declare();
+    if (failed(orderSends()))
+      return failure();
+    for (Operation *op : *order) {
+      for (Value v : op->getOperands())
+        receive(v);
+      Operation *copy = b.clone(*op, map);
+      copy->removeAttr(StepDialect::kOriginAttrName);
+      copy->removeAttr(StepDialect::kMicroBatchAttrName);
+      for (Value v : op->getResults())
+        for (int to : sendsOf.lookup(v))
+          sendReady(to);
     }
-  // Results: the loss, then the held trained parameters' gradients.
-  SmallVector<unsigned> results{0};
-  unsigned r = 1;
-  for (BlockArgument arg : body.getArguments())
-    if (p.homeOf.count(arg) && getTrainedParam(grad, arg.getArgNumber())) {
-      if (p.held[stage].contains(arg))
-        results.push_back(r);
-      ++r;
+    for (auto &[to, values] : sendOrder)
+      if (sentUpTo[to] != values.size())
+        return grad.emitOpError() << "pipeline rank " << stage << " never computes a value it "
+                                  << "sends to rank " << to;
+    returnResults();
+    grad.erase();
+    return success();
+  }
+
+private:
+  /// Arguments: every non-parameter one, and the parameters this stage
+  /// holds. Results: the loss, then the held trained parameters'
+  /// gradients, then the loss function's metrics: each rank returns them
+  /// (zero where another stage computes one) and the pipeline axis sums
+  /// them.
+  LogicalResult selectSignature() {
+    for (BlockArgument arg : body.getArguments())
+      if (!p.homeOf.count(arg) || p.held[stage].contains(arg))
+        args.push_back(arg.getArgNumber());
+    results.push_back(0);
+    unsigned r = 1;
+    for (BlockArgument arg : body.getArguments())
+      if (p.homeOf.count(arg) && getTrainedParam(grad, arg.getArgNumber())) {
+        if (p.held[stage].contains(arg))
+          results.push_back(r);
+        ++r;
+      }
+    for (unsigned i = r; i < ret.getNumOperands(); ++i) {
+      if (!isMetric(grad, i))
+        return grad.emitOpError() << "returns outputs besides the loss: a pipeline cannot "
+                                     "split them yet";
+      results.push_back(i);
     }
-  // Then the loss function's metrics: each rank returns them (zero where
-  // another stage computes one) and the pipeline axis sums them.
-  for (unsigned i = r; i < ret.getNumOperands(); ++i) {
-    if (!isMetric(grad, i))
-      return grad.emitOpError() << "returns outputs besides the loss: a pipeline cannot split "
-                                   "them yet";
-    results.push_back(i);
+    return success();
   }
-  SmallVector<Type> resultTypes;
-  for (unsigned i : results)
-    resultTypes.push_back(ret.getOperand(i).getType());
 
-  auto staged = b.create<func::FuncOp>(loc, grad.getSymName(),
-                                       b.getFunctionType(argTypes, resultTypes));
-  for (NamedAttribute attr : grad->getDiscardableAttrs())
-    staged->setAttr(attr.getName(), attr.getValue());
-  // Each parameter's place among the model's (step-optimizer sums the
-  // clipping norm's squares in that order).
-  DenseMap<Value, int64_t> paramIndex;
-  for (BlockArgument arg : body.getArguments())
-    if (p.homeOf.count(arg))
-      paramIndex[arg] = int64_t(paramIndex.size());
-  staged->setAttr(StepDialect::kPpParamsAttrName, b.getI64IntegerAttr(int64_t(paramIndex.size())));
-  for (auto [k, i] : llvm::enumerate(args)) {
-    staged.setArgAttrs(k, grad.getArgAttrDict(i));
-    BlockArgument arg = body.getArgument(i);
-    if (!p.homeOf.count(arg))
-      continue;
-    staged.setArgAttr(k, StepDialect::kPpIndexAttrName, b.getI64IntegerAttr(paramIndex.lookup(arg)));
-    if (p.rankOf(p.homeOf.lookup(arg)) != stage)
-      staged.setArgAttr(k, StepDialect::kPpReplicaAttrName, b.getUnitAttr());
+  /// The stage's function, its attributes, and each parameter's place
+  /// among the model's (step-optimizer sums the clipping norm's squares in
+  /// that order).
+  void declare() {
+    SmallVector<Type> argTypes, resultTypes;
+    for (unsigned i : args)
+      argTypes.push_back(body.getArgument(i).getType());
+    for (unsigned i : results)
+      resultTypes.push_back(ret.getOperand(i).getType());
+    auto staged = b.create<func::FuncOp>(loc, grad.getSymName(),
+                                         b.getFunctionType(argTypes, resultTypes));
+    for (NamedAttribute attr : grad->getDiscardableAttrs())
+      staged->setAttr(attr.getName(), attr.getValue());
+    DenseMap<Value, int64_t> paramIndex;
+    for (BlockArgument arg : body.getArguments())
+      if (p.homeOf.count(arg))
+        paramIndex[arg] = int64_t(paramIndex.size());
+    staged->setAttr(StepDialect::kPpParamsAttrName,
+                    b.getI64IntegerAttr(int64_t(paramIndex.size())));
+    for (auto [k, i] : llvm::enumerate(args)) {
+      staged.setArgAttrs(k, grad.getArgAttrDict(i));
+      BlockArgument arg = body.getArgument(i);
+      if (!p.homeOf.count(arg))
+        continue;
+      staged.setArgAttr(k, StepDialect::kPpIndexAttrName,
+                        b.getI64IntegerAttr(paramIndex.lookup(arg)));
+      if (p.rankOf(p.homeOf.lookup(arg)) != stage)
+        staged.setArgAttr(k, StepDialect::kPpReplicaAttrName, b.getUnitAttr());
+    }
+    for (auto [k, i] : llvm::enumerate(results))
+      staged.setResultAttrs(k, grad.getResultAttrDict(i));
+    Block *entry = staged.addEntryBlock();
+    for (auto [k, i] : llvm::enumerate(args))
+      map.map(body.getArgument(i), entry->getArgument(k));
+    b.setInsertionPointToEnd(entry);
+    // Tags: a transfer's place in the global order.
+    for (auto [t, transfer] : llvm::enumerate(p.transfers)) {
+      tagOf[{transfer.value, transfer.to}] = int64_t(t);
+      if (transfer.from == stage)
+        sendsOf[transfer.value].push_back(transfer.to);
+    }
   }
-  for (auto [k, i] : llvm::enumerate(results))
-    staged.setResultAttrs(k, grad.getResultAttrDict(i));
-  Block *entry = staged.addEntryBlock();
-  IRMapping map;
-  for (auto [k, i] : llvm::enumerate(args))
-    map.map(body.getArgument(i), entry->getArgument(k));
-  b.setInsertionPointToEnd(entry);
 
-  // Tags: a transfer's place in the global order.
-  DenseMap<std::pair<Value, int>, int64_t> tagOf;
-  DenseMap<Value, SmallVector<int>> sendsOf;
-  for (auto [t, transfer] : llvm::enumerate(p.transfers)) {
-    tagOf[{transfer.value, transfer.to}] = int64_t(t);
-    if (transfer.from == stage)
-      sendsOf[transfer.value].push_back(transfer.to);
+  /// Each peer's sends go in the order the peer receives them (NCCL, and
+  /// MPI under STEPC_MPI_P2P_ORDERED, match a pair's transfers by order,
+  /// not tag): a value computed before one its peer reads first waits for
+  /// it. Only ever later than its value: no receive waits on a send it
+  /// needs.
+  LogicalResult orderSends() {
+    for (int to = 0; to < p.ranks; ++to) {
+      SmallVector<Value> values;
+      for (const Transfer &t : p.transfers)
+        if (t.from == stage && t.to == to)
+          values.push_back(t.value);
+      if (values.empty())
+        continue;
+      FailureOr<DenseMap<Value, int64_t>> at = receiveOrder(grad, p, to, schedule);
+      if (failed(at))
+        return failure();
+      llvm::stable_sort(values, [&](Value x, Value y) { return at->lookup(x) < at->lookup(y); });
+      sendOrder[to] = std::move(values);
+    }
+    return success();
   }
-  SmallVector<mesh::MeshAxis> axisStorage{p.axis};
-  ArrayRef<mesh::MeshAxis> axis = axisStorage;
-  auto mark = [&](Operation *op, Value v, int to) {
+
+  void mark(Operation *op, Value v, int to) {
     setPhase(op, Phase::Collective);
     op->setAttr(StepDialect::kTransferAttrName, b.getI64IntegerAttr(tagOf.lookup({v, to})));
-  };
-  // A scalar (an auxiliary loss term) travels as one element: mesh.send
-  // and mesh.recv take ranked tensors of rank >= 1.
-  auto wireType = [](RankedTensorType type) {
+  }
+
+  /// A scalar (an auxiliary loss term) travels as one element: mesh.send
+  /// and mesh.recv take ranked tensors of rank >= 1.
+  static RankedTensorType wireType(RankedTensorType type) {
     return type.getRank() ? type : RankedTensorType::get({1}, type.getElementType());
-  };
-  auto receive = [&](Value v) {
+  }
+
+  void receive(Value v) {
     if (map.contains(v) || !p.received[stage].contains(v))
       return;
     auto type = cast<RankedTensorType>(v.getType());
     RankedTensorType wire = wireType(type);
     // mesh.recv names the buffer it receives into: a zero of the type.
-    auto into = b.create<ConstantOp>(loc, DenseElementsAttr::get(wire, b.getZeroAttr(wire.getElementType())));
+    auto into = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(wire, b.getZeroAttr(wire.getElementType())));
     setPhase(into, Phase::Collective);
     int from = p.rankOf(p.stageOf.lookup(v.getDefiningOp()));
-    auto recv = b.create<mesh::RecvOp>(loc, wire, kWorldMeshName, axis, into.getResult(),
+    auto recv = b.create<mesh::RecvOp>(loc, wire, kWorldMeshName, axis(), into.getResult(),
                                        b.getDenseI64ArrayAttr({from}), ValueRange{});
     mark(recv, v, stage);
     Value got = recv.getResult();
@@ -536,114 +590,112 @@ LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
       setPhase(got.getDefiningOp(), Phase::Collective);
     }
     map.map(v, got);
-  };
-  auto send = [&](Value v, int to) {
+  }
+
+  void send(Value v, int to) {
     auto type = cast<RankedTensorType>(v.getType());
     Value sent = map.lookup(v);
     if (wireType(type) != type) {
       sent = b.create<ReshapeOp>(loc, wireType(type), sent);
       setPhase(sent.getDefiningOp(), Phase::Collective);
     }
-    auto op = b.create<mesh::SendOp>(loc, sent.getType(), kWorldMeshName, axis, sent,
+    auto op = b.create<mesh::SendOp>(loc, sent.getType(), kWorldMeshName, axis(), sent,
                                      b.getDenseI64ArrayAttr({to}), ValueRange{});
     mark(op, v, to);
-  };
-  // Each peer's sends go in the order the peer receives them (NCCL, and
-  // MPI under STEPC_MPI_P2P_ORDERED, match a pair's transfers by order, not
-  // tag): a value computed before one its peer reads first waits for it.
-  // Only ever later than its value: no receive waits on a send it needs.
-  DenseMap<int, SmallVector<Value>> sendOrder;
-  for (int to = 0; to < p.ranks; ++to) {
-    SmallVector<Value> values;
-    for (const Transfer &t : p.transfers)
-      if (t.from == stage && t.to == to)
-        values.push_back(t.value);
-    if (values.empty())
-      continue;
-    FailureOr<DenseMap<Value, int64_t>> at = receiveOrder(grad, p, to, schedule);
-    if (failed(at))
-      return failure();
-    llvm::stable_sort(values, [&](Value x, Value y) { return at->lookup(x) < at->lookup(y); });
-    sendOrder[to] = std::move(values);
   }
-  DenseMap<int, size_t> sentUpTo;
-  auto sendReady = [&](int to) {
+
+  /// Sends to `to` every value, in its order, that is computed by now.
+  void sendReady(int to) {
     SmallVector<Value> &values = sendOrder[to];
     size_t &i = sentUpTo[to];
     for (; i < values.size() && map.contains(values[i]); ++i)
       send(values[i], to);
-  };
-  for (Operation *op : *order) {
-    for (Value v : op->getOperands())
-      receive(v);
-    Operation *copy = b.clone(*op, map);
-    copy->removeAttr(StepDialect::kOriginAttrName);
-    copy->removeAttr(StepDialect::kMicroBatchAttrName);
-    for (Value v : op->getResults())
-      for (int to : sendsOf.lookup(v))
-        sendReady(to);
   }
-  for (auto &[to, values] : sendOrder)
-    if (sentUpTo[to] != values.size())
-      return grad.emitOpError() << "pipeline rank " << stage << " never computes a value it "
-                                << "sends to rank " << to;
-  SmallVector<Value> returned;
-  for (unsigned i : results) {
-    Value v = ret.getOperand(i);
-    if ((i == 0 && stage != p.rankOf(p.stages - 1)) ||
-        (isMetric(grad, i) && stage != metricRank(p, v))) {
-      // Only the last stage has the loss (a metric's stage, the metric):
-      // the others add zero.
-      auto type = cast<RankedTensorType>(v.getType());
-      auto zero = b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
-      setPhase(zero, Phase::Backward);
-      returned.push_back(zero);
-      continue;
-    }
-    receive(v);
-    returned.push_back(map.lookupOrDefault(v));
-  }
-  // One sum over the pipeline axis for the loss and the metrics together:
-  // each stage has its own of them ready at its own time, and separate
-  // all-reduces would start in a different order on each.
-  SmallVector<unsigned> summed;
-  for (auto [k, i] : llvm::enumerate(results))
-    if (i == 0 || isMetric(grad, i))
-      summed.push_back(k);
-  auto sum = [&](Value v) {
-    auto total = b.create<mesh::AllReduceOp>(loc, v.getType(), kWorldMeshName, axis, v,
+
+  Value sumOverStages(Value v) {
+    auto total = b.create<mesh::AllReduceOp>(loc, v.getType(), kWorldMeshName, axis(), v,
                                              mesh::ReductionKind::Sum);
     setPhase(total, Phase::Collective);
     return total.getResult();
-  };
-  if (summed.size() == 1) {
-    returned[0] = sum(returned[0]);
-  } else {
-    SmallVector<Value> flats;
-    for (unsigned k : summed) {
-      auto type = cast<RankedTensorType>(returned[k].getType());
-      auto flat = RankedTensorType::get({type.getNumElements()}, type.getElementType());
-      flats.push_back(b.create<ReshapeOp>(loc, flat, returned[k]));
-      setPhase(flats.back().getDefiningOp(), Phase::Collective);
-    }
-    auto concat = b.create<ConcatOp>(loc, flats, b.getI64IntegerAttr(0));
-    setPhase(concat, Phase::Collective);
-    Value total = sum(concat);
-    int64_t offset = 0;
-    for (unsigned k : summed) {
-      auto type = cast<RankedTensorType>(returned[k].getType());
-      auto part = b.create<SliceOp>(loc, total, b.getDenseI64ArrayAttr({offset}),
-                                    b.getDenseI64ArrayAttr({type.getNumElements()}));
-      auto shaped = b.create<ReshapeOp>(loc, type, part);
-      setPhase(part, Phase::Collective);
-      setPhase(shaped, Phase::Collective);
-      returned[k] = shaped;
-      offset += type.getNumElements();
-    }
   }
-  b.create<func::ReturnOp>(loc, returned);
-  grad.erase();
-  return success();
+
+  /// Only the last stage has the loss (a metric's stage, the metric): the
+  /// others return zero. One sum over the pipeline axis for the loss and
+  /// the metrics together: each stage has its own of them ready at its own
+  /// time, and separate all-reduces would start in a different order on
+  /// each.
+  void returnResults() {
+    SmallVector<Value> returned;
+    for (unsigned i : results) {
+      Value v = ret.getOperand(i);
+      if ((i == 0 && stage != p.rankOf(p.stages - 1)) ||
+          (isMetric(grad, i) && stage != metricRank(p, v))) {
+        auto type = cast<RankedTensorType>(v.getType());
+        auto zero = b.create<ConstantOp>(
+            loc, DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
+        setPhase(zero, Phase::Backward);
+        returned.push_back(zero);
+        continue;
+      }
+      receive(v);
+      returned.push_back(map.lookupOrDefault(v));
+    }
+    SmallVector<unsigned> summed;
+    for (auto [k, i] : llvm::enumerate(results))
+      if (i == 0 || isMetric(grad, i))
+        summed.push_back(k);
+    if (summed.size() == 1) {
+      returned[0] = sumOverStages(returned[0]);
+    } else {
+      SmallVector<Value> flats;
+      for (unsigned k : summed) {
+        auto type = cast<RankedTensorType>(returned[k].getType());
+        auto flat = RankedTensorType::get({type.getNumElements()}, type.getElementType());
+        flats.push_back(b.create<ReshapeOp>(loc, flat, returned[k]));
+        setPhase(flats.back().getDefiningOp(), Phase::Collective);
+      }
+      auto concat = b.create<ConcatOp>(loc, flats, b.getI64IntegerAttr(0));
+      setPhase(concat, Phase::Collective);
+      Value total = sumOverStages(concat);
+      int64_t offset = 0;
+      for (unsigned k : summed) {
+        auto type = cast<RankedTensorType>(returned[k].getType());
+        auto part = b.create<SliceOp>(loc, total, b.getDenseI64ArrayAttr({offset}),
+                                      b.getDenseI64ArrayAttr({type.getNumElements()}));
+        auto shaped = b.create<ReshapeOp>(loc, type, part);
+        setPhase(part, Phase::Collective);
+        setPhase(shaped, Phase::Collective);
+        returned[k] = shaped;
+        offset += type.getNumElements();
+      }
+    }
+    b.create<func::ReturnOp>(loc, returned);
+  }
+
+  ArrayRef<mesh::MeshAxis> axis() const { return axisStorage; }
+
+  func::FuncOp grad;
+  Partition &p;
+  const int stage;
+  const pipeline::Schedule &schedule;
+  Block &body;
+  func::ReturnOp ret;
+  OpBuilder b;
+  Location loc;
+  SmallVector<mesh::MeshAxis> axisStorage;
+  /// The gradient function's arguments and results the stage keeps.
+  SmallVector<unsigned> args, results;
+  IRMapping map;
+  DenseMap<std::pair<Value, int>, int64_t> tagOf;
+  DenseMap<Value, SmallVector<int>> sendsOf;
+  DenseMap<int, SmallVector<Value>> sendOrder;
+  DenseMap<int, size_t> sentUpTo;
+};
+
+/// Rebuilds `grad` as stage `stage`'s gradient function.
+LogicalResult buildStage(func::FuncOp grad, Partition &p, int stage,
+                         const pipeline::Schedule &schedule) {
+  return StageBuilder(grad, p, stage, schedule).build();
 }
 
 /// Seconds of `op` on a machine of 100 GFLOP/s and 10 GB/s (the bubble
