@@ -411,90 +411,149 @@ std::optional<LogicalResult> SourceEmitter::emitSharedCall(Operation *op) {
       .Default([](Operation *) { return std::nullopt; });
 }
 
+void SourceEmitter::startCollective(Operation *op, StringRef kind, StringRef name, int axes,
+                                    int64_t count, Value result, const std::string &args) {
+  collectives.push_back({kind.str(), axes, count});
+  int64_t number = startRequest(result);
+  std::string request = this->request(number);
+  if (int64_t(startSites.size()) <= number)
+    startSites.resize(number + 1);
+  startSites[number] = where(op) + ": " + op->getName().getStringRef().str() + " #" +
+                       std::to_string(collectives.size()) + " failed";
+  body << "  if (collectives->" << name << "(collectives->ctx, " << axes << ", " << args << ", "
+       << count << ", &" << request << "))\n    " << failFromTable("kCollectiveStarts", request)
+       << "\n";
+}
+
+// Not in the collectives table (the stages differ).
+LogicalResult SourceEmitter::emitTransfer(Operation *op, StringRef name, ArrayRef<int16_t> axes,
+                                          ArrayRef<int64_t> peer, Value buffer, Value result) {
+  auto tag = op->getAttrOfType<IntegerAttr>(StepDialect::kTransferAttrName);
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(
+      op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"));
+  if (!tag || peer.size() != 1 || axes.size() != 1 || !mesh ||
+      axes[0] >= int64_t(mesh.getShape().size()))
+    return op->emitOpError() << "needs a step.transfer tag and one peer along one mesh axis";
+  ArrayRef<int64_t> shape = mesh.getShape();
+  int64_t stride = 1;
+  for (size_t a = axes[0] + 1; a < shape.size(); ++a)
+    stride *= shape[a];
+  std::string rank = "collectives->rank";
+  std::string to = shape.size() == 1
+                       ? std::to_string(peer[0])
+                       : llvm::formatv("{0} + ({1} - {0} / {2} % {3}) * {2}", rank, peer[0],
+                                       stride, shape[axes[0]])
+                             .str();
+  int64_t number = startRequest(result);
+  std::string request = this->request(number);
+  if (int64_t(startSites.size()) <= number)
+    startSites.resize(number + 1);
+  startSites[number] = where(op) + ": " + op->getName().getStringRef().str() + " (transfer " +
+                       std::to_string(tag.getInt()) + ") failed";
+  // In a block run the tag is the call's (one per micro-batch).
+  std::string tagValue = std::to_string(tag.getInt());
+  if (runScope)
+    tagValue = "at[" +
+               std::to_string(slot("t" + std::to_string(runScope->at.size()), tag.getInt(),
+                                   RunScope::Slot::Value)) +
+               "]";
+  body << "  if (collectives->" << name << "(collectives->ctx, " << to << ", " << tagValue
+       << ", " << ptr(buffer) << ", " << tensorBytes(typeOf(buffer)) << ", &" << request
+       << "))\n    " << failFromTable("kCollectiveStarts", request) << "\n";
+  return success();
+}
+
+// all_to_all: block i of the input (split along dimension 0) goes to rank
+// i of the axes, whose blocks arrive in rank order (concatenated along
+// dimension 0): the runtime's contiguous all-to-all.
+LogicalResult SourceEmitter::emitAllToAll(mesh::AllToAllOp a) {
+  if (a.getSplitAxis().getSExtValue() != 0 || a.getConcatAxis().getSExtValue() != 0)
+    return a.emitOpError() << "splits and concatenates along dimension 0 only on the " << target
+                           << " back end";
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(a, a.getMeshAttr());
+  if (!mesh)
+    return a.emitOpError() << "names no mesh";
+  int64_t ranks = 1;
+  for (int16_t axis : a.getMeshAxes())
+    ranks *= mesh.getShape()[axis];
+  RankedTensorType in = typeOf(a.getInput());
+  if (in != typeOf(a.getResult()) || in.getDimSize(0) % ranks != 0)
+    return a.emitOpError() << "needs a result of its input's type and " << ranks
+                           << " blocks along dimension 0";
+  // The runtime moves 4-byte words: a block of 2-byte elements must fill
+  // whole words.
+  int64_t bytes = tensorBytes(in);
+  if (bytes % (4 * ranks) != 0)
+    return a.emitOpError() << "moves blocks of " << bytes / ranks
+                           << " bytes: the runtime exchanges whole 4-byte words";
+  startCollective(a, "STEPC_ALL_TO_ALL", "all_to_all", axesMask(a.getMeshAxes()),
+                  bytes / 4 / ranks, a.getResult(),
+                  words(a.getInput()) + ", " + words(a.getResult()));
+  return success();
+}
+
+// all_slice: no communication, this rank's contiguous part of its input
+// (its linear index over the axes, from the table's rank).
+LogicalResult SourceEmitter::emitAllSlice(mesh::AllSliceOp s) {
+  RankedTensorType in = typeOf(s.getInput()), out = typeOf(s.getResult());
+  int64_t axis = s.getSliceAxis().getSExtValue();
+  for (int64_t d = 0; d < axis; ++d)
+    if (in.getDimSize(d) != 1)
+      return s.emitOpError() << "slices dimension " << axis
+                             << ", which is not contiguous (the dimensions before it are "
+                                "not all 1): the back ends slice contiguous parts only";
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(s, s.getMeshAttr());
+  if (!mesh)
+    return s.emitOpError() << "names no mesh";
+  ArrayRef<int64_t> shape = mesh.getShape();
+  std::string index = "0";
+  for (int16_t a : s.getMeshAxes()) {
+    int64_t stride = 1;
+    for (size_t k = a + 1; k < shape.size(); ++k)
+      stride *= shape[k];
+    index = "(" + index + ") * " + std::to_string(shape[a]) + " + collectives->rank / " +
+            std::to_string(stride) + " % " + std::to_string(shape[a]);
+  }
+  body << "  "
+       << copyStatement(ptr(s.getResult()),
+                        ptr(s.getInput()) + " + (" + index + ") * " +
+                            std::to_string(out.getNumElements()),
+                        tensorBytes(out))
+       << "\n";
+  return success();
+}
+
 std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
   if (communicates(op) && !op->getAttrOfType<IntegerAttr>(StepDialect::kRequestAttrName))
     return LogicalResult(op->emitOpError()
                          << "has no request slot (step.request: step-plan-memory did not run)");
-  // Start the collective; `call` is the table entry and its arguments.
-  auto start = [&](StringRef kind, StringRef name, int axes, int64_t count, Value result,
-                   const std::string &args) {
-    collectives.push_back({kind.str(), axes, count});
-    int64_t number = startRequest(result);
-    std::string request = this->request(number);
-    if (int64_t(startSites.size()) <= number)
-      startSites.resize(number + 1);
-    startSites[number] = where(op) + ": " + op->getName().getStringRef().str() + " #" +
-                         std::to_string(collectives.size()) + " failed";
-    body << "  if (collectives->" << name << "(collectives->ctx, " << axes << ", " << args
-         << ", " << count << ", &" << request << "))\n    "
-         << failFromTable("kCollectiveStarts", request) << "\n";
-  };
   auto notSum = [&](mesh::ReductionKind kind) -> std::optional<LogicalResult> {
     if (kind == mesh::ReductionKind::Sum)
       return std::nullopt;
     return LogicalResult(op->emitOpError() << "the " << target << " back end reduces with sum only");
   };
-  // A pipeline transfer: to or from the rank at index `peer` along one mesh
-  // axis (the others this rank's), matched by its tag; not in the
-  // collectives table (stages differ).
-  auto transfer = [&](StringRef name, ArrayRef<int16_t> axes, ArrayRef<int64_t> peer,
-                      Value buffer, Value result) -> std::optional<LogicalResult> {
-    auto tag = op->getAttrOfType<IntegerAttr>(StepDialect::kTransferAttrName);
-    auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(
-        op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"));
-    if (!tag || peer.size() != 1 || axes.size() != 1 || !mesh ||
-        axes[0] >= int64_t(mesh.getShape().size()))
-      return LogicalResult(op->emitOpError()
-                           << "needs a step.transfer tag and one peer along one mesh axis");
-    ArrayRef<int64_t> shape = mesh.getShape();
-    int64_t stride = 1;
-    for (size_t a = axes[0] + 1; a < shape.size(); ++a)
-      stride *= shape[a];
-    std::string rank = "collectives->rank";
-    std::string to = shape.size() == 1
-                         ? std::to_string(peer[0])
-                         : llvm::formatv("{0} + ({1} - {0} / {2} % {3}) * {2}", rank, peer[0],
-                                         stride, shape[axes[0]])
-                               .str();
-    int64_t number = startRequest(result);
-    std::string request = this->request(number);
-    if (int64_t(startSites.size()) <= number)
-      startSites.resize(number + 1);
-    startSites[number] = where(op) + ": " + op->getName().getStringRef().str() + " (transfer " +
-                         std::to_string(tag.getInt()) + ") failed";
-    // In a block run the tag is the call's (one per micro-batch).
-    std::string tagValue = std::to_string(tag.getInt());
-    if (runScope)
-      tagValue = "at[" +
-                 std::to_string(slot("t" + std::to_string(runScope->at.size()), tag.getInt(),
-                                     RunScope::Slot::Value)) +
-                 "]";
-    body << "  if (collectives->" << name << "(collectives->ctx, " << to << ", "
-         << tagValue << ", " << ptr(buffer) << ", " << tensorBytes(typeOf(buffer)) << ", &"
-         << request << "))\n    " << failFromTable("kCollectiveStarts", request) << "\n";
-    return success();
-  };
   return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
-      .Case([&](mesh::SendOp s) {
-        return transfer("send", s.getMeshAxes(), s.getDestination(), s.getInput(),
-                        s.getResult());
+      .Case([&](mesh::SendOp s) -> std::optional<LogicalResult> {
+        return emitTransfer(op, "send", s.getMeshAxes(), s.getDestination(), s.getInput(),
+                            s.getResult());
       })
-      .Case([&](mesh::RecvOp r) {
-        return transfer("recv", r.getMeshAxes(), r.getSource().value_or(ArrayRef<int64_t>{}),
-                        r.getResult(), r.getResult());
+      .Case([&](mesh::RecvOp r) -> std::optional<LogicalResult> {
+        return emitTransfer(op, "recv", r.getMeshAxes(),
+                            r.getSource().value_or(ArrayRef<int64_t>{}), r.getResult(),
+                            r.getResult());
       })
       .Case([&](mesh::AllGatherOp g) -> std::optional<LogicalResult> {
-        start("STEPC_ALL_GATHER", "all_gather", axesMask(g.getMeshAxes()),
-              typeOf(g.getInput()).getNumElements(), g.getResult(),
-              words(g.getInput()) + ", " + words(g.getResult()));
+        startCollective(op, "STEPC_ALL_GATHER", "all_gather", axesMask(g.getMeshAxes()),
+                        typeOf(g.getInput()).getNumElements(), g.getResult(),
+                        words(g.getInput()) + ", " + words(g.getResult()));
         return success();
       })
       .Case([&](mesh::ReduceScatterOp r) -> std::optional<LogicalResult> {
         if (auto bad = notSum(r.getReduction()))
           return bad;
-        start("STEPC_REDUCE_SCATTER", "reduce_scatter_sum", axesMask(r.getMeshAxes()),
-              typeOf(r.getResult()).getNumElements(), r.getResult(),
-              ptr(r.getInput()) + ", " + ptr(r.getResult()));
+        startCollective(op, "STEPC_REDUCE_SCATTER", "reduce_scatter_sum",
+                        axesMask(r.getMeshAxes()), typeOf(r.getResult()).getNumElements(),
+                        r.getResult(), ptr(r.getInput()) + ", " + ptr(r.getResult()));
         return success();
       })
       // all_reduce(sum): a copy, then the runtime's in-place reduction.
@@ -503,70 +562,12 @@ std::optional<LogicalResult> SourceEmitter::emitCollective(Operation *op) {
           return bad;
         int64_t count = typeOf(r.getInput()).getNumElements();
         body << "  " << copyStatement(ptr(r.getResult()), ptr(r.getInput()), count * 4) << "\n";
-        start("STEPC_ALL_REDUCE", "all_reduce_sum", axesMask(r.getMeshAxes()), count,
-              r.getResult(), ptr(r.getResult()));
+        startCollective(op, "STEPC_ALL_REDUCE", "all_reduce_sum", axesMask(r.getMeshAxes()),
+                        count, r.getResult(), ptr(r.getResult()));
         return success();
       })
-      // all_to_all: block i of the input (split along dimension 0) goes to
-      // rank i of the axes, whose blocks arrive in rank order (concatenated
-      // along dimension 0): the runtime's contiguous all-to-all.
-      .Case([&](mesh::AllToAllOp a) -> std::optional<LogicalResult> {
-        if (a.getSplitAxis().getSExtValue() != 0 || a.getConcatAxis().getSExtValue() != 0)
-          return LogicalResult(a.emitOpError()
-                               << "splits and concatenates along dimension 0 only on the "
-                               << target << " back end");
-        auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(a, a.getMeshAttr());
-        if (!mesh)
-          return LogicalResult(a.emitOpError() << "names no mesh");
-        int64_t ranks = 1;
-        for (int16_t axis : a.getMeshAxes())
-          ranks *= mesh.getShape()[axis];
-        RankedTensorType in = typeOf(a.getInput());
-        if (in != typeOf(a.getResult()) || in.getDimSize(0) % ranks != 0)
-          return LogicalResult(a.emitOpError() << "needs a result of its input's type and "
-                                               << ranks << " blocks along dimension 0");
-        // The runtime moves 4-byte words: a block of 2-byte elements must
-        // fill whole words.
-        int64_t bytes = tensorBytes(in);
-        if (bytes % (4 * ranks) != 0)
-          return LogicalResult(a.emitOpError() << "moves blocks of " << bytes / ranks
-                                               << " bytes: the runtime exchanges whole 4-byte "
-                                                  "words");
-        start("STEPC_ALL_TO_ALL", "all_to_all", axesMask(a.getMeshAxes()), bytes / 4 / ranks,
-              a.getResult(),
-              words(a.getInput()) + ", " + words(a.getResult()));
-        return success();
-      })
-      // all_slice: no communication, this rank's contiguous part of its
-      // input (its linear index over the axes, from the table's rank).
-      .Case([&](mesh::AllSliceOp s) -> std::optional<LogicalResult> {
-        RankedTensorType in = typeOf(s.getInput()), out = typeOf(s.getResult());
-        int64_t axis = s.getSliceAxis().getSExtValue();
-        for (int64_t d = 0; d < axis; ++d)
-          if (in.getDimSize(d) != 1)
-            return LogicalResult(s.emitOpError()
-                                 << "slices dimension " << axis
-                                 << ", which is not contiguous (the dimensions before it are "
-                                    "not all 1): the back ends slice contiguous parts only");
-        auto mesh = SymbolTable::lookupNearestSymbolFrom<mesh::MeshOp>(s, s.getMeshAttr());
-        if (!mesh)
-          return LogicalResult(s.emitOpError() << "names no mesh");
-        ArrayRef<int64_t> shape = mesh.getShape();
-        std::string index = "0";
-        for (int16_t a : s.getMeshAxes()) {
-          int64_t stride = 1;
-          for (size_t k = a + 1; k < shape.size(); ++k)
-            stride *= shape[k];
-          index = "(" + index + ") * " + std::to_string(shape[a]) + " + collectives->rank / " +
-                  std::to_string(stride) + " % " + std::to_string(shape[a]);
-        }
-        body << "  " << copyStatement(ptr(s.getResult()),
-                                      ptr(s.getInput()) + " + (" + index + ") * " +
-                                          std::to_string(out.getNumElements()),
-                                      tensorBytes(out))
-             << "\n";
-        return success();
-      })
+      .Case([&](mesh::AllToAllOp a) -> std::optional<LogicalResult> { return emitAllToAll(a); })
+      .Case([&](mesh::AllSliceOp s) -> std::optional<LogicalResult> { return emitAllSlice(s); })
       .Default([](Operation *) { return std::nullopt; });
 }
 

@@ -29,6 +29,11 @@
 #include <utility>
 #include <vector>
 
+namespace mlir::mesh {
+class AllSliceOp;
+class AllToAllOp;
+} // namespace mlir::mesh
+
 namespace stepc {
 
 mlir::RankedTensorType typeOf(mlir::Value v);
@@ -202,6 +207,17 @@ protected:
   std::optional<mlir::LogicalResult> emitSharedCall(mlir::Operation *op);
   /// Lowers a mesh collective (start, request); nullopt if `op` is not one.
   std::optional<mlir::LogicalResult> emitCollective(mlir::Operation *op);
+  /// Starts collective `op` (a table entry of `kind`) through the runtime's
+  /// `name` on the mesh axes `axes` (a bit mask), `count` elements per rank.
+  void startCollective(mlir::Operation *op, llvm::StringRef kind, llvm::StringRef name, int axes,
+                       int64_t count, mlir::Value result, const std::string &args);
+  /// A pipeline transfer: to or from the rank at index `peer` along one
+  /// mesh axis (the others this rank's), matched by its tag.
+  mlir::LogicalResult emitTransfer(mlir::Operation *op, llvm::StringRef name,
+                                   llvm::ArrayRef<int16_t> axes, llvm::ArrayRef<int64_t> peer,
+                                   mlir::Value buffer, mlir::Value result);
+  mlir::LogicalResult emitAllToAll(mlir::mesh::AllToAllOp a);
+  mlir::LogicalResult emitAllSlice(mlir::mesh::AllSliceOp s);
   /// Whether two values' storage is disjoint (a kernel may write one while
   /// reading the other).
   bool disjoint(mlir::Value a, mlir::Value b);
