@@ -627,6 +627,88 @@ std::string SourceEmitter::splitFields(DictionaryAttr tpShard, int segmentTable)
                        tpShard.getAs<DenseI64ArrayAttr>("segments").size(), segmentTable, axis);
 }
 
+namespace {
+
+/// One argument's fields in the module info, but its shape and split.
+struct ArgumentFields {
+  std::string name;
+  int kind = STEPC_ARG_INPUT, init = STEPC_INIT_ZEROS;
+  double stddev = 0;
+  int64_t bound = 0, ignored = STEPC_NO_IGNORED_ID, globalRows = 1;
+};
+
+/// Argument `i` of `step` by its role; a moment's rows are those of its
+/// parameter, argument `owner`.
+ArgumentFields argumentFields(func::FuncOp step, unsigned i, unsigned owner) {
+  ArgumentFields f;
+  RankedTensorType type = typeOf(step.getArgument(i));
+  f.globalRows = type.getRank() > 0 ? type.getDimSize(0) : 1;
+  if (auto rows = step.getArgAttrOfType<IntegerAttr>(i, StepDialect::kShardOfAttrName))
+    f.globalRows = rows.getInt();
+  if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
+    f.name = p.getName().str();
+    f.kind = STEPC_ARG_PARAM;
+    f.init = p.getInit() == InitKind::Ones    ? STEPC_INIT_ONES
+             : p.getInit() == InitKind::Zeros ? STEPC_INIT_ZEROS
+                                              : STEPC_INIT_NORMAL;
+    f.stddev = p.getEffectiveStd();
+  } else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName)) {
+    f.name = s.getQualifiedName();
+    f.kind = s.getMoment() == Moment::ExpAvgSq ? STEPC_ARG_EXP_AVG_SQ : STEPC_ARG_EXP_AVG;
+    if (auto rows = step.getArgAttrOfType<IntegerAttr>(owner, StepDialect::kShardOfAttrName))
+      f.globalRows = rows.getInt();
+  } else if (auto h = step.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName)) {
+    f.name = stringifyHyper(h.getValue()).str();
+    f.kind = h.getValue() == Hyper::Lr     ? STEPC_ARG_LR
+             : h.getValue() == Hyper::Step ? STEPC_ARG_STEP
+                                           : STEPC_ARG_SEED;
+  } else if (auto in = step.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName)) {
+    f.name = in.getValue().str();
+    std::tie(f.bound, f.ignored) = inputIdBound(step.getArgument(i));
+  }
+  return f;
+}
+
+/// The tables the argument text indexes and `stepc_decode_args`, which
+/// reads the text into kArgs (n arguments).
+std::string argumentDecoder(unsigned n, const std::vector<std::string> &shapeTables,
+                            const std::vector<std::string> &segmentTables) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "static const int64_t *const kShapeTables[] = {" << llvm::join(shapeTables, ", ")
+     << (shapeTables.empty() ? "0" : "") << "};\n"
+     << "static const int64_t *const kSegmentTables[] = {" << llvm::join(segmentTables, ", ")
+     << (segmentTables.empty() ? "0" : "") << "};\n"
+     << "static stepc_arg_info kArgs[" << std::max(n, 1u) << "];\n\n"
+     << "static void stepc_decode_args() {\n"
+     << "  const char *s = kArgsText;\n"
+     << "  for (unsigned i = 0; i < " << n << "; ++i) {\n"
+     << "    char *end;\n"
+     << "    stepc_arg_info &a = kArgs[i];\n"
+     << "    a.kind = (int32_t)strtol(s, &end, 10);\n"
+     << "    a.dtype = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.rank = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.shape = kShapeTables[strtol(end, &end, 10)];\n"
+     << "    a.init = (int32_t)strtol(end, &end, 10);\n"
+     << "    unsigned long long bits = strtoull(end, &end, 16);\n"
+     << "    memcpy(&a.init_std, &bits, sizeof a.init_std);\n"
+     << "    a.id_bound = strtoll(end, &end, 10);\n"
+     << "    a.id_ignored = strtoll(end, &end, 10);\n"
+     << "    a.global_dim0 = strtoll(end, &end, 10);\n"
+     << "    a.tp_parts = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.tp_dim = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.tp_num_segments = (int32_t)strtol(end, &end, 10);\n"
+     << "    long segments = strtol(end, &end, 10);\n"
+     << "    a.tp_segments = segments < 0 ? 0 : kSegmentTables[segments];\n"
+     << "    a.tp_axis = (int32_t)strtol(end, &end, 10);\n"
+     << "    a.name = end + 1;\n"
+     << "    s = a.name + strlen(a.name) + 1;\n"
+     << "  }\n}\n\n";
+  return text;
+}
+
+} // namespace
+
 std::string SourceEmitter::argumentTable() {
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -685,80 +767,25 @@ std::string SourceEmitter::argumentTable() {
   os << "#include <stdlib.h>\n#include <string.h>\n\nstatic const char kArgsText[] =\n";
   for (unsigned i = 0; i < n; ++i) {
     RankedTensorType type = typeOf(step.getArgument(i));
-    std::string name;
-    int kind = STEPC_ARG_INPUT, init = STEPC_INIT_ZEROS;
-    double stddev = 0;
-    int64_t bound = 0, ignored = STEPC_NO_IGNORED_ID;
-    int64_t globalRows = type.getRank() > 0 ? type.getDimSize(0) : 1;
-    if (auto rows = step.getArgAttrOfType<IntegerAttr>(i, StepDialect::kShardOfAttrName))
-      globalRows = rows.getInt();
+    ArgumentFields f = argumentFields(step, i, ownerOf(i));
     DictionaryAttr tpShard = tpShardOf(i);
-    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName)) {
-      name = p.getName().str();
-      kind = STEPC_ARG_PARAM;
-      init = p.getInit() == InitKind::Ones    ? STEPC_INIT_ONES
-             : p.getInit() == InitKind::Zeros ? STEPC_INIT_ZEROS
-                                              : STEPC_INIT_NORMAL;
-      stddev = p.getEffectiveStd();
-    } else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName)) {
-      name = s.getQualifiedName();
-      kind = s.getMoment() == Moment::ExpAvgSq ? STEPC_ARG_EXP_AVG_SQ : STEPC_ARG_EXP_AVG;
-      if (auto rows = step.getArgAttrOfType<IntegerAttr>(ownerOf(i), StepDialect::kShardOfAttrName))
-        globalRows = rows.getInt();
-    } else if (auto h = step.getArgAttrOfType<HyperAttr>(i, StepDialect::kHyperAttrName)) {
-      name = stringifyHyper(h.getValue()).str();
-      kind = h.getValue() == Hyper::Lr     ? STEPC_ARG_LR
-             : h.getValue() == Hyper::Step ? STEPC_ARG_STEP
-                                           : STEPC_ARG_SEED;
-    } else if (auto in = step.getArgAttrOfType<StringAttr>(i, StepDialect::kInputAttrName)) {
-      name = in.getValue().str();
-      std::tie(bound, ignored) = inputIdBound(step.getArgument(i));
-    }
     std::string tp = tpShard ? splitFields(tpShard, indexOf(segmentIndex, segmentTables,
                                                             segmentNames[i]))
                              : "0 0 0 -1 -1";
     // The standard deviation as the bits of its 7-digit decimal (the value
     // the module info has always held); bits, as strtod would read the host
     // trainer's locale.
-    double printed = std::strtod(llvm::formatv("{0:e}", stddev).str().c_str(), nullptr);
+    double printed = std::strtod(llvm::formatv("{0:e}", f.stddev).str().c_str(), nullptr);
     uint64_t stdBits;
     std::memcpy(&stdBits, &printed, sizeof stdBits);
-    os << llvm::formatv("  \"{0} {1} {2} {3} {4} {5:x} {6} {7} {8} {9} \" {10} \"\\0\"\n", kind,
-                        type.getElementType().isF32() ? STEPC_F32 : STEPC_I32, type.getRank(),
-                        indexOf(shapeIndex, shapeTables, shapeNames[i]), init, stdBits, bound,
-                        ignored, globalRows, tp, cString(name));
+    os << llvm::formatv("  \"{0} {1} {2} {3} {4} {5:x} {6} {7} {8} {9} \" {10} \"\\0\"\n",
+                        f.kind, type.getElementType().isF32() ? STEPC_F32 : STEPC_I32,
+                        type.getRank(), indexOf(shapeIndex, shapeTables, shapeNames[i]), f.init,
+                        stdBits, f.bound, f.ignored, f.globalRows, tp, cString(f.name));
   }
   if (n == 0)
     os << "  \"\"";
-  os << ";\n\nstatic const int64_t *const kShapeTables[] = {" << llvm::join(shapeTables, ", ")
-     << (shapeTables.empty() ? "0" : "") << "};\n"
-     << "static const int64_t *const kSegmentTables[] = {" << llvm::join(segmentTables, ", ")
-     << (segmentTables.empty() ? "0" : "") << "};\n"
-     << "static stepc_arg_info kArgs[" << std::max(n, 1u) << "];\n\n"
-     << "static void stepc_decode_args() {\n"
-     << "  const char *s = kArgsText;\n"
-     << "  for (unsigned i = 0; i < " << n << "; ++i) {\n"
-     << "    char *end;\n"
-     << "    stepc_arg_info &a = kArgs[i];\n"
-     << "    a.kind = (int32_t)strtol(s, &end, 10);\n"
-     << "    a.dtype = (int32_t)strtol(end, &end, 10);\n"
-     << "    a.rank = (int32_t)strtol(end, &end, 10);\n"
-     << "    a.shape = kShapeTables[strtol(end, &end, 10)];\n"
-     << "    a.init = (int32_t)strtol(end, &end, 10);\n"
-     << "    unsigned long long bits = strtoull(end, &end, 16);\n"
-     << "    memcpy(&a.init_std, &bits, sizeof a.init_std);\n"
-     << "    a.id_bound = strtoll(end, &end, 10);\n"
-     << "    a.id_ignored = strtoll(end, &end, 10);\n"
-     << "    a.global_dim0 = strtoll(end, &end, 10);\n"
-     << "    a.tp_parts = (int32_t)strtol(end, &end, 10);\n"
-     << "    a.tp_dim = (int32_t)strtol(end, &end, 10);\n"
-     << "    a.tp_num_segments = (int32_t)strtol(end, &end, 10);\n"
-     << "    long segments = strtol(end, &end, 10);\n"
-     << "    a.tp_segments = segments < 0 ? 0 : kSegmentTables[segments];\n"
-     << "    a.tp_axis = (int32_t)strtol(end, &end, 10);\n"
-     << "    a.name = end + 1;\n"
-     << "    s = a.name + strlen(a.name) + 1;\n"
-     << "  }\n}\n\n";
+  os << ";\n\n" << argumentDecoder(n, shapeTables, segmentTables);
   return text;
 }
 
