@@ -41,6 +41,69 @@ static int64_t alignUp(int64_t x) {
   return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
+/// Each returned parameter or state value of `function` and the argument
+/// it replaces (by its role: #step.result<param, "p"> replaces
+/// #step.param<"p">).
+static DenseMap<Value, BlockArgument> replacedArguments(func::FuncOp function) {
+  Block &body = function.getBody().front();
+  DenseMap<Value, BlockArgument> replaces;
+  llvm::StringMap<BlockArgument> byName;
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (auto p = function.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
+      byName[p.getName()] = arg;
+    else if (auto s = function.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
+      byName[s.getQualifiedName()] = arg;
+  }
+  for (auto [i, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+    ResultAttr role = getResultRole(function, i);
+    if (!role || (role.getRole() != Role::Param && role.getRole() != Role::Moment))
+      continue;
+    auto it = byName.find(role.getRole() == Role::Param ? role.getName().str()
+                                                         : role.getQualifiedName());
+    if (it != byName.end() && it->second.getType() == v.getType())
+      replaces[v] = it->second;
+  }
+  return replaces;
+}
+
+/// What an optimizer update writes its results over: the parameter and its
+/// state (operands 0 and 2.., in the results' order); none for other ops.
+static SmallVector<Value, 3> updateTargets(Operation &op) {
+  SmallVector<Value, 3> targets;
+  if (auto adamw = dyn_cast<AdamwOp>(op))
+    targets = {adamw.getParam(), adamw.getM(), adamw.getV()};
+  else if (auto group = dyn_cast<stepk::AdamwGroupOp>(op))
+    // Each update's, through the body: it yields their results in order.
+    for (AdamwOp update : group.getUpdates())
+      for (Value v : {update.getParam(), update.getM(), update.getV()})
+        targets.push_back(group.inputOf(v));
+  else if (auto sgd = dyn_cast<SgdOp>(op))
+    targets = {sgd.getParam(), sgd.getBuf()};
+  else if (auto lion = dyn_cast<LionOp>(op))
+    targets = {lion.getParam(), lion.getM()};
+  return targets;
+}
+
+/// The live-set peak (no placement is below it): a sweep over the buffers'
+/// [firstDef, lastUse] intervals.
+static void findLivePeak(MemoryPlan &plan) {
+  SmallVector<std::pair<int64_t, int64_t>> events; // (op index, +bytes | -bytes)
+  for (const MemoryPlan::Buffer &b : plan.buffers) {
+    events.push_back({b.firstDef, b.bytes});
+    events.push_back({b.lastUse + 1, -b.bytes});
+  }
+  llvm::sort(events);
+  int64_t live = 0;
+  for (auto [at, delta] : events) {
+    live += delta;
+    if (live > plan.liveBytesPeak) {
+      plan.liveBytesPeak = live;
+      plan.liveBytesPeakAt = at;
+    }
+  }
+}
+
 MemoryPlan stepc::planLiveness(func::FuncOp function) {
   MemoryPlan plan;
   Block &body = function.getBody().front();
@@ -57,28 +120,7 @@ MemoryPlan stepc::planLiveness(func::FuncOp function) {
 
   for (BlockArgument arg : body.getArguments())
     plan.argumentOf[arg] = arg.getArgNumber();
-  // Each returned parameter or state value and the argument it replaces
-  // (by its role: #step.result<param, "p"> replaces #step.param<"p">).
-  DenseMap<Value, BlockArgument> replaces;
-  {
-    llvm::StringMap<BlockArgument> byName;
-    for (BlockArgument arg : body.getArguments()) {
-      unsigned i = arg.getArgNumber();
-      if (auto p = function.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
-        byName[p.getName()] = arg;
-      else if (auto s = function.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
-        byName[s.getQualifiedName()] = arg;
-    }
-    for (auto [i, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
-      ResultAttr role = getResultRole(function, i);
-      if (!role || (role.getRole() != Role::Param && role.getRole() != Role::Moment))
-        continue;
-      auto it = byName.find(role.getRole() == Role::Param ? role.getName().str()
-                                                           : role.getQualifiedName());
-      if (it != byName.end() && it->second.getType() == v.getType())
-        replaces[v] = it->second;
-    }
-  }
+  const DenseMap<Value, BlockArgument> replaces = replacedArguments(function);
 
   // A collective runs asynchronously from its op to the first use of its
   // result (where step.so waits for it): its operand is in use until then.
@@ -123,20 +165,7 @@ MemoryPlan stepc::planLiveness(func::FuncOp function) {
         extend(plan.bufferOf[in], op.getResult(0));
       continue;
     }
-    // An optimizer update writes its results over the parameter and its
-    // state (operands 0 and 2.., in the results' order).
-    SmallVector<Value, 3> targets;
-    if (auto adamw = dyn_cast<AdamwOp>(op))
-      targets = {adamw.getParam(), adamw.getM(), adamw.getV()};
-    else if (auto group = dyn_cast<stepk::AdamwGroupOp>(op))
-      // Each update's, through the body: it yields their results in order.
-      for (AdamwOp update : group.getUpdates())
-        for (Value v : {update.getParam(), update.getM(), update.getV()})
-          targets.push_back(group.inputOf(v));
-    else if (auto sgd = dyn_cast<SgdOp>(op))
-      targets = {sgd.getParam(), sgd.getBuf()};
-    else if (auto lion = dyn_cast<LionOp>(op))
-      targets = {lion.getParam(), lion.getM()};
+    SmallVector<Value, 3> targets = updateTargets(op);
     if (!targets.empty()) {
       for (auto [result, target] : llvm::zip(op.getResults(), targets)) {
         if (plan.argumentOf.count(target))
@@ -182,22 +211,7 @@ MemoryPlan stepc::planLiveness(func::FuncOp function) {
     }
   }
 
-  // The live-set peak (no placement is below it): a sweep over the buffers'
-  // [firstDef, lastUse] intervals.
-  SmallVector<std::pair<int64_t, int64_t>> events; // (op index, +bytes | -bytes)
-  for (const MemoryPlan::Buffer &b : plan.buffers) {
-    events.push_back({b.firstDef, b.bytes});
-    events.push_back({b.lastUse + 1, -b.bytes});
-  }
-  llvm::sort(events);
-  int64_t live = 0;
-  for (auto [at, delta] : events) {
-    live += delta;
-    if (live > plan.liveBytesPeak) {
-      plan.liveBytesPeak = live;
-      plan.liveBytesPeakAt = at;
-    }
-  }
+  findLivePeak(plan);
   return plan;
 }
 
