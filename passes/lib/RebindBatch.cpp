@@ -69,6 +69,128 @@ FailureOr<int64_t> stepc::inputBatch(func::FuncOp loss, StringRef action) {
   return batch;
 }
 
+/// After a split into `ranks` parts (marked `dropoutRowsAttr`): each count of
+/// targets whose rows the split divided counts its part's, which the split
+/// sums; each dropout whose rows it divided draws its part's rows.
+static LogicalResult markSplitParts(func::FuncOp loss,
+                                    ArrayRef<std::pair<Operation *, int64_t>> counts,
+                                    ArrayRef<std::pair<DropoutOp, int64_t>> dropouts,
+                                    StringRef dropoutRowsAttr, int64_t ranks) {
+  for (auto [op, rows] : counts) {
+    auto ce = dyn_cast<CrossEntropyOp>(op);
+    Value targets = op->getOperand(ce ? 1 : 0);
+    if (cast<RankedTensorType>(targets.getType()).getDimSize(0) == rows)
+      continue;
+    // The mean over this part's counted targets would weigh the parts
+    // equally: the loss divides by the whole batch's count instead, a
+    // count of this part's targets that the split sums (sumTokenCounts).
+    Operation *count = op;
+    if (ce) {
+      OpBuilder b(ce);
+      auto made = b.create<TokenCountOp>(ce.getLoc(), targets, ce.getIgnoreIndexAttr());
+      copyPhase(ce, made);
+      ce.getCountMutable().assign(made);
+      count = made;
+    }
+    count->setAttr(dropoutRowsAttr, Builder(loss.getContext()).getI64IntegerAttr(ranks));
+  }
+  for (auto [d, rows] : dropouts) {
+    int64_t now = d.getType().getDimSize(0);
+    if (now == rows)
+      continue;
+    // Its part's rows would have to be added to a computed first row.
+    if (d.getFirstRow())
+      return d.emitOpError() << "draws 'rows from' a value of the model: its rows cannot "
+                                "be split across data-parallel ranks or micro-batches";
+    d->setAttr(dropoutRowsAttr, Builder(loss.getContext()).getI64IntegerAttr(now));
+  }
+  return success();
+}
+
+/// Gives `op` the types of the rebound batch: a collective scales like its
+/// operand, a batch-shaped splat constant takes the part's shape, a
+/// broadcast or reshape that makes the batch dimension makes the part's;
+/// the rest by their shape rules. `before`: each value's type before.
+static LogicalResult rebindOp(Operation &op, const DenseMap<Value, RankedTensorType> &before,
+                              int64_t oldBatch, int64_t newBatch) {
+  if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::AllSliceOp, mesh::AllToAllOp,
+          mesh::ReduceScatterOp, CopyToParallelOp>(op)) {
+    auto in = cast<RankedTensorType>(op.getOperand(0).getType());
+    auto out = cast<RankedTensorType>(op.getResult(0).getType());
+    op.getResult(0).setType(scaleLike(out, before.lookup(op.getOperand(0)), in));
+    return success();
+  }
+  if (isa<IotaOp>(op))
+    return success(); // its shape is its own, as a constant's
+  // A splat constant shaped like the batch (a front end's scalar operand,
+  // `0.5 * x`) takes the part's shape; other constants keep theirs.
+  if (auto c = dyn_cast<ConstantOp>(op)) {
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    auto type = cast<RankedTensorType>(c.getType());
+    if (dense && dense.isSplat() && type.getRank() >= 1 && type.getDimSize(0) == oldBatch) {
+      auto scaled = scaleLeading(type, oldBatch, newBatch);
+      c.setValueAttr(dense.resizeSplat(scaled));
+      c.getResult().setType(scaled);
+    }
+    return success();
+  }
+  if (auto convert = dyn_cast<ConvertOp>(op)) {
+    auto in = convert.getInput().getType();
+    convert.getResult().setType(
+        RankedTensorType::get(in.getShape(), convert.getType().getElementType()));
+    return success();
+  }
+  if (isa<BroadcastOp>(op)) {
+    auto in = cast<RankedTensorType>(op.getOperand(0).getType());
+    auto out = cast<RankedTensorType>(op.getResult(0).getType());
+    // Dimensions the operand had keep its (rebound) sizes: read off its
+    // type before, as a batch rebound to 1 looks broadcast after; a
+    // broadcast that adds the batch dimension, or expands a leading 1 to
+    // it (a table [1, T, 1, D] over [B, T, H, D]), makes the part's.
+    RankedTensorType was = before.lookup(op.getOperand(0));
+    if (!was)
+      was = in;
+    SmallVector<int64_t> shape(out.getShape());
+    int64_t added = out.getRank() - in.getRank();
+    for (int64_t d = 0; d < in.getRank(); ++d)
+      if (was.getDimSize(d) != 1)
+        shape[d + added] = in.getDimSize(d);
+    const bool makesLeading = added > 0 || (in.getRank() > 0 && was.getDimSize(0) == 1);
+    if (makesLeading && out.getDimSize(0) == oldBatch &&
+        (shape[0] * newBatch) % oldBatch == 0)
+      shape[0] = shape[0] * newBatch / oldBatch;
+    op.getResult(0).setType(RankedTensorType::get(shape, out.getElementType()));
+    return success();
+  }
+  if (isa<ReshapeOp>(op)) {
+    auto in = cast<RankedTensorType>(op.getOperand(0).getType());
+    auto out = cast<RankedTensorType>(op.getResult(0).getType());
+    // A reshape whose operand's batch was scaled scales its own.
+    if (in.getNumElements() != out.getNumElements())
+      op.getResult(0).setType(scaleLeading(out, oldBatch, newBatch));
+    return success();
+  }
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    // A slice over the whole leading dimension keeps covering all of it.
+    int64_t rows = slice.getInput().getType().getDimSize(0);
+    SmallVector<int64_t> sizes(slice.getSizes());
+    if (!sizes.empty() && slice.getOffsets()[0] == 0 && sizes[0] * newBatch == rows * oldBatch)
+      sizes[0] = rows;
+    slice.setSizes(sizes);
+  }
+  auto infer = dyn_cast<InferTypeOpInterface>(op);
+  if (!infer)
+    return op.emitOpError() << "has no shape rule: cannot rebind the batch";
+  SmallVector<Type> types;
+  if (failed(infer.inferReturnTypes(op.getContext(), op.getLoc(), op.getOperands(),
+                                    op.getAttrDictionary(), op.getPropertiesStorage(),
+                                    op.getRegions(), types)))
+    return failure();
+  for (auto [result, type] : llvm::zip(op.getResults(), types))
+    result.setType(type);
+  return success();
+}
+
 LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t ranks,
                                  StringRef dropoutRowsAttr) {
   FailureOr<int64_t> batch = inputBatch(loss, "rebind the batch");
@@ -120,83 +242,9 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
     for (Value operand : op.getOperands())
       if (auto t = dyn_cast<RankedTensorType>(operand.getType()))
         before.try_emplace(operand, t);
-  for (Operation &op : body.without_terminator()) {
-    if (isa<mesh::AllReduceOp, mesh::AllGatherOp, mesh::AllSliceOp, mesh::AllToAllOp,
-            mesh::ReduceScatterOp, CopyToParallelOp>(op)) {
-      auto in = cast<RankedTensorType>(op.getOperand(0).getType());
-      auto out = cast<RankedTensorType>(op.getResult(0).getType());
-      op.getResult(0).setType(scaleLike(out, before.lookup(op.getOperand(0)), in));
-      continue;
-    }
-    if (isa<IotaOp>(op))
-      continue; // its shape is its own, as a constant's
-    // A splat constant shaped like the batch (a front end's scalar operand,
-    // `0.5 * x`) takes the part's shape; other constants keep theirs.
-    if (auto c = dyn_cast<ConstantOp>(op)) {
-      auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-      auto type = cast<RankedTensorType>(c.getType());
-      if (dense && dense.isSplat() && type.getRank() >= 1 && type.getDimSize(0) == oldBatch) {
-        auto scaled = scaleLeading(type, oldBatch, newBatch);
-        c.setValueAttr(dense.resizeSplat(scaled));
-        c.getResult().setType(scaled);
-      }
-      continue;
-    }
-    if (auto convert = dyn_cast<ConvertOp>(op)) {
-      auto in = convert.getInput().getType();
-      convert.getResult().setType(
-          RankedTensorType::get(in.getShape(), convert.getType().getElementType()));
-      continue;
-    }
-    if (isa<BroadcastOp>(op)) {
-      auto in = cast<RankedTensorType>(op.getOperand(0).getType());
-      auto out = cast<RankedTensorType>(op.getResult(0).getType());
-      // Dimensions the operand had keep its (rebound) sizes: read off its
-      // type before, as a batch rebound to 1 looks broadcast after; a
-      // broadcast that adds the batch dimension, or expands a leading 1 to
-      // it (a table [1, T, 1, D] over [B, T, H, D]), makes the part's.
-      RankedTensorType was = before.lookup(op.getOperand(0));
-      if (!was)
-        was = in;
-      SmallVector<int64_t> shape(out.getShape());
-      int64_t added = out.getRank() - in.getRank();
-      for (int64_t d = 0; d < in.getRank(); ++d)
-        if (was.getDimSize(d) != 1)
-          shape[d + added] = in.getDimSize(d);
-      const bool makesLeading = added > 0 || (in.getRank() > 0 && was.getDimSize(0) == 1);
-      if (makesLeading && out.getDimSize(0) == oldBatch &&
-          (shape[0] * newBatch) % oldBatch == 0)
-        shape[0] = shape[0] * newBatch / oldBatch;
-      op.getResult(0).setType(RankedTensorType::get(shape, out.getElementType()));
-      continue;
-    }
-    if (isa<ReshapeOp>(op)) {
-      auto in = cast<RankedTensorType>(op.getOperand(0).getType());
-      auto out = cast<RankedTensorType>(op.getResult(0).getType());
-      // A reshape whose operand's batch was scaled scales its own.
-      if (in.getNumElements() != out.getNumElements())
-        op.getResult(0).setType(scaleLeading(out, oldBatch, newBatch));
-      continue;
-    }
-    if (auto slice = dyn_cast<SliceOp>(op)) {
-      // A slice over the whole leading dimension keeps covering all of it.
-      int64_t rows = slice.getInput().getType().getDimSize(0);
-      SmallVector<int64_t> sizes(slice.getSizes());
-      if (!sizes.empty() && slice.getOffsets()[0] == 0 && sizes[0] * newBatch == rows * oldBatch)
-        sizes[0] = rows;
-      slice.setSizes(sizes);
-    }
-    auto infer = dyn_cast<InferTypeOpInterface>(op);
-    if (!infer)
-      return op.emitOpError() << "has no shape rule: cannot rebind the batch";
-    SmallVector<Type> types;
-    if (failed(infer.inferReturnTypes(op.getContext(), op.getLoc(), op.getOperands(),
-                                      op.getAttrDictionary(), op.getPropertiesStorage(),
-                                      op.getRegions(), types)))
+  for (Operation &op : body.without_terminator())
+    if (failed(rebindOp(op, before, oldBatch, newBatch)))
       return failure();
-    for (auto [result, type] : llvm::zip(op.getResults(), types))
-      result.setType(type);
-  }
   // The loss function's outputs take their new shapes (the loss stays a
   // scalar); a metric is a mean over the batch, whose parts' means the split
   // averages: its shape cannot follow the batch's rows.
@@ -208,36 +256,9 @@ LogicalResult stepc::rebindBatch(func::FuncOp loss, int64_t globalBatch, int64_t
                                    "batch (per-row values are an output)";
   loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes,
                                          body.getTerminator()->getOperandTypes()));
-  if (!dropoutRowsAttr.empty())
-    for (auto [op, rows] : counts) {
-      auto ce = dyn_cast<CrossEntropyOp>(op);
-      Value targets = op->getOperand(ce ? 1 : 0);
-      if (cast<RankedTensorType>(targets.getType()).getDimSize(0) == rows)
-        continue;
-      // The mean over this part's counted targets would weigh the parts
-      // equally: the loss divides by the whole batch's count instead, a
-      // count of this part's targets that the split sums (sumTokenCounts).
-      Operation *count = op;
-      if (ce) {
-        OpBuilder b(ce);
-        auto made = b.create<TokenCountOp>(ce.getLoc(), targets, ce.getIgnoreIndexAttr());
-        copyPhase(ce, made);
-        ce.getCountMutable().assign(made);
-        count = made;
-      }
-      count->setAttr(dropoutRowsAttr, Builder(loss.getContext()).getI64IntegerAttr(ranks));
-    }
-  if (!dropoutRowsAttr.empty())
-    for (auto [d, rows] : dropouts) {
-      int64_t now = d.getType().getDimSize(0);
-      if (now == rows)
-        continue;
-      // Its part's rows would have to be added to a computed first row.
-      if (d.getFirstRow())
-        return d.emitOpError() << "draws 'rows from' a value of the model: its rows cannot "
-                                  "be split across data-parallel ranks or micro-batches";
-      d->setAttr(dropoutRowsAttr, Builder(loss.getContext()).getI64IntegerAttr(now));
-    }
+  if (!dropoutRowsAttr.empty() &&
+      failed(markSplitParts(loss, counts, dropouts, dropoutRowsAttr, ranks)))
+    return failure();
   return verify(loss);
 }
 
