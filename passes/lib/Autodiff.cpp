@@ -107,16 +107,13 @@ LogicalResult collectiveVjp(OpBuilder &b, Operation *op, ArrayRef<Value> resultG
 
 } // namespace
 
-FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable &symbols,
-                                                 bool recordOrigins,
-                                                 SmallVectorImpl<unsigned> *unreached) {
-  OpBuilder b(loss);
-  b.setInsertionPointAfter(loss);
-  Location loc = loss.getLoc();
+namespace {
 
-  SmallVector<unsigned> paramIndices;
-  // (loss, gradients..., outputs...): the loss function's outputs follow,
-  // (role output), computed by the forward and never differentiated.
+/// The gradient function of `loss` (its arguments; the loss, one gradient
+/// per trained parameter, then the loss function's outputs, computed by
+/// the forward and never differentiated), inserted after it. The trained
+/// parameters' argument indices into `params`.
+func::FuncOp declareGradient(OpBuilder &b, func::FuncOp loss, SmallVectorImpl<unsigned> &params) {
   SmallVector<Type> resultTypes{loss.getResultTypes().front()};
   SmallVector<Attribute> resultAttrs{resultRoleDict(ResultAttr::get(b.getContext(), Role::Loss))};
   for (unsigned i = 0, e = loss.getNumArguments(); i < e; ++i) {
@@ -125,24 +122,118 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
     ParamAttr param = getTrainedParam(loss, i);
     if (!param)
       continue;
-    paramIndices.push_back(i);
+    params.push_back(i);
     resultTypes.push_back(loss.getArgumentTypes()[i]);
     resultAttrs.push_back(
         resultRoleDict(ResultAttr::get(b.getContext(), Role::Grad, param.getName())));
   }
-
   for (unsigned i = 1, e = loss.getNumResults(); i < e; ++i) {
     resultTypes.push_back(loss.getResultTypes()[i]);
     resultAttrs.push_back(resultRoleDict(getResultRole(loss, i)));
   }
-
-  auto grad = b.create<func::FuncOp>(
-      loc, (loss.getSymName() + "_grad").str(),
-      b.getFunctionType(loss.getArgumentTypes(), resultTypes));
+  auto grad = b.create<func::FuncOp>(loss.getLoc(), (loss.getSymName() + "_grad").str(),
+                                     b.getFunctionType(loss.getArgumentTypes(), resultTypes));
   if (ArrayAttr argAttrs = loss.getAllArgAttrs())
     grad.setAllArgAttrs(argAttrs);
   grad.setAllResultAttrs(resultAttrs);
   grad->setAttr(StepDialect::kGradientAttrName, FlatSymbolRefAttr::get(loss.getSymNameAttr()));
+  return grad;
+}
+
+/// Values computed from a trained parameter (through anything but a
+/// stop_gradient): an attention mask among them would need the gradient no
+/// rule builds, so it is refused rather than trained as a constant.
+LogicalResult checkAttentionMasks(Block &body, ArrayRef<unsigned> params,
+                                  ArrayRef<Operation *> forward) {
+  DenseSet<Value> fromParams;
+  for (unsigned i : params)
+    fromParams.insert(body.getArgument(i));
+  for (Operation *op : forward)
+    if (!isa<StopGradientOp>(op) && llvm::any_of(op->getOperands(), [&](Value v) {
+          return fromParams.contains(v);
+        }))
+      fromParams.insert(op->result_begin(), op->result_end());
+  for (Operation *op : forward)
+    if (auto a = dyn_cast<AttentionOp>(op); a && a.getMask() && fromParams.contains(a.getMask()))
+      return a.emitOpError() << "has a mask computed from a trained parameter: stepc builds no "
+                                "gradient for attention's mask (stop its gradient, or write "
+                                "the biased softmax op by op)";
+  return success();
+}
+
+/// Each forward op's rule, in reverse order, before `ret`: the cotangents
+/// of its operands from those of its results, summed over the uses.
+/// `markNew(op)` runs after each op's rule.
+LogicalResult backpropagate(OpBuilder &b, Operation *ret, ArrayRef<Operation *> forward,
+                            DenseMap<Value, Value> &cotangents,
+                            function_ref<void(Operation *)> markNew) {
+  for (Operation *op : llvm::reverse(forward)) {
+    SmallVector<Value> resultGrads;
+    bool needed = false;
+    for (Value result : op->getResults()) {
+      Value ct = cotangents.lookup(result);
+      needed |= static_cast<bool>(ct);
+      resultGrads.push_back(ct);
+    }
+    if (!needed)
+      continue;
+    b.setInsertionPoint(ret);
+    SmallVector<Value> operandGrads;
+    if (failed(collectiveVjp(b, op, resultGrads, operandGrads))) {
+      auto rule = dyn_cast<AutodiffOpInterface>(op);
+      if (!rule)
+        return op->emitOpError() << "has no autodiff rule";
+      if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
+        return failure();
+    }
+    if (operandGrads.size() != op->getNumOperands())
+      return op->emitOpError() << "autodiff rule returned " << operandGrads.size()
+                               << " cotangents for " << op->getNumOperands() << " operands";
+    for (auto [operand, ct] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!ct || !isFloatTensor(operand))
+        continue;
+      Value &sum = cotangents[operand];
+      sum = sum ? b.create<AddOp>(op->getLoc(), sum, ct).getResult() : ct;
+    }
+    markNew(op);
+  }
+  return success();
+}
+
+/// The gradient's body once returned: copy_to_parallel is the identity
+/// (its work was its gradient's all-reduce), quantize_grad_fp8 likewise
+/// (its work its gradient's rounding); cotangents nothing returns (a
+/// frozen parameter's, a float input's), which each rule builds for every
+/// operand, are erased.
+void finishGradient(Block &body) {
+  for (auto copy : llvm::make_early_inc_range(body.getOps<CopyToParallelOp>())) {
+    copy.getResult().replaceAllUsesWith(copy.getInput());
+    copy.erase();
+  }
+  for (auto q : llvm::make_early_inc_range(body.getOps<QuantizeGradFp8Op>())) {
+    q.getResult().replaceAllUsesWith(q.getInput());
+    q.erase();
+  }
+  setMissingPhases(body, Phase::Backward);
+  SmallVector<Operation *> made;
+  for (Operation &op : body.without_terminator())
+    if (getPhase(&op) == Phase::Backward)
+      made.push_back(&op);
+  for (Operation *op : llvm::reverse(made))
+    if (isOpTriviallyDead(op))
+      op->erase();
+}
+
+} // namespace
+
+FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable &symbols,
+                                                 bool recordOrigins,
+                                                 SmallVectorImpl<unsigned> *unreached) {
+  OpBuilder b(loss);
+  b.setInsertionPointAfter(loss);
+  Location loc = loss.getLoc();
+  SmallVector<unsigned> paramIndices;
+  func::FuncOp grad = declareGradient(b, loss, paramIndices);
   symbols.insert(grad);
 
   // Forward: a copy of the loss function's body.
@@ -179,57 +270,12 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
   if (recordOrigins && lossValue.getDefiningOp())
     cotangents[lossValue].getDefiningOp()->setAttr(
         StepDialect::kOriginAttrName, b.getI64IntegerAttr(position[lossValue.getDefiningOp()]));
-
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
-  // Values computed from a trained parameter (through anything but a
-  // stop_gradient): an attention mask among them would need the gradient
-  // no rule builds, so it is refused rather than trained as a constant.
-  DenseSet<Value> fromParams;
-  for (unsigned i : paramIndices)
-    fromParams.insert(body.getArgument(i));
-  for (Operation *op : forward)
-    if (!isa<StopGradientOp>(op) && llvm::any_of(op->getOperands(), [&](Value v) {
-          return fromParams.contains(v);
-        }))
-      fromParams.insert(op->result_begin(), op->result_end());
-  for (Operation *op : forward)
-    if (auto a = dyn_cast<AttentionOp>(op); a && a.getMask() && fromParams.contains(a.getMask()))
-      return a.emitOpError() << "has a mask computed from a trained parameter: stepc builds no "
-                                "gradient for attention's mask (stop its gradient, or write "
-                                "the biased softmax op by op)";
-  for (Operation *op : llvm::reverse(forward)) {
-    SmallVector<Value> resultGrads;
-    bool needed = false;
-    for (Value result : op->getResults()) {
-      Value ct = cotangents.lookup(result);
-      needed |= static_cast<bool>(ct);
-      resultGrads.push_back(ct);
-    }
-    if (!needed)
-      continue;
-    b.setInsertionPoint(ret);
-    SmallVector<Value> operandGrads;
-    if (failed(collectiveVjp(b, op, resultGrads, operandGrads))) {
-      auto rule = dyn_cast<AutodiffOpInterface>(op);
-      if (!rule)
-        return op->emitOpError() << "has no autodiff rule";
-      if (failed(rule.buildVjp(b, resultGrads, operandGrads)))
-        return failure();
-    }
-    if (operandGrads.size() != op->getNumOperands())
-      return op->emitOpError() << "autodiff rule returned " << operandGrads.size()
-                               << " cotangents for " << op->getNumOperands()
-                               << " operands";
-    for (auto [operand, ct] : llvm::zip(op->getOperands(), operandGrads)) {
-      if (!ct || !isFloatTensor(operand))
-        continue;
-      Value &sum = cotangents[operand];
-      sum = sum ? b.create<AddOp>(op->getLoc(), sum, ct).getResult() : ct;
-    }
-    markNew(op);
-  }
+  if (failed(checkAttentionMasks(body, paramIndices, forward)) ||
+      failed(backpropagate(b, ret, forward, cotangents, markNew)))
+    return failure();
 
   SmallVector<Value> results{lossValue};
   for (unsigned i : paramIndices) {
@@ -243,26 +289,7 @@ FailureOr<func::FuncOp> stepc::differentiateLoss(func::FuncOp loss, SymbolTable 
     results.push_back(output);
   b.create<func::ReturnOp>(ret.getLoc(), results);
   ret.erase();
-  // copy_to_parallel is the identity: its work was its gradient's all-reduce;
-  // quantize_grad_fp8 likewise, its work its gradient's rounding.
-  for (auto copy : llvm::make_early_inc_range(body.getOps<CopyToParallelOp>())) {
-    copy.getResult().replaceAllUsesWith(copy.getInput());
-    copy.erase();
-  }
-  for (auto q : llvm::make_early_inc_range(body.getOps<QuantizeGradFp8Op>())) {
-    q.getResult().replaceAllUsesWith(q.getInput());
-    q.erase();
-  }
-  setMissingPhases(body, Phase::Backward);
-  // Cotangents nothing returns (a frozen parameter's, a float input's):
-  // each rule builds every operand's, so the unread ones are erased here.
-  SmallVector<Operation *> made;
-  for (Operation &op : body.without_terminator())
-    if (getPhase(&op) == Phase::Backward)
-      made.push_back(&op);
-  for (Operation *op : llvm::reverse(made))
-    if (isOpTriviallyDead(op))
-      op->erase();
+  finishGradient(body);
   return grad;
 }
 
