@@ -191,9 +191,19 @@ FailureOr<int64_t> stepc::parseByteSize(StringRef text) {
   return int64_t(count * scale);
 }
 
-LogicalResult
-stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options,
-                          function_ref<LogicalResult(const Twine &)> emitError) {
+namespace {
+
+using ErrorFn = function_ref<LogicalResult(const Twine &)>;
+
+/// What the options decide beyond their values: the memory budget in
+/// bytes (0: none), the remat mode and the mesh.
+struct Decided {
+  int64_t budget = 0;
+  std::string remat;
+  ShardSpec shard;
+};
+
+FailureOr<Decided> decideOptions(const StepcPipelineOptions &options, ErrorFn emitError) {
   if (options.target != "cpu" && options.target != "cuda")
     return emitError("unknown target '" + options.target + "' (expected cuda or cpu)");
   if (options.precision != "fp32" && options.precision != "bf16" && options.precision != "fp8")
@@ -211,19 +221,19 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
                      Twine(options.batch.getValue()));
   if (options.microBatches < 1)
     return emitError("--micro-batches must be >= 1, got " + Twine(options.microBatches.getValue()));
-  int64_t budget = 0;
+  Decided d;
   if (!options.memoryBudget.empty()) {
     FailureOr<int64_t> bytes = parseByteSize(options.memoryBudget);
     if (failed(bytes) || *bytes == 0)
       return emitError("bad memory budget '" + options.memoryBudget +
                        "' (expected a positive byte count such as 536870912, 512MB or 2GiB)");
-    budget = *bytes;
+    d.budget = *bytes;
   }
-  std::string remat = options.remat.empty() ? (budget ? "auto" : "none") : options.remat.getValue();
-  if (remat != "none" && remat != "block" && remat != "selective" && remat != "auto")
-    return emitError("unknown remat '" + remat + "' (expected none, block, selective or auto)");
+  d.remat = options.remat.empty() ? (d.budget ? "auto" : "none") : options.remat.getValue();
+  if (d.remat != "none" && d.remat != "block" && d.remat != "selective" && d.remat != "auto")
+    return emitError("unknown remat '" + d.remat + "' (expected none, block, selective or auto)");
   // auto chooses against a budget: without one it would silently do nothing.
-  if (remat == "auto" && budget == 0)
+  if (d.remat == "auto" && d.budget == 0)
     return emitError("remat 'auto' needs a memory budget (--memory-budget=BYTES); "
                      "block and selective need none");
   std::string error;
@@ -232,128 +242,173 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     return emitError(error);
   if (options.sequenceParallel && shard->tp == 1)
     return emitError("--sequence-parallel needs tensor parallelism (--shard=...,tp:M)");
+  if (options.fp8Scaling != "tile" && options.fp8Scaling != "matrix")
+    return emitError("unknown --fp8-scaling '" + options.fp8Scaling +
+                     "' (expected tile or matrix)");
+  if (options.precision != "fp8" && options.fp8Scaling != "tile")
+    return emitError("--fp8-scaling needs --precision=fp8");
+  d.shard = *shard;
+  return d;
+}
 
-  // The layers, from the front end's markers or read off the IR: remat,
-  // outlining and the report need them, whatever the parameters' names.
-  pm.addPass(createStepDeriveBlocks());
-  // Each rank's step sees its share of the global batch.
-  if (options.batch > 0 || shard->ranks() > 1)
-    pm.addPass(createStepRebindBatch(StepRebindBatchOptions{options.batch, shard->ranks()}));
+/// Before autodiff: each rank's share of the batch, then the model itself
+/// split (experts over ep, layers over tp: the backward follows), and fp8's
+/// roundings.
+void addModelPasses(OpPassManager &pm, const StepcPipelineOptions &options,
+                    const ShardSpec &shard) {
+  if (options.batch > 0 || shard.ranks() > 1)
+    pm.addPass(createStepRebindBatch(StepRebindBatchOptions{options.batch, shard.ranks()}));
   // Expert parallelism: each rank's experts, tokens sent to them and back.
-  if (shard->ep > 1) {
+  if (shard.ep > 1) {
     StepShardExpertsOptions expertOptions;
-    expertOptions.ep = shard->ep;
-    expertOptions.axis = shard->epAxis();
-    SmallVector<int64_t> mesh = shard->meshShape();
+    expertOptions.ep = shard.ep;
+    expertOptions.axis = shard.epAxis();
+    SmallVector<int64_t> mesh = shard.meshShape();
     expertOptions.meshShape = mesh;
     pm.addPass(createStepShardExperts(expertOptions));
   }
   // Tensor parallelism shards the model itself: the backward follows.
-  if (shard->tp > 1) {
+  if (shard.tp > 1) {
     StepShardTensorOptions tensorOptions;
-    tensorOptions.tp = shard->tp;
-    SmallVector<int64_t> mesh = shard->meshShape();
+    tensorOptions.tp = shard.tp;
+    SmallVector<int64_t> mesh = shard.meshShape();
     tensorOptions.meshShape = mesh;
     tensorOptions.sequenceParallel = options.sequenceParallel;
     pm.addPass(createStepShardTensor(tensorOptions));
   }
   // fp8: the linear layers' products rounded by tiles, their gradients too.
-  if (options.fp8Scaling != "tile" && options.fp8Scaling != "matrix")
-    return emitError("unknown --fp8-scaling '" + options.fp8Scaling +
-                     "' (expected tile or matrix)");
   if (options.precision == "fp8")
     pm.addPass(createStepFp8(StepFp8Options{options.fp8Scaling.getValue()}));
-  else if (options.fp8Scaling != "tile")
-    return emitError("--fp8-scaling needs --precision=fp8");
-  pm.addPass(createStepAutodiff());
-  // Gradient accumulation, before the data-parallel mean: one all-reduce of
-  // the accumulated gradients per step.
-  if (shard->pp > 1) {
-    if (options.ppStage < 0 || options.ppStage >= shard->pp)
-      return emitError("pp-stage must be in [0, " + Twine(shard->pp) + "), got " +
-                       Twine(options.ppStage.getValue()));
-    StepPipelineStagesOptions stageOptions;
-    stageOptions.stages = shard->pp;
-    stageOptions.axis = shard->ppAxis();
-    SmallVector<int64_t> mesh = shard->meshShape();
-    stageOptions.meshShape = mesh;
-    stageOptions.stage = options.ppStage;
-    stageOptions.scheduleName = options.ppSchedule.getValue();
-    SmallVector<StringRef> texts;
-    SmallVector<int64_t> firsts;
-    if (!options.ppStages.empty())
-      StringRef(options.ppStages).split(texts, ',');
-    for (StringRef first : texts) {
-      int64_t block;
-      if (first.trim().getAsInteger(10, block))
-        return emitError("bad --pp-stages '" + options.ppStages +
-                         "' (expected the first block of each stage after the first, "
-                         "comma-separated, e.g. 2,4,6)");
-      firsts.push_back(block);
-    }
-    stageOptions.firsts = firsts;
-    pm.addPass(createStepMicroBatch(StepMicroBatchOptions{options.microBatches, true}));
-    pm.addPass(createStepPipelineStages(stageOptions));
-  } else if (options.microBatches > 1) {
-    pm.addPass(createStepMicroBatch(StepMicroBatchOptions{options.microBatches}));
-  }
-  if (options.until == "autodiff")
-    return success();
-  if (shard->ranks() > 1 && !shard->shardsParameters())
-    pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{shard->ranks()}));
-  // Under a memory budget, keeping or re-gathering each parameter for the
-  // backward is step-remat's decision, made with the activations'.
-  if (shard->ranks() > 1 && shard->shardsParameters()) {
-    // The data axes before the shards': hsdp's groups, then ep's.
-    SmallVector<int64_t> replicaShape;
-    if (shard->replicas > 1)
-      replicaShape.push_back(shard->replicas);
-    if (shard->ep > 1)
-      replicaShape.push_back(shard->ep);
-    StepShardFullyOptions fullyOptions;
-    fullyOptions.ranks = shard->perGroup;
-    fullyOptions.replicas = shard->replicas * shard->ep;
-    fullyOptions.replicaShape = replicaShape;
-    fullyOptions.reshard = options.fsdpReshard && budget == 0;
-    pm.addPass(createStepShardFully(fullyOptions));
-  }
+}
 
-  std::unique_ptr<Pass> optimizer = createStepOptimizer();
-  std::string optimizerFlags = options.optimizerOptions;
+/// Gradient accumulation, before the data-parallel mean (one all-reduce of
+/// the accumulated gradients per step), and the pipeline's stages.
+LogicalResult addAccumulationPasses(OpPassManager &pm, const StepcPipelineOptions &options,
+                                    const ShardSpec &shard, ErrorFn emitError) {
+  if (shard.pp <= 1) {
+    if (options.microBatches > 1)
+      pm.addPass(createStepMicroBatch(StepMicroBatchOptions{options.microBatches}));
+    return success();
+  }
+  if (options.ppStage < 0 || options.ppStage >= shard.pp)
+    return emitError("pp-stage must be in [0, " + Twine(shard.pp) + "), got " +
+                     Twine(options.ppStage.getValue()));
+  StepPipelineStagesOptions stageOptions;
+  stageOptions.stages = shard.pp;
+  stageOptions.axis = shard.ppAxis();
+  SmallVector<int64_t> mesh = shard.meshShape();
+  stageOptions.meshShape = mesh;
+  stageOptions.stage = options.ppStage;
+  stageOptions.scheduleName = options.ppSchedule.getValue();
+  SmallVector<StringRef> texts;
+  SmallVector<int64_t> firsts;
+  if (!options.ppStages.empty())
+    StringRef(options.ppStages).split(texts, ',');
+  for (StringRef first : texts) {
+    int64_t block;
+    if (first.trim().getAsInteger(10, block))
+      return emitError("bad --pp-stages '" + options.ppStages +
+                       "' (expected the first block of each stage after the first, "
+                       "comma-separated, e.g. 2,4,6)");
+    firsts.push_back(block);
+  }
+  stageOptions.firsts = firsts;
+  pm.addPass(createStepMicroBatch(StepMicroBatchOptions{options.microBatches, true}));
+  pm.addPass(createStepPipelineStages(stageOptions));
+  return success();
+}
+
+/// The data-parallel passes: the gradients' mean over the replicas, or
+/// (fsdp, hsdp) parameters, gradients and state sharded. Under a memory
+/// budget, keeping or re-gathering each parameter for the backward is
+/// step-remat's decision, made with the activations'.
+void addDataParallelPasses(OpPassManager &pm, const StepcPipelineOptions &options,
+                           const ShardSpec &shard, int64_t budget) {
+  if (shard.ranks() <= 1)
+    return;
+  if (!shard.shardsParameters()) {
+    pm.addPass(createStepShardDataParallel(StepShardDataParallelOptions{shard.ranks()}));
+    return;
+  }
+  // The data axes before the shards': hsdp's groups, then ep's.
+  SmallVector<int64_t> replicaShape;
+  if (shard.replicas > 1)
+    replicaShape.push_back(shard.replicas);
+  if (shard.ep > 1)
+    replicaShape.push_back(shard.ep);
+  StepShardFullyOptions fullyOptions;
+  fullyOptions.ranks = shard.perGroup;
+  fullyOptions.replicas = shard.replicas * shard.ep;
+  fullyOptions.replicaShape = replicaShape;
+  fullyOptions.reshard = options.fsdpReshard && budget == 0;
+  pm.addPass(createStepShardFully(fullyOptions));
+}
+
+/// step-optimizer's options for the mesh: the algorithm, then where the
+/// clipping norm's squares are summed.
+std::string optimizerFlags(const StepcPipelineOptions &options, const ShardSpec &shard) {
+  std::string flags = options.optimizerOptions;
   // The algorithm is its own flag (its hyperparameters are the options').
-  optimizerFlags += " algorithm=" + options.optimizer.getValue();
+  flags += " algorithm=" + options.optimizer.getValue();
   // Sharded state is updated shard by shard; the clipping norm spans the mesh.
-  bool shardedState = shard->ranks() > 1 && shard->shardsParameters();
-  if (shardedState || shard->tp > 1)
-    optimizerFlags += (" mesh=" + kWorldMeshName).str();
+  bool shardedState = shard.ranks() > 1 && shard.shardsParameters();
+  if (shardedState || shard.tp > 1)
+    flags += (" mesh=" + kWorldMeshName).str();
   // Expert weights are split over ep (the axis their step.tp_shard names):
   // their squares are summed along it (a pipeline names the mesh below).
-  bool epMesh = shard->ep > 1 && !shardedState && shard->pp == 1 && shard->tp == 1;
+  bool epMesh = shard.ep > 1 && !shardedState && shard.pp == 1 && shard.tp == 1;
   if (epMesh)
-    optimizerFlags += (" mesh=" + kWorldMeshName).str();
+    flags += (" mesh=" + kWorldMeshName).str();
   // (Sharded state: the shards' axis, after hsdp's groups and ep's.)
-  const int shardAxis = (shard->replicas > 1 ? 1 : 0) + (shard->ep > 1 ? 1 : 0);
-  optimizerFlags += !shardedState ? (shard->tp > 1 || epMesh ? " mesh-axis=-1" : "")
-                                  : (" mesh-axis=" + Twine(shardAxis)).str();
+  const int shardAxis = (shard.replicas > 1 ? 1 : 0) + (shard.ep > 1 ? 1 : 0);
+  flags += !shardedState ? (shard.tp > 1 || epMesh ? " mesh-axis=-1" : "")
+                         : (" mesh-axis=" + Twine(shardAxis)).str();
   // ddp: every rank holds every matrix whole; Muon deals them out along the
   // data axis (the mesh's first).
-  if (shard->kind == ShardSpec::Kind::Ddp && shard->ranks() > 1)
-    optimizerFlags += " replica-axis=0";
+  if (shard.kind == ShardSpec::Kind::Ddp && shard.ranks() > 1)
+    flags += " replica-axis=0";
   // tp-split gradients are parts of one: their squares are summed over tp.
-  if (shard->tp > 1)
-    optimizerFlags += (" tp-axis=" + Twine(shard->tpAxis())).str();
+  if (shard.tp > 1)
+    flags += (" tp-axis=" + Twine(shard.tpAxis())).str();
   // Each pipeline stage holds its own parameters: squares summed over pp
   // (and over the shards of each under fsdp).
-  if (shard->pp > 1)
-    optimizerFlags += ((shardedState ? "" : " mesh=" + kWorldMeshName + " mesh-axis=-1") +
-                       " pp-axis=" + Twine(shard->ppAxis()))
-                          .str();
-  if (failed(optimizer->initializeOptions(optimizerFlags, [&](const Twine &message) {
-        return emitError("bad optimizer-options: " + message);
-      })))
+  if (shard.pp > 1)
+    flags += ((shardedState ? "" : " mesh=" + kWorldMeshName + " mesh-axis=-1") +
+              " pp-axis=" + Twine(shard.ppAxis()))
+                 .str();
+  return flags;
+}
+
+} // namespace
+
+LogicalResult
+stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options,
+                          function_ref<LogicalResult(const Twine &)> emitError) {
+  FailureOr<Decided> decided = decideOptions(options, emitError);
+  if (failed(decided))
+    return failure();
+  const ShardSpec &shard = decided->shard;
+  const int64_t budget = decided->budget;
+  const std::string &remat = decided->remat;
+  // The layers, from the front end's markers or read off the IR: remat,
+  // outlining and the report need them, whatever the parameters' names.
+  pm.addPass(createStepDeriveBlocks());
+  addModelPasses(pm, options, shard);
+  pm.addPass(createStepAutodiff());
+  if (failed(addAccumulationPasses(pm, options, shard, emitError)))
+    return failure();
+  if (options.until == "autodiff")
+    return success();
+  addDataParallelPasses(pm, options, shard, budget);
+  std::unique_ptr<Pass> optimizer = createStepOptimizer();
+  if (failed(optimizer->initializeOptions(optimizerFlags(options, shard),
+                                          [&](const Twine &message) {
+                                            return emitError("bad optimizer-options: " +
+                                                             message);
+                                          })))
     return failure();
   pm.addPass(std::move(optimizer));
-  if (shard->world() > 1)
+  if (shard.world() > 1)
     pm.addPass(createStepScheduleCollectives());
   if (options.precision == "bf16" || options.precision == "fp8")
     pm.addPass(createStepMixedPrecision());
