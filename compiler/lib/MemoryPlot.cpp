@@ -15,38 +15,19 @@
 
 using namespace mlir;
 
-FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
-                                            std::optional<int64_t> budgetBytes) {
-  FailureOr<MemoryPlan> plan = readMemoryPlan(step);
-  if (failed(plan))
-    return failure();
-  const int64_t args = argumentBytes(step);
-  const int64_t ops = std::distance(step.getBody().front().begin(), step.getBody().front().end());
-  const std::vector<int64_t> live = liveBytesByOp(*plan, ops);
-  const int64_t peakAt = std::max_element(live.begin(), live.end()) - live.begin();
-  const int64_t planned = plannedPeakBytes(step).value_or(args + plan->arenaBytes);
+namespace {
 
-  const double w = 900, h = 440, left = 80, right = 30, top = 50, bottom = 50;
-  double ymax = double(std::max(planned, budgetBytes.value_or(0))) * 1.08 / 1e6;
-  ymax = std::max(ymax, 1e-3);
-  const double xmax = double(std::max<int64_t>(ops - 1, 1));
-  auto x = [&](double i) { return left + (w - left - right) * i / xmax; };
-  auto y = [&](double bytes) { return top + (h - top - bottom) * (1 - bytes / 1e6 / ymax); };
+/// The plot's area and scales: op index on x, MB per rank on y.
+struct Frame {
+  static constexpr double w = 900, h = 440, left = 80, right = 30, top = 50, bottom = 50;
+  double xmax, ymax;
+  double x(double i) const { return left + (w - left - right) * i / xmax; }
+  double y(double bytes) const { return top + (h - top - bottom) * (1 - bytes / 1e6 / ymax); }
+};
 
-  std::string svg;
-  llvm::raw_string_ostream os(svg);
-  os << llvm::formatv("<svg xmlns='http://www.w3.org/2000/svg' width='{0}' height='{1}' "
-                      "font-family='sans-serif' font-size='12'>\n"
-                      "<rect width='100%' height='100%' fill='white'/>\n",
-                      w, h);
-  os << llvm::formatv("<text x='{0}' y='20' font-size='15'>{1}: bytes per rank across the "
-                      "step's {2} ops</text>\n"
-                      "<text x='{0}' y='38' font-size='11' id='figures'>arguments {3} B, arena "
-                      "{4} B, planned peak {5} B, live peak {6} B at op {7}</text>\n",
-                      left, step.getSymName(), ops, args, plan->arenaBytes, planned,
-                      args + live[peakAt], peakAt);
-  // Grid and ticks at round steps (1, 2 or 5 times a power of ten), about
-  // five to an axis.
+/// Grid and ticks at round steps (1, 2 or 5 times a power of ten), about
+/// five to an axis, and the axes' names.
+void drawAxes(llvm::raw_ostream &os, const Frame &f) {
   auto roundStep = [](double span) {
     const double raw = std::max(span, 1e-9) / 5, unit = std::pow(10.0, std::floor(std::log10(raw)));
     for (double m : {1.0, 2.0, 5.0})
@@ -54,15 +35,15 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
         return m * unit;
     return 10 * unit;
   };
-  const double opStep = std::max(1.0, roundStep(xmax)), mbStep = roundStep(ymax);
-  for (double op = 0; op <= xmax + 1e-9; op += opStep)
+  const double opStep = std::max(1.0, roundStep(f.xmax)), mbStep = roundStep(f.ymax);
+  for (double op = 0; op <= f.xmax + 1e-9; op += opStep)
     os << llvm::formatv("<line x1='{0:F1}' y1='{1}' x2='{0:F1}' y2='{2}' stroke='#dddddd'/>\n"
                         "<text x='{0:F1}' y='{3}' text-anchor='middle'>{4:F0}</text>\n",
-                        x(op), top, h - bottom, h - bottom + 16, op);
-  for (double mb = 0; mb <= ymax + 1e-9; mb += mbStep)
+                        f.x(op), f.top, f.h - f.bottom, f.h - f.bottom + 16, op);
+  for (double mb = 0; mb <= f.ymax + 1e-9; mb += mbStep)
     os << llvm::formatv("<line x1='{0}' y1='{1:F1}' x2='{2}' y2='{1:F1}' stroke='#dddddd'/>\n"
                         "<text x='{3}' y='{4:F1}' text-anchor='end'>{5}</text>\n",
-                        left, y(mb * 1e6), w - right, left - 6, y(mb * 1e6) + 4,
+                        f.left, f.y(mb * 1e6), f.w - f.right, f.left - 6, f.y(mb * 1e6) + 4,
                         mbStep < 1 ? llvm::formatv("{0:F2}", mb).str()
                                    : llvm::formatv("{0:F0}", mb).str());
   os << llvm::formatv("<line x1='{0}' y1='{1}' x2='{2}' y2='{1}' stroke='black'/>\n"
@@ -71,47 +52,25 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
                       "training step)</text>\n"
                       "<text x='18' y='{6}' text-anchor='middle' "
                       "transform='rotate(-90 18 {6})'>MB per rank</text>\n",
-                      left, h - bottom, w - right, top, (left + w - right) / 2, h - 12,
-                      (top + h - bottom) / 2);
-  // The arguments (parameters, optimizer state, inputs) as a band, the live
-  // arena above them as a filled curve.
-  os << llvm::formatv("<rect x='{0}' y='{1:F1}' width='{2}' height='{3:F1}' fill='#bdbdbd'/>\n",
-                      left, y(double(args)), w - left - right, y(0) - y(double(args)));
-  std::string points = llvm::formatv("{0:F1},{1:F1} ", x(0), y(double(args))).str();
-  for (int64_t i = 0; i < int64_t(live.size()); ++i)
-    points += llvm::formatv("{0:F1},{1:F1} ", x(double(i)), y(double(args + live[i]))).str();
-  points += llvm::formatv("{0:F1},{1:F1}", x(xmax), y(double(args))).str();
-  os << "<polygon fill='#6baed6' stroke='#08519c' points='" << points << "'/>\n";
-  // Labels above their line; the lower of two lines close together is
-  // labelled below it.
-  auto hline = [&](int64_t bytes, const char *color, const char *dash, std::string label,
-                   bool below) {
-    os << llvm::formatv("<line x1='{0}' y1='{1:F1}' x2='{2}' y2='{1:F1}' stroke='{3}' "
-                        "stroke-dasharray='{4}'/>\n"
-                        "<text x='{2}' y='{5:F1}' text-anchor='end' fill='{3}'>{6}</text>\n",
-                        left, y(double(bytes)), w - right, color, dash,
-                        y(double(bytes)) + (below ? 13 : -4), label);
-  };
-  const bool close =
-      budgetBytes && std::abs(y(double(*budgetBytes)) - y(double(planned))) < 16;
-  hline(planned, "#08519c", "6,3", llvm::formatv("planned peak {0:F1} MB", planned / 1e6),
-        close && planned < *budgetBytes);
-  if (budgetBytes)
-    hline(*budgetBytes, "#cb181d", "2,2", llvm::formatv("budget {0:F1} MB", *budgetBytes / 1e6),
-          close && *budgetBytes < planned);
-  // Where the backward and the optimizer begin: the first op of each phase
-  // (fused kernels and library calls carry their first member's phase).
-  auto phaseStart = [&](step::Phase phase) -> std::optional<int64_t> {
+                      f.left, f.h - f.bottom, f.w - f.right, f.top, (f.left + f.w - f.right) / 2,
+                      f.h - 12, (f.top + f.h - f.bottom) / 2);
+}
+
+/// Where the backward and the optimizer begin: the first op of each phase
+/// (fused kernels and library calls carry their first member's phase).
+void drawPhases(llvm::raw_ostream &os, const Frame &f, func::FuncOp function) {
+  using stepc::step::Phase;
+  auto phaseStart = [&](Phase phase) -> std::optional<int64_t> {
     int64_t i = 0;
-    for (Operation &op : step.getBody().front()) {
-      if (step::getPhase(&op) == phase)
+    for (Operation &op : function.getBody().front()) {
+      if (stepc::step::getPhase(&op) == phase)
         return i;
       ++i;
     }
     return std::nullopt;
   };
-  for (auto [phase, label] : {std::pair(step::Phase::Backward, "backward"),
-                              std::pair(step::Phase::Optimizer, "optimizer")}) {
+  for (auto [phase, label] : {std::pair(Phase::Backward, "backward"),
+                              std::pair(Phase::Optimizer, "optimizer")}) {
     std::optional<int64_t> at = phaseStart(phase);
     if (!at)
       continue;
@@ -119,22 +78,26 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
                         "stroke-dasharray='4,3' class='phase'/>\n"
                         "<text x='{3:F1}' y='{4}' font-size='11' fill='#525252' class='phase' "
                         "id='{5}'>{5} from op {6}</text>\n",
-                        x(double(*at)), top, h - bottom, x(double(*at)) + 4, top + 12, label,
-                        *at);
+                        f.x(double(*at)), f.top, f.h - f.bottom, f.x(double(*at)) + 4, f.top + 12,
+                        label, *at);
   }
-  // The three largest buffers, labelled where they are defined.
-  std::vector<size_t> order(plan->buffers.size());
+}
+
+/// The three largest buffers, labelled where they are defined. A label
+/// that would overlap one placed before moves up a line; labels start right
+/// of the marker, so none crosses the y axis's figures.
+void labelLargestBuffers(llvm::raw_ostream &os, const Frame &f, const stepc::MemoryPlan &plan,
+                         const std::vector<int64_t> &live, int64_t args) {
+  std::vector<size_t> order(plan.buffers.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return plan->buffers[a].bytes > plan->buffers[b].bytes;
+    return plan.buffers[a].bytes > plan.buffers[b].bytes;
   });
-  // A label that would overlap one placed before moves up a line; labels
-  // start right of the marker, so none crosses the y axis's figures.
   std::vector<std::pair<double, double>> placed;
   for (size_t k = 0; k < std::min<size_t>(3, order.size()); ++k) {
-    const MemoryPlan::Buffer &b = plan->buffers[order[k]];
-    const double bx = x(double(b.firstDef)),
-                 by = y(double(args + live[std::min<int64_t>(b.firstDef, live.size() - 1)]));
+    const stepc::MemoryPlan::Buffer &b = plan.buffers[order[k]];
+    const double bx = f.x(double(b.firstDef)),
+                 by = f.y(double(args + live[std::min<int64_t>(b.firstDef, live.size() - 1)]));
     double ly = by - 6;
     for (bool moved = true; moved;) {
       moved = false;
@@ -150,7 +113,67 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
                         "class='buffer'>{4:F2} MB (ops {5}-{6})</text>\n",
                         bx, by, bx + 4, ly, b.bytes / 1e6, b.firstDef, b.lastUse);
   }
-  os << "<text x='" << w - right << "' y='" << h - bottom - 8
+}
+
+} // namespace
+
+FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
+                                            std::optional<int64_t> budgetBytes) {
+  FailureOr<MemoryPlan> plan = readMemoryPlan(step);
+  if (failed(plan))
+    return failure();
+  const int64_t args = argumentBytes(step);
+  const int64_t ops = std::distance(step.getBody().front().begin(), step.getBody().front().end());
+  const std::vector<int64_t> live = liveBytesByOp(*plan, ops);
+  const int64_t peakAt = std::max_element(live.begin(), live.end()) - live.begin();
+  const int64_t planned = plannedPeakBytes(step).value_or(args + plan->arenaBytes);
+
+  Frame f;
+  f.ymax = std::max(double(std::max(planned, budgetBytes.value_or(0))) * 1.08 / 1e6, 1e-3);
+  f.xmax = double(std::max<int64_t>(ops - 1, 1));
+  const double w = Frame::w, h = Frame::h, left = Frame::left, right = Frame::right;
+  std::string svg;
+  llvm::raw_string_ostream os(svg);
+  os << llvm::formatv("<svg xmlns='http://www.w3.org/2000/svg' width='{0}' height='{1}' "
+                      "font-family='sans-serif' font-size='12'>\n"
+                      "<rect width='100%' height='100%' fill='white'/>\n",
+                      w, h);
+  os << llvm::formatv("<text x='{0}' y='20' font-size='15'>{1}: bytes per rank across the "
+                      "step's {2} ops</text>\n"
+                      "<text x='{0}' y='38' font-size='11' id='figures'>arguments {3} B, arena "
+                      "{4} B, planned peak {5} B, live peak {6} B at op {7}</text>\n",
+                      left, step.getSymName(), ops, args, plan->arenaBytes, planned,
+                      args + live[peakAt], peakAt);
+  drawAxes(os, f);
+  // The arguments (parameters, optimizer state, inputs) as a band, the live
+  // arena above them as a filled curve.
+  os << llvm::formatv("<rect x='{0}' y='{1:F1}' width='{2}' height='{3:F1}' fill='#bdbdbd'/>\n",
+                      left, f.y(double(args)), w - left - right, f.y(0) - f.y(double(args)));
+  std::string points = llvm::formatv("{0:F1},{1:F1} ", f.x(0), f.y(double(args))).str();
+  for (int64_t i = 0; i < int64_t(live.size()); ++i)
+    points += llvm::formatv("{0:F1},{1:F1} ", f.x(double(i)), f.y(double(args + live[i]))).str();
+  points += llvm::formatv("{0:F1},{1:F1}", f.x(f.xmax), f.y(double(args))).str();
+  os << "<polygon fill='#6baed6' stroke='#08519c' points='" << points << "'/>\n";
+  // Labels above their line; the lower of two lines close together is
+  // labelled below it.
+  auto hline = [&](int64_t bytes, const char *color, const char *dash, std::string label,
+                   bool below) {
+    os << llvm::formatv("<line x1='{0}' y1='{1:F1}' x2='{2}' y2='{1:F1}' stroke='{3}' "
+                        "stroke-dasharray='{4}'/>\n"
+                        "<text x='{2}' y='{5:F1}' text-anchor='end' fill='{3}'>{6}</text>\n",
+                        left, f.y(double(bytes)), w - right, color, dash,
+                        f.y(double(bytes)) + (below ? 13 : -4), label);
+  };
+  const bool close =
+      budgetBytes && std::abs(f.y(double(*budgetBytes)) - f.y(double(planned))) < 16;
+  hline(planned, "#08519c", "6,3", llvm::formatv("planned peak {0:F1} MB", planned / 1e6),
+        close && planned < *budgetBytes);
+  if (budgetBytes)
+    hline(*budgetBytes, "#cb181d", "2,2", llvm::formatv("budget {0:F1} MB", *budgetBytes / 1e6),
+          close && *budgetBytes < planned);
+  drawPhases(os, f, step);
+  labelLargestBuffers(os, f, *plan, live, args);
+  os << "<text x='" << w - right << "' y='" << h - Frame::bottom - 8
      << "' text-anchor='end' font-size='10'>grey: arguments; blue: live arena buffers; dashed: where the backward and the optimizer begin</text>\n"
      << "</svg>\n";
   return svg;
