@@ -171,43 +171,40 @@ absl::StatusOr<std::optional<int64_t>> ProbeGrouped(const Module& module, const 
   return std::optional<int64_t>(bytes);
 }
 
-}  // namespace
+// The libraries' data above a base while a probe runs, less the operands
+// (resident before the reset, so the peak counts them too).
+class ResidentProbe {
+ public:
+  ResidentProbe() : base_((ResetResidentPeak(), ReadResidentMemory())) {}
 
-absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
-                                                       Communicator& comm) {
-  LibraryWorkspace w;
-  const stepc_module_info& info = module.info();
-  if (module.is_cuda()) return w;
-#ifdef __GLIBC__
-  // Freed heap (what reading --init-npy files leaves) goes back to the
-  // system first: probes that reused it would see less growth than the
-  // step, whose buffers it does not fit, will (1.11x under the measured peak
-  // on gpt-small's MoE with --init-npy; 1.03x after).
-  malloc_trim(0);
-#endif
-  ResetResidentPeak();
-  const ResidentMemory base = ReadResidentMemory();
-  // The libraries' data above `base` while `run` runs, less the operands
-  // (resident before the reset, so the peak counts them too).
-  auto measure = [&base](int64_t operand_bytes, auto&& run) -> absl::StatusOr<int64_t> {
+  template <typename Run>
+  absl::StatusOr<int64_t> operator()(int64_t operand_bytes, Run&& run) const {
     ResetResidentPeak();
     STEPC_RETURN_IF_ERROR(run());
-    return std::max<int64_t>(0, DataPeakAbove(base, ReadResidentMemory()) - operand_bytes);
-  };
+    return std::max<int64_t>(0, DataPeakAbove(base_, ReadResidentMemory()) - operand_bytes);
+  }
 
-  const nlohmann::json report =
-      info.report_json ? nlohmann::json::parse(info.report_json, nullptr, false) : nlohmann::json();
-  // Each GEMM shape once through the step's own kernel: f32, or bf16 (its
-  // operands half the bytes; f32 C, the path whose K split keeps per-thread
-  // partial sums, and oneDNN's scratchpad either way).
+ private:
+  ResidentMemory base_;
+};
+
+// Each GEMM shape once through the step's own kernel: f32, or bf16 (its
+// operands half the bytes; f32 C, the path whose K split keeps per-thread
+// partial sums, and oneDNN's scratchpad either way); then each
+// mixture-of-experts product, its rows split evenly between the experts:
+// the primitive oneDNN makes per weight shape (and its scratchpad) stays
+// for the run.
+absl::Status ProbeGemms(const Module& module, const nlohmann::json& report,
+                        const ResidentProbe& measure, LibraryWorkspace& w) {
+  const stepc_module_info& info = module.info();
   const bool bf16 = std::strcmp(info.precision, "bf16") == 0;
   auto matmul = reinterpret_cast<CpuMatmul>(module.Symbol("stepc_cpu_matmul"));
   auto matmul_bf16 = reinterpret_cast<CpuMatmulBf16>(module.Symbol("stepc_cpu_matmul_bf16"));
   const bool probe_gemms = bf16 ? matmul_bf16 != nullptr
                                 : matmul && std::strcmp(info.precision, "fp32") == 0;
+  if (!probe_gemms || !report.is_object()) return absl::OkStatus();
   auto floats_of = [bf16](int64_t elements) { return bf16 ? (elements + 1) / 2 : elements; };
-  if (probe_gemms && report.is_object() && report.contains("gemm_calls_by_shape") &&
-      report["gemm_calls_by_shape"].is_object())
+  if (report.contains("gemm_calls_by_shape") && report["gemm_calls_by_shape"].is_object())
     for (const auto& item : report["gemm_calls_by_shape"].items()) {
       const std::optional<GemmShape> shape = ParseGemmShape(item.key());
       if (!shape) continue;
@@ -227,77 +224,109 @@ absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
       w.gemm_bytes = std::max(w.gemm_bytes, bytes);
       ++w.gemm_shapes;
     }
-
-  // Each mixture-of-experts product once through the step's kernel, its
-  // rows split evenly between the experts: the primitive oneDNN makes per
-  // weight shape (and its scratchpad) stays for the run.
-  if (probe_gemms && report.is_object() && report.contains("grouped_calls_by_shape") &&
-      report["grouped_calls_by_shape"].is_object())
+  if (report.contains("grouped_calls_by_shape") && report["grouped_calls_by_shape"].is_object())
     for (const auto& item : report["grouped_calls_by_shape"].items()) {
-      STEPC_ASSIGN_OR_RETURN(std::optional<int64_t> bytes, ProbeGrouped(module, item.key(), measure));
+      STEPC_ASSIGN_OR_RETURN(std::optional<int64_t> bytes,
+                             ProbeGrouped(module, item.key(), measure));
       if (!bytes) continue;
       w.gemm_bytes = std::max(w.gemm_bytes, *bytes);
       ++w.gemm_shapes;
     }
+  return absl::OkStatus();
+}
 
-  // What a GEMM library touched stays: the collectives' figure includes
-  // it, and only their excess is theirs.
-  int64_t with_collectives = w.gemm_bytes;
-  // A pipeline's stages have tables of their own: no probe every rank
-  // would run alike.
-  const bool same_tables = info.pipeline_stages <= 1;
-  if (comm.size() > 1 && same_tables)
-    for (const stepc_collective_info& c : LargestCollectives(info)) {
-      const int64_t ranks = comm.Ranks(c.axes);
-      // Every rank skips the same ones (the tables are equal): no probe
-      // past 2^26 floats an operand, as for the GEMMs.
-      if (ranks < 2 || c.count < 1 || c.count > kMaxProbeFloats / ranks) continue;
-      CollectiveBuffers buffers(c, ranks);
-      STEPC_ASSIGN_OR_RETURN(const bool mapped, OnEveryRank(comm, buffers.ok()));
-      if (!mapped) continue;
-      STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(buffers.bytes(), [&]() -> absl::Status {
-                               STEPC_ASSIGN_OR_RETURN(
-                                   const int request,
-                                   StartCollective(comm, c, buffers.send.data(),
-                                                   buffers.recv.data()));
-                               return comm.Wait(request);
-                             }));
-      with_collectives = std::max(with_collectives, bytes);
-      ++w.collective_kinds;
-    }
-  // Then those the step has in flight together at their peak, all started
-  // before any is waited for, as the step does.
+// Each of the step's largest collectives alone: the data above the base
+// (GEMM libraries' included); how many kinds were probed into `kinds`.
+absl::StatusOr<int64_t> ProbeEachCollective(const stepc_module_info& info, Communicator& comm,
+                                            const ResidentProbe& measure, int& kinds) {
+  int64_t most = 0;
+  for (const stepc_collective_info& c : LargestCollectives(info)) {
+    const int64_t ranks = comm.Ranks(c.axes);
+    // Every rank skips the same ones (the tables are equal): no probe
+    // past 2^26 floats an operand, as for the GEMMs.
+    if (ranks < 2 || c.count < 1 || c.count > kMaxProbeFloats / ranks) continue;
+    CollectiveBuffers buffers(c, ranks);
+    STEPC_ASSIGN_OR_RETURN(const bool mapped, OnEveryRank(comm, buffers.ok()));
+    if (!mapped) continue;
+    STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(buffers.bytes(), [&]() -> absl::Status {
+                             STEPC_ASSIGN_OR_RETURN(
+                                 const int request,
+                                 StartCollective(comm, c, buffers.send.data(),
+                                                 buffers.recv.data()));
+                             return comm.Wait(request);
+                           }));
+    most = std::max(most, bytes);
+    ++kinds;
+  }
+  return most;
+}
+
+// The collectives the step has in flight together at their peak, all
+// started before any is waited for, as the step does: the data above the
+// base, or nullopt when not probed; how many into `count`.
+absl::StatusOr<std::optional<int64_t>> ProbeInFlight(const nlohmann::json& report,
+                                                     Communicator& comm,
+                                                     const ResidentProbe& measure, int& count) {
   const std::vector<stepc_collective_info> together = InFlightPeak(report);
   int64_t together_floats = 0;
   for (const stepc_collective_info& c : together)
     together_floats += 2 * c.count * std::max(1, comm.Ranks(c.axes));
-  if (comm.size() > 1 && same_tables && !together.empty() &&
-      together_floats <= kMaxProbeFloats) {
-    std::vector<std::unique_ptr<CollectiveBuffers>> buffers;
-    int64_t operand_bytes = 0;
-    bool ok = true;
-    for (const stepc_collective_info& c : together) {
-      buffers.push_back(std::make_unique<CollectiveBuffers>(c, comm.Ranks(c.axes)));
-      ok &= buffers.back()->ok();
-      operand_bytes += buffers.back()->bytes();
+  if (together.empty() || together_floats > kMaxProbeFloats) return std::optional<int64_t>();
+  std::vector<std::unique_ptr<CollectiveBuffers>> buffers;
+  int64_t operand_bytes = 0;
+  bool ok = true;
+  for (const stepc_collective_info& c : together) {
+    buffers.push_back(std::make_unique<CollectiveBuffers>(c, comm.Ranks(c.axes)));
+    ok &= buffers.back()->ok();
+    operand_bytes += buffers.back()->bytes();
+  }
+  auto start_all_then_wait = [&]() -> absl::Status {
+    std::vector<int> requests;
+    for (size_t i = 0; i < together.size(); ++i) {
+      STEPC_ASSIGN_OR_RETURN(const int request,
+                             StartCollective(comm, together[i], buffers[i]->send.data(),
+                                             buffers[i]->recv.data()));
+      requests.push_back(request);
     }
-    auto start_all_then_wait = [&]() -> absl::Status {
-      std::vector<int> requests;
-      for (size_t i = 0; i < together.size(); ++i) {
-        STEPC_ASSIGN_OR_RETURN(const int request,
-                               StartCollective(comm, together[i], buffers[i]->send.data(),
-                                               buffers[i]->recv.data()));
-        requests.push_back(request);
-      }
-      for (int request : requests) STEPC_RETURN_IF_ERROR(comm.Wait(request));
-      return absl::OkStatus();
-    };
-    STEPC_ASSIGN_OR_RETURN(const bool mapped, OnEveryRank(comm, ok));
-    if (mapped) {
-      STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(operand_bytes, start_all_then_wait));
-      with_collectives = std::max(with_collectives, bytes);
-      w.collectives_in_flight = static_cast<int>(together.size());
-    }
+    for (int request : requests) STEPC_RETURN_IF_ERROR(comm.Wait(request));
+    return absl::OkStatus();
+  };
+  STEPC_ASSIGN_OR_RETURN(const bool mapped, OnEveryRank(comm, ok));
+  if (!mapped) return std::optional<int64_t>();
+  STEPC_ASSIGN_OR_RETURN(const int64_t bytes, measure(operand_bytes, start_all_then_wait));
+  count = static_cast<int>(together.size());
+  return std::optional<int64_t>(bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<LibraryWorkspace> ProbeLibraryWorkspace(const Module& module,
+                                                       Communicator& comm) {
+  LibraryWorkspace w;
+  const stepc_module_info& info = module.info();
+  if (module.is_cuda()) return w;
+#ifdef __GLIBC__
+  // Freed heap (what reading --init-npy files leaves) goes back to the
+  // system first: probes that reused it would see less growth than the
+  // step, whose buffers it does not fit, will (1.11x under the measured peak
+  // on gpt-small's MoE with --init-npy; 1.03x after).
+  malloc_trim(0);
+#endif
+  const ResidentProbe measure;
+  const nlohmann::json report =
+      info.report_json ? nlohmann::json::parse(info.report_json, nullptr, false) : nlohmann::json();
+  STEPC_RETURN_IF_ERROR(ProbeGemms(module, report, measure, w));
+  // What a GEMM library touched stays: the collectives' figure includes
+  // it, and only their excess is theirs. A pipeline's stages have tables
+  // of their own: no probe every rank would run alike.
+  int64_t with_collectives = w.gemm_bytes;
+  if (comm.size() > 1 && info.pipeline_stages <= 1) {
+    STEPC_ASSIGN_OR_RETURN(const int64_t each,
+                           ProbeEachCollective(info, comm, measure, w.collective_kinds));
+    with_collectives = std::max(with_collectives, each);
+    STEPC_ASSIGN_OR_RETURN(const std::optional<int64_t> together,
+                           ProbeInFlight(report, comm, measure, w.collectives_in_flight));
+    if (together) with_collectives = std::max(with_collectives, *together);
   }
   w.collective_bytes = with_collectives - w.gemm_bytes;
   w.known = true;
