@@ -62,6 +62,10 @@ private:
     return ("int stepc_cuda_" + c.getCallee()).str() + "(" + llvm::join(params, ", ") + ");";
   }
   void stepBegin(raw_ostream &os) override;
+  // After the step's start, which names its stream.
+  std::string profileStart(const std::string &rank, bool afterBegin) const override {
+    return afterBegin ? "  stepc_prof_begin(" + rank + ", stream);\n" : "";
+  }
   void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override;
   std::string copyToHost(const std::string &dst, const std::string &src, int64_t bytes,
                          const char *what) override {

@@ -1145,12 +1145,11 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
   std::string innerText;
   llvm::raw_string_ostream inner(innerText);
   const std::string profileRank = "collectives && kInfo.world_size > 1 ? collectives->rank : -1";
-  // (On CUDA after the step's start, which names its stream.)
-  if (profile && target != "cuda")
-    inner << "  stepc_prof_begin(" << profileRank << ");\n";
+  if (profile)
+    inner << profileStart(profileRank, /*afterBegin=*/false);
   stepBegin(inner);
-  if (profile && target == "cuda")
-    inner << "  stepc_prof_begin(" << profileRank << ", stream);\n";
+  if (profile)
+    inner << profileStart(profileRank, /*afterBegin=*/true);
   inner << stepBody;
   stepEnd(inner, lossExpr, normExpr);
   // The metrics one after another in the caller's buffer.

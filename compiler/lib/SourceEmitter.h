@@ -114,6 +114,11 @@ protected:
   virtual void prologue(llvm::raw_ostream &os) = 0;
   /// Statements at the start and end of the step function.
   virtual void stepBegin(llvm::raw_ostream &os) = 0;
+  /// --profile: the statement starting the step's profile for `rank`
+  /// before stepBegin's statements (`afterBegin` false) or after them.
+  virtual std::string profileStart(const std::string &rank, bool afterBegin) const {
+    return afterBegin ? "" : "  stepc_prof_begin(" + rank + ");\n";
+  }
   virtual void stepEnd(llvm::raw_ostream &os, const std::string &loss,
                        const std::string &norm) = 0;
   /// Emits a fused elementwise kernel.
