@@ -379,9 +379,13 @@ FailureOr<double> checkFunction(func::FuncOp loss, func::FuncOp grad,
   return worst;
 }
 
-/// Checks every loss function of the module against its `<name>_grad`.
+/// Checks every loss function of the module against its gradient function
+/// (the one step-autodiff marked as differentiating it).
 LogicalResult checkGradients(ModuleOp module) {
-  SymbolTable symbols(module);
+  llvm::StringMap<func::FuncOp> gradientOf;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (auto loss = f->getAttrOfType<FlatSymbolRefAttr>(StepDialect::kGradientAttrName))
+      gradientOf[loss.getValue()] = f;
   double worst = 0;
   int64_t checked = 0;
   llvm::json::OStream json(llvm::outs(), 2);
@@ -391,7 +395,7 @@ LogicalResult checkGradients(ModuleOp module) {
   for (auto loss : module.getOps<func::FuncOp>()) {
     if (!loss->hasAttr(StepDialect::kLossAttrName))
       continue;
-    auto grad = symbols.lookup<func::FuncOp>((loss.getSymName() + "_grad").str());
+    func::FuncOp grad = gradientOf.lookup(loss.getSymName());
     if (!grad)
       return loss.emitOpError() << "has no gradient function";
     FailureOr<double> rel = checkFunction(loss, grad, json, checked);
