@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/npy.h"
+#include "runtime/formats/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   stepc::npy::Array array;

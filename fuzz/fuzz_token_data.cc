@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/data.h"
+#include "runtime/formats/data.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<stepc::TokenData> tokens = stepc::TokenData::FromTokenBytes(

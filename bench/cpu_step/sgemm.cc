@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "bench/cpu_step/best_seconds.h"
-#include "runtime/cpu_threads.h"
+#include "runtime/device/cpu_threads.h"
 
 int main(int argc, char** argv) {
   // OpenBLAS chose its kernels when this program loaded it: run again with

@@ -7,7 +7,7 @@ import os
 
 def _choose_blas_kernels():
     """OPENBLAS_CORETYPE from this CPU's features, as the runtime sets it
-    (runtime/cpu_threads.cc, ChooseBlasKernels) before a step loads OpenBLAS:
+    (runtime/device/cpu_threads.cc, ChooseBlasKernels) before a step loads OpenBLAS:
     numpy loads OpenBLAS first in a Python host, and OpenBLAS picks its
     kernels once, by CPU model, falling back to SSE3 on a CPU newer than
     itself. So `import stepc` before numpy keeps the fast kernels."""

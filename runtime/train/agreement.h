@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "runtime/communicator.h"
-#include "runtime/data.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/formats/data.h"
 #include "runtime/train/options.h"
 #include "runtime/train/schedule.h"
 

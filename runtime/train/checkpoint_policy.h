@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "runtime/checkpoint.h"
-#include "runtime/session.h"
+#include "runtime/session/checkpoint.h"
+#include "runtime/session/session.h"
 #include "runtime/train/options.h"
 
 namespace stepc {

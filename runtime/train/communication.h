@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/communicator.h"
-#include "runtime/module.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/session/module.h"
 
 namespace stepc {
 

@@ -13,9 +13,9 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "runtime/data.h"
-#include "runtime/module.h"
-#include "runtime/session.h"
+#include "runtime/formats/data.h"
+#include "runtime/session/module.h"
+#include "runtime/session/session.h"
 #include "runtime/train/npy_batches.h"
 #include "runtime/train/vocabulary.h"
 #include "runtime/train/options.h"

@@ -7,9 +7,9 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "runtime/communicator.h"
-#include "runtime/module.h"
-#include "runtime/session.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/session/module.h"
+#include "runtime/session/session.h"
 #include "runtime/train/data_source.h"
 #include "runtime/train/options.h"
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "runtime/atomic_file.h"
+#include "runtime/formats/atomic_file.h"
 
 namespace stepc {
 namespace {

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/atomic_file.h"
+#include "runtime/formats/atomic_file.h"
 
 namespace stepc {
 namespace {

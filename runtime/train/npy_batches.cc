@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/npy.h"
+#include "runtime/formats/npy.h"
 #include "runtime/status_macros.h"
 
 namespace stepc {

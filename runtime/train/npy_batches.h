@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/session.h"
+#include "runtime/session/session.h"
 
 namespace stepc {
 

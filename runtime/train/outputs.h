@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "runtime/session.h"
+#include "runtime/session/session.h"
 
 namespace stepc {
 

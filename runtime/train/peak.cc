@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
-#include "runtime/atomic_file.h"
-#include "runtime/cpu_threads.h"
+#include "runtime/formats/atomic_file.h"
+#include "runtime/device/cpu_threads.h"
 
 namespace stepc {
 namespace {

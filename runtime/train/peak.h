@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/module.h"
+#include "runtime/session/module.h"
 
 namespace stepc {
 

@@ -19,7 +19,7 @@
 
 #include <functional>
 
-#include "runtime/module.h"
+#include "runtime/session/module.h"
 #include "runtime/train/peak.h"
 
 namespace stepc {

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "nlohmann/json.hpp"
-#include "runtime/session.h"
+#include "runtime/session/session.h"
 #include "runtime/train/vocabulary.h"
 
 namespace stepc {

@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "runtime/atomic_file.h"
+#include "runtime/formats/atomic_file.h"
 #include "runtime/train/communication.h"
 
 namespace stepc {

@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
-#include "runtime/communicator.h"
-#include "runtime/module.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/session/module.h"
 #include "runtime/train/step_metrics.h"
 
 namespace stepc {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/train/options.h"
 
 namespace stepc {

@@ -24,8 +24,8 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "runtime/communicator.h"
-#include "runtime/module.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/session/module.h"
 
 namespace stepc {
 

@@ -34,7 +34,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/train/interrupt.h"
 #include "runtime/train/options.h"
 #include "runtime/train/trainer.h"

@@ -1,12 +1,12 @@
 //===- Npy.cpp - .npy files for the interpreter ---------------------------===//
 //
-// Thin wrappers over runtime/npy.h, the one .npy reader of the project.
+// Thin wrappers over runtime/formats/npy.h, the one .npy reader of the project.
 //
 //===----------------------------------------------------------------------===//
 
 #include "stepc/Dialect/Step/Interpreter/Interpreter.h"
 
-#include "runtime/npy.h"
+#include "runtime/formats/npy.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/safetensors.h"
+#include "runtime/formats/safetensors.h"
 
 #include <cstring>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "runtime/atomic_file.h"
+#include "runtime/formats/atomic_file.h"
 
 namespace stepc::safetensors {
 namespace {

@@ -14,10 +14,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "runtime/checkpoint.h"
-#include "runtime/communicator.h"
-#include "runtime/device.h"
-#include "runtime/module.h"
+#include "runtime/session/checkpoint.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/device/device.h"
+#include "runtime/session/module.h"
 
 namespace stepc {
 

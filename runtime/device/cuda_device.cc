@@ -10,11 +10,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cuda_status.h"
-#include "runtime/device.h"
-#include "runtime/graph_runner.h"
+#include "runtime/device/cuda_status.h"
+#include "runtime/device/device.h"
+#include "runtime/device/graph_runner.h"
 #include "runtime/kernels/cuda/launch_config.h"
-#include "runtime/local_device.h"
+#include "runtime/device/local_device.h"
 
 
 namespace stepc {

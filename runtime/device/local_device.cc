@@ -1,4 +1,4 @@
-#include "runtime/local_device.h"
+#include "runtime/device/local_device.h"
 
 #include <cstdlib>
 

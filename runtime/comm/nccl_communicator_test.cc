@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/communicator.h"
-#include "runtime/nccl_communicator.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/nccl_communicator.h"
 
 namespace stepc {
 namespace {

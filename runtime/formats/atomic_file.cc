@@ -1,4 +1,4 @@
-#include "runtime/atomic_file.h"
+#include "runtime/formats/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "runtime/session.h"
+#include "runtime/session/session.h"
 #include "runtime/status_macros.h"
 
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/init.h"
+#include "runtime/session/init.h"
 
 namespace stepc {
 namespace {

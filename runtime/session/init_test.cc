@@ -1,4 +1,4 @@
-#include "runtime/init.h"
+#include "runtime/session/init.h"
 
 #include <cmath>
 #include <vector>

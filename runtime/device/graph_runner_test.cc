@@ -1,6 +1,6 @@
 // Graph capture bookkeeping, with a launcher that records what it is asked.
 
-#include "runtime/graph_runner.h"
+#include "runtime/device/graph_runner.h"
 
 #include <gtest/gtest.h>
 

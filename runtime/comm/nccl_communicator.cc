@@ -1,4 +1,4 @@
-#include "runtime/nccl_communicator.h"
+#include "runtime/comm/nccl_communicator.h"
 
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -13,10 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/cuda_status.h"
-#include "runtime/local_device.h"
-#include "runtime/mpi_status.h"
-#include "runtime/nccl_status.h"
+#include "runtime/device/cuda_status.h"
+#include "runtime/device/local_device.h"
+#include "runtime/comm/mpi_status.h"
+#include "runtime/comm/nccl_status.h"
 #include "runtime/status_macros.h"
 
 namespace stepc {

@@ -1,4 +1,4 @@
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 
 #include <time.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 
 #include <dlfcn.h>
 

@@ -1,5 +1,5 @@
-#include "runtime/module.h"
-#include "runtime/communicator.h"
+#include "runtime/session/module.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/status_macros.h"
 
 #include <dlfcn.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/cpu_threads.h"
+#include "runtime/device/cpu_threads.h"
 
 namespace stepc {
 namespace {

@@ -1,6 +1,6 @@
 // The mesh arithmetic every communicator (MPI, NCCL) builds its groups from.
 
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 
 #include <algorithm>
 #include <vector>

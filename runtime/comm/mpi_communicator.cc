@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/communicator.h"
-#include "runtime/mpi_status.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/mpi_status.h"
 #include "runtime/status_macros.h"
 
 namespace stepc {

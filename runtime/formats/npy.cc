@@ -1,6 +1,6 @@
-#include "runtime/npy.h"
+#include "runtime/formats/npy.h"
 
-#include "runtime/atomic_file.h"
+#include "runtime/formats/atomic_file.h"
 
 #include <cstring>
 #include <filesystem>

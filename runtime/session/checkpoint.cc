@@ -36,8 +36,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
-#include "runtime/checkpoint.h"
-#include "runtime/session.h"
+#include "runtime/session/checkpoint.h"
+#include "runtime/session/session.h"
 #include "runtime/status_macros.h"
 
 namespace stepc {

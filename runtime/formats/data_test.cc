@@ -1,4 +1,4 @@
-#include "runtime/data.h"
+#include "runtime/formats/data.h"
 
 #include <cstdio>
 #include <cstring>

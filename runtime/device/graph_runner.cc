@@ -1,4 +1,4 @@
-#include "runtime/graph_runner.h"
+#include "runtime/device/graph_runner.h"
 
 #include "absl/strings/str_cat.h"
 

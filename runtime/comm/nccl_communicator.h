@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "runtime/communicator.h"
+#include "runtime/comm/communicator.h"
 
 namespace stepc {
 

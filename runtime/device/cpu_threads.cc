@@ -1,4 +1,4 @@
-#include "runtime/cpu_threads.h"
+#include "runtime/device/cpu_threads.h"
 
 #include <dlfcn.h>
 #include <sched.h>
