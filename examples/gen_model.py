@@ -215,14 +215,7 @@ def moe(w, a, h, router, experts, n, aux, bias=None):
     # The metric: the batch's fraction of routed pairs at each expert.
     w.metric(n.rstrip("_") + ".expert_load", w.reduce("reduce_mean", share, [0], n + "load"))
     if capacity:
-        # The share of the routed pairs the capacity dropped: the pairs
-        # routed less those the dispatch kept (its counts), over the pairs.
-        routed = w.reduce("reduce_sum", hit, [0, 1, 2, 3], n + "routed")
-        kept = w.emit(n + "kept_f", [E], f"step.convert {counts.name} : {counts.type} -> {{out}}")
-        kept = w.reduce("reduce_sum", kept, [0], n + "kept")
-        w.metric(n.rstrip("_") + ".dropped",
-                 w.binary("div", w.binary("sub", routed, kept, n + "dropped_pairs"), routed,
-                          n + "dropped"))
+        w.metric(n.rstrip("_") + ".dropped", w.dropped_share(expert, counts, E, B, n + "moe"))
     if a.moe_aux_loss:
         mean_p = w.reduce("reduce_mean", w.reshape(probs, [B, T, E], n + "probs_rows"), [1],
                           n + "mean_prob")

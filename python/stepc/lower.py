@@ -709,6 +709,7 @@ def moe(lw, node):
         for t in (argument(node, i, n) for i, n in enumerate(("x", "router", "w1", "w2", "w3"))))
     top_k = argument(node, 5, "top_k", None)
     activation = argument(node, 6, "activation", "gelu")
+    capacity_factor = argument(node, 7, "capacity_factor", 0.0)
     if x is None or router is None or w1 is None or w2 is None:
         fail(node, "MoE without its input, router, w1 or w2")
     if len(x.shape) < 2 or len(router.shape) != 2 or router.shape[1] != x.shape[-1]:
@@ -735,7 +736,10 @@ def moe(lw, node):
     if top_k > 1:
         total = w.reduce("reduce_sum", gate, [1], "gate_sum", keep=True)
         gate = w.binary("div", gate, w.broadcast(total, gate.shape, "gate_total"), "gate_norm")
-    rows, counts = w.moe_dispatch(flat, chosen, experts, "moe")
+    if not isinstance(capacity_factor, (int, float)) or not capacity_factor >= 0:
+        fail(node, f"MoE capacity_factor {capacity_factor!r}: expected a number >= 0")
+    capacity = _nn.moe_capacity(x.shape, top_k, experts, capacity_factor)
+    rows, counts = w.moe_dispatch(flat, chosen, experts, "moe", capacity)
     if activation == "swiglu":
         hidden = w.binary("mul", w.unary("silu", w.grouped_matmul(rows, w1, counts, "moe_w1"),
                                          "moe_silu"),
@@ -743,13 +747,17 @@ def moe(lw, node):
     else:
         hidden = w.unary("gelu", w.grouped_matmul(rows, w1, counts, "moe_w1"), "moe_gelu")
     out = w.moe_combine(w.grouped_matmul(hidden, w2, counts, "moe_w2"), gate, chosen, experts,
-                        "moe_out")
+                        "moe_out", capacity)
     # The layer's metric, named for its module ("layers.0.moe.expert_load"):
     # the batch's share of routed pairs at each expert.
     router_name = lw.param_nodes.get(argument(node, 1, "router"), "")
     suffix = ".router.weight"
     layer = router_name[:-len(suffix)] if router_name.endswith(suffix) else f"moe{len(w.metrics)}"
-    w.metric(f"{layer}.expert_load", w.expert_load(chosen, experts, "moe"))
+    # (The batch leads x's dimensions: data parallelism splits it.)
+    batch = x.shape[0]
+    w.metric(f"{layer}.expert_load", w.expert_load(chosen, experts, batch, "moe"))
+    if capacity:
+        w.metric(f"{layer}.dropped", w.dropped_share(chosen, counts, experts, batch, "moe"))
     return lw.reshape(out, x.shape)
 
 
@@ -1336,6 +1344,7 @@ HONOURED = {
     aten._to_copy.default: {"dtype"},
     aten.slice.Tensor: {"dim", "start", "end", "step"},
     aten.cat.default: {"dim"}, aten.stack.default: {"dim"},
+    torch.ops.stepc.moe.default: {"capacity_factor"},
     **{op: {"alpha"} for op in (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor,
                                 aten.sub.Scalar, aten.rsub.Scalar)},
     aten.gather.default: {"sparse_grad"},

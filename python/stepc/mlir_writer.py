@@ -225,22 +225,43 @@ class FunctionWriter:
                                    f": ({logits.type}, {targets.type}) -> {{out}}",
                          dtype="f64" if self.dtype == "f64" else "f32")
 
-    def expert_load(self, experts, num_experts, hint):
+    def expert_load(self, experts, num_experts, batch, hint):
         """[E]: the share of the (token, expert) pairs of `experts` ([N, K]
-        i32) at each expert, a mean over the rows: an MoE layer's load."""
+        i32, N = batch · tokens) at each expert, a mean over the rows: an
+        MoE layer's load."""
+        hit = self.one_hot_experts(experts, num_experts, batch, hint)
+        return self.reduce("reduce_mean", hit, [0, 1, 2], hint + "_load")
+
+    def dropped_share(self, experts, counts, num_experts, batch, hint):
+        """[]: the share of the (token, expert) pairs of `experts` ([N, K])
+        a capacity dropped: the pairs routed less those the dispatch kept
+        (its `counts`), over the pairs routed. (Both from the batch's
+        tensors, not a constant: a data-parallel rank counts its own.)"""
+        hit = self.one_hot_experts(experts, num_experts, batch, hint + "_drop")
+        routed = self.reduce("reduce_sum", hit, [0, 1, 2, 3], hint + "_routed")
+        kept = self.emit(hint + "_kept_f", [num_experts],
+                         f"step.convert {counts.name} : {counts.type} -> {{out}}")
+        kept = self.reduce("reduce_sum", kept, [0], hint + "_kept")
+        return self.binary("div", self.binary("sub", routed, kept, hint + "_dropped_pairs"),
+                           routed, hint + "_dropped")
+
+    def one_hot_experts(self, experts, num_experts, batch, hint):
+        """[B, N/B, K, E] f32: 1 where pair (n, k) is routed to expert e. The
+        batch leads, as in the model's inputs, so that data parallelism
+        splits it (the expert ids broadcast from [E] take its part's rows)."""
         n, k = experts.shape
         e = num_experts
-        picks = self.reshape(experts, [n, k, 1], hint + "_picks")
-        picks = self.emit(hint + "_picks_all", [n, k, e],
+        shape = [batch, n // batch, k, e]
+        picks = self.reshape(experts, [batch, n // batch, k, 1], hint + "_picks")
+        picks = self.emit(hint + "_picks_all", shape,
                           f"step.broadcast {picks.name} : {picks.type} -> {{out}}", dtype="i32")
         ids = self.emit(hint + "_ids", [e], "step.iota dim 0 : {out}", dtype="i32")
-        ids = self.emit(hint + "_ids_all", [n, k, e],
+        ids = self.emit(hint + "_ids_all", shape,
                         f"step.broadcast {ids.name} : {ids.type} -> {{out}}", dtype="i32")
-        hit = self.emit(hint + "_hit", [n, k, e],
+        hit = self.emit(hint + "_hit", shape,
                         f"step.compare eq, {picks.name}, {ids.name} : {picks.type}", dtype="i1")
-        hit = self.emit(hint + "_hit_f", [n, k, e],
-                        f"step.convert {hit.name} : {hit.type} -> {{out}}")
-        return self.reduce("reduce_mean", hit, [0, 1], hint + "_load")
+        return self.emit(hint + "_hit_f", shape,
+                         f"step.convert {hit.name} : {hit.type} -> {{out}}")
 
     def metric(self, name, value):
         """Returns `value` (f32) as the metric `name`: a measure of the batch

@@ -3,8 +3,9 @@
 `MoE` is a mixture-of-experts feed-forward: a PyTorch module like any
 other (its forward is plain PyTorch, differentiable, trainable by
 torch.optim), which `stepc.export` compiles to the step dialect's routing
-ops (`top_k`, `moe_dispatch`, `grouped_matmul`, `moe_combine`: dropless,
-one static plan) instead of tracing its per-expert loop.
+ops (`top_k`, `moe_dispatch`, `grouped_matmul`, `moe_combine`: dropless or
+with a capacity factor, one static plan) instead of tracing its per-expert
+loop.
 """
 
 import math
@@ -18,7 +19,7 @@ from torch.library import Library
 # one node with the module's tensors, lowered by stepc.lower.moe.
 _LIB = Library("stepc", "DEF")
 _LIB.define("moe(Tensor x, Tensor router, Tensor w1, Tensor w2, Tensor? w3, int top_k, "
-            "str activation) -> Tensor")
+            "str activation, float capacity_factor=0.) -> Tensor")
 
 _exporting = [False]
 
@@ -33,12 +34,34 @@ def exporting():
         _exporting[0] = False
 
 
-def moe_reference(x, router, w1, w2, w3, top_k, activation):
+def moe_capacity(shape, top_k, experts, capacity_factor):
+    """A capacity factor's (C, S): each expert keeps at most C = ceil(F·S·K/E)
+    pairs of each sequence of S tokens (x's second-to-last dimension; all
+    rows of a [N, D] input); None without a capacity (dropless)."""
+    if not capacity_factor:
+        return None
+    seq = shape[-2] if len(shape) >= 3 else shape[0]
+    return max(1, math.ceil(capacity_factor * seq * top_k / experts)), seq
+
+
+def kept_pairs(chosen, experts, capacity):
+    """[N, K] bool: the (token, k) pairs a capacity (C, S) keeps, the first C
+    of each expert in each sequence in (token, k) order (all without one)."""
+    if capacity is None:
+        return torch.ones_like(chosen, dtype=torch.bool)
+    cap, seq = capacity
+    n, k = chosen.shape
+    hits = F.one_hot(chosen.reshape(n // seq, seq * k), experts)
+    before = ((hits.cumsum(1) - 1) * hits).sum(-1)
+    return (before < cap).reshape(n, k)
+
+
+def moe_reference(x, router, w1, w2, w3, top_k, activation, capacity_factor=0.0):
     """The MoE's semantics in plain PyTorch (differentiable): the router's
     softmax over the experts, the top K (a stable descending sort: ties to
     the lower index, as step.top_k) renormalised as gates, each expert on
-    the tokens routed to it (no capacity: none dropped), the outputs summed
-    by the gates."""
+    the tokens routed to it (dropless, or those its capacity keeps), the
+    outputs summed by the gates."""
     shape = x.shape
     flat = x.reshape(-1, shape[-1])
     probs = F.softmax(flat @ router.t(), dim=-1)
@@ -46,9 +69,11 @@ def moe_reference(x, router, w1, w2, w3, top_k, activation):
     gate, chosen = values[:, :top_k], order[:, :top_k]
     if top_k > 1:
         gate = gate / gate.sum(-1, keepdim=True)
+    keep = kept_pairs(chosen, router.shape[0],
+                      moe_capacity(shape, top_k, router.shape[0], capacity_factor))
     out = torch.zeros_like(flat)
     for e in range(router.shape[0]):
-        token, slot = (chosen == e).nonzero(as_tuple=True)
+        token, slot = ((chosen == e) & keep).nonzero(as_tuple=True)
         if not token.numel():
             continue
         rows = flat[token]
@@ -60,9 +85,9 @@ def moe_reference(x, router, w1, w2, w3, top_k, activation):
     return out.reshape(shape)
 
 
-def _moe_cpu(x, router, w1, w2, w3, top_k, activation):
+def _moe_cpu(x, router, w1, w2, w3, top_k, activation, capacity_factor=0.0):
     with torch.no_grad():
-        return moe_reference(x, router, w1, w2, w3, top_k, activation)
+        return moe_reference(x, router, w1, w2, w3, top_k, activation, capacity_factor)
 
 
 _LIB.impl("moe", _moe_cpu, "CPU")
@@ -107,15 +132,25 @@ class MoE(torch.nn.Module):
     with one tensor per expert loads too: `experts.E.w1.weight` ... (Mixtral,
     the router as `gate.weight`) or `experts.E.gate_proj.weight`,
     `down_proj`, `up_proj` (DeepSeek), stacked in expert order.
+
+    capacity_factor F > 0 trades dropless routing for a fixed envelope:
+    each expert takes at most ceil(F·S·K/E) of the (token, expert) pairs of
+    each sequence of S tokens (the input's second-to-last dimension), the
+    first in token order, and the rest are dropped (the token keeps its
+    other experts; the exported step reports `<module>.dropped`).
     """
 
-    def __init__(self, dim, hidden, experts, top_k=2, activation="gelu", init_std=0.02):
+    def __init__(self, dim, hidden, experts, top_k=2, activation="gelu", init_std=0.02,
+                 capacity_factor=0.0):
         super().__init__()
         if activation not in ("gelu", "swiglu"):
             raise ValueError(f"MoE activation {activation!r}: expected 'gelu' or 'swiglu'")
         if not 1 <= top_k <= experts:
             raise ValueError(f"MoE top_k {top_k} must be in [1, experts={experts}]")
+        if not capacity_factor >= 0:
+            raise ValueError(f"MoE capacity_factor {capacity_factor} must be >= 0 (0: dropless)")
         self.top_k, self.activation = top_k, activation
+        self.capacity_factor = float(capacity_factor)
         self.router = torch.nn.Linear(dim, experts, bias=False)
 
         def stacked(*shape):
@@ -129,7 +164,8 @@ class MoE(torch.nn.Module):
         self._register_load_state_dict_pre_hook(_stack_per_expert)
 
     def forward(self, x):
-        args = (x, self.router.weight, self.w1, self.w2, self.w3, self.top_k, self.activation)
+        args = (x, self.router.weight, self.w1, self.w2, self.w3, self.top_k, self.activation,
+                self.capacity_factor)
         if _exporting[0]:
             return torch.ops.stepc.moe(*args)
         return moe_reference(*args)

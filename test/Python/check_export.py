@@ -18,6 +18,7 @@ session's seed 0, the step number, the dropouts' order as streams), so its
 losses must agree too; evaluation drops nothing on either side.
 """
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -108,6 +109,19 @@ def record_loads(name):
         chosen = torch.sort(probs, dim=-1, descending=True, stable=True)[1][:, :module.top_k]
         share = torch.nn.functional.one_hot(chosen, module.router.out_features).double()
         torch_loads[name + ".expert_load"] = share.mean((0, 1)).numpy()
+        # With a capacity: the share of those pairs it drops (written here
+        # again: a pair stays while its expert has fewer than C earlier
+        # pairs of its sequence).
+        if module.capacity_factor:
+            seq = inputs[0].shape[-2]
+            cap = max(1, math.ceil(module.capacity_factor * seq * module.top_k /
+                                   module.router.out_features))
+            kept, taken = 0, {}
+            for p, e in enumerate(chosen.reshape(-1).tolist()):
+                key = (p // module.top_k // seq, e)
+                kept += taken.get(key, 0) < cap
+                taken[key] = taken.get(key, 0) + 1
+            torch_loads[name + ".dropped"] = np.float64(1 - kept / chosen.numel())
     return hook
 
 
@@ -139,7 +153,8 @@ for step, batch in enumerate(batches):
         if name not in metrics or not np.allclose(metrics[name], load, rtol=0, atol=1e-6):
             sys.exit(f"FAIL: step {step + 1} {name} is {metrics.get(name)}, PyTorch's {load}")
     if torch_loads:
-        print(f"step {step + 1}: expert loads as PyTorch routes ({', '.join(sorted(torch_loads))})")
+        shown = [n if np.ndim(v) else f"{n} {float(v):.4f}" for n, v in sorted(torch_loads.items())]
+        print(f"step {step + 1}: expert loads as PyTorch routes ({', '.join(shown)})")
 state = session.state_dict()
 for name, value in model.state_dict().items():
     if name not in state:

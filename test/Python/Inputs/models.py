@@ -484,13 +484,14 @@ class MoEDecoder(nn.Module):
     SwiGLU experts) as a residual feed-forward after a norm; trained by
     torch.optim like any module, exported as stepc's MoE ops."""
 
-    def __init__(self, activation, ties=False):
+    def __init__(self, activation, ties=False, capacity_factor=0.0):
         super().__init__()
         import stepc.nn
         torch.manual_seed(5)
         self.emb = nn.Embedding(96, 32)
         self.norm = nn.LayerNorm(32)
-        self.moe = stepc.nn.MoE(32, 48, experts=4, top_k=2, activation=activation, init_std=0.2)
+        self.moe = stepc.nn.MoE(32, 48, experts=4, top_k=2, activation=activation, init_std=0.2,
+                                capacity_factor=capacity_factor)
         self.head = nn.Linear(32, 96)
         if ties:
             # Experts 2 and 3 route as 1 and 0 do: every token's
@@ -559,7 +560,7 @@ def make(name, steps):
     elif name in ("padded", "mha", "mha-seq-first", "mha-key-padding", "sdpa-padding",
                   "sdpa-additive", "sdpa-gqa", "lstm-cell", "gru-cell", "manual-padding",
                   "manual-alibi", "manual-alibi-alpha", "manual-learned", "moe-gelu",
-                  "moe-swiglu", "moe-ties"):
+                  "moe-swiglu", "moe-ties", "moe-capacity"):
         model = {"padded": Padded, "mha": MHADecoder,
                  "mha-seq-first": lambda: MHADecoder(batch_first=False),
                  "mha-key-padding": lambda: MHADecoder(key_padding=True),
@@ -573,7 +574,8 @@ def make(name, steps):
                  "manual-learned": lambda: ManualMasked("learned"),
                  "moe-gelu": lambda: MoEDecoder("gelu"),
                  "moe-swiglu": lambda: MoEDecoder("swiglu"),
-                 "moe-ties": lambda: MoEDecoder("gelu", ties=True)}[name]()
+                 "moe-ties": lambda: MoEDecoder("gelu", ties=True),
+                 "moe-capacity": lambda: MoEDecoder("swiglu", capacity_factor=0.75)}[name]()
         batches = padded_tokens(g, steps)
     elif name == "sft":
         # Supervised fine-tuning: each row's prompt (a random length) has
