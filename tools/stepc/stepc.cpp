@@ -63,9 +63,12 @@ static cl::opt<std::string> outputFile("o", cl::desc("Output file (step.so, or t
                                                      "with --emit)"),
                                        cl::value_desc("file"), cl::init("step.so"),
                                        cl::cat(stepcCategory));
-static cl::opt<std::string> target("target", cl::desc("Target: cuda (an NVIDIA GPU, the "
-                                                      "default) or cpu"),
-                                   cl::init("cuda"), cl::cat(stepcCategory));
+// The pipeline's options as stepc's flags (PipelineOptions.def: one source
+// for both).
+#define STEPC_PIPELINE_OPTION(member, flag, type, byDefault, help)                                 \
+  static cl::opt<type> member(flag, cl::desc(help), cl::init(byDefault), cl::cat(stepcCategory));
+#include "stepc/Compiler/PipelineOptions.def"
+#undef STEPC_PIPELINE_OPTION
 static cl::opt<std::string> cpu("cpu", cl::desc("CPU of --target=cpu: x86-64-v3 (the portable "
                                                 "default: AVX2 and FMA, any x86-64 CPU since "
                                                 "2015) or native (this machine's ISA; the "
@@ -73,19 +76,6 @@ static cl::opt<std::string> cpu("cpu", cl::desc("CPU of --target=cpu: x86-64-v3 
                                 cl::init("x86-64-v3"), cl::cat(stepcCategory));
 static cl::opt<std::string> arch("arch", cl::desc("GPU architecture of --target=cuda"),
                                  cl::init("sm_90a"), cl::cat(stepcCategory));
-static cl::opt<std::string> fp8Scaling("fp8-scaling",
-                                       cl::desc("With --precision=fp8: tile (DeepSeek-V3's [1, 128] "
-                                                "tiles and [128, 128] weight blocks, the default) or "
-                                                "matrix (one scale per matrix)"),
-                                       cl::init("tile"), cl::cat(stepcCategory));
-static cl::opt<std::string> precision("precision", cl::desc("fp32, or bf16: GEMMs and attention "
-                                                            "in bf16 with f32 master parameters, "
-                                                            "optimizer state, loss and "
-                                                            "reductions (step-mixed-precision); "
-                                                            "fp8: bf16 with the linear layers' "
-                                                            "products rounded to fp8 by tiles "
-                                                            "(step-fp8, emulated exactly)"),
-                                      cl::init("fp32"), cl::cat(stepcCategory));
 static cl::opt<std::string> reportFile("report", cl::desc("Write the compile-time report (JSON)"),
                                        cl::value_desc("file.json"), cl::cat(stepcCategory));
 static cl::opt<std::string> emit("emit", cl::desc("What to produce: so (default), mlir (the "
@@ -95,43 +85,6 @@ static cl::opt<std::string> dumpAfter("dump-after", cl::desc("Print the IR after
                                                              "(any registered pass, e.g. "
                                                              "step-autodiff; or all) to stderr"),
                                       cl::cat(stepcCategory));
-static cl::opt<int64_t> batch("batch", cl::desc("Rebind the model to this batch size "
-                                                "(step-rebind-batch)"),
-                              cl::init(0), cl::cat(stepcCategory));
-static cl::opt<int64_t> microBatches(
-    "micro-batches",
-    cl::desc("Gradient accumulation: each step runs forward and backward over this many "
-             "equal slices of each rank's batch, averages their gradients, then clips and "
-             "updates once (same result as the whole batch; about 1/M of its activation "
-             "memory)"),
-    cl::init(1), cl::cat(stepcCategory));
-static cl::opt<std::string> shard("shard", cl::desc("Parallelism: none; ddp:N (the global batch "
-                                                   "split over N ranks, gradients all-reduced); "
-                                                   "fsdp:N (also parameters, gradients and "
-                                                   "optimizer state sharded along dim 0); "
-                                                   "hsdp:RxS (sharded within groups of S, "
-                                                   "replicated across R); each optionally "
-                                                   "followed by ,tp:M, or tp:M alone (tensor "
-                                                   "parallelism over M ranks, innermost); "
-                                                   "pp:P alone or after the data axis, before "
-                                                   ",tp:M (pipeline stages on P ranks: "
-                                                   "--pp-schedule, --pp-stages); ep:E alone "
-                                                   "or after ddp:N, fsdp:N or hsdp:RxS, before "
-                                                   ",pp:P, ,tp:M "
-                                                   "(expert parallelism: each "
-                                                   "rank holds E/ep experts, tokens reach "
-                                                   "them by all-to-all)"),
-                                  cl::init("none"), cl::cat(stepcCategory));
-static cl::opt<bool> sequenceParallel(
-    "sequence-parallel",
-    cl::desc("With tp: split the regions between the tp regions (norms, residual adds, "
-             "biases) along the sequence: reduce-scatter after a row-parallel matmul, "
-             "all-gather before a column-parallel one"),
-    cl::init(false), cl::cat(stepcCategory));
-static cl::opt<bool> fsdpReshard("fsdp-reshard", cl::desc("With fsdp: gather parameters again "
-                                                          "for backward (ZeRO-3, default) or keep "
-                                                          "them from forward (false: ZeRO-2)"),
-                                 cl::init(true), cl::cat(stepcCategory));
 static cl::opt<double> linkGBps("link-gbps", cl::desc("Predict the exposed communication time "
                                                      "in the report for this per-rank bus "
                                                      "bandwidth (GB/s)"),
@@ -144,18 +97,6 @@ static cl::opt<bool> cudaEmulation("cuda-emulation",
                                             "emulation of CUDA (every kernel on host threads; "
                                             "slow: for testing without a GPU)"),
                                    cl::init(false), cl::cat(stepcCategory));
-static cl::opt<std::string> memoryBudget(
-    "memory-budget",
-    cl::desc("Planned peak bytes per rank the step must fit, e.g. 536870912, 512MB, 2GiB: "
-             "parameters, optimizer state, inputs, activations (and on cuda the cuBLASLt "
-             "workspace). An unmeetable budget is an error naming the smallest feasible one"),
-    cl::value_desc("bytes"), cl::cat(stepcCategory));
-static cl::opt<std::string> remat(
-    "remat",
-    cl::desc("Rematerialisation: none; block (keep block inputs, recompute the rest); "
-             "selective (recompute what needs no matmul or attention); auto (the default "
-             "with --memory-budget: the least recompute that fits)"),
-    cl::cat(stepcCategory));
 static cl::opt<std::string> memoryPlot(
     "memory-plot",
     cl::desc("Also draw the training step's memory plan as SVG: bytes per rank at each op "
@@ -168,10 +109,6 @@ static cl::opt<std::string> reportPareto(
              "without remat (--remat=auto), and write the budget -> planned peak -> executed "
              "FLOPs table to PREFIX.json and its chart to PREFIX.svg"),
     cl::value_desc("PREFIX"), cl::cat(stepcCategory));
-static cl::opt<bool> fuseElementwise("fuse-elementwise",
-                                     cl::desc("Fuse runs of elementwise ops into one loop or "
-                                              "kernel (default on)"),
-                                     cl::init(true), cl::cat(stepcCategory));
 static cl::opt<bool> profile("profile",
                               cl::desc("Time the step's kernels by kind (CPU: host clocks; "
                                        "CUDA: events on the stream, read for the steps "
@@ -180,36 +117,6 @@ static cl::opt<bool> profile("profile",
                                        "seconds) is written to $STEPC_PROFILE, or stderr, "
                                        "when step.so is unloaded"),
                               cl::init(false), cl::cat(stepcCategory));
-static cl::opt<std::string> optimizer(
-    "optimizer",
-    cl::desc("The update, each as PyTorch's on the clipped gradient: adamw (the default), "
-             "adam (L2 weight decay), sgd (momentum, --optimizer-options=nesterov=true), "
-             "lion, or muon (Newton-Schulz orthogonalised momentum on the blocks' matrices, "
-             "AdamW on the rest; under fsdp/hsdp each matrix orthogonalised by one owner "
-             "rank); hyperparameters (defaults) through --optimizer-options: beta1 (0.9), "
-             "beta2 (0.95), epsilon (1e-8), momentum (0.9, sgd), nesterov (false), "
-             "weight-decay (0.1, on parameters of rank >= 2), max-grad-norm (1.0), "
-             "muon-momentum (0.95), muon-nesterov (true), ns-steps (5), adjust-lr "
-             "(match-rms-adamw, or original)"),
-    cl::init("adamw"), cl::cat(stepcCategory));
-static cl::opt<int64_t> ppStage("pp-stage",
-                                cl::desc("With --shard=pp:P: the stage whose step --emit, "
-                                         "--report and --memory-plot show (step.so holds all)"),
-                                cl::init(0), cl::cat(stepcCategory));
-static cl::opt<std::string> ppSchedule("pp-schedule",
-                                       cl::desc("With --shard=pp:P: gpipe, 1f1b (default), "
-                                                "interleaved:V (V chunks per rank) or zero-bubble "
-                                                "over the --micro-batches"),
-                                       cl::init("1f1b"), cl::cat(stepcCategory));
-static cl::opt<std::string> ppStages(
-    "pp-stages",
-    cl::desc("With --shard=pp:P: the first block of each stage after the first, "
-             "comma-separated (default: the blocks split evenly)"),
-    cl::init(""), cl::cat(stepcCategory));
-static cl::opt<std::string> optimizerOptions("optimizer-options",
-                                             cl::desc("Options of step-optimizer, e.g. "
-                                                      "'beta2=0.99 weight-decay=0'"),
-                                             cl::init(""), cl::cat(stepcCategory));
 
 static int fail(const Twine &message) {
   llvm::errs() << "stepc: error: " << message << "\n";
@@ -421,22 +328,9 @@ static LogicalResult checkOutputs() {
 
 /// The pipeline's options as stepc's flags set them.
 static void pipelineOptionsFromFlags(StepcPipelineOptions &options) {
-  options.target = target.getValue();
-  options.shard = shard.getValue();
-  options.batch = batch.getValue();
-  options.microBatches = microBatches.getValue();
-  options.precision = precision.getValue();
-  options.fp8Scaling = fp8Scaling.getValue();
-  options.fsdpReshard = fsdpReshard.getValue();
-  options.sequenceParallel = sequenceParallel.getValue();
-  options.optimizer = optimizer.getValue();
-  options.optimizerOptions = optimizerOptions.getValue();
-  options.fuseElementwise = fuseElementwise.getValue();
-  options.remat = remat.getValue();
-  options.memoryBudget = memoryBudget.getValue();
-  options.ppStage = ppStage.getValue();
-  options.ppSchedule = ppSchedule.getValue();
-  options.ppStages = ppStages.getValue();
+#define STEPC_PIPELINE_OPTION(member, flag, type, byDefault, help) options.member = member.getValue();
+#include "stepc/Compiler/PipelineOptions.def"
+#undef STEPC_PIPELINE_OPTION
 }
 
 /// The pipeline's stages --shard asks for (1: none); flags for a sharding
@@ -568,6 +462,7 @@ int main(int argc, char **argv) {
   registerStepcCompilerPasses();
   registerTransformsPasses();
   cl::HideUnrelatedOptions(stepcCategory);
+  memoryBudget.setValueStr("bytes");
   cl::AddExtraVersionPrinter([](raw_ostream &os) {
     os << "stepc " << STEPC_VERSION << " (step.so ABI " << STEPC_ABI_VERSION
        << ", MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";

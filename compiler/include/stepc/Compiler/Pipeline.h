@@ -77,65 +77,11 @@ mlir::FailureOr<int64_t> parseByteSize(llvm::StringRef text);
 
 /// The options of the pipeline (stepc's flags of the same names).
 struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOptions> {
-  Option<std::string> target{*this, "target", llvm::cl::desc("cuda or cpu"),
-                             llvm::cl::init("cuda")};
-  Option<std::string> shard{*this, "shard",
-                            llvm::cl::desc("none, ddp:N, fsdp:N or hsdp:RxS"),
-                            llvm::cl::init("none")};
-  Option<int64_t> ppStage{*this, "pp-stage",
-                          llvm::cl::desc("With pp:P, the stage (pipeline rank) whose step "
-                                         "to build (stepc builds each)"),
-                          llvm::cl::init(0)};
-  Option<std::string> ppSchedule{*this, "pp-schedule",
-                                 llvm::cl::desc("With pp:P: gpipe, 1f1b, interleaved:V or zero-bubble"),
-                                 llvm::cl::init("1f1b")};
-  Option<std::string> ppStages{
-      *this, "pp-stages",
-      llvm::cl::desc("With pp:P: the first block of each stage after the first, "
-                     "comma-separated (default: blocks split evenly)"),
-      llvm::cl::init("")};
-  Option<int64_t> batch{*this, "batch",
-                        llvm::cl::desc("The global batch (0: the model's own)"),
-                        llvm::cl::init(0)};
-  Option<int64_t> microBatches{
-      *this, "micro-batches",
-      llvm::cl::desc("Gradient accumulation: forward and backward over this many slices of "
-                     "each rank's batch, then one update (step-micro-batch)"),
-      llvm::cl::init(1)};
-  Option<std::string> precision{*this, "precision", llvm::cl::desc("fp32, bf16 or fp8"),
-                                llvm::cl::init("fp32")};
-  Option<std::string> fp8Scaling{*this, "fp8-scaling",
-                                 llvm::cl::desc("With fp8: tile (the default) or matrix scales"),
-                                 llvm::cl::init("tile")};
-  Option<bool> fsdpReshard{*this, "fsdp-reshard",
-                           llvm::cl::desc("With fsdp: gather parameters again for "
-                                          "backward (ZeRO-3) or keep them (ZeRO-2)"),
-                           llvm::cl::init(true)};
-  Option<bool> sequenceParallel{
-      *this, "sequence-parallel",
-      llvm::cl::desc("With tp: split the norms and residual adds between the tp regions "
-                     "along the sequence (Megatron's sequence parallelism)"),
-      llvm::cl::init(false)};
-  Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("The update: adamw, adam, sgd, lion or muon"),
-                                llvm::cl::init("adamw")};
-  Option<std::string> optimizerOptions{
-      *this, "optimizer-options",
-      llvm::cl::desc("Options of step-optimizer, e.g. 'beta2=0.99 weight-decay=0'"),
-      llvm::cl::init("")};
-  Option<bool> fuseElementwise{*this, "fuse-elementwise",
-                               llvm::cl::desc("Fuse runs of elementwise ops into "
-                                              "stepk.fused kernels (step-fuse-elementwise)"),
-                               llvm::cl::init(true)};
-  Option<std::string> remat{*this, "remat",
-                            llvm::cl::desc("Rematerialisation: none, block, selective or auto "
-                                           "(the default when a memory budget is given)"),
-                            llvm::cl::init("")};
-  Option<std::string> memoryBudget{
-      *this, "memory-budget",
-      llvm::cl::desc("Planned peak bytes per rank the step must fit (e.g. 512MB, 2GiB): "
-                     "parameters, optimizer state, inputs, arena and the CUDA workspace"),
-      llvm::cl::init("")};
+  // The options stepc's flags set (PipelineOptions.def).
+#define STEPC_PIPELINE_OPTION(member, flag, type, byDefault, help)                                 \
+  Option<type> member{*this, flag, llvm::cl::desc(help), llvm::cl::init(byDefault)};
+#include "stepc/Compiler/PipelineOptions.def"
+#undef STEPC_PIPELINE_OPTION
   Option<std::string> until{*this, "until",
                             llvm::cl::desc("Stop after: autodiff (the gradient function), "
                                            "train-step (the target-independent training "
