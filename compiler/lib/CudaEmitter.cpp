@@ -66,6 +66,15 @@ private:
   std::string profileStart(const std::string &rank, bool afterBegin) const override {
     return afterBegin ? "  stepc_prof_begin(" + rank + ", stream);\n" : "";
   }
+  // Events on the stream, read after a recorded step: every step counts.
+  std::string profileTimers() override { return cudaProfileTimers(); }
+  std::string profileSteps() const override { return "stepc_prof_steps"; }
+  std::string profileTraceCollect() const override {
+    return "  if (!record && stepc_prof_recording)\n    stepc_prof_collect();\n";
+  }
+  std::string profileTraceOrigin() const override {
+    return "    stepc_prof_t0 = stepc_prof_now();\n";
+  }
   void stepEnd(raw_ostream &os, const std::string &loss, const std::string &norm) override;
   std::string copyToHost(const std::string &dst, const std::string &src, int64_t bytes,
                          const char *what) override {

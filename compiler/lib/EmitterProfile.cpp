@@ -138,22 +138,7 @@ std::string SourceEmitter::profileSupport() {
      << "    stepc_prof_event_capacity = capacity;\n  }\n"
      << "  stepc_prof_events[stepc_prof_event_count++] =\n"
      << "      stepc_trace_event{stepc_prof_site, stepc_prof_last, end};\n}\n";
-  if (target == "cuda")
-    os << cudaProfileTimers();
-  else
-    // Step 1 first touches the arena's pages and makes the libraries'
-    // primitives, charged to whichever kernel gets there first: its times
-    // are dropped once a second step starts.
-    os << "void stepc_prof_begin(int rank) {\n"
-       << "  if (++stepc_prof_steps == 2)\n"
-       << "    for (size_t k = 0; k < sizeof(stepc_prof_seconds) / sizeof(double); ++k)\n"
-       << "      stepc_prof_seconds[k] = 0;\n"
-       << "  stepc_prof_rank = rank;\n"
-       << "  stepc_prof_site = 0;\n  stepc_prof_last = stepc_prof_now();\n}\n"
-       << "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
-       << "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n"
-       << "  if (stepc_prof_recording)\n    stepc_prof_record(now);\n"
-       << "  ++stepc_prof_site;\n  stepc_prof_last = now;\n}\n\n";
+  os << profileTimers();
   os
      << "__attribute__((destructor)) void stepc_prof_write() {\n"
      << "  // No step ran (a run that failed early): an existing profile stays.\n"
@@ -168,8 +153,7 @@ std::string SourceEmitter::profileSupport() {
      << "    return;\n  }\n"
      << "  // The CPU table leaves out step 1 when later steps ran (above).\n"
      << "  const long long steps = "
-     << (target == "cuda" ? "stepc_prof_steps" : "stepc_prof_steps > 1 ? stepc_prof_steps - 1 : 1")
-     << ";\n"
+     << profileSteps() << ";\n"
      << "  fprintf(out, \"{\\\"steps\\\": %lld, \\\"kernels\\\": [\", steps);\n"
      << "  for (size_t k = 0; k < sizeof(kProfKinds) / sizeof(kProfKinds[0]); ++k)\n"
      << "    fprintf(out, \"%s\\n {\\\"kind\\\": \\\"%s\\\", \\\"calls_per_step\\\": %lld, "
@@ -183,17 +167,32 @@ std::string SourceEmitter::profileSupport() {
      << "extern \"C\" int stepc_profile_trace_v2(int record, const stepc_trace_event **events,\n"
      << "                                      size_t *count, const stepc_trace_site **sites,\n"
      << "                                      size_t *site_count) {\n"
-     << (target == "cuda" ? "  if (!record && stepc_prof_recording)\n    stepc_prof_collect();\n"
-                          : "")
+     << profileTraceCollect()
      << "  const int lost = stepc_prof_lost;\n"
      << "  if (record) {\n    stepc_prof_event_count = 0;\n    stepc_prof_lost = 0;\n"
-     << (target == "cuda" ? "    stepc_prof_t0 = stepc_prof_now();\n" : "") << "  }\n"
+     << profileTraceOrigin() << "  }\n"
      << "  stepc_prof_recording = record;\n"
      << "  *events = stepc_prof_events;\n  *count = stepc_prof_event_count;\n"
      << "  *sites = kProfSites;\n  *site_count = kProfSiteCount;\n  return lost;\n}\n\n";
   return text;
 }
 
+
+// Step 1 first touches the arena's pages and makes the libraries'
+// primitives, charged to whichever kernel gets there first: its times are
+// dropped once a second step starts.
+std::string SourceEmitter::hostProfileTimers() {
+  return "void stepc_prof_begin(int rank) {\n"
+         "  if (++stepc_prof_steps == 2)\n"
+         "    for (size_t k = 0; k < sizeof(stepc_prof_seconds) / sizeof(double); ++k)\n"
+         "      stepc_prof_seconds[k] = 0;\n"
+         "  stepc_prof_rank = rank;\n"
+         "  stepc_prof_site = 0;\n  stepc_prof_last = stepc_prof_now();\n}\n"
+         "void stepc_prof_mark(int kind) {\n  double now = stepc_prof_now();\n"
+         "  stepc_prof_seconds[kind] += now - stepc_prof_last;\n"
+         "  if (stepc_prof_recording)\n    stepc_prof_record(now);\n"
+         "  ++stepc_prof_site;\n  stepc_prof_last = now;\n}\n\n";
+}
 
 std::string SourceEmitter::cudaProfileTimers() {
   // Each mark records an event on the step's stream after its kernel (in a

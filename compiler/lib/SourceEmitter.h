@@ -119,6 +119,21 @@ protected:
   virtual std::string profileStart(const std::string &rank, bool afterBegin) const {
     return afterBegin ? "" : "  stepc_prof_begin(" + rank + ");\n";
   }
+  /// --profile's timers (stepc_prof_begin, stepc_prof_mark): host clocks.
+  virtual std::string profileTimers() { return hostProfileTimers(); }
+  /// The host's timers: clocks (step 1 dropped once a second step starts);
+  /// CUDA's: events on the stream, read after a recorded step.
+  std::string hostProfileTimers();
+  std::string cudaProfileTimers();
+  /// The steps the profile's table covers: the host's leaves out step 1
+  /// (it pays the arena's first touch) once a second step ran.
+  virtual std::string profileSteps() const {
+    return "stepc_prof_steps > 1 ? stepc_prof_steps - 1 : 1";
+  }
+  /// Statements of stepc_profile_trace: before it answers (`collect`: what
+  /// the device timed) and when recording starts (`origin`).
+  virtual std::string profileTraceCollect() const { return ""; }
+  virtual std::string profileTraceOrigin() const { return ""; }
   virtual void stepEnd(llvm::raw_ostream &os, const std::string &loss,
                        const std::string &norm) = 0;
   /// Emits a fused elementwise kernel.
@@ -334,8 +349,7 @@ private:
   int profileKind(mlir::Operation *op);
   /// The timers and the table the profile writes at unload.
   std::string profileSupport();
-  /// CUDA's timers: events on the stream, read after a recorded step.
-  std::string cudaProfileTimers();
+
   std::string table(const std::string &type, const std::string &contents);
   /// Collective results not yet waited for, and their request numbers.
   llvm::DenseMap<mlir::Value, int64_t> pending;
