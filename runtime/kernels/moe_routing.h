@@ -26,7 +26,9 @@ STEPC_HD int64_t stepc_moe_block_rows(int64_t tokens, int64_t k, int64_t num_exp
                                       int64_t groups, int64_t capacity, int64_t segment) {
   const int64_t pairs = tokens * k;
   if (capacity <= 0 || segment <= 0) return pairs;
-  const int64_t cap = (tokens / segment) * (num_experts / groups) * capacity;
+  /* (a capacity past every pair is every pair: no overflow below) */
+  const int64_t per_expert = capacity < pairs ? capacity : pairs;
+  const int64_t cap = (tokens / segment) * (num_experts / groups) * per_expert;
   return cap < pairs ? cap : pairs;
 }
 

@@ -331,3 +331,12 @@ func.func @fp8(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %b = step.round_fp8 %x format e5m2 : tensor<4x8xf32>
   return %a, %b : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// CHECK-LABEL: func.func @moe_capacity_past_every_pair
+// A capacity past every pair (and past int64 once multiplied) is dropless's
+// N·K rows.
+func.func @moe_capacity_past_every_pair(%x: tensor<8x4xf32>, %e: tensor<8x2xi32>) -> tensor<16x4xf32> {
+  // CHECK: step.moe_dispatch %{{.*}}, %{{.*}} experts 4 capacity 9223372036854775807 per 4 : (tensor<8x4xf32>, tensor<8x2xi32>) -> (tensor<16x4xf32>, tensor<4xi32>)
+  %rows, %counts = step.moe_dispatch %x, %e experts 4 capacity 9223372036854775807 per 4 : (tensor<8x4xf32>, tensor<8x2xi32>) -> (tensor<16x4xf32>, tensor<4xi32>)
+  return %rows : tensor<16x4xf32>
+}

@@ -10,6 +10,8 @@
 
 #include "ShapeRules.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 
 using namespace mlir;
@@ -54,7 +56,13 @@ FailureOr<int64_t> blockRows(std::optional<Location> loc, int64_t tokens, int64_
   if (capacity == 0 || segment == 0 || tokens % segment != 0)
     return opError<OpT>(loc, "expects a capacity of C > 0 pairs per S > 0 tokens with S dividing ",
                         "the ", tokens, " tokens, got ", capacity, " per ", segment);
-  return std::min(pairs, tokens / segment * (numExperts / groups) * capacity);
+  // (A capacity past every pair is every pair; a product past int64 is
+  // more rows than there are pairs.)
+  int64_t rows;
+  if (llvm::MulOverflow(tokens / segment, numExperts / groups, rows) ||
+      llvm::MulOverflow(rows, std::min(capacity, pairs), rows))
+    return pairs;
+  return std::min(pairs, rows);
 }
 
 /// Rows [G·block, D] in dispatch order for experts [N, K] (moe_combine's and
