@@ -7,7 +7,7 @@ optimizer, a checkpoint, the trainer, ...), rebuilds, and runs the tests
 of the suite that cover that part. A planted bug the tests do not notice
 ("survived") is a hole in the suite: the script exits 1 and names it.
 
-    scripts/planted_bugs.py              # every bug, about 15-25 minutes
+    scripts/planted_bugs.py              # every bug, minutes after a build
     scripts/planted_bugs.py --list
     scripts/planted_bugs.py --only adamw-bias-correction,tanh-vjp
 
@@ -79,6 +79,21 @@ BUGS = [
         "b.getFloatAttr(type.getElementType(), 1.0 / count)",
         "b.getFloatAttr(type.getElementType(), 1.0 / (count + 1))",
         lit=["Transforms/step-micro-batch.mlir"]),
+    Bug("collective-early-start", "collective schedule",
+        "passes/lib/ScheduleCollectives.cpp",
+        "    else if (latest->getNextNode() != op)\n      op->moveAfter(latest);",
+        "    else if (latest->getNextNode() != op)\n      (void)latest;",
+        lit=["Transforms/step-schedule-collectives.mlir"]),
+    Bug("remat-chain", "rematerialisation",
+        "passes/lib/Remat.cpp",
+        "      if (!kept(w))\n        map.map(w, materialize(w, before));",
+        "      if (false && !kept(w))\n        map.map(w, materialize(w, before));",
+        lit=["Transforms/step-remat.mlir"]),
+    Bug("fuse-converts", "elementwise fusion",
+        "compiler/lib/FuseElementwise.cpp",
+        "return isa<step::ConvertOp, step::ScalarMathOpInterface>(op);",
+        "return isa<step::ScalarMathOpInterface>(op);",
+        lit=["Compiler/step-fuse-elementwise.mlir"]),
     Bug("1f1b-warmup", "pipeline schedule",
         "passes/lib/PipelineSchedule.cpp",
         "int warmup = v == 1 ? ranks - rank - 1 :",
