@@ -111,10 +111,14 @@ struct StepShardExpertsPass : public stepc::impl::StepShardExpertsBase<StepShard
     SmallVector<MoeCombineOp> combines;
     if (failed(expertRegion(dispatch, region, combines)))
       return failure();
+    // The layer's grouped products take the received counts; other ops
+    // outside the experts (a metric of the pairs kept) this rank's own. A
+    // product elsewhere, or another op among the experts, has no such rule.
     for (Operation *user : dispatch.getCounts().getUsers())
-      if (region.contains(user) && !isa<GroupedMatmulOp>(user))
-        return user->emitOpError() << "reads the dispatch's counts among the experts: expert "
-                                      "parallelism passes them only to the grouped products";
+      if (region.contains(user) != isa<GroupedMatmulOp>(user))
+        return user->emitOpError() << "reads the dispatch's counts: expert parallelism passes "
+                                      "the received ones to the layer's grouped products and "
+                                      "this rank's own to what is outside its experts";
     for (Operation *op : region)
       if (auto product = dyn_cast<GroupedMatmulOp>(op)) {
         if (product.getCounts() != dispatch.getCounts())
