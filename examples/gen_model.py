@@ -199,23 +199,13 @@ def moe(w, a, h, router, experts, n, aux, bias=None):
     rows, counts = w.moe_dispatch(flat, expert, E, n + "moe", capacity)
     out = w.moe_combine(experts(rows, counts), gate, expert, E, n + "moe_out", capacity)
     # share[b, e]: sequence b's fraction of routed pairs at expert e (a
-    # one-hot of each pair's expert, averaged over the sequence).
-    picks = w.reshape(expert, [B, T, K, 1], n + "picks")
-    picks = w.emit(n + "picks_all", [B, T, K, E], f"step.broadcast {picks.name} : "
-                                                  f"{picks.type} -> {{out}}", dtype="i32")
-    # (The ids broadcast from [E]: a batch-shaped iota would keep its
-    # shape when data parallelism splits the batch.)
-    ids = w.emit(n + "expert_ids", [E], "step.iota dim 0 : {out}", dtype="i32")
-    ids = w.emit(n + "expert_ids_all", [B, T, K, E], f"step.broadcast {ids.name} : "
-                                                     f"{ids.type} -> {{out}}", dtype="i32")
-    hit = w.emit(n + "hit", [B, T, K, E], f"step.compare eq, {picks.name}, {ids.name} "
-                                          f": {picks.type}", dtype="i1")
-    hit = w.emit(n + "hit_f", [B, T, K, E], f"step.convert {hit.name} : {hit.type} -> {{out}}")
+    # one-hot of each pair's expert, [B, T, K, E], averaged over the sequence).
+    hit = w.one_hot_experts(expert, E, B, n + "moe")
     share = w.reduce("reduce_mean", hit, [1, 2], n + "load_share")
     # The metric: the batch's fraction of routed pairs at each expert.
     w.metric(n.rstrip("_") + ".expert_load", w.reduce("reduce_mean", share, [0], n + "load"))
     if capacity:
-        w.metric(n.rstrip("_") + ".dropped", w.dropped_share(expert, counts, E, B, n + "moe"))
+        w.metric(n.rstrip("_") + ".dropped", w.dropped_share(hit, counts, n + "moe"))
     if a.moe_aux_loss:
         mean_p = w.reduce("reduce_mean", w.reshape(probs, [B, T, E], n + "probs_rows"), [1],
                           n + "mean_prob")

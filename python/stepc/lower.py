@@ -754,10 +754,10 @@ def moe(lw, node):
     suffix = ".router.weight"
     layer = router_name[:-len(suffix)] if router_name.endswith(suffix) else f"moe{len(w.metrics)}"
     # (The batch leads x's dimensions: data parallelism splits it.)
-    batch = x.shape[0]
-    w.metric(f"{layer}.expert_load", w.expert_load(chosen, experts, batch, "moe"))
+    hit = w.one_hot_experts(chosen, experts, x.shape[0], "moe")
+    w.metric(f"{layer}.expert_load", w.expert_load(hit, "moe"))
     if capacity:
-        w.metric(f"{layer}.dropped", w.dropped_share(chosen, counts, experts, batch, "moe"))
+        w.metric(f"{layer}.dropped", w.dropped_share(hit, counts, "moe"))
     return lw.reshape(out, x.shape)
 
 

@@ -225,21 +225,19 @@ class FunctionWriter:
                                    f": ({logits.type}, {targets.type}) -> {{out}}",
                          dtype="f64" if self.dtype == "f64" else "f32")
 
-    def expert_load(self, experts, num_experts, batch, hint):
-        """[E]: the share of the (token, expert) pairs of `experts` ([N, K]
-        i32, N = batch · tokens) at each expert, a mean over the rows: an
-        MoE layer's load."""
-        hit = self.one_hot_experts(experts, num_experts, batch, hint)
+    def expert_load(self, hit, hint):
+        """[E]: the share of the (token, expert) pairs at each expert, from
+        their one-hot `hit` (one_hot_experts), a mean over the rows: an MoE
+        layer's load."""
         return self.reduce("reduce_mean", hit, [0, 1, 2], hint + "_load")
 
-    def dropped_share(self, experts, counts, num_experts, batch, hint):
-        """[]: the share of the (token, expert) pairs of `experts` ([N, K])
-        a capacity dropped: the pairs routed less those the dispatch kept
-        (its `counts`), over the pairs routed. (Both from the batch's
-        tensors, not a constant: a data-parallel rank counts its own.)"""
-        hit = self.one_hot_experts(experts, num_experts, batch, hint + "_drop")
+    def dropped_share(self, hit, counts, hint):
+        """[]: the share of the (token, expert) pairs a capacity dropped: the
+        pairs routed (their one-hot `hit`) less those the dispatch kept (its
+        `counts`), over the pairs routed. (Both from the batch's tensors, not
+        a constant: a data-parallel rank counts its own.)"""
         routed = self.reduce("reduce_sum", hit, [0, 1, 2, 3], hint + "_routed")
-        kept = self.emit(hint + "_kept_f", [num_experts],
+        kept = self.emit(hint + "_kept_f", [counts.shape[0]],
                          f"step.convert {counts.name} : {counts.type} -> {{out}}")
         kept = self.reduce("reduce_sum", kept, [0], hint + "_kept")
         return self.binary("div", self.binary("sub", routed, kept, hint + "_dropped_pairs"),
