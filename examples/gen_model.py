@@ -193,9 +193,10 @@ def moe(w, a, h, router, experts, n, aux, bias=None):
                         n + "gate_norm")
     # A capacity factor F: each expert takes at most ceil(F·T·K/E) pairs of
     # each sequence (the first in token order), the rest are dropped.
+    # (No expert can take more than a sequence's T·K pairs.)
     capacity = None
     if a.moe_capacity_factor:
-        capacity = (max(1, math.ceil(a.moe_capacity_factor * T * K / E)), T)
+        capacity = (min(T * K, max(1, math.ceil(a.moe_capacity_factor * T * K / E))), T)
     rows, counts = w.moe_dispatch(flat, expert, E, n + "moe", capacity)
     out = w.moe_combine(experts(rows, counts), gate, expert, E, n + "moe_out", capacity)
     # share[b, e]: sequence b's fraction of routed pairs at expert e (a
@@ -402,8 +403,8 @@ def check(a, p):
                 f"{a.moe_experts}")
     if not a.moe_bias_update >= 0.0:
         p.error(f"--moe-bias-update must be >= 0, got {a.moe_bias_update}")
-    if not a.moe_capacity_factor >= 0.0:
-        p.error(f"--moe-capacity-factor must be >= 0, got {a.moe_capacity_factor}")
+    if not 0.0 <= a.moe_capacity_factor < math.inf:
+        p.error(f"--moe-capacity-factor must be finite and >= 0, got {a.moe_capacity_factor}")
     if (a.moe_shared or a.moe_aux_loss or a.moe_bias_update or a.moe_capacity_factor) \
             and not a.moe_experts:
         p.error("--moe-shared, --moe-aux-loss, --moe-bias-update and --moe-capacity-factor "

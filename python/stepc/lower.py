@@ -736,8 +736,8 @@ def moe(lw, node):
     if top_k > 1:
         total = w.reduce("reduce_sum", gate, [1], "gate_sum", keep=True)
         gate = w.binary("div", gate, w.broadcast(total, gate.shape, "gate_total"), "gate_norm")
-    if not isinstance(capacity_factor, (int, float)) or not capacity_factor >= 0:
-        fail(node, f"MoE capacity_factor {capacity_factor!r}: expected a number >= 0")
+    if not isinstance(capacity_factor, (int, float)) or not 0 <= capacity_factor < math.inf:
+        fail(node, f"MoE capacity_factor {capacity_factor!r}: expected a finite number >= 0")
     capacity = _nn.moe_capacity(x.shape, top_k, experts, capacity_factor)
     rows, counts = w.moe_dispatch(flat, chosen, experts, "moe", capacity)
     if activation == "swiglu":

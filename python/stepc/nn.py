@@ -41,6 +41,9 @@ def moe_capacity(shape, top_k, experts, capacity_factor):
     if not capacity_factor:
         return None
     seq = shape[-2] if len(shape) >= 3 else shape[0]
+    # (No expert can take more than a sequence's S·K pairs.)
+    if capacity_factor >= experts:
+        return seq * top_k, seq
     return max(1, math.ceil(capacity_factor * seq * top_k / experts)), seq
 
 
@@ -147,8 +150,9 @@ class MoE(torch.nn.Module):
             raise ValueError(f"MoE activation {activation!r}: expected 'gelu' or 'swiglu'")
         if not 1 <= top_k <= experts:
             raise ValueError(f"MoE top_k {top_k} must be in [1, experts={experts}]")
-        if not capacity_factor >= 0:
-            raise ValueError(f"MoE capacity_factor {capacity_factor} must be >= 0 (0: dropless)")
+        if not 0 <= capacity_factor < math.inf:
+            raise ValueError(f"MoE capacity_factor {capacity_factor} must be finite and >= 0 "
+                             "(0: dropless)")
         self.top_k, self.activation = top_k, activation
         self.capacity_factor = float(capacity_factor)
         self.router = torch.nn.Linear(dim, experts, bias=False)
