@@ -23,46 +23,11 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
       std::variant<std::string TrainOptions::*, int64_t TrainOptions::*, double TrainOptions::*,
                    uint64_t TrainOptions::*, bool TrainOptions::*, int32_t TrainOptions::*>;
   static const std::pair<const char*, Field> kFields[] = {
-      {"data", &TrainOptions::data},
-      {"corpus", &TrainOptions::corpus},
-      {"batch_npy", &TrainOptions::batch_npy},
-      {"val_data", &TrainOptions::val_data},
-      {"val_batch_npy", &TrainOptions::val_batch_npy},
-      {"vocab", &TrainOptions::vocab},
-      {"val_fraction", &TrainOptions::val_fraction},
-      {"steps", &TrainOptions::steps},
-      {"lr", &TrainOptions::lr},
-      {"warmup", &TrainOptions::warmup},
-      {"min_lr_ratio", &TrainOptions::min_lr_ratio},
-      {"seed", &TrainOptions::seed},
-      {"init_npy", &TrainOptions::init_npy},
-      {"init_safetensors", &TrainOptions::init_safetensors},
-      {"init_missing", &TrainOptions::init_missing},
-      {"save_safetensors", &TrainOptions::save_safetensors},
-      {"save_npy", &TrainOptions::save_npy},
-      {"save_outputs", &TrainOptions::save_outputs},
-      {"checkpoint_dir", &TrainOptions::checkpoint_dir},
-      {"resume", &TrainOptions::resume},
-      {"save_every", &TrainOptions::save_every},
-      {"keep", &TrainOptions::keep},
-      {"auto_resume", &TrainOptions::auto_resume},
-      {"eval_every", &TrainOptions::eval_every},
-      {"eval_batches", &TrainOptions::eval_batches},
-      {"sample", &TrainOptions::sample},
-      {"sample_every", &TrainOptions::sample_every},
-      {"top_k", &TrainOptions::top_k},
-      {"prompt", &TrainOptions::prompt},
-      {"temperature", &TrainOptions::temperature},
-      {"log_every", &TrainOptions::log_every},
-      {"metrics", &TrainOptions::metrics},
-      {"summary", &TrainOptions::summary},
-      {"plot", &TrainOptions::plot},
-      {"plot_log", &TrainOptions::plot_log},
-      {"trace", &TrainOptions::trace},
-      {"trace_steps", &TrainOptions::trace_steps},
-      {"threads", &TrainOptions::threads},
-      {"peak_tflops", &TrainOptions::peak_tflops},
+#define STEPC_TRAIN_OPTION(group, type, name, byDefault, help) {#name, &TrainOptions::name},
+#include "runtime/train/train_options.def"
+#undef STEPC_TRAIN_OPTION
   };
+
   const nlohmann::json options = nlohmann::json::parse(text, nullptr, false);
   if (options.is_discarded() || !options.is_object())
     return absl::InvalidArgumentError("the training options are not a JSON object");
