@@ -200,9 +200,11 @@ void CudaEmitter::prologue(raw_ostream &os) {
      << "  snprintf(error, len, \"%s: %s\", site, detail);\n  return 1;\n}\n"
      << "#define STEPC_TRY(call, site) \\\n"
      << "  do { if (call) return stepc_fail_at(error, error_len, site); } while (0)\n"
+     // step.cu: the generated source (--emit=source), not its path, which
+     // is gone after the build and would make equal steps' code differ.
      << "#define STEPC_CUDA(call, site) \\\n"
      << "  do { cudaError_t rc_ = (call); if (rc_ != cudaSuccess) { \\\n"
-     << "    snprintf(error, error_len, \"%s failed at %s:%d: %s\", #call, __FILE__, __LINE__, \\\n"
+     << "    snprintf(error, error_len, \"%s failed at step.cu:%d: %s\", #call, __LINE__, \\\n"
      << "             cudaGetErrorString(rc_)); \\\n"
      << "    return stepc_fail_at(error, error_len, site); } } while (0)\n"
      << "#define STEPC_LAUNCHED(site) STEPC_CUDA(cudaGetLastError(), site)\n\n"

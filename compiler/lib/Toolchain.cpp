@@ -1,6 +1,7 @@
 //===- Toolchain.cpp - invoking the host C++ and CUDA compilers ----------===//
 
 #include "stepc/Compiler/Toolchain.h"
+#include "stepc/Compiler/CompileCache.h"
 #include "runtime/stepc_abi.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -59,30 +60,12 @@ static std::string libraryDir() {
 /// build never touches a previous step.so at `output`.
 static std::string partialPath(const std::string &output) { return output + ".partial"; }
 
-/// Writes `source` to `sourcePath`, runs `args` (args[0] the program, which
-/// writes partialPath(output)), and on success renames its output to
-/// `output` and removes the source; on failure keeps the source, removes the
-/// partial output and reports the command and the compiler's output.
-static llvm::Error runCompiler(const std::string &source, const std::string &sourcePath,
-                               const std::string &output,
+/// Runs `args` (args[0] the program, which writes partialPath(output) from
+/// the sources already written, stage 0's at `sourcePath`), and on success
+/// renames its output to `output`; on failure removes the partial output
+/// and reports the command and the compiler's output, the source kept.
+static llvm::Error runCompiler(const std::string &sourcePath, const std::string &output,
                                const std::vector<std::string> &args, const char *what) {
-  // A step.so replaces a previous regular file, never a device (as root,
-  // `-o /dev/null` would replace the system's), FIFO or directory.
-  llvm::sys::fs::file_status existing;
-  if (!llvm::sys::fs::status(output, existing) && llvm::sys::fs::exists(existing) &&
-      existing.type() != llvm::sys::fs::file_type::regular_file)
-    return llvm::createStringError(std::errc::invalid_argument,
-                                   "cannot write the step to '%s': it exists and is not a "
-                                   "regular file",
-                                   output.c_str());
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(sourcePath, ec);
-    if (ec)
-      return llvm::createStringError(ec, "cannot write '%s': %s", sourcePath.c_str(),
-                                     ec.message().c_str());
-    os << source;
-  }
   llvm::SmallString<128> log;
   llvm::sys::fs::createTemporaryFile("stepc-cc", "log", log);
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(log),
@@ -107,7 +90,19 @@ static llvm::Error runCompiler(const std::string &source, const std::string &sou
   if (std::error_code ec = llvm::sys::fs::rename(partialPath(output), output))
     return llvm::createStringError(ec, "cannot move the built step into '%s': %s",
                                    output.c_str(), ec.message().c_str());
-  llvm::sys::fs::remove(sourcePath);
+  return llvm::Error::success();
+}
+
+/// A step.so replaces a previous regular file, never a device (as root,
+/// `-o /dev/null` would replace the system's), FIFO or directory.
+static llvm::Error checkOutput(const std::string &output) {
+  llvm::sys::fs::file_status existing;
+  if (!llvm::sys::fs::status(output, existing) && llvm::sys::fs::exists(existing) &&
+      existing.type() != llvm::sys::fs::file_type::regular_file)
+    return llvm::createStringError(std::errc::invalid_argument,
+                                   "cannot write the step to '%s': it exists and is not a "
+                                   "regular file",
+                                   output.c_str());
   return llvm::Error::success();
 }
 
@@ -162,6 +157,15 @@ llvm::Expected<stepc::CpuTarget> stepc::cpuTarget(const std::string &name) {
   return CpuTarget{name, features};
 }
 
+/// This CPU's model as /proc/cpuinfo names it ("" if it does not).
+static std::string cpuModelName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0)
+      return line.substr(line.find(':') + 1);
+  return "";
+}
+
 /// Stage r > 0's entry points carry its number; stage 0's are the plain
 /// ones (what a tool reading the module's info finds), and it tells how
 /// many stages there are.
@@ -183,31 +187,114 @@ static std::string stageSource(const std::string &source, size_t stage, size_t s
   return prefix + source;
 }
 
-/// Runs `args` (which name `sourcePath`, stage 0's file) over every stage's
-/// source: the other stages are written beside `output` with `sourcePath`'s
-/// extension and compiled in the same command (their statics apart).
+/// How a compiler builds a step.so: `program compile SOURCES... link -o OUT`.
+struct CompileCommand {
+  std::string program;
+  /// What decides the object code (language, optimisation, target, include
+  /// paths and macros), before the sources.
+  std::vector<std::string> compile;
+  /// After the sources: -shared and what is linked.
+  std::vector<std::string> link;
+  /// The generated source's extension (".cpp", ".cu").
+  std::string extension;
+  /// For messages: "C++ compiler".
+  const char *what;
+  /// Whether `program compile -E -P FILE` prints FILE preprocessed, as the
+  /// compile cache needs (GCC and Clang; not nvcc).
+  bool preprocesses;
+  /// What else the object code depends on, for the cache's key: the CPU
+  /// itself under -march=native (a cache directory may be shared by hosts).
+  std::string machine = "";
+};
+
+/// The libraries `link` names (paths, and -l names found in its -L
+/// directories): the files a cached build depends on beyond its sources.
+static std::vector<std::string> linkedFiles(const std::vector<std::string> &link) {
+  std::vector<std::string> dirs, files;
+  for (const std::string &arg : link) {
+    llvm::StringRef a(arg);
+    if (a.consume_front("-L")) {
+      dirs.push_back(a.str());
+    } else if (a.consume_front("-l")) {
+      for (const std::string &dir : dirs)
+        for (const char *kind : {".so", ".a"})
+          if (std::string path = dir + "/lib" + a.str() + kind; llvm::sys::fs::exists(path))
+            files.push_back(path);
+    } else if (a.ends_with(".a") || a.ends_with(".so")) {
+      files.push_back(arg);
+    }
+  }
+  return files;
+}
+
+/// The compile cache's key for building `paths` (the stage sources, written)
+/// with `command`: empty when a source cannot be preprocessed (the compile
+/// then runs, and reports what is wrong).
+static std::string cacheKey(const CompileCommand &command, const std::vector<std::string> &paths) {
+  std::vector<std::string> preprocessed;
+  for (const std::string &path : paths) {
+    std::string out = path + ".i";
+    std::vector<std::string> args{command.program};
+    args.insert(args.end(), command.compile.begin(), command.compile.end());
+    args.insert(args.end(), {"-E", "-P", path, "-o", out});
+    std::vector<llvm::StringRef> argv(args.begin(), args.end());
+    std::optional<llvm::StringRef> quiet[] = {std::nullopt, llvm::StringRef(""),
+                                              llvm::StringRef("")};
+    int rc = llvm::sys::ExecuteAndWait(args[0], argv, std::nullopt, quiet);
+    auto text = llvm::MemoryBuffer::getFile(out);
+    llvm::sys::fs::remove(out);
+    if (rc != 0 || !text)
+      return "";
+    preprocessed.push_back((*text)->getBuffer().str());
+  }
+  std::vector<std::string> identity{command.program, command.what, command.machine};
+  identity.insert(identity.end(), command.compile.begin(), command.compile.end());
+  identity.insert(identity.end(), command.link.begin(), command.link.end());
+  return CompileCache::key(identity, preprocessed, linkedFiles(command.link));
+}
+
+/// Builds `output` from every stage's source, written beside it
+/// (`<output><extension>`, stage r > 0's `<output>.stage<r><extension>`)
+/// and compiled in one command (their statics apart). A build of the same
+/// preprocessed sources with the same command and libraries is copied from
+/// the compile cache (CompileCache.h) instead.
 static llvm::Error compileStages(const std::vector<std::string> &sources,
-                                 const std::string &sourcePath, const std::string &output,
-                                 std::vector<std::string> args, const char *what) {
-  std::vector<std::string> stagePaths;
-  llvm::StringRef extension = llvm::sys::path::extension(sourcePath);
-  for (size_t stage = 1; stage < sources.size(); ++stage) {
-    stagePaths.push_back(output + ".stage" + std::to_string(stage) + extension.str());
+                                 const std::string &output, const CompileCommand &command) {
+  if (llvm::Error error = checkOutput(output))
+    return error;
+  std::vector<std::string> paths;
+  for (size_t stage = 0; stage < sources.size(); ++stage) {
+    paths.push_back(output + (stage ? ".stage" + std::to_string(stage) : "") +
+                    command.extension);
     std::error_code ec;
-    llvm::raw_fd_ostream os(stagePaths.back(), ec);
+    llvm::raw_fd_ostream os(paths.back(), ec);
     if (ec)
-      return llvm::createStringError(ec, "cannot write '%s': %s", stagePaths.back().c_str(),
+      return llvm::createStringError(ec, "cannot write '%s': %s", paths.back().c_str(),
                                      ec.message().c_str());
     os << stageSource(sources[stage], stage, sources.size());
   }
-  auto at = std::find(args.begin(), args.end(), sourcePath);
-  args.insert(at == args.end() ? at : at + 1, stagePaths.begin(), stagePaths.end());
-  llvm::Error error =
-      runCompiler(stageSource(sources.front(), 0, sources.size()), sourcePath, output, args, what);
-  if (!error)
-    for (const std::string &path : stagePaths)
+  auto removeSources = [&] {
+    for (const std::string &path : paths)
       llvm::sys::fs::remove(path);
-  return error;
+  };
+  std::optional<CompileCache> cache =
+      command.preprocesses ? CompileCache::fromEnvironment() : std::nullopt;
+  std::string key = cache ? cacheKey(command, paths) : "";
+  if (!key.empty() && cache->fetch(key, output)) {
+    removeSources();
+    return llvm::Error::success();
+  }
+  std::vector<std::string> args{command.program};
+  args.insert(args.end(), command.compile.begin(), command.compile.end());
+  args.insert(args.end(), paths.begin(), paths.end());
+  args.insert(args.end(), command.link.begin(), command.link.end());
+  args.insert(args.end(), {"-o", partialPath(output)});
+  if (llvm::Error error = runCompiler(paths.front(), output, args, command.what))
+    return error;
+  if (!key.empty())
+    cache->store(key, output);
+  removeSources();
+  return llvm::Error::success();
 }
 
 llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &sources,
@@ -220,28 +307,29 @@ llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &source
   std::string include = runtimeIncludeDir();
   std::string kernels = include + "/kernels/cpu";
   std::string libDir = libraryDir();
-  std::string sourcePath = output + ".cpp";
   // -fno-trapping-math: no step reads the floating-point exception flags,
   // and without it GCC cannot vectorize a loop whose arithmetic sits under
   // a select (the exact GELU's) on a CPU without masked vector operations
   // (AVX2: those loops ran scalar, 10x slower). Values are unchanged.
-  std::vector<std::string> args{*cxx,         "-std=c++17",      "-O3", "-march=" + cpu.isa,
-                                "-fno-trapping-math", "-fopenmp", "-fPIC", "-shared", "-w",
-                                "-I" + include, "-I" + kernels, sourcePath};
+  CompileCommand command{*cxx,
+                         {"-std=c++17", "-O3", "-march=" + cpu.isa, "-fno-trapping-math",
+                          "-fopenmp", "-fPIC", "-w", "-I" + include, "-I" + kernels},
+                         {"-shared", "-L" + libDir,
+                          cpu.isa == "native" ? "-lstepc_kernels_cpu_native"
+                                              : "-lstepc_kernels_cpu",
+                          "-lmvec", "-Wl,-rpath," + libDir},
+                         ".cpp",
+                         "C++ compiler",
+                         /*preprocesses=*/true};
   // GCC keeps to 256-bit vectors on AVX-512 CPUs unless told; the loops'
   // compute-bound math (the GELU pair, exp, log) runs ~2x on 512.
   llvm::SmallVector<llvm::StringRef> features;
   llvm::StringRef(cpu.features).split(features, ',');
   if (llvm::is_contained(features, "avx512f"))
-    args.push_back("-mprefer-vector-width=512");
-  for (const char *arg : {"-o"})
-    args.push_back(arg);
-  args.push_back(partialPath(output));
-  args.push_back("-L" + libDir);
-  args.push_back(cpu.isa == "native" ? "-lstepc_kernels_cpu_native" : "-lstepc_kernels_cpu");
-  args.push_back("-lmvec");
-  args.push_back("-Wl,-rpath," + libDir);
-  return compileStages(sources, sourcePath, output, args, "C++ compiler");
+    command.compile.push_back("-mprefer-vector-width=512");
+  if (cpu.isa == "native")
+    command.machine = cpu.features + " " + cpuModelName();
+  return compileStages(sources, output, command);
 }
 
 llvm::Error stepc::compileCudaSharedObject(const std::vector<std::string> &sources,
@@ -266,13 +354,15 @@ llvm::Error stepc::compileCudaSharedObject(const std::vector<std::string> &sourc
   std::string cudaLib = (root + "/lib64").str();
   if (!llvm::sys::fs::exists(cudaLib))
     cudaLib = (root + "/lib").str();
-  std::string sourcePath = output + ".cu";
-  return compileStages(sources, sourcePath, output,
-                     {*nvcc, "-std=c++17", "-O3", "-arch=" + arch, "-Xcompiler", "-fPIC",
-                      "-shared", "-w", "-I" + include, "-I" + kernels, sourcePath, "-o", partialPath(output),
-                      library, "-L" + cudaLib, "-lcublasLt", "-lcudart",
-                      "-Xlinker", "-rpath," + cudaLib},
-                     "CUDA compiler");
+  return compileStages(sources, output,
+                       {*nvcc,
+                        {"-std=c++17", "-O3", "-arch=" + arch, "-Xcompiler", "-fPIC", "-w",
+                         "-I" + include, "-I" + kernels},
+                        {"-shared", library, "-L" + cudaLib, "-lcublasLt", "-lcudart",
+                         "-Xlinker", "-rpath," + cudaLib},
+                        ".cu",
+                        "CUDA compiler",
+                        /*preprocesses=*/false});
 }
 
 llvm::Error stepc::compileCudaEmulatedSharedObject(const std::vector<std::string> &sources,
@@ -289,11 +379,13 @@ llvm::Error stepc::compileCudaEmulatedSharedObject(const std::vector<std::string
     return llvm::createStringError(std::errc::no_such_file_or_directory,
                                    "the emulated CUDA kernel library '%s' is missing",
                                    library.c_str());
-  std::string sourcePath = output + ".cu";
-  return compileStages(sources, sourcePath, output,
-                     {*cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w",
-                      "-DSTEPC_CUDA_EMULATION", "-I" + root, "-I" + include,
-                      "-I" + include + "/kernels/cuda", "-x", "c++", sourcePath, "-x", "none",
-                      "-o", partialPath(output), library, "-lboost_context", "-lpthread"},
-                     "C++ compiler (CUDA emulation)");
+  return compileStages(sources, output,
+                       {*cxx,
+                        {"-std=c++17", "-O1", "-fPIC", "-w", "-DSTEPC_CUDA_EMULATION",
+                         "-I" + root, "-I" + include, "-I" + include + "/kernels/cuda", "-x",
+                         "c++"},
+                        {"-x", "none", "-shared", library, "-lboost_context", "-lpthread"},
+                        ".cu",
+                        "C++ compiler (CUDA emulation)",
+                        /*preprocesses=*/true});
 }
