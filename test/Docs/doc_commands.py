@@ -43,6 +43,16 @@ COVERED = [
      "needs out/ from the user's stepc.export above; safetensors.test runs it on an exported GPT"),
     (r"^python3 -m stepc\.convert", "test/Python/safetensors.test",
      "needs out/ from the user's stepc.export above; safetensors.test runs it on an exported GPT"),
+    # Run by a test with the same arguments: each documented command runs
+    # once in the suite.
+    (r"^/usr/bin/python3 scripts/torch_check\.py (--backend cpu )?--preset llama-debug$|"
+     r"^/usr/bin/python3 scripts/torch_check\.py --arch gpt --vocab 97 --seq 17 --dim 48 "
+     r"--layers 3 --heads 3 --batch 5$", "test/Examples/torch-check.test",
+     "torch-check.test runs it with these arguments"),
+    (r"^build/bin/stepc-interp examples/gpt-small/model\.mlir --train-step --steps=50 --lr=1e-2$",
+     "test/Examples/interp-training.test", "interp-training.test runs it and checks the loss falls"),
+    (r"^PYTHONPATH=build/python python3 examples/pytorch/train\.py(\s|$)", "test/Python/export.test",
+     "export.test runs the script (40 of its steps) and checks its log"),
     (r"--batch=128 .*cap128\.so|^build/bin/stepc-run cap128\.so", "test/Runtime/remat.test",
      "about 3 minutes at batch 128; remat.test checks budgets at small batches, "
      "not these figures"),
