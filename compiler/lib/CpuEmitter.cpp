@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LoweringUtils.h"
 #include "SourceEmitter.h"
 
 #include "stepc/Compiler/ArenaPlan.h"

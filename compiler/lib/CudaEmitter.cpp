@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "LoweringUtils.h"
 #include "SourceEmitter.h"
 
 #include "stepc/Compiler/ArenaPlan.h"

@@ -22,7 +22,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
-#include "stepc/Compiler/Emitter.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"

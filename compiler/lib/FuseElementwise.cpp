@@ -11,7 +11,6 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "stepc/Compiler/Emitter.h"
 #include "LoweringUtils.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"

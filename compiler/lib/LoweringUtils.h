@@ -26,6 +26,11 @@ inline llvm::SmallVector<mlir::func::FuncOp> trainingSteps(mlir::ModuleOp module
   return steps;
 }
 
+/// Whether both back ends can compute `op` element by element inside a
+/// stepk.fused kernel (ScalarMathOpInterface ops and converts): the fusion
+/// pass's rule, which the emitters follow (FuseElementwise.cpp).
+bool isFusableElementwise(mlir::Operation *op);
+
 /// Checks a pass's `target` option: cpu or cuda, else an error naming the
 /// pass.
 inline mlir::LogicalResult checkTarget(mlir::ModuleOp module, llvm::StringRef pass,

@@ -1,6 +1,7 @@
 //===- Report.cpp - what the compiler knows before anything runs ----------===//
 
 #include "stepc/Compiler/Report.h"
+#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/ModelReport.h"
 #include "stepc/Analysis/StepStructure.h"
@@ -8,7 +9,6 @@
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
 
-#include "SourceEmitter.h"
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/SymbolTable.h"

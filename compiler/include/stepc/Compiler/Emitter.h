@@ -50,10 +50,6 @@ ModuleSummary summarizeCompiledModule(mlir::ModuleOp module, const StepReport &r
 /// writes.
 int64_t cudaLaunchesPerStep(mlir::func::FuncOp step);
 
-/// Whether both back ends can compute `op` element by element inside a
-/// stepk.fused kernel (ScalarMathOpInterface ops and converts).
-bool isFusableElementwise(mlir::Operation *op);
-
 /// Writes the C++ of `step` (a function marked step.train_step) for the
 /// CPU: the step as a sequence of library-kernel calls (runtime/kernels/cpu)
 /// and generated elementwise loops (one per stepk.fused op or lone op)
