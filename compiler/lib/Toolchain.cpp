@@ -259,7 +259,10 @@ static std::string cacheKey(const CompileCommand &command, const std::vector<std
 /// preprocessed sources with the same command and libraries is copied from
 /// the compile cache (CompileCache.h) instead.
 static llvm::Error compileStages(const std::vector<std::string> &sources,
-                                 const std::string &output, const CompileCommand &command) {
+                                 const std::string &output, const CompileCommand &command,
+                                 bool *fromCache) {
+  if (fromCache)
+    *fromCache = false;
   if (llvm::Error error = checkOutput(output))
     return error;
   std::vector<std::string> paths;
@@ -282,6 +285,8 @@ static llvm::Error compileStages(const std::vector<std::string> &sources,
   std::string key = cache ? cacheKey(command, paths) : "";
   if (!key.empty() && cache->fetch(key, output)) {
     removeSources();
+    if (fromCache)
+      *fromCache = true;
     return llvm::Error::success();
   }
   std::vector<std::string> args{command.program};
@@ -298,7 +303,8 @@ static llvm::Error compileStages(const std::vector<std::string> &sources,
 }
 
 llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &sources,
-                                          const std::string &output, const CpuTarget &cpu) {
+                                          const std::string &output, const CpuTarget &cpu,
+                                          bool *fromCache) {
   llvm::Expected<std::string> cxx = findProgram("CXX", "c++");
   if (!cxx)
     return llvm::createStringError(std::errc::no_such_file_or_directory,
@@ -329,11 +335,12 @@ llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &source
     command.compile.push_back("-mprefer-vector-width=512");
   if (cpu.isa == "native")
     command.machine = cpu.features + " " + cpuModelName();
-  return compileStages(sources, output, command);
+  return compileStages(sources, output, command, fromCache);
 }
 
 llvm::Error stepc::compileCudaSharedObject(const std::vector<std::string> &sources,
-                                           const std::string &output, const std::string &arch) {
+                                           const std::string &output, const std::string &arch,
+                                           bool *fromCache) {
   llvm::Expected<std::string> nvcc = findProgram("NVCC", *STEPC_NVCC ? STEPC_NVCC : "nvcc");
   if (!nvcc)
     return llvm::createStringError(std::errc::no_such_file_or_directory,
@@ -362,11 +369,13 @@ llvm::Error stepc::compileCudaSharedObject(const std::vector<std::string> &sourc
                          "-Xlinker", "-rpath," + cudaLib},
                         ".cu",
                         "CUDA compiler",
-                        /*preprocesses=*/false});
+                        /*preprocesses=*/false},
+                       fromCache);
 }
 
 llvm::Error stepc::compileCudaEmulatedSharedObject(const std::vector<std::string> &sources,
-                                                   const std::string &output) {
+                                                   const std::string &output,
+                                                   bool *fromCache) {
   llvm::Expected<std::string> cxx = findProgram("CXX", "c++");
   if (!cxx)
     return llvm::createStringError(std::errc::no_such_file_or_directory, "no C++ compiler: %s",
@@ -387,5 +396,6 @@ llvm::Error stepc::compileCudaEmulatedSharedObject(const std::vector<std::string
                         {"-x", "none", "-shared", library, "-lboost_context", "-lpthread"},
                         ".cu",
                         "C++ compiler (CUDA emulation)",
-                        /*preprocesses=*/true});
+                        /*preprocesses=*/true},
+                       fromCache);
 }

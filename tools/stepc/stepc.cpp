@@ -238,8 +238,9 @@ static std::string grouped(int64_t n) {
 }
 
 /// One line on stderr after a step.so is written (stdout may be an output):
-/// what was built and its size, from the report.
-static void printSummary(const std::string &reportJson) {
+/// what was built and its size, from the report, and whether its compiled
+/// code came from the compile cache.
+static void printSummary(const std::string &reportJson, bool fromCache) {
   llvm::Expected<llvm::json::Value> report = llvm::json::parse(reportJson);
   const llvm::json::Object *r = report ? report->getAsObject() : nullptr;
   if (!report)
@@ -260,7 +261,8 @@ static void printSummary(const std::string &reportJson) {
                << (shard == "none" ? " params" : " params per rank") << frozen << ", "
                << grouped(number("model_flops_per_step"))
                << " model FLOPs/step, planned peak "
-               << llvm::formatv("{0:f1}", peak / 1e6) << " MB per rank\n";
+               << llvm::formatv("{0:f1}", peak / 1e6) << " MB per rank"
+               << (fromCache ? " (compiled code from the cache)" : "") << "\n";
 }
 
 /// The flags' values that need no model: said before anything is read.
@@ -447,12 +449,14 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
   }
   if (emit == "source")
     return failed(writeOutput(outputFile, *source)) ? 1 : 0;
+  bool fromCache = false;
   if (llvm::Error err =
-          target == "cpu"  ? compileCpuSharedObject(stageSources, outputFile, cpu)
-          : cudaEmulation ? compileCudaEmulatedSharedObject(stageSources, outputFile)
-                          : compileCudaSharedObject(stageSources, outputFile, arch.getValue()))
+          target == "cpu"  ? compileCpuSharedObject(stageSources, outputFile, cpu, &fromCache)
+          : cudaEmulation ? compileCudaEmulatedSharedObject(stageSources, outputFile, &fromCache)
+                          : compileCudaSharedObject(stageSources, outputFile, arch.getValue(),
+                                                    &fromCache))
     return fail(llvm::toString(std::move(err)));
-  printSummary(summary.reportJson);
+  printSummary(summary.reportJson, fromCache);
   return 0;
 }
 

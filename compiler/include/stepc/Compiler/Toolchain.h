@@ -33,21 +33,26 @@ llvm::Expected<CpuTarget> cpuTarget(const std::string &name);
 /// in one shared object: stage 0's entry points are the plain ones and
 /// `stepc_pipeline_stages_v<ABI>()` returns the count; stage r's carry
 /// `_stage<r>` after their names.
+///
+/// A build of the same inputs made before is copied from the compile cache
+/// (CompileCache.h) instead; `fromCache`, where given, says whether it was.
 llvm::Error compileCpuSharedObject(const std::vector<std::string> &stageSources,
-                                   const std::string &output, const CpuTarget &cpu);
+                                   const std::string &output, const CpuTarget &cpu,
+                                   bool *fromCache = nullptr);
 
 /// Compiles generated CUDA C++ into `output` with nvcc for `arch` (sm_90a),
 /// linked against the CUDA kernel library, cuBLASLt and the CUDA runtime.
 /// nvcc is $NVCC, the one stepc was built with, or `nvcc` on PATH. Errors
 /// as above (the source is kept as `<output>.cu`).
 llvm::Error compileCudaSharedObject(const std::vector<std::string> &stageSources,
-                                    const std::string &output, const std::string &arch);
+                                    const std::string &output, const std::string &arch,
+                                    bool *fromCache = nullptr);
 
 /// Compiles generated CUDA C++ with the host C++ compiler for the host
 /// emulation of CUDA (runtime/kernels/cuda/emulation.h): every kernel on
 /// host threads, slow, for testing the CUDA back end where no GPU is.
 llvm::Error compileCudaEmulatedSharedObject(const std::vector<std::string> &stageSources,
-                                            const std::string &output);
+                                            const std::string &output, bool *fromCache = nullptr);
 
 } // namespace stepc
 
