@@ -23,6 +23,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <numeric>
@@ -313,45 +314,70 @@ struct Analysis {
     split(op->getResult(0), splitIn->segments, origins);
   }
 
-  void visit(Operation *op) {
-    if (auto m = dyn_cast<MatmulOp>(op))
-      return visitMatmul(m);
-    if (auto e = dyn_cast<EmbeddingOp>(op);
-        e && isa<BlockArgument>(e.getTable()) && tables.contains(cast<BlockArgument>(e.getTable())))
-      return lookups.push_back(e); // a partial sum, all-reduced: whole after
-    if (auto c = dyn_cast<CrossEntropyOp>(op);
-        c && stateOf(c.getLogits()).kind == Kind::Split &&
-        stateOf(c.getLogits()).origins.empty())
+  /// A vocabulary-parallel table's lookup is a partial sum (all-reduced:
+  /// whole after); any other lookup reads its operands whole.
+  void visitEmbedding(EmbeddingOp e) {
+    if (auto table = dyn_cast<BlockArgument>(e.getTable()); table && tables.contains(table))
+      return lookups.push_back(e);
+    readWhole(e);
+  }
+
+  /// The loss of a vocabulary-parallel head (split logits no column-parallel
+  /// matmul made) is computed split; any other reads its operands whole.
+  void visitCrossEntropy(CrossEntropyOp c) {
+    State logits = stateOf(c.getLogits());
+    if (logits.kind == Kind::Split && logits.origins.empty())
       return losses.push_back(c);
-    if (auto a = dyn_cast<AttentionOp>(op))
-      return visitAttention(a);
-    if (auto s = dyn_cast<SliceOp>(op))
-      return visitSlice(s);
-    if (auto b = dyn_cast<BroadcastOp>(op)) {
-      BlockArgument p = parameter(loss, b.getInput());
-      auto type = p ? cast<RankedTensorType>(p.getType()) : RankedTensorType();
-      if (p && type.getRank() == 1 && p.hasOneUse() && b->hasOneUse() &&
-          b.getType().getShape().back() == type.getDimSize(0)) {
-        State s;
-        s.kind = Kind::Source;
-        s.param = p;
-        states[b.getResult()] = s;
-      }
-      return;
+    readWhole(c);
+  }
+
+  /// The broadcast of a single-use 1-D parameter (a bias) is a source:
+  /// replicated, split for free by splitting the parameter.
+  void visitBroadcast(BroadcastOp b) {
+    BlockArgument p = parameter(loss, b.getInput());
+    auto type = p ? cast<RankedTensorType>(p.getType()) : RankedTensorType();
+    if (p && type.getRank() == 1 && p.hasOneUse() && b->hasOneUse() &&
+        b.getType().getShape().back() == type.getDimSize(0)) {
+      State s;
+      s.kind = Kind::Source;
+      s.param = p;
+      states[b.getResult()] = s;
     }
-    if (auto r = dyn_cast<RotaryOp>(op)) {
-      State in = stateOf(r.getInput());
-      if (in.kind == Kind::Split && in.segments.size() == 1 &&
-          (in.segments[0] / parts) % r.getHeadDim() == 0)
-        return split(r.getResult(), in.segments, in.origins);
-      return needWhole(r.getInput());
-    }
-    if (op->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(op))
-      return visitElementwise(op);
-    // Every other op (norms, embedding, loss, reductions, reshapes, return)
-    // reads its operands whole.
+  }
+
+  /// Rotary positions rotate each head's pairs: split when every rank holds
+  /// whole heads of one segment.
+  void visitRotary(RotaryOp r) {
+    State in = stateOf(r.getInput());
+    if (in.kind == Kind::Split && in.segments.size() == 1 &&
+        (in.segments[0] / parts) % r.getHeadDim() == 0)
+      return split(r.getResult(), in.segments, in.origins);
+    needWhole(r.getInput());
+  }
+
+  /// Every other op (norms, reductions, reshapes, return) reads its
+  /// operands whole.
+  void readWhole(Operation *op) {
     for (Value v : op->getOperands())
       needWhole(v);
+  }
+
+  /// One sharding rule per op kind, as Shardy keeps them: how the splits
+  /// of an op's operands carry to its results, or what must be whole.
+  void visit(Operation *op) {
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<MatmulOp>([&](MatmulOp m) { visitMatmul(m); })
+        .Case<EmbeddingOp>([&](EmbeddingOp e) { visitEmbedding(e); })
+        .Case<CrossEntropyOp>([&](CrossEntropyOp c) { visitCrossEntropy(c); })
+        .Case<AttentionOp>([&](AttentionOp a) { visitAttention(a); })
+        .Case<SliceOp>([&](SliceOp s) { visitSlice(s); })
+        .Case<BroadcastOp>([&](BroadcastOp b) { visitBroadcast(b); })
+        .Case<RotaryOp>([&](RotaryOp r) { visitRotary(r); })
+        .Default([&](Operation *other) {
+          if (other->hasTrait<OpTrait::Elementwise>() || isa<ConvertOp>(other))
+            return visitElementwise(other);
+          readWhole(other);
+        });
   }
 
   void run() {
