@@ -28,6 +28,9 @@ and `max_rel_err` overall; exits 1 above --tolerance (default 1e-5, f32).
 With --steps N (> 1; the CPU step.so) both train N steps on the batch at a
 constant lr and every step's loss and gradient norm and the final
 parameters and optimizer state are compared end to end.
+With --configs FILE, each line of FILE (blank lines and # comments aside) is
+one such command line, all checked in this one process (PyTorch is imported
+once): each prints its object, and the exit code is 1 if any failed.
 Works for any configuration the generator accepts. With --precision=bf16
 stepc computes GEMMs and attention in bf16 (stepc --precision=bf16) and
 PyTorch runs the forward under torch.autocast("cpu", dtype=torch.bfloat16),
@@ -641,7 +644,7 @@ def check_steps(own, a, shapes, params, tokens, targets, work, gen_argv):
     return 0 if len(rows) == own.steps and errors[worst] <= own.tolerance and flips_ok else 1
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], add_help=False)
     p.add_argument("--backend", choices=["interp", "cpu"], default="interp")
     p.add_argument("--seed", type=int, default=0)
@@ -667,11 +670,12 @@ def main():
                    help="fp32: PyTorch without autocast, whatever --precision says (the "
                    "reference on a CPU whose own bf16 GEMMs are emulated and lossy)")
     p.add_argument("-h", "--help", action="store_true")
-    own, gen_argv = p.parse_known_args()
+    own, gen_argv = p.parse_known_args(argv)
     if own.help:
         print(__doc__)
         return 0
     torch.manual_seed(own.seed)
+    MOE_LOADS.clear()  # what an earlier configuration's forward recorded
     a, text = gen_model.generate(gen_argv)
     own.dropout = a.dropout
     if a.dtype != "f32":
@@ -754,5 +758,23 @@ def main():
     return 0 if errors[worst] <= own.tolerance else 1
 
 
+def main_configs(path):
+    """--configs FILE: every line's configuration; 1 if any failed."""
+    import shlex
+    failed = []
+    with open(path) as f:
+        configs = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    for line in configs:
+        print(f"== torch_check.py {line}", flush=True)
+        if main(shlex.split(line)) != 0:
+            failed.append(line)
+    for line in failed:
+        print(f"FAILED: torch_check.py {line}")
+    print(f"torch_check: {len(configs)} configurations, {len(failed)} failed")
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--configs":
+        sys.exit(main_configs(sys.argv[2]))
     sys.exit(main())

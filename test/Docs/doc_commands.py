@@ -47,8 +47,8 @@ COVERED = [
     # once in the suite.
     (r"^/usr/bin/python3 scripts/torch_check\.py (--backend cpu )?--preset llama-debug$|"
      r"^/usr/bin/python3 scripts/torch_check\.py --arch gpt --vocab 97 --seq 17 --dim 48 "
-     r"--layers 3 --heads 3 --batch 5$", "test/Examples/torch-check.test",
-     "torch-check.test runs it with these arguments"),
+     r"--layers 3 --heads 3 --batch 5$", "test/Examples/torch_check_configs.txt",
+     "torch-check.test runs it with these arguments (torch_check_configs.txt)"),
     (r"^build/bin/stepc-interp examples/gpt-small/model\.mlir --train-step --steps=50 --lr=1e-2$",
      "test/Examples/interp-training.test", "interp-training.test runs it and checks the loss falls"),
     (r"^PYTHONPATH=build/python python3 examples/pytorch/train\.py(\s|$)", "test/Python/export.test",
