@@ -9,6 +9,7 @@
 #include "llvm/Support/SHA256.h"
 
 #include <algorithm>
+#include <ctime>
 #include <cstdlib>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -114,9 +115,18 @@ void CompileCache::evict() const {
   std::vector<Entry> entries;
   int64_t total = 0;
   std::error_code ec;
+  const time_t now = ::time(nullptr);
   for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
     struct stat s;
-    if (llvm::sys::path::extension(it->path()) != ".so" || ::stat(it->path().c_str(), &s) != 0)
+    if (::stat(it->path().c_str(), &s) != 0)
+      continue;
+    // A copy a killed stepc left half written: never an entry.
+    if (llvm::StringRef(it->path()).contains(".so.partial")) {
+      if (now - s.st_mtim.tv_sec > 3600)
+        llvm::sys::fs::remove(it->path());
+      continue;
+    }
+    if (llvm::sys::path::extension(it->path()) != ".so")
       continue;
     entries.push_back({it->path(), int64_t(s.st_size), s.st_mtim});
     total += s.st_size;
