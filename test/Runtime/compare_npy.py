@@ -19,11 +19,19 @@ p.add_argument("a")
 p.add_argument("b")
 p.add_argument("--tolerance", type=float, default=1e-6)
 p.add_argument("--exact", action="store_true")
-p.add_argument("--only", default="", help="compare the files whose names start with this")
+p.add_argument("--only", default="",
+               help="compare the files whose names start with this (or with one of several, "
+                    "comma-separated)")
 p.add_argument("--matrices", action="store_true", help="compare the 2-D tensors only")
 p.add_argument("--norm", action="store_true", help="the L2 norm of the difference, relative")
 args = p.parse_args()
-names = sorted(f for f in os.listdir(args.a) if f.endswith(".npy") and f.startswith(args.only))
+names = sorted(f for f in os.listdir(args.a) if f.endswith(".npy") and
+               f.startswith(tuple(args.only.split(","))))
+# Each prefix asked for must name some tensor (one missing is a failure,
+# not hidden by the others').
+for prefix in args.only.split(","):
+    if not any(f.startswith(prefix) for f in names):
+        sys.exit(f"FAIL: no tensor in {args.a} starts with '{prefix}'")
 if args.matrices:
     names = [f for f in names if np.load(os.path.join(args.a, f), mmap_mode="r").ndim == 2]
 worst, worst_name = 0.0, None
