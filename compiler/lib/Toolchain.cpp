@@ -16,6 +16,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 using namespace stepc;
 
@@ -60,6 +61,24 @@ static std::string libraryDir() {
 /// build never touches a previous step.so at `output`.
 static std::string partialPath(const std::string &output) { return output + ".partial"; }
 
+/// The error of a compiler command that failed: its exit code, the command,
+/// what it printed (the file `log`, removed), where the source is kept.
+static llvm::Error compilerFailed(const char *what, int rc, const std::string &error,
+                                  const std::vector<std::string> &args, llvm::StringRef log,
+                                  const std::string &sourcePath) {
+  auto diagnostics = llvm::MemoryBuffer::getFile(log);
+  std::string text = diagnostics ? (*diagnostics)->getBuffer().str() : "";
+  llvm::sys::fs::remove(log);
+  std::string command;
+  for (const std::string &a : args)
+    command += a + " ";
+  return llvm::createStringError(std::errc::io_error,
+                                 "the %s failed (exit %d%s%s): %s\n%s"
+                                 "the generated source is kept at %s",
+                                 what, rc, error.empty() ? "" : ", ", error.c_str(),
+                                 command.c_str(), text.c_str(), sourcePath.c_str());
+}
+
 /// Runs `args` (args[0] the program, which writes partialPath(output) from
 /// the sources already written, stage 0's at `sourcePath`), and on success
 /// renames its output to `output`; on failure removes the partial output
@@ -73,24 +92,63 @@ static llvm::Error runCompiler(const std::string &sourcePath, const std::string 
   std::vector<llvm::StringRef> argv(args.begin(), args.end());
   std::string error;
   int rc = llvm::sys::ExecuteAndWait(args[0], argv, std::nullopt, redirects, 0, 0, &error);
-  auto diagnostics = llvm::MemoryBuffer::getFile(log);
-  std::string text = diagnostics ? (*diagnostics)->getBuffer().str() : "";
-  llvm::sys::fs::remove(log);
   if (rc != 0) {
     llvm::sys::fs::remove(partialPath(output));
-    std::string command;
-    for (const std::string &a : args)
-      command += a + " ";
-    return llvm::createStringError(std::errc::io_error,
-                                   "the %s failed (exit %d%s%s): %s\n%s"
-                                   "the generated source is kept at %s",
-                                   what, rc, error.empty() ? "" : ", ", error.c_str(),
-                                   command.c_str(), text.c_str(), sourcePath.c_str());
+    return compilerFailed(what, rc, error, args, log, sourcePath);
   }
+  llvm::sys::fs::remove(log);
   if (std::error_code ec = llvm::sys::fs::rename(partialPath(output), output))
     return llvm::createStringError(ec, "cannot move the built step into '%s': %s",
                                    output.c_str(), ec.message().c_str());
   return llvm::Error::success();
+}
+
+/// Runs each command of `commands` (each compiling `sources[i]`), as many
+/// at once as the machine has cores; the first failure's error, after
+/// every started command has ended.
+static llvm::Error runInParallel(const std::vector<std::vector<std::string>> &commands,
+                                 const std::vector<std::string> &sources, const char *what) {
+  size_t width = std::max(1u, std::thread::hardware_concurrency());
+  llvm::Error first = llvm::Error::success();
+  for (size_t begin = 0; begin < commands.size(); begin += width) {
+    struct Started {
+      size_t index;
+      llvm::sys::ProcessInfo process;
+      llvm::SmallString<128> log;
+    };
+    std::vector<Started> started;
+    for (size_t i = begin; i < std::min(commands.size(), begin + width); ++i) {
+      Started s{i, {}, {}};
+      llvm::sys::fs::createTemporaryFile("stepc-cc", "log", s.log);
+      std::optional<llvm::StringRef> redirects[] = {std::nullopt, llvm::StringRef(s.log),
+                                                    llvm::StringRef(s.log)};
+      std::vector<llvm::StringRef> argv(commands[i].begin(), commands[i].end());
+      std::string error;
+      bool failed = false;
+      s.process = llvm::sys::ExecuteNoWait(commands[i][0], argv, std::nullopt, redirects, 0,
+                                           &error, &failed);
+      if (failed) {
+        if (!first)
+          first = compilerFailed(what, -1, error, commands[i], s.log, sources[i]);
+        else
+          llvm::sys::fs::remove(s.log);
+        continue;
+      }
+      started.push_back(std::move(s));
+    }
+    for (Started &s : started) {
+      std::string error;
+      llvm::sys::ProcessInfo done = llvm::sys::Wait(s.process, std::nullopt, &error);
+      if (done.ReturnCode != 0 && !first)
+        first = compilerFailed(what, done.ReturnCode, error, commands[s.index], s.log,
+                               sources[s.index]);
+      else
+        llvm::sys::fs::remove(s.log);
+    }
+    if (first)
+      return first;
+  }
+  return first;
 }
 
 /// A step.so replaces a previous regular file, never a device (as root,
@@ -289,13 +347,44 @@ static llvm::Error compileStages(const std::vector<std::string> &sources,
       *fromCache = true;
     return llvm::Error::success();
   }
+  // One stage: one command. A pipeline's stages are independent
+  // translation units: each is compiled to an object at once, then they
+  // are linked (P stages take about one stage's time where there are P
+  // cores).
+  std::vector<std::string> inputs = paths, objects;
+  if (paths.size() > 1) {
+    std::vector<std::vector<std::string>> compiles;
+    for (const std::string &path : paths) {
+      objects.push_back(path + ".o");
+      compiles.push_back({command.program});
+      compiles.back().insert(compiles.back().end(), command.compile.begin(),
+                             command.compile.end());
+      compiles.back().insert(compiles.back().end(), {"-c", path, "-o", objects.back()});
+    }
+    if (llvm::Error error = runInParallel(compiles, paths, command.what)) {
+      for (const std::string &object : objects)
+        llvm::sys::fs::remove(object);
+      return error;
+    }
+    inputs = objects;
+  }
   std::vector<std::string> args{command.program};
-  args.insert(args.end(), command.compile.begin(), command.compile.end());
-  args.insert(args.end(), paths.begin(), paths.end());
+  for (size_t i = 0; i < command.compile.size(); ++i) {
+    // Objects are not in the sources' language (-x c++).
+    if (!objects.empty() && command.compile[i] == "-x") {
+      ++i;
+      continue;
+    }
+    args.push_back(command.compile[i]);
+  }
+  args.insert(args.end(), inputs.begin(), inputs.end());
   args.insert(args.end(), command.link.begin(), command.link.end());
   args.insert(args.end(), {"-o", partialPath(output)});
-  if (llvm::Error error = runCompiler(paths.front(), output, args, command.what))
-    return error;
+  llvm::Error linked = runCompiler(paths.front(), output, args, command.what);
+  for (const std::string &object : objects)
+    llvm::sys::fs::remove(object);
+  if (linked)
+    return linked;
   if (!key.empty())
     cache->store(key, output);
   removeSources();
