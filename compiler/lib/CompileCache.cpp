@@ -104,9 +104,12 @@ void CompileCache::store(llvm::StringRef key, const std::string &built) const {
 }
 
 void CompileCache::evict() const {
-  int64_t limitMB = 1024;
-  if (const char *text = std::getenv("STEPC_CACHE_MAX_MB"); text && *text)
-    limitMB = std::max<int64_t>(0, std::atoll(text));
+  // A size that is not a whole number of MB ("1G") keeps the default: an
+  // eviction of everything is not what it meant.
+  int64_t limitMB = 1024, given = 0;
+  if (const char *text = std::getenv("STEPC_CACHE_MAX_MB");
+      text && !llvm::StringRef(text).getAsInteger(10, given) && given >= 0)
+    limitMB = given;
   struct Entry {
     std::string path;
     int64_t bytes;

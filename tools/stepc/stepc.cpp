@@ -471,7 +471,17 @@ int main(int argc, char **argv) {
     os << "stepc " << STEPC_VERSION << " (step.so ABI " << STEPC_ABI_VERSION
        << ", MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";
   });
-  cl::ParseCommandLineOptions(argc, argv, "stepc: compile a model's training step\n");
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "stepc: compile a model's training step\n\n"
+      "Environment:\n"
+      "  CXX, NVCC            the host C++ compiler (c++) and the CUDA compiler\n"
+      "  STEPC_CACHE_DIR      stepc's cache (else $XDG_CACHE_HOME/stepc, else\n"
+      "                       ~/.cache/stepc): steps/ holds step.so files built before,\n"
+      "                       copied when the same inputs are compiled again\n"
+      "  STEPC_COMPILE_CACHE  off: always run the compiler\n"
+      "  STEPC_CACHE_MAX_MB   the compile cache's size (1024), least recently used\n"
+      "                       evicted first\n");
   if (failed(checkFlags()))
     return 1;
   std::string error;
