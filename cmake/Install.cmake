@@ -51,7 +51,7 @@ install(TARGETS ${STEPC_INSTALLED_LIBS}
 # kernels' headers the emitted step includes.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/stepc/runtime
-        FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+        FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.def")
 # With the line ops' kernel declarations generated from the ops.
 foreach(target cpu cuda)
   install(FILES ${PROJECT_BINARY_DIR}/runtime/kernels/${target}/line_kernels.h

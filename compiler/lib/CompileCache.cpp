@@ -1,6 +1,9 @@
 //===- CompileCache.cpp - built step.so files reused by content ----------===//
 
 #include "stepc/Compiler/CompileCache.h"
+#include "runtime/cache_dir.h"
+
+#include "llvm/ADT/STLExtras.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -18,19 +21,14 @@
 using namespace stepc;
 
 std::optional<CompileCache> CompileCache::fromEnvironment() {
-  if (const char *off = std::getenv("STEPC_COMPILE_CACHE");
-      off && (llvm::StringRef(off) == "0" || llvm::StringRef(off).equals_insensitive("off")))
+  if (const char *off = std::getenv("STEPC_COMPILE_CACHE"))
+    if (llvm::is_contained({"0", "off", "false", "no"}, llvm::StringRef(off).lower()))
+      return std::nullopt;
+  // stepc's cache directory, shared with stepc-run's probe cache.
+  std::string base = CacheDirectory();
+  if (base.empty())
     return std::nullopt;
-  // stepc's cache directory, as stepc-run's probe cache finds it.
-  llvm::SmallString<256> dir;
-  if (const char *d = std::getenv("STEPC_CACHE_DIR"); d && *d)
-    dir = d;
-  else if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-    llvm::sys::path::append(dir, xdg, "stepc");
-  else if (const char *home = std::getenv("HOME"); home && *home)
-    llvm::sys::path::append(dir, home, ".cache", "stepc");
-  else
-    return std::nullopt;
+  llvm::SmallString<256> dir(base);
   llvm::sys::path::append(dir, "steps");
   if (llvm::sys::fs::create_directories(dir) || !llvm::sys::fs::is_directory(dir))
     return std::nullopt;

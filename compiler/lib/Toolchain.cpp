@@ -198,30 +198,24 @@ llvm::Expected<stepc::CpuTarget> stepc::cpuTarget(const std::string &name) {
     return llvm::createStringError(std::errc::invalid_argument,
                                    "unknown --cpu '%s' (expected x86-64-v3 or native)",
                                    name.c_str());
-  // What this machine has of what -march=native may use.
+  // What this machine has of what -march=native may use, and its model.
   std::set<std::string> have;
+  std::string model;
   std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("flags", 0) == 0) {
+  for (std::string line; std::getline(cpuinfo, line) && (have.empty() || model.empty());) {
+    if (line.rfind("model name", 0) == 0 && model.empty())
+      model = line.substr(line.find(':') + 1);
+    if (line.rfind("flags", 0) == 0 && have.empty()) {
       std::istringstream words(line.substr(line.find(':') + 1));
       for (std::string w; words >> w;)
         have.insert(w);
-      break;
     }
+  }
   std::string features;
   for (const char *f : kNativeFeatures)
     if (have.count(f))
       features += (features.empty() ? "" : ",") + std::string(f);
-  return CpuTarget{name, features};
-}
-
-/// This CPU's model as /proc/cpuinfo names it ("" if it does not).
-static std::string cpuModelName() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0)
-      return line.substr(line.find(':') + 1);
-  return "";
+  return CpuTarget{name, features, model};
 }
 
 /// Stage r > 0's entry points carry its number; stage 0's are the plain
@@ -423,7 +417,7 @@ llvm::Error stepc::compileCpuSharedObject(const std::vector<std::string> &source
   if (llvm::is_contained(features, "avx512f"))
     command.compile.push_back("-mprefer-vector-width=512");
   if (cpu.isa == "native")
-    command.machine = cpu.features + " " + cpuModelName();
+    command.machine = cpu.features + " " + cpu.model;
   return compileStages(sources, output, command, fromCache);
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "runtime/cache_dir.h"
 #include "runtime/formats/atomic_file.h"
 #include "runtime/device/cpu_threads.h"
 
@@ -48,13 +49,8 @@ std::string CpuModel() {
 }
 
 std::filesystem::path CacheFile() {
-  if (const char* dir = std::getenv("STEPC_CACHE_DIR"); dir && *dir)
-    return std::filesystem::path(dir) / "peak.json";
-  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir)
-    return std::filesystem::path(dir) / "stepc" / "peak.json";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::filesystem::path(home) / ".cache" / "stepc" / "peak.json";
-  return {};
+  const std::string dir = CacheDirectory();
+  return dir.empty() ? std::filesystem::path() : std::filesystem::path(dir) / "peak.json";
 }
 
 // The cache's format: version 2 caches only probes of a quiet machine (an

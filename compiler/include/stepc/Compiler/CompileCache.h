@@ -8,7 +8,7 @@
 // (steps/ under $STEPC_CACHE_DIR, else $XDG_CACHE_HOME/stepc, else
 // ~/.cache/stepc) under a hash of everything its bytes depend on, and a later
 // compile with the same inputs copies it instead of running the compiler.
-// STEPC_COMPILE_CACHE=off turns it off.
+// STEPC_COMPILE_CACHE=off (or 0, false, no) turns it off.
 //
 // ccache cannot do this for us: it caches object files, not the link, and it
 // keys on the source file's path, which is beside the output (a new path for
@@ -34,11 +34,11 @@ public:
   /// cannot be made a directory (then every compile runs the compiler).
   static std::optional<CompileCache> fromEnvironment();
 
-  /// The key of a build: the command (`command`, with the paths that differ
-  /// between outputs already replaced by placeholders), the text each
-  /// source expands to (`preprocessed`: headers and macros included), and
-  /// the identity (path, size, modification time) of the compiler and of
-  /// every library in `files`.
+  /// The key of a build: the command (`command`: the program and its flags,
+  /// without the paths of the sources and the output, which differ between
+  /// outputs), the text each source expands to (`preprocessed`: headers and
+  /// macros included), and the identity (path, size, modification time) of
+  /// the compiler (command's first word) and of every library in `files`.
   static std::string key(llvm::ArrayRef<std::string> command,
                          llvm::ArrayRef<std::string> preprocessed,
                          llvm::ArrayRef<std::string> files);

@@ -19,6 +19,9 @@ struct CpuTarget {
   /// The CPU features it needs, as Linux's /proc/cpuinfo names them,
   /// comma-separated: the runtime refuses the step.so on a CPU without one.
   std::string features;
+  /// Under native, the CPU's model (/proc/cpuinfo's "model name"), which
+  /// -march=native also tunes for: part of the compile cache's key.
+  std::string model = "";
 };
 /// `name`: x86-64-v3 or native; an error for anything else (or the
 /// baseline on a host that is not x86-64).
