@@ -762,8 +762,13 @@ def main_configs(path):
     """--configs FILE: every line's configuration; 1 if any failed."""
     import shlex
     failed = []
-    with open(path) as f:
-        configs = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    try:
+        with open(path) as f:
+            configs = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    except OSError as e:
+        sys.exit(f"torch_check: cannot read --configs {path}: {e.strerror}")
+    if not configs:
+        sys.exit(f"torch_check: --configs {path} holds no configuration")
     for line in configs:
         print(f"== torch_check.py {line}", flush=True)
         if main(shlex.split(line)) != 0:
