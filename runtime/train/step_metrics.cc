@@ -72,4 +72,8 @@ std::string MetricsText(const std::vector<StepMetric>& metrics) {
   return text;
 }
 
+std::string JsonNumber(double v) {
+  return std::isfinite(v) ? absl::StrFormat("%.6f", v) : "null";
+}
+
 }  // namespace stepc

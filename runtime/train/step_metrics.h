@@ -34,6 +34,10 @@ std::string MetricsJsonMember(const std::vector<StepMetric>& metrics);
 // imbalance of the most skewed; `name max/mean r`), for the progress line.
 std::string MetricsText(const std::vector<StepMetric>& metrics);
 
+// A number for a JSON line with 6 decimals, or null for what JSON cannot
+// hold (NaN, infinities).
+std::string JsonNumber(double v);
+
 }  // namespace stepc
 
 #endif  // STEPC_RUNTIME_TRAIN_STEP_METRICS_H_
