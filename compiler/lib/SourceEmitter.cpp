@@ -877,23 +877,25 @@ LogicalResult SourceEmitter::endRun() {
   }
   code += bodyText.substr(scope.begin);
   bodyText.resize(scope.begin);
-  // Every run of a function prints the same code when step-outline-blocks
-  // compared all that the code depends on; one that does not (a choice of
-  // the emitter's the comparison missed) gets a variant, never wrong code.
+  // Each block function of the IR is one C function: every run of it
+  // prints the same code, since step-outline-blocks compared all that the
+  // code depends on. One that does not is a compiler bug, said as one
+  // rather than printed as a second function the IR does not have.
   int64_t function = functions[scope.run];
-  std::vector<std::string> &variants = functionVariants[function];
-  size_t variant = llvm::find(variants, code) - variants.begin();
-  std::string name = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(function) +
-                     (variant ? "_" + std::to_string(variant) : "");
-  if (variant == variants.size()) {
-    variants.push_back(code);
+  std::string name = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(function);
+  auto [printed, first] = functionCode.try_emplace(function, code);
+  if (first)
     functionsText += "static int " + name +
                      "(void *const *args, char *arena, const int64_t *at,\n"
                      "    const char *const *sites, int32_t *requests,\n"
                      "    const stepc_collectives *collectives, const stepc_device *device,\n"
                      "    char *error, size_t error_len" + blockParameters() + ") {\n" + code +
                      "  return 0;\n}\n\n";
-  }
+  else if (printed->second != code)
+    return step.emitOpError() << "internal error: block run " << scope.run << " (" << scope.block
+                              << ") of block function " << function
+                              << " prints other code than that function's first run: "
+                                 "step-outline-blocks compared less than the code depends on";
   std::string siteTable = "nullptr";
   if (!scope.sites.empty()) {
     siteTable = (evalEntry ? "kEvalSites" : "kSites") + std::to_string(siteTables++);

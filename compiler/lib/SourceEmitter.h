@@ -303,14 +303,14 @@ private:
   unsigned slot(const std::string &address, int64_t at, RunScope::Slot kind);
   /// Starts printing run `run` (of `block`), or ends the one being printed:
   /// its code becomes its function's (checked equal to what earlier runs of
-  /// that function printed; a run that differs gets a function of its own)
-  /// and the step calls it.
+  /// that function printed: a run that differs is an internal error) and
+  /// the step calls it.
   void beginRun(int64_t run, const std::string &block);
   mlir::LogicalResult endRun();
-  /// The functions printed so far, as text, and per IR function the code of
-  /// each variant.
+  /// The functions printed so far, as text, and per IR block function the
+  /// code its runs print.
   std::string functionsText;
-  std::map<int64_t, std::vector<std::string>> functionVariants;
+  std::map<int64_t, std::string> functionCode;
   /// Arguments and buffers the step function names (aN, bN).
   llvm::DenseSet<int64_t> usedArgs, usedBuffers;
   /// A location for an op's comment (none inside a run: it is at the call).
