@@ -1,6 +1,7 @@
 //===- ArenaPlan.cpp - the memory plan, as the IR carries it -------------===//
 
 #include "stepc/Compiler/ArenaPlan.h"
+#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 
 #include "runtime/kernels/cuda/launch_config.h"
@@ -110,26 +111,62 @@ FailureOr<MemoryPlan> stepc::readMemoryPlan(func::FuncOp function) {
   for (Operation &op : body) {
     if (op.getNumResults() == 0)
       continue;
-    auto ids = op.getAttrOfType<DenseI64ArrayAttr>(StepDialect::kBufferAttrName);
-    auto args = op.getAttrOfType<DenseI64ArrayAttr>(StepDialect::kInArgAttrName);
-    if (!ids)
-      return op.emitOpError() << "has no place in the memory plan (a pass after "
-                                 "step-plan-memory added it)";
-    for (auto [i, result] : llvm::enumerate(op.getResults())) {
-      int64_t id = ids[i];
-      if (id >= int64_t(plan.buffers.size()))
-        return op.emitOpError() << "names buffer " << id << " of a plan with "
-                                << plan.buffers.size();
-      if (id >= 0)
-        plan.bufferOf[result] = id;
-      if (args && args[i] >= int64_t(function.getNumArguments()))
-        return op.emitOpError() << "lives in argument " << args[i] << " of a function with "
-                                << function.getNumArguments();
-      if (args && args[i] >= 0)
-        plan.argumentOf[result] = unsigned(args[i]);
+    // A block function's call: its results are where the callee's ops put
+    // them in this call (its step.run_plan), or its operands'.
+    auto call = dyn_cast<func::CallOp>(op);
+    if (func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp()) {
+      FailureOr<std::unique_ptr<RunPlanScope>> scope = RunPlanScope::apply(call, callee);
+      if (failed(scope))
+        return failure();
+      Operation *ret = callee.getBody().front().getTerminator();
+      for (auto [result, returned] : llvm::zip_equal(call.getResults(), ret->getOperands())) {
+        if (auto arg = dyn_cast<BlockArgument>(returned)) {
+          Value operand = call.getOperand(arg.getArgNumber());
+          if (auto it = plan.bufferOf.find(operand); it != plan.bufferOf.end())
+            plan.bufferOf[result] = it->second;
+          if (auto it = plan.argumentOf.find(operand); it != plan.argumentOf.end())
+            plan.argumentOf[result] = it->second;
+          continue;
+        }
+        Operation *def = returned.getDefiningOp();
+        SmallVector<Value> as(def->getNumResults(), Value());
+        as[cast<OpResult>(returned).getResultNumber()] = result;
+        if (failed(placeValues(def, as, plan, function.getNumArguments())))
+          return failure();
+      }
+      continue;
     }
+    if (failed(placeValues(&op, op.getResults(), plan, function.getNumArguments())))
+      return failure();
   }
   return plan;
+}
+
+LogicalResult stepc::placeValues(Operation *op, ValueRange values, MemoryPlan &plan,
+                                 unsigned arguments) {
+  auto ids = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kBufferAttrName);
+  auto args = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kInArgAttrName);
+  if (!ids)
+    return op->emitOpError() << "has no place in the memory plan (a pass after "
+                                "step-plan-memory added it)";
+  for (auto [i, value] : llvm::enumerate(values)) {
+    if (!value)
+      continue;
+    plan.bufferOf.erase(value);
+    plan.argumentOf.erase(value);
+    int64_t id = ids[i];
+    if (id >= int64_t(plan.buffers.size()))
+      return op->emitOpError() << "names buffer " << id << " of a plan with "
+                               << plan.buffers.size();
+    if (id >= 0)
+      plan.bufferOf[value] = id;
+    if (args && args[i] >= int64_t(arguments))
+      return op->emitOpError() << "lives in argument " << args[i] << " of a function with "
+                               << arguments;
+    if (args && args[i] >= 0)
+      plan.argumentOf[value] = unsigned(args[i]);
+  }
+  return success();
 }
 
 std::optional<CudaArenaLayout> stepc::readCudaArena(func::FuncOp function) {

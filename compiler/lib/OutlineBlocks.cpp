@@ -320,7 +320,7 @@ private:
     for (NamedAttribute a : op->getAttrs()) {
       StringRef name = a.getName().getValue();
       if (name == StepDialect::kBufferAttrName || name == StepDialect::kInArgAttrName ||
-          name == StepDialect::kBlockRunAttrName)
+          name == StepDialect::kBlockRunAttrName || name == StepDialect::kComputedForAttrName)
         continue;
       // A request slot is storage too: each run's its own, passed in.
       if (name == StepDialect::kRequestAttrName) {
@@ -379,7 +379,8 @@ private:
 /// in the plan, its request slot, its transfer's tag.
 bool perCall(StringRef name) {
   return name == StepDialect::kBufferAttrName || name == StepDialect::kInArgAttrName ||
-         name == StepDialect::kRequestAttrName || name == StepDialect::kTransferAttrName;
+         name == StepDialect::kRequestAttrName || name == StepDialect::kTransferAttrName ||
+         name == StepDialect::kComputedForAttrName;
 }
 
 /// Whether `op` (or the op of `body` it is nested in) is outside `run`.
@@ -388,11 +389,28 @@ bool outside(Block &body, Operation *op, const DenseSet<Operation *> &run) {
   return !top || !run.contains(top);
 }
 
-/// One run about to become a call: its ops and its function.
+/// One run about to become a call: its ops, its function and the block it
+/// computes for.
 struct Run {
   std::vector<Operation *> ops;
   int64_t function;
+  std::string block;
 };
+
+/// Marks each kernel of the flat step with the block its result is
+/// computed for (step.computed_for), which only the flat step can tell.
+void markComputedFor(func::FuncOp step) {
+  DenseMap<Value, std::string> computedFor = computedForBlocks(step);
+  Builder b(step.getContext());
+  for (Operation &op : step.getBody().front()) {
+    op.removeAttr(StepDialect::kComputedForAttrName);
+    if (op.getNumResults() == 0 || communicates(&op))
+      continue;
+    std::string block = computedFor.lookup(op.getResult(0));
+    if (!block.empty())
+      op.setAttr(StepDialect::kComputedForAttrName, b.getStringAttr(block));
+  }
+}
 
 /// The values `ops` read from outside them, in the order RunStructure
 /// numbers them (x0, x1, ...): the call's operands.
@@ -448,12 +466,15 @@ LogicalResult outlineBlocks(func::FuncOp step, SymbolTable &symbols) {
     op.removeAttr(StepDialect::kBlockRunAttrName);
   }
   step->removeAttr(StepDialect::kBlockFunctionsAttrName);
+  markComputedFor(step);
+  DenseMap<Value, std::string> parameterBlock = parameterBlocks(step);
   std::map<std::string, int64_t> functionOf;
   std::vector<Run> runs;
   for (std::vector<Operation *> &ops : blockRuns(step)) {
     std::string structure = RunStructure(*plan, position).of(ops);
     int64_t function = functionOf.try_emplace(structure, functionOf.size()).first->second;
-    runs.push_back({std::move(ops), function});
+    std::string block = blockOfOp(ops.front(), parameterBlock);
+    runs.push_back({std::move(ops), function, std::move(block)});
   }
   // A function returns each result some run of it has read after it.
   std::vector<std::set<std::pair<size_t, unsigned>>> returned(functionOf.size());
@@ -508,6 +529,7 @@ LogicalResult outlineBlocks(func::FuncOp step, SymbolTable &symbols) {
     b.setInsertionPoint(run.ops.front());
     auto call = b.create<func::CallOp>(run.ops.front()->getLoc(), callee, externals);
     call->setAttr(StepDialect::kRunPlanAttrName, runPlan(b, run.ops));
+    call->setAttr(StepDialect::kRunBlockAttrName, b.getStringAttr(run.block));
     DenseSet<Operation *> inside(run.ops.begin(), run.ops.end());
     for (auto [value, result] : llvm::zip_equal(outputs, call.getResults()))
       value.replaceUsesWithIf(
@@ -536,8 +558,56 @@ struct StepOutlineBlocksPass
 
 } // namespace
 
+func::FuncOp stepc::blockFunctionOf(func::CallOp call) {
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
+  return callee && callee->hasAttr(StepDialect::kBlockFunctionAttrName) ? callee : func::FuncOp();
+}
+
+FailureOr<std::unique_ptr<RunPlanScope>> RunPlanScope::apply(func::CallOp call,
+                                                             func::FuncOp callee) {
+  if (callee.isExternal() || !callee.getOps<func::CallOp>().empty())
+    return call.emitOpError() << "calls " << callee.getSymName()
+                              << ", a block function without a body of ops and no calls";
+  Block &entry = callee.getBody().front();
+  auto plan = call->getAttrOfType<ArrayAttr>(StepDialect::kRunPlanAttrName);
+  if (!plan || plan.size() != entry.getOperations().size() - 1)
+    return call.emitOpError() << "has no step.run_plan entry per op of " << callee.getSymName();
+  for (auto [op, entryPlan] : llvm::zip(entry.without_terminator(), plan))
+    for (NamedAttribute a : cast<DictionaryAttr>(entryPlan))
+      if (a.getName() != "loc" && !perCall(a.getName().getValue()))
+        return call.emitOpError() << "has '" << a.getName().getValue()
+                                  << "' in its step.run_plan, not a per-call attribute";
+  std::unique_ptr<RunPlanScope> scope(new RunPlanScope());
+  for (auto [op, entryPlan] : llvm::zip(entry.without_terminator(), plan)) {
+    auto fields = cast<DictionaryAttr>(entryPlan);
+    op.walk<WalkOrder::PreOrder>([&](Operation *inner) {
+      scope->saved.push_back({inner, inner->getLoc(), inner->getAttrDictionary()});
+    });
+    for (NamedAttribute a : op.getAttrs())
+      if (perCall(a.getName().getValue()))
+        op.removeAttr(a.getName());
+    for (NamedAttribute a : fields)
+      if (a.getName() != "loc")
+        op.setAttr(a.getName(), a.getValue());
+    auto locations = dyn_cast_or_null<ArrayAttr>(fields.get("loc"));
+    size_t k = 0;
+    op.walk<WalkOrder::PreOrder>([&](Operation *inner) {
+      if (locations && k < locations.size())
+        if (auto loc = dyn_cast<LocationAttr>(locations[k++]))
+          inner->setLoc(loc);
+    });
+  }
+  return scope;
+}
+
+RunPlanScope::~RunPlanScope() {
+  for (const Saved &s : saved) {
+    s.op->setAttrs(s.attributes);
+    s.op->setLoc(s.loc);
+  }
+}
+
 LogicalResult stepc::inlineBlockFunctions(ModuleOp module) {
-  SymbolTable symbols(module);
   SmallVector<func::FuncOp> steps, callees;
   for (auto f : module.getOps<func::FuncOp>())
     (f->hasAttr(StepDialect::kBlockFunctionAttrName) ? callees : steps).push_back(f);
@@ -549,40 +619,20 @@ LogicalResult stepc::inlineBlockFunctions(ModuleOp module) {
     SmallVector<int64_t> functions;
     for (Operation &op : llvm::make_early_inc_range(body)) {
       auto call = dyn_cast<func::CallOp>(op);
-      auto callee = call ? symbols.lookup<func::FuncOp>(call.getCallee()) : func::FuncOp();
-      if (!callee || !callee->hasAttr(StepDialect::kBlockFunctionAttrName))
+      func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp();
+      if (!callee)
         continue;
-      if (callee.isExternal() || !callee.getOps<func::CallOp>().empty())
-        return call.emitOpError() << "calls " << callee.getSymName()
-                                  << ", a block function without a body of ops and no calls";
+      // The callee's ops as this call runs them, cloned into the step.
+      FailureOr<std::unique_ptr<RunPlanScope>> scope = RunPlanScope::apply(call, callee);
+      if (failed(scope))
+        return failure();
       Block &entry = callee.getBody().front();
-      auto plan = call->getAttrOfType<ArrayAttr>(StepDialect::kRunPlanAttrName);
-      if (!plan || plan.size() != entry.getOperations().size() - 1)
-        return call.emitOpError() << "has no step.run_plan entry per op of " << callee.getSymName();
       int64_t run = functions.size();
       IRMapping map;
       map.map(entry.getArguments(), call.getOperands());
       OpBuilder b(call);
-      for (auto [inner, entryPlan] : llvm::zip(entry.without_terminator(), plan)) {
-        Operation *copy = b.clone(inner, map);
-        auto fields = cast<DictionaryAttr>(entryPlan);
-        for (NamedAttribute a : fields) {
-          if (a.getName() == "loc")
-            continue;
-          if (!perCall(a.getName().getValue()))
-            return call.emitOpError() << "has '" << a.getName().getValue()
-                                      << "' in its step.run_plan, not a per-call attribute";
-          copy->setAttr(a.getName(), a.getValue());
-        }
-        copy->setAttr(StepDialect::kBlockRunAttrName, attrs.getI64IntegerAttr(run));
-        auto locations = dyn_cast_or_null<ArrayAttr>(fields.get("loc"));
-        size_t k = 0;
-        copy->walk<WalkOrder::PreOrder>([&](Operation *o) {
-          if (locations && k < locations.size())
-            if (auto loc = dyn_cast<LocationAttr>(locations[k++]))
-              o->setLoc(loc);
-        });
-      }
+      for (Operation &inner : entry.without_terminator())
+        b.clone(inner, map)->setAttr(StepDialect::kBlockRunAttrName, attrs.getI64IntegerAttr(run));
       for (auto [result, returned] :
            llvm::zip_equal(call.getResults(), entry.getTerminator()->getOperands()))
         result.replaceAllUsesWith(map.lookup(returned));

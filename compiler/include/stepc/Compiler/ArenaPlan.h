@@ -51,6 +51,13 @@ void writeMemoryPlan(mlir::func::FuncOp function, const MemoryPlan &plan,
 /// (step-plan-memory did not run) or it does not match the function.
 mlir::FailureOr<MemoryPlan> readMemoryPlan(mlir::func::FuncOp function);
 
+/// Places `values` in `plan` as `op`'s step.buffer and step.in_arg place
+/// its results (`values` are its results, or a block function call's that
+/// return them), replacing what they had; an error at `op` if they name a
+/// buffer or an argument (of `arguments`) the plan does not have.
+mlir::LogicalResult placeValues(mlir::Operation *op, mlir::ValueRange values, MemoryPlan &plan,
+                                unsigned arguments);
+
 /// The CUDA layout recorded on `function`, if any.
 std::optional<CudaArenaLayout> readCudaArena(mlir::func::FuncOp function);
 

@@ -343,6 +343,19 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
                              << "' to be an array of dictionaries on a func.call";
     return success();
   }
+  if (attribute.getName() == kRunBlockAttrName) {
+    if (!isa<StringAttr>(attribute.getValue()) || op->getName().getStringRef() != "func.call")
+      return op->emitError() << "expects '" << kRunBlockAttrName
+                             << "' to be a string on a func.call";
+    return success();
+  }
+  if (attribute.getName() == kComputedForAttrName) {
+    auto block = dyn_cast<StringAttr>(attribute.getValue());
+    if (!block || block.getValue().empty() || op->getNumResults() == 0)
+      return op->emitError() << "expects '" << kComputedForAttrName
+                             << "' to be a block's name on an op with results";
+    return success();
+  }
   if (attribute.getName() == kBufferAttrName || attribute.getName() == kInArgAttrName) {
     auto ids = dyn_cast<DenseI64ArrayAttr>(attribute.getValue());
     if (!ids || ids.size() != int64_t(op->getNumResults()) ||

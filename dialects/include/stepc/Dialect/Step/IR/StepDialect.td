@@ -156,6 +156,16 @@ def Step_Dialect : Dialect {
     /// their locations (`loc`: the op's, then its body's in order), which
     /// differ from call to call.
     static constexpr llvm::StringLiteral kRunPlanAttrName = "step.run_plan";
+    /// Attribute (a string) on a func.call of a block function: the block
+    /// the run computes for ("block 3"), as its first op's parameters, their
+    /// moments or gradients say (the emitted call's comment).
+    static constexpr llvm::StringLiteral kRunBlockAttrName = "step.run_block";
+    /// Op attribute (a string) of a planned step: the block a kernel's
+    /// result is computed for (stepc::computedForBlocks: a forward op its
+    /// block's, a backward one the block whose gradient comes next; absent
+    /// for none and for collectives), which --profile's trace names. A
+    /// block function's ops have theirs in each call's step.run_plan.
+    static constexpr llvm::StringLiteral kComputedForAttrName = "step.computed_for";
 
     void registerAttributes();
   }];
