@@ -152,6 +152,8 @@ private:
   /// Lookup tables by helper expression (equal helpers share one table, so
   /// equal blocks' code is equal text).
   std::map<std::string, std::string> lookupTables;
+  /// Constant tables by type and contents.
+  std::map<std::string, std::string> constantTables;
   void planFusions() override;
   bool computedByConsumers(Operation *op) override {
     return op->getNumResults() == 1 && foldedBroadcasts.count(op->getResult(0));
@@ -405,17 +407,25 @@ LogicalResult CpuEmitter::emitConstant(ConstantOp op) {
          << floatLiteral(dense.getSplatValue<APFloat>().convertToDouble()) << ");\n";
     return success();
   }
-  std::string name = "c" + std::to_string(constants++);
   bool isFloat = isa<FloatType>(dense.getElementType());
-  pre << "static const " << (isFloat ? "float " : "int32_t ") << name << "[] = {";
+  std::string contents;
+  llvm::raw_string_ostream os(contents);
+  os << (isFloat ? "float " : "int32_t ");
   if (isFloat)
-    llvm::interleaveComma(dense.getValues<APFloat>(), pre, [&](APFloat v) {
-      pre << floatLiteral(v.convertToDouble());
+    llvm::interleaveComma(dense.getValues<APFloat>(), os, [&](APFloat v) {
+      os << floatLiteral(v.convertToDouble());
     });
   else
-    llvm::interleaveComma(dense.getValues<APInt>(), pre,
-                          [&](APInt v) { pre << storedInteger(v); });
-  pre << "};\n";
+    llvm::interleaveComma(dense.getValues<APInt>(), os, [&](APInt v) { os << storedInteger(v); });
+  // Equal constants share one table (so equal block runs print equal code).
+  auto [named, inserted] = constantTables.try_emplace(contents);
+  if (inserted) {
+    named->second = "c" + std::to_string(constants++);
+    StringRef type = StringRef(contents).take_until([](char c) { return c == ' '; });
+    pre << "static const " << type << " " << named->second << "[] = {"
+        << StringRef(contents).drop_front(type.size() + 1) << "};\n";
+  }
+  const std::string &name = named->second;
   body << "  memcpy(" << ptr(out) << ", " << name << ", sizeof(" << name << "));\n";
   return success();
 }
