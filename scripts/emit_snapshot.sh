@@ -43,5 +43,20 @@ gpt-capstone --target=cuda --precision=bf16 --remat=block
 gpt-moe --target=cpu --shard=fsdp:2,ep:2
 gpt-moe --target=cpu --shard=ep:2,pp:2 --micro-batches=2
 gpt-moe --target=cuda --shard=ep:2
+gpt-capstone --target=cpu
+gpt-capstone --target=cpu --precision=bf16 --remat=selective
+gpt-capstone --target=cpu --memory-budget=100MB
+llama-debug --target=cpu --profile
+llama-debug --target=cuda --precision=bf16 --shard=fsdp:2
+gpt-small --target=cpu --micro-batches=4
+gpt-small --target=cpu --shard=hsdp:2x2 --precision=bf16
+gpt-capstone --target=cpu --shard=pp:4 --micro-batches=4 --pp-schedule=zero-bubble
+gpt-capstone --target=cpu --shard=pp:2 --micro-batches=4 --pp-schedule=interleaved:2 --pp-stage=1
+gpt-small --target=cuda --shard=fsdp:2,tp:2
+mlp-classifier --target=cpu
+mlp-classifier --target=cuda --shard=ddp:2
+gpt-moe --target=cpu
+gpt-d2l --target=cpu --shard=tp:2
+llama-s --target=cpu --precision=bf16
 LIST
 echo "emit_snapshot: $n configurations in $out"

@@ -9,6 +9,7 @@
 
 #include "stepc/Compiler/ArenaPlan.h"
 #include "stepc/Compiler/Emitter.h"
+#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
@@ -42,6 +43,12 @@ FailureOr<CompiledSteps> stepc::findCompiledSteps(ModuleOp module) {
 int64_t stepc::cudaLaunchesPerStep(func::FuncOp step) {
   int64_t launches = 0;
   for (Operation &op : step.getBody().front()) {
+    // A block function's launches, per call.
+    if (auto call = dyn_cast<func::CallOp>(op))
+      if (func::FuncOp callee = blockFunctionOf(call)) {
+        launches += cudaLaunchesPerStep(callee);
+        continue;
+      }
     if (isa<ReshapeOp, func::ReturnOp, mesh::AllGatherOp, mesh::AllReduceOp, mesh::AllSliceOp,
             mesh::AllToAllOp, mesh::ReduceScatterOp, mesh::SendOp, mesh::RecvOp>(op))
       continue;  // aliases, and the communicator's work (an all_slice copies)

@@ -118,10 +118,10 @@ private:
   std::optional<std::string> tableLookup(Operation *op,
                                          const std::function<std::string(unsigned)> &in,
                                          std::set<std::string> &luts) {
-    auto exact = [](Value v) {
+    auto exact = [this](Value v) {
       if (typeOf(v).getElementType().isBF16())
         return true;
-      auto widen = v.getDefiningOp<ConvertOp>();
+      auto widen = asStepReads(v).getDefiningOp<ConvertOp>();
       return widen && typeOf(widen.getInput()).getElementType().isBF16();
     };
     bool unary = isa<GeluOp, SiluOp, SigmoidOp, TanhOp, ErfOp>(op);
@@ -154,7 +154,7 @@ private:
   std::map<std::string, std::string> lookupTables;
   /// Constant tables by type and contents.
   std::map<std::string, std::string> constantTables;
-  void planFusions() override;
+  void planFusions(Block &block) override;
   bool computedByConsumers(Operation *op) override {
     return op->getNumResults() == 1 && foldedBroadcasts.count(op->getResult(0));
   }
@@ -162,14 +162,30 @@ private:
   /// over the batch) whose consumers are all elementwise loops: the loops
   /// read the block at i modulo its size, nothing is materialised. Each
   /// broadcast's (input, period).
-  DenseMap<Value, std::pair<Value, int64_t>> foldedBroadcasts;
+  /// (A broadcast in one block function call may feed loops in another,
+  /// or in the step: the input's storage is that call's.)
+  struct Fold {
+    Value input;
+    int64_t period;
+    int64_t argument, buffer;  // where the input is (argument >= 0, or a buffer)
+  };
+  std::string foldInput(const Fold &f) {
+    return ptrTo(typeOf(f.input).getElementType(), f.argument, f.buffer);
+  }
+  /// By the value a loop reads and by the broadcast's result, as the step
+  /// (or the call being printed) names them.
+  DenseMap<Value, Fold> foldedBroadcasts;
+  /// Those of each block function call's values (by call, in order), put in
+  /// foldedBroadcasts while that call is printed.
+  std::vector<DenseMap<Value, Fold>> foldedInCalls;
+  void planStepFusions();
   /// The period of the loop's inner dimension: the smallest folded
   /// broadcast's among `inputs` (0: none, a flat loop).
   int64_t innerPeriod(ValueRange inputs) {
     int64_t inner = 0;
     for (Value v : inputs)
-      if (auto it = foldedBroadcasts.find(v); it != foldedBroadcasts.end() && it->second.second > 1)
-        inner = inner ? std::min(inner, it->second.second) : it->second.second;
+      if (auto it = foldedBroadcasts.find(v); it != foldedBroadcasts.end() && it->second.period > 1)
+        inner = inner ? std::min(inner, it->second.period) : it->second.period;
     return inner;
   }
   /// A float register's value as `out` stores it (bf16: rounded to nearest
@@ -187,12 +203,13 @@ private:
     if (it == foldedBroadcasts.end())
       return typeOf(v).getElementType().isBF16() ? "stepc_bf16_to_f32(" + ptr(v) + "[i])"
                                                  : ptr(v) + "[i]";
-    auto [input, period] = it->second;
+    const std::string input = foldInput(it->second);
+    const int64_t period = it->second.period;
     if (period == 1)
-      return ptr(input) + "[0]";
+      return input + "[0]";
     if (period == inner)
-      return ptr(input) + "[j]";
-    return ptr(input) + "[(r % " + std::to_string(period / inner) + ") * " +
+      return input + "[j]";
+    return input + "[(r % " + std::to_string(period / inner) + ") * " +
            std::to_string(inner) + " + j]";
   }
   /// An array a loop reads or writes at element i (`base`[i]).
@@ -345,55 +362,179 @@ static std::optional<int64_t> trailingPeriod(BroadcastOp b) {
   return period;
 }
 
-void CpuEmitter::planFusions() {
-  Block &block = step.getBody().front();
-  DenseMap<Operation *, int64_t> position;
-  SmallVector<Operation *> ops;
-  for (Operation &op : block) {
-    position[&op] = ops.size();
-    ops.push_back(&op);
+void CpuEmitter::planFusions(Block &block) {
+  if (&block == &step.getBody().front()) {
+    planStepFusions();
+    return;
   }
+  // A call being printed (the `runs`-th): its decisions.
+  for (Operation &op : block)
+    for (Value r : op.getResults())
+      foldedBroadcasts.erase(r);
+  for (BlockArgument argument : block.getArguments())
+    foldedBroadcasts.erase(argument);
+  if (runs < int64_t(foldedInCalls.size()))
+    for (auto &[value, fold] : foldedInCalls[runs])
+      foldedBroadcasts[value] = fold;
+}
+
+/// The step as it runs, for decisions over it: each op once per call of
+/// its block function, each value an instance (the value, and the call
+/// computing it: -1 for the step's own), with its storage in that call.
+namespace {
+struct StepInOrder {
+  using Instance = std::pair<Value, int64_t>;
+  struct Op {
+    Operation *op;
+    int64_t call;
+  };
+  std::vector<Op> ops;
+  SmallVector<func::CallOp> calls;
+  DenseMap<Operation *, int64_t> callIndex;
+  /// Where an instance is stored: (argument or -1, arena buffer or -1).
+  DenseMap<Instance, std::pair<int64_t, int64_t>> storage;
+
+  /// The instance `v` read in `call` is: an argument of the block
+  /// function is the call's operand, a call's result the callee's value.
+  Instance of(Value v, int64_t call) {
+    if (call >= 0)
+      if (auto argument = dyn_cast<BlockArgument>(v);
+          argument && isa<func::FuncOp>(argument.getOwner()->getParentOp()))
+        return of(calls[call].getOperand(argument.getArgNumber()), -1);
+    if (auto result = dyn_cast<OpResult>(v); result && call < 0)
+      if (auto it = callIndex.find(result.getOwner()); it != callIndex.end()) {
+        func::FuncOp callee = blockFunctionOf(calls[it->second]);
+        return of(callee.getBody().front().getTerminator()->getOperand(result.getResultNumber()),
+                  it->second);
+      }
+    return {v, call};
+  }
+};
+} // namespace
+
+void CpuEmitter::planStepFusions() {
+  StepInOrder flat;
+  Block &stepBody = step.getBody().front();
+  for (BlockArgument argument : stepBody.getArguments())
+    flat.storage[{argument, -1}] = {argument.getArgNumber(), -1};
+  auto place = [&](Operation *op, int64_t call) {
+    auto ids = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kBufferAttrName);
+    auto args = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kInArgAttrName);
+    for (auto [i, r] : llvm::enumerate(op->getResults())) {
+      int64_t arg = args ? args[i] : -1, id = ids ? ids[i] : -1;
+      if (arg >= 0 || id >= 0)
+        flat.storage[{r, call}] = {arg, id};
+    }
+  };
+  for (Operation &op : stepBody) {
+    auto call = dyn_cast<func::CallOp>(op);
+    func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp();
+    if (!callee) {
+      flat.ops.push_back({&op, -1});
+      place(&op, -1);
+      continue;
+    }
+    int64_t index = flat.calls.size();
+    flat.calls.push_back(call);
+    flat.callIndex[call] = index;
+    FailureOr<std::unique_ptr<RunPlanScope>> scope = RunPlanScope::apply(call, callee);
+    if (failed(scope))
+      continue;  // (emitCall says why)
+    for (Operation &inner : callee.getBody().front().without_terminator()) {
+      flat.ops.push_back({&inner, index});
+      place(&inner, index);
+    }
+  }
+  foldedInCalls.assign(flat.calls.size(), {});
+  // Each instance's readers (their positions), and whether an op nested in
+  // a region reads it (no loop of this step's then).
+  DenseMap<StepInOrder::Instance, SmallVector<int64_t>> readers;
+  DenseSet<StepInOrder::Instance> readNested;
+  for (auto [k, o] : llvm::enumerate(flat.ops)) {
+    for (Value v : o.op->getOperands())
+      readers[flat.of(v, o.call)].push_back(k);
+    o.op->walk([&](Operation *nested) {
+      if (nested != o.op)
+        for (Value v : nested->getOperands())
+          readNested.insert(flat.of(v, o.call));
+    });
+  }
+  auto overlaps = [&](std::pair<int64_t, int64_t> a, std::pair<int64_t, int64_t> b) {
+    if (a.first >= 0 || b.first >= 0)
+      return a.first >= 0 && a.first == b.first;
+    const MemoryPlan::Buffer &x = plan.buffers[a.second], &y = plan.buffers[b.second];
+    return !(x.offset + x.bytes <= y.offset || y.offset + y.bytes <= x.offset);
+  };
   // The plan let the broadcast's input die at the broadcast: folding reads
   // it until the last consumer, so nothing written up to there may overlap
   // it (an AdamW on the bias, a buffer the plan reused).
-  auto inputLivesOn = [&](BroadcastOp b) {
-    int64_t last = position[b];
-    for (Operation *user : b->getUsers())
-      last = std::max(last, position[user]);
-    for (int64_t k = position[b] + 1; k <= last; ++k)
-      for (Value r : ops[k]->getResults())
-        if ((plan.bufferOf.count(r) || plan.argumentOf.count(r)) && !disjoint(r, b.getInput()))
+  auto inputLivesOn = [&](int64_t at, const SmallVector<int64_t> &users,
+                          StepInOrder::Instance input) {
+    auto in = flat.storage.find(input);
+    if (in == flat.storage.end())
+      return false;
+    int64_t last = at;
+    for (int64_t user : users)
+      last = std::max(last, user);
+    for (int64_t k = at + 1; k <= last; ++k)
+      for (Value r : flat.ops[k].op->getResults())
+        if (auto it = flat.storage.find({r, flat.ops[k].call});
+            it != flat.storage.end() && overlaps(it->second, in->second))
           return false;
     return true;
   };
-  for (Operation *op : ops) {
-    auto b = dyn_cast<BroadcastOp>(op);
-    if (!b || !typeOf(b).getElementType().isF32() || b->use_empty())
+  DenseMap<StepInOrder::Instance, Fold> folds;
+  for (auto [k, o] : llvm::enumerate(flat.ops)) {
+    auto b = dyn_cast<BroadcastOp>(o.op);
+    if (!b || !typeOf(b).getElementType().isF32())
       continue;
+    StepInOrder::Instance result{b.getResult(), o.call};
+    const SmallVector<int64_t> &users = readers.lookup(result);
     std::optional<int64_t> period = trailingPeriod(b);
-    bool consumersLoop = llvm::all_of(b->getUsers(), [&](Operation *user) {
-      return (isa<stepk::FusedOp>(user) || isFusableElementwise(user)) &&
-             user->getBlock() == &block;
-    });
-    if (period && consumersLoop && inputLivesOn(b))
-      foldedBroadcasts[b.getResult()] = {b.getInput(), *period};
+    bool consumersLoop = !users.empty() && !readNested.contains(result) &&
+                         llvm::all_of(users, [&](int64_t user) {
+                           Operation *op = flat.ops[user].op;
+                           return isa<stepk::FusedOp>(op) || isFusableElementwise(op);
+                         });
+    StepInOrder::Instance input = flat.of(b.getInput(), o.call);
+    if (period && consumersLoop && inputLivesOn(k, users, input)) {
+      auto [argument, buffer] = flat.storage.lookup(input);
+      folds[result] = Fold{b.getInput(), *period, argument, buffer};
+    }
   }
   // A loop's rows are its smallest period: every other folded input's
   // period must be a multiple of it (else that one is materialised, which
   // may change another loop's rows: until nothing changes).
   for (bool changed = true; changed;) {
     changed = false;
-    for (Operation &op : step.getBody().front()) {
-      if (!isa<stepk::FusedOp>(op) && !isFusableElementwise(&op))
+    for (const StepInOrder::Op &o : flat.ops) {
+      if (!isa<stepk::FusedOp>(o.op) && !isFusableElementwise(o.op))
         continue;
-      int64_t inner = innerPeriod(op.getOperands());
-      for (Value v : op.getOperands())
-        if (auto it = foldedBroadcasts.find(v);
-            it != foldedBroadcasts.end() && inner && it->second.second % inner) {
-          foldedBroadcasts.erase(it);
+      int64_t inner = 0;
+      for (Value v : o.op->getOperands())
+        if (auto it = folds.find(flat.of(v, o.call)); it != folds.end() && it->second.period > 1)
+          inner = inner ? std::min(inner, it->second.period) : it->second.period;
+      for (Value v : o.op->getOperands())
+        if (auto it = folds.find(flat.of(v, o.call));
+            it != folds.end() && inner && it->second.period % inner) {
+          folds.erase(it);
           changed = true;
         }
     }
+  }
+  // Each fold under the names the step and each call give it: the
+  // broadcast's result (not printed) and what each loop reads.
+  foldedBroadcasts.clear();
+  auto names = [&](int64_t call) -> DenseMap<Value, Fold> & {
+    return call < 0 ? foldedBroadcasts : foldedInCalls[call];
+  };
+  for (const StepInOrder::Op &o : flat.ops) {
+    for (Value r : o.op->getResults())
+      if (auto it = folds.find({r, o.call}); it != folds.end())
+        names(o.call)[r] = it->second;
+    for (Value v : o.op->getOperands())
+      if (auto it = folds.find(flat.of(v, o.call)); it != folds.end())
+        names(o.call)[v] = it->second;
   }
 }
 

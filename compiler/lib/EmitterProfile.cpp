@@ -72,22 +72,14 @@ int SourceEmitter::profileKind(Operation *op) {
   kind.calls += 1;
   kind.bytes += bytes;
   kind.flops += flops;
-  if (opIndex.empty()) {
-    for (Operation &o : step.getBody().front())
-      opIndex[&o] = static_cast<int64_t>(opIndex.size());
-    liveByOp = liveBytesByOp(plan, static_cast<int64_t>(opIndex.size()));
-    // A backward op computes for the block whose parameter gradient comes
-    // next, none for the head's or the embedding's.
-    blockOfValue = computedForBlocks(step);
-  }
-  auto at = opIndex.find(op);
-  const int64_t live = at == opIndex.end() ? 0 : liveByOp[at->second];
-  // A collective computes for no block: issued and waited for inside other
-  // blocks' kernels (a prefetch, a gradient's reduction), it is no part of
-  // their runs.
-  std::string block = op->getNumResults() && !communicates(op)
-                          ? blockOfValue.lookup(op->getResult(0))
-                          : "";
+  if (liveByOp.empty())
+    liveByOp = liveBytesByOp(plan, opsInOrder(step));
+  const int64_t live = flatIndex < int64_t(liveByOp.size()) ? liveByOp[flatIndex] : 0;
+  // The block its result is computed for (step-outline-blocks marked it on
+  // the flat step): a collective computes for none, issued and waited for
+  // inside other blocks' kernels (a prefetch, a gradient's reduction).
+  auto computedFor = op->getAttrOfType<StringAttr>(StepDialect::kComputedForAttrName);
+  std::string block = computedFor ? computedFor.str() : "";
   profileSites.push_back(ProfileSite{it->second, named->getName().getStringRef().str(),
                                      where(named), flops, bytes, live, block});
   return it->second;

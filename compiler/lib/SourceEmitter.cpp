@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "runtime/stepc_abi.h"
+#include "stepc/Compiler/ArenaPlan.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
 
@@ -98,26 +99,31 @@ unsigned SourceEmitter::slot(const std::string &address, int64_t at, RunScope::S
 }
 
 std::string SourceEmitter::ptr(Value v) {
-  std::string type = cType(typeOf(v).getElementType());
   auto arg = plan.argumentOf.find(v);
-  bool inArg = arg != plan.argumentOf.end();
+  if (arg != plan.argumentOf.end())
+    return ptrTo(typeOf(v).getElementType(), arg->second, -1);
+  return ptrTo(typeOf(v).getElementType(), -1, plan.bufferOf.lookup(v));
+}
+
+std::string SourceEmitter::ptrTo(Type element, int64_t argument, int64_t buffer) {
+  std::string type = cType(element);
+  bool inArg = argument >= 0;
   if (runScope) {
     // One slot per address, not per value: an op in place reads and writes
     // one pointer, so the compiler vectorises it as it does inline (a
     // scalar fallback would round libmvec's exp differently).
-    int64_t offset = inArg ? 0 : plan.buffers[plan.bufferOf.lookup(v)].offset;
-    unsigned k = inArg ? slot("a" + std::to_string(arg->second), -int64_t(arg->second) - 1,
+    int64_t offset = inArg ? 0 : plan.buffers[buffer].offset;
+    unsigned k = inArg ? slot("a" + std::to_string(argument), -argument - 1,
                               RunScope::Slot::Pointer)
                        : slot("@" + std::to_string(offset), offset, RunScope::Slot::Pointer);
     return "((" + type + " *)p" + std::to_string(k) + ")";
   }
   if (inArg) {
-    usedArgs.insert(arg->second);
-    return "a" + std::to_string(arg->second);
+    usedArgs.insert(argument);
+    return "a" + std::to_string(argument);
   }
-  int64_t id = plan.bufferOf.lookup(v);
-  usedBuffers.insert(id);
-  return "((" + type + " *)b" + std::to_string(id) + ")";
+  usedBuffers.insert(buffer);
+  return "((" + type + " *)b" + std::to_string(buffer) + ")";
 }
 
 std::string SourceEmitter::words(Value v) {
@@ -294,11 +300,24 @@ SmallVector<std::string> SourceEmitter::libraryResultTypes(stepk::CallOp call) {
 std::string SourceEmitter::libraryDeclarations() {
   std::string text;
   llvm::StringSet<> declared;
-  step->getParentOfType<ModuleOp>().walk([&](stepk::CallOp call) {
-    std::string declaration = libraryDeclaration(call);
-    if (declared.insert(declaration).second)
-      text += declaration + "\n";
-  });
+  // In the order the steps run them (a block function's where it is
+  // first called).
+  auto declare = [&](Operation *op) {
+    op->walk([&](stepk::CallOp call) {
+      std::string declaration = libraryDeclaration(call);
+      if (declared.insert(declaration).second)
+        text += declaration + "\n";
+    });
+  };
+  for (auto f : step->getParentOfType<ModuleOp>().getOps<func::FuncOp>()) {
+    if (f->hasAttr(StepDialect::kBlockFunctionAttrName) || f.isExternal())
+      continue;
+    for (Operation &op : f.getBody().front()) {
+      auto call = dyn_cast<func::CallOp>(op);
+      func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp();
+      declare(callee ? callee.getOperation() : &op);
+    }
+  }
   if (text.empty())
     return text;
   return "// The library kernels this step calls, as the IR declares them.\nextern \"C\" {\n" +
@@ -583,6 +602,10 @@ static std::pair<int64_t, int64_t> inputIdBound(Value arg) {
     for (OpOperand &use : reads.pop_back_val().getUses()) {
       if (auto slice = dyn_cast<SliceOp>(use.getOwner()))
         reads.push_back(slice);
+      // Read in a block function: where its argument is read.
+      if (auto blockCall = dyn_cast<func::CallOp>(use.getOwner()))
+        if (func::FuncOp callee = blockFunctionOf(blockCall))
+          reads.push_back(callee.getArgument(use.getOperandNumber()));
       auto call = dyn_cast<stepk::CallOp>(use.getOwner());
       // Targets whose ignored ones are masked or counted out.
       if (call)
@@ -847,9 +870,10 @@ std::string SourceEmitter::metadata() {
   return text;
 }
 
-void SourceEmitter::beginRun(int64_t run, const std::string &block) {
+void SourceEmitter::beginRun(int64_t function, const std::string &block) {
   runScope.emplace();
-  runScope->run = run;
+  runScope->run = runs++;
+  runScope->function = function;
   runScope->block = block;
   runScope->begin = bodyText.size();
   runScope->kernels = 0;
@@ -858,10 +882,6 @@ void SourceEmitter::beginRun(int64_t run, const std::string &block) {
 LogicalResult SourceEmitter::endRun() {
   RunScope scope = std::move(*runScope);
   runScope.reset();
-  ArrayRef<int64_t> functions = blockFunctions(step);
-  if (scope.run >= int64_t(functions.size()))
-    return step.emitOpError() << "has an op in block run " << scope.run << " but "
-                              << functions.size() << " runs in step.block_functions";
   // The function: the run's pointer and request slots as locals (a loop
   // reads a pointer in a register, not through an array the compiler must
   // reload), then its code.
@@ -881,7 +901,7 @@ LogicalResult SourceEmitter::endRun() {
   // prints the same code, since step-outline-blocks compared all that the
   // code depends on. One that does not is a compiler bug, said as one
   // rather than printed as a second function the IR does not have.
-  int64_t function = functions[scope.run];
+  int64_t function = scope.function;
   std::string name = (evalEntry ? "stepc_eval_block" : "stepc_block") + std::to_string(function);
   auto [printed, first] = functionCode.try_emplace(function, code);
   if (first)
@@ -911,65 +931,121 @@ LogicalResult SourceEmitter::endRun() {
   return success();
 }
 
+LogicalResult SourceEmitter::emitOpInOrder(Operation &op) {
+  flatIndex = nextFlatIndex++;
+  size_t begin = bodyText.size();
+  auto recordKernel = llvm::make_scope_exit([&] {
+    // The time since the previous mark is this op's (waits included).
+    if (profile && !evalEntry && bodyText.size() > begin)
+      body << "  stepc_prof_mark(" << profileKind(&op) << ");\n";
+    if (runScope && bodyText.size() > begin)
+      ++runScope->kernels;
+  });
+  // A kernel with a body (stepk.fused, stepk.call) has its members' types.
+  if (op.getNumRegions() == 1) {
+    for (Operation &member : op.getRegion(0).front().without_terminator())
+      if (failed(checkTypes(&member)))
+        return failure();
+  } else if (failed(checkTypes(&op))) {
+    return failure();
+  }
+  waitFor(&op);
+  if (isa<ReshapeOp, func::ReturnOp>(op) || computedByConsumers(&op))
+    return success();
+  if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
+    int64_t ops = llvm::count_if(fused.getBody().front().without_terminator(),
+                                 [](Operation &member) { return !isa<ReshapeOp>(member); });
+    body << "  // fused: " << ops << " elementwise ops from" << location(&op) << "\n";
+    return emitFused(fused);
+  }
+  // A library call is named after the op it computes.
+  Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
+  body << "  // " << named->getName() << location(&op) << "\n";
+  if (std::optional<LogicalResult> done = emitCollective(&op))
+    return *done;
+  if (std::optional<LogicalResult> done = emitSharedCall(&op))
+    return *done;
+  return emitOp(&op);
+}
+
+LogicalResult SourceEmitter::emitCall(func::CallOp call, func::FuncOp callee) {
+  // The callee's ops as this call runs them: the call's plan on them, its
+  // operands' storage and collectives in flight as the arguments'.
+  FailureOr<std::unique_ptr<RunPlanScope>> scope = RunPlanScope::apply(call, callee);
+  if (failed(scope))
+    return failure();
+  Block &entry = callee.getBody().front();
+  for (auto [argument, operand] : llvm::zip_equal(entry.getArguments(), call.getOperands())) {
+    plan.bufferOf.erase(argument);
+    plan.argumentOf.erase(argument);
+    if (auto it = plan.bufferOf.find(operand); it != plan.bufferOf.end())
+      plan.bufferOf[argument] = it->second;
+    if (auto it = plan.argumentOf.find(operand); it != plan.argumentOf.end())
+      plan.argumentOf[argument] = it->second;
+    if (auto it = pending.find(operand); it != pending.end())
+      pending[argument] = it->second;
+  }
+  for (Operation &op : entry.without_terminator())
+    if (op.getNumResults() &&
+        failed(placeValues(&op, op.getResults(), plan, step.getNumArguments())))
+      return failure();
+  boundCall = call;
+  planFusions(entry);
+  auto block = call->getAttrOfType<StringAttr>(StepDialect::kRunBlockAttrName);
+  beginRun(callee->getAttrOfType<IntegerAttr>(StepDialect::kBlockFunctionAttrName).getInt(),
+           block ? block.str() : std::string());
+  for (Operation &op : entry.without_terminator())
+    if (failed(emitOpInOrder(op)))
+      return failure();
+  if (failed(endRun()))
+    return failure();
+  boundCall = nullptr;
+  // A collective the run waited for is waited for; one it started is
+  // waited for where the step reads the call's result, or at its end.
+  for (auto [argument, operand] : llvm::zip_equal(entry.getArguments(), call.getOperands())) {
+    if (pending.count(operand) && !pending.count(argument))
+      pending.erase(operand);
+    pending.erase(argument);
+  }
+  for (auto [result, returned] :
+       llvm::zip_equal(call.getResults(), entry.getTerminator()->getOperands()))
+    if (auto it = pending.find(returned); it != pending.end()) {
+      pending[result] = it->second;
+      pending.erase(returned);
+    }
+  for (Operation &op : entry.without_terminator())
+    for (Value r : op.getResults())
+      if (auto it = pending.find(r); it != pending.end()) {
+        unreadInRuns.push_back(it->second);
+        pending.erase(it);
+      }
+  return success();
+}
+
+Value SourceEmitter::asStepReads(Value v) {
+  auto argument = dyn_cast<BlockArgument>(v);
+  if (!boundCall || !argument ||
+      argument.getOwner()->getParentOp() != blockFunctionOf(boundCall).getOperation())
+    return v;
+  return boundCall.getOperand(argument.getArgNumber());
+}
+
 LogicalResult SourceEmitter::emitBody() {
   Block &block = step.getBody().front();
-  planFusions();
-  // Each run's block (its first op's), for the comment at its call.
-  DenseMap<Value, std::string> parameterBlock = parameterBlocks(step);
+  planFusions(block);
   for (Operation &op : block) {
-    std::optional<int64_t> run = blockRunOf(&op);
-    if (runScope && run != std::optional<int64_t>(runScope->run) && failed(endRun()))
-      return failure();
-    if (run && !runScope)
-      beginRun(*run, blockOfOp(&op, parameterBlock));
-    size_t begin = bodyText.size();
-    auto recordKernel = llvm::make_scope_exit([&] {
-      // The time since the previous mark is this op's (waits included).
-      if (profile && !evalEntry && bodyText.size() > begin)
-        body << "  stepc_prof_mark(" << profileKind(&op) << ");\n";
-      if (runScope && bodyText.size() > begin)
-        ++runScope->kernels;
-    });
-    // A kernel with a body (stepk.fused, stepk.call) has its members' types.
-    if (op.getNumRegions() == 1) {
-      for (Operation &member : op.getRegion(0).front().without_terminator())
-        if (failed(checkTypes(&member)))
-          return failure();
-    } else if (failed(checkTypes(&op))) {
-      return failure();
-    }
-    waitFor(&op);
-    if (isa<ReshapeOp, func::ReturnOp>(op) || computedByConsumers(&op))
-      continue;
-    if (auto fused = dyn_cast<stepk::FusedOp>(op)) {
-      int64_t ops = llvm::count_if(fused.getBody().front().without_terminator(),
-                                   [](Operation &member) { return !isa<ReshapeOp>(member); });
-      body << "  // fused: " << ops << " elementwise ops from" << location(&op) << "\n";
-      if (failed(emitFused(fused)))
+    auto call = dyn_cast<func::CallOp>(op);
+    if (func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp()) {
+      if (failed(emitCall(call, callee)))
         return failure();
       continue;
     }
-    // A library call is named after the op it computes.
-    Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : &op;
-    body << "  // " << named->getName() << location(&op) << "\n";
-    if (std::optional<LogicalResult> done = emitCollective(&op)) {
-      if (failed(*done))
-        return failure();
-      continue;
-    }
-    if (std::optional<LogicalResult> done = emitSharedCall(&op)) {
-      if (failed(*done))
-        return failure();
-      continue;
-    }
-    if (failed(emitOp(&op)))
+    if (failed(emitOpInOrder(op)))
       return failure();
   }
-  if (runScope && failed(endRun()))
-    return failure();
   // A collective nothing reads is still waited for before the step returns
   // (in start order: the same source every time).
-  SmallVector<int64_t> unread;
+  SmallVector<int64_t> unread(unreadInRuns);
   for (auto &[value, number] : pending)
     unread.push_back(number);
   llvm::sort(unread);

@@ -102,8 +102,9 @@ public:
 
 protected:
   // ---- Target hooks.
-  /// Before the first op: decide fusions over the whole step.
-  virtual void planFusions() {}
+  /// Before the first op of `block` (the step's, or a block function's
+  /// for the call being printed): decide fusions over it.
+  virtual void planFusions(mlir::Block &block) {}
   /// Whether `op` needs no code of its own (its consumers compute it).
   virtual bool computedByConsumers(mlir::Operation *op) { return false; }
   /// Rejects element types the target cannot run.
@@ -163,6 +164,9 @@ protected:
   /// The C expression of a value's storage, typed: its local in the step
   /// function, or (in a block run) a slot of the run's pointer table.
   std::string ptr(mlir::Value v);
+  /// The same for storage of element type `element` in an argument
+  /// (`argument` >= 0) or an arena buffer.
+  std::string ptrTo(mlir::Type element, int64_t argument, int64_t buffer);
   /// The C string literal of an error site (`where: 'op'`), or in a block
   /// run the entry of the run's site table.
   std::string site(llvm::StringRef text);
@@ -238,6 +242,12 @@ protected:
                                    mlir::Value buffer, mlir::Value result);
   mlir::LogicalResult emitAllToAll(mlir::mesh::AllToAllOp a);
   mlir::LogicalResult emitAllSlice(mlir::mesh::AllSliceOp s);
+  /// Runs printed so far; the call being printed (null: none).
+  int64_t runs = 0;
+  mlir::func::CallOp boundCall;
+  /// Where the step reads `v` from: the call's operand for an argument of
+  /// the block function being printed, else `v`.
+  mlir::Value asStepReads(mlir::Value v);
   /// Whether two values' storage is disjoint (a kernel may write one while
   /// reading the other).
   bool disjoint(mlir::Value a, mlir::Value b);
@@ -249,7 +259,8 @@ protected:
   virtual std::string blockArguments() const { return ""; }
 
   mlir::func::FuncOp step;
-  const MemoryPlan &plan;
+  /// The step's plan; while a call is printed, its callee's values too.
+  MemoryPlan plan;
   std::string target;
   std::string preText, bodyText;
   llvm::raw_string_ostream pre{preText}, body{bodyText};
@@ -266,8 +277,15 @@ protected:
   ModuleSummary summary;
 
 private:
-  /// Lowers every op of the body into `body` (and `pre`).
+  /// Lowers every op of the body into `body` (and `pre`), each call of a
+  /// block function as a call of its C function.
   mlir::LogicalResult emitBody();
+  /// Lowers one op, the next in the order the step runs them.
+  mlir::LogicalResult emitOpInOrder(mlir::Operation &op);
+  /// Lowers a call of block function `callee`: its ops with the call's
+  /// plan, printed into the callee's C function the first time, and a call
+  /// of it with this call's pointer table.
+  mlir::LogicalResult emitCall(mlir::func::CallOp call, mlir::func::FuncOp callee);
   /// Declares the argument and arena buffers the step function names.
   void bufferNames(llvm::raw_ostream &os);
   void waitFor(mlir::Operation *op);
@@ -278,14 +296,14 @@ private:
   /// The argument table (as text step.so decodes once) and its shapes.
   std::string argumentTable();
   std::string splitFields(mlir::DictionaryAttr tpShard, int segmentTable);
-  /// A block run being printed (step.block_run): its code goes into the
-  /// function step-outline-blocks gave it, the step gets a call. Pointers
+  /// A block run being printed (a call of a block function): its code goes
+  /// into that function's C function, the step gets a call. Pointers
   /// are slots of the run's table (one per address, in order of use), error
   /// sites entries of its site table.
   struct RunScope {
     // (No member initializers: clang cannot default-construct a nested
     // struct that has them inside std::optional before the class is done.)
-    int64_t run;
+    int64_t run, function;
     size_t begin;  // where its code starts in bodyText
     std::string block, firstLocation, lastLocation;
     int kernels;
@@ -305,8 +323,13 @@ private:
   /// its code becomes its function's (checked equal to what earlier runs of
   /// that function printed: a run that differs is an internal error) and
   /// the step calls it.
-  void beginRun(int64_t run, const std::string &block);
+  void beginRun(int64_t function, const std::string &block);
   mlir::LogicalResult endRun();
+  /// Requests a run started and nothing waited for (at the step's end).
+  llvm::SmallVector<int64_t> unreadInRuns;
+  /// The op being printed, and the next, in the order the step runs them
+  /// (a block function's ops once per call): the plan's op indices.
+  int64_t flatIndex = 0, nextFlatIndex = 0;
   /// The functions printed so far, as text, and per IR block function the
   /// code its runs print.
   std::string functionsText;
@@ -341,9 +364,6 @@ private:
   std::vector<ProfileSite> profileSites;
   /// The plan's live arena bytes at each op of the step (filled on first use).
   std::vector<int64_t> liveByOp;
-  llvm::DenseMap<mlir::Operation *, int64_t> opIndex;
-  /// The block label of each value (stepc::attributeBlocks, filled with liveByOp).
-  llvm::DenseMap<mlir::Value, std::string> blockOfValue;
   /// The kind `op` is timed as, counting its call, bytes and FLOPs (and
   /// adding its site).
   int profileKind(mlir::Operation *op);

@@ -178,17 +178,19 @@ static LogicalResult writeOutput(StringRef path, StringRef text) {
 /// What step.so's metadata carries (the report, the mesh the passes built,
 /// the target) and the emitted source of one compiled module: a pipeline
 /// stage's under pp. `summary` and the planned peak are kept for --report.
-static FailureOr<std::string> emitCompiledModule(ModuleOp module, const CompiledSteps &steps,
+/// The emitters print the module as it is, a block function's calls as
+/// calls; the report reads `flat`, the same steps with those calls inlined.
+static FailureOr<std::string> emitCompiledModule(ModuleOp module, ModuleOp flat,
                                                  const StepcPipelineOptions &options,
                                                  const CpuTarget &cpu, bool emitSource,
                                                  ModuleSummary &summary,
                                                  int64_t &plannedPeakBytes) {
   FailureOr<StepReport> report =
-      reportCompiledModule(module, options, CommModel{linkGBps, computeGflops});
+      reportCompiledModule(flat, options, CommModel{linkGBps, computeGflops});
   if (failed(report))
     return failure();
   plannedPeakBytes = report->plannedPeakBytes;
-  summary = summarizeCompiledModule(module, *report, shard, precision);
+  summary = summarizeCompiledModule(flat, *report, shard, precision);
   if (target == "cpu") {
     summary.cpuIsa = cpu.isa;
     summary.cpuFeatures = cpu.features;
@@ -197,8 +199,12 @@ static FailureOr<std::string> emitCompiledModule(ModuleOp module, const Compiled
   // cannot run it).
   if (!emitSource)
     return std::string();
-  return target == "cuda" ? emitCudaSource(steps.train, summary, steps.eval, steps.sample, profile)
-                          : emitCpuSource(steps.train, summary, steps.eval, steps.sample, profile);
+  FailureOr<CompiledSteps> steps = findCompiledSteps(module);
+  if (failed(steps))
+    return failure();
+  return target == "cuda"
+             ? emitCudaSource(steps->train, summary, steps->eval, steps->sample, profile)
+             : emitCpuSource(steps->train, summary, steps->eval, steps->sample, profile);
 }
 
 /// The source of pipeline stage `stage`: the model as written through the
@@ -216,13 +222,13 @@ static FailureOr<std::string> compileOtherStage(ModuleOp original,
         fail(message);
         return failure();
       })) ||
-      failed(pm.run(*copy)) || failed(inlineBlockFunctions(*copy)))
+      failed(pm.run(*copy)))
     return failure();
-  FailureOr<CompiledSteps> steps = findCompiledSteps(*copy);
-  if (failed(steps))
+  OwningOpRef<ModuleOp> flat = copy->clone();
+  if (failed(inlineBlockFunctions(*flat)))
     return failure();
   ModuleSummary summary;
-  return emitCompiledModule(*copy, *steps, stageOptions, cpu, emitSource, summary,
+  return emitCompiledModule(*copy, *flat, stageOptions, cpu, emitSource, summary,
                             plannedPeakBytes);
 }
 
@@ -395,16 +401,12 @@ static LogicalResult writeReport(const std::string &reportJson, llvm::json::Arra
 /// --memory-plot; the exit code.
 static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptions &options,
                     const CpuTarget &cpu, int64_t budgetBytes, int64_t stages) {
-  // The report, the memory plot and the emitters walk each step in
-  // execution order: its block functions' calls inlined (in a copy when
-  // --emit=mlir prints the outlined module).
-  OwningOpRef<ModuleOp> copy;
-  if (emit == "mlir")
-    copy = module.clone();
-  ModuleOp flat = copy ? *copy : module;
-  if (failed(inlineBlockFunctions(flat)))
+  // The report and the memory plot walk each step in execution order: its
+  // block functions' calls inlined, in a copy.
+  OwningOpRef<ModuleOp> flat = module.clone();
+  if (failed(inlineBlockFunctions(*flat)))
     return 1;
-  FailureOr<CompiledSteps> steps = findCompiledSteps(flat);
+  FailureOr<CompiledSteps> steps = findCompiledSteps(*flat);
   if (failed(steps))
     return 1;
   if (!memoryPlot.empty()) {
@@ -415,8 +417,8 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
   }
   ModuleSummary summary;
   int64_t plannedPeakBytes = 0;
-  FailureOr<std::string> source = emitCompiledModule(flat, *steps, options, cpu,
-                                                     emit != "mlir", summary, plannedPeakBytes);
+  FailureOr<std::string> source = emitCompiledModule(module, *flat, options, cpu, emit != "mlir",
+                                                     summary, plannedPeakBytes);
   if (failed(source))
     return 1;
   // A pipeline's other stages: their sources for step.so, and their planned
