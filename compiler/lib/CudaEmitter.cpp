@@ -143,6 +143,8 @@ private:
   /// Kernel launches and library calls a step makes (each library call
   /// launches one to three kernels or a cuBLASLt GEMM).
   int64_t launches = 0;
+  /// Constant tables by type and contents.
+  std::map<std::string, std::string> constantTables;
   /// Generated elementwise kernels by signature.
   llvm::StringMap<std::string> elementwiseKernels;
 };
@@ -348,25 +350,32 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
   }
   if (!dense.getElementType().isF32() && !dense.getElementType().isInteger(32))
     return op.emitOpError() << "the CUDA back end supports f32 and i32 constants";
-  // A device table and a kernel that copies it (capturable in a graph).
-  std::string name = "c" + std::to_string(constants++);
+  // A device table and a kernel that copies it (capturable in a graph);
+  // equal constants share them (so equal block runs print equal code).
   std::string type = isFloat ? "float" : "int32_t";
   int64_t n = dense.getNumElements();
-  pre << "__device__ const " << type << " " << name << "[] = {";
+  std::string contents;
+  llvm::raw_string_ostream os(contents);
   for (int64_t i = 0; i < n; ++i) {
     if (i)
-      pre << ", ";
+      os << ", ";
     if (isFloat)
-      pre << floatLiteral((dense.isSplat() ? dense.getSplatValue<APFloat>()
-                                           : dense.getValues<APFloat>()[i])
-                              .convertToDouble());
+      os << floatLiteral((dense.isSplat() ? dense.getSplatValue<APFloat>()
+                                          : dense.getValues<APFloat>()[i])
+                             .convertToDouble());
     else
-      pre << storedInteger(dense.isSplat() ? dense.getSplatValue<APInt>()
-                                           : dense.getValues<APInt>()[i]);
+      os << storedInteger(dense.isSplat() ? dense.getSplatValue<APInt>()
+                                          : dense.getValues<APInt>()[i]);
   }
-  pre << "};\nstatic __global__ void " << name << "_copy(" << type << " *out) {\n"
-      << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
-      << "; i += (int64_t)gridDim.x * blockDim.x) out[i] = " << name << "[i];\n}\n";
+  auto [named, inserted] = constantTables.try_emplace(type + " {" + contents + "}");
+  if (inserted) {
+    named->second = "c" + std::to_string(constants++);
+    pre << "__device__ const " << type << " " << named->second << "[] = {" << contents
+        << "};\nstatic __global__ void " << named->second << "_copy(" << type << " *out) {\n"
+        << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
+        << "; i += (int64_t)gridDim.x * blockDim.x) out[i] = " << named->second << "[i];\n}\n";
+  }
+  const std::string &name = named->second;
   ++launches;
   body << "  STEPC_LAUNCH(stepc_blocks(" << n << "), " << lc::kThreads << ", 0, stream, " << name
        << "_copy)(" << ptr(out) << ");\n  STEPC_LAUNCHED("

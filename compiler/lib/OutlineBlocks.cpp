@@ -179,18 +179,6 @@ std::string stepc::blockOfOp(Operation *op, const DenseMap<Value, std::string> &
   return "";
 }
 
-std::optional<int64_t> stepc::blockRunOf(Operation *op) {
-  if (auto run = op->getAttrOfType<IntegerAttr>(StepDialect::kBlockRunAttrName))
-    return run.getInt();
-  return std::nullopt;
-}
-
-ArrayRef<int64_t> stepc::blockFunctions(func::FuncOp step) {
-  if (auto functions = step->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kBlockFunctionsAttrName))
-    return functions.asArrayRef();
-  return {};
-}
-
 namespace {
 
 /// The runs of `step`: consecutive ops computing for one block. An op

@@ -3,6 +3,7 @@
 #include "stepc/Compiler/Pareto.h"
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/ModelReport.h"
+#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -67,9 +68,12 @@ FailureOr<std::optional<Point>> compileAt(ModuleOp model, const StepcPipelineOpt
     }
     if (!f->hasAttr(StepDialect::kTrainStepAttrName))
       continue;
-    for (Operation &op : f.getBody().front())
-      if (FailureOr<int64_t> flops = getExecutedFlops(&op); succeeded(flops))
-        executed += *flops;
+    // Every op the step runs: a block function's once per call.
+    if (failed(walkInOrder(f, [&](Operation *op) {
+          if (FailureOr<int64_t> flops = getExecutedFlops(op); succeeded(flops))
+            executed += *flops;
+        })))
+      return failure();
     auto decision = f->getAttrOfType<DictionaryAttr>(StepDialect::kRematAttrName);
     if (!decision)
       return f.emitOpError() << "has no step.remat decision";

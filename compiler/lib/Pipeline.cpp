@@ -383,7 +383,8 @@ std::string optimizerFlags(const StepcPipelineOptions &options, const ShardSpec 
 
 LogicalResult
 stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options,
-                          function_ref<LogicalResult(const Twine &)> emitError) {
+                          function_ref<LogicalResult(const Twine &)> emitError,
+                          bool outlineBlocks) {
   FailureOr<Decided> decided = decideOptions(options, emitError);
   if (failed(decided))
     return failure();
@@ -417,13 +418,15 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   if (budget > 0 && remat == "auto" && options.until == "kernels") {
     pm.addPass(createStepFitMemoryBudget(
         StepFitMemoryBudgetOptions{options.target, budget, options.fuseElementwise}));
-    return success();
-  }
-  if (options.until == "train-step") {
+  } else if (options.until == "train-step") {
     addStepRemat(pm, options.target, remat, budget);
     return success();
+  } else {
+    addTargetTail(pm, options.target, options.fuseElementwise, remat, budget, budget);
   }
-  addTargetTail(pm, options.target, options.fuseElementwise, remat, budget, budget);
+  // On the plan: which block runs share a function.
+  if (outlineBlocks)
+    pm.addPass(createStepOutlineBlocks());
   return success();
 }
 
@@ -458,8 +461,6 @@ void stepc::addTargetTail(OpPassManager &pm, StringRef target, bool fuseElementw
     pm.addPass(createStepFuseElementwise());
   // The plan the emitters print, checked against the budget.
   pm.addPass(createStepPlanMemory(StepPlanMemoryOptions{target.str(), checkBudget}));
-  // On that plan: which block runs share a function.
-  pm.addPass(createStepOutlineBlocks());
 }
 
 void stepc::registerStepcPipeline() {

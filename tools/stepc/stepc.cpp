@@ -19,7 +19,6 @@
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/MemoryPlot.h"
-#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Compiler/Pareto.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Compiler/Toolchain.h"
@@ -175,26 +174,39 @@ static LogicalResult writeOutput(StringRef path, StringRef text) {
   return success();
 }
 
+/// Runs step-outline-blocks on a planned module (with --dump-after's
+/// printing, for stepc's own module).
+using OutlineFn = llvm::function_ref<LogicalResult(ModuleOp)>;
+
+static LogicalResult outlineBlocks(ModuleOp module) {
+  PassManager pm(module.getContext());
+  pm.addPass(createStepOutlineBlocks());
+  return pm.run(module);
+}
+
 /// What step.so's metadata carries (the report, the mesh the passes built,
 /// the target) and the emitted source of one compiled module: a pipeline
 /// stage's under pp. `summary` and the planned peak are kept for --report.
-/// The emitters print the module as it is, a block function's calls as
-/// calls; the report reads `flat`, the same steps with those calls inlined.
-static FailureOr<std::string> emitCompiledModule(ModuleOp module, ModuleOp flat,
+/// The report reads the planned step as the pipeline left it, before
+/// `outline` makes its block runs calls; the emitters print the module as
+/// it is then.
+static FailureOr<std::string> emitCompiledModule(ModuleOp module,
                                                  const StepcPipelineOptions &options,
                                                  const CpuTarget &cpu, bool emitSource,
-                                                 ModuleSummary &summary,
+                                                 OutlineFn outline, ModuleSummary &summary,
                                                  int64_t &plannedPeakBytes) {
   FailureOr<StepReport> report =
-      reportCompiledModule(flat, options, CommModel{linkGBps, computeGflops});
+      reportCompiledModule(module, options, CommModel{linkGBps, computeGflops});
   if (failed(report))
     return failure();
   plannedPeakBytes = report->plannedPeakBytes;
-  summary = summarizeCompiledModule(flat, *report, shard, precision);
+  summary = summarizeCompiledModule(module, *report, shard, precision);
   if (target == "cpu") {
     summary.cpuIsa = cpu.isa;
     summary.cpuFeatures = cpu.features;
   }
+  if (failed(outline(module)))
+    return failure();
   // --emit=mlir needs no emission (a bf16 step can be shown though the CPU
   // cannot run it).
   if (!emitSource)
@@ -218,17 +230,17 @@ static FailureOr<std::string> compileOtherStage(ModuleOp original,
   stageOptions.copyOptionValuesFrom(options);
   stageOptions.ppStage = stage;
   PassManager pm(original.getContext());
-  if (failed(buildStepcPipeline(pm, stageOptions, [](const Twine &message) {
-        fail(message);
-        return failure();
-      })) ||
+  if (failed(buildStepcPipeline(
+          pm, stageOptions,
+          [](const Twine &message) {
+            fail(message);
+            return failure();
+          },
+          /*outlineBlocks=*/false)) ||
       failed(pm.run(*copy)))
     return failure();
-  OwningOpRef<ModuleOp> flat = copy->clone();
-  if (failed(inlineBlockFunctions(*flat)))
-    return failure();
   ModuleSummary summary;
-  return emitCompiledModule(*copy, *flat, stageOptions, cpu, emitSource, summary,
+  return emitCompiledModule(*copy, stageOptions, cpu, emitSource, outlineBlocks, summary,
                             plannedPeakBytes);
 }
 
@@ -396,17 +408,14 @@ static LogicalResult writeReport(const std::string &reportJson, llvm::json::Arra
   return writeOutput(reportFile, json + "\n");
 }
 
-/// The compiled module to what --emit asks for (step.so: every pipeline
-/// stage's step, the others compiled from `original`), with --report and
-/// --memory-plot; the exit code.
+/// The compiled module (planned, its blocks not yet outlined: `outline`
+/// does) to what --emit asks for (step.so: every pipeline stage's step, the
+/// others compiled from `original`), with --report and --memory-plot; the
+/// exit code.
 static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptions &options,
-                    const CpuTarget &cpu, int64_t budgetBytes, int64_t stages) {
-  // The report and the memory plot walk each step in execution order: its
-  // block functions' calls inlined, in a copy.
-  OwningOpRef<ModuleOp> flat = module.clone();
-  if (failed(inlineBlockFunctions(*flat)))
-    return 1;
-  FailureOr<CompiledSteps> steps = findCompiledSteps(*flat);
+                    const CpuTarget &cpu, int64_t budgetBytes, int64_t stages,
+                    OutlineFn outline) {
+  FailureOr<CompiledSteps> steps = findCompiledSteps(module);
   if (failed(steps))
     return 1;
   if (!memoryPlot.empty()) {
@@ -417,8 +426,8 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
   }
   ModuleSummary summary;
   int64_t plannedPeakBytes = 0;
-  FailureOr<std::string> source = emitCompiledModule(module, *flat, options, cpu, emit != "mlir",
-                                                     summary, plannedPeakBytes);
+  FailureOr<std::string> source = emitCompiledModule(module, options, cpu, emit != "mlir",
+                                                     outline, summary, plannedPeakBytes);
   if (failed(source))
     return 1;
   // A pipeline's other stages: their sources for step.so, and their planned
@@ -541,17 +550,23 @@ int main(int argc, char **argv) {
     asWritten = module->clone();
   // parseByteSize succeeded in buildStepcPipeline.
   int64_t budgetBytes = memoryBudget.empty() ? 0 : *parseByteSize(memoryBudget);
-  // Everything up to the memory plan (budget checked on it) is the pipeline.
+  // Everything up to the memory plan (budget checked on it) is the pipeline;
+  // step-outline-blocks, its last pass, runs after the report (emitStep).
   PassManager pm(&context);
-  if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
-        fail(message);
-        return failure();
-      })))
+  if (failed(buildStepcPipeline(
+          pm, options,
+          [](const Twine &message) {
+            fail(message);
+            return failure();
+          },
+          /*outlineBlocks=*/false)))
     return 1;
   bool dumped = false;
-  if (!dumpAfter.empty()) {
+  auto dumpPasses = [&](PassManager &passes) {
+    if (dumpAfter.empty())
+      return;
     context.disableMultithreading();
-    pm.enableIRPrinting(
+    passes.enableIRPrinting(
         [](Pass *, Operation *) { return false; },
         [&](Pass *pass, Operation *) {
           bool print = dumpAfter == "all" || pass->getArgument() == dumpAfter;
@@ -559,9 +574,16 @@ int main(int argc, char **argv) {
           return print;
         },
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
-  }
+  };
+  dumpPasses(pm);
   if (failed(pm.run(*module)))
     return 1;
+  auto outline = [&](ModuleOp planned) {
+    PassManager outliner(&context);
+    outliner.addPass(createStepOutlineBlocks());
+    dumpPasses(outliner);
+    return outliner.run(planned);
+  };
   if (asWritten) {
     std::string json, svg;
     if (failed(sweepMemoryBudgets(*asWritten, options, json, svg)) ||
@@ -570,11 +592,11 @@ int main(int argc, char **argv) {
       return 1;
     asWritten = nullptr;
   }
+  int exitCode = emitStep(*module, original ? *original : ModuleOp(), options, *cpuTargetOf,
+                          budgetBytes, *stages, outline);
   if (!dumpAfter.empty() && !dumped)
     llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
                  << "': the pass is not in this pipeline (stepc-opt "
                     "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
-
-  return emitStep(*module, original ? *original : ModuleOp(), options, *cpuTargetOf,
-                  budgetBytes, *stages);
+  return exitCode;
 }

@@ -5,9 +5,10 @@
 // runs of equal structure (ops, attributes, types, how their values
 // connect, which of their storage coincides or overlaps in the plan, which
 // collectives they wait for) call one private func.func, each call with its
-// own plan (step.run_plan). step-inline-blocks (inlineBlockFunctions) puts
-// them back for the readers that walk a step in execution order; the
-// emitters print one function per block function and a call per run.
+// own plan (step.run_plan). The emitters print one function per block
+// function and a call per call, reading the callee's ops with that call's
+// plan on them (RunPlanScope); step-inline-blocks (inlineBlockFunctions)
+// puts the calls back, for tests that follow values through a step.
 // Structure comes from the parameters' block markers (#step.param's
 // block), never from their names.
 //
@@ -62,7 +63,7 @@ walkInOrder(mlir::func::FuncOp step, llvm::function_ref<void(mlir::Operation *)>
 /// One call of a block function as its step runs it: while the scope
 /// lives, the callee's ops carry that call's plan and locations (its
 /// step.run_plan: what the run's ops carried before step-outline-blocks),
-/// so the emitters, the report and step-inline-blocks read them as that
+/// so the emitters, walkInOrder and step-inline-blocks read them as that
 /// run; the callee is restored when the scope ends.
 class RunPlanScope {
 public:
@@ -86,15 +87,8 @@ private:
 /// Puts every call of a block function back in its step, with that call's
 /// plan and locations on its ops, each marked with its run
 /// (step.block_run), and the step's step.block_functions: the flat step
-/// the report, the memory plot and the emitters walk in execution order.
-/// The block functions are erased. Use on a copy of the module.
+/// (the pass step-inline-blocks). The block functions are erased.
 mlir::LogicalResult inlineBlockFunctions(mlir::ModuleOp module);
-
-/// The block run `op` belongs to (step.block_run), if any.
-std::optional<int64_t> blockRunOf(mlir::Operation *op);
-
-/// The function each block run of `step` calls (step.block_functions).
-llvm::ArrayRef<int64_t> blockFunctions(mlir::func::FuncOp step);
 
 } // namespace stepc
 
