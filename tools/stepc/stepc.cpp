@@ -184,23 +184,20 @@ static LogicalResult outlineBlocks(ModuleOp module) {
   return pm.run(module);
 }
 
-/// What step.so's metadata carries (the report, the mesh the passes built,
-/// the target) and the emitted source of one compiled module: a pipeline
-/// stage's under pp. `summary` and the planned peak are kept for --report.
-/// The report reads the planned step as the pipeline left it, before
-/// `outline` makes its block runs calls; the emitters print the module as
-/// it is then.
-static FailureOr<std::string> emitCompiledModule(ModuleOp module,
-                                                 const StepcPipelineOptions &options,
-                                                 const CpuTarget &cpu, bool emitSource,
-                                                 OutlineFn outline, ModuleSummary &summary,
-                                                 int64_t &plannedPeakBytes) {
-  FailureOr<StepReport> report =
-      reportCompiledModule(module, options, CommModel{linkGBps, computeGflops});
-  if (failed(report))
-    return failure();
-  plannedPeakBytes = report->plannedPeakBytes;
-  summary = summarizeCompiledModule(module, *report, shard, precision);
+/// The report of a planned module (a pipeline stage's under pp), read
+/// before its blocks are outlined.
+static FailureOr<StepReport> reportPlanned(ModuleOp module, const StepcPipelineOptions &options) {
+  return reportCompiledModule(module, options, CommModel{linkGBps, computeGflops});
+}
+
+/// What step.so's metadata carries (`report`, the mesh the passes built,
+/// the target: `summary`) and the emitted source of one planned module: a
+/// pipeline stage's under pp. `outline` makes its block runs calls first;
+/// the emitters print the module as it is then.
+static FailureOr<std::string> emitPlanned(ModuleOp module, const StepReport &report,
+                                          const CpuTarget &cpu, bool emitSource,
+                                          OutlineFn outline, ModuleSummary &summary) {
+  summary = summarizeCompiledModule(module, report, shard, precision);
   if (target == "cpu") {
     summary.cpuIsa = cpu.isa;
     summary.cpuFeatures = cpu.features;
@@ -219,13 +216,17 @@ static FailureOr<std::string> emitCompiledModule(ModuleOp module,
              : emitCpuSource(steps->train, summary, steps->eval, steps->sample, profile);
 }
 
-/// The source of pipeline stage `stage`: the model as written through the
-/// same pipeline with only the stage changed.
-static FailureOr<std::string> compileOtherStage(ModuleOp original,
-                                                const StepcPipelineOptions &options,
-                                                int64_t stage, const CpuTarget &cpu,
-                                                bool emitSource, int64_t &plannedPeakBytes) {
-  OwningOpRef<ModuleOp> copy = original.clone();
+/// Another stage of a pipeline: the model as written through the same
+/// pipeline with only the stage changed, planned, and its report.
+struct OtherStage {
+  OwningOpRef<ModuleOp> module;
+  StepReport report;
+};
+
+static FailureOr<OtherStage> planOtherStage(ModuleOp original,
+                                            const StepcPipelineOptions &options, int64_t stage) {
+  OtherStage planned;
+  planned.module = original.clone();
   StepcPipelineOptions stageOptions;
   stageOptions.copyOptionValuesFrom(options);
   stageOptions.ppStage = stage;
@@ -237,11 +238,13 @@ static FailureOr<std::string> compileOtherStage(ModuleOp original,
             return failure();
           },
           /*outlineBlocks=*/false)) ||
-      failed(pm.run(*copy)))
+      failed(pm.run(*planned.module)))
     return failure();
-  ModuleSummary summary;
-  return emitCompiledModule(*copy, stageOptions, cpu, emitSource, outlineBlocks, summary,
-                            plannedPeakBytes);
+  FailureOr<StepReport> report = reportPlanned(*planned.module, stageOptions);
+  if (failed(report))
+    return failure();
+  planned.report = std::move(*report);
+  return planned;
 }
 
 /// 1234567 as "1,234,567".
@@ -392,22 +395,6 @@ static LogicalResult checkModel(ModuleOp module) {
   return success();
 }
 
-/// --report: the compiler's report, with a pipeline's every stage's planned
-/// peak (`stagePeaks`, when the step has stages).
-static LogicalResult writeReport(const std::string &reportJson, llvm::json::Array *stagePeaks) {
-  std::string json = reportJson;
-  if (stagePeaks) {
-    llvm::Expected<llvm::json::Value> report = llvm::json::parse(json);
-    if (!report)
-      return failure(fail("internal error: the report is not JSON: " +
-                          llvm::toString(report.takeError())));
-    if (llvm::json::Object *pipeline = report->getAsObject()->getObject("pipeline"))
-      (*pipeline)["stage_planned_peak_bytes"] = std::move(*stagePeaks);
-    json = llvm::formatv("{0:2}", *report).str();
-  }
-  return writeOutput(reportFile, json + "\n");
-}
-
 /// The compiled module (planned, its blocks not yet outlined: `outline`
 /// does) to what --emit asks for (step.so: every pipeline stage's step, the
 /// others compiled from `original`), with --report and --memory-plot; the
@@ -424,32 +411,48 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
     if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
       return 1;
   }
+  FailureOr<StepReport> report = reportPlanned(module, options);
+  if (failed(report))
+    return 1;
+  // A pipeline's other stages, planned; every stage's report holds every
+  // stage's planned peak (stash included), the one step.so carries too.
+  const int64_t shown = stages > 1 ? ppStage.getValue() : 0;
+  std::vector<OtherStage> others(stages);
+  if (original) {
+    llvm::json::Array peaks;
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      if (stage != shown) {
+        FailureOr<OtherStage> planned = planOtherStage(original, options, stage);
+        if (failed(planned))
+          return 1;
+        others[stage] = std::move(*planned);
+      }
+      peaks.push_back(stage == shown ? report->plannedPeakBytes
+                                     : others[stage].report.plannedPeakBytes);
+    }
+    report->pipeline["stage_planned_peak_bytes"] = llvm::json::Array(peaks);
+    for (OtherStage &other : others)
+      other.report.pipeline["stage_planned_peak_bytes"] = llvm::json::Array(peaks);
+  }
   ModuleSummary summary;
-  int64_t plannedPeakBytes = 0;
-  FailureOr<std::string> source = emitCompiledModule(module, options, cpu, emit != "mlir",
-                                                     outline, summary, plannedPeakBytes);
+  FailureOr<std::string> source =
+      emitPlanned(module, *report, cpu, emit != "mlir", outline, summary);
   if (failed(source))
     return 1;
-  // A pipeline's other stages: their sources for step.so, and their planned
-  // peaks for the report (every stage's, stash included).
   std::vector<std::string> stageSources(stages);
-  stageSources[stages > 1 ? ppStage.getValue() : 0] = *source;
-  llvm::json::Array stagePeaks;
+  stageSources[shown] = *source;
   for (int64_t stage = 0; original && stage < stages; ++stage) {
-    if (stage == ppStage) {
-      stagePeaks.push_back(plannedPeakBytes);
+    if (stage == shown)
       continue;
-    }
-    int64_t stagePeak = 0;
+    ModuleSummary stageSummary;
     FailureOr<std::string> stageSource =
-        compileOtherStage(original, options, stage, cpu, emit == "so", stagePeak);
+        emitPlanned(*others[stage].module, others[stage].report, cpu, emit == "so",
+                    outlineBlocks, stageSummary);
     if (failed(stageSource))
       return 1;
     stageSources[stage] = std::move(*stageSource);
-    stagePeaks.push_back(stagePeak);
   }
-  if (!reportFile.empty() &&
-      failed(writeReport(summary.reportJson, original ? &stagePeaks : nullptr)))
+  if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
     return 1;
   if (emit == "mlir") {
     std::string text;
