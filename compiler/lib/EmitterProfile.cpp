@@ -13,7 +13,6 @@
 #include "SourceEmitter.h"
 
 #include "stepc/Analysis/FlopCount.h"
-#include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
 
