@@ -450,13 +450,15 @@ void CpuEmitter::planStepFusions() {
   // a region reads it (no loop of this step's then).
   DenseMap<StepInOrder::Instance, SmallVector<int64_t>> readers;
   DenseSet<StepInOrder::Instance> readNested;
-  for (auto [k, o] : llvm::enumerate(flat.ops)) {
-    for (Value v : o.op->getOperands())
-      readers[flat.of(v, o.call)].push_back(k);
-    o.op->walk([&](Operation *nested) {
-      if (nested != o.op)
+  for (size_t k = 0; k < flat.ops.size(); ++k) {
+    Operation *op = flat.ops[k].op;
+    const int64_t call = flat.ops[k].call;
+    for (Value v : op->getOperands())
+      readers[flat.of(v, call)].push_back(k);
+    op->walk([&](Operation *nested) {
+      if (nested != op)
         for (Value v : nested->getOperands())
-          readNested.insert(flat.of(v, o.call));
+          readNested.insert(flat.of(v, call));
     });
   }
   auto overlaps = [&](std::pair<int64_t, int64_t> a, std::pair<int64_t, int64_t> b) {
@@ -484,11 +486,12 @@ void CpuEmitter::planStepFusions() {
     return true;
   };
   DenseMap<StepInOrder::Instance, Fold> folds;
-  for (auto [k, o] : llvm::enumerate(flat.ops)) {
-    auto b = dyn_cast<BroadcastOp>(o.op);
+  for (size_t k = 0; k < flat.ops.size(); ++k) {
+    auto b = dyn_cast<BroadcastOp>(flat.ops[k].op);
     if (!b || !typeOf(b).getElementType().isF32())
       continue;
-    StepInOrder::Instance result{b.getResult(), o.call};
+    const int64_t call = flat.ops[k].call;
+    StepInOrder::Instance result{b.getResult(), call};
     const SmallVector<int64_t> &users = readers.lookup(result);
     std::optional<int64_t> period = trailingPeriod(b);
     bool consumersLoop = !users.empty() && !readNested.contains(result) &&
@@ -496,7 +499,7 @@ void CpuEmitter::planStepFusions() {
                            Operation *op = flat.ops[user].op;
                            return isa<stepk::FusedOp>(op) || isFusableElementwise(op);
                          });
-    StepInOrder::Instance input = flat.of(b.getInput(), o.call);
+    StepInOrder::Instance input = flat.of(b.getInput(), call);
     if (period && consumersLoop && inputLivesOn(k, users, input)) {
       auto [argument, buffer] = flat.storage.lookup(input);
       folds[result] = Fold{b.getInput(), *period, argument, buffer};
