@@ -394,6 +394,39 @@ struct StepInOrder {
   /// Where an instance is stored: (argument or -1, arena buffer or -1).
   DenseMap<Instance, std::pair<int64_t, int64_t>> storage;
 
+  explicit StepInOrder(func::FuncOp step) {
+    Block &body = step.getBody().front();
+    for (BlockArgument argument : body.getArguments())
+      storage[{argument, -1}] = {argument.getArgNumber(), -1};
+    for (Operation &op : body) {
+      auto call = dyn_cast<func::CallOp>(op);
+      func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp();
+      if (!callee) {
+        add(&op, -1);
+        continue;
+      }
+      int64_t index = calls.size();
+      calls.push_back(call);
+      callIndex[call] = index;
+      FailureOr<std::unique_ptr<RunPlanScope>> scope = RunPlanScope::apply(call, callee);
+      if (failed(scope))
+        continue;  // (emitCall says why)
+      for (Operation &inner : callee.getBody().front().without_terminator())
+        add(&inner, index);
+    }
+  }
+  /// `op` as `call` runs it (its plan on it), and its results' storage.
+  void add(Operation *op, int64_t call) {
+    ops.push_back({op, call});
+    auto ids = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kBufferAttrName);
+    auto args = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kInArgAttrName);
+    for (auto [i, r] : llvm::enumerate(op->getResults())) {
+      int64_t arg = args ? args[i] : -1, id = ids ? ids[i] : -1;
+      if (arg >= 0 || id >= 0)
+        storage[{r, call}] = {arg, id};
+    }
+  }
+
   /// The instance `v` read in `call` is: an argument of the block
   /// function is the call's operand, a call's result the callee's value.
   Instance of(Value v, int64_t call) {
@@ -413,38 +446,7 @@ struct StepInOrder {
 } // namespace
 
 void CpuEmitter::planStepFusions() {
-  StepInOrder flat;
-  Block &stepBody = step.getBody().front();
-  for (BlockArgument argument : stepBody.getArguments())
-    flat.storage[{argument, -1}] = {argument.getArgNumber(), -1};
-  auto place = [&](Operation *op, int64_t call) {
-    auto ids = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kBufferAttrName);
-    auto args = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kInArgAttrName);
-    for (auto [i, r] : llvm::enumerate(op->getResults())) {
-      int64_t arg = args ? args[i] : -1, id = ids ? ids[i] : -1;
-      if (arg >= 0 || id >= 0)
-        flat.storage[{r, call}] = {arg, id};
-    }
-  };
-  for (Operation &op : stepBody) {
-    auto call = dyn_cast<func::CallOp>(op);
-    func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp();
-    if (!callee) {
-      flat.ops.push_back({&op, -1});
-      place(&op, -1);
-      continue;
-    }
-    int64_t index = flat.calls.size();
-    flat.calls.push_back(call);
-    flat.callIndex[call] = index;
-    FailureOr<std::unique_ptr<RunPlanScope>> scope = RunPlanScope::apply(call, callee);
-    if (failed(scope))
-      continue;  // (emitCall says why)
-    for (Operation &inner : callee.getBody().front().without_terminator()) {
-      flat.ops.push_back({&inner, index});
-      place(&inner, index);
-    }
-  }
+  StepInOrder flat(step);
   foldedInCalls.assign(flat.calls.size(), {});
   // Each instance's readers (their positions), and whether an op nested in
   // a region reads it (no loop of this step's then).

@@ -474,8 +474,8 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
   return 0;
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+/// The passes (--dump-after names them) and stepc's flags, parsed.
+static void parseCommandLine(int argc, char **argv) {
   registerStepcPasses();
   registerStepcCompilerPasses();
   registerTransformsPasses();
@@ -496,6 +496,11 @@ int main(int argc, char **argv) {
       "  STEPC_COMPILE_CACHE  off: always run the compiler\n"
       "  STEPC_CACHE_MAX_MB   the compile cache's size (1024), least recently used\n"
       "                       evicted first\n");
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  parseCommandLine(argc, argv);
   if (failed(checkFlags()))
     return 1;
   std::string error;
