@@ -447,7 +447,8 @@ struct StepInOrder {
 
 void CpuEmitter::planStepFusions() {
   StepInOrder flat(step);
-  foldedInCalls.assign(flat.calls.size(), {});
+  foldedInCalls.clear();
+  foldedInCalls.resize(flat.calls.size());
   // Each instance's readers (their positions), and whether an op nested in
   // a region reads it (no loop of this step's then).
   DenseMap<StepInOrder::Instance, SmallVector<int64_t>> readers;
