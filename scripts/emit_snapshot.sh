@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What the compiler makes of a fixed set of configurations, for refactors
 # that must not change it: the final IR (--emit=mlir), the emitted C++ or
-# CUDA source (--emit=source) and the report (--report) of each, written to
-# DIR/<n>.mlir, .src and .json.
+# CUDA source (--emit=source), the report (--report) and the memory plot
+# (--memory-plot) of each, written to DIR/<n>.mlir, .src, .json and .svg.
 #
 #   scripts/emit_snapshot.sh /tmp/before      # on the old build
 #   ... change, rebuild ...
@@ -22,7 +22,8 @@ while read -r model flags; do
   (cd "$root" &&
    "$stepc" "examples/$model/model.mlir" --emit=mlir $flags -o "$out/$n.mlir" &&
    "$stepc" "examples/$model/model.mlir" --emit=source $flags -o "$out/$n.src" \
-     --report="$out/$n.json") > /dev/null 2>&1 || echo "failed: $model $flags" > "$out/$n.failed"
+     --report="$out/$n.json" --memory-plot="$out/$n.svg") > /dev/null 2>&1 ||
+    echo "failed: $model $flags" > "$out/$n.failed"
 done <<'LIST'
 gpt-small --target=cpu
 gpt-small --target=cpu --shard=fsdp:2

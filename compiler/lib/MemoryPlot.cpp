@@ -1,6 +1,7 @@
 //===- MemoryPlot.cpp - the memory plan as a picture ----------------------===//
 
 #include "stepc/Compiler/MemoryPlot.h"
+#include "stepc/Compiler/OutlineBlocks.h"
 
 #include "stepc/Compiler/ArenaPlan.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -60,13 +61,14 @@ void drawAxes(llvm::raw_ostream &os, const Frame &f) {
 /// (fused kernels and library calls carry their first member's phase).
 void drawPhases(llvm::raw_ostream &os, const Frame &f, func::FuncOp function) {
   using stepc::step::Phase;
+  // In the order the step runs its ops (a block function's once per call).
+  std::vector<std::optional<Phase>> phases;
+  (void)stepc::walkInOrder(function,
+                           [&](Operation *op) { phases.push_back(stepc::step::getPhase(op)); });
   auto phaseStart = [&](Phase phase) -> std::optional<int64_t> {
-    int64_t i = 0;
-    for (Operation &op : function.getBody().front()) {
-      if (stepc::step::getPhase(&op) == phase)
-        return i;
-      ++i;
-    }
+    for (size_t i = 0; i < phases.size(); ++i)
+      if (phases[i] == phase)
+        return int64_t(i);
     return std::nullopt;
   };
   for (auto [phase, label] : {std::pair(Phase::Backward, "backward"),
@@ -123,7 +125,7 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
   if (failed(plan))
     return failure();
   const int64_t args = argumentBytes(step);
-  const int64_t ops = std::distance(step.getBody().front().begin(), step.getBody().front().end());
+  const int64_t ops = opsInOrder(step);
   const std::vector<int64_t> live = liveBytesByOp(*plan, ops);
   const int64_t peakAt = std::max_element(live.begin(), live.end()) - live.begin();
   const int64_t planned = plannedPeakBytes(step).value_or(args + plan->arenaBytes);

@@ -402,15 +402,6 @@ static LogicalResult checkModel(ModuleOp module) {
 static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptions &options,
                     const CpuTarget &cpu, int64_t budgetBytes, int64_t stages,
                     OutlineFn outline) {
-  FailureOr<CompiledSteps> steps = findCompiledSteps(module);
-  if (failed(steps))
-    return 1;
-  if (!memoryPlot.empty()) {
-    FailureOr<std::string> svg =
-        memoryPlotSvg(steps->train, budgetBytes ? std::optional<int64_t>(budgetBytes) : std::nullopt);
-    if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
-      return 1;
-  }
   FailureOr<StepReport> report = reportPlanned(module, options);
   if (failed(report))
     return 1;
@@ -439,6 +430,16 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
       emitPlanned(module, *report, cpu, emit != "mlir", outline, summary);
   if (failed(source))
     return 1;
+  // The plot walks the step as it runs, each block function's ops per call.
+  if (!memoryPlot.empty()) {
+    FailureOr<CompiledSteps> steps = findCompiledSteps(module);
+    if (failed(steps))
+      return 1;
+    FailureOr<std::string> svg =
+        memoryPlotSvg(steps->train, budgetBytes ? std::optional<int64_t>(budgetBytes) : std::nullopt);
+    if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
+      return 1;
+  }
   std::vector<std::string> stageSources(stages);
   stageSources[shown] = *source;
   for (int64_t stage = 0; original && stage < stages; ++stage) {
