@@ -122,10 +122,15 @@ FailureOr<MemoryPlan> stepc::readMemoryPlan(func::FuncOp function) {
       for (auto [result, returned] : llvm::zip_equal(call.getResults(), ret->getOperands())) {
         if (auto arg = dyn_cast<BlockArgument>(returned)) {
           Value operand = call.getOperand(arg.getArgNumber());
+          std::optional<int64_t> buffer, index;
           if (auto it = plan.bufferOf.find(operand); it != plan.bufferOf.end())
-            plan.bufferOf[result] = it->second;
+            buffer = it->second;
           if (auto it = plan.argumentOf.find(operand); it != plan.argumentOf.end())
-            plan.argumentOf[result] = it->second;
+            index = it->second;
+          if (buffer)
+            plan.bufferOf[result] = *buffer;
+          if (index)
+            plan.argumentOf[result] = unsigned(*index);
           continue;
         }
         Operation *def = returned.getDefiningOp();

@@ -975,15 +975,22 @@ LogicalResult SourceEmitter::emitCall(func::CallOp call, func::FuncOp callee) {
   if (failed(scope))
     return failure();
   Block &entry = callee.getBody().front();
+  // (Each found entry is copied out before an insertion may move the map.)
   for (auto [argument, operand] : llvm::zip_equal(entry.getArguments(), call.getOperands())) {
     plan.bufferOf.erase(argument);
     plan.argumentOf.erase(argument);
-    if (auto it = plan.bufferOf.find(operand); it != plan.bufferOf.end())
-      plan.bufferOf[argument] = it->second;
-    if (auto it = plan.argumentOf.find(operand); it != plan.argumentOf.end())
-      plan.argumentOf[argument] = it->second;
-    if (auto it = pending.find(operand); it != pending.end())
-      pending[argument] = it->second;
+    if (auto it = plan.bufferOf.find(operand); it != plan.bufferOf.end()) {
+      int64_t buffer = it->second;
+      plan.bufferOf[argument] = buffer;
+    }
+    if (auto it = plan.argumentOf.find(operand); it != plan.argumentOf.end()) {
+      unsigned index = it->second;
+      plan.argumentOf[argument] = index;
+    }
+    if (auto it = pending.find(operand); it != pending.end()) {
+      int64_t number = it->second;
+      pending[argument] = number;
+    }
   }
   for (Operation &op : entry.without_terminator())
     if (op.getNumResults() &&
@@ -1010,8 +1017,9 @@ LogicalResult SourceEmitter::emitCall(func::CallOp call, func::FuncOp callee) {
   for (auto [result, returned] :
        llvm::zip_equal(call.getResults(), entry.getTerminator()->getOperands()))
     if (auto it = pending.find(returned); it != pending.end()) {
-      pending[result] = it->second;
-      pending.erase(returned);
+      int64_t number = it->second;
+      pending.erase(it);
+      pending[result] = number;
     }
   for (Operation &op : entry.without_terminator())
     for (Value r : op.getResults())
