@@ -137,7 +137,7 @@ BUGS = [
         "    (void)it;",
         lit=["Compiler/outline-blocks.test"]),
     Bug("fold-misses-call-results", "CPU emitter (broadcasts folded across block calls)",
-        "compiler/lib/CpuEmitter.cpp",
+        "compiler/lib/StepInOrder.cpp",
         "if (auto result = dyn_cast<OpResult>(v); result && call < 0)",
         "if (auto result = dyn_cast<OpResult>(v); result && false)",
         lit=["Compiler/outline-blocks.test"]),

@@ -13,6 +13,7 @@
 
 #include "LoweringUtils.h"
 #include "SourceEmitter.h"
+#include "StepInOrder.h"
 
 #include "stepc/Compiler/ArenaPlan.h"
 
@@ -378,93 +379,15 @@ void CpuEmitter::planFusions(Block &block) {
       foldedBroadcasts[value] = fold;
 }
 
-/// The step as it runs, for decisions over it: each op once per call of
-/// its block function, each value an instance (the value, and the call
-/// computing it: -1 for the step's own), with its storage in that call.
-namespace {
-struct StepInOrder {
-  using Instance = std::pair<Value, int64_t>;
-  struct Op {
-    Operation *op;
-    int64_t call;
-  };
-  std::vector<Op> ops;
-  SmallVector<func::CallOp> calls;
-  DenseMap<Operation *, int64_t> callIndex;
-  /// Where an instance is stored: (argument or -1, arena buffer or -1).
-  DenseMap<Instance, std::pair<int64_t, int64_t>> storage;
-
-  explicit StepInOrder(func::FuncOp step) {
-    Block &body = step.getBody().front();
-    for (BlockArgument argument : body.getArguments())
-      storage[{argument, -1}] = {argument.getArgNumber(), -1};
-    for (Operation &op : body) {
-      auto call = dyn_cast<func::CallOp>(op);
-      func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp();
-      if (!callee) {
-        add(&op, -1);
-        continue;
-      }
-      int64_t index = calls.size();
-      calls.push_back(call);
-      callIndex[call] = index;
-      FailureOr<std::unique_ptr<RunPlanScope>> scope = RunPlanScope::apply(call, callee);
-      if (failed(scope))
-        continue;  // (emitCall says why)
-      for (Operation &inner : callee.getBody().front().without_terminator())
-        add(&inner, index);
-    }
-  }
-  /// `op` as `call` runs it (its plan on it), and its results' storage.
-  void add(Operation *op, int64_t call) {
-    ops.push_back({op, call});
-    auto ids = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kBufferAttrName);
-    auto args = op->getAttrOfType<DenseI64ArrayAttr>(StepDialect::kInArgAttrName);
-    for (auto [i, r] : llvm::enumerate(op->getResults())) {
-      int64_t arg = args ? args[i] : -1, id = ids ? ids[i] : -1;
-      if (arg >= 0 || id >= 0)
-        storage[{r, call}] = {arg, id};
-    }
-  }
-
-  /// The instance `v` read in `call` is: an argument of the block
-  /// function is the call's operand, a call's result the callee's value.
-  Instance of(Value v, int64_t call) {
-    if (call >= 0)
-      if (auto argument = dyn_cast<BlockArgument>(v);
-          argument && isa<func::FuncOp>(argument.getOwner()->getParentOp()))
-        return of(calls[call].getOperand(argument.getArgNumber()), -1);
-    if (auto result = dyn_cast<OpResult>(v); result && call < 0)
-      if (auto it = callIndex.find(result.getOwner()); it != callIndex.end()) {
-        func::FuncOp callee = blockFunctionOf(calls[it->second]);
-        return of(callee.getBody().front().getTerminator()->getOperand(result.getResultNumber()),
-                  it->second);
-      }
-    return {v, call};
-  }
-};
-} // namespace
-
 void CpuEmitter::planStepFusions() {
-  StepInOrder flat(step);
+  foldedBroadcasts.clear();
   foldedInCalls.clear();
-  foldedInCalls.resize(flat.calls.size());
-  // Each instance's readers (their positions), and whether an op nested in
-  // a region reads it (no loop of this step's then).
-  DenseMap<StepInOrder::Instance, SmallVector<int64_t>> readers;
-  DenseSet<StepInOrder::Instance> readNested;
-  for (size_t k = 0; k < flat.ops.size(); ++k) {
-    Operation *op = flat.ops[k].op;
-    const int64_t call = flat.ops[k].call;
-    for (Value v : op->getOperands())
-      readers[flat.of(v, call)].push_back(k);
-    op->walk([&](Operation *nested) {
-      if (nested != op)
-        for (Value v : nested->getOperands())
-          readNested.insert(flat.of(v, call));
-    });
-  }
-  auto overlaps = [&](std::pair<int64_t, int64_t> a, std::pair<int64_t, int64_t> b) {
+  FailureOr<StepInOrder> view = StepInOrder::of(step);
+  if (failed(view))
+    return;  // (emitCall says why)
+  const std::vector<StepInOrder::Op> &ops = view->ops();
+  foldedInCalls.resize(view->calls());
+  auto overlaps = [&](StepInOrder::Storage a, StepInOrder::Storage b) {
     if (a.first >= 0 || b.first >= 0)
       return a.first >= 0 && a.first == b.first;
     const MemoryPlan::Buffer &x = plan.buffers[a.second], &y = plan.buffers[b.second];
@@ -473,38 +396,37 @@ void CpuEmitter::planStepFusions() {
   // The plan let the broadcast's input die at the broadcast: folding reads
   // it until the last consumer, so nothing written up to there may overlap
   // it (an AdamW on the bias, a buffer the plan reused).
-  auto inputLivesOn = [&](int64_t at, const SmallVector<int64_t> &users,
-                          StepInOrder::Instance input) {
-    auto in = flat.storage.find(input);
-    if (in == flat.storage.end())
+  auto inputLivesOn = [&](int64_t at, ArrayRef<int64_t> users, StepInOrder::Instance input) {
+    std::optional<StepInOrder::Storage> in = view->storage(input);
+    if (!in)
       return false;
     int64_t last = at;
     for (int64_t user : users)
       last = std::max(last, user);
     for (int64_t k = at + 1; k <= last; ++k)
-      for (Value r : flat.ops[k].op->getResults())
-        if (auto it = flat.storage.find({r, flat.ops[k].call});
-            it != flat.storage.end() && overlaps(it->second, in->second))
+      for (Value r : ops[k].op->getResults())
+        if (std::optional<StepInOrder::Storage> s = view->storage({r, ops[k].call});
+            s && overlaps(*s, *in))
           return false;
     return true;
   };
   DenseMap<StepInOrder::Instance, Fold> folds;
-  for (size_t k = 0; k < flat.ops.size(); ++k) {
-    auto b = dyn_cast<BroadcastOp>(flat.ops[k].op);
+  for (size_t k = 0; k < ops.size(); ++k) {
+    auto b = dyn_cast<BroadcastOp>(ops[k].op);
     if (!b || !typeOf(b).getElementType().isF32())
       continue;
-    const int64_t call = flat.ops[k].call;
+    const int64_t call = ops[k].call;
     StepInOrder::Instance result{b.getResult(), call};
-    const SmallVector<int64_t> &users = readers.lookup(result);
+    ArrayRef<int64_t> users = view->readers(result);
     std::optional<int64_t> period = trailingPeriod(b);
-    bool consumersLoop = !users.empty() && !readNested.contains(result) &&
+    bool consumersLoop = !users.empty() && view->nestedReaders(result).empty() &&
                          llvm::all_of(users, [&](int64_t user) {
-                           Operation *op = flat.ops[user].op;
+                           Operation *op = ops[user].op;
                            return isa<stepk::FusedOp>(op) || isFusableElementwise(op);
                          });
-    StepInOrder::Instance input = flat.of(b.getInput(), call);
+    StepInOrder::Instance input = view->instance(b.getInput(), call);
     if (period && consumersLoop && inputLivesOn(k, users, input)) {
-      auto [argument, buffer] = flat.storage.lookup(input);
+      auto [argument, buffer] = *view->storage(input);
       folds[result] = Fold{b.getInput(), *period, argument, buffer};
     }
   }
@@ -513,15 +435,16 @@ void CpuEmitter::planStepFusions() {
   // may change another loop's rows: until nothing changes).
   for (bool changed = true; changed;) {
     changed = false;
-    for (const StepInOrder::Op &o : flat.ops) {
+    for (const StepInOrder::Op &o : ops) {
       if (!isa<stepk::FusedOp>(o.op) && !isFusableElementwise(o.op))
         continue;
       int64_t inner = 0;
       for (Value v : o.op->getOperands())
-        if (auto it = folds.find(flat.of(v, o.call)); it != folds.end() && it->second.period > 1)
+        if (auto it = folds.find(view->instance(v, o.call));
+            it != folds.end() && it->second.period > 1)
           inner = inner ? std::min(inner, it->second.period) : it->second.period;
       for (Value v : o.op->getOperands())
-        if (auto it = folds.find(flat.of(v, o.call));
+        if (auto it = folds.find(view->instance(v, o.call));
             it != folds.end() && inner && it->second.period % inner) {
           folds.erase(it);
           changed = true;
@@ -530,16 +453,15 @@ void CpuEmitter::planStepFusions() {
   }
   // Each fold under the names the step and each call give it: the
   // broadcast's result (not printed) and what each loop reads.
-  foldedBroadcasts.clear();
   auto names = [&](int64_t call) -> DenseMap<Value, Fold> & {
     return call < 0 ? foldedBroadcasts : foldedInCalls[call];
   };
-  for (const StepInOrder::Op &o : flat.ops) {
+  for (const StepInOrder::Op &o : ops) {
     for (Value r : o.op->getResults())
       if (auto it = folds.find({r, o.call}); it != folds.end())
         names(o.call)[r] = it->second;
     for (Value v : o.op->getOperands())
-      if (auto it = folds.find(flat.of(v, o.call)); it != folds.end())
+      if (auto it = folds.find(view->instance(v, o.call)); it != folds.end())
         names(o.call)[v] = it->second;
   }
 }
