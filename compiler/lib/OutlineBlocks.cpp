@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stepc/Compiler/OutlineBlocks.h"
+#include "StepInOrder.h"
 
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Compiler/ArenaPlan.h"
@@ -104,67 +105,13 @@ DenseMap<Value, std::string> stepc::computedForBlocks(func::FuncOp step) {
 }
 
 DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
-  // Each parameter's block marker, which its moments share.
-  llvm::StringMap<int64_t> blockOfParam;
-  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
-    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
-      blockOfParam[p.getName()] = p.getBlock();
   DenseMap<Value, std::string> blockOf;
-  for (BlockArgument arg : step.getArguments()) {
-    unsigned i = arg.getArgNumber();
-    std::optional<int64_t> block;
-    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
-      block = p.getBlock();
-    else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
-      if (auto it = blockOfParam.find(s.getParam()); it != blockOfParam.end())
-        block = it->second;
-    if (!block)
-      continue;
-    std::string label = blockLabel(*block);
-    blockOf[arg] = label.empty() ? "#" : label;
-  }
-  // A parameter's gradient too (through the reshapes that made it, and
-  // the micro-batches' sum: the mean's 1/M and each accumulating add), so
-  // the clipping norm's terms and the accumulation run in their block's
-  // code.
-  auto gradientOf = [&](Value param, Value grad) {
-    auto it = blockOf.find(param);
-    if (it == blockOf.end())
-      return;
-    std::string block = it->second;
-    SmallVector<Value> work{grad};
-    while (!work.empty()) {
-      Value g = work.pop_back_val();
-      if (!blockOf.try_emplace(g, block).second)
-        continue;
-      Operation *def = g.getDefiningOp();
-      if (isa_and_nonnull<ReshapeOp>(def)) {
-        work.push_back(def->getOperand(0));
-      } else if (isa_and_nonnull<MulOp>(def) && def->getOperand(1).getDefiningOp<ConstantOp>()) {
-        work.push_back(def->getOperand(0));
-      } else if (isa_and_nonnull<AddOp>(def)) {
-        work.append({def->getOperand(0), def->getOperand(1)});
-      }
-    }
-  };
-  for (Operation &update : step.getBody().front()) {
-    // Every optimizer update reads (param, grad, ...); a multi-tensor group's
-    // updates read its inputs through the body.
-    if (isa<AdamwOp, SgdOp, LionOp>(update))
-      gradientOf(update.getOperand(0), update.getOperand(1));
-    if (auto group = dyn_cast<stepk::AdamwGroupOp>(update))
-      for (AdamwOp u : group.getUpdates())
-        gradientOf(group.inputOf(u.getParam()), group.inputOf(u.getGrad()));
-  }
-  for (Operation &op : step.getBody().front())
-    if (isa<ReshapeOp, ConvertOp, SliceOp>(op) || getPhase(&op) == Phase::Collective)
-      if (op.getNumOperands() > 0)
-        if (auto it = blockOf.find(op.getOperand(0)); it != blockOf.end()) {
-          // A copy: inserting may move the map's entries.
-          std::string block = it->second;
-          for (Value r : op.getResults())
-            blockOf[r] = block;
-        }
+  FailureOr<StepInOrder> view = StepInOrder::of(step);
+  if (failed(view))
+    return blockOf;
+  // (A flat step's instances are its values.)
+  for (auto &[instance, block] : parameterBlocks(step, *view))
+    blockOf[instance.first] = block;
   return blockOf;
 }
 

@@ -2,10 +2,14 @@
 
 #include "StepInOrder.h"
 
+#include "stepc/Analysis/StepStructure.h"
 #include "stepc/Compiler/OutlineBlocks.h"
-#include "stepc/Dialect/Step/IR/StepDialect.h"
+#include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
+#include "stepc/Transforms/CollectiveSchedule.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
 
 using namespace mlir;
 using namespace stepc;
@@ -92,4 +96,77 @@ ArrayRef<int64_t> StepInOrder::readers(Instance i) const {
 ArrayRef<int64_t> StepInOrder::nestedReaders(Instance i) const {
   auto it = nested.find(i);
   return it == nested.end() ? ArrayRef<int64_t>() : ArrayRef<int64_t>(it->second);
+}
+
+DenseMap<StepInOrder::Instance, std::string>
+stepc::parameterBlocks(func::FuncOp step, const StepInOrder &view) {
+  using Instance = StepInOrder::Instance;
+  // Each parameter's block marker, which its moments share.
+  llvm::StringMap<int64_t> blockOfParam;
+  for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i)
+    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
+      blockOfParam[p.getName()] = p.getBlock();
+  DenseMap<Instance, std::string> blockOf;
+  for (BlockArgument arg : step.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    std::optional<int64_t> block;
+    if (auto p = step.getArgAttrOfType<ParamAttr>(i, StepDialect::kParamAttrName))
+      block = p.getBlock();
+    else if (auto s = step.getArgAttrOfType<StateAttr>(i, StepDialect::kStateAttrName))
+      if (auto it = blockOfParam.find(s.getParam()); it != blockOfParam.end())
+        block = it->second;
+    if (!block)
+      continue;
+    std::string label = blockLabel(*block);
+    blockOf[{arg, -1}] = label.empty() ? "#" : label;
+  }
+  // A parameter's gradient too (through the reshapes that made it, and
+  // the micro-batches' sum: the mean's 1/M and each accumulating add), so
+  // the clipping norm's terms and the accumulation run in their block's
+  // code.
+  auto gradientOf = [&](Instance param, Instance grad) {
+    auto it = blockOf.find(param);
+    if (it == blockOf.end())
+      return;
+    std::string block = it->second;
+    SmallVector<Instance> work{grad};
+    while (!work.empty()) {
+      Instance g = work.pop_back_val();
+      if (!blockOf.try_emplace(g, block).second)
+        continue;
+      Operation *def = g.first.getDefiningOp();
+      auto read = [&](unsigned k) { return view.instance(def->getOperand(k), g.second); };
+      if (isa_and_nonnull<ReshapeOp>(def)) {
+        work.push_back(read(0));
+      } else if (isa_and_nonnull<MulOp>(def) &&
+                 read(1).first.getDefiningOp<ConstantOp>()) {
+        work.push_back(read(0));
+      } else if (isa_and_nonnull<AddOp>(def)) {
+        work.append({read(0), read(1)});
+      }
+    }
+  };
+  for (const StepInOrder::Op &o : view.ops()) {
+    // Every optimizer update reads (param, grad, ...); a multi-tensor group's
+    // updates read its inputs through the body.
+    Operation *update = o.op;
+    if (isa<AdamwOp, SgdOp, LionOp>(update))
+      gradientOf(view.instance(update->getOperand(0), o.call),
+                 view.instance(update->getOperand(1), o.call));
+    if (auto group = dyn_cast<stepk::AdamwGroupOp>(update))
+      for (AdamwOp u : group.getUpdates())
+        gradientOf(view.instance(group.inputOf(u.getParam()), o.call),
+                   view.instance(group.inputOf(u.getGrad()), o.call));
+  }
+  for (const StepInOrder::Op &o : view.ops())
+    if (isa<ReshapeOp, ConvertOp, SliceOp>(o.op) || getPhase(o.op) == Phase::Collective)
+      if (o.op->getNumOperands() > 0)
+        if (auto it = blockOf.find(view.instance(o.op->getOperand(0), o.call));
+            it != blockOf.end()) {
+          // A copy: inserting may move the map's entries.
+          std::string block = it->second;
+          for (Value r : o.op->getResults())
+            blockOf[{r, o.call}] = block;
+        }
+  return blockOf;
 }

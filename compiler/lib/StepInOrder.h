@@ -63,6 +63,11 @@ private:
   llvm::DenseMap<Instance, llvm::SmallVector<int64_t>> direct, nested;
 };
 
+/// parameterBlocks (OutlineBlocks.h) over the step as it runs: the block of
+/// each parameter, its moments and its gradient, per instance.
+llvm::DenseMap<StepInOrder::Instance, std::string>
+parameterBlocks(mlir::func::FuncOp step, const StepInOrder &view);
+
 } // namespace stepc
 
 #endif // STEPC_COMPILER_LIB_STEPINORDER_H
