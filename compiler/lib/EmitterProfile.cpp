@@ -78,7 +78,7 @@ int SourceEmitter::profileKind(Operation *op) {
   // the flat step): a collective computes for none, issued and waited for
   // inside other blocks' kernels (a prefetch, a gradient's reduction).
   auto computedFor = op->getAttrOfType<StringAttr>(StepDialect::kComputedForAttrName);
-  std::string block = computedFor ? computedFor.str() : "";
+  std::string block = computedFor && !communicates(op) ? computedFor.str() : "";
   profileSites.push_back(ProfileSite{it->second, named->getName().getStringRef().str(),
                                      where(named), flops, bytes, live, block});
   return it->second;

@@ -332,14 +332,14 @@ struct Run {
   std::string block;
 };
 
-/// Marks each kernel of the flat step with the block its result is
-/// computed for (step.computed_for), which only the flat step can tell.
+/// Marks each op of the flat step with the block its result is computed
+/// for (step.computed_for), which only the flat step can tell.
 void markComputedFor(func::FuncOp step) {
   DenseMap<Value, std::string> computedFor = computedForBlocks(step);
   Builder b(step.getContext());
   for (Operation &op : step.getBody().front()) {
     op.removeAttr(StepDialect::kComputedForAttrName);
-    if (op.getNumResults() == 0 || communicates(&op))
+    if (op.getNumResults() == 0)
       continue;
     std::string block = computedFor.lookup(op.getResult(0));
     if (!block.empty())

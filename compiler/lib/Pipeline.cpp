@@ -383,8 +383,7 @@ std::string optimizerFlags(const StepcPipelineOptions &options, const ShardSpec 
 
 LogicalResult
 stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options,
-                          function_ref<LogicalResult(const Twine &)> emitError,
-                          bool outlineBlocks) {
+                          function_ref<LogicalResult(const Twine &)> emitError) {
   FailureOr<Decided> decided = decideOptions(options, emitError);
   if (failed(decided))
     return failure();
@@ -425,8 +424,7 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
     addTargetTail(pm, options.target, options.fuseElementwise, remat, budget, budget);
   }
   // On the plan: which block runs share a function.
-  if (outlineBlocks)
-    pm.addPass(createStepOutlineBlocks());
+  pm.addPass(createStepOutlineBlocks());
   return success();
 }
 

@@ -1,6 +1,7 @@
 //===- Report.cpp - what the compiler knows before anything runs ----------===//
 
 #include "stepc/Compiler/Report.h"
+#include "StepInOrder.h"
 #include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/ModelReport.h"
@@ -68,24 +69,26 @@ static int64_t abiCount(Operation *op) {
 /// The collectives in flight together where their operands' and results'
 /// bytes peak: each runs from its op to the first reader of its result (its
 /// wait), or to the step's end.
-static std::vector<StepReport::CollectiveCall> collectivesInFlightPeak(Block &body) {
-  DenseMap<Operation *, size_t> at;
-  for (auto [i, op] : llvm::enumerate(body))
-    at[&op] = i;
+static std::vector<StepReport::CollectiveCall> collectivesInFlightPeak(const StepInOrder &view) {
+  const std::vector<StepInOrder::Op> &ops = view.ops();
   struct Window {
     size_t start, end;
     Operation *op;
     int64_t bytes;
   };
   SmallVector<Window> windows;
-  for (Operation &op : body) {
-    if (!communicates(&op))
+  for (auto [k, o] : llvm::enumerate(ops)) {
+    if (!communicates(o.op))
       continue;
-    size_t end = body.getOperations().size();
-    for (Operation *user : op.getResult(0).getUsers())
-      end = std::min(end, at.lookup(body.findAncestorOpInBlock(*user)));
-    windows.push_back({at[&op], end, &op,
-                       bytesOf(op.getOperand(0).getType()) + bytesOf(op.getResult(0).getType())});
+    size_t end = ops.size();
+    StepInOrder::Instance result{o.op->getResult(0), o.call};
+    for (int64_t reader : view.readers(result))
+      end = std::min(end, size_t(reader));
+    for (int64_t reader : view.nestedReaders(result))
+      end = std::min(end, size_t(reader));
+    windows.push_back({k, end, o.op,
+                       bytesOf(o.op->getOperand(0).getType()) +
+                           bytesOf(o.op->getResult(0).getType())});
   }
   // The set only grows where one starts: the peak is at a start.
   int64_t best = -1;
@@ -128,25 +131,28 @@ namespace {
 
 /// The block names an op's work and a parameter's bytes are reported under.
 struct Blocks {
-  DenseMap<Value, std::string> computedFor, parameterBlock;
+  const StepInOrder &view;
+  DenseMap<StepInOrder::Instance, std::string> parameterBlock;
 
-  explicit Blocks(func::FuncOp step)
-      : computedFor(computedForBlocks(step)), parameterBlock(parameterBlocks(step)) {}
+  Blocks(func::FuncOp step, const StepInOrder &view)
+      : view(view), parameterBlock(parameterBlocks(step, view)) {}
 
   static std::string label(const std::string &block) {
     return block.empty() || block == "#" ? std::string("outside blocks") : block;
   }
   /// The block an op's work is for: the forward's, backward's and
-  /// recomputation's by computedForBlocks; an update by its parameter's.
-  std::string workBlock(Operation &op) const {
-    std::optional<Phase> phase = getPhase(&op);
-    if (op.getNumResults() &&
+  /// recomputation's by computedForBlocks (step.computed_for); an update
+  /// by its parameter's.
+  std::string workBlock(const StepInOrder::Op &o) const {
+    std::optional<Phase> phase = getPhase(o.op);
+    if (o.op->getNumResults() &&
         (phase == Phase::Forward || phase == Phase::Backward || phase == Phase::Recompute))
-      return label(computedFor.lookup(op.getResult(0)));
-    if (isa<stepk::AdamwGroupOp>(op))
+      return label(o.computedFor);
+    if (isa<stepk::AdamwGroupOp>(o.op))
       return "outside blocks"; // every block's updates in one launch
-    if (op.getNumOperands())
-      if (auto it = parameterBlock.find(op.getOperand(0)); it != parameterBlock.end())
+    if (o.op->getNumOperands())
+      if (auto it = parameterBlock.find(view.instance(o.op->getOperand(0), o.call));
+          it != parameterBlock.end())
         return label(it->second);
     return "outside blocks";
   }
@@ -174,22 +180,24 @@ void countCollective(StepReport &report, Operation &op) {
 
 /// An fp8 product's operand: rounded by step.quantize_fp8 (then only
 /// widened, narrowed or reshaped).
-bool roundedToFp8(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
+bool roundedToFp8(const StepInOrder &view, StepInOrder::Instance v) {
+  while (Operation *def = v.first.getDefiningOp()) {
     if (auto call = dyn_cast<stepk::CallOp>(def))
       return call.getCallee() == "quantize_fp8";
     if (isa<QuantizeFp8Op>(def))
       return true;
     if (!isa<ConvertOp, ReshapeOp, TransposeOp>(def))
       return false;
-    v = def->getOperand(0);
+    v = view.instance(def->getOperand(0), v.second);
   }
   return false;
 }
 
 /// The library calls by shape (GEMMs, attention, grouped products) and
 /// the fp8 products, which the runtime probes and the profile times.
-void countLibraryShapes(StepReport &report, Operation &op, int64_t flops) {
+void countLibraryShapes(StepReport &report, const StepInOrder &view, const StepInOrder::Op &o,
+                        int64_t flops) {
+  Operation &op = *o.op;
   auto countGemm = [&](auto mm, bool sharedRhs) {
     auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
     auto out = cast<RankedTensorType>(mm->getResult(0).getType());
@@ -231,7 +239,8 @@ void countLibraryShapes(StepReport &report, Operation &op, int64_t flops) {
     countGemm(bm, false);
   if (auto gemm = dyn_cast<stepk::GemmOp>(op)) {
     countGemm(gemm, gemm.getSharedRhs());
-    if (roundedToFp8(gemm.getLhs()) && roundedToFp8(gemm.getRhs())) {
+    if (roundedToFp8(view, view.instance(gemm.getLhs(), o.call)) &&
+        roundedToFp8(view, view.instance(gemm.getRhs(), o.call))) {
       report.fp8GemmsPerStep += 1;
       report.fp8FlopsPerStep += flops;
     }
@@ -241,9 +250,10 @@ void countLibraryShapes(StepReport &report, Operation &op, int64_t flops) {
 /// Every op of the step: collectives, FLOPs (executed, by block, the
 /// optimizer's), kernels, library shapes and the memory-bound kernels'
 /// bytes.
-LogicalResult countOps(StepReport &report, Block &body, const Blocks &blocks) {
+LogicalResult countOps(StepReport &report, const Blocks &blocks) {
   int64_t executed = 0, kernels = 0;
-  for (Operation &op : body) {
+  for (const StepInOrder::Op &o : blocks.view.ops()) {
+    Operation &op = *o.op;
     if (communicates(&op)) {
       countCollective(report, op);
       // (A pipeline transfer is not one of the step's kernels.)
@@ -258,13 +268,13 @@ LogicalResult countOps(StepReport &report, Block &body, const Blocks &blocks) {
     if (std::optional<Phase> phase = getPhase(&op);
         *flops > 0 && op.getNumResults() &&
         (phase == Phase::Forward || phase == Phase::Backward || phase == Phase::Recompute)) {
-      const std::string &block = blocks.computedFor.lookup(op.getResult(0));
-      report.executedFlopsByBlock[block.empty() ? "outside blocks" : block] += *flops;
+      report.executedFlopsByBlock[o.computedFor.empty() ? "outside blocks" : o.computedFor] +=
+          *flops;
     }
     if (llvm::AddOverflow(executed, *flops, executed))
       return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
-    countLibraryShapes(report, op, *flops);
+    countLibraryShapes(report, blocks.view, o, *flops);
     if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllSliceOp>(op) &&
         !communicates(&op)) {
       int64_t bytes = 0;
@@ -274,7 +284,7 @@ LogicalResult countOps(StepReport &report, Block &body, const Blocks &blocks) {
         bytes += bytesOf(v.getType());
       report.memoryBoundBytesPerStep += bytes;
       ++report.memoryBoundKernelsPerStep;
-      report.memoryBoundBytesByBlock[blocks.workBlock(op)] += bytes;
+      report.memoryBoundBytesByBlock[blocks.workBlock(o)] += bytes;
     }
   }
   report.executedFlopsPerStep = executed;
@@ -287,7 +297,7 @@ LogicalResult countOps(StepReport &report, Block &body, const Blocks &blocks) {
 void countArguments(StepReport &report, func::FuncOp step, const Blocks &blocks) {
   for (unsigned i = 0, e = step.getNumArguments(); i < e; ++i) {
     int64_t bytes = bytesOf(step.getArgumentTypes()[i]);
-    auto block = blocks.parameterBlock.find(step.getArgument(i));
+    auto block = blocks.parameterBlock.find({step.getArgument(i), -1});
     std::string byBlock =
         Blocks::label(block == blocks.parameterBlock.end() ? "" : block->second);
     if (step.getArgAttr(i, StepDialect::kParamAttrName)) {
@@ -311,38 +321,42 @@ void countArguments(StepReport &report, func::FuncOp step, const Blocks &blocks)
 /// Saved activations: arena buffers holding values of forward ops that a
 /// backward (or recomputing) op reads, each attributed to its block; and
 /// the dropout masks, drawn again in the backward, never saved.
-LogicalResult countSavedActivations(StepReport &report, func::FuncOp step,
-                                    const MemoryPlan &plan) {
-  Block &body = step.getBody().front();
-  for (Operation &op : body)
-    if (!isa<func::ReturnOp>(op) && !getPhase(&op))
-      return op.emitOpError() << "has no step.phase (a pass dropped it)";
-  DenseMap<Value, std::string> blockOf = attributeBlocks(step);
+LogicalResult countSavedActivations(StepReport &report, const StepInOrder &view) {
+  for (const StepInOrder::Op &o : view.ops())
+    if (!isa<func::ReturnOp>(o.op) && !getPhase(o.op))
+      return o.op->emitOpError() << "has no step.phase (a pass dropped it)";
+  auto readBackward = [&](ArrayRef<int64_t> readers) {
+    return llvm::any_of(readers, [&](int64_t k) {
+      std::optional<Phase> phase = getPhase(view.ops()[k].op);
+      return phase == Phase::Backward || phase == Phase::Recompute;
+    });
+  };
   DenseSet<int64_t> counted;
-  for (Operation &op : body) {
-    if (getPhase(&op) != Phase::Forward)
+  for (const StepInOrder::Op &o : view.ops()) {
+    if (getPhase(o.op) != Phase::Forward)
       continue;
-    for (Value result : op.getResults()) {
-      bool readLater = llvm::any_of(result.getUsers(), [&](Operation *user) {
-        std::optional<Phase> phase = getPhase(user);
-        return phase == Phase::Backward || phase == Phase::Recompute;
-      });
-      auto buffer = plan.bufferOf.find(result);
-      if (!readLater || buffer == plan.bufferOf.end() || !counted.insert(buffer->second).second)
+    for (Value result : o.op->getResults()) {
+      StepInOrder::Instance saved{result, o.call};
+      bool readLater = readBackward(view.readers(saved)) || readBackward(view.nestedReaders(saved));
+      std::optional<StepInOrder::Storage> storage = view.storage(saved);
+      if (!readLater || !storage || storage->second < 0 || !counted.insert(storage->second).second)
         continue;
       int64_t bytes = bytesOf(result.getType());
       report.savedActivationBytes += bytes;
-      const std::string &block = blockOf[result];
-      report.savedActivationBytesByBlock[block.empty() ? "outside blocks" : block] += bytes;
+      // A forward op's block (attributeBlocks), as step-outline-blocks
+      // marked it.
+      report.savedActivationBytesByBlock[o.computedFor.empty() ? "outside blocks"
+                                                               : o.computedFor] += bytes;
     }
   }
-  step.walk([&](DropoutOp d) {
-    Operation *kernel = isa<stepk::CallOp>(d->getParentOp()) ? d->getParentOp() : d;
-    if (getPhase(kernel) != Phase::Forward)
-      return;
-    ++report.dropoutsPerStep;
-    report.dropoutMaskBytesNotSaved += d.getType().getNumElements();
-  });
+  for (const StepInOrder::Op &o : view.ops())
+    o.op->walk([&](DropoutOp d) {
+      Operation *kernel = isa<stepk::CallOp>(d->getParentOp()) ? d->getParentOp() : d;
+      if (getPhase(kernel) != Phase::Forward)
+        return;
+      ++report.dropoutsPerStep;
+      report.dropoutMaskBytesNotSaved += d.getType().getNumElements();
+    });
   int64_t blockTotal = 0, blocks = 0;
   for (auto &[name, bytes] : report.savedActivationBytesByBlock)
     if (name != "outside blocks") {
@@ -354,8 +368,9 @@ LogicalResult countSavedActivations(StepReport &report, func::FuncOp step,
 }
 
 /// Recomputation (step-remat): the copies' kinds and FLOPs.
-void countRecomputation(StepReport &report, Block &body) {
-  for (Operation &op : body) {
+void countRecomputation(StepReport &report, const StepInOrder &view) {
+  for (const StepInOrder::Op &o : view.ops()) {
+    Operation &op = *o.op;
     if (getPhase(&op) != Phase::Recompute)
       continue;
     report.recomputeFlopsPerStep += *getExecutedFlops(&op);
@@ -369,26 +384,25 @@ void countRecomputation(StepReport &report, Block &body) {
 /// Each collective runs from its op to the first use of its result; the
 /// compute in between hides it. Exposed = Σ max(0, comm − hidden), one
 /// link, collectives not contending.
-void predictCommunication(StepReport &report, Block &body, const CommModel &comm) {
+void predictCommunication(StepReport &report, const StepInOrder &view, const CommModel &comm) {
   if (comm.linkGBps <= 0)
     return;
-  SmallVector<Operation *> ops;
-  for (Operation &op : body)
-    ops.push_back(&op);
+  const std::vector<StepInOrder::Op> &ops = view.ops();
   SmallVector<int64_t> flops;
-  for (Operation *op : ops)
-    flops.push_back(*getExecutedFlops(op));
-  DenseMap<Operation *, size_t> at;
-  for (auto [i, op] : llvm::enumerate(ops))
-    at[op] = i;
+  for (const StepInOrder::Op &o : ops)
+    flops.push_back(*getExecutedFlops(o.op));
   double total = 0, exposed = 0;
-  for (auto [i, op] : llvm::enumerate(ops)) {
+  for (auto [i, o] : llvm::enumerate(ops)) {
+    Operation *op = o.op;
     if (!communicates(op))
       continue;
     double seconds = wireBytes(op, ranksOf(op)) / (comm.linkGBps * 1e9);
-    size_t wait = ops.size();
-    for (Operation *user : op->getResult(0).getUsers())
-      wait = std::min(wait, at[user]);
+    // Its wait: the first op that reads it (one nested in a kernel's body:
+    // at once).
+    StepInOrder::Instance result{op->getResult(0), o.call};
+    size_t wait = view.nestedReaders(result).empty() ? ops.size() : 0;
+    for (int64_t reader : view.readers(result))
+      wait = std::min(wait, size_t(reader));
     double hidden = 0;
     for (size_t j = i + 1; j < wait; ++j)
       hidden += flops[j] / (comm.computeGflops * 1e9);
@@ -412,12 +426,15 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
   FailureOr<ModelReport> model = analyzeModel(loss);
   if (failed(model))
     return failure();
-  Block &body = step.getBody().front();
-  const Blocks blocks(step);
-  if (failed(countOps(report, body, blocks)))
+  // The step as it runs: a block function's ops once per call.
+  FailureOr<StepInOrder> view = StepInOrder::of(step);
+  if (failed(view))
+    return failure();
+  const Blocks blocks(step, *view);
+  if (failed(countOps(report, blocks)))
     return failure();
   countArguments(report, step, blocks);
-  if (failed(countSavedActivations(report, step, plan)))
+  if (failed(countSavedActivations(report, *view)))
     return failure();
 
   report.function = step.getSymName().str();
@@ -432,9 +449,9 @@ FailureOr<StepReport> stepc::buildReport(func::FuncOp loss, func::FuncOp step,
   report.plannedPeakBytes =
       plan.arenaBytes + report.paramBytes + report.optimizerStateBytes + report.inputBytes;
   report.inPlaceBuffers = plan.inPlaceCount;
-  countRecomputation(report, body);
-  report.collectivesInFlightPeak = collectivesInFlightPeak(body);
-  predictCommunication(report, body, comm);
+  countRecomputation(report, *view);
+  report.collectivesInFlightPeak = collectivesInFlightPeak(*view);
+  predictCommunication(report, *view, comm);
   return report;
 }
 

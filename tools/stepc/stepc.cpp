@@ -174,36 +174,22 @@ static LogicalResult writeOutput(StringRef path, StringRef text) {
   return success();
 }
 
-/// Runs step-outline-blocks on a planned module (with --dump-after's
-/// printing, for stepc's own module).
-using OutlineFn = llvm::function_ref<LogicalResult(ModuleOp)>;
-
-static LogicalResult outlineBlocks(ModuleOp module) {
-  PassManager pm(module.getContext());
-  pm.addPass(createStepOutlineBlocks());
-  return pm.run(module);
-}
-
-/// The report of a planned module (a pipeline stage's under pp), read
-/// before its blocks are outlined.
-static FailureOr<StepReport> reportPlanned(ModuleOp module, const StepcPipelineOptions &options) {
+/// The report of a compiled module (a pipeline stage's under pp).
+static FailureOr<StepReport> reportCompiled(ModuleOp module, const StepcPipelineOptions &options) {
   return reportCompiledModule(module, options, CommModel{linkGBps, computeGflops});
 }
 
 /// What step.so's metadata carries (`report`, the mesh the passes built,
-/// the target: `summary`) and the emitted source of one planned module: a
-/// pipeline stage's under pp. `outline` makes its block runs calls first;
-/// the emitters print the module as it is then.
-static FailureOr<std::string> emitPlanned(ModuleOp module, const StepReport &report,
-                                          const CpuTarget &cpu, bool emitSource,
-                                          OutlineFn outline, ModuleSummary &summary) {
+/// the target: `summary`) and the emitted source of one compiled module (a
+/// pipeline stage's under pp), printed as it is.
+static FailureOr<std::string> emitCompiled(ModuleOp module, const StepReport &report,
+                                           const CpuTarget &cpu, bool emitSource,
+                                           ModuleSummary &summary) {
   summary = summarizeCompiledModule(module, report, shard, precision);
   if (target == "cpu") {
     summary.cpuIsa = cpu.isa;
     summary.cpuFeatures = cpu.features;
   }
-  if (failed(outline(module)))
-    return failure();
   // --emit=mlir needs no emission (a bf16 step can be shown though the CPU
   // cannot run it).
   if (!emitSource)
@@ -217,13 +203,13 @@ static FailureOr<std::string> emitPlanned(ModuleOp module, const StepReport &rep
 }
 
 /// Another stage of a pipeline: the model as written through the same
-/// pipeline with only the stage changed, planned, and its report.
+/// pipeline with only the stage changed, and its report.
 struct OtherStage {
   OwningOpRef<ModuleOp> module;
   StepReport report;
 };
 
-static FailureOr<OtherStage> planOtherStage(ModuleOp original,
+static FailureOr<OtherStage> compileOtherStage(ModuleOp original,
                                             const StepcPipelineOptions &options, int64_t stage) {
   OtherStage planned;
   planned.module = original.clone();
@@ -231,16 +217,14 @@ static FailureOr<OtherStage> planOtherStage(ModuleOp original,
   stageOptions.copyOptionValuesFrom(options);
   stageOptions.ppStage = stage;
   PassManager pm(original.getContext());
-  if (failed(buildStepcPipeline(
-          pm, stageOptions,
-          [](const Twine &message) {
-            fail(message);
-            return failure();
-          },
-          /*outlineBlocks=*/false)) ||
+  if (failed(buildStepcPipeline(pm, stageOptions,
+                                [](const Twine &message) {
+                                  fail(message);
+                                  return failure();
+                                })) ||
       failed(pm.run(*planned.module)))
     return failure();
-  FailureOr<StepReport> report = reportPlanned(*planned.module, stageOptions);
+  FailureOr<StepReport> report = reportCompiled(*planned.module, stageOptions);
   if (failed(report))
     return failure();
   planned.report = std::move(*report);
@@ -395,25 +379,24 @@ static LogicalResult checkModel(ModuleOp module) {
   return success();
 }
 
-/// The compiled module (planned, its blocks not yet outlined: `outline`
-/// does) to what --emit asks for (step.so: every pipeline stage's step, the
-/// others compiled from `original`), with --report and --memory-plot; the
-/// exit code.
+/// The compiled module to what --emit asks for (step.so: every pipeline
+/// stage's step, the others compiled from `original`), with --report and
+/// --memory-plot; the exit code.
 static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptions &options,
-                    const CpuTarget &cpu, int64_t budgetBytes, int64_t stages,
-                    OutlineFn outline) {
-  FailureOr<StepReport> report = reportPlanned(module, options);
+                    const CpuTarget &cpu, int64_t budgetBytes, int64_t stages) {
+  FailureOr<StepReport> report = reportCompiled(module, options);
   if (failed(report))
     return 1;
-  // A pipeline's other stages, planned; every stage's report holds every
-  // stage's planned peak (stash included), the one step.so carries too.
+  // A pipeline's other stages, compiled before any is emitted: every
+  // stage's report holds every stage's planned peak (stash included), the
+  // one step.so carries too.
   const int64_t shown = stages > 1 ? ppStage.getValue() : 0;
   std::vector<OtherStage> others(stages);
   if (original) {
     llvm::json::Array peaks;
     for (int64_t stage = 0; stage < stages; ++stage) {
       if (stage != shown) {
-        FailureOr<OtherStage> planned = planOtherStage(original, options, stage);
+        FailureOr<OtherStage> planned = compileOtherStage(original, options, stage);
         if (failed(planned))
           return 1;
         others[stage] = std::move(*planned);
@@ -426,11 +409,10 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
       other.report.pipeline["stage_planned_peak_bytes"] = llvm::json::Array(peaks);
   }
   ModuleSummary summary;
-  FailureOr<std::string> source =
-      emitPlanned(module, *report, cpu, emit != "mlir", outline, summary);
+  FailureOr<std::string> source = emitCompiled(module, *report, cpu, emit != "mlir", summary);
   if (failed(source))
     return 1;
-  // The plot walks the step as it runs, each block function's ops per call.
+  // The plot walks the step as it runs, a block function's ops per call.
   if (!memoryPlot.empty()) {
     FailureOr<CompiledSteps> steps = findCompiledSteps(module);
     if (failed(steps))
@@ -447,8 +429,7 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
       continue;
     ModuleSummary stageSummary;
     FailureOr<std::string> stageSource =
-        emitPlanned(*others[stage].module, others[stage].report, cpu, emit == "so",
-                    outlineBlocks, stageSummary);
+        emitCompiled(*others[stage].module, others[stage].report, cpu, emit == "so", stageSummary);
     if (failed(stageSource))
       return 1;
     stageSources[stage] = std::move(*stageSource);
@@ -559,23 +540,19 @@ int main(int argc, char **argv) {
     asWritten = module->clone();
   // parseByteSize succeeded in buildStepcPipeline.
   int64_t budgetBytes = memoryBudget.empty() ? 0 : *parseByteSize(memoryBudget);
-  // Everything up to the memory plan (budget checked on it) is the pipeline;
-  // step-outline-blocks, its last pass, runs after the report (emitStep).
+  // Everything up to the memory plan (budget checked on it) and the block
+  // functions is the pipeline; the report, the plot and the emitters read
+  // the module it leaves as it is.
   PassManager pm(&context);
-  if (failed(buildStepcPipeline(
-          pm, options,
-          [](const Twine &message) {
-            fail(message);
-            return failure();
-          },
-          /*outlineBlocks=*/false)))
+  if (failed(buildStepcPipeline(pm, options, [](const Twine &message) {
+        fail(message);
+        return failure();
+      })))
     return 1;
   bool dumped = false;
-  auto dumpPasses = [&](PassManager &passes) {
-    if (dumpAfter.empty())
-      return;
+  if (!dumpAfter.empty()) {
     context.disableMultithreading();
-    passes.enableIRPrinting(
+    pm.enableIRPrinting(
         [](Pass *, Operation *) { return false; },
         [&](Pass *pass, Operation *) {
           bool print = dumpAfter == "all" || pass->getArgument() == dumpAfter;
@@ -583,16 +560,9 @@ int main(int argc, char **argv) {
           return print;
         },
         /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
-  };
-  dumpPasses(pm);
+  }
   if (failed(pm.run(*module)))
     return 1;
-  auto outline = [&](ModuleOp planned) {
-    PassManager outliner(&context);
-    outliner.addPass(createStepOutlineBlocks());
-    dumpPasses(outliner);
-    return outliner.run(planned);
-  };
   if (asWritten) {
     std::string json, svg;
     if (failed(sweepMemoryBudgets(*asWritten, options, json, svg)) ||
@@ -601,11 +571,10 @@ int main(int argc, char **argv) {
       return 1;
     asWritten = nullptr;
   }
-  int exitCode = emitStep(*module, original ? *original : ModuleOp(), options, *cpuTargetOf,
-                          budgetBytes, *stages, outline);
   if (!dumpAfter.empty() && !dumped)
     llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
                  << "': the pass is not in this pipeline (stepc-opt "
                     "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
-  return exitCode;
+  return emitStep(*module, original ? *original : ModuleOp(), options, *cpuTargetOf,
+                  budgetBytes, *stages);
 }

@@ -95,15 +95,13 @@ struct StepcPipelineOptions : public mlir::PassPipelineOptions<StepcPipelineOpti
 ///   step-shard-fully] → step-optimizer → [step-schedule-collectives] →
 ///   [step-mixed-precision] → [step-remat] → step-eval-step → step-sample-step →
 ///   target lowering: [step-fuse-cuda-kernels (cuda)] → step-lower-library-calls →
-///   [step-fuse-elementwise] → step-plan-memory → [step-outline-blocks]
-/// (`until` stops after autodiff or before target lowering). Without
-/// `outlineBlocks` it ends at the planned flat step, which stepc reports
-/// on before it outlines the blocks itself.
+///   [step-fuse-elementwise] → step-plan-memory (or step-fit-memory-budget
+///   over that tail) → step-outline-blocks
+/// (`until` stops after autodiff or before target lowering).
 /// A bad option is reported through `emitError` and adds nothing.
 mlir::LogicalResult
 buildStepcPipeline(mlir::OpPassManager &pm, const StepcPipelineOptions &options,
-                   llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> emitError,
-                   bool outlineBlocks = true);
+                   llvm::function_ref<mlir::LogicalResult(const llvm::Twine &)> emitError);
 
 /// step-remat in `remat` mode under `budget` (0: none), if either asks for
 /// it, with the target's cost model.

@@ -160,11 +160,11 @@ def Step_Dialect : Dialect {
     /// the run computes for ("block 3"), as its first op's parameters, their
     /// moments or gradients say (the emitted call's comment).
     static constexpr llvm::StringLiteral kRunBlockAttrName = "step.run_block";
-    /// Op attribute (a string) of a planned step: the block a kernel's
-    /// result is computed for (stepc::computedForBlocks: a forward op its
-    /// block's, a backward one the block whose gradient comes next; absent
-    /// for none and for collectives), which --profile's trace names. A
-    /// block function's ops have theirs in each call's step.run_plan.
+    /// Op attribute (a string) of a planned step: the block an op's result
+    /// is computed for (stepc::computedForBlocks: a forward op its block's,
+    /// a backward one the block whose gradient comes next; absent for
+    /// none), which the report and --profile's trace name. A block
+    /// function's ops have theirs in each call's step.run_plan.
     static constexpr llvm::StringLiteral kComputedForAttrName = "step.computed_for";
 
     void registerAttributes();
