@@ -5,7 +5,6 @@
 #include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/ModelReport.h"
-#include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
