@@ -285,3 +285,27 @@ func.func @param_negative_lr_scale(%w: tensor<2xf32> {step.param = #step.param<"
   %l = step.reduce_sum %w dims [0] : (tensor<2xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+func.func @computed_for_empty(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expects 'step.computed_for' to be a block's name on an op with results}}
+  %y = step.exp %x {step.computed_for = ""} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @computed_for_not_string(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expects 'step.computed_for' to be a block's name on an op with results}}
+  %y = step.exp %x {step.computed_for = 3 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @run_block_off_call(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expects 'step.run_block' to be a string on a func.call}}
+  %y = step.exp %x {step.run_block = "block 0"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
