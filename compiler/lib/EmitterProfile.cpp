@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "SourceEmitter.h"
+#include "StepInOrder.h"
 
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -71,8 +72,11 @@ int SourceEmitter::profileKind(Operation *op) {
   kind.calls += 1;
   kind.bytes += bytes;
   kind.flops += flops;
+  // (A step whose calls do not fit their plans has no view: emitCall says
+  // why, and the sites get no live bytes.)
   if (liveByOp.empty())
-    liveByOp = liveBytesByOp(plan, opsInOrder(step));
+    if (FailureOr<StepInOrder> view = StepInOrder::of(step); succeeded(view))
+      liveByOp = liveBytesByOp(plan, view->ops().size());
   const int64_t live = flatIndex < int64_t(liveByOp.size()) ? liveByOp[flatIndex] : 0;
   // The block its result is computed for (step-outline-blocks marked it on
   // the flat step): a collective computes for none, issued and waited for

@@ -1,7 +1,7 @@
 //===- MemoryPlot.cpp - the memory plan as a picture ----------------------===//
 
 #include "stepc/Compiler/MemoryPlot.h"
-#include "stepc/Compiler/OutlineBlocks.h"
+#include "StepInOrder.h"
 
 #include "stepc/Compiler/ArenaPlan.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -59,15 +59,11 @@ void drawAxes(llvm::raw_ostream &os, const Frame &f) {
 
 /// Where the backward and the optimizer begin: the first op of each phase
 /// (fused kernels and library calls carry their first member's phase).
-void drawPhases(llvm::raw_ostream &os, const Frame &f, func::FuncOp function) {
+void drawPhases(llvm::raw_ostream &os, const Frame &f, const stepc::StepInOrder &view) {
   using stepc::step::Phase;
-  // In the order the step runs its ops (a block function's once per call).
-  std::vector<std::optional<Phase>> phases;
-  (void)stepc::walkInOrder(function,
-                           [&](Operation *op) { phases.push_back(stepc::step::getPhase(op)); });
   auto phaseStart = [&](Phase phase) -> std::optional<int64_t> {
-    for (size_t i = 0; i < phases.size(); ++i)
-      if (phases[i] == phase)
+    for (auto [i, o] : llvm::enumerate(view.ops()))
+      if (stepc::step::getPhase(o.op) == phase)
         return int64_t(i);
     return std::nullopt;
   };
@@ -124,8 +120,12 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
   FailureOr<MemoryPlan> plan = readMemoryPlan(step);
   if (failed(plan))
     return failure();
+  // The ops in the order the step runs them (a block function's per call).
+  FailureOr<StepInOrder> view = StepInOrder::of(step);
+  if (failed(view))
+    return failure();
   const int64_t args = argumentBytes(step);
-  const int64_t ops = opsInOrder(step);
+  const int64_t ops = view->ops().size();
   const std::vector<int64_t> live = liveBytesByOp(*plan, ops);
   const int64_t peakAt = std::max_element(live.begin(), live.end()) - live.begin();
   const int64_t planned = plannedPeakBytes(step).value_or(args + plan->arenaBytes);
@@ -173,7 +173,7 @@ FailureOr<std::string> stepc::memoryPlotSvg(func::FuncOp step,
   if (budgetBytes)
     hline(*budgetBytes, "#cb181d", "2,2", llvm::formatv("budget {0:F1} MB", *budgetBytes / 1e6),
           close && *budgetBytes < planned);
-  drawPhases(os, f, step);
+  drawPhases(os, f, *view);
   labelLargestBuffers(os, f, *plan, live, args);
   os << "<text x='" << w - right << "' y='" << h - Frame::bottom - 8
      << "' text-anchor='end' font-size='10'>grey: arguments; blue: live arena buffers; dashed: where the backward and the optimizer begin</text>\n"

@@ -535,33 +535,6 @@ FailureOr<std::unique_ptr<RunPlanScope>> RunPlanScope::apply(func::CallOp call,
   return scope;
 }
 
-int64_t stepc::opsInOrder(func::FuncOp step) {
-  int64_t ops = 0;
-  for (Operation &op : step.getBody().front()) {
-    auto call = dyn_cast<func::CallOp>(op);
-    func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp();
-    ops += callee ? int64_t(callee.getBody().front().getOperations().size()) - 1 : 1;
-  }
-  return ops;
-}
-
-LogicalResult stepc::walkInOrder(func::FuncOp step, function_ref<void(Operation *)> visit) {
-  for (Operation &op : step.getBody().front()) {
-    auto call = dyn_cast<func::CallOp>(op);
-    func::FuncOp callee = call ? blockFunctionOf(call) : func::FuncOp();
-    if (!callee) {
-      visit(&op);
-      continue;
-    }
-    FailureOr<std::unique_ptr<RunPlanScope>> scope = RunPlanScope::apply(call, callee);
-    if (failed(scope))
-      return failure();
-    for (Operation &inner : callee.getBody().front().without_terminator())
-      visit(&inner);
-  }
-  return success();
-}
-
 RunPlanScope::~RunPlanScope() {
   for (const Saved &s : saved) {
     s.op->setAttrs(s.attributes);

@@ -1,9 +1,9 @@
 //===- Pareto.cpp - memory budget vs recompute, over a sweep --------------===//
 
 #include "stepc/Compiler/Pareto.h"
+#include "StepInOrder.h"
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/ModelReport.h"
-#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -69,11 +69,12 @@ FailureOr<std::optional<Point>> compileAt(ModuleOp model, const StepcPipelineOpt
     if (!f->hasAttr(StepDialect::kTrainStepAttrName))
       continue;
     // Every op the step runs: a block function's once per call.
-    if (failed(walkInOrder(f, [&](Operation *op) {
-          if (FailureOr<int64_t> flops = getExecutedFlops(op); succeeded(flops))
-            executed += *flops;
-        })))
+    FailureOr<StepInOrder> view = StepInOrder::of(f);
+    if (failed(view))
       return failure();
+    for (const StepInOrder::Op &o : view->ops())
+      if (FailureOr<int64_t> flops = getExecutedFlops(o.op); succeeded(flops))
+        executed += *flops;
     auto decision = f->getAttrOfType<DictionaryAttr>(StepDialect::kRematAttrName);
     if (!decision)
       return f.emitOpError() << "has no step.remat decision";

@@ -3,7 +3,8 @@
 // An outlined step calls its block functions; analyses that follow values
 // from their makers to their readers across the whole step (the CPU
 // emitter's broadcast folding, the report's saved activations and
-// collective windows) read it here as it runs: each op once per call of
+// collective windows, the memory plot, --report-pareto's FLOPs) read it
+// here as it runs: each op once per call of
 // its function, in execution order (the memory plan's op indices), each
 // value an instance (the value, and the call computing it), with what that
 // call's plan says of it. Nothing is inlined.

@@ -50,20 +50,10 @@ std::string blockOfOp(mlir::Operation *op,
 /// step.block_function), or null for any other callee.
 mlir::func::FuncOp blockFunctionOf(mlir::func::CallOp call);
 
-/// The ops `step` runs, in order, a block function's once per call (its
-/// return not counted): the op indices of the memory plan.
-int64_t opsInOrder(mlir::func::FuncOp step);
-
-/// Calls `visit` on each op `step` runs, in order: a call of a block
-/// function as the callee's ops (with the call's plan on them, RunPlanScope;
-/// its return not visited). An error if a call's plan does not fit.
-mlir::LogicalResult
-walkInOrder(mlir::func::FuncOp step, llvm::function_ref<void(mlir::Operation *)> visit);
-
 /// One call of a block function as its step runs it: while the scope
 /// lives, the callee's ops carry that call's plan and locations (its
 /// step.run_plan: what the run's ops carried before step-outline-blocks),
-/// so the emitters, walkInOrder and step-inline-blocks read them as that
+/// so the emitters, StepInOrder and step-inline-blocks read them as that
 /// run; the callee is restored when the scope ends.
 class RunPlanScope {
 public:
