@@ -1,7 +1,6 @@
 #include "runtime/train/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,12 +26,6 @@
 
 namespace stepc {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // M of stepc --micro-batches=M, from the compile options the report
 // carries (1 where the report predates the flag).
@@ -453,7 +446,7 @@ absl::StatusOr<StepEvent> TrainingJob::RunStep(int64_t step) {
     e.counted = static_cast<int64_t>(sum / (j.world / j.data->data_world()));
   }
   e.lr = LearningRate(j.schedule, step);
-  const auto start = Clock::now();
+  const double start = MonotonicSeconds();
   j.comm->ResetTimes();
   j.comm->RecordCollectives(j.trace->Traces(step) && j.world > 1);
   STEPC_RETURN_IF_ERROR(j.Traced("step", step, [&]() -> absl::Status {
@@ -462,7 +455,7 @@ absl::StatusOr<StepEvent> TrainingJob::RunStep(int64_t step) {
     STEPC_ASSIGN_OR_RETURN(j.last, j.session->Step(static_cast<float>(e.lr)));
     return absl::OkStatus();
   }));
-  e.seconds = Since(start);
+  e.seconds = MonotonicSeconds() - start;
   e.device_bytes = j.session->DeviceMemoryAboveBaseline();
   for (int mask = 0; mask < kMaskCount; ++mask)
     if (j.comm->times().calls[mask] > 0) e.comm_seconds[mask] = j.comm->times().seconds[mask];

@@ -3,7 +3,6 @@
 // token vocabulary's sample with no --prompt starts from end of text, as
 // llm.c's do.
 
-#include <chrono>
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
@@ -15,12 +14,6 @@
 
 namespace stepc {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 class SampleReport : public Observer {
  public:
@@ -59,13 +52,13 @@ class SampleReport : public Observer {
     options.seed = final ? job.schedule.seed : job.schedule.seed + static_cast<uint64_t>(step);
     // Never an id past the vocabulary (a model's may be padded larger).
     options.vocabulary = vocabulary_.size();
-    const auto start = Clock::now();
+    const double start = MonotonicSeconds();
     // A long sample says how far it is, every 10 s (stderr: stdout keeps
     // the text alone).
     double said = 0;
     if (job.lead)
       options.progress = [&](int64_t drawn) {
-        const double seconds = Since(start);
+        const double seconds = MonotonicSeconds() - start;
         if (seconds - said < 10.0 || drawn == options.tokens) return;
         said = seconds;
         std::fprintf(stderr, "stepc-run: sampling: %lld of %lld tokens, %.1f tokens/s\n",
@@ -74,7 +67,7 @@ class SampleReport : public Observer {
       };
     STEPC_ASSIGN_OR_RETURN(const std::vector<int32_t> drawn,
                            Generate(*job.session, prompt_ids_, options));
-    const double seconds = Since(start);
+    const double seconds = MonotonicSeconds() - start;
     const std::string text =
         (from_end_of_text_ ? std::string() : o.prompt) + vocabulary_.Decode(drawn);
     // (Tokens may split a UTF-8 character: the JSON string replaces a
