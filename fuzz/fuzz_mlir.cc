@@ -61,8 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       mlir::parseSourceString<mlir::ModuleOp>(text, &context);
   if (!module) return 0;
   mlir::OwningOpRef<mlir::ModuleOp> copy = module->clone();
-  // A final module's block functions put back in their steps (what stepc
-  // does before it reports and emits): any calls, plans and bodies.
+  // A final module's block functions put back in their steps (what
+  // step-inline-blocks does): any calls, plans and bodies.
   mlir::OwningOpRef<mlir::ModuleOp> outlined = module->clone();
   if (mlir::succeeded(stepc::inlineBlockFunctions(*outlined))) (void)mlir::verify(*outlined);
   Compile(*module, nullptr);

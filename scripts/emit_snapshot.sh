@@ -59,5 +59,14 @@ mlp-classifier --target=cuda --shard=ddp:2
 gpt-moe --target=cpu
 gpt-d2l --target=cpu --shard=tp:2
 llama-s --target=cpu --precision=bf16
+gpt-small --target=cpu --shard=pp:2 --micro-batches=2 --pp-stage=1
+gpt-small --target=cpu --shard=hsdp:2x2,pp:2 --pp-stage=1
+llama-debug --target=cpu --shard=pp:2,tp:2 --micro-batches=4 --pp-stage=1
+gpt-moe --target=cpu --shard=ep:2,pp:2 --micro-batches=2 --pp-stage=1
+gpt-capstone --target=cpu --shard=pp:4 --micro-batches=4 --pp-schedule=zero-bubble --pp-stage=1
+gpt-capstone --target=cpu --shard=pp:4 --micro-batches=4 --pp-schedule=zero-bubble --pp-stage=2
+gpt-capstone --target=cpu --shard=pp:4 --micro-batches=4 --pp-schedule=zero-bubble --pp-stage=3
+gpt-capstone --target=cpu --shard=pp:2 --micro-batches=4 --pp-schedule=interleaved:2
+gpt-small --target=cuda --shard=pp:2 --micro-batches=2 --pp-stage=1
 LIST
 echo "emit_snapshot: $n configurations in $out"

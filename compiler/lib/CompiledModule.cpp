@@ -40,6 +40,17 @@ FailureOr<CompiledSteps> stepc::findCompiledSteps(ModuleOp module) {
   return steps;
 }
 
+SmallVector<ModuleOp> stepc::compiledStages(ModuleOp module) {
+  SmallVector<ModuleOp> stages;
+  for (auto nested : module.getOps<ModuleOp>())
+    if (nested->hasAttr(StepDialect::kPpStageAttrName))
+      stages.push_back(nested);
+  // (step-pipeline-stages nests them in rank order.)
+  if (stages.empty())
+    stages.push_back(module);
+  return stages;
+}
+
 int64_t stepc::cudaLaunchesPerStep(func::FuncOp step) {
   int64_t launches = 0;
   for (Operation &op : step.getBody().front()) {

@@ -4,6 +4,7 @@
 #include "StepInOrder.h"
 #include "stepc/Analysis/FlopCount.h"
 #include "stepc/Analysis/ModelReport.h"
+#include "stepc/Compiler/Report.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -59,7 +60,10 @@ FailureOr<std::optional<Point>> compileAt(ModuleOp model, const StepcPipelineOpt
     return std::optional<Point>();
   Point point{budget, true};
   int64_t modelFlops = 0, executed = 0;
-  for (auto f : copy->getOps<func::FuncOp>()) {
+  // Under a pipeline, the stage --pp-stage shows.
+  SmallVector<ModuleOp> stages = compiledStages(*copy);
+  ModuleOp shown = stages[stages.size() > 1 ? size_t(base.ppStage.getValue()) : 0];
+  for (auto f : shown.getOps<func::FuncOp>()) {
     if (f->hasAttr(StepDialect::kLossAttrName)) {
       FailureOr<ModelReport> model = analyzeModel(f);
       if (failed(model))

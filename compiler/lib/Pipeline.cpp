@@ -298,7 +298,6 @@ LogicalResult addAccumulationPasses(OpPassManager &pm, const StepcPipelineOption
   stageOptions.axis = shard.ppAxis();
   SmallVector<int64_t> mesh = shard.meshShape();
   stageOptions.meshShape = mesh;
-  stageOptions.stage = options.ppStage;
   stageOptions.scheduleName = options.ppSchedule.getValue();
   SmallVector<StringRef> texts;
   SmallVector<int64_t> firsts;
@@ -379,26 +378,14 @@ std::string optimizerFlags(const StepcPipelineOptions &options, const ShardSpec 
   return flags;
 }
 
-} // namespace
-
-LogicalResult
-stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options,
-                          function_ref<LogicalResult(const Twine &)> emitError) {
-  FailureOr<Decided> decided = decideOptions(options, emitError);
-  if (failed(decided))
-    return failure();
-  const ShardSpec &shard = decided->shard;
-  const int64_t budget = decided->budget;
-  const std::string &remat = decided->remat;
-  // The layers, from the front end's markers or read off the IR: remat,
-  // outlining and the report need them, whatever the parameters' names.
-  pm.addPass(createStepDeriveBlocks());
-  addModelPasses(pm, options, shard);
-  pm.addPass(createStepAutodiff());
-  if (failed(addAccumulationPasses(pm, options, shard, emitError)))
-    return failure();
-  if (options.until == "autodiff")
-    return success();
+/// What runs on each stage's step (the whole step without a pipeline):
+/// data parallelism, the optimizer, collectives' schedule, precision, remat
+/// and the target's kernels and plan, then the block functions.
+LogicalResult addStagePasses(OpPassManager &pm, const StepcPipelineOptions &options,
+                             const Decided &decided, ErrorFn emitError) {
+  const ShardSpec &shard = decided.shard;
+  const int64_t budget = decided.budget;
+  const std::string &remat = decided.remat;
   addDataParallelPasses(pm, options, shard, budget);
   std::unique_ptr<Pass> optimizer = createStepOptimizer();
   if (failed(optimizer->initializeOptions(optimizerFlags(options, shard),
@@ -426,6 +413,29 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   // On the plan: which block runs share a function.
   pm.addPass(createStepOutlineBlocks());
   return success();
+}
+
+} // namespace
+
+LogicalResult
+stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options,
+                          function_ref<LogicalResult(const Twine &)> emitError) {
+  FailureOr<Decided> decided = decideOptions(options, emitError);
+  if (failed(decided))
+    return failure();
+  const ShardSpec &shard = decided->shard;
+  // The layers, from the front end's markers or read off the IR: remat,
+  // outlining and the report need them, whatever the parameters' names.
+  pm.addPass(createStepDeriveBlocks());
+  addModelPasses(pm, options, shard);
+  pm.addPass(createStepAutodiff());
+  if (failed(addAccumulationPasses(pm, options, shard, emitError)))
+    return failure();
+  if (options.until == "autodiff")
+    return success();
+  // A pipeline is one module nesting a module per stage: what follows runs
+  // on each stage (in parallel where the context allows).
+  return addStagePasses(shard.pp > 1 ? pm.nest<ModuleOp>() : pm, options, *decided, emitError);
 }
 
 void stepc::addStepRemat(OpPassManager &pm, StringRef target, StringRef remat, int64_t budget) {

@@ -4,7 +4,9 @@
 // of the `pp` axis. This pass turns the micro-batched gradient function
 // (step-micro-batch with `pipeline`: every op marked with its micro-batch
 // and, for autodiff's ops, the forward op it copies or differentiates) into
-// the gradient function of one stage:
+// one gradient function per stage, each in its own module nested in the
+// model's (`module @stage<r> attributes {step.pp_stage = r}`), so that one
+// module holds the whole pipeline and the passes after run on each stage:
 //
 // 1. Each parameter has a home stage: a block's parameters the stage of
 //    their block (contiguous blocks per stage, cut to balance the blocks'
@@ -810,98 +812,122 @@ DictionaryAttr describe(OpBuilder &b, const pipeline::Schedule &schedule,
   });
 }
 
+/// Rank `stage`'s step, built in `module` (a copy of the model): the
+/// partition and schedule every rank computes alike, then its share.
+LogicalResult buildStageModule(ModuleOp module, int64_t stages, int64_t stage, int64_t axis,
+                               StringRef scheduleName, ArrayRef<int64_t> firsts,
+                               ArrayRef<int64_t> meshShape) {
+  SmallVector<func::FuncOp> grads;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr(StepDialect::kGradientAttrName))
+      grads.push_back(f);
+  if (grads.size() != 1)
+    return emitError(module.getLoc())
+           << "step-pipeline-stages expects one gradient function, found " << grads.size();
+  func::FuncOp grad = grads.front();
+  int64_t micro = 0;
+  grad.walk([&](Operation *op) {
+    if (auto m = op->getAttrOfType<IntegerAttr>(StepDialect::kMicroBatchAttrName))
+      micro = std::max(micro, m.getInt() + 1);
+  });
+  if (micro == 0)
+    return grad.emitOpError() << "has no micro-batch marks: step-pipeline-stages runs after "
+                                 "step-micro-batch{pipeline=true}";
+  pipeline::Schedule schedule;
+  std::string error;
+  // interleaved:V cuts the blocks into stages·V chunks (a bad V is
+  // buildSchedule's error).
+  int64_t chunksPerRank = 1;
+  if (scheduleName.starts_with("interleaved:") &&
+      (scheduleName.drop_front(12).getAsInteger(10, chunksPerRank) || chunksPerRank < 1 ||
+       chunksPerRank > 64))
+    chunksPerRank = 1;
+  Block &body = grad.getBody().front();
+  Partition p;
+  p.ranks = int(stages);
+  p.stages = int(stages * chunksPerRank);
+  SmallVector<int64_t> shape(meshShape.begin(), meshShape.end());
+  if (shape.empty())
+    shape.push_back(stages);
+  int64_t stageAxis = axis < 0 ? int64_t(shape.size()) - 1 : axis;
+  if (stageAxis >= int64_t(shape.size()) || shape[stageAxis] != stages)
+    return emitError(module.getLoc()) << "step-pipeline-stages: the mesh's axis " << stageAxis
+                                      << " must be the " << stages << " stages";
+  p.axis = static_cast<mesh::MeshAxis>(stageAxis);
+  // Without a layout, the cut that balances the blocks' predicted time.
+  SmallVector<int64_t> starts(firsts.begin(), firsts.end());
+  if (starts.empty()) {
+    FailureOr<SmallVector<int64_t>> balanced = balancedStarts(grad, p.stages);
+    if (failed(balanced))
+      return failure();
+    starts = *balanced;
+  }
+  if (failed(assignHomes(grad, p.stages, starts, p)))
+    return failure();
+  assignStages(body, p);
+  joinGradientsAtHome(grad, p);
+  std::vector<pipeline::ChunkCost> costs = chunkCosts(body, p, micro);
+  auto work = chunkWork(body, p); // (the body goes when the stage is built)
+  if (!pipeline::buildSchedule(scheduleName.str(), stages, int(micro), costs, schedule, error))
+    return grad.emitOpError() << "pipeline schedule: " << error;
+  pipeline::Timing timing;
+  if (!pipeline::checkAndTime(schedule, costs, 0.0, timing, error))
+    return grad.emitOpError() << "pipeline schedule: " << error;
+  collectNeeds(grad, p);
+  if (failed(buildStage(grad, p, int(stage), schedule)))
+    return failure();
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToStart(module.getBody());
+  // tp's pass made the mesh already where tp runs beside pp.
+  auto mesh = module.lookupSymbol<mesh::MeshOp>(kWorldMeshName);
+  if (!mesh)
+    mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
+  // The runtime reads the stage count off the mesh, the report the
+  // pipeline's layout and predicted idle time.
+  mesh->setAttr(StepDialect::kPpAxisAttrName, b.getI64IntegerAttr(p.axis));
+  mesh->setAttr(StepDialect::kPipelineAttrName,
+                describe(b, schedule, starts, costs, timing, int(micro), work));
+  return success();
+}
+
 struct StepPipelineStagesPass
     : public stepc::impl::StepPipelineStagesBase<StepPipelineStagesPass> {
   using StepPipelineStagesBase::StepPipelineStagesBase;
 
+  /// The model becomes `stages` nested modules, `@stage<r>` holding rank
+  /// r's step (marked step.pp_stage): one module for the whole pipeline,
+  /// whose later passes run on each stage.
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (stages < 2 || stage < 0 || stage >= stages) {
-      emitError(module.getLoc()) << "step-pipeline-stages needs stages >= 2 and 0 <= stage < "
-                                    "stages, got stages="
-                                 << stages.getValue() << " stage=" << stage.getValue();
+    if (stages < 2) {
+      emitError(module.getLoc()) << "step-pipeline-stages needs stages >= 2, got "
+                                 << stages.getValue();
       return signalPassFailure();
     }
-    SmallVector<func::FuncOp> grads;
-    for (auto f : module.getOps<func::FuncOp>())
-      if (f->hasAttr(StepDialect::kGradientAttrName))
-        grads.push_back(f);
-    if (grads.size() != 1) {
-      emitError(module.getLoc()) << "step-pipeline-stages expects one gradient function, found "
-                                 << grads.size();
+    if (llvm::any_of(module.getOps<ModuleOp>(), [](ModuleOp nested) {
+          return nested->hasAttr(StepDialect::kPpStageAttrName);
+        })) {
+      emitError(module.getLoc()) << "step-pipeline-stages: the module already holds stages";
       return signalPassFailure();
     }
-    func::FuncOp grad = grads.front();
-    int64_t micro = 0;
-    grad.walk([&](Operation *op) {
-      if (auto m = op->getAttrOfType<IntegerAttr>(StepDialect::kMicroBatchAttrName))
-        micro = std::max(micro, m.getInt() + 1);
-    });
-    if (micro == 0) {
-      grad.emitOpError() << "has no micro-batch marks: step-pipeline-stages runs after "
-                            "step-micro-batch{pipeline=true}";
-      return signalPassFailure();
-    }
-    pipeline::Schedule schedule;
-    std::string error;
-    // interleaved:V cuts the blocks into stages·V chunks (a bad V is
-    // buildSchedule's error).
-    int64_t chunksPerRank = 1;
-    if (StringRef(scheduleName).starts_with("interleaved:") &&
-        (StringRef(scheduleName).drop_front(12).getAsInteger(10, chunksPerRank) ||
-         chunksPerRank < 1 || chunksPerRank > 64))
-      chunksPerRank = 1;
-    Block &body = grad.getBody().front();
-    Partition p;
-    p.ranks = int(stages);
-    p.stages = int(stages * chunksPerRank);
-    SmallVector<int64_t> shape(meshShape.begin(), meshShape.end());
-    if (shape.empty())
-      shape.push_back(stages);
-    int64_t stageAxis = axis < 0 ? int64_t(shape.size()) - 1 : int64_t(axis);
-    if (stageAxis >= int64_t(shape.size()) || shape[stageAxis] != stages) {
-      emitError(module.getLoc()) << "step-pipeline-stages: the mesh's axis " << stageAxis
-                                 << " must be the " << stages << " stages";
-      return signalPassFailure();
-    }
-    p.axis = static_cast<mesh::MeshAxis>(stageAxis);
-    // Without a layout, the cut that balances the blocks' predicted time.
-    SmallVector<int64_t> starts(firsts.begin(), firsts.end());
-    if (starts.empty()) {
-      FailureOr<SmallVector<int64_t>> balanced = balancedStarts(grad, p.stages);
-      if (failed(balanced))
+    SmallVector<Operation *> model;
+    for (Operation &op : module.getBody()->getOperations())
+      model.push_back(&op);
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    for (int64_t stage = 0; stage < stages; ++stage) {
+      auto nested = b.create<ModuleOp>(module.getLoc(), ("stage" + Twine(stage)).str());
+      nested->setAttr(StepDialect::kPpStageAttrName, b.getI64IntegerAttr(stage));
+      OpBuilder inside = OpBuilder::atBlockBegin(nested.getBody());
+      for (Operation *op : model)
+        inside.clone(*op);
+      // Every rank's partition and schedule are the same: a model that
+      // cannot be cut fails at the first stage, once.
+      if (failed(buildStageModule(nested, stages, stage, axis, scheduleName, firsts,
+                                  meshShape)))
         return signalPassFailure();
-      starts = *balanced;
     }
-    if (failed(assignHomes(grad, p.stages, starts, p)))
-      return signalPassFailure();
-    assignStages(body, p);
-    joinGradientsAtHome(grad, p);
-    std::vector<pipeline::ChunkCost> costs = chunkCosts(body, p, micro);
-    auto work = chunkWork(body, p); // (the body goes when the stage is built)
-    if (!pipeline::buildSchedule(scheduleName, stages, int(micro), costs, schedule, error)) {
-      grad.emitOpError() << "pipeline schedule: " << error;
-      return signalPassFailure();
-    }
-    pipeline::Timing timing;
-    if (!pipeline::checkAndTime(schedule, costs, 0.0, timing, error)) {
-      grad.emitOpError() << "pipeline schedule: " << error;
-      return signalPassFailure();
-    }
-    collectNeeds(grad, p);
-    if (failed(buildStage(grad, p, int(stage), schedule)))
-      return signalPassFailure();
-    OpBuilder b(module.getBodyRegion());
-    b.setInsertionPointToStart(module.getBody());
-    // tp's pass made the mesh already where tp runs beside pp.
-    auto mesh = module.lookupSymbol<mesh::MeshOp>(kWorldMeshName);
-    if (!mesh)
-      mesh = b.create<mesh::MeshOp>(module.getLoc(), kWorldMeshName, shape);
-    // The runtime reads the stage count off the mesh, the report the
-    // pipeline's layout and predicted idle time.
-    mesh->setAttr(StepDialect::kPpAxisAttrName, b.getI64IntegerAttr(p.axis));
-    mesh->setAttr(StepDialect::kPipelineAttrName,
-                  describe(b, schedule, starts, costs, timing, int(micro), work));
+    for (Operation *op : model)
+      op->erase();
   }
 };
 

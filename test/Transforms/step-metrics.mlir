@@ -1,7 +1,8 @@
 // RUN: stepc-opt %s -step-autodiff -step-shard-data-parallel=ranks=2 | FileCheck %s --check-prefix=DP
 // RUN: stepc-opt %s -step-autodiff -step-micro-batch=count=2 | FileCheck %s --check-prefix=MB
-// RUN: stepc-opt %s -step-autodiff "-step-micro-batch=count=2 pipeline=true" "-step-pipeline-stages=stages=2 stage=0 schedule=gpipe" | FileCheck %s --check-prefix=STAGE0
-// RUN: stepc-opt %s -step-autodiff "-step-micro-batch=count=2 pipeline=true" "-step-pipeline-stages=stages=2 stage=1 schedule=gpipe" | FileCheck %s --check-prefix=STAGE1
+// RUN: stepc-opt %s -step-autodiff "-step-micro-batch=count=2 pipeline=true" "-step-pipeline-stages=stages=2 schedule=gpipe" > %t.mlir
+// RUN: FileCheck %s --check-prefix=STAGE0 < %t.mlir
+// RUN: FileCheck %s --check-prefix=STAGE1 < %t.mlir
 
 // A metric (#step.result<metric, "name">) is a mean over the batch, reduced
 // as the loss is. step-autodiff carries it after the gradients, never
@@ -25,6 +26,7 @@
 // the loss; each returns zero for what the other computes, and one
 // all-reduce over the pipeline axis sums the loss and the metrics
 // together (separate ones would start in a different order per stage).
+// STAGE0-LABEL: module @stage0
 // STAGE0-LABEL: func.func @loss_grad
 // STAGE0-SAME: -> (tensor<f32> {step.result = #step.result<loss>}, tensor<4x4xf32> {{.*}}, tensor<4xf32> {step.result = #step.result<metric, "h_mean">})
 // STAGE0: %[[METRIC:.*]] = step.mul %{{.*}}, %{{.*}} : tensor<4xf32>
@@ -36,6 +38,7 @@
 // STAGE0-NOT: mesh.all_reduce
 // STAGE0: step.slice %[[SUM]] offsets [0] sizes [1]
 // STAGE0: step.slice %[[SUM]] offsets [1] sizes [4]
+// STAGE1-LABEL: module @stage1
 // STAGE1-LABEL: func.func @loss_grad
 // STAGE1: %[[ZERO:.*]] = step.constant dense<0.000000e+00> : tensor<4xf32>
 // STAGE1: %[[FM:.*]] = step.reshape %[[ZERO]] {{.*}} -> tensor<4xf32>

@@ -190,8 +190,6 @@ static FailureOr<std::string> emitCompiled(ModuleOp module, const StepReport &re
     summary.cpuIsa = cpu.isa;
     summary.cpuFeatures = cpu.features;
   }
-  // --emit=mlir needs no emission (a bf16 step can be shown though the CPU
-  // cannot run it).
   if (!emitSource)
     return std::string();
   FailureOr<CompiledSteps> steps = findCompiledSteps(module);
@@ -200,35 +198,6 @@ static FailureOr<std::string> emitCompiled(ModuleOp module, const StepReport &re
   return target == "cuda"
              ? emitCudaSource(steps->train, summary, steps->eval, steps->sample, profile)
              : emitCpuSource(steps->train, summary, steps->eval, steps->sample, profile);
-}
-
-/// Another stage of a pipeline: the model as written through the same
-/// pipeline with only the stage changed, and its report.
-struct OtherStage {
-  OwningOpRef<ModuleOp> module;
-  StepReport report;
-};
-
-static FailureOr<OtherStage> compileOtherStage(ModuleOp original,
-                                            const StepcPipelineOptions &options, int64_t stage) {
-  OtherStage planned;
-  planned.module = original.clone();
-  StepcPipelineOptions stageOptions;
-  stageOptions.copyOptionValuesFrom(options);
-  stageOptions.ppStage = stage;
-  PassManager pm(original.getContext());
-  if (failed(buildStepcPipeline(pm, stageOptions,
-                                [](const Twine &message) {
-                                  fail(message);
-                                  return failure();
-                                })) ||
-      failed(pm.run(*planned.module)))
-    return failure();
-  FailureOr<StepReport> report = reportCompiled(*planned.module, stageOptions);
-  if (failed(report))
-    return failure();
-  planned.report = std::move(*report);
-  return planned;
 }
 
 /// 1234567 as "1,234,567".
@@ -340,23 +309,21 @@ static void pipelineOptionsFromFlags(StepcPipelineOptions &options) {
 #undef STEPC_PIPELINE_OPTION
 }
 
-/// The pipeline's stages --shard asks for (1: none); flags for a sharding
-/// the step does not have are refused, not ignored.
-static FailureOr<int64_t> stageCount() {
-  int64_t stages = 1;
+/// Flags for a sharding the step does not have are refused, not ignored
+/// (a bad --shard is buildStepcPipeline's error).
+static LogicalResult checkPipelineFlags() {
   std::string ignored;
   if (FailureOr<ShardSpec> spec = parseShardSpec(shard, ignored); succeeded(spec)) {
-    stages = spec->pp;
     for (const cl::Option *flag :
          std::initializer_list<const cl::Option *>{&ppStage, &ppSchedule, &ppStages})
-      if (stages == 1 && flag->getNumOccurrences())
+      if (spec->pp == 1 && flag->getNumOccurrences())
         return failure(fail("--" + flag->ArgStr + " needs a pipeline (--shard=...,pp:P)"));
     if (fsdpReshard.getNumOccurrences() && spec->kind != ShardSpec::Kind::Fsdp &&
         spec->kind != ShardSpec::Kind::Hsdp)
       return failure(
           fail("--fsdp-reshard needs fsdp or hsdp sharding (--shard=fsdp:N or hsdp:RxS)"));
   }
-  return stages;
+  return success();
 }
 
 /// The model has one loss function, and the flags that depend on nothing
@@ -380,59 +347,50 @@ static LogicalResult checkModel(ModuleOp module) {
 }
 
 /// The compiled module to what --emit asks for (step.so: every pipeline
-/// stage's step, the others compiled from `original`), with --report and
-/// --memory-plot; the exit code.
-static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptions &options,
-                    const CpuTarget &cpu, int64_t budgetBytes, int64_t stages) {
-  FailureOr<StepReport> report = reportCompiled(module, options);
-  if (failed(report))
-    return 1;
-  // A pipeline's other stages, compiled before any is emitted: every
-  // stage's report holds every stage's planned peak (stash included), the
-  // one step.so carries too.
-  const int64_t shown = stages > 1 ? ppStage.getValue() : 0;
-  std::vector<OtherStage> others(stages);
-  if (original) {
-    llvm::json::Array peaks;
-    for (int64_t stage = 0; stage < stages; ++stage) {
-      if (stage != shown) {
-        FailureOr<OtherStage> planned = compileOtherStage(original, options, stage);
-        if (failed(planned))
-          return 1;
-        others[stage] = std::move(*planned);
-      }
-      peaks.push_back(stage == shown ? report->plannedPeakBytes
-                                     : others[stage].report.plannedPeakBytes);
-    }
-    report->pipeline["stage_planned_peak_bytes"] = llvm::json::Array(peaks);
-    for (OtherStage &other : others)
-      other.report.pipeline["stage_planned_peak_bytes"] = llvm::json::Array(peaks);
+/// stage's step, each a module nested in it), with --report and
+/// --memory-plot of the stage --pp-stage shows; the exit code.
+static int emitStep(ModuleOp module, const StepcPipelineOptions &options, const CpuTarget &cpu,
+                    int64_t budgetBytes) {
+  SmallVector<ModuleOp> stages = compiledStages(module);
+  const size_t shown = stages.size() > 1 ? size_t(ppStage.getValue()) : 0;
+  // Every stage's report holds every stage's planned peak (stash
+  // included), as the one step.so carries them.
+  std::vector<StepReport> reports;
+  llvm::json::Array peaks;
+  for (ModuleOp stage : stages) {
+    FailureOr<StepReport> report = reportCompiled(stage, options);
+    if (failed(report))
+      return 1;
+    peaks.push_back(report->plannedPeakBytes);
+    reports.push_back(std::move(*report));
   }
+  if (stages.size() > 1)
+    for (StepReport &report : reports)
+      report.pipeline["stage_planned_peak_bytes"] = llvm::json::Array(peaks);
   ModuleSummary summary;
-  FailureOr<std::string> source = emitCompiled(module, *report, cpu, emit != "mlir", summary);
-  if (failed(source))
-    return 1;
+  std::vector<std::string> stageSources(stages.size());
+  for (size_t i = 0; i < stages.size(); ++i) {
+    // --emit=mlir needs no emission (a bf16 step can be shown though the
+    // CPU cannot run it); --emit=source shows one stage's.
+    bool emitSource = emit == "so" || (emit == "source" && i == shown);
+    ModuleSummary stageSummary;
+    FailureOr<std::string> source = emitCompiled(stages[i], reports[i], cpu, emitSource,
+                                                 stageSummary);
+    if (failed(source))
+      return 1;
+    stageSources[i] = std::move(*source);
+    if (i == shown)
+      summary = std::move(stageSummary);
+  }
   // The plot walks the step as it runs, a block function's ops per call.
   if (!memoryPlot.empty()) {
-    FailureOr<CompiledSteps> steps = findCompiledSteps(module);
+    FailureOr<CompiledSteps> steps = findCompiledSteps(stages[shown]);
     if (failed(steps))
       return 1;
     FailureOr<std::string> svg =
         memoryPlotSvg(steps->train, budgetBytes ? std::optional<int64_t>(budgetBytes) : std::nullopt);
     if (failed(svg) || failed(writeOutput(memoryPlot, *svg)))
       return 1;
-  }
-  std::vector<std::string> stageSources(stages);
-  stageSources[shown] = *source;
-  for (int64_t stage = 0; original && stage < stages; ++stage) {
-    if (stage == shown)
-      continue;
-    ModuleSummary stageSummary;
-    FailureOr<std::string> stageSource =
-        emitCompiled(*others[stage].module, others[stage].report, cpu, emit == "so", stageSummary);
-    if (failed(stageSource))
-      return 1;
-    stageSources[stage] = std::move(*stageSource);
   }
   if (!reportFile.empty() && failed(writeOutput(reportFile, summary.reportJson + "\n")))
     return 1;
@@ -444,7 +402,7 @@ static int emitStep(ModuleOp module, ModuleOp original, const StepcPipelineOptio
     return failed(writeOutput(outputFile, text)) ? 1 : 0;
   }
   if (emit == "source")
-    return failed(writeOutput(outputFile, *source)) ? 1 : 0;
+    return failed(writeOutput(outputFile, stageSources[shown])) ? 1 : 0;
   bool fromCache = false;
   if (llvm::Error err =
           target == "cpu"  ? compileCpuSharedObject(stageSources, outputFile, cpu, &fromCache)
@@ -491,6 +449,9 @@ int main(int argc, char **argv) {
   registry.insert<StepDialect, stepk::StepKDialect, func::FuncDialect, arith::ArithDialect,
                   mesh::MeshDialect>();
   MLIRContext context(registry);
+  // A pipeline's stages run the passes in parallel: no dialect may load
+  // lazily under them.
+  context.loadAllAvailableDialects();
   // A diagnostic names its source location; a dump of the whole op (often the
   // whole model) after it helps no user.
   context.printOpOnDiagnostic(false);
@@ -525,14 +486,8 @@ int main(int argc, char **argv) {
   // The IR passes, exactly as `stepc-opt --stepc-pipeline` runs them.
   StepcPipelineOptions options;
   pipelineOptionsFromFlags(options);
-  // A pipeline's step.so holds every stage's step: the others are
-  // compiled from the model as written, after the shown one.
-  FailureOr<int64_t> stages = stageCount();
-  if (failed(stages))
+  if (failed(checkPipelineFlags()))
     return 1;
-  OwningOpRef<ModuleOp> original;
-  if (*stages > 1 && (emit == "so" || !reportFile.empty()))
-    original = module->clone();
   // The sweep compiles the model as written, after the step itself has
   // compiled (so its errors are the model's, reported once, not a row).
   OwningOpRef<ModuleOp> asWritten;
@@ -575,6 +530,5 @@ int main(int argc, char **argv) {
     llvm::errs() << "stepc: warning: --dump-after '" << dumpAfter
                  << "': the pass is not in this pipeline (stepc-opt "
                     "--dump-pass-pipeline --stepc-pipeline=... lists it)\n";
-  return emitStep(*module, original ? *original : ModuleOp(), options, *cpuTargetOf,
-                  budgetBytes, *stages);
+  return emitStep(*module, options, *cpuTargetOf, budgetBytes);
 }

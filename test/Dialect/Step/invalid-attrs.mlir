@@ -309,3 +309,18 @@ func.func @run_block_off_call(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = step.exp %x {step.run_block = "block 0"} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{expects 'step.pp_stage' to be a pipeline rank on a module nested in the model's}}
+func.func @pp_stage_on_function() attributes {step.pp_stage = 0 : i64} {
+  return
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{expects 'step.pp_stage' to be a pipeline rank on a module nested in the model's}}
+  module @stage0 attributes {step.pp_stage = -1 : i64} {
+  }
+}

@@ -149,6 +149,10 @@ struct CompiledSteps {
 /// They, or an error at the module when it has no loss or training step.
 mlir::FailureOr<CompiledSteps> findCompiledSteps(mlir::ModuleOp module);
 
+/// The modules that each hold one rank's compiled step: under a pipeline
+/// the stages step-pipeline-stages nested (in rank order), else `module`.
+llvm::SmallVector<mlir::ModuleOp> compiledStages(mlir::ModuleOp module);
+
 /// The report of `module` as buildStepcPipeline compiled it with `options`:
 /// buildReport over the plan step-plan-memory recorded, with the eval
 /// step's and the target's arenas, the budget and remat mode in effect and

@@ -398,6 +398,14 @@ LogicalResult StepDialect::verifyOperationAttribute(Operation *op,
       return op->emitError() << "expects 'step.pp_axis' to be a mesh axis on a mesh.mesh";
     return success();
   }
+  if (attribute.getName() == kPpStageAttrName) {
+    auto stage = dyn_cast<IntegerAttr>(attribute.getValue());
+    if (!stage || stage.getInt() < 0 || op->getName().getStringRef() != "builtin.module" ||
+        !op->getParentOp() || op->getParentOp()->getName().getStringRef() != "builtin.module")
+      return op->emitError() << "expects '" << kPpStageAttrName
+                             << "' to be a pipeline rank on a module nested in the model's";
+    return success();
+  }
   if (attribute.getName() == kTpAxisAttrName || attribute.getName() == kEpAxisAttrName) {
     auto axis = dyn_cast<IntegerAttr>(attribute.getValue());
     if (!axis || axis.getInt() < 0 || op->getName().getStringRef() != "mesh.mesh")

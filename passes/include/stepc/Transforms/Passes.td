@@ -166,14 +166,16 @@ def StepMicroBatch : Pass<"step-micro-batch", "mlir::ModuleOp"> {
 }
 
 def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
-  let summary = "One pipeline rank's share of the micro-batched gradient (pp:P)";
+  let summary = "Each pipeline rank's share of the micro-batched gradient, one nested module per rank (pp:P)";
   let description = [{
-    Runs after step-micro-batch with `pipeline=true`. The model's blocks are
-    cut into `stages` contiguous stages (`stages`·V chunks for
+    Runs after step-micro-batch with `pipeline=true`. The model becomes
+    `stages` nested modules, `@stage0` to `@stage<P-1>`, each a copy marked
+    `step.pp_stage = r` (the passes after this one run on each). The model's
+    blocks are cut into `stages` contiguous stages (`stages`·V chunks for
     `interleaved:V`, chunk c on rank c mod stages; the cut that balances the
     blocks' predicted time unless `firsts` gives it; the embedding with the
-    first, the final norm and head with the last); the gradient function
-    becomes rank `stage`'s: its parameters' gradients, computed by its share
+    first, the final norm and head with the last); in module r the gradient
+    function becomes rank r's: its parameters' gradients, computed by its share
     of the forward and backward ops of every micro-batch, in the order of
     the schedule's passes for its rank (checked for deadlock first;
     zero-bubble splits each backward into the input gradient other stages
@@ -186,10 +188,11 @@ def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
     both, its gradient summed at its home stage and sent to the other
     (marked `step.pp_replica`, counted once by the clipping norm); the loss
     is the last stage's, summed over the mesh so every rank has it. The
-    loss function is removed (evaluation is the training step's forward,
-    step-eval-step keeps the forward sends).
+    loss function stays whole, for the report's model FLOPs (evaluation is
+    the training step's forward, step-eval-step keeps the forward sends).
 
     ```mlir
+    module @stage0 attributes {step.pp_stage = 0 : i64} {
     // stage 0 of 2, micro-batch 0: ... the embedding and blocks 0-1 ...
     %s = mesh.send %h on @world mesh_axes = [0] destination = [1] {step.transfer = 0 : i64} ...
     // ... later, its backward:
@@ -198,7 +201,6 @@ def StepPipelineStages : Pass<"step-pipeline-stages", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"2", "pipeline ranks P">,
-    Option<"stage", "stage", "int64_t", /*default=*/"0", "the stage (pipeline rank) to build">,
     Option<"axis", "axis", "int64_t", /*default=*/"-1",
            "the mesh axis the stages lie along (-1: the last)">,
     Option<"scheduleName", "schedule", "std::string", /*default=*/"\"1f1b\"",

@@ -109,6 +109,9 @@ def Step_Dialect : Dialect {
     /// mesh.mesh attributes: the stages' axis (i64) and the pipeline's
     /// layout and prediction (a dictionary, for the report).
     static constexpr llvm::StringLiteral kPpAxisAttrName = "step.pp_axis";
+    /// Module attribute (i64) on each builtin.module step-pipeline-stages
+    /// nests in the model's: the pipeline rank whose step it holds.
+    static constexpr llvm::StringLiteral kPpStageAttrName = "step.pp_stage";
     static constexpr llvm::StringLiteral kPipelineAttrName = "step.pipeline";
     /// Result attribute (a `#step.result`): the result's typed role.
     static constexpr llvm::StringLiteral kResultAttrName = "step.result";
