@@ -66,13 +66,17 @@ struct Fiber {
   std::unique_ptr<char[]> stack;
   ThreadState state;
   int linear = 0;
+  unsigned shuffles = 0;  // this thread's warp shuffles so far (the slot set)
   bool finished = false;
   Barrier* waiting = nullptr;  // the barrier it waits at, if any
   long waited_generation = 0;
 };
 
 struct Warp {
-  float slots[32] = {};
+  // A shuffle's values: lanes write one set and read it after the warp's
+  // barrier, alternating sets, so no lane overwrites a set another may
+  // still read (that needs every lane at the next shuffle's barrier first).
+  float slots[2][32] = {};
   Barrier barrier;
 };
 
@@ -87,8 +91,8 @@ struct Block {
 
 constexpr size_t kFiberStack = 256 << 10;
 
-thread_local ThreadState self;
-thread_local Block* running = nullptr;  // the cooperative block, if any
+// The cooperative block, if any (__thread: see current_thread).
+__thread Block* running = nullptr;
 std::vector<char> shared_memory;
 
 void Wait(Barrier& barrier) {
@@ -128,6 +132,7 @@ void RunCooperativeBlock(Block& block, int threads) {
   for (int t = 0; t < threads; ++t) {
     Fiber& f = block.fibers[t];
     f.finished = false;
+    f.shuffles = 0;
     f.waiting = nullptr;
     f.context = context::fiber(std::allocator_arg, BorrowedStack(f.stack.get(), kFiberStack),
                                [&block](context::fiber&& scheduler) {
@@ -145,14 +150,15 @@ void RunCooperativeBlock(Block& block, int threads) {
       }
       f.waiting = nullptr;
       block.current = &f;
-      self = f.state;
+      current_thread = &f.state;
       f.context = std::move(f.context).resume();
       progress = true;
       if (!f.finished) ++live;
     }
     if (live > 0 && !progress) {
       std::fprintf(stderr, "emulation: deadlock: the threads of block (%u, %u, %u) wait at "
-                   "different barriers\n", self.block.x, self.block.y, self.block.z);
+                   "different barriers\n", current_thread->block.x, current_thread->block.y,
+                   current_thread->block.z);
       std::abort();
     }
   }
@@ -160,7 +166,7 @@ void RunCooperativeBlock(Block& block, int threads) {
 
 }  // namespace
 
-ThreadState& Self() { return self; }
+__thread const ThreadState* current_thread = nullptr;
 
 void SyncThreads() {
   RequireCooperative("__syncthreads");
@@ -174,13 +180,13 @@ void SyncWarp() {
 
 float ShuffleXor(float value, int lane_mask) {
   RequireCooperative("a warp shuffle");
-  Warp& warp = running->warps[running->current->linear / 32];
-  const int lane = running->current->linear % 32;
-  warp.slots[lane] = value;
+  Fiber& self = *running->current;
+  Warp& warp = running->warps[self.linear / 32];
+  const int lane = self.linear % 32;
+  float* slots = warp.slots[self.shuffles++ & 1];
+  slots[lane] = value;
   Wait(warp.barrier);
-  const float other = warp.slots[lane ^ lane_mask];
-  Wait(warp.barrier);
-  return other;
+  return slots[lane ^ lane_mask];
 }
 
 void* DynamicShared() { return shared_memory.data(); }
@@ -213,9 +219,11 @@ void Run(dim3 grid, dim3 block, size_t shared_bytes, bool cooperative,
   if (!cooperative) {
     for (long b = 0; b < blocks; ++b)
       for (int t = 0; t < threads; ++t) {
-        self = state(b, t);
+        const ThreadState s = state(b, t);
+        current_thread = &s;
         body();
       }
+    current_thread = nullptr;
     return;
   }
   Block ctx;
@@ -233,6 +241,7 @@ void Run(dim3 grid, dim3 block, size_t shared_bytes, bool cooperative,
     RunCooperativeBlock(ctx, threads);
   }
   running = nullptr;
+  current_thread = nullptr;
 }
 
 }  // namespace stepc::emu

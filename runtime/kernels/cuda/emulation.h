@@ -58,7 +58,12 @@ inline void Enqueue(cudaStream_t stream, std::function<void()> work) {
 struct ThreadState {
   dim3 thread, block, block_dim, grid_dim;
 };
-ThreadState& Self();
+// The emulated thread that runs, set before its code runs or resumes. A
+// GNU __thread pointer, not a C++ thread_local object: it needs no
+// initialization call, so each kernel looks its address up once, not at
+// every threadIdx (that lookup was a sixth of an emulated step).
+extern __thread const ThreadState* current_thread;
+inline const ThreadState& Self() { return *current_thread; }
 void SyncThreads();
 void SyncWarp();
 float ShuffleXor(float value, int lane_mask);

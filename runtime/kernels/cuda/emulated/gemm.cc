@@ -4,7 +4,9 @@
 // emulated CUDA steps in tests.
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "runtime/kernels/cuda/cuda_kernels.h"
 #include "runtime/kernels/cuda/gemm_layout.h"
@@ -48,22 +50,40 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
   float* auxf = static_cast<float*>(aux);
   // On the stream: run now, or recorded while it is captured.
   stepc::emu::Enqueue(ctx->stream, [=] {
-  for (int64_t q = 0; q < p.batch; ++q)
-    for (int64_t i = 0; i < p.result.rows; ++i)
-      for (int64_t j = 0; j < p.result.cols; ++j) {
-        float acc = 0;
+    const int64_t rows = p.result.rows, cols = p.result.cols;
+    // op(first) by rows and op(second) by depth, read once as f32, so each
+    // result row is one pass of contiguous multiply-adds over its columns.
+    // Every element still sums its products in depth order from zero, as
+    // the plain loop over (i, j, t) did: the same bits, several times faster.
+    std::vector<float> first(rows * depth), second(depth * cols), acc(cols);
+    for (int64_t q = 0; q < p.batch; ++q) {
+      for (int64_t i = 0; i < rows; ++i)
         for (int64_t t = 0; t < depth; ++t)
-          acc += Read(b, in_type, at(p.first, q, i, t)) * Read(a, in_type, at(p.second, q, t, j));
-        const int64_t d = at(p.result, q, i, j);
-        if (bias) acc += bias[i];  // a row of the column-major result: a feature
-        if (epilogue == STEPC_EPILOGUE_GELU) {
-          auxf[d] = acc;
-          acc = stepc_gelu(acc, 1);
-        } else if (epilogue == STEPC_EPILOGUE_DGELU) {
-          acc = stepc_gelu_grad(acc, auxf[d], 1);
+          first[i * depth + t] = Read(b, in_type, at(p.first, q, i, t));
+      for (int64_t t = 0; t < depth; ++t)
+        for (int64_t j = 0; j < cols; ++j)
+          second[t * cols + j] = Read(a, in_type, at(p.second, q, t, j));
+      for (int64_t i = 0; i < rows; ++i) {
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int64_t t = 0; t < depth; ++t) {
+          const float x = first[i * depth + t];
+          const float* y = &second[t * cols];
+          for (int64_t j = 0; j < cols; ++j) acc[j] += x * y[j];
         }
-        Write(c, out_type, d, acc);
+        for (int64_t j = 0; j < cols; ++j) {
+          float sum = acc[j];
+          const int64_t d = at(p.result, q, i, j);
+          if (bias) sum += bias[i];  // a row of the column-major result: a feature
+          if (epilogue == STEPC_EPILOGUE_GELU) {
+            auxf[d] = sum;
+            sum = stepc_gelu(sum, 1);
+          } else if (epilogue == STEPC_EPILOGUE_DGELU) {
+            sum = stepc_gelu_grad(sum, auxf[d], 1);
+          }
+          Write(c, out_type, d, sum);
+        }
       }
+    }
   });
   return 0;
 }
