@@ -43,8 +43,8 @@ struct Barrier {
 
 namespace context = boost::context;
 
-// Hands a fiber the stack it keeps for the whole launch (one allocation per
-// thread of a block, not one per block run).
+// Hands a fiber the stack it keeps for the whole launch (FiberStack's: one
+// per thread of a block, kept from launch to launch).
 class BorrowedStack {
  public:
   BorrowedStack(char* base, size_t size) : base_(base), size_(size) {}
@@ -63,7 +63,7 @@ class BorrowedStack {
 
 struct Fiber {
   context::fiber context;
-  std::unique_ptr<char[]> stack;
+  char* stack = nullptr;
   ThreadState state;
   int linear = 0;
   unsigned shuffles = 0;  // this thread's warp shuffles so far (the slot set)
@@ -90,6 +90,15 @@ struct Block {
 };
 
 constexpr size_t kFiberStack = 256 << 10;
+
+// Thread t's fiber stack, allocated at the first launch that has a thread
+// t and reused by every later one: a launch no longer maps (and faults in)
+// a fresh 256 KiB per thread. One host thread runs the emulation.
+char* FiberStack(int t) {
+  thread_local std::vector<std::unique_ptr<char[]>> stacks;
+  while (int(stacks.size()) <= t) stacks.emplace_back(new char[kFiberStack]);
+  return stacks[t].get();
+}
 
 // The cooperative block, if any (__thread: see current_thread).
 __thread Block* running = nullptr;
@@ -134,7 +143,7 @@ void RunCooperativeBlock(Block& block, int threads) {
     f.finished = false;
     f.shuffles = 0;
     f.waiting = nullptr;
-    f.context = context::fiber(std::allocator_arg, BorrowedStack(f.stack.get(), kFiberStack),
+    f.context = context::fiber(std::allocator_arg, BorrowedStack(f.stack, kFiberStack),
                                [&block](context::fiber&& scheduler) {
                                  return FiberMain(&block, std::move(scheduler));
                                });
@@ -231,7 +240,7 @@ void Run(dim3 grid, dim3 block, size_t shared_bytes, bool cooperative,
   ctx.warps.resize((threads + 31) / 32);
   ctx.fibers.resize(threads);
   for (int t = 0; t < threads; ++t) {
-    ctx.fibers[t].stack.reset(new char[kFiberStack]);
+    ctx.fibers[t].stack = FiberStack(t);
     ctx.fibers[t].linear = t;
   }
   running = &ctx;
