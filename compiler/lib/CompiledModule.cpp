@@ -41,11 +41,16 @@ FailureOr<CompiledSteps> stepc::findCompiledSteps(ModuleOp module) {
 }
 
 SmallVector<ModuleOp> stepc::compiledStages(ModuleOp module) {
-  SmallVector<ModuleOp> stages;
+  SmallVector<std::pair<int64_t, ModuleOp>> ranked;
   for (auto nested : module.getOps<ModuleOp>())
-    if (nested->hasAttr(StepDialect::kPpStageAttrName))
-      stages.push_back(nested);
-  // (step-pipeline-stages nests them in rank order.)
+    if (auto stage = nested->getAttrOfType<IntegerAttr>(StepDialect::kPpStageAttrName))
+      ranked.push_back({stage.getInt(), nested});
+  // In rank order, whatever order the modules are in: stage r's code is
+  // what rank r loads.
+  llvm::stable_sort(ranked, [](const auto &a, const auto &b) { return a.first < b.first; });
+  SmallVector<ModuleOp> stages;
+  for (auto &[rank, stage] : ranked)
+    stages.push_back(stage);
   if (stages.empty())
     stages.push_back(module);
   return stages;
