@@ -119,7 +119,7 @@ BUGS = [
         "keep = seen[e]++ < capacity;", "keep = seen[e]++ <= capacity;",
         lit=["Runtime/moe-capacity.test"]),
     Bug("checkpoint-step", "checkpoint",
-        "runtime/session/checkpoint.cc",
+        "runtime/session/session_checkpoint.cc",
         '      meta["step"] = steps_;', '      meta["step"] = steps_ - 1;',
         lit=["Runtime/checkpoint.test"]),
     Bug("cache-key-sources", "compile cache",

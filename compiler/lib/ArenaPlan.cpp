@@ -1,7 +1,7 @@
 //===- ArenaPlan.cpp - the memory plan, as the IR carries it -------------===//
 
 #include "stepc/Compiler/ArenaPlan.h"
-#include "stepc/Compiler/OutlineBlocks.h"
+#include "stepc/Compiler/BlockCalls.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 
 #include "runtime/kernels/cuda/launch_config.h"

@@ -9,7 +9,7 @@
 
 #include "stepc/Compiler/ArenaPlan.h"
 #include "stepc/Compiler/Emitter.h"
-#include "stepc/Compiler/OutlineBlocks.h"
+#include "stepc/Compiler/BlockCalls.h"
 #include "stepc/Compiler/Pipeline.h"
 #include "stepc/Compiler/Report.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"

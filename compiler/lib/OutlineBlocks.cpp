@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stepc/Compiler/OutlineBlocks.h"
+#include "stepc/Compiler/BlockCalls.h"
 #include "StepInOrder.h"
 
 #include "stepc/Analysis/StepStructure.h"
@@ -310,14 +311,6 @@ private:
   SmallVector<Value> stored;
 };
 
-/// The attributes of a planned op that differ from run to run: its place
-/// in the plan, its request slot, its transfer's tag.
-bool perCall(StringRef name) {
-  return name == StepDialect::kBufferAttrName || name == StepDialect::kInArgAttrName ||
-         name == StepDialect::kRequestAttrName || name == StepDialect::kTransferAttrName ||
-         name == StepDialect::kComputedForAttrName;
-}
-
 /// Whether `op` (or the op of `body` it is nested in) is outside `run`.
 bool outside(Block &body, Operation *op, const DenseSet<Operation *> &run) {
   Operation *top = body.findAncestorOpInBlock(*op);
@@ -375,7 +368,7 @@ ArrayAttr runPlan(Builder &b, ArrayRef<Operation *> ops) {
   for (Operation *op : ops) {
     SmallVector<NamedAttribute> fields;
     for (NamedAttribute a : op->getAttrs())
-      if (perCall(a.getName().getValue()))
+      if (isPerCallAttribute(a.getName().getValue()))
         fields.push_back(a);
     SmallVector<Attribute> locations;
     op->walk<WalkOrder::PreOrder>([&](Operation *inner) { locations.push_back(inner->getLoc()); });
@@ -455,7 +448,7 @@ LogicalResult outlineBlocks(func::FuncOp step, SymbolTable &symbols) {
       for (Operation *op : run.ops) {
         Operation *copy = b.clone(*op, map);
         for (NamedAttribute a : op->getAttrs())
-          if (perCall(a.getName().getValue()))
+          if (isPerCallAttribute(a.getName().getValue()))
             copy->removeAttr(a.getName());
         copies.push_back(copy);
       }
@@ -492,55 +485,6 @@ struct StepOutlineBlocksPass
 };
 
 } // namespace
-
-func::FuncOp stepc::blockFunctionOf(func::CallOp call) {
-  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(call, call.getCalleeAttr());
-  return callee && callee->hasAttr(StepDialect::kBlockFunctionAttrName) ? callee : func::FuncOp();
-}
-
-FailureOr<std::unique_ptr<RunPlanScope>> RunPlanScope::apply(func::CallOp call,
-                                                             func::FuncOp callee) {
-  if (callee.isExternal() || !callee.getOps<func::CallOp>().empty())
-    return call.emitOpError() << "calls " << callee.getSymName()
-                              << ", a block function without a body of ops and no calls";
-  Block &entry = callee.getBody().front();
-  auto plan = call->getAttrOfType<ArrayAttr>(StepDialect::kRunPlanAttrName);
-  if (!plan || plan.size() != entry.getOperations().size() - 1)
-    return call.emitOpError() << "has no step.run_plan entry per op of " << callee.getSymName();
-  for (auto [op, entryPlan] : llvm::zip(entry.without_terminator(), plan))
-    for (NamedAttribute a : cast<DictionaryAttr>(entryPlan))
-      if (a.getName() != "loc" && !perCall(a.getName().getValue()))
-        return call.emitOpError() << "has '" << a.getName().getValue()
-                                  << "' in its step.run_plan, not a per-call attribute";
-  std::unique_ptr<RunPlanScope> scope(new RunPlanScope());
-  for (auto [op, entryPlan] : llvm::zip(entry.without_terminator(), plan)) {
-    auto fields = cast<DictionaryAttr>(entryPlan);
-    op.walk<WalkOrder::PreOrder>([&](Operation *inner) {
-      scope->saved.push_back({inner, inner->getLoc(), inner->getAttrDictionary()});
-    });
-    for (NamedAttribute a : op.getAttrs())
-      if (perCall(a.getName().getValue()))
-        op.removeAttr(a.getName());
-    for (NamedAttribute a : fields)
-      if (a.getName() != "loc")
-        op.setAttr(a.getName(), a.getValue());
-    auto locations = dyn_cast_or_null<ArrayAttr>(fields.get("loc"));
-    size_t k = 0;
-    op.walk<WalkOrder::PreOrder>([&](Operation *inner) {
-      if (locations && k < locations.size())
-        if (auto loc = dyn_cast<LocationAttr>(locations[k++]))
-          inner->setLoc(loc);
-    });
-  }
-  return scope;
-}
-
-RunPlanScope::~RunPlanScope() {
-  for (const Saved &s : saved) {
-    s.op->setAttrs(s.attributes);
-    s.op->setLoc(s.loc);
-  }
-}
 
 LogicalResult stepc::inlineBlockFunctions(ModuleOp module) {
   SmallVector<func::FuncOp> steps, callees;

@@ -11,6 +11,7 @@
 
 #include "runtime/stepc_abi.h"
 #include "stepc/Compiler/ArenaPlan.h"
+#include "stepc/Compiler/BlockCalls.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
 

@@ -12,7 +12,6 @@
 #define STEPC_COMPILER_LIB_SOURCEEMITTER_H
 
 #include "stepc/Compiler/Emitter.h"
-#include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "mlir/IR/Operation.h"

@@ -3,7 +3,7 @@
 #include "StepInOrder.h"
 
 #include "stepc/Analysis/StepStructure.h"
-#include "stepc/Compiler/OutlineBlocks.h"
+#include "stepc/Compiler/BlockCalls.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"

@@ -14,6 +14,7 @@
 #ifndef STEPC_RUNTIME_CHECKPOINT_H_
 #define STEPC_RUNTIME_CHECKPOINT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +40,23 @@ struct CheckpointInfo {
 // The pipeline options `info`'s step was compiled with (its report's
 // compile_options), empty if its report does not say.
 std::string CompileOptions(const stepc_module_info& info);
+
+// The directory's metadata file and the version of the format it and the
+// shard files are written in.
+inline constexpr char kCheckpointMetadataFile[] = "checkpoint.json";
+inline constexpr uint32_t kCheckpointFormatVersion = 1;
+
+// CRC-32 (zlib's), as shard pieces and the metadata carry it.
+uint32_t Crc32(const void* data, size_t bytes);
+
+// The metadata's checksum: the CRC-32 of its JSON text as written without
+// the "checksum" field (keys sorted, numbers round-trip).
+uint32_t CheckpointMetadataChecksum(const std::string& text_without_checksum);
+
+// The metadata of the checkpoint at `dir`, read and checked (format,
+// version, fields, checksum, step): its JSON text, and what it says of
+// itself in `info`.
+absl::StatusOr<std::string> ReadCheckpointMetadata(const std::string& dir, CheckpointInfo& info);
 
 // The metadata file of the checkpoint at `dir`: NotFound if there is none,
 // DataLoss if it is unreadable or not a stepc checkpoint.

@@ -7,7 +7,7 @@
 // collectives they wait for) call one private func.func, each call with its
 // own plan (step.run_plan). The emitters print one function per block
 // function and a call per call, reading the callee's ops with that call's
-// plan on them (RunPlanScope); step-inline-blocks (inlineBlockFunctions)
+// plan on them (BlockCalls.h); step-inline-blocks (inlineBlockFunctions)
 // puts the calls back, for tests that follow values through a step.
 // Structure comes from the parameters' block markers (#step.param's
 // block), never from their names.
@@ -21,7 +21,6 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,34 +44,6 @@ llvm::DenseMap<mlir::Value, std::string> computedForBlocks(mlir::func::FuncOp st
 /// multi-tensor update reads every block's and belongs to none.
 std::string blockOfOp(mlir::Operation *op,
                       const llvm::DenseMap<mlir::Value, std::string> &parameterBlock);
-
-/// The block function `call` calls (a func.func marked
-/// step.block_function), or null for any other callee.
-mlir::func::FuncOp blockFunctionOf(mlir::func::CallOp call);
-
-/// One call of a block function as its step runs it: while the scope
-/// lives, the callee's ops carry that call's plan and locations (its
-/// step.run_plan: what the run's ops carried before step-outline-blocks),
-/// so the emitters, StepInOrder and step-inline-blocks read them as that
-/// run; the callee is restored when the scope ends.
-class RunPlanScope {
-public:
-  /// An error at the call if its step.run_plan does not fit the callee.
-  static mlir::FailureOr<std::unique_ptr<RunPlanScope>> apply(mlir::func::CallOp call,
-                                                              mlir::func::FuncOp callee);
-  ~RunPlanScope();
-  RunPlanScope(const RunPlanScope &) = delete;
-  RunPlanScope &operator=(const RunPlanScope &) = delete;
-
-private:
-  RunPlanScope() = default;
-  struct Saved {
-    mlir::Operation *op;
-    mlir::Location loc;
-    mlir::DictionaryAttr attributes;
-  };
-  std::vector<Saved> saved;
-};
 
 /// Puts every call of a block function back in its step, with that call's
 /// plan and locations on its ops, each marked with its run

@@ -11,7 +11,7 @@
 #define STEPC_DIALECT_STEP_INTERPRETER_EVAL_H
 
 #include "stepc/Dialect/Step/IR/StepOps.h"
-#include "stepc/Dialect/Step/Interpreter/Interpreter.h"
+#include "stepc/Dialect/Step/Interpreter/Tensor.h"
 
 #include <optional>
 

@@ -1,4 +1,4 @@
-//===- Interpreter.cpp - dispatch, rounding, tensors ----------------------===//
+//===- Interpreter.cpp - dispatch and rounding ----------------------------===//
 
 #include "stepc/Dialect/Step/Interpreter/Interpreter.h"
 
@@ -19,24 +19,6 @@ using namespace mlir;
 using namespace stepc;
 using namespace stepc::interp;
 using namespace stepc::step;
-
-Tensor Tensor::zeros(ArrayRef<int64_t> shape) {
-  Tensor t;
-  t.shape.assign(shape.begin(), shape.end());
-  t.data.assign(product(shape, 0, shape.size()), 0.0);
-  return t;
-}
-
-Tensor Tensor::zerosLike(Type type) {
-  return zeros(cast<RankedTensorType>(type).getShape());
-}
-
-SmallVector<int64_t> Tensor::strides() const {
-  SmallVector<int64_t> s(shape.size(), 1);
-  for (int64_t i = rank() - 2; i >= 0; --i)
-    s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
 
 double stepc::interp::roundToBF16(double value) {
   float f = static_cast<float>(value);

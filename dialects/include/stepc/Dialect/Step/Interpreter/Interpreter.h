@@ -10,6 +10,8 @@
 #ifndef STEPC_DIALECT_STEP_INTERPRETER_INTERPRETER_H
 #define STEPC_DIALECT_STEP_INTERPRETER_INTERPRETER_H
 
+#include "stepc/Dialect/Step/Interpreter/Tensor.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/SmallVector.h"
@@ -19,21 +21,6 @@
 #include <vector>
 
 namespace stepc::interp {
-
-/// A dense row-major tensor of doubles (integers are stored exactly).
-struct Tensor {
-  llvm::SmallVector<int64_t> shape;
-  std::vector<double> data;
-
-  /// Zeros of `shape`.
-  static Tensor zeros(llvm::ArrayRef<int64_t> shape);
-  /// Zeros shaped like the ranked tensor type `type`.
-  static Tensor zerosLike(mlir::Type type);
-  int64_t numel() const { return static_cast<int64_t>(data.size()); }
-  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
-  /// Row-major strides.
-  llvm::SmallVector<int64_t> strides() const;
-};
 
 /// Evaluates step functions.
 class Interpreter {
