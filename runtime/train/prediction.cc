@@ -271,32 +271,18 @@ StepPrediction PredictCudaStep(const Module& module, const PeakRate& peak,
   return PredictFromDatasheet(module.info().report_json, peak, device);
 }
 
-StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads,
-                           const SlowestOfRanks& slowest_of_ranks) {
-  StepPrediction p;
-  // A pace rate: this machine's cached or probed one, the slowest of the
-  // ranks' (every rank asks for the same keys in the same order).
-  auto pace = [&](const std::string& key, const std::function<double()>& probe) {
-    CachedRate rate = CachedProbe(key, probe, kSlowest);
-    if (slowest_of_ranks) rate.value = slowest_of_ranks(rate.value);
-    return rate;
-  };
-  if (module.is_cuda() || peak.gflops <= 0 || !module.info().report_json) return p;
-  const nlohmann::json report =
-      nlohmann::json::parse(module.info().report_json, nullptr, /*allow_exceptions=*/false);
-  // A report from another stepc (or not one at all) predicts nothing.
-  auto number = [&](const char* key) { return IsCount(report, key); };
-  if (!number("executed_flops_per_step") || !number("memory_bound_bytes_per_step")) return p;
-  const std::string key = CpuCacheKey(std::to_string(threads), "copy GB/s");
-  const CachedRate rate = pace(key, [&] { return ProbeCopyRate(threads); });
-  if (rate.value <= 0) return p;
-  p.memory_gbps = rate.value;
-  p.memory_source = "copy probe" + ProbeSource(rate, "64 MiB");
-  p.busy = rate.busy;
-  // Each GEMM shape at its own measured rate (cached per shape); the other
-  // products (attention) at the peak.
-  double rest = report["executed_flops_per_step"].get<double>();
-  // A bf16 step's GEMMs are its bf16 kernel's (bf16 operands, f32 sums).
+namespace {
+
+// A pace rate by its cache key: this machine's cached or probed one, the
+// slowest of the ranks' (every rank asks for the same keys in the same
+// order).
+using Pace = std::function<CachedRate(const std::string&, const std::function<double()>&)>;
+
+// Each GEMM shape of the report at its own measured rate (cached per
+// shape; a bf16 step's GEMMs are its bf16 kernel's: bf16 operands, f32
+// sums): their time into `p`, their FLOPs off `rest`.
+void PredictGemms(const Module& module, const nlohmann::json& report, int threads,
+                  const Pace& pace, StepPrediction& p, double& rest) {
   const bool fp32 = std::strcmp(module.info().precision, "fp32") == 0;
   const bool bf16 = std::strcmp(module.info().precision, "bf16") == 0;
   auto matmul = reinterpret_cast<CpuMatmul>(module.Symbol("stepc_cpu_matmul"));
@@ -327,8 +313,14 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
       rest -= calls.get<double>() * flops;
       ++p.gemm_shapes;
     }
-  // Each attention shape at its own kernel's measured rate (its FLOPs from
-  // the report).
+}
+
+// Each attention shape at its own kernel's measured rate (its FLOPs from
+// the report): their time into `p`, their FLOPs off `rest`.
+void PredictAttention(const Module& module, const nlohmann::json& report, int threads,
+                      const Pace& pace, StepPrediction& p, double& rest) {
+  const bool fp32 = std::strcmp(module.info().precision, "fp32") == 0;
+  const bool bf16 = std::strcmp(module.info().precision, "bf16") == 0;
   if ((fp32 || bf16) && report.contains("attention_calls_by_shape") &&
       report.contains("attention_flops_by_shape"))
     for (const auto& item : report["attention_calls_by_shape"].items()) {
@@ -354,11 +346,12 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
       rest -= calls.get<double>() * flops;
       ++p.attention_shapes;
     }
-  p.gemm_seconds += p.attention_seconds;
-  p.gemm_seconds += std::max(0.0, rest) / (peak.gflops * 1e9);
-  p.memory_seconds = report["memory_bound_bytes_per_step"].get<double>() / (p.memory_gbps * 1e9);
-  // Each memory-bound kernel's fixed cost besides its bytes.
-  if (number("memory_bound_kernels_per_step")) {
+}
+
+// Each memory-bound kernel's fixed cost besides its bytes, into `p`.
+void PredictKernelCalls(const Module& module, const nlohmann::json& report, int threads,
+                        const Pace& pace, StepPrediction& p) {
+  if (IsCount(report, "memory_bound_kernels_per_step")) {
     const CachedRate calls =
         pace(CpuCacheKey(std::to_string(threads), "kernel calls per second"), [&] {
           const double s = ProbeKernelCall(module);
@@ -371,6 +364,40 @@ StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threa
       p.memory_seconds += p.memory_bound_calls * p.kernel_call_seconds;
     }
   }
+}
+
+}  // namespace
+
+StepPrediction PredictStep(const Module& module, const PeakRate& peak, int threads,
+                           const SlowestOfRanks& slowest_of_ranks) {
+  StepPrediction p;
+  const Pace pace = [&](const std::string& key, const std::function<double()>& probe) {
+    CachedRate rate = CachedProbe(key, probe, kSlowest);
+    if (slowest_of_ranks) rate.value = slowest_of_ranks(rate.value);
+    return rate;
+  };
+  if (module.is_cuda() || peak.gflops <= 0 || !module.info().report_json) return p;
+  const nlohmann::json report =
+      nlohmann::json::parse(module.info().report_json, nullptr, /*allow_exceptions=*/false);
+  // A report from another stepc (or not one at all) predicts nothing.
+  if (!IsCount(report, "executed_flops_per_step") ||
+      !IsCount(report, "memory_bound_bytes_per_step"))
+    return p;
+  const std::string key = CpuCacheKey(std::to_string(threads), "copy GB/s");
+  const CachedRate rate = pace(key, [&] { return ProbeCopyRate(threads); });
+  if (rate.value <= 0) return p;
+  p.memory_gbps = rate.value;
+  p.memory_source = "copy probe" + ProbeSource(rate, "64 MiB");
+  p.busy = rate.busy;
+  // The products at their shapes' measured rates; the rest (attention
+  // without a kernel of its own) at the peak.
+  double rest = report["executed_flops_per_step"].get<double>();
+  PredictGemms(module, report, threads, pace, p, rest);
+  PredictAttention(module, report, threads, pace, p, rest);
+  p.gemm_seconds += p.attention_seconds;
+  p.gemm_seconds += std::max(0.0, rest) / (peak.gflops * 1e9);
+  p.memory_seconds = report["memory_bound_bytes_per_step"].get<double>() / (p.memory_gbps * 1e9);
+  PredictKernelCalls(module, report, threads, pace, p);
   if (report.contains("predicted_exposed_comm_seconds") &&
       report["predicted_exposed_comm_seconds"].is_number())
     p.comm_seconds = report["predicted_exposed_comm_seconds"].get<double>();
