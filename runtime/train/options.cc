@@ -90,18 +90,13 @@ absl::StatusOr<TrainOptions> TrainOptionsFromJson(const std::string& text) {
   return o;
 }
 
-absl::Status ValidateOptions(const TrainOptions& o) {
-  if (o.steps < 0)
-    return absl::InvalidArgumentError(
-        "--steps must be >= 0 (0: no training step; sample, evaluate or save the loaded weights)");
-  if (o.log_every < 1) return absl::InvalidArgumentError("--log-every must be at least 1");
-  if (!(o.lr >= 0) || !std::isfinite(o.lr) || o.warmup < 0 ||
-      !(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))
-    return absl::InvalidArgumentError(
-        "--lr must be finite and >= 0, --warmup >= 0 and --min-lr-ratio in [0, 1]");
-  int sources = !o.data.empty() + !o.corpus.empty() + !o.batch_npy.empty();
-  if (sources > 1)
-    return absl::InvalidArgumentError("give at most one of --data, --corpus and --batch-npy");
+namespace {
+
+// Each file an option names can be written (its directory exists, it is not
+// a directory, a FIFO or a socket), and each directory one names can be
+// made (its nearest existing ancestor is a directory): said before a step
+// runs, not after the training.
+absl::Status ValidateOutputPaths(const TrainOptions& o) {
   std::error_code ec;
   for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--metrics", o.metrics},
                                    {"--plot", o.plot},
@@ -132,6 +127,24 @@ absl::Status ValidateOptions(const TrainOptions& o) {
       return absl::InvalidArgumentError(
           absl::StrCat(flag, " '", dir, "': '", at.string(), "' is not a directory"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateOptions(const TrainOptions& o) {
+  if (o.steps < 0)
+    return absl::InvalidArgumentError(
+        "--steps must be >= 0 (0: no training step; sample, evaluate or save the loaded weights)");
+  if (o.log_every < 1) return absl::InvalidArgumentError("--log-every must be at least 1");
+  if (!(o.lr >= 0) || !std::isfinite(o.lr) || o.warmup < 0 ||
+      !(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1))
+    return absl::InvalidArgumentError(
+        "--lr must be finite and >= 0, --warmup >= 0 and --min-lr-ratio in [0, 1]");
+  int sources = !o.data.empty() + !o.corpus.empty() + !o.batch_npy.empty();
+  if (sources > 1)
+    return absl::InvalidArgumentError("give at most one of --data, --corpus and --batch-npy");
+  if (absl::Status paths = ValidateOutputPaths(o); !paths.ok()) return paths;
   if (absl::Status steps = ParseTraceSteps(o.trace_steps).status(); !steps.ok()) return steps;
   if (o.save_every < 0 || o.keep < 0)
     return absl::InvalidArgumentError("--save-every and --keep must be >= 0");

@@ -63,6 +63,21 @@ double ProbeKernelCall(const Module& module) {
   return per_call[per_call.size() / 2];
 }
 
+// The fastest of `calls` calls of `call` after the first (which warms up),
+// in seconds; the load watch samples after each.
+double BestOfCalls(int calls, const std::function<void()>& call) {
+  double best = 1e30;
+  for (int r = 0; r < calls; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) best = std::min(best, s);
+    if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
+  }
+  return best;
+}
+
 // `n` floats of `value`; for a bf16 kernel, each float holds two bf16 of
 // it (what the kernel reads as 2n bf16, the same value throughout).
 std::vector<float> Filled(int64_t n, float value, bool bf16) {
@@ -84,20 +99,13 @@ double ProbeGemmCall(CpuMatmul matmul, CpuMatmulBf16 matmul_bf16, const std::str
   const bool bf16 = matmul_bf16 != nullptr;
   std::vector<float> a = Filled(shape->a_floats(), 0.5f, bf16),
                      b = Filled(shape->b_floats(), 0.25f, bf16), c(shape->c_floats());
-  double best = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    const auto start = std::chrono::steady_clock::now();
+  return BestOfCalls(5, [&] {
     if (bf16)
       shape->Run(matmul_bf16, reinterpret_cast<const uint16_t*>(a.data()),
                  reinterpret_cast<const uint16_t*>(b.data()), c.data());
     else
       shape->Run(matmul, a.data(), b.data(), c.data());
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (r > 0) best = std::min(best, s);  // the first warms up
-    if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
-  }
-  return best;
+  });
 }
 
 using Attention = void (*)(const float*, const float*, const float*, int64_t, int64_t, int64_t,
@@ -196,16 +204,7 @@ double ProbeAttentionCall(const Module& module, const std::string& shape) {
     };
   else
     return 0;
-  double best = 1e30;
-  for (int r = 0; r < 4; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    call();
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (r > 0) best = std::min(best, s);  // the first warms up
-    if (LoadWatch* watch = CurrentLoadWatch()) watch->Sample();
-  }
-  return best;
+  return BestOfCalls(4, call);
 }
 
 // Whether the report holds `key` as a number >= 0 (a report from another
