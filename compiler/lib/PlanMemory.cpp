@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "stepc/Analysis/StepStructure.h"
 #include "stepc/Compiler/ArenaPlan.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Compiler/Pipeline.h"
@@ -99,7 +100,8 @@ struct StepPlanMemoryPass : public stepc::impl::StepPlanMemoryBase<StepPlanMemor
       int64_t peak = plannedPeakBytes(f).value_or(0);
       if (train && budget > 0 && peak > budget) {
         f.emitError() << "the " << target.getValue() << " back end's plan needs " << peak
-                      << " bytes per rank, over the memory budget of " << budget.getValue()
+                      << " bytes per rank" << onPipelineStage(f)
+                      << ", over the memory budget of " << budget.getValue()
                       << " bytes (raise --memory-budget or choose another --remat)";
         return signalPassFailure();
       }
@@ -149,7 +151,8 @@ struct StepFitMemoryBudgetPass
       if (*peak <= budget || attempt == attempts) {
         if (*peak > budget)
           step.emitError() << "the " << target.getValue() << " back end's plan needs " << *peak
-                           << " bytes per rank, over the memory budget of "
+                           << " bytes per rank" << onPipelineStage(module)
+                           << ", over the memory budget of "
                            << budget.getValue()
                            << " bytes (raise --memory-budget or choose another --remat)";
         // The module becomes the candidate.
@@ -174,7 +177,7 @@ struct StepFitMemoryBudgetPass
       if (rematBudget <= 0) {
         module.emitError() << "the " << target.getValue()
                            << " back end's plan cannot fit the memory budget of "
-                           << budget.getValue() << " bytes";
+                           << budget.getValue() << " bytes" << onPipelineStage(module);
         return signalPassFailure();
       }
     }

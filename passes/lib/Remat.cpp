@@ -706,7 +706,8 @@ struct StepRematPass : public stepc::impl::StepRematBase<StepRematPass> {
       }
       InFlightDiagnostic diag = emitError(step.getLoc())
                                 << "memory budget of " << budget.getValue()
-                                << " bytes per rank is infeasible with --remat=" << mode
+                                << " bytes per rank is infeasible" << onPipelineStage(step)
+                                << " with --remat=" << mode
                                 << " (planned peak " << chosen.peak()
                                 << " bytes); the smallest feasible budget stepc finds is "
                                 << best.peak()

@@ -3,11 +3,21 @@
 #include "stepc/Analysis/StepStructure.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
+
 #include <functional>
 
 using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
+
+std::string stepc::onPipelineStage(Operation *op) {
+  for (auto module = op ? op->getParentOfType<ModuleOp>() : ModuleOp(); module;
+       module = module->getParentOfType<ModuleOp>())
+    if (auto stage = module->getAttrOfType<IntegerAttr>(StepDialect::kPpStageAttrName))
+      return " on pipeline stage " + std::to_string(stage.getInt());
+  return "";
+}
 
 std::string stepc::blockLabel(int64_t block) {
   return block < 0 ? std::string() : "block " + std::to_string(block);

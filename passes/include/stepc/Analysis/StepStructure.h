@@ -25,6 +25,11 @@ llvm::SmallVector<mlir::BlockArgument> parametersInUseOrder(mlir::func::FuncOp f
 /// head after them; "" means outside every block.
 llvm::DenseMap<mlir::Value, std::string> attributeBlocks(mlir::func::FuncOp function);
 
+/// " on pipeline stage N" when `op` is inside stage N's module (the
+/// step.pp_stage step-pipeline-stages puts on each), else "": a per-rank
+/// error of a pipeline names the stage it is about.
+std::string onPipelineStage(mlir::Operation *op);
+
 } // namespace stepc
 
 #endif // STEPC_ANALYSIS_STEPSTRUCTURE_H
