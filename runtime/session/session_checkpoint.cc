@@ -152,6 +152,17 @@ void Failpoint(const char* name) {
   if (++passes == when) ::kill(::getpid(), SIGKILL);
 }
 
+// STEPC_FAILPOINT=NAME (any K) makes this a failed read on this process: a
+// rank that cannot do its part of a collective phase, for tests that the
+// others learn it rather than wait for it.
+absl::Status FailpointStatus(const char* name) {
+  const char* spec = std::getenv("STEPC_FAILPOINT");
+  if (!spec) return absl::OkStatus();
+  const std::pair<std::string, std::string> f = absl::StrSplit(spec, ':');
+  if (f.first != name) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("failpoint ", name));
+}
+
 std::string ShardFileName(int rank, int world) {
   return absl::StrFormat("shard-%05d-of-%05d.bin", rank, world);
 }
@@ -241,12 +252,18 @@ absl::StatusOr<std::vector<Session::WholeParam>> Session::GatherParams() const {
   const stepc_module_info& info = module_->info();
   const int rank = communicator_->rank(), world = communicator_->size();
   std::vector<WholeParam> params;
-  // This rank's stage's parameters, whole (gathered over fsdp and tp).
+  // This rank's stage's parameters, whole (gathered over fsdp and tp),
+  // read on every rank before any is sent: a rank that cannot fails the
+  // gather on every rank (rank 0 would otherwise wait in a receive from it).
   std::map<std::string, std::vector<float>> own;
-  for (int i = 0; i < info.num_args; ++i) {
-    if (info.args[i].kind != STEPC_ARG_PARAM) continue;
-    STEPC_ASSIGN_OR_RETURN(own[info.args[i].name], ReadParam(info.args[i].name));
-  }
+  const absl::Status read = [&]() -> absl::Status {
+    for (int i = 0; i < info.num_args; ++i) {
+      if (info.args[i].kind != STEPC_ARG_PARAM) continue;
+      STEPC_ASSIGN_OR_RETURN(own[info.args[i].name], ReadParam(info.args[i].name));
+    }
+    return FailpointStatus("gather-params-read");
+  }();
+  STEPC_RETURN_IF_ERROR(Agree(*communicator_, read, "read its parameters to gather them"));
   const bool pipeline = info.pipeline_stages > 1;
   const std::vector<int> mesh = MeshShape();
   // The rank at pipeline coordinate `stage` and 0 on every other axis.
