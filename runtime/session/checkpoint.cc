@@ -3,34 +3,20 @@
 // the latest complete checkpoint under a root and the pruning of older
 // ones. session_checkpoint.cc saves and loads a Session's state with it.
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "runtime/session/checkpoint.h"
 #include "runtime/status_macros.h"
-
 
 namespace stepc {
 namespace {

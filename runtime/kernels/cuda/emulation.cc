@@ -175,7 +175,12 @@ void RunCooperativeBlock(Block& block, int threads) {
 
 }  // namespace
 
-__thread const ThreadState* current_thread = nullptr;
+namespace {
+// Outside a launch: a default state (every dim3 of it 1), so host code that
+// reads threadIdx reads something, never a null pointer.
+const ThreadState kOutsideLaunch{};
+}  // namespace
+__thread const ThreadState* current_thread = &kOutsideLaunch;
 
 void SyncThreads() {
   RequireCooperative("__syncthreads");
@@ -232,7 +237,7 @@ void Run(dim3 grid, dim3 block, size_t shared_bytes, bool cooperative,
         current_thread = &s;
         body();
       }
-    current_thread = nullptr;
+    current_thread = &kOutsideLaunch;
     return;
   }
   Block ctx;
@@ -250,7 +255,7 @@ void Run(dim3 grid, dim3 block, size_t shared_bytes, bool cooperative,
     RunCooperativeBlock(ctx, threads);
   }
   running = nullptr;
-  current_thread = nullptr;
+  current_thread = &kOutsideLaunch;
 }
 
 }  // namespace stepc::emu
