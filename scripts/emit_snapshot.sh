@@ -9,7 +9,7 @@
 #   scripts/emit_snapshot.sh /tmp/after
 #   diff -r /tmp/before /tmp/after && echo unchanged
 #
-# About 3 seconds (no C++ compiler runs). Uses build/bin/stepc, or $STEPC_BIN.
+# About 4 seconds (no C++ compiler runs). Uses build/bin/stepc, or $STEPC_BIN.
 set -euo pipefail
 out=${1:?usage: scripts/emit_snapshot.sh DIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
