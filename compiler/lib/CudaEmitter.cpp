@@ -413,11 +413,33 @@ static std::pair<std::string, std::string> maskArguments(Value mask,
               .str()};
 }
 
+/// A packed attention's source arguments after the context: the packed
+/// operand, its row width and the three column offsets.
+static std::string packedArguments(Value source, ArrayRef<int64_t> offsets,
+                                   function_ref<std::string(Value)> ptr) {
+  return llvm::formatv("{0}, {1}, {2}, {3}, {4}", ptr(source),
+                       cast<RankedTensorType>(source.getType()).getDimSize(2), offsets[0],
+                       offsets[1], offsets[2])
+      .str();
+}
+
 void CudaEmitter::emitAttention(stepk::AttentionOp a) {
   double scale = a.getScale().convertToDouble();
   Value out = a.getResult(), lse = a.getLse();
   RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
-  auto [masked, mask] = maskArguments(a.getMask(), [&](Value v) { return ptr(v); });
+  auto pointer = [&](Value v) { return ptr(v); };
+  if (std::optional<ArrayRef<int64_t>> packed = a.getPacked()) {
+    call(a, llvm::formatv("stepc_cuda_attention_packed(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                          "{7}, {8:e}, {9}, {10}, {11})",
+                          packedArguments(a.getQuery(), *packed, pointer),
+                          typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
+                          a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                          a.getCausal() ? 1 : 0, scale, ptr(out),
+                          typeCode(typeOf(out).getElementType()),
+                          lse ? ptr(lse) : std::string("0")));
+    return;
+  }
+  auto [masked, mask] = maskArguments(a.getMask(), pointer);
   call(a, llvm::formatv("stepc_cuda_attention{15}(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
                         "{8}, {9}, {10}, {11:e}{16}, {12}, {13}, {14})",
                         ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
@@ -432,18 +454,28 @@ LogicalResult CudaEmitter::emitAttentionGrad(stepk::AttentionGradOp a) {
   double scale = a.getScale().convertToDouble();
   Value out = a.getOut(), lse = a.getLse();
   RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
+  Value dq = a.getGrads()[0]; // the packed gradient when packed
   if (failed(needScratch(
           a, lc::AttentionGradScratchBytesFor(
                  q.getDimSize(0), q.getDimSize(1), k.getDimSize(1), a.getNumHeads(),
                  a.getNumKvHeads(), a.getHeadDim(), /*saved=*/lse != nullptr,
-                 q.getElementType().isBF16(),
-                 typeOf(a.getQueryGrad()).getElementType().isF32()))))
+                 q.getElementType().isBF16(), typeOf(dq).getElementType().isF32()))))
     return failure();
   std::string saved = "0, 0, 0";
   if (lse)
     saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) + ", " + ptr(lse);
-  Value dq = a.getQueryGrad();
-  auto [masked, mask] = maskArguments(a.getMask(), [&](Value v) { return ptr(v); });
+  auto pointer = [&](Value v) { return ptr(v); };
+  if (std::optional<ArrayRef<int64_t>> packed = a.getPacked()) {
+    call(a, llvm::formatv("stepc_cuda_attention_grad_packed(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                          "{6}, {7}, {8}, {9:e}, scratch, {10}, {11}, {12})",
+                          ptr(a.getGrad()), packedArguments(a.getQuery(), *packed, pointer),
+                          typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
+                          a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                          a.getCausal() ? 1 : 0, scale, saved, ptr(dq),
+                          typeCode(typeOf(dq).getElementType())));
+    return success();
+  }
+  auto [masked, mask] = maskArguments(a.getMask(), pointer);
   call(a, llvm::formatv("stepc_cuda_attention_grad{18}(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
                         "{7}, {8}, {9}, {10}, {11}, {12:e}{19}, scratch, {13}, {14}, {15}, {16}, "
                         "{17})",

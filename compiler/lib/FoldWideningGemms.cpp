@@ -274,13 +274,27 @@ void sumNarrowed(ConvertOp narrow) {
   }
 }
 
+} // namespace
+
+void stepc::narrowGemmsForLoops(func::FuncOp step) {
+  SmallVector<stepk::GemmOp> gemms(step.getBody().front().getOps<stepk::GemmOp>());
+  for (stepk::GemmOp gemm : gemms)
+    narrowForLoops(gemm);
+}
+
+void stepc::sumBesideRoundings(func::FuncOp step) {
+  SmallVector<ConvertOp> converts(step.getBody().front().getOps<ConvertOp>());
+  for (ConvertOp convert : converts)
+    sumNarrowed(convert);
+}
+
+namespace {
+
 struct StepFoldWideningGemmsPass
     : public stepc::impl::StepFoldWideningGemmsBase<StepFoldWideningGemmsPass> {
   void runOnOperation() override {
     for (func::FuncOp step : trainingSteps(getOperation())) {
-      SmallVector<ConvertOp> converts(step.getBody().front().getOps<ConvertOp>());
-      for (ConvertOp convert : converts)
-        sumNarrowed(convert);
+      sumBesideRoundings(step);
       SmallVector<Operation *> gemms;
       for (Operation &op : step.getBody().front())
         if (isa<MatmulOp, BatchMatmulOp>(op))
@@ -298,9 +312,7 @@ struct StepFoldWideningGemmsPass
       SmallVector<stepk::GemmOp> folded(step.getBody().front().getOps<stepk::GemmOp>());
       for (stepk::GemmOp gemm : folded)
         foldBias(gemm);
-      SmallVector<stepk::GemmOp> gemmOps(step.getBody().front().getOps<stepk::GemmOp>());
-      for (stepk::GemmOp gemm : gemmOps)
-        narrowForLoops(gemm);
+      narrowGemmsForLoops(step);
     }
   }
 };

@@ -6,11 +6,16 @@
 // its widening becomes one stepk.gemm; an attention (or its gradient) with
 // its widening becomes a stepk.attention (stepk.attention_grad), and a
 // backward that can read its forward's output and log-sum-exp takes them as
-// operands (the forward returns its log-sum-exp as a value).
+// operands (the forward returns its log-sum-exp as a value). An attention
+// on slices of the packed QKV projection reads the projection in place, and
+// its gradient writes the three parts into one packed result instead of
+// three pads and two adds (`packed` offsets; PackedAttention.h); the
+// projection's GEMM then writes the bf16 copy the kernels read, bias added.
 //
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
+#include "PackedAttention.h"
 #include "stepc/Compiler/Passes.h"
 #include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
@@ -79,10 +84,13 @@ bool canFuseInto(Operation *first, Operation *later, const Fusions &f) {
   return true;
 }
 
-Fusions planFusions(func::FuncOp step) {
+Fusions planFusions(func::FuncOp step, const DenseSet<Operation *> &packed) {
   Fusions f;
   for (Operation &op : step.getBody().front()) {
     if (!isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(op))
+      continue;
+    // A packed gradient's widening is its own (Folder::foldPackedGrad).
+    if (isa<AttentionGradOp>(op) && packed.contains(&op))
       continue;
     // Widen every bf16 result in the kernel, or none (one output type).
     SmallVector<ConvertOp> converts;
@@ -122,10 +130,18 @@ Fusions planFusions(func::FuncOp step) {
       continue;
     }
     f.computedBy[add] = &op;
-    f.writesTo[out] = add.getResult();
-    if (out != op.getResult(0))
-      f.writesTo[op.getResult(0)] = add.getResult();
     f.biasOf[&op] = broadcast.getInput();
+    // A biased sum only rounded to bf16 (the packed projection attention
+    // reads) is written bf16: one rounding of the f32 sum plus the bias.
+    Value sum = add.getResult();
+    auto narrow = dyn_cast_or_null<ConvertOp>(soleUserOf(sum));
+    if (narrow && narrow.getType().getElementType().isBF16() && canFuseInto(&op, narrow, f)) {
+      f.computedBy[narrow] = &op;
+      sum = narrow.getResult();
+    }
+    f.writesTo[out] = sum;
+    if (out != op.getResult(0))
+      f.writesTo[op.getResult(0)] = sum;
   }
   // The backward of an attention reads its forward's output and log-sum-exp
   // instead of recomputing them: the latest forward of the same operands
@@ -182,6 +198,25 @@ Fusions planFusions(func::FuncOp step) {
   return f;
 }
 
+/// The attentions (unmasked) that read their query, key and value as
+/// columns of one packed projection, and the gradients among them that
+/// write theirs into one packed result (the three tile the projection's
+/// last dim and are padded back and summed).
+DenseSet<Operation *> packedAttention(func::FuncOp step) {
+  DenseSet<Operation *> packed;
+  for (Operation &op : step.getBody().front()) {
+    if (auto fwd = dyn_cast<AttentionOp>(op)) {
+      if (!fwd.getMask() && packedQkv(fwd.getQuery(), fwd.getKey(), fwd.getValue()))
+        packed.insert(&op);
+    } else if (auto grad = dyn_cast<AttentionGradOp>(op); grad && !grad.getMask()) {
+      std::optional<PackedQkv> p = packedQkv(grad.getQuery(), grad.getKey(), grad.getValue());
+      if (p && p->tilesLastDim() && packedGradSum(grad, *p))
+        packed.insert(&op);
+    }
+  }
+  return packed;
+}
+
 /// Rewrites the kernel ops `fusions` decided on, in block order, each as one
 /// stepk op at the kernel's position (its folded ops read only what exists
 /// there: the verifier after the pass would catch a violation). `replaced`
@@ -191,7 +226,8 @@ Fusions planFusions(func::FuncOp step) {
 /// is freed and reused meanwhile).
 class Folder {
 public:
-  explicit Folder(const Fusions &fusions) : fusions(fusions) {}
+  Folder(const Fusions &fusions, const DenseSet<Operation *> &packed)
+      : fusions(fusions), packed(packed) {}
 
   void fold(Operation *op) {
     OpBuilder b(op);
@@ -200,6 +236,8 @@ public:
       kernel = foldGemm(b, op);
     else if (auto fwd = dyn_cast<AttentionOp>(op))
       kernel = foldAttention(b, fwd);
+    else if (packed.contains(op))
+      kernel = foldPackedGrad(b, cast<AttentionGradOp>(op));
     else
       kernel = foldAttentionGrad(b, cast<AttentionGradOp>(op));
     step::copyPhase(op, kernel);
@@ -260,34 +298,84 @@ private:
           {q.getDimSize(0), static_cast<int64_t>(fwd.getNumHeads()), q.getDimSize(1)},
           b.getF32Type());
     }
+    Value q = fwd.getQuery(), k = fwd.getKey(), v = fwd.getValue();
+    DenseI64ArrayAttr offsets;
+    if (packed.contains(fwd)) {
+      PackedQkv p = *packedQkv(q, k, v);
+      q = k = v = p.source;
+      offsets = b.getDenseI64ArrayAttr(p.offsets);
+    }
     auto kernel = b.create<stepk::AttentionOp>(
-        fwd.getLoc(), fusions.written(fwd.getResult()).getType(), lse, fwd.getQuery(),
-        fwd.getKey(), fwd.getValue(), fwd.getMask(), fwd.getNumHeads(), fwd.getNumKvHeads(), fwd.getHeadDim(),
-        fwd.getCausal(), llvm::APFloat(fwd.getEffectiveScale()));
+        fwd.getLoc(), fusions.written(fwd.getResult()).getType(), lse, q, k, v, fwd.getMask(),
+        offsets, fwd.getNumHeads(), fwd.getNumKvHeads(), fwd.getHeadDim(), fwd.getCausal(),
+        llvm::APFloat(fwd.getEffectiveScale()));
     kernelOf[fwd] = kernel;
     replaceResults(fwd, kernel.getResult());
     return kernel;
   }
 
+  /// The forward's output and log-sum-exp `grad` reads, if saved.
+  std::pair<Value, Value> savedForward(AttentionGradOp grad) const {
+    AttentionOp fwd = fusions.savedForwardOf.lookup(grad);
+    if (!fwd)
+      return {};
+    stepk::AttentionOp kernel = kernelOf.lookup(fwd);
+    return {kernel.getResult(), kernel.getLse()};
+  }
+
   Operation *foldAttentionGrad(OpBuilder &b, AttentionGradOp grad) {
-    Value out, lse;
-    if (AttentionOp fwd = fusions.savedForwardOf.lookup(grad)) {
-      stepk::AttentionOp kernel = kernelOf.lookup(fwd);
-      out = kernel.getResult();
-      lse = kernel.getLse();
-    }
+    auto [out, lse] = savedForward(grad);
     SmallVector<Type> types;
     for (Value r : grad.getResults())
       types.push_back(fusions.written(r).getType());
     auto kernel = b.create<stepk::AttentionGradOp>(
         grad.getLoc(), types, grad.getGrad(), grad.getQuery(), grad.getKey(), grad.getValue(),
-        out, lse, grad.getMask(), grad.getNumHeads(), grad.getNumKvHeads(), grad.getHeadDim(), grad.getCausal(),
+        out, lse, grad.getMask(), DenseI64ArrayAttr(), grad.getNumHeads(),
+        grad.getNumKvHeads(), grad.getHeadDim(), grad.getCausal(),
         llvm::APFloat(grad.getEffectiveScale()));
     replaceResults(grad, kernel.getResults());
     return kernel;
   }
 
+  /// The gradient written into the packed projection's shape (its element
+  /// type): the pads and adds that summed the three parts go, and a bf16
+  /// sum is widened once after the kernel (rounding commutes with padding);
+  /// a rounding of that widened sum is the kernel's own result.
+  Operation *foldPackedGrad(OpBuilder &b, AttentionGradOp grad) {
+    auto [out, lse] = savedForward(grad);
+    PackedQkv p = *packedQkv(grad.getQuery(), grad.getKey(), grad.getValue());
+    PackedGradSum sum = *packedGradSum(grad, p);
+    auto kernel = b.create<stepk::AttentionGradOp>(
+        grad.getLoc(), TypeRange{p.source.getType()}, grad.getGrad(), p.source, p.source,
+        p.source, out, lse, Value(), b.getDenseI64ArrayAttr(p.offsets), grad.getNumHeads(),
+        grad.getNumKvHeads(), grad.getHeadDim(), grad.getCausal(),
+        llvm::APFloat(grad.getEffectiveScale()));
+    Value result = kernel.getPackedGrad();
+    for (int i = 0; i < 3; ++i) {
+      dead.push_back(sum.pads[i]);
+      if (sum.widens[i])
+        dead.push_back(sum.widens[i]);
+    }
+    dead.append({sum.first, sum.second});
+    Value total = sum.second.getResult();
+    if (total.getType() == result.getType()) {
+      total.replaceAllUsesWith(result);
+      return kernel;
+    }
+    b.setInsertionPointAfter(kernel);
+    auto widen = b.create<ConvertOp>(grad.getLoc(), total.getType(), result);
+    step::copyPhase(sum.second, widen);
+    total.replaceAllUsesWith(widen.getResult());
+    for (Operation *user : llvm::make_early_inc_range(widen->getUsers()))
+      if (auto narrow = dyn_cast<ConvertOp>(user); narrow && narrow.getType() == result.getType()) {
+        narrow.getResult().replaceAllUsesWith(result);
+        dead.push_back(narrow);
+      }
+    return kernel;
+  }
+
   const Fusions &fusions;
+  const DenseSet<Operation *> &packed;
   DenseMap<Value, Value> replaced;
   DenseMap<Operation *, stepk::AttentionOp> kernelOf;
   SmallVector<Operation *> dead;
@@ -383,7 +471,13 @@ struct StepFuseCudaKernelsPass
       });
       if (tooWide.wasInterrupted())
         return signalPassFailure();
-      Fusions fusions = planFusions(step);
+      // Attention on the packed projection (decided first: the projection's
+      // GEMM writes what those kernels read).
+      DenseMap<Value, Value> rounded = roundBeforeSlicing(step);
+      DenseSet<Operation *> packed = packedAttention(step);
+      unroundLeftovers(rounded, [&](OpOperand &use) { return packed.contains(use.getOwner()); });
+      sumBesideRoundings(step);
+      Fusions fusions = planFusions(step, packed);
       // A GEMM with nothing to fold stays a step.matmul (the emitter calls
       // cuBLASLt alike); every attention becomes its kernel.
       SmallVector<Operation *> kernels;
@@ -393,10 +487,15 @@ struct StepFuseCudaKernelsPass
              (fusions.writesTo.count(op.getResult(0)) || fusions.biasOf.count(&op) ||
               fusions.epilogueOf.count(&op))))
           kernels.push_back(&op);
-      Folder folder(fusions);
+      Folder folder(fusions, packed);
       for (Operation *op : kernels)
         folder.fold(op);
       folder.eraseDead();
+      narrowGemmsForLoops(step);
+      // The slices the packed kernels replaced.
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(step.getBody().front())))
+        if (isa<SliceOp, ConvertOp>(op) && op.use_empty())
+          op.erase();
       groupAdamwUpdates(step);
     }
   }

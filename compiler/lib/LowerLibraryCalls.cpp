@@ -482,9 +482,10 @@ ConvertOp roundingOnlyUse(Operation *op) {
   return convert;
 }
 
-/// On the CPU under bf16: a reduction of bf16 values widened for it alone
-/// (the QKV bias gradient, from the bf16 attention gradient) reads them
-/// itself: the same sums of the same values, no f32 copy written and read.
+/// Under bf16: a reduction of bf16 values widened for it alone (the QKV
+/// bias gradient, from the bf16 attention gradient) reads them itself: the
+/// same sums of the same values, no f32 copy written and read
+/// (reduce_of_bf16 on both targets).
 ConvertOp wideningOnlyUse(Operation *op) {
   if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
     return nullptr;
@@ -517,7 +518,7 @@ struct StepLowerLibraryCallsPass
         if (target == "cpu")
           lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
         else
-          lower(op, call);
+          lower(op, call, nullptr, wideningOnlyUse(op));
       lowerGemms(step);
       eraseDeadOps(step);
     }

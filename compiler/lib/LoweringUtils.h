@@ -67,6 +67,21 @@ void lowerPackedAttention(mlir::func::FuncOp step);
 /// as one kernel with both results (FusedCrossEntropy.cpp).
 void lowerFusedCrossEntropy(mlir::func::FuncOp step);
 
+/// Under bf16, both targets: an f32 value that is otherwise only rounded to
+/// bf16 (a bias's gradient beside its weight gradient's GEMM operand) is
+/// summed from the rounded values, as autocast sums them; step-lower-
+/// library-calls then reads them as they are (reduce_of_bf16), and the
+/// f32 value is never stored (FoldWideningGemms.cpp).
+void sumBesideRoundings(mlir::func::FuncOp step);
+
+/// Under bf16, both targets: a bf16 GEMM (stepk.gemm, no GELU epilogue)
+/// whose f32 result only elementwise ops read writes bf16, and each reader
+/// widens it (step-fuse-elementwise joins the widening to its kernel): the
+/// GEMM's rounding (a biased one's: autocast's, the sum plus the bias),
+/// half the bytes written, kept for the backward and read again
+/// (FoldWideningGemms.cpp).
+void narrowGemmsForLoops(mlir::func::FuncOp step);
+
 /// On the CPU under bf16: a value rounded to bf16 once, not again where it
 /// is widened back or read through a reshape (FoldConversions.cpp).
 void foldConversions(mlir::func::FuncOp step);

@@ -23,31 +23,23 @@
 // one rounded x ("attention_packed_bf16" reads it in place) and the gradient
 // is packed in bf16 ("attention_grad_packed_bf16") and widened once.
 //
+// The CUDA target's kernels take the same forms as stepk.attention and
+// stepk.attention_grad with `packed` offsets (step-fuse-cuda-kernels), from
+// the matchers here (PackedAttention.h).
+//
 //===----------------------------------------------------------------------===//
 
-#include "LoweringUtils.h"
-#include "stepc/Dialect/Step/IR/StepOps.h"
-#include "stepc/Dialect/StepK/IR/StepKOps.h"
+#include "PackedAttention.h"
 
-#include <array>
-#include <optional>
+#include "LoweringUtils.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 using namespace mlir;
 using namespace stepc;
 using namespace stepc::step;
 
-namespace {
-
-/// Query, key and value as last-dim slices [o, o + width) of one rank-3
-/// source, whole in its first two dims.
-struct PackedOperands {
-  Value source;
-  std::array<SliceOp, 3> slices;
-  std::array<int64_t, 3> offsets, widths;
-};
-
-std::optional<PackedOperands> packedOperands(Value q, Value k, Value v) {
-  PackedOperands packed;
+std::optional<PackedQkv> stepc::packedQkv(Value q, Value k, Value v) {
+  PackedQkv packed;
   std::array<Value, 3> operands = {q, k, v};
   for (int i = 0; i < 3; ++i) {
     auto slice = operands[i].getDefiningOp<SliceOp>();
@@ -69,17 +61,20 @@ std::optional<PackedOperands> packedOperands(Value q, Value k, Value v) {
   return packed;
 }
 
-/// The slices cover the last dim exactly once.
-bool tilesLastDim(const PackedOperands &p) {
-  int64_t width = cast<RankedTensorType>(p.source.getType()).getDimSize(2), covered = 0;
+bool PackedQkv::tilesLastDim() const {
+  int64_t width = cast<RankedTensorType>(source.getType()).getDimSize(2), covered = 0;
   for (int i = 0; i < 3; ++i) {
-    covered += p.widths[i];
+    covered += widths[i];
     for (int j = 0; j < i; ++j)
-      if (p.offsets[i] < p.offsets[j] + p.widths[j] && p.offsets[j] < p.offsets[i] + p.widths[i])
+      if (offsets[i] < offsets[j] + widths[j] && offsets[j] < offsets[i] + widths[i])
         return false;
   }
   return covered == width;
 }
+
+namespace {
+
+using PackedOperands = PackedQkv;
 
 /// The kernel for `callee` on the packed source's element type.
 std::string packedCallee(StringRef callee, const PackedOperands &p) {
@@ -90,8 +85,8 @@ std::string packedCallee(StringRef callee, const PackedOperands &p) {
 /// Operands `indices` of `op` that are each convert(slice(x)) to bf16 of one
 /// f32 x become slices of one convert(x) (made once per x, in `rounded`,
 /// right after x). Left unchanged unless all three match.
-void roundBeforeSlicing(Operation *op, std::array<unsigned, 3> indices,
-                        DenseMap<Value, Value> &rounded, SmallVectorImpl<Operation *> &dead) {
+void roundSlicesOnce(Operation *op, std::array<unsigned, 3> indices,
+                     DenseMap<Value, Value> &rounded, SmallVectorImpl<Operation *> &dead) {
   std::array<ConvertOp, 3> converts;
   std::array<SliceOp, 3> slices;
   for (int i = 0; i < 3; ++i) {
@@ -117,39 +112,24 @@ void roundBeforeSlicing(Operation *op, std::array<unsigned, 3> indices,
   }
   OpBuilder b(op);
   for (int i = 0; i < 3; ++i) {
-    auto slice = b.create<SliceOp>(slices[i].getLoc(), whole, slices[i].getOffsetsAttr(),
-                                   slices[i].getSizesAttr());
-    copyPhase(slices[i], slice);
+    // The same slice of `whole` made for an earlier op (the forward, for its
+    // gradient), or a new one: the two then read the same q, k and v.
+    SliceOp slice;
+    for (Operation *user : whole.getUsers()) {
+      auto earlier = dyn_cast<SliceOp>(user);
+      if (earlier && earlier->getBlock() == op->getBlock() && earlier->isBeforeInBlock(op) &&
+          earlier.getOffsets() == slices[i].getOffsets() &&
+          earlier.getSizes() == slices[i].getSizes())
+        slice = earlier;
+    }
+    if (!slice) {
+      slice = b.create<SliceOp>(slices[i].getLoc(), whole, slices[i].getOffsetsAttr(),
+                                slices[i].getSizesAttr());
+      copyPhase(slices[i], slice);
+    }
     op->setOperand(indices[i], slice);
     dead.append({converts[i], slices[i]});
   }
-}
-
-/// Slices of a rounded source that no packed kernel took (a gradient whose
-/// pads did not match) go back to rounding after slicing: the CPU's slice
-/// copies f32 only.
-void unroundLeftovers(const DenseMap<Value, Value> &rounded) {
-  for (auto [source, whole] : rounded)
-    for (Operation *user : llvm::make_early_inc_range(whole.getUsers())) {
-      auto slice = dyn_cast<SliceOp>(user);
-      if (!slice || isa<stepk::CallOp>(slice->getParentOp()))
-        continue;
-      if (slice->use_empty()) {
-        slice->erase();
-        continue;
-      }
-      OpBuilder b(slice);
-      auto f32 = b.create<SliceOp>(slice.getLoc(), source, slice.getOffsetsAttr(),
-                                   slice.getSizesAttr());
-      auto convert = b.create<ConvertOp>(slice.getLoc(), slice.getType(), f32);
-      copyPhase(slice, f32);
-      copyPhase(slice, convert);
-      slice.replaceAllUsesWith(convert.getResult());
-      slice->erase();
-    }
-  for (auto [source, whole] : rounded)
-    if (whole.use_empty())
-      whole.getDefiningOp()->erase();
 }
 
 /// The kernels' scalars: batch, length, heads, kv_heads, head_dim, causal,
@@ -189,7 +169,7 @@ stepk::CallOp packedCall(OpBuilder &b, Location loc, StringRef callee, ValueRang
 void packForward(AttentionOp a) {
   if (a.getMask())
     return;
-  std::optional<PackedOperands> p = packedOperands(a.getQuery(), a.getKey(), a.getValue());
+  std::optional<PackedOperands> p = packedQkv(a.getQuery(), a.getKey(), a.getValue());
   if (!p)
     return;
   OpBuilder b(a);
@@ -200,54 +180,21 @@ void packForward(AttentionOp a) {
   a->erase();
 }
 
-/// The add that is `value`'s only use, if it is one.
-AddOp onlyAdd(Value value) {
-  if (!value.hasOneUse())
-    return nullptr;
-  return dyn_cast<AddOp>(*value.getUsers().begin());
-}
-
 void packGradient(AttentionGradOp g) {
   if (g.getMask())
     return;
-  std::optional<PackedOperands> p = packedOperands(g.getQuery(), g.getKey(), g.getValue());
-  if (!p || !tilesLastDim(*p))
+  std::optional<PackedOperands> p = packedQkv(g.getQuery(), g.getKey(), g.getValue());
+  if (!p || !p->tilesLastDim())
     return;
-  // Each gradient zero-padded back to the source's shape at its slice; in
-  // bf16, widened to f32 first.
+  std::optional<PackedGradSum> matched = packedGradSum(g, *p);
+  if (!matched)
+    return;
   auto sourceType = cast<RankedTensorType>(p->source.getType());
   bool bf16 = sourceType.getElementType().isBF16();
   auto padded = bf16 ? RankedTensorType::get(sourceType.getShape(),
                                              Builder(g.getContext()).getF32Type())
                      : sourceType;
-  std::array<PadOp, 3> pads;
-  std::array<ConvertOp, 3> widens;
-  for (int i = 0; i < 3; ++i) {
-    Value grad = g->getResult(i);
-    if (bf16) {
-      widens[i] = grad.hasOneUse() ? dyn_cast<ConvertOp>(*grad.getUsers().begin()) : nullptr;
-      if (!widens[i] || !widens[i].getType().getElementType().isF32())
-        return;
-      grad = widens[i];
-    }
-    auto pad = grad.hasOneUse() ? dyn_cast<PadOp>(*grad.getUsers().begin()) : nullptr;
-    if (!pad || pad.getType() != padded || pad.getLow()[0] || pad.getLow()[1] ||
-        pad.getLow()[2] != p->offsets[i])
-      return;
-    pads[i] = pad;
-  }
-  // Summed by two adds in any order: two pads meet in `first`, whose only
-  // use is `second` with the third.
-  std::array<AddOp, 3> adds;
-  for (int i = 0; i < 3; ++i)
-    if (!(adds[i] = onlyAdd(pads[i])))
-      return;
-  int last = adds[0] == adds[1] ? 2 : adds[0] == adds[2] ? 1 : adds[1] == adds[2] ? 0 : -1;
-  if (last < 0)
-    return;
-  AddOp first = adds[(last + 1) % 3], second = onlyAdd(first);
-  if (!second || second != adds[last] || first == second)
-    return;
+  auto [pads, widens, first, second] = *matched;
   SmallVector<Operation *> ops = {g, pads[0], pads[1], pads[2], first, second};
   SmallVector<Operation *> erased(ops);
   Value sum = second;
@@ -289,37 +236,127 @@ void packGradient(AttentionGradOp g) {
     op->erase();
 }
 
-} // namespace
-
-void stepc::lowerPackedAttention(func::FuncOp step) {
-  SmallVector<AttentionGradOp> grads;
-  SmallVector<AttentionOp> forwards;
-  step.walk([&](Operation *op) {
-    if (op->getParentOp() != step)
-      return;
+/// The attentions and gradients of `step`'s own block, in order.
+void collectAttention(func::FuncOp step, SmallVectorImpl<AttentionOp> &forwards,
+                      SmallVectorImpl<AttentionGradOp> &grads) {
+  for (Operation &op : step.getBody().front()) {
     if (auto g = dyn_cast<AttentionGradOp>(op))
       grads.push_back(g);
     if (auto a = dyn_cast<AttentionOp>(op))
       forwards.push_back(a);
-  });
+  }
+}
+
+/// The add that is `value`'s only use, if it is one.
+AddOp onlyAdd(Value value) {
+  if (!value.hasOneUse())
+    return nullptr;
+  return dyn_cast<AddOp>(*value.getUsers().begin());
+}
+
+} // namespace
+
+void stepc::unroundLeftovers(const DenseMap<Value, Value> &rounded,
+                             function_ref<bool(OpOperand &)> staysPacked) {
+  for (auto [source, whole] : rounded)
+    for (Operation *user : llvm::make_early_inc_range(whole.getUsers())) {
+      auto slice = dyn_cast<SliceOp>(user);
+      if (!slice || isa<stepk::CallOp>(slice->getParentOp()))
+        continue;
+      if (llvm::all_of(slice->getUses(), [&](OpOperand &use) { return staysPacked(use); })) {
+        if (slice->use_empty())
+          slice->erase();
+        continue;
+      }
+      OpBuilder b(slice);
+      auto f32 = b.create<SliceOp>(slice.getLoc(), source, slice.getOffsetsAttr(),
+                                   slice.getSizesAttr());
+      auto convert = b.create<ConvertOp>(slice.getLoc(), slice.getType(), f32);
+      copyPhase(slice, f32);
+      copyPhase(slice, convert);
+      slice.getResult().replaceUsesWithIf(convert.getResult(),
+                                          [&](OpOperand &use) { return !staysPacked(use); });
+      if (slice->use_empty())
+        slice->erase();
+    }
+  for (auto [source, whole] : rounded)
+    if (whole.use_empty())
+      whole.getDefiningOp()->erase();
+}
+
+std::optional<PackedGradSum> stepc::packedGradSum(AttentionGradOp g, const PackedQkv &p) {
+  // Each gradient zero-padded back to the source's shape at its slice; in
+  // bf16, widened to f32 first.
+  auto sourceType = cast<RankedTensorType>(p.source.getType());
+  bool bf16 = sourceType.getElementType().isBF16();
+  auto padded = bf16 ? RankedTensorType::get(sourceType.getShape(),
+                                             Builder(g.getContext()).getF32Type())
+                     : sourceType;
+  PackedGradSum sum;
+  for (int i = 0; i < 3; ++i) {
+    Value grad = g->getResult(i);
+    if (bf16) {
+      auto widen = grad.hasOneUse() ? dyn_cast<ConvertOp>(*grad.getUsers().begin()) : nullptr;
+      if (!widen || !widen.getType().getElementType().isF32())
+        return std::nullopt;
+      sum.widens[i] = widen;
+      grad = widen;
+    }
+    auto pad = grad.hasOneUse() ? dyn_cast<PadOp>(*grad.getUsers().begin()) : nullptr;
+    if (!pad || pad.getType() != padded || pad.getLow()[0] || pad.getLow()[1] ||
+        pad.getLow()[2] != p.offsets[i])
+      return std::nullopt;
+    sum.pads[i] = pad;
+  }
+  // Summed by two adds in any order: two pads meet in `first`, whose only
+  // use is `second` with the third.
+  std::array<AddOp, 3> adds;
+  for (int i = 0; i < 3; ++i)
+    if (!(adds[i] = onlyAdd(sum.pads[i])))
+      return std::nullopt;
+  int last = adds[0] == adds[1] ? 2 : adds[0] == adds[2] ? 1 : adds[1] == adds[2] ? 0 : -1;
+  if (last < 0)
+    return std::nullopt;
+  sum.first = adds[(last + 1) % 3];
+  sum.second = onlyAdd(sum.first);
+  if (!sum.second || sum.second != adds[last] || sum.first == sum.second)
+    return std::nullopt;
+  return sum;
+}
+
+DenseMap<Value, Value> stepc::roundBeforeSlicing(func::FuncOp step) {
+  SmallVector<AttentionOp> forwards;
+  SmallVector<AttentionGradOp> grads;
+  collectAttention(step, forwards, grads);
   DenseMap<Value, Value> rounded;
   SmallVector<Operation *> unrounded;
   for (AttentionOp a : forwards)
-    roundBeforeSlicing(a, {0, 1, 2}, rounded, unrounded);
+    if (!a.getMask())
+      roundSlicesOnce(a, {0, 1, 2}, rounded, unrounded);
   for (AttentionGradOp g : grads)
-    roundBeforeSlicing(g, {1, 2, 3}, rounded, unrounded);
+    if (!g.getMask())
+      roundSlicesOnce(g, {1, 2, 3}, rounded, unrounded);
   // Users before producers; what still has a use stays.
   llvm::sort(unrounded, [](Operation *x, Operation *y) { return y->isBeforeInBlock(x); });
   unrounded.erase(std::unique(unrounded.begin(), unrounded.end()), unrounded.end());
   for (Operation *op : unrounded)
     if (op->use_empty())
       op->erase();
+  return rounded;
+}
+
+void stepc::lowerPackedAttention(func::FuncOp step) {
+  DenseMap<Value, Value> rounded = roundBeforeSlicing(step);
+  SmallVector<AttentionOp> forwards;
+  SmallVector<AttentionGradOp> grads;
+  collectAttention(step, forwards, grads);
   // Gradients first: they read the same slices as their forwards.
   for (AttentionGradOp g : grads)
     packGradient(g);
   for (AttentionOp a : forwards)
     packForward(a);
-  unroundLeftovers(rounded);
+  // (Packed calls read the source, not the slices.)
+  unroundLeftovers(rounded, [](OpOperand &) { return false; });
   // Slices nothing reads any more.
   SmallVector<SliceOp> dead;
   step.walk([&](SliceOp s) {

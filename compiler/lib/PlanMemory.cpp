@@ -55,7 +55,7 @@ CudaArenaLayout layoutForCuda(func::FuncOp step, const MemoryPlan &plan) {
       attentionGrad(grad.getQuery(), grad.getKey(), grad.getQueryGrad(), grad.getNumHeads(),
                     grad.getNumKvHeads(), grad.getHeadDim(), /*saved=*/false);
     } else if (auto kernel = dyn_cast<stepk::AttentionGradOp>(op)) {
-      attentionGrad(kernel.getQuery(), kernel.getKey(), kernel.getQueryGrad(),
+      attentionGrad(kernel.getQuery(), kernel.getKey(), kernel.getGrads()[0],
                     kernel.getNumHeads(), kernel.getNumKvHeads(), kernel.getHeadDim(),
                     /*saved=*/kernel.getLse() != nullptr);
     }

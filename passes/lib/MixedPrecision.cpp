@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace stepc {
 #define GEN_PASS_DEF_STEPMIXEDPRECISION
@@ -24,8 +25,44 @@ RankedTensorType withElement(Type type, Type element) {
 void narrow(func::FuncOp step) {
   OpBuilder b(step.getContext());
   Type bf16 = b.getBF16Type();
-  // The bf16 copy of each f32 value, made at its first use.
+  // The bf16 copy of each f32 value, made at its first use. A reshape of
+  // a value shares its source's copy (reshaped): the forward's GEMM and the
+  // backward's weight gradient, which reads the same activation flattened,
+  // round it once, and the bf16 copy is what lives across the step.
   DenseMap<Value, Value> narrowed;
+  SetVector<Operation *> bypassed;
+  auto narrowedCopy = [&](Value v, Operation *user) -> Value {
+    SmallVector<ReshapeOp> reshapes;
+    Value root = v;
+    while (auto reshape = root.getDefiningOp<ReshapeOp>()) {
+      reshapes.push_back(reshape);
+      bypassed.insert(reshape);
+      root = reshape.getInput();
+    }
+    Value &copy = narrowed[root];
+    // A value widened from bf16 (another GEMM's result) narrows for free.
+    if (auto widened = root.getDefiningOp<ConvertOp>();
+        !copy && widened &&
+        cast<RankedTensorType>(widened.getInput().getType()).getElementType() == bf16)
+      copy = widened.getInput();
+    if (!copy) {
+      b.setInsertionPoint(user);
+      copy = b.create<ConvertOp>(user->getLoc(), withElement(root.getType(), bf16), root);
+      copyPhase(user, copy.getDefiningOp());
+    }
+    Value shaped = copy;
+    for (ReshapeOp reshape : llvm::reverse(reshapes)) {
+      Value &again = narrowed[reshape.getResult()];
+      if (!again) {
+        b.setInsertionPoint(user);
+        again = b.create<ReshapeOp>(reshape.getLoc(), withElement(reshape.getType(), bf16),
+                                    shaped);
+        copyPhase(user, again.getDefiningOp());
+      }
+      shaped = again;
+    }
+    return shaped;
+  };
   SmallVector<Operation *> targets;
   step.walk([&](Operation *op) {
     if (isa<MatmulOp, BatchMatmulOp, AttentionOp, AttentionGradOp>(op))
@@ -42,18 +79,7 @@ void narrow(func::FuncOp step) {
       Value v = operand.get();
       if (v == mask || !cast<RankedTensorType>(v.getType()).getElementType().isF32())
         continue;
-      Value &copy = narrowed[v];
-      // A value widened from bf16 (another GEMM's result) narrows for free.
-      if (auto widened = v.getDefiningOp<ConvertOp>();
-          !copy && widened &&
-          cast<RankedTensorType>(widened.getInput().getType()).getElementType() == bf16)
-        copy = widened.getInput();
-      if (!copy) {
-        b.setInsertionPoint(op);
-        copy = b.create<ConvertOp>(op->getLoc(), withElement(v.getType(), bf16), v);
-        copyPhase(op, copy.getDefiningOp());
-      }
-      operand.set(copy);
+      operand.set(narrowedCopy(v, op));
     }
     b.setInsertionPointAfter(op);
     for (Value r : op->getResults()) {
@@ -64,6 +90,11 @@ void narrow(func::FuncOp step) {
       r.replaceAllUsesExcept(back, back);
     }
   }
+  // The f32 reshapes the bf16 ones replaced (users before their inputs).
+  SmallVector<Operation *> reshapes = bypassed.takeVector();
+  for (Operation *reshape : llvm::reverse(reshapes))
+    if (reshape->use_empty())
+      reshape->erase();
 }
 
 struct StepMixedPrecisionPass

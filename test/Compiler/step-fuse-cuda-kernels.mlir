@@ -74,9 +74,9 @@ func.func @bias_too_late(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %b: tensor
 // CHECK-LABEL: func.func @attention_saved
 // CHECK: %[[O:[a-z_0-9]+]], %[[LSE:[a-z_0-9]+]] = stepk.attention %arg0, %arg1, %arg2 heads 4 kv_heads 2 head_dim 8 causal scale 0.35355339059327373 : (tensor<2x16x32xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> (tensor<2x16x32xf32>, tensor<2x4x16xf32>)
 // CHECK-NOT: step.convert
-// CHECK: %[[DQ:[a-z_0-9]+]], %[[DK:[a-z_0-9]+]], %[[DV:[a-z_0-9]+]] = stepk.attention_grad %arg3, %arg0, %arg1, %arg2 saved %[[O]], %[[LSE]] heads 4 kv_heads 2 head_dim 8 causal scale 0.35355339059327373 : {{.*}} -> (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>)
+// CHECK: %[[D:[a-z_0-9]+]]:3 = stepk.attention_grad %arg3, %arg0, %arg1, %arg2 saved %[[O]], %[[LSE]] heads 4 kv_heads 2 head_dim 8 causal scale 0.35355339059327373 : {{.*}} -> (tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>)
 // CHECK-NOT: step.convert
-// CHECK: return %[[O]], %[[DQ]], %[[DK]], %[[DV]]
+// CHECK: return %[[O]], %[[D]]#0, %[[D]]#1, %[[D]]#2
 func.func @attention_saved(%q: tensor<2x16x32xbf16>, %k: tensor<2x16x16xbf16>, %v: tensor<2x16x16xbf16>, %g: tensor<2x16x32xbf16>) -> (tensor<2x16x32xf32>, tensor<2x16x32xf32>, tensor<2x16x16xf32>, tensor<2x16x16xf32>) attributes {step.train_step} {
   %o = step.attention %q, %k, %v heads 4 kv_heads 2 head_dim 8 causal : (tensor<2x16x32xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> tensor<2x16x32xbf16>
   %of = step.convert %o : tensor<2x16x32xbf16> -> tensor<2x16x32xf32>
@@ -171,4 +171,92 @@ func.func @adamw_chained(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>
   %p1, %m1, %v1 = step.adamw %p, %g, %m, %v, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   %p2, %m2, %v2 = step.adamw %p1, %g, %m1, %v1, %lr, %t, %s {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return %p2 : tensor<4xf32>
+}
+
+// -----
+
+// The packed QKV projection under bf16: the mixed-precision pass rounds each
+// slice; the three become columns of one rounded projection, which the
+// bias GEMM writes in bf16 and the attention reads in place (no slice, no
+// convert); the backward reads the same projection and the saved forward,
+// and writes its three gradients into one packed bf16 result: the widened
+// pads and their adds become one widening of it, and the rounding of that
+// sum for the next GEMM is the kernel's own result.
+// CHECK-LABEL: func.func @packed_qkv_bf16
+// CHECK: %[[P:.*]] = stepk.gemm %arg0, %arg1 bias %arg2 {shared_rhs, transpose_b} : (tensor<2x8x8xbf16>, tensor<24x8xbf16>, tensor<24xf32>) -> tensor<2x8x24xbf16>
+// CHECK-NEXT: %[[O:.*]], %[[LSE:.*]] = stepk.attention %[[P]], %[[P]], %[[P]] packed [0, 8, 16] heads 2 kv_heads 2 head_dim 4 causal scale 5.000000e-01 : {{.*}} -> (tensor<2x8x8xbf16>, tensor<2x2x8xf32>)
+// CHECK-NEXT: %[[D:.*]] = stepk.attention_grad %arg3, %[[P]], %[[P]], %[[P]] saved %[[O]], %[[LSE]] packed [0, 8, 16] heads 2 kv_heads 2 head_dim 4 causal scale 5.000000e-01 : {{.*}} -> tensor<2x8x24xbf16>
+// CHECK-NEXT: %[[W:.*]] = step.convert %[[D]] : tensor<2x8x24xbf16> -> tensor<2x8x24xf32>
+// CHECK-NOT: step.slice
+// CHECK-NOT: step.pad
+// CHECK-NOT: step.add
+// CHECK: stepk.gemm %[[D]], %arg1 {shared_rhs}
+// CHECK: return %[[O]], %[[W]]
+func.func @packed_qkv_bf16(%x: tensor<2x8x8xbf16>, %w: tensor<24x8xbf16>, %b: tensor<24xf32>, %do: tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x24xf32>, tensor<2x8x8xf32>) attributes {step.train_step} {
+  %p16 = step.matmul %x, %w transpose_b : (tensor<2x8x8xbf16>, tensor<24x8xbf16>) -> tensor<2x8x24xbf16>
+  %p = step.convert %p16 : tensor<2x8x24xbf16> -> tensor<2x8x24xf32>
+  %bb = step.broadcast %b : tensor<24xf32> -> tensor<2x8x24xf32>
+  %s = step.add %p, %bb : tensor<2x8x24xf32>
+  %q = step.slice %s offsets [0, 0, 0] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %k = step.slice %s offsets [0, 0, 8] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %v = step.slice %s offsets [0, 0, 16] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %q16 = step.convert %q : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %k16 = step.convert %k : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %v16 = step.convert %v : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+  %o = step.attention %q16, %k16, %v16 heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> tensor<2x8x8xbf16>
+  %dq16, %dk16, %dv16 = step.attention_grad %do, %q16, %k16, %v16 heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>)
+  %dq = step.convert %dq16 : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %dk = step.convert %dk16 : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %dv = step.convert %dv16 : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  %pq = step.pad %dq low [0, 0, 0] high [0, 0, 16] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pk = step.pad %dk low [0, 0, 8] high [0, 0, 8] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pv = step.pad %dv low [0, 0, 16] high [0, 0, 0] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %kv = step.add %pk, %pv : tensor<2x8x24xf32>
+  %d = step.add %kv, %pq : tensor<2x8x24xf32>
+  %d16 = step.convert %d : tensor<2x8x24xf32> -> tensor<2x8x24xbf16>
+  %dx16 = step.matmul %d16, %w : (tensor<2x8x24xbf16>, tensor<24x8xbf16>) -> tensor<2x8x8xbf16>
+  %dx = step.convert %dx16 : tensor<2x8x8xbf16> -> tensor<2x8x8xf32>
+  return %o, %d, %dx : tensor<2x8x8xbf16>, tensor<2x8x24xf32>, tensor<2x8x8xf32>
+}
+
+// -----
+
+// In f32 the slices are read in place the same way and the gradient is
+// written packed in f32 (no widening). A gradient whose pads do not put
+// each part back at its slice is not packed: it keeps its three results
+// and the slices it reads (its forward still reads the projection).
+// CHECK-LABEL: func.func @packed_qkv_f32
+// CHECK: stepk.attention %arg0, %arg0, %arg0 packed [0, 8, 16]
+// CHECK: %[[D:.*]] = stepk.attention_grad %arg1, %arg0, %arg0, %arg0 saved {{.*}} packed [0, 8, 16] {{.*}} -> tensor<2x8x24xf32>
+// CHECK-NEXT: return {{.*}}, %[[D]]
+// CHECK-LABEL: func.func @unpacked_gradient
+// CHECK: step.slice
+// CHECK: stepk.attention %arg0, %arg0, %arg0 packed [0, 8, 16]
+// CHECK: stepk.attention_grad {{.*}} -> (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+// CHECK: step.pad
+func.func @packed_qkv_f32(%s: tensor<2x8x24xf32>, %do: tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x24xf32>) attributes {step.train_step} {
+  %q = step.slice %s offsets [0, 0, 0] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %k = step.slice %s offsets [0, 0, 8] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %v = step.slice %s offsets [0, 0, 16] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %o = step.attention %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %dq, %dk, %dv = step.attention_grad %do, %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  %pq = step.pad %dq low [0, 0, 0] high [0, 0, 16] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pk = step.pad %dk low [0, 0, 8] high [0, 0, 8] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pv = step.pad %dv low [0, 0, 16] high [0, 0, 0] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %qk = step.add %pq, %pk : tensor<2x8x24xf32>
+  %d = step.add %qk, %pv : tensor<2x8x24xf32>
+  return %o, %d : tensor<2x8x8xf32>, tensor<2x8x24xf32>
+}
+func.func @unpacked_gradient(%s: tensor<2x8x24xf32>, %do: tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x24xf32>) attributes {step.train_step} {
+  %q = step.slice %s offsets [0, 0, 0] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %k = step.slice %s offsets [0, 0, 8] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %v = step.slice %s offsets [0, 0, 16] sizes [2, 8, 8] : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  %o = step.attention %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> tensor<2x8x8xf32>
+  %dq, %dk, %dv = step.attention_grad %do, %q, %k, %v heads 2 kv_heads 2 head_dim 4 causal : (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  %pq = step.pad %dq low [0, 0, 8] high [0, 0, 8] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pk = step.pad %dk low [0, 0, 0] high [0, 0, 16] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %pv = step.pad %dv low [0, 0, 16] high [0, 0, 0] : (tensor<2x8x8xf32>) -> tensor<2x8x24xf32>
+  %qk = step.add %pq, %pk : tensor<2x8x24xf32>
+  %d = step.add %qk, %pv : tensor<2x8x24xf32>
+  return %o, %d : tensor<2x8x8xf32>, tensor<2x8x24xf32>
 }

@@ -123,13 +123,20 @@ func.func @dead_run(%x: tensor<8xf32>) -> tensor<8xf32> attributes {step.train_s
 
 // A gradient reduced in f32 (a bias's) and rounded for the next GEMM: the
 // convert after the reduction moves before it and joins the run, so the
-// gradient is read once; a convert of something else stays after it.
+// gradient is read once; a convert of something else stays after it. On
+// CUDA (step-fuse-cuda-kernels) the bias gradient is summed from the
+// rounding, as on the CPU under bf16 (step-fold-widening-gemms): the sum
+// reads the widened bf16 values (in the whole pipeline,
+// step-lower-library-calls' reduce_of_bf16 reads the bf16 ones).
 // CHECK-LABEL: func.func @convert_joins_across_reduce
 // CHECK: %[[F:.*]]:2 = stepk.fused %arg0, %arg1
 // CHECK: %[[G:.*]] = step.gelu_grad
 // CHECK-NEXT: %[[C:.*]] = step.convert %[[G]]
-// CHECK-NEXT: stepk.yield %[[G]], %[[C]]
-// CHECK: step.reduce_sum %[[F]]#0
+// CPU-NEXT: stepk.yield %[[G]], %[[C]]
+// CPU: step.reduce_sum %[[F]]#0
+// CUDA-NEXT: %[[W:.*]] = step.convert %[[C]] : tensor<8x16xbf16> -> tensor<8x16xf32>
+// CUDA-NEXT: stepk.yield %[[C]], %[[W]]
+// CUDA: step.reduce_sum %[[F]]#1
 // CHECK-NEXT: step.convert %arg1
 // CHECK: return
 func.func @convert_joins_across_reduce(%dy: tensor<8x16xf32>, %x: tensor<8x16xf32>) -> (tensor<16xf32>, tensor<8x16xbf16>, tensor<8x16xbf16>) attributes {step.train_step} {

@@ -247,9 +247,10 @@ func.func @packed_attention_bf16(%x: tensor<2x8x24xf32>, %do: tensor<2x8x8xbf16>
 // its operands as before: slices in f32, then rounded (the CPU slices f32
 // only); the forward is packed all the same.
 // CHECK-LABEL: func.func @unpacked_gradient_bf16
-// CPU: stepk.call "attention_packed_bf16"
+// (The two read one set of slices, made where the forward reads them.)
 // CPU: %[[S:.*]] = step.slice %arg0 {{.*}} -> tensor<2x8x8xf32>
 // CPU-NEXT: step.convert %[[S]] : tensor<2x8x8xf32> -> tensor<2x8x8xbf16>
+// CPU: stepk.call "attention_packed_bf16"
 // CPU: step.attention_grad
 // CPU-NOT: attention_grad_packed
 func.func @unpacked_gradient_bf16(%x: tensor<2x8x24xf32>, %do: tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x24xf32>) attributes {step.train_step} {
@@ -321,16 +322,15 @@ func.func @norm_rounded(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32
 // A reduction of bf16 values widened for it alone (a bias gradient of a
 // bf16 gradient) is the kernel's "_of_bf16" variant reading them; its body
 // starts with the widening. A widened value read elsewhere too is reduced
-// as f32. CUDA is unchanged.
+// as f32. The same on both targets.
 // CHECK-LABEL: func.func @reduce_widened
-// CPU: stepk.call "reduce_of_bf16"(%arg0)
-// CPU-SAME: (tensor<4x8xbf16>) -> tensor<8xf32>
-// CPU-NEXT: ^bb0(%[[X:.*]]: tensor<4x8xbf16>):
-// CPU-NEXT: %[[W:.*]] = step.convert %[[X]]
-// CPU-NEXT: step.reduce_sum %[[W]] dims [0]
-// CPU: %[[F:.*]] = step.convert %arg1
-// CPU: stepk.call "reduce"(%[[F]])
-// CUDA-NOT: reduce_of_bf16
+// CHECK: stepk.call "reduce_of_bf16"(%arg0)
+// CHECK-SAME: (tensor<4x8xbf16>) -> tensor<8xf32>
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<4x8xbf16>):
+// CHECK-NEXT: %[[W:.*]] = step.convert %[[X]]
+// CHECK-NEXT: step.reduce_sum %[[W]] dims [0]
+// CHECK: %[[F:.*]] = step.convert %arg1
+// CHECK: stepk.call "reduce"(%[[F]])
 func.func @reduce_widened(%g: tensor<4x8xbf16>, %h: tensor<4x8xbf16>) -> (tensor<8xf32>, tensor<8xf32>, tensor<4x8xf32>) attributes {step.train_step} {
   %w = step.convert %g : tensor<4x8xbf16> -> tensor<4x8xf32>
   %s = step.reduce_sum %w dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>

@@ -26,15 +26,15 @@ namespace {
 
 constexpr int kQ = kAttentionQueryTile, kK = kAttentionKeyTile;
 
-// Stages rows [r0, r0 + kK) of a [.., rows, heads·dh] tensor's head h into
-// smem[kK][kDh] as f32, zero outside.
+// Stages rows [r0, r0 + kK) of head h of a [.., rows, ld] tensor (ld its
+// row stride) into smem[kK][kDh] as f32, zero outside.
 template <typename T, int kDh>
 __device__ void StageTile(const T* src, int64_t b, int64_t r0, int64_t rows, int64_t h,
-                          int64_t heads, int64_t dh, float* smem) {
+                          int64_t ld, int64_t dh, float* smem) {
   for (int e = threadIdx.x; e < kK * kDh; e += blockDim.x) {
     const int r = e / kDh, c = e % kDh;
     const int64_t row = r0 + r;
-    smem[e] = row < rows && c < dh ? Load(src, ((b * rows + row) * heads + h) * dh + c) : 0.0f;
+    smem[e] = row < rows && c < dh ? Load(src, (b * rows + row) * ld + h * dh + c) : 0.0f;
   }
 }
 
@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(kQ) ForwardKernel(const T* q, const T* k, cons
   const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
   for (int64_t k0 = 0; k0 < k_end; k0 += kK) {
     __syncthreads();
-    StageTile<T, kDh>(k, b, k0, a.tk, kvh, a.kv_heads, a.dh, ks);
-    StageTile<T, kDh>(v, b, k0, a.tk, kvh, a.kv_heads, a.dh, vs);
+    StageTile<T, kDh>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, ks);
+    StageTile<T, kDh>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vs);
     __syncthreads();
     if (!active) continue;
     const tile::TileMask mask =
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kQ) ForwardKernel(const T* q, const T* k, cons
   }
   if (!active) return;
   const float row_lse = tile::RowFinish(st, acc, kDh, acc);
-  for (int c = 0; c < a.dh; ++c) StoreAs(out, a.out_type, a.QRow(b, i, h) + c, acc[c]);
+  for (int c = 0; c < a.dh; ++c) StoreAs(out, a.out_type, a.ORow(b, i, h) + c, acc[c]);
   if (lse) lse[a.Stat(b, h, i)] = row_lse;
 }
 
@@ -89,7 +89,7 @@ __global__ void DeltaKernel(const T* dout, const TOut* out, AttentionArgs a, flo
     const int64_t i = r % a.tq, h = (r / a.tq) % a.heads, b = r / (a.tq * a.heads);
     float d = 0.0f;
     for (int64_t c = 0; c < a.dh; ++c)
-      d += Load(dout, a.QRow(b, i, h) + c) * Load(out, a.QRow(b, i, h) + c);
+      d += Load(dout, a.ORow(b, i, h) + c) * Load(out, a.ORow(b, i, h) + c);
     delta[r] = d;
   }
 }
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kQ) QueryGradKernel(const T* dout, const T* q,
   float qr[kDh], dor[kDh], acc[kDh];
   for (int c = 0; c < kDh; ++c) {
     qr[c] = active && c < a.dh ? Load(q, a.QRow(b, i, h) + c) : 0.0f;
-    dor[c] = active && c < a.dh ? Load(dout, a.QRow(b, i, h) + c) : 0.0f;
+    dor[c] = active && c < a.dh ? Load(dout, a.ORow(b, i, h) + c) : 0.0f;
     acc[c] = 0.0f;
   }
   const float row_lse = active ? lse[a.Stat(b, h, i)] : 0.0f;
@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(kQ) QueryGradKernel(const T* dout, const T* q,
   const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
   for (int64_t k0 = 0; k0 < k_end; k0 += kK) {
     __syncthreads();
-    StageTile<T, kDh>(k, b, k0, a.tk, kvh, a.kv_heads, a.dh, ks);
-    StageTile<T, kDh>(v, b, k0, a.tk, kvh, a.kv_heads, a.dh, vs);
+    StageTile<T, kDh>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, ks);
+    StageTile<T, kDh>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vs);
     __syncthreads();
     if (!active) continue;
     for (int j = 0; j < kK; ++j) {
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kQ) QueryGradKernel(const T* dout, const T* q,
     }
   }
   if (!active) return;
-  for (int c = 0; c < a.dh; ++c) StoreAs(dq, a.out_type, a.QRow(b, i, h) + c, acc[c]);
+  for (int c = 0; c < a.dh; ++c) StoreAs(dq, a.out_type, a.DQRow(b, i, h) + c, acc[c]);
 }
 
 // dV_j = Σ_i P_ij dO_i and dK_j = scale Σ_i dS_ij Q_i over the query heads
@@ -168,8 +168,8 @@ __global__ void __launch_bounds__(kQ) KeyValueGradKernel(const T* dout, const T*
     const int64_t h = kvh * group + g;
     for (int64_t i0 = q_begin; i0 < a.tq; i0 += kK) {
       __syncthreads();
-      StageTile<T, kDh>(q, b, i0, a.tq, h, a.heads, a.dh, qs);
-      StageTile<T, kDh>(dout, b, i0, a.tq, h, a.heads, a.dh, dos);
+      StageTile<T, kDh>(q, b, i0, a.tq, h, a.q_ld, a.dh, qs);
+      StageTile<T, kDh>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, dos);
       for (int r = threadIdx.x; r < kK; r += blockDim.x) {
         lses[r] = i0 + r < a.tq ? lse[a.Stat(b, h, i0 + r)] : 0.0f;
         deltas[r] = i0 + r < a.tq ? delta[a.Stat(b, h, i0 + r)] : 0.0f;
@@ -195,8 +195,8 @@ __global__ void __launch_bounds__(kQ) KeyValueGradKernel(const T* dout, const T*
   }
   if (!active) return;
   for (int c = 0; c < a.dh; ++c) {
-    StoreAs(dk, a.out_type, a.KRow(b, j, kvh) + c, dkr[c]);
-    StoreAs(dv, a.out_type, a.KRow(b, j, kvh) + c, dvr[c]);
+    StoreAs(dk, a.out_type, a.DKRow(b, j, kvh) + c, dkr[c]);
+    StoreAs(dv, a.out_type, a.DKRow(b, j, kvh) + c, dvr[c]);
   }
 }
 
@@ -346,11 +346,13 @@ int Widen(stepc_cuda_ctx* ctx, const void* in, void* out, int64_t n) {
 // compiler planned (launch_config.h's AttentionGradScratchBytesFor): our
 // kernel's slices first (the forward recomputed into them when none was
 // saved), then bf16 dQ, dK, dV when the step wants f32 ones, then cuDNN's
-// workspace.
+// workspace. `rows`: the operands' row strides (null: separate tensors; the
+// f32 widening needs separate gradients).
 int CudnnBackward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k,
                   const void* v, AttentionArgs a, char* scratch, SavedForward saved, void* dq,
-                  void* dk, void* dv) {
+                  void* dk, void* dv, const stepc_attention_rows* rows) {
   const bool f32 = a.out_type == STEPC_CUDA_F32;
+  if (f32 && rows) return STEPC_CUDNN_NOT_TAKEN;
   const CudnnAttentionGradPlan plan =
       PlanCudnnAttentionGrad(a.batch, a.tq, a.tk, a.heads, a.kv_heads, a.dh, f32);
   const void* out = saved.out;
@@ -362,7 +364,7 @@ int CudnnBackward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const vo
         reinterpret_cast<float*>(out_slice + AlignUp(own.out_floats * 4, kScratchAlignment));
     const int rc = stepc_cudnn_attention(ctx, q, k, v, a.batch, a.tq, a.tk, a.heads, a.kv_heads,
                                          a.dh, a.causal, a.scale, out_slice, lse_slice,
-                                         ctx->gemm_workspace, kGemmWorkspaceBytes);
+                                         ctx->gemm_workspace, kGemmWorkspaceBytes, rows);
     if (rc != STEPC_CUDNN_RAN) return rc;
     out = out_slice;
     lse = lse_slice;
@@ -379,7 +381,7 @@ int CudnnBackward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const vo
   const int rc = stepc_cudnn_attention_grad(ctx, dout, q, k, v, out, lse, a.batch, a.tq, a.tk,
                                             a.heads, a.kv_heads, a.dh, a.causal, a.scale,
                                             bf16[0], bf16[1], bf16[2], cursor,
-                                            plan.workspace_bytes);
+                                            plan.workspace_bytes, rows);
   if (rc != STEPC_CUDNN_RAN || !f32) return rc;
   const int64_t q_elems = a.batch * a.tq * a.heads * a.dh;
   const int64_t kv_elems = a.batch * a.tk * a.kv_heads * a.dh;
@@ -387,6 +389,59 @@ int CudnnBackward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const vo
   for (int i = 0; i < 3; ++i)
     if (int widen = Widen(ctx, bf16[i], grads[i], elems[i])) return widen;
   return STEPC_CUDNN_RAN;
+}
+
+// bf16 calls cuDNN can take go to it first (cudnn_attention.h); the rest, and
+// those it does not take, run on our kernels.
+int Attention(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v, int in_type,
+              AttentionArgs a, void* out, float* lse, const stepc_attention_rows* rows) {
+  if (in_type == STEPC_CUDA_BF16 && a.out_type == STEPC_CUDA_BF16 &&
+      CudnnAttentionHeadDim(a.dh)) {
+    const int rc = stepc_cudnn_attention(ctx, q, k, v, a.batch, a.tq, a.tk, a.heads, a.kv_heads,
+                                         a.dh, a.causal, a.scale, out, lse, ctx->gemm_workspace,
+                                         kGemmWorkspaceBytes, rows);
+    if (rc != STEPC_CUDNN_NOT_TAKEN) return rc;
+  }
+  return Dispatch<ForwardOp>(ctx, in_type, a.dh, q, k, v, a.WithRows(rows), out, lse);
+}
+
+int AttentionGrad(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k,
+                  const void* v, int in_type, AttentionArgs a, char* scratch, SavedForward saved,
+                  void* dq, void* dk, void* dv, const stepc_attention_rows* rows) {
+  if (in_type == STEPC_CUDA_BF16 && CudnnAttentionHeadDim(a.dh) &&
+      (!saved.lse || saved.out_type == STEPC_CUDA_BF16)) {
+    const int rc = CudnnBackward(ctx, dout, q, k, v, a, scratch, saved, dq, dk, dv, rows);
+    if (rc != STEPC_CUDNN_NOT_TAKEN) return rc;
+  }
+  return Dispatch<BackwardOp>(ctx, in_type, a.dh, dout, q, k, v, a.WithRows(rows), scratch,
+                              saved, dq, dk, dv);
+}
+
+// The row strides of q, k, v as columns of a [B, T, width] packed
+// projection, checked: each head block inside the row and, for the
+// gradient, the three blocks tiling it (every element of dqkv written).
+bool PackedRows(stepc_cuda_ctx* ctx, int64_t width, int64_t q_offset, int64_t k_offset,
+                int64_t v_offset, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                bool tiled, stepc_attention_rows* rows) {
+  const int64_t qw = heads * head_dim, kvw = kv_heads * head_dim;
+  const int64_t begin[3] = {q_offset, k_offset, v_offset}, size[3] = {qw, kvw, kvw};
+  bool ok = true;
+  for (int i = 0; i < 3; ++i) ok = ok && begin[i] >= 0 && begin[i] + size[i] <= width;
+  for (int i = 0; i < 3 && ok; ++i)
+    for (int j = 0; j < i; ++j)
+      ok = ok && (begin[i] + size[i] <= begin[j] || begin[j] + size[j] <= begin[i]);
+  if (ok && tiled) ok = qw + 2 * kvw == width;
+  if (!ok) {
+    char why[160];
+    snprintf(why, sizeof(why), "q, k, v at columns %lld, %lld, %lld (widths %lld, %lld) %s %lld",
+             (long long)q_offset, (long long)k_offset, (long long)v_offset, (long long)qw,
+             (long long)kvw, tiled ? "do not tile a row of" : "overlap or leave a row of",
+             (long long)width);
+    Fail(ctx, "stepc_cuda_attention_packed", __FILE__, __LINE__, why);
+    return false;
+  }
+  *rows = {width, width, width, width};
+  return true;
 }
 
 }  // namespace stepc::cuda
@@ -397,9 +452,10 @@ extern "C" int stepc_cuda_attention_own(stepc_cuda_ctx* ctx, const void* q, cons
                                         const void* v, int in_type, int64_t batch, int64_t tq,
                                         int64_t tk, int64_t heads, int64_t kv_heads,
                                         int64_t head_dim, int causal, double scale, void* out,
-                                        int out_type, float* lse) {
+                                        int out_type, float* lse,
+                                        const stepc_attention_rows* rows) {
   AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
-  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a, out, lse);
+  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a.WithRows(rows), out, lse);
 }
 
 extern "C" int stepc_cuda_attention_grad_own(stepc_cuda_ctx* ctx, const void* dout,
@@ -409,28 +465,20 @@ extern "C" int stepc_cuda_attention_grad_own(stepc_cuda_ctx* ctx, const void* do
                                              int causal, double scale, char* scratch,
                                              const void* saved_out, int saved_out_type,
                                              const float* saved_lse, void* dq, void* dk,
-                                             void* dv, int out_type) {
+                                             void* dv, int out_type,
+                                             const stepc_attention_rows* rows) {
   AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
-  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a, scratch,
+  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a.WithRows(rows), scratch,
                               SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv);
 }
 
-// bf16 calls cuDNN can take go to it first (cudnn_attention.h); the rest, and
-// those it does not take, run on our kernels.
 extern "C" int stepc_cuda_attention(stepc_cuda_ctx* ctx, const void* q, const void* k,
                                     const void* v, int in_type, int64_t batch, int64_t tq,
                                     int64_t tk, int64_t heads, int64_t kv_heads, int64_t head_dim,
                                     int causal, double scale, void* out, int out_type,
                                     float* lse) {
-  if (in_type == STEPC_CUDA_BF16 && out_type == STEPC_CUDA_BF16 &&
-      CudnnAttentionHeadDim(head_dim)) {
-    const int rc = stepc_cudnn_attention(ctx, q, k, v, batch, tq, tk, heads, kv_heads, head_dim,
-                                         causal, scale, out, lse, ctx->gemm_workspace,
-                                         kGemmWorkspaceBytes);
-    if (rc != STEPC_CUDNN_NOT_TAKEN) return rc;
-  }
-  return stepc_cuda_attention_own(ctx, q, k, v, in_type, batch, tq, tk, heads, kv_heads,
-                                  head_dim, causal, scale, out, out_type, lse);
+  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+  return Attention(ctx, q, k, v, in_type, a, out, lse, nullptr);
 }
 
 extern "C" int stepc_cuda_attention_grad(stepc_cuda_ctx* ctx, const void* dout, const void* q,
@@ -440,16 +488,50 @@ extern "C" int stepc_cuda_attention_grad(stepc_cuda_ctx* ctx, const void* dout, 
                                          double scale, char* scratch, const void* saved_out,
                                          int saved_out_type, const float* saved_lse, void* dq,
                                          void* dk, void* dv, int out_type) {
-  if (in_type == STEPC_CUDA_BF16 && CudnnAttentionHeadDim(head_dim) &&
-      (!saved_lse || saved_out_type == STEPC_CUDA_BF16)) {
-    AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
-    const int rc = CudnnBackward(ctx, dout, q, k, v, a, scratch,
-                                 SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv);
-    if (rc != STEPC_CUDNN_NOT_TAKEN) return rc;
-  }
-  return stepc_cuda_attention_grad_own(ctx, dout, q, k, v, in_type, batch, tq, tk, heads,
-                                       kv_heads, head_dim, causal, scale, scratch, saved_out,
-                                       saved_out_type, saved_lse, dq, dk, dv, out_type);
+  AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+  return AttentionGrad(ctx, dout, q, k, v, in_type, a, scratch,
+                       SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv, nullptr);
+}
+
+// The packed projection's columns, read (and their gradients written) in
+// place: element offsets from one base, one row stride.
+extern "C" int stepc_cuda_attention_packed(stepc_cuda_ctx* ctx, const void* qkv, int64_t width,
+                                           int64_t q_offset, int64_t k_offset,
+                                           int64_t v_offset, int in_type, int64_t batch,
+                                           int64_t t, int64_t heads, int64_t kv_heads,
+                                           int64_t head_dim, int causal, double scale, void* out,
+                                           int out_type, float* lse) {
+  stepc_attention_rows rows;
+  if (!PackedRows(ctx, width, q_offset, k_offset, v_offset, heads, kv_heads, head_dim,
+                  /*tiled=*/false, &rows))
+    return 1;
+  const int64_t bytes = in_type == STEPC_CUDA_BF16 ? 2 : 4;
+  const char* base = static_cast<const char*>(qkv);
+  AttentionArgs a{batch, t, t, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+  return Attention(ctx, base + q_offset * bytes, base + k_offset * bytes,
+                   base + v_offset * bytes, in_type, a, out, lse, &rows);
+}
+
+extern "C" int stepc_cuda_attention_grad_packed(
+    stepc_cuda_ctx* ctx, const void* dout, const void* qkv, int64_t width, int64_t q_offset,
+    int64_t k_offset, int64_t v_offset, int in_type, int64_t batch, int64_t t, int64_t heads,
+    int64_t kv_heads, int64_t head_dim, int causal, double scale, char* scratch,
+    const void* saved_out, int saved_out_type, const float* saved_lse, void* dqkv,
+    int out_type) {
+  stepc_attention_rows rows;
+  if (!PackedRows(ctx, width, q_offset, k_offset, v_offset, heads, kv_heads, head_dim,
+                  /*tiled=*/true, &rows))
+    return 1;
+  const int64_t in_bytes = in_type == STEPC_CUDA_BF16 ? 2 : 4;
+  const int64_t out_bytes = out_type == STEPC_CUDA_BF16 ? 2 : 4;
+  const char* base = static_cast<const char*>(qkv);
+  char* grad = static_cast<char*>(dqkv);
+  AttentionArgs a{batch, t, t, heads, kv_heads, head_dim, causal, (float)scale, out_type};
+  return AttentionGrad(ctx, dout, base + q_offset * in_bytes, base + k_offset * in_bytes,
+                       base + v_offset * in_bytes, in_type, a, scratch,
+                       SavedForward{saved_out, saved_out_type, saved_lse},
+                       grad + q_offset * out_bytes, grad + k_offset * out_bytes,
+                       grad + v_offset * out_bytes, &rows);
 }
 
 // A masked attention runs on our scalar kernels (neither the tensor-core
@@ -463,7 +545,7 @@ extern "C" int stepc_cuda_attention_masked(stepc_cuda_ctx* ctx, const void* q, c
                                            int out_type, float* lse) {
   AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type,
                   mask, mask_batch, mask_head, mask_row};
-  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a, out, lse);
+  return Dispatch<ForwardOp>(ctx, in_type, head_dim, q, k, v, a.WithRows(nullptr), out, lse);
 }
 
 extern "C" int stepc_cuda_attention_grad_masked(
@@ -474,6 +556,7 @@ extern "C" int stepc_cuda_attention_grad_masked(
     int saved_out_type, const float* saved_lse, void* dq, void* dk, void* dv, int out_type) {
   AttentionArgs a{batch, tq, tk, heads, kv_heads, head_dim, causal, (float)scale, out_type,
                   mask, mask_batch, mask_head, mask_row};
-  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a, scratch,
-                              SavedForward{saved_out, saved_out_type, saved_lse}, dq, dk, dv);
+  return Dispatch<BackwardOp>(ctx, in_type, head_dim, dout, q, k, v, a.WithRows(nullptr),
+                              scratch, SavedForward{saved_out, saved_out_type, saved_lse}, dq,
+                              dk, dv);
 }

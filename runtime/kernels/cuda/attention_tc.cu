@@ -39,15 +39,15 @@ struct Carve {
   }
 };
 
-// Rows [r0, r0 + 64) of head h of a [B, rows, heads·dh] tensor into
-// tile[64][kDh] (bf16), zeros outside.
+// Rows [r0, r0 + 64) of head h of a [B, rows, ld] tensor (ld its row
+// stride) into tile[64][kDh] (bf16), zeros outside.
 template <int kDh>
 __device__ void Stage(const bf16* src, int64_t b, int64_t r0, int64_t rows, int64_t h,
-                      int64_t heads, int64_t dh, bf16* tile) {
+                      int64_t ld, int64_t dh, bf16* tile) {
   for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) {
     const int r = e / kDh, c = e % kDh;
     const int64_t row = r0 + r;
-    tile[e] = row < rows && c < dh ? src[((b * rows + row) * heads + h) * dh + c]
+    tile[e] = row < rows && c < dh ? src[(b * rows + row) * ld + h * dh + c]
                                    : __float2bfloat16(0.0f);
   }
 }
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
-  Stage<kDh>(q, b, q0, a.tq, h, a.heads, a.dh, qs);
+  Stage<kDh>(q, b, q0, a.tq, h, a.q_ld, a.dh, qs);
   Zero(o, kR * kDh);
   for (int r = threadIdx.x; r < kR; r += blockDim.x) {
     m[r] = -INFINITY;
@@ -142,8 +142,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
   for (int64_t k0 = 0; k0 < k_end; k0 += kR) {
     __syncthreads();
-    Stage<kDh>(k, b, k0, a.tk, kvh, a.kv_heads, a.dh, ks);
-    Stage<kDh>(v, b, k0, a.tk, kvh, a.kv_heads, a.dh, vs);
+    Stage<kDh>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, ks);
+    Stage<kDh>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vs);
     __syncthreads();
     RowsTimesTransposed<kDh>(qs, ks, s);
     __syncthreads();
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) {
     const int r = e / kDh, c = e % kDh;
     const int64_t i = q0 + r;
-    if (i < a.tq && c < a.dh) StoreAs(out, a.out_type, a.QRow(b, i, h) + c, o[e] / l[r]);
+    if (i < a.tq && c < a.dh) StoreAs(out, a.out_type, a.ORow(b, i, h) + c, o[e] / l[r]);
   }
   if (lse)
     for (int r = threadIdx.x; r < kR; r += blockDim.x)
@@ -218,15 +218,15 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
-  Stage<kDh>(q, b, q0, a.tq, h, a.heads, a.dh, qs);
-  Stage<kDh>(dout, b, q0, a.tq, h, a.heads, a.dh, dos);
+  Stage<kDh>(q, b, q0, a.tq, h, a.q_ld, a.dh, qs);
+  Stage<kDh>(dout, b, q0, a.tq, h, a.heads * a.dh, a.dh, dos);
   Zero(acc, kR * kDh);
   StageRowStats(a, b, h, q0, lse, delta, row_lse, row_delta);
   const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
   for (int64_t k0 = 0; k0 < k_end; k0 += kR) {
     __syncthreads();
-    Stage<kDh>(k, b, k0, a.tk, kvh, a.kv_heads, a.dh, ks);
-    Stage<kDh>(v, b, k0, a.tk, kvh, a.kv_heads, a.dh, vs);
+    Stage<kDh>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, ks);
+    Stage<kDh>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vs);
     __syncthreads();
     RowsTimesTransposed<kDh>(qs, ks, s);
     RowsTimesTransposed<kDh>(dos, vs, dp);
@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   __syncthreads();
   for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) {
     const int r = e / kDh, c = e % kDh;
-    if (q0 + r < a.tq && c < a.dh) StoreAs(dq, a.out_type, a.QRow(b, q0 + r, h) + c, acc[e]);
+    if (q0 + r < a.tq && c < a.dh) StoreAs(dq, a.out_type, a.DQRow(b, q0 + r, h) + c, acc[e]);
   }
 }
 
@@ -264,8 +264,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int64_t b = blockIdx.y / a.kv_heads, kvh = blockIdx.y % a.kv_heads;
   const int64_t group = a.heads / a.kv_heads;
   const int64_t j0 = blockIdx.x * (int64_t)kR;
-  Stage<kDh>(k, b, j0, a.tk, kvh, a.kv_heads, a.dh, ks);
-  Stage<kDh>(v, b, j0, a.tk, kvh, a.kv_heads, a.dh, vs);
+  Stage<kDh>(k, b, j0, a.tk, kvh, a.kv_ld, a.dh, ks);
+  Stage<kDh>(v, b, j0, a.tk, kvh, a.kv_ld, a.dh, vs);
   Zero(dk_acc, kR * kDh);
   Zero(dv_acc, kR * kDh);
   // Query tiles before the block's first key see none of its keys.
@@ -274,8 +274,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
     const int64_t h = kvh * group + g;
     for (int64_t i0 = q_begin; i0 < a.tq; i0 += kR) {
       __syncthreads();
-      Stage<kDh>(q, b, i0, a.tq, h, a.heads, a.dh, qs);
-      Stage<kDh>(dout, b, i0, a.tq, h, a.heads, a.dh, dos);
+      Stage<kDh>(q, b, i0, a.tq, h, a.q_ld, a.dh, qs);
+      Stage<kDh>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, dos);
       StageRowStats(a, b, h, i0, lse, delta, row_lse, row_delta);
       __syncthreads();
       RowsTimesTransposed<kDh>(qs, ks, s);    // S[q][k]
@@ -291,8 +291,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) {
     const int r = e / kDh, c = e % kDh;
     if (j0 + r < a.tk && c < a.dh) {
-      StoreAs(dk, a.out_type, a.KRow(b, j0 + r, kvh) + c, dk_acc[e]);
-      StoreAs(dv, a.out_type, a.KRow(b, j0 + r, kvh) + c, dv_acc[e]);
+      StoreAs(dk, a.out_type, a.DKRow(b, j0 + r, kvh) + c, dk_acc[e]);
+      StoreAs(dv, a.out_type, a.DKRow(b, j0 + r, kvh) + c, dv_acc[e]);
     }
   }
 }

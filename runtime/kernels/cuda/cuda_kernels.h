@@ -28,6 +28,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* <cuda_bf16.h>'s element type (the emulation's own), for the entry points
+ * that take bf16 values. */
+#ifdef __cplusplus
+struct __nv_bfloat16;
+#else
+typedef struct __nv_bfloat16 __nv_bfloat16;
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,6 +66,10 @@ int stepc_cuda_copy_box(stepc_cuda_ctx *ctx, const float *src, const int64_t *sr
  * scratch: PlanReduce(outputs, reduced).scratch_floats. */
 int stepc_cuda_reduce(stepc_cuda_ctx *ctx, const float *in, const int64_t *shape, int rank,
                       const int *reduce_mask, int kind, float *scratch, float *out);
+/* The same of bf16 values, each widened as it is read (no f32 copy). */
+int stepc_cuda_reduce_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *in,
+                              const int64_t *shape, int rank, const int *reduce_mask, int kind,
+                              float *scratch, float *out);
 int stepc_cuda_reduce_max_grad(stepc_cuda_ctx *ctx, const float *dy, const float *x,
                                const int64_t *shape, int rank, const int *reduce_mask,
                                float *dx);
@@ -146,20 +158,47 @@ int stepc_cuda_attention_grad_masked(stepc_cuda_ctx *ctx, const void *dout, cons
                                      int saved_out_type, const float *saved_lse, void *dq,
                                      void *dk, void *dv, int out_type);
 
-/* The same two on stepc's own kernels only, never cuDNN (what the entry
- * points above fall back to; tests and the emulation's cuDNN stand-in call
- * them directly). */
+/* Row strides (elements from one token to the next) of attention's q, k and
+ * v, dq, and dk and dv. Separate tensors: H·Dh, Hkv·Dh, H·Dh, Hkv·Dh (what
+ * a null `rows` means). Columns of the packed QKV projection [B, T, W]:
+ * W for all four. The output and its gradient are always [B, Tq, H·Dh]. */
+typedef struct stepc_attention_rows {
+  int64_t q, kv, dq, dkv;
+} stepc_attention_rows;
+
+/* Attention on the packed projection: q, k and v are the columns
+ * [q_offset, +H·Dh), [k_offset, +Hkv·Dh), [v_offset, +Hkv·Dh) of qkv's
+ * [B, T, width] rows (no slices copied); the backward writes dQ, dK, dV into
+ * the same columns of dqkv, which they must tile exactly (every element
+ * written). Otherwise as the two above (tq = tk = t). */
+int stepc_cuda_attention_packed(stepc_cuda_ctx *ctx, const void *qkv, int64_t width,
+                                int64_t q_offset, int64_t k_offset, int64_t v_offset,
+                                int in_type, int64_t batch, int64_t t, int64_t heads,
+                                int64_t kv_heads, int64_t head_dim, int causal, double scale,
+                                void *out, int out_type, float *lse);
+int stepc_cuda_attention_grad_packed(stepc_cuda_ctx *ctx, const void *dout, const void *qkv,
+                                     int64_t width, int64_t q_offset, int64_t k_offset,
+                                     int64_t v_offset, int in_type, int64_t batch, int64_t t,
+                                     int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                     int causal, double scale, char *scratch,
+                                     const void *saved_out, int saved_out_type,
+                                     const float *saved_lse, void *dqkv, int out_type);
+
+/* The same on stepc's own kernels only, never cuDNN (what the entry points
+ * above fall back to; tests and the emulation's cuDNN stand-in call them
+ * directly), with the row strides of `rows` (null: separate tensors). */
 int stepc_cuda_attention_own(stepc_cuda_ctx *ctx, const void *q, const void *k, const void *v,
                              int in_type, int64_t batch, int64_t tq, int64_t tk, int64_t heads,
                              int64_t kv_heads, int64_t head_dim, int causal, double scale,
-                             void *out, int out_type, float *lse);
+                             void *out, int out_type, float *lse,
+                             const stepc_attention_rows *rows);
 int stepc_cuda_attention_grad_own(stepc_cuda_ctx *ctx, const void *dout, const void *q,
                                   const void *k, const void *v, int in_type, int64_t batch,
                                   int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
                                   int64_t head_dim, int causal, double scale, char *scratch,
                                   const void *saved_out, int saved_out_type,
                                   const float *saved_lse, void *dq, void *dk, void *dv,
-                                  int out_type);
+                                  int out_type, const stepc_attention_rows *rows);
 
 /* Mean over n rows of logsumexp(row) - row[target]; `site` names the op in
  * the status of an out-of-range target. scratch: n floats. */

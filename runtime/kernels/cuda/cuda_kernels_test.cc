@@ -171,6 +171,19 @@ TEST_F(CudaKernels, MatmulBf16WithBiasEpilogue) {
       << error_;
   // Same rounded inputs, f32 accumulation: only summation order differs.
   EXPECT_LT(RelError(Down(c, want.size()), want), 1e-4);
+  // The packed QKV projection's form: the biased sum written in bf16 (one
+  // rounding of it; our fallback kernel, where cuBLASLt has no algorithm,
+  // is within one more).
+  void* c16 = Alloc(want.size() * 2);
+  ASSERT_EQ(stepc_cuda_matmul(&ctx_, UpBf16(a), UpBf16(b), c16, batch, m, n, k, 0, 1, 1,
+                              STEPC_CUDA_BF16, STEPC_CUDA_BF16, Up(bias), STEPC_EPILOGUE_NONE,
+                              nullptr),
+            0)
+      << error_;
+  Floats rounded(want);
+  for (float& x : rounded) x = RoundBf16(x);
+  EXPECT_LT(RelError(DownBf16(static_cast<const __nv_bfloat16*>(c16), want.size()), rounded),
+            8e-3);
 }
 
 // GELU (tanh) with the pre-activation kept, and its gradient: cuBLASLt's
@@ -268,6 +281,15 @@ TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
                 0)
           << error_;
       EXPECT_LT(RelError(Down(out, outs), want), 2e-5) << "kind " << kind << " n " << n;
+      // bf16 values read as they are: the sums of the rounded values.
+      Floats rounded(x);
+      for (float& v : rounded) v = RoundBf16(v);
+      stepc_cpu_reduce(rounded.data(), c.shape.data(), rank, c.mask.data(), kind, want.data());
+      ASSERT_EQ(stepc_cuda_reduce_of_bf16(&ctx_, UpBf16(x), c.shape.data(), rank, c.mask.data(),
+                                          kind, scratch, out),
+                0)
+          << error_;
+      EXPECT_LT(RelError(Down(out, outs), want), 2e-5) << "bf16, kind " << kind << " n " << n;
     }
   const int64_t shape[] = {6, 10};
   const int mask[] = {0, 1};
@@ -815,7 +837,15 @@ struct AttentionCase {
 };
 
 class CudaAttention : public CudaKernels,
-                      public ::testing::WithParamInterface<AttentionCase> {};
+                      public ::testing::WithParamInterface<AttentionCase> {
+ protected:
+  // q, k, v on the host; Q, K, V, D (dO), O and lse their separate device
+  // tensors and the forward's results on them.
+  void ExpectPackedMatchesSeparate(const AttentionCase& c, double scale, const Floats& q,
+                                   const Floats& k, const Floats& v, const void* const (&qkv)[4],
+                                   int type, int out_type, const void* O, const float* lse,
+                                   char* scratch, const std::string& what);
+};
 
 TEST_P(CudaAttention, ForwardAndBackwardMatchTheCpu) {
   const AttentionCase c = GetParam();
@@ -889,8 +919,70 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchTheCpu) {
     EXPECT_LT(RelError(Down(DQ, qn), dq), mode.grad_tol) << what;
     EXPECT_LT(RelError(Down(DK, kn), dk), mode.grad_tol) << what;
     EXPECT_LT(RelError(Down(DV, kn), dv), mode.grad_tol) << what;
+    ExpectPackedMatchesSeparate(c, scale, q, k, v, {Q, K, V, D}, type, out_type, O, lse, scratch,
+                                what);
   }
   unsetenv("STEPC_ATTENTION");
+}
+
+// The packed projection: the same q, k, v as columns of one [B, T, W]
+// tensor (k first, so the offsets matter), read in place, and dQ, dK, dV
+// written into the same columns of one gradient: bit for bit what the
+// separate tensors give, forward (output and log-sum-exp) and backward.
+void CudaAttention::ExpectPackedMatchesSeparate(const AttentionCase& c, double scale,
+                                                const Floats& q, const Floats& k,
+                                                const Floats& v, const void* const (&dev)[4],
+                                                int type, int out_type, const void* O,
+                                                const float* lse, char* scratch,
+                                                const std::string& what) {
+  const bool bf16 = type == STEPC_CUDA_BF16;
+  const int64_t rows = c.batch * c.t, qw = c.heads * c.dh, kvw = c.kv_heads * c.dh;
+  const int64_t w = qw + 2 * kvw, koff = 0, qoff = kvw, voff = kvw + qw;
+  const int64_t qn = rows * qw, kn = rows * kvw, stats = c.batch * c.heads * c.t;
+  Floats qkv(rows * w);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(&q[r * qw], qw, &qkv[r * w + qoff]);
+    std::copy_n(&k[r * kvw], kvw, &qkv[r * w + koff]);
+    std::copy_n(&v[r * kvw], kvw, &qkv[r * w + voff]);
+  }
+  const void* QKV = bf16 ? (void*)UpBf16(qkv) : Up(qkv);
+  auto grab = [&](const void* p, int64_t n, int t) {
+    return t == STEPC_CUDA_BF16 ? DownBf16(static_cast<const __nv_bfloat16*>(p), n)
+                                : Down(static_cast<const float*>(p), n);
+  };
+  void* PO = Alloc(qn * (out_type == STEPC_CUDA_BF16 ? 2 : 4));
+  float* PL = Zeros(stats);
+  ASSERT_EQ(stepc_cuda_attention_packed(&ctx_, QKV, w, qoff, koff, voff, type, c.batch, c.t,
+                                        c.heads, c.kv_heads, c.dh, c.causal, scale, PO, out_type,
+                                        PL),
+            0)
+      << error_;
+  EXPECT_EQ(grab(PO, qn, out_type), grab(O, qn, out_type)) << what << " packed forward";
+  EXPECT_EQ(Down(PL, stats), Down(lse, stats)) << what << " packed log-sum-exp";
+  // Gradients in the input's type (cuDNN writes bf16 ones).
+  const int gb = bf16 ? 2 : 4;
+  void *GQ = Alloc(qn * gb), *GK = Alloc(kn * gb), *GV = Alloc(kn * gb), *PG = Alloc(rows * w * gb);
+  const void* D = dev[3];
+  ASSERT_EQ(stepc_cuda_attention_grad(&ctx_, D, dev[0], dev[1], dev[2], type, c.batch, c.t, c.t,
+                                      c.heads, c.kv_heads, c.dh, c.causal, scale, scratch, O,
+                                      out_type, lse, GQ, GK, GV, type),
+            0)
+      << error_;
+  ASSERT_EQ(stepc_cuda_attention_grad_packed(&ctx_, D, QKV, w, qoff, koff, voff, type, c.batch,
+                                             c.t, c.heads, c.kv_heads, c.dh, c.causal, scale,
+                                             scratch, O, out_type, lse, PG, type),
+            0)
+      << error_;
+  const Floats packed = grab(PG, rows * w, type);
+  Floats pq(qn), pk(kn), pv(kn);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(&packed[r * w + qoff], qw, &pq[r * qw]);
+    std::copy_n(&packed[r * w + koff], kvw, &pk[r * kvw]);
+    std::copy_n(&packed[r * w + voff], kvw, &pv[r * kvw]);
+  }
+  EXPECT_EQ(pq, grab(GQ, qn, type)) << what << " packed dQ";
+  EXPECT_EQ(pk, grab(GK, kn, type)) << what << " packed dK";
+  EXPECT_EQ(pv, grab(GV, kn, type)) << what << " packed dV";
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
@@ -998,6 +1090,12 @@ TEST_F(CudaKernels, LaunchErrorsAreStatusesNamingTheCall) {
                                  512, 1, 1.0, nullptr, STEPC_CUDA_F32, nullptr),
             0);
   EXPECT_NE(std::string(error_).find("head dim 512 is above 256"), std::string::npos) << error_;
+  // A packed gradient whose q, k, v columns do not tile the row: refused.
+  ASSERT_NE(stepc_cuda_attention_grad_packed(&ctx_, nullptr, nullptr, 200, 0, 64, 128, STEPC_CUDA_BF16,
+                                             1, 4, 1, 1, 64, 1, 1.0, nullptr, nullptr, 0, nullptr,
+                                             nullptr, STEPC_CUDA_BF16),
+            0);
+  EXPECT_NE(std::string(error_).find("do not tile a row of 200"), std::string::npos) << error_;
   const int64_t deep[9] = {1, 1, 1, 1, 1, 1, 1, 1, 2};
   ASSERT_NE(stepc_cuda_transpose(&ctx_, nullptr, deep, 9, deep, nullptr), 0);
   EXPECT_NE(std::string(error_).find("rank 9 is above 8"), std::string::npos) << error_;

@@ -6,8 +6,9 @@
 // step.so neither links cuDNN nor fails to load without it: a machine with
 // no libcudnn.so.9 runs our own kernels. Q, K and V are read in place from
 // the [B, T, H·Dh] rows the QKV projection wrote: cuDNN's [B, H, T, Dh] view
-// with strides (T·H·Dh, Dh, H·Dh, 1); O and the gradients are written the
-// same way, so no permute or copy surrounds the call.
+// with strides (T·H·Dh, Dh, H·Dh, 1), or (T·W, Dh, W, 1) for columns of the
+// packed [B, T, W] projection; O and the gradients are written the same
+// way, so no slice, permute or copy surrounds the call.
 
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING 1
 
@@ -52,9 +53,10 @@ struct Shape {
   bool stats;  // the forward writes its log-sum-exp
   bool backward;
   bool deterministic;
+  stepc_attention_rows rows;  // row strides of q, k/v, dq, dk/dv
   auto Key() const {
     return std::tie(batch, tq, tk, heads, kv_heads, head_dim, causal, scale, stats, backward,
-                    deterministic);
+                    deterministic, rows.q, rows.kv, rows.dq, rows.dkv);
   }
   bool operator<(const Shape &o) const { return Key() < o.Key(); }
   std::string Describe() const {
@@ -74,25 +76,24 @@ struct Plan {
   std::string declined;  // why cuDNN does not take it
 };
 
-// [B, H, T, Dh] over [B, T, H·Dh] rows.
+// [B, H, T, Dh] over [B, T, ld] rows (ld = H·Dh for a tensor of its own,
+// the projection's width for a column block of the packed QKV).
 std::vector<int64_t> Dims(int64_t b, int64_t h, int64_t t, int64_t d) { return {b, h, t, d}; }
-std::vector<int64_t> RowStrides(int64_t h, int64_t t, int64_t d) {
-  return {t * h * d, d, h * d, 1};
-}
+std::vector<int64_t> RowStrides(int64_t ld, int64_t t, int64_t d) { return {t * ld, d, ld, 1}; }
 
 std::shared_ptr<fe::graph::Tensor_attributes> Rows(fe::graph::Graph &g, const char *name,
                                                    int64_t uid, int64_t b, int64_t h, int64_t t,
-                                                   int64_t d) {
+                                                   int64_t d, int64_t ld) {
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
                       .set_uid(uid)
                       .set_dim(Dims(b, h, t, d))
-                      .set_stride(RowStrides(h, t, d)));
+                      .set_stride(RowStrides(ld, t, d)));
 }
 
 void SetRows(const std::shared_ptr<fe::graph::Tensor_attributes> &t, int64_t uid, int64_t b,
-             int64_t h, int64_t s, int64_t d) {
-  t->set_output(true).set_uid(uid).set_dim(Dims(b, h, s, d)).set_stride(RowStrides(h, s, d));
+             int64_t h, int64_t s, int64_t d, int64_t ld) {
+  t->set_output(true).set_uid(uid).set_dim(Dims(b, h, s, d)).set_stride(RowStrides(ld, s, d));
 }
 
 // The log-sum-exp, [B, H, Tq, 1] f32, contiguous (our kernel's [B, H, Tq]).
@@ -179,9 +180,10 @@ class Library {
       g->set_io_data_type(fe::DataType_t::BFLOAT16)
           .set_intermediate_data_type(fe::DataType_t::FLOAT)
           .set_compute_data_type(fe::DataType_t::FLOAT);
-      auto q = Rows(*g, "Q", kQ, s.batch, s.heads, s.tq, s.head_dim);
-      auto k = Rows(*g, "K", kK, s.batch, s.kv_heads, s.tk, s.head_dim);
-      auto v = Rows(*g, "V", kV, s.batch, s.kv_heads, s.tk, s.head_dim);
+      const int64_t o_ld = s.heads * s.head_dim;
+      auto q = Rows(*g, "Q", kQ, s.batch, s.heads, s.tq, s.head_dim, s.rows.q);
+      auto k = Rows(*g, "K", kK, s.batch, s.kv_heads, s.tk, s.head_dim, s.rows.kv);
+      auto v = Rows(*g, "V", kV, s.batch, s.kv_heads, s.tk, s.head_dim, s.rows.kv);
       if (!s.backward) {
         auto options = fe::graph::SDPA_attributes()
                            .set_name("attention")
@@ -189,7 +191,7 @@ class Library {
                            .set_attn_scale(static_cast<float>(s.scale));
         if (s.causal) options.set_causal_mask(true);
         auto [o, stats] = g->sdpa(q, k, v, options);
-        SetRows(o, kO, s.batch, s.heads, s.tq, s.head_dim);
+        SetRows(o, kO, s.batch, s.heads, s.tq, s.head_dim, o_ld);
         if (s.stats)
           stats->set_output(true)
               .set_uid(kStats)
@@ -197,8 +199,8 @@ class Library {
               .set_dim({s.batch, s.heads, s.tq, 1})
               .set_stride(StatsStrides(s));
       } else {
-        auto o = Rows(*g, "O", kO, s.batch, s.heads, s.tq, s.head_dim);
-        auto dout = Rows(*g, "dO", kDO, s.batch, s.heads, s.tq, s.head_dim);
+        auto o = Rows(*g, "O", kO, s.batch, s.heads, s.tq, s.head_dim, o_ld);
+        auto dout = Rows(*g, "dO", kDO, s.batch, s.heads, s.tq, s.head_dim, o_ld);
         auto stats = g->tensor(fe::graph::Tensor_attributes()
                                    .set_name("Stats")
                                    .set_uid(kStats)
@@ -211,9 +213,9 @@ class Library {
                            .set_deterministic_algorithm(s.deterministic);
         if (s.causal) options.set_causal_mask(true);
         auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dout, stats, options);
-        SetRows(dq, kDQ, s.batch, s.heads, s.tq, s.head_dim);
-        SetRows(dk, kDK, s.batch, s.kv_heads, s.tk, s.head_dim);
-        SetRows(dv, kDV, s.batch, s.kv_heads, s.tk, s.head_dim);
+        SetRows(dq, kDQ, s.batch, s.heads, s.tq, s.head_dim, s.rows.dq);
+        SetRows(dk, kDK, s.batch, s.kv_heads, s.tk, s.head_dim, s.rows.dkv);
+        SetRows(dv, kDV, s.batch, s.kv_heads, s.tk, s.head_dim, s.rows.dkv);
       }
       for (fe::error_t status :
            {g->validate(), g->build_operation_graph(handle_),
@@ -290,15 +292,24 @@ int Run(stepc_cuda_ctx *ctx, const Shape &s, std::unordered_map<int64_t, void *>
   return STEPC_CUDNN_RAN;
 }
 
+// `rows`, or the strides of separate [B, T, H·Dh] tensors.
+stepc_attention_rows RowsOrDense(const stepc_attention_rows *rows, int64_t heads,
+                                 int64_t kv_heads, int64_t head_dim) {
+  if (rows) return *rows;
+  return {heads * head_dim, kv_heads * head_dim, heads * head_dim, kv_heads * head_dim};
+}
+
 }  // namespace
 
 extern "C" int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *q, const void *k,
                                      const void *v, int64_t batch, int64_t tq, int64_t tk,
                                      int64_t heads, int64_t kv_heads, int64_t head_dim,
                                      int causal, double scale, void *out, float *lse,
-                                     void *workspace, int64_t workspace_bytes) {
+                                     void *workspace, int64_t workspace_bytes,
+                                     const stepc_attention_rows *rows) {
   Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal, scale, lse != nullptr,
-          /*backward=*/false, /*deterministic=*/true};
+          /*backward=*/false, /*deterministic=*/true,
+          RowsOrDense(rows, heads, kv_heads, head_dim)};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, const_cast<void *>(q)}, {kK, const_cast<void *>(k)}, {kV, const_cast<void *>(v)},
       {kO, out}};
@@ -312,9 +323,11 @@ extern "C" int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *dout,
                                           int64_t tk, int64_t heads, int64_t kv_heads,
                                           int64_t head_dim, int causal, double scale, void *dq,
                                           void *dk, void *dv, void *workspace,
-                                          int64_t workspace_bytes) {
+                                          int64_t workspace_bytes,
+                                          const stepc_attention_rows *rows) {
   Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal, scale, /*stats=*/true,
-          /*backward=*/true, Library::Get().deterministic()};
+          /*backward=*/true, Library::Get().deterministic(),
+          RowsOrDense(rows, heads, kv_heads, head_dim)};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, const_cast<void *>(q)},     {kK, const_cast<void *>(k)},
       {kV, const_cast<void *>(v)},     {kO, const_cast<void *>(out)},

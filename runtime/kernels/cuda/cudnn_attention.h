@@ -2,7 +2,7 @@
  * attention entry points (stepc_cuda_attention, stepc_cuda_attention_grad).
  *
  * bf16 only, on [B, T, H·Dh] rows read and written with strides (no
- * permute); head dims where launch_config.h's CudnnAttentionHeadDim holds.
+ * permute; `rows` as in cuda_kernels.h, null for separate tensors); head dims where launch_config.h's CudnnAttentionHeadDim holds.
  * cuDNN is opened at run time (libcudnn.so.9 on the library path); one
  * graph per shape is built on its first call (the first, eager step: never
  * inside a captured one) and kept. Each call returns one of
@@ -43,14 +43,15 @@ enum stepc_cudnn_outcome {
 int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *q, const void *k, const void *v,
                           int64_t batch, int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
                           int64_t head_dim, int causal, double scale, void *out, float *lse,
-                          void *workspace, int64_t workspace_bytes);
+                          void *workspace, int64_t workspace_bytes,
+                          const stepc_attention_rows *rows);
 /* dq, dk, dv bf16 from the forward's bf16 output and its log-sum-exp. */
 int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *dout, const void *q,
                                const void *k, const void *v, const void *out, const float *lse,
                                int64_t batch, int64_t tq, int64_t tk, int64_t heads,
                                int64_t kv_heads, int64_t head_dim, int causal, double scale,
                                void *dq, void *dk, void *dv, void *workspace,
-                               int64_t workspace_bytes);
+                               int64_t workspace_bytes, const stepc_attention_rows *rows);
 /* Which attention engine runs bf16 calls, for the device line and the GPU
  * check's record: "cudnn 9.x.y (deterministic)", or "own (reason)". */
 const char *stepc_cudnn_attention_engine(void);

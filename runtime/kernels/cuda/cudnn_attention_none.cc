@@ -23,7 +23,8 @@ int NotTaken(stepc_cuda_ctx *ctx) {
 
 extern "C" int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *, const void *,
                                      const void *, int64_t, int64_t, int64_t, int64_t, int64_t,
-                                     int64_t, int, double, void *, float *, void *, int64_t) {
+                                     int64_t, int, double, void *, float *, void *, int64_t,
+                                     const stepc_attention_rows *) {
   return NotTaken(ctx);
 }
 
@@ -31,7 +32,7 @@ extern "C" int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *, con
                                           const void *, const void *, const void *,
                                           const float *, int64_t, int64_t, int64_t, int64_t,
                                           int64_t, int64_t, int, double, void *, void *, void *,
-                                          void *, int64_t) {
+                                          void *, int64_t, const stepc_attention_rows *) {
   return NotTaken(ctx);
 }
 

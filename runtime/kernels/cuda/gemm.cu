@@ -171,7 +171,15 @@ namespace stepc::cuda {
 namespace {
 
 // The fallbacks of the epilogues, as kernels over the row-major [rows, n]
-// result: c += bias; aux = c, c = gelu(c); c *= gelu'(aux).
+// result: c += bias; aux = c, c = gelu(c); c *= gelu'(aux). A bf16 result
+// (bias only) is the plain GEMM's rounded sum plus the bias, rounded again:
+// within one bf16 rounding of cuBLASLt's epilogue.
+__global__ void BiasBf16Kernel(__nv_bfloat16* c, const float* bias, int64_t rows, int64_t n) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * n;
+       e += (int64_t)gridDim.x * blockDim.x)
+    c[e] = __float2bfloat16(__bfloat162float(c[e]) + bias[e % n]);
+}
+
 __global__ void EpilogueKernel(float* c, const float* bias, float* aux, int64_t rows, int64_t n,
                                int epilogue) {
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * n;
@@ -198,6 +206,11 @@ int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey k
     plain.epilogue = STEPC_EPILOGUE_NONE;
     if (int rc = Matmul(ctx, a, b, c, plain, nullptr, nullptr)) return rc;
     const int64_t rows = key.batch * key.m;
+    if (key.out_type == STEPC_CUDA_BF16) {
+      STEPC_LAUNCH(ElementwiseBlocks(rows * key.n), kThreads, 0, ctx->stream, BiasBf16Kernel)(
+          static_cast<__nv_bfloat16*>(c), bias, rows, key.n);
+      return STEPC_LAUNCHED(ctx, "BiasBf16Kernel");
+    }
     STEPC_LAUNCH(ElementwiseBlocks(rows * key.n), kThreads, 0, ctx->stream, EpilogueKernel)(
         static_cast<float*>(c), bias, static_cast<float*>(aux), rows, key.n, key.epilogue);
     return STEPC_LAUNCHED(ctx, "EpilogueKernel");

@@ -86,7 +86,10 @@ __global__ void CopyBoxKernel(const float* src, int64_t src_base, Dims src_strid
 // of threads taking every 8th; with one output (a whole-tensor sum: the
 // gradient norm's) every thread of the block takes every 256th row, where
 // 31 lanes of 32 would idle. Then the partial sums in a fixed order.
-__global__ void ReduceKernel(const float* in, Dims kept, Dims reduced, int64_t outputs,
+// T: f32, or bf16 values summed as they are (a bias gradient beside the
+// rounding its weight gradient's GEMM reads: no widened copy).
+template <typename T>
+__global__ void ReduceKernel(const T* in, Dims kept, Dims reduced, int64_t outputs,
                              int64_t total, int64_t per_chunk, int kind, float scale,
                              float* out) {
   __shared__ float part[kReduceRows][kReduceLanes];
@@ -99,7 +102,7 @@ __global__ void ReduceKernel(const float* in, Dims kept, Dims reduced, int64_t o
   if (o < outputs) {
     const int64_t base = Offset(o, kept, kept.stride);
     for (int64_t r = begin + first; r < end; r += step) {
-      float x = in[base + Offset(r, reduced, reduced.stride)];
+      float x = Load(in, base + Offset(r, reduced, reduced.stride));
       acc = kind == 1 ? fmaxf(acc, x) : acc + x;
     }
   }
@@ -249,9 +252,12 @@ extern "C" int stepc_cuda_copy_box(stepc_cuda_ctx* ctx, const float* src,
   return STEPC_LAUNCHED(ctx, "CopyBoxKernel");
 }
 
-extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int64_t* shape,
-                                 int rank, const int* reduce_mask, int kind, float* scratch,
-                                 float* out) {
+namespace stepc::cuda {
+namespace {
+
+template <typename T>
+int Reduce(stepc_cuda_ctx* ctx, const T* in, const int64_t* shape, int rank,
+           const int* reduce_mask, int kind, float* scratch, float* out) {
   if (rank > kMaxRank) return RankTooHigh(ctx, "stepc_cuda_reduce", rank);
   Dims kept, reduced;
   SplitDims(shape, rank, reduce_mask, &kept, &reduced);
@@ -261,14 +267,29 @@ extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int
   const int64_t per_chunk = CeilDiv(total, plan.chunks);
   dim3 grid(plan.output_tiles, plan.chunks), block(kReduceLanes, kReduceRows);
   if (plan.chunks == 1) {
-    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, ReduceKernel)(in, kept, reduced, outputs, total, per_chunk,
-                                                  kind, scale, out);
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, ReduceKernel<T>)(
+        in, kept, reduced, outputs, total, per_chunk, kind, scale, out);
     return STEPC_LAUNCHED(ctx, "ReduceKernel");
   }
-  STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, ReduceKernel)(in, kept, reduced, outputs, total, per_chunk,
-                                                kind, 1.0f, scratch);
+  STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, ReduceKernel<T>)(
+      in, kept, reduced, outputs, total, per_chunk, kind, 1.0f, scratch);
   if (int rc = STEPC_LAUNCHED(ctx, "ReduceKernel")) return rc;
   return FinishChunks(ctx, scratch, plan.chunks, outputs, kind, scale, out);
+}
+
+}  // namespace
+}  // namespace stepc::cuda
+
+extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int64_t* shape,
+                                 int rank, const int* reduce_mask, int kind, float* scratch,
+                                 float* out) {
+  return Reduce(ctx, in, shape, rank, reduce_mask, kind, scratch, out);
+}
+
+extern "C" int stepc_cuda_reduce_of_bf16(stepc_cuda_ctx* ctx, const __nv_bfloat16* in,
+                                         const int64_t* shape, int rank, const int* reduce_mask,
+                                         int kind, float* scratch, float* out) {
+  return Reduce(ctx, in, shape, rank, reduce_mask, kind, scratch, out);
 }
 
 extern "C" int stepc_cuda_reduce_max_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,

@@ -196,3 +196,39 @@ func.func @adamw_group_update_missing_epsilon(%p: tensor<4xf32>, %g: tensor<4xf3
   }
   return %0#0, %0#3 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A packed attention reads one operand as query, key and value.
+func.func @packed_operands(%x: tensor<2x8x24xf32>, %y: tensor<2x8x24xf32>) -> tensor<2x8x8xf32> {
+  // expected-error @+1 {{'stepk.attention' op expects one packed operand as query, key and value}}
+  %0 = stepk.attention %x, %y, %x packed [0, 8, 16] heads 2 kv_heads 2 head_dim 4 scale 0.5 : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  return %0 : tensor<2x8x8xf32>
+}
+
+// -----
+
+// Overlapping columns.
+func.func @packed_overlap(%x: tensor<2x8x24xf32>) -> tensor<2x8x8xf32> {
+  // expected-error @+1 {{'stepk.attention' op expects query, key and value columns of widths 8, 8, 8 at [0, 4, 16] inside a row of 24, not overlapping}}
+  %0 = stepk.attention %x, %x, %x packed [0, 4, 16] heads 2 kv_heads 2 head_dim 4 scale 0.5 : (tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  return %0 : tensor<2x8x8xf32>
+}
+
+// -----
+
+// A packed gradient must write every element of its result: the columns
+// tile the row.
+func.func @packed_grad_tiles(%g: tensor<2x8x8xf32>, %x: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
+  // expected-error @+1 {{'stepk.attention_grad' op expects query, key and value columns of widths 8, 8, 8 at [0, 8, 16] inside a row of 32, tiling it}}
+  %0 = stepk.attention_grad %g, %x, %x, %x packed [0, 8, 16] heads 2 kv_heads 2 head_dim 4 scale 0.5 : (tensor<2x8x8xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x32xf32>
+  return %0 : tensor<2x8x32xf32>
+}
+
+// -----
+
+func.func @packed_grad_results(%g: tensor<2x8x8xf32>, %x: tensor<2x8x24xf32>) -> tensor<2x8x8xf32> {
+  // expected-error @+1 {{'stepk.attention_grad' op expects one gradient shaped like the packed operand}}
+  %0:3 = stepk.attention_grad %g, %x, %x, %x packed [0, 8, 16] heads 2 kv_heads 2 head_dim 4 scale 0.5 : (tensor<2x8x8xf32>, tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
+  return %0#0 : tensor<2x8x8xf32>
+}

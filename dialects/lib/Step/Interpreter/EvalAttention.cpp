@@ -11,6 +11,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 using namespace mlir;
@@ -176,6 +177,51 @@ void rotary(const Tensor &x, int64_t headDim, double theta, bool inverse, Tensor
         }
 }
 
+/// Query, key and value of a packed kernel: copies of the last-dim columns
+/// [offset, offset + width) of its [B, T, W] operand.
+std::array<Tensor, 3> unpack(const Tensor &x, ArrayRef<int64_t> offsets,
+                             const std::array<int64_t, 3> &widths) {
+  const int64_t rows = x.shape[0] * x.shape[1], w = x.shape[2];
+  std::array<Tensor, 3> parts;
+  for (int i = 0; i < 3; ++i) {
+    parts[i] = Tensor::zeros({x.shape[0], x.shape[1], widths[i]});
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(&x.data[r * w + offsets[i]], widths[i], &parts[i].data[r * widths[i]]);
+  }
+  return parts;
+}
+
+/// The widths of a packed kernel's query, key and value columns.
+template <typename OpT>
+std::array<int64_t, 3> packedWidths(OpT op) {
+  const int64_t q = op.getNumHeads() * op.getHeadDim(), kv = op.getNumKvHeads() * op.getHeadDim();
+  return {q, kv, kv};
+}
+
+/// A stepk.attention_grad: its three gradients, or (packed) each written
+/// into its columns of the one result.
+void kernelGrad(stepc::stepk::AttentionGradOp a, Operands in, Results out) {
+  const double scale = a.getScale().convertToDouble();
+  std::optional<ArrayRef<int64_t>> offsets = a.getPacked();
+  if (!offsets) {
+    attentionGrad(shapeOf(a, in, scale), *in[0], *in[1], *in[2], *in[3], out[0], out[1],
+                  out[2]);
+    return;
+  }
+  std::array<int64_t, 3> widths = packedWidths(a);
+  std::array<Tensor, 3> qkv = unpack(*in[1], *offsets, widths);
+  std::array<Tensor, 3> grads;
+  for (int i = 0; i < 3; ++i)
+    grads[i] = Tensor::zeros(qkv[i].shape);
+  AttentionShape s = shapeOf(a, in, scale);
+  attentionGrad(s, *in[0], qkv[0], qkv[1], qkv[2], grads[0], grads[1], grads[2]);
+  Tensor &packed = out[0];
+  const int64_t rows = packed.shape[0] * packed.shape[1], w = packed.shape[2];
+  for (int i = 0; i < 3; ++i)
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(&grads[i].data[r * widths[i]], widths[i], &packed.data[r * w + (*offsets)[i]]);
+}
+
 } // namespace
 
 Evaluated stepc::interp::evalAttention(Operation *op, Operands in, Results out) {
@@ -192,13 +238,18 @@ Evaluated stepc::interp::evalAttention(Operation *op, Operands in, Results out) 
       // The kernels: a saved forward's output and log-sum-exp are what the
       // forward computed, so the backward recomputes them here alike.
       .Case([&](stepk::AttentionGradOp a) {
-        attentionGrad(shapeOf(a, in, a.getScale().convertToDouble()), *in[0], *in[1], *in[2],
-                      *in[3], out[0], out[1], out[2]);
+        kernelGrad(a, in, out);
         return success();
       })
       .Case([&](stepk::AttentionOp a) {
-        attention(shapeOf(a, in, a.getScale().convertToDouble()), *in[0], *in[1], *in[2],
-                  out[0], a.getLse() ? &out[1] : nullptr);
+        AttentionShape s = shapeOf(a, in, a.getScale().convertToDouble());
+        Tensor *lse = a.getLse() ? &out[1] : nullptr;
+        if (std::optional<ArrayRef<int64_t>> offsets = a.getPacked()) {
+          std::array<Tensor, 3> qkv = unpack(*in[0], *offsets, packedWidths(a));
+          attention(s, qkv[0], qkv[1], qkv[2], out[0], lse);
+        } else {
+          attention(s, *in[0], *in[1], *in[2], out[0], lse);
+        }
         return success();
       })
       .Case([&](RotaryOp r) {

@@ -228,27 +228,92 @@ static LogicalResult verifyLse(Operation *op, Value lse, Value query, int64_t he
   return success();
 }
 
+/// A packed attention's operand: query, key and value one [B, T, W] tensor
+/// whose last-dim columns [offset, offset + width) are the query (Hq·Dh
+/// wide), key and value (Hkv·Dh), in range, disjoint and, for a gradient
+/// (`tiled`), covering W. No mask (the packed kernels take none).
+static LogicalResult verifyPacked(Operation *op, ArrayRef<int64_t> offsets, Value query,
+                                  Value key, Value value, Value mask, int64_t heads,
+                                  int64_t kvHeads, int64_t headDim, bool tiled) {
+  if (query != key || query != value)
+    return op->emitOpError() << "expects one packed operand as query, key and value";
+  if (mask)
+    return op->emitOpError() << "expects no mask on a packed attention";
+  auto x = cast<RankedTensorType>(query.getType());
+  if (x.getRank() != 3 || offsets.size() != 3 || heads % kvHeads != 0)
+    return op->emitOpError() << "expects a packed [B, T, W] operand and three offsets, got "
+                             << x << " and " << offsets.size();
+  const int64_t width = x.getDimSize(2);
+  // Divided, not multiplied: the attributes may be as large as an i64.
+  if (headDim > width / heads)
+    return op->emitOpError() << "expects " << heads << " heads of " << headDim
+                             << " channels to fit a row of " << width;
+  const int64_t sizes[3] = {heads * headDim, kvHeads * headDim, kvHeads * headDim};
+  bool ok = true;
+  for (int i = 0; i < 3; ++i)
+    ok = ok && offsets[i] >= 0 && offsets[i] <= width - sizes[i];
+  for (int i = 0; ok && i < 3; ++i)
+    for (int j = 0; j < i; ++j)
+      ok = ok && (offsets[i] + sizes[i] <= offsets[j] || offsets[j] + sizes[j] <= offsets[i]);
+  if (ok && tiled)
+    ok = sizes[0] + sizes[1] + sizes[2] == width;
+  if (!ok)
+    return op->emitOpError() << "expects query, key and value columns of widths " << sizes[0]
+                             << ", " << sizes[1] << ", " << sizes[2] << " at ["
+                             << llvm::make_range(offsets.begin(), offsets.end())
+                             << "] inside a row of " << width
+                             << (tiled ? ", tiling it" : ", not overlapping");
+  return success();
+}
+
+/// [B, T, Hq·Dh] of a packed operand [B, T, W].
+static SmallVector<int64_t> packedQueryShape(Value packed, int64_t heads, int64_t headDim) {
+  auto x = cast<RankedTensorType>(packed.getType());
+  return {x.getDimSize(0), x.getDimSize(1), heads * headDim};
+}
+
 LogicalResult AttentionOp::verify() {
-  if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(), getResult(),
-                                   getNumHeads(), getNumKvHeads(), getHeadDim())) ||
-      failed(verifyMask(*this, getMask(), getQuery(), getKey(), getNumHeads())))
+  if (std::optional<ArrayRef<int64_t>> packed = getPacked()) {
+    if (failed(verifyPacked(*this, *packed, getQuery(), getKey(), getValue(), getMask(),
+                            getNumHeads(), getNumKvHeads(), getHeadDim(), /*tiled=*/false)))
+      return failure();
+    if (cast<RankedTensorType>(getResult().getType()).getShape() !=
+        ArrayRef(packedQueryShape(getQuery(), getNumHeads(), getHeadDim())))
+      return emitOpError() << "expects the output [B, T, Hq*Dh], got " << getResult().getType();
+  } else if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(), getResult(),
+                                          getNumHeads(), getNumKvHeads(), getHeadDim())) ||
+             failed(verifyMask(*this, getMask(), getQuery(), getKey(), getNumHeads()))) {
     return failure();
+  }
   return getLse() ? verifyLse(*this, getLse(), getQuery(), getNumHeads()) : success();
 }
 
 LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(), getQueryGrad(),
-                                   getNumHeads(), getNumKvHeads(), getHeadDim())) ||
-      failed(verifyMask(*this, getMask(), getQuery(), getKey(), getNumHeads())))
-    return failure();
   auto shape = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
-  if (shape(getKeyGrad()) != shape(getKey()) || shape(getValueGrad()) != shape(getValue()) ||
-      shape(getGrad()) != shape(getQuery()))
-    return emitOpError() << "expects the gradients shaped like what they are gradients of";
+  if (std::optional<ArrayRef<int64_t>> packed = getPacked()) {
+    if (failed(verifyPacked(*this, *packed, getQuery(), getKey(), getValue(), getMask(),
+                            getNumHeads(), getNumKvHeads(), getHeadDim(), /*tiled=*/true)))
+      return failure();
+    SmallVector<int64_t> rows = packedQueryShape(getQuery(), getNumHeads(), getHeadDim());
+    if (getGrads().size() != 1 || shape(getGrads()[0]) != shape(getQuery()))
+      return emitOpError() << "expects one gradient shaped like the packed operand";
+    if (shape(getGrad()) != ArrayRef(rows) || (getOut() && shape(getOut()) != ArrayRef(rows)))
+      return emitOpError() << "expects the output's gradient and the saved output [B, T, Hq*Dh]";
+  } else {
+    if (getGrads().size() != 3)
+      return emitOpError() << "expects three gradients (query, key, value)";
+    if (failed(verifyAttentionShapes(*this, getQuery(), getKey(), getValue(), getQueryGrad(),
+                                     getNumHeads(), getNumKvHeads(), getHeadDim())) ||
+        failed(verifyMask(*this, getMask(), getQuery(), getKey(), getNumHeads())))
+      return failure();
+    if (shape(getKeyGrad()) != shape(getKey()) || shape(getValueGrad()) != shape(getValue()) ||
+        shape(getGrad()) != shape(getQuery()))
+      return emitOpError() << "expects the gradients shaped like what they are gradients of";
+    if (getOut() && shape(getOut()) != shape(getQuery()))
+      return emitOpError() << "expects the saved output shaped like the query";
+  }
   if (static_cast<bool>(getOut()) != static_cast<bool>(getLse()))
     return emitOpError() << "expects the saved output and log-sum-exp together";
-  if (getOut() && shape(getOut()) != shape(getQuery()))
-    return emitOpError() << "expects the saved output shaped like the query";
   return getLse() ? verifyLse(*this, getLse(), getQuery(), getNumHeads()) : success();
 }
 

@@ -21,10 +21,10 @@ extern "C" int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *q, const v
                                      const void *v, int64_t batch, int64_t tq, int64_t tk,
                                      int64_t heads, int64_t kv_heads, int64_t head_dim,
                                      int causal, double scale, void *out, float *lse, void *,
-                                     int64_t) {
+                                     int64_t, const stepc_attention_rows *rows) {
   if (!Forced()) return STEPC_CUDNN_NOT_TAKEN;
   return stepc_cuda_attention_own(ctx, q, k, v, STEPC_CUDA_BF16, batch, tq, tk, heads, kv_heads,
-                                  head_dim, causal, scale, out, STEPC_CUDA_BF16, lse)
+                                  head_dim, causal, scale, out, STEPC_CUDA_BF16, lse, rows)
              ? STEPC_CUDNN_FAILED
              : STEPC_CUDNN_RAN;
 }
@@ -36,12 +36,13 @@ extern "C" int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *dout,
                                           const float *lse, int64_t batch, int64_t tq,
                                           int64_t tk, int64_t heads, int64_t kv_heads,
                                           int64_t head_dim, int causal, double scale, void *dq,
-                                          void *dk, void *dv, void *workspace, int64_t) {
+                                          void *dk, void *dv, void *workspace, int64_t,
+                                          const stepc_attention_rows *rows) {
   if (!Forced()) return STEPC_CUDNN_NOT_TAKEN;
   return stepc_cuda_attention_grad_own(ctx, dout, q, k, v, STEPC_CUDA_BF16, batch, tq, tk,
                                        heads, kv_heads, head_dim, causal, scale,
                                        static_cast<char *>(workspace), out, STEPC_CUDA_BF16, lse,
-                                       dq, dk, dv, STEPC_CUDA_BF16)
+                                       dq, dk, dv, STEPC_CUDA_BF16, rows)
              ? STEPC_CUDNN_FAILED
              : STEPC_CUDNN_RAN;
 }

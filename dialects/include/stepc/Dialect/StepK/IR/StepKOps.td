@@ -129,21 +129,29 @@ def StepK_AttentionOp : StepK_Op<"attention", [Pure]> {
     ops from `step.attention` and `step.convert`. With `mask`, the
     `step.attention` mask added to the scores (the scalar kernels run).
 
+    With `packed` offsets, `query`, `key` and `value` are one `[B, T, W]`
+    tensor (the QKV projection's output) and the kernel reads the query,
+    key and value as its last-dim columns `[offset, offset + width)`, in
+    place: no slice is copied.
+
     ```mlir
     %o, %lse = stepk.attention %q, %k, %v heads 4 kv_heads 2 head_dim 32 causal scale 0.17677669529663687
         : (tensor<8x256x128xbf16>, tensor<8x256x64xbf16>, tensor<8x256x64xbf16>) -> (tensor<8x256x128xf32>, tensor<8x4x256xf32>)
+    %o2 = stepk.attention %x, %x, %x packed [0, 128, 192] heads 4 kv_heads 2 head_dim 32 causal scale 0.17677669529663687
+        : (tensor<8x256x256xbf16>, tensor<8x256x256xbf16>, tensor<8x256x256xbf16>) -> tensor<8x256x128xbf16>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key, AnyRankedTensor:$value,
                        Optional<AnyRankedTensor>:$mask,
+                       OptionalAttr<DenseI64ArrayAttr>:$packed,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
                        UnitAttr:$causal, F64Attr:$scale);
   let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$lse);
-  let assemblyFormat = "$query `,` $key `,` $value (`mask` $mask^)? `heads` $num_heads "
-    "`kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? `scale` $scale "
-    "attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "$query `,` $key `,` $value (`mask` $mask^)? (`packed` $packed^)? "
+    "`heads` $num_heads `kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? "
+    "`scale` $scale attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
@@ -156,24 +164,40 @@ def StepK_AttentionGradOp : StepK_Op<"attention_grad", [Pure, AttrSizedOperandSe
     the kernel reads them instead of recomputing the forward (it needs less
     scratch). `mask` is the forward's.
 
+    With `packed` offsets (as `stepk.attention`'s), the three gradients are
+    one result shaped like the packed `[B, T, W]` operand, each written into
+    its columns; the columns tile the last dim, so every element is written
+    (the pads and adds that summed the three gradients back into the
+    projection's shape).
+
     ```mlir
     %dq, %dk, %dv = stepk.attention_grad %g, %q, %k, %v saved %o, %lse heads 4 kv_heads 2 head_dim 32 causal scale 0.17677669529663687
         : (tensor<8x256x128xf32>, tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>, tensor<8x256x128xf32>, tensor<8x4x256xf32>)
         -> (tensor<8x256x128xf32>, tensor<8x256x64xf32>, tensor<8x256x64xf32>)
+    %dx = stepk.attention_grad %g, %x, %x, %x packed [0, 128, 192] heads 4 kv_heads 2 head_dim 32 causal scale 0.17677669529663687
+        : (tensor<8x256x128xbf16>, tensor<8x256x256xbf16>, tensor<8x256x256xbf16>, tensor<8x256x256xbf16>) -> tensor<8x256x256xbf16>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$grad, AnyRankedTensor:$query, AnyRankedTensor:$key,
                        AnyRankedTensor:$value, Optional<AnyRankedTensor>:$out,
                        Optional<AnyRankedTensor>:$lse, Optional<AnyRankedTensor>:$mask,
+                       OptionalAttr<DenseI64ArrayAttr>:$packed,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads,
                        ConfinedAttr<I64Attr, [IntPositive]>:$head_dim,
                        UnitAttr:$causal, F64Attr:$scale);
-  let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad,
-                      AnyRankedTensor:$value_grad);
+  let results = (outs Variadic<AnyRankedTensor>:$grads);
   let assemblyFormat = "$grad `,` $query `,` $key `,` $value (`saved` $out^ `,` $lse)? (`mask` $mask^)? "
-    "`heads` $num_heads `kv_heads` $num_kv_heads `head_dim` $head_dim (`causal` $causal^)? "
-    "`scale` $scale attr-dict `:` functional-type(operands, results)";
+    "(`packed` $packed^)? `heads` $num_heads `kv_heads` $num_kv_heads `head_dim` $head_dim "
+    "(`causal` $causal^)? `scale` $scale attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// The separate gradients (null when packed).
+    mlir::Value getQueryGrad() { return getPacked() ? mlir::Value() : getGrads()[0]; }
+    mlir::Value getKeyGrad() { return getPacked() ? mlir::Value() : getGrads()[1]; }
+    mlir::Value getValueGrad() { return getPacked() ? mlir::Value() : getGrads()[2]; }
+    /// The packed gradient (null when separate).
+    mlir::Value getPackedGrad() { return getPacked() ? getGrads()[0] : mlir::Value(); }
+  }];
   let hasVerifier = 1;
 }
 
