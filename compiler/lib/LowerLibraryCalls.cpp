@@ -518,7 +518,7 @@ struct StepLowerLibraryCallsPass
         if (target == "cpu")
           lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
         else
-          lower(op, call, nullptr, wideningOnlyUse(op));
+          lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
       lowerGemms(step);
       eraseDeadOps(step);
     }

@@ -38,6 +38,9 @@ struct Shape {
   // Row strides (elements) of the query (and dQ), key (dK), value (dV) and
   // output (dO) rows: H·Dh and Hkv·Dh, or a packed [B, T, 3C] source's 3C.
   int64_t ldq, ldk, ldv, ldo;
+  // P and dS rounded to bf16 where they feed a product (the bf16 kernels'
+  // numerics, for their fallback on widened copies).
+  bool round_products = false;
   // step.attention's additive mask (a broadcast dim's stride 0), or null.
   const float* mask = nullptr;
   int64_t mask_batch = 0, mask_head = 0, mask_row = 0;
@@ -332,8 +335,15 @@ T* Grown(std::vector<T>& v, int64_t n) {
 
 // One thread's buffers, kept across calls.
 struct Workspace {
-  std::vector<float> kt, vt, kr, vr, qr, dor, p, dp, o, dkr, dvr;
+  std::vector<float> kt, vt, kr, vr, qr, dor, p, pr, dp, o, dkr, dvr;
 };
+
+// rows x kcols of x (row stride ld) rounded to bf16 values, into `to` (may
+// be x).
+void RoundRows(const float* x, int64_t ld, int64_t rows, int64_t kcols, float* to) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < kcols; ++j) to[r * ld + j] = stepc_bf16_round(x[r * ld + j]);
+}
 
 Workspace& ThreadWorkspace() {
   thread_local Workspace w;
@@ -505,6 +515,7 @@ void Forward(const Shape& s, const float* q, const float* k, const float* v, flo
           for (int64_t t0 = 0; t0 < s.tq; t0 += kQueryBlock) {
             const int64_t t1 = std::min(s.tq, t0 + kQueryBlock), rows = t1 - t0;
             ProbabilityBlock(s, q + s.Q(b, t0, h), it.kt, it.kp, b, h, t0, t1, p);
+            if (s.round_products) RoundRows(p, it.kp, rows, Padded(KeyExtent(s, t1)), p);
             GemmIntoRows(s, {p, it.kp, 1}, it.vr, it.ldvr, rows, KeyExtent(s, t1),
                          out + s.O(b, t0, h), s.ldo, o);
           }
@@ -546,7 +557,14 @@ void Backward(const Shape& s, const float* dout, const float* q, const float* k,
             const float* qr = Rows(s, qh, s.ldq, rows, rows, w.qr, ldqr);
             const float* dor = Rows(s, doh, s.ldo, rows, rows, w.dor, ldor);
             ProbabilityBlock(s, qh, it.kt, kp, b, h, t0, t1, p);
-            Gemm({p, 1, kp}, dor, ldor, kend, rows, dp, dvr, dp, 1.0f, true);
+            // dV's product reads P rounded; dS is computed from P as it is.
+            const float* pv = p;
+            if (s.round_products) {
+              float* pr = Grown(w.pr, kQueryBlock * kp);
+              RoundRows(p, kp, rows, kcols, pr);
+              pv = pr;
+            }
+            Gemm({pv, 1, kp}, dor, ldor, kend, rows, dp, dvr, dp, 1.0f, true);
             PanelGemm({doh, s.ldo, 1}, it.vt, PanelFloats(s.hd), rows, s.hd, kcols, dpb, kp, 1.0f,
                       false);
             int64_t t = t0;
@@ -559,6 +577,7 @@ void Backward(const Shape& s, const float* dout, const float* q, const float* k,
               const int64_t n[1] = {s.Visible(t)};
               SoftmaxGradRows<1>(p + (t - t0) * kp, dpb + (t - t0) * kp, kp, n, kcols, s.scale);
             }
+            if (s.round_products) RoundRows(dpb, kp, rows, kcols, dpb);
             GemmIntoRows(s, {dpb, kp, 1}, it.kr, it.ldkr, rows, kend, dq + s.Q(b, t0, h), s.ldq,
                          o);
             Gemm({dpb, 1, kp}, qr, ldqr, kend, rows, dp, dkr, dp, 1.0f, true);
@@ -646,4 +665,28 @@ extern "C" void stepc_cpu_attention_grad_packed(const float* dout, const float* 
   Backward(Packed(batch, len, heads, kv_heads, head_dim, causal, scale, width), dout,
            qkv + q_offset, qkv + k_offset, qkv + v_offset, dqkv + q_offset, dqkv + k_offset,
            dqkv + v_offset);
+}
+
+// The bf16 kernels' fallback on widened copies (attention_bf16.cc): separate
+// or packed operands (row strides), P and dS rounded as the bf16 kernels
+// round them.
+extern "C" void stepc_cpu_attention_rounded(const float* q, const float* k, const float* v,
+                                            int64_t batch, int64_t tq, int64_t tk,
+                                            int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                            int causal, double scale, int64_t ldq, int64_t ldk,
+                                            int64_t ldv, float* out) {
+  Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal != 0, static_cast<float>(scale),
+          ldq, ldk, ldv, heads * head_dim, /*round_products=*/true};
+  Forward(s, q, k, v, out);
+}
+
+extern "C" void stepc_cpu_attention_grad_rounded(const float* dout, const float* q,
+                                                 const float* k, const float* v, int64_t batch,
+                                                 int64_t tq, int64_t tk, int64_t heads,
+                                                 int64_t kv_heads, int64_t head_dim, int causal,
+                                                 double scale, int64_t ldq, int64_t ldk,
+                                                 int64_t ldv, float* dq, float* dk, float* dv) {
+  Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal != 0, static_cast<float>(scale),
+          ldq, ldk, ldv, heads * head_dim, /*round_products=*/true};
+  Backward(s, dout, q, k, v, dq, dk, dv);
 }

@@ -21,7 +21,8 @@
 // Where the CPU has AMX or AVX512-BF16, attention_heads.cc's kernels run
 // instead (the same numerics, each head's work in one core's cache); where
 // oneDNN has no bf16 matmul for this CPU, the f32 kernels run on widened
-// copies (exact products, the results rounded once).
+// copies with P and dS rounded as here (stepc_cpu_attention_rounded), the
+// results rounded once.
 
 #include <algorithm>
 #include <cmath>
@@ -267,8 +268,9 @@ extern "C" void stepc_cpu_attention_bf16(const stepc_bf16* q, const stepc_bf16* 
     return;
   const int64_t nq = batch * tq * heads * head_dim, nk = batch * tk * kv_heads * head_dim;
   float* of = Scratch<float>(3, nq);
-  stepc_cpu_attention(Widen(0, q, nq), Widen(1, k, nk), Widen(2, v, nk), batch, tq, tk, heads,
-                      kv_heads, head_dim, causal, scale, of);
+  stepc_cpu_attention_rounded(Widen(0, q, nq), Widen(1, k, nk), Widen(2, v, nk), batch, tq, tk,
+                              heads, kv_heads, head_dim, causal, scale, heads * head_dim,
+                              kv_heads * head_dim, kv_heads * head_dim, of);
   NarrowInto(of, nq, out);
 }
 
@@ -283,9 +285,10 @@ extern "C" void stepc_cpu_attention_grad_bf16(const stepc_bf16* dout, const step
     return;
   const int64_t nq = batch * tq * heads * head_dim, nk = batch * tk * kv_heads * head_dim;
   float *dqf = Scratch<float>(0, nq), *dkf = Scratch<float>(1, nk), *dvf = Scratch<float>(2, nk);
-  stepc_cpu_attention_grad(Widen(3, dout, nq), Widen(0, q, nq), Widen(1, k, nk),
-                           Widen(2, v, nk), batch, tq, tk, heads, kv_heads, head_dim, causal,
-                           scale, dqf, dkf, dvf);
+  stepc_cpu_attention_grad_rounded(Widen(3, dout, nq), Widen(0, q, nq), Widen(1, k, nk),
+                                   Widen(2, v, nk), batch, tq, tk, heads, kv_heads, head_dim,
+                                   causal, scale, heads * head_dim, kv_heads * head_dim,
+                                   kv_heads * head_dim, dqf, dkf, dvf);
   NarrowInto(dqf, nq, dq);
   NarrowInto(dkf, nk, dk);
   NarrowInto(dvf, nk, dv);
@@ -337,8 +340,9 @@ extern "C" void stepc_cpu_attention_packed_bf16(const stepc_bf16* qkv, int64_t b
   if (Forward(a, qkv + q_offset, qkv + k_offset, qkv + v_offset, out)) return;
   const int64_t n = batch * len * width, no = batch * len * heads * head_dim;
   float* of = Scratch<float>(3, no);
-  stepc_cpu_attention_packed(Widen(0, qkv, n), batch, len, heads, kv_heads, head_dim, causal,
-                             scale, width, q_offset, k_offset, v_offset, of);
+  const float* x = Widen(0, qkv, n);
+  stepc_cpu_attention_rounded(x + q_offset, x + k_offset, x + v_offset, batch, len, len, heads,
+                              kv_heads, head_dim, causal, scale, width, width, width, of);
   NarrowInto(of, no, out);
 }
 
@@ -358,8 +362,10 @@ extern "C" void stepc_cpu_attention_grad_packed_bf16(const stepc_bf16* dout,
     return;
   const int64_t n = batch * len * width, no = batch * len * heads * head_dim;
   float* df = Scratch<float>(0, n);
-  stepc_cpu_attention_grad_packed(Widen(3, dout, no), Widen(0, qkv, n), batch, len, heads,
-                                  kv_heads, head_dim, causal, scale, width, q_offset, k_offset,
-                                  v_offset, df);
+  const float* x = Widen(0, qkv, n);
+  stepc_cpu_attention_grad_rounded(Widen(3, dout, no), x + q_offset, x + k_offset, x + v_offset,
+                                   batch, len, len, heads, kv_heads, head_dim, causal, scale,
+                                   width, width, width, df + q_offset, df + k_offset,
+                                   df + v_offset);
   NarrowInto(df, n, dqkv);
 }

@@ -164,6 +164,20 @@ void stepc_cpu_attention_grad(const float *dout, const float *q, const float *k,
  * gradient rounded to bf16 where they feed a product, as FlashAttention on a
  * GPU; results rounded to nearest even. Without bf16 matmuls, the f32
  * kernels on widened copies. */
+/* The f32 kernels with P and dS rounded to bf16 where they feed a product
+ * (the bf16 kernels' numerics): their fallback on widened copies where the
+ * CPU has no bf16 matmul. q (and dq), k (dk), v (dv) with row strides ldq,
+ * ldk, ldv (a packed projection's width, or their own rows); the output and
+ * its gradient [B, Tq, H·Dh]. */
+void stepc_cpu_attention_rounded(const float *q, const float *k, const float *v, int64_t batch,
+                                 int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                                 int64_t head_dim, int causal, double scale, int64_t ldq,
+                                 int64_t ldk, int64_t ldv, float *out);
+void stepc_cpu_attention_grad_rounded(const float *dout, const float *q, const float *k,
+                                      const float *v, int64_t batch, int64_t tq, int64_t tk,
+                                      int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                      int causal, double scale, int64_t ldq, int64_t ldk,
+                                      int64_t ldv, float *dq, float *dk, float *dv);
 void stepc_cpu_attention_bf16(const stepc_bf16 *q, const stepc_bf16 *k, const stepc_bf16 *v,
                               int64_t batch, int64_t tq, int64_t tk, int64_t heads,
                               int64_t kv_heads, int64_t head_dim, int causal, double scale,

@@ -82,6 +82,13 @@ int stepc_cuda_layer_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float
                                float *scratch, float *dx, float *dw, float *db);
 int stepc_cuda_rms_norm(stepc_cuda_ctx *ctx, const float *x, const float *w, int64_t rows,
                         int64_t d, double eps, float *y);
+/* The two norms written in bf16 (rounded once as stored): a norm whose only
+ * reader is its rounding for a GEMM writes no f32 copy. */
+int stepc_cuda_layer_norm_bf16(stepc_cuda_ctx *ctx, const float *x, const float *w,
+                               const float *b, int64_t rows, int64_t d, double eps,
+                               __nv_bfloat16 *y);
+int stepc_cuda_rms_norm_bf16(stepc_cuda_ctx *ctx, const float *x, const float *w, int64_t rows,
+                             int64_t d, double eps, __nv_bfloat16 *y);
 int stepc_cuda_rms_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float *x,
                              const float *w, int64_t rows, int64_t d, double eps,
                              float *scratch, float *dx, float *dw);

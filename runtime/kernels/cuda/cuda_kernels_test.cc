@@ -320,9 +320,29 @@ TEST_F(CudaKernels, NormsForwardAndBackward) {
     EXPECT_LT(RelError(Down(DX, rows * d), dx), 1e-4);
     EXPECT_LT(RelError(Down(DW, d), dw), 1e-5);
     EXPECT_LT(RelError(Down(DB, d), db), 1e-5);
+    // Written in bf16: the f32 norm's rounding (at most one rounding apart
+    // where the two sides' sums straddle a boundary).
+    auto expect_rounded = [&](const void* got, const Floats& want, const char* what) {
+      Floats rounded(want);
+      for (float& v : rounded) v = RoundBf16(v);
+      EXPECT_LT(RelError(DownBf16(static_cast<const __nv_bfloat16*>(got), rows * d), rounded),
+                1e-3)
+          << what;
+    };
+    void* Y16 = Alloc(rows * d * 2);
+    ASSERT_EQ(stepc_cuda_layer_norm_bf16(&ctx_, X, W, B, rows, d, 1e-5,
+                                         static_cast<__nv_bfloat16*>(Y16)),
+              0)
+        << error_;
+    expect_rounded(Y16, y, "layer_norm_bf16");
 
     stepc_cpu_rms_norm(x.data(), w.data(), rows, d, 1e-6, y.data());
     stepc_cpu_rms_norm_grad(dy.data(), x.data(), w.data(), rows, d, 1e-6, dx.data(), dw.data());
+    ASSERT_EQ(stepc_cuda_rms_norm_bf16(&ctx_, X, W, rows, d, 1e-6,
+                                       static_cast<__nv_bfloat16*>(Y16)),
+              0)
+        << error_;
+    expect_rounded(Y16, y, "rms_norm_bf16");
     ASSERT_EQ(stepc_cuda_rms_norm(&ctx_, X, W, rows, d, 1e-6, Y), 0) << error_;
     ASSERT_EQ(stepc_cuda_rms_norm_grad(&ctx_, DY, X, W, rows, d, 1e-6, scratch, DX, DW), 0)
         << error_;

@@ -4,6 +4,8 @@
 // rows, reduced in chunks and finished in a fixed order (deterministic).
 
 #include "runtime/kernels/cuda/common.cuh"
+
+#include <type_traits>
 #include "runtime/kernels/cuda/line_kernels.h"  // generated from the ops
 #include "runtime/kernels/cuda/tile_math.h"
 
@@ -25,15 +27,26 @@ __device__ __forceinline__ tile::Welford RowStats(const float* x, int64_t d) {
   return w;
 }
 
+// y of f32, or bf16: the norm rounded as it is stored (the GEMM operand it
+// only fed, with no f32 copy written and read back).
+template <typename T>
+__device__ __forceinline__ void StoreNormed(T* y, int64_t i, float v) {
+  if constexpr (std::is_same_v<T, float>)
+    y[i] = v;
+  else
+    y[i] = __float2bfloat16(v);
+}
+
+template <typename T>
 __global__ void LayerNormKernel(const float* x, const float* w, const float* b, int64_t rows,
-                                int64_t d, float eps, float* y) {
+                                int64_t d, float eps, T* y) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const float* xr = x + row * d;
   tile::Welford st = RowStats(xr, d);
   const float rstd = rsqrtf(st.m2 / st.n + eps);
   for (int64_t i = threadIdx.x % 32; i < d; i += 32)
-    y[row * d + i] = (xr[i] - st.mean) * rstd * w[i] + b[i];
+    StoreNormed(y, row * d + i, (xr[i] - st.mean) * rstd * w[i] + b[i]);
 }
 
 // dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)), g = dy · w; keeps (mean, rstd).
@@ -64,15 +77,16 @@ __global__ void LayerNormGradKernel(const float* dy, const float* x, const float
   }
 }
 
+template <typename T>
 __global__ void RmsNormKernel(const float* x, const float* w, int64_t rows, int64_t d, float eps,
-                              float* y) {
+                              T* y) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const float* xr = x + row * d;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x % 32; i < d; i += 32) ss += xr[i] * xr[i];
   const float rstd = rsqrtf(WarpSum(ss) / d + eps);
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32) y[row * d + i] = xr[i] * rstd * w[i];
+  for (int64_t i = threadIdx.x % 32; i < d; i += 32) StoreNormed(y, row * d + i, xr[i] * rstd * w[i]);
 }
 
 // dx = rstd · (g - x̂ · mean(g · x̂)), g = dy · w; keeps (0, rstd).
@@ -219,7 +233,16 @@ using namespace stepc::cuda;
 extern "C" int stepc_cuda_layer_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                      const float* b, int64_t rows, int64_t d, double eps,
                                      float* y) {
-  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormKernel)(x, w, b, rows, d, (float)eps, y);
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormKernel<float>)(
+      x, w, b, rows, d, (float)eps, y);
+  return STEPC_LAUNCHED(ctx, "LayerNormKernel");
+}
+
+extern "C" int stepc_cuda_layer_norm_bf16(stepc_cuda_ctx* ctx, const float* x, const float* w,
+                                          const float* b, int64_t rows, int64_t d, double eps,
+                                          __nv_bfloat16* y) {
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                           LayerNormKernel<__nv_bfloat16>)(x, w, b, rows, d, (float)eps, y);
   return STEPC_LAUNCHED(ctx, "LayerNormKernel");
 }
 
@@ -234,7 +257,15 @@ extern "C" int stepc_cuda_layer_norm_grad(stepc_cuda_ctx* ctx, const float* dy, 
 
 extern "C" int stepc_cuda_rms_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                    int64_t rows, int64_t d, double eps, float* y) {
-  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormKernel)(x, w, rows, d, (float)eps, y);
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormKernel<float>)(
+      x, w, rows, d, (float)eps, y);
+  return STEPC_LAUNCHED(ctx, "RmsNormKernel");
+}
+
+extern "C" int stepc_cuda_rms_norm_bf16(stepc_cuda_ctx* ctx, const float* x, const float* w,
+                                        int64_t rows, int64_t d, double eps, __nv_bfloat16* y) {
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                           RmsNormKernel<__nv_bfloat16>)(x, w, rows, d, (float)eps, y);
   return STEPC_LAUNCHED(ctx, "RmsNormKernel");
 }
 
