@@ -256,7 +256,7 @@ static LogicalResult verifyPacked(Operation *op, ArrayRef<int64_t> offsets, Valu
     for (int j = 0; j < i; ++j)
       ok = ok && (offsets[i] + sizes[i] <= offsets[j] || offsets[j] + sizes[j] <= offsets[i]);
   if (ok && tiled)
-    ok = sizes[0] + sizes[1] + sizes[2] == width;
+    ok = sizes[0] == width - sizes[1] - sizes[2]; // (no sum past int64: each is <= width)
   if (!ok)
     return op->emitOpError() << "expects query, key and value columns of widths " << sizes[0]
                              << ", " << sizes[1] << ", " << sizes[2] << " at ["
