@@ -492,7 +492,7 @@ struct StepFuseCudaKernelsPass
         folder.fold(op);
       folder.eraseDead();
       narrowGemmsForLoops(step);
-      // The slices the packed kernels replaced.
+      // The slices (and their roundings) the packed kernels no longer read.
       for (Operation &op : llvm::make_early_inc_range(llvm::reverse(step.getBody().front())))
         if (isa<SliceOp, ConvertOp>(op) && op.use_empty())
           op.erase();

@@ -470,7 +470,7 @@ void lowerGemms(func::FuncOp step) {
   }
 }
 
-/// On the CPU under bf16: a norm whose only use rounds it to bf16 (the
+/// Under bf16, both targets: a norm whose only use rounds it to bf16 (the
 /// GEMM after it) writes bf16 itself, one pass fewer.
 ConvertOp roundingOnlyUse(Operation *op) {
   if (!isa<LayerNormOp, RmsNormOp>(op) || !op->getResult(0).hasOneUse())
@@ -515,10 +515,7 @@ struct StepLowerLibraryCallsPass
         if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))
           calls.push_back({&op, std::move(*call)});
       for (auto &[op, call] : calls)
-        if (target == "cpu")
-          lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
-        else
-          lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
+        lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
       lowerGemms(step);
       eraseDeadOps(step);
     }

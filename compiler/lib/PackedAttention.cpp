@@ -74,10 +74,8 @@ bool PackedQkv::tilesLastDim() const {
 
 namespace {
 
-using PackedOperands = PackedQkv;
-
 /// The kernel for `callee` on the packed source's element type.
-std::string packedCallee(StringRef callee, const PackedOperands &p) {
+std::string packedCallee(StringRef callee, const PackedQkv &p) {
   bool bf16 = cast<RankedTensorType>(p.source.getType()).getElementType().isBF16();
   return (callee + (bf16 ? "_bf16" : "")).str();
 }
@@ -135,7 +133,7 @@ void roundSlicesOnce(Operation *op, std::array<unsigned, 3> indices,
 /// The kernels' scalars: batch, length, heads, kv_heads, head_dim, causal,
 /// scale, the source's row width, then the three offsets.
 template <typename OpT>
-ArrayAttr packedScalars(OpT op, const PackedOperands &p) {
+ArrayAttr packedScalars(OpT op, const PackedQkv &p) {
   Builder b(op->getContext());
   auto source = cast<RankedTensorType>(p.source.getType());
   auto i64 = [&](int64_t v) -> Attribute { return b.getI64IntegerAttr(v); };
@@ -150,7 +148,7 @@ ArrayAttr packedScalars(OpT op, const PackedOperands &p) {
 /// A stepk.call of `callee` on `inputs` (the last one the packed source)
 /// whose body clones the slices and then `ops` in order, yielding `yields`.
 stepk::CallOp packedCall(OpBuilder &b, Location loc, StringRef callee, ValueRange inputs,
-                         ArrayAttr scalars, const PackedOperands &p,
+                         ArrayAttr scalars, const PackedQkv &p,
                          ArrayRef<Operation *> ops, ValueRange yields) {
   auto call = b.create<stepk::CallOp>(loc, yields.getTypes(), b.getStringAttr(callee), inputs,
                                       scalars, IntegerAttr(), StringAttr(), IntegerAttr(),
@@ -169,7 +167,7 @@ stepk::CallOp packedCall(OpBuilder &b, Location loc, StringRef callee, ValueRang
 void packForward(AttentionOp a) {
   if (a.getMask())
     return;
-  std::optional<PackedOperands> p = packedQkv(a.getQuery(), a.getKey(), a.getValue());
+  std::optional<PackedQkv> p = packedQkv(a.getQuery(), a.getKey(), a.getValue());
   if (!p)
     return;
   OpBuilder b(a);
@@ -183,7 +181,7 @@ void packForward(AttentionOp a) {
 void packGradient(AttentionGradOp g) {
   if (g.getMask())
     return;
-  std::optional<PackedOperands> p = packedQkv(g.getQuery(), g.getKey(), g.getValue());
+  std::optional<PackedQkv> p = packedQkv(g.getQuery(), g.getKey(), g.getValue());
   if (!p || !p->tilesLastDim())
     return;
   std::optional<PackedGradSum> matched = packedGradSum(g, *p);

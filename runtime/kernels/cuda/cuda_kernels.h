@@ -300,7 +300,8 @@ enum stepc_cuda_epilogue {
  * accumulation. The algorithm is chosen by cuBLASLt's heuristic on the
  * first call of each shape and kept (the first step runs before graph
  * capture); a bias or GELU epilogue cuBLASLt has no algorithm for runs as a
- * plain GEMM followed by our own kernel, with the same result. */
+ * plain GEMM followed by our own kernel, with the same result (for a bias
+ * into a bf16 C, within one more rounding). A GELU epilogue needs an f32 C. */
 int stepc_cuda_matmul(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c, int64_t batch,
                       int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
                       int shared_rhs, int in_type, int out_type, const float *bias,
