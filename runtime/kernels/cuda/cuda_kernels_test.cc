@@ -949,6 +949,9 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchTheCpu) {
 // tensor (k first, so the offsets matter), read in place, and dQ, dK, dV
 // written into the same columns of one gradient: bit for bit what the
 // separate tensors give, forward (output and log-sum-exp) and backward.
+// Our kernels only address differently, so they agree exactly everywhere;
+// real cuDNN may pick another engine for the strided layout, so on a GPU
+// its two layouts agree to its own tolerances.
 void CudaAttention::ExpectPackedMatchesSeparate(const AttentionCase& c, double scale,
                                                 const Floats& q, const Floats& k,
                                                 const Floats& v, const void* const (&dev)[4],
@@ -956,6 +959,17 @@ void CudaAttention::ExpectPackedMatchesSeparate(const AttentionCase& c, double s
                                                 const float* lse, char* scratch,
                                                 const std::string& what) {
   const bool bf16 = type == STEPC_CUDA_BF16;
+#ifdef STEPC_CUDA_EMULATION
+  const bool exact = true;
+#else
+  const bool exact = what.find("cudnn") == std::string::npos;
+#endif
+  auto expect_same = [&](const Floats& got, const Floats& want, const char* part) {
+    if (exact)
+      EXPECT_EQ(got, want) << what << " packed " << part;
+    else
+      EXPECT_LT(RelError(got, want), 1e-2) << what << " packed " << part;
+  };
   const int64_t rows = c.batch * c.t, qw = c.heads * c.dh, kvw = c.kv_heads * c.dh;
   const int64_t w = qw + 2 * kvw, koff = 0, qoff = kvw, voff = kvw + qw;
   const int64_t qn = rows * qw, kn = rows * kvw, stats = c.batch * c.heads * c.t;
@@ -977,8 +991,8 @@ void CudaAttention::ExpectPackedMatchesSeparate(const AttentionCase& c, double s
                                         PL),
             0)
       << error_;
-  EXPECT_EQ(grab(PO, qn, out_type), grab(O, qn, out_type)) << what << " packed forward";
-  EXPECT_EQ(Down(PL, stats), Down(lse, stats)) << what << " packed log-sum-exp";
+  expect_same(grab(PO, qn, out_type), grab(O, qn, out_type), "forward");
+  expect_same(Down(PL, stats), Down(lse, stats), "log-sum-exp");
   // Gradients in the input's type (cuDNN writes bf16 ones).
   const int gb = bf16 ? 2 : 4;
   void *GQ = Alloc(qn * gb), *GK = Alloc(kn * gb), *GV = Alloc(kn * gb), *PG = Alloc(rows * w * gb);
@@ -1000,9 +1014,9 @@ void CudaAttention::ExpectPackedMatchesSeparate(const AttentionCase& c, double s
     std::copy_n(&packed[r * w + koff], kvw, &pk[r * kvw]);
     std::copy_n(&packed[r * w + voff], kvw, &pv[r * kvw]);
   }
-  EXPECT_EQ(pq, grab(GQ, qn, type)) << what << " packed dQ";
-  EXPECT_EQ(pk, grab(GK, kn, type)) << what << " packed dK";
-  EXPECT_EQ(pv, grab(GV, kn, type)) << what << " packed dV";
+  expect_same(pq, grab(GQ, qn, type), "dQ");
+  expect_same(pk, grab(GK, kn, type), "dK");
+  expect_same(pv, grab(GV, kn, type), "dV");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
