@@ -471,6 +471,10 @@ struct StepFuseCudaKernelsPass
       });
       if (tooWide.wasInterrupted())
         return signalPassFailure();
+      // The loss and its gradient in one kernel, reading the classifier's
+      // bf16 GEMM result (decided before the GEMMs' widenings fold).
+      explicitLossCounts(step);
+      lowerFusedCrossEntropy(step, /*cuda=*/true);
       // Attention on the packed projection (decided first: the projection's
       // GEMM writes what those kernels read).
       DenseMap<Value, Value> rounded = roundBeforeSlicing(step);

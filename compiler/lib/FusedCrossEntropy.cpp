@@ -3,12 +3,15 @@
 // The step's loss is a cross-entropy whose gradient follows at once:
 // separately, the kernels read the logits twice ([B·T, V], the largest
 // activation of a language model) and take every row's log-sum-exp twice.
-// On the CPU, a cross_entropy and the cross_entropy_grad of the same logits
-// and targets become one stepk.call "cross_entropy_fused"(logits, targets,
-// dloss) with both results, at the forward's place: one read of each row,
-// one exp per element for the gradient, the same rounding as the two
-// kernels (bit-identical); a gradient only rounded to bf16 is written so
-// ("cross_entropy_fused_bf16"). The gradient's seed must exist there already: a
+// A cross_entropy and the cross_entropy_grad of the same logits and targets
+// become one stepk.call "cross_entropy_fused"(logits, targets, dloss) with
+// both results, at the forward's place: one read of each row, one exp per
+// element for the gradient. On the CPU, the same rounding as the two
+// kernels (bit-identical). A gradient only rounded to bf16 (for the output
+// layer's GEMMs) is written so ("..._bf16"); on CUDA also with options, and
+// logits that are a widened bf16 GEMM result (the classifier under bf16)
+// are read as bf16 ("..._of_bf16"): the GEMM writes half the bytes and no
+// f32 logits exist. The gradient's seed must exist there already: a
 // constant (the step's 1) is moved up to it; another value is left alone.
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +19,8 @@
 #include "LoweringUtils.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
+
+#include "runtime/kernels/cuda/launch_config.h"
 
 using namespace mlir;
 using namespace stepc;
@@ -45,13 +50,28 @@ bool sameOptions(CrossEntropyOp loss, CrossEntropyGradOp grad) {
          loss.getZLoss() == grad.getZLoss();
 }
 
-void fuse(CrossEntropyOp loss, CrossEntropyGradOp grad) {
+/// The widening whose only readers are `loss` and `grad` (bf16 logits
+/// widened for them), or null.
+ConvertOp wideningOnlyFor(CrossEntropyOp loss, CrossEntropyGradOp grad) {
+  auto widening = loss.getLogits().getDefiningOp<ConvertOp>();
+  if (!widening || widening->getBlock() != loss->getBlock() ||
+      !cast<RankedTensorType>(widening.getInput().getType()).getElementType().isBF16())
+    return nullptr;
+  for (Operation *user : widening->getUsers())
+    if (user != loss.getOperation() && user != grad.getOperation())
+      return nullptr;
+  return widening;
+}
+
+void fuse(CrossEntropyOp loss, CrossEntropyGradOp grad, bool cuda) {
   auto logits = cast<RankedTensorType>(loss.getLogits().getType());
   int64_t classes = logits.getShape().back(), rows = logits.getNumElements() / classes;
   OpBuilder b(loss);
-  SmallVector<Value> inputs = {loss.getLogits(), loss.getTargets()};
+  ConvertOp widening = cuda ? wideningOnlyFor(loss, grad) : nullptr;
+  SmallVector<Value> inputs = {widening ? widening.getInput() : loss.getLogits(),
+                               loss.getTargets()};
   SmallVector<Attribute> scalars = {b.getI64IntegerAttr(rows), b.getI64IntegerAttr(classes)};
-  StringRef callee = "cross_entropy_fused";
+  std::string callee = "cross_entropy_fused";
   if (loss.hasOptions()) {
     // (logits, targets, count, dloss; rows, V, ignore, smoothing, z_loss)
     callee = "cross_entropy_masked_fused";
@@ -65,20 +85,28 @@ void fuse(CrossEntropyOp loss, CrossEntropyGradOp grad) {
   // Under bf16, a gradient only rounded (for the output layer's GEMMs) is
   // written rounded: one pass over the largest activation, not three.
   ConvertOp rounding;
-  if (!loss.hasOptions() && grad.getResult().hasOneUse())
+  if ((cuda || !loss.hasOptions()) && grad.getResult().hasOneUse())
     if (auto convert = dyn_cast<ConvertOp>(*grad.getResult().getUsers().begin());
         convert && convert->getBlock() == grad->getBlock() &&
         convert.getType().getElementType().isBF16())
       rounding = convert;
   Value gradOut = rounding ? rounding.getResult() : grad.getResult();
+  if (widening)
+    callee += "_of_bf16";
   if (rounding)
-    callee = "cross_entropy_fused_bf16";
+    callee += "_bf16";
+  IntegerAttr scratch;
+  if (cuda)  // the rows' losses, summed in a fixed order
+    scratch = b.getI64IntegerAttr(cuda::CrossEntropyScratchFloats(rows) * 4);
   auto call = b.create<stepk::CallOp>(
       loss.getLoc(), TypeRange{loss.getType(), gradOut.getType()}, b.getStringAttr(callee),
-      inputs, b.getArrayAttr(scalars), IntegerAttr(), b.getStringAttr("target"),
+      inputs, b.getArrayAttr(scalars), scratch, b.getStringAttr("target"),
       b.getI64IntegerAttr(1), b.getI64IntegerAttr(classes));
   copyPhase(loss, call);
-  SmallVector<Operation *> body = {loss, grad};
+  SmallVector<Operation *> body;
+  if (widening)
+    body.push_back(widening);
+  body.append({loss, grad});
   if (rounding)
     body.push_back(rounding);
   fillCallBody(call, body, {loss.getResult(), gradOut});
@@ -88,11 +116,48 @@ void fuse(CrossEntropyOp loss, CrossEntropyGradOp grad) {
     rounding->erase();
   grad->erase();
   loss->erase();
+  if (widening)
+    widening->erase();
 }
 
 } // namespace
 
-void stepc::lowerFusedCrossEntropy(func::FuncOp step) {
+/// Gives every cross_entropy(_grad) with options a count operand: a
+/// token_count of its targets when it ignores one, else the constant
+/// number of positions; the loss and its gradient of the same targets share
+/// one.
+void stepc::explicitLossCounts(func::FuncOp step) {
+  DenseMap<std::pair<Value, int64_t>, Value> counts;
+  auto give = [&](Operation *op, Value targets, std::optional<int64_t> ignore,
+                  MutableOperandRange count) {
+    auto key = std::make_pair(targets, ignore.value_or(kNoIgnoredTarget));
+    Value &made = counts[key];
+    if (!made) {
+      OpBuilder b(op);
+      auto f32 = RankedTensorType::get({}, b.getF32Type());
+      Operation *def =
+          ignore ? b.create<TokenCountOp>(op->getLoc(), f32, targets, b.getI64IntegerAttr(*ignore))
+                       .getOperation()
+                 : b.create<ConstantOp>(
+                        op->getLoc(),
+                        DenseElementsAttr::get(
+                            f32, b.getF32FloatAttr(static_cast<float>(
+                                     cast<RankedTensorType>(targets.getType()).getNumElements()))))
+                       .getOperation();
+      step::copyPhase(op, def);
+      made = def->getResult(0);
+    }
+    count.assign(made);
+  };
+  step.walk([&](Operation *op) {
+    if (auto c = dyn_cast<CrossEntropyOp>(op); c && c.hasOptions() && !c.getCount())
+      give(op, c.getTargets(), c.getIgnoreIndex(), c.getCountMutable());
+    if (auto c = dyn_cast<CrossEntropyGradOp>(op); c && c.hasOptions() && !c.getCount())
+      give(op, c.getTargets(), c.getIgnoreIndex(), c.getCountMutable());
+  });
+}
+
+void stepc::lowerFusedCrossEntropy(func::FuncOp step, bool cuda) {
   SmallVector<std::pair<CrossEntropyOp, CrossEntropyGradOp>> pairs;
   for (auto grad : step.getBody().front().getOps<CrossEntropyGradOp>()) {
     CrossEntropyOp loss;
@@ -106,5 +171,5 @@ void stepc::lowerFusedCrossEntropy(func::FuncOp step) {
       pairs.push_back({loss, grad});
   }
   for (auto [loss, grad] : pairs)
-    fuse(loss, grad);
+    fuse(loss, grad, cuda);
 }

@@ -298,9 +298,8 @@ std::optional<LibraryCall> shapeCall(Operation *op, Scalars &s) {
         std::optional<int64_t> scratch;
         if (s.cuda) {
           int64_t outputs = typeOf(r.getResult()).getNumElements();
-          scratch = cuda::PlanReduce(outputs, typeOf(in).getNumElements() /
-                                                  std::max<int64_t>(outputs, 1))
-                        .scratch_floats *
+          scratch = cuda::ReduceScratchFloats(
+                        outputs, typeOf(in).getNumElements() / std::max<int64_t>(outputs, 1)) *
                     4;
         }
         return LibraryCall{"reduce",
@@ -346,41 +345,6 @@ std::optional<LibraryCall> libraryCall(Operation *op, bool cuda) {
     if (std::optional<LibraryCall> call = family(op, s))
       return call;
   return std::nullopt;
-}
-
-/// Gives every cross_entropy(_grad) with options a count operand: a
-/// token_count of its targets when it ignores one, else the constant
-/// number of positions; the loss and its gradient of the same targets share
-/// one.
-void explicitLossCounts(func::FuncOp step) {
-  DenseMap<std::pair<Value, int64_t>, Value> counts;
-  auto give = [&](Operation *op, Value targets, std::optional<int64_t> ignore,
-                  MutableOperandRange count) {
-    auto key = std::make_pair(targets, ignore.value_or(kNoIgnoredTarget));
-    Value &made = counts[key];
-    if (!made) {
-      OpBuilder b(op);
-      auto f32 = RankedTensorType::get({}, b.getF32Type());
-      Operation *def =
-          ignore ? b.create<TokenCountOp>(op->getLoc(), f32, targets, b.getI64IntegerAttr(*ignore))
-                       .getOperation()
-                 : b.create<ConstantOp>(
-                        op->getLoc(),
-                        DenseElementsAttr::get(
-                            f32, b.getF32FloatAttr(static_cast<float>(
-                                     typeOf(targets).getNumElements()))))
-                       .getOperation();
-      step::copyPhase(op, def);
-      made = def->getResult(0);
-    }
-    count.assign(made);
-  };
-  step.walk([&](Operation *op) {
-    if (auto c = dyn_cast<CrossEntropyOp>(op); c && c.hasOptions() && !c.getCount())
-      give(op, c.getTargets(), c.getIgnoreIndex(), c.getCountMutable());
-    if (auto c = dyn_cast<CrossEntropyGradOp>(op); c && c.hasOptions() && !c.getCount())
-      give(op, c.getTargets(), c.getIgnoreIndex(), c.getCountMutable());
-  });
 }
 
 /// Every iota becomes the constant it is (the back ends print constants).
@@ -508,7 +472,7 @@ struct StepLowerLibraryCallsPass
       if (target == "cpu") {
         lowerPackedAttention(step);
         foldConversions(step);
-        lowerFusedCrossEntropy(step);
+        lowerFusedCrossEntropy(step, /*cuda=*/false);
       }
       SmallVector<std::pair<Operation *, LibraryCall>> calls;
       for (Operation &op : step.getBody().front())

@@ -63,9 +63,13 @@ inline void fillCallBody(stepk::CallOp call, llvm::ArrayRef<mlir::Operation *> o
 /// it in place, and its gradient's pad-and-add back into [B, T, 3C] is one
 /// kernel writing the three parts (PackedAttention.cpp).
 void lowerPackedAttention(mlir::func::FuncOp step);
-/// On the CPU: a cross-entropy and its gradient (same logits and targets)
-/// as one kernel with both results (FusedCrossEntropy.cpp).
-void lowerFusedCrossEntropy(mlir::func::FuncOp step);
+/// A cross-entropy and its gradient (same logits and targets) as one
+/// kernel with both results; on CUDA it also reads bf16 logits that were
+/// only widened for the two (FusedCrossEntropy.cpp). Options need their
+/// count explicit first.
+void lowerFusedCrossEntropy(mlir::func::FuncOp step, bool cuda);
+/// Gives every cross_entropy(_grad) with options its count operand.
+void explicitLossCounts(mlir::func::FuncOp step);
 
 /// Under bf16, both targets: an f32 value that is otherwise only rounded to
 /// bf16 (a bias's gradient beside its weight gradient's GEMM operand) is

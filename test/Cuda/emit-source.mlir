@@ -27,23 +27,22 @@
 // The forward-only entry is emitted first: its sites come first, then the
 // sampling entry's.
 // CHECK: static const char *const kCheckSites[] = {
-// CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.embedding' id",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:125:8: 'step.cross_entropy' target",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.embedding' id",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:125:8: 'step.cross_entropy' target",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.embedding' id",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:125:8: 'step.cross_entropy' target",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:125:8: 'step.cross_entropy_grad' target",
-// CHECK-NEXT: "{{.*}}emit-source.mlir:116:8: 'step.embedding_grad' id",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:119:8: 'step.embedding' id",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:128:8: 'step.cross_entropy' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:119:8: 'step.embedding' id",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:128:8: 'step.cross_entropy' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:119:8: 'step.embedding' id",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:128:8: 'step.cross_entropy' target",
+// CHECK-NEXT: "{{.*}}emit-source.mlir:119:8: 'step.embedding_grad' id",
 // CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33556992,
-// CHECK: 8, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape, 0, 0, 1, "", "", 1, 0, {{[1-9][0-9]*}}, 0, 0};
+// CHECK: 7, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape, 0, 0, 1, "", "", 1, 0, {{[1-9][0-9]*}}, 0, 0};
 // CHECK: extern "C" int stepc_train_step_v12(
 // CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
 // CHECK: char *scratch = arena + 33556736;
 // (no saved region: what a backward reads of its forward is in the plan)
 // CHECK: STEPC_CUDA(cudaMemsetAsync(ctx->status, 0, 4 * sizeof(int32_t), stream), "step start");
 // CHECK: // step.embedding
-// CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 5), "{{.*}}emit-source.mlir:116:8: 'step.embedding'");
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_embedding(ctx, a0, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 5), "{{.*}}emit-source.mlir:119:8: 'step.embedding'");
 // The projection: GEMM + bias epilogue (one stepk.gemm); its broadcast and
 // add are gone from the IR.
 // CHECK: // stepk.gemm
@@ -53,18 +52,18 @@
 // (the epilogue computes them)
 // The forward returns its log-sum-exp (a buffer of the plan); the backward
 // reads it and the forward's output instead of recomputing them.
-// CHECK: // stepk.attention {{.*}}emit-source.mlir:121:8
+// CHECK: // stepk.attention {{.*}}emit-source.mlir:124:8
 // CHECK-NEXT: stepc_cuda_attention(ctx, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b[[OUT:[0-9]+]]), STEPC_CUDA_F32, ((float *)b[[LSE:[0-9]+]]))
 // CHECK: // fused: 2 elementwise ops from {{.*}}emit-source.mlir:[[GELU:[0-9]+]]:8
 // CHECK-NEXT: STEPC_LAUNCH(stepc_blocks(32), 256, 0, stream, stepc_elementwise{{[0-9]+}})(
 // CHECK-NEXT: STEPC_LAUNCHED("{{.*}}:[[GELU]]:8: 'step.gelu'");
+// The loss and its gradient: one kernel, one check site.
 // CHECK: // step.cross_entropy
-// CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy(ctx, ((float *)b{{[0-9]+}}), a16, 8, 16, (float *)scratch, ((float *)b{{[0-9]+}}), 6),
-// CHECK: // step.cross_entropy_grad
-// CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy_grad(ctx, {{.*}}, 8, 16, ((float *)b{{[0-9]+}}), 7),
+// CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy_fused(ctx, ((float *)b{{[0-9]+}}), a16, ((float *)b{{[0-9]+}}), 8, 16, (float *)scratch, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 6),
+// CHECK-NOT: stepc_cuda_cross_entropy_grad(
 // CHECK: stepc_cuda_attention_grad(ctx, {{.*}}, STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, scratch, ((float *)b[[OUT]]), STEPC_CUDA_F32, ((float *)b[[LSE]]),
 // CHECK: stepc_cuda_layer_norm_grad(ctx, {{.*}}, 8, 4, 1.000000e-05, (float *)scratch,
-// CHECK: stepc_cuda_embedding_grad(ctx, {{.*}}, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 8)
+// CHECK: stepc_cuda_embedding_grad(ctx, {{.*}}, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 7)
 // Decayed matrices in one launch, undecayed vectors in another.
 // CHECK: // multi-tensor AdamW over 2 tensors
 // CHECK-NEXT: const stepc_adamw_tensor [[T:adamw[0-9]+]][] = {
@@ -101,9 +100,13 @@
 // BF16: "bf16", {{[0-9]+}}, {{[0-9]+}}, {{.*}}};
 // BF16: // stepk.gemm
 // BF16-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b[[Y:[0-9]+]]), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_BF16, STEPC_CUDA_BF16, a2, STEPC_EPILOGUE_NONE, 0),
-// BF16-NEXT: // stepk.attention {{.*}}emit-source.mlir:121:8
+// BF16-NEXT: // stepk.attention {{.*}}emit-source.mlir:124:8
 // (the attention's widening convert is its kernel's too)
 // BF16-NEXT: stepc_cuda_attention(ctx, ((__nv_bfloat16 *)b[[Y]]), ((__nv_bfloat16 *)b[[Y]]), ((__nv_bfloat16 *)b[[Y]]), STEPC_CUDA_BF16, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, ((float *)b{{[0-9]+}}), STEPC_CUDA_F32, ((float *)b{{[0-9]+}}))
+// Under bf16 the classifier's GEMM writes bf16 logits, read as they are,
+// and the gradient is written bf16 for the GEMMs after it.
+// BF16: 2, 4, 16, 4, 0, 1, 1, STEPC_CUDA_BF16, STEPC_CUDA_BF16, 0, STEPC_EPILOGUE_NONE, 0), "{{.*}}emit-source.mlir:127:13: 'stepk.gemm'");
+// BF16: stepc_cuda_cross_entropy_fused_of_bf16_bf16(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), a16,
 // BF16: stepc_cuda_attention_grad(ctx,
 // BF16-SAME: STEPC_CUDA_BF16,
 func.func @loss(%wte: tensor<16x4xf32> {step.param = #step.param<"wte", normal(0.02)>},

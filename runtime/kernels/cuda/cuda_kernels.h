@@ -63,7 +63,7 @@ int stepc_cuda_copy_box(stepc_cuda_ctx *ctx, const float *src, const int64_t *sr
                         const int64_t *src_offsets, float *dst, const int64_t *dst_shape,
                         const int64_t *dst_offsets, const int64_t *box, int rank);
 /* kind 0 sum, 1 max, 2 mean over the dims with reduce_mask[d] != 0;
- * scratch: PlanReduce(outputs, reduced).scratch_floats. */
+ * scratch: ReduceScratchFloats(outputs, reduced). */
 int stepc_cuda_reduce(stepc_cuda_ctx *ctx, const float *in, const int64_t *shape, int rank,
                       const int *reduce_mask, int kind, float *scratch, float *out);
 /* The same of bf16 values, each widened as it is read (no f32 copy). */
@@ -228,6 +228,32 @@ int stepc_cuda_cross_entropy_masked_grad(stepc_cuda_ctx *ctx, const float *dloss
                                          const float *count, int64_t n, int64_t classes,
                                          int64_t ignore, double smoothing, double z_loss,
                                          float *dlogits, int32_t site);
+/* The loss and its gradient in one kernel (both of the above; a row read
+ * once from HBM): logits f32 or bf16 (`_of_bf16`), the gradient f32 or
+ * bf16 (`_bf16`). scratch: n floats. */
+#define STEPC_CUDA_CROSS_ENTROPY_FUSED(name, TL, TG)                                     \
+  int name(stepc_cuda_ctx *ctx, const TL *logits, const int32_t *targets,                \
+           const float *dloss, int64_t n, int64_t classes, float *scratch, float *loss,   \
+           TG *dlogits, int32_t site);
+#define STEPC_CUDA_CROSS_ENTROPY_MASKED_FUSED(name, TL, TG)                              \
+  int name(stepc_cuda_ctx *ctx, const TL *logits, const int32_t *targets,                \
+           const float *count, const float *dloss, int64_t n, int64_t classes,           \
+           int64_t ignore, double smoothing, double z_loss, float *scratch, float *loss, \
+           TG *dlogits, int32_t site);
+STEPC_CUDA_CROSS_ENTROPY_FUSED(stepc_cuda_cross_entropy_fused, float, float)
+STEPC_CUDA_CROSS_ENTROPY_FUSED(stepc_cuda_cross_entropy_fused_bf16, float, __nv_bfloat16)
+STEPC_CUDA_CROSS_ENTROPY_FUSED(stepc_cuda_cross_entropy_fused_of_bf16, __nv_bfloat16, float)
+STEPC_CUDA_CROSS_ENTROPY_FUSED(stepc_cuda_cross_entropy_fused_of_bf16_bf16, __nv_bfloat16,
+                               __nv_bfloat16)
+STEPC_CUDA_CROSS_ENTROPY_MASKED_FUSED(stepc_cuda_cross_entropy_masked_fused, float, float)
+STEPC_CUDA_CROSS_ENTROPY_MASKED_FUSED(stepc_cuda_cross_entropy_masked_fused_bf16, float,
+                                      __nv_bfloat16)
+STEPC_CUDA_CROSS_ENTROPY_MASKED_FUSED(stepc_cuda_cross_entropy_masked_fused_of_bf16,
+                                      __nv_bfloat16, float)
+STEPC_CUDA_CROSS_ENTROPY_MASKED_FUSED(stepc_cuda_cross_entropy_masked_fused_of_bf16_bf16,
+                                      __nv_bfloat16, __nv_bfloat16)
+#undef STEPC_CUDA_CROSS_ENTROPY_FUSED
+#undef STEPC_CUDA_CROSS_ENTROPY_MASKED_FUSED
 /* Index ops (index.cu), as the CPU's (cpu_kernels.h). */
 int stepc_cuda_argmax(stepc_cuda_ctx *ctx, const float *x, int64_t outer, int64_t n,
                       int64_t inner, int32_t *out);

@@ -263,6 +263,9 @@ TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
       {{3, 5, 7}, {1, 1, 1}},        // full reduction over dims merged into one
       {{16, 12, 40}, {1, 1, 0}},     // leading dims merged, kept dim contiguous
       {{5, 4, 3, 2}, {0, 1, 1, 0}},  // inner dims merged, kept dims apart
+      {{2, 150, 264}, {1, 1, 0}},    // column sums, 16-byte loads: a partial tile
+      {{40, 24}, {1, 0}},            // column sums in one chunk
+      {{100, 36}, {1, 0}},           // columns not a multiple of 8: the strided kernel
   };
   for (const Case& c : cases)
     for (int kind : {0, 1, 2}) {
@@ -275,7 +278,7 @@ TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
       Floats x = Random(n, 10 + kind), want(outs);
       stepc_cpu_reduce(x.data(), c.shape.data(), rank, c.mask.data(), kind, want.data());
       float* out = Zeros(outs);
-      float* scratch = Zeros(std::max<int64_t>(1, stepc::cuda::PlanReduce(outs, n / outs).scratch_floats));
+      float* scratch = Zeros(std::max<int64_t>(1, stepc::cuda::ReduceScratchFloats(outs, n / outs)));
       ASSERT_EQ(stepc_cuda_reduce(&ctx_, Up(x), c.shape.data(), rank, c.mask.data(), kind,
                                   scratch, out),
                 0)
@@ -517,6 +520,103 @@ TEST_F(CudaKernels, MaskedCrossEntropyEqualsCpu) {
   EXPECT_EQ(stepc_cpu_cross_entropy_masked(logits.data(), targets.data(), &count, n, classes,
                                            ignore, smoothing, z, &want),
             6);
+}
+
+// The fused loss and gradient (one kernel) against the CPU's two kernels on
+// the same values: f32 or bf16 logits (the CPU given the rounded ones), f32
+// or bf16 gradient, plain and masked, rows loaded 8 at a time (V = 512) or
+// one by one (V = 700); a bad target reported under the call's site.
+TEST_F(CudaKernels, FusedCrossEntropyIsTheLossAndItsGradient) {
+  const int64_t n = 37, ignore = -100;
+  const double smoothing = 0.1, z = 1e-3;
+  const float dloss = 0.7f;
+  for (int64_t classes : {512, 700})
+    for (bool masked : {false, true})
+      for (bool bf16_logits : {false, true})
+        for (bool bf16_grad : {false, true}) {
+          SCOPED_TRACE(testing::Message() << "V " << classes << " masked " << masked
+                                          << " bf16 logits " << bf16_logits << " bf16 grad "
+                                          << bf16_grad);
+          Floats logits = Random(n * classes, 71, 3.0f), seen(logits);
+          if (bf16_logits)
+            for (float& v : seen) v = RoundBf16(v);
+          std::vector<int32_t> targets(n);
+          for (int64_t i = 0; i < n; ++i)
+            targets[i] = masked && i % 4 == 1 ? ignore : (i * 37) % classes;
+          float count = 0, want = 0;
+          Floats dwant(n * classes);
+          if (masked) {
+            stepc_cpu_token_count(targets.data(), n, ignore, &count);
+            ASSERT_EQ(stepc_cpu_cross_entropy_masked_fused(seen.data(), targets.data(), &count,
+                                                           &dloss, n, classes, ignore, smoothing,
+                                                           z, &want, dwant.data()),
+                      0);
+          } else {
+            ASSERT_EQ(stepc_cpu_cross_entropy_fused(seen.data(), targets.data(), &dloss, n,
+                                                    classes, &want, dwant.data()),
+                      0);
+          }
+          const void* L = bf16_logits ? static_cast<const void*>(UpBf16(logits))
+                                      : static_cast<const void*>(Up(logits));
+          void* DL = bf16_grad ? Alloc(n * classes * 2) : Alloc(n * classes * 4);
+          int32_t* T = Up(targets);
+          float *loss = Zeros(1), *scratch = Zeros(n), *C = Up(Floats{count}),
+                *D = Up(Floats{dloss});
+          using F = float;
+          using B = __nv_bfloat16;
+          int rc = -1;
+          if (!masked && !bf16_logits && !bf16_grad)
+            rc = stepc_cuda_cross_entropy_fused(&ctx_, (const F*)L, T, D, n, classes, scratch,
+                                                loss, (F*)DL, 3);
+          if (!masked && !bf16_logits && bf16_grad)
+            rc = stepc_cuda_cross_entropy_fused_bf16(&ctx_, (const F*)L, T, D, n, classes,
+                                                     scratch, loss, (B*)DL, 3);
+          if (!masked && bf16_logits && !bf16_grad)
+            rc = stepc_cuda_cross_entropy_fused_of_bf16(&ctx_, (const B*)L, T, D, n, classes,
+                                                        scratch, loss, (F*)DL, 3);
+          if (!masked && bf16_logits && bf16_grad)
+            rc = stepc_cuda_cross_entropy_fused_of_bf16_bf16(&ctx_, (const B*)L, T, D, n,
+                                                             classes, scratch, loss, (B*)DL, 3);
+          if (masked && !bf16_logits && !bf16_grad)
+            rc = stepc_cuda_cross_entropy_masked_fused(&ctx_, (const F*)L, T, C, D, n, classes,
+                                                       ignore, smoothing, z, scratch, loss,
+                                                       (F*)DL, 3);
+          if (masked && !bf16_logits && bf16_grad)
+            rc = stepc_cuda_cross_entropy_masked_fused_bf16(&ctx_, (const F*)L, T, C, D, n,
+                                                            classes, ignore, smoothing, z,
+                                                            scratch, loss, (B*)DL, 3);
+          if (masked && bf16_logits && !bf16_grad)
+            rc = stepc_cuda_cross_entropy_masked_fused_of_bf16(&ctx_, (const B*)L, T, C, D, n,
+                                                               classes, ignore, smoothing, z,
+                                                               scratch, loss, (F*)DL, 3);
+          if (masked && bf16_logits && bf16_grad)
+            rc = stepc_cuda_cross_entropy_masked_fused_of_bf16_bf16(
+                &ctx_, (const B*)L, T, C, D, n, classes, ignore, smoothing, z, scratch, loss,
+                (B*)DL, 3);
+          ASSERT_EQ(rc, 0) << error_;
+          EXPECT_NEAR(Down(loss, 1)[0], want, 1e-5 * std::fabs(want));
+          Floats got = bf16_grad ? DownBf16((const B*)DL, n * classes)
+                                 : Down((const F*)DL, n * classes);
+          Floats dround(dwant);
+          if (bf16_grad)
+            for (float& v : dround) v = RoundBf16(v);
+          EXPECT_LT(RelError(got, dround), bf16_grad ? 8e-3 : 1e-5);
+          if (masked)  // row 1 is ignored: exactly 0
+            for (int64_t j = 0; j < classes; ++j) ASSERT_EQ(got[classes + j], 0.0f);
+          EXPECT_EQ(Status()[0], 0);
+        }
+  // A target out of range: the site given, its row, the id and the bound.
+  const int64_t classes = 512;
+  std::vector<int32_t> targets(n, 3);
+  targets[9] = static_cast<int32_t>(classes + 5);
+  float* DL = Zeros(n * classes);
+  ASSERT_EQ(stepc_cuda_cross_entropy_fused(&ctx_, Up(Random(n * classes, 72, 1.0f)),
+                                           Up(targets), Up(Floats{1.0f}), n, classes, Zeros(n),
+                                           Zeros(1), DL, 9),
+            0)
+      << error_;
+  EXPECT_EQ(Status(), (std::vector<int32_t>{9, 9, static_cast<int32_t>(classes + 5),
+                                            static_cast<int32_t>(classes)}));
 }
 
 // argmax (ties: the first; NaN: largest), gather and its scatter-add along

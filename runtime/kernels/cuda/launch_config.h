@@ -65,6 +65,27 @@ constexpr ReducePlan PlanReduce(int64_t outputs, int64_t reduced) {
   return p;
 }
 
+// A sum (max, mean) over the leading dims of a row-major [rows, cols]
+// tensor into its cols trailing values (a bias gradient): each lane of a
+// 32 x 8 block takes 8 adjacent columns (16-byte loads), so a block covers
+// 256 columns, and the rows are split into chunks for about 4 blocks an SM,
+// at most 128 (the finishing kernel reads them all for each column).
+constexpr int kColumnsPerLane = 8;
+constexpr ReducePlan PlanColumnSum(int64_t cols, int64_t rows) {
+  ReducePlan p;
+  p.output_tiles = std::max<int64_t>(1, CeilDiv(cols, kReduceLanes * kColumnsPerLane));
+  int64_t want = std::max<int64_t>(1, CeilDiv(4 * kTargetBlocks, p.output_tiles));
+  p.chunks = std::max<int64_t>(1, std::min({want, CeilDiv(rows, 64), int64_t{128}}));
+  p.scratch_floats = p.chunks > 1 ? p.chunks * cols : 0;
+  return p;
+}
+// What any reduction of `reduced` elements into each of `outputs` values may
+// need (the kernel picks PlanColumnSum's when the layout allows).
+constexpr int64_t ReduceScratchFloats(int64_t outputs, int64_t reduced) {
+  return std::max(PlanReduce(outputs, reduced).scratch_floats,
+                  PlanColumnSum(outputs, reduced).scratch_floats);
+}
+
 // LayerNorm / RMSNorm backward over `rows` rows of width d: the per-row
 // statistics (mean, rstd: 2 floats a row) and the weight/bias gradient
 // partials, reduced like PlanReduce's with rows as the reduced range.

@@ -48,6 +48,27 @@ TEST(LaunchConfig, ChunksCoverTheReducedRange) {
     }
 }
 
+TEST(LaunchConfig, ColumnSumsFillTheGpuWithinTheirScratch) {
+  // gpt2-124m's bias gradients at B=64: [65536, 768] and [65536, 3072].
+  ReducePlan narrow = PlanColumnSum(768, 65536);
+  EXPECT_EQ(narrow.output_tiles, 3);  // 256 columns a block
+  EXPECT_EQ(narrow.chunks, 128);      // at most 128 partials a column
+  EXPECT_EQ(narrow.scratch_floats, 128 * 768);
+  ReducePlan wide = PlanColumnSum(3072, 65536);
+  EXPECT_EQ(wide.output_tiles, 12);
+  EXPECT_EQ(wide.chunks, 88);  // ceil(4 · 264 / 12): about 4 blocks an SM
+  // Few rows: chunks of at least 64 rows, none below one.
+  EXPECT_EQ(PlanColumnSum(768, 100).chunks, 2);
+  EXPECT_EQ(PlanColumnSum(768, 10).chunks, 1);
+  EXPECT_EQ(PlanColumnSum(768, 10).scratch_floats, 0);
+  // The compiler plans for either kernel.
+  for (int64_t outputs : {1, 8, 768, 3072})
+    for (int64_t reduced : {1, 100, 8192, 65536})
+      EXPECT_EQ(ReduceScratchFloats(outputs, reduced),
+                std::max(PlanReduce(outputs, reduced).scratch_floats,
+                         PlanColumnSum(outputs, reduced).scratch_floats));
+}
+
 TEST(LaunchConfig, NormGradScratchHoldsStatsAndBothPartialTables) {
   NormGradPlan p = PlanNormGrad(8192, 768);
   EXPECT_EQ(p.stats_floats, 2 * 8192);

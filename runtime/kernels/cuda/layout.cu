@@ -126,11 +126,49 @@ __global__ void ReduceKernel(const T* in, Dims kept, Dims reduced, int64_t outpu
   }
 }
 
+// Stage one of a sum (max, mean) over the leading rows of a row-major
+// [rows, cols] tensor (PlanColumnSum): lane x of a 32 x 8 block takes 8
+// adjacent columns, loaded 16 bytes at a time, its row y every 8th row of the
+// chunk; then row 0 adds the 8 partials in a fixed order. Several rows in
+// flight per thread: a bias gradient is read at HBM speed.
+template <typename T>
+__global__ void ColumnSumKernel(const T* in, int64_t rows, int64_t cols, int64_t per_chunk,
+                                int kind, float scale, float* out) {
+  __shared__ float part[kReduceRows][kReduceLanes * kColumnsPerLane];
+  const int64_t col = (blockIdx.x * (int64_t)kReduceLanes + threadIdx.x) * kColumnsPerLane;
+  const int64_t begin = blockIdx.y * per_chunk, end = min(rows, begin + per_chunk);
+  const float start = kind == 1 ? -INFINITY : 0.0f;
+  float acc[kColumnsPerLane];
+  for (int i = 0; i < kColumnsPerLane; ++i) acc[i] = start;
+  if (col < cols) {
+#pragma unroll 4
+    for (int64_t r = begin + threadIdx.y; r < end; r += kReduceRows) {
+      float x[kColumnsPerLane];
+      LoadEight(in + r * cols + col, x);
+      for (int i = 0; i < kColumnsPerLane; ++i)
+        acc[i] = kind == 1 ? fmaxf(acc[i], x[i]) : acc[i] + x[i];
+    }
+  }
+  for (int i = 0; i < kColumnsPerLane; ++i)
+    part[threadIdx.y][threadIdx.x * kColumnsPerLane + i] = acc[i];
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= cols) return;
+  for (int i = 0; i < kColumnsPerLane; ++i) {
+    float a = acc[i];
+    for (int y = 1; y < kReduceRows; ++y) {
+      const float p = part[y][threadIdx.x * kColumnsPerLane + i];
+      a = kind == 1 ? fmaxf(a, p) : a + p;
+    }
+    out[blockIdx.y * cols + col + i] = kind == 1 ? a : a * scale;
+  }
+}
+
 __global__ void FinishChunksKernel(const float* partial, int64_t chunks, int64_t outputs,
                                    int kind, float scale, float* out) {
   for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < outputs;
        o += (int64_t)gridDim.x * blockDim.x) {
     float acc = kind == 1 ? -INFINITY : 0.0f;
+#pragma unroll 8  // loads in flight; the sum keeps its order
     for (int64_t c = 0; c < chunks; ++c) {
       float x = partial[c * outputs + o];
       acc = kind == 1 ? fmaxf(acc, x) : acc + x;
@@ -255,10 +293,49 @@ extern "C" int stepc_cuda_copy_box(stepc_cuda_ctx* ctx, const float* src,
 namespace stepc::cuda {
 namespace {
 
+// The [rows, cols] view of a reduction over leading dims into trailing
+// ones whose rows ColumnSumKernel can load 16 bytes at a time; cols 0 if none.
+template <typename T>
+void ColumnView(const T* in, const int64_t* shape, int rank, const int* reduce_mask,
+                int64_t* rows, int64_t* cols) {
+  *rows = 1;
+  *cols = 0;
+  int k = 0;
+  while (k < rank && reduce_mask[k]) *rows *= shape[k++];
+  if (k == 0 || k == rank) return;
+  int64_t c = 1;
+  for (int i = k; i < rank; ++i) {
+    if (reduce_mask[i]) return;
+    c *= shape[i];
+  }
+  const bool vectors = c % kColumnsPerLane == 0 &&
+                       (reinterpret_cast<uintptr_t>(in) & 15) == 0 &&
+                       (c * sizeof(T)) % 16 == 0;
+  if (vectors) *cols = c;
+}
+
+template <typename T>
+int ColumnSum(stepc_cuda_ctx* ctx, const T* in, int64_t rows, int64_t cols, int kind,
+              float* scratch, float* out) {
+  const ReducePlan plan = PlanColumnSum(cols, rows);
+  const float scale = kind == 2 ? 1.0f / static_cast<float>(rows) : 1.0f;
+  const int64_t per_chunk = CeilDiv(rows, plan.chunks);
+  dim3 grid(plan.output_tiles, plan.chunks), block(kReduceLanes, kReduceRows);
+  STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, ColumnSumKernel<T>)(
+      in, rows, cols, per_chunk, kind, plan.chunks == 1 ? scale : 1.0f,
+      plan.chunks == 1 ? out : scratch);
+  if (int rc = STEPC_LAUNCHED(ctx, "ColumnSumKernel")) return rc;
+  if (plan.chunks == 1) return 0;
+  return FinishChunks(ctx, scratch, plan.chunks, cols, kind, scale, out);
+}
+
 template <typename T>
 int Reduce(stepc_cuda_ctx* ctx, const T* in, const int64_t* shape, int rank,
            const int* reduce_mask, int kind, float* scratch, float* out) {
   if (rank > kMaxRank) return RankTooHigh(ctx, "stepc_cuda_reduce", rank);
+  int64_t rows = 0, cols = 0;
+  ColumnView(in, shape, rank, reduce_mask, &rows, &cols);
+  if (cols > 0 && rows > 0) return ColumnSum(ctx, in, rows, cols, kind, scratch, out);
   Dims kept, reduced;
   SplitDims(shape, rank, reduce_mask, &kept, &reduced);
   const int64_t outputs = Count(kept), total = Count(reduced);

@@ -164,6 +164,136 @@ __global__ void MaskedGradKernel(const float* dloss, const float* logits, const 
     out[j] = a * expf(x[j] - lse) - b - (j == t ? scale * (1.0f - o.smoothing) : 0.0f);
 }
 
+// ---- The loss and its gradient in one kernel (step-fuse-cuda-kernels'
+// cross_entropy_fused): one read of each row from HBM (the gradient's pass
+// re-reads it from L2), logits and gradient in f32 or bf16. gpt2-124m's
+// classifier at B=64 is [65536, 50304]: bf16 logits in, bf16 gradient out.
+
+// Eight logits at a time when the row allows 16-byte loads, else one.
+template <typename T>
+struct RowAccess {
+  const T* x;
+  int64_t n;
+  bool vectors;
+  template <typename F>
+  __device__ void ForEach(F&& f) const {
+    if (vectors) {
+      for (int64_t j = threadIdx.x * 8; j < n; j += blockDim.x * 8) {
+        float v[8];
+        LoadEight(x + j, v);
+        f(j, v, 8);
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const float v = Load(x, j);
+        f(j, &v, 1);
+      }
+    }
+  }
+};
+
+// Folds k scores into the running state with one rescale (their maximum
+// first), as RowFold folds them one by one.
+__device__ __forceinline__ void FoldMany(tile::RowState& st, const float* v, int k) {
+  float m = v[0];
+  for (int i = 1; i < k; ++i) m = fmaxf(m, v[i]);
+  if (m == -INFINITY) return;
+  if (m > st.m) {
+    st.l = st.m == -INFINITY ? 0.0f : st.l * expf(st.m - m);
+    st.m = m;
+  }
+  for (int i = 0; i < k; ++i) st.l += expf(v[i] - st.m);
+}
+
+// The row's log-sum-exp and (with smoothing) its sum, in every thread.
+template <typename T>
+__device__ void RowLseAndSum(const RowAccess<T>& row, bool want_sum, float* lse, float* sum) {
+  __shared__ float ms[kThreads / 32], ls[kThreads / 32], ss[kThreads / 32];
+  __shared__ float result[2];
+  tile::RowState st = tile::RowStart();
+  float s = 0.0f;
+  row.ForEach([&](int64_t, const float* v, int k) {
+    FoldMany(st, v, k);
+    if (want_sum)
+      for (int i = 0; i < k; ++i) s += v[i];
+  });
+  for (int o = 16; o > 0; o >>= 1) {
+    tile::RowState other{__shfl_xor_sync(0xffffffffu, st.m, o),
+                         __shfl_xor_sync(0xffffffffu, st.l, o)};
+    st = tile::RowMerge(st, other);
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+  }
+  if (threadIdx.x % 32 == 0) {
+    ms[threadIdx.x / 32] = st.m;
+    ls[threadIdx.x / 32] = st.l;
+    ss[threadIdx.x / 32] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    tile::RowState all = tile::RowStart();
+    float total = 0.0f;
+    for (int w = 0; w < kThreads / 32; ++w) {
+      all = tile::RowMerge(all, tile::RowState{ms[w], ls[w]});
+      total += ss[w];
+    }
+    result[0] = tile::RowLse(all);
+    result[1] = total;
+  }
+  __syncthreads();
+  *lse = result[0];
+  *sum = result[1];
+}
+
+// Row `blockIdx.x`: its loss into row_loss and its gradient
+//   a · exp(x_j - lse) - b - [j == t] · c
+// with a = scale (1 + 2 z lse), b = scale · smoothing / V,
+// c = scale (1 - smoothing), scale = dloss / n (unmasked) or dloss / count.
+// A row whose target is `ignore` (masked) has loss and gradient 0.
+template <typename TL, typename TG>
+__global__ void CrossEntropyFusedKernel(const TL* logits, const int32_t* targets,
+                                        const float* dloss, const float* count, int64_t n,
+                                        int64_t classes, MaskedLoss o, bool vectors,
+                                        float* row_loss, TG* dlogits, int32_t* status,
+                                        int32_t site) {
+  const int64_t row = blockIdx.x;
+  const int32_t t = targets[row];
+  const bool masked = count != nullptr;
+  TG* out = dlogits + row * classes;
+  float scale = *dloss / static_cast<float>(n);
+  if (masked)
+    scale = *count != 0.0f ? static_cast<float>(static_cast<double>(*dloss) / *count) : 0.0f;
+  if (masked && t == o.ignore) {  // the whole block returns together
+    if (threadIdx.x == 0) row_loss[row] = 0.0f;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) Store(out, j, 0.0f);
+    return;
+  }
+  const RowAccess<TL> x{logits + row * classes, classes, vectors};
+  float lse, sum;
+  RowLseAndSum(x, o.smoothing != 0.0f, &lse, &sum);
+  if (!GoodId(t, classes)) {
+    if (threadIdx.x == 0) {
+      ReportBadId(status, site, row, t, classes);
+      row_loss[row] = 0.0f;
+    }
+    return;
+  }
+  if (threadIdx.x == 0) {
+    const float xt = Load(x.x, t);
+    row_loss[row] = lse - (1.0f - o.smoothing) * xt - o.smoothing / classes * sum +
+                    o.z * lse * lse;
+  }
+  const float a = scale * (1.0f + 2.0f * o.z * lse), b = scale * o.smoothing / classes;
+  const float c = scale * (1.0f - o.smoothing);
+  x.ForEach([&](int64_t j, const float* v, int k) {
+    float g[8];
+    for (int i = 0; i < k; ++i) g[i] = a * expf(v[i] - lse) - b - (j + i == t ? c : 0.0f);
+    if (k == 8)
+      StoreEight(out + j, g);
+    else
+      Store(out, j, g[0]);
+  });
+}
+
 __global__ void TokenCountKernel(const int32_t* targets, int64_t n, int64_t ignore,
                                  float* count) {
   __shared__ long long part[kThreads];
@@ -302,6 +432,70 @@ extern "C" int stepc_cuda_cross_entropy_masked_grad(stepc_cuda_ctx* ctx, const f
       dloss, logits, targets, count, classes, o, dlogits, ctx->status, site);
   return STEPC_LAUNCHED(ctx, "MaskedGradKernel");
 }
+
+namespace stepc::cuda {
+namespace {
+
+// Both results of a cross-entropy and its gradient (count null: unmasked).
+template <typename TL, typename TG>
+int CrossEntropyFused(stepc_cuda_ctx* ctx, const TL* logits, const int32_t* targets,
+                      const float* count, const float* dloss, int64_t n, int64_t classes,
+                      MaskedLoss o, float* scratch, float* loss, TG* dlogits, int32_t site) {
+  const bool vectors = classes % 8 == 0 && (reinterpret_cast<uintptr_t>(logits) & 15) == 0 &&
+                       (reinterpret_cast<uintptr_t>(dlogits) & 15) == 0 &&
+                       (classes * sizeof(TL)) % 16 == 0;
+  STEPC_LAUNCH_COOPERATIVE(n, kThreads, 0, ctx->stream, CrossEntropyFusedKernel<TL, TG>)(
+      logits, targets, dloss, count, n, classes, o, vectors, scratch, dlogits, ctx->status,
+      site);
+  if (int rc = STEPC_LAUNCHED(ctx, "CrossEntropyFusedKernel")) return rc;
+  if (count) {
+    STEPC_LAUNCH_COOPERATIVE(1, kThreads, 0, ctx->stream, OverCountKernel)(scratch, n, count,
+                                                                           loss);
+    return STEPC_LAUNCHED(ctx, "OverCountKernel");
+  }
+  STEPC_LAUNCH_COOPERATIVE(1, kThreads, 0, ctx->stream, MeanKernel)(scratch, n, loss);
+  return STEPC_LAUNCHED(ctx, "MeanKernel");
+}
+
+constexpr MaskedLoss kPlainLoss{-1, 0.0f, 0.0f};
+
+}  // namespace
+}  // namespace stepc::cuda
+
+// The unmasked fused loss: logits f32 or bf16 (`_of_bf16`), the gradient
+// f32 or bf16 (`_bf16`).
+#define STEPC_CROSS_ENTROPY_FUSED(name, TL, TG)                                                \
+  extern "C" int name(stepc_cuda_ctx* ctx, const TL* logits, const int32_t* targets,           \
+                      const float* dloss, int64_t n, int64_t classes, float* scratch,          \
+                      float* loss, TG* dlogits, int32_t site) {                                \
+    return CrossEntropyFused(ctx, logits, targets, nullptr, dloss, n, classes, kPlainLoss,     \
+                             scratch, loss, dlogits, site);                                    \
+  }
+STEPC_CROSS_ENTROPY_FUSED(stepc_cuda_cross_entropy_fused, float, float)
+STEPC_CROSS_ENTROPY_FUSED(stepc_cuda_cross_entropy_fused_bf16, float, __nv_bfloat16)
+STEPC_CROSS_ENTROPY_FUSED(stepc_cuda_cross_entropy_fused_of_bf16, __nv_bfloat16, float)
+STEPC_CROSS_ENTROPY_FUSED(stepc_cuda_cross_entropy_fused_of_bf16_bf16, __nv_bfloat16,
+                          __nv_bfloat16)
+#undef STEPC_CROSS_ENTROPY_FUSED
+
+// With step.cross_entropy's options (count an operand).
+#define STEPC_CROSS_ENTROPY_MASKED_FUSED(name, TL, TG)                                         \
+  extern "C" int name(stepc_cuda_ctx* ctx, const TL* logits, const int32_t* targets,           \
+                      const float* count, const float* dloss, int64_t n, int64_t classes,      \
+                      int64_t ignore, double smoothing, double z_loss, float* scratch,         \
+                      float* loss, TG* dlogits, int32_t site) {                                \
+    const MaskedLoss o{ignore, static_cast<float>(smoothing), static_cast<float>(z_loss)};     \
+    return CrossEntropyFused(ctx, logits, targets, count, dloss, n, classes, o, scratch, loss, \
+                             dlogits, site);                                                   \
+  }
+STEPC_CROSS_ENTROPY_MASKED_FUSED(stepc_cuda_cross_entropy_masked_fused, float, float)
+STEPC_CROSS_ENTROPY_MASKED_FUSED(stepc_cuda_cross_entropy_masked_fused_bf16, float,
+                                 __nv_bfloat16)
+STEPC_CROSS_ENTROPY_MASKED_FUSED(stepc_cuda_cross_entropy_masked_fused_of_bf16, __nv_bfloat16,
+                                 float)
+STEPC_CROSS_ENTROPY_MASKED_FUSED(stepc_cuda_cross_entropy_masked_fused_of_bf16_bf16,
+                                 __nv_bfloat16, __nv_bfloat16)
+#undef STEPC_CROSS_ENTROPY_MASKED_FUSED
 
 extern "C" int stepc_cuda_token_count(stepc_cuda_ctx* ctx, const int32_t* targets, int64_t n,
                                       int64_t ignore, float* count) {
