@@ -96,6 +96,10 @@ Fusions planFusions(func::FuncOp step, const DenseSet<Operation *> &packed) {
     SmallVector<ConvertOp> converts;
     for (Value r : op.getResults()) {
       auto convert = dyn_cast_or_null<ConvertOp>(soleUserOf(r));
+      // A rotation reads the bf16 value itself (step-lower-library-calls'
+      // rotary_of_bf16): no f32 copy of Llama's query and key.
+      if (convert && isa_and_nonnull<RotaryOp>(soleUserOf(convert.getResult())))
+        convert = nullptr;
       if (convert && cast<RankedTensorType>(r.getType()).getElementType().isBF16() &&
           convert.getType().getElementType().isF32() && canFuseInto(&op, convert, f))
         converts.push_back(convert);

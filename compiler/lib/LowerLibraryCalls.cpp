@@ -308,11 +308,14 @@ std::optional<LibraryCall> shapeCall(Operation *op, Scalars &s) {
       })
       .Case([&](RotaryOp r) {
         RankedTensorType t = r.getType();
+        std::optional<int64_t> scratch;
+        if (s.cuda)  // the angles' table
+          scratch = cuda::RotaryScratchFloats(t.getDimSize(1), r.getHeadDim()) * 4;
         return LibraryCall{"rotary",
                            {s.i64(t.getDimSize(0)), s.i64(t.getDimSize(1)), s.i64(t.getDimSize(2)),
                             s.i64(r.getHeadDim()), s.f64(r.getTheta().convertToDouble()),
                             s.i32(r.getInverse() ? 1 : 0)},
-                           std::nullopt};
+                           scratch};
       })
       .Case([&](TransposeOp t) {
         return LibraryCall{"transpose",
@@ -436,8 +439,11 @@ void lowerGemms(func::FuncOp step) {
 
 /// Under bf16, both targets: a norm whose only use rounds it to bf16 (the
 /// GEMM after it) writes bf16 itself, one pass fewer.
-ConvertOp roundingOnlyUse(Operation *op) {
-  if (!isa<LayerNormOp, RmsNormOp>(op) || !op->getResult(0).hasOneUse())
+ConvertOp roundingOnlyUse(Operation *op, bool cuda) {
+  // On CUDA also a rotation (Llama's query and key, rounded for attention;
+  // their gradients, rounded for the projections' GEMMs).
+  if (!(isa<LayerNormOp, RmsNormOp>(op) || (cuda && isa<RotaryOp>(op))) ||
+      !op->getResult(0).hasOneUse())
     return nullptr;
   auto convert = dyn_cast<ConvertOp>(*op->getResult(0).getUsers().begin());
   if (!convert || convert->getBlock() != op->getBlock() ||
@@ -450,8 +456,9 @@ ConvertOp roundingOnlyUse(Operation *op) {
 /// bias gradient, from the bf16 attention gradient) reads them itself: the
 /// same sums of the same values, no f32 copy written and read
 /// (reduce_of_bf16 on both targets).
-ConvertOp wideningOnlyUse(Operation *op) {
-  if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
+ConvertOp wideningOnlyUse(Operation *op, bool cuda) {
+  // On CUDA also a rotation of a bf16 GEMM or attention-gradient result.
+  if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op) && !(cuda && isa<RotaryOp>(op)))
     return nullptr;
   auto convert = op->getOperand(0).getDefiningOp<ConvertOp>();
   if (!convert || !convert.getResult().hasOneUse() || convert->getBlock() != op->getBlock() ||
@@ -479,7 +486,8 @@ struct StepLowerLibraryCallsPass
         if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))
           calls.push_back({&op, std::move(*call)});
       for (auto &[op, call] : calls)
-        lower(op, call, roundingOnlyUse(op), wideningOnlyUse(op));
+        lower(op, call, roundingOnlyUse(op, target == "cuda"),
+              wideningOnlyUse(op, target == "cuda"));
       lowerGemms(step);
       eraseDeadOps(step);
     }

@@ -95,8 +95,17 @@ int stepc_cuda_rms_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float *
 /* The line ops' kernels (every Step_LineOp)
  * are declared by their ops: generated from the dialect's ODS into the build
  * tree's runtime/kernels/cuda/line_kernels.h. */
-int stepc_cuda_rotary(stepc_cuda_ctx *ctx, const float *x, int64_t batch, int64_t len,
-                      int64_t width, int64_t head_dim, double theta, int inverse, float *y);
+/* Rotary position embeddings over [batch, len, width] (heads of head_dim);
+ * x and y f32 or bf16 (`_of_bf16` reads bf16, `_bf16` writes it).
+ * scratch: RotaryScratchFloats(len, head_dim) (the angles' table). */
+#define STEPC_CUDA_ROTARY(name, TI, TO)                                                 \
+  int name(stepc_cuda_ctx *ctx, const TI *x, int64_t batch, int64_t len, int64_t width, \
+           int64_t head_dim, double theta, int inverse, float *scratch, TO *y);
+STEPC_CUDA_ROTARY(stepc_cuda_rotary, float, float)
+STEPC_CUDA_ROTARY(stepc_cuda_rotary_bf16, float, __nv_bfloat16)
+STEPC_CUDA_ROTARY(stepc_cuda_rotary_of_bf16, __nv_bfloat16, float)
+STEPC_CUDA_ROTARY(stepc_cuda_rotary_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+#undef STEPC_CUDA_ROTARY
 
 /* step.quantize_fp8 (fp8.cu), as the CPU's stepc_cpu_quantize_fp8. */
 int stepc_cuda_quantize_fp8(stepc_cuda_ctx *ctx, const float *x, int64_t matrices, int64_t rows,

@@ -304,8 +304,10 @@ TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
   EXPECT_LT(RelError(Down(dx, 60), want), 1e-6);
 }
 
+// d = 64, 768 and 1000 take 16-byte steps (1000: lanes with unequal shares),
+// 100 one element at a time.
 TEST_F(CudaKernels, NormsForwardAndBackward) {
-  for (int64_t d : {64, 100, 768}) {
+  for (int64_t d : {64, 100, 768, 1000}) {
     const int64_t rows = 301;
     Floats x = Random(rows * d, 30, 2.0f), w = Random(d, 31), b = Random(d, 32),
            dy = Random(rows * d, 33);
@@ -403,14 +405,40 @@ TEST_F(CudaKernels, SoftmaxLogSoftmaxAndRotary) {
   }
 
   const int64_t batch = 2, len = 9, width = 24, head_dim = 8;
-  Floats r = Random(batch * len * width, 42), rw(r.size());
+  Floats r = Random(batch * len * width, 42), rw(r.size()), rounded(r), rw16(r.size());
+  for (float& v : rounded) v = RoundBf16(v);
+  float* table = Zeros(stepc::cuda::RotaryScratchFloats(len, head_dim));
+  auto round_all = [](Floats v) {
+    for (float& x : v) x = RoundBf16(x);
+    return v;
+  };
   for (int inverse : {0, 1}) {
     stepc_cpu_rotary(r.data(), batch, len, width, head_dim, 10000.0, inverse, rw.data());
+    stepc_cpu_rotary(rounded.data(), batch, len, width, head_dim, 10000.0, inverse, rw16.data());
     float* R = Zeros(r.size());
-    ASSERT_EQ(stepc_cuda_rotary(&ctx_, Up(r), batch, len, width, head_dim, 10000.0, inverse, R),
+    ASSERT_EQ(stepc_cuda_rotary(&ctx_, Up(r), batch, len, width, head_dim, 10000.0, inverse,
+                                table, R),
               0)
         << error_;
-    EXPECT_LT(RelError(Down(R, r.size()), rw), 1e-5);
+    EXPECT_LT(RelError(Down(R, r.size()), rw), 1e-6);
+    // bf16 either side: the rotation of the rounded values; a bf16 result
+    // that rotation rounded (one rounding apart where the sums straddle).
+    __nv_bfloat16* R16 = static_cast<__nv_bfloat16*>(Alloc(r.size() * 2));
+    ASSERT_EQ(stepc_cuda_rotary_of_bf16(&ctx_, UpBf16(r), batch, len, width, head_dim, 10000.0,
+                                        inverse, table, R),
+              0)
+        << error_;
+    EXPECT_LT(RelError(Down(R, r.size()), rw16), 1e-6);
+    ASSERT_EQ(stepc_cuda_rotary_of_bf16_bf16(&ctx_, UpBf16(r), batch, len, width, head_dim,
+                                             10000.0, inverse, table, R16),
+              0)
+        << error_;
+    EXPECT_LT(RelError(DownBf16(R16, r.size()), round_all(rw16)), 1e-3);
+    ASSERT_EQ(stepc_cuda_rotary_bf16(&ctx_, Up(r), batch, len, width, head_dim, 10000.0, inverse,
+                                     table, R16),
+              0)
+        << error_;
+    EXPECT_LT(RelError(DownBf16(R16, r.size()), round_all(rw)), 1e-3);
   }
 }
 

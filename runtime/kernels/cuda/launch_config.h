@@ -88,21 +88,27 @@ constexpr int64_t ReduceScratchFloats(int64_t outputs, int64_t reduced) {
 
 // LayerNorm / RMSNorm backward over `rows` rows of width d: the per-row
 // statistics (mean, rstd: 2 floats a row) and the weight/bias gradient
-// partials, reduced like PlanReduce's with rows as the reduced range.
+// partials, reduced like PlanColumnSum's (16-byte loads) or PlanReduce's
+// (one column a lane, when d is not a multiple of 8) with rows as the
+// reduced range; room for either.
 struct NormGradPlan {
-  ReducePlan columns;
   int64_t stats_floats = 0;
+  int64_t partial_floats = 0;  // each of the two partial tables
   int64_t scratch_floats = 0;
 };
 
 constexpr NormGradPlan PlanNormGrad(int64_t rows, int64_t d) {
   NormGradPlan p;
-  p.columns = PlanReduce(d, rows);
   p.stats_floats = 2 * rows;
-  // Two partial tables (weight and bias), each chunks · d.
-  p.scratch_floats = p.stats_floats + 2 * p.columns.scratch_floats;
+  p.partial_floats = ReduceScratchFloats(d, rows);
+  // Two partial tables (weight and bias).
+  p.scratch_floats = p.stats_floats + 2 * p.partial_floats;
   return p;
 }
+
+// Rotary embeddings: the cos and sin table of len positions x head_dim / 2
+// pairs.
+constexpr int64_t RotaryScratchFloats(int64_t len, int64_t head_dim) { return len * head_dim; }
 
 // Cross-entropy: the loss of each row, summed in a fixed order.
 constexpr int64_t CrossEntropyScratchFloats(int64_t rows) { return rows; }

@@ -72,8 +72,10 @@ TEST(LaunchConfig, ColumnSumsFillTheGpuWithinTheirScratch) {
 TEST(LaunchConfig, NormGradScratchHoldsStatsAndBothPartialTables) {
   NormGradPlan p = PlanNormGrad(8192, 768);
   EXPECT_EQ(p.stats_floats, 2 * 8192);
-  EXPECT_EQ(p.scratch_floats, 2 * 8192 + 2 * p.columns.scratch_floats);
-  EXPECT_EQ(p.columns.chunks, PlanReduce(768, 8192).chunks);
+  EXPECT_EQ(p.scratch_floats, 2 * 8192 + 2 * p.partial_floats);
+  // Room for the 16-byte column kernel's partials and the strided one's.
+  EXPECT_EQ(p.partial_floats, std::max(PlanColumnSum(768, 8192).scratch_floats,
+                                       PlanReduce(768, 8192).scratch_floats));
 }
 
 TEST(LaunchConfig, AttentionGradScratchIsAlignedSlices) {

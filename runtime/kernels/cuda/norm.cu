@@ -14,10 +14,42 @@ namespace {
 
 constexpr int kRowsPerBlock = kThreads / 32;
 
+// A warp's walk over its row: with kVec (d a multiple of 8, rows 16-byte
+// aligned) each lane takes 8 adjacent elements a step (16-byte loads:
+// gpt2-124m's d = 768 is 3 steps a lane instead of 24), else one.
+template <bool kVec, typename F>
+__device__ __forceinline__ void ForLane(int64_t d, F&& f) {
+  const int lane = threadIdx.x % 32;
+  if constexpr (kVec) {
+    for (int64_t i = lane * 8; i < d; i += 32 * 8) f(i, 8);
+  } else {
+    for (int64_t i = lane; i < d; i += 32) f(i, 1);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void LoadSome(const T* p, int64_t i, int k, float* v) {
+  if (k == 8)
+    LoadEight(p + i, v);
+  else
+    v[0] = Load(p, i);
+}
+template <typename T>
+__device__ __forceinline__ void StoreSome(T* p, int64_t i, int k, const float* v) {
+  if (k == 8)
+    StoreEight(p + i, v);
+  else
+    Store(p, i, v[0]);
+}
+
 // The row's Welford statistics, the same in every lane.
+template <bool kVec>
 __device__ __forceinline__ tile::Welford RowStats(const float* x, int64_t d) {
   tile::Welford w = tile::WelfordStart();
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32) tile::WelfordAdd(w, x[i]);
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float v[8];
+    LoadSome(x, i, k, v);
+    for (int j = 0; j < k; ++j) tile::WelfordAdd(w, v[j]);
+  });
   for (int o = 16; o > 0; o >>= 1) {
     tile::Welford other{__shfl_xor_sync(0xffffffffu, w.mean, o),
                         __shfl_xor_sync(0xffffffffu, w.m2, o),
@@ -29,27 +61,26 @@ __device__ __forceinline__ tile::Welford RowStats(const float* x, int64_t d) {
 
 // y of f32, or bf16: the norm rounded as it is stored (the GEMM operand it
 // only fed, with no f32 copy written and read back).
-template <typename T>
-__device__ __forceinline__ void StoreNormed(T* y, int64_t i, float v) {
-  if constexpr (std::is_same_v<T, float>)
-    y[i] = v;
-  else
-    y[i] = __float2bfloat16(v);
-}
-
-template <typename T>
+template <bool kVec, typename T>
 __global__ void LayerNormKernel(const float* x, const float* w, const float* b, int64_t rows,
                                 int64_t d, float eps, T* y) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const float* xr = x + row * d;
-  tile::Welford st = RowStats(xr, d);
+  tile::Welford st = RowStats<kVec>(xr, d);
   const float rstd = rsqrtf(st.m2 / st.n + eps);
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32)
-    StoreNormed(y, row * d + i, (xr[i] - st.mean) * rstd * w[i] + b[i]);
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float xv[8], wv[8], bv[8], out[8];
+    LoadSome(xr, i, k, xv);
+    LoadSome(w, i, k, wv);
+    LoadSome(b, i, k, bv);
+    for (int j = 0; j < k; ++j) out[j] = (xv[j] - st.mean) * rstd * wv[j] + bv[j];
+    StoreSome(y + row * d, i, k, out);
+  });
 }
 
 // dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)), g = dy · w; keeps (mean, rstd).
+template <bool kVec>
 __global__ void LayerNormGradKernel(const float* dy, const float* x, const float* w,
                                     int64_t rows, int64_t d, float eps, float* stats,
                                     float* dx) {
@@ -57,39 +88,63 @@ __global__ void LayerNormGradKernel(const float* dy, const float* x, const float
   if (row >= rows) return;
   const float* xr = x + row * d;
   const float* dyr = dy + row * d;
-  tile::Welford st = RowStats(xr, d);
+  tile::Welford st = RowStats<kVec>(xr, d);
   const float rstd = rsqrtf(st.m2 / st.n + eps);
   float mg = 0.0f, mgx = 0.0f;
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32) {
-    const float g = dyr[i] * w[i];
-    mg += g;
-    mgx += g * (xr[i] - st.mean) * rstd;
-  }
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float xv[8], gv[8], wv[8];
+    LoadSome(xr, i, k, xv);
+    LoadSome(dyr, i, k, gv);
+    LoadSome(w, i, k, wv);
+    for (int j = 0; j < k; ++j) {
+      const float g = gv[j] * wv[j];
+      mg += g;
+      mgx += g * (xv[j] - st.mean) * rstd;
+    }
+  });
   mg = WarpSum(mg) / d;
   mgx = WarpSum(mgx) / d;
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32) {
-    const float xhat = (xr[i] - st.mean) * rstd;
-    dx[row * d + i] = rstd * (dyr[i] * w[i] - mg - xhat * mgx);
-  }
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float xv[8], gv[8], wv[8], out[8];
+    LoadSome(xr, i, k, xv);
+    LoadSome(dyr, i, k, gv);
+    LoadSome(w, i, k, wv);
+    for (int j = 0; j < k; ++j) {
+      const float xhat = (xv[j] - st.mean) * rstd;
+      out[j] = rstd * (gv[j] * wv[j] - mg - xhat * mgx);
+    }
+    StoreSome(dx + row * d, i, k, out);
+  });
   if (threadIdx.x % 32 == 0) {
     stats[2 * row] = st.mean;
     stats[2 * row + 1] = rstd;
   }
 }
 
-template <typename T>
+template <bool kVec, typename T>
 __global__ void RmsNormKernel(const float* x, const float* w, int64_t rows, int64_t d, float eps,
                               T* y) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const float* xr = x + row * d;
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32) ss += xr[i] * xr[i];
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float xv[8];
+    LoadSome(xr, i, k, xv);
+    for (int j = 0; j < k; ++j) ss += xv[j] * xv[j];
+  });
   const float rstd = rsqrtf(WarpSum(ss) / d + eps);
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32) StoreNormed(y, row * d + i, xr[i] * rstd * w[i]);
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float xv[8], wv[8], out[8];
+    LoadSome(xr, i, k, xv);
+    LoadSome(w, i, k, wv);
+    for (int j = 0; j < k; ++j) out[j] = xv[j] * rstd * wv[j];
+    StoreSome(y + row * d, i, k, out);
+  });
 }
 
 // dx = rstd · (g - x̂ · mean(g · x̂)), g = dy · w; keeps (0, rstd).
+template <bool kVec>
 __global__ void RmsNormGradKernel(const float* dy, const float* x, const float* w, int64_t rows,
                                   int64_t d, float eps, float* stats, float* dx) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
@@ -97,13 +152,29 @@ __global__ void RmsNormGradKernel(const float* dy, const float* x, const float* 
   const float* xr = x + row * d;
   const float* dyr = dy + row * d;
   float ss = 0.0f;
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32) ss += xr[i] * xr[i];
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float xv[8];
+    LoadSome(xr, i, k, xv);
+    for (int j = 0; j < k; ++j) ss += xv[j] * xv[j];
+  });
   const float rstd = rsqrtf(WarpSum(ss) / d + eps);
   float mgx = 0.0f;
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32) mgx += dyr[i] * w[i] * xr[i] * rstd;
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float xv[8], gv[8], wv[8];
+    LoadSome(xr, i, k, xv);
+    LoadSome(dyr, i, k, gv);
+    LoadSome(w, i, k, wv);
+    for (int j = 0; j < k; ++j) mgx += gv[j] * wv[j] * xv[j] * rstd;
+  });
   mgx = WarpSum(mgx) / d;
-  for (int64_t i = threadIdx.x % 32; i < d; i += 32)
-    dx[row * d + i] = rstd * (dyr[i] * w[i] - xr[i] * rstd * mgx);
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    float xv[8], gv[8], wv[8], out[8];
+    LoadSome(xr, i, k, xv);
+    LoadSome(dyr, i, k, gv);
+    LoadSome(w, i, k, wv);
+    for (int j = 0; j < k; ++j) out[j] = rstd * (gv[j] * wv[j] - xv[j] * rstd * mgx);
+    StoreSome(dx + row * d, i, k, out);
+  });
   if (threadIdx.x % 32 == 0) {
     stats[2 * row] = 0.0f;
     stats[2 * row + 1] = rstd;
@@ -111,49 +182,78 @@ __global__ void RmsNormGradKernel(const float* dy, const float* x, const float* 
 }
 
 // dw[c] = Σ_rows dy·x̂ and (with db) db[c] = Σ_rows dy over a chunk of rows;
-// block (32 columns, 8 row lanes), grid (column tiles, chunks).
+// block (32 lanes, 8 row lanes), grid (column tiles, chunks); a lane takes
+// kCols adjacent columns (8 with 16-byte loads, as PlanColumnSum's tiles).
+template <int kCols>
 __global__ void NormColumnsKernel(const float* dy, const float* x, const float* stats,
                                   int64_t rows, int64_t d, int64_t per_chunk, float* dw,
                                   float* db) {
-  __shared__ float part_w[kReduceRows][kReduceLanes], part_b[kReduceRows][kReduceLanes];
-  const int64_t c = blockIdx.x * (int64_t)kReduceLanes + threadIdx.x;
+  __shared__ float part_w[kReduceRows][kReduceLanes * kCols];
+  __shared__ float part_b[kReduceRows][kReduceLanes * kCols];
+  const int64_t c = (blockIdx.x * (int64_t)kReduceLanes + threadIdx.x) * kCols;
   const int64_t begin = blockIdx.y * per_chunk, end = min(rows, begin + per_chunk);
-  float sw = 0.0f, sb = 0.0f;
+  float sw[kCols], sb[kCols];
+  for (int j = 0; j < kCols; ++j) sw[j] = sb[j] = 0.0f;
   if (c < d)
+#pragma unroll 2
     for (int64_t r = begin + threadIdx.y; r < end; r += kReduceRows) {
-      const float g = dy[r * d + c];
-      sw += g * (x[r * d + c] - stats[2 * r]) * stats[2 * r + 1];
-      sb += g;
+      float g[8], xv[8];
+      LoadSome(dy + r * d, c, kCols, g);
+      LoadSome(x + r * d, c, kCols, xv);
+      const float mean = stats[2 * r], rstd = stats[2 * r + 1];
+      for (int j = 0; j < kCols; ++j) {
+        sw[j] += g[j] * (xv[j] - mean) * rstd;
+        sb[j] += g[j];
+      }
     }
-  part_w[threadIdx.y][threadIdx.x] = sw;
-  part_b[threadIdx.y][threadIdx.x] = sb;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < d) {
-    for (int y = 1; y < kReduceRows; ++y) {
-      sw += part_w[y][threadIdx.x];
-      sb += part_b[y][threadIdx.x];
-    }
-    dw[blockIdx.y * d + c] = sw;
-    if (db) db[blockIdx.y * d + c] = sb;
+  for (int j = 0; j < kCols; ++j) {
+    part_w[threadIdx.y][threadIdx.x * kCols + j] = sw[j];
+    part_b[threadIdx.y][threadIdx.x * kCols + j] = sb[j];
   }
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= d) return;
+  for (int j = 0; j < kCols; ++j) {
+    for (int y = 1; y < kReduceRows; ++y) {
+      sw[j] += part_w[y][threadIdx.x * kCols + j];
+      sb[j] += part_b[y][threadIdx.x * kCols + j];
+    }
+    dw[blockIdx.y * d + c + j] = sw[j];
+    if (db) db[blockIdx.y * d + c + j] = sb[j];
+  }
+}
+
+// Whether a norm's rows can take 16-byte steps: d a multiple of 8 and every
+// pointer 16-byte aligned.
+bool NormVectors(int64_t d, std::initializer_list<const void*> pointers) {
+  if (d % 8 != 0) return false;
+  for (const void* p : pointers)
+    if (p && (reinterpret_cast<uintptr_t>(p) & 15) != 0) return false;
+  return true;
 }
 
 int NormColumns(stepc_cuda_ctx* ctx, const float* dy, const float* x, int64_t rows, int64_t d,
                 float* scratch, float* dw, float* db) {
   const NormGradPlan plan = PlanNormGrad(rows, d);
+  const bool vectors = NormVectors(d, {dy, x});
+  const ReducePlan columns = vectors ? PlanColumnSum(d, rows) : PlanReduce(d, rows);
   const float* stats = scratch;
   float* part_w = scratch + plan.stats_floats;
-  float* part_b = part_w + plan.columns.scratch_floats;
-  const bool chunked = plan.columns.chunks > 1;
-  dim3 grid(plan.columns.output_tiles, plan.columns.chunks), block(kReduceLanes, kReduceRows);
-  STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel)(dy, x, stats, rows, d,
-                                                     CeilDiv(rows, plan.columns.chunks),
-                                                     chunked ? part_w : dw,
-                                                     db ? (chunked ? part_b : db) : nullptr);
+  float* part_b = part_w + plan.partial_floats;
+  const bool chunked = columns.chunks > 1;
+  dim3 grid(columns.output_tiles, columns.chunks), block(kReduceLanes, kReduceRows);
+  const int64_t per_chunk = CeilDiv(rows, columns.chunks);
+  float* w_out = chunked ? part_w : dw;
+  float* b_out = db ? (chunked ? part_b : db) : nullptr;
+  if (vectors)
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<8>)(
+        dy, x, stats, rows, d, per_chunk, w_out, b_out);
+  else
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<1>)(
+        dy, x, stats, rows, d, per_chunk, w_out, b_out);
   if (int rc = STEPC_LAUNCHED(ctx, "NormColumnsKernel")) return rc;
   if (!chunked) return 0;
-  if (int rc = FinishChunks(ctx, part_w, plan.columns.chunks, d, 0, 1.0f, dw)) return rc;
-  return db ? FinishChunks(ctx, part_b, plan.columns.chunks, d, 0, 1.0f, db) : 0;
+  if (int rc = FinishChunks(ctx, part_w, columns.chunks, d, 0, 1.0f, dw)) return rc;
+  return db ? FinishChunks(ctx, part_b, columns.chunks, d, 0, 1.0f, db) : 0;
 }
 
 int64_t RowBlocks(int64_t rows) { return CeilDiv(rows, kRowsPerBlock); }
@@ -210,18 +310,38 @@ __global__ void CumsumKernel(const float* x, int64_t outer, int64_t n, int64_t i
 }
 
 // y = rotate pairs (x[2i], x[2i+1]) of each head by t · theta^(-2i/Dh).
-__global__ void RotaryKernel(const float* x, int64_t batch, int64_t len, int64_t width,
-                             int64_t head_dim, float theta, float sign, float* y) {
-  const int64_t pairs = batch * len * width / 2;
+// cos(t·θ_i) and sin(t·θ_i) for t < len, i < pairs (t-major: [t][i] cos,
+// then [t][i] sin), θ_i = theta^(-2i/Dh), in double rounded to float: the
+// CPU kernel's table, rebuilt in scratch by each call (len · Dh floats, a
+// few hundred KB that stay in L2), so that the rotation itself is only
+// loads and stores.
+__global__ void RotaryTableKernel(int64_t len, int64_t head_dim, double theta, double sign,
+                                  float* table) {
+  const int64_t pairs = head_dim / 2;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < len * pairs;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t t = e / pairs, i = e % pairs;
+    const double angle = t * (pow(theta, -2.0 * i / head_dim) * sign);
+    table[e] = (float)cos(angle);
+    table[len * pairs + e] = (float)sin(angle);
+  }
+}
+
+// Adjacent pairs of each head rotate by the table's angles; x and y of f32
+// or bf16 (a rotation of a bf16 GEMM result feeding a bf16 operand: no f32
+// copy either side).
+template <typename TI, typename TO>
+__global__ void RotaryKernel(const TI* x, int64_t batch, int64_t len, int64_t width,
+                             int64_t head_dim, const float* table, TO* y) {
+  const int64_t pairs = batch * len * width / 2, half = head_dim / 2;
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < pairs;
        p += (int64_t)gridDim.x * blockDim.x) {
     const int64_t at = 2 * p;
     const int64_t t = (at / width) % len, i = (at % width % head_dim) / 2;
-    const double angle = t * pow((double)theta, -2.0 * i / head_dim) * sign;
-    const float c = (float)cos(angle), s = (float)sin(angle);
-    const float x0 = x[at], x1 = x[at + 1];
-    y[at] = x0 * c - x1 * s;
-    y[at + 1] = x0 * s + x1 * c;
+    const float c = table[t * half + i], s = table[len * half + t * half + i];
+    const float x0 = Load(x, at), x1 = Load(x, at + 1);
+    Store(y, at, x0 * c - x1 * s);
+    Store(y, at + 1, x0 * s + x1 * c);
   }
 }
 
@@ -230,50 +350,75 @@ __global__ void RotaryKernel(const float* x, int64_t batch, int64_t len, int64_t
 
 using namespace stepc::cuda;
 
+template <typename T>
+int LayerNorm(stepc_cuda_ctx* ctx, const float* x, const float* w, const float* b, int64_t rows,
+              int64_t d, double eps, T* y) {
+  if (NormVectors(d, {x, w, b, y}))
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             LayerNormKernel<true, T>)(x, w, b, rows, d, (float)eps, y);
+  else
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             LayerNormKernel<false, T>)(x, w, b, rows, d, (float)eps, y);
+  return STEPC_LAUNCHED(ctx, "LayerNormKernel");
+}
+
+template <typename T>
+int RmsNorm(stepc_cuda_ctx* ctx, const float* x, const float* w, int64_t rows, int64_t d,
+            double eps, T* y) {
+  if (NormVectors(d, {x, w, y}))
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             RmsNormKernel<true, T>)(x, w, rows, d, (float)eps, y);
+  else
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             RmsNormKernel<false, T>)(x, w, rows, d, (float)eps, y);
+  return STEPC_LAUNCHED(ctx, "RmsNormKernel");
+}
+
 extern "C" int stepc_cuda_layer_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                      const float* b, int64_t rows, int64_t d, double eps,
                                      float* y) {
-  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormKernel<float>)(
-      x, w, b, rows, d, (float)eps, y);
-  return STEPC_LAUNCHED(ctx, "LayerNormKernel");
+  return LayerNorm(ctx, x, w, b, rows, d, eps, y);
 }
 
 extern "C" int stepc_cuda_layer_norm_bf16(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                           const float* b, int64_t rows, int64_t d, double eps,
                                           __nv_bfloat16* y) {
-  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                           LayerNormKernel<__nv_bfloat16>)(x, w, b, rows, d, (float)eps, y);
-  return STEPC_LAUNCHED(ctx, "LayerNormKernel");
+  return LayerNorm(ctx, x, w, b, rows, d, eps, y);
 }
 
 extern "C" int stepc_cuda_layer_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
                                           const float* w, int64_t rows, int64_t d, double eps,
                                           float* scratch, float* dx, float* dw, float* db) {
-  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, LayerNormGradKernel)(dy, x, w, rows, d,
-                                                                     (float)eps, scratch, dx);
+  if (NormVectors(d, {dy, x, w, dx}))
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             LayerNormGradKernel<true>)(dy, x, w, rows, d, (float)eps, scratch,
+                                                        dx);
+  else
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             LayerNormGradKernel<false>)(dy, x, w, rows, d, (float)eps, scratch,
+                                                         dx);
   if (int rc = STEPC_LAUNCHED(ctx, "LayerNormGradKernel")) return rc;
   return NormColumns(ctx, dy, x, rows, d, scratch, dw, db);
 }
 
 extern "C" int stepc_cuda_rms_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                    int64_t rows, int64_t d, double eps, float* y) {
-  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormKernel<float>)(
-      x, w, rows, d, (float)eps, y);
-  return STEPC_LAUNCHED(ctx, "RmsNormKernel");
+  return RmsNorm(ctx, x, w, rows, d, eps, y);
 }
-
 extern "C" int stepc_cuda_rms_norm_bf16(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                         int64_t rows, int64_t d, double eps, __nv_bfloat16* y) {
-  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                           RmsNormKernel<__nv_bfloat16>)(x, w, rows, d, (float)eps, y);
-  return STEPC_LAUNCHED(ctx, "RmsNormKernel");
+  return RmsNorm(ctx, x, w, rows, d, eps, y);
 }
-
 extern "C" int stepc_cuda_rms_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
                                         const float* w, int64_t rows, int64_t d, double eps,
                                         float* scratch, float* dx, float* dw) {
-  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, RmsNormGradKernel)(dy, x, w, rows, d,
-                                                                   (float)eps, scratch, dx);
+  if (NormVectors(d, {dy, x, w, dx}))
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             RmsNormGradKernel<true>)(dy, x, w, rows, d, (float)eps, scratch, dx);
+  else
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             RmsNormGradKernel<false>)(dy, x, w, rows, d, (float)eps, scratch,
+                                                       dx);
   if (int rc = STEPC_LAUNCHED(ctx, "RmsNormGradKernel")) return rc;
   return NormColumns(ctx, dy, x, rows, d, scratch, dw, nullptr);
 }
@@ -339,10 +484,32 @@ extern "C" int stepc_cuda_log_softmax_grad(stepc_cuda_ctx* ctx, const float* dy,
   return SoftmaxGrad<true>(ctx, dy, y, outer, n, inner, dx);
 }
 
-extern "C" int stepc_cuda_rotary(stepc_cuda_ctx* ctx, const float* x, int64_t batch, int64_t len,
-                                 int64_t width, int64_t head_dim, double theta, int inverse,
-                                 float* y) {
-  STEPC_LAUNCH(ElementwiseBlocks(batch * len * width / 2), kThreads, 0, ctx->stream, RotaryKernel)(
-      x, batch, len, width, head_dim, (float)theta, inverse ? -1.0f : 1.0f, y);
+namespace stepc::cuda {
+namespace {
+
+template <typename TI, typename TO>
+int Rotary(stepc_cuda_ctx* ctx, const TI* x, int64_t batch, int64_t len, int64_t width,
+           int64_t head_dim, double theta, int inverse, float* scratch, TO* y) {
+  STEPC_LAUNCH(ElementwiseBlocks(len * head_dim / 2), kThreads, 0, ctx->stream,
+               RotaryTableKernel)(len, head_dim, theta, inverse ? -1.0 : 1.0, scratch);
+  if (int rc = STEPC_LAUNCHED(ctx, "RotaryTableKernel")) return rc;
+  STEPC_LAUNCH(ElementwiseBlocks(batch * len * width / 2), kThreads, 0, ctx->stream,
+               RotaryKernel<TI, TO>)(x, batch, len, width, head_dim, scratch, y);
   return STEPC_LAUNCHED(ctx, "RotaryKernel");
 }
+
+}  // namespace
+}  // namespace stepc::cuda
+
+// x and y of f32 or bf16: `_of_bf16` reads bf16, `_bf16` writes it.
+#define STEPC_ROTARY(name, TI, TO)                                                            \
+  extern "C" int name(stepc_cuda_ctx* ctx, const TI* x, int64_t batch, int64_t len,           \
+                      int64_t width, int64_t head_dim, double theta, int inverse,             \
+                      float* scratch, TO* y) {                                                \
+    return Rotary(ctx, x, batch, len, width, head_dim, theta, inverse, scratch, y);           \
+  }
+STEPC_ROTARY(stepc_cuda_rotary, float, float)
+STEPC_ROTARY(stepc_cuda_rotary_bf16, float, __nv_bfloat16)
+STEPC_ROTARY(stepc_cuda_rotary_of_bf16, __nv_bfloat16, float)
+STEPC_ROTARY(stepc_cuda_rotary_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+#undef STEPC_ROTARY
