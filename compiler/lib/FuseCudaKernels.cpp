@@ -67,6 +67,17 @@ struct Fusions {
 /// The single user of `v`, if it has exactly one use.
 Operation *soleUserOf(Value v) { return v.hasOneUse() ? *v.getUsers().begin() : nullptr; }
 
+/// Whether the only reader of a widening takes the bf16 value itself once
+/// step-lower-library-calls folds the widening into its call.
+bool readsBf16Itself(ConvertOp widening) {
+  Operation *user = soleUserOf(widening.getResult());
+  if (isa_and_nonnull<RotaryOp>(user))
+    return true;
+  return isa_and_nonnull<LayerNormGradOp, RmsNormGradOp>(user) &&
+         user->getOperand(0) == widening.getResult() &&
+         llvm::count(user->getOperands(), widening.getResult()) == 1;
+}
+
 /// Whether `later` may be computed by the kernel of `first`: everything it
 /// reads exists when that kernel runs (block arguments, values defined
 /// before `first`, and values of `first`'s own group).
@@ -96,9 +107,11 @@ Fusions planFusions(func::FuncOp step, const DenseSet<Operation *> &packed) {
     SmallVector<ConvertOp> converts;
     for (Value r : op.getResults()) {
       auto convert = dyn_cast_or_null<ConvertOp>(soleUserOf(r));
-      // A rotation reads the bf16 value itself (step-lower-library-calls'
-      // rotary_of_bf16): no f32 copy of Llama's query and key.
-      if (convert && isa_and_nonnull<RotaryOp>(soleUserOf(convert.getResult())))
+      // A rotation, or a norm's gradient as its dy, reads the bf16 value
+      // itself (step-lower-library-calls' rotary_of_bf16,
+      // layer_norm_grad_of_bf16): no f32 copy of Llama's query and key, or
+      // of the input gradient a norm's backward reads.
+      if (convert && readsBf16Itself(convert))
         convert = nullptr;
       if (convert && cast<RankedTensorType>(r.getType()).getElementType().isBF16() &&
           convert.getType().getElementType().isF32() && canFuseInto(&op, convert, f))

@@ -415,6 +415,69 @@ void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr,
     widening->erase();
 }
 
+/// On CUDA: a norm's gradient whose input gradient only feeds an add into
+/// the residual stream's gradient (made before the norm's backward) writes
+/// that sum itself, and, where the sum is rounded to bf16 for the GEMMs
+/// before the norm, that rounding too: one pass over the rows instead of
+/// the norm's and the add's ("..._grad_add[_rounded]", dy f32 or a widened
+/// bf16 read as it is "..._of_bf16"). Results: the sum, the weight (and
+/// bias) gradients, the rounding. Null when the pattern is not there.
+stepk::CallOp lowerNormGradAdd(Operation *op, const LibraryCall &call, ConvertOp widening) {
+  if (!isa<LayerNormGradOp, RmsNormGradOp>(op) || !op->getResult(0).hasOneUse())
+    return nullptr;
+  auto add = dyn_cast<AddOp>(*op->getResult(0).getUsers().begin());
+  if (!add || add->getBlock() != op->getBlock())
+    return nullptr;
+  Value dx = op->getResult(0);
+  Value acc = add.getLhs() == dx ? add.getRhs() : add.getLhs();
+  if (acc == dx || acc.getType() != dx.getType() || !typeOf(acc).getElementType().isF32())
+    return nullptr;
+  if (Operation *def = acc.getDefiningOp(); def && (def->getBlock() != op->getBlock() ||
+                                                    !def->isBeforeInBlock(op)))
+    return nullptr;
+  ConvertOp rounding;
+  for (Operation *user : add->getUsers())
+    if (auto convert = dyn_cast<ConvertOp>(user);
+        convert && !rounding && convert->getBlock() == op->getBlock() &&
+        typeOf(convert.getResult()).getElementType().isBF16())
+      rounding = convert;
+  OpBuilder b(op);
+  Builder attrs(op->getContext());
+  std::string callee = (call.callee + "_add" + (rounding ? "_rounded" : "") +
+                        (widening ? "_of_bf16" : ""))
+                           .str();
+  SmallVector<Value> operands(op->getOperands());
+  if (widening)
+    operands.front() = widening.getInput();
+  operands.push_back(acc);
+  SmallVector<Value> yields = {add.getResult()};
+  llvm::append_range(yields, op->getResults().drop_front());
+  if (rounding)
+    yields.push_back(rounding.getResult());
+  auto kernel = b.create<stepk::CallOp>(
+      op->getLoc(), ValueRange(yields).getTypes(), attrs.getStringAttr(callee), operands,
+      attrs.getArrayAttr(call.scalars),
+      call.scratchBytes ? attrs.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr(),
+      StringAttr(), IntegerAttr(), IntegerAttr());
+  step::copyPhase(op, kernel);
+  SmallVector<Operation *> body;
+  if (widening)
+    body.push_back(widening);
+  body.append({op, add});
+  if (rounding)
+    body.push_back(rounding);
+  fillCallBody(kernel, body, yields);
+  for (auto [from, to] : llvm::zip(yields, kernel.getResults()))
+    from.replaceAllUsesWith(to);
+  if (rounding)
+    rounding->erase();
+  add->erase();
+  op->erase();
+  if (widening)
+    widening->erase();
+  return kernel;
+}
+
 /// Every GEMM the target passes left as a step.matmul or step.batch_matmul
 /// (nothing folded into it) as a stepk.gemm, so the emitters print one GEMM
 /// op per target.
@@ -457,8 +520,11 @@ ConvertOp roundingOnlyUse(Operation *op, bool cuda) {
 /// same sums of the same values, no f32 copy written and read
 /// (reduce_of_bf16 on both targets).
 ConvertOp wideningOnlyUse(Operation *op, bool cuda) {
-  // On CUDA also a rotation of a bf16 GEMM or attention-gradient result.
-  if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op) && !(cuda && isa<RotaryOp>(op)))
+  // On CUDA also a rotation of a bf16 GEMM or attention-gradient result,
+  // and a norm's gradient whose dy (operand 0) is a bf16 GEMM's input
+  // gradient.
+  if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op) &&
+      !(cuda && isa<RotaryOp, LayerNormGradOp, RmsNormGradOp>(op)))
     return nullptr;
   auto convert = op->getOperand(0).getDefiningOp<ConvertOp>();
   if (!convert || !convert.getResult().hasOneUse() || convert->getBlock() != op->getBlock() ||
@@ -485,9 +551,12 @@ struct StepLowerLibraryCallsPass
       for (Operation &op : step.getBody().front())
         if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))
           calls.push_back({&op, std::move(*call)});
-      for (auto &[op, call] : calls)
-        lower(op, call, roundingOnlyUse(op, target == "cuda"),
-              wideningOnlyUse(op, target == "cuda"));
+      for (auto &[op, call] : calls) {
+        bool cuda = target == "cuda";
+        if (cuda && lowerNormGradAdd(op, call, wideningOnlyUse(op, cuda)))
+          continue;
+        lower(op, call, roundingOnlyUse(op, cuda), wideningOnlyUse(op, cuda));
+      }
       lowerGemms(step);
       eraseDeadOps(step);
     }

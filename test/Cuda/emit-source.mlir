@@ -79,7 +79,7 @@
 // CHECK-NEXT: STEPC_TRY(stepc_cuda_cross_entropy_fused(ctx, ((float *)b{{[0-9]+}}), a16, ((float *)b{{[0-9]+}}), 8, 16, (float *)scratch, ((float *)b{{[0-9]+}}), ((float *)b{{[0-9]+}}), 6),
 // CHECK-NOT: stepc_cuda_cross_entropy_grad(
 // CHECK: stepc_cuda_attention_grad(ctx, {{.*}}, STEPC_CUDA_F32, 2, 4, 4, 2, 2, 2, 1, 7.071068e-01, scratch, ((float *)b[[OUT]]), STEPC_CUDA_F32, ((float *)b[[LSE]]),
-// CHECK: stepc_cuda_layer_norm_grad(ctx, {{.*}}, 8, 4, 1.000000e-05, (float *)scratch,
+// CHECK: stepc_cuda_layer_norm_grad_add(ctx, {{.*}}, 8, 4, 1.000000e-05, (float *)scratch,
 // CHECK: stepc_cuda_embedding_grad(ctx, {{.*}}, a15, 8, 16, 4, ((float *)b{{[0-9]+}}), 7)
 // Decayed matrices in one launch, undecayed vectors in another.
 // CHECK: // multi-tensor AdamW over 2 tensors

@@ -92,6 +92,42 @@ int stepc_cuda_rms_norm_bf16(stepc_cuda_ctx *ctx, const float *x, const float *w
 int stepc_cuda_rms_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float *x,
                              const float *w, int64_t rows, int64_t d, double eps,
                              float *scratch, float *dx, float *dw);
+/* The same with dy in bf16 (the input gradient a bf16 GEMM left). */
+int stepc_cuda_layer_norm_grad_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy,
+                                       const float *x, const float *w, int64_t rows, int64_t d,
+                                       double eps, float *scratch, float *dx, float *dw,
+                                       float *db);
+int stepc_cuda_rms_norm_grad_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy,
+                                     const float *x, const float *w, int64_t rows, int64_t d,
+                                     double eps, float *scratch, float *dx, float *dw);
+/* Into the residual stream's gradient: sum = acc + dx (dx as above), and
+ * with `_rounded` its bf16 copy `rounded`; dy f32 or bf16 (`_of_bf16`). */
+#define STEPC_CUDA_LAYER_NORM_GRAD_ADD(name, TD, ROUNDED)                                 \
+  int name(stepc_cuda_ctx *ctx, const TD *dy, const float *x, const float *w,             \
+           const float *acc, int64_t rows, int64_t d, double eps, float *scratch,         \
+           float *sum, float *dw, float *db ROUNDED);
+#define STEPC_CUDA_RMS_NORM_GRAD_ADD(name, TD, ROUNDED)                                   \
+  int name(stepc_cuda_ctx *ctx, const TD *dy, const float *x, const float *w,             \
+           const float *acc, int64_t rows, int64_t d, double eps, float *scratch,         \
+           float *sum, float *dw ROUNDED);
+#define STEPC_CUDA_NO_ROUNDED
+#define STEPC_CUDA_ROUNDED , __nv_bfloat16 *rounded
+STEPC_CUDA_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add, float, STEPC_CUDA_NO_ROUNDED)
+STEPC_CUDA_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add_of_bf16, __nv_bfloat16,
+                               STEPC_CUDA_NO_ROUNDED)
+STEPC_CUDA_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add_rounded, float, STEPC_CUDA_ROUNDED)
+STEPC_CUDA_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add_rounded_of_bf16, __nv_bfloat16,
+                               STEPC_CUDA_ROUNDED)
+STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add, float, STEPC_CUDA_NO_ROUNDED)
+STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_of_bf16, __nv_bfloat16,
+                             STEPC_CUDA_NO_ROUNDED)
+STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded, float, STEPC_CUDA_ROUNDED)
+STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded_of_bf16, __nv_bfloat16,
+                             STEPC_CUDA_ROUNDED)
+#undef STEPC_CUDA_LAYER_NORM_GRAD_ADD
+#undef STEPC_CUDA_RMS_NORM_GRAD_ADD
+#undef STEPC_CUDA_NO_ROUNDED
+#undef STEPC_CUDA_ROUNDED
 /* The line ops' kernels (every Step_LineOp)
  * are declared by their ops: generated from the dialect's ODS into the build
  * tree's runtime/kernels/cuda/line_kernels.h. */

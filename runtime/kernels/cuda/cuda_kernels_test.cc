@@ -334,6 +334,71 @@ TEST_F(CudaKernels, NormsForwardAndBackward) {
                 1e-3)
           << what;
     };
+    // dy in bf16 (the input gradient a bf16 GEMM left): the gradients of
+    // its rounded values.
+    Floats dy16(dy);
+    for (float& v : dy16) v = RoundBf16(v);
+    const __nv_bfloat16* DY16 = UpBf16(dy);
+    {
+      Floats dx16(rows * d), dw16(d), db16(d);
+      stepc_cpu_layer_norm_grad(dy16.data(), x.data(), w.data(), rows, d, 1e-5, dx16.data(),
+                                dw16.data(), db16.data());
+      ASSERT_EQ(stepc_cuda_layer_norm_grad_of_bf16(&ctx_, DY16, X, W, rows, d, 1e-5, scratch, DX,
+                                                   DW, DB),
+                0)
+          << error_;
+      EXPECT_LT(RelError(Down(DX, rows * d), dx16), 1e-4);
+      EXPECT_LT(RelError(Down(DW, d), dw16), 1e-5);
+      EXPECT_LT(RelError(Down(DB, d), db16), 1e-5);
+      stepc_cpu_rms_norm_grad(dy16.data(), x.data(), w.data(), rows, d, 1e-6, dx16.data(),
+                              dw16.data());
+      ASSERT_EQ(stepc_cuda_rms_norm_grad_of_bf16(&ctx_, DY16, X, W, rows, d, 1e-6, scratch, DX,
+                                                 DW),
+                0)
+          << error_;
+      EXPECT_LT(RelError(Down(DX, rows * d), dx16), 1e-4);
+      EXPECT_LT(RelError(Down(DW, d), dw16), 1e-5);
+      // Into the residual stream's gradient: acc + dx, and its bf16 copy.
+      Floats acc = Random(rows * d, 34), sum(rows * d);
+      float* ACC = Up(acc);
+      __nv_bfloat16* R16 = static_cast<__nv_bfloat16*>(Alloc(rows * d * 2));
+      // The bf16 copy is the stored f32 sum rounded, bit for bit.
+      auto expect_sum = [&](const char* what, bool rounded) {
+        for (int64_t i = 0; i < rows * d; ++i) sum[i] = acc[i] + dx16[i];
+        Floats got = Down(DX, rows * d);
+        EXPECT_LT(RelError(got, sum), 1e-4) << what;
+        if (!rounded) return;
+        for (float& v : got) v = RoundBf16(v);
+        EXPECT_EQ(DownBf16(R16, rows * d), got) << what;
+      };
+      ASSERT_EQ(stepc_cuda_rms_norm_grad_add_rounded_of_bf16(&ctx_, DY16, X, W, ACC, rows, d,
+                                                             1e-6, scratch, DX, DW, R16),
+                0)
+          << error_;
+      expect_sum("rms_norm_grad_add_rounded_of_bf16", true);
+      EXPECT_LT(RelError(Down(DW, d), dw16), 1e-5);
+      stepc_cpu_layer_norm_grad(dy16.data(), x.data(), w.data(), rows, d, 1e-5, dx16.data(),
+                                dw16.data(), db16.data());
+      ASSERT_EQ(stepc_cuda_layer_norm_grad_add_of_bf16(&ctx_, DY16, X, W, ACC, rows, d, 1e-5,
+                                                       scratch, DX, DW, DB),
+                0)
+          << error_;
+      expect_sum("layer_norm_grad_add_of_bf16", false);
+      EXPECT_LT(RelError(Down(DB, d), db16), 1e-5);
+      ASSERT_EQ(stepc_cuda_layer_norm_grad_add_rounded_of_bf16(&ctx_, DY16, X, W, ACC, rows, d,
+                                                               1e-5, scratch, DX, DW, DB, R16),
+                0)
+          << error_;
+      expect_sum("layer_norm_grad_add_rounded_of_bf16", true);
+      stepc_cpu_layer_norm_grad(dy.data(), x.data(), w.data(), rows, d, 1e-5, dx16.data(),
+                                dw16.data(), db16.data());
+      ASSERT_EQ(stepc_cuda_layer_norm_grad_add_rounded(&ctx_, DY, X, W, ACC, rows, d, 1e-5,
+                                                       scratch, DX, DW, DB, R16),
+                0)
+          << error_;
+      expect_sum("layer_norm_grad_add_rounded", true);
+      EXPECT_LT(RelError(Down(DW, d), dw16), 1e-5);
+    }
     void* Y16 = Alloc(rows * d * 2);
     ASSERT_EQ(stepc_cuda_layer_norm_bf16(&ctx_, X, W, B, rows, d, 1e-5,
                                          static_cast<__nv_bfloat16*>(Y16)),

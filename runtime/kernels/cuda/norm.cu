@@ -79,15 +79,35 @@ __global__ void LayerNormKernel(const float* x, const float* w, const float* b, 
   });
 }
 
+// Where a norm's input gradient goes: dx, or with `acc` the residual
+// stream's gradient acc + dx (the add after the norm's backward), and with
+// `rounded` also its bf16 copy for the GEMMs before it: one pass, where the
+// separate add read dx and acc back and wrote both.
+struct GradOut {
+  const float* acc;
+  float* dx;
+  __nv_bfloat16* rounded;
+  template <bool kVec>
+  __device__ __forceinline__ void Put(int64_t at, int64_t i, int k, float* v) const {
+    if (acc) {
+      float a[8];
+      LoadSome(acc + at, i, k, a);
+      for (int j = 0; j < k; ++j) v[j] += a[j];
+    }
+    StoreSome(dx + at, i, k, v);
+    if (rounded) StoreSome(rounded + at, i, k, v);
+  }
+};
+
 // dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)), g = dy · w; keeps (mean, rstd).
-template <bool kVec>
-__global__ void LayerNormGradKernel(const float* dy, const float* x, const float* w,
+template <bool kVec, typename TD>
+__global__ void LayerNormGradKernel(const TD* dy, const float* x, const float* w,
                                     int64_t rows, int64_t d, float eps, float* stats,
-                                    float* dx) {
+                                    GradOut dx) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const float* xr = x + row * d;
-  const float* dyr = dy + row * d;
+  const TD* dyr = dy + row * d;
   tile::Welford st = RowStats<kVec>(xr, d);
   const float rstd = rsqrtf(st.m2 / st.n + eps);
   float mg = 0.0f, mgx = 0.0f;
@@ -113,7 +133,7 @@ __global__ void LayerNormGradKernel(const float* dy, const float* x, const float
       const float xhat = (xv[j] - st.mean) * rstd;
       out[j] = rstd * (gv[j] * wv[j] - mg - xhat * mgx);
     }
-    StoreSome(dx + row * d, i, k, out);
+    dx.Put<kVec>(row * d, i, k, out);
   });
   if (threadIdx.x % 32 == 0) {
     stats[2 * row] = st.mean;
@@ -144,13 +164,13 @@ __global__ void RmsNormKernel(const float* x, const float* w, int64_t rows, int6
 }
 
 // dx = rstd · (g - x̂ · mean(g · x̂)), g = dy · w; keeps (0, rstd).
-template <bool kVec>
-__global__ void RmsNormGradKernel(const float* dy, const float* x, const float* w, int64_t rows,
-                                  int64_t d, float eps, float* stats, float* dx) {
+template <bool kVec, typename TD>
+__global__ void RmsNormGradKernel(const TD* dy, const float* x, const float* w, int64_t rows,
+                                  int64_t d, float eps, float* stats, GradOut dx) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
   const float* xr = x + row * d;
-  const float* dyr = dy + row * d;
+  const TD* dyr = dy + row * d;
   float ss = 0.0f;
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8];
@@ -173,7 +193,7 @@ __global__ void RmsNormGradKernel(const float* dy, const float* x, const float* 
     LoadSome(dyr, i, k, gv);
     LoadSome(w, i, k, wv);
     for (int j = 0; j < k; ++j) out[j] = rstd * (gv[j] * wv[j] - xv[j] * rstd * mgx);
-    StoreSome(dx + row * d, i, k, out);
+    dx.Put<kVec>(row * d, i, k, out);
   });
   if (threadIdx.x % 32 == 0) {
     stats[2 * row] = 0.0f;
@@ -184,8 +204,8 @@ __global__ void RmsNormGradKernel(const float* dy, const float* x, const float* 
 // dw[c] = Σ_rows dy·x̂ and (with db) db[c] = Σ_rows dy over a chunk of rows;
 // block (32 lanes, 8 row lanes), grid (column tiles, chunks); a lane takes
 // kCols adjacent columns (8 with 16-byte loads, as PlanColumnSum's tiles).
-template <int kCols>
-__global__ void NormColumnsKernel(const float* dy, const float* x, const float* stats,
+template <int kCols, typename TD>
+__global__ void NormColumnsKernel(const TD* dy, const float* x, const float* stats,
                                   int64_t rows, int64_t d, int64_t per_chunk, float* dw,
                                   float* db) {
   __shared__ float part_w[kReduceRows][kReduceLanes * kCols];
@@ -231,7 +251,8 @@ bool NormVectors(int64_t d, std::initializer_list<const void*> pointers) {
   return true;
 }
 
-int NormColumns(stepc_cuda_ctx* ctx, const float* dy, const float* x, int64_t rows, int64_t d,
+template <typename TD>
+int NormColumns(stepc_cuda_ctx* ctx, const TD* dy, const float* x, int64_t rows, int64_t d,
                 float* scratch, float* dw, float* db) {
   const NormGradPlan plan = PlanNormGrad(rows, d);
   const bool vectors = NormVectors(d, {dy, x});
@@ -245,10 +266,10 @@ int NormColumns(stepc_cuda_ctx* ctx, const float* dy, const float* x, int64_t ro
   float* w_out = chunked ? part_w : dw;
   float* b_out = db ? (chunked ? part_b : db) : nullptr;
   if (vectors)
-    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<8>)(
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<8, TD>)(
         dy, x, stats, rows, d, per_chunk, w_out, b_out);
   else
-    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<1>)(
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<1, TD>)(
         dy, x, stats, rows, d, per_chunk, w_out, b_out);
   if (int rc = STEPC_LAUNCHED(ctx, "NormColumnsKernel")) return rc;
   if (!chunked) return 0;
@@ -386,20 +407,100 @@ extern "C" int stepc_cuda_layer_norm_bf16(stepc_cuda_ctx* ctx, const float* x, c
   return LayerNorm(ctx, x, w, b, rows, d, eps, y);
 }
 
-extern "C" int stepc_cuda_layer_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
-                                          const float* w, int64_t rows, int64_t d, double eps,
-                                          float* scratch, float* dx, float* dw, float* db) {
-  if (NormVectors(d, {dy, x, w, dx}))
+template <typename TD>
+int LayerNormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w,
+                  int64_t rows, int64_t d, double eps, float* scratch, GradOut dx, float* dw,
+                  float* db) {
+  if (NormVectors(d, {dy, x, w, dx.acc, dx.dx, dx.rounded}))
     STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             LayerNormGradKernel<true>)(dy, x, w, rows, d, (float)eps, scratch,
-                                                        dx);
+                             LayerNormGradKernel<true, TD>)(dy, x, w, rows, d, (float)eps,
+                                                            scratch, dx);
   else
     STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             LayerNormGradKernel<false>)(dy, x, w, rows, d, (float)eps, scratch,
-                                                         dx);
+                             LayerNormGradKernel<false, TD>)(dy, x, w, rows, d, (float)eps,
+                                                             scratch, dx);
   if (int rc = STEPC_LAUNCHED(ctx, "LayerNormGradKernel")) return rc;
   return NormColumns(ctx, dy, x, rows, d, scratch, dw, db);
 }
+
+template <typename TD>
+int RmsNormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w, int64_t rows,
+                int64_t d, double eps, float* scratch, GradOut dx, float* dw) {
+  if (NormVectors(d, {dy, x, w, dx.acc, dx.dx, dx.rounded}))
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             RmsNormGradKernel<true, TD>)(dy, x, w, rows, d, (float)eps, scratch,
+                                                          dx);
+  else
+    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
+                             RmsNormGradKernel<false, TD>)(dy, x, w, rows, d, (float)eps,
+                                                           scratch, dx);
+  if (int rc = STEPC_LAUNCHED(ctx, "RmsNormGradKernel")) return rc;
+  return NormColumns(ctx, dy, x, rows, d, scratch, dw, nullptr);
+}
+
+// dy f32, or bf16 (`_of_bf16`: the input gradient a bf16 GEMM left, read
+// as it is; no f32 copy).
+extern "C" int stepc_cuda_layer_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
+                                          const float* w, int64_t rows, int64_t d, double eps,
+                                          float* scratch, float* dx, float* dw, float* db) {
+  return LayerNormGrad(ctx, dy, x, w, rows, d, eps, scratch, GradOut{nullptr, dx, nullptr}, dw,
+                       db);
+}
+extern "C" int stepc_cuda_layer_norm_grad_of_bf16(stepc_cuda_ctx* ctx, const __nv_bfloat16* dy,
+                                                  const float* x, const float* w, int64_t rows,
+                                                  int64_t d, double eps, float* scratch,
+                                                  float* dx, float* dw, float* db) {
+  return LayerNormGrad(ctx, dy, x, w, rows, d, eps, scratch, GradOut{nullptr, dx, nullptr}, dw,
+                       db);
+}
+extern "C" int stepc_cuda_rms_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
+                                        const float* w, int64_t rows, int64_t d, double eps,
+                                        float* scratch, float* dx, float* dw) {
+  return RmsNormGrad(ctx, dy, x, w, rows, d, eps, scratch, GradOut{nullptr, dx, nullptr}, dw);
+}
+extern "C" int stepc_cuda_rms_norm_grad_of_bf16(stepc_cuda_ctx* ctx, const __nv_bfloat16* dy,
+                                                const float* x, const float* w, int64_t rows,
+                                                int64_t d, double eps, float* scratch, float* dx,
+                                                float* dw) {
+  return RmsNormGrad(ctx, dy, x, w, rows, d, eps, scratch, GradOut{nullptr, dx, nullptr}, dw);
+}
+
+// The residual stream's gradient through a norm: sum = acc + dx, and with
+// `_rounded` its bf16 copy too (step-lower-library-calls' norm-gradient
+// adds); dy f32 or bf16 (`_of_bf16`).
+#define STEPC_LAYER_NORM_GRAD_ADD(name, TD, ROUNDED_PARAM, ROUNDED)                             \
+  extern "C" int name(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w,        \
+                      const float* acc, int64_t rows, int64_t d, double eps, float* scratch,    \
+                      float* sum, float* dw, float* db ROUNDED_PARAM) {                         \
+    return LayerNormGrad(ctx, dy, x, w, rows, d, eps, scratch, GradOut{acc, sum, ROUNDED}, dw, \
+                         db);                                                                   \
+  }
+#define STEPC_RMS_NORM_GRAD_ADD(name, TD, ROUNDED_PARAM, ROUNDED)                               \
+  extern "C" int name(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w,        \
+                      const float* acc, int64_t rows, int64_t d, double eps, float* scratch,    \
+                      float* sum, float* dw ROUNDED_PARAM) {                                    \
+    return RmsNormGrad(ctx, dy, x, w, rows, d, eps, scratch, GradOut{acc, sum, ROUNDED}, dw);  \
+  }
+#define STEPC_NO_ROUNDED
+#define STEPC_ROUNDED_PARAM , __nv_bfloat16* rounded
+STEPC_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add, float, STEPC_NO_ROUNDED, nullptr)
+STEPC_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add_of_bf16, __nv_bfloat16,
+                          STEPC_NO_ROUNDED, nullptr)
+STEPC_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add_rounded, float, STEPC_ROUNDED_PARAM,
+                          rounded)
+STEPC_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add_rounded_of_bf16, __nv_bfloat16,
+                          STEPC_ROUNDED_PARAM, rounded)
+STEPC_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add, float, STEPC_NO_ROUNDED, nullptr)
+STEPC_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_of_bf16, __nv_bfloat16, STEPC_NO_ROUNDED,
+                        nullptr)
+STEPC_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded, float, STEPC_ROUNDED_PARAM,
+                        rounded)
+STEPC_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded_of_bf16, __nv_bfloat16,
+                        STEPC_ROUNDED_PARAM, rounded)
+#undef STEPC_LAYER_NORM_GRAD_ADD
+#undef STEPC_RMS_NORM_GRAD_ADD
+#undef STEPC_NO_ROUNDED
+#undef STEPC_ROUNDED_PARAM
 
 extern "C" int stepc_cuda_rms_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                    int64_t rows, int64_t d, double eps, float* y) {
@@ -408,19 +509,6 @@ extern "C" int stepc_cuda_rms_norm(stepc_cuda_ctx* ctx, const float* x, const fl
 extern "C" int stepc_cuda_rms_norm_bf16(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                         int64_t rows, int64_t d, double eps, __nv_bfloat16* y) {
   return RmsNorm(ctx, x, w, rows, d, eps, y);
-}
-extern "C" int stepc_cuda_rms_norm_grad(stepc_cuda_ctx* ctx, const float* dy, const float* x,
-                                        const float* w, int64_t rows, int64_t d, double eps,
-                                        float* scratch, float* dx, float* dw) {
-  if (NormVectors(d, {dy, x, w, dx}))
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             RmsNormGradKernel<true>)(dy, x, w, rows, d, (float)eps, scratch, dx);
-  else
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             RmsNormGradKernel<false>)(dy, x, w, rows, d, (float)eps, scratch,
-                                                       dx);
-  if (int rc = STEPC_LAUNCHED(ctx, "RmsNormGradKernel")) return rc;
-  return NormColumns(ctx, dy, x, rows, d, scratch, dw, nullptr);
 }
 
 namespace {
