@@ -62,7 +62,8 @@ int stepc_cuda_transpose(stepc_cuda_ctx *ctx, const float *in, const int64_t *in
 int stepc_cuda_copy_box(stepc_cuda_ctx *ctx, const float *src, const int64_t *src_shape,
                         const int64_t *src_offsets, float *dst, const int64_t *dst_shape,
                         const int64_t *dst_offsets, const int64_t *box, int rank);
-/* kind 0 sum, 1 max, 2 mean over the dims with reduce_mask[d] != 0;
+/* kind 0 sum, 1 max, 2 mean, 3 sum of squares over the dims with
+ * reduce_mask[d] != 0;
  * scratch: ReduceScratchFloats(outputs, reduced). */
 int stepc_cuda_reduce(stepc_cuda_ctx *ctx, const float *in, const int64_t *shape, int rank,
                       const int *reduce_mask, int kind, float *scratch, float *out);
@@ -124,6 +125,24 @@ STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_of_bf16, __nv_bfloat16
 STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded, float, STEPC_CUDA_ROUNDED)
 STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded_of_bf16, __nv_bfloat16,
                              STEPC_CUDA_ROUNDED)
+/* Where the residual stream's gradient starts (no add): dx and its bf16
+ * copy `rounded`. */
+int stepc_cuda_layer_norm_grad_rounded(stepc_cuda_ctx *ctx, const float *dy, const float *x,
+                                       const float *w, int64_t rows, int64_t d, double eps,
+                                       float *scratch, float *dx, float *dw, float *db,
+                                       __nv_bfloat16 *rounded);
+int stepc_cuda_layer_norm_grad_rounded_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy,
+                                               const float *x, const float *w, int64_t rows,
+                                               int64_t d, double eps, float *scratch, float *dx,
+                                               float *dw, float *db, __nv_bfloat16 *rounded);
+int stepc_cuda_rms_norm_grad_rounded(stepc_cuda_ctx *ctx, const float *dy, const float *x,
+                                     const float *w, int64_t rows, int64_t d, double eps,
+                                     float *scratch, float *dx, float *dw,
+                                     __nv_bfloat16 *rounded);
+int stepc_cuda_rms_norm_grad_rounded_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy,
+                                             const float *x, const float *w, int64_t rows,
+                                             int64_t d, double eps, float *scratch, float *dx,
+                                             float *dw, __nv_bfloat16 *rounded);
 #undef STEPC_CUDA_LAYER_NORM_GRAD_ADD
 #undef STEPC_CUDA_RMS_NORM_GRAD_ADD
 #undef STEPC_CUDA_NO_ROUNDED

@@ -267,8 +267,14 @@ TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
       {{40, 24}, {1, 0}},            // column sums in one chunk
       {{100, 36}, {1, 0}},           // columns not a multiple of 8: the strided kernel
   };
+  // Kind 3 (the sum of squares) against the CPU's sum of the squared values.
+  auto cpu_reduce = [](Floats x, const Case& c, int kind, float* out) {
+    if (kind == 3)
+      for (float& v : x) v *= v;
+    stepc_cpu_reduce(x.data(), c.shape.data(), c.shape.size(), c.mask.data(), kind % 3, out);
+  };
   for (const Case& c : cases)
-    for (int kind : {0, 1, 2}) {
+    for (int kind : {0, 1, 2, 3}) {
       const int rank = c.shape.size();
       int64_t n = 1, outs = 1;
       for (int d = 0; d < rank; ++d) {
@@ -276,7 +282,7 @@ TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
         if (!c.mask[d]) outs *= c.shape[d];
       }
       Floats x = Random(n, 10 + kind), want(outs);
-      stepc_cpu_reduce(x.data(), c.shape.data(), rank, c.mask.data(), kind, want.data());
+      cpu_reduce(x, c, kind, want.data());
       float* out = Zeros(outs);
       float* scratch = Zeros(std::max<int64_t>(1, stepc::cuda::ReduceScratchFloats(outs, n / outs)));
       ASSERT_EQ(stepc_cuda_reduce(&ctx_, Up(x), c.shape.data(), rank, c.mask.data(), kind,
@@ -287,7 +293,7 @@ TEST_F(CudaKernels, ReductionsIncludingChunkedOnes) {
       // bf16 values read as they are: the sums of the rounded values.
       Floats rounded(x);
       for (float& v : rounded) v = RoundBf16(v);
-      stepc_cpu_reduce(rounded.data(), c.shape.data(), rank, c.mask.data(), kind, want.data());
+      cpu_reduce(rounded, c, kind, want.data());
       ASSERT_EQ(stepc_cuda_reduce_of_bf16(&ctx_, UpBf16(x), c.shape.data(), rank, c.mask.data(),
                                           kind, scratch, out),
                 0)
@@ -398,6 +404,20 @@ TEST_F(CudaKernels, NormsForwardAndBackward) {
           << error_;
       expect_sum("layer_norm_grad_add_rounded", true);
       EXPECT_LT(RelError(Down(DW, d), dw16), 1e-5);
+      // Where the stream starts: dx and its rounding (acc 0 in the check).
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      ASSERT_EQ(stepc_cuda_layer_norm_grad_rounded(&ctx_, DY, X, W, rows, d, 1e-5, scratch, DX,
+                                                   DW, DB, R16),
+                0)
+          << error_;
+      expect_sum("layer_norm_grad_rounded", true);
+      stepc_cpu_rms_norm_grad(dy16.data(), x.data(), w.data(), rows, d, 1e-6, dx16.data(),
+                              dw16.data());
+      ASSERT_EQ(stepc_cuda_rms_norm_grad_rounded_of_bf16(&ctx_, DY16, X, W, rows, d, 1e-6,
+                                                         scratch, DX, DW, R16),
+                0)
+          << error_;
+      expect_sum("rms_norm_grad_rounded_of_bf16", true);
     }
     void* Y16 = Alloc(rows * d * 2);
     ASSERT_EQ(stepc_cuda_layer_norm_bf16(&ctx_, X, W, B, rows, d, 1e-5,

@@ -80,6 +80,9 @@ __global__ void CopyBoxKernel(const float* src, int64_t src_base, Dims src_strid
         src[src_base + Offset(i, box, src_strides.stride)];
 }
 
+// Kinds: 0 sum, 1 max, 2 mean, 3 sum of squares (each value squared as it
+// is read: a gradient norm's Σ g², with no g² buffer or kernel).
+
 // Stage one of a reduction: block (32 lanes = outputs, 8 rows = partial
 // sums), grid (output tiles, chunks).
 // Lane x of a block sums output o's rows of its chunk, the block's 8 rows
@@ -103,6 +106,7 @@ __global__ void ReduceKernel(const T* in, Dims kept, Dims reduced, int64_t outpu
     const int64_t base = Offset(o, kept, kept.stride);
     for (int64_t r = begin + first; r < end; r += step) {
       float x = Load(in, base + Offset(r, reduced, reduced.stride));
+      if (kind == 3) x *= x;
       acc = kind == 1 ? fmaxf(acc, x) : acc + x;
     }
   }
@@ -145,8 +149,10 @@ __global__ void ColumnSumKernel(const T* in, int64_t rows, int64_t cols, int64_t
     for (int64_t r = begin + threadIdx.y; r < end; r += kReduceRows) {
       float x[kColumnsPerLane];
       LoadEight(in + r * cols + col, x);
-      for (int i = 0; i < kColumnsPerLane; ++i)
+      for (int i = 0; i < kColumnsPerLane; ++i) {
+        if (kind == 3) x[i] *= x[i];
         acc[i] = kind == 1 ? fmaxf(acc[i], x[i]) : acc[i] + x[i];
+      }
     }
   }
   for (int i = 0; i < kColumnsPerLane; ++i)

@@ -497,6 +497,27 @@ STEPC_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded, float, STEPC_ROUND
                         rounded)
 STEPC_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded_of_bf16, __nv_bfloat16,
                         STEPC_ROUNDED_PARAM, rounded)
+// Where the residual stream's gradient starts (the final norm's): dx and
+// its bf16 copy.
+#define STEPC_NORM_GRAD_ROUNDED(name, Grad, TD, DB_PARAM, DB)                                   \
+  extern "C" int name(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w,        \
+                      int64_t rows, int64_t d, double eps, float* scratch, float* dx,           \
+                      float* dw DB_PARAM, __nv_bfloat16* rounded) {                             \
+    return Grad(ctx, dy, x, w, rows, d, eps, scratch, GradOut{nullptr, dx, rounded}, dw DB);    \
+  }
+#define STEPC_DB_PARAM , float* db
+#define STEPC_DB , db
+STEPC_NORM_GRAD_ROUNDED(stepc_cuda_layer_norm_grad_rounded, LayerNormGrad, float, STEPC_DB_PARAM,
+                        STEPC_DB)
+STEPC_NORM_GRAD_ROUNDED(stepc_cuda_layer_norm_grad_rounded_of_bf16, LayerNormGrad,
+                        __nv_bfloat16, STEPC_DB_PARAM, STEPC_DB)
+STEPC_NORM_GRAD_ROUNDED(stepc_cuda_rms_norm_grad_rounded, RmsNormGrad, float, STEPC_NO_ROUNDED,
+                        STEPC_NO_ROUNDED)
+STEPC_NORM_GRAD_ROUNDED(stepc_cuda_rms_norm_grad_rounded_of_bf16, RmsNormGrad, __nv_bfloat16,
+                        STEPC_NO_ROUNDED, STEPC_NO_ROUNDED)
+#undef STEPC_NORM_GRAD_ROUNDED
+#undef STEPC_DB_PARAM
+#undef STEPC_DB
 #undef STEPC_LAYER_NORM_GRAD_ADD
 #undef STEPC_RMS_NORM_GRAD_ADD
 #undef STEPC_NO_ROUNDED
