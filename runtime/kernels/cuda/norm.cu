@@ -407,35 +407,31 @@ extern "C" int stepc_cuda_layer_norm_bf16(stepc_cuda_ctx* ctx, const float* x, c
   return LayerNorm(ctx, x, w, b, rows, d, eps, y);
 }
 
+// A layer norm's gradient (kLayer) or an RMS norm's: the row kernel, 16-byte
+// steps where the pointers allow, then the weight (and bias) column sums.
+template <bool kLayer, typename TD>
+int NormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w, int64_t rows,
+             int64_t d, double eps, float* scratch, GradOut dx, float* dw, float* db) {
+  const bool vectors = NormVectors(d, {dy, x, w, dx.acc, dx.dx, dx.rounded});
+  auto* kernel = kLayer
+                     ? (vectors ? LayerNormGradKernel<true, TD> : LayerNormGradKernel<false, TD>)
+                     : (vectors ? RmsNormGradKernel<true, TD> : RmsNormGradKernel<false, TD>);
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, kernel)(
+      dy, x, w, rows, d, (float)eps, scratch, dx);
+  if (int rc = STEPC_LAUNCHED(ctx, kLayer ? "LayerNormGradKernel" : "RmsNormGradKernel"))
+    return rc;
+  return NormColumns(ctx, dy, x, rows, d, scratch, dw, kLayer ? db : nullptr);
+}
 template <typename TD>
 int LayerNormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w,
                   int64_t rows, int64_t d, double eps, float* scratch, GradOut dx, float* dw,
                   float* db) {
-  if (NormVectors(d, {dy, x, w, dx.acc, dx.dx, dx.rounded}))
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             LayerNormGradKernel<true, TD>)(dy, x, w, rows, d, (float)eps,
-                                                            scratch, dx);
-  else
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             LayerNormGradKernel<false, TD>)(dy, x, w, rows, d, (float)eps,
-                                                             scratch, dx);
-  if (int rc = STEPC_LAUNCHED(ctx, "LayerNormGradKernel")) return rc;
-  return NormColumns(ctx, dy, x, rows, d, scratch, dw, db);
+  return NormGrad<true>(ctx, dy, x, w, rows, d, eps, scratch, dx, dw, db);
 }
-
 template <typename TD>
 int RmsNormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w, int64_t rows,
                 int64_t d, double eps, float* scratch, GradOut dx, float* dw) {
-  if (NormVectors(d, {dy, x, w, dx.acc, dx.dx, dx.rounded}))
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             RmsNormGradKernel<true, TD>)(dy, x, w, rows, d, (float)eps, scratch,
-                                                          dx);
-  else
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             RmsNormGradKernel<false, TD>)(dy, x, w, rows, d, (float)eps,
-                                                           scratch, dx);
-  if (int rc = STEPC_LAUNCHED(ctx, "RmsNormGradKernel")) return rc;
-  return NormColumns(ctx, dy, x, rows, d, scratch, dw, nullptr);
+  return NormGrad<false>(ctx, dy, x, w, rows, d, eps, scratch, dx, dw, nullptr);
 }
 
 // dy f32, or bf16 (`_of_bf16`: the input gradient a bf16 GEMM left, read

@@ -77,6 +77,14 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
     hyperparameters (learning rate, step, scale, betas, epsilon, weight
     decay), at the run's end: one multi-tensor launch each.
 
+    Loss: a cross_entropy and its gradient become one `stepk.call`
+    `cross_entropy_fused` first (as the CPU's step-lower-library-calls
+    makes it), reading bf16 logits the mixed-precision pass widened only for
+    the two and writing a gradient only rounded in bf16
+    (`..._of_bf16_bf16`): the classifier's GEMM then writes bf16 logits. A
+    widening whose only reader is a rotation, or a norm's gradient as its
+    dy, is left for step-lower-library-calls to fold into that call.
+
     A GEMM fold needs the fused op to be the GEMM result's sole user (the
     GELU may share it: its pre-activation stays a result), an f32 bias of the
     last dim, and everything the epilogue reads to exist where the GEMM runs.
@@ -160,7 +168,14 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     `cross_entropy_fused` with both results (`FusedCrossEntropy.cpp`);
     an attention the other forms do not cover and its gradient
     `attention[_grad][_bf16]` (CUDA's attention is `stepk.attention`, from
-    `step-fuse-cuda-kernels`). Every `step.matmul` and `step.batch_matmul`
+    `step-fuse-cuda-kernels`). On CUDA also: a rotation reads a widened bf16
+    input and writes a bf16 result only rounded (`rotary_of_bf16_bf16`); a
+    norm's gradient reads a widened bf16 dy (`..._grad_of_bf16`), writes
+    the add of its input gradient into the residual stream's gradient and
+    that sum's bf16 rounding (`..._grad_add_rounded`), or beside dx its
+    rounding where the stream starts (`..._grad_rounded`); a sum of a
+    value's squares squares as it reads (`reduce` kind 3, the gradient
+    norm's). Every `step.matmul` and `step.batch_matmul`
     the target's earlier passes left (nothing folded into it) becomes a
     `stepk.gemm` without epilogue, so each emitter prints one GEMM op; and
     what the foldings left unread is erased. Other ops stay as they are.
