@@ -490,6 +490,67 @@ stepk::CallOp lowerNormGradInto(Operation *op, const LibraryCall &call, ConvertO
   return kernel;
 }
 
+/// On CUDA: a norm of a residual add (x = a + b, b maybe a widened bf16
+/// GEMM result read as it is) computes the add itself and writes x beside
+/// the norm ("layer_norm_add[_of_bf16][_bf16]", "rms_norm_add..."): one
+/// pass where an add kernel wrote x and the norm read it back. Every other
+/// reader of x must come after the norm. Results: x, the norm (or its only
+/// rounding). Null when the pattern is not there.
+stepk::CallOp lowerAddNorm(Operation *op, const LibraryCall &call, ConvertOp rounding) {
+  if (!isa<LayerNormOp, RmsNormOp>(op))
+    return nullptr;
+  auto add = op->getOperand(0).getDefiningOp<AddOp>();
+  if (!add || add->getBlock() != op->getBlock() ||
+      !typeOf(add.getResult()).getElementType().isF32() ||
+      add.getLhs().getType() != add.getRhs().getType())
+    return nullptr;
+  for (Operation *user : add->getUsers())
+    if (user != op && (user->getBlock() != op->getBlock() || !op->isBeforeInBlock(user)))
+      return nullptr;
+  // The bf16 side, read as it is when it was widened for this add alone.
+  Value a = add.getLhs(), b = add.getRhs();
+  auto widened = [&](Value v) {
+    auto convert = v.getDefiningOp<ConvertOp>();
+    return convert && convert.getResult().hasOneUse() && convert->getBlock() == op->getBlock() &&
+                   typeOf(convert.getInput()).getElementType().isBF16()
+               ? convert
+               : ConvertOp();
+  };
+  ConvertOp widening = widened(b);
+  if (!widening && (widening = widened(a)))
+    std::swap(a, b);
+  OpBuilder b0(op);
+  Builder attrs(op->getContext());
+  std::string callee = (call.callee + "_add" + (widening ? "_of_bf16" : "") +
+                        (rounding ? "_bf16" : ""))
+                           .str();
+  SmallVector<Value> operands = {a, widening ? widening.getInput() : b};
+  llvm::append_range(operands, op->getOperands().drop_front());
+  Value normed = rounding ? Value(rounding.getResult()) : op->getResult(0);
+  SmallVector<Value> yields = {add.getResult(), normed};
+  auto kernel = b0.create<stepk::CallOp>(
+      op->getLoc(), ValueRange(yields).getTypes(), attrs.getStringAttr(callee), operands,
+      attrs.getArrayAttr(call.scalars), IntegerAttr(), StringAttr(), IntegerAttr(),
+      IntegerAttr());
+  step::copyPhase(op, kernel);
+  SmallVector<Operation *> body;
+  if (widening)
+    body.push_back(widening);
+  body.append({add, op});
+  if (rounding)
+    body.push_back(rounding);
+  fillCallBody(kernel, body, yields);
+  for (auto [from, to] : llvm::zip(yields, kernel.getResults()))
+    from.replaceAllUsesWith(to);
+  if (rounding)
+    rounding->erase();
+  op->erase();
+  add->erase();
+  if (widening)
+    widening->erase();
+  return kernel;
+}
+
 /// On CUDA: a sum of a value's squares (the gradient norm's Σ g² of each
 /// gradient, clipping's) squares each value as the reduction reads it
 /// (reduce kind 3): no g² buffer and no multiply kernel, 148 launches and a
@@ -595,7 +656,8 @@ struct StepLowerLibraryCallsPass
       for (auto &[op, call] : calls) {
         bool cuda = target == "cuda";
         if (cuda && (lowerNormGradInto(op, call, wideningOnlyUse(op, cuda)) ||
-                     lowerSumOfSquares(op, call)))
+                     lowerSumOfSquares(op, call) ||
+                     lowerAddNorm(op, call, roundingOnlyUse(op, cuda))))
           continue;
         lower(op, call, roundingOnlyUse(op, cuda), wideningOnlyUse(op, cuda));
       }

@@ -93,6 +93,24 @@ int stepc_cuda_rms_norm_bf16(stepc_cuda_ctx *ctx, const float *x, const float *w
 int stepc_cuda_rms_norm_grad(stepc_cuda_ctx *ctx, const float *dy, const float *x,
                              const float *w, int64_t rows, int64_t d, double eps,
                              float *scratch, float *dx, float *dw);
+/* The residual add before a norm and the norm in one pass: sum = a + b
+ * (b f32, or bf16: `_of_bf16`), y = norm(sum) (f32, or bf16: `_bf16`). */
+#define STEPC_CUDA_LAYER_NORM_ADD(name, TB, T)                                            \
+  int name(stepc_cuda_ctx *ctx, const float *a, const TB *b, const float *w,              \
+           const float *bias, int64_t rows, int64_t d, double eps, float *sum, T *y);
+#define STEPC_CUDA_RMS_NORM_ADD(name, TB, T)                                              \
+  int name(stepc_cuda_ctx *ctx, const float *a, const TB *b, const float *w, int64_t rows, \
+           int64_t d, double eps, float *sum, T *y);
+STEPC_CUDA_LAYER_NORM_ADD(stepc_cuda_layer_norm_add, float, float)
+STEPC_CUDA_LAYER_NORM_ADD(stepc_cuda_layer_norm_add_bf16, float, __nv_bfloat16)
+STEPC_CUDA_LAYER_NORM_ADD(stepc_cuda_layer_norm_add_of_bf16, __nv_bfloat16, float)
+STEPC_CUDA_LAYER_NORM_ADD(stepc_cuda_layer_norm_add_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+STEPC_CUDA_RMS_NORM_ADD(stepc_cuda_rms_norm_add, float, float)
+STEPC_CUDA_RMS_NORM_ADD(stepc_cuda_rms_norm_add_bf16, float, __nv_bfloat16)
+STEPC_CUDA_RMS_NORM_ADD(stepc_cuda_rms_norm_add_of_bf16, __nv_bfloat16, float)
+STEPC_CUDA_RMS_NORM_ADD(stepc_cuda_rms_norm_add_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+#undef STEPC_CUDA_LAYER_NORM_ADD
+#undef STEPC_CUDA_RMS_NORM_ADD
 /* The same with dy in bf16 (the input gradient a bf16 GEMM left). */
 int stepc_cuda_layer_norm_grad_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy,
                                        const float *x, const float *w, int64_t rows, int64_t d,

@@ -419,6 +419,32 @@ TEST_F(CudaKernels, NormsForwardAndBackward) {
           << error_;
       expect_sum("rms_norm_grad_rounded_of_bf16", true);
     }
+    // The residual add before the norm, in its kernel: x = a + b with b a
+    // bf16 GEMM result (the CPU given the same sum), the sum written exactly.
+    {
+      Floats a = Random(rows * d, 35, 2.0f), sum(rows * d), want(rows * d);
+      for (int64_t i = 0; i < rows * d; ++i) sum[i] = a[i] + RoundBf16(x[i]);
+      float *A = Up(a), *S = Zeros(rows * d), *YN = Zeros(rows * d);
+      const __nv_bfloat16* XB = UpBf16(x);
+      stepc_cpu_layer_norm(sum.data(), w.data(), b.data(), rows, d, 1e-5, want.data());
+      ASSERT_EQ(stepc_cuda_layer_norm_add_of_bf16(&ctx_, A, XB, W, B, rows, d, 1e-5, S, YN), 0)
+          << error_;
+      EXPECT_EQ(Down(S, rows * d), sum);
+      EXPECT_LT(RelError(Down(YN, rows * d), want), 1e-5);
+      stepc_cpu_rms_norm(sum.data(), w.data(), rows, d, 1e-6, want.data());
+      __nv_bfloat16* YB = static_cast<__nv_bfloat16*>(Alloc(rows * d * 2));
+      ASSERT_EQ(stepc_cuda_rms_norm_add_of_bf16_bf16(&ctx_, A, XB, W, rows, d, 1e-6, S, YB), 0)
+          << error_;
+      EXPECT_EQ(Down(S, rows * d), sum);
+      for (float& v : want) v = RoundBf16(v);
+      EXPECT_LT(RelError(DownBf16(YB, rows * d), want), 1e-3);
+      // f32 both sides.
+      for (int64_t i = 0; i < rows * d; ++i) sum[i] = a[i] + x[i];
+      stepc_cpu_layer_norm(sum.data(), w.data(), b.data(), rows, d, 1e-5, want.data());
+      ASSERT_EQ(stepc_cuda_layer_norm_add(&ctx_, A, X, W, B, rows, d, 1e-5, S, YN), 0) << error_;
+      EXPECT_EQ(Down(S, rows * d), sum);
+      EXPECT_LT(RelError(Down(YN, rows * d), want), 1e-5);
+    }
     void* Y16 = Alloc(rows * d * 2);
     ASSERT_EQ(stepc_cuda_layer_norm_bf16(&ctx_, X, W, B, rows, d, 1e-5,
                                          static_cast<__nv_bfloat16*>(Y16)),

@@ -41,13 +41,31 @@ __device__ __forceinline__ void StoreSome(T* p, int64_t i, int k, const float* v
     Store(p, i, v[0]);
 }
 
+// A norm's input row: x, or the residual add x = a + b before the norm
+// (b f32 or a bf16 GEMM result; the sum written to `sum` as the norm
+// normalizes it): one pass where an add kernel wrote x and the norm read it
+// back.
+template <typename TB>
+struct NormIn {
+  const float* a;
+  const TB* b;  // null: x = a
+  float* sum;   // where x = a + b goes (the residual stream), with b
+  __device__ __forceinline__ void Load(int64_t at, int64_t i, int k, float* v) const {
+    LoadSome(a + at, i, k, v);
+    if (!b) return;
+    float u[8];
+    LoadSome(b + at, i, k, u);
+    for (int j = 0; j < k; ++j) v[j] += u[j];
+  }
+};
+
 // The row's Welford statistics, the same in every lane.
-template <bool kVec>
-__device__ __forceinline__ tile::Welford RowStats(const float* x, int64_t d) {
+template <bool kVec, typename TB>
+__device__ __forceinline__ tile::Welford RowStats(const NormIn<TB>& x, int64_t at, int64_t d) {
   tile::Welford w = tile::WelfordStart();
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float v[8];
-    LoadSome(x, i, k, v);
+    x.Load(at, i, k, v);
     for (int j = 0; j < k; ++j) tile::WelfordAdd(w, v[j]);
   });
   for (int o = 16; o > 0; o >>= 1) {
@@ -61,17 +79,17 @@ __device__ __forceinline__ tile::Welford RowStats(const float* x, int64_t d) {
 
 // y of f32, or bf16: the norm rounded as it is stored (the GEMM operand it
 // only fed, with no f32 copy written and read back).
-template <bool kVec, typename T>
-__global__ void LayerNormKernel(const float* x, const float* w, const float* b, int64_t rows,
+template <bool kVec, typename T, typename TB>
+__global__ void LayerNormKernel(NormIn<TB> x, const float* w, const float* b, int64_t rows,
                                 int64_t d, float eps, T* y) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
-  const float* xr = x + row * d;
-  tile::Welford st = RowStats<kVec>(xr, d);
+  tile::Welford st = RowStats<kVec>(x, row * d, d);
   const float rstd = rsqrtf(st.m2 / st.n + eps);
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8], wv[8], bv[8], out[8];
-    LoadSome(xr, i, k, xv);
+    x.Load(row * d, i, k, xv);
+    if (x.sum) StoreSome(x.sum + row * d, i, k, xv);
     LoadSome(w, i, k, wv);
     LoadSome(b, i, k, bv);
     for (int j = 0; j < k; ++j) out[j] = (xv[j] - st.mean) * rstd * wv[j] + bv[j];
@@ -108,7 +126,7 @@ __global__ void LayerNormGradKernel(const TD* dy, const float* x, const float* w
   if (row >= rows) return;
   const float* xr = x + row * d;
   const TD* dyr = dy + row * d;
-  tile::Welford st = RowStats<kVec>(xr, d);
+  tile::Welford st = RowStats<kVec>(NormIn<float>{x, nullptr, nullptr}, row * d, d);
   const float rstd = rsqrtf(st.m2 / st.n + eps);
   float mg = 0.0f, mgx = 0.0f;
   ForLane<kVec>(d, [&](int64_t i, int k) {
@@ -141,22 +159,22 @@ __global__ void LayerNormGradKernel(const TD* dy, const float* x, const float* w
   }
 }
 
-template <bool kVec, typename T>
-__global__ void RmsNormKernel(const float* x, const float* w, int64_t rows, int64_t d, float eps,
+template <bool kVec, typename T, typename TB>
+__global__ void RmsNormKernel(NormIn<TB> x, const float* w, int64_t rows, int64_t d, float eps,
                               T* y) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
-  const float* xr = x + row * d;
   float ss = 0.0f;
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8];
-    LoadSome(xr, i, k, xv);
+    x.Load(row * d, i, k, xv);
     for (int j = 0; j < k; ++j) ss += xv[j] * xv[j];
   });
   const float rstd = rsqrtf(WarpSum(ss) / d + eps);
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8], wv[8], out[8];
-    LoadSome(xr, i, k, xv);
+    x.Load(row * d, i, k, xv);
+    if (x.sum) StoreSome(x.sum + row * d, i, k, xv);
     LoadSome(w, i, k, wv);
     for (int j = 0; j < k; ++j) out[j] = xv[j] * rstd * wv[j];
     StoreSome(y + row * d, i, k, out);
@@ -371,40 +389,38 @@ __global__ void RotaryKernel(const TI* x, int64_t batch, int64_t len, int64_t wi
 
 using namespace stepc::cuda;
 
-template <typename T>
-int LayerNorm(stepc_cuda_ctx* ctx, const float* x, const float* w, const float* b, int64_t rows,
+template <typename T, typename TB>
+int LayerNorm(stepc_cuda_ctx* ctx, NormIn<TB> x, const float* w, const float* b, int64_t rows,
               int64_t d, double eps, T* y) {
-  if (NormVectors(d, {x, w, b, y}))
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             LayerNormKernel<true, T>)(x, w, b, rows, d, (float)eps, y);
-  else
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             LayerNormKernel<false, T>)(x, w, b, rows, d, (float)eps, y);
+  auto* kernel = NormVectors(d, {x.a, x.b, x.sum, w, b, y}) ? LayerNormKernel<true, T, TB>
+                                                            : LayerNormKernel<false, T, TB>;
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, kernel)(x, w, b, rows, d,
+                                                                              (float)eps, y);
   return STEPC_LAUNCHED(ctx, "LayerNormKernel");
 }
 
-template <typename T>
-int RmsNorm(stepc_cuda_ctx* ctx, const float* x, const float* w, int64_t rows, int64_t d,
+template <typename T, typename TB>
+int RmsNorm(stepc_cuda_ctx* ctx, NormIn<TB> x, const float* w, int64_t rows, int64_t d,
             double eps, T* y) {
-  if (NormVectors(d, {x, w, y}))
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             RmsNormKernel<true, T>)(x, w, rows, d, (float)eps, y);
-  else
-    STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream,
-                             RmsNormKernel<false, T>)(x, w, rows, d, (float)eps, y);
+  auto* kernel = NormVectors(d, {x.a, x.b, x.sum, w, y}) ? RmsNormKernel<true, T, TB>
+                                                         : RmsNormKernel<false, T, TB>;
+  STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, kernel)(x, w, rows, d,
+                                                                              (float)eps, y);
   return STEPC_LAUNCHED(ctx, "RmsNormKernel");
 }
+
+NormIn<float> Plain(const float* x) { return NormIn<float>{x, nullptr, nullptr}; }
 
 extern "C" int stepc_cuda_layer_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                      const float* b, int64_t rows, int64_t d, double eps,
                                      float* y) {
-  return LayerNorm(ctx, x, w, b, rows, d, eps, y);
+  return LayerNorm(ctx, Plain(x), w, b, rows, d, eps, y);
 }
 
 extern "C" int stepc_cuda_layer_norm_bf16(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                           const float* b, int64_t rows, int64_t d, double eps,
                                           __nv_bfloat16* y) {
-  return LayerNorm(ctx, x, w, b, rows, d, eps, y);
+  return LayerNorm(ctx, Plain(x), w, b, rows, d, eps, y);
 }
 
 // A layer norm's gradient (kLayer) or an RMS norm's: the row kernel, 16-byte
@@ -521,12 +537,36 @@ STEPC_NORM_GRAD_ROUNDED(stepc_cuda_rms_norm_grad_rounded_of_bf16, RmsNormGrad, _
 
 extern "C" int stepc_cuda_rms_norm(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                    int64_t rows, int64_t d, double eps, float* y) {
-  return RmsNorm(ctx, x, w, rows, d, eps, y);
+  return RmsNorm(ctx, Plain(x), w, rows, d, eps, y);
 }
 extern "C" int stepc_cuda_rms_norm_bf16(stepc_cuda_ctx* ctx, const float* x, const float* w,
                                         int64_t rows, int64_t d, double eps, __nv_bfloat16* y) {
-  return RmsNorm(ctx, x, w, rows, d, eps, y);
+  return RmsNorm(ctx, Plain(x), w, rows, d, eps, y);
 }
+
+// The residual add before a norm, and the norm, in one pass: sum = a + b
+// (b f32, or bf16: `_of_bf16`), y = norm(sum) (f32, or bf16: `_bf16`).
+#define STEPC_LAYER_NORM_ADD(name, TB, T)                                                      \
+  extern "C" int name(stepc_cuda_ctx* ctx, const float* a, const TB* b, const float* w,        \
+                      const float* bias, int64_t rows, int64_t d, double eps, float* sum,      \
+                      T* y) {                                                                  \
+    return LayerNorm(ctx, NormIn<TB>{a, b, sum}, w, bias, rows, d, eps, y);                   \
+  }
+#define STEPC_RMS_NORM_ADD(name, TB, T)                                                        \
+  extern "C" int name(stepc_cuda_ctx* ctx, const float* a, const TB* b, const float* w,        \
+                      int64_t rows, int64_t d, double eps, float* sum, T* y) {                 \
+    return RmsNorm(ctx, NormIn<TB>{a, b, sum}, w, rows, d, eps, y);                           \
+  }
+STEPC_LAYER_NORM_ADD(stepc_cuda_layer_norm_add, float, float)
+STEPC_LAYER_NORM_ADD(stepc_cuda_layer_norm_add_bf16, float, __nv_bfloat16)
+STEPC_LAYER_NORM_ADD(stepc_cuda_layer_norm_add_of_bf16, __nv_bfloat16, float)
+STEPC_LAYER_NORM_ADD(stepc_cuda_layer_norm_add_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+STEPC_RMS_NORM_ADD(stepc_cuda_rms_norm_add, float, float)
+STEPC_RMS_NORM_ADD(stepc_cuda_rms_norm_add_bf16, float, __nv_bfloat16)
+STEPC_RMS_NORM_ADD(stepc_cuda_rms_norm_add_of_bf16, __nv_bfloat16, float)
+STEPC_RMS_NORM_ADD(stepc_cuda_rms_norm_add_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+#undef STEPC_LAYER_NORM_ADD
+#undef STEPC_RMS_NORM_ADD
 
 namespace {
 
