@@ -173,7 +173,9 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     norm's gradient reads a widened bf16 dy (`..._grad_of_bf16`), writes
     the add of its input gradient into the residual stream's gradient and
     that sum's bf16 rounding (`..._grad_add_rounded`), or beside dx its
-    rounding where the stream starts (`..._grad_rounded`); a sum of a
+    rounding where the stream starts (`..._grad_rounded`); a norm of a
+    residual add computes the add and writes it beside the norm
+    (`..._norm_add[_of_bf16][_bf16]`); a sum of a
     value's squares squares as it reads (`reduce` kind 3, the gradient
     norm's). Every `step.matmul` and `step.batch_matmul`
     the target's earlier passes left (nothing folded into it) becomes a
