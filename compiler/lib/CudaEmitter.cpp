@@ -304,7 +304,8 @@ void CudaEmitter::launchElementwise(Operation *site, const std::string &params,
     // of the same signature: the eval entry's kernels get their own names.)
     name = (evalEntry ? "stepc_eval_elementwise" : "stepc_elementwise") +
            std::to_string(elementwiseKernels.size() - 1);
-    pre << "// " << what << "\nstatic __global__ void " << name << "(" << params << "int64_t n) {\n";
+    pre << "// " << what << "\nstatic __global__ void " << name << "(" << params
+        << "int64_t n) {\n";
     if (vector.empty())
       pre << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;\n";
     else

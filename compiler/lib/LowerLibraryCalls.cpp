@@ -382,37 +382,48 @@ void foldIotas(func::FuncOp step) {
 /// with `widening` (an f32 convert of bf16, op's first operand, used by op
 /// alone), the "_of_bf16" variant reads the bf16 values and the body starts
 /// with it.
+/// Replaces `body` (ops in order, each reading only earlier ones or values
+/// that exist at `at`) by one stepk.call of `callee` on `operands` placed at
+/// `at` (the kernel op: its phase), with `call`'s scalars, scratch and id
+/// check; the call holds clones of `body` and yields what `yields` were.
+stepk::CallOp replaceByCall(Operation *at, StringRef callee, ValueRange operands,
+                            const LibraryCall &call, ArrayRef<Operation *> body,
+                            ArrayRef<Value> yields) {
+  OpBuilder b(at);
+  bool ids = !call.idCheck.empty();
+  auto kernel = b.create<stepk::CallOp>(
+      at->getLoc(), ValueRange(yields).getTypes(), b.getStringAttr(callee), operands,
+      b.getArrayAttr(call.scalars),
+      call.scratchBytes ? b.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr(),
+      ids ? b.getStringAttr(call.idCheck) : StringAttr(),
+      ids ? b.getI64IntegerAttr(call.idOperand) : IntegerAttr(),
+      ids ? b.getI64IntegerAttr(call.idBound) : IntegerAttr());
+  step::copyPhase(at, kernel);
+  fillCallBody(kernel, body, yields);
+  for (auto [from, to] : llvm::zip(yields, kernel.getResults()))
+    Value(from).replaceAllUsesWith(to);
+  for (Operation *op : llvm::reverse(body))
+    op->erase();
+  return kernel;
+}
+
+/// `op` as its call, with the widening of its first operand read as bf16
+/// ("_of_bf16") and its result's only rounding written ("_bf16") folded in.
 void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr,
            ConvertOp widening = nullptr) {
-  OpBuilder b(op);
-  Builder attrs(op->getContext());
   Operation *last = rounding ? rounding.getOperation() : op;
   std::string callee =
       (call.callee + (widening ? "_of_bf16" : "") + (rounding ? "_bf16" : "")).str();
   SmallVector<Value> operands(op->getOperands());
   if (widening)
     operands.front() = widening.getInput();
-  auto kernel = b.create<stepk::CallOp>(
-      op->getLoc(), last->getResultTypes(), attrs.getStringAttr(callee), operands,
-      attrs.getArrayAttr(call.scalars),
-      call.scratchBytes ? attrs.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr(),
-      call.idCheck.empty() ? StringAttr() : attrs.getStringAttr(call.idCheck),
-      call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idOperand),
-      call.idCheck.empty() ? IntegerAttr() : attrs.getI64IntegerAttr(call.idBound));
-  step::copyPhase(op, kernel);
   SmallVector<Operation *> body;
   if (widening)
     body.push_back(widening);
   body.push_back(op);
   if (rounding)
     body.push_back(rounding);
-  fillCallBody(kernel, body, last->getResults());
-  last->replaceAllUsesWith(kernel.getResults());
-  if (rounding)
-    rounding->erase();
-  op->erase();
-  if (widening)
-    widening->erase();
+  replaceByCall(op, callee, operands, call, body, SmallVector<Value>(last->getResults()));
 }
 
 /// On CUDA: a norm's gradient whose input gradient only feeds an add into
@@ -449,8 +460,6 @@ stepk::CallOp lowerNormGradInto(Operation *op, const LibraryCall &call, ConvertO
       rounding = convert;
   if (!add && !rounding)
     return nullptr;
-  OpBuilder b(op);
-  Builder attrs(op->getContext());
   std::string callee = (call.callee + (add ? "_add" : "") + (rounding ? "_rounded" : "") +
                         (widening ? "_of_bf16" : ""))
                            .str();
@@ -463,12 +472,6 @@ stepk::CallOp lowerNormGradInto(Operation *op, const LibraryCall &call, ConvertO
   llvm::append_range(yields, op->getResults().drop_front());
   if (rounding)
     yields.push_back(rounding.getResult());
-  auto kernel = b.create<stepk::CallOp>(
-      op->getLoc(), ValueRange(yields).getTypes(), attrs.getStringAttr(callee), operands,
-      attrs.getArrayAttr(call.scalars),
-      call.scratchBytes ? attrs.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr(),
-      StringAttr(), IntegerAttr(), IntegerAttr());
-  step::copyPhase(op, kernel);
   SmallVector<Operation *> body;
   if (widening)
     body.push_back(widening);
@@ -477,17 +480,7 @@ stepk::CallOp lowerNormGradInto(Operation *op, const LibraryCall &call, ConvertO
     body.push_back(add);
   if (rounding)
     body.push_back(rounding);
-  fillCallBody(kernel, body, yields);
-  for (auto [from, to] : llvm::zip(yields, kernel.getResults()))
-    from.replaceAllUsesWith(to);
-  if (rounding)
-    rounding->erase();
-  if (add)
-    add->erase();
-  op->erase();
-  if (widening)
-    widening->erase();
-  return kernel;
+  return replaceByCall(op, callee, operands, call, body, yields);
 }
 
 /// On CUDA: a norm of a residual add (x = a + b, b maybe a widened bf16
@@ -519,36 +512,19 @@ stepk::CallOp lowerAddNorm(Operation *op, const LibraryCall &call, ConvertOp rou
   ConvertOp widening = widened(b);
   if (!widening && (widening = widened(a)))
     std::swap(a, b);
-  OpBuilder b0(op);
-  Builder attrs(op->getContext());
   std::string callee = (call.callee + "_add" + (widening ? "_of_bf16" : "") +
                         (rounding ? "_bf16" : ""))
                            .str();
   SmallVector<Value> operands = {a, widening ? widening.getInput() : b};
   llvm::append_range(operands, op->getOperands().drop_front());
   Value normed = rounding ? Value(rounding.getResult()) : op->getResult(0);
-  SmallVector<Value> yields = {add.getResult(), normed};
-  auto kernel = b0.create<stepk::CallOp>(
-      op->getLoc(), ValueRange(yields).getTypes(), attrs.getStringAttr(callee), operands,
-      attrs.getArrayAttr(call.scalars), IntegerAttr(), StringAttr(), IntegerAttr(),
-      IntegerAttr());
-  step::copyPhase(op, kernel);
   SmallVector<Operation *> body;
   if (widening)
     body.push_back(widening);
   body.append({add, op});
   if (rounding)
     body.push_back(rounding);
-  fillCallBody(kernel, body, yields);
-  for (auto [from, to] : llvm::zip(yields, kernel.getResults()))
-    from.replaceAllUsesWith(to);
-  if (rounding)
-    rounding->erase();
-  op->erase();
-  add->erase();
-  if (widening)
-    widening->erase();
-  return kernel;
+  return replaceByCall(op, callee, operands, call, body, {add.getResult(), normed});
 }
 
 /// On CUDA: a sum of a value's squares (the gradient norm's Σ g² of each
@@ -564,20 +540,10 @@ stepk::CallOp lowerSumOfSquares(Operation *op, const LibraryCall &call) {
       square->getBlock() != op->getBlock() ||
       !typeOf(square.getResult()).getElementType().isF32())
     return nullptr;
-  OpBuilder b(op);
-  SmallVector<Attribute> scalars(call.scalars);
-  scalars.back() = b.getI32IntegerAttr(3);  // (shape, rank, mask, kind)
-  auto kernel = b.create<stepk::CallOp>(
-      op->getLoc(), op->getResultTypes(), b.getStringAttr(call.callee),
-      ValueRange{square.getLhs()}, b.getArrayAttr(scalars),
-      call.scratchBytes ? b.getI64IntegerAttr(*call.scratchBytes) : IntegerAttr(), StringAttr(),
-      IntegerAttr(), IntegerAttr());
-  step::copyPhase(op, kernel);
-  fillCallBody(kernel, {square, op}, op->getResults());
-  op->replaceAllUsesWith(kernel.getResults());
-  op->erase();
-  square->erase();
-  return kernel;
+  LibraryCall squares = call;  // scalars (shape, rank, mask, kind): kind 3
+  squares.scalars.back() = Builder(op->getContext()).getI32IntegerAttr(3);
+  return replaceByCall(op, call.callee, ValueRange{square.getLhs()}, squares, {square, op},
+                       {sum.getResult()});
 }
 
 /// Every GEMM the target passes left as a step.matmul or step.batch_matmul
