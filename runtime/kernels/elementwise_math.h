@@ -216,6 +216,45 @@ template <typename T> STEPC_HD T stepc_fp8_tile_scale(T amax, int format) {
   return stepc_libm::ldexp(T(1), exponent - 1);
 }
 
+/* The bits of stepc_round_fp8(x, format) (E4M3FN: S.EEEE.MMM, bias 7, NaN
+ * S.1111.111, no infinities; E5M2: S.EEEEE.MM, bias 15): what the fp8 GEMMs
+ * read. One canonical NaN (0x7f) in either format. */
+template <typename T> STEPC_HD unsigned stepc_fp8_bits(T x, int format) {
+  const int mantissa = format == 0 ? 3 : 2, bias = format == 0 ? 7 : 15;
+  const T r = stepc_round_fp8(x, format);
+  if (r != r) return 0x7f;
+  const bool negative = r < T(0) || (r == T(0) && T(1) / r < T(0));  // -0 too
+  const unsigned sign = negative ? 0x80u : 0u;
+  const T a = negative ? -r : r;
+  if (a == T(0)) return sign;
+  int exponent = 0;
+  stepc_libm::frexp(a, &exponent);
+  exponent -= 1;  // a in [2^exponent, 2^(exponent + 1))
+  if (exponent < 1 - bias)  // subnormal: a whole number of the smallest quantum
+    return sign | static_cast<unsigned>(a / stepc_libm::ldexp(T(1), 1 - bias - mantissa));
+  const T fraction = a / stepc_libm::ldexp(T(1), exponent - mantissa);  // in [2^m, 2^(m+1))
+  return sign | (static_cast<unsigned>(exponent + bias) << mantissa) |
+         (static_cast<unsigned>(fraction) - (1u << mantissa));
+}
+
+/* The value of fp8 bits (the inverse of stepc_fp8_bits). */
+template <typename T> STEPC_HD T stepc_fp8_value(unsigned bits, int format) {
+  const int mantissa = format == 0 ? 3 : 2, bias = format == 0 ? 7 : 15;
+  const unsigned top = format == 0 ? 15u : 31u;
+  const unsigned exponent = (bits >> mantissa) & top, m = bits & ((1u << mantissa) - 1u);
+  const bool negative = (bits & 0x80u) != 0;
+  T v;
+  if (format == 0 && exponent == top && m == (1u << mantissa) - 1u)
+    v = T(NAN);
+  else if (format != 0 && exponent == top)
+    v = m ? T(NAN) : T(INFINITY);
+  else if (exponent == 0)
+    v = stepc_libm::ldexp(T(m), 1 - bias - mantissa);
+  else
+    v = stepc_libm::ldexp(T(m + (1u << mantissa)), int(exponent) - bias - mantissa);
+  return negative ? -v : v;
+}
+
 /* gelu(x) = x/2 · (1 + erf(x/√2)); tanh form (tanh_form != 0):
  * x/2 · (1 + tanh(√(2/π)(x + 0.044715x³))). */
 template <typename T> STEPC_HD T stepc_gelu(T x, int tanh_form) {

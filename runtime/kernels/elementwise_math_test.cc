@@ -72,4 +72,50 @@ TEST(RoundFp8, FloatEqualsDouble) {
   EXPECT_GT(checked, 1000000);
 }
 
+// The bits the fp8 GEMMs read: every pattern decodes to the value the
+// formats define and encodes back to itself (NaN to the canonical 0x7f), and
+// the bits of a rounded float decode to that rounded float.
+TEST(Fp8Bits, EveryPatternRoundTrips) {
+  for (int format : {0, 1}) {
+    for (unsigned bits = 0; bits < 256; ++bits) {
+      const float v = stepc_fp8_value<float>(bits, format);
+      const unsigned magnitude = bits & 0x7f;
+      if (format == 0 && magnitude == 0x7f) {
+        EXPECT_TRUE(std::isnan(v)) << bits;
+        EXPECT_EQ(stepc_fp8_bits<float>(v, format), 0x7fu);
+        continue;
+      }
+      if (format == 1 && magnitude >= 0x7c) {
+        if (magnitude == 0x7c)
+          EXPECT_EQ(v, (bits & 0x80) ? -INFINITY : INFINITY) << bits;
+        else
+          EXPECT_TRUE(std::isnan(v)) << bits;
+        continue;
+      }
+      EXPECT_EQ(stepc_fp8_bits<float>(v, format), bits) << "format " << format << " value " << v;
+      EXPECT_EQ(std::signbit(v), (bits & 0x80) != 0) << bits;
+    }
+  }
+  // The formats' landmarks, from their definitions.
+  EXPECT_EQ(stepc_fp8_value<float>(0x7e, 0), 448.0f);
+  EXPECT_EQ(stepc_fp8_value<float>(0x08, 0), std::ldexp(1.0f, -6));
+  EXPECT_EQ(stepc_fp8_value<float>(0x01, 0), std::ldexp(1.0f, -9));
+  EXPECT_EQ(stepc_fp8_value<float>(0x38, 0), 1.0f);
+  EXPECT_EQ(stepc_fp8_value<float>(0x7b, 1), 57344.0f);
+  EXPECT_EQ(stepc_fp8_value<float>(0x01, 1), std::ldexp(1.0f, -16));
+  EXPECT_EQ(stepc_fp8_value<float>(0x3c, 1), 1.0f);
+  EXPECT_EQ(stepc_fp8_bits<float>(INFINITY, 1), 0x7bu);  // saturated
+  EXPECT_EQ(stepc_fp8_bits<float>(-1000.0f, 0), 0xfeu);
+  for (int format : {0, 1})
+    for (uint32_t bits = 0x30800000u; bits <= 0x47800000u; bits += 9973) {
+      float x;
+      std::memcpy(&x, &bits, 4);
+      for (float v : {x, -x}) {
+        const float want = stepc_round_fp8<float>(v, format);
+        const float got = stepc_fp8_value<float>(stepc_fp8_bits<float>(v, format), format);
+        ASSERT_EQ(std::memcmp(&got, &want, 4), 0) << "format " << format << " x " << v;
+      }
+    }
+}
+
 }  // namespace

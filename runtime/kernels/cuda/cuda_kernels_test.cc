@@ -28,9 +28,11 @@
 #include "runtime/kernels/cpu/line_kernels.h"
 #include "runtime/kernels/cuda/cuda_kernels.h"
 #include "runtime/kernels/cuda/cudnn_attention.h"
+#include "runtime/kernels/cuda/fp8_pack.h"
 #include "runtime/kernels/cuda/launch_config.h"
 #include "runtime/kernels/cuda/line_kernels.h"
 #include "runtime/kernels/moe_routing.h"
+#include "runtime/kernels/elementwise_math.h"
 
 namespace {
 
@@ -184,6 +186,135 @@ TEST_F(CudaKernels, MatmulBf16WithBiasEpilogue) {
   for (float& x : rounded) x = RoundBf16(x);
   EXPECT_LT(RelError(DownBf16(static_cast<const __nv_bfloat16*>(c16), want.size()), rounded),
             8e-3);
+}
+
+// Values step.quantize_fp8 leaves, as the step hands them to a GEMM: f32
+// noise with outliers a few rows and columns wide (so blocks take different
+// scales), rounded by tiles of [tile_rows, tile_cols], then to bf16 (exact).
+Floats Fp8Rounded(int64_t matrices, int64_t rows, int64_t cols, int64_t tile_rows,
+                  int64_t tile_cols, int format, uint32_t seed) {
+  Floats x = Random(matrices * rows * cols, seed);
+  for (int64_t e = 0; e < (int64_t)x.size(); ++e)
+    if ((e / cols) % 37 == 5 || (e % cols) % 53 == 7) x[e] *= 300.0f;
+  Floats q(x.size());
+  stepc_cpu_quantize_fp8(x.data(), matrices, rows, cols, tile_rows, tile_cols, format, q.data());
+  for (float v : q) EXPECT_EQ(v, RoundBf16(v));
+  return q;
+}
+
+// The packing's layout, as cuBLASLt's block scaling reads it: every byte
+// times its block's scale is the value packed, exactly, and every scale is
+// a power of two (rows [1, 128] along K at [kb][row]; blocks [128, 128] at
+// [nb][kb], the K-blocks padded to 4).
+TEST_F(CudaKernels, Fp8PackingIsExactInCublasLtLayout) {
+  const int64_t rows = 136, k = 320, n = 200;
+  const Floats a = Fp8Rounded(1, rows, k, 1, 128, 1, 90);
+  const Floats b = Fp8Rounded(1, k, n, 128, 128, 0, 91);  // stored [k, n]: a dgrad's weight
+  const stepc::cuda::Fp8GemmLayout layout = stepc::cuda::PlanFp8Gemm(rows, n, k);
+  ASSERT_EQ(layout.b_scale_ld, 4);
+  char* scratch = static_cast<char*>(Alloc(layout.total));
+  ASSERT_EQ(stepc::cuda::PackFp8Rows(&ctx_, UpBf16(a), STEPC_CUDA_BF16, rows, k, 1,
+                                     reinterpret_cast<uint8_t*>(scratch + layout.a_bytes),
+                                     reinterpret_cast<float*>(scratch + layout.a_scales)),
+            0)
+      << error_;
+  ASSERT_EQ(stepc::cuda::PackFp8Blocks(&ctx_, Up(b), STEPC_CUDA_F32, n, k, /*stored_nk=*/false, 0,
+                                       reinterpret_cast<uint8_t*>(scratch + layout.b_bytes),
+                                       reinterpret_cast<float*>(scratch + layout.b_scales),
+                                       layout.b_scale_ld),
+            0)
+      << error_;
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+  std::vector<uint8_t> bytes(layout.total);
+  cudaMemcpy(bytes.data(), scratch, layout.total, cudaMemcpyDeviceToHost);
+  auto scale = [&](int64_t offset, int64_t i) {
+    float f;
+    std::memcpy(&f, &bytes[offset + 4 * i], 4);
+    int e = 0;
+    EXPECT_EQ(std::frexp(f, &e), 0.5f) << "a power of two";
+    return f;
+  };
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      ASSERT_EQ(stepc_fp8_value<float>(bytes[layout.a_bytes + r * k + c], 1) *
+                    scale(layout.a_scales, (c / 128) * rows + r),
+                a[r * k + c])
+          << "row " << r << " col " << c;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c = 0; c < k; ++c)
+      ASSERT_EQ(stepc_fp8_value<float>(bytes[layout.b_bytes + j * k + c], 0) *
+                    scale(layout.b_scales, (j / 128) * layout.b_scale_ld + c / 128),
+                b[c * n + j])
+          << "n " << j << " k " << c;
+}
+
+// The fp8 GEMM of fp8-rounded operands is the bf16 GEMM of the same values
+// (bit for bit on the emulation, which sums in the same order; within
+// summation order on a GPU): the linear layers' forward (A [1, 128] e4m3
+// tiles, B [n, k] in [128, 128] blocks, a bias), their input gradient (A
+// e5m2, B stored [k, n]), one scale per matrix, a GELU epilogue, and forms
+// that run in bf16 (M not a multiple of 4, A transposed).
+TEST_F(CudaKernels, MatmulFp8EqualsTheBf16GemmOfTheSameValues) {
+  struct Case {
+    const char* name;
+    int64_t batch, m, n, k;
+    int ta, tb, a_format, b_format, out_type, epilogue;
+    int64_t a_tile, b_tile;
+    bool bias;
+  };
+  const int64_t whole = int64_t{1} << 40;
+  const Case cases[] = {
+      {"forward", 2, 64, 192, 320, 0, 1, 0, 0, STEPC_CUDA_BF16, STEPC_EPILOGUE_NONE, 128, 128, true},
+      {"input grad", 1, 96, 144, 256, 0, 0, 1, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, 128, 128, false},
+      {"matrix scales", 2, 32, 64, 64, 0, 1, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, whole, whole, false},
+      {"gelu", 1, 64, 128, 128, 0, 1, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_GELU, 128, 128, true},
+      {"in bf16: odd rows", 1, 37, 64, 128, 0, 1, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, 128, 128, false},
+      {"in bf16: A transposed", 1, 64, 64, 128, 1, 0, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, whole, whole, false},
+  };
+  for (const Case& t : cases) {
+    const int64_t rows = t.batch * t.m;
+    // A's tiles lie along K: [1, tile] rows, or a whole matrix.
+    const int64_t a_rows = t.ta ? t.k : rows, a_cols = t.ta ? rows : t.k;
+    const Floats a = Fp8Rounded(1, a_rows, a_cols, t.a_tile == whole ? whole : 1, t.a_tile,
+                                t.a_format, 92);
+    const int64_t b_rows = t.tb ? t.n : t.k, b_cols = t.tb ? t.k : t.n;
+    const Floats b = Fp8Rounded(1, b_rows, b_cols, t.b_tile, t.b_tile, t.b_format, 93);
+    const Floats bias = Random(t.n, 94);
+    const int64_t out_bytes = rows * t.n * (t.out_type == STEPC_CUDA_BF16 ? 2 : 4);
+    void* want = Alloc(out_bytes);
+    void* got = Alloc(out_bytes);
+    float* want_aux = t.epilogue ? Zeros(rows * t.n) : nullptr;
+    float* got_aux = t.epilogue ? Zeros(rows * t.n) : nullptr;
+    const float* bias_d = t.bias ? Up(bias) : nullptr;
+    __nv_bfloat16 *a_d = UpBf16(a), *b_d = UpBf16(b);
+    const int64_t scratch_bytes = stepc::cuda::Fp8GemmScratchBytes(
+        t.batch, t.m, t.n, t.k, t.ta, 1, t.a_format, t.b_format);
+    EXPECT_EQ(scratch_bytes == 0, std::string(t.name).rfind("in bf16", 0) == 0) << t.name;
+    ASSERT_EQ(stepc_cuda_matmul(&ctx_, a_d, b_d, want, t.batch, t.m, t.n, t.k, t.ta, t.tb, 1,
+                                STEPC_CUDA_BF16, t.out_type, bias_d, t.epilogue, want_aux),
+              0)
+        << error_;
+    ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, a_d, b_d, got, t.batch, t.m, t.n, t.k, t.ta, t.tb, 1,
+                                    STEPC_CUDA_BF16, t.out_type, bias_d, t.epilogue, got_aux,
+                                    t.a_format, t.b_format,
+                                    scratch_bytes ? Alloc(scratch_bytes) : nullptr),
+              0)
+        << t.name << ": " << error_;
+    const size_t count = rows * t.n;
+    const Floats w = t.out_type == STEPC_CUDA_BF16
+                         ? DownBf16(static_cast<__nv_bfloat16*>(want), count)
+                         : Down(static_cast<float*>(want), count);
+    const Floats g = t.out_type == STEPC_CUDA_BF16
+                         ? DownBf16(static_cast<__nv_bfloat16*>(got), count)
+                         : Down(static_cast<float*>(got), count);
+#ifdef STEPC_CUDA_EMULATION
+    EXPECT_EQ(std::memcmp(w.data(), g.data(), count * 4), 0) << t.name;
+#else
+    EXPECT_LT(RelError(g, w), 1e-2) << t.name;
+#endif
+    if (t.epilogue)
+      EXPECT_LT(RelError(Down(got_aux, count), Down(want_aux, count)), 1e-5) << t.name;
+  }
 }
 
 // GELU (tanh) with the pre-activation kept, and its gradient: cuBLASLt's

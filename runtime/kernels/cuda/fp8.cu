@@ -1,8 +1,10 @@
 // step.quantize_fp8 on the GPU, as kernels/cpu/fp8.cc: a thread per tile
 // (its largest magnitude, its power-of-two scale, the fp8 rounding). A
-// first version: correct, not a fused cast.
+// first version: correct, not a fused cast. Then the packing of the fp8
+// GEMMs' operands into bytes and block scales (fp8_pack.h).
 
 #include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/fp8_pack.h"
 #include "runtime/kernels/elementwise_math.h"
 
 namespace stepc::cuda {
@@ -33,7 +35,103 @@ __global__ void QuantizeFp8Kernel(const float* x, int64_t matrices, int64_t rows
   }
 }
 
+// A warp per 1x128 block of a row: four elements a lane, the block's
+// largest magnitude across the warp, its scale, the bytes.
+template <typename In>
+__global__ void PackFp8RowsKernel(const In* x, int64_t rows, int64_t k, int format, uint8_t* out,
+                                  float* scales) {
+  const int64_t blocks_k = (k + kFp8Block - 1) / kFp8Block;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = (int64_t)gridDim.x * blockDim.x / 32;
+  for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; w < rows * blocks_k;
+       w += warps) {
+    const int64_t r = w / blocks_k, c0 = (w % blocks_k) * kFp8Block;
+    float v[4], amax = 0.0f;
+    for (int i = 0; i < 4; ++i) {
+      const int64_t c = c0 + lane + 32 * i;
+      v[i] = c < k ? Load(x, r * k + c) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[i]));
+    }
+    amax = WarpMax(amax);
+    const float s = stepc_fp8_tile_scale<float>(amax, format);
+    for (int i = 0; i < 4; ++i) {
+      const int64_t c = c0 + lane + 32 * i;
+      if (c < k) out[r * k + c] = static_cast<uint8_t>(stepc_fp8_bits<float>(v[i] * s, format));
+    }
+    if (lane == 0) scales[(c0 / kFp8Block) * rows + r] = 1.0f / s;
+  }
+}
+
+// A thread block per 128x128 block of op(x) as [n, k]: its largest
+// magnitude (warps, then shared memory), its scale, the bytes written
+// K-major (a transpose when x is stored [k, n]).
+template <typename In>
+__global__ void PackFp8BlocksKernel(const In* x, int64_t n, int64_t k, int stored_nk, int format,
+                                    uint8_t* out, float* scales, int64_t scale_ld) {
+  __shared__ float warp_max[kThreads / 32];
+  const int64_t blocks_n = (n + kFp8Block - 1) / kFp8Block;
+  const int64_t blocks_k = (k + kFp8Block - 1) / kFp8Block;
+  for (int64_t blk = blockIdx.x; blk < blocks_n * blocks_k; blk += gridDim.x) {
+    const int64_t n0 = (blk / blocks_k) * kFp8Block, k0 = (blk % blocks_k) * kFp8Block;
+    // Element i of the block: (row, col) of op(x), false past its edge.
+    auto at = [&](int64_t i, int64_t* row, int64_t* col) {
+      *row = n0 + i / kFp8Block;
+      *col = k0 + i % kFp8Block;
+      return *row < n && *col < k;
+    };
+    float amax = 0.0f;
+    for (int64_t i = threadIdx.x; i < kFp8Block * kFp8Block; i += blockDim.x) {
+      int64_t row, col;
+      if (at(i, &row, &col))
+        amax = fmaxf(amax, fabsf(Load(x, stored_nk ? row * k + col : col * n + row)));
+    }
+    amax = WarpMax(amax);
+    if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+    __syncthreads();
+    amax = 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+    const float s = stepc_fp8_tile_scale<float>(amax, format);
+    for (int64_t i = threadIdx.x; i < kFp8Block * kFp8Block; i += blockDim.x) {
+      int64_t row, col;
+      if (at(i, &row, &col))
+        out[row * k + col] = static_cast<uint8_t>(stepc_fp8_bits<float>(
+            Load(x, stored_nk ? row * k + col : col * n + row) * s, format));
+    }
+    if (threadIdx.x == 0) scales[(n0 / kFp8Block) * scale_ld + k0 / kFp8Block] = 1.0f / s;
+    __syncthreads();  // warp_max is read before the next block writes it
+  }
+}
+
 }  // namespace
+
+int PackFp8Rows(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
+                int format, uint8_t* out, float* scales) {
+  const int64_t warps = rows * CeilDiv(k, kFp8Block);
+  const int64_t blocks = std::min<int64_t>(CeilDiv(warps, kThreads / 32), kMaxBlocks);
+  if (in_type == STEPC_CUDA_BF16)
+    STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8RowsKernel<__nv_bfloat16>)(
+        static_cast<const __nv_bfloat16*>(x), rows, k, format, out, scales);
+  else
+    STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8RowsKernel<float>)(
+        static_cast<const float*>(x), rows, k, format, out, scales);
+  return STEPC_LAUNCHED(ctx, "PackFp8RowsKernel");
+}
+
+int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, int64_t k,
+                  bool stored_nk, int format, uint8_t* out, float* scales, int64_t scale_ld) {
+  const int64_t blocks =
+      std::min<int64_t>(CeilDiv(n, kFp8Block) * CeilDiv(k, kFp8Block), kMaxBlocks);
+  if (in_type == STEPC_CUDA_BF16)
+    STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream,
+                             PackFp8BlocksKernel<__nv_bfloat16>)(
+        static_cast<const __nv_bfloat16*>(x), n, k, stored_nk ? 1 : 0, format, out, scales,
+        scale_ld);
+  else
+    STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8BlocksKernel<float>)(
+        static_cast<const float*>(x), n, k, stored_nk ? 1 : 0, format, out, scales, scale_ld);
+  return STEPC_LAUNCHED(ctx, "PackFp8BlocksKernel");
+}
+
 }  // namespace stepc::cuda
 
 using namespace stepc::cuda;

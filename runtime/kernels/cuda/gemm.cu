@@ -8,6 +8,10 @@
 // An epilogue cuBLASLt offers no algorithm for falls back to the plain GEMM
 // and our kernel. f32 data use f32 compute (no TF32: the fp32 target is
 // checked against the CPU at 1e-4); bf16 operands accumulate in f32.
+// fp8 operands (DeepSeek-V3's block scaling, cuBLAS >= 12.9 on sm_90) take
+// cuBLASLt's one fp8 layout, both operands K-major ("TN"), packed by
+// fp8.cu with a scale per 1x128 block of A and 128x128 block of B; where
+// cuBLASLt offers no fp8 algorithm the bf16 GEMM of the same values runs.
 
 #include <cublasLt.h>
 
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "runtime/kernels/cuda/common.cuh"
+#include "runtime/kernels/cuda/fp8_pack.h"
 #include "runtime/kernels/cuda/gemm_layout.h"
 #include "runtime/kernels/elementwise_math.h"
 
@@ -25,7 +30,9 @@ namespace {
 
 struct GemmKey {
   int64_t batch, m, n, k;
-  int transpose_a, transpose_b, shared_rhs, in_type, out_type, bias, epilogue, pad;
+  int transpose_a, transpose_b, shared_rhs, in_type, out_type, bias, epilogue;
+  int fp8_a, fp8_b;  // 1 + the fp8 format of A and B (0: not an fp8 GEMM)
+  int pad;
   bool operator==(const GemmKey& o) const { return std::memcmp(this, &o, sizeof(o)) == 0; }
 };
 
@@ -60,6 +67,7 @@ int LtFail(stepc_cuda_ctx* ctx, const char* call, int line, cublasStatus_t rc) {
   } while (0)
 
 cudaDataType_t DataType(int type) { return type == STEPC_CUDA_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+cudaDataType_t Fp8Type(int format) { return format == 0 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; }
 
 // A column-major operand, `batch` of them.
 int Layout(stepc_cuda_ctx* ctx, cublasLtMatrixLayout_t* out, int type, const ColumnMajor& m,
@@ -83,8 +91,10 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
   const ColumnMajorGemm problem = ToColumnMajor(GemmShape{
       key.batch, key.m, key.n, key.k, key.transpose_a != 0, key.transpose_b != 0,
       key.shared_rhs != 0});
-  cublasOperation_t first = problem.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t second = problem.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const bool fp8 = key.fp8_a != 0;
+  // fp8: cuBLASLt's A is our packed B as [N, K], its B our packed A as [M, K].
+  cublasOperation_t first = fp8 || problem.first.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t second = !fp8 && problem.second.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &first,
                                                    sizeof(first)));
   STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &second,
@@ -114,9 +124,21 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
                                                      &bias_type, sizeof(bias_type)));
   }
   const int64_t m = key.m, n = key.n, k = key.k;
-  if (int rc = Layout(ctx, &plan->a, key.in_type, problem.first, problem.batch)) return rc;
-  if (int rc = Layout(ctx, &plan->b, key.in_type, problem.second, problem.batch)) return rc;
-  if (int rc = Layout(ctx, &plan->c, key.out_type, problem.result, problem.batch)) return rc;
+  if (fp8) {
+    int32_t block = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    int32_t vector = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                     &block, sizeof(block)));
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                                     &vector, sizeof(vector)));
+    STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(&plan->a, Fp8Type(key.fp8_b - 1), k, n, k));
+    STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(&plan->b, Fp8Type(key.fp8_a - 1), k, m, k));
+    STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(&plan->c, DataType(key.out_type), n, m, n));
+  } else {
+    if (int rc = Layout(ctx, &plan->a, key.in_type, problem.first, problem.batch)) return rc;
+    if (int rc = Layout(ctx, &plan->b, key.in_type, problem.second, problem.batch)) return rc;
+    if (int rc = Layout(ctx, &plan->c, key.out_type, problem.result, problem.batch)) return rc;
+  }
   cublasLtMatmulPreference_t pref;
   STEPC_LT_TRY(ctx, cublasLtMatmulPreferenceCreate(&pref));
   uint64_t workspace = kGemmWorkspaceBytes;
@@ -128,6 +150,16 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
                                                      plan->c, plan->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   const bool fancy = key.bias || key.epilogue != STEPC_EPILOGUE_NONE;
+  if (fp8 && (rc != CUBLAS_STATUS_SUCCESS || found == 0)) {
+    // Said once a shape: the GPU run's log shows which GEMMs stay in bf16.
+    fprintf(stderr,
+            "stepc: cuBLASLt has no fp8 algorithm for %lldx%lldx%lld (formats %d, %d, bias %d, "
+            "epilogue %d): %s\n",
+            (long long)m, (long long)n, (long long)k, key.fp8_a - 1, key.fp8_b - 1, key.bias,
+            key.epilogue, rc == CUBLAS_STATUS_SUCCESS ? "none found" : cublasLtGetStatusString(rc));
+    plan->supported = false;
+    return 0;
+  }
   if (rc == CUBLAS_STATUS_NOT_SUPPORTED && fancy) found = 0;
   else if (rc != CUBLAS_STATUS_SUCCESS)
     return LtFail(ctx, "cublasLtMatmulAlgoGetHeuristic", __LINE__, rc);
@@ -195,8 +227,10 @@ __global__ void EpilogueKernel(float* c, const float* bias, float* aux, int64_t 
   }
 }
 
+// `a_scales` / `b_scales`: an fp8 key's block scales (fp8_pack.h).
 int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey key,
-           const float* bias, void* aux) {
+           const float* bias, void* aux, const float* a_scales = nullptr,
+           const float* b_scales = nullptr) {
   const GemmPlan* plan = nullptr;
   if (int rc = FindPlan(ctx, key, &plan)) return rc;
   if (!plan->supported) {
@@ -204,7 +238,7 @@ int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey k
     GemmKey plain = key;
     plain.bias = 0;
     plain.epilogue = STEPC_EPILOGUE_NONE;
-    if (int rc = Matmul(ctx, a, b, c, plain, nullptr, nullptr)) return rc;
+    if (int rc = Matmul(ctx, a, b, c, plain, nullptr, nullptr, a_scales, b_scales)) return rc;
     const int64_t rows = key.batch * key.m;
     if (key.out_type == STEPC_CUDA_BF16) {
       STEPC_LAUNCH(ElementwiseBlocks(rows * key.n), kThreads, 0, ctx->stream, BiasBf16Kernel)(
@@ -221,6 +255,12 @@ int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey k
   if (aux)
     STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(
                           plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  if (key.fp8_a) {  // cuBLASLt's A is our B
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                     &b_scales, sizeof(b_scales)));
+    STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                     &a_scales, sizeof(a_scales)));
+  }
   const float one = 1.0f, zero = 0.0f;
   STEPC_LT_TRY(ctx, cublasLtMatmul(State().handle, plan->op, &one, b, plan->a, a, plan->b, &zero,
                                    c, plan->c, c, plan->c, &plan->algo, ctx->gemm_workspace,
@@ -257,6 +297,57 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
   key.bias = bias ? 1 : 0;
   key.epilogue = epilogue;
   return Matmul(ctx, a, b, c, key, bias, aux);
+}
+
+extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
+                                     int64_t batch, int64_t m, int64_t n, int64_t k,
+                                     int transpose_a, int transpose_b, int shared_rhs,
+                                     int in_type, int out_type, const float* bias, int epilogue,
+                                     void* aux, int a_format, int b_format, void* scratch) {
+  auto in_bf16 = [&] {
+    return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
+                             in_type, out_type, bias, epilogue, aux);
+  };
+  const bool epilogue_ok =
+      epilogue == STEPC_EPILOGUE_NONE || (out_type == STEPC_CUDA_F32 && aux && n % 8 == 0);
+  if (!scratch || !epilogue_ok ||
+      !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
+    return in_bf16();
+  const int64_t rows = batch * m;
+  GemmKey key;
+  std::memset(&key, 0, sizeof(key));
+  key.batch = 1;
+  key.m = rows;
+  key.n = n;
+  key.k = k;
+  key.in_type = in_type;
+  key.out_type = out_type;
+  key.bias = bias ? 1 : 0;
+  key.epilogue = epilogue;
+  key.fp8_a = a_format + 1;
+  key.fp8_b = b_format + 1;
+  // Whether cuBLASLt multiplies these in fp8, with our epilogue if need be.
+  const GemmPlan* plan = nullptr;
+  if (int rc = FindPlan(ctx, key, &plan)) return rc;
+  if (!plan->supported) {
+    GemmKey plain = key;
+    plain.bias = 0;
+    plain.epilogue = STEPC_EPILOGUE_NONE;
+    const GemmPlan* plain_plan = nullptr;
+    if (int rc = FindPlan(ctx, plain, &plain_plan)) return rc;
+    if (!plain_plan->supported) return in_bf16();
+  }
+  const Fp8GemmLayout layout = PlanFp8Gemm(rows, n, k);
+  char* s = static_cast<char*>(scratch);
+  uint8_t* packed_a = reinterpret_cast<uint8_t*>(s + layout.a_bytes);
+  uint8_t* packed_b = reinterpret_cast<uint8_t*>(s + layout.b_bytes);
+  float* a_scales = reinterpret_cast<float*>(s + layout.a_scales);
+  float* b_scales = reinterpret_cast<float*>(s + layout.b_scales);
+  if (int rc = PackFp8Rows(ctx, a, in_type, rows, k, a_format, packed_a, a_scales)) return rc;
+  if (int rc = PackFp8Blocks(ctx, b, in_type, n, k, transpose_b != 0, b_format, packed_b, b_scales,
+                             layout.b_scale_ld))
+    return rc;
+  return Matmul(ctx, packed_a, packed_b, c, key, bias, aux, a_scales, b_scales);
 }
 
 extern "C" void stepc_cuda_release(void) {

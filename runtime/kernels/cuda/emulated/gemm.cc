@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "runtime/kernels/cuda/cuda_kernels.h"
+#include "runtime/kernels/cuda/fp8_pack.h"
+#include "runtime/kernels/cuda/launch_config.h"
 #include "runtime/kernels/cuda/gemm_layout.h"
 #include "runtime/kernels/elementwise_math.h"
 
@@ -26,6 +28,57 @@ void Write(void* p, int type, int64_t i, float x) {
     static_cast<float*>(p)[i] = x;
 }
 
+// The column-major problem p (gemm_layout.h): result (i, j) of product q is
+// the sum over depth t of first(q, i, t) · second(q, t, j), from zero in
+// depth order, then the bias and epilogue, written as `out_type`. Each
+// operand is read once into f32, so each result row is one pass of
+// contiguous multiply-adds over its columns.
+template <typename First, typename Second>
+void RunColumnMajor(const stepc::cuda::ColumnMajorGemm& p, int64_t depth, First first_at,
+                    Second second_at, void* c, int out_type, const float* bias, int epilogue,
+                    float* auxf) {
+  using stepc::cuda::ColumnMajor;
+  auto at = [](const ColumnMajor& x, int64_t q, int64_t r, int64_t col) {
+    return q * x.batch_stride + (x.transposed ? col + r * x.ld : r + col * x.ld);
+  };
+  const int64_t rows = p.result.rows, cols = p.result.cols;
+  std::vector<float> first(rows * depth), second(depth * cols), acc(cols);
+  for (int64_t q = 0; q < p.batch; ++q) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t t = 0; t < depth; ++t) first[i * depth + t] = first_at(q, i, t);
+    for (int64_t t = 0; t < depth; ++t)
+      for (int64_t j = 0; j < cols; ++j) second[t * cols + j] = second_at(q, t, j);
+    for (int64_t i = 0; i < rows; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t t = 0; t < depth; ++t) {
+        const float x = first[i * depth + t];
+        const float* y = &second[t * cols];
+        for (int64_t j = 0; j < cols; ++j) acc[j] += x * y[j];
+      }
+      for (int64_t j = 0; j < cols; ++j) {
+        float sum = acc[j];
+        const int64_t d = at(p.result, q, i, j);
+        if (bias) sum += bias[i];  // a row of the column-major result: a feature
+        if (epilogue == STEPC_EPILOGUE_GELU) {
+          auxf[d] = sum;
+          sum = stepc_gelu(sum, 1);
+        } else if (epilogue == STEPC_EPILOGUE_DGELU) {
+          sum = stepc_gelu_grad(sum, auxf[d], 1);
+        }
+        Write(c, out_type, d, sum);
+      }
+    }
+  }
+}
+
+bool BadEpilogue(stepc_cuda_ctx* ctx, int64_t n, int out_type, int epilogue, const void* aux) {
+  if (epilogue == STEPC_EPILOGUE_NONE || (out_type == STEPC_CUDA_F32 && aux && n % 8 == 0))
+    return false;
+  std::snprintf(ctx->error, ctx->error_len,
+                "a GELU epilogue needs an f32 result, an aux buffer and N divisible by 8");
+  return true;
+}
+
 }  // namespace
 
 // Runs the column-major problem gemm.cu hands cuBLASLt (gemm_layout.h)
@@ -34,56 +87,70 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
                                  int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                                  int transpose_b, int shared_rhs, int in_type, int out_type,
                                  const float* bias, int epilogue, void* aux) {
-  if (epilogue != STEPC_EPILOGUE_NONE && (out_type != STEPC_CUDA_F32 || !aux || n % 8 != 0)) {
-    std::snprintf(ctx->error, ctx->error_len,
-                  "a GELU epilogue needs an f32 result, an aux buffer and N divisible by 8");
-    return 1;
-  }
+  if (BadEpilogue(ctx, n, out_type, epilogue, aux)) return 1;
   using stepc::cuda::ColumnMajor;
   const stepc::cuda::ColumnMajorGemm p = stepc::cuda::ToColumnMajor(stepc::cuda::GemmShape{
       batch, m, n, k, transpose_a != 0, transpose_b != 0, shared_rhs != 0});
   // Element (r, c) of op(x) for product q.
-  auto at = [](const ColumnMajor& x, int64_t q, int64_t r, int64_t c) {
-    return q * x.batch_stride + (x.transposed ? c + r * x.ld : r + c * x.ld);
+  auto at = [](const ColumnMajor& x, int64_t q, int64_t r, int64_t col) {
+    return q * x.batch_stride + (x.transposed ? col + r * x.ld : r + col * x.ld);
   };
   const int64_t depth = p.first.transposed ? p.first.rows : p.first.cols;
   float* auxf = static_cast<float*>(aux);
   // On the stream: run now, or recorded while it is captured.
   stepc::emu::Enqueue(ctx->stream, [=] {
-    const int64_t rows = p.result.rows, cols = p.result.cols;
-    // op(first) by rows and op(second) by depth, read once as f32, so each
-    // result row is one pass of contiguous multiply-adds over its columns.
-    // Every element still sums its products in depth order from zero, as
-    // the plain loop over (i, j, t) did: the same bits, several times faster.
-    std::vector<float> first(rows * depth), second(depth * cols), acc(cols);
-    for (int64_t q = 0; q < p.batch; ++q) {
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t t = 0; t < depth; ++t)
-          first[i * depth + t] = Read(b, in_type, at(p.first, q, i, t));
-      for (int64_t t = 0; t < depth; ++t)
-        for (int64_t j = 0; j < cols; ++j)
-          second[t * cols + j] = Read(a, in_type, at(p.second, q, t, j));
-      for (int64_t i = 0; i < rows; ++i) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t t = 0; t < depth; ++t) {
-          const float x = first[i * depth + t];
-          const float* y = &second[t * cols];
-          for (int64_t j = 0; j < cols; ++j) acc[j] += x * y[j];
-        }
-        for (int64_t j = 0; j < cols; ++j) {
-          float sum = acc[j];
-          const int64_t d = at(p.result, q, i, j);
-          if (bias) sum += bias[i];  // a row of the column-major result: a feature
-          if (epilogue == STEPC_EPILOGUE_GELU) {
-            auxf[d] = sum;
-            sum = stepc_gelu(sum, 1);
-          } else if (epilogue == STEPC_EPILOGUE_DGELU) {
-            sum = stepc_gelu_grad(sum, auxf[d], 1);
-          }
-          Write(c, out_type, d, sum);
-        }
-      }
-    }
+    RunColumnMajor(
+        p, depth, [&](int64_t q, int64_t i, int64_t t) { return Read(b, in_type, at(p.first, q, i, t)); },
+        [&](int64_t q, int64_t t, int64_t j) { return Read(a, in_type, at(p.second, q, t, j)); }, c,
+        out_type, bias, epilogue, auxf);
+  });
+  return 0;
+}
+
+// The fp8 GEMM as gemm.cu runs it: the same packing kernels (fp8.cu, on the
+// emulation), then the product of the packed bytes times their block scales
+// read as cuBLASLt reads them (fp8_pack.h's layouts), in the bf16 GEMM's
+// order: the same bits as stepc_cuda_matmul when the packing is exact.
+extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
+                                     int64_t batch, int64_t m, int64_t n, int64_t k,
+                                     int transpose_a, int transpose_b, int shared_rhs,
+                                     int in_type, int out_type, const float* bias, int epilogue,
+                                     void* aux, int a_format, int b_format, void* scratch) {
+  using namespace stepc::cuda;
+  if (!scratch || !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
+    return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
+                             in_type, out_type, bias, epilogue, aux);
+  if (BadEpilogue(ctx, n, out_type, epilogue, aux)) return 1;
+  const int64_t rows = batch * m;
+  const Fp8GemmLayout layout = PlanFp8Gemm(rows, n, k);
+  char* s = static_cast<char*>(scratch);
+  const uint8_t* packed_a = reinterpret_cast<uint8_t*>(s + layout.a_bytes);
+  const uint8_t* packed_b = reinterpret_cast<uint8_t*>(s + layout.b_bytes);
+  const float* a_scales = reinterpret_cast<float*>(s + layout.a_scales);
+  const float* b_scales = reinterpret_cast<float*>(s + layout.b_scales);
+  if (int rc = PackFp8Rows(ctx, a, in_type, rows, k, a_format, const_cast<uint8_t*>(packed_a),
+                           const_cast<float*>(a_scales)))
+    return rc;
+  if (int rc = PackFp8Blocks(ctx, b, in_type, n, k, transpose_b != 0, b_format,
+                             const_cast<uint8_t*>(packed_b), const_cast<float*>(b_scales),
+                             layout.b_scale_ld))
+    return rc;
+  // cuBLASLt's problem: A = packed B as [N, K] (transposed), B = packed A.
+  const ColumnMajorGemm p = ToColumnMajor(GemmShape{1, rows, n, k, false, true, false});
+  const int64_t ld = layout.b_scale_ld;
+  float* auxf = static_cast<float*>(aux);
+  stepc::emu::Enqueue(ctx->stream, [=] {
+    RunColumnMajor(
+        p, k,
+        [&](int64_t, int64_t i, int64_t t) {
+          return stepc_fp8_value<float>(packed_b[i * k + t], b_format) *
+                 b_scales[(i / kFp8Block) * ld + t / kFp8Block];
+        },
+        [&](int64_t, int64_t t, int64_t j) {
+          return stepc_fp8_value<float>(packed_a[j * k + t], a_format) *
+                 a_scales[(t / kFp8Block) * rows + j];
+        },
+        c, out_type, bias, epilogue, auxf);
   });
   return 0;
 }
