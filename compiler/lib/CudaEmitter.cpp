@@ -132,7 +132,8 @@ private:
   /// or reads (dgelu).
   LogicalResult emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta, bool tb,
                            bool sharedRhs, Value bias = {},
-                           stepk::Epilogue epilogue = stepk::Epilogue::none, Value aux = {});
+                           stepk::Epilogue epilogue = stepk::Epilogue::none, Value aux = {},
+                           std::optional<ArrayRef<int32_t>> fp8 = std::nullopt);
   /// A forward attention kernel, and its log-sum-exp if it saves one.
   void emitAttention(stepk::AttentionOp a);
   /// An attention backward, reading the forward's output and log-sum-exp
@@ -452,18 +453,27 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
 
 LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta,
                                       bool tb, bool sharedRhs, Value bias,
-                                      stepk::Epilogue epilogue, Value aux) {
+                                      stepk::Epilogue epilogue, Value aux,
+                                      std::optional<ArrayRef<int32_t>> fp8) {
   RankedTensorType lhsType = typeOf(lhs), out = typeOf(result);
   int64_t k = lhsType.getDimSize(lhsType.getRank() - (ta ? 2 : 1));
   int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
   int64_t batch = out.getNumElements() / (m * n);
-  call(op, llvm::formatv("stepc_cuda_matmul(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, "
-                         "{9}, {10}, {11}, {12}, {13}, {14})",
-                         ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0,
-                         sharedRhs ? 1 : 0, typeCode(lhsType.getElementType()),
-                         typeCode(out.getElementType()), bias ? ptr(bias) : "0",
-                         "STEPC_EPILOGUE_" + stepk::stringifyEpilogue(epilogue).upper(),
-                         aux ? ptr(aux) : "0"));
+  std::string args = llvm::formatv(
+      "ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}",
+      ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0, sharedRhs ? 1 : 0,
+      typeCode(lhsType.getElementType()), typeCode(out.getElementType()), bias ? ptr(bias) : "0",
+      "STEPC_EPILOGUE_" + stepk::stringifyEpilogue(epilogue).upper(), aux ? ptr(aux) : "0");
+  if (!fp8) {
+    call(op, "stepc_cuda_matmul(" + args + ")");
+    return success();
+  }
+  // Operands packed to fp8 bytes and block scales in scratch.
+  if (failed(needScratch(op, lc::Fp8GemmScratchBytes(batch, m, n, k, ta, sharedRhs, (*fp8)[0],
+                                                     (*fp8)[1]))))
+    return failure();
+  call(op, llvm::formatv("stepc_cuda_matmul_fp8({0}, {1}, {2}, scratch)", args, (*fp8)[0],
+                         (*fp8)[1]));
   return success();
 }
 
@@ -611,7 +621,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                                       "memory plan");
         return emitMatmul(op, g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
                           g.getTransposeB(), g.getSharedRhs(), g.getBias(), g.getEpilogue(),
-                          g.getPreActivation() ? g.getPreActivation() : g.getAux());
+                          g.getPreActivation() ? g.getPreActivation() : g.getAux(), g.getFp8());
       })
       .Case([&](stepk::CallOp c) {
         std::optional<int64_t> scratch = c.getScratchBytes();

@@ -62,7 +62,7 @@ void foldWidening(OpT op, bool sharedRhs) {
   auto gemm = b.create<stepk::GemmOp>(op.getLoc(), converts.front().getType(), Type(),
                                       op.getLhs(), op.getRhs(), Value(), Value(),
                                       op.getTransposeA(), op.getTransposeB(), sharedRhs,
-                                      stepk::Epilogue::none);
+                                      stepk::Epilogue::none, /*fp8=*/nullptr);
   copyPhase(op, gemm);
   for (ConvertOp convert : converts) {
     convert.getResult().replaceAllUsesWith(gemm.getResult());
@@ -113,7 +113,8 @@ void gemmForBias(MatmulOp op) {
   OpBuilder b(op);
   auto gemm = b.create<stepk::GemmOp>(op.getLoc(), op.getType(), Type(), op.getLhs(),
                                       op.getRhs(), Value(), Value(), op.getTransposeA(),
-                                      op.getTransposeB(), sharedRhs, stepk::Epilogue::none);
+                                      op.getTransposeB(), sharedRhs, stepk::Epilogue::none,
+                                      /*fp8=*/nullptr);
   copyPhase(op, gemm);
   op.getResult().replaceAllUsesWith(gemm.getResult());
   op.erase();
@@ -173,7 +174,7 @@ void foldBias(stepk::GemmOp gemm) {
   auto biased = b.create<stepk::GemmOp>(gemm.getLoc(), resultType, Type(), gemm.getLhs(),
                                         gemm.getRhs(), bias, Value(), gemm.getTransposeA(),
                                         gemm.getTransposeB(), gemm.getSharedRhs(),
-                                        stepk::Epilogue::none);
+                                        stepk::Epilogue::none, gemm.getFp8Attr());
   copyPhase(gemm, biased);
   for (ConvertOp convert : narrowing) {
     convert.getResult().replaceAllUsesWith(biased.getResult());

@@ -298,7 +298,7 @@ private:
     auto gemm = b.create<stepk::GemmOp>(
         op->getLoc(), written.getType(), gelu ? aux.getType() : Type(), op->getOperand(0),
         op->getOperand(1), bias, epilogue == stepk::Epilogue::dgelu ? aux : Value(), ta, tb,
-        shared, epilogue);
+        shared, epilogue, /*fp8=*/nullptr);
     replaceResults(op, gemm.getResult());
     if (gelu) {
       aux.replaceAllUsesWith(gemm.getPreActivation());

@@ -561,7 +561,7 @@ void lowerGemms(func::FuncOp step) {
     bool tb = shared ? cast<MatmulOp>(op).getTransposeB() : cast<BatchMatmulOp>(op).getTransposeB();
     auto gemm = b.create<stepk::GemmOp>(op->getLoc(), op->getResult(0).getType(), Type(),
                                         op->getOperand(0), op->getOperand(1), Value(), Value(),
-                                        ta, tb, shared, stepk::Epilogue::none);
+                                        ta, tb, shared, stepk::Epilogue::none, /*fp8=*/nullptr);
     gemm->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     op->getResult(0).replaceAllUsesWith(gemm.getResult());
     op->erase();
@@ -628,6 +628,8 @@ struct StepLowerLibraryCallsPass
         lower(op, call, roundingOnlyUse(op, cuda), wideningOnlyUse(op, cuda));
       }
       lowerGemms(step);
+      if (target == "cuda")
+        markFp8Gemms(step);
       eraseDeadOps(step);
     }
   }

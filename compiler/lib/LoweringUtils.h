@@ -70,6 +70,10 @@ void lowerPackedAttention(mlir::func::FuncOp step);
 void lowerFusedCrossEntropy(mlir::func::FuncOp step, bool cuda);
 /// Gives every cross_entropy(_grad) with options its count operand.
 void explicitLossCounts(mlir::func::FuncOp step);
+/// Marks the stepk.gemm ops whose operands step.quantize_fp8 rounded in
+/// tiles that hold cuBLASLt's fp8 scaling blocks (`fp8` formats): CUDA
+/// multiplies them on fp8 tensor cores (Fp8Gemms.cpp).
+void markFp8Gemms(mlir::func::FuncOp step);
 
 /// Under bf16, both targets: an f32 value that is otherwise only rounded to
 /// bf16 (a bias's gradient beside its weight gradient's GEMM operand) is

@@ -33,6 +33,17 @@ namespace lc = stepc::cuda;
 
 namespace {
 
+/// The scratch an fp8 GEMM packs its operands into.
+int64_t fp8GemmScratchBytes(stepk::GemmOp gemm) {
+  auto lhs = cast<RankedTensorType>(gemm.getLhs().getType());
+  auto out = cast<RankedTensorType>(gemm.getResult().getType());
+  int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
+  ArrayRef<int32_t> formats = *gemm.getFp8();
+  return lc::Fp8GemmScratchBytes(out.getNumElements() / (m * n), m, n, lhs.getShape().back(),
+                                 gemm.getTransposeA(), gemm.getSharedRhs(), formats[0],
+                                 formats[1]);
+}
+
 /// The CUDA layout of `step`'s arena around `plan`: the largest scratch any
 /// kernel needs.
 CudaArenaLayout layoutForCuda(func::FuncOp step, const MemoryPlan &plan) {
@@ -51,6 +62,8 @@ CudaArenaLayout layoutForCuda(func::FuncOp step, const MemoryPlan &plan) {
     if (auto call = dyn_cast<stepk::CallOp>(op)) {
       if (std::optional<int64_t> bytes = call.getScratchBytes())
         scratch = std::max(scratch, *bytes);
+    } else if (auto gemm = dyn_cast<stepk::GemmOp>(op); gemm && gemm.getFp8()) {
+      scratch = std::max(scratch, fp8GemmScratchBytes(gemm));
     } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
       attentionGrad(grad.getQuery(), grad.getKey(), grad.getQueryGrad(), grad.getNumHeads(),
                     grad.getNumKvHeads(), grad.getHeadDim(), /*saved=*/false);

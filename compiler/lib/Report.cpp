@@ -243,6 +243,10 @@ void countLibraryShapes(StepReport &report, const StepInOrder &view, const StepI
       report.fp8GemmsPerStep += 1;
       report.fp8FlopsPerStep += flops;
     }
+    if (gemm.getFp8()) {
+      report.fp8TensorCoreGemmsPerStep += 1;
+      report.fp8TensorCoreFlopsPerStep += flops;
+    }
   }
 }
 
@@ -499,6 +503,8 @@ llvm::json::Object StepReport::toJson() const {
       {"gemm_calls_by_shape", toJsonObject(gemmCallsByShape)},
       {"fp8_gemms_per_step", fp8GemmsPerStep},
       {"fp8_flops_per_step", fp8FlopsPerStep},
+      {"fp8_tensor_core_gemms_per_step", fp8TensorCoreGemmsPerStep},
+      {"fp8_tensor_core_flops_per_step", fp8TensorCoreFlopsPerStep},
       {"attention_calls_by_shape", toJsonObject(attentionCallsByShape)},
       {"grouped_calls_by_shape", toJsonObject(groupedCallsByShape)},
       {"attention_flops_by_shape", toJsonObject(attentionFlopsByShape)},

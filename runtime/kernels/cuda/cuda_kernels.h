@@ -421,7 +421,8 @@ int stepc_cuda_matmul(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c
  * (launch_config.h), each operand is packed into `scratch` (fp8 bytes and a
  * power-of-two scale per 1x128 / 128x128 block, exact) and multiplied on the
  * fp8 tensor cores with f32 accumulation; where it does not, or cuBLASLt has
- * no fp8 algorithm for the problem, the bf16 GEMM of the same values runs. */
+ * no fp8 algorithm for the problem, the bf16 GEMM of the same values runs
+ * (as every one does with STEPC_FP8_GEMMS=0 in the environment). */
 int stepc_cuda_matmul_fp8(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c,
                           int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                           int transpose_b, int shared_rhs, int in_type, int out_type,

@@ -16,6 +16,7 @@
 #include <cublasLt.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -299,6 +300,19 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
   return Matmul(ctx, a, b, c, key, bias, aux);
 }
 
+namespace {
+// STEPC_FP8_GEMMS=0: every fp8 GEMM runs the bf16 GEMM of its values (the
+// same step, timed or compared with and without the fp8 tensor cores).
+bool Fp8GemmsOff() {
+  static const bool off = [] {
+    const char* v = std::getenv("STEPC_FP8_GEMMS");
+    return v && std::strcmp(v, "0") == 0;
+  }();
+  return off;
+}
+
+}  // namespace
+
 extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
@@ -310,7 +324,7 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
   };
   const bool epilogue_ok =
       epilogue == STEPC_EPILOGUE_NONE || (out_type == STEPC_CUDA_F32 && aux && n % 8 == 0);
-  if (!scratch || !epilogue_ok ||
+  if (!scratch || Fp8GemmsOff() || !epilogue_ok ||
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return in_bf16();
   const int64_t rows = batch * m;

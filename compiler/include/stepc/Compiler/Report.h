@@ -62,6 +62,9 @@ struct StepReport {
   /// --precision=fp8: the GEMMs both of whose operands are fp8-rounded
   /// (step.quantize_fp8), and their FLOPs per step.
   int64_t fp8GemmsPerStep = 0, fp8FlopsPerStep = 0;
+  /// Of those, the ones the CUDA step multiplies on fp8 tensor cores
+  /// (stepk.gemm's fp8 formats; the others are bf16 GEMMs of fp8 values).
+  int64_t fp8TensorCoreGemmsPerStep = 0, fp8TensorCoreFlopsPerStep = 0;
   /// The step's attention kernel calls by kernel and shape: "callee batch
   /// tq tk heads kv_heads head_dim causal" -> calls per step, and the
   /// executed FLOPs of one call (a runtime times each at its own rate).

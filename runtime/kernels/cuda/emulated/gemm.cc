@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -111,13 +112,26 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
 // emulation), then the product of the packed bytes times their block scales
 // read as cuBLASLt reads them (fp8_pack.h's layouts), in the bf16 GEMM's
 // order: the same bits as stepc_cuda_matmul when the packing is exact.
+namespace {
+// STEPC_FP8_GEMMS=0: every fp8 GEMM runs the bf16 GEMM of its values (the
+// same step, timed or compared with and without the fp8 tensor cores).
+bool Fp8GemmsOff() {
+  static const bool off = [] {
+    const char* v = std::getenv("STEPC_FP8_GEMMS");
+    return v && std::strcmp(v, "0") == 0;
+  }();
+  return off;
+}
+
+}  // namespace
+
 extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
                                      int in_type, int out_type, const float* bias, int epilogue,
                                      void* aux, int a_format, int b_format, void* scratch) {
   using namespace stepc::cuda;
-  if (!scratch || !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
+  if (!scratch || Fp8GemmsOff() || !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
                              in_type, out_type, bias, epilogue, aux);
   if (BadEpilogue(ctx, n, out_type, epilogue, aux)) return 1;

@@ -97,7 +97,11 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     derivative at `aux` (the pre-activation; cuBLASLt's DGELU).
     `step-fuse-cuda-kernels` forms these ops from `step.matmul`,
     `step.convert`, `step.add` of a broadcast, `step.gelu` and
-    `step.gelu_grad`.
+    `step.gelu_grad`. `fp8 = array<i32: a, b>` (0 e4m3, 1 e5m2) says
+    every value of lhs and rhs is one of that fp8 format's, scaled by a
+    power of two per 1x128 block of lhs along K and per 128x128 block of
+    rhs (what `step.quantize_fp8` left): the GEMM may run on fp8 tensor
+    cores with the same result.
 
     ```mlir
     %h, %pre = stepk.gemm %x, %w bias %b epilogue gelu {shared_rhs, transpose_b}
@@ -107,7 +111,8 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs,
                        Optional<AnyRankedTensor>:$bias, Optional<AnyRankedTensor>:$aux,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b, UnitAttr:$shared_rhs,
-                       DefaultValuedAttr<StepK_Epilogue, "::stepc::stepk::Epilogue::none">:$epilogue);
+                       DefaultValuedAttr<StepK_Epilogue, "::stepc::stepk::Epilogue::none">:$epilogue,
+                       OptionalAttr<DenseI32ArrayAttr>:$fp8);
   let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$pre_activation);
   let assemblyFormat = [{
     $lhs `,` $rhs (`bias` $bias^)? (`aux` $aux^)? (`epilogue` $epilogue^)? attr-dict `:`
