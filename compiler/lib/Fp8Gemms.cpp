@@ -29,7 +29,7 @@ namespace {
 std::optional<std::pair<int32_t, ArrayRef<int64_t>>> fp8Rounding(Value v) {
   while (Operation *def = v.getDefiningOp()) {
     if (auto call = dyn_cast<stepk::CallOp>(def))
-      def = call.getCallee() == "quantize_fp8" ? call.getKernelOp() : nullptr;
+      def = call.getKernelOp();  // quantize_fp8, its bf16 forms, or another
     if (auto q = dyn_cast_or_null<QuantizeFp8Op>(def))
       return std::make_pair(static_cast<int32_t>(q.getFormat()), q.getTile());
     if (!isa_and_nonnull<ConvertOp>(def))

@@ -572,8 +572,9 @@ void lowerGemms(func::FuncOp step) {
 /// GEMM after it) writes bf16 itself, one pass fewer.
 ConvertOp roundingOnlyUse(Operation *op, bool cuda) {
   // On CUDA also a rotation (Llama's query and key, rounded for attention;
-  // their gradients, rounded for the projections' GEMMs).
-  if (!(isa<LayerNormOp, RmsNormOp>(op) || (cuda && isa<RotaryOp>(op))) ||
+  // their gradients, rounded for the projections' GEMMs) and an fp8
+  // rounding (rounded again for its GEMMs, exactly).
+  if (!(isa<LayerNormOp, RmsNormOp>(op) || (cuda && isa<RotaryOp, QuantizeFp8Op>(op))) ||
       !op->getResult(0).hasOneUse())
     return nullptr;
   auto convert = dyn_cast<ConvertOp>(*op->getResult(0).getUsers().begin());
@@ -589,10 +590,10 @@ ConvertOp roundingOnlyUse(Operation *op, bool cuda) {
 /// (reduce_of_bf16 on both targets).
 ConvertOp wideningOnlyUse(Operation *op, bool cuda) {
   // On CUDA also a rotation of a bf16 GEMM or attention-gradient result,
-  // and a norm's gradient whose dy (operand 0) is a bf16 GEMM's input
-  // gradient.
+  // a norm's gradient whose dy (operand 0) is a bf16 GEMM's input
+  // gradient, and an fp8 rounding of a bf16 value.
   if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op) &&
-      !(cuda && isa<RotaryOp, LayerNormGradOp, RmsNormGradOp>(op)))
+      !(cuda && isa<RotaryOp, LayerNormGradOp, RmsNormGradOp, QuantizeFp8Op>(op)))
     return nullptr;
   auto convert = op->getOperand(0).getDefiningOp<ConvertOp>();
   if (!convert || !convert.getResult().hasOneUse() || convert->getBlock() != op->getBlock() ||

@@ -182,7 +182,7 @@ void countCollective(StepReport &report, Operation &op) {
 bool roundedToFp8(const StepInOrder &view, StepInOrder::Instance v) {
   while (Operation *def = v.first.getDefiningOp()) {
     if (auto call = dyn_cast<stepk::CallOp>(def))
-      return call.getCallee() == "quantize_fp8";
+      return isa<QuantizeFp8Op>(call.getKernelOp());  // or its bf16 forms
     if (isa<QuantizeFp8Op>(def))
       return true;
     if (!isa<ConvertOp, ReshapeOp, TransposeOp>(def))

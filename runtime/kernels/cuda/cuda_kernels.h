@@ -180,10 +180,17 @@ STEPC_CUDA_ROTARY(stepc_cuda_rotary_of_bf16, __nv_bfloat16, float)
 STEPC_CUDA_ROTARY(stepc_cuda_rotary_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
 #undef STEPC_CUDA_ROTARY
 
-/* step.quantize_fp8 (fp8.cu), as the CPU's stepc_cpu_quantize_fp8. */
-int stepc_cuda_quantize_fp8(stepc_cuda_ctx *ctx, const float *x, int64_t matrices, int64_t rows,
-                            int64_t cols, int64_t tile_rows, int64_t tile_cols, int format,
-                            float *y);
+/* step.quantize_fp8 (fp8.cu), as the CPU's stepc_cpu_quantize_fp8; x and y
+ * f32 or bf16 (`_of_bf16` reads bf16, `_bf16` writes it: the step's
+ * widening of its input and rounding of its result for the GEMMs). */
+#define STEPC_CUDA_QUANTIZE_FP8(name, TI, TO)                                           \
+  int name(stepc_cuda_ctx *ctx, const TI *x, int64_t matrices, int64_t rows, int64_t cols, \
+           int64_t tile_rows, int64_t tile_cols, int format, TO *y);
+STEPC_CUDA_QUANTIZE_FP8(stepc_cuda_quantize_fp8, float, float)
+STEPC_CUDA_QUANTIZE_FP8(stepc_cuda_quantize_fp8_bf16, float, __nv_bfloat16)
+STEPC_CUDA_QUANTIZE_FP8(stepc_cuda_quantize_fp8_of_bf16, __nv_bfloat16, float)
+STEPC_CUDA_QUANTIZE_FP8(stepc_cuda_quantize_fp8_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+#undef STEPC_CUDA_QUANTIZE_FP8
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
  * 4·(3·experts + tokens·k + groups) bytes. */

@@ -202,6 +202,63 @@ Floats Fp8Rounded(int64_t matrices, int64_t rows, int64_t cols, int64_t tile_row
   return q;
 }
 
+// step.quantize_fp8's kernel (a warp per tile) rounds as the CPU's, bit for
+// bit, in every tiling (rows, blocks, whole matrices, ragged edges), both
+// formats, a tile with a NaN, and with the bf16 widening and rounding fused.
+TEST_F(CudaKernels, QuantizeFp8EqualsTheCpu) {
+  const int64_t matrices = 2, rows = 70, cols = 300, whole = int64_t{1} << 40;
+  Floats x = Random(matrices * rows * cols, 95);
+  for (int64_t e = 0; e < (int64_t)x.size(); ++e)
+    if (e % 97 == 3) x[e] *= 1e4f;
+  x[5 * cols + 7] = NAN;
+  Floats xb(x);
+  for (float& v : xb) v = RoundBf16(v);
+  const int64_t tiles[][2] = {{1, 128}, {128, 128}, {whole, whole}, {3, 5}};
+  for (const auto& tile : tiles)
+    for (int format : {0, 1}) {
+      for (bool of_bf16 : {false, true}) {
+        const Floats& in = of_bf16 ? xb : x;
+        Floats want(in.size());
+        stepc_cpu_quantize_fp8(in.data(), matrices, rows, cols, tile[0], tile[1], format,
+                               want.data());
+        float* y = Zeros(in.size());
+        void* y16 = Alloc(in.size() * 2);
+        if (of_bf16) {
+          const __nv_bfloat16* in16 = UpBf16(in);
+          ASSERT_EQ(stepc_cuda_quantize_fp8_of_bf16(&ctx_, in16, matrices, rows, cols, tile[0],
+                                                    tile[1], format, y),
+                    0);
+          ASSERT_EQ(stepc_cuda_quantize_fp8_of_bf16_bf16(&ctx_, in16, matrices, rows, cols,
+                                                         tile[0], tile[1], format,
+                                                         static_cast<__nv_bfloat16*>(y16)),
+                    0);
+        } else {
+          const float* in32 = Up(in);
+          ASSERT_EQ(stepc_cuda_quantize_fp8(&ctx_, in32, matrices, rows, cols, tile[0], tile[1],
+                                            format, y),
+                    0);
+          ASSERT_EQ(stepc_cuda_quantize_fp8_bf16(&ctx_, in32, matrices, rows, cols, tile[0],
+                                                 tile[1], format,
+                                                 static_cast<__nv_bfloat16*>(y16)),
+                    0);
+        }
+        const Floats got = Down(y, in.size());
+        const Floats got16 = DownBf16(static_cast<const __nv_bfloat16*>(y16), in.size());
+        for (size_t e = 0; e < in.size(); ++e) {
+          // The fp8 values are bf16 values: the rounding to bf16 is exact.
+          const bool same = std::memcmp(&got[e], &want[e], 4) == 0 ||
+                            (std::isnan(got[e]) && std::isnan(want[e]));
+          const bool same16 = std::memcmp(&got16[e], &want[e], 4) == 0 ||
+                              (std::isnan(got16[e]) && std::isnan(want[e]));
+          ASSERT_TRUE(same && same16) << "tile " << tile[0] << "x" << tile[1] << " format "
+                                      << format << " of_bf16 " << of_bf16 << " element " << e
+                                      << ": " << got[e] << " / " << got16[e] << " want "
+                                      << want[e];
+        }
+      }
+    }
+}
+
 // The packing's layout, as cuBLASLt's block scaling reads it: every byte
 // times its block's scale is the value packed, exactly, and every scale is
 // a power of two (rows [1, 128] along K at [kb][row]; blocks [128, 128] at

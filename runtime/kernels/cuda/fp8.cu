@@ -1,7 +1,7 @@
-// step.quantize_fp8 on the GPU, as kernels/cpu/fp8.cc: a thread per tile
-// (its largest magnitude, its power-of-two scale, the fp8 rounding). A
-// first version: correct, not a fused cast. Then the packing of the fp8
-// GEMMs' operands into bytes and block scales (fp8_pack.h).
+// step.quantize_fp8 on the GPU, as kernels/cpu/fp8.cc: a warp per tile
+// (its largest magnitude, its power-of-two scale, the fp8 rounding), the
+// cast from and to bf16 fused in; then the packing of the fp8 GEMMs'
+// operands into bytes and block scales (fp8_pack.h).
 
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/fp8_pack.h"
@@ -10,29 +10,52 @@
 namespace stepc::cuda {
 namespace {
 
-__global__ void QuantizeFp8Kernel(const float* x, int64_t matrices, int64_t rows, int64_t cols,
-                                  int64_t tile_rows, int64_t tile_cols, int format, float* y) {
+// The larger magnitude, NaN if either is (a tile holding a NaN takes scale
+// 1, as the CPU's quantizer).
+__device__ __forceinline__ float MaxMagnitude(float amax, float v) {
+  return (v != v || amax != amax) ? NAN : fmaxf(amax, fabsf(v));
+}
+
+// A warp per tile: its elements row by row, consecutive lanes on
+// consecutive columns (a [1, 128] tile is one 128-element row segment), the
+// largest magnitude across the warp, the power-of-two scale, the rounding;
+// x read as f32 or bf16 and y written as either (the step's widening of a
+// bf16 input and its rounding for the GEMMs, folded in).
+template <typename TI, typename TO>
+__global__ void QuantizeFp8Kernel(const TI* x, int64_t matrices, int64_t rows, int64_t cols,
+                                  int64_t tile_rows, int64_t tile_cols, int format, TO* y) {
   const int64_t row_tiles = (rows + tile_rows - 1) / tile_rows;
   const int64_t col_tiles = (cols + tile_cols - 1) / tile_cols;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-       i < matrices * row_tiles * col_tiles; i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t m = i / (row_tiles * col_tiles), t = i % (row_tiles * col_tiles);
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = (int64_t)gridDim.x * blockDim.x / 32;
+  for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+       w < matrices * row_tiles * col_tiles; w += warps) {
+    const int64_t m = w / (row_tiles * col_tiles), t = w % (row_tiles * col_tiles);
     const int64_t r0 = (t / col_tiles) * tile_rows, c0 = (t % col_tiles) * tile_cols;
-    const int64_t r1 = r0 + tile_rows < rows ? r0 + tile_rows : rows;
-    const int64_t c1 = c0 + tile_cols < cols ? c0 + tile_cols : cols;
-    const float* xm = x + m * rows * cols;
-    float* ym = y + m * rows * cols;
+    const int64_t height = min(tile_rows, rows - r0), width = min(tile_cols, cols - c0);
+    const int64_t base = m * rows * cols + r0 * cols + c0;
     float amax = 0.0f;
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = c0; c < c1; ++c) {
-        const float v = fabsf(xm[r * cols + c]);
-        amax = (v != v || amax != amax) ? NAN : fmaxf(amax, v);
-      }
+    for (int64_t i = lane; i < height * width; i += 32)
+      amax = MaxMagnitude(amax, Load(x, base + (i / width) * cols + i % width));
+    for (int o = 16; o > 0; o >>= 1)
+      amax = MaxMagnitude(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     const float s = stepc_fp8_tile_scale<float>(amax, format);
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = c0; c < c1; ++c)
-        ym[r * cols + c] = stepc_round_fp8<float>(xm[r * cols + c] * s, format) / s;
+    for (int64_t i = lane; i < height * width; i += 32) {
+      const int64_t e = base + (i / width) * cols + i % width;
+      Store(y, e, stepc_round_fp8<float>(Load(x, e) * s, format) / s);
+    }
   }
+}
+
+template <typename TI, typename TO>
+int QuantizeFp8(stepc_cuda_ctx* ctx, const TI* x, int64_t matrices, int64_t rows, int64_t cols,
+                int64_t tile_rows, int64_t tile_cols, int format, TO* y) {
+  const int64_t tiles =
+      matrices * CeilDiv(rows, tile_rows) * CeilDiv(cols, tile_cols);
+  const int64_t blocks = std::min<int64_t>(CeilDiv(tiles, kThreads / 32), kMaxBlocks);
+  STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, QuantizeFp8Kernel<TI, TO>)(
+      x, matrices, rows, cols, tile_rows, tile_cols, format, y);
+  return STEPC_LAUNCHED(ctx, "QuantizeFp8Kernel");
 }
 
 // A warp per 1x128 block of a row: four elements a lane, the block's
@@ -136,12 +159,13 @@ int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, in
 
 using namespace stepc::cuda;
 
-extern "C" int stepc_cuda_quantize_fp8(stepc_cuda_ctx* ctx, const float* x, int64_t matrices,
-                                       int64_t rows, int64_t cols, int64_t tile_rows,
-                                       int64_t tile_cols, int format, float* y) {
-  const int64_t tiles =
-      matrices * ((rows + tile_rows - 1) / tile_rows) * ((cols + tile_cols - 1) / tile_cols);
-  STEPC_LAUNCH(ElementwiseBlocks(tiles), kThreads, 0, ctx->stream, QuantizeFp8Kernel)(
-      x, matrices, rows, cols, tile_rows, tile_cols, format, y);
-  return STEPC_LAUNCHED(ctx, "QuantizeFp8Kernel");
-}
+#define STEPC_QUANTIZE_FP8(name, TI, TO)                                                     \
+  extern "C" int name(stepc_cuda_ctx* ctx, const TI* x, int64_t matrices, int64_t rows,      \
+                      int64_t cols, int64_t tile_rows, int64_t tile_cols, int format, TO* y) { \
+    return QuantizeFp8(ctx, x, matrices, rows, cols, tile_rows, tile_cols, format, y);       \
+  }
+STEPC_QUANTIZE_FP8(stepc_cuda_quantize_fp8, float, float)
+STEPC_QUANTIZE_FP8(stepc_cuda_quantize_fp8_bf16, float, __nv_bfloat16)
+STEPC_QUANTIZE_FP8(stepc_cuda_quantize_fp8_of_bf16, __nv_bfloat16, float)
+STEPC_QUANTIZE_FP8(stepc_cuda_quantize_fp8_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
+#undef STEPC_QUANTIZE_FP8
