@@ -8,7 +8,8 @@
 #   steps/  CUDA step.so files (sm_90a): gpt-small fp32 and bf16, gpt2-124m
 #           bf16 at batch 8..64 (gpu-check runs the largest that fits), with
 #           their compile-time reports, and each one's --profile build;
-#           llama-1b (1.1B, T=2048) bf16 at batch 2..8 likewise
+#           llama-1b (1.1B, T=2048) bf16 at batch 2..8 likewise; gpt2-124m
+#           fp8 at batch 8 and 64
 #   ref/    the CPU target's results on the same data and seed: parameters and
 #           moments after 1 step, the losses of 20 steps; and after 1 step of
 #           the ops no GPU has run yet: a mixture of experts (gpt-moe), a
@@ -80,6 +81,12 @@ for b in $([ -n "$emulated" ] || echo 8 16 32 64); do
   # Its --profile twin: the per-kernel table with floors (gpu_check.py).
   "$stepc" examples/gpt2-124m/model.mlir --batch=$b --precision=bf16 --profile \
     -o "$bundle/steps/gpt2-124m-bf16-b$b-profile.so"
+done
+# fp8 (cuBLASLt's block-scaled fp8 GEMMs): timed against the bf16 step at
+# batch 64, its loss after 200 steps against bf16's at batch 8.
+for b in $([ -n "$emulated" ] || echo 8 64); do
+  "$stepc" examples/gpt2-124m/model.mlir --batch=$b --precision=fp8 \
+    -o "$bundle/steps/gpt2-124m-fp8-b$b.so" --report="$bundle/steps/gpt2-124m-fp8-b$b.json"
 done
 # The second workload: a 1.1B Llama at T=2048 (bench/cuda_step/torch_llama.py
 # is its torch.compile peer).

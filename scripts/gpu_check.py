@@ -322,6 +322,54 @@ def main():
         "llama-1b", 2048, "bench/cuda_step/torch_llama.py", steps=12, warmup=3)
     save()
 
+    # 4b. fp8 (issue 62's GPU row): gpt2-124m --precision=fp8 at the bf16
+    # run's batch, against that bf16 step (same run), and with every fp8
+    # GEMM run in bf16 (STEPC_FP8_GEMMS=0: what the fp8 tensor cores give);
+    # its loss after 200 steps against bf16's at batch 8.
+    result["bench_gpt2_124m_fp8"] = fp8 = {
+        "goal": ">= 1.3x our bf16 step's tokens/s; loss after 200 steps within 1% of bf16"}
+    bf16_bench = result["bench_gpt2_124m_bf16"]
+    prefix = os.path.join(b, "steps", "gpt2-124m-fp8-b")
+    fp8_batches = sorted(int(f[len(prefix):-3]) for f in glob.glob(prefix + "*.so"))
+    timed = [x for x in fp8_batches if bf16_bench.get("batch") and x <= bf16_bench["batch"]]
+
+    def tokens_per_s(so, steps, warmup, env=None, tag="fp8"):
+        metrics = os.path.join(tmp, f"gpt2-{tag}.jsonl")
+        rc, text, _ = run([run_bin, so, "--steps", str(steps), "--warmup", str(warmup),
+                           "--metrics", metrics, "--log-every", "5"], log, 240, env)
+        if rc != 0:
+            return {"error": text[-800:]}
+        m = jsonl(metrics)
+        return {"tokens_per_s": float(np.median([x["tokens_per_s"] for x in m[warmup:]])),
+                "final_loss": m[-1]["loss"],
+                "fp8_fallbacks": [l for l in text.splitlines() if "no fp8 algorithm" in l][:8]}
+
+    if timed and "tokens_per_s" in bf16_bench.get("stepc", {}):
+        so = f"{prefix}{timed[-1]}.so"
+        fp8["batch"] = timed[-1]
+        fp8["stepc_fp8"] = tokens_per_s(so, 20, 5)
+        fp8["stepc_fp8_gemms_in_bf16"] = tokens_per_s(so, 12, 3, with_env(STEPC_FP8_GEMMS="0"),
+                                                       "fp8-off")
+        if timed[-1] == bf16_bench["batch"] and "tokens_per_s" in fp8["stepc_fp8"]:
+            fp8["fp8_vs_bf16"] = (fp8["stepc_fp8"]["tokens_per_s"] /
+                                  bf16_bench["stepc"]["tokens_per_s"])
+    else:
+        fp8["skipped"] = "no gpt2-124m fp8 step.so at or below the bf16 run's batch"
+    small_fp8, small_bf16 = f"{prefix}8.so", os.path.join(b, "steps", "gpt2-124m-bf16-b8.so")
+    if os.path.exists(small_fp8) and os.path.exists(small_bf16):
+        losses = {}
+        for tag, so in (("fp8", small_fp8), ("bf16", small_bf16)):
+            metrics = os.path.join(tmp, f"gpt2-200-{tag}.jsonl")
+            rc, text, _ = run([run_bin, so, "--steps", "200", "--metrics", metrics,
+                               "--log-every", "50"], log, 240)
+            losses[tag] = jsonl(metrics)[-1]["loss"] if rc == 0 else None
+        fp8["loss_200_steps_b8"] = losses
+        if None not in losses.values():
+            fp8["loss_vs_bf16"] = losses["fp8"] / losses["bf16"] - 1
+            fp8["loss_passed"] = abs(fp8["loss_vs_bf16"]) <= 0.01
+            result["ok"] &= fp8["loss_passed"]
+    save()
+
     # 5. NCCL: the communicator's collectives on this GPU (the test starts
     # MPI as a singleton, one rank).
     nccl = os.path.join(b, "bin", "nccl_communicator_test")
