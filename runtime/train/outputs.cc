@@ -79,21 +79,26 @@ absl::Status LoadParams(Session& session, const std::string& dir,
   for (int i = 0; i < info.num_args; ++i) {
     if (info.args[i].kind != STEPC_ARG_PARAM) continue;
     const std::string name = info.args[i].name;
+    // DIR/<name>.npy, or DIR/param.<name>.npy as --save-npy writes it.
     std::error_code ec;
-    if (missing && !std::filesystem::exists(dir + "/" + name + ".npy", ec)) {
+    const bool plain = std::filesystem::exists(dir + "/" + name + ".npy", ec);
+    const std::string file =
+        !plain && std::filesystem::exists(dir + "/param." + name + ".npy", ec) ? "param." + name
+                                                                              : name;
+    if (missing && !std::filesystem::exists(dir + "/" + file + ".npy", ec)) {
       missing->push_back(name);
       continue;
     }
-    STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, name));
+    STEPC_ASSIGN_OR_RETURN(npy::Array array, ReadArray(dir, file));
     STEPC_ASSIGN_OR_RETURN(std::vector<int64_t> shape, session.GlobalShape(name));
     if (array.shape != shape)
       return absl::InvalidArgumentError(
-          absl::StrCat("'", dir, "/", name, ".npy' has shape [", absl::StrJoin(array.shape, ", "),
+          absl::StrCat("'", dir, "/", file, ".npy' has shape [", absl::StrJoin(array.shape, ", "),
                        "]; parameter '", name, "' is [", absl::StrJoin(shape, ", "), "]"));
     for (size_t k = 0; k < array.data.size(); ++k)
       if (!std::isfinite(array.data[k]))
         return absl::InvalidArgumentError(
-            absl::StrCat("'", dir, "/", name, ".npy' holds ", array.data[k], " at element ", k));
+            absl::StrCat("'", dir, "/", file, ".npy' holds ", array.data[k], " at element ", k));
     std::vector<float> values(array.data.begin(), array.data.end());
     STEPC_RETURN_IF_ERROR(session.WriteParam(name, values));
   }
