@@ -470,10 +470,10 @@ LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value
   }
   // Operands packed to fp8 bytes and block scales in scratch.
   if (failed(needScratch(op, lc::Fp8GemmScratchBytes(batch, m, n, k, ta, sharedRhs, (*fp8)[0],
-                                                     (*fp8)[1]))))
+                                                     (*fp8)[1], (*fp8)[2]))))
     return failure();
-  call(op, llvm::formatv("stepc_cuda_matmul_fp8({0}, {1}, {2}, scratch)", args, (*fp8)[0],
-                         (*fp8)[1]));
+  call(op, llvm::formatv("stepc_cuda_matmul_fp8({0}, {1}, {2}, {3}, scratch)", args, (*fp8)[0],
+                         (*fp8)[1], (*fp8)[2]));
   return success();
 }
 

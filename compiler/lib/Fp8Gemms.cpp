@@ -7,8 +7,9 @@
 // each block's values are one format's, scaled by a power of two, so the
 // packing into bytes and block scales is exact and the product the same.
 // The forward and input-gradient products qualify (their tiles lie along
-// K); the weight gradient's do not (its K is the tokens, across the row
-// tiles) and stays a bf16 GEMM.
+// K), and so does the weight gradient, whose operands step-fp8-weight-grads
+// rounds in [128, 1] tiles along its K, the tokens (the rhs then scaled per
+// 1x128 block along K as the lhs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -50,7 +51,7 @@ void stepc::markFp8Gemms(func::FuncOp step) {
   const int64_t block = cuda::kFp8Block;
   step.walk([&](stepk::GemmOp gemm) {
     auto lhs = fp8Rounding(gemm.getLhs()), rhs = fp8Rounding(gemm.getRhs());
-    if (!lhs || !rhs || gemm.getTransposeA())
+    if (!lhs || !rhs)
       return;
     auto a = cast<RankedTensorType>(gemm.getLhs().getType());
     auto b = cast<RankedTensorType>(gemm.getRhs().getType());
@@ -58,18 +59,21 @@ void stepc::markFp8Gemms(func::FuncOp step) {
     Type elem = a.getElementType();
     if (elem != b.getElementType() || !(elem.isBF16() || elem.isF32()))
       return;
-    // lhs [.., M, K]: its tiles hold 1x128 blocks along K; rhs: 128x128.
-    int64_t k = a.getShape().back();
+    // The lhs's tiles hold its 1x128 blocks along K; the rhs's its 128x128
+    // blocks, or else 1x128 blocks along K.
+    const bool ta = gemm.getTransposeA(), tb = gemm.getTransposeB();
+    int64_t k = a.getDimSize(a.getRank() - (ta ? 2 : 1));
     ArrayRef<int64_t> bShape = b.getShape().take_back(2);
-    if (!holdsBlocks(lhs->second[1], k, block) ||
-        !holdsBlocks(rhs->second[0], bShape[0], block) ||
-        !holdsBlocks(rhs->second[1], bShape[1], block))
+    const int kDim = tb ? 1 : 0;  // of the rhs's last two
+    if (!holdsBlocks(lhs->second[ta ? 0 : 1], k, block) ||
+        !holdsBlocks(rhs->second[kDim], bShape[kDim], block))
       return;
+    const bool rhsBlocks = holdsBlocks(rhs->second[1 - kDim], bShape[1 - kDim], block);
     int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
     int64_t batch = out.getNumElements() / (m * n);
-    if (!cuda::Fp8GemmRunsInFp8(batch, m, n, k, /*transpose_a=*/0, gemm.getSharedRhs(),
-                                lhs->first, rhs->first))
+    if (!cuda::Fp8GemmRunsInFp8(batch, m, n, k, ta, gemm.getSharedRhs(), lhs->first,
+                                rhs->first))
       return;
-    gemm.setFp8(ArrayRef<int32_t>{lhs->first, rhs->first});
+    gemm.setFp8(ArrayRef<int32_t>{lhs->first, rhs->first, rhsBlocks ? 0 : 1});
   });
 }

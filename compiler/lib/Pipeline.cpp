@@ -429,6 +429,9 @@ stepc::buildStepcPipeline(OpPassManager &pm, const StepcPipelineOptions &options
   pm.addPass(createStepDeriveBlocks());
   addModelPasses(pm, options, shard);
   pm.addPass(createStepAutodiff());
+  // fp8: the weight gradients' operands rounded along their tokens.
+  if (options.precision == "fp8")
+    pm.addPass(createStepFp8WeightGrads());
   if (failed(addAccumulationPasses(pm, options, shard, emitError)))
     return failure();
   if (options.until == "autodiff")

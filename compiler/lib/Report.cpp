@@ -185,6 +185,18 @@ bool roundedToFp8(const StepInOrder &view, StepInOrder::Instance v) {
       return isa<QuantizeFp8Op>(call.getKernelOp());  // or its bf16 forms
     if (isa<QuantizeFp8Op>(def))
       return true;
+    if (auto fused = dyn_cast<stepk::FusedOp>(def)) {
+      // A fused kernel that only converts (or reshapes) one of its inputs
+      // into this result: that input.
+      Value inner = fused.getYield()->getOperand(cast<OpResult>(v.first).getResultNumber());
+      while (isa_and_nonnull<ConvertOp, ReshapeOp>(inner.getDefiningOp()))
+        inner = inner.getDefiningOp()->getOperand(0);
+      auto arg = dyn_cast<BlockArgument>(inner);
+      if (!arg)
+        return false;
+      v = view.instance(fused.getInputs()[arg.getArgNumber()], v.second);
+      continue;
+    }
     if (!isa<ConvertOp, ReshapeOp, TransposeOp>(def))
       return false;
     v = view.instance(def->getOperand(0), v.second);

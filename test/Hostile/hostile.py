@@ -506,8 +506,13 @@ def runtime_cases(bin_dir, work, so, small_so, batch, seq, vocab):
     subprocess.run(run_ + ["--save-npy", init], check=True, capture_output=True,
                    env=dict(os.environ, **env))
     yield case("init-npy-missing-dir", ["--init-npy", os.path.join(d, "nope")], ["nope"])
-    yield case("init-npy-wrong-names", ["--init-npy", init], [".npy"])  # files are param.<name>
     params = sorted(f[len("param."):-4] for f in os.listdir(init) if f.startswith("param."))
+    # Neither <name>.npy nor the param.<name>.npy of a --save-npy directory.
+    wrong = os.path.join(d, "init-wrong-names")
+    os.makedirs(wrong, exist_ok=True)
+    for p in params:
+        shutil.copy(os.path.join(init, f"param.{p}.npy"), os.path.join(wrong, f"weight.{p}.npy"))
+    yield case("init-npy-wrong-names", ["--init-npy", wrong], [".npy"])
     for k, name in enumerate(params[:6]):
         src = os.path.join(init, f"param.{name}.npy")
         for label, mutate in (("nan", "nan"), ("transposed", "transpose"), ("missing", "missing"),

@@ -424,9 +424,10 @@ int stepc_cuda_matmul(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c
 
 /* stepc_cuda_matmul of operands that hold only fp8 values (step.quantize_fp8
  * rounded them, in tiles that cuBLASLt's blocks lie within): A's values in
- * `a_format`, B's in `b_format` (0 e4m3, 1 e5m2). Where Fp8GemmRunsInFp8
- * (launch_config.h), each operand is packed into `scratch` (fp8 bytes and a
- * power-of-two scale per 1x128 / 128x128 block, exact) and multiplied on the
+ * `a_format`, B's in `b_format` (0 e4m3, 1 e5m2), A in 1x128 blocks along
+ * K, B in 128x128 blocks or (`b_vector`) 1x128 blocks along K. Where
+ * Fp8GemmRunsInFp8 (launch_config.h), each operand is packed into `scratch`
+ * (fp8 bytes and a power-of-two scale per block, exact) and multiplied on the
  * fp8 tensor cores with f32 accumulation; where it does not, or cuBLASLt has
  * no fp8 algorithm for the problem, the bf16 GEMM of the same values runs
  * (as every one does with STEPC_FP8_GEMMS=0 in the environment). */
@@ -434,7 +435,7 @@ int stepc_cuda_matmul_fp8(stepc_cuda_ctx *ctx, const void *a, const void *b, voi
                           int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                           int transpose_b, int shared_rhs, int in_type, int out_type,
                           const float *bias, int epilogue, void *aux, int a_format,
-                          int b_format, void *scratch);
+                          int b_format, int b_vector, void *scratch);
 
 /* Frees the cuBLASLt handle and cached plans (the runtime calls it before
  * unloading a module; optional). */

@@ -267,10 +267,11 @@ TEST_F(CudaKernels, Fp8PackingIsExactInCublasLtLayout) {
   const int64_t rows = 136, k = 320, n = 200;
   const Floats a = Fp8Rounded(1, rows, k, 1, 128, 1, 90);
   const Floats b = Fp8Rounded(1, k, n, 128, 128, 0, 91);  // stored [k, n]: a dgrad's weight
-  const stepc::cuda::Fp8GemmLayout layout = stepc::cuda::PlanFp8Gemm(rows, n, k);
+  const stepc::cuda::Fp8GemmLayout layout = stepc::cuda::PlanFp8Gemm(rows, n, k, false);
   ASSERT_EQ(layout.b_scale_ld, 4);
   char* scratch = static_cast<char*>(Alloc(layout.total));
-  ASSERT_EQ(stepc::cuda::PackFp8Rows(&ctx_, UpBf16(a), STEPC_CUDA_BF16, rows, k, 1,
+  ASSERT_EQ(stepc::cuda::PackFp8Rows(&ctx_, UpBf16(a), STEPC_CUDA_BF16, rows, k,
+                                     /*stored_kr=*/false, 1,
                                      reinterpret_cast<uint8_t*>(scratch + layout.a_bytes),
                                      reinterpret_cast<float*>(scratch + layout.a_scales)),
             0)
@@ -303,39 +304,65 @@ TEST_F(CudaKernels, Fp8PackingIsExactInCublasLtLayout) {
                     scale(layout.b_scales, (j / 128) * layout.b_scale_ld + c / 128),
                 b[c * n + j])
           << "n " << j << " k " << c;
+  // A weight gradient's operand: stored [k, rows] (tokens first), rounded in
+  // [128, 1] tiles, packed K-major through shared memory.
+  const Floats t = Fp8Rounded(1, k, rows, 128, 1, 0, 96);
+  ASSERT_EQ(stepc::cuda::PackFp8Rows(&ctx_, UpBf16(t), STEPC_CUDA_BF16, rows, k,
+                                     /*stored_kr=*/true, 0,
+                                     reinterpret_cast<uint8_t*>(scratch + layout.a_bytes),
+                                     reinterpret_cast<float*>(scratch + layout.a_scales)),
+            0)
+      << error_;
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+  cudaMemcpy(bytes.data(), scratch, layout.total, cudaMemcpyDeviceToHost);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      ASSERT_EQ(stepc_fp8_value<float>(bytes[layout.a_bytes + r * k + c], 0) *
+                    scale(layout.a_scales, (c / 128) * rows + r),
+                t[c * rows + r])
+          << "transposed: row " << r << " col " << c;
 }
 
 // The fp8 GEMM of fp8-rounded operands is the bf16 GEMM of the same values
 // (bit for bit on the emulation, which sums in the same order; within
 // summation order on a GPU): the linear layers' forward (A [1, 128] e4m3
 // tiles, B [n, k] in [128, 128] blocks, a bias), their input gradient (A
-// e5m2, B stored [k, n]), one scale per matrix, a GELU epilogue, and forms
-// that run in bf16 (M not a multiple of 4, A transposed).
+// e5m2, B stored [k, n]), their weight gradient (A and B stored [k, *] in
+// [128, 1] tiles, B scaled per 1x128), one scale per matrix, a GELU
+// epilogue, and forms that run in bf16 (M not a multiple of 4, two e5m2).
 TEST_F(CudaKernels, MatmulFp8EqualsTheBf16GemmOfTheSameValues) {
   struct Case {
     const char* name;
     int64_t batch, m, n, k;
-    int ta, tb, a_format, b_format, out_type, epilogue;
-    int64_t a_tile, b_tile;
+    int ta, tb, a_format, b_format, b_vector, out_type, epilogue;
+    int64_t a_tile, b_tile;  // along K (the other extent: 1, or the block's 128)
     bool bias;
   };
   const int64_t whole = int64_t{1} << 40;
   const Case cases[] = {
-      {"forward", 2, 64, 192, 320, 0, 1, 0, 0, STEPC_CUDA_BF16, STEPC_EPILOGUE_NONE, 128, 128, true},
-      {"input grad", 1, 96, 144, 256, 0, 0, 1, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, 128, 128, false},
-      {"matrix scales", 2, 32, 64, 64, 0, 1, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, whole, whole, false},
-      {"gelu", 1, 64, 128, 128, 0, 1, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_GELU, 128, 128, true},
-      {"in bf16: odd rows", 1, 37, 64, 128, 0, 1, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, 128, 128, false},
-      {"in bf16: A transposed", 1, 64, 64, 128, 1, 0, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, whole, whole, false},
+      {"forward", 2, 64, 192, 320, 0, 1, 0, 0, 0, STEPC_CUDA_BF16, STEPC_EPILOGUE_NONE, 128, 128, true},
+      {"input grad", 1, 96, 144, 256, 0, 0, 1, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, 128, 128, false},
+      {"weight grad", 1, 144, 96, 384, 1, 0, 1, 0, 1, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, 128, 128, false},
+      {"matrix scales", 2, 32, 64, 64, 0, 1, 0, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, whole, whole, false},
+      {"gelu", 1, 64, 128, 128, 0, 1, 0, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_GELU, 128, 128, true},
+      {"in bf16: odd rows", 1, 37, 64, 128, 0, 1, 0, 0, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, 128, 128, false},
+      {"in bf16: two e5m2", 1, 64, 64, 128, 0, 1, 1, 1, 0, STEPC_CUDA_F32, STEPC_EPILOGUE_NONE, whole, whole, false},
   };
   for (const Case& t : cases) {
     const int64_t rows = t.batch * t.m;
-    // A's tiles lie along K: [1, tile] rows, or a whole matrix.
+    // A's tiles lie along K: [1, tile] on [rows, K], [tile, 1] on [K, rows]
+    // (transposed), or a whole matrix.
+    auto tiles = [&](bool k_first, int64_t along_k, int64_t across) -> std::pair<int64_t, int64_t> {
+      if (along_k == whole) return {whole, whole};
+      return k_first ? std::make_pair(along_k, across) : std::make_pair(across, along_k);
+    };
     const int64_t a_rows = t.ta ? t.k : rows, a_cols = t.ta ? rows : t.k;
-    const Floats a = Fp8Rounded(1, a_rows, a_cols, t.a_tile == whole ? whole : 1, t.a_tile,
-                                t.a_format, 92);
+    const auto at = tiles(t.ta, t.a_tile, 1);
+    const Floats a = Fp8Rounded(1, a_rows, a_cols, at.first, at.second, t.a_format, 92);
+    // B: 128x128 blocks, or [tile, 1] along K of the [K, N] weight gradient.
     const int64_t b_rows = t.tb ? t.n : t.k, b_cols = t.tb ? t.k : t.n;
-    const Floats b = Fp8Rounded(1, b_rows, b_cols, t.b_tile, t.b_tile, t.b_format, 93);
+    const auto bt = tiles(!t.tb, t.b_tile, t.b_vector ? 1 : t.b_tile);
+    const Floats b = Fp8Rounded(1, b_rows, b_cols, bt.first, bt.second, t.b_format, 93);
     const Floats bias = Random(t.n, 94);
     const int64_t out_bytes = rows * t.n * (t.out_type == STEPC_CUDA_BF16 ? 2 : 4);
     void* want = Alloc(out_bytes);
@@ -345,7 +372,7 @@ TEST_F(CudaKernels, MatmulFp8EqualsTheBf16GemmOfTheSameValues) {
     const float* bias_d = t.bias ? Up(bias) : nullptr;
     __nv_bfloat16 *a_d = UpBf16(a), *b_d = UpBf16(b);
     const int64_t scratch_bytes = stepc::cuda::Fp8GemmScratchBytes(
-        t.batch, t.m, t.n, t.k, t.ta, 1, t.a_format, t.b_format);
+        t.batch, t.m, t.n, t.k, t.ta, 1, t.a_format, t.b_format, t.b_vector);
     EXPECT_EQ(scratch_bytes == 0, std::string(t.name).rfind("in bf16", 0) == 0) << t.name;
     ASSERT_EQ(stepc_cuda_matmul(&ctx_, a_d, b_d, want, t.batch, t.m, t.n, t.k, t.ta, t.tb, 1,
                                 STEPC_CUDA_BF16, t.out_type, bias_d, t.epilogue, want_aux),
@@ -353,7 +380,7 @@ TEST_F(CudaKernels, MatmulFp8EqualsTheBf16GemmOfTheSameValues) {
         << error_;
     ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, a_d, b_d, got, t.batch, t.m, t.n, t.k, t.ta, t.tb, 1,
                                     STEPC_CUDA_BF16, t.out_type, bias_d, t.epilogue, got_aux,
-                                    t.a_format, t.b_format,
+                                    t.a_format, t.b_format, t.b_vector,
                                     scratch_bytes ? Alloc(scratch_bytes) : nullptr),
               0)
         << t.name << ": " << error_;

@@ -85,6 +85,44 @@ __global__ void PackFp8RowsKernel(const In* x, int64_t rows, int64_t k, int form
   }
 }
 
+// PackFp8RowsKernel for x stored [k, rows] (a weight gradient's operands,
+// whose K is the tokens): a thread block stages 128 k by 64 rows in shared
+// memory, read along the rows (coalesced), then a warp packs each row's
+// block as above.
+template <typename In>
+__global__ void PackFp8RowsOfColumnsKernel(const In* x, int64_t rows, int64_t k, int format,
+                                           uint8_t* out, float* scales) {
+  constexpr int kRows = 64;
+  __shared__ float tile[kFp8Block][kRows + 1];
+  const int64_t blocks_k = (k + kFp8Block - 1) / kFp8Block, chunks = (rows + kRows - 1) / kRows;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int64_t blk = blockIdx.x; blk < blocks_k * chunks; blk += gridDim.x) {
+    const int64_t c0 = (blk / chunks) * kFp8Block, r0 = (blk % chunks) * kRows;
+    for (int e = threadIdx.x; e < kFp8Block * kRows; e += blockDim.x) {
+      const int64_t c = c0 + e / kRows, r = r0 + e % kRows;
+      tile[e / kRows][e % kRows] = c < k && r < rows ? Load(x, c * rows + r) : 0.0f;
+    }
+    __syncthreads();
+    for (int rr = warp; rr < kRows; rr += warps) {
+      const int64_t r = r0 + rr;
+      float amax = 0.0f;
+      for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(tile[lane + 32 * i][rr]));
+      amax = WarpMax(amax);
+      const float s = stepc_fp8_tile_scale<float>(amax, format);
+      if (r < rows) {
+        for (int i = 0; i < 4; ++i) {
+          const int64_t c = c0 + lane + 32 * i;
+          if (c < k)
+            out[r * k + c] =
+                static_cast<uint8_t>(stepc_fp8_bits<float>(tile[lane + 32 * i][rr] * s, format));
+        }
+        if (lane == 0) scales[(c0 / kFp8Block) * rows + r] = 1.0f / s;
+      }
+    }
+    __syncthreads();  // the tile is read before the next block's loads
+  }
+}
+
 // A thread block per 128x128 block of op(x) as [n, k]: its largest
 // magnitude (warps, then shared memory), its scale, the bytes written
 // K-major (a transpose when x is stored [k, n]).
@@ -128,7 +166,18 @@ __global__ void PackFp8BlocksKernel(const In* x, int64_t n, int64_t k, int store
 }  // namespace
 
 int PackFp8Rows(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
-                int format, uint8_t* out, float* scales) {
+                bool stored_kr, int format, uint8_t* out, float* scales) {
+  if (stored_kr) {
+    const int64_t blocks = std::min<int64_t>(CeilDiv(k, kFp8Block) * CeilDiv(rows, 64), kMaxBlocks);
+    if (in_type == STEPC_CUDA_BF16)
+      STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream,
+                               PackFp8RowsOfColumnsKernel<__nv_bfloat16>)(
+          static_cast<const __nv_bfloat16*>(x), rows, k, format, out, scales);
+    else
+      STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8RowsOfColumnsKernel<float>)(
+          static_cast<const float*>(x), rows, k, format, out, scales);
+    return STEPC_LAUNCHED(ctx, "PackFp8RowsOfColumnsKernel");
+  }
   const int64_t warps = rows * CeilDiv(k, kFp8Block);
   const int64_t blocks = std::min<int64_t>(CeilDiv(warps, kThreads / 32), kMaxBlocks);
   if (in_type == STEPC_CUDA_BF16)
@@ -153,6 +202,19 @@ int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, in
     STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8BlocksKernel<float>)(
         static_cast<const float*>(x), n, k, stored_nk ? 1 : 0, format, out, scales, scale_ld);
   return STEPC_LAUNCHED(ctx, "PackFp8BlocksKernel");
+}
+
+int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_type, int64_t m,
+                    int64_t n, int64_t k, bool transpose_a, bool transpose_b, int a_format,
+                    int b_format, bool b_vector, const Fp8GemmLayout& layout, uint8_t* packed_a,
+                    float* a_scales, uint8_t* packed_b, float* b_scales) {
+  if (int rc = PackFp8Rows(ctx, a, in_type, m, k, transpose_a, a_format, packed_a, a_scales))
+    return rc;
+  // op(B) as [n, k]: B stored [n, k] when transposed, else [k, n].
+  if (b_vector)
+    return PackFp8Rows(ctx, b, in_type, n, k, !transpose_b, b_format, packed_b, b_scales);
+  return PackFp8Blocks(ctx, b, in_type, n, k, transpose_b, b_format, packed_b, b_scales,
+                       layout.b_scale_ld);
 }
 
 }  // namespace stepc::cuda

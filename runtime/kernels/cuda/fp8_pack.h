@@ -7,21 +7,30 @@
 #include <cstdint>
 
 #include "runtime/kernels/cuda/cuda_kernels.h"
+#include "runtime/kernels/cuda/launch_config.h"
 
 namespace stepc::cuda {
 
-// x [rows, k] row-major (f32 or bf16, `in_type`) into fp8 bytes [rows, k]
-// and a scale per 1x128 block along k at scales[kb * rows + r]. Each block
-// takes the power of two that fits its own largest magnitude (the
-// quantizer's rule), so values step.quantize_fp8 rounded in a tile holding
-// the block are packed exactly.
+// x as [rows, k] (f32 or bf16, `in_type`; stored [rows, k], or [k, rows]
+// if `stored_kr`) into fp8 bytes [rows, k] and a scale per 1x128 block
+// along k at scales[kb * rows + r]. Each block takes the power of two that
+// fits its own largest magnitude (the quantizer's rule), so values
+// step.quantize_fp8 rounded in a tile holding the block are packed exactly.
 int PackFp8Rows(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
-                int format, uint8_t* out, float* scales);
+                bool stored_kr, int format, uint8_t* out, float* scales);
 
 // op(x) as [n, k] (x stored [n, k] if `stored_nk`, else [k, n]) into fp8
 // bytes [n, k] and a scale per 128x128 block at scales[nb * scale_ld + kb].
 int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, int64_t k,
                   bool stored_nk, int format, uint8_t* out, float* scales, int64_t scale_ld);
+
+// Both operands of an fp8 GEMM of op(A) [m, k] and op(B) [k, n] into
+// `layout` (launch_config.h's PlanFp8Gemm): A in 1x128 blocks, B in
+// 128x128 blocks or, if `b_vector`, 1x128 blocks along k as A.
+int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_type, int64_t m,
+                    int64_t n, int64_t k, bool transpose_a, bool transpose_b, int a_format,
+                    int b_format, bool b_vector, const Fp8GemmLayout& layout, uint8_t* packed_a,
+                    float* a_scales, uint8_t* packed_b, float* b_scales);
 
 }  // namespace stepc::cuda
 

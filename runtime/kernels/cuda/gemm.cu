@@ -33,7 +33,7 @@ struct GemmKey {
   int64_t batch, m, n, k;
   int transpose_a, transpose_b, shared_rhs, in_type, out_type, bias, epilogue;
   int fp8_a, fp8_b;  // 1 + the fp8 format of A and B (0: not an fp8 GEMM)
-  int pad;
+  int fp8_b_vector;  // B scaled per 1x128 block along K as A (else 128x128)
   bool operator==(const GemmKey& o) const { return std::memcmp(this, &o, sizeof(o)) == 0; }
 };
 
@@ -126,12 +126,18 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
   }
   const int64_t m = key.m, n = key.n, k = key.k;
   if (fp8) {
-    int32_t block = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     int32_t vector = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    int32_t block = key.fp8_b_vector ? vector : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
                                                      &block, sizeof(block)));
     STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
                                                      &vector, sizeof(vector)));
+    // The heuristic refuses a block scaling mode without its scale pointers;
+    // any device address stands in until each call sets the real ones.
+    const void* stand_in = ctx->gemm_workspace;
+    for (auto attribute : {CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER})
+      STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, attribute, &stand_in,
+                                                       sizeof(stand_in)));
     STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(&plan->a, Fp8Type(key.fp8_b - 1), k, n, k));
     STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(&plan->b, Fp8Type(key.fp8_a - 1), k, m, k));
     STEPC_LT_TRY(ctx, cublasLtMatrixLayoutCreate(&plan->c, DataType(key.out_type), n, m, n));
@@ -154,10 +160,11 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
   if (fp8 && (rc != CUBLAS_STATUS_SUCCESS || found == 0)) {
     // Said once a shape: the GPU run's log shows which GEMMs stay in bf16.
     fprintf(stderr,
-            "stepc: cuBLASLt has no fp8 algorithm for %lldx%lldx%lld (formats %d, %d, bias %d, "
-            "epilogue %d): %s\n",
-            (long long)m, (long long)n, (long long)k, key.fp8_a - 1, key.fp8_b - 1, key.bias,
-            key.epilogue, rc == CUBLAS_STATUS_SUCCESS ? "none found" : cublasLtGetStatusString(rc));
+            "stepc: cuBLASLt has no fp8 algorithm for %lldx%lldx%lld (formats %d, %d, B scaled "
+            "%s, bias %d, epilogue %d): %s\n",
+            (long long)m, (long long)n, (long long)k, key.fp8_a - 1, key.fp8_b - 1,
+            key.fp8_b_vector ? "1x128" : "128x128", key.bias, key.epilogue,
+            rc == CUBLAS_STATUS_SUCCESS ? "none found" : cublasLtGetStatusString(rc));
     plan->supported = false;
     return 0;
   }
@@ -317,7 +324,8 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
                                      int in_type, int out_type, const float* bias, int epilogue,
-                                     void* aux, int a_format, int b_format, void* scratch) {
+                                     void* aux, int a_format, int b_format, int b_vector,
+                                     void* scratch) {
   auto in_bf16 = [&] {
     return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
                              in_type, out_type, bias, epilogue, aux);
@@ -340,6 +348,7 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
   key.epilogue = epilogue;
   key.fp8_a = a_format + 1;
   key.fp8_b = b_format + 1;
+  key.fp8_b_vector = b_vector ? 1 : 0;
   // Whether cuBLASLt multiplies these in fp8, with our epilogue if need be.
   const GemmPlan* plan = nullptr;
   if (int rc = FindPlan(ctx, key, &plan)) return rc;
@@ -351,15 +360,15 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
     if (int rc = FindPlan(ctx, plain, &plain_plan)) return rc;
     if (!plain_plan->supported) return in_bf16();
   }
-  const Fp8GemmLayout layout = PlanFp8Gemm(rows, n, k);
+  const Fp8GemmLayout layout = PlanFp8Gemm(rows, n, k, b_vector != 0);
   char* s = static_cast<char*>(scratch);
   uint8_t* packed_a = reinterpret_cast<uint8_t*>(s + layout.a_bytes);
   uint8_t* packed_b = reinterpret_cast<uint8_t*>(s + layout.b_bytes);
   float* a_scales = reinterpret_cast<float*>(s + layout.a_scales);
   float* b_scales = reinterpret_cast<float*>(s + layout.b_scales);
-  if (int rc = PackFp8Rows(ctx, a, in_type, rows, k, a_format, packed_a, a_scales)) return rc;
-  if (int rc = PackFp8Blocks(ctx, b, in_type, n, k, transpose_b != 0, b_format, packed_b, b_scales,
-                             layout.b_scale_ld))
+  if (int rc = PackFp8Operands(ctx, a, b, in_type, rows, n, k, transpose_a != 0,
+                               transpose_b != 0, a_format, b_format, b_vector != 0, layout,
+                               packed_a, a_scales, packed_b, b_scales))
     return rc;
   return Matmul(ctx, packed_a, packed_b, c, key, bias, aux, a_scales, b_scales);
 }

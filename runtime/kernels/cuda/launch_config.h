@@ -237,37 +237,39 @@ constexpr int64_t AdamwBlocksPerTensor(int64_t largest) {
 // fp8 GEMMs (cuBLASLt's block scaling on Hopper, DeepSeek-V3's recipe):
 // A [M, K] and B as [N, K] (both K-major, cuBLASLt's only fp8 layout), one
 // byte an element; A scaled per 1x128 block along K (f32, [ceil(K/128)][M],
-// M contiguous), B per 128x128 block ([ceil(N/128)][L4], L4 = ceil(K/128)
-// rounded up to 4, K-blocks contiguous). cuBLASLt multiplies by the scales
-// (they are 1/s of the quantizer's power of two s).
+// M contiguous); B per 128x128 block ([ceil(N/128)][L4], L4 = ceil(K/128)
+// rounded up to 4, K-blocks contiguous) or, `b_vector`, per 1x128 block
+// along K as A ([ceil(K/128)][N]). cuBLASLt multiplies by the scales (they
+// are 1/s of the quantizer's power of two s).
 constexpr int64_t kFp8Block = 128;
 struct Fp8GemmLayout {
   int64_t a_bytes, a_scales, b_bytes, b_scales, total;  // offsets into scratch; its size
-  int64_t b_scale_ld;                                   // L4
+  int64_t b_scale_ld;                                   // L4 (128x128 blocks)
 };
-constexpr Fp8GemmLayout PlanFp8Gemm(int64_t m, int64_t n, int64_t k) {
+constexpr Fp8GemmLayout PlanFp8Gemm(int64_t m, int64_t n, int64_t k, bool b_vector) {
   const int64_t kb = CeilDiv(k, kFp8Block), l4 = AlignUp(kb, 4);
   const int64_t a_scales = AlignUp(m * k, kScratchAlignment);
   const int64_t b_bytes = a_scales + AlignUp(kb * m * 4, kScratchAlignment);
   const int64_t b_scales = b_bytes + AlignUp(n * k, kScratchAlignment);
-  const int64_t total = b_scales + AlignUp(CeilDiv(n, kFp8Block) * l4 * 4, kScratchAlignment);
+  const int64_t b_scale_floats = b_vector ? kb * n : CeilDiv(n, kFp8Block) * l4;
+  const int64_t total = b_scales + AlignUp(b_scale_floats * 4, kScratchAlignment);
   return Fp8GemmLayout{0, a_scales, b_bytes, b_scales, total, l4};
 }
 // Whether an fp8 GEMM of this form runs on fp8 tensor cores: one product
-// (or rows of a shared B), A untransposed (its 1x128 blocks along K),
-// cuBLASLt's alignment (16 bytes of K, N; M scales in whole 16 bytes), not
-// two e5m2 operands. Others run the bf16 GEMM on the same (exact) values.
+// (or rows of a shared B under an untransposed A), cuBLASLt's alignment (16
+// bytes of K, N; M scales in whole 16 bytes), not two e5m2 operands.
+// Others run the bf16 GEMM on the same (exact) values.
 constexpr bool Fp8GemmRunsInFp8(int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                                 int shared_rhs, int a_format, int b_format) {
-  return (batch == 1 || shared_rhs) && !transpose_a && (batch * m) % 4 == 0 && k % 16 == 0 &&
+  return (batch == 1 || (shared_rhs && !transpose_a)) && (batch * m) % 4 == 0 && k % 16 == 0 &&
          n % 16 == 0 && !(a_format == 1 && b_format == 1);
 }
 // The scratch an fp8 GEMM packs its operands into (0 when it runs in bf16).
 constexpr int64_t Fp8GemmScratchBytes(int64_t batch, int64_t m, int64_t n, int64_t k,
                                       int transpose_a, int shared_rhs, int a_format,
-                                      int b_format) {
+                                      int b_format, int b_vector) {
   return Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format)
-             ? PlanFp8Gemm(batch * m, n, k).total
+             ? PlanFp8Gemm(batch * m, n, k, b_vector != 0).total
              : 0;
 }
 

@@ -71,15 +71,15 @@ func.func @gemm_bias_dim(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor
 // -----
 
 func.func @gemm_fp8_two_e5m2(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>) -> tensor<8x32xbf16> {
-  // expected-error @+1 {{'stepk.gemm' op expects fp8 formats [lhs, rhs], each 0 (e4m3) or 1 (e5m2), not both e5m2}}
-  %0 = stepk.gemm %x, %w {shared_rhs, transpose_b, fp8 = array<i32: 1, 1>} : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
+  // expected-error @+1 {{'stepk.gemm' op expects fp8 = [lhs format, rhs format, rhs scaling], formats 0 (e4m3) or 1 (e5m2) and not both e5m2}}
+  %0 = stepk.gemm %x, %w {shared_rhs, transpose_b, fp8 = array<i32: 1, 1, 0>} : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
   return %0 : tensor<8x32xbf16>
 }
 
 // -----
 
 func.func @gemm_fp8_one_format(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>) -> tensor<8x32xbf16> {
-  // expected-error @+1 {{'stepk.gemm' op expects fp8 formats [lhs, rhs]}}
+  // expected-error @+1 {{'stepk.gemm' op expects fp8 = [lhs format, rhs format, rhs scaling]}}
   %0 = stepk.gemm %x, %w {shared_rhs, transpose_b, fp8 = array<i32: 0>} : (tensor<8x16xbf16>, tensor<32x16xbf16>) -> tensor<8x32xbf16>
   return %0 : tensor<8x32xbf16>
 }

@@ -171,10 +171,11 @@ LogicalResult GemmOp::verify() {
       return emitOpError() << "expects aux and pre_activation shaped like the result, got "
                            << v.getType();
   if (std::optional<ArrayRef<int32_t>> fp8 = getFp8()) {
-    if (fp8->size() != 2 || llvm::any_of(*fp8, [](int32_t f) { return f != 0 && f != 1; }) ||
+    if (fp8->size() != 3 || llvm::any_of(*fp8, [](int32_t f) { return f != 0 && f != 1; }) ||
         ((*fp8)[0] == 1 && (*fp8)[1] == 1))
-      return emitOpError() << "expects fp8 formats [lhs, rhs], each 0 (e4m3) or 1 (e5m2), "
-                              "not both e5m2";
+      return emitOpError() << "expects fp8 = [lhs format, rhs format, rhs scaling], formats 0 "
+                              "(e4m3) or 1 (e5m2) and not both e5m2, scaling 0 (128x128 "
+                              "blocks) or 1 (1x128 along K)";
   }
   return success();
 }

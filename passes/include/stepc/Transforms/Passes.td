@@ -589,6 +589,30 @@ def StepFp8 : Pass<"step-fp8", "mlir::ModuleOp"> {
   ];
 }
 
+def StepFp8WeightGrads : Pass<"step-fp8-weight-grads", "mlir::ModuleOp"> {
+  let summary = "Round a weight gradient's operands to fp8 along the tokens";
+  let description = [{
+    After step-autodiff, under `--precision=fp8` with tiles: a linear
+    layer's weight gradient `dW = dYᵀ·X` sums over the tokens, and the
+    operands step-fp8 rounded in [1, 128] tiles along the features cross a
+    new tile (and scale) at every token of that sum. DeepSeek-V3's recipe
+    rounds them again for this product: the unrounded input and output
+    gradient, flattened to [tokens, features], each in [128, 1] tiles (128
+    tokens of one feature), same format. Each operand of a backward
+    `matmul` that is contracted along its rows (lhs with `transpose_a`,
+    rhs without `transpose_b`) and is a row-tiled `step.quantize_fp8`
+    (through reshapes) is replaced so. Then every product of a linear
+    layer has its operands' tiles along its K: what the fp8 GEMMs'
+    per-block scales take (CUDA: cuBLASLt's block scaling).
+
+    ```mlir
+    %dyq = step.quantize_fp8 %dy2 format e5m2 tile [128, 1] : tensor<512x256xf32>
+    %xq = step.quantize_fp8 %x2 format e4m3 tile [128, 1] : tensor<512x64xf32>
+    %dw = step.matmul %dyq, %xq transpose_a : (tensor<512x256xf32>, tensor<512x64xf32>) -> tensor<256x64xf32>
+    ```
+  }];
+}
+
 def StepMixedPrecision : Pass<"step-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Compute GEMMs and attention in bf16, everything else in f32";
   let description = [{

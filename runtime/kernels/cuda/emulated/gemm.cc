@@ -129,25 +129,23 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
                                      int in_type, int out_type, const float* bias, int epilogue,
-                                     void* aux, int a_format, int b_format, void* scratch) {
+                                     void* aux, int a_format, int b_format, int b_vector,
+                                     void* scratch) {
   using namespace stepc::cuda;
   if (!scratch || Fp8GemmsOff() || !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
                              in_type, out_type, bias, epilogue, aux);
   if (BadEpilogue(ctx, n, out_type, epilogue, aux)) return 1;
   const int64_t rows = batch * m;
-  const Fp8GemmLayout layout = PlanFp8Gemm(rows, n, k);
+  const Fp8GemmLayout layout = PlanFp8Gemm(rows, n, k, b_vector != 0);
   char* s = static_cast<char*>(scratch);
-  const uint8_t* packed_a = reinterpret_cast<uint8_t*>(s + layout.a_bytes);
-  const uint8_t* packed_b = reinterpret_cast<uint8_t*>(s + layout.b_bytes);
-  const float* a_scales = reinterpret_cast<float*>(s + layout.a_scales);
-  const float* b_scales = reinterpret_cast<float*>(s + layout.b_scales);
-  if (int rc = PackFp8Rows(ctx, a, in_type, rows, k, a_format, const_cast<uint8_t*>(packed_a),
-                           const_cast<float*>(a_scales)))
-    return rc;
-  if (int rc = PackFp8Blocks(ctx, b, in_type, n, k, transpose_b != 0, b_format,
-                             const_cast<uint8_t*>(packed_b), const_cast<float*>(b_scales),
-                             layout.b_scale_ld))
+  uint8_t* packed_a = reinterpret_cast<uint8_t*>(s + layout.a_bytes);
+  uint8_t* packed_b = reinterpret_cast<uint8_t*>(s + layout.b_bytes);
+  float* a_scales = reinterpret_cast<float*>(s + layout.a_scales);
+  float* b_scales = reinterpret_cast<float*>(s + layout.b_scales);
+  if (int rc = PackFp8Operands(ctx, a, b, in_type, rows, n, k, transpose_a != 0,
+                               transpose_b != 0, a_format, b_format, b_vector != 0, layout,
+                               packed_a, a_scales, packed_b, b_scales))
     return rc;
   // cuBLASLt's problem: A = packed B as [N, K] (transposed), B = packed A.
   const ColumnMajorGemm p = ToColumnMajor(GemmShape{1, rows, n, k, false, true, false});
@@ -157,8 +155,9 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
     RunColumnMajor(
         p, k,
         [&](int64_t, int64_t i, int64_t t) {
-          return stepc_fp8_value<float>(packed_b[i * k + t], b_format) *
-                 b_scales[(i / kFp8Block) * ld + t / kFp8Block];
+          const float scale = b_vector ? b_scales[(t / kFp8Block) * n + i]
+                                       : b_scales[(i / kFp8Block) * ld + t / kFp8Block];
+          return stepc_fp8_value<float>(packed_b[i * k + t], b_format) * scale;
         },
         [&](int64_t, int64_t t, int64_t j) {
           return stepc_fp8_value<float>(packed_a[j * k + t], a_format) *

@@ -97,11 +97,12 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     derivative at `aux` (the pre-activation; cuBLASLt's DGELU).
     `step-fuse-cuda-kernels` forms these ops from `step.matmul`,
     `step.convert`, `step.add` of a broadcast, `step.gelu` and
-    `step.gelu_grad`. `fp8 = array<i32: a, b>` (0 e4m3, 1 e5m2) says
-    every value of lhs and rhs is one of that fp8 format's, scaled by a
-    power of two per 1x128 block of lhs along K and per 128x128 block of
-    rhs (what `step.quantize_fp8` left): the GEMM may run on fp8 tensor
-    cores with the same result.
+    `step.gelu_grad`. `fp8 = array<i32: a, b, v>` (formats 0 e4m3, 1
+    e5m2) says every value of lhs and rhs is one of that fp8 format's,
+    scaled by a power of two per 1x128 block of lhs along K and per
+    128x128 block of rhs (`v` = 0) or per 1x128 block of rhs along K (`v` =
+    1): what `step.quantize_fp8` left. The GEMM may run on fp8 tensor cores
+    with the same result.
 
     ```mlir
     %h, %pre = stepk.gemm %x, %w bias %b epilogue gelu {shared_rhs, transpose_b}
