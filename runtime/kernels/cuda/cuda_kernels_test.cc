@@ -202,8 +202,9 @@ Floats Fp8Rounded(int64_t matrices, int64_t rows, int64_t cols, int64_t tile_row
   return q;
 }
 
-// step.quantize_fp8's kernel (a warp per tile) rounds as the CPU's, bit for
-// bit, in every tiling (rows, blocks, whole matrices, ragged edges), both
+// step.quantize_fp8's kernels (a warp per tile; panels of [128, 1] column
+// tiles) round as the CPU's, bit for bit, in every tiling (rows, blocks,
+// whole matrices, ragged edges, the weight gradients' columns), both
 // formats, a tile with a NaN, and with the bf16 widening and rounding fused.
 TEST_F(CudaKernels, QuantizeFp8EqualsTheCpu) {
   const int64_t matrices = 2, rows = 70, cols = 300, whole = int64_t{1} << 40;
@@ -213,7 +214,7 @@ TEST_F(CudaKernels, QuantizeFp8EqualsTheCpu) {
   x[5 * cols + 7] = NAN;
   Floats xb(x);
   for (float& v : xb) v = RoundBf16(v);
-  const int64_t tiles[][2] = {{1, 128}, {128, 128}, {whole, whole}, {3, 5}};
+  const int64_t tiles[][2] = {{1, 128}, {128, 128}, {whole, whole}, {3, 5}, {128, 1}};
   for (const auto& tile : tiles)
     for (int format : {0, 1}) {
       for (bool of_bf16 : {false, true}) {

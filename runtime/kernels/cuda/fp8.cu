@@ -47,9 +47,58 @@ __global__ void QuantizeFp8Kernel(const TI* x, int64_t matrices, int64_t rows, i
   }
 }
 
+// The weight gradients' [128, 1] tiles (128 rows of one column): a thread
+// block stages a panel of 128 rows by 64 columns in shared memory, read
+// and written along the rows (coalesced), a warp reducing each column.
+constexpr int kColumnTileRows = 128, kColumnPanel = 64;
+template <typename TI, typename TO>
+__global__ void QuantizeFp8ColumnTilesKernel(const TI* x, int64_t matrices, int64_t rows,
+                                             int64_t cols, int format, TO* y) {
+  __shared__ float panel[kColumnTileRows][kColumnPanel + 1];
+  __shared__ float scale[kColumnPanel];
+  const int64_t row_tiles = (rows + kColumnTileRows - 1) / kColumnTileRows;
+  const int64_t col_panels = (cols + kColumnPanel - 1) / kColumnPanel;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int64_t blk = blockIdx.x; blk < matrices * row_tiles * col_panels; blk += gridDim.x) {
+    const int64_t m = blk / (row_tiles * col_panels), t = blk % (row_tiles * col_panels);
+    const int64_t r0 = (t / col_panels) * kColumnTileRows, c0 = (t % col_panels) * kColumnPanel;
+    const int64_t base = m * rows * cols;
+    for (int e = threadIdx.x; e < kColumnTileRows * kColumnPanel; e += blockDim.x) {
+      const int64_t r = r0 + e / kColumnPanel, c = c0 + e % kColumnPanel;
+      panel[e / kColumnPanel][e % kColumnPanel] =
+          r < rows && c < cols ? Load(x, base + r * cols + c) : 0.0f;
+    }
+    __syncthreads();
+    for (int cc = warp; cc < kColumnPanel; cc += warps) {
+      float amax = 0.0f;
+      for (int i = lane; i < kColumnTileRows; i += 32) amax = MaxMagnitude(amax, panel[i][cc]);
+      for (int o = 16; o > 0; o >>= 1)
+        amax = MaxMagnitude(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      if (lane == 0) scale[cc] = stepc_fp8_tile_scale<float>(amax, format);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < kColumnTileRows * kColumnPanel; e += blockDim.x) {
+      const int64_t r = r0 + e / kColumnPanel, c = c0 + e % kColumnPanel;
+      const float s = scale[e % kColumnPanel];
+      if (r < rows && c < cols)
+        Store(y, base + r * cols + c,
+              stepc_round_fp8<float>(panel[e / kColumnPanel][e % kColumnPanel] * s, format) / s);
+    }
+    __syncthreads();  // the panel and scales are read before the next block's loads
+  }
+}
+
 template <typename TI, typename TO>
 int QuantizeFp8(stepc_cuda_ctx* ctx, const TI* x, int64_t matrices, int64_t rows, int64_t cols,
                 int64_t tile_rows, int64_t tile_cols, int format, TO* y) {
+  if (tile_rows == kColumnTileRows && tile_cols == 1) {
+    const int64_t blocks = std::min<int64_t>(
+        matrices * CeilDiv(rows, kColumnTileRows) * CeilDiv(cols, kColumnPanel), kMaxBlocks);
+    STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream,
+                             QuantizeFp8ColumnTilesKernel<TI, TO>)(x, matrices, rows, cols,
+                                                                   format, y);
+    return STEPC_LAUNCHED(ctx, "QuantizeFp8ColumnTilesKernel");
+  }
   const int64_t tiles =
       matrices * CeilDiv(rows, tile_rows) * CeilDiv(cols, tile_cols);
   const int64_t blocks = std::min<int64_t>(CeilDiv(tiles, kThreads / 32), kMaxBlocks);
