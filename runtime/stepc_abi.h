@@ -262,6 +262,10 @@ typedef struct stepc_trace_event {
 int stepc_profile_trace_v2(int record, const stepc_trace_event **events, size_t *count,
                            const stepc_trace_site **sites, size_t *site_count);
 
+/* A `stepc --profile` build's per-kind table, written now to $STEPC_PROFILE
+ * (or stderr) instead of when the library is unloaded (once either way). */
+void stepc_profile_write_v1(void);
+
 #ifdef __cplusplus
 }
 #endif

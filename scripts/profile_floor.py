@@ -11,6 +11,8 @@ steps. Each kind's floor is the larger of its FLOPs at the dense peak and
 its bytes at the memory bandwidth; measured / floor says how far from it
 the kernels run (1.0 is the roofline). Printed largest time first;
 --json writes the same rows (scripts/gpu_check.py puts them in its record).
+stepc-run prints the same table itself at the end of a run with
+STEPC_PROFILE set (runtime/train/profile_floor.cc).
 """
 import argparse
 import json

@@ -135,9 +135,13 @@ std::string SourceEmitter::profileSupport() {
      << "      stepc_trace_event{stepc_prof_site, stepc_prof_last, end};\n}\n";
   os << profileTimers();
   os
+     << "// Written once: when the runtime asks (stepc_profile_write_v1, at the end\n"
+     << "// of its run), else when the library is unloaded.\n"
+     << "int stepc_prof_written;\n"
      << "__attribute__((destructor)) void stepc_prof_write() {\n"
      << "  // No step ran (a run that failed early): an existing profile stays.\n"
-     << "  if (stepc_prof_steps == 0)\n    return;\n"
+     << "  if (stepc_prof_steps == 0 || stepc_prof_written)\n    return;\n"
+     << "  stepc_prof_written = 1;\n"
      << "  const char *path = getenv(\"STEPC_PROFILE\");\n"
      << "  char ranked[4096];\n"
      << "  if (path && stepc_prof_rank >= 0) {\n"
@@ -159,6 +163,7 @@ std::string SourceEmitter::profileSupport() {
      << "  if (path && (ferror(out) | fclose(out)))\n"
      << "    fprintf(stderr, \"stepc --profile: cannot write '%s'\\n\", path);\n}\n\n"
      << "}  // namespace\n\n"
+     << "extern \"C\" void stepc_profile_write_v1(void) { stepc_prof_write(); }\n\n"
      << "extern \"C\" int stepc_profile_trace_v2(int record, const stepc_trace_event **events,\n"
      << "                                      size_t *count, const stepc_trace_site **sites,\n"
      << "                                      size_t *site_count) {\n"

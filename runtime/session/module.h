@@ -66,6 +66,8 @@ class Module {
   // The kernel timeline of a `stepc --profile` build (stepc_profile_trace_v2),
   // or null for any other step.so.
   decltype(&stepc_profile_trace_v2) trace() const { return trace_; }
+  // Its per-kind table written now (stepc_profile_write_v1; null before it).
+  decltype(&stepc_profile_write_v1) write_profile() const { return write_profile_; }
   // Elements of the loss function's output i (stepc_module_info.outputs).
   int64_t output_count(int i) const;
   // Elements of metric i, and of all of them (stepc_module_info.metrics).
@@ -84,6 +86,7 @@ class Module {
   decltype(&stepc_eval_step_v12) eval_ = nullptr;
   decltype(&stepc_sample_step_v12) sample_ = nullptr;
   decltype(&stepc_profile_trace_v2) trace_ = nullptr;
+  decltype(&stepc_profile_write_v1) write_profile_ = nullptr;
 };
 
 }  // namespace stepc

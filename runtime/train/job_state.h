@@ -24,6 +24,7 @@
 #include "runtime/train/options.h"
 #include "runtime/train/peak.h"
 #include "runtime/train/prediction.h"
+#include "runtime/train/profile_floor.h"
 #include "runtime/train/resident_memory.h"
 #include "runtime/train/schedule.h"
 #include "runtime/train/trace.h"
@@ -65,6 +66,10 @@ struct JobState {
   CommunicationPrediction comm_predicted;
   int64_t probes_left_bytes = 0, predicted_peak_bytes = 0;
   std::optional<Trace> trace;
+  // A --profile build's table, written to this file when the step.so is
+  // unloaded, and the rates its floors are at (empty: none to print).
+  std::string profile_path;
+  FloorRates floor_rates;
 
   // The steps so far: each loss, each evaluation's (step, loss), the last
   // step's result and the last step a checkpoint was saved after (0: none).

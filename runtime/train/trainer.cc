@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +78,14 @@ class TrainingJob {
   absl::Status Prepare();
   absl::Status Train();
   absl::Status Finish();
+  // A --profile build's table, written now (its file; empty: none), and
+  // the rates of its floors.
+  void ProfileFloor(std::string* path, FloorRates* rates) const {
+    if (job_.profile_path.empty() || !job_.module->write_profile()) return;
+    job_.module->write_profile()();
+    *path = job_.profile_path;
+    *rates = job_.floor_rates;
+  }
 
  private:
   // Set up.
@@ -328,6 +338,18 @@ absl::Status TrainingJob::PredictTime() {
                 // its own.
                 job_.world > 1 && info.pipeline_stages <= 1 ? slowest_of_ranks : nullptr);
   STEPC_RETURN_IF_ERROR(exchanged);
+  // A --profile build that writes its table to $STEPC_PROFILE: the floors
+  // its kinds are printed against when it is unloaded (the lead rank's).
+  const char* profile = std::getenv("STEPC_PROFILE");
+  if (job_.trains && job_.lead && job_.module->trace() && profile && *profile) {
+    job_.profile_path = job_.world > 1 ? absl::StrCat(profile, ".rank", job_.rank) : profile;
+    const std::string device = job_.module->is_cuda() ? job_.session->DescribeDevice() : "";
+    const GpuMemoryRate hbm = FindGpuMemoryRate(device);
+    job_.floor_rates = job_.module->is_cuda()
+                           ? FloorRates{job_.peak.gflops, hbm.gbps, hbm.source}
+                           : FloorRates{job_.peak.gflops, job_.predicted.memory_gbps,
+                                        job_.predicted.memory_source};
+  }
   // The same GEMM kernel reached more on one of the step's shapes than on
   // the 1024³ probe (a noisy probe): the peak is at least that, so MFU
   // never exceeds 100% of what the kernel was seen to do.
@@ -508,7 +530,23 @@ absl::Status RunTrainingJob(const std::string& path, const TrainOptions& o,
   STEPC_RETURN_IF_ERROR(job.SetUp());
   STEPC_RETURN_IF_ERROR(job.Prepare());
   STEPC_RETURN_IF_ERROR(job.Train());
-  return job.Finish();
+  STEPC_RETURN_IF_ERROR(job.Finish());
+  // A --profile build's table, written now, against the floors.
+  std::string profile_path;
+  FloorRates rates;
+  job.ProfileFloor(&profile_path, &rates);
+  if (!profile_path.empty()) {
+    std::ifstream in(profile_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::StatusOr<std::string> table = ProfileFloorTable(text.str(), rates);
+    if (table.ok())
+      std::printf("%s", table->c_str());
+    else
+      std::printf("stepc-run: no floor table for '%s': %s\n", profile_path.c_str(),
+                  std::string(table.status().message()).c_str());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace stepc
