@@ -255,15 +255,20 @@ int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, in
 
 int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_type, int64_t m,
                     int64_t n, int64_t k, bool transpose_a, bool transpose_b, int a_format,
-                    int b_format, bool b_vector, const Fp8GemmLayout& layout, uint8_t* packed_a,
-                    float* a_scales, uint8_t* packed_b, float* b_scales) {
-  if (int rc = PackFp8Rows(ctx, a, in_type, m, k, transpose_a, a_format, packed_a, a_scales))
+                    int b_format, bool b_vector, void* scratch, Fp8Packed* packed) {
+  const Fp8GemmLayout layout = PlanFp8Gemm(m, n, k, b_vector);
+  char* s = static_cast<char*>(scratch);
+  Fp8Packed& p = *packed;
+  p = Fp8Packed{reinterpret_cast<uint8_t*>(s + layout.a_bytes),
+                reinterpret_cast<uint8_t*>(s + layout.b_bytes),
+                reinterpret_cast<float*>(s + layout.a_scales),
+                reinterpret_cast<float*>(s + layout.b_scales), layout.b_scale_ld};
+  if (int rc = PackFp8Rows(ctx, a, in_type, m, k, transpose_a, a_format, p.a, p.a_scales))
     return rc;
   // op(B) as [n, k]: B stored [n, k] when transposed, else [k, n].
-  if (b_vector)
-    return PackFp8Rows(ctx, b, in_type, n, k, !transpose_b, b_format, packed_b, b_scales);
-  return PackFp8Blocks(ctx, b, in_type, n, k, transpose_b, b_format, packed_b, b_scales,
-                       layout.b_scale_ld);
+  if (b_vector) return PackFp8Rows(ctx, b, in_type, n, k, !transpose_b, b_format, p.b, p.b_scales);
+  return PackFp8Blocks(ctx, b, in_type, n, k, transpose_b, b_format, p.b, p.b_scales,
+                       p.b_scale_ld);
 }
 
 }  // namespace stepc::cuda

@@ -5,11 +5,23 @@
 #define STEPC_RUNTIME_KERNELS_CUDA_FP8_PACK_H_
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "runtime/kernels/cuda/cuda_kernels.h"
 #include "runtime/kernels/cuda/launch_config.h"
 
 namespace stepc::cuda {
+
+// STEPC_FP8_GEMMS=0: every fp8 GEMM runs the bf16 GEMM of its values (the
+// same step, timed or compared with and without the fp8 tensor cores).
+inline bool Fp8GemmsOff() {
+  static const bool off = [] {
+    const char* v = std::getenv("STEPC_FP8_GEMMS");
+    return v && std::strcmp(v, "0") == 0;
+  }();
+  return off;
+}
 
 // x as [rows, k] (f32 or bf16, `in_type`; stored [rows, k], or [k, rows]
 // if `stored_kr`) into fp8 bytes [rows, k] and a scale per 1x128 block
@@ -24,13 +36,18 @@ int PackFp8Rows(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, i
 int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, int64_t k,
                   bool stored_nk, int format, uint8_t* out, float* scales, int64_t scale_ld);
 
+// An fp8 GEMM's packed operands in its scratch.
+struct Fp8Packed {
+  uint8_t *a, *b;            // [m, k] and [n, k] bytes
+  float *a_scales, *b_scales;
+  int64_t b_scale_ld;        // 128x128 blocks: K-blocks padded to 4
+};
 // Both operands of an fp8 GEMM of op(A) [m, k] and op(B) [k, n] into
-// `layout` (launch_config.h's PlanFp8Gemm): A in 1x128 blocks, B in
-// 128x128 blocks or, if `b_vector`, 1x128 blocks along k as A.
+// `scratch`, laid out by launch_config.h's PlanFp8Gemm: A in 1x128 blocks,
+// B in 128x128 blocks or, if `b_vector`, 1x128 blocks along k as A.
 int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_type, int64_t m,
                     int64_t n, int64_t k, bool transpose_a, bool transpose_b, int a_format,
-                    int b_format, bool b_vector, const Fp8GemmLayout& layout, uint8_t* packed_a,
-                    float* a_scales, uint8_t* packed_b, float* b_scales);
+                    int b_format, bool b_vector, void* scratch, Fp8Packed* packed);
 
 }  // namespace stepc::cuda
 

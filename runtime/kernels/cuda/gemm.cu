@@ -186,6 +186,24 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
   return 0;
 }
 
+GemmKey MakeKey(int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
+                int shared_rhs, int in_type, int out_type, bool bias, int epilogue) {
+  GemmKey key;
+  std::memset(&key, 0, sizeof(key));  // the padding too: keys compare by bytes
+  key.batch = batch;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.transpose_a = transpose_a;
+  key.transpose_b = transpose_b;
+  key.shared_rhs = shared_rhs;
+  key.in_type = in_type;
+  key.out_type = out_type;
+  key.bias = bias ? 1 : 0;
+  key.epilogue = epilogue;
+  return key;
+}
+
 int FindPlan(stepc_cuda_ctx* ctx, const GemmKey& key, const GemmPlan** out) {
   GemmState& s = State();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -291,34 +309,11 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
     m *= batch;
     batch = 1;
   }
-  GemmKey key;
-  std::memset(&key, 0, sizeof(key));
-  key.batch = batch;
-  key.m = m;
-  key.n = n;
-  key.k = k;
-  key.transpose_a = transpose_a;
-  key.transpose_b = transpose_b;
-  key.shared_rhs = shared_rhs;
-  key.in_type = in_type;
-  key.out_type = out_type;
-  key.bias = bias ? 1 : 0;
-  key.epilogue = epilogue;
-  return Matmul(ctx, a, b, c, key, bias, aux);
+  return Matmul(ctx, a, b, c,
+                MakeKey(batch, m, n, k, transpose_a, transpose_b, shared_rhs, in_type, out_type,
+                        bias != nullptr, epilogue),
+                bias, aux);
 }
-
-namespace {
-// STEPC_FP8_GEMMS=0: every fp8 GEMM runs the bf16 GEMM of its values (the
-// same step, timed or compared with and without the fp8 tensor cores).
-bool Fp8GemmsOff() {
-  static const bool off = [] {
-    const char* v = std::getenv("STEPC_FP8_GEMMS");
-    return v && std::strcmp(v, "0") == 0;
-  }();
-  return off;
-}
-
-}  // namespace
 
 extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
@@ -336,16 +331,8 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return in_bf16();
   const int64_t rows = batch * m;
-  GemmKey key;
-  std::memset(&key, 0, sizeof(key));
-  key.batch = 1;
-  key.m = rows;
-  key.n = n;
-  key.k = k;
-  key.in_type = in_type;
-  key.out_type = out_type;
-  key.bias = bias ? 1 : 0;
-  key.epilogue = epilogue;
+  // (The packed operands are one [rows, k] by [n, k] product.)
+  GemmKey key = MakeKey(1, rows, n, k, 0, 0, 0, in_type, out_type, bias != nullptr, epilogue);
   key.fp8_a = a_format + 1;
   key.fp8_b = b_format + 1;
   key.fp8_b_vector = b_vector ? 1 : 0;
@@ -360,17 +347,12 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
     if (int rc = FindPlan(ctx, plain, &plain_plan)) return rc;
     if (!plain_plan->supported) return in_bf16();
   }
-  const Fp8GemmLayout layout = PlanFp8Gemm(rows, n, k, b_vector != 0);
-  char* s = static_cast<char*>(scratch);
-  uint8_t* packed_a = reinterpret_cast<uint8_t*>(s + layout.a_bytes);
-  uint8_t* packed_b = reinterpret_cast<uint8_t*>(s + layout.b_bytes);
-  float* a_scales = reinterpret_cast<float*>(s + layout.a_scales);
-  float* b_scales = reinterpret_cast<float*>(s + layout.b_scales);
+  Fp8Packed packed;
   if (int rc = PackFp8Operands(ctx, a, b, in_type, rows, n, k, transpose_a != 0,
-                               transpose_b != 0, a_format, b_format, b_vector != 0, layout,
-                               packed_a, a_scales, packed_b, b_scales))
+                               transpose_b != 0, a_format, b_format, b_vector != 0, scratch,
+                               &packed))
     return rc;
-  return Matmul(ctx, packed_a, packed_b, c, key, bias, aux, a_scales, b_scales);
+  return Matmul(ctx, packed.a, packed.b, c, key, bias, aux, packed.a_scales, packed.b_scales);
 }
 
 extern "C" void stepc_cuda_release(void) {

@@ -112,19 +112,6 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
 // emulation), then the product of the packed bytes times their block scales
 // read as cuBLASLt reads them (fp8_pack.h's layouts), in the bf16 GEMM's
 // order: the same bits as stepc_cuda_matmul when the packing is exact.
-namespace {
-// STEPC_FP8_GEMMS=0: every fp8 GEMM runs the bf16 GEMM of its values (the
-// same step, timed or compared with and without the fp8 tensor cores).
-bool Fp8GemmsOff() {
-  static const bool off = [] {
-    const char* v = std::getenv("STEPC_FP8_GEMMS");
-    return v && std::strcmp(v, "0") == 0;
-  }();
-  return off;
-}
-
-}  // namespace
-
 extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
@@ -132,24 +119,22 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
                                      void* aux, int a_format, int b_format, int b_vector,
                                      void* scratch) {
   using namespace stepc::cuda;
-  if (!scratch || Fp8GemmsOff() || !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
+  if (!scratch || Fp8GemmsOff() ||
+      !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
                              in_type, out_type, bias, epilogue, aux);
   if (BadEpilogue(ctx, n, out_type, epilogue, aux)) return 1;
   const int64_t rows = batch * m;
-  const Fp8GemmLayout layout = PlanFp8Gemm(rows, n, k, b_vector != 0);
-  char* s = static_cast<char*>(scratch);
-  uint8_t* packed_a = reinterpret_cast<uint8_t*>(s + layout.a_bytes);
-  uint8_t* packed_b = reinterpret_cast<uint8_t*>(s + layout.b_bytes);
-  float* a_scales = reinterpret_cast<float*>(s + layout.a_scales);
-  float* b_scales = reinterpret_cast<float*>(s + layout.b_scales);
+  Fp8Packed packed;
   if (int rc = PackFp8Operands(ctx, a, b, in_type, rows, n, k, transpose_a != 0,
-                               transpose_b != 0, a_format, b_format, b_vector != 0, layout,
-                               packed_a, a_scales, packed_b, b_scales))
+                               transpose_b != 0, a_format, b_format, b_vector != 0, scratch,
+                               &packed))
     return rc;
+  const uint8_t *packed_a = packed.a, *packed_b = packed.b;
+  const float *a_scales = packed.a_scales, *b_scales = packed.b_scales;
   // cuBLASLt's problem: A = packed B as [N, K] (transposed), B = packed A.
   const ColumnMajorGemm p = ToColumnMajor(GemmShape{1, rows, n, k, false, true, false});
-  const int64_t ld = layout.b_scale_ld;
+  const int64_t ld = packed.b_scale_ld;
   float* auxf = static_cast<float*>(aux);
   stepc::emu::Enqueue(ctx->stream, [=] {
     RunColumnMajor(
