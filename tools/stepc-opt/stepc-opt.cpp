@@ -29,7 +29,8 @@ static std::string overview() {
   const Factory passes[] = {
       stepc::createStepDeriveBlocks,    stepc::createStepRebindBatch,
       stepc::createStepShardExperts,    stepc::createStepFp8,
-      stepc::createStepAutodiff,        stepc::createStepMicroBatch,
+      stepc::createStepAutodiff,        stepc::createStepFp8WeightGrads,
+      stepc::createStepMicroBatch,
       stepc::createStepPipelineStages,
       stepc::createStepShardDataParallel,
       stepc::createStepShardFully,      stepc::createStepShardTensor,

@@ -379,12 +379,17 @@ TEST_F(CudaKernels, MatmulFp8EqualsTheBf16GemmOfTheSameValues) {
                                 STEPC_CUDA_BF16, t.out_type, bias_d, t.epilogue, want_aux),
               0)
         << error_;
+    const int64_t fp8_before = stepc::cuda::Fp8GemmsRun();
     ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, a_d, b_d, got, t.batch, t.m, t.n, t.k, t.ta, t.tb, 1,
                                     STEPC_CUDA_BF16, t.out_type, bias_d, t.epilogue, got_aux,
                                     t.a_format, t.b_format, t.b_vector,
                                     scratch_bytes ? Alloc(scratch_bytes) : nullptr),
               0)
         << t.name << ": " << error_;
+    // On a GPU too: a form cuBLASLt takes no fp8 algorithm for would pass
+    // above through the bf16 fallback (stderr says which).
+    EXPECT_EQ(stepc::cuda::Fp8GemmsRun() - fp8_before, scratch_bytes ? 1 : 0)
+        << t.name << ": ran " << (scratch_bytes ? "in bf16, not fp8" : "in fp8");
     const size_t count = rows * t.n;
     const Floats w = t.out_type == STEPC_CUDA_BF16
                          ? DownBf16(static_cast<__nv_bfloat16*>(want), count)

@@ -36,6 +36,12 @@ int PackFp8Rows(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, i
 int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, int64_t k,
                   bool stored_nk, int format, uint8_t* out, float* scales, int64_t scale_ld);
 
+// The fp8 GEMMs stepc_cuda_matmul_fp8 ran from packed fp8 operands (on
+// cuBLASLt's fp8 tensor cores, or the emulation's stand-in) since the
+// process started, not counting those it ran in bf16: what tells a test
+// the fp8 path from its fallback.
+int64_t Fp8GemmsRun();
+
 // An fp8 GEMM's packed operands in its scratch.
 struct Fp8Packed {
   uint8_t *a, *b;            // [m, k] and [n, k] bytes
