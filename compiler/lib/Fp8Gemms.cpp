@@ -29,8 +29,15 @@ namespace {
 /// and tile of a step.quantize_fp8, or of a library call of one.
 std::optional<std::pair<int32_t, ArrayRef<int64_t>>> fp8Rounding(Value v) {
   while (Operation *def = v.getDefiningOp()) {
-    if (auto call = dyn_cast<stepk::CallOp>(def))
-      def = call.getKernelOp();  // quantize_fp8, its bf16 forms, or another
+    // A library call: the op in its body that made this result (through
+    // the body's converts): quantize_fp8, its bf16 forms, both roundings
+    // of one value, or another kernel.
+    if (auto call = dyn_cast<stepk::CallOp>(def)) {
+      v = call.getYield()->getOperand(cast<OpResult>(v).getResultNumber());
+      def = v.getDefiningOp();
+      while (isa_and_nonnull<ConvertOp>(def))
+        def = def->getOperand(0).getDefiningOp();
+    }
     if (auto q = dyn_cast_or_null<QuantizeFp8Op>(def))
       return std::make_pair(static_cast<int32_t>(q.getFormat()), q.getTile());
     if (!isa_and_nonnull<ConvertOp>(def))

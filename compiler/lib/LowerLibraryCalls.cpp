@@ -602,6 +602,47 @@ ConvertOp wideningOnlyUse(Operation *op, bool cuda) {
   return convert;
 }
 
+/// On CUDA: the two fp8 roundings step-fp8-weight-grads leaves on one value
+/// x (f32): [1, 128] tiles for the forward and input-gradient products,
+/// and [128, 1] tiles of x flattened to [tokens, features] for the weight
+/// gradient, each only rounded to bf16 for its GEMM. One pass reads x once
+/// and writes both bf16 copies (quantize_fp8_rows_columns_bf16).
+void lowerRoundingPairs(func::FuncOp step) {
+  SmallVector<QuantizeFp8Op> byColumns;
+  step.walk([&](QuantizeFp8Op q) {
+    if (q.getTile() == ArrayRef<int64_t>{128, 1})
+      byColumns.push_back(q);
+  });
+  for (QuantizeFp8Op columns : byColumns) {
+    auto flatten = columns.getInput().getDefiningOp<ReshapeOp>();
+    if (!flatten || !flatten->hasOneUse())
+      continue;
+    Value x = flatten.getInput();
+    RankedTensorType flat = typeOf(flatten.getResult());
+    if (!typeOf(x).getElementType().isF32() || flat.getRank() != 2 ||
+        flat.getShape().back() != typeOf(x).getShape().back())
+      continue;
+    QuantizeFp8Op rows;
+    for (Operation *user : x.getUsers())
+      if (auto q = dyn_cast<QuantizeFp8Op>(user))
+        if (q.getTile() == ArrayRef<int64_t>{1, 128} && q.getFormat() == columns.getFormat() &&
+            q->getBlock() == columns->getBlock() && q->isBeforeInBlock(flatten))
+          rows = q;
+    ConvertOp rowsRounded = rows ? roundingOnlyUse(rows, true) : nullptr;
+    ConvertOp columnsRounded = roundingOnlyUse(columns, true);
+    if (!rowsRounded || !columnsRounded)
+      continue;
+    Scalars sc(step.getContext(), true);
+    LibraryCall call{"quantize_fp8_rows_columns_bf16",
+                     {sc.i64(flat.getDimSize(0)), sc.i64(flat.getDimSize(1)),
+                      sc.i32(static_cast<int>(columns.getFormat()))},
+                     std::nullopt};
+    replaceByCall(rows, call.callee, {x}, call,
+                  {rows, rowsRounded, flatten, columns, columnsRounded},
+                  {rowsRounded.getResult(), columnsRounded.getResult()});
+  }
+}
+
 struct StepLowerLibraryCallsPass
     : public stepc::impl::StepLowerLibraryCallsBase<StepLowerLibraryCallsPass> {
   using StepLowerLibraryCallsBase::StepLowerLibraryCallsBase;
@@ -616,6 +657,8 @@ struct StepLowerLibraryCallsPass
         foldConversions(step);
         lowerFusedCrossEntropy(step, /*cuda=*/false);
       }
+      if (target == "cuda")
+        lowerRoundingPairs(step);
       SmallVector<std::pair<Operation *, LibraryCall>> calls;
       for (Operation &op : step.getBody().front())
         if (std::optional<LibraryCall> call = libraryCall(&op, target == "cuda"))

@@ -191,6 +191,12 @@ STEPC_CUDA_QUANTIZE_FP8(stepc_cuda_quantize_fp8_bf16, float, __nv_bfloat16)
 STEPC_CUDA_QUANTIZE_FP8(stepc_cuda_quantize_fp8_of_bf16, __nv_bfloat16, float)
 STEPC_CUDA_QUANTIZE_FP8(stepc_cuda_quantize_fp8_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
 #undef STEPC_CUDA_QUANTIZE_FP8
+/* x [rows, cols] rounded both ways a linear layer's fp8 products take it,
+ * in one pass: [1, 128] tiles (by_rows) and [128, 1] tiles (by_columns),
+ * each as step.quantize_fp8 then rounded to bf16 (exact). */
+int stepc_cuda_quantize_fp8_rows_columns_bf16(stepc_cuda_ctx *ctx, const float *x, int64_t rows,
+                                              int64_t cols, int format, __nv_bfloat16 *by_rows,
+                                              __nv_bfloat16 *by_columns);
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
  * 4·(3·experts + tokens·k + groups) bytes. */

@@ -260,6 +260,37 @@ TEST_F(CudaKernels, QuantizeFp8EqualsTheCpu) {
     }
 }
 
+// Both roundings of a linear layer's input in one pass ([1, 128] and
+// [128, 1] tiles, written in bf16) equal the CPU's two, bit for bit, on
+// ragged panels with a NaN in one tile.
+TEST_F(CudaKernels, QuantizeFp8RowsAndColumnsInOnePass) {
+  const int64_t rows = 200, cols = 300;
+  Floats x = Random(rows * cols, 97);
+  for (int64_t e = 0; e < rows * cols; ++e)
+    if (e % 89 == 4) x[e] *= 3e3f;
+  x[131 * cols + 250] = NAN;
+  for (int format : {0, 1}) {
+    Floats by_rows(x.size()), by_columns(x.size());
+    stepc_cpu_quantize_fp8(x.data(), 1, rows, cols, 1, 128, format, by_rows.data());
+    stepc_cpu_quantize_fp8(x.data(), 1, rows, cols, 128, 1, format, by_columns.data());
+    auto* r16 = static_cast<__nv_bfloat16*>(Alloc(x.size() * 2));
+    auto* c16 = static_cast<__nv_bfloat16*>(Alloc(x.size() * 2));
+    ASSERT_EQ(stepc_cuda_quantize_fp8_rows_columns_bf16(&ctx_, Up(x), rows, cols, format, r16,
+                                                        c16),
+              0)
+        << error_;
+    const Floats got_rows = DownBf16(r16, x.size()), got_columns = DownBf16(c16, x.size());
+    for (size_t e = 0; e < x.size(); ++e) {
+      auto same = [](float a, float b) {
+        return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b));
+      };
+      ASSERT_TRUE(same(got_rows[e], by_rows[e]) && same(got_columns[e], by_columns[e]))
+          << "format " << format << " element " << e << ": " << got_rows[e] << " / "
+          << got_columns[e] << " want " << by_rows[e] << " / " << by_columns[e];
+    }
+  }
+}
+
 // The packing's layout, as cuBLASLt's block scaling reads it: every byte
 // times its block's scale is the value packed, exactly, and every scale is
 // a power of two (rows [1, 128] along K at [kb][row]; blocks [128, 128] at

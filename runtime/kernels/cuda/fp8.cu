@@ -88,6 +88,58 @@ __global__ void QuantizeFp8ColumnTilesKernel(const TI* x, int64_t matrices, int6
   }
 }
 
+// Both roundings a linear layer's input or output gradient takes, in one
+// pass over x [rows, cols] (f32): [1, 128] row tiles (the forward and
+// input-gradient products) and [128, 1] column tiles (the weight
+// gradient), each written in bf16. A thread block per 128 x 128 panel:
+// thread t holds column t % 128 of every other row (64 values in
+// registers), the columns' maxima meet in shared memory, the rows' across
+// a warp and then the row's four warps.
+constexpr int kPairPanel = 128;
+__global__ void QuantizeFp8RowsColumnsKernel(const float* x, int64_t rows, int64_t cols,
+                                             int format, __nv_bfloat16* by_rows,
+                                             __nv_bfloat16* by_columns) {
+  constexpr int kHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
+  __shared__ float column_max[kThreads / kPairPanel][kPairPanel];
+  __shared__ float row_max[kPairPanel][kPairPanel / 32];
+  __shared__ float row_scale[kPairPanel], column_scale[kPairPanel];
+  const int64_t row_panels = (rows + kPairPanel - 1) / kPairPanel;
+  const int64_t col_panels = (cols + kPairPanel - 1) / kPairPanel;
+  const int cc = threadIdx.x % kPairPanel, half = threadIdx.x / kPairPanel;
+  const int lane = threadIdx.x % 32, quarter = cc / 32;
+  for (int64_t blk = blockIdx.x; blk < row_panels * col_panels; blk += gridDim.x) {
+    const int64_t r0 = (blk / col_panels) * kPairPanel, c0 = (blk % col_panels) * kPairPanel;
+    const int64_t c = c0 + cc;
+    float v[kHeld], amax = 0.0f;
+    for (int i = 0; i < kHeld; ++i) {
+      const int64_t r = r0 + half + 2 * i;
+      v[i] = r < rows && c < cols ? x[r * cols + c] : 0.0f;
+      amax = MaxMagnitude(amax, v[i]);
+      float m = MaxMagnitude(0.0f, v[i]);
+      for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
+      if (lane == 0) row_max[half + 2 * i][quarter] = m;
+    }
+    column_max[half][cc] = amax;
+    __syncthreads();
+    if (half == 0) {
+      column_scale[cc] = stepc_fp8_tile_scale<float>(
+          MaxMagnitude(column_max[0][cc], column_max[1][cc]), format);
+      float m = 0.0f;
+      for (int q = 0; q < kPairPanel / 32; ++q) m = MaxMagnitude(m, row_max[cc][q]);
+      row_scale[cc] = stepc_fp8_tile_scale<float>(m, format);  // row cc of the panel
+    }
+    __syncthreads();
+    for (int i = 0; i < kHeld; ++i) {
+      const int64_t r = r0 + half + 2 * i;
+      if (r >= rows || c >= cols) continue;
+      const float sr = row_scale[half + 2 * i], sc = column_scale[cc];
+      Store(by_rows, r * cols + c, stepc_round_fp8<float>(v[i] * sr, format) / sr);
+      Store(by_columns, r * cols + c, stepc_round_fp8<float>(v[i] * sc, format) / sc);
+    }
+    __syncthreads();  // the maxima are read before the next panel writes them
+  }
+}
+
 template <typename TI, typename TO>
 int QuantizeFp8(stepc_cuda_ctx* ctx, const TI* x, int64_t matrices, int64_t rows, int64_t cols,
                 int64_t tile_rows, int64_t tile_cols, int format, TO* y) {
@@ -274,6 +326,17 @@ int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_ty
 }  // namespace stepc::cuda
 
 using namespace stepc::cuda;
+
+extern "C" int stepc_cuda_quantize_fp8_rows_columns_bf16(stepc_cuda_ctx* ctx, const float* x,
+                                                         int64_t rows, int64_t cols, int format,
+                                                         __nv_bfloat16* by_rows,
+                                                         __nv_bfloat16* by_columns) {
+  const int64_t blocks =
+      std::min<int64_t>(CeilDiv(rows, kPairPanel) * CeilDiv(cols, kPairPanel), kMaxBlocks);
+  STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, QuantizeFp8RowsColumnsKernel)(
+      x, rows, cols, format, by_rows, by_columns);
+  return STEPC_LAUNCHED(ctx, "QuantizeFp8RowsColumnsKernel");
+}
 
 #define STEPC_QUANTIZE_FP8(name, TI, TO)                                                     \
   extern "C" int name(stepc_cuda_ctx* ctx, const TI* x, int64_t matrices, int64_t rows,      \
