@@ -3,6 +3,8 @@
 // cast from and to bf16 fused in; then the packing of the fp8 GEMMs'
 // operands into bytes and block scales (fp8_pack.h).
 
+#include <atomic>
+
 #include "runtime/kernels/cuda/common.cuh"
 #include "runtime/kernels/cuda/fp8_pack.h"
 #include "runtime/kernels/elementwise_math.h"
@@ -304,6 +306,12 @@ int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, in
         static_cast<const float*>(x), n, k, stored_nk ? 1 : 0, format, out, scales, scale_ld);
   return STEPC_LAUNCHED(ctx, "PackFp8BlocksKernel");
 }
+
+namespace {
+std::atomic<int64_t> fp8_gemms_run{0};
+}  // namespace
+int64_t Fp8GemmsRun() { return fp8_gemms_run.load(std::memory_order_relaxed); }
+void CountFp8GemmRun() { fp8_gemms_run.fetch_add(1, std::memory_order_relaxed); }
 
 int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_type, int64_t m,
                     int64_t n, int64_t k, bool transpose_a, bool transpose_b, int a_format,

@@ -41,6 +41,8 @@ int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, in
 // process started, not counting those it ran in bf16: what tells a test
 // the fp8 path from its fallback.
 int64_t Fp8GemmsRun();
+// Counts one (stepc_cuda_matmul_fp8, once it ran from packed operands).
+void CountFp8GemmRun();
 
 // An fp8 GEMM's packed operands in its scratch.
 struct Fp8Packed {

@@ -15,7 +15,6 @@
 
 #include <cublasLt.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -316,13 +315,6 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
                 bias, aux);
 }
 
-namespace stepc::cuda {
-namespace {
-std::atomic<int64_t> fp8_gemms_run{0};
-}  // namespace
-int64_t Fp8GemmsRun() { return fp8_gemms_run.load(std::memory_order_relaxed); }
-}  // namespace stepc::cuda
-
 extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
@@ -363,7 +355,7 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
   if (int rc = Matmul(ctx, packed.a, packed.b, c, key, bias, aux, packed.a_scales,
                       packed.b_scales))
     return rc;
-  fp8_gemms_run.fetch_add(1, std::memory_order_relaxed);
+  CountFp8GemmRun();
   return 0;
 }
 

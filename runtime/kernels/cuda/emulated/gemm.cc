@@ -3,7 +3,6 @@
 // same tanh GELU) on the same column-major problem, as plain loops. Only for
 // emulated CUDA steps in tests.
 
-#include <atomic>
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
@@ -113,13 +112,6 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
 // emulation), then the product of the packed bytes times their block scales
 // read as cuBLASLt reads them (fp8_pack.h's layouts), in the bf16 GEMM's
 // order: the same bits as stepc_cuda_matmul when the packing is exact.
-namespace stepc::cuda {
-namespace {
-std::atomic<int64_t> fp8_gemms_run{0};
-}  // namespace
-int64_t Fp8GemmsRun() { return fp8_gemms_run.load(std::memory_order_relaxed); }
-}  // namespace stepc::cuda
-
 extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
@@ -158,7 +150,7 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
         },
         c, out_type, bias, epilogue, auxf);
   });
-  fp8_gemms_run.fetch_add(1, std::memory_order_relaxed);
+  CountFp8GemmRun();
   return 0;
 }
 
