@@ -75,9 +75,18 @@ struct StepFp8Pass : public stepc::impl::StepFp8Base<StepFp8Pass> {
                                                : ArrayRef<int64_t>{whole, whole});
       auto blocks = b.getDenseI64ArrayAttr(tiles ? ArrayRef<int64_t>{128, 128}
                                                  : ArrayRef<int64_t>{whole, whole});
+      // One rounding of a value however many layers read it (Llama's q, k
+      // and v projections read one normed input).
+      DenseMap<Value, QuantizeFp8Op> roundedRows;
+      auto inputRounding = [&](MatmulOp m) -> Value {
+        QuantizeFp8Op &q = roundedRows[m.getLhs()];
+        if (!q || q->getBlock() != m->getBlock() || !q->isBeforeInBlock(m))
+          q = b.create<QuantizeFp8Op>(m.getLoc(), m.getLhs(), e4m3, rows);
+        return q;
+      };
       for (MatmulOp m : linear) {
         b.setInsertionPoint(m);
-        m.getLhsMutable().assign(b.create<QuantizeFp8Op>(m.getLoc(), m.getLhs(), e4m3, rows));
+        m.getLhsMutable().assign(inputRounding(m));
         m.getRhsMutable().assign(b.create<QuantizeFp8Op>(m.getLoc(), m.getRhs(), e4m3, blocks));
         b.setInsertionPointAfter(m);
         auto grad = b.create<QuantizeGradFp8Op>(m.getLoc(), m.getResult(), e5m2, rows);

@@ -23,7 +23,8 @@ namespace {
 /// tiles, right after the first rounding (so that the forward keeps this
 /// rounding for the backward, as it kept the first, and not its input).
 /// Null when it is not such an operand.
-Value roundedByTokens(OpBuilder &b, Operation *product, Value v) {
+Value roundedByTokens(OpBuilder &b, Operation *product, Value v,
+                      DenseMap<std::pair<Operation *, Type>, Value> &made) {
   auto type = cast<RankedTensorType>(v.getType());
   if (type.getRank() != 2)
     return nullptr;
@@ -33,6 +34,10 @@ Value roundedByTokens(OpBuilder &b, Operation *product, Value v) {
   auto rounding = seen.getDefiningOp<QuantizeFp8Op>();
   if (!rounding || rounding.getTile()[0] != 1)
     return nullptr;
+  // Once per rounding and shape, however many products read it.
+  Value &again = made[{rounding.getOperation(), type}];
+  if (again)
+    return again;
   b.setInsertionPointAfter(rounding);
   Value input = rounding.getInput();
   if (input.getType() != type) {
@@ -40,24 +45,25 @@ Value roundedByTokens(OpBuilder &b, Operation *product, Value v) {
     copyPhase(rounding, reshaped);
     input = reshaped;
   }
-  auto again = b.create<QuantizeFp8Op>(rounding.getLoc(), input, rounding.getFormatAttr(),
-                                       b.getDenseI64ArrayAttr({128, 1}));
-  copyPhase(rounding, again);
-  return again;
+  auto columns = b.create<QuantizeFp8Op>(rounding.getLoc(), input, rounding.getFormatAttr(),
+                                         b.getDenseI64ArrayAttr({128, 1}));
+  copyPhase(rounding, columns);
+  return again = columns;
 }
 
 struct StepFp8WeightGradsPass
     : public stepc::impl::StepFp8WeightGradsBase<StepFp8WeightGradsPass> {
   void runOnOperation() override {
     OpBuilder b(&getContext());
+    DenseMap<std::pair<Operation *, Type>, Value> made;
     getOperation().walk([&](MatmulOp m) {
       if (getPhase(m) != Phase::Backward)
         return;
       if (m.getTransposeA())
-        if (Value lhs = roundedByTokens(b, m, m.getLhs()))
+        if (Value lhs = roundedByTokens(b, m, m.getLhs(), made))
           m.getLhsMutable().assign(lhs);
       if (!m.getTransposeB())
-        if (Value rhs = roundedByTokens(b, m, m.getRhs()))
+        if (Value rhs = roundedByTokens(b, m, m.getRhs(), made))
           m.getRhsMutable().assign(rhs);
     });
     // The row-tiled roundings' reshapes the products no longer read.
