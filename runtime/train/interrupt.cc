@@ -11,13 +11,19 @@ void Catch(int signal) { caught = signal; }
 
 }  // namespace
 
-InterruptGuard::InterruptGuard() {
+InterruptGuard::InterruptGuard() : stack_(new char[kInterruptStackBytes]) {
   caught = 0;
+  stack_t stack = {};
+  stack.ss_sp = stack_.get();
+  stack.ss_size = kInterruptStackBytes;
+  sigaltstack(&stack, &previous_stack_);
   struct sigaction action = {};
   action.sa_handler = Catch;
   sigemptyset(&action.sa_mask);
-  // Interrupted system calls resume; the next signal is the default's.
-  action.sa_flags = SA_RESTART | SA_RESETHAND;
+  // Interrupted system calls resume; the next signal is the default's; the
+  // frame goes on the stack above, never where the interrupted code's rsp
+  // points (interrupt.h).
+  action.sa_flags = SA_RESTART | SA_RESETHAND | SA_ONSTACK;
   sigaction(SIGTERM, &action, &previous_term_);
   sigaction(SIGINT, &action, &previous_int_);
 }
@@ -25,6 +31,7 @@ InterruptGuard::InterruptGuard() {
 InterruptGuard::~InterruptGuard() {
   sigaction(SIGTERM, &previous_term_, nullptr);
   sigaction(SIGINT, &previous_int_, nullptr);
+  sigaltstack(&previous_stack_, nullptr);
 }
 
 int StopSignal() { return caught; }
