@@ -208,6 +208,7 @@ struct StepFuseElementwisePass
     for (func::FuncOp step : trainingSteps(getOperation())) {
       // On CUDA, the library kernels took their ops first
       // (step-fuse-cuda-kernels).
+      placeElementwiseForFusion(step);
       DenseMap<Value, Value> replaced;
       for (Run &run : findRuns(step, maxOps, maxInputs))
         // A run nothing reads afterwards (dead code) stays as it is: a

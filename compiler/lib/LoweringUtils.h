@@ -30,6 +30,10 @@ inline llvm::SmallVector<mlir::func::FuncOp> trainingSteps(mlir::ModuleOp module
 /// stepk.fused kernel (ScalarMathOpInterface ops and converts): the fusion
 /// pass's rule, which the emitters follow (FuseElementwise.cpp).
 bool isFusableElementwise(mlir::Operation *op);
+/// Before the fusion finds its runs: elementwise values recomputed beside
+/// far users, elementwise ops sunk to their first users, where that keeps
+/// values out of memory between kernels (PlaceElementwise.cpp).
+void placeElementwiseForFusion(mlir::func::FuncOp step);
 
 /// Checks a pass's `target` option: cpu or cuda, else an error naming the
 /// pass.

@@ -146,3 +146,59 @@ func.func @convert_joins_across_reduce(%dy: tensor<8x16xf32>, %x: tensor<8x16xf3
   %d = step.convert %x : tensor<8x16xf32> -> tensor<8x16xbf16>
   return %s, %c, %d : tensor<16xf32>, tensor<8x16xbf16>, tensor<8x16xbf16>
 }
+
+// -----
+
+// Llama's SwiGLU (PlaceElementwise.cpp): silu(g) sinks past u's GEMM into
+// the mul's kernel, and the backward recomputes it from g (which silu's
+// gradient reads anyway) instead of reading it stored; dh*u sinks past the
+// backward GEMM into silu's gradient. No silu(g) between kernels.
+// CHECK-LABEL: func.func @swiglu
+// CHECK: %[[U:.*]] = step.matmul %arg1, %arg2
+// CHECK-NEXT: %[[H:.*]] = stepk.fused %arg0, %[[U]] {{.*}}{
+// CHECK-NEXT: ^bb0(%[[G:.*]]: tensor<8x16xf32>, %[[UU:.*]]: tensor<8x16xf32>):
+// CHECK-NEXT: %[[S:.*]] = step.silu %[[G]]
+// CHECK-NEXT: step.mul %[[S]], %[[UU]]
+// CHECK: step.reduce_sum %[[H]]
+// CHECK-NEXT: %[[DU:.*]] = stepk.fused %arg0, %arg3 {{.*}}{
+// CHECK-NEXT: ^bb0(%[[G2:.*]]: tensor<8x16xf32>, %[[DH:.*]]: tensor<8x16xf32>):
+// CHECK-NEXT: %[[S2:.*]] = step.silu %[[G2]] {step.phase = #step.phase<backward>}
+// CHECK-NEXT: step.mul %[[DH]], %[[S2]]
+// CHECK: step.matmul %[[DU]], %arg2
+// CHECK-NEXT: stepk.fused %arg3, %[[U]], %arg0
+// CHECK-NOT: step.matmul
+// CHECK: step.silu_grad
+func.func @swiglu(%g: tensor<8x16xf32>, %x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %dh: tensor<8x16xf32>) -> (tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>) attributes {step.train_step} {
+  %s = step.silu %g {step.phase = #step.phase<forward>} : tensor<8x16xf32>
+  %u = step.matmul %x, %w transpose_b {step.phase = #step.phase<forward>} : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %h = step.mul %s, %u {step.phase = #step.phase<forward>} : tensor<8x16xf32>
+  %l = step.reduce_sum %h dims [0, 1] {step.phase = #step.phase<forward>} : (tensor<8x16xf32>) -> tensor<f32>
+  %ds = step.mul %dh, %u {step.phase = #step.phase<backward>} : tensor<8x16xf32>
+  %du = step.mul %dh, %s {step.phase = #step.phase<backward>} : tensor<8x16xf32>
+  %dx = step.matmul %du, %w {step.phase = #step.phase<backward>} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %dg = step.silu_grad %ds, %g {step.phase = #step.phase<backward>} : tensor<8x16xf32>
+  return %l, %dg, %du, %dx : tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// Recomputed only where that holds no more bytes: exp(a) + -a at the
+// backward's mul would keep exp(a) and -a (nothing else reads them) instead
+// of their sum, so the backward reads the sum; in the forward, the chain
+// sinks whole into the mul's kernel (it reads only a, an argument).
+// CHECK-LABEL: func.func @inputs_bigger_than_the_value
+// CHECK: step.matmul
+// CHECK-NEXT: %[[F:.*]]:2 = stepk.fused %arg0
+// CHECK: step.add
+// CHECK: step.matmul %[[F]]#1
+// CHECK-NEXT: step.mul %arg3, %[[F]]#0
+func.func @inputs_bigger_than_the_value(%a: tensor<8x16xf32>, %x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %dh: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>) attributes {step.train_step} {
+  %e = step.exp %a {step.phase = #step.phase<forward>} : tensor<8x16xf32>
+  %n = step.neg %a {step.phase = #step.phase<forward>} : tensor<8x16xf32>
+  %v = step.add %e, %n {step.phase = #step.phase<forward>} : tensor<8x16xf32>
+  %u = step.matmul %x, %w transpose_b {step.phase = #step.phase<forward>} : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %h = step.mul %v, %u {step.phase = #step.phase<forward>} : tensor<8x16xf32>
+  %dx = step.matmul %h, %w {step.phase = #step.phase<backward>} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %dv = step.mul %dh, %v {step.phase = #step.phase<backward>} : tensor<8x16xf32>
+  return %h, %dv, %dx : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>
+}

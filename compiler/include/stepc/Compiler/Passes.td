@@ -31,6 +31,16 @@ def StepFuseElementwise : Pass<"step-fuse-elementwise", "mlir::ModuleOp"> {
     are. The fused op sits where the run's last member was; reshapes of its
     results used later move after it.
 
+    Before the runs are found, elementwise ops are placed for them
+    (exactly: the ops are pure): a value whose users are all elementwise is
+    recomputed beside each user that another kind of kernel separates from
+    its first, where what it reads is live there anyway or holds no more
+    bytes; an op moves down next to its first user (elementwise, same
+    phase, across such a kernel) with the producers only it reads, where
+    the inputs kept longer hold no more bytes than its result. Llama's
+    SwiGLU: silu(g) joins the mul with u after u's GEMM, the backward
+    recomputes it from g instead of reading it stored in f32.
+
     ```mlir
     // before
     %h = step.add %x, %b : tensor<8x256xf32>
