@@ -2,7 +2,7 @@
 """bench/cpu_step/ab.py: one model's CPU step under two builds of stepc.
 
     /usr/bin/python3 bench/cpu_step/ab.py BEFORE_BIN AFTER_BIN [--preset gpt-capstone]
-        [--steps 15] [--rounds 4]
+        [--precision fp32] [--steps 15] [--rounds 4]
 
 Compiles the model with each build's stepc (--target=cpu) and trains it with
 that build's stepc-run, alternating the order every round so drift in the
@@ -23,11 +23,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def step_ms(bindir, model, steps, tmp, tag):
+def step_ms(bindir, model, precision, steps, tmp, tag):
     so, metrics = os.path.join(tmp, tag + ".so"), os.path.join(tmp, tag + ".jsonl")
     if not os.path.exists(so):
-        subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu"],
-                       check=True)
+        subprocess.run([os.path.join(bindir, "stepc"), model, "-o", so, "--target=cpu",
+                        f"--precision={precision}"], check=True)
     subprocess.run([os.path.join(bindir, "stepc-run"), so, f"--steps={steps}",
                     f"--metrics={metrics}", f"--log-every={steps}"], check=True,
                    capture_output=True)
@@ -41,6 +41,7 @@ def main():
     p.add_argument("before")
     p.add_argument("after")
     p.add_argument("--preset", default="gpt-capstone")
+    p.add_argument("--precision", default="fp32")
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--rounds", type=int, default=4)
     a = p.parse_args()
@@ -50,9 +51,9 @@ def main():
         for r in range(a.rounds):
             order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
             for tag in order:
-                times[tag] += step_ms(getattr(a, tag), model, a.steps, tmp, tag)
+                times[tag] += step_ms(getattr(a, tag), model, a.precision, a.steps, tmp, tag)
     before, after = statistics.median(times["before"]), statistics.median(times["after"])
-    print(json.dumps({"preset": a.preset, "samples": len(times["before"]),
+    print(json.dumps({"preset": a.preset, "precision": a.precision, "samples": len(times["before"]),
                       "before_ms_per_1k_tokens": round(before, 3),
                       "after_ms_per_1k_tokens": round(after, 3),
                       "after_over_before": round(after / before, 4)}))

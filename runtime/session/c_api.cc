@@ -23,6 +23,7 @@
 #include "runtime/status_macros.h"
 #include "runtime/stepc_abi.h"
 #include "runtime/stepc_runtime.h"
+#include "runtime/train/interrupt.h"
 #include "runtime/train/options.h"
 #include "runtime/train/trainer.h"
 
@@ -78,6 +79,8 @@ int Guarded(char* error, size_t len, Body body) {
 // Guarded, with the live session behind `s` (or its error).
 template <typename Body>
 int WithSession(stepc_session* s, char* error, size_t len, Body body) {
+  // A host's signal handler runs off the stack the step's GEMMs may move.
+  stepc::EnsureSignalStack();
   return Guarded(error, len, [&]() -> absl::Status {
     absl::StatusOr<stepc::Session*> session = Live(s);
     if (!session.ok()) return session.status();

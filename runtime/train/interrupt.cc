@@ -36,4 +36,35 @@ InterruptGuard::~InterruptGuard() {
 
 int StopSignal() { return caught; }
 
+namespace {
+
+// A thread's own signal stack, switched off before its memory goes.
+struct ThreadSignalStack {
+  std::unique_ptr<char[]> memory;
+  bool checked = false;
+  ~ThreadSignalStack() {
+    stack_t current;
+    if (!memory || sigaltstack(nullptr, &current) != 0 || current.ss_sp != memory.get()) return;
+    stack_t off = {};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+  }
+};
+
+thread_local ThreadSignalStack thread_stack;
+
+}  // namespace
+
+void EnsureSignalStack() {
+  if (thread_stack.checked) return;
+  thread_stack.checked = true;
+  stack_t current;
+  if (sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;
+  thread_stack.memory.reset(new char[kInterruptStackBytes]);
+  stack_t stack = {};
+  stack.ss_sp = thread_stack.memory.get();
+  stack.ss_size = kInterruptStackBytes;
+  sigaltstack(&stack, nullptr);
+}
+
 }  // namespace stepc

@@ -39,6 +39,13 @@ inline constexpr size_t kInterruptStackBytes = 64 << 10;
 // The signal caught since the guard was made (0: none).
 int StopSignal();
 
+// Gives the calling thread an alternate signal stack of its own for as
+// long as it lives, unless it has one: a host's handler installed with
+// SA_ONSTACK (CPython installs all of its so) then runs there and not
+// where oneDNN's JIT GEMMs point rsp (see InterruptGuard). Every C API
+// call on a session makes sure of it (a Ctrl-C in Python during a step).
+void EnsureSignalStack();
+
 }  // namespace stepc
 
 #endif  // STEPC_RUNTIME_TRAIN_INTERRUPT_H_

@@ -47,6 +47,38 @@ TEST(InterruptGuard, HandlesSignalsOnItsOwnStackAndRestoresWhatWasThere) {
   EXPECT_EQ(action.sa_handler, SIG_DFL);
 }
 
+TEST(EnsureSignalStack, GivesAThreadWithoutOneItsOwnAndKeepsAHostsStack) {
+  std::thread fresh([] {
+    stack_t stack;
+    ASSERT_EQ(sigaltstack(nullptr, &stack), 0);
+    ASSERT_TRUE(stack.ss_flags & SS_DISABLE);
+    EnsureSignalStack();
+    ASSERT_EQ(sigaltstack(nullptr, &stack), 0);
+    EXPECT_FALSE(stack.ss_flags & SS_DISABLE);
+    EXPECT_EQ(stack.ss_size, kInterruptStackBytes);
+    void* const first = stack.ss_sp;
+    EnsureSignalStack();
+    ASSERT_EQ(sigaltstack(nullptr, &stack), 0);
+    EXPECT_EQ(stack.ss_sp, first);
+  });
+  fresh.join();
+  std::thread hosted([] {
+    std::vector<char> own(kInterruptStackBytes / 2);
+    stack_t mine = {};
+    mine.ss_sp = own.data();
+    mine.ss_size = own.size();
+    ASSERT_EQ(sigaltstack(&mine, nullptr), 0);
+    EnsureSignalStack();
+    stack_t stack;
+    ASSERT_EQ(sigaltstack(nullptr, &stack), 0);
+    EXPECT_EQ(stack.ss_sp, own.data());
+    stack_t off = {};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);
+  });
+  hosted.join();
+}
+
 // Signals land at random points of the GEMMs; each round allocates and
 // frees its output, so a corrupted heap aborts here (it did, within a few
 // hundred signals, while the frame went where the JIT code's rsp pointed).
