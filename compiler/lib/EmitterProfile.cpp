@@ -14,6 +14,7 @@
 #include "StepInOrder.h"
 
 #include "stepc/Analysis/FlopCount.h"
+#include "stepc/Compiler/Report.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
 
@@ -43,17 +44,20 @@ static std::string fusedKind(stepk::FusedOp fused) {
   return kind;
 }
 
-int SourceEmitter::profileKind(Operation *op) {
+std::string stepc::kernelKind(Operation *op) {
   Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : op;
   std::string name = isa<stepk::FusedOp>(op) ? fusedKind(cast<stepk::FusedOp>(op))
                                               : named->getName().getStringRef().str();
-  int64_t flops = 0;
-  auto transposes = [&](bool a, bool b) {
-    name += std::string(" ") + (a ? "T" : "N") + (b ? "T" : "N");
-  };
   // Every GEMM is a stepk.gemm by now (step-lower-library-calls).
   if (auto m = dyn_cast<stepk::GemmOp>(named))
-    transposes(m.getTransposeA(), m.getTransposeB());
+    name += std::string(" ") + (m.getTransposeA() ? "T" : "N") + (m.getTransposeB() ? "T" : "N");
+  return name;
+}
+
+int SourceEmitter::profileKind(Operation *op) {
+  Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : op;
+  std::string name = kernelKind(op);
+  int64_t flops = 0;
   if (isa<stepk::GemmOp, AttentionOp, AttentionGradOp, stepk::AttentionOp,
           stepk::AttentionGradOp>(named))
     if (FailureOr<int64_t> executed = getExecutedFlops(named); succeeded(executed))

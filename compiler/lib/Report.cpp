@@ -300,6 +300,7 @@ LogicalResult countOps(StepReport &report, const Blocks &blocks) {
       report.memoryBoundBytesPerStep += bytes;
       ++report.memoryBoundKernelsPerStep;
       report.memoryBoundBytesByBlock[blocks.workBlock(o)] += bytes;
+      report.memoryBoundBytesByKind[kernelKind(&op)] += bytes;
     }
   }
   report.executedFlopsPerStep = executed;
@@ -538,6 +539,7 @@ llvm::json::Object StepReport::toJson() const {
       {"optimizer_flops_per_step", optimizerFlopsPerStep},
       {"executed_flops_by_block", toJsonObject(executedFlopsByBlock)},
       {"memory_bound_bytes_by_block", toJsonObject(memoryBoundBytesByBlock)},
+      {"memory_bound_bytes_by_kind", toJsonObject(memoryBoundBytesByKind)},
       {"param_bytes_by_block", toJsonObject(paramBytesByBlock)},
       {"optimizer_state_bytes_by_block", toJsonObject(optimizerStateBytesByBlock)},
       {"optimizer_collective_bytes_per_step", toJsonObject(optimizerCollectiveBytesPerStep)},

@@ -108,6 +108,10 @@ struct StepReport {
   /// memory are made of.
   std::map<std::string, int64_t> memoryBoundBytesByBlock, paramBytesByBlock,
       optimizerStateBytesByBlock;
+  /// memoryBoundBytesPerStep by the kind of kernel that moves them (the
+  /// names `stepc --profile` tables use: "fused convert+silu+mul+convert",
+  /// "stepk.adamw_group"): where the step's memory traffic goes.
+  std::map<std::string, int64_t> memoryBoundBytesByKind;
   std::map<std::string, int64_t> optimizerCollectiveBytesPerStep;
   /// Parameter bytes this rank holds of tp-split parameters (each 1/M of
   /// the whole) and of the others.
@@ -164,6 +168,11 @@ llvm::SmallVector<mlir::ModuleOp> compiledStages(mlir::ModuleOp module);
 mlir::FailureOr<StepReport> reportCompiledModule(mlir::ModuleOp module,
                                                  const StepcPipelineOptions &options,
                                                  const CommModel &comm = {});
+
+/// The kind of kernel `op` is, as the profile and the report name it: a
+/// library call's op, a fused loop's members ("fused add+gelu"), a GEMM's
+/// transposes ("stepk.gemm NT").
+std::string kernelKind(mlir::Operation *op);
 
 } // namespace stepc
 
