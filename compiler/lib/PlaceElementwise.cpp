@@ -27,6 +27,7 @@
 
 #include "LoweringUtils.h"
 
+#include "stepc/Dialect/Step/IR/StepDialect.h"
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 using namespace mlir;
@@ -34,13 +35,9 @@ using namespace stepc;
 
 namespace {
 
+/// The bytes `v` holds as stored (none for a value that is not a tensor).
 int64_t bytesOf(Value v) {
-  auto type = dyn_cast<RankedTensorType>(v.getType());
-  if (!type)
-    return 0;
-  Type elem = type.getElementType();
-  int64_t bits = elem.isIntOrFloat() ? elem.getIntOrFloatBitWidth() : 32;
-  return type.getNumElements() * std::max<int64_t>(1, bits / 8);
+  return isa<RankedTensorType>(v.getType()) ? step::tensorBytes(v.getType()) : 0;
 }
 
 /// An op the placement may move or clone: fusable, one result, no regions.

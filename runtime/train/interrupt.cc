@@ -9,14 +9,19 @@ volatile std::sig_atomic_t caught = 0;
 
 void Catch(int signal) { caught = signal; }
 
+// Makes `memory` (kInterruptStackBytes) the calling thread's signal stack.
+void UseSignalStack(char* memory, stack_t* previous) {
+  stack_t stack = {};
+  stack.ss_sp = memory;
+  stack.ss_size = kInterruptStackBytes;
+  sigaltstack(&stack, previous);
+}
+
 }  // namespace
 
 InterruptGuard::InterruptGuard() : stack_(new char[kInterruptStackBytes]) {
   caught = 0;
-  stack_t stack = {};
-  stack.ss_sp = stack_.get();
-  stack.ss_size = kInterruptStackBytes;
-  sigaltstack(&stack, &previous_stack_);
+  UseSignalStack(stack_.get(), &previous_stack_);
   struct sigaction action = {};
   action.sa_handler = Catch;
   sigemptyset(&action.sa_mask);
@@ -61,10 +66,7 @@ void EnsureSignalStack() {
   stack_t current;
   if (sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;
   thread_stack.memory.reset(new char[kInterruptStackBytes]);
-  stack_t stack = {};
-  stack.ss_sp = thread_stack.memory.get();
-  stack.ss_size = kInterruptStackBytes;
-  sigaltstack(&stack, nullptr);
+  UseSignalStack(thread_stack.memory.get(), nullptr);
 }
 
 }  // namespace stepc
