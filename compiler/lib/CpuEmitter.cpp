@@ -554,7 +554,7 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
           .Case([&](stepk::GemmOp g) {
             // step-fold-widening-gemms makes these: perhaps a bias (f32,
             // along the rows), no epilogue.
-            if (g.getEpilogue() != stepk::Epilogue::none || g.getAux() || g.getPreActivation())
+            if (g.getEpilogue() != stepk::Epilogue::none || g.getAux() || g.getEpilogueResult())
               return LogicalResult(g.emitOpError()
                                    << "has an epilogue: the CPU back end's GEMMs have none");
             emitMatmul(g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),

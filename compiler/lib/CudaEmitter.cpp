@@ -129,7 +129,7 @@ private:
                          ArrayRef<Value> args, int64_t n, StringRef what);
   LogicalResult emitConstant(ConstantOp op);
   /// One GEMM call: `aux` is the pre-activation the epilogue writes (gelu)
-  /// or reads (dgelu).
+  /// or reads (dgelu), or the bias gradient it writes (bgrad).
   LogicalResult emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta, bool tb,
                            bool sharedRhs, Value bias = {},
                            stepk::Epilogue epilogue = stepk::Epilogue::none, Value aux = {},
@@ -608,8 +608,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       .Case([&](stepk::GemmOp g) {
         // The epilogue never writes over what the GEMM reads.
         SmallVector<Value> outs{g.getResult()}, ins{g.getLhs(), g.getRhs()};
-        if (Value pre = g.getPreActivation())
-          outs.push_back(pre);
+        if (Value second = g.getEpilogueResult())
+          outs.push_back(second);
         for (Value v : {g.getBias(), g.getAux()})
           if (v)
             ins.push_back(v);
@@ -621,7 +621,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                                       "memory plan");
         return emitMatmul(op, g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
                           g.getTransposeB(), g.getSharedRhs(), g.getBias(), g.getEpilogue(),
-                          g.getPreActivation() ? g.getPreActivation() : g.getAux(), g.getFp8());
+                          g.getEpilogueResult() ? g.getEpilogueResult() : g.getAux(),
+                          g.getFp8());
       })
       .Case([&](stepk::CallOp c) {
         std::optional<int64_t> scratch = c.getScratchBytes();

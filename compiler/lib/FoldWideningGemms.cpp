@@ -203,7 +203,7 @@ void foldBias(stepk::GemmOp gemm) {
 /// to the reader's loop); a reader that narrows it reads the GEMM directly.
 void narrowForLoops(stepk::GemmOp gemm) {
   auto outType = cast<RankedTensorType>(gemm.getResult().getType());
-  if (!outType.getElementType().isF32() || gemm.getAux() || gemm.getPreActivation() ||
+  if (!outType.getElementType().isF32() || gemm.getAux() || gemm.getEpilogueResult() ||
       !gemm.getLhs().getType().getElementType().isBF16() || gemm.getResult().use_empty())
     return;
   for (Operation *user : gemm.getResult().getUsers())

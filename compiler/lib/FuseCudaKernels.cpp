@@ -11,6 +11,8 @@
 // its gradient writes the three parts into one packed result instead of
 // three pads and two adds (`packed` offsets; PackedAttention.h); the
 // projection's GEMM then writes the bf16 copy the kernels read, bias added.
+// A weight gradient's GEMM also sums the bias's gradient from the output
+// gradient it reads (cuBLASLt's BGRADB): no column-sum kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,8 +42,9 @@ namespace {
 /// attention whose results only feed converts to f32 writes f32 directly;
 /// add(GEMM, broadcast(bias[N])) is cuBLASLt's BIAS epilogue; a tanh GELU of
 /// a GEMM's result is its GELU_AUX epilogue (the pre-activation kept for the
-/// backward), gelu_grad(GEMM, x) its DGELU; an attention_grad reads the
-/// attention of the same q, k, v before it.
+/// backward), gelu_grad(GEMM, x) its DGELU; the bias gradient beside a
+/// weight-gradient GEMM its BGRADB; an attention_grad reads the attention
+/// of the same q, k, v before it.
 struct Fusions {
   /// Fused op -> the kernel op that computes it.
   DenseMap<Operation *, Operation *> computedBy;
@@ -53,6 +56,8 @@ struct Fusions {
   /// A GEMM's GELU epilogue and its aux value (the pre-activation: written
   /// by GELU, read by DGELU).
   DenseMap<Operation *, std::pair<stepk::Epilogue, Value>> epilogueOf;
+  /// A weight-gradient GEMM's bgrad epilogue: the sum it computes.
+  DenseMap<Operation *, ReduceSumOp> biasGradOf;
   /// attention_grad -> the attention whose output and log-sum-exp it reads.
   DenseMap<Operation *, AttentionOp> savedForwardOf;
   DenseSet<Operation *> savedForwards;
@@ -93,6 +98,46 @@ bool canFuseInto(Operation *first, Operation *later, const Fusions &f) {
       return false;
   }
   return true;
+}
+
+/// The bias gradient a weight-gradient GEMM (`op(lhs)` = dyᵀ, lhs [K, M])
+/// can sum in its BGRADB epilogue: a reduce_sum over every leading dim of
+/// the output gradient dy the lhs reshapes, of the same values or their
+/// widening, or of the f32 values the GEMM reads rounded to bf16 (summed
+/// from the rounding then, as autocast sums them and sumBesideRoundings
+/// does where nothing else reads the f32 values); every user of the sum
+/// must come after the GEMM, which computes it.
+ReduceSumOp biasGradSum(MatmulOp gemm) {
+  auto lhs = cast<RankedTensorType>(gemm.getLhs().getType());
+  if (!gemm.getTransposeA() || lhs.getRank() != 2)
+    return {};
+  Value grad = gemm.getLhs();
+  while (auto reshape = grad.getDefiningOp<ReshapeOp>())
+    grad = reshape.getInput();
+  auto gradType = cast<RankedTensorType>(grad.getType());
+  if (gradType.getShape().back() != lhs.getDimSize(1))
+    return {};
+  SmallVector<Value> summed{grad};
+  for (Operation *user : grad.getUsers())
+    if (auto widen = dyn_cast<ConvertOp>(user); widen && widen.getType().getElementType().isF32())
+      summed.push_back(widen.getResult());
+  if (auto narrow = grad.getDefiningOp<ConvertOp>(); narrow && gradType.getElementType().isBF16())
+    summed.push_back(narrow.getInput());
+  Block *block = gemm->getBlock();
+  auto afterGemm = [&](Operation *user) {
+    Operation *at = block->findAncestorOpInBlock(*user);
+    return at && gemm->isBeforeInBlock(at);
+  };
+  auto leading = llvm::to_vector(llvm::seq<int64_t>(0, gradType.getRank() - 1));
+  for (Value v : summed)
+    for (Operation *user : v.getUsers()) {
+      auto sum = dyn_cast<ReduceSumOp>(user);
+      if (sum && sum->getBlock() == block && !sum.getKeepDims() &&
+          sum.getDims() == ArrayRef<int64_t>(leading) &&
+          sum.getType().getElementType().isF32() && llvm::all_of(sum->getUsers(), afterGemm))
+        return sum;
+    }
+  return {};
 }
 
 Fusions planFusions(func::FuncOp step, const DenseSet<Operation *> &packed) {
@@ -212,6 +257,17 @@ Fusions planFusions(func::FuncOp step, const DenseSet<Operation *> &packed) {
       f.epilogueOf[&op] = {stepk::Epilogue::dgelu, grad.getInput()};
     }
   }
+  // Third sweep: bias gradients into their weight gradients' GEMMs.
+  for (Operation &op : step.getBody().front()) {
+    auto gemm = dyn_cast<MatmulOp>(op);
+    if (!gemm || f.biasOf.count(&op) || f.epilogueOf.count(&op))
+      continue;
+    ReduceSumOp sum = biasGradSum(gemm);
+    if (!sum || f.computedBy.count(sum))
+      continue;
+    f.computedBy[sum] = &op;
+    f.biasGradOf[&op] = sum;
+  }
   return f;
 }
 
@@ -290,13 +346,18 @@ private:
     Value bias = current(fusions.biasOf.lookup(op));
     auto [epilogue, stale] = fusions.epilogueOf.lookup(op);
     Value aux = current(stale);
+    ReduceSumOp biasGrad = fusions.biasGradOf.lookup(op);
+    if (biasGrad)
+      epilogue = stepk::Epilogue::bgrad;
     bool shared = isa<MatmulOp>(op);
     bool ta = shared ? cast<MatmulOp>(op).getTransposeA() : cast<BatchMatmulOp>(op).getTransposeA();
     bool tb = shared ? cast<MatmulOp>(op).getTransposeB() : cast<BatchMatmulOp>(op).getTransposeB();
-    // GELU also writes its aux (the pre-activation); DGELU reads it.
+    // GELU also writes its aux (the pre-activation); DGELU reads it; BGRAD
+    // writes the bias gradient.
     bool gelu = epilogue == stepk::Epilogue::gelu;
+    Type second = gelu ? aux.getType() : biasGrad ? biasGrad.getType() : Type();
     auto gemm = b.create<stepk::GemmOp>(
-        op->getLoc(), written.getType(), gelu ? aux.getType() : Type(), op->getOperand(0),
+        op->getLoc(), written.getType(), second, op->getOperand(0),
         op->getOperand(1), bias, epilogue == stepk::Epilogue::dgelu ? aux : Value(), ta, tb,
         shared, epilogue, /*fp8=*/nullptr);
     replaceResults(op, gemm.getResult());
@@ -304,6 +365,8 @@ private:
       aux.replaceAllUsesWith(gemm.getPreActivation());
       replaced[aux] = gemm.getPreActivation();
     }
+    if (biasGrad)
+      biasGrad.getResult().replaceAllUsesWith(gemm.getBiasGrad());
     return gemm;
   }
 
@@ -506,7 +569,7 @@ struct StepFuseCudaKernelsPass
         if (isa<AttentionOp, AttentionGradOp>(op) ||
             (isa<MatmulOp, BatchMatmulOp>(op) &&
              (fusions.writesTo.count(op.getResult(0)) || fusions.biasOf.count(&op) ||
-              fusions.epilogueOf.count(&op))))
+              fusions.epilogueOf.count(&op) || fusions.biasGradOf.count(&op))))
           kernels.push_back(&op);
       Folder folder(fusions, packed);
       for (Operation *op : kernels)

@@ -260,3 +260,58 @@ func.func @unpacked_gradient(%s: tensor<2x8x24xf32>, %do: tensor<2x8x8xf32>) -> 
   %d = step.add %qk, %pv : tensor<2x8x24xf32>
   return %o, %d : tensor<2x8x8xf32>, tensor<2x8x24xf32>
 }
+
+// -----
+
+// A bias's gradient beside its weight's: the weight-gradient GEMM sums it in
+// its bgrad epilogue (BGRADB), whether the sum reads the output gradient
+// itself (fp32), its widening, or the f32 values the GEMM reads rounded
+// (summed from the rounding, as autocast does). No reduce_sum is left.
+// CHECK-LABEL: func.func @bias_grads
+// CHECK-NOT: step.reduce_sum
+// CHECK: %{{.*}}, %[[DB0:.*]] = stepk.gemm %{{.*}}, %{{.*}} epilogue bgrad {shared_rhs, transpose_a} : (tensor<16x32xf32>, tensor<16x8xf32>) -> (tensor<32x8xf32>, tensor<32xf32>)
+// CHECK: %{{.*}}, %[[DB1:.*]] = stepk.gemm %{{.*}}, %{{.*}} epilogue bgrad {shared_rhs, transpose_a} : (tensor<16x32xbf16>, tensor<16x8xbf16>) -> (tensor<32x8xf32>, tensor<32xf32>)
+// CHECK: %{{.*}}, %[[DB2:.*]] = stepk.gemm %{{.*}}, %{{.*}} epilogue bgrad {shared_rhs, transpose_a} : (tensor<16x32xbf16>, tensor<16x8xbf16>) -> (tensor<32x8xf32>, tensor<32xf32>)
+// CHECK-NOT: step.reduce_sum
+// CHECK: return %{{.*}}, %[[DB0]], %{{.*}}, %[[DB1]], %{{.*}}, %[[DB2]], %{{.*}}
+func.func @bias_grads(%dy: tensor<2x8x32xf32>, %x: tensor<16x8xf32>, %dyh: tensor<2x8x32xbf16>, %xh: tensor<16x8xbf16>, %dyf: tensor<2x8x32xf32>)
+    -> (tensor<32x8xf32>, tensor<32xf32>, tensor<32x8xf32>, tensor<32xf32>, tensor<32x8xf32>, tensor<32xf32>, tensor<2x8x32xf32>) attributes {step.train_step} {
+  %db0 = step.reduce_sum %dy dims [0, 1] : (tensor<2x8x32xf32>) -> tensor<32xf32>
+  %r0 = step.reshape %dy : tensor<2x8x32xf32> -> tensor<16x32xf32>
+  %dw0 = step.matmul %r0, %x transpose_a : (tensor<16x32xf32>, tensor<16x8xf32>) -> tensor<32x8xf32>
+  %w1 = step.convert %dyh : tensor<2x8x32xbf16> -> tensor<2x8x32xf32>
+  %db1 = step.reduce_sum %w1 dims [0, 1] : (tensor<2x8x32xf32>) -> tensor<32xf32>
+  %r1 = step.reshape %dyh : tensor<2x8x32xbf16> -> tensor<16x32xbf16>
+  %p1 = step.matmul %r1, %xh transpose_a : (tensor<16x32xbf16>, tensor<16x8xbf16>) -> tensor<32x8xbf16>
+  %dw1 = step.convert %p1 : tensor<32x8xbf16> -> tensor<32x8xf32>
+  %db2 = step.reduce_sum %dyf dims [0, 1] : (tensor<2x8x32xf32>) -> tensor<32xf32>
+  %n2 = step.convert %dyf : tensor<2x8x32xf32> -> tensor<2x8x32xbf16>
+  %r2 = step.reshape %n2 : tensor<2x8x32xbf16> -> tensor<16x32xbf16>
+  %p2 = step.matmul %r2, %xh transpose_a : (tensor<16x32xbf16>, tensor<16x8xbf16>) -> tensor<32x8xbf16>
+  %dw2 = step.convert %p2 : tensor<32x8xbf16> -> tensor<32x8xf32>
+  // The f32 gradient has another reader: it stays.
+  %other = step.mul %dyf, %dyf : tensor<2x8x32xf32>
+  return %dw0, %db0, %dw1, %db1, %dw2, %db2, %other : tensor<32x8xf32>, tensor<32xf32>, tensor<32x8xf32>, tensor<32xf32>, tensor<32x8xf32>, tensor<32xf32>, tensor<2x8x32xf32>
+}
+
+// -----
+
+// Must not fire: the sum is read before the weight-gradient GEMM runs (an
+// all-reduce scheduled early); a sum over fewer dims is no bias gradient; a
+// GEMM whose lhs is not transposed computes no weight gradient.
+// CHECK-LABEL: func.func @no_bias_grad
+// CHECK-NOT: bgrad
+// CHECK-COUNT-3: step.reduce_sum
+// CHECK-NOT: bgrad
+func.func @no_bias_grad(%dy: tensor<2x8x32xf32>, %x: tensor<16x8xf32>, %dy2: tensor<2x8x32xf32>, %w: tensor<32x8xf32>)
+    -> (tensor<32x8xf32>, tensor<32xf32>, tensor<8x32xf32>, tensor<16x8xf32>, tensor<32xf32>) attributes {step.train_step} {
+  %db = step.reduce_sum %dy dims [0, 1] : (tensor<2x8x32xf32>) -> tensor<32xf32>
+  %early = step.mul %db, %db : tensor<32xf32>
+  %partial = step.reduce_sum %dy dims [0] : (tensor<2x8x32xf32>) -> tensor<8x32xf32>
+  %r = step.reshape %dy : tensor<2x8x32xf32> -> tensor<16x32xf32>
+  %dw = step.matmul %r, %x transpose_a : (tensor<16x32xf32>, tensor<16x8xf32>) -> tensor<32x8xf32>
+  %rows = step.reduce_sum %dy2 dims [0, 1] : (tensor<2x8x32xf32>) -> tensor<32xf32>
+  %r2 = step.reshape %dy2 : tensor<2x8x32xf32> -> tensor<16x32xf32>
+  %dx = step.matmul %r2, %w : (tensor<16x32xf32>, tensor<32x8xf32>) -> tensor<16x8xf32>
+  return %dw, %early, %partial, %dx, %rows : tensor<32x8xf32>, tensor<32xf32>, tensor<8x32xf32>, tensor<16x8xf32>, tensor<32xf32>
+}

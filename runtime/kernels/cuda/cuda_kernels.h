@@ -408,11 +408,15 @@ int stepc_cuda_lion(stepc_cuda_ctx *ctx, float *param, const float *grad, float 
                     double weight_decay);
 
 /* What a GEMM's epilogue does after acc = op_a(A) @ op_b(B) (+ bias). The
- * GELU is the tanh approximation (cuBLASLt's); f32 output, N % 8 == 0. */
+ * GELU is the tanh approximation (cuBLASLt's); GELU and DGELU need an f32
+ * output and N % 8 == 0. BGRAD (one product, no bias) also writes the bias
+ * gradient of a weight-gradient GEMM: the f32 [M] row sums of op_a(A), A's
+ * columns when A is [K, M] read transposed (cuBLASLt's BGRADB). */
 enum stepc_cuda_epilogue {
   STEPC_EPILOGUE_NONE = 0,
   STEPC_EPILOGUE_GELU = 1,  /* aux = acc (+ bias); C = gelu_tanh(aux) */
-  STEPC_EPILOGUE_DGELU = 2  /* C = acc · gelu_tanh'(aux) */
+  STEPC_EPILOGUE_DGELU = 2, /* C = acc · gelu_tanh'(aux) */
+  STEPC_EPILOGUE_BGRAD = 3  /* C = acc; aux[m] = sum over k of op_a(A)[m, k] */
 };
 
 /* C[p] = op_a(A[p]) @ op_b(B[p], or B shared) (+ bias[n] per column) for
@@ -420,8 +424,8 @@ enum stepc_cuda_epilogue {
  * `aux`, [M,N] like C): A and B of `in_type`, C of `out_type`, f32
  * accumulation. The algorithm is chosen by cuBLASLt's heuristic on the
  * first call of each shape and kept (the first step runs before graph
- * capture); a bias or GELU epilogue cuBLASLt has no algorithm for runs as a
- * plain GEMM followed by our own kernel, with the same result (for a bias
+ * capture); a bias, GELU or BGRAD epilogue cuBLASLt has no algorithm for
+ * runs as a plain GEMM and our own kernel, with the same result (for a bias
  * into a bf16 C, within one more rounding). A GELU epilogue needs an f32 C. */
 int stepc_cuda_matmul(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c, int64_t batch,
                       int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,

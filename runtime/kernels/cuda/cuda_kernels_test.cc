@@ -487,6 +487,62 @@ TEST_F(CudaKernels, MatmulGeluEpilogues) {
   EXPECT_NE(std::string(error_).find("N divisible by 8"), std::string::npos) << error_;
 }
 
+// A weight gradient dW = dyᵀ·x with its bias gradient db = the sum of dy's
+// rows (cuBLASLt's BGRADB, or the plain GEMM and our column sums): bf16 and
+// f32 operands at gpt2's shape ratios, against the CPU in double; in fp8
+// (the sums of A's own values); and the forms it refuses, with the reason.
+TEST_F(CudaKernels, MatmulBiasGradEpilogue) {
+  const int64_t k = 256, m = 96, n = 40;  // dy [K, M], x [K, N]
+  for (int type : {STEPC_CUDA_BF16, STEPC_CUDA_F32}) {
+    Floats dy = Random(k * m, 85), x = Random(k * n, 86);
+    if (type == STEPC_CUDA_BF16)
+      for (Floats* v : {&dy, &x})
+        for (float& e : *v) e = RoundBf16(e);
+    Floats dw(m * n), db(m, 0.0f);
+    stepc_cpu_matmul(dy.data(), x.data(), dw.data(), 1, m, n, k, 1, 0, 1);
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t c = 0; c < m; ++c) db[c] += dy[r * m + c];
+    const void* dy_d = type == STEPC_CUDA_BF16 ? static_cast<const void*>(UpBf16(dy)) : Up(dy);
+    const void* x_d = type == STEPC_CUDA_BF16 ? static_cast<const void*>(UpBf16(x)) : Up(x);
+    float *c = Zeros(m * n), *sums = Zeros(m);
+    ASSERT_EQ(stepc_cuda_matmul(&ctx_, dy_d, x_d, c, 1, m, n, k, 1, 0, 1, type, STEPC_CUDA_F32,
+                                nullptr, STEPC_EPILOGUE_BGRAD, sums),
+              0)
+        << error_;
+    EXPECT_LT(RelError(Down(c, m * n), dw), 1e-5) << type;
+    EXPECT_LT(RelError(Down(sums, m), db), 1e-5) << type;
+  }
+  // fp8 values (e5m2 gradients in [128, 1] tiles, as step-fp8 rounds a
+  // weight gradient's operands): the same sums, the same product.
+  const int64_t k8 = 384, m8 = 128, n8 = 128;
+  const Floats dy8 = Fp8Rounded(1, k8, m8, 128, 1, 1, 87);
+  const Floats x8 = Fp8Rounded(1, k8, n8, 128, 1, 0, 88);
+  Floats db8(m8, 0.0f);
+  for (int64_t r = 0; r < k8; ++r)
+    for (int64_t c = 0; c < m8; ++c) db8[c] += dy8[r * m8 + c];
+  __nv_bfloat16 *dy8_d = UpBf16(dy8), *x8_d = UpBf16(x8);
+  float *want = Zeros(m8 * n8), *got = Zeros(m8 * n8), *sums8 = Zeros(m8);
+  ASSERT_EQ(stepc_cuda_matmul(&ctx_, dy8_d, x8_d, want, 1, m8, n8, k8, 1, 0, 1, STEPC_CUDA_BF16,
+                              STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_NONE, nullptr),
+            0)
+      << error_;
+  const int64_t scratch = stepc::cuda::Fp8GemmScratchBytes(1, m8, n8, k8, 1, 1, 1, 0, 1);
+  ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, dy8_d, x8_d, got, 1, m8, n8, k8, 1, 0, 1,
+                                  STEPC_CUDA_BF16, STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_BGRAD,
+                                  sums8, 1, 0, 1, scratch ? Alloc(scratch) : nullptr),
+            0)
+      << error_;
+  EXPECT_LT(RelError(Down(got, m8 * n8), Down(want, m8 * n8)), 1e-2);
+  EXPECT_LT(RelError(Down(sums8, m8), db8), 1e-5);
+  // Batched products and a bias are refused, with the reason.
+  float* any = Zeros(2 * m * n);
+  EXPECT_NE(stepc_cuda_matmul(&ctx_, dy8_d, x8_d, any, 2, m, n, k, 1, 0, 0, STEPC_CUDA_BF16,
+                              STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_BGRAD, any),
+            0);
+  EXPECT_NE(std::string(error_).find("BGRAD epilogue needs one product"), std::string::npos)
+      << error_;
+}
+
 TEST_F(CudaKernels, LayoutOps) {
   const int64_t in_shape[] = {3, 1, 5}, out_shape[] = {2, 3, 4, 5};
   Floats x = Random(15, 6), want(120), got;

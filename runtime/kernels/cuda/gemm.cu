@@ -4,7 +4,9 @@
 // first call (the first step, before any graph capture) and reused; a bias
 // rides in the BIAS epilogue (cuBLASLt adds it per row of the column-major
 // result: per output feature), a GELU in GELU_AUX(_BIAS) (the
-// pre-activation kept in aux for the backward), a GELU gradient in DGELU.
+// pre-activation kept in aux for the backward), a GELU gradient in DGELU,
+// a weight gradient's bias gradient in BGRADB (the output gradient is
+// cuBLASLt's B; its sums over K land in aux).
 // An epilogue cuBLASLt offers no algorithm for falls back to the plain GEMM
 // and our kernel. f32 data use f32 compute (no TF32: the fp32 target is
 // checked against the CPU at 1e-4); bf16 operands accumulate in f32.
@@ -105,11 +107,13 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
     epilogue = key.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
   else if (key.epilogue == STEPC_EPILOGUE_DGELU)
     epilogue = CUBLASLT_EPILOGUE_DGELU;
+  else if (key.epilogue == STEPC_EPILOGUE_BGRAD)
+    epilogue = CUBLASLT_EPILOGUE_BGRADB;
   else if (key.bias)
     epilogue = CUBLASLT_EPILOGUE_BIAS;
   STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                    &epilogue, sizeof(epilogue)));
-  if (key.epilogue != STEPC_EPILOGUE_NONE) {
+  if (key.epilogue == STEPC_EPILOGUE_GELU || key.epilogue == STEPC_EPILOGUE_DGELU) {
     // aux is [M, N] row-major: column-major N x M, leading dimension N.
     int64_t ld = key.n, stride = key.m * key.n;
     STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
@@ -118,7 +122,7 @@ int MakePlan(stepc_cuda_ctx* ctx, GemmState& s, const GemmKey& key, GemmPlan* pl
                           plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride,
                           sizeof(stride)));
   }
-  if (key.bias) {
+  if (key.bias || key.epilogue == STEPC_EPILOGUE_BGRAD) {
     cudaDataType_t bias_type = CUDA_R_32F;
     STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op,
                                                      CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
@@ -253,6 +257,25 @@ __global__ void EpilogueKernel(float* c, const float* bias, float* aux, int64_t 
   }
 }
 
+// The BGRAD fallback: out[m] = the sum over k of op_a(A)[m, k], by the
+// column-sum reduction the step would otherwise run (deterministic), its
+// partials in the GEMM workspace (free again once the GEMM before it on the
+// stream is done).
+int BiasGradOf(stepc_cuda_ctx* ctx, const void* a, int in_type, int64_t m, int64_t k,
+               bool transpose_a, float* out) {
+  const int64_t shape[2] = {transpose_a ? k : m, transpose_a ? m : k};
+  const int mask[2] = {transpose_a ? 1 : 0, transpose_a ? 0 : 1};
+  if (ReduceScratchFloats(m, k) * static_cast<int64_t>(sizeof(float)) > kGemmWorkspaceBytes)
+    return Fail(ctx, "stepc_cuda_matmul", __FILE__, __LINE__,
+                "the bias gradient's partial sums exceed the GEMM workspace");
+  float* scratch = static_cast<float*>(ctx->gemm_workspace);
+  if (in_type == STEPC_CUDA_BF16)
+    return stepc_cuda_reduce_of_bf16(ctx, static_cast<const __nv_bfloat16*>(a), shape, 2, mask,
+                                     /*sum*/ 0, scratch, out);
+  return stepc_cuda_reduce(ctx, static_cast<const float*>(a), shape, 2, mask, /*sum*/ 0, scratch,
+                           out);
+}
+
 // `a_scales` / `b_scales`: an fp8 key's block scales (fp8_pack.h).
 int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey key,
            const float* bias, void* aux, const float* a_scales = nullptr,
@@ -265,6 +288,9 @@ int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey k
     plain.bias = 0;
     plain.epilogue = STEPC_EPILOGUE_NONE;
     if (int rc = Matmul(ctx, a, b, c, plain, nullptr, nullptr, a_scales, b_scales)) return rc;
+    if (key.epilogue == STEPC_EPILOGUE_BGRAD)
+      return BiasGradOf(ctx, a, key.in_type, key.m, key.k, key.transpose_a != 0,
+                        static_cast<float*>(aux));
     const int64_t rows = key.batch * key.m;
     if (key.out_type == STEPC_CUDA_BF16) {
       STEPC_LAUNCH(ElementwiseBlocks(rows * key.n), kThreads, 0, ctx->stream, BiasBf16Kernel)(
@@ -275,10 +301,12 @@ int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey k
         static_cast<float*>(c), bias, static_cast<float*>(aux), rows, key.n, key.epilogue);
     return STEPC_LAUNCHED(ctx, "EpilogueKernel");
   }
-  if (bias)
+  // BGRADB writes its sums where a bias would be read.
+  const void* bias_pointer = key.epilogue == STEPC_EPILOGUE_BGRAD ? aux : bias;
+  if (bias_pointer)
     STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &bias, sizeof(bias)));
-  if (aux)
+                                                     &bias_pointer, sizeof(bias_pointer)));
+  if (aux && key.epilogue != STEPC_EPILOGUE_BGRAD)
     STEPC_LT_TRY(ctx, cublasLtMatmulDescSetAttribute(
                           plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   if (key.fp8_a) {  // cuBLASLt's A is our B
@@ -301,9 +329,8 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
                                  int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                                  int transpose_b, int shared_rhs, int in_type, int out_type,
                                  const float* bias, int epilogue, void* aux) {
-  if (epilogue != STEPC_EPILOGUE_NONE && (out_type != STEPC_CUDA_F32 || !aux || n % 8 != 0))
-    return Fail(ctx, "stepc_cuda_matmul", __FILE__, __LINE__,
-                "a GELU epilogue needs an f32 result, an aux buffer and N divisible by 8");
+  if (const char* why = BadEpilogue(batch, n, out_type, bias, epilogue, aux))
+    return Fail(ctx, "stepc_cuda_matmul", __FILE__, __LINE__, why);
   // Shared B and untransposed A: the batch is more rows of one product.
   if (shared_rhs && !transpose_a) {
     m *= batch;
@@ -325,9 +352,16 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
     return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
                              in_type, out_type, bias, epilogue, aux);
   };
-  const bool epilogue_ok =
-      epilogue == STEPC_EPILOGUE_NONE || (out_type == STEPC_CUDA_F32 && aux && n % 8 == 0);
-  if (!scratch || Fp8GemmsOff() || !epilogue_ok ||
+  if (const char* why = BadEpilogue(batch, n, out_type, bias, epilogue, aux))
+    return Fail(ctx, "stepc_cuda_matmul_fp8", __FILE__, __LINE__, why);
+  if (epilogue == STEPC_EPILOGUE_BGRAD) {
+    // The sums of A's own values, then the fp8 product alone.
+    if (int rc = BiasGradOf(ctx, a, in_type, m, k, transpose_a != 0, static_cast<float*>(aux)))
+      return rc;
+    epilogue = STEPC_EPILOGUE_NONE;
+    aux = nullptr;
+  }
+  if (!scratch || Fp8GemmsOff() ||
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return in_bf16();
   const int64_t rows = batch * m;

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/cuda/cuda_kernels.h"
+
 namespace stepc::cuda {
 
 // A row-major GEMM of the step: `batch` products [M,K]x[K,N], A (and B
@@ -52,6 +54,17 @@ inline ColumnMajorGemm ToColumnMajor(GemmShape g) {
                          g.transpose_a ? g.m : g.k, g.m * g.k, g.transpose_a};
   p.result = ColumnMajor{g.n, g.m, g.n, g.m * g.n, false};
   return p;
+}
+
+// Why a stepc_cuda_matmul call cannot take its epilogue (null: it can).
+inline const char* BadEpilogue(int64_t batch, int64_t n, int out_type, const void* bias,
+                               int epilogue, const void* aux) {
+  if ((epilogue == STEPC_EPILOGUE_GELU || epilogue == STEPC_EPILOGUE_DGELU) &&
+      (out_type != STEPC_CUDA_F32 || !aux || n % 8 != 0))
+    return "a GELU epilogue needs an f32 result, an aux buffer and N divisible by 8";
+  if (epilogue == STEPC_EPILOGUE_BGRAD && (batch != 1 || bias || !aux))
+    return "a BGRAD epilogue needs one product, no bias and an aux buffer for the sums";
+  return nullptr;
 }
 
 }  // namespace stepc::cuda

@@ -47,7 +47,7 @@ func.func @fused_arguments(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // -----
 
 func.func @gemm_epilogue_name(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> tensor<8x32xf32> {
-  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'epilogue' [none, gelu, dgelu]}}
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'epilogue' [none, gelu, dgelu, bgrad]}}
   %0 = stepk.gemm %x, %w epilogue relu {shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
   return %0 : tensor<8x32xf32>
 }
@@ -55,9 +55,25 @@ func.func @gemm_epilogue_name(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> te
 // -----
 
 func.func @gemm_gelu_needs_pre(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> tensor<8x32xf32> {
-  // expected-error @+1 {{'stepk.gemm' op returns the pre-activation exactly with the gelu epilogue}}
+  // expected-error @+1 {{'stepk.gemm' op returns a second result exactly with the gelu (pre-activation) and bgrad (bias gradient) epilogues}}
   %0 = stepk.gemm %x, %w epilogue gelu {shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
   return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func @gemm_bgrad_not_weight_grad(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>) -> (tensor<8x32xf32>, tensor<8xf32>) {
+  // expected-error @+1 {{'stepk.gemm' op takes the bgrad epilogue only on a weight gradient (a 2-d transposed lhs and result, shared_rhs, no bias)}}
+  %0, %1 = stepk.gemm %x, %w epilogue bgrad {shared_rhs} : (tensor<8x16xf32>, tensor<16x32xf32>) -> (tensor<8x32xf32>, tensor<8xf32>)
+  return %0, %1 : tensor<8x32xf32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @gemm_bgrad_rows(%dy: tensor<64x8xbf16>, %x: tensor<64x32xbf16>) -> (tensor<8x32xf32>, tensor<32xf32>) {
+  // expected-error @+1 {{'stepk.gemm' op expects an f32 bias gradient of the result's rows (8), got 'tensor<32xf32>'}}
+  %0, %1 = stepk.gemm %dy, %x epilogue bgrad {shared_rhs, transpose_a} : (tensor<64x8xbf16>, tensor<64x32xbf16>) -> (tensor<8x32xf32>, tensor<32xf32>)
+  return %0, %1 : tensor<8x32xf32>, tensor<32xf32>
 }
 
 // -----

@@ -75,6 +75,9 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
       gelu_tanh(A·B [+ b])        => gemm ... epilogue gelu   (GELU_AUX[_BIAS]:
                                      also returns the pre-activation)
       gelu_tanh_grad(A·B, x)      => gemm ... aux x epilogue dgelu (DGELU)
+      reduce_sum(dy, leading dims) beside dyᵀ·x
+                                  => gemm(dy, x) epilogue bgrad (BGRADB:
+                                     also returns the bias gradient)
 
     Attention: every `step.attention` and `step.attention_grad` becomes its
     kernel op, writing f32 when its bf16 results only feed widening converts;
@@ -97,8 +100,10 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
 
     A GEMM fold needs the fused op to be the GEMM result's sole user (the
     GELU may share it: its pre-activation stays a result), an f32 bias of the
-    last dim, and everything the epilogue reads to exist where the GEMM runs.
-    The kernel op sits at the original op's position; the folded ops go. The
+    last dim, and everything the epilogue reads to exist where the GEMM runs;
+    a bias gradient's sum (of dy, its widening, or the f32 values the GEMM
+    reads rounded: then summed from the rounding, as autocast does) must
+    have every user after the GEMM. The kernel op sits at the original op's position; the folded ops go. The
     CUDA pipeline runs it before `step-fuse-elementwise`.
 
     ```mlir

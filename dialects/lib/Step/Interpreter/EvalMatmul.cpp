@@ -54,7 +54,8 @@ LogicalResult evalProduct(OpT op, Operands in, Results out, bool sharedRhs) {
 
 /// A stepk.gemm: the product, then its epilogue on each element (bias,
 /// tanh GELU keeping the pre-activation, or the GELU gradient at `aux`),
-/// rounded once to the result type as the library call stores it.
+/// rounded once to the result type as the library call stores it; bgrad
+/// also sums each column of the transposed lhs [K, M] (the bias gradient).
 LogicalResult evalGemm(stepc::stepk::GemmOp gemm, Operands in, Results out) {
   if (failed(evalProduct(gemm, in, out, gemm.getSharedRhs())))
     return failure();
@@ -73,6 +74,14 @@ LogicalResult evalGemm(stepc::stepk::GemmOp gemm, Operands in, Results out) {
     const std::vector<double> &aux = in[next]->data;
     for (size_t e = 0; e < c.size(); ++e)
       c[e] = stepc_gelu_grad<double>(c[e], aux[e], /*tanh_form=*/1);
+  } else if (gemm.getEpilogue() == stepc::stepk::Epilogue::bgrad) {
+    const Tensor &lhs = *in[0];
+    const int64_t rows = lhs.shape[0], cols = lhs.shape[1];
+    std::vector<double> &grad = out[1].data;
+    std::fill(grad.begin(), grad.end(), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t col = 0; col < cols; ++col)
+        grad[col] += lhs.data[r * cols + col];
   }
   return success();
 }

@@ -153,20 +153,35 @@ YieldOp AdamwGroupOp::getYield() { return cast<YieldOp>(getBody().front().getTer
 
 LogicalResult GemmOp::verify() {
   Epilogue epilogue = getEpilogue();
-  if ((epilogue == Epilogue::gelu) != static_cast<bool>(getPreActivation()))
-    return emitOpError() << "returns the pre-activation exactly with the gelu epilogue";
+  const bool second = epilogue == Epilogue::gelu || epilogue == Epilogue::bgrad;
+  if (second != static_cast<bool>(getEpilogueResult()))
+    return emitOpError() << "returns a second result exactly with the gelu (pre-activation) and "
+                            "bgrad (bias gradient) epilogues";
   if ((epilogue == Epilogue::dgelu) != static_cast<bool>(getAux()))
     return emitOpError() << "reads aux exactly with the dgelu epilogue";
   auto result = cast<RankedTensorType>(getResult().getType());
   if (result.getRank() < 2)
     return emitOpError() << "expects a result of rank >= 2, got " << result;
+  if (epilogue == Epilogue::bgrad) {
+    // A weight gradient: lhs [K, M] read transposed; the bias gradient [M].
+    auto lhs = cast<RankedTensorType>(getLhs().getType());
+    auto grad = cast<RankedTensorType>(getBiasGrad().getType());
+    if (lhs.getRank() != 2 || result.getRank() != 2 || !getTransposeA() || !getSharedRhs() ||
+        getBias())
+      return emitOpError() << "takes the bgrad epilogue only on a weight gradient (a 2-d "
+                              "transposed lhs and result, shared_rhs, no bias)";
+    if (grad.getRank() != 1 || grad.getDimSize(0) != result.getDimSize(0) ||
+        !grad.getElementType().isF32())
+      return emitOpError() << "expects an f32 bias gradient of the result's rows ("
+                           << result.getDimSize(0) << "), got " << grad;
+  }
   if (Value bias = getBias()) {
     auto type = cast<RankedTensorType>(bias.getType());
     if (type.getRank() != 1 || type.getDimSize(0) != result.getShape().back())
       return emitOpError() << "expects a bias of the result's last dim ("
                            << result.getShape().back() << "), got " << type;
   }
-  for (Value v : {getAux(), getPreActivation()})
+  for (Value v : {Value(getAux()), getPreActivation()})
     if (v && cast<RankedTensorType>(v.getType()).getShape() != result.getShape())
       return emitOpError() << "expects aux and pre_activation shaped like the result, got "
                            << v.getType();

@@ -1,6 +1,6 @@
 // stepc_cuda_matmul for the host emulation: what cuBLASLt computes (f32
 // accumulation of bf16 or f32 operands, bias, GELU/DGELU epilogues with the
-// same tanh GELU) on the same column-major problem, as plain loops. Only for
+// same tanh GELU, BGRADB's sums) on the same column-major problem, as plain loops. Only for
 // emulated CUDA steps in tests.
 
 #include <cstdio>
@@ -49,6 +49,13 @@ void RunColumnMajor(const stepc::cuda::ColumnMajorGemm& p, int64_t depth, First 
       for (int64_t t = 0; t < depth; ++t) first[i * depth + t] = first_at(q, i, t);
     for (int64_t t = 0; t < depth; ++t)
       for (int64_t j = 0; j < cols; ++j) second[t * cols + j] = second_at(q, t, j);
+    if (epilogue == STEPC_EPILOGUE_BGRAD) {
+      // BGRADB: the second operand (our A) summed over the depth, per
+      // column of the result (one product).
+      std::fill(auxf, auxf + cols, 0.0f);
+      for (int64_t t = 0; t < depth; ++t)
+        for (int64_t j = 0; j < cols; ++j) auxf[j] += second[t * cols + j];
+    }
     for (int64_t i = 0; i < rows; ++i) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t t = 0; t < depth; ++t) {
@@ -72,12 +79,11 @@ void RunColumnMajor(const stepc::cuda::ColumnMajorGemm& p, int64_t depth, First 
   }
 }
 
-bool BadEpilogue(stepc_cuda_ctx* ctx, int64_t n, int out_type, int epilogue, const void* aux) {
-  if (epilogue == STEPC_EPILOGUE_NONE || (out_type == STEPC_CUDA_F32 && aux && n % 8 == 0))
-    return false;
-  std::snprintf(ctx->error, ctx->error_len,
-                "a GELU epilogue needs an f32 result, an aux buffer and N divisible by 8");
-  return true;
+bool Refuse(stepc_cuda_ctx* ctx, int64_t batch, int64_t n, int out_type, const float* bias,
+            int epilogue, const void* aux) {
+  const char* why = stepc::cuda::BadEpilogue(batch, n, out_type, bias, epilogue, aux);
+  if (why) std::snprintf(ctx->error, ctx->error_len, "%s", why);
+  return why != nullptr;
 }
 
 }  // namespace
@@ -88,7 +94,7 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
                                  int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                                  int transpose_b, int shared_rhs, int in_type, int out_type,
                                  const float* bias, int epilogue, void* aux) {
-  if (BadEpilogue(ctx, n, out_type, epilogue, aux)) return 1;
+  if (Refuse(ctx, batch, n, out_type, bias, epilogue, aux)) return 1;
   using stepc::cuda::ColumnMajor;
   const stepc::cuda::ColumnMajorGemm p = stepc::cuda::ToColumnMajor(stepc::cuda::GemmShape{
       batch, m, n, k, transpose_a != 0, transpose_b != 0, shared_rhs != 0});
@@ -123,7 +129,7 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
                              in_type, out_type, bias, epilogue, aux);
-  if (BadEpilogue(ctx, n, out_type, epilogue, aux)) return 1;
+  if (Refuse(ctx, batch, n, out_type, bias, epilogue, aux)) return 1;
   const int64_t rows = batch * m;
   Fp8Packed packed;
   if (int rc = PackFp8Operands(ctx, a, b, in_type, rows, n, k, transpose_a != 0,

@@ -40,7 +40,8 @@ def StepK_ElementByElement : NativeOpTrait<"ElementByElement"> {
 def StepK_Epilogue : I32EnumAttr<"Epilogue", "a GEMM's epilogue", [
     I32EnumAttrCase<"none", 0>,
     I32EnumAttrCase<"gelu", 1>,
-    I32EnumAttrCase<"dgelu", 2>]> {
+    I32EnumAttrCase<"dgelu", 2>,
+    I32EnumAttrCase<"bgrad", 3>]> {
   let cppNamespace = "::stepc::stepk";
 }
 
@@ -92,16 +93,22 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     form (every leading lhs dim shares one rhs matrix), else the operands
     are batched alike (`step.batch_matmul`). `bias` (rank 1, the result's
     last dim) is broadcast along the rows. Epilogues (tanh GELU only):
-    `gelu` also returns the pre-activation (`pre_activation`, what the
+    `gelu` also returns the pre-activation (what the
     backward reads; cuBLASLt's GELU_AUX), `dgelu` multiplies by the GELU
-    derivative at `aux` (the pre-activation; cuBLASLt's DGELU).
+    derivative at `aux` (the pre-activation; cuBLASLt's DGELU). `bgrad`
+    also returns the bias gradient (f32 `[M]`: each row of
+    `op(lhs)` summed over K; cuBLASLt's BGRADB) of a weight-gradient GEMM
+    (`lhs` `[K, M]` with `transpose_a`, `shared_rhs`): the bias's gradient
+    comes out of the GEMM that reads the same output gradient for the
+    weight's. The pre-activation and the bias gradient are the op's second
+    result (`epilogue_result`), which the epilogue names.
     `step-fuse-cuda-kernels` forms these ops from `step.matmul`,
-    `step.convert`, `step.add` of a broadcast, `step.gelu` and
-    `step.gelu_grad`. `fp8 = array<i32: a, b, v>` (formats 0 e4m3, 1
-    e5m2) says every value of lhs and rhs is one of that fp8 format's,
-    scaled by a power of two per 1x128 block of lhs along K and per
-    128x128 block of rhs (`v` = 0) or per 1x128 block of rhs along K (`v` =
-    1): what `step.quantize_fp8` left. The GEMM may run on fp8 tensor cores
+    `step.convert`, `step.add` of a broadcast, `step.gelu`,
+    `step.gelu_grad` and `step.reduce_sum`. `fp8 = array<i32: a, b, v>`
+    (formats 0 e4m3, 1 e5m2) says every value of lhs and rhs is one of that
+    fp8 format's, scaled by a power of two per 1x128 block of lhs along K
+    and per 128x128 block of rhs (`v` = 0) or per 1x128 block of rhs along
+    K (`v` = 1): what `step.quantize_fp8` left. The GEMM may run on fp8 tensor cores
     with the same result.
 
     ```mlir
@@ -114,10 +121,20 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b, UnitAttr:$shared_rhs,
                        DefaultValuedAttr<StepK_Epilogue, "::stepc::stepk::Epilogue::none">:$epilogue,
                        OptionalAttr<DenseI32ArrayAttr>:$fp8);
-  let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$pre_activation);
+  let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$epilogue_result);
   let assemblyFormat = [{
     $lhs `,` $rhs (`bias` $bias^)? (`aux` $aux^)? (`epilogue` $epilogue^)? attr-dict `:`
     functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The gelu epilogue's pre-activation (else null).
+    ::mlir::Value getPreActivation() {
+      return getEpilogue() == Epilogue::gelu ? getEpilogueResult() : ::mlir::Value();
+    }
+    /// The bgrad epilogue's bias gradient (else null).
+    ::mlir::Value getBiasGrad() {
+      return getEpilogue() == Epilogue::bgrad ? getEpilogueResult() : ::mlir::Value();
+    }
   }];
   let hasVerifier = 1;
 }
