@@ -52,6 +52,10 @@ private:
   LogicalResult emitOp(Operation *op) override;
   void prologue(raw_ostream &os) override;
   std::string libraryDeclaration(stepk::CallOp c) override {
+    // Many tensors travel as a table (emitSquaredNorms).
+    if (c.getCallee() == kSquaredNorms)
+      return "int stepc_cuda_squared_norms(stepc_cuda_ctx *, const stepc_norm_tensor *, int, "
+             "float *, float *);";
     // The context first; scratch after the scalars; an id check's site last.
     SmallVector<std::string> params{"stepc_cuda_ctx *"};
     llvm::append_range(params, libraryInputTypes(c));
@@ -140,6 +144,10 @@ private:
   /// where it saved them.
   LogicalResult emitAttentionGrad(stepk::AttentionGradOp a);
   void emitAdamwGroup(stepk::AdamwGroupOp group);
+  /// The gradient clipping's squared norms (step-fuse-cuda-kernels'
+  /// "squared_norms" call): its inputs as one table of (pointer, numel).
+  LogicalResult emitSquaredNorms(stepk::CallOp c);
+  static constexpr llvm::StringLiteral kSquaredNorms = "squared_norms";
 
   /// The arena's layout (step-plan-memory).
   CudaArenaLayout layout;
@@ -589,6 +597,20 @@ void CudaEmitter::emitAdamwGroup(stepk::AdamwGroupOp group) {
                             first.getDecoupledWeightDecay() ? "adamw" : "adam"));
 }
 
+LogicalResult CudaEmitter::emitSquaredNorms(stepk::CallOp c) {
+  if (failed(needScratch(c, c.getScratchBytes().value_or(0))))
+    return failure();
+  std::string table = "norms" + std::to_string(constants++);
+  body << "  // squared norms of " << c.getInputs().size() << " tensors\n"
+       << "  const stepc_norm_tensor " << table << "[] = {\n";
+  for (Value in : c.getInputs())
+    body << "    {" << ptr(in) << ", " << typeOf(in).getNumElements() << "},\n";
+  body << "  };\n";
+  call(c.getKernelOp(), llvm::formatv("stepc_cuda_squared_norms(ctx, {0}, {1}, (float *)scratch, {2})",
+                                      table, c.getInputs().size(), ptr(c.getResult(0))));
+  return success();
+}
+
 LogicalResult CudaEmitter::emitOp(Operation *op) {
   if (isFusableElementwise(op) &&
       succeeded(emitElementwise(op)))
@@ -625,6 +647,8 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                           g.getFp8());
       })
       .Case([&](stepk::CallOp c) {
+        if (c.getCallee() == kSquaredNorms)
+          return emitSquaredNorms(c);
         std::optional<int64_t> scratch = c.getScratchBytes();
         if (scratch && failed(needScratch(op, *scratch)))
           return failure();

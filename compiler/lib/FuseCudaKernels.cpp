@@ -461,6 +461,98 @@ private:
   SmallVector<Operation *> dead;
 };
 
+/// The tensor a link of the gradient clipping's chain squares: `v` is
+/// reduce_sum(mul(g, g)) over every dim of an f32 g, read once.
+Value squaredTerm(Value v) {
+  auto sum = v.getDefiningOp<ReduceSumOp>();
+  if (!sum || !v.hasOneUse() || sum.getKeepDims())
+    return {};
+  auto mul = sum.getInput().getDefiningOp<MulOp>();
+  if (!mul || !mul->hasOneUse() || mul.getLhs() != mul.getRhs())
+    return {};
+  auto type = cast<RankedTensorType>(mul.getLhs().getType());
+  auto every = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+  if (!type.getElementType().isF32() || sum.getDims() != ArrayRef<int64_t>(every))
+    return {};
+  return mul.getLhs();
+}
+
+/// Whether `v` is a 0-d f32 zero constant read once.
+bool isZeroScalar(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto value = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+  return value && v.hasOneUse() && value.isSplat() && value.getType().getRank() == 0 &&
+         value.getElementType().isF32() && value.getSplatValue<APFloat>().isPosZero();
+}
+
+/// The gradient clipping's squared norm, ((0 + Σ g0²) + Σ g1²) + ..., one
+/// reduction and one add per gradient, becomes one
+/// stepk.call "squared_norms" over every gradient (its body the chain,
+/// without the 0 + which is exact for a sum of squares): a few launches of
+/// a multi-tensor kernel instead of two per parameter.
+void groupSquaredNorms(func::FuncOp step) {
+  SmallVector<AddOp> starts;
+  for (Operation &op : step.getBody().front())
+    if (auto add = dyn_cast<AddOp>(op); add && isZeroScalar(add.getLhs()) && squaredTerm(add.getRhs()))
+      starts.push_back(add);
+  for (AddOp start : starts) {
+    SmallVector<AddOp> links{start};
+    while (links.back()->hasOneUse()) {
+      auto next = dyn_cast<AddOp>(*links.back()->getUsers().begin());
+      if (!next || next.getLhs() != links.back().getResult() || !squaredTerm(next.getRhs()))
+        break;
+      links.push_back(next);
+    }
+    if (links.size() < 2)
+      continue;
+    SmallVector<Value> tensors;
+    SmallVector<int64_t> sizes;
+    for (AddOp link : links) {
+      tensors.push_back(squaredTerm(link.getRhs()));
+      sizes.push_back(cast<RankedTensorType>(tensors.back().getType()).getNumElements());
+    }
+    AddOp last = links.back();
+    OpBuilder b(last);
+    int64_t floats = cuda::SquaredNormsScratchFloats(sizes.data(), sizes.size());
+    auto call = b.create<stepk::CallOp>(
+        last.getLoc(), TypeRange{last.getType()}, b.getStringAttr("squared_norms"), tensors,
+        b.getArrayAttr({}), b.getI64IntegerAttr(floats * 4), StringAttr(), IntegerAttr(),
+        IntegerAttr());
+    step::copyPhase(last, call);
+    Block *body = new Block();
+    call.getBody().push_back(body);
+    OpBuilder inner = OpBuilder::atBlockEnd(body);
+    Value total;
+    for (AddOp link : links) {
+      auto sum = link.getRhs().getDefiningOp<ReduceSumOp>();
+      Value squared = squaredTerm(link.getRhs());
+      IRMapping map;
+      map.map(squared, body->addArgument(squared.getType(), link.getLoc()));
+      Operation *mul = inner.clone(*sum.getInput().getDefiningOp(), map);
+      map.map(sum.getInput(), mul->getResult(0));
+      Value term = inner.clone(*sum, map)->getResult(0);
+      if (total) {
+        auto add = inner.create<AddOp>(link.getLoc(), total, term);
+        step::copyPhase(link, add);
+        term = add.getResult();
+      }
+      total = term;
+    }
+    inner.create<stepk::YieldOp>(last.getLoc(), total);
+    last.getResult().replaceAllUsesWith(call.getResult(0));
+    // Erase the chain: adds last to first, then each term and the zero.
+    Value zero = start.getLhs();
+    for (AddOp link : llvm::reverse(links)) {
+      auto sum = link.getRhs().getDefiningOp<ReduceSumOp>();
+      Operation *mul = sum.getInput().getDefiningOp();
+      link->erase();
+      sum->erase();
+      mul->erase();
+    }
+    zero.getDefiningOp()->erase();
+  }
+}
+
 /// One stepk.adamw_group computing `updates` (in order), before `at`.
 void groupUpdates(ArrayRef<AdamwOp> updates, Operation *at) {
   AdamwOp first = updates.front();
@@ -581,6 +673,7 @@ struct StepFuseCudaKernelsPass
         if (isa<SliceOp, ConvertOp>(op) && op.use_empty())
           op.erase();
       groupAdamwUpdates(step);
+      groupSquaredNorms(step);
     }
   }
 };

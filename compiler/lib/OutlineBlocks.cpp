@@ -117,7 +117,10 @@ DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
 }
 
 std::string stepc::blockOfOp(Operation *op, const DenseMap<Value, std::string> &parameterBlock) {
+  // A multi-tensor kernel reads every block's.
   if (isa<stepk::AdamwGroupOp>(op))
+    return "";
+  if (auto call = dyn_cast<stepk::CallOp>(op); call && call.getCallee() == "squared_norms")
     return "";
   SmallVector<Value> values(op->getOperands());
   llvm::append_range(values, op->getResults());

@@ -397,6 +397,18 @@ int stepc_cuda_adamw(stepc_cuda_ctx *ctx, const stepc_adamw_tensor *tensors, int
 int stepc_cuda_adam(stepc_cuda_ctx *ctx, const stepc_adamw_tensor *tensors, int count,
                     const float *lr, const float *step, const float *grad_scale, double beta1,
                     double beta2, double eps, double weight_decay);
+/* One tensor of a multi-tensor squared norm. */
+typedef struct {
+  const float *x;
+  int64_t n;
+} stepc_norm_tensor;
+/* *out = ((Σ t0² + Σ t1²) + Σ t2²) + ...: each tensor's sum of squares in
+ * f32, added in table order in f32 (the gradient clipping's chain of
+ * reductions and adds), in 2 launches per kSquaredNormTensorsPerLaunch
+ * tensors and one more, in a fixed order (deterministic). scratch:
+ * SquaredNormsScratchFloats of the counts (launch_config.h). */
+int stepc_cuda_squared_norms(stepc_cuda_ctx *ctx, const stepc_norm_tensor *tensors, int count,
+                             float *scratch, float *out);
 /* torch.optim.SGD (dampening 0) on grad · grad_scale for one tensor; buf is
  * the momentum. The CPU kernel's roundings. */
 int stepc_cuda_sgd(stepc_cuda_ctx *ctx, float *param, const float *grad, float *buf, int64_t n,

@@ -1587,6 +1587,37 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            AttentionCase{1, 1, 2, 2, 40, 1},    // T = 1
                                            AttentionCase{1, 40, 2, 1, 256, 1}));  // widest head
 
+// The gradient clipping's squared norm of many tensors in a few launches:
+// 70 tensors (two tables) from 1 element to several chunks, against the sum
+// in double; the same bits on a second run (a fixed order).
+TEST_F(CudaKernels, MultiTensorSquaredNormsSumInOrder) {
+  const int count = 70;
+  std::vector<stepc_norm_tensor> table;
+  std::vector<int64_t> sizes;
+  double want = 0.0;
+  for (int t = 0; t < count; ++t) {
+    const int64_t n = t % 7 == 0 ? 3 * stepc::cuda::kSquaredNormChunk + t : 1 + 97 * t;
+    const Floats x = Random(n, 300 + t, 0.1f * (1 + t % 5));
+    for (float v : x) want += double(v) * v;
+    table.push_back({Up(x), n});
+    sizes.push_back(n);
+  }
+  const int64_t floats = stepc::cuda::SquaredNormsScratchFloats(sizes.data(), count);
+  float *scratch = Zeros(floats), *out = Zeros(2);
+  ASSERT_EQ(stepc_cuda_squared_norms(&ctx_, table.data(), count, scratch, out), 0) << error_;
+  ASSERT_EQ(stepc_cuda_squared_norms(&ctx_, table.data(), count, scratch, out + 1), 0) << error_;
+  const Floats got = Down(out, 2);
+  EXPECT_NEAR(got[0], want, 1e-5 * want);
+  EXPECT_EQ(got[0], got[1]);
+  // One tensor: its own sum.
+  const Floats one = Random(5, 9);
+  const stepc_norm_tensor single{Up(one), 5};
+  ASSERT_EQ(stepc_cuda_squared_norms(&ctx_, &single, 1, scratch, out), 0) << error_;
+  double single_want = 0.0;
+  for (float v : one) single_want += double(v) * v;
+  EXPECT_NEAR(Down(out, 1)[0], single_want, 1e-6 * single_want);
+}
+
 TEST_F(CudaKernels, MultiTensorAdamwMatchesTheCpuPerTensor) {
   const int count = 40;  // two launches
   std::vector<Floats> p, g, m, v;

@@ -234,6 +234,23 @@ constexpr int64_t AdamwBlocksPerTensor(int64_t largest) {
   return std::max<int64_t>(1, std::min<int64_t>(CeilDiv(largest, kThreads * 4), 1024));
 }
 
+// The gradient clipping's squared norms of many tensors: each tensor in
+// chunks of kSquaredNormChunk elements, a block's partial sum each, then
+// one warp per tensor sums its partials; a launch of each per
+// kSquaredNormTensorsPerLaunch tensors (the table is a kernel argument:
+// 64 entries of 32 bytes), then one to add the sums in order. Scratch:
+// every tensor's partials, then the tensors' sums.
+constexpr int64_t kSquaredNormChunk = 8192;
+constexpr int kSquaredNormTensorsPerLaunch = 64;
+constexpr int64_t SquaredNormChunks(int64_t n) {
+  return std::max<int64_t>(1, CeilDiv(n, kSquaredNormChunk));
+}
+inline int64_t SquaredNormsScratchFloats(const int64_t* counts, int64_t tensors) {
+  int64_t floats = tensors;
+  for (int64_t t = 0; t < tensors; ++t) floats += SquaredNormChunks(counts[t]);
+  return floats;
+}
+
 // fp8 GEMMs (cuBLASLt's block scaling on Hopper, DeepSeek-V3's recipe):
 // A [M, K] and B as [N, K] (both K-major, cuBLASLt's only fp8 layout), one
 // byte an element; A scaled per 1x128 block along K (f32, [ceil(K/128)][M],

@@ -147,6 +147,15 @@ TEST(LaunchConfig, TensorCoreAttentionFitsInSharedMemory) {
   EXPECT_EQ(TensorCoreKeyValueGradShared(128), 180736);
 }
 
+TEST(LaunchConfig, SquaredNormsScratchHoldsEveryChunkAndEveryTensorsSum) {
+  EXPECT_EQ(SquaredNormChunks(1), 1);
+  EXPECT_EQ(SquaredNormChunks(kSquaredNormChunk), 1);
+  EXPECT_EQ(SquaredNormChunks(kSquaredNormChunk + 1), 2);
+  const int64_t counts[] = {1, kSquaredNormChunk, kSquaredNormChunk + 1, 50304 * 768};
+  // 4 sums; 1 + 1 + 2 + 4716 partials (wte: 38,633,472 elements).
+  EXPECT_EQ(SquaredNormsScratchFloats(counts, 4), 4 + 1 + 1 + 2 + 4716);
+}
+
 TEST(LaunchConfig, AdamwLaunchesAndBlocks) {
   EXPECT_EQ(AdamwLaunches(148), 5);  // gpt2-124m's 148 tensors
   EXPECT_EQ(AdamwLaunches(32), 1);

@@ -88,7 +88,10 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
     Optimizer: each run of consecutive `step.adamw` ops (reshapes between
     them are free) becomes one `stepk.adamw_group` per set of
     hyperparameters (learning rate, step, scale, betas, epsilon, weight
-    decay), at the run's end: one multi-tensor launch each.
+    decay), at the run's end: one multi-tensor launch each. The gradient
+    clipping's chain `((0 + Σ g0²) + Σ g1²) + ...` (a mul, a reduce_sum and
+    an add per gradient) becomes one `stepk.call "squared_norms"` over
+    every gradient, its body the chain without the exact `0 +`.
 
     Loss: a cross_entropy and its gradient become one `stepk.call`
     `cross_entropy_fused` first (as the CPU's step-lower-library-calls
