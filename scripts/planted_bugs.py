@@ -212,7 +212,7 @@ BUGS = [
         "for (int64_t j = 0; j < cols; ++j) auxf[j] += second[j];",
         commands=["bin/cuda_kernels_emulated_test --gtest_filter=*BiasGrad*"]),
     Bug("squared-norms-last-tensor", "the multi-tensor squared norm's total",
-        "runtime/kernels/cuda/optimizer.cu",
+        "runtime/kernels/cuda/layout.cu",
         "for (int t = 1; t < count; ++t) total += sums[t];",
         "for (int t = 1; t + 1 < count; ++t) total += sums[t];",
         commands=["bin/cuda_kernels_emulated_test --gtest_filter=*SquaredNorms*"]),

@@ -18,6 +18,14 @@
 #include "runtime/kernels/cuda/launch_config.h"
 #include "runtime/kernels/cuda/vector_access.cuh"
 
+// A device function every caller runs the same compiled code of (the same
+// arithmetic, whatever the caller lets the compiler fuse).
+#ifdef STEPC_CUDA_EMULATION
+#define STEPC_NOINLINE __attribute__((noinline))
+#else
+#define STEPC_NOINLINE __noinline__
+#endif
+
 namespace stepc::cuda {
 
 // Formats "call failed at file:line: why" into ctx->error; returns 1.

@@ -1596,7 +1596,7 @@ TEST_F(CudaKernels, MultiTensorSquaredNormsSumInOrder) {
   std::vector<int64_t> sizes;
   double want = 0.0;
   for (int t = 0; t < count; ++t) {
-    const int64_t n = t % 7 == 0 ? 3 * stepc::cuda::kSquaredNormChunk + t : 1 + 97 * t;
+    const int64_t n = t % 7 == 0 ? 300000 + t : 1 + 97 * t;
     const Floats x = Random(n, 300 + t, 0.1f * (1 + t % 5));
     for (float v : x) want += double(v) * v;
     table.push_back({Up(x), n});
@@ -1609,6 +1609,18 @@ TEST_F(CudaKernels, MultiTensorSquaredNormsSumInOrder) {
   const Floats got = Down(out, 2);
   EXPECT_NEAR(got[0], want, 1e-5 * want);
   EXPECT_EQ(got[0], got[1]);
+  // Each tensor's sum has the bits stepc_cuda_reduce gives it alone (a
+  // pipeline stage sums its gradients one by one): the total of those sums
+  // added in order is the same float.
+  float chain = 0.0f;
+  for (int t = 0; t < count; ++t) {
+    const int64_t shape[] = {sizes[t]};
+    const int mask[] = {1};
+    float* one = Zeros(1);
+    ASSERT_EQ(stepc_cuda_reduce(&ctx_, table[t].x, shape, 1, mask, 3, scratch, one), 0) << error_;
+    chain = t == 0 ? Down(one, 1)[0] : chain + Down(one, 1)[0];
+  }
+  EXPECT_EQ(got[0], chain);
   // One tensor: its own sum.
   const Floats one = Random(5, 9);
   const stepc_norm_tensor single{Up(one), 5};

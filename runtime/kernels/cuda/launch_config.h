@@ -235,16 +235,13 @@ constexpr int64_t AdamwBlocksPerTensor(int64_t largest) {
 }
 
 // The gradient clipping's squared norms of many tensors: each tensor in
-// chunks of kSquaredNormChunk elements, a block's partial sum each, then
-// one warp per tensor sums its partials; a launch of each per
-// kSquaredNormTensorsPerLaunch tensors (the table is a kernel argument:
-// 64 entries of 32 bytes), then one to add the sums in order. Scratch:
-// every tensor's partials, then the tensors' sums.
-constexpr int64_t kSquaredNormChunk = 8192;
+// PlanReduce's chunks for a whole-tensor sum (so that each sum has the bits
+// stepc_cuda_reduce gives it), a partial each, then a thread a tensor adds
+// its partials; a launch of each per kSquaredNormTensorsPerLaunch tensors
+// (the table is a kernel argument: 64 entries of 40 bytes), then one adds
+// the sums in order. Scratch: the tensors' sums, then every partial.
 constexpr int kSquaredNormTensorsPerLaunch = 64;
-constexpr int64_t SquaredNormChunks(int64_t n) {
-  return std::max<int64_t>(1, CeilDiv(n, kSquaredNormChunk));
-}
+constexpr int64_t SquaredNormChunks(int64_t n) { return PlanReduce(1, n).chunks; }
 inline int64_t SquaredNormsScratchFloats(const int64_t* counts, int64_t tensors) {
   int64_t floats = tensors;
   for (int64_t t = 0; t < tensors; ++t) floats += SquaredNormChunks(counts[t]);

@@ -148,12 +148,13 @@ TEST(LaunchConfig, TensorCoreAttentionFitsInSharedMemory) {
 }
 
 TEST(LaunchConfig, SquaredNormsScratchHoldsEveryChunkAndEveryTensorsSum) {
+  // A whole-tensor sum's chunks, as stepc_cuda_reduce makes them.
   EXPECT_EQ(SquaredNormChunks(1), 1);
-  EXPECT_EQ(SquaredNormChunks(kSquaredNormChunk), 1);
-  EXPECT_EQ(SquaredNormChunks(kSquaredNormChunk + 1), 2);
-  const int64_t counts[] = {1, kSquaredNormChunk, kSquaredNormChunk + 1, 50304 * 768};
-  // 4 sums; 1 + 1 + 2 + 4716 partials (wte: 38,633,472 elements).
-  EXPECT_EQ(SquaredNormsScratchFloats(counts, 4), 4 + 1 + 1 + 2 + 4716);
+  EXPECT_EQ(SquaredNormChunks(1024), PlanReduce(1, 1024).chunks);
+  EXPECT_EQ(SquaredNormChunks(1025), 2);
+  const int64_t counts[] = {1, 1024, 1025, 50304 * 768};
+  // 4 sums; 1 + 1 + 2 + 264 partials (wte: as many chunks as fill the GPU).
+  EXPECT_EQ(SquaredNormsScratchFloats(counts, 4), 4 + 1 + 1 + 2 + kTargetBlocks);
 }
 
 TEST(LaunchConfig, AdamwLaunchesAndBlocks) {

@@ -91,14 +91,19 @@ __global__ void CopyBoxKernel(const float* src, int64_t src_base, Dims src_strid
 // 31 lanes of 32 would idle. Then the partial sums in a fixed order.
 // T: f32, or bf16 values summed as they are (a bias gradient beside the
 // rounding its weight gradient's GEMM reads: no widened copy).
+//
+// The block of output tile `tile` and chunk `chunk`: one function, not
+// inlined, that the multi-tensor squared norms call too, so that a
+// gradient's sum of squares has the same bits either way (a pipeline
+// stage's clipping sums each gradient alone).
 template <typename T>
-__global__ void ReduceKernel(const T* in, Dims kept, Dims reduced, int64_t outputs,
-                             int64_t total, int64_t per_chunk, int kind, float scale,
-                             float* out) {
+__device__ STEPC_NOINLINE void ReduceTile(const T* in, Dims kept, Dims reduced, int64_t outputs,
+                                          int64_t total, int64_t per_chunk, int kind,
+                                          float scale, float* out, int64_t tile, int64_t chunk) {
   __shared__ float part[kReduceRows][kReduceLanes];
   const bool whole = outputs == 1;
-  const int64_t o = whole ? 0 : blockIdx.x * (int64_t)kReduceLanes + threadIdx.x;
-  const int64_t begin = blockIdx.y * per_chunk, end = min(total, begin + per_chunk);
+  const int64_t o = whole ? 0 : tile * (int64_t)kReduceLanes + threadIdx.x;
+  const int64_t begin = chunk * per_chunk, end = min(total, begin + per_chunk);
   const int first = whole ? threadIdx.y * kReduceLanes + threadIdx.x : threadIdx.y;
   const int step = whole ? kReduceRows * kReduceLanes : kReduceRows;
   float acc = kind == 1 ? -INFINITY : 0.0f;
@@ -121,13 +126,63 @@ __global__ void ReduceKernel(const T* in, Dims kept, Dims reduced, int64_t outpu
   if (whole && threadIdx.y == 0 && threadIdx.x == 0) {
     for (int x = 1; x < kReduceLanes; ++x)
       acc = kind == 1 ? fmaxf(acc, part[0][x]) : acc + part[0][x];
-    out[blockIdx.y] = kind == 1 ? acc : acc * scale;
+    out[chunk] = kind == 1 ? acc : acc * scale;
   }
   if (!whole && threadIdx.y == 0 && o < outputs) {
     for (int y = 1; y < kReduceRows; ++y)
       acc = kind == 1 ? fmaxf(acc, part[y][threadIdx.x]) : acc + part[y][threadIdx.x];
-    out[blockIdx.y * outputs + o] = kind == 1 ? acc : acc * scale;
+    out[chunk * outputs + o] = kind == 1 ? acc : acc * scale;
   }
+}
+
+template <typename T>
+__global__ void ReduceKernel(const T* in, Dims kept, Dims reduced, int64_t outputs,
+                             int64_t total, int64_t per_chunk, int kind, float scale,
+                             float* out) {
+  ReduceTile<T>(in, kept, reduced, outputs, total, per_chunk, kind, scale, out, blockIdx.x,
+                blockIdx.y);
+}
+
+// The gradient clipping's squared norms of many tensors: a table of up to
+// kSquaredNormTensorsPerLaunch tensors, each with its chunks (PlanReduce's
+// for a whole-tensor sum) and where its partials start in the scratch.
+struct NormEntry {
+  const float* x;
+  int64_t n, chunks, per_chunk, first_partial;
+};
+struct NormTable {
+  NormEntry tensor[kSquaredNormTensorsPerLaunch];
+};
+
+// Block (c, t): chunk c of tensor t, as stepc_cuda_reduce sums it (kind 3).
+__global__ void SquaredNormChunksKernel(NormTable table, int kind, float* partial) {
+  const NormEntry t = table.tensor[blockIdx.y];
+  if (blockIdx.x >= t.chunks) return;  // a smaller tensor's
+  Dims kept, reduced;
+  reduced.rank = 1;
+  reduced.size[0] = t.n;
+  reduced.stride[0] = 1;
+  ReduceTile<float>(t.x, kept, reduced, 1, t.n, t.per_chunk, kind, 1.0f,
+                    partial + t.first_partial, 0, blockIdx.x);
+}
+
+// A thread per tensor adds its partials in order (FinishChunksKernel's sum).
+__global__ void SquaredNormSumsKernel(NormTable table, int here, int first, const float* partial,
+                                      float* sums) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= here) return;
+  const NormEntry e = table.tensor[t];
+  float acc = 0.0f;
+  for (int64_t c = 0; c < e.chunks; ++c) acc = acc + partial[e.first_partial + c];
+  sums[first + t] = acc * 1.0f;
+}
+
+// *out = the tensors' sums added in order.
+__global__ void SquaredNormTotalKernel(const float* sums, int count, float* out) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  float total = sums[0];
+  for (int t = 1; t < count; ++t) total += sums[t];
+  *out = total;
 }
 
 // Stage one of a sum (max, mean) over the leading rows of a row-major
@@ -367,6 +422,35 @@ extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int
                                  int rank, const int* reduce_mask, int kind, float* scratch,
                                  float* out) {
   return Reduce(ctx, in, shape, rank, reduce_mask, kind, scratch, out);
+}
+
+extern "C" int stepc_cuda_squared_norms(stepc_cuda_ctx* ctx, const stepc_norm_tensor* tensors,
+                                        int count, float* scratch, float* out) {
+  if (count <= 0)
+    return Fail(ctx, "stepc_cuda_squared_norms", __FILE__, __LINE__, "no tensors");
+  float *sums = scratch, *partial = scratch + count;
+  int64_t next_partial = 0;
+  for (int first = 0; first < count; first += kSquaredNormTensorsPerLaunch) {
+    const int here = std::min(count - first, kSquaredNormTensorsPerLaunch);
+    NormTable table = {};
+    int64_t most_chunks = 1;
+    for (int i = 0; i < here; ++i) {
+      const stepc_norm_tensor& t = tensors[first + i];
+      const int64_t chunks = SquaredNormChunks(t.n);
+      table.tensor[i] = {t.x, t.n, chunks, CeilDiv(t.n, chunks), next_partial};
+      next_partial += chunks;
+      most_chunks = std::max(most_chunks, chunks);
+    }
+    dim3 grid(static_cast<unsigned>(most_chunks), here), block(kReduceLanes, kReduceRows);
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, SquaredNormChunksKernel)(
+        table, /*kind: sum of squares*/ 3, partial);
+    if (int rc = STEPC_LAUNCHED(ctx, "SquaredNormChunksKernel")) return rc;
+    STEPC_LAUNCH(1, kSquaredNormTensorsPerLaunch, 0, ctx->stream, SquaredNormSumsKernel)(
+        table, here, first, partial, sums);
+    if (int rc = STEPC_LAUNCHED(ctx, "SquaredNormSumsKernel")) return rc;
+  }
+  STEPC_LAUNCH(1, 32, 0, ctx->stream, SquaredNormTotalKernel)(sums, count, out);
+  return STEPC_LAUNCHED(ctx, "SquaredNormTotalKernel");
 }
 
 extern "C" int stepc_cuda_reduce_of_bf16(stepc_cuda_ctx* ctx, const __nv_bfloat16* in,

@@ -94,90 +94,10 @@ int LaunchAdam(stepc_cuda_ctx* ctx, const stepc_adamw_tensor* tensors, int count
   return 0;
 }
 
-// The squared norms' launches: a table of up to kSquaredNormTensorsPerLaunch
-// tensors, each with its chunk count and where its partials start in the
-// scratch (32 bytes an entry).
-struct NormEntry {
-  const float* x;
-  int64_t n, chunks, first_partial;
-};
-struct NormTable {
-  NormEntry tensor[kSquaredNormTensorsPerLaunch];
-};
-
-// Block (c, t): the sum of squares of chunk c of tensor t (threads strided
-// over the chunk, then the warps' sums in order).
-__global__ void SquaredNormChunksKernel(NormTable table, float* partial) {
-  const NormEntry t = table.tensor[blockIdx.y];
-  if (blockIdx.x >= t.chunks) return;  // a smaller tensor's
-  const int64_t begin = blockIdx.x * kSquaredNormChunk;
-  const int64_t end = min(t.n, begin + kSquaredNormChunk);
-  float acc = 0.0f;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) acc += t.x[i] * t.x[i];
-  __shared__ float warps[kThreads / 32];
-  acc = WarpSum(acc);
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = acc;
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  float sum = 0.0f;
-  for (int w = 0; w < kThreads / 32; ++w) sum += warps[w];
-  partial[t.first_partial + blockIdx.x] = sum;
-}
-
-// Warp w of the block sums tensor `first + w`'s partials (lanes strided,
-// then a fixed shuffle tree) into sums[first + w].
-__global__ void SquaredNormSumsKernel(NormTable table, int here, int first, const float* partial,
-                                      float* sums) {
-  const int w = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (w >= here) return;
-  const NormEntry t = table.tensor[w];
-  float acc = 0.0f;
-  for (int64_t c = lane; c < t.chunks; c += 32) acc += partial[t.first_partial + c];
-  acc = WarpSum(acc);
-  if (lane == 0) sums[first + w] = acc;
-}
-
-// *out = the tensors' sums added in order.
-__global__ void SquaredNormTotalKernel(const float* sums, int count, float* out) {
-  if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  float total = sums[0];
-  for (int t = 1; t < count; ++t) total += sums[t];
-  *out = total;
-}
-
 }  // namespace
 }  // namespace stepc::cuda
 
 using namespace stepc::cuda;
-
-extern "C" int stepc_cuda_squared_norms(stepc_cuda_ctx* ctx, const stepc_norm_tensor* tensors,
-                                        int count, float* scratch, float* out) {
-  if (count <= 0)
-    return Fail(ctx, "stepc_cuda_squared_norms", __FILE__, __LINE__, "no tensors");
-  float *sums = scratch, *partial = scratch + count;
-  int64_t next_partial = 0;
-  for (int first = 0; first < count; first += kSquaredNormTensorsPerLaunch) {
-    const int here = std::min(count - first, kSquaredNormTensorsPerLaunch);
-    NormTable table = {};
-    int64_t most_chunks = 1;
-    for (int i = 0; i < here; ++i) {
-      const stepc_norm_tensor& t = tensors[first + i];
-      const int64_t chunks = SquaredNormChunks(t.n);
-      table.tensor[i] = {t.x, t.n, chunks, next_partial};
-      next_partial += chunks;
-      most_chunks = std::max(most_chunks, chunks);
-    }
-    STEPC_LAUNCH_COOPERATIVE(dim3(static_cast<unsigned>(most_chunks), here), kThreads, 0,
-                             ctx->stream, SquaredNormChunksKernel)(table, partial);
-    if (int rc = STEPC_LAUNCHED(ctx, "SquaredNormChunksKernel")) return rc;
-    const int warps = kThreads / 32;
-    STEPC_LAUNCH_COOPERATIVE(CeilDiv(here, warps), kThreads, 0, ctx->stream,
-                             SquaredNormSumsKernel)(table, here, first, partial, sums);
-    if (int rc = STEPC_LAUNCHED(ctx, "SquaredNormSumsKernel")) return rc;
-  }
-  STEPC_LAUNCH(1, 32, 0, ctx->stream, SquaredNormTotalKernel)(sums, count, out);
-  return STEPC_LAUNCHED(ctx, "SquaredNormTotalKernel");
-}
 
 extern "C" int stepc_cuda_adamw(stepc_cuda_ctx* ctx, const stepc_adamw_tensor* tensors,
                                 int count, const float* lr, const float* step,
