@@ -606,7 +606,9 @@ ConvertOp wideningOnlyUse(Operation *op, bool cuda) {
 /// x (f32): [1, 128] tiles for the forward and input-gradient products,
 /// and [128, 1] tiles of x flattened to [tokens, features] for the weight
 /// gradient, each only rounded to bf16 for its GEMM. One pass reads x once
-/// and writes both bf16 copies (quantize_fp8_rows_columns_bf16).
+/// and writes both bf16 copies (quantize_fp8_rows_columns_bf16; of a
+/// widened bf16 x, the bf16 values: ..._of_bf16_bf16), and x's bias
+/// gradient where the step sums it (..._dbias_...).
 void lowerRoundingPairs(func::FuncOp step) {
   SmallVector<QuantizeFp8Op> byColumns;
   step.walk([&](QuantizeFp8Op q) {
@@ -637,9 +639,52 @@ void lowerRoundingPairs(func::FuncOp step) {
                      {sc.i64(flat.getDimSize(0)), sc.i64(flat.getDimSize(1)),
                       sc.i32(static_cast<int>(columns.getFormat()))},
                      std::nullopt};
-    replaceByCall(rows, call.callee, {x}, call,
-                  {rows, rowsRounded, flatten, columns, columnsRounded},
-                  {rowsRounded.getResult(), columnsRounded.getResult()});
+    SmallVector<Operation *> body{rows, rowsRounded, flatten, columns, columnsRounded};
+    SmallVector<Value> yields{rowsRounded.getResult(), columnsRounded.getResult()};
+    // x's bias gradient (a sum over its leading dims that nothing reads
+    // before the pass runs): summed from the unrounded values as the pass
+    // reads them (TransformerEngine's cast + dbias), no second read of x.
+    ReduceSumOp dbias;
+    for (Operation *user : x.getUsers()) {
+      auto sum = dyn_cast<ReduceSumOp>(user);
+      auto leading = llvm::to_vector(llvm::seq<int64_t>(0, typeOf(x).getRank() - 1));
+      if (sum && sum->getBlock() == rows->getBlock() && !sum.getKeepDims() &&
+          sum.getDims() == ArrayRef<int64_t>(leading) &&
+          llvm::all_of(sum->getUsers(), [&](Operation *u) {
+            Operation *at = rows->getBlock()->findAncestorOpInBlock(*u);
+            return at && rows->isBeforeInBlock(at);
+          })) {
+        dbias = sum;
+        break;
+      }
+    }
+    if (dbias) {
+      body.push_back(dbias);
+      yields.push_back(dbias.getResult());
+      call.callee = "quantize_fp8_rows_columns_dbias_bf16";
+      call.scratchBytes = cuda::Fp8PairColumnSumScratchFloats(flat.getDimSize(0),
+                                                              flat.getDimSize(1)) *
+                          static_cast<int64_t>(sizeof(float));
+    }
+    Value source = x;
+    // x widened from bf16 (the packed attention gradient): the pass reads
+    // the bf16 values through a widening of its own, and the shared one is
+    // left to x's other readers (the bias's sum then reads bf16 too).
+    if (auto widening = x.getDefiningOp<ConvertOp>();
+        widening && typeOf(widening.getInput()).getElementType().isBF16()) {
+      OpBuilder b(rows);
+      auto own = b.create<ConvertOp>(widening.getLoc(), x.getType(), widening.getInput());
+      step::copyPhase(widening, own);
+      rows->setOperand(0, own);
+      flatten->setOperand(0, own);
+      if (dbias)
+        dbias->setOperand(0, own);
+      body.insert(body.begin(), own);
+      source = widening.getInput();
+      call.callee = dbias ? "quantize_fp8_rows_columns_dbias_of_bf16_bf16"
+                          : "quantize_fp8_rows_columns_of_bf16_bf16";
+    }
+    replaceByCall(rows, call.callee, {source}, call, body, yields);
   }
 }
 

@@ -197,6 +197,22 @@ STEPC_CUDA_QUANTIZE_FP8(stepc_cuda_quantize_fp8_of_bf16_bf16, __nv_bfloat16, __n
 int stepc_cuda_quantize_fp8_rows_columns_bf16(stepc_cuda_ctx *ctx, const float *x, int64_t rows,
                                               int64_t cols, int format, __nv_bfloat16 *by_rows,
                                               __nv_bfloat16 *by_columns);
+/* The same of bf16 values (a bf16 gradient widened only for its roundings
+ * and its bias's sum), read as they are. */
+int stepc_cuda_quantize_fp8_rows_columns_of_bf16_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *x,
+                                                      int64_t rows, int64_t cols, int format,
+                                                      __nv_bfloat16 *by_rows,
+                                                      __nv_bfloat16 *by_columns);
+/* Either, also writing x's column sums (`sums` [cols], f32: the bias
+ * gradient of the output gradient x, from its unrounded values), the
+ * panels' partial sums in scratch (Fp8PairColumnSumScratchFloats). */
+int stepc_cuda_quantize_fp8_rows_columns_dbias_bf16(stepc_cuda_ctx *ctx, const float *x,
+                                                    int64_t rows, int64_t cols, int format,
+                                                    float *scratch, __nv_bfloat16 *by_rows,
+                                                    __nv_bfloat16 *by_columns, float *sums);
+int stepc_cuda_quantize_fp8_rows_columns_dbias_of_bf16_bf16(
+    stepc_cuda_ctx *ctx, const __nv_bfloat16 *x, int64_t rows, int64_t cols, int format,
+    float *scratch, __nv_bfloat16 *by_rows, __nv_bfloat16 *by_columns, float *sums);
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
  * 4·(3·experts + tokens·k + groups) bytes. */

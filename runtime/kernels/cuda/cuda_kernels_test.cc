@@ -281,13 +281,63 @@ TEST_F(CudaKernels, QuantizeFp8RowsAndColumnsInOnePass) {
               0)
         << error_;
     const Floats got_rows = DownBf16(r16, x.size()), got_columns = DownBf16(c16, x.size());
+    auto same = [](float a, float b) {
+      return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b));
+    };
     for (size_t e = 0; e < x.size(); ++e) {
-      auto same = [](float a, float b) {
-        return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b));
-      };
       ASSERT_TRUE(same(got_rows[e], by_rows[e]) && same(got_columns[e], by_columns[e]))
           << "format " << format << " element " << e << ": " << got_rows[e] << " / "
           << got_columns[e] << " want " << by_rows[e] << " / " << by_columns[e];
+    }
+    // bf16 input read as it is: the f32 kernel's bits on the widened values.
+    Floats xh = x;
+    for (float& v : xh) v = RoundBf16(v);
+    ASSERT_EQ(stepc_cuda_quantize_fp8_rows_columns_bf16(&ctx_, Up(xh), rows, cols, format, r16,
+                                                        c16),
+              0)
+        << error_;
+    const Floats want_rows = DownBf16(r16, x.size()), want_columns = DownBf16(c16, x.size());
+    ASSERT_EQ(stepc_cuda_quantize_fp8_rows_columns_of_bf16_bf16(&ctx_, UpBf16(xh), rows, cols,
+                                                                format, r16, c16),
+              0)
+        << error_;
+    const Floats of_rows = DownBf16(r16, x.size()), of_columns = DownBf16(c16, x.size());
+    for (size_t e = 0; e < x.size(); ++e)
+      ASSERT_TRUE(same(of_rows[e], want_rows[e]) && same(of_columns[e], want_columns[e]))
+          << "of_bf16, format " << format << " element " << e;
+    // With the bias gradient: the same roundings, and x's column sums (of
+    // the unrounded values; the NaN's column NaN), f32 and bf16 input.
+    float* scratch = Zeros(stepc::cuda::Fp8PairColumnSumScratchFloats(rows, cols));
+    for (bool bf16 : {false, true}) {
+      const Floats& in = bf16 ? xh : x;
+      std::vector<double> want_sums(cols, 0.0), magnitude(cols, 0.0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          want_sums[c] += in[r * cols + c];
+          magnitude[c] += std::fabs(in[r * cols + c]);
+        }
+      float* sums = Zeros(cols);
+      const int rc =
+          bf16 ? stepc_cuda_quantize_fp8_rows_columns_dbias_of_bf16_bf16(
+                     &ctx_, UpBf16(in), rows, cols, format, scratch, r16, c16, sums)
+               : stepc_cuda_quantize_fp8_rows_columns_dbias_bf16(&ctx_, Up(in), rows, cols,
+                                                                 format, scratch, r16, c16, sums);
+      ASSERT_EQ(rc, 0) << error_;
+      const Floats d_rows = DownBf16(r16, x.size()), d_columns = DownBf16(c16, x.size());
+      const Floats& base_rows = bf16 ? want_rows : by_rows;
+      const Floats& base_columns = bf16 ? want_columns : by_columns;
+      for (size_t e = 0; e < x.size(); ++e)
+        ASSERT_TRUE(same(d_rows[e], base_rows[e]) && same(d_columns[e], base_columns[e]))
+            << "dbias, format " << format << " element " << e;
+      const Floats got_sums = Down(sums, cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        if (std::isnan(want_sums[c])) {
+          EXPECT_TRUE(std::isnan(got_sums[c])) << c;
+          continue;
+        }
+        // f32 sums of up to 3e3-sized terms: error relative to their sizes.
+        EXPECT_NEAR(got_sums[c], want_sums[c], 1e-6 * magnitude[c]) << c;
+      }
     }
   }
 }

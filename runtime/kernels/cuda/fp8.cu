@@ -91,20 +91,26 @@ __global__ void QuantizeFp8ColumnTilesKernel(const TI* x, int64_t matrices, int6
 }
 
 // Both roundings a linear layer's input or output gradient takes, in one
-// pass over x [rows, cols] (f32): [1, 128] row tiles (the forward and
+// pass over x [rows, cols] (f32, or bf16 read as it is): [1, 128] row
+// tiles (the forward and
 // input-gradient products) and [128, 1] column tiles (the weight
 // gradient), each written in bf16. A thread block per 128 x 128 panel:
 // thread t holds column t % 128 of every other row (64 values in
 // registers), the columns' maxima meet in shared memory, the rows' across
 // a warp and then the row's four warps.
-constexpr int kPairPanel = 128;
-__global__ void QuantizeFp8RowsColumnsKernel(const float* x, int64_t rows, int64_t cols,
+// With `column_partial`, each panel's column sums of x (a bias gradient:
+// its 64 values a thread in order, then the two rows of threads) go to
+// column_partial[panel row][column].
+constexpr int kPairPanel = kFp8PairPanel;
+template <typename T>
+__global__ void QuantizeFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t cols,
                                              int format, __nv_bfloat16* by_rows,
-                                             __nv_bfloat16* by_columns) {
+                                             __nv_bfloat16* by_columns, float* column_partial) {
   constexpr int kHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
   __shared__ float column_max[kThreads / kPairPanel][kPairPanel];
   __shared__ float row_max[kPairPanel][kPairPanel / 32];
   __shared__ float row_scale[kPairPanel], column_scale[kPairPanel];
+  __shared__ float column_sum[kThreads / kPairPanel][kPairPanel];
   const int64_t row_panels = (rows + kPairPanel - 1) / kPairPanel;
   const int64_t col_panels = (cols + kPairPanel - 1) / kPairPanel;
   const int cc = threadIdx.x % kPairPanel, half = threadIdx.x / kPairPanel;
@@ -115,14 +121,21 @@ __global__ void QuantizeFp8RowsColumnsKernel(const float* x, int64_t rows, int64
     float v[kHeld], amax = 0.0f;
     for (int i = 0; i < kHeld; ++i) {
       const int64_t r = r0 + half + 2 * i;
-      v[i] = r < rows && c < cols ? x[r * cols + c] : 0.0f;
+      v[i] = r < rows && c < cols ? Load(x, r * cols + c) : 0.0f;
       amax = MaxMagnitude(amax, v[i]);
       float m = MaxMagnitude(0.0f, v[i]);
       for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
       if (lane == 0) row_max[half + 2 * i][quarter] = m;
     }
     column_max[half][cc] = amax;
+    if (column_partial) {
+      float sum = 0.0f;
+      for (int i = 0; i < kHeld; ++i) sum += v[i];
+      column_sum[half][cc] = sum;
+    }
     __syncthreads();
+    if (column_partial && half == 0 && c < cols)
+      column_partial[(r0 / kPairPanel) * cols + c] = column_sum[0][cc] + column_sum[1][cc];
     if (half == 0) {
       column_scale[cc] = stepc_fp8_tile_scale<float>(
           MaxMagnitude(column_max[0][cc], column_max[1][cc]), format);
@@ -335,15 +348,46 @@ int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_ty
 
 using namespace stepc::cuda;
 
+namespace {
+// With `sums`: x's column sums too (partials in `scratch`, then summed in
+// panel order: deterministic).
+template <typename T>
+int QuantizeFp8RowsColumns(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols,
+                           int format, __nv_bfloat16* by_rows, __nv_bfloat16* by_columns,
+                           float* scratch = nullptr, float* sums = nullptr) {
+  const int64_t blocks =
+      std::min<int64_t>(CeilDiv(rows, kPairPanel) * CeilDiv(cols, kPairPanel), kMaxBlocks);
+  STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, QuantizeFp8RowsColumnsKernel<T>)(
+      x, rows, cols, format, by_rows, by_columns, sums ? scratch : nullptr);
+  if (int rc = STEPC_LAUNCHED(ctx, "QuantizeFp8RowsColumnsKernel")) return rc;
+  if (!sums) return 0;
+  return FinishChunks(ctx, scratch, CeilDiv(rows, kPairPanel), cols, /*sum*/ 0, 1.0f, sums);
+}
+}  // namespace
+
 extern "C" int stepc_cuda_quantize_fp8_rows_columns_bf16(stepc_cuda_ctx* ctx, const float* x,
                                                          int64_t rows, int64_t cols, int format,
                                                          __nv_bfloat16* by_rows,
                                                          __nv_bfloat16* by_columns) {
-  const int64_t blocks =
-      std::min<int64_t>(CeilDiv(rows, kPairPanel) * CeilDiv(cols, kPairPanel), kMaxBlocks);
-  STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, QuantizeFp8RowsColumnsKernel)(
-      x, rows, cols, format, by_rows, by_columns);
-  return STEPC_LAUNCHED(ctx, "QuantizeFp8RowsColumnsKernel");
+  return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns);
+}
+
+extern "C" int stepc_cuda_quantize_fp8_rows_columns_of_bf16_bf16(
+    stepc_cuda_ctx* ctx, const __nv_bfloat16* x, int64_t rows, int64_t cols, int format,
+    __nv_bfloat16* by_rows, __nv_bfloat16* by_columns) {
+  return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns);
+}
+
+extern "C" int stepc_cuda_quantize_fp8_rows_columns_dbias_bf16(
+    stepc_cuda_ctx* ctx, const float* x, int64_t rows, int64_t cols, int format, float* scratch,
+    __nv_bfloat16* by_rows, __nv_bfloat16* by_columns, float* sums) {
+  return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns, scratch, sums);
+}
+
+extern "C" int stepc_cuda_quantize_fp8_rows_columns_dbias_of_bf16_bf16(
+    stepc_cuda_ctx* ctx, const __nv_bfloat16* x, int64_t rows, int64_t cols, int format,
+    float* scratch, __nv_bfloat16* by_rows, __nv_bfloat16* by_columns, float* sums) {
+  return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns, scratch, sums);
 }
 
 #define STEPC_QUANTIZE_FP8(name, TI, TO)                                                     \

@@ -248,6 +248,14 @@ inline int64_t SquaredNormsScratchFloats(const int64_t* counts, int64_t tensors)
   return floats;
 }
 
+// The one-pass pair of fp8 roundings (fp8.cu): a block per 128 x 128
+// panel; with the bias gradient, each panel's column sums, then one sum of
+// them per column in order.
+constexpr int64_t kFp8PairPanel = 128;
+constexpr int64_t Fp8PairColumnSumScratchFloats(int64_t rows, int64_t cols) {
+  return CeilDiv(rows, kFp8PairPanel) * cols;
+}
+
 // fp8 GEMMs (cuBLASLt's block scaling on Hopper, DeepSeek-V3's recipe):
 // A [M, K] and B as [N, K] (both K-major, cuBLASLt's only fp8 layout), one
 // byte an element; A scaled per 1x128 block along K (f32, [ceil(K/128)][M],
