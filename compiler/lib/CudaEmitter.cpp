@@ -52,10 +52,12 @@ private:
   LogicalResult emitOp(Operation *op) override;
   void prologue(raw_ostream &os) override;
   std::string libraryDeclaration(stepk::CallOp c) override {
-    // Many tensors travel as a table (emitSquaredNorms).
+    // Many tensors travel as a table (emitSquaredNorms, emitBf16Copies).
     if (c.getCallee() == kSquaredNorms)
       return "int stepc_cuda_squared_norms(stepc_cuda_ctx *, const stepc_norm_tensor *, int, "
              "float *, float *);";
+    if (c.getCallee() == kBf16Copies)
+      return "int stepc_cuda_bf16_copies(stepc_cuda_ctx *, const stepc_bf16_copy *, int);";
     // The context first; scratch after the scalars; an id check's site last.
     SmallVector<std::string> params{"stepc_cuda_ctx *"};
     llvm::append_range(params, libraryInputTypes(c));
@@ -148,6 +150,10 @@ private:
   /// "squared_norms" call): its inputs as one table of (pointer, numel).
   LogicalResult emitSquaredNorms(stepk::CallOp c);
   static constexpr llvm::StringLiteral kSquaredNorms = "squared_norms";
+  /// The parameters' bf16 copies (step-fuse-cuda-kernels' "bf16_copies"
+  /// call): one table of (source, copy, numel).
+  void emitBf16Copies(stepk::CallOp c);
+  static constexpr llvm::StringLiteral kBf16Copies = "bf16_copies";
 
   /// The arena's layout (step-plan-memory).
   CudaArenaLayout layout;
@@ -611,6 +617,18 @@ LogicalResult CudaEmitter::emitSquaredNorms(stepk::CallOp c) {
   return success();
 }
 
+void CudaEmitter::emitBf16Copies(stepk::CallOp c) {
+  std::string table = "copies" + std::to_string(constants++);
+  body << "  // bf16 copies of " << c.getInputs().size() << " parameters\n"
+       << "  const stepc_bf16_copy " << table << "[] = {\n";
+  for (auto [in, out] : llvm::zip(c.getInputs(), c.getResults()))
+    body << "    {" << ptr(in) << ", " << ptr(out) << ", " << typeOf(in).getNumElements()
+         << "},\n";
+  body << "  };\n";
+  call(c.getKernelOp(), llvm::formatv("stepc_cuda_bf16_copies(ctx, {0}, {1})", table,
+                                      c.getInputs().size()));
+}
+
 LogicalResult CudaEmitter::emitOp(Operation *op) {
   if (isFusableElementwise(op) &&
       succeeded(emitElementwise(op)))
@@ -649,6 +667,10 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
       .Case([&](stepk::CallOp c) {
         if (c.getCallee() == kSquaredNorms)
           return emitSquaredNorms(c);
+        if (c.getCallee() == kBf16Copies) {
+          emitBf16Copies(c);
+          return success();
+        }
         std::optional<int64_t> scratch = c.getScratchBytes();
         if (scratch && failed(needScratch(op, *scratch)))
           return failure();

@@ -553,6 +553,60 @@ void groupSquaredNorms(func::FuncOp step) {
   }
 }
 
+/// The forward's bf16 copies of the parameters (a convert of a step
+/// argument each, one kernel per parameter) become one
+/// stepk.call "bf16_copies" at the first of them: a multi-tensor kernel.
+/// Every parameter exists when the step starts, and the backward keeps each
+/// copy for its input-gradient GEMM, so the copies' lifetimes reach the
+/// same peak; a parameter's second copy is its first.
+void groupParameterCopies(func::FuncOp step) {
+  SmallVector<ConvertOp> copies;
+  DenseMap<Value, ConvertOp> firstOf;
+  for (Operation &op : llvm::make_early_inc_range(step.getBody().front())) {
+    auto convert = dyn_cast<ConvertOp>(op);
+    if (!convert || !isa<BlockArgument>(convert.getInput()) ||
+        getPhase(convert) != Phase::Forward ||
+        !cast<RankedTensorType>(convert.getInput().getType()).getElementType().isF32() ||
+        !convert.getType().getElementType().isBF16())
+      continue;
+    ConvertOp &first = firstOf[convert.getInput()];
+    if (first) {
+      convert.getResult().replaceAllUsesWith(first.getResult());
+      convert->erase();
+      continue;
+    }
+    first = convert;
+    copies.push_back(convert);
+  }
+  if (copies.size() < 2)
+    return;
+  SmallVector<Value> params;
+  SmallVector<Type> types;
+  for (ConvertOp c : copies) {
+    params.push_back(c.getInput());
+    types.push_back(c.getType());
+  }
+  OpBuilder b(copies.front());
+  auto call = b.create<stepk::CallOp>(copies.front().getLoc(), types,
+                                      b.getStringAttr("bf16_copies"), params, b.getArrayAttr({}),
+                                      IntegerAttr(), StringAttr(), IntegerAttr(), IntegerAttr());
+  step::copyPhase(copies.front(), call);
+  Block *body = new Block();
+  call.getBody().push_back(body);
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  SmallVector<Value> yielded;
+  for (ConvertOp c : copies) {
+    IRMapping map;
+    map.map(c.getInput(), body->addArgument(c.getInput().getType(), c.getLoc()));
+    yielded.push_back(inner.clone(*c, map)->getResult(0));
+  }
+  inner.create<stepk::YieldOp>(copies.front().getLoc(), yielded);
+  for (auto [c, copy] : llvm::zip(copies, call.getResults())) {
+    c.getResult().replaceAllUsesWith(copy);
+    c->erase();
+  }
+}
+
 /// One stepk.adamw_group computing `updates` (in order), before `at`.
 void groupUpdates(ArrayRef<AdamwOp> updates, Operation *at) {
   AdamwOp first = updates.front();
@@ -674,6 +728,7 @@ struct StepFuseCudaKernelsPass
           op.erase();
       groupAdamwUpdates(step);
       groupSquaredNorms(step);
+      groupParameterCopies(step);
     }
   }
 };

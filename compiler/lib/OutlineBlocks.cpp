@@ -120,7 +120,8 @@ std::string stepc::blockOfOp(Operation *op, const DenseMap<Value, std::string> &
   // A multi-tensor kernel reads every block's.
   if (isa<stepk::AdamwGroupOp>(op))
     return "";
-  if (auto call = dyn_cast<stepk::CallOp>(op); call && call.getCallee() == "squared_norms")
+  if (auto call = dyn_cast<stepk::CallOp>(op);
+      call && (call.getCallee() == "squared_norms" || call.getCallee() == "bf16_copies"))
     return "";
   SmallVector<Value> values(op->getOperands());
   llvm::append_range(values, op->getResults());

@@ -107,14 +107,14 @@
 // CHECK-NOT: stepc_cuda_adamw
 // CHECK: }  // namespace stepc_sample
 
-// bf16: operands narrowed by generated converts; the GEMM reads bf16 and,
-// since its biased sum is only rounded for the attention, writes that bf16
-// copy through the bias epilogue (its widening convert, the bias broadcast,
-// the add and the narrowing convert are all gone from the IR), which the
-// attention reads.
-// BF16: __global__ void stepc_elementwise{{[0-9]+}}(const float *p0, __nv_bfloat16 *o0, int64_t n) {
-// BF16: o0[i] = __float2bfloat16(x0);
+// bf16: the weights' bf16 copies in one multi-tensor launch (no convert
+// kernel of their own); the GEMM reads bf16 and, since its biased sum is
+// only rounded for the attention, writes that bf16 copy through the bias
+// epilogue (its widening convert, the bias broadcast, the add and the
+// narrowing convert are all gone from the IR), which the attention reads.
 // BF16: "bf16", {{[0-9]+}}, {{[0-9]+}}, {{.*}}};
+// BF16: // bf16 copies of 2 parameters
+// BF16: STEPC_TRY(stepc_cuda_bf16_copies(ctx, copies0, 2),
 // BF16: // stepk.gemm
 // BF16-NEXT: STEPC_TRY(stepc_cuda_matmul(ctx, ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b{{[0-9]+}}), ((__nv_bfloat16 *)b[[Y:[0-9]+]]), 2, 4, 4, 4, 0, 1, 1, STEPC_CUDA_BF16, STEPC_CUDA_BF16, a2, STEPC_EPILOGUE_NONE, 0),
 // BF16-NEXT: // stepk.attention {{.*}}emit-source.mlir:141:8

@@ -413,6 +413,15 @@ int stepc_cuda_adamw(stepc_cuda_ctx *ctx, const stepc_adamw_tensor *tensors, int
 int stepc_cuda_adam(stepc_cuda_ctx *ctx, const stepc_adamw_tensor *tensors, int count,
                     const float *lr, const float *step, const float *grad_scale, double beta1,
                     double beta2, double eps, double weight_decay);
+/* One parameter's bf16 copy (round to nearest even, as step.convert). */
+typedef struct {
+  const float *src;
+  __nv_bfloat16 *dst;
+  int64_t n;
+} stepc_bf16_copy;
+/* The forward's bf16 copies of `count` parameters in one launch per
+ * kBf16CopiesPerLaunch of them. */
+int stepc_cuda_bf16_copies(stepc_cuda_ctx *ctx, const stepc_bf16_copy *copies, int count);
 /* One tensor of a multi-tensor squared norm. */
 typedef struct {
   const float *x;

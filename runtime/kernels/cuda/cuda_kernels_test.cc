@@ -1637,6 +1637,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            AttentionCase{1, 1, 2, 2, 40, 1},    // T = 1
                                            AttentionCase{1, 40, 2, 1, 256, 1}));  // widest head
 
+// The parameters' bf16 copies in one launch per 64: 70 tensors of every
+// size round to nearest even, bit for bit as the host does.
+TEST_F(CudaKernels, Bf16CopiesOfManyParameters) {
+  const int count = 70;
+  std::vector<stepc_bf16_copy> table;
+  std::vector<Floats> sources;
+  for (int t = 0; t < count; ++t) {
+    const int64_t n = t % 9 == 0 ? 70000 + t : 1 + 31 * t;
+    sources.push_back(Random(n, 500 + t, 1.0f + t));
+    table.push_back({Up(sources.back()), static_cast<__nv_bfloat16*>(Alloc(n * 2)), n});
+  }
+  ASSERT_EQ(stepc_cuda_bf16_copies(&ctx_, table.data(), count), 0) << error_;
+  for (int t = 0; t < count; ++t) {
+    const Floats got = DownBf16(table[t].dst, table[t].n);
+    for (int64_t i = 0; i < table[t].n; ++i)
+      ASSERT_EQ(got[i], RoundBf16(sources[t][i])) << "tensor " << t << " element " << i;
+  }
+}
+
 // The gradient clipping's squared norm of many tensors in a few launches:
 // 70 tensors (two tables) from 1 element to several chunks, against the sum
 // in double; the same bits on a second run (a fixed order).

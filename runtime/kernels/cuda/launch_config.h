@@ -241,6 +241,8 @@ constexpr int64_t AdamwBlocksPerTensor(int64_t largest) {
 // (the table is a kernel argument: 64 entries of 40 bytes), then one adds
 // the sums in order. Scratch: the tensors' sums, then every partial.
 constexpr int kSquaredNormTensorsPerLaunch = 64;
+// The parameters' bf16 copies: a launch per 64 (a table of 24-byte rows).
+constexpr int kBf16CopiesPerLaunch = 64;
 constexpr int64_t SquaredNormChunks(int64_t n) { return PlanReduce(1, n).chunks; }
 inline int64_t SquaredNormsScratchFloats(const int64_t* counts, int64_t tensors) {
   int64_t floats = tensors;

@@ -177,6 +177,17 @@ __global__ void SquaredNormSumsKernel(NormTable table, int here, int first, cons
   sums[first + t] = acc * 1.0f;
 }
 
+// Block row t of the grid copies tensor t, grid-stride, rounding to bf16.
+struct CopyTable {
+  stepc_bf16_copy copy[kBf16CopiesPerLaunch];
+};
+__global__ void Bf16CopiesKernel(CopyTable table) {
+  const stepc_bf16_copy t = table.copy[blockIdx.y];
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < t.n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    Store(t.dst, i, t.src[i]);
+}
+
 // *out = the tensors' sums added in order.
 __global__ void SquaredNormTotalKernel(const float* sums, int count, float* out) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
@@ -451,6 +462,23 @@ extern "C" int stepc_cuda_squared_norms(stepc_cuda_ctx* ctx, const stepc_norm_te
   }
   STEPC_LAUNCH(1, 32, 0, ctx->stream, SquaredNormTotalKernel)(sums, count, out);
   return STEPC_LAUNCHED(ctx, "SquaredNormTotalKernel");
+}
+
+extern "C" int stepc_cuda_bf16_copies(stepc_cuda_ctx* ctx, const stepc_bf16_copy* copies,
+                                      int count) {
+  for (int first = 0; first < count; first += kBf16CopiesPerLaunch) {
+    const int here = std::min(count - first, kBf16CopiesPerLaunch);
+    CopyTable table = {};
+    int64_t largest = 1;
+    for (int i = 0; i < here; ++i) {
+      table.copy[i] = copies[first + i];
+      largest = std::max(largest, copies[first + i].n);
+    }
+    dim3 grid(static_cast<unsigned>(ElementwiseBlocks(largest)), here);
+    STEPC_LAUNCH(grid, kThreads, 0, ctx->stream, Bf16CopiesKernel)(table);
+    if (int rc = STEPC_LAUNCHED(ctx, "Bf16CopiesKernel")) return rc;
+  }
+  return 0;
 }
 
 extern "C" int stepc_cuda_reduce_of_bf16(stepc_cuda_ctx* ctx, const __nv_bfloat16* in,
