@@ -564,7 +564,8 @@ void groupParameterCopies(func::FuncOp step) {
   DenseMap<Value, ConvertOp> firstOf;
   for (Operation &op : llvm::make_early_inc_range(step.getBody().front())) {
     auto convert = dyn_cast<ConvertOp>(op);
-    if (!convert || !isa<BlockArgument>(convert.getInput()) ||
+    auto arg = convert ? dyn_cast<BlockArgument>(convert.getInput()) : BlockArgument();
+    if (!arg || !step.getArgAttr(arg.getArgNumber(), StepDialect::kParamAttrName) ||
         getPhase(convert) != Phase::Forward ||
         !cast<RankedTensorType>(convert.getInput().getType()).getElementType().isF32() ||
         !convert.getType().getElementType().isBF16())
