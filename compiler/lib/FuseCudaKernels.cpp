@@ -461,6 +461,25 @@ private:
   SmallVector<Operation *> dead;
 };
 
+/// A multi-tensor stepk.call of `callee` on `inputs` (results `types`,
+/// `scratchBytes` of scratch) at `at`, with `at`'s phase, and its body's
+/// builder: the body's arguments stand for the inputs, in order (the
+/// emitter passes the inputs as a table, not as arguments).
+std::pair<stepk::CallOp, OpBuilder> multiTensorCall(Operation *at, StringRef callee,
+                                                   ValueRange inputs, TypeRange types,
+                                                   IntegerAttr scratchBytes = {}) {
+  OpBuilder b(at);
+  auto call = b.create<stepk::CallOp>(at->getLoc(), types, b.getStringAttr(callee), inputs,
+                                      b.getArrayAttr({}), scratchBytes, StringAttr(),
+                                      IntegerAttr(), IntegerAttr());
+  step::copyPhase(at, call);
+  Block *body = new Block();
+  call.getBody().push_back(body);
+  for (Value in : inputs)
+    body->addArgument(in.getType(), at->getLoc());
+  return {call, OpBuilder::atBlockEnd(body)};
+}
+
 /// The tensor a link of the gradient clipping's chain squares: `v` is
 /// reduce_sum(mul(g, g)) over every dim of an f32 g, read once.
 Value squaredTerm(Value v) {
@@ -512,22 +531,15 @@ void groupSquaredNorms(func::FuncOp step) {
       sizes.push_back(cast<RankedTensorType>(tensors.back().getType()).getNumElements());
     }
     AddOp last = links.back();
-    OpBuilder b(last);
     int64_t floats = cuda::SquaredNormsScratchFloats(sizes.data(), sizes.size());
-    auto call = b.create<stepk::CallOp>(
-        last.getLoc(), TypeRange{last.getType()}, b.getStringAttr("squared_norms"), tensors,
-        b.getArrayAttr({}), b.getI64IntegerAttr(floats * 4), StringAttr(), IntegerAttr(),
-        IntegerAttr());
-    step::copyPhase(last, call);
-    Block *body = new Block();
-    call.getBody().push_back(body);
-    OpBuilder inner = OpBuilder::atBlockEnd(body);
+    auto [call, inner] =
+        multiTensorCall(last, "squared_norms", tensors, last.getType(),
+                        OpBuilder(last).getI64IntegerAttr(floats * 4));
     Value total;
-    for (AddOp link : links) {
+    for (auto [link, arg] : llvm::zip(links, call.getBody().front().getArguments())) {
       auto sum = link.getRhs().getDefiningOp<ReduceSumOp>();
-      Value squared = squaredTerm(link.getRhs());
       IRMapping map;
-      map.map(squared, body->addArgument(squared.getType(), link.getLoc()));
+      map.map(squaredTerm(link.getRhs()), arg);
       Operation *mul = inner.clone(*sum.getInput().getDefiningOp(), map);
       map.map(sum.getInput(), mul->getResult(0));
       Value term = inner.clone(*sum, map)->getResult(0);
@@ -587,18 +599,11 @@ void groupParameterCopies(func::FuncOp step) {
     params.push_back(c.getInput());
     types.push_back(c.getType());
   }
-  OpBuilder b(copies.front());
-  auto call = b.create<stepk::CallOp>(copies.front().getLoc(), types,
-                                      b.getStringAttr("bf16_copies"), params, b.getArrayAttr({}),
-                                      IntegerAttr(), StringAttr(), IntegerAttr(), IntegerAttr());
-  step::copyPhase(copies.front(), call);
-  Block *body = new Block();
-  call.getBody().push_back(body);
-  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  auto [call, inner] = multiTensorCall(copies.front(), "bf16_copies", params, types);
   SmallVector<Value> yielded;
-  for (ConvertOp c : copies) {
+  for (auto [c, arg] : llvm::zip(copies, call.getBody().front().getArguments())) {
     IRMapping map;
-    map.map(c.getInput(), body->addArgument(c.getInput().getType(), c.getLoc()));
+    map.map(c.getInput(), arg);
     yielded.push_back(inner.clone(*c, map)->getResult(0));
   }
   inner.create<stepk::YieldOp>(copies.front().getLoc(), yielded);
