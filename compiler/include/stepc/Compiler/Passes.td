@@ -91,7 +91,9 @@ def StepFuseCudaKernels : Pass<"step-fuse-cuda-kernels", "mlir::ModuleOp"> {
     decay), at the run's end: one multi-tensor launch each. The gradient
     clipping's chain `((0 + Σ g0²) + Σ g1²) + ...` (a mul, a reduce_sum and
     an add per gradient) becomes one `stepk.call "squared_norms"` over
-    every gradient, its body the chain without the exact `0 +`.
+    every gradient, its body the chain without the exact `0 +`; the
+    forward's bf16 copies of the parameters (a convert of a parameter each)
+    become one `stepk.call "bf16_copies"` at the first of them.
 
     Loss: a cross_entropy and its gradient become one `stepk.call`
     `cross_entropy_fused` first (as the CPU's step-lower-library-calls

@@ -242,9 +242,10 @@ def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
     `id_bound`) says the kernel checks that input's integer ids against
     `[0, id_bound)` and what to call them in the error ("id", "target"): the
     CPU kernel returns the first bad position, the CUDA kernel records it
-    under a check site passed last. One call takes any number of inputs:
-    `squared_norms` (the gradient clipping's sum of every gradient's
-    squares) receives them as a table of (pointer, numel) rows.
+    under a check site passed last. Two calls take any number of inputs,
+    as a table of rows: `squared_norms` (the gradient clipping's sum of
+    every gradient's squares: pointer, numel) and `bf16_copies` (the
+    parameters' bf16 copies: source, copy, numel).
     `step-lower-library-calls` forms these ops from one table.
 
     ```mlir
