@@ -53,10 +53,10 @@ private:
   void prologue(raw_ostream &os) override;
   std::string libraryDeclaration(stepk::CallOp c) override {
     // Many tensors travel as a table (emitSquaredNorms, emitBf16Copies).
-    if (c.getCallee() == kSquaredNorms)
+    if (c.getCallee() == kSquaredNormsCall)
       return "int stepc_cuda_squared_norms(stepc_cuda_ctx *, const stepc_norm_tensor *, int, "
              "float *, float *);";
-    if (c.getCallee() == kBf16Copies)
+    if (c.getCallee() == kBf16CopiesCall)
       return "int stepc_cuda_bf16_copies(stepc_cuda_ctx *, const stepc_bf16_copy *, int);";
     // The context first; scratch after the scalars; an id check's site last.
     SmallVector<std::string> params{"stepc_cuda_ctx *"};
@@ -149,11 +149,9 @@ private:
   /// The gradient clipping's squared norms (step-fuse-cuda-kernels'
   /// "squared_norms" call): its inputs as one table of (pointer, numel).
   LogicalResult emitSquaredNorms(stepk::CallOp c);
-  static constexpr llvm::StringLiteral kSquaredNorms = "squared_norms";
   /// The parameters' bf16 copies (step-fuse-cuda-kernels' "bf16_copies"
   /// call): one table of (source, copy, numel).
-  void emitBf16Copies(stepk::CallOp c);
-  static constexpr llvm::StringLiteral kBf16Copies = "bf16_copies";
+  LogicalResult emitBf16Copies(stepk::CallOp c);
 
   /// The arena's layout (step-plan-memory).
   CudaArenaLayout layout;
@@ -604,6 +602,11 @@ void CudaEmitter::emitAdamwGroup(stepk::AdamwGroupOp group) {
 }
 
 LogicalResult CudaEmitter::emitSquaredNorms(stepk::CallOp c) {
+  auto f32 = [&](Value v) { return typeOf(v).getElementType().isF32(); };
+  if (c.getInputs().empty() || !llvm::all_of(c.getInputs(), f32) || c.getNumResults() != 1 ||
+      !f32(c.getResult(0)) || typeOf(c.getResult(0)).getRank() != 0)
+    return c.emitOpError() << "internal error: squared_norms takes f32 tensors and returns an "
+                              "f32 scalar";
   if (failed(needScratch(c, c.getScratchBytes().value_or(0))))
     return failure();
   std::string table = "norms" + std::to_string(constants++);
@@ -612,12 +615,21 @@ LogicalResult CudaEmitter::emitSquaredNorms(stepk::CallOp c) {
   for (Value in : c.getInputs())
     body << "    {" << ptr(in) << ", " << typeOf(in).getNumElements() << "},\n";
   body << "  };\n";
-  call(c.getKernelOp(), llvm::formatv("stepc_cuda_squared_norms(ctx, {0}, {1}, (float *)scratch, {2})",
-                                      table, c.getInputs().size(), ptr(c.getResult(0))));
+  call(c.getKernelOp(),
+       llvm::formatv("stepc_cuda_squared_norms(ctx, {0}, {1}, (float *)scratch, {2})", table,
+                     c.getInputs().size(), ptr(c.getResult(0))));
   return success();
 }
 
-void CudaEmitter::emitBf16Copies(stepk::CallOp c) {
+LogicalResult CudaEmitter::emitBf16Copies(stepk::CallOp c) {
+  if (c.getInputs().empty() || c.getNumResults() != c.getInputs().size() ||
+      !llvm::all_of(llvm::zip(c.getInputs(), c.getResults()), [&](auto pair) {
+        auto [in, out] = pair;
+        return typeOf(in).getElementType().isF32() && typeOf(out).getElementType().isBF16() &&
+               typeOf(in).getShape() == typeOf(out).getShape();
+      }))
+    return c.emitOpError() << "internal error: bf16_copies rounds each f32 input to a bf16 "
+                              "result of its shape";
   std::string table = "copies" + std::to_string(constants++);
   body << "  // bf16 copies of " << c.getInputs().size() << " parameters\n"
        << "  const stepc_bf16_copy " << table << "[] = {\n";
@@ -627,6 +639,7 @@ void CudaEmitter::emitBf16Copies(stepk::CallOp c) {
   body << "  };\n";
   call(c.getKernelOp(), llvm::formatv("stepc_cuda_bf16_copies(ctx, {0}, {1})", table,
                                       c.getInputs().size()));
+  return success();
 }
 
 LogicalResult CudaEmitter::emitOp(Operation *op) {
@@ -665,12 +678,10 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
                           g.getFp8());
       })
       .Case([&](stepk::CallOp c) {
-        if (c.getCallee() == kSquaredNorms)
+        if (c.getCallee() == kSquaredNormsCall)
           return emitSquaredNorms(c);
-        if (c.getCallee() == kBf16Copies) {
-          emitBf16Copies(c);
-          return success();
-        }
+        if (c.getCallee() == kBf16CopiesCall)
+          return emitBf16Copies(c);
         std::optional<int64_t> scratch = c.getScratchBytes();
         if (scratch && failed(needScratch(op, *scratch)))
           return failure();

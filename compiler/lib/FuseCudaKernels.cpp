@@ -533,7 +533,7 @@ void groupSquaredNorms(func::FuncOp step) {
     AddOp last = links.back();
     int64_t floats = cuda::SquaredNormsScratchFloats(sizes.data(), sizes.size());
     auto [call, inner] =
-        multiTensorCall(last, "squared_norms", tensors, last.getType(),
+        multiTensorCall(last, kSquaredNormsCall, tensors, last.getType(),
                         OpBuilder(last).getI64IntegerAttr(floats * 4));
     Value total;
     for (auto [link, arg] : llvm::zip(links, call.getBody().front().getArguments())) {
@@ -599,7 +599,7 @@ void groupParameterCopies(func::FuncOp step) {
     params.push_back(c.getInput());
     types.push_back(c.getType());
   }
-  auto [call, inner] = multiTensorCall(copies.front(), "bf16_copies", params, types);
+  auto [call, inner] = multiTensorCall(copies.front(), kBf16CopiesCall, params, types);
   SmallVector<Value> yielded;
   for (auto [c, arg] : llvm::zip(copies, call.getBody().front().getArguments())) {
     IRMapping map;

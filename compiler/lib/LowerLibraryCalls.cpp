@@ -645,9 +645,9 @@ void lowerRoundingPairs(func::FuncOp step) {
     // before the pass runs): summed from the unrounded values as the pass
     // reads them (TransformerEngine's cast + dbias), no second read of x.
     ReduceSumOp dbias;
+    auto leading = llvm::to_vector(llvm::seq<int64_t>(0, typeOf(x).getRank() - 1));
     for (Operation *user : x.getUsers()) {
       auto sum = dyn_cast<ReduceSumOp>(user);
-      auto leading = llvm::to_vector(llvm::seq<int64_t>(0, typeOf(x).getRank() - 1));
       if (sum && sum->getBlock() == rows->getBlock() && !sum.getKeepDims() &&
           sum.getDims() == ArrayRef<int64_t>(leading) &&
           llvm::all_of(sum->getUsers(), [&](Operation *u) {

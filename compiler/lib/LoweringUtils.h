@@ -26,6 +26,16 @@ inline llvm::SmallVector<mlir::func::FuncOp> trainingSteps(mlir::ModuleOp module
   return steps;
 }
 
+/// The multi-tensor library calls step-fuse-cuda-kernels forms: their
+/// inputs travel to the kernel as a table (not as arguments), and they read
+/// every block's tensors.
+inline constexpr llvm::StringLiteral kSquaredNormsCall = "squared_norms";
+inline constexpr llvm::StringLiteral kBf16CopiesCall = "bf16_copies";
+inline bool isMultiTensorCall(mlir::Operation *op) {
+  auto call = llvm::dyn_cast<stepk::CallOp>(op);
+  return call && (call.getCallee() == kSquaredNormsCall || call.getCallee() == kBf16CopiesCall);
+}
+
 /// Whether both back ends can compute `op` element by element inside a
 /// stepk.fused kernel (ScalarMathOpInterface ops and converts): the fusion
 /// pass's rule, which the emitters follow (FuseElementwise.cpp).

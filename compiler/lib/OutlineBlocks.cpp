@@ -9,6 +9,7 @@
 
 #include "stepc/Compiler/OutlineBlocks.h"
 #include "stepc/Compiler/BlockCalls.h"
+#include "LoweringUtils.h"
 #include "StepInOrder.h"
 
 #include "stepc/Analysis/StepStructure.h"
@@ -118,10 +119,7 @@ DenseMap<Value, std::string> stepc::parameterBlocks(func::FuncOp step) {
 
 std::string stepc::blockOfOp(Operation *op, const DenseMap<Value, std::string> &parameterBlock) {
   // A multi-tensor kernel reads every block's.
-  if (isa<stepk::AdamwGroupOp>(op))
-    return "";
-  if (auto call = dyn_cast<stepk::CallOp>(op);
-      call && (call.getCallee() == "squared_norms" || call.getCallee() == "bf16_copies"))
+  if (isa<stepk::AdamwGroupOp>(op) || isMultiTensorCall(op))
     return "";
   SmallVector<Value> values(op->getOperands());
   llvm::append_range(values, op->getResults());

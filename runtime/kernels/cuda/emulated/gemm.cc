@@ -1,7 +1,7 @@
 // stepc_cuda_matmul for the host emulation: what cuBLASLt computes (f32
 // accumulation of bf16 or f32 operands, bias, GELU/DGELU epilogues with the
-// same tanh GELU, BGRADB's sums) on the same column-major problem, as plain loops. Only for
-// emulated CUDA steps in tests.
+// same tanh GELU, BGRADB's sums) on the same column-major problem, as plain
+// loops. Only for emulated CUDA steps in tests.
 
 #include <cstdio>
 #include <algorithm>
