@@ -75,10 +75,12 @@ public:
   SmallVector<Attribute> norm(Value x, APFloat eps) {
     return {i64(rows(x)), i64(lastDim(x)), f64(eps.convertToDouble())};
   }
-  std::optional<int64_t> normGradScratch(Value x) {
+  /// A norm gradient's scratch on CUDA (`bias`: a layer norm's, which also
+  /// sums the bias gradient).
+  std::optional<int64_t> normGradScratch(Value x, bool bias) {
     if (!cuda)
       return std::nullopt;
-    return cuda::PlanNormGrad(rows(x), lastDim(x)).scratch_floats * 4;
+    return cuda::PlanNormGrad(rows(x), lastDim(x), bias).scratch_floats * 4;
   }
   // Static arrays (a shape, a permutation: int64; a mask of reduced dims:
   // int), printed as constant tables the call points to.
@@ -283,7 +285,8 @@ std::optional<LibraryCall> shapeCall(Operation *op, Scalars &s) {
       .Case<LayerNormGradOp, LayerNormOp, RmsNormGradOp, RmsNormOp>([&](auto l) {
         bool grad = isa<LayerNormGradOp, RmsNormGradOp>(op);
         return LibraryCall{op->getName().stripDialect(), s.norm(l.getInput(), l.getEpsilon()),
-                           grad ? s.normGradScratch(l.getInput()) : std::nullopt};
+                           grad ? s.normGradScratch(l.getInput(), isa<LayerNormGradOp>(op))
+                                : std::nullopt};
       })
       .Case([&](ReduceMaxGradOp r) {
         int64_t rank = typeOf(r.getInput()).getRank();

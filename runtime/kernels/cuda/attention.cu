@@ -200,13 +200,6 @@ __global__ void __launch_bounds__(kQ) KeyValueGradKernel(const T* dout, const T*
   }
 }
 
-// Dynamic shared memory above 48 KiB must be allowed once per kernel.
-template <typename Kernel>
-cudaError_t AllowSharedMemory(Kernel kernel, int64_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-}
-
 // bf16 inputs with a head dim (padded) of 32, 64 or 128 run on tensor cores,
 // unless STEPC_ATTENTION=scalar asks for the scalar kernels or a mask is
 // given (only the scalar kernels read one).

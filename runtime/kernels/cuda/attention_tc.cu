@@ -297,20 +297,13 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   }
 }
 
-// Dynamic shared memory above 48 KiB must be allowed once per kernel.
-template <typename Kernel>
-cudaError_t AllowShared(Kernel kernel, int64_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-}
-
 }  // namespace
 
 template <int kDh>
 int TensorCoreForward(stepc_cuda_ctx* ctx, const bf16* q, const bf16* k, const bf16* v,
                       const AttentionArgs& a, void* out, float* lse) {
   const int64_t shared = TensorCoreForwardShared(kDh);
-  STEPC_CUDA_TRY(ctx, AllowShared(TcForwardKernel<kDh>, shared));
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcForwardKernel<kDh>, shared));
   dim3 grid(CeilDiv(a.tq, kR), a.batch * a.heads);
   STEPC_LAUNCH_COOPERATIVE(grid, kTensorCoreThreads, shared, ctx->stream, TcForwardKernel<kDh>)(
       q, k, v, a, out, lse);
@@ -322,13 +315,13 @@ int TensorCoreBackward(stepc_cuda_ctx* ctx, const bf16* dout, const bf16* q, con
                        const bf16* v, const AttentionArgs& a, const float* lse,
                        const float* delta, void* dq, void* dk, void* dv) {
   const int64_t qshared = TensorCoreQueryGradShared(kDh);
-  STEPC_CUDA_TRY(ctx, AllowShared(TcQueryGradKernel<kDh>, qshared));
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcQueryGradKernel<kDh>, qshared));
   dim3 qgrid(CeilDiv(a.tq, kR), a.batch * a.heads);
   STEPC_LAUNCH_COOPERATIVE(qgrid, kTensorCoreThreads, qshared, ctx->stream,
                            TcQueryGradKernel<kDh>)(dout, q, k, v, a, lse, delta, dq);
   if (int rc = STEPC_LAUNCHED(ctx, "TcQueryGradKernel(attention)")) return rc;
   const int64_t kshared = TensorCoreKeyValueGradShared(kDh);
-  STEPC_CUDA_TRY(ctx, AllowShared(TcKeyValueGradKernel<kDh>, kshared));
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcKeyValueGradKernel<kDh>, kshared));
   dim3 kgrid(CeilDiv(a.tk, kR), a.batch * a.kv_heads);
   STEPC_LAUNCH_COOPERATIVE(kgrid, kTensorCoreThreads, kshared, ctx->stream,
                            TcKeyValueGradKernel<kDh>)(dout, q, k, v, a, lse, delta, dk, dv);

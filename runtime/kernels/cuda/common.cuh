@@ -41,6 +41,15 @@ int Launched(stepc_cuda_ctx* ctx, const char* kernel, const char* file, int line
       return ::stepc::cuda::Fail(ctx, #call, __FILE__, __LINE__, cudaGetErrorString(stepc_rc_)); \
   } while (0)
 
+// Dynamic shared memory above 48 KiB must be allowed per kernel (cheap to
+// repeat: the launch wrappers ask before every launch).
+template <typename Kernel>
+cudaError_t AllowSharedMemory(Kernel kernel, int64_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
 __device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float Load(const __nv_bfloat16* p, int64_t i) {
   return __bfloat162float(p[i]);
@@ -88,6 +97,10 @@ __device__ __forceinline__ void ReportBadId(int32_t* status, int32_t site, int64
 // the chunks, times `scale`: the second stage of every chunked reduction.
 int FinishChunks(stepc_cuda_ctx* ctx, const float* partial, int64_t chunks, int64_t outputs,
                  int kind, float scale, float* out);
+// out[c] = Σ over r of in[r · cols + c], in a fixed order (a reduction's
+// kernels; scratch: ReduceScratchFloats(cols, rows)).
+int SumRows(stepc_cuda_ctx* ctx, const float* in, int64_t rows, int64_t cols, float* scratch,
+            float* out);
 
 }  // namespace stepc::cuda
 

@@ -86,19 +86,44 @@ constexpr int64_t ReduceScratchFloats(int64_t outputs, int64_t reduced) {
                   PlanColumnSum(outputs, reduced).scratch_floats);
 }
 
-// LayerNorm / RMSNorm backward over `rows` rows of width d: the per-row
-// statistics (mean, rstd: 2 floats a row) and the weight/bias gradient
-// partials, reduced like PlanColumnSum's (16-byte loads) or PlanReduce's
-// (one column a lane, when d is not a multiple of 8) with rows as the
-// reduced range; room for either.
+// LayerNorm / RMSNorm backward over `rows` rows of width d, in one pass
+// where it fits (`fused`): blocks of kThreads take `blocks` contiguous chunks
+// of rows, a warp a row at a time; each warp adds its rows' weight (and bias)
+// gradient terms into its own shared-memory row of d sums per table, and the
+// block writes its warps' rows added in warp order as one partial row; the
+// [blocks, d] partials are then summed over the blocks in a fixed order
+// (PlanColumnSum's kernel: `finish_floats` of its scratch). Where a block's
+// shared rows would not fit (`shared_bytes` above kNormGradMaxSharedBytes),
+// the row kernel keeps each row's (mean, rstd) and a second pass reads dy and
+// x again for the column sums (PlanColumnSum's or PlanReduce's partials).
+constexpr int64_t kNormGradMaxSharedBytes = 96 << 10;  // two blocks an SM
 struct NormGradPlan {
-  int64_t stats_floats = 0;
-  int64_t partial_floats = 0;  // each of the two partial tables
+  bool fused = false;
+  int64_t blocks = 0;          // fused: chunks of rows, a block each
+  int64_t rows_per_block = 0;  // fused
+  int64_t shared_bytes = 0;    // fused: warps x tables x d floats
+  int64_t stats_floats = 0;    // two-pass: (mean, rstd) a row
+  int64_t partial_floats = 0;  // each partial table (two-pass: both tables)
+  int64_t finish_floats = 0;   // fused: the blocks' column sums' own chunks
   int64_t scratch_floats = 0;
 };
 
-constexpr NormGradPlan PlanNormGrad(int64_t rows, int64_t d) {
+constexpr NormGradPlan PlanNormGrad(int64_t rows, int64_t d, bool bias = true) {
   NormGradPlan p;
+  const int64_t warps = kThreads / 32, tables = bias ? 2 : 1;
+  p.shared_bytes = warps * tables * d * 4;
+  p.fused = p.shared_bytes <= kNormGradMaxSharedBytes;
+  if (p.fused) {
+    // Two rows a warp at least; at most four waves of 264 blocks, so the
+    // partials stay a few percent of the rows' bytes.
+    p.blocks = std::max<int64_t>(1, std::min(CeilDiv(rows, 2 * warps), 4 * kTargetBlocks));
+    p.rows_per_block = CeilDiv(rows, p.blocks);
+    p.partial_floats = AlignUp(p.blocks * d, kScratchAlignment / 4);
+    p.finish_floats = ReduceScratchFloats(d, p.blocks);
+    p.scratch_floats = tables * p.partial_floats + p.finish_floats;
+    return p;
+  }
+  p.shared_bytes = 0;
   p.stats_floats = 2 * rows;
   p.partial_floats = ReduceScratchFloats(d, rows);
   // Two partial tables (weight and bias).

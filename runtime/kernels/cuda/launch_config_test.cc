@@ -69,13 +69,45 @@ TEST(LaunchConfig, ColumnSumsFillTheGpuWithinTheirScratch) {
                          PlanColumnSum(outputs, reduced).scratch_floats));
 }
 
-TEST(LaunchConfig, NormGradScratchHoldsStatsAndBothPartialTables) {
-  NormGradPlan p = PlanNormGrad(8192, 768);
+TEST(LaunchConfig, NormGradInOnePassWhereTheWarpsSumsFit) {
+  // gpt2-124m at B=64: 65,536 rows of 768; 8 warps x 2 tables x 768 floats.
+  NormGradPlan p = PlanNormGrad(65536, 768);
+  EXPECT_TRUE(p.fused);
+  EXPECT_EQ(p.shared_bytes, 8 * 2 * 768 * 4);
+  EXPECT_EQ(p.blocks, 4 * kTargetBlocks);
+  EXPECT_EQ(p.rows_per_block, CeilDiv(65536, p.blocks));
+  EXPECT_GE(p.blocks * p.rows_per_block, 65536);
+  EXPECT_EQ(p.stats_floats, 0);
+  // Two partial tables of a row per block, then the column sums' own chunks.
+  EXPECT_EQ(p.partial_floats, p.blocks * 768);
+  EXPECT_EQ(p.finish_floats, ReduceScratchFloats(768, p.blocks));
+  EXPECT_EQ(p.scratch_floats, 2 * p.partial_floats + p.finish_floats);
+  // Few rows: two rows a warp at least; one block for a tiny norm.
+  EXPECT_EQ(PlanNormGrad(301, 100).blocks, CeilDiv(301, 16));
+  EXPECT_EQ(PlanNormGrad(3, 100).blocks, 1);
+  EXPECT_EQ(PlanNormGrad(3, 100).rows_per_block, 3);
+  // Partial tables start on the scratch alignment.
+  EXPECT_EQ(PlanNormGrad(301, 100).partial_floats % (kScratchAlignment / 4), 0);
+  // An RMS norm has one table: Llama-1b's 2048 fits, a layer norm of 2048 not.
+  EXPECT_TRUE(PlanNormGrad(8192, 2048, /*bias=*/false).fused);
+  EXPECT_EQ(PlanNormGrad(8192, 2048, false).shared_bytes, 8 * 2048 * 4);
+  EXPECT_EQ(PlanNormGrad(8192, 2048, false).scratch_floats,
+            PlanNormGrad(8192, 2048, false).partial_floats +
+                PlanNormGrad(8192, 2048, false).finish_floats);
+  EXPECT_FALSE(PlanNormGrad(8192, 2048, /*bias=*/true).fused);
+  EXPECT_TRUE(PlanNormGrad(8192, 1536).fused);
+  EXPECT_FALSE(PlanNormGrad(8192, 1537).fused);
+}
+
+TEST(LaunchConfig, NormGradTwoPassScratchHoldsStatsAndBothPartialTables) {
+  NormGradPlan p = PlanNormGrad(8192, 4096);
+  EXPECT_FALSE(p.fused);
+  EXPECT_EQ(p.shared_bytes, 0);
   EXPECT_EQ(p.stats_floats, 2 * 8192);
   EXPECT_EQ(p.scratch_floats, 2 * 8192 + 2 * p.partial_floats);
   // Room for the 16-byte column kernel's partials and the strided one's.
-  EXPECT_EQ(p.partial_floats, std::max(PlanColumnSum(768, 8192).scratch_floats,
-                                       PlanReduce(768, 8192).scratch_floats));
+  EXPECT_EQ(p.partial_floats, std::max(PlanColumnSum(4096, 8192).scratch_floats,
+                                       PlanReduce(4096, 8192).scratch_floats));
 }
 
 TEST(LaunchConfig, AttentionGradScratchIsAlignedSlices) {

@@ -427,6 +427,14 @@ int Reduce(stepc_cuda_ctx* ctx, const T* in, const int64_t* shape, int rank,
 }
 
 }  // namespace
+
+int SumRows(stepc_cuda_ctx* ctx, const float* in, int64_t rows, int64_t cols, float* scratch,
+            float* out) {
+  const int64_t shape[] = {rows, cols};
+  const int mask[] = {1, 0};
+  return Reduce(ctx, in, shape, 2, mask, /*kind=*/0, scratch, out);
+}
+
 }  // namespace stepc::cuda
 
 extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int64_t* shape,

@@ -117,13 +117,32 @@ struct GradOut {
   }
 };
 
-// dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)), g = dy · w; keeps (mean, rstd).
-template <bool kVec, typename TD>
-__global__ void LayerNormGradKernel(const TD* dy, const float* x, const float* w,
-                                    int64_t rows, int64_t d, float eps, float* stats,
-                                    GradOut dx) {
-  const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
-  if (row >= rows) return;
+// Where a row's weight (and bias) gradient terms go: nowhere in the
+// two-pass row kernel (the column pass sums them), into the warp's own
+// shared-memory rows in the one-pass kernel (no other thread touches them).
+struct NoColumnSums {
+  __device__ __forceinline__ void Add(int64_t, int, const float*, const float*) const {}
+};
+struct WarpColumnSums {
+  float* w;  // [d]: Σ dy · x̂
+  float* b;  // [d]: Σ dy (a layer norm's), or null
+  __device__ __forceinline__ void Add(int64_t i, int k, const float* g,
+                                      const float* xhat) const {
+    for (int j = 0; j < k; ++j) {
+      w[i + j] += g[j] * xhat[j];
+      if (b) b[i + j] += g[j];
+    }
+  }
+};
+
+// One row of a layer norm's gradient, by a warp:
+// dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)), g = dy · w; with `stats`
+// keeps (mean, rstd) for the column pass.
+template <bool kVec, typename TD, typename Sums>
+__device__ __forceinline__ void LayerNormGradRow(const TD* dy, const float* x, const float* w,
+                                                 int64_t row, int64_t d, float eps,
+                                                 const GradOut& dx, const Sums& sums,
+                                                 float* stats) {
   const float* xr = x + row * d;
   const TD* dyr = dy + row * d;
   tile::Welford st = RowStats<kVec>(NormIn<float>{x, nullptr, nullptr}, row * d, d);
@@ -143,20 +162,31 @@ __global__ void LayerNormGradKernel(const TD* dy, const float* x, const float* w
   mg = WarpSum(mg) / d;
   mgx = WarpSum(mgx) / d;
   ForLane<kVec>(d, [&](int64_t i, int k) {
-    float xv[8], gv[8], wv[8], out[8];
+    float xv[8], gv[8], wv[8], xhat[8], out[8];
     LoadSome(xr, i, k, xv);
     LoadSome(dyr, i, k, gv);
     LoadSome(w, i, k, wv);
     for (int j = 0; j < k; ++j) {
-      const float xhat = (xv[j] - st.mean) * rstd;
-      out[j] = rstd * (gv[j] * wv[j] - mg - xhat * mgx);
+      xhat[j] = (xv[j] - st.mean) * rstd;
+      out[j] = rstd * (gv[j] * wv[j] - mg - xhat[j] * mgx);
     }
+    sums.Add(i, k, gv, xhat);
     dx.Put<kVec>(row * d, i, k, out);
   });
-  if (threadIdx.x % 32 == 0) {
+  if (stats && threadIdx.x % 32 == 0) {
     stats[2 * row] = st.mean;
     stats[2 * row + 1] = rstd;
   }
+}
+
+// The two-pass form's row kernel: a warp per row.
+template <bool kVec, typename TD>
+__global__ void LayerNormGradKernel(const TD* dy, const float* x, const float* w,
+                                    int64_t rows, int64_t d, float eps, float* stats,
+                                    GradOut dx) {
+  const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
+  if (row >= rows) return;
+  LayerNormGradRow<kVec>(dy, x, w, row, d, eps, dx, NoColumnSums{}, stats);
 }
 
 template <bool kVec, typename T, typename TB>
@@ -181,12 +211,13 @@ __global__ void RmsNormKernel(NormIn<TB> x, const float* w, int64_t rows, int64_
   });
 }
 
-// dx = rstd · (g - x̂ · mean(g · x̂)), g = dy · w; keeps (0, rstd).
-template <bool kVec, typename TD>
-__global__ void RmsNormGradKernel(const TD* dy, const float* x, const float* w, int64_t rows,
-                                  int64_t d, float eps, float* stats, GradOut dx) {
-  const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
-  if (row >= rows) return;
+// One row of an RMS norm's gradient, by a warp:
+// dx = rstd · (g - x̂ · mean(g · x̂)), g = dy · w; with `stats` keeps (0, rstd).
+template <bool kVec, typename TD, typename Sums>
+__device__ __forceinline__ void RmsNormGradRow(const TD* dy, const float* x, const float* w,
+                                               int64_t row, int64_t d, float eps,
+                                               const GradOut& dx, const Sums& sums,
+                                               float* stats) {
   const float* xr = x + row * d;
   const TD* dyr = dy + row * d;
   float ss = 0.0f;
@@ -206,16 +237,66 @@ __global__ void RmsNormGradKernel(const TD* dy, const float* x, const float* w, 
   });
   mgx = WarpSum(mgx) / d;
   ForLane<kVec>(d, [&](int64_t i, int k) {
-    float xv[8], gv[8], wv[8], out[8];
+    float xv[8], gv[8], wv[8], xhat[8], out[8];
     LoadSome(xr, i, k, xv);
     LoadSome(dyr, i, k, gv);
     LoadSome(w, i, k, wv);
-    for (int j = 0; j < k; ++j) out[j] = rstd * (gv[j] * wv[j] - xv[j] * rstd * mgx);
+    for (int j = 0; j < k; ++j) {
+      xhat[j] = xv[j] * rstd;
+      out[j] = rstd * (gv[j] * wv[j] - xhat[j] * mgx);
+    }
+    sums.Add(i, k, gv, xhat);
     dx.Put<kVec>(row * d, i, k, out);
   });
-  if (threadIdx.x % 32 == 0) {
+  if (stats && threadIdx.x % 32 == 0) {
     stats[2 * row] = 0.0f;
     stats[2 * row + 1] = rstd;
+  }
+}
+
+template <bool kVec, typename TD>
+__global__ void RmsNormGradKernel(const TD* dy, const float* x, const float* w, int64_t rows,
+                                  int64_t d, float eps, float* stats, GradOut dx) {
+  const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
+  if (row >= rows) return;
+  RmsNormGradRow<kVec>(dy, x, w, row, d, eps, dx, NoColumnSums{}, stats);
+}
+
+// A norm's gradient in one pass (PlanNormGrad's `fused`): block b takes rows
+// [b · per_block, (b + 1) · per_block), warp v every 8th of them from the
+// v-th; each warp adds its rows' dy · x̂ (and dy) into its own shared rows,
+// then the block writes the 8 warps' rows added in warp order as its partial
+// row of part_w (part_b). Fixed chunks and orders: deterministic.
+template <bool kLayer, bool kVec, typename TD>
+__global__ void NormGradFusedKernel(const TD* dy, const float* x, const float* w, int64_t rows,
+                                    int64_t d, float eps, int64_t per_block, GradOut dx,
+                                    float* part_w, float* part_b) {
+  STEPC_DYNAMIC_SHARED(float, shared);
+  constexpr int kTables = kLayer ? 2 : 1;
+  const int warp = threadIdx.x / 32;
+  float* mine = shared + warp * kTables * d;
+  const WarpColumnSums sums{mine, kLayer ? mine + d : nullptr};
+  ForLane<kVec>(d, [&](int64_t i, int k) {
+    for (int j = 0; j < k; ++j) {
+      mine[i + j] = 0.0f;
+      if (kLayer) mine[d + i + j] = 0.0f;
+    }
+  });
+  const int64_t begin = blockIdx.x * per_block, end = min(rows, begin + per_block);
+  for (int64_t row = begin + warp; row < end; row += kRowsPerBlock) {
+    if constexpr (kLayer)
+      LayerNormGradRow<kVec>(dy, x, w, row, d, eps, dx, sums, nullptr);
+    else
+      RmsNormGradRow<kVec>(dy, x, w, row, d, eps, dx, sums, nullptr);
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < kTables * d; c += blockDim.x) {
+    float acc = shared[c];
+    for (int v = 1; v < kRowsPerBlock; ++v) acc += shared[v * kTables * d + c];
+    if (c < d)
+      part_w[blockIdx.x * d + c] = acc;
+    else
+      part_b[blockIdx.x * d + c - d] = acc;
   }
 }
 
@@ -271,8 +352,7 @@ bool NormVectors(int64_t d, std::initializer_list<const void*> pointers) {
 
 template <typename TD>
 int NormColumns(stepc_cuda_ctx* ctx, const TD* dy, const float* x, int64_t rows, int64_t d,
-                float* scratch, float* dw, float* db) {
-  const NormGradPlan plan = PlanNormGrad(rows, d);
+                const NormGradPlan& plan, float* scratch, float* dw, float* db) {
   const bool vectors = NormVectors(d, {dy, x});
   const ReducePlan columns = vectors ? PlanColumnSum(d, rows) : PlanReduce(d, rows);
   const float* stats = scratch;
@@ -423,12 +503,28 @@ extern "C" int stepc_cuda_layer_norm_bf16(stepc_cuda_ctx* ctx, const float* x, c
   return LayerNorm(ctx, Plain(x), w, b, rows, d, eps, y);
 }
 
-// A layer norm's gradient (kLayer) or an RMS norm's: the row kernel, 16-byte
-// steps where the pointers allow, then the weight (and bias) column sums.
+// A layer norm's gradient (kLayer) or an RMS norm's, 16-byte steps where
+// the pointers allow: in one pass (NormGradFusedKernel, then the blocks'
+// partial rows summed in order), or where a block's shared rows would not
+// fit, the row kernel then the weight (and bias) column sums.
 template <bool kLayer, typename TD>
 int NormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w, int64_t rows,
              int64_t d, double eps, float* scratch, GradOut dx, float* dw, float* db) {
   const bool vectors = NormVectors(d, {dy, x, w, dx.acc, dx.dx, dx.rounded});
+  const NormGradPlan plan = PlanNormGrad(rows, d, kLayer);
+  if (plan.fused) {
+    auto* kernel = vectors ? NormGradFusedKernel<kLayer, true, TD>
+                           : NormGradFusedKernel<kLayer, false, TD>;
+    STEPC_CUDA_TRY(ctx, AllowSharedMemory(kernel, plan.shared_bytes));
+    float* part_w = scratch;
+    float* part_b = kLayer ? scratch + plan.partial_floats : nullptr;
+    float* finish = scratch + (kLayer ? 2 : 1) * plan.partial_floats;
+    STEPC_LAUNCH_COOPERATIVE(plan.blocks, kThreads, plan.shared_bytes, ctx->stream, kernel)(
+        dy, x, w, rows, d, (float)eps, plan.rows_per_block, dx, part_w, part_b);
+    if (int rc = STEPC_LAUNCHED(ctx, "NormGradFusedKernel")) return rc;
+    if (int rc = SumRows(ctx, part_w, plan.blocks, d, finish, dw)) return rc;
+    return kLayer && db ? SumRows(ctx, part_b, plan.blocks, d, finish, db) : 0;
+  }
   auto* kernel = kLayer
                      ? (vectors ? LayerNormGradKernel<true, TD> : LayerNormGradKernel<false, TD>)
                      : (vectors ? RmsNormGradKernel<true, TD> : RmsNormGradKernel<false, TD>);
@@ -436,7 +532,7 @@ int NormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w, 
       dy, x, w, rows, d, (float)eps, scratch, dx);
   if (int rc = STEPC_LAUNCHED(ctx, kLayer ? "LayerNormGradKernel" : "RmsNormGradKernel"))
     return rc;
-  return NormColumns(ctx, dy, x, rows, d, scratch, dw, kLayer ? db : nullptr);
+  return NormColumns(ctx, dy, x, rows, d, plan, scratch, dw, kLayer ? db : nullptr);
 }
 template <typename TD>
 int LayerNormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w,
