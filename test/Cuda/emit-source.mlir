@@ -51,7 +51,7 @@
 // CHECK-NEXT: "{{.*}}emit-source.mlir:136:8: 'step.embedding' id",
 // CHECK-NEXT: "{{.*}}emit-source.mlir:145:8: 'step.cross_entropy' target",
 // CHECK-NEXT: "{{.*}}emit-source.mlir:136:8: 'step.embedding_grad' id",
-// CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33556992,
+// CHECK: STEPC_ABI_VERSION, STEPC_TARGET, 19, kArgs, 33557248,
 // CHECK: 7, kCheckSites, "fp32", {{[0-9]+}}, 3, kLogitsShape, 0, 0, 1, "", "", 1, 0, {{[1-9][0-9]*}}, 0, 0};
 // CHECK: extern "C" int stepc_train_step_v12(
 // CHECK: stepc_cuda_ctx ctx_ = {stream, arena + 2304, (int32_t *)(arena + 2048), error, error_len};
