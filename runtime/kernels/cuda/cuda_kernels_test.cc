@@ -1054,13 +1054,18 @@ TEST_F(CudaKernels, MaskedCrossEntropyEqualsCpu) {
 
 // The fused loss and gradient (one kernel) against the CPU's two kernels on
 // the same values: f32 or bf16 logits (the CPU given the rounded ones), f32
-// or bf16 gradient, plain and masked, rows loaded 8 at a time (V = 512) or
-// one by one (V = 700); a bad target reported under the call's site.
+// or bf16 gradient, plain and masked, rows loaded 8 at a time (V = 512,
+// 30000) or one by one (V = 700); a bad target reported under the call's
+// site. Rows up to 112 KiB are kept in shared memory between the loss's pass
+// and the gradient's; 30,000 f32 logits are read twice.
 TEST_F(CudaKernels, FusedCrossEntropyIsTheLossAndItsGradient) {
   const int64_t n = 37, ignore = -100;
   const double smoothing = 0.1, z = 1e-3;
   const float dloss = 0.7f;
-  for (int64_t classes : {512, 700})
+  EXPECT_TRUE(stepc::cuda::CrossEntropyRowInShared(30000, 2));
+  EXPECT_FALSE(stepc::cuda::CrossEntropyRowInShared(30000, 4));
+  EXPECT_TRUE(stepc::cuda::CrossEntropyRowInShared(50304, 2));  // gpt2-124m's
+  for (int64_t classes : {512, 700, 30000})
     for (bool masked : {false, true})
       for (bool bf16_logits : {false, true})
         for (bool bf16_grad : {false, true}) {

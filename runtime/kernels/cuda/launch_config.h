@@ -131,6 +131,17 @@ constexpr NormGradPlan PlanNormGrad(int64_t rows, int64_t d, bool bias = true) {
   return p;
 }
 
+// The fused cross-entropy and its gradient: a block per row. A row of at
+// most kCrossEntropyRowSharedBytes (gpt2-124m's 50,304 bf16 logits: 98 KiB)
+// is kept in shared memory as the loss's pass reads it, so the gradient's
+// pass reads it there, not from HBM again (two blocks of
+// kCrossEntropyRowThreads an SM); a wider row is read twice.
+constexpr int64_t kCrossEntropyRowSharedBytes = 112 << 10;
+constexpr int kCrossEntropyRowThreads = 512;
+constexpr bool CrossEntropyRowInShared(int64_t classes, int64_t logit_bytes) {
+  return classes * logit_bytes <= kCrossEntropyRowSharedBytes;
+}
+
 // Rotary embeddings: the cos and sin table of len positions x head_dim / 2
 // pairs.
 constexpr int64_t RotaryScratchFloats(int64_t len, int64_t head_dim) { return len * head_dim; }

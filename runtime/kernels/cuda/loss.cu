@@ -165,27 +165,35 @@ __global__ void MaskedGradKernel(const float* dloss, const float* logits, const 
 }
 
 // ---- The loss and its gradient in one kernel (step-fuse-cuda-kernels'
-// cross_entropy_fused): one read of each row from HBM (the gradient's pass
-// re-reads it from L2), logits and gradient in f32 or bf16. gpt2-124m's
-// classifier at B=64 is [65536, 50304]: bf16 logits in, bf16 gradient out.
+// cross_entropy_fused): one read of each row from HBM, logits and gradient
+// in f32 or bf16. A row that fits (CrossEntropyRowInShared) is kept in
+// shared memory as the loss's pass reads it and the gradient's pass reads it
+// there; a wider one is read again (from L2 if it is still there).
+// gpt2-124m's classifier at B=64 is [65536, 50304]: bf16 logits in, bf16
+// gradient out.
 
-// Eight logits at a time when the row allows 16-byte loads, else one.
+// Eight logits at a time when the row allows 16-byte loads, else one; with
+// `keep`, each value read is also stored there (the row in shared memory:
+// the same thread reads it back in the next pass, so no barrier).
 template <typename T>
 struct RowAccess {
   const T* x;
   int64_t n;
   bool vectors;
+  T* keep = nullptr;
   template <typename F>
   __device__ void ForEach(F&& f) const {
     if (vectors) {
       for (int64_t j = threadIdx.x * 8; j < n; j += blockDim.x * 8) {
         float v[8];
         LoadEight(x + j, v);
+        if (keep) StoreEight(keep + j, v);  // exact: the values are T's
         f(j, v, 8);
       }
     } else {
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
         const float v = Load(x, j);
+        if (keep) Store(keep, j, v);
         f(j, &v, 1);
       }
     }
@@ -208,7 +216,7 @@ __device__ __forceinline__ void FoldMany(tile::RowState& st, const float* v, int
 // The row's log-sum-exp and (with smoothing) its sum, in every thread.
 template <typename T>
 __device__ void RowLseAndSum(const RowAccess<T>& row, bool want_sum, float* lse, float* sum) {
-  __shared__ float ms[kThreads / 32], ls[kThreads / 32], ss[kThreads / 32];
+  __shared__ float ms[32], ls[32], ss[32];  // a block's warps (at most 32)
   __shared__ float result[2];
   tile::RowState st = tile::RowStart();
   float s = 0.0f;
@@ -232,7 +240,7 @@ __device__ void RowLseAndSum(const RowAccess<T>& row, bool want_sum, float* lse,
   if (threadIdx.x == 0) {
     tile::RowState all = tile::RowStart();
     float total = 0.0f;
-    for (int w = 0; w < kThreads / 32; ++w) {
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) {
       all = tile::RowMerge(all, tile::RowState{ms[w], ls[w]});
       total += ss[w];
     }
@@ -254,7 +262,11 @@ __global__ void CrossEntropyFusedKernel(const TL* logits, const int32_t* targets
                                         const float* dloss, const float* count, int64_t n,
                                         int64_t classes, MaskedLoss o, bool vectors,
                                         float* row_loss, TG* dlogits, int32_t* status,
-                                        int32_t site) {
+                                        int32_t site, bool keep_row) {
+  // The row, with keep_row (bytes: every instantiation declares the one
+  // dynamic shared array alike).
+  STEPC_DYNAMIC_SHARED(char, shared);
+  TL* kept = reinterpret_cast<TL*>(shared);
   const int64_t row = blockIdx.x;
   const int32_t t = targets[row];
   const bool masked = count != nullptr;
@@ -267,9 +279,11 @@ __global__ void CrossEntropyFusedKernel(const TL* logits, const int32_t* targets
     for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) Store(out, j, 0.0f);
     return;
   }
-  const RowAccess<TL> x{logits + row * classes, classes, vectors};
+  const RowAccess<TL> x{logits + row * classes, classes, vectors, keep_row ? kept : nullptr};
   float lse, sum;
   RowLseAndSum(x, o.smoothing != 0.0f, &lse, &sum);
+  // The gradient's pass: the kept row, or the row again.
+  const RowAccess<TL> again{keep_row ? kept : x.x, classes, vectors};
   if (!GoodId(t, classes)) {
     if (threadIdx.x == 0) {
       ReportBadId(status, site, row, t, classes);
@@ -284,7 +298,7 @@ __global__ void CrossEntropyFusedKernel(const TL* logits, const int32_t* targets
   }
   const float a = scale * (1.0f + 2.0f * o.z * lse), b = scale * o.smoothing / classes;
   const float c = scale * (1.0f - o.smoothing);
-  x.ForEach([&](int64_t j, const float* v, int k) {
+  again.ForEach([&](int64_t j, const float* v, int k) {
     float g[8];
     for (int i = 0; i < k; ++i) g[i] = a * expf(v[i] - lse) - b - (j + i == t ? c : 0.0f);
     if (k == 8)
@@ -444,9 +458,13 @@ int CrossEntropyFused(stepc_cuda_ctx* ctx, const TL* logits, const int32_t* targ
   const bool vectors = classes % 8 == 0 && (reinterpret_cast<uintptr_t>(logits) & 15) == 0 &&
                        (reinterpret_cast<uintptr_t>(dlogits) & 15) == 0 &&
                        (classes * sizeof(TL)) % 16 == 0;
-  STEPC_LAUNCH_COOPERATIVE(n, kThreads, 0, ctx->stream, CrossEntropyFusedKernel<TL, TG>)(
-      logits, targets, dloss, count, n, classes, o, vectors, scratch, dlogits, ctx->status,
-      site);
+  const bool keep = CrossEntropyRowInShared(classes, sizeof(TL));
+  const int64_t shared = keep ? classes * static_cast<int64_t>(sizeof(TL)) : 0;
+  auto* kernel = CrossEntropyFusedKernel<TL, TG>;
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(kernel, shared));
+  STEPC_LAUNCH_COOPERATIVE(n, keep ? kCrossEntropyRowThreads : kThreads, shared, ctx->stream,
+                           kernel)(logits, targets, dloss, count, n, classes, o, vectors,
+                                   scratch, dlogits, ctx->status, site, keep);
   if (int rc = STEPC_LAUNCHED(ctx, "CrossEntropyFusedKernel")) return rc;
   if (count) {
     STEPC_LAUNCH_COOPERATIVE(1, kThreads, 0, ctx->stream, OverCountKernel)(scratch, n, count,
