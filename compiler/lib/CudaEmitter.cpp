@@ -139,7 +139,8 @@ private:
   LogicalResult emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta, bool tb,
                            bool sharedRhs, Value bias = {},
                            stepk::Epilogue epilogue = stepk::Epilogue::none, Value aux = {},
-                           std::optional<ArrayRef<int32_t>> fp8 = std::nullopt);
+                           std::optional<ArrayRef<int32_t>> fp8 = std::nullopt,
+                           bool roundLhs = false);
   /// A forward attention kernel, and its log-sum-exp if it saves one.
   void emitAttention(stepk::AttentionOp a);
   /// An attention backward, reading the forward's output and log-sum-exp
@@ -466,26 +467,31 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
 LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta,
                                       bool tb, bool sharedRhs, Value bias,
                                       stepk::Epilogue epilogue, Value aux,
-                                      std::optional<ArrayRef<int32_t>> fp8) {
+                                      std::optional<ArrayRef<int32_t>> fp8, bool roundLhs) {
   RankedTensorType lhsType = typeOf(lhs), out = typeOf(result);
   int64_t k = lhsType.getDimSize(lhsType.getRank() - (ta ? 2 : 1));
   int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
   int64_t batch = out.getNumElements() / (m * n);
+  // The operands' element types: one, or (an fp8 GEMM) each its own.
+  std::string types = typeCode(lhsType.getElementType());
+  if (fp8)
+    types += ", " + typeCode(typeOf(rhs).getElementType());
   std::string args = llvm::formatv(
       "ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}",
       ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0, sharedRhs ? 1 : 0,
-      typeCode(lhsType.getElementType()), typeCode(out.getElementType()), bias ? ptr(bias) : "0",
+      types, typeCode(out.getElementType()), bias ? ptr(bias) : "0",
       "STEPC_EPILOGUE_" + stepk::stringifyEpilogue(epilogue).upper(), aux ? ptr(aux) : "0");
   if (!fp8) {
     call(op, "stepc_cuda_matmul(" + args + ")");
     return success();
   }
-  // Operands packed to fp8 bytes and block scales in scratch.
+  // Operands packed to fp8 bytes and block scales in scratch (and a lhs
+  // the GEMM rounds, its bf16 copy where the GEMM runs in bf16).
   if (failed(needScratch(op, lc::Fp8GemmScratchBytes(batch, m, n, k, ta, sharedRhs, (*fp8)[0],
-                                                     (*fp8)[1], (*fp8)[2]))))
+                                                     (*fp8)[1], (*fp8)[2], roundLhs))))
     return failure();
-  call(op, llvm::formatv("stepc_cuda_matmul_fp8({0}, {1}, {2}, {3}, scratch)", args, (*fp8)[0],
-                         (*fp8)[1], (*fp8)[2]));
+  call(op, llvm::formatv("stepc_cuda_matmul_fp8({0}, {1}, {2}, {3}, {4}, scratch)", args,
+                         (*fp8)[0], (*fp8)[1], (*fp8)[2], roundLhs ? 1 : 0));
   return success();
 }
 
@@ -675,7 +681,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return emitMatmul(op, g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
                           g.getTransposeB(), g.getSharedRhs(), g.getBias(), g.getEpilogue(),
                           g.getEpilogueResult() ? g.getEpilogueResult() : g.getAux(),
-                          g.getFp8());
+                          g.getFp8(), g.getRoundLhs());
       })
       .Case([&](stepk::CallOp c) {
         if (c.getCallee() == kSquaredNormsCall)

@@ -720,8 +720,10 @@ struct StepLowerLibraryCallsPass
         lower(op, call, roundingOnlyUse(op, cuda), wideningOnlyUse(op, cuda));
       }
       lowerGemms(step);
-      if (target == "cuda")
+      if (target == "cuda") {
         markFp8Gemms(step);
+        foldFp8LhsRoundings(step);
+      }
       eraseDeadOps(step);
     }
   }

@@ -33,7 +33,7 @@ namespace lc = stepc::cuda;
 
 namespace {
 
-/// The scratch an fp8 GEMM packs its operands into.
+/// The scratch an fp8 GEMM packs its operands into (and rounds its lhs in).
 int64_t fp8GemmScratchBytes(stepk::GemmOp gemm) {
   auto lhs = cast<RankedTensorType>(gemm.getLhs().getType());
   auto out = cast<RankedTensorType>(gemm.getResult().getType());
@@ -41,7 +41,8 @@ int64_t fp8GemmScratchBytes(stepk::GemmOp gemm) {
   ArrayRef<int32_t> fp8 = *gemm.getFp8();
   int64_t k = lhs.getDimSize(lhs.getRank() - (gemm.getTransposeA() ? 2 : 1));
   return lc::Fp8GemmScratchBytes(out.getNumElements() / (m * n), m, n, k, gemm.getTransposeA(),
-                                 gemm.getSharedRhs(), fp8[0], fp8[1], fp8[2]);
+                                 gemm.getSharedRhs(), fp8[0], fp8[1], fp8[2],
+                                 gemm.getRoundLhs());
 }
 
 /// The CUDA layout of `step`'s arena around `plan`: the largest scratch any

@@ -27,6 +27,24 @@ namespace {
 
 int64_t bytesOf(Type type) { return tensorBytes(type); }
 
+/// What an fp8 GEMM's packing moves before the tensor cores run (CUDA): each
+/// operand read as stored, written as fp8 bytes and a float scale per block
+/// (1x128 of the lhs along K; 128x128 of the rhs, or 1x128 with `v`).
+int64_t fp8PackingBytes(stepk::GemmOp gemm) {
+  auto lhs = cast<RankedTensorType>(gemm.getLhs().getType());
+  auto out = cast<RankedTensorType>(gemm.getResult().getType());
+  const int64_t n = out.getShape().back(), rows = out.getNumElements() / n;
+  const int64_t k = lhs.getDimSize(lhs.getRank() - (gemm.getTransposeA() ? 2 : 1));
+  const int64_t kb = llvm::divideCeil(k, 128);
+  const bool vector = (*gemm.getFp8())[2] != 0;
+  const int64_t scales = rows * kb + (vector ? n * kb : llvm::divideCeil(n, 128) * kb);
+  const int64_t read = rows * k * bytesOf(RankedTensorType::get({1}, lhs.getElementType())) +
+                       n * k * bytesOf(RankedTensorType::get(
+                                   {1}, cast<RankedTensorType>(gemm.getRhs().getType())
+                                            .getElementType()));
+  return read + rows * k + n * k + 4 * scales;
+}
+
 } // namespace
 
 /// Ranks a collective spans: the product of its mesh axes' sizes.
@@ -250,7 +268,8 @@ void countLibraryShapes(StepReport &report, const StepInOrder &view, const StepI
     countGemm(bm, false);
   if (auto gemm = dyn_cast<stepk::GemmOp>(op)) {
     countGemm(gemm, gemm.getSharedRhs());
-    if (roundedToFp8(view, view.instance(gemm.getLhs(), o.call)) &&
+    // (A round_lhs GEMM rounds its lhs itself.)
+    if ((gemm.getRoundLhs() || roundedToFp8(view, view.instance(gemm.getLhs(), o.call))) &&
         roundedToFp8(view, view.instance(gemm.getRhs(), o.call))) {
       report.fp8GemmsPerStep += 1;
       report.fp8FlopsPerStep += flops;
@@ -290,6 +309,15 @@ LogicalResult countOps(StepReport &report, const Blocks &blocks) {
       return op.emitOpError() << "brings the step's executed FLOPs beyond 2^63 - 1";
     kernels += !isa<ReshapeOp, func::ReturnOp>(op); // a stepk.fused op is one kernel
     countLibraryShapes(report, blocks.view, o, *flops);
+    // An fp8 GEMM's two packing kernels (CUDA's launches, not the step's
+    // library calls): memory-bound bytes of their own kind.
+    if (auto gemm = dyn_cast<stepk::GemmOp>(op); gemm && gemm.getFp8()) {
+      const int64_t bytes = fp8PackingBytes(gemm);
+      report.memoryBoundBytesPerStep += bytes;
+      report.memoryBoundKernelsPerStep += 2;
+      report.memoryBoundBytesByBlock[blocks.workBlock(o)] += bytes;
+      report.memoryBoundBytesByKind["fp8 packing"] += bytes;
+    }
     if (*flops == 0 && !isa<ReshapeOp, func::ReturnOp, mesh::AllSliceOp>(op) &&
         !communicates(&op)) {
       int64_t bytes = 0;

@@ -477,12 +477,17 @@ int stepc_cuda_matmul(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c
  * (fp8 bytes and a power-of-two scale per block, exact) and multiplied on the
  * fp8 tensor cores with f32 accumulation; where it does not, or cuBLASLt has
  * no fp8 algorithm for the problem, the bf16 GEMM of the same values runs
- * (as every one does with STEPC_FP8_GEMMS=0 in the environment). */
+ * (as every one does with STEPC_FP8_GEMMS=0 in the environment). A and B
+ * are `a_type` and `b_type` (f32 or bf16; equal unless A is rounded here).
+ * With `round_a`, A holds any values and is rounded here as
+ * step.quantize_fp8 with tiles of its blocks would round it (the packing;
+ * for the bf16 GEMM, a bf16 copy in `scratch`: Fp8GemmScratchBytes). A BGRAD
+ * epilogue sums A's own values (the unrounded ones with `round_a`). */
 int stepc_cuda_matmul_fp8(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c,
                           int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
-                          int transpose_b, int shared_rhs, int in_type, int out_type,
+                          int transpose_b, int shared_rhs, int a_type, int b_type, int out_type,
                           const float *bias, int epilogue, void *aux, int a_format,
-                          int b_format, int b_vector, void *scratch);
+                          int b_format, int b_vector, int round_a, void *scratch);
 
 /* Frees the cuBLASLt handle and cached plans (the runtime calls it before
  * unloading a module; optional). */

@@ -320,15 +320,28 @@ int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, in
   return STEPC_LAUNCHED(ctx, "PackFp8BlocksKernel");
 }
 
+int RoundFp8Lhs(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
+                bool stored_kr, int format, __nv_bfloat16* out) {
+  // Stored [rows, k]: [1, 128] tiles; stored [k, rows]: [128, 1] tiles.
+  const int64_t stored_rows = stored_kr ? k : rows, stored_cols = stored_kr ? rows : k;
+  const int64_t tile_rows = stored_kr ? kFp8Block : 1, tile_cols = stored_kr ? 1 : kFp8Block;
+  if (in_type == STEPC_CUDA_BF16)
+    return QuantizeFp8(ctx, static_cast<const __nv_bfloat16*>(x), 1, stored_rows, stored_cols,
+                       tile_rows, tile_cols, format, out);
+  return QuantizeFp8(ctx, static_cast<const float*>(x), 1, stored_rows, stored_cols, tile_rows,
+                     tile_cols, format, out);
+}
+
 namespace {
 std::atomic<int64_t> fp8_gemms_run{0};
 }  // namespace
 int64_t Fp8GemmsRun() { return fp8_gemms_run.load(std::memory_order_relaxed); }
 void CountFp8GemmRun() { fp8_gemms_run.fetch_add(1, std::memory_order_relaxed); }
 
-int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_type, int64_t m,
-                    int64_t n, int64_t k, bool transpose_a, bool transpose_b, int a_format,
-                    int b_format, bool b_vector, void* scratch, Fp8Packed* packed) {
+int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, int a_type, const void* b, int b_type,
+                    int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
+                    int a_format, int b_format, bool b_vector, void* scratch,
+                    Fp8Packed* packed) {
   const Fp8GemmLayout layout = PlanFp8Gemm(m, n, k, b_vector);
   char* s = static_cast<char*>(scratch);
   Fp8Packed& p = *packed;
@@ -336,12 +349,26 @@ int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_ty
                 reinterpret_cast<uint8_t*>(s + layout.b_bytes),
                 reinterpret_cast<float*>(s + layout.a_scales),
                 reinterpret_cast<float*>(s + layout.b_scales), layout.b_scale_ld};
-  if (int rc = PackFp8Rows(ctx, a, in_type, m, k, transpose_a, a_format, p.a, p.a_scales))
+  if (int rc = PackFp8Rows(ctx, a, a_type, m, k, transpose_a, a_format, p.a, p.a_scales))
     return rc;
   // op(B) as [n, k]: B stored [n, k] when transposed, else [k, n].
-  if (b_vector) return PackFp8Rows(ctx, b, in_type, n, k, !transpose_b, b_format, p.b, p.b_scales);
-  return PackFp8Blocks(ctx, b, in_type, n, k, transpose_b, b_format, p.b, p.b_scales,
+  if (b_vector) return PackFp8Rows(ctx, b, b_type, n, k, !transpose_b, b_format, p.b, p.b_scales);
+  return PackFp8Blocks(ctx, b, b_type, n, k, transpose_b, b_format, p.b, p.b_scales,
                        p.b_scale_ld);
+}
+
+int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, int64_t batch,
+                    int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
+                    int shared_rhs, int a_type, int b_type, int out_type, const float* bias,
+                    int epilogue, void* aux, int a_format, int round_a, void* scratch) {
+  if (round_a) {
+    auto* rounded = static_cast<__nv_bfloat16*>(scratch);
+    if (int rc = RoundFp8Lhs(ctx, a, a_type, batch * m, k, transpose_a != 0, a_format, rounded))
+      return rc;
+    a = rounded;
+  }
+  return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
+                           b_type, out_type, bias, epilogue, aux);
 }
 
 }  // namespace stepc::cuda

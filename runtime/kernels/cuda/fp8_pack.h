@@ -44,6 +44,21 @@ int64_t Fp8GemmsRun();
 // Counts one (stepc_cuda_matmul_fp8, once it ran from packed operands).
 void CountFp8GemmRun();
 
+// A GEMM's BGRAD sums where cuBLASLt's epilogue does not give them (and an
+// fp8 GEMM's always: the sums of A's own values): out[m] = the sum over k of
+// op_a(A)[m, k], by the column-sum reduction the step would otherwise run
+// (deterministic), its partials in the GEMM workspace.
+int BiasGradOf(stepc_cuda_ctx* ctx, const void* a, int in_type, int64_t m, int64_t k,
+               bool transpose_a, float* out);
+
+// An fp8 GEMM's lhs that the GEMM rounds itself (stepk.gemm round_lhs): x
+// as [rows, k] (stored [k, rows] if `stored_kr`), f32 or bf16, rounded as
+// step.quantize_fp8 with tiles of the 1x128 blocks along k rounds it, into
+// bf16 `out` stored as x is: the bf16 GEMM's operand where the fp8 GEMM
+// does not run. (Where it runs, the packing is that rounding.)
+int RoundFp8Lhs(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
+                bool stored_kr, int format, __nv_bfloat16* out);
+
 // An fp8 GEMM's packed operands in its scratch.
 struct Fp8Packed {
   uint8_t *a, *b;            // [m, k] and [n, k] bytes
@@ -53,9 +68,18 @@ struct Fp8Packed {
 // Both operands of an fp8 GEMM of op(A) [m, k] and op(B) [k, n] into
 // `scratch`, laid out by launch_config.h's PlanFp8Gemm: A in 1x128 blocks,
 // B in 128x128 blocks or, if `b_vector`, 1x128 blocks along k as A.
-int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, const void* b, int in_type, int64_t m,
-                    int64_t n, int64_t k, bool transpose_a, bool transpose_b, int a_format,
-                    int b_format, bool b_vector, void* scratch, Fp8Packed* packed);
+int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, int a_type, const void* b, int b_type,
+                    int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
+                    int a_format, int b_format, bool b_vector, void* scratch,
+                    Fp8Packed* packed);
+
+// What stepc_cuda_matmul_fp8 runs where the fp8 tensor cores do not: the
+// bf16 GEMM of the same values (A rounded into `scratch` first with
+// `round_a`; the epilogue no longer BGRAD).
+int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, int64_t batch,
+                    int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
+                    int shared_rhs, int a_type, int b_type, int out_type, const float* bias,
+                    int epilogue, void* aux, int a_format, int round_a, void* scratch);
 
 }  // namespace stepc::cuda
 

@@ -257,25 +257,6 @@ __global__ void EpilogueKernel(float* c, const float* bias, float* aux, int64_t 
   }
 }
 
-// The BGRAD fallback: out[m] = the sum over k of op_a(A)[m, k], by the
-// column-sum reduction the step would otherwise run (deterministic), its
-// partials in the GEMM workspace (free again once the GEMM before it on the
-// stream is done).
-int BiasGradOf(stepc_cuda_ctx* ctx, const void* a, int in_type, int64_t m, int64_t k,
-               bool transpose_a, float* out) {
-  const int64_t shape[2] = {transpose_a ? k : m, transpose_a ? m : k};
-  const int mask[2] = {transpose_a ? 1 : 0, transpose_a ? 0 : 1};
-  if (ReduceScratchFloats(m, k) * static_cast<int64_t>(sizeof(float)) > kGemmWorkspaceBytes)
-    return Fail(ctx, "stepc_cuda_matmul", __FILE__, __LINE__,
-                "the bias gradient's partial sums exceed the GEMM workspace");
-  float* scratch = static_cast<float*>(ctx->gemm_workspace);
-  if (in_type == STEPC_CUDA_BF16)
-    return stepc_cuda_reduce_of_bf16(ctx, static_cast<const __nv_bfloat16*>(a), shape, 2, mask,
-                                     /*sum*/ 0, scratch, out);
-  return stepc_cuda_reduce(ctx, static_cast<const float*>(a), shape, 2, mask, /*sum*/ 0, scratch,
-                           out);
-}
-
 // `a_scales` / `b_scales`: an fp8 key's block scales (fp8_pack.h).
 int Matmul(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, GemmKey key,
            const float* bias, void* aux, const float* a_scales = nullptr,
@@ -345,28 +326,31 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
 extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
-                                     int in_type, int out_type, const float* bias, int epilogue,
-                                     void* aux, int a_format, int b_format, int b_vector,
-                                     void* scratch) {
-  auto in_bf16 = [&] {
-    return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
-                             in_type, out_type, bias, epilogue, aux);
-  };
+                                     int a_type, int b_type, int out_type, const float* bias,
+                                     int epilogue, void* aux, int a_format, int b_format,
+                                     int b_vector, int round_a, void* scratch) {
+  if (const char* why = BadFp8Operands(a_type, b_type, round_a, scratch))
+    return Fail(ctx, "stepc_cuda_matmul_fp8", __FILE__, __LINE__, why);
   if (const char* why = BadEpilogue(batch, n, out_type, bias, epilogue, aux))
     return Fail(ctx, "stepc_cuda_matmul_fp8", __FILE__, __LINE__, why);
   if (epilogue == STEPC_EPILOGUE_BGRAD) {
     // The sums of A's own values, then the fp8 product alone.
-    if (int rc = BiasGradOf(ctx, a, in_type, m, k, transpose_a != 0, static_cast<float*>(aux)))
+    if (int rc = BiasGradOf(ctx, a, a_type, m, k, transpose_a != 0, static_cast<float*>(aux)))
       return rc;
     epilogue = STEPC_EPILOGUE_NONE;
     aux = nullptr;
   }
+  auto in_bf16 = [&] {
+    return Fp8ValuesInBf16(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
+                           a_type, b_type, out_type, bias, epilogue, aux, a_format, round_a,
+                           scratch);
+  };
   if (!scratch || Fp8GemmsOff() ||
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return in_bf16();
   const int64_t rows = batch * m;
   // (The packed operands are one [rows, k] by [n, k] product.)
-  GemmKey key = MakeKey(1, rows, n, k, 0, 0, 0, in_type, out_type, bias != nullptr, epilogue);
+  GemmKey key = MakeKey(1, rows, n, k, 0, 0, 0, b_type, out_type, bias != nullptr, epilogue);
   key.fp8_a = a_format + 1;
   key.fp8_b = b_format + 1;
   key.fp8_b_vector = b_vector ? 1 : 0;
@@ -382,7 +366,7 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
     if (!plain_plan->supported) return in_bf16();
   }
   Fp8Packed packed;
-  if (int rc = PackFp8Operands(ctx, a, b, in_type, rows, n, k, transpose_a != 0,
+  if (int rc = PackFp8Operands(ctx, a, a_type, b, b_type, rows, n, k, transpose_a != 0,
                                transpose_b != 0, a_format, b_format, b_vector != 0, scratch,
                                &packed))
     return rc;

@@ -67,6 +67,19 @@ inline const char* BadEpilogue(int64_t batch, int64_t n, int out_type, const voi
   return nullptr;
 }
 
+// Why a stepc_cuda_matmul_fp8 call's operands cannot be taken (null: they
+// can): f32 or bf16 each, alike unless A is rounded by the GEMM, which then
+// needs the scratch for its bf16 copy and a bf16 B to multiply it with.
+inline const char* BadFp8Operands(int a_type, int b_type, int round_a, const void* scratch) {
+  auto known = [](int t) { return t == STEPC_CUDA_F32 || t == STEPC_CUDA_BF16; };
+  if (!known(a_type) || !known(b_type)) return "fp8 GEMM operands must be f32 or bf16";
+  if (!round_a && a_type != b_type)
+    return "an fp8 GEMM's operands must have one type unless it rounds A (round_a)";
+  if (round_a && (b_type != STEPC_CUDA_BF16 || !scratch))
+    return "an fp8 GEMM that rounds A needs a bf16 B and its scratch";
+  return nullptr;
+}
+
 }  // namespace stepc::cuda
 
 #endif  // STEPC_RUNTIME_KERNELS_CUDA_GEMM_LAYOUT_H_

@@ -435,6 +435,22 @@ int SumRows(stepc_cuda_ctx* ctx, const float* in, int64_t rows, int64_t cols, fl
   return Reduce(ctx, in, shape, 2, mask, /*kind=*/0, scratch, out);
 }
 
+// (Its partials in the GEMM workspace: free again once the GEMM before it on
+// the stream is done.)
+int BiasGradOf(stepc_cuda_ctx* ctx, const void* a, int in_type, int64_t m, int64_t k,
+               bool transpose_a, float* out) {
+  const int64_t shape[2] = {transpose_a ? k : m, transpose_a ? m : k};
+  const int mask[2] = {transpose_a ? 1 : 0, transpose_a ? 0 : 1};
+  if (ReduceScratchFloats(m, k) * static_cast<int64_t>(sizeof(float)) > kGemmWorkspaceBytes)
+    return Fail(ctx, "stepc_cuda_matmul", __FILE__, __LINE__,
+                "the bias gradient's partial sums exceed the GEMM workspace");
+  float* scratch = static_cast<float*>(ctx->gemm_workspace);
+  if (in_type == STEPC_CUDA_BF16)
+    return Reduce(ctx, static_cast<const __nv_bfloat16*>(a), shape, 2, mask, /*kind=*/0,
+                  scratch, out);
+  return Reduce(ctx, static_cast<const float*>(a), shape, 2, mask, /*kind=*/0, scratch, out);
+}
+
 }  // namespace stepc::cuda
 
 extern "C" int stepc_cuda_reduce(stepc_cuda_ctx* ctx, const float* in, const int64_t* shape,

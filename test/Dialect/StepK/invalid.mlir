@@ -264,3 +264,19 @@ func.func @packed_grad_results(%g: tensor<2x8x8xf32>, %x: tensor<2x8x24xf32>) ->
   %0:3 = stepk.attention_grad %g, %x, %x, %x packed [0, 8, 16] heads 2 kv_heads 2 head_dim 4 scale 0.5 : (tensor<2x8x8xf32>, tensor<2x8x24xf32>, tensor<2x8x24xf32>, tensor<2x8x24xf32>) -> (tensor<2x8x8xf32>, tensor<2x8x8xf32>, tensor<2x8x8xf32>)
   return %0#0 : tensor<2x8x8xf32>
 }
+
+// -----
+
+func.func @gemm_round_lhs_not_fp8(%x: tensor<8x128xf32>, %w: tensor<128x32xbf16>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op rounds its lhs (round_lhs) only as an fp8 GEMM of an f32 or bf16 lhs, 2-d where it is transposed}}
+  %0 = stepk.gemm %x, %w {round_lhs, shared_rhs} : (tensor<8x128xf32>, tensor<128x32xbf16>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func @gemm_round_lhs_transposed_3d(%x: tensor<2x128x8xf32>, %w: tensor<128x32xbf16>) -> tensor<2x8x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op rounds its lhs (round_lhs) only as an fp8 GEMM of an f32 or bf16 lhs, 2-d where it is transposed}}
+  %0 = stepk.gemm %x, %w {fp8 = array<i32: 1, 0, 0>, round_lhs, shared_rhs, transpose_a} : (tensor<2x128x8xf32>, tensor<128x32xbf16>) -> tensor<2x8x32xf32>
+  return %0 : tensor<2x8x32xf32>
+}

@@ -37,6 +37,10 @@ Evaluated evalAttention(mlir::Operation *op, Operands in, Results out);
 Evaluated evalMoe(mlir::Operation *op, Operands in, Results out);
 /// quantize_fp8, quantize_grad_fp8.
 Evaluated evalFp8(mlir::Operation *op, Operands in, Results out);
+/// x's values rounded as step.quantize_fp8 with [tr, tc] tiles of its last
+/// two dims rounds them (a GEMM's round_lhs too).
+void quantizeFp8Tiles(const Tensor &x, int64_t tr, int64_t tc, int format,
+                      std::vector<double> &out);
 
 /// Rounds to bfloat16 through f32, nearest even (NaN stays NaN): what a
 /// kernel's bf16 store does.

@@ -192,6 +192,13 @@ LogicalResult GemmOp::verify() {
                               "(e4m3) or 1 (e5m2) and not both e5m2, scaling 0 (128x128 "
                               "blocks) or 1 (1x128 along K)";
   }
+  if (getRoundLhs()) {
+    auto lhs = cast<RankedTensorType>(getLhs().getType());
+    if (!getFp8() || (getTransposeA() && lhs.getRank() != 2) ||
+        !(lhs.getElementType().isF32() || lhs.getElementType().isBF16()))
+      return emitOpError() << "rounds its lhs (round_lhs) only as an fp8 GEMM of an f32 or bf16 "
+                              "lhs, 2-d where it is transposed";
+  }
   return success();
 }
 

@@ -114,25 +114,38 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
   return 0;
 }
 
-// The fp8 GEMM as gemm.cu runs it: the same packing kernels (fp8.cu, on the
-// emulation), then the product of the packed bytes times their block scales
-// read as cuBLASLt reads them (fp8_pack.h's layouts), in the bf16 GEMM's
-// order: the same bits as stepc_cuda_matmul when the packing is exact.
+// The fp8 GEMM as gemm.cu runs it: BGRAD's sums of A's own values and the
+// bf16 fallback shared with it (fp8.cu, layout.cu), the same packing
+// kernels (on the emulation), then the product of the packed bytes times
+// their block scales read as cuBLASLt reads them (fp8_pack.h's layouts), in
+// the bf16 GEMM's order: the same bits as stepc_cuda_matmul when the packing
+// is exact.
 extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
                                      int64_t batch, int64_t m, int64_t n, int64_t k,
                                      int transpose_a, int transpose_b, int shared_rhs,
-                                     int in_type, int out_type, const float* bias, int epilogue,
-                                     void* aux, int a_format, int b_format, int b_vector,
-                                     void* scratch) {
+                                     int a_type, int b_type, int out_type, const float* bias,
+                                     int epilogue, void* aux, int a_format, int b_format,
+                                     int b_vector, int round_a, void* scratch) {
   using namespace stepc::cuda;
+  if (const char* why = BadFp8Operands(a_type, b_type, round_a, scratch)) {
+    std::snprintf(ctx->error, ctx->error_len, "%s", why);
+    return 1;
+  }
+  if (Refuse(ctx, batch, n, out_type, bias, epilogue, aux)) return 1;
+  if (epilogue == STEPC_EPILOGUE_BGRAD) {
+    if (int rc = BiasGradOf(ctx, a, a_type, m, k, transpose_a != 0, static_cast<float*>(aux)))
+      return rc;
+    epilogue = STEPC_EPILOGUE_NONE;
+    aux = nullptr;
+  }
   if (!scratch || Fp8GemmsOff() ||
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
-    return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
-                             in_type, out_type, bias, epilogue, aux);
-  if (Refuse(ctx, batch, n, out_type, bias, epilogue, aux)) return 1;
+    return Fp8ValuesInBf16(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
+                           a_type, b_type, out_type, bias, epilogue, aux, a_format, round_a,
+                           scratch);
   const int64_t rows = batch * m;
   Fp8Packed packed;
-  if (int rc = PackFp8Operands(ctx, a, b, in_type, rows, n, k, transpose_a != 0,
+  if (int rc = PackFp8Operands(ctx, a, a_type, b, b_type, rows, n, k, transpose_a != 0,
                                transpose_b != 0, a_format, b_format, b_vector != 0, scratch,
                                &packed))
     return rc;
