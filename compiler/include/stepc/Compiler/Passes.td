@@ -201,6 +201,12 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     the target's earlier passes left (nothing folded into it) becomes a
     `stepk.gemm` without epilogue, so each emitter prints one GEMM op; and
     what the foldings left unread is erased. Other ops stay as they are.
+    Under fp8 on CUDA: a value's two roundings (rows and columns) are one
+    `quantize_fp8_rows_columns` pass (with its bias gradient: `_dbias`); a
+    GEMM whose operands' tiles hold cuBLASLt's scaling blocks is marked
+    `fp8`; and an output gradient's pair that only fp8 GEMMs read as their
+    lhs is left to them (`round_lhs`: the packing rounds), its bias
+    gradient to the weight gradient's `bgrad` epilogue.
 
     ```mlir
     // before
