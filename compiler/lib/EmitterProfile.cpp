@@ -46,6 +46,11 @@ static std::string fusedKind(stepk::FusedOp fused) {
 
 std::string stepc::kernelKind(Operation *op) {
   Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : op;
+  // fp8's rounding pass is named by its rounding, also where it applies the
+  // MLP's GELU to what it reads first (its body's first op).
+  if (auto call = dyn_cast<stepk::CallOp>(op);
+      call && call.getCallee().starts_with("quantize_fp8_rows_columns"))
+    return "step.quantize_fp8";
   std::string name = isa<stepk::FusedOp>(op) ? fusedKind(cast<stepk::FusedOp>(op))
                                               : named->getName().getStringRef().str();
   // Every GEMM is a stepk.gemm by now (step-lower-library-calls).

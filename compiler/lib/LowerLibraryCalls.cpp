@@ -670,24 +670,46 @@ void lowerRoundingPairs(func::FuncOp step) {
                           static_cast<int64_t>(sizeof(float));
     }
     Value source = x;
-    // x widened from bf16 (the packed attention gradient): the pass reads
-    // the bf16 values through a widening of its own, and the shared one is
-    // left to x's other readers (the bias's sum then reads bf16 too).
-    if (auto widening = x.getDefiningOp<ConvertOp>();
+    // x the GELU of the MLP's first product, read by nothing but the pair
+    // (the forward's fc2 input): the pass applies the GELU to what it reads,
+    // so the f32 activation is neither written nor read again.
+    auto gelu = x.getDefiningOp<GeluOp>();
+    if (gelu && (dbias || gelu->getBlock() != rows->getBlock() ||
+                 !llvm::all_of(x.getUsers(), [&](Operation *user) {
+                   return user == rows.getOperation() || user == flatten.getOperation();
+                 })))
+      gelu = nullptr;
+    if (gelu) {
+      body.insert(body.begin(), gelu);
+      source = gelu.getInput();
+      call.scalars.push_back(sc.i32(gelu.isTanhApproximation() ? 1 : 0));
+    }
+    // The source widened from bf16 (the packed attention gradient, the MLP's
+    // bf16 pre-activation): the pass reads the bf16 values through a
+    // widening of its own, and the shared one is left to the source's other
+    // readers (the bias's sum then reads bf16 too).
+    bool ofBf16 = false;
+    if (auto widening = source.getDefiningOp<ConvertOp>();
         widening && typeOf(widening.getInput()).getElementType().isBF16()) {
-      OpBuilder b(rows);
-      auto own = b.create<ConvertOp>(widening.getLoc(), x.getType(), widening.getInput());
+      OpBuilder b(gelu ? gelu.getOperation() : rows.getOperation());
+      auto own = b.create<ConvertOp>(widening.getLoc(), source.getType(), widening.getInput());
       step::copyPhase(widening, own);
-      rows->setOperand(0, own);
-      flatten->setOperand(0, own);
-      if (dbias)
-        dbias->setOperand(0, own);
+      if (gelu) {
+        gelu->setOperand(0, own);
+      } else {
+        rows->setOperand(0, own);
+        flatten->setOperand(0, own);
+        if (dbias)
+          dbias->setOperand(0, own);
+      }
       body.insert(body.begin(), own);
       source = widening.getInput();
-      call.callee = dbias ? "quantize_fp8_rows_columns_dbias_of_bf16_bf16"
-                          : "quantize_fp8_rows_columns_of_bf16_bf16";
+      ofBf16 = true;
     }
-    replaceByCall(rows, call.callee, {source}, call, body, yields);
+    std::string callee = (Twine("quantize_fp8_rows_columns") + (gelu ? "_gelu" : "") +
+                          (dbias ? "_dbias" : "") + (ofBf16 ? "_of_bf16" : "") + "_bf16")
+                             .str();
+    replaceByCall(rows, callee, {source}, call, body, yields);
   }
 }
 

@@ -199,8 +199,15 @@ void countCollective(StepReport &report, Operation &op) {
 /// widened, narrowed or reshaped).
 bool roundedToFp8(const StepInOrder &view, StepInOrder::Instance v) {
   while (Operation *def = v.first.getDefiningOp()) {
-    if (auto call = dyn_cast<stepk::CallOp>(def))
-      return isa<QuantizeFp8Op>(call.getKernelOp());  // or its bf16 forms
+    if (auto call = dyn_cast<stepk::CallOp>(def)) {
+      // The op in its body that made this result, through the body's
+      // converts: a quantize_fp8 (its bf16 forms, both roundings of one
+      // value, a GELU's), or another kernel.
+      Value made = call.getYield()->getOperand(cast<OpResult>(v.first).getResultNumber());
+      while (isa_and_nonnull<ConvertOp>(made.getDefiningOp()))
+        made = made.getDefiningOp()->getOperand(0);
+      return isa_and_nonnull<QuantizeFp8Op>(made.getDefiningOp());
+    }
     if (isa<QuantizeFp8Op>(def))
       return true;
     if (auto fused = dyn_cast<stepk::FusedOp>(def)) {

@@ -203,6 +203,19 @@ int stepc_cuda_quantize_fp8_rows_columns_of_bf16_bf16(stepc_cuda_ctx *ctx, const
                                                       int64_t rows, int64_t cols, int format,
                                                       __nv_bfloat16 *by_rows,
                                                       __nv_bfloat16 *by_columns);
+/* The GELU of x (`tanh_form` 0: exact, 1: tanh; x the MLP's first
+ * product, f32 or bf16) rounded both ways: the activation itself is never
+ * stored. */
+int stepc_cuda_quantize_fp8_rows_columns_gelu_bf16(stepc_cuda_ctx *ctx, const float *x,
+                                                   int64_t rows, int64_t cols, int format,
+                                                   int tanh_form, __nv_bfloat16 *by_rows,
+                                                   __nv_bfloat16 *by_columns);
+int stepc_cuda_quantize_fp8_rows_columns_gelu_of_bf16_bf16(stepc_cuda_ctx *ctx,
+                                                           const __nv_bfloat16 *x, int64_t rows,
+                                                           int64_t cols, int format,
+                                                           int tanh_form,
+                                                           __nv_bfloat16 *by_rows,
+                                                           __nv_bfloat16 *by_columns);
 /* Either, also writing x's column sums (`sums` [cols], f32: the bias
  * gradient of the output gradient x, from its unrounded values), the
  * panels' partial sums in scratch (Fp8PairColumnSumScratchFloats). */

@@ -315,6 +315,42 @@ TEST_F(CudaKernels, QuantizeFp8RowsAndColumnsInOnePass) {
     for (size_t e = 0; e < x.size(); ++e)
       ASSERT_TRUE(same(of_rows[e], want_rows[e]) && same(of_columns[e], want_columns[e]))
           << "of_bf16, format " << format << " element " << e;
+    // The GELU of x rounded both ways (exact and tanh; f32 and bf16 x): the
+    // CPU's roundings of the GELU's values, computed as the elementwise
+    // kernels compute them, bit for bit.
+    for (int tanh_form : {0, 1})
+      for (bool bf16 : {false, true}) {
+        const Floats& in = bf16 ? xh : x;
+        Floats g(in.size()), g_rows(in.size()), g_columns(in.size());
+        for (size_t e = 0; e < in.size(); ++e) g[e] = stepc_gelu<float>(in[e], tanh_form);
+        stepc_cpu_quantize_fp8(g.data(), 1, rows, cols, 1, 128, format, g_rows.data());
+        stepc_cpu_quantize_fp8(g.data(), 1, rows, cols, 128, 1, format, g_columns.data());
+        const int rc = bf16 ? stepc_cuda_quantize_fp8_rows_columns_gelu_of_bf16_bf16(
+                                  &ctx_, UpBf16(in), rows, cols, format, tanh_form, r16, c16)
+                            : stepc_cuda_quantize_fp8_rows_columns_gelu_bf16(
+                                  &ctx_, Up(in), rows, cols, format, tanh_form, r16, c16);
+        ASSERT_EQ(rc, 0) << error_;
+        const Floats gr = DownBf16(r16, x.size()), gc = DownBf16(c16, x.size());
+#ifdef STEPC_CUDA_EMULATION
+        for (size_t e = 0; e < x.size(); ++e)
+          ASSERT_TRUE(same(gr[e], g_rows[e]) && same(gc[e], g_columns[e]))
+              << "gelu " << tanh_form << (bf16 ? " of bf16" : "") << ", format " << format
+              << " element " << e << ": " << gr[e] << " / " << gc[e] << " want " << g_rows[e]
+              << " / " << g_columns[e];
+#else
+        // The device's erff/tanhf may differ from the host's by an ulp: a
+        // value on a rounding boundary then lands one fp8 step away.
+        int64_t apart = 0;
+        for (size_t e = 0; e < x.size(); ++e)
+          for (auto [got, want] : {std::make_pair(gr[e], g_rows[e]),
+                                   std::make_pair(gc[e], g_columns[e])})
+            if (!same(got, want)) {
+              ++apart;
+              EXPECT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -2)) << e;
+            }
+        EXPECT_LE(apart, static_cast<int64_t>(x.size() / 1000)) << "gelu " << tanh_form;
+#endif
+      }
     // With the bias gradient: the same roundings, and x's column sums (of
     // the unrounded values; the NaN's column NaN), f32 and bf16 input.
     float* scratch = Zeros(stepc::cuda::Fp8PairColumnSumScratchFloats(rows, cols));

@@ -100,12 +100,15 @@ __global__ void QuantizeFp8ColumnTilesKernel(const TI* x, int64_t matrices, int6
 // a warp and then the row's four warps.
 // With `column_partial`, each panel's column sums of x (a bias gradient:
 // its 64 values a thread in order, then the two rows of threads) go to
-// column_partial[panel row][column].
+// column_partial[panel row][column]. With `gelu` (1 exact, 2 tanh) the
+// values rounded are the GELU of x's (the MLP's activation, computed as
+// the elementwise kernels compute it).
 constexpr int kPairPanel = kFp8PairPanel;
 template <typename T>
 __global__ void QuantizeFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t cols,
                                              int format, __nv_bfloat16* by_rows,
-                                             __nv_bfloat16* by_columns, float* column_partial) {
+                                             __nv_bfloat16* by_columns, float* column_partial,
+                                             int gelu) {
   constexpr int kHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
   __shared__ float column_max[kThreads / kPairPanel][kPairPanel];
   __shared__ float row_max[kPairPanel][kPairPanel / 32];
@@ -122,6 +125,7 @@ __global__ void QuantizeFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t c
     for (int i = 0; i < kHeld; ++i) {
       const int64_t r = r0 + half + 2 * i;
       v[i] = r < rows && c < cols ? Load(x, r * cols + c) : 0.0f;
+      if (gelu) v[i] = stepc_gelu<float>(v[i], gelu == 2);
       amax = MaxMagnitude(amax, v[i]);
       float m = MaxMagnitude(0.0f, v[i]);
       for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -381,11 +385,11 @@ namespace {
 template <typename T>
 int QuantizeFp8RowsColumns(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols,
                            int format, __nv_bfloat16* by_rows, __nv_bfloat16* by_columns,
-                           float* scratch = nullptr, float* sums = nullptr) {
+                           float* scratch = nullptr, float* sums = nullptr, int gelu = 0) {
   const int64_t blocks =
       std::min<int64_t>(CeilDiv(rows, kPairPanel) * CeilDiv(cols, kPairPanel), kMaxBlocks);
   STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, QuantizeFp8RowsColumnsKernel<T>)(
-      x, rows, cols, format, by_rows, by_columns, sums ? scratch : nullptr);
+      x, rows, cols, format, by_rows, by_columns, sums ? scratch : nullptr, gelu);
   if (int rc = STEPC_LAUNCHED(ctx, "QuantizeFp8RowsColumnsKernel")) return rc;
   if (!sums) return 0;
   return FinishChunks(ctx, scratch, CeilDiv(rows, kPairPanel), cols, /*sum*/ 0, 1.0f, sums);
@@ -403,6 +407,21 @@ extern "C" int stepc_cuda_quantize_fp8_rows_columns_of_bf16_bf16(
     stepc_cuda_ctx* ctx, const __nv_bfloat16* x, int64_t rows, int64_t cols, int format,
     __nv_bfloat16* by_rows, __nv_bfloat16* by_columns) {
   return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns);
+}
+
+// The GELU of x rounded both ways (`tanh_form` 0: exact, 1: tanh).
+extern "C" int stepc_cuda_quantize_fp8_rows_columns_gelu_bf16(
+    stepc_cuda_ctx* ctx, const float* x, int64_t rows, int64_t cols, int format, int tanh_form,
+    __nv_bfloat16* by_rows, __nv_bfloat16* by_columns) {
+  return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns, nullptr,
+                                nullptr, tanh_form ? 2 : 1);
+}
+
+extern "C" int stepc_cuda_quantize_fp8_rows_columns_gelu_of_bf16_bf16(
+    stepc_cuda_ctx* ctx, const __nv_bfloat16* x, int64_t rows, int64_t cols, int format,
+    int tanh_form, __nv_bfloat16* by_rows, __nv_bfloat16* by_columns) {
+  return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns, nullptr,
+                                nullptr, tanh_form ? 2 : 1);
 }
 
 extern "C" int stepc_cuda_quantize_fp8_rows_columns_dbias_bf16(
