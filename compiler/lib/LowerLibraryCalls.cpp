@@ -611,7 +611,8 @@ ConvertOp wideningOnlyUse(Operation *op, bool cuda) {
 /// gradient, each only rounded to bf16 for its GEMM. One pass reads x once
 /// and writes both bf16 copies (quantize_fp8_rows_columns_bf16; of a
 /// widened bf16 x, the bf16 values: ..._of_bf16_bf16), and x's bias
-/// gradient where the step sums it (..._dbias_...).
+/// gradient where the step sums it (..._dbias_...); where x is a GELU only
+/// the pair reads, the GELU's input, applying it (..._gelu_...).
 void lowerRoundingPairs(func::FuncOp step) {
   SmallVector<QuantizeFp8Op> byColumns;
   step.walk([&](QuantizeFp8Op q) {
@@ -664,7 +665,6 @@ void lowerRoundingPairs(func::FuncOp step) {
     if (dbias) {
       body.push_back(dbias);
       yields.push_back(dbias.getResult());
-      call.callee = "quantize_fp8_rows_columns_dbias_bf16";
       call.scratchBytes = cuda::Fp8PairColumnSumScratchFloats(flat.getDimSize(0),
                                                               flat.getDimSize(1)) *
                           static_cast<int64_t>(sizeof(float));
