@@ -184,10 +184,24 @@ struct RowAccess {
   template <typename F>
   __device__ void ForEach(F&& f) const {
     if (vectors) {
-      for (int64_t j = threadIdx.x * 8; j < n; j += blockDim.x * 8) {
+      // kAhead 16-byte loads issued before their values are used (a block
+      // of 512 threads, two an SM, would otherwise keep one load a warp in
+      // flight); the values still reach f in the order of j.
+      constexpr int kAhead = 4;
+      const int64_t step = blockDim.x * 8;
+      int64_t j = threadIdx.x * 8;
+      for (; j + (kAhead - 1) * step < n; j += kAhead * step) {
+        float v[kAhead][8];
+        for (int a = 0; a < kAhead; ++a) LoadEight(x + j + a * step, v[a]);
+        for (int a = 0; a < kAhead; ++a) {
+          if (keep) StoreEight(keep + j + a * step, v[a]);  // exact: the values are T's
+          f(j + a * step, v[a], 8);
+        }
+      }
+      for (; j < n; j += step) {
         float v[8];
         LoadEight(x + j, v);
-        if (keep) StoreEight(keep + j, v);  // exact: the values are T's
+        if (keep) StoreEight(keep + j, v);
         f(j, v, 8);
       }
     } else {
@@ -258,7 +272,8 @@ __device__ void RowLseAndSum(const RowAccess<T>& row, bool want_sum, float* lse,
 // c = scale (1 - smoothing), scale = dloss / n (unmasked) or dloss / count.
 // A row whose target is `ignore` (masked) has loss and gradient 0.
 template <typename TL, typename TG>
-__global__ void CrossEntropyFusedKernel(const TL* logits, const int32_t* targets,
+__global__ void __launch_bounds__(kCrossEntropyRowThreads, 2)
+    CrossEntropyFusedKernel(const TL* logits, const int32_t* targets,
                                         const float* dloss, const float* count, int64_t n,
                                         int64_t classes, MaskedLoss o, bool vectors,
                                         float* row_loss, TG* dlogits, int32_t* status,
