@@ -17,12 +17,17 @@ constexpr int kRowsPerBlock = kThreads / 32;
 // A warp's walk over its row: with kVec (d a multiple of 8, rows 16-byte
 // aligned) each lane takes 8 adjacent elements a step (16-byte loads:
 // gpt2-124m's d = 768 is 3 steps a lane instead of 24), else one.
+// Unrolled by 2 so that a pass's loads (gpt2-124m's 768 is 3 steps, a
+// 2048-wide Llama row 8) are issued together: the one-pass gradient runs
+// 4 blocks an SM, half the warps the row kernels had to hide latency with.
 template <bool kVec, typename F>
 __device__ __forceinline__ void ForLane(int64_t d, F&& f) {
   const int lane = threadIdx.x % 32;
   if constexpr (kVec) {
+#pragma unroll 2
     for (int64_t i = lane * 8; i < d; i += 32 * 8) f(i, 8);
   } else {
+#pragma unroll 2
     for (int64_t i = lane; i < d; i += 32) f(i, 1);
   }
 }
@@ -267,8 +272,11 @@ __global__ void RmsNormGradKernel(const TD* dy, const float* x, const float* w, 
 // v-th; each warp adds its rows' dy · x̂ (and dy) into its own shared rows,
 // then the block writes the 8 warps' rows added in warp order as its partial
 // row of part_w (part_b). Fixed chunks and orders: deterministic.
+// (A layer norm's at most 64 registers: gpt2-124m's 48 KiB of shared rows
+// fit four blocks an SM. An RMS norm's rows are Llama's 2048 wide: 64 KiB,
+// three blocks.)
 template <bool kLayer, bool kVec, typename TD>
-__global__ void NormGradFusedKernel(const TD* dy, const float* x, const float* w, int64_t rows,
+__global__ void __launch_bounds__(kThreads, kLayer ? 4 : 3) NormGradFusedKernel(const TD* dy, const float* x, const float* w, int64_t rows,
                                     int64_t d, float eps, int64_t per_block, GradOut dx,
                                     float* part_w, float* part_b) {
   STEPC_DYNAMIC_SHARED(float, shared);
