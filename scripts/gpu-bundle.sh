@@ -88,6 +88,9 @@ for b in $([ -n "$emulated" ] || echo 8 64); do
   "$stepc" examples/gpt2-124m/model.mlir --batch=$b --precision=fp8 \
     -o "$bundle/steps/gpt2-124m-fp8-b$b.so" --report="$bundle/steps/gpt2-124m-fp8-b$b.json"
 done
+# Its --profile twin at the timed batch: where the fp8 step's time goes.
+[ -n "$emulated" ] || "$stepc" examples/gpt2-124m/model.mlir --batch=64 --precision=fp8 \
+  --profile -o "$bundle/steps/gpt2-124m-fp8-b64-profile.so"
 # The second workload: a 1.1B Llama at T=2048 (bench/cuda_step/torch_llama.py
 # is its torch.compile peer).
 for b in $([ -n "$emulated" ] || echo 2 4 8); do

@@ -17,7 +17,8 @@
 #      --profile build's per-kernel table against each kind's floor
 #      (scripts/profile_floor.py);
 #   4b. gpt2-124m in fp8 against its bf16 step (tokens/s, same run; and
-#      with the fp8 GEMMs run in bf16), its loss after 200 steps (batch 8)
+#      with the fp8 GEMMs run in bf16), its --profile table, its loss after
+#      200 steps (batch 8)
 #      within 1% of bf16's;
 #   5. the NCCL communicator test (one rank) when NCCL was built.
 # Every figure lands in $OUT/gpu-check.json (default build/gpu-check).
