@@ -326,13 +326,15 @@ constexpr bool Fp8GemmRunsInFp8(int64_t batch, int64_t m, int64_t n, int64_t k, 
 }
 // The scratch an fp8 GEMM packs its operands into (0 when it runs in bf16);
 // one that rounds its lhs itself (`round_a`) also has room there for the
-// rounded bf16 lhs, the operand of the bf16 GEMM it runs where cuBLASLt has
-// no fp8 algorithm (or STEPC_FP8_GEMMS=0).
+// rounded bf16 lhs, the operand of the bf16 GEMM it runs where it runs in
+// bf16 (its form, no fp8 algorithm in cuBLASLt, or STEPC_FP8_GEMMS=0).
 constexpr int64_t Fp8GemmScratchBytes(int64_t batch, int64_t m, int64_t n, int64_t k,
                                       int transpose_a, int shared_rhs, int a_format,
                                       int b_format, int b_vector, int round_a = 0) {
-  if (!Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format)) return 0;
-  const int64_t packed = PlanFp8Gemm(batch * m, n, k, b_vector != 0).total;
+  const int64_t packed =
+      Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format)
+          ? PlanFp8Gemm(batch * m, n, k, b_vector != 0).total
+          : 0;
   return round_a ? std::max(packed, AlignUp(batch * m * k * 2, kScratchAlignment)) : packed;
 }
 
