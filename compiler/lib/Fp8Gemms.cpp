@@ -69,7 +69,7 @@ void stepc::markFp8Gemms(func::FuncOp step) {
     // The lhs's tiles hold its 1x128 blocks along K; the rhs's its 128x128
     // blocks, or else 1x128 blocks along K.
     const bool ta = gemm.getTransposeA(), tb = gemm.getTransposeB();
-    int64_t k = a.getDimSize(a.getRank() - (ta ? 2 : 1));
+    int64_t k = gemm.getK();
     ArrayRef<int64_t> bShape = b.getShape().take_back(2);
     const int kDim = tb ? 1 : 0;  // of the rhs's last two
     if (!holdsBlocks(lhs->second[ta ? 0 : 1], k, block) ||

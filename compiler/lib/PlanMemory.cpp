@@ -35,14 +35,12 @@ namespace {
 
 /// The scratch an fp8 GEMM packs its operands into (and rounds its lhs in).
 int64_t fp8GemmScratchBytes(stepk::GemmOp gemm) {
-  auto lhs = cast<RankedTensorType>(gemm.getLhs().getType());
   auto out = cast<RankedTensorType>(gemm.getResult().getType());
   int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
   ArrayRef<int32_t> fp8 = *gemm.getFp8();
-  int64_t k = lhs.getDimSize(lhs.getRank() - (gemm.getTransposeA() ? 2 : 1));
-  return lc::Fp8GemmScratchBytes(out.getNumElements() / (m * n), m, n, k, gemm.getTransposeA(),
-                                 gemm.getSharedRhs(), fp8[0], fp8[1], fp8[2],
-                                 gemm.getRoundLhs());
+  return lc::Fp8GemmScratchBytes(out.getNumElements() / (m * n), m, n, gemm.getK(),
+                                 gemm.getTransposeA(), gemm.getSharedRhs(), fp8[0], fp8[1],
+                                 fp8[2], gemm.getRoundLhs());
 }
 
 /// The CUDA layout of `step`'s arena around `plan`: the largest scratch any

@@ -9,6 +9,8 @@
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 #include "stepc/Transforms/CollectiveSchedule.h"
 
+#include "runtime/kernels/cuda/launch_config.h"
+
 
 #include "mlir/Dialect/Mesh/IR/MeshOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -29,20 +31,15 @@ int64_t bytesOf(Type type) { return tensorBytes(type); }
 
 /// What an fp8 GEMM's packing moves before the tensor cores run (CUDA): each
 /// operand read as stored, written as fp8 bytes and a float scale per block
-/// (1x128 of the lhs along K; 128x128 of the rhs, or 1x128 with `v`).
+/// into the scratch PlanFp8Gemm lays out.
 int64_t fp8PackingBytes(stepk::GemmOp gemm) {
-  auto lhs = cast<RankedTensorType>(gemm.getLhs().getType());
   auto out = cast<RankedTensorType>(gemm.getResult().getType());
-  const int64_t n = out.getShape().back(), rows = out.getNumElements() / n;
-  const int64_t k = lhs.getDimSize(lhs.getRank() - (gemm.getTransposeA() ? 2 : 1));
-  const int64_t kb = llvm::divideCeil(k, 128);
-  const bool vector = (*gemm.getFp8())[2] != 0;
-  const int64_t scales = rows * kb + (vector ? n * kb : llvm::divideCeil(n, 128) * kb);
-  const int64_t read = rows * k * bytesOf(RankedTensorType::get({1}, lhs.getElementType())) +
-                       n * k * bytesOf(RankedTensorType::get(
-                                   {1}, cast<RankedTensorType>(gemm.getRhs().getType())
-                                            .getElementType()));
-  return read + rows * k + n * k + 4 * scales;
+  const int64_t n = out.getShape().back(), rows = out.getNumElements() / n, k = gemm.getK();
+  auto elementBytes = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementTypeBitWidth() / 8;
+  };
+  const int64_t read = rows * k * elementBytes(gemm.getLhs()) + n * k * elementBytes(gemm.getRhs());
+  return read + cuda::PlanFp8Gemm(rows, n, k, (*gemm.getFp8())[2] != 0).total;
 }
 
 } // namespace

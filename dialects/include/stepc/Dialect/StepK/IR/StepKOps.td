@@ -139,6 +139,11 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     ::mlir::Value getBiasGrad() {
       return getEpilogue() == Epilogue::bgrad ? getEpilogueResult() : ::mlir::Value();
     }
+    /// The products' K: the dim of op(lhs) the GEMM contracts.
+    int64_t getK() {
+      auto lhs = ::llvm::cast<::mlir::RankedTensorType>(getLhs().getType());
+      return lhs.getDimSize(lhs.getRank() - (getTransposeA() ? 2 : 1));
+    }
   }];
   let hasVerifier = 1;
 }
