@@ -429,6 +429,50 @@ void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr,
   replaceByCall(op, callee, operands, call, body, SmallVector<Value>(last->getResults()));
 }
 
+/// The bf16 values a norm gradient's dy is the f32 sum of, in the order
+/// the step adds them ((t0 + t1) + t2), and the widenings and adds that
+/// make it, in program order: each read by the next alone, all in the
+/// norm's block. Empty unless dy is such a sum of two or three.
+struct DyTerms {
+  SmallVector<Value> terms;
+  SmallVector<Operation *> ops;
+};
+DyTerms summedBf16Terms(Operation *norm) {
+  auto widened = [&](Value v) {
+    auto convert = v.getDefiningOp<ConvertOp>();
+    return convert && convert.getResult().hasOneUse() && convert->getBlock() == norm->getBlock() &&
+                   typeOf(convert.getInput()).getElementType().isBF16()
+               ? convert
+               : ConvertOp();
+  };
+  DyTerms sum;
+  // A left-deep chain: add(add(t0, t1), t2), either side of each add.
+  std::function<bool(Value)> collect = [&](Value v) {
+    auto add = v.getDefiningOp<AddOp>();
+    if (!add || !add.getResult().hasOneUse() || add->getBlock() != norm->getBlock() ||
+        add.getLhs().getType() != add.getRhs().getType())
+      return false;
+    ConvertOp lhs = widened(add.getLhs()), rhs = widened(add.getRhs());
+    if (lhs && rhs) {
+      sum.terms = {lhs.getInput(), rhs.getInput()};
+      sum.ops = {lhs, rhs};
+    } else if (ConvertOp term = lhs ? lhs : rhs; !term || !collect(term == lhs ? add.getRhs()
+                                                                                  : add.getLhs())) {
+      return false;
+    } else {
+      sum.terms.push_back(term.getInput());
+      sum.ops.push_back(term);
+    }
+    sum.ops.push_back(add);
+    return true;
+  };
+  if (!typeOf(norm->getOperand(0)).getElementType().isF32() || !collect(norm->getOperand(0)) ||
+      sum.terms.size() > 3)
+    return {};
+  llvm::sort(sum.ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return sum;
+}
+
 /// On CUDA: a norm's gradient whose input gradient only feeds an add into
 /// the residual stream's gradient (made before the norm's backward) writes
 /// that sum itself, and, where the sum is rounded to bf16 for the GEMMs
@@ -439,6 +483,12 @@ void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr,
 /// widened bf16 read as it is ("..._of_bf16"). Results: the sum (or dx),
 /// the weight (and bias) gradients, the rounding. Null when neither pattern
 /// is there.
+///
+/// Where dy is the f32 sum of two or three widened bf16 values (Llama's
+/// gate and up projections' input gradients, or its q, k and v ones) and
+/// the input gradient goes into the stream's ("_add"), the kernel reads
+/// the bf16 terms and adds them as the step does ("..._of_bf16_sum2",
+/// "_sum3"), where a kernel wrote the f32 sum and the norm read it back.
 stepk::CallOp lowerNormGradInto(Operation *op, const LibraryCall &call, ConvertOp widening) {
   if (!isa<LayerNormGradOp, RmsNormGradOp>(op))
     return nullptr;
@@ -463,21 +513,26 @@ stepk::CallOp lowerNormGradInto(Operation *op, const LibraryCall &call, ConvertO
       rounding = convert;
   if (!add && !rounding)
     return nullptr;
-  std::string callee = (call.callee + (add ? "_add" : "") + (rounding ? "_rounded" : "") +
-                        (widening ? "_of_bf16" : ""))
-                           .str();
-  SmallVector<Value> operands(op->getOperands());
+  DyTerms dy;
   if (widening)
-    operands.front() = widening.getInput();
+    dy = {{widening.getInput()}, {widening}};
+  else if (add)
+    dy = summedBf16Terms(op);
+  std::string callee = (call.callee + (add ? "_add" : "") + (rounding ? "_rounded" : "") +
+                        (dy.terms.empty() ? "" : "_of_bf16") +
+                        (dy.terms.size() > 1 ? "_sum" + std::to_string(dy.terms.size()) : ""))
+                           .str();
+  SmallVector<Value> operands = dy.terms;
+  if (dy.terms.empty())
+    operands.push_back(op->getOperand(0));
+  llvm::append_range(operands, op->getOperands().drop_front());
   if (add)
     operands.push_back(acc);
   SmallVector<Value> yields = {out};
   llvm::append_range(yields, op->getResults().drop_front());
   if (rounding)
     yields.push_back(rounding.getResult());
-  SmallVector<Operation *> body;
-  if (widening)
-    body.push_back(widening);
+  SmallVector<Operation *> body(dy.ops);
   body.push_back(op);
   if (add)
     body.push_back(add);

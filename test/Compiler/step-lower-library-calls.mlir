@@ -378,3 +378,36 @@ func.func @gemms_and_attention(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: 
   %dq, %dk, %dv = step.attention_grad %h, %h, %h, %h heads 2 kv_heads 2 head_dim 4 {scale = 0.5 : f64} : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>)
   return %y, %z, %a, %dq : tensor<2x4x16xf32>, tensor<3x4x4xf32>, tensor<2x8x8xf32>, tensor<2x8x8xbf16>
 }
+
+// -----
+
+// On CUDA, a norm gradient into the residual stream's whose dy is the f32
+// sum of widened bf16 input gradients (Llama's q, k and v) reads the bf16
+// terms and adds them in the step's order, (b + a) + c: no f32 sum is
+// written. A sum of f32 values (the CPU, or d below) stays as it is.
+// CHECK-LABEL: func.func @summed_dy
+// CPU-NOT: _sum3
+// CUDA: %[[G:.*]]:3 = stepk.call "rms_norm_grad_add_rounded_of_bf16_sum3"(%arg1, %arg0, %arg2, %arg3, %arg4, %arg5)
+// CUDA-NEXT: ^bb0(%[[B:[^:]*]]: tensor<8x64xbf16>, %[[A:[^:]*]]: tensor<8x64xbf16>, %[[C:[^:]*]]: tensor<8x64xbf16>,
+// CUDA-NEXT: %[[WB:.*]] = step.convert %[[B]]
+// CUDA-NEXT: %[[WA:.*]] = step.convert %[[A]]
+// CUDA-NEXT: %[[S:.*]] = step.add %[[WB]], %[[WA]]
+// CUDA-NEXT: %[[WC:.*]] = step.convert %[[C]]
+// CUDA-NEXT: %[[T:.*]] = step.add %[[WC]], %[[S]]
+// CUDA: step.rms_norm_grad %[[T]],
+// CUDA: stepk.call "rms_norm_grad_add"(%{{.*}}, %arg3, %arg4, %arg5)
+// CUDA-NOT: _sum
+func.func @summed_dy(%a: tensor<8x64xbf16>, %b: tensor<8x64xbf16>, %c: tensor<8x64xbf16>, %x: tensor<8x64xf32>, %w: tensor<64xf32>, %acc: tensor<8x64xf32>, %d: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<64xf32>, tensor<8x64xbf16>, tensor<8x64xf32>, tensor<64xf32>) attributes {step.train_step} {
+  %wb = step.convert %b : tensor<8x64xbf16> -> tensor<8x64xf32>
+  %wa = step.convert %a : tensor<8x64xbf16> -> tensor<8x64xf32>
+  %s = step.add %wb, %wa : tensor<8x64xf32>
+  %wc = step.convert %c : tensor<8x64xbf16> -> tensor<8x64xf32>
+  %t = step.add %wc, %s : tensor<8x64xf32>
+  %dx, %dw = step.rms_norm_grad %t, %x, %w : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<64xf32>)
+  %sum = step.add %acc, %dx : tensor<8x64xf32>
+  %r = step.convert %sum : tensor<8x64xf32> -> tensor<8x64xbf16>
+  %u = step.add %d, %d : tensor<8x64xf32>
+  %dx2, %dw2 = step.rms_norm_grad %u, %x, %w : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>) -> (tensor<8x64xf32>, tensor<64xf32>)
+  %sum2 = step.add %acc, %dx2 : tensor<8x64xf32>
+  return %sum, %dw, %r, %sum2, %dw2 : tensor<8x64xf32>, tensor<64xf32>, tensor<8x64xbf16>, tensor<8x64xf32>, tensor<64xf32>
+}

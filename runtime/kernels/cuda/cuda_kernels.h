@@ -143,6 +143,39 @@ STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_of_bf16, __nv_bfloat16
 STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded, float, STEPC_CUDA_ROUNDED)
 STEPC_CUDA_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded_of_bf16, __nv_bfloat16,
                              STEPC_CUDA_ROUNDED)
+/* dy the f32 sum of two or three bf16 input gradients, (dy0 + dy1) + dy2,
+ * as the step adds them (`_of_bf16_sum2`, `_sum3`: Llama's gate and up, or
+ * q, k and v, projections' input gradients read as their GEMMs wrote them). */
+#define STEPC_CUDA_DY_SUM2 const __nv_bfloat16 *dy0, const __nv_bfloat16 *dy1
+#define STEPC_CUDA_DY_SUM3 STEPC_CUDA_DY_SUM2, const __nv_bfloat16 *dy2
+#define STEPC_CUDA_LAYER_NORM_GRAD_ADD_SUM(name, TERMS, ROUNDED)                          \
+  int name(stepc_cuda_ctx *ctx, TERMS, const float *x, const float *w, const float *acc,  \
+           int64_t rows, int64_t d, double eps, float *scratch, float *sum, float *dw,    \
+           float *db ROUNDED);
+#define STEPC_CUDA_RMS_NORM_GRAD_ADD_SUM(name, TERMS, ROUNDED)                            \
+  int name(stepc_cuda_ctx *ctx, TERMS, const float *x, const float *w, const float *acc,  \
+           int64_t rows, int64_t d, double eps, float *scratch, float *sum,               \
+           float *dw ROUNDED);
+STEPC_CUDA_LAYER_NORM_GRAD_ADD_SUM(stepc_cuda_layer_norm_grad_add_of_bf16_sum2,
+                                   STEPC_CUDA_DY_SUM2, STEPC_CUDA_NO_ROUNDED)
+STEPC_CUDA_LAYER_NORM_GRAD_ADD_SUM(stepc_cuda_layer_norm_grad_add_of_bf16_sum3,
+                                   STEPC_CUDA_DY_SUM3, STEPC_CUDA_NO_ROUNDED)
+STEPC_CUDA_LAYER_NORM_GRAD_ADD_SUM(stepc_cuda_layer_norm_grad_add_rounded_of_bf16_sum2,
+                                   STEPC_CUDA_DY_SUM2, STEPC_CUDA_ROUNDED)
+STEPC_CUDA_LAYER_NORM_GRAD_ADD_SUM(stepc_cuda_layer_norm_grad_add_rounded_of_bf16_sum3,
+                                   STEPC_CUDA_DY_SUM3, STEPC_CUDA_ROUNDED)
+STEPC_CUDA_RMS_NORM_GRAD_ADD_SUM(stepc_cuda_rms_norm_grad_add_of_bf16_sum2, STEPC_CUDA_DY_SUM2,
+                                 STEPC_CUDA_NO_ROUNDED)
+STEPC_CUDA_RMS_NORM_GRAD_ADD_SUM(stepc_cuda_rms_norm_grad_add_of_bf16_sum3, STEPC_CUDA_DY_SUM3,
+                                 STEPC_CUDA_NO_ROUNDED)
+STEPC_CUDA_RMS_NORM_GRAD_ADD_SUM(stepc_cuda_rms_norm_grad_add_rounded_of_bf16_sum2,
+                                 STEPC_CUDA_DY_SUM2, STEPC_CUDA_ROUNDED)
+STEPC_CUDA_RMS_NORM_GRAD_ADD_SUM(stepc_cuda_rms_norm_grad_add_rounded_of_bf16_sum3,
+                                 STEPC_CUDA_DY_SUM3, STEPC_CUDA_ROUNDED)
+#undef STEPC_CUDA_DY_SUM2
+#undef STEPC_CUDA_DY_SUM3
+#undef STEPC_CUDA_LAYER_NORM_GRAD_ADD_SUM
+#undef STEPC_CUDA_RMS_NORM_GRAD_ADD_SUM
 /* Where the residual stream's gradient starts (no add): dx and its bf16
  * copy `rounded`. */
 int stepc_cuda_layer_norm_grad_rounded(stepc_cuda_ctx *ctx, const float *dy, const float *x,

@@ -930,6 +930,79 @@ TEST_F(CudaKernels, NormsForwardAndBackward) {
                 0)
           << error_;
       expect_sum("rms_norm_grad_rounded_of_bf16", true);
+      // dy the f32 sum of two or three bf16 terms (Llama's gate and up, or
+      // q, k and v, input gradients), added as it is read: bit for bit the
+      // f32 kernel given the host's sums (t0 + t1) + t2.
+      Floats t1 = Random(rows * d, 36), t2 = Random(rows * d, 37), s2(rows * d), s3(rows * d);
+      for (int64_t i = 0; i < rows * d; ++i) {
+        s2[i] = RoundBf16(dy[i]) + RoundBf16(t1[i]);
+        s3[i] = s2[i] + RoundBf16(t2[i]);
+      }
+      const __nv_bfloat16 *T1 = UpBf16(t1), *T2 = UpBf16(t2);
+      float *S2 = Up(s2), *S3 = Up(s3), *DX2 = Zeros(rows * d), *DW2 = Zeros(d),
+            *DB2 = Zeros(d);
+      __nv_bfloat16* R2 = static_cast<__nv_bfloat16*>(Alloc(rows * d * 2));
+      auto expect_same = [&](const char* what, bool bias, bool rounded) {
+        EXPECT_EQ(Down(DX2, rows * d), Down(DX, rows * d)) << what << ", d " << d;
+        EXPECT_EQ(Down(DW2, d), Down(DW, d)) << what << ", d " << d;
+        if (bias) EXPECT_EQ(Down(DB2, d), Down(DB, d)) << what << ", d " << d;
+        if (rounded) EXPECT_EQ(DownBf16(R2, rows * d), DownBf16(R16, rows * d)) << what;
+      };
+      for (int terms : {2, 3}) {
+        const float* S = terms == 2 ? S2 : S3;
+        const __nv_bfloat16* T2s = terms == 2 ? nullptr : T2;
+        ASSERT_EQ(stepc_cuda_rms_norm_grad_add_rounded(&ctx_, S, X, W, ACC, rows, d, 1e-6,
+                                                       scratch, DX, DW, R16),
+                  0)
+            << error_;
+        ASSERT_EQ(terms == 2 ? stepc_cuda_rms_norm_grad_add_rounded_of_bf16_sum2(
+                                   &ctx_, DY16, T1, X, W, ACC, rows, d, 1e-6, scratch, DX2, DW2,
+                                   R2)
+                             : stepc_cuda_rms_norm_grad_add_rounded_of_bf16_sum3(
+                                   &ctx_, DY16, T1, T2s, X, W, ACC, rows, d, 1e-6, scratch, DX2,
+                                   DW2, R2),
+                  0)
+            << error_;
+        expect_same("rms_norm_grad_add_rounded_of_bf16_sum", false, true);
+        ASSERT_EQ(stepc_cuda_rms_norm_grad_add(&ctx_, S, X, W, ACC, rows, d, 1e-6, scratch, DX,
+                                               DW),
+                  0)
+            << error_;
+        ASSERT_EQ(terms == 2 ? stepc_cuda_rms_norm_grad_add_of_bf16_sum2(
+                                   &ctx_, DY16, T1, X, W, ACC, rows, d, 1e-6, scratch, DX2, DW2)
+                             : stepc_cuda_rms_norm_grad_add_of_bf16_sum3(
+                                   &ctx_, DY16, T1, T2s, X, W, ACC, rows, d, 1e-6, scratch, DX2,
+                                   DW2),
+                  0)
+            << error_;
+        expect_same("rms_norm_grad_add_of_bf16_sum", false, false);
+        ASSERT_EQ(stepc_cuda_layer_norm_grad_add_rounded(&ctx_, S, X, W, ACC, rows, d, 1e-5,
+                                                         scratch, DX, DW, DB, R16),
+                  0)
+            << error_;
+        ASSERT_EQ(terms == 2 ? stepc_cuda_layer_norm_grad_add_rounded_of_bf16_sum2(
+                                   &ctx_, DY16, T1, X, W, ACC, rows, d, 1e-5, scratch, DX2, DW2,
+                                   DB2, R2)
+                             : stepc_cuda_layer_norm_grad_add_rounded_of_bf16_sum3(
+                                   &ctx_, DY16, T1, T2s, X, W, ACC, rows, d, 1e-5, scratch, DX2,
+                                   DW2, DB2, R2),
+                  0)
+            << error_;
+        expect_same("layer_norm_grad_add_rounded_of_bf16_sum", true, true);
+        ASSERT_EQ(stepc_cuda_layer_norm_grad_add(&ctx_, S, X, W, ACC, rows, d, 1e-5, scratch, DX,
+                                                 DW, DB),
+                  0)
+            << error_;
+        ASSERT_EQ(terms == 2 ? stepc_cuda_layer_norm_grad_add_of_bf16_sum2(
+                                   &ctx_, DY16, T1, X, W, ACC, rows, d, 1e-5, scratch, DX2, DW2,
+                                   DB2)
+                             : stepc_cuda_layer_norm_grad_add_of_bf16_sum3(
+                                   &ctx_, DY16, T1, T2s, X, W, ACC, rows, d, 1e-5, scratch, DX2,
+                                   DW2, DB2),
+                  0)
+            << error_;
+        expect_same("layer_norm_grad_add_of_bf16_sum", true, false);
+      }
     }
     // The residual add before the norm, in its kernel: x = a + b with b a
     // bf16 GEMM result (the CPU given the same sum), the sum written exactly.

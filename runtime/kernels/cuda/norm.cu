@@ -64,6 +64,38 @@ struct NormIn {
   }
 };
 
+// A norm gradient's dy: one array, f32 or bf16 (the input gradient a bf16
+// GEMM left, read as it is), or (DySum) the f32 sum of two or three bf16
+// arrays added as the step adds them, (t0 + t1) + t2: Llama's gate and up
+// (or q, k and v) input gradients, where a kernel wrote the f32 sum and the
+// norm read it back.
+template <typename T>
+struct DyOf {
+  const T* p;
+  __device__ __forceinline__ void Load(int64_t at, int64_t i, int k, float* v) const {
+    LoadSome(p + at, i, k, v);
+  }
+  bool Aligned() const { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+};
+struct DySum {
+  const __nv_bfloat16* t0;
+  const __nv_bfloat16* t1;
+  const __nv_bfloat16* t2;  // null: two terms
+  __device__ __forceinline__ void Load(int64_t at, int64_t i, int k, float* v) const {
+    float u[8];
+    LoadSome(t0 + at, i, k, v);
+    LoadSome(t1 + at, i, k, u);
+    for (int j = 0; j < k; ++j) v[j] += u[j];
+    if (!t2) return;
+    LoadSome(t2 + at, i, k, u);
+    for (int j = 0; j < k; ++j) v[j] += u[j];
+  }
+  bool Aligned() const {
+    return ((reinterpret_cast<uintptr_t>(t0) | reinterpret_cast<uintptr_t>(t1) |
+             reinterpret_cast<uintptr_t>(t2)) & 15) == 0;
+  }
+};
+
 // The row's Welford statistics, the same in every lane.
 template <bool kVec, typename TB>
 __device__ __forceinline__ tile::Welford RowStats(const NormIn<TB>& x, int64_t at, int64_t d) {
@@ -143,20 +175,19 @@ struct WarpColumnSums {
 // One row of a layer norm's gradient, by a warp:
 // dx = rstd · (g - mean(g) - x̂ · mean(g · x̂)), g = dy · w; with `stats`
 // keeps (mean, rstd) for the column pass.
-template <bool kVec, typename TD, typename Sums>
-__device__ __forceinline__ void LayerNormGradRow(const TD* dy, const float* x, const float* w,
+template <bool kVec, typename Dy, typename Sums>
+__device__ __forceinline__ void LayerNormGradRow(const Dy& dy, const float* x, const float* w,
                                                  int64_t row, int64_t d, float eps,
                                                  const GradOut& dx, const Sums& sums,
                                                  float* stats) {
   const float* xr = x + row * d;
-  const TD* dyr = dy + row * d;
   tile::Welford st = RowStats<kVec>(NormIn<float>{x, nullptr, nullptr}, row * d, d);
   const float rstd = rsqrtf(st.m2 / st.n + eps);
   float mg = 0.0f, mgx = 0.0f;
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8], gv[8], wv[8];
     LoadSome(xr, i, k, xv);
-    LoadSome(dyr, i, k, gv);
+    dy.Load(row * d, i, k, gv);
     LoadSome(w, i, k, wv);
     for (int j = 0; j < k; ++j) {
       const float g = gv[j] * wv[j];
@@ -169,7 +200,7 @@ __device__ __forceinline__ void LayerNormGradRow(const TD* dy, const float* x, c
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8], gv[8], wv[8], xhat[8], out[8];
     LoadSome(xr, i, k, xv);
-    LoadSome(dyr, i, k, gv);
+    dy.Load(row * d, i, k, gv);
     LoadSome(w, i, k, wv);
     for (int j = 0; j < k; ++j) {
       xhat[j] = (xv[j] - st.mean) * rstd;
@@ -185,8 +216,8 @@ __device__ __forceinline__ void LayerNormGradRow(const TD* dy, const float* x, c
 }
 
 // The two-pass form's row kernel: a warp per row.
-template <bool kVec, typename TD>
-__global__ void LayerNormGradKernel(const TD* dy, const float* x, const float* w,
+template <bool kVec, typename Dy>
+__global__ void LayerNormGradKernel(Dy dy, const float* x, const float* w,
                                     int64_t rows, int64_t d, float eps, float* stats,
                                     GradOut dx) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
@@ -218,13 +249,12 @@ __global__ void RmsNormKernel(NormIn<TB> x, const float* w, int64_t rows, int64_
 
 // One row of an RMS norm's gradient, by a warp:
 // dx = rstd · (g - x̂ · mean(g · x̂)), g = dy · w; with `stats` keeps (0, rstd).
-template <bool kVec, typename TD, typename Sums>
-__device__ __forceinline__ void RmsNormGradRow(const TD* dy, const float* x, const float* w,
+template <bool kVec, typename Dy, typename Sums>
+__device__ __forceinline__ void RmsNormGradRow(const Dy& dy, const float* x, const float* w,
                                                int64_t row, int64_t d, float eps,
                                                const GradOut& dx, const Sums& sums,
                                                float* stats) {
   const float* xr = x + row * d;
-  const TD* dyr = dy + row * d;
   float ss = 0.0f;
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8];
@@ -236,7 +266,7 @@ __device__ __forceinline__ void RmsNormGradRow(const TD* dy, const float* x, con
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8], gv[8], wv[8];
     LoadSome(xr, i, k, xv);
-    LoadSome(dyr, i, k, gv);
+    dy.Load(row * d, i, k, gv);
     LoadSome(w, i, k, wv);
     for (int j = 0; j < k; ++j) mgx += gv[j] * wv[j] * xv[j] * rstd;
   });
@@ -244,7 +274,7 @@ __device__ __forceinline__ void RmsNormGradRow(const TD* dy, const float* x, con
   ForLane<kVec>(d, [&](int64_t i, int k) {
     float xv[8], gv[8], wv[8], xhat[8], out[8];
     LoadSome(xr, i, k, xv);
-    LoadSome(dyr, i, k, gv);
+    dy.Load(row * d, i, k, gv);
     LoadSome(w, i, k, wv);
     for (int j = 0; j < k; ++j) {
       xhat[j] = xv[j] * rstd;
@@ -259,8 +289,8 @@ __device__ __forceinline__ void RmsNormGradRow(const TD* dy, const float* x, con
   }
 }
 
-template <bool kVec, typename TD>
-__global__ void RmsNormGradKernel(const TD* dy, const float* x, const float* w, int64_t rows,
+template <bool kVec, typename Dy>
+__global__ void RmsNormGradKernel(Dy dy, const float* x, const float* w, int64_t rows,
                                   int64_t d, float eps, float* stats, GradOut dx) {
   const int64_t row = blockIdx.x * (int64_t)kRowsPerBlock + threadIdx.x / 32;
   if (row >= rows) return;
@@ -275,8 +305,8 @@ __global__ void RmsNormGradKernel(const TD* dy, const float* x, const float* w, 
 // (A layer norm's at most 64 registers: gpt2-124m's 48 KiB of shared rows
 // fit four blocks an SM. An RMS norm's rows are Llama's 2048 wide: 64 KiB,
 // three blocks.)
-template <bool kLayer, bool kVec, typename TD>
-__global__ void __launch_bounds__(kThreads, kLayer ? 4 : 3) NormGradFusedKernel(const TD* dy, const float* x, const float* w, int64_t rows,
+template <bool kLayer, bool kVec, typename Dy>
+__global__ void __launch_bounds__(kThreads, kLayer ? 4 : 3) NormGradFusedKernel(Dy dy, const float* x, const float* w, int64_t rows,
                                     int64_t d, float eps, int64_t per_block, GradOut dx,
                                     float* part_w, float* part_b) {
   STEPC_DYNAMIC_SHARED(float, shared);
@@ -311,8 +341,8 @@ __global__ void __launch_bounds__(kThreads, kLayer ? 4 : 3) NormGradFusedKernel(
 // dw[c] = Σ_rows dy·x̂ and (with db) db[c] = Σ_rows dy over a chunk of rows;
 // block (32 lanes, 8 row lanes), grid (column tiles, chunks); a lane takes
 // kCols adjacent columns (8 with 16-byte loads, as PlanColumnSum's tiles).
-template <int kCols, typename TD>
-__global__ void NormColumnsKernel(const TD* dy, const float* x, const float* stats,
+template <int kCols, typename Dy>
+__global__ void NormColumnsKernel(Dy dy, const float* x, const float* stats,
                                   int64_t rows, int64_t d, int64_t per_chunk, float* dw,
                                   float* db) {
   __shared__ float part_w[kReduceRows][kReduceLanes * kCols];
@@ -325,7 +355,7 @@ __global__ void NormColumnsKernel(const TD* dy, const float* x, const float* sta
 #pragma unroll 2
     for (int64_t r = begin + threadIdx.y; r < end; r += kReduceRows) {
       float g[8], xv[8];
-      LoadSome(dy + r * d, c, kCols, g);
+      dy.Load(r * d, c, kCols, g);
       LoadSome(x + r * d, c, kCols, xv);
       const float mean = stats[2 * r], rstd = stats[2 * r + 1];
       for (int j = 0; j < kCols; ++j) {
@@ -358,10 +388,10 @@ bool NormVectors(int64_t d, std::initializer_list<const void*> pointers) {
   return true;
 }
 
-template <typename TD>
-int NormColumns(stepc_cuda_ctx* ctx, const TD* dy, const float* x, int64_t rows, int64_t d,
+template <typename Dy>
+int NormColumns(stepc_cuda_ctx* ctx, Dy dy, const float* x, int64_t rows, int64_t d,
                 const NormGradPlan& plan, float* scratch, float* dw, float* db) {
-  const bool vectors = NormVectors(d, {dy, x});
+  const bool vectors = dy.Aligned() && NormVectors(d, {x});
   const ReducePlan columns = vectors ? PlanColumnSum(d, rows) : PlanReduce(d, rows);
   const float* stats = scratch;
   float* part_w = scratch + plan.stats_floats;
@@ -372,10 +402,10 @@ int NormColumns(stepc_cuda_ctx* ctx, const TD* dy, const float* x, int64_t rows,
   float* w_out = chunked ? part_w : dw;
   float* b_out = db ? (chunked ? part_b : db) : nullptr;
   if (vectors)
-    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<8, TD>)(
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<8, Dy>)(
         dy, x, stats, rows, d, per_chunk, w_out, b_out);
   else
-    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<1, TD>)(
+    STEPC_LAUNCH_COOPERATIVE(grid, block, 0, ctx->stream, NormColumnsKernel<1, Dy>)(
         dy, x, stats, rows, d, per_chunk, w_out, b_out);
   if (int rc = STEPC_LAUNCHED(ctx, "NormColumnsKernel")) return rc;
   if (!chunked) return 0;
@@ -515,14 +545,14 @@ extern "C" int stepc_cuda_layer_norm_bf16(stepc_cuda_ctx* ctx, const float* x, c
 // the pointers allow: in one pass (NormGradFusedKernel, then the blocks'
 // partial rows summed in order), or where a block's shared rows would not
 // fit, the row kernel then the weight (and bias) column sums.
-template <bool kLayer, typename TD>
-int NormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w, int64_t rows,
+template <bool kLayer, typename Dy>
+int NormGrad(stepc_cuda_ctx* ctx, Dy dy, const float* x, const float* w, int64_t rows,
              int64_t d, double eps, float* scratch, GradOut dx, float* dw, float* db) {
-  const bool vectors = NormVectors(d, {dy, x, w, dx.acc, dx.dx, dx.rounded});
+  const bool vectors = dy.Aligned() && NormVectors(d, {x, w, dx.acc, dx.dx, dx.rounded});
   const NormGradPlan plan = PlanNormGrad(rows, d, kLayer);
   if (plan.fused) {
-    auto* kernel = vectors ? NormGradFusedKernel<kLayer, true, TD>
-                           : NormGradFusedKernel<kLayer, false, TD>;
+    auto* kernel = vectors ? NormGradFusedKernel<kLayer, true, Dy>
+                           : NormGradFusedKernel<kLayer, false, Dy>;
     STEPC_CUDA_TRY(ctx, AllowSharedMemory(kernel, plan.shared_bytes));
     float* part_w = scratch;
     float* part_b = kLayer ? scratch + plan.partial_floats : nullptr;
@@ -534,8 +564,8 @@ int NormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w, 
     return kLayer && db ? SumRows(ctx, part_b, plan.blocks, d, finish, db) : 0;
   }
   auto* kernel = kLayer
-                     ? (vectors ? LayerNormGradKernel<true, TD> : LayerNormGradKernel<false, TD>)
-                     : (vectors ? RmsNormGradKernel<true, TD> : RmsNormGradKernel<false, TD>);
+                     ? (vectors ? LayerNormGradKernel<true, Dy> : LayerNormGradKernel<false, Dy>)
+                     : (vectors ? RmsNormGradKernel<true, Dy> : RmsNormGradKernel<false, Dy>);
   STEPC_LAUNCH_COOPERATIVE(RowBlocks(rows), kThreads, 0, ctx->stream, kernel)(
       dy, x, w, rows, d, (float)eps, scratch, dx);
   if (int rc = STEPC_LAUNCHED(ctx, kLayer ? "LayerNormGradKernel" : "RmsNormGradKernel"))
@@ -546,10 +576,18 @@ template <typename TD>
 int LayerNormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w,
                   int64_t rows, int64_t d, double eps, float* scratch, GradOut dx, float* dw,
                   float* db) {
+  return NormGrad<true>(ctx, DyOf<TD>{dy}, x, w, rows, d, eps, scratch, dx, dw, db);
+}
+int LayerNormGrad(stepc_cuda_ctx* ctx, DySum dy, const float* x, const float* w, int64_t rows,
+                  int64_t d, double eps, float* scratch, GradOut dx, float* dw, float* db) {
   return NormGrad<true>(ctx, dy, x, w, rows, d, eps, scratch, dx, dw, db);
 }
 template <typename TD>
 int RmsNormGrad(stepc_cuda_ctx* ctx, const TD* dy, const float* x, const float* w, int64_t rows,
+                int64_t d, double eps, float* scratch, GradOut dx, float* dw) {
+  return NormGrad<false>(ctx, DyOf<TD>{dy}, x, w, rows, d, eps, scratch, dx, dw, nullptr);
+}
+int RmsNormGrad(stepc_cuda_ctx* ctx, DySum dy, const float* x, const float* w, int64_t rows,
                 int64_t d, double eps, float* scratch, GradOut dx, float* dw) {
   return NormGrad<false>(ctx, dy, x, w, rows, d, eps, scratch, dx, dw, nullptr);
 }
@@ -597,6 +635,19 @@ extern "C" int stepc_cuda_rms_norm_grad_of_bf16(stepc_cuda_ctx* ctx, const __nv_
                       float* sum, float* dw ROUNDED_PARAM) {                                    \
     return RmsNormGrad(ctx, dy, x, w, rows, d, eps, scratch, GradOut{acc, sum, ROUNDED}, dw);  \
   }
+#define STEPC_LAYER_NORM_GRAD_ADD_SUM(name, TERMS, DY, ROUNDED_PARAM, ROUNDED)                   \
+  extern "C" int name(stepc_cuda_ctx* ctx, TERMS, const float* x, const float* w,               \
+                      const float* acc, int64_t rows, int64_t d, double eps, float* scratch,    \
+                      float* sum, float* dw, float* db ROUNDED_PARAM) {                         \
+    return LayerNormGrad(ctx, DY, x, w, rows, d, eps, scratch, GradOut{acc, sum, ROUNDED}, dw, \
+                         db);                                                                   \
+  }
+#define STEPC_RMS_NORM_GRAD_ADD_SUM(name, TERMS, DY, ROUNDED_PARAM, ROUNDED)                     \
+  extern "C" int name(stepc_cuda_ctx* ctx, TERMS, const float* x, const float* w,               \
+                      const float* acc, int64_t rows, int64_t d, double eps, float* scratch,    \
+                      float* sum, float* dw ROUNDED_PARAM) {                                    \
+    return RmsNormGrad(ctx, DY, x, w, rows, d, eps, scratch, GradOut{acc, sum, ROUNDED}, dw);  \
+  }
 #define STEPC_NO_ROUNDED
 #define STEPC_ROUNDED_PARAM , __nv_bfloat16* rounded
 STEPC_LAYER_NORM_GRAD_ADD(stepc_cuda_layer_norm_grad_add, float, STEPC_NO_ROUNDED, nullptr)
@@ -613,6 +664,34 @@ STEPC_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded, float, STEPC_ROUND
                         rounded)
 STEPC_RMS_NORM_GRAD_ADD(stepc_cuda_rms_norm_grad_add_rounded_of_bf16, __nv_bfloat16,
                         STEPC_ROUNDED_PARAM, rounded)
+// dy the f32 sum of two or three bf16 input gradients (`_of_bf16_sum2`,
+// `_sum3`: step-lower-library-calls' summed dy), added as the step does.
+#define STEPC_DY_SUM2 const __nv_bfloat16 *dy0, const __nv_bfloat16 *dy1
+#define STEPC_DY_SUM3 STEPC_DY_SUM2, const __nv_bfloat16 *dy2
+#define STEPC_SUM2 DySum{dy0, dy1, nullptr}
+#define STEPC_SUM3 DySum{dy0, dy1, dy2}
+STEPC_LAYER_NORM_GRAD_ADD_SUM(stepc_cuda_layer_norm_grad_add_of_bf16_sum2, STEPC_DY_SUM2,
+                              STEPC_SUM2, STEPC_NO_ROUNDED, nullptr)
+STEPC_LAYER_NORM_GRAD_ADD_SUM(stepc_cuda_layer_norm_grad_add_of_bf16_sum3, STEPC_DY_SUM3,
+                              STEPC_SUM3, STEPC_NO_ROUNDED, nullptr)
+STEPC_LAYER_NORM_GRAD_ADD_SUM(stepc_cuda_layer_norm_grad_add_rounded_of_bf16_sum2, STEPC_DY_SUM2,
+                              STEPC_SUM2, STEPC_ROUNDED_PARAM, rounded)
+STEPC_LAYER_NORM_GRAD_ADD_SUM(stepc_cuda_layer_norm_grad_add_rounded_of_bf16_sum3, STEPC_DY_SUM3,
+                              STEPC_SUM3, STEPC_ROUNDED_PARAM, rounded)
+STEPC_RMS_NORM_GRAD_ADD_SUM(stepc_cuda_rms_norm_grad_add_of_bf16_sum2, STEPC_DY_SUM2, STEPC_SUM2,
+                            STEPC_NO_ROUNDED, nullptr)
+STEPC_RMS_NORM_GRAD_ADD_SUM(stepc_cuda_rms_norm_grad_add_of_bf16_sum3, STEPC_DY_SUM3, STEPC_SUM3,
+                            STEPC_NO_ROUNDED, nullptr)
+STEPC_RMS_NORM_GRAD_ADD_SUM(stepc_cuda_rms_norm_grad_add_rounded_of_bf16_sum2, STEPC_DY_SUM2,
+                            STEPC_SUM2, STEPC_ROUNDED_PARAM, rounded)
+STEPC_RMS_NORM_GRAD_ADD_SUM(stepc_cuda_rms_norm_grad_add_rounded_of_bf16_sum3, STEPC_DY_SUM3,
+                            STEPC_SUM3, STEPC_ROUNDED_PARAM, rounded)
+#undef STEPC_DY_SUM2
+#undef STEPC_DY_SUM3
+#undef STEPC_SUM2
+#undef STEPC_SUM3
+#undef STEPC_LAYER_NORM_GRAD_ADD_SUM
+#undef STEPC_RMS_NORM_GRAD_ADD_SUM
 // Where the residual stream's gradient starts (the final norm's): dx and
 // its bf16 copy.
 #define STEPC_NORM_GRAD_ROUNDED(name, Grad, TD, DB_PARAM, DB)                                   \

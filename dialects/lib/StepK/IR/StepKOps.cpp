@@ -5,6 +5,7 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 using namespace mlir;
 using namespace stepc;
@@ -50,12 +51,18 @@ YieldOp CallOp::getYield() { return cast<YieldOp>(getBody().front().getTerminato
 
 Operation *CallOp::getKernelOp() {
   Block &body = getBody().front();
+  // Values the kernel reads its inputs as: slices, widenings of inputs and
+  // sums of those (a norm gradient's dy summed from bf16 terms).
+  llvm::SmallPtrSet<Operation *, 4> reading;
+  auto read = [&](Value v) { return v.getDefiningOp() && reading.count(v.getDefiningOp()); };
   for (Operation &op : body) {
     auto widening = dyn_cast<step::ConvertOp>(op);
-    bool ofInput = widening && isa<BlockArgument>(widening.getInput()) &&
-                   op.getNextNode() != body.getTerminator();
-    if (!isa<step::SliceOp>(op) && !ofInput)
+    bool ofInput = widening && isa<BlockArgument>(widening.getInput());
+    auto add = dyn_cast<step::AddOp>(op);
+    bool sum = add && read(add.getLhs()) && read(add.getRhs());
+    if ((!isa<step::SliceOp>(op) && !ofInput && !sum) || op.getNextNode() == body.getTerminator())
       return &op;
+    reading.insert(&op);
   }
   return &body.front();
 }

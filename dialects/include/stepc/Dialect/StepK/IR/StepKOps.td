@@ -282,8 +282,9 @@ def StepK_CallOp : StepK_Op<"call", [IsolatedFromAbove, Pure]> {
     YieldOp getYield();
     /// The op the callee computes, which names the call: the body's first
     /// op that is not a slice of an input (a kernel reading parts of a
-    /// packed operand in place slices it first) or a widening of an input
-    /// (a reduction reading bf16 values widens them first).
+    /// packed operand in place slices it first), a widening of an input
+    /// (a reduction reading bf16 values widens them first) or a sum of
+    /// those (a norm gradient's dy added from bf16 terms as it is read).
     ::mlir::Operation *getKernelOp();
   }];
 }
