@@ -167,10 +167,95 @@ void sinkToFirstUsers(Block &block) {
   }
 }
 
+/// The values `ops` read from outside them.
+SmallVector<Value> externalOperands(ArrayRef<Operation *> ops) {
+  SmallVector<Value> inputs;
+  for (Operation *op : ops)
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if ((!def || !llvm::is_contained(ops, def)) && !llvm::is_contained(inputs, operand))
+        inputs.push_back(operand);
+    }
+  return inputs;
+}
+
+/// Whether `v` (or a reshape of it) is read by an op after `at` that is not
+/// in `moving`.
+bool readAfter(Value v, Operation *at, ArrayRef<Operation *> moving, Block &block) {
+  for (Operation *user : v.getUsers()) {
+    Operation *top = block.findAncestorOpInBlock(*user);
+    if (!top || llvm::is_contained(moving, top) || !at->isBeforeInBlock(top))
+      continue;
+    if (!isa<step::ReshapeOp>(top) || readAfter(top->getResult(0), at, moving, block))
+      return true;
+  }
+  return false;
+}
+
+void joinSiblingRuns(Block &block) {
+  for (Operation *last : placeableOps(block)) {
+    // The end of a run: nothing elementwise reads it.
+    if (llvm::any_of(last->getResult(0).getUsers(), isFusableElementwise))
+      continue;
+    SmallVector<Operation *> moving = withSoleProducers(last);
+    // The run before it: the placeable op closest above its first op with
+    // a kernel of another kind between them.
+    Operation *anchor = nullptr;
+    bool kernelBetween = false;
+    for (Operation *op = moving.front()->getPrevNode(); op; op = op->getPrevNode()) {
+      if (isa<step::ReshapeOp>(op))
+        continue;
+      if (placeable(op) && !llvm::is_contained(moving, op)) {
+        anchor = op;
+        break;
+      }
+      if (!isFusableElementwise(op))
+        kernelBetween = true;
+    }
+    if (!anchor || !kernelBetween || step::getPhase(anchor) != step::getPhase(last) ||
+        cast<RankedTensorType>(anchor->getResult(0).getType()).getNumElements() !=
+            cast<RankedTensorType>(last->getResult(0).getType()).getNumElements())
+      continue;
+    // Everything the moving ops read must exist there, and one value the
+    // run there reads must be read again (the pass the join saves).
+    SmallVector<Value> inputs = externalOperands(moving);
+    if (!llvm::all_of(inputs, [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return !def || def == anchor || def->isBeforeInBlock(anchor);
+        }))
+      continue;
+    SmallVector<Operation *> run;
+    for (Operation *op = anchor; op && (isFusableElementwise(op) || isa<step::ReshapeOp>(op));
+         op = op->getPrevNode())
+      if (!isa<step::ReshapeOp>(op))
+        run.push_back(op);
+    SmallVector<Value> runInputs = externalOperands(run);
+    if (llvm::none_of(inputs, [&](Value v) { return llvm::is_contained(runInputs, v); }))
+      continue;
+    // No more bytes held between the two places: the moved results live
+    // longer, what only they read dies sooner.
+    int64_t extra = 0;
+    for (Operation *op : moving)
+      if (readAfter(op->getResult(0), anchor, moving, block))
+        extra += bytesOf(op->getResult(0));
+    for (Value v : inputs)
+      if (!readAfter(v, anchor, moving, block) && !isa<BlockArgument>(v))
+        extra -= bytesOf(v);
+    if (extra > 0)
+      continue;
+    Operation *after = anchor;
+    for (Operation *op : moving) {
+      op->moveAfter(after);
+      after = op;
+    }
+  }
+}
+
 } // namespace
 
 void stepc::placeElementwiseForFusion(func::FuncOp step) {
   Block &block = step.getBody().front();
   recomputeAtFarUsers(block);
   sinkToFirstUsers(block);
+  joinSiblingRuns(block);
 }

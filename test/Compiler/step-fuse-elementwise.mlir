@@ -152,7 +152,10 @@ func.func @convert_joins_across_reduce(%dy: tensor<8x16xf32>, %x: tensor<8x16xf3
 // Llama's SwiGLU (PlaceElementwise.cpp): silu(g) sinks past u's GEMM into
 // the mul's kernel, and the backward recomputes it from g (which silu's
 // gradient reads anyway) instead of reading it stored; dh*u sinks past the
-// backward GEMM into silu's gradient. No silu(g) between kernels.
+// backward GEMM into silu's gradient, and that kernel rises above the GEMM
+// to join the one computing u's gradient: dh, g and u read once for both
+// gradients (what it holds longer, g's gradient, u no longer holds). No
+// silu(g) between kernels.
 // CHECK-LABEL: func.func @swiglu
 // CHECK: %[[U:.*]] = step.matmul %arg1, %arg2
 // CHECK-NEXT: %[[H:.*]] = stepk.fused %arg0, %[[U]] {{.*}}{
@@ -160,14 +163,15 @@ func.func @convert_joins_across_reduce(%dy: tensor<8x16xf32>, %x: tensor<8x16xf3
 // CHECK-NEXT: %[[S:.*]] = step.silu %[[G]]
 // CHECK-NEXT: step.mul %[[S]], %[[UU]]
 // CHECK: step.reduce_sum %[[H]]
-// CHECK-NEXT: %[[DU:.*]] = stepk.fused %arg0, %arg3 {{.*}}{
-// CHECK-NEXT: ^bb0(%[[G2:.*]]: tensor<8x16xf32>, %[[DH:.*]]: tensor<8x16xf32>):
+// CHECK-NEXT: %[[D:.*]]:2 = stepk.fused %arg0, %arg3, %[[U]] {{.*}}{
+// CHECK-NEXT: ^bb0(%[[G2:.*]]: tensor<8x16xf32>, %[[DH:.*]]: tensor<8x16xf32>, %[[U2:.*]]: tensor<8x16xf32>):
 // CHECK-NEXT: %[[S2:.*]] = step.silu %[[G2]] {step.phase = #step.phase<backward>}
 // CHECK-NEXT: step.mul %[[DH]], %[[S2]]
-// CHECK: step.matmul %[[DU]], %arg2
-// CHECK-NEXT: stepk.fused %arg3, %[[U]], %arg0
-// CHECK-NOT: step.matmul
-// CHECK: step.silu_grad
+// CHECK-NEXT: %[[DS:.*]] = step.mul %[[DH]], %[[U2]]
+// CHECK-NEXT: step.silu_grad %[[DS]], %[[G2]]
+// CHECK: step.matmul %[[D]]#0, %arg2
+// CHECK-NOT: stepk.fused
+// CHECK: return
 func.func @swiglu(%g: tensor<8x16xf32>, %x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %dh: tensor<8x16xf32>) -> (tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>) attributes {step.train_step} {
   %s = step.silu %g {step.phase = #step.phase<forward>} : tensor<8x16xf32>
   %u = step.matmul %x, %w transpose_b {step.phase = #step.phase<forward>} : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
@@ -201,4 +205,26 @@ func.func @inputs_bigger_than_the_value(%a: tensor<8x16xf32>, %x: tensor<8x4xf32
   %dx = step.matmul %h, %w {step.phase = #step.phase<backward>} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
   %dv = step.mul %dh, %v {step.phase = #step.phase<backward>} : tensor<8x16xf32>
   return %h, %dv, %dx : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// The backward's second SwiGLU kernel stays below the GEMM where rising
+// would hold more bytes: u is read after it (returned), so g's gradient
+// would wait through the GEMM with nothing freed for it.
+// CHECK-LABEL: func.func @sibling_would_hold_more
+// CHECK: stepk.fused %arg0, %arg3 {{.*}}{
+// CHECK: step.matmul
+// CHECK: stepk.fused %arg3, %{{.*}}, %arg0 {{.*}}{
+// CHECK: step.silu_grad
+func.func @sibling_would_hold_more(%g: tensor<8x16xf32>, %x: tensor<8x4xf32>, %w: tensor<16x4xf32>, %dh: tensor<8x16xf32>) -> (tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x16xf32>) attributes {step.train_step} {
+  %s = step.silu %g {step.phase = #step.phase<forward>} : tensor<8x16xf32>
+  %u = step.matmul %x, %w transpose_b {step.phase = #step.phase<forward>} : (tensor<8x4xf32>, tensor<16x4xf32>) -> tensor<8x16xf32>
+  %h = step.mul %s, %u {step.phase = #step.phase<forward>} : tensor<8x16xf32>
+  %l = step.reduce_sum %h dims [0, 1] {step.phase = #step.phase<forward>} : (tensor<8x16xf32>) -> tensor<f32>
+  %ds = step.mul %dh, %u {step.phase = #step.phase<backward>} : tensor<8x16xf32>
+  %du = step.mul %dh, %s {step.phase = #step.phase<backward>} : tensor<8x16xf32>
+  %dx = step.matmul %du, %w {step.phase = #step.phase<backward>} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %dg = step.silu_grad %ds, %g {step.phase = #step.phase<backward>} : tensor<8x16xf32>
+  return %l, %dg, %du, %dx, %u : tensor<f32>, tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>, tensor<8x16xf32>
 }
