@@ -2,7 +2,7 @@
 //
 // step-fuse-elementwise fuses runs of elementwise ops in program order, so
 // where an op sits decides which values travel through memory between
-// kernels. Before it finds its runs, two exact moves:
+// kernels. Before it finds its runs, three exact moves:
 //
 // - Recompute at a far user. An elementwise value all of whose users are
 //   elementwise is computed again just before each user that a kernel of
@@ -19,6 +19,14 @@
 //   after u's GEMM, and the forward's SwiGLU is one kernel reading g and u;
 //   in the backward, dh*u (f32) joins silu's gradient after the GEMMs that
 //   came between.
+// - Join a sibling. The ops ending a run (nothing elementwise reads the
+//   last), with the producers only they read, rise to just after the
+//   closest run above them that a kernel of another kind separates them
+//   from, when that run reads one of the values they read (the pass the
+//   join saves), everything they read exists there, and the bytes held in
+//   between do not grow (their results live longer, what only they read
+//   dies sooner): Llama's backward computes u's and g's gradients in one
+//   kernel reading dh, g and u once, where two kernels read dh and g each.
 //
 // The ops moved and cloned are pure (ScalarMathOpInterface ops and
 // converts), so every value is the one the step computed before.

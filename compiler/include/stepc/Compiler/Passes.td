@@ -37,9 +37,13 @@ def StepFuseElementwise : Pass<"step-fuse-elementwise", "mlir::ModuleOp"> {
     its first, where what it reads is live there anyway or holds no more
     bytes; an op moves down next to its first user (elementwise, same
     phase, across such a kernel) with the producers only it reads, where
-    the inputs kept longer hold no more bytes than its result. Llama's
+    the inputs kept longer hold no more bytes than its result; the ops
+    ending a run (with the producers only they read) rise across such a
+    kernel to join the run above that reads a value they read, where all
+    they read exists and the bytes held between do not grow. Llama's
     SwiGLU: silu(g) joins the mul with u after u's GEMM, the backward
-    recomputes it from g instead of reading it stored in f32.
+    recomputes it from g instead of reading it stored in f32, and u's and
+    g's gradients are one kernel reading dh, g and u once.
 
     ```mlir
     // before
