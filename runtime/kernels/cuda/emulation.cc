@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -77,6 +78,7 @@ struct Warp {
   // barrier, alternating sets, so no lane overwrites a set another may
   // still read (that needs every lane at the next shuffle's barrier first).
   float slots[2][32] = {};
+  unsigned char gathered[2][32][64] = {};  // WarpGather's, alternating likewise
   Barrier barrier;
 };
 
@@ -201,6 +203,21 @@ float ShuffleXor(float value, int lane_mask) {
   slots[lane] = value;
   Wait(warp.barrier);
   return slots[lane ^ lane_mask];
+}
+
+void WarpGather(const void* mine, int bytes, void* all) {
+  RequireCooperative("a warp-collective operation");
+  if (bytes > 64) {
+    std::fprintf(stderr, "emulation: WarpGather of %d bytes a lane (at most 64)\n", bytes);
+    std::abort();
+  }
+  Fiber& self = *running->current;
+  Warp& warp = running->warps[self.linear / 32];
+  auto& set = warp.gathered[self.shuffles++ & 1];
+  std::memcpy(set[self.linear % 32], mine, bytes);
+  Wait(warp.barrier);
+  for (int lane = 0; lane < 32; ++lane)
+    std::memcpy(static_cast<unsigned char*>(all) + lane * bytes, set[lane], bytes);
 }
 
 void* DynamicShared() { return shared_memory.data(); }

@@ -67,6 +67,10 @@ inline const ThreadState& Self() { return *current_thread; }
 void SyncThreads();
 void SyncWarp();
 float ShuffleXor(float value, int lane_mask);
+// Every lane of the warp gives `bytes` (at most 64) and receives all 32
+// lanes' in lane order: a warp-collective register exchange (mma.cuh's
+// tensor-core product).
+void WarpGather(const void* mine, int bytes, void* all);
 void* DynamicShared();
 float AtomicAdd(float* address, float value);
 int AtomicCas(int* address, int compare, int value);

@@ -247,11 +247,16 @@ constexpr int kTensorCoreThreads = 128;
 constexpr bool TensorCoreHeadDim(int64_t padded) {
   return padded == 32 || padded == 64 || padded == 128;
 }
-// Shared bytes: bf16 tiles of [64, dh], f32/bf16 score tiles of [64, 64],
-// f32 accumulators of [64, dh], two f32 row statistics.
+// bf16 elements padding each shared-memory row of the mma.sync kernels'
+// tiles (16 bytes): the 8 rows a fragment load touches fall on distinct banks.
+constexpr int kTensorCorePad = 8;
+// The forward (mma.sync, scores and accumulators in registers): Q and K
+// tiles [64, dh + pad] and V transposed [dh, 64 + pad], bf16.
 constexpr int64_t TensorCoreForwardShared(int64_t dh) {
-  return 3 * 64 * dh * 2 + 64 * 64 * 4 + 64 * 64 * 2 + 64 * dh * 4 + 2 * 64 * 4;
+  return 2 * 64 * (dh + kTensorCorePad) * 2 + dh * (64 + kTensorCorePad) * 2;
 }
+// The backward (WMMA): bf16 tiles of [64, dh], f32/bf16 score tiles of
+// [64, 64], f32 accumulators of [64, dh], two f32 row statistics.
 constexpr int64_t TensorCoreQueryGradShared(int64_t dh) {
   return 4 * 64 * dh * 2 + 2 * 64 * 64 * 4 + 64 * 64 * 2 + 64 * dh * 4 + 2 * 64 * 4;
 }
