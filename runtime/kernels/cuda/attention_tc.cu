@@ -1,15 +1,11 @@
-// Flash attention on tensor cores for bf16 q/k/v, f32 accumulation.
-//
-// The forward (TcForwardKernel) is FlashAttention-2's on mma.sync m16n8k16
-// (mma.cuh): scores, the online softmax and the output accumulator stay in
-// registers, P goes from the score fragments straight into the next
-// product's operand fragments.
-//
-// The backward is WMMA 16x16x16: a block of 4 warps takes 64 query rows (or,
-// for dK/dV, 64 key rows), tiles of 64 rows of the other side are staged in
-// shared memory, each warp multiplies its 16 rows; everything elementwise —
-// scaling, masking, P from the saved log-sum-exp, dS — runs on score tiles
-// in shared memory (WMMA's fragment layout is opaque).
+// Flash attention on tensor cores for bf16 q/k/v, f32 accumulation,
+// FlashAttention-2's way on mma.sync m16n8k16 (mma.cuh): a block of 4 warps
+// takes 64 query rows (or, for dK/dV, 64 key rows), each warp 16 of them;
+// tiles of 64 rows of the other side are staged in shared memory (rows
+// padded so fragment loads hit distinct banks; V, K, Q or dO also transposed
+// where a product runs along their rows), and the scores, the softmax or
+// the score gradients, and the accumulators stay in registers: a product's
+// result fragments become the next product's operand fragments.
 //
 // P and dS are rounded to bf16 for the products (as FlashAttention does); the
 // statistics and accumulators stay f32. Same algorithm as the scalar kernels
@@ -20,22 +16,13 @@
 #include "runtime/kernels/cuda/mma.cuh"
 #include "runtime/kernels/cuda/vector_access.cuh"
 
-#ifndef STEPC_CUDA_EMULATION
-#include <mma.h>
-#endif
+#include <initializer_list>
 
 namespace stepc::cuda {
 namespace {
 
-using namespace nvcuda;
 using bf16 = __nv_bfloat16;
 constexpr int kR = kTensorCoreRows;  // 64
-
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 // Carves the dynamic shared memory into consecutive regions.
 struct Carve {
@@ -48,63 +35,6 @@ struct Carve {
   }
 };
 
-// Rows [r0, r0 + 64) of head h of a [B, rows, ld] tensor (ld its row
-// stride) into tile[64][kDh] (bf16), zeros outside.
-template <int kDh>
-__device__ void Stage(const bf16* src, int64_t b, int64_t r0, int64_t rows, int64_t h,
-                      int64_t ld, int64_t dh, bf16* tile) {
-  for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) {
-    const int r = e / kDh, c = e % kDh;
-    const int64_t row = r0 + r;
-    tile[e] = row < rows && c < dh ? src[(b * rows + row) * ld + h * dh + c]
-                                   : __float2bfloat16(0.0f);
-  }
-}
-
-// out[16 rows of warp w][64] = A[16w..][0..kDh) · Bᵀ, B given as rows
-// [64][kDh] (so Bᵀ is read column-major): S = Q Kᵀ, dP = dO Vᵀ.
-template <int kDh>
-__device__ void RowsTimesTransposed(const bf16* a, const bf16* b, float* out) {
-  const int w = threadIdx.x / 32;
-  for (int jt = 0; jt < kR / 16; ++jt) {
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-    for (int kk = 0; kk < kDh / 16; ++kk) {
-      FragA fa;
-      FragBT fb;
-      wmma::load_matrix_sync(fa, a + 16 * w * kDh + 16 * kk, kDh);
-      wmma::load_matrix_sync(fb, b + 16 * jt * kDh + 16 * kk, kDh);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(out + 16 * w * kR + 16 * jt, acc, kR, wmma::mem_row_major);
-  }
-}
-
-// acc[16 rows of warp w][0..kDh) += P[16w..][0..64) · V[64][kDh], with P
-// read transposed when `transpose` (dV += Pᵀ dO, dK += dSᵀ Q).
-template <int kDh, bool kTranspose>
-__device__ void AccumulateTimes(const bf16* p, const bf16* v, float* acc) {
-  const int w = threadIdx.x / 32;
-  for (int nt = 0; nt < kDh / 16; ++nt) {
-    FragC c;
-    wmma::load_matrix_sync(c, acc + 16 * w * kDh + 16 * nt, kDh, wmma::mem_row_major);
-    for (int kk = 0; kk < kR / 16; ++kk) {
-      FragB fb;
-      wmma::load_matrix_sync(fb, v + 16 * kk * kDh + 16 * nt, kDh);
-      if constexpr (kTranspose) {
-        FragAT fa;  // A(m, k) = P[k][m]: rows of the block are P's columns
-        wmma::load_matrix_sync(fa, p + 16 * kk * kR + 16 * w, kR);
-        wmma::mma_sync(c, fa, fb, c);
-      } else {
-        FragA fa;
-        wmma::load_matrix_sync(fa, p + 16 * w * kR + 16 * kk, kR);
-        wmma::mma_sync(c, fa, fb, c);
-      }
-    }
-    wmma::store_matrix_sync(acc + 16 * w * kDh + 16 * nt, c, kDh, wmma::mem_row_major);
-  }
-}
-
 // The saved statistics of query rows [i0, i0 + 64) of head h (0 past Tq).
 __device__ void StageRowStats(const AttentionArgs& a, int64_t b, int64_t h, int64_t i0,
                               const float* lse, const float* delta, float* row_lse,
@@ -114,11 +44,6 @@ __device__ void StageRowStats(const AttentionArgs& a, int64_t b, int64_t h, int6
     row_lse[r] = valid ? lse[a.Stat(b, h, i0 + r)] : 0.0f;
     row_delta[r] = valid ? delta[a.Stat(b, h, i0 + r)] : 0.0f;
   }
-}
-
-// Zeroes an accumulator tile.
-__device__ void Zero(float* tile, int count) {
-  for (int e = threadIdx.x; e < count; e += blockDim.x) tile[e] = 0.0f;
 }
 
 __device__ __forceinline__ bool Visible(const AttentionArgs& a, int64_t i, int64_t j) {
@@ -293,121 +218,214 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       if (rows[r] < a.tq) lse[a.Stat(b, h, rows[r])] = m[r] + logf(l[r]);
 }
 
-// P = exp(S·scale - lse) and dS = P (dP - D)·scale on a [64 q][64 k] tile.
-__device__ void ScoreGrads(const AttentionArgs& a, int64_t i0, int64_t j0, const float* s,
-                           const float* dp, const float* row_lse, const float* row_delta,
-                           bf16* p, bf16* ds) {
-  for (int e = threadIdx.x; e < kR * kR; e += blockDim.x) {
-    const int r = e / kR, j = e % kR;
-    float pj = 0.0f, dsj = 0.0f;
-    if (Visible(a, i0 + r, j0 + j)) {
-      pj = expf(s[e] * a.scale - row_lse[r]);
-      dsj = pj * (dp[e] - row_delta[r]) * a.scale;
+// The A fragment of rows [r0, r0 + 16), columns [16kk, 16kk + 16) of a
+// row-major bf16 tile (row stride ld).
+__device__ __forceinline__ void LoadA(const bf16* tile, int ld, int r0, int kk,
+                                      uint32_t (&a)[4]) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const bf16* p = tile + (r0 + g) * ld + 16 * kk + 2 * t;
+  a[0] = mma::LoadPair(p);
+  a[1] = mma::LoadPair(p + 8 * ld);
+  a[2] = mma::LoadPair(p + 8);
+  a[3] = mma::LoadPair(p + 8 * ld + 8);
+}
+// The B fragment B[k][n] = tile[n0 + n][16kk + k]: a tile whose rows are
+// B's columns (K's rows for S = Q Kᵀ, Vᵀ's for P·V).
+__device__ __forceinline__ void LoadB(const bf16* tile, int ld, int n0, int kk,
+                                      uint32_t (&b)[2]) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const bf16* p = tile + (n0 + g) * ld + 16 * kk + 2 * t;
+  b[0] = mma::LoadPair(p);
+  b[1] = mma::LoadPair(p + 8);
+}
+// acc (16 rows from r0 by 8 kN columns from n0) += A·Bᵀ over kK·16: A the
+// rows of one tile, B the rows of another (S = Q Kᵀ, dP = dO Vᵀ, and the
+// transposes dK/dV's block computes).
+template <int kN, int kK>
+__device__ __forceinline__ void RowsTimesRows(const bf16* a_tile, int a_ld, int r0,
+                                              const bf16* b_tile, int b_ld, int n0,
+                                              float (&acc)[kN][4]) {
+  for (int kk = 0; kk < kK; ++kk) {
+    uint32_t a[4];
+    LoadA(a_tile, a_ld, r0, kk, a);
+    for (int nt = 0; nt < kN; ++nt) {
+      uint32_t b[2];
+      LoadB(b_tile, b_ld, n0 + 8 * nt, kk, b);
+      mma::Mma(acc[nt], a, b);
     }
-    if (p) p[e] = __float2bfloat16(pj);
-    ds[e] = __float2bfloat16(dsj);
+  }
+}
+// acc += A·B with A's fragments in registers (P or dS, rounded to bf16) and
+// B given transposed (a tile whose rows are B's columns).
+template <int kN, int kK>
+__device__ __forceinline__ void FragmentsTimes(const uint32_t (&a)[kK][4], const bf16* bt,
+                                               int ld, float (&acc)[kN][4]) {
+  for (int nd = 0; nd < kN; ++nd)
+    for (int kk = 0; kk < kK; ++kk) {
+      uint32_t b[2];
+      LoadB(bt, ld, 8 * nd, kk, b);
+      mma::Mma(acc[nd], a[kk], b);
+    }
+}
+// A fragments of a product's f32 result (16 rows by 8 kN columns), each
+// value rounded to bf16: columns [16kk, 16kk + 16) are result fragments 2kk
+// (a0, a1) and 2kk + 1 (a2, a3).
+template <int kN>
+__device__ __forceinline__ void Rounded(const float (&c)[kN][4], uint32_t (&a)[kN / 2][4]) {
+  for (int nt = 0; nt < kN; ++nt) {
+    a[nt / 2][2 * (nt % 2)] = mma::Pack(c[nt][0], c[nt][1]);
+    a[nt / 2][2 * (nt % 2) + 1] = mma::Pack(c[nt][2], c[nt][3]);
   }
 }
 
+// dQ for 64 query rows (mma.sync, as the forward): per 64-key tile a warp
+// computes its 16 rows' S = Q Kᵀ and dP = dO Vᵀ in registers, P from the
+// saved log-sum-exp and dS = P (dP - D)·scale where they lie, and adds
+// dS K (K also staged transposed, so its B fragments load pairs).
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcQueryGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
-                      AttentionArgs a, const float* lse, const float* delta, void* dq) {
+                      AttentionArgs a, bool vec, const float* lse, const float* delta,
+                      void* dq) {
+  constexpr int kLd = kDh + kTensorCorePad, kTLd = kR + kTensorCorePad;
   STEPC_DYNAMIC_SHARED(char, smem);
   Carve carve{smem};
-  bf16* qs = carve.Take<bf16>(kR * kDh);
-  bf16* dos = carve.Take<bf16>(kR * kDh);
-  bf16* ks = carve.Take<bf16>(kR * kDh);
-  bf16* vs = carve.Take<bf16>(kR * kDh);
-  float* s = carve.Take<float>(kR * kR);
-  float* dp = carve.Take<float>(kR * kR);
-  bf16* ds = carve.Take<bf16>(kR * kR);
-  float* acc = carve.Take<float>(kR * kDh);
+  bf16* qs = carve.Take<bf16>(kR * kLd);
+  bf16* dos = carve.Take<bf16>(kR * kLd);
+  bf16* ks = carve.Take<bf16>(kR * kLd);
+  bf16* vs = carve.Take<bf16>(kR * kLd);
+  bf16* kt = carve.Take<bf16>(kDh * kTLd);
   float* row_lse = carve.Take<float>(kR);
   float* row_delta = carve.Take<float>(kR);
+  const int warp = threadIdx.x / 32, t = threadIdx.x % 4;
   const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
-  Stage<kDh>(q, b, q0, a.tq, h, a.q_ld, a.dh, qs);
-  Stage<kDh>(dout, b, q0, a.tq, h, a.heads * a.dh, a.dh, dos);
-  Zero(acc, kR * kDh);
+  StageRows<kDh, kLd>(q, b, q0, a.tq, h, a.q_ld, a.dh, vec, qs);
+  StageRows<kDh, kLd>(dout, b, q0, a.tq, h, a.heads * a.dh, a.dh, vec, dos);
   StageRowStats(a, b, h, q0, lse, delta, row_lse, row_delta);
+  const int g = threadIdx.x % 32 / 4;
+  const int rows[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's rows of the tile
+  float acc[kDh / 8][4] = {};
   const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
   for (int64_t k0 = 0; k0 < k_end; k0 += kR) {
     __syncthreads();
-    Stage<kDh>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, ks);
-    Stage<kDh>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vs);
+    StageRows<kDh, kLd>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, ks);
+    StageRows<kDh, kLd>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, vs);
+    StageColumns<kDh, kTLd>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, kt);
     __syncthreads();
-    RowsTimesTransposed<kDh>(qs, ks, s);
-    RowsTimesTransposed<kDh>(dos, vs, dp);
-    __syncthreads();
-    ScoreGrads(a, q0, k0, s, dp, row_lse, row_delta, nullptr, ds);
-    __syncthreads();
-    AccumulateTimes<kDh, false>(ds, ks, acc);  // dQ += dS K
+    float s[kR / 8][4] = {}, dp[kR / 8][4] = {};
+    RowsTimesRows<kR / 8, kDh / 16>(qs, kLd, 16 * warp, ks, kLd, 0, s);
+    RowsTimesRows<kR / 8, kDh / 16>(dos, kLd, 16 * warp, vs, kLd, 0, dp);
+    for (int nt = 0; nt < kR / 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int r = rows[e / 2];
+        float ds = 0.0f;
+        if (Visible(a, q0 + r, k0 + 8 * nt + 2 * t + e % 2)) {
+          const float p = expf(s[nt][e] * a.scale - row_lse[r]);
+          ds = p * (dp[nt][e] - row_delta[r]) * a.scale;
+        }
+        s[nt][e] = ds;
+      }
+    uint32_t dsa[kR / 16][4];
+    Rounded<kR / 8>(s, dsa);
+    FragmentsTimes<kDh / 8, kR / 16>(dsa, kt, kTLd, acc);  // dQ += dS K
   }
-  __syncthreads();
-  for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) {
-    const int r = e / kDh, c = e % kDh;
-    if (q0 + r < a.tq && c < a.dh) StoreAs(dq, a.out_type, a.DQRow(b, q0 + r, h) + c, acc[e]);
-  }
+  for (int nd = 0; nd < kDh / 8; ++nd)
+    for (int e = 0; e < 4; ++e) {
+      const int64_t i = q0 + rows[e / 2], c = 8 * nd + 2 * t + e % 2;
+      if (i < a.tq && c < a.dh) StoreAs(dq, a.out_type, a.DQRow(b, i, h) + c, acc[nd][e]);
+    }
 }
 
+// dK and dV for 64 key rows over the query heads of its group: per 64-row
+// query tile a warp computes its 16 keys' Sᵀ = K Qᵀ and dPᵀ = V dOᵀ in
+// registers, Pᵀ and dSᵀ where they lie, and adds Pᵀ dO and dSᵀ Q (Q and dO
+// also staged transposed). Each query tile goes in passes of 32 columns
+// (64 for a head dim of 32): beside the dK and dV accumulators (64 or 128
+// registers a lane), gpt2's head dim of 64 then takes 137 registers, three
+// blocks an SM, where whole tiles took 171 (two).
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcKeyValueGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
-                         AttentionArgs a, const float* lse, const float* delta, void* dk,
-                         void* dv) {
+                         AttentionArgs a, bool vec, const float* lse, const float* delta,
+                         void* dk, void* dv) {
+  constexpr int kLd = kDh + kTensorCorePad, kTLd = kR + kTensorCorePad;
+  constexpr int kCols = kDh > 32 ? 32 : 64;  // query columns a pass
   STEPC_DYNAMIC_SHARED(char, smem);
   Carve carve{smem};
-  bf16* ks = carve.Take<bf16>(kR * kDh);
-  bf16* vs = carve.Take<bf16>(kR * kDh);
-  bf16* qs = carve.Take<bf16>(kR * kDh);
-  bf16* dos = carve.Take<bf16>(kR * kDh);
-  float* s = carve.Take<float>(kR * kR);
-  float* dp = carve.Take<float>(kR * kR);
-  bf16* p = carve.Take<bf16>(kR * kR);
-  bf16* ds = carve.Take<bf16>(kR * kR);
-  float* dk_acc = carve.Take<float>(kR * kDh);
-  float* dv_acc = carve.Take<float>(kR * kDh);
+  bf16* ks = carve.Take<bf16>(kR * kLd);
+  bf16* vs = carve.Take<bf16>(kR * kLd);
+  bf16* qs = carve.Take<bf16>(kR * kLd);
+  bf16* dos = carve.Take<bf16>(kR * kLd);
+  bf16* qt = carve.Take<bf16>(kDh * kTLd);
+  bf16* dot = carve.Take<bf16>(kDh * kTLd);
   float* row_lse = carve.Take<float>(kR);
   float* row_delta = carve.Take<float>(kR);
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int64_t b = blockIdx.y / a.kv_heads, kvh = blockIdx.y % a.kv_heads;
   const int64_t group = a.heads / a.kv_heads;
   const int64_t j0 = blockIdx.x * (int64_t)kR;
-  Stage<kDh>(k, b, j0, a.tk, kvh, a.kv_ld, a.dh, ks);
-  Stage<kDh>(v, b, j0, a.tk, kvh, a.kv_ld, a.dh, vs);
-  Zero(dk_acc, kR * kDh);
-  Zero(dv_acc, kR * kDh);
+  StageRows<kDh, kLd>(k, b, j0, a.tk, kvh, a.kv_ld, a.dh, vec, ks);
+  StageRows<kDh, kLd>(v, b, j0, a.tk, kvh, a.kv_ld, a.dh, vec, vs);
+  const int64_t keys[2] = {j0 + 16 * warp + g, j0 + 16 * warp + g + 8};
+  float dk_acc[kDh / 8][4] = {}, dv_acc[kDh / 8][4] = {};
   // Query tiles before the block's first key see none of its keys.
   const int64_t q_begin = a.causal ? j0 : 0;
-  for (int64_t g = 0; g < group; ++g) {
-    const int64_t h = kvh * group + g;
+  for (int64_t hg = 0; hg < group; ++hg) {
+    const int64_t h = kvh * group + hg;
     for (int64_t i0 = q_begin; i0 < a.tq; i0 += kR) {
       __syncthreads();
-      Stage<kDh>(q, b, i0, a.tq, h, a.q_ld, a.dh, qs);
-      Stage<kDh>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, dos);
+      StageRows<kDh, kLd>(q, b, i0, a.tq, h, a.q_ld, a.dh, vec, qs);
+      StageRows<kDh, kLd>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, vec, dos);
+      StageColumns<kDh, kTLd>(q, b, i0, a.tq, h, a.q_ld, a.dh, vec, qt);
+      StageColumns<kDh, kTLd>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, vec, dot);
       StageRowStats(a, b, h, i0, lse, delta, row_lse, row_delta);
       __syncthreads();
-      RowsTimesTransposed<kDh>(qs, ks, s);    // S[q][k]
-      RowsTimesTransposed<kDh>(dos, vs, dp);  // dP[q][k]
-      __syncthreads();
-      ScoreGrads(a, i0, j0, s, dp, row_lse, row_delta, p, ds);
-      __syncthreads();
-      AccumulateTimes<kDh, true>(p, dos, dv_acc);  // dV += Pᵀ dO
-      AccumulateTimes<kDh, true>(ds, qs, dk_acc);  // dK += dSᵀ Q
+      for (int c0 = 0; c0 < kR; c0 += kCols) {
+        float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
+        RowsTimesRows<kCols / 8, kDh / 16>(ks, kLd, 16 * warp, qs, kLd, c0, st);
+        RowsTimesRows<kCols / 8, kDh / 16>(vs, kLd, 16 * warp, dos, kLd, c0, dpt);
+        for (int nt = 0; nt < kCols / 8; ++nt)
+          for (int e = 0; e < 4; ++e) {
+            const int col = c0 + 8 * nt + 2 * t + e % 2;
+            float p = 0.0f, ds = 0.0f;
+            if (Visible(a, i0 + col, keys[e / 2])) {
+              p = expf(st[nt][e] * a.scale - row_lse[col]);
+              ds = p * (dpt[nt][e] - row_delta[col]) * a.scale;
+            }
+            st[nt][e] = p;
+            dpt[nt][e] = ds;
+          }
+        uint32_t pa[kCols / 16][4], dsa[kCols / 16][4];
+        Rounded<kCols / 8>(st, pa);
+        Rounded<kCols / 8>(dpt, dsa);
+        // dV += Pᵀ dO, dK += dSᵀ Q over this pass's query columns (the
+        // transposed tiles from column c0).
+        FragmentsTimes<kDh / 8, kCols / 16>(pa, dot + c0, kTLd, dv_acc);
+        FragmentsTimes<kDh / 8, kCols / 16>(dsa, qt + c0, kTLd, dk_acc);
+      }
     }
   }
-  __syncthreads();
-  for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) {
-    const int r = e / kDh, c = e % kDh;
-    if (j0 + r < a.tk && c < a.dh) {
-      StoreAs(dk, a.out_type, a.DKRow(b, j0 + r, kvh) + c, dk_acc[e]);
-      StoreAs(dv, a.out_type, a.DKRow(b, j0 + r, kvh) + c, dv_acc[e]);
+  for (int nd = 0; nd < kDh / 8; ++nd)
+    for (int e = 0; e < 4; ++e) {
+      const int64_t j = keys[e / 2], c = 8 * nd + 2 * t + e % 2;
+      if (j < a.tk && c < a.dh) {
+        StoreAs(dk, a.out_type, a.DKRow(b, j, kvh) + c, dk_acc[nd][e]);
+        StoreAs(dv, a.out_type, a.DKRow(b, j, kvh) + c, dv_acc[nd][e]);
+      }
     }
-  }
 }
 
 }  // namespace
+
+// Whether the kernels may stage rows 8 elements at a time: head dim and row
+// strides multiples of 8 elements, every tensor 16-byte aligned.
+bool Vectors(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
+  for (const void* p : tensors)
+    if ((reinterpret_cast<uintptr_t>(p) & 15) != 0) return false;
+  return a.dh % 8 == 0 && a.q_ld % 8 == 0 && a.kv_ld % 8 == 0 && (a.heads * a.dh) % 8 == 0;
+}
 
 template <int kDh>
 int TensorCoreForward(stepc_cuda_ctx* ctx, const bf16* q, const bf16* k, const bf16* v,
@@ -415,9 +433,7 @@ int TensorCoreForward(stepc_cuda_ctx* ctx, const bf16* q, const bf16* k, const b
   const int64_t shared = TensorCoreForwardShared(kDh);
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcForwardKernel<kDh>, shared));
   dim3 grid(CeilDiv(a.tq, kR), a.batch * a.heads);
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  const bool vec = a.dh % 8 == 0 && a.q_ld % 8 == 0 && a.kv_ld % 8 == 0 && aligned(q) &&
-                   aligned(k) && aligned(v);
+  const bool vec = Vectors(a, {q, k, v});
   STEPC_LAUNCH_COOPERATIVE(grid, kTensorCoreThreads, shared, ctx->stream, TcForwardKernel<kDh>)(
       q, k, v, a, vec, out, lse);
   return STEPC_LAUNCHED(ctx, "TcForwardKernel(attention)");
@@ -430,14 +446,16 @@ int TensorCoreBackward(stepc_cuda_ctx* ctx, const bf16* dout, const bf16* q, con
   const int64_t qshared = TensorCoreQueryGradShared(kDh);
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcQueryGradKernel<kDh>, qshared));
   dim3 qgrid(CeilDiv(a.tq, kR), a.batch * a.heads);
+  const bool vec = Vectors(a, {dout, q, k, v});
   STEPC_LAUNCH_COOPERATIVE(qgrid, kTensorCoreThreads, qshared, ctx->stream,
-                           TcQueryGradKernel<kDh>)(dout, q, k, v, a, lse, delta, dq);
+                           TcQueryGradKernel<kDh>)(dout, q, k, v, a, vec, lse, delta, dq);
   if (int rc = STEPC_LAUNCHED(ctx, "TcQueryGradKernel(attention)")) return rc;
   const int64_t kshared = TensorCoreKeyValueGradShared(kDh);
   STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcKeyValueGradKernel<kDh>, kshared));
   dim3 kgrid(CeilDiv(a.tk, kR), a.batch * a.kv_heads);
   STEPC_LAUNCH_COOPERATIVE(kgrid, kTensorCoreThreads, kshared, ctx->stream,
-                           TcKeyValueGradKernel<kDh>)(dout, q, k, v, a, lse, delta, dk, dv);
+                           TcKeyValueGradKernel<kDh>)(dout, q, k, v, a, vec, lse, delta, dk,
+                                                      dv);
   return STEPC_LAUNCHED(ctx, "TcKeyValueGradKernel(attention)");
 }
 

@@ -240,7 +240,7 @@ constexpr int64_t AttentionSharedBytes(int64_t head_dim, int64_t element_bytes) 
   return 2 * kAttentionKeyTile * head_dim * element_bytes;
 }
 
-// Tensor-core attention (bf16, WMMA 16x16x16): 64 query (or key) rows a
+// Tensor-core attention (bf16, mma.sync m16n8k16): 64 query (or key) rows a
 // block of 4 warps, 64-row tiles of the other side, staged in shared memory.
 constexpr int kTensorCoreRows = 64;
 constexpr int kTensorCoreThreads = 128;
@@ -255,13 +255,14 @@ constexpr int kTensorCorePad = 8;
 constexpr int64_t TensorCoreForwardShared(int64_t dh) {
   return 2 * 64 * (dh + kTensorCorePad) * 2 + dh * (64 + kTensorCorePad) * 2;
 }
-// The backward (WMMA): bf16 tiles of [64, dh], f32/bf16 score tiles of
-// [64, 64], f32 accumulators of [64, dh], two f32 row statistics.
+// The backward (likewise): dQ's Q, dO, K and V tiles and K transposed, and
+// two f32 row statistics; dK/dV's K, V, Q and dO tiles, Q and dO
+// transposed, and the statistics.
 constexpr int64_t TensorCoreQueryGradShared(int64_t dh) {
-  return 4 * 64 * dh * 2 + 2 * 64 * 64 * 4 + 64 * 64 * 2 + 64 * dh * 4 + 2 * 64 * 4;
+  return 4 * 64 * (dh + kTensorCorePad) * 2 + dh * (64 + kTensorCorePad) * 2 + 2 * 64 * 4;
 }
 constexpr int64_t TensorCoreKeyValueGradShared(int64_t dh) {
-  return 4 * 64 * dh * 2 + 2 * 64 * 64 * 4 + 2 * 64 * 64 * 2 + 2 * 64 * dh * 4 + 2 * 64 * 4;
+  return 4 * 64 * (dh + kTensorCorePad) * 2 + 2 * dh * (64 + kTensorCorePad) * 2 + 2 * 64 * 4;
 }
 // Hopper's shared memory per block (227 KiB with the opt-in).
 constexpr int64_t kMaxSharedBytes = 227 * 1024;

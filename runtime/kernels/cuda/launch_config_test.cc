@@ -176,7 +176,7 @@ TEST(LaunchConfig, TensorCoreAttentionFitsInSharedMemory) {
     EXPECT_EQ(TensorCoreForwardShared(dh) % 128, 0);
   }
   EXPECT_EQ(TensorCoreForwardShared(128), 53248);
-  EXPECT_EQ(TensorCoreKeyValueGradShared(128), 180736);
+  EXPECT_EQ(TensorCoreKeyValueGradShared(128), 107008);
 }
 
 TEST(LaunchConfig, SquaredNormsScratchHoldsEveryChunkAndEveryTensorsSum) {
