@@ -54,7 +54,7 @@ struct AttentionArgs {
   }
 };
 
-// Tensor cores (WMMA, bf16 in, f32 accumulation): the forward writes out
+// Tensor cores (mma.sync, bf16 in, f32 accumulation): the forward writes out
 // (of a.out_type) and lse (may be null); the backward dQ, and dK and dV,
 // from the saved lse and D = rowsum(dO ∘ O).
 template <int kDh>

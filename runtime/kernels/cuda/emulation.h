@@ -145,66 +145,6 @@ inline float __bfloat162float(__nv_bfloat16 h) {
   return x;
 }
 
-// ---- WMMA (nvcuda::wmma) for 16x16x16 tiles: every thread of a warp holds
-// the whole tile in its fragment (the layout of a real fragment is opaque,
-// and the kernels only load, multiply and store whole tiles). A store is
-// warp-collective: every lane has done its loads before any lane writes, and
-// has written before any lane goes on (so a read-modify-write of an
-// accumulator tile in memory happens once, as on the GPU).
-namespace nvcuda::wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-template <typename Use, int M, int N, int K, typename T, typename Layout = void>
-struct fragment {
-  static constexpr int num_elements = 256;
-  float x[256];  // element (r, c) at x[16 r + c]
-};
-inline float ToFloat(float v) { return v; }
-inline float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename Use, typename T, typename Layout, typename Src>
-inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const Src* p, unsigned ldm) {
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.x[16 * r + c] = ToFloat(std::is_same_v<Layout, col_major> ? p[c * ldm + r] : p[r * ldm + c]);
-}
-inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p,
-                             unsigned ldm, layout_t layout) {
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      f.x[16 * r + c] = layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
-}
-inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
-                              unsigned ldm, layout_t layout) {
-  ::stepc::emu::SyncWarp();
-  for (int r = 0; r < 16; ++r)
-    for (int c = 0; c < 16; ++c)
-      (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[16 * r + c];
-  ::stepc::emu::SyncWarp();
-}
-template <typename Use, typename T, typename Layout>
-inline void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, float value) {
-  for (float& v : f.x) v = value;
-}
-template <typename TA, typename LA, typename TB, typename LB>
-inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
-                     const fragment<matrix_a, 16, 16, 16, TA, LA>& a,
-                     const fragment<matrix_b, 16, 16, 16, TB, LB>& b,
-                     const fragment<accumulator, 16, 16, 16, float>& c) {
-  float out[256];
-  for (int m = 0; m < 16; ++m)
-    for (int n = 0; n < 16; ++n) {
-      float acc = c.x[16 * m + n];
-      for (int k = 0; k < 16; ++k) acc += a.x[16 * m + k] * b.x[16 * k + n];
-      out[16 * m + n] = acc;
-    }
-  std::memcpy(d.x, out, sizeof(out));
-}
-}  // namespace nvcuda::wmma
-
 // ---- The runtime API the library and its test use; device memory is host memory.
 enum cudaError_t {
   cudaSuccess = 0,
