@@ -429,6 +429,16 @@ void lower(Operation *op, const LibraryCall &call, ConvertOp rounding = nullptr,
   replaceByCall(op, callee, operands, call, body, SmallVector<Value>(last->getResults()));
 }
 
+/// `v` when it widens a bf16 value for its one reader, in `block`: a convert
+/// that reader can take over by reading the bf16 value itself.
+ConvertOp soleWideningOfBf16(Value v, Block *block) {
+  auto convert = v.getDefiningOp<ConvertOp>();
+  return convert && convert.getResult().hasOneUse() && convert->getBlock() == block &&
+                 typeOf(convert.getInput()).getElementType().isBF16()
+             ? convert
+             : ConvertOp();
+}
+
 /// The bf16 values a norm gradient's dy is the f32 sum of, in the order
 /// the step adds them ((t0 + t1) + t2), and the widenings and adds that
 /// make it, in program order: each read by the next alone, all in the
@@ -438,13 +448,7 @@ struct DyTerms {
   SmallVector<Operation *> ops;
 };
 DyTerms summedBf16Terms(Operation *norm) {
-  auto widened = [&](Value v) {
-    auto convert = v.getDefiningOp<ConvertOp>();
-    return convert && convert.getResult().hasOneUse() && convert->getBlock() == norm->getBlock() &&
-                   typeOf(convert.getInput()).getElementType().isBF16()
-               ? convert
-               : ConvertOp();
-  };
+  auto widened = [&](Value v) { return soleWideningOfBf16(v, norm->getBlock()); };
   DyTerms sum;
   // A left-deep chain: add(add(t0, t1), t2), either side of each add.
   std::function<bool(Value)> collect = [&](Value v) {
@@ -560,13 +564,7 @@ stepk::CallOp lowerAddNorm(Operation *op, const LibraryCall &call, ConvertOp rou
       return nullptr;
   // The bf16 side, read as it is when it was widened for this add alone.
   Value a = add.getLhs(), b = add.getRhs();
-  auto widened = [&](Value v) {
-    auto convert = v.getDefiningOp<ConvertOp>();
-    return convert && convert.getResult().hasOneUse() && convert->getBlock() == op->getBlock() &&
-                   typeOf(convert.getInput()).getElementType().isBF16()
-               ? convert
-               : ConvertOp();
-  };
+  auto widened = [&](Value v) { return soleWideningOfBf16(v, op->getBlock()); };
   ConvertOp widening = widened(b);
   if (!widening && (widening = widened(a)))
     std::swap(a, b);
@@ -653,11 +651,7 @@ ConvertOp wideningOnlyUse(Operation *op, bool cuda) {
   if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op) &&
       !(cuda && isa<RotaryOp, LayerNormGradOp, RmsNormGradOp, QuantizeFp8Op>(op)))
     return nullptr;
-  auto convert = op->getOperand(0).getDefiningOp<ConvertOp>();
-  if (!convert || !convert.getResult().hasOneUse() || convert->getBlock() != op->getBlock() ||
-      !typeOf(convert.getInput()).getElementType().isBF16())
-    return nullptr;
-  return convert;
+  return soleWideningOfBf16(op->getOperand(0), op->getBlock());
 }
 
 /// On CUDA: the two fp8 roundings step-fp8-weight-grads leaves on one value

@@ -35,13 +35,30 @@ struct Carve {
   }
 };
 
-// The saved statistics of query rows [i0, i0 + 64) of head h (0 past Tq).
+// The softmax's exponentials in base 2 on the SFU (ex2.approx, relative
+// error about 2^-22), FlashAttention's way: scores scaled by log2(e) with
+// the softmax scale (one multiply-add before each), where expf's accurate
+// range reduction costs several instructions an element beside the
+// products.
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+__device__ __forceinline__ float Exp2(float x) {
+#ifdef STEPC_CUDA_EMULATION
+  return std::exp2(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+// The saved statistics of query rows [i0, i0 + 64) of head h (0 past Tq),
+// the log-sum-exp in base 2 (times log2(e)) for Exp2.
 __device__ void StageRowStats(const AttentionArgs& a, int64_t b, int64_t h, int64_t i0,
                               const float* lse, const float* delta, float* row_lse,
                               float* row_delta) {
   for (int r = threadIdx.x; r < kR; r += blockDim.x) {
     const bool valid = i0 + r < a.tq;
-    row_lse[r] = valid ? lse[a.Stat(b, h, i0 + r)] : 0.0f;
+    row_lse[r] = valid ? lse[a.Stat(b, h, i0 + r)] * kLog2e : 0.0f;
     row_delta[r] = valid ? delta[a.Stat(b, h, i0 + r)] : 0.0f;
   }
 }
@@ -117,7 +134,8 @@ __device__ __forceinline__ bool WholeTile(const AttentionArgs& a, int64_t q0, in
 // where they lie (a row's 4 lanes combine maxima by shuffles), rounds P to
 // bf16 straight into the A fragments of P·V and accumulates O in registers.
 // Each lane keeps partial row sums of the rounded P (summed over the row's
-// lanes at the end), as the scalar kernels sum what the products read.
+// lanes at the end), as the scalar kernels sum what the products read; the
+// row maxima are kept in base-2 units (Exp2), the log-sum-exp saved in e's.
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcForwardKernel(const bf16* q, const bf16* k, const bf16* v, AttentionArgs a, bool vec,
@@ -144,6 +162,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   }
   float o[kDh / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8
+  const float scale2 = a.scale * kLog2e;  // scores in base-2 units
   const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
   const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
   for (int64_t k0 = 0; k0 < k_end; k0 += kR) {
@@ -163,7 +182,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
     for (int nt = 0; nt < kR / 8; ++nt)
       for (int e = 0; e < 4; ++e) {
         const int64_t j = k0 + 8 * nt + 2 * t + e % 2;
-        float x = s[nt][e] * a.scale;
+        float x = s[nt][e] * scale2;
         if (!whole && !Visible(a, rows[e / 2], j)) x = -INFINITY;
         s[nt][e] = x;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
@@ -173,7 +192,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
       const float m_new = fmaxf(m[r], tile_max[r]);
-      rescale[r] = m[r] == -INFINITY ? 0.0f : expf(m[r] - m_new);
+      rescale[r] = m[r] == -INFINITY ? 0.0f : Exp2(m[r] - m_new);
       m[r] = m_new;
       l[r] *= rescale[r];
     }
@@ -184,7 +203,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       float p[4];
       for (int e = 0; e < 4; ++e) {
         const float mr = m[e / 2];
-        const float pe = mr == -INFINITY || s[nt][e] == -INFINITY ? 0.0f : expf(s[nt][e] - mr);
+        const float pe = mr == -INFINITY || s[nt][e] == -INFINITY ? 0.0f : Exp2(s[nt][e] - mr);
         p[e] = __bfloat162float(__float2bfloat16(pe));
         l[e / 2] += p[e];
       }
@@ -215,7 +234,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
     }
   if (lse && t == 0)
     for (int r = 0; r < 2; ++r)
-      if (rows[r] < a.tq) lse[a.Stat(b, h, rows[r])] = m[r] + logf(l[r]);
+      if (rows[r] < a.tq) lse[a.Stat(b, h, rows[r])] = m[r] * kLn2 + logf(l[r]);
 }
 
 // The A fragment of rows [r0, r0 + 16), columns [16kk, 16kk + 16) of a
@@ -307,6 +326,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int g = threadIdx.x % 32 / 4;
   const int rows[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's rows of the tile
   float acc[kDh / 8][4] = {};
+  const float scale2 = a.scale * kLog2e;  // scores in base-2 units
   const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
   for (int64_t k0 = 0; k0 < k_end; k0 += kR) {
     __syncthreads();
@@ -322,7 +342,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
         const int r = rows[e / 2];
         float ds = 0.0f;
         if (Visible(a, q0 + r, k0 + 8 * nt + 2 * t + e % 2)) {
-          const float p = expf(s[nt][e] * a.scale - row_lse[r]);
+          const float p = Exp2(s[nt][e] * scale2 - row_lse[r]);
           ds = p * (dp[nt][e] - row_delta[r]) * a.scale;
         }
         s[nt][e] = ds;
@@ -343,8 +363,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
 // registers, Pᵀ and dSᵀ where they lie, and adds Pᵀ dO and dSᵀ Q (Q and dO
 // also staged transposed). Each query tile goes in passes of 32 columns
 // (64 for a head dim of 32): beside the dK and dV accumulators (64 or 128
-// registers a lane), gpt2's head dim of 64 then takes 137 registers, three
-// blocks an SM, where whole tiles took 171 (two).
+// registers a lane), gpt2's head dim of 64 then takes 136 registers, three
+// blocks an SM, where whole tiles took 171 (two). (Forcing the forward to 4
+// blocks an SM at head dim 64 spills; it runs 3 at 150 registers.)
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcKeyValueGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
@@ -370,6 +391,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   StageRows<kDh, kLd>(v, b, j0, a.tk, kvh, a.kv_ld, a.dh, vec, vs);
   const int64_t keys[2] = {j0 + 16 * warp + g, j0 + 16 * warp + g + 8};
   float dk_acc[kDh / 8][4] = {}, dv_acc[kDh / 8][4] = {};
+  const float scale2 = a.scale * kLog2e;  // scores in base-2 units
   // Query tiles before the block's first key see none of its keys.
   const int64_t q_begin = a.causal ? j0 : 0;
   for (int64_t hg = 0; hg < group; ++hg) {
@@ -391,7 +413,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
             const int col = c0 + 8 * nt + 2 * t + e % 2;
             float p = 0.0f, ds = 0.0f;
             if (Visible(a, i0 + col, keys[e / 2])) {
-              p = expf(st[nt][e] * a.scale - row_lse[col]);
+              p = Exp2(st[nt][e] * scale2 - row_lse[col]);
               ds = p * (dpt[nt][e] - row_delta[col]) * a.scale;
             }
             st[nt][e] = p;
