@@ -1854,6 +1854,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            AttentionCase{2, 33, 3, 1, 32, 0},   // MQA, full
                                            AttentionCase{1, 130, 2, 2, 128, 1}, // Llama head
                                            AttentionCase{1, 1, 2, 2, 40, 1},    // T = 1
+                                           // head dim 20 (rows staged an element at a time),
+                                           // 2 tiles each way
+                                           AttentionCase{2, 90, 3, 3, 20, 1},
                                            AttentionCase{1, 40, 2, 1, 256, 1}));  // widest head
 
 // The parameters' bf16 copies in one launch per 64: 70 tensors of every
