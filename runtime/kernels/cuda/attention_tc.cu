@@ -92,31 +92,17 @@ __device__ void StageRows(const bf16* src, int64_t b, int64_t r0, int64_t rows, 
   }
 }
 
-// The same rows transposed: tile[c][r] (row stride kLd = 64 + kPad), so a
-// product's B fragment that runs along the rows (P·V) loads pairs of
-// adjacent elements. A warp's lanes take consecutive rows of one column
-// chunk: its transposed stores fall on consecutive addresses.
+// StageRows with cp.async (mma.cuh): the copies are in flight when it
+// returns (the caller commits and waits); needs `vec`'s alignment.
 template <int kDh, int kLd>
-__device__ void StageColumns(const bf16* src, int64_t b, int64_t r0, int64_t rows, int64_t h,
-                             int64_t ld, int64_t dh, bool vec, bf16* tile) {
-  uint16_t* out = reinterpret_cast<uint16_t*>(tile);
-  if (vec) {
-    for (int e = threadIdx.x; e < kR * kDh / 8; e += blockDim.x) {
-      const int r = e % kR, c = e / kR * 8;
-      const int64_t row = r0 + r;
-      Bits128 x{};
-      if (row < rows && c < dh)
-        x = *reinterpret_cast<const Bits128*>(src + (b * rows + row) * ld + h * dh + c);
-      for (int j = 0; j < 8; ++j)
-        out[(c + j) * kLd + r] = static_cast<uint16_t>(x.w[j / 2] >> (16 * (j % 2)));
-    }
-    return;
-  }
-  for (int e = threadIdx.x; e < kR * kDh; e += blockDim.x) {
-    const int r = e % kR, c = e / kR;
+__device__ void CopyRows(const bf16* src, int64_t b, int64_t r0, int64_t rows, int64_t h,
+                         int64_t ld, int64_t dh, bf16* tile) {
+  for (int e = threadIdx.x; e < kR * kDh / 8; e += blockDim.x) {
+    const int r = e / (kDh / 8), c = e % (kDh / 8) * 8;
     const int64_t row = r0 + r;
-    tile[c * kLd + r] = row < rows && c < dh ? src[(b * rows + row) * ld + h * dh + c]
-                                             : __float2bfloat16(0.0f);
+    const bool valid = row < rows && c < dh;
+    mma::CopyAsync16(tile + r * kLd + c, valid ? src + (b * rows + row) * ld + h * dh + c : src,
+                     valid);
   }
 }
 
@@ -128,28 +114,47 @@ __device__ __forceinline__ bool WholeTile(const AttentionArgs& a, int64_t q0, in
 
 // The forward, FlashAttention-2's way on mma.sync (mma.cuh): a block of 4
 // warps takes 64 query rows, each warp 16 of them, their Q fragments held
-// in registers; per 64-key tile (K row-major and V transposed in shared
-// memory, rows padded by kPad so fragment loads hit distinct banks) a warp
-// computes its 16x64 scores in registers, runs the online softmax on them
-// where they lie (a row's 4 lanes combine maxima by shuffles), rounds P to
-// bf16 straight into the A fragments of P·V and accumulates O in registers.
-// Each lane keeps partial row sums of the rounded P (summed over the row's
-// lanes at the end), as the scalar kernels sum what the products read; the
-// row maxima are kept in base-2 units (Exp2), the log-sum-exp saved in e's.
+// in registers; 64-key tiles of K and V are copied into shared memory
+// (rows padded by kTensorCorePad so fragment loads hit distinct banks) with
+// cp.async, the next tile's copies in flight while the warps work on this
+// one (two buffers). A warp computes its 16x64 scores in registers, runs
+// the online softmax on them where they lie (a row's 4 lanes combine maxima
+// by shuffles), rounds P to bf16 straight into the A fragments of P·V (V's
+// B fragments by ldmatrix's transposing load) and accumulates O in
+// registers. Each lane keeps partial row sums of the rounded P (summed over
+// the row's lanes at the end), as the scalar kernels sum what the products
+// read; the row maxima are kept in base-2 units (Exp2), the log-sum-exp
+// saved in e's.
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcForwardKernel(const bf16* q, const bf16* k, const bf16* v, AttentionArgs a, bool vec,
                     void* out, float* lse) {
-  constexpr int kLd = kDh + kTensorCorePad, kVtLd = kR + kTensorCorePad;
+  constexpr int kLd = kDh + kTensorCorePad, kTile = kR * kLd;
   STEPC_DYNAMIC_SHARED(char, smem);
   Carve carve{smem};
-  bf16* qs = carve.Take<bf16>(kR * kLd);
-  bf16* ks = carve.Take<bf16>(kR * kLd);
-  bf16* vt = carve.Take<bf16>(kDh * kVtLd);
+  bf16* qs = carve.Take<bf16>(kTile);
+  bf16* ks = carve.Take<bf16>(2 * kTile);  // two buffers each
+  bf16* vs = carve.Take<bf16>(2 * kTile);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
+  const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
+  const int64_t tiles = (k_end + kR - 1) / kR;
+  // Tile i's K and V into buffer i % 2: copies in flight, or (unaligned
+  // rows) staged at once.
+  auto fetch = [&](int64_t i) {
+    bf16 *kb = ks + (i % 2) * kTile, *vb = vs + (i % 2) * kTile;
+    if (vec) {
+      CopyRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, kb);
+      CopyRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vb);
+    } else {
+      StageRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, false, kb);
+      StageRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, false, vb);
+    }
+    mma::CommitCopies();
+  };
+  if (tiles > 0) fetch(0);
   StageRows<kDh, kLd>(q, b, q0, a.tq, h, a.q_ld, a.dh, vec, qs);
   __syncthreads();
   uint32_t qa[kDh / 16][4];
@@ -164,18 +169,22 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8
   const float scale2 = a.scale * kLog2e;  // scores in base-2 units
   const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
-  const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
-  for (int64_t k0 = 0; k0 < k_end; k0 += kR) {
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t k0 = i * kR;
+    if (i + 1 < tiles) {
+      fetch(i + 1);  // the buffer the last iteration read: every warp is past it
+      mma::WaitCopies<1>();
+    } else {
+      mma::WaitCopies<0>();
+    }
     __syncthreads();
-    StageRows<kDh, kLd>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, ks);
-    StageColumns<kDh, kVtLd>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, vt);
-    __syncthreads();
+    const bf16 *kb = ks + (i % 2) * kTile, *vb = vs + (i % 2) * kTile;
     float s[kR / 8][4] = {};  // this warp's 16 rows x 64 keys, 8 keys a fragment
     for (int nt = 0; nt < kR / 8; ++nt)
       for (int kk = 0; kk < kDh / 16; ++kk) {
-        const bf16* kr = ks + (8 * nt + g) * kLd + 16 * kk + 2 * t;
-        const uint32_t kb[2] = {mma::LoadPair(kr), mma::LoadPair(kr + 8)};
-        mma::Mma(s[nt], qa[kk], kb);
+        const bf16* kr = kb + (8 * nt + g) * kLd + 16 * kk + 2 * t;
+        const uint32_t kf[2] = {mma::LoadPair(kr), mma::LoadPair(kr + 8)};
+        mma::Mma(s[nt], qa[kk], kf);
       }
     const bool whole = WholeTile(a, q0 + 16 * warp, k0) && q0 + 16 * warp + 16 <= a.tq;
     float tile_max[2] = {-INFINITY, -INFINITY};
@@ -216,11 +225,12 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       o[nd][2] *= rescale[1];
       o[nd][3] *= rescale[1];
       for (int kk = 0; kk < kR / 16; ++kk) {
-        const bf16* vr = vt + (8 * nd + g) * kVtLd + 16 * kk + 2 * t;
-        const uint32_t vb[2] = {mma::LoadPair(vr), mma::LoadPair(vr + 8)};
-        mma::Mma(o[nd], pa[kk], vb);
+        uint32_t vf[2];
+        mma::LoadBRows(vb, kLd, 16 * kk, 8 * nd, vf);
+        mma::Mma(o[nd], pa[kk], vf);
       }
     }
+    __syncthreads();  // this buffer is the one the next iteration fetches into
   }
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
@@ -275,14 +285,14 @@ __device__ __forceinline__ void RowsTimesRows(const bf16* a_tile, int a_ld, int 
   }
 }
 // acc += A·B with A's fragments in registers (P or dS, rounded to bf16) and
-// B given transposed (a tile whose rows are B's columns).
+// B the rows [k0, k0 + 16·kK) of a row-major tile (dS K, Pᵀ dO, dSᵀ Q).
 template <int kN, int kK>
-__device__ __forceinline__ void FragmentsTimes(const uint32_t (&a)[kK][4], const bf16* bt,
-                                               int ld, float (&acc)[kN][4]) {
+__device__ __forceinline__ void FragmentsTimes(const uint32_t (&a)[kK][4], const bf16* rows,
+                                               int ld, int k0, float (&acc)[kN][4]) {
   for (int nd = 0; nd < kN; ++nd)
     for (int kk = 0; kk < kK; ++kk) {
       uint32_t b[2];
-      LoadB(bt, ld, 8 * nd, kk, b);
+      mma::LoadBRows(rows, ld, k0 + 16 * kk, 8 * nd, b);
       mma::Mma(acc[nd], a[kk], b);
     }
 }
@@ -300,20 +310,19 @@ __device__ __forceinline__ void Rounded(const float (&c)[kN][4], uint32_t (&a)[k
 // dQ for 64 query rows (mma.sync, as the forward): per 64-key tile a warp
 // computes its 16 rows' S = Q Kᵀ and dP = dO Vᵀ in registers, P from the
 // saved log-sum-exp and dS = P (dP - D)·scale where they lie, and adds
-// dS K (K also staged transposed, so its B fragments load pairs).
+// dS K.
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcQueryGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                       AttentionArgs a, bool vec, const float* lse, const float* delta,
                       void* dq) {
-  constexpr int kLd = kDh + kTensorCorePad, kTLd = kR + kTensorCorePad;
+  constexpr int kLd = kDh + kTensorCorePad;
   STEPC_DYNAMIC_SHARED(char, smem);
   Carve carve{smem};
   bf16* qs = carve.Take<bf16>(kR * kLd);
   bf16* dos = carve.Take<bf16>(kR * kLd);
   bf16* ks = carve.Take<bf16>(kR * kLd);
   bf16* vs = carve.Take<bf16>(kR * kLd);
-  bf16* kt = carve.Take<bf16>(kDh * kTLd);
   float* row_lse = carve.Take<float>(kR);
   float* row_delta = carve.Take<float>(kR);
   const int warp = threadIdx.x / 32, t = threadIdx.x % 4;
@@ -332,7 +341,6 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
     __syncthreads();
     StageRows<kDh, kLd>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, ks);
     StageRows<kDh, kLd>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, vs);
-    StageColumns<kDh, kTLd>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, kt);
     __syncthreads();
     float s[kR / 8][4] = {}, dp[kR / 8][4] = {};
     RowsTimesRows<kR / 8, kDh / 16>(qs, kLd, 16 * warp, ks, kLd, 0, s);
@@ -349,7 +357,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       }
     uint32_t dsa[kR / 16][4];
     Rounded<kR / 8>(s, dsa);
-    FragmentsTimes<kDh / 8, kR / 16>(dsa, kt, kTLd, acc);  // dQ += dS K
+    FragmentsTimes<kDh / 8, kR / 16>(dsa, ks, kLd, 0, acc);  // dQ += dS K
   }
   for (int nd = 0; nd < kDh / 8; ++nd)
     for (int e = 0; e < 4; ++e) {
@@ -360,8 +368,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
 
 // dK and dV for 64 key rows over the query heads of its group: per 64-row
 // query tile a warp computes its 16 keys' Sᵀ = K Qᵀ and dPᵀ = V dOᵀ in
-// registers, Pᵀ and dSᵀ where they lie, and adds Pᵀ dO and dSᵀ Q (Q and dO
-// also staged transposed). Each query tile goes in passes of 32 columns
+// registers, Pᵀ and dSᵀ where they lie, and adds Pᵀ dO and dSᵀ Q. Each
+// query tile goes in passes of 32 columns
 // (64 for a head dim of 32): beside the dK and dV accumulators (64 or 128
 // registers a lane), gpt2's head dim of 64 then takes 136 registers, three
 // blocks an SM, where whole tiles took 171 (two). (Forcing the forward to 4
@@ -371,7 +379,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
     TcKeyValueGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                          AttentionArgs a, bool vec, const float* lse, const float* delta,
                          void* dk, void* dv) {
-  constexpr int kLd = kDh + kTensorCorePad, kTLd = kR + kTensorCorePad;
+  constexpr int kLd = kDh + kTensorCorePad;
   constexpr int kCols = kDh > 32 ? 32 : 64;  // query columns a pass
   STEPC_DYNAMIC_SHARED(char, smem);
   Carve carve{smem};
@@ -379,8 +387,6 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   bf16* vs = carve.Take<bf16>(kR * kLd);
   bf16* qs = carve.Take<bf16>(kR * kLd);
   bf16* dos = carve.Take<bf16>(kR * kLd);
-  bf16* qt = carve.Take<bf16>(kDh * kTLd);
-  bf16* dot = carve.Take<bf16>(kDh * kTLd);
   float* row_lse = carve.Take<float>(kR);
   float* row_delta = carve.Take<float>(kR);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
@@ -400,8 +406,6 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       __syncthreads();
       StageRows<kDh, kLd>(q, b, i0, a.tq, h, a.q_ld, a.dh, vec, qs);
       StageRows<kDh, kLd>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, vec, dos);
-      StageColumns<kDh, kTLd>(q, b, i0, a.tq, h, a.q_ld, a.dh, vec, qt);
-      StageColumns<kDh, kTLd>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, vec, dot);
       StageRowStats(a, b, h, i0, lse, delta, row_lse, row_delta);
       __syncthreads();
       for (int c0 = 0; c0 < kR; c0 += kCols) {
@@ -422,10 +426,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
         uint32_t pa[kCols / 16][4], dsa[kCols / 16][4];
         Rounded<kCols / 8>(st, pa);
         Rounded<kCols / 8>(dpt, dsa);
-        // dV += Pᵀ dO, dK += dSᵀ Q over this pass's query columns (the
-        // transposed tiles from column c0).
-        FragmentsTimes<kDh / 8, kCols / 16>(pa, dot + c0, kTLd, dv_acc);
-        FragmentsTimes<kDh / 8, kCols / 16>(dsa, qt + c0, kTLd, dk_acc);
+        // dV += Pᵀ dO, dK += dSᵀ Q over this pass's query rows.
+        FragmentsTimes<kDh / 8, kCols / 16>(pa, dos, kLd, c0, dv_acc);
+        FragmentsTimes<kDh / 8, kCols / 16>(dsa, qs, kLd, c0, dk_acc);
       }
     }
   }

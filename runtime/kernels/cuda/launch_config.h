@@ -250,19 +250,18 @@ constexpr bool TensorCoreHeadDim(int64_t padded) {
 // bf16 elements padding each shared-memory row of the mma.sync kernels'
 // tiles (16 bytes): the 8 rows a fragment load touches fall on distinct banks.
 constexpr int kTensorCorePad = 8;
-// The forward (mma.sync, scores and accumulators in registers): Q and K
-// tiles [64, dh + pad] and V transposed [dh, 64 + pad], bf16.
+// The forward (mma.sync, scores and accumulators in registers): a Q tile
+// and two buffers each of K and V tiles, [64, dh + pad] bf16.
 constexpr int64_t TensorCoreForwardShared(int64_t dh) {
-  return 2 * 64 * (dh + kTensorCorePad) * 2 + dh * (64 + kTensorCorePad) * 2;
+  return 5 * 64 * (dh + kTensorCorePad) * 2;
 }
-// The backward (likewise): dQ's Q, dO, K and V tiles and K transposed, and
-// two f32 row statistics; dK/dV's K, V, Q and dO tiles, Q and dO
-// transposed, and the statistics.
+// The backward (likewise): dQ's Q, dO, K and V tiles, dK/dV's K, V, Q and
+// dO tiles, and two f32 row statistics.
 constexpr int64_t TensorCoreQueryGradShared(int64_t dh) {
-  return 4 * 64 * (dh + kTensorCorePad) * 2 + dh * (64 + kTensorCorePad) * 2 + 2 * 64 * 4;
+  return 4 * 64 * (dh + kTensorCorePad) * 2 + 2 * 64 * 4;
 }
 constexpr int64_t TensorCoreKeyValueGradShared(int64_t dh) {
-  return 4 * 64 * (dh + kTensorCorePad) * 2 + 2 * dh * (64 + kTensorCorePad) * 2 + 2 * 64 * 4;
+  return TensorCoreQueryGradShared(dh);
 }
 // Hopper's shared memory per block (227 KiB with the opt-in).
 constexpr int64_t kMaxSharedBytes = 227 * 1024;

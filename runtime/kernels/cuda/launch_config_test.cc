@@ -175,8 +175,8 @@ TEST(LaunchConfig, TensorCoreAttentionFitsInSharedMemory) {
     // The forward's regions stay 16-byte aligned for its 16-byte staging stores.
     EXPECT_EQ(TensorCoreForwardShared(dh) % 128, 0);
   }
-  EXPECT_EQ(TensorCoreForwardShared(128), 53248);
-  EXPECT_EQ(TensorCoreKeyValueGradShared(128), 107008);
+  EXPECT_EQ(TensorCoreForwardShared(128), 87040);
+  EXPECT_EQ(TensorCoreKeyValueGradShared(128), 70144);
 }
 
 TEST(LaunchConfig, SquaredNormsScratchHoldsEveryChunkAndEveryTensorsSum) {

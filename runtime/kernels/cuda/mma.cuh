@@ -47,6 +47,58 @@ __device__ __forceinline__ uint32_t LoadPair(const __nv_bfloat16* p) {
 #endif
 }
 
+// The B fragment B[k][n] = tile[k0 + k][n0 + n] of a row-major bf16 tile
+// whose rows run along B's k (V's rows for P·V, K's for dS·K): ldmatrix's
+// transposing load, lanes 0-15 giving the addresses of rows k0..k0 + 15
+// (16-byte aligned: ld and n0 multiples of 8). The emulation reads the
+// elements each lane receives.
+__device__ __forceinline__ void LoadBRows(const __nv_bfloat16* tile, int ld, int k0, int n0,
+                                          uint32_t (&b)[2]) {
+  const int lane = threadIdx.x % 32;
+#ifdef STEPC_CUDA_EMULATION
+  const int g = lane / 4, t = lane % 4;
+  for (int j = 0; j < 2; ++j) {
+    const __nv_bfloat16* p = tile + (k0 + 8 * j + 2 * t) * ld + n0 + g;
+    b[j] = Bits(p[0]) | (Bits(p[ld]) << 16);
+  }
+#else
+  const unsigned row = static_cast<unsigned>(
+      __cvta_generic_to_shared(tile + (k0 + lane % 16) * ld + n0));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(b[0]), "=r"(b[1])
+               : "r"(row));
+#endif
+}
+
+// 16 bytes from global to shared memory without passing through registers
+// (cp.async.cg, sm_80 on), or 16 zero bytes where !valid (`from` is then
+// not read). A thread's copies form groups (CommitCopies); WaitCopies<n>
+// waits until at most n of its groups are pending. The emulation copies at
+// once.
+__device__ __forceinline__ void CopyAsync16(void* to, const void* from, bool valid) {
+#ifdef STEPC_CUDA_EMULATION
+  if (valid)
+    memcpy(to, from, 16);
+  else
+    memset(to, 0, 16);
+#else
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(from),
+               "r"(valid ? 16 : 0));
+#endif
+}
+__device__ __forceinline__ void CommitCopies() {
+#ifndef STEPC_CUDA_EMULATION
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void WaitCopies() {
+#ifndef STEPC_CUDA_EMULATION
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
 // d += A·B for the warp (every lane calls it with its registers).
 __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4],
                                    const uint32_t (&b)[2]) {
