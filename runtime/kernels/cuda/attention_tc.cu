@@ -2,10 +2,11 @@
 // FlashAttention-2's way on mma.sync m16n8k16 (mma.cuh): a block of 4 warps
 // takes 64 query rows (or, for dK/dV, 64 key rows), each warp 16 of them;
 // tiles of 64 rows of the other side are staged in shared memory (rows
-// padded so fragment loads hit distinct banks; V, K, Q or dO also transposed
-// where a product runs along their rows), and the scores, the softmax or
-// the score gradients, and the accumulators stay in registers: a product's
-// result fragments become the next product's operand fragments.
+// padded so fragment loads hit distinct banks; a product running along a
+// tile's rows takes its operand by ldmatrix's transposing load), and the
+// scores, the softmax or the score gradients, and the accumulators stay in
+// registers: a product's result fragments become the next product's
+// operand fragments.
 //
 // P and dS are rounded to bf16 for the products (as FlashAttention does); the
 // statistics and accumulators stay f32. Same algorithm as the scalar kernels
