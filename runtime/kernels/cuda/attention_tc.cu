@@ -107,6 +107,30 @@ __device__ void CopyRows(const bf16* src, int64_t b, int64_t r0, int64_t rows, i
   }
 }
 
+// A tile's rows into one of a kernel's two buffers: with cp.async where the
+// rows allow (`vec`), in flight until the caller's WaitForTile, else staged
+// at once.
+template <int kDh, int kLd>
+__device__ void FetchRows(const bf16* src, int64_t b, int64_t r0, int64_t rows, int64_t h,
+                          int64_t ld, int64_t dh, bool vec, bf16* tile) {
+  if (vec)
+    CopyRows<kDh, kLd>(src, b, r0, rows, h, ld, dh, tile);
+  else
+    StageRows<kDh, kLd>(src, b, r0, rows, h, ld, dh, false, tile);
+}
+// The top of a double-buffered loop's iteration, after fetching the next
+// tile (pending = 1) or with none left to fetch (0): this tile's copies
+// have landed and every thread's are visible. The buffer the next tile was
+// fetched into is the one the previous iteration read, which every warp is
+// past (each iteration ends at a barrier).
+__device__ __forceinline__ void WaitForTile(int pending) {
+  if (pending)
+    mma::WaitCopies<1>();
+  else
+    mma::WaitCopies<0>();
+  __syncthreads();
+}
+
 // Whether a query tile's rows [q0, q0 + 64) and a key tile [k0, k0 + 64)
 // need no mask: all rows and keys exist and every key precedes every row.
 __device__ __forceinline__ bool WholeTile(const AttentionArgs& a, int64_t q0, int64_t k0) {
@@ -145,14 +169,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   // Tile i's K and V into buffer i % 2: copies in flight, or (unaligned
   // rows) staged at once.
   auto fetch = [&](int64_t i) {
-    bf16 *kb = ks + (i % 2) * kTile, *vb = vs + (i % 2) * kTile;
-    if (vec) {
-      CopyRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, kb);
-      CopyRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vb);
-    } else {
-      StageRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, false, kb);
-      StageRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, false, vb);
-    }
+    FetchRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, ks + (i % 2) * kTile);
+    FetchRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, vs + (i % 2) * kTile);
     mma::CommitCopies();
   };
   if (tiles > 0) fetch(0);
@@ -172,13 +190,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
   for (int64_t i = 0; i < tiles; ++i) {
     const int64_t k0 = i * kR;
-    if (i + 1 < tiles) {
-      fetch(i + 1);  // the buffer the last iteration read: every warp is past it
-      mma::WaitCopies<1>();
-    } else {
-      mma::WaitCopies<0>();
-    }
-    __syncthreads();
+    WaitForTile(i + 1 < tiles ? (fetch(i + 1), 1) : 0);
     const bf16 *kb = ks + (i % 2) * kTile, *vb = vs + (i % 2) * kTile;
     float s[kR / 8][4] = {};  // this warp's 16 rows x 64 keys, 8 keys a fragment
     for (int nt = 0; nt < kR / 8; ++nt)
@@ -311,25 +323,33 @@ __device__ __forceinline__ void Rounded(const float (&c)[kN][4], uint32_t (&a)[k
 // dQ for 64 query rows (mma.sync, as the forward): per 64-key tile a warp
 // computes its 16 rows' S = Q Kᵀ and dP = dO Vᵀ in registers, P from the
 // saved log-sum-exp and dS = P (dP - D)·scale where they lie, and adds
-// dS K.
+// dS K. K and V tiles are double-buffered as in the forward.
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcQueryGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                       AttentionArgs a, bool vec, const float* lse, const float* delta,
                       void* dq) {
-  constexpr int kLd = kDh + kTensorCorePad;
+  constexpr int kLd = kDh + kTensorCorePad, kTile = kR * kLd;
   STEPC_DYNAMIC_SHARED(char, smem);
   Carve carve{smem};
-  bf16* qs = carve.Take<bf16>(kR * kLd);
-  bf16* dos = carve.Take<bf16>(kR * kLd);
-  bf16* ks = carve.Take<bf16>(kR * kLd);
-  bf16* vs = carve.Take<bf16>(kR * kLd);
+  bf16* qs = carve.Take<bf16>(kTile);
+  bf16* dos = carve.Take<bf16>(kTile);
+  bf16* ks = carve.Take<bf16>(2 * kTile);  // two buffers each
+  bf16* vs = carve.Take<bf16>(2 * kTile);
   float* row_lse = carve.Take<float>(kR);
   float* row_delta = carve.Take<float>(kR);
   const int warp = threadIdx.x / 32, t = threadIdx.x % 4;
   const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
+  const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
+  const int64_t tiles = (k_end + kR - 1) / kR;
+  auto fetch = [&](int64_t i) {
+    FetchRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, ks + (i % 2) * kTile);
+    FetchRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, vs + (i % 2) * kTile);
+    mma::CommitCopies();
+  };
+  if (tiles > 0) fetch(0);
   StageRows<kDh, kLd>(q, b, q0, a.tq, h, a.q_ld, a.dh, vec, qs);
   StageRows<kDh, kLd>(dout, b, q0, a.tq, h, a.heads * a.dh, a.dh, vec, dos);
   StageRowStats(a, b, h, q0, lse, delta, row_lse, row_delta);
@@ -337,15 +357,13 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   const int rows[2] = {16 * warp + g, 16 * warp + g + 8};  // this lane's rows of the tile
   float acc[kDh / 8][4] = {};
   const float scale2 = a.scale * kLog2e;  // scores in base-2 units
-  const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
-  for (int64_t k0 = 0; k0 < k_end; k0 += kR) {
-    __syncthreads();
-    StageRows<kDh, kLd>(k, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, ks);
-    StageRows<kDh, kLd>(v, b, k0, a.tk, kvh, a.kv_ld, a.dh, vec, vs);
-    __syncthreads();
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t k0 = i * kR;
+    WaitForTile(i + 1 < tiles ? (fetch(i + 1), 1) : 0);
+    const bf16 *kb = ks + (i % 2) * kTile, *vb = vs + (i % 2) * kTile;
     float s[kR / 8][4] = {}, dp[kR / 8][4] = {};
-    RowsTimesRows<kR / 8, kDh / 16>(qs, kLd, 16 * warp, ks, kLd, 0, s);
-    RowsTimesRows<kR / 8, kDh / 16>(dos, kLd, 16 * warp, vs, kLd, 0, dp);
+    RowsTimesRows<kR / 8, kDh / 16>(qs, kLd, 16 * warp, kb, kLd, 0, s);
+    RowsTimesRows<kR / 8, kDh / 16>(dos, kLd, 16 * warp, vb, kLd, 0, dp);
     for (int nt = 0; nt < kR / 8; ++nt)
       for (int e = 0; e < 4; ++e) {
         const int r = rows[e / 2];
@@ -358,7 +376,8 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       }
     uint32_t dsa[kR / 16][4];
     Rounded<kR / 8>(s, dsa);
-    FragmentsTimes<kDh / 8, kR / 16>(dsa, ks, kLd, 0, acc);  // dQ += dS K
+    FragmentsTimes<kDh / 8, kR / 16>(dsa, kb, kLd, 0, acc);  // dQ += dS K
+    __syncthreads();  // this buffer is the one the next iteration fetches into
   }
   for (int nd = 0; nd < kDh / 8; ++nd)
     for (int e = 0; e < 4; ++e) {
@@ -369,69 +388,78 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
 
 // dK and dV for 64 key rows over the query heads of its group: per 64-row
 // query tile a warp computes its 16 keys' Sᵀ = K Qᵀ and dPᵀ = V dOᵀ in
-// registers, Pᵀ and dSᵀ where they lie, and adds Pᵀ dO and dSᵀ Q. Each
-// query tile goes in passes of 32 columns
-// (64 for a head dim of 32): beside the dK and dV accumulators (64 or 128
-// registers a lane), gpt2's head dim of 64 then takes 136 registers, three
-// blocks an SM, where whole tiles took 171 (two). (Forcing the forward to 4
-// blocks an SM at head dim 64 spills; it runs 3 at 150 registers.)
+// registers, Pᵀ and dSᵀ where they lie, and adds Pᵀ dO and dSᵀ Q; Q and dO
+// tiles (and their rows' statistics) double-buffered as in the forward.
+// Each query tile goes in passes of 32 columns (64 for a head dim of 32):
+// beside the dK and dV accumulators (64 or 128 registers a lane), gpt2's
+// head dim of 64 then takes about 135 registers, three blocks an SM, where
+// whole tiles took 171 (two).
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcKeyValueGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                          AttentionArgs a, bool vec, const float* lse, const float* delta,
                          void* dk, void* dv) {
-  constexpr int kLd = kDh + kTensorCorePad;
+  constexpr int kLd = kDh + kTensorCorePad, kTile = kR * kLd;
   constexpr int kCols = kDh > 32 ? 32 : 64;  // query columns a pass
   STEPC_DYNAMIC_SHARED(char, smem);
   Carve carve{smem};
-  bf16* ks = carve.Take<bf16>(kR * kLd);
-  bf16* vs = carve.Take<bf16>(kR * kLd);
-  bf16* qs = carve.Take<bf16>(kR * kLd);
-  bf16* dos = carve.Take<bf16>(kR * kLd);
-  float* row_lse = carve.Take<float>(kR);
-  float* row_delta = carve.Take<float>(kR);
+  bf16* ks = carve.Take<bf16>(kTile);
+  bf16* vs = carve.Take<bf16>(kTile);
+  bf16* qs = carve.Take<bf16>(2 * kTile);  // two buffers each
+  bf16* dos = carve.Take<bf16>(2 * kTile);
+  float* row_lse = carve.Take<float>(2 * kR);
+  float* row_delta = carve.Take<float>(2 * kR);
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int64_t b = blockIdx.y / a.kv_heads, kvh = blockIdx.y % a.kv_heads;
   const int64_t group = a.heads / a.kv_heads;
   const int64_t j0 = blockIdx.x * (int64_t)kR;
+  // Query tiles before the block's first key see none of its keys; the
+  // tiles of each head of the group, one after another.
+  const int64_t q_begin = a.causal ? j0 : 0;
+  const int64_t per_head = (a.tq - q_begin + kR - 1) / kR, tiles = group * per_head;
+  auto fetch = [&](int64_t i) {
+    const int64_t h = kvh * group + i / per_head, i0 = q_begin + i % per_head * kR;
+    const int buf = i % 2;
+    FetchRows<kDh, kLd>(q, b, i0, a.tq, h, a.q_ld, a.dh, vec, qs + buf * kTile);
+    FetchRows<kDh, kLd>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, vec, dos + buf * kTile);
+    StageRowStats(a, b, h, i0, lse, delta, row_lse + buf * kR, row_delta + buf * kR);
+    mma::CommitCopies();
+  };
+  if (tiles > 0) fetch(0);
   StageRows<kDh, kLd>(k, b, j0, a.tk, kvh, a.kv_ld, a.dh, vec, ks);
   StageRows<kDh, kLd>(v, b, j0, a.tk, kvh, a.kv_ld, a.dh, vec, vs);
   const int64_t keys[2] = {j0 + 16 * warp + g, j0 + 16 * warp + g + 8};
   float dk_acc[kDh / 8][4] = {}, dv_acc[kDh / 8][4] = {};
   const float scale2 = a.scale * kLog2e;  // scores in base-2 units
-  // Query tiles before the block's first key see none of its keys.
-  const int64_t q_begin = a.causal ? j0 : 0;
-  for (int64_t hg = 0; hg < group; ++hg) {
-    const int64_t h = kvh * group + hg;
-    for (int64_t i0 = q_begin; i0 < a.tq; i0 += kR) {
-      __syncthreads();
-      StageRows<kDh, kLd>(q, b, i0, a.tq, h, a.q_ld, a.dh, vec, qs);
-      StageRows<kDh, kLd>(dout, b, i0, a.tq, h, a.heads * a.dh, a.dh, vec, dos);
-      StageRowStats(a, b, h, i0, lse, delta, row_lse, row_delta);
-      __syncthreads();
-      for (int c0 = 0; c0 < kR; c0 += kCols) {
-        float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
-        RowsTimesRows<kCols / 8, kDh / 16>(ks, kLd, 16 * warp, qs, kLd, c0, st);
-        RowsTimesRows<kCols / 8, kDh / 16>(vs, kLd, 16 * warp, dos, kLd, c0, dpt);
-        for (int nt = 0; nt < kCols / 8; ++nt)
-          for (int e = 0; e < 4; ++e) {
-            const int col = c0 + 8 * nt + 2 * t + e % 2;
-            float p = 0.0f, ds = 0.0f;
-            if (Visible(a, i0 + col, keys[e / 2])) {
-              p = Exp2(st[nt][e] * scale2 - row_lse[col]);
-              ds = p * (dpt[nt][e] - row_delta[col]) * a.scale;
-            }
-            st[nt][e] = p;
-            dpt[nt][e] = ds;
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t i0 = q_begin + i % per_head * kR;
+    WaitForTile(i + 1 < tiles ? (fetch(i + 1), 1) : 0);
+    const int buf = i % 2;
+    const bf16 *qb = qs + buf * kTile, *dob = dos + buf * kTile;
+    const float *lse2 = row_lse + buf * kR, *dd = row_delta + buf * kR;
+    for (int c0 = 0; c0 < kR; c0 += kCols) {
+      float st[kCols / 8][4] = {}, dpt[kCols / 8][4] = {};
+      RowsTimesRows<kCols / 8, kDh / 16>(ks, kLd, 16 * warp, qb, kLd, c0, st);
+      RowsTimesRows<kCols / 8, kDh / 16>(vs, kLd, 16 * warp, dob, kLd, c0, dpt);
+      for (int nt = 0; nt < kCols / 8; ++nt)
+        for (int e = 0; e < 4; ++e) {
+          const int col = c0 + 8 * nt + 2 * t + e % 2;
+          float p = 0.0f, ds = 0.0f;
+          if (Visible(a, i0 + col, keys[e / 2])) {
+            p = Exp2(st[nt][e] * scale2 - lse2[col]);
+            ds = p * (dpt[nt][e] - dd[col]) * a.scale;
           }
-        uint32_t pa[kCols / 16][4], dsa[kCols / 16][4];
-        Rounded<kCols / 8>(st, pa);
-        Rounded<kCols / 8>(dpt, dsa);
-        // dV += Pᵀ dO, dK += dSᵀ Q over this pass's query rows.
-        FragmentsTimes<kDh / 8, kCols / 16>(pa, dos, kLd, c0, dv_acc);
-        FragmentsTimes<kDh / 8, kCols / 16>(dsa, qs, kLd, c0, dk_acc);
-      }
+          st[nt][e] = p;
+          dpt[nt][e] = ds;
+        }
+      uint32_t pa[kCols / 16][4], dsa[kCols / 16][4];
+      Rounded<kCols / 8>(st, pa);
+      Rounded<kCols / 8>(dpt, dsa);
+      // dV += Pᵀ dO, dK += dSᵀ Q over this pass's query rows.
+      FragmentsTimes<kDh / 8, kCols / 16>(pa, dob, kLd, c0, dv_acc);
+      FragmentsTimes<kDh / 8, kCols / 16>(dsa, qb, kLd, c0, dk_acc);
     }
+    __syncthreads();  // this buffer is the one the next iteration fetches into
   }
   for (int nd = 0; nd < kDh / 8; ++nd)
     for (int e = 0; e < 4; ++e) {

@@ -255,13 +255,14 @@ constexpr int kTensorCorePad = 8;
 constexpr int64_t TensorCoreForwardShared(int64_t dh) {
   return 5 * 64 * (dh + kTensorCorePad) * 2;
 }
-// The backward (likewise): dQ's Q, dO, K and V tiles, dK/dV's K, V, Q and
-// dO tiles, and two f32 row statistics.
+// The backward (likewise): dQ's Q and dO tiles and two buffers each of K
+// and V, and two f32 row statistics; dK/dV's K and V tiles and two buffers
+// each of Q, dO and their rows' statistics.
 constexpr int64_t TensorCoreQueryGradShared(int64_t dh) {
-  return 4 * 64 * (dh + kTensorCorePad) * 2 + 2 * 64 * 4;
+  return 6 * 64 * (dh + kTensorCorePad) * 2 + 2 * 64 * 4;
 }
 constexpr int64_t TensorCoreKeyValueGradShared(int64_t dh) {
-  return TensorCoreQueryGradShared(dh);
+  return 6 * 64 * (dh + kTensorCorePad) * 2 + 4 * 64 * 4;
 }
 // Hopper's shared memory per block (227 KiB with the opt-in).
 constexpr int64_t kMaxSharedBytes = 227 * 1024;

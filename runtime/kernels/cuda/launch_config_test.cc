@@ -176,7 +176,7 @@ TEST(LaunchConfig, TensorCoreAttentionFitsInSharedMemory) {
     EXPECT_EQ(TensorCoreForwardShared(dh) % 128, 0);
   }
   EXPECT_EQ(TensorCoreForwardShared(128), 87040);
-  EXPECT_EQ(TensorCoreKeyValueGradShared(128), 70144);
+  EXPECT_EQ(TensorCoreKeyValueGradShared(128), 105472);
 }
 
 TEST(LaunchConfig, SquaredNormsScratchHoldsEveryChunkAndEveryTensorsSum) {
