@@ -137,6 +137,26 @@ __device__ __forceinline__ bool WholeTile(const AttentionArgs& a, int64_t q0, in
   return q0 + kR <= a.tq && k0 + kR <= a.tk && (!a.causal || k0 + kR - 1 <= q0);
 }
 
+// A query block's place (batch b, head h and its key-value head, rows
+// [q0, q1)), the key tiles its causal mask lets it see, and the fetch of
+// key tile i's K and V rows into buffer i % 2 (the forward's and dQ's).
+struct QueryBlock {
+  int64_t b, h, kvh, q0, q1, tiles;
+  __device__ explicit QueryBlock(const AttentionArgs& a)
+      : b(blockIdx.y / a.heads), h(blockIdx.y % a.heads), kvh(h / (a.heads / a.kv_heads)),
+        q0(blockIdx.x * (int64_t)kR), q1(min(a.tq, q0 + kR)) {
+    tiles = ((a.causal ? min(a.tk, q1) : a.tk) + kR - 1) / kR;
+  }
+  template <int kDh, int kLd>
+  __device__ void FetchKeys(const AttentionArgs& a, const bf16* k, const bf16* v, bool vec,
+                            int64_t i, bf16* ks, bf16* vs) const {
+    constexpr int kTile = kR * kLd;
+    FetchRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, ks + (i % 2) * kTile);
+    FetchRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, vs + (i % 2) * kTile);
+    mma::CommitCopies();
+  }
+};
+
 // The forward, FlashAttention-2's way on mma.sync (mma.cuh): a block of 4
 // warps takes 64 query rows, each warp 16 of them, their Q fragments held
 // in registers; 64-key tiles of K and V are copied into shared memory
@@ -161,18 +181,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   bf16* ks = carve.Take<bf16>(2 * kTile);  // two buffers each
   bf16* vs = carve.Take<bf16>(2 * kTile);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
-  const int64_t kvh = h / (a.heads / a.kv_heads);
-  const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
-  const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
-  const int64_t tiles = (k_end + kR - 1) / kR;
-  // Tile i's K and V into buffer i % 2: copies in flight, or (unaligned
-  // rows) staged at once.
-  auto fetch = [&](int64_t i) {
-    FetchRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, ks + (i % 2) * kTile);
-    FetchRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, vs + (i % 2) * kTile);
-    mma::CommitCopies();
-  };
+  const QueryBlock blk(a);
+  const int64_t b = blk.b, h = blk.h, q0 = blk.q0, tiles = blk.tiles;
+  auto fetch = [&](int64_t i) { blk.FetchKeys<kDh, kLd>(a, k, v, vec, i, ks, vs); };
   if (tiles > 0) fetch(0);
   StageRows<kDh, kLd>(q, b, q0, a.tq, h, a.q_ld, a.dh, vec, qs);
   __syncthreads();
@@ -339,16 +350,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   float* row_lse = carve.Take<float>(kR);
   float* row_delta = carve.Take<float>(kR);
   const int warp = threadIdx.x / 32, t = threadIdx.x % 4;
-  const int64_t b = blockIdx.y / a.heads, h = blockIdx.y % a.heads;
-  const int64_t kvh = h / (a.heads / a.kv_heads);
-  const int64_t q0 = blockIdx.x * (int64_t)kR, q1 = min(a.tq, q0 + kR);
-  const int64_t k_end = a.causal ? min(a.tk, q1) : a.tk;
-  const int64_t tiles = (k_end + kR - 1) / kR;
-  auto fetch = [&](int64_t i) {
-    FetchRows<kDh, kLd>(k, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, ks + (i % 2) * kTile);
-    FetchRows<kDh, kLd>(v, b, i * kR, a.tk, kvh, a.kv_ld, a.dh, vec, vs + (i % 2) * kTile);
-    mma::CommitCopies();
-  };
+  const QueryBlock blk(a);
+  const int64_t b = blk.b, h = blk.h, q0 = blk.q0, tiles = blk.tiles;
+  auto fetch = [&](int64_t i) { blk.FetchKeys<kDh, kLd>(a, k, v, vec, i, ks, vs); };
   if (tiles > 0) fetch(0);
   StageRows<kDh, kLd>(q, b, q0, a.tq, h, a.q_ld, a.dh, vec, qs);
   StageRows<kDh, kLd>(dout, b, q0, a.tq, h, a.heads * a.dh, a.dh, vec, dos);
