@@ -131,10 +131,71 @@ __device__ __forceinline__ void WaitForTile(int pending) {
   __syncthreads();
 }
 
-// Whether a query tile's rows [q0, q0 + 64) and a key tile [k0, k0 + 64)
-// need no mask: all rows and keys exist and every key precedes every row.
-__device__ __forceinline__ bool WholeTile(const AttentionArgs& a, int64_t q0, int64_t k0) {
-  return q0 + kR <= a.tq && k0 + kR <= a.tk && (!a.causal || k0 + kR - 1 <= q0);
+// Whether query rows [r0, r0 + rows) and a key tile [k0, k0 + 64) need no
+// mask: all rows and keys exist and every key precedes every row.
+__device__ __forceinline__ bool WholeTile(const AttentionArgs& a, int64_t r0, int64_t rows,
+                                          int64_t k0) {
+  return r0 + rows <= a.tq && k0 + kR <= a.tk && (!a.causal || k0 + kR - 1 <= r0);
+}
+
+// The A fragment of rows [r0, r0 + 16), columns [16kk, 16kk + 16) of a
+// row-major bf16 tile (row stride ld).
+__device__ __forceinline__ void LoadA(const bf16* tile, int ld, int r0, int kk,
+                                      uint32_t (&a)[4]) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const bf16* p = tile + (r0 + g) * ld + 16 * kk + 2 * t;
+  a[0] = mma::LoadPair(p);
+  a[1] = mma::LoadPair(p + 8 * ld);
+  a[2] = mma::LoadPair(p + 8);
+  a[3] = mma::LoadPair(p + 8 * ld + 8);
+}
+// The B fragment B[k][n] = tile[n0 + n][16kk + k]: a tile whose rows are
+// B's columns (K's rows for S = Q Kᵀ, V's for dP = dO Vᵀ).
+__device__ __forceinline__ void LoadB(const bf16* tile, int ld, int n0, int kk,
+                                      uint32_t (&b)[2]) {
+  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const bf16* p = tile + (n0 + g) * ld + 16 * kk + 2 * t;
+  b[0] = mma::LoadPair(p);
+  b[1] = mma::LoadPair(p + 8);
+}
+// acc (16 rows from r0 by 8 kN columns from n0) += A·Bᵀ over kK·16: A the
+// rows of one tile, B the rows of another (S = Q Kᵀ, dP = dO Vᵀ, and the
+// transposes dK/dV's block computes).
+template <int kN, int kK>
+__device__ __forceinline__ void RowsTimesRows(const bf16* a_tile, int a_ld, int r0,
+                                              const bf16* b_tile, int b_ld, int n0,
+                                              float (&acc)[kN][4]) {
+  for (int kk = 0; kk < kK; ++kk) {
+    uint32_t a[4];
+    LoadA(a_tile, a_ld, r0, kk, a);
+    for (int nt = 0; nt < kN; ++nt) {
+      uint32_t b[2];
+      LoadB(b_tile, b_ld, n0 + 8 * nt, kk, b);
+      mma::Mma(acc[nt], a, b);
+    }
+  }
+}
+// acc += A·B with A's fragments in registers (P or dS, rounded to bf16) and
+// B the rows [k0, k0 + 16·kK) of a row-major tile (dS K, Pᵀ dO, dSᵀ Q).
+template <int kN, int kK>
+__device__ __forceinline__ void FragmentsTimes(const uint32_t (&a)[kK][4], const bf16* rows,
+                                               int ld, int k0, float (&acc)[kN][4]) {
+  for (int nd = 0; nd < kN; ++nd)
+    for (int kk = 0; kk < kK; ++kk) {
+      uint32_t b[2];
+      mma::LoadBRows(rows, ld, k0 + 16 * kk, 8 * nd, b);
+      mma::Mma(acc[nd], a[kk], b);
+    }
+}
+// A fragments of a product's f32 result (16 rows by 8 kN columns), each
+// value rounded to bf16: columns [16kk, 16kk + 16) are result fragments 2kk
+// (a0, a1) and 2kk + 1 (a2, a3).
+template <int kN>
+__device__ __forceinline__ void Rounded(const float (&c)[kN][4], uint32_t (&a)[kN / 2][4]) {
+  for (int nt = 0; nt < kN; ++nt) {
+    a[nt / 2][2 * (nt % 2)] = mma::Pack(c[nt][0], c[nt][1]);
+    a[nt / 2][2 * (nt % 2) + 1] = mma::Pack(c[nt][2], c[nt][3]);
+  }
 }
 
 // A query block's place (batch b, head h and its key-value head, rows
@@ -188,13 +249,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   StageRows<kDh, kLd>(q, b, q0, a.tq, h, a.q_ld, a.dh, vec, qs);
   __syncthreads();
   uint32_t qa[kDh / 16][4];
-  const bf16* qw = qs + 16 * warp * kLd;
-  for (int kk = 0; kk < kDh / 16; ++kk) {
-    qa[kk][0] = mma::LoadPair(qw + g * kLd + 16 * kk + 2 * t);
-    qa[kk][1] = mma::LoadPair(qw + (g + 8) * kLd + 16 * kk + 2 * t);
-    qa[kk][2] = mma::LoadPair(qw + g * kLd + 16 * kk + 2 * t + 8);
-    qa[kk][3] = mma::LoadPair(qw + (g + 8) * kLd + 16 * kk + 2 * t + 8);
-  }
+  for (int kk = 0; kk < kDh / 16; ++kk) LoadA(qs, kLd, 16 * warp, kk, qa[kk]);
   float o[kDh / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8
   const float scale2 = a.scale * kLog2e;  // scores in base-2 units
@@ -206,11 +261,11 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
     float s[kR / 8][4] = {};  // this warp's 16 rows x 64 keys, 8 keys a fragment
     for (int nt = 0; nt < kR / 8; ++nt)
       for (int kk = 0; kk < kDh / 16; ++kk) {
-        const bf16* kr = kb + (8 * nt + g) * kLd + 16 * kk + 2 * t;
-        const uint32_t kf[2] = {mma::LoadPair(kr), mma::LoadPair(kr + 8)};
+        uint32_t kf[2];
+        LoadB(kb, kLd, 8 * nt, kk, kf);
         mma::Mma(s[nt], qa[kk], kf);
       }
-    const bool whole = WholeTile(a, q0 + 16 * warp, k0) && q0 + 16 * warp + 16 <= a.tq;
+    const bool whole = WholeTile(a, q0 + 16 * warp, 16, k0);
     float tile_max[2] = {-INFINITY, -INFINITY};
     for (int nt = 0; nt < kR / 8; ++nt)
       for (int e = 0; e < 4; ++e) {
@@ -229,31 +284,20 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       m[r] = m_new;
       l[r] *= rescale[r];
     }
-    // P rounded to bf16 into P·V's A fragments: keys [16kk, 16kk + 16) are
-    // score fragments 2kk (a0, a1) and 2kk + 1 (a2, a3).
-    uint32_t pa[kR / 16][4];
-    for (int nt = 0; nt < kR / 8; ++nt) {
-      float p[4];
+    // P, rounded to bf16 as P·V reads it (l sums those values), into the
+    // product's A fragments.
+    for (int nt = 0; nt < kR / 8; ++nt)
       for (int e = 0; e < 4; ++e) {
         const float mr = m[e / 2];
         const float pe = mr == -INFINITY || s[nt][e] == -INFINITY ? 0.0f : Exp2(s[nt][e] - mr);
-        p[e] = __bfloat162float(__float2bfloat16(pe));
-        l[e / 2] += p[e];
+        s[nt][e] = __bfloat162float(__float2bfloat16(pe));
+        l[e / 2] += s[nt][e];
       }
-      pa[nt / 2][2 * (nt % 2)] = mma::Pack(p[0], p[1]);
-      pa[nt / 2][2 * (nt % 2) + 1] = mma::Pack(p[2], p[3]);
-    }
-    for (int nd = 0; nd < kDh / 8; ++nd) {
-      o[nd][0] *= rescale[0];
-      o[nd][1] *= rescale[0];
-      o[nd][2] *= rescale[1];
-      o[nd][3] *= rescale[1];
-      for (int kk = 0; kk < kR / 16; ++kk) {
-        uint32_t vf[2];
-        mma::LoadBRows(vb, kLd, 16 * kk, 8 * nd, vf);
-        mma::Mma(o[nd], pa[kk], vf);
-      }
-    }
+    uint32_t pa[kR / 16][4];
+    Rounded<kR / 8>(s, pa);  // exact: the values are bf16's already
+    for (int nd = 0; nd < kDh / 8; ++nd)
+      for (int e = 0; e < 4; ++e) o[nd][e] *= rescale[e / 2];
+    FragmentsTimes<kDh / 8, kR / 16>(pa, vb, kLd, 0, o);  // O += P V
     __syncthreads();  // this buffer is the one the next iteration fetches into
   }
   for (int r = 0; r < 2; ++r) {
@@ -269,66 +313,6 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   if (lse && t == 0)
     for (int r = 0; r < 2; ++r)
       if (rows[r] < a.tq) lse[a.Stat(b, h, rows[r])] = m[r] * kLn2 + logf(l[r]);
-}
-
-// The A fragment of rows [r0, r0 + 16), columns [16kk, 16kk + 16) of a
-// row-major bf16 tile (row stride ld).
-__device__ __forceinline__ void LoadA(const bf16* tile, int ld, int r0, int kk,
-                                      uint32_t (&a)[4]) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const bf16* p = tile + (r0 + g) * ld + 16 * kk + 2 * t;
-  a[0] = mma::LoadPair(p);
-  a[1] = mma::LoadPair(p + 8 * ld);
-  a[2] = mma::LoadPair(p + 8);
-  a[3] = mma::LoadPair(p + 8 * ld + 8);
-}
-// The B fragment B[k][n] = tile[n0 + n][16kk + k]: a tile whose rows are
-// B's columns (K's rows for S = Q Kᵀ, Vᵀ's for P·V).
-__device__ __forceinline__ void LoadB(const bf16* tile, int ld, int n0, int kk,
-                                      uint32_t (&b)[2]) {
-  const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const bf16* p = tile + (n0 + g) * ld + 16 * kk + 2 * t;
-  b[0] = mma::LoadPair(p);
-  b[1] = mma::LoadPair(p + 8);
-}
-// acc (16 rows from r0 by 8 kN columns from n0) += A·Bᵀ over kK·16: A the
-// rows of one tile, B the rows of another (S = Q Kᵀ, dP = dO Vᵀ, and the
-// transposes dK/dV's block computes).
-template <int kN, int kK>
-__device__ __forceinline__ void RowsTimesRows(const bf16* a_tile, int a_ld, int r0,
-                                              const bf16* b_tile, int b_ld, int n0,
-                                              float (&acc)[kN][4]) {
-  for (int kk = 0; kk < kK; ++kk) {
-    uint32_t a[4];
-    LoadA(a_tile, a_ld, r0, kk, a);
-    for (int nt = 0; nt < kN; ++nt) {
-      uint32_t b[2];
-      LoadB(b_tile, b_ld, n0 + 8 * nt, kk, b);
-      mma::Mma(acc[nt], a, b);
-    }
-  }
-}
-// acc += A·B with A's fragments in registers (P or dS, rounded to bf16) and
-// B the rows [k0, k0 + 16·kK) of a row-major tile (dS K, Pᵀ dO, dSᵀ Q).
-template <int kN, int kK>
-__device__ __forceinline__ void FragmentsTimes(const uint32_t (&a)[kK][4], const bf16* rows,
-                                               int ld, int k0, float (&acc)[kN][4]) {
-  for (int nd = 0; nd < kN; ++nd)
-    for (int kk = 0; kk < kK; ++kk) {
-      uint32_t b[2];
-      mma::LoadBRows(rows, ld, k0 + 16 * kk, 8 * nd, b);
-      mma::Mma(acc[nd], a[kk], b);
-    }
-}
-// A fragments of a product's f32 result (16 rows by 8 kN columns), each
-// value rounded to bf16: columns [16kk, 16kk + 16) are result fragments 2kk
-// (a0, a1) and 2kk + 1 (a2, a3).
-template <int kN>
-__device__ __forceinline__ void Rounded(const float (&c)[kN][4], uint32_t (&a)[kN / 2][4]) {
-  for (int nt = 0; nt < kN; ++nt) {
-    a[nt / 2][2 * (nt % 2)] = mma::Pack(c[nt][0], c[nt][1]);
-    a[nt / 2][2 * (nt % 2) + 1] = mma::Pack(c[nt][2], c[nt][3]);
-  }
 }
 
 // dQ for 64 query rows (mma.sync, as the forward): per 64-key tile a warp
