@@ -460,10 +460,11 @@ DyTerms summedBf16Terms(Operation *norm) {
     if (lhs && rhs) {
       sum.terms = {lhs.getInput(), rhs.getInput()};
       sum.ops = {lhs, rhs};
-    } else if (ConvertOp term = lhs ? lhs : rhs; !term || !collect(term == lhs ? add.getRhs()
-                                                                                  : add.getLhs())) {
-      return false;
     } else {
+      // One side a term, the other the chain so far (its terms first).
+      ConvertOp term = lhs ? lhs : rhs;
+      if (!term || !collect(lhs ? add.getRhs() : add.getLhs()))
+        return false;
       sum.terms.push_back(term.getInput());
       sum.ops.push_back(term);
     }

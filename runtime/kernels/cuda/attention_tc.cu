@@ -465,7 +465,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
 // strides multiples of 8 elements, every tensor 16-byte aligned.
 bool Vectors(const AttentionArgs& a, std::initializer_list<const void*> tensors) {
   for (const void* p : tensors)
-    if ((reinterpret_cast<uintptr_t>(p) & 15) != 0) return false;
+    if (!Aligned16(p)) return false;
   return a.dh % 8 == 0 && a.q_ld % 8 == 0 && a.kv_ld % 8 == 0 && (a.heads * a.dh) % 8 == 0;
 }
 

@@ -75,7 +75,7 @@ struct DyOf {
   __device__ __forceinline__ void Load(int64_t at, int64_t i, int k, float* v) const {
     LoadSome(p + at, i, k, v);
   }
-  bool Aligned() const { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+  bool Aligned() const { return Aligned16(p); }
 };
 struct DySum {
   const __nv_bfloat16* t0;
@@ -90,10 +90,7 @@ struct DySum {
     LoadSome(t2 + at, i, k, u);
     for (int j = 0; j < k; ++j) v[j] += u[j];
   }
-  bool Aligned() const {
-    return ((reinterpret_cast<uintptr_t>(t0) | reinterpret_cast<uintptr_t>(t1) |
-             reinterpret_cast<uintptr_t>(t2)) & 15) == 0;
-  }
+  bool Aligned() const { return Aligned16(t0) && Aligned16(t1) && Aligned16(t2); }
 };
 
 // The row's Welford statistics, the same in every lane.
@@ -384,7 +381,7 @@ __global__ void NormColumnsKernel(Dy dy, const float* x, const float* stats,
 bool NormVectors(int64_t d, std::initializer_list<const void*> pointers) {
   if (d % 8 != 0) return false;
   for (const void* p : pointers)
-    if (p && (reinterpret_cast<uintptr_t>(p) & 15) != 0) return false;
+    if (!Aligned16(p)) return false;
   return true;
 }
 

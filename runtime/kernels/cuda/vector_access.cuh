@@ -17,7 +17,7 @@ namespace stepc::cuda {
 struct alignas(16) Bits128 {
   uint32_t w[4];
 };
-__device__ __forceinline__ bool Aligned16(const void* p) {
+__host__ __device__ __forceinline__ bool Aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 __device__ __forceinline__ float FloatOfBits(uint32_t u) {
