@@ -379,9 +379,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
 // registers, Pᵀ and dSᵀ where they lie, and adds Pᵀ dO and dSᵀ Q; Q and dO
 // tiles (and their rows' statistics) double-buffered as in the forward.
 // Each query tile goes in passes of 32 columns (64 for a head dim of 32):
-// beside the dK and dV accumulators (64 or 128 registers a lane), gpt2's
-// head dim of 64 then takes about 135 registers, three blocks an SM, where
-// whole tiles took 171 (two).
+// beside the dK and dV accumulators (64 or 128 registers a lane), that
+// keeps gpt2's head dim of 64 at three blocks an SM (164 registers with the
+// double buffers; whole tiles took 171 without them, two blocks).
 template <int kDh>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcKeyValueGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
