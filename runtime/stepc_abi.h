@@ -266,6 +266,15 @@ int stepc_profile_trace_v2(int record, const stepc_trace_event **events, size_t 
  * (or stderr) instead of when the library is unloaded (once either way). */
 void stepc_profile_write_v1(void);
 
+/* Optional, in CUDA step.so files: called once by the runtime before the
+ * first step, on the session's device (its stream), it builds what the
+ * steps' library calls would otherwise build in their first step (cuDNN's
+ * attention graphs for every attention shape of the training, eval and
+ * sampling steps); it runs no kernel and touches no buffer. Returns nonzero
+ * with a message in `error` if a call that must succeed cannot
+ * (STEPC_ATTENTION=cudnn and cuDNN declines a shape). */
+int stepc_prepare_v1(const stepc_device *device, char *error, size_t error_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,9 +5,9 @@
 #   1. cuda_kernels_test: every CUDA kernel against the CPU kernel of its op;
 #   2. gpt-small CPU-vs-GPU parity: fp32 gradients (the AdamW first moments
 #      after step 1) within 1e-4 relative, and so for a mixture of experts
-#      (gpt-moe) and a padding-masked attention; fp8's loss and gradient norm
-#      within 1e-3; bf16 loss
-#      within 1% of the CPU's fp32 loss after 20 steps;
+#      (gpt-moe) and a padding-masked attention; fp8's loss within 1e-3 and
+#      its gradient norm within 2e-3; bf16 loss within 1% of the CPU's fp32
+#      loss after 20 steps;
 #   3. gpt-small trained 100 steps on the GPU (loss curve as JSON and SVG),
 #      then 64 characters sampled by its one-row sampling step;
 #   4. gpt2-124m (T=1024) and a 1.1B Llama (T=2048), bf16, each at the

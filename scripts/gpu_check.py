@@ -147,11 +147,19 @@ def main():
         if reference.startswith("fp8"):
             # fp8 rounds an element a quantum apart where the sums' order
             # differs: the loss and the gradient norm are what agree.
+            # The gradient norm moves most: an output gradient's e5m2 quantum
+            # is a quarter of itself, and a tile whose largest element lands
+            # on the other side of a power of two changes every element's
+            # scale. The host emulation against the CPU, seeds 1-5: 3.0e-4
+            # to 8.7e-4 (the loss: at most 2.6e-5). Twice the tolerance;
+            # the kernels themselves are compared bit for bit in
+            # cuda_kernels_test (QuantizeFp8EqualsTheCpu and the fp8 GEMMs).
             norm_rel = abs(float(gpu["grad_norm"]) - float(cpu["grad_norm"])) / abs(
                 float(cpu["grad_norm"]))
             return {"loss_rel_error": loss_rel, "grad_norm_rel_error": norm_rel,
                     "gradient_max_rel_error": worst, "tolerance": tolerance,
-                    "passed": loss_rel < tolerance and norm_rel < tolerance}
+                    "grad_norm_tolerance": 2 * tolerance,
+                    "passed": loss_rel < tolerance and norm_rel < 2 * tolerance}
         return {"gradient_max_rel_error": worst, "worst_tensor": where,
                 "loss_rel_error": loss_rel, "tolerance": tolerance,
                 "passed": worst < tolerance and loss_rel < tolerance}
@@ -183,8 +191,8 @@ def main():
     save()
     # The ops no GPU had run when they landed, each one step against the
     # CPU: the MoE kernels, the masked attention (the scalar kernels), and
-    # fp8's tile rounding (the products in bf16 on the GPU: its loss and
-    # gradient norm within 1e-3, as fp8-step.test holds the emulation).
+    # fp8's tile rounding (the products in bf16 on the GPU: its loss within
+    # 1e-3 and its gradient norm within 2e-3).
     for key, name, ref, tolerance in (("parity_moe", "gpt-moe", "moe-step1", 1e-4),
                                       ("parity_masked_attention", "gpt-masked", "masked-step1",
                                        1e-4),

@@ -69,6 +69,7 @@ private:
     return ("int stepc_cuda_" + c.getCallee()).str() + "(" + llvm::join(params, ", ") + ");";
   }
   void stepBegin(raw_ostream &os) override;
+  std::string prepareEntry() override;
   // After the step's start, which names its stream.
   std::string profileStart(const std::string &rank, bool afterBegin) const override {
     return afterBegin ? "  stepc_prof_begin(" + rank + ", stream);\n" : "";
@@ -230,6 +231,34 @@ void CudaEmitter::prologue(raw_ostream &os) {
      << "#define STEPC_LAUNCHED(site) STEPC_CUDA(cudaGetLastError(), site)\n\n"
      << "static inline unsigned stepc_blocks(int64_t n) {\n"
      << "  return (unsigned)stepc::cuda::ElementwiseBlocks(n);\n}\n\n";
+}
+
+// Every attention call of the training, eval and sampling steps again, on
+// no buffer and with ctx->prepare set: cuDNN's graphs for their shapes are
+// built here, when the session starts, and none in a step
+// (kernels/cuda/cudnn_attention.h).
+std::string CudaEmitter::prepareEntry() {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "\n// Before the first step (the runtime calls it once): what the steps' library\n"
+     << "// calls build ahead, cuDNN's attention graphs; nothing runs, no buffer is read.\n"
+     << "extern \"C\" int stepc_prepare_v1(const stepc_device *device, char *error,\n"
+     << "                                size_t error_len) {\n"
+     << "  if (!device || !device->stream)\n    "
+     << failWith("a CUDA step needs a device: a stream and pinned status memory") << "\n"
+     << "  stepc_cuda_ctx ctx_ = {(cudaStream_t)device->stream, 0, 0, error, error_len, 1};\n"
+     << "  stepc_cuda_ctx *ctx = &ctx_;\n"
+     << "  (void)ctx;\n"
+     << "  // Stands for every buffer operand: not null where the step passes one (a\n"
+     << "  // call's shape says whether it saves a log-sum-exp), never read or written.\n"
+     << "  alignas(256) static char stepc_no_buffer_[256];\n"
+     << "  char *const stepc_no_buffer = stepc_no_buffer_;\n"
+     << "  char *const scratch = stepc_no_buffer;\n"
+     << "  (void)scratch;\n";
+  for (const auto &[call, statement] : prepareCalls)
+    os << statement;
+  os << "  return 0;\n}\n";
+  return text;
 }
 
 void CudaEmitter::stepBegin(raw_ostream &os) {
@@ -522,27 +551,29 @@ void CudaEmitter::emitAttention(stepk::AttentionOp a) {
   double scale = a.getScale().convertToDouble();
   Value out = a.getResult(), lse = a.getLse();
   RankedTensorType q = typeOf(a.getQuery()), k = typeOf(a.getKey());
-  auto pointer = [&](Value v) { return ptr(v); };
-  if (std::optional<ArrayRef<int64_t>> packed = a.getPacked()) {
-    call(a, llvm::formatv("stepc_cuda_attention_packed(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                          "{7}, {8:e}, {9}, {10}, {11})",
-                          packedArguments(a.getQuery(), *packed, pointer),
-                          typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
-                          a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                          a.getCausal() ? 1 : 0, scale, ptr(out),
-                          typeCode(typeOf(out).getElementType()),
-                          lse ? ptr(lse) : std::string("0")));
-    return;
-  }
-  auto [masked, mask] = maskArguments(a.getMask(), pointer);
-  call(a, llvm::formatv("stepc_cuda_attention{15}(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
-                        "{8}, {9}, {10}, {11:e}{16}, {12}, {13}, {14})",
-                        ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
-                        typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
-                        k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                        a.getCausal() ? 1 : 0, scale, ptr(out),
-                        typeCode(typeOf(out).getElementType()),
-                        lse ? ptr(lse) : std::string("0"), masked, mask));
+  // The call over `ptr`'s operands: the step's buffers, or none (prepare).
+  auto text = [&](function_ref<std::string(Value)> ptr) -> std::string {
+    if (std::optional<ArrayRef<int64_t>> packed = a.getPacked())
+      return llvm::formatv("stepc_cuda_attention_packed(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                           "{7}, {8:e}, {9}, {10}, {11})",
+                           packedArguments(a.getQuery(), *packed, ptr),
+                           typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
+                           a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                           a.getCausal() ? 1 : 0, scale, ptr(out),
+                           typeCode(typeOf(out).getElementType()),
+                           lse ? ptr(lse) : std::string("0"));
+    auto [masked, mask] = maskArguments(a.getMask(), ptr);
+    return llvm::formatv("stepc_cuda_attention{15}(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, "
+                         "{8}, {9}, {10}, {11:e}{16}, {12}, {13}, {14})",
+                         ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+                         typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
+                         k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                         a.getCausal() ? 1 : 0, scale, ptr(out),
+                         typeCode(typeOf(out).getElementType()),
+                         lse ? ptr(lse) : std::string("0"), masked, mask);
+  };
+  call(a, text([&](Value v) { return this->ptr(v); }));
+  prepareCall(a, text([&](Value v) { return noBuffer(v); }));
 }
 
 LogicalResult CudaEmitter::emitAttentionGrad(stepk::AttentionGradOp a) {
@@ -556,30 +587,31 @@ LogicalResult CudaEmitter::emitAttentionGrad(stepk::AttentionGradOp a) {
                  a.getNumKvHeads(), a.getHeadDim(), /*saved=*/lse != nullptr,
                  q.getElementType().isBF16(), typeOf(dq).getElementType().isF32()))))
     return failure();
-  std::string saved = "0, 0, 0";
-  if (lse)
-    saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) + ", " + ptr(lse);
-  auto pointer = [&](Value v) { return ptr(v); };
-  if (std::optional<ArrayRef<int64_t>> packed = a.getPacked()) {
-    call(a, llvm::formatv("stepc_cuda_attention_grad_packed(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
-                          "{6}, {7}, {8}, {9:e}, scratch, {10}, {11}, {12})",
-                          ptr(a.getGrad()), packedArguments(a.getQuery(), *packed, pointer),
-                          typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
-                          a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                          a.getCausal() ? 1 : 0, scale, saved, ptr(dq),
-                          typeCode(typeOf(dq).getElementType())));
-    return success();
-  }
-  auto [masked, mask] = maskArguments(a.getMask(), pointer);
-  call(a, llvm::formatv("stepc_cuda_attention_grad{18}(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
-                        "{7}, {8}, {9}, {10}, {11}, {12:e}{19}, scratch, {13}, {14}, {15}, {16}, "
-                        "{17})",
-                        ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
-                        typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
-                        k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
-                        a.getCausal() ? 1 : 0, scale, saved, ptr(dq), ptr(a.getKeyGrad()),
-                        ptr(a.getValueGrad()), typeCode(typeOf(dq).getElementType()), masked,
-                        mask));
+  auto text = [&](function_ref<std::string(Value)> ptr) -> std::string {
+    std::string saved = "0, 0, 0";
+    if (lse)
+      saved = ptr(out) + ", " + typeCode(typeOf(out).getElementType()) + ", " + ptr(lse);
+    if (std::optional<ArrayRef<int64_t>> packed = a.getPacked())
+      return llvm::formatv("stepc_cuda_attention_grad_packed(ctx, {0}, {1}, {2}, {3}, {4}, {5}, "
+                           "{6}, {7}, {8}, {9:e}, scratch, {10}, {11}, {12})",
+                           ptr(a.getGrad()), packedArguments(a.getQuery(), *packed, ptr),
+                           typeCode(q.getElementType()), q.getDimSize(0), q.getDimSize(1),
+                           a.getNumHeads(), a.getNumKvHeads(), a.getHeadDim(),
+                           a.getCausal() ? 1 : 0, scale, saved, ptr(dq),
+                           typeCode(typeOf(dq).getElementType()));
+    auto [masked, mask] = maskArguments(a.getMask(), ptr);
+    return llvm::formatv("stepc_cuda_attention_grad{18}(ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, "
+                         "{7}, {8}, {9}, {10}, {11}, {12:e}{19}, scratch, {13}, {14}, {15}, {16}, "
+                         "{17})",
+                         ptr(a.getGrad()), ptr(a.getQuery()), ptr(a.getKey()),
+                         ptr(a.getValue()), typeCode(q.getElementType()), q.getDimSize(0),
+                         q.getDimSize(1), k.getDimSize(1), a.getNumHeads(), a.getNumKvHeads(),
+                         a.getHeadDim(), a.getCausal() ? 1 : 0, scale, saved, ptr(dq),
+                         ptr(a.getKeyGrad()), ptr(a.getValueGrad()),
+                         typeCode(typeOf(dq).getElementType()), masked, mask);
+  };
+  call(a, text([&](Value v) { return this->ptr(v); }));
+  prepareCall(a, text([&](Value v) { return noBuffer(v); }));
   return success();
 }
 

@@ -1122,6 +1122,7 @@ FailureOr<SourceEmitter::EvalFragment> SourceEmitter::runEval(StringRef entry) {
     ArrayRef<int64_t> shape = typeOf(ret.getOperand(i)).getShape();
     return std::vector<int64_t>(shape.begin(), shape.end());
   };
+  fragment.prepareCalls = prepareCalls;
   if (logits)
     fragment.logitsShape = shapeOf(*logits);
   for (unsigned i : outputs)
@@ -1254,5 +1255,5 @@ FailureOr<std::string> SourceEmitter::run(const ModuleSummary &moduleSummary) {
   }
   bufferNames(os);
   os << innerText << "  return 0;\n}\n";
-  return out + evalText + sampleText;
+  return out + evalText + sampleText + prepareEntry();
 }

@@ -70,6 +70,8 @@ public:
     /// (name, shape).
     std::vector<int64_t> logitsShape;
     std::vector<std::pair<std::string, std::vector<int64_t>>> outputs;
+    /// Its statements of stepc_prepare_v1 (prepareCall), by call.
+    std::map<std::string, std::string> prepareCalls;
   };
   mlir::FailureOr<EvalFragment> runEval(llvm::StringRef entry = "eval");
   /// Numbers this entry's check sites after `before`'s.
@@ -82,6 +84,7 @@ public:
     evalLogitsShape = eval.logitsShape;
     evalOutputs = eval.outputs;
     checkSites = eval.checkSites;
+    prepareCalls.insert(eval.prepareCalls.begin(), eval.prepareCalls.end());
   }
   /// Appends the sampling entry (after setEval; its sites were numbered
   /// after the eval entry's) and its arena to the metadata.
@@ -89,6 +92,7 @@ public:
     sampleText = sample.text;
     sampleArenaBytes = sample.arenaBytes;
     checkSites = sample.checkSites;
+    prepareCalls.insert(sample.prepareCalls.begin(), sample.prepareCalls.end());
   }
   /// The forward-only entries beside this step: `evalStep` (null: none),
   /// then `sampleStep` (null: none), each emitted by `make(function, plan)`
@@ -114,6 +118,24 @@ protected:
   virtual void prologue(llvm::raw_ostream &os) = 0;
   /// Statements at the start and end of the step function.
   virtual void stepBegin(llvm::raw_ostream &os) = 0;
+  /// stepc_prepare_v1 over the prepareCalls of the module's entries (the
+  /// runtime calls it once, before the first step), or nothing.
+  virtual std::string prepareEntry() { return ""; }
+  /// A statement of stepc_prepare_v1: `text`, a call of `op`'s that builds
+  /// what it will need and runs nothing; equal statements once.
+  void prepareCall(mlir::Operation *op, const std::string &text) {
+    prepareCalls.try_emplace(
+        text, "  STEPC_TRY(" + text + ", " +
+                  cString(where(op) + ": '" + op->getName().getStringRef().str() + "'") +
+                  ");\n");
+  }
+  /// An operand of a prepare statement: a typed pointer to no buffer.
+  std::string noBuffer(mlir::Value v) {
+    return "((" + cType(typeOf(v).getElementType()) + " *)stepc_no_buffer)";
+  }
+  /// The prepare statements of the entries emitted so far, by their call
+  /// (a call repeated in many layers once, at its first site).
+  std::map<std::string, std::string> prepareCalls;
   /// --profile: the statement starting the step's profile for `rank`
   /// before stepBegin's statements (`afterBegin` false) or after them.
   virtual std::string profileStart(const std::string &rank, bool afterBegin) const {

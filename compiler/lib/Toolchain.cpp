@@ -234,7 +234,8 @@ static std::string stageSource(const std::string &source, size_t stage, size_t s
     std::string symbol = std::string(name) + "_v" + std::to_string(STEPC_ABI_VERSION);
     prefix += "#define " + symbol + " " + symbol + "_stage" + std::to_string(stage) + "\n";
   }
-  for (const char *symbol : {"stepc_profile_trace_v2", "stepc_profile_write_v1"})
+  for (const char *symbol :
+       {"stepc_profile_trace_v2", "stepc_profile_write_v1", "stepc_prepare_v1"})
     prefix += std::string("#define ") + symbol + " " + symbol + "_stage" +
               std::to_string(stage) + "\n";
   return prefix + source;

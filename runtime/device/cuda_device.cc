@@ -171,6 +171,16 @@ class CudaDevice : public Device {
     return CheckStatus(module);
   }
 
+  absl::Status Prepare(const Module& module) override {
+    if (!module.prepare()) return absl::OkStatus();
+    stepc_device dev{stream_, reported_->status};
+    char error[512] = {0};
+    if (module.prepare()(&dev, error, sizeof(error)))
+      return absl::FailedPreconditionError(
+          absl::StrCat("preparing the step's library calls: ", error));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<float> RunEval(const Module& module, const stepc_collectives* collectives,
                                 float* logits, float* const* outputs) override {
     stepc_device dev{stream_, reported_->status};

@@ -37,6 +37,9 @@ class Device {
   // Synchronous copies of argument i.
   virtual absl::Status CopyIn(int i, const void* host, int64_t bytes) = 0;
   virtual absl::Status CopyOut(int i, void* host, int64_t bytes) = 0;
+  // Once, before `module`'s first step: what its library calls build ahead
+  // (stepc_prepare_v1: cuDNN's attention graphs); nothing runs.
+  virtual absl::Status Prepare(const Module& module) = 0;
   // One step of `module` (its arguments already copied in).
   virtual absl::StatusOr<StepResult> Run(const Module& module,
                                          const stepc_collectives* collectives) = 0;

@@ -225,6 +225,7 @@ absl::StatusOr<std::unique_ptr<Module>> Module::Load(const std::string& path, in
       reinterpret_cast<decltype(&stepc_profile_trace_v2)>(symbol("stepc_profile_trace_v2"));
   module->write_profile_ =
       reinterpret_cast<decltype(&stepc_profile_write_v1)>(symbol("stepc_profile_write_v1"));
+  module->prepare_ = reinterpret_cast<decltype(&stepc_prepare_v1)>(symbol("stepc_prepare_v1"));
   if (stage > 0 && !info)
     return absl::FailedPreconditionError(
         absl::StrCat("'", path, "' has no pipeline stage ", stage));

@@ -68,6 +68,9 @@ class Module {
   decltype(&stepc_profile_trace_v2) trace() const { return trace_; }
   // Its per-kind table written now (stepc_profile_write_v1; null before it).
   decltype(&stepc_profile_write_v1) write_profile() const { return write_profile_; }
+  // What a CUDA step builds before its first step (stepc_prepare_v1), or
+  // null (CPU steps, and CUDA ones built before it existed).
+  decltype(&stepc_prepare_v1) prepare() const { return prepare_; }
   // Elements of the loss function's output i (stepc_module_info.outputs).
   int64_t output_count(int i) const;
   // Elements of metric i, and of all of them (stepc_module_info.metrics).
@@ -87,6 +90,7 @@ class Module {
   decltype(&stepc_sample_step_v12) sample_ = nullptr;
   decltype(&stepc_profile_trace_v2) trace_ = nullptr;
   decltype(&stepc_profile_write_v1) write_profile_ = nullptr;
+  decltype(&stepc_prepare_v1) prepare_ = nullptr;
 };
 
 }  // namespace stepc

@@ -80,6 +80,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
     STEPC_RETURN_IF_ERROR(s->device_->Allocate(bytes, arena_bytes));
     for (int i = 0; i < info.num_args; ++i) s->args_[i] = s->device_->arg(i);
     s->arena_ = s->device_->arena();
+    STEPC_RETURN_IF_ERROR(s->device_->Prepare(*s->module_));
     s->host_newer_.assign(info.num_args, true);
     s->device_newer_.assign(info.num_args, false);
     return s;

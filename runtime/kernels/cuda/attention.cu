@@ -286,6 +286,7 @@ int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k
 // Calls F<T, kDh> for the element type and the smallest padded head dim.
 template <template <typename, int> class F, typename... Args>
 int Dispatch(stepc_cuda_ctx* ctx, int in_type, int64_t dh, Args... args) {
+  if (ctx->prepare) return 0;  // our kernels need nothing built ahead
   if (dh > kAttentionMaxHeadDim) {
     char why[96];
     snprintf(why, sizeof(why), "head dim %lld is above %d", (long long)dh, kAttentionMaxHeadDim);
@@ -375,7 +376,7 @@ int CudnnBackward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const vo
                                             a.heads, a.kv_heads, a.dh, a.causal, a.scale,
                                             bf16[0], bf16[1], bf16[2], cursor,
                                             plan.workspace_bytes, rows);
-  if (rc != STEPC_CUDNN_RAN || !f32) return rc;
+  if (rc != STEPC_CUDNN_RAN || !f32 || ctx->prepare) return rc;
   const int64_t q_elems = a.batch * a.tq * a.heads * a.dh;
   const int64_t kv_elems = a.batch * a.tk * a.kv_heads * a.dh;
   const int64_t elems[3] = {q_elems, kv_elems, kv_elems};

@@ -49,6 +49,9 @@ typedef struct stepc_cuda_ctx {
   int32_t *status;
   char *error;
   size_t error_len;
+  /* Nonzero: a call builds what it will need (cuDNN's attention graphs) and
+   * launches nothing, reading and writing no buffer (stepc_prepare_v1). */
+  int prepare;
 } stepc_cuda_ctx;
 
 /* Element types of the operands that may be bf16 (mixed precision). */

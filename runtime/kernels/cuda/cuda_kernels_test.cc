@@ -1859,6 +1859,55 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            AttentionCase{2, 90, 3, 3, 20, 1},
                                            AttentionCase{1, 40, 2, 1, 256, 1}));  // widest head
 
+// A call with ctx->prepare set (stepc_prepare_v1, before the first step)
+// builds what it needs and launches nothing: on our kernels and through
+// cuDNN (on the host, its stand-in), the packed forward and backward of a
+// grouped-query bf16 attention with head dim 64 leave every output as it
+// was; the same calls without the flag write them.
+TEST_F(CudaKernels, PreparedAttentionRunsNothing) {
+  const int64_t batch = 2, t = 48, heads = 4, kv_heads = 2, dh = 64;
+  const int64_t width = (heads + 2 * kv_heads) * dh, qn = batch * t * heads * dh;
+  const double scale = 0.125;
+  const __nv_bfloat16* qkv = UpBf16(Random(batch * t * width, 70));
+  const __nv_bfloat16* dout = UpBf16(Random(qn, 71));
+  char* scratch = static_cast<char*>(Alloc(stepc::cuda::AttentionGradScratchBytesFor(
+      batch, t, t, heads, kv_heads, dh, /*saved=*/true, /*bf16=*/true, /*f32_grads=*/false)));
+  for (const char* engine : {"own", "cudnn"}) {
+    setenv("STEPC_ATTENTION", engine, 1);
+    for (int prepare : {1, 0}) {
+      auto* out = static_cast<__nv_bfloat16*>(Alloc(qn * 2));
+      auto* dqkv = static_cast<__nv_bfloat16*>(Alloc(batch * t * width * 2));
+      float* lse = Zeros(batch * heads * t);
+      ctx_.prepare = prepare;
+      ASSERT_EQ(stepc_cuda_attention_packed(&ctx_, qkv, width, 0, heads * dh,
+                                            (heads + kv_heads) * dh, STEPC_CUDA_BF16, batch, t,
+                                            heads, kv_heads, dh, 1, scale, out, STEPC_CUDA_BF16,
+                                            lse),
+                0)
+          << engine << ": " << error_;
+      ASSERT_EQ(stepc_cuda_attention_grad_packed(
+                    &ctx_, dout, qkv, width, 0, heads * dh, (heads + kv_heads) * dh,
+                    STEPC_CUDA_BF16, batch, t, heads, kv_heads, dh, 1, scale, scratch, out,
+                    STEPC_CUDA_BF16, lse, dqkv, STEPC_CUDA_BF16),
+                0)
+          << engine << ": " << error_;
+      ctx_.prepare = 0;
+      auto written = [](const Floats& f) {
+        return std::count_if(f.begin(), f.end(), [](float x) { return x != 0.0f; });
+      };
+      const Floats o = DownBf16(out, qn), l = Down(lse, batch * heads * t),
+                   g = DownBf16(dqkv, batch * t * width);
+      if (prepare) {
+        EXPECT_EQ(written(o) + written(l) + written(g), 0) << engine;
+      } else {
+        EXPECT_GT(written(o), qn / 2) << engine;
+        EXPECT_GT(written(g), batch * t * width / 2) << engine;
+      }
+    }
+  }
+  unsetenv("STEPC_ATTENTION");
+}
+
 // The parameters' bf16 copies in one launch per 64: 70 tensors of every
 // size round to nearest even, bit for bit as the host does.
 TEST_F(CudaKernels, Bf16CopiesOfManyParameters) {

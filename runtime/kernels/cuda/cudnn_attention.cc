@@ -123,11 +123,23 @@ class Library {
   cudnnHandle_t handle() const { return handle_; }
   std::mutex &mutex() { return mutex_; }
 
-  // The plan of `s`, built on first use.
-  Plan &PlanFor(const Shape &s) {
+  // The plan of `s`, built on first use: before the first step when the
+  // step's stepc_prepare_v1 names it (`preparing`), else in a step.
+  Plan &PlanFor(const Shape &s, bool preparing) {
     auto it = plans_.find(s);
-    if (it == plans_.end()) it = plans_.emplace(s, Build(s)).first;
+    if (it == plans_.end()) {
+      it = plans_.emplace(s, Build(s)).first;
+      ++(preparing ? built_before_steps_ : built_in_steps_);
+    }
     return it->second;
+  }
+  // "; 4 graphs built before the first step" (and any a step built).
+  std::string GraphCounts() const {
+    if (!loaded_) return "";
+    std::string text = "; " + std::to_string(built_before_steps_) +
+                       " graphs built before the first step";
+    if (built_in_steps_) text += ", " + std::to_string(built_in_steps_) + " in a step";
+    return text;
   }
 
   // One note on stderr per distinct reason.
@@ -238,6 +250,7 @@ class Library {
   }
 
   bool loaded_ = false, deterministic_ = true, deterministic_required_ = false;
+  int built_before_steps_ = 0, built_in_steps_ = 0;
   std::string engine_ = "own";
   cudnnHandle_t handle_ = nullptr;
   std::mutex mutex_;
@@ -259,14 +272,14 @@ int Run(stepc_cuda_ctx *ctx, const Shape &s, std::unordered_map<int64_t, void *>
   };
   if (Library::own_chosen()) return STEPC_CUDNN_NOT_TAKEN;
   if (!lib.loaded()) return not_taken(lib.engine());
-  Plan *plan = &lib.PlanFor(s);
+  Plan *plan = &lib.PlanFor(s, ctx->prepare);
   auto fits = [&](const Plan &p) { return p.graph && p.workspace <= workspace_bytes; };
   // No deterministic backward for this shape (or not in the planned
   // workspace): cuDNN's atomic one, said once, unless determinism is required.
   if (!fits(*plan) && s.backward && s.deterministic && !lib.deterministic_required()) {
     Shape atomic = s;
     atomic.deterministic = false;
-    Plan &other = lib.PlanFor(atomic);
+    Plan &other = lib.PlanFor(atomic, ctx->prepare);
     if (fits(other)) {
       lib.Note(s.Describe() + ": cuDNN's deterministic backward does not run it (" +
                (plan->graph ? "workspace" : plan->declined) +
@@ -279,6 +292,7 @@ int Run(stepc_cuda_ctx *ctx, const Shape &s, std::unordered_map<int64_t, void *>
   if (plan->workspace > workspace_bytes)
     return not_taken("its workspace of " + std::to_string(plan->workspace) +
                      " bytes exceeds the planned " + std::to_string(workspace_bytes));
+  if (ctx->prepare) return STEPC_CUDNN_RAN;
   try {
     if (fe::detail::set_stream(lib.handle(), ctx->stream) != CUDNN_STATUS_SUCCESS)
       return stepc::cuda::Fail(ctx, "cudnnSetStream", __FILE__, __LINE__, "failed");
@@ -340,6 +354,9 @@ extern "C" int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *dout,
 extern "C" const char *stepc_cudnn_attention_engine(void) {
   static thread_local std::string engine;
   const char *own = Library::own_chosen();
-  engine = own ? std::string("own (STEPC_ATTENTION=") + own + ")" : Library::Get().engine();
+  Library &lib = Library::Get();
+  std::lock_guard<std::mutex> lock(lib.mutex());
+  engine = own ? std::string("own (STEPC_ATTENTION=") + own + ")"
+               : lib.engine() + lib.GraphCounts();
   return engine.c_str();
 }

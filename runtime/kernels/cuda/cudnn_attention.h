@@ -4,8 +4,12 @@
  * bf16 only, on [B, T, H·Dh] rows read and written with strides (no
  * permute; `rows` as in cuda_kernels.h, null for separate tensors); head dims where launch_config.h's CudnnAttentionHeadDim holds.
  * cuDNN is opened at run time (libcudnn.so.9 on the library path); one
- * graph per shape is built on its first call (the first, eager step: never
- * inside a captured one) and kept. Each call returns one of
+ * graph per shape is built before the first step, when the session calls the
+ * step's stepc_prepare_v1 (each attention call of its steps made with
+ * ctx->prepare set: the graph built, nothing run), and kept; a shape no
+ * prepare named is built on its first call (an eager step: never inside a
+ * captured one), and the engine's description counts both. Each call
+ * returns one of
  * stepc_cudnn_outcome: NOT_TAKEN sends the caller to stepc's own kernel
  * (no cuDNN, a shape it refuses, STEPC_ATTENTION=own, a workspace larger
  * than planned), noted once on stderr.
@@ -53,7 +57,8 @@ int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *dout, const void
                                void *dq, void *dk, void *dv, void *workspace,
                                int64_t workspace_bytes, const stepc_attention_rows *rows);
 /* Which attention engine runs bf16 calls, for the device line and the GPU
- * check's record: "cudnn 9.x.y (deterministic)", or "own (reason)". */
+ * check's record: "cudnn 9.x.y (deterministic ...); N graphs built before
+ * the first step", or "own (reason)". */
 const char *stepc_cudnn_attention_engine(void);
 
 #ifdef __cplusplus
