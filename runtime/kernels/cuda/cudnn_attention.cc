@@ -124,12 +124,13 @@ class Library {
   std::mutex &mutex() { return mutex_; }
 
   // The plan of `s`, built on first use: before the first step when the
-  // step's stepc_prepare_v1 names it (`preparing`), else in a step.
+  // step's stepc_prepare_v1 names it (`preparing`), else in a step (a
+  // graph cuDNN declines is noted, not counted).
   Plan &PlanFor(const Shape &s, bool preparing) {
     auto it = plans_.find(s);
     if (it == plans_.end()) {
       it = plans_.emplace(s, Build(s)).first;
-      ++(preparing ? built_before_steps_ : built_in_steps_);
+      if (it->second.graph) ++(preparing ? built_before_steps_ : built_in_steps_);
     }
     return it->second;
   }
