@@ -546,12 +546,32 @@ stepk::CallOp lowerNormGradInto(Operation *op, const LibraryCall &call, ConvertO
   return replaceByCall(op, callee, operands, call, body, yields);
 }
 
+/// A broadcast along leading dims only (GPT-2's position embeddings, [T, C]
+/// to [B, T, C]) that nothing else reads: its input, read in place as a
+/// table of rows repeated every `rows` rows, in the consumer's kernel.
+/// Null when `v` is not one.
+BroadcastOp soleRepeatOfRows(Value v, Block *block, int64_t *rows) {
+  auto broadcast = v.getDefiningOp<BroadcastOp>();
+  if (!broadcast || broadcast->getBlock() != block || !broadcast->hasOneUse())
+    return nullptr;
+  ArrayRef<int64_t> in = typeOf(broadcast.getInput()).getShape();
+  ArrayRef<int64_t> out = typeOf(broadcast.getResult()).getShape();
+  while (!in.empty() && in.front() == 1)
+    in = in.drop_front();
+  if (in.empty() || in != out.take_back(in.size()))
+    return nullptr;
+  *rows = typeOf(broadcast.getInput()).getNumElements() / in.back();
+  return broadcast;
+}
+
 /// On CUDA: a norm of a residual add (x = a + b, b maybe a widened bf16
-/// GEMM result read as it is) computes the add itself and writes x beside
-/// the norm ("layer_norm_add[_of_bf16][_bf16]", "rms_norm_add..."): one
-/// pass where an add kernel wrote x and the norm read it back. Every other
-/// reader of x must come after the norm. Results: x, the norm (or its only
-/// rounding). Null when the pattern is not there.
+/// GEMM result read as it is, or a table of rows broadcast along leading
+/// dims, "_of_repeated": the position embeddings) computes the add itself
+/// and writes x beside the norm ("layer_norm_add[_of_bf16][_bf16]",
+/// "rms_norm_add..."): one pass where an add kernel wrote x and the norm
+/// read it back (and a broadcast kernel wrote b). Every other reader of x
+/// must come after the norm. Results: x, the norm (or its only rounding).
+/// Null when the pattern is not there.
 stepk::CallOp lowerAddNorm(Operation *op, const LibraryCall &call, ConvertOp rounding) {
   if (!isa<LayerNormOp, RmsNormOp>(op))
     return nullptr;
@@ -569,19 +589,30 @@ stepk::CallOp lowerAddNorm(Operation *op, const LibraryCall &call, ConvertOp rou
   ConvertOp widening = widened(b);
   if (!widening && (widening = widened(a)))
     std::swap(a, b);
+  int64_t period = 0;
+  BroadcastOp repeat;
+  if (!widening && !(repeat = soleRepeatOfRows(b, op->getBlock(), &period)) &&
+      (repeat = soleRepeatOfRows(a, op->getBlock(), &period)))
+    std::swap(a, b);
   std::string callee = (call.callee + "_add" + (widening ? "_of_bf16" : "") +
-                        (rounding ? "_bf16" : ""))
+                        (repeat ? "_of_repeated" : "") + (rounding ? "_bf16" : ""))
                            .str();
-  SmallVector<Value> operands = {a, widening ? widening.getInput() : b};
+  SmallVector<Value> operands = {
+      a, widening ? widening.getInput() : repeat ? repeat.getInput() : b};
   llvm::append_range(operands, op->getOperands().drop_front());
+  LibraryCall repeated = call;  // its rows' period after the norm's scalars
+  if (repeat)
+    repeated.scalars.push_back(Builder(op->getContext()).getI64IntegerAttr(period));
   Value normed = rounding ? Value(rounding.getResult()) : op->getResult(0);
   SmallVector<Operation *> body;
   if (widening)
     body.push_back(widening);
+  if (repeat)
+    body.push_back(repeat);
   body.append({add, op});
   if (rounding)
     body.push_back(rounding);
-  return replaceByCall(op, callee, operands, call, body, {add.getResult(), normed});
+  return replaceByCall(op, callee, operands, repeated, body, {add.getResult(), normed});
 }
 
 /// On CUDA: a sum of a value's squares (the gradient norm's Σ g² of each

@@ -411,3 +411,35 @@ func.func @summed_dy(%a: tensor<8x64xbf16>, %b: tensor<8x64xbf16>, %c: tensor<8x
   %sum2 = step.add %acc, %dx2 : tensor<8x64xf32>
   return %sum, %dw, %r, %sum2, %dw2 : tensor<8x64xf32>, tensor<64xf32>, tensor<8x64xbf16>, tensor<8x64xf32>, tensor<64xf32>
 }
+
+// -----
+
+// On CUDA, a norm of a residual add whose other side is a table of rows
+// broadcast along the leading dims alone (GPT-2's position embeddings)
+// reads the table in place, row r adding row r % 4 ("_of_repeated", the
+// period after the norm's scalars): no broadcast is written. The body keeps
+// the broadcast first; the call is still the add's kernel. A broadcast that
+// repeats within a row (of [4, 1]), or one read elsewhere too, stays.
+// CHECK-LABEL: func.func @position_added
+// CPU-NOT: _of_repeated
+// CUDA: %[[C:.*]]:2 = stepk.call "layer_norm_add_of_repeated_bf16"(%arg0, %arg1, %arg2, %arg3) {scalars = [8, 8, 1.000000e-05, 4]}
+// CUDA-NEXT: ^bb0(%{{[^:]*}}: tensor<2x4x8xf32>, %[[P:[^:]*]]: tensor<4x8xf32>,
+// CUDA-NEXT: step.broadcast %[[P]] : tensor<4x8xf32> -> tensor<2x4x8xf32>
+// CUDA-NEXT: step.add
+// CUDA: step.broadcast %arg4
+// CUDA: stepk.call "layer_norm_add"(
+// CUDA: step.broadcast %arg1
+// CUDA: stepk.call "rms_norm_add"(
+func.func @position_added(%tok: tensor<2x4x8xf32>, %pos: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>, %col: tensor<4x1xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xbf16>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) attributes {step.train_step} {
+  %p = step.broadcast %pos : tensor<4x8xf32> -> tensor<2x4x8xf32>
+  %x = step.add %tok, %p : tensor<2x4x8xf32>
+  %n = step.layer_norm %x, %w, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %r = step.convert %n : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+  %c = step.broadcast %col : tensor<4x1xf32> -> tensor<2x4x8xf32>
+  %x2 = step.add %c, %tok : tensor<2x4x8xf32>
+  %n2 = step.layer_norm %x2, %w, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %q = step.broadcast %pos : tensor<4x8xf32> -> tensor<2x4x8xf32>
+  %x3 = step.add %tok, %q : tensor<2x4x8xf32>
+  %n3 = step.rms_norm %x3, %w : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return %x, %r, %n2, %n3, %q, %x3 : tensor<2x4x8xf32>, tensor<2x4x8xbf16>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}

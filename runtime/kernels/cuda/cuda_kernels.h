@@ -114,6 +114,22 @@ STEPC_CUDA_RMS_NORM_ADD(stepc_cuda_rms_norm_add_of_bf16, __nv_bfloat16, float)
 STEPC_CUDA_RMS_NORM_ADD(stepc_cuda_rms_norm_add_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
 #undef STEPC_CUDA_LAYER_NORM_ADD
 #undef STEPC_CUDA_RMS_NORM_ADD
+/* The same with b a table of `period` rows [period, d] repeated down x's
+ * rows (row r adds row r % period: GPT-2's position embeddings, no
+ * broadcast written first). */
+#define STEPC_CUDA_LAYER_NORM_ADD_OF_REPEATED(name, T)                                     \
+  int name(stepc_cuda_ctx *ctx, const float *a, const float *b, const float *w,            \
+           const float *bias, int64_t rows, int64_t d, double eps, int64_t period,         \
+           float *sum, T *y);
+#define STEPC_CUDA_RMS_NORM_ADD_OF_REPEATED(name, T)                                       \
+  int name(stepc_cuda_ctx *ctx, const float *a, const float *b, const float *w,            \
+           int64_t rows, int64_t d, double eps, int64_t period, float *sum, T *y);
+STEPC_CUDA_LAYER_NORM_ADD_OF_REPEATED(stepc_cuda_layer_norm_add_of_repeated, float)
+STEPC_CUDA_LAYER_NORM_ADD_OF_REPEATED(stepc_cuda_layer_norm_add_of_repeated_bf16, __nv_bfloat16)
+STEPC_CUDA_RMS_NORM_ADD_OF_REPEATED(stepc_cuda_rms_norm_add_of_repeated, float)
+STEPC_CUDA_RMS_NORM_ADD_OF_REPEATED(stepc_cuda_rms_norm_add_of_repeated_bf16, __nv_bfloat16)
+#undef STEPC_CUDA_LAYER_NORM_ADD_OF_REPEATED
+#undef STEPC_CUDA_RMS_NORM_ADD_OF_REPEATED
 /* The same with dy in bf16 (the input gradient a bf16 GEMM left). */
 int stepc_cuda_layer_norm_grad_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy,
                                        const float *x, const float *w, int64_t rows, int64_t d,

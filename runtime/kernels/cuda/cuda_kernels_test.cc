@@ -1029,6 +1029,29 @@ TEST_F(CudaKernels, NormsForwardAndBackward) {
       ASSERT_EQ(stepc_cuda_layer_norm_add(&ctx_, A, X, W, B, rows, d, 1e-5, S, YN), 0) << error_;
       EXPECT_EQ(Down(S, rows * d), sum);
       EXPECT_LT(RelError(Down(YN, rows * d), want), 1e-5);
+      // b a table of 7 rows repeated down the 301 (position embeddings):
+      // bit for bit the kernel given the table tiled out.
+      const int64_t period = 7;
+      Floats table = Random(period * d, 36), tiled(rows * d);
+      for (int64_t i = 0; i < rows * d; ++i) tiled[i] = table[i % (period * d)];
+      float *T = Up(table), *TT = Up(tiled), *S2 = Zeros(rows * d), *YN2 = Zeros(rows * d);
+      ASSERT_EQ(stepc_cuda_layer_norm_add(&ctx_, A, TT, W, B, rows, d, 1e-5, S, YN), 0)
+          << error_;
+      ASSERT_EQ(stepc_cuda_layer_norm_add_of_repeated(&ctx_, A, T, W, B, rows, d, 1e-5, period,
+                                                      S2, YN2),
+                0)
+          << error_;
+      EXPECT_EQ(Down(S2, rows * d), Down(S, rows * d)) << "d " << d;
+      EXPECT_EQ(Down(YN2, rows * d), Down(YN, rows * d)) << "d " << d;
+      __nv_bfloat16* YB2 = static_cast<__nv_bfloat16*>(Alloc(rows * d * 2));
+      ASSERT_EQ(stepc_cuda_rms_norm_add_bf16(&ctx_, A, TT, W, rows, d, 1e-6, S, YB), 0)
+          << error_;
+      ASSERT_EQ(stepc_cuda_rms_norm_add_of_repeated_bf16(&ctx_, A, T, W, rows, d, 1e-6, period,
+                                                         S2, YB2),
+                0)
+          << error_;
+      EXPECT_EQ(DownBf16(YB2, rows * d), DownBf16(YB, rows * d)) << "d " << d;
+      EXPECT_EQ(Down(S2, rows * d), Down(S, rows * d)) << "d " << d;
     }
     void* Y16 = Alloc(rows * d * 2);
     ASSERT_EQ(stepc_cuda_layer_norm_bf16(&ctx_, X, W, B, rows, d, 1e-5,

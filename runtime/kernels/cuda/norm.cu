@@ -47,7 +47,8 @@ __device__ __forceinline__ void StoreSome(T* p, int64_t i, int k, const float* v
 }
 
 // A norm's input row: x, or the residual add x = a + b before the norm
-// (b f32 or a bf16 GEMM result; the sum written to `sum` as the norm
+// (b f32 or a bf16 GEMM result, or a table of rows repeated down the rows,
+// GPT-2's position embeddings; the sum written to `sum` as the norm
 // normalizes it): one pass where an add kernel wrote x and the norm read it
 // back.
 template <typename TB>
@@ -55,11 +56,12 @@ struct NormIn {
   const float* a;
   const TB* b;  // null: x = a
   float* sum;   // where x = a + b goes (the residual stream), with b
+  int64_t b_span = 0;  // b's elements when it repeats (0: a row of b for each row)
   __device__ __forceinline__ void Load(int64_t at, int64_t i, int k, float* v) const {
     LoadSome(a + at, i, k, v);
     if (!b) return;
     float u[8];
-    LoadSome(b + at, i, k, u);
+    LoadSome(b + (b_span ? at % b_span : at), i, k, u);
     for (int j = 0; j < k; ++j) v[j] += u[j];
   }
 };
@@ -747,6 +749,24 @@ STEPC_RMS_NORM_ADD(stepc_cuda_rms_norm_add_of_bf16, __nv_bfloat16, float)
 STEPC_RMS_NORM_ADD(stepc_cuda_rms_norm_add_of_bf16_bf16, __nv_bfloat16, __nv_bfloat16)
 #undef STEPC_LAYER_NORM_ADD
 #undef STEPC_RMS_NORM_ADD
+// b a table of `period` rows, row r of x adding row r % period of it.
+#define STEPC_LAYER_NORM_ADD_OF_REPEATED(name, T)                                              \
+  extern "C" int name(stepc_cuda_ctx* ctx, const float* a, const float* b, const float* w,     \
+                      const float* bias, int64_t rows, int64_t d, double eps, int64_t period,  \
+                      float* sum, T* y) {                                                      \
+    return LayerNorm(ctx, NormIn<float>{a, b, sum, period * d}, w, bias, rows, d, eps, y);    \
+  }
+#define STEPC_RMS_NORM_ADD_OF_REPEATED(name, T)                                                \
+  extern "C" int name(stepc_cuda_ctx* ctx, const float* a, const float* b, const float* w,     \
+                      int64_t rows, int64_t d, double eps, int64_t period, float* sum, T* y) { \
+    return RmsNorm(ctx, NormIn<float>{a, b, sum, period * d}, w, rows, d, eps, y);            \
+  }
+STEPC_LAYER_NORM_ADD_OF_REPEATED(stepc_cuda_layer_norm_add_of_repeated, float)
+STEPC_LAYER_NORM_ADD_OF_REPEATED(stepc_cuda_layer_norm_add_of_repeated_bf16, __nv_bfloat16)
+STEPC_RMS_NORM_ADD_OF_REPEATED(stepc_cuda_rms_norm_add_of_repeated, float)
+STEPC_RMS_NORM_ADD_OF_REPEATED(stepc_cuda_rms_norm_add_of_repeated_bf16, __nv_bfloat16)
+#undef STEPC_LAYER_NORM_ADD_OF_REPEATED
+#undef STEPC_RMS_NORM_ADD_OF_REPEATED
 
 namespace {
 

@@ -51,13 +51,16 @@ YieldOp CallOp::getYield() { return cast<YieldOp>(getBody().front().getTerminato
 
 Operation *CallOp::getKernelOp() {
   Block &body = getBody().front();
-  // Values the kernel reads its inputs as: slices, widenings of inputs and
-  // sums of those (a norm gradient's dy summed from bf16 terms).
+  // Values the kernel reads its inputs as: slices, widenings and
+  // broadcasts of inputs (a table of rows read repeated), and sums of
+  // those (a norm gradient's dy summed from bf16 terms).
   llvm::SmallPtrSet<Operation *, 4> reading;
   auto read = [&](Value v) { return v.getDefiningOp() && reading.count(v.getDefiningOp()); };
   for (Operation &op : body) {
     auto widening = dyn_cast<step::ConvertOp>(op);
-    bool ofInput = widening && isa<BlockArgument>(widening.getInput());
+    auto repeat = dyn_cast<step::BroadcastOp>(op);
+    bool ofInput = (widening && isa<BlockArgument>(widening.getInput())) ||
+                   (repeat && isa<BlockArgument>(repeat.getInput()));
     auto add = dyn_cast<step::AddOp>(op);
     bool sum = add && read(add.getLhs()) && read(add.getRhs());
     if ((!isa<step::SliceOp>(op) && !ofInput && !sum) || op.getNextNode() == body.getTerminator())
