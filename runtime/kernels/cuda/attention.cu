@@ -200,9 +200,9 @@ __global__ void __launch_bounds__(kQ) KeyValueGradKernel(const T* dout, const T*
   }
 }
 
-// bf16 inputs with a head dim (padded) of 32, 64 or 128 run on tensor cores,
-// unless STEPC_ATTENTION=scalar asks for the scalar kernels or a mask is
-// given (only the scalar kernels read one).
+// bf16 inputs with a head dim (padded) of 32, 64 or 128 run on tensor cores
+// (with or without a mask), unless STEPC_ATTENTION=scalar asks for the
+// scalar kernels.
 template <typename T, int kDh>
 constexpr bool kTensorCores = std::is_same_v<T, __nv_bfloat16> && TensorCoreHeadDim(kDh);
 bool ScalarForced() {
@@ -214,7 +214,7 @@ template <typename T, int kDh>
 int Forward(stepc_cuda_ctx* ctx, const void* q, const void* k, const void* v,
             const AttentionArgs& a, void* out, float* lse) {
   if constexpr (kTensorCores<T, kDh>)
-    if (!ScalarForced() && !a.mask)
+    if (!ScalarForced())
       return TensorCoreForward<kDh>(ctx, static_cast<const __nv_bfloat16*>(q),
                                     static_cast<const __nv_bfloat16*>(k),
                                     static_cast<const __nv_bfloat16*>(v), a, out, lse);
@@ -260,7 +260,7 @@ int Backward(stepc_cuda_ctx* ctx, const void* dout, const void* q, const void* k
   if (int rc = STEPC_LAUNCHED(ctx, "DeltaKernel(attention)")) return rc;
   a.out_type = out_type;
   if constexpr (kTensorCores<T, kDh>)
-    if (!ScalarForced() && !a.mask)
+    if (!ScalarForced())
       return TensorCoreBackward<kDh>(ctx, static_cast<const __nv_bfloat16*>(dout),
                                      static_cast<const __nv_bfloat16*>(q),
                                      static_cast<const __nv_bfloat16*>(k),
@@ -528,8 +528,9 @@ extern "C" int stepc_cuda_attention_grad_packed(
                        grad + v_offset * out_bytes, &rows);
 }
 
-// A masked attention runs on our scalar kernels (neither the tensor-core
-// kernels nor cuDNN's graph here take the mask).
+// A masked attention runs on our kernels (cuDNN's graph here takes no
+// mask): bf16 on tensor cores, which add the mask to the scores where they
+// lie in registers.
 extern "C" int stepc_cuda_attention_masked(stepc_cuda_ctx* ctx, const void* q, const void* k,
                                            const void* v, int in_type, int64_t batch,
                                            int64_t tq, int64_t tk, int64_t heads,

@@ -19,7 +19,7 @@ struct AttentionArgs {
   float scale;
   int out_type;
   // step.attention's additive mask ([Bm, Hm, Tqm, Tk] f32, a broadcast
-  // dim's stride 0), or null. Only the scalar kernels read it.
+  // dim's stride 0), or null.
   const float* mask = nullptr;
   int64_t mask_batch = 0, mask_head = 0, mask_row = 0;
   // Row strides; 0 until WithRows (then separate tensors' unless given).

@@ -231,7 +231,7 @@ struct QueryBlock {
 // the row's lanes at the end), as the scalar kernels sum what the products
 // read; the row maxima are kept in base-2 units (Exp2), the log-sum-exp
 // saved in e's.
-template <int kDh>
+template <int kDh, bool kMasked>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcForwardKernel(const bf16* q, const bf16* k, const bf16* v, AttentionArgs a, bool vec,
                     void* out, float* lse) {
@@ -271,7 +271,10 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
       for (int e = 0; e < 4; ++e) {
         const int64_t j = k0 + 8 * nt + 2 * t + e % 2;
         float x = s[nt][e] * scale2;
-        if (!whole && !Visible(a, rows[e / 2], j)) x = -INFINITY;
+        if (!whole && !Visible(a, rows[e / 2], j))
+          x = -INFINITY;
+        else if (kMasked)
+          x += a.Bias(b, h, rows[e / 2], j) * kLog2e;
         s[nt][e] = x;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
       }
@@ -308,18 +311,23 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
     for (int e = 0; e < 4; ++e) {
       const int64_t i = rows[e / 2];
       const int64_t c = 8 * nd + 2 * t + e % 2;
-      if (i < a.tq && c < a.dh) StoreAs(out, a.out_type, a.ORow(b, i, h) + c, o[nd][e] / l[e / 2]);
+      // A row its mask hides whole: 0, and log-sum-exp +inf (the scalar
+      // kernels' convention; its backward then sees P = 0).
+      const float li = l[e / 2];
+      if (i < a.tq && c < a.dh)
+        StoreAs(out, a.out_type, a.ORow(b, i, h) + c, li == 0.0f ? 0.0f : o[nd][e] / li);
     }
   if (lse && t == 0)
     for (int r = 0; r < 2; ++r)
-      if (rows[r] < a.tq) lse[a.Stat(b, h, rows[r])] = m[r] * kLn2 + logf(l[r]);
+      if (rows[r] < a.tq)
+        lse[a.Stat(b, h, rows[r])] = l[r] == 0.0f ? INFINITY : m[r] * kLn2 + logf(l[r]);
 }
 
 // dQ for 64 query rows (mma.sync, as the forward): per 64-key tile a warp
 // computes its 16 rows' S = Q Kᵀ and dP = dO Vᵀ in registers, P from the
 // saved log-sum-exp and dS = P (dP - D)·scale where they lie, and adds
 // dS K. K and V tiles are double-buffered as in the forward.
-template <int kDh>
+template <int kDh, bool kMasked>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcQueryGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                       AttentionArgs a, bool vec, const float* lse, const float* delta,
@@ -355,9 +363,12 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
     for (int nt = 0; nt < kR / 8; ++nt)
       for (int e = 0; e < 4; ++e) {
         const int r = rows[e / 2];
+        const int64_t j = k0 + 8 * nt + 2 * t + e % 2;
         float ds = 0.0f;
-        if (Visible(a, q0 + r, k0 + 8 * nt + 2 * t + e % 2)) {
-          const float p = Exp2(s[nt][e] * scale2 - row_lse[r]);
+        if (Visible(a, q0 + r, j)) {
+          float x = s[nt][e] * scale2;
+          if constexpr (kMasked) x += a.Bias(b, h, q0 + r, j) * kLog2e;
+          const float p = Exp2(x - row_lse[r]);
           ds = p * (dp[nt][e] - row_delta[r]) * a.scale;
         }
         s[nt][e] = ds;
@@ -382,7 +393,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
 // beside the dK and dV accumulators (64 or 128 registers a lane), that
 // keeps gpt2's head dim of 64 at three blocks an SM (164 registers with the
 // double buffers; whole tiles took 171 without them, two blocks).
-template <int kDh>
+template <int kDh, bool kMasked>
 __global__ void __launch_bounds__(kTensorCoreThreads)
     TcKeyValueGradKernel(const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                          AttentionArgs a, bool vec, const float* lse, const float* delta,
@@ -420,7 +431,7 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
   float dk_acc[kDh / 8][4] = {}, dv_acc[kDh / 8][4] = {};
   const float scale2 = a.scale * kLog2e;  // scores in base-2 units
   for (int64_t i = 0; i < tiles; ++i) {
-    const int64_t i0 = q_begin + i % per_head * kR;
+    const int64_t h = kvh * group + i / per_head, i0 = q_begin + i % per_head * kR;
     WaitForTile(i + 1 < tiles ? (fetch(i + 1), 1) : 0);
     const int buf = i % 2;
     const bf16 *qb = qs + buf * kTile, *dob = dos + buf * kTile;
@@ -434,7 +445,9 @@ __global__ void __launch_bounds__(kTensorCoreThreads)
           const int col = c0 + 8 * nt + 2 * t + e % 2;
           float p = 0.0f, ds = 0.0f;
           if (Visible(a, i0 + col, keys[e / 2])) {
-            p = Exp2(st[nt][e] * scale2 - lse2[col]);
+            float x = st[nt][e] * scale2;
+            if constexpr (kMasked) x += a.Bias(b, h, i0 + col, keys[e / 2]) * kLog2e;
+            p = Exp2(x - lse2[col]);
             ds = p * (dpt[nt][e] - dd[col]) * a.scale;
           }
           st[nt][e] = p;
@@ -469,36 +482,56 @@ bool Vectors(const AttentionArgs& a, std::initializer_list<const void*> tensors)
   return a.dh % 8 == 0 && a.q_ld % 8 == 0 && a.kv_ld % 8 == 0 && (a.heads * a.dh) % 8 == 0;
 }
 
+// The kernels of a masked attention add the mask to the scores (kMasked);
+// the others have no code for it (gpt2's dK/dV kernel: 164 registers
+// instead of 220, three blocks an SM instead of two).
+template <int kDh, bool kMasked>
+int LaunchForward(stepc_cuda_ctx* ctx, const bf16* q, const bf16* k, const bf16* v,
+                  const AttentionArgs& a, void* out, float* lse) {
+  const int64_t shared = TensorCoreForwardShared(kDh);
+  auto* kernel = TcForwardKernel<kDh, kMasked>;
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(kernel, shared));
+  dim3 grid(CeilDiv(a.tq, kR), a.batch * a.heads);
+  const bool vec = Vectors(a, {q, k, v});
+  STEPC_LAUNCH_COOPERATIVE(grid, kTensorCoreThreads, shared, ctx->stream, kernel)(
+      q, k, v, a, vec, out, lse);
+  return STEPC_LAUNCHED(ctx, "TcForwardKernel(attention)");
+}
+
+template <int kDh, bool kMasked>
+int LaunchBackward(stepc_cuda_ctx* ctx, const bf16* dout, const bf16* q, const bf16* k,
+                   const bf16* v, const AttentionArgs& a, const float* lse, const float* delta,
+                   void* dq, void* dk, void* dv) {
+  const int64_t qshared = TensorCoreQueryGradShared(kDh);
+  auto* query_grad = TcQueryGradKernel<kDh, kMasked>;
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(query_grad, qshared));
+  dim3 qgrid(CeilDiv(a.tq, kR), a.batch * a.heads);
+  const bool vec = Vectors(a, {dout, q, k, v});
+  STEPC_LAUNCH_COOPERATIVE(qgrid, kTensorCoreThreads, qshared, ctx->stream, query_grad)(
+      dout, q, k, v, a, vec, lse, delta, dq);
+  if (int rc = STEPC_LAUNCHED(ctx, "TcQueryGradKernel(attention)")) return rc;
+  const int64_t kshared = TensorCoreKeyValueGradShared(kDh);
+  auto* key_value_grad = TcKeyValueGradKernel<kDh, kMasked>;
+  STEPC_CUDA_TRY(ctx, AllowSharedMemory(key_value_grad, kshared));
+  dim3 kgrid(CeilDiv(a.tk, kR), a.batch * a.kv_heads);
+  STEPC_LAUNCH_COOPERATIVE(kgrid, kTensorCoreThreads, kshared, ctx->stream, key_value_grad)(
+      dout, q, k, v, a, vec, lse, delta, dk, dv);
+  return STEPC_LAUNCHED(ctx, "TcKeyValueGradKernel(attention)");
+}
+
 template <int kDh>
 int TensorCoreForward(stepc_cuda_ctx* ctx, const bf16* q, const bf16* k, const bf16* v,
                       const AttentionArgs& a, void* out, float* lse) {
-  const int64_t shared = TensorCoreForwardShared(kDh);
-  STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcForwardKernel<kDh>, shared));
-  dim3 grid(CeilDiv(a.tq, kR), a.batch * a.heads);
-  const bool vec = Vectors(a, {q, k, v});
-  STEPC_LAUNCH_COOPERATIVE(grid, kTensorCoreThreads, shared, ctx->stream, TcForwardKernel<kDh>)(
-      q, k, v, a, vec, out, lse);
-  return STEPC_LAUNCHED(ctx, "TcForwardKernel(attention)");
+  return a.mask ? LaunchForward<kDh, true>(ctx, q, k, v, a, out, lse)
+                : LaunchForward<kDh, false>(ctx, q, k, v, a, out, lse);
 }
 
 template <int kDh>
 int TensorCoreBackward(stepc_cuda_ctx* ctx, const bf16* dout, const bf16* q, const bf16* k,
                        const bf16* v, const AttentionArgs& a, const float* lse,
                        const float* delta, void* dq, void* dk, void* dv) {
-  const int64_t qshared = TensorCoreQueryGradShared(kDh);
-  STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcQueryGradKernel<kDh>, qshared));
-  dim3 qgrid(CeilDiv(a.tq, kR), a.batch * a.heads);
-  const bool vec = Vectors(a, {dout, q, k, v});
-  STEPC_LAUNCH_COOPERATIVE(qgrid, kTensorCoreThreads, qshared, ctx->stream,
-                           TcQueryGradKernel<kDh>)(dout, q, k, v, a, vec, lse, delta, dq);
-  if (int rc = STEPC_LAUNCHED(ctx, "TcQueryGradKernel(attention)")) return rc;
-  const int64_t kshared = TensorCoreKeyValueGradShared(kDh);
-  STEPC_CUDA_TRY(ctx, AllowSharedMemory(TcKeyValueGradKernel<kDh>, kshared));
-  dim3 kgrid(CeilDiv(a.tk, kR), a.batch * a.kv_heads);
-  STEPC_LAUNCH_COOPERATIVE(kgrid, kTensorCoreThreads, kshared, ctx->stream,
-                           TcKeyValueGradKernel<kDh>)(dout, q, k, v, a, vec, lse, delta, dk,
-                                                      dv);
-  return STEPC_LAUNCHED(ctx, "TcKeyValueGradKernel(attention)");
+  return a.mask ? LaunchBackward<kDh, true>(ctx, dout, q, k, v, a, lse, delta, dq, dk, dv)
+                : LaunchBackward<kDh, false>(ctx, dout, q, k, v, a, lse, delta, dq, dk, dv);
 }
 
 #define STEPC_TC_INSTANTIATE(n)                                                              \

@@ -1882,6 +1882,112 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            AttentionCase{2, 90, 3, 3, 20, 1},
                                            AttentionCase{1, 40, 2, 1, 256, 1}));  // widest head
 
+// step.attention's additive mask against the CPU's masked kernels: a key
+// padding mask ([B, 1, 1, Tk], -inf on padded keys; the second sequence
+// padded whole, so its rows give 0 and their gradients 0) and a finite
+// per-head bias on causal scores ([1, H, Tq, Tk], ALiBi's shape), on f32,
+// on bf16 through the scalar kernels (STEPC_ATTENTION=scalar) and on bf16
+// tensor cores, which add the mask to the scores in registers (their
+// tolerances as above); the backward from the saved forward and from a
+// recomputed one alike.
+TEST_F(CudaKernels, MaskedAttentionMatchesTheCpu) {
+  struct Case {
+    int64_t t, heads, kv_heads, dh;
+    int causal;
+    bool padding;  // else the per-head bias
+  };
+  for (Case c : {Case{70, 4, 2, 64, 0, true}, Case{70, 4, 2, 64, 1, false},
+                 Case{33, 2, 1, 32, 1, true}, Case{40, 2, 2, 128, 1, false}}) {
+    const int64_t batch = 2, t = c.t;
+    const double scale = 1.0 / std::sqrt(double(c.dh));
+    const int64_t qn = batch * t * c.heads * c.dh, kn = batch * t * c.kv_heads * c.dh;
+    Floats q = Random(qn, 80), k = Random(kn, 81), v = Random(kn, 82), dout = Random(qn, 83);
+    Floats mask;
+    int64_t mb = 0, mh = 0, mr = 0;
+    if (c.padding) {
+      mask.assign(batch * t, 0.0f);
+      for (int64_t j = t - 5; j < t; ++j) mask[j] = -INFINITY;
+      for (int64_t j = 0; j < t; ++j) mask[t + j] = -INFINITY;
+      mb = t;
+    } else {
+      mask.assign(c.heads * t * t, 0.0f);
+      for (int64_t h = 0; h < c.heads; ++h)
+        for (int64_t i = 0; i < t; ++i)
+          for (int64_t j = 0; j < t; ++j)
+            mask[(h * t + i) * t + j] = -std::ldexp(1.0, -int(h + 1)) * float(i - j);
+      mh = t * t;
+      mr = t;
+    }
+    const float* M = Up(mask);
+    struct Mode {
+      const char* engine;
+      bool bf16;
+      double out_tol, grad_tol;
+    };
+    for (Mode mode : {Mode{"own", false, 1e-5, 1e-4}, Mode{"scalar", true, 1e-5, 1e-4},
+                      Mode{"own", true, 3e-3, 1e-2}}) {
+      setenv("STEPC_ATTENTION", mode.engine, 1);
+      const bool bf16 = mode.bf16;
+      Floats qr(q), kr(k), vr(v), dr(dout);
+      if (bf16)
+        for (Floats* f : {&qr, &kr, &vr, &dr})
+          for (float& x : *f) x = RoundBf16(x);
+      Floats out(qn), dq(qn), dk(kn), dv(kn);
+      stepc_cpu_attention_masked(qr.data(), kr.data(), vr.data(), mask.data(), batch, t, t,
+                                 c.heads, c.kv_heads, c.dh, c.causal, scale, mb, mh, mr,
+                                 out.data());
+      stepc_cpu_attention_grad_masked(dr.data(), qr.data(), kr.data(), vr.data(), mask.data(),
+                                      batch, t, t, c.heads, c.kv_heads, c.dh, c.causal, scale,
+                                      mb, mh, mr, dq.data(), dk.data(), dv.data());
+      const void *Q = bf16 ? (void*)UpBf16(q) : Up(q), *K = bf16 ? (void*)UpBf16(k) : Up(k),
+                 *V = bf16 ? (void*)UpBf16(v) : Up(v),
+                 *D = bf16 ? (void*)UpBf16(dout) : Up(dout);
+      const int type = bf16 ? STEPC_CUDA_BF16 : STEPC_CUDA_F32;
+      float *O = Zeros(qn), *lse = Zeros(batch * c.heads * t);
+      char* scratch = static_cast<char*>(Alloc(stepc::cuda::AttentionGradScratchBytesFor(
+          batch, t, t, c.heads, c.kv_heads, c.dh, /*saved=*/false, bf16, /*f32_grads=*/true)));
+      ASSERT_EQ(stepc_cuda_attention_masked(&ctx_, Q, K, V, type, batch, t, t, c.heads,
+                                            c.kv_heads, c.dh, c.causal, scale, M, mb, mh, mr, O,
+                                            STEPC_CUDA_F32, lse),
+                0)
+          << error_;
+      float *DQ = Zeros(qn), *DK = Zeros(kn), *DV = Zeros(kn);
+      float *SQ = Zeros(qn), *SK = Zeros(kn), *SV = Zeros(kn);
+      ASSERT_EQ(stepc_cuda_attention_grad_masked(&ctx_, D, Q, K, V, type, batch, t, t, c.heads,
+                                                 c.kv_heads, c.dh, c.causal, scale, M, mb, mh,
+                                                 mr, scratch, nullptr, 0, nullptr, DQ, DK, DV,
+                                                 STEPC_CUDA_F32),
+                0)
+          << error_;
+      ASSERT_EQ(stepc_cuda_attention_grad_masked(&ctx_, D, Q, K, V, type, batch, t, t, c.heads,
+                                                 c.kv_heads, c.dh, c.causal, scale, M, mb, mh,
+                                                 mr, scratch, O, STEPC_CUDA_F32, lse, SQ, SK,
+                                                 SV, STEPC_CUDA_F32),
+                0)
+          << error_;
+      const std::string what = std::string(bf16 ? "bf16 " : "f32 ") + mode.engine + " dh " +
+                               std::to_string(c.dh) + (c.padding ? " padding" : " bias");
+      EXPECT_EQ(Down(SQ, qn), Down(DQ, qn)) << what;
+      EXPECT_EQ(Down(SK, kn), Down(DK, kn)) << what;
+      EXPECT_EQ(Down(SV, kn), Down(DV, kn)) << what;
+      const Floats got = Down(O, qn);
+      EXPECT_LT(RelError(got, out), mode.out_tol) << what;
+      EXPECT_LT(RelError(Down(DQ, qn), dq), mode.grad_tol) << what;
+      EXPECT_LT(RelError(Down(DK, kn), dk), mode.grad_tol) << what;
+      EXPECT_LT(RelError(Down(DV, kn), dv), mode.grad_tol) << what;
+      if (c.padding) {  // the second sequence's rows, padded whole: 0, lse +inf
+        const int64_t half = qn / 2;
+        EXPECT_EQ(std::count(got.begin() + half, got.end(), 0.0f), half) << what;
+        const Floats l = Down(lse, batch * c.heads * t);
+        EXPECT_TRUE(std::all_of(l.begin() + l.size() / 2, l.end(),
+                                [](float x) { return x == INFINITY; }))
+            << what;
+      }
+    }
+  }
+  unsetenv("STEPC_ATTENTION");
+}
+
 // A call with ctx->prepare set (stepc_prepare_v1, before the first step)
 // builds what it needs and launches nothing: on our kernels and through
 // cuDNN (on the host, its stand-in), the packed forward and backward of a
