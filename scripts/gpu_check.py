@@ -190,7 +190,8 @@ def main():
     result["ok"] &= result["parity_fp32"]["passed"]
     save()
     # The ops no GPU had run when they landed, each one step against the
-    # CPU: the MoE kernels, the masked attention (the scalar kernels), and
+    # CPU: the MoE kernels, the masked attention (fp32: the scalar kernels;
+    # cuda_kernels_test has the bf16 tensor-core ones), and
     # fp8's tile rounding (the products in bf16 on the GPU: its loss within
     # 1e-3 and its gradient norm within 2e-3).
     for key, name, ref, tolerance in (("parity_moe", "gpt-moe", "moe-step1", 1e-4),
