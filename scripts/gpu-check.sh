@@ -25,7 +25,8 @@
 #
 # The GPU machine has no MLIR, Abseil or OpenMPI and no network, so the
 # binaries come prebuilt from `scripts/gpu-bundle.sh` (run it here, carry
-# build/gpu-bundle). On a machine that can build, a missing bundle is made.
+# build/gpu-bundle.tar.xz, which is unpacked here when the folder is not
+# there). On a machine that can build, a missing bundle is made.
 # Without a GPU, `scripts/gpu-bundle.sh --emulated` and
 # `scripts/gpu-check.sh --train-steps 5` run the checks on the host emulation
 # of CUDA (the script's own test; no benchmark).
@@ -34,6 +35,12 @@ cd "$(dirname "$0")/.."
 out=${OUT:-build/gpu-check}
 bundle=${STEPC_GPU_BUNDLE:-build/gpu-bundle}
 mkdir -p "$out"
+if [ ! -x "$bundle/bin/stepc-run" ] && [ -f "$bundle.tar.xz" ]; then
+  echo "gpu-check: unpacking $bundle.tar.xz"
+  tar -C "$(dirname "$bundle")" -xJf "$bundle.tar.xz" ||
+    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+      "$bundle.tar.xz" "$(dirname "$bundle")"
+fi
 if [ ! -x "$bundle/bin/stepc-run" ]; then
   echo "gpu-check: no bundle at $bundle: building one"
   make build && scripts/gpu-bundle.sh "$bundle" || { echo "gpu-check: cannot build" >&2; exit 1; }
