@@ -3,7 +3,7 @@
 # CUDA, PyTorch, CMake and ninja but no MLIR, Abseil or OpenMPI, and no
 # network: built here, carried there as one compressed file (device
 # `carry: ["build/gpu-bundle.tar.xz"]`; what travels to the device is capped
-# at 64 MiB, the folder itself is ~110 MB, the file ~25 MB), which
+# at 64 MiB, the folder itself is ~106 MB, the file ~19 MiB), which
 # scripts/gpu-check.sh unpacks there.
 #   bin/    stepc-run, cuda_kernels_test
 #   lib/    the runtime, its CUDA device layer, and the non-system libraries

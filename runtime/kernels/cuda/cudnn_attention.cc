@@ -307,13 +307,6 @@ int Run(stepc_cuda_ctx *ctx, const Shape &s, std::unordered_map<int64_t, void *>
   return STEPC_CUDNN_RAN;
 }
 
-// `rows`, or the strides of separate [B, T, H·Dh] tensors.
-stepc_attention_rows RowsOrDense(const stepc_attention_rows *rows, int64_t heads,
-                                 int64_t kv_heads, int64_t head_dim) {
-  if (rows) return *rows;
-  return {heads * head_dim, kv_heads * head_dim, heads * head_dim, kv_heads * head_dim};
-}
-
 }  // namespace
 
 extern "C" int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *q, const void *k,
@@ -324,7 +317,7 @@ extern "C" int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *q, const v
                                      const stepc_attention_rows *rows) {
   Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal, scale, lse != nullptr,
           /*backward=*/false, /*deterministic=*/true,
-          RowsOrDense(rows, heads, kv_heads, head_dim)};
+          stepc::cuda::RowsOrDense(rows, heads, kv_heads, head_dim)};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, const_cast<void *>(q)}, {kK, const_cast<void *>(k)}, {kV, const_cast<void *>(v)},
       {kO, out}};
@@ -342,7 +335,7 @@ extern "C" int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *dout,
                                           const stepc_attention_rows *rows) {
   Shape s{batch, tq, tk, heads, kv_heads, head_dim, causal, scale, /*stats=*/true,
           /*backward=*/true, Library::Get().deterministic(),
-          RowsOrDense(rows, heads, kv_heads, head_dim)};
+          stepc::cuda::RowsOrDense(rows, heads, kv_heads, head_dim)};
   std::unordered_map<int64_t, void *> pack = {
       {kQ, const_cast<void *>(q)},     {kK, const_cast<void *>(k)},
       {kV, const_cast<void *>(v)},     {kO, const_cast<void *>(out)},

@@ -63,6 +63,16 @@ const char *stepc_cudnn_attention_engine(void);
 
 #ifdef __cplusplus
 }
+
+namespace stepc::cuda {
+// `rows`, or the row strides of separate [B, T, H·Dh] tensors (null rows):
+// part of what keys a cuDNN graph (and the emulation's stand-in for one).
+inline stepc_attention_rows RowsOrDense(const stepc_attention_rows *rows, int64_t heads,
+                                        int64_t kv_heads, int64_t head_dim) {
+  if (rows) return *rows;
+  return {heads * head_dim, kv_heads * head_dim, heads * head_dim, kv_heads * head_dim};
+}
+}  // namespace stepc::cuda
 #endif
 
 #endif /* STEPC_CUDNN_ATTENTION_H_ */

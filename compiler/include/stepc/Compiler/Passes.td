@@ -199,7 +199,9 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     that sum's bf16 rounding (`..._grad_add_rounded`), or beside dx its
     rounding where the stream starts (`..._grad_rounded`); a norm of a
     residual add computes the add and writes it beside the norm
-    (`..._norm_add[_of_bf16][_bf16]`); a sum of a
+    (`..._norm_add[_of_bf16][_bf16]`; `_of_repeated`: the other side a
+    table of rows broadcast along leading dims alone, read in place, row r
+    adding row r % period, the period after the norm's scalars); a sum of a
     value's squares squares as it reads (`reduce` kind 3, the gradient
     norm's). Every `step.matmul` and `step.batch_matmul`
     the target's earlier passes left (nothing folded into it) becomes a

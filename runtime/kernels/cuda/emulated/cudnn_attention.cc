@@ -40,11 +40,6 @@ void See(const stepc_cuda_ctx *ctx, const Key &key) {
   std::lock_guard<std::mutex> lock(g.mutex);
   if (g.seen.insert(key).second) ++(ctx->prepare ? g.before_steps : g.in_steps);
 }
-stepc_attention_rows Rows(const stepc_attention_rows *rows, int64_t heads, int64_t kv_heads,
-                          int64_t head_dim) {
-  if (rows) return *rows;
-  return {heads * head_dim, kv_heads * head_dim, heads * head_dim, kv_heads * head_dim};
-}
 }  // namespace
 
 extern "C" int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *q, const void *k,
@@ -53,7 +48,7 @@ extern "C" int stepc_cudnn_attention(stepc_cuda_ctx *ctx, const void *q, const v
                                      int causal, double scale, void *out, float *lse, void *,
                                      int64_t, const stepc_attention_rows *rows) {
   if (!Forced()) return STEPC_CUDNN_NOT_TAKEN;
-  const stepc_attention_rows r = Rows(rows, heads, kv_heads, head_dim);
+  const stepc_attention_rows r = stepc::cuda::RowsOrDense(rows, heads, kv_heads, head_dim);
   See(ctx, Key{batch, tq, tk, heads, kv_heads, head_dim, causal, scale, lse != nullptr, false,
                r.q, r.kv, r.dq, r.dkv});
   if (ctx->prepare) return STEPC_CUDNN_RAN;
@@ -73,7 +68,7 @@ extern "C" int stepc_cudnn_attention_grad(stepc_cuda_ctx *ctx, const void *dout,
                                           void *dk, void *dv, void *workspace, int64_t,
                                           const stepc_attention_rows *rows) {
   if (!Forced()) return STEPC_CUDNN_NOT_TAKEN;
-  const stepc_attention_rows r = Rows(rows, heads, kv_heads, head_dim);
+  const stepc_attention_rows r = stepc::cuda::RowsOrDense(rows, heads, kv_heads, head_dim);
   See(ctx, Key{batch, tq, tk, heads, kv_heads, head_dim, causal, scale, true, true, r.q, r.kv,
                r.dq, r.dkv});
   if (ctx->prepare) return STEPC_CUDNN_RAN;

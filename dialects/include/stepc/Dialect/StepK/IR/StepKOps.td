@@ -159,7 +159,8 @@ def StepK_AttentionOp : StepK_Op<"attention", [Pure]> {
     instead of recomputing the forward: the saved forward is dataflow the
     memory plan sees, not a side table. `step-fuse-cuda-kernels` forms these
     ops from `step.attention` and `step.convert`. With `mask`, the
-    `step.attention` mask added to the scores (the scalar kernels run).
+    `step.attention` mask added to the scores (never cuDNN: our kernels, bf16
+    on tensor cores).
 
     With `packed` offsets, `query`, `key` and `value` are one `[B, T, W]`
     tensor (the QKV projection's output) and the kernel reads the query,
