@@ -36,6 +36,8 @@ namespace lc = stepc::cuda;
 namespace {
 
 std::string typeCode(Type element) {
+  if (stepk::isFp8Bytes(element))
+    return "STEPC_CUDA_FP8";
   return element.isBF16() ? "STEPC_CUDA_BF16" : "STEPC_CUDA_F32";
 }
 
@@ -141,7 +143,7 @@ private:
                            bool sharedRhs, Value bias = {},
                            stepk::Epilogue epilogue = stepk::Epilogue::none, Value aux = {},
                            std::optional<ArrayRef<int32_t>> fp8 = std::nullopt,
-                           bool roundLhs = false);
+                           bool roundLhs = false, Value lhsScales = {}, Value rhsScales = {});
   /// A forward attention kernel, and its log-sum-exp if it saves one.
   void emitAttention(stepk::AttentionOp a);
   /// An attention backward, reading the forward's output and log-sum-exp
@@ -193,6 +195,10 @@ LogicalResult CudaEmitter::checkTypes(Operation *op) {
   for (Value v : values) {
     Type elem = typeOf(v).getElementType();
     if (elem.isF32() || elem.isInteger(32) || elem.isInteger(1) || (elem.isBF16() && mixed))
+      continue;
+    // fp8 bytes: written by a packing pass, read by the fp8 GEMMs.
+    if (stepk::isFp8Bytes(elem) &&
+        isa<stepk::PackFp8Op, stepk::CallOp, stepk::YieldOp, stepk::GemmOp, func::ReturnOp>(op))
       continue;
     if (elem.isBF16())
       return op->emitOpError()
@@ -496,7 +502,8 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
 LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta,
                                       bool tb, bool sharedRhs, Value bias,
                                       stepk::Epilogue epilogue, Value aux,
-                                      std::optional<ArrayRef<int32_t>> fp8, bool roundLhs) {
+                                      std::optional<ArrayRef<int32_t>> fp8, bool roundLhs,
+                                      Value lhsScales, Value rhsScales) {
   RankedTensorType lhsType = typeOf(lhs), out = typeOf(result);
   int64_t k = lhsType.getDimSize(lhsType.getRank() - (ta ? 2 : 1));
   int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
@@ -505,22 +512,36 @@ LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value
   std::string types = typeCode(lhsType.getElementType());
   if (fp8)
     types += ", " + typeCode(typeOf(rhs).getElementType());
-  std::string args = llvm::formatv(
-      "ctx, {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}",
-      ptr(lhs), ptr(rhs), ptr(result), batch, m, n, k, ta ? 1 : 0, tb ? 1 : 0, sharedRhs ? 1 : 0,
-      types, typeCode(out.getElementType()), bias ? ptr(bias) : "0",
-      "STEPC_EPILOGUE_" + stepk::stringifyEpilogue(epilogue).upper(), aux ? ptr(aux) : "0");
+  // The arguments after the operands.
+  std::string rest = llvm::formatv(
+      "{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}", ptr(result), batch,
+      m, n, k, ta ? 1 : 0, tb ? 1 : 0, sharedRhs ? 1 : 0, types, typeCode(out.getElementType()),
+      bias ? ptr(bias) : "0", "STEPC_EPILOGUE_" + stepk::stringifyEpilogue(epilogue).upper(),
+      aux ? ptr(aux) : "0");
+  std::string args = "ctx, " + ptr(lhs) + ", " + ptr(rhs) + ", " + rest;
   if (!fp8) {
     call(op, "stepc_cuda_matmul(" + args + ")");
     return success();
   }
   // Operands packed to fp8 bytes and block scales in scratch (and a lhs
-  // the GEMM rounds, its bf16 copy where the GEMM runs in bf16).
+  // the GEMM rounds, its bf16 copy where the GEMM runs in bf16; operands
+  // packed already, their bf16 values there where it runs in bf16).
   if (failed(needScratch(op, lc::Fp8GemmScratchBytes(batch, m, n, k, ta, sharedRhs, (*fp8)[0],
-                                                     (*fp8)[1], (*fp8)[2], roundLhs))))
+                                                     (*fp8)[1], (*fp8)[2], roundLhs,
+                                                     lhsScales ? 1 : 0, rhsScales ? 1 : 0))))
     return failure();
-  call(op, llvm::formatv("stepc_cuda_matmul_fp8({0}, {1}, {2}, {3}, {4}, scratch)", args,
-                         (*fp8)[0], (*fp8)[1], (*fp8)[2], roundLhs ? 1 : 0));
+  std::string formats = llvm::formatv("{0}, {1}, {2}, {3}", (*fp8)[0], (*fp8)[1], (*fp8)[2],
+                                      roundLhs ? 1 : 0);
+  if (!lhsScales && !rhsScales) {
+    call(op, "stepc_cuda_matmul_fp8(" + args + ", " + formats + ", scratch)");
+    return success();
+  }
+  // The packed form's arguments: each operand with its scales (0: packed
+  // by the GEMM).
+  std::string packedArgs =
+      llvm::formatv("ctx, {0}, {1}, {2}, {3}, {4}", ptr(lhs), lhsScales ? ptr(lhsScales) : "0",
+                    ptr(rhs), rhsScales ? ptr(rhsScales) : "0", rest);
+  call(op, "stepc_cuda_matmul_fp8_packed(" + packedArgs + ", " + formats + ", scratch)");
   return success();
 }
 
@@ -713,7 +734,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return emitMatmul(op, g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
                           g.getTransposeB(), g.getSharedRhs(), g.getBias(), g.getEpilogue(),
                           g.getEpilogueResult() ? g.getEpilogueResult() : g.getAux(),
-                          g.getFp8(), g.getRoundLhs());
+                          g.getFp8(), g.getRoundLhs(), g.getLhsScales(), g.getRhsScales());
       })
       .Case([&](stepk::CallOp c) {
         if (c.getCallee() == kSquaredNormsCall)

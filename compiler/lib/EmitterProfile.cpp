@@ -48,9 +48,14 @@ std::string stepc::kernelKind(Operation *op) {
   Operation *named = isa<stepk::CallOp>(op) ? cast<stepk::CallOp>(op).getKernelOp() : op;
   // fp8's rounding pass is named by its rounding, also where it applies the
   // MLP's GELU to what it reads first (its body's first op).
+  // Its packing pass (the fp8 GEMMs' operands written by the rounding
+  // pass itself) is the GEMMs' packing.
   if (auto call = dyn_cast<stepk::CallOp>(op);
       call && call.getCallee().starts_with("quantize_fp8_rows_columns"))
     return "step.quantize_fp8";
+  if (auto call = dyn_cast<stepk::CallOp>(op);
+      call && call.getCallee().starts_with("pack_fp8_rows_columns"))
+    return "fp8 packing";
   std::string name = isa<stepk::FusedOp>(op) ? fusedKind(cast<stepk::FusedOp>(op))
                                               : named->getName().getStringRef().str();
   // Every GEMM is a stepk.gemm by now (step-lower-library-calls).

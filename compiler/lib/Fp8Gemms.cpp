@@ -11,11 +11,16 @@
 // rounds in [128, 1] tiles along its K, the tokens (the rhs then scaled per
 // 1x128 block along K as the lhs).
 //
+// Where only fp8 GEMMs read a value's two roundings, the pass that rounds
+// it writes the GEMMs' operands themselves: fp8 bytes and block scales
+// (stepk.pack_fp8), which the GEMMs read without packing them again.
+//
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
 
 #include "stepc/Dialect/Step/IR/StepOps.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "runtime/kernels/cuda/launch_config.h"
 
@@ -113,6 +118,124 @@ bool readAfter(Value v, Operation *op) {
 
 } // namespace
 
+namespace {
+
+/// How an fp8 GEMM reads one of a pair's roundings, packed: which operand,
+/// and whether the packed bytes are that rounding's transpose.
+struct PackedRead {
+  stepk::GemmOp gemm;
+  bool rhs;
+};
+
+/// The reads of a pair's rounding `v` (`byColumns`: the [128, 1] one, a 2-d
+/// [tokens, features] value) that can take it packed: the rows as an
+/// untransposed lhs (bytes stored as v, K its last dim); the columns as a
+/// transposed lhs or an untransposed rhs in 1x128 blocks (the bytes v's
+/// transpose, K the tokens). Empty if anything else reads it.
+SmallVector<PackedRead> packedReads(Value v, bool byColumns) {
+  SmallVector<PackedRead> reads;
+  for (OpOperand &use : v.getUses()) {
+    auto gemm = dyn_cast<stepk::GemmOp>(use.getOwner());
+    if (!gemm || !gemm.getFp8() || gemm.getRoundLhs() || gemm.getLhs() == gemm.getRhs() ||
+        use.getOperandNumber() > 1)
+      return {};
+    const bool rhs = use.getOperandNumber() == 1;
+    bool fits;
+    if (!rhs)
+      fits = gemm.getTransposeA() == byColumns &&
+             gemm.getEpilogue() != stepk::Epilogue::bgrad;
+    else
+      fits = byColumns && !gemm.getTransposeB() && (*gemm.getFp8())[2] == 1 &&
+             cast<RankedTensorType>(v.getType()).getRank() == 2;
+    if (!fits)
+      return {};
+    reads.push_back({gemm, rhs});
+  }
+  return reads;
+}
+
+/// The GEMM of `read` takes `bytes` and `scales` for the operand it read.
+void readPacked(const PackedRead &read, Value bytes, Value scales) {
+  stepk::GemmOp gemm = read.gemm;
+  if (read.rhs) {
+    gemm.getRhsMutable().assign(bytes);
+    gemm.getRhsScalesMutable().assign(scales);
+    gemm.setTransposeB(true);
+  } else {
+    gemm.getLhsMutable().assign(bytes);
+    gemm.getLhsScalesMutable().assign(scales);
+    gemm.setTransposeA(false);
+  }
+}
+
+} // namespace
+
+void stepc::packFp8Pairs(func::FuncOp step) {
+  SmallVector<stepk::CallOp> pairs;
+  for (auto call : step.getBody().front().getOps<stepk::CallOp>())
+    if (call.getCallee().starts_with("quantize_fp8_rows_columns"))
+      pairs.push_back(call);
+  for (stepk::CallOp pair : pairs) {
+    SmallVector<PackedRead> rowReads = packedReads(pair.getResult(0), false);
+    SmallVector<PackedRead> columnReads = packedReads(pair.getResult(1), true);
+    if (rowReads.empty() || columnReads.empty())
+      continue;
+    // The body's two roundings (each a quantize_fp8 and its bf16 convert)
+    // become the two packings of what they rounded.
+    Block &body = pair.getBody().front();
+    auto yield = cast<stepk::YieldOp>(body.getTerminator());
+    Value rows = yield.getOperand(0), columns = yield.getOperand(1);
+    auto rowsRounding = rows.getDefiningOp()->getOperand(0).getDefiningOp<QuantizeFp8Op>();
+    auto columnsRounding = columns.getDefiningOp()->getOperand(0).getDefiningOp<QuantizeFp8Op>();
+    if (!rowsRounding || !columnsRounding)
+      continue;
+    MLIRContext *ctx = step.getContext();
+    Type f32 = Float32Type::get(ctx);
+    Type bytesType = stepk::fp8BytesType(ctx, static_cast<int32_t>(rowsRounding.getFormat()));
+    auto flat = cast<RankedTensorType>(columns.getType());  // [tokens, features]
+    const int64_t tokens = flat.getDimSize(0), features = flat.getDimSize(1);
+    const int64_t featureBlocks = (features + 127) / 128, tokenBlocks = (tokens + 127) / 128;
+    OpBuilder b(yield);
+    auto rowsPacked = b.create<stepk::PackFp8Op>(
+        pair.getLoc(), cast<RankedTensorType>(rows.getType()).clone(bytesType),
+        RankedTensorType::get({featureBlocks, tokens}, f32), rowsRounding.getInput(), false);
+    auto columnsPacked = b.create<stepk::PackFp8Op>(
+        pair.getLoc(), RankedTensorType::get({features, tokens}, bytesType),
+        RankedTensorType::get({tokenBlocks, features}, f32), columnsRounding.getInput(), true);
+    SmallVector<Value> yields{rowsPacked.getBytes(), rowsPacked.getScales(),
+                              columnsPacked.getBytes(), columnsPacked.getScales()};
+    for (Value rest : yield.getOperands().drop_front(2))
+      yields.push_back(rest);  // the bias gradient
+    b.create<stepk::YieldOp>(yield.getLoc(), yields);
+    yield.erase();
+    for (Operation *dead : {rows.getDefiningOp(), columns.getDefiningOp()})
+      dead->erase();
+    rowsRounding.erase();
+    columnsRounding.erase();
+    // The call of the packing pass: the pair's inputs, scalars and scratch.
+    b.setInsertionPoint(pair);
+    // quantize_fp8_rows_columns[_gelu|_dbias][_of_bf16]_bf16 ->
+    // pack_fp8_rows_columns[_gelu|_dbias][_of_bf16]
+    std::string callee = ("pack_fp8" + pair.getCallee()
+                                           .drop_front(StringRef("quantize_fp8").size())
+                                           .drop_back(StringRef("_bf16").size()))
+                             .str();
+    auto packing = b.create<stepk::CallOp>(
+        pair.getLoc(), ValueRange(yields).getTypes(), b.getStringAttr(callee), pair.getInputs(),
+        pair.getScalars(), pair.getScratchBytesAttr(), StringAttr(), IntegerAttr(),
+        IntegerAttr());
+    copyPhase(pair, packing);
+    packing.getBody().takeBody(pair.getBody());
+    for (const PackedRead &read : rowReads)
+      readPacked(read, packing.getResult(0), packing.getResult(1));
+    for (const PackedRead &read : columnReads)
+      readPacked(read, packing.getResult(2), packing.getResult(3));
+    for (auto [from, to] : llvm::zip(pair.getResults().drop_front(2), packing.getResults().drop_front(4)))
+      from.replaceAllUsesWith(to);
+    pair.erase();
+  }
+}
+
 void stepc::foldFp8LhsRoundings(func::FuncOp step) {
   SmallVector<stepk::CallOp> pairs;
   for (auto call : step.getBody().front().getOps<stepk::CallOp>())
@@ -157,7 +280,7 @@ void stepc::foldFp8LhsRoundings(func::FuncOp step) {
           weightGrad.getLoc(), weightGrad.getResult().getType(), dbias.getType(),
           weightGrad.getLhs(), weightGrad.getRhs(), Value(), Value(),
           weightGrad.getTransposeA(), weightGrad.getTransposeB(), weightGrad.getSharedRhs(),
-          stepk::Epilogue::bgrad, weightGrad.getFp8Attr(), /*round_lhs=*/true);
+          stepk::Epilogue::bgrad, weightGrad.getFp8Attr(), /*round_lhs=*/true, Value(), Value());
       copyPhase(weightGrad, withSums);
       weightGrad.getResult().replaceAllUsesWith(withSums.getResult());
       dbias.replaceAllUsesWith(withSums.getBiasGrad());

@@ -649,7 +649,8 @@ void lowerGemms(func::FuncOp step) {
     bool tb = shared ? cast<MatmulOp>(op).getTransposeB() : cast<BatchMatmulOp>(op).getTransposeB();
     auto gemm = b.create<stepk::GemmOp>(op->getLoc(), op->getResult(0).getType(), Type(),
                                         op->getOperand(0), op->getOperand(1), Value(), Value(),
-                                        ta, tb, shared, stepk::Epilogue::none, /*fp8=*/nullptr);
+                                        ta, tb, shared, stepk::Epilogue::none, /*fp8=*/nullptr,
+                                        /*round_lhs=*/false, Value(), Value());
     gemm->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     op->getResult(0).replaceAllUsesWith(gemm.getResult());
     op->erase();
@@ -825,6 +826,7 @@ struct StepLowerLibraryCallsPass
       lowerGemms(step);
       if (target == "cuda") {
         markFp8Gemms(step);
+        packFp8Pairs(step);
         foldFp8LhsRoundings(step);
       }
       eraseDeadOps(step);

@@ -94,6 +94,12 @@ void markFp8Gemms(mlir::func::FuncOp step);
 /// the weight gradient's bgrad epilogue; no rounded copy is stored
 /// (Fp8Gemms.cpp).
 void foldFp8LhsRoundings(mlir::func::FuncOp step);
+/// After markFp8Gemms: a rounding pair (a linear layer's input, or its
+/// output gradient) that only fp8 GEMMs read, as operands they can take
+/// packed, writes their operands instead of bf16 copies: fp8 bytes and
+/// block scales both ways (pack_fp8_rows_columns...), read by the GEMMs as
+/// they are (Fp8Gemms.cpp).
+void packFp8Pairs(mlir::func::FuncOp step);
 
 /// Under bf16, both targets: an f32 value that is otherwise only rounded to
 /// bf16 (a bias's gradient beside its weight gradient's GEMM operand) is

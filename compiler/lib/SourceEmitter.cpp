@@ -71,6 +71,8 @@ std::string SourceEmitter::cType(Type element) {
     return "float";
   if (element.isBF16())
     return "__nv_bfloat16";
+  if (stepk::isFp8Bytes(element))
+    return "uint8_t";  // an fp8 GEMM operand's packed bytes
   return "int32_t";
 }
 

@@ -54,8 +54,10 @@ typedef struct stepc_cuda_ctx {
   int prepare;
 } stepc_cuda_ctx;
 
-/* Element types of the operands that may be bf16 (mixed precision). */
-enum stepc_cuda_type { STEPC_CUDA_F32 = 0, STEPC_CUDA_BF16 = 1 };
+/* Element types of the operands that may be bf16 (mixed precision); an fp8
+ * GEMM's operand may also be packed already (STEPC_CUDA_FP8: fp8 bytes
+ * with a scale per block, stepc_cuda_pack_fp8_rows_columns). */
+enum stepc_cuda_type { STEPC_CUDA_F32 = 0, STEPC_CUDA_BF16 = 1, STEPC_CUDA_FP8 = 2 };
 
 int stepc_cuda_fill(stepc_cuda_ctx *ctx, float *out, int64_t n, float value);
 int stepc_cuda_broadcast(stepc_cuda_ctx *ctx, const float *in, const int64_t *in_shape,
@@ -278,6 +280,38 @@ int stepc_cuda_quantize_fp8_rows_columns_dbias_bf16(stepc_cuda_ctx *ctx, const f
 int stepc_cuda_quantize_fp8_rows_columns_dbias_of_bf16_bf16(
     stepc_cuda_ctx *ctx, const __nv_bfloat16 *x, int64_t rows, int64_t cols, int format,
     float *scratch, __nv_bfloat16 *by_rows, __nv_bfloat16 *by_columns, float *sums);
+/* x [rows, cols] (f32, or bf16: _of_bf16) packed both ways the fp8 GEMMs
+ * read it, in one pass, each 1x128 block scaled as step.quantize_fp8 with a
+ * tile of that block would scale it: along the rows' cols, `row_bytes`
+ * [rows, cols] (fp8 bytes in `format`) with `row_scales` [cols / 128,
+ * rows] (each block's 1 / scale); along the cols' rows, `col_bytes` [cols,
+ * rows] (x transposed) with `col_scales` [rows / 128, cols]. The GELU of x
+ * (_gelu), or x's column sums too (_dbias, as the rounding pair's). */
+int stepc_cuda_pack_fp8_rows_columns(stepc_cuda_ctx *ctx, const float *x, int64_t rows,
+                                     int64_t cols, int format, uint8_t *row_bytes,
+                                     float *row_scales, uint8_t *col_bytes, float *col_scales);
+int stepc_cuda_pack_fp8_rows_columns_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *x,
+                                             int64_t rows, int64_t cols, int format,
+                                             uint8_t *row_bytes, float *row_scales,
+                                             uint8_t *col_bytes, float *col_scales);
+int stepc_cuda_pack_fp8_rows_columns_gelu(stepc_cuda_ctx *ctx, const float *x, int64_t rows,
+                                          int64_t cols, int format, int tanh_form,
+                                          uint8_t *row_bytes, float *row_scales,
+                                          uint8_t *col_bytes, float *col_scales);
+int stepc_cuda_pack_fp8_rows_columns_gelu_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *x,
+                                                  int64_t rows, int64_t cols, int format,
+                                                  int tanh_form, uint8_t *row_bytes,
+                                                  float *row_scales, uint8_t *col_bytes,
+                                                  float *col_scales);
+int stepc_cuda_pack_fp8_rows_columns_dbias(stepc_cuda_ctx *ctx, const float *x, int64_t rows,
+                                           int64_t cols, int format, float *scratch,
+                                           uint8_t *row_bytes, float *row_scales,
+                                           uint8_t *col_bytes, float *col_scales, float *sums);
+int stepc_cuda_pack_fp8_rows_columns_dbias_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *x,
+                                                   int64_t rows, int64_t cols, int format,
+                                                   float *scratch, uint8_t *row_bytes,
+                                                   float *row_scales, uint8_t *col_bytes,
+                                                   float *col_scales, float *sums);
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
  * 4·(3·experts + tokens·k + groups) bytes. */
@@ -553,6 +587,23 @@ int stepc_cuda_matmul_fp8(stepc_cuda_ctx *ctx, const void *a, const void *b, voi
                           int transpose_b, int shared_rhs, int a_type, int b_type, int out_type,
                           const float *bias, int epilogue, void *aux, int a_format,
                           int b_format, int b_vector, int round_a, void *scratch);
+
+/* stepc_cuda_matmul_fp8 where an operand may be packed already
+ * (stepc_cuda_pack_fp8_rows_columns): `a_type` STEPC_CUDA_FP8, A is bytes
+ * [batch·m, k] (not transposed) with `a_scales` [k / 128, batch·m];
+ * `b_type` STEPC_CUDA_FP8, B is bytes [n, k] (`transpose_b`, `b_vector`)
+ * with `b_scales` [k / 128, n]. Only the other operand is packed here; a
+ * raw operand beside a packed one is bf16 (or, rounded here, A of either
+ * type); no BGRAD epilogue on a packed A. Where the fp8 GEMM does not run,
+ * the packed operands are unpacked into bf16 in `scratch` (exact) for the
+ * bf16 GEMM. */
+int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx *ctx, const void *a, const float *a_scales,
+                                 const void *b, const float *b_scales, void *c, int64_t batch,
+                                 int64_t m, int64_t n, int64_t k, int transpose_a,
+                                 int transpose_b, int shared_rhs, int a_type, int b_type,
+                                 int out_type, const float *bias, int epilogue, void *aux,
+                                 int a_format, int b_format, int b_vector, int round_a,
+                                 void *scratch);
 
 /* Frees the cuBLASLt handle and cached plans (the runtime calls it before
  * unloading a module; optional). */

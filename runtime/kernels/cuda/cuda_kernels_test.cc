@@ -388,6 +388,233 @@ TEST_F(CudaKernels, QuantizeFp8RowsAndColumnsInOnePass) {
   }
 }
 
+// The packing pass (stepc_cuda_pack_fp8_rows_columns...) writes what the
+// rounding pair would have, as the fp8 GEMMs read it: every row byte times
+// its block's scale is the pair's row rounding and every transposed column
+// byte times its scale the column rounding, bit for bit, each scale a power
+// of two; the bias gradient's sums are the pair's. Shapes with partial
+// panels (200 x 300: the transposed bytes' byte-wise edge) and whole ones
+// (256 x 256: four bytes a store); f32 and bf16 input, the GELU's variants.
+TEST_F(CudaKernels, PackFp8RowsAndColumnsIsThePairsRoundings) {
+  auto same = [](float a, float b) {
+    return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b));
+  };
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{200, 300}, {256, 256}}) {
+    Floats x = Random(rows * cols, 98);
+    for (int64_t e = 0; e < rows * cols; ++e)
+      if (e % 89 == 4) x[e] *= 3e3f;
+    x[131 * cols + 250 % cols] = NAN;
+    Floats xh = x;
+    for (float& v : xh) v = RoundBf16(v);
+    const size_t n = x.size();
+    const int64_t row_scale_count = (cols + 127) / 128 * rows;
+    const int64_t col_scale_count = (rows + 127) / 128 * cols;
+    auto* r16 = static_cast<__nv_bfloat16*>(Alloc(n * 2));
+    auto* c16 = static_cast<__nv_bfloat16*>(Alloc(n * 2));
+    auto* row_bytes = static_cast<uint8_t*>(Alloc(n));
+    auto* col_bytes = static_cast<uint8_t*>(Alloc(n));
+    float* row_scales = Zeros(row_scale_count);
+    float* col_scales = Zeros(col_scale_count);
+    float* scratch = Zeros(stepc::cuda::Fp8PairColumnSumScratchFloats(rows, cols));
+    float* pair_sums = Zeros(cols);
+    float* sums = Zeros(cols);
+    for (int format : {0, 1})
+      for (int variant = 0; variant < 4; ++variant)  // plain, gelu exact, gelu tanh, dbias
+        for (bool bf16 : {false, true}) {
+          const Floats& in = bf16 ? xh : x;
+          int rc = 0, pair_rc = 0;
+          if (variant == 0) {
+            pair_rc = bf16 ? stepc_cuda_quantize_fp8_rows_columns_of_bf16_bf16(
+                                 &ctx_, UpBf16(in), rows, cols, format, r16, c16)
+                           : stepc_cuda_quantize_fp8_rows_columns_bf16(&ctx_, Up(in), rows,
+                                                                       cols, format, r16, c16);
+            rc = bf16 ? stepc_cuda_pack_fp8_rows_columns_of_bf16(&ctx_, UpBf16(in), rows, cols,
+                                                                 format, row_bytes, row_scales,
+                                                                 col_bytes, col_scales)
+                      : stepc_cuda_pack_fp8_rows_columns(&ctx_, Up(in), rows, cols, format,
+                                                         row_bytes, row_scales, col_bytes,
+                                                         col_scales);
+          } else if (variant < 3) {
+            const int tanh_form = variant - 1;
+            pair_rc = bf16 ? stepc_cuda_quantize_fp8_rows_columns_gelu_of_bf16_bf16(
+                                 &ctx_, UpBf16(in), rows, cols, format, tanh_form, r16, c16)
+                           : stepc_cuda_quantize_fp8_rows_columns_gelu_bf16(
+                                 &ctx_, Up(in), rows, cols, format, tanh_form, r16, c16);
+            rc = bf16 ? stepc_cuda_pack_fp8_rows_columns_gelu_of_bf16(
+                            &ctx_, UpBf16(in), rows, cols, format, tanh_form, row_bytes,
+                            row_scales, col_bytes, col_scales)
+                      : stepc_cuda_pack_fp8_rows_columns_gelu(&ctx_, Up(in), rows, cols, format,
+                                                              tanh_form, row_bytes, row_scales,
+                                                              col_bytes, col_scales);
+          } else {
+            pair_rc = bf16 ? stepc_cuda_quantize_fp8_rows_columns_dbias_of_bf16_bf16(
+                                 &ctx_, UpBf16(in), rows, cols, format, scratch, r16, c16,
+                                 pair_sums)
+                           : stepc_cuda_quantize_fp8_rows_columns_dbias_bf16(
+                                 &ctx_, Up(in), rows, cols, format, scratch, r16, c16,
+                                 pair_sums);
+            rc = bf16 ? stepc_cuda_pack_fp8_rows_columns_dbias_of_bf16(
+                            &ctx_, UpBf16(in), rows, cols, format, scratch, row_bytes,
+                            row_scales, col_bytes, col_scales, sums)
+                      : stepc_cuda_pack_fp8_rows_columns_dbias(&ctx_, Up(in), rows, cols,
+                                                               format, scratch, row_bytes,
+                                                               row_scales, col_bytes,
+                                                               col_scales, sums);
+          }
+          ASSERT_EQ(pair_rc, 0) << error_;
+          ASSERT_EQ(rc, 0) << error_;
+          ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+          const Floats want_rows = DownBf16(r16, n), want_columns = DownBf16(c16, n);
+          std::vector<uint8_t> rb(n), cb(n);
+          cudaMemcpy(rb.data(), row_bytes, n, cudaMemcpyDeviceToHost);
+          cudaMemcpy(cb.data(), col_bytes, n, cudaMemcpyDeviceToHost);
+          const Floats rs = Down(row_scales, row_scale_count);
+          const Floats cs = Down(col_scales, col_scale_count);
+          for (const Floats* scales : {&rs, &cs})
+            for (float f : *scales) {
+              int e = 0;
+              ASSERT_EQ(std::frexp(f, &e), 0.5f) << "a power of two: " << f;
+            }
+          const std::string what = "format " + std::to_string(format) + " variant " +
+                                   std::to_string(variant) + (bf16 ? " of bf16" : "") + " " +
+                                   std::to_string(rows) + "x" + std::to_string(cols);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c) {
+              const float by_row =
+                  stepc_fp8_value<float>(rb[r * cols + c], format) * rs[(c / 128) * rows + r];
+              const float by_column =
+                  stepc_fp8_value<float>(cb[c * rows + r], format) * cs[(r / 128) * cols + c];
+              ASSERT_TRUE(same(by_row, want_rows[r * cols + c]) &&
+                          same(by_column, want_columns[r * cols + c]))
+                  << what << " (" << r << ", " << c << "): " << by_row << " / " << by_column
+                  << " want " << want_rows[r * cols + c] << " / " << want_columns[r * cols + c];
+            }
+          if (variant == 3) {
+            const Floats got = Down(sums, cols), want = Down(pair_sums, cols);
+            for (int64_t c = 0; c < cols; ++c)
+              ASSERT_TRUE(same(got[c], want[c])) << what << " sum " << c;
+          }
+        }
+  }
+}
+
+// The fp8 GEMM of operands the packing pass wrote is the fp8 GEMM of the
+// pair's bf16 roundings: the forward (A packed along K, the weight packed
+// by the GEMM), the weight gradient (both packed, transposed: K the
+// tokens) and, where the fp8 GEMM does not run (K = 300, not a multiple of
+// 16), the bf16 GEMM of their unpacked values. Bit for bit on the
+// emulation; on a GPU the same fp8 product of the same values.
+TEST_F(CudaKernels, MatmulFp8OfPackedOperands) {
+  for (int64_t k : {256, 300}) {
+    const int64_t tokens = 256, n = 64;
+    Floats x = Random(tokens * k, 99), w = Fp8Rounded(1, n, k, 128, 128, 0, 100);
+    auto* r16 = static_cast<__nv_bfloat16*>(Alloc(x.size() * 2));
+    auto* c16 = static_cast<__nv_bfloat16*>(Alloc(x.size() * 2));
+    auto* row_bytes = static_cast<uint8_t*>(Alloc(x.size()));
+    auto* col_bytes = static_cast<uint8_t*>(Alloc(x.size()));
+    float* row_scales = Zeros((k + 127) / 128 * tokens);
+    float* col_scales = Zeros((tokens + 127) / 128 * k);
+    const float* xd = Up(x);
+    ASSERT_EQ(stepc_cuda_quantize_fp8_rows_columns_bf16(&ctx_, xd, tokens, k, 0, r16, c16), 0)
+        << error_;
+    ASSERT_EQ(stepc_cuda_pack_fp8_rows_columns(&ctx_, xd, tokens, k, 0, row_bytes, row_scales,
+                                               col_bytes, col_scales),
+              0)
+        << error_;
+    // A second value along the same tokens (a weight gradient's other side).
+    Floats g = Random(tokens * n, 101);
+    auto* g16 = static_cast<__nv_bfloat16*>(Alloc(g.size() * 2));
+    auto* g16r = static_cast<__nv_bfloat16*>(Alloc(g.size() * 2));
+    auto* g_row_bytes = static_cast<uint8_t*>(Alloc(g.size()));
+    auto* g_col_bytes = static_cast<uint8_t*>(Alloc(g.size()));
+    float* g_row_scales = Zeros((n + 127) / 128 * tokens);
+    float* g_col_scales = Zeros((tokens + 127) / 128 * n);
+    const float* gd = Up(g);
+    ASSERT_EQ(stepc_cuda_quantize_fp8_rows_columns_bf16(&ctx_, gd, tokens, n, 1, g16r, g16), 0)
+        << error_;
+    ASSERT_EQ(stepc_cuda_pack_fp8_rows_columns(&ctx_, gd, tokens, n, 1, g_row_bytes,
+                                               g_row_scales, g_col_bytes, g_col_scales),
+              0)
+        << error_;
+    struct Product {
+      const char* name;
+      int64_t m, nn, kk;
+      int out_type;
+    };
+    for (int form = 0; form < 2; ++form) {
+      // form 0: forward [tokens, k] x w [n, k]^T; form 1: weight gradient
+      // g^T [n, tokens] x x [tokens, k] (K the tokens).
+      const int64_t m = form == 0 ? tokens : n, nn = form == 0 ? n : k;
+      const int64_t kk = form == 0 ? k : tokens;
+      const int64_t scratch_bytes = std::max(
+          stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, form, 1, form, 0, form, 0, 1, form),
+          stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, form, 1, form, 0, form));
+      void* scratch = Alloc(scratch_bytes);
+      float* want = Zeros(m * nn);
+      float* got = Zeros(m * nn);
+      if (form == 0) {
+        ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, r16, UpBf16(w), want, 1, m, nn, kk, 0, 1, 1,
+                                        STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32,
+                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0,
+                                        scratch),
+                  0)
+            << error_;
+        ASSERT_EQ(stepc_cuda_matmul_fp8_packed(&ctx_, row_bytes, row_scales, UpBf16(w),
+                                               nullptr, got, 1, m, nn, kk, 0, 1, 1,
+                                               STEPC_CUDA_FP8, STEPC_CUDA_BF16, STEPC_CUDA_F32,
+                                               nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0,
+                                               0, scratch),
+                  0)
+            << error_;
+      } else {
+        ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, g16, c16, want, 1, m, nn, kk, 1, 0, 1,
+                                        STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32,
+                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 1, 0,
+                                        scratch),
+                  0)
+            << error_;
+        ASSERT_EQ(stepc_cuda_matmul_fp8_packed(&ctx_, g_col_bytes, g_col_scales, col_bytes,
+                                               col_scales, got, 1, m, nn, kk, 0, 1, 1,
+                                               STEPC_CUDA_FP8, STEPC_CUDA_FP8, STEPC_CUDA_F32,
+                                               nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 1,
+                                               0, scratch),
+                  0)
+            << error_;
+      }
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+      const Floats a = Down(want, m * nn), b = Down(got, m * nn);
+#ifdef STEPC_CUDA_EMULATION
+      for (int64_t e = 0; e < m * nn; ++e)
+        ASSERT_EQ(a[e], b[e]) << "form " << form << " k " << k << " element " << e;
+#else
+      EXPECT_LT(RelError(b, a), 1e-5) << "form " << form << " k " << k;
+#endif
+    }
+  }
+  // What a packed operand must be: its scales, A untransposed, B [n, k].
+  void* any = Alloc(64);
+  EXPECT_NE(stepc_cuda_matmul_fp8_packed(&ctx_, any, nullptr, any, nullptr, any, 1, 64, 64, 128,
+                                         0, 1, 1, STEPC_CUDA_FP8, STEPC_CUDA_BF16,
+                                         STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_NONE, nullptr,
+                                         0, 0, 0, 0, any),
+            0);
+  EXPECT_NE(stepc_cuda_matmul_fp8_packed(&ctx_, any, static_cast<float*>(any), any, nullptr,
+                                         any, 1, 64, 64, 128, 1, 1, 1, STEPC_CUDA_FP8,
+                                         STEPC_CUDA_BF16, STEPC_CUDA_F32, nullptr,
+                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0, any),
+            0);
+  EXPECT_NE(stepc_cuda_matmul_fp8_packed(&ctx_, any, nullptr, any, static_cast<float*>(any),
+                                         any, 1, 64, 64, 128, 0, 0, 1, STEPC_CUDA_BF16,
+                                         STEPC_CUDA_FP8, STEPC_CUDA_F32, nullptr,
+                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 1, 0, any),
+            0);
+  EXPECT_NE(stepc_cuda_matmul_fp8_packed(&ctx_, any, static_cast<float*>(any), any, nullptr,
+                                         any, 1, 64, 64, 128, 0, 1, 1, STEPC_CUDA_FP8,
+                                         STEPC_CUDA_F32, STEPC_CUDA_F32, nullptr,
+                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0, any),
+            0);
+}
+
 // The packing's layout, as cuBLASLt's block scaling reads it: every byte
 // times its block's scale is the value packed, exactly, and every scale is
 // a power of two (rows [1, 128] along K at [kb][row]; blocks [128, 128] at

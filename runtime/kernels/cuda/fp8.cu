@@ -159,6 +159,107 @@ __global__ void QuantizeFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t c
   }
 }
 
+// QuantizeFp8RowsColumnsKernel's two roundings written as the fp8 GEMMs
+// read them (fp8_pack.h's 1x128 layouts): the rows' bytes where x's values
+// are, a scale per row of the panel at row_scales[panel col * rows + r];
+// the columns' bytes transposed, [cols, rows], a scale per column at
+// col_scales[panel row * cols + c]. The transposed bytes go through shared
+// memory so that both writes run along memory.
+// Its 64 values a thread stay in registers (the loops unrolled), at most
+// 128 of them so that two blocks share an SM (nvcc --resource-usage,
+// sm_90a: 128 registers, no spills).
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2)
+    PackFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t cols, int format,
+                             uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,
+                             float* col_scales, float* column_partial, int gelu) {
+  constexpr int kHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
+  constexpr int kStride = kPairPanel + 4;                    // bytes a staged row takes
+  __shared__ float column_max[kThreads / kPairPanel][kPairPanel];
+  __shared__ float row_max[kPairPanel][kPairPanel / 32];
+  __shared__ float row_scale[kPairPanel], column_scale[kPairPanel];
+  __shared__ float column_sum[kThreads / kPairPanel][kPairPanel];
+  __shared__ uint32_t staged_words[kPairPanel * kStride / 4];  // [column][row] bytes
+  uint8_t* staged = reinterpret_cast<uint8_t*>(staged_words);
+  const int64_t row_panels = (rows + kPairPanel - 1) / kPairPanel;
+  const int64_t col_panels = (cols + kPairPanel - 1) / kPairPanel;
+  const int cc = threadIdx.x % kPairPanel, half = threadIdx.x / kPairPanel;
+  const int lane = threadIdx.x % 32, quarter = cc / 32;
+  for (int64_t blk = blockIdx.x; blk < row_panels * col_panels; blk += gridDim.x) {
+    const int64_t r0 = (blk / col_panels) * kPairPanel, c0 = (blk % col_panels) * kPairPanel;
+    const int64_t c = c0 + cc;
+    float v[kHeld], amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int64_t r = r0 + half + 2 * i;
+      v[i] = r < rows && c < cols ? Load(x, r * cols + c) : 0.0f;
+      if (gelu) v[i] = stepc_gelu<float>(v[i], gelu == 2);
+      amax = MaxMagnitude(amax, v[i]);
+      float m = MaxMagnitude(0.0f, v[i]);
+      for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
+      if (lane == 0) row_max[half + 2 * i][quarter] = m;
+    }
+    column_max[half][cc] = amax;
+    if (column_partial) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kHeld; ++i) sum += v[i];
+      column_sum[half][cc] = sum;
+    }
+    __syncthreads();
+    if (column_partial && half == 0 && c < cols)
+      column_partial[(r0 / kPairPanel) * cols + c] = column_sum[0][cc] + column_sum[1][cc];
+    if (half == 0) {
+      const float sc = stepc_fp8_tile_scale<float>(
+          MaxMagnitude(column_max[0][cc], column_max[1][cc]), format);
+      column_scale[cc] = sc;
+      float m = 0.0f;
+      for (int q = 0; q < kPairPanel / 32; ++q) m = MaxMagnitude(m, row_max[cc][q]);
+      const float sr = stepc_fp8_tile_scale<float>(m, format);  // row cc of the panel
+      row_scale[cc] = sr;
+      if (r0 + cc < rows) row_scales[(c0 / kPairPanel) * rows + r0 + cc] = 1.0f / sr;
+      if (c < cols) col_scales[(r0 / kPairPanel) * cols + c] = 1.0f / sc;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int64_t rr = half + 2 * i, r = r0 + rr;
+      staged[cc * kStride + rr] =
+          static_cast<uint8_t>(stepc_fp8_bits<float>(v[i] * column_scale[cc], format));
+      if (r < rows && c < cols)
+        row_bytes[r * cols + c] =
+            static_cast<uint8_t>(stepc_fp8_bits<float>(v[i] * row_scale[rr], format));
+    }
+    __syncthreads();
+    // The staged columns, four bytes a thread along each column's rows.
+    const bool whole = rows % 4 == 0 && r0 + kPairPanel <= rows;
+    for (int w = threadIdx.x; w < kPairPanel * kPairPanel / 4; w += blockDim.x) {
+      const int col = w / (kPairPanel / 4), r4 = (w % (kPairPanel / 4)) * 4;
+      if (c0 + col >= cols) continue;
+      uint8_t* out = col_bytes + (c0 + col) * rows + r0 + r4;
+      const uint8_t* in = staged + col * kStride + r4;
+      if (whole) {
+        *reinterpret_cast<uint32_t*>(out) = *reinterpret_cast<const uint32_t*>(in);
+      } else {
+        for (int j = 0; j < 4 && r0 + r4 + j < rows; ++j) out[j] = in[j];
+      }
+    }
+    __syncthreads();  // the maxima and staged bytes are read before the next panel
+  }
+}
+
+// Packed bytes [lines, k] with scales [k / 128, lines] as bf16 values
+// (exact): the operand of the bf16 GEMM where the fp8 one does not run.
+__global__ void UnpackFp8Kernel(const uint8_t* bytes, const float* scales, int64_t lines,
+                                int64_t k, int format, __nv_bfloat16* out) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < lines * k;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t line = e / k, kk = e % k;
+    out[e] = __float2bfloat16(stepc_fp8_value<float>(bytes[e], format) *
+                              scales[(kk / kFp8Block) * lines + line]);
+  }
+}
+
 template <typename TI, typename TO>
 int QuantizeFp8(stepc_cuda_ctx* ctx, const TI* x, int64_t matrices, int64_t rows, int64_t cols,
                 int64_t tile_rows, int64_t tile_cols, int format, TO* y) {
@@ -353,26 +454,63 @@ int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, int a_type, const void* 
                 reinterpret_cast<uint8_t*>(s + layout.b_bytes),
                 reinterpret_cast<float*>(s + layout.a_scales),
                 reinterpret_cast<float*>(s + layout.b_scales), layout.b_scale_ld};
-  if (int rc = PackFp8Rows(ctx, a, a_type, m, k, transpose_a, a_format, p.a, p.a_scales))
+  // An operand packed already (STEPC_CUDA_FP8) is read where it is.
+  if (a_type == STEPC_CUDA_FP8) {
+    p.a = static_cast<uint8_t*>(const_cast<void*>(a));
+    p.a_scales = nullptr;  // the caller's
+  } else if (int rc = PackFp8Rows(ctx, a, a_type, m, k, transpose_a, a_format, p.a,
+                                  p.a_scales)) {
     return rc;
+  }
+  if (b_type == STEPC_CUDA_FP8) {
+    p.b = static_cast<uint8_t*>(const_cast<void*>(b));
+    p.b_scales = nullptr;
+    p.b_scale_ld = 0;
+    return 0;
+  }
   // op(B) as [n, k]: B stored [n, k] when transposed, else [k, n].
   if (b_vector) return PackFp8Rows(ctx, b, b_type, n, k, !transpose_b, b_format, p.b, p.b_scales);
   return PackFp8Blocks(ctx, b, b_type, n, k, transpose_b, b_format, p.b, p.b_scales,
                        p.b_scale_ld);
 }
 
-int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, int64_t batch,
-                    int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
-                    int shared_rhs, int a_type, int b_type, int out_type, const float* bias,
-                    int epilogue, void* aux, int a_format, int round_a, void* scratch) {
-  if (round_a) {
-    auto* rounded = static_cast<__nv_bfloat16*>(scratch);
-    if (int rc = RoundFp8Lhs(ctx, a, a_type, batch * m, k, transpose_a != 0, a_format, rounded))
+int UnpackFp8(stepc_cuda_ctx* ctx, const uint8_t* bytes, const float* scales, int64_t lines,
+              int64_t k, int format, __nv_bfloat16* out) {
+  STEPC_LAUNCH(ElementwiseBlocks(lines * k), kThreads, 0, ctx->stream, UnpackFp8Kernel)(
+      bytes, scales, lines, k, format, out);
+  return STEPC_LAUNCHED(ctx, "UnpackFp8Kernel");
+}
+
+int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, const void* b,
+                    const float* b_scales, void* c, int64_t batch, int64_t m, int64_t n,
+                    int64_t k, int transpose_a, int transpose_b, int shared_rhs, int a_type,
+                    int b_type, int out_type, const float* bias, int epilogue, void* aux,
+                    int a_format, int b_format, int round_a, void* scratch) {
+  const bool packed_a = a_type == STEPC_CUDA_FP8, packed_b = b_type == STEPC_CUDA_FP8;
+  const Fp8Bf16Operands layout =
+      PlanFp8Bf16Operands(batch * m, n, k, round_a || packed_a, packed_b);
+  char* s = static_cast<char*>(scratch);
+  auto* a_bf16 = reinterpret_cast<__nv_bfloat16*>(s + layout.a);
+  auto* b_bf16 = reinterpret_cast<__nv_bfloat16*>(s + layout.b);
+  if (packed_a) {
+    if (int rc = UnpackFp8(ctx, static_cast<const uint8_t*>(a), a_scales, batch * m, k, a_format,
+                           a_bf16))
       return rc;
-    a = rounded;
+    a = a_bf16;
+  } else if (round_a) {
+    if (int rc = RoundFp8Lhs(ctx, a, a_type, batch * m, k, transpose_a != 0, a_format, a_bf16))
+      return rc;
+    a = a_bf16;
   }
+  if (packed_b) {
+    if (int rc = UnpackFp8(ctx, static_cast<const uint8_t*>(b), b_scales, n, k, b_format, b_bf16))
+      return rc;
+    b = b_bf16;
+  }
+  // Both operands bf16 now, unless neither was made here (then alike).
+  const int in_type = packed_a || packed_b || round_a ? STEPC_CUDA_BF16 : b_type;
   return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
-                           b_type, out_type, bias, epilogue, aux);
+                           in_type, out_type, bias, epilogue, aux);
 }
 
 }  // namespace stepc::cuda
@@ -435,6 +573,56 @@ extern "C" int stepc_cuda_quantize_fp8_rows_columns_dbias_of_bf16_bf16(
     float* scratch, __nv_bfloat16* by_rows, __nv_bfloat16* by_columns, float* sums) {
   return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns, scratch, sums);
 }
+
+namespace {
+template <typename T>
+int PackFp8RowsColumns(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols, int format,
+                       uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,
+                       float* col_scales, float* scratch = nullptr, float* sums = nullptr,
+                       int gelu = 0) {
+  const int64_t blocks =
+      std::min<int64_t>(CeilDiv(rows, kPairPanel) * CeilDiv(cols, kPairPanel), kMaxBlocks);
+  STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8RowsColumnsKernel<T>)(
+      x, rows, cols, format, row_bytes, row_scales, col_bytes, col_scales,
+      sums ? scratch : nullptr, gelu);
+  if (int rc = STEPC_LAUNCHED(ctx, "PackFp8RowsColumnsKernel")) return rc;
+  if (!sums) return 0;
+  return FinishChunks(ctx, scratch, CeilDiv(rows, kPairPanel), cols, /*sum*/ 0, 1.0f, sums);
+}
+}  // namespace
+
+#define STEPC_PACK_FP8_ROWS_COLUMNS(name, T)                                                   \
+  extern "C" int name(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols, int format, \
+                      uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,               \
+                      float* col_scales) {                                                     \
+    return PackFp8RowsColumns(ctx, x, rows, cols, format, row_bytes, row_scales, col_bytes,    \
+                              col_scales);                                                     \
+  }
+STEPC_PACK_FP8_ROWS_COLUMNS(stepc_cuda_pack_fp8_rows_columns, float)
+STEPC_PACK_FP8_ROWS_COLUMNS(stepc_cuda_pack_fp8_rows_columns_of_bf16, __nv_bfloat16)
+#undef STEPC_PACK_FP8_ROWS_COLUMNS
+
+#define STEPC_PACK_FP8_ROWS_COLUMNS_GELU(name, T)                                              \
+  extern "C" int name(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols, int format, \
+                      int tanh_form, uint8_t* row_bytes, float* row_scales,                    \
+                      uint8_t* col_bytes, float* col_scales) {                                 \
+    return PackFp8RowsColumns(ctx, x, rows, cols, format, row_bytes, row_scales, col_bytes,    \
+                              col_scales, nullptr, nullptr, tanh_form ? 2 : 1);                \
+  }
+STEPC_PACK_FP8_ROWS_COLUMNS_GELU(stepc_cuda_pack_fp8_rows_columns_gelu, float)
+STEPC_PACK_FP8_ROWS_COLUMNS_GELU(stepc_cuda_pack_fp8_rows_columns_gelu_of_bf16, __nv_bfloat16)
+#undef STEPC_PACK_FP8_ROWS_COLUMNS_GELU
+
+#define STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS(name, T)                                             \
+  extern "C" int name(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols, int format, \
+                      float* scratch, uint8_t* row_bytes, float* row_scales,                   \
+                      uint8_t* col_bytes, float* col_scales, float* sums) {                    \
+    return PackFp8RowsColumns(ctx, x, rows, cols, format, row_bytes, row_scales, col_bytes,    \
+                              col_scales, scratch, sums);                                      \
+  }
+STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS(stepc_cuda_pack_fp8_rows_columns_dbias, float)
+STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS(stepc_cuda_pack_fp8_rows_columns_dbias_of_bf16, __nv_bfloat16)
+#undef STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS
 
 #define STEPC_QUANTIZE_FP8(name, TI, TO)                                                     \
   extern "C" int name(stepc_cuda_ctx* ctx, const TI* x, int64_t matrices, int64_t rows,      \

@@ -59,6 +59,10 @@ int BiasGradOf(stepc_cuda_ctx* ctx, const void* a, int in_type, int64_t m, int64
 int RoundFp8Lhs(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
                 bool stored_kr, int format, __nv_bfloat16* out);
 
+// Packed bytes [lines, k] with scales [k / 128, lines] as bf16 values (exact).
+int UnpackFp8(stepc_cuda_ctx* ctx, const uint8_t* bytes, const float* scales, int64_t lines,
+              int64_t k, int format, __nv_bfloat16* out);
+
 // An fp8 GEMM's packed operands in its scratch.
 struct Fp8Packed {
   uint8_t *a, *b;            // [m, k] and [n, k] bytes
@@ -67,19 +71,23 @@ struct Fp8Packed {
 };
 // Both operands of an fp8 GEMM of op(A) [m, k] and op(B) [k, n] into
 // `scratch`, laid out by launch_config.h's PlanFp8Gemm: A in 1x128 blocks,
-// B in 128x128 blocks or, if `b_vector`, 1x128 blocks along k as A.
+// B in 128x128 blocks or, if `b_vector`, 1x128 blocks along k as A. An
+// operand packed already (type STEPC_CUDA_FP8) is pointed to as it is, its
+// scales null in `packed` (the caller's).
 int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, int a_type, const void* b, int b_type,
                     int64_t m, int64_t n, int64_t k, bool transpose_a, bool transpose_b,
                     int a_format, int b_format, bool b_vector, void* scratch,
                     Fp8Packed* packed);
 
-// What stepc_cuda_matmul_fp8 runs where the fp8 tensor cores do not: the
-// bf16 GEMM of the same values (A rounded into `scratch` first with
-// `round_a`; the epilogue no longer BGRAD).
-int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c, int64_t batch,
-                    int64_t m, int64_t n, int64_t k, int transpose_a, int transpose_b,
-                    int shared_rhs, int a_type, int b_type, int out_type, const float* bias,
-                    int epilogue, void* aux, int a_format, int round_a, void* scratch);
+// What stepc_cuda_matmul_fp8(_packed) runs where the fp8 tensor cores do
+// not: the bf16 GEMM of the same values (A rounded into `scratch` first
+// with `round_a`, packed operands unpacked there: PlanFp8Bf16Operands; the
+// epilogue no longer BGRAD).
+int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, const void* b,
+                    const float* b_scales, void* c, int64_t batch, int64_t m, int64_t n,
+                    int64_t k, int transpose_a, int transpose_b, int shared_rhs, int a_type,
+                    int b_type, int out_type, const float* bias, int epilogue, void* aux,
+                    int a_format, int b_format, int round_a, void* scratch);
 
 }  // namespace stepc::cuda
 

@@ -329,7 +329,22 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
                                      int a_type, int b_type, int out_type, const float* bias,
                                      int epilogue, void* aux, int a_format, int b_format,
                                      int b_vector, int round_a, void* scratch) {
-  if (const char* why = BadFp8Operands(a_type, b_type, round_a, scratch))
+  return stepc_cuda_matmul_fp8_packed(ctx, a, nullptr, b, nullptr, c, batch, m, n, k,
+                                      transpose_a, transpose_b, shared_rhs, a_type, b_type,
+                                      out_type, bias, epilogue, aux, a_format, b_format,
+                                      b_vector, round_a, scratch);
+}
+
+extern "C" int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx* ctx, const void* a,
+                                            const float* a_scales, const void* b,
+                                            const float* b_scales, void* c, int64_t batch,
+                                            int64_t m, int64_t n, int64_t k, int transpose_a,
+                                            int transpose_b, int shared_rhs, int a_type,
+                                            int b_type, int out_type, const float* bias,
+                                            int epilogue, void* aux, int a_format, int b_format,
+                                            int b_vector, int round_a, void* scratch) {
+  if (const char* why = BadFp8Operands(a_type, a_scales, b_type, b_scales, transpose_a,
+                                       transpose_b, b_vector, epilogue, round_a, scratch))
     return Fail(ctx, "stepc_cuda_matmul_fp8", __FILE__, __LINE__, why);
   if (const char* why = BadEpilogue(batch, n, out_type, bias, epilogue, aux))
     return Fail(ctx, "stepc_cuda_matmul_fp8", __FILE__, __LINE__, why);
@@ -341,16 +356,18 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
     aux = nullptr;
   }
   auto in_bf16 = [&] {
-    return Fp8ValuesInBf16(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
-                           a_type, b_type, out_type, bias, epilogue, aux, a_format, round_a,
-                           scratch);
+    return Fp8ValuesInBf16(ctx, a, a_scales, b, b_scales, c, batch, m, n, k, transpose_a,
+                           transpose_b, shared_rhs, a_type, b_type, out_type, bias, epilogue,
+                           aux, a_format, b_format, round_a, scratch);
   };
   if (!scratch || Fp8GemmsOff() ||
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return in_bf16();
   const int64_t rows = batch * m;
-  // (The packed operands are one [rows, k] by [n, k] product.)
-  GemmKey key = MakeKey(1, rows, n, k, 0, 0, 0, b_type, out_type, bias != nullptr, epilogue);
+  // (The packed operands are one [rows, k] by [n, k] product.) The key's
+  // input type is the packed-B-free one's: a packed operand is packed alike.
+  const int key_type = b_type == STEPC_CUDA_FP8 ? STEPC_CUDA_BF16 : b_type;
+  GemmKey key = MakeKey(1, rows, n, k, 0, 0, 0, key_type, out_type, bias != nullptr, epilogue);
   key.fp8_a = a_format + 1;
   key.fp8_b = b_format + 1;
   key.fp8_b_vector = b_vector ? 1 : 0;
@@ -370,6 +387,8 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
                                transpose_b != 0, a_format, b_format, b_vector != 0, scratch,
                                &packed))
     return rc;
+  if (a_scales) packed.a_scales = const_cast<float*>(a_scales);
+  if (b_scales) packed.b_scales = const_cast<float*>(b_scales);
   if (int rc = Matmul(ctx, packed.a, packed.b, c, key, bias, aux, packed.a_scales,
                       packed.b_scales))
     return rc;

@@ -1,6 +1,6 @@
 // fp8-output-grad.mlir with the bias gradient read before the weight
-// gradient's product (a collective scheduled at once would be): the pair
-// keeps its roundings and its sums (test/Compiler/fp8-round-lhs-interp.test).
+// gradient's product (a collective scheduled at once would be): the
+// packing pass keeps its sums as a result (test/Compiler/fp8-packed-interp.test).
 func.func @step(%dy: tensor<2x128x256xf32>, %w: tensor<256x128xf32>, %x: tensor<256x128xf32>)
     -> (tensor<2x128x128xf32>, tensor<256x128xf32>, tensor<256xf32>) attributes {step.train_step} {
   %rows = step.quantize_fp8 %dy format e5m2 tile [1, 128] : tensor<2x128x256xf32>

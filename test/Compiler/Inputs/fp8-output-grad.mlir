@@ -1,7 +1,7 @@
 // An output gradient's two fp8 roundings and its bias gradient, read by
 // the input- and weight-gradient products (what step-fp8 and
 // step-fp8-weight-grads leave in a linear layer's backward)
-// (test/Compiler/fp8-round-lhs-interp.test)..
+// (test/Compiler/fp8-packed-interp.test).
 func.func @step(%dy: tensor<2x128x256xf32>, %w: tensor<256x128xf32>, %x: tensor<256x128xf32>)
     -> (tensor<2x128x128xf32>, tensor<256x128xf32>, tensor<256xf32>) attributes {step.train_step} {
   %rows = step.quantize_fp8 %dy format e5m2 tile [1, 128] : tensor<2x128x256xf32>

@@ -280,3 +280,51 @@ func.func @gemm_round_lhs_transposed_3d(%x: tensor<2x128x8xf32>, %w: tensor<128x
   %0 = stepk.gemm %x, %w {fp8 = array<i32: 1, 0, 0>, round_lhs, shared_rhs, transpose_a} : (tensor<2x128x8xf32>, tensor<128x32xbf16>) -> tensor<2x8x32xf32>
   return %0 : tensor<2x8x32xf32>
 }
+
+// -----
+
+func.func @pack_fp8_bytes_type(%x: tensor<256x64xf32>) -> tensor<256x64xbf16> {
+  // expected-error @+1 {{'stepk.pack_fp8' op returns f8E4M3FN or f8E5M2 bytes and f32 scales}}
+  %b, %s = stepk.pack_fp8 %x : (tensor<256x64xf32>) -> (tensor<256x64xbf16>, tensor<1x256xf32>)
+  return %b : tensor<256x64xbf16>
+}
+
+// -----
+
+func.func @pack_fp8_transposed_shape(%x: tensor<256x64xf32>) -> tensor<256x64xf8E4M3FN> {
+  // expected-error @+1 {{'stepk.pack_fp8' op expects bytes shaped like the input, or [cols, rows] of a 2-d input where transposed, got 'tensor<256x64xf8E4M3FN>'}}
+  %b, %s = stepk.pack_fp8 %x transposed : (tensor<256x64xf32>) -> (tensor<256x64xf8E4M3FN>, tensor<2x64xf32>)
+  return %b : tensor<256x64xf8E4M3FN>
+}
+
+// -----
+
+func.func @pack_fp8_scales_shape(%x: tensor<256x64xf32>) -> tensor<64x256xf8E5M2> {
+  // expected-error @+1 {{'stepk.pack_fp8' op expects scales [2, 64] (a block's along the rows), got 'tensor<1x256xf32>'}}
+  %b, %s = stepk.pack_fp8 %x transposed : (tensor<256x64xf32>) -> (tensor<64x256xf8E5M2>, tensor<1x256xf32>)
+  return %b : tensor<64x256xf8E5M2>
+}
+
+// -----
+
+func.func @gemm_packed_without_scales(%x: tensor<8x128xf8E4M3FN>, %w: tensor<128x32xbf16>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op takes lhs_scales / rhs_scales exactly with an operand of fp8 bytes}}
+  %0 = stepk.gemm %x, %w {fp8 = array<i32: 0, 0, 0>, shared_rhs} : (tensor<8x128xf8E4M3FN>, tensor<128x32xbf16>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func @gemm_packed_lhs_format(%x: tensor<8x128xf8E5M2>, %s: tensor<1x8xf32>, %w: tensor<128x32xbf16>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op expects packed lhs bytes [rows, K] (not transposed) in the format fp8 names, with f32 scales [K / 128, rows]}}
+  %0 = stepk.gemm %x, %w lhs_scales %s {fp8 = array<i32: 0, 0, 0>, shared_rhs} : (tensor<8x128xf8E5M2>, tensor<128x32xbf16>, tensor<1x8xf32>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func @gemm_packed_rhs_untransposed(%x: tensor<8x128xbf16>, %w: tensor<32x128xf8E4M3FN>, %s: tensor<1x32xf32>) -> tensor<8x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op expects packed rhs bytes [N, K] (transpose_b, 1x128 blocks) in the format fp8 names, with f32 scales [K / 128, N]}}
+  %0 = stepk.gemm %x, %w rhs_scales %s {fp8 = array<i32: 0, 0, 1>, shared_rhs} : (tensor<8x128xbf16>, tensor<32x128xf8E4M3FN>, tensor<1x32xf32>) -> tensor<8x32xf32>
+  return %0 : tensor<8x32xf32>
+}

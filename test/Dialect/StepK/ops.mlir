@@ -27,3 +27,19 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
   %dq, %dk, %dv = stepk.attention_grad %q, %q, %k, %k saved %o, %lse heads 4 kv_heads 2 head_dim 8 causal scale 0.5 : (tensor<2x8x32xbf16>, tensor<2x8x32xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x32xf32>, tensor<2x4x8xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   return %g, %h, %dq : tensor<8x32xf32>, tensor<8x32xf32>, tensor<2x8x32xf32>
 }
+
+// An fp8 GEMM operand packed by stepk.pack_fp8 (bytes and a scale per 1x128
+// block: along the last dim, or along the rows, transposed), read by the
+// GEMMs with its scales.
+// CHECK-LABEL: func.func @packed_fp8
+// CHECK: %[[B:.*]], %[[S:.*]] = stepk.pack_fp8 %arg0 : (tensor<256x128xf32>) -> (tensor<256x128xf8E4M3FN>, tensor<1x256xf32>)
+// CHECK: %[[BT:.*]], %[[ST:.*]] = stepk.pack_fp8 %arg0 transposed : (tensor<256x128xf32>) -> (tensor<128x256xf8E4M3FN>, tensor<2x128xf32>)
+// CHECK: stepk.gemm %[[B]], %arg1 lhs_scales %[[S]] {fp8 = array<i32: 0, 0, 0>, shared_rhs, transpose_b}
+// CHECK: stepk.gemm %[[BT]], %[[BT]] lhs_scales %[[ST]] rhs_scales %[[ST]] {fp8 = array<i32: 0, 0, 1>, shared_rhs, transpose_b}
+func.func @packed_fp8(%x: tensor<256x128xf32>, %w: tensor<64x128xbf16>) -> (tensor<256x64xbf16>, tensor<128x128xf32>) {
+  %b, %s = stepk.pack_fp8 %x : (tensor<256x128xf32>) -> (tensor<256x128xf8E4M3FN>, tensor<1x256xf32>)
+  %bt, %st = stepk.pack_fp8 %x transposed : (tensor<256x128xf32>) -> (tensor<128x256xf8E4M3FN>, tensor<2x128xf32>)
+  %y = stepk.gemm %b, %w lhs_scales %s {fp8 = array<i32: 0, 0, 0>, shared_rhs, transpose_b} : (tensor<256x128xf8E4M3FN>, tensor<64x128xbf16>, tensor<1x256xf32>) -> tensor<256x64xbf16>
+  %g = stepk.gemm %bt, %bt lhs_scales %st rhs_scales %st {fp8 = array<i32: 0, 0, 1>, shared_rhs, transpose_b} : (tensor<128x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<2x128xf32>, tensor<2x128xf32>) -> tensor<128x128xf32>
+  return %y, %g : tensor<256x64xbf16>, tensor<128x128xf32>
+}

@@ -1,4 +1,4 @@
-//===- EvalFp8.cpp - quantize_fp8 and quantize_grad_fp8 -------------------===//
+//===- EvalFp8.cpp - quantize_fp8, quantize_grad_fp8 and pack_fp8 --------===//
 //
 // Tile by tile as the op defines it, with the helpers the kernels use
 // (runtime/kernels/elementwise_math.h: the scale and the rounding).
@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Eval.h"
+#include "stepc/Dialect/StepK/IR/StepKOps.h"
 
 #include "runtime/kernels/elementwise_math.h"
 
@@ -42,11 +43,43 @@ void stepc::interp::quantizeFp8Tiles(const Tensor &x, int64_t tr, int64_t tc, in
       }
 }
 
+namespace {
+
+/// stepk.pack_fp8: each 1x128 block of x as [rows, cols] along cols (or
+/// along rows, `transposed`), its scale by the quantizer's rule; bytes as
+/// the fp8 values they encode, scales 1 / scale.
+void packFp8(const Tensor &x, bool transposed, int format, Tensor &bytes, Tensor &scales) {
+  const int64_t cols = x.shape.back(), rows = x.numel() / cols;
+  const int64_t lines = transposed ? cols : rows, along = transposed ? rows : cols;
+  auto at = [&](int64_t line, int64_t i) {
+    return transposed ? x.data[i * cols + line] : x.data[line * cols + i];
+  };
+  for (int64_t line = 0; line < lines; ++line)
+    for (int64_t i0 = 0; i0 < along; i0 += 128) {
+      const int64_t i1 = std::min(along, i0 + 128);
+      double amax = 0;
+      for (int64_t i = i0; i < i1; ++i) {
+        double v = std::fabs(at(line, i));
+        amax = std::isnan(v) || std::isnan(amax) ? NAN : std::max(amax, v);
+      }
+      const double s = stepc_fp8_tile_scale<double>(amax, format);
+      for (int64_t i = i0; i < i1; ++i)
+        bytes.data[line * along + i] = stepc_round_fp8<double>(at(line, i) * s, format);
+      scales.data[(i0 / 128) * lines + line] = 1.0 / s;
+    }
+}
+
+} // namespace
+
 Evaluated stepc::interp::evalFp8(Operation *op, Operands in, Results out) {
   return llvm::TypeSwitch<Operation *, Evaluated>(op)
       .Case([&](QuantizeFp8Op q) {
         quantizeFp8Tiles(*in[0], q.getTile()[0], q.getTile()[1],
                          static_cast<int>(q.getFormat()), out[0].data);
+        return success();
+      })
+      .Case([&](stepc::stepk::PackFp8Op p) {
+        packFp8(*in[0], p.getTransposed(), p.getFormat(), out[0], out[1]);
         return success();
       })
       .Case([&](QuantizeGradFp8Op) {

@@ -68,6 +68,22 @@ LogicalResult evalGemm(stepc::stepk::GemmOp gemm, Operands in, Results out) {
   SmallVector<const Tensor *> operands(in.begin(), in.end());
   if (gemm.getRoundLhs())
     operands[0] = &rounded;
+  // Packed operands (stepk.pack_fp8): each byte's value times its block's
+  // scale, stored [lines, K] with scales [K / 128, lines].
+  const unsigned scalesAt = 2 + (gemm.getBias() ? 1 : 0) + (gemm.getAux() ? 1 : 0);
+  Tensor unpacked[2];
+  unsigned nextScales = scalesAt;
+  for (unsigned i = 0; i < 2; ++i) {
+    if (!(i == 0 ? gemm.getLhsScales() : gemm.getRhsScales()))
+      continue;
+    const Tensor &bytes = *in[i], &scales = *in[nextScales++];
+    const int64_t k = bytes.shape.back(), lines = bytes.numel() / k;
+    unpacked[i] = bytes;
+    for (int64_t line = 0; line < lines; ++line)
+      for (int64_t kk = 0; kk < k; ++kk)
+        unpacked[i].data[line * k + kk] *= scales.data[(kk / 128) * lines + line];
+    operands[i] = &unpacked[i];
+  }
   if (failed(evalProduct(gemm, operands, out, gemm.getSharedRhs())))
     return failure();
   std::vector<double> &c = out[0].data;

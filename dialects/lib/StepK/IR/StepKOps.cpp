@@ -202,6 +202,36 @@ LogicalResult GemmOp::verify() {
                               "(e4m3) or 1 (e5m2) and not both e5m2, scaling 0 (128x128 "
                               "blocks) or 1 (1x128 along K)";
   }
+  // Packed operands (stepk.pack_fp8): bytes with each block's scale.
+  auto lhsType = cast<RankedTensorType>(getLhs().getType());
+  auto rhsType = cast<RankedTensorType>(getRhs().getType());
+  const bool packedLhs = isFp8Bytes(lhsType.getElementType());
+  const bool packedRhs = isFp8Bytes(rhsType.getElementType());
+  if (packedLhs != static_cast<bool>(getLhsScales()) ||
+      packedRhs != static_cast<bool>(getRhsScales()))
+    return emitOpError() << "takes lhs_scales / rhs_scales exactly with an operand of fp8 bytes";
+  if (packedLhs || packedRhs) {
+    std::optional<ArrayRef<int32_t>> fp8 = getFp8();
+    const int64_t k = getK();
+    const int64_t rows = lhsType.getNumElements() / k;
+    auto scalesOf = [&](Value scales, int64_t blocked) {
+      auto type = cast<RankedTensorType>(scales.getType());
+      return type.getElementType().isF32() && type.getRank() == 2 &&
+             type.getDimSize(0) == (k + 127) / 128 && type.getDimSize(1) == blocked;
+    };
+    if (!fp8 || getRoundLhs() || epilogue == Epilogue::bgrad)
+      return emitOpError() << "reads packed operands only as an fp8 GEMM (no round_lhs, no "
+                              "bgrad epilogue)";
+    if (packedLhs && (getTransposeA() || fp8FormatOf(lhsType.getElementType()) != (*fp8)[0] ||
+                      !scalesOf(getLhsScales(), rows)))
+      return emitOpError() << "expects packed lhs bytes [rows, K] (not transposed) in the "
+                              "format fp8 names, with f32 scales [K / 128, rows]";
+    if (packedRhs && (!getTransposeB() || rhsType.getRank() != 2 || (*fp8)[2] != 1 ||
+                      fp8FormatOf(rhsType.getElementType()) != (*fp8)[1] ||
+                      !scalesOf(getRhsScales(), rhsType.getDimSize(0))))
+      return emitOpError() << "expects packed rhs bytes [N, K] (transpose_b, 1x128 blocks) in "
+                              "the format fp8 names, with f32 scales [K / 128, N]";
+  }
   if (getRoundLhs()) {
     auto lhs = cast<RankedTensorType>(getLhs().getType());
     if (!getFp8() || (getTransposeA() && lhs.getRank() != 2) ||
@@ -209,6 +239,33 @@ LogicalResult GemmOp::verify() {
       return emitOpError() << "rounds its lhs (round_lhs) only as an fp8 GEMM of an f32 or bf16 "
                               "lhs, 2-d where it is transposed";
   }
+  return success();
+}
+
+int32_t PackFp8Op::getFormat() {
+  return fp8FormatOf(cast<RankedTensorType>(getBytes().getType()).getElementType());
+}
+
+LogicalResult PackFp8Op::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto bytes = cast<RankedTensorType>(getBytes().getType());
+  auto scales = cast<RankedTensorType>(getScales().getType());
+  if (in.getRank() < 2 || !(in.getElementType().isF32() || in.getElementType().isBF16()))
+    return emitOpError() << "packs an f32 or bf16 input of rank >= 2, got " << in;
+  if (!isFp8Bytes(bytes.getElementType()) || !scales.getElementType().isF32())
+    return emitOpError() << "returns f8E4M3FN or f8E5M2 bytes and f32 scales";
+  const int64_t cols = in.getShape().back(), rows = in.getNumElements() / cols;
+  const bool t = getTransposed();
+  if (t ? (in.getRank() != 2 || bytes.getShape() != ArrayRef<int64_t>{cols, rows})
+        : bytes.getShape() != in.getShape())
+    return emitOpError() << "expects bytes shaped like the input, or [cols, rows] of a 2-d input "
+                            "where transposed, got "
+                         << bytes;
+  const int64_t along = t ? rows : cols, across = t ? cols : rows;
+  if (scales.getShape() != ArrayRef<int64_t>{(along + 127) / 128, across})
+    return emitOpError() << "expects scales [" << (along + 127) / 128 << ", " << across
+                         << "] (a block's along the " << (t ? "rows" : "last dim")
+                         << "), got " << scales;
   return success();
 }
 

@@ -126,8 +126,23 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
                                      int a_type, int b_type, int out_type, const float* bias,
                                      int epilogue, void* aux, int a_format, int b_format,
                                      int b_vector, int round_a, void* scratch) {
+  return stepc_cuda_matmul_fp8_packed(ctx, a, nullptr, b, nullptr, c, batch, m, n, k,
+                                      transpose_a, transpose_b, shared_rhs, a_type, b_type,
+                                      out_type, bias, epilogue, aux, a_format, b_format,
+                                      b_vector, round_a, scratch);
+}
+
+extern "C" int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx* ctx, const void* a,
+                                            const float* a_scales, const void* b,
+                                            const float* b_scales, void* c, int64_t batch,
+                                            int64_t m, int64_t n, int64_t k, int transpose_a,
+                                            int transpose_b, int shared_rhs, int a_type,
+                                            int b_type, int out_type, const float* bias,
+                                            int epilogue, void* aux, int a_format, int b_format,
+                                            int b_vector, int round_a, void* scratch) {
   using namespace stepc::cuda;
-  if (const char* why = BadFp8Operands(a_type, b_type, round_a, scratch)) {
+  if (const char* why = BadFp8Operands(a_type, a_scales, b_type, b_scales, transpose_a,
+                                       transpose_b, b_vector, epilogue, round_a, scratch)) {
     std::snprintf(ctx->error, ctx->error_len, "%s", why);
     return 1;
   }
@@ -140,9 +155,9 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
   }
   if (!scratch || Fp8GemmsOff() ||
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
-    return Fp8ValuesInBf16(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
-                           a_type, b_type, out_type, bias, epilogue, aux, a_format, round_a,
-                           scratch);
+    return Fp8ValuesInBf16(ctx, a, a_scales, b, b_scales, c, batch, m, n, k, transpose_a,
+                           transpose_b, shared_rhs, a_type, b_type, out_type, bias, epilogue,
+                           aux, a_format, b_format, round_a, scratch);
   const int64_t rows = batch * m;
   Fp8Packed packed;
   if (int rc = PackFp8Operands(ctx, a, a_type, b, b_type, rows, n, k, transpose_a != 0,
@@ -150,7 +165,9 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
                                &packed))
     return rc;
   const uint8_t *packed_a = packed.a, *packed_b = packed.b;
-  const float *a_scales = packed.a_scales, *b_scales = packed.b_scales;
+  // Operands packed already keep the caller's scales.
+  if (!a_scales) a_scales = packed.a_scales;
+  if (!b_scales) b_scales = packed.b_scales;
   // cuBLASLt's problem: A = packed B as [N, K] (transposed), B = packed A.
   const ColumnMajorGemm p = ToColumnMajor(GemmShape{1, rows, n, k, false, true, false});
   const int64_t ld = packed.b_scale_ld;

@@ -11,11 +11,24 @@
 #include "mlir/Interfaces/ControlFlowInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "stepc/Dialect/Step/IR/StepTraits.h"
 #include "stepc/Dialect/StepK/IR/StepKTraits.h"
 
 namespace stepc::step {
 class AdamwOp;  // a body op of stepk.adamw_group
 } // namespace stepc::step
+
+namespace stepc::stepk {
+/// An fp8 GEMM operand's bytes (stepk.pack_fp8): e4m3 (format 0) or e5m2 (1).
+inline bool isFp8Bytes(mlir::Type element) {
+  return element.isFloat8E4M3FN() || element.isFloat8E5M2();
+}
+inline int32_t fp8FormatOf(mlir::Type element) { return element.isFloat8E5M2() ? 1 : 0; }
+inline mlir::Type fp8BytesType(mlir::MLIRContext *ctx, int32_t format) {
+  return format == 1 ? mlir::Type(mlir::FloatType::getFloat8E5M2(ctx))
+                     : mlir::Type(mlir::FloatType::getFloat8E4M3FN(ctx));
+}
+} // namespace stepc::stepk
 
 #include "stepc/Dialect/StepK/IR/StepKDialect.h.inc"
 #include "stepc/Dialect/StepK/IR/StepKEnums.h.inc"

@@ -115,6 +115,14 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     the packing into fp8 bytes is that rounding, so the rounded copy is
     never stored (a `bgrad` epilogue sums the unrounded values).
 
+    An fp8 operand already packed (`stepk.pack_fp8`: an `f8E4M3FN` or
+    `f8E5M2` tensor of the bytes, with `lhs_scales` / `rhs_scales`, each
+    block's dequantization factor) is read as it is: the lhs stored
+    `[rows, K]` (not transposed), the rhs stored `[N, K]` (`transpose_b`,
+    1x128 blocks along K): the product is `bytes · scale` of each block,
+    the values the bf16 operand would have held, and the GEMM packs only
+    its other operand.
+
     ```mlir
     %h, %pre = stepk.gemm %x, %w bias %b epilogue gelu {shared_rhs, transpose_b}
         : (tensor<8x64xf32>, tensor<256x64xf32>, tensor<256xf32>) -> (tensor<8x256xf32>, tensor<8x256xf32>)
@@ -124,10 +132,13 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
                        Optional<AnyRankedTensor>:$bias, Optional<AnyRankedTensor>:$aux,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b, UnitAttr:$shared_rhs,
                        DefaultValuedAttr<StepK_Epilogue, "::stepc::stepk::Epilogue::none">:$epilogue,
-                       OptionalAttr<DenseI32ArrayAttr>:$fp8, UnitAttr:$round_lhs);
+                       OptionalAttr<DenseI32ArrayAttr>:$fp8, UnitAttr:$round_lhs,
+                       Optional<AnyRankedTensor>:$lhs_scales,
+                       Optional<AnyRankedTensor>:$rhs_scales);
   let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$epilogue_result);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`bias` $bias^)? (`aux` $aux^)? (`epilogue` $epilogue^)? attr-dict `:`
+    $lhs `,` $rhs (`bias` $bias^)? (`aux` $aux^)? (`lhs_scales` $lhs_scales^)?
+    (`rhs_scales` $rhs_scales^)? (`epilogue` $epilogue^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
@@ -146,6 +157,45 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     }
   }];
   let hasVerifier = 1;
+}
+
+/// (stepc/Dialect/Step/IR/StepTraits.h) An op without matrix products.
+def StepK_NoProductFlops : NativeOpTrait<"NoProductFlops"> {
+  let cppNamespace = "::stepc";
+}
+
+def StepK_PackFp8Op : StepK_Op<"pack_fp8", [Pure, StepK_NoProductFlops]> {
+  let summary = "an fp8 GEMM operand as bytes and block scales";
+  let description = [{
+    `input` (f32 or bf16, read as `[rows, cols]`: its leading dims
+    flattened) in 1x128 blocks along its last dim, or along its rows with
+    `transposed`: each block's scale is the power of two that fits its
+    largest magnitude to the format's (`step.quantize_fp8`'s rule for a tile
+    of that block), `bytes` the scaled values rounded to the format (the
+    result's element type: `f8E4M3FN` e4m3, `f8E5M2` e5m2) and `scales`
+    (f32) each block's dequantization factor, 1 / scale. Without
+    `transposed`, `bytes` is shaped like `input` and `scales` is
+    `[cols / 128, rows]`; with it, `bytes` is `[cols, rows]` (transposed,
+    K-major for a product over the rows) and `scales` `[rows / 128, cols]`.
+    `bytes · scale` is exactly what `step.quantize_fp8` with tiles of those
+    blocks would leave: what a `stepk.gemm` reads as a packed operand, so
+    the rounded copy is never stored. `step-lower-library-calls` forms these
+    inside the library call that packs a linear layer's input, or its output
+    gradient, both ways in one pass.
+
+    ```mlir
+    %bytes, %scales = stepk.pack_fp8 %x transposed : (tensor<256x64xf32>) -> (tensor<64x256xf8E4M3FN>, tensor<2x64xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, UnitAttr:$transposed);
+  let results = (outs AnyRankedTensor:$bytes, AnyRankedTensor:$scales);
+  let assemblyFormat =
+    "$input (`transposed` $transposed^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// 0 e4m3, 1 e5m2: the bytes' format.
+    int32_t getFormat();
+  }];
 }
 
 def StepK_AttentionOp : StepK_Op<"attention", [Pure]> {
