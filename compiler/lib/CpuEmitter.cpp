@@ -557,10 +557,10 @@ LogicalResult CpuEmitter::emitOp(Operation *op) {
             if (g.getEpilogue() != stepk::Epilogue::none || g.getAux() || g.getEpilogueResult())
               return LogicalResult(g.emitOpError()
                                    << "has an epilogue: the CPU back end's GEMMs have none");
-            if (g.getRoundLhs() || g.getLhsScales() || g.getRhsScales())
+            if (g.getLhsScales() || g.getRhsScales())
               return LogicalResult(g.emitOpError()
-                                   << "rounds or packs its operands to fp8: the CPU back end's "
-                                      "GEMMs read rounded operands");
+                                   << "reads packed fp8 operands: the CPU back end's GEMMs read "
+                                      "rounded values");
             emitMatmul(g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
                        g.getTransposeB(), g.getSharedRhs(), g.getBias());
             return success();

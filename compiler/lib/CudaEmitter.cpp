@@ -143,7 +143,7 @@ private:
                            bool sharedRhs, Value bias = {},
                            stepk::Epilogue epilogue = stepk::Epilogue::none, Value aux = {},
                            std::optional<ArrayRef<int32_t>> fp8 = std::nullopt,
-                           bool roundLhs = false, Value lhsScales = {}, Value rhsScales = {});
+                           Value lhsScales = {}, Value rhsScales = {});
   /// A forward attention kernel, and its log-sum-exp if it saves one.
   void emitAttention(stepk::AttentionOp a);
   /// An attention backward, reading the forward's output and log-sum-exp
@@ -502,8 +502,8 @@ LogicalResult CudaEmitter::emitConstant(ConstantOp op) {
 LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value result, bool ta,
                                       bool tb, bool sharedRhs, Value bias,
                                       stepk::Epilogue epilogue, Value aux,
-                                      std::optional<ArrayRef<int32_t>> fp8, bool roundLhs,
-                                      Value lhsScales, Value rhsScales) {
+                                      std::optional<ArrayRef<int32_t>> fp8, Value lhsScales,
+                                      Value rhsScales) {
   RankedTensorType lhsType = typeOf(lhs), out = typeOf(result);
   int64_t k = lhsType.getDimSize(lhsType.getRank() - (ta ? 2 : 1));
   int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
@@ -523,15 +523,16 @@ LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value
     call(op, "stepc_cuda_matmul(" + args + ")");
     return success();
   }
-  // Operands packed to fp8 bytes and block scales in scratch (and a lhs
-  // the GEMM rounds, its bf16 copy where the GEMM runs in bf16; operands
-  // packed already, their bf16 values there where it runs in bf16).
+  // Operands packed to fp8 bytes and block scales in scratch (operands
+  // packed already: their bf16 values there where the GEMM runs in bf16).
   if (failed(needScratch(op, lc::Fp8GemmScratchBytes(batch, m, n, k, ta, sharedRhs, (*fp8)[0],
-                                                     (*fp8)[1], (*fp8)[2], roundLhs,
+                                                     (*fp8)[1], (*fp8)[2], /*round_a=*/0,
                                                      lhsScales ? 1 : 0, rhsScales ? 1 : 0))))
     return failure();
-  std::string formats = llvm::formatv("{0}, {1}, {2}, {3}", (*fp8)[0], (*fp8)[1], (*fp8)[2],
-                                      roundLhs ? 1 : 0);
+  // The formats, the rhs's scaling and round_a (the compiler never asks the
+  // GEMM to round: a rounding only fp8 GEMMs read is packed once before).
+  std::string formats =
+      llvm::formatv("{0}, {1}, {2}, 0", (*fp8)[0], (*fp8)[1], (*fp8)[2]);
   if (!lhsScales && !rhsScales) {
     call(op, "stepc_cuda_matmul_fp8(" + args + ", " + formats + ", scratch)");
     return success();
@@ -734,7 +735,7 @@ LogicalResult CudaEmitter::emitOp(Operation *op) {
         return emitMatmul(op, g.getLhs(), g.getRhs(), g.getResult(), g.getTransposeA(),
                           g.getTransposeB(), g.getSharedRhs(), g.getBias(), g.getEpilogue(),
                           g.getEpilogueResult() ? g.getEpilogueResult() : g.getAux(),
-                          g.getFp8(), g.getRoundLhs(), g.getLhsScales(), g.getRhsScales());
+                          g.getFp8(), g.getLhsScales(), g.getRhsScales());
       })
       .Case([&](stepk::CallOp c) {
         if (c.getCallee() == kSquaredNormsCall)

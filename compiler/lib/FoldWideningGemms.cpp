@@ -63,7 +63,7 @@ void foldWidening(OpT op, bool sharedRhs) {
                                       op.getLhs(), op.getRhs(), Value(), Value(),
                                       op.getTransposeA(), op.getTransposeB(), sharedRhs,
                                       stepk::Epilogue::none, /*fp8=*/nullptr,
-                                      /*round_lhs=*/false, Value(), Value());
+                                      Value(), Value());
   copyPhase(op, gemm);
   for (ConvertOp convert : converts) {
     convert.getResult().replaceAllUsesWith(gemm.getResult());
@@ -115,7 +115,7 @@ void gemmForBias(MatmulOp op) {
   auto gemm = b.create<stepk::GemmOp>(op.getLoc(), op.getType(), Type(), op.getLhs(),
                                       op.getRhs(), Value(), Value(), op.getTransposeA(),
                                       op.getTransposeB(), sharedRhs, stepk::Epilogue::none,
-                                      /*fp8=*/nullptr, /*round_lhs=*/false, Value(), Value());
+                                      /*fp8=*/nullptr, Value(), Value());
   copyPhase(op, gemm);
   op.getResult().replaceAllUsesWith(gemm.getResult());
   op.erase();
@@ -175,8 +175,8 @@ void foldBias(stepk::GemmOp gemm) {
   auto biased = b.create<stepk::GemmOp>(gemm.getLoc(), resultType, Type(), gemm.getLhs(),
                                         gemm.getRhs(), bias, Value(), gemm.getTransposeA(),
                                         gemm.getTransposeB(), gemm.getSharedRhs(),
-                                        stepk::Epilogue::none, gemm.getFp8Attr(),
-                                        /*round_lhs=*/false, Value(), Value());
+                                        stepk::Epilogue::none, gemm.getFp8Attr(), Value(),
+                                        Value());
   copyPhase(gemm, biased);
   for (ConvertOp convert : narrowing) {
     convert.getResult().replaceAllUsesWith(biased.getResult());

@@ -92,34 +92,6 @@ void stepc::markFp8Gemms(func::FuncOp step) {
 
 namespace {
 
-/// The fp8 GEMMs reading `v` as their lhs, rounded along K: `transposed`
-/// (the weight gradient's [128, 1]-rounded output gradient, a 2-d lhs read
-/// transposed) or not (the input gradient's [1, 128] rows); empty if
-/// anything else reads it.
-SmallVector<stepk::GemmOp> lhsReaders(Value v, bool transposed) {
-  SmallVector<stepk::GemmOp> gemms;
-  for (OpOperand &use : v.getUses()) {
-    auto gemm = dyn_cast<stepk::GemmOp>(use.getOwner());
-    if (!gemm || use.getOperandNumber() != 0 || !gemm.getFp8() || gemm.getRoundLhs() ||
-        gemm.getTransposeA() != transposed || gemm.getRhs() == v)
-      return {};
-    gemms.push_back(gemm);
-  }
-  return gemms;
-}
-
-/// Whether every reader of `v` comes after `op` in its block.
-bool readAfter(Value v, Operation *op) {
-  return llvm::all_of(v.getUsers(), [&](Operation *user) {
-    Operation *at = op->getBlock()->findAncestorOpInBlock(*user);
-    return at && op->isBeforeInBlock(at);
-  });
-}
-
-} // namespace
-
-namespace {
-
 /// How an fp8 GEMM reads one of a pair's roundings, packed: which operand,
 /// and whether the packed bytes are that rounding's transpose.
 struct PackedRead {
@@ -136,7 +108,7 @@ SmallVector<PackedRead> packedReads(Value v, bool byColumns) {
   SmallVector<PackedRead> reads;
   for (OpOperand &use : v.getUses()) {
     auto gemm = dyn_cast<stepk::GemmOp>(use.getOwner());
-    if (!gemm || !gemm.getFp8() || gemm.getRoundLhs() || gemm.getLhs() == gemm.getRhs() ||
+    if (!gemm || !gemm.getFp8() || gemm.getLhs() == gemm.getRhs() ||
         use.getOperandNumber() > 1)
       return {};
     const bool rhs = use.getOperandNumber() == 1;
@@ -232,60 +204,6 @@ void stepc::packFp8Pairs(func::FuncOp step) {
       readPacked(read, packing.getResult(2), packing.getResult(3));
     for (auto [from, to] : llvm::zip(pair.getResults().drop_front(2), packing.getResults().drop_front(4)))
       from.replaceAllUsesWith(to);
-    pair.erase();
-  }
-}
-
-void stepc::foldFp8LhsRoundings(func::FuncOp step) {
-  SmallVector<stepk::CallOp> pairs;
-  for (auto call : step.getBody().front().getOps<stepk::CallOp>())
-    if (call.getCallee().starts_with("quantize_fp8_rows_columns"))
-      pairs.push_back(call);
-  for (stepk::CallOp pair : pairs) {
-    Value source = pair.getInputs()[0];
-    Value byRows = pair.getResult(0), byColumns = pair.getResult(1);
-    Value dbias = pair.getNumResults() > 2 ? pair.getResult(2) : Value();
-    SmallVector<stepk::GemmOp> rowReaders = lhsReaders(byRows, false);
-    SmallVector<stepk::GemmOp> columnReaders = lhsReaders(byColumns, true);
-    // A forward pair's column rounding is the weight gradient's rhs (saved
-    // for the backward: folding it would keep x itself, twice the bytes).
-    if (rowReaders.empty() || columnReaders.empty())
-      continue;
-    // The bias gradient the pair summed: from the one weight-gradient GEMM
-    // (bgrad sums the unrounded values), if nothing reads it before.
-    stepk::GemmOp weightGrad = columnReaders.front();
-    if (dbias && (columnReaders.size() != 1 || weightGrad.getBias() ||
-                  weightGrad.getEpilogue() != stepk::Epilogue::none ||
-                  !readAfter(dbias, weightGrad)))
-      continue;
-    OpBuilder b(pair);
-    for (stepk::GemmOp gemm : rowReaders) {
-      gemm.getLhsMutable().assign(source);
-      gemm.setRoundLhs(true);
-    }
-    for (stepk::GemmOp gemm : columnReaders) {
-      b.setInsertionPoint(gemm);
-      auto shape = cast<RankedTensorType>(byColumns.getType()).getShape();
-      auto flat = b.create<ReshapeOp>(
-          gemm.getLoc(),
-          RankedTensorType::get(shape, cast<RankedTensorType>(source.getType()).getElementType()),
-          source);
-      copyPhase(gemm, flat);
-      gemm.getLhsMutable().assign(flat);
-      gemm.setRoundLhs(true);
-    }
-    if (dbias) {
-      b.setInsertionPoint(weightGrad);
-      auto withSums = b.create<stepk::GemmOp>(
-          weightGrad.getLoc(), weightGrad.getResult().getType(), dbias.getType(),
-          weightGrad.getLhs(), weightGrad.getRhs(), Value(), Value(),
-          weightGrad.getTransposeA(), weightGrad.getTransposeB(), weightGrad.getSharedRhs(),
-          stepk::Epilogue::bgrad, weightGrad.getFp8Attr(), /*round_lhs=*/true, Value(), Value());
-      copyPhase(weightGrad, withSums);
-      weightGrad.getResult().replaceAllUsesWith(withSums.getResult());
-      dbias.replaceAllUsesWith(withSums.getBiasGrad());
-      weightGrad.erase();
-    }
     pair.erase();
   }
 }

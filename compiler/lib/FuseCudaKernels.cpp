@@ -359,7 +359,7 @@ private:
     auto gemm = b.create<stepk::GemmOp>(
         op->getLoc(), written.getType(), second, op->getOperand(0),
         op->getOperand(1), bias, epilogue == stepk::Epilogue::dgelu ? aux : Value(), ta, tb,
-        shared, epilogue, /*fp8=*/nullptr, /*round_lhs=*/false, Value(), Value());
+        shared, epilogue, /*fp8=*/nullptr, Value(), Value());
     replaceResults(op, gemm.getResult());
     if (gelu) {
       aux.replaceAllUsesWith(gemm.getPreActivation());

@@ -650,7 +650,7 @@ void lowerGemms(func::FuncOp step) {
     auto gemm = b.create<stepk::GemmOp>(op->getLoc(), op->getResult(0).getType(), Type(),
                                         op->getOperand(0), op->getOperand(1), Value(), Value(),
                                         ta, tb, shared, stepk::Epilogue::none, /*fp8=*/nullptr,
-                                        /*round_lhs=*/false, Value(), Value());
+                                        Value(), Value());
     gemm->setDiscardableAttrs(op->getDiscardableAttrDictionary());
     op->getResult(0).replaceAllUsesWith(gemm.getResult());
     op->erase();
@@ -827,7 +827,6 @@ struct StepLowerLibraryCallsPass
       if (target == "cuda") {
         markFp8Gemms(step);
         packFp8Pairs(step);
-        foldFp8LhsRoundings(step);
       }
       eraseDeadOps(step);
     }

@@ -88,12 +88,6 @@ void explicitLossCounts(mlir::func::FuncOp step);
 /// tiles that hold cuBLASLt's fp8 scaling blocks (`fp8` formats): CUDA
 /// multiplies them on fp8 tensor cores (Fp8Gemms.cpp).
 void markFp8Gemms(mlir::func::FuncOp step);
-/// After markFp8Gemms: an output gradient's two roundings (the rows_columns
-/// pair) that only fp8 GEMMs read as their lhs are left to those GEMMs
-/// (`round_lhs`: their packing is the rounding), the pair's bias gradient to
-/// the weight gradient's bgrad epilogue; no rounded copy is stored
-/// (Fp8Gemms.cpp).
-void foldFp8LhsRoundings(mlir::func::FuncOp step);
 /// After markFp8Gemms: a rounding pair (a linear layer's input, or its
 /// output gradient) that only fp8 GEMMs read, as operands they can take
 /// packed, writes their operands instead of bf16 copies: fp8 bytes and

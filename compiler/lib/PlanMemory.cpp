@@ -33,15 +33,15 @@ namespace lc = stepc::cuda;
 
 namespace {
 
-/// The scratch an fp8 GEMM packs its operands into (and rounds its lhs, or
-/// unpacks packed operands, in).
+/// The scratch an fp8 GEMM packs its operands into (or unpacks packed ones
+/// in, where it runs in bf16).
 int64_t fp8GemmScratchBytes(stepk::GemmOp gemm) {
   auto out = cast<RankedTensorType>(gemm.getResult().getType());
   int64_t m = out.getDimSize(out.getRank() - 2), n = out.getShape().back();
   ArrayRef<int32_t> fp8 = *gemm.getFp8();
   return lc::Fp8GemmScratchBytes(out.getNumElements() / (m * n), m, n, gemm.getK(),
                                  gemm.getTransposeA(), gemm.getSharedRhs(), fp8[0], fp8[1],
-                                 fp8[2], gemm.getRoundLhs(), gemm.getLhsScales() ? 1 : 0,
+                                 fp8[2], /*round_a=*/0, gemm.getLhsScales() ? 1 : 0,
                                  gemm.getRhsScales() ? 1 : 0);
 }
 

@@ -281,8 +281,7 @@ void countLibraryShapes(StepReport &report, const StepInOrder &view, const StepI
     countGemm(bm, false);
   if (auto gemm = dyn_cast<stepk::GemmOp>(op)) {
     countGemm(gemm, gemm.getSharedRhs());
-    // (A round_lhs GEMM rounds its lhs itself.)
-    if ((gemm.getRoundLhs() || roundedToFp8(view, view.instance(gemm.getLhs(), o.call))) &&
+    if (roundedToFp8(view, view.instance(gemm.getLhs(), o.call)) &&
         roundedToFp8(view, view.instance(gemm.getRhs(), o.call))) {
       report.fp8GemmsPerStep += 1;
       report.fp8FlopsPerStep += flops;

@@ -267,18 +267,10 @@ func.func @packed_grad_results(%g: tensor<2x8x8xf32>, %x: tensor<2x8x24xf32>) ->
 
 // -----
 
-func.func @gemm_round_lhs_not_fp8(%x: tensor<8x128xf32>, %w: tensor<128x32xbf16>) -> tensor<8x32xf32> {
-  // expected-error @+1 {{'stepk.gemm' op rounds its lhs (round_lhs) only as an fp8 GEMM of an f32 or bf16 lhs, 2-d where it is transposed}}
-  %0 = stepk.gemm %x, %w {round_lhs, shared_rhs} : (tensor<8x128xf32>, tensor<128x32xbf16>) -> tensor<8x32xf32>
-  return %0 : tensor<8x32xf32>
-}
-
-// -----
-
-func.func @gemm_round_lhs_transposed_3d(%x: tensor<2x128x8xf32>, %w: tensor<128x32xbf16>) -> tensor<2x8x32xf32> {
-  // expected-error @+1 {{'stepk.gemm' op rounds its lhs (round_lhs) only as an fp8 GEMM of an f32 or bf16 lhs, 2-d where it is transposed}}
-  %0 = stepk.gemm %x, %w {fp8 = array<i32: 1, 0, 0>, round_lhs, shared_rhs, transpose_a} : (tensor<2x128x8xf32>, tensor<128x32xbf16>) -> tensor<2x8x32xf32>
-  return %0 : tensor<2x8x32xf32>
+func.func @gemm_packed_not_fp8(%x: tensor<128x256xf8E4M3FN>, %s: tensor<2x128xf32>, %w: tensor<256x32xbf16>) -> tensor<128x32xf32> {
+  // expected-error @+1 {{'stepk.gemm' op reads packed operands only as an fp8 GEMM without the bgrad epilogue}}
+  %0 = stepk.gemm %x, %w lhs_scales %s {shared_rhs} : (tensor<128x256xf8E4M3FN>, tensor<256x32xbf16>, tensor<2x128xf32>) -> tensor<128x32xf32>
+  return %0 : tensor<128x32xf32>
 }
 
 // -----

@@ -35,10 +35,10 @@ Evaluated evalNorm(mlir::Operation *op, Operands in, Results out);
 Evaluated evalAttention(mlir::Operation *op, Operands in, Results out);
 /// top_k, moe_dispatch, moe_combine, grouped_matmul and their gradients.
 Evaluated evalMoe(mlir::Operation *op, Operands in, Results out);
-/// quantize_fp8, quantize_grad_fp8.
+/// quantize_fp8, quantize_grad_fp8, stepk.pack_fp8.
 Evaluated evalFp8(mlir::Operation *op, Operands in, Results out);
 /// x's values rounded as step.quantize_fp8 with [tr, tc] tiles of its last
-/// two dims rounds them (a GEMM's round_lhs too).
+/// two dims rounds them.
 void quantizeFp8Tiles(const Tensor &x, int64_t tr, int64_t tc, int format,
                       std::vector<double> &out);
 

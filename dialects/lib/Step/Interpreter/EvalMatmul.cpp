@@ -57,17 +57,7 @@ LogicalResult evalProduct(OpT op, Operands in, Results out, bool sharedRhs) {
 /// rounded once to the result type as the library call stores it; bgrad
 /// also sums each column of the transposed lhs [K, M] (the bias gradient).
 LogicalResult evalGemm(stepc::stepk::GemmOp gemm, Operands in, Results out) {
-  // round_lhs: the product of the lhs rounded by its fp8 blocks along K
-  // (a bgrad epilogue still sums the unrounded values).
-  Tensor rounded;
-  if (gemm.getRoundLhs()) {
-    rounded = *in[0];
-    const bool ta = gemm.getTransposeA();
-    quantizeFp8Tiles(*in[0], ta ? 128 : 1, ta ? 1 : 128, (*gemm.getFp8())[0], rounded.data);
-  }
   SmallVector<const Tensor *> operands(in.begin(), in.end());
-  if (gemm.getRoundLhs())
-    operands[0] = &rounded;
   // Packed operands (stepk.pack_fp8): each byte's value times its block's
   // scale, stored [lines, K] with scales [K / 128, lines].
   const unsigned scalesAt = 2 + (gemm.getBias() ? 1 : 0) + (gemm.getAux() ? 1 : 0);

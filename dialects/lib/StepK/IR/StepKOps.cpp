@@ -219,9 +219,9 @@ LogicalResult GemmOp::verify() {
       return type.getElementType().isF32() && type.getRank() == 2 &&
              type.getDimSize(0) == (k + 127) / 128 && type.getDimSize(1) == blocked;
     };
-    if (!fp8 || getRoundLhs() || epilogue == Epilogue::bgrad)
-      return emitOpError() << "reads packed operands only as an fp8 GEMM (no round_lhs, no "
-                              "bgrad epilogue)";
+    if (!fp8 || epilogue == Epilogue::bgrad)
+      return emitOpError() << "reads packed operands only as an fp8 GEMM without the bgrad "
+                              "epilogue";
     if (packedLhs && (getTransposeA() || fp8FormatOf(lhsType.getElementType()) != (*fp8)[0] ||
                       !scalesOf(getLhsScales(), rows)))
       return emitOpError() << "expects packed lhs bytes [rows, K] (not transposed) in the "
@@ -231,13 +231,6 @@ LogicalResult GemmOp::verify() {
                       !scalesOf(getRhsScales(), rhsType.getDimSize(0))))
       return emitOpError() << "expects packed rhs bytes [N, K] (transpose_b, 1x128 blocks) in "
                               "the format fp8 names, with f32 scales [K / 128, N]";
-  }
-  if (getRoundLhs()) {
-    auto lhs = cast<RankedTensorType>(getLhs().getType());
-    if (!getFp8() || (getTransposeA() && lhs.getRank() != 2) ||
-        !(lhs.getElementType().isF32() || lhs.getElementType().isBF16()))
-      return emitOpError() << "rounds its lhs (round_lhs) only as an fp8 GEMM of an f32 or bf16 "
-                              "lhs, 2-d where it is transposed";
   }
   return success();
 }

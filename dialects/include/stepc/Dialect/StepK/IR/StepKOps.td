@@ -108,12 +108,8 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     (formats 0 e4m3, 1 e5m2) says every value of lhs and rhs is one of that
     fp8 format's, scaled by a power of two per 1x128 block of lhs along K
     and per 128x128 block of rhs (`v` = 0) or per 1x128 block of rhs along
-    K (`v` = 1): what `step.quantize_fp8` left. The GEMM may run on fp8 tensor cores
-    with the same result. With `round_lhs` the lhs holds any values and the
-    GEMM rounds them itself, as `step.quantize_fp8` with tiles of its 1x128
-    blocks along K would (`[1, 128]`, or `[128, 1]` of a transposed 2-d lhs):
-    the packing into fp8 bytes is that rounding, so the rounded copy is
-    never stored (a `bgrad` epilogue sums the unrounded values).
+    K (`v` = 1): what `step.quantize_fp8` left. The GEMM may run on fp8
+    tensor cores with the same result.
 
     An fp8 operand already packed (`stepk.pack_fp8`: an `f8E4M3FN` or
     `f8E5M2` tensor of the bytes, with `lhs_scales` / `rhs_scales`, each
@@ -132,7 +128,7 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
                        Optional<AnyRankedTensor>:$bias, Optional<AnyRankedTensor>:$aux,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b, UnitAttr:$shared_rhs,
                        DefaultValuedAttr<StepK_Epilogue, "::stepc::stepk::Epilogue::none">:$epilogue,
-                       OptionalAttr<DenseI32ArrayAttr>:$fp8, UnitAttr:$round_lhs,
+                       OptionalAttr<DenseI32ArrayAttr>:$fp8,
                        Optional<AnyRankedTensor>:$lhs_scales,
                        Optional<AnyRankedTensor>:$rhs_scales);
   let results = (outs AnyRankedTensor:$result, Optional<AnyRankedTensor>:$epilogue_result);
