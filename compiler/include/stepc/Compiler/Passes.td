@@ -210,9 +210,11 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     Under fp8 on CUDA: a value's two roundings (rows and columns) are one
     `quantize_fp8_rows_columns` pass (with its bias gradient: `_dbias`); a
     GEMM whose operands' tiles hold cuBLASLt's scaling blocks is marked
-    `fp8`; and an output gradient's pair that only fp8 GEMMs read as their
-    lhs is left to them (`round_lhs`: the packing rounds), its bias
-    gradient to the weight gradient's `bgrad` epilogue.
+    `fp8`; and a pair that only fp8 GEMMs read (a linear layer's input, its
+    output gradient) becomes the pass that packs both their operands
+    (`pack_fp8_rows_columns`: `stepk.pack_fp8` bytes and block scales,
+    read by the GEMMs through `lhs_scales` / `rhs_scales`), no rounded copy
+    stored.
 
     ```mlir
     // before
