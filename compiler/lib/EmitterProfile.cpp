@@ -54,7 +54,7 @@ std::string stepc::kernelKind(Operation *op) {
       call && call.getCallee().starts_with("quantize_fp8_rows_columns"))
     return "step.quantize_fp8";
   if (auto call = dyn_cast<stepk::CallOp>(op);
-      call && call.getCallee().starts_with("pack_fp8_rows_columns"))
+      call && call.getCallee().starts_with("pack_fp8_"))
     return "fp8 packing";
   std::string name = isa<stepk::FusedOp>(op) ? fusedKind(cast<stepk::FusedOp>(op))
                                               : named->getName().getStringRef().str();

@@ -13,7 +13,8 @@
 //
 // Where only fp8 GEMMs read a value's two roundings, the pass that rounds
 // it writes the GEMMs' operands themselves: fp8 bytes and block scales
-// (stepk.pack_fp8), which the GEMMs read without packing them again.
+// (stepk.pack_fp8), which the GEMMs read without packing them again; so
+// does a weight's rounding, in the layouts its products read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -205,5 +206,87 @@ void stepc::packFp8Pairs(func::FuncOp step) {
     for (auto [from, to] : llvm::zip(pair.getResults().drop_front(2), packing.getResults().drop_front(4)))
       from.replaceAllUsesWith(to);
     pair.erase();
+  }
+}
+
+void stepc::packFp8Weights(func::FuncOp step) {
+  SmallVector<stepk::CallOp> roundings;
+  for (auto call : step.getBody().front().getOps<stepk::CallOp>())
+    if (call.getCallee() == "quantize_fp8_bf16")
+      roundings.push_back(call);
+  for (stepk::CallOp rounding : roundings) {
+    // A 2-d f32 value rounded in 128x128 tiles (a weight), read only as the
+    // rhs of fp8 GEMMs in 128x128 blocks: as stored ([N, K], transpose_b,
+    // the forward's) or transposed ([K, N], the input gradient's).
+    auto q = dyn_cast_or_null<QuantizeFp8Op>(
+        rounding.getYield()->getOperand(0).getDefiningOp()
+            ? rounding.getYield()->getOperand(0).getDefiningOp()->getOperand(0).getDefiningOp()
+            : nullptr);
+    auto type = cast<RankedTensorType>(rounding.getInputs()[0].getType());
+    if (!q || q.getTile() != ArrayRef<int64_t>{128, 128} || type.getRank() != 2 ||
+        !type.getElementType().isF32())
+      continue;
+    Value rounded = rounding.getResult(0);
+    SmallVector<stepk::GemmOp> asStored, transposed;
+    bool other = false;
+    for (OpOperand &use : rounded.getUses()) {
+      auto gemm = dyn_cast<stepk::GemmOp>(use.getOwner());
+      if (!gemm || use.getOperandNumber() != 1 || !gemm.getFp8() || (*gemm.getFp8())[2] != 0 ||
+          gemm.getLhs() == rounded) {
+        other = true;
+        break;
+      }
+      (gemm.getTransposeB() ? asStored : transposed).push_back(gemm);
+    }
+    if (other || (asStored.empty() && transposed.empty()))
+      continue;
+    MLIRContext *ctx = step.getContext();
+    const int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+    Type bytes = stepk::fp8BytesType(ctx, static_cast<int32_t>(q.getFormat()));
+    Type f32 = Float32Type::get(ctx);
+    // The body: the weight packed in each layout its products read.
+    OpBuilder b(rounding);
+    std::string callee = asStored.empty()     ? "pack_fp8_blocks_transposed"
+                         : transposed.empty() ? "pack_fp8_blocks"
+                                              : "pack_fp8_blocks_both";
+    SmallVector<Type> types;
+    if (!asStored.empty())
+      types.append({RankedTensorType::get({rows, cols}, bytes),
+                    RankedTensorType::get({(rows + 127) / 128, stepk::fp8BlockScaleColumns(cols)},
+                                          f32)});
+    if (!transposed.empty())
+      types.append({RankedTensorType::get({cols, rows}, bytes),
+                    RankedTensorType::get({(cols + 127) / 128, stepk::fp8BlockScaleColumns(rows)},
+                                          f32)});
+    auto packing = b.create<stepk::CallOp>(
+        rounding.getLoc(), types, b.getStringAttr(callee), rounding.getInputs(),
+        b.getArrayAttr({b.getI64IntegerAttr(rows), b.getI64IntegerAttr(cols),
+                        b.getI32IntegerAttr(static_cast<int32_t>(q.getFormat()))}),
+        IntegerAttr(), StringAttr(), IntegerAttr(), IntegerAttr());
+    copyPhase(rounding, packing);
+    Block *body = b.createBlock(&packing.getBody(), {}, {type}, {rounding.getLoc()});
+    b.setInsertionPointToStart(body);
+    SmallVector<Value> yields;
+    for (bool t : {false, true}) {
+      if ((t ? transposed : asStored).empty())
+        continue;
+      auto pack = b.create<stepk::PackFp8Op>(rounding.getLoc(), types[yields.size()],
+                                             types[yields.size() + 1], body->getArgument(0),
+                                             /*transposed=*/t, /*blocks=*/true);
+      yields.append({pack.getBytes(), pack.getScales()});
+    }
+    b.create<stepk::YieldOp>(rounding.getLoc(), yields);
+    unsigned next = 0;
+    for (bool t : {false, true}) {
+      if ((t ? transposed : asStored).empty())
+        continue;
+      for (stepk::GemmOp gemm : t ? transposed : asStored) {
+        gemm.getRhsMutable().assign(packing.getResult(next));
+        gemm.getRhsScalesMutable().assign(packing.getResult(next + 1));
+        gemm.setTransposeB(true);
+      }
+      next += 2;
+    }
+    rounding.erase();
   }
 }

@@ -827,6 +827,7 @@ struct StepLowerLibraryCallsPass
       if (target == "cuda") {
         markFp8Gemms(step);
         packFp8Pairs(step);
+        packFp8Weights(step);
       }
       eraseDeadOps(step);
     }

@@ -94,6 +94,11 @@ void markFp8Gemms(mlir::func::FuncOp step);
 /// block scales both ways (pack_fp8_rows_columns...), read by the GEMMs as
 /// they are (Fp8Gemms.cpp).
 void packFp8Pairs(mlir::func::FuncOp step);
+/// After markFp8Gemms: a weight's rounding in 128x128 tiles that only fp8
+/// GEMMs read as their rhs is a pass writing its fp8 bytes and block scales
+/// in the layouts they read (as stored for the forward, transposed for the
+/// input gradient: pack_fp8_blocks[_transposed|_both]) (Fp8Gemms.cpp).
+void packFp8Weights(mlir::func::FuncOp step);
 
 /// Under bf16, both targets: an f32 value that is otherwise only rounded to
 /// bf16 (a bias's gradient beside its weight gradient's GEMM operand) is

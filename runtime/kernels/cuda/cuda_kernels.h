@@ -312,6 +312,20 @@ int stepc_cuda_pack_fp8_rows_columns_dbias_of_bf16(stepc_cuda_ctx *ctx, const __
                                                    float *scratch, uint8_t *row_bytes,
                                                    float *row_scales, uint8_t *col_bytes,
                                                    float *col_scales, float *sums);
+/* A weight w [rows, cols] (f32) in 128x128 blocks as the fp8 GEMMs read it,
+ * each block scaled as step.quantize_fp8 with [128, 128] tiles scales it:
+ * as stored (`bytes` [rows, cols], `scales` [rows / 128, L(cols)]) for the
+ * forward product, transposed (`t_bytes` [cols, rows], `t_scales` [cols /
+ * 128, L(rows)]) for the input gradient's, or both; L(d) the blocks along d
+ * padded to a multiple of 4. */
+int stepc_cuda_pack_fp8_blocks(stepc_cuda_ctx *ctx, const float *w, int64_t rows, int64_t cols,
+                               int format, uint8_t *bytes, float *scales);
+int stepc_cuda_pack_fp8_blocks_transposed(stepc_cuda_ctx *ctx, const float *w, int64_t rows,
+                                          int64_t cols, int format, uint8_t *t_bytes,
+                                          float *t_scales);
+int stepc_cuda_pack_fp8_blocks_both(stepc_cuda_ctx *ctx, const float *w, int64_t rows,
+                                    int64_t cols, int format, uint8_t *bytes, float *scales,
+                                    uint8_t *t_bytes, float *t_scales);
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
  * 4·(3·experts + tokens·k + groups) bytes. */
@@ -591,8 +605,9 @@ int stepc_cuda_matmul_fp8(stepc_cuda_ctx *ctx, const void *a, const void *b, voi
 /* stepc_cuda_matmul_fp8 where an operand may be packed already
  * (stepc_cuda_pack_fp8_rows_columns): `a_type` STEPC_CUDA_FP8, A is bytes
  * [batch·m, k] (not transposed) with `a_scales` [k / 128, batch·m];
- * `b_type` STEPC_CUDA_FP8, B is bytes [n, k] (`transpose_b`, `b_vector`)
- * with `b_scales` [k / 128, n]. Only the other operand is packed here; a
+ * `b_type` STEPC_CUDA_FP8, B is bytes [n, k] (`transpose_b`) with
+ * `b_scales` [k / 128, n] (`b_vector`) or [n / 128, L] (128x128 blocks, L
+ * the K-blocks padded to a multiple of 4). Only the other operand is packed here; a
  * raw operand beside a packed one is bf16 (or, rounded here, A of either
  * type); no BGRAD epilogue on a packed A. Where the fp8 GEMM does not run,
  * the packed operands are unpacked into bf16 in `scratch` (exact) for the

@@ -498,6 +498,60 @@ TEST_F(CudaKernels, PackFp8RowsAndColumnsIsThePairsRoundings) {
   }
 }
 
+// A weight packed in 128x128 blocks (stepc_cuda_pack_fp8_blocks...): every
+// byte times its block's scale is step.quantize_fp8's [128, 128] rounding,
+// bit for bit, as stored and transposed, each scale a power of two at
+// [block row][block column] of a table padded to 4 columns; the one-layout
+// entries write the same as the two-layout one.
+TEST_F(CudaKernels, PackFp8BlocksIsTheWeightsRounding) {
+  const int64_t rows = 200, cols = 300;
+  Floats w = Random(rows * cols, 102);
+  for (int64_t e = 0; e < rows * cols; ++e)
+    if (e % 97 == 3) w[e] *= 5e3f;
+  const int64_t ld_cols = stepc::cuda::AlignUp((cols + 127) / 128, 4);
+  const int64_t ld_rows = stepc::cuda::AlignUp((rows + 127) / 128, 4);
+  for (int format : {0, 1}) {
+    Floats want(w.size());
+    stepc_cpu_quantize_fp8(w.data(), 1, rows, cols, 128, 128, format, want.data());
+    auto* bytes = static_cast<uint8_t*>(Alloc(w.size()));
+    auto* t_bytes = static_cast<uint8_t*>(Alloc(w.size()));
+    auto* one_bytes = static_cast<uint8_t*>(Alloc(w.size()));
+    float* scales = Zeros((rows + 127) / 128 * ld_cols);
+    float* t_scales = Zeros((cols + 127) / 128 * ld_rows);
+    float* one_scales = Zeros((cols + 127) / 128 * ld_rows);
+    const float* wd = Up(w);
+    ASSERT_EQ(stepc_cuda_pack_fp8_blocks_both(&ctx_, wd, rows, cols, format, bytes, scales,
+                                              t_bytes, t_scales),
+              0)
+        << error_;
+    ASSERT_EQ(stepc_cuda_pack_fp8_blocks_transposed(&ctx_, wd, rows, cols, format, one_bytes,
+                                                    one_scales),
+              0)
+        << error_;
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+    std::vector<uint8_t> b(w.size()), tb(w.size()), ob(w.size());
+    cudaMemcpy(b.data(), bytes, w.size(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(tb.data(), t_bytes, w.size(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(ob.data(), one_bytes, w.size(), cudaMemcpyDeviceToHost);
+    const Floats s = Down(scales, (rows + 127) / 128 * ld_cols);
+    const Floats ts = Down(t_scales, (cols + 127) / 128 * ld_rows);
+    EXPECT_EQ(Down(one_scales, ts.size()), ts);
+    EXPECT_EQ(ob, tb);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float scale = s[(r / 128) * ld_cols + c / 128];
+        const float t_scale = ts[(c / 128) * ld_rows + r / 128];
+        int e = 0;
+        ASSERT_EQ(std::frexp(scale, &e), 0.5f) << "a power of two";
+        ASSERT_EQ(scale, t_scale);
+        ASSERT_EQ(stepc_fp8_value<float>(b[r * cols + c], format) * scale, want[r * cols + c])
+            << "format " << format << " (" << r << ", " << c << ")";
+        ASSERT_EQ(stepc_fp8_value<float>(tb[c * rows + r], format) * t_scale, want[r * cols + c])
+            << "transposed, format " << format << " (" << r << ", " << c << ")";
+      }
+  }
+}
+
 // The fp8 GEMM of operands the packing pass wrote is the fp8 GEMM of the
 // pair's bf16 roundings: the forward (A packed along K, the weight packed
 // by the GEMM), the weight gradient (both packed, transposed: K the
@@ -541,14 +595,30 @@ TEST_F(CudaKernels, MatmulFp8OfPackedOperands) {
       int64_t m, nn, kk;
       int out_type;
     };
-    for (int form = 0; form < 2; ++form) {
+    // The weight packed in 128x128 blocks: as stored ([n, k], the
+    // forward's) and transposed ([k, n], the input gradient's).
+    auto* w_bytes = static_cast<uint8_t*>(Alloc(w.size()));
+    auto* wt_bytes = static_cast<uint8_t*>(Alloc(w.size()));
+    float* w_scales = Zeros((n + 127) / 128 * stepc::cuda::AlignUp((k + 127) / 128, 4));
+    float* wt_scales = Zeros((k + 127) / 128 * stepc::cuda::AlignUp((n + 127) / 128, 4));
+    ASSERT_EQ(stepc_cuda_pack_fp8_blocks_both(&ctx_, Up(w), n, k, 0, w_bytes, w_scales, wt_bytes,
+                                              wt_scales),
+              0)
+        << error_;
+    for (int form = 0; form < 4; ++form) {
       // form 0: forward [tokens, k] x w [n, k]^T; form 1: weight gradient
-      // g^T [n, tokens] x x [tokens, k] (K the tokens).
-      const int64_t m = form == 0 ? tokens : n, nn = form == 0 ? n : k;
-      const int64_t kk = form == 0 ? k : tokens;
-      const int64_t scratch_bytes = std::max(
-          stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, form, 1, form, 0, form, 0, 1, form),
-          stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, form, 1, form, 0, form));
+      // g^T [n, tokens] x x [tokens, k] (K the tokens); form 2: the
+      // forward with the weight packed too; form 3: the input gradient
+      // g [tokens, n] x w [n, k], both packed.
+      const int64_t m = form == 1 ? n : tokens, nn = form == 1 ? k : form == 3 ? k : n;
+      const int64_t kk = form == 1 ? tokens : form == 3 ? n : k;
+      const int b_vector = form == 1 ? 1 : 0;
+      const int a_format = form == 1 || form == 3 ? 1 : 0;
+      const int64_t scratch_bytes =
+          std::max(stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, 0, 1, a_format, 0, b_vector, 0,
+                                                    1, form != 0),
+                   stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, form == 1, 1, a_format, 0,
+                                                    b_vector));
       void* scratch = Alloc(scratch_bytes);
       float* want = Zeros(m * nn);
       float* got = Zeros(m * nn);
@@ -564,6 +634,33 @@ TEST_F(CudaKernels, MatmulFp8OfPackedOperands) {
                                                STEPC_CUDA_FP8, STEPC_CUDA_BF16, STEPC_CUDA_F32,
                                                nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0,
                                                0, scratch),
+                  0)
+            << error_;
+      } else if (form == 2) {
+        ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, r16, UpBf16(w), want, 1, m, nn, kk, 0, 1, 1,
+                                        STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32,
+                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0,
+                                        scratch),
+                  0)
+            << error_;
+        ASSERT_EQ(stepc_cuda_matmul_fp8_packed(&ctx_, row_bytes, row_scales, w_bytes, w_scales,
+                                               got, 1, m, nn, kk, 0, 1, 1, STEPC_CUDA_FP8,
+                                               STEPC_CUDA_FP8, STEPC_CUDA_F32, nullptr,
+                                               STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0, scratch),
+                  0)
+            << error_;
+      } else if (form == 3) {
+        ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, g16r, UpBf16(w), want, 1, m, nn, kk, 0, 0, 1,
+                                        STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32,
+                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 0, 0,
+                                        scratch),
+                  0)
+            << error_;
+        ASSERT_EQ(stepc_cuda_matmul_fp8_packed(&ctx_, g_row_bytes, g_row_scales, wt_bytes,
+                                               wt_scales, got, 1, m, nn, kk, 0, 1, 1,
+                                               STEPC_CUDA_FP8, STEPC_CUDA_FP8, STEPC_CUDA_F32,
+                                               nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 0, 0,
+                                               scratch),
                   0)
             << error_;
       } else {

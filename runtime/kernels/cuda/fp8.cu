@@ -248,15 +248,72 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// Packed bytes [lines, k] with scales [k / 128, lines] as bf16 values
-// (exact): the operand of the bf16 GEMM where the fp8 one does not run.
+// A weight [rows, cols] (f32) in 128x128 blocks, as the fp8 GEMMs read it:
+// a thread block per block, its largest magnitude (warps, then shared
+// memory), its scale (step.quantize_fp8's for that tile), then the bytes as
+// stored (`bytes` [rows, cols], scales[row block * ld_cols + col block])
+// and transposed (`t_bytes` [cols, rows], t_scales[col block * ld_rows +
+// row block]) through shared memory, either output null where not wanted.
+__global__ void PackFp8BlocksBothKernel(const float* x, int64_t rows, int64_t cols, int format,
+                                        uint8_t* bytes, float* scales, int64_t ld_cols,
+                                        uint8_t* t_bytes, float* t_scales, int64_t ld_rows) {
+  constexpr int kStride = kFp8Block + 4;
+  __shared__ float warp_max[kThreads / 32];
+  __shared__ uint32_t staged_words[kFp8Block * kStride / 4];  // [col][row] bytes
+  uint8_t* staged = reinterpret_cast<uint8_t*>(staged_words);
+  const int64_t row_blocks = (rows + kFp8Block - 1) / kFp8Block;
+  const int64_t col_blocks = (cols + kFp8Block - 1) / kFp8Block;
+  for (int64_t blk = blockIdx.x; blk < row_blocks * col_blocks; blk += gridDim.x) {
+    const int64_t r0 = (blk / col_blocks) * kFp8Block, c0 = (blk % col_blocks) * kFp8Block;
+    float amax = 0.0f;
+    for (int i = threadIdx.x; i < kFp8Block * kFp8Block; i += blockDim.x) {
+      const int64_t r = r0 + i / kFp8Block, c = c0 + i % kFp8Block;
+      if (r < rows && c < cols) amax = MaxMagnitude(amax, x[r * cols + c]);
+    }
+    for (int o = 16; o > 0; o >>= 1)
+      amax = MaxMagnitude(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+    __syncthreads();
+    amax = 0.0f;
+    for (int w = 0; w < (int)blockDim.x / 32; ++w) amax = MaxMagnitude(amax, warp_max[w]);
+    const float s = stepc_fp8_tile_scale<float>(amax, format);
+    if (threadIdx.x == 0) {
+      if (scales) scales[(r0 / kFp8Block) * ld_cols + c0 / kFp8Block] = 1.0f / s;
+      if (t_scales) t_scales[(c0 / kFp8Block) * ld_rows + r0 / kFp8Block] = 1.0f / s;
+    }
+    for (int i = threadIdx.x; i < kFp8Block * kFp8Block; i += blockDim.x) {
+      const int rr = i / kFp8Block, cc = i % kFp8Block;
+      const int64_t r = r0 + rr, c = c0 + cc;
+      const uint8_t b = r < rows && c < cols
+                            ? static_cast<uint8_t>(stepc_fp8_bits<float>(x[r * cols + c] * s,
+                                                                         format))
+                            : 0;
+      if (bytes && r < rows && c < cols) bytes[r * cols + c] = b;
+      staged[cc * kStride + rr] = b;
+    }
+    __syncthreads();
+    if (t_bytes)
+      for (int i = threadIdx.x; i < kFp8Block * kFp8Block; i += blockDim.x) {
+        const int cc = i / kFp8Block, rr = i % kFp8Block;
+        if (r0 + rr < rows && c0 + cc < cols)
+          t_bytes[(c0 + cc) * rows + r0 + rr] = staged[cc * kStride + rr];
+      }
+    __syncthreads();  // warp_max and the staged bytes are read before the next block
+  }
+}
+
+// Packed bytes [lines, k] with scales [k / 128, lines] (or, `ld` > 0,
+// 128x128 blocks at [line / 128][k / 128] of a table `ld` wide) as bf16
+// values (exact): the operand of the bf16 GEMM where the fp8 one does not
+// run.
 __global__ void UnpackFp8Kernel(const uint8_t* bytes, const float* scales, int64_t lines,
-                                int64_t k, int format, __nv_bfloat16* out) {
+                                int64_t k, int format, int64_t ld, __nv_bfloat16* out) {
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < lines * k;
        e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t line = e / k, kk = e % k;
-    out[e] = __float2bfloat16(stepc_fp8_value<float>(bytes[e], format) *
-                              scales[(kk / kFp8Block) * lines + line]);
+    const float scale = ld > 0 ? scales[(line / kFp8Block) * ld + kk / kFp8Block]
+                               : scales[(kk / kFp8Block) * lines + line];
+    out[e] = __float2bfloat16(stepc_fp8_value<float>(bytes[e], format) * scale);
   }
 }
 
@@ -465,7 +522,7 @@ int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, int a_type, const void* 
   if (b_type == STEPC_CUDA_FP8) {
     p.b = static_cast<uint8_t*>(const_cast<void*>(b));
     p.b_scales = nullptr;
-    p.b_scale_ld = 0;
+    p.b_scale_ld = b_vector ? 0 : layout.b_scale_ld;  // 128x128 blocks: K-blocks padded
     return 0;
   }
   // op(B) as [n, k]: B stored [n, k] when transposed, else [k, n].
@@ -475,9 +532,9 @@ int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, int a_type, const void* 
 }
 
 int UnpackFp8(stepc_cuda_ctx* ctx, const uint8_t* bytes, const float* scales, int64_t lines,
-              int64_t k, int format, __nv_bfloat16* out) {
+              int64_t k, int format, int64_t ld, __nv_bfloat16* out) {
   STEPC_LAUNCH(ElementwiseBlocks(lines * k), kThreads, 0, ctx->stream, UnpackFp8Kernel)(
-      bytes, scales, lines, k, format, out);
+      bytes, scales, lines, k, format, ld, out);
   return STEPC_LAUNCHED(ctx, "UnpackFp8Kernel");
 }
 
@@ -485,7 +542,7 @@ int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, c
                     const float* b_scales, void* c, int64_t batch, int64_t m, int64_t n,
                     int64_t k, int transpose_a, int transpose_b, int shared_rhs, int a_type,
                     int b_type, int out_type, const float* bias, int epilogue, void* aux,
-                    int a_format, int b_format, int round_a, void* scratch) {
+                    int a_format, int b_format, int b_vector, int round_a, void* scratch) {
   const bool packed_a = a_type == STEPC_CUDA_FP8, packed_b = b_type == STEPC_CUDA_FP8;
   const Fp8Bf16Operands layout =
       PlanFp8Bf16Operands(batch * m, n, k, round_a || packed_a, packed_b);
@@ -494,7 +551,7 @@ int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, c
   auto* b_bf16 = reinterpret_cast<__nv_bfloat16*>(s + layout.b);
   if (packed_a) {
     if (int rc = UnpackFp8(ctx, static_cast<const uint8_t*>(a), a_scales, batch * m, k, a_format,
-                           a_bf16))
+                           /*ld=*/0, a_bf16))
       return rc;
     a = a_bf16;
   } else if (round_a) {
@@ -503,7 +560,9 @@ int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, c
     a = a_bf16;
   }
   if (packed_b) {
-    if (int rc = UnpackFp8(ctx, static_cast<const uint8_t*>(b), b_scales, n, k, b_format, b_bf16))
+    const int64_t ld = b_vector ? 0 : PlanFp8Gemm(batch * m, n, k, false).b_scale_ld;
+    if (int rc = UnpackFp8(ctx, static_cast<const uint8_t*>(b), b_scales, n, k, b_format, ld,
+                           b_bf16))
       return rc;
     b = b_bf16;
   }
@@ -623,6 +682,39 @@ STEPC_PACK_FP8_ROWS_COLUMNS_GELU(stepc_cuda_pack_fp8_rows_columns_gelu_of_bf16, 
 STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS(stepc_cuda_pack_fp8_rows_columns_dbias, float)
 STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS(stepc_cuda_pack_fp8_rows_columns_dbias_of_bf16, __nv_bfloat16)
 #undef STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS
+
+namespace {
+int PackFp8BlocksBoth(stepc_cuda_ctx* ctx, const float* x, int64_t rows, int64_t cols,
+                      int format, uint8_t* bytes, float* scales, uint8_t* t_bytes,
+                      float* t_scales) {
+  const int64_t blocks =
+      std::min<int64_t>(CeilDiv(rows, kFp8Block) * CeilDiv(cols, kFp8Block), kMaxBlocks);
+  const int64_t ld_cols = AlignUp(CeilDiv(cols, kFp8Block), 4);
+  const int64_t ld_rows = AlignUp(CeilDiv(rows, kFp8Block), 4);
+  STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8BlocksBothKernel)(
+      x, rows, cols, format, bytes, scales, ld_cols, t_bytes, t_scales, ld_rows);
+  return STEPC_LAUNCHED(ctx, "PackFp8BlocksBothKernel");
+}
+}  // namespace
+
+extern "C" int stepc_cuda_pack_fp8_blocks(stepc_cuda_ctx* ctx, const float* w, int64_t rows,
+                                          int64_t cols, int format, uint8_t* bytes,
+                                          float* scales) {
+  return PackFp8BlocksBoth(ctx, w, rows, cols, format, bytes, scales, nullptr, nullptr);
+}
+
+extern "C" int stepc_cuda_pack_fp8_blocks_transposed(stepc_cuda_ctx* ctx, const float* w,
+                                                     int64_t rows, int64_t cols, int format,
+                                                     uint8_t* t_bytes, float* t_scales) {
+  return PackFp8BlocksBoth(ctx, w, rows, cols, format, nullptr, nullptr, t_bytes, t_scales);
+}
+
+extern "C" int stepc_cuda_pack_fp8_blocks_both(stepc_cuda_ctx* ctx, const float* w,
+                                               int64_t rows, int64_t cols, int format,
+                                               uint8_t* bytes, float* scales, uint8_t* t_bytes,
+                                               float* t_scales) {
+  return PackFp8BlocksBoth(ctx, w, rows, cols, format, bytes, scales, t_bytes, t_scales);
+}
 
 #define STEPC_QUANTIZE_FP8(name, TI, TO)                                                     \
   extern "C" int name(stepc_cuda_ctx* ctx, const TI* x, int64_t matrices, int64_t rows,      \

@@ -59,9 +59,11 @@ int BiasGradOf(stepc_cuda_ctx* ctx, const void* a, int in_type, int64_t m, int64
 int RoundFp8Lhs(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
                 bool stored_kr, int format, __nv_bfloat16* out);
 
-// Packed bytes [lines, k] with scales [k / 128, lines] as bf16 values (exact).
+// Packed bytes [lines, k] with scales [k / 128, lines] (1x128 blocks; or,
+// `ld` > 0, 128x128 blocks at [line / 128][k / 128] of a table `ld` wide) as
+// bf16 values (exact).
 int UnpackFp8(stepc_cuda_ctx* ctx, const uint8_t* bytes, const float* scales, int64_t lines,
-              int64_t k, int format, __nv_bfloat16* out);
+              int64_t k, int format, int64_t ld, __nv_bfloat16* out);
 
 // An fp8 GEMM's packed operands in its scratch.
 struct Fp8Packed {
@@ -87,7 +89,7 @@ int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, c
                     const float* b_scales, void* c, int64_t batch, int64_t m, int64_t n,
                     int64_t k, int transpose_a, int transpose_b, int shared_rhs, int a_type,
                     int b_type, int out_type, const float* bias, int epilogue, void* aux,
-                    int a_format, int b_format, int round_a, void* scratch);
+                    int a_format, int b_format, int b_vector, int round_a, void* scratch);
 
 }  // namespace stepc::cuda
 

@@ -82,8 +82,8 @@ inline const char* BadFp8Operands(int a_type, const void* a_scales, int b_type,
   if (packed_a && (!a_scales || transpose_a || round_a || epilogue == STEPC_EPILOGUE_BGRAD))
     return "a packed A needs its scales and is read untransposed, neither rounded nor summed "
            "(BGRAD) by the GEMM";
-  if (packed_b && (!b_scales || !transpose_b || !b_vector))
-    return "a packed B needs its scales and is [n, k] (transpose_b) in 1x128 blocks (b_vector)";
+  if (packed_b && (!b_scales || !transpose_b))
+    return "a packed B needs its scales and is [n, k] (transpose_b)";
   if ((packed_a || packed_b) && !scratch) return "an fp8 GEMM of packed operands needs its scratch";
   if (packed_a && !packed_b && b_type != STEPC_CUDA_BF16)
     return "beside a packed A, B must be bf16";

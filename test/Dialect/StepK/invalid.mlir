@@ -316,7 +316,15 @@ func.func @gemm_packed_lhs_format(%x: tensor<8x128xf8E5M2>, %s: tensor<1x8xf32>,
 // -----
 
 func.func @gemm_packed_rhs_untransposed(%x: tensor<8x128xbf16>, %w: tensor<32x128xf8E4M3FN>, %s: tensor<1x32xf32>) -> tensor<8x32xf32> {
-  // expected-error @+1 {{'stepk.gemm' op expects packed rhs bytes [N, K] (transpose_b, 1x128 blocks) in the format fp8 names, with f32 scales [K / 128, N]}}
+  // expected-error @+1 {{'stepk.gemm' op expects packed rhs bytes [N, K] (transpose_b) in the format fp8 names, with f32 scales [K / 128, N] (1x128 blocks) or [N / 128, K / 128 padded to 4] (128x128)}}
   %0 = stepk.gemm %x, %w rhs_scales %s {fp8 = array<i32: 0, 0, 1>, shared_rhs} : (tensor<8x128xbf16>, tensor<32x128xf8E4M3FN>, tensor<1x32xf32>) -> tensor<8x32xf32>
   return %0 : tensor<8x32xf32>
+}
+
+// -----
+
+func.func @pack_fp8_blocks_scales(%w: tensor<256x384xf32>) -> tensor<256x384xf8E4M3FN> {
+  // expected-error @+1 {{'stepk.pack_fp8' op packs 128x128 blocks of a 2-d input, scales [2, 4], got 'tensor<256x384xf32>' and 'tensor<2x3xf32>'}}
+  %b, %s = stepk.pack_fp8 %w blocks : (tensor<256x384xf32>) -> (tensor<256x384xf8E4M3FN>, tensor<2x3xf32>)
+  return %b : tensor<256x384xf8E4M3FN>
 }

@@ -34,12 +34,14 @@ func.func @kernels(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %b: tensor<32xf3
 // CHECK-LABEL: func.func @packed_fp8
 // CHECK: %[[B:.*]], %[[S:.*]] = stepk.pack_fp8 %arg0 : (tensor<256x128xf32>) -> (tensor<256x128xf8E4M3FN>, tensor<1x256xf32>)
 // CHECK: %[[BT:.*]], %[[ST:.*]] = stepk.pack_fp8 %arg0 transposed : (tensor<256x128xf32>) -> (tensor<128x256xf8E4M3FN>, tensor<2x128xf32>)
-// CHECK: stepk.gemm %[[B]], %arg1 lhs_scales %[[S]] {fp8 = array<i32: 0, 0, 0>, shared_rhs, transpose_b}
+// CHECK: %[[WB:.*]], %[[WS:.*]] = stepk.pack_fp8 %arg2 blocks : (tensor<64x128xf32>) -> (tensor<64x128xf8E4M3FN>, tensor<1x4xf32>)
+// CHECK: stepk.gemm %[[B]], %[[WB]] lhs_scales %[[S]] rhs_scales %[[WS]] {fp8 = array<i32: 0, 0, 0>, shared_rhs, transpose_b}
 // CHECK: stepk.gemm %[[BT]], %[[BT]] lhs_scales %[[ST]] rhs_scales %[[ST]] {fp8 = array<i32: 0, 0, 1>, shared_rhs, transpose_b}
-func.func @packed_fp8(%x: tensor<256x128xf32>, %w: tensor<64x128xbf16>) -> (tensor<256x64xbf16>, tensor<128x128xf32>) {
+func.func @packed_fp8(%x: tensor<256x128xf32>, %w: tensor<64x128xbf16>, %wf: tensor<64x128xf32>) -> (tensor<256x64xbf16>, tensor<128x128xf32>) {
   %b, %s = stepk.pack_fp8 %x : (tensor<256x128xf32>) -> (tensor<256x128xf8E4M3FN>, tensor<1x256xf32>)
   %bt, %st = stepk.pack_fp8 %x transposed : (tensor<256x128xf32>) -> (tensor<128x256xf8E4M3FN>, tensor<2x128xf32>)
-  %y = stepk.gemm %b, %w lhs_scales %s {fp8 = array<i32: 0, 0, 0>, shared_rhs, transpose_b} : (tensor<256x128xf8E4M3FN>, tensor<64x128xbf16>, tensor<1x256xf32>) -> tensor<256x64xbf16>
+  %wb, %ws = stepk.pack_fp8 %wf blocks : (tensor<64x128xf32>) -> (tensor<64x128xf8E4M3FN>, tensor<1x4xf32>)
+  %y = stepk.gemm %b, %wb lhs_scales %s rhs_scales %ws {fp8 = array<i32: 0, 0, 0>, shared_rhs, transpose_b} : (tensor<256x128xf8E4M3FN>, tensor<64x128xf8E4M3FN>, tensor<1x256xf32>, tensor<1x4xf32>) -> tensor<256x64xbf16>
   %g = stepk.gemm %bt, %bt lhs_scales %st rhs_scales %st {fp8 = array<i32: 0, 0, 1>, shared_rhs, transpose_b} : (tensor<128x256xf8E4M3FN>, tensor<128x256xf8E4M3FN>, tensor<2x128xf32>, tensor<2x128xf32>) -> tensor<128x128xf32>
   return %y, %g : tensor<256x64xbf16>, tensor<128x128xf32>
 }

@@ -69,6 +69,33 @@ void packFp8(const Tensor &x, bool transposed, int format, Tensor &bytes, Tensor
     }
 }
 
+/// stepk.pack_fp8 blocks: each 128x128 block of a 2-d x (of its transpose,
+/// `transposed`) scaled as one tile; scales [lines / 128][columns], padded.
+void packFp8Blocks(const Tensor &x, bool transposed, int format, Tensor &bytes,
+                   Tensor &scales) {
+  const int64_t rows = x.shape[0], cols = x.shape[1];
+  const int64_t lines = transposed ? cols : rows, along = transposed ? rows : cols;
+  const int64_t ld = scales.shape[1];
+  auto at = [&](int64_t line, int64_t i) {
+    return transposed ? x.data[i * cols + line] : x.data[line * cols + i];
+  };
+  for (int64_t l0 = 0; l0 < lines; l0 += 128)
+    for (int64_t i0 = 0; i0 < along; i0 += 128) {
+      const int64_t l1 = std::min(lines, l0 + 128), i1 = std::min(along, i0 + 128);
+      double amax = 0;
+      for (int64_t l = l0; l < l1; ++l)
+        for (int64_t i = i0; i < i1; ++i) {
+          double v = std::fabs(at(l, i));
+          amax = std::isnan(v) || std::isnan(amax) ? NAN : std::max(amax, v);
+        }
+      const double s = stepc_fp8_tile_scale<double>(amax, format);
+      for (int64_t l = l0; l < l1; ++l)
+        for (int64_t i = i0; i < i1; ++i)
+          bytes.data[l * along + i] = stepc_round_fp8<double>(at(l, i) * s, format);
+      scales.data[(l0 / 128) * ld + i0 / 128] = 1.0 / s;
+    }
+}
+
 } // namespace
 
 Evaluated stepc::interp::evalFp8(Operation *op, Operands in, Results out) {
@@ -79,7 +106,10 @@ Evaluated stepc::interp::evalFp8(Operation *op, Operands in, Results out) {
         return success();
       })
       .Case([&](stepc::stepk::PackFp8Op p) {
-        packFp8(*in[0], p.getTransposed(), p.getFormat(), out[0], out[1]);
+        if (p.getBlocks())
+          packFp8Blocks(*in[0], p.getTransposed(), p.getFormat(), out[0], out[1]);
+        else
+          packFp8(*in[0], p.getTransposed(), p.getFormat(), out[0], out[1]);
         return success();
       })
       .Case([&](QuantizeGradFp8Op) {

@@ -59,7 +59,8 @@ LogicalResult evalProduct(OpT op, Operands in, Results out, bool sharedRhs) {
 LogicalResult evalGemm(stepc::stepk::GemmOp gemm, Operands in, Results out) {
   SmallVector<const Tensor *> operands(in.begin(), in.end());
   // Packed operands (stepk.pack_fp8): each byte's value times its block's
-  // scale, stored [lines, K] with scales [K / 128, lines].
+  // scale, stored [lines, K] with scales [K / 128, lines] (1x128 blocks),
+  // or [lines / 128, K blocks padded] (a rhs of 128x128 blocks).
   const unsigned scalesAt = 2 + (gemm.getBias() ? 1 : 0) + (gemm.getAux() ? 1 : 0);
   Tensor unpacked[2];
   unsigned nextScales = scalesAt;
@@ -68,10 +69,13 @@ LogicalResult evalGemm(stepc::stepk::GemmOp gemm, Operands in, Results out) {
       continue;
     const Tensor &bytes = *in[i], &scales = *in[nextScales++];
     const int64_t k = bytes.shape.back(), lines = bytes.numel() / k;
+    const bool squareBlocks = i == 1 && (*gemm.getFp8())[2] == 0;
     unpacked[i] = bytes;
     for (int64_t line = 0; line < lines; ++line)
       for (int64_t kk = 0; kk < k; ++kk)
-        unpacked[i].data[line * k + kk] *= scales.data[(kk / 128) * lines + line];
+        unpacked[i].data[line * k + kk] *=
+            squareBlocks ? scales.data[(line / 128) * scales.shape[1] + kk / 128]
+                         : scales.data[(kk / 128) * lines + line];
     operands[i] = &unpacked[i];
   }
   if (failed(evalProduct(gemm, operands, out, gemm.getSharedRhs())))

@@ -214,10 +214,14 @@ LogicalResult GemmOp::verify() {
     std::optional<ArrayRef<int32_t>> fp8 = getFp8();
     const int64_t k = getK();
     const int64_t rows = lhsType.getNumElements() / k;
-    auto scalesOf = [&](Value scales, int64_t blocked) {
+    // 1x128 blocks along K: [K / 128, lines]; 128x128: [lines / 128, K
+    // blocks padded to 4].
+    auto scalesOf = [&](Value scales, int64_t lines, bool squareBlocks = false) {
       auto type = cast<RankedTensorType>(scales.getType());
-      return type.getElementType().isF32() && type.getRank() == 2 &&
-             type.getDimSize(0) == (k + 127) / 128 && type.getDimSize(1) == blocked;
+      SmallVector<int64_t> want{(k + 127) / 128, lines};
+      if (squareBlocks)
+        want = {(lines + 127) / 128, fp8BlockScaleColumns(k)};
+      return type.getElementType().isF32() && type.getShape() == ArrayRef<int64_t>(want);
     };
     if (!fp8 || epilogue == Epilogue::bgrad)
       return emitOpError() << "reads packed operands only as an fp8 GEMM without the bgrad "
@@ -226,11 +230,12 @@ LogicalResult GemmOp::verify() {
                       !scalesOf(getLhsScales(), rows)))
       return emitOpError() << "expects packed lhs bytes [rows, K] (not transposed) in the "
                               "format fp8 names, with f32 scales [K / 128, rows]";
-    if (packedRhs && (!getTransposeB() || rhsType.getRank() != 2 || (*fp8)[2] != 1 ||
+    if (packedRhs && (!getTransposeB() || rhsType.getRank() != 2 ||
                       fp8FormatOf(rhsType.getElementType()) != (*fp8)[1] ||
-                      !scalesOf(getRhsScales(), rhsType.getDimSize(0))))
-      return emitOpError() << "expects packed rhs bytes [N, K] (transpose_b, 1x128 blocks) in "
-                              "the format fp8 names, with f32 scales [K / 128, N]";
+                      !scalesOf(getRhsScales(), rhsType.getDimSize(0), (*fp8)[2] == 0)))
+      return emitOpError() << "expects packed rhs bytes [N, K] (transpose_b) in the format fp8 "
+                              "names, with f32 scales [K / 128, N] (1x128 blocks) or [N / 128, "
+                              "K / 128 padded to 4] (128x128)";
   }
   return success();
 }
@@ -255,6 +260,14 @@ LogicalResult PackFp8Op::verify() {
                             "where transposed, got "
                          << bytes;
   const int64_t along = t ? rows : cols, across = t ? cols : rows;
+  if (getBlocks()) {
+    // 128x128 blocks of [across, along] (bytes' rows, K), K-blocks padded.
+    SmallVector<int64_t> want{(across + 127) / 128, fp8BlockScaleColumns(along)};
+    if (in.getRank() != 2 || scales.getShape() != ArrayRef<int64_t>(want))
+      return emitOpError() << "packs 128x128 blocks of a 2-d input, scales [" << want[0] << ", "
+                           << want[1] << "], got " << in << " and " << scales;
+    return success();
+  }
   if (scales.getShape() != ArrayRef<int64_t>{(along + 127) / 128, across})
     return emitOpError() << "expects scales [" << (along + 127) / 128 << ", " << across
                          << "] (a block's along the " << (t ? "rows" : "last dim")

@@ -157,7 +157,7 @@ extern "C" int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx* ctx, const void* a,
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return Fp8ValuesInBf16(ctx, a, a_scales, b, b_scales, c, batch, m, n, k, transpose_a,
                            transpose_b, shared_rhs, a_type, b_type, out_type, bias, epilogue,
-                           aux, a_format, b_format, round_a, scratch);
+                           aux, a_format, b_format, b_vector, round_a, scratch);
   const int64_t rows = batch * m;
   Fp8Packed packed;
   if (int rc = PackFp8Operands(ctx, a, a_type, b, b_type, rows, n, k, transpose_a != 0,

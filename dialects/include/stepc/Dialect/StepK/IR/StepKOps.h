@@ -24,6 +24,9 @@ inline bool isFp8Bytes(mlir::Type element) {
   return element.isFloat8E4M3FN() || element.isFloat8E5M2();
 }
 inline int32_t fp8FormatOf(mlir::Type element) { return element.isFloat8E5M2() ? 1 : 0; }
+/// The columns of a 128x128-block scale table over `k` (K-blocks padded to
+/// a multiple of 4, as cuBLASLt reads them; launch_config.h's PlanFp8Gemm).
+inline int64_t fp8BlockScaleColumns(int64_t k) { return ((k + 127) / 128 + 3) / 4 * 4; }
 inline mlir::Type fp8BytesType(mlir::MLIRContext *ctx, int32_t format) {
   return format == 1 ? mlir::Type(mlir::FloatType::getFloat8E5M2(ctx))
                      : mlir::Type(mlir::FloatType::getFloat8E4M3FN(ctx));

@@ -114,8 +114,9 @@ def StepK_GemmOp : StepK_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     An fp8 operand already packed (`stepk.pack_fp8`: an `f8E4M3FN` or
     `f8E5M2` tensor of the bytes, with `lhs_scales` / `rhs_scales`, each
     block's dequantization factor) is read as it is: the lhs stored
-    `[rows, K]` (not transposed), the rhs stored `[N, K]` (`transpose_b`,
-    1x128 blocks along K): the product is `bytes · scale` of each block,
+    `[rows, K]` (not transposed), the rhs stored `[N, K]` (`transpose_b`;
+    1x128 blocks along K, or 128x128 blocks with `v` = 0, the scales
+    `[N / 128, K / 128 padded to 4]`): the product is `bytes · scale` of each block,
     the values the bf16 operand would have held, and the GEMM packs only
     its other operand.
 
@@ -175,18 +176,23 @@ def StepK_PackFp8Op : StepK_Op<"pack_fp8", [Pure, StepK_NoProductFlops]> {
     K-major for a product over the rows) and `scales` `[rows / 128, cols]`.
     `bytes · scale` is exactly what `step.quantize_fp8` with tiles of those
     blocks would leave: what a `stepk.gemm` reads as a packed operand, so
-    the rounded copy is never stored. `step-lower-library-calls` forms these
-    inside the library call that packs a linear layer's input, or its output
-    gradient, both ways in one pass.
+    the rounded copy is never stored. With `blocks` (a weight, 2-d
+    `[rows, cols]`) the blocks are 128x128 and `scales` is `[rows / 128,
+    L]` (`[cols / 128, L]` transposed), L the blocks along the other dim
+    padded to a multiple of 4, as cuBLASLt reads them.
+    `step-lower-library-calls` forms these inside the library calls that
+    pack a linear layer's input, or its output gradient, both ways in one
+    pass, and a weight in the layouts its products read.
 
     ```mlir
     %bytes, %scales = stepk.pack_fp8 %x transposed : (tensor<256x64xf32>) -> (tensor<64x256xf8E4M3FN>, tensor<2x64xf32>)
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, UnitAttr:$transposed);
+  let arguments = (ins AnyRankedTensor:$input, UnitAttr:$transposed, UnitAttr:$blocks);
   let results = (outs AnyRankedTensor:$bytes, AnyRankedTensor:$scales);
   let assemblyFormat =
-    "$input (`transposed` $transposed^)? attr-dict `:` functional-type(operands, results)";
+    "$input (`blocks` $blocks^)? (`transposed` $transposed^)? attr-dict `:` "
+    "functional-type(operands, results)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// 0 e4m3, 1 e5m2: the bytes' format.
