@@ -214,7 +214,8 @@ def StepLowerLibraryCalls : Pass<"step-lower-library-calls", "mlir::ModuleOp"> {
     output gradient) becomes the pass that packs both their operands
     (`pack_fp8_rows_columns`: `stepk.pack_fp8` bytes and block scales,
     read by the GEMMs through `lhs_scales` / `rhs_scales`), no rounded copy
-    stored.
+    stored; so does a weight's rounding (`pack_fp8_blocks...`: 128x128
+    blocks as stored and transposed).
 
     ```mlir
     // before
