@@ -92,66 +92,91 @@ __global__ void QuantizeFp8ColumnTilesKernel(const TI* x, int64_t matrices, int6
 
 // Both roundings a linear layer's input or output gradient takes, in one
 // pass over x [rows, cols] (f32, or bf16 read as it is): [1, 128] row
-// tiles (the forward and
-// input-gradient products) and [128, 1] column tiles (the weight
-// gradient), each written in bf16. A thread block per 128 x 128 panel:
-// thread t holds column t % 128 of every other row (64 values in
-// registers), the columns' maxima meet in shared memory, the rows' across
-// a warp and then the row's four warps.
-// With `column_partial`, each panel's column sums of x (a bias gradient:
-// its 64 values a thread in order, then the two rows of threads) go to
-// column_partial[panel row][column]. With `gelu` (1 exact, 2 tanh) the
-// values rounded are the GELU of x's (the MLP's activation, computed as
-// the elementwise kernels compute it).
+// tiles (the forward and input-gradient products) and [128, 1] column
+// tiles (the weight gradient). A thread block per 128 x 128 panel: thread
+// t holds column t % 128 of every other row (64 values in registers, the
+// loops unrolled), the columns' maxima meet in shared memory, the rows'
+// across a warp and then the row's four warps. With `column_partial`,
+// each panel's column sums of x (a bias gradient: its 64 values a thread
+// in order, then the two rows of threads) go to column_partial[panel
+// row][column]. With `gelu` (1 exact, 2 tanh) the values rounded are the
+// GELU of x's (the MLP's activation, computed as the elementwise kernels
+// compute it). Two kernels write the roundings: as bf16 values, or packed
+// as the fp8 GEMMs read them.
 constexpr int kPairPanel = kFp8PairPanel;
+constexpr int kPairHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
+
+struct PairPanel {
+  float column_max[kThreads / kPairPanel][kPairPanel];
+  float row_max[kPairPanel][kPairPanel / 32];
+  float row_scale[kPairPanel], column_scale[kPairPanel];  // row / column i of the panel
+  float column_sum[kThreads / kPairPanel][kPairPanel];
+};
+
+// The panel at (r0, c0) into `v` (this thread's column cc = t % 128, rows
+// half + 2i), its rows' and columns' scales into `p` (the quantizer's rule
+// for each tile) and its column sums into `column_partial` (if not null).
+// Every thread calls it; on return the scales are visible to all.
 template <typename T>
-__global__ void QuantizeFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t cols,
-                                             int format, __nv_bfloat16* by_rows,
-                                             __nv_bfloat16* by_columns, float* column_partial,
-                                             int gelu) {
-  constexpr int kHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
-  __shared__ float column_max[kThreads / kPairPanel][kPairPanel];
-  __shared__ float row_max[kPairPanel][kPairPanel / 32];
-  __shared__ float row_scale[kPairPanel], column_scale[kPairPanel];
-  __shared__ float column_sum[kThreads / kPairPanel][kPairPanel];
+__device__ __forceinline__ void LoadPairPanel(const T* x, int64_t rows, int64_t cols,
+                                              int format, int gelu, int64_t r0, int64_t c0,
+                                              float (&v)[kPairHeld], PairPanel& p,
+                                              float* column_partial) {
+  const int cc = threadIdx.x % kPairPanel, half = threadIdx.x / kPairPanel;
+  const int lane = threadIdx.x % 32, quarter = cc / 32;
+  const int64_t c = c0 + cc;
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPairHeld; ++i) {
+    const int64_t r = r0 + half + 2 * i;
+    v[i] = r < rows && c < cols ? Load(x, r * cols + c) : 0.0f;
+    if (gelu) v[i] = stepc_gelu<float>(v[i], gelu == 2);
+    amax = MaxMagnitude(amax, v[i]);
+    float m = MaxMagnitude(0.0f, v[i]);
+    for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) p.row_max[half + 2 * i][quarter] = m;
+  }
+  p.column_max[half][cc] = amax;
+  if (column_partial) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPairHeld; ++i) sum += v[i];
+    p.column_sum[half][cc] = sum;
+  }
+  __syncthreads();
+  if (column_partial && half == 0 && c < cols)
+    column_partial[(r0 / kPairPanel) * cols + c] = p.column_sum[0][cc] + p.column_sum[1][cc];
+  if (half == 0) {
+    p.column_scale[cc] =
+        stepc_fp8_tile_scale<float>(MaxMagnitude(p.column_max[0][cc], p.column_max[1][cc]), format);
+    float m = 0.0f;
+    for (int q = 0; q < kPairPanel / 32; ++q) m = MaxMagnitude(m, p.row_max[cc][q]);
+    p.row_scale[cc] = stepc_fp8_tile_scale<float>(m, format);  // row cc of the panel
+  }
+  __syncthreads();
+}
+
+// The roundings as bf16 values (where something other than an fp8 GEMM
+// reads them). At most 128 registers so that two blocks share an SM.
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 2)
+    QuantizeFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t cols, int format,
+                                 __nv_bfloat16* by_rows, __nv_bfloat16* by_columns,
+                                 float* column_partial, int gelu) {
+  __shared__ PairPanel p;
   const int64_t row_panels = (rows + kPairPanel - 1) / kPairPanel;
   const int64_t col_panels = (cols + kPairPanel - 1) / kPairPanel;
   const int cc = threadIdx.x % kPairPanel, half = threadIdx.x / kPairPanel;
-  const int lane = threadIdx.x % 32, quarter = cc / 32;
   for (int64_t blk = blockIdx.x; blk < row_panels * col_panels; blk += gridDim.x) {
     const int64_t r0 = (blk / col_panels) * kPairPanel, c0 = (blk % col_panels) * kPairPanel;
     const int64_t c = c0 + cc;
-    float v[kHeld], amax = 0.0f;
-    for (int i = 0; i < kHeld; ++i) {
-      const int64_t r = r0 + half + 2 * i;
-      v[i] = r < rows && c < cols ? Load(x, r * cols + c) : 0.0f;
-      if (gelu) v[i] = stepc_gelu<float>(v[i], gelu == 2);
-      amax = MaxMagnitude(amax, v[i]);
-      float m = MaxMagnitude(0.0f, v[i]);
-      for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
-      if (lane == 0) row_max[half + 2 * i][quarter] = m;
-    }
-    column_max[half][cc] = amax;
-    if (column_partial) {
-      float sum = 0.0f;
-      for (int i = 0; i < kHeld; ++i) sum += v[i];
-      column_sum[half][cc] = sum;
-    }
-    __syncthreads();
-    if (column_partial && half == 0 && c < cols)
-      column_partial[(r0 / kPairPanel) * cols + c] = column_sum[0][cc] + column_sum[1][cc];
-    if (half == 0) {
-      column_scale[cc] = stepc_fp8_tile_scale<float>(
-          MaxMagnitude(column_max[0][cc], column_max[1][cc]), format);
-      float m = 0.0f;
-      for (int q = 0; q < kPairPanel / 32; ++q) m = MaxMagnitude(m, row_max[cc][q]);
-      row_scale[cc] = stepc_fp8_tile_scale<float>(m, format);  // row cc of the panel
-    }
-    __syncthreads();
-    for (int i = 0; i < kHeld; ++i) {
+    float v[kPairHeld];
+    LoadPairPanel(x, rows, cols, format, gelu, r0, c0, v, p, column_partial);
+#pragma unroll
+    for (int i = 0; i < kPairHeld; ++i) {
       const int64_t r = r0 + half + 2 * i;
       if (r >= rows || c >= cols) continue;
-      const float sr = row_scale[half + 2 * i], sc = column_scale[cc];
+      const float sr = p.row_scale[half + 2 * i], sc = p.column_scale[cc];
       Store(by_rows, r * cols + c, stepc_round_fp8<float>(v[i] * sr, format) / sr);
       Store(by_columns, r * cols + c, stepc_round_fp8<float>(v[i] * sc, format) / sc);
     }
@@ -159,76 +184,42 @@ __global__ void QuantizeFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t c
   }
 }
 
-// QuantizeFp8RowsColumnsKernel's two roundings written as the fp8 GEMMs
-// read them (fp8_pack.h's 1x128 layouts): the rows' bytes where x's values
-// are, a scale per row of the panel at row_scales[panel col * rows + r];
-// the columns' bytes transposed, [cols, rows], a scale per column at
-// col_scales[panel row * cols + c]. The transposed bytes go through shared
-// memory so that both writes run along memory.
-// Its 64 values a thread stay in registers (the loops unrolled), at most
-// 128 of them so that two blocks share an SM (nvcc --resource-usage,
-// sm_90a: 128 registers, no spills).
+// The roundings packed as the fp8 GEMMs read them (fp8_pack.h's 1x128
+// layouts): the rows' bytes where x's values are, a scale per row of the
+// panel at row_scales[panel col * rows + r]; the columns' bytes
+// transposed, [cols, rows], a scale per column at col_scales[panel row *
+// cols + c]. The transposed bytes go through shared memory so that both
+// writes run along memory. At most 128 registers (nvcc --resource-usage,
+// sm_90a: no spills), two blocks an SM.
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 2)
     PackFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t cols, int format,
                              uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,
                              float* col_scales, float* column_partial, int gelu) {
-  constexpr int kHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
-  constexpr int kStride = kPairPanel + 4;                    // bytes a staged row takes
-  __shared__ float column_max[kThreads / kPairPanel][kPairPanel];
-  __shared__ float row_max[kPairPanel][kPairPanel / 32];
-  __shared__ float row_scale[kPairPanel], column_scale[kPairPanel];
-  __shared__ float column_sum[kThreads / kPairPanel][kPairPanel];
+  constexpr int kStride = kPairPanel + 4;  // bytes a staged column takes
+  __shared__ PairPanel p;
   __shared__ uint32_t staged_words[kPairPanel * kStride / 4];  // [column][row] bytes
   uint8_t* staged = reinterpret_cast<uint8_t*>(staged_words);
   const int64_t row_panels = (rows + kPairPanel - 1) / kPairPanel;
   const int64_t col_panels = (cols + kPairPanel - 1) / kPairPanel;
   const int cc = threadIdx.x % kPairPanel, half = threadIdx.x / kPairPanel;
-  const int lane = threadIdx.x % 32, quarter = cc / 32;
   for (int64_t blk = blockIdx.x; blk < row_panels * col_panels; blk += gridDim.x) {
     const int64_t r0 = (blk / col_panels) * kPairPanel, c0 = (blk % col_panels) * kPairPanel;
     const int64_t c = c0 + cc;
-    float v[kHeld], amax = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kHeld; ++i) {
-      const int64_t r = r0 + half + 2 * i;
-      v[i] = r < rows && c < cols ? Load(x, r * cols + c) : 0.0f;
-      if (gelu) v[i] = stepc_gelu<float>(v[i], gelu == 2);
-      amax = MaxMagnitude(amax, v[i]);
-      float m = MaxMagnitude(0.0f, v[i]);
-      for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
-      if (lane == 0) row_max[half + 2 * i][quarter] = m;
-    }
-    column_max[half][cc] = amax;
-    if (column_partial) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kHeld; ++i) sum += v[i];
-      column_sum[half][cc] = sum;
-    }
-    __syncthreads();
-    if (column_partial && half == 0 && c < cols)
-      column_partial[(r0 / kPairPanel) * cols + c] = column_sum[0][cc] + column_sum[1][cc];
+    float v[kPairHeld];
+    LoadPairPanel(x, rows, cols, format, gelu, r0, c0, v, p, column_partial);
     if (half == 0) {
-      const float sc = stepc_fp8_tile_scale<float>(
-          MaxMagnitude(column_max[0][cc], column_max[1][cc]), format);
-      column_scale[cc] = sc;
-      float m = 0.0f;
-      for (int q = 0; q < kPairPanel / 32; ++q) m = MaxMagnitude(m, row_max[cc][q]);
-      const float sr = stepc_fp8_tile_scale<float>(m, format);  // row cc of the panel
-      row_scale[cc] = sr;
-      if (r0 + cc < rows) row_scales[(c0 / kPairPanel) * rows + r0 + cc] = 1.0f / sr;
-      if (c < cols) col_scales[(r0 / kPairPanel) * cols + c] = 1.0f / sc;
+      if (r0 + cc < rows) row_scales[(c0 / kPairPanel) * rows + r0 + cc] = 1.0f / p.row_scale[cc];
+      if (c < cols) col_scales[(r0 / kPairPanel) * cols + c] = 1.0f / p.column_scale[cc];
     }
-    __syncthreads();
 #pragma unroll
-    for (int i = 0; i < kHeld; ++i) {
+    for (int i = 0; i < kPairHeld; ++i) {
       const int64_t rr = half + 2 * i, r = r0 + rr;
       staged[cc * kStride + rr] =
-          static_cast<uint8_t>(stepc_fp8_bits<float>(v[i] * column_scale[cc], format));
+          static_cast<uint8_t>(stepc_fp8_bits<float>(v[i] * p.column_scale[cc], format));
       if (r < rows && c < cols)
         row_bytes[r * cols + c] =
-            static_cast<uint8_t>(stepc_fp8_bits<float>(v[i] * row_scale[rr], format));
+            static_cast<uint8_t>(stepc_fp8_bits<float>(v[i] * p.row_scale[rr], format));
     }
     __syncthreads();
     // The staged columns, four bytes a thread along each column's rows.
@@ -714,6 +705,20 @@ extern "C" int stepc_cuda_pack_fp8_blocks_both(stepc_cuda_ctx* ctx, const float*
                                                uint8_t* bytes, float* scales, uint8_t* t_bytes,
                                                float* t_scales) {
   return PackFp8BlocksBoth(ctx, w, rows, cols, format, bytes, scales, t_bytes, t_scales);
+}
+
+// The fp8 GEMM of operands neither of which is packed yet (gemm.cu, or the
+// emulation's gemm.cc, runs the packed form).
+extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
+                                     int64_t batch, int64_t m, int64_t n, int64_t k,
+                                     int transpose_a, int transpose_b, int shared_rhs,
+                                     int a_type, int b_type, int out_type, const float* bias,
+                                     int epilogue, void* aux, int a_format, int b_format,
+                                     int b_vector, int round_a, void* scratch) {
+  return stepc_cuda_matmul_fp8_packed(ctx, a, nullptr, b, nullptr, c, batch, m, n, k,
+                                      transpose_a, transpose_b, shared_rhs, a_type, b_type,
+                                      out_type, bias, epilogue, aux, a_format, b_format,
+                                      b_vector, round_a, scratch);
 }
 
 #define STEPC_QUANTIZE_FP8(name, TI, TO)                                                     \

@@ -323,18 +323,6 @@ extern "C" int stepc_cuda_matmul(stepc_cuda_ctx* ctx, const void* a, const void*
                 bias, aux);
 }
 
-extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const void* b, void* c,
-                                     int64_t batch, int64_t m, int64_t n, int64_t k,
-                                     int transpose_a, int transpose_b, int shared_rhs,
-                                     int a_type, int b_type, int out_type, const float* bias,
-                                     int epilogue, void* aux, int a_format, int b_format,
-                                     int b_vector, int round_a, void* scratch) {
-  return stepc_cuda_matmul_fp8_packed(ctx, a, nullptr, b, nullptr, c, batch, m, n, k,
-                                      transpose_a, transpose_b, shared_rhs, a_type, b_type,
-                                      out_type, bias, epilogue, aux, a_format, b_format,
-                                      b_vector, round_a, scratch);
-}
-
 extern "C" int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx* ctx, const void* a,
                                             const float* a_scales, const void* b,
                                             const float* b_scales, void* c, int64_t batch,
