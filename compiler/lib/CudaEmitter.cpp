@@ -526,13 +526,11 @@ LogicalResult CudaEmitter::emitMatmul(Operation *op, Value lhs, Value rhs, Value
   // Operands packed to fp8 bytes and block scales in scratch (operands
   // packed already: their bf16 values there where the GEMM runs in bf16).
   if (failed(needScratch(op, lc::Fp8GemmScratchBytes(batch, m, n, k, ta, sharedRhs, (*fp8)[0],
-                                                     (*fp8)[1], (*fp8)[2], /*round_a=*/0,
-                                                     lhsScales ? 1 : 0, rhsScales ? 1 : 0))))
+                                                     (*fp8)[1], (*fp8)[2], lhsScales ? 1 : 0,
+                                                     rhsScales ? 1 : 0))))
     return failure();
-  // The formats, the rhs's scaling and round_a (the compiler never asks the
-  // GEMM to round: a rounding only fp8 GEMMs read is packed once before).
-  std::string formats =
-      llvm::formatv("{0}, {1}, {2}, 0", (*fp8)[0], (*fp8)[1], (*fp8)[2]);
+  // The formats and the rhs's scaling.
+  std::string formats = llvm::formatv("{0}, {1}, {2}", (*fp8)[0], (*fp8)[1], (*fp8)[2]);
   if (!lhsScales && !rhsScales) {
     call(op, "stepc_cuda_matmul_fp8(" + args + ", " + formats + ", scratch)");
     return success();

@@ -41,7 +41,7 @@ int64_t fp8GemmScratchBytes(stepk::GemmOp gemm) {
   ArrayRef<int32_t> fp8 = *gemm.getFp8();
   return lc::Fp8GemmScratchBytes(out.getNumElements() / (m * n), m, n, gemm.getK(),
                                  gemm.getTransposeA(), gemm.getSharedRhs(), fp8[0], fp8[1],
-                                 fp8[2], /*round_a=*/0, gemm.getLhsScales() ? 1 : 0,
+                                 fp8[2], gemm.getLhsScales() ? 1 : 0,
                                  gemm.getRhsScales() ? 1 : 0);
 }
 

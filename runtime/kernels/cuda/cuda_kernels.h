@@ -591,25 +591,22 @@ int stepc_cuda_matmul(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c
  * fp8 tensor cores with f32 accumulation; where it does not, or cuBLASLt has
  * no fp8 algorithm for the problem, the bf16 GEMM of the same values runs
  * (as every one does with STEPC_FP8_GEMMS=0 in the environment). A and B
- * are `a_type` and `b_type` (f32 or bf16; equal unless A is rounded here).
- * With `round_a`, A holds any values and is rounded here as
- * step.quantize_fp8 with tiles of its blocks would round it (the packing;
- * for the bf16 GEMM, a bf16 copy in `scratch`: Fp8GemmScratchBytes). A BGRAD
- * epilogue sums A's own values (the unrounded ones with `round_a`). */
+ * are `a_type` and `b_type` (f32 or bf16, equal). A BGRAD epilogue sums A's
+ * own values. */
 int stepc_cuda_matmul_fp8(stepc_cuda_ctx *ctx, const void *a, const void *b, void *c,
                           int64_t batch, int64_t m, int64_t n, int64_t k, int transpose_a,
                           int transpose_b, int shared_rhs, int a_type, int b_type, int out_type,
                           const float *bias, int epilogue, void *aux, int a_format,
-                          int b_format, int b_vector, int round_a, void *scratch);
+                          int b_format, int b_vector, void *scratch);
 
 /* stepc_cuda_matmul_fp8 where an operand may be packed already
  * (stepc_cuda_pack_fp8_rows_columns): `a_type` STEPC_CUDA_FP8, A is bytes
  * [batch·m, k] (not transposed) with `a_scales` [k / 128, batch·m];
  * `b_type` STEPC_CUDA_FP8, B is bytes [n, k] (`transpose_b`) with
  * `b_scales` [k / 128, n] (`b_vector`) or [n / 128, L] (128x128 blocks, L
- * the K-blocks padded to a multiple of 4). Only the other operand is packed here; a
- * raw operand beside a packed one is bf16 (or, rounded here, A of either
- * type); no BGRAD epilogue on a packed A. Where the fp8 GEMM does not run,
+ * the K-blocks padded to a multiple of 4). Only the other operand is packed
+ * here; a raw operand beside a packed one is bf16; no BGRAD epilogue on a
+ * packed A. Where the fp8 GEMM does not run,
  * the packed operands are unpacked into bf16 in `scratch` (exact) for the
  * bf16 GEMM. */
 int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx *ctx, const void *a, const float *a_scales,
@@ -617,8 +614,7 @@ int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx *ctx, const void *a, const float
                                  int64_t m, int64_t n, int64_t k, int transpose_a,
                                  int transpose_b, int shared_rhs, int a_type, int b_type,
                                  int out_type, const float *bias, int epilogue, void *aux,
-                                 int a_format, int b_format, int b_vector, int round_a,
-                                 void *scratch);
+                                 int a_format, int b_format, int b_vector, void *scratch);
 
 /* Frees the cuBLASLt handle and cached plans (the runtime calls it before
  * unloading a module; optional). */

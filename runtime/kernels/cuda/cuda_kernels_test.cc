@@ -615,8 +615,8 @@ TEST_F(CudaKernels, MatmulFp8OfPackedOperands) {
       const int b_vector = form == 1 ? 1 : 0;
       const int a_format = form == 1 || form == 3 ? 1 : 0;
       const int64_t scratch_bytes =
-          std::max(stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, 0, 1, a_format, 0, b_vector, 0,
-                                                    1, form != 0),
+          std::max(stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, 0, 1, a_format, 0, b_vector, 1,
+                                                    form != 0),
                    stepc::cuda::Fp8GemmScratchBytes(1, m, nn, kk, form == 1, 1, a_format, 0,
                                                     b_vector));
       void* scratch = Alloc(scratch_bytes);
@@ -625,7 +625,7 @@ TEST_F(CudaKernels, MatmulFp8OfPackedOperands) {
       if (form == 0) {
         ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, r16, UpBf16(w), want, 1, m, nn, kk, 0, 1, 1,
                                         STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32,
-                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0,
+                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0,
                                         scratch),
                   0)
             << error_;
@@ -633,40 +633,40 @@ TEST_F(CudaKernels, MatmulFp8OfPackedOperands) {
                                                nullptr, got, 1, m, nn, kk, 0, 1, 1,
                                                STEPC_CUDA_FP8, STEPC_CUDA_BF16, STEPC_CUDA_F32,
                                                nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0,
-                                               0, scratch),
+                                               scratch),
                   0)
             << error_;
       } else if (form == 2) {
         ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, r16, UpBf16(w), want, 1, m, nn, kk, 0, 1, 1,
                                         STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32,
-                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0,
+                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0,
                                         scratch),
                   0)
             << error_;
         ASSERT_EQ(stepc_cuda_matmul_fp8_packed(&ctx_, row_bytes, row_scales, w_bytes, w_scales,
                                                got, 1, m, nn, kk, 0, 1, 1, STEPC_CUDA_FP8,
                                                STEPC_CUDA_FP8, STEPC_CUDA_F32, nullptr,
-                                               STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0, scratch),
+                                               STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, scratch),
                   0)
             << error_;
       } else if (form == 3) {
         ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, g16r, UpBf16(w), want, 1, m, nn, kk, 0, 0, 1,
                                         STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32,
-                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 0, 0,
+                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 0,
                                         scratch),
                   0)
             << error_;
         ASSERT_EQ(stepc_cuda_matmul_fp8_packed(&ctx_, g_row_bytes, g_row_scales, wt_bytes,
                                                wt_scales, got, 1, m, nn, kk, 0, 1, 1,
                                                STEPC_CUDA_FP8, STEPC_CUDA_FP8, STEPC_CUDA_F32,
-                                               nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 0, 0,
+                                               nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 0,
                                                scratch),
                   0)
             << error_;
       } else {
         ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, g16, c16, want, 1, m, nn, kk, 1, 0, 1,
                                         STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32,
-                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 1, 0,
+                                        nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 1,
                                         scratch),
                   0)
             << error_;
@@ -674,7 +674,7 @@ TEST_F(CudaKernels, MatmulFp8OfPackedOperands) {
                                                col_scales, got, 1, m, nn, kk, 0, 1, 1,
                                                STEPC_CUDA_FP8, STEPC_CUDA_FP8, STEPC_CUDA_F32,
                                                nullptr, STEPC_EPILOGUE_NONE, nullptr, 1, 0, 1,
-                                               0, scratch),
+                                               scratch),
                   0)
             << error_;
       }
@@ -693,22 +693,22 @@ TEST_F(CudaKernels, MatmulFp8OfPackedOperands) {
   EXPECT_NE(stepc_cuda_matmul_fp8_packed(&ctx_, any, nullptr, any, nullptr, any, 1, 64, 64, 128,
                                          0, 1, 1, STEPC_CUDA_FP8, STEPC_CUDA_BF16,
                                          STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_NONE, nullptr,
-                                         0, 0, 0, 0, any),
+                                         0, 0, 0, any),
             0);
   EXPECT_NE(stepc_cuda_matmul_fp8_packed(&ctx_, any, static_cast<float*>(any), any, nullptr,
                                          any, 1, 64, 64, 128, 1, 1, 1, STEPC_CUDA_FP8,
                                          STEPC_CUDA_BF16, STEPC_CUDA_F32, nullptr,
-                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0, any),
+                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, any),
             0);
   EXPECT_NE(stepc_cuda_matmul_fp8_packed(&ctx_, any, nullptr, any, static_cast<float*>(any),
                                          any, 1, 64, 64, 128, 0, 0, 1, STEPC_CUDA_BF16,
                                          STEPC_CUDA_FP8, STEPC_CUDA_F32, nullptr,
-                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 1, 0, any),
+                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 1, any),
             0);
   EXPECT_NE(stepc_cuda_matmul_fp8_packed(&ctx_, any, static_cast<float*>(any), any, nullptr,
                                          any, 1, 64, 64, 128, 0, 1, 1, STEPC_CUDA_FP8,
                                          STEPC_CUDA_F32, STEPC_CUDA_F32, nullptr,
-                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, 0, any),
+                                         STEPC_EPILOGUE_NONE, nullptr, 0, 0, 0, any),
             0);
 }
 
@@ -836,7 +836,7 @@ TEST_F(CudaKernels, MatmulFp8EqualsTheBf16GemmOfTheSameValues) {
     ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, a_d, b_d, got, t.batch, t.m, t.n, t.k, t.ta, t.tb, 1,
                                     STEPC_CUDA_BF16, STEPC_CUDA_BF16, t.out_type, bias_d,
                                     t.epilogue, got_aux, t.a_format, t.b_format, t.b_vector,
-                                    /*round_a=*/0, scratch_bytes ? Alloc(scratch_bytes) : nullptr),
+                                    scratch_bytes ? Alloc(scratch_bytes) : nullptr),
               0)
         << t.name << ": " << error_;
     // A form cuBLASLt takes no fp8 algorithm for would pass below through
@@ -949,7 +949,7 @@ TEST_F(CudaKernels, MatmulBiasGradEpilogue) {
   const int64_t scratch = stepc::cuda::Fp8GemmScratchBytes(1, m8, n8, k8, 1, 1, 1, 0, 1);
   ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, dy8_d, x8_d, got, 1, m8, n8, k8, 1, 0, 1,
                                   STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32, nullptr,
-                                  STEPC_EPILOGUE_BGRAD, sums8, 1, 0, 1, /*round_a=*/0,
+                                  STEPC_EPILOGUE_BGRAD, sums8, 1, 0, 1,
                                   scratch ? Alloc(scratch) : nullptr),
             0)
       << error_;
@@ -964,88 +964,14 @@ TEST_F(CudaKernels, MatmulBiasGradEpilogue) {
       << error_;
 }
 
-// An fp8 GEMM that rounds its lhs itself (stepk.gemm round_lhs: the output
-// gradient's rounding pair folded away) is the fp8 GEMM of the rounded lhs,
-// bit for bit on the emulation: the input gradient (A f32 or bf16 [rows, K],
-// [1, 128] tiles) and the weight gradient (A stored [K, M], [128, 1] tiles)
-// with its bias gradient, the sums of the unrounded values; in fp8 and where
-// the product runs in bf16 (M not a multiple of 4: A rounded into scratch).
-TEST_F(CudaKernels, MatmulFp8RoundsItsLhs) {
-  struct Case {
-    const char* name;
-    int64_t m, n, k;
-    int ta, epilogue;
-  };
-  const Case cases[] = {{"input grad", 96, 144, 256, 0, STEPC_EPILOGUE_NONE},
-                        {"weight grad", 128, 128, 384, 1, STEPC_EPILOGUE_BGRAD},
-                        {"input grad in bf16", 37, 64, 128, 0, STEPC_EPILOGUE_NONE}};
-  for (const Case& t : cases)
-    for (int a_type : {STEPC_CUDA_F32, STEPC_CUDA_BF16}) {
-      SCOPED_TRACE(testing::Message() << t.name << (a_type == STEPC_CUDA_BF16 ? ", bf16" : ""));
-      const int64_t a_rows = t.ta ? t.k : t.m, a_cols = t.ta ? t.m : t.k;
-      Floats a = Random(a_rows * a_cols, 101);
-      for (int64_t e = 0; e < (int64_t)a.size(); ++e)
-        if (e % 41 == 3) a[e] *= 500.0f;
-      if (a_type == STEPC_CUDA_BF16)
-        for (float& v : a) v = RoundBf16(v);
-      Floats rounded(a.size());
-      stepc_cpu_quantize_fp8(a.data(), 1, a_rows, a_cols, t.ta ? 128 : 1, t.ta ? 1 : 128,
-                             /*e5m2*/ 1, rounded.data());
-      // B: a weight rounded in 128x128 blocks ([K, N]), or the forward's
-      // column-rounded input ([K, N], [128, 1] tiles, scaled per 1x128).
-      const Floats b = Fp8Rounded(1, t.k, t.n, 128, t.ta ? 1 : 128, 0, 102);
-      const int b_vector = t.ta;
-      const bool bgrad = t.epilogue == STEPC_EPILOGUE_BGRAD;
-      Floats db(t.m, 0.0f);
-      for (int64_t r = 0; r < t.k && bgrad; ++r)
-        for (int64_t c = 0; c < t.m; ++c) db[c] += a[r * t.m + c];
-      const void* a_d = a_type == STEPC_CUDA_BF16 ? static_cast<const void*>(UpBf16(a)) : Up(a);
-      const __nv_bfloat16 *rounded_d = UpBf16(rounded), *b_d = UpBf16(b);
-      const int64_t count = t.m * t.n;
-      float *want = Zeros(count), *got = Zeros(count), *sums = bgrad ? Zeros(t.m) : nullptr;
-      const int64_t plain = stepc::cuda::Fp8GemmScratchBytes(1, t.m, t.n, t.k, t.ta, 1, 1, 0,
-                                                             b_vector);
-      const int64_t rounding = stepc::cuda::Fp8GemmScratchBytes(1, t.m, t.n, t.k, t.ta, 1, 1,
-                                                                0, b_vector, /*round_a=*/1);
-      EXPECT_EQ(plain == 0, t.m % 4 != 0);
-      EXPECT_GE(rounding, plain);
-      EXPECT_GE(rounding, 2 * t.m * t.k);  // room for the rounded lhs, in bf16 too
-      ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, rounded_d, b_d, want, 1, t.m, t.n, t.k, t.ta, 0, 1,
-                                      STEPC_CUDA_BF16, STEPC_CUDA_BF16, STEPC_CUDA_F32, nullptr,
-                                      STEPC_EPILOGUE_NONE, nullptr, 1, 0, b_vector, 0,
-                                      plain ? Alloc(plain) : nullptr),
-                0)
-          << error_;
-      const int64_t fp8_before = stepc::cuda::Fp8GemmsRun();
-      // The bf16 form still has scratch: the rounded copy goes there.
-      ASSERT_EQ(stepc_cuda_matmul_fp8(&ctx_, a_d, b_d, got, 1, t.m, t.n, t.k, t.ta, 0, 1, a_type,
-                                      STEPC_CUDA_BF16, STEPC_CUDA_F32, nullptr, t.epilogue, sums,
-                                      1, 0, b_vector, /*round_a=*/1, Alloc(rounding)),
-                0)
-          << error_;
-#ifdef STEPC_CUDA_EMULATION
-      EXPECT_EQ(stepc::cuda::Fp8GemmsRun() - fp8_before, plain ? 1 : 0);
-      EXPECT_EQ(Down(got, count), Down(want, count));
-#else
-      (void)fp8_before;
-      EXPECT_LT(RelError(Down(got, count), Down(want, count)), 1e-5);
-#endif
-      if (bgrad) EXPECT_LT(RelError(Down(sums, t.m), db), 1e-5);
-    }
-  // Operands of two types without rounding, or a rounding GEMM without its
-  // scratch: refused, with the reason.
+// Operands of two types, unpacked: refused, with the reason.
+TEST_F(CudaKernels, MatmulFp8RefusesMixedOperands) {
   float* any = Zeros(64 * 64);
   EXPECT_NE(stepc_cuda_matmul_fp8(&ctx_, any, any, any, 1, 64, 64, 128, 0, 0, 1, STEPC_CUDA_F32,
                                   STEPC_CUDA_BF16, STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_NONE,
-                                  nullptr, 1, 0, 0, 0, any),
+                                  nullptr, 1, 0, 0, any),
             0);
-  EXPECT_NE(std::string(error_).find("one type unless it rounds A"), std::string::npos) << error_;
-  EXPECT_NE(stepc_cuda_matmul_fp8(&ctx_, any, any, any, 1, 64, 64, 128, 0, 0, 1, STEPC_CUDA_F32,
-                                  STEPC_CUDA_BF16, STEPC_CUDA_F32, nullptr, STEPC_EPILOGUE_NONE,
-                                  nullptr, 1, 0, 0, 1, nullptr),
-            0);
-  EXPECT_NE(std::string(error_).find("needs a bf16 B and its scratch"), std::string::npos)
-      << error_;
+  EXPECT_NE(std::string(error_).find("operands must have one type"), std::string::npos) << error_;
 }
 
 TEST_F(CudaKernels, LayoutOps) {

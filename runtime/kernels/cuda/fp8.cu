@@ -473,18 +473,6 @@ int PackFp8Blocks(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t n, in
   return STEPC_LAUNCHED(ctx, "PackFp8BlocksKernel");
 }
 
-int RoundFp8Lhs(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
-                bool stored_kr, int format, __nv_bfloat16* out) {
-  // Stored [rows, k]: [1, 128] tiles; stored [k, rows]: [128, 1] tiles.
-  const int64_t stored_rows = stored_kr ? k : rows, stored_cols = stored_kr ? rows : k;
-  const int64_t tile_rows = stored_kr ? kFp8Block : 1, tile_cols = stored_kr ? 1 : kFp8Block;
-  if (in_type == STEPC_CUDA_BF16)
-    return QuantizeFp8(ctx, static_cast<const __nv_bfloat16*>(x), 1, stored_rows, stored_cols,
-                       tile_rows, tile_cols, format, out);
-  return QuantizeFp8(ctx, static_cast<const float*>(x), 1, stored_rows, stored_cols, tile_rows,
-                     tile_cols, format, out);
-}
-
 namespace {
 std::atomic<int64_t> fp8_gemms_run{0};
 }  // namespace
@@ -533,20 +521,16 @@ int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, c
                     const float* b_scales, void* c, int64_t batch, int64_t m, int64_t n,
                     int64_t k, int transpose_a, int transpose_b, int shared_rhs, int a_type,
                     int b_type, int out_type, const float* bias, int epilogue, void* aux,
-                    int a_format, int b_format, int b_vector, int round_a, void* scratch) {
+                    int a_format, int b_format, int b_vector, void* scratch) {
   const bool packed_a = a_type == STEPC_CUDA_FP8, packed_b = b_type == STEPC_CUDA_FP8;
   const Fp8Bf16Operands layout =
-      PlanFp8Bf16Operands(batch * m, n, k, round_a || packed_a, packed_b);
+      PlanFp8Bf16Operands(batch * m, n, k, packed_a, packed_b);
   char* s = static_cast<char*>(scratch);
   auto* a_bf16 = reinterpret_cast<__nv_bfloat16*>(s + layout.a);
   auto* b_bf16 = reinterpret_cast<__nv_bfloat16*>(s + layout.b);
   if (packed_a) {
     if (int rc = UnpackFp8(ctx, static_cast<const uint8_t*>(a), a_scales, batch * m, k, a_format,
                            /*ld=*/0, a_bf16))
-      return rc;
-    a = a_bf16;
-  } else if (round_a) {
-    if (int rc = RoundFp8Lhs(ctx, a, a_type, batch * m, k, transpose_a != 0, a_format, a_bf16))
       return rc;
     a = a_bf16;
   }
@@ -558,7 +542,7 @@ int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, c
     b = b_bf16;
   }
   // Both operands bf16 now, unless neither was made here (then alike).
-  const int in_type = packed_a || packed_b || round_a ? STEPC_CUDA_BF16 : b_type;
+  const int in_type = packed_a || packed_b ? STEPC_CUDA_BF16 : b_type;
   return stepc_cuda_matmul(ctx, a, b, c, batch, m, n, k, transpose_a, transpose_b, shared_rhs,
                            in_type, out_type, bias, epilogue, aux);
 }
@@ -714,11 +698,11 @@ extern "C" int stepc_cuda_matmul_fp8(stepc_cuda_ctx* ctx, const void* a, const v
                                      int transpose_a, int transpose_b, int shared_rhs,
                                      int a_type, int b_type, int out_type, const float* bias,
                                      int epilogue, void* aux, int a_format, int b_format,
-                                     int b_vector, int round_a, void* scratch) {
+                                     int b_vector, void* scratch) {
   return stepc_cuda_matmul_fp8_packed(ctx, a, nullptr, b, nullptr, c, batch, m, n, k,
                                       transpose_a, transpose_b, shared_rhs, a_type, b_type,
                                       out_type, bias, epilogue, aux, a_format, b_format,
-                                      b_vector, round_a, scratch);
+                                      b_vector, scratch);
 }
 
 #define STEPC_QUANTIZE_FP8(name, TI, TO)                                                     \

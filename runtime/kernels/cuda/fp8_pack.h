@@ -51,14 +51,6 @@ void CountFp8GemmRun();
 int BiasGradOf(stepc_cuda_ctx* ctx, const void* a, int in_type, int64_t m, int64_t k,
                bool transpose_a, float* out);
 
-// An fp8 GEMM's lhs that the GEMM rounds itself (stepk.gemm round_lhs): x
-// as [rows, k] (stored [k, rows] if `stored_kr`), f32 or bf16, rounded as
-// step.quantize_fp8 with tiles of the 1x128 blocks along k rounds it, into
-// bf16 `out` stored as x is: the bf16 GEMM's operand where the fp8 GEMM
-// does not run. (Where it runs, the packing is that rounding.)
-int RoundFp8Lhs(stepc_cuda_ctx* ctx, const void* x, int in_type, int64_t rows, int64_t k,
-                bool stored_kr, int format, __nv_bfloat16* out);
-
 // Packed bytes [lines, k] with scales [k / 128, lines] (1x128 blocks; or,
 // `ld` > 0, 128x128 blocks at [line / 128][k / 128] of a table `ld` wide) as
 // bf16 values (exact).
@@ -82,14 +74,13 @@ int PackFp8Operands(stepc_cuda_ctx* ctx, const void* a, int a_type, const void* 
                     Fp8Packed* packed);
 
 // What stepc_cuda_matmul_fp8(_packed) runs where the fp8 tensor cores do
-// not: the bf16 GEMM of the same values (A rounded into `scratch` first
-// with `round_a`, packed operands unpacked there: PlanFp8Bf16Operands; the
-// epilogue no longer BGRAD).
+// not: the bf16 GEMM of the same values (packed operands unpacked into
+// `scratch` first: PlanFp8Bf16Operands; the epilogue no longer BGRAD).
 int Fp8ValuesInBf16(stepc_cuda_ctx* ctx, const void* a, const float* a_scales, const void* b,
                     const float* b_scales, void* c, int64_t batch, int64_t m, int64_t n,
                     int64_t k, int transpose_a, int transpose_b, int shared_rhs, int a_type,
                     int b_type, int out_type, const float* bias, int epilogue, void* aux,
-                    int a_format, int b_format, int b_vector, int round_a, void* scratch);
+                    int a_format, int b_format, int b_vector, void* scratch);
 
 }  // namespace stepc::cuda
 

@@ -330,9 +330,9 @@ extern "C" int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx* ctx, const void* a,
                                             int transpose_b, int shared_rhs, int a_type,
                                             int b_type, int out_type, const float* bias,
                                             int epilogue, void* aux, int a_format, int b_format,
-                                            int b_vector, int round_a, void* scratch) {
+                                            int b_vector, void* scratch) {
   if (const char* why = BadFp8Operands(a_type, a_scales, b_type, b_scales, transpose_a,
-                                       transpose_b, b_vector, epilogue, round_a, scratch))
+                                       transpose_b, epilogue, scratch))
     return Fail(ctx, "stepc_cuda_matmul_fp8", __FILE__, __LINE__, why);
   if (const char* why = BadEpilogue(batch, n, out_type, bias, epilogue, aux))
     return Fail(ctx, "stepc_cuda_matmul_fp8", __FILE__, __LINE__, why);
@@ -346,7 +346,7 @@ extern "C" int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx* ctx, const void* a,
   auto in_bf16 = [&] {
     return Fp8ValuesInBf16(ctx, a, a_scales, b, b_scales, c, batch, m, n, k, transpose_a,
                            transpose_b, shared_rhs, a_type, b_type, out_type, bias, epilogue,
-                           aux, a_format, b_format, b_vector, round_a, scratch);
+                           aux, a_format, b_format, b_vector, scratch);
   };
   if (!scratch || Fp8GemmsOff() ||
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))

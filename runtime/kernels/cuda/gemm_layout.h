@@ -68,34 +68,28 @@ inline const char* BadEpilogue(int64_t batch, int64_t n, int out_type, const voi
 }
 
 // Why a stepc_cuda_matmul_fp8(_packed) call's operands cannot be taken
-// (null: they can): f32 or bf16 each, alike unless A is rounded by the GEMM,
-// which then needs the scratch for its bf16 copy and a bf16 B to multiply
-// it with; or packed already (STEPC_CUDA_FP8) in the layouts the fp8 GEMM
-// reads, with scales, beside a bf16 (or rounded) other operand.
+// (null: they can): f32 or bf16 each, alike; or packed already
+// (STEPC_CUDA_FP8) in the layouts the fp8 GEMM reads, with scales, beside a
+// bf16 other operand.
 inline const char* BadFp8Operands(int a_type, const void* a_scales, int b_type,
                                   const void* b_scales, int transpose_a, int transpose_b,
-                                  int b_vector, int epilogue, int round_a, const void* scratch) {
+                                  int epilogue, const void* scratch) {
   auto raw = [](int t) { return t == STEPC_CUDA_F32 || t == STEPC_CUDA_BF16; };
   const bool packed_a = a_type == STEPC_CUDA_FP8, packed_b = b_type == STEPC_CUDA_FP8;
   if ((!packed_a && !raw(a_type)) || (!packed_b && !raw(b_type)))
     return "fp8 GEMM operands must be f32, bf16 or packed (STEPC_CUDA_FP8)";
-  if (packed_a && (!a_scales || transpose_a || round_a || epilogue == STEPC_EPILOGUE_BGRAD))
-    return "a packed A needs its scales and is read untransposed, neither rounded nor summed "
-           "(BGRAD) by the GEMM";
+  if (packed_a && (!a_scales || transpose_a || epilogue == STEPC_EPILOGUE_BGRAD))
+    return "a packed A needs its scales and is read untransposed, not summed (BGRAD) by the "
+           "GEMM";
   if (packed_b && (!b_scales || !transpose_b))
     return "a packed B needs its scales and is [n, k] (transpose_b)";
   if ((packed_a || packed_b) && !scratch) return "an fp8 GEMM of packed operands needs its scratch";
   if (packed_a && !packed_b && b_type != STEPC_CUDA_BF16)
     return "beside a packed A, B must be bf16";
-  if (packed_b && !packed_a && !round_a && a_type != STEPC_CUDA_BF16)
-    return "beside a packed B, A must be bf16 or rounded by the GEMM (round_a)";
-  if (packed_b && round_a && !scratch)
-    return "an fp8 GEMM that rounds A needs a bf16 B and its scratch";
-  if (packed_a || packed_b) return nullptr;
-  if (!round_a && a_type != b_type)
-    return "an fp8 GEMM's operands must have one type unless it rounds A (round_a)";
-  if (round_a && (b_type != STEPC_CUDA_BF16 || !scratch))
-    return "an fp8 GEMM that rounds A needs a bf16 B and its scratch";
+  if (packed_b && !packed_a && a_type != STEPC_CUDA_BF16)
+    return "beside a packed B, A must be bf16";
+  if (!packed_a && !packed_b && a_type != b_type)
+    return "an fp8 GEMM's operands must have one type";
   return nullptr;
 }
 

@@ -331,8 +331,8 @@ constexpr bool Fp8GemmRunsInFp8(int64_t batch, int64_t m, int64_t n, int64_t k, 
          n % 16 == 0 && !(a_format == 1 && b_format == 1);
 }
 // Where an fp8 GEMM runs in bf16 (its form, no fp8 algorithm in cuBLASLt,
-// or STEPC_FP8_GEMMS=0), the bf16 operands it makes in its scratch: A
-// rounded by the GEMM (`round_a`) or unpacked, at 0; B unpacked after it.
+// or STEPC_FP8_GEMMS=0), the bf16 operands it unpacks in its scratch: A at
+// 0, B after it.
 struct Fp8Bf16Operands {
   int64_t a, b, total;  // offsets into scratch; its size
 };
@@ -342,18 +342,17 @@ constexpr Fp8Bf16Operands PlanFp8Bf16Operands(int64_t rows, int64_t n, int64_t k
   return Fp8Bf16Operands{0, b, b + (b_made ? AlignUp(n * k * 2, kScratchAlignment) : 0)};
 }
 // The scratch an fp8 GEMM packs its operands into (0 when it runs in bf16),
-// or room for the bf16 operands it makes where it runs in bf16: a lhs it
-// rounds itself (`round_a`), operands packed already (`packed_a`,
-// `packed_b`: stepk.pack_fp8) unpacked.
+// or room for the bf16 operands it unpacks where it runs in bf16 (operands
+// packed already: `packed_a`, `packed_b`, stepk.pack_fp8).
 constexpr int64_t Fp8GemmScratchBytes(int64_t batch, int64_t m, int64_t n, int64_t k,
                                       int transpose_a, int shared_rhs, int a_format,
-                                      int b_format, int b_vector, int round_a = 0,
-                                      int packed_a = 0, int packed_b = 0) {
+                                      int b_format, int b_vector, int packed_a = 0,
+                                      int packed_b = 0) {
   const int64_t packed =
       Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format)
           ? PlanFp8Gemm(batch * m, n, k, b_vector != 0).total
           : 0;
-  return std::max(packed, PlanFp8Bf16Operands(batch * m, n, k, round_a || packed_a, packed_b != 0)
+  return std::max(packed, PlanFp8Bf16Operands(batch * m, n, k, packed_a != 0, packed_b != 0)
                               .total);
 }
 

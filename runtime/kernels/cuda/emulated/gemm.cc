@@ -127,10 +127,10 @@ extern "C" int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx* ctx, const void* a,
                                             int transpose_b, int shared_rhs, int a_type,
                                             int b_type, int out_type, const float* bias,
                                             int epilogue, void* aux, int a_format, int b_format,
-                                            int b_vector, int round_a, void* scratch) {
+                                            int b_vector, void* scratch) {
   using namespace stepc::cuda;
   if (const char* why = BadFp8Operands(a_type, a_scales, b_type, b_scales, transpose_a,
-                                       transpose_b, b_vector, epilogue, round_a, scratch)) {
+                                       transpose_b, epilogue, scratch)) {
     std::snprintf(ctx->error, ctx->error_len, "%s", why);
     return 1;
   }
@@ -145,7 +145,7 @@ extern "C" int stepc_cuda_matmul_fp8_packed(stepc_cuda_ctx* ctx, const void* a,
       !Fp8GemmRunsInFp8(batch, m, n, k, transpose_a, shared_rhs, a_format, b_format))
     return Fp8ValuesInBf16(ctx, a, a_scales, b, b_scales, c, batch, m, n, k, transpose_a,
                            transpose_b, shared_rhs, a_type, b_type, out_type, bias, epilogue,
-                           aux, a_format, b_format, b_vector, round_a, scratch);
+                           aux, a_format, b_format, b_vector, scratch);
   const int64_t rows = batch * m;
   Fp8Packed packed;
   if (int rc = PackFp8Operands(ctx, a, a_type, b, b_type, rows, n, k, transpose_a != 0,
