@@ -23,6 +23,8 @@
 #include "stepc/Dialect/Step/IR/StepOps.h"
 #include "stepc/Dialect/StepK/IR/StepKOps.h"
 
+#include "mlir/IR/IRMapping.h"
+
 #include "runtime/kernels/cuda/launch_config.h"
 
 using namespace mlir;
@@ -141,6 +143,66 @@ void readPacked(const PackedRead &read, Value bytes, Value scales) {
   }
 }
 
+/// The packing pass `packing` of an output gradient that a GELU's gradient
+/// made and only this pass reads (the MLP's first product's, in every
+/// GPT): the pass computes it from the GELU's input gradient and
+/// pre-activation as it reads them (through their bf16 widenings, which go
+/// with it), so the f32 gradient is neither written nor read again.
+void absorbGeluGrad(stepk::CallOp packing) {
+  Value source = packing.getInputs()[0];
+  auto gg = source.getDefiningOp<GeluGradOp>();
+  if (packing.getInputs().size() != 1 || !gg || !source.hasOneUse() ||
+      gg->getBlock() != packing->getBlock())
+    return;
+  // Both operands bf16 widened only for the GELU's gradient, or both f32.
+  auto widening = [&](Value v) {
+    auto convert = v.getDefiningOp<ConvertOp>();
+    return convert && convert->hasOneUse() && convert->getBlock() == gg->getBlock() &&
+                   cast<RankedTensorType>(convert.getInput().getType()).getElementType().isBF16()
+               ? convert
+               : ConvertOp();
+  };
+  ConvertOp dyWide = widening(gg.getGrad()), preWide = widening(gg.getInput());
+  if (static_cast<bool>(dyWide) != static_cast<bool>(preWide) || gg.getGrad() == gg.getInput())
+    return;
+  const bool ofBf16 = static_cast<bool>(dyWide);
+  SmallVector<Value> inputs{ofBf16 ? dyWide.getInput() : gg.getGrad(),
+                            ofBf16 ? preWide.getInput() : gg.getInput()};
+  StringRef rest = packing.getCallee().drop_front(StringRef("pack_fp8_rows_columns").size());
+  if (!rest.empty() && rest != "_dbias")
+    return;
+  OpBuilder b(packing);
+  SmallVector<Attribute> scalars(packing.getScalars().begin(), packing.getScalars().end());
+  scalars.push_back(b.getI32IntegerAttr(gg.isTanhApproximation() ? 1 : 0));
+  auto fused = b.create<stepk::CallOp>(
+      packing.getLoc(), packing.getResultTypes(),
+      b.getStringAttr(("pack_fp8_rows_columns_gelu_grad" + rest + (ofBf16 ? "_of_bf16" : "")).str()),
+      inputs, b.getArrayAttr(scalars), packing.getScratchBytesAttr(), StringAttr(),
+      IntegerAttr(), IntegerAttr());
+  copyPhase(packing, fused);
+  // Its body: the widenings and the GELU's gradient, then the packing's.
+  Block &old = packing.getBody().front();
+  Block *body = b.createBlock(&fused.getBody(), {}, ValueRange(inputs).getTypes(),
+                              {packing.getLoc(), packing.getLoc()});
+  IRMapping map;
+  map.map(inputs[0], body->getArgument(0));
+  map.map(inputs[1], body->getArgument(1));
+  if (ofBf16) {
+    b.clone(*dyWide, map);
+    b.clone(*preWide, map);
+  }
+  map.map(old.getArgument(0), b.clone(*gg, map)->getResult(0));
+  for (Operation &op : old)
+    b.clone(op, map);
+  packing.replaceAllUsesWith(fused.getResults());
+  packing.erase();
+  gg.erase();
+  if (ofBf16) {
+    dyWide.erase();
+    preWide.erase();
+  }
+}
+
 } // namespace
 
 void stepc::packFp8Pairs(func::FuncOp step) {
@@ -206,6 +268,7 @@ void stepc::packFp8Pairs(func::FuncOp step) {
     for (auto [from, to] : llvm::zip(pair.getResults().drop_front(2), packing.getResults().drop_front(4)))
       from.replaceAllUsesWith(to);
     pair.erase();
+    absorbGeluGrad(packing);
   }
 }
 

@@ -326,6 +326,28 @@ int stepc_cuda_pack_fp8_blocks_transposed(stepc_cuda_ctx *ctx, const float *w, i
 int stepc_cuda_pack_fp8_blocks_both(stepc_cuda_ctx *ctx, const float *w, int64_t rows,
                                     int64_t cols, int format, uint8_t *bytes, float *scales,
                                     uint8_t *t_bytes, float *t_scales);
+/* The same of the GELU's gradient at `pre` of dy (`tanh_form` 0 exact, 1
+ * tanh; dy and pre f32, or bf16: _of_bf16), the gradient never stored; with
+ * its column sums (_dbias: the bias gradient). */
+int stepc_cuda_pack_fp8_rows_columns_gelu_grad(stepc_cuda_ctx *ctx, const float *dy,
+                                               const float *pre, int64_t rows, int64_t cols,
+                                               int format, int tanh_form, uint8_t *row_bytes,
+                                               float *row_scales, uint8_t *col_bytes,
+                                               float *col_scales);
+int stepc_cuda_pack_fp8_rows_columns_gelu_grad_of_bf16(
+    stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy, const __nv_bfloat16 *pre, int64_t rows,
+    int64_t cols, int format, int tanh_form, uint8_t *row_bytes, float *row_scales,
+    uint8_t *col_bytes, float *col_scales);
+int stepc_cuda_pack_fp8_rows_columns_gelu_grad_dbias(stepc_cuda_ctx *ctx, const float *dy,
+                                                     const float *pre, int64_t rows,
+                                                     int64_t cols, int format, int tanh_form,
+                                                     float *scratch, uint8_t *row_bytes,
+                                                     float *row_scales, uint8_t *col_bytes,
+                                                     float *col_scales, float *sums);
+int stepc_cuda_pack_fp8_rows_columns_gelu_grad_dbias_of_bf16(
+    stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy, const __nv_bfloat16 *pre, int64_t rows,
+    int64_t cols, int format, int tanh_form, float *scratch, uint8_t *row_bytes,
+    float *row_scales, uint8_t *col_bytes, float *col_scales, float *sums);
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
  * 4·(3·experts + tokens·k + groups) bytes. */

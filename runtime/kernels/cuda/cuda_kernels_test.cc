@@ -498,6 +498,95 @@ TEST_F(CudaKernels, PackFp8RowsAndColumnsIsThePairsRoundings) {
   }
 }
 
+// The packing pass of the MLP's output gradient, the GELU's gradient at its
+// pre-activation computed as it reads (..._gelu_grad[_dbias][_of_bf16]):
+// every byte times its scale is the CPU's rounding of that gradient
+// (computed as the elementwise kernels compute it), both ways; the sums
+// are its column sums. Bit for bit on the emulation; on a GPU the device's
+// erff/tanhf may move a value on a rounding boundary one fp8 step.
+TEST_F(CudaKernels, PackFp8RowsAndColumnsOfTheGeluGrad) {
+  const int64_t rows = 200, cols = 300;
+  const size_t n = rows * cols;
+  Floats dy = Random(n, 103), pre = Random(n, 104, 3.0f);
+  for (size_t e = 0; e < n; ++e)
+    if (e % 83 == 5) dy[e] *= 2e3f;
+  auto* row_bytes = static_cast<uint8_t*>(Alloc(n));
+  auto* col_bytes = static_cast<uint8_t*>(Alloc(n));
+  float* row_scales = Zeros((cols + 127) / 128 * rows);
+  float* col_scales = Zeros((rows + 127) / 128 * cols);
+  float* scratch = Zeros(stepc::cuda::Fp8PairColumnSumScratchFloats(rows, cols));
+  float* sums = Zeros(cols);
+  for (int tanh_form : {0, 1})
+    for (bool bf16 : {false, true})
+      for (bool dbias : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "tanh " << tanh_form << (bf16 ? " of bf16" : "")
+                                        << (dbias ? " dbias" : ""));
+        Floats d = dy, x = pre;
+        if (bf16) {
+          for (float& v : d) v = RoundBf16(v);
+          for (float& v : x) v = RoundBf16(v);
+        }
+        Floats g(n), by_rows(n), by_columns(n);
+        for (size_t e = 0; e < n; ++e) g[e] = stepc_gelu_grad<float>(d[e], x[e], tanh_form);
+        stepc_cpu_quantize_fp8(g.data(), 1, rows, cols, 1, 128, 1, by_rows.data());
+        stepc_cpu_quantize_fp8(g.data(), 1, rows, cols, 128, 1, 1, by_columns.data());
+        int rc;
+        if (bf16)
+          rc = dbias ? stepc_cuda_pack_fp8_rows_columns_gelu_grad_dbias_of_bf16(
+                           &ctx_, UpBf16(d), UpBf16(x), rows, cols, 1, tanh_form, scratch,
+                           row_bytes, row_scales, col_bytes, col_scales, sums)
+                     : stepc_cuda_pack_fp8_rows_columns_gelu_grad_of_bf16(
+                           &ctx_, UpBf16(d), UpBf16(x), rows, cols, 1, tanh_form, row_bytes,
+                           row_scales, col_bytes, col_scales);
+        else
+          rc = dbias ? stepc_cuda_pack_fp8_rows_columns_gelu_grad_dbias(
+                           &ctx_, Up(d), Up(x), rows, cols, 1, tanh_form, scratch, row_bytes,
+                           row_scales, col_bytes, col_scales, sums)
+                     : stepc_cuda_pack_fp8_rows_columns_gelu_grad(&ctx_, Up(d), Up(x), rows,
+                                                                   cols, 1, tanh_form, row_bytes,
+                                                                   row_scales, col_bytes,
+                                                                   col_scales);
+        ASSERT_EQ(rc, 0) << error_;
+        ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+        std::vector<uint8_t> rb(n), cb(n);
+        cudaMemcpy(rb.data(), row_bytes, n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(cb.data(), col_bytes, n, cudaMemcpyDeviceToHost);
+        const Floats rs = Down(row_scales, (cols + 127) / 128 * rows);
+        const Floats cs = Down(col_scales, (rows + 127) / 128 * cols);
+        int64_t apart = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            const float got_row =
+                stepc_fp8_value<float>(rb[r * cols + c], 1) * rs[(c / 128) * rows + r];
+            const float got_column =
+                stepc_fp8_value<float>(cb[c * rows + r], 1) * cs[(r / 128) * cols + c];
+            for (auto [got, want] : {std::make_pair(got_row, by_rows[r * cols + c]),
+                                     std::make_pair(got_column, by_columns[r * cols + c])}) {
+#ifdef STEPC_CUDA_EMULATION
+              ASSERT_EQ(got, want) << "(" << r << ", " << c << ")";
+#else
+              if (got != want) {
+                ++apart;
+                EXPECT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -1)) << r << " " << c;
+              }
+#endif
+            }
+          }
+        EXPECT_LE(apart, static_cast<int64_t>(n / 1000));
+        if (dbias) {
+          const Floats got = Down(sums, cols);
+          for (int64_t c = 0; c < cols; ++c) {
+            double want = 0.0, magnitude = 0.0;
+            for (int64_t r = 0; r < rows; ++r) {
+              want += g[r * cols + c];
+              magnitude += std::fabs(g[r * cols + c]);
+            }
+            EXPECT_NEAR(got[c], want, 1e-6 * magnitude + 1e-6) << c;
+          }
+        }
+      }
+}
+
 // A weight packed in 128x128 blocks (stepc_cuda_pack_fp8_blocks...): every
 // byte times its block's scale is step.quantize_fp8's [128, 128] rounding,
 // bit for bit, as stored and transposed, each scale a power of two at

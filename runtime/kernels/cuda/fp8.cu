@@ -100,9 +100,11 @@ __global__ void QuantizeFp8ColumnTilesKernel(const TI* x, int64_t matrices, int6
 // each panel's column sums of x (a bias gradient: its 64 values a thread
 // in order, then the two rows of threads) go to column_partial[panel
 // row][column]. With `gelu` (1 exact, 2 tanh) the values rounded are the
-// GELU of x's (the MLP's activation, computed as the elementwise kernels
-// compute it). Two kernels write the roundings: as bf16 values, or packed
-// as the fp8 GEMMs read them.
+// GELU of x's (the MLP's activation), with 3 (exact) or 4 (tanh) the GELU's
+// gradient at `pre` of x's (the MLP's output gradient: x its input
+// gradient, `pre` its pre-activation), each computed as the elementwise
+// kernels compute it. Two kernels write the roundings: as bf16 values, or
+// packed as the fp8 GEMMs read them.
 constexpr int kPairPanel = kFp8PairPanel;
 constexpr int kPairHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
 
@@ -118,9 +120,9 @@ struct PairPanel {
 // for each tile) and its column sums into `column_partial` (if not null).
 // Every thread calls it; on return the scales are visible to all.
 template <typename T>
-__device__ __forceinline__ void LoadPairPanel(const T* x, int64_t rows, int64_t cols,
-                                              int format, int gelu, int64_t r0, int64_t c0,
-                                              float (&v)[kPairHeld], PairPanel& p,
+__device__ __forceinline__ void LoadPairPanel(const T* x, const T* pre, int64_t rows,
+                                              int64_t cols, int format, int gelu, int64_t r0,
+                                              int64_t c0, float (&v)[kPairHeld], PairPanel& p,
                                               float* column_partial) {
   const int cc = threadIdx.x % kPairPanel, half = threadIdx.x / kPairPanel;
   const int lane = threadIdx.x % 32, quarter = cc / 32;
@@ -130,7 +132,10 @@ __device__ __forceinline__ void LoadPairPanel(const T* x, int64_t rows, int64_t 
   for (int i = 0; i < kPairHeld; ++i) {
     const int64_t r = r0 + half + 2 * i;
     v[i] = r < rows && c < cols ? Load(x, r * cols + c) : 0.0f;
-    if (gelu) v[i] = stepc_gelu<float>(v[i], gelu == 2);
+    if (gelu == 1 || gelu == 2) v[i] = stepc_gelu<float>(v[i], gelu == 2);
+    if (gelu >= 3)
+      v[i] = stepc_gelu_grad<float>(v[i], r < rows && c < cols ? Load(pre, r * cols + c) : 0.0f,
+                                    gelu == 4);
     amax = MaxMagnitude(amax, v[i]);
     float m = MaxMagnitude(0.0f, v[i]);
     for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -171,7 +176,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t r0 = (blk / col_panels) * kPairPanel, c0 = (blk % col_panels) * kPairPanel;
     const int64_t c = c0 + cc;
     float v[kPairHeld];
-    LoadPairPanel(x, rows, cols, format, gelu, r0, c0, v, p, column_partial);
+    LoadPairPanel(x, static_cast<const T*>(nullptr), rows, cols, format, gelu, r0, c0, v, p,
+                  column_partial);
 #pragma unroll
     for (int i = 0; i < kPairHeld; ++i) {
       const int64_t r = r0 + half + 2 * i;
@@ -193,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // sm_90a: no spills), two blocks an SM.
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 2)
-    PackFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t cols, int format,
+    PackFp8RowsColumnsKernel(const T* x, const T* pre, int64_t rows, int64_t cols, int format,
                              uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,
                              float* col_scales, float* column_partial, int gelu) {
   constexpr int kStride = kPairPanel + 4;  // bytes a staged column takes
@@ -207,7 +213,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t r0 = (blk / col_panels) * kPairPanel, c0 = (blk % col_panels) * kPairPanel;
     const int64_t c = c0 + cc;
     float v[kPairHeld];
-    LoadPairPanel(x, rows, cols, format, gelu, r0, c0, v, p, column_partial);
+    LoadPairPanel(x, pre, rows, cols, format, gelu, r0, c0, v, p, column_partial);
     if (half == 0) {
       if (r0 + cc < rows) row_scales[(c0 / kPairPanel) * rows + r0 + cc] = 1.0f / p.row_scale[cc];
       if (c < cols) col_scales[(r0 / kPairPanel) * cols + c] = 1.0f / p.column_scale[cc];
@@ -613,11 +619,11 @@ template <typename T>
 int PackFp8RowsColumns(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols, int format,
                        uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,
                        float* col_scales, float* scratch = nullptr, float* sums = nullptr,
-                       int gelu = 0) {
+                       int gelu = 0, const T* pre = nullptr) {
   const int64_t blocks =
       std::min<int64_t>(CeilDiv(rows, kPairPanel) * CeilDiv(cols, kPairPanel), kMaxBlocks);
   STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8RowsColumnsKernel<T>)(
-      x, rows, cols, format, row_bytes, row_scales, col_bytes, col_scales,
+      x, pre, rows, cols, format, row_bytes, row_scales, col_bytes, col_scales,
       sums ? scratch : nullptr, gelu);
   if (int rc = STEPC_LAUNCHED(ctx, "PackFp8RowsColumnsKernel")) return rc;
   if (!sums) return 0;
@@ -657,6 +663,33 @@ STEPC_PACK_FP8_ROWS_COLUMNS_GELU(stepc_cuda_pack_fp8_rows_columns_gelu_of_bf16, 
 STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS(stepc_cuda_pack_fp8_rows_columns_dbias, float)
 STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS(stepc_cuda_pack_fp8_rows_columns_dbias_of_bf16, __nv_bfloat16)
 #undef STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS
+
+// The GELU's gradient at `pre` of dy (`tanh_form` 0 exact, 1 tanh) packed,
+// the gradient itself never stored; with its bias gradient (_dbias).
+#define STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD(name, T, SUMS)                                  \
+  extern "C" int name(stepc_cuda_ctx* ctx, const T* dy, const T* pre, int64_t rows,           \
+                      int64_t cols, int format, int tanh_form SUMS(, float* scratch),          \
+                      uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,               \
+                      float* col_scales SUMS(, float* sums)) {                                 \
+    float* partial = nullptr;                                                                  \
+    float* totals = nullptr;                                                                   \
+    SUMS(partial = scratch; totals = sums;)                                                    \
+    return PackFp8RowsColumns(ctx, dy, rows, cols, format, row_bytes, row_scales, col_bytes,   \
+                              col_scales, partial, totals, tanh_form ? 4 : 3, pre);            \
+  }
+#define STEPC_NO_SUMS(...)
+#define STEPC_SUMS(...) __VA_ARGS__
+STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD(stepc_cuda_pack_fp8_rows_columns_gelu_grad, float,
+                                      STEPC_NO_SUMS)
+STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD(stepc_cuda_pack_fp8_rows_columns_gelu_grad_of_bf16,
+                                      __nv_bfloat16, STEPC_NO_SUMS)
+STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD(stepc_cuda_pack_fp8_rows_columns_gelu_grad_dbias, float,
+                                      STEPC_SUMS)
+STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD(stepc_cuda_pack_fp8_rows_columns_gelu_grad_dbias_of_bf16,
+                                      __nv_bfloat16, STEPC_SUMS)
+#undef STEPC_SUMS
+#undef STEPC_NO_SUMS
+#undef STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD
 
 namespace {
 int PackFp8BlocksBoth(stepc_cuda_ctx* ctx, const float* x, int64_t rows, int64_t cols,
