@@ -311,6 +311,13 @@ BUGS = [
         "compiler/lib/Fp8Gemms.cpp",
         "  map.map(inputs[0], body->getArgument(0));\n  map.map(inputs[1], body->getArgument(1));",
         "  map.map(inputs[0], body->getArgument(1));\n  map.map(inputs[1], body->getArgument(0));",
+        lit=["Compiler/fp8-packed-interp.test"]),
+    Bug("fp8-gelu-grad-call-inputs-swapped", "the inputs of a packing pass that computes the GELU gradient",
+        "compiler/lib/Fp8Gemms.cpp",
+        "  SmallVector<Value> inputs{ofBf16 ? dyWide.getInput() : gg.getGrad(),\n"
+        "                            ofBf16 ? preWide.getInput() : gg.getInput()};",
+        "  SmallVector<Value> inputs{ofBf16 ? preWide.getInput() : gg.getInput(),\n"
+        "                            ofBf16 ? dyWide.getInput() : gg.getGrad()};",
         lit=["Runtime/fp8-step.test"]),
     Bug("fp8-pack-transposed-stride", "the fp8 packing pass's transposed bytes",
         "runtime/kernels/cuda/fp8.cu",
