@@ -319,6 +319,11 @@ BUGS = [
         "  SmallVector<Value> inputs{ofBf16 ? preWide.getInput() : gg.getInput(),\n"
         "                            ofBf16 ? dyWide.getInput() : gg.getGrad()};",
         lit=["Runtime/fp8-step.test"]),
+    Bug("fp8-pack-rows-transposed", "an eval step's input packed along its rows",
+        "runtime/kernels/cuda/fp8.cu",
+        "  return PackFp8Rows(ctx, x, STEPC_CUDA_F32, rows, cols, /*stored_kr=*/false, format, bytes,",
+        "  return PackFp8Rows(ctx, x, STEPC_CUDA_F32, rows, cols, /*stored_kr=*/true, format, bytes,",
+        lit=["Cuda/fp8-gemms.test"]),
     Bug("fp8-pack-transposed-stride", "the fp8 packing pass's transposed bytes",
         "runtime/kernels/cuda/fp8.cu",
         "uint8_t* out = col_bytes + (c0 + col) * rows + r0 + r4;",

@@ -203,6 +203,38 @@ void absorbGeluGrad(stepk::CallOp packing) {
   }
 }
 
+/// A layer's input rounded only in [1, 128] tiles (a forward without its
+/// backward: the eval step's), read only by fp8 GEMMs as their lhs along K:
+/// one pass writes its bytes and scales as they read them (pack_fp8_rows),
+/// which they take as they are.
+void packFp8Rows(stepk::CallOp rounding, QuantizeFp8Op q) {
+  Value rounded = rounding.getResult(0);
+  SmallVector<PackedRead> reads = packedReads(rounded, /*byColumns=*/false);
+  if (reads.empty() || llvm::any_of(reads, [](const PackedRead &r) { return r.rhs; }))
+    return;
+  auto type = cast<RankedTensorType>(rounding.getInputs()[0].getType());
+  const int64_t cols = type.getShape().back(), rows = type.getNumElements() / cols;
+  MLIRContext *ctx = rounding.getContext();
+  SmallVector<Type> types{
+      type.clone(stepk::fp8BytesType(ctx, static_cast<int32_t>(q.getFormat()))),
+      RankedTensorType::get({(cols + 127) / 128, rows}, Float32Type::get(ctx))};
+  OpBuilder b(rounding);
+  auto packing = b.create<stepk::CallOp>(
+      rounding.getLoc(), types, b.getStringAttr("pack_fp8_rows"), rounding.getInputs(),
+      b.getArrayAttr({b.getI64IntegerAttr(rows), b.getI64IntegerAttr(cols),
+                      b.getI32IntegerAttr(static_cast<int32_t>(q.getFormat()))}),
+      IntegerAttr(), StringAttr(), IntegerAttr(), IntegerAttr());
+  copyPhase(rounding, packing);
+  Block *body = b.createBlock(&packing.getBody(), {}, {type}, {rounding.getLoc()});
+  b.setInsertionPointToStart(body);
+  auto pack = b.create<stepk::PackFp8Op>(rounding.getLoc(), types[0], types[1],
+                                         body->getArgument(0), /*transposed=*/false);
+  b.create<stepk::YieldOp>(rounding.getLoc(), pack.getResults());
+  for (const PackedRead &read : reads)
+    readPacked(read, packing.getResult(0), packing.getResult(1));
+  rounding.erase();
+}
+
 } // namespace
 
 void stepc::packFp8Pairs(func::FuncOp step) {
@@ -286,6 +318,10 @@ void stepc::packFp8Weights(func::FuncOp step) {
             ? rounding.getYield()->getOperand(0).getDefiningOp()->getOperand(0).getDefiningOp()
             : nullptr);
     auto type = cast<RankedTensorType>(rounding.getInputs()[0].getType());
+    if (q && q.getTile() == ArrayRef<int64_t>{1, 128} && type.getElementType().isF32()) {
+      packFp8Rows(rounding, q);
+      continue;
+    }
     if (!q || q.getTile() != ArrayRef<int64_t>{128, 128} || type.getRank() != 2 ||
         !type.getElementType().isF32())
       continue;

@@ -97,7 +97,9 @@ void packFp8Pairs(mlir::func::FuncOp step);
 /// After markFp8Gemms: a weight's rounding in 128x128 tiles that only fp8
 /// GEMMs read as their rhs is a pass writing its fp8 bytes and block scales
 /// in the layouts they read (as stored for the forward, transposed for the
-/// input gradient: pack_fp8_blocks[_transposed|_both]) (Fp8Gemms.cpp).
+/// input gradient: pack_fp8_blocks[_transposed|_both]); so is an input's
+/// lone [1, 128] rounding (a forward without its backward: pack_fp8_rows)
+/// (Fp8Gemms.cpp).
 void packFp8Weights(mlir::func::FuncOp step);
 
 /// Under bf16, both targets: an f32 value that is otherwise only rounded to

@@ -691,6 +691,16 @@ STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD(stepc_cuda_pack_fp8_rows_columns_gelu_grad
 #undef STEPC_NO_SUMS
 #undef STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD
 
+// A layer's input rounded in [1, 128] tiles alone (the eval step's
+// forward), packed as the fp8 GEMMs read it: PackFp8Rows, into the step's
+// buffers.
+extern "C" int stepc_cuda_pack_fp8_rows(stepc_cuda_ctx* ctx, const float* x, int64_t rows,
+                                        int64_t cols, int format, uint8_t* bytes,
+                                        float* scales) {
+  return PackFp8Rows(ctx, x, STEPC_CUDA_F32, rows, cols, /*stored_kr=*/false, format, bytes,
+                     scales);
+}
+
 namespace {
 int PackFp8BlocksBoth(stepc_cuda_ctx* ctx, const float* x, int64_t rows, int64_t cols,
                       int format, uint8_t* bytes, float* scales, uint8_t* t_bytes,
