@@ -304,7 +304,7 @@ void stepc::packFp8Pairs(func::FuncOp step) {
   }
 }
 
-void stepc::packFp8Weights(func::FuncOp step) {
+void stepc::packFp8Roundings(func::FuncOp step) {
   SmallVector<stepk::CallOp> roundings;
   for (auto call : step.getBody().front().getOps<stepk::CallOp>())
     if (call.getCallee() == "quantize_fp8_bf16")

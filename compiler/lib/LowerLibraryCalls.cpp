@@ -827,7 +827,7 @@ struct StepLowerLibraryCallsPass
       if (target == "cuda") {
         markFp8Gemms(step);
         packFp8Pairs(step);
-        packFp8Weights(step);
+        packFp8Roundings(step);
       }
       eraseDeadOps(step);
     }

@@ -100,7 +100,7 @@ void packFp8Pairs(mlir::func::FuncOp step);
 /// input gradient: pack_fp8_blocks[_transposed|_both]); so is an input's
 /// lone [1, 128] rounding (a forward without its backward: pack_fp8_rows)
 /// (Fp8Gemms.cpp).
-void packFp8Weights(mlir::func::FuncOp step);
+void packFp8Roundings(mlir::func::FuncOp step);
 
 /// Under bf16, both targets: an f32 value that is otherwise only rounded to
 /// bf16 (a bias's gradient beside its weight gradient's GEMM operand) is
