@@ -95,8 +95,8 @@ void stepc::markFp8Gemms(func::FuncOp step) {
 
 namespace {
 
-/// How an fp8 GEMM reads one of a pair's roundings, packed: which operand,
-/// and whether the packed bytes are that rounding's transpose.
+/// How an fp8 GEMM reads one of a pair's roundings, packed: as its lhs or
+/// its rhs.
 struct PackedRead {
   stepk::GemmOp gemm;
   bool rhs;
