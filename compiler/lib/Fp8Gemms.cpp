@@ -203,32 +203,45 @@ void absorbGeluGrad(stepk::CallOp packing) {
   }
 }
 
+/// A packing pass of `input` (f32, read as [rows, cols]) at `at`, returning
+/// `types`: the call (scalars rows, cols, format) with an empty body whose
+/// one argument is the input, `b` set at the start of that body.
+stepk::CallOp createPackingCall(OpBuilder &b, Operation *at, TypeRange types, StringRef callee,
+                                Value input, int32_t format) {
+  auto type = cast<RankedTensorType>(input.getType());
+  const int64_t cols = type.getShape().back(), rows = type.getNumElements() / cols;
+  b.setInsertionPoint(at);
+  auto packing = b.create<stepk::CallOp>(
+      at->getLoc(), types, b.getStringAttr(callee), ValueRange{input},
+      b.getArrayAttr({b.getI64IntegerAttr(rows), b.getI64IntegerAttr(cols),
+                      b.getI32IntegerAttr(format)}),
+      IntegerAttr(), StringAttr(), IntegerAttr(), IntegerAttr());
+  copyPhase(at, packing);
+  b.createBlock(&packing.getBody(), {}, {type}, {at->getLoc()});
+  return packing;
+}
+
 /// A layer's input rounded only in [1, 128] tiles (a forward without its
 /// backward: the eval step's), read only by fp8 GEMMs as their lhs along K:
 /// one pass writes its bytes and scales as they read them (pack_fp8_rows),
 /// which they take as they are.
 void packFp8Rows(stepk::CallOp rounding, QuantizeFp8Op q) {
   Value rounded = rounding.getResult(0);
+  // (Rows read as a lhs along K alone: packedReads takes no rhs of them.)
   SmallVector<PackedRead> reads = packedReads(rounded, /*byColumns=*/false);
-  if (reads.empty() || llvm::any_of(reads, [](const PackedRead &r) { return r.rhs; }))
+  if (reads.empty())
     return;
   auto type = cast<RankedTensorType>(rounding.getInputs()[0].getType());
   const int64_t cols = type.getShape().back(), rows = type.getNumElements() / cols;
   MLIRContext *ctx = rounding.getContext();
-  SmallVector<Type> types{
-      type.clone(stepk::fp8BytesType(ctx, static_cast<int32_t>(q.getFormat()))),
-      RankedTensorType::get({(cols + 127) / 128, rows}, Float32Type::get(ctx))};
-  OpBuilder b(rounding);
-  auto packing = b.create<stepk::CallOp>(
-      rounding.getLoc(), types, b.getStringAttr("pack_fp8_rows"), rounding.getInputs(),
-      b.getArrayAttr({b.getI64IntegerAttr(rows), b.getI64IntegerAttr(cols),
-                      b.getI32IntegerAttr(static_cast<int32_t>(q.getFormat()))}),
-      IntegerAttr(), StringAttr(), IntegerAttr(), IntegerAttr());
-  copyPhase(rounding, packing);
-  Block *body = b.createBlock(&packing.getBody(), {}, {type}, {rounding.getLoc()});
-  b.setInsertionPointToStart(body);
+  const auto format = static_cast<int32_t>(q.getFormat());
+  SmallVector<Type> types{type.clone(stepk::fp8BytesType(ctx, format)),
+                          RankedTensorType::get({(cols + 127) / 128, rows}, Float32Type::get(ctx))};
+  OpBuilder b(ctx);
+  stepk::CallOp packing = createPackingCall(b, rounding, types, "pack_fp8_rows",
+                                            rounding.getInputs()[0], format);
   auto pack = b.create<stepk::PackFp8Op>(rounding.getLoc(), types[0], types[1],
-                                         body->getArgument(0), /*transposed=*/false);
+                                         packing.getBody().getArgument(0), /*transposed=*/false);
   b.create<stepk::YieldOp>(rounding.getLoc(), pack.getResults());
   for (const PackedRead &read : reads)
     readPacked(read, packing.getResult(0), packing.getResult(1));
@@ -313,10 +326,9 @@ void stepc::packFp8Roundings(func::FuncOp step) {
     // A 2-d f32 value rounded in 128x128 tiles (a weight), read only as the
     // rhs of fp8 GEMMs in 128x128 blocks: as stored ([N, K], transpose_b,
     // the forward's) or transposed ([K, N], the input gradient's).
-    auto q = dyn_cast_or_null<QuantizeFp8Op>(
-        rounding.getYield()->getOperand(0).getDefiningOp()
-            ? rounding.getYield()->getOperand(0).getDefiningOp()->getOperand(0).getDefiningOp()
-            : nullptr);
+    // The body: the quantize_fp8 and its bf16 convert.
+    Operation *convert = rounding.getYield()->getOperand(0).getDefiningOp();
+    auto q = convert ? convert->getOperand(0).getDefiningOp<QuantizeFp8Op>() : QuantizeFp8Op();
     auto type = cast<RankedTensorType>(rounding.getInputs()[0].getType());
     if (q && q.getTile() == ArrayRef<int64_t>{1, 128} && type.getElementType().isF32()) {
       packFp8Rows(rounding, q);
@@ -344,7 +356,6 @@ void stepc::packFp8Roundings(func::FuncOp step) {
     Type bytes = stepk::fp8BytesType(ctx, static_cast<int32_t>(q.getFormat()));
     Type f32 = Float32Type::get(ctx);
     // The body: the weight packed in each layout its products read.
-    OpBuilder b(rounding);
     std::string callee = asStored.empty()     ? "pack_fp8_blocks_transposed"
                          : transposed.empty() ? "pack_fp8_blocks"
                                               : "pack_fp8_blocks_both";
@@ -357,14 +368,10 @@ void stepc::packFp8Roundings(func::FuncOp step) {
       types.append({RankedTensorType::get({cols, rows}, bytes),
                     RankedTensorType::get({(cols + 127) / 128, stepk::fp8BlockScaleColumns(rows)},
                                           f32)});
-    auto packing = b.create<stepk::CallOp>(
-        rounding.getLoc(), types, b.getStringAttr(callee), rounding.getInputs(),
-        b.getArrayAttr({b.getI64IntegerAttr(rows), b.getI64IntegerAttr(cols),
-                        b.getI32IntegerAttr(static_cast<int32_t>(q.getFormat()))}),
-        IntegerAttr(), StringAttr(), IntegerAttr(), IntegerAttr());
-    copyPhase(rounding, packing);
-    Block *body = b.createBlock(&packing.getBody(), {}, {type}, {rounding.getLoc()});
-    b.setInsertionPointToStart(body);
+    OpBuilder b(ctx);
+    stepk::CallOp packing = createPackingCall(b, rounding, types, callee, rounding.getInputs()[0],
+                                              static_cast<int32_t>(q.getFormat()));
+    Block *body = &packing.getBody().front();
     SmallVector<Value> yields;
     for (bool t : {false, true}) {
       if ((t ? transposed : asStored).empty())
