@@ -203,7 +203,7 @@ void absorbGeluGrad(stepk::CallOp packing) {
   }
 }
 
-/// A packing pass of `input` (f32, read as [rows, cols]) at `at`, returning
+/// A packing pass of `input` (f32 or bf16, read as [rows, cols]) at `at`, returning
 /// `types`: the call (scalars rows, cols, format) with an empty body whose
 /// one argument is the input, `b` set at the start of that body.
 stepk::CallOp createPackingCall(OpBuilder &b, Operation *at, TypeRange types, StringRef callee,
@@ -223,8 +223,9 @@ stepk::CallOp createPackingCall(OpBuilder &b, Operation *at, TypeRange types, St
 
 /// A layer's input rounded only in [1, 128] tiles (a forward without its
 /// backward: the eval step's), read only by fp8 GEMMs as their lhs along K:
-/// one pass writes its bytes and scales as they read them (pack_fp8_rows),
-/// which they take as they are.
+/// one pass writes its bytes and scales as they read them (pack_fp8_rows;
+/// of a widened bf16 value, pack_fp8_rows_of_bf16), which they take as they
+/// are.
 void packFp8Rows(stepk::CallOp rounding, QuantizeFp8Op q) {
   Value rounded = rounding.getResult(0);
   // (Rows read as a lhs along K alone: packedReads takes no rhs of them.)
@@ -238,10 +239,17 @@ void packFp8Rows(stepk::CallOp rounding, QuantizeFp8Op q) {
   SmallVector<Type> types{type.clone(stepk::fp8BytesType(ctx, format)),
                           RankedTensorType::get({(cols + 127) / 128, rows}, Float32Type::get(ctx))};
   OpBuilder b(ctx);
-  stepk::CallOp packing = createPackingCall(b, rounding, types, "pack_fp8_rows",
+  // A widened bf16 input (an attention's output) is read as it is.
+  const bool ofBf16 = type.getElementType().isBF16();
+  stepk::CallOp packing = createPackingCall(b, rounding, types,
+                                            ofBf16 ? "pack_fp8_rows_of_bf16" : "pack_fp8_rows",
                                             rounding.getInputs()[0], format);
-  auto pack = b.create<stepk::PackFp8Op>(rounding.getLoc(), types[0], types[1],
-                                         packing.getBody().getArgument(0), /*transposed=*/false);
+  // (The body widens a bf16 input first, as the pair passes' bodies do.)
+  Value input = packing.getBody().getArgument(0);
+  if (ofBf16)
+    input = b.create<ConvertOp>(rounding.getLoc(), type.clone(b.getF32Type()), input);
+  auto pack = b.create<stepk::PackFp8Op>(rounding.getLoc(), types[0], types[1], input,
+                                         /*transposed=*/false);
   b.create<stepk::YieldOp>(rounding.getLoc(), pack.getResults());
   for (const PackedRead &read : reads)
     readPacked(read, packing.getResult(0), packing.getResult(1));
@@ -320,7 +328,7 @@ void stepc::packFp8Pairs(func::FuncOp step) {
 void stepc::packFp8Roundings(func::FuncOp step) {
   SmallVector<stepk::CallOp> roundings;
   for (auto call : step.getBody().front().getOps<stepk::CallOp>())
-    if (call.getCallee() == "quantize_fp8_bf16")
+    if (call.getCallee() == "quantize_fp8_bf16" || call.getCallee() == "quantize_fp8_of_bf16_bf16")
       roundings.push_back(call);
   for (stepk::CallOp rounding : roundings) {
     // A 2-d f32 value rounded in 128x128 tiles (a weight), read only as the
@@ -330,7 +338,7 @@ void stepc::packFp8Roundings(func::FuncOp step) {
     Operation *convert = rounding.getYield()->getOperand(0).getDefiningOp();
     auto q = convert ? convert->getOperand(0).getDefiningOp<QuantizeFp8Op>() : QuantizeFp8Op();
     auto type = cast<RankedTensorType>(rounding.getInputs()[0].getType());
-    if (q && q.getTile() == ArrayRef<int64_t>{1, 128} && type.getElementType().isF32()) {
+    if (q && q.getTile() == ArrayRef<int64_t>{1, 128}) {
       packFp8Rows(rounding, q);
       continue;
     }

@@ -39,7 +39,8 @@ using namespace stepc::step;
 namespace {
 
 /// The decisions, made on the IR before any rewrite: a bf16 GEMM or
-/// attention whose results only feed converts to f32 writes f32 directly;
+/// attention whose results only feed converts to f32 writes f32 directly
+/// (not an attention cuDNN may run: cuDNN writes bf16 alone);
 /// add(GEMM, broadcast(bias[N])) is cuBLASLt's BIAS epilogue; a tanh GELU of
 /// a GEMM's result is its GELU_AUX epilogue (the pre-activation kept for the
 /// backward), gelu_grad(GEMM, x) its DGELU; the bias gradient beside a
@@ -81,6 +82,18 @@ bool readsBf16Itself(ConvertOp widening) {
   return isa_and_nonnull<LayerNormGradOp, RmsNormGradOp>(user) &&
          user->getOperand(0) == widening.getResult() &&
          llvm::count(user->getOperands(), widening.getResult()) == 1;
+}
+
+/// Whether `op` is an attention cuDNN may run (bf16, no mask, a head dim its
+/// kernels cover; kernels/cuda/cudnn_attention.h): cuDNN writes bf16 alone,
+/// so an f32 output would send the forward, and the backward that reads it,
+/// to our own kernels. Such an attention keeps its bf16 output and its
+/// widening stays for the f32 readers (an fp8 packing pass of the output,
+/// the projection's input under --precision=fp8, reads the bf16 itself).
+bool cudnnMayRun(Operation *op) {
+  auto a = dyn_cast<AttentionOp>(op);
+  return a && !a.getMask() && a.getQuery().getType().getElementType().isBF16() &&
+         cuda::CudnnAttentionHeadDim(a.getHeadDim());
 }
 
 /// Whether `later` may be computed by the kernel of `first`: everything it
@@ -155,8 +168,9 @@ Fusions planFusions(func::FuncOp step, const DenseSet<Operation *> &packed) {
       // A rotation, or a norm's gradient as its dy, reads the bf16 value
       // itself (step-lower-library-calls' rotary_of_bf16,
       // layer_norm_grad_of_bf16): no f32 copy of Llama's query and key, or
-      // of the input gradient a norm's backward reads.
-      if (convert && readsBf16Itself(convert))
+      // of the input gradient a norm's backward reads. An attention cuDNN
+      // may run writes bf16 whoever reads it.
+      if (convert && (readsBf16Itself(convert) || cudnnMayRun(&op)))
         convert = nullptr;
       if (convert && cast<RankedTensorType>(r.getType()).getElementType().isBF16() &&
           convert.getType().getElementType().isF32() && canFuseInto(&op, convert, f))

@@ -315,3 +315,27 @@ func.func @no_bias_grad(%dy: tensor<2x8x32xf32>, %x: tensor<16x8xf32>, %dy2: ten
   %dx = step.matmul %r2, %w : (tensor<16x32xf32>, tensor<32x8xf32>) -> tensor<16x8xf32>
   return %dw, %early, %partial, %dx, %rows : tensor<32x8xf32>, tensor<32xf32>, tensor<8x32xf32>, tensor<16x8xf32>, tensor<32xf32>
 }
+
+// -----
+
+// A bf16 attention whose output is widened writes f32 itself, unless cuDNN
+// may run it (head dim 64 or 128, no mask): cuDNN writes bf16 alone, so an
+// f32 output would send it, and the backward reading it, to our own kernels.
+// The widening then stays for the f32 readers (under fp8, a packing pass
+// that reads the bf16 itself).
+// CHECK-LABEL: func.func @attention_widened
+// CHECK: %[[O:[a-z_0-9]+]], %[[L:[a-z_0-9]+]] = stepk.attention %arg0, %arg0, %arg0 heads 2 kv_heads 2 head_dim 64 {{.*}} -> (tensor<2x16x128xbf16>, tensor<2x2x16xf32>)
+// CHECK: step.convert %[[O]] : tensor<2x16x128xbf16> -> tensor<2x16x128xf32>
+// CHECK: stepk.attention_grad %arg1, %arg0, %arg0, %arg0 saved %[[O]], %[[L]]
+// CHECK: stepk.attention %arg2, %arg2, %arg2 heads 2 kv_heads 2 head_dim 8 {{.*}} -> tensor<2x16x16xf32>
+// CHECK: stepk.attention %arg0, %arg0, %arg0 mask %arg3 heads 2 kv_heads 2 head_dim 64 {{.*}} -> tensor<2x16x128xf32>
+func.func @attention_widened(%q: tensor<2x16x128xbf16>, %g: tensor<2x16x128xbf16>, %s: tensor<2x16x16xbf16>, %m: tensor<16x16xf32>) -> (tensor<2x16x128xf32>, tensor<2x16x128xbf16>, tensor<2x16x16xf32>, tensor<2x16x128xf32>) attributes {step.train_step} {
+  %o = step.attention %q, %q, %q heads 2 kv_heads 2 head_dim 64 : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>) -> tensor<2x16x128xbf16>
+  %w = step.convert %o : tensor<2x16x128xbf16> -> tensor<2x16x128xf32>
+  %dq, %dk, %dv = step.attention_grad %g, %q, %q, %q heads 2 kv_heads 2 head_dim 64 : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>) -> (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>)
+  %o8 = step.attention %s, %s, %s heads 2 kv_heads 2 head_dim 8 : (tensor<2x16x16xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> tensor<2x16x16xbf16>
+  %w8 = step.convert %o8 : tensor<2x16x16xbf16> -> tensor<2x16x16xf32>
+  %om = step.attention %q, %q, %q mask %m heads 2 kv_heads 2 head_dim 64 : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<16x16xf32>) -> tensor<2x16x128xbf16>
+  %wm = step.convert %om : tensor<2x16x128xbf16> -> tensor<2x16x128xf32>
+  return %w, %dq, %w8, %wm : tensor<2x16x128xf32>, tensor<2x16x128xbf16>, tensor<2x16x16xf32>, tensor<2x16x128xf32>
+}

@@ -312,11 +312,13 @@ int stepc_cuda_pack_fp8_rows_columns_dbias_of_bf16(stepc_cuda_ctx *ctx, const __
                                                    float *scratch, uint8_t *row_bytes,
                                                    float *row_scales, uint8_t *col_bytes,
                                                    float *col_scales, float *sums);
-/* x [rows, cols] (f32) packed along its cols alone (1x128 blocks: `bytes`
- * [rows, cols], `scales` [cols / 128, rows]): a layer's input in a forward
- * without its backward. */
+/* x [rows, cols] (f32, or bf16: _of_bf16) packed along its cols alone
+ * (1x128 blocks: `bytes` [rows, cols], `scales` [cols / 128, rows]): a
+ * layer's input in a forward without its backward. */
 int stepc_cuda_pack_fp8_rows(stepc_cuda_ctx *ctx, const float *x, int64_t rows, int64_t cols,
                              int format, uint8_t *bytes, float *scales);
+int stepc_cuda_pack_fp8_rows_of_bf16(stepc_cuda_ctx *ctx, const __nv_bfloat16 *x, int64_t rows,
+                                     int64_t cols, int format, uint8_t *bytes, float *scales);
 /* A weight w [rows, cols] (f32) in 128x128 blocks as the fp8 GEMMs read it,
  * each block scaled as step.quantize_fp8 with [128, 128] tiles scales it:
  * as stored (`bytes` [rows, cols], `scales` [rows / 128, L(cols)]) for the

@@ -701,6 +701,14 @@ extern "C" int stepc_cuda_pack_fp8_rows(stepc_cuda_ctx* ctx, const float* x, int
                      scales);
 }
 
+// The same of a bf16 input (an attention's output, cuDNN's bf16).
+extern "C" int stepc_cuda_pack_fp8_rows_of_bf16(stepc_cuda_ctx* ctx, const __nv_bfloat16* x,
+                                                int64_t rows, int64_t cols, int format,
+                                                uint8_t* bytes, float* scales) {
+  return PackFp8Rows(ctx, x, STEPC_CUDA_BF16, rows, cols, /*stored_kr=*/false, format, bytes,
+                     scales);
+}
+
 namespace {
 int PackFp8BlocksBoth(stepc_cuda_ctx* ctx, const float* x, int64_t rows, int64_t cols,
                       int format, uint8_t* bytes, float* scales, uint8_t* t_bytes,
