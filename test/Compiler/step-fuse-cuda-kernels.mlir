@@ -329,13 +329,13 @@ func.func @no_bias_grad(%dy: tensor<2x8x32xf32>, %x: tensor<16x8xf32>, %dy2: ten
 // CHECK: stepk.attention_grad %arg1, %arg0, %arg0, %arg0 saved %[[O]], %[[L]]
 // CHECK: stepk.attention %arg2, %arg2, %arg2 heads 2 kv_heads 2 head_dim 8 {{.*}} -> tensor<2x16x16xf32>
 // CHECK: stepk.attention %arg0, %arg0, %arg0 mask %arg3 heads 2 kv_heads 2 head_dim 64 {{.*}} -> tensor<2x16x128xf32>
-func.func @attention_widened(%q: tensor<2x16x128xbf16>, %g: tensor<2x16x128xbf16>, %s: tensor<2x16x16xbf16>, %m: tensor<16x16xf32>) -> (tensor<2x16x128xf32>, tensor<2x16x128xbf16>, tensor<2x16x16xf32>, tensor<2x16x128xf32>) attributes {step.train_step} {
+func.func @attention_widened(%q: tensor<2x16x128xbf16>, %g: tensor<2x16x128xbf16>, %s: tensor<2x16x16xbf16>, %m: tensor<2x2x16x16xf32>) -> (tensor<2x16x128xf32>, tensor<2x16x128xbf16>, tensor<2x16x16xf32>, tensor<2x16x128xf32>) attributes {step.train_step} {
   %o = step.attention %q, %q, %q heads 2 kv_heads 2 head_dim 64 : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>) -> tensor<2x16x128xbf16>
   %w = step.convert %o : tensor<2x16x128xbf16> -> tensor<2x16x128xf32>
   %dq, %dk, %dv = step.attention_grad %g, %q, %q, %q heads 2 kv_heads 2 head_dim 64 : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>) -> (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>)
   %o8 = step.attention %s, %s, %s heads 2 kv_heads 2 head_dim 8 : (tensor<2x16x16xbf16>, tensor<2x16x16xbf16>, tensor<2x16x16xbf16>) -> tensor<2x16x16xbf16>
   %w8 = step.convert %o8 : tensor<2x16x16xbf16> -> tensor<2x16x16xf32>
-  %om = step.attention %q, %q, %q mask %m heads 2 kv_heads 2 head_dim 64 : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<16x16xf32>) -> tensor<2x16x128xbf16>
+  %om = step.attention %q, %q, %q mask %m heads 2 kv_heads 2 head_dim 64 : (tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x16x128xbf16>, tensor<2x2x16x16xf32>) -> tensor<2x16x128xbf16>
   %wm = step.convert %om : tensor<2x16x128xbf16> -> tensor<2x16x128xf32>
   return %w, %dq, %w8, %wm : tensor<2x16x128xf32>, tensor<2x16x128xbf16>, tensor<2x16x16xf32>, tensor<2x16x128xf32>
 }
