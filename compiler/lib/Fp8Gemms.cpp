@@ -148,12 +148,13 @@ void readPacked(const PackedRead &read, Value bytes, Value scales) {
 /// GPT): the pass computes it from the GELU's input gradient and
 /// pre-activation as it reads them (through their bf16 widenings, which go
 /// with it), so the f32 gradient is neither written nor read again.
-void absorbGeluGrad(stepk::CallOp packing) {
+/// Whether it did (`packing` is gone then).
+bool absorbGeluGrad(stepk::CallOp packing) {
   Value source = packing.getInputs()[0];
   auto gg = source.getDefiningOp<GeluGradOp>();
   if (packing.getInputs().size() != 1 || !gg || !source.hasOneUse() ||
       gg->getBlock() != packing->getBlock())
-    return;
+    return false;
   // Both operands bf16 widened only for the GELU's gradient, or both f32.
   auto widening = [&](Value v) {
     auto convert = v.getDefiningOp<ConvertOp>();
@@ -164,13 +165,13 @@ void absorbGeluGrad(stepk::CallOp packing) {
   };
   ConvertOp dyWide = widening(gg.getGrad()), preWide = widening(gg.getInput());
   if (static_cast<bool>(dyWide) != static_cast<bool>(preWide) || gg.getGrad() == gg.getInput())
-    return;
+    return false;
   const bool ofBf16 = static_cast<bool>(dyWide);
   SmallVector<Value> inputs{ofBf16 ? dyWide.getInput() : gg.getGrad(),
                             ofBf16 ? preWide.getInput() : gg.getInput()};
   StringRef rest = packing.getCallee().drop_front(StringRef("pack_fp8_rows_columns").size());
   if (!rest.empty() && rest != "_dbias")
-    return;
+    return false;
   OpBuilder b(packing);
   SmallVector<Attribute> scalars(packing.getScalars().begin(), packing.getScalars().end());
   scalars.push_back(b.getI32IntegerAttr(gg.isTanhApproximation() ? 1 : 0));
@@ -200,6 +201,105 @@ void absorbGeluGrad(stepk::CallOp packing) {
   if (ofBf16) {
     dyWide.erase();
     preWide.erase();
+  }
+  return true;
+}
+
+/// `v` widened from bf16 in `block`: the bf16 value, or null.
+Value widenedBf16(Value v, Block *block) {
+  auto convert = v.getDefiningOp<ConvertOp>();
+  return convert && convert->getBlock() == block &&
+                 cast<RankedTensorType>(convert.getInput().getType()).getElementType().isBF16()
+             ? convert.getInput()
+             : Value();
+}
+
+/// The packing pass `packing` of SwiGLU's product silu(gate) * other
+/// (Llama's activation, other the up projection's output; the up
+/// projection's output gradient, other the input gradient) or of the
+/// gate's output gradient silu_grad(dy * up, gate), each of bf16 values
+/// widened, when only the pass reads it: the pass computes it from the
+/// bf16 values as it reads them (the chain cloned into its body, computed
+/// as the elementwise kernels compute it), so the f32 value is neither
+/// written nor read. A silu or product something else reads stays for it;
+/// what nothing reads any more goes (the forward's f32 silu, which the up
+/// projection's gradient read, is then not saved for the backward).
+void absorbSwiglu(stepk::CallOp packing) {
+  Value source = packing.getInputs()[0];
+  Operation *top = source.getDefiningOp();
+  Block *block = packing->getBlock();
+  if (packing.getCallee() != "pack_fp8_rows_columns" || packing.getInputs().size() != 1 ||
+      !top || top->getBlock() != block || !source.hasOneUse())
+    return;
+  auto siluOfBf16 = [&](Value v) {
+    auto silu = v.getDefiningOp<SiluOp>();
+    return silu && silu->getBlock() == block ? widenedBf16(silu.getInput(), block) : Value();
+  };
+  SmallVector<Value> inputs;
+  StringRef callee;
+  if (auto mul = dyn_cast<MulOp>(top)) {
+    for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())})
+      if (Value gate = siluOfBf16(a), other = widenedBf16(b, block); gate && other) {
+        inputs = {gate, other};
+        break;
+      }
+    callee = "pack_fp8_rows_columns_swiglu_of_bf16";
+  } else if (auto grad = dyn_cast<SiluGradOp>(top)) {
+    auto product = grad.getGrad().getDefiningOp<MulOp>();
+    Value gate = widenedBf16(grad.getInput(), block);
+    if (gate && product && product->getBlock() == block)
+      if (Value dy = widenedBf16(product.getLhs(), block),
+          up = widenedBf16(product.getRhs(), block);
+          dy && up)
+        inputs = {gate, dy, up};
+    callee = "pack_fp8_rows_columns_swiglu_gate_grad_of_bf16";
+  }
+  auto shape = cast<RankedTensorType>(source.getType()).getShape();
+  if (inputs.empty() || llvm::any_of(inputs, [&](Value v) {
+        return cast<RankedTensorType>(v.getType()).getShape() != shape;
+      }))
+    return;
+  OpBuilder b(packing);
+  auto fused = b.create<stepk::CallOp>(packing.getLoc(), packing.getResultTypes(),
+                                       b.getStringAttr(callee), inputs, packing.getScalars(),
+                                       packing.getScratchBytesAttr(), StringAttr(), IntegerAttr(),
+                                       IntegerAttr());
+  copyPhase(packing, fused);
+  // Its body: the chain from the bf16 values (its arguments), then the
+  // packing's.
+  Block &old = packing.getBody().front();
+  SmallVector<Location> locs(inputs.size(), packing.getLoc());
+  Block *body = b.createBlock(&fused.getBody(), {}, ValueRange(inputs).getTypes(), locs);
+  IRMapping map;
+  for (auto [input, arg] : llvm::zip(inputs, body->getArguments()))
+    map.map(input, arg);
+  std::function<Value(Value)> cloned = [&](Value v) -> Value {
+    if (Value done = map.lookupOrNull(v))
+      return done;
+    Operation *def = v.getDefiningOp();
+    for (Value operand : def->getOperands())
+      cloned(operand);
+    return b.clone(*def, map)->getResult(0);
+  };
+  map.map(old.getArgument(0), cloned(source));
+  for (Operation &op : old)
+    b.clone(op, map);
+  packing.replaceAllUsesWith(fused.getResults());
+  packing.erase();
+  // The chain's ops nothing reads any more.
+  SmallVector<Operation *> dead{top};
+  while (!dead.empty()) {
+    Operation *op = dead.pop_back_val();
+    if (!op->use_empty() || !isa<ConvertOp, SiluOp, MulOp, SiluGradOp>(op))
+      continue;
+    SetVector<Operation *> defs;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp(); def && def->getBlock() == block)
+        defs.insert(def);
+    op->erase();
+    for (Operation *def : defs)
+      if (!llvm::is_contained(dead, def))
+        dead.push_back(def);
   }
 }
 
@@ -321,7 +421,8 @@ void stepc::packFp8Pairs(func::FuncOp step) {
     for (auto [from, to] : llvm::zip(pair.getResults().drop_front(2), packing.getResults().drop_front(4)))
       from.replaceAllUsesWith(to);
     pair.erase();
-    absorbGeluGrad(packing);
+    if (!absorbGeluGrad(packing))
+      absorbSwiglu(packing);
   }
 }
 

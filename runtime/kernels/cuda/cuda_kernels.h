@@ -355,6 +355,20 @@ int stepc_cuda_pack_fp8_rows_columns_gelu_grad_dbias_of_bf16(
     stepc_cuda_ctx *ctx, const __nv_bfloat16 *dy, const __nv_bfloat16 *pre, int64_t rows,
     int64_t cols, int format, int tanh_form, float *scratch, uint8_t *row_bytes,
     float *row_scales, uint8_t *col_bytes, float *col_scales, float *sums);
+/* The same of SwiGLU's product silu(gate) * other (Llama's activation, or
+ * the up projection's output gradient, other the input gradient), and of
+ * the gate's output gradient silu_grad(dy * up, gate), from bf16 values,
+ * neither stored. */
+int stepc_cuda_pack_fp8_rows_columns_swiglu_of_bf16(stepc_cuda_ctx *ctx,
+                                                    const __nv_bfloat16 *gate,
+                                                    const __nv_bfloat16 *other, int64_t rows,
+                                                    int64_t cols, int format,
+                                                    uint8_t *row_bytes, float *row_scales,
+                                                    uint8_t *col_bytes, float *col_scales);
+int stepc_cuda_pack_fp8_rows_columns_swiglu_gate_grad_of_bf16(
+    stepc_cuda_ctx *ctx, const __nv_bfloat16 *gate, const __nv_bfloat16 *dy,
+    const __nv_bfloat16 *up, int64_t rows, int64_t cols, int format, uint8_t *row_bytes,
+    float *row_scales, uint8_t *col_bytes, float *col_scales);
 /* Mixture of experts (moe.cu), as the CPU kernels of kernels/cpu/moe.cc;
  * dispatch, combine and its gradient route into scratch of
  * 4·(3·experts + tokens·k + groups) bytes. */

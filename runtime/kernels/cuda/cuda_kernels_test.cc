@@ -587,6 +587,71 @@ TEST_F(CudaKernels, PackFp8RowsAndColumnsOfTheGeluGrad) {
       }
 }
 
+// SwiGLU's product silu(gate) * other and the gate's gradient
+// silu_grad(dy * up, gate), packed from bf16 values: every byte times its
+// scale is the CPU's rounding of the value computed as the elementwise
+// kernels compute it (bit for bit on the emulation; on a GPU, where nvcc
+// may contract the product into the kernel's arithmetic, within one fp8
+// step for at most 0.1% of them).
+TEST_F(CudaKernels, PackFp8RowsAndColumnsOfTheSwiglu) {
+  const int64_t rows = 200, cols = 300;
+  const size_t n = rows * cols;
+  Floats gate = Random(n, 105, 4.0f), other = Random(n, 106), third = Random(n, 107);
+  for (size_t e = 0; e < n; ++e)
+    if (e % 89 == 7) other[e] *= 1e3f;
+  for (Floats* v : {&gate, &other, &third})
+    for (float& x : *v) x = RoundBf16(x);
+  auto* row_bytes = static_cast<uint8_t*>(Alloc(n));
+  auto* col_bytes = static_cast<uint8_t*>(Alloc(n));
+  float* row_scales = Zeros((cols + 127) / 128 * rows);
+  float* col_scales = Zeros((rows + 127) / 128 * cols);
+  for (bool gate_grad : {false, true})
+    for (int format : {0, 1}) {
+      SCOPED_TRACE(testing::Message() << (gate_grad ? "gate grad" : "product") << ", format "
+                                      << format);
+      Floats v(n), by_rows(n), by_columns(n);
+      for (size_t e = 0; e < n; ++e)
+        v[e] = gate_grad ? stepc_silu_grad<float>(other[e] * third[e], gate[e])
+                         : stepc_silu<float>(gate[e]) * other[e];
+      stepc_cpu_quantize_fp8(v.data(), 1, rows, cols, 1, 128, format, by_rows.data());
+      stepc_cpu_quantize_fp8(v.data(), 1, rows, cols, 128, 1, format, by_columns.data());
+      const int rc =
+          gate_grad ? stepc_cuda_pack_fp8_rows_columns_swiglu_gate_grad_of_bf16(
+                          &ctx_, UpBf16(gate), UpBf16(other), UpBf16(third), rows, cols, format,
+                          row_bytes, row_scales, col_bytes, col_scales)
+                    : stepc_cuda_pack_fp8_rows_columns_swiglu_of_bf16(
+                          &ctx_, UpBf16(gate), UpBf16(other), rows, cols, format, row_bytes,
+                          row_scales, col_bytes, col_scales);
+      ASSERT_EQ(rc, 0) << error_;
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess) << error_;
+      std::vector<uint8_t> rb(n), cb(n);
+      cudaMemcpy(rb.data(), row_bytes, n, cudaMemcpyDeviceToHost);
+      cudaMemcpy(cb.data(), col_bytes, n, cudaMemcpyDeviceToHost);
+      const Floats rs = Down(row_scales, (cols + 127) / 128 * rows);
+      const Floats cs = Down(col_scales, (rows + 127) / 128 * cols);
+      int64_t apart = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const float got_row =
+              stepc_fp8_value<float>(rb[r * cols + c], format) * rs[(c / 128) * rows + r];
+          const float got_column =
+              stepc_fp8_value<float>(cb[c * rows + r], format) * cs[(r / 128) * cols + c];
+          for (auto [got, want] : {std::make_pair(got_row, by_rows[r * cols + c]),
+                                   std::make_pair(got_column, by_columns[r * cols + c])}) {
+#ifdef STEPC_CUDA_EMULATION
+            ASSERT_EQ(got, want) << "(" << r << ", " << c << ")";
+#else
+            if (got != want) {
+              ++apart;
+              EXPECT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -1)) << r << " " << c;
+            }
+#endif
+          }
+        }
+      EXPECT_LE(apart, static_cast<int64_t>(n / 1000));
+    }
+}
+
 // A weight packed in 128x128 blocks (stepc_cuda_pack_fp8_blocks...): every
 // byte times its block's scale is step.quantize_fp8's [128, 128] rounding,
 // bit for bit, as stored and transposed, each scale a power of two at

@@ -99,12 +99,25 @@ __global__ void QuantizeFp8ColumnTilesKernel(const TI* x, int64_t matrices, int6
 // across a warp and then the row's four warps. With `column_partial`,
 // each panel's column sums of x (a bias gradient: its 64 values a thread
 // in order, then the two rows of threads) go to column_partial[panel
-// row][column]. With `gelu` (1 exact, 2 tanh) the values rounded are the
-// GELU of x's (the MLP's activation), with 3 (exact) or 4 (tanh) the GELU's
-// gradient at `pre` of x's (the MLP's output gradient: x its input
-// gradient, `pre` its pre-activation), each computed as the elementwise
-// kernels compute it. Two kernels write the roundings: as bf16 values, or
+// row][column]. With `transform` (PairTransform) the values rounded are
+// computed from x's as they are read: the GELU of x's (the MLP's
+// activation), the GELU's gradient at `pre` of x's (the MLP's output
+// gradient: x its input gradient, `pre` its pre-activation), SwiGLU's
+// silu(x) * pre (Llama's activation, x the gate; and the up projection's
+// output gradient, pre the input gradient) or silu_grad(pre * third, x)
+// (the gate's output gradient, pre the input gradient, third the up
+// projection's output), each computed as the elementwise kernels compute
+// it. Two kernels write the roundings: as bf16 values, or
 // packed as the fp8 GEMMs read them.
+enum PairTransform {
+  kPairAsIs = 0,
+  kPairGelu = 1,
+  kPairGeluTanh = 2,
+  kPairGeluGrad = 3,
+  kPairGeluGradTanh = 4,
+  kPairSwiglu = 5,
+  kPairSwigluGateGrad = 6,
+};
 constexpr int kPairPanel = kFp8PairPanel;
 constexpr int kPairHeld = kPairPanel * kPairPanel / kThreads;  // rows a thread holds
 
@@ -119,9 +132,12 @@ struct PairPanel {
 // half + 2i), its rows' and columns' scales into `p` (the quantizer's rule
 // for each tile) and its column sums into `column_partial` (if not null).
 // Every thread calls it; on return the scales are visible to all.
-template <typename T>
-__device__ __forceinline__ void LoadPairPanel(const T* x, const T* pre, int64_t rows,
-                                              int64_t cols, int format, int gelu, int64_t r0,
+// kSwiglu: whether the SwiGLU transforms are compiled in (the rounding
+// kernel, which takes none, keeps to 128 registers without spilling).
+template <bool kSwiglu, typename T>
+__device__ __forceinline__ void LoadPairPanel(const T* x, const T* pre, const T* third,
+                                              int64_t rows, int64_t cols, int format,
+                                              int transform, int64_t r0,
                                               int64_t c0, float (&v)[kPairHeld], PairPanel& p,
                                               float* column_partial) {
   const int cc = threadIdx.x % kPairPanel, half = threadIdx.x / kPairPanel;
@@ -131,11 +147,18 @@ __device__ __forceinline__ void LoadPairPanel(const T* x, const T* pre, int64_t 
 #pragma unroll
   for (int i = 0; i < kPairHeld; ++i) {
     const int64_t r = r0 + half + 2 * i;
-    v[i] = r < rows && c < cols ? Load(x, r * cols + c) : 0.0f;
-    if (gelu == 1 || gelu == 2) v[i] = stepc_gelu<float>(v[i], gelu == 2);
-    if (gelu >= 3)
-      v[i] = stepc_gelu_grad<float>(v[i], r < rows && c < cols ? Load(pre, r * cols + c) : 0.0f,
-                                    gelu == 4);
+    const bool in = r < rows && c < cols;
+    v[i] = in ? Load(x, r * cols + c) : 0.0f;
+    if (transform == kPairGelu || transform == kPairGeluTanh)
+      v[i] = stepc_gelu<float>(v[i], transform == kPairGeluTanh);
+    if (transform == kPairGeluGrad || transform == kPairGeluGradTanh)
+      v[i] = stepc_gelu_grad<float>(v[i], in ? Load(pre, r * cols + c) : 0.0f,
+                                    transform == kPairGeluGradTanh);
+    if (kSwiglu && transform == kPairSwiglu)
+      v[i] = stepc_silu<float>(v[i]) * (in ? Load(pre, r * cols + c) : 0.0f);
+    if (kSwiglu && transform == kPairSwigluGateGrad)
+      v[i] = stepc_silu_grad<float>(
+          in ? Load(pre, r * cols + c) * Load(third, r * cols + c) : 0.0f, v[i]);
     amax = MaxMagnitude(amax, v[i]);
     float m = MaxMagnitude(0.0f, v[i]);
     for (int o = 16; o > 0; o >>= 1) m = MaxMagnitude(m, __shfl_xor_sync(0xffffffffu, m, o));
@@ -167,7 +190,7 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads, 2)
     QuantizeFp8RowsColumnsKernel(const T* x, int64_t rows, int64_t cols, int format,
                                  __nv_bfloat16* by_rows, __nv_bfloat16* by_columns,
-                                 float* column_partial, int gelu) {
+                                 float* column_partial, int transform) {
   __shared__ PairPanel p;
   const int64_t row_panels = (rows + kPairPanel - 1) / kPairPanel;
   const int64_t col_panels = (cols + kPairPanel - 1) / kPairPanel;
@@ -176,7 +199,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t r0 = (blk / col_panels) * kPairPanel, c0 = (blk % col_panels) * kPairPanel;
     const int64_t c = c0 + cc;
     float v[kPairHeld];
-    LoadPairPanel(x, static_cast<const T*>(nullptr), rows, cols, format, gelu, r0, c0, v, p,
+    LoadPairPanel<false>(x, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), rows,
+                         cols, format, transform, r0, c0, v, p,
                   column_partial);
 #pragma unroll
     for (int i = 0; i < kPairHeld; ++i) {
@@ -199,9 +223,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 // sm_90a: no spills), two blocks an SM.
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 2)
-    PackFp8RowsColumnsKernel(const T* x, const T* pre, int64_t rows, int64_t cols, int format,
-                             uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,
-                             float* col_scales, float* column_partial, int gelu) {
+    PackFp8RowsColumnsKernel(const T* x, const T* pre, const T* third, int64_t rows,
+                             int64_t cols, int format, uint8_t* row_bytes, float* row_scales,
+                             uint8_t* col_bytes, float* col_scales, float* column_partial,
+                             int transform) {
   constexpr int kStride = kPairPanel + 4;  // bytes a staged column takes
   __shared__ PairPanel p;
   __shared__ uint32_t staged_words[kPairPanel * kStride / 4];  // [column][row] bytes
@@ -213,7 +238,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t r0 = (blk / col_panels) * kPairPanel, c0 = (blk % col_panels) * kPairPanel;
     const int64_t c = c0 + cc;
     float v[kPairHeld];
-    LoadPairPanel(x, pre, rows, cols, format, gelu, r0, c0, v, p, column_partial);
+    LoadPairPanel<true>(x, pre, third, rows, cols, format, transform, r0, c0, v, p,
+                        column_partial);
     if (half == 0) {
       if (r0 + cc < rows) row_scales[(c0 / kPairPanel) * rows + r0 + cc] = 1.0f / p.row_scale[cc];
       if (c < cols) col_scales[(r0 / kPairPanel) * cols + c] = 1.0f / p.column_scale[cc];
@@ -563,11 +589,12 @@ namespace {
 template <typename T>
 int QuantizeFp8RowsColumns(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols,
                            int format, __nv_bfloat16* by_rows, __nv_bfloat16* by_columns,
-                           float* scratch = nullptr, float* sums = nullptr, int gelu = 0) {
+                           float* scratch = nullptr, float* sums = nullptr,
+                           int transform = kPairAsIs) {
   const int64_t blocks =
       std::min<int64_t>(CeilDiv(rows, kPairPanel) * CeilDiv(cols, kPairPanel), kMaxBlocks);
   STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, QuantizeFp8RowsColumnsKernel<T>)(
-      x, rows, cols, format, by_rows, by_columns, sums ? scratch : nullptr, gelu);
+      x, rows, cols, format, by_rows, by_columns, sums ? scratch : nullptr, transform);
   if (int rc = STEPC_LAUNCHED(ctx, "QuantizeFp8RowsColumnsKernel")) return rc;
   if (!sums) return 0;
   return FinishChunks(ctx, scratch, CeilDiv(rows, kPairPanel), cols, /*sum*/ 0, 1.0f, sums);
@@ -592,14 +619,14 @@ extern "C" int stepc_cuda_quantize_fp8_rows_columns_gelu_bf16(
     stepc_cuda_ctx* ctx, const float* x, int64_t rows, int64_t cols, int format, int tanh_form,
     __nv_bfloat16* by_rows, __nv_bfloat16* by_columns) {
   return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns, nullptr,
-                                nullptr, tanh_form ? 2 : 1);
+                                nullptr, tanh_form ? kPairGeluTanh : kPairGelu);
 }
 
 extern "C" int stepc_cuda_quantize_fp8_rows_columns_gelu_of_bf16_bf16(
     stepc_cuda_ctx* ctx, const __nv_bfloat16* x, int64_t rows, int64_t cols, int format,
     int tanh_form, __nv_bfloat16* by_rows, __nv_bfloat16* by_columns) {
   return QuantizeFp8RowsColumns(ctx, x, rows, cols, format, by_rows, by_columns, nullptr,
-                                nullptr, tanh_form ? 2 : 1);
+                                nullptr, tanh_form ? kPairGeluTanh : kPairGelu);
 }
 
 extern "C" int stepc_cuda_quantize_fp8_rows_columns_dbias_bf16(
@@ -619,12 +646,13 @@ template <typename T>
 int PackFp8RowsColumns(stepc_cuda_ctx* ctx, const T* x, int64_t rows, int64_t cols, int format,
                        uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,
                        float* col_scales, float* scratch = nullptr, float* sums = nullptr,
-                       int gelu = 0, const T* pre = nullptr) {
+                       int transform = kPairAsIs, const T* pre = nullptr,
+                       const T* third = nullptr) {
   const int64_t blocks =
       std::min<int64_t>(CeilDiv(rows, kPairPanel) * CeilDiv(cols, kPairPanel), kMaxBlocks);
   STEPC_LAUNCH_COOPERATIVE(blocks, kThreads, 0, ctx->stream, PackFp8RowsColumnsKernel<T>)(
-      x, pre, rows, cols, format, row_bytes, row_scales, col_bytes, col_scales,
-      sums ? scratch : nullptr, gelu);
+      x, pre, third, rows, cols, format, row_bytes, row_scales, col_bytes, col_scales,
+      sums ? scratch : nullptr, transform);
   if (int rc = STEPC_LAUNCHED(ctx, "PackFp8RowsColumnsKernel")) return rc;
   if (!sums) return 0;
   return FinishChunks(ctx, scratch, CeilDiv(rows, kPairPanel), cols, /*sum*/ 0, 1.0f, sums);
@@ -647,7 +675,8 @@ STEPC_PACK_FP8_ROWS_COLUMNS(stepc_cuda_pack_fp8_rows_columns_of_bf16, __nv_bfloa
                       int tanh_form, uint8_t* row_bytes, float* row_scales,                    \
                       uint8_t* col_bytes, float* col_scales) {                                 \
     return PackFp8RowsColumns(ctx, x, rows, cols, format, row_bytes, row_scales, col_bytes,    \
-                              col_scales, nullptr, nullptr, tanh_form ? 2 : 1);                \
+                              col_scales, nullptr, nullptr,                                    \
+                              tanh_form ? kPairGeluTanh : kPairGelu);                          \
   }
 STEPC_PACK_FP8_ROWS_COLUMNS_GELU(stepc_cuda_pack_fp8_rows_columns_gelu, float)
 STEPC_PACK_FP8_ROWS_COLUMNS_GELU(stepc_cuda_pack_fp8_rows_columns_gelu_of_bf16, __nv_bfloat16)
@@ -675,7 +704,8 @@ STEPC_PACK_FP8_ROWS_COLUMNS_DBIAS(stepc_cuda_pack_fp8_rows_columns_dbias_of_bf16
     float* totals = nullptr;                                                                   \
     SUMS(partial = scratch; totals = sums;)                                                    \
     return PackFp8RowsColumns(ctx, dy, rows, cols, format, row_bytes, row_scales, col_bytes,   \
-                              col_scales, partial, totals, tanh_form ? 4 : 3, pre);            \
+                              col_scales, partial, totals,                                     \
+                              tanh_form ? kPairGeluGradTanh : kPairGeluGrad, pre);             \
   }
 #define STEPC_NO_SUMS(...)
 #define STEPC_SUMS(...) __VA_ARGS__
@@ -690,6 +720,26 @@ STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD(stepc_cuda_pack_fp8_rows_columns_gelu_grad
 #undef STEPC_SUMS
 #undef STEPC_NO_SUMS
 #undef STEPC_PACK_FP8_ROWS_COLUMNS_GELU_GRAD
+
+// SwiGLU's product silu(gate) * other packed (Llama's activation, other
+// the up projection's output; the up projection's output gradient, other
+// the input gradient), and the gate's output gradient silu_grad(dy * up,
+// gate), from the bf16 values the GEMMs wrote: neither is stored.
+extern "C" int stepc_cuda_pack_fp8_rows_columns_swiglu_of_bf16(
+    stepc_cuda_ctx* ctx, const __nv_bfloat16* gate, const __nv_bfloat16* other, int64_t rows,
+    int64_t cols, int format, uint8_t* row_bytes, float* row_scales, uint8_t* col_bytes,
+    float* col_scales) {
+  return PackFp8RowsColumns(ctx, gate, rows, cols, format, row_bytes, row_scales, col_bytes,
+                            col_scales, nullptr, nullptr, kPairSwiglu, other);
+}
+
+extern "C" int stepc_cuda_pack_fp8_rows_columns_swiglu_gate_grad_of_bf16(
+    stepc_cuda_ctx* ctx, const __nv_bfloat16* gate, const __nv_bfloat16* dy,
+    const __nv_bfloat16* up, int64_t rows, int64_t cols, int format, uint8_t* row_bytes,
+    float* row_scales, uint8_t* col_bytes, float* col_scales) {
+  return PackFp8RowsColumns(ctx, gate, rows, cols, format, row_bytes, row_scales, col_bytes,
+                            col_scales, nullptr, nullptr, kPairSwigluGateGrad, dy, up);
+}
 
 // A layer's input rounded in [1, 128] tiles alone (the eval step's
 // forward), packed as the fp8 GEMMs read it: PackFp8Rows, into the step's
