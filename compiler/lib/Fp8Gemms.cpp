@@ -222,8 +222,8 @@ Value widenedBf16(Value v, Block *block) {
 /// bf16 values as it reads them (the chain cloned into its body, computed
 /// as the elementwise kernels compute it), so the f32 value is neither
 /// written nor read. A silu or product something else reads stays for it;
-/// what nothing reads any more goes (the forward's f32 silu, which the up
-/// projection's gradient read, is then not saved for the backward).
+/// what nothing reads any more goes (the forward's silu, once the up
+/// projection's gradient computes its own).
 void absorbSwiglu(stepk::CallOp packing) {
   Value source = packing.getInputs()[0];
   Operation *top = source.getDefiningOp();
@@ -238,8 +238,9 @@ void absorbSwiglu(stepk::CallOp packing) {
   SmallVector<Value> inputs;
   StringRef callee;
   if (auto mul = dyn_cast<MulOp>(top)) {
-    for (auto [a, b] : {std::pair(mul.getLhs(), mul.getRhs()), std::pair(mul.getRhs(), mul.getLhs())})
-      if (Value gate = siluOfBf16(a), other = widenedBf16(b, block); gate && other) {
+    for (auto [s, o] : {std::pair(mul.getLhs(), mul.getRhs()),
+                        std::pair(mul.getRhs(), mul.getLhs())})
+      if (Value gate = siluOfBf16(s), other = widenedBf16(o, block); gate && other) {
         inputs = {gate, other};
         break;
       }

@@ -200,8 +200,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int64_t c = c0 + cc;
     float v[kPairHeld];
     LoadPairPanel<false>(x, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), rows,
-                         cols, format, transform, r0, c0, v, p,
-                  column_partial);
+                         cols, format, transform, r0, c0, v, p, column_partial);
 #pragma unroll
     for (int i = 0; i < kPairHeld; ++i) {
       const int64_t r = r0 + half + 2 * i;
